@@ -1,0 +1,34 @@
+//! The contract between the engine and applications.
+//!
+//! Everything here is single-producer single-consumer: each index has one
+//! writer, and producer and consumer indices sit on separate cache lines.
+//!
+//! ```text
+//!   application                      engine
+//!   TxWriter ──► byte ring (TX) ──► TxReader   (engine consumes on ACK)
+//!   RxReader ◄── byte ring (RX) ◄── RxWriter   (engine produces in order)
+//!   Sender<Command> ──► command ring ──► Receiver<Command>
+//!   Notify: the engine bumps it after every change the app may wait for
+//! ```
+//!
+//! In embedded and inline mode these live in the process's own memory.
+
+pub mod bytes;
+pub mod notify;
+pub mod socket;
+pub mod spsc;
+
+/// Pads and aligns `T` to a 64-byte cache line so that it shares it with
+/// nothing written by the other side.
+#[derive(Debug, Default)]
+#[repr(C, align(64))]
+pub struct CachePadded<T>(pub T);
+
+impl<T> core::ops::Deref for CachePadded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<CachePadded<u64>>() == 64);

@@ -1,0 +1,232 @@
+//! Sockets as the application and the engine share them: a status block the
+//! engine writes, the commands the application sends, and what a listener
+//! hands over on accept.
+
+use crate::bytes;
+use crate::notify::Notify;
+use crate::spsc;
+use core::net::{Ipv4Addr, SocketAddrV4};
+use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Identifies a socket in commands. Applications number their own sockets
+/// from 1; the engine numbers the ones it creates on accept with the top bit
+/// set, so the two never collide.
+pub type SockId = u64;
+
+/// The top bit of engine-assigned socket ids.
+pub const ENGINE_ID_BIT: u64 = 1 << 63;
+
+/// Socket states as the application sees them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum SockState {
+    /// Created; the engine has not taken the command yet.
+    Opening = 0,
+    /// TCP handshake in progress.
+    Connecting = 1,
+    /// Data can flow (TCP established or later, UDP bound, listener listening).
+    Open = 2,
+    /// Finished; `error()` tells why if it was not a normal close.
+    Closed = 3,
+}
+
+/// The status block of one socket. Written by the engine only (except
+/// where a field says otherwise), read by the application.
+#[derive(Debug, Default)]
+pub struct SocketShared {
+    /// Bumped by the engine after every change an application may wait for
+    /// (data, space, state, FIN, error).
+    pub notify: Notify,
+    state: AtomicU32,
+    /// 0 or a positive errno (ECONNREFUSED, ECONNRESET, ETIMEDOUT, ...).
+    error: AtomicI32,
+    flags: AtomicU32,
+    /// Local address, packed as ip << 16 | port.
+    local: AtomicU64,
+    /// Remote address, packed as ip << 16 | port.
+    remote: AtomicU64,
+}
+
+/// The peer sent FIN; every byte before it is in the RX ring.
+pub const FLAG_RX_FIN: u32 = 1;
+
+fn pack(a: SocketAddrV4) -> u64 {
+    (u64::from(u32::from(*a.ip())) << 16) | u64::from(a.port())
+}
+
+fn unpack(v: u64) -> SocketAddrV4 {
+    SocketAddrV4::new(Ipv4Addr::from((v >> 16) as u32), v as u16)
+}
+
+impl SocketShared {
+    /// Current state.
+    pub fn state(&self) -> SockState {
+        match self.state.load(Ordering::Acquire) {
+            0 => SockState::Opening,
+            1 => SockState::Connecting,
+            2 => SockState::Open,
+            _ => SockState::Closed,
+        }
+    }
+
+    /// Engine: moves to `state` (after the fields it publishes) and notifies.
+    pub fn set_state(&self, state: SockState) {
+        self.state.store(state as u32, Ordering::Release);
+        self.notify.notify();
+    }
+
+    /// Engine: closes with `errno` (0 for a normal close) and notifies.
+    pub fn set_closed(&self, errno: i32) {
+        if errno != 0 {
+            self.error.store(errno, Ordering::Release);
+        }
+        self.set_state(SockState::Closed);
+    }
+
+    /// The errno that closed the socket, 0 if none.
+    pub fn error(&self) -> i32 {
+        self.error.load(Ordering::Acquire)
+    }
+
+    /// Takes the pending error (like SO_ERROR): returns it and clears it.
+    pub fn take_error(&self) -> i32 {
+        self.error.swap(0, Ordering::AcqRel)
+    }
+
+    /// Engine: sets flag bits and notifies.
+    pub fn set_flags(&self, bits: u32) {
+        self.flags.fetch_or(bits, Ordering::Release);
+        self.notify.notify();
+    }
+
+    /// True when all of `bits` are set.
+    pub fn has_flags(&self, bits: u32) -> bool {
+        self.flags.load(Ordering::Acquire) & bits == bits
+    }
+
+    /// Sets the local and remote addresses (whoever creates the socket).
+    pub fn set_addrs(&self, local: SocketAddrV4, remote: SocketAddrV4) {
+        self.local.store(pack(local), Ordering::Release);
+        self.remote.store(pack(remote), Ordering::Release);
+    }
+
+    /// Local address (0.0.0.0:0 until known).
+    pub fn local(&self) -> SocketAddrV4 {
+        unpack(self.local.load(Ordering::Acquire))
+    }
+
+    /// Remote address (0.0.0.0:0 if none).
+    pub fn remote(&self) -> SocketAddrV4 {
+        unpack(self.remote.load(Ordering::Acquire))
+    }
+}
+
+/// What a listener hands to the application for each accepted connection.
+pub struct Accepted {
+    pub id: SockId,
+    pub shared: Arc<SocketShared>,
+    /// The application writes here; the engine sends from it.
+    pub tx: bytes::Writer,
+    /// The engine writes received bytes here; the application reads.
+    pub rx: bytes::Reader,
+}
+
+/// A request from the application to the engine.
+pub enum Command {
+    /// Open a TCP connection to `remote` from `local` (port 0 = ephemeral).
+    Connect {
+        id: SockId,
+        shared: Arc<SocketShared>,
+        local_port: u16,
+        remote: SocketAddrV4,
+        tx: bytes::Reader,
+        rx: bytes::Writer,
+        nodelay: bool,
+    },
+    /// Listen for TCP connections on `local`; accepted ones go to `accept`,
+    /// whose capacity is the backlog.
+    Listen {
+        id: SockId,
+        shared: Arc<SocketShared>,
+        local: SocketAddrV4,
+        accept: spsc::Sender<Accepted>,
+    },
+    /// Bind a UDP socket. Datagrams travel in the byte rings as records:
+    /// a [`UdpHeader`] then the payload.
+    UdpBind {
+        id: SockId,
+        shared: Arc<SocketShared>,
+        local: SocketAddrV4,
+        tx: bytes::Reader,
+        rx: bytes::Writer,
+    },
+    /// New bytes (TCP) or datagrams (UDP) wait in the TX ring.
+    Send { id: SockId },
+    /// The application consumed RX bytes; the receive window may open.
+    Recvd { id: SockId },
+    /// No more data will be written (TCP shutdown(SHUT_WR)): send FIN after the TX ring drains.
+    Shutdown { id: SockId },
+    /// The application is gone from this socket: close it (RST if unread
+    /// data remains, as Linux does), and free it when the protocol is done.
+    Close { id: SockId },
+    /// TCP_NODELAY on or off.
+    SetNodelay { id: SockId, on: bool },
+}
+
+/// The record header of a UDP datagram in a byte ring: 8 bytes, then
+/// `len` bytes of payload. `addr` is the peer (source on RX, destination on TX).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpHeader {
+    pub addr: SocketAddrV4,
+    /// Payload length in bytes.
+    pub len: u16,
+}
+
+impl UdpHeader {
+    /// Encoded size in bytes.
+    pub const LEN: usize = 8;
+
+    /// Encodes into 8 bytes.
+    pub fn encode(&self) -> [u8; 8] {
+        let mut b = [0u8; 8];
+        b[..4].copy_from_slice(&self.addr.ip().octets());
+        b[4..6].copy_from_slice(&self.addr.port().to_be_bytes());
+        b[6..8].copy_from_slice(&self.len.to_be_bytes());
+        b
+    }
+
+    /// Decodes 8 bytes.
+    pub fn decode(b: &[u8; 8]) -> UdpHeader {
+        UdpHeader {
+            addr: SocketAddrV4::new(
+                Ipv4Addr::new(b[0], b[1], b[2], b[3]),
+                u16::from_be_bytes([b[4], b[5]]),
+            ),
+            len: u16::from_be_bytes([b[6], b[7]]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn udp_header_round_trips() {
+        let h = UdpHeader {
+            addr: "10.1.2.3:4567".parse().unwrap(),
+            len: 1472,
+        };
+        assert_eq!(UdpHeader::decode(&h.encode()), h);
+    }
+
+    #[test]
+    fn closed_with_errno_reports_it_once() {
+        let s = SocketShared::default();
+        s.set_closed(111);
+        assert_eq!(s.state(), SockState::Closed);
+        assert_eq!(s.take_error(), 111);
+        assert_eq!(s.take_error(), 0);
+    }
+}

@@ -1,0 +1,43 @@
+//! corestack for applications: `TcpListener`, `TcpStream` and `UdpSocket`
+//! with the shape of `std::net`, served by a corestack engine.
+//!
+//! ```no_run
+//! use corestack::{Driver, Stack, TcpListener};
+//! use std::io::{Read, Write};
+//! let stack = Stack::builder()
+//!     .driver(Driver::AfXdp)
+//!     .iface("veth1")
+//!     .ip("10.77.1.2".parse().unwrap(), 24)
+//!     .start()?;
+//! let listener = TcpListener::bind(&stack, "0.0.0.0:7".parse().unwrap())?;
+//! let (mut conn, _peer) = listener.accept()?;
+//! let mut buf = [0u8; 4096];
+//! let n = conn.read(&mut buf)?;
+//! conn.write_all(&buf[..n])?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! Modes (chosen by the builder):
+//! - **embedded** (default): the engine runs on its own thread and polls
+//!   the NIC without pause; application threads talk to it through rings,
+//!   spin briefly when they wait, then sleep until the engine wakes them.
+//! - **inline**: no engine thread; whichever application thread waits (or
+//!   calls [`Stack::poll`]) runs engine iterations itself, as in a library
+//!   OS. No cross-core wake-ups: the lowest latency with few threads.
+//!
+//! Errors are `std::io::Error` carrying Linux errno values (ECONNREFUSED,
+//! ECONNRESET, ETIMEDOUT, EADDRINUSE, EAGAIN as `WouldBlock`, EPIPE, ...).
+
+mod stack;
+mod tcp;
+mod udp;
+
+pub use engine::stats::Stats;
+pub use stack::{Driver, Stack, StackBuilder};
+pub use tcp::{TcpListener, TcpStream};
+pub use udp::UdpSocket;
+
+/// Maps an errno to the `io::Error` std would return for it.
+pub(crate) fn errno(e: i32) -> std::io::Error {
+    std::io::Error::from_raw_os_error(e)
+}

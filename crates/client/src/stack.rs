@@ -1,0 +1,430 @@
+//! The stack handle: starts an engine on a port and carries commands to it.
+
+use appif::notify::Notify;
+use appif::socket::{Command, SockState, SocketShared};
+use appif::spsc;
+use core::net::Ipv4Addr;
+use core::time::Duration;
+use engine::stats::Stats;
+use engine::time::Instant;
+use engine::{Engine, EngineConfig};
+use nic::Port;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// Which port driver carries the frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// AF_XDP on one NIC queue (native XDP, falling back to generic).
+    AfXdp,
+    /// A TAP device.
+    Tap,
+}
+
+/// How long a waiting application thread spins before it sleeps (embedded mode).
+const SPIN: Duration = Duration::from_micros(50);
+/// How often the embedded engine publishes its counters.
+const STATS_EVERY: Duration = Duration::from_millis(10);
+
+/// Settings for a [`Stack`]; see [`Stack::builder`].
+pub struct StackBuilder {
+    driver: Driver,
+    iface: Option<String>,
+    ip: Option<(Ipv4Addr, u8)>,
+    gateway: Option<Ipv4Addr>,
+    inline: bool,
+    ring_bytes: usize,
+    engine: EngineConfig,
+    mem: Option<nic::mem::MemPort>,
+}
+
+/// A running corestack engine and the way to it. Cheap to clone.
+#[derive(Clone)]
+pub struct Stack {
+    pub(crate) inner: Arc<Inner>,
+}
+
+type DynEngine = Box<dyn Poller + Send>;
+
+/// The engine behind a dyn call per iteration, not per packet.
+trait Poller {
+    fn poll(&mut self, now: Instant) -> bool;
+    fn stats(&self) -> Stats;
+    fn shutdown(&mut self, now: Instant);
+}
+
+impl<P: Port> Poller for Engine<P> {
+    fn poll(&mut self, now: Instant) -> bool {
+        Engine::poll(self, now)
+    }
+    fn stats(&self) -> Stats {
+        Engine::stats(self).clone()
+    }
+    fn shutdown(&mut self, now: Instant) {
+        Engine::shutdown(self, now)
+    }
+}
+
+enum Mode {
+    Inline(Mutex<DynEngine>),
+    Embedded {
+        stop: Arc<AtomicBool>,
+        thread: Mutex<Option<JoinHandle<()>>>,
+        stats: Arc<Mutex<Stats>>,
+    },
+}
+
+pub(crate) struct Inner {
+    commands: Mutex<spsc::Sender<Command>>,
+    /// Bumped by the engine after each iteration that changed a socket.
+    wake: Arc<Notify>,
+    next_id: AtomicU64,
+    mode: Mode,
+    pub(crate) ring_bytes: usize,
+    xdp_generic: bool,
+    mtu: usize,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        match &self.mode {
+            Mode::Inline(e) => {
+                if let Ok(mut e) = e.lock() {
+                    e.shutdown(Instant::now());
+                }
+            }
+            Mode::Embedded { stop, thread, .. } => {
+                stop.store(true, Ordering::Release);
+                if let Some(t) = thread.lock().ok().and_then(|mut t| t.take()) {
+                    let _ = t.join();
+                }
+            }
+        }
+    }
+}
+
+impl Default for StackBuilder {
+    fn default() -> Self {
+        StackBuilder {
+            driver: Driver::AfXdp,
+            iface: None,
+            ip: None,
+            gateway: None,
+            inline: false,
+            ring_bytes: 256 * 1024,
+            engine: EngineConfig::default(),
+            mem: None,
+        }
+    }
+}
+
+impl StackBuilder {
+    /// The port driver (default AF_XDP).
+    pub fn driver(mut self, d: Driver) -> Self {
+        self.driver = d;
+        self
+    }
+
+    /// The network interface to drive (required unless [`StackBuilder::mem_port`]).
+    pub fn iface(mut self, name: &str) -> Self {
+        self.iface = Some(name.to_string());
+        self
+    }
+
+    /// Our IPv4 address and subnet prefix length (required).
+    pub fn ip(mut self, addr: Ipv4Addr, prefix_len: u8) -> Self {
+        self.ip = Some((addr, prefix_len));
+        self
+    }
+
+    /// Next hop for destinations outside the subnet.
+    pub fn gateway(mut self, gw: Ipv4Addr) -> Self {
+        self.gateway = Some(gw);
+        self
+    }
+
+    /// Inline mode: no engine thread; waiting threads run the engine.
+    pub fn inline(mut self, on: bool) -> Self {
+        self.inline = on;
+        self
+    }
+
+    /// RX and TX ring size per connection, in bytes (default 256 KiB).
+    pub fn ring_bytes(mut self, n: usize) -> Self {
+        self.ring_bytes = n.max(4096).next_power_of_two();
+        self
+    }
+
+    /// Engine settings beyond the address (TCP defaults, table sizes).
+    pub fn engine_config(mut self, cfg: EngineConfig) -> Self {
+        self.engine = cfg;
+        self
+    }
+
+    /// Uses an in-memory port instead of a NIC (tests, simulations).
+    pub fn mem_port(mut self, port: nic::mem::MemPort) -> Self {
+        self.mem = Some(port);
+        self
+    }
+
+    /// Opens the port and starts the engine.
+    ///
+    /// Errors: `InvalidInput` without an address or interface; `NotFound`
+    /// for a missing interface; `PermissionDenied` without root or
+    /// CAP_NET_ADMIN; others as the driver reports them. Each message is
+    /// one line saying what to do.
+    pub fn start(self) -> io::Result<Stack> {
+        let (ip, prefix) = self.ip.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no address: give the stack an IPv4 address (--ip ADDR/PREFIX)",
+            )
+        })?;
+        let mut cfg = self.engine.clone();
+        cfg.ip = ip;
+        cfg.prefix_len = prefix;
+        cfg.gateway = self.gateway;
+        cfg.ring_bytes = self.ring_bytes;
+        if let Some(port) = self.mem {
+            return Ok(launch(port, cfg, self.inline, self.ring_bytes, false));
+        }
+        let iface = self.iface.clone().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no interface: name the interface to drive (--iface IF)",
+            )
+        })?;
+        match self.driver {
+            Driver::AfXdp => {
+                let xcfg = nic::af_xdp::AfXdpConfig {
+                    ifname: iface,
+                    steer_ip: Some(ip),
+                    ..Default::default()
+                };
+                let port = nic::af_xdp::AfXdpPort::open(&xcfg).map_err(io::Error::from)?;
+                let generic = port.xdp_mode() == nic::af_xdp::XdpMode::Generic;
+                Ok(launch(port, cfg, self.inline, self.ring_bytes, generic))
+            }
+            Driver::Tap => {
+                let port = nic::tap::TapPort::open(&iface).map_err(io::Error::from)?;
+                Ok(launch(port, cfg, self.inline, self.ring_bytes, false))
+            }
+        }
+    }
+}
+
+fn launch<P: Port + Send + 'static>(
+    port: P,
+    cfg: EngineConfig,
+    inline: bool,
+    ring_bytes: usize,
+    xdp_generic: bool,
+) -> Stack {
+    let (tx, rx) = spsc::channel(1024);
+    let wake = Arc::new(Notify::default());
+    let mtu = port.mtu();
+    let engine = Engine::new(port, cfg, rx, wake.clone(), Instant::now());
+    let mode = if inline {
+        Mode::Inline(Mutex::new(Box::new(engine)))
+    } else {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(Mutex::new(Stats::default()));
+        let thread = {
+            let stop = stop.clone();
+            let stats = stats.clone();
+            std::thread::Builder::new()
+                .name("corestack-engine".into())
+                .spawn(move || run_engine(engine, &stop, &stats))
+                .expect("spawning the engine thread")
+        };
+        Mode::Embedded {
+            stop,
+            thread: Mutex::new(Some(thread)),
+            stats,
+        }
+    };
+    Stack {
+        inner: Arc::new(Inner {
+            commands: Mutex::new(tx),
+            wake,
+            next_id: AtomicU64::new(1),
+            mode,
+            ring_bytes,
+            xdp_generic,
+            mtu,
+        }),
+    }
+}
+
+/// The embedded engine thread: poll without pause until told to stop.
+fn run_engine<P: Port>(mut engine: Engine<P>, stop: &AtomicBool, stats: &Mutex<Stats>) {
+    let mut last = Instant::now();
+    while !stop.load(Ordering::Acquire) {
+        let now = Instant::now();
+        engine.poll(now);
+        if now.saturating_since(last) >= STATS_EVERY {
+            last = now;
+            if let Ok(mut s) = stats.lock() {
+                s.clone_from(engine.stats());
+            }
+        }
+    }
+    engine.shutdown(Instant::now());
+    if let Ok(mut s) = stats.lock() {
+        s.clone_from(engine.stats());
+    }
+}
+
+impl Stack {
+    /// A builder with defaults: AF_XDP, embedded mode, 256 KiB rings.
+    pub fn builder() -> StackBuilder {
+        StackBuilder::default()
+    }
+
+    /// Inline mode: runs engine iterations until one does some work or
+    /// `timeout` passes. Embedded mode: waits until the engine reports a
+    /// change to any socket or `timeout` passes. None waits without limit.
+    pub fn poll(&self, timeout: Option<Duration>) {
+        let start = Instant::now();
+        match &self.inner.mode {
+            Mode::Inline(e) => loop {
+                let now = Instant::now();
+                if let Ok(mut e) = e.lock() {
+                    if e.poll(now) {
+                        return;
+                    }
+                }
+                if timeout.is_some_and(|t| now.saturating_since(start) >= t) {
+                    return;
+                }
+            },
+            Mode::Embedded { .. } => {
+                let seen = self.inner.wake.seq();
+                let spin_until = start + SPIN.min(timeout.unwrap_or(SPIN));
+                while Instant::now() < spin_until {
+                    if self.inner.wake.seq() != seen {
+                        return;
+                    }
+                    std::hint::spin_loop();
+                }
+                let left =
+                    timeout.map(|t| t.saturating_sub(Instant::now().saturating_since(start)));
+                if left != Some(Duration::ZERO) {
+                    self.inner.wake.wait(seen, left);
+                }
+            }
+        }
+    }
+
+    /// True when AF_XDP fell back to generic (skb) XDP mode: it works, slower.
+    pub fn xdp_generic_fallback(&self) -> bool {
+        self.inner.xdp_generic
+    }
+
+    /// The link MTU in bytes.
+    pub fn mtu(&self) -> usize {
+        self.inner.mtu
+    }
+
+    /// The engine's counters (in embedded mode, at most 10 ms old).
+    pub fn stats(&self) -> Stats {
+        match &self.inner.mode {
+            Mode::Inline(e) => e.lock().map(|e| e.stats()).unwrap_or_default(),
+            Mode::Embedded { stats, .. } => stats.lock().map(|s| s.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// A fresh socket id.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sends a command, waiting (running the engine in inline mode) while
+    /// the command ring is full.
+    pub(crate) fn command(&self, mut cmd: Command) {
+        loop {
+            let r = match self.inner.commands.lock() {
+                Ok(mut q) => q.push(cmd),
+                Err(p) => p.into_inner().push(cmd),
+            };
+            match r {
+                Ok(()) => return,
+                Err(c) => {
+                    cmd = c;
+                    self.idle_step();
+                }
+            }
+        }
+    }
+
+    /// One step of waiting: an engine iteration in inline mode, a pause otherwise.
+    fn idle_step(&self) {
+        match &self.inner.mode {
+            Mode::Inline(e) => {
+                if let Ok(mut e) = e.try_lock() {
+                    e.poll(Instant::now());
+                }
+            }
+            Mode::Embedded { .. } => std::hint::spin_loop(),
+        }
+    }
+
+    /// Waits until `ready()` holds or `timeout` passes; returns whether it
+    /// holds. Inline mode runs the engine meanwhile; embedded mode spins for
+    /// a short while, then sleeps on the socket's notify word.
+    pub(crate) fn wait(
+        &self,
+        shared: &SocketShared,
+        timeout: Option<Duration>,
+        ready: impl Fn() -> bool,
+    ) -> bool {
+        let start = Instant::now();
+        let expired = |now: Instant| timeout.is_some_and(|t| now.saturating_since(start) >= t);
+        match &self.inner.mode {
+            Mode::Inline(e) => loop {
+                if ready() {
+                    return true;
+                }
+                let now = Instant::now();
+                if expired(now) {
+                    return false;
+                }
+                if let Ok(mut e) = e.try_lock() {
+                    e.poll(now);
+                }
+            },
+            Mode::Embedded { .. } => loop {
+                if ready() {
+                    return true;
+                }
+                let now = Instant::now();
+                if expired(now) {
+                    return false;
+                }
+                if now.saturating_since(start) < SPIN {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                let seen = shared.notify.seq();
+                if ready() {
+                    return true;
+                }
+                let left = timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
+                shared
+                    .notify
+                    .wait(seen, left.or(Some(Duration::from_millis(100))));
+            },
+        }
+    }
+
+    /// Waits for a socket to leave `Opening` (the engine took its command).
+    pub(crate) fn wait_opened(&self, shared: &SocketShared) -> io::Result<()> {
+        self.wait(shared, None, || shared.state() != SockState::Opening);
+        match shared.state() {
+            SockState::Closed => Err(crate::errno(shared.take_error().max(1))),
+            _ => Ok(()),
+        }
+    }
+}

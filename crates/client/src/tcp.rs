@@ -1,0 +1,282 @@
+//! TCP sockets: a listener and a stream, shaped like `std::net`.
+
+use crate::stack::Stack;
+use appif::bytes;
+use appif::socket::{Accepted, Command, SockId, SockState, SocketShared, FLAG_RX_FIN};
+use appif::spsc;
+use core::net::SocketAddrV4;
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::sync::Arc;
+
+const EPIPE: i32 = 32;
+const ENOTCONN: i32 = 107;
+const EINVAL: i32 = 22;
+
+/// A TCP socket listening for connections.
+pub struct TcpListener {
+    stack: Stack,
+    id: SockId,
+    shared: Arc<SocketShared>,
+    accept: spsc::Receiver<Accepted>,
+    nonblocking: bool,
+}
+
+impl TcpListener {
+    /// Listens on `addr` (0.0.0.0 or the stack's address; port 0 picks an
+    /// ephemeral port) with a backlog of 128.
+    ///
+    /// Errors: EADDRINUSE when another socket listens on the port,
+    /// EADDRNOTAVAIL for an address that is not the stack's.
+    pub fn bind(stack: &Stack, addr: SocketAddrV4) -> io::Result<TcpListener> {
+        let id = stack.next_id();
+        let shared = Arc::new(SocketShared::default());
+        let (tx, rx) = spsc::channel(128);
+        stack.command(Command::Listen {
+            id,
+            shared: shared.clone(),
+            local: addr,
+            accept: tx,
+        });
+        stack.wait_opened(&shared)?;
+        Ok(TcpListener {
+            stack: stack.clone(),
+            id,
+            shared,
+            accept: rx,
+            nonblocking: false,
+        })
+    }
+
+    /// Takes the next established connection; blocks unless non-blocking
+    /// (then `WouldBlock` when none is waiting).
+    pub fn accept(&mut self) -> io::Result<(TcpStream, SocketAddrV4)> {
+        loop {
+            if let Some(a) = self.accept.pop() {
+                let peer = a.shared.remote();
+                let s = TcpStream {
+                    stack: self.stack.clone(),
+                    id: a.id,
+                    shared: a.shared,
+                    tx: a.tx,
+                    rx: a.rx,
+                    nonblocking: false,
+                    wr_shut: false,
+                };
+                return Ok((s, peer));
+            }
+            if self.shared.state() == SockState::Closed {
+                return Err(crate::errno(EINVAL));
+            }
+            if self.nonblocking {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let q = &self.accept;
+            self.stack.wait(&self.shared, None, || !q.is_empty());
+        }
+    }
+
+    /// Switches `accept` between blocking and returning `WouldBlock`.
+    pub fn set_nonblocking(&mut self, on: bool) -> io::Result<()> {
+        self.nonblocking = on;
+        Ok(())
+    }
+
+    /// The address listened on.
+    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+        Ok(self.shared.local())
+    }
+}
+
+impl Drop for TcpListener {
+    fn drop(&mut self) {
+        self.stack.command(Command::Close { id: self.id });
+    }
+}
+
+/// A TCP connection. Implements `Read` and `Write`.
+pub struct TcpStream {
+    stack: Stack,
+    id: SockId,
+    shared: Arc<SocketShared>,
+    tx: bytes::Writer,
+    rx: bytes::Reader,
+    nonblocking: bool,
+    wr_shut: bool,
+}
+
+impl TcpStream {
+    /// Opens a connection to `addr` and waits for the handshake.
+    ///
+    /// Errors: ECONNREFUSED when the peer answers with RST, ETIMEDOUT when
+    /// it never answers (after the SYN retries), ENETUNREACH without a
+    /// route, EADDRNOTAVAIL when ephemeral ports run out.
+    pub fn connect(stack: &Stack, addr: SocketAddrV4) -> io::Result<TcpStream> {
+        let id = stack.next_id();
+        let shared = Arc::new(SocketShared::default());
+        let cap = stack.inner.ring_bytes;
+        let (app_tx, eng_tx) = bytes::ring(cap);
+        let (eng_rx, app_rx) = bytes::ring(cap);
+        stack.command(Command::Connect {
+            id,
+            shared: shared.clone(),
+            local_port: 0,
+            remote: addr,
+            tx: eng_tx,
+            rx: eng_rx,
+            nodelay: false,
+        });
+        let s = TcpStream {
+            stack: stack.clone(),
+            id,
+            shared,
+            tx: app_tx,
+            rx: app_rx,
+            nonblocking: false,
+            wr_shut: false,
+        };
+        let sh = &s.shared;
+        s.stack.wait(sh, None, || {
+            matches!(sh.state(), SockState::Open | SockState::Closed)
+        });
+        match s.shared.state() {
+            SockState::Open => Ok(s),
+            _ => Err(crate::errno(s.shared.take_error().max(1))),
+        }
+    }
+
+    /// Disables (true) or enables Nagle's algorithm (RFC 9293 §3.7.4).
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.stack.command(Command::SetNodelay { id: self.id, on });
+        Ok(())
+    }
+
+    /// Non-blocking reads and writes return `WouldBlock` instead of waiting.
+    pub fn set_nonblocking(&mut self, on: bool) -> io::Result<()> {
+        self.nonblocking = on;
+        Ok(())
+    }
+
+    /// The remote address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddrV4> {
+        Ok(self.shared.remote())
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+        Ok(self.shared.local())
+    }
+
+    /// Shuts down the write half (FIN after the queued bytes); the read
+    /// half is only marked (later reads return 0 once the ring is empty).
+    pub fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
+        if matches!(how, Shutdown::Write | Shutdown::Both) && !self.wr_shut {
+            self.wr_shut = true;
+            self.stack.command(Command::Shutdown { id: self.id });
+        }
+        Ok(())
+    }
+
+    /// Bytes waiting to be read.
+    pub fn available(&self) -> usize {
+        self.rx.len()
+    }
+
+    fn closed_error(&self) -> Option<io::Error> {
+        match self.shared.error() {
+            0 => None,
+            e => Some(crate::errno(e)),
+        }
+    }
+}
+
+impl Read for TcpStream {
+    /// Reads available bytes; 0 at end of stream (peer FIN).
+    ///
+    /// Errors: ECONNRESET / ETIMEDOUT when the connection died;
+    /// `WouldBlock` when non-blocking and nothing is there.
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            let cap = self.rx.capacity();
+            let before = self.rx.len();
+            let n = self.rx.read(buf);
+            if n > 0 {
+                // The window was nearly closed: tell the engine it opened.
+                if cap - before < cap / 2 && cap - (before - n) >= cap / 2 {
+                    self.stack.command(Command::Recvd { id: self.id });
+                }
+                return Ok(n);
+            }
+            if self.shared.has_flags(FLAG_RX_FIN) && self.rx.is_empty() {
+                return Ok(0);
+            }
+            if self.shared.state() == SockState::Closed && self.rx.is_empty() {
+                return match self.closed_error() {
+                    Some(e) => Err(e),
+                    None => Ok(0),
+                };
+            }
+            if self.nonblocking {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let (rx, sh) = (&self.rx, &self.shared);
+            self.stack.wait(sh, None, || {
+                !rx.is_empty() || sh.has_flags(FLAG_RX_FIN) || sh.state() == SockState::Closed
+            });
+        }
+    }
+}
+
+impl Write for TcpStream {
+    /// Queues bytes for sending; returns how many fit in the TX ring.
+    ///
+    /// Errors: EPIPE after shutdown(Write) or close, ECONNRESET /
+    /// ETIMEDOUT when the connection died, ENOTCONN before it opened,
+    /// `WouldBlock` when non-blocking and the ring is full.
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.wr_shut {
+            return Err(crate::errno(EPIPE));
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            match self.shared.state() {
+                SockState::Closed => {
+                    return Err(self.closed_error().unwrap_or_else(|| crate::errno(EPIPE)))
+                }
+                SockState::Opening | SockState::Connecting => return Err(crate::errno(ENOTCONN)),
+                SockState::Open => {}
+            }
+            let was_empty = self.tx.is_empty();
+            let n = self.tx.write(buf);
+            if n > 0 {
+                if was_empty {
+                    self.stack.command(Command::Send { id: self.id });
+                }
+                return Ok(n);
+            }
+            if self.nonblocking {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let (tx, sh) = (&self.tx, &self.shared);
+            self.stack.wait(sh, None, || {
+                tx.free() > 0 || sh.state() == SockState::Closed
+            });
+        }
+    }
+
+    /// Nothing to do: bytes leave as soon as TCP allows.
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for TcpStream {
+    fn drop(&mut self) {
+        self.stack.command(Command::Close { id: self.id });
+    }
+}

@@ -1,0 +1,123 @@
+//! UDP sockets, shaped like `std::net::UdpSocket`.
+
+use crate::stack::Stack;
+use appif::bytes;
+use appif::socket::{Command, SockId, SockState, SocketShared, UdpHeader};
+use core::net::SocketAddrV4;
+use std::io;
+use std::sync::Arc;
+
+const EMSGSIZE: i32 = 90;
+
+/// A bound UDP socket.
+pub struct UdpSocket {
+    stack: Stack,
+    id: SockId,
+    shared: Arc<SocketShared>,
+    tx: bytes::Writer,
+    rx: bytes::Reader,
+    nonblocking: bool,
+}
+
+impl UdpSocket {
+    /// Binds to `addr` (0.0.0.0 or the stack's address; port 0 picks an
+    /// ephemeral port).
+    ///
+    /// Errors: EADDRINUSE when the port is taken, EADDRNOTAVAIL for an
+    /// address that is not the stack's.
+    pub fn bind(stack: &Stack, addr: SocketAddrV4) -> io::Result<UdpSocket> {
+        let id = stack.next_id();
+        let shared = Arc::new(SocketShared::default());
+        let cap = stack.inner.ring_bytes;
+        let (app_tx, eng_tx) = bytes::ring(cap);
+        let (eng_rx, app_rx) = bytes::ring(cap);
+        stack.command(Command::UdpBind {
+            id,
+            shared: shared.clone(),
+            local: addr,
+            tx: eng_tx,
+            rx: eng_rx,
+        });
+        stack.wait_opened(&shared)?;
+        Ok(UdpSocket {
+            stack: stack.clone(),
+            id,
+            shared,
+            tx: app_tx,
+            rx: app_rx,
+            nonblocking: false,
+        })
+    }
+
+    /// Sends one datagram to `addr`.
+    ///
+    /// Errors: EMSGSIZE when it does not fit in one frame (no
+    /// fragmentation); `WouldBlock` when non-blocking and the ring is full.
+    pub fn send_to(&mut self, buf: &[u8], addr: SocketAddrV4) -> io::Result<usize> {
+        if buf.len() + 28 > self.stack.mtu() {
+            return Err(crate::errno(EMSGSIZE));
+        }
+        let h = UdpHeader {
+            addr,
+            len: buf.len() as u16,
+        };
+        let need = UdpHeader::LEN + buf.len();
+        loop {
+            if self.tx.free() >= need {
+                self.tx.write(&h.encode());
+                self.tx.write(buf);
+                self.stack.command(Command::Send { id: self.id });
+                return Ok(buf.len());
+            }
+            if self.nonblocking {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let (tx, sh) = (&self.tx, &self.shared);
+            self.stack.wait(sh, None, || tx.free() >= need);
+        }
+    }
+
+    /// Receives one datagram; a datagram longer than `buf` is truncated
+    /// (the rest is discarded, as on Linux). Returns its length and source.
+    pub fn recv_from(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)> {
+        loop {
+            let mut hb = [0u8; UdpHeader::LEN];
+            if self.rx.peek_at(0, &mut hb) == UdpHeader::LEN {
+                let h = UdpHeader::decode(&hb);
+                let len = usize::from(h.len);
+                if self.rx.len() >= UdpHeader::LEN + len {
+                    let n = len.min(buf.len());
+                    self.rx.peek_at(UdpHeader::LEN, &mut buf[..n]);
+                    self.rx.consume(UdpHeader::LEN + len);
+                    return Ok((n, h.addr));
+                }
+            }
+            if self.shared.state() == SockState::Closed {
+                return Err(crate::errno(self.shared.take_error().max(9)));
+            }
+            if self.nonblocking {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let rx = &self.rx;
+            self.stack
+                .wait(&self.shared, None, || rx.len() >= UdpHeader::LEN);
+        }
+    }
+
+    /// Non-blocking sends and receives return `WouldBlock` instead of waiting.
+    pub fn set_nonblocking(&mut self, on: bool) -> io::Result<()> {
+        self.nonblocking = on;
+        Ok(())
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+        Ok(self.shared.local())
+    }
+}
+
+impl Drop for UdpSocket {
+    fn drop(&mut self) {
+        self.stack.command(Command::Close { id: self.id });
+    }
+}

@@ -1,0 +1,206 @@
+//! The socket API end to end: two stacks joined by a clean `mem` wire, each
+//! driven by its own thread in inline mode (and one test in embedded mode).
+
+use corestack::{Stack, TcpListener, TcpStream, UdpSocket};
+use nic::impair::Impairments;
+use nic::mem;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+fn stacks(inline: bool) -> (Stack, Stack) {
+    let (pa, pb) = mem::pair(Impairments::none(), Impairments::none(), 1);
+    let a = Stack::builder()
+        .mem_port(pa)
+        .ip(A, 24)
+        .inline(inline)
+        .start()
+        .unwrap();
+    let b = Stack::builder()
+        .mem_port(pb)
+        .ip(B, 24)
+        .inline(inline)
+        .start()
+        .unwrap();
+    (a, b)
+}
+
+fn addr(ip: Ipv4Addr, port: u16) -> SocketAddrV4 {
+    SocketAddrV4::new(ip, port)
+}
+
+/// Runs `server` on its own thread (it drives stack b) while the caller
+/// drives stack a.
+fn with_server<T: Send + 'static>(
+    b: Stack,
+    server: impl FnOnce(Stack) -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::spawn(move || server(b))
+}
+
+fn echo_round_trip(inline: bool) {
+    let (a, b) = stacks(inline);
+    let mut l = TcpListener::bind(&b, addr(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
+    let srv = with_server(b, move |_b| {
+        let (mut s, peer) = l.accept().unwrap();
+        assert_eq!(*peer.ip(), A);
+        let mut buf = vec![0u8; 65536];
+        let mut total = 0;
+        loop {
+            let n = s.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            s.write_all(&buf[..n]).unwrap();
+            total += n;
+        }
+        s.shutdown(Shutdown::Write).unwrap();
+        total
+    });
+    let mut c = TcpStream::connect(&a, addr(B, 7)).unwrap();
+    assert_eq!(c.peer_addr().unwrap(), addr(B, 7));
+    let data: Vec<u8> = (0..(1usize << 20)).map(|i| (i * 7 % 251) as u8).collect();
+    let mut back = Vec::with_capacity(data.len());
+    let mut sent = 0;
+    let mut buf = vec![0u8; 65536];
+    c.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while back.len() < data.len() {
+        assert!(
+            Instant::now() < deadline,
+            "echo stalled at {} of {}",
+            back.len(),
+            data.len()
+        );
+        if sent < data.len() {
+            match c.write(&data[sent..(sent + 16384).min(data.len())]) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => panic!("write: {e}"),
+            }
+        }
+        match c.read(&mut buf) {
+            Ok(0) => panic!("early EOF"),
+            Ok(n) => back.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => a.poll(Some(Duration::from_millis(1))),
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+    assert!(back == data, "echoed bytes differ");
+    c.set_nonblocking(false).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(c.read(&mut buf).unwrap(), 0, "EOF after the server's FIN");
+    assert_eq!(srv.join().unwrap(), data.len());
+}
+
+#[test]
+fn established_echo_1mib_inline_is_byte_exact() {
+    echo_round_trip(true);
+}
+
+#[test]
+fn established_echo_1mib_embedded_is_byte_exact() {
+    echo_round_trip(false);
+}
+
+#[test]
+fn connect_to_closed_port_gives_econnrefused() {
+    let (a, b) = stacks(true);
+    // Drive b so it answers the SYN with RST.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let t = std::thread::spawn(move || {
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+            b.poll(Some(Duration::from_millis(1)));
+        }
+    });
+    let e = TcpStream::connect(&a, addr(B, 9))
+        .err()
+        .expect("connect must fail");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    t.join().unwrap();
+    assert_eq!(e.raw_os_error(), Some(111), "{e}");
+    assert_eq!(e.kind(), ErrorKind::ConnectionRefused);
+}
+
+#[test]
+fn listen_twice_on_one_port_gives_eaddrinuse() {
+    let (_a, b) = stacks(true);
+    let _l = TcpListener::bind(&b, addr(Ipv4Addr::UNSPECIFIED, 80)).unwrap();
+    let e = TcpListener::bind(&b, addr(Ipv4Addr::UNSPECIFIED, 80))
+        .err()
+        .unwrap();
+    assert_eq!(e.kind(), ErrorKind::AddrInUse);
+    let _u = UdpSocket::bind(&b, addr(Ipv4Addr::UNSPECIFIED, 80)).unwrap();
+    let e = UdpSocket::bind(&b, addr(Ipv4Addr::UNSPECIFIED, 80))
+        .err()
+        .unwrap();
+    assert_eq!(e.kind(), ErrorKind::AddrInUse);
+}
+
+#[test]
+fn nonblocking_accept_without_peer_would_block() {
+    let (_a, b) = stacks(true);
+    let mut l = TcpListener::bind(&b, addr(Ipv4Addr::UNSPECIFIED, 81)).unwrap();
+    l.set_nonblocking(true).unwrap();
+    assert_eq!(l.accept().err().unwrap().kind(), ErrorKind::WouldBlock);
+}
+
+#[test]
+fn udp_datagrams_echo_with_source_address() {
+    let (a, b) = stacks(true);
+    let mut su = UdpSocket::bind(&b, addr(Ipv4Addr::UNSPECIFIED, 53)).unwrap();
+    let srv = with_server(b, move |_b| {
+        let mut buf = [0u8; 2048];
+        for _ in 0..10 {
+            let (n, from) = su.recv_from(&mut buf).unwrap();
+            su.send_to(&buf[..n], from).unwrap();
+        }
+    });
+    let mut cu = UdpSocket::bind(&a, addr(Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+    let local = cu.local_addr().unwrap();
+    assert_eq!(*local.ip(), A);
+    assert_ne!(local.port(), 0);
+    let mut buf = [0u8; 2048];
+    for i in 0..10u8 {
+        let msg = vec![i; 100 + usize::from(i) * 100];
+        cu.send_to(&msg, addr(B, 53)).unwrap();
+        let (n, from) = cu.recv_from(&mut buf).unwrap();
+        assert_eq!(from, addr(B, 53));
+        assert_eq!(&buf[..n], &msg[..]);
+    }
+    srv.join().unwrap();
+    let e = cu.send_to(&[0u8; 1500], addr(B, 53)).err().unwrap();
+    assert_eq!(
+        e.raw_os_error(),
+        Some(90),
+        "EMSGSIZE for a datagram over the MTU"
+    );
+}
+
+#[test]
+fn peer_closes_with_unread_data_reader_gets_econnreset() {
+    let (a, b) = stacks(true);
+    let mut l = TcpListener::bind(&b, addr(Ipv4Addr::UNSPECIFIED, 82)).unwrap();
+    let srv = with_server(b, move |b| {
+        let (s, _) = l.accept().unwrap();
+        // Wait until the client's bytes arrived, then close without reading: RST.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while s.available() == 0 && Instant::now() < deadline {
+            b.poll(Some(Duration::from_millis(1)));
+        }
+        drop(s);
+        for _ in 0..100 {
+            b.poll(Some(Duration::from_millis(1)));
+        }
+    });
+    let mut c = TcpStream::connect(&a, addr(B, 82)).unwrap();
+    c.write_all(b"unread").unwrap();
+    let mut buf = [0u8; 16];
+    let e = c.read(&mut buf).expect_err("read must fail with a reset");
+    assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
+    srv.join().unwrap();
+}

@@ -1,0 +1,245 @@
+//! ARP (RFC 826): a cache of IPv4 → MAC with expiry, and a bounded queue of
+//! frames waiting for a next hop to be resolved.
+
+use crate::time::Instant;
+use core::net::Ipv4Addr;
+use core::time::Duration;
+use std::collections::HashMap;
+use wire::MacAddr;
+
+/// How long a learned entry is used before it is requested again.
+pub const ENTRY_LIFETIME: Duration = Duration::from_secs(300);
+/// Interval between ARP requests for one address.
+pub const RETRY_INTERVAL: Duration = Duration::from_secs(1);
+/// Requests sent before the waiting frames are dropped.
+pub const MAX_TRIES: u32 = 3;
+/// Bytes per waiting frame.
+pub const FRAME_CAP: usize = 2048;
+
+struct Entry {
+    mac: MacAddr,
+    expires: Instant,
+}
+
+struct Request {
+    last_sent: Instant,
+    tries: u32,
+}
+
+struct Waiting {
+    next_hop: Ipv4Addr,
+    len: usize,
+    buf: Box<[u8]>,
+}
+
+/// The ARP cache and the frames waiting on it. All storage is allocated
+/// up front; `capacity` bounds both the cache and the waiting queue.
+pub struct ArpCache {
+    entries: HashMap<Ipv4Addr, Entry>,
+    requests: HashMap<Ipv4Addr, Request>,
+    waiting: Vec<Waiting>,
+    /// Indices into `waiting` that are free.
+    free: Vec<usize>,
+    used: Vec<usize>,
+    capacity: usize,
+}
+
+/// What the caller should do after [`ArpCache::poll`].
+pub enum ArpAction {
+    /// Send a request for this address.
+    Request(Ipv4Addr),
+    /// Frames for this address were dropped (no answer); the count.
+    Unresolved(usize),
+}
+
+impl ArpCache {
+    /// A cache for `capacity` addresses and `waiting` queued frames.
+    pub fn new(capacity: usize, waiting: usize) -> ArpCache {
+        ArpCache {
+            entries: HashMap::with_capacity(capacity),
+            requests: HashMap::with_capacity(capacity),
+            waiting: (0..waiting)
+                .map(|_| Waiting {
+                    next_hop: Ipv4Addr::UNSPECIFIED,
+                    len: 0,
+                    buf: vec![0u8; FRAME_CAP].into_boxed_slice(),
+                })
+                .collect(),
+            free: (0..waiting).rev().collect(),
+            used: Vec::with_capacity(waiting),
+            capacity,
+        }
+    }
+
+    /// The MAC of `ip` if known and fresh.
+    pub fn lookup(&self, ip: Ipv4Addr, now: Instant) -> Option<MacAddr> {
+        self.entries
+            .get(&ip)
+            .filter(|e| e.expires > now)
+            .map(|e| e.mac)
+    }
+
+    /// Records `ip` at `mac` (RFC 826: update an existing entry; add when the
+    /// packet was for us or a reply we asked for). Returns true if frames
+    /// are waiting for it (call [`ArpCache::take_waiting`]).
+    pub fn learn(&mut self, ip: Ipv4Addr, mac: MacAddr, add: bool, now: Instant) -> bool {
+        let expires = now + ENTRY_LIFETIME;
+        if let Some(e) = self.entries.get_mut(&ip) {
+            e.mac = mac;
+            e.expires = expires;
+        } else if add || self.requests.contains_key(&ip) {
+            if self.entries.len() >= self.capacity {
+                // Evict the entry closest to expiry: bounded, and rare.
+                if let Some(old) = self
+                    .entries
+                    .iter()
+                    .min_by_key(|(_, e)| e.expires)
+                    .map(|(k, _)| *k)
+                {
+                    self.entries.remove(&old);
+                }
+            }
+            self.entries.insert(ip, Entry { mac, expires });
+        } else {
+            return false;
+        }
+        self.requests.remove(&ip);
+        self.used.iter().any(|&i| self.waiting[i].next_hop == ip)
+    }
+
+    /// Queues a frame for `next_hop`: `fill` writes it into a buffer of
+    /// [`FRAME_CAP`] bytes and returns its length. Returns Some(true) when a
+    /// request should be sent now, Some(false) when one is already out, None
+    /// when the queue is full (the caller counts the drop).
+    pub fn enqueue(
+        &mut self,
+        next_hop: Ipv4Addr,
+        now: Instant,
+        fill: impl FnOnce(&mut [u8]) -> usize,
+    ) -> Option<bool> {
+        let i = self.free.pop()?;
+        let w = &mut self.waiting[i];
+        w.next_hop = next_hop;
+        w.len = fill(&mut w.buf);
+        self.used.push(i);
+        if self.requests.contains_key(&next_hop) {
+            return Some(false);
+        }
+        if self.requests.len() >= self.capacity {
+            return Some(false);
+        }
+        self.requests.insert(
+            next_hop,
+            Request {
+                last_sent: now,
+                tries: 1,
+            },
+        );
+        Some(true)
+    }
+
+    /// Hands every frame waiting for `ip` to `send(frame)` and frees it.
+    pub fn take_waiting(&mut self, ip: Ipv4Addr, mut send: impl FnMut(&mut [u8])) {
+        let mut k = 0;
+        while k < self.used.len() {
+            let i = self.used[k];
+            if self.waiting[i].next_hop == ip {
+                let w = &mut self.waiting[i];
+                send(&mut w.buf[..w.len]);
+                self.used.swap_remove(k);
+                self.free.push(i);
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    /// Retries outstanding requests and gives up on silent addresses; call
+    /// about once per retry interval. Bounded by the request table size.
+    pub fn poll(&mut self, now: Instant, mut act: impl FnMut(ArpAction)) {
+        let mut gone: [Ipv4Addr; 8] = [Ipv4Addr::UNSPECIFIED; 8];
+        let mut n_gone = 0;
+        for (ip, r) in self.requests.iter_mut() {
+            if now.saturating_since(r.last_sent) < RETRY_INTERVAL {
+                continue;
+            }
+            if r.tries >= MAX_TRIES {
+                if n_gone < gone.len() {
+                    gone[n_gone] = *ip;
+                    n_gone += 1;
+                }
+            } else {
+                r.tries += 1;
+                r.last_sent = now;
+                act(ArpAction::Request(*ip));
+            }
+        }
+        for ip in &gone[..n_gone] {
+            self.requests.remove(ip);
+            let mut dropped = 0;
+            self.take_waiting(*ip, |_| dropped += 1);
+            act(ArpAction::Unresolved(dropped));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
+    const MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 9]);
+
+    #[test]
+    fn unknown_address_enqueue_requests_once_then_flushes_on_reply() {
+        let mut c = ArpCache::new(4, 2);
+        let t = Instant(1_000_000_000);
+        assert_eq!(
+            c.enqueue(IP, t, |b| {
+                b[0] = 1;
+                10
+            }),
+            Some(true)
+        );
+        assert_eq!(
+            c.enqueue(IP, t, |b| {
+                b[0] = 2;
+                20
+            }),
+            Some(false)
+        );
+        assert_eq!(c.enqueue(IP, t, |_| 1), None, "queue bound");
+        assert!(c.learn(IP, MAC, false, t));
+        let mut lens = Vec::new();
+        c.take_waiting(IP, |f| lens.push(f.len()));
+        lens.sort();
+        assert_eq!(lens, vec![10, 20]);
+        assert_eq!(c.lookup(IP, t), Some(MAC));
+        assert_eq!(c.lookup(IP, t + ENTRY_LIFETIME), None, "expired");
+    }
+
+    #[test]
+    fn silent_address_is_retried_then_dropped() {
+        let mut c = ArpCache::new(4, 2);
+        let mut t = Instant(1_000_000_000);
+        c.enqueue(IP, t, |_| 10);
+        let (mut reqs, mut dropped) = (0, 0);
+        for _ in 0..5 {
+            t = t + RETRY_INTERVAL;
+            c.poll(t, |a| match a {
+                ArpAction::Request(_) => reqs += 1,
+                ArpAction::Unresolved(n) => dropped += n,
+            });
+        }
+        assert_eq!(reqs, MAX_TRIES - 1);
+        assert_eq!(dropped, 1);
+    }
+
+    #[test]
+    fn unsolicited_reply_from_stranger_is_not_cached() {
+        let mut c = ArpCache::new(4, 2);
+        let t = Instant(1);
+        assert!(!c.learn(IP, MAC, false, t));
+        assert_eq!(c.lookup(IP, t), None);
+    }
+}

@@ -1,0 +1,334 @@
+//! The receive path: Ethernet → ARP | IPv4 → ICMP | UDP | TCP. Every frame
+//! either reaches a socket or is counted under the reason it was dropped.
+
+use crate::sockets::{flow_key, Conn, Socket};
+use crate::tcp::{self, Tcb};
+use crate::Core;
+use appif::socket::UdpHeader;
+use core::net::{Ipv4Addr, SocketAddrV4};
+use nic::TxQueue;
+use wire::arp::{ArpOp, ArpRepr};
+use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
+use wire::icmp::{Icmpv4Repr, DST_UNREACH_PORT};
+use wire::ipv4::{Ipv4Packet, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
+use wire::tcp::TcpRepr;
+use wire::udp::UdpRepr;
+use wire::Error;
+
+/// Bytes of the offending datagram quoted in an ICMP error (RFC 1812
+/// §4.3.2.3: as much as fits in 576 bytes).
+const ICMP_QUOTE_MAX: usize = 576 - 20 - 8;
+
+impl Core {
+    /// Handles one received Ethernet frame.
+    pub(crate) fn handle_frame<T: TxQueue>(&mut self, frame: &[u8], tx: &mut T) {
+        self.stats.rx_frames += 1;
+        self.stats.rx_bytes += frame.len() as u64;
+        let Ok((eth, payload)) = EthernetRepr::parse(frame) else {
+            self.stats.drop_eth_truncated += 1;
+            return;
+        };
+        if eth.dst != self.link.mac && !eth.dst.is_broadcast() {
+            self.stats.drop_eth_other_mac += 1;
+            return;
+        }
+        match eth.ethertype {
+            ETHERTYPE_ARP => self.handle_arp(payload, tx),
+            ETHERTYPE_IPV4 => self.handle_ipv4(&eth, payload, tx),
+            _ => self.stats.drop_eth_unsupported += 1,
+        }
+    }
+
+    fn handle_arp<T: TxQueue>(&mut self, packet: &[u8], tx: &mut T) {
+        let Ok(arp) = ArpRepr::parse(packet) else {
+            self.stats.drop_arp_malformed += 1;
+            return;
+        };
+        let for_us = arp.target_ip == self.link.ip;
+        let now = self.now;
+        // RFC 826: merge the sender into the table if it is there; add it
+        // when the packet is for us.
+        if !arp.sender_ip.is_unspecified() && arp.sender_mac.is_unicast() {
+            let waiting = self
+                .link
+                .arp
+                .learn(arp.sender_ip, arp.sender_mac, for_us, now);
+            if waiting {
+                self.link
+                    .flush_waiting(tx, &mut self.stats, arp.sender_ip, arp.sender_mac);
+            }
+        }
+        match arp.op {
+            ArpOp::Request if for_us => {
+                self.stats.arp_requests_rx += 1;
+                self.link.send_arp(
+                    tx,
+                    &mut self.stats,
+                    ArpOp::Reply,
+                    arp.sender_mac,
+                    arp.sender_mac,
+                    arp.sender_ip,
+                );
+            }
+            ArpOp::Request => self.stats.drop_arp_other_target += 1,
+            ArpOp::Reply => self.stats.arp_replies_rx += 1,
+        }
+    }
+
+    fn handle_ipv4<T: TxQueue>(&mut self, eth: &EthernetRepr, packet: &[u8], tx: &mut T) {
+        let ip = match Ipv4Packet::new_checked(packet) {
+            Ok(ip) => ip,
+            Err(_) => {
+                self.stats.drop_ipv4_malformed += 1;
+                return;
+            }
+        };
+        if self.cfg.verify_checksums && !ip.checksum_valid() {
+            self.stats.drop_ipv4_checksum += 1;
+            return;
+        }
+        let dst = ip.dst();
+        if dst != self.link.ip {
+            self.stats.drop_ipv4_other_dst += 1;
+            return;
+        }
+        if ip.is_fragment() {
+            self.stats.drop_ipv4_fragment += 1;
+            return;
+        }
+        let src = ip.src();
+        // Learn the peer's MAC from its traffic when it is on-link and the
+        // cache already knows it (refresh only; RFC 1122 §2.3.2.1 allows it).
+        if self.link.on_link(src) && eth.src.is_unicast() {
+            self.link.arp.learn(src, eth.src, false, self.now);
+        }
+        match ip.protocol() {
+            PROTO_ICMP => self.handle_icmp(src, ip.payload(), tx),
+            PROTO_UDP => self.handle_udp(&ip, tx),
+            PROTO_TCP => self.handle_tcp(src, ip.payload(), tx),
+            _ => self.stats.drop_ipv4_unsupported_proto += 1,
+        }
+    }
+
+    fn handle_icmp<T: TxQueue>(&mut self, src: Ipv4Addr, msg: &[u8], tx: &mut T) {
+        match Icmpv4Repr::parse(msg, self.cfg.verify_checksums) {
+            Ok(Icmpv4Repr::EchoRequest {
+                ident,
+                seq_no,
+                data,
+            }) => {
+                let reply = Icmpv4Repr::EchoReply {
+                    ident,
+                    seq_no,
+                    data,
+                };
+                let len = reply.buffer_len();
+                if len + wire::ipv4::HEADER_LEN > self.link.mtu {
+                    self.stats.drop_icmp_malformed += 1;
+                    return;
+                }
+                let now = self.now;
+                if self
+                    .link
+                    .send_ipv4(tx, &mut self.stats, now, src, PROTO_ICMP, len, |buf| {
+                        reply.emit(buf);
+                    })
+                {
+                    self.stats.icmp_echo_replies_tx += 1;
+                }
+            }
+            Ok(_) => self.stats.icmp_other_rx += 1,
+            Err(_) => self.stats.drop_icmp_malformed += 1,
+        }
+    }
+
+    fn handle_udp<T: TxQueue>(&mut self, ip: &Ipv4Packet<'_>, tx: &mut T) {
+        let (src, dst) = (ip.src(), ip.dst());
+        let (udp, payload) = match UdpRepr::parse(ip.payload(), src, dst, self.cfg.verify_checksums)
+        {
+            Ok(v) => v,
+            Err(Error::Checksum) => {
+                self.stats.drop_udp_checksum += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.drop_udp_malformed += 1;
+                return;
+            }
+        };
+        let Some(&slot) = self.sockets.udp.get(&udp.dst_port) else {
+            self.stats.drop_udp_no_socket += 1;
+            // RFC 1122 §3.2.2.1 / §4.1.3.1: port unreachable, never for
+            // broadcasts, and rate limited.
+            if !self.link.is_broadcast(dst) && self.icmp_error_allowed() {
+                let quoted = ip.header();
+                let quote_len = (quoted.len() + ip.payload().len()).min(ICMP_QUOTE_MAX);
+                self.send_unreachable(src, ip, quote_len, tx);
+            }
+            return;
+        };
+        let Some(Some(Socket::Udp(u))) = self.sockets.slots.get_mut(slot as usize) else {
+            return;
+        };
+        let h = UdpHeader {
+            addr: SocketAddrV4::new(src, udp.src_port),
+            len: payload.len() as u16,
+        };
+        if u.rx.free() < UdpHeader::LEN + payload.len() {
+            self.stats.drop_udp_rx_full += 1;
+            return;
+        }
+        u.rx.write(&h.encode());
+        u.rx.write(payload);
+        u.shared.notify.notify();
+        self.woke = true;
+        self.stats.udp_rx += 1;
+    }
+
+    /// Sends ICMP port unreachable quoting the first `quote_len` bytes of `ip`.
+    fn send_unreachable<T: TxQueue>(
+        &mut self,
+        to: Ipv4Addr,
+        ip: &Ipv4Packet<'_>,
+        quote_len: usize,
+        tx: &mut T,
+    ) {
+        let hl = ip.header().len();
+        let mut quote = [0u8; ICMP_QUOTE_MAX];
+        let n = quote_len.min(ICMP_QUOTE_MAX);
+        let hn = hl.min(n);
+        quote[..hn].copy_from_slice(&ip.header()[..hn]);
+        let pn = (n - hn).min(ip.payload().len());
+        quote[hn..hn + pn].copy_from_slice(&ip.payload()[..pn]);
+        let msg = Icmpv4Repr::DstUnreachable {
+            code: DST_UNREACH_PORT,
+            next_hop_mtu: 0,
+            data: &quote[..hn + pn],
+        };
+        let len = msg.buffer_len();
+        let now = self.now;
+        if self
+            .link
+            .send_ipv4(tx, &mut self.stats, now, to, PROTO_ICMP, len, |buf| {
+                msg.emit(buf);
+            })
+        {
+            self.stats.icmp_unreachable_tx += 1;
+        }
+    }
+
+    fn handle_tcp<T: TxQueue>(&mut self, src: Ipv4Addr, segment: &[u8], tx: &mut T) {
+        let dst = self.link.ip;
+        let (seg, payload) = match TcpRepr::parse(segment, src, dst, self.cfg.verify_checksums) {
+            Ok(v) => v,
+            Err(Error::Checksum) => {
+                self.stats.drop_tcp_checksum += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.drop_tcp_malformed += 1;
+                return;
+            }
+        };
+        self.stats.tcp_rx_segments += 1;
+        let remote = SocketAddrV4::new(src, seg.src_port);
+        if let Some(&slot) = self.sockets.flows.get(&flow_key(remote, seg.dst_port)) {
+            let now = self.now;
+            let Some(c) = self.sockets.conn(slot) else {
+                return;
+            };
+            let Conn {
+                tcb, tx: txr, rx, ..
+            } = c;
+            let ev = tcb.input(&seg, payload, now, txr, rx);
+            self.after_tcp(slot, ev);
+            return;
+        }
+        let flags = seg.flags;
+        if flags.syn() && !flags.ack() && !flags.rst() {
+            if let Some(&lslot) = self.sockets.listeners.get(&seg.dst_port) {
+                self.passive_open(lslot, remote, &seg, tx);
+                return;
+            }
+        }
+        self.stats.tcp_no_socket += 1;
+        self.send_rst(remote, &seg, tx);
+    }
+
+    /// Answers a segment that matched nothing (RFC 9293 §3.10.7.1).
+    fn send_rst<T: TxQueue>(&mut self, remote: SocketAddrV4, seg: &TcpRepr, tx: &mut T) {
+        let Some(rst) = tcp::reply_rst(seg) else {
+            return;
+        };
+        let local = self.link.ip;
+        let to = *remote.ip();
+        let hlen = rst.header_len();
+        let now = self.now;
+        if self
+            .link
+            .send_ipv4(tx, &mut self.stats, now, to, PROTO_TCP, hlen, |buf| {
+                rst.emit_header(buf);
+                wire::tcp::fill_checksum(buf, local, to);
+            })
+        {
+            self.stats.tcp_rst_tx += 1;
+        }
+    }
+
+    /// A SYN for a listener: a new connection in SYN-RECEIVED, bounded by
+    /// the listener's backlog and the socket table.
+    fn passive_open<T: TxQueue>(
+        &mut self,
+        lslot: u32,
+        remote: SocketAddrV4,
+        syn: &TcpRepr,
+        tx: &mut T,
+    ) {
+        let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(lslot as usize) else {
+            return;
+        };
+        if l.pending >= l.backlog {
+            self.stats.drop_tcp_backlog_full += 1;
+            return;
+        }
+        if self.sockets.is_full() || self.link.next_hop(*remote.ip()).is_none() {
+            self.stats.drop_tcp_table_full += 1;
+            let _ = tx;
+            return;
+        }
+        let local = SocketAddrV4::new(self.link.ip, syn.dst_port);
+        let mut cfg = self.cfg.tcp.clone();
+        cfg.rcv_buf = self.cfg.ring_bytes.next_power_of_two();
+        let iss = self.isn.isn(local, remote, self.now);
+        let Some(tcb) = Tcb::accept(&cfg, local, remote, syn, iss, self.now) else {
+            return;
+        };
+        let shared = std::sync::Arc::new(appif::socket::SocketShared::default());
+        let (app_tx, eng_tx) = appif::bytes::ring(self.cfg.ring_bytes);
+        let (eng_rx, app_rx) = appif::bytes::ring(self.cfg.ring_bytes);
+        let id = self.sockets.engine_id();
+        let conn = Conn {
+            id,
+            shared,
+            tcb,
+            tx: eng_tx,
+            rx: eng_rx,
+            app_ends: Some((app_tx, app_rx)),
+            listener: Some(lslot),
+            app_closed: false,
+            timer_at: None,
+            dirty: false,
+        };
+        if let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(lslot as usize) {
+            l.pending += 1;
+        }
+        if let Some(slot) = self.sockets.insert(id, Socket::Tcp(Box::new(conn))) {
+            self.sockets
+                .flows
+                .insert(flow_key(remote, syn.dst_port), slot);
+            self.stats.tcp_passive_opens += 1;
+            self.mark_dirty(slot);
+            self.arm_timer(slot);
+        }
+    }
+}

@@ -1,0 +1,768 @@
+//! The corestack engine: one run-to-completion loop per core.
+//!
+//! Each call to [`Engine::poll`] does one iteration: receive a burst from
+//! the port and process it (Ethernet, ARP, IPv4, ICMP, UDP, TCP), take the
+//! applications' commands, run due timers, emit TCP output for every
+//! connection that has some, and flush the port's tx queue once. The caller
+//! reads the clock once per iteration and passes it in.
+//!
+//! Threading: an engine is owned by one thread. Applications reach it only
+//! through the command ring and the per-socket byte rings of `appif`.
+#![forbid(unsafe_code)]
+
+pub mod arp;
+mod input;
+pub mod link;
+mod sockets;
+pub mod stats;
+pub mod tcp;
+pub mod time;
+pub mod timer;
+
+use crate::link::Link;
+use crate::sockets::{
+    apply_events, flow_key, libc_errno, Conn, Listener, Socket, Sockets, UdpSock,
+};
+use crate::stats::Stats;
+use crate::tcp::{IsnGenerator, State, Tcb, TcpConfig};
+use crate::time::Instant;
+use crate::timer::TimerWheel;
+use appif::notify::Notify;
+use appif::socket::{Command, SockState, UdpHeader};
+use appif::spsc;
+use core::net::{Ipv4Addr, SocketAddrV4};
+use core::time::Duration;
+use nic::{Port, TxQueue};
+use std::sync::Arc;
+use wire::MacAddr;
+
+pub use sockets::errno_of;
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Our IPv4 address.
+    pub ip: Ipv4Addr,
+    /// Subnet prefix length in bits.
+    pub prefix_len: u8,
+    /// Next hop for destinations off the subnet.
+    pub gateway: Option<Ipv4Addr>,
+    /// TCP defaults for every connection.
+    pub tcp: TcpConfig,
+    /// Sockets of all kinds, including connections in TIME-WAIT.
+    pub max_sockets: usize,
+    /// RX and TX ring size in bytes of connections the engine accepts.
+    pub ring_bytes: usize,
+    /// Frames received per iteration at most.
+    pub rx_burst: usize,
+    /// ARP cache entries.
+    pub arp_entries: usize,
+    /// Frames that may wait for ARP resolution.
+    pub arp_waiting: usize,
+    /// ICMP error messages per second at most (like Linux icmp_ratelimit).
+    pub icmp_errors_per_sec: u32,
+    /// Verify checksums of received packets in software.
+    pub verify_checksums: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            ip: Ipv4Addr::UNSPECIFIED,
+            prefix_len: 24,
+            gateway: None,
+            tcp: TcpConfig::default(),
+            max_sockets: 4096,
+            ring_bytes: 256 * 1024,
+            rx_burst: 64,
+            arp_entries: 256,
+            arp_waiting: 64,
+            icmp_errors_per_sec: 1000,
+            verify_checksums: true,
+        }
+    }
+}
+
+/// Segments one connection may emit per iteration.
+const TCP_BURST: usize = 64;
+/// Commands taken per iteration.
+const CMD_BURST: usize = 64;
+/// Interval of the slow housekeeping pass (ARP retries, orphan sweep).
+const HOUSEKEEPING: Duration = Duration::from_millis(100);
+
+/// One engine: a port and the protocol state behind it.
+pub struct Engine<P: Port> {
+    port: P,
+    core: Core,
+}
+
+/// Everything except the port, so that the port's rx burst can lend its
+/// tx side to the core while it reads.
+pub(crate) struct Core {
+    pub cfg: EngineConfig,
+    pub link: Link,
+    pub stats: Stats,
+    pub sockets: Sockets,
+    timers: TimerWheel,
+    expired: Vec<(Instant, u32)>,
+    dirty: Vec<u32>,
+    dirty_scratch: Vec<u32>,
+    commands: spsc::Receiver<Command>,
+    /// Bumped once per iteration in which any socket changed.
+    wake: Arc<Notify>,
+    pub woke: bool,
+    isn: IsnGenerator,
+    last_housekeeping: Instant,
+    icmp_tokens: u32,
+    icmp_refill: Instant,
+    pub now: Instant,
+}
+
+impl<P: Port> Engine<P> {
+    /// An engine on `port` taking commands from `commands`; `wake` is
+    /// notified after every iteration that changed a socket.
+    pub fn new(
+        port: P,
+        mut cfg: EngineConfig,
+        commands: spsc::Receiver<Command>,
+        wake: Arc<Notify>,
+        now: Instant,
+    ) -> Self {
+        let mtu = port.mtu();
+        cfg.tcp.mss = cfg.tcp.mss.min((mtu - 40) as u16);
+        let link = Link::new(
+            MacAddr(port.mac()),
+            cfg.ip,
+            cfg.prefix_len,
+            cfg.gateway,
+            mtu,
+            arp::ArpCache::new(cfg.arp_entries, cfg.arp_waiting),
+        );
+        if port.capabilities().rx_checksum {
+            cfg.verify_checksums = false;
+        }
+        let max = cfg.max_sockets;
+        Engine {
+            port,
+            core: Core {
+                link,
+                stats: Stats::default(),
+                sockets: Sockets::new(max),
+                timers: TimerWheel::new(now, 64),
+                expired: Vec::with_capacity(max.max(64)),
+                dirty: Vec::with_capacity(max),
+                dirty_scratch: Vec::with_capacity(max),
+                commands,
+                wake,
+                woke: false,
+                isn: IsnGenerator::new(),
+                last_housekeeping: now,
+                icmp_tokens: cfg.icmp_errors_per_sec,
+                icmp_refill: now,
+                now,
+                cfg,
+            },
+        }
+    }
+
+    /// One iteration at time `now`. Returns true if it did any work.
+    pub fn poll(&mut self, now: Instant) -> bool {
+        let core = &mut self.core;
+        core.now = now;
+        let burst = core.cfg.rx_burst;
+        let rx = self
+            .port
+            .rx_burst(burst, |frame, tx| core.handle_frame(frame, tx));
+        let tx = self.port.tx();
+        let cmds = core.take_commands(tx);
+        core.run_timers(tx);
+        if now.saturating_since(core.last_housekeeping) >= HOUSEKEEPING {
+            core.last_housekeeping = now;
+            core.housekeeping(tx);
+        }
+        let out = core.flush_output(tx);
+        tx.flush();
+        if core.woke {
+            core.woke = false;
+            core.wake.notify();
+        }
+        rx > 0 || cmds > 0 || out > 0
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &Stats {
+        &self.core.stats
+    }
+
+    /// The port, e.g. to read driver details.
+    pub fn port(&self) -> &P {
+        &self.port
+    }
+
+    /// Resets every connection (RST to each peer) and closes every socket:
+    /// what a stopping engine owes its peers and applications.
+    pub fn shutdown(&mut self, now: Instant) {
+        // Take what the applications asked for last (a close becomes a FIN).
+        self.poll(now);
+        let core = &mut self.core;
+        core.now = now;
+        for slot in 0..core.sockets.slots.len() as u32 {
+            if let Some(c) = core.sockets.conn(slot) {
+                c.tcb.abort();
+            }
+            core.mark_dirty(slot);
+        }
+        let tx = self.port.tx();
+        core.flush_output(tx);
+        tx.flush();
+        for slot in 0..core.sockets.slots.len() as u32 {
+            if let Some(s) = core.sockets.remove(slot) {
+                s.shared().set_closed(libc_errno::ECONNRESET);
+            }
+        }
+        core.wake.notify();
+    }
+}
+
+impl Core {
+    pub(crate) fn mark_dirty(&mut self, slot: u32) {
+        if let Some(c) = self.sockets.conn(slot) {
+            if !c.dirty {
+                c.dirty = true;
+                self.dirty.push(slot);
+            }
+        }
+    }
+
+    /// Asks the wheel to call back `slot` by the TCB's next deadline.
+    pub(crate) fn arm_timer(&mut self, slot: u32) {
+        let Some(c) = self.sockets.conn(slot) else {
+            return;
+        };
+        let Some(at) = c.tcb.next_timeout() else {
+            return;
+        };
+        match c.timer_at {
+            Some(cur) if cur <= at && cur > self.now => {}
+            _ => {
+                c.timer_at = Some(at);
+                self.timers.schedule(slot, at);
+            }
+        }
+    }
+
+    /// Takes an ICMP error token (token bucket, refilled every second).
+    pub(crate) fn icmp_error_allowed(&mut self) -> bool {
+        if self.now.saturating_since(self.icmp_refill) >= Duration::from_secs(1) {
+            self.icmp_refill = self.now;
+            self.icmp_tokens = self.cfg.icmp_errors_per_sec;
+        }
+        if self.icmp_tokens == 0 {
+            self.stats.icmp_rate_limited += 1;
+            return false;
+        }
+        self.icmp_tokens -= 1;
+        true
+    }
+
+    /// Applies TCP events of the connection in `slot`, removes it when done,
+    /// and schedules its output and timer.
+    pub(crate) fn after_tcp(&mut self, slot: u32, ev: tcp::Events) {
+        let ip = self.link.ip;
+        let Some(c) = self.sockets.conn(slot) else {
+            return;
+        };
+        if ev.connected || ev.readable || ev.writable || ev.peer_fin || ev.closed.is_some() {
+            self.woke = true;
+        }
+        match ev.closed {
+            Some(tcp::CloseReason::Reset) | Some(tcp::CloseReason::Refused) => {
+                self.stats.tcp_resets += 1
+            }
+            Some(tcp::CloseReason::TimedOut) => self.stats.tcp_timeouts += 1,
+            _ => {}
+        }
+        let finished = apply_events(c, &ev, ip);
+        if ev.connected {
+            if let Some(l) = c.listener {
+                self.hand_over(slot, l);
+            }
+        }
+        if finished {
+            self.drop_conn(slot);
+            return;
+        }
+        self.mark_dirty(slot);
+        self.arm_timer(slot);
+    }
+
+    /// Moves a just-established passive connection to its listener's accept queue.
+    fn hand_over(&mut self, slot: u32, listener_slot: u32) {
+        let Some(c) = self.sockets.conn(slot) else {
+            return;
+        };
+        c.listener = None;
+        let Some((tx, rx)) = c.app_ends.take() else {
+            return;
+        };
+        c.shared.set_addrs(c.tcb.local(), c.tcb.remote());
+        c.shared.set_state(SockState::Open);
+        let acc = appif::socket::Accepted {
+            id: c.id,
+            shared: c.shared.clone(),
+            tx,
+            rx,
+        };
+        let refused = match self.sockets.slots.get_mut(listener_slot as usize) {
+            Some(Some(Socket::Listener(l))) => {
+                l.pending = l.pending.saturating_sub(1);
+                let r = l.accept.push(acc).is_err();
+                l.shared.notify.notify();
+                r
+            }
+            _ => true,
+        };
+        if refused {
+            self.stats.drop_tcp_backlog_full += 1;
+            if let Some(c) = self.sockets.conn(slot) {
+                c.app_closed = true;
+                c.tcb.abort();
+            }
+        }
+    }
+
+    /// Removes a finished connection and releases its listener slot.
+    pub(crate) fn drop_conn(&mut self, slot: u32) {
+        if let Some(Socket::Tcp(c)) = self.sockets.remove(slot) {
+            if let Some(l) = c.listener {
+                if let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(l as usize) {
+                    l.pending = l.pending.saturating_sub(1);
+                }
+            }
+        }
+    }
+
+    /// Emits TCP output for every dirty connection; those with more to
+    /// send (burst limit, window) stay queued for the next iteration.
+    fn flush_output<T: TxQueue>(&mut self, tx: &mut T) -> usize {
+        core::mem::swap(&mut self.dirty, &mut self.dirty_scratch);
+        let mut sent = 0;
+        for i in 0..self.dirty_scratch.len() {
+            let slot = self.dirty_scratch[i];
+            match self.sockets.conn(slot) {
+                Some(c) => c.dirty = false,
+                None => continue,
+            }
+            sent += self.output(slot, tx);
+            if self.sockets.conn(slot).is_some_and(|c| c.tcb.has_output()) {
+                self.mark_dirty(slot);
+            }
+        }
+        self.dirty_scratch.clear();
+        sent
+    }
+
+    /// Emits up to a burst of segments for the connection in `slot`.
+    fn output<T: TxQueue>(&mut self, slot: u32, tx: &mut T) -> usize {
+        let Core {
+            sockets,
+            link,
+            stats,
+            now,
+            ..
+        } = self;
+        let now = *now;
+        let Some(Some(Socket::Tcp(c))) = sockets.slots.get_mut(slot as usize) else {
+            return 0;
+        };
+        let remote = *c.tcb.remote().ip();
+        let local = link.ip;
+        let Conn {
+            tcb, tx: txr, rx, ..
+        } = &mut **c;
+        let rcv_free = rx.free();
+        let n = tcb.poll_output(
+            now,
+            &*txr,
+            rcv_free,
+            TCP_BURST,
+            &mut |seg: &tcp::Segment| {
+                let hlen = seg.repr.header_len();
+                let plen = seg.repr.payload_len;
+                link.send_ipv4(
+                    tx,
+                    stats,
+                    now,
+                    remote,
+                    wire::ipv4::PROTO_TCP,
+                    hlen + plen,
+                    |buf| {
+                        seg.repr.emit_header(&mut buf[..hlen]);
+                        txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
+                        wire::tcp::fill_checksum(buf, local, remote);
+                    },
+                );
+                stats.tcp_tx_segments += 1;
+            },
+        );
+        let closed = tcb.state() == State::Closed;
+        let gone = closed && (c.app_closed || c.app_ends.is_some());
+        if gone {
+            self.drop_conn(slot);
+        } else {
+            self.arm_timer(slot);
+        }
+        n
+    }
+
+    /// Fires due timers.
+    fn run_timers<T: TxQueue>(&mut self, _tx: &mut T) {
+        let mut expired = core::mem::take(&mut self.expired);
+        self.timers.expire(self.now, &mut expired);
+        for &(at, slot) in &expired {
+            let now = self.now;
+            let Some(c) = self.sockets.conn(slot) else {
+                continue;
+            };
+            if c.timer_at != Some(at) {
+                continue; // superseded
+            }
+            c.timer_at = None;
+            self.stats.timers_fired += 1;
+            let Conn { tcb, tx, .. } = &mut *c;
+            let ev = tcb.on_timer(now, &*tx);
+            self.after_tcp(slot, ev);
+        }
+        expired.clear();
+        self.expired = expired;
+    }
+
+    /// ARP retries, and connections whose application vanished without
+    /// closing them (its ends of the rings were dropped).
+    fn housekeeping<T: TxQueue>(&mut self, tx: &mut T) {
+        let now = self.now;
+        self.link.poll_arp(tx, &mut self.stats, now);
+        for slot in 0..self.sockets.slots.len() as u32 {
+            let orphan = match self.sockets.slots[slot as usize].as_ref() {
+                Some(Socket::Tcp(c)) => {
+                    !c.app_closed
+                        && c.app_ends.is_none()
+                        && c.listener.is_none()
+                        && c.tx.is_orphaned()
+                }
+                Some(Socket::Listener(l)) => l.accept.is_disconnected(),
+                Some(Socket::Udp(u)) => u.rx.is_orphaned(),
+                None => false,
+            };
+            if orphan {
+                self.close(slot);
+            }
+        }
+    }
+
+    /// Takes up to a burst of application commands.
+    fn take_commands<T: TxQueue>(&mut self, tx: &mut T) -> usize {
+        let mut n = 0;
+        while n < CMD_BURST {
+            let Some(cmd) = self.commands.pop() else {
+                break;
+            };
+            n += 1;
+            self.command(cmd, tx);
+        }
+        n
+    }
+
+    fn slot_of(&mut self, id: appif::socket::SockId) -> Option<u32> {
+        let s = self.sockets.ids.get(&id).copied();
+        if s.is_none() {
+            self.stats.cmd_unknown_socket += 1;
+        }
+        s
+    }
+
+    fn command<T: TxQueue>(&mut self, cmd: Command, tx: &mut T) {
+        match cmd {
+            Command::Connect {
+                id,
+                shared,
+                local_port,
+                remote,
+                tx: txr,
+                rx,
+                nodelay,
+            } => {
+                if self.link.next_hop(*remote.ip()).is_none() {
+                    shared.set_closed(libc_errno::ENETUNREACH);
+                    return;
+                }
+                if self.sockets.is_full() {
+                    self.stats.drop_tcp_table_full += 1;
+                    shared.set_closed(libc_errno::ENOBUFS);
+                    return;
+                }
+                let port = if local_port == 0 {
+                    match self.sockets.ephemeral_port(|s, p| {
+                        s.flows.contains_key(&flow_key(remote, p)) || s.listeners.contains_key(&p)
+                    }) {
+                        Some(p) => p,
+                        None => {
+                            shared.set_closed(libc_errno::EADDRNOTAVAIL);
+                            return;
+                        }
+                    }
+                } else if self
+                    .sockets
+                    .flows
+                    .contains_key(&flow_key(remote, local_port))
+                {
+                    shared.set_closed(libc_errno::EADDRINUSE);
+                    return;
+                } else {
+                    local_port
+                };
+                let local = SocketAddrV4::new(self.link.ip, port);
+                let mut cfg = self.cfg.tcp.clone();
+                cfg.nodelay = nodelay;
+                cfg.rcv_buf = rx.capacity();
+                let iss = self.isn.isn(local, remote, self.now);
+                let tcb = Tcb::connect(&cfg, local, remote, iss, self.now);
+                shared.set_addrs(local, remote);
+                shared.set_state(SockState::Connecting);
+                let conn = Conn {
+                    id,
+                    shared,
+                    tcb,
+                    tx: txr,
+                    rx,
+                    app_ends: None,
+                    listener: None,
+                    app_closed: false,
+                    timer_at: None,
+                    dirty: false,
+                };
+                if let Some(slot) = self.sockets.insert(id, Socket::Tcp(Box::new(conn))) {
+                    self.sockets.flows.insert(flow_key(remote, port), slot);
+                    self.stats.tcp_active_opens += 1;
+                    self.mark_dirty(slot);
+                }
+            }
+            Command::Listen {
+                id,
+                shared,
+                local,
+                accept,
+            } => {
+                let mut port = local.port();
+                if port == 0 {
+                    port = match self
+                        .sockets
+                        .ephemeral_port(|s, p| s.listeners.contains_key(&p))
+                    {
+                        Some(p) => p,
+                        None => return shared.set_closed(libc_errno::EADDRINUSE),
+                    };
+                }
+                if self.sockets.listeners.contains_key(&port) {
+                    return shared.set_closed(libc_errno::EADDRINUSE);
+                }
+                if !local.ip().is_unspecified() && *local.ip() != self.link.ip {
+                    return shared.set_closed(libc_errno::EADDRNOTAVAIL);
+                }
+                let local = SocketAddrV4::new(self.link.ip, port);
+                shared.set_addrs(local, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+                let backlog = accept.capacity();
+                let l = Listener {
+                    id,
+                    shared: shared.clone(),
+                    local,
+                    accept,
+                    pending: 0,
+                    backlog,
+                };
+                match self.sockets.insert(id, Socket::Listener(l)) {
+                    Some(slot) => {
+                        self.sockets.listeners.insert(port, slot);
+                        shared.set_state(SockState::Open);
+                    }
+                    None => shared.set_closed(libc_errno::ENOBUFS),
+                }
+            }
+            Command::UdpBind {
+                id,
+                shared,
+                local,
+                tx: txr,
+                rx,
+            } => {
+                let mut port = local.port();
+                if port == 0 {
+                    port = match self.sockets.ephemeral_port(|s, p| s.udp.contains_key(&p)) {
+                        Some(p) => p,
+                        None => return shared.set_closed(libc_errno::EADDRINUSE),
+                    };
+                }
+                if self.sockets.udp.contains_key(&port) {
+                    return shared.set_closed(libc_errno::EADDRINUSE);
+                }
+                if !local.ip().is_unspecified() && *local.ip() != self.link.ip {
+                    return shared.set_closed(libc_errno::EADDRNOTAVAIL);
+                }
+                let local = SocketAddrV4::new(self.link.ip, port);
+                shared.set_addrs(local, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+                let u = UdpSock {
+                    id,
+                    shared: shared.clone(),
+                    local,
+                    tx: txr,
+                    rx,
+                };
+                match self.sockets.insert(id, Socket::Udp(u)) {
+                    Some(slot) => {
+                        self.sockets.udp.insert(port, slot);
+                        shared.set_state(SockState::Open);
+                    }
+                    None => shared.set_closed(libc_errno::ENOBUFS),
+                }
+            }
+            Command::Send { id } => {
+                let Some(slot) = self.slot_of(id) else { return };
+                match &self.sockets.slots[slot as usize] {
+                    Some(Socket::Tcp(_)) => self.mark_dirty(slot),
+                    Some(Socket::Udp(_)) => self.udp_send(slot, tx),
+                    _ => {}
+                }
+            }
+            Command::Recvd { id } => {
+                let Some(slot) = self.slot_of(id) else { return };
+                if let Some(c) = self.sockets.conn(slot) {
+                    let free = c.rx.free();
+                    if c.tcb.on_app_read(free) {
+                        self.mark_dirty(slot);
+                    }
+                }
+            }
+            Command::Shutdown { id } => {
+                let Some(slot) = self.slot_of(id) else { return };
+                if let Some(c) = self.sockets.conn(slot) {
+                    c.tcb.close();
+                    self.mark_dirty(slot);
+                    self.arm_timer(slot);
+                }
+            }
+            Command::Close { id } => {
+                let Some(slot) = self.slot_of(id) else { return };
+                self.close(slot);
+            }
+            Command::SetNodelay { id, on } => {
+                let Some(slot) = self.slot_of(id) else { return };
+                if let Some(c) = self.sockets.conn(slot) {
+                    c.tcb.set_nodelay(on);
+                    self.mark_dirty(slot);
+                }
+            }
+        }
+    }
+
+    /// The application is done with the socket in `slot`.
+    fn close(&mut self, slot: u32) {
+        match self.sockets.slots.get_mut(slot as usize) {
+            Some(Some(Socket::Tcp(c))) => {
+                c.app_closed = true;
+                // RFC 9293 §3.10.4 / Linux: closing with unread data resets.
+                let unread = c.rx.capacity() - c.rx.free();
+                if unread > 0 {
+                    c.tcb.abort();
+                } else {
+                    c.tcb.close();
+                }
+                if c.tcb.state() == State::Closed && !c.tcb.has_output() {
+                    self.drop_conn(slot);
+                } else {
+                    self.mark_dirty(slot);
+                    self.arm_timer(slot);
+                }
+            }
+            Some(Some(Socket::Listener(_))) => {
+                // Reset the connections it had not handed over yet.
+                for s in 0..self.sockets.slots.len() as u32 {
+                    if let Some(c) = self.sockets.conn(s) {
+                        if c.listener == Some(slot) {
+                            c.listener = None;
+                            c.app_closed = true;
+                            c.tcb.abort();
+                            self.mark_dirty(s);
+                        }
+                    }
+                }
+                if let Some(s) = self.sockets.remove(slot) {
+                    s.shared().set_closed(0);
+                }
+            }
+            Some(Some(Socket::Udp(_))) => {
+                if let Some(s) = self.sockets.remove(slot) {
+                    s.shared().set_closed(0);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends the datagrams queued in a UDP socket's TX ring.
+    fn udp_send<T: TxQueue>(&mut self, slot: u32, tx: &mut T) {
+        let Core {
+            sockets,
+            link,
+            stats,
+            now,
+            ..
+        } = self;
+        let Some(Some(Socket::Udp(u))) = sockets.slots.get_mut(slot as usize) else {
+            return;
+        };
+        let max_payload = link.mtu - wire::ipv4::HEADER_LEN - wire::udp::HEADER_LEN;
+        // Bounded: each record consumes at least 8 bytes of a finite ring.
+        loop {
+            let mut hb = [0u8; UdpHeader::LEN];
+            if u.tx.peek_at(0, &mut hb) < UdpHeader::LEN {
+                break;
+            }
+            let h = UdpHeader::decode(&hb);
+            let len = usize::from(h.len);
+            if u.tx.len() < UdpHeader::LEN + len {
+                break; // the rest of the record is not published yet
+            }
+            if len > max_payload {
+                stats.drop_udp_tx_malformed += 1;
+                u.tx.consume(UdpHeader::LEN + len);
+                continue;
+            }
+            let src_port = u.local.port();
+            let (dst, dport) = (*h.addr.ip(), h.addr.port());
+            let local = link.ip;
+            let txr = &u.tx;
+            if link.send_ipv4(
+                tx,
+                stats,
+                *now,
+                dst,
+                wire::ipv4::PROTO_UDP,
+                wire::udp::HEADER_LEN + len,
+                |buf| {
+                    wire::udp::UdpRepr {
+                        src_port,
+                        dst_port: dport,
+                        payload_len: len,
+                    }
+                    .emit_header(buf);
+                    txr.peek_at(UdpHeader::LEN, &mut buf[wire::udp::HEADER_LEN..]);
+                    wire::udp::fill_checksum(buf, local, dst);
+                },
+            ) {
+                stats.udp_tx += 1;
+            }
+            u.tx.consume(UdpHeader::LEN + len);
+        }
+        u.shared.notify.notify();
+    }
+}

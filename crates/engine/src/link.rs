@@ -1,0 +1,247 @@
+//! The link and network layers on the way out: IPv4 routing on one subnet
+//! (plus an optional gateway), ARP resolution, Ethernet framing.
+
+use crate::arp::{ArpAction, ArpCache};
+use crate::stats::Stats;
+use crate::time::Instant;
+use core::net::Ipv4Addr;
+use nic::TxQueue;
+use wire::arp::{ArpOp, ArpRepr};
+use wire::ethernet::{self, EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
+use wire::ipv4::{self, Ipv4Repr};
+use wire::MacAddr;
+
+/// Ethernet frames shorter than this (without FCS) are padded with zeros.
+const MIN_FRAME: usize = 60;
+/// Bytes of link + network headers in front of every transport header.
+pub const HEADERS: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
+
+/// Our interface: address, routing, ARP.
+pub struct Link {
+    pub mac: MacAddr,
+    pub ip: Ipv4Addr,
+    pub prefix_len: u8,
+    pub gateway: Option<Ipv4Addr>,
+    /// Largest IP packet in bytes.
+    pub mtu: usize,
+    pub arp: ArpCache,
+    ident: u16,
+}
+
+impl Link {
+    pub fn new(
+        mac: MacAddr,
+        ip: Ipv4Addr,
+        prefix_len: u8,
+        gateway: Option<Ipv4Addr>,
+        mtu: usize,
+        arp: ArpCache,
+    ) -> Link {
+        Link {
+            mac,
+            ip,
+            prefix_len,
+            gateway,
+            mtu,
+            arp,
+            ident: 1,
+        }
+    }
+
+    fn mask(&self) -> u32 {
+        if self.prefix_len == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(self.prefix_len.min(32)))
+        }
+    }
+
+    /// True when `ip` is on our subnet.
+    pub fn on_link(&self, ip: Ipv4Addr) -> bool {
+        (u32::from(ip) ^ u32::from(self.ip)) & self.mask() == 0
+    }
+
+    /// True for the limited broadcast and our subnet's broadcast address.
+    pub fn is_broadcast(&self, ip: Ipv4Addr) -> bool {
+        ip.is_broadcast()
+            || (self.prefix_len < 31 && u32::from(ip) == u32::from(self.ip) | !self.mask())
+    }
+
+    /// The next hop toward `dst`: itself when on-link, else the gateway.
+    pub fn next_hop(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
+        if self.on_link(dst) {
+            Some(dst)
+        } else {
+            self.gateway
+        }
+    }
+
+    /// Sends one IPv4 packet of `payload_len` bytes (≤ mtu - 20) to `dst`;
+    /// `fill` writes the transport header and payload into exactly that
+    /// many bytes. Frames for an unresolved next hop wait in the ARP queue.
+    /// Returns false when the packet was dropped (counted).
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_ipv4<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        now: Instant,
+        dst: Ipv4Addr,
+        protocol: u8,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let Some(next_hop) = self.next_hop(dst) else {
+            stats.drop_no_route += 1;
+            return false;
+        };
+        debug_assert!(payload_len + ipv4::HEADER_LEN <= self.mtu);
+        self.ident = self.ident.wrapping_add(1);
+        let ip = Ipv4Repr {
+            src: self.ip,
+            dst,
+            protocol,
+            ttl: 64,
+            ident: self.ident,
+            dont_frag: true,
+            payload_len,
+        };
+        let src_mac = self.mac;
+        let frame_len = (HEADERS + payload_len).max(MIN_FRAME);
+        let build = |dst_mac: MacAddr, buf: &mut [u8]| -> usize {
+            EthernetRepr {
+                dst: dst_mac,
+                src: src_mac,
+                ethertype: ETHERTYPE_IPV4,
+            }
+            .emit(buf);
+            ip.emit(&mut buf[ethernet::HEADER_LEN..]);
+            fill(&mut buf[HEADERS..HEADERS + payload_len]);
+            buf[HEADERS + payload_len..frame_len].fill(0);
+            frame_len
+        };
+        if let Some(mac) = self.arp.lookup(next_hop, now) {
+            if tx.transmit(frame_len, |buf| build(mac, buf)) {
+                stats.tx_frames += 1;
+                stats.tx_bytes += frame_len as u64;
+                true
+            } else {
+                stats.tx_no_buffer += 1;
+                false
+            }
+        } else {
+            match self
+                .arp
+                .enqueue(next_hop, now, |buf| build(MacAddr::ZERO, buf))
+            {
+                Some(true) => {
+                    self.send_arp(
+                        tx,
+                        stats,
+                        ArpOp::Request,
+                        MacAddr::BROADCAST,
+                        MacAddr::ZERO,
+                        next_hop,
+                    );
+                    true
+                }
+                Some(false) => true,
+                None => {
+                    stats.drop_arp_pending_full += 1;
+                    false
+                }
+            }
+        }
+    }
+
+    /// Sends an ARP packet from us to `target_ip` (at `target_mac`, or
+    /// zero for a request), in an Ethernet frame to `eth_dst`.
+    pub fn send_arp<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        op: ArpOp,
+        eth_dst: MacAddr,
+        target_mac: MacAddr,
+        target_ip: Ipv4Addr,
+    ) {
+        let repr = ArpRepr {
+            op,
+            sender_mac: self.mac,
+            sender_ip: self.ip,
+            target_mac,
+            target_ip,
+        };
+        let src = self.mac;
+        let sent = tx.transmit(MIN_FRAME, |buf| {
+            EthernetRepr {
+                dst: eth_dst,
+                src,
+                ethertype: ETHERTYPE_ARP,
+            }
+            .emit(buf);
+            repr.emit(&mut buf[ethernet::HEADER_LEN..]);
+            let end = ethernet::HEADER_LEN + wire::arp::PACKET_LEN;
+            buf[end..MIN_FRAME].fill(0);
+            MIN_FRAME
+        });
+        if !sent {
+            stats.tx_no_buffer += 1;
+            return;
+        }
+        stats.tx_frames += 1;
+        stats.tx_bytes += MIN_FRAME as u64;
+        match op {
+            ArpOp::Request => stats.arp_requests_tx += 1,
+            ArpOp::Reply => stats.arp_replies_tx += 1,
+        }
+    }
+
+    /// Sends the frames that waited for `ip`, now known to be at `mac`.
+    pub fn flush_waiting<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        ip: Ipv4Addr,
+        mac: MacAddr,
+    ) {
+        self.arp.take_waiting(ip, |frame| {
+            frame[..6].copy_from_slice(&mac.0);
+            let len = frame.len();
+            if tx.transmit(len, |buf| {
+                buf[..len].copy_from_slice(frame);
+                len
+            }) {
+                stats.tx_frames += 1;
+                stats.tx_bytes += len as u64;
+            } else {
+                stats.tx_no_buffer += 1;
+            }
+        });
+    }
+
+    /// Retries ARP requests and drops frames for silent next hops.
+    pub fn poll_arp<T: TxQueue>(&mut self, tx: &mut T, stats: &mut Stats, now: Instant) {
+        let mut requests = [Ipv4Addr::UNSPECIFIED; 16];
+        let mut n = 0;
+        self.arp.poll(now, |a| match a {
+            ArpAction::Request(ip) => {
+                if n < requests.len() {
+                    requests[n] = ip;
+                    n += 1;
+                }
+            }
+            ArpAction::Unresolved(dropped) => stats.drop_arp_unresolved += dropped as u64,
+        });
+        for ip in &requests[..n] {
+            self.send_arp(
+                tx,
+                stats,
+                ArpOp::Request,
+                MacAddr::BROADCAST,
+                MacAddr::ZERO,
+                *ip,
+            );
+        }
+    }
+}

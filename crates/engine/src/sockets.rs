@@ -1,0 +1,238 @@
+//! The socket table: TCP connections, listeners and UDP sockets, the flow
+//! table that finds them by 4-tuple, and the glue between the TCP state
+//! machine and the application's rings.
+
+use crate::tcp::{CloseReason, Events, RecvBuffer, SendBuffer, State, Tcb};
+use crate::time::Instant;
+use appif::bytes;
+use appif::socket::{Accepted, SockId, SocketShared};
+use appif::spsc;
+use core::net::{Ipv4Addr, SocketAddrV4};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+impl SendBuffer for bytes::Reader {
+    fn len(&self) -> usize {
+        bytes::Reader::len(self)
+    }
+    fn read_at(&self, offset: usize, dst: &mut [u8]) -> usize {
+        self.peek_at(offset, dst)
+    }
+    fn consume(&mut self, n: usize) {
+        bytes::Reader::consume(self, n)
+    }
+}
+
+impl RecvBuffer for bytes::Writer {
+    fn free(&self) -> usize {
+        bytes::Writer::free(self)
+    }
+    fn write(&mut self, data: &[u8]) -> usize {
+        bytes::Writer::write(self, data)
+    }
+}
+
+/// A TCP connection and the engine's ends of its rings.
+pub struct Conn {
+    pub id: SockId,
+    pub shared: Arc<SocketShared>,
+    pub tcb: Tcb,
+    /// Bytes the application wrote; consumed as they are acknowledged.
+    pub tx: bytes::Reader,
+    /// In-order received bytes for the application.
+    pub rx: bytes::Writer,
+    /// The application's ends, until the connection is accepted.
+    pub app_ends: Option<(bytes::Writer, bytes::Reader)>,
+    /// The listener slot of a passive connection not yet accepted.
+    pub listener: Option<u32>,
+    /// The application closed its handle.
+    pub app_closed: bool,
+    /// The deadline the wheel holds for this slot, if any.
+    pub timer_at: Option<Instant>,
+    /// Queued on the output list.
+    pub dirty: bool,
+}
+
+/// A listening TCP socket.
+pub struct Listener {
+    pub id: SockId,
+    pub shared: Arc<SocketShared>,
+    pub local: SocketAddrV4,
+    pub accept: spsc::Sender<Accepted>,
+    /// Connections in SYN-RECEIVED or waiting in the accept queue.
+    pub pending: usize,
+    /// Largest `pending`.
+    pub backlog: usize,
+}
+
+/// A bound UDP socket.
+pub struct UdpSock {
+    pub id: SockId,
+    pub shared: Arc<SocketShared>,
+    pub local: SocketAddrV4,
+    pub tx: bytes::Reader,
+    pub rx: bytes::Writer,
+}
+
+pub enum Socket {
+    Tcp(Box<Conn>),
+    Listener(Listener),
+    Udp(UdpSock),
+}
+
+impl Socket {
+    pub fn shared(&self) -> &Arc<SocketShared> {
+        match self {
+            Socket::Tcp(c) => &c.shared,
+            Socket::Listener(l) => &l.shared,
+            Socket::Udp(u) => &u.shared,
+        }
+    }
+}
+
+/// Key of the TCP flow table: remote address and local port (the local
+/// address is always ours).
+pub fn flow_key(remote: SocketAddrV4, local_port: u16) -> u64 {
+    (u64::from(u32::from(*remote.ip())) << 32)
+        | (u64::from(remote.port()) << 16)
+        | u64::from(local_port)
+}
+
+/// The errno an application sees for a TCP close reason.
+pub fn errno_of(reason: CloseReason) -> i32 {
+    match reason {
+        CloseReason::Normal => 0,
+        CloseReason::Reset => libc_errno::ECONNRESET,
+        CloseReason::Refused => libc_errno::ECONNREFUSED,
+        CloseReason::TimedOut => libc_errno::ETIMEDOUT,
+    }
+}
+
+/// Linux errno values (asm-generic/errno.h), so the engine needs no libc.
+pub mod libc_errno {
+    pub const EADDRINUSE: i32 = 98;
+    pub const ENETUNREACH: i32 = 101;
+    pub const ECONNRESET: i32 = 104;
+    pub const ENOBUFS: i32 = 105;
+    pub const ETIMEDOUT: i32 = 110;
+    pub const ECONNREFUSED: i32 = 111;
+    pub const EADDRNOTAVAIL: i32 = 99;
+}
+
+/// Every socket, by slot, with the indexes that find them.
+pub struct Sockets {
+    pub slots: Vec<Option<Socket>>,
+    free: Vec<u32>,
+    /// 4-tuple → slot of TCP connections.
+    pub flows: HashMap<u64, u32>,
+    /// Local port → slot of listeners.
+    pub listeners: HashMap<u16, u32>,
+    /// Local port → slot of UDP sockets.
+    pub udp: HashMap<u16, u32>,
+    /// Application socket id → slot.
+    pub ids: HashMap<SockId, u32>,
+    next_engine_id: u64,
+    next_ephemeral: u16,
+}
+
+/// First and last ephemeral port (Linux ip_local_port_range defaults).
+pub const EPHEMERAL: (u16, u16) = (32768, 60999);
+
+impl Sockets {
+    pub fn new(max: usize) -> Sockets {
+        Sockets {
+            slots: (0..max).map(|_| None).collect(),
+            free: (0..max as u32).rev().collect(),
+            flows: HashMap::with_capacity(max),
+            listeners: HashMap::with_capacity(64),
+            udp: HashMap::with_capacity(64),
+            ids: HashMap::with_capacity(max),
+            next_engine_id: appif::socket::ENGINE_ID_BIT | 1,
+            next_ephemeral: EPHEMERAL.0,
+        }
+    }
+
+    /// A fresh id for a socket the engine creates.
+    pub fn engine_id(&mut self) -> SockId {
+        let id = self.next_engine_id;
+        self.next_engine_id += 1;
+        id
+    }
+
+    /// Stores `sock` under `id`; None when the table is full.
+    pub fn insert(&mut self, id: SockId, sock: Socket) -> Option<u32> {
+        let slot = self.free.pop()?;
+        self.slots[slot as usize] = Some(sock);
+        self.ids.insert(id, slot);
+        Some(slot)
+    }
+
+    /// Removes the socket in `slot` and every index entry naming it.
+    pub fn remove(&mut self, slot: u32) -> Option<Socket> {
+        let sock = self.slots.get_mut(slot as usize)?.take()?;
+        match &sock {
+            Socket::Tcp(c) => {
+                let key = flow_key(c.tcb.remote(), c.tcb.local().port());
+                if self.flows.get(&key) == Some(&slot) {
+                    self.flows.remove(&key);
+                }
+                self.ids.remove(&c.id);
+            }
+            Socket::Listener(l) => {
+                self.listeners.remove(&l.local.port());
+                self.ids.remove(&l.id);
+            }
+            Socket::Udp(u) => {
+                self.udp.remove(&u.local.port());
+                self.ids.remove(&u.id);
+            }
+        }
+        self.free.push(slot);
+        Some(sock)
+    }
+
+    /// True when no slot is free.
+    pub fn is_full(&self) -> bool {
+        self.free.is_empty()
+    }
+
+    /// The TCP connection in `slot`.
+    pub fn conn(&mut self, slot: u32) -> Option<&mut Conn> {
+        match self.slots.get_mut(slot as usize) {
+            Some(Some(Socket::Tcp(c))) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// An ephemeral port free for `in_use`; None when the range is exhausted.
+    pub fn ephemeral_port(&mut self, in_use: impl Fn(&Sockets, u16) -> bool) -> Option<u16> {
+        let span = EPHEMERAL.1 - EPHEMERAL.0 + 1;
+        for _ in 0..span {
+            let p = self.next_ephemeral;
+            self.next_ephemeral = if p >= EPHEMERAL.1 { EPHEMERAL.0 } else { p + 1 };
+            if !in_use(self, p) {
+                return Some(p);
+            }
+        }
+        None
+    }
+}
+
+/// Applies what TCP reported for a connection to its shared status block.
+/// Returns true when the connection is finished and can be removed.
+pub fn apply_events(conn: &mut Conn, ev: &Events, local_ip: Ipv4Addr) -> bool {
+    let _ = local_ip;
+    if ev.connected && conn.listener.is_none() {
+        conn.shared.set_addrs(conn.tcb.local(), conn.tcb.remote());
+        conn.shared.set_state(appif::socket::SockState::Open);
+    }
+    if ev.peer_fin {
+        conn.shared.set_flags(appif::socket::FLAG_RX_FIN);
+    } else if ev.readable || ev.writable {
+        conn.shared.notify.notify();
+    }
+    if let Some(reason) = ev.closed {
+        conn.shared.set_closed(errno_of(reason));
+    }
+    conn.tcb.state() == State::Closed && (conn.app_closed || conn.app_ends.is_some())
+}

@@ -1,0 +1,128 @@
+//! Engine counters: every frame dropped is counted under the reason it was
+//! dropped, like `nstat`. The engine owns them; readers get copies.
+
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// Per-engine counters (packets or events unless the name says bytes).
+        #[derive(Debug, Clone, Default, PartialEq, Eq)]
+        pub struct Stats {
+            $($(#[$doc])* pub $name: u64,)*
+        }
+
+        impl Stats {
+            /// Every counter with its name, in declaration order.
+            pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+                [$((stringify!($name), self.$name),)*].into_iter()
+            }
+        }
+    };
+}
+
+counters! {
+    /// Frames received from the port.
+    rx_frames,
+    /// Bytes received from the port (Ethernet frames).
+    rx_bytes,
+    /// Frames handed to the port.
+    tx_frames,
+    /// Bytes handed to the port.
+    tx_bytes,
+    /// Frames not sent because the port had no free tx buffer.
+    tx_no_buffer,
+    /// Frames shorter than an Ethernet header.
+    drop_eth_truncated,
+    /// Frames addressed to another MAC.
+    drop_eth_other_mac,
+    /// Frames of an ethertype we do not speak (IPv6, VLAN, ...).
+    drop_eth_unsupported,
+    /// ARP requests received for our address.
+    arp_requests_rx,
+    /// ARP replies received.
+    arp_replies_rx,
+    /// ARP requests sent.
+    arp_requests_tx,
+    /// ARP replies sent.
+    arp_replies_tx,
+    /// ARP packets that were truncated or not Ethernet/IPv4.
+    drop_arp_malformed,
+    /// ARP requests for another address.
+    drop_arp_other_target,
+    /// Packets dropped because the ARP pending queue was full.
+    drop_arp_pending_full,
+    /// Packets dropped because their next hop never answered ARP.
+    drop_arp_unresolved,
+    /// IPv4 packets that were truncated or had bad header fields.
+    drop_ipv4_malformed,
+    /// IPv4 packets with a bad header checksum.
+    drop_ipv4_checksum,
+    /// IPv4 packets for another address.
+    drop_ipv4_other_dst,
+    /// IPv4 fragments (reassembly is not implemented yet).
+    drop_ipv4_fragment,
+    /// IPv4 packets of a protocol other than ICMP, UDP, TCP.
+    drop_ipv4_unsupported_proto,
+    /// Packets to a destination with no route (not on-link, no gateway).
+    drop_no_route,
+    /// ICMP echo requests answered.
+    icmp_echo_replies_tx,
+    /// ICMP destination unreachable messages sent.
+    icmp_unreachable_tx,
+    /// ICMP errors not sent because of the rate limit.
+    icmp_rate_limited,
+    /// ICMP messages received other than echo requests.
+    icmp_other_rx,
+    /// ICMP messages that were truncated or had a bad checksum.
+    drop_icmp_malformed,
+    /// UDP datagrams delivered to a socket.
+    udp_rx,
+    /// UDP datagrams sent.
+    udp_tx,
+    /// UDP datagrams that were truncated or had a bad length.
+    drop_udp_malformed,
+    /// UDP datagrams with a bad checksum.
+    drop_udp_checksum,
+    /// UDP datagrams to a port with no socket (answered with port unreachable).
+    drop_udp_no_socket,
+    /// UDP datagrams dropped because the socket's RX ring was full.
+    drop_udp_rx_full,
+    /// UDP records in a TX ring that were malformed (oversized or truncated).
+    drop_udp_tx_malformed,
+    /// TCP segments received.
+    tcp_rx_segments,
+    /// TCP segments sent.
+    tcp_tx_segments,
+    /// TCP segments that were truncated or had bad header or option lengths.
+    drop_tcp_malformed,
+    /// TCP segments with a bad checksum.
+    drop_tcp_checksum,
+    /// TCP segments for no connection or listener (answered with RST).
+    tcp_no_socket,
+    /// RSTs sent for segments that matched no connection.
+    tcp_rst_tx,
+    /// SYNs dropped because the listener's backlog was full.
+    drop_tcp_backlog_full,
+    /// SYNs or connects refused because the connection table was full.
+    drop_tcp_table_full,
+    /// Connections opened by connect().
+    tcp_active_opens,
+    /// Connections accepted from listeners.
+    tcp_passive_opens,
+    /// Connections that ended with a reset (sent or received).
+    tcp_resets,
+    /// Connections that ended with ETIMEDOUT.
+    tcp_timeouts,
+    /// Commands naming a socket the engine does not know.
+    cmd_unknown_socket,
+    /// Timer wheel expirations processed.
+    timers_fired,
+}
+
+impl core::fmt::Display for Stats {
+    /// The nonzero counters, one `name value` per line.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for (name, v) in self.iter().filter(|(_, v)| *v != 0) {
+            writeln!(f, "{name:<28} {v}")?;
+        }
+        Ok(())
+    }
+}

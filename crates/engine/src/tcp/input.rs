@@ -1,0 +1,538 @@
+//! Segment arrival (RFC 9293 §3.10.7.3 SYN-SENT, §3.10.7.4 other states).
+//!
+//! Nothing is sent from here: replies are queued (`ack_now`, `pending_rst`,
+//! `rexmit_one`) and go out on the next `poll_output`.
+
+use wire::tcp::TcpRepr;
+use wire::SeqNum;
+
+use crate::time::Instant;
+
+use super::tcb::{
+    CloseReason, Events, PendingRst, RecvBuffer, SendBuffer, State, Tcb, MAX_DUPACKS_OWED,
+};
+
+/// The part of an acceptable segment that lies in the receive window.
+#[derive(Debug, Clone, Copy)]
+struct Accepted {
+    /// Sequence number of the first payload byte kept.
+    seq: SeqNum,
+    /// Kept payload range within the segment's payload.
+    start: usize,
+    end: usize,
+    fin: bool,
+}
+
+/// RFC 7323 §5.3 modular timestamp comparison: `a` older than `b`.
+fn ts_before(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+impl Tcb {
+    /// Processes one arriving segment with its `payload`. In-order bytes go to
+    /// `rx`; acknowledged bytes are consumed from `tx`. Replies (ACK, RST,
+    /// retransmissions) are queued for the next `poll_output`. Never panics on
+    /// malformed or hostile input; does not allocate.
+    pub fn input(
+        &mut self,
+        seg: &TcpRepr,
+        payload: &[u8],
+        now: Instant,
+        tx: &mut impl SendBuffer,
+        rx: &mut impl RecvBuffer,
+    ) -> Events {
+        let mut ev = Events::default();
+        match self.state {
+            State::Closed | State::Listen => {}
+            State::SynSent => self.input_syn_sent(seg, payload, now, rx, &mut ev),
+            _ => self.input_synchronized(seg, payload, now, tx, rx, &mut ev),
+        }
+        self.tx_len_seen = tx.len();
+        // A window that just closed (or data now stuck behind it) starts the
+        // persist timer even if the engine has nothing else to send.
+        self.update_persist(now, self.tx_len_seen);
+        ev
+    }
+
+    /// RFC 9293 §3.10.7.3.
+    fn input_syn_sent(
+        &mut self,
+        seg: &TcpRepr,
+        payload: &[u8],
+        now: Instant,
+        rx: &mut impl RecvBuffer,
+        ev: &mut Events,
+    ) {
+        let f = seg.flags;
+        // First: an ACK must acknowledge our SYN and nothing beyond it;
+        // otherwise answer <SEQ=SEG.ACK><CTL=RST> (unless it is an RST).
+        if f.ack() && (seg.ack <= self.iss || seg.ack > self.snd_max) {
+            if !f.rst() {
+                self.pending_rst = Some(PendingRst {
+                    seq: seg.ack,
+                    ack: None,
+                });
+            }
+            return;
+        }
+        // Second: RST with an acceptable ACK means "connection refused";
+        // without an ACK it is dropped.
+        if f.rst() {
+            if f.ack() {
+                self.enter_closed();
+                ev.closed = Some(CloseReason::Refused);
+            }
+            return;
+        }
+        // Fourth: the SYN.
+        if !f.syn() {
+            return;
+        }
+        self.irs = seg.seq;
+        self.rcv_nxt = seg.seq + 1;
+        self.last_ack_sent = self.rcv_nxt;
+        self.negotiate(&seg.options);
+        self.rcv_adv = self.rcv_nxt + self.syn_window;
+        // The window of a SYN is never scaled (RFC 7323 §2.2).
+        self.snd_wnd = usize::from(seg.window);
+        self.max_snd_wnd = self.snd_wnd;
+        self.snd_wl1 = seg.seq;
+        self.snd_wl2 = seg.ack;
+        if f.ack() {
+            // Our SYN is acknowledged: ESTABLISHED, and ACK the SYN-ACK.
+            self.snd_una = seg.ack;
+            if self.snd_nxt < self.snd_una {
+                self.snd_nxt = self.snd_una;
+            }
+            self.take_rtt_sample(seg, now);
+            self.rto_deadline = None;
+            self.establish(ev);
+            self.ack_now = true;
+            // Data or FIN on the SYN-ACK: continue at the sixth step.
+            let data_seq = seg.seq + 1;
+            let fin = f.fin();
+            self.input_text(data_seq, payload, fin, now, rx, ev);
+        } else {
+            // Simultaneous open: SYN-RECEIVED; our SYN goes out again as a
+            // SYN-ACK <SEQ=ISS><ACK=RCV.NXT>. Data on the SYN is not kept.
+            self.state = State::SynReceived;
+            self.snd_nxt = self.iss;
+            self.rto_deadline = None;
+        }
+    }
+
+    /// RFC 9293 §3.10.7.4: SYN-RECEIVED and every synchronized state.
+    fn input_synchronized(
+        &mut self,
+        seg: &TcpRepr,
+        payload: &[u8],
+        now: Instant,
+        tx: &mut impl SendBuffer,
+        rx: &mut impl RecvBuffer,
+        ev: &mut Events,
+    ) {
+        let mut f = seg.flags;
+        // Simultaneous open (§3.5 figure 8): the peer's SYN-ACK repeats the SYN
+        // we already took. If it acknowledges our SYN, treat it as that ACK
+        // (as Linux does) rather than as an old duplicate.
+        let synack_copy;
+        let seg = if self.state == State::SynReceived
+            && self.active_open
+            && f.syn()
+            && f.ack()
+            && !f.rst()
+            && seg.seq == self.irs
+            && seg.ack > self.snd_una
+            && seg.ack <= self.snd_max
+        {
+            synack_copy = TcpRepr {
+                seq: self.irs + 1,
+                flags: wire::tcp::TcpFlags(f.0 & !wire::tcp::TcpFlags::SYN),
+                ..*seg
+            };
+            f = synack_copy.flags;
+            &synack_copy
+        } else {
+            seg
+        };
+        // A retransmitted SYN in SYN-RECEIVED: our SYN-ACK was lost, send it again.
+        if self.state == State::SynReceived
+            && f.syn()
+            && !f.ack()
+            && !f.rst()
+            && seg.seq == self.irs
+        {
+            self.snd_nxt = self.iss;
+            return;
+        }
+        let tsval = if self.ts_enabled {
+            seg.options.timestamps.map(|(val, _)| val)
+        } else {
+            None
+        };
+        // RFC 7323 §5.3 PAWS: a non-RST segment whose TSval is older than
+        // TS.Recent is an old duplicate: ACK and drop.
+        if let Some(val) = tsval {
+            if !f.rst() && ts_before(val, self.ts_recent) {
+                self.stats.paws_dropped += 1;
+                self.ack_now = true;
+                return;
+            }
+        }
+        // First check: sequence number acceptability, trimmed to the window.
+        let Some(acc) = self.acceptable(seg, payload.len()) else {
+            // Not acceptable: ACK (unless RST) and drop. In TIME-WAIT a
+            // retransmitted FIN also restarts the 2*MSL timer.
+            if !f.rst() {
+                self.ack_now = true;
+                if self.state == State::TimeWait && f.fin() {
+                    self.time_wait_deadline = Some(now + self.cfg.time_wait);
+                }
+            }
+            return;
+        };
+        // RFC 7323 §4.3: TS.Recent = SEG.TSval if SEG.TSval >= TS.Recent and
+        // SEG.SEQ =< Last.ACK.sent.
+        if let Some(val) = tsval {
+            if !ts_before(val, self.ts_recent) && seg.seq <= self.last_ack_sent {
+                self.ts_recent = val;
+            }
+        }
+        // Second check: RST.
+        if f.rst() {
+            self.input_rst(seg, ev);
+            return;
+        }
+        // Fourth check: a SYN in a synchronized state gets a challenge ACK
+        // and is dropped (RFC 9293 §3.10.7.4, RFC 5961 §4).
+        if f.syn() {
+            self.challenge_ack();
+            return;
+        }
+        // Fifth check: segments without ACK are dropped.
+        if !f.ack() {
+            return;
+        }
+        if !self.input_ack(seg, payload.len(), now, tx, ev) {
+            return;
+        }
+        // Seventh and eighth: text and FIN.
+        let data = payload.get(acc.start..acc.end).unwrap_or(&[]);
+        self.input_text(acc.seq, data, acc.fin, now, rx, ev);
+    }
+
+    /// First check of §3.10.7.4: is any part of the segment inside
+    /// [RCV.NXT, RCV.NXT+RCV.WND)? Returns the part to keep, trimmed at both
+    /// ends. A zero-length segment is acceptable at RCV.NXT even with a zero
+    /// window; so is a bare FIN at RCV.NXT (as Linux does).
+    fn acceptable(&self, seg: &TcpRepr, plen: usize) -> Option<Accepted> {
+        let rcv_wnd = self.rcv_wnd();
+        let syn = seg.flags.syn();
+        let fin = seg.flags.fin();
+        let seg_len = plen + usize::from(syn) + usize::from(fin);
+        let rcv_nxt = self.rcv_nxt;
+        let in_window = |s: SeqNum| s >= rcv_nxt && s - rcv_nxt < rcv_wnd;
+        let ok = match (seg_len, rcv_wnd) {
+            (0, 0) => seg.seq == rcv_nxt,
+            (0, _) => in_window(seg.seq),
+            (_, 0) => seg.seq == rcv_nxt && plen == 0 && !syn,
+            _ => in_window(seg.seq) || in_window(seg.seq + (seg_len - 1)),
+        };
+        if !ok {
+            return None;
+        }
+        let mut seq = seg.seq;
+        let mut start = 0;
+        let mut end = plen;
+        let mut fin = fin;
+        if syn {
+            seq += 1;
+        }
+        if seq < rcv_nxt {
+            let skip = (rcv_nxt - seq).min(end);
+            start = skip;
+            seq += skip;
+        }
+        let right = rcv_nxt + rcv_wnd;
+        let kept = end - start;
+        if kept > 0 && seq + kept > right {
+            // Trim what lies beyond the window; a FIN behind it goes too.
+            let over = (seq + kept) - right;
+            end -= over.min(kept);
+            fin = false;
+        }
+        Some(Accepted {
+            seq,
+            start,
+            end,
+            fin,
+        })
+    }
+
+    /// Second check of §3.10.7.4 (with RFC 5961 §3): an RST resets the
+    /// connection only if SEG.SEQ = RCV.NXT exactly; any other in-window RST
+    /// gets a challenge ACK.
+    fn input_rst(&mut self, seg: &TcpRepr, ev: &mut Events) {
+        if seg.seq != self.rcv_nxt {
+            self.challenge_ack();
+            return;
+        }
+        let reason = match self.state {
+            // From an active open (simultaneous open): refused; from a
+            // passive open the listener simply forgets this attempt.
+            State::SynReceived if self.active_open => CloseReason::Refused,
+            State::SynReceived
+            | State::Established
+            | State::FinWait1
+            | State::FinWait2
+            | State::CloseWait => CloseReason::Reset,
+            _ => CloseReason::Normal,
+        };
+        self.enter_closed();
+        ev.closed = Some(reason);
+    }
+
+    /// Fifth check of §3.10.7.4: the ACK field. Returns false if the segment
+    /// must be dropped here.
+    fn input_ack(
+        &mut self,
+        seg: &TcpRepr,
+        plen: usize,
+        now: Instant,
+        tx: &mut impl SendBuffer,
+        ev: &mut Events,
+    ) -> bool {
+        let ack = seg.ack;
+        if self.state == State::SynReceived {
+            // SND.UNA < SEG.ACK =< SND.NXT: ESTABLISHED; otherwise
+            // <SEQ=SEG.ACK><CTL=RST>.
+            if !(ack > self.snd_una && ack <= self.snd_max) {
+                self.pending_rst = Some(PendingRst {
+                    seq: ack,
+                    ack: None,
+                });
+                return false;
+            }
+            self.establish(ev);
+            self.snd_wnd = usize::from(seg.window) << self.snd_wscale;
+            self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = ack;
+        }
+        if ack > self.snd_max {
+            // ACKs something not yet sent: ACK and drop.
+            self.ack_now = true;
+            return false;
+        }
+        if ack < self.snd_una && self.snd_una - ack > self.max_snd_wnd.max(self.eff_mss) {
+            // RFC 5961 §5.2: an ACK older than the largest window is suspect:
+            // challenge ACK and drop.
+            self.challenge_ack();
+            return false;
+        }
+        let wnd = usize::from(seg.window) << self.snd_wscale;
+        if ack > self.snd_una {
+            self.ack_new_data(seg, now, tx, ev);
+        } else if ack == self.snd_una
+            && plen == 0
+            && !seg.flags.fin()
+            && wnd == self.snd_wnd
+            && wnd != 0
+            && self.snd_nxt > self.snd_una
+        {
+            // RFC 5681 §2: outstanding data, no payload, no SYN/FIN, ACK =
+            // snd_una, unchanged window: a duplicate ACK.
+            self.stats.dup_acks += 1;
+            let flight = self.snd_max - self.snd_una;
+            if self
+                .cc
+                .on_dupack(self.snd_una, self.snd_max, flight, self.eff_mss)
+            {
+                self.stats.fast_retransmits += 1;
+                self.rexmit_one = true;
+            }
+        }
+        // Window update (§3.10.7.4): if SND.UNA =< SEG.ACK =< SND.NXT and
+        // (SND.WL1 < SEG.SEQ or (SND.WL1 = SEG.SEQ and SND.WL2 =< SEG.ACK)).
+        if ack >= self.snd_una
+            && (self.snd_wl1 < seg.seq || (self.snd_wl1 == seg.seq && self.snd_wl2 <= ack))
+        {
+            self.snd_wnd = wnd;
+            self.max_snd_wnd = self.max_snd_wnd.max(wnd);
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = ack;
+            if wnd > 0 {
+                // The window opened: no more probing.
+                self.persist_deadline = None;
+                self.probe_pending = false;
+                self.persist_shift = 0;
+            }
+        }
+        let fin_acked = self.fin_seq.is_some_and(|f| self.snd_una > f);
+        match self.state {
+            State::FinWait1 if fin_acked => self.state = State::FinWait2,
+            State::Closing if fin_acked => {
+                self.enter_time_wait(now);
+                return false;
+            }
+            State::LastAck if fin_acked => {
+                self.enter_closed();
+                ev.closed = Some(CloseReason::Normal);
+                return false;
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// SND.UNA < SEG.ACK =< SND.MAX: consume acknowledged bytes, sample the
+    /// RTT, update the congestion window and the retransmission timer.
+    fn ack_new_data(
+        &mut self,
+        seg: &TcpRepr,
+        now: Instant,
+        tx: &mut impl SendBuffer,
+        ev: &mut Events,
+    ) {
+        let ack = seg.ack;
+        let data_end = self.tx_base + tx.len();
+        let acked_data = if ack > self.tx_base {
+            ack.min(data_end) - self.tx_base
+        } else {
+            0
+        };
+        if acked_data > 0 {
+            tx.consume(acked_data);
+            self.tx_base += acked_data;
+            ev.writable = true;
+        }
+        self.snd_una = ack;
+        if self.snd_nxt < ack {
+            self.snd_nxt = ack;
+        }
+        self.retries = 0;
+        self.take_rtt_sample(seg, now);
+        let flight = self.snd_max - self.snd_una;
+        if self.cc.on_ack(ack, acked_data, flight, self.eff_mss) {
+            // RFC 6582 §3.2 step 5: a partial ACK; retransmit the next hole.
+            self.rexmit_one = true;
+        }
+        // RFC 6298 §5.2/5.3: stop the timer when nothing is outstanding,
+        // restart it otherwise.
+        self.rto_deadline = (self.snd_nxt > self.snd_una).then(|| now + self.rto.rto());
+        self.persist_shift = 0;
+    }
+
+    /// RTT measurement for an ACK of new data: the timed segment (Karn's
+    /// algorithm, RFC 6298 §3) if it is covered; else, when a retransmission
+    /// voided the timing and timestamps are in use, RTTM from TSecr (RFC 7323 §4).
+    fn take_rtt_sample(&mut self, seg: &TcpRepr, now: Instant) {
+        if let Some((end, sent)) = self.rtt_timing {
+            if seg.ack >= end {
+                self.rto.sample(now - sent);
+                self.rtt_timing = None;
+                self.karn_blocked = false;
+            }
+            return;
+        }
+        if self.karn_blocked && self.ts_enabled {
+            if let Some((_, tsecr)) = seg.options.timestamps {
+                let ms = self.ts_val(now).wrapping_sub(tsecr);
+                if ms < 600_000 {
+                    self.rto
+                        .sample(core::time::Duration::from_millis(u64::from(ms)));
+                    self.karn_blocked = false;
+                }
+            }
+        }
+    }
+
+    /// Seventh and eighth steps of §3.10.7.4: payload and FIN. `seq` is the
+    /// sequence number of `data[0]` (or of the FIN if `data` is empty).
+    fn input_text(
+        &mut self,
+        seq: SeqNum,
+        data: &[u8],
+        fin: bool,
+        now: Instant,
+        rx: &mut impl RecvBuffer,
+        ev: &mut Events,
+    ) {
+        let takes_data = matches!(
+            self.state,
+            State::Established | State::FinWait1 | State::FinWait2
+        );
+        let mut fin = fin;
+        if takes_data && !data.is_empty() {
+            if seq == self.rcv_nxt {
+                let had_hole = !self.ooo.is_empty();
+                let n = rx.write(data);
+                self.rcv_nxt += n;
+                if n < data.len() {
+                    // The receive buffer is full: the rest is dropped, and the FIN with it.
+                    fin = false;
+                    self.ack_now = true;
+                }
+                if had_hole {
+                    self.ooo.pop_contiguous(&mut self.rcv_nxt, rx);
+                    // RFC 5681 §4.2: ACK at once a segment that fills a hole.
+                    self.ack_now = true;
+                }
+                if self.rcv_nxt != seq {
+                    ev.readable = true;
+                    // The cumulative ACK now says more than any owed duplicate.
+                    self.dupacks_owed = 0;
+                }
+                if self.rcv_nxt - self.last_ack_sent >= 2 * self.eff_mss {
+                    // RFC 5681 §4.2: ACK at least every second full-sized segment.
+                    self.ack_now = true;
+                } else if self.delack_deadline.is_none() {
+                    self.delack_deadline = Some(now + self.cfg.delayed_ack);
+                }
+            } else if seq > self.rcv_nxt {
+                let stored = self.ooo.insert(self.rcv_nxt, seq, data);
+                self.stats.ooo_dropped_bytes += (data.len() - stored) as u64;
+                if stored < data.len() {
+                    fin = false;
+                }
+                // RFC 5681 §4.2: each out-of-order segment gets an immediate
+                // duplicate ACK.
+                self.dupacks_owed = (self.dupacks_owed + 1).min(MAX_DUPACKS_OWED);
+                self.ack_now = true;
+            }
+        }
+        let fin_seq = seq + data.len();
+        if fin {
+            if fin_seq == self.rcv_nxt {
+                self.input_fin(now, ev);
+            } else if fin_seq > self.rcv_nxt && takes_data {
+                self.ooo_fin = Some(fin_seq);
+                self.ack_now = true;
+            }
+        } else if let Some(f) = self.ooo_fin {
+            if f == self.rcv_nxt {
+                self.input_fin(now, ev);
+            }
+        }
+    }
+
+    /// Eighth step of §3.10.7.4: the FIN at RCV.NXT.
+    fn input_fin(&mut self, now: Instant, ev: &mut Events) {
+        if !self.state.is_synchronized() {
+            return;
+        }
+        self.rcv_nxt += 1;
+        self.ooo_fin = None;
+        self.ack_now = true;
+        ev.peer_fin = true;
+        ev.readable = true;
+        match self.state {
+            State::SynReceived | State::Established => self.state = State::CloseWait,
+            // Our FIN is not yet acknowledged (else we would be in FIN-WAIT-2).
+            State::FinWait1 => self.state = State::Closing,
+            State::FinWait2 => self.enter_time_wait(now),
+            State::TimeWait => self.time_wait_deadline = Some(now + self.cfg.time_wait),
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,459 @@
+//! What to send: SYN / SYN-ACK, data within min(cwnd, snd_wnd) under Nagle
+//! and sender SWS avoidance, fast retransmissions, zero-window probes, FIN,
+//! pure ACKs and window updates, RST after abort.
+
+use wire::tcp::{TcpFlags, TcpOptions, TcpRepr};
+use wire::SeqNum;
+
+use crate::time::Instant;
+
+use super::tcb::{PendingRst, Segment, SendBuffer, State, Tcb};
+
+impl Tcb {
+    /// Emits every segment due now, at most `max_segments`, through `emit`,
+    /// and returns how many were emitted. `rcv_free` is the RecvBuffer's free
+    /// space in bytes now (it sets the advertised window). Covers: RST after
+    /// `abort`, SYN / SYN-ACK (and their retransmission), the fast or
+    /// partial-ACK retransmission, new data and go-back-N retransmission after
+    /// an RTO within min(cwnd, snd_wnd), FIN, a zero-window probe, then a pure
+    /// ACK or window update if nothing else carried it. Does not allocate.
+    pub fn poll_output(
+        &mut self,
+        now: Instant,
+        tx: &impl SendBuffer,
+        rcv_free: usize,
+        max_segments: usize,
+        emit: &mut impl FnMut(&Segment),
+    ) -> usize {
+        let tx_len = tx.len();
+        self.tx_len_seen = tx_len;
+        let mut sent = 0;
+        if max_segments == 0 {
+            return 0;
+        }
+        if let Some(rst) = self.pending_rst.take() {
+            emit(&self.rst_segment(rst));
+            sent += 1;
+        }
+        match self.state {
+            State::Closed | State::Listen => return sent,
+            State::SynSent | State::SynReceived => {
+                if sent < max_segments && self.snd_nxt == self.iss {
+                    emit(&self.syn_segment(now, rcv_free));
+                    sent += 1;
+                } else if sent < max_segments && self.ack_now && self.state == State::SynReceived {
+                    emit(&self.ack_segment(now, rcv_free));
+                    sent += 1;
+                }
+                return sent;
+            }
+            _ => {}
+        }
+        if self.rexmit_one && sent < max_segments {
+            self.rexmit_one = false;
+            if let Some(seg) = self.retransmit_first(now, tx_len, rcv_free) {
+                emit(&seg);
+                sent += 1;
+            }
+        }
+        while sent < max_segments {
+            match self.data_segment(now, tx_len, rcv_free) {
+                Some(seg) => {
+                    emit(&seg);
+                    sent += 1;
+                }
+                None => break,
+            }
+        }
+        if self.probe_pending && sent < max_segments {
+            self.probe_pending = false;
+            if let Some(seg) = self.probe_segment(now, tx_len, rcv_free) {
+                emit(&seg);
+                sent += 1;
+            }
+        }
+        if sent < max_segments && (self.ack_now || self.window_update) {
+            emit(&self.ack_segment(now, rcv_free));
+            sent += 1;
+            self.dupacks_owed = self.dupacks_owed.saturating_sub(1);
+        }
+        // One duplicate ACK per out-of-order segment (RFC 5681 §4.2), even
+        // when a batch of them is processed before this call.
+        while sent < max_segments && self.dupacks_owed > 0 {
+            emit(&self.ack_segment(now, rcv_free));
+            sent += 1;
+            self.dupacks_owed -= 1;
+        }
+        self.update_persist(now, tx_len);
+        sent
+    }
+
+    /// True if `poll_output` would emit something now. Data the application
+    /// wrote since the last `input` / `poll_output` / `on_timer` is not seen:
+    /// call `poll_output` after the application writes.
+    pub fn has_output(&self) -> bool {
+        if self.pending_rst.is_some() {
+            return true;
+        }
+        match self.state {
+            State::Closed | State::Listen => false,
+            State::SynSent => self.snd_nxt == self.iss,
+            State::SynReceived => self.snd_nxt == self.iss || self.ack_now,
+            _ => {
+                if self.ack_now
+                    || self.dupacks_owed > 0
+                    || self.window_update
+                    || self.rexmit_one
+                    || self.probe_pending
+                {
+                    return true;
+                }
+                self.data_ready(self.tx_len_seen).is_some()
+            }
+        }
+    }
+
+    /// The application consumed bytes from the RecvBuffer, which now has
+    /// `rcv_free` free bytes. Returns true if a window update should be sent
+    /// now (then `has_output` is true): the window would grow by at least
+    /// min(rcv_buf/2, MSS) (receiver SWS avoidance, RFC 9293 §3.8.6.2.2) and
+    /// at least double, as Linux does.
+    pub fn on_app_read(&mut self, rcv_free: usize) -> bool {
+        if !matches!(
+            self.state,
+            State::Established | State::FinWait1 | State::FinWait2
+        ) {
+            return false;
+        }
+        let cur = self.rcv_wnd();
+        let wnd = rcv_free.min(0xffff << self.rcv_wscale);
+        let update = wnd > cur && wnd - cur >= self.sws_threshold() && wnd >= 2 * cur;
+        if update {
+            self.window_update = true;
+        }
+        update
+    }
+
+    /// States in which data and FIN may be (re)sent.
+    fn sends_data(&self) -> bool {
+        matches!(
+            self.state,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        )
+    }
+
+    /// Bytes that min(cwnd, snd_wnd) still allows beyond snd_nxt.
+    fn usable_window(&self) -> usize {
+        let flight = self.snd_nxt - self.snd_una;
+        let right = self.snd_una + self.snd_wnd;
+        let snd_room = if right > self.snd_nxt {
+            right - self.snd_nxt
+        } else {
+            0
+        };
+        snd_room.min(self.cc.cwnd().saturating_sub(flight))
+    }
+
+    /// Receiver SWS threshold: min(Fr * RCV.BUFF, Eff.snd.MSS), Fr = 1/2.
+    fn sws_threshold(&self) -> usize {
+        (self.cfg.rcv_buf / 2).min(self.eff_mss).max(1)
+    }
+
+    fn base_repr(&self, seq: SeqNum, flags: u8, now: Instant) -> TcpRepr {
+        let timestamps = self.ts_enabled.then(|| (self.ts_val(now), self.ts_recent));
+        TcpRepr {
+            src_port: self.local.port(),
+            dst_port: self.remote.port(),
+            seq,
+            ack: if flags & TcpFlags::ACK != 0 {
+                self.rcv_nxt
+            } else {
+                SeqNum(0)
+            },
+            flags: TcpFlags(flags),
+            options: TcpOptions {
+                timestamps,
+                ..TcpOptions::default()
+            },
+            ..TcpRepr::default()
+        }
+    }
+
+    /// The window field for a segment carrying ACK, and the bookkeeping of
+    /// an ACK going out. RFC 9293 §3.8.6.2.2: the right edge only moves right
+    /// by at least the SWS threshold and never moves left (rounding up to the
+    /// scale unit if needed).
+    fn advertise(&mut self, rcv_free: usize) -> u16 {
+        let shift = self.rcv_wscale;
+        let unit = 1usize << shift;
+        let cur = self.rcv_wnd();
+        let mut wnd = rcv_free.min(0xffff << shift);
+        if wnd > cur && wnd - cur < self.sws_threshold() {
+            wnd = cur;
+        }
+        let mut field = wnd >> shift;
+        if (field << shift) < cur {
+            field = cur.div_ceil(unit);
+        }
+        let field = field.min(0xffff);
+        let edge = self.rcv_nxt + (field << shift);
+        if edge > self.rcv_adv {
+            self.rcv_adv = edge;
+        }
+        self.last_ack_sent = self.rcv_nxt;
+        self.ack_now = false;
+        self.window_update = false;
+        self.delack_deadline = None;
+        field as u16
+    }
+
+    fn rst_segment(&self, rst: PendingRst) -> Segment {
+        let mut flags = TcpFlags::RST;
+        if rst.ack.is_some() {
+            flags |= TcpFlags::ACK;
+        }
+        Segment {
+            repr: TcpRepr {
+                src_port: self.local.port(),
+                dst_port: self.remote.port(),
+                seq: rst.seq,
+                ack: rst.ack.unwrap_or(SeqNum(0)),
+                flags: TcpFlags(flags),
+                ..TcpRepr::default()
+            },
+            payload_offset: 0,
+        }
+    }
+
+    /// SYN (SYN-SENT) or SYN-ACK (SYN-RECEIVED), first or retransmitted. The
+    /// window of a SYN is not scaled (RFC 7323 §2.2); options: MSS, window
+    /// scale and timestamps as configured (SYN) or negotiated (SYN-ACK).
+    fn syn_segment(&mut self, now: Instant, rcv_free: usize) -> Segment {
+        let synack = self.state == State::SynReceived;
+        let flags = if synack {
+            TcpFlags::SYN | TcpFlags::ACK
+        } else {
+            TcpFlags::SYN
+        };
+        let mut repr = self.base_repr(self.iss, flags, now);
+        repr.options.mss = Some(self.cfg.mss);
+        let window = rcv_free.min(0xffff);
+        repr.window = window as u16;
+        if synack {
+            if self.ws_enabled {
+                repr.options.window_scale = Some(self.rcv_wscale);
+            }
+            let edge = self.rcv_nxt + window;
+            if edge > self.rcv_adv {
+                self.rcv_adv = edge;
+            }
+            self.last_ack_sent = self.rcv_nxt;
+            self.ack_now = false;
+        } else {
+            if self.cfg.window_scaling {
+                repr.options.window_scale = Some(self.rcv_wscale);
+            }
+            if self.cfg.timestamps {
+                repr.options.timestamps = Some((self.ts_val(now), 0));
+            }
+            self.syn_window = window;
+        }
+        if self.snd_max == self.iss {
+            self.rtt_timing = Some((self.iss + 1, now));
+        } else {
+            self.stats.retransmits += 1;
+            self.rtt_timing = None;
+        }
+        self.snd_nxt = self.iss + 1;
+        if self.snd_nxt > self.snd_max {
+            self.snd_max = self.snd_nxt;
+        }
+        if self.rto_deadline.is_none() {
+            self.rto_deadline = Some(now + self.rto.rto());
+        }
+        Segment {
+            repr,
+            payload_offset: 0,
+        }
+    }
+
+    /// A pure ACK (or window update). Its sequence number is snd_max, the
+    /// next new octet, even while retransmitting (as BSD does), so that it
+    /// stays acceptable to the peer.
+    fn ack_segment(&mut self, now: Instant, rcv_free: usize) -> Segment {
+        let mut repr = self.base_repr(self.snd_max, TcpFlags::ACK, now);
+        repr.window = self.advertise(rcv_free);
+        Segment {
+            repr,
+            payload_offset: 0,
+        }
+    }
+
+    /// Length and FIN flag of the next data segment from snd_nxt, if the
+    /// windows, Nagle and sender SWS avoidance allow one now.
+    fn data_ready(&self, tx_len: usize) -> Option<(usize, bool)> {
+        if !self.sends_data() {
+            return None;
+        }
+        let data_end = self.tx_base + tx_len;
+        if self.snd_nxt > data_end {
+            return None; // only our FIN lies beyond the data, and it was sent
+        }
+        let unsent = data_end - self.snd_nxt;
+        let flight = self.snd_nxt - self.snd_una;
+        let len = unsent.min(self.usable_window()).min(self.eff_mss);
+        let fin = self.fin_queued && len == unsent;
+        if len == 0 && !fin {
+            return None;
+        }
+        if len > 0 && len < self.eff_mss && !fin {
+            // RFC 9293 §3.8.6.2.1 (sender SWS avoidance) with Nagle (§3.7.4):
+            // a short segment goes only if it carries all queued data or at
+            // least half the largest window seen, and (Nagle) nothing is
+            // unacknowledged unless nodelay is set.
+            let all_queued = len == unsent;
+            let half_window = self.max_snd_wnd > 0 && len >= self.max_snd_wnd / 2;
+            let nagle_ok = self.cfg.nodelay || flight == 0;
+            if !(nagle_ok && (all_queued || half_window)) {
+                return None;
+            }
+        }
+        Some((len, fin))
+    }
+
+    /// The next data segment (and/or FIN) from snd_nxt, if `data_ready` allows.
+    fn data_segment(&mut self, now: Instant, tx_len: usize, rcv_free: usize) -> Option<Segment> {
+        let (len, fin) = self.data_ready(tx_len)?;
+        Some(self.emit_data(self.snd_nxt, len, fin, now, rcv_free, true))
+    }
+
+    /// Builds a segment of `len` bytes at `seq` (plus FIN), advancing snd_nxt
+    /// if `advance`, and arming the retransmission timer.
+    fn emit_data(
+        &mut self,
+        seq: SeqNum,
+        len: usize,
+        fin: bool,
+        now: Instant,
+        rcv_free: usize,
+        advance: bool,
+    ) -> Segment {
+        let data_end = self.tx_base + self.tx_len_seen;
+        let mut flags = TcpFlags::ACK;
+        if len > 0 && seq + len == data_end {
+            flags |= TcpFlags::PSH;
+        }
+        if fin {
+            flags |= TcpFlags::FIN;
+        }
+        let mut repr = self.base_repr(seq, flags, now);
+        repr.payload_len = len;
+        repr.window = self.advertise(rcv_free);
+        let end = seq + len + usize::from(fin);
+        if seq >= self.snd_max {
+            if len > 0 && self.rtt_timing.is_none() {
+                self.rtt_timing = Some((seq + len, now));
+            }
+        } else {
+            self.stats.retransmits += 1;
+        }
+        if fin {
+            self.fin_seq = Some(seq + len);
+        }
+        if advance && end > self.snd_nxt {
+            self.snd_nxt = end;
+        }
+        if end > self.snd_max {
+            self.snd_max = end;
+        }
+        if self.rto_deadline.is_none() {
+            self.rto_deadline = Some(now + self.rto.rto());
+        }
+        self.persist_deadline = None;
+        Segment {
+            repr,
+            payload_offset: seq - self.tx_base,
+        }
+    }
+
+    /// Fast retransmit / NewReno partial ACK: the first unacknowledged
+    /// segment, once, outside the congestion window (RFC 5681 §3.2 step 3,
+    /// RFC 6582 §3.2 step 5). Voids the RTT timing (Karn).
+    fn retransmit_first(
+        &mut self,
+        now: Instant,
+        tx_len: usize,
+        rcv_free: usize,
+    ) -> Option<Segment> {
+        let seq = self.snd_una;
+        let data_end = self.tx_base + tx_len;
+        let len = if data_end > seq && self.snd_max > seq {
+            (data_end - seq).min(self.eff_mss).min(self.snd_max - seq)
+        } else {
+            0
+        };
+        let fin = self.fin_seq.is_some_and(|f| f == seq + len);
+        if len == 0 && !fin {
+            return None;
+        }
+        self.rtt_timing = None;
+        self.karn_blocked = true;
+        Some(self.emit_data(seq, len, fin, now, rcv_free, true))
+    }
+
+    /// The persist timer fired (RFC 9293 §3.8.6.1): with a zero window, one
+    /// octet of new data beyond it; with a small window held back by SWS
+    /// avoidance, what fits (the "override timeout"). A zero-window probe
+    /// does not advance snd_nxt, so it never enters the retransmission queue.
+    fn probe_segment(&mut self, now: Instant, tx_len: usize, rcv_free: usize) -> Option<Segment> {
+        if !self.sends_data() {
+            return None;
+        }
+        let data_end = self.tx_base + tx_len;
+        if self.snd_nxt >= data_end {
+            return None;
+        }
+        let unsent = data_end - self.snd_nxt;
+        let usable = self.usable_window();
+        self.persist_shift = self.persist_shift.saturating_add(1);
+        if usable > 0 {
+            let len = unsent.min(usable).min(self.eff_mss);
+            let fin = self.fin_queued && len == unsent;
+            return Some(self.emit_data(self.snd_nxt, len, fin, now, rcv_free, true));
+        }
+        self.stats.window_probes += 1;
+        let timing = self.rtt_timing;
+        let seg = self.emit_data(self.snd_nxt, 1, false, now, rcv_free, false);
+        self.rtt_timing = timing;
+        // A probe is answered by the peer's window, not retransmitted by the
+        // RTO: only the persist timer runs.
+        if self.snd_nxt == self.snd_una {
+            self.rto_deadline = None;
+        }
+        Some(seg)
+    }
+
+    /// Arms the persist timer when data waits, nothing is in flight and the
+    /// window (or SWS avoidance) holds it back; disarms it otherwise.
+    pub(super) fn update_persist(&mut self, now: Instant, tx_len: usize) {
+        let data_end = self.tx_base + tx_len;
+        let waiting = self.sends_data() && self.snd_nxt < data_end && self.snd_nxt == self.snd_una;
+        if !waiting {
+            self.persist_deadline = None;
+            return;
+        }
+        if self.persist_deadline.is_none() {
+            let shift = self.persist_shift.min(16);
+            let interval = self
+                .rto
+                .rto()
+                .saturating_mul(1 << shift)
+                .clamp(self.cfg.rto_min, self.cfg.rto_max.max(self.cfg.rto_min));
+            self.persist_deadline = Some(now + interval);
+        }
+    }
+}

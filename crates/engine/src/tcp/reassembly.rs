@@ -1,0 +1,164 @@
+//! Bounded out-of-order queue: payload received beyond `rcv_nxt`, kept until
+//! the hole before it is filled.
+//!
+//! The bytes live in one buffer of `rcv_buf` bytes allocated at creation,
+//! addressed circularly by sequence number relative to a moving base; the
+//! received intervals are a sorted list of at most `max_ranges` disjoint,
+//! non-adjacent ranges. What does not fit is dropped (the sender retransmits).
+
+use core::fmt;
+
+use wire::SeqNum;
+
+use super::tcb::RecvBuffer;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Range {
+    start: SeqNum,
+    end: SeqNum,
+}
+
+pub(crate) struct Reassembly {
+    buf: Vec<u8>,
+    ranges: Vec<Range>,
+    max_ranges: usize,
+    /// A sequence number at or before every stored byte, and its buffer index.
+    base: SeqNum,
+    base_pos: usize,
+}
+
+impl fmt::Debug for Reassembly {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reassembly")
+            .field("capacity", &self.buf.len())
+            .field("ranges", &self.ranges)
+            .finish()
+    }
+}
+
+impl Reassembly {
+    /// Allocates `capacity` bytes and room for `max_ranges` intervals
+    /// (nothing if `max_ranges` is 0: out-of-order data is then dropped).
+    pub(crate) fn new(capacity: usize, max_ranges: usize) -> Self {
+        let capacity = if max_ranges == 0 { 0 } else { capacity };
+        Reassembly {
+            buf: vec![0; capacity],
+            ranges: Vec::with_capacity(max_ranges),
+            max_ranges,
+            base: SeqNum(0),
+            base_pos: 0,
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// Number of stored intervals.
+    pub(crate) fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// Moves the base to `rcv_nxt`. Everything stored is at or after `rcv_nxt`
+    /// (and within the buffer), so positions stay consistent.
+    fn rebase(&mut self, rcv_nxt: SeqNum) {
+        if self.ranges.is_empty() || self.buf.is_empty() {
+            self.base = rcv_nxt;
+            self.base_pos = 0;
+            return;
+        }
+        if rcv_nxt > self.base {
+            self.base_pos = (self.base_pos + (rcv_nxt - self.base)) % self.buf.len();
+            self.base = rcv_nxt;
+        }
+    }
+
+    fn pos(&self, seq: SeqNum) -> usize {
+        (self.base_pos + (seq - self.base)) % self.buf.len()
+    }
+
+    /// Stores `data` starting at `seq` (> `rcv_nxt`). Returns the number of
+    /// bytes stored: 0 when the data lies beyond the buffer or would need an
+    /// interval more than the bound allows (then the rightmost interval is
+    /// evicted if the new one lies left of it, else the new one is dropped).
+    pub(crate) fn insert(&mut self, rcv_nxt: SeqNum, seq: SeqNum, data: &[u8]) -> usize {
+        let cap = self.buf.len();
+        if self.max_ranges == 0 || cap == 0 || data.is_empty() || seq <= rcv_nxt {
+            return 0;
+        }
+        self.drop_below(rcv_nxt);
+        self.rebase(rcv_nxt);
+        let off = seq - rcv_nxt;
+        if off >= cap {
+            return 0;
+        }
+        let len = data.len().min(cap - off);
+        let (s, e) = (seq, seq + len);
+        let i = self
+            .ranges
+            .iter()
+            .position(|r| r.end >= s)
+            .unwrap_or(self.ranges.len());
+        let j = self.ranges[i..]
+            .iter()
+            .position(|r| r.start > e)
+            .map_or(self.ranges.len(), |p| i + p);
+        if i == j {
+            if self.ranges.len() >= self.max_ranges {
+                if i >= self.ranges.len() {
+                    return 0;
+                }
+                self.ranges.pop();
+            }
+            self.ranges.insert(i, Range { start: s, end: e });
+        } else {
+            let start = s.min(self.ranges[i].start);
+            let end = e.max(self.ranges[j - 1].end);
+            self.ranges[i] = Range { start, end };
+            self.ranges.drain(i + 1..j);
+        }
+        let p = self.pos(s);
+        let first = len.min(cap - p);
+        self.buf[p..p + first].copy_from_slice(&data[..first]);
+        self.buf[..len - first].copy_from_slice(&data[first..len]);
+        len
+    }
+
+    fn drop_below(&mut self, rcv_nxt: SeqNum) {
+        self.ranges.retain(|r| r.end > rcv_nxt);
+    }
+
+    /// Moves every byte contiguous with `*rcv_nxt` into `rx`, advancing
+    /// `*rcv_nxt`. Returns the number of bytes moved.
+    pub(crate) fn pop_contiguous(
+        &mut self,
+        rcv_nxt: &mut SeqNum,
+        rx: &mut impl RecvBuffer,
+    ) -> usize {
+        self.drop_below(*rcv_nxt);
+        self.rebase(*rcv_nxt);
+        let cap = self.buf.len();
+        let mut moved = 0;
+        while let Some(first) = self.ranges.first().copied() {
+            if first.start > *rcv_nxt {
+                break;
+            }
+            let n = first.end - *rcv_nxt;
+            let p = self.pos(*rcv_nxt);
+            let a = n.min(cap - p);
+            let mut w = rx.write(&self.buf[p..p + a]);
+            if w == a && a < n {
+                w += rx.write(&self.buf[..n - a]);
+            }
+            *rcv_nxt += w;
+            moved += w;
+            if w < n {
+                self.ranges[0].start = *rcv_nxt;
+                break;
+            }
+            self.ranges.remove(0);
+        }
+        self.rebase(*rcv_nxt);
+        moved
+    }
+}

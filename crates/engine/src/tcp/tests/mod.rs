@@ -1,0 +1,272 @@
+//! Unit tests of the TCP state machine, grouped by state: handshake, data,
+//! retransmission, teardown; the building blocks (reassembly, RTO, ISN,
+//! reply_rst); and two Tcbs on a seeded lossy simulated link.
+//!
+//! Names read `<state>_<input>_<expected>`.
+
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use wire::tcp::{TcpFlags, TcpRepr};
+use wire::SeqNum;
+
+use super::{Events, RecvBuffer, Segment, SendBuffer, Tcb, TcpConfig};
+use crate::time::Instant;
+
+mod data;
+mod handshake;
+mod parts;
+mod retransmission;
+mod sim;
+mod teardown;
+
+/// Start of test time (1 s, as `Instant::now` starts).
+pub(super) const T0: Instant = Instant(1_000_000_000);
+pub(super) const ISS_A: SeqNum = SeqNum(1000);
+/// Close to 2^32, so every test also crosses sequence-number wraparound.
+pub(super) const ISS_B: SeqNum = SeqNum(u32::MAX - 500);
+
+pub(super) fn addr_a() -> SocketAddrV4 {
+    SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 40000)
+}
+
+pub(super) fn addr_b() -> SocketAddrV4 {
+    SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 80)
+}
+
+pub(super) fn ms(n: u64) -> core::time::Duration {
+    core::time::Duration::from_millis(n)
+}
+
+/// A Vec-backed send ring.
+pub(super) struct TxBuf {
+    data: VecDeque<u8>,
+    cap: usize,
+}
+
+impl TxBuf {
+    pub(super) fn new(cap: usize) -> Self {
+        TxBuf {
+            data: VecDeque::with_capacity(cap),
+            cap,
+        }
+    }
+
+    /// Appends what fits; returns the count.
+    pub(super) fn push(&mut self, bytes: &[u8]) -> usize {
+        let n = bytes.len().min(self.cap - self.data.len());
+        self.data.extend(&bytes[..n]);
+        n
+    }
+}
+
+impl SendBuffer for TxBuf {
+    fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    fn read_at(&self, offset: usize, dst: &mut [u8]) -> usize {
+        let mut n = 0;
+        for (d, s) in dst
+            .iter_mut()
+            .zip(self.data.range(offset.min(self.data.len())..))
+        {
+            *d = *s;
+            n += 1;
+        }
+        n
+    }
+
+    fn consume(&mut self, n: usize) {
+        let n = n.min(self.data.len());
+        self.data.drain(..n);
+    }
+}
+
+/// A Vec-backed receive ring.
+pub(super) struct RxBuf {
+    data: Vec<u8>,
+    cap: usize,
+}
+
+impl RxBuf {
+    pub(super) fn new(cap: usize) -> Self {
+        RxBuf {
+            data: Vec::new(),
+            cap,
+        }
+    }
+
+    pub(super) fn take(&mut self) -> Vec<u8> {
+        core::mem::take(&mut self.data)
+    }
+
+    pub(super) fn take_n(&mut self, n: usize) -> Vec<u8> {
+        let n = n.min(self.data.len());
+        self.data.drain(..n).collect()
+    }
+
+    pub(super) fn unread(&self) -> usize {
+        self.data.len()
+    }
+}
+
+impl RecvBuffer for RxBuf {
+    fn free(&self) -> usize {
+        self.cap - self.data.len()
+    }
+
+    fn write(&mut self, data: &[u8]) -> usize {
+        let n = data.len().min(self.free());
+        self.data.extend_from_slice(&data[..n]);
+        n
+    }
+}
+
+/// A segment on the wire: header plus the payload bytes copied from the sender.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Wire {
+    pub(super) repr: TcpRepr,
+    pub(super) payload: Vec<u8>,
+}
+
+impl Wire {
+    pub(super) fn flags(&self) -> TcpFlags {
+        self.repr.flags
+    }
+}
+
+/// A crafted segment from the peer (no options).
+pub(super) fn craft(
+    seq: SeqNum,
+    ack: Option<SeqNum>,
+    flags: u8,
+    window: u16,
+    payload: &[u8],
+) -> Wire {
+    let mut f = flags;
+    if ack.is_some() {
+        f |= TcpFlags::ACK;
+    }
+    Wire {
+        repr: TcpRepr {
+            src_port: addr_b().port(),
+            dst_port: addr_a().port(),
+            seq,
+            ack: ack.unwrap_or(SeqNum(0)),
+            flags: TcpFlags(f),
+            window,
+            payload_len: payload.len(),
+            ..TcpRepr::default()
+        },
+        payload: payload.to_vec(),
+    }
+}
+
+/// One endpoint: a Tcb with its application rings.
+pub(super) struct Host {
+    pub(super) tcb: Tcb,
+    pub(super) tx: TxBuf,
+    pub(super) rx: RxBuf,
+}
+
+impl Host {
+    pub(super) fn connect(cfg: &TcpConfig, iss: SeqNum) -> Host {
+        Host::with_tcb(cfg, Tcb::connect(cfg, addr_a(), addr_b(), iss, T0))
+    }
+
+    pub(super) fn accept(cfg: &TcpConfig, syn: &Wire, iss: SeqNum) -> Host {
+        let tcb = Tcb::accept(cfg, addr_b(), addr_a(), &syn.repr, iss, T0).expect("acceptable SYN");
+        Host::with_tcb(cfg, tcb)
+    }
+
+    pub(super) fn with_tcb(cfg: &TcpConfig, tcb: Tcb) -> Host {
+        Host {
+            tcb,
+            tx: TxBuf::new(1 << 20),
+            rx: RxBuf::new(cfg.rcv_buf),
+        }
+    }
+
+    /// Everything `poll_output` emits now, with payload copied out.
+    pub(super) fn output(&mut self, now: Instant) -> Vec<Wire> {
+        let mut out = Vec::new();
+        let tx = &self.tx;
+        let free = self.rx.free();
+        let n = self
+            .tcb
+            .poll_output(now, tx, free, 100_000, &mut |s: &Segment| {
+                let mut payload = vec![0; s.repr.payload_len];
+                let got = tx.read_at(s.payload_offset, &mut payload);
+                assert_eq!(got, s.repr.payload_len, "payload beyond the send buffer");
+                out.push(Wire {
+                    repr: s.repr,
+                    payload,
+                });
+            });
+        assert_eq!(n, out.len());
+        out
+    }
+
+    pub(super) fn input(&mut self, w: &Wire, now: Instant) -> Events {
+        self.tcb
+            .input(&w.repr, &w.payload, now, &mut self.tx, &mut self.rx)
+    }
+
+    pub(super) fn timer(&mut self, now: Instant) -> Events {
+        self.tcb.on_timer(now, &self.tx)
+    }
+
+    pub(super) fn write(&mut self, bytes: &[u8]) -> usize {
+        self.tx.push(bytes)
+    }
+}
+
+/// Ors two event sets (closed: the first one).
+pub(super) fn merge(a: Events, b: Events) -> Events {
+    Events {
+        connected: a.connected || b.connected,
+        readable: a.readable || b.readable,
+        writable: a.writable || b.writable,
+        peer_fin: a.peer_fin || b.peer_fin,
+        closed: a.closed.or(b.closed),
+    }
+}
+
+/// Delivers everything `from` emits now to `to`; returns what was sent and
+/// the receiver's events.
+pub(super) fn exchange(from: &mut Host, to: &mut Host, now: Instant) -> (Vec<Wire>, Events) {
+    let segs = from.output(now);
+    let mut ev = Events::default();
+    for s in &segs {
+        ev = merge(ev, to.input(s, now));
+    }
+    (segs, ev)
+}
+
+/// A connected pair at T0: `a` actively opened with ISS_A, `b` passively with ISS_B.
+pub(super) fn established_with(cfg_a: &TcpConfig, cfg_b: &TcpConfig) -> (Host, Host) {
+    let mut a = Host::connect(cfg_a, ISS_A);
+    let syn = a.output(T0);
+    assert_eq!(syn.len(), 1);
+    let mut b = Host::accept(cfg_b, &syn[0], ISS_B);
+    let (_, ev_a) = exchange(&mut b, &mut a, T0);
+    assert!(ev_a.connected);
+    let (_, ev_b) = exchange(&mut a, &mut b, T0);
+    assert!(ev_b.connected);
+    assert_eq!(a.tcb.state(), super::State::Established);
+    assert_eq!(b.tcb.state(), super::State::Established);
+    (a, b)
+}
+
+pub(super) fn established() -> (Host, Host) {
+    let cfg = TcpConfig::default();
+    established_with(&cfg, &cfg)
+}
+
+/// Deterministic test bytes.
+pub(super) fn pattern(n: usize, salt: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt) ^ (i >> 8) as u8)
+        .collect()
+}

@@ -1,0 +1,209 @@
+//! RTO (RFC 6298), fast retransmit and NewReno (RFC 5681, RFC 6582).
+
+use super::*;
+use crate::tcp::{CloseReason, TcpConfig};
+
+/// A pair after one small exchange, so that `a` knows b's full (scaled)
+/// window and further ACKs from b carry the same window (dupack rule).
+fn warm_pair(cfg: &TcpConfig) -> (Host, Host) {
+    let (mut a, mut b) = established_with(cfg, cfg);
+    a.write(b"x");
+    exchange(&mut a, &mut b, T0);
+    b.rx.take();
+    b.timer(T0 + ms(40));
+    exchange(&mut b, &mut a, T0 + ms(40));
+    assert_eq!(a.tcb.bytes_in_flight(), 0);
+    (a, b)
+}
+
+#[test]
+fn syn_sent_syn_ack_after_10ms_sets_srtt() {
+    let cfg = TcpConfig::default();
+    let mut a = Host::connect(&cfg, ISS_A);
+    let syn = a.output(T0).remove(0);
+    let mut b = Host::accept(&cfg, &syn, ISS_B);
+    let sa = b.output(T0 + ms(5)).remove(0);
+    a.input(&sa, T0 + ms(10));
+    // RFC 6298 §2.2: SRTT = R, RTTVAR = R/2, RTO = SRTT + 4*RTTVAR, at least rto_min.
+    assert_eq!(a.tcb.srtt_us(), 10_000);
+    assert_eq!(a.tcb.rttvar_us(), 5_000);
+    assert_eq!(a.tcb.rto(), ms(200));
+}
+
+#[test]
+fn established_unacked_data_backs_off_rto_until_timed_out() {
+    let (mut a, _b) = established();
+    a.write(&[9; 100]);
+    a.output(T0);
+    let mut now = T0;
+    let mut intervals = Vec::new();
+    let mut closed = None;
+    for _ in 0..40 {
+        let t = a.tcb.next_timeout().expect("rto armed");
+        intervals.push((t - now).as_millis() as u64);
+        now = t;
+        let ev = a.timer(now);
+        if ev.closed.is_some() {
+            closed = ev.closed;
+            break;
+        }
+        let out = a.output(now);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].repr.seq, ISS_A + 1);
+        assert_eq!(out[0].payload, vec![9; 100]);
+    }
+    assert_eq!(closed, Some(CloseReason::TimedOut));
+    assert_eq!(a.tcb.stats().retransmits, 15);
+    assert_eq!(
+        intervals,
+        vec![
+            200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200, 60000, 60000, 60000, 60000,
+            60000, 60000, 60000
+        ]
+    );
+    assert_eq!(a.tcb.state(), crate::tcp::State::Closed);
+}
+
+#[test]
+fn established_rto_resets_cwnd_to_one_mss() {
+    let (mut a, _b) = warm_pair(&TcpConfig::default());
+    let mss = a.tcb.mss();
+    a.write(&pattern(10 * mss, 1));
+    assert_eq!(a.output(T0 + ms(40)).len(), 10);
+    let t = a.tcb.next_timeout().unwrap();
+    a.timer(t);
+    assert_eq!(a.tcb.cwnd(), mss);
+    assert_eq!(a.tcb.ssthresh(), 5 * mss);
+    let out = a.output(t);
+    assert_eq!(out.len(), 1, "one segment in a one-segment window");
+    assert_eq!(out[0].repr.seq, ISS_A + 2);
+}
+
+#[test]
+fn established_rto_retransmission_gives_no_rtt_sample_without_timestamps() {
+    let cfg = TcpConfig {
+        timestamps: false,
+        ..TcpConfig::default()
+    };
+    let (mut a, mut b) = established_with(&cfg, &cfg);
+    a.write(&[1; 100]);
+    a.output(T0);
+    let t = a.tcb.next_timeout().unwrap();
+    a.timer(t);
+    let re = a.output(t);
+    b.input(&re[0], t);
+    b.timer(t + ms(40));
+    let ack = b.output(t + ms(40));
+    a.input(&ack[0], t + ms(50));
+    // Karn: the ACK is ambiguous, so SRTT stays (0 from the handshake) and the
+    // backed-off RTO is kept.
+    assert_eq!(a.tcb.srtt_us(), 0);
+    assert_eq!(a.tcb.rto(), ms(400));
+    assert_eq!(a.tcb.bytes_in_flight(), 0);
+}
+
+#[test]
+fn established_third_dupack_fast_retransmits() {
+    let (mut a, mut b) = warm_pair(&TcpConfig::default());
+    let mss = a.tcb.mss();
+    let data = pattern(10 * mss, 2);
+    a.write(&data);
+    let now = T0 + ms(40);
+    let segs = a.output(now);
+    assert_eq!(segs.len(), 10);
+    let una = a.tcb.snd_una();
+    // Segment 0 is lost; the other nine each cause a duplicate ACK.
+    let mut dupacks = Vec::new();
+    for s in &segs[1..] {
+        b.input(s, now);
+        dupacks.extend(b.output(now));
+    }
+    assert_eq!(dupacks.len(), 9);
+    assert!(dupacks.iter().all(|d| d.repr.ack == una));
+    a.input(&dupacks[0], now);
+    a.input(&dupacks[1], now);
+    assert!(a.output(now).is_empty());
+    a.input(&dupacks[2], now);
+    let re = a.output(now);
+    assert_eq!(re.len(), 1);
+    assert_eq!(re[0].repr.seq, una);
+    assert_eq!(re[0].payload, segs[0].payload);
+    assert!(a.tcb.in_recovery());
+    assert_eq!(a.tcb.stats().fast_retransmits, 1);
+    // RFC 5681 §3.2: ssthresh = FlightSize/2, cwnd = ssthresh + 3*SMSS.
+    assert_eq!(a.tcb.ssthresh(), 5 * mss);
+    assert_eq!(a.tcb.cwnd(), 8 * mss);
+    for d in &dupacks[3..] {
+        a.input(d, now);
+    }
+    assert_eq!(
+        a.tcb.cwnd(),
+        14 * mss,
+        "inflated by one SMSS per further dupack"
+    );
+    // The retransmission fills the hole; the full ACK ends recovery.
+    b.input(&re[0], now);
+    let ack = b.output(now);
+    a.input(&ack[0], now);
+    assert!(!a.tcb.in_recovery());
+    assert!(a.tcb.cwnd() <= a.tcb.ssthresh());
+    assert_eq!(a.tcb.bytes_in_flight(), 0);
+    let mut got = b.rx.take();
+    got.truncate(data.len());
+    assert_eq!(got, data);
+}
+
+#[test]
+fn established_newreno_partial_ack_retransmits_next_hole() {
+    let (mut a, mut b) = warm_pair(&TcpConfig::default());
+    let mss = a.tcb.mss();
+    let data = pattern(10 * mss, 3);
+    a.write(&data);
+    let now = T0 + ms(40);
+    let segs = a.output(now);
+    assert_eq!(segs.len(), 10);
+    let una = a.tcb.snd_una();
+    // Segments 0 and 4 are lost.
+    let mut dupacks = Vec::new();
+    for (i, s) in segs.iter().enumerate() {
+        if i != 0 && i != 4 {
+            b.input(s, now);
+            dupacks.extend(b.output(now));
+        }
+    }
+    for d in &dupacks[..3] {
+        a.input(d, now);
+    }
+    let re0 = a.output(now);
+    assert_eq!(re0[0].repr.seq, una);
+    for d in &dupacks[3..] {
+        a.input(d, now);
+    }
+    a.output(now);
+    // The first retransmission fills hole 0; b now acks up to hole 4.
+    b.input(&re0[0], now);
+    let partial = b.output(now);
+    assert_eq!(partial.len(), 1);
+    assert_eq!(partial[0].repr.ack, una + 4 * mss);
+    a.input(&partial[0], now);
+    assert!(a.tcb.in_recovery(), "a partial ACK does not end recovery");
+    let re4 = a.output(now);
+    assert!(!re4.is_empty());
+    assert_eq!(
+        re4[0].repr.seq,
+        una + 4 * mss,
+        "RFC 6582: retransmit the next hole at once"
+    );
+    assert_eq!(re4[0].payload, segs[4].payload);
+    b.input(&re4[0], now);
+    let full = b.output(now);
+    a.input(&full[0], now);
+    assert!(!a.tcb.in_recovery());
+    assert_eq!(a.tcb.snd_una(), una + 10 * mss);
+    assert_eq!(
+        a.tcb.stats().fast_retransmits,
+        1,
+        "one recovery for both losses"
+    );
+    assert_eq!(b.rx.take(), data);
+}

@@ -1,0 +1,690 @@
+//! AF_XDP port: one XSK socket on one NIC queue, driven from user space.
+//!
+//! Set-up ([`AfXdpPort::open`]): a UMEM of `frame_count` chunks of
+//! `frame_size` bytes (the first half for rx, the second half for tx), the
+//! four rings, an XSKMAP holding the socket at key `queue_id`, and our own
+//! XDP program (module `prog`) attached through a bpf link, so it is detached when
+//! the port is dropped or the process exits.
+//!
+//! ```text
+//!            we produce ─► fill ring ─► kernel fills chunk ─► rx ring ─► we consume
+//! rx half:   (chunk addrs)                                  (addr, len)   then refill
+//!            we produce ─► tx ring ─► kernel sends ─► completion ring ─► we reap
+//! tx half:   (addr, len)                                (chunk addrs)    to free list
+//! ```
+//!
+//! Every rx chunk is always in exactly one place: the fill ring, the kernel,
+//! the rx ring, or (briefly) our refill stash; so the fill ring, sized at
+//! least as large as the rx half, never overflows. Every tx chunk is in the
+//! free list, the tx ring, the kernel or the completion ring.
+//!
+//! Hot path: `rx_burst`, `transmit` and `flush` allocate nothing; their only
+//! system calls are the `recvfrom`/`sendto` wake-ups the kernel asks for.
+//! Threading: the port is `Send`, used by one thread at a time.
+
+#![deny(unsafe_code)]
+
+mod prog;
+#[allow(unsafe_code)]
+mod sys;
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+use crate::error::{Error, ErrorKind};
+use crate::{Capabilities, Port, TxQueue};
+use sys::{FrameArea, Mmap, Ring};
+
+/// `XDP_FLAGS_SKB_MODE` (linux/if_link.h).
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+/// `XDP_FLAGS_DRV_MODE`.
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+/// Bytes the kernel reserves in front of each received frame
+/// (`XDP_PACKET_HEADROOM`).
+pub const XDP_PACKET_HEADROOM: u32 = 256;
+/// Frames `sendto` processes per call in copy mode (kernel `TX_BATCH_SIZE`).
+const KERNEL_TX_BATCH: u32 = 32;
+
+/// How the XDP program is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XdpMode {
+    /// Native (driver) mode, else generic mode.
+    #[default]
+    Auto,
+    /// Native (driver) mode only: XDP_FLAGS_DRV_MODE.
+    Native,
+    /// Generic (skb) mode only: XDP_FLAGS_SKB_MODE; works on any interface,
+    /// slower.
+    Generic,
+}
+
+/// Configuration of an [`AfXdpPort`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AfXdpConfig {
+    /// The interface, e.g. "eth0".
+    pub ifname: String,
+    /// The NIC queue to bind (default 0).
+    pub queue_id: u32,
+    /// UMEM chunk size in bytes: a power of two from 2048 to 4096
+    /// (default 2048). Received frames start 256 bytes into a chunk.
+    pub frame_size: u32,
+    /// Number of UMEM chunks (default 4096), half for rx, half for tx.
+    pub frame_count: u32,
+    /// Entries of each of the four rings, a power of two (default 2048).
+    pub ring_size: u32,
+    /// Attach mode of the XDP program (default Auto).
+    pub mode: XdpMode,
+    /// Redirect only ARP and IPv4 to this address to the socket, passing the
+    /// rest to the kernel; None redirects every frame.
+    pub steer_ip: Option<Ipv4Addr>,
+    /// Set SO_PREFER_BUSY_POLL, SO_BUSY_POLL (20 µs) and
+    /// SO_BUSY_POLL_BUDGET (64) on the socket.
+    pub busy_poll: bool,
+}
+
+impl Default for AfXdpConfig {
+    fn default() -> AfXdpConfig {
+        AfXdpConfig {
+            ifname: String::new(),
+            queue_id: 0,
+            frame_size: 2048,
+            frame_count: 4096,
+            ring_size: 2048,
+            mode: XdpMode::Auto,
+            steer_ip: None,
+            busy_poll: false,
+        }
+    }
+}
+
+/// Counters of an AF_XDP port, in descriptors.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AfXdpStats {
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Rx descriptors outside the rx half of the UMEM (dropped).
+    pub rx_invalid: u64,
+    /// Frames posted on the tx ring.
+    pub tx_frames: u64,
+    /// Completion addresses outside the tx half of the UMEM (dropped).
+    pub tx_invalid: u64,
+    /// `sendto` wake-ups issued.
+    pub tx_kicks: u64,
+    /// `sendto` wake-ups that failed with an error other than EAGAIN/EBUSY.
+    pub tx_kick_errors: u64,
+    /// `recvfrom` wake-ups issued.
+    pub rx_kicks: u64,
+}
+
+/// The receive half: rx and fill rings over the rx half of the UMEM.
+#[derive(Debug)]
+struct RxSide {
+    rx: Ring<libc::xdp_desc>,
+    fill: Ring<u64>,
+    area: FrameArea,
+    /// Our consumer index of the rx ring.
+    rx_cons: u32,
+    /// Our producer index of the fill ring.
+    fill_prod: u32,
+    /// Chunks waiting to go back to the fill ring (capacity: rx frames).
+    stash: Vec<u64>,
+    chunk_mask: u64,
+    fd: RawFd,
+    invalid: u64,
+    frames: u64,
+    kicks: u64,
+}
+
+impl RxSide {
+    /// Moves stashed chunks to the fill ring, as many as fit.
+    fn refill(&mut self) {
+        if self.stash.is_empty() {
+            return;
+        }
+        let used = self.fill_prod.wrapping_sub(self.fill.load_consumer());
+        let free = self.fill.size().saturating_sub(used) as usize;
+        let n = free.min(self.stash.len());
+        for _ in 0..n {
+            if let Some(addr) = self.stash.pop() {
+                self.fill.write(self.fill_prod, addr);
+                self.fill_prod = self.fill_prod.wrapping_add(1);
+            }
+        }
+        if n > 0 {
+            self.fill.store_producer(self.fill_prod);
+        }
+    }
+
+    /// Takes back the chunk of a received descriptor.
+    fn recycle(&mut self, addr: u64) {
+        let chunk = addr & self.chunk_mask;
+        if self.area.contains(chunk, 1) && self.stash.len() < self.stash.capacity() {
+            self.stash.push(chunk);
+        }
+    }
+}
+
+/// The transmit side of an [`AfXdpPort`]: tx and completion rings over the
+/// tx half of the UMEM, and the free list of tx chunks.
+#[derive(Debug)]
+pub struct AfXdpTx {
+    tx: Ring<libc::xdp_desc>,
+    comp: Ring<u64>,
+    area: FrameArea,
+    /// Free tx chunks (capacity: tx frames; never grows).
+    free: Vec<u64>,
+    frame_size: usize,
+    /// Our producer index of the tx ring, including unpublished entries.
+    tx_prod: u32,
+    /// The producer index last published.
+    tx_published: u32,
+    /// Our consumer index of the completion ring.
+    comp_cons: u32,
+    /// Kick on every flush with outstanding frames (copy mode).
+    always_kick: bool,
+    xsk: Arc<OwnedFd>,
+    frames: u64,
+    invalid: u64,
+    kicks: u64,
+    kick_errors: u64,
+}
+
+impl AfXdpTx {
+    /// Moves completed chunks from the completion ring to the free list.
+    fn reap(&mut self) {
+        let prod = self.comp.load_producer();
+        let n = prod.wrapping_sub(self.comp_cons).min(self.comp.size());
+        for i in 0..n {
+            let addr = self.comp.read(self.comp_cons.wrapping_add(i));
+            if self.area.contains(addr, self.frame_size) && self.free.len() < self.free.capacity() {
+                self.free.push(addr);
+            } else {
+                self.invalid += 1;
+            }
+        }
+        if n > 0 {
+            self.comp_cons = self.comp_cons.wrapping_add(n);
+            self.comp.store_consumer(self.comp_cons);
+        }
+    }
+
+    /// Tx chunks free right now (after reaping completions).
+    pub fn free_frames(&mut self) -> usize {
+        self.reap();
+        self.free.len()
+    }
+}
+
+impl TxQueue for AfXdpTx {
+    fn transmit<F: FnOnce(&mut [u8]) -> usize>(&mut self, max_len: usize, fill: F) -> bool {
+        if self.free.is_empty() {
+            self.reap();
+        }
+        let Some(addr) = self.free.pop() else {
+            return false;
+        };
+        let cap = max_len.min(self.frame_size);
+        let Some(buf) = self.area.slice_mut(addr, cap) else {
+            self.invalid += 1;
+            return false;
+        };
+        let len = fill(buf).min(cap);
+        if len == 0 {
+            self.free.push(addr);
+            return true;
+        }
+        self.tx.write(
+            self.tx_prod,
+            libc::xdp_desc {
+                addr,
+                len: len as u32,
+                options: 0,
+            },
+        );
+        self.tx_prod = self.tx_prod.wrapping_add(1);
+        self.frames += 1;
+        true
+    }
+
+    fn flush(&mut self) {
+        if self.tx_prod != self.tx_published {
+            self.tx.store_producer(self.tx_prod);
+            self.tx_published = self.tx_prod;
+        }
+        // Copy mode sends at most KERNEL_TX_BATCH frames per sendto, so kick
+        // until the kernel has consumed everything or stops making progress.
+        let outstanding = self.tx_published.wrapping_sub(self.tx.load_consumer());
+        let max_kicks = outstanding / KERNEL_TX_BATCH + 2;
+        let mut kicks = 0;
+        while kicks < max_kicks {
+            let before = self.tx.load_consumer();
+            if before == self.tx_published {
+                break;
+            }
+            if !self.always_kick && !self.tx.needs_wakeup() {
+                break;
+            }
+            kicks += 1;
+            self.kicks += 1;
+            if let Err(e) = sys::kick_tx(self.xsk.as_raw_fd()) {
+                match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => {}
+                    _ => {
+                        self.kick_errors += 1;
+                        break;
+                    }
+                }
+            }
+            if self.tx.load_consumer() == before {
+                break;
+            }
+        }
+        self.reap();
+    }
+}
+
+/// An AF_XDP port on one queue of one interface.
+#[derive(Debug)]
+pub struct AfXdpPort {
+    rx: RxSide,
+    tx: AfXdpTx,
+    ifname: String,
+    ifindex: u32,
+    mode: XdpMode,
+    zero_copy: bool,
+    mac: [u8; 6],
+    mtu: usize,
+    xsk: Arc<OwnedFd>,
+    /// Closing the link detaches the program.
+    _link: OwnedFd,
+    _prog: OwnedFd,
+    _map: OwnedFd,
+}
+
+fn permission_or(what: &str, e: io::Error, other: impl FnOnce(io::Error) -> Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            Error::permission(what, "run as root or with CAP_NET_ADMIN and CAP_BPF", e)
+        }
+        _ => other(e),
+    }
+}
+
+fn attach_refused(ifname: &str, reason: &str, e: io::Error) -> Error {
+    Error::with_source(
+        ErrorKind::XdpAttach,
+        format!("XDP attach refused on {ifname}: {reason}; use --driver tap"),
+        e,
+    )
+}
+
+fn check_config(cfg: &AfXdpConfig) -> Result<(), Error> {
+    if !(cfg.frame_size.is_power_of_two() && (2048..=4096).contains(&cfg.frame_size)) {
+        return Err(Error::config(format!(
+            "AF_XDP frame_size {} is invalid: use a power of two from 2048 to 4096 bytes",
+            cfg.frame_size
+        )));
+    }
+    if !(cfg.ring_size.is_power_of_two() && (64..=65536).contains(&cfg.ring_size)) {
+        return Err(Error::config(format!(
+            "AF_XDP ring_size {} is invalid: use a power of two from 64 to 65536",
+            cfg.ring_size
+        )));
+    }
+    if !(4..=1 << 20).contains(&cfg.frame_count) {
+        return Err(Error::config(format!(
+            "AF_XDP frame_count {} is invalid: use 4 to 1048576 frames",
+            cfg.frame_count
+        )));
+    }
+    if cfg.queue_id >= 1024 {
+        return Err(Error::config(format!(
+            "AF_XDP queue_id {} is invalid: use a queue below 1024 (see `ethtool -l`)",
+            cfg.queue_id
+        )));
+    }
+    Ok(())
+}
+
+/// Binds in copy mode. A socket closed just before on the same queue
+/// releases its UMEM asynchronously, so EBUSY is retried for up to 1 s.
+fn bind_copy(xsk: &OwnedFd, ifindex: u32, queue_id: u32, flags: u16) -> io::Result<()> {
+    let mut tries = 0;
+    loop {
+        match sys::xsk_bind(xsk, ifindex, queue_id, flags | libc::XDP_COPY) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
+impl AfXdpPort {
+    /// Opens an AF_XDP socket on `cfg.ifname` queue `cfg.queue_id`, loads
+    /// and attaches the steering program.
+    ///
+    /// # Errors
+    /// - "interface X not found (check `ip link`)";
+    /// - "permission denied opening AF_XDP socket: run as root or with
+    ///   CAP_NET_ADMIN and CAP_BPF" (also for the map and program);
+    /// - "XDP attach refused on X: &lt;reason&gt;; use --driver tap" when the
+    ///   program cannot be loaded or attached in the requested mode, or the
+    ///   socket cannot be bound to the queue;
+    /// - an invalid configuration value, or another system call failure.
+    pub fn open(cfg: &AfXdpConfig) -> Result<AfXdpPort, Error> {
+        check_config(cfg)?;
+        let ifname = cfg.ifname.as_str();
+        let ifindex = crate::sys::ifindex(ifname)?;
+        let mac = crate::sys::if_hwaddr(ifname)?;
+        let if_mtu = crate::sys::if_mtu(ifname)? as usize;
+
+        let xsk = sys::xsk_socket().map_err(|e| {
+            permission_or("opening AF_XDP socket", e, |e| {
+                if e.raw_os_error() == Some(libc::EAFNOSUPPORT) {
+                    Error::with_source(
+                        ErrorKind::Io,
+                        "AF_XDP is not supported by this kernel: use --driver tap".into(),
+                        e,
+                    )
+                } else {
+                    Error::io("opening AF_XDP socket", e)
+                }
+            })
+        })?;
+
+        // UMEM: rx half then tx half, each no larger than its rings.
+        let frame_size = cfg.frame_size as usize;
+        let ring = cfg.ring_size;
+        let rx_frames = (cfg.frame_count / 2).min(ring);
+        let tx_frames = (cfg.frame_count - cfg.frame_count / 2).min(ring);
+        let total = (rx_frames + tx_frames) as usize;
+        let umem = Arc::new(
+            Mmap::anonymous(total * frame_size)
+                .map_err(|e| Error::io("allocating the AF_XDP UMEM", e))?,
+        );
+        sys::umem_reg(&xsk, &umem, cfg.frame_size).map_err(|e| {
+            permission_or("registering the AF_XDP UMEM", e, |e| {
+                Error::io("registering the AF_XDP UMEM (XDP_UMEM_REG)", e)
+            })
+        })?;
+        let fd = xsk.as_raw_fd();
+        for opt in [
+            libc::XDP_UMEM_FILL_RING,
+            libc::XDP_UMEM_COMPLETION_RING,
+            libc::XDP_RX_RING,
+            libc::XDP_TX_RING,
+        ] {
+            crate::sys::setsockopt_int(fd, libc::SOL_XDP, opt, ring as libc::c_int)
+                .map_err(|e| Error::io("sizing the AF_XDP rings", e))?;
+        }
+        let off = sys::mmap_offsets(&xsk).map_err(|e| Error::io("reading XDP_MMAP_OFFSETS", e))?;
+        let map_err = |e| Error::io("mapping the AF_XDP rings", e);
+        let mut fill: Ring<u64> =
+            Ring::map(&xsk, &off.fr, ring, libc::XDP_UMEM_PGOFF_FILL_RING).map_err(map_err)?;
+        let comp: Ring<u64> = Ring::map(&xsk, &off.cr, ring, libc::XDP_UMEM_PGOFF_COMPLETION_RING)
+            .map_err(map_err)?;
+        let rx: Ring<libc::xdp_desc> =
+            Ring::map(&xsk, &off.rx, ring, libc::XDP_PGOFF_RX_RING as u64).map_err(map_err)?;
+        let tx: Ring<libc::xdp_desc> =
+            Ring::map(&xsk, &off.tx, ring, libc::XDP_PGOFF_TX_RING as u64).map_err(map_err)?;
+
+        let (rx_area, tx_area) = FrameArea::split(umem, rx_frames as usize * frame_size);
+        // Every rx chunk starts in the fill ring.
+        for i in 0..rx_frames {
+            fill.write(i, rx_area.base() + u64::from(i) * frame_size as u64);
+        }
+        fill.store_producer(rx_frames);
+        let free: Vec<u64> = (0..tx_frames)
+            .rev()
+            .map(|i| tx_area.base() + u64::from(i) * frame_size as u64)
+            .collect();
+
+        // Bind: zero-copy if the driver offers it, else copy mode.
+        let need_wakeup = libc::XDP_USE_NEED_WAKEUP;
+        let zero_copy = sys::xsk_bind(
+            &xsk,
+            ifindex,
+            cfg.queue_id,
+            need_wakeup | libc::XDP_ZEROCOPY,
+        )
+        .is_ok();
+        if !zero_copy {
+            bind_copy(&xsk, ifindex, cfg.queue_id, need_wakeup).map_err(|e| {
+                permission_or("binding the AF_XDP socket", e, |e| {
+                    attach_refused(
+                        ifname,
+                        &format!("AF_XDP bind to queue {} failed ({e})", cfg.queue_id),
+                        e,
+                    )
+                })
+            })?;
+        }
+
+        if cfg.busy_poll {
+            for (opt, val) in [
+                (sys::SO_PREFER_BUSY_POLL, 1),
+                (sys::SO_BUSY_POLL, 20),
+                (sys::SO_BUSY_POLL_BUDGET, 64),
+            ] {
+                if let Err(e) = crate::sys::setsockopt_int(fd, libc::SOL_SOCKET, opt, val) {
+                    match e.raw_os_error() {
+                        Some(libc::EINVAL) | Some(libc::ENOPROTOOPT) | Some(libc::EOPNOTSUPP) => {}
+                        _ => {
+                            return Err(permission_or("enabling busy polling", e, |e| {
+                                Error::io("enabling busy polling on the AF_XDP socket", e)
+                            }))
+                        }
+                    }
+                }
+            }
+        }
+
+        // The XSKMAP and the program that redirects into it.
+        let map = sys::create_xskmap(cfg.queue_id.max(63) + 1).map_err(|e| {
+            permission_or("creating the XSKMAP", e, |e| {
+                Error::io("creating the XSKMAP", e)
+            })
+        })?;
+        sys::map_update_u32(&map, cfg.queue_id, fd as u32)
+            .map_err(|e| Error::io("inserting the AF_XDP socket in the XSKMAP", e))?;
+        let insns = prog::steering_program(map.as_raw_fd(), cfg.steer_ip);
+        let prog = match sys::load_xdp_prog(&insns, &mut []) {
+            Ok(p) => p,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) => {
+                return Err(permission_or("loading the XDP program", e, |e| {
+                    Error::io("loading the XDP program", e)
+                }))
+            }
+            Err(_) => {
+                // Load again with the verifier log, for the message.
+                let mut log = vec![0u8; 64 * 1024];
+                match sys::load_xdp_prog(&insns, &mut log) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+                        let text = String::from_utf8_lossy(&log[..end]);
+                        let last = text
+                            .lines()
+                            .rev()
+                            .find(|l| !l.trim().is_empty())
+                            .unwrap_or("");
+                        return Err(attach_refused(
+                            ifname,
+                            &format!("program load failed ({e}) {last}"),
+                            e,
+                        ));
+                    }
+                }
+            }
+        };
+
+        let attach = |flags: u32| sys::link_xdp(&prog, ifindex, flags);
+        let reason = |e: &io::Error, mode: &str| match e.raw_os_error() {
+            Some(libc::EBUSY) | Some(libc::EEXIST) => {
+                "another XDP program is attached (see `ip link show`)".to_string()
+            }
+            Some(libc::EOPNOTSUPP) => format!("{mode} XDP is not supported by the driver"),
+            _ => format!("{mode} attach failed ({e})"),
+        };
+        let (link, mode) = match cfg.mode {
+            XdpMode::Native => match attach(XDP_FLAGS_DRV_MODE) {
+                Ok(l) => (l, XdpMode::Native),
+                Err(e) => return Err(attach_refused(ifname, &reason(&e, "native"), e)),
+            },
+            XdpMode::Generic => match attach(XDP_FLAGS_SKB_MODE) {
+                Ok(l) => (l, XdpMode::Generic),
+                Err(e) => return Err(attach_refused(ifname, &reason(&e, "generic"), e)),
+            },
+            XdpMode::Auto => match attach(XDP_FLAGS_DRV_MODE) {
+                Ok(l) => (l, XdpMode::Native),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EEXIST)) => {
+                    return Err(attach_refused(ifname, &reason(&e, "native"), e))
+                }
+                Err(_) => match attach(XDP_FLAGS_SKB_MODE) {
+                    Ok(l) => (l, XdpMode::Generic),
+                    Err(e) => return Err(attach_refused(ifname, &reason(&e, "generic"), e)),
+                },
+            },
+        };
+
+        let xsk = Arc::new(xsk);
+        let max_frame_mtu = (frame_size - XDP_PACKET_HEADROOM as usize).saturating_sub(18);
+        Ok(AfXdpPort {
+            rx: RxSide {
+                rx,
+                fill,
+                area: rx_area,
+                rx_cons: 0,
+                fill_prod: rx_frames,
+                stash: Vec::with_capacity(rx_frames as usize),
+                chunk_mask: !(frame_size as u64 - 1),
+                fd,
+                invalid: 0,
+                frames: 0,
+                kicks: 0,
+            },
+            tx: AfXdpTx {
+                tx,
+                comp,
+                area: tx_area,
+                free,
+                frame_size,
+                tx_prod: 0,
+                tx_published: 0,
+                comp_cons: 0,
+                always_kick: !zero_copy,
+                xsk: xsk.clone(),
+                frames: 0,
+                invalid: 0,
+                kicks: 0,
+                kick_errors: 0,
+            },
+            ifname: cfg.ifname.clone(),
+            ifindex,
+            mode,
+            zero_copy,
+            mac,
+            mtu: if_mtu.min(max_frame_mtu),
+            xsk,
+            _link: link,
+            _prog: prog,
+            _map: map,
+        })
+    }
+
+    /// The mode the XDP program was attached in: Native or Generic (never
+    /// Auto). Generic after an Auto fallback: the caller should warn.
+    pub fn xdp_mode(&self) -> XdpMode {
+        self.mode
+    }
+
+    /// Whether the socket is bound in zero-copy mode (else copy mode).
+    pub fn zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
+    /// The interface name.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// The interface index.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> AfXdpStats {
+        AfXdpStats {
+            rx_frames: self.rx.frames,
+            rx_invalid: self.rx.invalid,
+            tx_frames: self.tx.frames,
+            tx_invalid: self.tx.invalid,
+            tx_kicks: self.tx.kicks,
+            tx_kick_errors: self.tx.kick_errors,
+            rx_kicks: self.rx.kicks,
+        }
+    }
+}
+
+impl Port for AfXdpPort {
+    type Tx = AfXdpTx;
+
+    fn rx_burst<F: FnMut(&[u8], &mut AfXdpTx)>(&mut self, max: usize, mut handle: F) -> usize {
+        let AfXdpPort { rx, tx, .. } = self;
+        rx.refill();
+        let avail = rx
+            .rx
+            .load_producer()
+            .wrapping_sub(rx.rx_cons)
+            .min(rx.rx.size());
+        let n = avail.min(u32::try_from(max).unwrap_or(u32::MAX));
+        for i in 0..n {
+            let desc = rx.rx.read(rx.rx_cons.wrapping_add(i));
+            match rx.area.slice(desc.addr, desc.len as usize) {
+                Some(frame) => {
+                    rx.frames += 1;
+                    handle(frame, tx);
+                }
+                None => rx.invalid += 1,
+            }
+            rx.recycle(desc.addr);
+        }
+        if n > 0 {
+            rx.rx_cons = rx.rx_cons.wrapping_add(n);
+            rx.rx.store_consumer(rx.rx_cons);
+            rx.refill();
+        }
+        if rx.fill.needs_wakeup() {
+            rx.kicks += 1;
+            sys::kick_rx(rx.fd);
+        }
+        n as usize
+    }
+
+    fn tx(&mut self) -> &mut AfXdpTx {
+        &mut self.tx
+    }
+
+    fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// The interface MTU, capped so a full frame fits a UMEM chunk after the
+    /// 256-byte rx headroom (1774 bytes for 2048-byte chunks).
+    fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    fn rx_fd(&self) -> Option<RawFd> {
+        Some(self.xsk.as_raw_fd())
+    }
+}

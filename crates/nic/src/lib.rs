@@ -1,0 +1,89 @@
+//! Ports: where frames enter and leave corestack.
+//!
+//! A [`Port`] moves whole Ethernet frames in bursts. Drivers:
+//! - [`af_xdp`]: one AF_XDP socket on one NIC queue (UMEM, fill/completion/rx/tx rings);
+//! - [`tap`]: a Linux TAP device (IFF_NO_PI);
+//! - [`mem`]: an in-process wire between two stacks with seeded impairments.
+//!
+//! Every port passes the same conformance tests (`tests/conformance.rs`).
+//! [`impair`] holds the seeded impairment model shared by `mem` and the
+//! [`bridge`] (an AF_PACKET forwarder standing in for `tc netem` in tests).
+//!
+//! `unsafe` code lives only in the `sys` modules (`sys`, `af_xdp::sys`,
+//! `tap::sys`); every block carries a `// SAFETY:` comment.
+
+#![deny(unsafe_code)]
+
+pub mod af_xdp;
+pub mod bridge;
+mod error;
+pub mod impair;
+pub mod mem;
+#[allow(unsafe_code)]
+mod sys;
+pub mod tap;
+
+pub use error::{Error, ErrorKind};
+
+/// Offloads a port can perform; each is a switch so its effect can be measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The port verifies IPv4/TCP/UDP checksums on receive.
+    pub rx_checksum: bool,
+    /// The port fills IPv4/TCP/UDP checksums on transmit.
+    pub tx_checksum: bool,
+}
+
+/// The transmit side of a port.
+pub trait TxQueue {
+    /// Queues one frame: `fill` gets a buffer of `max_len` bytes (at most the
+    /// port's frame size), writes the frame at its start and returns the
+    /// frame length in bytes (0 cancels). Returns false, without calling
+    /// `fill`, when no tx buffer is free (the caller counts a drop).
+    fn transmit<F: FnOnce(&mut [u8]) -> usize>(&mut self, max_len: usize, fill: F) -> bool;
+
+    /// Hands every queued frame to the device (AF_XDP: one `sendto` kick if
+    /// the kernel asked for a wake-up; TAP: nothing, frames are written at
+    /// once; mem: delivery to the peer) and reaps completed tx buffers.
+    fn flush(&mut self);
+}
+
+/// A network port: batched receive and transmit of Ethernet frames.
+pub trait Port {
+    /// The transmit side; borrowed separately from received frames so the
+    /// engine can answer while it reads.
+    type Tx: TxQueue;
+
+    /// Receives up to `max` frames and calls `handle(frame, tx)` on each; the
+    /// frame slice is valid only during the call. Returns the number of
+    /// frames handled. Never blocks.
+    fn rx_burst<F: FnMut(&[u8], &mut Self::Tx)>(&mut self, max: usize, handle: F) -> usize;
+
+    /// The transmit side, for frames not sent in answer to a received one.
+    fn tx(&mut self) -> &mut Self::Tx;
+
+    /// The port's MAC address.
+    fn mac(&self) -> [u8; 6];
+
+    /// The largest IP packet the port carries, in bytes (the link MTU, e.g. 1500).
+    fn mtu(&self) -> usize;
+
+    /// Offloads in effect.
+    fn capabilities(&self) -> Capabilities;
+
+    /// A file descriptor that becomes readable when frames arrive, for an
+    /// engine that sleeps instead of polling; None for ports without one.
+    fn rx_fd(&self) -> Option<std::os::fd::RawFd>;
+}
+
+#[cfg(test)]
+mod tests {
+    fn assert_send<T: Send>() {}
+
+    #[test]
+    fn ports_are_send() {
+        assert_send::<crate::af_xdp::AfXdpPort>();
+        assert_send::<crate::tap::TapPort>();
+        assert_send::<crate::mem::MemPort>();
+    }
+}

@@ -1,0 +1,317 @@
+//! System calls shared by the drivers: interface ioctls, non-blocking
+//! read/write, poll, AF_PACKET sockets and the monotonic clock.
+//!
+//! This is one of the few modules of the crate with `unsafe` code; each block
+//! says why it is sound. Everything here is set-up code except `read_nb`,
+//! `write_nb`, `recv_nb`, `send_nb` and `monotonic_ns`, which allocate nothing.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::error::Error;
+
+/// Interface names are at most IFNAMSIZ - 1 bytes.
+const IFNAMSIZ: usize = libc::IFNAMSIZ;
+
+/// `ETH_P_ALL` (linux/if_ether.h): every protocol.
+const ETH_P_ALL: u16 = 0x0003;
+/// `PACKET_IGNORE_OUTGOING` (linux/if_packet.h).
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+/// `PACKET_ADD_MEMBERSHIP` (linux/if_packet.h).
+const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
+/// `PACKET_MR_PROMISC` (linux/if_packet.h).
+const PACKET_MR_PROMISC: libc::c_ushort = 1;
+
+/// `struct packet_mreq` (linux/if_packet.h).
+#[repr(C)]
+struct PacketMreq {
+    mr_ifindex: libc::c_int,
+    mr_type: libc::c_ushort,
+    mr_alen: libc::c_ushort,
+    mr_address: [u8; 8],
+}
+
+/// Checks an interface name and returns it as a NUL-terminated C array.
+pub(crate) fn ifname_c(ifname: &str) -> Result<[libc::c_char; IFNAMSIZ], Error> {
+    let bytes = ifname.as_bytes();
+    if bytes.is_empty() || bytes.len() >= IFNAMSIZ || bytes.contains(&0) {
+        return Err(Error::config(format!(
+            "invalid interface name {ifname:?}: use 1 to {} bytes without NUL",
+            IFNAMSIZ - 1
+        )));
+    }
+    let mut out = [0 as libc::c_char; IFNAMSIZ];
+    for (o, b) in out.iter_mut().zip(bytes) {
+        *o = *b as libc::c_char;
+    }
+    Ok(out)
+}
+
+/// The interface index of `ifname` in the caller's network namespace.
+///
+/// # Errors
+/// "interface X not found (check `ip link`)" when it does not exist.
+pub(crate) fn ifindex(ifname: &str) -> Result<u32, Error> {
+    let name = ifname_c(ifname)?;
+    // SAFETY: `name` is a NUL-terminated array that lives across the call.
+    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if index == 0 {
+        return Err(Error::no_such_interface(ifname));
+    }
+    Ok(index)
+}
+
+/// An AF_INET datagram socket, the handle for interface ioctls.
+fn ioctl_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2) call; the result is checked before use.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A zeroed `ifreq` naming `ifname`.
+fn ifreq_for(ifname: &str) -> Result<libc::ifreq, Error> {
+    let name = ifname_c(ifname)?;
+    // SAFETY: `ifreq` is plain data (integers, arrays, a union of those and
+    // a pointer); all-zero bytes are a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    req.ifr_name = name;
+    Ok(req)
+}
+
+/// Runs one interface ioctl on `req`.
+fn if_ioctl(request: libc::c_ulong, req: &mut libc::ifreq) -> io::Result<()> {
+    let sock = ioctl_socket()?;
+    // SAFETY: `req` is a valid, exclusively borrowed ifreq for the SIOC*
+    // requests used in this module, which read and write only that struct.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), request as _, req as *mut libc::ifreq) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The hardware address of `ifname` (SIOCGIFHWADDR).
+pub(crate) fn if_hwaddr(ifname: &str) -> Result<[u8; 6], Error> {
+    let mut req = ifreq_for(ifname)?;
+    if_ioctl(libc::SIOCGIFHWADDR, &mut req).map_err(|e| if_error(ifname, "SIOCGIFHWADDR", e))?;
+    // SAFETY: SIOCGIFHWADDR succeeded, so the union holds `ifru_hwaddr`.
+    let sa = unsafe { req.ifr_ifru.ifru_hwaddr };
+    let mut mac = [0u8; 6];
+    for (m, b) in mac.iter_mut().zip(sa.sa_data.iter()) {
+        *m = *b as u8;
+    }
+    Ok(mac)
+}
+
+/// The MTU of `ifname` in bytes (SIOCGIFMTU).
+pub(crate) fn if_mtu(ifname: &str) -> Result<u32, Error> {
+    let mut req = ifreq_for(ifname)?;
+    if_ioctl(libc::SIOCGIFMTU, &mut req).map_err(|e| if_error(ifname, "SIOCGIFMTU", e))?;
+    // SAFETY: SIOCGIFMTU succeeded, so the union holds `ifru_mtu`.
+    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+    Ok(u32::try_from(mtu).unwrap_or(0))
+}
+
+/// Brings `ifname` up (SIOCGIFFLAGS, SIOCSIFFLAGS) if it is down; returns
+/// whether it had to.
+pub(crate) fn if_set_up(ifname: &str) -> Result<bool, Error> {
+    let mut req = ifreq_for(ifname)?;
+    if_ioctl(libc::SIOCGIFFLAGS, &mut req).map_err(|e| if_error(ifname, "SIOCGIFFLAGS", e))?;
+    // SAFETY: SIOCGIFFLAGS succeeded, so the union holds `ifru_flags`.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    if flags & libc::IFF_UP as libc::c_short != 0 {
+        return Ok(false);
+    }
+    req.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
+    if_ioctl(libc::SIOCSIFFLAGS, &mut req).map_err(|e| {
+        if e.raw_os_error() == Some(libc::EPERM) {
+            Error::permission(
+                &format!("bringing {ifname} up"),
+                "run as root or with CAP_NET_ADMIN, or `ip link set dev IF up` first",
+                e,
+            )
+        } else {
+            if_error(ifname, "SIOCSIFFLAGS", e)
+        }
+    })?;
+    Ok(true)
+}
+
+fn if_error(ifname: &str, what: &str, e: io::Error) -> Error {
+    if e.raw_os_error() == Some(libc::ENODEV) {
+        Error::no_such_interface(ifname)
+    } else {
+        Error::io(&format!("{what} on {ifname}"), e)
+    }
+}
+
+/// Reads one datagram/frame without blocking; `Ok(None)` when none is ready.
+pub(crate) fn read_nb(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the call.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    nb_result(n)
+}
+
+/// Writes one frame; `Ok(None)` when the device would block.
+pub(crate) fn write_nb(fd: RawFd, buf: &[u8]) -> io::Result<Option<usize>> {
+    // SAFETY: `buf` is valid for reads of `buf.len()` bytes for the call.
+    let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+    nb_result(n)
+}
+
+/// Receives one frame with MSG_DONTWAIT; `Ok(None)` when none is ready.
+pub(crate) fn recv_nb(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the call.
+    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+    nb_result(n)
+}
+
+/// Sends one frame with MSG_DONTWAIT; `Ok(None)` when it would block.
+pub(crate) fn send_nb(fd: RawFd, buf: &[u8]) -> io::Result<Option<usize>> {
+    // SAFETY: `buf` is valid for reads of `buf.len()` bytes for the call.
+    let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+    nb_result(n)
+}
+
+fn nb_result(n: isize) -> io::Result<Option<usize>> {
+    if n >= 0 {
+        return Ok(Some(n as usize));
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
+        _ => Err(e),
+    }
+}
+
+/// Waits until one of `fds` is readable or `timeout_ms` passes; returns a
+/// readable flag per fd (at most 2 fds).
+pub(crate) fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<[bool; 2]> {
+    let mut pfds = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; 2];
+    let n = fds.len().min(2);
+    for (p, fd) in pfds.iter_mut().zip(fds) {
+        p.fd = *fd;
+        p.events = libc::POLLIN;
+    }
+    // SAFETY: `pfds` holds `n` initialised pollfd entries, exclusively borrowed.
+    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, timeout_ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EINTR) {
+            return Ok([false; 2]);
+        }
+        return Err(e);
+    }
+    Ok([pfds[0].revents != 0, pfds[1].revents != 0])
+}
+
+/// Sets an integer socket option.
+pub(crate) fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    setsockopt_raw(fd, level, name, &value)
+}
+
+/// Sets a socket option to the bytes of `value`.
+pub(crate) fn setsockopt_raw<T>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: `value` points to `size_of::<T>()` readable bytes for the call;
+    // callers pass the `#[repr(C)]` struct the option expects.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// An AF_PACKET raw socket bound to `ifindex` for every protocol, ignoring
+/// its own outgoing frames, with the interface in promiscuous mode.
+pub(crate) fn packet_socket(ifindex: u32) -> io::Result<OwnedFd> {
+    // Protocol 0 at creation so nothing is queued before the bind below.
+    // SAFETY: plain socket(2) call; the result is checked before use.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: `sockaddr_ll` is plain data; all-zero bytes are valid.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = ETH_P_ALL.to_be();
+    sll.sll_ifindex = ifindex as libc::c_int;
+    // SAFETY: `sll` is a valid sockaddr_ll and the length matches it.
+    let rc = unsafe {
+        libc::bind(
+            sock.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Kernels before 4.20 lack the option; forwarding still works there,
+    // only less efficiently, so an error is ignored.
+    let _ = setsockopt_int(
+        sock.as_raw_fd(),
+        libc::SOL_PACKET,
+        PACKET_IGNORE_OUTGOING,
+        1,
+    );
+    let mreq = PacketMreq {
+        mr_ifindex: ifindex as libc::c_int,
+        mr_type: PACKET_MR_PROMISC,
+        mr_alen: 0,
+        mr_address: [0; 8],
+    };
+    setsockopt_raw(
+        sock.as_raw_fd(),
+        libc::SOL_PACKET,
+        PACKET_ADD_MEMBERSHIP,
+        &mreq,
+    )?;
+    Ok(sock)
+}
+
+/// CLOCK_MONOTONIC in ns.
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, exclusively borrowed timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}

@@ -1,0 +1,530 @@
+//! The conformance suite, run against every port: mem (always), tap and
+//! af_xdp in namespaces the tests create (root required: those tests fail,
+//! not skip, without it).
+//!
+//! Namespace tests re-run themselves inside the namespace that holds the
+//! port (`ip netns exec NS <this test binary> <test> --exact`), so the port
+//! never touches the host's interfaces. The Linux side of each link sits in
+//! a second namespace with a 10.x address.
+
+mod common;
+
+use std::net::Ipv4Addr;
+use std::process::Command;
+use std::time::Duration;
+
+use common::alloc::CountingAlloc;
+use common::conformance::{
+    arp_request_gets_reply, check_identity, receive_matching, send_test_frames,
+};
+use common::*;
+use nic::af_xdp::{AfXdpConfig, AfXdpPort, XdpMode};
+use nic::impair::Impairments;
+use nic::mem;
+use nic::tap::TapPort;
+use nic::{ErrorKind, Port, TxQueue};
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+/// A per-process /24 in 10.x, so parallel runs do not share addresses.
+fn subnet(salt: u32) -> [u8; 3] {
+    let pid = std::process::id();
+    [10, 100 + (salt % 50) as u8, (pid % 250) as u8 + 1]
+}
+
+fn ip(net: [u8; 3], host: u8) -> [u8; 4] {
+    [net[0], net[1], net[2], host]
+}
+
+fn ip_str(a: [u8; 4]) -> String {
+    Ipv4Addr::from(a).to_string()
+}
+
+// ---------------------------------------------------------------- mem
+
+/// Answers ARP requests for `ip` on `port` (a simulated peer stack).
+fn arp_responder(port: &mut mem::MemPort, ip: [u8; 4]) {
+    let mac = port.mac();
+    port.rx_burst(64, |frame, tx| {
+        if let Some((from_mac, from_ip)) = arp_request_for(frame, ip) {
+            tx.transmit(64, |buf| arp_reply(buf, mac, ip, from_mac, from_ip));
+        }
+    });
+    port.tx().flush();
+}
+
+#[test]
+fn mem_pair_identity_matches_defaults() {
+    let (a, b) = mem::pair(Impairments::none(), Impairments::none(), 1);
+    check_identity(&a, 1500);
+    check_identity(&b, 1500);
+    assert_eq!(a.mac(), mem::MAC_A);
+    assert_eq!(b.mac(), mem::MAC_B);
+    assert!(a.rx_fd().is_none());
+}
+
+#[test]
+fn mem_arp_request_gets_reply() {
+    let (mut a, mut b) = mem::pair(Impairments::none(), Impairments::none(), 2);
+    let peer = [10, 0, 0, 2];
+    let mac = arp_request_gets_reply(&mut a, [10, 0, 0, 1], peer, &mut || {
+        arp_responder(&mut b, peer)
+    });
+    assert_eq!(mac, mem::MAC_B);
+}
+
+#[test]
+fn mem_more_frames_than_tx_slots_all_delivered_without_allocation() {
+    let (mut a, mut b) = mem::pair(Impairments::none(), Impairments::none(), 3);
+    let total = mem::MEM_TX_SLOTS as u32 * 4;
+    let mut seen = vec![false; total as usize];
+    let dst = b.mac();
+    let allocs = {
+        let seen = &mut seen;
+        send_test_frames(&mut a, dst, total, 64, 100, &mut || {
+            b.rx_burst(1024, |f, _| {
+                if let Some(s) = test_frame_seq(f) {
+                    if let Some(x) = seen.get_mut(s as usize) {
+                        *x = true;
+                    }
+                }
+            });
+        })
+    };
+    assert_eq!(allocs, 0, "mem transmit/flush allocated");
+    assert!(seen.iter().all(|s| *s), "some frames were not delivered");
+}
+
+#[test]
+fn mem_full_tx_without_flush_refuses_transmit() {
+    let (mut a, _b) = mem::pair(Impairments::none(), Impairments::none(), 4);
+    for _ in 0..mem::MEM_TX_SLOTS {
+        assert!(a.tx().transmit(60, |_| 60));
+    }
+    let mut called = false;
+    assert!(!a.tx().transmit(60, |_| {
+        called = true;
+        60
+    }));
+    assert!(!called, "fill was called although no buffer was free");
+    a.tx().flush();
+    assert!(a.tx().transmit(60, |_| 60));
+}
+
+#[test]
+fn mem_rx_burst_respects_max() {
+    let (mut a, mut b) = mem::pair(Impairments::none(), Impairments::none(), 5);
+    let dst = b.mac();
+    let src = a.mac();
+    for seq in 0..10 {
+        a.tx()
+            .transmit(64, |buf| test_frame(buf, dst, src, seq, 64));
+    }
+    a.tx().flush();
+    let (n, allocs) = common::alloc::count_allocs(|| b.rx_burst(4, |_, _| {}));
+    assert_eq!(n, 4);
+    assert_eq!(allocs, 0, "mem rx_burst allocated");
+    assert_eq!(b.rx_burst(100, |_, _| {}), 6);
+    assert_eq!(b.rx_burst(100, |_, _| {}), 0);
+}
+
+// ---------------------------------------------------------------- af_xdp
+
+#[test]
+fn af_xdp_missing_interface_open_fails_with_hint() {
+    let ifname = unique("nosuch");
+    let cfg = AfXdpConfig {
+        ifname: ifname.clone(),
+        ..AfXdpConfig::default()
+    };
+    let err = AfXdpPort::open(&cfg).expect_err("opened a missing interface");
+    assert_eq!(err.kind(), ErrorKind::NoSuchInterface);
+    assert_eq!(
+        err.to_string(),
+        format!("interface {ifname} not found (check `ip link`)")
+    );
+    assert_eq!(err.io_kind(), std::io::ErrorKind::NotFound);
+}
+
+#[test]
+fn af_xdp_bad_frame_size_open_fails_with_hint() {
+    let cfg = AfXdpConfig {
+        ifname: "lo".into(),
+        frame_size: 3000,
+        ..AfXdpConfig::default()
+    };
+    let err = AfXdpPort::open(&cfg).expect_err("accepted frame_size 3000");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+    assert!(err.to_string().contains("power of two"), "{err}");
+}
+
+/// The port side (`P`) and the Linux side (`L`) of a veth pair, each in a
+/// fresh namespace; Linux has `.1`, the stack `.2` of the subnet.
+struct VethLab {
+    port_ns: Netns,
+    linux_ns: Netns,
+    port_if: String,
+    linux_if: String,
+    net: [u8; 3],
+}
+
+impl VethLab {
+    fn new(salt: u32) -> VethLab {
+        require_root();
+        let port_ns = Netns::new("nicP");
+        let linux_ns = Netns::new("nicL");
+        let port_if = unique("xp");
+        let linux_if = unique("xl");
+        veth_between(&port_ns, &port_if, &linux_ns, &linux_if);
+        let net = subnet(salt);
+        linux_ns.exec(&format!(
+            "ip addr add {}/24 dev {linux_if}",
+            ip_str(ip(net, 1))
+        ));
+        VethLab {
+            port_ns,
+            linux_ns,
+            port_if,
+            linux_if,
+            net,
+        }
+    }
+
+    fn envs(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("NIC_PORT_IF", self.port_if.clone()),
+            ("NIC_LINUX_NS", self.linux_ns.name.clone()),
+            ("NIC_LINUX_IF", self.linux_if.clone()),
+            (
+                "NIC_NET",
+                format!("{}.{}.{}", self.net[0], self.net[1], self.net[2]),
+            ),
+        ]
+    }
+}
+
+/// What an inner run reads from its environment.
+struct Inner {
+    port_if: String,
+    linux: std::mem::ManuallyDrop<Netns>,
+    linux_if: String,
+    net: [u8; 3],
+}
+
+impl Inner {
+    fn from_env() -> Inner {
+        let net: Vec<u8> = env("NIC_NET")
+            .split('.')
+            .map(|p| p.parse().unwrap())
+            .collect();
+        Inner {
+            port_if: env("NIC_PORT_IF"),
+            linux: Netns::existing(env("NIC_LINUX_NS")),
+            linux_if: env("NIC_LINUX_IF"),
+            net: [net[0], net[1], net[2]],
+        }
+    }
+}
+
+/// The whole conformance run for an AF_XDP port on veth in `mode`.
+fn af_xdp_veth_conformance(test: &str, mode: XdpMode, expect: XdpMode, salt: u32) {
+    if !is_inner(test) {
+        let lab = VethLab::new(salt);
+        run_inner(&lab.port_ns, test, &lab.envs());
+        return;
+    }
+    let inner = Inner::from_env();
+    let my_ip = ip(inner.net, 2);
+    let linux_ip = ip(inner.net, 1);
+    let cfg = AfXdpConfig {
+        ifname: inner.port_if.clone(),
+        frame_count: 512,
+        ring_size: 256,
+        mode,
+        steer_ip: Some(Ipv4Addr::from(my_ip)),
+        busy_poll: mode == XdpMode::Auto,
+        ..AfXdpConfig::default()
+    };
+    let mut port = AfXdpPort::open(&cfg).unwrap_or_else(|e| panic!("open: {e}"));
+    println!(
+        "af_xdp on {}: mode {:?}, zero-copy {}",
+        inner.port_if,
+        port.xdp_mode(),
+        port.zero_copy()
+    );
+    assert_eq!(port.xdp_mode(), expect);
+    // Identity: the interface's own MAC and MTU; a pollable fd.
+    check_identity(&port, 1500);
+    let if_mac = parse_mac(&sh(&format!(
+        "cat /sys/class/net/{}/address",
+        inner.port_if
+    )));
+    assert_eq!(port.mac(), if_mac);
+    assert!(port.rx_fd().is_some());
+
+    // ARP: our request reaches Linux, its reply reaches us (steered).
+    let linux_mac = arp_request_gets_reply(&mut port, my_ip, linux_ip, &mut || {});
+    let linux_if_mac = parse_mac(
+        &inner
+            .linux
+            .exec(&format!("cat /sys/class/net/{}/address", inner.linux_if)),
+    );
+    assert_eq!(linux_mac, linux_if_mac);
+
+    // ICMP from Linux's ping to our address arrives through rx_burst.
+    let mac = fmt_mac(port.mac());
+    inner.linux.exec(&format!(
+        "ip neigh replace {} lladdr {mac} dev {} nud permanent",
+        ip_str(my_ip),
+        inner.linux_if
+    ));
+    let mut ping = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &inner.linux.name,
+            "ping",
+            "-c",
+            "3",
+            "-i",
+            "0.2",
+            "-W",
+            "1",
+        ])
+        .arg(ip_str(my_ip))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn ping");
+    let (echoes, rx_allocs) =
+        receive_matching(&mut port, 3, Duration::from_secs(3), &mut || {}, |f| {
+            icmp_echo_request_to(f, my_ip).is_some()
+        });
+    let _ = ping.wait();
+    assert_eq!(echoes, 3, "echo requests received through rx_burst");
+    assert_eq!(rx_allocs, 0, "af_xdp rx_burst allocated");
+
+    // Traffic for another address is passed to the kernel, not to us.
+    let other = ip(inner.net, 3);
+    inner.linux.exec(&format!(
+        "ip neigh replace {} lladdr {mac} dev {} nud permanent",
+        ip_str(other),
+        inner.linux_if
+    ));
+    let port_rx_before = counter_here(&inner.port_if, "rx_packets");
+    let mut ping = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &inner.linux.name,
+            "ping",
+            "-c",
+            "3",
+            "-i",
+            "0.2",
+            "-W",
+            "1",
+        ])
+        .arg(ip_str(other))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn ping");
+    let (stolen, _) =
+        receive_matching(&mut port, 1, Duration::from_millis(1200), &mut || {}, |f| {
+            icmp_echo_request_to(f, other).is_some()
+        });
+    let _ = ping.wait();
+    assert_eq!(
+        stolen, 0,
+        "frames for {other:?} were redirected to the socket"
+    );
+    let passed = counter_here(&inner.port_if, "rx_packets") - port_rx_before;
+    assert!(
+        passed >= 3,
+        "the kernel saw {passed} frames, expected the 3 pings"
+    );
+
+    // More frames than the tx half holds, across many flushes: all sent.
+    let before = counter(&inner.linux, &inner.linux_if, "rx_packets");
+    let total = 1024; // 4x the 256 tx frames
+    let tx_allocs = send_test_frames(&mut port, linux_if_mac, total, 64, 60, &mut || {});
+    assert_eq!(tx_allocs, 0, "af_xdp transmit/flush allocated");
+    let arrived = wait_for(Duration::from_secs(2), || {
+        let n = counter(&inner.linux, &inner.linux_if, "rx_packets") - before;
+        (n >= u64::from(total)).then_some(n)
+    });
+    let stats = port.stats();
+    assert!(
+        arrived.is_some(),
+        "Linux received {} of {total} frames; {stats:?}",
+        counter(&inner.linux, &inner.linux_if, "rx_packets") - before
+    );
+    assert_eq!(stats.tx_invalid + stats.rx_invalid, 0, "{stats:?}");
+    assert_eq!(port.tx().free_frames(), 256, "tx frames not all back");
+}
+
+fn counter_here(ifname: &str, name: &str) -> u64 {
+    sh(&format!("cat /sys/class/net/{ifname}/statistics/{name}"))
+        .trim()
+        .parse()
+        .expect("counter")
+}
+
+#[test]
+fn af_xdp_native_veth_passes_conformance() {
+    af_xdp_veth_conformance(
+        "af_xdp_native_veth_passes_conformance",
+        XdpMode::Native,
+        XdpMode::Native,
+        1,
+    );
+}
+
+#[test]
+fn af_xdp_generic_veth_passes_conformance() {
+    af_xdp_veth_conformance(
+        "af_xdp_generic_veth_passes_conformance",
+        XdpMode::Generic,
+        XdpMode::Generic,
+        2,
+    );
+}
+
+#[test]
+fn af_xdp_auto_veth_attaches_native() {
+    af_xdp_veth_conformance(
+        "af_xdp_auto_veth_attaches_native",
+        XdpMode::Auto,
+        XdpMode::Native,
+        3,
+    );
+}
+
+#[test]
+fn af_xdp_loopback_auto_falls_back_to_generic_native_refused() {
+    const TEST: &str = "af_xdp_loopback_auto_falls_back_to_generic_native_refused";
+    if !is_inner(TEST) {
+        require_root();
+        // Loopback has no native XDP; a fresh namespace has its own.
+        let ns = Netns::new("nicD");
+        run_inner(&ns, TEST, &[]);
+        return;
+    }
+    let mut cfg = AfXdpConfig {
+        ifname: "lo".into(),
+        frame_count: 64,
+        ring_size: 64,
+        mode: XdpMode::Auto,
+        ..AfXdpConfig::default()
+    };
+    let port = AfXdpPort::open(&cfg).unwrap_or_else(|e| panic!("Auto on lo: {e}"));
+    assert_eq!(port.xdp_mode(), XdpMode::Generic);
+    drop(port);
+    cfg.mode = XdpMode::Native;
+    let err = AfXdpPort::open(&cfg).expect_err("native XDP on loopback");
+    let msg = err.to_string();
+    println!("native on lo: {msg}");
+    assert_eq!(err.kind(), ErrorKind::XdpAttach);
+    assert!(msg.starts_with("XDP attach refused on lo: "), "{msg}");
+    assert!(msg.ends_with("; use --driver tap"), "{msg}");
+    assert!(!msg.contains('\n'), "{msg}");
+    // Dropping the port detached the program: Generic attaches again.
+    cfg.mode = XdpMode::Generic;
+    let port = AfXdpPort::open(&cfg).unwrap_or_else(|e| panic!("Generic again: {e}"));
+    assert_eq!(port.xdp_mode(), XdpMode::Generic);
+}
+
+// ---------------------------------------------------------------- tap
+
+#[test]
+fn tap_persistent_passes_conformance() {
+    const TEST: &str = "tap_persistent_passes_conformance";
+    if !is_inner(TEST) {
+        require_root();
+        let ns = Netns::new("nicT");
+        let tap = unique("tp");
+        let net = subnet(4);
+        ns.exec(&format!(
+            "ip tuntap add dev {tap} mode tap && sysctl -qw net.ipv6.conf.{tap}.disable_ipv6=1 && ip addr add {}/24 dev {tap}",
+            ip_str(ip(net, 1))
+        ));
+        offloads_off(&ns, &tap);
+        run_inner(
+            &ns,
+            TEST,
+            &[
+                ("NIC_TAP", tap),
+                ("NIC_NET", format!("{}.{}.{}", net[0], net[1], net[2])),
+            ],
+        );
+        return;
+    }
+    let tap = env("NIC_TAP");
+    let net: Vec<u8> = env("NIC_NET")
+        .split('.')
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let net = [net[0], net[1], net[2]];
+    let my_ip = ip(net, 2);
+    let linux_ip = ip(net, 1);
+    let mut port = TapPort::open(&tap).unwrap_or_else(|e| panic!("open: {e}"));
+    check_identity(&port, 1500);
+    assert_eq!(port.mac(), nic::tap::tap_mac(&tap));
+    let dev_mac = parse_mac(&sh(&format!("cat /sys/class/net/{tap}/address")));
+    assert_ne!(
+        port.mac(),
+        dev_mac,
+        "the stack must not reuse the tap device's MAC"
+    );
+    assert!(port.rx_fd().is_some());
+    assert!(
+        sh(&format!("ip link show {tap}")).contains(",UP"),
+        "open did not bring {tap} up"
+    );
+
+    let linux_mac = arp_request_gets_reply(&mut port, my_ip, linux_ip, &mut || {});
+    assert_eq!(linux_mac, dev_mac);
+
+    sh(&format!(
+        "ip neigh replace {} lladdr {} dev {tap} nud permanent",
+        ip_str(my_ip),
+        fmt_mac(port.mac())
+    ));
+    let mut ping = Command::new("ping")
+        .args(["-c", "3", "-i", "0.2", "-W", "1"])
+        .arg(ip_str(my_ip))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn ping");
+    let (echoes, rx_allocs) =
+        receive_matching(&mut port, 3, Duration::from_secs(3), &mut || {}, |f| {
+            icmp_echo_request_to(f, my_ip).is_some()
+        });
+    let _ = ping.wait();
+    assert_eq!(echoes, 3, "echo requests received through rx_burst");
+    assert_eq!(rx_allocs, 0, "tap rx_burst allocated");
+
+    let before = counter_here(&tap, "rx_packets");
+    let total = 1024;
+    let tx_allocs = send_test_frames(&mut port, dev_mac, total, 64, 60, &mut || {});
+    assert_eq!(tx_allocs, 0, "tap transmit allocated");
+    let got = counter_here(&tap, "rx_packets") - before;
+    assert_eq!(got, u64::from(total), "{:?}", port.stats());
+}
+
+#[test]
+fn tap_existing_non_tap_device_open_fails_with_hint() {
+    const TEST: &str = "tap_existing_non_tap_device_open_fails_with_hint";
+    if !is_inner(TEST) {
+        require_root();
+        let ns = Netns::new("nicE");
+        run_inner(&ns, TEST, &[]);
+        return;
+    }
+    let err = TapPort::open("lo").expect_err("opened loopback as a tap");
+    let msg = err.to_string();
+    println!("tap on lo: {msg}");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+    assert!(msg.contains("lo exists but is not a tap device"), "{msg}");
+    assert!(!msg.contains('\n'));
+}

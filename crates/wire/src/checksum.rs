@@ -1,0 +1,124 @@
+//! The Internet checksum (RFC 1071): the 16-bit ones'-complement of the
+//! ones'-complement sum of the data taken as big-endian 16-bit words, with an
+//! odd trailing byte padded with zero.
+//!
+//! Sums are accumulated with [`sum`] (chain the result of one call into the
+//! `initial` of the next; every chunk except the last must have an even
+//! length), then [`fold`]ed into the value of the checksum field. A message
+//! whose checksum field is correct sums, folded, to 0.
+//!
+//! Transport checksums (RFC 768, RFC 9293 §3.1) also cover a pseudo-header:
+//! start from [`pseudo_header_sum`].
+
+use core::net::Ipv4Addr;
+
+/// Adds `data` to the running ones'-complement sum `initial` and returns the
+/// new running sum (not folded, not complemented). Any `initial` is accepted;
+/// the result is congruent to the true sum modulo 0xffff, which is all the
+/// checksum depends on. An odd last byte is padded with a zero byte.
+pub fn sum(data: &[u8], initial: u32) -> u32 {
+    let mut acc = u64::from(initial);
+    let mut chunks = data.chunks_exact(2);
+    for word in &mut chunks {
+        acc += u64::from(u16::from_be_bytes([word[0], word[1]]));
+    }
+    if let [last] = chunks.remainder() {
+        acc += u64::from(*last) << 8;
+    }
+    // Fold the 64-bit accumulator into 32 bits without losing carries.
+    while acc > u64::from(u32::MAX) {
+        acc = (acc & 0xffff_ffff) + (acc >> 32);
+    }
+    acc as u32
+}
+
+/// Folds the carries of a running sum into 16 bits and complements it: the
+/// value to store in a checksum field, or 0 when verifying a message that
+/// includes a correct checksum field.
+pub fn fold(sum: u32) -> u16 {
+    let mut s = sum;
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// The Internet checksum of `data`: `fold(sum(data, 0))`.
+pub fn checksum(data: &[u8]) -> u16 {
+    fold(sum(data, 0))
+}
+
+/// Running sum of the IPv4 pseudo-header (RFC 768, RFC 9293 §3.1): source,
+/// destination, zero, protocol and the transport length `len` in bytes
+/// (header + payload).
+pub fn pseudo_header_sum(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, len: usize) -> u32 {
+    let s = src.octets();
+    let d = dst.octets();
+    let mut acc = u32::from(u16::from_be_bytes([s[0], s[1]]))
+        + u32::from(u16::from_be_bytes([s[2], s[3]]))
+        + u32::from(u16::from_be_bytes([d[0], d[1]]))
+        + u32::from(u16::from_be_bytes([d[2], d[3]]))
+        + u32::from(protocol);
+    // The length field of the pseudo-header is 16 bits; longer lengths cannot
+    // occur in IPv4 but are summed in full rather than truncated.
+    acc += (len as u32 & 0xffff) + ((len as u64 >> 16) as u32 & 0xffff);
+    acc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc1071_example_sums_to_ddf2() {
+        // RFC 1071 §3: bytes 00 01 f2 03 f4 f5 f6 f7 sum to 0xddf2.
+        let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+        assert_eq!(fold(sum(&data, 0)), !0xddf2);
+        assert_eq!(checksum(&data), !0xddf2);
+    }
+
+    #[test]
+    fn odd_length_pads_last_byte_with_zero() {
+        assert_eq!(
+            checksum(&[0x12, 0x34, 0x56]),
+            checksum(&[0x12, 0x34, 0x56, 0x00])
+        );
+    }
+
+    #[test]
+    fn chunked_sum_equals_whole_sum() {
+        let data: Vec<u8> = (0..=255u8).cycle().take(1001).collect();
+        let whole = checksum(&data);
+        let chained = fold(sum(&data[600..], sum(&data[..600], 0)));
+        assert_eq!(whole, chained);
+    }
+
+    #[test]
+    fn message_with_its_checksum_verifies_to_zero() {
+        let mut data = [0x45, 0x00, 0x00, 0x1c, 0xab, 0xcd, 0x00, 0x00, 0x12, 0x34];
+        let c = checksum(&data);
+        data[6..8].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(checksum(&data), 0);
+    }
+
+    #[test]
+    fn huge_input_carries_are_not_lost() {
+        // 1 MiB of 0xff sums to 0xffff in ones'-complement arithmetic.
+        let data = vec![0xffu8; 1 << 20];
+        assert_eq!(checksum(&data), 0);
+        assert_eq!(fold(sum(&data, u32::MAX)), 0);
+    }
+
+    #[test]
+    fn empty_data_checksum_is_ffff() {
+        assert_eq!(checksum(&[]), 0xffff);
+    }
+
+    #[test]
+    fn pseudo_header_matches_explicit_bytes() {
+        let src = Ipv4Addr::new(10, 99, 0, 1);
+        let dst = Ipv4Addr::new(10, 99, 0, 2);
+        let bytes = [10, 99, 0, 1, 10, 99, 0, 2, 0, 6, 0x05, 0xdc];
+        assert_eq!(fold(pseudo_header_sum(src, dst, 6, 1500)), checksum(&bytes));
+    }
+}
