@@ -9,7 +9,7 @@
 //!     .iface("veth1")
 //!     .ip("10.77.1.2".parse().unwrap(), 24)
 //!     .start()?;
-//! let listener = TcpListener::bind(&stack, "0.0.0.0:7".parse().unwrap())?;
+//! let mut listener = TcpListener::bind(&stack, "0.0.0.0:7".parse().unwrap())?;
 //! let (mut conn, _peer) = listener.accept()?;
 //! let mut buf = [0u8; 4096];
 //! let n = conn.read(&mut buf)?;

@@ -1,0 +1,25 @@
+# corestack: `make demo` shows Linux vs corestack echo latency; `make test` runs every check.
+# Both need root (network namespaces, XDP); scripts/setup.sh installs what is missing.
+
+CARGO ?= cargo
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+
+.PHONY: setup build demo test fmt clippy
+
+setup:
+	bash scripts/setup.sh
+
+build: setup
+	$(CARGO) build --release
+
+demo: build
+	$(TARGET_DIR)/release/corestack demo
+
+fmt:
+	$(CARGO) fmt --all --check
+
+clippy:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+test: setup fmt clippy
+	$(CARGO) test --workspace --release

@@ -1,0 +1,448 @@
+//! `corestack demo`: Linux versus corestack, echo round trips between two namespaces.
+//!
+//! ```text
+//!  namespace client (CPU 0)                 namespace server (CPU 1)
+//!  c1 10.77.1.1/24  ── veth ──  s1 (no kernel address; corestack 10.77.1.2 via af_xdp)
+//!  c2 10.77.2.1/24  ── veth ──  s2 10.77.2.2/24 (Linux echo server)
+//! ```
+//!
+//! Offloads are off on every veth end. The Linux echo server (`serve echo --kernel --spin`) and
+//! then the corestack echo server (`serve echo`, inline: the one thread runs the engine and
+//! spins) run one at a time so they never compete for the two cores; each is driven from the
+//! client namespace by `bench pingpong --json` (TCP, then UDP, 64 bytes). Then a 100 MiB echo
+//! transfer through corestack (client on the kernel stack) checks sha256(sent) == sha256(received).
+//! Everything it creates (namespaces, links, processes, logs) goes on exit, also on Ctrl-C: the
+//! signal only sets a flag; every wait polls it and returns, and the guards tear down.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use netns::{veth_pair, ChildGuard, Netns, NextLine};
+use serde_json::Value;
+
+use crate::net::{self, Interrupted};
+
+const CLIENT_CPU: &str = "0";
+const SERVER_CPU: &str = "1";
+const PORT: u16 = 7;
+const LINUX_SERVER_IP: &str = "10.77.2.2";
+const CORESTACK_IP: &str = "10.77.1.2";
+/// How long a server may take to print `listening`.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `demo` options.
+#[derive(Args, Debug)]
+pub struct Demo {
+    /// Measured seconds per ping-pong run (TCP and UDP, Linux and corestack: 4 runs).
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Bytes in the checked echo transfer through corestack.
+    #[arg(long, default_value_t = 100 << 20)]
+    transfer_bytes: u64,
+    /// Message size for the ping-pong runs, bytes.
+    #[arg(long, default_value_t = 64)]
+    size: u32,
+}
+
+/// One ping-pong result (a subset of `bench pingpong --json`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Latency {
+    p50_us: f64,
+    p99_us: f64,
+    per_s: f64,
+}
+
+impl Latency {
+    fn from_json(v: &Value) -> Result<Latency> {
+        let f = |k: &str| {
+            v.get(k)
+                .and_then(Value::as_f64)
+                .ok_or_else(|| anyhow!("bench output lacks {k}"))
+        };
+        Ok(Latency {
+            p50_us: f("p50_us")?,
+            p99_us: f("p99_us")?,
+            per_s: f("round_trips_per_s")?,
+        })
+    }
+}
+
+/// Progress shown on a terminal; plain lines on stderr otherwise.
+struct Progress {
+    bar: ProgressBar,
+    started: Instant,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner:.green} [{elapsed:>3}] {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(100));
+        Progress {
+            bar,
+            started: Instant::now(),
+        }
+    }
+
+    fn step(&self, msg: &str) {
+        if self.bar.is_hidden() {
+            eprintln!("[{:>5.1}s] {msg}", self.started.elapsed().as_secs_f64());
+        }
+        self.bar.set_message(msg.to_string());
+    }
+
+    fn done(&self, msg: &str) {
+        if self.bar.is_hidden() {
+            eprintln!("[{:>5.1}s] ✓ {msg}", self.started.elapsed().as_secs_f64());
+        } else {
+            self.bar.println(format!("✓ {msg}"));
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// A directory for child logs, removed on drop.
+struct LogDir(PathBuf);
+
+impl LogDir {
+    fn new() -> Result<LogDir> {
+        let dir = std::env::temp_dir().join(format!("corestack-demo-{}", std::process::id()));
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(LogDir(dir))
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for LogDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The last non-empty line of a log, for error messages.
+fn last_line(path: &Path) -> String {
+    fs::read_to_string(path)
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
+/// The two namespaces and their veth pairs; dropped last (after the children).
+struct Topology {
+    client: Netns,
+    server: Netns,
+}
+
+impl Topology {
+    fn build() -> Result<Topology> {
+        let client = Netns::new("csc")?;
+        let server = Netns::new("css")?;
+        veth_pair(&client, "c1", &server, "s1")?;
+        veth_pair(&client, "c2", &server, "s2")?;
+        netns::addr_add(&client, "c1", "10.77.1.1/24")?;
+        netns::addr_add(&client, "c2", "10.77.2.1/24")?;
+        netns::addr_add(&server, "s2", "10.77.2.2/24")?;
+        Ok(Topology { client, server })
+    }
+}
+
+/// Runs this binary with `args` in `ns`, pinned to `cpu` when the machine has two CPUs.
+fn command(ns: &Netns, cpu: Option<&str>, exe: &Path, args: &[&str]) -> Command {
+    let mut cmd = match cpu {
+        Some(cpu) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", cpu, "ip", "netns", "exec", ns.name()])
+                .arg(exe);
+            c
+        }
+        None => ns.exec(exe),
+    };
+    cmd.args(args).stdin(Stdio::null());
+    cmd
+}
+
+/// Spawns with stdout read by lines and stderr into `log`.
+fn spawn(mut cmd: Command, log: &Path) -> Result<ChildGuard> {
+    let err = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    cmd.stderr(err);
+    Ok(ChildGuard::spawn_lines(&mut cmd)?)
+}
+
+/// Waits for a stdout line containing `needle`, polling `stop`.
+fn wait_ready(child: &mut ChildGuard, needle: &str, log: &Path, stop: &AtomicBool) -> Result<()> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Interrupted.into());
+        }
+        match child.next_line(Duration::from_millis(100)) {
+            NextLine::Line(l) if l.contains(needle) => return Ok(()),
+            NextLine::Line(_) | NextLine::Pending => {}
+            NextLine::Closed => bail!("the server exited: {}", last_line(log)),
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "the server was not ready within {} s: {}",
+                READY_TIMEOUT.as_secs(),
+                last_line(log)
+            );
+        }
+    }
+}
+
+/// Runs a client to completion (bounded by `timeout`, polling `stop`) and returns its last
+/// JSON line.
+fn run_client(cmd: Command, log: &Path, timeout: Duration, stop: &AtomicBool) -> Result<Value> {
+    let mut child = spawn(cmd, log)?;
+    let deadline = Instant::now() + timeout;
+    let mut json = None;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Interrupted.into());
+        }
+        match child.next_line(Duration::from_millis(100)) {
+            NextLine::Line(l) if l.starts_with('{') => json = Some(l),
+            NextLine::Line(_) | NextLine::Pending => {}
+            NextLine::Closed => break,
+        }
+        if Instant::now() >= deadline {
+            bail!("the client did not finish within {} s", timeout.as_secs());
+        }
+    }
+    let status = child.wait_timeout(Duration::from_secs(5))?;
+    match (status, json) {
+        (Some(s), Some(line)) if s.success() => {
+            serde_json::from_str(&line).context("parsing the client's JSON")
+        }
+        _ => bail!("the client failed: {}", last_line(log)),
+    }
+}
+
+impl Demo {
+    pub fn run(self) -> Result<()> {
+        if !(self.seconds > 0.0 && self.seconds <= 600.0) {
+            bail!("--seconds must be in (0, 600]");
+        }
+        let stop = net::stop_flag()?;
+        netns::check_privileges()?;
+        let exe = std::env::current_exe().context("finding this program's path")?;
+        let pin = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+        let (client_cpu, server_cpu) = if pin {
+            (Some(CLIENT_CPU), Some(SERVER_CPU))
+        } else {
+            (None, None)
+        };
+        let logs = LogDir::new()?;
+        let progress = Progress::new();
+
+        progress.step("creating namespaces csc/css and two veth pairs (offloads off)");
+        let topo = Topology::build()?;
+        progress.done(
+            "namespaces and veth pairs ready: 10.77.1.0/24 (corestack), 10.77.2.0/24 (Linux)",
+        );
+
+        let secs = format!("{}", self.seconds);
+        let size = self.size.to_string();
+        let bench_timeout = Duration::from_secs_f64(self.seconds + 20.0);
+        let pingpong = |proto: &str, target: &str, log: &str| -> Result<Latency> {
+            let args = [
+                "bench",
+                "pingpong",
+                proto,
+                "--target",
+                target,
+                "--size",
+                &size,
+                "--duration",
+                &secs,
+                "--json",
+                "--spin",
+            ];
+            let v = run_client(
+                command(&topo.client, client_cpu, &exe, &args),
+                &logs.file(log),
+                bench_timeout,
+                &stop,
+            )?;
+            Latency::from_json(&v)
+        };
+
+        // Linux first, alone.
+        let linux_target = format!("{LINUX_SERVER_IP}:{PORT}");
+        progress.step("starting the Linux echo server (kernel stack, spinning)");
+        let log = logs.file("server-linux.log");
+        let args = [
+            "serve",
+            "echo",
+            "--kernel",
+            "--ip",
+            LINUX_SERVER_IP,
+            "--port",
+            "7",
+            "--spin",
+        ];
+        let mut server = spawn(command(&topo.server, server_cpu, &exe, &args), &log)?;
+        wait_ready(&mut server, "listening", &log, &stop)
+            .context("starting the Linux echo server")?;
+        progress.step(&format!("Linux: TCP ping-pong, {} s", self.seconds));
+        let linux_tcp = pingpong("--tcp", &linux_target, "bench-linux-tcp.log")
+            .context("Linux TCP ping-pong")?;
+        progress.done(&format!("Linux TCP: p50 {:.1} µs", linux_tcp.p50_us));
+        progress.step(&format!("Linux: UDP ping-pong, {} s", self.seconds));
+        let linux_udp = pingpong("--udp", &linux_target, "bench-linux-udp.log")
+            .context("Linux UDP ping-pong")?;
+        progress.done(&format!("Linux UDP: p50 {:.1} µs", linux_udp.p50_us));
+        server.terminate(Duration::from_secs(3))?;
+        drop(server);
+
+        // Then corestack, alone.
+        let core_target = format!("{CORESTACK_IP}:{PORT}");
+        progress.step("starting the corestack echo server (af_xdp on s1, inline)");
+        let log = logs.file("server-corestack.log");
+        let args = [
+            "serve",
+            "echo",
+            "--iface",
+            "s1",
+            "--ip",
+            "10.77.1.2/24",
+            "--port",
+            "7",
+            "--driver",
+            "af_xdp",
+            "--mode",
+            "inline",
+        ];
+        let mut server = spawn(command(&topo.server, server_cpu, &exe, &args), &log)?;
+        wait_ready(&mut server, "listening", &log, &stop)
+            .context("starting the corestack echo server")?;
+        let generic = fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("generic");
+        progress.step(&format!("corestack: TCP ping-pong, {} s", self.seconds));
+        let core_tcp = pingpong("--tcp", &core_target, "bench-core-tcp.log")
+            .context("corestack TCP ping-pong")?;
+        progress.done(&format!("corestack TCP: p50 {:.1} µs", core_tcp.p50_us));
+        progress.step(&format!("corestack: UDP ping-pong, {} s", self.seconds));
+        let core_udp = pingpong("--udp", &core_target, "bench-core-udp.log")
+            .context("corestack UDP ping-pong")?;
+        progress.done(&format!("corestack UDP: p50 {:.1} µs", core_udp.p50_us));
+
+        let mib = self.transfer_bytes as f64 / (1 << 20) as f64;
+        progress.step(&format!(
+            "{mib:.0} MiB echo transfer through corestack, checking sha256"
+        ));
+        let bytes = self.transfer_bytes.to_string();
+        let args = [
+            "bench",
+            "transfer",
+            "--target",
+            &core_target,
+            "--bytes",
+            &bytes,
+            "--timeout",
+            "150",
+            "--json",
+        ];
+        let log = logs.file("transfer.log");
+        let transfer = run_client(
+            command(&topo.client, client_cpu, &exe, &args),
+            &log,
+            Duration::from_secs(170),
+            &stop,
+        )
+        .context("the echo transfer through corestack")?;
+        let equal = transfer.get("equal").and_then(Value::as_bool) == Some(true);
+        let sha = transfer
+            .get("received_sha256")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string();
+        let transfer_secs = transfer
+            .get("seconds")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0);
+        let rate = transfer
+            .get("mbytes_per_s")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0);
+        progress.done(&format!(
+            "{mib:.0} MiB echo transfer: {}",
+            if equal {
+                "sha256 equal"
+            } else {
+                "sha256 DIFFERENT"
+            }
+        ));
+        server.terminate(Duration::from_secs(3))?;
+        drop(server);
+        drop(progress);
+
+        println!();
+        println!(
+            "corestack demo: {}-byte echo round trips between two network namespaces over veth, {} s per run",
+            self.size, self.seconds
+        );
+        println!("client: spins, server: spins (Linux: nonblocking busy loop; corestack: inline engine, af_xdp)");
+        if pin {
+            println!("client pinned to CPU {CLIENT_CPU}, server to CPU {SERVER_CPU}; one server at a time");
+        } else {
+            println!("one CPU only: client and server not pinned, results are pessimistic");
+        }
+        if generic {
+            println!("warning: af_xdp ran in generic (copy) XDP mode on s1: corestack numbers are pessimistic");
+        }
+        println!();
+        println!(
+            "{:<22}{:>12}{:>12}{:>18}",
+            "", "Linux", "corestack", "corestack/Linux"
+        );
+        for (proto, l, c) in [("TCP", linux_tcp, core_tcp), ("UDP", linux_udp, core_udp)] {
+            row(&format!("{proto} p50 RTT (µs)"), l.p50_us, c.p50_us, 1);
+            row(&format!("{proto} p99 RTT (µs)"), l.p99_us, c.p99_us, 1);
+            row(&format!("{proto} round trips/s"), l.per_s, c.per_s, 0);
+        }
+        println!();
+        println!(
+            "{mib:.0} MiB echo through corestack (client on the kernel stack): {} in {transfer_secs:.2} s ({rate:.1} MB/s)",
+            if equal { "sha256 of sent == received" } else { "sha256 DIFFERENT" }
+        );
+        println!("sha256 {sha}");
+        drop(topo);
+        if !equal {
+            bail!("the echo transfer through corestack came back different");
+        }
+        Ok(())
+    }
+}
+
+fn row(label: &str, linux: f64, core: f64, decimals: usize) {
+    let ratio = if linux > 0.0 {
+        format!("{:.2}", core / linux)
+    } else {
+        "-".to_string()
+    };
+    println!("{label:<22}{linux:>12.decimals$}{core:>12.decimals$}{ratio:>18}");
+}

@@ -1,0 +1,7 @@
+//! One module per subcommand.
+
+pub mod bench;
+pub mod demo;
+pub mod impair;
+pub mod nc;
+pub mod serve;

@@ -1,0 +1,275 @@
+//! `corestack serve echo`: TCP and UDP echo on one port, on corestack or on the kernel stack.
+//!
+//! corestack (and `--kernel --spin`): one thread, nonblocking sockets, any number of
+//! connections; a pass accepts, echoes what each connection has, answers queued datagrams; after
+//! a pass with nothing to do it waits in `Stack::poll` (inline mode: that runs the engine) or, on
+//! the kernel with `--spin`, spins. `--kernel` without `--spin`: blocking sockets, one thread per
+//! connection plus one for UDP. Prints `listening on ADDR` when ready, stops on SIGINT/SIGTERM and
+//! prints corestack's statistics.
+
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+
+use crate::net::{self, Datagram, Listener, StackOpts, Stream};
+
+/// Size of the per-pass receive buffer and of each connection's pending-echo buffer, bytes.
+const BUF_BYTES: usize = 64 * 1024;
+/// Datagrams answered per pass at most, so TCP connections are not starved.
+const UDP_BURST: usize = 64;
+
+/// Servers.
+#[derive(Subcommand, Debug)]
+pub enum Serve {
+    /// TCP and UDP echo on --port until SIGINT/SIGTERM.
+    Echo(Echo),
+}
+
+impl Serve {
+    pub fn run(self) -> Result<()> {
+        match self {
+            Serve::Echo(e) => e.run(),
+        }
+    }
+}
+
+/// `serve echo` options.
+#[derive(Args, Debug)]
+pub struct Echo {
+    #[command(flatten)]
+    stack: StackOpts,
+    /// TCP and UDP port to echo on.
+    #[arg(long)]
+    port: u16,
+    /// Use the Linux kernel stack (std::net) instead of corestack; --ip is then the bind address.
+    #[arg(long, conflicts_with = "iface")]
+    kernel: bool,
+    /// Kernel stack: one thread busy-polling nonblocking sockets (otherwise blocking sockets).
+    #[arg(long, requires = "kernel")]
+    spin: bool,
+}
+
+impl Echo {
+    pub fn run(self) -> Result<()> {
+        let stop = net::stop_flag()?;
+        if self.kernel {
+            let ip = self.stack.ip.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr);
+            return kernel_echo(SocketAddrV4::new(ip, self.port), self.spin, &stop);
+        }
+        let stack = self.stack.start()?;
+        let ip = self
+            .stack
+            .ip
+            .map(|c| c.addr)
+            .unwrap_or(Ipv4Addr::UNSPECIFIED);
+        let addr = SocketAddrV4::new(ip, self.port);
+        let mut listener = corestack::TcpListener::bind(&stack, addr)
+            .map_err(|e| net::bind_error(e, "TCP", addr))?;
+        listener.set_nonblocking(true)?;
+        let mut udp = corestack::UdpSocket::bind(&stack, addr)
+            .map_err(|e| net::bind_error(e, "UDP", addr))?;
+        udp.set_nonblocking(true)?;
+        announce(addr, &self.stack.describe());
+        let waiter = self.stack.waiter(&stack);
+        let served = echo_loop(&mut listener, &mut udp, &stop, |progress| {
+            if progress {
+                waiter.spin()
+            } else {
+                waiter.wait(Duration::from_millis(10))
+            }
+        })?;
+        println!(
+            "stopped: {} connections, {} datagrams",
+            served.connections, served.datagrams
+        );
+        println!("corestack statistics:");
+        println!("{}", stack.stats());
+        Ok(())
+    }
+}
+
+fn announce(addr: SocketAddrV4, what: &str) {
+    println!("listening on {addr} (tcp, udp), {what}");
+    let _ = io::stdout().flush();
+}
+
+/// What an echo loop served, for the exit line.
+#[derive(Debug, Default)]
+struct Served {
+    connections: u64,
+    datagrams: u64,
+}
+
+/// One accepted connection and the echo bytes it could not take yet.
+struct Conn<S> {
+    stream: S,
+    pending: Vec<u8>,
+    sent: usize,
+}
+
+/// Serves until `stop`; `idle(progress)` runs after every pass (`progress` = something moved).
+fn echo_loop<L: Listener, U: Datagram>(
+    listener: &mut L,
+    udp: &mut U,
+    stop: &AtomicBool,
+    mut idle: impl FnMut(bool) -> io::Result<()>,
+) -> Result<Served> {
+    let mut conns: Vec<Conn<L::Stream>> = Vec::new();
+    let mut buf = vec![0u8; BUF_BYTES];
+    let mut served = Served::default();
+    while !stop.load(Ordering::Relaxed) {
+        let mut progress = false;
+        loop {
+            match listener.accept_one() {
+                Ok((mut stream, _peer)) => {
+                    stream.nonblocking(true)?;
+                    let _ = stream.nodelay();
+                    conns.push(Conn {
+                        stream,
+                        pending: Vec::with_capacity(BUF_BYTES),
+                        sent: 0,
+                    });
+                    served.connections += 1;
+                    progress = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
+                Err(e) => {
+                    eprintln!("accept: {e}");
+                    break;
+                }
+            }
+        }
+        conns.retain_mut(|c| match echo_conn(c, &mut buf) {
+            Ok((moved, open)) => {
+                progress |= moved;
+                open
+            }
+            Err(_) => {
+                progress = true;
+                false
+            }
+        });
+        for _ in 0..UDP_BURST {
+            match udp.recv_one(&mut buf) {
+                Ok((n, from)) => {
+                    // A full send queue drops the echo, as a UDP server may.
+                    let _ = udp.send_one(&buf[..n], from);
+                    served.datagrams += 1;
+                    progress = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
+                Err(e) => {
+                    eprintln!("udp receive: {e}");
+                    break;
+                }
+            }
+        }
+        match idle(progress) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).context("waiting for socket events"),
+        }
+    }
+    Ok(served)
+}
+
+/// Moves what one connection has; returns (something moved, connection still open).
+fn echo_conn<S: Stream>(c: &mut Conn<S>, buf: &mut [u8]) -> io::Result<(bool, bool)> {
+    let mut moved = false;
+    if c.sent < c.pending.len() {
+        match c.stream.write(&c.pending[c.sent..]) {
+            Ok(n) => {
+                c.sent += n;
+                moved = n > 0;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((false, true)),
+            Err(e) => return Err(e),
+        }
+        if c.sent < c.pending.len() {
+            return Ok((moved, true));
+        }
+        c.pending.clear();
+        c.sent = 0;
+    }
+    match c.stream.read(buf) {
+        Ok(0) => {
+            let _ = c.stream.shutdown_write();
+            Ok((true, false))
+        }
+        Ok(n) => {
+            let wrote = match c.stream.write(&buf[..n]) {
+                Ok(w) => w,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+                Err(e) => return Err(e),
+            };
+            if wrote < n {
+                c.pending.extend_from_slice(&buf[wrote..n]);
+            }
+            Ok((true, true))
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok((moved, true)),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok((moved, true)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The Linux side of the comparisons: the same echo on std::net.
+fn kernel_echo(addr: SocketAddrV4, spin: bool, stop: &AtomicBool) -> Result<()> {
+    let mut listener =
+        std::net::TcpListener::bind(addr).map_err(|e| net::bind_error(e, "TCP", addr))?;
+    let mut udp = std::net::UdpSocket::bind(addr).map_err(|e| net::bind_error(e, "UDP", addr))?;
+    if spin {
+        listener.set_nonblocking(true)?;
+        udp.set_nonblocking(true)?;
+        announce(addr, "kernel, spinning");
+        let served = echo_loop(&mut listener, &mut udp, stop, |_| {
+            std::hint::spin_loop();
+            Ok(())
+        })?;
+        println!(
+            "stopped: {} connections, {} datagrams",
+            served.connections, served.datagrams
+        );
+        return Ok(());
+    }
+    announce(addr, "kernel, blocking");
+    thread::spawn(move || {
+        let mut buf = vec![0u8; BUF_BYTES];
+        while let Ok((n, from)) = udp.recv_from(&mut buf) {
+            let _ = udp.send_to(&buf[..n], from);
+        }
+    });
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_nodelay(true);
+            thread::spawn(move || {
+                let mut buf = vec![0u8; BUF_BYTES];
+                loop {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if stream.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                let _ = stream.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    // Blocked threads end with the process.
+    while !stop.load(Ordering::Relaxed) {
+        thread::sleep(Duration::from_millis(20));
+    }
+    println!("stopped");
+    Ok(())
+}

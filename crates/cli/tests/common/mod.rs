@@ -1,0 +1,561 @@
+//! Helpers for the namespace tests: topologies built in private namespaces (removed on drop),
+//! child processes with their stdin fed from seeded data and their stdout hashed, and a lock
+//! that runs the tests one at a time (each one spins a core; the machine has two).
+//!
+//! These tests need root. Without it they FAIL with a message saying so; they never skip.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use netns::{veth_pair, ChildGuard, Netns};
+use sha2::{Digest, Sha256};
+
+/// 100 MiB, the transfer size.
+pub const TRANSFER_BYTES: u64 = 100 << 20;
+
+/// The corestack binary under test.
+pub fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_corestack"))
+}
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Takes the suite-wide lock and checks privileges: call first in every test.
+pub fn start() -> MutexGuard<'static, ()> {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Err(e) = netns::check_privileges() {
+        panic!("these tests create network namespaces and need root: run `sudo make test` ({e})");
+    }
+    guard
+}
+
+/// Two namespaces joined by one veth pair: `linux` has `vl` with 10.{net}.1.1/24, `core` has `vc`
+/// with no kernel address (corestack takes 10.{net}.1.2 there).
+pub struct Pair {
+    pub linux: Netns,
+    pub core: Netns,
+    pub linux_ip: String,
+    pub core_ip: String,
+}
+
+impl Pair {
+    pub fn new(net: u8) -> Pair {
+        let linux = Netns::new("tl").expect("creating a namespace");
+        let core = Netns::new("tc").expect("creating a namespace");
+        veth_pair(&linux, "vl", &core, "vc").expect("creating the veth pair");
+        netns::addr_add(&linux, "vl", &format!("10.{net}.1.1/24")).expect("adding an address");
+        Pair {
+            linux,
+            core,
+            linux_ip: format!("10.{net}.1.1"),
+            core_ip: format!("10.{net}.1.2"),
+        }
+    }
+
+    /// `--iface vc --ip 10.N.1.2/24 --driver af_xdp`.
+    pub fn core_args(&self) -> Vec<String> {
+        [
+            "--iface",
+            "vc",
+            "--ip",
+            &format!("{}/24", self.core_ip),
+            "--driver",
+            "af_xdp",
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+}
+
+/// Like [`Pair`] with the impairment bridge between: linux `vl` <-> `ml` [mid] `mc` <-> `vc` core,
+/// `corestack impair` running in `mid`.
+pub struct Impaired {
+    bridge: Option<Proc>,
+    pub pair: Pair,
+    pub mid: Netns,
+}
+
+impl Impaired {
+    pub fn new(net: u8, impair_args: &[&str]) -> Impaired {
+        let linux = Netns::new("tl").expect("creating a namespace");
+        let mid = Netns::new("tm").expect("creating a namespace");
+        let core = Netns::new("tc").expect("creating a namespace");
+        veth_pair(&linux, "vl", &mid, "ml").expect("creating a veth pair");
+        veth_pair(&mid, "mc", &core, "vc").expect("creating a veth pair");
+        netns::addr_add(&linux, "vl", &format!("10.{net}.1.1/24")).expect("adding an address");
+        let mut cmd = mid.exec(bin());
+        cmd.args(["impair", "--a", "ml", "--b", "mc"])
+            .args(impair_args)
+            .stdin(Stdio::null());
+        let mut bridge = Proc::spawn("corestack impair", cmd, None, Out::Text);
+        bridge.wait_stderr("bridging", Duration::from_secs(10));
+        let pair = Pair {
+            linux,
+            core,
+            linux_ip: format!("10.{net}.1.1"),
+            core_ip: format!("10.{net}.1.2"),
+        };
+        Impaired {
+            bridge: Some(bridge),
+            pair,
+            mid,
+        }
+    }
+
+    /// Stops the bridge and returns its totals line's counters: (lost, reordered).
+    pub fn stop_bridge(&mut self) -> (u64, u64) {
+        let f = self.bridge.take().expect("bridge running").terminate();
+        assert!(
+            f.status.success(),
+            "corestack impair failed ({}): {}",
+            f.status,
+            f.stderr
+        );
+        let line = f
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("impaired:"))
+            .unwrap_or_else(|| panic!("no totals: {}", f.stdout));
+        let count = |key: &str| -> u64 {
+            line.split_whitespace()
+                .find_map(|kv| kv.strip_prefix(key))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {key} in {line:?}"))
+        };
+        (count("lost="), count("reordered="))
+    }
+}
+
+/// Like [`Pair`], but corestack uses a persistent tap device `tap0` in `core`, bridged (`br0`)
+/// with `vc`.
+pub fn tap_pair(net: u8) -> Pair {
+    let pair = Pair::new(net);
+    let ns = &pair.core;
+    let ip = |args: &[&str]| {
+        ns.run("ip", args)
+            .unwrap_or_else(|e| panic!("ip {args:?}: {e}"))
+    };
+    ip(&["tuntap", "add", "dev", "tap0", "mode", "tap"]);
+    ip(&["link", "add", "br0", "type", "bridge", "forward_delay", "0"]);
+    ip(&["link", "set", "vc", "master", "br0"]);
+    ip(&["link", "set", "tap0", "master", "br0"]);
+    ip(&["link", "set", "br0", "up"]);
+    ip(&["link", "set", "tap0", "up"]);
+    pair
+}
+
+/// `--iface tap0 --ip 10.N.1.2/24 --driver tap`.
+pub fn tap_args(pair: &Pair) -> Vec<String> {
+    [
+        "--iface",
+        "tap0",
+        "--ip",
+        &format!("{}/24", pair.core_ip),
+        "--driver",
+        "tap",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Seeded pseudo-random bytes (xorshift64*).
+struct Gen(u64);
+
+impl Gen {
+    fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            let mut x = self.0;
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            self.0 = x;
+            let v = x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+}
+
+/// Bytes and sha256 of a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Digested {
+    pub bytes: u64,
+    pub sha256: [u8; 32],
+}
+
+/// What a child did.
+#[derive(Debug)]
+pub struct Finished {
+    pub status: ExitStatus,
+    pub stderr: String,
+    /// stdout, if it was kept as text.
+    pub stdout: String,
+    /// What was written to its stdin, if fed.
+    pub fed: Option<Digested>,
+    /// What came out of its stdout, if hashed.
+    pub out: Option<Digested>,
+}
+
+/// What to do with a child's stdout.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Out {
+    Text,
+    Hash,
+}
+
+/// A running child: stdin fed (optional), stdout hashed or kept, stderr kept.
+pub struct Proc {
+    name: String,
+    guard: ChildGuard,
+    stderr: Arc<Mutex<String>>,
+    stdout_text: Arc<Mutex<String>>,
+    stdout: Option<JoinHandle<Digested>>,
+    stdin: Option<JoinHandle<Digested>>,
+    err_thread: Option<JoinHandle<()>>,
+}
+
+impl Proc {
+    /// Spawns `cmd`; with `feed = Some(n)`, writes `n` seeded bytes to its stdin then closes it
+    /// (else stdin is /dev/null).
+    pub fn spawn(name: &str, mut cmd: Command, feed: Option<u64>, out: Out) -> Proc {
+        cmd.stdin(if feed.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut guard =
+            ChildGuard::spawn(&mut cmd).unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        let child = guard.child_mut();
+        let stdin = child.stdin.take().map(|mut w| {
+            let n = feed.unwrap_or(0);
+            thread::spawn(move || {
+                let mut gen = Gen(0x1234_5678_9abc_def1);
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut h = Sha256::new();
+                let mut sent = 0u64;
+                while sent < n {
+                    let len = (n - sent).min(buf.len() as u64) as usize;
+                    gen.fill(&mut buf[..len]);
+                    if w.write_all(&buf[..len]).is_err() {
+                        break;
+                    }
+                    h.update(&buf[..len]);
+                    sent += len as u64;
+                }
+                Digested {
+                    bytes: sent,
+                    sha256: h.finalize().into(),
+                }
+            })
+        });
+        let mut so = child.stdout.take().expect("stdout is piped");
+        let stdout_text = Arc::new(Mutex::new(String::new()));
+        let text_sink = Arc::clone(&stdout_text);
+        let stdout = Some(thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut h = Sha256::new();
+            let mut n = 0u64;
+            while let Ok(k) = so.read(&mut buf) {
+                if k == 0 {
+                    break;
+                }
+                n += k as u64;
+                match out {
+                    Out::Hash => h.update(&buf[..k]),
+                    Out::Text => {
+                        if let Ok(mut t) = text_sink.lock() {
+                            t.push_str(&String::from_utf8_lossy(&buf[..k]));
+                        }
+                    }
+                }
+            }
+            Digested {
+                bytes: n,
+                sha256: h.finalize().into(),
+            }
+        }));
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut se = child.stderr.take().expect("stderr is piped");
+        let sink = Arc::clone(&stderr);
+        let err_thread = Some(thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(k) = se.read(&mut buf) {
+                if k == 0 {
+                    break;
+                }
+                if let Ok(mut s) = sink.lock() {
+                    s.push_str(&String::from_utf8_lossy(&buf[..k]));
+                }
+            }
+        }));
+        Proc {
+            name: name.to_string(),
+            guard,
+            stderr,
+            stdout_text,
+            stdout,
+            stdin,
+            err_thread,
+        }
+    }
+
+    /// Everything the child wrote on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// stdout so far (with [`Out::Text`]).
+    pub fn stdout(&self) -> String {
+        self.stdout_text
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+
+    /// Waits until stderr contains `needle`; panics (with stderr) on timeout or exit.
+    pub fn wait_stderr(&mut self, needle: &str, timeout: Duration) {
+        self.wait_for(needle, timeout, false)
+    }
+
+    /// Waits until stdout (with [`Out::Text`]) contains `needle`; panics on timeout or exit.
+    pub fn wait_stdout(&mut self, needle: &str, timeout: Duration) {
+        self.wait_for(needle, timeout, true)
+    }
+
+    fn wait_for(&mut self, needle: &str, timeout: Duration, on_stdout: bool) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let text = if on_stdout {
+                self.stdout()
+            } else {
+                self.stderr()
+            };
+            if text.contains(needle) {
+                return;
+            }
+            if let Ok(Some(status)) = self.guard.wait_timeout(Duration::from_millis(20)) {
+                thread::sleep(Duration::from_millis(50));
+                panic!(
+                    "{} exited ({status}) before printing {needle:?}; stderr:\n{}",
+                    self.name,
+                    self.stderr()
+                );
+            }
+        }
+        panic!(
+            "{} did not print {needle:?} within {timeout:?}; stderr:\n{}",
+            self.name,
+            self.stderr()
+        );
+    }
+
+    /// Sends SIGTERM and collects what it printed.
+    pub fn terminate(mut self) -> Finished {
+        let _ = self.guard.terminate(Duration::from_secs(5));
+        self.finish(Duration::from_secs(5))
+    }
+
+    /// Waits up to `timeout` for exit; panics with stderr if it does not exit in time.
+    pub fn finish(mut self, timeout: Duration) -> Finished {
+        let status = match self.guard.wait_timeout(timeout) {
+            Ok(Some(s)) => s,
+            _ => {
+                let err = self.stderr();
+                drop(self.guard);
+                panic!(
+                    "{} did not finish within {timeout:?}; stderr:\n{err}",
+                    self.name
+                );
+            }
+        };
+        let fed = self
+            .stdin
+            .take()
+            .map(|h| h.join().expect("stdin feeder panicked"));
+        let out = self
+            .stdout
+            .take()
+            .map(|h| h.join().expect("stdout reader panicked"));
+        if let Some(h) = self.err_thread.take() {
+            let _ = h.join();
+        }
+        Finished {
+            status,
+            stderr: self.stderr(),
+            stdout: self.stdout(),
+            fed,
+            out,
+        }
+    }
+}
+
+/// This binary with `args` in `ns`.
+pub fn corestack(ns: &Netns, args: &[&str]) -> Command {
+    let mut cmd = ns.exec(bin());
+    cmd.args(args);
+    cmd
+}
+
+/// Starts `corestack serve echo` in `ns` and waits for it to listen.
+pub fn echo_server(ns: &Netns, stack_args: &[String], port: u16) -> Proc {
+    let mut cmd = ns.exec(bin());
+    cmd.args(["serve", "echo", "--port", &port.to_string()])
+        .args(stack_args);
+    let mut p = Proc::spawn("corestack serve echo", cmd, None, Out::Text);
+    p.wait_stdout("listening on", Duration::from_secs(30));
+    p
+}
+
+/// Pings `ip` from `ns` once a second until one reply, at most `tries` times.
+pub fn ping_until_up(ns: &Netns, ip: &str, tries: u32) {
+    for _ in 0..tries {
+        if ns.run("ping", &["-c", "1", "-W", "1", ip]).is_ok() {
+            return;
+        }
+    }
+    panic!(
+        "{ip} did not answer ping from {} within {tries} tries",
+        ns.name()
+    );
+}
+
+/// Waits until a kernel TCP listener on `port` exists in `ns`.
+pub fn wait_kernel_listen(ns: &Netns, port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let out = ns
+            .run("ss", &["-ltnH", &format!("sport = :{port}")])
+            .unwrap_or_default();
+        if !out.trim().is_empty() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no listener on port {port} in {}", ns.name());
+}
+
+/// Linux `nc` client in `pair.linux` -> `corestack nc -l` in `pair.core`: 100 MiB, sha256 equal.
+pub fn transfer_linux_to_corestack(
+    pair: &Pair,
+    core_args: &[String],
+    port: u16,
+    timeout: Duration,
+) {
+    let mut srv = corestack(&pair.core, &["nc", "-l", &port.to_string()]);
+    srv.args(core_args);
+    let mut server = Proc::spawn("corestack nc -l", srv, None, Out::Hash);
+    server.wait_stderr("listening on", Duration::from_secs(30));
+    let mut cli = pair.linux.exec("nc");
+    cli.args(["-N", &pair.core_ip, &port.to_string()]);
+    let client = Proc::spawn("linux nc", cli, Some(TRANSFER_BYTES), Out::Hash);
+    let c = client.finish(timeout);
+    let s = server.finish(Duration::from_secs(20));
+    assert!(
+        c.status.success(),
+        "linux nc failed ({}): {}\ncorestack: {}",
+        c.status,
+        c.stderr,
+        s.stderr
+    );
+    assert!(
+        s.status.success(),
+        "corestack nc -l failed ({}): {}",
+        s.status,
+        s.stderr
+    );
+    let fed = c.fed.expect("fed");
+    assert_eq!(
+        fed.bytes, TRANSFER_BYTES,
+        "linux nc took only {} bytes",
+        fed.bytes
+    );
+    assert_eq!(
+        s.out.expect("hashed"),
+        fed,
+        "corestack received different bytes"
+    );
+}
+
+/// `corestack nc` client in `pair.core` -> Linux `nc -l` in `pair.linux`: 100 MiB, sha256 equal.
+pub fn transfer_corestack_to_linux(
+    pair: &Pair,
+    core_args: &[String],
+    port: u16,
+    timeout: Duration,
+) {
+    let mut srv = pair.linux.exec("nc");
+    srv.args(["-l", &port.to_string()]);
+    let server = Proc::spawn("linux nc -l", srv, None, Out::Hash);
+    wait_kernel_listen(&pair.linux, port);
+    let mut cli = corestack(&pair.core, &["nc"]);
+    cli.args(core_args)
+        .args([pair.linux_ip.as_str(), &port.to_string()]);
+    let client = Proc::spawn("corestack nc", cli, Some(TRANSFER_BYTES), Out::Hash);
+    let c = client.finish(timeout);
+    let s = server.finish(Duration::from_secs(20));
+    assert!(
+        c.status.success(),
+        "corestack nc failed ({}): {}",
+        c.status,
+        c.stderr
+    );
+    assert!(
+        s.status.success(),
+        "linux nc -l failed ({}): {}",
+        s.status,
+        s.stderr
+    );
+    let fed = c.fed.expect("fed");
+    assert_eq!(
+        fed.bytes, TRANSFER_BYTES,
+        "corestack nc took only {} bytes",
+        fed.bytes
+    );
+    assert_eq!(
+        s.out.expect("hashed"),
+        fed,
+        "Linux received different bytes"
+    );
+}
+
+/// Runs `corestack bench pingpong --json` (kernel stack) in `ns` and returns the JSON.
+pub fn kernel_pingpong(
+    ns: &Netns,
+    proto: &str,
+    target: &str,
+    size: u32,
+    secs: f64,
+) -> serde_json::Value {
+    let size = size.to_string();
+    let secs = secs.to_string();
+    let cmd = corestack(
+        ns,
+        &[
+            "bench",
+            "pingpong",
+            proto,
+            "--target",
+            target,
+            "--size",
+            &size,
+            "--duration",
+            &secs,
+            "--warmup",
+            "0.2",
+            "--json",
+        ],
+    );
+    let f = Proc::spawn("bench pingpong", cmd, None, Out::Text).finish(Duration::from_secs(30));
+    assert!(
+        f.status.success(),
+        "bench pingpong failed ({}): {}",
+        f.status,
+        f.stderr
+    );
+    serde_json::from_str(f.stdout.trim()).unwrap_or_else(|e| panic!("bad JSON {:?}: {e}", f.stdout))
+}

@@ -1,0 +1,174 @@
+//! End-to-end tests of the `corestack` binary against the Linux stack, in network namespaces
+//! each test creates (and removes, also on failure). They need root: without it they fail with a
+//! message saying so. They run one at a time (a lock), since corestack spins a core.
+//!
+//! Addresses: 10.N.1.1 is Linux, 10.N.1.2 is corestack, N differs per test.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+/// Impairments for the lossy-link tests: 1% loss and 1% reordering each way, fixed seed.
+const IMPAIR: &[&str] = &["--loss", "1", "--reorder", "1", "--seed", "42"];
+const CLEAN_TIMEOUT: Duration = Duration::from_secs(120);
+const IMPAIRED_TIMEOUT: Duration = Duration::from_secs(240);
+
+#[test]
+fn afxdp_echo_server_ping_from_linux_gets_every_reply() {
+    let _lock = start();
+    let pair = Pair::new(80);
+    let server = echo_server(&pair.core, &pair.core_args(), 7);
+    let out = pair
+        .linux
+        .run("ping", &["-c", "5", "-i", "0.2", "-W", "2", &pair.core_ip]);
+    let out =
+        out.unwrap_or_else(|e| panic!("ping failed: {e}; server stderr:\n{}", server.stderr()));
+    assert!(out.contains("5 received"), "{out}");
+    let f = server.terminate();
+    assert!(
+        f.status.success(),
+        "serve echo exited with {}: {}",
+        f.status,
+        f.stderr
+    );
+    assert!(
+        f.stdout.contains("corestack statistics"),
+        "no statistics at exit: {}",
+        f.stdout
+    );
+}
+
+#[test]
+fn afxdp_echo_server_udp_from_linux_client_echoes_every_datagram() {
+    let _lock = start();
+    let pair = Pair::new(81);
+    let server = echo_server(&pair.core, &pair.core_args(), 7);
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    let target = format!("{}:7", pair.core_ip);
+    for size in [64, 1400] {
+        let r = kernel_pingpong(&pair.linux, "--udp", &target, size, 1.0);
+        let trips = r["round_trips"].as_u64().unwrap_or(0);
+        assert!(
+            trips >= 100,
+            "only {trips} UDP round trips of {size} bytes in 1 s: {r}"
+        );
+        assert_eq!(
+            r["lost"].as_u64(),
+            Some(0),
+            "UDP echoes lost on a clean link: {r}"
+        );
+    }
+    let r = kernel_pingpong(&pair.linux, "--tcp", &target, 64, 1.0);
+    assert!(
+        r["round_trips"].as_u64().unwrap_or(0) >= 100,
+        "TCP ping-pong too slow: {r}"
+    );
+    drop(server);
+}
+
+#[test]
+fn afxdp_nc_connect_to_closed_port_reports_econnrefused() {
+    let _lock = start();
+    let pair = Pair::new(82);
+    let mut cmd = corestack(&pair.core, &["nc"]);
+    cmd.args(pair.core_args())
+        .args([pair.linux_ip.as_str(), "9"]);
+    let f = Proc::spawn("corestack nc", cmd, None, Out::Text).finish(Duration::from_secs(30));
+    assert!(
+        !f.status.success(),
+        "connect to a closed port succeeded: {}",
+        f.stderr
+    );
+    assert!(
+        f.stderr.contains("ECONNREFUSED"),
+        "expected ECONNREFUSED, got: {}",
+        f.stderr
+    );
+    assert!(
+        f.stderr.starts_with("error: ") || f.stderr.contains("\nerror: "),
+        "{}",
+        f.stderr
+    );
+}
+
+#[test]
+fn afxdp_clean_link_linux_nc_to_corestack_100mib_sha256_equal() {
+    let _lock = start();
+    let pair = Pair::new(83);
+    transfer_linux_to_corestack(&pair, &pair.core_args(), 5001, CLEAN_TIMEOUT);
+}
+
+#[test]
+fn afxdp_clean_link_corestack_nc_to_linux_100mib_sha256_equal() {
+    let _lock = start();
+    let pair = Pair::new(84);
+    transfer_corestack_to_linux(&pair, &pair.core_args(), 5002, CLEAN_TIMEOUT);
+}
+
+#[test]
+fn afxdp_lossy_reordering_link_linux_nc_to_corestack_100mib_sha256_equal() {
+    let _lock = start();
+    let mut net = Impaired::new(85, IMPAIR);
+    transfer_linux_to_corestack(&net.pair, &net.pair.core_args(), 5003, IMPAIRED_TIMEOUT);
+    let (lost, reordered) = net.stop_bridge();
+    eprintln!("impairment bridge: lost {lost}, reordered {reordered}");
+    assert!(
+        lost > 100 && reordered > 100,
+        "the link was not impaired: lost {lost}, reordered {reordered}"
+    );
+}
+
+#[test]
+fn afxdp_lossy_reordering_link_corestack_nc_to_linux_100mib_sha256_equal() {
+    let _lock = start();
+    let mut net = Impaired::new(86, IMPAIR);
+    transfer_corestack_to_linux(&net.pair, &net.pair.core_args(), 5004, IMPAIRED_TIMEOUT);
+    let (lost, reordered) = net.stop_bridge();
+    eprintln!("impairment bridge: lost {lost}, reordered {reordered}");
+    assert!(
+        lost > 100 && reordered > 100,
+        "the link was not impaired: lost {lost}, reordered {reordered}"
+    );
+}
+
+#[test]
+fn tap_echo_server_ping_and_udp_from_linux_are_answered() {
+    let _lock = start();
+    let pair = tap_pair(87);
+    let server = echo_server(&pair.core, &tap_args(&pair), 7);
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    let out = pair
+        .linux
+        .run("ping", &["-c", "3", "-i", "0.2", "-W", "2", &pair.core_ip]);
+    let out =
+        out.unwrap_or_else(|e| panic!("ping failed: {e}; server stderr:\n{}", server.stderr()));
+    assert!(out.contains("3 received"), "{out}");
+    let r = kernel_pingpong(
+        &pair.linux,
+        "--udp",
+        &format!("{}:7", pair.core_ip),
+        512,
+        1.0,
+    );
+    assert!(
+        r["round_trips"].as_u64().unwrap_or(0) >= 100,
+        "tap UDP echo too slow: {r}"
+    );
+    assert_eq!(r["lost"].as_u64(), Some(0), "UDP echoes lost over tap: {r}");
+}
+
+#[test]
+fn tap_clean_link_linux_nc_to_corestack_100mib_sha256_equal() {
+    let _lock = start();
+    let pair = tap_pair(88);
+    transfer_linux_to_corestack(&pair, &tap_args(&pair), 5005, CLEAN_TIMEOUT);
+}
+
+#[test]
+fn tap_clean_link_corestack_nc_to_linux_100mib_sha256_equal() {
+    let _lock = start();
+    let pair = tap_pair(89);
+    transfer_corestack_to_linux(&pair, &tap_args(&pair), 5006, CLEAN_TIMEOUT);
+}

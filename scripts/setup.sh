@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Prepares this machine for `make demo` and `make test` (Debian/Ubuntu, as root). Idempotent:
+# installs only the packages that are missing, adds rustfmt/clippy only if absent, mounts bpffs
+# only if it is not mounted.
+set -euo pipefail
+
+if [[ $(id -u) -ne 0 ]]; then
+    echo "error: corestack's demo and tests create network namespaces and attach XDP programs: run as root (sudo make ...)" >&2
+    exit 1
+fi
+
+packages=(iproute2 iputils-ping ethtool netcat-openbsd tcpdump pkg-config libxdp-dev libbpf-dev)
+missing=()
+for p in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null && [[ -f "$HOME/.cargo/env" ]]; then
+    # shellcheck disable=SC1091
+    source "$HOME/.cargo/env"
+fi
+command -v cargo >/dev/null || { echo "error: cargo not found: install Rust (https://rustup.rs)" >&2; exit 1; }
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+    echo "setup: adding rustfmt and clippy"
+    rustup component add rustfmt clippy
+fi
+
+if ! mountpoint -q /sys/fs/bpf; then
+    echo "setup: mounting bpffs at /sys/fs/bpf"
+    mkdir -p /sys/fs/bpf
+    mount -t bpf bpf /sys/fs/bpf
+fi
