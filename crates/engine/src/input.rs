@@ -93,9 +93,22 @@ impl Core {
             return;
         }
         if ip.is_fragment() {
-            self.stats.drop_ipv4_fragment += 1;
+            // RFC 791 §3.2: reassemble, then handle the whole datagram. The
+            // table is taken out while the datagram (borrowed from it) is
+            // handled; an empty `Reassembler` allocates nothing.
+            let mut frag = core::mem::take(&mut self.frag);
+            if let Some(whole) = frag.push(self.now, &ip, &mut self.stats) {
+                self.deliver_ipv4(eth, &whole, tx);
+            }
+            self.frag = frag;
             return;
         }
+        self.deliver_ipv4(eth, &ip, tx);
+    }
+
+    /// Hands a whole datagram for us (unfragmented or reassembled) to its
+    /// protocol.
+    fn deliver_ipv4<T: TxQueue>(&mut self, eth: &EthernetRepr, ip: &Ipv4Packet<'_>, tx: &mut T) {
         let src = ip.src();
         // Learn the peer's MAC from its traffic when it is on-link and the
         // cache already knows it (refresh only; RFC 1122 §2.3.2.1 allows it).
@@ -104,7 +117,7 @@ impl Core {
         }
         match ip.protocol() {
             PROTO_ICMP => self.handle_icmp(src, ip.payload(), tx),
-            PROTO_UDP => self.handle_udp(&ip, tx),
+            PROTO_UDP => self.handle_udp(ip, tx),
             PROTO_TCP => self.handle_tcp(src, ip.payload(), tx),
             _ => self.stats.drop_ipv4_unsupported_proto += 1,
         }
@@ -137,8 +150,39 @@ impl Core {
                     self.stats.icmp_echo_replies_tx += 1;
                 }
             }
+            Ok(Icmpv4Repr::DstUnreachable { data, .. }) => {
+                self.stats.icmp_other_rx += 1;
+                self.count_tcp_icmp_error(data);
+            }
             Ok(_) => self.stats.icmp_other_rx += 1,
             Err(_) => self.stats.drop_icmp_malformed += 1,
+        }
+    }
+
+    /// RFC 1122 §4.2.3.9: an ICMP error quoting a segment one of our TCP
+    /// connections sent is counted (`icmp_tcp_errors_rx`). It does not
+    /// change the connection: soft errors MUST NOT abort it, and PMTU
+    /// discovery (RFC 1191) is not done here.
+    fn count_tcp_icmp_error(&mut self, quote: &[u8]) {
+        // The quoted header may be cut short past 8 payload bytes (RFC 792),
+        // so it is read field by field, not through `Ipv4Packet`.
+        let Some(&vihl) = quote.first() else { return };
+        let hl = usize::from(vihl & 0x0f) * 4;
+        if vihl >> 4 != 4 || hl < wire::ipv4::HEADER_LEN || quote.len() < hl + 4 {
+            return;
+        }
+        let ip = |at: usize| Ipv4Addr::new(quote[at], quote[at + 1], quote[at + 2], quote[at + 3]);
+        if quote[9] != PROTO_TCP || ip(12) != self.link.ip {
+            return;
+        }
+        let local_port = u16::from_be_bytes([quote[hl], quote[hl + 1]]);
+        let remote = SocketAddrV4::new(ip(16), u16::from_be_bytes([quote[hl + 2], quote[hl + 3]]));
+        if self
+            .sockets
+            .flows
+            .contains_key(&flow_key(remote, local_port))
+        {
+            self.stats.icmp_tcp_errors_rx += 1;
         }
     }
 

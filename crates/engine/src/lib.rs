@@ -11,10 +11,12 @@
 #![forbid(unsafe_code)]
 
 pub mod arp;
+pub mod frag;
 mod input;
 pub mod link;
 mod sockets;
 pub mod stats;
+pub mod syncookie;
 pub mod tcp;
 pub mod time;
 pub mod timer;
@@ -103,6 +105,8 @@ pub(crate) struct Core {
     pub link: Link,
     pub stats: Stats,
     pub sockets: Sockets,
+    /// IPv4 reassembly contexts, allocated at start.
+    pub frag: frag::Reassembler,
     timers: TimerWheel,
     expired: Vec<(Instant, u32)>,
     dirty: Vec<u32>,
@@ -148,6 +152,7 @@ impl<P: Port> Engine<P> {
                 link,
                 stats: Stats::default(),
                 sockets: Sockets::new(max),
+                frag: frag::Reassembler::new(frag::FRAG_CONTEXTS),
                 timers: TimerWheel::new(now, 64),
                 expired: Vec::with_capacity(max.max(64)),
                 dirty: Vec::with_capacity(max),
@@ -442,6 +447,7 @@ impl Core {
     fn housekeeping<T: TxQueue>(&mut self, tx: &mut T) {
         let now = self.now;
         self.link.poll_arp(tx, &mut self.stats, now);
+        self.frag.expire(now, &mut self.stats);
         for slot in 0..self.sockets.slots.len() as u32 {
             let orphan = match self.sockets.slots[slot as usize].as_ref() {
                 Some(Socket::Tcp(c)) => {
@@ -553,23 +559,11 @@ impl Core {
                 local,
                 accept,
             } => {
-                let mut port = local.port();
-                if port == 0 {
-                    port = match self
-                        .sockets
-                        .ephemeral_port(|s, p| s.listeners.contains_key(&p))
-                    {
-                        Some(p) => p,
-                        None => return shared.set_closed(libc_errno::EADDRINUSE),
-                    };
-                }
-                if self.sockets.listeners.contains_key(&port) {
-                    return shared.set_closed(libc_errno::EADDRINUSE);
-                }
-                if !local.ip().is_unspecified() && *local.ip() != self.link.ip {
-                    return shared.set_closed(libc_errno::EADDRNOTAVAIL);
-                }
-                let local = SocketAddrV4::new(self.link.ip, port);
+                let local = match self.bind_addr(local, |s, p| s.listeners.contains_key(&p)) {
+                    Ok(a) => a,
+                    Err(errno) => return shared.set_closed(errno),
+                };
+                let port = local.port();
                 shared.set_addrs(local, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
                 let backlog = accept.capacity();
                 let l = Listener {
@@ -595,20 +589,11 @@ impl Core {
                 tx: txr,
                 rx,
             } => {
-                let mut port = local.port();
-                if port == 0 {
-                    port = match self.sockets.ephemeral_port(|s, p| s.udp.contains_key(&p)) {
-                        Some(p) => p,
-                        None => return shared.set_closed(libc_errno::EADDRINUSE),
-                    };
-                }
-                if self.sockets.udp.contains_key(&port) {
-                    return shared.set_closed(libc_errno::EADDRINUSE);
-                }
-                if !local.ip().is_unspecified() && *local.ip() != self.link.ip {
-                    return shared.set_closed(libc_errno::EADDRNOTAVAIL);
-                }
-                let local = SocketAddrV4::new(self.link.ip, port);
+                let local = match self.bind_addr(local, |s, p| s.udp.contains_key(&p)) {
+                    Ok(a) => a,
+                    Err(errno) => return shared.set_closed(errno),
+                };
+                let port = local.port();
                 shared.set_addrs(local, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
                 let u = UdpSock {
                     id,
@@ -662,6 +647,28 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// The local address a bind to `local` gets: our address, and the port
+    /// asked for or an ephemeral one free in the table `in_use` checks.
+    /// Errors: EADDRINUSE (port taken or none free), EADDRNOTAVAIL (not our address).
+    fn bind_addr(
+        &mut self,
+        local: SocketAddrV4,
+        in_use: impl Fn(&Sockets, u16) -> bool,
+    ) -> Result<SocketAddrV4, i32> {
+        if !local.ip().is_unspecified() && *local.ip() != self.link.ip {
+            return Err(libc_errno::EADDRNOTAVAIL);
+        }
+        let port = match local.port() {
+            0 => self
+                .sockets
+                .ephemeral_port(&in_use)
+                .ok_or(libc_errno::EADDRINUSE)?,
+            p if in_use(&self.sockets, p) => return Err(libc_errno::EADDRINUSE),
+            p => p,
+        };
+        Ok(SocketAddrV4::new(self.link.ip, port))
     }
 
     /// The application is done with the socket in `slot`.

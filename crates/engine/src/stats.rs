@@ -57,8 +57,24 @@ counters! {
     drop_ipv4_checksum,
     /// IPv4 packets for another address.
     drop_ipv4_other_dst,
-    /// IPv4 fragments (reassembly is not implemented yet).
-    drop_ipv4_fragment,
+    /// IPv4 fragments received for our address (RFC 791 §3.2).
+    frag_rx,
+    /// Datagrams reassembled from fragments.
+    frag_reassembled,
+    /// Fragments ignored as exact repeats of bytes already received.
+    frag_duplicate,
+    /// Fragments with a bad length (empty, or not a multiple of 8 bytes
+    /// with more to come), and datagrams split into too many holes.
+    drop_frag_malformed,
+    /// Datagrams dropped for overlapping fragments (a partial overlap, or a
+    /// repeat with other bytes), or a length contradicting the last fragment.
+    drop_frag_overlap,
+    /// Datagrams dropped because they would exceed 65535 bytes.
+    drop_frag_too_big,
+    /// Datagrams not completed within the reassembly timeout (30 s).
+    drop_frag_timeout,
+    /// Datagrams evicted because every reassembly context was busy.
+    drop_frag_no_context,
     /// IPv4 packets of a protocol other than ICMP, UDP, TCP.
     drop_ipv4_unsupported_proto,
     /// Packets to a destination with no route (not on-link, no gateway).
@@ -71,6 +87,9 @@ counters! {
     icmp_rate_limited,
     /// ICMP messages received other than echo requests.
     icmp_other_rx,
+    /// ICMP errors quoting a segment of one of our TCP connections
+    /// (RFC 1122 §4.2.3.9); counted only, the connection is not changed.
+    icmp_tcp_errors_rx,
     /// ICMP messages that were truncated or had a bad checksum.
     drop_icmp_malformed,
     /// UDP datagrams delivered to a socket.

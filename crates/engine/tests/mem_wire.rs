@@ -226,6 +226,68 @@ fn lossy_wire_16mib_each_way_arrives_byte_exact_and_runs_deterministic() {
     assert_eq!((a1, b1, t1), (a2, b2, t2), "same seed, same run");
 }
 
+/// The impairment matrix of the loss-recovery work, one direction's settings
+/// (both directions get the same, with independent seeded streams).
+fn matrix() -> Vec<(&'static str, Impairments)> {
+    let none = Impairments::default();
+    vec![
+        (
+            "loss 0.1%",
+            Impairments {
+                loss: 0.001,
+                ..none
+            },
+        ),
+        ("loss 1%", Impairments { loss: 0.01, ..none }),
+        ("loss 5%", Impairments { loss: 0.05, ..none }),
+        (
+            "delay 10 ms + loss 1%",
+            Impairments {
+                loss: 0.01,
+                delay_ns: 5_000_000,
+                ..none
+            },
+        ),
+        (
+            "reorder 5%",
+            Impairments {
+                reorder: 0.05,
+                ..none
+            },
+        ),
+        (
+            "duplicate 1%",
+            Impairments {
+                duplicate: 0.01,
+                ..none
+            },
+        ),
+        (
+            "corrupt 0.1%",
+            Impairments {
+                corrupt: 0.001,
+                ..none
+            },
+        ),
+    ]
+}
+
+#[test]
+fn impairment_matrix_16mib_each_way_arrives_byte_exact() {
+    for (i, (name, imp)) in matrix().into_iter().enumerate() {
+        let seed = 0x3a7_0000 + i as u64;
+        let start = std::time::Instant::now();
+        let (a, b, t) = run(seed, imp, 16 << 20);
+        println!(
+            "{name:<24} seed {seed:#x}: virtual {:>6} ms, wall {:>5} ms, segments {}+{}",
+            t / 1_000_000,
+            start.elapsed().as_millis(),
+            a.tcp_tx_segments,
+            b.tcp_tx_segments
+        );
+    }
+}
+
 #[test]
 fn clean_wire_transfer_completes_without_drops() {
     let (a, b, _) = run(7, Impairments::none(), 1 << 20);

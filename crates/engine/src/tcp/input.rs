@@ -8,6 +8,7 @@ use wire::SeqNum;
 
 use crate::time::Instant;
 
+use super::recovery::AckEvent;
 use super::tcb::{
     CloseReason, Events, PendingRst, RecvBuffer, SendBuffer, State, Tcb, MAX_DUPACKS_OWED,
 };
@@ -42,12 +43,25 @@ impl Tcb {
         rx: &mut impl RecvBuffer,
     ) -> Events {
         let mut ev = Events::default();
+        let ce = core::mem::take(&mut self.rx_ce);
+        self.rcv_time = now;
+        // Anything from the peer answers the keepalive probes.
+        self.ka_probes = 0;
+        self.ka_deadline = None;
+        match self.state {
+            State::Established | State::FinWait1 | State::FinWait2 => {
+                self.ecn_receive(ce, seg.flags.cwr(), !payload.is_empty());
+            }
+            _ => {}
+        }
         match self.state {
             State::Closed | State::Listen => {}
             State::SynSent => self.input_syn_sent(seg, payload, now, rx, &mut ev),
             _ => self.input_synchronized(seg, payload, now, tx, rx, &mut ev),
         }
         self.tx_len_seen = tx.len();
+        self.update_keepalive();
+        self.update_fin_wait2(now);
         // A window that just closed (or data now stuck behind it) starts the
         // persist timer even if the engine has nothing else to send.
         self.update_persist(now, self.tx_len_seen);
@@ -92,6 +106,8 @@ impl Tcb {
         self.rcv_nxt = seg.seq + 1;
         self.last_ack_sent = self.rcv_nxt;
         self.negotiate(&seg.options);
+        // RFC 3168 §6.1.1: an ECN-setup SYN-ACK has ECE and not CWR.
+        self.ecn_ok = self.ecn_offered() && f.ece() && !f.cwr();
         self.rcv_adv = self.rcv_nxt + self.syn_window;
         // The window of a SYN is never scaled (RFC 7323 §2.2).
         self.snd_wnd = usize::from(seg.window);
@@ -185,6 +201,11 @@ impl Tcb {
             // retransmitted FIN also restarts the 2*MSL timer.
             if !f.rst() {
                 self.ack_now = true;
+                let end = seg.seq + payload.len();
+                if !payload.is_empty() && end <= self.rcv_nxt {
+                    // RFC 2883: report the duplicate.
+                    self.note_duplicate(seg.seq, end);
+                }
                 if self.state == State::TimeWait && f.fin() {
                     self.time_wait_deadline = Some(now + self.cfg.time_wait);
                 }
@@ -215,6 +236,10 @@ impl Tcb {
         }
         if !self.input_ack(seg, payload.len(), now, tx, ev) {
             return;
+        }
+        if acc.start > 0 && !f.syn() {
+            // The front of the segment was already received (RFC 2883).
+            self.note_duplicate(seg.seq, seg.seq + acc.start);
         }
         // Seventh and eighth: text and FIN.
         let data = payload.get(acc.start..acc.end).unwrap_or(&[]);
@@ -331,26 +356,29 @@ impl Tcb {
             return false;
         }
         let wnd = usize::from(seg.window) << self.snd_wscale;
+        let (sacked, dsack_tlp) = self.process_sack(seg, now);
+        let mut aev = AckEvent {
+            sacked,
+            ece: self.ecn_ok && seg.flags.ece(),
+            dsack_tlp,
+            ..AckEvent::default()
+        };
         if ack > self.snd_una {
-            self.ack_new_data(seg, now, tx, ev);
+            aev.new_ack = true;
+            aev.acked = self.ack_new_data(seg, now, tx, ev);
         } else if ack == self.snd_una
             && plen == 0
             && !seg.flags.fin()
-            && wnd == self.snd_wnd
-            && wnd != 0
             && self.snd_nxt > self.snd_una
+            && ((wnd == self.snd_wnd && wnd != 0) || sacked > 0)
         {
             // RFC 5681 §2: outstanding data, no payload, no SYN/FIN, ACK =
-            // snd_una, unchanged window: a duplicate ACK.
-            self.stats.dup_acks += 1;
-            let flight = self.snd_max - self.snd_una;
-            if self
-                .cc
-                .on_dupack(self.snd_una, self.snd_max, flight, self.eff_mss)
-            {
-                self.stats.fast_retransmits += 1;
-                self.rexmit_one = true;
-            }
+            // snd_una, unchanged window: a duplicate ACK; with SACK, one
+            // that carries new SACK information counts too (RFC 6675 §2).
+            aev.dup = true;
+        }
+        if aev.new_ack || aev.dup || sacked > 0 || aev.ece {
+            self.on_ack_recovery(aev, now);
         }
         // Window update (§3.10.7.4): if SND.UNA =< SEG.ACK =< SND.NXT and
         // (SND.WL1 < SEG.SEQ or (SND.WL1 = SEG.SEQ and SND.WL2 =< SEG.ACK)).
@@ -387,13 +415,14 @@ impl Tcb {
 
     /// SND.UNA < SEG.ACK =< SND.MAX: consume acknowledged bytes, sample the
     /// RTT, update the congestion window and the retransmission timer.
+    /// Returns the data bytes newly acknowledged.
     fn ack_new_data(
         &mut self,
         seg: &TcpRepr,
         now: Instant,
         tx: &mut impl SendBuffer,
         ev: &mut Events,
-    ) {
+    ) -> usize {
         let ack = seg.ack;
         let data_end = self.tx_base + tx.len();
         let acked_data = if ack > self.tx_base {
@@ -412,15 +441,12 @@ impl Tcb {
         }
         self.retries = 0;
         self.take_rtt_sample(seg, now);
-        let flight = self.snd_max - self.snd_una;
-        if self.cc.on_ack(ack, acked_data, flight, self.eff_mss) {
-            // RFC 6582 §3.2 step 5: a partial ACK; retransmit the next hole.
-            self.rexmit_one = true;
-        }
+        self.scoreboard_ack(seg, now);
         // RFC 6298 §5.2/5.3: stop the timer when nothing is outstanding,
         // restart it otherwise.
         self.rto_deadline = (self.snd_nxt > self.snd_una).then(|| now + self.rto.rto());
         self.persist_shift = 0;
+        acked_data
     }
 
     /// RTT measurement for an ACK of new data: the timed segment (Karn's
@@ -490,7 +516,14 @@ impl Tcb {
                     self.delack_deadline = Some(now + self.cfg.delayed_ack);
                 }
             } else if seq > self.rcv_nxt {
+                if self.ooo.covers(self.rcv_nxt, seq, seq + data.len()) {
+                    // Already held: a duplicate above rcv_nxt (RFC 2883 §4.2).
+                    self.note_duplicate(seq, seq + data.len());
+                }
                 let stored = self.ooo.insert(self.rcv_nxt, seq, data);
+                if stored > 0 {
+                    self.note_ooo_arrival(seq);
+                }
                 self.stats.ooo_dropped_bytes += (data.len() - stored) as u64;
                 if stored < data.len() {
                     fin = false;

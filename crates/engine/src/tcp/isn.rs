@@ -41,4 +41,17 @@ impl IsnGenerator {
         let m = (now.as_nanos() / 4_000) as u32;
         SeqNum(m.wrapping_add(f))
     }
+
+    /// A timestamp clock offset for connections between these two hosts
+    /// (RFC 7323 §5.4): a keyed hash of the addresses, so TSvals reveal
+    /// neither our clock nor a relation between hosts, yet stay monotonic
+    /// across connections to the same peer (PAWS across incarnations), as
+    /// Linux does. Pass it to [`Tcb::set_ts_offset`](super::Tcb::set_ts_offset).
+    pub fn ts_offset(&self, local: SocketAddrV4, remote: SocketAddrV4) -> u32 {
+        let mut h = self.key.build_hasher();
+        b"tsoffset".hash(&mut h);
+        local.ip().octets().hash(&mut h);
+        remote.ip().octets().hash(&mut h);
+        h.finish() as u32
+    }
 }

@@ -9,36 +9,48 @@
 //!
 //! ```text
 //!   engine rx ──► Tcb::input ──► RecvBuffer (in-order bytes), Events
-//!   app write ──► SendBuffer ──► Tcb::poll_output ──► Segment { repr, payload_offset }
-//!   clock     ──► Tcb::next_timeout / Tcb::on_timer (RTO, delayed ACK, persist, TIME-WAIT)
+//!   app write ──► SendBuffer ──► Tcb::poll_output ──► Segment { repr, payload_offset, ect }
+//!   clock     ──► Tcb::next_timeout / Tcb::on_timer (RTO, RACK, TLP, delayed ACK, persist, keepalive, TIME-WAIT)
 //! ```
 //!
 //! Invariants: offset 0 of the [`SendBuffer`] is the first unacknowledged
 //! data byte; the [`RecvBuffer`] only ever receives in-order bytes; after
 //! creation, `input`, `poll_output` and `on_timer` never allocate (the
-//! out-of-order store is allocated once, `rcv_buf` bytes).
+//! out-of-order store is allocated once, `rcv_buf` bytes, and so is the
+//! scoreboard, `max_segments_in_flight` entries).
 //!
 //! Threading: a `Tcb` belongs to one engine core; nothing here is shared.
 //!
 //! Files: `tcb` (state, config, contract types), `input` (segment arrival,
-//! RFC 9293 §3.10.7), `output` (what to send), `timer` (timer expiry),
-//! `rto` (RFC 6298), `congestion` (NewReno, RFC 5681 + RFC 6582),
-//! `reassembly` (bounded out-of-order queue), `isn` (RFC 6528), `rst`
-//! (replies for segments to no connection, §3.10.7.1).
+//! RFC 9293 §3.10.7), `output` (what to send), `timer` (timer expiry,
+//! keepalive, FIN-WAIT-2 of orphans), `rto` (RFC 6298), `cc` (pluggable
+//! congestion control: NewReno, CUBIC RFC 9438, DCTCP RFC 8257),
+//! `recovery` (loss detection and recovery: NewReno RFC 6582, SACK RFC 2018
+//! / RFC 6675, D-SACK RFC 2883, RACK-TLP RFC 8985, ECN RFC 3168),
+//! `scoreboard` (the retransmission queue with SACK marks and transmit
+//! times, fixed capacity), `reassembly` (bounded out-of-order queue), `isn`
+//! (RFC 6528), `rst` (replies for segments to no connection, §3.10.7.1).
+//!
+//! ECN: the engine reports the IP ECN field of each arriving segment with
+//! [`Tcb::input_ecn`] before [`Tcb::input`], and sends a segment with
+//! ECT(0) when [`Segment::ect`] is set.
 
-mod congestion;
+mod cc;
 mod input;
 mod isn;
 mod output;
 mod reassembly;
+mod recovery;
 mod rst;
 mod rto;
+mod scoreboard;
 mod tcb;
 mod timer;
 
 #[cfg(test)]
 mod tests;
 
+pub use cc::{AckInfo, CcKind, CongestionControl, CongestionEvent};
 pub use isn::IsnGenerator;
 pub use rst::reply_rst;
 pub use tcb::{

@@ -7,6 +7,7 @@ use wire::SeqNum;
 
 use crate::time::Instant;
 
+use super::cc::CongestionControl;
 use super::tcb::{PendingRst, Segment, SendBuffer, State, Tcb};
 
 impl Tcb {
@@ -56,6 +57,24 @@ impl Tcb {
                 sent += 1;
             }
         }
+        // Segments deemed lost (RFC 6675 NextSeg rule 1) while pipe < cwnd.
+        while sent < max_segments && self.owed_ready(tx_len) {
+            match self.retransmit_owed(now, tx_len, rcv_free) {
+                Some(seg) => {
+                    emit(&seg);
+                    sent += 1;
+                }
+                None => break,
+            }
+        }
+        if self.tlp.pending && sent < max_segments {
+            self.tlp.pending = false;
+            if let Some(seg) = self.probe_tail(now, tx_len, rcv_free) {
+                emit(&seg);
+                sent += 1;
+            }
+        }
+        let snd_max_before = self.snd_max;
         while sent < max_segments {
             match self.data_segment(now, tx_len, rcv_free) {
                 Some(seg) => {
@@ -72,7 +91,26 @@ impl Tcb {
                 sent += 1;
             }
         }
-        if sent < max_segments && (self.ack_now || self.window_update) {
+        if self.snd_max > snd_max_before {
+            // New data went out: (re)start the probe timeout (RFC 8985 §7.2).
+            self.tlp.deadline = None;
+            self.arm_tlp(now);
+        }
+        if self.ka_pending && sent < max_segments {
+            // RFC 1122 §4.2.3.6: SEG.SEQ = SND.NXT - 1 and no data, which
+            // the peer must answer with an ACK.
+            self.ka_pending = false;
+            self.stats.keepalive_probes += 1;
+            let mut repr = self.base_repr(self.snd_max - 1, TcpFlags::ACK, now);
+            repr.window = self.advertise(rcv_free);
+            emit(&Segment {
+                repr,
+                payload_offset: 0,
+                ect: false,
+            });
+            sent += 1;
+        }
+        if sent < max_segments && (self.ack_now || self.window_update || self.dsack.is_some()) {
             emit(&self.ack_segment(now, rcv_free));
             sent += 1;
             self.dupacks_owed = self.dupacks_owed.saturating_sub(1);
@@ -85,6 +123,7 @@ impl Tcb {
             self.dupacks_owed -= 1;
         }
         self.update_persist(now, tx_len);
+        self.update_keepalive();
         sent
     }
 
@@ -105,10 +144,13 @@ impl Tcb {
                     || self.window_update
                     || self.rexmit_one
                     || self.probe_pending
+                    || self.tlp.pending
+                    || self.ka_pending
+                    || self.dsack.is_some()
                 {
                     return true;
                 }
-                self.data_ready(self.tx_len_seen).is_some()
+                self.owed_ready(self.tx_len_seen) || self.data_ready(self.tx_len_seen).is_some()
             }
         }
     }
@@ -146,9 +188,10 @@ impl Tcb {
         )
     }
 
-    /// Bytes that min(cwnd, snd_wnd) still allows beyond snd_nxt.
+    /// Bytes that min(cwnd, snd_wnd) still allows beyond snd_nxt; what is in
+    /// flight is RFC 6675 `pipe`.
     fn usable_window(&self) -> usize {
-        let flight = self.snd_nxt - self.snd_una;
+        let flight = self.pipe();
         let right = self.snd_una + self.snd_wnd;
         let snd_room = if right > self.snd_nxt {
             right - self.snd_nxt
@@ -164,6 +207,11 @@ impl Tcb {
     }
 
     fn base_repr(&self, seq: SeqNum, flags: u8, now: Instant) -> TcpRepr {
+        let mut flags = flags;
+        if self.ecn_ok && self.ece && flags & TcpFlags::ACK != 0 && flags & TcpFlags::SYN == 0 {
+            // RFC 3168 §6.1.3 / RFC 8257 §3.2: echo congestion on ACKs.
+            flags |= TcpFlags::ECE;
+        }
         let timestamps = self.ts_enabled.then(|| (self.ts_val(now), self.ts_recent));
         TcpRepr {
             src_port: self.local.port(),
@@ -226,6 +274,7 @@ impl Tcb {
                 ..TcpRepr::default()
             },
             payload_offset: 0,
+            ect: false,
         }
     }
 
@@ -239,8 +288,15 @@ impl Tcb {
         } else {
             TcpFlags::SYN
         };
+        let mut flags = flags;
+        if synack && self.ecn_ok {
+            flags |= TcpFlags::ECE; // RFC 3168 §6.1.1: ECN-setup SYN-ACK
+        } else if !synack && self.ecn_offered() {
+            flags |= TcpFlags::ECE | TcpFlags::CWR; // ECN-setup SYN
+        }
         let mut repr = self.base_repr(self.iss, flags, now);
         repr.options.mss = Some(self.cfg.mss);
+        repr.options.sack_permitted = if synack { self.sack_ok } else { self.cfg.sack };
         let window = rcv_free.min(0xffff);
         repr.window = window as u16;
         if synack {
@@ -278,6 +334,7 @@ impl Tcb {
         Segment {
             repr,
             payload_offset: 0,
+            ect: false,
         }
     }
 
@@ -287,9 +344,11 @@ impl Tcb {
     fn ack_segment(&mut self, now: Instant, rcv_free: usize) -> Segment {
         let mut repr = self.base_repr(self.snd_max, TcpFlags::ACK, now);
         repr.window = self.advertise(rcv_free);
+        self.fill_sack(&mut repr.options);
         Segment {
             repr,
             payload_offset: 0,
+            ect: false,
         }
     }
 
@@ -302,6 +361,9 @@ impl Tcb {
         let data_end = self.tx_base + tx_len;
         if self.snd_nxt > data_end {
             return None; // only our FIN lies beyond the data, and it was sent
+        }
+        if self.sb.is_full() {
+            return None; // the most segments in flight already are
         }
         let unsent = data_end - self.snd_nxt;
         let flight = self.snd_nxt - self.snd_una;
@@ -350,16 +412,26 @@ impl Tcb {
         if fin {
             flags |= TcpFlags::FIN;
         }
+        let new_data = seq >= self.snd_max;
+        if new_data && len > 0 && self.cwr_pending {
+            // RFC 3168 §6.1.2: the first new data after a reduction has CWR.
+            flags |= TcpFlags::CWR;
+            self.cwr_pending = false;
+        }
         let mut repr = self.base_repr(seq, flags, now);
         repr.payload_len = len;
         repr.window = self.advertise(rcv_free);
         let end = seq + len + usize::from(fin);
-        if seq >= self.snd_max {
+        if new_data {
             if len > 0 && self.rtt_timing.is_none() {
                 self.rtt_timing = Some((seq + len, now));
             }
         } else {
             self.stats.retransmits += 1;
+        }
+        if advance && self.sb.end().is_none_or(|e| seq >= e) && end > seq {
+            // A segment beyond the tracked ones: into the retransmission queue.
+            self.sb.push(seq, end, fin, now);
         }
         if fin {
             self.fin_seq = Some(seq + len);
@@ -377,18 +449,30 @@ impl Tcb {
         Segment {
             repr,
             payload_offset: seq - self.tx_base,
+            // RFC 3168 §6.1.5: never ECT on retransmissions (or probes).
+            ect: self.ecn_ok && new_data && len > 0 && advance,
         }
     }
 
-    /// Fast retransmit / NewReno partial ACK: the first unacknowledged
-    /// segment, once, outside the congestion window (RFC 5681 §3.2 step 3,
-    /// RFC 6582 §3.2 step 5). Voids the RTT timing (Karn).
+    /// Fast retransmit / NewReno partial ACK: the first segment owed a
+    /// retransmission (the first unacknowledged one), once, outside the
+    /// congestion window (RFC 5681 §3.2 step 3, RFC 6582 §3.2 step 5,
+    /// RFC 6675 §5 step 4.3). Without a tracked segment, the data at snd_una.
     fn retransmit_first(
         &mut self,
         now: Instant,
         tx_len: usize,
         rcv_free: usize,
     ) -> Option<Segment> {
+        if !self.sends_data() {
+            return None;
+        }
+        if !self.sb.is_empty() {
+            if self.sb.peek_owed().is_none() {
+                self.sb.mark_lost(0);
+            }
+            return self.retransmit_owed(now, tx_len, rcv_free);
+        }
         let seq = self.snd_una;
         let data_end = self.tx_base + tx_len;
         let len = if data_end > seq && self.snd_max > seq {
@@ -403,6 +487,89 @@ impl Tcb {
         self.rtt_timing = None;
         self.karn_blocked = true;
         Some(self.emit_data(seq, len, fin, now, rcv_free, true))
+    }
+
+    /// True if a segment is owed a retransmission and pipe leaves room for
+    /// it in cwnd (RFC 6675 §5 step (C)).
+    fn owed_ready(&self, tx_len: usize) -> bool {
+        if !self.sends_data() {
+            return false;
+        }
+        let Some(s) = self.sb.peek_owed().and_then(|i| self.sb.get(i)) else {
+            return false;
+        };
+        let _ = tx_len;
+        self.pipe() + s.len() <= self.cc.cwnd()
+    }
+
+    /// Retransmits the lowest segment owed a retransmission, with its
+    /// original boundaries. Voids the RTT timing (Karn).
+    fn retransmit_owed(&mut self, now: Instant, tx_len: usize, rcv_free: usize) -> Option<Segment> {
+        let i = self.sb.next_owed()?;
+        let s = *self.sb.get(i)?;
+        let data_end = self.tx_base + tx_len;
+        if s.start < self.tx_base {
+            return None;
+        }
+        let avail = if data_end > s.start {
+            data_end - s.start
+        } else {
+            0
+        };
+        let len = s.data_len().min(avail);
+        let fin = s.has(super::scoreboard::FIN);
+        self.sb.retransmitted(i, now);
+        if let Some(u) = self.undo.as_mut() {
+            if s.start >= u.marker {
+                u.retrans += 1;
+            }
+        }
+        self.rtt_timing = None;
+        self.karn_blocked = true;
+        Some(self.emit_data(s.start, len, fin, now, rcv_free, false))
+    }
+
+    /// The tail loss probe (RFC 8985 §7.3): new data if the peer's window
+    /// allows (cwnd is not checked), else the last segment sent again.
+    fn probe_tail(&mut self, now: Instant, tx_len: usize, rcv_free: usize) -> Option<Segment> {
+        if !self.sends_data() || self.in_recovery {
+            return None;
+        }
+        let data_end = self.tx_base + tx_len;
+        let right = self.snd_una + self.snd_wnd;
+        if self.snd_nxt == self.snd_max
+            && self.snd_nxt < data_end
+            && right > self.snd_nxt
+            && !self.sb.is_full()
+        {
+            let unsent = data_end - self.snd_nxt;
+            let len = unsent.min(right - self.snd_nxt).min(self.eff_mss);
+            let fin = self.fin_queued && len == unsent;
+            self.stats.tlp_probes += 1;
+            let seg = self.emit_data(self.snd_nxt, len, fin, now, rcv_free, true);
+            self.rto_deadline = Some(now + self.rto.rto());
+            return Some(seg);
+        }
+        let i = self.sb.len().checked_sub(1)?;
+        let s = *self.sb.get(i)?;
+        if s.has(super::scoreboard::SACKED) || s.start < self.tx_base {
+            return None;
+        }
+        let avail = if data_end > s.start {
+            data_end - s.start
+        } else {
+            0
+        };
+        let len = s.data_len().min(avail);
+        let fin = s.has(super::scoreboard::FIN);
+        self.sb.retransmitted(i, now);
+        self.tlp.high = Some(self.snd_max);
+        self.stats.tlp_probes += 1;
+        self.rtt_timing = None;
+        self.karn_blocked = true;
+        let seg = self.emit_data(s.start, len, fin, now, rcv_free, false);
+        self.rto_deadline = Some(now + self.rto.rto());
+        Some(seg)
     }
 
     /// The persist timer fired (RFC 9293 §3.8.6.1): with a zero window, one
@@ -420,7 +587,7 @@ impl Tcb {
         let unsent = data_end - self.snd_nxt;
         let usable = self.usable_window();
         self.persist_shift = self.persist_shift.saturating_add(1);
-        if usable > 0 {
+        if usable > 0 && !self.sb.is_full() {
             let len = unsent.min(usable).min(self.eff_mss);
             let fin = self.fin_queued && len == unsent;
             return Some(self.emit_data(self.snd_nxt, len, fin, now, rcv_free, true));

@@ -124,6 +124,21 @@ impl Reassembly {
         len
     }
 
+    /// The stored interval holding `seq`, if any (intervals below `rcv_nxt`
+    /// are stale and ignored).
+    pub(crate) fn containing(&self, rcv_nxt: SeqNum, seq: SeqNum) -> Option<(SeqNum, SeqNum)> {
+        self.ranges
+            .iter()
+            .find(|r| r.end > rcv_nxt && r.start <= seq && seq < r.end)
+            .map(|r| (r.start.max(rcv_nxt), r.end))
+    }
+
+    /// True if `[start, end)` is already wholly stored.
+    pub(crate) fn covers(&self, rcv_nxt: SeqNum, start: SeqNum, end: SeqNum) -> bool {
+        self.containing(rcv_nxt, start)
+            .is_some_and(|(_, e)| end <= e)
+    }
+
     fn drop_below(&mut self, rcv_nxt: SeqNum) {
         self.ranges.retain(|r| r.end > rcv_nxt);
     }

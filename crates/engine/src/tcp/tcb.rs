@@ -12,9 +12,10 @@ use wire::SeqNum;
 
 use crate::time::Instant;
 
-use super::congestion::NewReno;
+use super::cc::{Cc, CcKind, CongestionControl};
 use super::reassembly::Reassembly;
 use super::rto::RtoEstimator;
+use super::scoreboard::Scoreboard;
 
 /// Bytes of the timestamps option in every segment once negotiated
 /// (10 bytes + 2 NOPs, RFC 7323 Appendix A layout).
@@ -62,6 +63,38 @@ pub struct TcpConfig {
     /// window scale is chosen from it and the out-of-order store has this size.
     /// Default 256 KiB.
     pub rcv_buf: usize,
+    /// Congestion control algorithm (a socket option, see [`Tcb::set_cc`]).
+    /// Default CUBIC, as Linux.
+    pub cc: CcKind,
+    /// Offer SACK (RFC 2018) and, once negotiated, recover from losses with
+    /// the scoreboard (RFC 6675) and RACK-TLP (RFC 8985). Default true.
+    pub sack: bool,
+    /// Use RACK-TLP (RFC 8985) time-based loss detection and tail loss
+    /// probes when SACK is in use. Default true.
+    pub rack_tlp: bool,
+    /// Offer ECN (RFC 3168). Default false; always offered when `cc` is DCTCP.
+    pub ecn: bool,
+    /// Capacity of the retransmission queue / scoreboard in segments: the
+    /// most segments in flight at once (allocated when the Tcb is created,
+    /// 24 bytes each). Default 1024.
+    pub max_segments_in_flight: usize,
+    /// Send keepalive probes on an idle connection (RFC 1122 §4.2.3.6,
+    /// SO_KEEPALIVE). Default false.
+    pub keepalive: bool,
+    /// Idle time before the first keepalive probe. Default 7200 s (Linux
+    /// tcp_keepalive_time).
+    pub keepalive_idle: Duration,
+    /// Time between unanswered probes. Default 75 s (tcp_keepalive_intvl).
+    pub keepalive_interval: Duration,
+    /// Unanswered probes before the connection is given up with
+    /// `TimedOut`. Default 9 (tcp_keepalive_probes).
+    pub keepalive_count: u32,
+    /// Most challenge ACKs per second (RFC 5961 §7); 0 means no limit.
+    /// Default 1000 (Linux tcp_challenge_ack_limit, here per connection).
+    pub challenge_ack_limit: u32,
+    /// How long an orphaned connection (see [`Tcb::orphan`]) may stay in
+    /// FIN-WAIT-2. Default 60 s (Linux tcp_fin_timeout).
+    pub fin_wait2_timeout: Duration,
 }
 
 impl Default for TcpConfig {
@@ -81,6 +114,17 @@ impl Default for TcpConfig {
             initial_cwnd_segments: 10,
             ooo_max_segments: 64,
             rcv_buf: 256 * 1024,
+            cc: CcKind::Cubic,
+            sack: true,
+            rack_tlp: true,
+            ecn: false,
+            max_segments_in_flight: 1024,
+            keepalive: false,
+            keepalive_idle: Duration::from_secs(7200),
+            keepalive_interval: Duration::from_secs(75),
+            keepalive_count: 9,
+            challenge_ack_limit: 1000,
+            fin_wait2_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -180,6 +224,10 @@ pub struct Segment {
     pub repr: TcpRepr,
     /// Offset of the payload in the SendBuffer, bytes (0 when there is none).
     pub payload_offset: usize,
+    /// Send with the IP ECN field ECT(0) (RFC 3168 §6.1.1: new data of a
+    /// connection that negotiated ECN; never SYNs, pure ACKs or
+    /// retransmissions). When false the field is Not-ECT (0).
+    pub ect: bool,
 }
 
 /// Per-connection counters (for `corestack ss` and tests).
@@ -201,7 +249,76 @@ pub struct TcbStats {
     pub paws_dropped: u64,
     /// Zero-window probes sent (RFC 9293 §3.8.6.1).
     pub window_probes: u64,
+    /// SACK-based recoveries entered (RFC 6675; also counted in `fast_retransmits`).
+    pub sack_recoveries: u64,
+    /// D-SACK blocks received (RFC 2883).
+    pub dsacks_received: u64,
+    /// D-SACK blocks sent (RFC 2883).
+    pub dsacks_sent: u64,
+    /// RTOs that found the first unacknowledged segment SACKed: the
+    /// receiver discarded SACKed data (RFC 2018 §8) and SACK marks were reset.
+    pub sack_reneging: u64,
+    /// Retransmissions found spurious by D-SACK.
+    pub spurious_retransmits: u64,
+    /// Congestion-window reductions undone after D-SACK showed them spurious.
+    pub cwnd_undos: u64,
+    /// Segments marked lost by RACK (RFC 8985) time-based detection.
+    pub rack_losses: u64,
+    /// Tail loss probes sent (RFC 8985 §7).
+    pub tlp_probes: u64,
+    /// Keepalive probes sent (RFC 1122 §4.2.3.6).
+    pub keepalive_probes: u64,
+    /// Challenge ACKs not sent because of the rate limit (RFC 5961 §7).
+    pub challenge_acks_suppressed: u64,
+    /// Congestion-window reductions in response to ECN-Echo (RFC 3168).
+    pub ecn_reductions: u64,
+    /// Data segments received with the CE codepoint.
+    pub ce_received: u64,
 }
+
+/// Saved congestion state for undoing a spurious reduction (RFC 2883 §5,
+/// Linux's undo): the state before it, snd_una when it happened, and the
+/// retransmissions since that no D-SACK has yet shown spurious.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Undo {
+    pub(super) saved: Cc,
+    pub(super) marker: SeqNum,
+    pub(super) retrans: u32,
+}
+
+/// RACK state (RFC 8985 §5.2).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Rack {
+    /// Transmit time and end of the most recently sent segment delivered.
+    pub(super) xmit: Option<Instant>,
+    pub(super) end: SeqNum,
+    /// RTT of that segment.
+    pub(super) rtt: Duration,
+    /// Smallest RTT seen.
+    pub(super) min_rtt: Option<Duration>,
+    /// Reordering timer (§6.2 step 5).
+    pub(super) deadline: Option<Instant>,
+    /// Reordering window multiplier (§6.2 step 4; 0 counts as 1).
+    pub(super) reo_mult: u32,
+    /// snd_max when the multiplier last grew (one step per round trip).
+    pub(super) dsack_round: Option<SeqNum>,
+    /// Recoveries left before the multiplier resets.
+    pub(super) reo_persist: u32,
+}
+
+/// Tail loss probe state (RFC 8985 §7).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Tlp {
+    /// The probe timeout.
+    pub(super) deadline: Option<Instant>,
+    /// The probe timer fired: send a probe on the next `poll_output`.
+    pub(super) pending: bool,
+    /// snd_max when a probe retransmission went out (§7.4 TLP.end_seq).
+    pub(super) high: Option<SeqNum>,
+}
+
+/// Most SACK blocks remembered for the next ACKs (RFC 2018 §4).
+pub(super) const SACK_RECENT: usize = 4;
 
 /// An RST queued for the next `poll_output`: `<SEQ=seq>[<ACK=ack>]<CTL=RST>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -281,10 +398,52 @@ pub struct Tcb {
     pub(super) probe_pending: bool,
     pub(super) time_wait_deadline: Option<Instant>,
 
-    // Congestion control.
-    pub(super) cc: NewReno,
+    // Congestion control and loss recovery.
+    pub(super) cc: Cc,
+    /// Duplicate ACKs in a row (RFC 5681 §2), outside recovery.
+    pub(super) dupacks: u32,
+    /// In fast recovery (RFC 5681 §3.2 / RFC 6675 §5) until `recover` is acked.
+    pub(super) in_recovery: bool,
+    /// RFC 6582 `recover`: snd_max when recovery (or an RTO) began.
+    pub(super) recover: SeqNum,
+    /// Retransmission queue and SACK scoreboard.
+    pub(super) sb: Scoreboard,
+    /// SACK negotiated (both SYNs carried SACK-permitted).
+    pub(super) sack_ok: bool,
+    pub(super) undo: Option<Undo>,
+    pub(super) rack: Rack,
+    pub(super) tlp: Tlp,
+    /// Receiver: sequence numbers of recently received out-of-order
+    /// segments, most recent first, to build SACK blocks.
+    pub(super) sack_recent: [SeqNum; SACK_RECENT],
+    pub(super) sack_recent_len: usize,
+    /// Receiver: a duplicate to report in the next ACK's first block (RFC 2883).
+    pub(super) dsack: Option<(SeqNum, SeqNum)>,
+    // ECN (RFC 3168, RFC 8257).
+    pub(super) ecn_ok: bool,
+    /// The IP header of the segment passed to the next `input` had CE.
+    pub(super) rx_ce: bool,
+    /// Receiver: set ECE on our ACKs (classic: until CWR; DCTCP: CE state).
+    pub(super) ece: bool,
+    /// Sender: set CWR on the next new data segment.
+    pub(super) cwr_pending: bool,
+    /// Sender: no new ECN reduction until snd_una passes this.
+    pub(super) ecn_recover: SeqNum,
     pub(super) rexmit_one: bool,
     pub(super) syn_retransmitted: bool,
+
+    // Keepalive, challenge-ACK limit, orphan timeout.
+    /// When the last segment arrived (or the Tcb was created).
+    pub(super) rcv_time: Instant,
+    pub(super) ka_deadline: Option<Instant>,
+    pub(super) ka_probes: u32,
+    pub(super) ka_pending: bool,
+    /// Start of the current one-second challenge-ACK budget and its use.
+    pub(super) ca_window: Instant,
+    pub(super) ca_count: u32,
+    /// The application has let go of the connection (see `orphan`).
+    pub(super) orphaned: bool,
+    pub(super) fin_wait2_deadline: Option<Instant>,
 
     pub(super) pending_rst: Option<PendingRst>,
     /// SendBuffer length at the last call that saw it (for `has_output`).
@@ -308,6 +467,7 @@ impl Tcb {
         remote: SocketAddrV4,
         iss: SeqNum,
         state: State,
+        now: Instant,
     ) -> Tcb {
         let eff_mss = usize::from(cfg.mss).clamp(MIN_MSS, DEFAULT_MSS);
         Tcb {
@@ -355,9 +515,33 @@ impl Tcb {
             persist_shift: 0,
             probe_pending: false,
             time_wait_deadline: None,
-            cc: NewReno::new(eff_mss, iss),
+            cc: Cc::new(cfg.cc, eff_mss),
+            dupacks: 0,
+            in_recovery: false,
+            recover: iss,
+            sb: Scoreboard::new(cfg.max_segments_in_flight),
+            sack_ok: false,
+            undo: None,
+            rack: Rack::default(),
+            tlp: Tlp::default(),
+            sack_recent: [SeqNum(0); SACK_RECENT],
+            sack_recent_len: 0,
+            dsack: None,
+            ecn_ok: false,
+            rx_ce: false,
+            ece: false,
+            cwr_pending: false,
+            ecn_recover: iss,
             rexmit_one: false,
             syn_retransmitted: false,
+            rcv_time: now,
+            ka_deadline: None,
+            ka_probes: 0,
+            ka_pending: false,
+            ca_window: now,
+            ca_count: 0,
+            orphaned: false,
+            fin_wait2_deadline: None,
             pending_rst: None,
             tx_len_seen: 0,
             stats: TcbStats::default(),
@@ -372,9 +556,9 @@ impl Tcb {
         local: SocketAddrV4,
         remote: SocketAddrV4,
         iss: SeqNum,
-        _now: Instant,
+        now: Instant,
     ) -> Tcb {
-        let mut tcb = Tcb::new(cfg, local, remote, iss, State::SynSent);
+        let mut tcb = Tcb::new(cfg, local, remote, iss, State::SynSent, now);
         tcb.rcv_wscale = if cfg.window_scaling {
             wscale_for(cfg.rcv_buf)
         } else {
@@ -394,18 +578,20 @@ impl Tcb {
         remote: SocketAddrV4,
         syn: &TcpRepr,
         iss: SeqNum,
-        _now: Instant,
+        now: Instant,
     ) -> Option<Tcb> {
         let f = syn.flags;
         if !f.syn() || f.rst() || f.ack() || f.fin() {
             return None;
         }
-        let mut tcb = Tcb::new(cfg, local, remote, iss, State::SynReceived);
+        let mut tcb = Tcb::new(cfg, local, remote, iss, State::SynReceived, now);
         tcb.irs = syn.seq;
         tcb.rcv_nxt = syn.seq + 1;
         tcb.rcv_adv = tcb.rcv_nxt;
         tcb.last_ack_sent = tcb.rcv_nxt;
         tcb.negotiate(&syn.options);
+        // RFC 3168 §6.1.1: an ECN-setup SYN has ECE and CWR.
+        tcb.ecn_ok = tcb.ecn_offered() && f.ece() && f.cwr();
         // The window of a SYN is never scaled (RFC 7323 §2.2).
         tcb.snd_wnd = usize::from(syn.window);
         tcb.max_snd_wnd = tcb.snd_wnd;
@@ -427,6 +613,7 @@ impl Tcb {
             self.snd_wscale = 0;
             self.rcv_wscale = 0;
         }
+        self.sack_ok = self.cfg.sack && opts.sack_permitted;
         self.ts_enabled = false;
         if let (true, Some((tsval, _))) = (self.cfg.timestamps, opts.timestamps) {
             self.ts_enabled = true;
@@ -453,7 +640,9 @@ impl Tcb {
         } else {
             self.eff_mss * self.cfg.initial_cwnd_segments.max(1) as usize
         };
-        self.cc = NewReno::new(iw, self.iss);
+        self.cc = Cc::new(self.cfg.cc, iw);
+        self.recover = self.iss;
+        self.ecn_recover = self.iss;
         self.retries = 0;
         ev.connected = true;
         ev.writable = true;
@@ -466,6 +655,7 @@ impl Tcb {
         self.persist_deadline = None;
         self.probe_pending = false;
         self.rexmit_one = false;
+        self.stop_loss_timers();
         self.time_wait_deadline = Some(now + self.cfg.time_wait);
     }
 
@@ -481,11 +671,34 @@ impl Tcb {
         self.ack_now = false;
         self.dupacks_owed = 0;
         self.window_update = false;
+        self.stop_loss_timers();
+    }
+
+    /// Stops RACK, TLP, keepalive and FIN-WAIT-2 timers (CLOSED, TIME-WAIT).
+    fn stop_loss_timers(&mut self) {
+        self.rack.deadline = None;
+        self.tlp = Tlp::default();
+        self.ka_deadline = None;
+        self.ka_pending = false;
+        self.fin_wait2_deadline = None;
     }
 
     /// Queues an ACK in answer to an unacceptable or suspicious segment
-    /// (RFC 9293 §3.10.7.4 "challenge ACK", RFC 5961).
+    /// (RFC 9293 §3.10.7.4 "challenge ACK", RFC 5961), at most
+    /// `challenge_ack_limit` per second (RFC 5961 §7); beyond it the
+    /// segment is dropped silently.
     pub(super) fn challenge_ack(&mut self) {
+        let now = self.rcv_time;
+        if now - self.ca_window >= Duration::from_secs(1) {
+            self.ca_window = now;
+            self.ca_count = 0;
+        }
+        let limit = self.cfg.challenge_ack_limit;
+        if limit != 0 && self.ca_count >= limit {
+            self.stats.challenge_acks_suppressed += 1;
+            return;
+        }
+        self.ca_count += 1;
         self.stats.challenge_acks += 1;
         self.ack_now = true;
     }
@@ -534,6 +747,98 @@ impl Tcb {
             });
         }
         self.enter_closed();
+    }
+
+    /// True if this end offers ECN: configured, or DCTCP (RFC 8257 §3).
+    pub(super) fn ecn_offered(&self) -> bool {
+        self.cfg.ecn || self.cfg.cc == CcKind::Dctcp
+    }
+
+    /// Selects the congestion-control algorithm (socket option, like Linux's
+    /// `TCP_CONGESTION`). Before the handshake completes this only changes
+    /// the configuration (choose DCTCP before the SYN goes out to offer
+    /// ECN). Later, the new algorithm starts from the current cwnd and
+    /// ssthresh with fresh internal state; recovery in progress continues.
+    /// DCTCP without negotiated ECN reacts to loss only, as NewReno.
+    pub fn set_cc(&mut self, kind: CcKind) {
+        self.cfg.cc = kind;
+        if self.cc.kind() == kind {
+            return;
+        }
+        let (cwnd, ssthresh) = (self.cc.cwnd(), self.cc.ssthresh());
+        self.cc = Cc::new(kind, cwnd);
+        self.cc.set_ssthresh(ssthresh);
+        self.undo = None;
+    }
+
+    /// The congestion-control algorithm in use.
+    pub fn cc(&self) -> CcKind {
+        self.cc.kind()
+    }
+
+    /// DCTCP's alpha (RFC 8257 §3.3), the estimated fraction of marked
+    /// bytes scaled by 1024, when DCTCP is in use.
+    pub fn dctcp_alpha(&self) -> Option<u32> {
+        match &self.cc {
+            Cc::Dctcp(d) => Some(d.alpha()),
+            _ => None,
+        }
+    }
+
+    /// True if SACK (RFC 2018) was negotiated.
+    pub fn sack_enabled(&self) -> bool {
+        self.sack_ok
+    }
+
+    /// True if ECN (RFC 3168) was negotiated.
+    pub fn ecn_enabled(&self) -> bool {
+        self.ecn_ok
+    }
+
+    /// The IP ECN field of the segment the engine passes to the next
+    /// [`input`](Tcb::input) call: `ce` is true for Congestion Experienced
+    /// (0b11). Applies to that one call only; without it a segment counts
+    /// as not marked. (RFC 3168 §6.1.3.)
+    pub fn input_ecn(&mut self, ce: bool) {
+        self.rx_ce = ce;
+    }
+
+    /// Turns keepalive probes on or off (SO_KEEPALIVE); the idle time,
+    /// interval and count come from the configuration (RFC 1122 §4.2.3.6).
+    pub fn set_keepalive(&mut self, on: bool) {
+        self.cfg.keepalive = on;
+        self.ka_probes = 0;
+        self.ka_deadline = None;
+        self.update_keepalive();
+    }
+
+    /// Sets the keepalive idle time, probe interval and probe count
+    /// (TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT).
+    pub fn set_keepalive_params(&mut self, idle: Duration, interval: Duration, count: u32) {
+        self.cfg.keepalive_idle = idle;
+        self.cfg.keepalive_interval = interval;
+        self.cfg.keepalive_count = count;
+        self.ka_deadline = None;
+        self.update_keepalive();
+    }
+
+    /// The application closed the socket and will not read or write it
+    /// again (call after `close`). An orphan in FIN-WAIT-2 waits at most
+    /// `fin_wait2_timeout` for the peer's FIN, then is CLOSED (Linux
+    /// tcp_fin_timeout; RFC 9293 leaves FIN-WAIT-2 unbounded).
+    pub fn orphan(&mut self, now: Instant) {
+        self.orphaned = true;
+        self.update_fin_wait2(now);
+    }
+
+    /// Per-connection offset of the timestamp clock (RFC 7323 §5.4), for
+    /// example from [`IsnGenerator::ts_offset`](super::IsnGenerator::ts_offset).
+    /// Call right after `connect` / `accept`, before the first `poll_output`;
+    /// without it the offset is the ISS.
+    pub fn set_ts_offset(&mut self, offset: u32) {
+        if self.snd_max == self.iss {
+            self.ts_offset = offset;
+        }
     }
 
     /// Turns Nagle's algorithm off (`true`) or on (RFC 9293 §3.7.4).
@@ -595,9 +900,9 @@ impl Tcb {
         self.cc.ssthresh()
     }
 
-    /// True while in NewReno fast recovery.
+    /// True while in fast recovery (NewReno, or SACK-based per RFC 6675).
     pub fn in_recovery(&self) -> bool {
-        self.cc.in_recovery()
+        self.in_recovery
     }
 
     /// Smoothed RTT in microseconds, 0 before the first sample.
@@ -644,6 +949,16 @@ impl Tcb {
     /// Intervals in the out-of-order queue.
     pub fn ooo_intervals(&self) -> usize {
         self.ooo.len()
+    }
+
+    /// Bytes the peer has SACKed above snd_una (RFC 2018).
+    pub fn sacked_bytes(&self) -> usize {
+        self.sb.sacked_bytes()
+    }
+
+    /// Segments in the retransmission queue (sent, not cumulatively acked).
+    pub fn segments_in_flight(&self) -> usize {
+        self.sb.len()
     }
 
     /// Counters.

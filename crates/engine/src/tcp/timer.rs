@@ -15,6 +15,10 @@ impl Tcb {
             self.delack_deadline,
             self.persist_deadline,
             self.time_wait_deadline,
+            self.rack.deadline,
+            self.tlp.deadline,
+            self.ka_deadline,
+            self.fin_wait2_deadline,
         ]
         .into_iter()
         .flatten()
@@ -35,10 +39,16 @@ impl Tcb {
         }
         if self.rto_deadline.is_some_and(|t| now >= t) {
             self.rto_deadline = None;
-            self.on_rto(&mut ev);
+            self.on_rto(now, &mut ev);
             if ev.closed.is_some() {
                 return ev;
             }
+        }
+        if self.rack.deadline.is_some_and(|t| now >= t) {
+            self.on_rack_timer(now);
+        }
+        if self.tlp.deadline.is_some_and(|t| now >= t) {
+            self.on_tlp_timer();
         }
         if self.delack_deadline.is_some_and(|t| now >= t) {
             self.delack_deadline = None;
@@ -48,6 +58,7 @@ impl Tcb {
             self.persist_deadline = None;
             self.probe_pending = true;
         }
+        self.on_idle_timers(now, &mut ev);
         ev
     }
 
@@ -58,7 +69,7 @@ impl Tcb {
     /// max(FlightSize/2, 2*SMSS), cwnd = 1 SMSS. Karn: no RTT sample from
     /// what is retransmitted. After syn_retries / data_retries expiries the
     /// connection is given up with ETIMEDOUT (RFC 9293 §3.8.3 R2).
-    fn on_rto(&mut self, ev: &mut Events) {
+    fn on_rto(&mut self, now: Instant, ev: &mut Events) {
         match self.state {
             State::SynSent | State::SynReceived => {
                 if self.retries >= self.cfg.syn_retries {
@@ -86,13 +97,68 @@ impl Tcb {
                 self.retries += 1;
                 self.stats.timeouts += 1;
                 self.rto.backoff();
-                let flight = self.snd_max - self.snd_una;
-                self.cc.on_rto(flight, self.snd_max, self.eff_mss);
-                self.snd_nxt = self.snd_una;
+                self.rto_recovery(now);
                 self.rtt_timing = None;
                 self.karn_blocked = true;
                 self.rexmit_one = false;
             }
+        }
+    }
+}
+
+impl Tcb {
+    /// Re-arms (or stops) the keepalive timer (RFC 1122 §4.2.3.6): only in
+    /// ESTABLISHED / CLOSE-WAIT with nothing in flight or queued; the first
+    /// probe after `keepalive_idle` without a segment from the peer, the
+    /// next ones every `keepalive_interval`.
+    pub(super) fn update_keepalive(&mut self) {
+        let idle = self.cfg.keepalive
+            && matches!(self.state, State::Established | State::CloseWait)
+            && self.snd_max == self.snd_una
+            && self.tx_len_seen == 0
+            && !self.fin_queued;
+        if !idle {
+            self.ka_deadline = None;
+            self.ka_probes = 0;
+            return;
+        }
+        if self.ka_deadline.is_none() {
+            let wait = self.cfg.keepalive_idle + self.cfg.keepalive_interval * self.ka_probes;
+            self.ka_deadline = Some(self.rcv_time + wait);
+        }
+    }
+
+    /// Starts the FIN-WAIT-2 timer of an orphan.
+    pub(super) fn update_fin_wait2(&mut self, now: Instant) {
+        if self.orphaned && self.state == State::FinWait2 {
+            if self.fin_wait2_deadline.is_none() {
+                self.fin_wait2_deadline = Some(now + self.cfg.fin_wait2_timeout);
+            }
+        } else {
+            self.fin_wait2_deadline = None;
+        }
+    }
+
+    /// Keepalive and FIN-WAIT-2 expiry; part of `on_timer`.
+    pub(super) fn on_idle_timers(&mut self, now: Instant, ev: &mut Events) {
+        if self.fin_wait2_deadline.is_some_and(|t| now >= t) {
+            self.fin_wait2_deadline = None;
+            if self.state == State::FinWait2 {
+                self.enter_closed();
+                ev.closed = Some(CloseReason::Normal);
+                return;
+            }
+        }
+        if self.ka_deadline.is_some_and(|t| now >= t) {
+            self.ka_deadline = None;
+            if self.ka_probes >= self.cfg.keepalive_count {
+                self.enter_closed();
+                ev.closed = Some(CloseReason::TimedOut);
+                return;
+            }
+            self.ka_probes += 1;
+            self.ka_pending = true;
+            self.update_keepalive();
         }
     }
 }

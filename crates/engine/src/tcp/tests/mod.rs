@@ -15,8 +15,10 @@ use crate::time::Instant;
 
 mod data;
 mod handshake;
+mod idle;
 mod parts;
 mod retransmission;
+mod sack;
 mod sim;
 mod teardown;
 
@@ -205,6 +207,27 @@ impl Host {
                 });
             });
         assert_eq!(n, out.len());
+        out
+    }
+
+    /// Like `output`, with each segment's ECT flag.
+    pub(super) fn output_ect(&mut self, now: Instant) -> Vec<(Wire, bool)> {
+        let mut out = Vec::new();
+        let tx = &self.tx;
+        let free = self.rx.free();
+        self.tcb
+            .poll_output(now, tx, free, 100_000, &mut |s: &Segment| {
+                let mut payload = vec![0; s.repr.payload_len];
+                let got = tx.read_at(s.payload_offset, &mut payload);
+                assert_eq!(got, s.repr.payload_len, "payload beyond the send buffer");
+                out.push((
+                    Wire {
+                        repr: s.repr,
+                        payload,
+                    },
+                    s.ect,
+                ));
+            });
         out
     }
 

@@ -1,4 +1,4 @@
-//! The building blocks: out-of-order queue, RTO estimator, NewReno, ISN,
+//! The building blocks: out-of-order queue, RTO estimator, ISN,
 //! replies for segments to no connection.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -7,7 +7,6 @@ use wire::tcp::TcpFlags;
 use wire::SeqNum;
 
 use super::*;
-use crate::tcp::congestion::NewReno;
 use crate::tcp::reassembly::Reassembly;
 use crate::tcp::rto::RtoEstimator;
 use crate::tcp::{reply_rst, IsnGenerator};
@@ -95,36 +94,6 @@ fn rto_samples_follow_rfc6298_and_backoff_caps() {
     let mut fresh = RtoEstimator::new(ms(1000), ms(200), ms(60_000));
     fresh.sample(ms(1));
     assert_eq!(fresh.rto(), ms(200), "rto_min bound");
-}
-
-#[test]
-fn newreno_slow_start_then_congestion_avoidance() {
-    let mss = 1000;
-    let mut cc = NewReno::new(2 * mss, SeqNum(0));
-    assert!(!cc.on_ack(SeqNum(1000), 1000, 0, mss));
-    assert_eq!(cc.cwnd(), 3 * mss);
-    cc.on_rto(8 * mss, SeqNum(9000), mss);
-    assert_eq!((cc.cwnd(), cc.ssthresh()), (mss, 4 * mss));
-    for i in 0..3 {
-        cc.on_ack(SeqNum(10_000 + i * 1000), 1000, 0, mss);
-    }
-    assert_eq!(cc.cwnd(), 4 * mss, "slow start up to ssthresh");
-    // Congestion avoidance: one SMSS per cwnd of acknowledged bytes.
-    for i in 0..4 {
-        cc.on_ack(SeqNum(20_000 + i * 1000), 1000, 0, mss);
-    }
-    assert_eq!(cc.cwnd(), 5 * mss);
-}
-
-#[test]
-fn newreno_dupacks_after_rto_do_not_enter_recovery() {
-    let mss = 1000;
-    let mut cc = NewReno::new(10 * mss, SeqNum(0));
-    cc.on_rto(10 * mss, SeqNum(10_001), mss);
-    for _ in 0..3 {
-        assert!(!cc.on_dupack(SeqNum(5001), SeqNum(10_001), 5000, mss));
-    }
-    assert!(!cc.in_recovery());
 }
 
 #[test]

@@ -3,9 +3,19 @@
 use super::*;
 use crate::tcp::{CloseReason, TcpConfig};
 
+/// NewReno without SACK (so without RACK-TLP either): the classic
+/// RFC 5681 / RFC 6582 behaviour these tests pin down.
+pub(super) fn reno() -> TcpConfig {
+    TcpConfig {
+        cc: crate::tcp::CcKind::NewReno,
+        sack: false,
+        ..TcpConfig::default()
+    }
+}
+
 /// A pair after one small exchange, so that `a` knows b's full (scaled)
 /// window and further ACKs from b carry the same window (dupack rule).
-fn warm_pair(cfg: &TcpConfig) -> (Host, Host) {
+pub(super) fn warm_pair(cfg: &TcpConfig) -> (Host, Host) {
     let (mut a, mut b) = established_with(cfg, cfg);
     a.write(b"x");
     exchange(&mut a, &mut b, T0);
@@ -18,7 +28,7 @@ fn warm_pair(cfg: &TcpConfig) -> (Host, Host) {
 
 #[test]
 fn syn_sent_syn_ack_after_10ms_sets_srtt() {
-    let cfg = TcpConfig::default();
+    let cfg = reno();
     let mut a = Host::connect(&cfg, ISS_A);
     let syn = a.output(T0).remove(0);
     let mut b = Host::accept(&cfg, &syn, ISS_B);
@@ -32,7 +42,7 @@ fn syn_sent_syn_ack_after_10ms_sets_srtt() {
 
 #[test]
 fn established_unacked_data_backs_off_rto_until_timed_out() {
-    let (mut a, _b) = established();
+    let (mut a, _b) = established_with(&reno(), &reno());
     a.write(&[9; 100]);
     a.output(T0);
     let mut now = T0;
@@ -66,7 +76,7 @@ fn established_unacked_data_backs_off_rto_until_timed_out() {
 
 #[test]
 fn established_rto_resets_cwnd_to_one_mss() {
-    let (mut a, _b) = warm_pair(&TcpConfig::default());
+    let (mut a, _b) = warm_pair(&reno());
     let mss = a.tcb.mss();
     a.write(&pattern(10 * mss, 1));
     assert_eq!(a.output(T0 + ms(40)).len(), 10);
@@ -83,7 +93,7 @@ fn established_rto_resets_cwnd_to_one_mss() {
 fn established_rto_retransmission_gives_no_rtt_sample_without_timestamps() {
     let cfg = TcpConfig {
         timestamps: false,
-        ..TcpConfig::default()
+        ..reno()
     };
     let (mut a, mut b) = established_with(&cfg, &cfg);
     a.write(&[1; 100]);
@@ -104,7 +114,7 @@ fn established_rto_retransmission_gives_no_rtt_sample_without_timestamps() {
 
 #[test]
 fn established_third_dupack_fast_retransmits() {
-    let (mut a, mut b) = warm_pair(&TcpConfig::default());
+    let (mut a, mut b) = warm_pair(&reno());
     let mss = a.tcb.mss();
     let data = pattern(10 * mss, 2);
     a.write(&data);
@@ -155,7 +165,7 @@ fn established_third_dupack_fast_retransmits() {
 
 #[test]
 fn established_newreno_partial_ack_retransmits_next_hole() {
-    let (mut a, mut b) = warm_pair(&TcpConfig::default());
+    let (mut a, mut b) = warm_pair(&reno());
     let mss = a.tcb.mss();
     let data = pattern(10 * mss, 3);
     a.write(&data);

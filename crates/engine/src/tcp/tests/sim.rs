@@ -9,7 +9,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use rand_pcg::Pcg64;
 
 use super::*;
-use crate::tcp::{CloseReason, State, Tcb, TcbStats, TcpConfig};
+use crate::tcp::{CcKind, CloseReason, State, Tcb, TcbStats, TcpConfig};
 
 /// Link impairments; probabilities per segment.
 #[derive(Debug, Clone, Copy)]
@@ -21,12 +21,15 @@ struct Impairments {
     /// Bottleneck rate in bytes per second each way (0: unlimited); segments
     /// queue behind each other, so bursts spread out as on a real link.
     rate: u64,
+    /// Probability that an ECT segment arrives marked CE (RFC 3168).
+    ce: f64,
 }
 
 struct InFlight {
     at: Instant,
     order: u64,
     to_b: bool,
+    ce: bool,
     wire: Wire,
 }
 
@@ -148,6 +151,7 @@ fn run(
             let peer = if p.to_b { &mut b } else { &mut a };
             match peer.host.as_mut() {
                 Some(h) => {
+                    h.tcb.input_ecn(p.ce);
                     let ev = h.input(&p.wire, now);
                     peer.note(ev);
                 }
@@ -169,7 +173,7 @@ fn run(
             let Some(h) = peer.host.as_mut() else {
                 continue;
             };
-            for w in h.output(now) {
+            for (w, ect) in h.output_ect(now) {
                 let dir = usize::from(!to_b);
                 let mut sent_at = now;
                 let bytes = 40 + w.payload.len() as u64;
@@ -181,6 +185,7 @@ fn run(
                 if rng.gen_bool(imp.loss) {
                     continue;
                 }
+                let ce = ect && rng.gen_bool(imp.ce);
                 let copies = if rng.gen_bool(imp.duplicate) { 2 } else { 1 };
                 for _ in 0..copies {
                     let mut at = sent_at + ONE_WAY;
@@ -192,6 +197,7 @@ fn run(
                         at,
                         order,
                         to_b,
+                        ce,
                         wire: w.clone(),
                     });
                 }
@@ -220,16 +226,31 @@ fn run(
         .min();
         let Some(next) = next else {
             panic!(
-                "seed {seed}: stalled at {:?}: a {:?} b {:?}",
+                "seed {seed}: stalled at {:?}: a {:?} {:?} b {:?} {:?}; a {:?}; b {:?}",
                 now,
                 a.host.as_ref().map(|h| h.tcb.state()),
-                b.host.as_ref().map(|h| h.tcb.state())
+                a.closed,
+                b.host.as_ref().map(|h| h.tcb.state()),
+                b.closed,
+                a.host.as_ref().map(|h| *h.tcb.stats()),
+                b.host.as_ref().map(|h| *h.tcb.stats()),
             );
         };
         now = now.max(next);
     }
-    assert_eq!(a.closed, Some(CloseReason::Normal), "seed {seed}");
-    assert_eq!(b.closed, Some(CloseReason::Normal), "seed {seed}");
+    let stats = |p: &Peer| p.host.as_ref().map(|h| *h.tcb.stats());
+    assert_eq!(
+        a.closed,
+        Some(CloseReason::Normal),
+        "seed {seed}: a {:?}",
+        stats(&a)
+    );
+    assert_eq!(
+        b.closed,
+        Some(CloseReason::Normal),
+        "seed {seed}: b {:?}",
+        stats(&b)
+    );
     assert!(
         a.got == b.src,
         "seed {seed}: b->a bytes differ ({} of {})",
@@ -270,6 +291,7 @@ fn sim_lossless_link_transfers_both_ways() {
         duplicate: 0.0,
         reorder: 0.0,
         rate: 0,
+        ce: 0.0,
     };
     let cfg = TcpConfig::default();
     let out = run(1, imp, cfg.clone(), cfg, 2 * MIB, 2 * MIB);
@@ -283,6 +305,7 @@ fn sim_one_percent_loss_transfers_both_ways_byte_exact() {
         duplicate: 0.01,
         reorder: 0.02,
         rate: 100_000_000 / 8,
+        ce: 0.0,
     };
     let cfg = TcpConfig::default();
     for seed in [11, 12] {
@@ -298,6 +321,7 @@ fn sim_five_percent_loss_transfers_both_ways_byte_exact() {
         duplicate: 0.02,
         reorder: 0.05,
         rate: 100_000_000 / 8,
+        ce: 0.0,
     };
     let cfg = TcpConfig::default();
     for seed in [21, 22] {
@@ -313,6 +337,7 @@ fn sim_ooo_bound_of_two_drops_but_completes() {
         duplicate: 0.0,
         reorder: 0.05,
         rate: 0,
+        ce: 0.0,
     };
     let cfg = TcpConfig {
         ooo_max_segments: 2,
@@ -332,6 +357,7 @@ fn sim_without_options_small_buffers_transfers() {
         duplicate: 0.01,
         reorder: 0.02,
         rate: 10_000_000 / 8,
+        ce: 0.0,
     };
     let cfg = TcpConfig {
         window_scaling: false,
@@ -343,6 +369,96 @@ fn sim_without_options_small_buffers_transfers() {
     run(41, imp, cfg.clone(), cfg, MIB / 2, MIB / 4);
 }
 
+fn cfg_for(cc: CcKind, sack: bool) -> TcpConfig {
+    TcpConfig {
+        cc,
+        sack,
+        ..TcpConfig::default()
+    }
+}
+
+#[test]
+fn sim_every_cc_with_and_without_sack_one_percent_loss_byte_exact() {
+    let imp = Impairments {
+        loss: 0.01,
+        duplicate: 0.01,
+        reorder: 0.02,
+        rate: 100_000_000 / 8,
+        ce: 0.0,
+    };
+    for (i, cc) in [CcKind::NewReno, CcKind::Cubic, CcKind::Dctcp]
+        .into_iter()
+        .enumerate()
+    {
+        for sack in [false, true] {
+            let cfg = cfg_for(cc, sack);
+            let out = run(50 + i as u64, imp, cfg.clone(), cfg, 2 * MIB, MIB);
+            assert!(out.a_stats.retransmits > 0, "{cc:?} sack={sack}");
+            if !sack {
+                assert_eq!(out.a_stats.sack_recoveries, 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn sim_every_cc_with_and_without_sack_five_percent_loss_byte_exact() {
+    let imp = Impairments {
+        loss: 0.05,
+        duplicate: 0.02,
+        reorder: 0.05,
+        rate: 100_000_000 / 8,
+        ce: 0.0,
+    };
+    for (i, cc) in [CcKind::NewReno, CcKind::Cubic, CcKind::Dctcp]
+        .into_iter()
+        .enumerate()
+    {
+        for sack in [false, true] {
+            let cfg = cfg_for(cc, sack);
+            let out = run(60 + i as u64, imp, cfg.clone(), cfg, MIB, MIB);
+            if sack {
+                assert!(out.a_stats.sack_recoveries > 0, "{cc:?}: no SACK recovery");
+            } else {
+                assert!(out.a_stats.fast_retransmits > 0 || out.a_stats.timeouts > 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn sim_dctcp_with_ce_marks_reduces_on_ecn_and_completes() {
+    let imp = Impairments {
+        loss: 0.0,
+        duplicate: 0.0,
+        reorder: 0.0,
+        rate: 100_000_000 / 8,
+        ce: 0.05,
+    };
+    let cfg = cfg_for(CcKind::Dctcp, true);
+    let out = run(71, imp, cfg.clone(), cfg, 2 * MIB, MIB);
+    assert!(out.b_stats.ce_received > 0, "no CE reached b");
+    assert!(out.a_stats.ecn_reductions > 0, "a never reduced on ECE");
+    assert_eq!(out.a_stats.retransmits, 0, "ECN marks are not losses");
+}
+
+#[test]
+fn sim_classic_ecn_cubic_with_ce_marks_reduces_and_completes() {
+    let imp = Impairments {
+        loss: 0.01,
+        duplicate: 0.0,
+        reorder: 0.0,
+        rate: 100_000_000 / 8,
+        ce: 0.02,
+    };
+    let cfg = TcpConfig {
+        ecn: true,
+        ..TcpConfig::default()
+    };
+    let out = run(72, imp, cfg.clone(), cfg, 2 * MIB, MIB);
+    assert!(out.a_stats.ecn_reductions > 0);
+}
+
 /// A sweep over many seeds and impairment mixes; run explicitly with
 /// `TCP_SIM_SWEEP=<count> cargo test -p engine sim_seed_sweep -- --ignored`.
 #[test]
@@ -352,15 +468,23 @@ fn sim_seed_sweep_transfers_byte_exact() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(50);
-    for seed in 1000..1000 + count {
+    let from: u64 = std::env::var("TCP_SIM_FROM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    for seed in from..from + count {
         let mut rng = Pcg64::seed_from_u64(seed);
         let imp = Impairments {
             loss: rng.gen_range(0.0..0.08),
             duplicate: rng.gen_range(0.0..0.03),
             reorder: rng.gen_range(0.0..0.1),
             rate: [0, 1_250_000, 12_500_000][rng.gen_range(0..3)],
+            ce: rng.gen_range(0.0..0.05),
         };
         let cfg = TcpConfig {
+            cc: [CcKind::NewReno, CcKind::Cubic, CcKind::Dctcp][rng.gen_range(0..3)],
+            sack: rng.gen_bool(0.7),
+            ecn: rng.gen_bool(0.3),
             ooo_max_segments: rng.gen_range(0..8),
             rcv_buf: rng.gen_range(2_000..300_000),
             timestamps: rng.gen_bool(0.5),
@@ -368,6 +492,7 @@ fn sim_seed_sweep_transfers_byte_exact() {
             nodelay: rng.gen_bool(0.5),
             ..TcpConfig::default()
         };
+        println!("cfg {cfg:?}");
         let a_bytes = rng.gen_range(0..300_000);
         let b_bytes = rng.gen_range(0..300_000);
         run(seed, imp, cfg.clone(), cfg.clone(), a_bytes, b_bytes);

@@ -1,0 +1,533 @@
+//! Loss detection and recovery on the sender, and SACK generation on the
+//! receiver.
+//!
+//! - Without SACK: NewReno (RFC 5681 §3.2 fast retransmit / fast recovery
+//!   with window inflation, RFC 6582 partial ACKs).
+//! - With SACK: the scoreboard (RFC 6675): IsLost with DupThresh = 3, pipe,
+//!   NextSeg rule 1 then new data; RACK (RFC 8985 §6) marks segments lost by
+//!   time, including lost retransmissions; the tail loss probe (§7) repairs a
+//!   lost tail without waiting for the RTO.
+//! - D-SACK (RFC 2883) reports of our retransmissions count as spurious and,
+//!   when every retransmission of an episode was, undo its cwnd reduction.
+//! - ECN-Echo (RFC 3168 §6.1.2) reduces cwnd once per window; DCTCP
+//!   (RFC 8257) also gets the marked-byte feedback for its alpha.
+//!
+//! Nothing here allocates; the scans are bounded by the scoreboard capacity.
+
+use core::time::Duration;
+
+use wire::tcp::{SackBlock, TcpOptions, TcpRepr};
+use wire::SeqNum;
+
+use crate::time::Instant;
+
+use super::cc::{AckInfo, CcKind, CongestionControl, CongestionEvent};
+use super::scoreboard::{TxSeg, EVER_RETRANS, SACKED};
+use super::tcb::{Rack, State, Tcb, Undo, SACK_RECENT};
+
+/// RFC 6675 DupThresh.
+pub(super) const DUP_THRESH: usize = 3;
+
+/// Where an ACK's TSecr can be compared with our transmit times: the ACK's
+/// TSecr and our timestamp clock offset.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TsEcho {
+    tsecr: Option<u32>,
+    offset: u32,
+}
+
+/// RFC 8985 §6.2 step 2: a delivered segment updates the RACK state unless
+/// it was retransmitted and the ACK may be for the original: the RTT is
+/// shorter than min_rtt, or the ACK echoes a timestamp older than the
+/// retransmission's.
+fn rack_update(rack: &mut Rack, s: &TxSeg, now: Instant, ts: TsEcho) {
+    let rtt = now - s.xmit;
+    if s.has(EVER_RETRANS) {
+        if rack.min_rtt.is_some_and(|m| rtt < m) {
+            return;
+        }
+        let sent_ts = ((s.xmit.as_nanos() / 1_000_000) as u32).wrapping_add(ts.offset);
+        if ts
+            .tsecr
+            .is_some_and(|e| (e.wrapping_sub(sent_ts) as i32) < 0)
+        {
+            return;
+        }
+    }
+    if !s.has(EVER_RETRANS) {
+        rack.min_rtt = Some(rack.min_rtt.map_or(rtt, |m| m.min(rtt)));
+    }
+    let newer = match rack.xmit {
+        None => true,
+        Some(x) => s.xmit > x || (s.xmit == x && s.end > rack.end),
+    };
+    if newer {
+        rack.xmit = Some(s.xmit);
+        rack.end = s.end;
+        rack.rtt = rtt;
+    }
+}
+
+/// What the ACK-processing code tells the recovery machine about one ACK.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct AckEvent {
+    /// SEG.ACK advanced snd_una.
+    pub(super) new_ack: bool,
+    /// Data bytes newly acknowledged cumulatively.
+    pub(super) acked: usize,
+    /// Bytes newly SACKed.
+    pub(super) sacked: usize,
+    /// A duplicate ACK (RFC 5681 §2, or one carrying new SACK information).
+    pub(super) dup: bool,
+    /// The ACK had ECN-Echo.
+    pub(super) ece: bool,
+    /// A D-SACK on this ACK covered the tail loss probe.
+    pub(super) dsack_tlp: bool,
+}
+
+impl Tcb {
+    /// Sender: reads the SACK blocks of an ACK (RFC 2018 §3, with the RFC
+    /// 2883 §4 rule for a D-SACK first block). Returns the bytes newly
+    /// SACKed and whether a D-SACK covered the tail loss probe.
+    pub(super) fn process_sack(&mut self, seg: &TcpRepr, now: Instant) -> (usize, bool) {
+        if !self.sack_ok {
+            return (0, false);
+        }
+        let blocks = seg.options.sack_blocks();
+        let mut newly = 0;
+        let mut dsack_tlp = false;
+        let floor = self.snd_una.max(seg.ack);
+        let ts = self.ts_echo(seg);
+        for (n, b) in blocks.iter().enumerate() {
+            // Ignore nonsense: empty or inverted blocks, or beyond what was sent.
+            if b.right <= b.left || b.right > self.snd_max {
+                continue;
+            }
+            let dsack = n == 0
+                && (b.right <= seg.ack
+                    || blocks
+                        .get(1)
+                        .is_some_and(|b2| b2.left <= b.left && b.right <= b2.right));
+            if dsack {
+                dsack_tlp |= self.on_dsack(*b);
+                continue;
+            }
+            if b.right <= floor {
+                continue;
+            }
+            let rack = &mut self.rack;
+            newly += self
+                .sb
+                .sack(b.left, b.right, |s| rack_update(rack, s, now, ts));
+        }
+        (newly, dsack_tlp)
+    }
+
+    /// A D-SACK block: a retransmission of the current undo episode was not
+    /// needed. When all of them were, the cwnd reduction is undone.
+    /// Returns true if it covers the tail loss probe.
+    fn on_dsack(&mut self, b: SackBlock) -> bool {
+        self.stats.dsacks_received += 1;
+        // RFC 8985 §6.2 step 4: widen the reordering window by min_rtt/4 per
+        // round trip in which D-SACKs arrive; keep it for 16 recoveries.
+        if self.rack.dsack_round.is_none_or(|r| self.snd_una >= r) {
+            self.rack.dsack_round = Some(self.snd_max);
+            self.rack.reo_mult = self.rack.reo_mult.max(1).saturating_add(1);
+            self.rack.reo_persist = 16;
+        }
+        if let Some(u) = self.undo.as_mut() {
+            if b.left >= u.marker && u.retrans > 0 {
+                u.retrans -= 1;
+                self.stats.spurious_retransmits += 1;
+                if u.retrans == 0 {
+                    let saved = u.saved;
+                    self.undo = None;
+                    self.cc.undo(saved);
+                    self.stats.cwnd_undos += 1;
+                }
+            }
+        }
+        // The probe was the last segment: its duplicate ends at TLP.end_seq.
+        self.tlp.high.is_some_and(|h| b.right == h)
+    }
+
+    /// Sender: the cumulative ACK moved to `ack`: drop acknowledged entries,
+    /// feeding RACK with what they say about delivery.
+    pub(super) fn scoreboard_ack(&mut self, seg: &TcpRepr, now: Instant) {
+        let ts = self.ts_echo(seg);
+        let rack = &mut self.rack;
+        self.sb.ack(seg.ack, |s| rack_update(rack, s, now, ts));
+    }
+
+    fn ts_echo(&self, seg: &TcpRepr) -> TsEcho {
+        TsEcho {
+            tsecr: if self.ts_enabled {
+                seg.options.timestamps.map(|(_, e)| e)
+            } else {
+                None
+            },
+            offset: self.ts_offset,
+        }
+    }
+
+    /// Bytes in flight as RFC 6675 `pipe` (equal to snd_nxt - snd_una when
+    /// nothing is SACKed or lost).
+    pub(super) fn pipe(&self) -> usize {
+        self.sb.pipe(self.snd_nxt - self.snd_una)
+    }
+
+    /// The recovery state machine, after an acceptable ACK was processed.
+    pub(super) fn on_ack_recovery(&mut self, ev: AckEvent, now: Instant) {
+        let mss = self.eff_mss;
+        if ev.dup {
+            self.stats.dup_acks += 1;
+            if self.in_recovery {
+                if !self.sack_ok {
+                    // RFC 5681 §3.2 step 4: inflate by one SMSS per dupack.
+                    let c = self.cc.cwnd().saturating_add(mss);
+                    self.cc.set_cwnd(c);
+                }
+            } else {
+                self.dupacks += 1;
+            }
+        }
+        let flight = self.snd_max - self.snd_una;
+        if ev.new_ack {
+            self.dupacks = 0;
+            if self.in_recovery {
+                if self.snd_una >= self.recover {
+                    // Full ACK: recovery ends (RFC 6582 §3.2 step 4, RFC 6675 §5).
+                    self.in_recovery = false;
+                    self.cc.on_recovery_exit(now, flight, mss);
+                } else if self.sack_ok {
+                    if self.sb.sacked_bytes() == 0 && self.sb.peek_owed().is_none() {
+                        // A partial ACK and no SACK information at all (the
+                        // receiver keeps no out-of-order data): the next hole
+                        // is at snd_una, as NewReno would infer (RFC 6582).
+                        self.sb.mark_lost(0);
+                        self.rexmit_one = true;
+                    }
+                } else {
+                    // RFC 6582 §3.2 step 5 (partial ACK): deflate by the
+                    // amount acked, add back one SMSS if at least one SMSS
+                    // was acked, retransmit the next hole at once.
+                    let mut c = self.cc.cwnd().saturating_sub(ev.acked);
+                    if ev.acked >= mss {
+                        c += mss;
+                    }
+                    self.cc.set_cwnd(c.max(mss));
+                    self.sb.mark_lost(0);
+                    self.rexmit_one = true;
+                }
+            } else if !(self.ecn_ok && ev.ece && self.snd_una > self.ecn_recover) {
+                // No growth on the ACK that brings an ECN reduction.
+                let srtt = self.rto.srtt().unwrap_or(Duration::ZERO);
+                self.cc.on_ack(&AckInfo {
+                    acked: ev.acked,
+                    srtt,
+                    now,
+                    flight,
+                    mss,
+                });
+            }
+            self.tlp_on_ack(ev, now);
+        }
+        if self.ecn_ok && (ev.new_ack || ev.dup) {
+            self.cc
+                .on_ecn_feedback(ev.acked, ev.ece, self.snd_una, self.snd_nxt);
+        }
+        if self.sack_ok {
+            if ev.sacked > 0 {
+                self.sb.mark_lost_by_sack(DUP_THRESH, mss);
+            }
+            if self.cfg.rack_tlp && (ev.sacked > 0 || ev.new_ack) {
+                self.rack_detect(now);
+            }
+        }
+        self.maybe_enter_recovery(now);
+        if self.ecn_ok && ev.ece && self.snd_una > self.ecn_recover {
+            // RFC 3168 §6.1.2: at most one reduction per window (ECE for data
+            // sent before the last one, up to ecn_recover, is ignored); none on top
+            // of a loss reduction in the same window, but CWR still goes out.
+            if !self.in_recovery {
+                let flight = self.snd_max - self.snd_una;
+                self.cc
+                    .on_congestion_event(CongestionEvent::Ecn, now, flight, mss);
+                self.stats.ecn_reductions += 1;
+            }
+            self.ecn_recover = self.snd_max;
+            self.cwr_pending = true;
+        }
+        self.arm_tlp(now);
+    }
+
+    /// Enters fast recovery on the third duplicate ACK (RFC 5681 §3.2) or,
+    /// with SACK, once a segment is deemed lost (RFC 6675 §5, RFC 8985), but
+    /// not for data sent before an earlier recovery or RTO (RFC 6582 §3.2
+    /// step 2).
+    pub(super) fn maybe_enter_recovery(&mut self, now: Instant) {
+        if self.in_recovery
+            || self.snd_una < self.recover
+            || !(self.dupacks >= DUP_THRESH as u32 || (self.sack_ok && self.sb.owed() > 0))
+            || self.sb.is_empty()
+        {
+            return;
+        }
+        let mss = self.eff_mss;
+        let flight = self.snd_max - self.snd_una;
+        self.undo = Some(Undo {
+            saved: self.cc,
+            marker: self.snd_una,
+            retrans: 0,
+        });
+        self.cc
+            .on_congestion_event(CongestionEvent::FastRecovery, now, flight, mss);
+        self.recover = self.snd_max;
+        self.in_recovery = true;
+        self.dupacks = 0;
+        self.stats.fast_retransmits += 1;
+        if self.rack.reo_persist > 0 {
+            self.rack.reo_persist -= 1;
+            if self.rack.reo_persist == 0 {
+                self.rack.reo_mult = 1;
+            }
+        }
+        if self.sack_ok {
+            self.stats.sack_recoveries += 1;
+        } else {
+            // RFC 5681 §3.2 step 3: cwnd = ssthresh + 3*SMSS.
+            let c = self.cc.ssthresh() + 3 * mss;
+            self.cc.set_cwnd(c);
+        }
+        // The first unacknowledged segment goes out at once, outside the
+        // window (RFC 5681 §3.2 step 3, RFC 6675 §5 step 4.3).
+        if self.sb.peek_owed().is_none() {
+            self.sb.mark_lost(0);
+        }
+        self.rexmit_one = true;
+        self.tlp.deadline = None;
+        self.tlp.pending = false;
+    }
+
+    /// RACK loss detection (RFC 8985 §6.2): the reordering window is
+    /// min_rtt / 4 (§6.2 step 4), capped at SRTT.
+    pub(super) fn rack_detect(&mut self, now: Instant) {
+        let Some(xmit) = self.rack.xmit else { return };
+        let min_rtt = self.rack.min_rtt.unwrap_or(self.rack.rtt);
+        let mut reo = min_rtt / 4 * self.rack.reo_mult.max(1);
+        if let Some(srtt) = self.rto.srtt() {
+            reo = reo.min(srtt);
+        }
+        let before = self.sb.owed();
+        let timeout = self
+            .sb
+            .rack_detect(xmit, self.rack.end, self.rack.rtt + reo, now);
+        let after = self.sb.owed();
+        self.stats.rack_losses += after.saturating_sub(before) as u64;
+        self.rack.deadline = timeout.map(|t| now + t);
+    }
+
+    /// The RACK reordering timer fired (RFC 8985 §6.2 step 5).
+    pub(super) fn on_rack_timer(&mut self, now: Instant) {
+        self.rack.deadline = None;
+        if self.sack_ok && self.cfg.rack_tlp {
+            self.rack_detect(now);
+            self.maybe_enter_recovery(now);
+        }
+    }
+
+    /// RTO (RFC 6675 §5.1, RFC 8985 §6.3): every un-SACKed segment is lost;
+    /// cwnd = 1 SMSS; recovery ends and `recover` = snd_max (RFC 6582 §4).
+    pub(super) fn rto_recovery(&mut self, now: Instant) {
+        let mss = self.eff_mss;
+        if self.in_recovery && !self.sack_ok {
+            // Without the inflation of NewReno recovery.
+            let c = self.cc.cwnd().min(self.cc.ssthresh());
+            self.cc.set_cwnd(c);
+        }
+        self.undo = Some(Undo {
+            saved: self.cc,
+            marker: self.snd_una,
+            retrans: 0,
+        });
+        let flight = self.snd_max - self.snd_una;
+        self.cc
+            .on_congestion_event(CongestionEvent::Rto, now, flight, mss);
+        self.in_recovery = false;
+        self.dupacks = 0;
+        self.recover = self.snd_max;
+        if self.sb.get(0).is_some_and(|s| s.has(SACKED)) {
+            // RFC 2018 §8: the receiver discarded SACKed data (reneging);
+            // the segment at snd_una must go again, so SACK marks are void.
+            self.sb.clear_sacked();
+            self.stats.sack_reneging += 1;
+        }
+        self.sb.mark_all_lost();
+        // Anything sent beyond the scoreboard is sent again as new data.
+        let tracked = self.sb.end().unwrap_or(self.snd_una).max(self.snd_una);
+        if self.snd_nxt > tracked {
+            self.snd_nxt = tracked;
+        }
+        self.tlp = Default::default();
+        self.rack.deadline = None;
+    }
+
+    /// RFC 8985 §7.2: arm the probe timeout when SACK and RACK-TLP are in use,
+    /// data is in flight, no recovery runs and no probe is outstanding.
+    /// PTO = 2*SRTT, plus the peer's delayed-ACK time when one segment is in
+    /// flight; 1 s without an RTT sample; only if it is earlier than the RTO.
+    pub(super) fn arm_tlp(&mut self, now: Instant) {
+        let ok = self.sack_ok
+            && self.cfg.rack_tlp
+            && !self.in_recovery
+            && self.tlp.high.is_none()
+            && self.snd_nxt > self.snd_una
+            && !self.sb.is_empty()
+            && matches!(
+                self.state,
+                State::Established
+                    | State::CloseWait
+                    | State::FinWait1
+                    | State::Closing
+                    | State::LastAck
+            );
+        if !ok {
+            self.tlp.deadline = None;
+            return;
+        }
+        if self.tlp.deadline.is_some() || self.tlp.pending {
+            return;
+        }
+        let mut pto = match self.rto.srtt() {
+            Some(srtt) => srtt * 2,
+            None => Duration::from_secs(1),
+        };
+        if self.sb.len() == 1 {
+            pto += self.cfg.delayed_ack;
+        }
+        let at = now + pto.max(Duration::from_millis(1));
+        if self.rto_deadline.is_some_and(|r| at >= r) {
+            return;
+        }
+        self.tlp.deadline = Some(at);
+    }
+
+    /// RFC 8985 §7.4: after a probe retransmission, an ACK beyond it means
+    /// the probe repaired a loss: reduce cwnd once. A D-SACK for the probe
+    /// means there was none.
+    fn tlp_on_ack(&mut self, ev: AckEvent, now: Instant) {
+        // New data acked: the probe timer restarts (§7.2).
+        self.tlp.deadline = None;
+        let Some(high) = self.tlp.high else { return };
+        if ev.dsack_tlp {
+            self.tlp.high = None;
+            return;
+        }
+        if self.snd_una > high || (self.snd_una == high && self.snd_max == high) {
+            self.tlp.high = None;
+            if !self.in_recovery {
+                let mss = self.eff_mss;
+                let flight = self.snd_max - self.snd_una;
+                self.cc
+                    .on_congestion_event(CongestionEvent::FastRecovery, now, flight, mss);
+            }
+        }
+    }
+
+    /// The probe timer fired: a probe goes out on the next `poll_output`.
+    pub(super) fn on_tlp_timer(&mut self) {
+        self.tlp.deadline = None;
+        if self.sack_ok && !self.in_recovery && self.snd_nxt > self.snd_una {
+            self.tlp.pending = true;
+        }
+    }
+
+    /// Receiver: remembers an out-of-order arrival at `seq` for the SACK
+    /// blocks (RFC 2018 §4: the block with the most recent arrival first,
+    /// then the most recently reported others).
+    pub(super) fn note_ooo_arrival(&mut self, seq: SeqNum) {
+        if !self.sack_ok {
+            return;
+        }
+        let cur = self.ooo.containing(self.rcv_nxt, seq);
+        let mut out = [SeqNum(0); SACK_RECENT];
+        out[0] = seq;
+        let mut n = 1;
+        for k in 0..self.sack_recent_len {
+            let s = self.sack_recent[k];
+            let r = self.ooo.containing(self.rcv_nxt, s);
+            if n < SACK_RECENT && r.is_some() && r != cur {
+                out[n] = s;
+                n += 1;
+            }
+        }
+        self.sack_recent = out;
+        self.sack_recent_len = n;
+    }
+
+    /// Receiver: a duplicate segment `[left, right)` arrived; report it in
+    /// the next ACK as a D-SACK (RFC 2883 §4).
+    pub(super) fn note_duplicate(&mut self, left: SeqNum, right: SeqNum) {
+        if self.sack_ok && right > left {
+            self.dsack = Some((left, right));
+            self.ack_now = true;
+        }
+    }
+
+    /// Receiver: fills the SACK option of an ACK: a pending D-SACK first,
+    /// then the out-of-order blocks, most recent first (3 with timestamps,
+    /// 4 without).
+    pub(super) fn fill_sack(&mut self, opts: &mut TcpOptions) {
+        if !self.sack_ok {
+            return;
+        }
+        let max = if self.ts_enabled { 3 } else { 4 };
+        let mut n = 0;
+        if let Some((left, right)) = self.dsack.take() {
+            opts.sack[0] = SackBlock { left, right };
+            n = 1;
+            self.stats.dsacks_sent += 1;
+        }
+        let first = n;
+        for k in 0..self.sack_recent_len {
+            if n >= max {
+                break;
+            }
+            let Some((left, right)) = self.ooo.containing(self.rcv_nxt, self.sack_recent[k]) else {
+                continue;
+            };
+            if opts.sack[first..n].iter().any(|b| b.left == left) {
+                continue;
+            }
+            opts.sack[n] = SackBlock { left, right };
+            n += 1;
+        }
+        opts.sack_len = n as u8;
+    }
+
+    /// Receiver ECN (RFC 3168 §6.1.3, RFC 8257 §3.2) for one arriving data
+    /// segment: classic ECN sets ECE from a CE mark until a CWR arrives;
+    /// DCTCP echoes exactly the CE state of the latest segment, ACKing at
+    /// once when it changes.
+    pub(super) fn ecn_receive(&mut self, ce: bool, cwr: bool, has_data: bool) {
+        if !self.ecn_ok {
+            return;
+        }
+        if ce {
+            self.stats.ce_received += 1;
+        }
+        if self.cc.kind() == CcKind::Dctcp {
+            if has_data && ce != self.ece {
+                self.ece = ce;
+                self.ack_now = true;
+            }
+            return;
+        }
+        if cwr {
+            self.ece = false;
+        }
+        if ce && has_data {
+            self.ece = true;
+        }
+    }
+}

@@ -1,0 +1,490 @@
+//! The sender's retransmission queue and SACK scoreboard (RFC 6675 §3,
+//! RFC 8985 §5.2): one entry per segment sent and not yet cumulatively
+//! acknowledged, in sequence order, with its last transmit time and
+//! SACKED / LOST / RETRANS marks.
+//!
+//! A fixed-capacity ring allocated when the Tcb is created; nothing
+//! allocates afterwards. When it is full no new data is sent until ACKs
+//! free entries (the capacity bounds segments in flight).
+//!
+//! Byte counters kept in step with the marks give RFC 6675's `pipe` in O(1):
+//! pipe = in flight - SACKed - LOST + RETRANS (a lost segment's
+//! retransmission is in flight again; as Linux's `tcp_packets_in_flight`).
+
+use wire::SeqNum;
+
+use crate::time::Instant;
+
+/// Selectively acknowledged by the receiver.
+pub(crate) const SACKED: u8 = 1;
+/// Deemed lost (RFC 6675 IsLost, RACK, or RTO) and owed a retransmission
+/// unless RETRANS is also set.
+pub(crate) const LOST: u8 = 2;
+/// A retransmission of this segment is in flight.
+pub(crate) const RETRANS: u8 = 4;
+/// The segment carries our FIN (its last sequence number).
+pub(crate) const FIN: u8 = 8;
+/// Retransmitted at least once (RACK's and Karn's ambiguity).
+pub(crate) const EVER_RETRANS: u8 = 16;
+
+/// One segment in flight: `[start, end)` in sequence space (a FIN counts one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TxSeg {
+    pub(crate) start: SeqNum,
+    pub(crate) end: SeqNum,
+    /// Time of the last (re)transmission.
+    pub(crate) xmit: Instant,
+    pub(crate) flags: u8,
+}
+
+impl TxSeg {
+    pub(crate) fn len(&self) -> usize {
+        self.end - self.start
+    }
+    pub(crate) fn has(&self, f: u8) -> bool {
+        self.flags & f != 0
+    }
+    /// Payload bytes (the length without the FIN).
+    pub(crate) fn data_len(&self) -> usize {
+        self.len() - usize::from(self.has(FIN))
+    }
+    /// Lost and not yet retransmitted.
+    pub(crate) fn owed(&self) -> bool {
+        self.flags & (LOST | RETRANS | SACKED) == LOST
+    }
+}
+
+const EMPTY: TxSeg = TxSeg {
+    start: SeqNum(0),
+    end: SeqNum(0),
+    xmit: Instant(0),
+    flags: 0,
+};
+
+/// The retransmission queue. Indices given to and taken from callers are
+/// positions from the oldest entry (0) up.
+#[derive(Debug)]
+pub(crate) struct Scoreboard {
+    ring: Vec<TxSeg>,
+    head: usize,
+    len: usize,
+    sacked_bytes: usize,
+    lost_bytes: usize,
+    retrans_bytes: usize,
+    /// Entries with LOST and neither RETRANS nor SACKED.
+    owed: usize,
+    /// Entries with EVER_RETRANS.
+    ever_retrans: usize,
+    /// No owed entry lies below this position (a search hint).
+    owed_hint: usize,
+}
+
+impl Scoreboard {
+    /// Room for `capacity` segments (at least 1), allocated now.
+    pub(crate) fn new(capacity: usize) -> Self {
+        Scoreboard {
+            ring: vec![EMPTY; capacity.max(1)],
+            head: 0,
+            len: 0,
+            sacked_bytes: 0,
+            lost_bytes: 0,
+            retrans_bytes: 0,
+            owed: 0,
+            ever_retrans: 0,
+            owed_hint: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub(crate) fn is_full(&self) -> bool {
+        self.len == self.ring.len()
+    }
+    pub(crate) fn sacked_bytes(&self) -> usize {
+        self.sacked_bytes
+    }
+    /// Entries owed a retransmission.
+    pub(crate) fn owed(&self) -> usize {
+        self.owed
+    }
+    /// RFC 6675 `pipe` given `flight` = snd_nxt - snd_una bytes.
+    pub(crate) fn pipe(&self, flight: usize) -> usize {
+        (flight + self.retrans_bytes).saturating_sub(self.sacked_bytes + self.lost_bytes)
+    }
+
+    fn idx(&self, i: usize) -> usize {
+        (self.head + i) % self.ring.len()
+    }
+
+    pub(crate) fn get(&self, i: usize) -> Option<&TxSeg> {
+        (i < self.len).then(|| &self.ring[self.idx(i)])
+    }
+
+    pub(crate) fn last(&self) -> Option<&TxSeg> {
+        self.len.checked_sub(1).and_then(|i| self.get(i))
+    }
+
+    /// One past the last sequence number tracked.
+    pub(crate) fn end(&self) -> Option<SeqNum> {
+        self.last().map(|s| s.end)
+    }
+
+    fn account(&mut self, s: TxSeg, add: bool) {
+        let n = s.len();
+        let upd = |v: &mut usize, on: bool| {
+            if on {
+                *v = if add { *v + n } else { v.saturating_sub(n) };
+            }
+        };
+        upd(&mut self.sacked_bytes, s.has(SACKED));
+        upd(&mut self.lost_bytes, s.has(LOST));
+        upd(&mut self.retrans_bytes, s.has(RETRANS));
+        let count = |v: &mut usize, on: bool| {
+            if on {
+                *v = if add { *v + 1 } else { v.saturating_sub(1) };
+            }
+        };
+        count(&mut self.owed, s.owed());
+        count(&mut self.ever_retrans, s.has(EVER_RETRANS));
+    }
+
+    /// Changes entry `i`'s flags (set, then clear) and its xmit time, keeping
+    /// the counters right.
+    fn update(&mut self, i: usize, set: u8, clear: u8, xmit: Option<Instant>) {
+        if i >= self.len {
+            return;
+        }
+        let k = self.idx(i);
+        let old = self.ring[k];
+        self.account(old, false);
+        let mut new = old;
+        new.flags = (new.flags | set) & !clear;
+        if let Some(t) = xmit {
+            new.xmit = t;
+        }
+        self.ring[k] = new;
+        self.account(new, true);
+        if new.owed() && i < self.owed_hint {
+            self.owed_hint = i;
+        }
+    }
+
+    /// Appends a segment just sent for the first time. Returns false (and
+    /// tracks nothing) if the ring is full or it does not follow the last one.
+    pub(crate) fn push(&mut self, start: SeqNum, end: SeqNum, fin: bool, now: Instant) -> bool {
+        if self.is_full() || end <= start || self.end().is_some_and(|e| start < e) {
+            return false;
+        }
+        let k = self.idx(self.len);
+        self.ring[k] = TxSeg {
+            start,
+            end,
+            xmit: now,
+            flags: if fin { FIN } else { 0 },
+        };
+        self.len += 1;
+        true
+    }
+
+    /// Position of the entry holding `seq`.
+    pub(crate) fn find(&self, seq: SeqNum) -> Option<usize> {
+        // Binary search on start (entries are sorted and disjoint).
+        let (mut lo, mut hi) = (0, self.len);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let s = self.ring[self.idx(mid)];
+            if s.end <= seq {
+                lo = mid + 1;
+            } else if s.start > seq {
+                hi = mid;
+            } else {
+                return Some(mid);
+            }
+        }
+        None
+    }
+
+    /// Cumulative ACK up to `una`: drops the entries wholly below it and trims
+    /// one straddling it. `delivered` sees every entry newly delivered (not
+    /// SACKed before) as it was before removal.
+    pub(crate) fn ack(&mut self, una: SeqNum, mut delivered: impl FnMut(&TxSeg)) {
+        while let Some(&s) = self.get(0) {
+            if s.start >= una {
+                break;
+            }
+            if s.end <= una {
+                if !s.has(SACKED) {
+                    delivered(&s);
+                }
+                self.account(s, false);
+                self.head = (self.head + 1) % self.ring.len();
+                self.len -= 1;
+                self.owed_hint = self.owed_hint.saturating_sub(1);
+                continue;
+            }
+            // Partly acknowledged: keep the rest as the new first entry.
+            let k = self.idx(0);
+            self.account(s, false);
+            self.ring[k].start = una;
+            let t = self.ring[k];
+            self.account(t, true);
+            break;
+        }
+        if self.len == 0 {
+            self.head = 0;
+            self.owed_hint = 0;
+        }
+    }
+
+    /// Marks SACKED every entry wholly inside `[left, right)`; `newly` sees
+    /// each newly SACKed entry. Returns the bytes newly SACKed.
+    pub(crate) fn sack(
+        &mut self,
+        left: SeqNum,
+        right: SeqNum,
+        mut newly: impl FnMut(&TxSeg),
+    ) -> usize {
+        if right <= left {
+            return 0;
+        }
+        let mut i = match self.find(left) {
+            Some(i) => i,
+            None => {
+                // `left` lies before the first entry or in no entry: start at
+                // the first entry at or after it.
+                let mut j = 0;
+                while j < self.len && self.ring[self.idx(j)].start < left {
+                    j += 1;
+                }
+                if j == self.len {
+                    return 0;
+                }
+                j
+            }
+        };
+        let mut bytes = 0;
+        while let Some(&s) = self.get(i) {
+            if s.start >= right {
+                break;
+            }
+            if s.start >= left && s.end <= right && !s.has(SACKED) {
+                newly(&s);
+                bytes += s.len();
+                self.update(i, SACKED, LOST | RETRANS, None);
+            }
+            i += 1;
+        }
+        bytes
+    }
+
+    /// RFC 6675 IsLost for every un-SACKed entry below the highest SACKed
+    /// one: lost once `dupthresh` SACKed segments or more than
+    /// (dupthresh - 1) * `mss` SACKed bytes lie above it. Entries already
+    /// retransmitted are left alone (RACK or the RTO handle those). Returns
+    /// the number newly marked.
+    pub(crate) fn mark_lost_by_sack(&mut self, dupthresh: usize, mss: usize) -> usize {
+        if self.sacked_bytes == 0 {
+            return 0;
+        }
+        let mut above_segs = 0;
+        let mut above_bytes = 0;
+        let mut marked = 0;
+        for i in (0..self.len).rev() {
+            let s = self.ring[self.idx(i)];
+            if s.has(SACKED) {
+                above_segs += 1;
+                above_bytes += s.len();
+                continue;
+            }
+            if above_segs == 0 {
+                continue;
+            }
+            let lost = above_segs >= dupthresh || above_bytes > (dupthresh - 1) * mss;
+            if lost && !s.has(LOST) && !s.has(RETRANS) {
+                self.update(i, LOST, 0, None);
+                marked += 1;
+            }
+        }
+        marked
+    }
+
+    /// Marks entry `i` lost (a retransmission already in flight is deemed
+    /// lost too: RACK). Returns true if it was not owed before.
+    pub(crate) fn mark_lost(&mut self, i: usize) -> bool {
+        match self.get(i) {
+            Some(s) if !s.has(SACKED) && !s.owed() => {
+                self.update(i, LOST, RETRANS, None);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// RTO (RFC 6675 §5.1, RFC 8985 §6.3): every un-SACKed entry is lost.
+    pub(crate) fn mark_all_lost(&mut self) {
+        for i in 0..self.len {
+            self.mark_lost(i);
+        }
+        self.owed_hint = 0;
+    }
+
+    /// Forgets every SACK mark (the receiver reneged, RFC 2018 §8).
+    pub(crate) fn clear_sacked(&mut self) {
+        if self.sacked_bytes == 0 {
+            return;
+        }
+        for i in 0..self.len {
+            if self.ring[self.idx(i)].has(SACKED) {
+                self.update(i, 0, SACKED, None);
+            }
+        }
+    }
+
+    /// The entry at `i` was retransmitted at `now`.
+    pub(crate) fn retransmitted(&mut self, i: usize, now: Instant) {
+        self.update(i, RETRANS | EVER_RETRANS, 0, Some(now));
+    }
+
+    /// Position of the lowest entry owed a retransmission (RFC 6675 NextSeg
+    /// rule 1).
+    pub(crate) fn next_owed(&mut self) -> Option<usize> {
+        if self.owed == 0 {
+            return None;
+        }
+        for i in self.owed_hint..self.len {
+            if self.ring[self.idx(i)].owed() {
+                self.owed_hint = i;
+                return Some(i);
+            }
+        }
+        for i in 0..self.owed_hint.min(self.len) {
+            if self.ring[self.idx(i)].owed() {
+                self.owed_hint = i;
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Same as `next_owed` without moving the hint.
+    pub(crate) fn peek_owed(&self) -> Option<usize> {
+        if self.owed == 0 {
+            return None;
+        }
+        (self.owed_hint..self.len)
+            .chain(0..self.owed_hint.min(self.len))
+            .find(|&i| self.ring[self.idx(i)].owed())
+    }
+
+    /// RACK loss detection (RFC 8985 §6.2 step 5): every un-SACKed entry
+    /// sent before the most recently delivered one (`rack_xmit`, `rack_end`)
+    /// and older than `now - wait` is lost. Returns the longest time an
+    /// entry sent before it still has to wait (for the reordering timer).
+    pub(crate) fn rack_detect(
+        &mut self,
+        rack_xmit: Instant,
+        rack_end: SeqNum,
+        wait: core::time::Duration,
+        now: Instant,
+    ) -> Option<core::time::Duration> {
+        let mut timeout = None;
+        let ordered = self.ever_retrans == 0;
+        for i in 0..self.len {
+            let s = self.ring[self.idx(i)];
+            let before = s.xmit < rack_xmit || (s.xmit == rack_xmit && s.end <= rack_end);
+            if !before {
+                if ordered {
+                    // Only first transmissions: later entries were sent later.
+                    break;
+                }
+                continue;
+            }
+            if s.has(SACKED) || s.owed() {
+                continue;
+            }
+            let deadline = s.xmit + wait;
+            if deadline <= now {
+                self.mark_lost(i);
+            } else {
+                let rem = deadline - now;
+                timeout = Some(timeout.map_or(rem, |t: core::time::Duration| t.max(rem)));
+            }
+        }
+        timeout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Instant = Instant(1_000_000_000);
+
+    fn board() -> Scoreboard {
+        let mut sb = Scoreboard::new(8);
+        for i in 0..6u32 {
+            assert!(sb.push(SeqNum(i * 100), SeqNum(i * 100 + 100), false, T));
+        }
+        sb
+    }
+
+    #[test]
+    fn scoreboard_sack_and_loss_marks_keep_pipe_per_rfc6675() {
+        let mut sb = board();
+        assert_eq!(sb.pipe(600), 600);
+        // SACK segments 2..6: 4 above segment 0 and 1 -> both lost.
+        assert_eq!(sb.sack(SeqNum(200), SeqNum(600), |_| {}), 400);
+        assert_eq!(sb.mark_lost_by_sack(3, 100), 2);
+        assert_eq!(sb.owed(), 2);
+        // pipe = 600 - 400 sacked - 200 lost.
+        assert_eq!(sb.pipe(600), 0);
+        let i = sb.next_owed().unwrap();
+        assert_eq!(i, 0);
+        sb.retransmitted(i, T);
+        assert_eq!(sb.pipe(600), 100);
+        assert_eq!(sb.next_owed(), Some(1));
+        // Cumulative ACK of everything up to 200 drops two entries.
+        sb.ack(SeqNum(200), |_| {});
+        assert_eq!(sb.len(), 4);
+        assert_eq!(sb.pipe(400), 0);
+        assert_eq!(sb.owed(), 0);
+    }
+
+    #[test]
+    fn scoreboard_full_push_refused_and_partial_ack_trims() {
+        let mut sb = board();
+        assert!(sb.push(SeqNum(600), SeqNum(700), false, T));
+        assert!(sb.push(SeqNum(700), SeqNum(800), true, T));
+        assert!(sb.is_full());
+        assert!(!sb.push(SeqNum(800), SeqNum(900), false, T));
+        sb.ack(SeqNum(150), |_| {});
+        assert_eq!(
+            sb.get(0).map(|s| (s.start, s.len())),
+            Some((SeqNum(150), 50))
+        );
+        assert_eq!(sb.find(SeqNum(750)), Some(6));
+        assert_eq!(sb.last().map(|s| s.data_len()), Some(99));
+    }
+
+    #[test]
+    fn scoreboard_rack_marks_only_segments_sent_before_and_old_enough() {
+        let mut sb = Scoreboard::new(4);
+        let ms = core::time::Duration::from_millis;
+        sb.push(SeqNum(0), SeqNum(100), false, T);
+        sb.push(SeqNum(100), SeqNum(200), false, T + ms(5));
+        sb.push(SeqNum(200), SeqNum(300), false, T + ms(10));
+        sb.sack(SeqNum(200), SeqNum(300), |_| {});
+        // Delivered: sent at T+10; wait (RTT + reo_wnd) 8 ms. At T+12 the
+        // first (deadline T+8) is lost and the second (deadline T+13) has
+        // 1 ms left; at T+13 it is lost too.
+        let t = sb.rack_detect(T + ms(10), SeqNum(300), ms(8), T + ms(12));
+        assert_eq!(sb.owed(), 1);
+        assert_eq!(t, Some(ms(1)));
+        sb.rack_detect(T + ms(10), SeqNum(300), ms(8), T + ms(13));
+        assert_eq!(sb.owed(), 2);
+    }
+}

@@ -1,0 +1,425 @@
+//! SACK (RFC 2018), D-SACK (RFC 2883), SACK-based recovery (RFC 6675),
+//! RACK-TLP (RFC 8985) and ECN (RFC 3168) between two Tcbs, with a one-way
+//! delay of 10 ms so that RTTs are real.
+
+use wire::tcp::TcpFlags;
+
+use super::*;
+use crate::tcp::{CcKind, TcpConfig};
+
+const D: u64 = 10;
+
+fn cfg(cc: CcKind, sack: bool) -> TcpConfig {
+    TcpConfig {
+        cc,
+        sack,
+        initial_cwnd_segments: 20,
+        ..TcpConfig::default()
+    }
+}
+
+/// Handshake and one 1-byte exchange with a one-way delay of D ms; returns
+/// the pair idle, with `a` knowing b's window, and the time.
+fn warm(cfg: &TcpConfig) -> (Host, Host, Instant) {
+    let d = ms(D);
+    let mut a = Host::connect(cfg, ISS_A);
+    let syn = a.output(T0);
+    let mut b = Host::accept(cfg, &syn[0], ISS_B);
+    let sa = b.output(T0 + d);
+    a.input(&sa[0], T0 + d * 2);
+    a.write(b"x");
+    for s in a.output(T0 + d * 2) {
+        b.input(&s, T0 + d * 3);
+    }
+    b.rx.take();
+    let t = T0 + d * 3 + ms(40);
+    b.timer(t);
+    for s in b.output(t) {
+        a.input(&s, t + d);
+    }
+    assert_eq!(a.tcb.bytes_in_flight(), 0);
+    (a, b, t + d)
+}
+
+/// Delivers `segs` (except the indices in `drop`) to `to` at `now`,
+/// returning everything `to` sends in reply.
+fn deliver(to: &mut Host, segs: &[Wire], drop: &[usize], now: Instant) -> Vec<Wire> {
+    let mut out = Vec::new();
+    for (i, s) in segs.iter().enumerate() {
+        if !drop.contains(&i) {
+            to.input(s, now);
+            out.extend(to.output(now));
+        }
+    }
+    out
+}
+
+fn feed(to: &mut Host, segs: &[Wire], now: Instant) {
+    for s in segs {
+        to.input(s, now);
+    }
+}
+
+fn blocks(w: &Wire) -> Vec<(SeqNum, SeqNum)> {
+    w.repr
+        .options
+        .sack_blocks()
+        .iter()
+        .map(|b| (b.left, b.right))
+        .collect()
+}
+
+#[test]
+fn syn_sent_sack_on_both_ends_negotiates_sack() {
+    let (a, b, _) = warm(&TcpConfig::default());
+    assert!(a.tcb.sack_enabled() && b.tcb.sack_enabled());
+    let (a, b, _) = warm(&cfg(CcKind::Cubic, false));
+    assert!(!a.tcb.sack_enabled() && !b.tcb.sack_enabled());
+}
+
+#[test]
+fn established_out_of_order_arrivals_ack_sack_blocks_most_recent_first() {
+    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
+    let mss = a.tcb.mss();
+    a.write(&pattern(10 * mss, 1));
+    let segs = a.output(t);
+    assert_eq!(segs.len(), 10);
+    let seq = |i: usize| ISS_A + 2 + i * mss;
+    let mut last = Vec::new();
+    for i in [0, 2, 5, 8, 3] {
+        b.input(&segs[i], t);
+        last = b.output(t);
+    }
+    let ack = last.last().expect("a duplicate ACK");
+    assert_eq!(ack.repr.ack, seq(1));
+    // Most recent arrival (3) first, merged with 2; then 8, then 5; at most
+    // 3 blocks with timestamps.
+    assert_eq!(
+        blocks(ack),
+        vec![(seq(2), seq(4)), (seq(8), seq(9)), (seq(5), seq(6))]
+    );
+}
+
+#[test]
+fn established_duplicate_segment_ack_carries_dsack_block() {
+    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
+    let mss = a.tcb.mss();
+    a.write(&pattern(2 * mss, 2));
+    let segs = a.output(t);
+    deliver(&mut b, &segs, &[], t);
+    b.input(&segs[0], t);
+    let out = b.output(t);
+    assert_eq!(out.len(), 1);
+    // RFC 2883: the first block reports the duplicate, below the ACK.
+    assert_eq!(out[0].repr.ack, ISS_A + 2 + 2 * mss);
+    assert_eq!(blocks(&out[0]), vec![(ISS_A + 2, ISS_A + 2 + mss)]);
+    assert_eq!(b.tcb.stats().dsacks_sent, 1);
+}
+
+#[test]
+fn established_three_losses_in_one_window_sack_retransmits_exactly_the_holes_at_once() {
+    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
+    let mss = a.tcb.mss();
+    let data = pattern(20 * mss, 3);
+    a.write(&data);
+    let segs = a.output(t);
+    assert_eq!(segs.len(), 20);
+    let acks = deliver(&mut b, &segs, &[2, 6, 11], t + ms(D));
+    feed(&mut a, &acks, t + ms(2 * D));
+    assert!(a.tcb.in_recovery());
+    assert_eq!(a.tcb.stats().sack_recoveries, 1);
+    assert_eq!(a.tcb.sacked_bytes(), 17 * mss - 2 * mss);
+    let re = a.output(t + ms(2 * D));
+    let seqs: Vec<SeqNum> = re.iter().map(|w| w.repr.seq).collect();
+    let seq = |i: usize| ISS_A + 2 + i * mss;
+    assert_eq!(seqs, vec![seq(2), seq(6), seq(11)], "exactly the holes");
+    for (w, i) in re.iter().zip([2, 6, 11]) {
+        assert_eq!(w.payload, segs[i].payload);
+    }
+    // One round trip repairs all three.
+    let acks = deliver(&mut b, &re, &[], t + ms(3 * D));
+    feed(&mut a, &acks, t + ms(4 * D));
+    assert!(!a.tcb.in_recovery());
+    assert_eq!(a.tcb.bytes_in_flight(), 0);
+    assert_eq!(a.tcb.stats().timeouts, 0);
+    assert_eq!(b.rx.take(), data);
+}
+
+#[test]
+fn established_three_losses_in_one_window_newreno_without_sack_retransmits_one_per_rtt() {
+    let (mut a, mut b, t) = warm(&cfg(CcKind::NewReno, false));
+    let mss = a.tcb.mss();
+    a.write(&pattern(20 * mss, 3));
+    let segs = a.output(t);
+    let acks = deliver(&mut b, &segs, &[2, 6, 11], t + ms(D));
+    feed(&mut a, &acks, t + ms(2 * D));
+    let re = a.output(t + ms(2 * D));
+    assert_eq!(re.len(), 1, "only the first hole is known");
+    assert_eq!(re[0].repr.seq, ISS_A + 2 + 2 * mss);
+    // The partial ACK reveals the next hole one RTT later.
+    let acks = deliver(&mut b, &re, &[], t + ms(3 * D));
+    feed(&mut a, &acks, t + ms(4 * D));
+    let re = a.output(t + ms(4 * D));
+    assert_eq!(re[0].repr.seq, ISS_A + 2 + 6 * mss);
+}
+
+#[test]
+fn established_lost_retransmission_rack_detects_and_retransmits_again() {
+    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
+    let mss = a.tcb.mss();
+    let data = pattern(25 * mss, 4);
+    a.write(&data[..20 * mss]);
+    let segs = a.output(t);
+    let acks = deliver(&mut b, &segs, &[2], t + ms(D));
+    feed(&mut a, &acks, t + ms(2 * D));
+    // New data goes out after the retransmission; the retransmission is lost.
+    a.write(&data[20 * mss..]);
+    let t2 = t + ms(2 * D);
+    let out = a.output(t2);
+    assert_eq!(out[0].repr.seq, ISS_A + 2 + 2 * mss);
+    assert!(out.len() > 1, "new data after the retransmission");
+    let acks = deliver(&mut b, &out, &[0], t2 + ms(D));
+    feed(&mut a, &acks, t2 + ms(2 * D));
+    // RACK: the retransmission was sent before delivered data and is older
+    // than RTT + reordering window: lost, well before any RTO.
+    let at = a.tcb.next_timeout().expect("RACK timer");
+    assert!(at < t2 + ms(100), "RACK fires before the RTO");
+    a.timer(at);
+    let again = a.output(at);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].repr.seq, ISS_A + 2 + 2 * mss);
+    assert!(a.tcb.stats().rack_losses >= 1);
+    assert_eq!(a.tcb.stats().timeouts, 0);
+    let acks = deliver(&mut b, &again, &[], at + ms(D));
+    feed(&mut a, &acks, at + ms(2 * D));
+    assert_eq!(a.tcb.bytes_in_flight(), 0);
+    assert_eq!(b.rx.take(), data);
+}
+
+#[test]
+fn established_lost_last_segment_tail_loss_probe_recovers_without_rto() {
+    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
+    let mss = a.tcb.mss();
+    let data = pattern(5 * mss, 5);
+    a.write(&data);
+    let segs = a.output(t);
+    assert_eq!(segs.len(), 5);
+    let acks = deliver(&mut b, &segs, &[4], t + ms(D));
+    feed(&mut a, &acks, t + ms(2 * D));
+    assert_eq!(a.tcb.bytes_in_flight(), mss);
+    let rto_at = t + ms(2 * D) + a.tcb.rto();
+    let pto = a.tcb.next_timeout().expect("probe timer");
+    assert!(pto < rto_at, "PTO {pto:?} before RTO {rto_at:?}");
+    a.timer(pto);
+    let probe = a.output(pto);
+    assert_eq!(probe.len(), 1);
+    assert_eq!(probe[0].repr.seq, ISS_A + 2 + 4 * mss);
+    assert_eq!(a.tcb.stats().tlp_probes, 1);
+    b.input(&probe[0], pto + ms(D));
+    let t3 = pto + ms(D + 40);
+    b.timer(t3);
+    let ack = b.output(t3);
+    assert_eq!(ack.len(), 1, "the delayed ACK");
+    a.input(&ack[0], t3 + ms(D));
+    assert_eq!(a.tcb.bytes_in_flight(), 0);
+    assert_eq!(a.tcb.stats().timeouts, 0);
+    assert_eq!(b.rx.take(), data);
+}
+
+#[test]
+fn established_reordered_segment_dsack_marks_retransmission_spurious_and_undoes_cwnd() {
+    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
+    let mss = a.tcb.mss();
+    let data = pattern(20 * mss, 6);
+    a.write(&data);
+    let segs = a.output(t);
+    let cwnd_before = a.tcb.cwnd();
+    let acks = deliver(&mut b, &segs, &[2], t + ms(D));
+    feed(&mut a, &acks, t + ms(2 * D));
+    assert!(a.tcb.cwnd() < cwnd_before, "reduced on entering recovery");
+    let re = a.output(t + ms(2 * D));
+    assert_eq!(re.len(), 1);
+    // The original was only late: it fills the hole; then the
+    // retransmission arrives as a duplicate and is D-SACKed.
+    let ack1 = deliver(&mut b, &segs[2..3], &[], t + ms(2 * D + 1));
+    let ack2 = deliver(&mut b, &re, &[], t + ms(3 * D));
+    assert_eq!(
+        blocks(&ack2[0]),
+        vec![(re[0].repr.seq, re[0].repr.seq + mss)]
+    );
+    feed(&mut a, &ack1, t + ms(3 * D + 1));
+    assert!(!a.tcb.in_recovery());
+    feed(&mut a, &ack2, t + ms(4 * D));
+    assert_eq!(a.tcb.stats().dsacks_received, 1);
+    assert_eq!(a.tcb.stats().spurious_retransmits, 1);
+    assert_eq!(a.tcb.stats().cwnd_undos, 1);
+    assert!(a.tcb.cwnd() >= cwnd_before, "cwnd restored");
+    assert_eq!(a.tcb.ssthresh(), usize::MAX);
+}
+
+#[test]
+fn established_scoreboard_full_holds_new_data_until_acked() {
+    let c = TcpConfig {
+        max_segments_in_flight: 4,
+        ..cfg(CcKind::Cubic, true)
+    };
+    let (mut a, mut b, t) = warm(&c);
+    let mss = a.tcb.mss();
+    a.write(&pattern(8 * mss, 7));
+    let segs = a.output(t);
+    assert_eq!(segs.len(), 4, "bounded by the scoreboard");
+    assert!(!a.tcb.has_output());
+    let acks = deliver(&mut b, &segs, &[], t + ms(D));
+    feed(&mut a, &acks, t + ms(2 * D));
+    assert_eq!(a.output(t + ms(2 * D)).len(), 4);
+}
+
+fn ecn_cfg(cc: CcKind) -> TcpConfig {
+    TcpConfig {
+        ecn: true,
+        ..cfg(cc, true)
+    }
+}
+
+#[test]
+fn syn_sent_ecn_configured_negotiates_with_ece_cwr_and_data_is_ect() {
+    let c = ecn_cfg(CcKind::Cubic);
+    let mut a = Host::connect(&c, ISS_A);
+    let syn = a.output(T0);
+    assert!(syn[0].flags().ece() && syn[0].flags().cwr());
+    let mut b = Host::accept(&c, &syn[0], ISS_B);
+    let sa = b.output(T0);
+    assert!(sa[0].flags().ece() && !sa[0].flags().cwr());
+    a.input(&sa[0], T0);
+    assert!(a.tcb.ecn_enabled() && b.tcb.ecn_enabled());
+    a.write(&[1; 100]);
+    let out = a.output_ect(T0);
+    assert!(out.iter().any(|(w, ect)| w.payload.len() == 100 && *ect));
+}
+
+#[test]
+fn syn_sent_default_config_offers_no_ecn() {
+    let c = TcpConfig::default();
+    let mut a = Host::connect(&c, ISS_A);
+    let syn = a.output(T0);
+    assert!(!syn[0].flags().ece() && !syn[0].flags().cwr());
+    // A peer offering ECN is not answered with ECE.
+    let ecn_syn = {
+        let mut s = syn[0].clone();
+        s.repr.flags = TcpFlags(s.repr.flags.0 | TcpFlags::ECE | TcpFlags::CWR);
+        s
+    };
+    let mut b = Host::accept(&c, &ecn_syn, ISS_B);
+    let sa = b.output(T0);
+    assert!(!sa[0].flags().ece());
+    assert!(!b.tcb.ecn_enabled());
+    a.input(&sa[0], T0);
+    a.write(&[1; 100]);
+    assert!(a.output_ect(T0).iter().all(|(_, ect)| !ect));
+}
+
+#[test]
+fn established_ce_mark_echoes_ece_until_cwr_and_sender_reduces_once_per_window() {
+    let (mut a, mut b, t) = warm(&ecn_cfg(CcKind::Cubic));
+    assert!(a.tcb.ecn_enabled());
+    let mss = a.tcb.mss();
+    a.write(&pattern(4 * mss, 8));
+    let segs = a.output(t);
+    let cwnd = a.tcb.cwnd();
+    b.tcb.input_ecn(true);
+    b.input(&segs[0], t + ms(D));
+    b.input(&segs[1], t + ms(D));
+    let ack1 = b.output(t + ms(D));
+    assert!(ack1[0].flags().ece(), "CE echoed");
+    b.input(&segs[2], t + ms(D));
+    b.input(&segs[3], t + ms(D));
+    let ack2 = b.output(t + ms(D));
+    assert!(ack2[0].flags().ece(), "ECE repeats until CWR");
+    a.input(&ack1[0], t + ms(2 * D));
+    assert_eq!(a.tcb.stats().ecn_reductions, 1);
+    assert_eq!(a.tcb.cwnd(), (cwnd as f64 * 0.7) as usize);
+    a.input(&ack2[0], t + ms(2 * D));
+    assert_eq!(a.tcb.stats().ecn_reductions, 1, "once per window");
+    // The next new data carries CWR; b stops echoing.
+    a.write(&pattern(mss, 9));
+    let out = a.output(t + ms(2 * D));
+    assert!(out[0].flags().cwr());
+    b.input(&out[0], t + ms(3 * D));
+    b.timer(t + ms(3 * D + 40));
+    let ack3 = b.output(t + ms(3 * D + 40));
+    assert!(!ack3[0].flags().ece());
+}
+
+#[test]
+fn established_dctcp_echoes_ce_exactly_and_cuts_by_alpha() {
+    let (mut a, mut b, t) = warm(&cfg(CcKind::Dctcp, true));
+    assert!(a.tcb.ecn_enabled(), "DCTCP offers ECN on its own");
+    let mss = a.tcb.mss();
+    a.write(&pattern(2 * mss, 10));
+    let segs = a.output(t);
+    let cwnd = a.tcb.cwnd();
+    b.tcb.input_ecn(true);
+    b.input(&segs[0], t + ms(D));
+    let ack1 = b.output(t + ms(D));
+    assert!(ack1[0].flags().ece(), "CE state change is ACKed at once");
+    b.input(&segs[1], t + ms(D));
+    let ack2 = b.output(t + ms(D));
+    assert!(!ack2[0].flags().ece(), "unmarked segment: no ECE");
+    let alpha_before = a.tcb.dctcp_alpha().expect("dctcp");
+    a.input(&ack1[0], t + ms(2 * D));
+    // The window ends with all bytes marked: alpha += g * (1 - alpha);
+    // then cwnd * (1 - alpha/2).
+    let alpha = a.tcb.dctcp_alpha().expect("dctcp");
+    assert_eq!(alpha, alpha_before - (alpha_before >> 4) + (1024 >> 4));
+    assert_eq!(a.tcb.cwnd(), cwnd - cwnd * alpha as usize / 2048);
+    assert_eq!(a.tcb.stats().ecn_reductions, 1);
+}
+
+#[test]
+fn established_set_cc_switches_algorithm_keeping_window() {
+    let (mut a, _b, _t) = warm(&cfg(CcKind::Cubic, true));
+    assert_eq!(a.tcb.cc(), CcKind::Cubic);
+    let cwnd = a.tcb.cwnd();
+    a.tcb.set_cc(CcKind::NewReno);
+    assert_eq!(a.tcb.cc(), CcKind::NewReno);
+    assert_eq!(a.tcb.cwnd(), cwnd);
+    assert_eq!(a.tcb.dctcp_alpha(), None);
+}
+
+#[test]
+fn syn_sent_set_cc_dctcp_before_syn_offers_ecn() {
+    let c = TcpConfig::default();
+    let mut a = Host::connect(&c, ISS_A);
+    a.tcb.set_cc(CcKind::Dctcp);
+    let syn = a.output(T0);
+    assert!(syn[0].flags().ece() && syn[0].flags().cwr());
+}
+
+#[test]
+fn established_rto_with_sacked_head_treats_it_as_reneging_and_resends_it() {
+    let (mut a, mut b, t) = warm(&TcpConfig {
+        rack_tlp: false,
+        ..cfg(CcKind::Cubic, true)
+    });
+    let mss = a.tcb.mss();
+    a.write(&pattern(4 * mss, 11));
+    let segs = a.output(t);
+    // A forged ACK SACKs the first segment, which the receiver then "loses".
+    let mut ack = b.output(t);
+    assert!(ack.is_empty());
+    b.input(&segs[1], t);
+    ack = b.output(t);
+    let mut forged = ack[0].clone();
+    forged.repr.options.sack[0] = wire::tcp::SackBlock {
+        left: segs[0].repr.seq,
+        right: segs[0].repr.seq + mss,
+    };
+    forged.repr.options.sack_len = 1;
+    a.input(&forged, t + ms(2 * D));
+    assert_eq!(a.tcb.sacked_bytes(), mss);
+    let rto = a.tcb.next_timeout().expect("rto");
+    a.timer(rto);
+    assert_eq!(a.tcb.stats().sack_reneging, 1);
+    let out = a.output(rto);
+    assert_eq!(out[0].repr.seq, segs[0].repr.seq, "the head goes again");
+}
