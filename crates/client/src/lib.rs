@@ -33,6 +33,7 @@ mod tcp;
 mod udp;
 
 pub use engine::stats::Stats;
+pub use engine::tcp::CcKind;
 pub use stack::{Driver, Stack, StackBuilder};
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;

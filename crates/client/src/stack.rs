@@ -157,6 +157,16 @@ impl StackBuilder {
         self
     }
 
+    /// The default TCP congestion control of every connection (CUBIC
+    /// unless set; DCTCP also turns ECN on).
+    pub fn congestion(mut self, cc: engine::tcp::CcKind) -> Self {
+        self.engine.tcp.cc = cc;
+        if cc == engine::tcp::CcKind::Dctcp {
+            self.engine.tcp.ecn = true;
+        }
+        self
+    }
+
     /// Engine settings beyond the address (TCP defaults, table sizes).
     pub fn engine_config(mut self, cfg: EngineConfig) -> Self {
         self.engine = cfg;

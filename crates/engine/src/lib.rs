@@ -85,6 +85,8 @@ impl Default for EngineConfig {
     }
 }
 
+/// The ECT(0) codepoint in the IPv4 TOS byte (RFC 3168 §5).
+const ECT0: u8 = 0b10;
 /// Segments one connection may emit per iteration.
 const TCP_BURST: usize = 64;
 /// Commands taken per iteration.
@@ -394,12 +396,15 @@ impl Core {
             &mut |seg: &tcp::Segment| {
                 let hlen = seg.repr.header_len();
                 let plen = seg.repr.payload_len;
-                link.send_ipv4(
+                // RFC 3168 §5: ECT(0) on data of an ECN-capable connection.
+                let tos = if seg.ect { ECT0 } else { 0 };
+                link.send_ipv4_tos(
                     tx,
                     stats,
                     now,
                     remote,
                     wire::ipv4::PROTO_TCP,
+                    tos,
                     hlen + plen,
                     |buf| {
                         seg.repr.emit_header(&mut buf[..hlen]);
@@ -532,7 +537,8 @@ impl Core {
                 cfg.nodelay = nodelay;
                 cfg.rcv_buf = rx.capacity();
                 let iss = self.isn.isn(local, remote, self.now);
-                let tcb = Tcb::connect(&cfg, local, remote, iss, self.now);
+                let mut tcb = Tcb::connect(&cfg, local, remote, iss, self.now);
+                tcb.set_ts_offset(self.isn.ts_offset(local, remote));
                 shared.set_addrs(local, remote);
                 shared.set_state(SockState::Connecting);
                 let conn = Conn {
@@ -639,6 +645,18 @@ impl Core {
                 let Some(slot) = self.slot_of(id) else { return };
                 self.close(slot);
             }
+            Command::SetCongestion { id, algorithm } => {
+                let Some(slot) = self.slot_of(id) else { return };
+                let kind = match algorithm {
+                    0 => tcp::CcKind::NewReno,
+                    1 => tcp::CcKind::Cubic,
+                    2 => tcp::CcKind::Dctcp,
+                    _ => return,
+                };
+                if let Some(c) = self.sockets.conn(slot) {
+                    c.tcb.set_cc(kind);
+                }
+            }
             Command::SetNodelay { id, on } => {
                 let Some(slot) = self.slot_of(id) else { return };
                 if let Some(c) = self.sockets.conn(slot) {
@@ -682,6 +700,8 @@ impl Core {
                     c.tcb.abort();
                 } else {
                     c.tcb.close();
+                    // Nobody will read any more: FIN-WAIT-2 must not last forever.
+                    c.tcb.orphan(self.now);
                 }
                 if c.tcb.state() == State::Closed && !c.tcb.has_output() {
                     self.drop_conn(slot);

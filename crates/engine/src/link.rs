@@ -91,6 +91,23 @@ impl Link {
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> bool {
+        self.send_ipv4_tos(tx, stats, now, dst, protocol, 0, payload_len, fill)
+    }
+
+    /// [`Link::send_ipv4`] with a TOS byte (DSCP and the RFC 3168 ECN
+    /// codepoint in its low two bits).
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_ipv4_tos<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        now: Instant,
+        dst: Ipv4Addr,
+        protocol: u8,
+        tos: u8,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
         let Some(next_hop) = self.next_hop(dst) else {
             stats.drop_no_route += 1;
             return false;
@@ -116,6 +133,10 @@ impl Link {
             }
             .emit(buf);
             ip.emit(&mut buf[ethernet::HEADER_LEN..]);
+            if tos != 0 {
+                buf[ethernet::HEADER_LEN + 1] = tos;
+                ipv4::fill_header_checksum(&mut buf[ethernet::HEADER_LEN..HEADERS]);
+            }
             fill(&mut buf[HEADERS..HEADERS + payload_len]);
             buf[HEADERS + payload_len..frame_len].fill(0);
             frame_len

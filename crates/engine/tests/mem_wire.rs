@@ -7,6 +7,7 @@ use appif::notify::Notify;
 use appif::socket::{Accepted, Command, SockState, SocketShared};
 use appif::spsc;
 use engine::stats::Stats;
+use engine::tcp::CcKind;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};
 use nic::impair::Impairments;
@@ -87,12 +88,23 @@ fn push(cmds: &mut spsc::Sender<Command>, c: Command) {
     assert!(cmds.push(c).is_ok(), "command ring full");
 }
 
-fn engine(port: MemPort, ip: Ipv4Addr, now: Instant) -> (Engine<MemPort>, spsc::Sender<Command>) {
+fn engine(
+    port: MemPort,
+    ip: Ipv4Addr,
+    cc: CcKind,
+    now: Instant,
+) -> (Engine<MemPort>, spsc::Sender<Command>) {
     let (tx, rx) = spsc::channel(1024);
+    let mut tcp = engine::tcp::TcpConfig {
+        cc,
+        ..Default::default()
+    };
+    tcp.ecn = cc == CcKind::Dctcp;
     let cfg = EngineConfig {
         ip,
         prefix_len: 24,
         ring_bytes: 256 * 1024,
+        tcp,
         ..EngineConfig::default()
     };
     (
@@ -103,15 +115,15 @@ fn engine(port: MemPort, ip: Ipv4Addr, now: Instant) -> (Engine<MemPort>, spsc::
 
 /// Transfers `total` bytes each way; returns both engines' counters and
 /// the virtual time it took.
-fn run(seed: u64, imp: Impairments, total: usize) -> (Stats, Stats, u64) {
+fn run(seed: u64, imp: Impairments, cc: CcKind, total: usize) -> (Stats, Stats, u64) {
     let (mut pa, mut pb) = mem::pair(imp, imp, seed);
     let (clock, ns) = MemClock::manual();
     pa.set_clock(clock.clone());
     pb.set_clock(clock);
     let mut t = 1_000_000_000u64;
     ns.store(t, Ordering::Release);
-    let (mut ea, mut ca) = engine(pa, A_IP, Instant(t));
-    let (mut eb, mut cb) = engine(pb, B_IP, Instant(t));
+    let (mut ea, mut ca) = engine(pa, A_IP, cc, Instant(t));
+    let (mut eb, mut cb) = engine(pb, B_IP, cc, Instant(t));
 
     let lshared = Arc::new(SocketShared::default());
     let (acc_tx, mut acc_rx) = spsc::channel::<Accepted>(16);
@@ -215,14 +227,14 @@ fn lossy_wire_16mib_each_way_arrives_byte_exact_and_runs_deterministic() {
     let seed = 0x5eed_0001;
     println!("seed {seed:#x}");
     let total = 16 << 20;
-    let (a1, b1, t1) = run(seed, impaired(), total);
+    let (a1, b1, t1) = run(seed, impaired(), CcKind::Cubic, total);
     println!("virtual time {} ms\nA:\n{a1}\nB:\n{b1}", t1 / 1_000_000);
     assert!(
         a1.drop_tcp_checksum + b1.drop_tcp_checksum + a1.drop_eth_other_mac + b1.drop_eth_other_mac
             > 0,
         "corruption was seen and dropped"
     );
-    let (a2, b2, t2) = run(seed, impaired(), total);
+    let (a2, b2, t2) = run(seed, impaired(), CcKind::Cubic, total);
     assert_eq!((a1, b1, t1), (a2, b2, t2), "same seed, same run");
 }
 
@@ -273,24 +285,26 @@ fn matrix() -> Vec<(&'static str, Impairments)> {
 }
 
 #[test]
-fn impairment_matrix_16mib_each_way_arrives_byte_exact() {
-    for (i, (name, imp)) in matrix().into_iter().enumerate() {
-        let seed = 0x3a7_0000 + i as u64;
-        let start = std::time::Instant::now();
-        let (a, b, t) = run(seed, imp, 16 << 20);
-        println!(
-            "{name:<24} seed {seed:#x}: virtual {:>6} ms, wall {:>5} ms, segments {}+{}",
-            t / 1_000_000,
-            start.elapsed().as_millis(),
-            a.tcp_tx_segments,
-            b.tcp_tx_segments
-        );
+fn impairment_matrix_each_cc_64mib_each_way_arrives_byte_exact() {
+    for cc in [CcKind::NewReno, CcKind::Cubic, CcKind::Dctcp] {
+        for (i, (name, imp)) in matrix().into_iter().enumerate() {
+            let seed = 0x3a7_0000 + i as u64;
+            let start = std::time::Instant::now();
+            let (a, b, t) = run(seed, imp, cc, 64 << 20);
+            println!(
+                "{cc:?} {name:<24} seed {seed:#x}: virtual {:>6} ms, wall {:>5} ms, segments {}+{}",
+                t / 1_000_000,
+                start.elapsed().as_millis(),
+                a.tcp_tx_segments,
+                b.tcp_tx_segments
+            );
+        }
     }
 }
 
 #[test]
 fn clean_wire_transfer_completes_without_drops() {
-    let (a, b, _) = run(7, Impairments::none(), 1 << 20);
+    let (a, b, _) = run(7, Impairments::none(), CcKind::Cubic, 1 << 20);
     assert_eq!(a.drop_tcp_checksum + b.drop_tcp_checksum, 0);
     assert_eq!(a.tcp_resets + b.tcp_resets, 0);
 }
