@@ -118,7 +118,7 @@ impl Core {
         match ip.protocol() {
             PROTO_ICMP => self.handle_icmp(src, ip.payload(), tx),
             PROTO_UDP => self.handle_udp(ip, tx),
-            PROTO_TCP => self.handle_tcp(src, ip.payload(), tx),
+            PROTO_TCP => self.handle_tcp(src, ip.payload(), ip.tos() & 0b11 == 0b11, tx),
             _ => self.stats.drop_ipv4_unsupported_proto += 1,
         }
     }
@@ -261,7 +261,8 @@ impl Core {
         }
     }
 
-    fn handle_tcp<T: TxQueue>(&mut self, src: Ipv4Addr, segment: &[u8], tx: &mut T) {
+    /// `ce`: the IPv4 ECN field carried Congestion Experienced (RFC 3168 §5).
+    fn handle_tcp<T: TxQueue>(&mut self, src: Ipv4Addr, segment: &[u8], ce: bool, tx: &mut T) {
         let dst = self.link.ip;
         let (seg, payload) = match TcpRepr::parse(segment, src, dst, self.cfg.verify_checksums) {
             Ok(v) => v,
@@ -284,14 +285,24 @@ impl Core {
             let Conn {
                 tcb, tx: txr, rx, ..
             } = c;
+            tcb.input_ecn(ce);
             let ev = tcb.input(&seg, payload, now, txr, rx);
             self.after_tcp(slot, ev);
             return;
         }
         let flags = seg.flags;
-        if flags.syn() && !flags.ack() && !flags.rst() {
-            if let Some(&lslot) = self.sockets.listeners.get(&seg.dst_port) {
+        if let Some(&lslot) = self.sockets.listeners.get(&seg.dst_port) {
+            if flags.syn() && !flags.ack() && !flags.rst() {
                 self.passive_open(lslot, remote, &seg, tx);
+                return;
+            }
+            // RFC 4987 §3.6: an ACK for no connection may complete a
+            // handshake answered with a SYN cookie.
+            if flags.ack()
+                && !flags.syn()
+                && !flags.rst()
+                && self.cookie_open(lslot, remote, &seg, payload)
+            {
                 return;
             }
         }
@@ -332,7 +343,11 @@ impl Core {
             return;
         };
         if l.pending >= l.backlog {
-            self.stats.drop_tcp_backlog_full += 1;
+            if self.cfg.syn_cookies {
+                self.send_cookie_synack(remote, syn, tx);
+            } else {
+                self.stats.drop_tcp_backlog_full += 1;
+            }
             return;
         }
         if self.sockets.is_full() || self.link.next_hop(*remote.ip()).is_none() {
@@ -341,12 +356,24 @@ impl Core {
             return;
         }
         let local = SocketAddrV4::new(self.link.ip, syn.dst_port);
+        let iss = self.isn.isn(local, remote, self.now);
+        self.new_passive(lslot, remote, syn, iss);
+    }
+
+    /// A connection in SYN-RECEIVED for `syn` with our ISN `iss`, owned by
+    /// the listener in `lslot` until accepted. Returns its slot.
+    fn new_passive(
+        &mut self,
+        lslot: u32,
+        remote: SocketAddrV4,
+        syn: &TcpRepr,
+        iss: wire::SeqNum,
+    ) -> Option<u32> {
+        let local = SocketAddrV4::new(self.link.ip, syn.dst_port);
         let mut cfg = self.cfg.tcp.clone();
         cfg.rcv_buf = self.cfg.ring_bytes.next_power_of_two();
-        let iss = self.isn.isn(local, remote, self.now);
-        let Some(tcb) = Tcb::accept(&cfg, local, remote, syn, iss, self.now) else {
-            return;
-        };
+        let mut tcb = Tcb::accept(&cfg, local, remote, syn, iss, self.now)?;
+        tcb.set_ts_offset(self.isn.ts_offset(local, remote));
         let shared = std::sync::Arc::new(appif::socket::SocketShared::default());
         let (app_tx, eng_tx) = appif::bytes::ring(self.cfg.ring_bytes);
         let (eng_rx, app_rx) = appif::bytes::ring(self.cfg.ring_bytes);
@@ -366,13 +393,103 @@ impl Core {
         if let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(lslot as usize) {
             l.pending += 1;
         }
-        if let Some(slot) = self.sockets.insert(id, Socket::Tcp(Box::new(conn))) {
-            self.sockets
-                .flows
-                .insert(flow_key(remote, syn.dst_port), slot);
-            self.stats.tcp_passive_opens += 1;
-            self.mark_dirty(slot);
-            self.arm_timer(slot);
+        let slot = self.sockets.insert(id, Socket::Tcp(Box::new(conn)))?;
+        self.sockets
+            .flows
+            .insert(flow_key(remote, syn.dst_port), slot);
+        self.stats.tcp_passive_opens += 1;
+        self.mark_dirty(slot);
+        self.arm_timer(slot);
+        Some(slot)
+    }
+
+    /// Answers a SYN without keeping state: the SYN-ACK's ISN is a cookie
+    /// (RFC 4987 §3.6) carrying the MSS; no window scale, SACK or timestamps.
+    fn send_cookie_synack<T: TxQueue>(&mut self, remote: SocketAddrV4, syn: &TcpRepr, tx: &mut T) {
+        let local = SocketAddrV4::new(self.link.ip, syn.dst_port);
+        let peer_mss = syn.options.mss.unwrap_or(536).min(self.cfg.tcp.mss);
+        let cookie = self
+            .cookies
+            .mint(local, remote, syn.seq, peer_mss, self.now);
+        let mut synack = TcpRepr {
+            src_port: syn.dst_port,
+            dst_port: syn.src_port,
+            seq: cookie,
+            ack: syn.seq + 1usize,
+            flags: wire::tcp::TcpFlags(wire::tcp::TcpFlags::SYN | wire::tcp::TcpFlags::ACK),
+            window: cookie_window(self.cfg.ring_bytes),
+            ..TcpRepr::default()
+        };
+        synack.options.mss = Some(self.cfg.tcp.mss);
+        let hlen = synack.header_len();
+        let (src, to, now) = (self.link.ip, *remote.ip(), self.now);
+        if self
+            .link
+            .send_ipv4(tx, &mut self.stats, now, to, PROTO_TCP, hlen, |buf| {
+                synack.emit_header(buf);
+                wire::tcp::fill_checksum(buf, src, to);
+            })
+        {
+            self.stats.tcp_syncookies_sent += 1;
         }
     }
+
+    /// An ACK that may answer a cookie SYN-ACK: when the cookie checks out,
+    /// the connection is created as if its SYN had been queued, and the ACK
+    /// (with any data) completes it. Returns false when it is no cookie.
+    fn cookie_open(
+        &mut self,
+        lslot: u32,
+        remote: SocketAddrV4,
+        ack: &TcpRepr,
+        payload: &[u8],
+    ) -> bool {
+        if !self.cfg.syn_cookies {
+            return false;
+        }
+        let local = SocketAddrV4::new(self.link.ip, ack.dst_port);
+        let Some(mss) = self
+            .cookies
+            .check(local, remote, ack.seq, ack.ack, self.now)
+        else {
+            return false;
+        };
+        if self.sockets.is_full() {
+            self.stats.drop_tcp_table_full += 1;
+            return true;
+        }
+        self.stats.tcp_syncookies_ok += 1;
+        // The SYN as the cookie remembers it: sequence, MSS, no other options.
+        let mut syn = TcpRepr {
+            src_port: ack.src_port,
+            dst_port: ack.dst_port,
+            seq: ack.seq - 1usize,
+            flags: wire::tcp::TcpFlags(wire::tcp::TcpFlags::SYN),
+            window: ack.window,
+            ..TcpRepr::default()
+        };
+        syn.options.mss = Some(mss);
+        let iss = ack.ack - 1usize;
+        let Some(slot) = self.new_passive(lslot, remote, &syn, iss) else {
+            return true;
+        };
+        let now = self.now;
+        let rcv_window = usize::from(cookie_window(self.cfg.ring_bytes));
+        let Some(c) = self.sockets.conn(slot) else {
+            return true;
+        };
+        let Conn {
+            tcb, tx: txr, rx, ..
+        } = c;
+        // Our SYN-ACK already went out (statelessly): account for it.
+        tcb.poll_output(now, &*txr, rcv_window, 1, &mut |_| {});
+        let ev = tcb.input(ack, payload, now, txr, rx);
+        self.after_tcp(slot, ev);
+        true
+    }
+}
+
+/// The window of a cookie SYN-ACK: unscaled, at most the RX ring.
+fn cookie_window(ring_bytes: usize) -> u16 {
+    ring_bytes.min(usize::from(u16::MAX)) as u16
 }

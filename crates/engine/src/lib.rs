@@ -65,6 +65,9 @@ pub struct EngineConfig {
     pub icmp_errors_per_sec: u32,
     /// Verify checksums of received packets in software.
     pub verify_checksums: bool,
+    /// Answer SYNs with SYN cookies when a listener's SYN queue is full
+    /// (RFC 4987; Linux tcp_syncookies=1) instead of dropping them.
+    pub syn_cookies: bool,
 }
 
 impl Default for EngineConfig {
@@ -81,6 +84,7 @@ impl Default for EngineConfig {
             arp_waiting: 64,
             icmp_errors_per_sec: 1000,
             verify_checksums: true,
+            syn_cookies: true,
         }
     }
 }
@@ -118,6 +122,7 @@ pub(crate) struct Core {
     wake: Arc<Notify>,
     pub woke: bool,
     isn: IsnGenerator,
+    cookies: syncookie::SynCookies,
     last_housekeeping: Instant,
     icmp_tokens: u32,
     icmp_refill: Instant,
@@ -163,6 +168,7 @@ impl<P: Port> Engine<P> {
                 wake,
                 woke: false,
                 isn: IsnGenerator::new(),
+                cookies: syncookie::SynCookies::new(),
                 last_housekeeping: now,
                 icmp_tokens: cfg.icmp_errors_per_sec,
                 icmp_refill: now,

@@ -118,8 +118,13 @@ counters! {
     tcp_no_socket,
     /// RSTs sent for segments that matched no connection.
     tcp_rst_tx,
-    /// SYNs dropped because the listener's backlog was full.
+    /// SYNs dropped because the listener's backlog was full (cookies off),
+    /// or connections reset because the accept queue was full.
     drop_tcp_backlog_full,
+    /// SYN-ACKs sent with a SYN cookie (the SYN queue was full).
+    tcp_syncookies_sent,
+    /// Connections opened from a valid SYN cookie.
+    tcp_syncookies_ok,
     /// SYNs or connects refused because the connection table was full.
     drop_tcp_table_full,
     /// Connections opened by connect().

@@ -1,0 +1,206 @@
+//! SYN cookies (RFC 4987): with the listener's SYN queue full, SYNs are
+//! answered statelessly and a client that returns a valid cookie still gets
+//! a working connection; a forged ACK gets a RST.
+
+use appif::notify::Notify;
+use appif::socket::{Accepted, Command, SocketShared};
+use appif::spsc;
+use engine::time::Instant;
+use engine::{Engine, EngineConfig};
+use nic::impair::Impairments;
+use nic::mem::{self, MemClock, MemPort};
+use nic::{Port, TxQueue};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use wire::arp::{ArpOp, ArpRepr};
+use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
+use wire::ipv4::{Ipv4Packet, Ipv4Repr, PROTO_TCP};
+use wire::tcp::{TcpFlags, TcpRepr};
+use wire::{MacAddr, SeqNum};
+
+const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const HOST: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+/// Sends one frame from the raw peer.
+fn send(port: &mut MemPort, frame: &[u8]) {
+    assert!(port.tx().transmit(frame.len(), |b| {
+        b[..frame.len()].copy_from_slice(frame);
+        frame.len()
+    }));
+    port.tx().flush();
+}
+
+fn tcp_frame(peer_mac: MacAddr, host_mac: MacAddr, seg: &TcpRepr, payload: &[u8]) -> Vec<u8> {
+    let hl = seg.header_len();
+    let mut f = vec![0u8; 14 + 20 + hl + payload.len()];
+    EthernetRepr {
+        dst: host_mac,
+        src: peer_mac,
+        ethertype: ETHERTYPE_IPV4,
+    }
+    .emit(&mut f);
+    let ip = Ipv4Repr {
+        src: PEER,
+        dst: HOST,
+        protocol: PROTO_TCP,
+        ttl: 64,
+        ident: 1,
+        dont_frag: true,
+        payload_len: hl + payload.len(),
+    };
+    ip.emit(&mut f[14..]);
+    seg.emit_header(&mut f[34..34 + hl]);
+    f[34 + hl..].copy_from_slice(payload);
+    wire::tcp::fill_checksum(&mut f[34..], PEER, HOST);
+    f
+}
+
+/// Every TCP segment the host sent since the last call.
+fn received(port: &mut MemPort) -> Vec<TcpRepr> {
+    let mut out = Vec::new();
+    port.rx_burst(256, |frame, _| {
+        let Ok((eth, payload)) = EthernetRepr::parse(frame) else {
+            return;
+        };
+        if eth.ethertype != ETHERTYPE_IPV4 {
+            return;
+        }
+        let ip = Ipv4Packet::new_checked(payload).unwrap();
+        if ip.protocol() == PROTO_TCP {
+            out.push(
+                TcpRepr::parse(ip.payload(), ip.src(), ip.dst(), true)
+                    .unwrap()
+                    .0,
+            );
+        }
+    });
+    out
+}
+
+#[test]
+fn listen_syn_queue_full_cookie_ack_opens_connection_and_forged_ack_is_reset() {
+    let (mut peer, host_port) = mem::pair(Impairments::none(), Impairments::none(), 1);
+    let (clock, ns) = MemClock::manual();
+    peer.set_clock(clock);
+    let peer_mac = MacAddr(peer.mac());
+    let host_mac = MacAddr(host_port.mac());
+    let mut t = 1_000_000_000u64;
+    ns.store(t, Ordering::Release);
+    let (mut cmds, rx) = spsc::channel(16);
+    let cfg = EngineConfig {
+        ip: HOST,
+        prefix_len: 24,
+        ..EngineConfig::default()
+    };
+    let mut host = Engine::new(host_port, cfg, rx, Arc::new(Notify::default()), Instant(t));
+    // A listener with a backlog of 2.
+    let (acc_tx, mut acc_rx) = spsc::channel::<Accepted>(2);
+    let _ = cmds.push(Command::Listen {
+        id: 1,
+        shared: Arc::new(SocketShared::default()),
+        local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80),
+        accept: acc_tx,
+    });
+    let step = |host: &mut Engine<MemPort>, t: &mut u64| {
+        *t += 10_000;
+        ns.store(*t, Ordering::Release);
+        host.poll(Instant(*t));
+    };
+    step(&mut host, &mut t);
+    // Let the host learn our MAC: an ARP request for its address.
+    let mut arp = vec![0u8; 42];
+    EthernetRepr {
+        dst: MacAddr::BROADCAST,
+        src: peer_mac,
+        ethertype: ETHERTYPE_ARP,
+    }
+    .emit(&mut arp);
+    ArpRepr {
+        op: ArpOp::Request,
+        sender_mac: peer_mac,
+        sender_ip: PEER,
+        target_mac: MacAddr::ZERO,
+        target_ip: HOST,
+    }
+    .emit(&mut arp[14..]);
+    send(&mut peer, &arp);
+    step(&mut host, &mut t);
+
+    // Ten SYNs that never complete: two fill the SYN queue, eight get cookies.
+    for i in 0..10u16 {
+        let mut syn = TcpRepr {
+            src_port: 40000 + i,
+            dst_port: 80,
+            seq: SeqNum(1000 * u32::from(i)),
+            flags: TcpFlags(TcpFlags::SYN),
+            window: 65535,
+            ..TcpRepr::default()
+        };
+        syn.options.mss = Some(1460);
+        send(&mut peer, &tcp_frame(peer_mac, host_mac, &syn, &[]));
+    }
+    step(&mut host, &mut t);
+    let synacks = received(&mut peer);
+    assert_eq!(synacks.len(), 10, "every SYN is answered");
+    assert_eq!(host.stats().tcp_syncookies_sent, 8);
+    let cookie = synacks.iter().find(|s| s.dst_port == 40009).unwrap();
+    assert!(cookie.flags.syn() && cookie.flags.ack());
+    assert_eq!(
+        cookie.options.window_scale, None,
+        "a cookie remembers no window scale"
+    );
+
+    // A forged ACK for another port's handshake is reset, not accepted.
+    let forged = TcpRepr {
+        src_port: 40008,
+        dst_port: 80,
+        seq: SeqNum(8001),
+        ack: cookie.seq + 1usize,
+        flags: TcpFlags(TcpFlags::ACK),
+        window: 65535,
+        ..TcpRepr::default()
+    };
+    send(&mut peer, &tcp_frame(peer_mac, host_mac, &forged, &[]));
+    step(&mut host, &mut t);
+    let rst = received(&mut peer);
+    assert!(
+        rst.iter().any(|s| s.flags.rst() && s.dst_port == 40008),
+        "forged cookie gets RST: {rst:?}"
+    );
+    assert_eq!(host.stats().tcp_syncookies_ok, 0);
+
+    // The right ACK, carrying data, opens the connection.
+    let ack = TcpRepr {
+        src_port: 40009,
+        dst_port: 80,
+        seq: SeqNum(9001),
+        ack: cookie.seq + 1usize,
+        flags: TcpFlags(TcpFlags::ACK | TcpFlags::PSH),
+        window: 65535,
+        payload_len: 5,
+        ..TcpRepr::default()
+    };
+    send(&mut peer, &tcp_frame(peer_mac, host_mac, &ack, b"hello"));
+    for _ in 0..10 {
+        step(&mut host, &mut t);
+    }
+    assert_eq!(host.stats().tcp_syncookies_ok, 1);
+    let mut acc = acc_rx.pop().expect("cookie connection accepted");
+    assert_eq!(acc.shared.remote(), SocketAddrV4::new(PEER, 40009));
+    let mut buf = [0u8; 16];
+    let n = acc.rx.read(&mut buf);
+    assert_eq!(&buf[..n], b"hello");
+    // The host acknowledges the data (within the 40 ms delayed-ACK time).
+    let mut acked = false;
+    for _ in 0..10_000 {
+        step(&mut host, &mut t);
+        acked |= received(&mut peer)
+            .iter()
+            .any(|s| s.dst_port == 40009 && s.flags.ack() && s.ack == SeqNum(9006));
+        if acked {
+            break;
+        }
+    }
+    assert!(acked, "data on the cookie connection is acknowledged");
+}
