@@ -172,6 +172,8 @@ pub enum Command {
     Close { id: SockId },
     /// TCP_NODELAY on or off.
     SetNodelay { id: SockId, on: bool },
+    /// SO_KEEPALIVE on or off (RFC 1122 §4.2.3.6; Linux timing defaults).
+    SetKeepalive { id: SockId, on: bool },
     /// TCP_CONGESTION: 0 NewReno, 1 CUBIC, 2 DCTCP (other values ignored).
     SetCongestion { id: SockId, algorithm: u8 },
 }

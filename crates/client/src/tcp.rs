@@ -157,6 +157,14 @@ impl TcpStream {
         Ok(())
     }
 
+    /// Turns keepalive probes on or off (like SO_KEEPALIVE; idle 2 h,
+    /// interval 75 s, 9 probes, then ETIMEDOUT).
+    pub fn set_keepalive(&self, on: bool) -> io::Result<()> {
+        self.stack
+            .command(Command::SetKeepalive { id: self.id, on });
+        Ok(())
+    }
+
     /// Chooses this connection's congestion control (like TCP_CONGESTION).
     pub fn set_congestion(&self, cc: engine::tcp::CcKind) -> io::Result<()> {
         let algorithm = match cc {

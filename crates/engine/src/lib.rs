@@ -651,6 +651,13 @@ impl Core {
                 let Some(slot) = self.slot_of(id) else { return };
                 self.close(slot);
             }
+            Command::SetKeepalive { id, on } => {
+                let Some(slot) = self.slot_of(id) else { return };
+                if let Some(c) = self.sockets.conn(slot) {
+                    c.tcb.set_keepalive(on);
+                    self.arm_timer(slot);
+                }
+            }
             Command::SetCongestion { id, algorithm } => {
                 let Some(slot) = self.slot_of(id) else { return };
                 let kind = match algorithm {
