@@ -4,7 +4,7 @@
 CARGO ?= cargo
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-.PHONY: setup build demo test fmt clippy
+.PHONY: setup build demo test fmt clippy fuzz
 
 setup:
 	bash scripts/setup.sh
@@ -21,5 +21,11 @@ fmt:
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# Every fuzz target over its stored corpus, then a short bounded run of each.
+fuzz:
+	bash scripts/fuzz.sh regress
+	bash scripts/fuzz.sh run $(or $(FUZZ_SECS),10)
+
 test: setup fmt clippy
 	$(CARGO) test --workspace --release
+	$(MAKE) fuzz

@@ -32,6 +32,24 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
     rustup component add rustfmt clippy
 fi
 
+# The hostile-input tests (crates/cli/tests/hostile.rs) craft frames with scapy.
+if ! python3 -c 'import scapy' >/dev/null 2>&1; then
+    echo "setup: installing scapy (pip)"
+    python3 -m pip install --quiet scapy \
+        || python3 -m pip install --quiet --break-system-packages scapy \
+        || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-scapy; }
+fi
+
+# Fuzzing (make test runs the corpora and a short bounded run): nightly + cargo-fuzz.
+if ! rustup toolchain list | grep -q '^nightly'; then
+    echo "setup: installing the nightly toolchain (for cargo-fuzz)"
+    rustup toolchain install nightly --profile minimal
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    echo "setup: installing cargo-fuzz"
+    cargo install cargo-fuzz --locked
+fi
+
 if ! mountpoint -q /sys/fs/bpf; then
     echo "setup: mounting bpffs at /sys/fs/bpf"
     mkdir -p /sys/fs/bpf
