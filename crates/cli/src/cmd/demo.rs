@@ -39,9 +39,13 @@ const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// `demo` options.
 #[derive(Args, Debug)]
 pub struct Demo {
-    /// Measured seconds per ping-pong run (TCP and UDP, Linux and corestack: 4 runs).
-    #[arg(long, default_value_t = 3.0)]
+    /// Measured seconds per ping-pong run (each round runs TCP and UDP on Linux and on corestack).
+    #[arg(long, default_value_t = 2.0)]
     seconds: f64,
+    /// Rounds of alternating Linux and corestack runs; the table shows the median of the rounds,
+    /// so that a burst of noise on this shared machine hits both stacks alike.
+    #[arg(long, default_value_t = 3)]
+    rounds: u32,
     /// Bytes in the checked echo transfer through corestack.
     #[arg(long, default_value_t = 100 << 20)]
     transfer_bytes: u64,
@@ -59,6 +63,20 @@ struct Latency {
 }
 
 impl Latency {
+    /// The median of each figure over several runs.
+    fn median(runs: &[Latency]) -> Latency {
+        let med = |f: fn(&Latency) -> f64| {
+            let mut v: Vec<f64> = runs.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(0.0)
+        };
+        Latency {
+            p50_us: med(|l| l.p50_us),
+            p99_us: med(|l| l.p99_us),
+            per_s: med(|l| l.per_s),
+        }
+    }
+
     fn from_json(v: &Value) -> Result<Latency> {
         let f = |k: &str| {
             v.get(k)
@@ -289,11 +307,10 @@ impl Demo {
             Latency::from_json(&v)
         };
 
-        // Linux first, alone.
+        // Alternate the two servers, one at a time, for `rounds` rounds.
         let linux_target = format!("{LINUX_SERVER_IP}:{PORT}");
-        progress.step("starting the Linux echo server (kernel stack, spinning)");
-        let log = logs.file("server-linux.log");
-        let args = [
+        let core_target = format!("{CORESTACK_IP}:{PORT}");
+        let linux_args = [
             "serve",
             "echo",
             "--kernel",
@@ -303,25 +320,7 @@ impl Demo {
             "7",
             "--spin",
         ];
-        let mut server = spawn(command(&topo.server, server_cpu, &exe, &args), &log)?;
-        wait_ready(&mut server, "listening", &log, &stop)
-            .context("starting the Linux echo server")?;
-        progress.step(&format!("Linux: TCP ping-pong, {} s", self.seconds));
-        let linux_tcp = pingpong("--tcp", &linux_target, "bench-linux-tcp.log")
-            .context("Linux TCP ping-pong")?;
-        progress.done(&format!("Linux TCP: p50 {:.1} µs", linux_tcp.p50_us));
-        progress.step(&format!("Linux: UDP ping-pong, {} s", self.seconds));
-        let linux_udp = pingpong("--udp", &linux_target, "bench-linux-udp.log")
-            .context("Linux UDP ping-pong")?;
-        progress.done(&format!("Linux UDP: p50 {:.1} µs", linux_udp.p50_us));
-        server.terminate(Duration::from_secs(3))?;
-        drop(server);
-
-        // Then corestack, alone.
-        let core_target = format!("{CORESTACK_IP}:{PORT}");
-        progress.step("starting the corestack echo server (af_xdp on s1, inline)");
-        let log = logs.file("server-corestack.log");
-        let args = [
+        let core_args = [
             "serve",
             "echo",
             "--iface",
@@ -335,20 +334,49 @@ impl Demo {
             "--mode",
             "inline",
         ];
-        let mut server = spawn(command(&topo.server, server_cpu, &exe, &args), &log)?;
-        wait_ready(&mut server, "listening", &log, &stop)
-            .context("starting the corestack echo server")?;
-        let generic = fs::read_to_string(&log)
-            .unwrap_or_default()
-            .contains("generic");
-        progress.step(&format!("corestack: TCP ping-pong, {} s", self.seconds));
-        let core_tcp = pingpong("--tcp", &core_target, "bench-core-tcp.log")
-            .context("corestack TCP ping-pong")?;
-        progress.done(&format!("corestack TCP: p50 {:.1} µs", core_tcp.p50_us));
-        progress.step(&format!("corestack: UDP ping-pong, {} s", self.seconds));
-        let core_udp = pingpong("--udp", &core_target, "bench-core-udp.log")
-            .context("corestack UDP ping-pong")?;
-        progress.done(&format!("corestack UDP: p50 {:.1} µs", core_udp.p50_us));
+        let rounds = self.rounds.max(1);
+        let mut runs: [Vec<Latency>; 4] = Default::default(); // linux tcp, linux udp, core tcp, core udp
+        let mut generic = false;
+        let mut core_server = None;
+        for round in 1..=rounds {
+            for (name, args, target, first) in [
+                ("Linux", &linux_args[..], &linux_target, 0),
+                ("corestack", &core_args[..], &core_target, 2),
+            ] {
+                progress.step(&format!(
+                    "round {round}/{rounds}: starting the {name} echo server"
+                ));
+                let log = logs.file(&format!("server-{name}-{round}.log"));
+                let mut server = spawn(command(&topo.server, server_cpu, &exe, args), &log)?;
+                wait_ready(&mut server, "listening", &log, &stop)
+                    .with_context(|| format!("starting the {name} echo server"))?;
+                generic |= first == 2
+                    && fs::read_to_string(&log)
+                        .unwrap_or_default()
+                        .contains("generic");
+                for (k, proto) in ["--tcp", "--udp"].into_iter().enumerate() {
+                    let label = &proto[2..];
+                    progress.step(&format!(
+                        "round {round}/{rounds}: {name} {label} ping-pong, {} s",
+                        self.seconds
+                    ));
+                    let l = pingpong(proto, target, &format!("bench-{name}-{label}-{round}.log"))
+                        .with_context(|| format!("{name} {label} ping-pong"))?;
+                    progress.done(&format!(
+                        "round {round}: {name} {label}: p50 {:.1} µs, p99 {:.1} µs",
+                        l.p50_us, l.p99_us
+                    ));
+                    runs[first + k].push(l);
+                }
+                if first == 2 && round == rounds {
+                    core_server = Some(server); // kept for the transfer
+                } else {
+                    server.terminate(Duration::from_secs(3))?;
+                }
+            }
+        }
+        let [linux_tcp, linux_udp, core_tcp, core_udp] = runs.map(|r| Latency::median(&r));
+        let mut server = core_server.expect("the last round ran corestack");
 
         let mib = self.transfer_bytes as f64 / (1 << 20) as f64;
         progress.step(&format!(
@@ -402,8 +430,12 @@ impl Demo {
 
         println!();
         println!(
-            "corestack demo: {}-byte echo round trips between two network namespaces over veth, {} s per run",
-            self.size, self.seconds
+            "corestack demo: {}-byte echo round trips between two network namespaces over veth",
+            self.size
+        );
+        println!(
+            "median of {rounds} alternating rounds of {} s per stack and protocol",
+            self.seconds
         );
         println!("client: spins, server: spins (Linux: nonblocking busy loop; corestack: inline engine, af_xdp)");
         if pin {
