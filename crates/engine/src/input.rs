@@ -352,7 +352,6 @@ impl Core {
         }
         if self.sockets.is_full() || self.link.next_hop(*remote.ip()).is_none() {
             self.stats.drop_tcp_table_full += 1;
-            let _ = tx;
             return;
         }
         let local = SocketAddrV4::new(self.link.ip, syn.dst_port);

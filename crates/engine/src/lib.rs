@@ -188,7 +188,7 @@ impl<P: Port> Engine<P> {
             .rx_burst(burst, |frame, tx| core.handle_frame(frame, tx));
         let tx = self.port.tx();
         let cmds = core.take_commands(tx);
-        core.run_timers(tx);
+        core.run_timers();
         if now.saturating_since(core.last_housekeeping) >= HOUSEKEEPING {
             core.last_housekeeping = now;
             core.housekeeping(tx);
@@ -281,7 +281,6 @@ impl Core {
     /// Applies TCP events of the connection in `slot`, removes it when done,
     /// and schedules its output and timer.
     pub(crate) fn after_tcp(&mut self, slot: u32, ev: tcp::Events) {
-        let ip = self.link.ip;
         let Some(c) = self.sockets.conn(slot) else {
             return;
         };
@@ -295,7 +294,7 @@ impl Core {
             Some(tcp::CloseReason::TimedOut) => self.stats.tcp_timeouts += 1,
             _ => {}
         }
-        let finished = apply_events(c, &ev, ip);
+        let finished = apply_events(c, &ev);
         if ev.connected {
             if let Some(l) = c.listener {
                 self.hand_over(slot, l);
@@ -432,7 +431,7 @@ impl Core {
     }
 
     /// Fires due timers.
-    fn run_timers<T: TxQueue>(&mut self, _tx: &mut T) {
+    fn run_timers(&mut self) {
         let mut expired = core::mem::take(&mut self.expired);
         self.timers.expire(self.now, &mut expired);
         for &(at, slot) in &expired {

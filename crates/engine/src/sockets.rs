@@ -7,7 +7,7 @@ use crate::time::Instant;
 use appif::bytes;
 use appif::socket::{Accepted, SockId, SocketShared};
 use appif::spsc;
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::SocketAddrV4;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -220,8 +220,7 @@ impl Sockets {
 
 /// Applies what TCP reported for a connection to its shared status block.
 /// Returns true when the connection is finished and can be removed.
-pub fn apply_events(conn: &mut Conn, ev: &Events, local_ip: Ipv4Addr) -> bool {
-    let _ = local_ip;
+pub fn apply_events(conn: &mut Conn, ev: &Events) -> bool {
     if ev.connected && conn.listener.is_none() {
         conn.shared.set_addrs(conn.tcb.local(), conn.tcb.remote());
         conn.shared.set_state(appif::socket::SockState::Open);

@@ -459,10 +459,10 @@ fn sim_classic_ecn_cubic_with_ce_marks_reduces_and_completes() {
     assert!(out.a_stats.ecn_reductions > 0);
 }
 
-/// A sweep over many seeds and impairment mixes; run explicitly with
-/// `TCP_SIM_SWEEP=<count> cargo test -p engine sim_seed_sweep -- --ignored`.
+/// A sweep over many seeds and impairment mixes: 50 seeds by default (well
+/// under a second); a longer sweep with
+/// `TCP_SIM_SWEEP=<count> TCP_SIM_FROM=<first> cargo test -p engine sim_seed_sweep`.
 #[test]
-#[ignore]
 fn sim_seed_sweep_transfers_byte_exact() {
     let count: u64 = std::env::var("TCP_SIM_SWEEP")
         .ok()
