@@ -64,6 +64,17 @@ pub enum ModeArg {
     Embedded,
 }
 
+/// corestack's TCP congestion control.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CcArg {
+    /// NewReno (RFC 5681, RFC 6582).
+    Newreno,
+    /// CUBIC (RFC 9438), the default.
+    Cubic,
+    /// DCTCP (RFC 8257); turns ECN on.
+    Dctcp,
+}
+
 /// Options that select corestack instead of the kernel stack.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StackOpts {
@@ -83,6 +94,9 @@ pub struct StackOpts {
     /// Default gateway for destinations off the subnet.
     #[arg(long, value_name = "ADDR")]
     pub gateway: Option<Ipv4Addr>,
+    /// TCP congestion control of corestack's connections (default cubic).
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub cc: Option<CcArg>,
 }
 
 impl StackOpts {
@@ -96,9 +110,15 @@ impl StackOpts {
         match &self.iface {
             None => "kernel".to_string(),
             Some(i) => format!(
-                "corestack ({} on {i}, {})",
+                "corestack ({} on {i}, {}{})",
                 self.driver_name(),
-                self.mode_name()
+                self.mode_name(),
+                match self.cc {
+                    None => "",
+                    Some(CcArg::Newreno) => ", newreno",
+                    Some(CcArg::Cubic) => ", cubic",
+                    Some(CcArg::Dctcp) => ", dctcp",
+                }
             ),
         }
     }
@@ -149,6 +169,13 @@ impl StackOpts {
             .inline(self.mode == ModeArg::Inline);
         if let Some(gw) = self.gateway {
             builder = builder.gateway(gw);
+        }
+        if let Some(cc) = self.cc {
+            builder = builder.congestion(match cc {
+                CcArg::Newreno => corestack::CcKind::NewReno,
+                CcArg::Cubic => corestack::CcKind::Cubic,
+                CcArg::Dctcp => corestack::CcKind::Dctcp,
+            });
         }
         let stack = builder
             .start()

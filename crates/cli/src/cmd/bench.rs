@@ -9,6 +9,9 @@
 //!
 //! transfer: sends `--bytes` of seeded pseudo-random data to an echo server while reading the
 //! echo back, and compares the sha256 of what was sent with that of what came back.
+//!
+//! stream (one-way goodput to `serve sink`) is in `stream.rs`; stream-matrix (Linux against
+//! corestack on a clean and a lossy path, in namespaces of its own) in `stream_matrix.rs`.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -36,6 +39,10 @@ pub enum Bench {
     Pingpong(Pingpong),
     /// Send N bytes to an echo server, read them back, compare sha256.
     Transfer(Transfer),
+    /// One-way TCP goodput to a sink server (`serve sink`).
+    Stream(crate::cmd::stream::StreamBench),
+    /// Goodput Linux vs corestack, both directions, clean and lossy path, in own namespaces.
+    StreamMatrix(crate::cmd::stream_matrix::StreamMatrix),
 }
 
 impl Bench {
@@ -43,6 +50,8 @@ impl Bench {
         match self {
             Bench::Pingpong(p) => p.run(),
             Bench::Transfer(t) => t.run(),
+            Bench::Stream(s) => s.run(),
+            Bench::StreamMatrix(m) => m.run(),
         }
     }
 }

@@ -5,3 +5,5 @@ pub mod demo;
 pub mod impair;
 pub mod nc;
 pub mod serve;
+pub mod stream;
+pub mod stream_matrix;

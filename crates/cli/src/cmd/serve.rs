@@ -28,12 +28,15 @@ const UDP_BURST: usize = 64;
 pub enum Serve {
     /// TCP and UDP echo on --port until SIGINT/SIGTERM.
     Echo(Echo),
+    /// TCP sink: read and discard, report bytes and goodput (the server of `bench stream`).
+    Sink(crate::cmd::stream::Sink),
 }
 
 impl Serve {
     pub fn run(self) -> Result<()> {
         match self {
             Serve::Echo(e) => e.run(),
+            Serve::Sink(s) => s.run(),
         }
     }
 }

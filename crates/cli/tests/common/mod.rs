@@ -109,6 +109,12 @@ impl Impaired {
 
     /// Stops the bridge and returns its totals line's counters: (lost, reordered).
     pub fn stop_bridge(&mut self) -> (u64, u64) {
+        let c = self.stop_bridge_counts();
+        (c.lost, c.reordered)
+    }
+
+    /// Stops the bridge and returns every counter of its totals line.
+    pub fn stop_bridge_counts(&mut self) -> BridgeCounts {
         let f = self.bridge.take().expect("bridge running").terminate();
         assert!(
             f.status.success(),
@@ -127,8 +133,22 @@ impl Impaired {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or_else(|| panic!("no {key} in {line:?}"))
         };
-        (count("lost="), count("reordered="))
+        BridgeCounts {
+            lost: count("lost="),
+            reordered: count("reordered="),
+            duplicated: count("duplicated="),
+            corrupted: count("corrupted="),
+        }
     }
+}
+
+/// What the impairment bridge did, both directions together (frames).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BridgeCounts {
+    pub lost: u64,
+    pub reordered: u64,
+    pub duplicated: u64,
+    pub corrupted: u64,
 }
 
 /// Like [`Pair`], but corestack uses a persistent tap device `tap0` in `core`, bridged (`br0`)
@@ -368,7 +388,7 @@ impl Proc {
                 let err = self.stderr();
                 drop(self.guard);
                 panic!(
-                    "{} did not finish within {timeout:?}; stderr:\n{err}",
+                    "{} did not finish within {timeout:?} (its time bound): killed; stderr:\n{err}",
                     self.name
                 );
             }
@@ -446,13 +466,30 @@ pub fn transfer_linux_to_corestack(
     port: u16,
     timeout: Duration,
 ) {
+    transfer_linux_to_corestack_bytes(pair, core_args, port, TRANSFER_BYTES, timeout);
+}
+
+/// Linux `nc` client in `pair.linux` -> `corestack nc -l` in `pair.core`: `bytes` of seeded data,
+/// sha256 equal; panics when the client takes longer than `timeout`.
+pub fn transfer_linux_to_corestack_bytes(
+    pair: &Pair,
+    core_args: &[String],
+    port: u16,
+    bytes: u64,
+    timeout: Duration,
+) {
     let mut srv = corestack(&pair.core, &["nc", "-l", &port.to_string()]);
     srv.args(core_args);
     let mut server = Proc::spawn("corestack nc -l", srv, None, Out::Hash);
     server.wait_stderr("listening on", Duration::from_secs(30));
     let mut cli = pair.linux.exec("nc");
     cli.args(["-N", &pair.core_ip, &port.to_string()]);
-    let client = Proc::spawn("linux nc", cli, Some(TRANSFER_BYTES), Out::Hash);
+    let client = Proc::spawn(
+        &format!("linux nc sending {bytes} bytes to corestack"),
+        cli,
+        Some(bytes),
+        Out::Hash,
+    );
     let c = client.finish(timeout);
     let s = server.finish(Duration::from_secs(20));
     assert!(
@@ -469,11 +506,7 @@ pub fn transfer_linux_to_corestack(
         s.stderr
     );
     let fed = c.fed.expect("fed");
-    assert_eq!(
-        fed.bytes, TRANSFER_BYTES,
-        "linux nc took only {} bytes",
-        fed.bytes
-    );
+    assert_eq!(fed.bytes, bytes, "linux nc took only {} bytes", fed.bytes);
     assert_eq!(
         s.out.expect("hashed"),
         fed,
@@ -488,6 +521,18 @@ pub fn transfer_corestack_to_linux(
     port: u16,
     timeout: Duration,
 ) {
+    transfer_corestack_to_linux_bytes(pair, core_args, port, TRANSFER_BYTES, timeout);
+}
+
+/// `corestack nc` client in `pair.core` -> Linux `nc -l` in `pair.linux`: `bytes` of seeded data,
+/// sha256 equal; panics when the client takes longer than `timeout`.
+pub fn transfer_corestack_to_linux_bytes(
+    pair: &Pair,
+    core_args: &[String],
+    port: u16,
+    bytes: u64,
+    timeout: Duration,
+) {
     let mut srv = pair.linux.exec("nc");
     srv.args(["-l", &port.to_string()]);
     let server = Proc::spawn("linux nc -l", srv, None, Out::Hash);
@@ -495,7 +540,12 @@ pub fn transfer_corestack_to_linux(
     let mut cli = corestack(&pair.core, &["nc"]);
     cli.args(core_args)
         .args([pair.linux_ip.as_str(), &port.to_string()]);
-    let client = Proc::spawn("corestack nc", cli, Some(TRANSFER_BYTES), Out::Hash);
+    let client = Proc::spawn(
+        &format!("corestack nc sending {bytes} bytes to Linux"),
+        cli,
+        Some(bytes),
+        Out::Hash,
+    );
     let c = client.finish(timeout);
     let s = server.finish(Duration::from_secs(20));
     assert!(
@@ -512,7 +562,7 @@ pub fn transfer_corestack_to_linux(
     );
     let fed = c.fed.expect("fed");
     assert_eq!(
-        fed.bytes, TRANSFER_BYTES,
+        fed.bytes, bytes,
         "corestack nc took only {} bytes",
         fed.bytes
     );

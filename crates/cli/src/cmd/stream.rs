@@ -1,0 +1,478 @@
+//! `corestack bench stream` and `corestack serve sink`: one-way TCP goodput, on either stack.
+//!
+//! The client sends `--bytes` (or for `--duration`) of data, then half-closes. The sink reads and
+//! discards; at the client's FIN it answers one line, `sink: BYTES bytes NANOS ns\n` (what it
+//! received and how long from accept to FIN), and closes. The client's goodput is the bytes the
+//! sink reports over the time from connect to that report, so it counts only bytes the receiving
+//! application read, retransmissions and the tail included. The sink prints one line per
+//! connection and, at exit (SIGINT/SIGTERM), its totals and corestack's counters.
+//!
+//! corestack (either side): one thread, nonblocking sockets, the inline engine run by the waits
+//! (it spins). Kernel client: blocking writes. Kernel sink: one blocking thread per connection.
+
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+
+use crate::net::{self, Interrupted, Listener, StackOpts, Stream, Waiter};
+
+/// Bytes per write and per read.
+const CHUNK_BYTES: usize = 64 * 1024;
+/// Longest report line the client accepts, bytes.
+const REPORT_MAX_BYTES: usize = 128;
+/// How long a kernel socket blocks before the loop checks its deadline and the stop flag.
+const KERNEL_TIMEOUT: Duration = Duration::from_millis(200);
+
+/// Goodput in Mbit/s of `bytes` in `secs` (0 when no time passed).
+pub fn mbit_per_s(bytes: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        bytes as f64 * 8.0 / 1e6 / secs
+    } else {
+        0.0
+    }
+}
+
+/// The sink's answer to the client's FIN.
+fn report_line(bytes: u64, elapsed: Duration) -> String {
+    format!("sink: {bytes} bytes {} ns\n", elapsed.as_nanos())
+}
+
+/// Parses [`report_line`]'s output: (bytes, ns).
+fn parse_report(line: &str) -> Option<(u64, u64)> {
+    let mut w = line.split_whitespace();
+    if w.next()? != "sink:" {
+        return None;
+    }
+    let bytes = w.next()?.parse().ok()?;
+    if w.next()? != "bytes" {
+        return None;
+    }
+    let ns = w.next()?.parse().ok()?;
+    (w.next()? == "ns").then_some((bytes, ns))
+}
+
+/// `bench stream` options.
+#[derive(Args, Debug)]
+pub struct StreamBench {
+    /// Sink server address (`corestack serve sink`).
+    #[arg(long, value_name = "IP:PORT")]
+    target: SocketAddrV4,
+    /// Bytes to send (instead of --duration).
+    #[arg(long, conflicts_with = "duration")]
+    bytes: Option<u64>,
+    /// Seconds to send for (default 5 unless --bytes).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Give up after this many seconds in all (default: the duration + 60).
+    #[arg(long)]
+    timeout: Option<f64>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackOpts,
+}
+
+/// What a stream run measured (the `--json` object).
+#[derive(Debug, Serialize)]
+pub struct StreamReport {
+    stack: String,
+    target: String,
+    bytes_sent: u64,
+    /// Bytes the sink read (its report).
+    bytes_received: u64,
+    /// Connect to the sink's report, seconds.
+    seconds: f64,
+    /// bytes_received over seconds.
+    goodput_mbit_s: f64,
+    /// The sink's own time, accept to FIN, seconds.
+    sink_seconds: f64,
+}
+
+/// When the sending stops.
+#[derive(Debug, Clone, Copy)]
+enum Until {
+    Bytes(u64),
+    Elapsed(Duration),
+}
+
+impl StreamBench {
+    pub fn run(self) -> Result<()> {
+        let until = match (self.bytes, self.duration) {
+            (Some(b), _) => Until::Bytes(b),
+            (None, Some(d)) if d > 0.0 && d <= 3600.0 => Until::Elapsed(Duration::from_secs_f64(d)),
+            (None, Some(_)) => bail!("--duration must be in (0, 3600] seconds"),
+            (None, None) => Until::Elapsed(Duration::from_secs(5)),
+        };
+        let timeout = match (self.timeout, until) {
+            (Some(t), _) if t > 0.0 && t <= 7200.0 => Duration::from_secs_f64(t),
+            (Some(_), _) => bail!("--timeout must be in (0, 7200] seconds"),
+            (None, Until::Elapsed(d)) => d + Duration::from_secs(60),
+            (None, Until::Bytes(_)) => Duration::from_secs(300),
+        };
+        let stop = net::stop_flag()?;
+        let deadline = Instant::now() + timeout;
+        let target = self.target;
+        let (t0, sent, report) = if self.stack.wants_corestack() {
+            let stack = self.stack.start()?;
+            let s = corestack::TcpStream::connect(&stack, target)
+                .map_err(|e| net::connect_error(e, target))?;
+            let t0 = Instant::now();
+            let waiter = self.stack.waiter(&stack);
+            let (sent, report) = send_stream(s, Some(&waiter), until, deadline, &stop)?;
+            (t0, sent, report)
+        } else {
+            let s = std::net::TcpStream::connect_timeout(&target.into(), Duration::from_secs(5))
+                .map_err(|e| net::connect_error(e, target))?;
+            s.set_write_timeout(Some(KERNEL_TIMEOUT))?;
+            s.set_read_timeout(Some(KERNEL_TIMEOUT))?;
+            let t0 = Instant::now();
+            let (sent, report) = send_stream(s, None, until, deadline, &stop)?;
+            (t0, sent, report)
+        };
+        let secs = t0.elapsed().as_secs_f64();
+        let (received, sink_ns) = report;
+        let r = StreamReport {
+            stack: self.stack.describe(),
+            target: target.to_string(),
+            bytes_sent: sent,
+            bytes_received: received,
+            seconds: secs,
+            goodput_mbit_s: mbit_per_s(received, secs),
+            sink_seconds: sink_ns as f64 / 1e9,
+        };
+        if self.json {
+            println!("{}", serde_json::to_string(&r)?);
+        } else {
+            println!(
+                "sent {} bytes to {} with {}; the sink read {} bytes\n{:.2} s from connect to the sink's report: {:.1} Mbit/s goodput",
+                r.bytes_sent, r.target, r.stack, r.bytes_received, r.seconds, r.goodput_mbit_s
+            );
+        }
+        if received != sent {
+            bail!("the sink read {received} bytes but {sent} were sent");
+        }
+        Ok(())
+    }
+}
+
+/// Sends until `until`, half-closes, reads the sink's report. `waiter` is Some for corestack
+/// (nonblocking, the waits run the engine), None for a kernel socket with timeouts set.
+/// Returns (bytes sent, (bytes the sink read, the sink's ns)).
+fn send_stream<S: Stream>(
+    mut s: S,
+    waiter: Option<&Waiter>,
+    until: Until,
+    deadline: Instant,
+    stop: &AtomicBool,
+) -> Result<(u64, (u64, u64))> {
+    s.nonblocking(waiter.is_some())?;
+    let chunk: Vec<u8> = (0..CHUNK_BYTES).map(|i| (i * 7 + 3) as u8).collect();
+    let start = Instant::now();
+    let mut sent = 0u64;
+    let mut off = 0usize;
+    let idle = |what: &str, sent: u64| -> Result<()> {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Interrupted.into());
+        }
+        if Instant::now() >= deadline {
+            bail!("{what}: timed out after {sent} bytes sent");
+        }
+        if let Some(w) = waiter {
+            w.wait(Duration::from_millis(1))?;
+        }
+        Ok(())
+    };
+    loop {
+        let more = match until {
+            Until::Bytes(b) => sent < b,
+            Until::Elapsed(d) => start.elapsed() < d,
+        };
+        if !more {
+            break;
+        }
+        let len = match until {
+            Until::Bytes(b) => (b - sent).min((CHUNK_BYTES - off) as u64) as usize,
+            Until::Elapsed(_) => CHUNK_BYTES - off,
+        };
+        match s.write(&chunk[off..off + len]) {
+            Ok(n) => {
+                sent += n as u64;
+                off = (off + n) % CHUNK_BYTES;
+                if waiter.is_some() && stop.load(Ordering::Relaxed) {
+                    return Err(Interrupted.into());
+                }
+            }
+            Err(e) if would_block(&e) => idle("sending", sent)?,
+            Err(e) => bail!("sending after {sent} bytes: {e}"),
+        }
+        if waiter.is_none() && stop.load(Ordering::Relaxed) {
+            return Err(Interrupted.into());
+        }
+    }
+    s.shutdown_write().context("half-closing the connection")?;
+    let mut line = Vec::with_capacity(REPORT_MAX_BYTES);
+    let mut buf = [0u8; REPORT_MAX_BYTES];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                line.extend_from_slice(&buf[..n]);
+                if line.len() > REPORT_MAX_BYTES {
+                    bail!("the server sent more than a sink report: is it `corestack serve sink`?");
+                }
+            }
+            Err(e) if would_block(&e) => idle("waiting for the sink's report", sent)?,
+            Err(e) => bail!("waiting for the sink's report: {e}"),
+        }
+    }
+    let text = String::from_utf8_lossy(&line);
+    let report = parse_report(&text).ok_or_else(|| {
+        anyhow!("no sink report from the server (got {text:?}): is it `corestack serve sink`?")
+    })?;
+    Ok((sent, report))
+}
+
+fn would_block(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+/// `serve sink` options.
+#[derive(Args, Debug)]
+pub struct Sink {
+    #[command(flatten)]
+    stack: StackOpts,
+    /// TCP port to listen on.
+    #[arg(long)]
+    port: u16,
+    /// Use the Linux kernel stack (std::net) instead of corestack; --ip is then the bind address.
+    #[arg(long, conflicts_with = "iface")]
+    kernel: bool,
+}
+
+/// One connection being drained.
+struct Drain<S> {
+    stream: S,
+    peer: SocketAddrV4,
+    bytes: u64,
+    since: Instant,
+    /// The report not yet written (after the peer's FIN).
+    answer: Option<(Vec<u8>, usize)>,
+}
+
+/// Totals for the exit line.
+#[derive(Default)]
+struct Totals {
+    connections: u64,
+    bytes: u64,
+    busy: Duration,
+}
+
+impl Totals {
+    fn done(&mut self, peer: SocketAddrV4, bytes: u64, elapsed: Duration) {
+        self.connections += 1;
+        self.bytes += bytes;
+        self.busy += elapsed;
+        let secs = elapsed.as_secs_f64();
+        println!(
+            "connection from {peer}: {bytes} bytes in {secs:.3} s ({:.1} Mbit/s)",
+            mbit_per_s(bytes, secs)
+        );
+        let _ = io::stdout().flush();
+    }
+
+    fn print(&self) {
+        let secs = self.busy.as_secs_f64();
+        println!(
+            "stopped: {} connections, {} bytes received, {:.1} Mbit/s goodput while receiving",
+            self.connections,
+            self.bytes,
+            mbit_per_s(self.bytes, secs)
+        );
+    }
+}
+
+impl Sink {
+    pub fn run(self) -> Result<()> {
+        let stop = net::stop_flag()?;
+        let ip = self.stack.ip.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr);
+        let addr = SocketAddrV4::new(ip, self.port);
+        if self.kernel {
+            return kernel_sink(addr, &stop);
+        }
+        let stack = self.stack.start()?;
+        let mut listener = corestack::TcpListener::bind(&stack, addr)
+            .map_err(|e| net::bind_error(e, "TCP", addr))?;
+        listener.set_nonblocking(true)?;
+        println!("listening on {addr} (tcp sink), {}", self.stack.describe());
+        let _ = io::stdout().flush();
+        let waiter = self.stack.waiter(&stack);
+        let totals = core_sink(&mut listener, &waiter, &stop)?;
+        totals.print();
+        println!("corestack statistics:");
+        println!("{}", stack.stats());
+        Ok(())
+    }
+}
+
+/// The corestack sink: one thread, every connection nonblocking.
+fn core_sink<L: Listener>(listener: &mut L, waiter: &Waiter, stop: &AtomicBool) -> Result<Totals> {
+    let mut conns: Vec<Drain<L::Stream>> = Vec::new();
+    let mut buf = vec![0u8; CHUNK_BYTES];
+    let mut totals = Totals::default();
+    while !stop.load(Ordering::Relaxed) {
+        let mut progress = false;
+        loop {
+            match listener.accept_one() {
+                Ok((mut stream, peer)) => {
+                    stream.nonblocking(true)?;
+                    conns.push(Drain {
+                        stream,
+                        peer,
+                        bytes: 0,
+                        since: Instant::now(),
+                        answer: None,
+                    });
+                    progress = true;
+                }
+                Err(e) if would_block(&e) => break,
+                Err(e) => {
+                    eprintln!("accept: {e}");
+                    break;
+                }
+            }
+        }
+        conns.retain_mut(|c| {
+            let (moved, open) = drain_step(c, &mut buf, &mut totals);
+            progress |= moved;
+            open
+        });
+        if progress {
+            waiter.spin()?;
+        } else {
+            waiter.wait(Duration::from_millis(10))?;
+        }
+    }
+    Ok(totals)
+}
+
+/// Reads what one connection has (or writes its report); returns (moved, still open).
+fn drain_step<S: Stream>(c: &mut Drain<S>, buf: &mut [u8], totals: &mut Totals) -> (bool, bool) {
+    if let Some((line, off)) = &mut c.answer {
+        return match c.stream.write(&line[*off..]) {
+            Ok(n) => {
+                *off += n;
+                if *off < line.len() {
+                    (n > 0, true)
+                } else {
+                    let _ = c.stream.shutdown_write();
+                    (true, false)
+                }
+            }
+            Err(e) if would_block(&e) => (false, true),
+            Err(_) => (true, false),
+        };
+    }
+    let mut moved = false;
+    // A bounded number of reads per pass, so one connection does not starve the others.
+    for _ in 0..16 {
+        match c.stream.read(buf) {
+            Ok(0) => {
+                let elapsed = c.since.elapsed();
+                totals.done(c.peer, c.bytes, elapsed);
+                c.answer = Some((report_line(c.bytes, elapsed).into_bytes(), 0));
+                return (true, true);
+            }
+            Ok(n) => {
+                c.bytes += n as u64;
+                moved = true;
+            }
+            Err(e) if would_block(&e) => return (moved, true),
+            Err(e) => {
+                eprintln!("connection from {}: {e}", c.peer);
+                return (true, false);
+            }
+        }
+    }
+    (moved, true)
+}
+
+/// The Linux sink: a blocking thread per connection.
+fn kernel_sink(addr: SocketAddrV4, stop: &AtomicBool) -> Result<()> {
+    let listener =
+        std::net::TcpListener::bind(addr).map_err(|e| net::bind_error(e, "TCP", addr))?;
+    listener.set_nonblocking(true)?;
+    println!("listening on {addr} (tcp sink), kernel, blocking");
+    let _ = io::stdout().flush();
+    let totals = std::sync::Arc::new(std::sync::Mutex::new(Totals::default()));
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((mut stream, peer)) => {
+                let peer = match peer {
+                    std::net::SocketAddr::V4(p) => p,
+                    std::net::SocketAddr::V6(_) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+                };
+                let totals = std::sync::Arc::clone(&totals);
+                stream.set_nonblocking(false)?;
+                thread::spawn(move || {
+                    let since = Instant::now();
+                    let mut buf = vec![0u8; CHUNK_BYTES];
+                    let mut bytes = 0u64;
+                    loop {
+                        match stream.read(&mut buf) {
+                            Ok(0) => break,
+                            Ok(n) => bytes += n as u64,
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                            Err(_) => return,
+                        }
+                    }
+                    let elapsed = since.elapsed();
+                    if let Ok(mut t) = totals.lock() {
+                        t.done(peer, bytes, elapsed);
+                    }
+                    let _ = stream.write_all(report_line(bytes, elapsed).as_bytes());
+                    let _ = stream.shutdown(std::net::Shutdown::Write);
+                });
+            }
+            Err(e) if would_block(&e) => thread::sleep(Duration::from_millis(5)),
+            Err(e) => eprintln!("accept: {e}"),
+        }
+    }
+    if let Ok(t) = totals.lock() {
+        t.print();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_line_round_trips_through_parse() {
+        let line = report_line(123_456, Duration::from_nanos(789));
+        assert_eq!(parse_report(&line), Some((123_456, 789)));
+    }
+
+    #[test]
+    fn parse_report_with_other_text_is_none() {
+        assert_eq!(parse_report("hello world"), None);
+        assert_eq!(parse_report("sink: 12 bytes"), None);
+        assert_eq!(parse_report("sink: x bytes 5 ns"), None);
+    }
+
+    #[test]
+    fn mbit_per_s_of_zero_time_is_zero() {
+        assert_eq!(mbit_per_s(1000, 0.0), 0.0);
+        assert!((mbit_per_s(125_000, 1.0) - 1.0).abs() < 1e-9);
+    }
+}

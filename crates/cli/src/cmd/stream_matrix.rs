@@ -1,0 +1,470 @@
+//! `corestack bench stream-matrix`: one-way TCP goodput, Linux against corestack, on one path,
+//! clean and lossy, in one run.
+//!
+//! ```text
+//!  namespace client (CPU 0)                mid                  namespace server (CPU 1)
+//!  ck 10.78.1.1 (kernel) ─┐                                     ┌─ sk 10.78.1.2 (kernel)
+//!  cc 10.78.1.3 (corestack)┤ br0 ── cd ═══════ direct ═══════ sd ── br0 ├ sc 10.78.1.4 (corestack)
+//!                          └──── cm ══ ml [corestack impair] mr ══ sm ──┘
+//! ```
+//!
+//! Each endpoint has its own veth (corestack drives `cc` or `sc` with AF_XDP; the kernel owns
+//! `ck` and `sk`); a Linux bridge in each namespace joins them to the path, so all three pairings
+//! cross the same links. The clean phase joins the bridges with the direct veth `cd`-`sd`; the
+//! lossy phase swaps in `cm`-`sm`, through `corestack impair --loss P` (each direction, seeded).
+//! Offloads are off on every veth end. In each phase, one at a time: Linux to Linux, a kernel
+//! client to a corestack sink (corestack receives), a corestack client to a kernel sink
+//! (corestack sends), each `bench stream --duration S` against `serve sink`. Everything goes on
+//! exit, also on Ctrl-C (exit 130).
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use netns::{veth_pair, ChildGuard, Netns, NextLine};
+use serde_json::Value;
+
+use crate::net::{self, CcArg, Interrupted};
+
+const CLIENT_CPU: &str = "0";
+const SERVER_CPU: &str = "1";
+const PORT: &str = "5201";
+const LINUX_CLIENT: &str = "10.78.1.1/24";
+const LINUX_SERVER: &str = "10.78.1.2";
+const CORE_CLIENT: &str = "10.78.1.3/24";
+const CORE_SERVER: &str = "10.78.1.4";
+/// How long a server may take to print `listening`.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a run may take past its duration (handshake, the tail under loss, the report).
+const RUN_SLACK: Duration = Duration::from_secs(40);
+
+/// `bench stream-matrix` options.
+#[derive(Args, Debug)]
+pub struct StreamMatrix {
+    /// Seconds each client sends.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Loss of the lossy phase, percent of frames, each direction.
+    #[arg(long, default_value_t = 1.0)]
+    loss: f64,
+    /// Seed of the impairment bridge.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// corestack's TCP congestion control (default: the stack's, cubic).
+    #[arg(long, value_enum, value_name = "NAME")]
+    cc: Option<CcArg>,
+}
+
+/// The three namespaces, the links and the bridges; removed on drop (after the children).
+struct Topology {
+    client: Netns,
+    server: Netns,
+    mid: Netns,
+}
+
+fn ip(ns: &Netns, args: &[&str]) -> Result<()> {
+    ns.run("ip", args)
+        .map(drop)
+        .with_context(|| format!("ip {} in {}", args.join(" "), ns.name()))
+}
+
+impl Topology {
+    fn build() -> Result<Topology> {
+        let client = Netns::new("smc")?;
+        let server = Netns::new("sms")?;
+        let mid = Netns::new("smm")?;
+        for (ns, ends) in [(&client, ["ck", "cc"]), (&server, ["sk", "sc"])] {
+            // Answer ARP only on the interface that has the address: else br0 answers for sk's
+            // address too (the default, arp_ignore=0), and a peer that takes br0's MAC loses the
+            // path.
+            ns.run("sysctl", &["-qw", "net.ipv4.conf.all.arp_ignore=1"])
+                .with_context(|| format!("setting arp_ignore in {}", ns.name()))?;
+            ip(
+                ns,
+                &["link", "add", "br0", "type", "bridge", "forward_delay", "0"],
+            )?;
+            ip(ns, &["link", "set", "br0", "up"])?;
+            for end in ends {
+                let port = format!("{end}b");
+                veth_pair(ns, end, ns, &port)?;
+                ip(ns, &["link", "set", &port, "master", "br0"])?;
+            }
+        }
+        veth_pair(&client, "cd", &server, "sd")?;
+        veth_pair(&client, "cm", &mid, "ml")?;
+        veth_pair(&mid, "mr", &server, "sm")?;
+        netns::addr_add(&client, "ck", LINUX_CLIENT)?;
+        netns::addr_add(&server, "sk", &format!("{LINUX_SERVER}/24"))?;
+        Ok(Topology {
+            client,
+            server,
+            mid,
+        })
+    }
+
+    /// Joins the bridges through the direct link (false) or through the impairment bridge.
+    fn use_impaired(&self, impaired: bool) -> Result<()> {
+        let (off, on) = if impaired {
+            (("cd", "sd"), ("cm", "sm"))
+        } else {
+            (("cm", "sm"), ("cd", "sd"))
+        };
+        ip(&self.client, &["link", "set", off.0, "nomaster"])?;
+        ip(&self.server, &["link", "set", off.1, "nomaster"])?;
+        ip(&self.client, &["link", "set", on.0, "master", "br0"])?;
+        ip(&self.server, &["link", "set", on.1, "master", "br0"])?;
+        // The path is up when the kernel client reaches the kernel server (10 tries, 1 s each).
+        for _ in 0..10 {
+            if self
+                .client
+                .run("ping", &["-c", "1", "-W", "1", LINUX_SERVER])
+                .is_ok()
+            {
+                return Ok(());
+            }
+        }
+        bail!("{LINUX_SERVER} does not answer ping through the bridges: the path is down")
+    }
+}
+
+/// A directory for child logs, removed on drop.
+struct LogDir(PathBuf);
+
+impl LogDir {
+    fn new() -> Result<LogDir> {
+        let dir = std::env::temp_dir().join(format!("corestack-matrix-{}", std::process::id()));
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(LogDir(dir))
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for LogDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The last non-empty line of a log, for error messages.
+fn last_line(path: &Path) -> String {
+    fs::read_to_string(path)
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
+/// Runs the program `exe` with `args` in `ns`, pinned to `cpu` if given; stdout read by lines,
+/// stderr into `log`.
+fn spawn(
+    ns: &Netns,
+    cpu: Option<&str>,
+    exe: &Path,
+    args: &[&str],
+    log: &Path,
+) -> Result<ChildGuard> {
+    let mut cmd = match cpu {
+        Some(cpu) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", cpu, "ip", "netns", "exec", ns.name()])
+                .arg(exe);
+            c
+        }
+        None => ns.exec(exe),
+    };
+    cmd.args(args).stdin(Stdio::null());
+    let err = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    cmd.stderr(err);
+    Ok(ChildGuard::spawn_lines(&mut cmd)?)
+}
+
+/// Waits for a line containing `needle` on the child's stdout (`on_log`: in its log), polling
+/// `stop`.
+fn wait_ready(
+    child: &mut ChildGuard,
+    needle: &str,
+    log: &Path,
+    on_log: bool,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Interrupted.into());
+        }
+        if on_log {
+            if fs::read_to_string(log).unwrap_or_default().contains(needle) {
+                return Ok(());
+            }
+            if child.wait_timeout(Duration::from_millis(50))?.is_some() {
+                bail!("it exited: {}", last_line(log));
+            }
+        } else {
+            match child.next_line(Duration::from_millis(100)) {
+                NextLine::Line(l) if l.contains(needle) => return Ok(()),
+                NextLine::Line(_) | NextLine::Pending => {}
+                NextLine::Closed => bail!("it exited: {}", last_line(log)),
+            }
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "not ready within {} s: {}",
+                READY_TIMEOUT.as_secs(),
+                last_line(log)
+            );
+        }
+    }
+}
+
+/// Runs a client to completion (bounded by `timeout`, polling `stop`); returns its JSON line.
+fn run_client(
+    mut child: ChildGuard,
+    log: &Path,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Result<Value> {
+    let deadline = Instant::now() + timeout;
+    let mut json = None;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Interrupted.into());
+        }
+        match child.next_line(Duration::from_millis(100)) {
+            NextLine::Line(l) if l.starts_with('{') => json = Some(l),
+            NextLine::Line(_) | NextLine::Pending => {}
+            NextLine::Closed => break,
+        }
+        if Instant::now() >= deadline {
+            bail!("the client did not finish within {} s", timeout.as_secs());
+        }
+    }
+    let status = child.wait_timeout(Duration::from_secs(5))?;
+    match (status, json) {
+        (Some(s), Some(line)) if s.success() => {
+            serde_json::from_str(&line).context("parsing the client's JSON")
+        }
+        _ => bail!("the client failed: {}", last_line(log)),
+    }
+}
+
+/// One phase's three goodputs, Mbit/s.
+#[derive(Debug, Clone, Copy, Default)]
+struct Phase {
+    linux: f64,
+    core_receives: f64,
+    core_sends: f64,
+}
+
+/// What a run needs to start children.
+struct Ctx<'a> {
+    topo: &'a Topology,
+    exe: &'a Path,
+    logs: &'a LogDir,
+    stop: &'a AtomicBool,
+    client_cpu: Option<&'a str>,
+    server_cpu: Option<&'a str>,
+    seconds: f64,
+    /// `--cc NAME` for corestack, or nothing.
+    cc: Vec<&'a str>,
+}
+
+impl Ctx<'_> {
+    /// Starts a sink in the server namespace and waits until it listens.
+    fn sink(&self, args: &[&str], log: &str) -> Result<ChildGuard> {
+        let log = self.logs.file(log);
+        let mut all = vec!["serve", "sink", "--port", PORT];
+        all.extend_from_slice(args);
+        let mut child = spawn(&self.topo.server, self.server_cpu, self.exe, &all, &log)?;
+        wait_ready(&mut child, "listening", &log, false, self.stop)?;
+        Ok(child)
+    }
+
+    /// Runs `bench stream` from the client namespace; returns its goodput, Mbit/s.
+    fn stream(&self, target: &str, args: &[&str], log: &str) -> Result<f64> {
+        let log = self.logs.file(log);
+        let secs = self.seconds.to_string();
+        let target = format!("{target}:{PORT}");
+        let mut all = vec![
+            "bench",
+            "stream",
+            "--target",
+            &target,
+            "--duration",
+            &secs,
+            "--json",
+        ];
+        all.extend_from_slice(args);
+        let timeout = Duration::from_secs_f64(self.seconds) + RUN_SLACK;
+        let timeout_arg = timeout.as_secs().to_string();
+        all.extend_from_slice(&["--timeout", &timeout_arg]);
+        let child = spawn(&self.topo.client, self.client_cpu, self.exe, &all, &log)?;
+        let v = run_client(child, &log, timeout + Duration::from_secs(5), self.stop)?;
+        v.get("goodput_mbit_s")
+            .and_then(Value::as_f64)
+            .ok_or_else(|| anyhow!("bench stream output lacks goodput_mbit_s"))
+    }
+
+    /// Linux to Linux, Linux to corestack, corestack to Linux.
+    fn phase(&self, name: &str) -> Result<Phase> {
+        let mut p = Phase::default();
+        let mut kernel = self
+            .sink(
+                &["--kernel", "--ip", LINUX_SERVER],
+                &format!("{name}-sink-linux.log"),
+            )
+            .context("starting the kernel sink")?;
+        eprintln!("{name}: Linux -> Linux, {} s", self.seconds);
+        p.linux = self
+            .stream(LINUX_SERVER, &[], &format!("{name}-linux-linux.log"))
+            .with_context(|| format!("{name}: Linux -> Linux"))?;
+        eprintln!("{name}: corestack -> Linux, {} s", self.seconds);
+        let mut core_args = vec!["--iface", "cc", "--ip", CORE_CLIENT, "--driver", "af_xdp"];
+        core_args.extend_from_slice(&self.cc);
+        p.core_sends = self
+            .stream(LINUX_SERVER, &core_args, &format!("{name}-core-linux.log"))
+            .with_context(|| format!("{name}: corestack -> Linux"))?;
+        kernel.terminate(Duration::from_secs(3))?;
+        drop(kernel);
+        let ip = format!("{CORE_SERVER}/24");
+        let mut sink_args = vec!["--iface", "sc", "--ip", &ip, "--driver", "af_xdp"];
+        sink_args.extend_from_slice(&self.cc);
+        let mut core = self
+            .sink(&sink_args, &format!("{name}-sink-core.log"))
+            .context("starting the corestack sink")?;
+        eprintln!("{name}: Linux -> corestack, {} s", self.seconds);
+        p.core_receives = self
+            .stream(CORE_SERVER, &[], &format!("{name}-linux-core.log"))
+            .with_context(|| format!("{name}: Linux -> corestack"))?;
+        core.terminate(Duration::from_secs(3))?;
+        Ok(p)
+    }
+}
+
+impl StreamMatrix {
+    pub fn run(self) -> Result<()> {
+        if !(self.seconds > 0.0 && self.seconds <= 600.0) {
+            bail!("--seconds must be in (0, 600]");
+        }
+        if !(0.0..=50.0).contains(&self.loss) {
+            bail!(
+                "--loss is a percentage of frames from 0 to 50, not {}",
+                self.loss
+            );
+        }
+        let stop = net::stop_flag()?;
+        netns::check_privileges()?;
+        let exe = std::env::current_exe().context("finding this program's path")?;
+        let pin = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+        let logs = LogDir::new()?;
+        eprintln!(
+            "creating namespaces (client, mid, server), veth pairs and bridges (offloads off)"
+        );
+        let topo = Topology::build()?;
+        topo.use_impaired(false)?;
+        let ctx = Ctx {
+            topo: &topo,
+            exe: &exe,
+            logs: &logs,
+            stop: &stop,
+            client_cpu: pin.then_some(CLIENT_CPU),
+            server_cpu: pin.then_some(SERVER_CPU),
+            seconds: self.seconds,
+            cc: match self.cc {
+                None => vec![],
+                Some(CcArg::Newreno) => vec!["--cc", "newreno"],
+                Some(CcArg::Cubic) => vec!["--cc", "cubic"],
+                Some(CcArg::Dctcp) => vec!["--cc", "dctcp"],
+            },
+        };
+        let clean = ctx.phase("clean")?;
+
+        let loss = self.loss.to_string();
+        let seed = self.seed.to_string();
+        let log = logs.file("impair.log");
+        let args = [
+            "impair", "--a", "ml", "--b", "mr", "--loss", &loss, "--seed", &seed,
+        ];
+        let mut bridge = spawn(&topo.mid, None, &exe, &args, &log)?;
+        wait_ready(&mut bridge, "bridging", &log, true, &stop)
+            .context("starting corestack impair")?;
+        if let Err(e) = topo.use_impaired(true) {
+            let state = match bridge.wait_timeout(Duration::ZERO)? {
+                Some(status) => format!("exited ({status})"),
+                None => "running".to_string(),
+            };
+            return Err(e.context(format!(
+                "corestack impair {state}: {}",
+                fs::read_to_string(&log)
+                    .unwrap_or_default()
+                    .replace('\n', " | ")
+            )));
+        }
+        let lossy = ctx.phase("lossy")?;
+        bridge.terminate(Duration::from_secs(3))?;
+        let lost = bridge
+            .remaining_lines(Duration::from_secs(2))
+            .into_iter()
+            .find(|l| l.starts_with("impaired:"))
+            .and_then(|l| {
+                l.split_whitespace()
+                    .find_map(|kv| kv.strip_prefix("lost=").map(str::to_string))
+            })
+            .unwrap_or_else(|| "?".to_string());
+        drop(bridge);
+
+        println!();
+        println!(
+            "corestack bench stream-matrix: one TCP stream, goodput in Mbit/s, {} s per run, one run at a time",
+            self.seconds
+        );
+        println!("path: veth + Linux bridge in each namespace; lossy: through corestack impair, {}% loss each direction (seed {}, {lost} frames lost)", self.loss, self.seed);
+        println!(
+            "Linux: blocking sockets, its default congestion control; corestack: inline engine on af_xdp, spinning, {}",
+            match self.cc {
+                None => "default congestion control (cubic)",
+                Some(CcArg::Newreno) => "newreno",
+                Some(CcArg::Cubic) => "cubic",
+                Some(CcArg::Dctcp) => "dctcp",
+            }
+        );
+        if pin {
+            println!("client pinned to CPU {CLIENT_CPU}, server to CPU {SERVER_CPU}; the impairment bridge is not pinned");
+        }
+        println!();
+        println!(
+            "{:<12}{:<26}{:>12}{:>12}{:>18}",
+            "path", "direction", "Linux", "corestack", "corestack/Linux"
+        );
+        let lossy_name = format!("{}% loss", self.loss);
+        for (name, p) in [("clean", clean), (lossy_name.as_str(), lossy)] {
+            row(name, "corestack receives", p.linux, p.core_receives);
+            row(name, "corestack sends", p.linux, p.core_sends);
+        }
+        println!();
+        println!(
+            "Linux = Linux client to Linux server on the same path (the same figure in both rows)"
+        );
+        drop(topo);
+        Ok(())
+    }
+}
+
+fn row(path: &str, dir: &str, linux: f64, core: f64) {
+    let ratio = if linux > 0.0 {
+        format!("{:.2}", core / linux)
+    } else {
+        "-".to_string()
+    };
+    println!("{path:<12}{dir:<26}{linux:>12.1}{core:>12.1}{ratio:>18}");
+}
