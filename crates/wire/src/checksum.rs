@@ -17,19 +17,29 @@ use core::net::Ipv4Addr;
 /// the result is congruent to the true sum modulo 0xffff, which is all the
 /// checksum depends on. An odd last byte is padded with a zero byte.
 pub fn sum(data: &[u8], initial: u32) -> u32 {
-    let mut acc = u64::from(initial);
-    let mut chunks = data.chunks_exact(2);
-    for word in &mut chunks {
-        acc += u64::from(u16::from_be_bytes([word[0], word[1]]));
+    // RFC 1071 §2(B): the sum is byte-order independent, so the data is
+    // summed as native-endian 32-bit halves of 64-bit loads (few, wide
+    // additions) and the folded result swapped to network order once.
+    let mut acc: u64 = 0;
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let v = u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        acc += (v & 0xffff_ffff) + (v >> 32);
     }
-    if let [last] = chunks.remainder() {
-        acc += u64::from(*last) << 8;
+    let mut words = chunks.remainder().chunks_exact(2);
+    for w in &mut words {
+        acc += u64::from(u16::from_ne_bytes([w[0], w[1]]));
     }
-    // Fold the 64-bit accumulator into 32 bits without losing carries.
-    while acc > u64::from(u32::MAX) {
-        acc = (acc & 0xffff_ffff) + (acc >> 32);
+    if let [last] = words.remainder() {
+        acc += u64::from(u16::from_ne_bytes([*last, 0]));
     }
-    acc as u32
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    let data_sum = u16::from_be(acc as u16);
+    // Add to the running sum without losing a carry out of 32 bits.
+    let total = u64::from(initial) + u64::from(data_sum);
+    ((total & 0xffff_ffff) + (total >> 32)) as u32
 }
 
 /// Folds the carries of a running sum into 16 bits and complements it: the
@@ -120,5 +130,27 @@ mod tests {
         let dst = Ipv4Addr::new(10, 99, 0, 2);
         let bytes = [10, 99, 0, 1, 10, 99, 0, 2, 0, 6, 0x05, 0xdc];
         assert_eq!(fold(pseudo_header_sum(src, dst, 6, 1500)), checksum(&bytes));
+    }
+
+    /// The word-at-a-time definition, for comparison.
+    fn reference(data: &[u8], initial: u32) -> u16 {
+        let mut acc = u64::from(initial);
+        for w in data.chunks(2) {
+            acc += u64::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+        }
+        fold((acc % 0xffff) as u32 + if acc != 0 && acc % 0xffff == 0 { 0xffff } else { 0 })
+    }
+
+    #[test]
+    fn wide_sum_matches_word_sum_for_every_length_and_offset() {
+        let data: Vec<u8> = (0..300u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        for start in 0..9 {
+            for end in start..data.len() {
+                for initial in [0u32, 1, 0xffff, 0xdead_beef, u32::MAX] {
+                    let d = &data[start..end];
+                    assert_eq!(fold(sum(d, initial)), reference(d, initial), "{start}..{end} {initial:#x}");
+                }
+            }
+        }
     }
 }

@@ -75,8 +75,21 @@ pub struct StreamBench {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Kernel stack: the sending socket's congestion control (TCP_CONGESTION), e.g. cubic;
+    /// default: the system's.
+    #[arg(long, value_name = "NAME")]
+    kernel_cc: Option<String>,
     #[command(flatten)]
     stack: StackOpts,
+}
+
+/// Sets TCP_CONGESTION on a kernel socket.
+fn set_kernel_cc(s: &std::net::TcpStream, name: &str) -> Result<()> {
+    socket2::SockRef::from(s)
+        .set_tcp_congestion(name.as_bytes())
+        .with_context(|| {
+            format!("setting TCP congestion control {name} (see /proc/sys/net/ipv4/tcp_available_congestion_control)")
+        })
 }
 
 /// What a stream run measured (the `--json` object).
@@ -132,6 +145,9 @@ impl StreamBench {
                 .map_err(|e| net::connect_error(e, target))?;
             s.set_write_timeout(Some(KERNEL_TIMEOUT))?;
             s.set_read_timeout(Some(KERNEL_TIMEOUT))?;
+            if let Some(cc) = &self.kernel_cc {
+                set_kernel_cc(&s, cc)?;
+            }
             let t0 = Instant::now();
             let (sent, report) = send_stream(s, None, until, deadline, &stop)?;
             (t0, sent, report)

@@ -57,6 +57,10 @@ pub struct StreamMatrix {
     /// corestack's TCP congestion control (default: the stack's, cubic).
     #[arg(long, value_enum, value_name = "NAME")]
     cc: Option<CcArg>,
+    /// The Linux senders' congestion control (TCP_CONGESTION on their sockets); cubic by
+    /// default, to compare like with like (this machine's default may be bbr).
+    #[arg(long, default_value = "cubic", value_name = "NAME")]
+    linux_cc: String,
 }
 
 /// The three namespaces, the links and the bridges; removed on drop (after the children).
@@ -83,6 +87,7 @@ impl Topology {
             // path.
             ns.run("sysctl", &["-qw", "net.ipv4.conf.all.arp_ignore=1"])
                 .with_context(|| format!("setting arp_ignore in {}", ns.name()))?;
+
             ip(
                 ns,
                 &["link", "add", "br0", "type", "bridge", "forward_delay", "0"],
@@ -277,6 +282,8 @@ struct Ctx<'a> {
     seconds: f64,
     /// `--cc NAME` for corestack, or nothing.
     cc: Vec<&'a str>,
+    /// TCP_CONGESTION of the Linux senders.
+    linux_cc: &'a str,
 }
 
 impl Ctx<'_> {
@@ -325,8 +332,9 @@ impl Ctx<'_> {
             )
             .context("starting the kernel sink")?;
         eprintln!("{name}: Linux -> Linux, {} s", self.seconds);
+        let kernel_cc = ["--kernel-cc", self.linux_cc];
         p.linux = self
-            .stream(LINUX_SERVER, &[], &format!("{name}-linux-linux.log"))
+            .stream(LINUX_SERVER, &kernel_cc, &format!("{name}-linux-linux.log"))
             .with_context(|| format!("{name}: Linux -> Linux"))?;
         eprintln!("{name}: corestack -> Linux, {} s", self.seconds);
         let mut core_args = vec!["--iface", "cc", "--ip", CORE_CLIENT, "--driver", "af_xdp"];
@@ -344,7 +352,7 @@ impl Ctx<'_> {
             .context("starting the corestack sink")?;
         eprintln!("{name}: Linux -> corestack, {} s", self.seconds);
         p.core_receives = self
-            .stream(CORE_SERVER, &[], &format!("{name}-linux-core.log"))
+            .stream(CORE_SERVER, &kernel_cc, &format!("{name}-linux-core.log"))
             .with_context(|| format!("{name}: Linux -> corestack"))?;
         core.terminate(Duration::from_secs(3))?;
         Ok(p)
@@ -380,6 +388,7 @@ impl StreamMatrix {
             client_cpu: pin.then_some(CLIENT_CPU),
             server_cpu: pin.then_some(SERVER_CPU),
             seconds: self.seconds,
+            linux_cc: &self.linux_cc,
             cc: match self.cc {
                 None => vec![],
                 Some(CcArg::Newreno) => vec!["--cc", "newreno"],
@@ -430,7 +439,8 @@ impl StreamMatrix {
         );
         println!("path: veth + Linux bridge in each namespace; lossy: through corestack impair, {}% loss each direction (seed {}, {lost} frames lost)", self.loss, self.seed);
         println!(
-            "Linux: blocking sockets, its default congestion control; corestack: inline engine on af_xdp, spinning, {}",
+            "Linux: blocking sockets, congestion control {}; corestack: inline engine on af_xdp, spinning, {}",
+            self.linux_cc,
             match self.cc {
                 None => "default congestion control (cubic)",
                 Some(CcArg::Newreno) => "newreno",
