@@ -100,6 +100,10 @@ pub struct Pingpong {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Kernel stack, TCP: the socket's congestion control (TCP_CONGESTION), e.g. cubic;
+    /// default: the system's.
+    #[arg(long, value_name = "NAME")]
+    kernel_cc: Option<String>,
     #[command(flatten)]
     stack: StackOpts,
     #[command(flatten)]
@@ -213,6 +217,9 @@ impl Pingpong {
                 let mut s =
                     std::net::TcpStream::connect_timeout(&target.into(), Duration::from_secs(3))
                         .map_err(|e| net::connect_error(e, target))?;
+                if let Some(cc) = &self.kernel_cc {
+                    crate::cmd::stream::set_kernel_cc(&s, cc)?;
+                }
                 if !spin {
                     s.set_read_timeout(Some(TCP_RTT_LIMIT))?;
                 }

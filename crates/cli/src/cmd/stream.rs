@@ -84,7 +84,7 @@ pub struct StreamBench {
 }
 
 /// Sets TCP_CONGESTION on a kernel socket.
-fn set_kernel_cc(s: &std::net::TcpStream, name: &str) -> Result<()> {
+pub fn set_kernel_cc(s: &std::net::TcpStream, name: &str) -> Result<()> {
     socket2::SockRef::from(s)
         .set_tcp_congestion(name.as_bytes())
         .with_context(|| {
