@@ -138,17 +138,30 @@ mod tests {
         for w in data.chunks(2) {
             acc += u64::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
         }
-        fold((acc % 0xffff) as u32 + if acc != 0 && acc % 0xffff == 0 { 0xffff } else { 0 })
+        fold(
+            (acc % 0xffff) as u32
+                + if acc != 0 && acc % 0xffff == 0 {
+                    0xffff
+                } else {
+                    0
+                },
+        )
     }
 
     #[test]
     fn wide_sum_matches_word_sum_for_every_length_and_offset() {
-        let data: Vec<u8> = (0..300u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let data: Vec<u8> = (0..300u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
         for start in 0..9 {
             for end in start..data.len() {
                 for initial in [0u32, 1, 0xffff, 0xdead_beef, u32::MAX] {
                     let d = &data[start..end];
-                    assert_eq!(fold(sum(d, initial)), reference(d, initial), "{start}..{end} {initial:#x}");
+                    assert_eq!(
+                        fold(sum(d, initial)),
+                        reference(d, initial),
+                        "{start}..{end} {initial:#x}"
+                    );
                 }
             }
         }
