@@ -14,27 +14,23 @@
 //! Everything it creates (namespaces, links, processes, logs) goes on exit, also on Ctrl-C: the
 //! signal only sets a flag; every wait polls it and returns, and the guards tear down.
 
-use std::fs::{self, File};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::fs;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use netns::{veth_pair, ChildGuard, Netns, NextLine};
+use netns::{veth_pair, Netns};
 use serde_json::Value;
 
-use crate::net::{self, Interrupted};
+use crate::cmd::children::{run_client, spawn, wait_ready, LogDir};
+use crate::net;
 
 const CLIENT_CPU: &str = "0";
 const SERVER_CPU: &str = "1";
 const PORT: u16 = 7;
 const LINUX_SERVER_IP: &str = "10.77.2.2";
 const CORESTACK_IP: &str = "10.77.1.2";
-/// How long a server may take to print `listening`.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `demo` options.
 #[derive(Args, Debug)]
@@ -133,40 +129,6 @@ impl Drop for Progress {
     }
 }
 
-/// A directory for child logs, removed on drop.
-struct LogDir(PathBuf);
-
-impl LogDir {
-    fn new() -> Result<LogDir> {
-        let dir = std::env::temp_dir().join(format!("corestack-demo-{}", std::process::id()));
-        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(LogDir(dir))
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for LogDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The last non-empty line of a log, for error messages.
-fn last_line(path: &Path) -> String {
-    fs::read_to_string(path)
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .map(str::to_string)
-        })
-        .unwrap_or_default()
-}
-
 /// The two namespaces and their veth pairs; dropped last (after the children).
 struct Topology {
     client: Netns,
@@ -186,78 +148,6 @@ impl Topology {
     }
 }
 
-/// Runs this binary with `args` in `ns`, pinned to `cpu` when the machine has two CPUs.
-fn command(ns: &Netns, cpu: Option<&str>, exe: &Path, args: &[&str]) -> Command {
-    let mut cmd = match cpu {
-        Some(cpu) => {
-            let mut c = Command::new("taskset");
-            c.args(["-c", cpu, "ip", "netns", "exec", ns.name()])
-                .arg(exe);
-            c
-        }
-        None => ns.exec(exe),
-    };
-    cmd.args(args).stdin(Stdio::null());
-    cmd
-}
-
-/// Spawns with stdout read by lines and stderr into `log`.
-fn spawn(mut cmd: Command, log: &Path) -> Result<ChildGuard> {
-    let err = File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    cmd.stderr(err);
-    Ok(ChildGuard::spawn_lines(&mut cmd)?)
-}
-
-/// Waits for a stdout line containing `needle`, polling `stop`.
-fn wait_ready(child: &mut ChildGuard, needle: &str, log: &Path, stop: &AtomicBool) -> Result<()> {
-    let deadline = Instant::now() + READY_TIMEOUT;
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return Err(Interrupted.into());
-        }
-        match child.next_line(Duration::from_millis(100)) {
-            NextLine::Line(l) if l.contains(needle) => return Ok(()),
-            NextLine::Line(_) | NextLine::Pending => {}
-            NextLine::Closed => bail!("the server exited: {}", last_line(log)),
-        }
-        if Instant::now() >= deadline {
-            bail!(
-                "the server was not ready within {} s: {}",
-                READY_TIMEOUT.as_secs(),
-                last_line(log)
-            );
-        }
-    }
-}
-
-/// Runs a client to completion (bounded by `timeout`, polling `stop`) and returns its last
-/// JSON line.
-fn run_client(cmd: Command, log: &Path, timeout: Duration, stop: &AtomicBool) -> Result<Value> {
-    let mut child = spawn(cmd, log)?;
-    let deadline = Instant::now() + timeout;
-    let mut json = None;
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return Err(Interrupted.into());
-        }
-        match child.next_line(Duration::from_millis(100)) {
-            NextLine::Line(l) if l.starts_with('{') => json = Some(l),
-            NextLine::Line(_) | NextLine::Pending => {}
-            NextLine::Closed => break,
-        }
-        if Instant::now() >= deadline {
-            bail!("the client did not finish within {} s", timeout.as_secs());
-        }
-    }
-    let status = child.wait_timeout(Duration::from_secs(5))?;
-    match (status, json) {
-        (Some(s), Some(line)) if s.success() => {
-            serde_json::from_str(&line).context("parsing the client's JSON")
-        }
-        _ => bail!("the client failed: {}", last_line(log)),
-    }
-}
-
 impl Demo {
     pub fn run(self) -> Result<()> {
         if !(self.seconds > 0.0 && self.seconds <= 600.0) {
@@ -272,7 +162,7 @@ impl Demo {
         } else {
             (None, None)
         };
-        let logs = LogDir::new()?;
+        let logs = LogDir::new("demo")?;
         let progress = Progress::new();
 
         progress.step("creating namespaces csc/css and two veth pairs (offloads off)");
@@ -298,9 +188,10 @@ impl Demo {
                 "--json",
                 "--spin",
             ];
+            let log = logs.file(log);
             let v = run_client(
-                command(&topo.client, client_cpu, &exe, &args),
-                &logs.file(log),
+                spawn(&topo.client, client_cpu, &exe, &args, &log)?,
+                &log,
                 bench_timeout,
                 &stop,
             )?;
@@ -347,8 +238,8 @@ impl Demo {
                     "round {round}/{rounds}: starting the {name} echo server"
                 ));
                 let log = logs.file(&format!("server-{name}-{round}.log"));
-                let mut server = spawn(command(&topo.server, server_cpu, &exe, args), &log)?;
-                wait_ready(&mut server, "listening", &log, &stop)
+                let mut server = spawn(&topo.server, server_cpu, &exe, args, &log)?;
+                wait_ready(&mut server, "listening", &log, false, &stop)
                     .with_context(|| format!("starting the {name} echo server"))?;
                 generic |= first == 2
                     && fs::read_to_string(&log)
@@ -396,7 +287,7 @@ impl Demo {
         ];
         let log = logs.file("transfer.log");
         let transfer = run_client(
-            command(&topo.client, client_cpu, &exe, &args),
+            spawn(&topo.client, client_cpu, &exe, &args, &log)?,
             &log,
             Duration::from_secs(170),
             &stop,

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod children;
 pub mod demo;
 pub mod impair;
 pub mod nc;

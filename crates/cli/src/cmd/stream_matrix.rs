@@ -17,18 +17,18 @@
 //! (corestack sends), each `bench stream --duration S` against `serve sink`. Everything goes on
 //! exit, also on Ctrl-C (exit 130).
 
-use std::fs::{self, File};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::fs;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use netns::{veth_pair, ChildGuard, Netns, NextLine};
+use netns::{veth_pair, ChildGuard, Netns};
 use serde_json::Value;
 
-use crate::net::{self, CcArg, Interrupted};
+use crate::cmd::children::{run_client, spawn, wait_ready, LogDir};
+use crate::net::{self, CcArg};
 
 const CLIENT_CPU: &str = "0";
 const SERVER_CPU: &str = "1";
@@ -37,8 +37,6 @@ const LINUX_CLIENT: &str = "10.78.1.1/24";
 const LINUX_SERVER: &str = "10.78.1.2";
 const CORE_CLIENT: &str = "10.78.1.3/24";
 const CORE_SERVER: &str = "10.78.1.4";
-/// How long a server may take to print `listening`.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a run may take past its duration (handshake, the tail under loss, the report).
 const RUN_SLACK: Duration = Duration::from_secs(40);
 
@@ -133,133 +131,6 @@ impl Topology {
             }
         }
         bail!("{LINUX_SERVER} does not answer ping through the bridges: the path is down")
-    }
-}
-
-/// A directory for child logs, removed on drop.
-struct LogDir(PathBuf);
-
-impl LogDir {
-    fn new() -> Result<LogDir> {
-        let dir = std::env::temp_dir().join(format!("corestack-matrix-{}", std::process::id()));
-        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(LogDir(dir))
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for LogDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The last non-empty line of a log, for error messages.
-fn last_line(path: &Path) -> String {
-    fs::read_to_string(path)
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .map(str::to_string)
-        })
-        .unwrap_or_default()
-}
-
-/// Runs the program `exe` with `args` in `ns`, pinned to `cpu` if given; stdout read by lines,
-/// stderr into `log`.
-fn spawn(
-    ns: &Netns,
-    cpu: Option<&str>,
-    exe: &Path,
-    args: &[&str],
-    log: &Path,
-) -> Result<ChildGuard> {
-    let mut cmd = match cpu {
-        Some(cpu) => {
-            let mut c = Command::new("taskset");
-            c.args(["-c", cpu, "ip", "netns", "exec", ns.name()])
-                .arg(exe);
-            c
-        }
-        None => ns.exec(exe),
-    };
-    cmd.args(args).stdin(Stdio::null());
-    let err = File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    cmd.stderr(err);
-    Ok(ChildGuard::spawn_lines(&mut cmd)?)
-}
-
-/// Waits for a line containing `needle` on the child's stdout (`on_log`: in its log), polling
-/// `stop`.
-fn wait_ready(
-    child: &mut ChildGuard,
-    needle: &str,
-    log: &Path,
-    on_log: bool,
-    stop: &AtomicBool,
-) -> Result<()> {
-    let deadline = Instant::now() + READY_TIMEOUT;
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return Err(Interrupted.into());
-        }
-        if on_log {
-            if fs::read_to_string(log).unwrap_or_default().contains(needle) {
-                return Ok(());
-            }
-            if child.wait_timeout(Duration::from_millis(50))?.is_some() {
-                bail!("it exited: {}", last_line(log));
-            }
-        } else {
-            match child.next_line(Duration::from_millis(100)) {
-                NextLine::Line(l) if l.contains(needle) => return Ok(()),
-                NextLine::Line(_) | NextLine::Pending => {}
-                NextLine::Closed => bail!("it exited: {}", last_line(log)),
-            }
-        }
-        if Instant::now() >= deadline {
-            bail!(
-                "not ready within {} s: {}",
-                READY_TIMEOUT.as_secs(),
-                last_line(log)
-            );
-        }
-    }
-}
-
-/// Runs a client to completion (bounded by `timeout`, polling `stop`); returns its JSON line.
-fn run_client(
-    mut child: ChildGuard,
-    log: &Path,
-    timeout: Duration,
-    stop: &AtomicBool,
-) -> Result<Value> {
-    let deadline = Instant::now() + timeout;
-    let mut json = None;
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return Err(Interrupted.into());
-        }
-        match child.next_line(Duration::from_millis(100)) {
-            NextLine::Line(l) if l.starts_with('{') => json = Some(l),
-            NextLine::Line(_) | NextLine::Pending => {}
-            NextLine::Closed => break,
-        }
-        if Instant::now() >= deadline {
-            bail!("the client did not finish within {} s", timeout.as_secs());
-        }
-    }
-    let status = child.wait_timeout(Duration::from_secs(5))?;
-    match (status, json) {
-        (Some(s), Some(line)) if s.success() => {
-            serde_json::from_str(&line).context("parsing the client's JSON")
-        }
-        _ => bail!("the client failed: {}", last_line(log)),
     }
 }
 
@@ -374,7 +245,7 @@ impl StreamMatrix {
         netns::check_privileges()?;
         let exe = std::env::current_exe().context("finding this program's path")?;
         let pin = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
-        let logs = LogDir::new()?;
+        let logs = LogDir::new("matrix")?;
         eprintln!(
             "creating namespaces (client, mid, server), veth pairs and bridges (offloads off)"
         );
