@@ -9,7 +9,7 @@ use core::net::{Ipv4Addr, SocketAddrV4};
 use nic::TxQueue;
 use wire::arp::{ArpOp, ArpRepr};
 use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
-use wire::icmp::{Icmpv4Repr, DST_UNREACH_PORT};
+use wire::icmp::{Icmpv4Repr, DST_UNREACH_FRAG_NEEDED, DST_UNREACH_PORT};
 use wire::ipv4::{Ipv4Packet, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
 use wire::tcp::TcpRepr;
 use wire::udp::UdpRepr;
@@ -150,9 +150,14 @@ impl Core {
                     self.stats.icmp_echo_replies_tx += 1;
                 }
             }
-            Ok(Icmpv4Repr::DstUnreachable { data, .. }) => {
+            Ok(Icmpv4Repr::DstUnreachable {
+                code,
+                next_hop_mtu,
+                data,
+            }) => {
                 self.stats.icmp_other_rx += 1;
-                self.count_tcp_icmp_error(data);
+                let mtu = (code == DST_UNREACH_FRAG_NEEDED).then_some(usize::from(next_hop_mtu));
+                self.tcp_icmp_error(data, mtu);
             }
             Ok(_) => self.stats.icmp_other_rx += 1,
             Err(_) => self.stats.drop_icmp_malformed += 1,
@@ -160,15 +165,16 @@ impl Core {
     }
 
     /// RFC 1122 §4.2.3.9: an ICMP error quoting a segment one of our TCP
-    /// connections sent is counted (`icmp_tcp_errors_rx`). It does not
-    /// change the connection: soft errors MUST NOT abort it, and PMTU
-    /// discovery (RFC 1191) is not done here.
-    fn count_tcp_icmp_error(&mut self, quote: &[u8]) {
+    /// connections sent is counted (`icmp_tcp_errors_rx`); soft errors MUST
+    /// NOT abort the connection, and none here does. "Fragmentation needed"
+    /// with a next-hop MTU (`frag_needed_mtu`, RFC 1191) lowers the
+    /// connection's MSS when the quoted sequence number is one in flight.
+    fn tcp_icmp_error(&mut self, quote: &[u8], frag_needed_mtu: Option<usize>) {
         // The quoted header may be cut short past 8 payload bytes (RFC 792),
         // so it is read field by field, not through `Ipv4Packet`.
         let Some(&vihl) = quote.first() else { return };
         let hl = usize::from(vihl & 0x0f) * 4;
-        if vihl >> 4 != 4 || hl < wire::ipv4::HEADER_LEN || quote.len() < hl + 4 {
+        if vihl >> 4 != 4 || hl < wire::ipv4::HEADER_LEN || quote.len() < hl + 8 {
             return;
         }
         let ip = |at: usize| Ipv4Addr::new(quote[at], quote[at + 1], quote[at + 2], quote[at + 3]);
@@ -177,12 +183,29 @@ impl Core {
         }
         let local_port = u16::from_be_bytes([quote[hl], quote[hl + 1]]);
         let remote = SocketAddrV4::new(ip(16), u16::from_be_bytes([quote[hl + 2], quote[hl + 3]]));
+        let Some(&slot) = self.sockets.flows.get(&flow_key(remote, local_port)) else {
+            return;
+        };
+        self.stats.icmp_tcp_errors_rx += 1;
+        let seq = wire::SeqNum(u32::from_be_bytes([
+            quote[hl + 4],
+            quote[hl + 5],
+            quote[hl + 6],
+            quote[hl + 7],
+        ]));
+        let link_mtu = self.link.mtu;
+        // RFC 1191 §4: an MTU of 0 comes from a router that predates it;
+        // and a report above our own link MTU is bogus.
+        let Some(mtu) = frag_needed_mtu.filter(|m| (68..=link_mtu).contains(m)) else {
+            return;
+        };
         if self
             .sockets
-            .flows
-            .contains_key(&flow_key(remote, local_port))
+            .conn(slot)
+            .is_some_and(|c| c.tcb.on_path_mtu(mtu, seq))
         {
-            self.stats.icmp_tcp_errors_rx += 1;
+            self.stats.tcp_pmtu_reductions += 1;
+            self.mark_dirty(slot);
         }
     }
 

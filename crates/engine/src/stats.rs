@@ -127,6 +127,8 @@ counters! {
     tcp_syncookies_ok,
     /// SYNs or connects refused because the connection table was full.
     drop_tcp_table_full,
+    /// Connections whose MSS went down after ICMP "fragmentation needed" (RFC 1191).
+    tcp_pmtu_reductions,
     /// Connections opened by connect().
     tcp_active_opens,
     /// Connections accepted from listeners.

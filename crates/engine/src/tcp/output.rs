@@ -506,7 +506,12 @@ impl Tcb {
     /// original boundaries. Voids the RTT timing (Karn).
     fn retransmit_owed(&mut self, now: Instant, tx_len: usize, rcv_free: usize) -> Option<Segment> {
         let i = self.sb.next_owed()?;
-        let s = *self.sb.get(i)?;
+        let mut s = *self.sb.get(i)?;
+        // After a path MTU drop (RFC 1191) a segment may be bigger than the
+        // MSS now: resend it in MSS-sized pieces.
+        if s.data_len() > self.eff_mss && self.sb.split(i, s.start + self.eff_mss) {
+            s = *self.sb.get(i)?;
+        }
         let data_end = self.tx_base + tx_len;
         if s.start < self.tx_base {
             return None;

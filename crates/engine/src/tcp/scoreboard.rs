@@ -190,6 +190,52 @@ impl Scoreboard {
         true
     }
 
+    /// Splits entry `i` at `at` (strictly inside it) into two entries with
+    /// its marks (a FIN stays on the second). Used when the path MTU shrinks
+    /// under segments already sent. O(entries after `i`); false, and nothing
+    /// changed, when the ring is full or `at` is not inside the entry.
+    pub(crate) fn split(&mut self, i: usize, at: SeqNum) -> bool {
+        let Some(&s) = self.get(i) else { return false };
+        if self.is_full() || at <= s.start || at >= s.end {
+            return false;
+        }
+        let mut j = self.len;
+        while j > i + 1 {
+            let (to, from) = (self.idx(j), self.idx(j - 1));
+            self.ring[to] = self.ring[from];
+            j -= 1;
+        }
+        self.len += 1;
+        self.account(s, false);
+        let first = TxSeg {
+            end: at,
+            flags: s.flags & !FIN,
+            ..s
+        };
+        let second = TxSeg { start: at, ..s };
+        let (k1, k2) = (self.idx(i), self.idx(i + 1));
+        self.ring[k1] = first;
+        self.ring[k2] = second;
+        self.account(first, true);
+        self.account(second, true);
+        true
+    }
+
+    /// Marks LOST every entry longer than `max_len` bytes that is neither
+    /// SACKed nor already lost (they were too big for the path). Returns
+    /// how many were marked.
+    pub(crate) fn mark_oversized_lost(&mut self, max_len: usize) -> usize {
+        let mut n = 0;
+        for i in 0..self.len {
+            let s = self.ring[self.idx(i)];
+            if s.data_len() > max_len && s.flags & (SACKED | LOST) == 0 {
+                self.update(i, LOST, RETRANS, None);
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Position of the entry holding `seq`.
     pub(crate) fn find(&self, seq: SeqNum) -> Option<usize> {
         // Binary search on start (entries are sorted and disjoint).

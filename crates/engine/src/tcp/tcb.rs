@@ -25,6 +25,9 @@ pub(super) const DEFAULT_MSS: usize = 536;
 /// Floor of the effective send MSS, so that a bogus peer MSS (0, 1) cannot
 /// make segments empty.
 pub(super) const MIN_MSS: usize = 64;
+/// The smallest MSS a path MTU report can set: Linux's min_pmtu (552) less
+/// 40 bytes of headers.
+const PMTU_MIN_MSS: usize = 512;
 /// Most duplicate ACKs owed at once (out-of-order arrivals in one batch).
 pub(super) const MAX_DUPACKS_OWED: u32 = 32;
 /// Largest window scale shift (RFC 7323 §2.3).
@@ -233,6 +236,8 @@ pub struct Segment {
 /// Per-connection counters (for `corestack ss` and tests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TcbStats {
+    /// Times the MSS went down after ICMP "fragmentation needed".
+    pub pmtu_reductions: u64,
     /// Segments sent again (RTO go-back, fast retransmit, partial ACK, SYN).
     pub retransmits: u64,
     /// Fast retransmits entered (third duplicate ACK).
@@ -829,6 +834,28 @@ impl Tcb {
     pub fn orphan(&mut self, now: Instant) {
         self.orphaned = true;
         self.update_fin_wait2(now);
+    }
+
+    /// ICMP "fragmentation needed" (RFC 1191) reported a next-hop MTU of
+    /// `mtu` bytes for a segment of ours starting at `seq`. Accepted only
+    /// when `seq` lies in `[snd_una, snd_max)` (RFC 5927 §4.1, against blind
+    /// injection); then the MSS drops to fit (not below
+    /// 512 bytes, Linux's min_pmtu of 552 less headers) and segments in flight that
+    /// no longer fit are retransmitted in pieces. Not a congestion signal:
+    /// cwnd is unchanged. Returns true when the MSS went down.
+    pub fn on_path_mtu(&mut self, mtu: usize, seq: SeqNum) -> bool {
+        if !self.state.is_synchronized() || seq < self.snd_una || seq >= self.snd_max {
+            return false;
+        }
+        let opt_len = if self.ts_enabled { TS_OPTION_LEN } else { 0 };
+        let mss = mtu.saturating_sub(40 + opt_len).max(PMTU_MIN_MSS);
+        if mss >= self.eff_mss {
+            return false;
+        }
+        self.eff_mss = mss;
+        self.stats.pmtu_reductions += 1;
+        self.sb.mark_oversized_lost(mss);
+        true
     }
 
     /// Per-connection offset of the timestamp clock (RFC 7323 §5.4), for

@@ -217,3 +217,51 @@ fn established_newreno_partial_ack_retransmits_next_hole() {
     );
     assert_eq!(b.rx.take(), data);
 }
+
+#[test]
+fn established_path_mtu_drop_resends_in_smaller_pieces() {
+    let (mut a, mut b) = established();
+    let data = pattern(8 * 1448, 9);
+    a.write(&data);
+    let first = a.output(T0);
+    assert!(first.iter().all(|w| w.payload.len() <= 1448));
+    assert!(first.iter().any(|w| w.payload.len() == 1448));
+    // The path says 1000 bytes fit; every big segment was dropped.
+    let una = a.tcb.snd_una();
+    assert!(
+        !a.tcb.on_path_mtu(1000, una + 100_000usize),
+        "seq outside the window is ignored"
+    );
+    assert!(a.tcb.on_path_mtu(1000, una));
+    assert_eq!(a.tcb.mss(), 1000 - 40 - 12);
+    let t = T0 + ms(1);
+    let mut delivered = 0;
+    for round in 0..50 {
+        let now = t + ms(round);
+        let segs = a.output(now);
+        for s in &segs {
+            assert!(
+                s.payload.len() <= 948,
+                "segment of {} bytes after the MTU drop",
+                s.payload.len()
+            );
+            b.input(s, now);
+        }
+        let acks = b.output(now + ms(1));
+        for s in &acks {
+            a.input(s, now + ms(1));
+        }
+        a.timer(now + ms(1));
+        delivered = b.rx.unread();
+        if delivered == data.len() {
+            break;
+        }
+    }
+    assert_eq!(
+        delivered,
+        data.len(),
+        "everything arrives in smaller segments"
+    );
+    assert_eq!(b.rx.take(), data);
+    assert_eq!(a.tcb.stats().pmtu_reductions, 1);
+}

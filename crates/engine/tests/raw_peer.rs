@@ -1,6 +1,9 @@
-//! SYN cookies (RFC 4987): with the listener's SYN queue full, SYNs are
-//! answered statelessly and a client that returns a valid cookie still gets
-//! a working connection; a forged ACK gets a RST.
+//! The engine against a raw peer that writes frames by hand:
+//! - SYN cookies (RFC 4987): with the listener's SYN queue full, SYNs are
+//!   answered statelessly, a client that returns a valid cookie still gets a
+//!   working connection, and a forged ACK gets a RST;
+//! - path MTU (RFC 1191): ICMP "fragmentation needed" for a segment in flight
+//!   makes the connection resend it in smaller pieces.
 
 use appif::notify::Notify;
 use appif::socket::{Accepted, Command, SocketShared};
@@ -203,4 +206,154 @@ fn listen_syn_queue_full_cookie_ack_opens_connection_and_forged_ack_is_reset() {
         }
     }
     assert!(acked, "data on the cookie connection is acknowledged");
+}
+
+/// An ICMP "fragmentation needed" frame from a router (the peer's address
+/// here) quoting the first 28 bytes of `quoted` (an IPv4 packet the host sent).
+fn frag_needed(peer_mac: MacAddr, host_mac: MacAddr, mtu: u16, quoted: &[u8]) -> Vec<u8> {
+    let msg = wire::icmp::Icmpv4Repr::DstUnreachable {
+        code: wire::icmp::DST_UNREACH_FRAG_NEEDED,
+        next_hop_mtu: mtu,
+        data: &quoted[..28],
+    };
+    let len = msg.buffer_len();
+    let mut f = vec![0u8; 14 + 20 + len];
+    EthernetRepr {
+        dst: host_mac,
+        src: peer_mac,
+        ethertype: ETHERTYPE_IPV4,
+    }
+    .emit(&mut f);
+    let ip = Ipv4Repr {
+        src: PEER,
+        dst: HOST,
+        protocol: wire::ipv4::PROTO_ICMP,
+        ttl: 64,
+        ident: 2,
+        dont_frag: false,
+        payload_len: len,
+    };
+    ip.emit(&mut f[14..]);
+    msg.emit(&mut f[34..]);
+    f
+}
+
+#[test]
+fn established_frag_needed_for_segment_in_flight_resends_smaller() {
+    let (mut peer, host_port) = mem::pair(Impairments::none(), Impairments::none(), 2);
+    let (clock, ns) = MemClock::manual();
+    peer.set_clock(clock);
+    let peer_mac = MacAddr(peer.mac());
+    let host_mac = MacAddr(host_port.mac());
+    let mut t = 1_000_000_000u64;
+    ns.store(t, Ordering::Release);
+    let (mut cmds, rx) = spsc::channel(16);
+    let cfg = EngineConfig {
+        ip: HOST,
+        prefix_len: 24,
+        ..EngineConfig::default()
+    };
+    let mut host = Engine::new(host_port, cfg, rx, Arc::new(Notify::default()), Instant(t));
+    let (acc_tx, mut acc_rx) = spsc::channel::<Accepted>(2);
+    let _ = cmds.push(Command::Listen {
+        id: 1,
+        shared: Arc::new(SocketShared::default()),
+        local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80),
+        accept: acc_tx,
+    });
+    let step = |host: &mut Engine<MemPort>, t: &mut u64| {
+        *t += 10_000;
+        ns.store(*t, Ordering::Release);
+        host.poll(Instant(*t));
+    };
+    step(&mut host, &mut t);
+    let mut arp = vec![0u8; 42];
+    EthernetRepr {
+        dst: MacAddr::BROADCAST,
+        src: peer_mac,
+        ethertype: ETHERTYPE_ARP,
+    }
+    .emit(&mut arp);
+    ArpRepr {
+        op: ArpOp::Request,
+        sender_mac: peer_mac,
+        sender_ip: PEER,
+        target_mac: MacAddr::ZERO,
+        target_ip: HOST,
+    }
+    .emit(&mut arp[14..]);
+    send(&mut peer, &arp);
+    step(&mut host, &mut t);
+    // Handshake (no options: MSS 536 would be too small to test; offer 1460).
+    let mut syn = TcpRepr {
+        src_port: 50000,
+        dst_port: 80,
+        seq: SeqNum(7000),
+        flags: TcpFlags(TcpFlags::SYN),
+        window: 65535,
+        ..TcpRepr::default()
+    };
+    syn.options.mss = Some(1460);
+    send(&mut peer, &tcp_frame(peer_mac, host_mac, &syn, &[]));
+    step(&mut host, &mut t);
+    let synack = received(&mut peer)
+        .into_iter()
+        .find(|s| s.flags.syn())
+        .expect("SYN-ACK");
+    let ack = TcpRepr {
+        src_port: 50000,
+        dst_port: 80,
+        seq: SeqNum(7001),
+        ack: synack.seq + 1usize,
+        flags: TcpFlags(TcpFlags::ACK),
+        window: 65535,
+        ..TcpRepr::default()
+    };
+    send(&mut peer, &tcp_frame(peer_mac, host_mac, &ack, &[]));
+    step(&mut host, &mut t);
+    let mut acc = acc_rx.pop().expect("accepted");
+    // The host sends 4 full segments; the peer keeps the first one's bytes.
+    assert!(acc.tx.write_all(&[0x42; 4 * 1460]));
+    let _ = cmds.push(Command::Send { id: acc.id });
+    let mut first_ip = Vec::new();
+    let mut sizes = Vec::new();
+    step(&mut host, &mut t);
+    peer.rx_burst(64, |frame, _| {
+        let ip = &frame[14..];
+        let p = Ipv4Packet::new_checked(ip).unwrap();
+        if p.protocol() == PROTO_TCP {
+            let (seg, _) = TcpRepr::parse(p.payload(), p.src(), p.dst(), true).unwrap();
+            if seg.payload_len > 0 {
+                sizes.push(seg.payload_len);
+                if first_ip.is_empty() {
+                    first_ip = ip[..p.total_len()].to_vec();
+                }
+            }
+        }
+    });
+    assert_eq!(sizes, vec![1460; 4], "full-sized segments first");
+    // A router on the way says: 1000 bytes fit.
+    send(&mut peer, &frag_needed(peer_mac, host_mac, 1000, &first_ip));
+    let mut resent = Vec::new();
+    for _ in 0..100 {
+        step(&mut host, &mut t);
+        resent.extend(
+            received(&mut peer)
+                .into_iter()
+                .filter(|s| s.payload_len > 0)
+                .map(|s| s.payload_len),
+        );
+        if resent.iter().sum::<usize>() >= 4 * 1460 {
+            break;
+        }
+    }
+    assert_eq!(host.stats().tcp_pmtu_reductions, 1);
+    assert!(
+        resent.iter().all(|&n| n <= 960),
+        "resent after the MTU drop: {resent:?}"
+    );
+    assert!(
+        resent.iter().sum::<usize>() >= 4 * 1460,
+        "everything resent: {resent:?}"
+    );
 }
