@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod arp;
+mod commands;
 pub mod frag;
 mod input;
 pub mod link;
@@ -22,17 +23,15 @@ pub mod time;
 pub mod timer;
 
 use crate::link::Link;
-use crate::sockets::{
-    apply_events, flow_key, libc_errno, Conn, Listener, Socket, Sockets, UdpSock,
-};
+use crate::sockets::{apply_events, libc_errno, Conn, Socket, Sockets};
 use crate::stats::Stats;
-use crate::tcp::{IsnGenerator, State, Tcb, TcpConfig};
+use crate::tcp::{IsnGenerator, State, TcpConfig};
 use crate::time::Instant;
 use crate::timer::TimerWheel;
 use appif::notify::Notify;
-use appif::socket::{Command, SockState, UdpHeader};
+use appif::socket::{Command, SockState};
 use appif::spsc;
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::Ipv4Addr;
 use core::time::Duration;
 use nic::{Port, TxQueue};
 use std::sync::Arc;
@@ -94,7 +93,7 @@ const ECT0: u8 = 0b10;
 /// Segments one connection may emit per iteration.
 const TCP_BURST: usize = 64;
 /// Commands taken per iteration.
-const CMD_BURST: usize = 64;
+pub(crate) const CMD_BURST: usize = 64;
 /// Interval of the slow housekeeping pass (ARP retries, orphan sweep).
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
 
@@ -474,334 +473,5 @@ impl Core {
                 self.close(slot);
             }
         }
-    }
-
-    /// Takes up to a burst of application commands.
-    fn take_commands<T: TxQueue>(&mut self, tx: &mut T) -> usize {
-        let mut n = 0;
-        while n < CMD_BURST {
-            let Some(cmd) = self.commands.pop() else {
-                break;
-            };
-            n += 1;
-            self.command(cmd, tx);
-        }
-        n
-    }
-
-    fn slot_of(&mut self, id: appif::socket::SockId) -> Option<u32> {
-        let s = self.sockets.ids.get(&id).copied();
-        if s.is_none() {
-            self.stats.cmd_unknown_socket += 1;
-        }
-        s
-    }
-
-    fn command<T: TxQueue>(&mut self, cmd: Command, tx: &mut T) {
-        match cmd {
-            Command::Connect {
-                id,
-                shared,
-                local_port,
-                remote,
-                tx: txr,
-                rx,
-                nodelay,
-            } => {
-                if self.link.next_hop(*remote.ip()).is_none() {
-                    shared.set_closed(libc_errno::ENETUNREACH);
-                    return;
-                }
-                if self.sockets.is_full() {
-                    self.stats.drop_tcp_table_full += 1;
-                    shared.set_closed(libc_errno::ENOBUFS);
-                    return;
-                }
-                let port = if local_port == 0 {
-                    match self.sockets.ephemeral_port(|s, p| {
-                        s.flows.contains_key(&flow_key(remote, p)) || s.listeners.contains_key(&p)
-                    }) {
-                        Some(p) => p,
-                        None => {
-                            shared.set_closed(libc_errno::EADDRNOTAVAIL);
-                            return;
-                        }
-                    }
-                } else if self
-                    .sockets
-                    .flows
-                    .contains_key(&flow_key(remote, local_port))
-                {
-                    shared.set_closed(libc_errno::EADDRINUSE);
-                    return;
-                } else {
-                    local_port
-                };
-                let local = SocketAddrV4::new(self.link.ip, port);
-                let mut cfg = self.cfg.tcp.clone();
-                cfg.nodelay = nodelay;
-                cfg.rcv_buf = rx.capacity();
-                let iss = self.isn.isn(local, remote, self.now);
-                let mut tcb = Tcb::connect(&cfg, local, remote, iss, self.now);
-                tcb.set_ts_offset(self.isn.ts_offset(local, remote));
-                shared.set_addrs(local, remote);
-                shared.set_state(SockState::Connecting);
-                let conn = Conn {
-                    id,
-                    shared,
-                    tcb,
-                    tx: txr,
-                    rx,
-                    app_ends: None,
-                    listener: None,
-                    app_closed: false,
-                    timer_at: None,
-                    dirty: false,
-                };
-                if let Some(slot) = self.sockets.insert(id, Socket::Tcp(Box::new(conn))) {
-                    self.sockets.flows.insert(flow_key(remote, port), slot);
-                    self.stats.tcp_active_opens += 1;
-                    self.mark_dirty(slot);
-                }
-            }
-            Command::Listen {
-                id,
-                shared,
-                local,
-                accept,
-            } => {
-                let local = match self.bind_addr(local, |s, p| s.listeners.contains_key(&p)) {
-                    Ok(a) => a,
-                    Err(errno) => return shared.set_closed(errno),
-                };
-                let port = local.port();
-                shared.set_addrs(local, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
-                let backlog = accept.capacity();
-                let l = Listener {
-                    id,
-                    shared: shared.clone(),
-                    local,
-                    accept,
-                    pending: 0,
-                    backlog,
-                };
-                match self.sockets.insert(id, Socket::Listener(l)) {
-                    Some(slot) => {
-                        self.sockets.listeners.insert(port, slot);
-                        shared.set_state(SockState::Open);
-                    }
-                    None => shared.set_closed(libc_errno::ENOBUFS),
-                }
-            }
-            Command::UdpBind {
-                id,
-                shared,
-                local,
-                tx: txr,
-                rx,
-            } => {
-                let local = match self.bind_addr(local, |s, p| s.udp.contains_key(&p)) {
-                    Ok(a) => a,
-                    Err(errno) => return shared.set_closed(errno),
-                };
-                let port = local.port();
-                shared.set_addrs(local, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
-                let u = UdpSock {
-                    id,
-                    shared: shared.clone(),
-                    local,
-                    tx: txr,
-                    rx,
-                };
-                match self.sockets.insert(id, Socket::Udp(u)) {
-                    Some(slot) => {
-                        self.sockets.udp.insert(port, slot);
-                        shared.set_state(SockState::Open);
-                    }
-                    None => shared.set_closed(libc_errno::ENOBUFS),
-                }
-            }
-            Command::Send { id } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                match &self.sockets.slots[slot as usize] {
-                    Some(Socket::Tcp(_)) => self.mark_dirty(slot),
-                    Some(Socket::Udp(_)) => self.udp_send(slot, tx),
-                    _ => {}
-                }
-            }
-            Command::Recvd { id } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                if let Some(c) = self.sockets.conn(slot) {
-                    let free = c.rx.free();
-                    if c.tcb.on_app_read(free) {
-                        self.mark_dirty(slot);
-                    }
-                }
-            }
-            Command::Shutdown { id } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                if let Some(c) = self.sockets.conn(slot) {
-                    c.tcb.close();
-                    self.mark_dirty(slot);
-                    self.arm_timer(slot);
-                }
-            }
-            Command::Close { id } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                self.close(slot);
-            }
-            Command::SetKeepalive { id, on } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                if let Some(c) = self.sockets.conn(slot) {
-                    c.tcb.set_keepalive(on);
-                    self.arm_timer(slot);
-                }
-            }
-            Command::SetCongestion { id, algorithm } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                let kind = match algorithm {
-                    0 => tcp::CcKind::NewReno,
-                    1 => tcp::CcKind::Cubic,
-                    2 => tcp::CcKind::Dctcp,
-                    _ => return,
-                };
-                if let Some(c) = self.sockets.conn(slot) {
-                    c.tcb.set_cc(kind);
-                }
-            }
-            Command::SetNodelay { id, on } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                if let Some(c) = self.sockets.conn(slot) {
-                    c.tcb.set_nodelay(on);
-                    self.mark_dirty(slot);
-                }
-            }
-        }
-    }
-
-    /// The local address a bind to `local` gets: our address, and the port
-    /// asked for or an ephemeral one free in the table `in_use` checks.
-    /// Errors: EADDRINUSE (port taken or none free), EADDRNOTAVAIL (not our address).
-    fn bind_addr(
-        &mut self,
-        local: SocketAddrV4,
-        in_use: impl Fn(&Sockets, u16) -> bool,
-    ) -> Result<SocketAddrV4, i32> {
-        if !local.ip().is_unspecified() && *local.ip() != self.link.ip {
-            return Err(libc_errno::EADDRNOTAVAIL);
-        }
-        let port = match local.port() {
-            0 => self
-                .sockets
-                .ephemeral_port(&in_use)
-                .ok_or(libc_errno::EADDRINUSE)?,
-            p if in_use(&self.sockets, p) => return Err(libc_errno::EADDRINUSE),
-            p => p,
-        };
-        Ok(SocketAddrV4::new(self.link.ip, port))
-    }
-
-    /// The application is done with the socket in `slot`.
-    fn close(&mut self, slot: u32) {
-        match self.sockets.slots.get_mut(slot as usize) {
-            Some(Some(Socket::Tcp(c))) => {
-                c.app_closed = true;
-                // RFC 9293 §3.10.4 / Linux: closing with unread data resets.
-                let unread = c.rx.capacity() - c.rx.free();
-                if unread > 0 {
-                    c.tcb.abort();
-                } else {
-                    c.tcb.close();
-                    // Nobody will read any more: FIN-WAIT-2 must not last forever.
-                    c.tcb.orphan(self.now);
-                }
-                if c.tcb.state() == State::Closed && !c.tcb.has_output() {
-                    self.drop_conn(slot);
-                } else {
-                    self.mark_dirty(slot);
-                    self.arm_timer(slot);
-                }
-            }
-            Some(Some(Socket::Listener(_))) => {
-                // Reset the connections it had not handed over yet.
-                for s in 0..self.sockets.slots.len() as u32 {
-                    if let Some(c) = self.sockets.conn(s) {
-                        if c.listener == Some(slot) {
-                            c.listener = None;
-                            c.app_closed = true;
-                            c.tcb.abort();
-                            self.mark_dirty(s);
-                        }
-                    }
-                }
-                if let Some(s) = self.sockets.remove(slot) {
-                    s.shared().set_closed(0);
-                }
-            }
-            Some(Some(Socket::Udp(_))) => {
-                if let Some(s) = self.sockets.remove(slot) {
-                    s.shared().set_closed(0);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// Sends the datagrams queued in a UDP socket's TX ring.
-    fn udp_send<T: TxQueue>(&mut self, slot: u32, tx: &mut T) {
-        let Core {
-            sockets,
-            link,
-            stats,
-            now,
-            ..
-        } = self;
-        let Some(Some(Socket::Udp(u))) = sockets.slots.get_mut(slot as usize) else {
-            return;
-        };
-        let max_payload = link.mtu - wire::ipv4::HEADER_LEN - wire::udp::HEADER_LEN;
-        // Bounded: each record consumes at least 8 bytes of a finite ring.
-        loop {
-            let mut hb = [0u8; UdpHeader::LEN];
-            if u.tx.peek_at(0, &mut hb) < UdpHeader::LEN {
-                break;
-            }
-            let h = UdpHeader::decode(&hb);
-            let len = usize::from(h.len);
-            if u.tx.len() < UdpHeader::LEN + len {
-                break; // the rest of the record is not published yet
-            }
-            if len > max_payload {
-                stats.drop_udp_tx_malformed += 1;
-                u.tx.consume(UdpHeader::LEN + len);
-                continue;
-            }
-            let src_port = u.local.port();
-            let (dst, dport) = (*h.addr.ip(), h.addr.port());
-            let local = link.ip;
-            let txr = &u.tx;
-            if link.send_ipv4(
-                tx,
-                stats,
-                *now,
-                dst,
-                wire::ipv4::PROTO_UDP,
-                wire::udp::HEADER_LEN + len,
-                |buf| {
-                    wire::udp::UdpRepr {
-                        src_port,
-                        dst_port: dport,
-                        payload_len: len,
-                    }
-                    .emit_header(buf);
-                    txr.peek_at(UdpHeader::LEN, &mut buf[wire::udp::HEADER_LEN..]);
-                    wire::udp::fill_checksum(buf, local, dst);
-                },
-            ) {
-                stats.udp_tx += 1;
-            }
-            u.tx.consume(UdpHeader::LEN + len);
-        }
-        u.shared.notify.notify();
     }
 }
