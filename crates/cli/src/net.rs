@@ -97,6 +97,19 @@ pub struct StackOpts {
     /// TCP congestion control of corestack's connections (default cubic).
     #[arg(long, value_enum, value_name = "NAME")]
     pub cc: Option<CcArg>,
+    /// Inline mode's polling: adaptive (spin, sleep on the NIC fd after 50 µs idle) or busy
+    /// (spin without pause).
+    #[arg(long, value_enum, default_value_t = PollArg::Adaptive)]
+    pub poll: PollArg,
+}
+
+/// `--poll`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollArg {
+    /// Spin, then sleep on the NIC queue's fd after 50 µs without work.
+    Adaptive,
+    /// Spin without pause.
+    Busy,
 }
 
 impl StackOpts {
@@ -167,6 +180,9 @@ impl StackOpts {
             .iface(iface)
             .ip(cidr.addr, cidr.prefix.unwrap_or(24))
             .inline(self.mode == ModeArg::Inline);
+        if self.poll == PollArg::Busy {
+            builder = builder.idle_sleep(None);
+        }
         if let Some(gw) = self.gateway {
             builder = builder.gateway(gw);
         }

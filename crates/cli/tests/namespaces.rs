@@ -172,3 +172,49 @@ fn tap_clean_link_corestack_nc_to_linux_100mib_sha256_equal() {
     let pair = tap_pair(89);
     transfer_corestack_to_linux(&pair, &tap_args(&pair), 5006, CLEAN_TIMEOUT);
 }
+
+/// CPU time (user + system) of process `pid` in clock ticks, from /proc.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("reading /proc stat");
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+    let rest = &stat[stat.rfind(')').expect("stat format") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn afxdp_idle_echo_server_adaptive_sleeps_and_busy_spins() {
+    let _lock = start();
+    let pair = Pair::new(95);
+    for (poll, busy) in [("adaptive", false), ("busy", true)] {
+        let mut args = pair.core_args();
+        args.extend(["--poll".to_string(), poll.to_string()]);
+        let mut server = echo_server(&pair.core, &args, 7);
+        ping_until_up(&pair.linux, &pair.core_ip, 10);
+        let pid = server.pid();
+        let before = cpu_ticks(pid);
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let used = cpu_ticks(pid) - before; // ticks of 10 ms
+                                            // Still serving after an idle second.
+        let out = pair
+            .linux
+            .run("ping", &["-c", "1", "-W", "2", &pair.core_ip]);
+        assert!(
+            out.is_ok_and(|o| o.contains("1 received")),
+            "{poll}: ping after idle"
+        );
+        let f = server.terminate();
+        assert!(f.status.success(), "{poll}: {}", f.stderr);
+        if busy {
+            assert!(
+                used >= 60,
+                "busy polling used only {used} ticks of 100 in an idle second"
+            );
+        } else {
+            assert!(
+                used <= 25,
+                "adaptive polling used {used} ticks of 100 in an idle second"
+            );
+        }
+    }
+}

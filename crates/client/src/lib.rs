@@ -29,6 +29,7 @@
 //! ECONNRESET, ETIMEDOUT, EADDRINUSE, EAGAIN as `WouldBlock`, EPIPE, ...).
 
 mod stack;
+mod sys;
 mod tcp;
 mod udp;
 

@@ -10,6 +10,7 @@ use engine::time::Instant;
 use engine::{Engine, EngineConfig};
 use nic::Port;
 use std::io;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -36,6 +37,7 @@ pub struct StackBuilder {
     gateway: Option<Ipv4Addr>,
     inline: bool,
     ring_bytes: usize,
+    idle_sleep: Option<Duration>,
     engine: EngineConfig,
     mem: Option<nic::mem::MemPort>,
 }
@@ -85,7 +87,47 @@ pub(crate) struct Inner {
     pub(crate) ring_bytes: usize,
     xdp_generic: bool,
     mtu: usize,
+    idle: Idle,
 }
+
+/// Inline mode's adaptive polling: when the engine has had nothing to do
+/// for `sleep_after`, a waiting thread sleeps on the NIC queue's fd.
+struct Idle {
+    sleep_after: Option<Duration>,
+    rx_fd: Option<RawFd>,
+    /// When an engine iteration last did work, ns.
+    last_work: AtomicU64,
+}
+
+impl Idle {
+    /// Records the outcome of an engine iteration at `now`; after a long
+    /// enough idle spell, sleeps until frames arrive or `left` (at most
+    /// 1 ms, so timers and other threads' commands are not held up) passes.
+    fn after_poll(&self, worked: bool, now: Instant, left: Option<Duration>) {
+        if worked {
+            self.last_work.store(now.as_nanos(), Ordering::Relaxed);
+            return;
+        }
+        let (Some(after), Some(fd)) = (self.sleep_after, self.rx_fd) else {
+            return;
+        };
+        let idle_ns = now
+            .as_nanos()
+            .saturating_sub(self.last_work.load(Ordering::Relaxed));
+        if idle_ns < after.as_nanos() as u64 {
+            return;
+        }
+        let nap = left.unwrap_or(MAX_NAP).min(MAX_NAP);
+        if !nap.is_zero() {
+            crate::sys::wait_readable(fd, nap);
+        }
+    }
+}
+
+/// The longest inline-mode sleep on the NIC fd.
+const MAX_NAP: Duration = Duration::from_millis(1);
+/// Default idle time before an inline-mode waiter sleeps.
+const IDLE_BEFORE_SLEEP: Duration = Duration::from_micros(50);
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -114,6 +156,7 @@ impl Default for StackBuilder {
             gateway: None,
             inline: false,
             ring_bytes: 256 * 1024,
+            idle_sleep: Some(IDLE_BEFORE_SLEEP),
             engine: EngineConfig::default(),
             mem: None,
         }
@@ -148,6 +191,15 @@ impl StackBuilder {
     /// Inline mode: no engine thread; waiting threads run the engine.
     pub fn inline(mut self, on: bool) -> Self {
         self.inline = on;
+        self
+    }
+
+    /// Inline mode's polling policy: after `Some(idle)` without work, a
+    /// waiting thread sleeps on the NIC queue's fd (at most 1 ms at a time)
+    /// instead of spinning, so it leaves the core to others ("adaptive",
+    /// the default, 50 µs); `None` spins without pause ("busy").
+    pub fn idle_sleep(mut self, idle: Option<Duration>) -> Self {
+        self.idle_sleep = idle;
         self
     }
 
@@ -198,7 +250,14 @@ impl StackBuilder {
         cfg.gateway = self.gateway;
         cfg.ring_bytes = self.ring_bytes;
         if let Some(port) = self.mem {
-            return Ok(launch(port, cfg, self.inline, self.ring_bytes, false));
+            return Ok(launch(
+                port,
+                cfg,
+                self.inline,
+                self.ring_bytes,
+                false,
+                self.idle_sleep,
+            ));
         }
         let iface = self.iface.clone().ok_or_else(|| {
             io::Error::new(
@@ -215,11 +274,25 @@ impl StackBuilder {
                 };
                 let port = nic::af_xdp::AfXdpPort::open(&xcfg).map_err(io::Error::from)?;
                 let generic = port.xdp_mode() == nic::af_xdp::XdpMode::Generic;
-                Ok(launch(port, cfg, self.inline, self.ring_bytes, generic))
+                Ok(launch(
+                    port,
+                    cfg,
+                    self.inline,
+                    self.ring_bytes,
+                    generic,
+                    self.idle_sleep,
+                ))
             }
             Driver::Tap => {
                 let port = nic::tap::TapPort::open(&iface).map_err(io::Error::from)?;
-                Ok(launch(port, cfg, self.inline, self.ring_bytes, false))
+                Ok(launch(
+                    port,
+                    cfg,
+                    self.inline,
+                    self.ring_bytes,
+                    false,
+                    self.idle_sleep,
+                ))
             }
         }
     }
@@ -231,10 +304,12 @@ fn launch<P: Port + Send + 'static>(
     inline: bool,
     ring_bytes: usize,
     xdp_generic: bool,
+    idle_sleep: Option<Duration>,
 ) -> Stack {
     let (tx, rx) = spsc::channel(1024);
     let wake = Arc::new(Notify::default());
     let mtu = port.mtu();
+    let rx_fd = port.rx_fd();
     let engine = Engine::new(port, cfg, rx, wake.clone(), Instant::now());
     let mode = if inline {
         Mode::Inline(Mutex::new(Box::new(engine)))
@@ -264,6 +339,11 @@ fn launch<P: Port + Send + 'static>(
             ring_bytes,
             xdp_generic,
             mtu,
+            idle: Idle {
+                sleep_after: idle_sleep.filter(|_| inline && rx_fd.is_some()),
+                rx_fd,
+                last_work: AtomicU64::new(Instant::now().as_nanos()),
+            },
         }),
     }
 }
@@ -301,12 +381,13 @@ impl Stack {
         match &self.inner.mode {
             Mode::Inline(e) => loop {
                 let now = Instant::now();
-                if let Ok(mut e) = e.lock() {
-                    if e.poll(now) {
-                        return;
-                    }
-                }
-                if timeout.is_some_and(|t| now.saturating_since(start) >= t) {
+                let elapsed = now.saturating_since(start);
+                // The engine lock is released before any sleep.
+                let worked = e.lock().map(|mut e| e.poll(now)).unwrap_or(false);
+                self.inner
+                    .idle
+                    .after_poll(worked, now, timeout.map(|t| t.saturating_sub(elapsed)));
+                if worked || timeout.is_some_and(|t| elapsed >= t) {
                     return;
                 }
             },
@@ -401,8 +482,11 @@ impl Stack {
                 if expired(now) {
                     return false;
                 }
-                if let Ok(mut e) = e.try_lock() {
-                    e.poll(now);
+                // The engine lock is released before any sleep.
+                let worked = e.try_lock().map(|mut e| e.poll(now)).ok();
+                if let Some(worked) = worked {
+                    let left = timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
+                    self.inner.idle.after_poll(worked, now, left);
                 }
             },
             Mode::Embedded { .. } => loop {

@@ -239,6 +239,11 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// The child's process id.
+    pub fn pid(&mut self) -> u32 {
+        self.guard.child_mut().id()
+    }
+
     /// Spawns `cmd`; with `feed = Some(n)`, writes `n` seeded bytes to its stdin then closes it
     /// (else stdin is /dev/null).
     pub fn spawn(name: &str, mut cmd: Command, feed: Option<u64>, out: Out) -> Proc {
