@@ -62,7 +62,7 @@ impl<P: Port> Poller for Engine<P> {
         Engine::poll(self, now)
     }
     fn stats(&self) -> Stats {
-        Engine::stats(self).clone()
+        Engine::stats(self)
     }
     fn shutdown(&mut self, now: Instant) {
         Engine::shutdown(self, now)
@@ -357,13 +357,13 @@ fn run_engine<P: Port>(mut engine: Engine<P>, stop: &AtomicBool, stats: &Mutex<S
         if now.saturating_since(last) >= STATS_EVERY {
             last = now;
             if let Ok(mut s) = stats.lock() {
-                s.clone_from(engine.stats());
+                *s = engine.stats();
             }
         }
     }
     engine.shutdown(Instant::now());
     if let Ok(mut s) = stats.lock() {
-        s.clone_from(engine.stats());
+        *s = engine.stats();
     }
 }
 

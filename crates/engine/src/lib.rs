@@ -202,8 +202,16 @@ impl<P: Port> Engine<P> {
     }
 
     /// Counters so far.
-    pub fn stats(&self) -> &Stats {
-        &self.core.stats
+    /// The TCP counters of open connections are included (summed into
+    /// the engine's when they close). O(sockets).
+    pub fn stats(&self) -> Stats {
+        let mut s = self.core.stats.clone();
+        for sock in self.core.sockets.slots.iter().flatten() {
+            if let Socket::Tcp(c) = sock {
+                s.add_tcb(c.tcb.stats());
+            }
+        }
+        s
     }
 
     /// The port, e.g. to read driver details.
@@ -229,6 +237,9 @@ impl<P: Port> Engine<P> {
         tx.flush();
         for slot in 0..core.sockets.slots.len() as u32 {
             if let Some(s) = core.sockets.remove(slot) {
+                if let Socket::Tcp(c) = &s {
+                    core.stats.add_tcb(c.tcb.stats());
+                }
                 s.shared().set_closed(libc_errno::ECONNRESET);
             }
         }
@@ -345,6 +356,7 @@ impl Core {
     /// Removes a finished connection and releases its listener slot.
     pub(crate) fn drop_conn(&mut self, slot: u32) {
         if let Some(Socket::Tcp(c)) = self.sockets.remove(slot) {
+            self.stats.add_tcb(c.tcb.stats());
             if let Some(l) = c.listener {
                 if let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(l as usize) {
                     l.pending = l.pending.saturating_sub(1);

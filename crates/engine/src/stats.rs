@@ -129,6 +129,18 @@ counters! {
     drop_tcp_table_full,
     /// Connections whose MSS went down after ICMP "fragmentation needed" (RFC 1191).
     tcp_pmtu_reductions,
+    /// TCP segments sent again, over closed connections (RTO, fast, RACK, TLP).
+    tcp_retransmits,
+    /// Retransmission timeouts, over closed connections.
+    tcp_rto_timeouts,
+    /// SACK-based loss recoveries entered, over closed connections.
+    tcp_sack_recoveries,
+    /// Losses detected by RACK, over closed connections.
+    tcp_rack_losses,
+    /// Tail loss probes sent, over closed connections.
+    tcp_tlp_probes,
+    /// Retransmissions found spurious by D-SACK, over closed connections.
+    tcp_spurious_retransmits,
     /// Connections opened by connect().
     tcp_active_opens,
     /// Connections accepted from listeners.
@@ -150,5 +162,17 @@ impl core::fmt::Display for Stats {
             writeln!(f, "{name:<28} {v}")?;
         }
         Ok(())
+    }
+}
+
+impl Stats {
+    /// Adds a finished connection's TCP counters to the engine's.
+    pub fn add_tcb(&mut self, t: &crate::tcp::TcbStats) {
+        self.tcp_retransmits += t.retransmits;
+        self.tcp_rto_timeouts += t.timeouts;
+        self.tcp_sack_recoveries += t.sack_recoveries;
+        self.tcp_rack_losses += t.rack_losses;
+        self.tcp_tlp_probes += t.tlp_probes;
+        self.tcp_spurious_retransmits += t.spurious_retransmits;
     }
 }

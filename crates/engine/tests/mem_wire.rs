@@ -209,7 +209,7 @@ fn run(seed: u64, imp: Impairments, cc: CcKind, total: usize) -> (Stats, Stats, 
             }
         }
     }
-    (ea.stats().clone(), eb.stats().clone(), t - 1_000_000_000)
+    (ea.stats(), eb.stats(), t - 1_000_000_000)
 }
 
 fn impaired() -> Impairments {

@@ -139,6 +139,9 @@ impl StreamBench {
             let t0 = Instant::now();
             let waiter = self.stack.waiter(&stack);
             let (sent, report) = send_stream(s, Some(&waiter), until, deadline, &stop)?;
+            if !self.json {
+                println!("corestack statistics:\n{}", stack.stats());
+            }
             (t0, sent, report)
         } else {
             let s = std::net::TcpStream::connect_timeout(&target.into(), Duration::from_secs(5))
