@@ -17,6 +17,7 @@ pub mod bytes;
 pub mod notify;
 pub mod socket;
 pub mod spsc;
+pub mod stats_shm;
 
 /// Pads and aligns `T` to a 64-byte cache line so that it shares it with
 /// nothing written by the other side.

@@ -33,6 +33,8 @@ enum Command {
     Impair(cmd::impair::Impair),
     /// Build two namespaces, compare Linux and corestack echo latency, check a 100 MiB transfer.
     Demo(cmd::demo::Demo),
+    /// Counters of running corestack engines (packets, bytes, drops by reason, retransmissions).
+    Stat(cmd::stat::Stat),
 }
 
 fn main() {
@@ -43,6 +45,7 @@ fn main() {
         Command::Nc(c) => c.run(),
         Command::Impair(c) => c.run(),
         Command::Demo(c) => c.run(),
+        Command::Stat(c) => c.run(),
     };
     if let Err(e) = result {
         if e.downcast_ref::<net::Interrupted>().is_some() {

@@ -218,3 +218,44 @@ fn afxdp_idle_echo_server_adaptive_sleeps_and_busy_spins() {
         }
     }
 }
+
+#[test]
+fn afxdp_running_echo_server_counters_are_read_by_stat() {
+    let _lock = start();
+    let pair = Pair::new(96);
+    let mut server = echo_server(&pair.core, &pair.core_args(), 7);
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    let out = pair
+        .linux
+        .run("ping", &["-c", "3", "-i", "0.2", "-W", "2", &pair.core_ip]);
+    assert!(out.is_ok_and(|o| o.contains("3 received")), "ping");
+    std::thread::sleep(std::time::Duration::from_millis(50)); // one publication period
+    let pid = server.pid().to_string();
+    let stat = std::process::Command::new(bin())
+        .args(["stat", "--pid", &pid])
+        .output()
+        .expect("running corestack stat");
+    let text = String::from_utf8_lossy(&stat.stdout);
+    assert!(
+        stat.status.success(),
+        "stat failed: {}",
+        String::from_utf8_lossy(&stat.stderr)
+    );
+    let replies: u64 = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("icmp_echo_replies_tx"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no echo reply counter in:\n{text}"));
+    assert!(replies >= 3, "{replies} echo replies counted:\n{text}");
+    let f = server.terminate();
+    assert!(f.status.success(), "{}", f.stderr);
+    // The segment goes away with the engine.
+    let gone = std::process::Command::new(bin())
+        .args(["stat", "--pid", &pid])
+        .output()
+        .unwrap();
+    assert!(
+        !gone.status.success(),
+        "stat still finds the stopped server"
+    );
+}

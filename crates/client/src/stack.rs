@@ -3,6 +3,7 @@
 use appif::notify::Notify;
 use appif::socket::{Command, SockState, SocketShared};
 use appif::spsc;
+use appif::stats_shm::StatsWriter;
 use core::net::Ipv4Addr;
 use core::time::Duration;
 use engine::stats::Stats;
@@ -57,15 +58,50 @@ trait Poller {
     fn shutdown(&mut self, now: Instant);
 }
 
-impl<P: Port> Poller for Engine<P> {
+/// An engine and the shared segment its counters are published to (for
+/// `corestack stat`), at most every [`STATS_EVERY`].
+struct Published<P: Port> {
+    engine: Engine<P>,
+    segment: Option<StatsWriter>,
+    last: Instant,
+}
+
+impl<P: Port> Published<P> {
+    fn new(engine: Engine<P>) -> Self {
+        // The segment is an observability aid: without /dev/shm the stack
+        // still runs, it just cannot be watched from outside.
+        let count = Stats::default().iter().count();
+        Published {
+            engine,
+            segment: StatsWriter::create(count).ok(),
+            last: Instant(0),
+        }
+    }
+
+    fn publish(&mut self, now: Instant, force: bool) -> Option<Stats> {
+        if !force && now.saturating_since(self.last) < STATS_EVERY {
+            return None;
+        }
+        self.last = now;
+        let stats = self.engine.stats();
+        if let Some(w) = self.segment.as_mut() {
+            w.publish(stats.iter().map(|(_, v)| v));
+        }
+        Some(stats)
+    }
+}
+
+impl<P: Port> Poller for Published<P> {
     fn poll(&mut self, now: Instant) -> bool {
-        Engine::poll(self, now)
+        let worked = self.engine.poll(now);
+        self.publish(now, false);
+        worked
     }
     fn stats(&self) -> Stats {
-        Engine::stats(self)
+        self.engine.stats()
     }
     fn shutdown(&mut self, now: Instant) {
-        Engine::shutdown(self, now)
+        self.engine.shutdown(now)
     }
 }
 
@@ -312,7 +348,7 @@ fn launch<P: Port + Send + 'static>(
     let rx_fd = port.rx_fd();
     let engine = Engine::new(port, cfg, rx, wake.clone(), Instant::now());
     let mode = if inline {
-        Mode::Inline(Mutex::new(Box::new(engine)))
+        Mode::Inline(Mutex::new(Box::new(Published::new(engine))))
     } else {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(Stats::default()));
@@ -321,7 +357,7 @@ fn launch<P: Port + Send + 'static>(
             let stats = stats.clone();
             std::thread::Builder::new()
                 .name("corestack-engine".into())
-                .spawn(move || run_engine(engine, &stop, &stats))
+                .spawn(move || run_engine(Published::new(engine), &stop, &stats))
                 .expect("spawning the engine thread")
         };
         Mode::Embedded {
@@ -349,21 +385,19 @@ fn launch<P: Port + Send + 'static>(
 }
 
 /// The embedded engine thread: poll without pause until told to stop.
-fn run_engine<P: Port>(mut engine: Engine<P>, stop: &AtomicBool, stats: &Mutex<Stats>) {
-    let mut last = Instant::now();
+fn run_engine<P: Port>(mut engine: Published<P>, stop: &AtomicBool, stats: &Mutex<Stats>) {
     while !stop.load(Ordering::Acquire) {
         let now = Instant::now();
-        engine.poll(now);
-        if now.saturating_since(last) >= STATS_EVERY {
-            last = now;
+        engine.engine.poll(now);
+        if let Some(latest) = engine.publish(now, false) {
             if let Ok(mut s) = stats.lock() {
-                *s = engine.stats();
+                *s = latest;
             }
         }
     }
-    engine.shutdown(Instant::now());
-    if let Ok(mut s) = stats.lock() {
-        *s = engine.stats();
+    engine.engine.shutdown(Instant::now());
+    if let (Some(latest), Ok(mut s)) = (engine.publish(Instant::now(), true), stats.lock()) {
+        *s = latest;
     }
 }
 

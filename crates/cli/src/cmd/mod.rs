@@ -6,5 +6,6 @@ pub mod demo;
 pub mod impair;
 pub mod nc;
 pub mod serve;
+pub mod stat;
 pub mod stream;
 pub mod stream_matrix;
