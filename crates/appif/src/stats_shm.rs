@@ -1,12 +1,15 @@
-//! Counters in a read-only shared segment, so `corestack stat` can read a
-//! running engine's counters without stopping it (like `nstat`).
+//! Read-only shared segments of u64 words, so `corestack stat` and
+//! `corestack ss` can read a running engine's counters and connection table
+//! without stopping it (like `nstat` and `ss`).
 //!
-//! The segment is a file (default under /dev/shm) holding:
+//! A segment is a file (default under /dev/shm, `corestack-<pid>.<kind>`,
+//! kind [`STATS`] or [`CONNS`]) holding:
 //!
 //! ```text
 //! 0    magic "CSSTATS1" | count: u32 | pid: u32          (header line)
 //! 64   seq: u64  (odd while the writer updates; the writer's line)
-//! 128  count × u64 counters, in the engine's declaration order
+//! 128  count × u64 words (counters in the engine's declaration order, or
+//!      the connection table: a row count, then rows of [`ROW_WORDS`] words)
 //! ```
 //!
 //! One writer (the engine side) publishes with a sequence lock; readers
@@ -29,9 +32,21 @@ pub fn stats_dir() -> PathBuf {
     std::env::var_os("CORESTACK_STATS_DIR").map_or_else(|| PathBuf::from("/dev/shm"), PathBuf::from)
 }
 
-/// The segment path of process `pid`.
+/// The counters segment.
+pub const STATS: &str = "stats";
+/// The connection table segment.
+pub const CONNS: &str = "conns";
+/// Words per connection row.
+pub const ROW_WORDS: usize = 8;
+
+/// The segment path of kind `kind` of process `pid`.
+pub fn segment_path(pid: u32, kind: &str) -> PathBuf {
+    stats_dir().join(format!("corestack-{pid}.{kind}"))
+}
+
+/// The counters segment path of process `pid`.
 pub fn stats_path(pid: u32) -> PathBuf {
-    stats_dir().join(format!("corestack-{pid}.stats"))
+    segment_path(pid, STATS)
 }
 
 fn words(map: &memmap2::MmapRaw, off: usize) -> &AtomicU64 {
@@ -51,12 +66,12 @@ pub struct StatsWriter {
 }
 
 impl StatsWriter {
-    /// Creates (or replaces) the segment of this process for `count`
-    /// counters, readable by everyone, writable by its owner.
+    /// Creates (or replaces) this process's segment of kind `kind` for
+    /// `count` words, readable by everyone, writable by its owner.
     ///
     /// Errors: those of creating, sizing or mapping the file.
-    pub fn create(count: usize) -> io::Result<StatsWriter> {
-        let path = stats_path(std::process::id());
+    pub fn create(kind: &str, count: usize) -> io::Result<StatsWriter> {
+        let path = segment_path(std::process::id(), kind);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -79,7 +94,13 @@ impl StatsWriter {
         Ok(StatsWriter { map, count, path })
     }
 
-    /// Publishes `values` (at most `count` are taken; missing ones read 0).
+    /// Words in the segment.
+    pub fn capacity(&self) -> usize {
+        self.count
+    }
+
+    /// Publishes `values` (at most `count` are taken; the rest keep their
+    /// old values).
     pub fn publish(&mut self, values: impl Iterator<Item = u64>) {
         let seq = words(&self.map, SEQ_OFF);
         let s = seq.load(Ordering::Relaxed);
@@ -179,7 +200,7 @@ mod tests {
         std::env::set_var("CORESTACK_STATS_DIR", &dir);
         let path = stats_path(std::process::id());
         {
-            let mut w = StatsWriter::create(3).unwrap();
+            let mut w = StatsWriter::create(STATS, 3).unwrap();
             w.publish([7u64, 8, 9].into_iter());
             let r = StatsReader::open(&path).unwrap();
             assert_eq!(r.pid(), std::process::id());
@@ -194,5 +215,119 @@ mod tests {
             Some(io::ErrorKind::InvalidData)
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// One row of the connection table, as `corestack ss` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnRow {
+    pub local: core::net::SocketAddrV4,
+    pub remote: core::net::SocketAddrV4,
+    /// 0 = UDP, 1 = TCP listener, 2.. = TCP state (see the engine's `tcp::State` order + 2).
+    pub state: u8,
+    /// Smoothed RTT, µs.
+    pub srtt_us: u32,
+    /// Retransmission timeout, ms.
+    pub rto_ms: u32,
+    /// Congestion window, bytes.
+    pub cwnd: u32,
+    /// Slow-start threshold, bytes.
+    pub ssthresh: u32,
+    /// Bytes sent and not yet acknowledged.
+    pub in_flight: u32,
+    /// Peer's receive window, bytes.
+    pub snd_wnd: u32,
+    /// Our receive window, bytes.
+    pub rcv_wnd: u32,
+    /// Effective MSS, bytes.
+    pub mss: u16,
+    /// Segments retransmitted.
+    pub retransmits: u64,
+}
+
+impl Default for ConnRow {
+    fn default() -> Self {
+        let any = core::net::SocketAddrV4::new(core::net::Ipv4Addr::UNSPECIFIED, 0);
+        ConnRow {
+            local: any,
+            remote: any,
+            state: 0,
+            srtt_us: 0,
+            rto_ms: 0,
+            cwnd: 0,
+            ssthresh: 0,
+            in_flight: 0,
+            snd_wnd: 0,
+            rcv_wnd: 0,
+            mss: 0,
+            retransmits: 0,
+        }
+    }
+}
+
+fn addr_word(a: core::net::SocketAddrV4) -> u64 {
+    (u64::from(u32::from(*a.ip())) << 16) | u64::from(a.port())
+}
+
+fn word_addr(w: u64) -> core::net::SocketAddrV4 {
+    core::net::SocketAddrV4::new(core::net::Ipv4Addr::from((w >> 16) as u32), w as u16)
+}
+
+impl ConnRow {
+    /// The row as [`ROW_WORDS`] words.
+    pub fn encode(&self) -> [u64; ROW_WORDS] {
+        [
+            addr_word(self.local) | (u64::from(self.state) << 48),
+            addr_word(self.remote),
+            u64::from(self.srtt_us) | (u64::from(self.rto_ms) << 32),
+            u64::from(self.cwnd) | (u64::from(self.ssthresh) << 32),
+            u64::from(self.in_flight) | (u64::from(self.snd_wnd) << 32),
+            u64::from(self.rcv_wnd) | (u64::from(self.mss) << 32),
+            self.retransmits,
+            0,
+        ]
+    }
+
+    /// The row from [`ROW_WORDS`] words.
+    pub fn decode(w: &[u64]) -> ConnRow {
+        let half = |x: u64, hi: bool| if hi { (x >> 32) as u32 } else { x as u32 };
+        ConnRow {
+            local: word_addr(w[0] & 0xffff_ffff_ffff),
+            remote: word_addr(w[1]),
+            state: (w[0] >> 48) as u8,
+            srtt_us: half(w[2], false),
+            rto_ms: half(w[2], true),
+            cwnd: half(w[3], false),
+            ssthresh: half(w[3], true),
+            in_flight: half(w[4], false),
+            snd_wnd: half(w[4], true),
+            rcv_wnd: half(w[5], false),
+            mss: (w[5] >> 32) as u16,
+            retransmits: w[6],
+        }
+    }
+}
+
+#[cfg(test)]
+mod row_tests {
+    use super::*;
+
+    #[test]
+    fn conn_row_round_trips() {
+        let r = ConnRow {
+            local: "10.0.0.2:80".parse().unwrap(),
+            remote: "10.0.0.1:40000".parse().unwrap(),
+            state: 6,
+            srtt_us: 123,
+            rto_ms: 200,
+            cwnd: 14480,
+            ssthresh: u32::MAX,
+            in_flight: 2896,
+            snd_wnd: 65535,
+            rcv_wnd: 262144,
+            mss: 1448,
+            retransmits: 3,
+        };
+        assert_eq!(ConnRow::decode(&r.encode()), r);
     }
 }

@@ -35,6 +35,8 @@ enum Command {
     Demo(cmd::demo::Demo),
     /// Counters of running corestack engines (packets, bytes, drops by reason, retransmissions).
     Stat(cmd::stat::Stat),
+    /// Sockets of running corestack engines, like `ss -ti`: 4-tuple, state, rtt, cwnd, in flight.
+    Ss(cmd::stat::Ss),
 }
 
 fn main() {
@@ -46,6 +48,7 @@ fn main() {
         Command::Impair(c) => c.run(),
         Command::Demo(c) => c.run(),
         Command::Stat(c) => c.run(),
+        Command::Ss(c) => c.run(),
     };
     if let Err(e) = result {
         if e.downcast_ref::<net::Interrupted>().is_some() {

@@ -247,6 +247,40 @@ fn afxdp_running_echo_server_counters_are_read_by_stat() {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("no echo reply counter in:\n{text}"));
     assert!(replies >= 3, "{replies} echo replies counted:\n{text}");
+    // An open TCP connection from Linux shows in `corestack ss`.
+    let mut nc = pair
+        .linux
+        .exec("nc")
+        .args([pair.core_ip.as_str(), "7"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("starting nc");
+    let mut established = String::new();
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let ss = std::process::Command::new(bin())
+            .args(["ss", "--pid", &pid])
+            .output()
+            .unwrap();
+        established = String::from_utf8_lossy(&ss.stdout).into_owned();
+        if established.contains("ESTAB") {
+            break;
+        }
+    }
+    let _ = nc.kill();
+    let _ = nc.wait();
+    let listen = format!("{}:7", pair.core_ip);
+    assert!(
+        established
+            .lines()
+            .any(|l| l.contains("ESTAB") && l.contains(&listen)),
+        "no established connection in ss:\n{established}"
+    );
+    assert!(
+        established.contains("LISTEN"),
+        "no listener in ss:\n{established}"
+    );
     let f = server.terminate();
     assert!(f.status.success(), "{}", f.stderr);
     // The segment goes away with the engine.

@@ -3,7 +3,7 @@
 use appif::notify::Notify;
 use appif::socket::{Command, SockState, SocketShared};
 use appif::spsc;
-use appif::stats_shm::StatsWriter;
+use appif::stats_shm::{StatsWriter, CONNS, ROW_WORDS, STATS};
 use core::net::Ipv4Addr;
 use core::time::Duration;
 use engine::stats::Stats;
@@ -63,8 +63,13 @@ trait Poller {
 struct Published<P: Port> {
     engine: Engine<P>,
     segment: Option<StatsWriter>,
+    /// The connection table for `corestack ss`.
+    conns: Option<StatsWriter>,
     last: Instant,
 }
+
+/// Rows of the published connection table (more connections are left out).
+const CONN_ROWS: usize = 1024;
 
 impl<P: Port> Published<P> {
     fn new(engine: Engine<P>) -> Self {
@@ -73,7 +78,8 @@ impl<P: Port> Published<P> {
         let count = Stats::default().iter().count();
         Published {
             engine,
-            segment: StatsWriter::create(count).ok(),
+            segment: StatsWriter::create(STATS, count).ok(),
+            conns: StatsWriter::create(CONNS, 1 + CONN_ROWS * ROW_WORDS).ok(),
             last: Instant(0),
         }
     }
@@ -86,6 +92,17 @@ impl<P: Port> Published<P> {
         let stats = self.engine.stats();
         if let Some(w) = self.segment.as_mut() {
             w.publish(stats.iter().map(|(_, v)| v));
+        }
+        if let Some(w) = self.conns.as_mut() {
+            let mut rows = [0u64; CONN_ROWS * ROW_WORDS];
+            let mut n = 0;
+            self.engine.for_each_socket(|r| {
+                if n < CONN_ROWS {
+                    rows[n * ROW_WORDS..(n + 1) * ROW_WORDS].copy_from_slice(&r.encode());
+                    n += 1;
+                }
+            });
+            w.publish(core::iter::once(n as u64).chain(rows[..n * ROW_WORDS].iter().copied()));
         }
         Some(stats)
     }

@@ -31,7 +31,7 @@ use crate::timer::TimerWheel;
 use appif::notify::Notify;
 use appif::socket::{Command, SockState};
 use appif::spsc;
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
 use nic::{Port, TxQueue};
 use std::sync::Arc;
@@ -212,6 +212,49 @@ impl<P: Port> Engine<P> {
             }
         }
         s
+    }
+
+    /// Calls `f` with a row for every socket: TCP connections with their
+    /// windows and timers, listeners and UDP sockets (for `corestack ss`).
+    /// O(sockets); allocates nothing.
+    pub fn for_each_socket(&self, mut f: impl FnMut(appif::stats_shm::ConnRow)) {
+        use appif::stats_shm::ConnRow;
+        let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
+        for sock in self.core.sockets.slots.iter().flatten() {
+            let row = match sock {
+                Socket::Tcp(c) => {
+                    let t = &c.tcb;
+                    let clamp = |v: usize| v.min(u32::MAX as usize) as u32;
+                    ConnRow {
+                        local: t.local(),
+                        remote: t.remote(),
+                        state: 2 + t.state() as u8,
+                        srtt_us: t.srtt_us().min(u64::from(u32::MAX)) as u32,
+                        rto_ms: t.rto().as_millis().min(u128::from(u32::MAX)) as u32,
+                        cwnd: clamp(t.cwnd()),
+                        ssthresh: clamp(t.ssthresh()),
+                        in_flight: clamp(t.bytes_in_flight()),
+                        snd_wnd: clamp(t.snd_wnd()),
+                        rcv_wnd: clamp(t.rcv_wnd()),
+                        mss: t.mss().min(usize::from(u16::MAX)) as u16,
+                        retransmits: t.stats().retransmits,
+                    }
+                }
+                Socket::Listener(l) => ConnRow {
+                    local: l.local,
+                    remote: any,
+                    state: 1,
+                    ..ConnRow::default()
+                },
+                Socket::Udp(u) => ConnRow {
+                    local: u.local,
+                    remote: any,
+                    state: 0,
+                    ..ConnRow::default()
+                },
+            };
+            f(row);
+        }
     }
 
     /// The port, e.g. to read driver details.
