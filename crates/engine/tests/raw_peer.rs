@@ -81,54 +81,91 @@ fn received(port: &mut MemPort) -> Vec<TcpRepr> {
     out
 }
 
+/// A host engine on a `mem` port listening on port 80 (backlog 2), and the
+/// raw peer at the other end, whose MAC the host already learned by ARP.
+struct Fixture {
+    peer: MemPort,
+    host: Engine<MemPort>,
+    cmds: spsc::Sender<Command>,
+    accepted: spsc::Receiver<Accepted>,
+    ns: Arc<std::sync::atomic::AtomicU64>,
+    t: u64,
+    peer_mac: MacAddr,
+    host_mac: MacAddr,
+}
+
+impl Fixture {
+    fn new(seed: u64) -> Fixture {
+        let (mut peer, host_port) = mem::pair(Impairments::none(), Impairments::none(), seed);
+        let (clock, ns) = MemClock::manual();
+        peer.set_clock(clock);
+        let t = 1_000_000_000u64;
+        ns.store(t, Ordering::Release);
+        let (mut cmds, rx) = spsc::channel(16);
+        let cfg = EngineConfig {
+            ip: HOST,
+            prefix_len: 24,
+            ..EngineConfig::default()
+        };
+        let peer_mac = MacAddr(peer.mac());
+        let host_mac = MacAddr(host_port.mac());
+        let host = Engine::new(host_port, cfg, rx, Arc::new(Notify::default()), Instant(t));
+        let (acc_tx, accepted) = spsc::channel::<Accepted>(2);
+        let _ = cmds.push(Command::Listen {
+            id: 1,
+            shared: Arc::new(SocketShared::default()),
+            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80),
+            accept: acc_tx,
+        });
+        let mut f = Fixture {
+            peer,
+            host,
+            cmds,
+            accepted,
+            ns,
+            t,
+            peer_mac,
+            host_mac,
+        };
+        f.step();
+        // Let the host learn our MAC: an ARP request for its address.
+        let mut arp = vec![0u8; 42];
+        EthernetRepr {
+            dst: MacAddr::BROADCAST,
+            src: peer_mac,
+            ethertype: ETHERTYPE_ARP,
+        }
+        .emit(&mut arp);
+        ArpRepr {
+            op: ArpOp::Request,
+            sender_mac: peer_mac,
+            sender_ip: PEER,
+            target_mac: MacAddr::ZERO,
+            target_ip: HOST,
+        }
+        .emit(&mut arp[14..]);
+        send(&mut f.peer, &arp);
+        f.step();
+        f
+    }
+
+    /// 10 µs of virtual time and one engine iteration.
+    fn step(&mut self) {
+        self.t += 10_000;
+        self.ns.store(self.t, Ordering::Release);
+        self.host.poll(Instant(self.t));
+    }
+
+    /// Sends a TCP segment from the peer.
+    fn send_tcp(&mut self, seg: &TcpRepr, payload: &[u8]) {
+        let f = tcp_frame(self.peer_mac, self.host_mac, seg, payload);
+        send(&mut self.peer, &f);
+    }
+}
+
 #[test]
 fn listen_syn_queue_full_cookie_ack_opens_connection_and_forged_ack_is_reset() {
-    let (mut peer, host_port) = mem::pair(Impairments::none(), Impairments::none(), 1);
-    let (clock, ns) = MemClock::manual();
-    peer.set_clock(clock);
-    let peer_mac = MacAddr(peer.mac());
-    let host_mac = MacAddr(host_port.mac());
-    let mut t = 1_000_000_000u64;
-    ns.store(t, Ordering::Release);
-    let (mut cmds, rx) = spsc::channel(16);
-    let cfg = EngineConfig {
-        ip: HOST,
-        prefix_len: 24,
-        ..EngineConfig::default()
-    };
-    let mut host = Engine::new(host_port, cfg, rx, Arc::new(Notify::default()), Instant(t));
-    // A listener with a backlog of 2.
-    let (acc_tx, mut acc_rx) = spsc::channel::<Accepted>(2);
-    let _ = cmds.push(Command::Listen {
-        id: 1,
-        shared: Arc::new(SocketShared::default()),
-        local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80),
-        accept: acc_tx,
-    });
-    let step = |host: &mut Engine<MemPort>, t: &mut u64| {
-        *t += 10_000;
-        ns.store(*t, Ordering::Release);
-        host.poll(Instant(*t));
-    };
-    step(&mut host, &mut t);
-    // Let the host learn our MAC: an ARP request for its address.
-    let mut arp = vec![0u8; 42];
-    EthernetRepr {
-        dst: MacAddr::BROADCAST,
-        src: peer_mac,
-        ethertype: ETHERTYPE_ARP,
-    }
-    .emit(&mut arp);
-    ArpRepr {
-        op: ArpOp::Request,
-        sender_mac: peer_mac,
-        sender_ip: PEER,
-        target_mac: MacAddr::ZERO,
-        target_ip: HOST,
-    }
-    .emit(&mut arp[14..]);
-    send(&mut peer, &arp);
-    step(&mut host, &mut t);
+    let mut f = Fixture::new(1);
 
     // Ten SYNs that never complete: two fill the SYN queue, eight get cookies.
     for i in 0..10u16 {
@@ -141,12 +178,12 @@ fn listen_syn_queue_full_cookie_ack_opens_connection_and_forged_ack_is_reset() {
             ..TcpRepr::default()
         };
         syn.options.mss = Some(1460);
-        send(&mut peer, &tcp_frame(peer_mac, host_mac, &syn, &[]));
+        f.send_tcp(&syn, &[]);
     }
-    step(&mut host, &mut t);
-    let synacks = received(&mut peer);
+    f.step();
+    let synacks = received(&mut f.peer);
     assert_eq!(synacks.len(), 10, "every SYN is answered");
-    assert_eq!(host.stats().tcp_syncookies_sent, 8);
+    assert_eq!(f.host.stats().tcp_syncookies_sent, 8);
     let cookie = synacks.iter().find(|s| s.dst_port == 40009).unwrap();
     assert!(cookie.flags.syn() && cookie.flags.ack());
     assert_eq!(
@@ -164,14 +201,14 @@ fn listen_syn_queue_full_cookie_ack_opens_connection_and_forged_ack_is_reset() {
         window: 65535,
         ..TcpRepr::default()
     };
-    send(&mut peer, &tcp_frame(peer_mac, host_mac, &forged, &[]));
-    step(&mut host, &mut t);
-    let rst = received(&mut peer);
+    f.send_tcp(&forged, &[]);
+    f.step();
+    let rst = received(&mut f.peer);
     assert!(
         rst.iter().any(|s| s.flags.rst() && s.dst_port == 40008),
         "forged cookie gets RST: {rst:?}"
     );
-    assert_eq!(host.stats().tcp_syncookies_ok, 0);
+    assert_eq!(f.host.stats().tcp_syncookies_ok, 0);
 
     // The right ACK, carrying data, opens the connection.
     let ack = TcpRepr {
@@ -184,12 +221,12 @@ fn listen_syn_queue_full_cookie_ack_opens_connection_and_forged_ack_is_reset() {
         payload_len: 5,
         ..TcpRepr::default()
     };
-    send(&mut peer, &tcp_frame(peer_mac, host_mac, &ack, b"hello"));
+    f.send_tcp(&ack, b"hello");
     for _ in 0..10 {
-        step(&mut host, &mut t);
+        f.step();
     }
-    assert_eq!(host.stats().tcp_syncookies_ok, 1);
-    let mut acc = acc_rx.pop().expect("cookie connection accepted");
+    assert_eq!(f.host.stats().tcp_syncookies_ok, 1);
+    let mut acc = f.accepted.pop().expect("cookie connection accepted");
     assert_eq!(acc.shared.remote(), SocketAddrV4::new(PEER, 40009));
     let mut buf = [0u8; 16];
     let n = acc.rx.read(&mut buf);
@@ -197,8 +234,8 @@ fn listen_syn_queue_full_cookie_ack_opens_connection_and_forged_ack_is_reset() {
     // The host acknowledges the data (within the 40 ms delayed-ACK time).
     let mut acked = false;
     for _ in 0..10_000 {
-        step(&mut host, &mut t);
-        acked |= received(&mut peer)
+        f.step();
+        acked |= received(&mut f.peer)
             .iter()
             .any(|s| s.dst_port == 40009 && s.flags.ack() && s.ack == SeqNum(9006));
         if acked {
@@ -240,50 +277,7 @@ fn frag_needed(peer_mac: MacAddr, host_mac: MacAddr, mtu: u16, quoted: &[u8]) ->
 
 #[test]
 fn established_frag_needed_for_segment_in_flight_resends_smaller() {
-    let (mut peer, host_port) = mem::pair(Impairments::none(), Impairments::none(), 2);
-    let (clock, ns) = MemClock::manual();
-    peer.set_clock(clock);
-    let peer_mac = MacAddr(peer.mac());
-    let host_mac = MacAddr(host_port.mac());
-    let mut t = 1_000_000_000u64;
-    ns.store(t, Ordering::Release);
-    let (mut cmds, rx) = spsc::channel(16);
-    let cfg = EngineConfig {
-        ip: HOST,
-        prefix_len: 24,
-        ..EngineConfig::default()
-    };
-    let mut host = Engine::new(host_port, cfg, rx, Arc::new(Notify::default()), Instant(t));
-    let (acc_tx, mut acc_rx) = spsc::channel::<Accepted>(2);
-    let _ = cmds.push(Command::Listen {
-        id: 1,
-        shared: Arc::new(SocketShared::default()),
-        local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80),
-        accept: acc_tx,
-    });
-    let step = |host: &mut Engine<MemPort>, t: &mut u64| {
-        *t += 10_000;
-        ns.store(*t, Ordering::Release);
-        host.poll(Instant(*t));
-    };
-    step(&mut host, &mut t);
-    let mut arp = vec![0u8; 42];
-    EthernetRepr {
-        dst: MacAddr::BROADCAST,
-        src: peer_mac,
-        ethertype: ETHERTYPE_ARP,
-    }
-    .emit(&mut arp);
-    ArpRepr {
-        op: ArpOp::Request,
-        sender_mac: peer_mac,
-        sender_ip: PEER,
-        target_mac: MacAddr::ZERO,
-        target_ip: HOST,
-    }
-    .emit(&mut arp[14..]);
-    send(&mut peer, &arp);
-    step(&mut host, &mut t);
+    let mut f = Fixture::new(2);
     // Handshake (no options: MSS 536 would be too small to test; offer 1460).
     let mut syn = TcpRepr {
         src_port: 50000,
@@ -294,9 +288,9 @@ fn established_frag_needed_for_segment_in_flight_resends_smaller() {
         ..TcpRepr::default()
     };
     syn.options.mss = Some(1460);
-    send(&mut peer, &tcp_frame(peer_mac, host_mac, &syn, &[]));
-    step(&mut host, &mut t);
-    let synack = received(&mut peer)
+    f.send_tcp(&syn, &[]);
+    f.step();
+    let synack = received(&mut f.peer)
         .into_iter()
         .find(|s| s.flags.syn())
         .expect("SYN-ACK");
@@ -309,16 +303,16 @@ fn established_frag_needed_for_segment_in_flight_resends_smaller() {
         window: 65535,
         ..TcpRepr::default()
     };
-    send(&mut peer, &tcp_frame(peer_mac, host_mac, &ack, &[]));
-    step(&mut host, &mut t);
-    let mut acc = acc_rx.pop().expect("accepted");
+    f.send_tcp(&ack, &[]);
+    f.step();
+    let mut acc = f.accepted.pop().expect("accepted");
     // The host sends 4 full segments; the peer keeps the first one's bytes.
     assert!(acc.tx.write_all(&[0x42; 4 * 1460]));
-    let _ = cmds.push(Command::Send { id: acc.id });
+    let _ = f.cmds.push(Command::Send { id: acc.id });
     let mut first_ip = Vec::new();
     let mut sizes = Vec::new();
-    step(&mut host, &mut t);
-    peer.rx_burst(64, |frame, _| {
+    f.step();
+    f.peer.rx_burst(64, |frame, _| {
         let ip = &frame[14..];
         let p = Ipv4Packet::new_checked(ip).unwrap();
         if p.protocol() == PROTO_TCP {
@@ -333,12 +327,13 @@ fn established_frag_needed_for_segment_in_flight_resends_smaller() {
     });
     assert_eq!(sizes, vec![1460; 4], "full-sized segments first");
     // A router on the way says: 1000 bytes fit.
-    send(&mut peer, &frag_needed(peer_mac, host_mac, 1000, &first_ip));
+    let icmp = frag_needed(f.peer_mac, f.host_mac, 1000, &first_ip);
+    send(&mut f.peer, &icmp);
     let mut resent = Vec::new();
     for _ in 0..100 {
-        step(&mut host, &mut t);
+        f.step();
         resent.extend(
-            received(&mut peer)
+            received(&mut f.peer)
                 .into_iter()
                 .filter(|s| s.payload_len > 0)
                 .map(|s| s.payload_len),
@@ -347,7 +342,7 @@ fn established_frag_needed_for_segment_in_flight_resends_smaller() {
             break;
         }
     }
-    assert_eq!(host.stats().tcp_pmtu_reductions, 1);
+    assert_eq!(f.host.stats().tcp_pmtu_reductions, 1);
     assert!(
         resent.iter().all(|&n| n <= 960),
         "resent after the MTU drop: {resent:?}"
