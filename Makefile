@@ -23,6 +23,7 @@ clippy:
 
 # Every fuzz target over its stored corpus, then a short bounded run of each.
 fuzz:
+	bash scripts/setup.sh --fuzz
 	bash scripts/fuzz.sh regress
 	bash scripts/fuzz.sh run $(or $(FUZZ_SECS),10)
 

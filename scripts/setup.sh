@@ -40,12 +40,13 @@ if ! python3 -c 'import scapy' >/dev/null 2>&1; then
         || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-scapy; }
 fi
 
-# Fuzzing (make test runs the corpora and a short bounded run): nightly + cargo-fuzz.
-if ! rustup toolchain list | grep -q '^nightly'; then
+# Fuzzing (make test runs the corpora and a short bounded run): nightly + cargo-fuzz,
+# only with --fuzz (the demo does not need them).
+if [[ "${1:-}" == "--fuzz" ]] && ! rustup toolchain list | grep -q '^nightly'; then
     echo "setup: installing the nightly toolchain (for cargo-fuzz)"
     rustup toolchain install nightly --profile minimal
 fi
-if ! cargo fuzz --version >/dev/null 2>&1; then
+if [[ "${1:-}" == "--fuzz" ]] && ! cargo fuzz --version >/dev/null 2>&1; then
     echo "setup: installing cargo-fuzz"
     cargo install cargo-fuzz --locked
 fi
