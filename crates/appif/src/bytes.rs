@@ -147,11 +147,6 @@ impl Writer {
     pub fn is_orphaned(&self) -> bool {
         Arc::strong_count(&self.0) == 1
     }
-
-    /// Total bytes ever written (the writer's index).
-    pub fn head(&self) -> u64 {
-        self.0.head.load(Ordering::Relaxed)
-    }
 }
 
 impl Reader {

@@ -65,6 +65,8 @@ struct Published<P: Port> {
     segment: Option<StatsWriter>,
     /// The connection table for `corestack ss`.
     conns: Option<StatsWriter>,
+    /// Scratch for the table's rows, reserved once.
+    rows: Vec<u64>,
     last: Instant,
 }
 
@@ -80,6 +82,7 @@ impl<P: Port> Published<P> {
             engine,
             segment: StatsWriter::create(STATS, count).ok(),
             conns: StatsWriter::create(CONNS, 1 + CONN_ROWS * ROW_WORDS).ok(),
+            rows: Vec::with_capacity(CONN_ROWS * ROW_WORDS),
             last: Instant(0),
         }
     }
@@ -94,15 +97,16 @@ impl<P: Port> Published<P> {
             w.publish(stats.iter().map(|(_, v)| v));
         }
         if let Some(w) = self.conns.as_mut() {
-            let mut rows = [0u64; CONN_ROWS * ROW_WORDS];
-            let mut n = 0;
+            // `rows` keeps the capacity reserved at start: no allocation here.
+            let rows = &mut self.rows;
+            rows.clear();
             self.engine.for_each_socket(|r| {
-                if n < CONN_ROWS {
-                    rows[n * ROW_WORDS..(n + 1) * ROW_WORDS].copy_from_slice(&r.encode());
-                    n += 1;
+                if rows.len() < CONN_ROWS * ROW_WORDS {
+                    rows.extend_from_slice(&r.encode());
                 }
             });
-            w.publish(core::iter::once(n as u64).chain(rows[..n * ROW_WORDS].iter().copied()));
+            let n = (rows.len() / ROW_WORDS) as u64;
+            w.publish(core::iter::once(n).chain(rows.iter().copied()));
         }
         Some(stats)
     }

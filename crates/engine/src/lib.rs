@@ -257,11 +257,6 @@ impl<P: Port> Engine<P> {
         }
     }
 
-    /// The port, e.g. to read driver details.
-    pub fn port(&self) -> &P {
-        &self.port
-    }
-
     /// Resets every connection (RST to each peer) and closes every socket:
     /// what a stopping engine owes its peers and applications.
     pub fn shutdown(&mut self, now: Instant) {
