@@ -59,6 +59,20 @@ fn tcp_frame(peer_mac: MacAddr, host_mac: MacAddr, seg: &TcpRepr, payload: &[u8]
     f
 }
 
+/// A segment from the peer to port 80 with a 65535-byte window, no options.
+fn segment(src_port: u16, seq: u32, ack: SeqNum, flags: u8, payload_len: usize) -> TcpRepr {
+    TcpRepr {
+        src_port,
+        dst_port: 80,
+        seq: SeqNum(seq),
+        ack,
+        flags: TcpFlags(flags),
+        window: 65535,
+        payload_len,
+        ..TcpRepr::default()
+    }
+}
+
 /// Every TCP segment the host sent since the last call.
 fn received(port: &mut MemPort) -> Vec<TcpRepr> {
     let mut out = Vec::new();
@@ -192,15 +206,7 @@ fn listen_syn_queue_full_cookie_ack_opens_connection_and_forged_ack_is_reset() {
     );
 
     // A forged ACK for another port's handshake is reset, not accepted.
-    let forged = TcpRepr {
-        src_port: 40008,
-        dst_port: 80,
-        seq: SeqNum(8001),
-        ack: cookie.seq + 1usize,
-        flags: TcpFlags(TcpFlags::ACK),
-        window: 65535,
-        ..TcpRepr::default()
-    };
+    let forged = segment(40008, 8001, cookie.seq + 1usize, TcpFlags::ACK, 0);
     f.send_tcp(&forged, &[]);
     f.step();
     let rst = received(&mut f.peer);
@@ -211,16 +217,13 @@ fn listen_syn_queue_full_cookie_ack_opens_connection_and_forged_ack_is_reset() {
     assert_eq!(f.host.stats().tcp_syncookies_ok, 0);
 
     // The right ACK, carrying data, opens the connection.
-    let ack = TcpRepr {
-        src_port: 40009,
-        dst_port: 80,
-        seq: SeqNum(9001),
-        ack: cookie.seq + 1usize,
-        flags: TcpFlags(TcpFlags::ACK | TcpFlags::PSH),
-        window: 65535,
-        payload_len: 5,
-        ..TcpRepr::default()
-    };
+    let ack = segment(
+        40009,
+        9001,
+        cookie.seq + 1usize,
+        TcpFlags::ACK | TcpFlags::PSH,
+        5,
+    );
     f.send_tcp(&ack, b"hello");
     for _ in 0..10 {
         f.step();
@@ -294,15 +297,7 @@ fn established_frag_needed_for_segment_in_flight_resends_smaller() {
         .into_iter()
         .find(|s| s.flags.syn())
         .expect("SYN-ACK");
-    let ack = TcpRepr {
-        src_port: 50000,
-        dst_port: 80,
-        seq: SeqNum(7001),
-        ack: synack.seq + 1usize,
-        flags: TcpFlags(TcpFlags::ACK),
-        window: 65535,
-        ..TcpRepr::default()
-    };
+    let ack = segment(50000, 7001, synack.seq + 1usize, TcpFlags::ACK, 0);
     f.send_tcp(&ack, &[]);
     f.step();
     let mut acc = f.accepted.pop().expect("accepted");
