@@ -14,7 +14,10 @@
 //! In embedded and inline mode these live in the process's own memory.
 
 pub mod bytes;
+pub mod ctl;
 pub mod notify;
+pub mod region;
+pub mod seg;
 pub mod socket;
 pub mod spsc;
 pub mod stats_shm;

@@ -8,8 +8,11 @@
 use core::sync::atomic::{AtomicU32, Ordering};
 use core::time::Duration;
 
-/// A wake-up point shared by one producer and its waiters.
+/// A wake-up point shared by one producer and its waiters. `repr(C)` and
+/// made of atomics only, so it can live in memory shared between processes
+/// (the futex calls are not process-private).
 #[derive(Debug, Default)]
+#[repr(C)]
 pub struct Notify {
     seq: AtomicU32,
     sleeping: AtomicU32,
@@ -57,7 +60,7 @@ fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            libc::FUTEX_WAIT,
             expected,
             ts_ptr,
         );
@@ -67,12 +70,7 @@ fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
 fn futex_wake(word: &AtomicU32) {
     // SAFETY: FUTEX_WAKE only uses the address as a key.
     unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            i32::MAX,
-        );
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
     }
 }
 

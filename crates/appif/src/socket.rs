@@ -4,8 +4,10 @@
 
 use crate::bytes;
 use crate::notify::Notify;
+use crate::region::Region;
 use crate::spsc;
 use core::net::{Ipv4Addr, SocketAddrV4};
+use core::ptr::NonNull;
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -16,6 +18,10 @@ pub type SockId = u64;
 
 /// The top bit of engine-assigned socket ids.
 pub const ENGINE_ID_BIT: u64 = 1 << 63;
+
+/// Set in the ids of sockets of service-mode applications (see
+/// [`crate::seg::service_id`]).
+pub const SERVICE_ID_BIT: u64 = 1 << 62;
 
 /// Socket states as the application sees them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,8 +38,10 @@ pub enum SockState {
 }
 
 /// The status block of one socket. Written by the engine only (except
-/// where a field says otherwise), read by the application.
+/// where a field says otherwise), read by the application. `repr(C)`,
+/// 40 bytes, atomics only: it can sit in a segment shared between processes.
 #[derive(Debug, Default)]
+#[repr(C)]
 pub struct SocketShared {
     /// Bumped by the engine after every change an application may wait for
     /// (data, space, state, FIN, error).
@@ -42,6 +50,7 @@ pub struct SocketShared {
     /// 0 or a positive errno (ECONNREFUSED, ECONNRESET, ETIMEDOUT, ...).
     error: AtomicI32,
     flags: AtomicU32,
+    _pad: u32,
     /// Local address, packed as ip << 16 | port.
     local: AtomicU64,
     /// Remote address, packed as ip << 16 | port.
@@ -60,6 +69,15 @@ fn unpack(v: u64) -> SocketAddrV4 {
 }
 
 impl SocketShared {
+    /// Back to a fresh socket's fields (the notify sequence keeps counting).
+    pub(crate) fn clear(&self) {
+        self.state.store(0, Ordering::Relaxed);
+        self.error.store(0, Ordering::Relaxed);
+        self.flags.store(0, Ordering::Relaxed);
+        self.local.store(0, Ordering::Relaxed);
+        self.remote.store(0, Ordering::Relaxed);
+    }
+
     /// Current state.
     pub fn state(&self) -> SockState {
         match self.state.load(Ordering::Acquire) {
@@ -122,10 +140,171 @@ impl SocketShared {
     }
 }
 
+const _: () = assert!(core::mem::size_of::<SocketShared>() <= 64);
+
+/// A socket's status block where it lives (in this process's heap or in an
+/// application segment), plus what the engine must do besides: wake the
+/// application as a whole when the socket changes, and give the segment
+/// slot back when the engine lets go of the socket. Dereferences to
+/// [`SocketShared`]; its `set_*` and [`SharedSlot::wake`] are the ones the
+/// engine calls.
+pub struct SharedSlot {
+    ptr: NonNull<SocketShared>,
+    /// The application-wide wake-up point (its readiness waiters sleep there).
+    app_wake: Option<NonNull<Notify>>,
+    /// The slot's owner word, and the bits to clear in it when this handle
+    /// is dropped.
+    release: Option<NonNull<AtomicU32>>,
+    release_bits: AtomicU32,
+    _keep: SlotKeep,
+}
+
+enum SlotKeep {
+    Local(#[allow(dead_code)] Box<SocketShared>),
+    Region(#[allow(dead_code)] Arc<Region>),
+}
+
+// SAFETY: the pointers reach atomics in memory `_keep` holds alive.
+unsafe impl Send for SharedSlot {}
+// SAFETY: as above.
+unsafe impl Sync for SharedSlot {}
+
+impl core::fmt::Debug for SharedSlot {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl core::ops::Deref for SharedSlot {
+    type Target = SocketShared;
+    fn deref(&self) -> &SocketShared {
+        // SAFETY: points to a SocketShared (atomics only: any bit pattern is
+        // valid) that `_keep` holds alive.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl Drop for SharedSlot {
+    fn drop(&mut self) {
+        if let Some(owner) = self.release {
+            let bits = self.release_bits.load(Ordering::Relaxed);
+            // SAFETY: an aligned AtomicU32 in the region `_keep` holds alive.
+            unsafe { owner.as_ref() }.fetch_and(!bits, Ordering::AcqRel);
+        }
+    }
+}
+
+impl SharedSlot {
+    /// A status block in this process's heap (embedded and inline mode).
+    pub fn local() -> Arc<SharedSlot> {
+        let b = Box::new(SocketShared::default());
+        Arc::new(SharedSlot {
+            ptr: NonNull::from(&*b),
+            app_wake: None,
+            release: None,
+            release_bits: AtomicU32::new(0),
+            _keep: SlotKeep::Local(b),
+        })
+    }
+
+    /// The status block at byte offset `at` of `region`; `app_wake` the
+    /// offset of the application's wake-up point, `release` that of an owner
+    /// word and the bits to clear in it on drop. None when an offset lies
+    /// outside the region.
+    pub fn in_region(
+        region: &Arc<Region>,
+        at: usize,
+        app_wake: Option<usize>,
+        release: Option<(usize, u32)>,
+    ) -> Option<Arc<SharedSlot>> {
+        let ptr = region.at::<SocketShared>(at)?;
+        let app_wake = match app_wake {
+            Some(o) => Some(region.at::<Notify>(o)?),
+            None => None,
+        };
+        let (release, bits) = match release {
+            Some((o, bits)) => (Some(region.at::<AtomicU32>(o)?), bits),
+            None => (None, 0),
+        };
+        Some(Arc::new(SharedSlot {
+            ptr,
+            app_wake,
+            release,
+            release_bits: AtomicU32::new(bits),
+            _keep: SlotKeep::Region(region.clone()),
+        }))
+    }
+
+    /// Changes the owner bits cleared on drop (after a hand-over the
+    /// application's bit is the application's to clear).
+    pub fn set_release_bits(&self, bits: u32) {
+        self.release_bits.store(bits, Ordering::Relaxed);
+    }
+
+    fn wake_app(&self) {
+        if let Some(w) = self.app_wake {
+            // SAFETY: a Notify in the region `_keep` holds alive.
+            unsafe { w.as_ref() }.notify();
+        }
+    }
+
+    /// Engine: something the application may wait for changed (data, space).
+    pub fn wake(&self) {
+        self.notify.notify();
+        self.wake_app();
+    }
+
+    /// Engine: moves to `state` (after the fields it publishes) and notifies.
+    pub fn set_state(&self, state: SockState) {
+        (**self).set_state(state);
+        self.wake_app();
+    }
+
+    /// Engine: closes with `errno` (0 for a normal close) and notifies.
+    pub fn set_closed(&self, errno: i32) {
+        (**self).set_closed(errno);
+        self.wake_app();
+    }
+
+    /// Engine: sets flag bits and notifies.
+    pub fn set_flags(&self, bits: u32) {
+        (**self).set_flags(bits);
+        self.wake_app();
+    }
+}
+
+/// Where a listener's accepted connections go.
+pub enum AcceptQueue {
+    /// In this process: each connection is handed over as a value, with
+    /// rings the engine allocates.
+    Local(spsc::Sender<Accepted>),
+    /// In an application segment: each connection takes a free slot of the
+    /// segment (rings included) and its slot number is handed over.
+    Segment(crate::seg::SegmentAccept),
+}
+
+impl AcceptQueue {
+    /// Connections handed over and not yet taken, at most.
+    pub fn capacity(&self) -> usize {
+        match self {
+            AcceptQueue::Local(s) => s.capacity(),
+            AcceptQueue::Segment(a) => a.backlog(),
+        }
+    }
+
+    /// True when the application end is gone (in-process queues only).
+    pub fn is_disconnected(&self) -> bool {
+        match self {
+            AcceptQueue::Local(s) => s.is_disconnected(),
+            AcceptQueue::Segment(_) => false,
+        }
+    }
+}
+
 /// What a listener hands to the application for each accepted connection.
 pub struct Accepted {
     pub id: SockId,
-    pub shared: Arc<SocketShared>,
+    pub shared: Arc<SharedSlot>,
     /// The application writes here; the engine sends from it.
     pub tx: bytes::Writer,
     /// The engine writes received bytes here; the application reads.
@@ -137,7 +316,7 @@ pub enum Command {
     /// Open a TCP connection to `remote` from `local` (port 0 = ephemeral).
     Connect {
         id: SockId,
-        shared: Arc<SocketShared>,
+        shared: Arc<SharedSlot>,
         local_port: u16,
         remote: SocketAddrV4,
         tx: bytes::Reader,
@@ -148,15 +327,15 @@ pub enum Command {
     /// whose capacity is the backlog.
     Listen {
         id: SockId,
-        shared: Arc<SocketShared>,
+        shared: Arc<SharedSlot>,
         local: SocketAddrV4,
-        accept: spsc::Sender<Accepted>,
+        accept: AcceptQueue,
     },
     /// Bind a UDP socket. Datagrams travel in the byte rings as records:
     /// a [`UdpHeader`] then the payload.
     UdpBind {
         id: SockId,
-        shared: Arc<SocketShared>,
+        shared: Arc<SharedSlot>,
         local: SocketAddrV4,
         tx: bytes::Reader,
         rx: bytes::Writer,

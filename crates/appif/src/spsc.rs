@@ -18,6 +18,8 @@ struct Inner<T> {
     head: CachePadded<AtomicUsize>,
     tail: CachePadded<AtomicUsize>,
     mask: usize,
+    /// Ends (sender, receiver) still alive: probes do not count.
+    ends: AtomicUsize,
     slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
 }
 
@@ -56,6 +58,7 @@ pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
         head: CachePadded(AtomicUsize::new(0)),
         tail: CachePadded(AtomicUsize::new(0)),
         mask: cap - 1,
+        ends: AtomicUsize::new(2),
         slots,
     });
     (Sender(inner.clone()), Receiver(inner))
@@ -79,7 +82,7 @@ impl<T> Sender<T> {
 
     /// True when the receiver has been dropped.
     pub fn is_disconnected(&self) -> bool {
-        Arc::strong_count(&self.0) == 1
+        self.0.ends.load(Ordering::Acquire) == 1
     }
 
     /// Values the queue holds when full.
@@ -120,7 +123,43 @@ impl<T> Receiver<T> {
 
     /// True when the sender has been dropped.
     pub fn is_disconnected(&self) -> bool {
-        Arc::strong_count(&self.0) == 1
+        self.0.ends.load(Ordering::Acquire) == 1
+    }
+
+    /// A read-only view of the queue length, for readiness checks.
+    pub fn probe(&self) -> Probe<T> {
+        Probe(self.0.clone())
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        self.0.ends.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        self.0.ends.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A read-only view of a queue's length; keeps the queue's memory alive.
+pub struct Probe<T>(Arc<Inner<T>>);
+
+impl<T> Probe<T> {
+    /// Number of queued values.
+    pub fn len(&self) -> usize {
+        let q = &*self.0;
+        q.head
+            .load(Ordering::Acquire)
+            .wrapping_sub(q.tail.load(Ordering::Acquire))
+            .min(q.mask + 1)
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

@@ -28,6 +28,8 @@
 //! Errors are `std::io::Error` carrying Linux errno values (ECONNREFUSED,
 //! ECONNRESET, ETIMEDOUT, EADDRINUSE, EAGAIN as `WouldBlock`, EPIPE, ...).
 
+mod poll;
+mod service;
 mod stack;
 mod sys;
 mod tcp;
@@ -35,6 +37,7 @@ mod udp;
 
 pub use engine::stats::Stats;
 pub use engine::tcp::CcKind;
+pub use poll::{Event, Interest, Poller, Probe, Source};
 pub use stack::{Driver, Stack, StackBuilder};
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;

@@ -1,10 +1,12 @@
 //! The stack handle: starts an engine on a port and carries commands to it.
 
+use appif::bytes;
 use appif::notify::Notify;
-use appif::socket::{Command, SockState, SocketShared};
+use appif::seg::Desc;
+use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot, SockId, SockState, SocketShared};
 use appif::spsc;
 use appif::stats_shm::{StatsWriter, CONNS, ROW_WORDS, STATS};
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
 use engine::stats::Stats;
 use engine::time::Instant;
@@ -27,6 +29,9 @@ pub enum Driver {
 
 /// How long a waiting application thread spins before it sleeps (embedded mode).
 const SPIN: Duration = Duration::from_micros(50);
+/// How long a service-mode waiter sleeps before it checks that the daemon
+/// is still there.
+const LIVENESS: Duration = Duration::from_millis(100);
 /// How often the embedded engine publishes its counters.
 const STATS_EVERY: Duration = Duration::from_millis(10);
 
@@ -41,6 +46,44 @@ pub struct StackBuilder {
     idle_sleep: Option<Duration>,
     engine: EngineConfig,
     mem: Option<nic::mem::MemPort>,
+    service: Option<std::path::PathBuf>,
+}
+
+/// The parts of a socket the application holds.
+pub(crate) struct Parts {
+    pub id: SockId,
+    pub shared: Arc<SharedSlot>,
+    pub tx: bytes::Writer,
+    pub rx: bytes::Reader,
+}
+
+impl From<crate::service::SlotParts> for Parts {
+    fn from(p: crate::service::SlotParts) -> Parts {
+        Parts {
+            id: p.id,
+            shared: p.shared,
+            tx: p.tx,
+            rx: p.rx,
+        }
+    }
+}
+
+/// A listener's queue of accepted connections.
+pub(crate) enum AcceptRx {
+    /// Embedded and inline mode: values from the engine thread.
+    Local(spsc::Receiver<Accepted>),
+    /// Service mode: slot numbers in the listener slot's RX ring.
+    Segment(bytes::Reader),
+}
+
+impl AcceptRx {
+    /// True when no connection waits.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            AcceptRx::Local(r) => r.is_empty(),
+            AcceptRx::Segment(r) => r.len() < 4,
+        }
+    }
 }
 
 /// A running corestack engine and the way to it. Cheap to clone.
@@ -127,6 +170,7 @@ impl<P: Port> Poller for Published<P> {
 }
 
 enum Mode {
+    Service(crate::service::Service),
     Inline(Mutex<DynEngine>),
     Embedded {
         stop: Arc<AtomicBool>,
@@ -189,6 +233,7 @@ const IDLE_BEFORE_SLEEP: Duration = Duration::from_micros(50);
 impl Drop for Inner {
     fn drop(&mut self) {
         match &self.mode {
+            Mode::Service(_) => {}
             Mode::Inline(e) => {
                 if let Ok(mut e) = e.lock() {
                     e.shutdown(Instant::now());
@@ -216,6 +261,7 @@ impl Default for StackBuilder {
             idle_sleep: Some(IDLE_BEFORE_SLEEP),
             engine: EngineConfig::default(),
             mem: None,
+            service: None,
         }
     }
 }
@@ -295,6 +341,14 @@ impl StackBuilder {
     /// CAP_NET_ADMIN; others as the driver reports them. Each message is
     /// one line saying what to do.
     pub fn start(self) -> io::Result<Stack> {
+        let service = match (&self.service, &self.mem) {
+            (Some(p), _) => Some(p.clone()),
+            (None, None) => appif::ctl::socket_path_from_env(),
+            (None, Some(_)) => None,
+        };
+        if let Some(path) = service {
+            return launch_service(&path, self.ring_bytes);
+        }
         let (ip, prefix) = self.ip.ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -353,6 +407,29 @@ impl StackBuilder {
             }
         }
     }
+}
+
+fn launch_service(path: &std::path::Path, ring_bytes: usize) -> io::Result<Stack> {
+    let service = crate::service::Service::connect(path, ring_bytes)?;
+    let (tx, _rx) = spsc::channel(1);
+    let mtu = service.mtu();
+    let ring_bytes = service.seg.layout().ring_bytes as usize;
+    Ok(Stack {
+        inner: Arc::new(Inner {
+            commands: Mutex::new(tx),
+            wake: Arc::new(Notify::default()),
+            next_id: AtomicU64::new(1),
+            mode: Mode::Service(service),
+            ring_bytes,
+            xdp_generic: false,
+            mtu,
+            idle: Idle {
+                sleep_after: None,
+                rx_fd: None,
+                last_work: AtomicU64::new(0),
+            },
+        }),
+    })
 }
 
 fn launch<P: Port + Send + 'static>(
@@ -432,6 +509,20 @@ impl Stack {
     /// `timeout` passes. Embedded mode: waits until the engine reports a
     /// change to any socket or `timeout` passes. None waits without limit.
     pub fn poll(&self, timeout: Option<Duration>) {
+        self.wait_change(self.change_seq(), timeout)
+    }
+
+    /// The sequence number of socket changes (see [`Stack::wait_change`]).
+    pub(crate) fn change_seq(&self) -> u32 {
+        match &self.inner.mode {
+            Mode::Service(s) => s.seg.app_wake().seq(),
+            _ => self.inner.wake.seq(),
+        }
+    }
+
+    /// Like [`Stack::poll`], but returns at once if a change happened
+    /// since `seen` (from [`Stack::change_seq`]) was read.
+    pub(crate) fn wait_change(&self, seen: u32, timeout: Option<Duration>) {
         let start = Instant::now();
         match &self.inner.mode {
             Mode::Inline(e) => loop {
@@ -446,8 +537,22 @@ impl Stack {
                     return;
                 }
             },
+            Mode::Service(s) => {
+                let wake = s.seg.app_wake();
+                let spin_until = start + SPIN.min(timeout.unwrap_or(SPIN));
+                while Instant::now() < spin_until {
+                    if wake.seq() != seen {
+                        return;
+                    }
+                    std::hint::spin_loop();
+                }
+                let left =
+                    timeout.map(|t| t.saturating_sub(Instant::now().saturating_since(start)));
+                if left != Some(Duration::ZERO) && s.alive() {
+                    wake.wait(seen, Some(left.unwrap_or(LIVENESS).min(LIVENESS)));
+                }
+            }
             Mode::Embedded { .. } => {
-                let seen = self.inner.wake.seq();
                 let spin_until = start + SPIN.min(timeout.unwrap_or(SPIN));
                 while Instant::now() < spin_until {
                     if self.inner.wake.seq() != seen {
@@ -477,12 +582,151 @@ impl Stack {
     /// The engine's counters (in embedded mode, at most 10 ms old).
     pub fn stats(&self) -> Stats {
         match &self.inner.mode {
+            Mode::Service(_) => Stats::default(),
             Mode::Inline(e) => e.lock().map(|e| e.stats()).unwrap_or_default(),
             Mode::Embedded { stats, .. } => stats.lock().map(|s| s.clone()).unwrap_or_default(),
         }
     }
 
     /// A fresh socket id.
+    /// The association id the daemon gave this application (service mode).
+    pub fn association(&self) -> Option<u32> {
+        match &self.inner.mode {
+            Mode::Service(s) => Some(s.assoc),
+            _ => None,
+        }
+    }
+
+    /// True in service mode (an application of a `corestack run` daemon).
+    pub fn is_service(&self) -> bool {
+        matches!(self.inner.mode, Mode::Service(_))
+    }
+
+    /// A new TCP connection to `remote`: its id, status block and the
+    /// application's ends of its rings; the engine is asked to connect.
+    /// Errors: EMFILE when the service segment has no free slot.
+    pub(crate) fn open_stream(&self, remote: SocketAddrV4) -> io::Result<Parts> {
+        if let Mode::Service(s) = &self.inner.mode {
+            let p = s.new_socket()?;
+            s.submit_desc(Desc::Connect {
+                slot: p.id as u32,
+                remote,
+                local_port: 0,
+                nodelay: false,
+            });
+            return Ok(Parts::from(p));
+        }
+        let id = self.next_id();
+        let shared = SharedSlot::local();
+        let cap = self.inner.ring_bytes;
+        let (app_tx, eng_tx) = bytes::ring(cap);
+        let (eng_rx, app_rx) = bytes::ring(cap);
+        self.command(Command::Connect {
+            id,
+            shared: shared.clone(),
+            local_port: 0,
+            remote,
+            tx: eng_tx,
+            rx: eng_rx,
+            nodelay: false,
+        });
+        Ok(Parts {
+            id,
+            shared,
+            tx: app_tx,
+            rx: app_rx,
+        })
+    }
+
+    /// A new UDP socket bound to `local` (the engine is asked to bind).
+    /// Errors: EMFILE when the service segment has no free slot.
+    pub(crate) fn open_udp(&self, local: SocketAddrV4) -> io::Result<Parts> {
+        if let Mode::Service(s) = &self.inner.mode {
+            let p = s.new_socket()?;
+            s.submit_desc(Desc::UdpBind {
+                slot: p.id as u32,
+                local,
+            });
+            return Ok(Parts::from(p));
+        }
+        let id = self.next_id();
+        let shared = SharedSlot::local();
+        let cap = self.inner.ring_bytes;
+        let (app_tx, eng_tx) = bytes::ring(cap);
+        let (eng_rx, app_rx) = bytes::ring(cap);
+        self.command(Command::UdpBind {
+            id,
+            shared: shared.clone(),
+            local,
+            tx: eng_tx,
+            rx: eng_rx,
+        });
+        Ok(Parts {
+            id,
+            shared,
+            tx: app_tx,
+            rx: app_rx,
+        })
+    }
+
+    /// A new listener on `local` with room for `backlog` connections not
+    /// yet accepted. Errors: EMFILE when the service segment has no free slot.
+    pub(crate) fn open_listener(
+        &self,
+        local: SocketAddrV4,
+        backlog: usize,
+    ) -> io::Result<(SockId, Arc<SharedSlot>, AcceptRx)> {
+        if let Mode::Service(s) = &self.inner.mode {
+            let p = s.new_socket()?;
+            s.submit_desc(Desc::Listen {
+                slot: p.id as u32,
+                local,
+                backlog: backlog as u32,
+            });
+            return Ok((p.id, p.shared, AcceptRx::Segment(p.rx)));
+        }
+        let id = self.next_id();
+        let shared = SharedSlot::local();
+        let (tx, rx) = spsc::channel(backlog);
+        self.command(Command::Listen {
+            id,
+            shared: shared.clone(),
+            local,
+            accept: AcceptQueue::Local(tx),
+        });
+        Ok((id, shared, AcceptRx::Local(rx)))
+    }
+
+    /// The next accepted connection waiting in `q`, if any.
+    pub(crate) fn pop_accepted(&self, q: &mut AcceptRx) -> Option<Accepted> {
+        match q {
+            AcceptRx::Local(r) => r.pop(),
+            AcceptRx::Segment(r) => {
+                let Mode::Service(s) = &self.inner.mode else {
+                    return None;
+                };
+                // Bounded by the queue's length: each record is 4 bytes.
+                while r.len() >= 4 {
+                    let mut b = [0u8; 4];
+                    r.read(&mut b);
+                    let slot = u32::from_le_bytes(b);
+                    if !s.hold(slot) {
+                        continue;
+                    }
+                    if let Some(p) = s.parts(slot) {
+                        return Some(Accepted {
+                            id: p.id,
+                            shared: p.shared,
+                            tx: p.tx,
+                            rx: p.rx,
+                        });
+                    }
+                }
+                None
+            }
+        }
+    }
+
     pub(crate) fn next_id(&self) -> u64 {
         self.inner.next_id.fetch_add(1, Ordering::Relaxed)
     }
@@ -490,6 +734,9 @@ impl Stack {
     /// Sends a command, waiting (running the engine in inline mode) while
     /// the command ring is full.
     pub(crate) fn command(&self, mut cmd: Command) {
+        if let Mode::Service(s) = &self.inner.mode {
+            return s.submit(&cmd);
+        }
         loop {
             let r = match self.inner.commands.lock() {
                 Ok(mut q) => q.push(cmd),
@@ -513,7 +760,7 @@ impl Stack {
                     e.poll(Instant::now());
                 }
             }
-            Mode::Embedded { .. } => std::hint::spin_loop(),
+            Mode::Embedded { .. } | Mode::Service(_) => std::hint::spin_loop(),
         }
     }
 
@@ -543,6 +790,30 @@ impl Stack {
                     let left = timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
                     self.inner.idle.after_poll(worked, now, left);
                 }
+            },
+            Mode::Service(s) => loop {
+                if ready() {
+                    return true;
+                }
+                let now = Instant::now();
+                if expired(now) {
+                    return false;
+                }
+                if now.saturating_since(start) < SPIN {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                let seen = shared.notify.seq();
+                if ready() {
+                    return true;
+                }
+                if !s.alive() && ready() {
+                    return true;
+                }
+                let left = timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
+                shared
+                    .notify
+                    .wait(seen, Some(left.unwrap_or(LIVENESS).min(LIVENESS)));
             },
             Mode::Embedded { .. } => loop {
                 if ready() {

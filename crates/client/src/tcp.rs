@@ -1,9 +1,9 @@
 //! TCP sockets: a listener and a stream, shaped like `std::net`.
 
+use crate::stack::AcceptRx;
 use crate::stack::Stack;
 use appif::bytes;
-use appif::socket::{Accepted, Command, SockId, SockState, SocketShared, FLAG_RX_FIN};
-use appif::spsc;
+use appif::socket::{Command, SharedSlot, SockId, SockState, FLAG_RX_FIN};
 use core::net::SocketAddrV4;
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
@@ -17,8 +17,8 @@ const EINVAL: i32 = 22;
 pub struct TcpListener {
     stack: Stack,
     id: SockId,
-    shared: Arc<SocketShared>,
-    accept: spsc::Receiver<Accepted>,
+    shared: Arc<SharedSlot>,
+    accept: AcceptRx,
     nonblocking: bool,
 }
 
@@ -29,21 +29,13 @@ impl TcpListener {
     /// Errors: EADDRINUSE when another socket listens on the port,
     /// EADDRNOTAVAIL for an address that is not the stack's.
     pub fn bind(stack: &Stack, addr: SocketAddrV4) -> io::Result<TcpListener> {
-        let id = stack.next_id();
-        let shared = Arc::new(SocketShared::default());
-        let (tx, rx) = spsc::channel(128);
-        stack.command(Command::Listen {
-            id,
-            shared: shared.clone(),
-            local: addr,
-            accept: tx,
-        });
+        let (id, shared, accept) = stack.open_listener(addr, 128)?;
         stack.wait_opened(&shared)?;
         Ok(TcpListener {
             stack: stack.clone(),
             id,
             shared,
-            accept: rx,
+            accept,
             nonblocking: false,
         })
     }
@@ -52,7 +44,7 @@ impl TcpListener {
     /// (then `WouldBlock` when none is waiting).
     pub fn accept(&mut self) -> io::Result<(TcpStream, SocketAddrV4)> {
         loop {
-            if let Some(a) = self.accept.pop() {
+            if let Some(a) = self.stack.pop_accepted(&mut self.accept) {
                 let peer = a.shared.remote();
                 let s = TcpStream {
                     stack: self.stack.clone(),
@@ -88,6 +80,22 @@ impl TcpListener {
     }
 }
 
+impl crate::poll::Source for TcpListener {
+    fn probe(&self) -> crate::poll::Probe {
+        let queue = match &self.accept {
+            AcceptRx::Local(q) => crate::poll::QueueProbe::Local(q.probe()),
+            AcceptRx::Segment(q) => crate::poll::QueueProbe::Segment(q.probe()),
+        };
+        crate::poll::Probe::listener(self.shared.clone(), queue)
+    }
+}
+
+impl crate::poll::Source for TcpStream {
+    fn probe(&self) -> crate::poll::Probe {
+        crate::poll::Probe::stream(self.shared.clone(), &self.rx, &self.tx)
+    }
+}
+
 impl Drop for TcpListener {
     fn drop(&mut self) {
         self.stack.command(Command::Close { id: self.id });
@@ -98,7 +106,7 @@ impl Drop for TcpListener {
 pub struct TcpStream {
     stack: Stack,
     id: SockId,
-    shared: Arc<SocketShared>,
+    shared: Arc<SharedSlot>,
     tx: bytes::Writer,
     rx: bytes::Reader,
     nonblocking: bool,
@@ -112,26 +120,13 @@ impl TcpStream {
     /// it never answers (after the SYN retries), ENETUNREACH without a
     /// route, EADDRNOTAVAIL when ephemeral ports run out.
     pub fn connect(stack: &Stack, addr: SocketAddrV4) -> io::Result<TcpStream> {
-        let id = stack.next_id();
-        let shared = Arc::new(SocketShared::default());
-        let cap = stack.inner.ring_bytes;
-        let (app_tx, eng_tx) = bytes::ring(cap);
-        let (eng_rx, app_rx) = bytes::ring(cap);
-        stack.command(Command::Connect {
-            id,
-            shared: shared.clone(),
-            local_port: 0,
-            remote: addr,
-            tx: eng_tx,
-            rx: eng_rx,
-            nodelay: false,
-        });
+        let p = stack.open_stream(addr)?;
         let s = TcpStream {
             stack: stack.clone(),
-            id,
-            shared,
-            tx: app_tx,
-            rx: app_rx,
+            id: p.id,
+            shared: p.shared,
+            tx: p.tx,
+            rx: p.rx,
             nonblocking: false,
             wr_shut: false,
         };

@@ -2,7 +2,7 @@
 
 use crate::stack::Stack;
 use appif::bytes;
-use appif::socket::{Command, SockId, SockState, SocketShared, UdpHeader};
+use appif::socket::{Command, SharedSlot, SockId, SockState, UdpHeader};
 use core::net::SocketAddrV4;
 use std::io;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ const EMSGSIZE: i32 = 90;
 pub struct UdpSocket {
     stack: Stack,
     id: SockId,
-    shared: Arc<SocketShared>,
+    shared: Arc<SharedSlot>,
     tx: bytes::Writer,
     rx: bytes::Reader,
     nonblocking: bool,
@@ -26,25 +26,15 @@ impl UdpSocket {
     /// Errors: EADDRINUSE when the port is taken, EADDRNOTAVAIL for an
     /// address that is not the stack's.
     pub fn bind(stack: &Stack, addr: SocketAddrV4) -> io::Result<UdpSocket> {
-        let id = stack.next_id();
-        let shared = Arc::new(SocketShared::default());
-        let cap = stack.inner.ring_bytes;
-        let (app_tx, eng_tx) = bytes::ring(cap);
-        let (eng_rx, app_rx) = bytes::ring(cap);
-        stack.command(Command::UdpBind {
-            id,
-            shared: shared.clone(),
-            local: addr,
-            tx: eng_tx,
-            rx: eng_rx,
-        });
+        let p = stack.open_udp(addr)?;
+        let shared = p.shared;
         stack.wait_opened(&shared)?;
         Ok(UdpSocket {
             stack: stack.clone(),
-            id,
+            id: p.id,
             shared,
-            tx: app_tx,
-            rx: app_rx,
+            tx: p.tx,
+            rx: p.rx,
             nonblocking: false,
         })
     }
@@ -113,6 +103,12 @@ impl UdpSocket {
     /// The bound address.
     pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
         Ok(self.shared.local())
+    }
+}
+
+impl crate::poll::Source for UdpSocket {
+    fn probe(&self) -> crate::poll::Probe {
+        crate::poll::Probe::udp(self.shared.clone(), &self.rx, &self.tx)
     }
 }
 

@@ -336,6 +336,6 @@ impl Core {
             }
             u.tx.consume(UdpHeader::LEN + len);
         }
-        u.shared.notify.notify();
+        u.shared.wake();
     }
 }

@@ -1,9 +1,10 @@
 //! The receive path: Ethernet → ARP | IPv4 → ICMP | UDP | TCP. Every frame
 //! either reaches a socket or is counted under the reason it was dropped.
 
-use crate::sockets::{flow_key, Conn, Socket};
+use crate::sockets::{flow_key, Conn, Listener, Socket};
 use crate::tcp::{self, Tcb};
 use crate::Core;
+use appif::socket::AcceptQueue;
 use appif::socket::UdpHeader;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use nic::TxQueue;
@@ -247,7 +248,7 @@ impl Core {
         }
         u.rx.write(&h.encode());
         u.rx.write(payload);
-        u.shared.notify.notify();
+        u.shared.wake();
         self.woke = true;
         self.stats.udp_rx += 1;
     }
@@ -396,17 +397,34 @@ impl Core {
         cfg.rcv_buf = self.cfg.ring_bytes.next_power_of_two();
         let mut tcb = Tcb::accept(&cfg, local, remote, syn, iss, self.now)?;
         tcb.set_ts_offset(self.isn.ts_offset(local, remote));
-        let shared = std::sync::Arc::new(appif::socket::SocketShared::default());
-        let (app_tx, eng_tx) = appif::bytes::ring(self.cfg.ring_bytes);
-        let (eng_rx, app_rx) = appif::bytes::ring(self.cfg.ring_bytes);
-        let id = self.sockets.engine_id();
+        // The rings come from where the listener's application lives.
+        let (id, shared, eng_tx, eng_rx, app_ends) =
+            match self.sockets.slots.get_mut(lslot as usize) {
+                Some(Some(Socket::Listener(Listener {
+                    accept: AcceptQueue::Segment(a),
+                    ..
+                }))) => {
+                    let Some(c) = a.claim() else {
+                        self.stats.drop_tcp_backlog_full += 1;
+                        return None;
+                    };
+                    (c.id, c.shared, c.tx, c.rx, None)
+                }
+                _ => {
+                    let (app_tx, eng_tx) = appif::bytes::ring(self.cfg.ring_bytes);
+                    let (eng_rx, app_rx) = appif::bytes::ring(self.cfg.ring_bytes);
+                    let id = self.sockets.engine_id();
+                    let shared = appif::socket::SharedSlot::local();
+                    (id, shared, eng_tx, eng_rx, Some((app_tx, app_rx)))
+                }
+            };
         let conn = Conn {
             id,
             shared,
             tcb,
             tx: eng_tx,
             rx: eng_rx,
-            app_ends: Some((app_tx, app_rx)),
+            app_ends,
             listener: Some(lslot),
             app_closed: false,
             timer_at: None,

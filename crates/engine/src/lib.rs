@@ -29,7 +29,7 @@ use crate::tcp::{IsnGenerator, State, TcpConfig};
 use crate::time::Instant;
 use crate::timer::TimerWheel;
 use appif::notify::Notify;
-use appif::socket::{Command, SockState};
+use appif::socket::{AcceptQueue, Command, SockState};
 use appif::spsc;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
@@ -126,6 +126,9 @@ pub(crate) struct Core {
     icmp_tokens: u32,
     icmp_refill: Instant,
     pub now: Instant,
+    /// Service-mode associations whose application broke a ring's indices
+    /// (found by housekeeping), not yet taken by the daemon.
+    violations: Vec<u32>,
 }
 
 impl<P: Port> Engine<P> {
@@ -172,6 +175,7 @@ impl<P: Port> Engine<P> {
                 icmp_tokens: cfg.icmp_errors_per_sec,
                 icmp_refill: now,
                 now,
+                violations: Vec::new(),
                 cfg,
             },
         }
@@ -255,6 +259,65 @@ impl<P: Port> Engine<P> {
             };
             f(row);
         }
+    }
+
+    /// Drops every socket of service-mode association `assoc` (its
+    /// application died, broke the protocol, or the daemon is stopping):
+    /// connections are reset (RST to each peer) and every socket is closed
+    /// with `errno` and removed, which frees the association's slots and,
+    /// with the last of them, the engine's mapping of its segment.
+    /// O(sockets). Returns the number of sockets dropped.
+    pub fn drop_owner(&mut self, assoc: u32, errno: i32, now: Instant) -> usize {
+        let core = &mut self.core;
+        core.now = now;
+        let owned = |s: &Socket| {
+            let id = match s {
+                Socket::Tcp(c) => c.id,
+                Socket::Listener(l) => l.id,
+                Socket::Udp(u) => u.id,
+            };
+            appif::seg::service_owner(id).is_some_and(|(a, _)| a == assoc)
+        };
+        let mut n = 0;
+        for slot in 0..core.sockets.slots.len() as u32 {
+            if !core.sockets.slots[slot as usize]
+                .as_ref()
+                .is_some_and(owned)
+            {
+                continue;
+            }
+            if let Some(c) = core.sockets.conn(slot) {
+                c.app_closed = true;
+                c.tcb.abort();
+            }
+            core.mark_dirty(slot);
+        }
+        let tx = self.port.tx();
+        core.flush_output(tx);
+        tx.flush();
+        for slot in 0..core.sockets.slots.len() as u32 {
+            if !core.sockets.slots[slot as usize]
+                .as_ref()
+                .is_some_and(owned)
+            {
+                continue;
+            }
+            if let Some(s) = core.sockets.remove(slot) {
+                if let Socket::Tcp(c) = &s {
+                    core.stats.add_tcb(c.tcb.stats());
+                }
+                s.shared().set_closed(errno);
+                n += 1;
+            }
+        }
+        core.violations.retain(|&a| a != assoc);
+        n
+    }
+
+    /// Moves the associations found breaking their rings since the last
+    /// call into `out`.
+    pub fn take_violations(&mut self, out: &mut Vec<u32>) {
+        out.append(&mut self.core.violations);
     }
 
     /// Resets every connection (RST to each peer) and closes every socket:
@@ -362,22 +425,24 @@ impl Core {
             return;
         };
         c.listener = None;
-        let Some((tx, rx)) = c.app_ends.take() else {
-            return;
-        };
+        let ends = c.app_ends.take();
         c.shared.set_addrs(c.tcb.local(), c.tcb.remote());
         c.shared.set_state(SockState::Open);
-        let acc = appif::socket::Accepted {
-            id: c.id,
-            shared: c.shared.clone(),
-            tx,
-            rx,
-        };
+        let (id, shared) = (c.id, c.shared.clone());
         let refused = match self.sockets.slots.get_mut(listener_slot as usize) {
             Some(Some(Socket::Listener(l))) => {
                 l.pending = l.pending.saturating_sub(1);
-                let r = l.accept.push(acc).is_err();
-                l.shared.notify.notify();
+                let r = match (&mut l.accept, ends) {
+                    (AcceptQueue::Local(q), Some((tx, rx))) => q
+                        .push(appif::socket::Accepted { id, shared, tx, rx })
+                        .is_err(),
+                    (AcceptQueue::Segment(q), None) => {
+                        let slot = appif::seg::service_owner(id).map(|(_, s)| s);
+                        !slot.is_some_and(|s| q.hand_over(s, &shared))
+                    }
+                    _ => true,
+                };
+                l.shared.wake();
                 r
             }
             _ => true,
@@ -470,7 +535,7 @@ impl Core {
             },
         );
         let closed = tcb.state() == State::Closed;
-        let gone = closed && (c.app_closed || c.app_ends.is_some());
+        let gone = closed && (c.app_closed || c.unaccepted());
         if gone {
             self.drop_conn(slot);
         } else {
@@ -519,6 +584,22 @@ impl Core {
                 Some(Socket::Udp(u)) => u.rx.is_orphaned(),
                 None => false,
             };
+            // Rings of service-mode applications: an impossible index is a
+            // protocol violation that costs the application its association.
+            let violated = match self.sockets.slots[slot as usize].as_ref() {
+                Some(Socket::Tcp(c)) => (c.tx.violated() || c.rx.violated()).then_some(c.id),
+                Some(Socket::Udp(u)) => (u.tx.violated() || u.rx.violated()).then_some(u.id),
+                Some(Socket::Listener(l)) => match &l.accept {
+                    AcceptQueue::Segment(q) => q.violated().then_some(l.id),
+                    AcceptQueue::Local(_) => None,
+                },
+                None => None,
+            };
+            if let Some((assoc, _)) = violated.and_then(appif::seg::service_owner) {
+                if !self.violations.contains(&assoc) {
+                    self.violations.push(assoc);
+                }
+            }
             if orphan {
                 self.close(slot);
             }

@@ -5,8 +5,7 @@
 use crate::tcp::{CloseReason, Events, RecvBuffer, SendBuffer, State, Tcb};
 use crate::time::Instant;
 use appif::bytes;
-use appif::socket::{Accepted, SockId, SocketShared};
-use appif::spsc;
+use appif::socket::{AcceptQueue, SharedSlot, SockId};
 use core::net::SocketAddrV4;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -35,7 +34,7 @@ impl RecvBuffer for bytes::Writer {
 /// A TCP connection and the engine's ends of its rings.
 pub struct Conn {
     pub id: SockId,
-    pub shared: Arc<SocketShared>,
+    pub shared: Arc<SharedSlot>,
     pub tcb: Tcb,
     /// Bytes the application wrote; consumed as they are acknowledged.
     pub tx: bytes::Reader,
@@ -53,12 +52,19 @@ pub struct Conn {
     pub dirty: bool,
 }
 
+impl Conn {
+    /// A passive connection not yet handed to its application.
+    pub fn unaccepted(&self) -> bool {
+        self.app_ends.is_some() || self.listener.is_some()
+    }
+}
+
 /// A listening TCP socket.
 pub struct Listener {
     pub id: SockId,
-    pub shared: Arc<SocketShared>,
+    pub shared: Arc<SharedSlot>,
     pub local: SocketAddrV4,
-    pub accept: spsc::Sender<Accepted>,
+    pub accept: AcceptQueue,
     /// Connections in SYN-RECEIVED or waiting in the accept queue.
     pub pending: usize,
     /// Largest `pending`.
@@ -68,7 +74,7 @@ pub struct Listener {
 /// A bound UDP socket.
 pub struct UdpSock {
     pub id: SockId,
-    pub shared: Arc<SocketShared>,
+    pub shared: Arc<SharedSlot>,
     pub local: SocketAddrV4,
     pub tx: bytes::Reader,
     pub rx: bytes::Writer,
@@ -81,7 +87,7 @@ pub enum Socket {
 }
 
 impl Socket {
-    pub fn shared(&self) -> &Arc<SocketShared> {
+    pub fn shared(&self) -> &Arc<SharedSlot> {
         match self {
             Socket::Tcp(c) => &c.shared,
             Socket::Listener(l) => &l.shared,
@@ -159,8 +165,12 @@ impl Sockets {
         id
     }
 
-    /// Stores `sock` under `id`; None when the table is full.
+    /// Stores `sock` under `id`; None when the table is full or `id` is
+    /// taken (an application reusing a socket it has not closed).
     pub fn insert(&mut self, id: SockId, sock: Socket) -> Option<u32> {
+        if self.ids.contains_key(&id) {
+            return None;
+        }
         let slot = self.free.pop()?;
         self.slots[slot as usize] = Some(sock);
         self.ids.insert(id, slot);
@@ -228,10 +238,10 @@ pub fn apply_events(conn: &mut Conn, ev: &Events) -> bool {
     if ev.peer_fin {
         conn.shared.set_flags(appif::socket::FLAG_RX_FIN);
     } else if ev.readable || ev.writable {
-        conn.shared.notify.notify();
+        conn.shared.wake();
     }
     if let Some(reason) = ev.closed {
         conn.shared.set_closed(errno_of(reason));
     }
-    conn.tcb.state() == State::Closed && (conn.app_closed || conn.app_ends.is_some())
+    conn.tcb.state() == State::Closed && (conn.app_closed || conn.unaccepted())
 }

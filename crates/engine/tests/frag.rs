@@ -4,7 +4,7 @@
 
 use appif::bytes;
 use appif::notify::Notify;
-use appif::socket::{Command, SockState, SocketShared, UdpHeader};
+use appif::socket::{AcceptQueue, Command, SharedSlot, SockState, UdpHeader};
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};
@@ -153,7 +153,7 @@ fn pattern(len: usize) -> Vec<u8> {
 #[test]
 fn bound_udp_socket_fragmented_datagram_out_of_order_is_delivered_whole() {
     let mut b = Bench::new();
-    let shared = Arc::new(SocketShared::default());
+    let shared = SharedSlot::local();
     let (_app_tx, eng_tx) = bytes::ring(4096);
     let (eng_rx, mut app_rx) = bytes::ring(16 * 1024);
     assert!(b
@@ -286,14 +286,14 @@ fn syn_received_icmp_error_quoting_connection_is_counted_only() {
     let mut b = Bench::new();
     b.introduce();
     let (accept, _acc_rx) = spsc::channel(4);
-    let lshared = Arc::new(SocketShared::default());
+    let lshared = SharedSlot::local();
     assert!(b
         .cmds
         .push(Command::Listen {
             id: 1,
             shared: lshared.clone(),
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80),
-            accept,
+            accept: AcceptQueue::Local(accept),
         })
         .is_ok());
     b.step(1000);

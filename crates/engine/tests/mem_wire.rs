@@ -4,7 +4,7 @@
 
 use appif::bytes;
 use appif::notify::Notify;
-use appif::socket::{Accepted, Command, SockState, SocketShared};
+use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot, SockState};
 use appif::spsc;
 use engine::stats::Stats;
 use engine::tcp::CcKind;
@@ -33,7 +33,7 @@ struct Endpoint {
     side: u8,
     tx: bytes::Writer,
     rx: bytes::Reader,
-    shared: Arc<SocketShared>,
+    shared: Arc<SharedSlot>,
     id: u64,
     sent: usize,
     received: usize,
@@ -125,7 +125,7 @@ fn run(seed: u64, imp: Impairments, cc: CcKind, total: usize) -> (Stats, Stats, 
     let (mut ea, mut ca) = engine(pa, A_IP, cc, Instant(t));
     let (mut eb, mut cb) = engine(pb, B_IP, cc, Instant(t));
 
-    let lshared = Arc::new(SocketShared::default());
+    let lshared = SharedSlot::local();
     let (acc_tx, mut acc_rx) = spsc::channel::<Accepted>(16);
     push(
         &mut cb,
@@ -133,10 +133,10 @@ fn run(seed: u64, imp: Impairments, cc: CcKind, total: usize) -> (Stats, Stats, 
             id: 1,
             shared: lshared.clone(),
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT),
-            accept: acc_tx,
+            accept: AcceptQueue::Local(acc_tx),
         },
     );
-    let cshared = Arc::new(SocketShared::default());
+    let cshared = SharedSlot::local();
     let (app_tx, eng_tx) = bytes::ring(256 * 1024);
     let (eng_rx, app_rx) = bytes::ring(256 * 1024);
     push(

@@ -6,7 +6,7 @@
 //!   makes the connection resend it in smaller pieces.
 
 use appif::notify::Notify;
-use appif::socket::{Accepted, Command, SocketShared};
+use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot};
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};
@@ -127,9 +127,9 @@ impl Fixture {
         let (acc_tx, accepted) = spsc::channel::<Accepted>(2);
         let _ = cmds.push(Command::Listen {
             id: 1,
-            shared: Arc::new(SocketShared::default()),
+            shared: SharedSlot::local(),
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80),
-            accept: acc_tx,
+            accept: AcceptQueue::Local(acc_tx),
         });
         let mut f = Fixture {
             peer,

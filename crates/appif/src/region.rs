@@ -1,0 +1,94 @@
+//! A mapped memory region that rings and status blocks can live in: an
+//! application's segment (a memfd shared with the engine) or anonymous
+//! memory. Everything inside is reached by offset, never by pointer, and
+//! every offset is checked against the region before it is used.
+
+use core::ptr::NonNull;
+use std::fs::File;
+use std::io;
+use std::os::fd::BorrowedFd;
+
+/// A region of shared memory, mapped read-write for as long as it lives.
+/// Hold it in an `Arc`: views into it keep it mapped.
+pub struct Region {
+    map: memmap2::MmapRaw,
+}
+
+impl core::fmt::Debug for Region {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Region({} bytes)", self.len())
+    }
+}
+
+impl Region {
+    /// Maps the first `len` bytes of the file behind `fd` (a memfd) shared.
+    /// Errors: the mmap(2) errno; EINVAL when the file is shorter than `len`.
+    pub fn map_fd(fd: BorrowedFd<'_>, len: usize) -> io::Result<Region> {
+        let dup = fd.try_clone_to_owned()?;
+        let file = File::from(dup);
+        if file.metadata()?.len() < len as u64 {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let map = memmap2::MmapOptions::new().len(len).map_raw(&file)?;
+        Ok(Region { map })
+    }
+
+    /// Anonymous zeroed memory of `len` bytes (pages are allocated on first touch).
+    pub fn anon(len: usize) -> io::Result<Region> {
+        let map = memmap2::MmapOptions::new().len(len.max(1)).map_anon()?;
+        Ok(Region { map: map.into() })
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True for an empty region (never, in practice).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A pointer to a `T` at byte offset `off`, if `[off, off + size_of::<T>())`
+    /// lies inside the region and `off` is aligned for `T`.
+    pub fn at<T>(&self, off: usize) -> Option<NonNull<T>> {
+        self.span(off, core::mem::size_of::<T>(), core::mem::align_of::<T>())
+            .map(NonNull::cast)
+    }
+
+    /// A pointer to `len` bytes at `off`, if they lie inside the region and
+    /// `off` is a multiple of `align` (a power of two).
+    pub fn span(&self, off: usize, len: usize, align: usize) -> Option<NonNull<u8>> {
+        let end = off.checked_add(len)?;
+        if end > self.len() || off & (align.max(1) - 1) != 0 {
+            return None;
+        }
+        // The mapping's base is page aligned, so alignment of `off` is
+        // alignment of the address.
+        NonNull::new(self.map.as_mut_ptr().wrapping_add(off))
+    }
+}
+
+// SAFETY: the region is plain shared memory; everything placed in it is
+// accessed through atomics or under the ring protocols' ownership rules.
+unsafe impl Send for Region {}
+// SAFETY: as above.
+unsafe impl Sync for Region {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_outside_or_misaligned_are_refused() {
+        let r = Region::anon(4096).unwrap();
+        assert!(r.at::<u64>(0).is_some());
+        assert!(r.at::<u64>(4088).is_some());
+        assert!(r.at::<u64>(4089).is_none());
+        assert!(r.at::<u64>(4096).is_none());
+        assert!(r.at::<u64>(usize::MAX - 3).is_none());
+        assert!(r.at::<u64>(4).is_none());
+        assert!(r.span(4000, 96, 1).is_some());
+        assert!(r.span(4000, 97, 1).is_none());
+    }
+}

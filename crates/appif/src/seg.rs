@@ -1,0 +1,829 @@
+//! An application segment (service mode): the memory one application
+//! shares with the engine, created by the daemon as a memfd and mapped by
+//! both. Everything is found by offset from the start; nothing in it is a
+//! pointer.
+//!
+//! ```text
+//!  0      header: magic, version, layout, association, MTU  (daemon, once)
+//!  64     app wake-up point (Notify)                        (engine bumps)
+//!  128    engine sleeping flag                              (engine sets, app clears)
+//!  192    command ring head                                 (app)
+//!  256    command ring tail                                 (engine)
+//!  320    closed: errno the association ended with          (engine)
+//!  512    command ring: cmd_slots × 64-byte descriptors     (app)
+//!  page   socket slots: nslots × 512 bytes, each
+//!           +0 owner word (bit 0 app, bit 1 engine)  +64 status block
+//!           +128 TX head (app)  +192 TX tail (engine)  +256 RX head (engine)  +320 RX tail (app)
+//!  page   ring buffers: per slot a TX ring then an RX ring, ring_bytes each
+//! ```
+//! A listener's RX ring carries the slot numbers (u32, little endian) of
+//! the connections accepted on it.
+//!
+//! Every index the engine reads from here is checked (see [`crate::bytes`]
+//! and [`CmdConsumer`]); a violation is reported, never trusted.
+
+use crate::bytes::{self, RingAt};
+use crate::notify::Notify;
+use crate::region::Region;
+use crate::socket::{SharedSlot, SockId};
+use core::net::{Ipv4Addr, SocketAddrV4};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// "CSTKSEG1", little endian.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"CSTKSEG1");
+/// Layout version.
+pub const VERSION: u32 = 1;
+/// Bytes per command descriptor: one cache line.
+pub const DESC_BYTES: usize = 64;
+/// Bytes per socket slot header.
+pub const SLOT_BYTES: usize = 512;
+
+const H_INFO: usize = 0;
+const H_APP_WAKE: usize = 64;
+const H_ENGINE_SLEEPING: usize = 128;
+const H_CMD_HEAD: usize = 192;
+const H_CMD_TAIL: usize = 256;
+const H_CLOSED: usize = 320;
+const CMD_OFF: usize = 512;
+
+const S_OWNER: usize = 0;
+const S_SHARED: usize = 64;
+const S_TX_HEAD: usize = 128;
+const S_TX_TAIL: usize = 192;
+const S_RX_HEAD: usize = 256;
+const S_RX_TAIL: usize = 320;
+
+/// Owner word: the slot is free.
+///
+/// A slot in use has two bits: the application's (cleared by the daemon
+/// when it takes the application's Close for the slot, so a Close still in
+/// the ring can never hit the slot's next socket) and the engine's (cleared
+/// when the engine lets go of its socket, or at once when it refuses to
+/// open one). Whoever takes a free slot sets both; it is free again when
+/// both are clear.
+pub const OWNER_FREE: u32 = 0;
+/// Owner bit: the application holds the slot.
+pub const OWNER_APP: u32 = 1;
+/// Owner bit: the engine holds the slot.
+pub const OWNER_ENGINE: u32 = 2;
+/// Both bits: a slot just taken.
+pub const OWNER_BOTH: u32 = OWNER_APP | OWNER_ENGINE;
+
+const PAGE: usize = 4096;
+
+fn page_align(n: usize) -> usize {
+    (n + PAGE - 1) & !(PAGE - 1)
+}
+
+/// The shape of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Socket slots (each socket, listener or connection, takes one).
+    pub nslots: u32,
+    /// Bytes per RX and per TX ring (power of two, 4 KiB..16 MiB).
+    pub ring_bytes: u32,
+    /// Command descriptors the command ring holds (power of two, 16..65536).
+    pub cmd_slots: u32,
+}
+
+impl Layout {
+    /// Checks the bounds above. Errors name the field.
+    pub fn validate(&self) -> Result<(), &'static str> {
+        if self.nslots == 0 || self.nslots > 65536 {
+            return Err("nslots must be 1..=65536");
+        }
+        if !self.ring_bytes.is_power_of_two() || !(4096..=16 << 20).contains(&self.ring_bytes) {
+            return Err("ring_bytes must be a power of two in 4 KiB..16 MiB");
+        }
+        if !self.cmd_slots.is_power_of_two() || !(16..=65536).contains(&self.cmd_slots) {
+            return Err("cmd_slots must be a power of two in 16..=65536");
+        }
+        Ok(())
+    }
+
+    fn slots_off(&self) -> usize {
+        page_align(CMD_OFF + self.cmd_slots as usize * DESC_BYTES)
+    }
+
+    fn slot_off(&self, slot: u32) -> usize {
+        self.slots_off() + slot as usize * SLOT_BYTES
+    }
+
+    fn data_off(&self) -> usize {
+        page_align(self.slots_off() + self.nslots as usize * SLOT_BYTES)
+    }
+
+    /// Total bytes of the segment.
+    pub fn total_len(&self) -> usize {
+        self.data_off() + 2 * self.nslots as usize * self.ring_bytes as usize
+    }
+
+    fn tx_ring(&self, slot: u32) -> RingAt {
+        let s = self.slot_off(slot);
+        RingAt {
+            head: s + S_TX_HEAD,
+            tail: s + S_TX_TAIL,
+            buf: self.data_off() + 2 * slot as usize * self.ring_bytes as usize,
+            cap: self.ring_bytes as usize,
+        }
+    }
+
+    fn rx_ring(&self, slot: u32) -> RingAt {
+        let s = self.slot_off(slot);
+        RingAt {
+            head: s + S_RX_HEAD,
+            tail: s + S_RX_TAIL,
+            buf: self.data_off() + (2 * slot as usize + 1) * self.ring_bytes as usize,
+            cap: self.ring_bytes as usize,
+        }
+    }
+}
+
+/// A mapped segment and its layout; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Segment {
+    region: Arc<Region>,
+    layout: Layout,
+}
+
+impl Segment {
+    /// Daemon: lays out a fresh (zeroed) region for association `assoc`.
+    /// Errors: the layout is invalid or does not fit the region.
+    pub fn init(region: Arc<Region>, layout: Layout, assoc: u32) -> Result<Segment, &'static str> {
+        layout.validate()?;
+        if region.len() < layout.total_len() {
+            return Err("region smaller than the layout");
+        }
+        let seg = Segment { region, layout };
+        let info = [
+            MAGIC,
+            u64::from(VERSION) | u64::from(layout.nslots) << 32,
+            u64::from(layout.ring_bytes) | u64::from(layout.cmd_slots) << 32,
+            u64::from(assoc),
+        ];
+        for (i, v) in info.iter().enumerate() {
+            seg.word64(H_INFO + 8 * i).store(*v, Ordering::Relaxed);
+        }
+        core::sync::atomic::fence(Ordering::Release);
+        Ok(seg)
+    }
+
+    /// Application: the segment the daemon laid out in `region`.
+    /// Errors: bad magic or version, a layout out of bounds or larger than the region.
+    pub fn open(region: Arc<Region>) -> Result<(Segment, u32), &'static str> {
+        let word = |i: usize| -> Option<u64> {
+            region
+                .at::<AtomicU64>(H_INFO + 8 * i)
+                .map(|p| unsafe_load(p.as_ptr()))
+        };
+        let (Some(magic), Some(a), Some(b), Some(assoc)) = (word(0), word(1), word(2), word(3))
+        else {
+            return Err("segment too small");
+        };
+        if magic != MAGIC {
+            return Err("not a corestack segment (bad magic)");
+        }
+        if a as u32 != VERSION {
+            return Err("segment version mismatch");
+        }
+        let layout = Layout {
+            nslots: (a >> 32) as u32,
+            ring_bytes: b as u32,
+            cmd_slots: (b >> 32) as u32,
+        };
+        layout.validate()?;
+        if region.len() < layout.total_len() {
+            return Err("segment shorter than its layout");
+        }
+        Ok((Segment { region, layout }, assoc as u32))
+    }
+
+    /// The link MTU in bytes (daemon writes it at start; 0 = unknown).
+    pub fn mtu(&self) -> u32 {
+        self.word32(H_INFO + 40).load(Ordering::Acquire)
+    }
+
+    /// Daemon: records the link MTU in bytes for the application.
+    pub fn set_mtu(&self, mtu: u32) {
+        self.word32(H_INFO + 40).store(mtu, Ordering::Release);
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The mapped region.
+    pub fn region(&self) -> &Arc<Region> {
+        &self.region
+    }
+
+    fn word64(&self, off: usize) -> &AtomicU64 {
+        let p = self
+            .region
+            .at::<AtomicU64>(off)
+            .expect("header offsets lie inside a validated segment");
+        // SAFETY: aligned, inside the region that `self` keeps mapped; atomics
+        // accept any bit pattern and concurrent access.
+        unsafe { p.as_ref() }
+    }
+
+    fn word32(&self, off: usize) -> &AtomicU32 {
+        let p = self
+            .region
+            .at::<AtomicU32>(off)
+            .expect("header offsets lie inside a validated segment");
+        // SAFETY: as in word64.
+        unsafe { p.as_ref() }
+    }
+
+    /// The application's wake-up point: the engine bumps it after changing
+    /// any of the application's sockets; readiness waiters sleep on it.
+    pub fn app_wake(&self) -> &Notify {
+        let p = self
+            .region
+            .at::<Notify>(H_APP_WAKE)
+            .expect("header offsets lie inside a validated segment");
+        // SAFETY: as in word64 (Notify is two atomics).
+        unsafe { p.as_ref() }
+    }
+
+    /// The engine's notify flag: set by the engine before it sleeps; an
+    /// application that finds it set after enqueueing a command clears it
+    /// and rings the engine's doorbell.
+    pub fn engine_sleeping(&self) -> &AtomicU32 {
+        self.word32(H_ENGINE_SLEEPING)
+    }
+
+    /// 0 while the association lives; the errno it ended with once the
+    /// engine dropped it (ECONNRESET when the daemon stops).
+    pub fn closed(&self) -> &AtomicU32 {
+        self.word32(H_CLOSED)
+    }
+
+    /// The owner word of `slot`; None when out of range.
+    pub fn owner(&self, slot: u32) -> Option<&AtomicU32> {
+        if slot >= self.layout.nslots {
+            return None;
+        }
+        Some(self.word32(self.layout.slot_off(slot) + S_OWNER))
+    }
+
+    /// Zeroes `slot`'s status block and ring indices (done by whoever just
+    /// took the slot, before anyone else looks at it).
+    pub fn reset_slot(&self, slot: u32) {
+        if slot >= self.layout.nslots {
+            return;
+        }
+        let s = self.layout.slot_off(slot);
+        for off in [S_TX_HEAD, S_TX_TAIL, S_RX_HEAD, S_RX_TAIL] {
+            self.word64(s + off).store(0, Ordering::Relaxed);
+        }
+        if let Some(sh) = SharedSlot::in_region(&self.region, s + S_SHARED, None, None) {
+            sh.clear();
+        }
+        core::sync::atomic::fence(Ordering::Release);
+    }
+
+    /// Application: takes a free slot, trying from `hint` on, skipping the
+    /// ones `busy` says this process still uses. None when all are taken.
+    pub fn claim_app_slot(&self, hint: u32, busy: impl Fn(u32) -> bool) -> Option<u32> {
+        let n = self.layout.nslots;
+        (0..n).map(|i| (hint.wrapping_add(i)) % n).find(|&s| {
+            !busy(s)
+                && self.owner(s).is_some_and(|o| {
+                    o.compare_exchange(OWNER_FREE, OWNER_BOTH, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                })
+        })
+    }
+
+    /// The status block of `slot`. `engine`: the engine's handle (wakes the
+    /// application as a whole on changes, clears the engine's owner bit
+    /// when dropped).
+    pub fn shared(&self, slot: u32, engine: bool) -> Option<Arc<SharedSlot>> {
+        if slot >= self.layout.nslots {
+            return None;
+        }
+        let s = self.layout.slot_off(slot);
+        let (wake, release) = if engine {
+            (Some(H_APP_WAKE), Some((s + S_OWNER, OWNER_ENGINE)))
+        } else {
+            (None, None)
+        };
+        SharedSlot::in_region(&self.region, s + S_SHARED, wake, release)
+    }
+
+    /// The TX ring's writing end (application) of `slot`.
+    pub fn tx_writer(&self, slot: u32) -> Option<bytes::Writer> {
+        self.in_range(slot)?;
+        bytes::Writer::in_region(&self.region, self.layout.tx_ring(slot))
+    }
+
+    /// The TX ring's reading end (engine) of `slot`.
+    pub fn tx_reader(&self, slot: u32) -> Option<bytes::Reader> {
+        self.in_range(slot)?;
+        bytes::Reader::in_region(&self.region, self.layout.tx_ring(slot))
+    }
+
+    /// The RX ring's writing end (engine) of `slot`.
+    pub fn rx_writer(&self, slot: u32) -> Option<bytes::Writer> {
+        self.in_range(slot)?;
+        bytes::Writer::in_region(&self.region, self.layout.rx_ring(slot))
+    }
+
+    /// The RX ring's reading end (application) of `slot`.
+    pub fn rx_reader(&self, slot: u32) -> Option<bytes::Reader> {
+        self.in_range(slot)?;
+        bytes::Reader::in_region(&self.region, self.layout.rx_ring(slot))
+    }
+
+    fn in_range(&self, slot: u32) -> Option<()> {
+        (slot < self.layout.nslots).then_some(())
+    }
+
+    fn cmd_at(&self, index: u64) -> core::ptr::NonNull<u8> {
+        let i = (index as usize) & (self.layout.cmd_slots as usize - 1);
+        self.region
+            .span(CMD_OFF + i * DESC_BYTES, DESC_BYTES, DESC_BYTES)
+            .expect("command ring lies inside a validated segment")
+    }
+}
+
+fn unsafe_load(p: *mut AtomicU64) -> u64 {
+    // SAFETY: callers pass a pointer from Region::at (aligned, in bounds of
+    // a live mapping).
+    unsafe { (*p).load(Ordering::Acquire) }
+}
+
+/// The engine's id for `slot` of association `assoc`: bit 62 set, the
+/// association in bits 32..62, the slot below.
+pub fn service_id(assoc: u32, slot: u32) -> SockId {
+    crate::socket::SERVICE_ID_BIT | (u64::from(assoc) & 0x3fff_ffff) << 32 | u64::from(slot)
+}
+
+/// The association and slot of a [`service_id`]; None for other ids.
+pub fn service_owner(id: SockId) -> Option<(u32, u32)> {
+    if id & crate::socket::SERVICE_ID_BIT == 0 || id & crate::socket::ENGINE_ID_BIT != 0 {
+        return None;
+    }
+    Some((((id >> 32) & 0x3fff_ffff) as u32, id as u32))
+}
+
+/// A command descriptor: what the application asks of the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Desc {
+    /// Open a TCP connection from `slot` to `remote` (local port 0 = ephemeral).
+    Connect {
+        slot: u32,
+        remote: SocketAddrV4,
+        local_port: u16,
+        nodelay: bool,
+    },
+    /// Listen on `local` with at most `backlog` connections not yet accepted.
+    Listen {
+        slot: u32,
+        local: SocketAddrV4,
+        backlog: u32,
+    },
+    /// Bind a UDP socket to `local`.
+    UdpBind { slot: u32, local: SocketAddrV4 },
+    /// New bytes wait in the slot's TX ring.
+    Send { slot: u32 },
+    /// The application consumed RX bytes.
+    Recvd { slot: u32 },
+    /// shutdown(SHUT_WR).
+    Shutdown { slot: u32 },
+    /// The application is done with the slot.
+    Close { slot: u32 },
+    /// TCP_NODELAY.
+    SetNodelay { slot: u32, on: bool },
+    /// SO_KEEPALIVE.
+    SetKeepalive { slot: u32, on: bool },
+    /// TCP_CONGESTION: 0 NewReno, 1 CUBIC, 2 DCTCP.
+    SetCongestion { slot: u32, algorithm: u8 },
+}
+
+/// Why a descriptor was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DescError {
+    /// The opcode is not one of [`Desc`]'s.
+    BadOpcode(u8),
+    /// A boolean field holds something other than 0 or 1.
+    BadFlag,
+}
+
+impl Desc {
+    /// The slot the descriptor names.
+    pub fn slot(&self) -> u32 {
+        match *self {
+            Desc::Connect { slot, .. }
+            | Desc::Listen { slot, .. }
+            | Desc::UdpBind { slot, .. }
+            | Desc::Send { slot }
+            | Desc::Recvd { slot }
+            | Desc::Shutdown { slot }
+            | Desc::Close { slot }
+            | Desc::SetNodelay { slot, .. }
+            | Desc::SetKeepalive { slot, .. }
+            | Desc::SetCongestion { slot, .. } => slot,
+        }
+    }
+
+    /// Encodes as 64 bytes: opcode (1), flag (1), port (2, BE), slot (4, LE),
+    /// IPv4 address (4), argument (4, LE), zeros.
+    pub fn encode(&self) -> [u8; DESC_BYTES] {
+        let mut b = [0u8; DESC_BYTES];
+        let (op, flag, addr, arg) = match *self {
+            Desc::Connect {
+                remote,
+                local_port,
+                nodelay,
+                ..
+            } => (1, nodelay as u8, Some(remote), u32::from(local_port)),
+            Desc::Listen { local, backlog, .. } => (2, 0, Some(local), backlog),
+            Desc::UdpBind { local, .. } => (3, 0, Some(local), 0),
+            Desc::Send { .. } => (4, 0, None, 0),
+            Desc::Recvd { .. } => (5, 0, None, 0),
+            Desc::Shutdown { .. } => (6, 0, None, 0),
+            Desc::Close { .. } => (7, 0, None, 0),
+            Desc::SetNodelay { on, .. } => (8, on as u8, None, 0),
+            Desc::SetKeepalive { on, .. } => (9, on as u8, None, 0),
+            Desc::SetCongestion { algorithm, .. } => (10, algorithm, None, 0),
+        };
+        b[0] = op;
+        b[1] = flag;
+        if let Some(a) = addr {
+            b[2..4].copy_from_slice(&a.port().to_be_bytes());
+            b[8..12].copy_from_slice(&a.ip().octets());
+        }
+        b[4..8].copy_from_slice(&self.slot().to_le_bytes());
+        b[12..16].copy_from_slice(&arg.to_le_bytes());
+        b
+    }
+
+    /// Decodes 64 bytes written by an application (anything at all).
+    pub fn decode(b: &[u8; DESC_BYTES]) -> Result<Desc, DescError> {
+        let slot = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        let addr = SocketAddrV4::new(
+            Ipv4Addr::new(b[8], b[9], b[10], b[11]),
+            u16::from_be_bytes([b[2], b[3]]),
+        );
+        let arg = u32::from_le_bytes([b[12], b[13], b[14], b[15]]);
+        let flag = || match b[1] {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(DescError::BadFlag),
+        };
+        Ok(match b[0] {
+            1 => Desc::Connect {
+                slot,
+                remote: addr,
+                local_port: arg as u16,
+                nodelay: flag()?,
+            },
+            2 => Desc::Listen {
+                slot,
+                local: addr,
+                backlog: arg,
+            },
+            3 => Desc::UdpBind { slot, local: addr },
+            4 => Desc::Send { slot },
+            5 => Desc::Recvd { slot },
+            6 => Desc::Shutdown { slot },
+            7 => Desc::Close { slot },
+            8 => Desc::SetNodelay { slot, on: flag()? },
+            9 => Desc::SetKeepalive { slot, on: flag()? },
+            10 => Desc::SetCongestion {
+                slot,
+                algorithm: b[1],
+            },
+            op => return Err(DescError::BadOpcode(op)),
+        })
+    }
+}
+
+/// Application: the producing end of the command ring.
+pub struct CmdProducer {
+    seg: Segment,
+    head: u64,
+}
+
+impl CmdProducer {
+    /// The producer of `seg`'s command ring, continuing from its head.
+    pub fn new(seg: Segment) -> CmdProducer {
+        let head = seg.word64(H_CMD_HEAD).load(Ordering::Acquire);
+        CmdProducer { seg, head }
+    }
+
+    /// Enqueues `d`; false when the ring is full.
+    pub fn push(&mut self, d: &Desc) -> bool {
+        let tail = self.seg.word64(H_CMD_TAIL).load(Ordering::Acquire);
+        if self.head.wrapping_sub(tail) >= u64::from(self.seg.layout.cmd_slots) {
+            return false;
+        }
+        let bytes = d.encode();
+        let p = self.seg.cmd_at(self.head);
+        // SAFETY: the descriptor at head is outside [tail, head): only this
+        // producer writes it until the release store below publishes it.
+        unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), p.as_ptr(), DESC_BYTES) };
+        self.head = self.head.wrapping_add(1);
+        self.seg
+            .word64(H_CMD_HEAD)
+            .store(self.head, Ordering::Release);
+        true
+    }
+
+    /// After pushing: true when the engine is asleep and must be woken
+    /// (its flag is cleared here, so one doorbell per sleep).
+    pub fn engine_needs_doorbell(&self) -> bool {
+        let f = self.seg.engine_sleeping();
+        f.load(Ordering::SeqCst) != 0 && f.swap(0, Ordering::SeqCst) != 0
+    }
+}
+
+/// What the engine found in an application's command ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmdError {
+    /// The application moved the head backwards or more than a ring ahead.
+    BadIndex { head: u64, tail: u64 },
+    /// A descriptor that does not decode.
+    BadDesc(DescError),
+}
+
+/// Engine: the consuming end of an application's command ring.
+pub struct CmdConsumer {
+    seg: Segment,
+    tail: u64,
+    head_seen: u64,
+}
+
+impl CmdConsumer {
+    /// The consumer of `seg`'s command ring (fresh from [`Segment::init`]).
+    pub fn new(seg: Segment) -> CmdConsumer {
+        CmdConsumer {
+            seg,
+            tail: 0,
+            head_seen: 0,
+        }
+    }
+
+    /// Descriptors waiting, after checking the application's head index.
+    pub fn pending(&mut self) -> Result<u64, CmdError> {
+        let head = self.seg.word64(H_CMD_HEAD).load(Ordering::Acquire);
+        let cap = u64::from(self.seg.layout.cmd_slots);
+        if head.wrapping_sub(self.head_seen)
+            > self.tail.wrapping_add(cap).wrapping_sub(self.head_seen)
+        {
+            return Err(CmdError::BadIndex {
+                head,
+                tail: self.tail,
+            });
+        }
+        self.head_seen = head;
+        Ok(head.wrapping_sub(self.tail))
+    }
+
+    /// Takes the next descriptor (copied out before it is decoded), if any.
+    pub fn pop(&mut self) -> Option<Result<Desc, CmdError>> {
+        match self.pending() {
+            Err(e) => return Some(Err(e)),
+            Ok(0) => return None,
+            Ok(_) => {}
+        }
+        let mut b = [0u8; DESC_BYTES];
+        let p = self.seg.cmd_at(self.tail);
+        // SAFETY: the descriptor at tail is inside [tail, head) as checked
+        // above, published by the producer's release store; we copy it out
+        // before looking at it (copy-then-check).
+        unsafe { core::ptr::copy_nonoverlapping(p.as_ptr(), b.as_mut_ptr(), DESC_BYTES) };
+        self.tail = self.tail.wrapping_add(1);
+        self.seg
+            .word64(H_CMD_TAIL)
+            .store(self.tail, Ordering::Release);
+        Some(Desc::decode(&b).map_err(CmdError::BadDesc))
+    }
+}
+
+/// Engine: the accept queue of a listener in an application segment.
+pub struct SegmentAccept {
+    seg: Segment,
+    assoc: u32,
+    /// The listener slot's RX ring: slot numbers of accepted connections.
+    queue: bytes::Writer,
+    backlog: usize,
+    cursor: u32,
+}
+
+/// A slot the engine took for a new passive connection.
+pub struct Claimed {
+    pub id: SockId,
+    pub slot: u32,
+    pub shared: Arc<SharedSlot>,
+    /// The engine's end of the TX ring.
+    pub tx: bytes::Reader,
+    /// The engine's end of the RX ring.
+    pub rx: bytes::Writer,
+}
+
+impl SegmentAccept {
+    /// The accept queue of the listener in `listener_slot`; None when the
+    /// slot is out of range.
+    pub fn new(seg: Segment, assoc: u32, listener_slot: u32, backlog: usize) -> Option<Self> {
+        let queue = seg.rx_writer(listener_slot)?;
+        let backlog = backlog.clamp(1, queue.capacity() / 4);
+        Some(SegmentAccept {
+            seg,
+            assoc,
+            queue,
+            backlog,
+            cursor: 0,
+        })
+    }
+
+    /// Connections the queue may hold.
+    pub fn backlog(&self) -> usize {
+        self.backlog
+    }
+
+    /// Connections handed over and not yet taken by the application.
+    pub fn queued(&self) -> usize {
+        self.queue.len() / 4
+    }
+
+    /// True once the application broke the queue's indices.
+    pub fn violated(&self) -> bool {
+        self.queue.violated()
+    }
+
+    /// Takes a free slot for a new connection; None when none is free.
+    /// O(slots) in the worst case (connection setup only).
+    pub fn claim(&mut self) -> Option<Claimed> {
+        let n = self.seg.layout.nslots;
+        for i in 0..n {
+            let slot = (self.cursor.wrapping_add(i)) % n;
+            let owner = self.seg.owner(slot)?;
+            if owner
+                .compare_exchange(OWNER_FREE, OWNER_BOTH, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            self.cursor = slot.wrapping_add(1);
+            self.seg.reset_slot(slot);
+            let (Some(shared), Some(tx), Some(rx)) = (
+                self.seg.shared(slot, true),
+                self.seg.tx_reader(slot),
+                self.seg.rx_writer(slot),
+            ) else {
+                owner.store(OWNER_FREE, Ordering::Release);
+                return None;
+            };
+            // Until it is handed over, the application has not seen it.
+            shared.set_release_bits(OWNER_BOTH);
+            return Some(Claimed {
+                id: service_id(self.assoc, slot),
+                slot,
+                shared,
+                tx,
+                rx,
+            });
+        }
+        None
+    }
+
+    /// Hands connection `slot` (whose engine handle is `shared`) to the
+    /// application; false when the queue is full (the caller resets the
+    /// connection).
+    pub fn hand_over(&mut self, slot: u32, shared: &SharedSlot) -> bool {
+        let ok = self.queued() < self.backlog && self.queue.write_all(&slot.to_le_bytes());
+        if ok {
+            shared.set_release_bits(OWNER_ENGINE);
+        }
+        ok
+    }
+
+    /// Daemon: the application's Close for `slot` was taken: its owner bit
+    /// is cleared (the slot is free once the engine lets go too).
+    pub fn app_closed(seg: &Segment, slot: u32) {
+        if let Some(o) = seg.owner(slot) {
+            o.fetch_and(!OWNER_APP, Ordering::AcqRel);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg() -> Segment {
+        let layout = Layout {
+            nslots: 4,
+            ring_bytes: 4096,
+            cmd_slots: 16,
+        };
+        let r = Arc::new(Region::anon(layout.total_len()).unwrap());
+        Segment::init(r, layout, 7).unwrap()
+    }
+
+    #[test]
+    fn descriptors_round_trip_and_garbage_is_refused() {
+        let all = [
+            Desc::Connect {
+                slot: 3,
+                remote: "10.0.0.1:80".parse().unwrap(),
+                local_port: 0,
+                nodelay: true,
+            },
+            Desc::Listen {
+                slot: 1,
+                local: "0.0.0.0:7".parse().unwrap(),
+                backlog: 128,
+            },
+            Desc::UdpBind {
+                slot: 2,
+                local: "10.0.0.2:53".parse().unwrap(),
+            },
+            Desc::Send { slot: 9 },
+            Desc::Recvd { slot: 9 },
+            Desc::Shutdown { slot: 9 },
+            Desc::Close { slot: 9 },
+            Desc::SetNodelay { slot: 1, on: false },
+            Desc::SetKeepalive { slot: 1, on: true },
+            Desc::SetCongestion {
+                slot: 1,
+                algorithm: 2,
+            },
+        ];
+        for d in all {
+            assert_eq!(Desc::decode(&d.encode()), Ok(d));
+        }
+        let mut b = [0u8; 64];
+        assert_eq!(Desc::decode(&b), Err(DescError::BadOpcode(0)));
+        b[0] = 8;
+        b[1] = 2;
+        assert_eq!(Desc::decode(&b), Err(DescError::BadFlag));
+    }
+
+    #[test]
+    fn command_ring_carries_descriptors_and_catches_a_bad_head() {
+        let s = seg();
+        let (s2, assoc) = Segment::open(s.region().clone()).unwrap();
+        assert_eq!(assoc, 7);
+        assert_eq!(s2.layout(), s.layout());
+        let mut p = CmdProducer::new(s2);
+        let mut c = CmdConsumer::new(s.clone());
+        for i in 0..16 {
+            assert!(p.push(&Desc::Send { slot: i }));
+        }
+        assert!(!p.push(&Desc::Send { slot: 99 }));
+        for i in 0..16 {
+            assert_eq!(c.pop(), Some(Ok(Desc::Send { slot: i })));
+        }
+        assert_eq!(c.pop(), None);
+        s.word64(H_CMD_HEAD).store(1000, Ordering::Release);
+        assert!(matches!(c.pop(), Some(Err(CmdError::BadIndex { .. }))));
+    }
+
+    #[test]
+    fn bad_segments_are_refused() {
+        let r = Arc::new(Region::anon(8192).unwrap());
+        assert!(Segment::open(r.clone()).is_err());
+        let layout = Layout {
+            nslots: 0,
+            ring_bytes: 4096,
+            cmd_slots: 16,
+        };
+        assert!(Segment::init(r, layout, 1).is_err());
+    }
+
+    #[test]
+    fn engine_slots_wake_the_app_and_free_themselves() {
+        let s = seg();
+        let l = s.claim_app_slot(0, |_| false).unwrap();
+        assert_eq!(l, 0);
+        let mut acc = SegmentAccept::new(s.clone(), 7, l, 8).unwrap();
+        let c = acc.claim().unwrap();
+        assert_eq!(c.slot, 1);
+        assert_eq!(service_owner(c.id), Some((7, 1)));
+        let seen = s.app_wake().seq();
+        c.shared.wake();
+        assert_ne!(s.app_wake().seq(), seen);
+        assert!(acc.hand_over(c.slot, &c.shared));
+        let mut q = s.rx_reader(l).unwrap();
+        let mut b = [0u8; 4];
+        assert_eq!(q.read(&mut b), 4);
+        assert_eq!(u32::from_le_bytes(b), 1);
+        assert_eq!(s.owner(1).unwrap().load(Ordering::Acquire), OWNER_BOTH);
+        drop(c);
+        assert_eq!(s.owner(1).unwrap().load(Ordering::Acquire), OWNER_APP);
+        SegmentAccept::app_closed(&s, 1);
+        assert_eq!(s.owner(1).unwrap().load(Ordering::Acquire), OWNER_FREE);
+        // Not handed over: the engine frees both bits.
+        let c = acc.claim().unwrap();
+        let slot = c.slot;
+        drop(c);
+        assert_eq!(s.owner(slot).unwrap().load(Ordering::Acquire), OWNER_FREE);
+    }
+}

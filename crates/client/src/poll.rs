@@ -1,0 +1,278 @@
+//! The readiness API: register sockets with a [`Poller`], then wait for any
+//! of them to become readable or writable, as with epoll or mio. One thread
+//! can serve thousands of connections this way.
+//!
+//! Readiness is level-triggered: a socket is reported on every wait while it
+//! stays ready. A wait scans the registered sockets (one or two atomic loads
+//! each) and, when none is ready, sleeps on the stack's change counter: in
+//! embedded mode the engine bumps it after every iteration that changed a
+//! socket, in service mode after every change to one of this application's
+//! sockets, and in inline mode the wait runs the engine itself.
+
+use crate::stack::Stack;
+use appif::bytes;
+use appif::socket::{Accepted, SharedSlot, SockState, FLAG_RX_FIN};
+use appif::spsc;
+use core::time::Duration;
+use engine::time::Instant;
+use std::collections::HashMap;
+use std::io;
+use std::sync::Arc;
+
+/// What a registration waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interest {
+    /// Data (or a connection to accept, or EOF, or an error) is waiting.
+    pub readable: bool,
+    /// The TX ring has room.
+    pub writable: bool,
+}
+
+impl Interest {
+    /// Readable only.
+    pub const READABLE: Interest = Interest {
+        readable: true,
+        writable: false,
+    };
+    /// Writable only.
+    pub const WRITABLE: Interest = Interest {
+        readable: false,
+        writable: true,
+    };
+    /// Both.
+    pub const BOTH: Interest = Interest {
+        readable: true,
+        writable: true,
+    };
+}
+
+/// One ready socket, as [`Poller::wait`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event {
+    /// The token given at registration.
+    pub token: u64,
+    /// A read (or accept) will not block.
+    pub readable: bool,
+    /// A write will not block.
+    pub writable: bool,
+    /// The socket is closed (reset, timed out, or finished): reads return
+    /// the error or EOF.
+    pub closed: bool,
+}
+
+/// What a poller keeps of a registered socket: read-only views of its
+/// status block and ring levels. It keeps the memory alive, not the socket.
+pub struct Probe(Kind);
+
+enum Kind {
+    Stream {
+        shared: Arc<SharedSlot>,
+        rx: bytes::Probe,
+        tx: bytes::Probe,
+    },
+    Listener {
+        shared: Arc<SharedSlot>,
+        queue: QueueProbe,
+    },
+    Udp {
+        shared: Arc<SharedSlot>,
+        rx: bytes::Probe,
+        tx: bytes::Probe,
+    },
+}
+
+pub(crate) enum QueueProbe {
+    Local(spsc::Probe<Accepted>),
+    /// Slot numbers, 4 bytes each.
+    Segment(bytes::Probe),
+}
+
+/// Space a UDP TX ring needs for a largest datagram and its record header.
+const UDP_WRITABLE: usize = 8 + 1472;
+
+impl Probe {
+    pub(crate) fn stream(shared: Arc<SharedSlot>, rx: &bytes::Reader, tx: &bytes::Writer) -> Self {
+        Probe(Kind::Stream {
+            shared,
+            rx: rx.probe(),
+            tx: tx.probe(),
+        })
+    }
+
+    pub(crate) fn listener(shared: Arc<SharedSlot>, queue: QueueProbe) -> Self {
+        Probe(Kind::Listener { shared, queue })
+    }
+
+    pub(crate) fn udp(shared: Arc<SharedSlot>, rx: &bytes::Reader, tx: &bytes::Writer) -> Self {
+        Probe(Kind::Udp {
+            shared,
+            rx: rx.probe(),
+            tx: tx.probe(),
+        })
+    }
+
+    /// (readable, writable, closed) now.
+    fn readiness(&self) -> (bool, bool, bool) {
+        match &self.0 {
+            Kind::Stream { shared, rx, tx } => {
+                let state = shared.state();
+                let closed = state == SockState::Closed;
+                let readable = !rx.is_empty() || shared.has_flags(FLAG_RX_FIN) || closed;
+                let writable = closed || (state == SockState::Open && tx.free() > 0);
+                (readable, writable, closed)
+            }
+            Kind::Listener { shared, queue } => {
+                let closed = shared.state() == SockState::Closed;
+                let waiting = match queue {
+                    QueueProbe::Local(q) => !q.is_empty(),
+                    QueueProbe::Segment(q) => q.len() >= 4,
+                };
+                (waiting || closed, false, closed)
+            }
+            Kind::Udp { shared, rx, tx } => {
+                let closed = shared.state() == SockState::Closed;
+                (
+                    rx.len() >= appif::socket::UdpHeader::LEN || closed,
+                    tx.free() >= UDP_WRITABLE || closed,
+                    closed,
+                )
+            }
+        }
+    }
+}
+
+/// A socket a [`Poller`] can watch: `TcpStream`, `TcpListener`, `UdpSocket`.
+pub trait Source {
+    /// The read-only views the poller keeps.
+    fn probe(&self) -> Probe;
+}
+
+struct Entry {
+    token: u64,
+    interest: Interest,
+    probe: Probe,
+}
+
+/// A set of registered sockets and a way to wait for any of them.
+pub struct Poller {
+    stack: Stack,
+    entries: Vec<Entry>,
+    index: HashMap<u64, usize>,
+    /// Where the next scan starts, so that a busy socket early in the list
+    /// cannot starve the others when `max` events are asked for.
+    cursor: usize,
+}
+
+impl Poller {
+    /// An empty poller for sockets of `stack`.
+    pub fn new(stack: &Stack) -> Poller {
+        Poller {
+            stack: stack.clone(),
+            entries: Vec::new(),
+            index: HashMap::new(),
+            cursor: 0,
+        }
+    }
+
+    /// Watches `source` under `token`. Errors: EEXIST when `token` is taken.
+    pub fn register(
+        &mut self,
+        source: &impl Source,
+        token: u64,
+        interest: Interest,
+    ) -> io::Result<()> {
+        if self.index.contains_key(&token) {
+            return Err(crate::errno(libc::EEXIST));
+        }
+        self.index.insert(token, self.entries.len());
+        self.entries.push(Entry {
+            token,
+            interest,
+            probe: source.probe(),
+        });
+        Ok(())
+    }
+
+    /// Changes what `token` waits for. Errors: ENOENT for an unknown token.
+    pub fn reregister(&mut self, token: u64, interest: Interest) -> io::Result<()> {
+        let i = *self
+            .index
+            .get(&token)
+            .ok_or_else(|| crate::errno(libc::ENOENT))?;
+        self.entries[i].interest = interest;
+        Ok(())
+    }
+
+    /// Stops watching `token`. Errors: ENOENT for an unknown token.
+    pub fn deregister(&mut self, token: u64) -> io::Result<()> {
+        let i = self
+            .index
+            .remove(&token)
+            .ok_or_else(|| crate::errno(libc::ENOENT))?;
+        self.entries.swap_remove(i);
+        if let Some(moved) = self.entries.get(i) {
+            self.index.insert(moved.token, i);
+        }
+        Ok(())
+    }
+
+    /// Registered sockets.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when nothing is registered.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Fills `events` (cleared first) with up to `max` ready sockets,
+    /// waiting up to `timeout` (None: without limit) for the first one.
+    /// Returns the number of events; 0 when the timeout passed.
+    pub fn wait(
+        &mut self,
+        events: &mut Vec<Event>,
+        max: usize,
+        timeout: Option<Duration>,
+    ) -> io::Result<usize> {
+        events.clear();
+        let max = max.max(1);
+        let start = Instant::now();
+        loop {
+            let seen = self.stack.change_seq();
+            self.scan(events, max);
+            if !events.is_empty() {
+                return Ok(events.len());
+            }
+            let elapsed = Instant::now().saturating_since(start);
+            let left = timeout.map(|t| t.saturating_sub(elapsed));
+            if left == Some(Duration::ZERO) {
+                return Ok(0);
+            }
+            self.stack.wait_change(seen, left);
+        }
+    }
+
+    fn scan(&mut self, events: &mut Vec<Event>, max: usize) {
+        let n = self.entries.len();
+        for k in 0..n {
+            let i = (self.cursor + k) % n;
+            let e = &self.entries[i];
+            let (r, w, closed) = e.probe.readiness();
+            let readable = r && e.interest.readable;
+            let writable = w && e.interest.writable;
+            if readable || writable {
+                events.push(Event {
+                    token: e.token,
+                    readable,
+                    writable,
+                    closed,
+                });
+                if events.len() == max {
+                    self.cursor = (i + 1) % n;
+                    return;
+                }
+            }
+        }
+    }
+}

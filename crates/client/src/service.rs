@@ -1,0 +1,254 @@
+//! Service mode: this process is an application of a `corestack run`
+//! daemon. It says hello on the daemon's control socket, receives its
+//! segment (memfd) and the engine's doorbell (eventfd), and from then on
+//! talks to the engine only through the segment.
+
+use appif::bytes;
+use appif::ctl;
+use appif::region::Region;
+use appif::seg::{CmdProducer, Desc, Segment};
+use appif::socket::{Command, SharedSlot, SockId};
+use core::sync::atomic::Ordering;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+const ECONNRESET: i32 = 104;
+
+/// The application's end of an association.
+pub(crate) struct Service {
+    pub seg: Segment,
+    cmds: Mutex<CmdProducer>,
+    doorbell: OwnedFd,
+    ctl: UnixStream,
+    /// Slots this process holds a handle to (claimed or accepted).
+    busy: Mutex<Vec<bool>>,
+    dead: AtomicBool,
+    pub assoc: u32,
+}
+
+/// The parts of a fresh socket in the segment.
+pub(crate) struct SlotParts {
+    pub id: SockId,
+    pub shared: Arc<SharedSlot>,
+    pub tx: bytes::Writer,
+    pub rx: bytes::Reader,
+}
+
+impl Service {
+    /// Connects to the daemon at `path`. Errors: the connect(2) errno
+    /// (ENOENT / ECONNREFUSED when no daemon runs there: the message says
+    /// so), the daemon's refusal errno, EPROTO for a malformed answer.
+    pub fn connect(path: &Path, ring_bytes: usize) -> io::Result<Service> {
+        let ctl = UnixStream::connect(path).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot reach the corestack daemon at {}: {e} (start it with `corestack run`, or unset CORESTACK_SOCKET)",
+                    path.display()
+                ),
+            )
+        })?;
+        let name = std::env::args()
+            .next()
+            .and_then(|a| {
+                Path::new(&a)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+            })
+            .unwrap_or_default();
+        let hello = ctl::Hello {
+            nslots: 0,
+            ring_bytes: ring_bytes as u32,
+            name,
+        };
+        ctl::send_msg(&ctl, &hello.encode(), &[])?;
+        let mut buf = [0u8; ctl::WELCOME_LEN];
+        let mut fds = Vec::new();
+        let n = ctl::recv_msg(&ctl, &mut buf, &mut fds)?;
+        let proto = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
+        if n == 0 {
+            return Err(proto("the corestack daemon closed the control connection"));
+        }
+        let w = ctl::Welcome::decode(&buf[..n]).map_err(io::Error::from)?;
+        if w.status != 0 {
+            return Err(io::Error::from_raw_os_error(w.status));
+        }
+        if fds.len() != 2 {
+            return Err(proto("the daemon's welcome came without its two fds"));
+        }
+        let doorbell = fds.pop().expect("two fds");
+        let memfd = fds.pop().expect("two fds");
+        let len = usize::try_from(w.seg_len).map_err(|_| proto("segment too large"))?;
+        let region = Arc::new(Region::map_fd(memfd.as_fd(), len)?);
+        let (seg, assoc) = Segment::open(region).map_err(proto)?;
+        let nslots = seg.layout().nslots as usize;
+        Ok(Service {
+            cmds: Mutex::new(CmdProducer::new(seg.clone())),
+            seg,
+            doorbell,
+            ctl,
+            busy: Mutex::new(vec![false; nslots]),
+            dead: AtomicBool::new(false),
+            assoc,
+        })
+    }
+
+    /// Takes a free slot for a new socket. Errors: EMFILE when every slot
+    /// of the segment is in use.
+    pub fn new_socket(&self) -> io::Result<SlotParts> {
+        let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        let hint = busy.iter().position(|b| !b).unwrap_or(0) as u32;
+        let slot = self
+            .seg
+            .claim_app_slot(hint, |s| busy.get(s as usize).copied().unwrap_or(true))
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EMFILE))?;
+        self.seg.reset_slot(slot);
+        busy[slot as usize] = true;
+        drop(busy);
+        self.parts(slot)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+    }
+
+    /// The application's views of `slot` (after an accept hands it over);
+    /// None for a slot number out of range.
+    pub fn parts(&self, slot: u32) -> Option<SlotParts> {
+        Some(SlotParts {
+            id: u64::from(slot),
+            shared: self.seg.shared(slot, false)?,
+            tx: self.seg.tx_writer(slot)?,
+            rx: self.seg.rx_reader(slot)?,
+        })
+    }
+
+    /// Marks an accepted slot as held by this process.
+    pub fn hold(&self, slot: u32) -> bool {
+        let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        match busy.get_mut(slot as usize) {
+            Some(b) if !*b => {
+                *b = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Sends `cmd` as a descriptor, then lets go of the slot after a Close.
+    /// Waits (yielding) while the command ring is full; drops the command
+    /// when the daemon is gone.
+    pub fn submit(&self, cmd: &Command) {
+        let Some(d) = desc_of(cmd) else { return };
+        let mut q = self.cmds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tries = 0u32;
+        while !q.push(&d) {
+            if !self.alive() {
+                return;
+            }
+            tries += 1;
+            if tries > 64 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        if q.engine_needs_doorbell() {
+            ctl::eventfd_signal(self.doorbell.as_fd());
+        }
+        drop(q);
+        if let Desc::Close { slot } = d {
+            let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(b) = busy.get_mut(slot as usize) {
+                *b = false;
+            }
+        }
+    }
+
+    /// False once the daemon is gone or dropped this association; then
+    /// every socket still held is closed with ECONNRESET (the daemon can no
+    /// longer say so itself).
+    pub fn alive(&self) -> bool {
+        if self.dead.load(Ordering::Acquire) {
+            return false;
+        }
+        let closed = self.seg.closed().load(Ordering::Acquire);
+        let mut pfd = libc::pollfd {
+            fd: self.ctl.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd on our stack; a zero timeout never blocks.
+        let r = unsafe { libc::poll(&mut pfd, 1, 0) };
+        // The daemon never writes after the welcome: readable means EOF.
+        let hup = r > 0 && pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
+        if closed == 0 && !hup {
+            return true;
+        }
+        self.dead.store(true, Ordering::Release);
+        let errno = if closed != 0 {
+            closed as i32
+        } else {
+            ECONNRESET
+        };
+        let busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        for (slot, _) in busy.iter().enumerate().filter(|(_, b)| **b) {
+            if let Some(sh) = self.seg.shared(slot as u32, false) {
+                if sh.state() != appif::socket::SockState::Closed {
+                    sh.set_closed(errno);
+                }
+            }
+        }
+        self.seg.app_wake().notify();
+        false
+    }
+
+    /// The link MTU the daemon reported, in bytes (1500 when unknown).
+    pub fn mtu(&self) -> usize {
+        match self.seg.mtu() {
+            0 => 1500,
+            m => m as usize,
+        }
+    }
+}
+
+/// The descriptor for a command naming slot `id`.
+fn desc_of(cmd: &Command) -> Option<Desc> {
+    let slot = |id: SockId| id as u32;
+    Some(match cmd {
+        Command::Connect { .. } | Command::Listen { .. } | Command::UdpBind { .. } => return None,
+        Command::Send { id } => Desc::Send { slot: slot(*id) },
+        Command::Recvd { id } => Desc::Recvd { slot: slot(*id) },
+        Command::Shutdown { id } => Desc::Shutdown { slot: slot(*id) },
+        Command::Close { id } => Desc::Close { slot: slot(*id) },
+        Command::SetNodelay { id, on } => Desc::SetNodelay {
+            slot: slot(*id),
+            on: *on,
+        },
+        Command::SetKeepalive { id, on } => Desc::SetKeepalive {
+            slot: slot(*id),
+            on: *on,
+        },
+        Command::SetCongestion { id, algorithm } => Desc::SetCongestion {
+            slot: slot(*id),
+            algorithm: *algorithm,
+        },
+    })
+}
+
+impl Service {
+    /// Sends a descriptor built by the socket code (listen, bind).
+    pub fn submit_desc(&self, d: Desc) {
+        let mut q = self.cmds.lock().unwrap_or_else(|p| p.into_inner());
+        while !q.push(&d) {
+            if !self.alive() {
+                return;
+            }
+            std::thread::yield_now();
+        }
+        if q.engine_needs_doorbell() {
+            ctl::eventfd_signal(self.doorbell.as_fd());
+        }
+    }
+}
