@@ -611,20 +611,20 @@ impl Epoll {
     /// Errors: the errno of `epoll_ctl(EPOLL_CTL_ADD)` (`EEXIST` when already
     /// added, `EPERM` for a regular file, `ENOSPC`).
     pub fn add(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()> {
+        self.add_raw(fd.as_raw_fd(), token)
+    }
+
+    /// [`Epoll::add`] for a raw fd someone else owns (a NIC queue's fd held
+    /// by a port). An fd that is not open is refused with `EBADF`.
+    pub fn add_raw(&self, fd: std::os::fd::RawFd, token: u64) -> io::Result<()> {
         let mut ev = libc::epoll_event {
             events: libc::EPOLLIN as u32,
             u64: token,
         };
-        // SAFETY: `ev` is a live local the kernel reads; both fds are open.
-        cvt(unsafe {
-            libc::epoll_ctl(
-                self.fd.as_raw_fd(),
-                libc::EPOLL_CTL_ADD,
-                fd.as_raw_fd(),
-                &mut ev,
-            )
-        })
-        .map(drop)
+        // SAFETY: `ev` is a live local the kernel reads; the kernel checks
+        // that `fd` is open (EBADF otherwise).
+        cvt(unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })
+            .map(drop)
     }
 
     /// Stops watching `fd`.

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod cmd;
+mod daemon;
 mod net;
 
 use clap::{Parser, Subcommand};
@@ -21,6 +22,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the corestack daemon: own an interface, serve applications through shared memory.
+    Run(cmd::run::Run),
     /// Run a server (TCP and UDP echo) on corestack or on the kernel stack.
     #[command(subcommand)]
     Serve(cmd::serve::Serve),
@@ -42,6 +45,7 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(c) => c.run(),
         Command::Serve(c) => c.run(),
         Command::Bench(c) => c.run(),
         Command::Nc(c) => c.run(),

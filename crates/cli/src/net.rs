@@ -115,11 +115,23 @@ pub enum PollArg {
 impl StackOpts {
     /// True when these options ask for corestack (an interface was given).
     pub fn wants_corestack(&self) -> bool {
-        self.iface.is_some()
+        self.iface.is_some() || self.service_path().is_some()
+    }
+
+    /// The daemon's control socket when this process should be one of its
+    /// applications: CORESTACK_SOCKET is set and no --iface was given.
+    pub fn service_path(&self) -> Option<std::path::PathBuf> {
+        if self.iface.is_some() {
+            return None;
+        }
+        appif::ctl::socket_path_from_env()
     }
 
     /// A short description for output: `corestack (af_xdp on veth1, inline)` or `kernel`.
     pub fn describe(&self) -> String {
+        if let Some(p) = self.service_path() {
+            return format!("corestack (service mode, daemon at {})", p.display());
+        }
         match &self.iface {
             None => "kernel".to_string(),
             Some(i) => format!(
@@ -158,9 +170,15 @@ impl StackOpts {
         }
     }
 
-    /// Starts corestack on `--iface` with `--ip`; prints a warning when AF_XDP fell back to
+    /// Starts corestack on `--iface` with `--ip` (or, with CORESTACK_SOCKET set and no
+    /// `--iface`, joins the daemon as an application); prints a warning when AF_XDP fell back to
     /// generic XDP. Errors name what to do (missing interface, not root, XDP refused).
     pub fn start(&self) -> Result<Stack> {
+        if let Some(path) = self.service_path() {
+            return Stack::builder()
+                .start()
+                .with_context(|| format!("joining the corestack daemon at {}", path.display()));
+        }
         let iface = self
             .iface
             .as_deref()

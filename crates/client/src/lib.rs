@@ -38,7 +38,7 @@ mod udp;
 pub use engine::stats::Stats;
 pub use engine::tcp::CcKind;
 pub use poll::{Event, Interest, Poller, Probe, Source};
-pub use stack::{Driver, Stack, StackBuilder};
+pub use stack::{Driver, Published, Stack, StackBuilder};
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
 

@@ -103,8 +103,11 @@ trait Poller {
 
 /// An engine and the shared segment its counters are published to (for
 /// `corestack stat`), at most every [`STATS_EVERY`].
-struct Published<P: Port> {
-    engine: Engine<P>,
+/// An engine that publishes its counters and sockets for `corestack stat`
+/// and `corestack ss` (shared-memory segments under /dev/shm, every 10 ms).
+pub struct Published<P: Port> {
+    /// The engine.
+    pub engine: Engine<P>,
     segment: Option<StatsWriter>,
     /// The connection table for `corestack ss`.
     conns: Option<StatsWriter>,
@@ -117,7 +120,8 @@ struct Published<P: Port> {
 const CONN_ROWS: usize = 1024;
 
 impl<P: Port> Published<P> {
-    fn new(engine: Engine<P>) -> Self {
+    /// Wraps `engine`; without /dev/shm it runs unpublished.
+    pub fn new(engine: Engine<P>) -> Self {
         // The segment is an observability aid: without /dev/shm the stack
         // still runs, it just cannot be watched from outside.
         let count = Stats::default().iter().count();
@@ -130,7 +134,9 @@ impl<P: Port> Published<P> {
         }
     }
 
-    fn publish(&mut self, now: Instant, force: bool) -> Option<Stats> {
+    /// Publishes counters and sockets if 10 ms passed since the last time
+    /// (or `force`); returns the counters when it did.
+    pub fn publish(&mut self, now: Instant, force: bool) -> Option<Stats> {
         if !force && now.saturating_since(self.last) < STATS_EVERY {
             return None;
         }

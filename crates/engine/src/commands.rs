@@ -31,7 +31,7 @@ impl Core {
         s
     }
 
-    fn command<T: TxQueue>(&mut self, cmd: Command, tx: &mut T) {
+    pub(crate) fn command<T: TxQueue>(&mut self, cmd: Command, tx: &mut T) {
         match cmd {
             Command::Connect {
                 id,

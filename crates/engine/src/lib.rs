@@ -205,6 +205,25 @@ impl<P: Port> Engine<P> {
         rx > 0 || cmds > 0 || out > 0
     }
 
+    /// Applies one application command now, at time `now` (the daemon's
+    /// path: it reads commands from application segments itself, so the
+    /// order between a Close and a slot's next use is exact).
+    pub fn submit(&mut self, cmd: Command, now: Instant) {
+        self.core.now = now;
+        let tx = self.port.tx();
+        self.core.command(cmd, tx);
+    }
+
+    /// The port's receive fd, to sleep on while idle (None for ports without one).
+    pub fn rx_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.port.rx_fd()
+    }
+
+    /// The link MTU in bytes.
+    pub fn mtu(&self) -> usize {
+        self.port.mtu()
+    }
+
     /// Counters so far.
     /// The TCP counters of open connections are included (summed into
     /// the engine's when they close). O(sockets).

@@ -5,6 +5,7 @@ pub mod children;
 pub mod demo;
 pub mod impair;
 pub mod nc;
+pub mod run;
 pub mod serve;
 pub mod stat;
 pub mod stream;

@@ -1,0 +1,142 @@
+//! `corestack run`: the daemon (service mode). See `crate::daemon`.
+
+use crate::daemon::config::{Config, Congestion, Driver, Overrides, PolicyKind};
+use crate::daemon::Host;
+use anyhow::{anyhow, bail, Context, Result};
+use engine::time::Instant;
+use engine::EngineConfig;
+use std::path::{Path, PathBuf};
+
+/// Run the corestack daemon: own the interface, serve applications over shared memory.
+///
+/// Applications find it through the control socket (default
+/// /run/corestack/ctl.sock, or CORESTACK_SOCKET). Stops on SIGTERM or SIGINT,
+/// resetting every connection.
+#[derive(clap::Args, Debug)]
+pub struct Run {
+    /// Interface to drive (overrides the config file).
+    #[arg(long)]
+    iface: Option<String>,
+    /// The stack's address, ADDR/PREFIX (overrides the config file).
+    #[arg(long)]
+    ip: Option<String>,
+    /// Default gateway.
+    #[arg(long)]
+    gateway: Option<String>,
+    /// Port driver.
+    #[arg(long, value_enum)]
+    driver: Option<Driver>,
+    /// Engine cores (only 1 is supported).
+    #[arg(long)]
+    cores: Option<u32>,
+    /// TOML configuration file.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Control socket path (default: CORESTACK_SOCKET, else /run/corestack/ctl.sock).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Engine polling: busy (always poll), adaptive (sleep after --idle-us without work),
+    /// interrupt (sleep whenever idle).
+    #[arg(long, value_enum)]
+    poll: Option<PolicyKind>,
+    /// Adaptive polling: idle time before sleeping, in µs.
+    #[arg(long)]
+    idle_us: Option<u64>,
+}
+
+impl Run {
+    pub fn run(self) -> Result<()> {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            )
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init();
+        let mut cfg = match &self.config {
+            Some(p) => Config::load(p)?,
+            None => Config::default(),
+        };
+        cfg.apply(&Overrides {
+            iface: self.iface.clone(),
+            ip: self.ip.clone(),
+            gateway: self.gateway.clone(),
+            driver: self.driver,
+            cores: self.cores,
+            socket: self
+                .socket
+                .clone()
+                .or_else(appif::ctl::socket_path_from_env),
+            policy: self.poll,
+            idle_us: self.idle_us,
+        });
+        let v = cfg.validate()?;
+        let mut ecfg = EngineConfig {
+            ip: v.ip,
+            prefix_len: v.prefix,
+            gateway: v.gateway,
+            ring_bytes: v.ring_bytes as usize,
+            ..EngineConfig::default()
+        };
+        ecfg.tcp.cc = match v.congestion {
+            Congestion::Newreno => engine::tcp::CcKind::NewReno,
+            Congestion::Cubic => engine::tcp::CcKind::Cubic,
+            Congestion::Dctcp => {
+                ecfg.tcp.ecn = true;
+                engine::tcp::CcKind::Dctcp
+            }
+        };
+        let stop = crate::net::stop_flag()?;
+        let iface = v.iface.clone();
+        match v.driver {
+            Driver::AfXdp => {
+                if !Path::new("/sys/class/net").join(&iface).exists() {
+                    bail!(
+                        "interface {iface} not found in this network namespace (check `ip link`)"
+                    );
+                }
+                let xcfg = nic::af_xdp::AfXdpConfig {
+                    ifname: iface.clone(),
+                    steer_ip: Some(v.ip),
+                    ..Default::default()
+                };
+                let port = nic::af_xdp::AfXdpPort::open(&xcfg)
+                    .map_err(|e| explain(std::io::Error::from(e), &iface))?;
+                if port.xdp_mode() == nic::af_xdp::XdpMode::Generic {
+                    tracing::warn!("af_xdp on {iface} fell back to generic (copy) XDP mode");
+                }
+                let (_keep, rx) = appif::spsc::channel(1);
+                let engine = engine::Engine::new(
+                    port,
+                    ecfg,
+                    rx,
+                    std::sync::Arc::new(appif::notify::Notify::default()),
+                    Instant::now(),
+                );
+                Host::new(engine, v)?.run(&stop)
+            }
+            Driver::Tap => {
+                let port = nic::tap::TapPort::open(&iface)
+                    .map_err(|e| explain(std::io::Error::from(e), &iface))?;
+                let (_keep, rx) = appif::spsc::channel(1);
+                let engine = engine::Engine::new(
+                    port,
+                    ecfg,
+                    rx,
+                    std::sync::Arc::new(appif::notify::Notify::default()),
+                    Instant::now(),
+                );
+                Host::new(engine, v)?.run(&stop)
+            }
+        }
+        .context("corestack run")
+    }
+}
+
+fn explain(e: std::io::Error, iface: &str) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
+        return anyhow!("needs root or CAP_NET_ADMIN to drive {iface}: run with sudo ({e})");
+    }
+    anyhow!("opening {iface}: {e}")
+}

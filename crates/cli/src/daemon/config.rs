@@ -1,0 +1,968 @@
+//! `corestack run`'s configuration: a TOML file, command-line overrides, and
+//! validation into the values the daemon uses.
+//!
+//! ```toml
+//! iface = "veth1"            # required unless given on the command line
+//! ip = "10.0.0.2/24"         # ADDR/PREFIX, required likewise
+//! gateway = "10.0.0.1"       # optional
+//! driver = "af_xdp"          # af_xdp | tap
+//! cores = 1                  # engine cores (only 1 supported now)
+//! socket = "/run/corestack/ctl.sock"
+//! ring_bytes = 262144        # per-connection ring size, power of two, 4 KiB..16 MiB
+//! max_sockets_per_app = 1024
+//! max_apps = 64
+//! congestion = "cubic"       # newreno | cubic | dctcp
+//! [polling]
+//! policy = "adaptive"        # busy | adaptive | interrupt
+//! idle_us = 50               # adaptive: idle time before sleeping
+//! [ports]
+//! privileged_uids = [1000]   # may bind ports < 1024 besides root
+//! privileged_gids = []
+//! ```
+//!
+//! Every key is optional (an empty file is the defaults) and unknown keys are
+//! errors, so a typo never goes unnoticed. Order of precedence: command line
+//! ([`Overrides`]), then the file, then the defaults. Every error is one line
+//! that says what to fix.
+
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Deserialize;
+
+/// The smallest `ring_bytes`, in bytes (4 KiB).
+pub const RING_BYTES_MIN: u32 = 4 << 10;
+/// The largest `ring_bytes`, in bytes (16 MiB).
+pub const RING_BYTES_MAX: u32 = 16 << 20;
+/// The largest `max_sockets_per_app`.
+pub const MAX_SOCKETS_PER_APP_LIMIT: u32 = 1 << 16;
+/// The largest `max_apps`.
+pub const MAX_APPS_LIMIT: u32 = 4096;
+/// The largest `polling.idle_us`, in microseconds (1 s).
+pub const IDLE_US_MAX: u64 = 1_000_000;
+/// The most engine cores supported now.
+pub const CORES_SUPPORTED: u32 = 1;
+
+/// The longest interface name Linux accepts, in bytes (`IFNAMSIZ` - 1).
+const IFNAME_MAX: usize = 15;
+/// The longest Unix socket path, in bytes (`sizeof(sun_path)` - 1).
+const SOCKET_PATH_MAX: usize = 107;
+
+/// `corestack run`'s configuration as written in the file (after
+/// [`Config::apply`], with the command line's values). Unchecked: call
+/// [`Config::validate`] before use.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Interface the engine drives (`--iface`); required in the end.
+    pub iface: Option<String>,
+    /// The stack's address and prefix, `ADDR/PREFIX` (`--ip`); required in
+    /// the end.
+    pub ip: Option<String>,
+    /// Default gateway for destinations off the subnet (`--gateway`).
+    pub gateway: Option<String>,
+    /// Port driver (`--driver`); default af_xdp.
+    pub driver: Driver,
+    /// Engine cores (`--cores`); default 1, the only value supported now.
+    pub cores: u32,
+    /// Path of the control socket (`--socket`); default
+    /// [`appif::ctl::DEFAULT_SOCKET`].
+    pub socket: PathBuf,
+    /// Size of each connection's RX and TX byte ring when the application
+    /// asks for no size, in bytes: a power of two in
+    /// [`RING_BYTES_MIN`]..=[`RING_BYTES_MAX`]; default 262144 (256 KiB).
+    pub ring_bytes: u32,
+    /// Most sockets one application may have open at once; default 1024.
+    pub max_sockets_per_app: u32,
+    /// Most applications connected at once; default 64.
+    pub max_apps: u32,
+    /// TCP congestion control of every connection; default cubic.
+    pub congestion: Congestion,
+    /// `[polling]`: how the engine waits for work.
+    pub polling: Polling,
+    /// `[ports]`: who may bind ports below 1024.
+    pub ports: Ports,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            iface: None,
+            ip: None,
+            gateway: None,
+            driver: Driver::AfXdp,
+            cores: 1,
+            socket: PathBuf::from(appif::ctl::DEFAULT_SOCKET),
+            ring_bytes: 256 << 10,
+            max_sockets_per_app: 1024,
+            max_apps: 64,
+            congestion: Congestion::Cubic,
+            polling: Polling::default(),
+            ports: Ports::default(),
+        }
+    }
+}
+
+/// `[polling]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Polling {
+    /// How the engine waits (`--policy`); default adaptive.
+    pub policy: PolicyKind,
+    /// Adaptive policy: time without work before the engine sleeps, in
+    /// microseconds (`--idle-us`); default 50, at most [`IDLE_US_MAX`].
+    pub idle_us: u64,
+}
+
+impl Default for Polling {
+    fn default() -> Polling {
+        Polling {
+            policy: PolicyKind::Adaptive,
+            idle_us: 50,
+        }
+    }
+}
+
+/// `[ports]`: besides root, who may bind TCP/UDP ports below 1024.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Ports {
+    /// User ids allowed; default none.
+    pub privileged_uids: Vec<u32>,
+    /// Group ids (primary or supplementary) allowed; default none.
+    pub privileged_gids: Vec<u32>,
+}
+
+/// The port driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+pub enum Driver {
+    /// An AF_XDP socket on the interface's queue 0.
+    #[serde(rename = "af_xdp")]
+    #[value(name = "af_xdp")]
+    AfXdp,
+    /// A Linux TAP device.
+    #[serde(rename = "tap")]
+    #[value(name = "tap")]
+    Tap,
+}
+
+/// TCP congestion control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Congestion {
+    /// NewReno (RFC 5681, RFC 6582).
+    Newreno,
+    /// CUBIC (RFC 9438).
+    Cubic,
+    /// DCTCP (RFC 8257).
+    Dctcp,
+}
+
+/// How the engine waits for work, as written (`polling.policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyKind {
+    /// Spin without pause.
+    Busy,
+    /// Spin, then sleep after `idle_us` without work.
+    Adaptive,
+    /// Sleep whenever there is no work.
+    Interrupt,
+}
+
+impl Driver {
+    /// The name used in the file and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::AfXdp => "af_xdp",
+            Driver::Tap => "tap",
+        }
+    }
+}
+
+impl Congestion {
+    /// The name used in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Congestion::Newreno => "newreno",
+            Congestion::Cubic => "cubic",
+            Congestion::Dctcp => "dctcp",
+        }
+    }
+}
+
+impl fmt::Display for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for Congestion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Values from the command line; each `Some` replaces the file's value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// `--iface`.
+    pub iface: Option<String>,
+    /// `--ip`, `ADDR/PREFIX`.
+    pub ip: Option<String>,
+    /// `--gateway`.
+    pub gateway: Option<String>,
+    /// `--driver`.
+    pub driver: Option<Driver>,
+    /// `--cores`.
+    pub cores: Option<u32>,
+    /// `--socket`.
+    pub socket: Option<PathBuf>,
+    /// `--policy` (`polling.policy`).
+    pub policy: Option<PolicyKind>,
+    /// `--idle-us` (`polling.idle_us`), in microseconds.
+    pub idle_us: Option<u64>,
+}
+
+/// How the engine waits for work, checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Spin without pause.
+    Busy,
+    /// Spin; after `idle` without work, sleep on epoll over the NIC queue
+    /// and the application doorbells.
+    Adaptive {
+        /// Time without work before sleeping.
+        idle: Duration,
+    },
+    /// Sleep on epoll whenever there is no work.
+    Interrupt,
+}
+
+/// A checked configuration, in the types the daemon uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Validated {
+    /// Interface the engine drives.
+    pub iface: String,
+    /// The stack's IPv4 address.
+    pub ip: Ipv4Addr,
+    /// Prefix length of the stack's subnet, in bits (0..=32).
+    pub prefix: u8,
+    /// Default gateway, inside the subnet and not `ip`.
+    pub gateway: Option<Ipv4Addr>,
+    /// Port driver.
+    pub driver: Driver,
+    /// Engine cores (1 for now).
+    pub cores: u32,
+    /// Path of the control socket (at most 107 bytes).
+    pub socket: PathBuf,
+    /// Default per-connection ring size, in bytes (power of two, 4 KiB..=16 MiB).
+    pub ring_bytes: u32,
+    /// Most sockets per application (1..=65536).
+    pub max_sockets_per_app: u32,
+    /// Most applications at once (1..=4096).
+    pub max_apps: u32,
+    /// TCP congestion control.
+    pub congestion: Congestion,
+    /// How the engine waits for work.
+    pub policy: Policy,
+    /// Users besides root who may bind ports below 1024.
+    pub privileged_uids: Vec<u32>,
+    /// Groups whose members may bind ports below 1024.
+    pub privileged_gids: Vec<u32>,
+}
+
+impl Validated {
+    /// True when a process with user id `uid` and groups `gids` (its primary
+    /// and supplementary group ids, e.g. from `SO_PEERCRED` and
+    /// `appif::ctl::supplementary_gids`) may bind ports below 1024: root
+    /// always, else a listed uid or a member of a listed group.
+    pub fn may_bind_privileged(&self, uid: u32, gids: &[u32]) -> bool {
+        uid == 0
+            || self.privileged_uids.contains(&uid)
+            || gids.iter().any(|g| self.privileged_gids.contains(g))
+    }
+}
+
+impl Config {
+    /// Parses a configuration from TOML text.
+    ///
+    /// Errors: one line, ``config line N (`the line`): <what is wrong>``, for
+    /// a syntax error, an unknown key or a value of the wrong type.
+    #[cfg(test)]
+    pub fn from_toml_str(text: &str) -> Result<Config> {
+        parse(text).map_err(|(place, msg)| anyhow!("config {place}: {msg}"))
+    }
+
+    /// Reads and parses the configuration file at `path`.
+    ///
+    /// Errors: one line naming the file, `reading config <path>: <io error>`
+    /// or ``<path> line N (`the line`): <what is wrong>``.
+    pub fn load(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading config {}", path.display()))?;
+        parse(&text).map_err(|(place, msg)| anyhow!("{} {place}: {msg}", path.display()))
+    }
+
+    /// Replaces every value that the command line gave.
+    pub fn apply(&mut self, o: &Overrides) {
+        if let Some(v) = &o.iface {
+            self.iface = Some(v.clone());
+        }
+        if let Some(v) = &o.ip {
+            self.ip = Some(v.clone());
+        }
+        if let Some(v) = &o.gateway {
+            self.gateway = Some(v.clone());
+        }
+        if let Some(v) = o.driver {
+            self.driver = v;
+        }
+        if let Some(v) = o.cores {
+            self.cores = v;
+        }
+        if let Some(v) = &o.socket {
+            self.socket = v.clone();
+        }
+        if let Some(v) = o.policy {
+            self.polling.policy = v;
+        }
+        if let Some(v) = o.idle_us {
+            self.polling.idle_us = v;
+        }
+    }
+
+    /// Checks every value and converts it for the daemon.
+    ///
+    /// Errors: the first problem found, as one line that names the key and
+    /// says what to write instead.
+    pub fn validate(&self) -> Result<Validated> {
+        let iface = validate_iface(self.iface.as_deref())?;
+        let (ip, prefix) = validate_ip(self.ip.as_deref())?;
+        let gateway = match self.gateway.as_deref() {
+            None => None,
+            Some(g) => Some(validate_gateway(g, ip, prefix)?),
+        };
+        if self.cores == 0 {
+            bail!("cores = 0: the engine needs at least one core; set cores = 1");
+        }
+        if self.cores > CORES_SUPPORTED {
+            bail!(
+                "cores = {}: only {CORES_SUPPORTED} engine core is supported for now; set cores = 1",
+                self.cores
+            );
+        }
+        let socket_len = self.socket.as_os_str().len();
+        if socket_len == 0 {
+            bail!(
+                "socket is empty: set socket = \"{}\" or another path",
+                appif::ctl::DEFAULT_SOCKET
+            );
+        }
+        if socket_len > SOCKET_PATH_MAX {
+            bail!(
+                "socket = \"{}\" is {socket_len} bytes long: Unix socket paths have at most \
+                 {SOCKET_PATH_MAX}; choose a shorter path",
+                self.socket.display()
+            );
+        }
+        if !self.ring_bytes.is_power_of_two()
+            || !(RING_BYTES_MIN..=RING_BYTES_MAX).contains(&self.ring_bytes)
+        {
+            bail!(
+                "ring_bytes = {}: must be a power of two from {RING_BYTES_MIN} (4 KiB) to \
+                 {RING_BYTES_MAX} (16 MiB), e.g. 262144",
+                self.ring_bytes
+            );
+        }
+        if !(1..=MAX_SOCKETS_PER_APP_LIMIT).contains(&self.max_sockets_per_app) {
+            bail!(
+                "max_sockets_per_app = {}: must be 1 to {MAX_SOCKETS_PER_APP_LIMIT}",
+                self.max_sockets_per_app
+            );
+        }
+        if !(1..=MAX_APPS_LIMIT).contains(&self.max_apps) {
+            bail!(
+                "max_apps = {}: must be 1 to {MAX_APPS_LIMIT}",
+                self.max_apps
+            );
+        }
+        let policy = match self.polling.policy {
+            PolicyKind::Busy => Policy::Busy,
+            PolicyKind::Interrupt => Policy::Interrupt,
+            PolicyKind::Adaptive => {
+                if self.polling.idle_us > IDLE_US_MAX {
+                    bail!(
+                        "polling.idle_us = {}: at most {IDLE_US_MAX} (1 s); for an engine that \
+                         never sleeps set policy = \"busy\"",
+                        self.polling.idle_us
+                    );
+                }
+                Policy::Adaptive {
+                    idle: Duration::from_micros(self.polling.idle_us),
+                }
+            }
+        };
+        Ok(Validated {
+            iface,
+            ip,
+            prefix,
+            gateway,
+            driver: self.driver,
+            cores: self.cores,
+            socket: self.socket.clone(),
+            ring_bytes: self.ring_bytes,
+            max_sockets_per_app: self.max_sockets_per_app,
+            max_apps: self.max_apps,
+            congestion: self.congestion,
+            policy,
+            privileged_uids: self.ports.privileged_uids.clone(),
+            privileged_gids: self.ports.privileged_gids.clone(),
+        })
+    }
+}
+
+/// Parses TOML into a `Config`; on error, where (`line N (`text`)`, when
+/// known) and the message, on one line.
+fn parse(text: &str) -> std::result::Result<Config, (String, String)> {
+    toml::from_str(text).map_err(|e: toml::de::Error| {
+        let place = match e.span() {
+            Some(r) => {
+                let start = r.start.min(text.len());
+                let n = text.as_bytes()[..start]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count();
+                let quoted = text
+                    .lines()
+                    .nth(n)
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(|l| format!(" (`{}`)", shorten(l, 60)))
+                    .unwrap_or_default();
+                format!("line {}{quoted}", n + 1)
+            }
+            None => "error".to_string(),
+        };
+        (place, e.message().trim().replace('\n', " "))
+    })
+}
+
+/// `s` cut to at most `max` characters, with "..." when cut.
+fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+fn validate_iface(iface: Option<&str>) -> Result<String> {
+    let Some(name) = iface.filter(|s| !s.is_empty()) else {
+        bail!("no interface: set iface = \"veth1\" (say) in the config file or pass --iface");
+    };
+    if name.len() > IFNAME_MAX {
+        bail!(
+            "iface = \"{name}\" is too long: Linux interface names have at most {IFNAME_MAX} bytes"
+        );
+    }
+    if name == "."
+        || name == ".."
+        || name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c.is_whitespace())
+    {
+        bail!("iface = \"{name}\" is not an interface name (no '/', ':' or spaces); see `ip link`");
+    }
+    Ok(name.to_string())
+}
+
+fn validate_ip(ip: Option<&str>) -> Result<(Ipv4Addr, u8)> {
+    let Some(text) = ip.filter(|s| !s.is_empty()) else {
+        bail!("no address: set ip = \"10.0.0.2/24\" (say) in the config file or pass --ip");
+    };
+    let Some((a, p)) = text.split_once('/') else {
+        bail!("ip = \"{text}\" has no prefix length: write ADDR/PREFIX, e.g. \"{text}/24\"");
+    };
+    let Ok(addr) = a.parse::<Ipv4Addr>() else {
+        bail!(
+            "ip = \"{text}\": \"{a}\" is not an IPv4 address; write ADDR/PREFIX, e.g. 10.0.0.2/24"
+        );
+    };
+    let prefix = match p.parse::<u8>() {
+        Ok(n) if n <= 32 => n,
+        _ => bail!("ip = \"{text}\": \"{p}\" is not a prefix length (0 to 32), e.g. 10.0.0.2/24"),
+    };
+    if addr.is_unspecified() || addr.is_broadcast() || addr.is_multicast() || addr.is_loopback() {
+        bail!(
+            "ip = \"{text}\" is not usable as the stack's address (unspecified, broadcast, \
+             multicast or loopback): choose a unicast address such as 10.0.0.2/24"
+        );
+    }
+    let host = u32::from(addr) & !mask(prefix);
+    if prefix <= 30 && (host == 0 || host == !mask(prefix)) {
+        bail!(
+            "ip = \"{text}\" is the {} address of its subnet: choose a host address inside it",
+            if host == 0 { "network" } else { "broadcast" }
+        );
+    }
+    Ok((addr, prefix))
+}
+
+fn validate_gateway(text: &str, ip: Ipv4Addr, prefix: u8) -> Result<Ipv4Addr> {
+    let Ok(gw) = text.parse::<Ipv4Addr>() else {
+        bail!("gateway = \"{text}\" is not an IPv4 address (e.g. 10.0.0.1); remove it if there is none");
+    };
+    if gw == ip {
+        bail!("gateway = \"{text}\" is the stack's own address: give the router's address");
+    }
+    let m = mask(prefix);
+    if u32::from(gw) & m != u32::from(ip) & m {
+        let net = Ipv4Addr::from(u32::from(ip) & m);
+        bail!(
+            "gateway = \"{text}\" is not in the stack's subnet {net}/{prefix}: fix gateway or ip's prefix"
+        );
+    }
+    Ok(gw)
+}
+
+/// The netmask of a prefix length (0..=32) as a host-order u32.
+fn mask(prefix: u8) -> u32 {
+    match prefix {
+        0 => 0,
+        p => u32::MAX << (32 - u32::from(p.min(32))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+iface = "veth1"            # required unless given on the command line
+ip = "10.0.0.2/24"         # ADDR/PREFIX, required likewise
+gateway = "10.0.0.1"       # optional
+driver = "af_xdp"          # af_xdp | tap
+cores = 1                  # engine cores (only 1 supported now: >1 is a clear error)
+socket = "/run/corestack/ctl.sock"
+ring_bytes = 262144        # per-connection ring size, power of two, 4 KiB..16 MiB
+max_sockets_per_app = 1024
+max_apps = 64
+congestion = "cubic"       # newreno | cubic | dctcp
+[polling]
+policy = "adaptive"        # busy | adaptive | interrupt
+idle_us = 50               # adaptive: idle time before sleeping
+[ports]
+privileged_uids = [1000]   # may bind ports < 1024 besides root
+privileged_gids = []
+"#;
+
+    /// A minimal valid configuration.
+    fn base() -> Config {
+        Config {
+            iface: Some("veth1".into()),
+            ip: Some("10.0.0.2/24".into()),
+            ..Config::default()
+        }
+    }
+
+    /// The validation error of `base()` changed by `f`, as one line.
+    fn error_of(f: impl FnOnce(&mut Config)) -> String {
+        let mut c = base();
+        f(&mut c);
+        let e = c.validate().expect_err("should be refused");
+        let s = format!("{e:#}");
+        assert!(!s.contains('\n'), "not one line: {s}");
+        s
+    }
+
+    #[test]
+    fn empty_file_is_the_defaults() {
+        let c = Config::from_toml_str("").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.iface, None);
+        assert_eq!(c.ip, None);
+        assert_eq!(c.gateway, None);
+        assert_eq!(c.driver, Driver::AfXdp);
+        assert_eq!(c.cores, 1);
+        assert_eq!(c.socket, Path::new("/run/corestack/ctl.sock"));
+        assert_eq!(c.ring_bytes, 262144);
+        assert_eq!(c.max_sockets_per_app, 1024);
+        assert_eq!(c.max_apps, 64);
+        assert_eq!(c.congestion, Congestion::Cubic);
+        assert_eq!(c.polling.policy, PolicyKind::Adaptive);
+        assert_eq!(c.polling.idle_us, 50);
+        assert!(c.ports.privileged_uids.is_empty());
+        assert!(c.ports.privileged_gids.is_empty());
+    }
+
+    #[test]
+    fn defaults_with_iface_and_ip_validate() {
+        let v = base().validate().unwrap();
+        assert_eq!(v.iface, "veth1");
+        assert_eq!(v.ip, Ipv4Addr::new(10, 0, 0, 2));
+        assert_eq!(v.prefix, 24);
+        assert_eq!(v.gateway, None);
+        assert_eq!(
+            v.policy,
+            Policy::Adaptive {
+                idle: Duration::from_micros(50)
+            }
+        );
+    }
+
+    #[test]
+    fn example_file_parses_and_validates() {
+        let v = Config::from_toml_str(EXAMPLE).unwrap().validate().unwrap();
+        assert_eq!(
+            v,
+            Validated {
+                iface: "veth1".into(),
+                ip: Ipv4Addr::new(10, 0, 0, 2),
+                prefix: 24,
+                gateway: Some(Ipv4Addr::new(10, 0, 0, 1)),
+                driver: Driver::AfXdp,
+                cores: 1,
+                socket: PathBuf::from("/run/corestack/ctl.sock"),
+                ring_bytes: 262144,
+                max_sockets_per_app: 1024,
+                max_apps: 64,
+                congestion: Congestion::Cubic,
+                policy: Policy::Adaptive {
+                    idle: Duration::from_micros(50)
+                },
+                privileged_uids: vec![1000],
+                privileged_gids: vec![],
+            }
+        );
+    }
+
+    #[test]
+    fn every_enum_value_parses() {
+        let c = Config::from_toml_str(
+            "driver = \"tap\"\ncongestion = \"dctcp\"\n[polling]\npolicy = \"busy\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.driver, c.congestion, c.polling.policy),
+            (Driver::Tap, Congestion::Dctcp, PolicyKind::Busy)
+        );
+        let c =
+            Config::from_toml_str("congestion = \"newreno\"\n[polling]\npolicy = \"interrupt\"\n")
+                .unwrap();
+        assert_eq!(c.congestion, Congestion::Newreno);
+        assert_eq!(c.polling.policy, PolicyKind::Interrupt);
+        let mut c = base();
+        c.polling.policy = PolicyKind::Interrupt;
+        assert_eq!(c.validate().unwrap().policy, Policy::Interrupt);
+        c.polling.policy = PolicyKind::Busy;
+        c.polling.idle_us = u64::MAX; // ignored when not adaptive
+        assert_eq!(c.validate().unwrap().policy, Policy::Busy);
+    }
+
+    #[test]
+    fn overrides_replace_only_what_they_give() {
+        let mut c = Config::from_toml_str(EXAMPLE).unwrap();
+        let before = c.clone();
+        c.apply(&Overrides::default());
+        assert_eq!(c, before);
+
+        c.apply(&Overrides {
+            iface: Some("eth9".into()),
+            ip: Some("192.168.7.5/16".into()),
+            gateway: Some("192.168.0.1".into()),
+            driver: Some(Driver::Tap),
+            cores: Some(1),
+            socket: Some("/tmp/cs.sock".into()),
+            policy: Some(PolicyKind::Busy),
+            idle_us: Some(7),
+        });
+        assert_eq!(c.iface.as_deref(), Some("eth9"));
+        assert_eq!(c.ip.as_deref(), Some("192.168.7.5/16"));
+        assert_eq!(c.gateway.as_deref(), Some("192.168.0.1"));
+        assert_eq!(c.driver, Driver::Tap);
+        assert_eq!(c.socket, Path::new("/tmp/cs.sock"));
+        assert_eq!(c.polling.policy, PolicyKind::Busy);
+        assert_eq!(c.polling.idle_us, 7);
+        // Untouched by the command line.
+        assert_eq!(c.ring_bytes, before.ring_bytes);
+        assert_eq!(c.ports, before.ports);
+        assert_eq!(c.congestion, before.congestion);
+
+        let v = c.validate().unwrap();
+        assert_eq!((v.ip, v.prefix), (Ipv4Addr::new(192, 168, 7, 5), 16));
+        assert_eq!(v.policy, Policy::Busy);
+    }
+
+    #[test]
+    fn overrides_fill_a_file_without_iface_and_ip() {
+        let mut c = Config::from_toml_str("max_apps = 3").unwrap();
+        assert!(c.validate().is_err());
+        c.apply(&Overrides {
+            iface: Some("veth1".into()),
+            ip: Some("10.0.0.2/24".into()),
+            idle_us: Some(200),
+            ..Overrides::default()
+        });
+        let v = c.validate().unwrap();
+        assert_eq!(v.max_apps, 3);
+        assert_eq!(
+            v.policy,
+            Policy::Adaptive {
+                idle: Duration::from_micros(200)
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_with_their_line() {
+        let e = Config::from_toml_str("iface = \"veth1\"\nifcae = \"x\"\n").unwrap_err();
+        let s = format!("{e:#}");
+        assert!(s.starts_with("config line 2 (`ifcae = \"x\"`): "), "{s}");
+        assert!(s.contains("ifcae"), "{s}");
+        assert!(!s.contains('\n'), "{s}");
+
+        let e = Config::from_toml_str("[polling]\npolicy = \"busy\"\nidle = 5\n").unwrap_err();
+        let s = format!("{e:#}");
+        assert!(s.starts_with("config line 3 (`idle = 5`): "), "{s}");
+
+        let e = Config::from_toml_str("[ports]\nprivileged_users = [1]\n").unwrap_err();
+        assert!(format!("{e:#}").contains("privileged_users"));
+
+        let e = Config::from_toml_str("[tuning]\nx = 1\n").unwrap_err();
+        assert!(format!("{e:#}").contains("tuning"));
+    }
+
+    #[test]
+    fn wrong_types_and_values_are_errors_with_their_line() {
+        for (text, line, word) in [
+            ("cores = \"one\"\n", 1, "cores"),
+            ("\n\nring_bytes = -4096\n", 3, "4096"),
+            ("driver = \"dpdk\"\n", 1, "dpdk"),
+            ("congestion = \"bbr\"\n", 1, "bbr"),
+            ("[polling]\npolicy = \"spin\"\n", 2, "spin"),
+            ("[ports]\nprivileged_uids = 1000\n", 2, "sequence"),
+            ("iface = veth1\n", 1, ""),
+        ] {
+            let s = format!("{:#}", Config::from_toml_str(text).unwrap_err());
+            assert!(
+                s.starts_with(&format!("config line {line} (`")),
+                "{text:?}: {s}"
+            );
+            assert!(s.contains(word), "{text:?}: {s}");
+            assert!(!s.contains('\n'), "{text:?}: {s}");
+        }
+    }
+
+    #[test]
+    fn load_names_the_file_and_line() {
+        let dir =
+            std::env::temp_dir().join(format!("corestack-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.toml");
+        std::fs::write(&good, EXAMPLE).unwrap();
+        assert_eq!(
+            Config::load(&good).unwrap(),
+            Config::from_toml_str(EXAMPLE).unwrap()
+        );
+
+        let bad = dir.join("bad.toml");
+        std::fs::write(&bad, "iface = \"veth1\"\n\ncores = 1\ncores = 2\n").unwrap();
+        let s = format!("{:#}", Config::load(&bad).unwrap_err());
+        assert!(
+            s.starts_with(&format!("{} line 4 (`cores = 2`): ", bad.display())),
+            "{s}"
+        );
+
+        let missing = dir.join("missing.toml");
+        let s = format!("{:#}", Config::load(&missing).unwrap_err());
+        assert!(
+            s.starts_with(&format!("reading config {}: ", missing.display())),
+            "{s}"
+        );
+        assert!(!s.contains('\n'));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn missing_iface_is_refused() {
+        assert!(error_of(|c| c.iface = None).contains("pass --iface"));
+        assert!(error_of(|c| c.iface = Some(String::new())).contains("pass --iface"));
+    }
+
+    #[test]
+    fn bad_iface_names_are_refused() {
+        assert!(
+            error_of(|c| c.iface = Some("a-very-long-name0".into())).contains("at most 15 bytes")
+        );
+        assert!(error_of(|c| c.iface = Some("veth 1".into())).contains("not an interface name"));
+        assert!(error_of(|c| c.iface = Some("a/b".into())).contains("not an interface name"));
+        assert!(error_of(|c| c.iface = Some("..".into())).contains("not an interface name"));
+    }
+
+    #[test]
+    fn missing_ip_is_refused() {
+        assert!(error_of(|c| c.ip = None).contains("pass --ip"));
+        assert!(error_of(|c| c.ip = Some(String::new())).contains("pass --ip"));
+    }
+
+    #[test]
+    fn ip_without_prefix_is_refused_with_an_example() {
+        let s = error_of(|c| c.ip = Some("10.0.0.2".into()));
+        assert!(
+            s.contains("no prefix length") && s.contains("\"10.0.0.2/24\""),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn malformed_ip_is_refused() {
+        let s = error_of(|c| c.ip = Some("10.0.0.256/24".into()));
+        assert!(s.contains("not an IPv4 address"), "{s}");
+        let s = error_of(|c| c.ip = Some("fe80::1/64".into()));
+        assert!(s.contains("not an IPv4 address"), "{s}");
+        for p in ["10.0.0.2/33", "10.0.0.2/", "10.0.0.2/x", "10.0.0.2/-1"] {
+            let s = error_of(|c| c.ip = Some(p.into()));
+            assert!(s.contains("not a prefix length"), "{p}: {s}");
+        }
+    }
+
+    #[test]
+    fn non_host_ip_is_refused() {
+        for a in [
+            "0.0.0.0/24",
+            "255.255.255.255/24",
+            "224.0.0.1/24",
+            "127.0.0.1/8",
+        ] {
+            let s = error_of(|c| c.ip = Some(a.into()));
+            assert!(s.contains("not usable as the stack's address"), "{a}: {s}");
+        }
+        let s = error_of(|c| c.ip = Some("10.0.0.0/24".into()));
+        assert!(s.contains("network address"), "{s}");
+        let s = error_of(|c| c.ip = Some("10.0.0.255/24".into()));
+        assert!(s.contains("broadcast address"), "{s}");
+        // /31 and /32 have no network or broadcast address.
+        let mut c = base();
+        c.ip = Some("10.0.0.0/31".into());
+        assert_eq!(c.validate().unwrap().prefix, 31);
+        c.ip = Some("10.0.0.7/32".into());
+        assert_eq!(c.validate().unwrap().prefix, 32);
+    }
+
+    #[test]
+    fn bad_gateways_are_refused() {
+        let s = error_of(|c| c.gateway = Some("router".into()));
+        assert!(s.contains("not an IPv4 address"), "{s}");
+        let s = error_of(|c| c.gateway = Some("10.0.0.2".into()));
+        assert!(s.contains("own address"), "{s}");
+        let s = error_of(|c| c.gateway = Some("10.0.1.1".into()));
+        assert!(s.contains("not in the stack's subnet 10.0.0.0/24"), "{s}");
+        let mut c = base();
+        c.ip = Some("10.0.0.2/16".into());
+        c.gateway = Some("10.0.1.1".into());
+        assert_eq!(
+            c.validate().unwrap().gateway,
+            Some(Ipv4Addr::new(10, 0, 1, 1))
+        );
+    }
+
+    #[test]
+    fn cores_other_than_one_are_refused() {
+        assert!(error_of(|c| c.cores = 0).contains("at least one core"));
+        let s = error_of(|c| c.cores = 2);
+        assert!(
+            s.contains("only 1 engine core is supported") && s.contains("set cores = 1"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn bad_socket_paths_are_refused() {
+        assert!(error_of(|c| c.socket = PathBuf::new()).contains("socket is empty"));
+        let long = format!("/tmp/{}", "s".repeat(103));
+        assert_eq!(long.len(), 108);
+        assert!(error_of(|c| c.socket = long.into()).contains("at most 107"));
+        let mut c = base();
+        c.socket = format!("/tmp/{}", "s".repeat(102)).into();
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn ring_bytes_must_be_a_power_of_two_in_range() {
+        for bad in [0, 1, 2048, 4095, 5000, 262143, 32 << 20, u32::MAX] {
+            let s = error_of(|c| c.ring_bytes = bad);
+            assert!(s.contains("must be a power of two"), "{bad}: {s}");
+        }
+        for good in [4096, 1 << 20, 16 << 20] {
+            let mut c = base();
+            c.ring_bytes = good;
+            assert_eq!(c.validate().unwrap().ring_bytes, good);
+        }
+    }
+
+    #[test]
+    fn socket_and_app_limits_must_be_in_range() {
+        assert!(error_of(|c| c.max_sockets_per_app = 0).contains("max_sockets_per_app = 0"));
+        assert!(
+            error_of(|c| c.max_sockets_per_app = MAX_SOCKETS_PER_APP_LIMIT + 1)
+                .contains("must be 1 to 65536")
+        );
+        assert!(error_of(|c| c.max_apps = 0).contains("max_apps = 0"));
+        assert!(error_of(|c| c.max_apps = MAX_APPS_LIMIT + 1).contains("must be 1 to 4096"));
+    }
+
+    #[test]
+    fn adaptive_idle_time_is_bounded() {
+        let s = error_of(|c| c.polling.idle_us = IDLE_US_MAX + 1);
+        assert!(
+            s.contains("polling.idle_us") && s.contains("at most 1000000"),
+            "{s}"
+        );
+        let mut c = base();
+        c.polling.idle_us = 0;
+        assert_eq!(
+            c.validate().unwrap().policy,
+            Policy::Adaptive {
+                idle: Duration::ZERO
+            }
+        );
+    }
+
+    #[test]
+    fn privileged_ports_root_listed_uid_or_listed_group() {
+        let mut c = base();
+        c.ports.privileged_uids = vec![1000];
+        c.ports.privileged_gids = vec![27];
+        let v = c.validate().unwrap();
+        assert!(v.may_bind_privileged(0, &[]));
+        assert!(v.may_bind_privileged(1000, &[]));
+        assert!(v.may_bind_privileged(1001, &[100, 27]));
+        assert!(!v.may_bind_privileged(1001, &[100, 1000]));
+        assert!(!v.may_bind_privileged(65534, &[]));
+        // Nobody but root by default.
+        let v = base().validate().unwrap();
+        assert!(v.may_bind_privileged(0, &[0]));
+        assert!(!v.may_bind_privileged(1000, &[1000]));
+    }
+
+    #[test]
+    fn long_lines_are_shortened_in_errors() {
+        let text = format!("iface = \"{}\"\nbogus = 1\n", "x".repeat(10));
+        let long = format!("bogus = \"{}\"\n", "é".repeat(100));
+        let s = format!("{:#}", Config::from_toml_str(&long).unwrap_err());
+        assert!(s.contains(&format!("{}...`", "é".repeat(49))), "{s}");
+        let s = format!("{:#}", Config::from_toml_str(&text).unwrap_err());
+        assert!(s.starts_with("config line 2 (`bogus = 1`)"), "{s}");
+    }
+
+    #[test]
+    fn mask_of_every_edge_prefix() {
+        assert_eq!(mask(0), 0);
+        assert_eq!(mask(1), 0x8000_0000);
+        assert_eq!(mask(24), 0xffff_ff00);
+        assert_eq!(mask(32), u32::MAX);
+    }
+}
