@@ -29,6 +29,24 @@ pub enum Driver {
 
 /// How long a waiting application thread spins before it sleeps (embedded mode).
 const SPIN: Duration = Duration::from_micros(50);
+
+/// How long a waiter spins before it sleeps: `CORESTACK_SPIN_US` (µs) if
+/// set, else 50 µs. 0 makes every wait block at once (for a thread that
+/// shares its core with the engine or with its peers).
+/// The CPU embedded mode's engine thread pins itself to:
+/// `CORESTACK_ENGINE_CPU` if set (a dedicated core), else none.
+fn engine_cpu() -> Option<usize> {
+    std::env::var("CORESTACK_ENGINE_CPU")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn spin_time() -> Duration {
+    std::env::var("CORESTACK_SPIN_US")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(SPIN, |us| Duration::from_micros(us.min(1_000_000)))
+}
 /// How long a service-mode waiter sleeps before it checks that the daemon
 /// is still there.
 const LIVENESS: Duration = Duration::from_millis(100);
@@ -195,6 +213,8 @@ pub(crate) struct Inner {
     xdp_generic: bool,
     mtu: usize,
     idle: Idle,
+    /// Spin time of waits before they sleep.
+    spin: Duration,
 }
 
 /// Inline mode's adaptive polling: when the engine has had nothing to do
@@ -434,6 +454,7 @@ fn launch_service(path: &std::path::Path, ring_bytes: usize) -> io::Result<Stack
                 rx_fd: None,
                 last_work: AtomicU64::new(0),
             },
+            spin: spin_time(),
         }),
     })
 }
@@ -461,7 +482,12 @@ fn launch<P: Port + Send + 'static>(
             let stats = stats.clone();
             std::thread::Builder::new()
                 .name("corestack-engine".into())
-                .spawn(move || run_engine(Published::new(engine), &stop, &stats))
+                .spawn(move || {
+                    if let Some(cpu) = engine_cpu() {
+                        crate::sys::pin_current_thread(cpu);
+                    }
+                    run_engine(Published::new(engine), &stop, &stats)
+                })
                 .expect("spawning the engine thread")
         };
         Mode::Embedded {
@@ -484,6 +510,7 @@ fn launch<P: Port + Send + 'static>(
                 rx_fd,
                 last_work: AtomicU64::new(Instant::now().as_nanos()),
             },
+            spin: spin_time(),
         }),
     }
 }
@@ -545,7 +572,8 @@ impl Stack {
             },
             Mode::Service(s) => {
                 let wake = s.seg.app_wake();
-                let spin_until = start + SPIN.min(timeout.unwrap_or(SPIN));
+                let spin = self.inner.spin;
+                let spin_until = start + spin.min(timeout.unwrap_or(spin));
                 while Instant::now() < spin_until {
                     if wake.seq() != seen {
                         return;
@@ -559,7 +587,8 @@ impl Stack {
                 }
             }
             Mode::Embedded { .. } => {
-                let spin_until = start + SPIN.min(timeout.unwrap_or(SPIN));
+                let spin = self.inner.spin;
+                let spin_until = start + spin.min(timeout.unwrap_or(spin));
                 while Instant::now() < spin_until {
                     if self.inner.wake.seq() != seen {
                         return;
@@ -805,7 +834,7 @@ impl Stack {
                 if expired(now) {
                     return false;
                 }
-                if now.saturating_since(start) < SPIN {
+                if now.saturating_since(start) < self.inner.spin {
                     std::hint::spin_loop();
                     continue;
                 }
@@ -829,7 +858,7 @@ impl Stack {
                 if expired(now) {
                     return false;
                 }
-                if now.saturating_since(start) < SPIN {
+                if now.saturating_since(start) < self.inner.spin {
                     std::hint::spin_loop();
                     continue;
                 }

@@ -1,4 +1,4 @@
-//! The one system call the client makes itself.
+//! The system calls the client makes itself.
 
 use core::time::Duration;
 use std::os::fd::RawFd;
@@ -17,5 +17,21 @@ pub fn wait_readable(fd: RawFd, timeout: Duration) {
     // revents.
     unsafe {
         libc::poll(&mut pfd, 1, ms);
+    }
+}
+
+/// Pins the calling thread to `cpu` (sched_setaffinity); a CPU that does
+/// not exist or is not allowed leaves the thread as it was.
+pub fn pin_current_thread(cpu: usize) {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return;
+    }
+    // SAFETY: cpu_set_t is plain bits, valid when zeroed; CPU_SET writes
+    // inside it (cpu < CPU_SETSIZE checked); sched_setaffinity(0, ..) reads
+    // the set for the calling thread and reports errors by return value.
+    unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set);
     }
 }

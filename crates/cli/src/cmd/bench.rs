@@ -43,6 +43,9 @@ pub enum Bench {
     Stream(crate::cmd::stream::StreamBench),
     /// Goodput Linux vs corestack, both directions, clean and lossy path, in own namespaces.
     StreamMatrix(crate::cmd::stream_matrix::StreamMatrix),
+    /// Service mode next to embedded mode and Linux: latency, polling policies' CPU use,
+    /// 64-byte messages per second, in own namespaces.
+    Service(crate::cmd::service_bench::ServiceBench),
 }
 
 impl Bench {
@@ -52,6 +55,7 @@ impl Bench {
             Bench::Transfer(t) => t.run(),
             Bench::Stream(s) => s.run(),
             Bench::StreamMatrix(m) => m.run(),
+            Bench::Service(s) => s.run(),
         }
     }
 }
@@ -97,6 +101,9 @@ pub struct Pingpong {
     /// Warm-up time in seconds, not measured.
     #[arg(long, default_value_t = 0.5)]
     warmup: f64,
+    /// Pause between round trips in µs (light load: e.g. 1000 for at most 1000 round trips/s).
+    #[arg(long, default_value_t = 0)]
+    gap_us: u64,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -131,6 +138,8 @@ pub struct Report {
 
 /// The round-trip loop's common state.
 struct Run {
+    /// Pause after each round trip.
+    gap: Duration,
     waiter: Waiter,
     spin: bool,
     size: usize,
@@ -173,6 +182,9 @@ impl Run {
                 None => self.lost += 1,
             }
             seq += 1;
+            if !self.gap.is_zero() {
+                std::thread::sleep(self.gap);
+            }
         }
         Ok(start.elapsed())
     }
@@ -205,6 +217,7 @@ impl Pingpong {
         let hist =
             Histogram::new_with_bounds(1, 60_000_000_000, 3).context("creating the histogram")?;
         let mut run = Run {
+            gap: Duration::from_micros(self.gap_us.min(1_000_000)),
             waiter,
             spin,
             size: self.size as usize,

@@ -62,6 +62,18 @@ pub fn spawn(
     args: &[&str],
     log: &Path,
 ) -> Result<ChildGuard> {
+    spawn_env(ns, cpu, exe, args, log, &[])
+}
+
+/// [`spawn`] with extra environment variables.
+pub fn spawn_env(
+    ns: &Netns,
+    cpu: Option<&str>,
+    exe: &Path,
+    args: &[&str],
+    log: &Path,
+    env: &[(&str, &str)],
+) -> Result<ChildGuard> {
     let mut cmd = match cpu {
         Some(cpu) => {
             let mut c = Command::new("taskset");
@@ -72,6 +84,10 @@ pub fn spawn(
         None => ns.exec(exe),
     };
     cmd.args(args).stdin(Stdio::null());
+    cmd.env_remove("CORESTACK_SOCKET");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
     let err = File::create(log).with_context(|| format!("creating {}", log.display()))?;
     cmd.stderr(err);
     Ok(ChildGuard::spawn_lines(&mut cmd)?)

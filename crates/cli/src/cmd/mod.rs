@@ -7,6 +7,7 @@ pub mod impair;
 pub mod nc;
 pub mod run;
 pub mod serve;
+pub mod service_bench;
 pub mod stat;
 pub mod stream;
 pub mod stream_matrix;

@@ -79,6 +79,9 @@ pub struct StreamBench {
     /// default: the system's.
     #[arg(long, value_name = "NAME")]
     kernel_cc: Option<String>,
+    /// Bytes per write call (64 measures how many small messages per second a stack takes).
+    #[arg(long, default_value_t = CHUNK_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65536))]
+    write_size: usize,
     #[command(flatten)]
     stack: StackOpts,
 }
@@ -95,6 +98,10 @@ pub fn set_kernel_cc(s: &std::net::TcpStream, name: &str) -> Result<()> {
 /// What a stream run measured (the `--json` object).
 #[derive(Debug, Serialize)]
 pub struct StreamReport {
+    /// Bytes per write call.
+    write_size: usize,
+    /// Write calls' worth of bytes the sink read per second (bytes_received / write_size / seconds).
+    writes_per_s: f64,
     stack: String,
     target: String,
     bytes_sent: u64,
@@ -138,7 +145,8 @@ impl StreamBench {
                 .map_err(|e| net::connect_error(e, target))?;
             let t0 = Instant::now();
             let waiter = self.stack.waiter(&stack);
-            let (sent, report) = send_stream(s, Some(&waiter), until, deadline, &stop)?;
+            let (sent, report) =
+                send_stream(s, Some(&waiter), until, self.write_size, deadline, &stop)?;
             if !self.json {
                 println!("corestack statistics:\n{}", stack.stats());
             }
@@ -152,12 +160,14 @@ impl StreamBench {
                 set_kernel_cc(&s, cc)?;
             }
             let t0 = Instant::now();
-            let (sent, report) = send_stream(s, None, until, deadline, &stop)?;
+            let (sent, report) = send_stream(s, None, until, self.write_size, deadline, &stop)?;
             (t0, sent, report)
         };
         let secs = t0.elapsed().as_secs_f64();
         let (received, sink_ns) = report;
         let r = StreamReport {
+            write_size: self.write_size,
+            writes_per_s: received as f64 / self.write_size as f64 / secs.max(1e-9),
             stack: self.stack.describe(),
             target: target.to_string(),
             bytes_sent: sent,
@@ -188,6 +198,7 @@ fn send_stream<S: Stream>(
     mut s: S,
     waiter: Option<&Waiter>,
     until: Until,
+    write_size: usize,
     deadline: Instant,
     stop: &AtomicBool,
 ) -> Result<(u64, (u64, u64))> {
@@ -219,7 +230,8 @@ fn send_stream<S: Stream>(
         let len = match until {
             Until::Bytes(b) => (b - sent).min((CHUNK_BYTES - off) as u64) as usize,
             Until::Elapsed(_) => CHUNK_BYTES - off,
-        };
+        }
+        .min(write_size);
         match s.write(&chunk[off..off + len]) {
             Ok(n) => {
                 sent += n as u64;

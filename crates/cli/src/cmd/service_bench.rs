@@ -1,0 +1,451 @@
+//! `corestack bench service`: service mode next to embedded mode and Linux, in one run.
+//!
+//! ```text
+//!  namespace client                       namespace server
+//!  c1 10.79.1.1/24  ── veth ──  s1 (no kernel address; corestack 10.79.1.2 via af_xdp)
+//!  c2 10.79.2.1/24  ── veth ──  s2 10.79.2.2/24 (Linux)
+//! ```
+//!
+//! 1. 64-byte TCP ping-pong. The client and the echo application both block and share CPU 0;
+//!    corestack's engine (the daemon, or embedded mode's engine thread) has CPU 1 to itself,
+//!    the deployment service mode is for. Linux is measured with its server on CPU 0 (the
+//!    same placement as the applications) and on CPU 1.
+//! 2. The daemon under each polling policy: its CPU use idle (an application connected, no
+//!    traffic), under light load (one round trip per ms), and at full ping-pong load, next to
+//!    the latency it gives.
+//! 3. Messages per second: one connection carrying back-to-back 64-byte writes into a Linux
+//!    sink, written by Linux, by an embedded-mode application and by a service-mode one.
+//!
+//! Everything it creates (namespaces, links, processes, the control socket) goes on exit.
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use netns::{veth_pair, ChildGuard, Netns};
+use serde_json::Value;
+
+use crate::cmd::children::{run_client, spawn_env, wait_ready, LogDir};
+use crate::net;
+
+const CORE_CIDR: &str = "10.79.1.2/24";
+const CORE_IP: &str = "10.79.1.2";
+const LINUX_IP: &str = "10.79.2.2";
+const SINK_CORE_SIDE: &str = "10.79.1.1:9";
+const SINK_LINUX_SIDE: &str = "10.79.2.1:9";
+/// Kernel clock ticks per second in /proc/<pid>/stat (USER_HZ, 100 on Linux).
+const TICKS_PER_S: f64 = 100.0;
+
+/// `bench service` options.
+#[derive(Args, Debug)]
+pub struct ServiceBench {
+    /// Measured seconds per run.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Seconds the daemon's idle CPU use is measured for, per policy.
+    #[arg(long, default_value_t = 2.0)]
+    idle_seconds: f64,
+    /// Run only these parts (default: all).
+    #[arg(long, value_enum)]
+    only: Option<Part>,
+}
+
+/// A part of the benchmark.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// Ping-pong latency, and the daemon's polling policies.
+    Latency,
+    /// 64-byte messages per second.
+    Messages,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Latency {
+    p50_us: f64,
+    p99_us: f64,
+    per_s: f64,
+}
+
+fn latency(v: &Value) -> Result<Latency> {
+    let f = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_f64)
+            .ok_or_else(|| anyhow!("bench output lacks {k}"))
+    };
+    Ok(Latency {
+        p50_us: f("p50_us")?,
+        p99_us: f("p99_us")?,
+        per_s: f("round_trips_per_s")?,
+    })
+}
+
+/// CPU time (user + system) of `pid` so far, in seconds.
+fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // Fields after the command name in parentheses: state is field 3, utime 14, stime 15.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| anyhow!("unexpected /proc/{pid}/stat"))?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| -> Result<f64> {
+        f.get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .ok_or_else(|| anyhow!("unexpected /proc/{pid}/stat"))
+    };
+    Ok((tick(11)? + tick(12)?) / TICKS_PER_S)
+}
+
+/// CPU use of `pid` over `f()`, in percent of one core.
+fn cpu_during<T>(pid: u32, f: impl FnOnce() -> Result<T>) -> Result<(T, f64)> {
+    let (c0, t0) = (cpu_seconds(pid)?, Instant::now());
+    let v = f()?;
+    let (c1, secs) = (cpu_seconds(pid)?, t0.elapsed().as_secs_f64());
+    Ok((v, 100.0 * (c1 - c0) / secs.max(1e-3)))
+}
+
+struct Topology {
+    client: Netns,
+    server: Netns,
+}
+
+impl Topology {
+    fn build() -> Result<Topology> {
+        let client = Netns::new("cbc")?;
+        let server = Netns::new("cbs")?;
+        veth_pair(&client, "c1", &server, "s1")?;
+        veth_pair(&client, "c2", &server, "s2")?;
+        netns::addr_add(&client, "c1", "10.79.1.1/24")?;
+        netns::addr_add(&client, "c2", "10.79.2.1/24")?;
+        netns::addr_add(&server, "s2", "10.79.2.2/24")?;
+        Ok(Topology { client, server })
+    }
+}
+
+/// One row of the trade-off table.
+struct PolicyRow {
+    policy: &'static str,
+    idle_cpu: f64,
+    light: Latency,
+    light_cpu: f64,
+    full: Latency,
+    full_cpu: f64,
+}
+
+impl ServiceBench {
+    pub fn run(self) -> Result<()> {
+        let ok = |v: f64| v > 0.0 && v <= 60.0;
+        if !ok(self.seconds) || !ok(self.idle_seconds) {
+            bail!("--seconds and --idle-seconds must be in (0, 60]");
+        }
+        let stop = net::stop_flag()?;
+        netns::check_privileges()?;
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+            bail!("bench service needs 2 CPUs (applications on CPU 0, the engine on CPU 1)");
+        }
+        let exe = std::env::current_exe().context("finding this program's path")?;
+        let logs = LogDir::new("bench-service")?;
+        let topo = Topology::build()?;
+        let socket = format!("/tmp/corestack-bench-{}.sock", std::process::id());
+        let secs = format!("{}", self.seconds);
+        let timeout = Duration::from_secs_f64(self.seconds + 30.0);
+        let say = |m: &str| eprintln!("bench service: {m}");
+
+        let pingpong = |target: &str, gap_us: u64, log: &str| -> Result<Latency> {
+            let gap = gap_us.to_string();
+            let args = [
+                "bench",
+                "pingpong",
+                "--tcp",
+                "--target",
+                target,
+                "--size",
+                "64",
+                "--duration",
+                &secs,
+                "--json",
+                "--block",
+                "--gap-us",
+                &gap,
+            ];
+            let log = logs.file(log);
+            let child = spawn_env(&topo.client, Some("0"), &exe, &args, &log, &[])?;
+            latency(&run_client(child, &log, timeout, &stop)?)
+        };
+        let start_server = |cpu: Option<&str>,
+                            args: &[&str],
+                            env: &[(&str, &str)],
+                            log: &str|
+         -> Result<ChildGuard> {
+            let log = logs.file(log);
+            let mut c = spawn_env(&topo.server, cpu, &exe, args, &log, env)?;
+            wait_ready(&mut c, "listening", &log, false, &stop)
+                .with_context(|| format!("starting {}", args.join(" ")))?;
+            Ok(c)
+        };
+        let start_daemon = |policy: &str, log: &str| -> Result<ChildGuard> {
+            let log = logs.file(log);
+            let args = [
+                "run", "--iface", "s1", "--ip", CORE_CIDR, "--socket", &socket, "--poll", policy,
+            ];
+            let mut d = spawn_env(&topo.server, Some("1"), &exe, &args, &log, &[])?;
+            wait_ready(&mut d, "daemon ready", &log, true, &stop)
+                .context("starting the corestack daemon")?;
+            Ok(d)
+        };
+        let app_env = [
+            ("CORESTACK_SOCKET", socket.as_str()),
+            ("CORESTACK_SPIN_US", "0"),
+        ];
+        let echo_args = ["serve", "echo", "--port", "7"];
+        let linux_target = format!("{LINUX_IP}:7");
+        let core_target = format!("{CORE_IP}:7");
+
+        // 1. Latency.
+        let mut lat = Vec::new();
+        let mut rows = Vec::new();
+        let mut linux_light = Vec::new();
+        if self.only != Some(Part::Messages) {
+            for (label, cpu) in [
+                ("Linux, server on CPU 0", "0"),
+                ("Linux, server on CPU 1", "1"),
+            ] {
+                say(&format!("ping-pong: {label}"));
+                let mut s = start_server(
+                    Some(cpu),
+                    &["serve", "echo", "--kernel", "--ip", LINUX_IP, "--port", "7"],
+                    &[],
+                    &format!("linux-echo-{cpu}.log"),
+                )?;
+                lat.push((
+                    label,
+                    pingpong(&linux_target, 0, &format!("pp-linux-{cpu}.log"))?,
+                ));
+                linux_light.push((
+                    label,
+                    pingpong(&linux_target, 1000, &format!("pp-linux-light-{cpu}.log"))?,
+                ));
+                s.terminate(Duration::from_secs(3))?;
+            }
+            say("ping-pong: corestack embedded mode");
+            {
+                let mut s = start_server(
+                    Some("0"),
+                    &[
+                        "serve", "echo", "--iface", "s1", "--ip", CORE_CIDR, "--port", "7",
+                        "--mode", "embedded",
+                    ],
+                    &[("CORESTACK_SPIN_US", "0"), ("CORESTACK_ENGINE_CPU", "1")],
+                    "embedded-echo.log",
+                )?;
+                lat.push((
+                    "corestack embedded (engine CPU 1)",
+                    pingpong(&core_target, 0, "pp-embedded.log")?,
+                ));
+                s.terminate(Duration::from_secs(3))?;
+            }
+
+            // 2. Service mode under each policy.
+            for policy in ["busy", "adaptive", "interrupt"] {
+                say(&format!("service mode, {policy} polling"));
+                let mut d = start_daemon(policy, &format!("daemon-{policy}.log"))?;
+                let dpid = d.id();
+                let mut app = start_server(
+                    Some("0"),
+                    &echo_args,
+                    &app_env,
+                    &format!("service-echo-{policy}.log"),
+                )?;
+                let ((), idle_cpu) = cpu_during(dpid, || {
+                    std::thread::sleep(Duration::from_secs_f64(self.idle_seconds));
+                    Ok(())
+                })?;
+                let (light, light_cpu) = cpu_during(dpid, || {
+                    pingpong(&core_target, 1000, &format!("pp-light-{policy}.log"))
+                })?;
+                let (full, full_cpu) = cpu_during(dpid, || {
+                    pingpong(&core_target, 0, &format!("pp-full-{policy}.log"))
+                })?;
+                rows.push(PolicyRow {
+                    policy,
+                    idle_cpu,
+                    light,
+                    light_cpu,
+                    full,
+                    full_cpu,
+                });
+                app.terminate(Duration::from_secs(3))?;
+                d.terminate(Duration::from_secs(5))?;
+            }
+        }
+
+        // 3. Messages per second.
+        let mut msgs = Vec::new();
+        if self.only != Some(Part::Latency) {
+            say("64-byte writes: Linux sink in the client namespace");
+            let sink_log = logs.file("sink.log");
+            let mut sink = spawn_env(
+                &topo.client,
+                Some("0"),
+                &exe,
+                &["serve", "sink", "--kernel", "--port", "9"],
+                &sink_log,
+                &[],
+            )?;
+            wait_ready(&mut sink, "listening", &sink_log, false, &stop)
+                .context("starting the sink")?;
+            let stream = |target: &str,
+                          cpu: Option<&str>,
+                          extra: &[&str],
+                          env: &[(&str, &str)],
+                          log: &str|
+             -> Result<f64> {
+                let mut args = vec![
+                    "bench",
+                    "stream",
+                    "--target",
+                    target,
+                    "--duration",
+                    &secs,
+                    "--write-size",
+                    "64",
+                    "--json",
+                ];
+                args.extend_from_slice(extra);
+                let log = logs.file(log);
+                let child = spawn_env(&topo.server, cpu, &exe, &args, &log, env)?;
+                let v = run_client(child, &log, timeout, &stop)?;
+                v.get("writes_per_s")
+                    .and_then(Value::as_f64)
+                    .ok_or_else(|| anyhow!("bench stream output lacks writes_per_s"))
+            };
+            say("64-byte writes: Linux");
+            msgs.push((
+                "Linux (writer on CPU 1)",
+                stream(SINK_LINUX_SIDE, Some("1"), &[], &[], "stream-linux.log")?,
+            ));
+            say("64-byte writes: corestack embedded");
+            msgs.push((
+                "corestack embedded (engine CPU 1)",
+                stream(
+                    SINK_CORE_SIDE,
+                    Some("0"),
+                    &["--iface", "s1", "--ip", CORE_CIDR, "--mode", "embedded"],
+                    &[("CORESTACK_ENGINE_CPU", "1"), ("CORESTACK_SPIN_US", "0")],
+                    "stream-embedded.log",
+                )?,
+            ));
+            say("64-byte writes: corestack service mode (busy daemon on CPU 1)");
+            let msgs_service = {
+                let mut d = start_daemon("busy", "daemon-stream.log")?;
+                let r = stream(
+                    SINK_CORE_SIDE,
+                    Some("0"),
+                    &[],
+                    &app_env,
+                    "stream-service.log",
+                );
+                d.terminate(Duration::from_secs(5))?;
+                r?
+            };
+            msgs.push(("corestack service (app CPU 0)", msgs_service));
+            sink.terminate(Duration::from_secs(3))?;
+        }
+        drop(topo);
+
+        if !lat.is_empty() {
+            print_latency(&lat, &linux_light, &rows, self.seconds);
+        }
+        if let Some(&(_, linux)) = msgs.first() {
+            println!();
+            println!(
+                "one connection, back-to-back 64-byte writes into a Linux sink on CPU 0 ({} s):",
+                self.seconds
+            );
+            println!("{:<36}{:>14}{:>12}", "writer", "messages/s", "vs Linux");
+            for (label, m) in &msgs {
+                println!("{label:<36}{m:>14.0}{:>12.2}", m / linux.max(1e-9));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn print_latency(
+    lat: &[(&str, Latency)],
+    linux_light: &[(&str, Latency)],
+    rows: &[PolicyRow],
+    seconds: f64,
+) {
+    let linux1 = lat[1].1;
+    println!();
+    println!(
+        "corestack bench service: 64-byte TCP over veth between two namespaces (af_xdp, copy mode)"
+    );
+    println!("ping-pong: client blocks (CPU 0); echo application blocks (CPU 0); corestack's engine spins");
+    println!(
+        "on CPU 1 (the daemon busy-polling, or embedded mode's engine thread); {seconds} s per run"
+    );
+    println!();
+    println!(
+        "{:<36}{:>9}{:>9}{:>14}{:>15}",
+        "full load (back to back)", "p50 µs", "p99 µs", "round trips/s", "p50/Linux(1)"
+    );
+    let lrow = |label: &str, l: Latency| {
+        println!(
+            "{label:<36}{:>9.1}{:>9.1}{:>14.0}{:>15.2}",
+            l.p50_us,
+            l.p99_us,
+            l.per_s,
+            l.p50_us / linux1.p50_us.max(1e-9)
+        )
+    };
+    for (label, l) in lat {
+        lrow(label, *l);
+    }
+    if let Some(busy) = rows.first() {
+        lrow("corestack service (busy daemon)", busy.full);
+    }
+    println!(
+        "Linux(1): Linux with its server on CPU 1, which like corestack crosses cores per message;"
+    );
+    println!("with client and server on one core Linux needs no cross-core wake-up at all.");
+    println!();
+    println!("light load (one round trip, then 1 ms pause), Linux:");
+    for (label, l) in linux_light {
+        println!("{label:<36}{:>9.1}{:>9.1}", l.p50_us, l.p99_us);
+    }
+    println!();
+    println!(
+        "the daemon's polling policies (daemon pinned to CPU 1; CPU in % of one core, from /proc):"
+    );
+    println!(
+        "{:<11}{:>9}{:>11}{:>11}{:>11}{:>10}{:>10}{:>10}{:>11}",
+        "policy",
+        "idle CPU",
+        "light CPU",
+        "light p50",
+        "light p99",
+        "full CPU",
+        "full p50",
+        "full p99",
+        "full rt/s"
+    );
+    for r in rows {
+        println!(
+            "{:<11}{:>8.0}%{:>10.0}%{:>11.1}{:>11.1}{:>9.0}%{:>10.1}{:>10.1}{:>11.0}",
+            r.policy,
+            r.idle_cpu,
+            r.light_cpu,
+            r.light.p50_us,
+            r.light.p99_us,
+            r.full_cpu,
+            r.full.p50_us,
+            r.full.p99_us,
+            r.full.per_s
+        );
+    }
+    println!("latencies in µs");
+}
