@@ -354,6 +354,16 @@ impl StackBuilder {
         self
     }
 
+    /// Service mode: join the `corestack run` daemon listening on the Unix
+    /// socket `path` instead of driving an interface (the default when the
+    /// environment has `CORESTACK_SOCKET`). Errors at `start()`: ENOENT or
+    /// ECONNREFUSED when no daemon listens there, the daemon's refusal
+    /// (EMFILE: too many applications).
+    pub fn service(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.service = Some(path.into());
+        self
+    }
+
     /// Uses an in-memory port instead of a NIC (tests, simulations).
     pub fn mem_port(mut self, port: nic::mem::MemPort) -> Self {
         self.mem = Some(port);

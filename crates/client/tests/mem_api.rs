@@ -204,3 +204,130 @@ fn peer_closes_with_unread_data_reader_gets_econnreset() {
     assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
     srv.join().unwrap();
 }
+
+/// One server thread with a `Poller` serves `CONNS` clients at once: every
+/// client's bytes come back, and the poller reports each socket only while
+/// it is ready.
+fn poller_serves_many(inline: bool) {
+    use corestack::{Interest, Poller};
+    use std::collections::HashMap;
+    const CONNS: usize = 64;
+    const BYTES: usize = 32 * 1024;
+    let (a, b) = stacks(inline);
+    let mut l = TcpListener::bind(&b, addr(Ipv4Addr::UNSPECIFIED, 9)).unwrap();
+    l.set_nonblocking(true).unwrap();
+    let srv = with_server(b.clone(), move |b| {
+        let mut p = Poller::new(&b);
+        p.register(&l, 0, Interest::READABLE).unwrap();
+        assert!(
+            p.register(&l, 0, Interest::READABLE).is_err(),
+            "token 0 twice"
+        );
+        let mut conns: HashMap<u64, (TcpStream, Vec<u8>)> = HashMap::new();
+        let mut events = Vec::new();
+        let (mut next, mut closed) = (1u64, 0usize);
+        let mut buf = vec![0u8; 16384];
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while closed < CONNS {
+            assert!(Instant::now() < deadline, "server stalled: {closed} closed");
+            p.wait(&mut events, 256, Some(Duration::from_millis(100)))
+                .unwrap();
+            for ev in events.clone() {
+                if ev.token == 0 {
+                    while let Ok((mut s, _)) = l.accept() {
+                        s.set_nonblocking(true).unwrap();
+                        p.register(&s, next, Interest::READABLE).unwrap();
+                        conns.insert(next, (s, Vec::new()));
+                        next += 1;
+                    }
+                    continue;
+                }
+                let Some((s, pending)) = conns.get_mut(&ev.token) else {
+                    panic!("event for unknown token {}", ev.token);
+                };
+                if ev.readable {
+                    loop {
+                        match s.read(&mut buf) {
+                            Ok(0) => {
+                                p.deregister(ev.token).unwrap();
+                                conns.remove(&ev.token);
+                                closed += 1;
+                                break;
+                            }
+                            Ok(n) => pending.extend_from_slice(&buf[..n]),
+                            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                            Err(e) => panic!("server read: {e}"),
+                        }
+                    }
+                }
+                if let Some((s, pending)) = conns.get_mut(&ev.token) {
+                    match s.write(pending) {
+                        Ok(n) => drop(pending.drain(..n)),
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                        Err(e) => panic!("server write: {e}"),
+                    }
+                    let want = if pending.is_empty() {
+                        Interest::READABLE
+                    } else {
+                        Interest::BOTH
+                    };
+                    p.reregister(ev.token, want).unwrap();
+                }
+            }
+        }
+        assert!(p.deregister(12345).is_err(), "unknown token");
+        assert_eq!(p.len(), 1, "only the listener is left");
+        closed
+    });
+    let mut clients: Vec<(TcpStream, usize, Vec<u8>)> = (0..CONNS)
+        .map(|_| {
+            let mut c = TcpStream::connect(&a, addr(B, 9)).unwrap();
+            c.set_nonblocking(true).unwrap();
+            (c, 0, Vec::new())
+        })
+        .collect();
+    let data = |i: usize, k: usize| ((i * 31 + k * 7) % 251) as u8;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut buf = vec![0u8; 16384];
+    while clients.iter().any(|(_, _, got)| got.len() < BYTES) {
+        assert!(Instant::now() < deadline, "clients stalled");
+        for (i, (c, sent, got)) in clients.iter_mut().enumerate() {
+            if *sent < BYTES {
+                let chunk: Vec<u8> = (*sent..(*sent + 4096).min(BYTES))
+                    .map(|k| data(i, k))
+                    .collect();
+                if let Ok(n) = c.write(&chunk) {
+                    *sent += n;
+                }
+            }
+            match c.read(&mut buf) {
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => panic!("client read: {e}"),
+            }
+        }
+        a.poll(Some(Duration::from_micros(200)));
+    }
+    for (i, (c, _, got)) in clients.iter_mut().enumerate() {
+        assert_eq!(got.len(), BYTES);
+        assert!(got.iter().enumerate().all(|(k, b)| *b == data(i, k)));
+        c.shutdown(Shutdown::Write).unwrap();
+    }
+    // Inline mode: stack a runs only while this thread polls it.
+    while !srv.is_finished() {
+        a.poll(Some(Duration::from_millis(1)));
+    }
+    let closed = srv.join().unwrap();
+    assert_eq!(closed, CONNS);
+    drop(b);
+}
+
+#[test]
+fn poller_one_thread_serves_64_connections_inline() {
+    poller_serves_many(true);
+}
+
+#[test]
+fn poller_one_thread_serves_64_connections_embedded() {
+    poller_serves_many(false);
+}
