@@ -9,7 +9,7 @@ if [[ $(id -u) -ne 0 ]]; then
     exit 1
 fi
 
-packages=(iproute2 iputils-ping ethtool netcat-openbsd tcpdump pkg-config libxdp-dev libbpf-dev)
+packages=(iproute2 iputils-ping ethtool netcat-openbsd tcpdump pkg-config libxdp-dev libbpf-dev gcc libc6-dev)
 missing=()
 for p in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

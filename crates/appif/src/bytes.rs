@@ -296,6 +296,12 @@ impl Writer {
     pub fn probe(&self) -> Probe {
         Probe::of(&self.mem)
     }
+
+    /// Total bytes written, since the ring (or, in a segment, its slot)
+    /// was set up; wraps at 2^64. The writer's own copy of `head`.
+    pub fn position(&self) -> u64 {
+        self.head.load(Ordering::Relaxed)
+    }
 }
 
 impl Reader {
@@ -391,6 +397,12 @@ impl Reader {
     /// A read-only view of the fill level, for readiness checks.
     pub fn probe(&self) -> Probe {
         Probe::of(&self.mem)
+    }
+
+    /// Total bytes consumed, since the ring (or, in a segment, its slot)
+    /// was set up; wraps at 2^64. The reader's own copy of `tail`.
+    pub fn position(&self) -> u64 {
+        self.tail.load(Ordering::Relaxed)
     }
 }
 

@@ -3,13 +3,15 @@
 //! without stopping it (like `nstat` and `ss`).
 //!
 //! A segment is a file (default under /dev/shm, `corestack-<pid>.<kind>`,
-//! kind [`STATS`] or [`CONNS`]) holding:
+//! kind [`STATS`], [`CONNS`] or [`APPS`]) holding:
 //!
 //! ```text
 //! 0    magic "CSSTATS1" | count: u32 | pid: u32          (header line)
 //! 64   seq: u64  (odd while the writer updates; the writer's line)
-//! 128  count × u64 words (counters in the engine's declaration order, or
-//!      the connection table: a row count, then rows of [`ROW_WORDS`] words)
+//! 128  count × u64 words: the counters in the engine's declaration order
+//!      (STATS); or a row count, then that many rows: connections of
+//!      [`ROW_WORDS`] words each ([`ConnRow`], CONNS) or applications of
+//!      [`APP_WORDS`] words each ([`AppRow`], APPS, service mode's daemon)
 //! ```
 //!
 //! One writer (the engine side) publishes with a sequence lock; readers
@@ -36,8 +38,12 @@ pub fn stats_dir() -> PathBuf {
 pub const STATS: &str = "stats";
 /// The connection table segment.
 pub const CONNS: &str = "conns";
+/// The application table segment (written by `corestack run` only).
+pub const APPS: &str = "apps";
 /// Words per connection row.
-pub const ROW_WORDS: usize = 8;
+pub const ROW_WORDS: usize = 10;
+/// Words per application row.
+pub const APP_WORDS: usize = 10;
 
 /// The segment path of kind `kind` of process `pid`.
 pub fn segment_path(pid: u32, kind: &str) -> PathBuf {
@@ -243,6 +249,18 @@ pub struct ConnRow {
     pub mss: u16,
     /// Segments retransmitted.
     pub retransmits: u64,
+    /// The service-mode association (application) that owns the socket;
+    /// 0 for the sockets of an embedded or inline engine.
+    pub owner: u32,
+    /// Bytes the application wrote that the engine consumed from the
+    /// socket's TX ring since the ring was set up (TCP: acknowledged by the
+    /// peer; UDP: sent, each datagram counting its ring header too); wraps
+    /// at 2^64. 0 for listeners.
+    pub bytes_out: u64,
+    /// Bytes the engine delivered into the socket's RX ring since the ring
+    /// was set up (UDP: each datagram counting its ring header too); wraps
+    /// at 2^64. 0 for listeners.
+    pub bytes_in: u64,
 }
 
 impl Default for ConnRow {
@@ -261,6 +279,9 @@ impl Default for ConnRow {
             rcv_wnd: 0,
             mss: 0,
             retransmits: 0,
+            owner: 0,
+            bytes_out: 0,
+            bytes_in: 0,
         }
     }
 }
@@ -284,12 +305,19 @@ impl ConnRow {
             u64::from(self.in_flight) | (u64::from(self.snd_wnd) << 32),
             u64::from(self.rcv_wnd) | (u64::from(self.mss) << 32),
             self.retransmits,
-            0,
+            u64::from(self.owner),
+            self.bytes_out,
+            self.bytes_in,
         ]
     }
 
-    /// The row from [`ROW_WORDS`] words.
+    /// The row from [`ROW_WORDS`] words; missing words (a short slice)
+    /// read as 0.
     pub fn decode(w: &[u64]) -> ConnRow {
+        let mut full = [0u64; ROW_WORDS];
+        let n = w.len().min(ROW_WORDS);
+        full[..n].copy_from_slice(&w[..n]);
+        let w = &full;
         let half = |x: u64, hi: bool| if hi { (x >> 32) as u32 } else { x as u32 };
         ConnRow {
             local: word_addr(w[0] & 0xffff_ffff_ffff),
@@ -304,8 +332,107 @@ impl ConnRow {
             rcv_wnd: half(w[5], false),
             mss: (w[5] >> 32) as u16,
             retransmits: w[6],
+            owner: w[7] as u32,
+            bytes_out: w[8],
+            bytes_in: w[9],
         }
     }
+}
+
+/// Bytes of an application's name an [`AppRow`] keeps (the control
+/// protocol's own limit, `ctl::NAME_MAX`).
+pub const APP_NAME_MAX: usize = crate::ctl::NAME_MAX;
+
+/// One application of `corestack run` (a service-mode association), as
+/// `corestack stat` shows it.
+///
+/// Layout ([`APP_WORDS`] words): `assoc | pid << 32`, `uid`, the name in 4
+/// words (32 bytes, NUL-padded, little-endian), `commands`, `opens`,
+/// `closes`, `refused`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AppRow {
+    /// The association id (1, 2, ... in order of arrival); it is the
+    /// `owner` of the application's sockets in [`ConnRow`].
+    pub assoc: u32,
+    /// The application's process id (from its control socket's peer
+    /// credentials).
+    pub pid: i32,
+    /// The application's effective user id (same source).
+    pub uid: u32,
+    /// The name the application gave in its hello; at most
+    /// [`APP_NAME_MAX`] bytes are kept (cut at a character boundary). It is
+    /// the application's own text: escape it before printing.
+    pub name: String,
+    /// Command descriptors the daemon took from the application.
+    pub commands: u64,
+    /// Connect, listen and bind descriptors.
+    pub opens: u64,
+    /// Close descriptors.
+    pub closes: u64,
+    /// Opens refused for permission (EACCES).
+    pub refused: u64,
+}
+
+impl AppRow {
+    /// The row as [`APP_WORDS`] words.
+    pub fn encode(&self) -> [u64; APP_WORDS] {
+        let mut name = [0u8; 32];
+        let mut end = self.name.len().min(APP_NAME_MAX);
+        while !self.name.is_char_boundary(end) {
+            end -= 1;
+        }
+        name[..end].copy_from_slice(&self.name.as_bytes()[..end]);
+        let mut w = [0u64; APP_WORDS];
+        w[0] = u64::from(self.assoc) | (u64::from(self.pid as u32) << 32);
+        w[1] = u64::from(self.uid);
+        for (i, chunk) in name.chunks_exact(8).enumerate() {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(chunk);
+            w[2 + i] = u64::from_le_bytes(b);
+        }
+        w[6] = self.commands;
+        w[7] = self.opens;
+        w[8] = self.closes;
+        w[9] = self.refused;
+        w
+    }
+
+    /// The row from [`APP_WORDS`] words (missing words read as 0). The name
+    /// ends at the first NUL or after [`APP_NAME_MAX`] bytes; invalid UTF-8
+    /// in it is replaced, not refused.
+    pub fn decode(w: &[u64]) -> AppRow {
+        let mut full = [0u64; APP_WORDS];
+        let n = w.len().min(APP_WORDS);
+        full[..n].copy_from_slice(&w[..n]);
+        let mut name = [0u8; 32];
+        for (i, chunk) in name.chunks_exact_mut(8).enumerate() {
+            chunk.copy_from_slice(&full[2 + i].to_le_bytes());
+        }
+        let field = &name[..APP_NAME_MAX];
+        let end = field.iter().position(|&c| c == 0).unwrap_or(APP_NAME_MAX);
+        AppRow {
+            assoc: full[0] as u32,
+            pid: (full[0] >> 32) as u32 as i32,
+            uid: full[1] as u32,
+            name: String::from_utf8_lossy(&field[..end]).into_owned(),
+            commands: full[6],
+            opens: full[7],
+            closes: full[8],
+            refused: full[9],
+        }
+    }
+}
+
+/// The rows of a table segment (CONNS or APPS) as read by
+/// [`StatsReader::read`]: the row count in word 0, then rows of `width`
+/// words. A count larger than the segment holds is cut to what it holds.
+pub fn table_rows(words: &[u64], width: usize) -> impl Iterator<Item = &[u64]> {
+    let width = width.max(1);
+    let body = words.get(1..).unwrap_or(&[]);
+    let n = usize::try_from(words.first().copied().unwrap_or(0))
+        .unwrap_or(usize::MAX)
+        .min(body.len() / width);
+    body[..n * width].chunks_exact(width)
 }
 
 #[cfg(test)]
@@ -327,7 +454,87 @@ mod row_tests {
             rcv_wnd: 262144,
             mss: 1448,
             retransmits: 3,
+            owner: 0x3fff_ffff,
+            bytes_out: u64::MAX,
+            bytes_in: 1 << 40,
         };
         assert_eq!(ConnRow::decode(&r.encode()), r);
+        assert_eq!(
+            ConnRow::decode(&ConnRow::default().encode()),
+            ConnRow::default()
+        );
+    }
+
+    #[test]
+    fn conn_row_short_slice_reads_missing_words_as_zero() {
+        let r = ConnRow {
+            owner: 7,
+            bytes_in: 9,
+            ..ConnRow::default()
+        };
+        let w = r.encode();
+        let short = ConnRow::decode(&w[..8]);
+        assert_eq!(short.owner, 7);
+        assert_eq!(short.bytes_in, 0);
+        assert_eq!(ConnRow::decode(&[]), ConnRow::default());
+    }
+
+    #[test]
+    fn table_rows_cuts_a_count_larger_than_the_segment() {
+        let words = [u64::MAX, 1, 2, 3, 4, 5];
+        let rows: Vec<&[u64]> = table_rows(&words, 2).collect();
+        assert_eq!(rows, vec![&[1u64, 2][..], &[3, 4][..]]);
+        let words = [1, 1, 2, 3, 4, 5];
+        assert_eq!(table_rows(&words, 2).count(), 1);
+        assert_eq!(table_rows(&[], 2).count(), 0);
+        assert_eq!(table_rows(&[3], 2).count(), 0);
+    }
+
+    #[test]
+    fn app_row_round_trips() {
+        let r = AppRow {
+            assoc: 3,
+            pid: -1,
+            uid: 1000,
+            name: "echo-server".into(),
+            commands: u64::MAX,
+            opens: 5,
+            closes: 4,
+            refused: 1,
+        };
+        assert_eq!(AppRow::decode(&r.encode()), r);
+        assert_eq!(
+            AppRow::decode(&AppRow::default().encode()),
+            AppRow::default()
+        );
+    }
+
+    #[test]
+    fn app_row_long_name_is_cut_at_a_char_boundary() {
+        // 30 ASCII bytes then a 2-byte character: 32 bytes, cut before it.
+        let name = format!("{}é", "a".repeat(30));
+        let r = AppRow {
+            name: name.clone(),
+            ..AppRow::default()
+        };
+        let back = AppRow::decode(&r.encode());
+        assert_eq!(back.name, "a".repeat(30));
+        // Exactly the maximum fits whole.
+        let r = AppRow {
+            name: "b".repeat(APP_NAME_MAX),
+            ..AppRow::default()
+        };
+        assert_eq!(AppRow::decode(&r.encode()).name, "b".repeat(APP_NAME_MAX));
+    }
+
+    #[test]
+    fn app_row_from_hostile_words_decodes_without_panicking() {
+        // No NUL in the name words and invalid UTF-8: replaced, not refused.
+        let w = [u64::MAX; APP_WORDS];
+        let r = AppRow::decode(&w);
+        assert_eq!(r.assoc, u32::MAX);
+        assert_eq!(r.pid, -1);
+        assert!(r.name.chars().all(|c| c == char::REPLACEMENT_CHARACTER));
+        assert_eq!(AppRow::decode(&w[..3]).commands, 0);
     }
 }

@@ -243,6 +243,7 @@ impl<P: Port> Engine<P> {
     pub fn for_each_socket(&self, mut f: impl FnMut(appif::stats_shm::ConnRow)) {
         use appif::stats_shm::ConnRow;
         let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
+        let owner = |id| appif::seg::service_owner(id).map_or(0, |(a, _)| a);
         for sock in self.core.sockets.slots.iter().flatten() {
             let row = match sock {
                 Socket::Tcp(c) => {
@@ -261,18 +262,25 @@ impl<P: Port> Engine<P> {
                         rcv_wnd: clamp(t.rcv_wnd()),
                         mss: t.mss().min(usize::from(u16::MAX)) as u16,
                         retransmits: t.stats().retransmits,
+                        owner: owner(c.id),
+                        bytes_out: c.tx.position(),
+                        bytes_in: c.rx.position(),
                     }
                 }
                 Socket::Listener(l) => ConnRow {
                     local: l.local,
                     remote: any,
                     state: 1,
+                    owner: owner(l.id),
                     ..ConnRow::default()
                 },
                 Socket::Udp(u) => ConnRow {
                     local: u.local,
                     remote: any,
                     state: 0,
+                    owner: owner(u.id),
+                    bytes_out: u.tx.position(),
+                    bytes_in: u.rx.position(),
                     ..ConnRow::default()
                 },
             };

@@ -77,6 +77,9 @@ impl Run {
             prefix_len: v.prefix,
             gateway: v.gateway,
             ring_bytes: v.ring_bytes as usize,
+            // Every application can fill its own segment without starving the others.
+            max_sockets: (v.max_apps as usize * v.max_sockets_per_app as usize)
+                .clamp(4096, 1 << 18),
             ..EngineConfig::default()
         };
         ecfg.tcp.cc = match v.congestion {

@@ -1,11 +1,15 @@
 //! `corestack stat`: the counters of running corestack engines, read from
-//! their shared statistics segments without stopping them (like `nstat`).
+//! their shared statistics segments without stopping them (like `nstat`);
+//! for a `corestack run` daemon, also one line per application (its sockets,
+//! bytes and commands). `corestack ss`: their sockets (like `ss`), with the
+//! owning application and the bytes each socket moved.
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use appif::stats_shm::{
-    segment_path, stats_dir, stats_path, ConnRow, StatsReader, CONNS, ROW_WORDS,
+    segment_path, stats_dir, stats_path, table_rows, AppRow, ConnRow, StatsReader, APPS, APP_WORDS,
+    CONNS, ROW_WORDS,
 };
 use clap::Args;
 
@@ -74,6 +78,9 @@ impl Stat {
                     println!("  {name:<28} {v}");
                 }
             }
+            if let Some(apps) = read_apps(r.pid()) {
+                print_apps(r.pid(), &apps);
+            }
             shown += 1;
         }
         if shown == 0 {
@@ -83,6 +90,30 @@ impl Stat {
             );
         }
         Ok(())
+    }
+}
+
+/// Prints the application table of daemon `pid` (`corestack run`).
+fn print_apps(pid: u32, apps: &[AppRow]) {
+    let conns = match read_conns(pid) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("pid {pid}: {e:#}");
+            None
+        }
+    };
+    println!(
+        "applications: {} (sockets, bytes and retransmits: their open sockets)",
+        apps.len()
+    );
+    if apps.is_empty() {
+        return;
+    }
+    for line in app_lines(apps, conns.as_ref().map(|t| t.rows.as_slice())) {
+        println!("{line}");
+    }
+    if conns.is_some_and(|t| t.full) {
+        println!("  (the connection table is full: some sockets are not counted)");
     }
 }
 
@@ -112,70 +143,228 @@ const TCP_STATES: [&str; 11] = [
 impl Ss {
     pub fn run(self) -> Result<()> {
         let pids = running_pids(self.pid, CONNS)?;
-        println!(
-            "{:<7} {:<11} {:<21} {:<21} {:>8} {:>6} {:>8} {:>8} {:>8} {:>5} {:>7}",
-            "pid",
-            "state",
-            "local",
-            "peer",
-            "rtt(µs)",
-            "rto",
-            "cwnd",
-            "ssthresh",
-            "inflight",
-            "mss",
-            "retrans"
-        );
+        println!("{}", ss_header());
         for pid in pids {
-            let Ok(r) = StatsReader::open(&segment_path(pid, CONNS)) else {
-                continue;
-            };
-            let Some(words) = r.read() else { continue };
-            let n = (words.first().copied().unwrap_or(0) as usize)
-                .min((words.len().saturating_sub(1)) / ROW_WORDS);
-            for row in words[1..1 + n * ROW_WORDS]
-                .chunks(ROW_WORDS)
-                .map(ConnRow::decode)
-            {
-                let (proto, state) = match row.state {
-                    0 => ("udp", "UNCONN"),
-                    1 => ("tcp", "LISTEN"),
-                    s => (
-                        "tcp",
-                        TCP_STATES.get(usize::from(s) - 2).copied().unwrap_or("?"),
-                    ),
-                };
-                if row.state < 2 {
-                    println!(
-                        "{pid:<7} {:<11} {:<21} {:<21}",
-                        format!("{proto} {state}"),
-                        row.local.to_string(),
-                        "*:*"
-                    );
-                    continue;
+            match read_conns(pid) {
+                Ok(t) => {
+                    for row in &t.rows {
+                        println!("{}", ss_line(pid, row));
+                    }
                 }
-                let ssthresh = if row.ssthresh == u32::MAX {
-                    "inf".to_string()
-                } else {
-                    row.ssthresh.to_string()
-                };
-                println!(
-                    "{pid:<7} {:<11} {:<21} {:<21} {:>8} {:>6} {:>8} {:>8} {:>8} {:>5} {:>7}",
-                    state,
-                    row.local.to_string(),
-                    row.remote.to_string(),
-                    row.srtt_us,
-                    format!("{}ms", row.rto_ms),
-                    row.cwnd,
-                    ssthresh,
-                    row.in_flight,
-                    row.mss,
-                    row.retransmits
-                );
+                Err(e) => eprintln!("pid {pid}: {e}"),
             }
         }
         Ok(())
     }
+}
+
+/// The `ss` column titles.
+fn ss_header() -> String {
+    format!(
+        "{:<7} {:>5} {:<11} {:<21} {:<21} {:>8} {:>6} {:>8} {:>8} {:>8} {:>5} {:>7} {:>12} {:>12}",
+        "pid",
+        "app",
+        "state",
+        "local",
+        "peer",
+        "rtt(µs)",
+        "rto",
+        "cwnd",
+        "ssthresh",
+        "inflight",
+        "mss",
+        "retrans",
+        "bytes-in",
+        "bytes-out"
+    )
+}
+
+/// One `ss` line: the owning application's association (`-` for an
+/// embedded engine's socket), the state, the addresses, TCP's windows and
+/// timers, and the bytes delivered to (in) and taken from (out) the
+/// application.
+fn ss_line(pid: u32, row: &ConnRow) -> String {
+    let app = if row.owner == 0 {
+        "-".to_string()
+    } else {
+        row.owner.to_string()
+    };
+    let bytes = |v: u64| {
+        if row.state == 1 {
+            String::new()
+        } else {
+            v.to_string()
+        }
+    };
+    let (state, peer, tcp) = match row.state {
+        0 => ("udp UNCONN".to_string(), "*:*".to_string(), None),
+        1 => ("tcp LISTEN".to_string(), "*:*".to_string(), None),
+        s => {
+            let ssthresh = if row.ssthresh == u32::MAX {
+                "inf".to_string()
+            } else {
+                row.ssthresh.to_string()
+            };
+            let cells = [
+                row.srtt_us.to_string(),
+                format!("{}ms", row.rto_ms),
+                row.cwnd.to_string(),
+                ssthresh,
+                row.in_flight.to_string(),
+                row.mss.to_string(),
+                row.retransmits.to_string(),
+            ];
+            (
+                tcp_state(s).to_string(),
+                row.remote.to_string(),
+                Some(cells),
+            )
+        }
+    };
+    let [rtt, rto, cwnd, ssthresh, inflight, mss, retrans] = tcp.unwrap_or_default();
+    format!(
+        "{pid:<7} {app:>5} {state:<11} {:<21} {peer:<21} {rtt:>8} {rto:>6} {cwnd:>8} {ssthresh:>8} {inflight:>8} {mss:>5} {retrans:>7} {:>12} {:>12}",
+        row.local.to_string(),
+        bytes(row.bytes_in),
+        bytes(row.bytes_out),
+    )
+    .trim_end()
+    .to_string()
+}
+
+/// The name of TCP state code `s` (2 + the engine's `tcp::State` order).
+fn tcp_state(s: u8) -> &'static str {
+    usize::from(s)
+        .checked_sub(2)
+        .and_then(|i| TCP_STATES.get(i))
+        .copied()
+        .unwrap_or("?")
+}
+
+/// A process's published connection table.
+struct ConnTable {
+    rows: Vec<ConnRow>,
+    /// The table held every row it has room for: sockets may be missing.
+    full: bool,
+}
+
+/// Reads process `pid`'s connection table. Errors (described): no segment,
+/// one that keeps changing, or one of another corestack version.
+fn read_conns(pid: u32) -> Result<ConnTable> {
+    let path = segment_path(pid, CONNS);
+    let r = StatsReader::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    if r.count() == 0 || !(r.count() - 1).is_multiple_of(ROW_WORDS) {
+        bail!(
+            "{} was written by another corestack version (rows of another width)",
+            path.display()
+        );
+    }
+    let Some(words) = r.read() else {
+        bail!("the connection table kept changing, try again");
+    };
+    let rows: Vec<ConnRow> = table_rows(&words, ROW_WORDS).map(ConnRow::decode).collect();
+    let full = rows.len() == (r.count() - 1) / ROW_WORDS;
+    Ok(ConnTable { rows, full })
+}
+
+/// Reads process `pid`'s application table; None when it has none (it is
+/// not a `corestack run` daemon) or it cannot be read consistently.
+fn read_apps(pid: u32) -> Option<Vec<AppRow>> {
+    let r = StatsReader::open(&segment_path(pid, APPS)).ok()?;
+    let words = r.read()?;
+    Some(table_rows(&words, APP_WORDS).map(AppRow::decode).collect())
+}
+
+/// The application table of `corestack stat`: one line per application
+/// with its open sockets by state and their bytes and retransmissions
+/// summed (from `conns`; None when the connection table is unavailable),
+/// and the daemon's command counters.
+fn app_lines(apps: &[AppRow], conns: Option<&[ConnRow]>) -> Vec<String> {
+    let mut out = vec![format!(
+        "  {:>5} {:>7} {:>6} {:<16} {:<28} {:>12} {:>12} {:>7} {:>9} {:>6} {:>6} {:>7}",
+        "app",
+        "pid",
+        "uid",
+        "name",
+        "sockets",
+        "bytes-in",
+        "bytes-out",
+        "retrans",
+        "commands",
+        "opens",
+        "closes",
+        "refused"
+    )];
+    for a in apps {
+        let (sockets, bytes_in, bytes_out, retrans) = match conns {
+            Some(rows) => {
+                let mine: Vec<&ConnRow> = rows.iter().filter(|r| r.owner == a.assoc).collect();
+                let sum = |f: fn(&ConnRow) -> u64| {
+                    mine.iter()
+                        .fold(0u64, |acc, r| acc.wrapping_add(f(r)))
+                        .to_string()
+                };
+                (
+                    sockets_by_state(&mine),
+                    sum(|r| r.bytes_in),
+                    sum(|r| r.bytes_out),
+                    sum(|r| r.retransmits),
+                )
+            }
+            None => ("?".into(), "?".into(), "?".into(), "?".into()),
+        };
+        out.push(format!(
+            "  {:>5} {:>7} {:>6} {:<16} {:<28} {:>12} {:>12} {:>7} {:>9} {:>6} {:>6} {:>7}",
+            a.assoc,
+            a.pid,
+            a.uid,
+            printable(&a.name),
+            sockets,
+            bytes_in,
+            bytes_out,
+            retrans,
+            a.commands,
+            a.opens,
+            a.closes,
+            a.refused
+        ));
+    }
+    out
+}
+
+/// "3 ESTAB, 1 LISTEN, 1 UDP": counts by state, established first, then
+/// listeners, UDP, and the other TCP states in their order; "none" when
+/// there are none.
+fn sockets_by_state(rows: &[&ConnRow]) -> String {
+    let label = |s: u8| match s {
+        0 => "UDP",
+        1 => "LISTEN",
+        s => tcp_state(s),
+    };
+    const FIRST: [&str; 3] = ["ESTAB", "LISTEN", "UDP"];
+    let order = FIRST
+        .iter()
+        .chain(TCP_STATES.iter().filter(|s| !FIRST.contains(s)))
+        .chain(&["?"]);
+    let parts: Vec<String> = order
+        .filter_map(|name| {
+            let n = rows.iter().filter(|r| label(r.state) == *name).count();
+            (n > 0).then(|| format!("{n} {name}"))
+        })
+        .collect();
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// `name` (an application's own text) with control characters shown as
+/// `?`, so it cannot drive the terminal.
+fn printable(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 /// Process ids with a live segment of `kind` (just `pid` if given).
@@ -205,4 +394,132 @@ fn running_pids(pid: Option<u32>, kind: &str) -> Result<Vec<u32>> {
         .collect();
     pids.sort_unstable();
     Ok(pids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(owner: u32, state: u8, bytes_in: u64, bytes_out: u64, retransmits: u64) -> ConnRow {
+        ConnRow {
+            local: "10.0.0.2:7".parse().unwrap(),
+            remote: "10.0.0.1:40000".parse().unwrap(),
+            state,
+            owner,
+            bytes_in,
+            bytes_out,
+            retransmits,
+            ..ConnRow::default()
+        }
+    }
+
+    fn app(assoc: u32, name: &str) -> AppRow {
+        AppRow {
+            assoc,
+            pid: 100 + assoc as i32,
+            uid: 1000,
+            name: name.into(),
+            commands: 12,
+            opens: 3,
+            closes: 1,
+            refused: 1,
+        }
+    }
+
+    /// The whitespace-separated cells of a table line.
+    fn cells(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn stat_apps_sum_only_their_own_sockets() {
+        const ESTAB: u8 = 6;
+        let conns = [
+            conn(1, ESTAB, 100, 10, 2),
+            conn(1, ESTAB, 200, 20, 0),
+            conn(1, 1, 0, 0, 0),
+            conn(1, 0, 40, 4, 0),
+            conn(2, ESTAB, 5000, 500, 7),
+            conn(0, ESTAB, 9999, 9999, 9),
+        ];
+        let lines = app_lines(
+            &[app(1, "echo"), app(2, "nc"), app(3, "idle")],
+            Some(&conns),
+        );
+        assert_eq!(lines.len(), 4, "{lines:#?}");
+        assert!(lines[0].contains("bytes-in") && lines[0].contains("refused"));
+        assert!(
+            lines[1].contains("2 ESTAB, 1 LISTEN, 1 UDP"),
+            "{}",
+            lines[1]
+        );
+        // app pid uid name <sockets: 6 words> in out retrans cmds opens closes refused
+        let c = cells(&lines[1]);
+        assert_eq!(&c[..4], ["1", "101", "1000", "echo"]);
+        assert_eq!(&c[10..], ["340", "34", "2", "12", "3", "1", "1"]);
+        let c = cells(&lines[2]);
+        assert_eq!(
+            &c[3..],
+            ["nc", "1", "ESTAB", "5000", "500", "7", "12", "3", "1", "1"]
+        );
+        let c = cells(&lines[3]);
+        assert_eq!(&c[3..8], ["idle", "none", "0", "0", "0"]);
+    }
+
+    #[test]
+    fn stat_apps_without_connection_table_show_unknown_sockets() {
+        let lines = app_lines(&[app(1, "echo")], None);
+        assert_eq!(&cells(&lines[1])[3..8], ["echo", "?", "?", "?", "?"]);
+    }
+
+    #[test]
+    fn stat_app_name_control_characters_are_not_printed() {
+        let lines = app_lines(&[app(1, "evil\x1b[2J\n")], Some(&[]));
+        assert!(!lines[1].chars().any(|c| c.is_control()), "{:?}", lines[1]);
+        assert!(lines[1].contains("evil?[2J?"));
+    }
+
+    #[test]
+    fn sockets_by_state_lists_established_listeners_udp_then_the_rest() {
+        let rows = [
+            conn(1, 2 + 10, 0, 0, 0), // TIME-WAIT
+            conn(1, 0, 0, 0, 0),
+            conn(1, 6, 0, 0, 0),
+            conn(1, 1, 0, 0, 0),
+            conn(1, 200, 0, 0, 0), // out of range: counted, not a panic
+        ];
+        let refs: Vec<&ConnRow> = rows.iter().collect();
+        assert_eq!(
+            sockets_by_state(&refs),
+            "1 ESTAB, 1 LISTEN, 1 UDP, 1 TIME-WAIT, 1 ?"
+        );
+        assert_eq!(sockets_by_state(&[]), "none");
+    }
+
+    #[test]
+    fn ss_line_shows_app_and_bytes() {
+        let header = cells(&ss_header());
+        assert_eq!(header[1], "app");
+        assert_eq!(&header[header.len() - 2..], ["bytes-in", "bytes-out"]);
+        let mut r = conn(3, 6, 1234, 5678, 1);
+        r.ssthresh = u32::MAX;
+        let c = cells(&ss_line(42, &r));
+        assert_eq!(c.len(), header.len(), "{c:?}");
+        assert_eq!(
+            &c[..5],
+            ["42", "3", "ESTAB", "10.0.0.2:7", "10.0.0.1:40000"]
+        );
+        assert_eq!(c[8], "inf");
+        assert_eq!(&c[c.len() - 2..], ["1234", "5678"]);
+        // Embedded engine's socket: no application.
+        let c = cells(&ss_line(42, &conn(0, 6, 0, 0, 0)));
+        assert_eq!(c[1], "-");
+        // UDP: bytes but no TCP cells; listener: neither.
+        let line = ss_line(42, &conn(2, 0, 64, 32, 0));
+        assert!(line.contains("udp UNCONN"), "{line}");
+        assert!(line.ends_with(" 64           32"), "{line:?}");
+        let line = ss_line(42, &conn(2, 1, 0, 0, 0));
+        assert!(line.ends_with("*:*"), "{line:?}");
+        assert!(line.contains("tcp LISTEN"));
+    }
 }

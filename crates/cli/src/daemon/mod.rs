@@ -18,6 +18,7 @@
 //! others carry on. One that exits (even by SIGKILL) is noticed by the end
 //! of its control socket within 10 ms.
 
+mod apps;
 pub mod config;
 
 use anyhow::{bail, Context, Result};
@@ -106,6 +107,8 @@ pub struct Host<P: Port> {
     last_work: Instant,
     violations: Vec<u32>,
     events: Vec<u64>,
+    /// The application table for `corestack stat` (None without /dev/shm).
+    app_table: Option<apps::AppsPublisher>,
 }
 
 const TOKEN_NIC: u64 = 0;
@@ -142,6 +145,7 @@ impl<P: Port> Host<P> {
             last_work: now,
             violations: Vec::new(),
             events: Vec::with_capacity(64),
+            app_table: apps::AppsPublisher::new(),
         })
     }
 
@@ -277,6 +281,18 @@ impl<P: Port> Host<P> {
 
     /// New applications, hellos, departures, ring violations.
     fn control(&mut self, now: Instant) {
+        if let Some(t) = self.app_table.as_mut() {
+            t.publish(self.apps.iter().map(|a| apps::AppRow {
+                assoc: a.assoc,
+                pid: a.cred.pid,
+                uid: a.cred.uid,
+                name: a.name.clone(),
+                commands: a.stats.commands,
+                opens: a.stats.opens,
+                closes: a.stats.closes,
+                refused: a.stats.refused,
+            }));
+        }
         loop {
             match self.listener.accept() {
                 Ok((s, _)) => {
