@@ -592,8 +592,15 @@ impl Stack {
                 }
                 let left =
                     timeout.map(|t| t.saturating_sub(Instant::now().saturating_since(start)));
-                if left != Some(Duration::ZERO) && s.alive() {
-                    wake.wait(seen, Some(left.unwrap_or(LIVENESS).min(LIVENESS)));
+                if left != Some(Duration::ZERO) {
+                    let nap = left.unwrap_or(LIVENESS).min(LIVENESS);
+                    if s.alive() {
+                        wake.wait(seen, Some(nap));
+                    } else {
+                        // Nothing will change any more: a caller that loops
+                        // on errors must not spin.
+                        std::thread::sleep(nap.min(Duration::from_millis(10)));
+                    }
                 }
             }
             Mode::Embedded { .. } => {

@@ -58,7 +58,12 @@ impl TcpListener {
                 return Ok((s, peer));
             }
             if self.shared.state() == SockState::Closed {
-                return Err(crate::errno(EINVAL));
+                // Why the listener closed (ECONNRESET when the daemon
+                // stopped), else EINVAL as for a socket not listening.
+                return Err(crate::errno(match self.shared.error() {
+                    0 => EINVAL,
+                    e => e,
+                }));
             }
             if self.nonblocking {
                 return Err(io::ErrorKind::WouldBlock.into());

@@ -83,7 +83,11 @@ impl UdpSocket {
                 }
             }
             if self.shared.state() == SockState::Closed {
-                return Err(crate::errno(self.shared.take_error().max(9)));
+                // Every call after the close reports why (EBADF if no reason).
+                return Err(crate::errno(match self.shared.error() {
+                    0 => 9,
+                    e => e,
+                }));
             }
             if self.nonblocking {
                 return Err(io::ErrorKind::WouldBlock.into());

@@ -313,6 +313,11 @@ impl<P: Port> Engine<P> {
             {
                 continue;
             }
+            // Told first: sending the RST may already remove a connection.
+            if let Some(s) = core.sockets.slots[slot as usize].as_ref() {
+                s.shared().set_closed(errno);
+                n += 1;
+            }
             if let Some(c) = core.sockets.conn(slot) {
                 c.app_closed = true;
                 c.tcb.abort();
@@ -329,12 +334,8 @@ impl<P: Port> Engine<P> {
             {
                 continue;
             }
-            if let Some(s) = core.sockets.remove(slot) {
-                if let Socket::Tcp(c) = &s {
-                    core.stats.add_tcb(c.tcb.stats());
-                }
-                s.shared().set_closed(errno);
-                n += 1;
+            if let Some(Socket::Tcp(c)) = core.sockets.remove(slot) {
+                core.stats.add_tcb(c.tcb.stats());
             }
         }
         core.violations.retain(|&a| a != assoc);

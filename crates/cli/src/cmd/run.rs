@@ -1,7 +1,7 @@
 //! `corestack run`: the daemon (service mode). See `crate::daemon`.
 
 use crate::daemon::config::{Config, Congestion, Driver, Overrides, PolicyKind};
-use crate::daemon::Host;
+use crate::daemon::{bind_control, Host};
 use anyhow::{anyhow, bail, Context, Result};
 use engine::time::Instant;
 use engine::EngineConfig;
@@ -91,6 +91,10 @@ impl Run {
             }
         };
         let stop = crate::net::stop_flag()?;
+        // The control socket first: a second daemon must say "already listens"
+        // before it touches the interface.
+        let listener = bind_control(&v.socket)?;
+        let _socket_file = SocketFile(v.socket.clone());
         let iface = v.iface.clone();
         match v.driver {
             Driver::AfXdp => {
@@ -109,32 +113,46 @@ impl Run {
                 if port.xdp_mode() == nic::af_xdp::XdpMode::Generic {
                     tracing::warn!("af_xdp on {iface} fell back to generic (copy) XDP mode");
                 }
-                let (_keep, rx) = appif::spsc::channel(1);
-                let engine = engine::Engine::new(
-                    port,
-                    ecfg,
-                    rx,
-                    std::sync::Arc::new(appif::notify::Notify::default()),
-                    Instant::now(),
-                );
-                Host::new(engine, v)?.run(&stop)
+                serve(port, ecfg, v, listener, &stop)
             }
             Driver::Tap => {
                 let port = nic::tap::TapPort::open(&iface)
                     .map_err(|e| explain(std::io::Error::from(e), &iface))?;
-                let (_keep, rx) = appif::spsc::channel(1);
-                let engine = engine::Engine::new(
-                    port,
-                    ecfg,
-                    rx,
-                    std::sync::Arc::new(appif::notify::Notify::default()),
-                    Instant::now(),
-                );
-                Host::new(engine, v)?.run(&stop)
+                serve(port, ecfg, v, listener, &stop)
             }
         }
         .context("corestack run")
     }
+}
+
+/// Removes the control socket file when the daemon ends, also on an error
+/// after it was created.
+struct SocketFile(PathBuf);
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Runs the daemon on `port` until `stop`.
+fn serve<P: nic::Port>(
+    port: P,
+    ecfg: EngineConfig,
+    v: crate::daemon::config::Validated,
+    listener: std::os::unix::net::UnixListener,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<()> {
+    // The daemon takes commands from application segments, not from this channel.
+    let (_unused, rx) = appif::spsc::channel(1);
+    let engine = engine::Engine::new(
+        port,
+        ecfg,
+        rx,
+        std::sync::Arc::new(appif::notify::Notify::default()),
+        Instant::now(),
+    );
+    Host::new(engine, v, listener)?.run(stop)
 }
 
 fn explain(e: std::io::Error, iface: &str) -> anyhow::Error {

@@ -142,10 +142,9 @@ fn echo_loop<L: Listener, U: Datagram>(
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
-                Err(e) => {
-                    eprintln!("accept: {e}");
-                    break;
-                }
+                // The listener is gone (the engine or the daemon stopped): nothing more
+                // will arrive, so stop rather than spin on the error.
+                Err(e) => return Err(e).context("accepting a connection"),
             }
         }
         conns.retain_mut(|c| match echo_conn(c, &mut buf) {
@@ -168,10 +167,7 @@ fn echo_loop<L: Listener, U: Datagram>(
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
-                Err(e) => {
-                    eprintln!("udp receive: {e}");
-                    break;
-                }
+                Err(e) => return Err(e).context("receiving a datagram"),
             }
         }
         match idle(progress) {

@@ -116,12 +116,10 @@ const TOKEN_LISTENER: u64 = 1;
 const TOKEN_APP: u64 = 2;
 
 impl<P: Port> Host<P> {
-    /// The daemon on an engine already bound to its port, listening on the
-    /// configured control socket. Errors: another daemon answers on that
-    /// socket, or it cannot be created (with what to do).
-    pub fn new(engine: engine::Engine<P>, cfg: Validated) -> Result<Self> {
+    /// The daemon on an engine already bound to its port, serving the
+    /// control socket `listener` (from [`bind_control`] on `cfg.socket`).
+    pub fn new(engine: engine::Engine<P>, cfg: Validated, listener: UnixListener) -> Result<Self> {
         let socket_path = cfg.socket.clone();
-        let listener = bind_control(&socket_path)?;
         listener.set_nonblocking(true)?;
         let epoll = Epoll::new().context("creating the epoll set")?;
         if let Some(fd) = engine.rx_fd() {
@@ -499,7 +497,9 @@ impl<P: Port> Host<P> {
 
 /// Creates the control socket at `path` (and its directory), world
 /// connectable: permissions are enforced per port, not per connection.
-fn bind_control(path: &Path) -> Result<UnixListener> {
+/// Errors: another daemon answers on `path` ("already listens"), or the
+/// directory or socket cannot be created (with what to do).
+pub fn bind_control(path: &Path) -> Result<UnixListener> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating {} (run as root?)", dir.display()))?;
