@@ -843,31 +843,7 @@ impl Stack {
                     self.inner.idle.after_poll(worked, now, left);
                 }
             },
-            Mode::Service(s) => loop {
-                if ready() {
-                    return true;
-                }
-                let now = Instant::now();
-                if expired(now) {
-                    return false;
-                }
-                if now.saturating_since(start) < self.inner.spin {
-                    std::hint::spin_loop();
-                    continue;
-                }
-                let seen = shared.notify.seq();
-                if ready() {
-                    return true;
-                }
-                if !s.alive() && ready() {
-                    return true;
-                }
-                let left = timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
-                shared
-                    .notify
-                    .wait(seen, Some(left.unwrap_or(LIVENESS).min(LIVENESS)));
-            },
-            Mode::Embedded { .. } => loop {
+            mode @ (Mode::Service(_) | Mode::Embedded { .. }) => loop {
                 if ready() {
                     return true;
                 }
@@ -884,9 +860,16 @@ impl Stack {
                     return true;
                 }
                 let left = timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
-                shared
-                    .notify
-                    .wait(seen, left.or(Some(Duration::from_millis(100))));
+                let mut nap = left.unwrap_or(LIVENESS);
+                if let Mode::Service(s) = mode {
+                    // A daemon that died cannot wake us: check on it between naps
+                    // (when it is gone, `alive` closes the sockets, so `ready` holds).
+                    if !s.alive() && ready() {
+                        return true;
+                    }
+                    nap = nap.min(LIVENESS);
+                }
+                shared.notify.wait(seen, Some(nap));
             },
         }
     }

@@ -295,22 +295,31 @@ impl<P: Port> Engine<P> {
     /// with the last of them, the engine's mapping of its segment.
     /// O(sockets). Returns the number of sockets dropped.
     pub fn drop_owner(&mut self, assoc: u32, errno: i32, now: Instant) -> usize {
+        self.core.now = now;
+        let n = self.reset_where(
+            |id| appif::seg::service_owner(id).is_some_and(|(a, _)| a == assoc),
+            errno,
+        );
+        self.core.violations.retain(|&a| a != assoc);
+        n
+    }
+
+    /// Closes with `errno`, resets (RST to the peer) and removes every
+    /// socket whose id `chosen` picks. Returns how many.
+    fn reset_where(&mut self, chosen: impl Fn(appif::socket::SockId) -> bool, errno: i32) -> usize {
         let core = &mut self.core;
-        core.now = now;
-        let owned = |s: &Socket| {
-            let id = match s {
-                Socket::Tcp(c) => c.id,
-                Socket::Listener(l) => l.id,
-                Socket::Udp(u) => u.id,
-            };
-            appif::seg::service_owner(id).is_some_and(|(a, _)| a == assoc)
+        let picked = |s: &Option<Socket>| {
+            s.as_ref().is_some_and(|s| {
+                chosen(match s {
+                    Socket::Tcp(c) => c.id,
+                    Socket::Listener(l) => l.id,
+                    Socket::Udp(u) => u.id,
+                })
+            })
         };
         let mut n = 0;
         for slot in 0..core.sockets.slots.len() as u32 {
-            if !core.sockets.slots[slot as usize]
-                .as_ref()
-                .is_some_and(owned)
-            {
+            if !picked(&core.sockets.slots[slot as usize]) {
                 continue;
             }
             // Told first: sending the RST may already remove a connection.
@@ -328,17 +337,13 @@ impl<P: Port> Engine<P> {
         core.flush_output(tx);
         tx.flush();
         for slot in 0..core.sockets.slots.len() as u32 {
-            if !core.sockets.slots[slot as usize]
-                .as_ref()
-                .is_some_and(owned)
-            {
+            if !picked(&core.sockets.slots[slot as usize]) {
                 continue;
             }
             if let Some(Socket::Tcp(c)) = core.sockets.remove(slot) {
                 core.stats.add_tcb(c.tcb.stats());
             }
         }
-        core.violations.retain(|&a| a != assoc);
         n
     }
 
@@ -353,26 +358,9 @@ impl<P: Port> Engine<P> {
     pub fn shutdown(&mut self, now: Instant) {
         // Take what the applications asked for last (a close becomes a FIN).
         self.poll(now);
-        let core = &mut self.core;
-        core.now = now;
-        for slot in 0..core.sockets.slots.len() as u32 {
-            if let Some(c) = core.sockets.conn(slot) {
-                c.tcb.abort();
-            }
-            core.mark_dirty(slot);
-        }
-        let tx = self.port.tx();
-        core.flush_output(tx);
-        tx.flush();
-        for slot in 0..core.sockets.slots.len() as u32 {
-            if let Some(s) = core.sockets.remove(slot) {
-                if let Socket::Tcp(c) = &s {
-                    core.stats.add_tcb(c.tcb.stats());
-                }
-                s.shared().set_closed(libc_errno::ECONNRESET);
-            }
-        }
-        core.wake.notify();
+        self.core.now = now;
+        self.reset_where(|_| true, libc_errno::ECONNRESET);
+        self.core.wake.notify();
     }
 }
 

@@ -162,3 +162,25 @@ pub fn run_client(
         _ => bail!("the client failed: {}", last_line(log)),
     }
 }
+
+/// Two namespaces joined by two veth pairs (offloads off):
+/// `c1 10.N.1.1/24 ── s1` (no kernel address: corestack's interface) and
+/// `c2 10.N.2.1/24 ── s2 10.N.2.2/24` (Linux). Dropped last, after the children.
+pub struct Topology {
+    pub client: Netns,
+    pub server: Netns,
+}
+
+impl Topology {
+    /// Builds it with namespace name prefixes `client` and `server` and subnet octet `net`.
+    pub fn build(client: &str, server: &str, net: u8) -> Result<Topology> {
+        let client = Netns::new(client)?;
+        let server = Netns::new(server)?;
+        netns::veth_pair(&client, "c1", &server, "s1")?;
+        netns::veth_pair(&client, "c2", &server, "s2")?;
+        netns::addr_add(&client, "c1", &format!("10.{net}.1.1/24"))?;
+        netns::addr_add(&client, "c2", &format!("10.{net}.2.1/24"))?;
+        netns::addr_add(&server, "s2", &format!("10.{net}.2.2/24"))?;
+        Ok(Topology { client, server })
+    }
+}

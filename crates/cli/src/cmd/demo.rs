@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use netns::{veth_pair, Netns};
+
 use serde_json::Value;
 
-use crate::cmd::children::{run_client, spawn, wait_ready, LogDir};
+use crate::cmd::children::{run_client, spawn, wait_ready, LogDir, Topology};
 use crate::net;
 
 const CLIENT_CPU: &str = "0";
@@ -130,25 +130,6 @@ impl Drop for Progress {
     }
 }
 
-/// The two namespaces and their veth pairs; dropped last (after the children).
-struct Topology {
-    client: Netns,
-    server: Netns,
-}
-
-impl Topology {
-    fn build() -> Result<Topology> {
-        let client = Netns::new("csc")?;
-        let server = Netns::new("css")?;
-        veth_pair(&client, "c1", &server, "s1")?;
-        veth_pair(&client, "c2", &server, "s2")?;
-        netns::addr_add(&client, "c1", "10.77.1.1/24")?;
-        netns::addr_add(&client, "c2", "10.77.2.1/24")?;
-        netns::addr_add(&server, "s2", "10.77.2.2/24")?;
-        Ok(Topology { client, server })
-    }
-}
-
 impl Demo {
     pub fn run(self) -> Result<()> {
         if !(self.seconds > 0.0 && self.seconds <= 600.0) {
@@ -167,7 +148,7 @@ impl Demo {
         let progress = Progress::new();
 
         progress.step("creating namespaces csc/css and two veth pairs (offloads off)");
-        let topo = Topology::build()?;
+        let topo = Topology::build("csc", "css", 77)?;
         progress.done(
             "namespaces and veth pairs ready: 10.77.1.0/24 (corestack), 10.77.2.0/24 (Linux)",
         );

@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use netns::{veth_pair, ChildGuard, Netns};
+use netns::ChildGuard;
 use serde_json::Value;
 
-use crate::cmd::children::{run_client, spawn_env, wait_ready, LogDir};
+use crate::cmd::children::{run_client, spawn_env, wait_ready, LogDir, Topology};
 use crate::net;
 
 const CORE_CIDR: &str = "10.79.1.2/24";
@@ -106,24 +106,6 @@ fn cpu_during<T>(pid: u32, f: impl FnOnce() -> Result<T>) -> Result<(T, f64)> {
     Ok((v, 100.0 * (c1 - c0) / secs.max(1e-3)))
 }
 
-struct Topology {
-    client: Netns,
-    server: Netns,
-}
-
-impl Topology {
-    fn build() -> Result<Topology> {
-        let client = Netns::new("cbc")?;
-        let server = Netns::new("cbs")?;
-        veth_pair(&client, "c1", &server, "s1")?;
-        veth_pair(&client, "c2", &server, "s2")?;
-        netns::addr_add(&client, "c1", "10.79.1.1/24")?;
-        netns::addr_add(&client, "c2", "10.79.2.1/24")?;
-        netns::addr_add(&server, "s2", "10.79.2.2/24")?;
-        Ok(Topology { client, server })
-    }
-}
-
 /// One row of the trade-off table.
 struct PolicyRow {
     policy: &'static str,
@@ -147,7 +129,7 @@ impl ServiceBench {
         }
         let exe = std::env::current_exe().context("finding this program's path")?;
         let logs = LogDir::new("bench-service")?;
-        let topo = Topology::build()?;
+        let topo = Topology::build("cbc", "cbs", 79)?;
         let socket = format!("/tmp/corestack-bench-{}.sock", std::process::id());
         let secs = format!("{}", self.seconds);
         let timeout = Duration::from_secs_f64(self.seconds + 30.0);
