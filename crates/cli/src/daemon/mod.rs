@@ -53,6 +53,8 @@ const CONTROL_EVERY: Duration = Duration::from_millis(10);
 const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest sleep while idle: the engine's timers are checked at least this often.
 const MAX_NAP: Duration = Duration::from_millis(1);
+/// Control connections waiting for their hello, at most.
+const MAX_WAITING: usize = 64;
 /// Command descriptors per application.
 const CMD_SLOTS: u32 = 256;
 
@@ -294,7 +296,8 @@ impl<P: Port> Host<P> {
         loop {
             match self.listener.accept() {
                 Ok((s, _)) => {
-                    if s.set_nonblocking(true).is_ok() {
+                    // Bounded: connections that never say hello cannot pile up.
+                    if self.waiting.len() < MAX_WAITING && s.set_nonblocking(true).is_ok() {
                         self.waiting.push((s, now));
                     }
                 }
