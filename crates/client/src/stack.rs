@@ -668,26 +668,17 @@ impl Stack {
             });
             return Ok(Parts::from(p));
         }
-        let id = self.next_id();
-        let shared = SharedSlot::local();
-        let cap = self.inner.ring_bytes;
-        let (app_tx, eng_tx) = bytes::ring(cap);
-        let (eng_rx, app_rx) = bytes::ring(cap);
+        let (parts, tx, rx) = self.local_parts();
         self.command(Command::Connect {
-            id,
-            shared: shared.clone(),
+            id: parts.id,
+            shared: parts.shared.clone(),
             local_port: 0,
             remote,
-            tx: eng_tx,
-            rx: eng_rx,
+            tx,
+            rx,
             nodelay: false,
         });
-        Ok(Parts {
-            id,
-            shared,
-            tx: app_tx,
-            rx: app_rx,
-        })
+        Ok(parts)
     }
 
     /// A new UDP socket bound to `local` (the engine is asked to bind).
@@ -701,24 +692,30 @@ impl Stack {
             });
             return Ok(Parts::from(p));
         }
-        let id = self.next_id();
-        let shared = SharedSlot::local();
+        let (parts, tx, rx) = self.local_parts();
+        self.command(Command::UdpBind {
+            id: parts.id,
+            shared: parts.shared.clone(),
+            local,
+            tx,
+            rx,
+        });
+        Ok(parts)
+    }
+
+    /// A new socket in this process's memory: the application's parts and
+    /// the engine's ends of its TX and RX rings.
+    fn local_parts(&self) -> (Parts, bytes::Reader, bytes::Writer) {
         let cap = self.inner.ring_bytes;
         let (app_tx, eng_tx) = bytes::ring(cap);
         let (eng_rx, app_rx) = bytes::ring(cap);
-        self.command(Command::UdpBind {
-            id,
-            shared: shared.clone(),
-            local,
-            tx: eng_tx,
-            rx: eng_rx,
-        });
-        Ok(Parts {
-            id,
-            shared,
+        let parts = Parts {
+            id: self.next_id(),
+            shared: SharedSlot::local(),
             tx: app_tx,
             rx: app_rx,
-        })
+        };
+        (parts, eng_tx, eng_rx)
     }
 
     /// A new listener on `local` with room for `backlog` connections not
