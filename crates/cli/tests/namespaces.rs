@@ -183,12 +183,18 @@ fn cpu_ticks(pid: u32) -> u64 {
 }
 
 #[test]
-fn afxdp_idle_echo_server_adaptive_sleeps_and_busy_spins() {
+fn afxdp_idle_echo_server_adaptive_sleeps_and_busy_spins_inline_and_embedded() {
     let _lock = start();
     let pair = Pair::new(95);
-    for (poll, busy) in [("adaptive", false), ("busy", true)] {
+    // Inline mode: the waiting thread polls; embedded mode: the engine thread does.
+    for (mode, poll, busy) in [
+        ("inline", "adaptive", false),
+        ("inline", "busy", true),
+        ("embedded", "adaptive", false),
+        ("embedded", "busy", true),
+    ] {
         let mut args = pair.core_args();
-        args.extend(["--poll".to_string(), poll.to_string()]);
+        args.extend(["--poll", poll, "--mode", mode].map(String::from));
         let mut server = echo_server(&pair.core, &args, 7);
         ping_until_up(&pair.linux, &pair.core_ip, 10);
         let pid = server.pid();
@@ -201,19 +207,19 @@ fn afxdp_idle_echo_server_adaptive_sleeps_and_busy_spins() {
             .run("ping", &["-c", "1", "-W", "2", &pair.core_ip]);
         assert!(
             out.is_ok_and(|o| o.contains("1 received")),
-            "{poll}: ping after idle"
+            "{mode} {poll}: ping after idle"
         );
         let f = server.terminate();
-        assert!(f.status.success(), "{poll}: {}", f.stderr);
+        assert!(f.status.success(), "{mode} {poll}: {}", f.stderr);
         if busy {
             assert!(
                 used >= 60,
-                "busy polling used only {used} ticks of 100 in an idle second"
+                "{mode}: busy polling used only {used} ticks of 100 in an idle second"
             );
         } else {
             assert!(
                 used <= 25,
-                "adaptive polling used {used} ticks of 100 in an idle second"
+                "{mode}: adaptive polling used {used} ticks of 100 in an idle second"
             );
         }
     }

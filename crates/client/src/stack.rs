@@ -197,6 +197,8 @@ enum Mode {
     Service(crate::service::Service),
     Inline(Mutex<DynEngine>),
     Embedded {
+        /// Rung after a command when the engine thread naps (adaptive polling).
+        doorbell: Option<Arc<EngineDoorbell>>,
         stop: Arc<AtomicBool>,
         thread: Mutex<Option<JoinHandle<()>>>,
         stats: Arc<Mutex<Stats>>,
@@ -323,10 +325,12 @@ impl StackBuilder {
         self
     }
 
-    /// Inline mode's polling policy: after `Some(idle)` without work, a
-    /// waiting thread sleeps on the NIC queue's fd (at most 1 ms at a time)
-    /// instead of spinning, so it leaves the core to others ("adaptive",
-    /// the default, 50 µs); `None` spins without pause ("busy").
+    /// The engine's polling policy: after `Some(idle)` without work it
+    /// sleeps on the NIC queue's fd (at most 1 ms at a time) instead of
+    /// spinning, so it leaves the core to others ("adaptive", the default,
+    /// 50 µs): in inline mode the waiting application thread, in embedded
+    /// mode the engine thread (woken early by a doorbell when a command
+    /// arrives). `None` spins without pause ("busy").
     pub fn idle_sleep(mut self, idle: Option<Duration>) -> Self {
         self.idle_sleep = idle;
         self
@@ -482,6 +486,17 @@ fn launch<P: Port + Send + 'static>(
     let mtu = port.mtu();
     let rx_fd = port.rx_fd();
     let engine = Engine::new(port, cfg, rx, wake.clone(), Instant::now());
+    // Embedded mode's engine thread sleeps like an inline waiter (adaptive
+    // polling) when it has a NIC fd to sleep on and a doorbell to be woken by.
+    let doorbell = match (inline, idle_sleep, rx_fd) {
+        (false, Some(_), Some(_)) => appif::ctl::eventfd().ok().map(|fd| {
+            Arc::new(EngineDoorbell {
+                sleeping: AtomicBool::new(false),
+                fd,
+            })
+        }),
+        _ => None,
+    };
     let mode = if inline {
         Mode::Inline(Mutex::new(Box::new(Published::new(engine))))
     } else {
@@ -490,13 +505,21 @@ fn launch<P: Port + Send + 'static>(
         let thread = {
             let stop = stop.clone();
             let stats = stats.clone();
+            let nap = match (&doorbell, idle_sleep, rx_fd) {
+                (Some(d), Some(after), Some(fd)) => Some(EngineNap {
+                    after,
+                    rx_fd: fd,
+                    doorbell: d.clone(),
+                }),
+                _ => None,
+            };
             std::thread::Builder::new()
                 .name("corestack-engine".into())
                 .spawn(move || {
                     if let Some(cpu) = engine_cpu() {
                         crate::sys::pin_current_thread(cpu);
                     }
-                    run_engine(Published::new(engine), &stop, &stats)
+                    run_engine(Published::new(engine), &stop, &stats, nap)
                 })
                 .expect("spawning the engine thread")
         };
@@ -504,6 +527,7 @@ fn launch<P: Port + Send + 'static>(
             stop,
             thread: Mutex::new(Some(thread)),
             stats,
+            doorbell,
         }
     };
     Stack {
@@ -525,11 +549,49 @@ fn launch<P: Port + Send + 'static>(
     }
 }
 
-/// The embedded engine thread: poll without pause until told to stop.
-fn run_engine<P: Port>(mut engine: Published<P>, stop: &AtomicBool, stats: &Mutex<Stats>) {
+/// How embedded mode's engine thread wakes up from a nap: the application
+/// sets nothing but, after queueing a command, clears `sleeping` and writes
+/// `fd` if it found it set (the notify-flag protocol).
+struct EngineDoorbell {
+    sleeping: AtomicBool,
+    fd: std::os::fd::OwnedFd,
+}
+
+/// When embedded mode's engine thread sleeps: after `after` without work,
+/// on the NIC queue's fd and the doorbell, at most [`MAX_NAP`] at a time.
+struct EngineNap {
+    after: Duration,
+    rx_fd: RawFd,
+    doorbell: Arc<EngineDoorbell>,
+}
+
+/// The embedded engine thread: poll until told to stop, napping per `nap`
+/// (None: busy polling).
+fn run_engine<P: Port>(
+    mut engine: Published<P>,
+    stop: &AtomicBool,
+    stats: &Mutex<Stats>,
+    nap: Option<EngineNap>,
+) {
+    use std::os::fd::AsRawFd;
+    let mut last_work = Instant::now();
     while !stop.load(Ordering::Acquire) {
         let now = Instant::now();
-        engine.engine.poll(now);
+        if engine.engine.poll(now) {
+            last_work = now;
+        } else if let Some(n) = &nap {
+            if now.saturating_since(last_work) >= n.after {
+                let db = &n.doorbell;
+                db.sleeping.store(true, Ordering::SeqCst);
+                // Re-check after setting the flag: a command queued before
+                // the application saw it would otherwise wait for the nap.
+                if !engine.engine.has_commands() {
+                    crate::sys::wait_readable_any(&[n.rx_fd, db.fd.as_raw_fd()], MAX_NAP);
+                }
+                db.sleeping.store(false, Ordering::SeqCst);
+                appif::ctl::eventfd_drain(std::os::fd::AsFd::as_fd(&db.fd));
+            }
+        }
         if let Some(latest) = engine.publish(now, false) {
             if let Ok(mut s) = stats.lock() {
                 *s = latest;
@@ -792,7 +854,19 @@ impl Stack {
                 Err(p) => p.into_inner().push(cmd),
             };
             match r {
-                Ok(()) => return,
+                Ok(()) => {
+                    if let Mode::Embedded {
+                        doorbell: Some(db), ..
+                    } = &self.inner.mode
+                    {
+                        if db.sleeping.load(Ordering::SeqCst)
+                            && db.sleeping.swap(false, Ordering::SeqCst)
+                        {
+                            appif::ctl::eventfd_signal(std::os::fd::AsFd::as_fd(&db.fd));
+                        }
+                    }
+                    return;
+                }
                 Err(c) => {
                     cmd = c;
                     self.idle_step();

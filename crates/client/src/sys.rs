@@ -20,6 +20,26 @@ pub fn wait_readable(fd: RawFd, timeout: Duration) {
     }
 }
 
+/// Sleeps until one of `fds` is readable or `timeout` passes (poll(2));
+/// errors just end the wait early. At most 4 fds.
+pub fn wait_readable_any(fds: &[RawFd], timeout: Duration) {
+    let mut pfds = [libc::pollfd {
+        fd: -1,
+        events: libc::POLLIN,
+        revents: 0,
+    }; 4];
+    let n = fds.len().min(pfds.len());
+    for (p, fd) in pfds.iter_mut().zip(&fds[..n]) {
+        p.fd = *fd;
+    }
+    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
+    // SAFETY: `pfds` is an array on our stack with at least `n` valid
+    // entries; poll only reads fd/events and writes revents.
+    unsafe {
+        libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, ms);
+    }
+}
+
 /// Pins the calling thread to `cpu` (sched_setaffinity); a CPU that does
 /// not exist or is not allowed leaves the thread as it was.
 pub fn pin_current_thread(cpu: usize) {

@@ -214,6 +214,11 @@ impl<P: Port> Engine<P> {
         self.core.command(cmd, tx);
     }
 
+    /// True when application commands wait to be taken.
+    pub fn has_commands(&self) -> bool {
+        !self.core.commands.is_empty()
+    }
+
     /// The port's receive fd, to sleep on while idle (None for ports without one).
     pub fn rx_fd(&self) -> Option<std::os::fd::RawFd> {
         self.port.rx_fd()

@@ -217,7 +217,7 @@ impl ServiceBench {
                     Some("0"),
                     &[
                         "serve", "echo", "--iface", "s1", "--ip", CORE_CIDR, "--port", "7",
-                        "--mode", "embedded",
+                        "--mode", "embedded", "--poll", "busy",
                     ],
                     &[("CORESTACK_SPIN_US", "0"), ("CORESTACK_ENGINE_CPU", "1")],
                     "embedded-echo.log",
@@ -314,7 +314,9 @@ impl ServiceBench {
                 stream(
                     SINK_CORE_SIDE,
                     Some("0"),
-                    &["--iface", "s1", "--ip", CORE_CIDR, "--mode", "embedded"],
+                    &[
+                        "--iface", "s1", "--ip", CORE_CIDR, "--mode", "embedded", "--poll", "busy",
+                    ],
                     &[("CORESTACK_ENGINE_CPU", "1"), ("CORESTACK_SPIN_US", "0")],
                     "stream-embedded.log",
                 )?,
