@@ -97,8 +97,9 @@ pub struct StackOpts {
     /// TCP congestion control of corestack's connections (default cubic).
     #[arg(long, value_enum, value_name = "NAME")]
     pub cc: Option<CcArg>,
-    /// Inline mode's polling: adaptive (spin, sleep on the NIC fd after 50 µs idle) or busy
-    /// (spin without pause).
+    /// The engine's polling (inline mode: the waiting thread; embedded: the engine thread):
+    /// adaptive (spin, sleep on the NIC fd after 50 µs idle), busy (spin without pause) or
+    /// interrupt (sleep whenever idle).
     #[arg(long, value_enum, default_value_t = PollArg::Adaptive)]
     pub poll: PollArg,
 }
@@ -110,6 +111,8 @@ pub enum PollArg {
     Adaptive,
     /// Spin without pause.
     Busy,
+    /// Sleep on the NIC queue's fd whenever an iteration found no work.
+    Interrupt,
 }
 
 impl StackOpts {
@@ -198,8 +201,10 @@ impl StackOpts {
             .iface(iface)
             .ip(cidr.addr, cidr.prefix.unwrap_or(24))
             .inline(self.mode == ModeArg::Inline);
-        if self.poll == PollArg::Busy {
-            builder = builder.idle_sleep(None);
+        match self.poll {
+            PollArg::Adaptive => {}
+            PollArg::Busy => builder = builder.idle_sleep(None),
+            PollArg::Interrupt => builder = builder.idle_sleep(Some(Duration::ZERO)),
         }
         if let Some(gw) = self.gateway {
             builder = builder.gateway(gw);
