@@ -61,7 +61,7 @@ fn echo_concurrent_connections(net: u8, extra: &[(&str, &str)]) {
     let Some(echo) = build_example("echo") else {
         return;
     };
-    let pair = Pair::new(net);
+    let pair = Pair::new("c", net).expect("creating the namespaces");
     let service = extra.iter().any(|(k, _)| *k == "SERVICE");
     let socket = std::env::temp_dir().join(format!("capi-{}-{net}.sock", std::process::id()));
     let mut daemon = None;
@@ -152,7 +152,7 @@ fn afxdp_c_echo_server_with_echo_max_conns_exits_by_itself() {
     let Some(echo) = build_example("echo") else {
         return;
     };
-    let pair = Pair::new(97);
+    let pair = Pair::new("c", 97).expect("creating the namespaces");
     let mut env = pair.embedded_env();
     env.push(("ECHO_MAX_CONNS".into(), "3".into()));
     let mut server = Program::spawn(&pair.core, &echo, &["0"], &env);

@@ -61,7 +61,7 @@ impl Target {
         need_scapy();
         let (pair, args) = match driver {
             Driver::AfXdp => {
-                let pair = Pair::new(net);
+                let pair = Pair::new("t", net).expect("creating the namespaces");
                 let args = pair.core_args();
                 (pair, args)
             }

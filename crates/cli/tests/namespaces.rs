@@ -18,7 +18,7 @@ const IMPAIRED_TIMEOUT: Duration = Duration::from_secs(240);
 #[test]
 fn afxdp_echo_server_ping_from_linux_gets_every_reply() {
     let _lock = start();
-    let pair = Pair::new(80);
+    let pair = Pair::new("t", 80).expect("creating the namespaces");
     let server = echo_server(&pair.core, &pair.core_args(), 7);
     let out = pair
         .linux
@@ -43,7 +43,7 @@ fn afxdp_echo_server_ping_from_linux_gets_every_reply() {
 #[test]
 fn afxdp_echo_server_udp_from_linux_client_echoes_every_datagram() {
     let _lock = start();
-    let pair = Pair::new(81);
+    let pair = Pair::new("t", 81).expect("creating the namespaces");
     let server = echo_server(&pair.core, &pair.core_args(), 7);
     ping_until_up(&pair.linux, &pair.core_ip, 10);
     let target = format!("{}:7", pair.core_ip);
@@ -71,7 +71,7 @@ fn afxdp_echo_server_udp_from_linux_client_echoes_every_datagram() {
 #[test]
 fn afxdp_nc_connect_to_closed_port_reports_econnrefused() {
     let _lock = start();
-    let pair = Pair::new(82);
+    let pair = Pair::new("t", 82).expect("creating the namespaces");
     let mut cmd = corestack(&pair.core, &["nc"]);
     cmd.args(pair.core_args())
         .args([pair.linux_ip.as_str(), "9"]);
@@ -96,14 +96,14 @@ fn afxdp_nc_connect_to_closed_port_reports_econnrefused() {
 #[test]
 fn afxdp_clean_link_linux_nc_to_corestack_100mib_sha256_equal() {
     let _lock = start();
-    let pair = Pair::new(83);
+    let pair = Pair::new("t", 83).expect("creating the namespaces");
     transfer_linux_to_corestack(&pair, &pair.core_args(), 5001, CLEAN_TIMEOUT);
 }
 
 #[test]
 fn afxdp_clean_link_corestack_nc_to_linux_100mib_sha256_equal() {
     let _lock = start();
-    let pair = Pair::new(84);
+    let pair = Pair::new("t", 84).expect("creating the namespaces");
     transfer_corestack_to_linux(&pair, &pair.core_args(), 5002, CLEAN_TIMEOUT);
 }
 
@@ -185,7 +185,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 #[test]
 fn afxdp_idle_echo_server_adaptive_sleeps_and_busy_spins_inline_and_embedded() {
     let _lock = start();
-    let pair = Pair::new(95);
+    let pair = Pair::new("t", 95).expect("creating the namespaces");
     // Inline mode: the waiting thread polls; embedded mode: the engine thread does.
     for (mode, poll, busy) in [
         ("inline", "adaptive", false),
@@ -229,7 +229,7 @@ fn afxdp_idle_echo_server_adaptive_sleeps_and_busy_spins_inline_and_embedded() {
 #[test]
 fn afxdp_running_echo_server_counters_are_read_by_stat() {
     let _lock = start();
-    let pair = Pair::new(96);
+    let pair = Pair::new("t", 96).expect("creating the namespaces");
     let mut server = echo_server(&pair.core, &pair.core_args(), 7);
     ping_until_up(&pair.linux, &pair.core_ip, 10);
     let out = pair

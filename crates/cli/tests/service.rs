@@ -520,7 +520,7 @@ impl RogueApp {
 #[test]
 fn two_apps_each_transfer_64mib_with_linux_peers() {
     let _lock = start();
-    let pair = Pair::new(140);
+    let pair = Pair::new("t", 140).expect("creating the namespaces");
     let sock = SocketPath::new("two");
     let mut daemon = Daemon::start(&pair, &sock, &[]);
     let a = echo_app(&pair, &sock, 7001, &daemon);
@@ -566,7 +566,7 @@ fn two_apps_each_transfer_64mib_with_linux_peers() {
 #[test]
 fn sigkill_app_mid_transfer_resets_its_connections_only() {
     let _lock = start();
-    let pair = Pair::new(141);
+    let pair = Pair::new("t", 141).expect("creating the namespaces");
     let sock = SocketPath::new("kill");
     let mut daemon = Daemon::start(&pair, &sock, &[]);
     let mut a = echo_app(&pair, &sock, 7101, &daemon);
@@ -658,7 +658,7 @@ fn sigkill_app_mid_transfer_resets_its_connections_only() {
 #[test]
 fn garbage_app_is_disconnected_others_carry_on() {
     let _lock = start();
-    let pair = Pair::new(142);
+    let pair = Pair::new("t", 142).expect("creating the namespaces");
     let sock = SocketPath::new("garbage");
     let mut daemon = Daemon::start(&pair, &sock, &[]);
     let echo = echo_app(&pair, &sock, 7201, &daemon);
@@ -859,7 +859,7 @@ fn garbage_app_is_disconnected_others_carry_on() {
 #[test]
 fn daemon_sigterm_mid_transfer_apps_get_an_error_not_a_hang() {
     let _lock = start();
-    let pair = Pair::new(143);
+    let pair = Pair::new("t", 143).expect("creating the namespaces");
     let sock = SocketPath::new("term");
     let mut daemon = Daemon::start(&pair, &sock, &[]);
     let mut apps = mid_transfer_apps(&pair, &sock, &daemon);
@@ -906,7 +906,7 @@ fn daemon_sigterm_mid_transfer_apps_get_an_error_not_a_hang() {
 #[test]
 fn daemon_sigkill_mid_transfer_apps_get_an_error_and_a_new_daemon_takes_over_the_socket() {
     let _lock = start();
-    let pair = Pair::new(144);
+    let pair = Pair::new("t", 144).expect("creating the namespaces");
     let sock = SocketPath::new("sigkill");
     let mut daemon = Daemon::start(&pair, &sock, &[]);
     let mut apps = mid_transfer_apps(&pair, &sock, &daemon);
@@ -931,7 +931,7 @@ fn daemon_sigkill_mid_transfer_apps_get_an_error_and_a_new_daemon_takes_over_the
 #[test]
 fn daemon_sigterm_idle_serve_echo_app_exits_with_an_error() {
     let _lock = start();
-    let pair = Pair::new(147);
+    let pair = Pair::new("t", 147).expect("creating the namespaces");
     let sock = SocketPath::new("echo-term");
     let mut daemon = Daemon::start(&pair, &sock, &[]);
     let mut echo = echo_app(&pair, &sock, 7701, &daemon);
@@ -1078,7 +1078,7 @@ fn assert_apps_fail(apps: &mut MidTransfer, t0: Instant, daemon: &Daemon) -> Dur
 #[test]
 fn privileged_port_needs_root_or_a_grant_and_ports_are_exclusive() {
     let _lock = start();
-    let pair = Pair::new(145);
+    let pair = Pair::new("t", 145).expect("creating the namespaces");
     let sock = SocketPath::new("ports");
     let mut daemon = Daemon::start(&pair, &sock, &[]);
     // (b) nobody may not bind 80, and is told so.
@@ -1200,7 +1200,7 @@ fn privileged_port_needs_root_or_a_grant_and_ports_are_exclusive() {
 #[test]
 fn run_without_interface_or_on_a_taken_socket_fails_in_one_line() {
     let _lock = start();
-    let pair = Pair::new(146);
+    let pair = Pair::new("t", 146).expect("creating the namespaces");
     let sock = SocketPath::new("errors");
     let one_line = |f: &Finished, needles: &[&str], what: &str| {
         let err = f.stderr.trim_end();

@@ -141,23 +141,7 @@ impl Service {
     /// when the daemon is gone.
     pub fn submit(&self, cmd: &Command) {
         let Some(d) = desc_of(cmd) else { return };
-        let mut q = self.cmds.lock().unwrap_or_else(|p| p.into_inner());
-        let mut tries = 0u32;
-        while !q.push(&d) {
-            if !self.alive() {
-                return;
-            }
-            tries += 1;
-            if tries > 64 {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-        }
-        if q.engine_needs_doorbell() {
-            ctl::eventfd_signal(self.doorbell.as_fd());
-        }
-        drop(q);
+        self.submit_desc(d);
         if let Desc::Close { slot } = d {
             let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(b) = busy.get_mut(slot as usize) {
@@ -238,14 +222,23 @@ fn desc_of(cmd: &Command) -> Option<Desc> {
 }
 
 impl Service {
-    /// Sends a descriptor built by the socket code (listen, bind).
+    /// Sends a descriptor (from [`Service::submit`], or built by the socket
+    /// code for listen and bind); spins, then yields, while the command ring
+    /// is full; drops it when the daemon is gone. Rings the engine's doorbell
+    /// only if the engine sleeps.
     pub fn submit_desc(&self, d: Desc) {
         let mut q = self.cmds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tries = 0u32;
         while !q.push(&d) {
             if !self.alive() {
                 return;
             }
-            std::thread::yield_now();
+            tries += 1;
+            if tries > 64 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
         }
         if q.engine_needs_doorbell() {
             ctl::eventfd_signal(self.doorbell.as_fd());

@@ -274,6 +274,34 @@ pub fn veth_pair(a: &Netns, if_a: &str, b: &Netns, if_b: &str) -> Result<()> {
     b.link_up(if_b)
 }
 
+/// Two namespaces joined by one veth pair (offloads off): `linux` has `vl`
+/// with 10.{net}.1.1/24; `core` has `vc` with no kernel address (corestack
+/// takes 10.{net}.1.2 there). Both go when it is dropped.
+pub struct Pair {
+    pub linux: Netns,
+    pub core: Netns,
+    /// `10.{net}.1.1`.
+    pub linux_ip: String,
+    /// `10.{net}.1.2`.
+    pub core_ip: String,
+}
+
+impl Pair {
+    /// Builds it; `prefix` starts both namespace names. Errors: see [`Netns::new`].
+    pub fn new(prefix: &str, net: u8) -> Result<Pair> {
+        let linux = Netns::new(&format!("{prefix}l"))?;
+        let core = Netns::new(&format!("{prefix}c"))?;
+        veth_pair(&linux, "vl", &core, "vc")?;
+        addr_add(&linux, "vl", &format!("10.{net}.1.1/24"))?;
+        Ok(Pair {
+            linux,
+            core,
+            linux_ip: format!("10.{net}.1.1"),
+            core_ip: format!("10.{net}.1.2"),
+        })
+    }
+}
+
 /// Adds the address `cidr` (e.g. `"10.77.1.1/24"`) to `ifname` in `ns`.
 pub fn addr_add(ns: &Netns, ifname: &str, cidr: &str) -> Result<()> {
     ip(&["-n", ns.name(), "addr", "add", cidr, "dev", ifname]).map(drop)

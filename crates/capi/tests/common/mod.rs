@@ -7,7 +7,7 @@
 //! without `cc` they are skipped with a message (CI installs it).
 #![allow(dead_code)]
 
-use netns::{veth_pair, ChildGuard, Netns};
+use netns::{ChildGuard, Netns};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -129,32 +129,16 @@ pub fn build_example(name: &str) -> Option<PathBuf> {
     Some(out)
 }
 
-/// Two namespaces joined by a veth pair: `linux` has `vl` with
-/// 10.{net}.1.1/24; `core` has `vc` without a kernel address (corestack
-/// takes 10.{net}.1.2 there).
-pub struct Pair {
-    pub linux: Netns,
-    pub core: Netns,
-    pub linux_ip: String,
-    pub core_ip: String,
+pub use netns::Pair;
+
+/// The C library's environment for a [`Pair`]'s core end.
+pub trait EmbeddedEnv {
+    /// The environment for an embedded stack on `vc` (AF_XDP).
+    fn embedded_env(&self) -> Vec<(String, String)>;
 }
 
-impl Pair {
-    pub fn new(net: u8) -> Pair {
-        let linux = Netns::new("cl").expect("creating a namespace");
-        let core = Netns::new("cc").expect("creating a namespace");
-        veth_pair(&linux, "vl", &core, "vc").expect("creating the veth pair");
-        netns::addr_add(&linux, "vl", &format!("10.{net}.1.1/24")).expect("adding an address");
-        Pair {
-            linux,
-            core,
-            linux_ip: format!("10.{net}.1.1"),
-            core_ip: format!("10.{net}.1.2"),
-        }
-    }
-
-    /// The environment for an embedded stack on `vc` (AF_XDP).
-    pub fn embedded_env(&self) -> Vec<(String, String)> {
+impl EmbeddedEnv for Pair {
+    fn embedded_env(&self) -> Vec<(String, String)> {
         vec![
             ("CORESTACK_IFACE".into(), "vc".into()),
             ("CORESTACK_IP".into(), format!("{}/24", self.core_ip)),

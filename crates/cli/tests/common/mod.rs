@@ -34,31 +34,16 @@ pub fn start() -> MutexGuard<'static, ()> {
     guard
 }
 
-/// Two namespaces joined by one veth pair: `linux` has `vl` with 10.{net}.1.1/24, `core` has `vc`
-/// with no kernel address (corestack takes 10.{net}.1.2 there).
-pub struct Pair {
-    pub linux: Netns,
-    pub core: Netns,
-    pub linux_ip: String,
-    pub core_ip: String,
+pub use netns::Pair;
+
+/// corestack's command-line options for a [`Pair`]'s core end.
+pub trait CoreArgs {
+    /// `--iface vc --ip 10.N.1.2/24 --driver af_xdp`.
+    fn core_args(&self) -> Vec<String>;
 }
 
-impl Pair {
-    pub fn new(net: u8) -> Pair {
-        let linux = Netns::new("tl").expect("creating a namespace");
-        let core = Netns::new("tc").expect("creating a namespace");
-        veth_pair(&linux, "vl", &core, "vc").expect("creating the veth pair");
-        netns::addr_add(&linux, "vl", &format!("10.{net}.1.1/24")).expect("adding an address");
-        Pair {
-            linux,
-            core,
-            linux_ip: format!("10.{net}.1.1"),
-            core_ip: format!("10.{net}.1.2"),
-        }
-    }
-
-    /// `--iface vc --ip 10.N.1.2/24 --driver af_xdp`.
-    pub fn core_args(&self) -> Vec<String> {
+impl CoreArgs for Pair {
+    fn core_args(&self) -> Vec<String> {
         [
             "--iface",
             "vc",
@@ -154,7 +139,7 @@ pub struct BridgeCounts {
 /// Like [`Pair`], but corestack uses a persistent tap device `tap0` in `core`, bridged (`br0`)
 /// with `vc`.
 pub fn tap_pair(net: u8) -> Pair {
-    let pair = Pair::new(net);
+    let pair = Pair::new("t", net).expect("creating the namespaces");
     let ns = &pair.core;
     let ip = |args: &[&str]| {
         ns.run("ip", args)
