@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use netns::{ChildGuard, Netns, NextLine};
 use serde_json::Value;
 
@@ -182,5 +182,46 @@ impl Topology {
         netns::addr_add(&client, "c2", &format!("10.{net}.2.1/24"))?;
         netns::addr_add(&server, "s2", &format!("10.{net}.2.2/24"))?;
         Ok(Topology { client, server })
+    }
+}
+
+/// One ping-pong result (a subset of `bench pingpong --json`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Latency {
+    /// Median round trip, µs.
+    pub p50_us: f64,
+    /// 99th percentile round trip, µs.
+    pub p99_us: f64,
+    /// Round trips per second.
+    pub per_s: f64,
+}
+
+impl Latency {
+    /// The median of each figure over several runs.
+    pub fn median(runs: &[Latency]) -> Latency {
+        let med = |f: fn(&Latency) -> f64| {
+            let mut v: Vec<f64> = runs.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(0.0)
+        };
+        Latency {
+            p50_us: med(|l| l.p50_us),
+            p99_us: med(|l| l.p99_us),
+            per_s: med(|l| l.per_s),
+        }
+    }
+
+    /// Reads it from `bench pingpong --json`'s object.
+    pub fn from_json(v: &Value) -> Result<Latency> {
+        let f = |k: &str| {
+            v.get(k)
+                .and_then(Value::as_f64)
+                .ok_or_else(|| anyhow!("bench output lacks {k}"))
+        };
+        Ok(Latency {
+            p50_us: f("p50_us")?,
+            p99_us: f("p99_us")?,
+            per_s: f("round_trips_per_s")?,
+        })
     }
 }

@@ -17,13 +17,13 @@
 use std::fs;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use serde_json::Value;
 
-use crate::cmd::children::{run_client, spawn, wait_ready, LogDir, Topology};
+use crate::cmd::children::{run_client, spawn, wait_ready, Latency, LogDir, Topology};
 use crate::net;
 
 const CLIENT_CPU: &str = "0";
@@ -49,43 +49,6 @@ pub struct Demo {
     /// Message size for the ping-pong runs, bytes.
     #[arg(long, default_value_t = 64)]
     size: u32,
-}
-
-/// One ping-pong result (a subset of `bench pingpong --json`).
-#[derive(Debug, Clone, Copy, Default)]
-struct Latency {
-    p50_us: f64,
-    p99_us: f64,
-    per_s: f64,
-}
-
-impl Latency {
-    /// The median of each figure over several runs.
-    fn median(runs: &[Latency]) -> Latency {
-        let med = |f: fn(&Latency) -> f64| {
-            let mut v: Vec<f64> = runs.iter().map(f).collect();
-            v.sort_by(f64::total_cmp);
-            v.get(v.len() / 2).copied().unwrap_or(0.0)
-        };
-        Latency {
-            p50_us: med(|l| l.p50_us),
-            p99_us: med(|l| l.p99_us),
-            per_s: med(|l| l.per_s),
-        }
-    }
-
-    fn from_json(v: &Value) -> Result<Latency> {
-        let f = |k: &str| {
-            v.get(k)
-                .and_then(Value::as_f64)
-                .ok_or_else(|| anyhow!("bench output lacks {k}"))
-        };
-        Ok(Latency {
-            p50_us: f("p50_us")?,
-            p99_us: f("p99_us")?,
-            per_s: f("round_trips_per_s")?,
-        })
-    }
 }
 
 /// Progress shown on a terminal; plain lines on stderr otherwise.

@@ -26,7 +26,7 @@ use clap::Args;
 use netns::ChildGuard;
 use serde_json::Value;
 
-use crate::cmd::children::{run_client, spawn_env, wait_ready, LogDir, Topology};
+use crate::cmd::children::{run_client, spawn_env, wait_ready, Latency, LogDir, Topology};
 use crate::net;
 
 const CORE_CIDR: &str = "10.79.1.2/24";
@@ -58,26 +58,6 @@ pub enum Part {
     Latency,
     /// 64-byte messages per second.
     Messages,
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-struct Latency {
-    p50_us: f64,
-    p99_us: f64,
-    per_s: f64,
-}
-
-fn latency(v: &Value) -> Result<Latency> {
-    let f = |k: &str| {
-        v.get(k)
-            .and_then(Value::as_f64)
-            .ok_or_else(|| anyhow!("bench output lacks {k}"))
-    };
-    Ok(Latency {
-        p50_us: f("p50_us")?,
-        p99_us: f("p99_us")?,
-        per_s: f("round_trips_per_s")?,
-    })
 }
 
 /// CPU time (user + system) of `pid` so far, in seconds.
@@ -154,7 +134,7 @@ impl ServiceBench {
             ];
             let log = logs.file(log);
             let child = spawn_env(&topo.client, Some("0"), &exe, &args, &log, &[])?;
-            latency(&run_client(child, &log, timeout, &stop)?)
+            Latency::from_json(&run_client(child, &log, timeout, &stop)?)
         };
         let start_server = |cpu: Option<&str>,
                             args: &[&str],
