@@ -17,8 +17,10 @@
 pub mod af_xdp;
 pub mod bridge;
 mod error;
+pub mod gso;
 pub mod impair;
 pub mod mem;
+pub mod packet;
 #[allow(unsafe_code)]
 mod sys;
 pub mod tap;
@@ -30,8 +32,15 @@ pub use error::{Error, ErrorKind};
 pub struct Capabilities {
     /// The port verifies IPv4/TCP/UDP checksums on receive.
     pub rx_checksum: bool,
-    /// The port fills IPv4/TCP/UDP checksums on transmit.
-    pub tx_checksum: bool,
+    /// The port completes TCP checksums on transmit: the engine stores only
+    /// the folded pseudo-header sum, not complemented, in every TCP
+    /// segment's checksum field (Linux's CHECKSUM_PARTIAL convention) and
+    /// the port (or the kernel or NIC behind it) sums the segment over it.
+    pub tx_tcp_checksum: bool,
+    /// Largest TCP payload, in bytes, of one frame handed to
+    /// [`TxQueue::transmit_gso`], which the port cuts into segments (TSO or
+    /// software GSO); 0 when the port cannot. Implies `tx_tcp_checksum`.
+    pub tx_gso_max: usize,
 }
 
 /// The transmit side of a port.
@@ -41,6 +50,24 @@ pub trait TxQueue {
     /// frame length in bytes (0 cancels). Returns false, without calling
     /// `fill`, when no tx buffer is free (the caller counts a drop).
     fn transmit<F: FnOnce(&mut [u8]) -> usize>(&mut self, max_len: usize, fill: F) -> bool;
+    /// Queues one TCP/IPv4 frame larger than the MTU that the port cuts into
+    /// segments of `gso_size` payload bytes, as `tcp_gso_segment` does:
+    /// segment *i* gets sequence number `seq + i·gso_size` and IP
+    /// identification `id + i`, CWR only on the first, PSH and FIN only on
+    /// the last, and fresh checksums (the TCP checksum field holds the
+    /// pseudo-header sum, see [`Capabilities::tx_tcp_checksum`]). `fill` as
+    /// for [`TxQueue::transmit`]. Only for ports with
+    /// [`Capabilities::tx_gso_max`] > 0; the default refuses (false) without
+    /// calling `fill`.
+    fn transmit_gso<F: FnOnce(&mut [u8]) -> usize>(
+        &mut self,
+        max_len: usize,
+        gso_size: usize,
+        fill: F,
+    ) -> bool {
+        let _ = (max_len, gso_size, fill);
+        false
+    }
 
     /// Hands every queued frame to the device (AF_XDP: one `sendto` kick if
     /// the kernel asked for a wake-up; TAP: nothing, frames are written at

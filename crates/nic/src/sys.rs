@@ -3,7 +3,8 @@
 //!
 //! This is one of the few modules of the crate with `unsafe` code; each block
 //! says why it is sound. Everything here is set-up code except `read_nb`,
-//! `write_nb`, `recv_nb`, `send_nb` and `monotonic_ns`, which allocate nothing.
+//! `write_nb`, `recv_nb`, `send_nb`, `send_frames` and `monotonic_ns`, which
+//! allocate nothing.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -21,6 +22,11 @@ const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
 /// `PACKET_MR_PROMISC` (linux/if_packet.h).
 const PACKET_MR_PROMISC: libc::c_ushort = 1;
+
+/// `PACKET_VNET_HDR` (linux/if_packet.h): frames carry a virtio-net header.
+const PACKET_VNET_HDR: libc::c_int = 15;
+/// Messages per `sendmmsg` call in [`send_frames`].
+const SEND_CHUNK: usize = 64;
 
 /// `struct packet_mreq` (linux/if_packet.h).
 #[repr(C)]
@@ -301,6 +307,116 @@ pub(crate) fn packet_socket(ifindex: u32) -> io::Result<OwnedFd> {
         &mreq,
     )?;
     Ok(sock)
+}
+
+/// An AF_PACKET raw socket that only transmits, on `ifindex`: bound with
+/// protocol 0 so nothing is queued to it, every frame preceded by a
+/// `struct virtio_net_hdr` (checksum and GSO requests), and a send buffer
+/// of `sndbuf` bytes (forced when privileged, else as large as `wmem_max`
+/// allows). Not PACKET_QDISC_BYPASS: the direct path drops every frame that
+/// needs segmenting in software (`__dev_direct_xmit`).
+pub(crate) fn packet_tx_socket(ifindex: u32, sndbuf: usize) -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2) call; the result is checked before use.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let raw = sock.as_raw_fd();
+    setsockopt_int(raw, libc::SOL_PACKET, PACKET_VNET_HDR, 1)?;
+    let size = sndbuf.min(i32::MAX as usize) as libc::c_int;
+    if setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, size).is_err() {
+        setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, size)?;
+    }
+    // SAFETY: `sockaddr_ll` is plain data; all-zero bytes are valid.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = 0;
+    sll.sll_ifindex = ifindex as libc::c_int;
+    // SAFETY: `sll` is a valid sockaddr_ll and the length matches it.
+    let rc = unsafe {
+        libc::bind(
+            raw,
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(sock)
+}
+
+/// What [`send_frames`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sent {
+    /// Frames the kernel took.
+    pub sent: usize,
+    /// Frames it refused (each failed once; the rest still went).
+    pub refused: usize,
+    /// The errno of the last refusal.
+    pub last_errno: Option<i32>,
+}
+
+/// Sends every frame with `sendmmsg` (MSG_DONTWAIT), [`SEND_CHUNK`] per
+/// call, skipping a frame the kernel refuses. Allocates nothing.
+pub(crate) fn send_frames<'a>(fd: RawFd, frames: impl Iterator<Item = &'a [u8]>) -> Sent {
+    let mut out = Sent::default();
+    let mut frames = frames.peekable();
+    while frames.peek().is_some() {
+        // SAFETY: iovec and mmsghdr are plain data; all-zero bytes are valid.
+        let mut iov: [libc::iovec; SEND_CHUNK] = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut msgs: [libc::mmsghdr; SEND_CHUNK] = unsafe { std::mem::zeroed() };
+        let mut k = 0;
+        while k < SEND_CHUNK {
+            let Some(f) = frames.next() else { break };
+            iov[k] = libc::iovec {
+                iov_base: f.as_ptr() as *mut libc::c_void,
+                iov_len: f.len(),
+            };
+            k += 1;
+        }
+        for (m, v) in msgs.iter_mut().zip(iov.iter_mut()).take(k) {
+            m.msg_hdr.msg_iov = v;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        let mut i = 0;
+        while i < k {
+            // SAFETY: msgs[i..k] are initialised headers whose single iovec
+            // points into a frame slice borrowed for this whole call; the
+            // kernel only reads them (it copies the frames before
+            // returning) and writes msg_len inside `msgs`.
+            let rc = unsafe {
+                libc::sendmmsg(
+                    fd,
+                    msgs[i..].as_mut_ptr(),
+                    (k - i) as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if rc > 0 {
+                i += rc as usize;
+                out.sent += rc as usize;
+                continue;
+            }
+            let errno = io::Error::last_os_error().raw_os_error();
+            if errno == Some(libc::EINTR) {
+                continue;
+            }
+            out.refused += 1;
+            out.last_errno = errno;
+            i += 1;
+        }
+    }
+    out
 }
 
 /// CLOCK_MONOTONIC in ns.

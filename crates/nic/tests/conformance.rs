@@ -18,7 +18,7 @@ use common::conformance::{
     arp_request_gets_reply, check_identity, receive_matching, send_test_frames,
 };
 use common::*;
-use nic::af_xdp::{AfXdpConfig, AfXdpPort, XdpMode};
+use nic::af_xdp::{AfXdpConfig, AfXdpPort, TxPath, XdpMode};
 use nic::impair::Impairments;
 use nic::mem;
 use nic::tap::TapPort;
@@ -227,8 +227,14 @@ impl Inner {
     }
 }
 
-/// The whole conformance run for an AF_XDP port on veth in `mode`.
-fn af_xdp_veth_conformance(test: &str, mode: XdpMode, expect: XdpMode, salt: u32) {
+/// The whole conformance run for an AF_XDP port on veth in `mode`,
+/// transmitting through `tx_path` (`expect_tx` once resolved).
+fn af_xdp_veth_conformance(
+    test: &str,
+    (mode, expect): (XdpMode, XdpMode),
+    (tx_path, expect_tx): (TxPath, TxPath),
+    salt: u32,
+) {
     if !is_inner(test) {
         let lab = VethLab::new(salt);
         run_inner(&lab.port_ns, test, &lab.envs());
@@ -244,6 +250,7 @@ fn af_xdp_veth_conformance(test: &str, mode: XdpMode, expect: XdpMode, salt: u32
         mode,
         steer_ip: Some(Ipv4Addr::from(my_ip)),
         busy_poll: mode == XdpMode::Auto,
+        tx_path,
         ..AfXdpConfig::default()
     };
     let mut port = AfXdpPort::open(&cfg).unwrap_or_else(|e| panic!("open: {e}"));
@@ -254,6 +261,10 @@ fn af_xdp_veth_conformance(test: &str, mode: XdpMode, expect: XdpMode, salt: u32
         port.zero_copy()
     );
     assert_eq!(port.xdp_mode(), expect);
+    assert_eq!(port.tx_path(), expect_tx);
+    let caps = port.capabilities();
+    assert_eq!(caps.tx_tcp_checksum, expect_tx == TxPath::Packet);
+    assert_eq!(caps.tx_gso_max > 0, expect_tx == TxPath::Packet);
     // Identity: the interface's own MAC and MTU; a pollable fd.
     check_identity(&port, 1500);
     let if_mac = parse_mac(&sh(&format!(
@@ -374,8 +385,8 @@ fn counter_here(ifname: &str, name: &str) -> u64 {
 fn af_xdp_native_veth_passes_conformance() {
     af_xdp_veth_conformance(
         "af_xdp_native_veth_passes_conformance",
-        XdpMode::Native,
-        XdpMode::Native,
+        (XdpMode::Native, XdpMode::Native),
+        (TxPath::Xsk, TxPath::Xsk),
         1,
     );
 }
@@ -384,18 +395,19 @@ fn af_xdp_native_veth_passes_conformance() {
 fn af_xdp_generic_veth_passes_conformance() {
     af_xdp_veth_conformance(
         "af_xdp_generic_veth_passes_conformance",
-        XdpMode::Generic,
-        XdpMode::Generic,
+        (XdpMode::Generic, XdpMode::Generic),
+        (TxPath::Packet, TxPath::Packet),
         2,
     );
 }
 
 #[test]
 fn af_xdp_auto_veth_attaches_native() {
+    // veth has no zero-copy AF_XDP: Auto transmits through the packet socket.
     af_xdp_veth_conformance(
         "af_xdp_auto_veth_attaches_native",
-        XdpMode::Auto,
-        XdpMode::Native,
+        (XdpMode::Auto, XdpMode::Native),
+        (TxPath::Auto, TxPath::Packet),
         3,
     );
 }

@@ -399,6 +399,17 @@ pub fn fill_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
     put_u16(segment, 16, c);
 }
 
+/// Stores in the checksum field of `segment` (the TCP segment, header +
+/// payload) only the pseudo-header sum of `src`/`dst`, folded and not
+/// complemented, for a device that completes the checksum over the segment
+/// (Linux's CHECKSUM_PARTIAL convention; RFC 9293 §3.1 pseudo-header).
+///
+/// Panics if `segment` is shorter than 20 bytes.
+pub fn fill_pseudo_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
+    let pseudo = checksum::pseudo_header_sum(src, dst, PROTO_TCP, segment.len());
+    put_u16(segment, 16, !checksum::fold(pseudo));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -683,5 +694,25 @@ mod tests {
         let buf = segment(&repr, b"hello");
         let other = Ipv4Addr::new(10, 99, 0, 9);
         assert_eq!(TcpRepr::parse(&buf, other, DST, true), Err(Error::Checksum));
+    }
+
+    #[test]
+    fn a_device_completing_the_pseudo_checksum_gets_the_full_one() {
+        for len in [0usize, 1, 5, 1448] {
+            let payload: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            let repr = TcpRepr {
+                payload_len: len,
+                ..syn()
+            };
+            let full = segment(&repr, &payload);
+            let mut partial = full.clone();
+            fill_pseudo_checksum(&mut partial, SRC, DST);
+            assert_ne!(partial, full);
+            // What the device does: checksum over the segment as it is,
+            // stored at offset 16.
+            let c = checksum::fold(checksum::sum(&partial, 0));
+            put_u16(&mut partial, 16, c);
+            assert_eq!(partial, full, "payload {len} bytes");
+        }
     }
 }

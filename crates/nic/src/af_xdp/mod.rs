@@ -34,6 +34,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind};
+use crate::packet::{PacketTx, PacketTxStats};
 use crate::{Capabilities, Port, TxQueue};
 use sys::{FrameArea, Mmap, Ring};
 
@@ -60,6 +61,37 @@ pub enum XdpMode {
     Generic,
 }
 
+/// How an [`AfXdpPort`] transmits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TxPath {
+    /// The socket's tx ring in zero-copy mode, else [`TxPath::Packet`].
+    #[default]
+    Auto,
+    /// The AF_XDP tx ring (one kernel skb per frame in copy mode).
+    Xsk,
+    /// An AF_PACKET socket on the same interface with virtio-net headers,
+    /// merging consecutive TCP segments into GSO frames
+    /// ([`crate::packet::PacketTx`]); received frames still come through
+    /// AF_XDP.
+    Packet,
+}
+
+impl std::str::FromStr for TxPath {
+    type Err = Error;
+
+    /// "auto", "xsk" or "packet".
+    fn from_str(s: &str) -> Result<TxPath, Error> {
+        match s {
+            "auto" => Ok(TxPath::Auto),
+            "xsk" => Ok(TxPath::Xsk),
+            "packet" => Ok(TxPath::Packet),
+            _ => Err(Error::config(format!(
+                "unknown AF_XDP transmit path {s:?}: use auto, xsk or packet"
+            ))),
+        }
+    }
+}
+
 /// Configuration of an [`AfXdpPort`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AfXdpConfig {
@@ -82,6 +114,8 @@ pub struct AfXdpConfig {
     /// Set SO_PREFER_BUSY_POLL, SO_BUSY_POLL (20 µs) and
     /// SO_BUSY_POLL_BUDGET (64) on the socket.
     pub busy_poll: bool,
+    /// How frames are transmitted (default Auto).
+    pub tx_path: TxPath,
 }
 
 impl Default for AfXdpConfig {
@@ -95,6 +129,7 @@ impl Default for AfXdpConfig {
             mode: XdpMode::Auto,
             steer_ip: None,
             busy_poll: false,
+            tx_path: TxPath::Auto,
         }
     }
 }
@@ -116,6 +151,9 @@ pub struct AfXdpStats {
     pub tx_kick_errors: u64,
     /// `recvfrom` wake-ups issued.
     pub rx_kicks: u64,
+    /// With [`TxPath::Packet`]: the packet socket's counters (frames queued
+    /// count in `tx_frames` too).
+    pub packet: Option<PacketTxStats>,
 }
 
 /// The receive half: rx and fill rings over the rx half of the UMEM.
@@ -185,6 +223,8 @@ pub struct AfXdpTx {
     /// Kick on every flush with outstanding frames (copy mode).
     always_kick: bool,
     xsk: Arc<OwnedFd>,
+    /// Set for [`TxPath::Packet`]: frames go there instead of the tx ring.
+    packet: Option<PacketTx>,
     frames: u64,
     invalid: u64,
     kicks: u64,
@@ -219,6 +259,9 @@ impl AfXdpTx {
 
 impl TxQueue for AfXdpTx {
     fn transmit<F: FnOnce(&mut [u8]) -> usize>(&mut self, max_len: usize, fill: F) -> bool {
+        if let Some(p) = &mut self.packet {
+            return p.transmit(max_len, fill);
+        }
         if self.free.is_empty() {
             self.reap();
         }
@@ -248,7 +291,22 @@ impl TxQueue for AfXdpTx {
         true
     }
 
+    fn transmit_gso<F: FnOnce(&mut [u8]) -> usize>(
+        &mut self,
+        max_len: usize,
+        gso_size: usize,
+        fill: F,
+    ) -> bool {
+        match &mut self.packet {
+            Some(p) => p.transmit_gso(max_len, gso_size, fill),
+            None => false,
+        }
+    }
+
     fn flush(&mut self) {
+        if let Some(p) = &mut self.packet {
+            return p.flush();
+        }
         if self.tx_prod != self.tx_published {
             self.tx.store_producer(self.tx_prod);
             self.tx_published = self.tx_prod;
@@ -553,6 +611,11 @@ impl AfXdpPort {
 
         let xsk = Arc::new(xsk);
         let max_frame_mtu = (frame_size - XDP_PACKET_HEADROOM as usize).saturating_sub(18);
+        let mtu = if_mtu.min(max_frame_mtu);
+        let packet = match (cfg.tx_path, zero_copy) {
+            (TxPath::Packet, _) | (TxPath::Auto, false) => Some(PacketTx::open(ifindex, mtu + 14)?),
+            (TxPath::Xsk, _) | (TxPath::Auto, true) => None,
+        };
         Ok(AfXdpPort {
             rx: RxSide {
                 rx,
@@ -578,6 +641,7 @@ impl AfXdpPort {
                 comp_cons: 0,
                 always_kick: !zero_copy,
                 xsk: xsk.clone(),
+                packet,
                 frames: 0,
                 invalid: 0,
                 kicks: 0,
@@ -588,7 +652,7 @@ impl AfXdpPort {
             mode,
             zero_copy,
             mac,
-            mtu: if_mtu.min(max_frame_mtu),
+            mtu,
             xsk,
             _link: link,
             _prog: prog,
@@ -607,6 +671,15 @@ impl AfXdpPort {
         self.zero_copy
     }
 
+    /// The transmit path in use: Xsk or Packet (never Auto).
+    pub fn tx_path(&self) -> TxPath {
+        if self.tx.packet.is_some() {
+            TxPath::Packet
+        } else {
+            TxPath::Xsk
+        }
+    }
+
     /// The interface name.
     pub fn ifname(&self) -> &str {
         &self.ifname
@@ -622,11 +695,12 @@ impl AfXdpPort {
         AfXdpStats {
             rx_frames: self.rx.frames,
             rx_invalid: self.rx.invalid,
-            tx_frames: self.tx.frames,
+            tx_frames: self.tx.frames + self.tx.packet.as_ref().map_or(0, |p| p.stats().frames),
             tx_invalid: self.tx.invalid,
             tx_kicks: self.tx.kicks,
             tx_kick_errors: self.tx.kick_errors,
             rx_kicks: self.rx.kicks,
+            packet: self.tx.packet.as_ref().map(PacketTx::stats),
         }
     }
 }
@@ -681,7 +755,12 @@ impl Port for AfXdpPort {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
+        Capabilities {
+            rx_checksum: false,
+            // The packet socket asks the kernel (or the NIC) for it.
+            tx_tcp_checksum: self.tx.packet.is_some(),
+            tx_gso_max: self.tx.packet.as_ref().map_or(0, PacketTx::gso_max),
+        }
     }
 
     fn rx_fd(&self) -> Option<RawFd> {
