@@ -1,6 +1,7 @@
 //! The receive path: Ethernet → ARP | IPv4 → ICMP | UDP | TCP. Every frame
 //! either reaches a socket or is counted under the reason it was dropped.
 
+use crate::link::Link;
 use crate::sockets::{flow_key, Conn, Listener, Socket};
 use crate::tcp::{self, Tcb};
 use crate::Core;
@@ -343,11 +344,12 @@ impl Core {
         let to = *remote.ip();
         let hlen = rst.header_len();
         let now = self.now;
+        let offload = self.link.tcp_checksum_offload;
         if self
             .link
             .send_ipv4(tx, &mut self.stats, now, to, PROTO_TCP, hlen, |buf| {
                 rst.emit_header(buf);
-                wire::tcp::fill_checksum(buf, local, to);
+                Link::tcp_checksum(offload, buf, local, to);
             })
         {
             self.stats.tcp_rst_tx += 1;
@@ -463,11 +465,12 @@ impl Core {
         synack.options.mss = Some(self.cfg.tcp.mss);
         let hlen = synack.header_len();
         let (src, to, now) = (self.link.ip, *remote.ip(), self.now);
+        let offload = self.link.tcp_checksum_offload;
         if self
             .link
             .send_ipv4(tx, &mut self.stats, now, to, PROTO_TCP, hlen, |buf| {
                 synack.emit_header(buf);
-                wire::tcp::fill_checksum(buf, src, to);
+                Link::tcp_checksum(offload, buf, src, to);
             })
         {
             self.stats.tcp_syncookies_sent += 1;

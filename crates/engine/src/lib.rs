@@ -22,7 +22,7 @@ pub mod tcp;
 pub mod time;
 pub mod timer;
 
-use crate::link::Link;
+use crate::link::{Gso, Link};
 use crate::sockets::{apply_events, libc_errno, Conn, Socket, Sockets};
 use crate::stats::Stats;
 use crate::tcp::{IsnGenerator, State, TcpConfig};
@@ -154,6 +154,10 @@ impl<P: Port> Engine<P> {
         if port.capabilities().rx_checksum {
             cfg.verify_checksums = false;
         }
+        let mut link = link;
+        let caps = port.capabilities();
+        link.tcp_checksum_offload = caps.tx_tcp_checksum || caps.tx_gso_max > 0;
+        link.gso_max = caps.tx_gso_max;
         let max = cfg.max_sockets;
         Engine {
             port,
@@ -524,6 +528,14 @@ impl Core {
         };
         let remote = *c.tcb.remote().ip();
         let local = link.ip;
+        let offload = link.tcp_checksum_offload;
+        // TSO only towards a resolved next hop: a frame waiting for ARP
+        // must fit the MTU.
+        c.tcb.gso_max = if link.gso_max > 0 && link.resolved(remote, now).is_some() {
+            link.gso_max
+        } else {
+            0
+        };
         let Conn {
             tcb, tx: txr, rx, ..
         } = &mut **c;
@@ -538,7 +550,12 @@ impl Core {
                 let plen = seg.repr.payload_len;
                 // RFC 3168 §5: ECT(0) on data of an ECN-capable connection.
                 let tos = if seg.ect { ECT0 } else { 0 };
-                link.send_ipv4_tos(
+                let gso = (seg.gso_size > 0).then(|| Gso {
+                    size: seg.gso_size,
+                    segments: seg.segments(),
+                    header_len: hlen,
+                });
+                link.send_ipv4_gso(
                     tx,
                     stats,
                     now,
@@ -546,13 +563,14 @@ impl Core {
                     wire::ipv4::PROTO_TCP,
                     tos,
                     hlen + plen,
+                    gso,
                     |buf| {
                         seg.repr.emit_header(&mut buf[..hlen]);
                         txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
-                        wire::tcp::fill_checksum(buf, local, remote);
+                        Link::tcp_checksum(offload, buf, local, remote);
                     },
                 );
-                stats.tcp_tx_segments += 1;
+                stats.tcp_tx_segments += seg.segments() as u64;
             },
         );
         let closed = tcb.state() == State::Closed;

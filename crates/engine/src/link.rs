@@ -25,7 +25,23 @@ pub struct Link {
     /// Largest IP packet in bytes.
     pub mtu: usize,
     pub arp: ArpCache,
+    /// The port completes TCP checksums ([`nic::Capabilities::tx_tcp_checksum`]).
+    pub tcp_checksum_offload: bool,
+    /// Largest TCP payload of one segment the port cuts apart
+    /// ([`nic::Capabilities::tx_gso_max`]); 0 for none.
+    pub gso_max: usize,
     ident: u16,
+}
+
+/// How the port cuts one oversized TCP segment apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gso {
+    /// Payload bytes per segment (the MSS).
+    pub size: usize,
+    /// Segments it makes.
+    pub segments: usize,
+    /// TCP header bytes, repeated in every segment.
+    pub header_len: usize,
 }
 
 impl Link {
@@ -44,7 +60,20 @@ impl Link {
             gateway,
             mtu,
             arp,
+            tcp_checksum_offload: false,
+            gso_max: 0,
             ident: 1,
+        }
+    }
+
+    /// Fills the checksum of `segment` (a whole TCP segment from `src` to
+    /// `dst`): in full, or only the pseudo-header sum when the port
+    /// completes it.
+    pub fn tcp_checksum(offload: bool, segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
+        if offload {
+            wire::tcp::fill_pseudo_checksum(segment, src, dst);
+        } else {
+            wire::tcp::fill_checksum(segment, src, dst);
         }
     }
 
@@ -108,18 +137,48 @@ impl Link {
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> bool {
+        self.send_ipv4_gso(tx, stats, now, dst, protocol, tos, payload_len, None, fill)
+    }
+
+    /// The MAC address of the next hop to `dst` if it is known now: a frame
+    /// to it goes out at once instead of waiting in the ARP queue.
+    pub fn resolved(&self, dst: Ipv4Addr, now: Instant) -> Option<MacAddr> {
+        self.next_hop(dst).and_then(|h| self.arp.lookup(h, now))
+    }
+
+    /// [`Link::send_ipv4_tos`] for a TCP segment that may exceed the MTU:
+    /// with `gso` the port cuts it into `gso.segments` segments of
+    /// `gso.size` payload bytes
+    /// ([`TxQueue::transmit_gso`]), which take consecutive IP
+    /// identifications. Only once the next hop is [`Link::resolved`]: else
+    /// the frame is dropped and counted in `tx_no_buffer`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_ipv4_gso<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        now: Instant,
+        dst: Ipv4Addr,
+        protocol: u8,
+        tos: u8,
+        payload_len: usize,
+        gso: Option<Gso>,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
         let Some(next_hop) = self.next_hop(dst) else {
             stats.drop_no_route += 1;
             return false;
         };
-        debug_assert!(payload_len + ipv4::HEADER_LEN <= self.mtu);
-        self.ident = self.ident.wrapping_add(1);
+        debug_assert!(gso.is_some() || payload_len + ipv4::HEADER_LEN <= self.mtu);
+        let segments = gso.map_or(1, |g| g.segments.max(1));
+        let ident = self.ident.wrapping_add(1);
+        self.ident = self.ident.wrapping_add(segments as u16);
         let ip = Ipv4Repr {
             src: self.ip,
             dst,
             protocol,
             ttl: 64,
-            ident: self.ident,
+            ident,
             dont_frag: true,
             payload_len,
         };
@@ -141,6 +200,21 @@ impl Link {
             buf[HEADERS + payload_len..frame_len].fill(0);
             frame_len
         };
+        if let Some(Gso { size: gso_size, .. }) = gso {
+            let queued = match self.arp.lookup(next_hop, now) {
+                Some(mac) => tx.transmit_gso(frame_len, gso_size, |buf| build(mac, buf)),
+                None => false,
+            };
+            if queued {
+                // What the wire carries: every segment with its headers.
+                let headers = HEADERS + gso.map_or(0, |g| g.header_len);
+                stats.tx_frames += segments as u64;
+                stats.tx_bytes += (frame_len + (segments - 1) * headers) as u64;
+            } else {
+                stats.tx_no_buffer += 1;
+            }
+            return queued;
+        }
         if let Some(mac) = self.arp.lookup(next_hop, now) {
             if tx.transmit(frame_len, |buf| build(mac, buf)) {
                 stats.tx_frames += 1;

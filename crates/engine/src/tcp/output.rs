@@ -76,10 +76,10 @@ impl Tcb {
         }
         let snd_max_before = self.snd_max;
         while sent < max_segments {
-            match self.data_segment(now, tx_len, rcv_free) {
+            match self.data_segment(now, tx_len, rcv_free, max_segments - sent) {
                 Some(seg) => {
                     emit(&seg);
-                    sent += 1;
+                    sent += seg.segments();
                 }
                 None => break,
             }
@@ -107,6 +107,7 @@ impl Tcb {
                 repr,
                 payload_offset: 0,
                 ect: false,
+                gso_size: 0,
             });
             sent += 1;
         }
@@ -275,6 +276,7 @@ impl Tcb {
             },
             payload_offset: 0,
             ect: false,
+            gso_size: 0,
         }
     }
 
@@ -335,6 +337,7 @@ impl Tcb {
             repr,
             payload_offset: 0,
             ect: false,
+            gso_size: 0,
         }
     }
 
@@ -349,6 +352,7 @@ impl Tcb {
             repr,
             payload_offset: 0,
             ect: false,
+            gso_size: 0,
         }
     }
 
@@ -387,9 +391,26 @@ impl Tcb {
         Some((len, fin))
     }
 
-    /// The next data segment (and/or FIN) from snd_nxt, if `data_ready` allows.
-    fn data_segment(&mut self, now: Instant, tx_len: usize, rcv_free: usize) -> Option<Segment> {
-        let (len, fin) = self.data_ready(tx_len)?;
+    /// The next data segment (and/or FIN) from snd_nxt, if `data_ready`
+    /// allows. With `gso_max` set, new data goes as up to `max_segments`
+    /// whole MSS-sized segments in one TSO segment, as far as the data, the
+    /// windows and the retransmission queue allow; each is tracked on its
+    /// own, so loss recovery sees exactly the segments of the wire.
+    fn data_segment(
+        &mut self,
+        now: Instant,
+        tx_len: usize,
+        rcv_free: usize,
+        max_segments: usize,
+    ) -> Option<Segment> {
+        let (mut len, fin) = self.data_ready(tx_len)?;
+        let mss = self.eff_mss;
+        if !fin && len == mss && self.gso_max >= 2 * mss && self.snd_nxt == self.snd_max {
+            let unsent = (self.tx_base + tx_len) - self.snd_nxt;
+            let room = unsent.min(self.usable_window()).min(self.gso_max);
+            let segs = (room / mss).min(self.sb.room()).min(max_segments).max(1);
+            len = segs * mss;
+        }
         Some(self.emit_data(self.snd_nxt, len, fin, now, rcv_free, true))
     }
 
@@ -430,8 +451,14 @@ impl Tcb {
             self.stats.retransmits += 1;
         }
         if advance && self.sb.end().is_none_or(|e| seq >= e) && end > seq {
-            // A segment beyond the tracked ones: into the retransmission queue.
-            self.sb.push(seq, end, fin, now);
+            // A segment beyond the tracked ones: into the retransmission
+            // queue, MSS by MSS for a TSO segment.
+            let mut at = seq;
+            while at + self.eff_mss < seq + len {
+                self.sb.push(at, at + self.eff_mss, false, now);
+                at += self.eff_mss;
+            }
+            self.sb.push(at, end, fin, now);
         }
         if fin {
             self.fin_seq = Some(seq + len);
@@ -451,6 +478,7 @@ impl Tcb {
             payload_offset: seq - self.tx_base,
             // RFC 3168 §6.1.5: never ECT on retransmissions (or probes).
             ect: self.ecn_ok && new_data && len > 0 && advance,
+            gso_size: if len > self.eff_mss { self.eff_mss } else { 0 },
         }
     }
 

@@ -104,6 +104,10 @@ impl Scoreboard {
     pub(crate) fn is_full(&self) -> bool {
         self.len == self.ring.len()
     }
+    /// Entries that can still be pushed.
+    pub(crate) fn room(&self) -> usize {
+        self.ring.len() - self.len
+    }
     pub(crate) fn sacked_bytes(&self) -> usize {
         self.sacked_bytes
     }

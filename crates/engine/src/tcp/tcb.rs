@@ -231,6 +231,21 @@ pub struct Segment {
     /// connection that negotiated ECN; never SYNs, pure ACKs or
     /// retransmissions). When false the field is Not-ECT (0).
     pub ect: bool,
+    /// 0 for one segment; else the MSS in bytes: the payload is several
+    /// MSS-sized segments that the port cuts apart (TSO/GSO), each with
+    /// this header and its own sequence number.
+    pub gso_size: usize,
+}
+
+impl Segment {
+    /// Segments on the wire: 1, or the payload in `gso_size` pieces.
+    pub fn segments(&self) -> usize {
+        if self.gso_size == 0 {
+            1
+        } else {
+            self.repr.payload_len.div_ceil(self.gso_size)
+        }
+    }
 }
 
 /// Per-connection counters (for `corestack ss` and tests).
@@ -453,6 +468,10 @@ pub struct Tcb {
     pub(super) pending_rst: Option<PendingRst>,
     /// SendBuffer length at the last call that saw it (for `has_output`).
     pub(super) tx_len_seen: usize,
+    /// Largest payload of one new-data segment handed to the port for
+    /// segmentation (bytes; 0 or at most the MSS: no TSO). Set by the
+    /// engine before `poll_output`.
+    pub(crate) gso_max: usize,
     pub(super) stats: TcbStats,
 }
 
@@ -549,6 +568,7 @@ impl Tcb {
             fin_wait2_deadline: None,
             pending_rst: None,
             tx_len_seen: 0,
+            gso_max: 0,
             stats: TcbStats::default(),
         }
     }

@@ -138,6 +138,41 @@ impl Wire {
     }
 }
 
+/// What the port makes of `s` with `payload`: the segment itself, or for
+/// a TSO segment its MSS-sized pieces as `tcp_gso_segment` cuts them
+/// (sequence numbers advance, CWR only on the first, PSH and FIN only on
+/// the last).
+pub(super) fn cut(s: &Segment, payload: &[u8]) -> Vec<Wire> {
+    if s.gso_size == 0 {
+        return vec![Wire {
+            repr: s.repr,
+            payload: payload.to_vec(),
+        }];
+    }
+    let n = payload.len().div_ceil(s.gso_size);
+    payload
+        .chunks(s.gso_size)
+        .enumerate()
+        .map(|(i, p)| {
+            let mut repr = s.repr;
+            repr.seq = s.repr.seq + i * s.gso_size;
+            repr.payload_len = p.len();
+            let mut f = repr.flags.0;
+            if i > 0 {
+                f &= !TcpFlags::CWR;
+            }
+            if i + 1 < n {
+                f &= !(TcpFlags::PSH | TcpFlags::FIN);
+            }
+            repr.flags = TcpFlags(f);
+            Wire {
+                repr,
+                payload: p.to_vec(),
+            }
+        })
+        .collect()
+}
+
 /// A crafted segment from the peer (no options).
 pub(super) fn craft(
     seq: SeqNum,
@@ -201,12 +236,20 @@ impl Host {
                 let mut payload = vec![0; s.repr.payload_len];
                 let got = tx.read_at(s.payload_offset, &mut payload);
                 assert_eq!(got, s.repr.payload_len, "payload beyond the send buffer");
-                out.push(Wire {
-                    repr: s.repr,
-                    payload,
-                });
+                out.extend(cut(s, &payload));
             });
         assert_eq!(n, out.len());
+        out
+    }
+
+    /// Like `output`, returning each Segment as emitted (TSO segments whole).
+    pub(super) fn output_raw(&mut self, now: Instant) -> Vec<Segment> {
+        let mut out = Vec::new();
+        let free = self.rx.free();
+        self.tcb
+            .poll_output(now, &self.tx, free, 100_000, &mut |s: &Segment| {
+                out.push(*s)
+            });
         out
     }
 
@@ -220,13 +263,7 @@ impl Host {
                 let mut payload = vec![0; s.repr.payload_len];
                 let got = tx.read_at(s.payload_offset, &mut payload);
                 assert_eq!(got, s.repr.payload_len, "payload beyond the send buffer");
-                out.push((
-                    Wire {
-                        repr: s.repr,
-                        payload,
-                    },
-                    s.ect,
-                ));
+                out.extend(cut(s, &payload).into_iter().map(|w| (w, s.ect)));
             });
         out
     }
