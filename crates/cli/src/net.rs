@@ -102,6 +102,22 @@ pub struct StackOpts {
     /// interrupt (sleep whenever idle).
     #[arg(long, value_enum, default_value_t = PollArg::Adaptive)]
     pub poll: PollArg,
+    /// How an af_xdp port transmits: auto (the AF_XDP tx ring in zero-copy mode, else packet),
+    /// xsk (the AF_XDP tx ring) or packet (a packet socket with segmentation offload).
+    /// Default: CORESTACK_AF_XDP_TX, else auto.
+    #[arg(long, value_enum, value_name = "PATH")]
+    pub af_xdp_tx: Option<TxArg>,
+}
+
+/// `--af-xdp-tx`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxArg {
+    /// The AF_XDP tx ring in zero-copy mode, else packet.
+    Auto,
+    /// The AF_XDP tx ring (one kernel buffer per frame in copy mode).
+    Xsk,
+    /// A packet socket with virtio-net headers: TCP segments merged into GSO frames.
+    Packet,
 }
 
 /// `--poll`.
@@ -138,9 +154,14 @@ impl StackOpts {
         match &self.iface {
             None => "kernel".to_string(),
             Some(i) => format!(
-                "corestack ({} on {i}, {}{})",
+                "corestack ({} on {i}, {}{}{})",
                 self.driver_name(),
                 self.mode_name(),
+                match self.af_xdp_tx {
+                    None | Some(TxArg::Auto) => "",
+                    Some(TxArg::Xsk) => ", xsk tx",
+                    Some(TxArg::Packet) => ", packet tx",
+                },
                 match self.cc {
                     None => "",
                     Some(CcArg::Newreno) => ", newreno",
@@ -208,6 +229,13 @@ impl StackOpts {
         }
         if let Some(gw) = self.gateway {
             builder = builder.gateway(gw);
+        }
+        if let Some(tx) = self.af_xdp_tx {
+            builder = builder.af_xdp_tx(match tx {
+                TxArg::Auto => corestack::TxPath::Auto,
+                TxArg::Xsk => corestack::TxPath::Xsk,
+                TxArg::Packet => corestack::TxPath::Packet,
+            });
         }
         if let Some(cc) = self.cc {
             builder = builder.congestion(match cc {

@@ -37,6 +37,7 @@ mod udp;
 
 pub use engine::stats::Stats;
 pub use engine::tcp::CcKind;
+pub use nic::af_xdp::TxPath;
 pub use poll::{Event, Interest, Poller, Probe, Source};
 pub use stack::{Driver, Published, Stack, StackBuilder};
 pub use tcp::{TcpListener, TcpStream};

@@ -65,6 +65,7 @@ pub struct StackBuilder {
     engine: EngineConfig,
     mem: Option<nic::mem::MemPort>,
     service: Option<std::path::PathBuf>,
+    af_xdp_tx: Option<nic::af_xdp::TxPath>,
 }
 
 /// The parts of a socket the application holds.
@@ -290,6 +291,7 @@ impl Default for StackBuilder {
             engine: EngineConfig::default(),
             mem: None,
             service: None,
+            af_xdp_tx: None,
         }
     }
 }
@@ -316,6 +318,15 @@ impl StackBuilder {
     /// Next hop for destinations outside the subnet.
     pub fn gateway(mut self, gw: Ipv4Addr) -> Self {
         self.gateway = Some(gw);
+        self
+    }
+
+    /// How an AF_XDP port transmits (default: `CORESTACK_AF_XDP_TX` = auto,
+    /// xsk or packet if set, else auto: the AF_XDP tx ring in zero-copy
+    /// mode, else a packet socket with segmentation offload; see
+    /// [`nic::af_xdp::TxPath`]).
+    pub fn af_xdp_tx(mut self, path: nic::af_xdp::TxPath) -> Self {
+        self.af_xdp_tx = Some(path);
         self
     }
 
@@ -418,9 +429,17 @@ impl StackBuilder {
         })?;
         match self.driver {
             Driver::AfXdp => {
+                let tx_path = match self.af_xdp_tx {
+                    Some(p) => p,
+                    None => match std::env::var("CORESTACK_AF_XDP_TX") {
+                        Ok(v) => v.parse().map_err(io::Error::from)?,
+                        Err(_) => nic::af_xdp::TxPath::Auto,
+                    },
+                };
                 let xcfg = nic::af_xdp::AfXdpConfig {
                     ifname: iface,
                     steer_ip: Some(ip),
+                    tx_path,
                     ..Default::default()
                 };
                 let port = nic::af_xdp::AfXdpPort::open(&xcfg).map_err(io::Error::from)?;

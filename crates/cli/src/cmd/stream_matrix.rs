@@ -59,6 +59,10 @@ pub struct StreamMatrix {
     /// default, to compare like with like (this machine's default may be bbr).
     #[arg(long, default_value = "cubic", value_name = "NAME")]
     linux_cc: String,
+    /// Rounds per path: each round runs every pairing once, one after the other, and the
+    /// table shows the median (this machine's goodput varies by 10-20 % from run to run).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
 }
 
 /// The three namespaces, the links and the bridges; removed on drop (after the children).
@@ -135,11 +139,13 @@ impl Topology {
 }
 
 /// One phase's three goodputs, Mbit/s.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct Phase {
-    linux: f64,
-    core_receives: f64,
-    core_sends: f64,
+    linux: Vec<f64>,
+    core_receives: Vec<f64>,
+    core_sends: Vec<f64>,
+    /// corestack sending through the AF_XDP tx ring instead of the packet socket.
+    core_sends_xsk: Vec<f64>,
 }
 
 /// What a run needs to start children.
@@ -193,40 +199,72 @@ impl Ctx<'_> {
             .ok_or_else(|| anyhow!("bench stream output lacks goodput_mbit_s"))
     }
 
-    /// Linux to Linux, Linux to corestack, corestack to Linux.
-    fn phase(&self, name: &str) -> Result<Phase> {
+    /// Linux to Linux, corestack to Linux (packet socket, then AF_XDP tx ring), Linux to
+    /// corestack, `rounds` times.
+    fn phase(&self, name: &str, rounds: usize) -> Result<Phase> {
         let mut p = Phase::default();
+        for r in 1..=rounds {
+            self.round(name, r, &mut p)?;
+        }
+        Ok(p)
+    }
+
+    fn round(&self, name: &str, r: usize, p: &mut Phase) -> Result<()> {
         let mut kernel = self
             .sink(
                 &["--kernel", "--ip", LINUX_SERVER],
-                &format!("{name}-sink-linux.log"),
+                &format!("{name}-{r}-sink-linux.log"),
             )
             .context("starting the kernel sink")?;
-        eprintln!("{name}: Linux -> Linux, {} s", self.seconds);
+        eprintln!("{name} {r}: Linux -> Linux, {} s", self.seconds);
         let kernel_cc = ["--kernel-cc", self.linux_cc];
-        p.linux = self
-            .stream(LINUX_SERVER, &kernel_cc, &format!("{name}-linux-linux.log"))
-            .with_context(|| format!("{name}: Linux -> Linux"))?;
-        eprintln!("{name}: corestack -> Linux, {} s", self.seconds);
-        let mut core_args = vec!["--iface", "cc", "--ip", CORE_CLIENT, "--driver", "af_xdp"];
-        core_args.extend_from_slice(&self.cc);
-        p.core_sends = self
-            .stream(LINUX_SERVER, &core_args, &format!("{name}-core-linux.log"))
-            .with_context(|| format!("{name}: corestack -> Linux"))?;
+        p.linux.push(
+            self.stream(
+                LINUX_SERVER,
+                &kernel_cc,
+                &format!("{name}-{r}-linux-linux.log"),
+            )
+            .with_context(|| format!("{name}: Linux -> Linux"))?,
+        );
+        for (tx, runs) in [
+            ("packet", &mut p.core_sends),
+            ("xsk", &mut p.core_sends_xsk),
+        ] {
+            eprintln!(
+                "{name} {r}: corestack -> Linux ({tx} tx), {} s",
+                self.seconds
+            );
+            let mut core_args = vec!["--iface", "cc", "--ip", CORE_CLIENT, "--driver", "af_xdp"];
+            core_args.extend_from_slice(&["--af-xdp-tx", tx]);
+            core_args.extend_from_slice(&self.cc);
+            runs.push(
+                self.stream(
+                    LINUX_SERVER,
+                    &core_args,
+                    &format!("{name}-{r}-core-linux-{tx}.log"),
+                )
+                .with_context(|| format!("{name}: corestack -> Linux ({tx} tx)"))?,
+            );
+        }
         kernel.terminate(Duration::from_secs(3))?;
         drop(kernel);
         let ip = format!("{CORE_SERVER}/24");
         let mut sink_args = vec!["--iface", "sc", "--ip", &ip, "--driver", "af_xdp"];
         sink_args.extend_from_slice(&self.cc);
         let mut core = self
-            .sink(&sink_args, &format!("{name}-sink-core.log"))
+            .sink(&sink_args, &format!("{name}-{r}-sink-core.log"))
             .context("starting the corestack sink")?;
-        eprintln!("{name}: Linux -> corestack, {} s", self.seconds);
-        p.core_receives = self
-            .stream(CORE_SERVER, &kernel_cc, &format!("{name}-linux-core.log"))
-            .with_context(|| format!("{name}: Linux -> corestack"))?;
+        eprintln!("{name} {r}: Linux -> corestack, {} s", self.seconds);
+        p.core_receives.push(
+            self.stream(
+                CORE_SERVER,
+                &kernel_cc,
+                &format!("{name}-{r}-linux-core.log"),
+            )
+            .with_context(|| format!("{name}: Linux -> corestack"))?,
+        );
         core.terminate(Duration::from_secs(3))?;
-        Ok(p)
+        Ok(())
     }
 }
 
@@ -234,6 +272,9 @@ impl StreamMatrix {
     pub fn run(self) -> Result<()> {
         if !(self.seconds > 0.0 && self.seconds <= 600.0) {
             bail!("--seconds must be in (0, 600]");
+        }
+        if !(1..=20).contains(&self.rounds) {
+            bail!("--rounds must be 1 to 20");
         }
         if !(0.0..=50.0).contains(&self.loss) {
             bail!(
@@ -267,7 +308,7 @@ impl StreamMatrix {
                 Some(CcArg::Dctcp) => vec!["--cc", "dctcp"],
             },
         };
-        let clean = ctx.phase("clean")?;
+        let clean = ctx.phase("clean", self.rounds)?;
 
         let loss = self.loss.to_string();
         let seed = self.seed.to_string();
@@ -290,7 +331,7 @@ impl StreamMatrix {
                     .replace('\n', " | ")
             )));
         }
-        let lossy = ctx.phase("lossy")?;
+        let lossy = ctx.phase("lossy", self.rounds)?;
         bridge.terminate(Duration::from_secs(3))?;
         let lost = bridge
             .remaining_lines(Duration::from_secs(2))
@@ -305,8 +346,8 @@ impl StreamMatrix {
 
         println!();
         println!(
-            "corestack bench stream-matrix: one TCP stream, goodput in Mbit/s, {} s per run, one run at a time",
-            self.seconds
+            "corestack bench stream-matrix: one TCP stream, goodput in Mbit/s, {} s per run, one run at a time, median of {} rounds",
+            self.seconds, self.rounds
         );
         println!("path: veth + Linux bridge in each namespace; lossy: through corestack impair, {}% loss each direction (seed {}, {lost} frames lost)", self.loss, self.seed);
         println!(
@@ -324,28 +365,63 @@ impl StreamMatrix {
         }
         println!();
         println!(
-            "{:<12}{:<26}{:>12}{:>12}{:>18}",
+            "{:<12}{:<30}{:>10}{:>11}{:>17}   ratio per round",
             "path", "direction", "Linux", "corestack", "corestack/Linux"
         );
         let lossy_name = format!("{}% loss", self.loss);
         for (name, p) in [("clean", clean), (lossy_name.as_str(), lossy)] {
-            row(name, "corestack receives", p.linux, p.core_receives);
-            row(name, "corestack sends", p.linux, p.core_sends);
+            row(name, "corestack receives", &p.linux, &p.core_receives);
+            row(name, "corestack sends", &p.linux, &p.core_sends);
+            row(name, "corestack sends, xsk tx", &p.linux, &p.core_sends_xsk);
         }
         println!();
         println!(
-            "Linux = Linux client to Linux server on the same path (the same figure in both rows)"
+            "Linux = Linux client to Linux server on the same path (the same figures in every row); \
+             corestack sends through a packet socket with segmentation offload, or (xsk tx) through \
+             the AF_XDP tx ring, one kernel buffer per frame in copy mode"
         );
         drop(topo);
         Ok(())
     }
 }
 
-fn row(path: &str, dir: &str, linux: f64, core: f64) {
-    let ratio = if linux > 0.0 {
-        format!("{:.2}", core / linux)
-    } else {
-        "-".to_string()
+/// One table row: medians, their ratio, and each round's ratio.
+fn row(path: &str, dir: &str, linux: &[f64], core: &[f64]) {
+    let ratio = |c: f64, l: f64| {
+        if l > 0.0 {
+            format!("{:.2}", c / l)
+        } else {
+            "-".to_string()
+        }
     };
-    println!("{path:<12}{dir:<26}{linux:>12.1}{core:>12.1}{ratio:>18}");
+    let (l, c) = (median(linux), median(core));
+    let rounds: Vec<String> = core.iter().zip(linux).map(|(&c, &l)| ratio(c, l)).collect();
+    println!(
+        "{path:<12}{dir:<30}{l:>10.1}{c:>11.1}{:>17}   {}",
+        ratio(c, l),
+        rounds.join(" ")
+    );
+}
+
+/// The median of `v` (the mean of the middle two for an even count); 0 when empty.
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn median_of_odd_even_and_empty() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+    }
 }
