@@ -571,6 +571,9 @@ impl Core {
                     },
                 );
                 stats.tcp_tx_segments += seg.segments() as u64;
+                if seg.gso_size > 0 {
+                    stats.tcp_tso_sends += 1;
+                }
             },
         );
         let closed = tcb.state() == State::Closed;

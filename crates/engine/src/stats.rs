@@ -110,6 +110,9 @@ counters! {
     tcp_rx_segments,
     /// TCP segments sent.
     tcp_tx_segments,
+    /// TSO segments handed to the port (each also counts in `tcp_tx_segments`
+    /// as the segments the port cuts it into).
+    tcp_tso_sends,
     /// TCP segments that were truncated or had bad header or option lengths.
     drop_tcp_malformed,
     /// TCP segments with a bad checksum.

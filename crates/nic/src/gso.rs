@@ -341,6 +341,96 @@ impl GsoBatch {
     }
 }
 
+/// Segmentation in software, as `tcp_gso_segment` does it: how many
+/// segments of `gso_size` payload bytes the TCP/IPv4 `frame` makes (1 if it
+/// is not TCP/IPv4 without IP options, or carries at most `gso_size`).
+pub fn segment_count(frame: &[u8], gso_size: usize) -> usize {
+    match tcp_extent(frame) {
+        Some((hlen, ip_end)) if gso_size > 0 && ip_end > hlen + gso_size => {
+            (ip_end - hlen).div_ceil(gso_size)
+        }
+        _ => 1,
+    }
+}
+
+/// Writes segment `i` of [`segment_count`] of `frame` into `out` and
+/// returns its length (0 if `out` is too small or `i` out of range): the
+/// headers with sequence number `seq + i·gso_size`, IP identification
+/// `id + i`, IP total length, CWR only on the first, PSH and FIN only on
+/// the last, and full IP and TCP checksums (whatever the checksum field of
+/// `frame` held). A frame that makes one segment is copied with its TCP
+/// checksum completed if it is TCP/IPv4.
+pub fn write_segment(frame: &[u8], gso_size: usize, i: usize, out: &mut [u8]) -> usize {
+    let count = segment_count(frame, gso_size);
+    let Some((hlen, ip_end)) = tcp_extent(frame) else {
+        if i > 0 || out.len() < frame.len() {
+            return 0;
+        }
+        out[..frame.len()].copy_from_slice(frame);
+        return frame.len();
+    };
+    if count == 1 {
+        // Padding (a minimum-size frame) stays; the checksum covers the
+        // IP datagram only.
+        if i > 0 || out.len() < frame.len() {
+            return 0;
+        }
+        out[..frame.len()].copy_from_slice(frame);
+        fill_checksums(&mut out[..ip_end]);
+        return frame.len();
+    }
+    let payload = &frame[hlen..ip_end];
+    let from = i * gso_size;
+    if i >= count || from > payload.len() {
+        return 0;
+    }
+    let p = &payload[from..payload.len().min(from + gso_size)];
+    let n = hlen + p.len();
+    if out.len() < n {
+        return 0;
+    }
+    let s = &mut out[..n];
+    s[..hlen].copy_from_slice(&frame[..hlen]);
+    s[hlen..].copy_from_slice(p);
+    s[16..18].copy_from_slice(&((n - ETH_LEN) as u16).to_be_bytes());
+    let ident = be16(frame, 18).wrapping_add(i as u16);
+    s[18..20].copy_from_slice(&ident.to_be_bytes());
+    let seq = be32(frame, TCP_AT + 4).wrapping_add(from as u32);
+    s[TCP_AT + 4..TCP_AT + 8].copy_from_slice(&seq.to_be_bytes());
+    if i > 0 {
+        s[TCP_AT + 13] &= !CWR;
+    }
+    if i + 1 < count {
+        s[TCP_AT + 13] &= !(PSH | FIN);
+    }
+    fill_checksums(s);
+    n
+}
+
+/// Full IP header and TCP checksums of `s`, exactly one TCP/IPv4 datagram
+/// (without IP options) in an Ethernet frame.
+fn fill_checksums(s: &mut [u8]) {
+    s[24..26].fill(0);
+    let ip_sum = !fold(sum(&s[ETH_LEN..TCP_AT], 0));
+    s[24..26].copy_from_slice(&ip_sum.to_be_bytes());
+    s[TCP_AT + 16..TCP_AT + 18].fill(0);
+    let pseudo = sum(&s[26..34], 6 + (s.len() - TCP_AT) as u32);
+    let tcp_sum = !fold(sum(&s[TCP_AT..], pseudo));
+    s[TCP_AT + 16..TCP_AT + 18].copy_from_slice(&tcp_sum.to_be_bytes());
+}
+
+/// For a whole TCP segment over IPv4 without IP options: its Ethernet +
+/// IP + TCP header length and the end of its IP datagram (the frame may be
+/// longer: padding).
+fn tcp_extent(f: &[u8]) -> Option<(usize, usize)> {
+    if tcp_ipv4(f) != Some(TCP_AT) {
+        return None;
+    }
+    let ip_end = ETH_LEN + usize::from(be16(f, 16));
+    let hlen = TCP_AT + usize::from(f[TCP_AT + 12] >> 4) * 4;
+    (hlen >= TCP_AT + 20 && hlen <= ip_end && ip_end <= f.len()).then_some((hlen, ip_end))
+}
+
 /// If `f` is a whole TCP segment over IPv4: the offset of its TCP header.
 fn tcp_ipv4(f: &[u8]) -> Option<usize> {
     if f.len() < TCP_AT + 20 || f[12..14] != [0x08, 0x00] || f[14] >> 4 != 4 || f[23] != 6 {
@@ -713,6 +803,56 @@ mod tests {
         assert_eq!(be16(&wire[3], 16) as usize, 20 + 32 + 10);
         assert_eq!(wire[3][TCP_AT + 13], 0x10 | PSH);
         assert!(wire[..3].iter().all(|w| w[TCP_AT + 13] == 0x10));
+    }
+
+    #[test]
+    fn the_software_segmenter_matches_the_kernel_model() {
+        let payload = data(7 * MSS + 5, 4);
+        let f = tcp_frame(99, 7, 0x10 | PSH | CWR, &payload, &TS, 3);
+        let mut merged = vec![0u8; VNET_HDR_LEN];
+        merged[0] = F_NEEDS_CSUM;
+        merged[1] = GSO_TCPV4;
+        merged[2..4].copy_from_slice(&((TCP_AT + 32) as u16).to_ne_bytes());
+        merged[4..6].copy_from_slice(&(MSS as u16).to_ne_bytes());
+        merged[6..8].copy_from_slice(&(TCP_AT as u16).to_ne_bytes());
+        merged[8..10].copy_from_slice(&16u16.to_ne_bytes());
+        let partial = pseudo_only(&f);
+        merged.extend_from_slice(&partial);
+        let expect = segment(&merged);
+        assert_eq!(segment_count(&f, MSS), 8);
+        let mut out = [0u8; 2000];
+        let got: Vec<Vec<u8>> = (0..8)
+            .map(|i| {
+                let n = write_segment(&partial, MSS, i, &mut out);
+                out[..n].to_vec()
+            })
+            .collect();
+        assert_eq!(got, expect);
+        assert_eq!(write_segment(&partial, MSS, 8, &mut out), 0);
+        assert_eq!(write_segment(&partial, MSS, 0, &mut out[..100]), 0);
+        // One segment: copied, checksum completed; not TCP: copied as it is.
+        let one = tcp_frame(5, 1, 0x10, &data(300, 1), &TS, 3);
+        let n = write_segment(&pseudo_only(&one), MSS, 0, &mut out);
+        assert_eq!(&out[..n], &one[..]);
+        // A padded pure ACK keeps its padding, checksum over the datagram.
+        let mut ack = tcp_frame(5, 1, 0x10, &[], &[], 3);
+        ack.resize(60, 0);
+        let n = write_segment(
+            &pseudo_only(&ack[..54])
+                .iter()
+                .chain(&[0; 6])
+                .copied()
+                .collect::<Vec<u8>>(),
+            MSS,
+            0,
+            &mut out,
+        );
+        assert_eq!(&out[..n], &ack[..]);
+        let mut udp = one.clone();
+        udp[23] = 17;
+        assert_eq!(segment_count(&udp, MSS), 1);
+        let n = write_segment(&udp, MSS, 0, &mut out);
+        assert_eq!(&out[..n], &udp[..]);
     }
 
     /// A seeded stream of what an engine sends: runs of full segments with
