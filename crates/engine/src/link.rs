@@ -120,24 +120,7 @@ impl Link {
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> bool {
-        self.send_ipv4_tos(tx, stats, now, dst, protocol, 0, payload_len, fill)
-    }
-
-    /// [`Link::send_ipv4`] with a TOS byte (DSCP and the RFC 3168 ECN
-    /// codepoint in its low two bits).
-    #[allow(clippy::too_many_arguments)]
-    pub fn send_ipv4_tos<T: TxQueue>(
-        &mut self,
-        tx: &mut T,
-        stats: &mut Stats,
-        now: Instant,
-        dst: Ipv4Addr,
-        protocol: u8,
-        tos: u8,
-        payload_len: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> bool {
-        self.send_ipv4_gso(tx, stats, now, dst, protocol, tos, payload_len, None, fill)
+        self.send_ipv4_gso(tx, stats, now, dst, protocol, 0, payload_len, None, fill)
     }
 
     /// The MAC address of the next hop to `dst` if it is known now: a frame
@@ -146,8 +129,9 @@ impl Link {
         self.next_hop(dst).and_then(|h| self.arp.lookup(h, now))
     }
 
-    /// [`Link::send_ipv4_tos`] for a TCP segment that may exceed the MTU:
-    /// with `gso` the port cuts it into `gso.segments` segments of
+    /// [`Link::send_ipv4`] with a TOS byte (DSCP and the RFC 3168 ECN
+    /// codepoint in its low two bits), for a segment that may exceed the
+    /// MTU: with `gso` the port cuts it into `gso.segments` segments of
     /// `gso.size` payload bytes
     /// ([`TxQueue::transmit_gso`]), which take consecutive IP
     /// identifications. Only once the next hop is [`Link::resolved`]: else

@@ -256,36 +256,8 @@ pub(crate) fn setsockopt_raw<T>(
 /// An AF_PACKET raw socket bound to `ifindex` for every protocol, ignoring
 /// its own outgoing frames, with the interface in promiscuous mode.
 pub(crate) fn packet_socket(ifindex: u32) -> io::Result<OwnedFd> {
-    // Protocol 0 at creation so nothing is queued before the bind below.
-    // SAFETY: plain socket(2) call; the result is checked before use.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: `sockaddr_ll` is plain data; all-zero bytes are valid.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = ETH_P_ALL.to_be();
-    sll.sll_ifindex = ifindex as libc::c_int;
-    // SAFETY: `sll` is a valid sockaddr_ll and the length matches it.
-    let rc = unsafe {
-        libc::bind(
-            sock.as_raw_fd(),
-            (&sll as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let sock = raw_packet_socket()?;
+    bind_ll(&sock, ifindex, ETH_P_ALL)?;
     // Kernels before 4.20 lack the option; forwarding still works there,
     // only less efficiently, so an error is ignored.
     let _ = setsockopt_int(
@@ -316,6 +288,21 @@ pub(crate) fn packet_socket(ifindex: u32) -> io::Result<OwnedFd> {
 /// allows). Not PACKET_QDISC_BYPASS: the direct path drops every frame that
 /// needs segmenting in software (`__dev_direct_xmit`).
 pub(crate) fn packet_tx_socket(ifindex: u32, sndbuf: usize) -> io::Result<OwnedFd> {
+    let sock = raw_packet_socket()?;
+    let raw = sock.as_raw_fd();
+    setsockopt_int(raw, libc::SOL_PACKET, PACKET_VNET_HDR, 1)?;
+    let size = sndbuf.min(i32::MAX as usize) as libc::c_int;
+    if setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, size).is_err() {
+        setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, size)?;
+    }
+    // Protocol 0: this socket receives nothing.
+    bind_ll(&sock, ifindex, 0)?;
+    Ok(sock)
+}
+
+/// A non-blocking AF_PACKET raw socket for no protocol yet, so nothing is
+/// queued to it before it is bound.
+fn raw_packet_socket() -> io::Result<OwnedFd> {
     // SAFETY: plain socket(2) call; the result is checked before use.
     let fd = unsafe {
         libc::socket(
@@ -328,22 +315,21 @@ pub(crate) fn packet_tx_socket(ifindex: u32, sndbuf: usize) -> io::Result<OwnedF
         return Err(io::Error::last_os_error());
     }
     // SAFETY: `fd` is a fresh descriptor that nothing else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    let raw = sock.as_raw_fd();
-    setsockopt_int(raw, libc::SOL_PACKET, PACKET_VNET_HDR, 1)?;
-    let size = sndbuf.min(i32::MAX as usize) as libc::c_int;
-    if setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, size).is_err() {
-        setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, size)?;
-    }
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Binds a packet socket to `ifindex` for `protocol` (an ETH_P_* value in
+/// host order; 0 receives nothing).
+fn bind_ll(sock: &OwnedFd, ifindex: u32, protocol: u16) -> io::Result<()> {
     // SAFETY: `sockaddr_ll` is plain data; all-zero bytes are valid.
     let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = 0;
+    sll.sll_protocol = protocol.to_be();
     sll.sll_ifindex = ifindex as libc::c_int;
     // SAFETY: `sll` is a valid sockaddr_ll and the length matches it.
     let rc = unsafe {
         libc::bind(
-            raw,
+            sock.as_raw_fd(),
             (&sll as *const libc::sockaddr_ll).cast(),
             std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
         )
@@ -351,7 +337,7 @@ pub(crate) fn packet_tx_socket(ifindex: u32, sndbuf: usize) -> io::Result<OwnedF
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(sock)
+    Ok(())
 }
 
 /// What [`send_frames`] did.
