@@ -104,9 +104,9 @@ impl Run {
                     );
                 }
                 let tx_path = match std::env::var("CORESTACK_AF_XDP_TX") {
-                    Ok(p) => p.parse().map_err(|e: nic::Error| {
-                        anyhow::anyhow!("CORESTACK_AF_XDP_TX: {e}")
-                    })?,
+                    Ok(p) => p
+                        .parse()
+                        .map_err(|e: nic::Error| anyhow::anyhow!("CORESTACK_AF_XDP_TX: {e}"))?,
                     Err(_) => nic::af_xdp::TxPath::Auto,
                 };
                 let xcfg = nic::af_xdp::AfXdpConfig {
