@@ -10,7 +10,8 @@ use crate::time::Instant;
 
 use super::recovery::AckEvent;
 use super::tcb::{
-    CloseReason, Events, PendingRst, RecvBuffer, SendBuffer, State, Tcb, MAX_DUPACKS_OWED,
+    CloseReason, Events, PendingRst, RecvBuffer, SendBuffer, State, Tcb, MAX_ACK_POINTS,
+    MAX_DUPACKS_OWED,
 };
 
 /// The part of an acceptable segment that lies in the receive window.
@@ -504,6 +505,7 @@ impl Tcb {
                     // RFC 5681 §4.2: ACK at once a segment that fills a hole.
                     self.ack_now = true;
                 }
+                self.note_ack_point(had_hole);
                 if self.rcv_nxt != seq {
                     ev.readable = true;
                     // The cumulative ACK now says more than any owed duplicate.
@@ -547,6 +549,32 @@ impl Tcb {
                 self.input_fin(now, ev);
             }
         }
+    }
+
+    /// Receiver: in-order data just moved rcv_nxt. If an ACK falls due
+    /// here (`filled_hole`, or two full-sized segments since the last ACK
+    /// or ACK point: RFC 5681 §4.2), remember rcv_nxt as an ACK point, so
+    /// that a batch of segments processed before the next `poll_output`
+    /// is acknowledged as Linux does, one ACK per due point, rather than by
+    /// a single stretch ACK whose loss would leave the sender without any
+    /// feedback (in loss recovery, with no probe armed, until its RTO).
+    fn note_ack_point(&mut self, filled_hole: bool) {
+        let last = match self.ack_points_len {
+            0 => self.last_ack_sent,
+            n => self.ack_points[n - 1],
+        };
+        if self.rcv_nxt <= last || !(filled_hole || self.rcv_nxt - last >= 2 * self.eff_mss) {
+            return;
+        }
+        if self.ack_points_len == MAX_ACK_POINTS {
+            // Keep the earliest points; the latest is replaced (the ACK of
+            // the batch covers it anyway).
+            self.ack_points[MAX_ACK_POINTS - 1] = self.rcv_nxt;
+        } else {
+            self.ack_points[self.ack_points_len] = self.rcv_nxt;
+            self.ack_points_len += 1;
+        }
+        self.ack_now = true;
     }
 
     /// Eighth step of §3.10.7.4: the FIN at RCV.NXT.

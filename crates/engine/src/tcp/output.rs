@@ -112,6 +112,7 @@ impl Tcb {
             sent += 1;
         }
         if sent < max_segments && (self.ack_now || self.window_update || self.dsack.is_some()) {
+            sent += self.emit_ack_points(now, max_segments - sent - 1, emit);
             emit(&self.ack_segment(now, rcv_free));
             sent += 1;
             self.dupacks_owed = self.dupacks_owed.saturating_sub(1);
@@ -257,7 +258,56 @@ impl Tcb {
         self.ack_now = false;
         self.window_update = false;
         self.delack_deadline = None;
+        // This segment acknowledges rcv_nxt: the points below it are moot
+        // unless `emit_ack_points` sent them first.
+        self.ack_points_len = 0;
         field as u16
+    }
+
+    /// Emits (at most `max_segments`) the intermediate ACKs of
+    /// `ack_points` that lie between the last ACK sent and rcv_nxt, oldest
+    /// first, and returns how many. Their window keeps the right edge
+    /// already advertised (it never moves left, RFC 9293 §3.8.6.2.2); they
+    /// carry the current SACK blocks but not a pending D-SACK, which goes
+    /// on the ACK that follows them.
+    fn emit_ack_points(
+        &mut self,
+        now: Instant,
+        max_segments: usize,
+        emit: &mut impl FnMut(&Segment),
+    ) -> usize {
+        let mut sent = 0;
+        let n = core::mem::take(&mut self.ack_points_len);
+        let unit = 1usize << self.rcv_wscale;
+        for k in 0..n {
+            let ack = self.ack_points[k];
+            if sent >= max_segments || ack <= self.last_ack_sent || ack >= self.rcv_nxt {
+                continue;
+            }
+            let edge = if self.rcv_adv > ack {
+                self.rcv_adv - ack
+            } else {
+                0
+            };
+            let field = edge.div_ceil(unit);
+            if field > 0xffff {
+                continue;
+            }
+            let mut repr = self.base_repr(self.snd_max, TcpFlags::ACK, now);
+            repr.ack = ack;
+            repr.window = field as u16;
+            let dsack = self.dsack.take();
+            self.fill_sack(&mut repr.options);
+            self.dsack = dsack;
+            emit(&Segment {
+                repr,
+                payload_offset: 0,
+                ect: false,
+                gso_size: 0,
+            });
+            sent += 1;
+        }
+        sent
     }
 
     fn rst_segment(&self, rst: PendingRst) -> Segment {

@@ -30,6 +30,8 @@ pub(super) const MIN_MSS: usize = 64;
 const PMTU_MIN_MSS: usize = 512;
 /// Most duplicate ACKs owed at once (out-of-order arrivals in one batch).
 pub(super) const MAX_DUPACKS_OWED: u32 = 32;
+/// Most intermediate ACKs owed at once (see `Tcb::ack_points`).
+pub(super) const MAX_ACK_POINTS: usize = 4;
 /// Largest window scale shift (RFC 7323 §2.3).
 pub(super) const MAX_WSCALE: u8 = 14;
 
@@ -402,6 +404,14 @@ pub struct Tcb {
     /// Duplicate ACKs owed, one per out-of-order segment since rcv_nxt last
     /// moved, so that a batch of arrivals still yields one dupack each.
     pub(super) dupacks_owed: u32,
+    /// Receiver: the rcv_nxt values at which an ACK fell due while one
+    /// batch of segments was processed (a filled hole, every second
+    /// full-sized segment: RFC 5681 §4.2), oldest first. Each goes out as
+    /// its own ACK before the one for the whole batch, as a receiver that
+    /// ACKs segment by segment would send them, so that one lost ACK does
+    /// not hide the batch from the sender.
+    pub(super) ack_points: [SeqNum; MAX_ACK_POINTS],
+    pub(super) ack_points_len: usize,
     pub(super) delack_deadline: Option<Instant>,
     pub(super) window_update: bool,
 
@@ -528,6 +538,8 @@ impl Tcb {
             ts_offset: iss.0,
             ack_now: false,
             dupacks_owed: 0,
+            ack_points: [SeqNum(0); MAX_ACK_POINTS],
+            ack_points_len: 0,
             delack_deadline: None,
             window_update: false,
             rto: RtoEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max),
@@ -695,6 +707,7 @@ impl Tcb {
         self.rexmit_one = false;
         self.ack_now = false;
         self.dupacks_owed = 0;
+        self.ack_points_len = 0;
         self.window_update = false;
         self.stop_loss_timers();
     }

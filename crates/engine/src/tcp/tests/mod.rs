@@ -13,6 +13,7 @@ use wire::SeqNum;
 use super::{Events, RecvBuffer, Segment, SendBuffer, Tcb, TcpConfig};
 use crate::time::Instant;
 
+mod ack_points;
 mod data;
 mod handshake;
 mod idle;

@@ -499,3 +499,49 @@ fn established_tso_stays_within_window_queue_and_budget() {
     });
     assert_eq!((sent, n), (7, 7), "the budget counts segments");
 }
+
+/// A Linux receiver sends the first three duplicate ACKs at once and then
+/// compresses SACKs (one ACK for many out-of-order segments). The sender
+/// takes all the SACK information of the compressed ACK, retransmits the
+/// hole and sends new data with the room that leaves.
+#[test]
+fn established_compressed_sack_after_three_dupacks_is_used_whole() {
+    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
+    let mss = a.tcb.mss();
+    a.write(&pattern(40 * mss, 12));
+    let segs = a.output(t);
+    assert_eq!(segs.len(), 20);
+    let t1 = t + ms(D);
+    let mut dupacks = Vec::new();
+    for s in &segs[1..4] {
+        b.input(s, t1);
+        dupacks.extend(b.output(t1));
+    }
+    assert_eq!(dupacks.len(), 3);
+    for s in &segs[4..] {
+        b.input(s, t1);
+    }
+    let compressed = b.output(t1).pop().expect("an ACK");
+    assert_eq!(
+        blocks(&compressed),
+        vec![(segs[1].repr.seq, segs[19].repr.seq + mss)]
+    );
+    let t2 = t + ms(2 * D);
+    feed(&mut a, &dupacks, t2);
+    assert_eq!(a.tcb.sacked_bytes(), 3 * mss);
+    let first = a.output(t2);
+    assert_eq!(first[0].repr.seq, segs[0].repr.seq, "the hole first");
+    a.input(&compressed, t2);
+    assert_eq!(
+        a.tcb.sacked_bytes(),
+        19 * mss,
+        "every SACKed segment counted"
+    );
+    let more = a.output(t2);
+    assert!(
+        !more.is_empty() || first.len() > 1,
+        "new data after the retransmission: first {} then {}",
+        first.len(),
+        more.len()
+    );
+}

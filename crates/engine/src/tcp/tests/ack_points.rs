@@ -1,0 +1,74 @@
+//! Receiver ACKs for a batch of segments processed before one
+//! `poll_output` (RFC 5681 §4.2): one per two full-sized segments and one
+//! at a filled hole, each with its own acknowledgment number, as a
+//! receiver that ACKs segment by segment sends them; not one stretch ACK
+//! whose loss leaves the sender with nothing but its RTO.
+
+use super::*;
+
+#[test]
+fn established_batch_of_six_segments_gets_an_ack_per_two() {
+    let (mut a, mut b) = established();
+    let mss = a.tcb.eff_mss;
+    a.write(&pattern(6 * mss, 1));
+    let segs = a.output(T0);
+    assert_eq!(segs.len(), 6);
+    for s in &segs {
+        b.input(s, T0);
+    }
+    let acks = b.output(T0);
+    let nums: Vec<SeqNum> = acks.iter().map(|w| w.repr.ack).collect();
+    let base = ISS_A + 1;
+    assert_eq!(nums, vec![base + 2 * mss, base + 4 * mss, base + 6 * mss]);
+    // The right edge never moves left (RFC 9293 §3.8.6.2.2).
+    let shift = b.tcb.rcv_wscale;
+    let edges: Vec<SeqNum> = acks
+        .iter()
+        .map(|w| w.repr.ack + (usize::from(w.repr.window) << shift))
+        .collect();
+    assert!(edges.windows(2).all(|e| e[0] <= e[1]), "{edges:?}");
+    // Each is new data to the sender, none a duplicate ACK.
+    for w in &acks {
+        a.input(w, T0);
+    }
+    assert_eq!(a.tcb.stats().fast_retransmits, 0);
+    assert_eq!(a.tcb.snd_una, base + 6 * mss);
+    assert_eq!(a.tcb.dupacks, 0);
+}
+
+#[test]
+fn established_hole_filled_then_new_data_in_one_batch_acked_twice() {
+    let (mut a, mut b) = established();
+    let mss = a.tcb.eff_mss;
+    a.write(&pattern(4 * mss, 2));
+    let segs = a.output(T0);
+    assert_eq!(segs.len(), 4);
+    // The first is lost; the other three arrive out of order.
+    for s in &segs[1..] {
+        b.input(s, T0);
+    }
+    let dup = b.output(T0);
+    assert_eq!(dup.len(), 3, "one duplicate ACK per out-of-order segment");
+    // The retransmission fills the hole; one more segment follows in the
+    // same batch.
+    a.write(&pattern(mss, 3));
+    b.input(&segs[0], T0);
+    let mut next = segs[3].clone();
+    next.repr.seq = segs[3].repr.seq + mss;
+    next.payload = pattern(mss, 3);
+    b.input(&next, T0);
+    let acks = b.output(T0);
+    let nums: Vec<SeqNum> = acks.iter().map(|w| w.repr.ack).collect();
+    let base = ISS_A + 1;
+    assert_eq!(nums, vec![base + 4 * mss, base + 5 * mss]);
+}
+
+#[test]
+fn established_single_segment_still_delays_its_ack() {
+    let (mut a, mut b) = established();
+    a.write(&pattern(100, 4));
+    let segs = a.output(T0);
+    assert_eq!(segs.len(), 1);
+    b.input(&segs[0], T0);
+    assert!(b.output(T0).is_empty(), "delayed ACK (RFC 5681 §4.2)");
+}
