@@ -7,7 +7,6 @@ use wire::SeqNum;
 
 use crate::time::Instant;
 
-use super::cc::CongestionControl;
 use super::tcb::{PendingRst, Segment, SendBuffer, State, Tcb};
 
 impl Tcb {
@@ -193,14 +192,13 @@ impl Tcb {
     /// Bytes that min(cwnd, snd_wnd) still allows beyond snd_nxt; what is in
     /// flight is RFC 6675 `pipe`.
     fn usable_window(&self) -> usize {
-        let flight = self.pipe();
         let right = self.snd_una + self.snd_wnd;
         let snd_room = if right > self.snd_nxt {
             right - self.snd_nxt
         } else {
             0
         };
-        snd_room.min(self.cc.cwnd().saturating_sub(flight))
+        snd_room.min(self.send_room())
     }
 
     /// Receiver SWS threshold: min(Fr * RCV.BUFF, Eff.snd.MSS), Fr = 1/2.
@@ -523,6 +521,7 @@ impl Tcb {
             self.rto_deadline = Some(now + self.rto.rto());
         }
         self.persist_deadline = None;
+        self.prr_on_send(len);
         Segment {
             repr,
             payload_offset: seq - self.tx_base,
@@ -577,7 +576,7 @@ impl Tcb {
             return false;
         };
         let _ = tx_len;
-        self.pipe() + s.len() <= self.cc.cwnd()
+        s.len() <= self.send_room()
     }
 
     /// Retransmits the lowest segment owed a retransmission, with its

@@ -68,6 +68,23 @@ fn rack_update(rack: &mut Rack, s: &TxSeg, now: Instant, ts: TsEcho) {
     }
 }
 
+/// Proportional Rate Reduction (RFC 6937 §3): how much a SACK recovery may
+/// send, so that by its end about ssthresh is in flight, sent in step with
+/// what the receiver reports delivered rather than in one burst or not at
+/// all (plain `pipe < cwnd` stays silent until pipe falls below the reduced
+/// cwnd, so a lost retransmission can then only be found by the RTO).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Prr {
+    /// `RecoverFS`: bytes in flight when recovery began.
+    recover_fs: usize,
+    /// `prr_delivered`: bytes the receiver reported delivered since then.
+    delivered: usize,
+    /// `prr_out`: bytes sent (new or again) since then.
+    out: usize,
+    /// `sndcnt`: bytes that may go out now.
+    sndcnt: usize,
+}
+
 /// What the ACK-processing code tells the recovery machine about one ACK.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct AckEvent {
@@ -179,6 +196,11 @@ impl Tcb {
     /// The recovery state machine, after an acceptable ACK was processed.
     pub(super) fn on_ack_recovery(&mut self, ev: AckEvent, now: Instant) {
         let mss = self.eff_mss;
+        // RFC 6937 DeliveredData: the change in snd_una plus the change in
+        // SACKed bytes (negative when the cumulative ACK covers SACKed data).
+        let sacked = self.sb.sacked_bytes();
+        let delivered = (ev.acked + sacked).saturating_sub(self.sacked_prev);
+        self.sacked_prev = sacked;
         if ev.dup {
             self.stats.dup_acks += 1;
             if self.in_recovery {
@@ -198,6 +220,7 @@ impl Tcb {
                 if self.snd_una >= self.recover {
                     // Full ACK: recovery ends (RFC 6582 §3.2 step 4, RFC 6675 §5).
                     self.in_recovery = false;
+                    self.prr = None;
                     self.cc.on_recovery_exit(now, flight, mss);
                 } else if self.sack_ok {
                     if self.sb.sacked_bytes() == 0 && self.sb.peek_owed().is_none() {
@@ -245,6 +268,9 @@ impl Tcb {
             }
         }
         self.maybe_enter_recovery(now);
+        if self.in_recovery && (ev.new_ack || ev.dup) {
+            self.prr_on_ack(delivered);
+        }
         if self.ecn_ok && ev.ece && self.snd_una > self.ecn_recover {
             // RFC 3168 §6.1.2: at most one reduction per window (ECE for data
             // sent before the last one, up to ecn_recover, is ignored); none on top
@@ -294,6 +320,10 @@ impl Tcb {
         }
         if self.sack_ok {
             self.stats.sack_recoveries += 1;
+            self.prr = Some(Prr {
+                recover_fs: flight,
+                ..Prr::default()
+            });
         } else {
             // RFC 5681 §3.2 step 3: cwnd = ssthresh + 3*SMSS.
             let c = self.cc.ssthresh() + 3 * mss;
@@ -307,6 +337,46 @@ impl Tcb {
         self.rexmit_one = true;
         self.tlp.deadline = None;
         self.tlp.pending = false;
+    }
+
+    /// RFC 6937 §3, on an ACK during (or starting) a SACK recovery: counts
+    /// `delivered` bytes and sets how much may be sent now. While pipe is
+    /// above ssthresh, proportionally: sndcnt = ⌈prr_delivered · ssthresh /
+    /// RecoverFS⌉ − prr_out; below it, slow start up to ssthresh, at most one
+    /// SMSS beyond what was delivered (PRR-SSRB).
+    fn prr_on_ack(&mut self, delivered: usize) {
+        let pipe = self.pipe();
+        let ssthresh = self.cc.ssthresh();
+        let mss = self.eff_mss;
+        let Some(p) = self.prr.as_mut() else {
+            return;
+        };
+        p.delivered += delivered;
+        p.sndcnt = if pipe > ssthresh {
+            let target =
+                (p.delivered as u64 * ssthresh as u64).div_ceil(p.recover_fs.max(1) as u64);
+            (target as usize).saturating_sub(p.out)
+        } else {
+            let limit = p.delivered.saturating_sub(p.out).max(delivered) + mss;
+            (ssthresh - pipe).min(limit)
+        };
+    }
+
+    /// Bytes that may be sent now: in a SACK recovery what PRR allows, else
+    /// what cwnd leaves above pipe.
+    pub(super) fn send_room(&self) -> usize {
+        match (&self.prr, self.in_recovery) {
+            (Some(p), true) => p.sndcnt,
+            _ => self.cc.cwnd().saturating_sub(self.pipe()),
+        }
+    }
+
+    /// Counts `len` bytes just sent (new or again) against PRR's allowance.
+    pub(super) fn prr_on_send(&mut self, len: usize) {
+        if let (Some(p), true) = (self.prr.as_mut(), self.in_recovery) {
+            p.out += len;
+            p.sndcnt = p.sndcnt.saturating_sub(len);
+        }
     }
 
     /// RACK loss detection (RFC 8985 §6.2): the reordering window is
@@ -354,6 +424,7 @@ impl Tcb {
         self.cc
             .on_congestion_event(CongestionEvent::Rto, now, flight, mss);
         self.in_recovery = false;
+        self.prr = None;
         self.dupacks = 0;
         self.recover = self.snd_max;
         if self.sb.get(0).is_some_and(|s| s.has(SACKED)) {

@@ -434,6 +434,11 @@ pub struct Tcb {
     pub(super) dupacks: u32,
     /// In fast recovery (RFC 5681 §3.2 / RFC 6675 §5) until `recover` is acked.
     pub(super) in_recovery: bool,
+    /// Proportional Rate Reduction state of the SACK recovery in progress
+    /// (RFC 6937), None outside one.
+    pub(super) prr: Option<super::recovery::Prr>,
+    /// SACKed bytes after the previous ACK (for RFC 6937 DeliveredData).
+    pub(super) sacked_prev: usize,
     /// RFC 6582 `recover`: snd_max when recovery (or an RTO) began.
     pub(super) recover: SeqNum,
     /// Retransmission queue and SACK scoreboard.
@@ -554,6 +559,8 @@ impl Tcb {
             cc: Cc::new(cfg.cc, eff_mss),
             dupacks: 0,
             in_recovery: false,
+            prr: None,
+            sacked_prev: 0,
             recover: iss,
             sb: Scoreboard::new(cfg.max_segments_in_flight),
             sack_ok: false,

@@ -531,17 +531,61 @@ fn established_compressed_sack_after_three_dupacks_is_used_whole() {
     assert_eq!(a.tcb.sacked_bytes(), 3 * mss);
     let first = a.output(t2);
     assert_eq!(first[0].repr.seq, segs[0].repr.seq, "the hole first");
+    // RFC 6937: the ACK that starts recovery delivered one segment, which
+    // allows ⌈0.7⌉ of one: the retransmission only.
+    assert_eq!(first.len(), 1, "the retransmission alone");
     a.input(&compressed, t2);
     assert_eq!(
         a.tcb.sacked_bytes(),
         19 * mss,
         "every SACKed segment counted"
     );
+    // 16 more delivered: PRR lets the total sent since recovery began
+    // reach about ssthresh (14 segments).
     let more = a.output(t2);
-    assert!(
-        !more.is_empty() || first.len() > 1,
-        "new data after the retransmission: first {} then {}",
+    assert_eq!(
+        first.len() + more.len(),
+        14,
+        "{} then {}",
         first.len(),
         more.len()
     );
+}
+
+/// RFC 6937: during recovery, each duplicate ACK clocks out about
+/// ssthresh/RecoverFS of what it reports delivered, from the first one on,
+/// instead of nothing until pipe has fallen below the reduced cwnd.
+#[test]
+fn established_prr_spreads_sending_over_the_recovery() {
+    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
+    let mss = a.tcb.mss();
+    a.write(&pattern(60 * mss, 13));
+    let segs = a.output(t);
+    assert_eq!(segs.len(), 20);
+    let t1 = t + ms(D);
+    let t2 = t + ms(2 * D);
+    let mut sent_after = Vec::new();
+    let mut total = 0;
+    for (k, s) in segs[1..].iter().enumerate() {
+        b.input(s, t1);
+        for ack in b.output(t1) {
+            a.input(&ack, t2);
+        }
+        total += a.output(t2).len();
+        sent_after.push(total);
+        if k + 1 == 3 {
+            assert!(a.tcb.in_recovery(), "recovery at the third duplicate ACK");
+        }
+    }
+    // Dupacks 1 and 2 send one new segment each (limited transmit, RFC
+    // 3042), the third the retransmission. From there PRR sends about 0.7
+    // segment per delivered one: by dupack 7, ⌈5 · 0.7⌉ = 4 since recovery
+    // began (5 in all), where pipe < cwnd kept silent until dupack 9.
+    assert_eq!(
+        &sent_after[..8],
+        &[1, 2, 3, 3, 3, 4, 5, 5],
+        "{sent_after:?}"
+    );
+    // By the last duplicate ACK about ssthresh (14 segments) went out.
+    assert_eq!(sent_after[18], 14, "{sent_after:?}");
 }
