@@ -102,12 +102,7 @@ impl Tcb {
             self.stats.keepalive_probes += 1;
             let mut repr = self.base_repr(self.snd_max - 1, TcpFlags::ACK, now);
             repr.window = self.advertise(rcv_free);
-            emit(&Segment {
-                repr,
-                payload_offset: 0,
-                ect: false,
-                gso_size: 0,
-            });
+            emit(&Segment::bare(repr));
             sent += 1;
         }
         if sent < max_segments && (self.ack_now || self.window_update || self.dsack.is_some()) {
@@ -297,12 +292,7 @@ impl Tcb {
             let dsack = self.dsack.take();
             self.fill_sack(&mut repr.options);
             self.dsack = dsack;
-            emit(&Segment {
-                repr,
-                payload_offset: 0,
-                ect: false,
-                gso_size: 0,
-            });
+            emit(&Segment::bare(repr));
             sent += 1;
         }
         sent
@@ -313,19 +303,14 @@ impl Tcb {
         if rst.ack.is_some() {
             flags |= TcpFlags::ACK;
         }
-        Segment {
-            repr: TcpRepr {
-                src_port: self.local.port(),
-                dst_port: self.remote.port(),
-                seq: rst.seq,
-                ack: rst.ack.unwrap_or(SeqNum(0)),
-                flags: TcpFlags(flags),
-                ..TcpRepr::default()
-            },
-            payload_offset: 0,
-            ect: false,
-            gso_size: 0,
-        }
+        Segment::bare(TcpRepr {
+            src_port: self.local.port(),
+            dst_port: self.remote.port(),
+            seq: rst.seq,
+            ack: rst.ack.unwrap_or(SeqNum(0)),
+            flags: TcpFlags(flags),
+            ..TcpRepr::default()
+        })
     }
 
     /// SYN (SYN-SENT) or SYN-ACK (SYN-RECEIVED), first or retransmitted. The
@@ -381,12 +366,7 @@ impl Tcb {
         if self.rto_deadline.is_none() {
             self.rto_deadline = Some(now + self.rto.rto());
         }
-        Segment {
-            repr,
-            payload_offset: 0,
-            ect: false,
-            gso_size: 0,
-        }
+        Segment::bare(repr)
     }
 
     /// A pure ACK (or window update). Its sequence number is snd_max, the
@@ -396,12 +376,7 @@ impl Tcb {
         let mut repr = self.base_repr(self.snd_max, TcpFlags::ACK, now);
         repr.window = self.advertise(rcv_free);
         self.fill_sack(&mut repr.options);
-        Segment {
-            repr,
-            payload_offset: 0,
-            ect: false,
-            gso_size: 0,
-        }
+        Segment::bare(repr)
     }
 
     /// Length and FIN flag of the next data segment from snd_nxt, if the

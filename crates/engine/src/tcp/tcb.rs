@@ -240,6 +240,16 @@ pub struct Segment {
 }
 
 impl Segment {
+    /// A segment of headers only (no payload, Not-ECT, one segment).
+    pub(crate) fn bare(repr: TcpRepr) -> Segment {
+        Segment {
+            repr,
+            payload_offset: 0,
+            ect: false,
+            gso_size: 0,
+        }
+    }
+
     /// Segments on the wire: 1, or the payload in `gso_size` pieces.
     pub fn segments(&self) -> usize {
         if self.gso_size == 0 {
