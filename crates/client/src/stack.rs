@@ -431,10 +431,7 @@ impl StackBuilder {
             Driver::AfXdp => {
                 let tx_path = match self.af_xdp_tx {
                     Some(p) => p,
-                    None => match std::env::var("CORESTACK_AF_XDP_TX") {
-                        Ok(v) => v.parse().map_err(io::Error::from)?,
-                        Err(_) => nic::af_xdp::TxPath::Auto,
-                    },
+                    None => nic::af_xdp::TxPath::from_env().map_err(io::Error::from)?,
                 };
                 let xcfg = nic::af_xdp::AfXdpConfig {
                     ifname: iface,

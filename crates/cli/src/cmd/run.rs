@@ -103,12 +103,8 @@ impl Run {
                         "interface {iface} not found in this network namespace (check `ip link`)"
                     );
                 }
-                let tx_path = match std::env::var("CORESTACK_AF_XDP_TX") {
-                    Ok(p) => p
-                        .parse()
-                        .map_err(|e: nic::Error| anyhow::anyhow!("CORESTACK_AF_XDP_TX: {e}"))?,
-                    Err(_) => nic::af_xdp::TxPath::Auto,
-                };
+                let tx_path = nic::af_xdp::TxPath::from_env()
+                    .map_err(|e| anyhow::anyhow!("CORESTACK_AF_XDP_TX: {e}"))?;
                 let xcfg = nic::af_xdp::AfXdpConfig {
                     ifname: iface.clone(),
                     steer_ip: Some(v.ip),

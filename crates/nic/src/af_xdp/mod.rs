@@ -76,6 +76,19 @@ pub enum TxPath {
     Packet,
 }
 
+impl TxPath {
+    /// `CORESTACK_AF_XDP_TX` (auto, xsk or packet) if set, else Auto.
+    ///
+    /// # Errors
+    /// "unknown AF_XDP transmit path ...: use auto, xsk or packet".
+    pub fn from_env() -> Result<TxPath, Error> {
+        match std::env::var("CORESTACK_AF_XDP_TX") {
+            Ok(v) => v.parse(),
+            Err(_) => Ok(TxPath::Auto),
+        }
+    }
+}
+
 impl std::str::FromStr for TxPath {
     type Err = Error;
 
