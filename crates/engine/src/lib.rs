@@ -143,7 +143,7 @@ impl<P: Port> Engine<P> {
     ) -> Self {
         let mtu = port.mtu();
         cfg.tcp.mss = cfg.tcp.mss.min((mtu - 40) as u16);
-        let link = Link::new(
+        let mut link = Link::new(
             MacAddr(port.mac()),
             cfg.ip,
             cfg.prefix_len,
@@ -151,11 +151,11 @@ impl<P: Port> Engine<P> {
             mtu,
             arp::ArpCache::new(cfg.arp_entries, cfg.arp_waiting),
         );
-        if port.capabilities().rx_checksum {
+        let caps = port.capabilities();
+        if caps.rx_checksum {
             cfg.verify_checksums = false;
         }
-        let mut link = link;
-        let caps = port.capabilities();
+        // A port that cuts segments completes their checksums too.
         link.tcp_checksum_offload = caps.tx_tcp_checksum || caps.tx_gso_max > 0;
         link.gso_max = caps.tx_gso_max;
         let max = cfg.max_sockets;
@@ -550,9 +550,8 @@ impl Core {
                 let plen = seg.repr.payload_len;
                 // RFC 3168 §5: ECT(0) on data of an ECN-capable connection.
                 let tos = if seg.ect { ECT0 } else { 0 };
-                let gso = (seg.gso_size > 0).then(|| Gso {
+                let gso = (seg.gso_size > 0).then_some(Gso {
                     size: seg.gso_size,
-                    segments: seg.segments(),
                     header_len: hlen,
                 });
                 link.send_ipv4_gso(

@@ -38,10 +38,18 @@ pub struct Link {
 pub struct Gso {
     /// Payload bytes per segment (the MSS).
     pub size: usize,
-    /// Segments it makes.
-    pub segments: usize,
     /// TCP header bytes, repeated in every segment.
     pub header_len: usize,
+}
+
+impl Gso {
+    /// Segments a transport segment of `l4_len` bytes (header included) makes.
+    fn segments(&self, l4_len: usize) -> usize {
+        l4_len
+            .saturating_sub(self.header_len)
+            .div_ceil(self.size.max(1))
+            .max(1)
+    }
 }
 
 impl Link {
@@ -131,7 +139,7 @@ impl Link {
 
     /// [`Link::send_ipv4`] with a TOS byte (DSCP and the RFC 3168 ECN
     /// codepoint in its low two bits), for a segment that may exceed the
-    /// MTU: with `gso` the port cuts it into `gso.segments` segments of
+    /// MTU: with `gso` the port cuts it into segments of
     /// `gso.size` payload bytes
     /// ([`TxQueue::transmit_gso`]), which take consecutive IP
     /// identifications. Only once the next hop is [`Link::resolved`]: else
@@ -154,7 +162,7 @@ impl Link {
             return false;
         };
         debug_assert!(gso.is_some() || payload_len + ipv4::HEADER_LEN <= self.mtu);
-        let segments = gso.map_or(1, |g| g.segments.max(1));
+        let segments = gso.map_or(1, |g| g.segments(payload_len));
         let ident = self.ident.wrapping_add(1);
         self.ident = self.ident.wrapping_add(segments as u16);
         let ip = Ipv4Repr {

@@ -169,11 +169,10 @@ impl GsoBatch {
         }
         self.queue(at, n);
         let f = &self.buf[at..at + n];
-        if gso_size == 0 || tcp_ipv4(f) != Some(TCP_AT) {
+        let Some((hlen, ip_end)) = tcp_extent(f) else {
             return true;
-        }
-        let hlen = TCP_AT + usize::from(f[TCP_AT + 12] >> 4) * 4;
-        if hlen < TCP_AT + 20 || n <= hlen + gso_size {
+        };
+        if gso_size == 0 || ip_end != n || n <= hlen + gso_size {
             return true;
         }
         let payload = n - hlen;
@@ -446,18 +445,10 @@ fn tcp_ipv4(f: &[u8]) -> Option<usize> {
 /// fragmentation, carry at least [`MIN_GSO_SIZE`] payload bytes, and have
 /// only ACK (and ECE) among its flags.
 fn opens(f: &[u8]) -> Option<(usize, u32, u16)> {
-    if f.len() < TCP_AT + 20 || f[12..14] != [0x08, 0x00] || f[14] != 0x45 || f[23] != 6 {
-        return None;
-    }
-    if usize::from(be16(f, 16)) != f.len() - ETH_LEN || be16(f, 20) & 0x3fff != 0 {
-        return None;
-    }
-    let hlen = TCP_AT + usize::from(f[TCP_AT + 12] >> 4) * 4;
+    let (hlen, ip_end) = tcp_extent(f)?;
     let flags = f[TCP_AT + 13];
-    if hlen < TCP_AT + 20 || flags & (FIN | SYN | RST | PSH | URG | CWR) != 0 {
-        return None;
-    }
-    (f.len() >= hlen + MIN_GSO_SIZE).then(|| (hlen, be32(f, TCP_AT + 4), be16(f, 18)))
+    let whole = ip_end == f.len() && flags & (FIN | SYN | RST | PSH | URG | CWR) == 0;
+    (whole && f.len() >= hlen + MIN_GSO_SIZE).then(|| (hlen, be32(f, TCP_AT + 4), be16(f, 18)))
 }
 
 fn be16(b: &[u8], at: usize) -> u16 {
