@@ -142,6 +142,8 @@ counters! {
     tcp_rack_losses,
     /// Tail loss probes sent, over closed connections.
     tcp_tlp_probes,
+    /// Probes sent in SACK recoveries whose ACK clock stopped, over closed connections.
+    tcp_recovery_probes,
     /// Retransmissions found spurious by D-SACK, over closed connections.
     tcp_spurious_retransmits,
     /// Connections opened by connect().
@@ -176,6 +178,7 @@ impl Stats {
         self.tcp_sack_recoveries += t.sack_recoveries;
         self.tcp_rack_losses += t.rack_losses;
         self.tcp_tlp_probes += t.tlp_probes;
+        self.tcp_recovery_probes += t.recovery_probes;
         self.tcp_spurious_retransmits += t.spurious_retransmits;
     }
 }

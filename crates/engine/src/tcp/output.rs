@@ -49,6 +49,7 @@ impl Tcb {
             }
             _ => {}
         }
+        let sent_before_data = sent;
         if self.rexmit_one && sent < max_segments {
             self.rexmit_one = false;
             if let Some(seg) = self.retransmit_first(now, tx_len, rcv_free) {
@@ -90,8 +91,9 @@ impl Tcb {
                 sent += 1;
             }
         }
-        if self.snd_max > snd_max_before {
-            // New data went out: (re)start the probe timeout (RFC 8985 §7.2).
+        if self.snd_max > snd_max_before || (self.in_recovery && sent > sent_before_data) {
+            // New data went out, or a recovery sent anything: (re)start the
+            // probe timeout (RFC 8985 §7.2; `arm_tlp` on recovery).
             self.tlp.deadline = None;
             self.arm_tlp(now);
         }
@@ -587,9 +589,10 @@ impl Tcb {
     }
 
     /// The tail loss probe (RFC 8985 §7.3): new data if the peer's window
-    /// allows (cwnd is not checked), else the last segment sent again.
+    /// allows (cwnd is not checked), else the last segment sent again (in a
+    /// recovery, the last one not SACKed).
     fn probe_tail(&mut self, now: Instant, tx_len: usize, rcv_free: usize) -> Option<Segment> {
-        if !self.sends_data() || self.in_recovery {
+        if !self.sends_data() {
             return None;
         }
         let data_end = self.tx_base + tx_len;
@@ -602,12 +605,17 @@ impl Tcb {
             let unsent = data_end - self.snd_nxt;
             let len = unsent.min(right - self.snd_nxt).min(self.eff_mss);
             let fin = self.fin_queued && len == unsent;
-            self.stats.tlp_probes += 1;
+            self.count_probe();
             let seg = self.emit_data(self.snd_nxt, len, fin, now, rcv_free, true);
             self.rto_deadline = Some(now + self.rto.rto());
             return Some(seg);
         }
-        let i = self.sb.len().checked_sub(1)?;
+        let mut i = self.sb.len().checked_sub(1)?;
+        if self.in_recovery {
+            while self.sb.get(i)?.has(super::scoreboard::SACKED) {
+                i = i.checked_sub(1)?;
+            }
+        }
         let s = *self.sb.get(i)?;
         if s.has(super::scoreboard::SACKED) || s.start < self.tx_base {
             return None;
@@ -621,12 +629,27 @@ impl Tcb {
         let fin = s.has(super::scoreboard::FIN);
         self.sb.retransmitted(i, now);
         self.tlp.high = Some(self.snd_max);
-        self.stats.tlp_probes += 1;
+        if self.in_recovery {
+            // Its D-SACK, if it was not needed, must not pass for one of
+            // the recovery's own retransmissions and undo the reduction.
+            if let Some(u) = self.undo.as_mut().filter(|u| s.start >= u.marker) {
+                u.retrans += 1;
+            }
+        }
+        self.count_probe();
         self.rtt_timing = None;
         self.karn_blocked = true;
         let seg = self.emit_data(s.start, len, fin, now, rcv_free, false);
         self.rto_deadline = Some(now + self.rto.rto());
         Some(seg)
+    }
+
+    fn count_probe(&mut self) {
+        if self.in_recovery {
+            self.stats.recovery_probes += 1;
+        } else {
+            self.stats.tlp_probes += 1;
+        }
     }
 
     /// The persist timer fired (RFC 9293 §3.8.6.1): with a zero window, one

@@ -270,6 +270,10 @@ impl Tcb {
         self.maybe_enter_recovery(now);
         if self.in_recovery && (ev.new_ack || ev.dup) {
             self.prr_on_ack(delivered);
+            if delivered > 0 {
+                // The ACK clock runs: the recovery probe waits a PTO from here.
+                self.tlp.deadline = None;
+            }
         }
         if self.ecn_ok && ev.ece && self.snd_una > self.ecn_recover {
             // RFC 3168 §6.1.2: at most one reduction per window (ECE for data
@@ -444,13 +448,23 @@ impl Tcb {
     }
 
     /// RFC 8985 §7.2: arm the probe timeout when SACK and RACK-TLP are in use,
-    /// data is in flight, no recovery runs and no probe is outstanding.
+    /// data is in flight and no probe is outstanding.
     /// PTO = 2*SRTT, plus the peer's delayed-ACK time when one segment is in
-    /// flight; 1 s without an RTT sample; only if it is earlier than the RTO.
+    /// flight; 1 s without an RTT sample; at least 1 ms; only if it is
+    /// earlier than the RTO.
+    ///
+    /// Unlike §7.2, the timer also runs during a SACK recovery, restarted by
+    /// every ACK that reports delivery and by every transmission. A recovery
+    /// whose ACK clock stops otherwise waits for the RTO (at least 200 ms):
+    /// when a receiver that compresses SACKs (Linux does) answers the
+    /// retransmission of the last hole with a single cumulative ACK and that
+    /// ACK is lost, or when the last retransmission is lost with nothing sent
+    /// after it for RACK to compare with. The probe (§7.3) draws an ACK that
+    /// ends or continues the recovery; it never reduces cwnd (§7.4 applies
+    /// outside recovery only).
     pub(super) fn arm_tlp(&mut self, now: Instant) {
         let ok = self.sack_ok
             && self.cfg.rack_tlp
-            && !self.in_recovery
             && self.tlp.high.is_none()
             && self.snd_nxt > self.snd_una
             && !self.sb.is_empty()
@@ -508,7 +522,7 @@ impl Tcb {
     /// The probe timer fired: a probe goes out on the next `poll_output`.
     pub(super) fn on_tlp_timer(&mut self) {
         self.tlp.deadline = None;
-        if self.sack_ok && !self.in_recovery && self.snd_nxt > self.snd_una {
+        if self.sack_ok && self.snd_nxt > self.snd_una {
             self.tlp.pending = true;
         }
     }

@@ -296,8 +296,11 @@ pub struct TcbStats {
     pub cwnd_undos: u64,
     /// Segments marked lost by RACK (RFC 8985) time-based detection.
     pub rack_losses: u64,
-    /// Tail loss probes sent (RFC 8985 §7).
+    /// Tail loss probes sent (RFC 8985 §7), outside recovery.
     pub tlp_probes: u64,
+    /// Probes sent in a SACK recovery whose ACK clock stopped (a lost ACK
+    /// or a lost last retransmission); see `Tcb::arm_tlp`.
+    pub recovery_probes: u64,
     /// Keepalive probes sent (RFC 1122 §4.2.3.6).
     pub keepalive_probes: u64,
     /// Challenge ACKs not sent because of the rate limit (RFC 5961 §7).

@@ -589,3 +589,93 @@ fn established_prr_spreads_sending_over_the_recovery() {
     // By the last duplicate ACK about ssthresh (14 segments) went out.
     assert_eq!(sent_after[18], 14, "{sent_after:?}");
 }
+
+/// A receiver that compresses SACKs answers the retransmission of the only
+/// hole with one cumulative ACK. When that ACK is lost, the recovery's ACK
+/// clock stops with everything delivered. A probe a PTO later draws a fresh
+/// ACK, long before the RTO, and its D-SACK does not pass for a spurious
+/// retransmission: the reduction stays.
+#[test]
+fn established_recovery_final_ack_lost_probe_ends_recovery_without_rto() {
+    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
+    let mss = a.tcb.mss();
+    let data = pattern(20 * mss, 14);
+    a.write(&data);
+    let segs = a.output(t);
+    assert_eq!(segs.len(), 20);
+    let t1 = t + ms(D);
+    let mut dupacks = Vec::new();
+    for s in &segs[1..4] {
+        b.input(s, t1);
+        dupacks.extend(b.output(t1));
+    }
+    // The rest arrives while the receiver compresses: no ACK leaves yet.
+    feed(&mut b, &segs[4..], t1);
+    let t2 = t + ms(2 * D);
+    feed(&mut a, &dupacks, t2);
+    let re = a.output(t2);
+    assert_eq!(re.len(), 1, "the retransmission alone");
+    assert_eq!(re[0].repr.seq, segs[0].repr.seq);
+    let ssthresh = a.tcb.ssthresh();
+    // The hole is filled: the receiver acknowledges everything; it is lost.
+    let lost = deliver(&mut b, &re, &[], t + ms(3 * D));
+    let end = segs[19].repr.seq + mss;
+    assert!(lost.iter().any(|w| w.repr.ack == end), "a cumulative ACK");
+    assert_eq!(b.rx.take(), data);
+    assert!(a.tcb.in_recovery());
+    let rto_at = t2 + a.tcb.rto();
+    let pto = a.tcb.next_timeout().expect("probe timer");
+    assert!(
+        pto <= t2 + ms(5 * D) && pto < rto_at,
+        "PTO {pto:?}, RTO {rto_at:?}"
+    );
+    a.timer(pto);
+    let probe = a.output(pto);
+    assert_eq!(probe.len(), 1);
+    assert_eq!(probe[0].repr.seq, segs[19].repr.seq, "the last segment");
+    assert_eq!(a.tcb.stats().recovery_probes, 1);
+    assert_eq!(a.tcb.stats().tlp_probes, 0);
+    let acks = deliver(&mut b, &probe, &[], pto + ms(D));
+    assert_eq!(blocks(&acks[0]), vec![(segs[19].repr.seq, end)], "D-SACK");
+    feed(&mut a, &acks, pto + ms(2 * D));
+    assert_eq!(a.tcb.bytes_in_flight(), 0);
+    assert!(!a.tcb.in_recovery());
+    assert_eq!(a.tcb.stats().timeouts, 0);
+    assert_eq!(a.tcb.stats().cwnd_undos, 0, "the loss was real");
+    assert_eq!(a.tcb.ssthresh(), ssthresh);
+}
+
+/// While ACKs keep reporting delivery the recovery probe never fires: each
+/// one restarts it.
+#[test]
+fn established_recovery_with_running_ack_clock_sends_no_probe() {
+    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
+    let mss = a.tcb.mss();
+    let data = pattern(60 * mss, 15);
+    a.write(&data);
+    let mut now = t;
+    let mut segs = a.output(now);
+    let mut first = true;
+    for _ in 0..200 {
+        if segs.is_empty() {
+            break;
+        }
+        now = now + ms(D);
+        let drop: &[usize] = if first { &[0] } else { &[] };
+        first = false;
+        let acks = deliver(&mut b, &segs, drop, now);
+        now = now + ms(D);
+        segs.clear();
+        for ack in &acks {
+            a.input(ack, now);
+            segs.extend(a.output(now));
+        }
+        if let Some(at) = a.tcb.next_timeout() {
+            assert!(at > now, "no timer due while ACKs flow");
+        }
+    }
+    assert_eq!(b.rx.take(), data);
+    assert!(a.tcb.stats().sack_recoveries >= 1);
+    assert_eq!(a.tcb.stats().recovery_probes, 0);
+    assert_eq!(a.tcb.stats().timeouts, 0);
+}
