@@ -41,6 +41,9 @@ pub struct BridgeStats {
     pub send_errors: u64,
     /// Failed reads (other than EAGAIN).
     pub recv_errors: u64,
+    /// Frames the kernel dropped before the bridge read them, its socket's
+    /// receive buffer being full (both interfaces): loss beyond the model.
+    pub socket_drops: u64,
 }
 
 /// Forwards frames between `if_a` and `if_b`, impairing each direction,
@@ -108,6 +111,9 @@ pub fn run(
     }
     stats.a_to_b = dirs[0].stats();
     stats.b_to_a = dirs[1].stats();
+    for fd in fds {
+        stats.socket_drops += crate::sys::packet_drops(fd).unwrap_or(0);
+    }
     Ok(stats)
 }
 

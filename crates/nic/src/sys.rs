@@ -25,6 +25,13 @@ const PACKET_MR_PROMISC: libc::c_ushort = 1;
 
 /// `PACKET_VNET_HDR` (linux/if_packet.h): frames carry a virtio-net header.
 const PACKET_VNET_HDR: libc::c_int = 15;
+/// `PACKET_STATISTICS` (linux/if_packet.h): `struct tpacket_stats`.
+const PACKET_STATISTICS: libc::c_int = 6;
+/// Receive and send buffer of a bridge's packet socket, bytes: about 2700
+/// full-sized frames, so that a sender's burst is not dropped by the socket
+/// while the bridge waits to be scheduled (a loss the impairment model
+/// would not account for).
+const PACKET_BRIDGE_BUF: libc::c_int = 8 << 20;
 /// Messages per `sendmmsg` call in [`send_frames`].
 const SEND_CHUNK: usize = 64;
 
@@ -254,9 +261,20 @@ pub(crate) fn setsockopt_raw<T>(
 }
 
 /// An AF_PACKET raw socket bound to `ifindex` for every protocol, ignoring
-/// its own outgoing frames, with the interface in promiscuous mode.
+/// its own outgoing frames, with the interface in promiscuous mode and 8 MiB
+/// receive and send buffers (forced when privileged, else as large as
+/// `rmem_max` / `wmem_max` allow).
 pub(crate) fn packet_socket(ifindex: u32) -> io::Result<OwnedFd> {
     let sock = raw_packet_socket()?;
+    let raw = sock.as_raw_fd();
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        if setsockopt_int(raw, libc::SOL_SOCKET, force, PACKET_BRIDGE_BUF).is_err() {
+            setsockopt_int(raw, libc::SOL_SOCKET, plain, PACKET_BRIDGE_BUF)?;
+        }
+    }
     bind_ll(&sock, ifindex, ETH_P_ALL)?;
     // Kernels before 4.20 lack the option; forwarding still works there,
     // only less efficiently, so an error is ignored.
@@ -279,6 +297,34 @@ pub(crate) fn packet_socket(ifindex: u32) -> io::Result<OwnedFd> {
         &mreq,
     )?;
     Ok(sock)
+}
+
+/// Frames the kernel dropped because a packet socket's receive buffer was
+/// full, since the last call (`PACKET_STATISTICS`, which resets the counts).
+pub(crate) fn packet_drops(fd: RawFd) -> io::Result<u64> {
+    #[repr(C)]
+    #[derive(Default)]
+    struct TpacketStats {
+        tp_packets: u32,
+        tp_drops: u32,
+    }
+    let mut st = TpacketStats::default();
+    let mut len = std::mem::size_of::<TpacketStats>() as libc::socklen_t;
+    // SAFETY: `st` is a writable `struct tpacket_stats` of `len` bytes and
+    // `len` a valid in/out length for the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_PACKET,
+            PACKET_STATISTICS,
+            (&mut st as *mut TpacketStats).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(u64::from(st.tp_drops))
 }
 
 /// An AF_PACKET raw socket that only transmits, on `ifindex`: bound with

@@ -90,13 +90,14 @@ impl Impair {
         }
         let total = |f: fn(&nic::impair::ImpairStats) -> u64| f(&stats.a_to_b) + f(&stats.b_to_a);
         println!(
-            "impaired: lost={} reordered={} duplicated={} corrupted={} send_errors={} recv_errors={}",
+            "impaired: lost={} reordered={} duplicated={} corrupted={} send_errors={} recv_errors={} socket_drops={}",
             total(|d| d.lost),
             total(|d| d.reordered),
             total(|d| d.duplicated),
             total(|d| d.corrupted),
             stats.send_errors,
-            stats.recv_errors
+            stats.recv_errors,
+            stats.socket_drops
         );
         Ok(())
     }

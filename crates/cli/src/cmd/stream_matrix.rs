@@ -333,15 +333,18 @@ impl StreamMatrix {
         }
         let lossy = ctx.phase("lossy", self.rounds)?;
         bridge.terminate(Duration::from_secs(3))?;
-        let lost = bridge
+        let summary = bridge
             .remaining_lines(Duration::from_secs(2))
             .into_iter()
             .find(|l| l.starts_with("impaired:"))
-            .and_then(|l| {
-                l.split_whitespace()
-                    .find_map(|kv| kv.strip_prefix("lost=").map(str::to_string))
-            })
-            .unwrap_or_else(|| "?".to_string());
+            .unwrap_or_default();
+        let field = |key: &str| {
+            summary
+                .split_whitespace()
+                .find_map(|kv| kv.strip_prefix(key).map(str::to_string))
+                .unwrap_or_else(|| "?".to_string())
+        };
+        let (lost, socket_drops) = (field("lost="), field("socket_drops="));
         drop(bridge);
 
         println!();
@@ -349,7 +352,7 @@ impl StreamMatrix {
             "corestack bench stream-matrix: one TCP stream, goodput in Mbit/s, {} s per run, one run at a time, median of {} rounds",
             self.seconds, self.rounds
         );
-        println!("path: veth + Linux bridge in each namespace; lossy: through corestack impair, {}% loss each direction (seed {}, {lost} frames lost)", self.loss, self.seed);
+        println!("path: veth + Linux bridge in each namespace; lossy: through corestack impair, {}% loss each direction (seed {}, {lost} frames lost, {socket_drops} more dropped by the bridge's full sockets)", self.loss, self.seed);
         println!(
             "Linux: blocking sockets, congestion control {}; corestack: inline engine on af_xdp, spinning, {}",
             self.linux_cc,
