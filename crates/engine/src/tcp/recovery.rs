@@ -220,8 +220,19 @@ impl Tcb {
                 if self.snd_una >= self.recover {
                     // Full ACK: recovery ends (RFC 6582 §3.2 step 4, RFC 6675 §5).
                     self.in_recovery = false;
-                    self.prr = None;
-                    self.cc.on_recovery_exit(now, flight, mss);
+                    if self.prr.take().is_some() {
+                        // PRR (RFC 9937, was RFC 6937) has brought pipe to
+                        // about ssthresh: cwnd = ssthresh, as Linux does.
+                        // RFC 6582's min(ssthresh, FlightSize + SMSS) would
+                        // leave 2 SMSS whenever the full ACK covers all in
+                        // flight, which a receiver compressing SACKs makes
+                        // the rule: then a lone segment waits for the
+                        // peer's delayed ACK.
+                        let c = self.cc.ssthresh().max(mss);
+                        self.cc.set_cwnd(c);
+                    } else {
+                        self.cc.on_recovery_exit(now, flight, mss);
+                    }
                 } else if self.sack_ok {
                     if self.sb.sacked_bytes() == 0 && self.sb.peek_owed().is_none() {
                         // A partial ACK and no SACK information at all (the
