@@ -69,9 +69,21 @@ impl Tcb {
         }
         if self.tlp.pending && sent < max_segments {
             self.tlp.pending = false;
+            let before = self.snd_max;
             if let Some(seg) = self.probe_tail(now, tx_len, rcv_free) {
                 emit(&seg);
                 sent += 1;
+                // A probe of one full segment of new data gets a second one
+                // when there is one: a receiver ACKs every second full-sized
+                // segment at once (RFC 5681 §4.2), but may hold the ACK of a
+                // lone in-order segment for its delayed-ACK time (40 ms on
+                // Linux), and the probe exists to draw an ACK quickly.
+                if self.snd_max - before == self.eff_mss && sent < max_segments {
+                    if let Some(seg) = self.probe_new_data(now, tx_len, rcv_free, true) {
+                        emit(&seg);
+                        sent += 1;
+                    }
+                }
             }
         }
         let snd_max_before = self.snd_max;
@@ -595,21 +607,11 @@ impl Tcb {
         if !self.sends_data() {
             return None;
         }
-        let data_end = self.tx_base + tx_len;
-        let right = self.snd_una + self.snd_wnd;
-        if self.snd_nxt == self.snd_max
-            && self.snd_nxt < data_end
-            && right > self.snd_nxt
-            && !self.sb.is_full()
-        {
-            let unsent = data_end - self.snd_nxt;
-            let len = unsent.min(right - self.snd_nxt).min(self.eff_mss);
-            let fin = self.fin_queued && len == unsent;
+        if let Some(seg) = self.probe_new_data(now, tx_len, rcv_free, false) {
             self.count_probe();
-            let seg = self.emit_data(self.snd_nxt, len, fin, now, rcv_free, true);
-            self.rto_deadline = Some(now + self.rto.rto());
             return Some(seg);
         }
+        let data_end = self.tx_base + tx_len;
         let mut i = self.sb.len().checked_sub(1)?;
         if self.in_recovery {
             while self.sb.get(i)?.has(super::scoreboard::SACKED) {
@@ -640,6 +642,35 @@ impl Tcb {
         self.rtt_timing = None;
         self.karn_blocked = true;
         let seg = self.emit_data(s.start, len, fin, now, rcv_free, false);
+        self.rto_deadline = Some(now + self.rto.rto());
+        Some(seg)
+    }
+
+    /// A segment of new data for a probe, if the peer's window allows one
+    /// (cwnd is not checked): up to one MSS, or (`full_only`) exactly one.
+    fn probe_new_data(
+        &mut self,
+        now: Instant,
+        tx_len: usize,
+        rcv_free: usize,
+        full_only: bool,
+    ) -> Option<Segment> {
+        let data_end = self.tx_base + tx_len;
+        let right = self.snd_una + self.snd_wnd;
+        if self.snd_nxt != self.snd_max
+            || self.snd_nxt >= data_end
+            || right <= self.snd_nxt
+            || self.sb.is_full()
+        {
+            return None;
+        }
+        let unsent = data_end - self.snd_nxt;
+        let len = unsent.min(right - self.snd_nxt).min(self.eff_mss);
+        if full_only && len < self.eff_mss {
+            return None;
+        }
+        let fin = self.fin_queued && len == unsent;
+        let seg = self.emit_data(self.snd_nxt, len, fin, now, rcv_free, true);
         self.rto_deadline = Some(now + self.rto.rto());
         Some(seg)
     }

@@ -679,3 +679,63 @@ fn established_recovery_with_running_ack_clock_sends_no_probe() {
     assert_eq!(a.tcb.stats().recovery_probes, 0);
     assert_eq!(a.tcb.stats().timeouts, 0);
 }
+
+/// RFC 9937: a SACK recovery ends with cwnd = ssthresh, also when the full
+/// ACK covers everything in flight (RFC 6582's FlightSize + SMSS would
+/// leave 2 segments).
+#[test]
+fn established_sack_recovery_full_ack_of_everything_leaves_cwnd_at_ssthresh() {
+    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
+    let mss = a.tcb.mss();
+    let data = pattern(20 * mss, 16);
+    a.write(&data);
+    let segs = a.output(t);
+    let acks = deliver(&mut b, &segs, &[0], t + ms(D));
+    feed(&mut a, &acks, t + ms(2 * D));
+    assert!(a.tcb.in_recovery());
+    let ssthresh = a.tcb.ssthresh();
+    let re = a.output(t + ms(2 * D));
+    let acks = deliver(&mut b, &re, &[], t + ms(3 * D));
+    feed(&mut a, &acks, t + ms(4 * D));
+    assert!(!a.tcb.in_recovery());
+    assert_eq!(
+        a.tcb.bytes_in_flight(),
+        0,
+        "the full ACK covered everything"
+    );
+    assert_eq!(a.tcb.cwnd(), ssthresh);
+    assert!(ssthresh >= 10 * mss, "ssthresh {ssthresh}");
+    assert_eq!(b.rx.take(), data);
+}
+
+/// When every ACK of a flight is lost, the probe carries two full segments
+/// of new data, so that the receiver ACKs at once (every second segment)
+/// instead of after its delayed-ACK time.
+#[test]
+fn established_all_acks_lost_probe_sends_two_new_segments_and_is_acked_at_once() {
+    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
+    let mss = a.tcb.mss();
+    let data = pattern(30 * mss, 17);
+    a.write(&data);
+    let segs = a.output(t);
+    assert_eq!(segs.len(), 20, "the initial window");
+    let lost = deliver(&mut b, &segs, &[], t + ms(D));
+    assert!(!lost.is_empty());
+    let pto = a.tcb.next_timeout().expect("probe timer");
+    assert!(pto < t + a.tcb.rto());
+    a.timer(pto);
+    let probe = a.output(pto);
+    assert_eq!(probe.len(), 2, "two segments of new data");
+    assert_eq!(probe[0].repr.seq, segs[19].repr.seq + mss);
+    assert_eq!(probe[1].repr.seq, probe[0].repr.seq + mss);
+    assert_eq!(a.tcb.stats().tlp_probes, 1);
+    let acks = deliver(&mut b, &probe, &[], pto + ms(D));
+    let end = probe[1].repr.seq + mss;
+    assert!(
+        acks.iter().any(|w| w.repr.ack == end),
+        "an immediate ACK of both"
+    );
+    feed(&mut a, &acks, pto + ms(2 * D));
+    assert!(a.tcb.snd_una() >= end);
+    assert_eq!(a.tcb.stats().timeouts, 0);
+}
