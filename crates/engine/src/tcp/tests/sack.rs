@@ -41,6 +41,20 @@ fn warm(cfg: &TcpConfig) -> (Host, Host, Instant) {
     (a, b, t + d)
 }
 
+/// A warmed-up CUBIC pair with SACK after `a` wrote `segments` MSS of
+/// `pattern(.., salt)` and sent its first flight at `t`:
+/// (a, b, t, mss, data, the flight).
+type Flight = (Host, Host, Instant, usize, Vec<u8>, Vec<Wire>);
+
+fn flight(segments: usize, salt: u8) -> Flight {
+    let (mut a, b, t) = warm(&cfg(CcKind::Cubic, true));
+    let mss = a.tcb.mss();
+    let data = pattern(segments * mss, salt);
+    a.write(&data);
+    let segs = a.output(t);
+    (a, b, t, mss, data, segs)
+}
+
 /// Delivers `segs` (except the indices in `drop`) to `to` at `now`,
 /// returning everything `to` sends in reply.
 fn deliver(to: &mut Host, segs: &[Wire], drop: &[usize], now: Instant) -> Vec<Wire> {
@@ -118,11 +132,7 @@ fn established_duplicate_segment_ack_carries_dsack_block() {
 
 #[test]
 fn established_three_losses_in_one_window_sack_retransmits_exactly_the_holes_at_once() {
-    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
-    let mss = a.tcb.mss();
-    let data = pattern(20 * mss, 3);
-    a.write(&data);
-    let segs = a.output(t);
+    let (mut a, mut b, t, mss, data, segs) = flight(20, 3);
     assert_eq!(segs.len(), 20);
     let acks = deliver(&mut b, &segs, &[2, 6, 11], t + ms(D));
     feed(&mut a, &acks, t + ms(2 * D));
@@ -198,11 +208,7 @@ fn established_lost_retransmission_rack_detects_and_retransmits_again() {
 
 #[test]
 fn established_lost_last_segment_tail_loss_probe_recovers_without_rto() {
-    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
-    let mss = a.tcb.mss();
-    let data = pattern(5 * mss, 5);
-    a.write(&data);
-    let segs = a.output(t);
+    let (mut a, mut b, t, mss, data, segs) = flight(5, 5);
     assert_eq!(segs.len(), 5);
     let acks = deliver(&mut b, &segs, &[4], t + ms(D));
     feed(&mut a, &acks, t + ms(2 * D));
@@ -228,11 +234,7 @@ fn established_lost_last_segment_tail_loss_probe_recovers_without_rto() {
 
 #[test]
 fn established_reordered_segment_dsack_marks_retransmission_spurious_and_undoes_cwnd() {
-    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
-    let mss = a.tcb.mss();
-    let data = pattern(20 * mss, 6);
-    a.write(&data);
-    let segs = a.output(t);
+    let (mut a, mut b, t, mss, _, segs) = flight(20, 6);
     let cwnd_before = a.tcb.cwnd();
     let acks = deliver(&mut b, &segs, &[2], t + ms(D));
     feed(&mut a, &acks, t + ms(2 * D));
@@ -500,6 +502,19 @@ fn established_tso_stays_within_window_queue_and_budget() {
     assert_eq!((sent, n), (7, 7), "the budget counts segments");
 }
 
+/// Delivers segments 1 to 3 of a flight whose first segment was lost, one
+/// at a time, as a Linux receiver answers them: three immediate duplicate
+/// ACKs, which are returned.
+fn three_dupacks(b: &mut Host, segs: &[Wire], now: Instant) -> Vec<Wire> {
+    let mut dupacks = Vec::new();
+    for s in &segs[1..4] {
+        b.input(s, now);
+        dupacks.extend(b.output(now));
+    }
+    assert_eq!(dupacks.len(), 3);
+    dupacks
+}
+
 /// A Linux receiver sends the first three duplicate ACKs at once and then
 /// compresses SACKs (one ACK for many out-of-order segments). The sender
 /// takes all the SACK information of the compressed ACK, retransmits the
@@ -512,12 +527,7 @@ fn established_compressed_sack_after_three_dupacks_is_used_whole() {
     let segs = a.output(t);
     assert_eq!(segs.len(), 20);
     let t1 = t + ms(D);
-    let mut dupacks = Vec::new();
-    for s in &segs[1..4] {
-        b.input(s, t1);
-        dupacks.extend(b.output(t1));
-    }
-    assert_eq!(dupacks.len(), 3);
+    let dupacks = three_dupacks(&mut b, &segs, t1);
     for s in &segs[4..] {
         b.input(s, t1);
     }
@@ -597,18 +607,10 @@ fn established_prr_spreads_sending_over_the_recovery() {
 /// retransmission: the reduction stays.
 #[test]
 fn established_recovery_final_ack_lost_probe_ends_recovery_without_rto() {
-    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
-    let mss = a.tcb.mss();
-    let data = pattern(20 * mss, 14);
-    a.write(&data);
-    let segs = a.output(t);
+    let (mut a, mut b, t, mss, data, segs) = flight(20, 14);
     assert_eq!(segs.len(), 20);
     let t1 = t + ms(D);
-    let mut dupacks = Vec::new();
-    for s in &segs[1..4] {
-        b.input(s, t1);
-        dupacks.extend(b.output(t1));
-    }
+    let dupacks = three_dupacks(&mut b, &segs, t1);
     // The rest arrives while the receiver compresses: no ACK leaves yet.
     feed(&mut b, &segs[4..], t1);
     let t2 = t + ms(2 * D);
@@ -685,11 +687,7 @@ fn established_recovery_with_running_ack_clock_sends_no_probe() {
 /// leave 2 segments).
 #[test]
 fn established_sack_recovery_full_ack_of_everything_leaves_cwnd_at_ssthresh() {
-    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
-    let mss = a.tcb.mss();
-    let data = pattern(20 * mss, 16);
-    a.write(&data);
-    let segs = a.output(t);
+    let (mut a, mut b, t, mss, data, segs) = flight(20, 16);
     let acks = deliver(&mut b, &segs, &[0], t + ms(D));
     feed(&mut a, &acks, t + ms(2 * D));
     assert!(a.tcb.in_recovery());
@@ -713,11 +711,7 @@ fn established_sack_recovery_full_ack_of_everything_leaves_cwnd_at_ssthresh() {
 /// instead of after its delayed-ACK time.
 #[test]
 fn established_all_acks_lost_probe_sends_two_new_segments_and_is_acked_at_once() {
-    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
-    let mss = a.tcb.mss();
-    let data = pattern(30 * mss, 17);
-    a.write(&data);
-    let segs = a.output(t);
+    let (mut a, mut b, t, mss, _, segs) = flight(30, 17);
     assert_eq!(segs.len(), 20, "the initial window");
     let lost = deliver(&mut b, &segs, &[], t + ms(D));
     assert!(!lost.is_empty());
