@@ -60,8 +60,9 @@ pub struct StreamMatrix {
     #[arg(long, default_value = "cubic", value_name = "NAME")]
     linux_cc: String,
     /// Rounds per path: each round runs every pairing once, one after the other, and the
-    /// table shows the median (this machine's goodput varies by 10-20 % from run to run).
-    #[arg(long, default_value_t = 3)]
+    /// table shows the median (on a 2-core machine one run's goodput can differ from the next
+    /// by 20 % and more, for Linux as for corestack).
+    #[arg(long, default_value_t = 5)]
     rounds: usize,
 }
 
