@@ -130,29 +130,40 @@ fn established_duplicate_segment_ack_carries_dsack_block() {
     assert_eq!(b.tcb.stats().dsacks_sent, 1);
 }
 
-#[test]
-fn established_three_losses_in_one_window_sack_retransmits_exactly_the_holes_at_once() {
-    let (mut a, mut b, t, mss, data, segs) = flight(20, 3);
+/// Segments 2, 6 and 11 of a 20-segment flight are lost: the recovery
+/// retransmits exactly those holes at once and one round trip repairs
+/// them. Returns the retransmissions.
+fn three_holes_repaired_in_one_round_trip(
+    a: &mut Host,
+    b: &mut Host,
+    (t, mss, data, segs): (Instant, usize, &[u8], &[Wire]),
+) -> Vec<Wire> {
     assert_eq!(segs.len(), 20);
-    let acks = deliver(&mut b, &segs, &[2, 6, 11], t + ms(D));
-    feed(&mut a, &acks, t + ms(2 * D));
+    let acks = deliver(b, segs, &[2, 6, 11], t + ms(D));
+    feed(a, &acks, t + ms(2 * D));
     assert!(a.tcb.in_recovery());
-    assert_eq!(a.tcb.stats().sack_recoveries, 1);
     assert_eq!(a.tcb.sacked_bytes(), 17 * mss - 2 * mss);
     let re = a.output(t + ms(2 * D));
     let seqs: Vec<SeqNum> = re.iter().map(|w| w.repr.seq).collect();
     let seq = |i: usize| ISS_A + 2 + i * mss;
     assert_eq!(seqs, vec![seq(2), seq(6), seq(11)], "exactly the holes");
-    for (w, i) in re.iter().zip([2, 6, 11]) {
-        assert_eq!(w.payload, segs[i].payload);
-    }
-    // One round trip repairs all three.
-    let acks = deliver(&mut b, &re, &[], t + ms(3 * D));
-    feed(&mut a, &acks, t + ms(4 * D));
+    let acks = deliver(b, &re, &[], t + ms(3 * D));
+    feed(a, &acks, t + ms(4 * D));
     assert!(!a.tcb.in_recovery());
     assert_eq!(a.tcb.bytes_in_flight(), 0);
     assert_eq!(a.tcb.stats().timeouts, 0);
     assert_eq!(b.rx.take(), data);
+    re
+}
+
+#[test]
+fn established_three_losses_in_one_window_sack_retransmits_exactly_the_holes_at_once() {
+    let (mut a, mut b, t, mss, data, segs) = flight(20, 3);
+    let re = three_holes_repaired_in_one_round_trip(&mut a, &mut b, (t, mss, &data, &segs));
+    assert_eq!(a.tcb.stats().sack_recoveries, 1);
+    for (w, i) in re.iter().zip([2, 6, 11]) {
+        assert_eq!(w.payload, segs[i].payload);
+    }
 }
 
 #[test]
@@ -462,21 +473,8 @@ fn established_tso_three_losses_in_one_window_sack_retransmits_exactly_the_holes
     let data = pattern(20 * mss, 3);
     a.write(&data);
     let segs = a.output(t);
-    assert_eq!(segs.len(), 20);
-    let acks = deliver(&mut b, &segs, &[2, 6, 11], t + ms(D));
-    feed(&mut a, &acks, t + ms(2 * D));
-    assert!(a.tcb.in_recovery());
-    let re = a.output(t + ms(2 * D));
-    let seqs: Vec<SeqNum> = re.iter().map(|w| w.repr.seq).collect();
-    let seq = |i: usize| ISS_A + 2 + i * mss;
-    assert_eq!(seqs, vec![seq(2), seq(6), seq(11)], "exactly the holes");
+    let re = three_holes_repaired_in_one_round_trip(&mut a, &mut b, (t, mss, &data, &segs));
     assert!(re.iter().all(|w| w.payload.len() == mss));
-    let acks = deliver(&mut b, &re, &[], t + ms(3 * D));
-    feed(&mut a, &acks, t + ms(4 * D));
-    assert!(!a.tcb.in_recovery());
-    assert_eq!(a.tcb.bytes_in_flight(), 0);
-    assert_eq!(a.tcb.stats().timeouts, 0);
-    assert_eq!(b.rx.take(), data);
 }
 
 /// TSO never takes more than the window allows, nor a segment the
