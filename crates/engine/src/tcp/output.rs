@@ -7,6 +7,7 @@ use wire::SeqNum;
 
 use crate::time::Instant;
 
+use super::cc::CongestionControl;
 use super::tcb::{PendingRst, Segment, SendBuffer, State, Tcb};
 
 impl Tcb {
@@ -96,6 +97,7 @@ impl Tcb {
                 None => break,
             }
         }
+        self.validate_cwnd(tx_len, self.snd_max > snd_max_before);
         if self.probe_pending && sent < max_segments {
             self.probe_pending = false;
             if let Some(seg) = self.probe_segment(now, tx_len, rcv_free) {
@@ -208,6 +210,43 @@ impl Tcb {
             0
         };
         snd_room.min(self.send_room())
+    }
+
+    /// Records how much of cwnd the data just sent used (RFC 9438 §5.8, as
+    /// Linux's `tcp_cwnd_validate`): cwnd limited sending if data is
+    /// waiting and pipe leaves less than an MSS of it. The mark and the
+    /// largest flight hold for a window of data, so that one ACK-clocked
+    /// round counts as limited even when the flight dips between ACKs.
+    fn validate_cwnd(&mut self, tx_len: usize, sent_new: bool) {
+        if !self.sends_data() || self.in_recovery {
+            return;
+        }
+        let data_end = self.tx_base + tx_len;
+        let waiting = data_end > self.snd_nxt;
+        let limited = waiting && self.pipe() + self.eff_mss > self.cc.cwnd();
+        if !(sent_new || limited) {
+            return;
+        }
+        let flight = self.snd_nxt - self.snd_una;
+        if self.snd_una >= self.cwnd_usage_end
+            || limited
+            || (!self.cwnd_limited && flight > self.max_flight)
+        {
+            self.cwnd_limited = limited;
+            self.max_flight = flight;
+            self.cwnd_usage_end = self.snd_nxt;
+        }
+    }
+
+    /// Whether an ACK may grow cwnd: cwnd limited sending in the current
+    /// window, or, in slow start, cwnd is less than twice the largest
+    /// flight of it (Linux's `tcp_is_cwnd_limited`). A sender held back by
+    /// the application or by the receiver's window does not grow a cwnd it
+    /// does not use (RFC 9438 §5.8), which would otherwise leave a loss
+    /// after such a period with no effective reduction.
+    pub(super) fn cwnd_used(&self) -> bool {
+        let cwnd = self.cc.cwnd();
+        self.cwnd_limited || (cwnd < self.cc.ssthresh() && cwnd < 2 * self.max_flight)
     }
 
     /// Receiver SWS threshold: min(Fr * RCV.BUFF, Eff.snd.MSS), Fr = 1/2.

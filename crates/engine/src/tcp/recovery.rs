@@ -227,8 +227,10 @@ impl Tcb {
                         // leave 2 SMSS whenever the full ACK covers all in
                         // flight, which a receiver compressing SACKs makes
                         // the rule: then a lone segment waits for the
-                        // peer's delayed ACK.
-                        let c = self.cc.ssthresh().max(mss);
+                        // peer's delayed ACK. A D-SACK undo during the
+                        // recovery has restored the cwnd before it (and
+                        // perhaps an infinite ssthresh): it stays.
+                        let c = self.cc.cwnd().min(self.cc.ssthresh()).max(mss);
                         self.cc.set_cwnd(c);
                     } else {
                         self.cc.on_recovery_exit(now, flight, mss);
@@ -253,8 +255,11 @@ impl Tcb {
                     self.sb.mark_lost(0);
                     self.rexmit_one = true;
                 }
-            } else if !(self.ecn_ok && ev.ece && self.snd_una > self.ecn_recover) {
-                // No growth on the ACK that brings an ECN reduction.
+            } else if !(self.ecn_ok && ev.ece && self.snd_una > self.ecn_recover)
+                && self.cwnd_used()
+            {
+                // No growth on the ACK that brings an ECN reduction, nor
+                // while the sender does not use its cwnd.
                 let srtt = self.rto.srtt().unwrap_or(Duration::ZERO);
                 self.cc.on_ack(&AckInfo {
                     acked: ev.acked,

@@ -443,6 +443,14 @@ pub struct Tcb {
 
     // Congestion control and loss recovery.
     pub(super) cc: Cc,
+    /// Congestion-window validation (RFC 9438 §5.8, Linux's
+    /// `tcp_cwnd_validate`): whether cwnd limited sending in the window of
+    /// data that ends at `cwnd_usage_end`, and the largest flight (bytes)
+    /// seen in it. cwnd grows on ACKs only while it is used (see
+    /// `Tcb::cwnd_used`).
+    pub(super) cwnd_limited: bool,
+    pub(super) max_flight: usize,
+    pub(super) cwnd_usage_end: SeqNum,
     /// Duplicate ACKs in a row (RFC 5681 §2), outside recovery.
     pub(super) dupacks: u32,
     /// In fast recovery (RFC 5681 §3.2 / RFC 6675 §5) until `recover` is acked.
@@ -570,6 +578,9 @@ impl Tcb {
             probe_pending: false,
             time_wait_deadline: None,
             cc: Cc::new(cfg.cc, eff_mss),
+            cwnd_limited: false,
+            max_flight: 0,
+            cwnd_usage_end: iss,
             dupacks: 0,
             in_recovery: false,
             prr: None,

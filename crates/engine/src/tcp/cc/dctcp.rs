@@ -69,7 +69,7 @@ impl CongestionControl for Dctcp {
         match kind {
             CongestionEvent::Ecn => {
                 let cut =
-                    (self.reno.cwnd as u64 * u64::from(self.alpha)) / (2 * u64::from(ALPHA_ONE));
+                    (self.reno.cwnd as u128 * u128::from(self.alpha)) / (2 * u128::from(ALPHA_ONE));
                 let cwnd = (self.reno.cwnd - cut as usize).max(2 * mss);
                 self.reno.cwnd = cwnd;
                 self.reno.ssthresh = cwnd;

@@ -731,3 +731,72 @@ fn established_all_acks_lost_probe_sends_two_new_segments_and_is_acked_at_once()
     assert!(a.tcb.snd_una() >= end);
     assert_eq!(a.tcb.stats().timeouts, 0);
 }
+
+/// RFC 9438 §5.8: a sender the application holds below cwnd does not grow
+/// cwnd on its ACKs; once it fills cwnd again, slow start resumes.
+#[test]
+fn established_application_limited_sender_does_not_grow_cwnd() {
+    let (mut a, mut b, mut t) = warm(&cfg(CcKind::Cubic, true));
+    let mss = a.tcb.mss();
+    let cwnd0 = a.tcb.cwnd();
+    for round in 0..10u8 {
+        a.write(&pattern(2 * mss, round));
+        let segs = a.output(t);
+        assert_eq!(segs.len(), 2);
+        let acks = deliver(&mut b, &segs, &[], t + ms(D));
+        feed(&mut a, &acks, t + ms(2 * D));
+        b.rx.take();
+        t = t + ms(2 * D);
+        assert_eq!(a.tcb.bytes_in_flight(), 0);
+    }
+    assert_eq!(a.tcb.cwnd(), cwnd0, "20 ACKed segments, cwnd never used");
+    // A bulk write fills cwnd: its ACKs grow it again (slow start).
+    a.write(&pattern(100 * mss, 11));
+    let segs = a.output(t);
+    assert_eq!(segs.len(), cwnd0 / mss);
+    let acks = deliver(&mut b, &segs, &[], t + ms(D));
+    feed(&mut a, &acks, t + ms(2 * D));
+    assert_eq!(a.tcb.cwnd(), 2 * cwnd0);
+}
+
+/// A D-SACK that undoes the reduction while the recovery is still open
+/// (a later hole not yet repaired) leaves the restored cwnd at the
+/// recovery's end, not ssthresh, which the undo made infinite.
+#[test]
+fn established_dsack_undo_inside_recovery_keeps_restored_cwnd_at_exit() {
+    let (mut a, mut b, t, _, data, segs) = flight(20, 17);
+    let cwnd_before = a.tcb.cwnd();
+    // Segment 2 is late, segment 18 lost.
+    let acks = deliver(&mut b, &segs, &[2, 18], t + ms(D));
+    feed(&mut a, &acks, t + ms(2 * D));
+    assert!(a.tcb.in_recovery());
+    let re = a.output(t + ms(2 * D));
+    assert_eq!(re.len(), 1);
+    assert_eq!(re[0].repr.seq, segs[2].repr.seq);
+    // The late original fills hole 2: a partial ACK, up to hole 18.
+    let ack1 = deliver(&mut b, &segs[2..3], &[], t + ms(2 * D + 1));
+    feed(&mut a, &ack1, t + ms(3 * D + 1));
+    assert!(a.tcb.in_recovery());
+    // The retransmission of 2 comes back D-SACKed: the reduction is undone.
+    let ack2 = deliver(&mut b, &re, &[], t + ms(3 * D));
+    feed(&mut a, &ack2, t + ms(4 * D));
+    assert_eq!(a.tcb.stats().cwnd_undos, 1);
+    assert!(a.tcb.in_recovery(), "hole 18 is still open");
+    let restored = a.tcb.cwnd();
+    assert!(restored >= cwnd_before);
+    // Segment 18 is repaired (RACK or the probe) and the recovery ends.
+    let mut now = t + ms(4 * D);
+    for _ in 0..20 {
+        if !a.tcb.in_recovery() {
+            break;
+        }
+        now = now + ms(5);
+        a.timer(now);
+        let out = a.output(now);
+        let acks = deliver(&mut b, &out, &[], now + ms(D));
+        feed(&mut a, &acks, now + ms(2 * D));
+    }
+    assert!(!a.tcb.in_recovery());
+    assert_eq!(a.tcb.cwnd(), restored);
+    assert_eq!(b.rx.take(), data);
+}
