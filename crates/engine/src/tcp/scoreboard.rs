@@ -260,8 +260,44 @@ impl Scoreboard {
 
     /// Cumulative ACK up to `una`: drops the entries wholly below it and trims
     /// one straddling it. `delivered` sees every entry newly delivered (not
-    /// SACKed before) as it was before removal.
+    /// SACKed before) as it was before removal; when no entry carries any
+    /// mark (nothing SACKed, lost or ever retransmitted), only the last of
+    /// them, which then has both the latest transmit time and the highest
+    /// end, all that RACK takes from them (RFC 8985 §6.1).
     pub(crate) fn ack(&mut self, una: SeqNum, mut delivered: impl FnMut(&TxSeg)) {
+        if self.sacked_bytes == 0
+            && self.lost_bytes == 0
+            && self.retrans_bytes == 0
+            && self.ever_retrans == 0
+        {
+            // Clean queue (the common case): entries are in transmit order
+            // and no counter moves, so the acknowledged prefix goes at once.
+            let (mut lo, mut hi) = (0, self.len);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if self.ring[self.idx(mid)].end <= una {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            if lo > 0 {
+                delivered(&self.ring[self.idx(lo - 1)]);
+                self.head = self.idx(lo);
+                self.len -= lo;
+                self.owed_hint = self.owed_hint.saturating_sub(lo);
+            }
+            if self.len == 0 {
+                self.head = 0;
+                self.owed_hint = 0;
+            } else {
+                let k = self.idx(0);
+                if self.ring[k].start < una {
+                    self.ring[k].start = una;
+                }
+            }
+            return;
+        }
         while let Some(&s) = self.get(0) {
             if s.start >= una {
                 break;
@@ -518,6 +554,47 @@ mod tests {
         );
         assert_eq!(sb.find(SeqNum(750)), Some(6));
         assert_eq!(sb.last().map(|s| s.data_len()), Some(99));
+    }
+
+    #[test]
+    fn scoreboard_clean_ack_reports_the_last_entry_and_marked_ack_every_one() {
+        let ms = core::time::Duration::from_millis;
+        let mut sb = Scoreboard::new(8);
+        for i in 0..6u32 {
+            sb.push(
+                SeqNum(i * 100),
+                SeqNum(i * 100 + 100),
+                false,
+                T + ms(i.into()),
+            );
+        }
+        // Wrap the ring: the acknowledged prefix crosses its end.
+        sb.ack(SeqNum(500), |_| {});
+        for i in 6..12u32 {
+            assert!(sb.push(
+                SeqNum(i * 100),
+                SeqNum(i * 100 + 100),
+                i == 11,
+                T + ms(i.into())
+            ));
+        }
+        let mut seen = Vec::new();
+        sb.ack(SeqNum(950), |s| seen.push((s.start, s.xmit)));
+        assert_eq!(seen, vec![(SeqNum(800), T + ms(8))]);
+        assert_eq!(sb.len(), 3);
+        assert_eq!(
+            sb.get(0).map(|s| (s.start, s.end)),
+            Some((SeqNum(950), SeqNum(1000)))
+        );
+        assert_eq!(sb.pipe(1200 - 950), 250);
+        assert_eq!(sb.last().map(|s| s.has(FIN)), Some(true));
+        // With a retransmitted entry every delivered entry is reported.
+        sb.retransmitted(1, T + ms(20));
+        let mut seen = Vec::new();
+        sb.ack(SeqNum(1200), |s| seen.push(s.start));
+        assert_eq!(seen, vec![SeqNum(950), SeqNum(1000), SeqNum(1100)]);
+        assert!(sb.is_empty());
+        assert_eq!(sb.pipe(0), 0);
     }
 
     #[test]
