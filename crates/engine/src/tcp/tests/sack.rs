@@ -519,10 +519,7 @@ fn three_dupacks(b: &mut Host, segs: &[Wire], now: Instant) -> Vec<Wire> {
 /// hole and sends new data with the room that leaves.
 #[test]
 fn established_compressed_sack_after_three_dupacks_is_used_whole() {
-    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
-    let mss = a.tcb.mss();
-    a.write(&pattern(40 * mss, 12));
-    let segs = a.output(t);
+    let (mut a, mut b, t, mss, _, segs) = flight(40, 12);
     assert_eq!(segs.len(), 20);
     let t1 = t + ms(D);
     let dupacks = three_dupacks(&mut b, &segs, t1);
@@ -565,10 +562,7 @@ fn established_compressed_sack_after_three_dupacks_is_used_whole() {
 /// instead of nothing until pipe has fallen below the reduced cwnd.
 #[test]
 fn established_prr_spreads_sending_over_the_recovery() {
-    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
-    let mss = a.tcb.mss();
-    a.write(&pattern(60 * mss, 13));
-    let segs = a.output(t);
+    let (mut a, mut b, t, _, _, segs) = flight(60, 13);
     assert_eq!(segs.len(), 20);
     let t1 = t + ms(D);
     let t2 = t + ms(2 * D);
