@@ -20,7 +20,7 @@
 use core::sync::atomic::{fence, AtomicU64, Ordering};
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"CSSTATS1";
@@ -69,35 +69,59 @@ pub struct StatsWriter {
     map: memmap2::MmapRaw,
     count: usize,
     path: PathBuf,
+    /// The segment file's inode: the path is removed only while it is ours.
+    ino: u64,
 }
 
 impl StatsWriter {
     /// Creates (or replaces) this process's segment of kind `kind` for
     /// `count` words, readable by everyone, writable by its owner.
     ///
-    /// Errors: those of creating, sizing or mapping the file.
+    /// The segment is built in a new file and renamed into place, so a
+    /// segment another writer of this process still maps (two stacks in one
+    /// process) is replaced, never truncated under that writer (its
+    /// accesses would fault, SIGBUS).
+    ///
+    /// Errors: those of creating, sizing, mapping or renaming the file.
     pub fn create(kind: &str, count: usize) -> io::Result<StatsWriter> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
         let path = segment_path(std::process::id(), kind);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let mut tmp = path.clone().into_os_string();
+        tmp.push(format!(".new{n}"));
+        let tmp = PathBuf::from(tmp);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o644)
-            .open(&path)?;
-        file.set_len((VALUES_OFF + 8 * count) as u64)?;
-        let map = memmap2::MmapRaw::map_raw(&file)?;
-        let mut header = [0u8; 16];
-        header[..8].copy_from_slice(MAGIC);
-        header[8..12].copy_from_slice(&(count as u32).to_le_bytes());
-        header[12..16].copy_from_slice(&std::process::id().to_le_bytes());
-        for (i, chunk) in header.chunks(8).enumerate() {
-            words(&map, i * 8).store(
-                u64::from_le_bytes(chunk.try_into().expect("8 bytes")),
-                Ordering::Relaxed,
-            );
-        }
-        Ok(StatsWriter { map, count, path })
+            .open(&tmp)?;
+        let built = (|| -> io::Result<memmap2::MmapRaw> {
+            file.set_len((VALUES_OFF + 8 * count) as u64)?;
+            let map = memmap2::MmapRaw::map_raw(&file)?;
+            let mut header = [0u8; 16];
+            header[..8].copy_from_slice(MAGIC);
+            header[8..12].copy_from_slice(&(count as u32).to_le_bytes());
+            header[12..16].copy_from_slice(&std::process::id().to_le_bytes());
+            for (i, chunk) in header.chunks(8).enumerate() {
+                words(&map, i * 8).store(
+                    u64::from_le_bytes(chunk.try_into().expect("8 bytes")),
+                    Ordering::Relaxed,
+                );
+            }
+            std::fs::rename(&tmp, &path)?;
+            Ok(map)
+        })();
+        let map = built.inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })?;
+        let ino = file.metadata()?.ino();
+        Ok(StatsWriter {
+            map,
+            count,
+            path,
+            ino,
+        })
     }
 
     /// Words in the segment.
@@ -121,7 +145,10 @@ impl StatsWriter {
 
 impl Drop for StatsWriter {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        let ours = std::fs::metadata(&self.path).is_ok_and(|m| m.ino() == self.ino);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -215,6 +242,24 @@ mod tests {
             assert_eq!(r.read(), Some(vec![1, 8, 9]));
         }
         assert!(!path.exists(), "segment removed with its writer");
+        // Two writers of one kind in one process (two stacks): the second
+        // replaces the segment without truncating the first one's, which
+        // keeps publishing; the path goes with the writer that owns it.
+        let mut first = StatsWriter::create(STATS, 3).unwrap();
+        let mut second = StatsWriter::create(STATS, 3).unwrap();
+        first.publish([4u64, 5, 6].into_iter());
+        second.publish([1u64, 2, 3].into_iter());
+        assert_eq!(
+            StatsReader::open(&path).unwrap().read(),
+            Some(vec![1, 2, 3])
+        );
+        drop(first);
+        assert!(
+            path.exists(),
+            "the first writer removed the second's segment"
+        );
+        drop(second);
+        assert!(!path.exists());
         std::fs::write(&path, b"garbage that is long enough to look like a header but is not one at all, really not, no: 128 bytes and more .......").unwrap();
         assert_eq!(
             StatsReader::open(&path).err().map(|e| e.kind()),
