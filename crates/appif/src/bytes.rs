@@ -29,6 +29,18 @@ struct LocalRing {
 // SAFETY: the buffer is only reached through `Mem`, whose ring protocol
 // keeps the two ends off each other's bytes; the indices are atomics.
 unsafe impl Send for LocalRing {}
+
+// SAFETY: the boxed buffer never moves or changes length while the ring
+// lives; `UnsafeCell<u8>` has the layout of `u8`, and ports read the bytes
+// only with raw copies or through the kernel.
+unsafe impl nic::StableMemory for LocalRing {
+    fn as_ptr(&self) -> *const u8 {
+        UnsafeCell::raw_get(self.buf.as_ptr()) as *const u8
+    }
+    fn len(&self) -> usize {
+        self.buf.len()
+    }
+}
 // SAFETY: as above.
 unsafe impl Sync for LocalRing {}
 
@@ -46,6 +58,8 @@ struct Mem {
     tail: NonNull<AtomicU64>,
     base: NonNull<u8>,
     cap: usize,
+    /// Offset of `base` in the memory `keep` holds.
+    base_at: usize,
     keep: Keep,
 }
 
@@ -133,6 +147,7 @@ impl Mem {
             // a shared reference.
             base: NonNull::new(UnsafeCell::raw_get(r.buf.as_ptr())).expect("non-null box"),
             cap,
+            base_at: 0,
             keep: Keep::Local(r.clone()),
         };
         (mk(&ring), mk(&ring))
@@ -147,6 +162,7 @@ impl Mem {
             tail: region.at::<AtomicU64>(at.tail)?,
             base: region.span(at.buf, at.cap, 64)?,
             cap: at.cap,
+            base_at: at.buf,
             keep: Keep::Region(region.clone()),
         })
     }
@@ -369,6 +385,29 @@ impl Reader {
         n
     }
 
+    /// The unread bytes `offset..offset + len` past the read position where
+    /// they lie, for a port to send without copying them first
+    /// ([`nic::TxQueue::transmit_gather`]); None unless all of them are
+    /// unread. They stay unchanged until this end consumes them (a writer
+    /// in another process that breaks the ring protocol garbles only its
+    /// own bytes).
+    pub fn payload(&self, offset: usize, len: usize) -> Option<nic::TxPayload> {
+        let avail = self.len();
+        if offset > avail || len > avail - offset {
+            return None;
+        }
+        let cap = self.mem.cap;
+        let tail = self.tail.load(Ordering::Relaxed);
+        let start = (tail.wrapping_add(offset as u64) as usize) & (cap - 1);
+        let first = len.min(cap - start);
+        let at = self.mem.base_at;
+        let memory: Arc<dyn nic::StableMemory> = match &self.mem.keep {
+            Keep::Local(r) => r.clone(),
+            Keep::Region(r) => r.clone(),
+        };
+        nic::TxPayload::new(memory, [(at + start, first), (at, len - first)])
+    }
+
     /// True when the writer end has been dropped (rings in this process only).
     pub fn is_orphaned(&self) -> bool {
         self.mem.is_orphaned()
@@ -485,6 +524,53 @@ mod tests {
         assert_eq!(&b[..3], b"llo");
         r.consume(100);
         assert!(r.is_empty());
+    }
+
+    /// The bytes of a lent payload, and the payload's memory still readable
+    /// after both ends of its ring are gone.
+    fn lent(r: &Reader, offset: usize, len: usize) -> Option<Vec<u8>> {
+        let p = r.payload(offset, len)?;
+        let mut v = vec![0u8; p.len()];
+        assert_eq!(p.copy_to(&mut v), len);
+        Some(v)
+    }
+
+    #[test]
+    fn a_lent_payload_is_the_bytes_peek_at_copies_across_the_wrap() {
+        let region = Arc::new(Region::anon(8192).unwrap());
+        let at = RingAt {
+            head: 0,
+            tail: 64,
+            buf: 4096,
+            cap: 256,
+        };
+        let mut rings: Vec<(Writer, Reader)> = vec![ring(256)];
+        rings.push((
+            Writer::in_region(&region, at).unwrap(),
+            Reader::in_region(&region, at).unwrap(),
+        ));
+        for (w, r) in &mut rings {
+            assert_eq!(w.write(&[1; 200]), 200);
+            r.consume(150);
+            let data: Vec<u8> = (0..180).collect();
+            assert_eq!(w.write(&data), 180);
+            // Unread: 50 ones, then 0..180, wrapping at ring byte 256.
+            let mut want = vec![0u8; 130];
+            assert_eq!(r.peek_at(40, &mut want), 130);
+            assert_eq!(lent(r, 40, 130), Some(want));
+            assert_eq!(lent(r, 0, 230).map(|v| v[..50] == [1; 50]), Some(true));
+            assert_eq!(lent(r, 230, 0), Some(vec![]));
+            assert!(r.payload(200, 31).is_none(), "past the unread bytes");
+            assert!(r.payload(231, 0).is_none());
+        }
+        // The payload keeps a local ring's memory alive.
+        let (mut w, r) = ring(64);
+        w.write(b"kept");
+        let p = r.payload(1, 3).unwrap();
+        drop((w, r));
+        let mut v = [0u8; 3];
+        p.copy_to(&mut v);
+        assert_eq!(&v, b"ept");
     }
 
     #[test]

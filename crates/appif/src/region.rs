@@ -69,6 +69,19 @@ impl Region {
     }
 }
 
+// SAFETY: the mapping stays at the same address with the same length until
+// the region is dropped (it is never remapped or shrunk: the memfd's size is
+// sealed by its creator); ports read it only with raw copies or through the
+// kernel.
+unsafe impl nic::StableMemory for Region {
+    fn as_ptr(&self) -> *const u8 {
+        self.map.as_ptr()
+    }
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
 // SAFETY: the region is plain shared memory; everything placed in it is
 // accessed through atomics or under the ring protocols' ownership rules.
 unsafe impl Send for Region {}

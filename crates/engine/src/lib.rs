@@ -158,6 +158,7 @@ impl<P: Port> Engine<P> {
         // A port that cuts segments completes their checksums too.
         link.tcp_checksum_offload = caps.tx_tcp_checksum || caps.tx_gso_max > 0;
         link.gso_max = caps.tx_gso_max;
+        link.gather = caps.tx_gather && link.tcp_checksum_offload;
         let max = cfg.max_sockets;
         Engine {
             port,
@@ -550,6 +551,36 @@ impl Core {
                 let plen = seg.repr.payload_len;
                 // RFC 3168 §5: ECT(0) on data of an ECN-capable connection.
                 let tos = if seg.ect { ECT0 } else { 0 };
+                // The payload goes from the TX ring itself when the port
+                // can send it from there: it stays unchanged until tx is
+                // flushed (ring bytes are released only by ACKs, which
+                // are read before output; a connection dropped below
+                // flushes first).
+                let lent = if link.gather && plen > 0 {
+                    txr.payload(seg.payload_offset, plen)
+                } else {
+                    None
+                };
+                if let Some(payload) = lent {
+                    link.send_tcp_gather(
+                        tx,
+                        stats,
+                        now,
+                        remote,
+                        tos,
+                        hlen,
+                        payload,
+                        seg.gso_size,
+                        |buf| {
+                            seg.repr.emit_header(&mut buf[..hlen]);
+                        },
+                    );
+                    stats.tcp_tx_segments += seg.segments() as u64;
+                    if seg.gso_size > 0 {
+                        stats.tcp_tso_sends += 1;
+                    }
+                    return;
+                }
                 let gso = (seg.gso_size > 0).then_some(Gso {
                     size: seg.gso_size,
                     header_len: hlen,
@@ -578,6 +609,8 @@ impl Core {
         let closed = tcb.state() == State::Closed;
         let gone = closed && (c.app_closed || c.unaccepted());
         if gone {
+            // Payloads lent from its TX ring leave before the ring goes.
+            tx.flush();
             self.drop_conn(slot);
         } else {
             self.arm_timer(slot);

@@ -30,6 +30,9 @@ pub struct Link {
     /// Largest TCP payload of one segment the port cuts apart
     /// ([`nic::Capabilities::tx_gso_max`]); 0 for none.
     pub gso_max: usize,
+    /// The port sends TCP payloads from where they lie
+    /// ([`nic::Capabilities::tx_gather`]).
+    pub gather: bool,
     ident: u16,
 }
 
@@ -70,6 +73,7 @@ impl Link {
             arp,
             tcp_checksum_offload: false,
             gso_max: 0,
+            gather: false,
             ident: 1,
         }
     }
@@ -239,6 +243,85 @@ impl Link {
                 }
             }
         }
+    }
+
+    /// Sends one TCP segment whose payload the port sends from where it lies
+    /// ([`TxQueue::transmit_gather`]), with TOS byte `tos`: `fill` writes the
+    /// `header_len` bytes of TCP header, whose checksum field gets the
+    /// pseudo-header sum of the whole segment (`header_len + payload.len()`
+    /// bytes). With `gso_size` > 0 the port cuts a longer payload into
+    /// segments of that many bytes, which take consecutive IP
+    /// identifications. Only once the next hop is [`Link::resolved`] and the
+    /// frame needs no padding (at least 60 bytes): else, or when the port
+    /// refuses it, the segment is dropped and counted in `tx_no_buffer`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_tcp_gather<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        now: Instant,
+        dst: Ipv4Addr,
+        tos: u8,
+        header_len: usize,
+        payload: nic::TxPayload,
+        gso_size: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let tcp_len = header_len + payload.len();
+        let frame_len = HEADERS + tcp_len;
+        let mac = self
+            .next_hop(dst)
+            .and_then(|h| self.arp.lookup(h, now))
+            .filter(|_| frame_len >= MIN_FRAME);
+        let Some(mac) = mac else {
+            stats.tx_no_buffer += 1;
+            return false;
+        };
+        let gso = Gso {
+            size: gso_size,
+            header_len,
+        };
+        let segments = if gso_size > 0 {
+            gso.segments(tcp_len)
+        } else {
+            1
+        };
+        let ident = self.ident.wrapping_add(1);
+        self.ident = self.ident.wrapping_add(segments as u16);
+        let ip = Ipv4Repr {
+            src: self.ip,
+            dst,
+            protocol: wire::ipv4::PROTO_TCP,
+            ttl: 64,
+            ident,
+            dont_frag: true,
+            payload_len: tcp_len,
+        };
+        let src = self.ip;
+        let src_mac = self.mac;
+        let queued = tx.transmit_gather(HEADERS + header_len, payload, gso_size, |buf| {
+            EthernetRepr {
+                dst: mac,
+                src: src_mac,
+                ethertype: ETHERTYPE_IPV4,
+            }
+            .emit(buf);
+            ip.emit(&mut buf[ethernet::HEADER_LEN..]);
+            if tos != 0 {
+                buf[ethernet::HEADER_LEN + 1] = tos;
+                ipv4::fill_header_checksum(&mut buf[ethernet::HEADER_LEN..HEADERS]);
+            }
+            let tcp = &mut buf[HEADERS..];
+            fill(tcp);
+            wire::tcp::fill_pseudo_checksum_len(tcp, src, dst, tcp_len);
+        });
+        if queued {
+            stats.tx_frames += segments as u64;
+            stats.tx_bytes += (frame_len + (segments - 1) * (HEADERS + header_len)) as u64;
+        } else {
+            stats.tx_no_buffer += 1;
+        }
+        queued
     }
 
     /// Sends an ARP packet from us to `target_ip` (at `target_mac`, or

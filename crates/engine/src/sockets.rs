@@ -20,6 +20,9 @@ impl SendBuffer for bytes::Reader {
     fn consume(&mut self, n: usize) {
         bytes::Reader::consume(self, n)
     }
+    fn payload(&self, offset: usize, len: usize) -> Option<nic::TxPayload> {
+        bytes::Reader::payload(self, offset, len)
+    }
 }
 
 impl RecvBuffer for bytes::Writer {

@@ -15,7 +15,13 @@
 //! only on the last. Everything else (ARP, UDP, pure ACKs, SYN, RST,
 //! retransmissions out of order, CWR) is sent as it is.
 //!
+//! A frame queued with [`GsoBatch::push_gather`] keeps its payload where it
+//! lies ([`TxPayload`]): only its headers are in the batch, and the payload
+//! follows them as a second iovec. Such frames are never merged.
+//!
 //! Nothing here allocates after [`GsoBatch::new`].
+
+use crate::payload::TxPayload;
 
 /// Bytes of `struct virtio_net_hdr` in front of every frame.
 pub const VNET_HDR_LEN: usize = 10;
@@ -64,12 +70,22 @@ struct Open {
     next_ident: u16,
 }
 
+/// One queued frame.
+#[derive(Debug)]
+struct Frame {
+    /// Offset of the virtio-net header in the buffer.
+    at: usize,
+    /// Bytes in the buffer, the virtio-net header included.
+    len: usize,
+    /// The rest of the frame, sent from where it lies.
+    payload: Option<TxPayload>,
+}
+
 /// Frames queued for one `sendmmsg`, each preceded by its virtio-net header.
 #[derive(Debug)]
 pub struct GsoBatch {
     buf: Box<[u8]>,
-    /// (offset of the virtio-net header, bytes including it) per frame.
-    frames: Vec<(usize, usize)>,
+    frames: Vec<Frame>,
     /// Offset past the last frame.
     tail: usize,
     open: Option<Open>,
@@ -199,6 +215,64 @@ impl GsoBatch {
         true
     }
 
+    /// Queues one TCP/IPv4 frame without copying its payload: `fill` writes
+    /// its `header_len` bytes of Ethernet, IPv4 (no options) and TCP
+    /// headers, with the IP total length and the TCP pseudo-header sum of
+    /// the whole frame (`header_len + payload.len()` bytes), and `payload`
+    /// follows them on the wire. With `gso_size` > 0 and a longer payload,
+    /// the kernel cuts the frame into segments of `gso_size` payload bytes
+    /// (see [`crate::TxQueue::transmit_gso`]). The batch keeps `payload`
+    /// until [`GsoBatch::clear`]; the bytes must not change before the batch
+    /// is sent. Returns false, without calling `fill`, when the batch is
+    /// full, and false after it when the headers are not TCP/IPv4 of that
+    /// length (nothing is queued).
+    pub fn push_gather<F: FnOnce(&mut [u8])>(
+        &mut self,
+        header_len: usize,
+        payload: TxPayload,
+        gso_size: usize,
+        fill: F,
+    ) -> bool {
+        self.close();
+        let at = self.tail + VNET_HDR_LEN;
+        if self.frames.len() == self.frames.capacity() || at + header_len > self.buf.len() {
+            return false;
+        }
+        fill(&mut self.buf[at..at + header_len]);
+        let h = &self.buf[at..at + header_len];
+        let total = header_len + payload.len();
+        let ok = tcp_ipv4(h) == Some(TCP_AT)
+            && TCP_AT + usize::from(h[TCP_AT + 12] >> 4) * 4 == header_len
+            && ETH_LEN + usize::from(be16(h, 16)) == total
+            && total <= MAX_GSO_FRAME;
+        if !ok {
+            return false;
+        }
+        let segs = if gso_size > 0 {
+            payload.len().div_ceil(gso_size).max(1)
+        } else {
+            1
+        };
+        let v = &mut self.buf[at - VNET_HDR_LEN..at];
+        v.fill(0);
+        v[0] = F_NEEDS_CSUM;
+        if segs > 1 {
+            v[1] = GSO_TCPV4;
+            v[2..4].copy_from_slice(&(header_len as u16).to_ne_bytes());
+            v[4..6].copy_from_slice(&(gso_size as u16).to_ne_bytes());
+            self.merged += segs as u64 - 1;
+        }
+        v[6..8].copy_from_slice(&(TCP_AT as u16).to_ne_bytes());
+        v[8..10].copy_from_slice(&16u16.to_ne_bytes());
+        self.frames.push(Frame {
+            at: at - VNET_HDR_LEN,
+            len: header_len + VNET_HDR_LEN,
+            payload: Some(payload),
+        });
+        self.tail = at + header_len;
+        true
+    }
+
     /// Records the frame at `at..at + n` as sent as it is, and opens it for
     /// merging if it can start a GSO frame.
     fn queue(&mut self, at: usize, n: usize) {
@@ -214,7 +288,11 @@ impl GsoBatch {
             h[6..8].copy_from_slice(&(start as u16).to_ne_bytes());
             h[8..10].copy_from_slice(&16u16.to_ne_bytes());
         }
-        self.frames.push((at - VNET_HDR_LEN, n + VNET_HDR_LEN));
+        self.frames.push(Frame {
+            at: at - VNET_HDR_LEN,
+            len: n + VNET_HDR_LEN,
+            payload: None,
+        });
         self.tail = at + n;
         self.open = opens(&self.buf[at..at + n]).map(|(hlen, seq, ident)| Open {
             start: at,
@@ -269,7 +347,7 @@ impl GsoBatch {
         o.next_ident = o.next_ident.wrapping_add(1);
         self.tail = o.end;
         if let Some(f) = self.frames.last_mut() {
-            f.1 = o.end - f.0;
+            f.len = o.end - f.at;
         }
         self.merged += 1;
         self.open = Some(o);
@@ -311,9 +389,13 @@ impl GsoBatch {
         self.close();
     }
 
-    /// The queued frames, each with its virtio-net header, in order.
-    pub fn frames(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        self.frames.iter().map(|&(at, len)| &self.buf[at..at + len])
+    /// The queued frames in order: the bytes in the batch, starting with the
+    /// virtio-net header, and the payload that follows them if the frame
+    /// was queued with [`GsoBatch::push_gather`].
+    pub fn frames(&self) -> impl Iterator<Item = (&[u8], Option<&TxPayload>)> + '_ {
+        self.frames
+            .iter()
+            .map(|f| (&self.buf[f.at..f.at + f.len], f.payload.as_ref()))
     }
 
     /// Number of queued frames (merged ones count once).
@@ -332,7 +414,7 @@ impl GsoBatch {
         self.merged
     }
 
-    /// Empties the batch (after it was sent).
+    /// Empties the batch (after it was sent), releasing the payloads.
     pub fn clear(&mut self) {
         self.frames.clear();
         self.tail = 0;
@@ -483,7 +565,7 @@ fn fold(mut s: u32) -> u16 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
@@ -491,7 +573,7 @@ mod tests {
 
     /// An Ethernet/IPv4/TCP frame with full checksums, as the engine builds
     /// it: `opts` are the TCP option bytes (a multiple of 4).
-    fn tcp_frame(
+    pub(crate) fn tcp_frame(
         seq: u32,
         ident: u16,
         flags: u8,
@@ -596,7 +678,7 @@ mod tests {
     }
 
     /// `f` with only the pseudo-header sum in a TCP checksum field.
-    fn pseudo_only(f: &[u8]) -> Vec<u8> {
+    pub(crate) fn pseudo_only(f: &[u8]) -> Vec<u8> {
         let mut f = f.to_vec();
         if f[23] == 6 {
             let pseudo = fold(sum(&f[26..34], 6 + (f.len() - TCP_AT) as u32));
@@ -621,10 +703,20 @@ mod tests {
     }
 
     fn on_wire(b: &GsoBatch) -> Vec<Vec<u8>> {
-        b.frames().flat_map(segment).collect()
+        b.frames()
+            .flat_map(|(f, payload)| {
+                let mut v = f.to_vec();
+                if let Some(p) = payload {
+                    let at = v.len();
+                    v.resize(at + p.len(), 0);
+                    assert_eq!(p.copy_to(&mut v[at..]), p.len());
+                }
+                segment(&v)
+            })
+            .collect()
     }
 
-    fn data(n: usize, salt: u8) -> Vec<u8> {
+    pub(crate) fn data(n: usize, salt: u8) -> Vec<u8> {
         (0..n)
             .map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt))
             .collect()
@@ -653,7 +745,7 @@ mod tests {
         assert_eq!(push_all(&mut b, &frames), 10);
         assert_eq!(b.len(), 1, "one merged frame");
         assert_eq!(b.merged(), 9);
-        let v = b.frames().next().unwrap();
+        let v = b.frames().next().unwrap().0;
         assert_eq!(u16::from_ne_bytes([v[4], v[5]]), MSS as u16, "gso_size");
         assert_eq!(v[VNET_HDR_LEN + TCP_AT + 13], 0x10 | PSH);
         assert_eq!(on_wire(&b), frames);
@@ -711,8 +803,10 @@ mod tests {
             .collect();
         let mut b = GsoBatch::new(1 << 20, 64, false);
         assert_eq!(push_all(&mut b, &frames), 200);
-        assert!(b.frames().all(|f| f.len() - VNET_HDR_LEN <= MAX_GSO_FRAME));
-        let segs: Vec<usize> = b.frames().map(|f| segment(f).len()).collect();
+        assert!(b
+            .frames()
+            .all(|(f, _)| f.len() - VNET_HDR_LEN <= MAX_GSO_FRAME));
+        let segs: Vec<usize> = b.frames().map(|(f, _)| segment(f).len()).collect();
         assert!(segs.iter().all(|&s| s as u32 <= MAX_GSO_SEGS), "{segs:?}");
         assert_eq!(segs.iter().sum::<usize>(), 200);
         assert_eq!(on_wire(&b), frames);
@@ -794,6 +888,83 @@ mod tests {
         assert_eq!(be16(&wire[3], 16) as usize, 20 + 32 + 10);
         assert_eq!(wire[3][TCP_AT + 13], 0x10 | PSH);
         assert!(wire[..3].iter().all(|w| w[TCP_AT + 13] == 0x10));
+    }
+
+    /// Pushes `frame` (pseudo-header sum in its checksum field) with its
+    /// payload lent as a wrapped [`TxPayload`]; returns what push_gather did.
+    fn push_lent(b: &mut GsoBatch, frame: &[u8], gso_size: usize) -> bool {
+        let hlen = TCP_AT + usize::from(frame[TCP_AT + 12] >> 4) * 4;
+        let payload = &frame[hlen..];
+        let lent = crate::payload::testing::wrapped(payload, payload.len() / 3);
+        b.push_gather(hlen, lent, gso_size, |buf| {
+            buf.copy_from_slice(&frame[..hlen])
+        })
+    }
+
+    #[test]
+    fn a_lent_payload_goes_out_as_the_copied_frame_would_and_is_never_merged() {
+        let m = MSS as u32;
+        let payload = data(10 * MSS, 3);
+        let big = pseudo_only(&tcp_frame(1000, 40, 0x10, &payload, &TS, 5));
+        let next = tcp_frame(1000 + 10 * m, 50, 0x10, &data(MSS, 1), &TS, 5);
+        let mut copied = GsoBatch::new(1 << 20, 64, true);
+        assert!(copied.push_gso(big.len(), MSS, |buf| {
+            buf[..big.len()].copy_from_slice(&big);
+            big.len()
+        }));
+        copied.finish();
+        let mut lent = GsoBatch::new(1 << 20, 64, true);
+        assert!(push_lent(&mut lent, &big, MSS));
+        push_all(&mut lent, &[pseudo_only(&next)]);
+        lent.finish();
+        assert_eq!(lent.len(), 2, "nothing joins a frame with a lent payload");
+        assert_eq!(lent.merged(), 9);
+        let mut expect = on_wire(&copied);
+        assert_eq!(expect.len(), 10);
+        expect.push(next);
+        assert_eq!(on_wire(&lent), expect);
+        // Only the headers are in the batch.
+        let (bytes, p) = lent.frames().next().unwrap();
+        assert_eq!(bytes.len(), VNET_HDR_LEN + TCP_AT + 20 + TS.len());
+        assert_eq!(p.map(TxPayload::len), Some(10 * MSS));
+        // One segment's worth: a checksum request, no GSO.
+        let one = pseudo_only(&tcp_frame(5, 6, 0x10 | PSH, &data(700, 2), &TS, 5));
+        let mut b = GsoBatch::new(1 << 20, 64, true);
+        assert!(push_lent(&mut b, &one, MSS));
+        let (bytes, _) = b.frames().next().unwrap();
+        assert_eq!(bytes[..2], [F_NEEDS_CSUM, 0]);
+        assert_eq!(
+            on_wire(&b),
+            vec![tcp_frame(5, 6, 0x10 | PSH, &data(700, 2), &TS, 5)]
+        );
+    }
+
+    #[test]
+    fn lent_headers_that_do_not_match_the_payload_queue_nothing() {
+        let f = pseudo_only(&tcp_frame(1, 2, 0x10, &data(3 * MSS, 7), &TS, 5));
+        let hlen = TCP_AT + 20 + TS.len();
+        let lent = || crate::payload::testing::wrapped(&f[hlen..], 10);
+        let mut b = GsoBatch::new(1 << 20, 64, true);
+        // IP total length one byte short of headers + payload.
+        assert!(!b.push_gather(hlen, lent(), MSS, |buf| {
+            buf.copy_from_slice(&f[..hlen]);
+            buf[17] -= 1;
+        }));
+        // A header length that is not the TCP data offset.
+        assert!(!b.push_gather(hlen - 4, lent(), MSS, |buf| {
+            buf.copy_from_slice(&f[..hlen - 4])
+        }));
+        // Not IPv4.
+        assert!(!b.push_gather(hlen, lent(), MSS, |buf| {
+            buf.copy_from_slice(&f[..hlen]);
+            buf[12] = 0x86;
+        }));
+        assert!(b.is_empty());
+        // A full batch does not call fill.
+        let mut full = GsoBatch::new(1 << 20, 1, true);
+        assert!(push_lent(&mut full, &f, MSS));
+        assert!(!full.push_gather(hlen, lent(), MSS, |_| panic!("fill called")));
+        assert_eq!(full.len(), 1);
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! [`bridge`] (an AF_PACKET forwarder standing in for `tc netem` in tests).
 //!
 //! `unsafe` code lives only in the `sys` modules (`sys`, `af_xdp::sys`,
-//! `tap::sys`); every block carries a `// SAFETY:` comment.
+//! `tap::sys`) and in [`payload`] (payload bytes read in place); every block
+//! carries a `// SAFETY:` comment.
 
 #![deny(unsafe_code)]
 
@@ -22,10 +23,13 @@ pub mod impair;
 pub mod mem;
 pub mod packet;
 #[allow(unsafe_code)]
+pub mod payload;
+#[allow(unsafe_code)]
 mod sys;
 pub mod tap;
 
 pub use error::{Error, ErrorKind};
+pub use payload::{StableMemory, TxPayload};
 
 /// Offloads a port can perform; each is a switch so its effect can be measured.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,6 +45,9 @@ pub struct Capabilities {
     /// [`TxQueue::transmit_gso`], which the port cuts into segments (TSO or
     /// software GSO); 0 when the port cannot. Implies `tx_tcp_checksum`.
     pub tx_gso_max: usize,
+    /// [`TxQueue::transmit_gather`] sends the payload from where it lies
+    /// instead of copying it into the frame. Implies `tx_tcp_checksum`.
+    pub tx_gather: bool,
 }
 
 /// The transmit side of a port.
@@ -69,10 +76,58 @@ pub trait TxQueue {
         false
     }
 
+    /// Queues one TCP/IPv4 frame of `header_len + payload.len()` bytes
+    /// (at least 60) whose payload the port may send from where it lies:
+    /// `fill` writes the `header_len` bytes of Ethernet, IPv4 (without
+    /// options) and TCP headers, with the IP total length and checksum of
+    /// the whole frame and the TCP pseudo-header sum (see
+    /// [`Capabilities::tx_tcp_checksum`]). With `gso_size` > 0 and a longer
+    /// payload the port cuts the frame as [`TxQueue::transmit_gso`] does.
+    /// The port may keep `payload` until the next [`TxQueue::flush`]; its
+    /// bytes must not change before then. Returns false when no tx buffer
+    /// is free or the frame is refused (the caller counts a drop). The
+    /// default copies headers and payload into one frame through
+    /// [`TxQueue::transmit_gso`] or [`TxQueue::transmit`].
+    fn transmit_gather<F: FnOnce(&mut [u8])>(
+        &mut self,
+        header_len: usize,
+        payload: TxPayload,
+        gso_size: usize,
+        fill: F,
+    ) -> bool {
+        transmit_copied(self, header_len, payload, gso_size, fill)
+    }
+
     /// Hands every queued frame to the device (AF_XDP: one `sendto` kick if
     /// the kernel asked for a wake-up; TAP: nothing, frames are written at
     /// once; mem: delivery to the peer) and reaps completed tx buffers.
     fn flush(&mut self);
+}
+
+/// [`TxQueue::transmit_gather`] by copying: headers and payload go into one
+/// frame through [`TxQueue::transmit_gso`] (a payload longer than
+/// `gso_size` > 0) or [`TxQueue::transmit`].
+pub fn transmit_copied<T: TxQueue + ?Sized, F: FnOnce(&mut [u8])>(
+    tx: &mut T,
+    header_len: usize,
+    payload: TxPayload,
+    gso_size: usize,
+    fill: F,
+) -> bool {
+    let len = header_len + payload.len();
+    let build = |buf: &mut [u8]| {
+        if buf.len() < len {
+            return 0;
+        }
+        fill(&mut buf[..header_len]);
+        payload.copy_to(&mut buf[header_len..len]);
+        len
+    };
+    if gso_size > 0 && payload.len() > gso_size {
+        tx.transmit_gso(len, gso_size, build)
+    } else {
+        tx.transmit(len, build)
+    }
 }
 
 /// A network port: batched receive and transmit of Ethernet frames.

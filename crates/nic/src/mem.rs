@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use crate::impair::{ImpairStats, Impairer, Impairments};
-use crate::{Capabilities, Port, TxQueue};
+use crate::{Capabilities, Port, TxPayload, TxQueue};
 
 /// The MTU of a mem port, in bytes.
 pub const MEM_MTU: usize = 1500;
@@ -137,6 +137,7 @@ impl MemPort {
                 buf: vec![0; MEM_TX_SLOTS * MEM_MAX_FRAME],
                 lens: Vec::with_capacity(MEM_TX_SLOTS),
                 tso: None,
+                lent: None,
             },
             shared,
             side,
@@ -166,6 +167,15 @@ impl MemPort {
     /// Off by default.
     pub fn set_tso(&mut self, on: bool) {
         self.tx.tso = on.then(|| vec![0; MEM_TSO_MAX + 200]);
+    }
+
+    /// Lent payloads on this end (needs [`MemPort::set_tso`]):
+    /// [`TxQueue::transmit_gather`] keeps the payload where it lies and
+    /// reads it only at `flush`, as a packet socket's `sendmmsg` does, so
+    /// a payload that changes before the flush reaches the wire changed.
+    /// Off by default.
+    pub fn set_gather(&mut self, on: bool) {
+        self.tx.lent = on.then(|| Vec::with_capacity(MEM_TX_SLOTS));
     }
 
     /// Sets this end's MAC address.
@@ -198,6 +208,21 @@ pub struct MemTx {
     /// Set by [`MemPort::set_tso`]: a frame of up to [`MEM_TSO_MAX`] payload
     /// bytes for `transmit_gso`, cut here into segments.
     tso: Option<Vec<u8>>,
+    /// Set by [`MemPort::set_gather`]: frames queued with lent payloads,
+    /// built at `flush` into the slots they reserved.
+    lent: Option<Vec<Lent>>,
+}
+
+/// A frame queued with [`TxQueue::transmit_gather`] on a [`MemTx`].
+#[derive(Debug)]
+struct Lent {
+    /// First reserved slot and how many.
+    slot: usize,
+    slots: usize,
+    headers: [u8; 128],
+    header_len: usize,
+    payload: TxPayload,
+    gso_size: usize,
 }
 
 impl TxQueue for MemTx {
@@ -250,17 +275,72 @@ impl TxQueue for MemTx {
         true
     }
 
+    fn transmit_gather<F: FnOnce(&mut [u8])>(
+        &mut self,
+        header_len: usize,
+        payload: TxPayload,
+        gso_size: usize,
+        fill: F,
+    ) -> bool {
+        let slot = self.lens.len();
+        let (Some(lent), Some(scratch)) = (self.lent.as_mut(), self.tso.as_ref()) else {
+            return crate::transmit_copied(self, header_len, payload, gso_size, fill);
+        };
+        let len = header_len + payload.len();
+        let slots = if gso_size > 0 {
+            payload.len().div_ceil(gso_size).max(1)
+        } else {
+            1
+        };
+        if header_len > 128 || len > scratch.len() || slot + slots > MEM_TX_SLOTS {
+            return false;
+        }
+        let mut headers = [0u8; 128];
+        fill(&mut headers[..header_len]);
+        lent.push(Lent {
+            slot,
+            slots,
+            headers,
+            header_len,
+            payload,
+            gso_size,
+        });
+        // Reserved; sized when the frame is built.
+        self.lens.resize(slot + slots, 0);
+        true
+    }
+
     fn flush(&mut self) {
         if self.lens.is_empty() {
             return;
         }
+        if let (Some(lent), Some(scratch)) = (self.lent.as_mut(), self.tso.as_mut()) {
+            for l in lent.drain(..) {
+                let h = l.header_len;
+                let len = h + l.payload.len();
+                scratch[..h].copy_from_slice(&l.headers[..h]);
+                l.payload.copy_to(&mut scratch[h..len]);
+                let frame = &scratch[..len];
+                let count = crate::gso::segment_count(frame, l.gso_size).min(l.slots);
+                for i in 0..count {
+                    let start = (l.slot + i) * MEM_MAX_FRAME;
+                    let out = &mut self.buf[start..start + MEM_MAX_FRAME];
+                    self.lens[l.slot + i] = crate::gso::write_segment(frame, l.gso_size, i, out);
+                }
+            }
+        }
         let now = self.shared.now_ns();
         let mut dirs = self.shared.dirs();
-        for (i, len) in self.lens.iter().enumerate() {
+        let mut pushed = 0;
+        for (i, &len) in self.lens.iter().enumerate() {
+            if len == 0 {
+                continue; // a reserved slot its frame did not need
+            }
             let start = i * MEM_MAX_FRAME;
             dirs[self.side].push(now, &self.buf[start..start + len]);
+            pushed += 1;
         }
-        self.shared.pushed[self.side].fetch_add(self.lens.len() as u64, Ordering::Release);
+        self.shared.pushed[self.side].fetch_add(pushed, Ordering::Release);
         drop(dirs);
         self.lens.clear();
     }
@@ -325,10 +405,58 @@ impl Port for MemPort {
             rx_checksum: false,
             tx_tcp_checksum: tso,
             tx_gso_max: if tso { MEM_TSO_MAX } else { 0 },
+            tx_gather: tso && self.tx.lent.is_some(),
         }
     }
 
     fn rx_fd(&self) -> Option<std::os::fd::RawFd> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gso::tests::{data, pseudo_only, tcp_frame};
+    use crate::gso::write_segment;
+    use crate::payload::testing::wrapped;
+
+    const MSS: usize = 1448;
+
+    /// What the peer receives when one end sends `payload` in one frame
+    /// with a lent payload, read at flush (`gather`) or copied at once.
+    fn sent_lent(payload: &[u8], gather: bool) -> Vec<Vec<u8>> {
+        let (mut a, mut b) = pair(Impairments::none(), Impairments::none(), 1);
+        a.set_tso(true);
+        a.set_gather(gather);
+        assert_eq!(a.capabilities().tx_gather, gather);
+        let f = pseudo_only(&tcp_frame(1, 2, 0x10, payload, &[], 5));
+        let hlen = 54;
+        let lent = wrapped(payload, payload.len() / 2);
+        assert!(a
+            .tx()
+            .transmit_gather(hlen, lent, MSS, |h| { h.copy_from_slice(&f[..hlen]) }));
+        a.tx().flush();
+        let mut got = vec![];
+        b.rx_burst(64, |frame, _| got.push(frame.to_vec()));
+        got
+    }
+
+    #[test]
+    fn lent_and_copied_payloads_reach_the_peer_as_the_same_segments() {
+        for len in [5 * MSS + 100, 3 * MSS, 700] {
+            let payload = data(len, 3);
+            let full = tcp_frame(1, 2, 0x10, &payload, &[], 5);
+            let want: Vec<Vec<u8>> = (0..len.div_ceil(MSS))
+                .map(|i| {
+                    let mut o = vec![0; MEM_MAX_FRAME];
+                    let n = write_segment(&full, MSS, i, &mut o);
+                    o.truncate(n);
+                    o
+                })
+                .collect();
+            assert_eq!(sent_lent(&payload, true), want, "{len} bytes, lent");
+            assert_eq!(sent_lent(&payload, false), want, "{len} bytes, copied");
+        }
     }
 }

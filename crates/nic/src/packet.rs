@@ -14,7 +14,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::gso::{GsoBatch, MAX_GSO_PAYLOAD};
-use crate::{Error, TxQueue};
+use crate::{Error, TxPayload, TxQueue};
 
 /// Batch buffer, bytes: room for a burst of merged frames.
 const BATCH_BYTES: usize = 4 << 20;
@@ -30,6 +30,9 @@ pub struct PacketTxStats {
     pub frames: u64,
     /// Segments merged into a GSO frame with the ones before them.
     pub merged: u64,
+    /// Frames whose payload went from where it lay, not copied into the
+    /// frame ([`TxQueue::transmit_gather`]).
+    pub gathered: u64,
     /// Messages the kernel took (a merged frame is one message).
     pub sent: u64,
     /// Messages the kernel refused (dropped; TCP retransmits).
@@ -104,6 +107,21 @@ impl TxQueue for PacketTx {
         let queued = self.batch.push_gso(max_len, gso_size, fill);
         if queued {
             self.stats.frames += 1;
+        }
+        queued
+    }
+
+    fn transmit_gather<F: FnOnce(&mut [u8])>(
+        &mut self,
+        header_len: usize,
+        payload: TxPayload,
+        gso_size: usize,
+        fill: F,
+    ) -> bool {
+        let queued = self.batch.push_gather(header_len, payload, gso_size, fill);
+        if queued {
+            self.stats.frames += 1;
+            self.stats.gathered += 1;
         }
         queued
     }

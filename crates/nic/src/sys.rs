@@ -10,6 +10,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::error::Error;
+use crate::payload::TxPayload;
 
 /// Interface names are at most IFNAMSIZ - 1 bytes.
 const IFNAMSIZ: usize = libc::IFNAMSIZ;
@@ -398,34 +399,52 @@ pub(crate) struct Sent {
 }
 
 /// Sends every frame with `sendmmsg` (MSG_DONTWAIT), [`SEND_CHUNK`] per
-/// call, skipping a frame the kernel refuses. Allocates nothing.
-pub(crate) fn send_frames<'a>(fd: RawFd, frames: impl Iterator<Item = &'a [u8]>) -> Sent {
+/// call, skipping a frame the kernel refuses. A frame is its bytes and,
+/// if given, a payload that follows them (one message of up to three
+/// iovecs). Allocates nothing.
+pub(crate) fn send_frames<'a>(
+    fd: RawFd,
+    frames: impl Iterator<Item = (&'a [u8], Option<&'a TxPayload>)>,
+) -> Sent {
     let mut out = Sent::default();
     let mut frames = frames.peekable();
     while frames.peek().is_some() {
         // SAFETY: iovec and mmsghdr are plain data; all-zero bytes are valid.
-        let mut iov: [libc::iovec; SEND_CHUNK] = unsafe { std::mem::zeroed() };
+        let mut iov: [[libc::iovec; 3]; SEND_CHUNK] = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
         let mut msgs: [libc::mmsghdr; SEND_CHUNK] = unsafe { std::mem::zeroed() };
         let mut k = 0;
         while k < SEND_CHUNK {
-            let Some(f) = frames.next() else { break };
-            iov[k] = libc::iovec {
+            let Some((f, payload)) = frames.next() else {
+                break;
+            };
+            let v = &mut iov[k];
+            v[0] = libc::iovec {
                 iov_base: f.as_ptr() as *mut libc::c_void,
                 iov_len: f.len(),
             };
+            let mut n = 1;
+            for (ptr, len) in payload.into_iter().flat_map(|p| p.raw_parts()) {
+                v[n] = libc::iovec {
+                    iov_base: ptr as *mut libc::c_void,
+                    iov_len: len,
+                };
+                n += 1;
+            }
+            msgs[k].msg_hdr.msg_iovlen = n;
             k += 1;
         }
         for (m, v) in msgs.iter_mut().zip(iov.iter_mut()).take(k) {
-            m.msg_hdr.msg_iov = v;
-            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_iov = v.as_mut_ptr();
         }
         let mut i = 0;
         while i < k {
-            // SAFETY: msgs[i..k] are initialised headers whose single iovec
-            // points into a frame slice borrowed for this whole call; the
-            // kernel only reads them (it copies the frames before
-            // returning) and writes msg_len inside `msgs`.
+            // SAFETY: msgs[i..k] are initialised headers whose iovecs point
+            // into a frame slice borrowed for this whole call and into the
+            // memory of a payload that the same borrow keeps mapped
+            // (`TxPayload` holds its `StableMemory`, and `raw_parts` are
+            // inside it); the kernel only reads them (it copies the frames
+            // before returning) and writes msg_len inside `msgs`.
             let rc = unsafe {
                 libc::sendmmsg(
                     fd,

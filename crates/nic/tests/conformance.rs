@@ -265,6 +265,7 @@ fn af_xdp_veth_conformance(
     let caps = port.capabilities();
     assert_eq!(caps.tx_tcp_checksum, expect_tx == TxPath::Packet);
     assert_eq!(caps.tx_gso_max > 0, expect_tx == TxPath::Packet);
+    assert_eq!(caps.tx_gather, expect_tx == TxPath::Packet);
     // Identity: the interface's own MAC and MTU; a pollable fd.
     check_identity(&port, 1500);
     let if_mac = parse_mac(&sh(&format!(

@@ -406,8 +406,16 @@ pub fn fill_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
 ///
 /// Panics if `segment` is shorter than 20 bytes.
 pub fn fill_pseudo_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
-    let pseudo = checksum::pseudo_header_sum(src, dst, PROTO_TCP, segment.len());
-    put_u16(segment, 16, !checksum::fold(pseudo));
+    let len = segment.len();
+    fill_pseudo_checksum_len(segment, src, dst, len);
+}
+
+/// [`fill_pseudo_checksum`] for a segment of `tcp_len` bytes of which
+/// `header` holds the start (at least the 20-byte fixed header): the
+/// payload lies elsewhere, and whoever completes the checksum sums it.
+pub fn fill_pseudo_checksum_len(header: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, tcp_len: usize) {
+    let pseudo = checksum::pseudo_header_sum(src, dst, PROTO_TCP, tcp_len);
+    put_u16(header, 16, !checksum::fold(pseudo));
 }
 
 #[cfg(test)]

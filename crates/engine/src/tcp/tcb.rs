@@ -207,6 +207,13 @@ pub trait SendBuffer {
     fn read_at(&self, offset: usize, dst: &mut [u8]) -> usize;
     /// Drops the first `n` bytes (they were acknowledged).
     fn consume(&mut self, n: usize);
+    /// Bytes `offset..offset + len` where they lie, for a port that sends
+    /// them without copying ([`nic::TxQueue::transmit_gather`]); None when
+    /// the buffer cannot lend them (the caller copies with `read_at`).
+    fn payload(&self, offset: usize, len: usize) -> Option<nic::TxPayload> {
+        let _ = (offset, len);
+        None
+    }
     /// True if nothing is buffered.
     fn is_empty(&self) -> bool {
         self.len() == 0

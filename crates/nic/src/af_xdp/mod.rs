@@ -316,6 +316,19 @@ impl TxQueue for AfXdpTx {
         }
     }
 
+    fn transmit_gather<F: FnOnce(&mut [u8])>(
+        &mut self,
+        header_len: usize,
+        payload: crate::TxPayload,
+        gso_size: usize,
+        fill: F,
+    ) -> bool {
+        match &mut self.packet {
+            Some(p) => p.transmit_gather(header_len, payload, gso_size, fill),
+            None => crate::transmit_copied(self, header_len, payload, gso_size, fill),
+        }
+    }
+
     fn flush(&mut self) {
         if let Some(p) = &mut self.packet {
             return p.flush();
@@ -773,6 +786,7 @@ impl Port for AfXdpPort {
             // The packet socket asks the kernel (or the NIC) for it.
             tx_tcp_checksum: self.tx.packet.is_some(),
             tx_gso_max: self.tx.packet.as_ref().map_or(0, PacketTx::gso_max),
+            tx_gather: self.tx.packet.is_some(),
         }
     }
 
