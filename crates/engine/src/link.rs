@@ -167,31 +167,11 @@ impl Link {
         };
         debug_assert!(gso.is_some() || payload_len + ipv4::HEADER_LEN <= self.mtu);
         let segments = gso.map_or(1, |g| g.segments(payload_len));
-        let ident = self.ident.wrapping_add(1);
-        self.ident = self.ident.wrapping_add(segments as u16);
-        let ip = Ipv4Repr {
-            src: self.ip,
-            dst,
-            protocol,
-            ttl: 64,
-            ident,
-            dont_frag: true,
-            payload_len,
-        };
+        let ip = self.ipv4_repr(dst, protocol, payload_len, segments);
         let src_mac = self.mac;
         let frame_len = (HEADERS + payload_len).max(MIN_FRAME);
         let build = |dst_mac: MacAddr, buf: &mut [u8]| -> usize {
-            EthernetRepr {
-                dst: dst_mac,
-                src: src_mac,
-                ethertype: ETHERTYPE_IPV4,
-            }
-            .emit(buf);
-            ip.emit(&mut buf[ethernet::HEADER_LEN..]);
-            if tos != 0 {
-                buf[ethernet::HEADER_LEN + 1] = tos;
-                ipv4::fill_header_checksum(&mut buf[ethernet::HEADER_LEN..HEADERS]);
-            }
+            emit_headers(buf, dst_mac, src_mac, &ip, tos);
             fill(&mut buf[HEADERS..HEADERS + payload_len]);
             buf[HEADERS + payload_len..frame_len].fill(0);
             frame_len
@@ -245,6 +225,29 @@ impl Link {
         }
     }
 
+    /// The IPv4 header of a packet of `payload_len` bytes to `dst` that the
+    /// port cuts into `segments` packets: they take the next `segments` IP
+    /// identifications.
+    fn ipv4_repr(
+        &mut self,
+        dst: Ipv4Addr,
+        protocol: u8,
+        payload_len: usize,
+        segments: usize,
+    ) -> Ipv4Repr {
+        let ident = self.ident.wrapping_add(1);
+        self.ident = self.ident.wrapping_add(segments as u16);
+        Ipv4Repr {
+            src: self.ip,
+            dst,
+            protocol,
+            ttl: 64,
+            ident,
+            dont_frag: true,
+            payload_len,
+        }
+    }
+
     /// Sends one TCP segment whose payload the port sends from where it lies
     /// ([`TxQueue::transmit_gather`]), with TOS byte `tos`: `fill` writes the
     /// `header_len` bytes of TCP header, whose checksum field gets the
@@ -286,31 +289,11 @@ impl Link {
         } else {
             1
         };
-        let ident = self.ident.wrapping_add(1);
-        self.ident = self.ident.wrapping_add(segments as u16);
-        let ip = Ipv4Repr {
-            src: self.ip,
-            dst,
-            protocol: wire::ipv4::PROTO_TCP,
-            ttl: 64,
-            ident,
-            dont_frag: true,
-            payload_len: tcp_len,
-        };
+        let ip = self.ipv4_repr(dst, wire::ipv4::PROTO_TCP, tcp_len, segments);
         let src = self.ip;
         let src_mac = self.mac;
         let queued = tx.transmit_gather(HEADERS + header_len, payload, gso_size, |buf| {
-            EthernetRepr {
-                dst: mac,
-                src: src_mac,
-                ethertype: ETHERTYPE_IPV4,
-            }
-            .emit(buf);
-            ip.emit(&mut buf[ethernet::HEADER_LEN..]);
-            if tos != 0 {
-                buf[ethernet::HEADER_LEN + 1] = tos;
-                ipv4::fill_header_checksum(&mut buf[ethernet::HEADER_LEN..HEADERS]);
-            }
+            emit_headers(buf, mac, src_mac, &ip, tos);
             let tcp = &mut buf[HEADERS..];
             fill(tcp);
             wire::tcp::fill_pseudo_checksum_len(tcp, src, dst, tcp_len);
@@ -413,5 +396,22 @@ impl Link {
                 *ip,
             );
         }
+    }
+}
+
+/// Writes the Ethernet header (to `dst_mac` from `src_mac`) and the IPv4
+/// header `ip` at the start of `buf`, with TOS byte `tos` (header checksum
+/// refreshed when it is not 0).
+fn emit_headers(buf: &mut [u8], dst_mac: MacAddr, src_mac: MacAddr, ip: &Ipv4Repr, tos: u8) {
+    EthernetRepr {
+        dst: dst_mac,
+        src: src_mac,
+        ethertype: ETHERTYPE_IPV4,
+    }
+    .emit(buf);
+    ip.emit(&mut buf[ethernet::HEADER_LEN..]);
+    if tos != 0 {
+        buf[ethernet::HEADER_LEN + 1] = tos;
+        ipv4::fill_header_checksum(&mut buf[ethernet::HEADER_LEN..HEADERS]);
     }
 }
