@@ -532,11 +532,15 @@ impl Core {
         let offload = link.tcp_checksum_offload;
         // TSO only towards a resolved next hop: a frame waiting for ARP
         // must fit the MTU.
-        c.tcb.gso_max = if link.gso_max > 0 && link.resolved(remote, now).is_some() {
+        let resolved = link.resolved(remote, now).is_some();
+        c.tcb.gso_max = if link.gso_max > 0 && resolved {
             link.gso_max
         } else {
             0
         };
+        // Payloads lent to the port (below) only towards a resolved next
+        // hop: a frame waiting for ARP is a copy.
+        let lend = link.gather && resolved;
         let Conn {
             tcb, tx: txr, rx, ..
         } = &mut **c;
@@ -552,16 +556,20 @@ impl Core {
                 // RFC 3168 §5: ECT(0) on data of an ECN-capable connection.
                 let tos = if seg.ect { ECT0 } else { 0 };
                 // The payload goes from the TX ring itself when the port
-                // can send it from there: it stays unchanged until tx is
-                // flushed (ring bytes are released only by ACKs, which
-                // are read before output; a connection dropped below
-                // flushes first).
-                let lent = if link.gather && plen > 0 {
+                // can send it from there (not a frame that needs padding):
+                // it stays unchanged until tx is flushed, as ring bytes are
+                // released only by ACKs, read before output, and a
+                // connection dropped below flushes first.
+                let frame_len = link::HEADERS + hlen + plen;
+                let lent = if lend && plen > 0 && frame_len >= link::MIN_FRAME {
                     txr.payload(seg.payload_offset, plen)
                 } else {
                     None
                 };
                 if let Some(payload) = lent {
+                    let header = |buf: &mut [u8]| {
+                        seg.repr.emit_header(&mut buf[..hlen]);
+                    };
                     link.send_tcp_gather(
                         tx,
                         stats,
@@ -571,35 +579,29 @@ impl Core {
                         hlen,
                         payload,
                         seg.gso_size,
+                        header,
+                    );
+                } else {
+                    let gso = (seg.gso_size > 0).then_some(Gso {
+                        size: seg.gso_size,
+                        header_len: hlen,
+                    });
+                    link.send_ipv4_gso(
+                        tx,
+                        stats,
+                        now,
+                        remote,
+                        wire::ipv4::PROTO_TCP,
+                        tos,
+                        hlen + plen,
+                        gso,
                         |buf| {
                             seg.repr.emit_header(&mut buf[..hlen]);
+                            txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
+                            Link::tcp_checksum(offload, buf, local, remote);
                         },
                     );
-                    stats.tcp_tx_segments += seg.segments() as u64;
-                    if seg.gso_size > 0 {
-                        stats.tcp_tso_sends += 1;
-                    }
-                    return;
                 }
-                let gso = (seg.gso_size > 0).then_some(Gso {
-                    size: seg.gso_size,
-                    header_len: hlen,
-                });
-                link.send_ipv4_gso(
-                    tx,
-                    stats,
-                    now,
-                    remote,
-                    wire::ipv4::PROTO_TCP,
-                    tos,
-                    hlen + plen,
-                    gso,
-                    |buf| {
-                        seg.repr.emit_header(&mut buf[..hlen]);
-                        txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
-                        Link::tcp_checksum(offload, buf, local, remote);
-                    },
-                );
                 stats.tcp_tx_segments += seg.segments() as u64;
                 if seg.gso_size > 0 {
                     stats.tcp_tso_sends += 1;
@@ -609,7 +611,8 @@ impl Core {
         let closed = tcb.state() == State::Closed;
         let gone = closed && (c.app_closed || c.unaccepted());
         if gone {
-            // Payloads lent from its TX ring leave before the ring goes.
+            // Payloads lent from its TX ring leave before the ring can
+            // serve another socket.
             tx.flush();
             self.drop_conn(slot);
         } else {

@@ -12,7 +12,7 @@ use wire::ipv4::{self, Ipv4Repr};
 use wire::MacAddr;
 
 /// Ethernet frames shorter than this (without FCS) are padded with zeros.
-const MIN_FRAME: usize = 60;
+pub const MIN_FRAME: usize = 60;
 /// Bytes of link + network headers in front of every transport header.
 pub const HEADERS: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
 
