@@ -88,6 +88,9 @@ impl Tcb {
             }
         }
         let snd_max_before = self.snd_max;
+        if self.snd_una == self.snd_max && self.tx_base + tx_len > self.snd_nxt {
+            self.restart_after_idle(now);
+        }
         while sent < max_segments {
             match self.data_segment(now, tx_len, rcv_free, max_segments - sent) {
                 Some(seg) => {
@@ -217,6 +220,42 @@ impl Tcb {
     /// waiting and pipe leaves less than an MSS of it. The mark and the
     /// largest flight hold for a window of data, so that one ACK-clocked
     /// round counts as limited even when the flight dips between ACKs.
+    /// New data is about to leave with nothing in flight: after an idle
+    /// period, tell the congestion controller how long it was (CUBIC keeps
+    /// it out of its epoch, RFC 9438 §5.8), and if it was longer than the
+    /// RTO restart cwnd (RFC 5681 §4.1 in Linux's form, `tcp_cwnd_restart`):
+    /// ssthresh keeps at least 3/4 of cwnd, and cwnd is halved once per RTO
+    /// of idleness, but not below the restart window min(IW, cwnd).
+    fn restart_after_idle(&mut self, now: Instant) {
+        let Some(last) = self.last_data_sent else {
+            return;
+        };
+        let idle = now.saturating_since(last);
+        // The idle period is accounted for once, even if nothing can leave
+        // now (a closed window): a later call counts only from here.
+        self.last_data_sent = Some(now);
+        self.cc.on_tx_start(now, idle);
+        let rto = self.rto.rto();
+        if !self.cfg.slow_start_after_idle || self.in_recovery || idle <= rto {
+            return;
+        }
+        let cwnd = self.cc.cwnd();
+        let iw = self.eff_mss * self.cfg.initial_cwnd_segments.max(1) as usize;
+        let restart = iw.min(cwnd);
+        let ssthresh = self.cc.ssthresh().max(cwnd / 2 + cwnd / 4);
+        self.cc.set_ssthresh(ssthresh);
+        let mut reduced = cwnd;
+        let mut left = idle;
+        while left > rto && reduced > restart {
+            reduced /= 2;
+            left -= rto;
+        }
+        self.cc.set_cwnd(reduced.max(restart));
+        self.cwnd_limited = false;
+        self.max_flight = 0;
+        self.stats.cwnd_restarts += 1;
+    }
+
     fn validate_cwnd(&mut self, tx_len: usize, sent_new: bool) {
         if !self.sends_data() || self.in_recovery {
             return;
@@ -541,6 +580,9 @@ impl Tcb {
         }
         if advance && end > self.snd_nxt {
             self.snd_nxt = end;
+        }
+        if len > 0 {
+            self.last_data_sent = Some(now);
         }
         if end > self.snd_max {
             self.snd_max = end;

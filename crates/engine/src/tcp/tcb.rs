@@ -83,6 +83,11 @@ pub struct TcpConfig {
     /// most segments in flight at once (allocated when the Tcb is created,
     /// 24 bytes each). Default 1024.
     pub max_segments_in_flight: usize,
+    /// Restart cwnd after an idle period longer than the RTO (RFC 5681
+    /// §4.1, as Linux's `tcp_slow_start_after_idle`): cwnd is halved once
+    /// per RTO of idleness, down to min(IW, cwnd), and ssthresh keeps at
+    /// least 3/4 of the old cwnd. Default true.
+    pub slow_start_after_idle: bool,
     /// Send keepalive probes on an idle connection (RFC 1122 §4.2.3.6,
     /// SO_KEEPALIVE). Default false.
     pub keepalive: bool,
@@ -124,6 +129,7 @@ impl Default for TcpConfig {
             rack_tlp: true,
             ecn: false,
             max_segments_in_flight: 1024,
+            slow_start_after_idle: true,
             keepalive: false,
             keepalive_idle: Duration::from_secs(7200),
             keepalive_interval: Duration::from_secs(75),
@@ -301,6 +307,8 @@ pub struct TcbStats {
     pub spurious_retransmits: u64,
     /// Congestion-window reductions undone after D-SACK showed them spurious.
     pub cwnd_undos: u64,
+    /// cwnd restarts after an idle period longer than the RTO (RFC 5681 §4.1).
+    pub cwnd_restarts: u64,
     /// Segments marked lost by RACK (RFC 8985) time-based detection.
     pub rack_losses: u64,
     /// Tail loss probes sent (RFC 8985 §7), outside recovery.
@@ -511,6 +519,9 @@ pub struct Tcb {
     pub(super) pending_rst: Option<PendingRst>,
     /// SendBuffer length at the last call that saw it (for `has_output`).
     pub(super) tx_len_seen: usize,
+    /// When a data segment (new or retransmitted) last went out: the start
+    /// of an idle period (Linux's `lsndtime`).
+    pub(super) last_data_sent: Option<Instant>,
     /// Largest payload of one new-data segment handed to the port for
     /// segmentation (bytes; 0 or at most the MSS: no TSO). Set by the
     /// engine before `poll_output`.
@@ -587,6 +598,7 @@ impl Tcb {
             cc: Cc::new(cfg.cc, eff_mss),
             cwnd_limited: false,
             max_flight: 0,
+            last_data_sent: None,
             cwnd_usage_end: iss,
             dupacks: 0,
             in_recovery: false,

@@ -9,6 +9,7 @@
 
 use super::{AckInfo, CongestionControl, CongestionEvent};
 use crate::time::Instant;
+use core::time::Duration;
 
 /// C (RFC 9438 §5.1), segments / s^3.
 pub(crate) const C: f64 = 0.4;
@@ -61,6 +62,12 @@ impl Cubic {
     /// K in seconds.
     pub(crate) fn k(&self) -> f64 {
         self.k
+    }
+
+    /// Start of the current epoch, if one is running.
+    #[cfg(test)]
+    pub(crate) fn epoch_start(&self) -> Option<Instant> {
+        self.epoch_start
     }
 
     /// W_cubic(t), segments (§4.2 eq. 1).
@@ -136,6 +143,15 @@ impl CongestionControl for Cubic {
     /// §4.6-§4.8: W_max (with fast convergence), ssthresh = cwnd * beta_cubic
     /// (at least 2 SMSS), cwnd = ssthresh, or 1 SMSS after an RTO; a new
     /// epoch starts at the next ACK in congestion avoidance.
+    /// RFC 9438 §5.8: t excludes an idle period, so the epoch moves
+    /// forward by it (but not past now), as Linux's CA_EVENT_TX_START.
+    fn on_tx_start(&mut self, now: Instant, idle: Duration) {
+        if let Some(start) = self.epoch_start {
+            let moved = start + idle;
+            self.epoch_start = Some(if moved > now { now } else { moved });
+        }
+    }
+
     fn on_congestion_event(
         &mut self,
         kind: CongestionEvent,

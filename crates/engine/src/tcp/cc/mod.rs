@@ -95,6 +95,9 @@ pub trait CongestionControl {
         let cwnd = self.ssthresh().min(flight.max(mss) + mss);
         self.set_cwnd(cwnd.max(mss));
     }
+    /// New data leaves after `idle` without any data sent (nothing was in
+    /// flight). Default: nothing.
+    fn on_tx_start(&mut self, _now: Instant, _idle: Duration) {}
     /// ECN feedback on an ACK (RFC 8257 §3.3): `acked` bytes newly
     /// acknowledged, `ece` the ACK's ECN-Echo flag; `snd_una` after the ACK
     /// and `snd_nxt` delimit observation windows. Default: nothing.
@@ -182,6 +185,9 @@ impl CongestionControl for Cc {
     }
     fn on_recovery_exit(&mut self, now: Instant, flight: usize, mss: usize) {
         dispatch!(self, c => c.on_recovery_exit(now, flight, mss))
+    }
+    fn on_tx_start(&mut self, now: Instant, idle: Duration) {
+        dispatch!(self, c => c.on_tx_start(now, idle))
     }
     fn on_ecn_feedback(&mut self, acked: usize, ece: bool, snd_una: SeqNum, snd_nxt: SeqNum) {
         dispatch!(self, c => c.on_ecn_feedback(acked, ece, snd_una, snd_nxt))

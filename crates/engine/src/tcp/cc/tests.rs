@@ -158,3 +158,36 @@ fn cc_undo_restores_window_before_reduction() {
     assert_eq!((cc.cwnd(), cc.ssthresh()), (50 * MSS, usize::MAX));
     assert_eq!(cc.kind(), CcKind::Cubic);
 }
+
+/// RFC 9438 §5.8: an idle period does not count in t. Two flows in the same
+/// epoch, one idle for 5 s before an ACK at epoch time K/2: the idle one's
+/// ACK at K/2 + 5 s grows cwnd exactly as the other's at K/2.
+#[test]
+fn cubic_idle_period_is_left_out_of_the_epoch() {
+    let start = |cc: &mut Cc| {
+        cc.on_congestion_event(CongestionEvent::FastRecovery, T0, 100 * MSS, MSS);
+        cc.on_ack(&ack(MSS, T0));
+    };
+    let mut busy = Cc::new(CcKind::Cubic, 100 * MSS);
+    let mut idle = busy;
+    start(&mut busy);
+    start(&mut idle);
+    let k = Duration::from_secs_f64(75f64.cbrt() / 2.0);
+    let pause = Duration::from_secs(5);
+    busy.on_ack(&ack(MSS, T0 + k));
+    idle.on_tx_start(T0 + pause, pause);
+    idle.on_ack(&ack(MSS, T0 + k + pause));
+    assert_eq!(idle.cwnd(), busy.cwnd());
+    // Without the shift, t = K/2 + 5 s puts the target far above W_max
+    // (capped at 1.5 cwnd): 0.5 MSS for this ACK instead of 0.375.
+    let mut unshifted = Cc::new(CcKind::Cubic, 100 * MSS);
+    start(&mut unshifted);
+    unshifted.on_ack(&ack(MSS, T0 + k + pause));
+    assert!(unshifted.cwnd() > busy.cwnd() + MSS / 10);
+    // The epoch never moves past now.
+    let mut c = Cc::new(CcKind::Cubic, 100 * MSS);
+    start(&mut c);
+    c.on_tx_start(T0 + Duration::from_secs(1), Duration::from_secs(9));
+    let Cc::Cubic(cubic) = c else { unreachable!() };
+    assert_eq!(cubic.epoch_start(), Some(T0 + Duration::from_secs(1)));
+}
