@@ -215,11 +215,6 @@ impl Tcb {
         snd_room.min(self.send_room())
     }
 
-    /// Records how much of cwnd the data just sent used (RFC 9438 §5.8, as
-    /// Linux's `tcp_cwnd_validate`): cwnd limited sending if data is
-    /// waiting and pipe leaves less than an MSS of it. The mark and the
-    /// largest flight hold for a window of data, so that one ACK-clocked
-    /// round counts as limited even when the flight dips between ACKs.
     /// New data is about to leave with nothing in flight: after an idle
     /// period, tell the congestion controller how long it was (CUBIC keeps
     /// it out of its epoch, RFC 9438 §5.8), and if it was longer than the
@@ -256,6 +251,11 @@ impl Tcb {
         self.stats.cwnd_restarts += 1;
     }
 
+    /// Records how much of cwnd the data just sent used (RFC 9438 §5.8, as
+    /// Linux's `tcp_cwnd_validate`): cwnd limited sending if data is
+    /// waiting and pipe leaves less than an MSS of it. The mark and the
+    /// largest flight hold for a window of data, so that one ACK-clocked
+    /// round counts as limited even when the flight dips between ACKs.
     fn validate_cwnd(&mut self, tx_len: usize, sent_new: bool) {
         if !self.sends_data() || self.in_recovery {
             return;
