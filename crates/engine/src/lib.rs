@@ -532,15 +532,15 @@ impl Core {
         let offload = link.tcp_checksum_offload;
         // TSO only towards a resolved next hop: a frame waiting for ARP
         // must fit the MTU.
-        let resolved = link.resolved(remote, now).is_some();
-        c.tcb.gso_max = if link.gso_max > 0 && resolved {
+        let next_mac = link.resolved(remote, now);
+        c.tcb.gso_max = if link.gso_max > 0 && next_mac.is_some() {
             link.gso_max
         } else {
             0
         };
         // Payloads lent to the port (below) only towards a resolved next
         // hop: a frame waiting for ARP is a copy.
-        let lend = link.gather && resolved;
+        let lend_to = next_mac.filter(|_| link.gather);
         let Conn {
             tcb, tx: txr, rx, ..
         } = &mut **c;
@@ -561,20 +561,21 @@ impl Core {
                 // released only by ACKs, read before output, and a
                 // connection dropped below flushes first.
                 let frame_len = link::HEADERS + hlen + plen;
-                let lent = if lend && plen > 0 && frame_len >= link::MIN_FRAME {
-                    txr.payload(seg.payload_offset, plen)
-                } else {
-                    None
+                let lent = match lend_to {
+                    Some(mac) if plen > 0 && frame_len >= link::MIN_FRAME => {
+                        txr.payload(seg.payload_offset, plen).map(|p| (mac, p))
+                    }
+                    _ => None,
                 };
-                if let Some(payload) = lent {
+                if let Some((mac, payload)) = lent {
                     let header = |buf: &mut [u8]| {
                         seg.repr.emit_header(&mut buf[..hlen]);
                     };
                     link.send_tcp_gather(
                         tx,
                         stats,
-                        now,
                         remote,
+                        mac,
                         tos,
                         hlen,
                         payload,

@@ -249,21 +249,22 @@ impl Link {
     }
 
     /// Sends one TCP segment whose payload the port sends from where it lies
-    /// ([`TxQueue::transmit_gather`]), with TOS byte `tos`: `fill` writes the
-    /// `header_len` bytes of TCP header, whose checksum field gets the
-    /// pseudo-header sum of the whole segment (`header_len + payload.len()`
-    /// bytes). With `gso_size` > 0 the port cuts a longer payload into
-    /// segments of that many bytes, which take consecutive IP
-    /// identifications. Only once the next hop is [`Link::resolved`] and the
-    /// frame needs no padding (at least 60 bytes): else, or when the port
-    /// refuses it, the segment is dropped and counted in `tx_no_buffer`.
+    /// ([`TxQueue::transmit_gather`]) to `dst` through the next hop at
+    /// `dst_mac` (the caller's [`Link::resolved`]), with TOS byte `tos`:
+    /// `fill` writes the `header_len` bytes of TCP header, whose checksum
+    /// field gets the pseudo-header sum of the whole segment (`header_len +
+    /// payload.len()` bytes). With `gso_size` > 0 the port cuts a longer
+    /// payload into segments of that many bytes, which take consecutive IP
+    /// identifications. The frame must need no padding (at least 60 bytes).
+    /// When the port refuses it, the segment is dropped and counted in
+    /// `tx_no_buffer`.
     #[allow(clippy::too_many_arguments)]
     pub fn send_tcp_gather<T: TxQueue>(
         &mut self,
         tx: &mut T,
         stats: &mut Stats,
-        now: Instant,
         dst: Ipv4Addr,
+        dst_mac: MacAddr,
         tos: u8,
         header_len: usize,
         payload: nic::TxPayload,
@@ -272,14 +273,7 @@ impl Link {
     ) -> bool {
         let tcp_len = header_len + payload.len();
         let frame_len = HEADERS + tcp_len;
-        let mac = self
-            .next_hop(dst)
-            .and_then(|h| self.arp.lookup(h, now))
-            .filter(|_| frame_len >= MIN_FRAME);
-        let Some(mac) = mac else {
-            stats.tx_no_buffer += 1;
-            return false;
-        };
+        debug_assert!(frame_len >= MIN_FRAME, "a lent frame cannot be padded");
         let gso = Gso {
             size: gso_size,
             header_len,
@@ -293,7 +287,7 @@ impl Link {
         let src = self.ip;
         let src_mac = self.mac;
         let queued = tx.transmit_gather(HEADERS + header_len, payload, gso_size, |buf| {
-            emit_headers(buf, mac, src_mac, &ip, tos);
+            emit_headers(buf, dst_mac, src_mac, &ip, tos);
             let tcp = &mut buf[HEADERS..];
             fill(tcp);
             wire::tcp::fill_pseudo_checksum_len(tcp, src, dst, tcp_len);

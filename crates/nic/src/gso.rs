@@ -248,11 +248,7 @@ impl GsoBatch {
         if !ok {
             return false;
         }
-        let segs = if gso_size > 0 {
-            payload.len().div_ceil(gso_size).max(1)
-        } else {
-            1
-        };
+        let segs = payload.segments(gso_size);
         let v = &mut self.buf[at - VNET_HDR_LEN..at];
         v.fill(0);
         v[0] = F_NEEDS_CSUM;

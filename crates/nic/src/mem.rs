@@ -287,11 +287,7 @@ impl TxQueue for MemTx {
             return crate::transmit_copied(self, header_len, payload, gso_size, fill);
         };
         let len = header_len + payload.len();
-        let slots = if gso_size > 0 {
-            payload.len().div_ceil(gso_size).max(1)
-        } else {
-            1
-        };
+        let slots = payload.segments(gso_size);
         if header_len > 128 || len > scratch.len() || slot + slots > MEM_TX_SLOTS {
             return false;
         }

@@ -70,6 +70,15 @@ impl TxPayload {
         self.len() == 0
     }
 
+    /// Segments of `gso_size` bytes the payload makes (1 when `gso_size`
+    /// is 0 or the payload is empty).
+    pub fn segments(&self, gso_size: usize) -> usize {
+        if gso_size == 0 {
+            return 1;
+        }
+        self.len().div_ceil(gso_size).max(1)
+    }
+
     /// Copies the first `dst.len()` bytes (at most [`TxPayload::len`]) into
     /// `dst`; returns how many were copied.
     pub fn copy_to(&self, dst: &mut [u8]) -> usize {
@@ -160,6 +169,7 @@ mod tests {
         assert_eq!(&short[10..], &[0, 1]);
         let data: Vec<u8> = (0..50).collect();
         let w = wrapped(&data, 20);
+        assert_eq!((w.segments(0), w.segments(20), w.segments(49)), (1, 3, 2));
         let mut out = vec![0u8; 50];
         assert_eq!(w.copy_to(&mut out), 50);
         assert_eq!(out, data);
