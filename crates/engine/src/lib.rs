@@ -229,6 +229,34 @@ impl<P: Port> Engine<P> {
         self.port.rx_fd()
     }
 
+    /// The port the engine drives.
+    pub fn port(&self) -> &P {
+        &self.port
+    }
+
+    /// When the engine next has timed work: the earliest TCP timer held
+    /// (RTO, delayed ACK, probes, TIME-WAIT, ...; possibly one no longer
+    /// wanted) or the next housekeeping pass. A simulation on a manual
+    /// clock may skip straight to it while nothing else happens.
+    /// O(timer entries).
+    pub fn next_deadline(&self) -> Instant {
+        let housekeeping = self.core.last_housekeeping + HOUSEKEEPING;
+        self.core
+            .timers
+            .next_deadline()
+            .map_or(housekeeping, |t| t.min(housekeeping))
+    }
+
+    /// Calls `f` with every TCP connection's control block (for tests and
+    /// diagnostics, e.g. to print both ends of a stalled connection).
+    pub fn for_each_tcb(&self, mut f: impl FnMut(&tcp::Tcb)) {
+        for sock in self.core.sockets.slots.iter().flatten() {
+            if let Socket::Tcp(c) = sock {
+                f(&c.tcb);
+            }
+        }
+    }
+
     /// The link MTU in bytes.
     pub fn mtu(&self) -> usize {
         self.port.mtu()

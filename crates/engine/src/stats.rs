@@ -146,6 +146,10 @@ counters! {
     tcp_recovery_probes,
     /// Retransmissions found spurious by D-SACK, over closed connections.
     tcp_spurious_retransmits,
+    /// Segments whose data was not acceptable (a full or zero receive
+    /// window) whose ACK field was processed (RFC 9293 §3.10.7.4), over
+    /// closed connections.
+    tcp_acks_of_unacceptable,
     /// Connections opened by connect().
     tcp_active_opens,
     /// Connections accepted from listeners.
@@ -180,5 +184,6 @@ impl Stats {
         self.tcp_tlp_probes += t.tlp_probes;
         self.tcp_recovery_probes += t.recovery_probes;
         self.tcp_spurious_retransmits += t.spurious_retransmits;
+        self.tcp_acks_of_unacceptable += t.acks_of_unacceptable;
     }
 }

@@ -45,6 +45,13 @@ impl TimerWheel {
         self.len += 1;
     }
 
+    /// The earliest deadline held (including entries their owner no longer
+    /// wants), or None when the wheel is empty. O(buckets + entries): for an
+    /// idle loop or a simulation that skips ahead, not for every iteration.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.slots.iter().flatten().map(|&(at, _)| at).min()
+    }
+
     /// Moves every entry due at `now` into `out` as (deadline, key).
     pub fn expire(&mut self, now: Instant, out: &mut Vec<(Instant, u32)>) {
         let now_tick = now.0 / TICK_NS;

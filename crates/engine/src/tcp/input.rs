@@ -210,6 +210,17 @@ impl Tcb {
                 if self.state == State::TimeWait && f.fin() {
                     self.time_wait_deadline = Some(now + self.cfg.time_wait);
                 }
+                if !f.syn() && f.ack() && self.ack_acceptable(seg, payload.len()) {
+                    // RFC 9293 §3.10.7.4: "If the RCV.WND is zero, no
+                    // segments will be acceptable, but special allowance
+                    // should be made to accept valid ACKs". The data is
+                    // dropped; the ACK, window and SACK blocks count, as
+                    // on Linux (tcp_sequence), or two ends whose receive
+                    // windows are full would each drop the ACKs the other
+                    // needs to free its own.
+                    self.stats.acks_of_unacceptable += 1;
+                    self.input_ack(seg, payload.len(), now, tx, ev);
+                }
             }
             return;
         };
@@ -295,6 +306,29 @@ impl Tcb {
         })
     }
 
+    /// Whether the ACK field of a segment that is not acceptable for its
+    /// data may still be processed (RFC 9293 §3.10.7.4, zero window): in a
+    /// synchronized state after SYN-RECEIVED, when the segment does not
+    /// start beyond the right edge of the window we advertised and does
+    /// not end before the last ACK we sent (Linux's `tcp_sequence`, with
+    /// Last.ACK.sent for its `rcv_wup`). An old duplicate from before that
+    /// ACK or a segment beyond the window is ignored whole.
+    fn ack_acceptable(&self, seg: &TcpRepr, plen: usize) -> bool {
+        if !matches!(
+            self.state,
+            State::Established
+                | State::FinWait1
+                | State::FinWait2
+                | State::CloseWait
+                | State::Closing
+                | State::LastAck
+        ) {
+            return false;
+        }
+        let seg_len = plen + usize::from(seg.flags.fin());
+        seg.seq <= self.rcv_nxt + self.rcv_wnd() && seg.seq + seg_len >= self.last_ack_sent
+    }
+
     /// Second check of §3.10.7.4 (with RFC 5961 §3): an RST resets the
     /// connection only if SEG.SEQ = RCV.NXT exactly; any other in-window RST
     /// gets a challenge ACK.
@@ -357,6 +391,7 @@ impl Tcb {
             return false;
         }
         let wnd = usize::from(seg.window) << self.snd_wscale;
+        let una_before = self.snd_una;
         let (sacked, dsack_tlp) = self.process_sack(seg, now);
         let mut aev = AckEvent {
             sacked,
@@ -382,9 +417,17 @@ impl Tcb {
             self.on_ack_recovery(aev, now);
         }
         // Window update (§3.10.7.4): if SND.UNA =< SEG.ACK =< SND.NXT and
-        // (SND.WL1 < SEG.SEQ or (SND.WL1 = SEG.SEQ and SND.WL2 =< SEG.ACK)).
-        if ack >= self.snd_una
-            && (self.snd_wl1 < seg.seq || (self.snd_wl1 == seg.seq && self.snd_wl2 <= ack))
+        // (SND.WL1 < SEG.SEQ or (SND.WL1 = SEG.SEQ and SND.WL2 =< SEG.ACK)),
+        // and also whenever SEG.ACK moves SND.UNA (as Linux's
+        // tcp_may_update_window): the window is relative to SEG.ACK, so
+        // keeping the old one while SND.UNA moves would move the right edge
+        // past what the peer offered. That happens whenever a segment with
+        // an older SEG.SEQ acknowledges more, e.g. a retransmission sent
+        // after a pure ACK (whose SEQ is SND.MAX).
+        if ack >= una_before
+            && (ack > una_before
+                || self.snd_wl1 < seg.seq
+                || (self.snd_wl1 == seg.seq && self.snd_wl2 <= ack))
         {
             self.snd_wnd = wnd;
             self.max_snd_wnd = self.max_snd_wnd.max(wnd);

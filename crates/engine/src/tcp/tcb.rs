@@ -324,6 +324,9 @@ pub struct TcbStats {
     pub ecn_reductions: u64,
     /// Data segments received with the CE codepoint.
     pub ce_received: u64,
+    /// Segments whose data was not acceptable (a full or zero receive
+    /// window) whose ACK field was processed (RFC 9293 §3.10.7.4).
+    pub acks_of_unacceptable: u64,
 }
 
 /// Saved congestion state for undoing a spurious reduction (RFC 2883 §5,

@@ -222,6 +222,108 @@ fn established_zero_window_probes_with_backoff_then_resumes() {
     assert_eq!(got, data);
 }
 
+/// Both ends' receive windows full (b's application is blocked writing
+/// into its full TX ring, so it does not read): a's data at b's rcv_nxt
+/// is not acceptable, but the ACK it carries is, or b's own flight is
+/// never released (RFC 9293 §3.10.7.4 "special allowance should be made
+/// to accept valid ACKs").
+#[test]
+fn established_zero_window_data_segment_ack_is_processed_data_dropped() {
+    let cfg_b = TcpConfig {
+        rcv_buf: 8192,
+        ..TcpConfig::default()
+    };
+    let (mut a, mut b) = established_with(&TcpConfig::default(), &cfg_b);
+    // Fill b's receive buffer; b acknowledges with a zero window.
+    a.write(&pattern(8192, 6));
+    for _ in 0..5 {
+        exchange(&mut a, &mut b, T0);
+        b.timer(T0 + ms(40));
+        exchange(&mut b, &mut a, T0 + ms(40));
+    }
+    assert_eq!(b.tcb.rcv_wnd(), 0);
+    assert_eq!(b.rx.unread(), 8192);
+    // b sends data of its own; a receives it (its ACK is still to come).
+    let sent = 2 * b.tcb.mss();
+    b.write(&pattern(sent, 7));
+    let from_b = b.output(T0 + ms(50));
+    assert!(!from_b.is_empty());
+    for s in &from_b {
+        a.input(s, T0 + ms(50));
+    }
+    let una = b.tcb.snd_una();
+    assert_eq!(b.tcb.bytes_in_flight(), sent);
+    // a's next segment carries data at b's rcv_nxt (beyond b's zero
+    // window) and the ACK of b's 3000 bytes.
+    let mut seg = craft(b.tcb.rcv_nxt(), Some(a.tcb.rcv_nxt()), 0, 1000, &[9; 100]);
+    seg.repr.src_port = a.tcb.local().port();
+    seg.repr.dst_port = a.tcb.remote().port();
+    let ev = b.input(&seg, T0 + ms(60));
+    assert_eq!(b.tcb.snd_una(), una + sent, "the ACK was not processed");
+    assert!(ev.writable);
+    assert_eq!(b.rx.unread(), 8192, "data beyond a zero window was taken");
+    assert_eq!(b.tcb.stats().acks_of_unacceptable, 1);
+    // b answers with an ACK that still advertises a zero window.
+    let ack = b.output(T0 + ms(60));
+    assert_eq!(ack.len(), 1);
+    assert_eq!(ack[0].repr.ack, seg.repr.seq);
+    assert_eq!(ack[0].repr.window, 0);
+}
+
+/// An old duplicate that ends before our last ACK is ignored whole, ACK
+/// field included, as Linux's tcp_sequence does.
+#[test]
+fn established_old_duplicate_ack_field_is_ignored() {
+    let (mut a, mut b) = established();
+    b.write(&[5; 500]);
+    let from_b = b.output(T0);
+    let rcv = a.tcb.rcv_nxt();
+    a.input(&from_b[0], T0);
+    a.output(T0);
+    let una = b.tcb.snd_una();
+    // An old segment of a's (already acknowledged by b) claiming an ACK.
+    let mut old = craft(b.tcb.rcv_nxt() - 10, Some(una + 500), 0, 1000, &[1; 5]);
+    old.repr.src_port = a.tcb.local().port();
+    old.repr.dst_port = a.tcb.remote().port();
+    b.input(&old, T0);
+    assert_eq!(b.tcb.snd_una(), una);
+    assert_eq!(a.tcb.rcv_nxt(), rcv + 500);
+}
+
+/// A segment whose SEQ is older than the last window update (a
+/// retransmission sent after a pure ACK, whose SEQ is SND.MAX) but whose
+/// ACK moves snd_una carries the window relative to that ACK: taking the
+/// ACK but keeping the old window would move the right edge past what the
+/// peer offered (as Linux, tcp_may_update_window).
+#[test]
+fn established_new_ack_with_older_seq_updates_window() {
+    let (mut a, mut b) = established();
+    // a has 2000 bytes in flight.
+    a.write(&pattern(2000, 8));
+    for s in a.output(T0) {
+        b.input(&s, T0);
+    }
+    let una = a.tcb.snd_una();
+    let seq_hi = b.tcb.snd_nxt() + 5000;
+    // A pure ACK from b with SEQ far ahead (it has sent 5000 bytes a has
+    // not seen), acknowledging nothing new, window field 4000.
+    let shift = a.tcb.window_scale().map_or(0, |(snd, _)| snd);
+    let w1 = craft(seq_hi, Some(una), 0, 4000, &[]);
+    a.input(&w1, T0);
+    assert_eq!(a.tcb.snd_wnd(), 4000 << shift);
+    // Then b's retransmission (older SEQ) acknowledging 1000 more bytes,
+    // with a window 1000 bytes smaller: the same right edge.
+    let smaller = 4000 - (1000 >> shift) as u16;
+    let w2 = craft(b.tcb.snd_nxt(), Some(una + 1000), 0, smaller, &[]);
+    a.input(&w2, T0);
+    assert_eq!(a.tcb.snd_una(), una + 1000);
+    assert_eq!(
+        a.tcb.snd_wnd(),
+        usize::from(smaller) << shift,
+        "right edge moved past the offer"
+    );
+}
+
 #[test]
 fn established_small_app_read_does_not_open_window() {
     let cfg_b = TcpConfig {
