@@ -69,6 +69,36 @@ impl Region {
     }
 }
 
+impl Region {
+    /// Gives the memory of bytes `[off, off + len)` back to the system
+    /// (madvise MADV_REMOVE on a shared mapping, MADV_DONTNEED on an
+    /// anonymous one); they read as zero afterwards, and cost memory again
+    /// only when written. Only whole pages inside the range are released.
+    /// Best effort: a range outside the region, or an madvise error,
+    /// releases nothing. The caller must own the bytes (nobody else may be
+    /// using them, in this process or another).
+    pub fn release(&self, off: usize, len: usize) {
+        let page = 4096;
+        let start = off.next_multiple_of(page);
+        let end = off.saturating_add(len).min(self.len()) & !(page - 1);
+        if start >= end {
+            return;
+        }
+        let Some(ptr) = self.span(start, end - start, page) else {
+            return;
+        };
+        for advice in [libc::MADV_REMOVE, libc::MADV_DONTNEED] {
+            // SAFETY: [start, end) lies inside our mapping (checked by
+            // `span`); the caller owns those bytes, so nothing reads them
+            // while their pages are replaced by zero pages.
+            let r = unsafe { libc::madvise(ptr.as_ptr().cast(), end - start, advice) };
+            if r == 0 {
+                return;
+            }
+        }
+    }
+}
+
 // SAFETY: the mapping stays at the same address with the same length until
 // the region is dropped (it is never remapped or shrunk: the memfd's size is
 // sealed by its creator); ports read it only with raw copies or through the

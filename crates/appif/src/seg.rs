@@ -14,7 +14,10 @@
 //!  page   socket slots: nslots × 512 bytes, each
 //!           +0 owner word (bit 0 app, bit 1 engine)  +64 status block
 //!           +128 TX head (app)  +192 TX tail (engine)  +256 RX head (engine)  +320 RX tail (app)
-//!  page   ring buffers: per slot a TX ring then an RX ring, ring_bytes each
+//!           +384 TX geometry (app)  +448 RX geometry (engine)
+//!  page   ring buffers: per slot a TX ring then an RX ring, ring_max_bytes
+//!         reserved each, ring_bytes of it in use until the ring grows
+//!         (see [`crate::bytes`]; untouched pages cost no memory)
 //! ```
 //! A listener's RX ring carries the slot numbers (u32, little endian) of
 //! the connections accepted on it.
@@ -33,7 +36,7 @@ use std::sync::Arc;
 /// "CSTKSEG1", little endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"CSTKSEG1");
 /// Layout version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Bytes per command descriptor: one cache line.
 pub const DESC_BYTES: usize = 64;
 /// Bytes per socket slot header.
@@ -53,6 +56,8 @@ const S_TX_HEAD: usize = 128;
 const S_TX_TAIL: usize = 192;
 const S_RX_HEAD: usize = 256;
 const S_RX_TAIL: usize = 320;
+const S_TX_GEOMETRY: usize = 384;
+const S_RX_GEOMETRY: usize = 448;
 
 /// Owner word: the slot is free.
 ///
@@ -81,8 +86,12 @@ fn page_align(n: usize) -> usize {
 pub struct Layout {
     /// Socket slots (each socket, listener or connection, takes one).
     pub nslots: u32,
-    /// Bytes per RX and per TX ring (power of two, 4 KiB..16 MiB).
+    /// Bytes per RX and per TX ring when a socket starts (power of two,
+    /// 4 KiB..16 MiB).
     pub ring_bytes: u32,
+    /// Bytes reserved per ring: the most a ring can grow to (power of two,
+    /// `ring_bytes`..16 MiB).
+    pub ring_max_bytes: u32,
     /// Command descriptors the command ring holds (power of two, 16..65536).
     pub cmd_slots: u32,
 }
@@ -95,6 +104,11 @@ impl Layout {
         }
         if !self.ring_bytes.is_power_of_two() || !(4096..=16 << 20).contains(&self.ring_bytes) {
             return Err("ring_bytes must be a power of two in 4 KiB..16 MiB");
+        }
+        if !self.ring_max_bytes.is_power_of_two()
+            || !(self.ring_bytes..=16 << 20).contains(&self.ring_max_bytes)
+        {
+            return Err("ring_max_bytes must be a power of two in ring_bytes..16 MiB");
         }
         if !self.cmd_slots.is_power_of_two() || !(16..=65536).contains(&self.cmd_slots) {
             return Err("cmd_slots must be a power of two in 16..=65536");
@@ -116,7 +130,7 @@ impl Layout {
 
     /// Total bytes of the segment.
     pub fn total_len(&self) -> usize {
-        self.data_off() + 2 * self.nslots as usize * self.ring_bytes as usize
+        self.data_off() + 2 * self.nslots as usize * self.ring_max_bytes as usize
     }
 
     fn tx_ring(&self, slot: u32) -> RingAt {
@@ -124,8 +138,9 @@ impl Layout {
         RingAt {
             head: s + S_TX_HEAD,
             tail: s + S_TX_TAIL,
-            buf: self.data_off() + 2 * slot as usize * self.ring_bytes as usize,
-            cap: self.ring_bytes as usize,
+            geometry: s + S_TX_GEOMETRY,
+            buf: self.data_off() + 2 * slot as usize * self.ring_max_bytes as usize,
+            reserved: self.ring_max_bytes as usize,
         }
     }
 
@@ -134,8 +149,9 @@ impl Layout {
         RingAt {
             head: s + S_RX_HEAD,
             tail: s + S_RX_TAIL,
-            buf: self.data_off() + (2 * slot as usize + 1) * self.ring_bytes as usize,
-            cap: self.ring_bytes as usize,
+            geometry: s + S_RX_GEOMETRY,
+            buf: self.data_off() + (2 * slot as usize + 1) * self.ring_max_bytes as usize,
+            reserved: self.ring_max_bytes as usize,
         }
     }
 }
@@ -161,6 +177,9 @@ impl Segment {
             u64::from(VERSION) | u64::from(layout.nslots) << 32,
             u64::from(layout.ring_bytes) | u64::from(layout.cmd_slots) << 32,
             u64::from(assoc),
+            0,
+            0,
+            u64::from(layout.ring_max_bytes),
         ];
         for (i, v) in info.iter().enumerate() {
             seg.word64(H_INFO + 8 * i).store(*v, Ordering::Relaxed);
@@ -177,7 +196,8 @@ impl Segment {
                 .at::<AtomicU64>(H_INFO + 8 * i)
                 .map(|p| unsafe_load(p.as_ptr()))
         };
-        let (Some(magic), Some(a), Some(b), Some(assoc)) = (word(0), word(1), word(2), word(3))
+        let (Some(magic), Some(a), Some(b), Some(assoc), Some(max)) =
+            (word(0), word(1), word(2), word(3), word(6))
         else {
             return Err("segment too small");
         };
@@ -190,6 +210,7 @@ impl Segment {
         let layout = Layout {
             nslots: (a >> 32) as u32,
             ring_bytes: b as u32,
+            ring_max_bytes: max as u32,
             cmd_slots: (b >> 32) as u32,
         };
         layout.validate()?;
@@ -270,8 +291,10 @@ impl Segment {
         Some(self.word32(self.layout.slot_off(slot) + S_OWNER))
     }
 
-    /// Zeroes `slot`'s status block and ring indices (done by whoever just
-    /// took the slot, before anyone else looks at it).
+    /// Zeroes `slot`'s status block and ring indices and sets its rings
+    /// back to `ring_bytes` in use (done by whoever just took the slot,
+    /// before anyone else looks at it). The memory of a ring that had grown
+    /// beyond that is given back to the system (its pages read as zero).
     pub fn reset_slot(&self, slot: u32) {
         if slot >= self.layout.nslots {
             return;
@@ -279,6 +302,19 @@ impl Segment {
         let s = self.layout.slot_off(slot);
         for off in [S_TX_HEAD, S_TX_TAIL, S_RX_HEAD, S_RX_TAIL] {
             self.word64(s + off).store(0, Ordering::Relaxed);
+        }
+        let init = self.layout.ring_bytes as usize;
+        let fresh = bytes::initial_geometry(init, self.layout.ring_max_bytes as usize);
+        for (geo, ring) in [
+            (S_TX_GEOMETRY, self.layout.tx_ring(slot)),
+            (S_RX_GEOMETRY, self.layout.rx_ring(slot)),
+        ] {
+            let old = self.word64(s + geo).swap(fresh, Ordering::Relaxed);
+            if old != fresh && old != 0 {
+                // Grown (or garbled): the bytes past the first `init` are
+                // not used until it grows again.
+                self.region.release(ring.buf + init, ring.reserved - init);
+            }
         }
         if let Some(sh) = SharedSlot::in_region(&self.region, s + S_SHARED, None, None) {
             sh.clear();
@@ -403,6 +439,8 @@ pub enum Desc {
     SetKeepalive { slot: u32, on: bool },
     /// TCP_CONGESTION: 0 NewReno, 1 CUBIC, 2 DCTCP.
     SetCongestion { slot: u32, algorithm: u8 },
+    /// SO_RCVBUF / SO_SNDBUF in bytes (0: leave as is).
+    SetBuffers { slot: u32, rcv: u32, snd: u32 },
 }
 
 /// Why a descriptor was refused.
@@ -427,12 +465,13 @@ impl Desc {
             | Desc::Close { slot }
             | Desc::SetNodelay { slot, .. }
             | Desc::SetKeepalive { slot, .. }
-            | Desc::SetCongestion { slot, .. } => slot,
+            | Desc::SetCongestion { slot, .. }
+            | Desc::SetBuffers { slot, .. } => slot,
         }
     }
 
     /// Encodes as 64 bytes: opcode (1), flag (1), port (2, BE), slot (4, LE),
-    /// IPv4 address (4), argument (4, LE), zeros.
+    /// IPv4 address (4), argument (4, LE), second argument (4, LE), zeros.
     pub fn encode(&self) -> [u8; DESC_BYTES] {
         let mut b = [0u8; DESC_BYTES];
         let (op, flag, addr, arg) = match *self {
@@ -451,6 +490,10 @@ impl Desc {
             Desc::SetNodelay { on, .. } => (8, on as u8, None, 0),
             Desc::SetKeepalive { on, .. } => (9, on as u8, None, 0),
             Desc::SetCongestion { algorithm, .. } => (10, algorithm, None, 0),
+            Desc::SetBuffers { rcv, snd, .. } => {
+                b[16..20].copy_from_slice(&snd.to_le_bytes());
+                (11, 0, None, rcv)
+            }
         };
         b[0] = op;
         b[1] = flag;
@@ -498,6 +541,11 @@ impl Desc {
             10 => Desc::SetCongestion {
                 slot,
                 algorithm: b[1],
+            },
+            11 => Desc::SetBuffers {
+                slot,
+                rcv: arg,
+                snd: u32::from_le_bytes([b[16], b[17], b[18], b[19]]),
             },
             op => return Err(DescError::BadOpcode(op)),
         })
@@ -721,6 +769,7 @@ mod tests {
         let layout = Layout {
             nslots: 4,
             ring_bytes: 4096,
+            ring_max_bytes: 4096,
             cmd_slots: 16,
         };
         let r = Arc::new(Region::anon(layout.total_len()).unwrap());
@@ -754,6 +803,11 @@ mod tests {
             Desc::SetCongestion {
                 slot: 1,
                 algorithm: 2,
+            },
+            Desc::SetBuffers {
+                slot: 5,
+                rcv: 1 << 20,
+                snd: 65536,
             },
         ];
         for d in all {
@@ -793,6 +847,7 @@ mod tests {
         let layout = Layout {
             nslots: 0,
             ring_bytes: 4096,
+            ring_max_bytes: 4096,
             cmd_slots: 16,
         };
         assert!(Segment::init(r, layout, 1).is_err());

@@ -50,7 +50,10 @@ pub struct SocketShared {
     /// 0 or a positive errno (ECONNREFUSED, ECONNRESET, ETIMEDOUT, ...).
     error: AtomicI32,
     flags: AtomicU32,
-    _pad: u32,
+    /// The TX ring size the engine offers, bytes (0: none yet): the
+    /// application grows its TX ring's capacity towards it
+    /// ([`crate::bytes::Writer::grow`]) when it writes.
+    tx_grant: AtomicU32,
     /// Local address, packed as ip << 16 | port.
     local: AtomicU64,
     /// Remote address, packed as ip << 16 | port.
@@ -74,6 +77,7 @@ impl SocketShared {
         self.state.store(0, Ordering::Relaxed);
         self.error.store(0, Ordering::Relaxed);
         self.flags.store(0, Ordering::Relaxed);
+        self.tx_grant.store(0, Ordering::Relaxed);
         self.local.store(0, Ordering::Relaxed);
         self.remote.store(0, Ordering::Relaxed);
     }
@@ -121,6 +125,18 @@ impl SocketShared {
     /// True when all of `bits` are set.
     pub fn has_flags(&self, bits: u32) -> bool {
         self.flags.load(Ordering::Acquire) & bits == bits
+    }
+
+    /// Engine: offers a TX ring of `bytes` (the connection can use that
+    /// much send buffer; the application grows its ring on its next write).
+    pub fn set_tx_grant(&self, bytes: usize) {
+        self.tx_grant
+            .store(bytes.min(u32::MAX as usize) as u32, Ordering::Relaxed);
+    }
+
+    /// The TX ring size the engine offers, bytes (0: none).
+    pub fn tx_grant(&self) -> usize {
+        self.tx_grant.load(Ordering::Relaxed) as usize
     }
 
     /// Sets the local and remote addresses (whoever creates the socket).
@@ -355,6 +371,11 @@ pub enum Command {
     SetKeepalive { id: SockId, on: bool },
     /// TCP_CONGESTION: 0 NewReno, 1 CUBIC, 2 DCTCP (other values ignored).
     SetCongestion { id: SockId, algorithm: u8 },
+    /// SO_RCVBUF / SO_SNDBUF: the receive window grows no further than
+    /// `rcv` bytes and auto-tuning stops; the send buffer offered is `snd`
+    /// bytes. 0 leaves one as it is. On a listener: for the connections it
+    /// accepts from then on.
+    SetBuffers { id: SockId, rcv: usize, snd: usize },
 }
 
 /// The record header of a UDP datagram in a byte ring: 8 bytes, then

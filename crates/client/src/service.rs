@@ -218,6 +218,11 @@ fn desc_of(cmd: &Command) -> Option<Desc> {
             slot: slot(*id),
             algorithm: *algorithm,
         },
+        Command::SetBuffers { id, rcv, snd } => Desc::SetBuffers {
+            slot: slot(*id),
+            rcv: (*rcv).min(u32::MAX as usize) as u32,
+            snd: (*snd).min(u32::MAX as usize) as u32,
+        },
     })
 }
 

@@ -213,6 +213,8 @@ pub(crate) struct Inner {
     next_id: AtomicU64,
     mode: Mode,
     pub(crate) ring_bytes: usize,
+    /// The most a TCP connection's ring may grow to, bytes.
+    ring_max_bytes: usize,
     xdp_generic: bool,
     mtu: usize,
     idle: Idle,
@@ -347,9 +349,22 @@ impl StackBuilder {
         self
     }
 
-    /// RX and TX ring size per connection, in bytes (default 256 KiB).
+    /// RX and TX ring size per connection when it starts, in bytes
+    /// (default 256 KiB).
     pub fn ring_bytes(mut self, n: usize) -> Self {
         self.ring_bytes = n.max(4096).next_power_of_two();
+        self
+    }
+
+    /// The most a TCP connection's RX or TX ring grows to, in bytes
+    /// (default 8 MiB): the receive window follows the measured
+    /// bandwidth-delay product up to 6 MiB (or this, if smaller), the send
+    /// buffer twice the congestion window. That much address space is
+    /// reserved per ring; memory is used only as a ring grows. Set it to
+    /// `ring_bytes` for fixed rings. (Service mode: the daemon's
+    /// `ring_max_bytes` applies.)
+    pub fn ring_max_bytes(mut self, n: usize) -> Self {
+        self.engine.ring_max_bytes = n.max(4096).next_power_of_two();
         self
     }
 
@@ -470,6 +485,7 @@ fn launch_service(path: &std::path::Path, ring_bytes: usize) -> io::Result<Stack
     let (tx, _rx) = spsc::channel(1);
     let mtu = service.mtu();
     let ring_bytes = service.seg.layout().ring_bytes as usize;
+    let ring_max_bytes = service.seg.layout().ring_max_bytes as usize;
     Ok(Stack {
         inner: Arc::new(Inner {
             commands: Mutex::new(tx),
@@ -477,6 +493,7 @@ fn launch_service(path: &std::path::Path, ring_bytes: usize) -> io::Result<Stack
             next_id: AtomicU64::new(1),
             mode: Mode::Service(service),
             ring_bytes,
+            ring_max_bytes,
             xdp_generic: false,
             mtu,
             idle: Idle {
@@ -501,6 +518,7 @@ fn launch<P: Port + Send + 'static>(
     let wake = Arc::new(Notify::default());
     let mtu = port.mtu();
     let rx_fd = port.rx_fd();
+    let ring_max_bytes = cfg.ring_max_bytes.max(ring_bytes);
     let engine = Engine::new(port, cfg, rx, wake.clone(), Instant::now());
     // Embedded mode's engine thread sleeps like an inline waiter (adaptive
     // polling) when it has a NIC fd to sleep on and a doorbell to be woken by.
@@ -553,6 +571,7 @@ fn launch<P: Port + Send + 'static>(
             next_id: AtomicU64::new(1),
             mode,
             ring_bytes,
+            ring_max_bytes,
             xdp_generic,
             mtu,
             idle: Idle {
@@ -746,7 +765,7 @@ impl Stack {
             });
             return Ok(Parts::from(p));
         }
-        let (parts, tx, rx) = self.local_parts();
+        let (parts, tx, rx) = self.local_parts(true);
         self.command(Command::Connect {
             id: parts.id,
             shared: parts.shared.clone(),
@@ -770,7 +789,7 @@ impl Stack {
             });
             return Ok(Parts::from(p));
         }
-        let (parts, tx, rx) = self.local_parts();
+        let (parts, tx, rx) = self.local_parts(false);
         self.command(Command::UdpBind {
             id: parts.id,
             shared: parts.shared.clone(),
@@ -782,11 +801,17 @@ impl Stack {
     }
 
     /// A new socket in this process's memory: the application's parts and
-    /// the engine's ends of its TX and RX rings.
-    fn local_parts(&self) -> (Parts, bytes::Reader, bytes::Writer) {
+    /// the engine's ends of its TX and RX rings, which may grow up to
+    /// `ring_max_bytes` if `growable` (TCP).
+    fn local_parts(&self, growable: bool) -> (Parts, bytes::Reader, bytes::Writer) {
         let cap = self.inner.ring_bytes;
-        let (app_tx, eng_tx) = bytes::ring(cap);
-        let (eng_rx, app_rx) = bytes::ring(cap);
+        let max = if growable {
+            self.inner.ring_max_bytes
+        } else {
+            cap
+        };
+        let (app_tx, eng_tx) = bytes::growable_ring(cap, max);
+        let (eng_rx, app_rx) = bytes::growable_ring(cap, max);
         let parts = Parts {
             id: self.next_id(),
             shared: SharedSlot::local(),

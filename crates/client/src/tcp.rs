@@ -79,6 +79,19 @@ impl TcpListener {
         Ok(())
     }
 
+    /// SO_RCVBUF and SO_SNDBUF, in bytes (0 leaves one as it is), for the
+    /// connections accepted from now on: their receive window grows no
+    /// further than `rcv` (auto-tuning off) and their send buffer is `snd`,
+    /// as on Linux where accepted sockets inherit the listener's.
+    pub fn set_buffer_sizes(&self, rcv: usize, snd: usize) -> io::Result<()> {
+        self.stack.command(Command::SetBuffers {
+            id: self.id,
+            rcv,
+            snd,
+        });
+        Ok(())
+    }
+
     /// The address listened on.
     pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
         Ok(self.shared.local())
@@ -163,6 +176,47 @@ impl TcpStream {
         self.stack
             .command(Command::SetKeepalive { id: self.id, on });
         Ok(())
+    }
+
+    /// Sets the receive buffer, in bytes (like SO_RCVBUF): the receive
+    /// window grows no further than `bytes` and auto-tuning stops. The RX
+    /// ring grows to hold it, up to its reservation (`ring_max_bytes`);
+    /// the window scale chosen at the handshake stays (set it on the
+    /// listener, or before much data flows, for large windows).
+    pub fn set_recv_buffer_size(&self, bytes: usize) -> io::Result<()> {
+        if bytes == 0 {
+            return Err(crate::errno(EINVAL));
+        }
+        self.stack.command(Command::SetBuffers {
+            id: self.id,
+            rcv: bytes,
+            snd: 0,
+        });
+        Ok(())
+    }
+
+    /// Sets the send buffer, in bytes (like SO_SNDBUF): the TX ring offered
+    /// is `bytes` (up to its reservation) whatever the congestion window.
+    pub fn set_send_buffer_size(&self, bytes: usize) -> io::Result<()> {
+        if bytes == 0 {
+            return Err(crate::errno(EINVAL));
+        }
+        self.stack.command(Command::SetBuffers {
+            id: self.id,
+            rcv: 0,
+            snd: bytes,
+        });
+        Ok(())
+    }
+
+    /// The RX ring's capacity now, bytes (grows with auto-tuning).
+    pub fn recv_buffer_size(&self) -> usize {
+        self.rx.capacity()
+    }
+
+    /// The TX ring's capacity now, bytes (grows as the engine offers more).
+    pub fn send_buffer_size(&self) -> usize {
+        self.tx.capacity()
     }
 
     /// Chooses this connection's congestion control (like TCP_CONGESTION).
@@ -272,6 +326,11 @@ impl Write for TcpStream {
                 }
                 SockState::Opening | SockState::Connecting => return Err(crate::errno(ENOTCONN)),
                 SockState::Open => {}
+            }
+            // The engine offers a larger TX ring once cwnd needs it.
+            let grant = self.shared.tx_grant();
+            if grant > self.tx.wanted() {
+                self.tx.grow(grant);
             }
             let was_empty = self.tx.is_empty();
             let n = self.tx.write(buf);

@@ -75,6 +75,8 @@ impl Core {
                 let mut cfg = self.cfg.tcp.clone();
                 cfg.nodelay = nodelay;
                 cfg.rcv_buf = rx.capacity();
+                cfg.rcv_buf_max = cfg.rcv_buf_max.min(rx.reserved());
+                cfg.snd_buf_max = cfg.snd_buf_max.min(txr.reserved());
                 let iss = self.isn.isn(local, remote, self.now);
                 let mut tcb = Tcb::connect(&cfg, local, remote, iss, self.now);
                 tcb.set_ts_offset(self.isn.ts_offset(local, remote));
@@ -91,6 +93,7 @@ impl Core {
                     app_closed: false,
                     timer_at: None,
                     dirty: false,
+                    growth: Default::default(),
                 };
                 if let Some(slot) = self.sockets.insert(id, Socket::Tcp(Box::new(conn))) {
                     self.sockets.flows.insert(flow_key(remote, port), slot);
@@ -118,6 +121,7 @@ impl Core {
                     accept,
                     pending: 0,
                     backlog,
+                    buffers: (0, 0),
                 };
                 match self.sockets.insert(id, Socket::Listener(l)) {
                     Some(slot) => {
@@ -203,6 +207,30 @@ impl Core {
                     c.tcb.set_cc(kind);
                 }
             }
+            Command::SetBuffers { id, rcv, snd } => {
+                let Some(slot) = self.slot_of(id) else { return };
+                match self.sockets.slots.get_mut(slot as usize) {
+                    Some(Some(Socket::Tcp(c))) => {
+                        if rcv > 0 {
+                            c.tcb.set_rcv_buf(rcv);
+                        }
+                        if snd > 0 {
+                            c.tcb.set_snd_buf(snd);
+                        }
+                        self.tune_buffers(slot);
+                        self.mark_dirty(slot);
+                    }
+                    Some(Some(Socket::Listener(l))) => {
+                        if rcv > 0 {
+                            l.buffers.0 = rcv;
+                        }
+                        if snd > 0 {
+                            l.buffers.1 = snd;
+                        }
+                    }
+                    _ => {}
+                }
+            }
             Command::SetNodelay { id, on } => {
                 let Some(slot) = self.slot_of(id) else { return };
                 if let Some(c) = self.sockets.conn(slot) {
@@ -241,7 +269,7 @@ impl Core {
             Some(Some(Socket::Tcp(c))) => {
                 c.app_closed = true;
                 // RFC 9293 §3.10.4 / Linux: closing with unread data resets.
-                let unread = c.rx.capacity() - c.rx.free();
+                let unread = c.rx.len();
                 if unread > 0 {
                     c.tcb.abort();
                 } else {

@@ -395,11 +395,16 @@ impl Core {
         iss: wire::SeqNum,
     ) -> Option<u32> {
         let local = SocketAddrV4::new(self.link.ip, syn.dst_port);
-        let mut cfg = self.cfg.tcp.clone();
-        cfg.rcv_buf = self.cfg.ring_bytes.next_power_of_two();
-        let mut tcb = Tcb::accept(&cfg, local, remote, syn, iss, self.now)?;
-        tcb.set_ts_offset(self.isn.ts_offset(local, remote));
+        // Only a plain SYN opens a connection (before any ring is taken).
+        let f = syn.flags;
+        if !f.syn() || f.rst() || f.ack() || f.fin() {
+            return None;
+        }
         // The rings come from where the listener's application lives.
+        let buffers = match self.sockets.slots.get(lslot as usize) {
+            Some(Some(Socket::Listener(l))) => l.buffers,
+            _ => (0, 0),
+        };
         let (id, shared, eng_tx, eng_rx, app_ends) =
             match self.sockets.slots.get_mut(lslot as usize) {
                 Some(Some(Socket::Listener(Listener {
@@ -413,13 +418,31 @@ impl Core {
                     (c.id, c.shared, c.tx, c.rx, None)
                 }
                 _ => {
-                    let (app_tx, eng_tx) = appif::bytes::ring(self.cfg.ring_bytes);
-                    let (eng_rx, app_rx) = appif::bytes::ring(self.cfg.ring_bytes);
+                    let (init, max) = (self.cfg.ring_bytes, self.cfg.ring_max_bytes);
+                    let (app_tx, eng_tx) = appif::bytes::growable_ring(init, max);
+                    let (eng_rx, app_rx) = appif::bytes::growable_ring(init, max);
                     let id = self.sockets.engine_id();
                     let shared = appif::socket::SharedSlot::local();
                     (id, shared, eng_tx, eng_rx, Some((app_tx, app_rx)))
                 }
             };
+        let mut cfg = self.cfg.tcp.clone();
+        cfg.rcv_buf = eng_rx.capacity();
+        cfg.rcv_buf_max = cfg.rcv_buf_max.min(eng_rx.reserved());
+        cfg.snd_buf_max = cfg.snd_buf_max.min(eng_tx.reserved());
+        if buffers.0 > 0 {
+            // SO_RCVBUF on the listener: before the SYN-ACK picks the
+            // window scale (as Linux's tcp_select_initial_window).
+            cfg.rcv_buf_max = buffers.0.min(eng_rx.reserved());
+        }
+        let mut tcb = Tcb::accept(&cfg, local, remote, syn, iss, self.now)?;
+        tcb.set_ts_offset(self.isn.ts_offset(local, remote));
+        if buffers.0 > 0 {
+            tcb.set_rcv_buf(buffers.0.min(eng_rx.reserved()));
+        }
+        if buffers.1 > 0 {
+            tcb.set_snd_buf(buffers.1.min(eng_tx.reserved()));
+        }
         let conn = Conn {
             id,
             shared,
@@ -431,6 +454,7 @@ impl Core {
             app_closed: false,
             timer_at: None,
             dirty: false,
+            growth: Default::default(),
         };
         if let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(lslot as usize) {
             l.pending += 1;

@@ -52,8 +52,20 @@ pub struct EngineConfig {
     pub tcp: TcpConfig,
     /// Sockets of all kinds, including connections in TIME-WAIT.
     pub max_sockets: usize,
-    /// RX and TX ring size in bytes of connections the engine accepts.
+    /// RX and TX ring size in bytes of connections the engine accepts,
+    /// when they start (embedded and inline mode; service-mode rings come
+    /// from the application's segment).
     pub ring_bytes: usize,
+    /// The most a ring of a connection the engine accepts may grow to,
+    /// bytes (receive-window auto-tuning and send-buffer growth, see
+    /// [`TcpConfig::rcv_buf_max`] and [`TcpConfig::snd_buf_max`]); that
+    /// much address space is reserved per ring, memory is used only as the
+    /// ring grows. Default 8 MiB.
+    pub ring_max_bytes: usize,
+    /// Ring memory each application may add by growing its connections'
+    /// rings beyond their starting sizes, bytes; past it a connection
+    /// keeps the rings it has. Default 256 MiB.
+    pub buffer_growth_limit: usize,
     /// Frames received per iteration at most.
     pub rx_burst: usize,
     /// ARP cache entries.
@@ -78,6 +90,8 @@ impl Default for EngineConfig {
             tcp: TcpConfig::default(),
             max_sockets: 4096,
             ring_bytes: 256 * 1024,
+            ring_max_bytes: 8 << 20,
+            buffer_growth_limit: 256 << 20,
             rx_burst: 64,
             arp_entries: 256,
             arp_waiting: 64,
@@ -160,12 +174,14 @@ impl<P: Port> Engine<P> {
         link.gso_max = caps.tx_gso_max;
         link.gather = caps.tx_gather && link.tcp_checksum_offload;
         let max = cfg.max_sockets;
+        let mut sockets = Sockets::new(max);
+        sockets.growth_limit = cfg.buffer_growth_limit;
         Engine {
             port,
             core: Core {
                 link,
                 stats: Stats::default(),
-                sockets: Sockets::new(max),
+                sockets,
                 frag: frag::Reassembler::new(frag::FRAG_CONTEXTS),
                 timers: TimerWheel::new(now, 64),
                 expired: Vec::with_capacity(max.max(64)),
@@ -469,8 +485,52 @@ impl Core {
             self.drop_conn(slot);
             return;
         }
+        self.tune_buffers(slot);
         self.mark_dirty(slot);
         self.arm_timer(slot);
+    }
+
+    /// Grows the rings of the connection in `slot` towards what TCP asks
+    /// for (receive-window auto-tuning, a send buffer of twice cwnd), within
+    /// its application's budget; a growth past the budget is not made.
+    /// Allocates nothing; costs two comparisons when nothing is asked.
+    pub(crate) fn tune_buffers(&mut self, slot: u32) {
+        let Sockets {
+            slots,
+            growth_used,
+            growth_limit,
+            ..
+        } = &mut self.sockets;
+        let Some(Some(Socket::Tcp(c))) = slots.get_mut(slot as usize) else {
+            return;
+        };
+        let rx_want = c.tcb.rcv_buf_wanted().min(c.rx.reserved());
+        let tx_want = c.tcb.snd_buf_wanted().min(c.tx.reserved());
+        let rx_have = c.rx.wanted();
+        let tx_have = c.growth.tx_grant.max(c.tx.capacity());
+        if rx_want <= rx_have && tx_want <= tx_have {
+            return;
+        }
+        let used = growth_used.entry(sockets::owner_of(c.id)).or_insert(0);
+        if rx_want > rx_have {
+            let target = rx_want.next_power_of_two().min(c.rx.reserved());
+            let extra = target.saturating_sub(rx_have);
+            if used.saturating_add(extra) <= *growth_limit {
+                c.rx.grow(target);
+                *used += extra;
+                c.growth.counted += extra;
+            }
+        }
+        if tx_want > tx_have {
+            let target = tx_want.next_power_of_two().min(c.tx.reserved());
+            let extra = target.saturating_sub(tx_have);
+            if used.saturating_add(extra) <= *growth_limit {
+                c.growth.tx_grant = target;
+                c.shared.set_tx_grant(target);
+                *used += extra;
+                c.growth.counted += extra;
+            }
+        }
     }
 
     /// Moves a just-established passive connection to its listener's accept queue.

@@ -53,6 +53,20 @@ pub struct Conn {
     pub timer_at: Option<Instant>,
     /// Queued on the output list.
     pub dirty: bool,
+    /// How far its rings have grown (auto-tuning), against the budget.
+    pub growth: RingGrowth,
+}
+
+/// What a connection's rings have grown by, counted against its
+/// application's budget ([`Sockets::growth_limit`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RingGrowth {
+    /// The TX ring size offered to the application, bytes (0: none beyond
+    /// its starting size).
+    pub tx_grant: usize,
+    /// Bytes of ring capacity beyond the starting sizes counted against
+    /// the application's budget.
+    pub counted: usize,
 }
 
 impl Conn {
@@ -72,6 +86,8 @@ pub struct Listener {
     pub pending: usize,
     /// Largest `pending`.
     pub backlog: usize,
+    /// SO_RCVBUF / SO_SNDBUF for the connections it accepts (0: default).
+    pub buffers: (usize, usize),
 }
 
 /// A bound UDP socket.
@@ -97,6 +113,12 @@ impl Socket {
             Socket::Udp(u) => &u.shared,
         }
     }
+}
+
+/// The application a socket belongs to: its service-mode association, or 0
+/// for sockets of this process.
+pub fn owner_of(id: SockId) -> u32 {
+    appif::seg::service_owner(id).map_or(0, |(assoc, _)| assoc)
 }
 
 /// Key of the TCP flow table: remote address and local port (the local
@@ -140,6 +162,11 @@ pub struct Sockets {
     pub udp: HashMap<u16, u32>,
     /// Application socket id → slot.
     pub ids: HashMap<SockId, u32>,
+    /// Ring capacity each application (service-mode association, 0 for
+    /// this process's) may add by growing its connections' rings, bytes.
+    pub growth_limit: usize,
+    /// Ring capacity added so far per application, bytes.
+    pub growth_used: HashMap<u32, usize>,
     next_engine_id: u64,
     next_ephemeral: u16,
 }
@@ -156,6 +183,8 @@ impl Sockets {
             listeners: HashMap::with_capacity(64),
             udp: HashMap::with_capacity(64),
             ids: HashMap::with_capacity(max),
+            growth_limit: usize::MAX,
+            growth_used: HashMap::new(),
             next_engine_id: appif::socket::ENGINE_ID_BIT | 1,
             next_ephemeral: EPHEMERAL.0,
         }
@@ -190,6 +219,11 @@ impl Sockets {
                     self.flows.remove(&key);
                 }
                 self.ids.remove(&c.id);
+                if c.growth.counted > 0 {
+                    if let Some(used) = self.growth_used.get_mut(&owner_of(c.id)) {
+                        *used = used.saturating_sub(c.growth.counted);
+                    }
+                }
             }
             Socket::Listener(l) => {
                 self.listeners.remove(&l.local.port());

@@ -21,39 +21,25 @@
 //!   keeps out: A's ACKs of B's flight never counted, and both ends waited
 //!   for each other with their RTOs backed off.
 
+mod common;
+
 use appif::bytes;
-use appif::notify::Notify;
 use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot, SockState, FLAG_RX_FIN};
 use appif::spsc;
+use common::{dump, engine, next_event, pattern, push, End, A_IP, B_IP, STEP_NS};
 use engine::stats::Stats;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};
 use nic::impair::Impairments;
 use nic::mem::{self, MemClock, MemPort};
-use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
-const A_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const PORT: u16 = 7;
-/// Virtual time per busy iteration, ns.
-const STEP_NS: u64 = 20_000;
 /// No byte moved for this long (virtual ns): a stall.
 const STALL_NS: u64 = 10_000_000_000;
 /// Virtual time a run may take at most, ns.
 const RUN_LIMIT_NS: u64 = 600_000_000_000;
-
-/// The byte at stream offset `i` of A's stream.
-fn pattern(i: usize) -> u8 {
-    let x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (x >> 29) as u8
-}
-
-fn push(cmds: &mut spsc::Sender<Command>, c: Command) {
-    assert!(cmds.push(c).is_ok(), "command ring full");
-}
 
 /// One impairment case: both directions get the same settings, each with
 /// its own seeded stream.
@@ -129,39 +115,6 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// An application's end of one connection.
-struct End {
-    id: u64,
-    shared: Arc<SharedSlot>,
-    tx: bytes::Writer,
-    rx: bytes::Reader,
-}
-
-impl End {
-    /// Reads up to `dst.len()` bytes and tells the engine when the read
-    /// opened the window past half the ring, as the client library does.
-    fn read(&mut self, dst: &mut [u8], cmds: &mut spsc::Sender<Command>) -> usize {
-        let cap = self.rx.capacity();
-        let before = self.rx.len();
-        let n = self.rx.read(dst);
-        if n > 0 && cap - before < cap / 2 && cap - (before - n) >= cap / 2 {
-            push(cmds, Command::Recvd { id: self.id });
-        }
-        n
-    }
-
-    /// Writes what fits and tells the engine when the ring was empty, as
-    /// the client library does.
-    fn write(&mut self, src: &[u8], cmds: &mut spsc::Sender<Command>) -> usize {
-        let was_empty = self.tx.is_empty();
-        let n = self.tx.write(src);
-        if n > 0 && was_empty {
-            push(cmds, Command::Send { id: self.id });
-        }
-        n
-    }
-}
-
 /// What a finished run measured.
 #[derive(Debug, Clone, PartialEq)]
 struct Outcome {
@@ -171,58 +124,27 @@ struct Outcome {
     elapsed_ns: u64,
 }
 
-/// One ring size for every socket ring, bytes.
+/// Every socket ring's size when it starts and the most it may grow to,
+/// bytes.
 #[derive(Debug, Clone, Copy)]
-struct Rings(usize);
-
-fn engine(
-    port: MemPort,
-    ip: Ipv4Addr,
-    rings: Rings,
-    now: Instant,
-) -> (Engine<MemPort>, spsc::Sender<Command>) {
-    let (tx, rx) = spsc::channel(1024);
-    let cfg = EngineConfig {
-        ip,
-        prefix_len: 24,
-        ring_bytes: rings.0,
-        ..EngineConfig::default()
-    };
-    (
-        Engine::new(port, cfg, rx, Arc::new(Notify::default()), now),
-        tx,
-    )
+struct Rings {
+    init: usize,
+    max: usize,
 }
 
-/// Both engines' connections, for a failure message.
-fn dump(ea: &Engine<MemPort>, eb: &Engine<MemPort>) -> String {
-    let mut s = String::new();
-    for (name, e) in [("A", ea), ("B", eb)] {
-        e.for_each_tcb(|t| {
-            let _ = writeln!(
-                s,
-                "{name}: {:?} snd_una {:?} snd_nxt {:?} snd_wnd {} rcv_nxt {:?} rcv_wnd {} \
-                 cwnd {} ssthresh {} in_flight {} rto {:?} retries {} recovery {} sacked {} \
-                 ooo {}\n   {:?}",
-                t.state(),
-                t.snd_una(),
-                t.snd_nxt(),
-                t.snd_wnd(),
-                t.rcv_nxt(),
-                t.rcv_wnd(),
-                t.cwnd(),
-                t.ssthresh(),
-                t.bytes_in_flight(),
-                t.rto(),
-                t.retries(),
-                t.in_recovery(),
-                t.sacked_bytes(),
-                t.ooo_intervals(),
-                t.stats()
-            );
-        });
+impl Rings {
+    /// Rings of `n` bytes that do not grow.
+    fn fixed(n: usize) -> Rings {
+        Rings { init: n, max: n }
     }
-    s
+
+    fn config(self) -> EngineConfig {
+        EngineConfig {
+            ring_bytes: self.init,
+            ring_max_bytes: self.max,
+            ..EngineConfig::default()
+        }
+    }
 }
 
 /// A echoes `total` bytes through B over a wire with `imp` each way.
@@ -236,8 +158,8 @@ fn run(seed: u64, imp: Impairments, total: usize, rings: Rings) -> Result<Outcom
     let start = 1_000_000_000u64;
     let mut t = start;
     ns.store(t, Ordering::Release);
-    let (mut ea, mut ca) = engine(pa, A_IP, rings, Instant(t));
-    let (mut eb, mut cb) = engine(pb, B_IP, rings, Instant(t));
+    let (mut ea, mut ca) = engine(pa, A_IP, rings.config(), Instant(t));
+    let (mut eb, mut cb) = engine(pb, B_IP, rings.config(), Instant(t));
 
     let (acc_tx, mut acc_rx) = spsc::channel::<Accepted>(16);
     push(
@@ -250,8 +172,8 @@ fn run(seed: u64, imp: Impairments, total: usize, rings: Rings) -> Result<Outcom
         },
     );
     let a_shared = SharedSlot::local();
-    let (a_tx, eng_tx) = bytes::ring(rings.0);
-    let (eng_rx, a_rx) = bytes::ring(rings.0);
+    let (a_tx, eng_tx) = bytes::growable_ring(rings.init, rings.max);
+    let (eng_rx, a_rx) = bytes::growable_ring(rings.init, rings.max);
     push(
         &mut ca,
         Command::Connect {
@@ -389,16 +311,7 @@ fn run(seed: u64, imp: Impairments, total: usize, rings: Rings) -> Result<Outcom
             t + STEP_NS
         } else {
             // Nothing to do until a frame falls due or a timer fires.
-            [
-                Some(ea.next_deadline().0),
-                Some(eb.next_deadline().0),
-                ea.port().next_rx_due_ns(),
-                eb.port().next_rx_due_ns(),
-            ]
-            .into_iter()
-            .flatten()
-            .min()
-            .map_or(t + STEP_NS, |next| next.max(t + STEP_NS))
+            next_event(&ea, &eb, t)
         };
     }
 }
@@ -450,19 +363,28 @@ fn sweep(seeds: std::ops::Range<u64>, total: usize, rings: Rings) {
 
 #[test]
 fn echo_with_small_rings_never_stalls_in_any_case_and_seed() {
-    sweep(0..100, 256 * 1024, Rings(16 * 1024));
+    sweep(0..100, 256 * 1024, Rings::fixed(16 * 1024));
 }
 
 #[test]
 fn echo_runs_deterministic() {
     let case = cases()[8];
-    let first = run(0xec40_d00d, case.imp, 256 * 1024, Rings(16 * 1024));
-    let again = run(0xec40_d00d, case.imp, 256 * 1024, Rings(16 * 1024));
+    let first = run(0xec40_d00d, case.imp, 256 * 1024, Rings::fixed(16 * 1024));
+    let again = run(0xec40_d00d, case.imp, 256 * 1024, Rings::fixed(16 * 1024));
     assert_eq!(first, again, "same seed, same run");
 }
 
-/// Rings of the engine's default size, longer transfers, fewer seeds.
+/// Rings of the engine's default size that grow (auto-tuning), longer
+/// transfers, fewer seeds.
 #[test]
-fn echo_with_default_rings_never_stalls_in_any_case() {
-    sweep(0..10, 4 << 20, Rings(256 * 1024));
+fn echo_with_default_growing_rings_never_stalls_in_any_case() {
+    let d = EngineConfig::default();
+    sweep(
+        0..10,
+        4 << 20,
+        Rings {
+            init: d.ring_bytes,
+            max: d.ring_max_bytes,
+        },
+    );
 }

@@ -92,14 +92,32 @@ impl Shared {
     }
 }
 
+/// Frames a mem wire holds in flight per direction by default.
+pub const MEM_WIRE_FRAMES: usize = 1024;
+
 /// Two connected mem ports: frames sent by the first arrive at the second
 /// through `a_to_b`, and the other way through `b_to_a`. `seed` fixes every
-/// random choice (each direction derives its own stream from it).
+/// random choice (each direction derives its own stream from it). Each
+/// direction holds [`MEM_WIRE_FRAMES`] frames in flight; more are dropped
+/// and counted (`queue_full`), as a full link queue would.
 pub fn pair(a_to_b: Impairments, b_to_a: Impairments, seed: u64) -> (MemPort, MemPort) {
+    pair_with_capacity(a_to_b, b_to_a, seed, MEM_WIRE_FRAMES)
+}
+
+/// [`pair`] with room for `frames` frames in flight per direction (a
+/// long-delay path needs a bandwidth-delay product's worth; storage for
+/// them is allocated now, `frames` × [`MEM_MAX_FRAME`] bytes each way, and
+/// touched only as it is used).
+pub fn pair_with_capacity(
+    a_to_b: Impairments,
+    b_to_a: Impairments,
+    seed: u64,
+    frames: usize,
+) -> (MemPort, MemPort) {
     let shared = Arc::new(Shared {
         dirs: Mutex::new([
-            Impairer::with_capacity(a_to_b, seed, 1024, MEM_MAX_FRAME),
-            Impairer::with_capacity(b_to_a, seed ^ 0x9e37_79b9_7f4a_7c15, 1024, MEM_MAX_FRAME),
+            Impairer::with_capacity(a_to_b, seed, frames, MEM_MAX_FRAME),
+            Impairer::with_capacity(b_to_a, seed ^ 0x9e37_79b9_7f4a_7c15, frames, MEM_MAX_FRAME),
         ]),
         clock: RwLock::new(MemClock::Monotonic),
         pushed: [AtomicU64::new(0), AtomicU64::new(0)],

@@ -77,6 +77,8 @@ impl Run {
             prefix_len: v.prefix,
             gateway: v.gateway,
             ring_bytes: v.ring_bytes as usize,
+            ring_max_bytes: v.ring_max_bytes as usize,
+            buffer_growth_limit: usize::try_from(v.buffer_growth_limit).unwrap_or(usize::MAX),
             // Every application can fill its own segment without starving the others.
             max_sockets: (v.max_apps as usize * v.max_sockets_per_app as usize)
                 .clamp(4096, 1 << 18),

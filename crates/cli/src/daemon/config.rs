@@ -8,7 +8,9 @@
 //! driver = "af_xdp"          # af_xdp | tap
 //! cores = 1                  # engine cores (only 1 supported now)
 //! socket = "/run/corestack/ctl.sock"
-//! ring_bytes = 262144        # per-connection ring size, power of two, 4 KiB..16 MiB
+//! ring_bytes = 262144        # per-connection ring size at the start, power of two, 4 KiB..16 MiB
+//! ring_max_bytes = 8388608   # the most a ring grows to (auto-tuning), ring_bytes..16 MiB
+//! buffer_growth_limit = 268435456  # ring growth allowed per application, bytes
 //! max_sockets_per_app = 1024
 //! max_apps = 64
 //! congestion = "cubic"       # newreno | cubic | dctcp
@@ -71,10 +73,20 @@ pub struct Config {
     /// Path of the control socket (`--socket`); default
     /// [`appif::ctl::DEFAULT_SOCKET`].
     pub socket: PathBuf,
-    /// Size of each connection's RX and TX byte ring when the application
-    /// asks for no size, in bytes: a power of two in
+    /// Size of each connection's RX and TX byte ring when it starts and the
+    /// application asks for no size, in bytes: a power of two in
     /// [`RING_BYTES_MIN`]..=[`RING_BYTES_MAX`]; default 262144 (256 KiB).
     pub ring_bytes: u32,
+    /// The most a ring grows to (receive-window auto-tuning, a send buffer
+    /// of twice cwnd), in bytes: a power of two in
+    /// [`RING_BYTES_MIN`]..=[`RING_BYTES_MAX`], and at least `ring_bytes`
+    /// in effect (a smaller value means rings that do not grow); default 8388608 (8 MiB; the receive window stops
+    /// at 6 MiB, Linux's default maximum). That much address space is
+    /// reserved per ring; memory is used only as a ring grows.
+    pub ring_max_bytes: u32,
+    /// Ring memory one application may add by growing its rings beyond
+    /// `ring_bytes`, in bytes; default 268435456 (256 MiB).
+    pub buffer_growth_limit: u64,
     /// Most sockets one application may have open at once; default 1024.
     pub max_sockets_per_app: u32,
     /// Most applications connected at once; default 64.
@@ -97,6 +109,8 @@ impl Default for Config {
             cores: 1,
             socket: PathBuf::from(appif::ctl::DEFAULT_SOCKET),
             ring_bytes: 256 << 10,
+            ring_max_bytes: 8 << 20,
+            buffer_growth_limit: 256 << 20,
             max_sockets_per_app: 1024,
             max_apps: 64,
             congestion: Congestion::Cubic,
@@ -259,8 +273,13 @@ pub struct Validated {
     pub cores: u32,
     /// Path of the control socket (at most 107 bytes).
     pub socket: PathBuf,
-    /// Default per-connection ring size, in bytes (power of two, 4 KiB..=16 MiB).
+    /// Default per-connection ring size at the start, in bytes (power of
+    /// two, 4 KiB..=16 MiB).
     pub ring_bytes: u32,
+    /// The most a ring grows to, in bytes (power of two, ring_bytes..=16 MiB).
+    pub ring_max_bytes: u32,
+    /// Ring growth allowed per application, in bytes.
+    pub buffer_growth_limit: u64,
     /// Most sockets per application (1..=65536).
     pub max_sockets_per_app: u32,
     /// Most applications at once (1..=4096).
@@ -378,6 +397,15 @@ impl Config {
                 self.ring_bytes
             );
         }
+        if !self.ring_max_bytes.is_power_of_two()
+            || !(RING_BYTES_MIN..=RING_BYTES_MAX).contains(&self.ring_max_bytes)
+        {
+            bail!(
+                "ring_max_bytes = {}: must be a power of two from {RING_BYTES_MIN} (4 KiB) to \
+                 {RING_BYTES_MAX} (16 MiB), e.g. 8388608",
+                self.ring_max_bytes
+            );
+        }
         if !(1..=MAX_SOCKETS_PER_APP_LIMIT).contains(&self.max_sockets_per_app) {
             bail!(
                 "max_sockets_per_app = {}: must be 1 to {MAX_SOCKETS_PER_APP_LIMIT}",
@@ -415,6 +443,8 @@ impl Config {
             cores: self.cores,
             socket: self.socket.clone(),
             ring_bytes: self.ring_bytes,
+            ring_max_bytes: self.ring_max_bytes.max(self.ring_bytes),
+            buffer_growth_limit: self.buffer_growth_limit,
             max_sockets_per_app: self.max_sockets_per_app,
             max_apps: self.max_apps,
             congestion: self.congestion,
@@ -547,7 +577,8 @@ gateway = "10.0.0.1"       # optional
 driver = "af_xdp"          # af_xdp | tap
 cores = 1                  # engine cores (only 1 supported now: >1 is a clear error)
 socket = "/run/corestack/ctl.sock"
-ring_bytes = 262144        # per-connection ring size, power of two, 4 KiB..16 MiB
+ring_bytes = 262144        # per-connection ring size at the start, power of two, 4 KiB..16 MiB
+ring_max_bytes = 4194304   # the most a ring grows to
 max_sockets_per_app = 1024
 max_apps = 64
 congestion = "cubic"       # newreno | cubic | dctcp
@@ -627,6 +658,8 @@ privileged_gids = []
                 cores: 1,
                 socket: PathBuf::from("/run/corestack/ctl.sock"),
                 ring_bytes: 262144,
+                ring_max_bytes: 4 << 20,
+                buffer_growth_limit: 256 << 20,
                 max_sockets_per_app: 1024,
                 max_apps: 64,
                 congestion: Congestion::Cubic,
@@ -901,6 +934,20 @@ privileged_gids = []
             c.ring_bytes = good;
             assert_eq!(c.validate().unwrap().ring_bytes, good);
         }
+    }
+
+    #[test]
+    fn ring_max_bytes_is_a_power_of_two_and_at_least_ring_bytes() {
+        for bad in [0, 4095, 5 << 20, 32 << 20] {
+            let s = error_of(|c| c.ring_max_bytes = bad);
+            assert!(s.contains("ring_max_bytes"), "{bad}: {s}");
+        }
+        let mut c = base();
+        c.ring_bytes = 1 << 20;
+        c.ring_max_bytes = 64 << 10;
+        assert_eq!(c.validate().unwrap().ring_max_bytes, 1 << 20, "fixed rings");
+        c.ring_max_bytes = 16 << 20;
+        assert_eq!(c.validate().unwrap().ring_max_bytes, 16 << 20);
     }
 
     #[test]

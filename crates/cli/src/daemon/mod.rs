@@ -276,6 +276,11 @@ impl<P: Port> Host<P> {
             Desc::SetNodelay { on, .. } => Command::SetNodelay { id, on },
             Desc::SetKeepalive { on, .. } => Command::SetKeepalive { id, on },
             Desc::SetCongestion { algorithm, .. } => Command::SetCongestion { id, algorithm },
+            Desc::SetBuffers { rcv, snd, .. } => Command::SetBuffers {
+                id,
+                rcv: rcv as usize,
+                snd: snd as usize,
+            },
         }))
     }
 
@@ -384,6 +389,7 @@ impl<P: Port> Host<P> {
         let layout = Layout {
             nslots,
             ring_bytes,
+            ring_max_bytes: self.cfg.ring_max_bytes.max(ring_bytes),
             cmd_slots: CMD_SLOTS,
         };
         let assoc = self.next_assoc;

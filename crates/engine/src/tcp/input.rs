@@ -230,6 +230,14 @@ impl Tcb {
             if !ts_before(val, self.ts_recent) && seg.seq <= self.last_ack_sent {
                 self.ts_recent = val;
             }
+            // A full-sized in-order segment echoes one of our timestamps:
+            // the receiver's RTT, for receive-buffer auto-tuning.
+            if let (Some((_, ecr)), true) = (
+                seg.options.timestamps,
+                payload.len() >= self.eff_mss && seg.seq == self.rcv_nxt,
+            ) {
+                self.rcv_rtt_sample(ecr, now);
+            }
         }
         // Second check: RST.
         if f.rst() {
@@ -550,6 +558,7 @@ impl Tcb {
                 }
                 self.note_ack_point(had_hole);
                 if self.rcv_nxt != seq {
+                    self.rcv_space_adjust(now);
                     ev.readable = true;
                     // The cumulative ACK now says more than any owed duplicate.
                     self.dupacks_owed = 0;

@@ -21,7 +21,8 @@
 //!
 //! Threading: a `Tcb` belongs to one engine core; nothing here is shared.
 //!
-//! Files: `tcb` (state, config, contract types), `input` (segment arrival,
+//! Files: `tcb` (state, config, contract types), `autotune` (receive-window
+//! and send-buffer auto-tuning), `input` (segment arrival,
 //! RFC 9293 §3.10.7), `output` (what to send), `timer` (timer expiry,
 //! keepalive, FIN-WAIT-2 of orphans), `rto` (RFC 6298), `cc` (pluggable
 //! congestion control: NewReno, CUBIC RFC 9438, DCTCP RFC 8257),
@@ -35,6 +36,7 @@
 //! [`Tcb::input_ecn`] before [`Tcb::input`], and sends a segment with
 //! ECT(0) when [`Segment::ect`] is set.
 
+mod autotune;
 mod cc;
 mod input;
 mod isn;

@@ -32,6 +32,7 @@ impl Tcb {
         if max_segments == 0 {
             return 0;
         }
+        self.grow_scoreboard(max_segments);
         if let Some(rst) = self.pending_rst.take() {
             emit(&self.rst_segment(rst));
             sent += 1;
@@ -183,7 +184,9 @@ impl Tcb {
             return false;
         }
         let cur = self.rcv_wnd();
-        let wnd = rcv_free.min(0xffff << self.rcv_wscale);
+        let wnd = rcv_free
+            .min(0xffff << self.rcv_wscale)
+            .min(self.window_clamp());
         let update = wnd > cur && wnd - cur >= self.sws_threshold() && wnd >= 2 * cur;
         if update {
             self.window_update = true;
@@ -326,9 +329,14 @@ impl Tcb {
         let shift = self.rcv_wscale;
         let unit = 1usize << shift;
         let cur = self.rcv_wnd();
-        let mut wnd = rcv_free.min(0xffff << shift);
+        let mut wnd = rcv_free.min(0xffff << shift).min(self.window_clamp());
         if wnd > cur && wnd - cur < self.sws_threshold() {
             wnd = cur;
+        }
+        if wnd > self.ooo.capacity() {
+            // The window grew (auto-tuning): out-of-order data within it
+            // must fit too. Allocates, a few times per connection.
+            self.ooo.ensure_capacity(wnd.next_power_of_two());
         }
         let mut field = wnd >> shift;
         if (field << shift) < cur {
@@ -377,6 +385,12 @@ impl Tcb {
             let field = edge.div_ceil(unit);
             if field > 0xffff {
                 continue;
+            }
+            // Rounded up to the scale unit, the edge may pass rcv_adv: the
+            // next ACKs must not offer less (RFC 9293 §3.8.6.2.2).
+            let offered = ack + field * unit;
+            if offered > self.rcv_adv {
+                self.rcv_adv = offered;
             }
             let mut repr = self.base_repr(self.snd_max, TcpFlags::ACK, now);
             repr.ack = ack;

@@ -50,6 +50,35 @@ impl Reassembly {
         }
     }
 
+    /// Bytes it can hold beyond `rcv_nxt`.
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Grows the buffer to at least `capacity` bytes (the receive window
+    /// grew), keeping what is stored. Allocates: called only when the
+    /// window grows past the buffer, a few times per connection at most.
+    pub(crate) fn ensure_capacity(&mut self, capacity: usize) {
+        if self.max_ranges == 0 || capacity <= self.buf.len() {
+            return;
+        }
+        let mut buf = vec![0u8; capacity];
+        let old = self.buf.len();
+        for r in &self.ranges {
+            // Every range lies within one old buffer past `base`.
+            let (n, to) = (r.end - r.start, r.start - self.base);
+            if r.start < self.base || to + n > old {
+                continue;
+            }
+            let from = (self.base_pos + to) % old;
+            let first = n.min(old - from);
+            buf[to..to + first].copy_from_slice(&self.buf[from..from + first]);
+            buf[to + first..to + n].copy_from_slice(&self.buf[..n - first]);
+        }
+        self.buf = buf;
+        self.base_pos = 0;
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }

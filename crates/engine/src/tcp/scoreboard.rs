@@ -3,9 +3,11 @@
 //! acknowledged, in sequence order, with its last transmit time and
 //! SACKED / LOST / RETRANS marks.
 //!
-//! A fixed-capacity ring allocated when the Tcb is created; nothing
-//! allocates afterwards. When it is full no new data is sent until ACKs
-//! free entries (the capacity bounds segments in flight).
+//! A ring allocated when the Tcb is created; it grows (a new allocation,
+//! entries copied in order) only when the Tcb asks, when a larger send
+//! buffer needs more segments in flight: a few times per connection. When
+//! it is full no new data is sent until ACKs free entries (the capacity
+//! bounds segments in flight).
 //!
 //! Byte counters kept in step with the marks give RFC 6675's `pipe` in O(1):
 //! pipe = in flight - SACKed - LOST + RETRANS (a lost segment's
@@ -97,6 +99,24 @@ impl Scoreboard {
 
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// Entries it can hold.
+    pub(crate) fn capacity(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// Grows to room for `capacity` entries (nothing if it has that many
+    /// already), keeping every entry and its marks. Allocates.
+    pub(crate) fn grow(&mut self, capacity: usize) {
+        if capacity <= self.ring.len() {
+            return;
+        }
+        let mut ring = Vec::with_capacity(capacity);
+        ring.extend((0..self.len).map(|i| self.ring[self.idx(i)]));
+        ring.resize(capacity, EMPTY);
+        self.ring = ring;
+        self.head = 0;
     }
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0

@@ -64,10 +64,22 @@ pub struct TcpConfig {
     pub initial_cwnd_segments: u32,
     /// Most intervals the out-of-order queue keeps; more are dropped. Default 64.
     pub ooo_max_segments: usize,
-    /// Receive buffer in bytes (the application's RX ring capacity). The
-    /// window scale is chosen from it and the out-of-order store has this size.
-    /// Default 256 KiB.
+    /// Receive buffer in bytes when the connection starts (the
+    /// application's RX ring capacity then); the out-of-order store starts
+    /// with this size. Default 256 KiB.
     pub rcv_buf: usize,
+    /// The most the receive buffer grows to by auto-tuning, bytes (dynamic
+    /// right-sizing, as Linux's `tcp_rcv_space_adjust` up to
+    /// `tcp_rmem[2]`; see [`Tcb::rcv_buf_wanted`]). The advertised window
+    /// never exceeds it and the window scale (RFC 7323 §2.3) is chosen for
+    /// it. At most `rcv_buf`: the buffer stays as it is (as after SO_RCVBUF
+    /// on Linux). Default 6 MiB (Linux's default `tcp_rmem[2]`).
+    pub rcv_buf_max: usize,
+    /// The most the send buffer grows to, bytes: the application is
+    /// offered a TX ring of about twice the congestion window, up to this
+    /// (as Linux's `tcp_sndbuf_expand` up to `tcp_wmem[2]`; see
+    /// [`Tcb::snd_buf_wanted`]). Default 4 MiB (Linux's default).
+    pub snd_buf_max: usize,
     /// Congestion control algorithm (a socket option, see [`Tcb::set_cc`]).
     /// Default CUBIC, as Linux.
     pub cc: CcKind,
@@ -79,9 +91,10 @@ pub struct TcpConfig {
     pub rack_tlp: bool,
     /// Offer ECN (RFC 3168). Default false; always offered when `cc` is DCTCP.
     pub ecn: bool,
-    /// Capacity of the retransmission queue / scoreboard in segments: the
-    /// most segments in flight at once (allocated when the Tcb is created,
-    /// 24 bytes each). Default 1024.
+    /// Capacity of the retransmission queue / scoreboard in segments when
+    /// the connection starts (allocated when the Tcb is created, 24 bytes
+    /// each). It grows, a few times at most, when a larger send buffer
+    /// needs more: up to `snd_buf_max` bytes of full segments. Default 1024.
     pub max_segments_in_flight: usize,
     /// Restart cwnd after an idle period longer than the RTO (RFC 5681
     /// §4.1, as Linux's `tcp_slow_start_after_idle`): cwnd is halved once
@@ -124,6 +137,8 @@ impl Default for TcpConfig {
             initial_cwnd_segments: 10,
             ooo_max_segments: 64,
             rcv_buf: 256 * 1024,
+            rcv_buf_max: 6 << 20,
+            snd_buf_max: 4 << 20,
             cc: CcKind::Cubic,
             sack: true,
             rack_tlp: true,
@@ -446,6 +461,19 @@ pub struct Tcb {
     pub(super) delack_deadline: Option<Instant>,
     pub(super) window_update: bool,
 
+    // Buffer auto-tuning (see `autotune`).
+    /// Bytes delivered in order in the best round trip measured so far.
+    pub(super) rcv_space: usize,
+    /// rcv_nxt and the time when the current measurement began.
+    pub(super) rcv_space_seq: SeqNum,
+    pub(super) rcv_space_time: Instant,
+    /// The receiver's RTT estimate from echoed timestamps, if any.
+    pub(super) rcv_rtt: Option<Duration>,
+    /// The receive buffer auto-tuning asks for, bytes.
+    pub(super) rcv_buf_want: usize,
+    /// The send buffer was set (SO_SNDBUF): it no longer follows cwnd.
+    pub(super) snd_buf_locked: bool,
+
     // Timers and retransmission.
     pub(super) rto: RtoEstimator,
     pub(super) rto_deadline: Option<Instant>,
@@ -589,6 +617,12 @@ impl Tcb {
             ack_points_len: 0,
             delack_deadline: None,
             window_update: false,
+            rcv_space: 0,
+            rcv_space_seq: SeqNum(0),
+            rcv_space_time: now,
+            rcv_rtt: None,
+            rcv_buf_want: cfg.rcv_buf,
+            snd_buf_locked: false,
             rto: RtoEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max),
             rto_deadline: None,
             retries: 0,
@@ -650,7 +684,7 @@ impl Tcb {
     ) -> Tcb {
         let mut tcb = Tcb::new(cfg, local, remote, iss, State::SynSent, now);
         tcb.rcv_wscale = if cfg.window_scaling {
-            wscale_for(cfg.rcv_buf)
+            wscale_for(cfg.rcv_buf.max(cfg.rcv_buf_max))
         } else {
             0
         };
@@ -698,7 +732,7 @@ impl Tcb {
         self.ws_enabled = self.cfg.window_scaling && opts.window_scale.is_some();
         if self.ws_enabled {
             self.snd_wscale = opts.window_scale.unwrap_or(0).min(MAX_WSCALE);
-            self.rcv_wscale = wscale_for(self.cfg.rcv_buf);
+            self.rcv_wscale = wscale_for(self.cfg.rcv_buf.max(self.cfg.rcv_buf_max));
         } else {
             self.snd_wscale = 0;
             self.rcv_wscale = 0;
@@ -734,6 +768,7 @@ impl Tcb {
         self.recover = self.iss;
         self.ecn_recover = self.iss;
         self.retries = 0;
+        self.start_rcv_space();
         ev.connected = true;
         ev.writable = true;
     }

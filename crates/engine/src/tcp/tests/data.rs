@@ -158,6 +158,7 @@ fn established_small_writes_with_nodelay_go_out_at_once() {
 fn established_zero_window_probes_with_backoff_then_resumes() {
     let cfg_b = TcpConfig {
         rcv_buf: 8192,
+        rcv_buf_max: 8192,
         ..TcpConfig::default()
     };
     let (mut a, mut b) = established_with(&TcpConfig::default(), &cfg_b);
@@ -231,6 +232,7 @@ fn established_zero_window_probes_with_backoff_then_resumes() {
 fn established_zero_window_data_segment_ack_is_processed_data_dropped() {
     let cfg_b = TcpConfig {
         rcv_buf: 8192,
+        rcv_buf_max: 8192,
         ..TcpConfig::default()
     };
     let (mut a, mut b) = established_with(&TcpConfig::default(), &cfg_b);
@@ -328,6 +330,7 @@ fn established_new_ack_with_older_seq_updates_window() {
 fn established_small_app_read_does_not_open_window() {
     let cfg_b = TcpConfig {
         rcv_buf: 8192,
+        rcv_buf_max: 8192,
         ..TcpConfig::default()
     };
     let (mut a, mut b) = established_with(&TcpConfig::default(), &cfg_b);
@@ -363,7 +366,8 @@ fn established_smaller_free_space_never_shrinks_right_edge() {
     b.tcb
         .poll_output(T0 + ms(40), &tx, 10, 10, &mut |s| out.push(*s));
     assert_eq!(out.len(), 1);
-    let advertised = b.tcb.rcv_nxt() + ((out[0].repr.window as usize) << 3);
+    let shift = b.tcb.window_scale().map_or(0, |(_, rcv)| rcv);
+    let advertised = b.tcb.rcv_nxt() + ((out[0].repr.window as usize) << shift);
     assert!(advertised >= edge, "right edge moved left");
 }
 

@@ -17,12 +17,25 @@ fn closed_connect_emits_syn_with_options() {
     assert_eq!(syn.flags, TcpFlags(TcpFlags::SYN));
     assert_eq!(syn.seq, ISS_A);
     assert_eq!(syn.options.mss, Some(1460));
-    // 256 KiB needs shift 3 to fit in 16 bits.
-    assert_eq!(syn.options.window_scale, Some(3));
+    // The window may grow to 6 MiB (auto-tuning): shift 7, as Linux's
+    // default tcp_rmem[2] gives.
+    assert_eq!(syn.options.window_scale, Some(7));
     assert_eq!(syn.options.timestamps.map(|t| t.1), Some(0));
     assert_eq!(syn.window, 0xffff);
     assert!(!a.tcb.has_output());
     assert_eq!(a.tcb.next_timeout(), Some(T0 + ms(1000)));
+}
+
+#[test]
+fn closed_connect_with_fixed_buffer_scales_for_the_buffer_only() {
+    let cfg = TcpConfig {
+        rcv_buf_max: 0,
+        ..TcpConfig::default()
+    };
+    let mut a = Host::connect(&cfg, ISS_A);
+    let out = a.output(T0);
+    // 256 KiB needs shift 3 to fit in 16 bits; it will not grow.
+    assert_eq!(out[0].repr.options.window_scale, Some(3));
 }
 
 #[test]
@@ -37,7 +50,7 @@ fn listen_syn_accept_emits_syn_ack_with_negotiated_options() {
     assert_eq!(sa.flags, TcpFlags(TcpFlags::SYN | TcpFlags::ACK));
     assert_eq!((sa.seq, sa.ack), (ISS_B, ISS_A + 1));
     assert_eq!(sa.options.mss, Some(1460));
-    assert_eq!(sa.options.window_scale, Some(3));
+    assert_eq!(sa.options.window_scale, Some(7));
     let a_tsval = syn.repr.options.timestamps.unwrap().0;
     assert_eq!(sa.options.timestamps.map(|t| t.1), Some(a_tsval));
 }
@@ -63,7 +76,7 @@ fn listen_non_plain_syn_accept_returns_none() {
 #[test]
 fn syn_sent_syn_ack_establishes_and_acks() {
     let (a, b) = established();
-    assert_eq!(a.tcb.window_scale(), Some((3, 3)));
+    assert_eq!(a.tcb.window_scale(), Some((7, 7)));
     assert!(a.tcb.timestamps() && b.tcb.timestamps());
     // min(1460, 1460) - 12 bytes of timestamps.
     assert_eq!(a.tcb.mss(), 1448);

@@ -71,6 +71,36 @@ fn reassembly_full_receive_buffer_keeps_the_rest() {
 }
 
 #[test]
+fn reassembly_grown_buffer_keeps_wrapped_pieces_and_takes_more() {
+    let mut q = Reassembly::new(64, 4);
+    let mut rcv_nxt = SeqNum(u32::MAX - 5);
+    let data = pattern(300, 3);
+    // Move the base so that stored pieces wrap around the 64-byte buffer.
+    q.insert(rcv_nxt, rcv_nxt + 1, &data[1..40]);
+    let mut rx = RxBuf::new(10_000);
+    rx.write(&data[..1]);
+    rcv_nxt += 1;
+    assert_eq!(q.pop_contiguous(&mut rcv_nxt, &mut rx), 39);
+    assert_eq!(
+        q.insert(rcv_nxt, rcv_nxt + 10, &data[50..250]),
+        54,
+        "cut at 64"
+    );
+    assert_eq!(q.insert(rcv_nxt, rcv_nxt + 2, &data[42..46]), 4);
+    q.ensure_capacity(256);
+    assert_eq!(q.capacity(), 256);
+    // The grown buffer holds what the old one could not.
+    assert_eq!(q.insert(rcv_nxt, rcv_nxt + 10, &data[50..250]), 200);
+    rx.write(&data[40..42]);
+    rcv_nxt += 2;
+    assert_eq!(q.pop_contiguous(&mut rcv_nxt, &mut rx), 4);
+    rx.write(&data[46..50]);
+    rcv_nxt += 4;
+    assert_eq!(q.pop_contiguous(&mut rcv_nxt, &mut rx), 200);
+    assert_eq!(rx.take(), data[..250].to_vec());
+}
+
+#[test]
 fn rto_samples_follow_rfc6298_and_backoff_caps() {
     let mut r = RtoEstimator::new(ms(1000), ms(200), ms(60_000));
     assert_eq!(r.rto(), ms(1000));

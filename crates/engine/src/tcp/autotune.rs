@@ -1,0 +1,140 @@
+//! Buffer auto-tuning: how big the receive and send buffers should be.
+//!
+//! - Receive (dynamic right-sizing, Fisk & Feng; Linux's
+//!   `tcp_rcv_space_adjust`): once per round trip the receiver counts the
+//!   bytes delivered in order during it. When that beats the best round
+//!   trip so far, the buffer it asks for is about twice the bytes of that
+//!   round trip (more while the rate is still growing, as a sender in slow
+//!   start doubles it each round trip), up to `rcv_buf_max`. So the
+//!   advertised window follows the bandwidth-delay product instead of
+//!   capping the flow at `rcv_buf` per RTT. A receiver whose application
+//!   does not read sees its window close and asks for nothing more.
+//! - Send (Linux's `tcp_sndbuf_expand`): about twice the congestion window,
+//!   up to `snd_buf_max`, so that the application can keep a full window
+//!   in flight plus the next one queued.
+//!
+//! The Tcb only says what it wants ([`Tcb::rcv_buf_wanted`],
+//! [`Tcb::snd_buf_wanted`]); the engine grows the rings, within the memory
+//! it allows the application. The advertised window never exceeds what the
+//! RX ring can take, nor `rcv_buf_max`.
+
+use core::time::Duration;
+
+use crate::time::Instant;
+
+use super::cc::CongestionControl;
+use super::tcb::Tcb;
+
+/// Initial window of the measurement, in segments (Linux: TCP_INIT_CWND).
+const INITIAL_SPACE_SEGMENTS: usize = 10;
+
+impl Tcb {
+    /// Starts the receive measurement when the connection is established.
+    pub(super) fn start_rcv_space(&mut self) {
+        self.rcv_space = self.cfg.rcv_buf.min(INITIAL_SPACE_SEGMENTS * self.eff_mss);
+        self.rcv_space_seq = self.rcv_nxt;
+    }
+
+    /// Receiver: an in-order data segment of full size echoed `tsecr`, one
+    /// of our timestamps (RFC 7323 §4.3 measures the RTT this way on the
+    /// sender; Linux's `tcp_rcv_rtt_measure_ts` does it on the receiver).
+    /// Samples of less than the 1 ms clock tick are not taken (the
+    /// handshake's RTT serves then); the estimate is smoothed with gain 1/8.
+    pub(super) fn rcv_rtt_sample(&mut self, tsecr: u32, now: Instant) {
+        let ms = self.ts_val(now).wrapping_sub(tsecr);
+        if ms == 0 || ms > 60_000 {
+            return;
+        }
+        let m = Duration::from_millis(u64::from(ms));
+        self.rcv_rtt = Some(match self.rcv_rtt {
+            None => m,
+            Some(r) => (r * 7 + m) / 8,
+        });
+    }
+
+    /// Receiver: in-order data moved rcv_nxt at `now`. Once per round trip
+    /// (the receiver's RTT estimate, else the smoothed RTT), compares the
+    /// bytes delivered in it with the best round trip so far and raises the
+    /// receive buffer asked for (Linux's `tcp_rcv_space_adjust`):
+    /// 2 · delivered + 16 MSS, plus twice the relative growth of the rate.
+    pub(super) fn rcv_space_adjust(&mut self, now: Instant) {
+        let Some(rtt) = self.rcv_rtt.or_else(|| self.rto.srtt()) else {
+            return;
+        };
+        if now.saturating_since(self.rcv_space_time) < rtt {
+            return;
+        }
+        let copied = self.rcv_nxt - self.rcv_space_seq;
+        if copied > self.rcv_space {
+            let max = self.cfg.rcv_buf_max;
+            if max > self.cfg.rcv_buf {
+                let space = self.rcv_space.max(1) as u64;
+                let mut win = (2 * copied as u64).saturating_add(16 * self.eff_mss as u64);
+                let grow = win.saturating_mul(copied as u64 - space.min(copied as u64)) / space;
+                win = win.saturating_add(2 * grow.min(max as u64));
+                let want = win.min(max as u64) as usize;
+                self.rcv_buf_want = self.rcv_buf_want.max(want);
+            }
+            self.rcv_space = copied;
+        }
+        self.rcv_space_seq = self.rcv_nxt;
+        self.rcv_space_time = now;
+    }
+
+    /// The receive buffer auto-tuning asks for, bytes: at least the one the
+    /// connection started with, at most `rcv_buf_max`. The engine grows the
+    /// RX ring towards it.
+    pub fn rcv_buf_wanted(&self) -> usize {
+        self.rcv_buf_want
+    }
+
+    /// The send buffer the connection can use, bytes: twice the congestion
+    /// window, at most `snd_buf_max`. The engine offers the application a
+    /// TX ring that large.
+    pub fn snd_buf_wanted(&self) -> usize {
+        if self.snd_buf_locked {
+            return self.cfg.snd_buf_max;
+        }
+        (2 * self.cc.cwnd()).min(self.cfg.snd_buf_max)
+    }
+
+    /// Sender: before a burst of up to `burst` segments, grows the
+    /// retransmission queue (doubling) when it has less room than that
+    /// and a send buffer of `snd_buf_max` bytes needs more entries than it
+    /// holds (4 MiB is about 2900 full segments). Allocates, a few times per
+    /// connection.
+    pub(super) fn grow_scoreboard(&mut self, burst: usize) {
+        let cap = self.sb.capacity();
+        if self.sb.room() >= burst.min(cap) {
+            return;
+        }
+        let need = self.cfg.snd_buf_max / self.eff_mss.max(1) + burst;
+        if cap < need && self.sb.len() >= cap / 2 {
+            self.sb.grow((2 * cap).min(need.next_power_of_two()));
+        }
+    }
+
+    /// The most the advertised window may be, bytes: `rcv_buf_max`, or the
+    /// starting buffer when that is larger (a fixed buffer).
+    pub(super) fn window_clamp(&self) -> usize {
+        self.cfg.rcv_buf.max(self.cfg.rcv_buf_max)
+    }
+
+    /// Sets the receive buffer the way SO_RCVBUF does on Linux: auto-tuning
+    /// stops, and the window grows no further than `bytes` (the RX ring
+    /// grows to hold it if it can). Applies from the next advertisement;
+    /// the window scale chosen in the SYN stays.
+    pub fn set_rcv_buf(&mut self, bytes: usize) {
+        let bytes = bytes.max(self.eff_mss);
+        self.cfg.rcv_buf_max = bytes;
+        self.cfg.rcv_buf = self.cfg.rcv_buf.min(bytes);
+        self.rcv_buf_want = bytes;
+    }
+
+    /// Sets the send buffer the way SO_SNDBUF does on Linux: the TX ring
+    /// offered to the application is `bytes`, whatever cwnd is.
+    pub fn set_snd_buf(&mut self, bytes: usize) {
+        self.cfg.snd_buf_max = bytes;
+        self.snd_buf_locked = true;
+    }
+}
