@@ -150,6 +150,9 @@ counters! {
     /// window) whose ACK field was processed (RFC 9293 §3.10.7.4), over
     /// closed connections.
     tcp_acks_of_unacceptable,
+    /// Retransmission timeouts found spurious (RFC 3522) and undone, over
+    /// closed connections.
+    tcp_spurious_rtos,
     /// Connections opened by connect().
     tcp_active_opens,
     /// Connections accepted from listeners.
@@ -185,5 +188,6 @@ impl Stats {
         self.tcp_recovery_probes += t.recovery_probes;
         self.tcp_spurious_retransmits += t.spurious_retransmits;
         self.tcp_acks_of_unacceptable += t.acks_of_unacceptable;
+        self.tcp_spurious_rtos += t.spurious_rtos;
     }
 }

@@ -40,6 +40,9 @@ const PORT: u16 = 7;
 const STALL_NS: u64 = 10_000_000_000;
 /// Virtual time a run may take at most, ns.
 const RUN_LIMIT_NS: u64 = 600_000_000_000;
+/// Frames the wire holds per direction: room for the largest windows
+/// in flight, so that the impairments are the only losses.
+const WIRE_FRAMES: usize = 16384;
 
 /// One impairment case: both directions get the same settings, each with
 /// its own seeded stream.
@@ -151,7 +154,7 @@ impl Rings {
 /// Err: the run stalled or ran out of time; the message has the seed and
 /// both ends' state.
 fn run(seed: u64, imp: Impairments, total: usize, rings: Rings) -> Result<Outcome, String> {
-    let (mut pa, mut pb) = mem::pair(imp, imp, seed);
+    let (mut pa, mut pb) = mem::pair_with_capacity(imp, imp, seed, WIRE_FRAMES);
     let (clock, ns) = MemClock::manual();
     pa.set_clock(clock.clone());
     pb.set_clock(clock);

@@ -492,6 +492,7 @@ impl Tcb {
             self.snd_nxt = ack;
         }
         self.retries = 0;
+        self.check_spurious_rto(seg);
         self.take_rtt_sample(seg, now);
         self.scoreboard_ack(seg, now);
         // RFC 6298 §5.2/5.3: stop the timer when nothing is outstanding,

@@ -430,6 +430,9 @@ impl Tcb {
     /// cwnd = 1 SMSS; recovery ends and `recover` = snd_max (RFC 6582 §4).
     pub(super) fn rto_recovery(&mut self, now: Instant) {
         let mss = self.eff_mss;
+        if self.ts_enabled && self.rto_tsval.is_none() {
+            self.rto_tsval = Some(self.ts_val(now));
+        }
         if self.in_recovery && !self.sack_ok {
             // Without the inflation of NewReno recovery.
             let c = self.cc.cwnd().min(self.cc.ssthresh());
@@ -461,6 +464,29 @@ impl Tcb {
         }
         self.tlp = Default::default();
         self.rack.deadline = None;
+    }
+
+    /// The first ACK of new data after an RTO: if it echoes a timestamp
+    /// older than the RTO, the original transmission reached the peer and
+    /// only its ACK was late (RFC 3522 Eifel detection, as Linux's
+    /// `tcp_try_undo_loss`): the cwnd reduction is undone and segments not
+    /// yet sent again are no longer deemed lost. Decided once per episode.
+    pub(super) fn check_spurious_rto(&mut self, seg: &TcpRepr) {
+        let Some(rto_ts) = self.rto_tsval.take() else {
+            return;
+        };
+        let Some((_, tsecr)) = seg.options.timestamps else {
+            return;
+        };
+        if tsecr == 0 || (tsecr.wrapping_sub(rto_ts) as i32) >= 0 {
+            return;
+        }
+        if let Some(u) = self.undo.take() {
+            self.cc.undo(u.saved);
+        }
+        self.sb.clear_owed();
+        self.recover = self.snd_una;
+        self.stats.spurious_rtos += 1;
     }
 
     /// RFC 8985 §7.2: arm the probe timeout when SACK and RACK-TLP are in use,

@@ -438,6 +438,19 @@ impl Scoreboard {
         self.owed_hint = 0;
     }
 
+    /// Takes back the LOST mark of every entry still owed a retransmission
+    /// (the loss was spurious; entries already sent again stay as they are).
+    pub(crate) fn clear_owed(&mut self) {
+        if self.owed == 0 {
+            return;
+        }
+        for i in 0..self.len {
+            if self.ring[self.idx(i)].owed() {
+                self.update(i, 0, LOST, None);
+            }
+        }
+    }
+
     /// Forgets every SACK mark (the receiver reneged, RFC 2018 §8).
     pub(crate) fn clear_sacked(&mut self) {
         if self.sacked_bytes == 0 {

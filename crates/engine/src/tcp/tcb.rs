@@ -299,6 +299,9 @@ pub struct TcbStats {
     pub fast_retransmits: u64,
     /// Retransmission timer expiries.
     pub timeouts: u64,
+    /// Retransmission timeouts found spurious (the first ACK after one
+    /// echoed a timestamp from before it, RFC 3522) and undone.
+    pub spurious_rtos: u64,
     /// Duplicate ACKs received (RFC 5681 §2).
     pub dup_acks: u64,
     /// Out-of-order payload bytes dropped because the queue was full.
@@ -513,6 +516,11 @@ pub struct Tcb {
     /// SACK negotiated (both SYNs carried SACK-permitted).
     pub(super) sack_ok: bool,
     pub(super) undo: Option<Undo>,
+    /// Our timestamp clock when the first RTO of the current episode
+    /// fired: an ACK echoing an older TSval answers an original
+    /// transmission, so the RTO was spurious (RFC 3522, Linux's
+    /// `retrans_stamp`).
+    pub(super) rto_tsval: Option<u32>,
     pub(super) rack: Rack,
     pub(super) tlp: Tlp,
     /// Receiver: sequence numbers of recently received out-of-order
@@ -645,6 +653,7 @@ impl Tcb {
             sb: Scoreboard::new(cfg.max_segments_in_flight),
             sack_ok: false,
             undo: None,
+            rto_tsval: None,
             rack: Rack::default(),
             tlp: Tlp::default(),
             sack_recent: [SeqNum(0); SACK_RECENT],

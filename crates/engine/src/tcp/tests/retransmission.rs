@@ -89,6 +89,57 @@ fn established_rto_resets_cwnd_to_one_mss() {
     assert_eq!(out[0].repr.seq, ISS_A + 2);
 }
 
+/// The segments all arrived, only the ACK was late: the first ACK after the
+/// RTO echoes a timestamp from before it, so the RTO was spurious (RFC
+/// 3522, as Linux): cwnd comes back and the rest of the flight is not sent
+/// again.
+#[test]
+fn established_rto_answered_by_ack_of_the_originals_is_undone() {
+    let (mut a, mut b) = warm_pair(&reno());
+    let mss = a.tcb.mss();
+    a.write(&pattern(10 * mss, 1));
+    let flight = a.output(T0 + ms(50));
+    assert_eq!(flight.len(), 10);
+    let cwnd = a.tcb.cwnd();
+    for s in &flight {
+        b.input(s, T0 + ms(60));
+    }
+    // b's ACK, echoing the originals' timestamps, is held up past the RTO.
+    let late = b.output(T0 + ms(60));
+    let t = a.tcb.next_timeout().unwrap();
+    a.timer(t);
+    assert_eq!(a.tcb.cwnd(), mss);
+    assert_eq!(a.output(t).len(), 1, "the first retransmission");
+    for w in &late {
+        a.input(w, t + ms(5));
+    }
+    assert_eq!(a.tcb.stats().spurious_rtos, 1);
+    assert!(a.tcb.cwnd() >= cwnd, "the reduction was undone");
+    assert_eq!(a.tcb.bytes_in_flight(), 0);
+    assert!(a.output(t + ms(5)).is_empty(), "nothing left to resend");
+}
+
+/// The flight was lost: the ACK answers the retransmission (its TSecr is
+/// the retransmission's TSval), so the reduction stays.
+#[test]
+fn established_rto_after_real_loss_keeps_the_reduction() {
+    let (mut a, mut b) = warm_pair(&reno());
+    let mss = a.tcb.mss();
+    a.write(&pattern(2 * mss, 1));
+    assert_eq!(a.output(T0 + ms(50)).len(), 2);
+    let t = a.tcb.next_timeout().unwrap();
+    a.timer(t);
+    let re = a.output(t + ms(3));
+    assert_eq!(re.len(), 1);
+    b.input(&re[0], t + ms(4));
+    b.timer(t + ms(50));
+    for w in b.output(t + ms(50)) {
+        a.input(&w, t + ms(51));
+    }
+    assert_eq!(a.tcb.stats().spurious_rtos, 0);
+    assert!(a.tcb.cwnd() <= 2 * mss, "cwnd {}", a.tcb.cwnd());
+}
+
 #[test]
 fn established_rto_retransmission_gives_no_rtt_sample_without_timestamps() {
     let cfg = TcpConfig {
