@@ -191,6 +191,14 @@ int cs_set_nonblocking(int sd, int on);
  * Errors: EBADF, ENOTSOCK, ENOPROTOOPT (UDP). */
 int cs_set_nodelay(int sd, int on);
 
+/* SO_RCVBUF / SO_SNDBUF in bytes (0 leaves one as it is): the receive
+ * window grows no further than rcv (auto-tuning off), the send buffer is
+ * snd. Before cs_connect/cs_listen: applied then; on a listener: for the
+ * connections it accepts afterwards. Without it, windows and buffers grow
+ * with the path (receive window up to 6 MiB). Returns 0.
+ * Errors: EBADF, ENOTSOCK, ENOPROTOOPT (UDP). */
+int cs_set_bufsizes(int sd, size_t rcv, size_t snd);
+
 /* The local address (0.0.0.0:0 before binding). Returns 0.
  * Errors: EBADF, ENOTSOCK, EFAULT. */
 int cs_getsockname(int sd, struct sockaddr_in *addr);

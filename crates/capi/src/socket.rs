@@ -179,6 +179,9 @@ pub extern "C" fn cs_listen(sd: c_int, backlog: c_int) -> c_int {
         };
         let mut l = TcpListener::bind(&table::stack()?, local)?;
         l.set_nonblocking(true)?;
+        if d.buffers != (0, 0) {
+            l.set_buffer_sizes(d.buffers.0, d.buffers.1)?;
+        }
         d.slot = Slot::Listener(l);
         Ok(0)
     })
@@ -283,6 +286,7 @@ pub unsafe extern "C" fn cs_connect(sd: c_int, addr: *const libc::sockaddr_in) -
                 if d.nodelay {
                     s.set_nodelay(true)?;
                 }
+                apply_buffers(&s, d.buffers)?;
                 d.slot = Slot::Stream(s);
                 Ok(0)
             }
@@ -563,6 +567,46 @@ pub extern "C" fn cs_set_nodelay(sd: c_int, on: c_int) -> c_int {
             other => return Err(wrong_kind(other)),
         }
         d.nodelay = on;
+        Ok(0)
+    })
+}
+
+/// SO_RCVBUF and SO_SNDBUF of a connected stream (0: leave as is).
+fn apply_buffers(s: &TcpStream, (rcv, snd): (usize, usize)) -> Result<()> {
+    if rcv > 0 {
+        s.set_recv_buffer_size(rcv)?;
+    }
+    if snd > 0 {
+        s.set_send_buffer_size(snd)?;
+    }
+    Ok(())
+}
+
+/// Sets the receive and send buffer sizes of TCP socket `sd` in bytes, as
+/// SO_RCVBUF and SO_SNDBUF do (0 leaves one as it is): the receive window
+/// grows no further than `rcv` and auto-tuning stops; the send buffer is
+/// `snd`. Before `cs_connect`/`cs_listen` it applies from then on; on a
+/// listener, to the connections it accepts afterwards. Rings grow at most
+/// to the stack's `ring_max_bytes` (8 MiB by default). Returns 0.
+/// Errors: EBADF, ENOTSOCK for a poller, ENOPROTOOPT for UDP.
+#[no_mangle]
+pub extern "C" fn cs_set_bufsizes(sd: c_int, rcv: usize, snd: usize) -> c_int {
+    crate::error::ffi(-1, || {
+        let entry = table::lookup(sd)?;
+        let mut d = entry.lock();
+        match &d.slot {
+            Slot::Stream(s) => apply_buffers(s, (rcv, snd))?,
+            Slot::Listener(l) => l.set_buffer_sizes(rcv, snd)?,
+            Slot::TcpFresh { .. } => {}
+            Slot::UdpFresh | Slot::Udp(_) => return Err(Error::errno(libc::ENOPROTOOPT)),
+            other => return Err(wrong_kind(other)),
+        }
+        if rcv > 0 {
+            d.buffers.0 = rcv;
+        }
+        if snd > 0 {
+            d.buffers.1 = snd;
+        }
         Ok(0)
     })
 }

@@ -51,6 +51,9 @@ pub(crate) struct Desc {
     pub nonblocking: bool,
     /// TCP_NODELAY: applied at connect, inherited by accepted connections.
     pub nodelay: bool,
+    /// SO_RCVBUF and SO_SNDBUF in bytes (0: not set): applied at connect
+    /// and listen (the engine gives them to accepted connections).
+    pub buffers: (usize, usize),
     /// `cs_shutdown(SHUT_RD)` was called: reads no longer wait.
     pub rd_shut: bool,
 }
@@ -61,6 +64,7 @@ impl Desc {
             slot,
             nonblocking: false,
             nodelay: false,
+            buffers: (0, 0),
             rd_shut: false,
         }
     }

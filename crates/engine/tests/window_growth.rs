@@ -36,6 +36,18 @@ struct Outcome {
 /// A sends `total` bytes to B, which reads everything at once; rings start
 /// at `init` bytes and may grow to `max`, within `budget` per application.
 fn transfer(total: usize, init: usize, max: usize, budget: usize) -> Outcome {
+    transfer_with(total, init, max, budget, (0, 0))
+}
+
+/// [`transfer`], with SO_RCVBUF / SO_SNDBUF `bufs` (0: unset) set on B's
+/// listener before A connects.
+fn transfer_with(
+    total: usize,
+    init: usize,
+    max: usize,
+    budget: usize,
+    bufs: (usize, usize),
+) -> Outcome {
     let imp = Impairments {
         delay_ns: DELAY_NS,
         ..Impairments::default()
@@ -66,6 +78,16 @@ fn transfer(total: usize, init: usize, max: usize, budget: usize) -> Outcome {
             accept: AcceptQueue::Local(acc_tx),
         },
     );
+    if bufs != (0, 0) {
+        push(
+            &mut cb,
+            Command::SetBuffers {
+                id: 1,
+                rcv: bufs.0,
+                snd: bufs.1,
+            },
+        );
+    }
     let shared = SharedSlot::local();
     let (a_tx, eng_tx) = bytes::growable_ring(init, max);
     let (eng_rx, a_rx) = bytes::growable_ring(init, max);
@@ -211,4 +233,20 @@ fn bulk_rings_grow_no_further_than_the_application_budget() {
     // the budget (and did grow: the path wants more).
     assert!(o.b_rx > init && o.b_rx - init <= budget, "B: {}", o.b_rx);
     assert!(o.a_tx > init && o.a_tx - init <= budget, "A: {}", o.a_tx);
+}
+
+#[test]
+fn bulk_to_a_listener_with_so_rcvbuf_keeps_its_window() {
+    let rcvbuf = 512 << 10;
+    let o = transfer_with(32 << 20, 256 << 10, 8 << 20, 256 << 20, (rcvbuf, 0));
+    println!(
+        "SO_RCVBUF 512 KiB: {:.1} MB/s, B's RX ring {} KiB, largest window {} KiB",
+        o.rate / 1e6,
+        o.b_rx >> 10,
+        o.b_window >> 10
+    );
+    assert!(o.b_window <= rcvbuf, "window {} over SO_RCVBUF", o.b_window);
+    assert_eq!(o.b_rx, rcvbuf, "the ring grew to hold the window, no more");
+    let rtt = 2.0 * DELAY_NS as f64 / 1e9;
+    assert!(o.rate <= rcvbuf as f64 / rtt * 1.01);
 }
