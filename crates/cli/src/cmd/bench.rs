@@ -456,6 +456,10 @@ pub struct Transfer {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Kernel stack: the socket's congestion control (TCP_CONGESTION), e.g. cubic; default:
+    /// the system's.
+    #[arg(long, value_name = "NAME")]
+    kernel_cc: Option<String>,
     /// Also print `{"progress":{"bytes_sent":N,"bytes_received":N,"seconds":S}}` on stdout at
     /// this interval, ms (0: never).
     #[arg(long, default_value_t = 0, value_name = "MS")]
@@ -530,6 +534,9 @@ impl Transfer {
             let connect = TRANSFER_CONNECT.min(deadline.saturating_duration_since(Instant::now()));
             let mut s = std::net::TcpStream::connect_timeout(&target.into(), connect)
                 .map_err(|e| net::connect_error(e, target))?;
+            if let Some(cc) = &self.kernel_cc {
+                crate::cmd::stream::set_kernel_cc(&s, cc)?;
+            }
             echo_transfer(
                 &mut s,
                 &Waiter::Kernel,
