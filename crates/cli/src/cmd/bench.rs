@@ -13,7 +13,9 @@
 //! interval (`bench echo-matrix` watches them to tell a stalled connection).
 //!
 //! stream (one-way goodput to `serve sink`) is in `stream.rs`; stream-matrix (Linux against
-//! corestack on a clean and a lossy path, in namespaces of its own) in `stream_matrix.rs`.
+//! corestack on a clean and a lossy path, in namespaces of its own) in `stream_matrix.rs`;
+//! echo-matrix (transfer against a Linux and a corestack echo server through the impairment
+//! bridge, case by case) in `echo_matrix.rs`.
 
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -48,6 +50,9 @@ pub enum Bench {
     Stream(crate::cmd::stream::StreamBench),
     /// Goodput Linux vs corestack, both directions, clean and lossy path, in own namespaces.
     StreamMatrix(crate::cmd::stream_matrix::StreamMatrix),
+    /// Echo of N MiB (both directions at once), Linux vs corestack server, through the
+    /// impairment bridge per case and seed; reports stalls with both sides' TCP state.
+    EchoMatrix(crate::cmd::echo_matrix::EchoMatrix),
     /// Service mode next to embedded mode and Linux: latency, polling policies' CPU use,
     /// 64-byte messages per second, in own namespaces.
     Service(crate::cmd::service_bench::ServiceBench),
@@ -60,6 +65,7 @@ impl Bench {
             Bench::Transfer(t) => t.run(),
             Bench::Stream(s) => s.run(),
             Bench::StreamMatrix(m) => m.run(),
+            Bench::EchoMatrix(m) => m.run(),
             Bench::Service(s) => s.run(),
         }
     }

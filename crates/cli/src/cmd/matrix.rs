@@ -60,6 +60,16 @@ fn sysctl(ns: &Netns, setting: &str) -> Result<()> {
         .with_context(|| format!("sysctl {setting} in {}", ns.name()))
 }
 
+/// The MAC address of `ifname` in `ns`.
+fn mac(ns: &Netns, ifname: &str) -> Result<String> {
+    let path = format!("/sys/class/net/{ifname}/address");
+    Ok(ns
+        .run("cat", &[&path])
+        .with_context(|| format!("reading the MAC address of {ifname} in {}", ns.name()))?
+        .trim()
+        .to_string())
+}
+
 impl Topology {
     /// Builds it; the namespaces are named `{prefix}c`, `{prefix}s` and `{prefix}m` (plus the
     /// pid and a counter). `core_client`: give the client namespace corestack's end `cc` too.
@@ -99,6 +109,35 @@ impl Topology {
             server,
             mid,
         })
+    }
+
+    /// Permanent neighbour entries for the kernel's ends: the client's for both servers, the
+    /// kernel server's for the client. The kernel then sends no ARP through the path (corestack
+    /// still resolves the client itself, once per start).
+    pub fn static_neighbours(&self) -> Result<()> {
+        let ck = mac(&self.client, "ck")?;
+        let client_ip = LINUX_CLIENT.split('/').next().unwrap_or(LINUX_CLIENT);
+        for (ns, addr, lladdr, dev) in [
+            (&self.client, LINUX_SERVER, mac(&self.server, "sk")?, "ck"),
+            (&self.client, CORE_SERVER, mac(&self.server, "sc")?, "ck"),
+            (&self.server, client_ip, ck, "sk"),
+        ] {
+            ip(
+                ns,
+                &[
+                    "neigh",
+                    "replace",
+                    addr,
+                    "lladdr",
+                    &lladdr,
+                    "dev",
+                    dev,
+                    "nud",
+                    "permanent",
+                ],
+            )?;
+        }
+        Ok(())
     }
 
     /// Joins the bridges through the direct link (false) or through the impairment bridge, and
