@@ -5,36 +5,46 @@
 //! sides' TCP state at that moment.
 //!
 //! ```text
-//!  namespace client (CPU 0)            mid (bridge not pinned)          namespace server (CPU 1)
+//!  client ns (CPU 0)        mid ns (bridge not pinned)          server ns (CPU 1)
 //!                                                                   ┌─ sk 10.78.1.2 Linux echo
-//!  ck 10.78.1.1 (kernel client) ─ br0 ── cm ══ ml [corestack impair] mr ══ sm ── br0 ┤
-//!                                                                   └─ sc 10.78.1.4 corestack echo
+//!  ck 10.78.1.1 ─ br0 ─ cm ══ ml [corestack impair] mr ══ sm ─ br0 ─┤
+//!  (kernel client)                                                  └─ sc 10.78.1.4 corestack echo
 //! ```
 //!
 //! The path is `matrix.rs`'s (shared with `bench stream-matrix`), always through the bridge:
 //! veth pairs with offloads off (tx checksum, TSO, GSO, GRO), a Linux bridge in each end
 //! namespace, IPv6 off, permanent neighbour entries for the kernel's ends (no ARP from the
-//! kernel crosses the bridge; corestack resolves the client once per start).
+//! kernel crosses the bridge; corestack resolves the client once per start, on AF_XDP in copy
+//! mode on `sc`).
 //!
 //! Each case is one setting of `corestack impair`, the same in both directions: `--loss`,
 //! `--reorder`, `--duplicate`, `--corrupt` are percentages of frames, and `--delay-us` is added
 //! to every frame in each direction on its own, so it is a one-way delay and a round trip gains
 //! twice it (10 ms: RTT + 20 ms). A reordered frame is held back until the next frame of its
 //! direction has gone, or for the delay (at least 1 ms). The `clean` case runs the bridge without
-//! impairment (its own cost: one user-space copy per frame).
+//! impairment (its own cost: one user-space copy per frame). The bridge holds at most 1024
+//! frames per direction (`nic::bridge::BRIDGE_SLOTS`): with 10 ms of delay that is about 1.5 MB
+//! in flight per direction, and frames beyond it are dropped and counted (`queue full`, listed
+//! under the table): a bottleneck buffer, loss beyond the case's model.
 //!
 //! For each case and bridge seed, one run against the Linux server (`serve echo --kernel`, a
 //! blocking thread per connection), then one against the corestack server (`serve echo` on
-//! `sc`, inline engine, af_xdp in copy mode, adaptive polling). Each run starts its server and a
-//! new bridge with the seed, so both servers meet the same sequence of random decisions (the
-//! n-th frame of a direction is lost, or not, alike; the frames themselves differ, as the
-//! stacks send different ones). The client is `bench transfer --progress-ms` on the kernel
-//! stack: one nonblocking socket that writes seeded data while it reads the echo, then compares
-//! the sha256 of both. A run with no byte sent or received for `--stall-secs` is stopped as
-//! stalled, a run longer than `--cap-secs` as capped, and in both cases, as when the client
-//! fails or the echo differs, `ss -tino` of the client's socket (client namespace) and the
-//! server's state (`corestack ss` and `corestack stat` of its pid, or `ss -tino` in the server
-//! namespace) are taken before anything is stopped.
+//! `sc`, inline engine, adaptive polling). Each run starts its server and a new bridge with the
+//! seed, so both servers meet the same sequence of random decisions: the n-th frame of a
+//! direction is lost, or not, alike. The seed fixes that sequence, not the outcome: which frame
+//! is the n-th depends on what the stacks send and when, so two runs with one seed can differ.
+//!
+//! The client is `bench transfer --progress-ms` on the kernel stack: one nonblocking socket that
+//! writes seeded data while it reads the echo, then compares the sha256 of both. Congestion
+//! control: the Linux server runs cubic (`--linux-cc`), as corestack does, so the two servers'
+//! sending compares like with like; the client runs the system's default (`--client-cc`; bbr
+//! on many current systems), as a user's client does, the same against both servers.
+//!
+//! A run with no byte sent or received for `--stall-secs` is stopped as stalled, a run longer
+//! than `--cap-secs` as capped; then, as when the client fails or the echo differs, `ss -tino`
+//! of the client's socket (client namespace) and the server's state (`corestack ss` and
+//! `corestack stat` of its pid, or `ss -tino` in the server namespace) are taken before anything
+//! is stopped.
 //!
 //! It prints a table (MB/s = bytes echoed back / seconds from connect to the last byte, per
 //! seed; the corestack/Linux ratio per seed and its median), then one block per stalled or
@@ -88,11 +98,14 @@ pub struct EchoMatrix {
     /// A run is stopped (capped) after this many seconds whatever it does.
     #[arg(long, default_value_t = 120.0)]
     cap_secs: f64,
-    /// Congestion control of the Linux client and the Linux server (TCP_CONGESTION on their
-    /// sockets); cubic by default, as corestack's, to compare like with like (this machine's
-    /// default may be bbr).
+    /// Congestion control of the Linux echo server (TCP_CONGESTION on its listener); cubic by
+    /// default, as corestack's, to compare like with like (the system's default may be bbr).
     #[arg(long, default_value = "cubic", value_name = "NAME")]
     linux_cc: String,
+    /// Congestion control of the client (the same against both servers); default: the
+    /// system's (net.ipv4.tcp_congestion_control), as a user's client has.
+    #[arg(long, value_name = "NAME")]
+    client_cc: Option<String>,
     /// Also write every figure, and the state of every failed run, to this file as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -397,8 +410,10 @@ struct Ctx<'a> {
     bytes: u64,
     stall: Duration,
     cap: Duration,
-    /// TCP_CONGESTION of the Linux client and server.
+    /// TCP_CONGESTION of the Linux server.
     linux_cc: &'a str,
+    /// TCP_CONGESTION of the client.
+    client_cc: &'a str,
 }
 
 impl Ctx<'_> {
@@ -486,7 +501,7 @@ impl Ctx<'_> {
             "--timeout",
             &timeout,
             "--kernel-cc",
-            self.linux_cc,
+            self.client_cc,
         ];
         let mut child = spawn(&self.topo.client, self.client_cpu, self.exe, &args, log)?;
         let report = watch(&mut child, self.stall, self.cap, self.stop, result)?;
@@ -767,6 +782,7 @@ struct JsonReport<'a> {
     stall_secs: f64,
     cap_secs: f64,
     linux_cc: &'a str,
+    client_cc: &'a str,
     client_cpu: Option<&'a str>,
     server_cpu: Option<&'a str>,
     bridge_cpu: &'a str,
@@ -797,6 +813,15 @@ impl EchoMatrix {
         );
         let topo = Topology::build("em", false)?;
         topo.static_neighbours()?;
+        let client_cc = match &self.client_cc {
+            Some(cc) => cc.clone(),
+            None => topo
+                .client
+                .run("sysctl", &["-n", "net.ipv4.tcp_congestion_control"])
+                .context("reading the system's congestion control")?
+                .trim()
+                .to_string(),
+        };
         let mut probe =
             ImpairBridge::start(&topo, &exe, logs.file("probe-impair.log"), &[], &stop)?;
         topo.through(&mut probe)?;
@@ -812,6 +837,7 @@ impl EchoMatrix {
             stall: Duration::from_secs_f64(self.stall_secs),
             cap: Duration::from_secs_f64(self.cap_secs),
             linux_cc: &self.linux_cc,
+            client_cc: &client_cc,
         };
         let mut runs = Vec::new();
         let total = cases.len() * self.seeds.len() * 2;
@@ -837,9 +863,10 @@ impl EchoMatrix {
         drop(topo);
 
         let load: Vec<&str> = load.split_whitespace().take(3).collect();
-        self.print(&cases, &runs, pin, &load.join(" "));
+        self.print(&cases, &runs, pin, &load.join(" "), &client_cc);
         if let Some(path) = &self.json {
-            let text = serde_json::to_string_pretty(&self.json_report(&cases, &runs, pin))?;
+            let report = self.json_report(&cases, &runs, pin, &client_cc);
+            let text = serde_json::to_string_pretty(&report)?;
             std::fs::write(path, text + "\n")
                 .with_context(|| format!("writing {}", path.display()))?;
         }
@@ -871,7 +898,7 @@ impl EchoMatrix {
     }
 
     /// What was run, the table, then one block per run that did not end well.
-    fn print(&self, cases: &[Case], runs: &[RunResult], pin: bool, load: &str) {
+    fn print(&self, cases: &[Case], runs: &[RunResult], pin: bool, load: &str, client_cc: &str) {
         println!();
         println!(
             "corestack bench echo-matrix: a Linux client sends {} MiB to an echo server while it reads the echo back (both directions loaded at once); sha256 compared every run",
@@ -880,8 +907,9 @@ impl EchoMatrix {
         println!("MB/s = bytes echoed back (10^6) / seconds from connect to the last byte; one run per server, case and bridge seed, one run at a time");
         println!("path: client ns -> br0 -> corestack impair (user-space AF_PACKET bridge in ns mid, both directions impaired alike, seeded, restarted every run) -> br0 -> server ns; veth, offloads off; delays are one way per direction (RTT + twice the delay)");
         println!(
-            "servers: Linux `serve echo --kernel` (a blocking thread per connection, {cc}), corestack `serve echo` (inline engine, af_xdp copy mode, adaptive polling, cubic); client: kernel stack ({cc}), one nonblocking socket writing while it reads",
-            cc = self.linux_cc
+            "servers: Linux `serve echo --kernel` (a blocking thread per connection, {}), corestack `serve echo` (inline engine, af_xdp copy mode, adaptive polling, cubic); client: kernel stack ({client_cc}{}), one nonblocking socket writing while it reads",
+            self.linux_cc,
+            if self.client_cc.is_none() { ", the system's default" } else { "" }
         );
         if pin {
             println!("client pinned to CPU {CLIENT_CPU}, servers to CPU {SERVER_CPU}; the bridge is not pinned (the scheduler runs it on either CPU); load average before: {load}");
@@ -931,6 +959,7 @@ impl EchoMatrix {
         cases: &'a [Case],
         runs: &'a [RunResult],
         pin: bool,
+        client_cc: &'a str,
     ) -> JsonReport<'a> {
         let per_case = |c: &'a Case| {
             let mb = |server| {
@@ -954,6 +983,7 @@ impl EchoMatrix {
             stall_secs: self.stall_secs,
             cap_secs: self.cap_secs,
             linux_cc: &self.linux_cc,
+            client_cc,
             client_cpu: pin.then_some(CLIENT_CPU),
             server_cpu: pin.then_some(SERVER_CPU),
             bridge_cpu: "not pinned",
