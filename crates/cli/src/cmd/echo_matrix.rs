@@ -65,14 +65,12 @@ use netns::{ChildGuard, NextLine};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cmd::children::{last_line, spawn, wait_ready, LogDir};
+use crate::cmd::children::{last_line, LogDir};
 use crate::cmd::matrix::{
-    median, BridgeTotals, ImpairBridge, Topology, CORE_SERVER, LINUX_SERVER, PORT,
+    median, BridgeTotals, Lab, Topology, CLIENT_CPU, CORE_SERVER, LINUX_SERVER, PORT, SERVER_CPU,
 };
 use crate::net::{self, Interrupted};
 
-const CLIENT_CPU: &str = "0";
-const SERVER_CPU: &str = "1";
 /// The client's progress line interval, ms.
 const PROGRESS_MS: &str = "250";
 /// How much longer than the cap the client itself may run (it is stopped at the cap anyway).
@@ -401,12 +399,7 @@ impl RunResult {
 
 /// What a run needs.
 struct Ctx<'a> {
-    topo: &'a Topology,
-    exe: &'a Path,
-    logs: &'a LogDir,
-    stop: &'a AtomicBool,
-    client_cpu: Option<&'a str>,
-    server_cpu: Option<&'a str>,
+    lab: Lab<'a>,
     bytes: u64,
     stall: Duration,
     cap: Duration,
@@ -433,10 +426,9 @@ impl Ctx<'_> {
                 args.extend_from_slice(&["--iface", "sc", "--ip", &core_ip, "--driver", "af_xdp"])
             }
         }
-        let mut child = spawn(&self.topo.server, self.server_cpu, self.exe, &args, log)?;
-        wait_ready(&mut child, "listening", log, false, self.stop)
-            .with_context(|| format!("starting the {} echo server", server.name()))?;
-        Ok(child)
+        self.lab
+            .server(&args, log)
+            .with_context(|| format!("starting the {} echo server", server.name()))
     }
 
     /// One run of `case` with bridge seed `seed` against `server`: its server, a new bridge
@@ -451,19 +443,18 @@ impl Ctx<'_> {
             result.detail = net::one_line(&e);
             Ok(())
         };
-        let server_log = self.logs.file(&format!("{tag}-server.log"));
+        let server_log = self.lab.logs.file(&format!("{tag}-server.log"));
         let mut srv = match self.start_server(server, &server_log) {
             Ok(c) => c,
             Err(e) => return not_interrupted(e, &mut result).map(|()| result),
         };
         let args = case.impair_args(seed);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let bridge_log = self.logs.file(&format!("{tag}-impair.log"));
-        let bridge = match ImpairBridge::start(self.topo, self.exe, bridge_log, &args, self.stop) {
+        let bridge = match self.lab.bridge(&args, &format!("{tag}-impair.log")) {
             Ok(b) => b,
             Err(e) => return not_interrupted(e, &mut result).map(|()| result),
         };
-        let client_log = self.logs.file(&format!("{tag}-client.log"));
+        let client_log = self.lab.logs.file(&format!("{tag}-client.log"));
         if let Err(e) = self.transfer(srv.id(), &client_log, &mut result) {
             not_interrupted(e, &mut result)?;
         }
@@ -503,8 +494,8 @@ impl Ctx<'_> {
             "--kernel-cc",
             self.client_cc,
         ];
-        let mut child = spawn(&self.topo.client, self.client_cpu, self.exe, &args, log)?;
-        let report = watch(&mut child, self.stall, self.cap, self.stop, result)?;
+        let mut child = self.lab.client(&args, log)?;
+        let report = watch(&mut child, self.stall, self.cap, self.lab.stop, result)?;
         if matches!(result.outcome, Outcome::Stalled | Outcome::Capped) {
             result.state = Some(self.tcp_state(result.server, server_pid));
             child.terminate(Duration::from_secs(2))?;
@@ -518,7 +509,7 @@ impl Ctx<'_> {
     /// `ss -tino` of the client's connection to `server`, in the client namespace.
     fn client_ss(&self, server: Server) -> String {
         let dst = format!("{}:{PORT}", server.ip());
-        output_or_error(self.topo.client.run("ss", &["-tino", "dst", &dst]))
+        output_or_error(self.lab.topo.client.run("ss", &["-tino", "dst", &dst]))
     }
 
     /// Both sides' TCP state now.
@@ -529,7 +520,9 @@ impl Ctx<'_> {
                 let src = format!("{LINUX_SERVER}:{PORT}");
                 TcpState {
                     client,
-                    server: output_or_error(self.topo.server.run("ss", &["-tino", "src", &src])),
+                    server: output_or_error(
+                        self.lab.topo.server.run("ss", &["-tino", "src", &src]),
+                    ),
                     server_counters: String::new(),
                 }
             }
@@ -537,7 +530,7 @@ impl Ctx<'_> {
                 let pid = pid.to_string();
                 let own = |what: &str| {
                     output_or_error(netns::run(
-                        Command::new(self.exe).args([what, "--pid", &pid]),
+                        Command::new(self.lab.exe).args([what, "--pid", &pid]),
                     ))
                 };
                 TcpState {
@@ -805,7 +798,6 @@ impl EchoMatrix {
         let stop = net::stop_flag()?;
         netns::check_privileges()?;
         let exe = std::env::current_exe().context("finding this program's path")?;
-        let pin = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
         let logs = LogDir::new("echo-matrix")?;
         let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
         eprintln!(
@@ -822,17 +814,12 @@ impl EchoMatrix {
                 .trim()
                 .to_string(),
         };
-        let mut probe =
-            ImpairBridge::start(&topo, &exe, logs.file("probe-impair.log"), &[], &stop)?;
+        let lab = Lab::new(&topo, &exe, &logs, &stop);
+        let mut probe = lab.bridge(&[], "probe-impair.log")?;
         topo.through(&mut probe)?;
         probe.stop()?;
         let ctx = Ctx {
-            topo: &topo,
-            exe: &exe,
-            logs: &logs,
-            stop: &stop,
-            client_cpu: pin.then_some(CLIENT_CPU),
-            server_cpu: pin.then_some(SERVER_CPU),
+            lab,
             bytes: self.mib << 20,
             stall: Duration::from_secs_f64(self.stall_secs),
             cap: Duration::from_secs_f64(self.cap_secs),
@@ -860,6 +847,7 @@ impl EchoMatrix {
                 }
             }
         }
+        let pin = ctx.lab.pinned;
         drop(topo);
 
         let load: Vec<&str> = load.split_whitespace().take(3).collect();

@@ -25,8 +25,12 @@ use anyhow::{bail, Context, Result};
 use netns::{veth_pair, ChildGuard, Netns};
 use serde::Serialize;
 
-use crate::cmd::children::{spawn, wait_ready};
+use crate::cmd::children::{spawn, wait_ready, LogDir};
 
+/// The client's CPU, when children are pinned.
+pub const CLIENT_CPU: &str = "0";
+/// The servers' CPU, when children are pinned.
+pub const SERVER_CPU: &str = "1";
 /// The servers' TCP port.
 pub const PORT: &str = "5201";
 /// The kernel client's address (on `ck`).
@@ -169,6 +173,68 @@ impl Topology {
     pub fn through(&self, bridge: &mut ImpairBridge) -> Result<()> {
         self.use_impaired(true)
             .map_err(|e| e.context(format!("corestack impair {}", bridge.describe())))
+    }
+}
+
+/// Starts this program in the namespaces: clients pinned to [`CLIENT_CPU`], servers to
+/// [`SERVER_CPU`] (when there are 2 CPUs or more), the bridge not pinned; each child's stderr
+/// in a log of `logs`.
+pub struct Lab<'a> {
+    /// Where the children run.
+    pub topo: &'a Topology,
+    /// This program.
+    pub exe: &'a Path,
+    /// The children's logs.
+    pub logs: &'a LogDir,
+    /// Set by SIGINT/SIGTERM: waiting for a child stops.
+    pub stop: &'a AtomicBool,
+    /// Whether clients and servers are pinned.
+    pub pinned: bool,
+}
+
+impl<'a> Lab<'a> {
+    /// Pins when this machine has 2 CPUs or more.
+    pub fn new(
+        topo: &'a Topology,
+        exe: &'a Path,
+        logs: &'a LogDir,
+        stop: &'a AtomicBool,
+    ) -> Lab<'a> {
+        let pinned = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+        Lab {
+            topo,
+            exe,
+            logs,
+            stop,
+            pinned,
+        }
+    }
+
+    /// The clients' CPU, if pinned.
+    pub fn client_cpu(&self) -> Option<&'static str> {
+        self.pinned.then_some(CLIENT_CPU)
+    }
+
+    /// The servers' CPU, if pinned.
+    pub fn server_cpu(&self) -> Option<&'static str> {
+        self.pinned.then_some(SERVER_CPU)
+    }
+
+    /// Starts a server (`args`) in the server namespace and waits until it says "listening".
+    pub fn server(&self, args: &[&str], log: &Path) -> Result<ChildGuard> {
+        let mut child = spawn(&self.topo.server, self.server_cpu(), self.exe, args, log)?;
+        wait_ready(&mut child, "listening", log, false, self.stop)?;
+        Ok(child)
+    }
+
+    /// Starts a client (`args`) in the client namespace.
+    pub fn client(&self, args: &[&str], log: &Path) -> Result<ChildGuard> {
+        spawn(&self.topo.client, self.client_cpu(), self.exe, args, log)
+    }
+
+    /// Starts the impairment bridge with `args` (see [`ImpairBridge::start`]), its log `log`.
+    pub fn bridge(&self, args: &[&str], log: &str) -> Result<ImpairBridge> {
+        ImpairBridge::start(self.topo, self.exe, self.logs.file(log), args, self.stop)
     }
 }
 

@@ -18,8 +18,6 @@
 //! (corestack sends), each `bench stream --duration S` against `serve sink`. Everything goes on
 //! exit, also on Ctrl-C (exit 130).
 
-use std::path::Path;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -27,14 +25,12 @@ use clap::Args;
 use netns::ChildGuard;
 use serde_json::Value;
 
-use crate::cmd::children::{run_client, spawn, wait_ready, LogDir};
+use crate::cmd::children::{run_client, LogDir};
 use crate::cmd::matrix::{
-    median, ImpairBridge, Topology, CORE_CLIENT, CORE_SERVER, LINUX_SERVER, PORT,
+    median, Lab, Topology, CLIENT_CPU, CORE_CLIENT, CORE_SERVER, LINUX_SERVER, PORT, SERVER_CPU,
 };
 use crate::net::{self, CcArg};
 
-const CLIENT_CPU: &str = "0";
-const SERVER_CPU: &str = "1";
 /// How long a run may take past its duration (handshake, the tail under loss, the report).
 const RUN_SLACK: Duration = Duration::from_secs(40);
 
@@ -76,12 +72,7 @@ struct Phase {
 
 /// What a run needs to start children.
 struct Ctx<'a> {
-    topo: &'a Topology,
-    exe: &'a Path,
-    logs: &'a LogDir,
-    stop: &'a AtomicBool,
-    client_cpu: Option<&'a str>,
-    server_cpu: Option<&'a str>,
+    lab: Lab<'a>,
     seconds: f64,
     /// `--cc NAME` for corestack, or nothing.
     cc: Vec<&'a str>,
@@ -92,17 +83,14 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     /// Starts a sink in the server namespace and waits until it listens.
     fn sink(&self, args: &[&str], log: &str) -> Result<ChildGuard> {
-        let log = self.logs.file(log);
         let mut all = vec!["serve", "sink", "--port", PORT];
         all.extend_from_slice(args);
-        let mut child = spawn(&self.topo.server, self.server_cpu, self.exe, &all, &log)?;
-        wait_ready(&mut child, "listening", &log, false, self.stop)?;
-        Ok(child)
+        self.lab.server(&all, &self.lab.logs.file(log))
     }
 
     /// Runs `bench stream` from the client namespace; returns its goodput, Mbit/s.
     fn stream(&self, target: &str, args: &[&str], log: &str) -> Result<f64> {
-        let log = self.logs.file(log);
+        let log = self.lab.logs.file(log);
         let secs = self.seconds.to_string();
         let target = format!("{target}:{PORT}");
         let mut all = vec![
@@ -118,8 +106,8 @@ impl Ctx<'_> {
         let timeout = Duration::from_secs_f64(self.seconds) + RUN_SLACK;
         let timeout_arg = timeout.as_secs().to_string();
         all.extend_from_slice(&["--timeout", &timeout_arg]);
-        let child = spawn(&self.topo.client, self.client_cpu, self.exe, &all, &log)?;
-        let v = run_client(child, &log, timeout + Duration::from_secs(5), self.stop)?;
+        let child = self.lab.client(&all, &log)?;
+        let v = run_client(child, &log, timeout + Duration::from_secs(5), self.lab.stop)?;
         v.get("goodput_mbit_s")
             .and_then(Value::as_f64)
             .ok_or_else(|| anyhow!("bench stream output lacks goodput_mbit_s"))
@@ -211,7 +199,6 @@ impl StreamMatrix {
         let stop = net::stop_flag()?;
         netns::check_privileges()?;
         let exe = std::env::current_exe().context("finding this program's path")?;
-        let pin = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
         let logs = LogDir::new("matrix")?;
         eprintln!(
             "creating namespaces (client, mid, server), veth pairs and bridges (offloads off)"
@@ -219,12 +206,7 @@ impl StreamMatrix {
         let topo = Topology::build("sm", true)?;
         topo.use_impaired(false)?;
         let ctx = Ctx {
-            topo: &topo,
-            exe: &exe,
-            logs: &logs,
-            stop: &stop,
-            client_cpu: pin.then_some(CLIENT_CPU),
-            server_cpu: pin.then_some(SERVER_CPU),
+            lab: Lab::new(&topo, &exe, &logs, &stop),
             seconds: self.seconds,
             linux_cc: &self.linux_cc,
             cc: match self.cc {
@@ -238,13 +220,9 @@ impl StreamMatrix {
 
         let loss = self.loss.to_string();
         let seed = self.seed.to_string();
-        let mut bridge = ImpairBridge::start(
-            &topo,
-            &exe,
-            logs.file("impair.log"),
-            &["--loss", &loss, "--seed", &seed],
-            &stop,
-        )?;
+        let mut bridge = ctx
+            .lab
+            .bridge(&["--loss", &loss, "--seed", &seed], "impair.log")?;
         topo.through(&mut bridge)?;
         let lossy = ctx.phase("lossy", self.rounds)?;
         let totals = bridge.stop()?;
@@ -271,7 +249,7 @@ impl StreamMatrix {
                 Some(CcArg::Dctcp) => "dctcp",
             }
         );
-        if pin {
+        if ctx.lab.pinned {
             println!("client pinned to CPU {CLIENT_CPU}, server to CPU {SERVER_CPU}; the impairment bridge is not pinned");
         }
         println!();
