@@ -461,7 +461,12 @@ impl Ctx<'_> {
         if result.outcome != Outcome::Ok && result.state.is_none() {
             result.state = Some(self.tcp_state(server, srv.id()));
         }
-        // The client has ended or been stopped by now; then the bridge, then the server.
+        // The client has ended or been stopped by now. A stopped client's socket lives on as an
+        // orphan that keeps sending (its unsent data, window probes) and would meet the next
+        // run's server: it goes now (`ss -K`, the kernel resets it).
+        let dst = format!("{}:{PORT}", server.ip());
+        let _ = self.lab.topo.client.run("ss", &["-K", "-tn", "dst", &dst]);
+        // Then the bridge, then the server.
         result.bridge = bridge.stop().unwrap_or(None);
         srv.terminate(Duration::from_secs(3))?;
         if result.outcome == Outcome::Failed {
