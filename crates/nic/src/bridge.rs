@@ -15,7 +15,7 @@
 
 #![forbid(unsafe_code)]
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::Error;
@@ -46,8 +46,98 @@ pub struct BridgeStats {
     pub socket_drops: u64,
 }
 
+/// The bridge's two packet sockets, open and bound: from now on frames on either interface are
+/// queued for it, so a caller can say "ready" before [`Bridge::run`] starts forwarding.
+#[derive(Debug)]
+pub struct Bridge {
+    sock_a: OwnedFd,
+    sock_b: OwnedFd,
+}
+
+impl Bridge {
+    /// Opens a packet socket on each interface.
+    ///
+    /// # Errors
+    /// An interface that does not exist, or permission denied opening a packet
+    /// socket (needs root or CAP_NET_RAW).
+    pub fn open(if_a: &str, if_b: &str) -> Result<Bridge, Error> {
+        let open = |ifname: &str| {
+            let index = crate::sys::ifindex(ifname)?;
+            crate::sys::packet_socket(index).map_err(|e| {
+                if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) {
+                    Error::permission(
+                        &format!("opening a packet socket on {ifname}"),
+                        "run as root or with CAP_NET_RAW",
+                        e,
+                    )
+                } else {
+                    Error::io(&format!("opening a packet socket on {ifname}"), e)
+                }
+            })
+        };
+        Ok(Bridge {
+            sock_a: open(if_a)?,
+            sock_b: open(if_b)?,
+        })
+    }
+
+    /// Forwards frames between the two interfaces, impairing each direction, until `stop`
+    /// becomes true; returns the counters.
+    ///
+    /// # Errors
+    /// A failing `poll`.
+    pub fn run(
+        self,
+        a_to_b: Impairments,
+        b_to_a: Impairments,
+        seed: u64,
+        stop: &AtomicBool,
+    ) -> Result<BridgeStats, Error> {
+        let fds = [self.sock_a.as_raw_fd(), self.sock_b.as_raw_fd()];
+        let mut dirs = [
+            Impairer::with_capacity(a_to_b, seed, BRIDGE_SLOTS, BRIDGE_MAX_FRAME),
+            Impairer::with_capacity(
+                b_to_a,
+                seed ^ 0x9e37_79b9_7f4a_7c15,
+                BRIDGE_SLOTS,
+                BRIDGE_MAX_FRAME,
+            ),
+        ];
+        let mut buf = vec![0u8; 65536];
+        let mut stats = BridgeStats::default();
+        while !stop.load(Ordering::Relaxed) {
+            let now = crate::sys::monotonic_ns();
+            let wait_ms = dirs
+                .iter()
+                .filter_map(Impairer::next_due_ns)
+                .min()
+                .map_or(POLL_MS, |due| {
+                    due.saturating_sub(now).div_ceil(1_000_000).min(POLL_MS)
+                });
+            let ready = crate::sys::poll_readable(&fds, wait_ms as i32)
+                .map_err(|e| Error::io("poll in the impairment bridge", e))?;
+            let now = crate::sys::monotonic_ns();
+            for side in 0..2 {
+                if ready[side] {
+                    read_burst(fds[side], &mut buf, &mut dirs[side], now, &mut stats);
+                }
+            }
+            for (side, dir) in dirs.iter_mut().enumerate() {
+                forward_due(dir, fds[1 - side], now, &mut stats);
+            }
+        }
+        stats.a_to_b = dirs[0].stats();
+        stats.b_to_a = dirs[1].stats();
+        for fd in fds {
+            stats.socket_drops += crate::sys::packet_drops(fd).unwrap_or(0);
+        }
+        Ok(stats)
+    }
+}
+
 /// Forwards frames between `if_a` and `if_b`, impairing each direction,
-/// until `stop` becomes true; returns the counters.
+/// until `stop` becomes true; returns the counters ([`Bridge::open`], then
+/// [`Bridge::run`]).
 ///
 /// # Errors
 /// An interface that does not exist, or permission denied opening a packet
@@ -60,61 +150,7 @@ pub fn run(
     seed: u64,
     stop: &AtomicBool,
 ) -> Result<BridgeStats, Error> {
-    let open = |ifname: &str| {
-        let index = crate::sys::ifindex(ifname)?;
-        crate::sys::packet_socket(index).map_err(|e| {
-            if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) {
-                Error::permission(
-                    &format!("opening a packet socket on {ifname}"),
-                    "run as root or with CAP_NET_RAW",
-                    e,
-                )
-            } else {
-                Error::io(&format!("opening a packet socket on {ifname}"), e)
-            }
-        })
-    };
-    let sock_a = open(if_a)?;
-    let sock_b = open(if_b)?;
-    let fds = [sock_a.as_raw_fd(), sock_b.as_raw_fd()];
-    let mut dirs = [
-        Impairer::with_capacity(a_to_b, seed, BRIDGE_SLOTS, BRIDGE_MAX_FRAME),
-        Impairer::with_capacity(
-            b_to_a,
-            seed ^ 0x9e37_79b9_7f4a_7c15,
-            BRIDGE_SLOTS,
-            BRIDGE_MAX_FRAME,
-        ),
-    ];
-    let mut buf = vec![0u8; 65536];
-    let mut stats = BridgeStats::default();
-    while !stop.load(Ordering::Relaxed) {
-        let now = crate::sys::monotonic_ns();
-        let wait_ms = dirs
-            .iter()
-            .filter_map(Impairer::next_due_ns)
-            .min()
-            .map_or(POLL_MS, |due| {
-                due.saturating_sub(now).div_ceil(1_000_000).min(POLL_MS)
-            });
-        let ready = crate::sys::poll_readable(&fds, wait_ms as i32)
-            .map_err(|e| Error::io("poll in the impairment bridge", e))?;
-        let now = crate::sys::monotonic_ns();
-        for side in 0..2 {
-            if ready[side] {
-                read_burst(fds[side], &mut buf, &mut dirs[side], now, &mut stats);
-            }
-        }
-        for (side, dir) in dirs.iter_mut().enumerate() {
-            forward_due(dir, fds[1 - side], now, &mut stats);
-        }
-    }
-    stats.a_to_b = dirs[0].stats();
-    stats.b_to_a = dirs[1].stats();
-    for fd in fds {
-        stats.socket_drops += crate::sys::packet_drops(fd).unwrap_or(0);
-    }
-    Ok(stats)
+    Bridge::open(if_a, if_b)?.run(a_to_b, b_to_a, seed, stop)
 }
 
 fn read_burst(fd: RawFd, buf: &mut [u8], dir: &mut Impairer, now: u64, stats: &mut BridgeStats) {

@@ -8,12 +8,16 @@
 //! round trip that takes over 2 s is an error, a UDP one over 200 ms counts as lost.
 //!
 //! transfer: sends `--bytes` of seeded pseudo-random data to an echo server while reading the
-//! echo back, and compares the sha256 of what was sent with that of what came back.
+//! echo back, and compares the sha256 of what was sent with that of what came back. With
+//! `--progress-ms`, it also prints a JSON line of the bytes sent and received so far at that
+//! interval (`bench echo-matrix` watches them to tell a stalled connection).
 //!
 //! stream (one-way goodput to `serve sink`) is in `stream.rs`; stream-matrix (Linux against
-//! corestack on a clean and a lossy path, in namespaces of its own) in `stream_matrix.rs`.
+//! corestack on a clean and a lossy path, in namespaces of its own) in `stream_matrix.rs`;
+//! echo-matrix (transfer against a Linux and a corestack echo server through the impairment
+//! bridge, case by case) in `echo_matrix.rs`.
 
-use std::io;
+use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
@@ -31,6 +35,9 @@ const TCP_RTT_LIMIT: Duration = Duration::from_secs(2);
 const UDP_RTT_LIMIT: Duration = Duration::from_millis(200);
 /// Transfer chunk size, bytes.
 const CHUNK_BYTES: usize = 64 * 1024;
+/// How long a kernel-stack transfer may take to connect (the SYN is sent again after 1 and 3 s,
+/// so a lossy path gets two more tries).
+const TRANSFER_CONNECT: Duration = Duration::from_secs(10);
 
 /// Benchmarks.
 #[derive(Subcommand, Debug)]
@@ -43,6 +50,9 @@ pub enum Bench {
     Stream(crate::cmd::stream::StreamBench),
     /// Goodput Linux vs corestack, both directions, clean and lossy path, in own namespaces.
     StreamMatrix(crate::cmd::stream_matrix::StreamMatrix),
+    /// Echo of N MiB (both directions at once), Linux vs corestack server, through the
+    /// impairment bridge per case and seed; reports stalls with both sides' TCP state.
+    EchoMatrix(crate::cmd::echo_matrix::EchoMatrix),
     /// Service mode next to embedded mode and Linux: latency, polling policies' CPU use,
     /// 64-byte messages per second, in own namespaces.
     Service(crate::cmd::service_bench::ServiceBench),
@@ -55,6 +65,7 @@ impl Bench {
             Bench::Transfer(t) => t.run(),
             Bench::Stream(s) => s.run(),
             Bench::StreamMatrix(m) => m.run(),
+            Bench::EchoMatrix(m) => m.run(),
             Bench::Service(s) => s.run(),
         }
     }
@@ -451,6 +462,14 @@ pub struct Transfer {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Kernel stack: the socket's congestion control (TCP_CONGESTION), e.g. cubic; default:
+    /// the system's.
+    #[arg(long, value_name = "NAME")]
+    kernel_cc: Option<String>,
+    /// Also print `{"progress":{"bytes_sent":N,"bytes_received":N,"seconds":S}}` on stdout at
+    /// this interval, ms (0: never).
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    progress_ms: u64,
     #[command(flatten)]
     stack: StackOpts,
 }
@@ -503,6 +522,7 @@ impl Transfer {
         }
         let deadline = Instant::now() + Duration::from_secs_f64(self.timeout);
         let target = self.target;
+        let progress = (self.progress_ms > 0).then(|| Duration::from_millis(self.progress_ms));
         let t0 = Instant::now();
         let (sent, received) = if self.stack.wants_corestack() {
             let stack = self.stack.start()?;
@@ -514,12 +534,23 @@ impl Transfer {
                 self.bytes,
                 self.seed,
                 deadline,
+                progress,
             )?
         } else {
-            let mut s =
-                std::net::TcpStream::connect_timeout(&target.into(), Duration::from_secs(3))
-                    .map_err(|e| net::connect_error(e, target))?;
-            echo_transfer(&mut s, &Waiter::Kernel, self.bytes, self.seed, deadline)?
+            let connect = TRANSFER_CONNECT.min(deadline.saturating_duration_since(Instant::now()));
+            let mut s = std::net::TcpStream::connect_timeout(&target.into(), connect)
+                .map_err(|e| net::connect_error(e, target))?;
+            if let Some(cc) = &self.kernel_cc {
+                crate::cmd::stream::set_kernel_cc(&s, cc)?;
+            }
+            echo_transfer(
+                &mut s,
+                &Waiter::Kernel,
+                self.bytes,
+                self.seed,
+                deadline,
+                progress,
+            )?
         };
         let secs = t0.elapsed().as_secs_f64();
         let report = TransferReport {
@@ -555,15 +586,19 @@ impl Transfer {
 }
 
 /// Sends `bytes` of seeded data and reads the echo concurrently on one nonblocking socket;
-/// returns (bytes, sha256 hex) for what was sent and what was received.
+/// returns (bytes, sha256 hex) for what was sent and what was received. Prints a progress line
+/// every `report_every` if given.
 fn echo_transfer<S: Stream>(
     s: &mut S,
     waiter: &Waiter,
     bytes: u64,
     seed: u64,
     deadline: Instant,
+    report_every: Option<Duration>,
 ) -> Result<((u64, String), (u64, String))> {
     s.nonblocking(true)?;
+    let t0 = Instant::now();
+    let mut next_report = t0;
     let mut gen = DataGen::new(seed);
     let mut out = vec![0u8; CHUNK_BYTES];
     let mut out_len = 0usize;
@@ -613,6 +648,13 @@ fn echo_transfer<S: Stream>(
         if received >= bytes && shut {
             break;
         }
+        if let Some(every) = report_every {
+            let now = Instant::now();
+            if now >= next_report {
+                print_progress(sent, received, now - t0);
+                next_report = now + every;
+            }
+        }
         if Instant::now() >= deadline {
             bail!("transfer timed out after {sent} bytes sent, {received} received");
         }
@@ -629,6 +671,20 @@ fn echo_transfer<S: Stream>(
             .collect::<String>()
     };
     Ok(((sent, hex(sent_hash)), (received, hex(recv_hash))))
+}
+
+/// One `--progress-ms` line; stdout is flushed so a reader of a pipe sees it at once.
+fn print_progress(sent: u64, received: u64, elapsed: Duration) {
+    let line = serde_json::json!({
+        "progress": {
+            "bytes_sent": sent,
+            "bytes_received": received,
+            "seconds": elapsed.as_secs_f64(),
+        }
+    });
+    let mut out = io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
 }
 
 #[cfg(test)]

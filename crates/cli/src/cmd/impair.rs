@@ -30,7 +30,8 @@ pub struct Impair {
     /// Frames with one byte flipped, percent.
     #[arg(long, default_value_t = 0.0)]
     corrupt: f64,
-    /// Added one-way delay, µs.
+    /// Added delay, µs, in each direction (one way: a round trip through the bridge gains
+    /// twice this).
     #[arg(long, default_value_t = 0)]
     delay_us: u64,
     /// Random extra delay up to this, µs.
@@ -64,6 +65,9 @@ impl Impair {
                 bail!("interface {iface} not found in this network namespace (check `ip link`)");
             }
         }
+        // Open first, then say "bridging": from that line on no frame is missed.
+        let bridge = nic::bridge::Bridge::open(&self.if_a, &self.if_b)
+            .with_context(|| format!("bridging {} and {}", self.if_a, self.if_b))?;
         eprintln!(
             "bridging {} <-> {}: loss {}%, reorder {}%, duplicate {}%, corrupt {}%, delay {} µs (+{} µs), seed {}",
             self.if_a,
@@ -76,7 +80,8 @@ impl Impair {
             self.jitter_us,
             self.seed
         );
-        let stats = nic::bridge::run(&self.if_a, &self.if_b, imp, imp, self.seed, &stop)
+        let stats = bridge
+            .run(imp, imp, self.seed, &stop)
             .with_context(|| format!("bridging {} and {}", self.if_a, self.if_b))?;
         println!("stopped");
         for (dir, d) in [
@@ -90,11 +95,12 @@ impl Impair {
         }
         let total = |f: fn(&nic::impair::ImpairStats) -> u64| f(&stats.a_to_b) + f(&stats.b_to_a);
         println!(
-            "impaired: lost={} reordered={} duplicated={} corrupted={} send_errors={} recv_errors={} socket_drops={}",
+            "impaired: lost={} reordered={} duplicated={} corrupted={} queue_full={} send_errors={} recv_errors={} socket_drops={}",
             total(|d| d.lost),
             total(|d| d.reordered),
             total(|d| d.duplicated),
             total(|d| d.corrupted),
+            total(|d| d.queue_full),
             stats.send_errors,
             stats.recv_errors,
             stats.socket_drops

@@ -3,7 +3,9 @@
 pub mod bench;
 pub mod children;
 pub mod demo;
+pub mod echo_matrix;
 pub mod impair;
+pub mod matrix;
 pub mod nc;
 pub mod run;
 pub mod serve;

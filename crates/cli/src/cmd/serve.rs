@@ -55,6 +55,10 @@ pub struct Echo {
     /// Kernel stack: one thread busy-polling nonblocking sockets (otherwise blocking sockets).
     #[arg(long, requires = "kernel")]
     spin: bool,
+    /// Kernel stack: the congestion control of the accepted connections (TCP_CONGESTION on
+    /// the listener), e.g. cubic; default: the system's.
+    #[arg(long, requires = "kernel", value_name = "NAME")]
+    kernel_cc: Option<String>,
 }
 
 impl Echo {
@@ -62,7 +66,12 @@ impl Echo {
         let stop = net::stop_flag()?;
         if self.kernel {
             let ip = self.stack.ip.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr);
-            return kernel_echo(SocketAddrV4::new(ip, self.port), self.spin, &stop);
+            return kernel_echo(
+                SocketAddrV4::new(ip, self.port),
+                self.spin,
+                self.kernel_cc.as_deref(),
+                &stop,
+            );
         }
         let stack = self.stack.start()?;
         let ip = self
@@ -219,10 +228,14 @@ fn echo_conn<S: Stream>(c: &mut Conn<S>, buf: &mut [u8]) -> io::Result<(bool, bo
     }
 }
 
-/// The Linux side of the comparisons: the same echo on std::net.
-fn kernel_echo(addr: SocketAddrV4, spin: bool, stop: &AtomicBool) -> Result<()> {
+/// The Linux side of the comparisons: the same echo on std::net; `cc`: the accepted
+/// connections' congestion control.
+fn kernel_echo(addr: SocketAddrV4, spin: bool, cc: Option<&str>, stop: &AtomicBool) -> Result<()> {
     let mut listener =
         std::net::TcpListener::bind(addr).map_err(|e| net::bind_error(e, "TCP", addr))?;
+    if let Some(cc) = cc {
+        crate::cmd::stream::set_kernel_cc(&listener, cc)?;
+    }
     let mut udp = std::net::UdpSocket::bind(addr).map_err(|e| net::bind_error(e, "UDP", addr))?;
     if spin {
         listener.set_nonblocking(true)?;

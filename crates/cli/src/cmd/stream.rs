@@ -86,8 +86,8 @@ pub struct StreamBench {
     stack: StackOpts,
 }
 
-/// Sets TCP_CONGESTION on a kernel socket.
-pub fn set_kernel_cc(s: &std::net::TcpStream, name: &str) -> Result<()> {
+/// Sets TCP_CONGESTION on a kernel socket (on a listener: for the connections it accepts).
+pub fn set_kernel_cc<S: std::os::fd::AsFd>(s: &S, name: &str) -> Result<()> {
     socket2::SockRef::from(s)
         .set_tcp_congestion(name.as_bytes())
         .with_context(|| {

@@ -12,31 +12,25 @@
 //! `ck` and `sk`); a Linux bridge in each namespace joins them to the path, so all three pairings
 //! cross the same links. The clean phase joins the bridges with the direct veth `cd`-`sd`; the
 //! lossy phase swaps in `cm`-`sm`, through `corestack impair --loss P` (each direction, seeded).
-//! Offloads are off on every veth end. In each phase, one at a time: Linux to Linux, a kernel
-//! client to a corestack sink (corestack receives), a corestack client to a kernel sink
+//! Offloads are off on every veth end, IPv6 is off in the namespaces (`matrix.rs` builds the
+//! path, shared with `bench echo-matrix`). In each phase, one at a time: Linux to Linux, a
+//! kernel client to a corestack sink (corestack receives), a corestack client to a kernel sink
 //! (corestack sends), each `bench stream --duration S` against `serve sink`. Everything goes on
 //! exit, also on Ctrl-C (exit 130).
 
-use std::fs;
-use std::path::Path;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use netns::{veth_pair, ChildGuard, Netns};
+use netns::ChildGuard;
 use serde_json::Value;
 
-use crate::cmd::children::{run_client, spawn, wait_ready, LogDir};
+use crate::cmd::children::{run_client, LogDir};
+use crate::cmd::matrix::{
+    median, Lab, Topology, CLIENT_CPU, CORE_CLIENT, CORE_SERVER, LINUX_SERVER, PORT, SERVER_CPU,
+};
 use crate::net::{self, CcArg};
 
-const CLIENT_CPU: &str = "0";
-const SERVER_CPU: &str = "1";
-const PORT: &str = "5201";
-const LINUX_CLIENT: &str = "10.78.1.1/24";
-const LINUX_SERVER: &str = "10.78.1.2";
-const CORE_CLIENT: &str = "10.78.1.3/24";
-const CORE_SERVER: &str = "10.78.1.4";
 /// How long a run may take past its duration (handshake, the tail under loss, the report).
 const RUN_SLACK: Duration = Duration::from_secs(40);
 
@@ -66,79 +60,6 @@ pub struct StreamMatrix {
     rounds: usize,
 }
 
-/// The three namespaces, the links and the bridges; removed on drop (after the children).
-struct Topology {
-    client: Netns,
-    server: Netns,
-    mid: Netns,
-}
-
-fn ip(ns: &Netns, args: &[&str]) -> Result<()> {
-    ns.run("ip", args)
-        .map(drop)
-        .with_context(|| format!("ip {} in {}", args.join(" "), ns.name()))
-}
-
-impl Topology {
-    fn build() -> Result<Topology> {
-        let client = Netns::new("smc")?;
-        let server = Netns::new("sms")?;
-        let mid = Netns::new("smm")?;
-        for (ns, ends) in [(&client, ["ck", "cc"]), (&server, ["sk", "sc"])] {
-            // Answer ARP only on the interface that has the address: else br0 answers for sk's
-            // address too (the default, arp_ignore=0), and a peer that takes br0's MAC loses the
-            // path.
-            ns.run("sysctl", &["-qw", "net.ipv4.conf.all.arp_ignore=1"])
-                .with_context(|| format!("setting arp_ignore in {}", ns.name()))?;
-
-            ip(
-                ns,
-                &["link", "add", "br0", "type", "bridge", "forward_delay", "0"],
-            )?;
-            ip(ns, &["link", "set", "br0", "up"])?;
-            for end in ends {
-                let port = format!("{end}b");
-                veth_pair(ns, end, ns, &port)?;
-                ip(ns, &["link", "set", &port, "master", "br0"])?;
-            }
-        }
-        veth_pair(&client, "cd", &server, "sd")?;
-        veth_pair(&client, "cm", &mid, "ml")?;
-        veth_pair(&mid, "mr", &server, "sm")?;
-        netns::addr_add(&client, "ck", LINUX_CLIENT)?;
-        netns::addr_add(&server, "sk", &format!("{LINUX_SERVER}/24"))?;
-        Ok(Topology {
-            client,
-            server,
-            mid,
-        })
-    }
-
-    /// Joins the bridges through the direct link (false) or through the impairment bridge.
-    fn use_impaired(&self, impaired: bool) -> Result<()> {
-        let (off, on) = if impaired {
-            (("cd", "sd"), ("cm", "sm"))
-        } else {
-            (("cm", "sm"), ("cd", "sd"))
-        };
-        ip(&self.client, &["link", "set", off.0, "nomaster"])?;
-        ip(&self.server, &["link", "set", off.1, "nomaster"])?;
-        ip(&self.client, &["link", "set", on.0, "master", "br0"])?;
-        ip(&self.server, &["link", "set", on.1, "master", "br0"])?;
-        // The path is up when the kernel client reaches the kernel server (10 tries, 1 s each).
-        for _ in 0..10 {
-            if self
-                .client
-                .run("ping", &["-c", "1", "-W", "1", LINUX_SERVER])
-                .is_ok()
-            {
-                return Ok(());
-            }
-        }
-        bail!("{LINUX_SERVER} does not answer ping through the bridges: the path is down")
-    }
-}
-
 /// One phase's three goodputs, Mbit/s.
 #[derive(Debug, Clone, Default)]
 struct Phase {
@@ -151,12 +72,7 @@ struct Phase {
 
 /// What a run needs to start children.
 struct Ctx<'a> {
-    topo: &'a Topology,
-    exe: &'a Path,
-    logs: &'a LogDir,
-    stop: &'a AtomicBool,
-    client_cpu: Option<&'a str>,
-    server_cpu: Option<&'a str>,
+    lab: Lab<'a>,
     seconds: f64,
     /// `--cc NAME` for corestack, or nothing.
     cc: Vec<&'a str>,
@@ -167,17 +83,14 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     /// Starts a sink in the server namespace and waits until it listens.
     fn sink(&self, args: &[&str], log: &str) -> Result<ChildGuard> {
-        let log = self.logs.file(log);
         let mut all = vec!["serve", "sink", "--port", PORT];
         all.extend_from_slice(args);
-        let mut child = spawn(&self.topo.server, self.server_cpu, self.exe, &all, &log)?;
-        wait_ready(&mut child, "listening", &log, false, self.stop)?;
-        Ok(child)
+        self.lab.server(&all, &self.lab.logs.file(log))
     }
 
     /// Runs `bench stream` from the client namespace; returns its goodput, Mbit/s.
     fn stream(&self, target: &str, args: &[&str], log: &str) -> Result<f64> {
-        let log = self.logs.file(log);
+        let log = self.lab.logs.file(log);
         let secs = self.seconds.to_string();
         let target = format!("{target}:{PORT}");
         let mut all = vec![
@@ -193,8 +106,8 @@ impl Ctx<'_> {
         let timeout = Duration::from_secs_f64(self.seconds) + RUN_SLACK;
         let timeout_arg = timeout.as_secs().to_string();
         all.extend_from_slice(&["--timeout", &timeout_arg]);
-        let child = spawn(&self.topo.client, self.client_cpu, self.exe, &all, &log)?;
-        let v = run_client(child, &log, timeout + Duration::from_secs(5), self.stop)?;
+        let child = self.lab.client(&all, &log)?;
+        let v = run_client(child, &log, timeout + Duration::from_secs(5), self.lab.stop)?;
         v.get("goodput_mbit_s")
             .and_then(Value::as_f64)
             .ok_or_else(|| anyhow!("bench stream output lacks goodput_mbit_s"))
@@ -286,20 +199,14 @@ impl StreamMatrix {
         let stop = net::stop_flag()?;
         netns::check_privileges()?;
         let exe = std::env::current_exe().context("finding this program's path")?;
-        let pin = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
         let logs = LogDir::new("matrix")?;
         eprintln!(
             "creating namespaces (client, mid, server), veth pairs and bridges (offloads off)"
         );
-        let topo = Topology::build()?;
+        let topo = Topology::build("sm", true)?;
         topo.use_impaired(false)?;
         let ctx = Ctx {
-            topo: &topo,
-            exe: &exe,
-            logs: &logs,
-            stop: &stop,
-            client_cpu: pin.then_some(CLIENT_CPU),
-            server_cpu: pin.then_some(SERVER_CPU),
+            lab: Lab::new(&topo, &exe, &logs, &stop),
             seconds: self.seconds,
             linux_cc: &self.linux_cc,
             cc: match self.cc {
@@ -313,40 +220,18 @@ impl StreamMatrix {
 
         let loss = self.loss.to_string();
         let seed = self.seed.to_string();
-        let log = logs.file("impair.log");
-        let args = [
-            "impair", "--a", "ml", "--b", "mr", "--loss", &loss, "--seed", &seed,
-        ];
-        let mut bridge = spawn(&topo.mid, None, &exe, &args, &log)?;
-        wait_ready(&mut bridge, "bridging", &log, true, &stop)
-            .context("starting corestack impair")?;
-        if let Err(e) = topo.use_impaired(true) {
-            let state = match bridge.wait_timeout(Duration::ZERO)? {
-                Some(status) => format!("exited ({status})"),
-                None => "running".to_string(),
-            };
-            return Err(e.context(format!(
-                "corestack impair {state}: {}",
-                fs::read_to_string(&log)
-                    .unwrap_or_default()
-                    .replace('\n', " | ")
-            )));
-        }
+        let mut bridge = ctx
+            .lab
+            .bridge(&["--loss", &loss, "--seed", &seed], "impair.log")?;
+        topo.through(&mut bridge)?;
         let lossy = ctx.phase("lossy", self.rounds)?;
-        bridge.terminate(Duration::from_secs(3))?;
-        let summary = bridge
-            .remaining_lines(Duration::from_secs(2))
-            .into_iter()
-            .find(|l| l.starts_with("impaired:"))
-            .unwrap_or_default();
-        let field = |key: &str| {
-            summary
-                .split_whitespace()
-                .find_map(|kv| kv.strip_prefix(key).map(str::to_string))
-                .unwrap_or_else(|| "?".to_string())
+        let totals = bridge.stop()?;
+        let field = |f: fn(&crate::cmd::matrix::BridgeTotals) -> u64| {
+            totals
+                .as_ref()
+                .map_or("?".to_string(), |t| f(t).to_string())
         };
-        let (lost, socket_drops) = (field("lost="), field("socket_drops="));
-        drop(bridge);
+        let (lost, socket_drops) = (field(|t| t.lost), field(|t| t.socket_drops));
 
         println!();
         println!(
@@ -364,7 +249,7 @@ impl StreamMatrix {
                 Some(CcArg::Dctcp) => "dctcp",
             }
         );
-        if pin {
+        if ctx.lab.pinned {
             println!("client pinned to CPU {CLIENT_CPU}, server to CPU {SERVER_CPU}; the impairment bridge is not pinned");
         }
         println!();
@@ -405,27 +290,4 @@ fn row(path: &str, dir: &str, linux: &[f64], core: &[f64]) {
         ratio(c, l),
         rounds.join(" ")
     );
-}
-
-/// The median of `v` (the mean of the middle two for an even count); 0 when empty.
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => s[n / 2],
-        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::median;
-
-    #[test]
-    fn median_of_odd_even_and_empty() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(&[]), 0.0);
-    }
 }
