@@ -153,6 +153,9 @@ counters! {
     /// Retransmission timeouts found spurious (RFC 3522) and undone, over
     /// closed connections.
     tcp_spurious_rtos,
+    /// In-order payload bytes dropped because a receive buffer was full,
+    /// over closed connections.
+    tcp_rcv_full_dropped_bytes,
     /// Connections opened by connect().
     tcp_active_opens,
     /// Connections accepted from listeners.
@@ -189,5 +192,6 @@ impl Stats {
         self.tcp_spurious_retransmits += t.spurious_retransmits;
         self.tcp_acks_of_unacceptable += t.acks_of_unacceptable;
         self.tcp_spurious_rtos += t.spurious_rtos;
+        self.tcp_rcv_full_dropped_bytes += t.rcv_full_dropped_bytes;
     }
 }

@@ -296,6 +296,18 @@ fn run(seed: u64, imp: Impairments, total: usize, rings: Rings) -> Result<Outcom
             }
         }
         if received == total && a.shared.has_flags(FLAG_RX_FIN) {
+            let (sa, sb) = (ea.stats(), eb.stats());
+            if sa.tcp_rcv_full_dropped_bytes + sb.tcp_rcv_full_dropped_bytes > 0 {
+                return Err(fail(
+                    "a receive buffer dropped bytes inside the window it advertised",
+                    t,
+                    &ea,
+                    &eb,
+                    sent,
+                    received,
+                    echoed,
+                ));
+            }
             return Ok(Outcome {
                 a: ea.stats(),
                 b: eb.stats(),

@@ -349,6 +349,24 @@ pub struct RunResult {
     pub state: Option<TcpState>,
     /// What the bridge did during the run.
     pub bridge: Option<BridgeTotals>,
+    /// The corestack server's counters when it stopped (those it printed at exit, TCP
+    /// counters of its connections included); empty for the Linux server.
+    pub server_counters: std::collections::BTreeMap<String, u64>,
+}
+
+/// The counters `serve` prints at exit after its "corestack statistics:" line (stdout
+/// `lines`), as name → value.
+fn exit_counters(lines: &[String]) -> std::collections::BTreeMap<String, u64> {
+    lines
+        .iter()
+        .skip_while(|l| !l.starts_with("corestack statistics:"))
+        .skip(1)
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let (name, value) = (it.next()?, it.next()?.parse().ok()?);
+            it.next().is_none().then(|| (name.to_string(), value))
+        })
+        .collect()
 }
 
 impl RunResult {
@@ -366,6 +384,7 @@ impl RunResult {
             detail: String::new(),
             state: None,
             bridge: None,
+            server_counters: Default::default(),
         }
     }
 
@@ -469,6 +488,9 @@ impl Ctx<'_> {
         // Then the bridge, then the server.
         result.bridge = bridge.stop().unwrap_or(None);
         srv.terminate(Duration::from_secs(3))?;
+        if server == Server::Corestack {
+            result.server_counters = exit_counters(&srv.remaining_lines(Duration::from_secs(1)));
+        }
         if result.outcome == Outcome::Failed {
             let srv_last = last_line(&server_log);
             if !srv_last.is_empty() {

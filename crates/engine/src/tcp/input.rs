@@ -549,6 +549,8 @@ impl Tcb {
                 self.rcv_nxt += n;
                 if n < data.len() {
                     // The receive buffer is full: the rest is dropped, and the FIN with it.
+                    // (Never within the window we advertised: see `advertise`.)
+                    self.stats.rcv_full_dropped_bytes += (data.len() - n) as u64;
                     fin = false;
                     self.ack_now = true;
                 }

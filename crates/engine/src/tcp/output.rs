@@ -126,7 +126,7 @@ impl Tcb {
             sent += 1;
         }
         if sent < max_segments && (self.ack_now || self.window_update || self.dsack.is_some()) {
-            sent += self.emit_ack_points(now, max_segments - sent - 1, emit);
+            sent += self.emit_ack_points(now, max_segments - sent - 1, rcv_free, emit);
             emit(&self.ack_segment(now, rcv_free));
             sent += 1;
             self.dupacks_owed = self.dupacks_owed.saturating_sub(1);
@@ -184,9 +184,7 @@ impl Tcb {
             return false;
         }
         let cur = self.rcv_wnd();
-        let wnd = rcv_free
-            .min(0xffff << self.rcv_wscale)
-            .min(self.window_clamp());
+        let wnd = self.window_for(rcv_free);
         let update = wnd > cur && wnd - cur >= self.sws_threshold() && wnd >= 2 * cur;
         if update {
             self.window_update = true;
@@ -291,6 +289,49 @@ impl Tcb {
         self.cwnd_limited || (cwnd < self.cc.ssthresh() && cwnd < 2 * self.max_flight)
     }
 
+    /// The window `rcv_free` free bytes of receive buffer allow: at most
+    /// the window clamp and what the scaled field holds, and one scale unit
+    /// less than the free space, so that rounding it up later to keep the
+    /// right edge in place still fits the buffer.
+    fn window_for(&self, rcv_free: usize) -> usize {
+        let unit = 1usize << self.rcv_wscale;
+        rcv_free
+            .saturating_sub(unit - 1)
+            .min(0xffff << self.rcv_wscale)
+            .min(self.window_clamp())
+    }
+
+    /// The scaled window field of an ACK of `ack` that offers `want`
+    /// bytes, and the right edge it sets (rcv_adv moves up to it).
+    /// RFC 9293 §3.8.6.2.2: the right edge never moves left, so a window
+    /// that is not a multiple of the scale unit is rounded up (RFC 7323
+    /// §2.4) - unless the rounded edge would pass what the receive buffer
+    /// (`rcv_free` bytes past rcv_nxt) can take: then it is rounded down,
+    /// and the edge may move left by at most one unit (RFC 7323
+    /// Appendix F; the bytes offered before stay acceptable). So no
+    /// advertised edge ever lies beyond the buffer.
+    fn window_field(&mut self, ack: SeqNum, want: usize, rcv_free: usize) -> usize {
+        let unit = 1usize << self.rcv_wscale;
+        let limit = self.rcv_nxt + rcv_free;
+        let room = if limit > ack { limit - ack } else { 0 };
+        let promised = if self.rcv_adv > ack {
+            self.rcv_adv - ack
+        } else {
+            0
+        };
+        // A new window is rounded down; what was promised is kept (up).
+        let mut field = (want / unit).max(promised.div_ceil(unit));
+        if field * unit > room {
+            field = room / unit;
+        }
+        let field = field.min(0xffff);
+        let edge = ack + field * unit;
+        if edge > self.rcv_adv {
+            self.rcv_adv = edge;
+        }
+        field
+    }
+
     /// Receiver SWS threshold: min(Fr * RCV.BUFF, Eff.snd.MSS), Fr = 1/2.
     fn sws_threshold(&self) -> usize {
         (self.cfg.rcv_buf / 2).min(self.eff_mss).max(1)
@@ -326,10 +367,8 @@ impl Tcb {
     /// by at least the SWS threshold and never moves left (rounding up to the
     /// scale unit if needed).
     fn advertise(&mut self, rcv_free: usize) -> u16 {
-        let shift = self.rcv_wscale;
-        let unit = 1usize << shift;
         let cur = self.rcv_wnd();
-        let mut wnd = rcv_free.min(0xffff << shift).min(self.window_clamp());
+        let mut wnd = self.window_for(rcv_free);
         if wnd > cur && wnd - cur < self.sws_threshold() {
             wnd = cur;
         }
@@ -338,15 +377,7 @@ impl Tcb {
             // must fit too. Allocates, a few times per connection.
             self.ooo.ensure_capacity(wnd.next_power_of_two());
         }
-        let mut field = wnd >> shift;
-        if (field << shift) < cur {
-            field = cur.div_ceil(unit);
-        }
-        let field = field.min(0xffff);
-        let edge = self.rcv_nxt + (field << shift);
-        if edge > self.rcv_adv {
-            self.rcv_adv = edge;
-        }
+        let field = self.window_field(self.rcv_nxt, wnd, rcv_free);
         self.last_ack_sent = self.rcv_nxt;
         self.ack_now = false;
         self.window_update = false;
@@ -367,31 +398,17 @@ impl Tcb {
         &mut self,
         now: Instant,
         max_segments: usize,
+        rcv_free: usize,
         emit: &mut impl FnMut(&Segment),
     ) -> usize {
         let mut sent = 0;
         let n = core::mem::take(&mut self.ack_points_len);
-        let unit = 1usize << self.rcv_wscale;
         for k in 0..n {
             let ack = self.ack_points[k];
             if sent >= max_segments || ack <= self.last_ack_sent || ack >= self.rcv_nxt {
                 continue;
             }
-            let edge = if self.rcv_adv > ack {
-                self.rcv_adv - ack
-            } else {
-                0
-            };
-            let field = edge.div_ceil(unit);
-            if field > 0xffff {
-                continue;
-            }
-            // Rounded up to the scale unit, the edge may pass rcv_adv: the
-            // next ACKs must not offer less (RFC 9293 §3.8.6.2.2).
-            let offered = ack + field * unit;
-            if offered > self.rcv_adv {
-                self.rcv_adv = offered;
-            }
+            let field = self.window_field(ack, 0, rcv_free);
             let mut repr = self.base_repr(self.snd_max, TcpFlags::ACK, now);
             repr.ack = ack;
             repr.window = field as u16;

@@ -306,6 +306,9 @@ pub struct TcbStats {
     pub dup_acks: u64,
     /// Out-of-order payload bytes dropped because the queue was full.
     pub ooo_dropped_bytes: u64,
+    /// In-order payload bytes dropped because the receive buffer was full
+    /// (a segment beyond the window it could take).
+    pub rcv_full_dropped_bytes: u64,
     /// Challenge ACKs sent (RFC 5961 / RFC 9293 §3.10.7.4).
     pub challenge_acks: u64,
     /// Segments dropped by PAWS (RFC 7323 §5).

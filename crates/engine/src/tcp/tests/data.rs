@@ -353,22 +353,41 @@ fn established_small_app_read_does_not_open_window() {
     assert_eq!(upd[0].repr.window, 2100);
 }
 
+/// The right edge never moves left (RFC 9293 §3.8.6.2.2): a window that
+/// is no multiple of the scale unit is rounded up (RFC 7323 §2.4); a new
+/// window leaves one unit of the buffer for that. Only a buffer that cannot
+/// hold the rounded edge (passed here to pin the rule; the engine's rings
+/// keep the unit) sees it rounded down, at most a unit to the left.
 #[test]
-fn established_smaller_free_space_never_shrinks_right_edge() {
+fn established_unaligned_window_rounds_up_within_the_buffer() {
     let (mut a, mut b) = established();
-    let edge = b.tcb.rcv_nxt() + b.tcb.rcv_wnd();
+    let shift = b.tcb.window_scale().map_or(0, |(_, rcv)| rcv);
+    let unit = 1usize << shift;
     a.write(&[1; 1000]);
     exchange(&mut a, &mut b, T0);
     b.timer(T0 + ms(40));
-    // Pretend the free space collapsed to 10 bytes.
-    let tx = TxBuf::new(0);
-    let mut out = Vec::new();
-    b.tcb
-        .poll_output(T0 + ms(40), &tx, 10, 10, &mut |s| out.push(*s));
-    assert_eq!(out.len(), 1);
-    let shift = b.tcb.window_scale().map_or(0, |(_, rcv)| rcv);
-    let advertised = b.tcb.rcv_nxt() + ((out[0].repr.window as usize) << shift);
+    let cur = b.tcb.rcv_wnd();
+    assert_ne!(cur % unit, 0, "1000 bytes left the promise unaligned");
+    let edge = b.tcb.rcv_nxt() + cur;
+    let ack = |b: &mut Host, free: usize| {
+        let tx = TxBuf::new(0);
+        let mut out = Vec::new();
+        b.tcb
+            .poll_output(T0 + ms(40), &tx, free, 10, &mut |s| out.push(*s));
+        assert_eq!(out.len(), 1);
+        b.tcb.rcv_nxt() + ((out[0].repr.window as usize) << shift)
+    };
+    // The slack the reservation keeps: rounded up, in the buffer.
+    let free = cur + unit - 1;
+    let advertised = ack(&mut b, free);
     assert!(advertised >= edge, "right edge moved left");
+    assert!(advertised <= b.tcb.rcv_nxt() + free, "beyond the buffer");
+    // No slack at all: rounded down.
+    let free = advertised - b.tcb.rcv_nxt() - 1;
+    b.window_force_ack();
+    let tight = ack(&mut b, free);
+    assert!(tight <= b.tcb.rcv_nxt() + free, "beyond the buffer");
+    assert!(tight + unit >= advertised, "more than a unit to the left");
 }
 
 #[test]

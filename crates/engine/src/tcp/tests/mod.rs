@@ -281,6 +281,11 @@ impl Host {
     pub(super) fn write(&mut self, bytes: &[u8]) -> usize {
         self.tx.push(bytes)
     }
+
+    /// Makes the next `poll_output` send an ACK (as a delayed-ACK expiry would).
+    pub(super) fn window_force_ack(&mut self) {
+        self.tcb.ack_now = true;
+    }
 }
 
 /// Ors two event sets (closed: the first one).
