@@ -1025,7 +1025,28 @@ mod tests {
             detail: String::new(),
             state: None,
             bridge: None,
+            server_counters: Default::default(),
         }
+    }
+
+    #[test]
+    fn exit_counters_are_read_after_the_statistics_line() {
+        let lines: Vec<String> = [
+            "listening on 10.0.0.1:7",
+            "rx_frames 12",
+            "corestack statistics:",
+            "rx_frames                    300",
+            "tcp_retransmits              4",
+            "not a counter line here",
+            "",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let c = exit_counters(&lines);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c["rx_frames"], 300);
+        assert_eq!(c["tcp_retransmits"], 4);
     }
 
     #[test]
