@@ -107,6 +107,11 @@ pub struct EchoMatrix {
     /// Also write every figure, and the state of every failed run, to this file as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Capture the frames on both sides of the bridge (headers only) with tcpdump, two pcaps
+    /// per run in this directory: CASE-SEED-SERVER-client-side.pcap (before the impairment
+    /// of the client's frames) and ...-server-side.pcap (after it).
+    #[arg(long, value_name = "DIR")]
+    pcap: Option<PathBuf>,
 }
 
 /// One impairment setting of the bridge (each direction alike).
@@ -426,9 +431,30 @@ struct Ctx<'a> {
     linux_cc: &'a str,
     /// TCP_CONGESTION of the client.
     client_cc: &'a str,
+    /// Where per-run captures go, if anywhere.
+    pcap: Option<&'a Path>,
 }
 
 impl Ctx<'_> {
+    /// Starts tcpdump on one of the bridge's links in the mid namespace (`mr` towards the
+    /// servers, after the impairment; `ml` towards the client, before it), headers only,
+    /// writing `file`; it runs until terminated.
+    fn capture(&self, link: &str, file: &Path) -> Result<ChildGuard> {
+        let log = self.lab.logs.file(&format!("tcpdump-{link}.log"));
+        let err =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let mut cmd = self.lab.topo.mid.exec("tcpdump");
+        cmd.args(["-i", link, "-n", "-s", "128", "-U", "-w"])
+            .arg(file)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(err);
+        let child = ChildGuard::spawn(&mut cmd).context("starting tcpdump (is it installed?)")?;
+        // tcpdump opens the link before it says so; give it that moment.
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(child)
+    }
+
     /// Starts `server` in the server namespace and waits until it listens.
     fn start_server(&self, server: Server, log: &Path) -> Result<ChildGuard> {
         let core_ip = format!("{CORE_SERVER}/24");
@@ -473,6 +499,13 @@ impl Ctx<'_> {
             Ok(b) => b,
             Err(e) => return not_interrupted(e, &mut result).map(|()| result),
         };
+        let capture = match self.pcap {
+            Some(dir) => Some((
+                self.capture("mr", &dir.join(format!("{tag}-server-side.pcap")))?,
+                self.capture("ml", &dir.join(format!("{tag}-client-side.pcap")))?,
+            )),
+            None => None,
+        };
         let client_log = self.lab.logs.file(&format!("{tag}-client.log"));
         if let Err(e) = self.transfer(srv.id(), &client_log, &mut result) {
             not_interrupted(e, &mut result)?;
@@ -485,7 +518,11 @@ impl Ctx<'_> {
         // run's server: it goes now (`ss -K`, the kernel resets it).
         let dst = format!("{}:{PORT}", server.ip());
         let _ = self.lab.topo.client.run("ss", &["-K", "-tn", "dst", &dst]);
-        // Then the bridge, then the server.
+        // Then the capture, the bridge, the server.
+        if let Some((mut a, mut b)) = capture {
+            a.terminate(Duration::from_secs(3))?;
+            b.terminate(Duration::from_secs(3))?;
+        }
         result.bridge = bridge.stop().unwrap_or(None);
         srv.terminate(Duration::from_secs(3))?;
         if server == Server::Corestack {
@@ -852,6 +889,7 @@ impl EchoMatrix {
             cap: Duration::from_secs_f64(self.cap_secs),
             linux_cc: &self.linux_cc,
             client_cc: &client_cc,
+            pcap: self.pcap.as_deref(),
         };
         let mut runs = Vec::new();
         let total = cases.len() * self.seeds.len() * 2;
