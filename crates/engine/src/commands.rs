@@ -5,7 +5,7 @@
 use crate::sockets::{flow_key, libc_errno, Conn, Listener, Socket, Sockets, UdpSock};
 use crate::tcp::{self, State, Tcb};
 use crate::{Core, CMD_BURST};
-use appif::socket::{Command, SockState, UdpHeader};
+use appif::socket::{Command, SockState};
 use core::net::{Ipv4Addr, SocketAddrV4};
 use nic::TxQueue;
 
@@ -307,63 +307,5 @@ impl Core {
             }
             _ => {}
         }
-    }
-
-    /// Sends the datagrams queued in a UDP socket's TX ring.
-    fn udp_send<T: TxQueue>(&mut self, slot: u32, tx: &mut T) {
-        let Core {
-            sockets,
-            link,
-            stats,
-            now,
-            ..
-        } = self;
-        let Some(Some(Socket::Udp(u))) = sockets.slots.get_mut(slot as usize) else {
-            return;
-        };
-        let max_payload = link.mtu - wire::ipv4::HEADER_LEN - wire::udp::HEADER_LEN;
-        // Bounded: each record consumes at least 8 bytes of a finite ring.
-        loop {
-            let mut hb = [0u8; UdpHeader::LEN];
-            if u.tx.peek_at(0, &mut hb) < UdpHeader::LEN {
-                break;
-            }
-            let h = UdpHeader::decode(&hb);
-            let len = usize::from(h.len);
-            if u.tx.len() < UdpHeader::LEN + len {
-                break; // the rest of the record is not published yet
-            }
-            if len > max_payload {
-                stats.drop_udp_tx_malformed += 1;
-                u.tx.consume(UdpHeader::LEN + len);
-                continue;
-            }
-            let src_port = u.local.port();
-            let (dst, dport) = (*h.addr.ip(), h.addr.port());
-            let local = link.ip;
-            let txr = &u.tx;
-            if link.send_ipv4(
-                tx,
-                stats,
-                *now,
-                dst,
-                wire::ipv4::PROTO_UDP,
-                wire::udp::HEADER_LEN + len,
-                |buf| {
-                    wire::udp::UdpRepr {
-                        src_port,
-                        dst_port: dport,
-                        payload_len: len,
-                    }
-                    .emit_header(buf);
-                    txr.peek_at(UdpHeader::LEN, &mut buf[wire::udp::HEADER_LEN..]);
-                    wire::udp::fill_checksum(buf, local, dst);
-                },
-            ) {
-                stats.udp_tx += 1;
-            }
-            u.tx.consume(UdpHeader::LEN + len);
-        }
-        u.shared.wake();
     }
 }

@@ -8,28 +8,47 @@
 //!
 //! Threading: an engine is owned by one thread. Applications reach it only
 //! through the command ring and the per-socket byte rings of `appif`.
+//!
+//! Files, in the order a frame meets them:
+//! - receive: `rx` (Ethernet, ARP, IPv4 and reassembly in `frag`, the TCP
+//!   demux) → `icmp` | `udp` | `tcp` (the state machine, sans I/O) |
+//!   `listen` (passive open, `syncookie`) → `events` (what TCP reports
+//!   reaches the application's status block and accept queue);
+//! - send: `commands` (what applications ask) → `tx` (TCP output to
+//!   frames) → `link` (IPv4 and Ethernet headers, next hop, `arp`) → the
+//!   port;
+//! - around them: `sockets` (the socket and flow tables), `wheel` (timers),
+//!   `stats` (counters), `config`, `time`.
 #![forbid(unsafe_code)]
 
 pub mod arp;
 mod commands;
+mod config;
+mod events;
 pub mod frag;
-mod input;
+mod icmp;
 pub mod link;
+mod listen;
+mod rx;
 mod sockets;
 pub mod stats;
 pub mod syncookie;
 pub mod tcp;
 pub mod time;
-pub mod timer;
+mod tx;
+mod udp;
+pub mod wheel;
 
-use crate::link::{Gso, Link};
-use crate::sockets::{apply_events, libc_errno, Conn, Socket, Sockets};
+pub use config::EngineConfig;
+
+use crate::link::Link;
+use crate::sockets::{libc_errno, Conn, Socket, Sockets};
 use crate::stats::Stats;
-use crate::tcp::{IsnGenerator, State, TcpConfig};
+use crate::tcp::IsnGenerator;
 use crate::time::Instant;
-use crate::timer::TimerWheel;
+use crate::wheel::TimerWheel;
 use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Command, SockState};
+use appif::socket::{AcceptQueue, Command};
 use appif::spsc;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
@@ -39,73 +58,6 @@ use wire::MacAddr;
 
 pub use sockets::errno_of;
 
-/// Engine settings.
-#[derive(Debug, Clone)]
-pub struct EngineConfig {
-    /// Our IPv4 address.
-    pub ip: Ipv4Addr,
-    /// Subnet prefix length in bits.
-    pub prefix_len: u8,
-    /// Next hop for destinations off the subnet.
-    pub gateway: Option<Ipv4Addr>,
-    /// TCP defaults for every connection.
-    pub tcp: TcpConfig,
-    /// Sockets of all kinds, including connections in TIME-WAIT.
-    pub max_sockets: usize,
-    /// RX and TX ring size in bytes of connections the engine accepts,
-    /// when they start (embedded and inline mode; service-mode rings come
-    /// from the application's segment).
-    pub ring_bytes: usize,
-    /// The most a ring of a connection the engine accepts may grow to,
-    /// bytes (receive-window auto-tuning and send-buffer growth, see
-    /// [`TcpConfig::rcv_buf_max`] and [`TcpConfig::snd_buf_max`]); that
-    /// much address space is reserved per ring, memory is used only as the
-    /// ring grows. Default 8 MiB.
-    pub ring_max_bytes: usize,
-    /// Ring memory each application may add by growing its connections'
-    /// rings beyond their starting sizes, bytes; past it a connection
-    /// keeps the rings it has. Default 256 MiB.
-    pub buffer_growth_limit: usize,
-    /// Frames received per iteration at most.
-    pub rx_burst: usize,
-    /// ARP cache entries.
-    pub arp_entries: usize,
-    /// Frames that may wait for ARP resolution.
-    pub arp_waiting: usize,
-    /// ICMP error messages per second at most (like Linux icmp_ratelimit).
-    pub icmp_errors_per_sec: u32,
-    /// Verify checksums of received packets in software.
-    pub verify_checksums: bool,
-    /// Answer SYNs with SYN cookies when a listener's SYN queue is full
-    /// (RFC 4987; Linux tcp_syncookies=1) instead of dropping them.
-    pub syn_cookies: bool,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            ip: Ipv4Addr::UNSPECIFIED,
-            prefix_len: 24,
-            gateway: None,
-            tcp: TcpConfig::default(),
-            max_sockets: 4096,
-            ring_bytes: 256 * 1024,
-            ring_max_bytes: 8 << 20,
-            buffer_growth_limit: 256 << 20,
-            rx_burst: 64,
-            arp_entries: 256,
-            arp_waiting: 64,
-            icmp_errors_per_sec: 1000,
-            verify_checksums: true,
-            syn_cookies: true,
-        }
-    }
-}
-
-/// The ECT(0) codepoint in the IPv4 TOS byte (RFC 3168 §5).
-const ECT0: u8 = 0b10;
-/// Segments one connection may emit per iteration.
-const TCP_BURST: usize = 64;
 /// Commands taken per iteration.
 pub(crate) const CMD_BURST: usize = 64;
 /// Interval of the slow housekeeping pass (ARP retries, orphan sweep).
@@ -443,271 +395,6 @@ impl Core {
                 self.timers.schedule(slot, at);
             }
         }
-    }
-
-    /// Takes an ICMP error token (token bucket, refilled every second).
-    pub(crate) fn icmp_error_allowed(&mut self) -> bool {
-        if self.now.saturating_since(self.icmp_refill) >= Duration::from_secs(1) {
-            self.icmp_refill = self.now;
-            self.icmp_tokens = self.cfg.icmp_errors_per_sec;
-        }
-        if self.icmp_tokens == 0 {
-            self.stats.icmp_rate_limited += 1;
-            return false;
-        }
-        self.icmp_tokens -= 1;
-        true
-    }
-
-    /// Applies TCP events of the connection in `slot`, removes it when done,
-    /// and schedules its output and timer.
-    pub(crate) fn after_tcp(&mut self, slot: u32, ev: tcp::Events) {
-        let Some(c) = self.sockets.conn(slot) else {
-            return;
-        };
-        if ev.connected || ev.readable || ev.writable || ev.peer_fin || ev.closed.is_some() {
-            self.woke = true;
-        }
-        match ev.closed {
-            Some(tcp::CloseReason::Reset) | Some(tcp::CloseReason::Refused) => {
-                self.stats.tcp_resets += 1
-            }
-            Some(tcp::CloseReason::TimedOut) => self.stats.tcp_timeouts += 1,
-            _ => {}
-        }
-        let finished = apply_events(c, &ev);
-        if ev.connected {
-            if let Some(l) = c.listener {
-                self.hand_over(slot, l);
-            }
-        }
-        if finished {
-            self.drop_conn(slot);
-            return;
-        }
-        self.tune_buffers(slot);
-        self.mark_dirty(slot);
-        self.arm_timer(slot);
-    }
-
-    /// Grows the rings of the connection in `slot` towards what TCP asks
-    /// for (receive-window auto-tuning, a send buffer of twice cwnd), within
-    /// its application's budget; a growth past the budget is not made.
-    /// Allocates nothing; costs two comparisons when nothing is asked.
-    pub(crate) fn tune_buffers(&mut self, slot: u32) {
-        let Sockets {
-            slots,
-            growth_used,
-            growth_limit,
-            ..
-        } = &mut self.sockets;
-        let Some(Some(Socket::Tcp(c))) = slots.get_mut(slot as usize) else {
-            return;
-        };
-        let rx_want = c.tcb.rcv_buf_wanted().min(c.rx.reserved());
-        let tx_want = c.tcb.snd_buf_wanted().min(c.tx.reserved());
-        let rx_have = c.rx.wanted();
-        let tx_have = c.growth.tx_grant.max(c.tx.capacity());
-        if rx_want <= rx_have && tx_want <= tx_have {
-            return;
-        }
-        let used = growth_used.entry(sockets::owner_of(c.id)).or_insert(0);
-        if rx_want > rx_have {
-            let target = rx_want.next_power_of_two().min(c.rx.reserved());
-            let extra = target.saturating_sub(rx_have);
-            if used.saturating_add(extra) <= *growth_limit {
-                c.rx.grow(target);
-                *used += extra;
-                c.growth.counted += extra;
-            }
-        }
-        if tx_want > tx_have {
-            let target = tx_want.next_power_of_two().min(c.tx.reserved());
-            let extra = target.saturating_sub(tx_have);
-            if used.saturating_add(extra) <= *growth_limit {
-                c.growth.tx_grant = target;
-                c.shared.set_tx_grant(target);
-                *used += extra;
-                c.growth.counted += extra;
-            }
-        }
-    }
-
-    /// Moves a just-established passive connection to its listener's accept queue.
-    fn hand_over(&mut self, slot: u32, listener_slot: u32) {
-        let Some(c) = self.sockets.conn(slot) else {
-            return;
-        };
-        c.listener = None;
-        let ends = c.app_ends.take();
-        c.shared.set_addrs(c.tcb.local(), c.tcb.remote());
-        c.shared.set_state(SockState::Open);
-        let (id, shared) = (c.id, c.shared.clone());
-        let refused = match self.sockets.slots.get_mut(listener_slot as usize) {
-            Some(Some(Socket::Listener(l))) => {
-                l.pending = l.pending.saturating_sub(1);
-                let r = match (&mut l.accept, ends) {
-                    (AcceptQueue::Local(q), Some((tx, rx))) => q
-                        .push(appif::socket::Accepted { id, shared, tx, rx })
-                        .is_err(),
-                    (AcceptQueue::Segment(q), None) => {
-                        let slot = appif::seg::service_owner(id).map(|(_, s)| s);
-                        !slot.is_some_and(|s| q.hand_over(s, &shared))
-                    }
-                    _ => true,
-                };
-                l.shared.wake();
-                r
-            }
-            _ => true,
-        };
-        if refused {
-            self.stats.drop_tcp_backlog_full += 1;
-            if let Some(c) = self.sockets.conn(slot) {
-                c.app_closed = true;
-                c.tcb.abort();
-            }
-        }
-    }
-
-    /// Removes a finished connection and releases its listener slot.
-    pub(crate) fn drop_conn(&mut self, slot: u32) {
-        if let Some(Socket::Tcp(c)) = self.sockets.remove(slot) {
-            self.stats.add_tcb(c.tcb.stats());
-            if let Some(l) = c.listener {
-                if let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(l as usize) {
-                    l.pending = l.pending.saturating_sub(1);
-                }
-            }
-        }
-    }
-
-    /// Emits TCP output for every dirty connection; those with more to
-    /// send (burst limit, window) stay queued for the next iteration.
-    fn flush_output<T: TxQueue>(&mut self, tx: &mut T) -> usize {
-        core::mem::swap(&mut self.dirty, &mut self.dirty_scratch);
-        let mut sent = 0;
-        for i in 0..self.dirty_scratch.len() {
-            let slot = self.dirty_scratch[i];
-            match self.sockets.conn(slot) {
-                Some(c) => c.dirty = false,
-                None => continue,
-            }
-            sent += self.output(slot, tx);
-            if self.sockets.conn(slot).is_some_and(|c| c.tcb.has_output()) {
-                self.mark_dirty(slot);
-            }
-        }
-        self.dirty_scratch.clear();
-        sent
-    }
-
-    /// Emits up to a burst of segments for the connection in `slot`.
-    fn output<T: TxQueue>(&mut self, slot: u32, tx: &mut T) -> usize {
-        let Core {
-            sockets,
-            link,
-            stats,
-            now,
-            ..
-        } = self;
-        let now = *now;
-        let Some(Some(Socket::Tcp(c))) = sockets.slots.get_mut(slot as usize) else {
-            return 0;
-        };
-        let remote = *c.tcb.remote().ip();
-        let local = link.ip;
-        let offload = link.tcp_checksum_offload;
-        // TSO only towards a resolved next hop: a frame waiting for ARP
-        // must fit the MTU.
-        let next_mac = link.resolved(remote, now);
-        c.tcb.gso_max = if link.gso_max > 0 && next_mac.is_some() {
-            link.gso_max
-        } else {
-            0
-        };
-        // Payloads lent to the port (below) only towards a resolved next
-        // hop: a frame waiting for ARP is a copy.
-        let lend_to = next_mac.filter(|_| link.gather);
-        let Conn {
-            tcb, tx: txr, rx, ..
-        } = &mut **c;
-        let rcv_free = rx.free();
-        let n = tcb.poll_output(
-            now,
-            &*txr,
-            rcv_free,
-            TCP_BURST,
-            &mut |seg: &tcp::Segment| {
-                let hlen = seg.repr.header_len();
-                let plen = seg.repr.payload_len;
-                // RFC 3168 §5: ECT(0) on data of an ECN-capable connection.
-                let tos = if seg.ect { ECT0 } else { 0 };
-                // The payload goes from the TX ring itself when the port
-                // can send it from there (not a frame that needs padding):
-                // it stays unchanged until tx is flushed, as ring bytes are
-                // released only by ACKs, read before output, and a
-                // connection dropped below flushes first.
-                let frame_len = link::HEADERS + hlen + plen;
-                let lent = match lend_to {
-                    Some(mac) if plen > 0 && frame_len >= link::MIN_FRAME => {
-                        txr.payload(seg.payload_offset, plen).map(|p| (mac, p))
-                    }
-                    _ => None,
-                };
-                if let Some((mac, payload)) = lent {
-                    let header = |buf: &mut [u8]| {
-                        seg.repr.emit_header(&mut buf[..hlen]);
-                    };
-                    link.send_tcp_gather(
-                        tx,
-                        stats,
-                        remote,
-                        mac,
-                        tos,
-                        hlen,
-                        payload,
-                        seg.gso_size,
-                        header,
-                    );
-                } else {
-                    let gso = (seg.gso_size > 0).then_some(Gso {
-                        size: seg.gso_size,
-                        header_len: hlen,
-                    });
-                    link.send_ipv4_gso(
-                        tx,
-                        stats,
-                        now,
-                        remote,
-                        wire::ipv4::PROTO_TCP,
-                        tos,
-                        hlen + plen,
-                        gso,
-                        |buf| {
-                            seg.repr.emit_header(&mut buf[..hlen]);
-                            txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
-                            Link::tcp_checksum(offload, buf, local, remote);
-                        },
-                    );
-                }
-                stats.tcp_tx_segments += seg.segments() as u64;
-                if seg.gso_size > 0 {
-                    stats.tcp_tso_sends += 1;
-                }
-            },
-        );
-        let closed = tcb.state() == State::Closed;
-        let gone = closed && (c.app_closed || c.unaccepted());
-        if gone {
-            // Payloads lent from its TX ring leave before the ring can
-            // serve another socket.
-            tx.flush();
-            self.drop_conn(slot);
-        } else {
-            self.arm_timer(slot);
-        }
-        n
     }
 
     /// Fires due timers.

@@ -2,37 +2,13 @@
 //! table that finds them by 4-tuple, and the glue between the TCP state
 //! machine and the application's rings.
 
-use crate::tcp::{CloseReason, Events, RecvBuffer, SendBuffer, State, Tcb};
+use crate::tcp::{CloseReason, Events, State, Tcb};
 use crate::time::Instant;
 use appif::bytes;
 use appif::socket::{AcceptQueue, SharedSlot, SockId};
 use core::net::SocketAddrV4;
 use std::collections::HashMap;
 use std::sync::Arc;
-
-impl SendBuffer for bytes::Reader {
-    fn len(&self) -> usize {
-        bytes::Reader::len(self)
-    }
-    fn read_at(&self, offset: usize, dst: &mut [u8]) -> usize {
-        self.peek_at(offset, dst)
-    }
-    fn consume(&mut self, n: usize) {
-        bytes::Reader::consume(self, n)
-    }
-    fn payload(&self, offset: usize, len: usize) -> Option<nic::TxPayload> {
-        bytes::Reader::payload(self, offset, len)
-    }
-}
-
-impl RecvBuffer for bytes::Writer {
-    fn free(&self) -> usize {
-        bytes::Writer::free(self)
-    }
-    fn write(&mut self, data: &[u8]) -> usize {
-        bytes::Writer::write(self, data)
-    }
-}
 
 /// A TCP connection and the engine's ends of its rings.
 pub struct Conn {

@@ -1,0 +1,67 @@
+//! The engine's settings.
+
+use crate::tcp::TcpConfig;
+use core::net::Ipv4Addr;
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Our IPv4 address.
+    pub ip: Ipv4Addr,
+    /// Subnet prefix length in bits.
+    pub prefix_len: u8,
+    /// Next hop for destinations off the subnet.
+    pub gateway: Option<Ipv4Addr>,
+    /// TCP defaults for every connection.
+    pub tcp: TcpConfig,
+    /// Sockets of all kinds, including connections in TIME-WAIT.
+    pub max_sockets: usize,
+    /// RX and TX ring size in bytes of connections the engine accepts,
+    /// when they start (embedded and inline mode; service-mode rings come
+    /// from the application's segment).
+    pub ring_bytes: usize,
+    /// The most a ring of a connection the engine accepts may grow to,
+    /// bytes (receive-window auto-tuning and send-buffer growth, see
+    /// [`TcpConfig::rcv_buf_max`] and [`TcpConfig::snd_buf_max`]); that
+    /// much address space is reserved per ring, memory is used only as the
+    /// ring grows. Default 8 MiB.
+    pub ring_max_bytes: usize,
+    /// Ring memory each application may add by growing its connections'
+    /// rings beyond their starting sizes, bytes; past it a connection
+    /// keeps the rings it has. Default 256 MiB.
+    pub buffer_growth_limit: usize,
+    /// Frames received per iteration at most.
+    pub rx_burst: usize,
+    /// ARP cache entries.
+    pub arp_entries: usize,
+    /// Frames that may wait for ARP resolution.
+    pub arp_waiting: usize,
+    /// ICMP error messages per second at most (like Linux icmp_ratelimit).
+    pub icmp_errors_per_sec: u32,
+    /// Verify checksums of received packets in software.
+    pub verify_checksums: bool,
+    /// Answer SYNs with SYN cookies when a listener's SYN queue is full
+    /// (RFC 4987; Linux tcp_syncookies=1) instead of dropping them.
+    pub syn_cookies: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            ip: Ipv4Addr::UNSPECIFIED,
+            prefix_len: 24,
+            gateway: None,
+            tcp: TcpConfig::default(),
+            max_sockets: 4096,
+            ring_bytes: 256 * 1024,
+            ring_max_bytes: 8 << 20,
+            buffer_growth_limit: 256 << 20,
+            rx_burst: 64,
+            arp_entries: 256,
+            arp_waiting: 64,
+            icmp_errors_per_sec: 1000,
+            verify_checksums: true,
+            syn_cookies: true,
+        }
+    }
+}

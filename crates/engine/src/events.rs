@@ -1,0 +1,134 @@
+//! What TCP reports reaches the application: events become the socket's
+//! status block (and a wake-up), a connection that just completed its
+//! handshake goes to its listener's accept queue, a finished one is freed,
+//! and rings grow when auto-tuning asks (within the application's budget).
+
+use crate::sockets::{self, apply_events, Socket, Sockets};
+use crate::tcp;
+use crate::Core;
+use appif::socket::{AcceptQueue, SockState};
+
+impl Core {
+    /// Applies TCP events of the connection in `slot`, removes it when done,
+    /// and schedules its output and timer.
+    pub(crate) fn after_tcp(&mut self, slot: u32, ev: tcp::Events) {
+        let Some(c) = self.sockets.conn(slot) else {
+            return;
+        };
+        if ev.connected || ev.readable || ev.writable || ev.peer_fin || ev.closed.is_some() {
+            self.woke = true;
+        }
+        match ev.closed {
+            Some(tcp::CloseReason::Reset) | Some(tcp::CloseReason::Refused) => {
+                self.stats.tcp_resets += 1
+            }
+            Some(tcp::CloseReason::TimedOut) => self.stats.tcp_timeouts += 1,
+            _ => {}
+        }
+        let finished = apply_events(c, &ev);
+        if ev.connected {
+            if let Some(l) = c.listener {
+                self.hand_over(slot, l);
+            }
+        }
+        if finished {
+            self.drop_conn(slot);
+            return;
+        }
+        self.tune_buffers(slot);
+        self.mark_dirty(slot);
+        self.arm_timer(slot);
+    }
+
+    /// Grows the rings of the connection in `slot` towards what TCP asks
+    /// for (receive-window auto-tuning, a send buffer of twice cwnd), within
+    /// its application's budget; a growth past the budget is not made.
+    /// Allocates nothing; costs two comparisons when nothing is asked.
+    pub(crate) fn tune_buffers(&mut self, slot: u32) {
+        let Sockets {
+            slots,
+            growth_used,
+            growth_limit,
+            ..
+        } = &mut self.sockets;
+        let Some(Some(Socket::Tcp(c))) = slots.get_mut(slot as usize) else {
+            return;
+        };
+        let rx_want = c.tcb.rcv_buf_wanted().min(c.rx.reserved());
+        let tx_want = c.tcb.snd_buf_wanted().min(c.tx.reserved());
+        let rx_have = c.rx.wanted();
+        let tx_have = c.growth.tx_grant.max(c.tx.capacity());
+        if rx_want <= rx_have && tx_want <= tx_have {
+            return;
+        }
+        let used = growth_used.entry(sockets::owner_of(c.id)).or_insert(0);
+        if rx_want > rx_have {
+            let target = rx_want.next_power_of_two().min(c.rx.reserved());
+            let extra = target.saturating_sub(rx_have);
+            if used.saturating_add(extra) <= *growth_limit {
+                c.rx.grow(target);
+                *used += extra;
+                c.growth.counted += extra;
+            }
+        }
+        if tx_want > tx_have {
+            let target = tx_want.next_power_of_two().min(c.tx.reserved());
+            let extra = target.saturating_sub(tx_have);
+            if used.saturating_add(extra) <= *growth_limit {
+                c.growth.tx_grant = target;
+                c.shared.set_tx_grant(target);
+                *used += extra;
+                c.growth.counted += extra;
+            }
+        }
+    }
+
+    /// Moves a just-established passive connection to its listener's accept queue.
+    fn hand_over(&mut self, slot: u32, listener_slot: u32) {
+        let Some(c) = self.sockets.conn(slot) else {
+            return;
+        };
+        c.listener = None;
+        let ends = c.app_ends.take();
+        c.shared.set_addrs(c.tcb.local(), c.tcb.remote());
+        c.shared.set_state(SockState::Open);
+        let (id, shared) = (c.id, c.shared.clone());
+        let refused = match self.sockets.slots.get_mut(listener_slot as usize) {
+            Some(Some(Socket::Listener(l))) => {
+                l.pending = l.pending.saturating_sub(1);
+                let r = match (&mut l.accept, ends) {
+                    (AcceptQueue::Local(q), Some((tx, rx))) => q
+                        .push(appif::socket::Accepted { id, shared, tx, rx })
+                        .is_err(),
+                    (AcceptQueue::Segment(q), None) => {
+                        let slot = appif::seg::service_owner(id).map(|(_, s)| s);
+                        !slot.is_some_and(|s| q.hand_over(s, &shared))
+                    }
+                    _ => true,
+                };
+                l.shared.wake();
+                r
+            }
+            _ => true,
+        };
+        if refused {
+            self.stats.drop_tcp_backlog_full += 1;
+            if let Some(c) = self.sockets.conn(slot) {
+                c.app_closed = true;
+                c.tcb.abort();
+            }
+        }
+    }
+
+    /// Removes a finished connection and releases its listener slot.
+    pub(crate) fn drop_conn(&mut self, slot: u32) {
+        if let Some(Socket::Tcp(c)) = self.sockets.remove(slot) {
+            self.stats.add_tcb(c.tcb.stats());
+            if let Some(l) = c.listener {
+                if let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(l as usize) {
+                    l.pending = l.pending.saturating_sub(1);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! ICMP (RFC 792, RFC 1122 §3.2.2): echo replies, errors about our own
+//! TCP segments (RFC 1191 path MTU, RFC 5927 checks), and port unreachable
+//! for UDP datagrams nobody listens for, rate limited.
+
+use crate::sockets::flow_key;
+use crate::Core;
+use core::net::{Ipv4Addr, SocketAddrV4};
+use core::time::Duration;
+use nic::TxQueue;
+use wire::icmp::{Icmpv4Repr, DST_UNREACH_FRAG_NEEDED, DST_UNREACH_PORT};
+use wire::ipv4::{Ipv4Packet, PROTO_ICMP, PROTO_TCP};
+
+/// Bytes of the offending datagram quoted in an ICMP error (RFC 1812
+/// §4.3.2.3: as much as fits in 576 bytes).
+pub(crate) const ICMP_QUOTE_MAX: usize = 576 - 20 - 8;
+
+impl Core {
+    pub(crate) fn handle_icmp<T: TxQueue>(&mut self, src: Ipv4Addr, msg: &[u8], tx: &mut T) {
+        match Icmpv4Repr::parse(msg, self.cfg.verify_checksums) {
+            Ok(Icmpv4Repr::EchoRequest {
+                ident,
+                seq_no,
+                data,
+            }) => {
+                let reply = Icmpv4Repr::EchoReply {
+                    ident,
+                    seq_no,
+                    data,
+                };
+                let len = reply.buffer_len();
+                if len + wire::ipv4::HEADER_LEN > self.link.mtu {
+                    self.stats.drop_icmp_malformed += 1;
+                    return;
+                }
+                let now = self.now;
+                if self
+                    .link
+                    .send_ipv4(tx, &mut self.stats, now, src, PROTO_ICMP, len, |buf| {
+                        reply.emit(buf);
+                    })
+                {
+                    self.stats.icmp_echo_replies_tx += 1;
+                }
+            }
+            Ok(Icmpv4Repr::DstUnreachable {
+                code,
+                next_hop_mtu,
+                data,
+            }) => {
+                self.stats.icmp_other_rx += 1;
+                let mtu = (code == DST_UNREACH_FRAG_NEEDED).then_some(usize::from(next_hop_mtu));
+                self.tcp_icmp_error(data, mtu);
+            }
+            Ok(_) => self.stats.icmp_other_rx += 1,
+            Err(_) => self.stats.drop_icmp_malformed += 1,
+        }
+    }
+
+    /// RFC 1122 §4.2.3.9: an ICMP error quoting a segment one of our TCP
+    /// connections sent is counted (`icmp_tcp_errors_rx`); soft errors MUST
+    /// NOT abort the connection, and none here does. "Fragmentation needed"
+    /// with a next-hop MTU (`frag_needed_mtu`, RFC 1191) lowers the
+    /// connection's MSS when the quoted sequence number is one in flight.
+    fn tcp_icmp_error(&mut self, quote: &[u8], frag_needed_mtu: Option<usize>) {
+        // The quoted header may be cut short past 8 payload bytes (RFC 792),
+        // so it is read field by field, not through `Ipv4Packet`.
+        let Some(&vihl) = quote.first() else { return };
+        let hl = usize::from(vihl & 0x0f) * 4;
+        if vihl >> 4 != 4 || hl < wire::ipv4::HEADER_LEN || quote.len() < hl + 8 {
+            return;
+        }
+        let ip = |at: usize| Ipv4Addr::new(quote[at], quote[at + 1], quote[at + 2], quote[at + 3]);
+        if quote[9] != PROTO_TCP || ip(12) != self.link.ip {
+            return;
+        }
+        let local_port = u16::from_be_bytes([quote[hl], quote[hl + 1]]);
+        let remote = SocketAddrV4::new(ip(16), u16::from_be_bytes([quote[hl + 2], quote[hl + 3]]));
+        let Some(&slot) = self.sockets.flows.get(&flow_key(remote, local_port)) else {
+            return;
+        };
+        self.stats.icmp_tcp_errors_rx += 1;
+        let seq = wire::SeqNum(u32::from_be_bytes([
+            quote[hl + 4],
+            quote[hl + 5],
+            quote[hl + 6],
+            quote[hl + 7],
+        ]));
+        let link_mtu = self.link.mtu;
+        // RFC 1191 §4: an MTU of 0 comes from a router that predates it;
+        // and a report above our own link MTU is bogus.
+        let Some(mtu) = frag_needed_mtu.filter(|m| (68..=link_mtu).contains(m)) else {
+            return;
+        };
+        if self
+            .sockets
+            .conn(slot)
+            .is_some_and(|c| c.tcb.on_path_mtu(mtu, seq))
+        {
+            self.stats.tcp_pmtu_reductions += 1;
+            self.mark_dirty(slot);
+        }
+    }
+
+    /// Sends ICMP port unreachable quoting the first `quote_len` bytes of `ip`.
+    pub(crate) fn send_unreachable<T: TxQueue>(
+        &mut self,
+        to: Ipv4Addr,
+        ip: &Ipv4Packet<'_>,
+        quote_len: usize,
+        tx: &mut T,
+    ) {
+        let hl = ip.header().len();
+        let mut quote = [0u8; ICMP_QUOTE_MAX];
+        let n = quote_len.min(ICMP_QUOTE_MAX);
+        let hn = hl.min(n);
+        quote[..hn].copy_from_slice(&ip.header()[..hn]);
+        let pn = (n - hn).min(ip.payload().len());
+        quote[hn..hn + pn].copy_from_slice(&ip.payload()[..pn]);
+        let msg = Icmpv4Repr::DstUnreachable {
+            code: DST_UNREACH_PORT,
+            next_hop_mtu: 0,
+            data: &quote[..hn + pn],
+        };
+        let len = msg.buffer_len();
+        let now = self.now;
+        if self
+            .link
+            .send_ipv4(tx, &mut self.stats, now, to, PROTO_ICMP, len, |buf| {
+                msg.emit(buf);
+            })
+        {
+            self.stats.icmp_unreachable_tx += 1;
+        }
+    }
+
+    /// Takes an ICMP error token (token bucket, refilled every second).
+    pub(crate) fn icmp_error_allowed(&mut self) -> bool {
+        if self.now.saturating_since(self.icmp_refill) >= Duration::from_secs(1) {
+            self.icmp_refill = self.now;
+            self.icmp_tokens = self.cfg.icmp_errors_per_sec;
+        }
+        if self.icmp_tokens == 0 {
+            self.stats.icmp_rate_limited += 1;
+            return false;
+        }
+        self.icmp_tokens -= 1;
+        true
+    }
+}

@@ -1,0 +1,205 @@
+//! The receive path: Ethernet → ARP | IPv4 (→ reassembly) → ICMP (`icmp`)
+//! | UDP (`udp`) | TCP: a segment for a connection goes to its Tcb
+//! (`tcp::Tcb::input`, whose in-order bytes land in the application's RX
+//! ring through [`RecvBuffer`]) and what TCP reports goes on to `events`;
+//! a SYN for a listener goes to `listen`; anything else is answered with a
+//! RST. Every frame either reaches a socket or is counted under the reason
+//! it was dropped.
+
+use crate::link::Link;
+use crate::sockets::{flow_key, Conn};
+use crate::tcp::{self, RecvBuffer};
+use crate::Core;
+use appif::bytes;
+use core::net::{Ipv4Addr, SocketAddrV4};
+use nic::TxQueue;
+use wire::arp::{ArpOp, ArpRepr};
+use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
+use wire::ipv4::{Ipv4Packet, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
+use wire::tcp::TcpRepr;
+use wire::Error;
+
+impl Core {
+    /// Handles one received Ethernet frame.
+    pub(crate) fn handle_frame<T: TxQueue>(&mut self, frame: &[u8], tx: &mut T) {
+        self.stats.rx_frames += 1;
+        self.stats.rx_bytes += frame.len() as u64;
+        let Ok((eth, payload)) = EthernetRepr::parse(frame) else {
+            self.stats.drop_eth_truncated += 1;
+            return;
+        };
+        if eth.dst != self.link.mac && !eth.dst.is_broadcast() {
+            self.stats.drop_eth_other_mac += 1;
+            return;
+        }
+        match eth.ethertype {
+            ETHERTYPE_ARP => self.handle_arp(payload, tx),
+            ETHERTYPE_IPV4 => self.handle_ipv4(&eth, payload, tx),
+            _ => self.stats.drop_eth_unsupported += 1,
+        }
+    }
+
+    fn handle_arp<T: TxQueue>(&mut self, packet: &[u8], tx: &mut T) {
+        let Ok(arp) = ArpRepr::parse(packet) else {
+            self.stats.drop_arp_malformed += 1;
+            return;
+        };
+        let for_us = arp.target_ip == self.link.ip;
+        let now = self.now;
+        // RFC 826: merge the sender into the table if it is there; add it
+        // when the packet is for us.
+        if !arp.sender_ip.is_unspecified() && arp.sender_mac.is_unicast() {
+            let waiting = self
+                .link
+                .arp
+                .learn(arp.sender_ip, arp.sender_mac, for_us, now);
+            if waiting {
+                self.link
+                    .flush_waiting(tx, &mut self.stats, arp.sender_ip, arp.sender_mac);
+            }
+        }
+        match arp.op {
+            ArpOp::Request if for_us => {
+                self.stats.arp_requests_rx += 1;
+                self.link.send_arp(
+                    tx,
+                    &mut self.stats,
+                    ArpOp::Reply,
+                    arp.sender_mac,
+                    arp.sender_mac,
+                    arp.sender_ip,
+                );
+            }
+            ArpOp::Request => self.stats.drop_arp_other_target += 1,
+            ArpOp::Reply => self.stats.arp_replies_rx += 1,
+        }
+    }
+
+    fn handle_ipv4<T: TxQueue>(&mut self, eth: &EthernetRepr, packet: &[u8], tx: &mut T) {
+        let ip = match Ipv4Packet::new_checked(packet) {
+            Ok(ip) => ip,
+            Err(_) => {
+                self.stats.drop_ipv4_malformed += 1;
+                return;
+            }
+        };
+        if self.cfg.verify_checksums && !ip.checksum_valid() {
+            self.stats.drop_ipv4_checksum += 1;
+            return;
+        }
+        let dst = ip.dst();
+        if dst != self.link.ip {
+            self.stats.drop_ipv4_other_dst += 1;
+            return;
+        }
+        if ip.is_fragment() {
+            // RFC 791 §3.2: reassemble, then handle the whole datagram. The
+            // table is taken out while the datagram (borrowed from it) is
+            // handled; an empty `Reassembler` allocates nothing.
+            let mut frag = core::mem::take(&mut self.frag);
+            if let Some(whole) = frag.push(self.now, &ip, &mut self.stats) {
+                self.deliver_ipv4(eth, &whole, tx);
+            }
+            self.frag = frag;
+            return;
+        }
+        self.deliver_ipv4(eth, &ip, tx);
+    }
+
+    /// Hands a whole datagram for us (unfragmented or reassembled) to its
+    /// protocol.
+    fn deliver_ipv4<T: TxQueue>(&mut self, eth: &EthernetRepr, ip: &Ipv4Packet<'_>, tx: &mut T) {
+        let src = ip.src();
+        // Learn the peer's MAC from its traffic when it is on-link and the
+        // cache already knows it (refresh only; RFC 1122 §2.3.2.1 allows it).
+        if self.link.on_link(src) && eth.src.is_unicast() {
+            self.link.arp.learn(src, eth.src, false, self.now);
+        }
+        match ip.protocol() {
+            PROTO_ICMP => self.handle_icmp(src, ip.payload(), tx),
+            PROTO_UDP => self.handle_udp(ip, tx),
+            PROTO_TCP => self.handle_tcp(src, ip.payload(), ip.tos() & 0b11 == 0b11, tx),
+            _ => self.stats.drop_ipv4_unsupported_proto += 1,
+        }
+    }
+
+    /// `ce`: the IPv4 ECN field carried Congestion Experienced (RFC 3168 §5).
+    fn handle_tcp<T: TxQueue>(&mut self, src: Ipv4Addr, segment: &[u8], ce: bool, tx: &mut T) {
+        let dst = self.link.ip;
+        let (seg, payload) = match TcpRepr::parse(segment, src, dst, self.cfg.verify_checksums) {
+            Ok(v) => v,
+            Err(Error::Checksum) => {
+                self.stats.drop_tcp_checksum += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.drop_tcp_malformed += 1;
+                return;
+            }
+        };
+        self.stats.tcp_rx_segments += 1;
+        let remote = SocketAddrV4::new(src, seg.src_port);
+        if let Some(&slot) = self.sockets.flows.get(&flow_key(remote, seg.dst_port)) {
+            let now = self.now;
+            let Some(c) = self.sockets.conn(slot) else {
+                return;
+            };
+            let Conn {
+                tcb, tx: txr, rx, ..
+            } = c;
+            tcb.input_ecn(ce);
+            let ev = tcb.input(&seg, payload, now, txr, rx);
+            self.after_tcp(slot, ev);
+            return;
+        }
+        let flags = seg.flags;
+        if let Some(&lslot) = self.sockets.listeners.get(&seg.dst_port) {
+            if flags.syn() && !flags.ack() && !flags.rst() {
+                self.passive_open(lslot, remote, &seg, tx);
+                return;
+            }
+            // RFC 4987 §3.6: an ACK for no connection may complete a
+            // handshake answered with a SYN cookie.
+            if flags.ack()
+                && !flags.syn()
+                && !flags.rst()
+                && self.cookie_open(lslot, remote, &seg, payload)
+            {
+                return;
+            }
+        }
+        self.stats.tcp_no_socket += 1;
+        self.send_rst(remote, &seg, tx);
+    }
+
+    /// Answers a segment that matched nothing (RFC 9293 §3.10.7.1).
+    fn send_rst<T: TxQueue>(&mut self, remote: SocketAddrV4, seg: &TcpRepr, tx: &mut T) {
+        let Some(rst) = tcp::reply_rst(seg) else {
+            return;
+        };
+        let local = self.link.ip;
+        let to = *remote.ip();
+        let hlen = rst.header_len();
+        let now = self.now;
+        let offload = self.link.tcp_checksum_offload;
+        if self
+            .link
+            .send_ipv4(tx, &mut self.stats, now, to, PROTO_TCP, hlen, |buf| {
+                rst.emit_header(buf);
+                Link::tcp_checksum(offload, buf, local, to);
+            })
+        {
+            self.stats.tcp_rst_tx += 1;
+        }
+    }
+}
+
+/// The RX ring as TCP sees it: in-order bytes go here.
+impl RecvBuffer for bytes::Writer {
+    fn free(&self) -> usize {
+        bytes::Writer::free(self)
+    }
+    fn write(&mut self, data: &[u8]) -> usize {
+        bytes::Writer::write(self, data)
+    }
+}

@@ -1,0 +1,164 @@
+//! The transmit path of TCP: every connection marked dirty (new data, an
+//! ACK due, a timer's retransmission) gets `Tcb::poll_output`, and each
+//! segment it emits becomes a frame through `link`: its payload copied
+//! from the application's TX ring (through [`SendBuffer`]) or, on a port
+//! that sends from where bytes lie, lent from it. The port's TX queue is
+//! flushed once per iteration by the loop.
+
+use crate::link::{self, Gso, Link};
+use crate::sockets::{Conn, Socket};
+use crate::tcp::{self, SendBuffer, State};
+use crate::Core;
+use appif::bytes;
+use nic::TxQueue;
+
+/// The ECT(0) codepoint in the IPv4 TOS byte (RFC 3168 §5).
+const ECT0: u8 = 0b10;
+/// Segments one connection may emit per iteration.
+pub(crate) const TCP_BURST: usize = 64;
+
+/// The TX ring as TCP sees it: offset 0 is the first unacknowledged byte.
+impl SendBuffer for bytes::Reader {
+    fn len(&self) -> usize {
+        bytes::Reader::len(self)
+    }
+    fn read_at(&self, offset: usize, dst: &mut [u8]) -> usize {
+        self.peek_at(offset, dst)
+    }
+    fn consume(&mut self, n: usize) {
+        bytes::Reader::consume(self, n)
+    }
+    fn payload(&self, offset: usize, len: usize) -> Option<nic::TxPayload> {
+        bytes::Reader::payload(self, offset, len)
+    }
+}
+
+impl Core {
+    /// Emits TCP output for every dirty connection; those with more to
+    /// send (burst limit, window) stay queued for the next iteration.
+    pub(crate) fn flush_output<T: TxQueue>(&mut self, tx: &mut T) -> usize {
+        core::mem::swap(&mut self.dirty, &mut self.dirty_scratch);
+        let mut sent = 0;
+        for i in 0..self.dirty_scratch.len() {
+            let slot = self.dirty_scratch[i];
+            match self.sockets.conn(slot) {
+                Some(c) => c.dirty = false,
+                None => continue,
+            }
+            sent += self.output(slot, tx);
+            if self.sockets.conn(slot).is_some_and(|c| c.tcb.has_output()) {
+                self.mark_dirty(slot);
+            }
+        }
+        self.dirty_scratch.clear();
+        sent
+    }
+
+    /// Emits up to a burst of segments for the connection in `slot`.
+    fn output<T: TxQueue>(&mut self, slot: u32, tx: &mut T) -> usize {
+        let Core {
+            sockets,
+            link,
+            stats,
+            now,
+            ..
+        } = self;
+        let now = *now;
+        let Some(Some(Socket::Tcp(c))) = sockets.slots.get_mut(slot as usize) else {
+            return 0;
+        };
+        let remote = *c.tcb.remote().ip();
+        let local = link.ip;
+        let offload = link.tcp_checksum_offload;
+        // TSO only towards a resolved next hop: a frame waiting for ARP
+        // must fit the MTU.
+        let next_mac = link.resolved(remote, now);
+        c.tcb.gso_max = if link.gso_max > 0 && next_mac.is_some() {
+            link.gso_max
+        } else {
+            0
+        };
+        // Payloads lent to the port (below) only towards a resolved next
+        // hop: a frame waiting for ARP is a copy.
+        let lend_to = next_mac.filter(|_| link.gather);
+        let Conn {
+            tcb, tx: txr, rx, ..
+        } = &mut **c;
+        let rcv_free = rx.free();
+        let n = tcb.poll_output(
+            now,
+            &*txr,
+            rcv_free,
+            TCP_BURST,
+            &mut |seg: &tcp::Segment| {
+                let hlen = seg.repr.header_len();
+                let plen = seg.repr.payload_len;
+                // RFC 3168 §5: ECT(0) on data of an ECN-capable connection.
+                let tos = if seg.ect { ECT0 } else { 0 };
+                // The payload goes from the TX ring itself when the port
+                // can send it from there (not a frame that needs padding):
+                // it stays unchanged until tx is flushed, as ring bytes are
+                // released only by ACKs, read before output, and a
+                // connection dropped below flushes first.
+                let frame_len = link::HEADERS + hlen + plen;
+                let lent = match lend_to {
+                    Some(mac) if plen > 0 && frame_len >= link::MIN_FRAME => {
+                        txr.payload(seg.payload_offset, plen).map(|p| (mac, p))
+                    }
+                    _ => None,
+                };
+                if let Some((mac, payload)) = lent {
+                    let header = |buf: &mut [u8]| {
+                        seg.repr.emit_header(&mut buf[..hlen]);
+                    };
+                    link.send_tcp_gather(
+                        tx,
+                        stats,
+                        remote,
+                        mac,
+                        tos,
+                        hlen,
+                        payload,
+                        seg.gso_size,
+                        header,
+                    );
+                } else {
+                    let gso = (seg.gso_size > 0).then_some(Gso {
+                        size: seg.gso_size,
+                        header_len: hlen,
+                    });
+                    link.send_ipv4_gso(
+                        tx,
+                        stats,
+                        now,
+                        remote,
+                        wire::ipv4::PROTO_TCP,
+                        tos,
+                        hlen + plen,
+                        gso,
+                        |buf| {
+                            seg.repr.emit_header(&mut buf[..hlen]);
+                            txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
+                            Link::tcp_checksum(offload, buf, local, remote);
+                        },
+                    );
+                }
+                stats.tcp_tx_segments += seg.segments() as u64;
+                if seg.gso_size > 0 {
+                    stats.tcp_tso_sends += 1;
+                }
+            },
+        );
+        let closed = tcb.state() == State::Closed;
+        let gone = closed && (c.app_closed || c.unaccepted());
+        if gone {
+            // Payloads lent from its TX ring leave before the ring can
+            // serve another socket.
+            tx.flush();
+            self.drop_conn(slot);
+        } else {
+            self.arm_timer(slot);
+        }
+        n
+    }
+}

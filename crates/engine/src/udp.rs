@@ -1,0 +1,115 @@
+//! UDP (RFC 768): datagrams in, to the bound socket's RX ring as records
+//! (a header, then the payload); datagrams out, from the TX ring.
+
+use crate::icmp::ICMP_QUOTE_MAX;
+use crate::sockets::Socket;
+use crate::Core;
+use appif::socket::UdpHeader;
+use core::net::SocketAddrV4;
+use nic::TxQueue;
+use wire::ipv4::Ipv4Packet;
+use wire::udp::UdpRepr;
+use wire::Error;
+
+impl Core {
+    pub(crate) fn handle_udp<T: TxQueue>(&mut self, ip: &Ipv4Packet<'_>, tx: &mut T) {
+        let (src, dst) = (ip.src(), ip.dst());
+        let (udp, payload) = match UdpRepr::parse(ip.payload(), src, dst, self.cfg.verify_checksums)
+        {
+            Ok(v) => v,
+            Err(Error::Checksum) => {
+                self.stats.drop_udp_checksum += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.drop_udp_malformed += 1;
+                return;
+            }
+        };
+        let Some(&slot) = self.sockets.udp.get(&udp.dst_port) else {
+            self.stats.drop_udp_no_socket += 1;
+            // RFC 1122 §3.2.2.1 / §4.1.3.1: port unreachable, never for
+            // broadcasts, and rate limited.
+            if !self.link.is_broadcast(dst) && self.icmp_error_allowed() {
+                let quoted = ip.header();
+                let quote_len = (quoted.len() + ip.payload().len()).min(ICMP_QUOTE_MAX);
+                self.send_unreachable(src, ip, quote_len, tx);
+            }
+            return;
+        };
+        let Some(Some(Socket::Udp(u))) = self.sockets.slots.get_mut(slot as usize) else {
+            return;
+        };
+        let h = UdpHeader {
+            addr: SocketAddrV4::new(src, udp.src_port),
+            len: payload.len() as u16,
+        };
+        if u.rx.free() < UdpHeader::LEN + payload.len() {
+            self.stats.drop_udp_rx_full += 1;
+            return;
+        }
+        u.rx.write(&h.encode());
+        u.rx.write(payload);
+        u.shared.wake();
+        self.woke = true;
+        self.stats.udp_rx += 1;
+    }
+
+    /// Sends the datagrams queued in a UDP socket's TX ring.
+    pub(crate) fn udp_send<T: TxQueue>(&mut self, slot: u32, tx: &mut T) {
+        let Core {
+            sockets,
+            link,
+            stats,
+            now,
+            ..
+        } = self;
+        let Some(Some(Socket::Udp(u))) = sockets.slots.get_mut(slot as usize) else {
+            return;
+        };
+        let max_payload = link.mtu - wire::ipv4::HEADER_LEN - wire::udp::HEADER_LEN;
+        // Bounded: each record consumes at least 8 bytes of a finite ring.
+        loop {
+            let mut hb = [0u8; UdpHeader::LEN];
+            if u.tx.peek_at(0, &mut hb) < UdpHeader::LEN {
+                break;
+            }
+            let h = UdpHeader::decode(&hb);
+            let len = usize::from(h.len);
+            if u.tx.len() < UdpHeader::LEN + len {
+                break; // the rest of the record is not published yet
+            }
+            if len > max_payload {
+                stats.drop_udp_tx_malformed += 1;
+                u.tx.consume(UdpHeader::LEN + len);
+                continue;
+            }
+            let src_port = u.local.port();
+            let (dst, dport) = (*h.addr.ip(), h.addr.port());
+            let local = link.ip;
+            let txr = &u.tx;
+            if link.send_ipv4(
+                tx,
+                stats,
+                *now,
+                dst,
+                wire::ipv4::PROTO_UDP,
+                wire::udp::HEADER_LEN + len,
+                |buf| {
+                    wire::udp::UdpRepr {
+                        src_port,
+                        dst_port: dport,
+                        payload_len: len,
+                    }
+                    .emit_header(buf);
+                    txr.peek_at(UdpHeader::LEN, &mut buf[wire::udp::HEADER_LEN..]);
+                    wire::udp::fill_checksum(buf, local, dst);
+                },
+            ) {
+                stats.udp_tx += 1;
+            }
+            u.tx.consume(UdpHeader::LEN + len);
+        }
+        u.shared.wake();
+    }
+}
