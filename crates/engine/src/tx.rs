@@ -73,7 +73,7 @@ impl Core {
         // TSO only towards a resolved next hop: a frame waiting for ARP
         // must fit the MTU.
         let next_mac = link.resolved(remote, now);
-        c.tcb.gso_max = if link.gso_max > 0 && next_mac.is_some() {
+        c.tcb.snd.gso_max = if link.gso_max > 0 && next_mac.is_some() {
             link.gso_max
         } else {
             0

@@ -31,8 +31,8 @@ const INITIAL_SPACE_SEGMENTS: usize = 10;
 impl Tcb {
     /// Starts the receive measurement when the connection is established.
     pub(super) fn start_rcv_space(&mut self) {
-        self.rcv_space = self.cfg.rcv_buf.min(INITIAL_SPACE_SEGMENTS * self.eff_mss);
-        self.rcv_space_seq = self.rcv_nxt;
+        self.tune.rcv_space = self.cfg.rcv_buf.min(INITIAL_SPACE_SEGMENTS * self.snd.mss);
+        self.tune.rcv_space_seq = self.rcv.nxt;
     }
 
     /// Receiver: an in-order data segment of full size echoed `tsecr`, one
@@ -46,7 +46,7 @@ impl Tcb {
             return;
         }
         let m = Duration::from_millis(u64::from(ms));
-        self.rcv_rtt = Some(match self.rcv_rtt {
+        self.tune.rcv_rtt = Some(match self.tune.rcv_rtt {
             None => m,
             Some(r) => (r * 7 + m) / 8,
         });
@@ -58,41 +58,41 @@ impl Tcb {
     /// receive buffer asked for (Linux's `tcp_rcv_space_adjust`):
     /// 2 · delivered + 16 MSS, plus twice the relative growth of the rate.
     pub(super) fn rcv_space_adjust(&mut self, now: Instant) {
-        let Some(rtt) = self.rcv_rtt.or_else(|| self.rto.srtt()) else {
+        let Some(rtt) = self.tune.rcv_rtt.or_else(|| self.timers.rto.srtt()) else {
             return;
         };
-        if now.saturating_since(self.rcv_space_time) < rtt {
+        if now.saturating_since(self.tune.rcv_space_time) < rtt {
             return;
         }
-        let copied = self.rcv_nxt - self.rcv_space_seq;
-        if copied > self.rcv_space {
+        let copied = self.rcv.nxt - self.tune.rcv_space_seq;
+        if copied > self.tune.rcv_space {
             let max = self.cfg.rcv_buf_max;
             if max > self.cfg.rcv_buf {
-                let space = self.rcv_space.max(1) as u64;
-                let mut win = (2 * copied as u64).saturating_add(16 * self.eff_mss as u64);
+                let space = self.tune.rcv_space.max(1) as u64;
+                let mut win = (2 * copied as u64).saturating_add(16 * self.snd.mss as u64);
                 let grow = win.saturating_mul(copied as u64 - space.min(copied as u64)) / space;
                 win = win.saturating_add(2 * grow.min(max as u64));
                 let want = win.min(max as u64) as usize;
-                self.rcv_buf_want = self.rcv_buf_want.max(want);
+                self.tune.rcv_buf_want = self.tune.rcv_buf_want.max(want);
             }
-            self.rcv_space = copied;
+            self.tune.rcv_space = copied;
         }
-        self.rcv_space_seq = self.rcv_nxt;
-        self.rcv_space_time = now;
+        self.tune.rcv_space_seq = self.rcv.nxt;
+        self.tune.rcv_space_time = now;
     }
 
     /// The receive buffer auto-tuning asks for, bytes: at least the one the
     /// connection started with, at most `rcv_buf_max`. The engine grows the
     /// RX ring towards it.
     pub fn rcv_buf_wanted(&self) -> usize {
-        self.rcv_buf_want
+        self.tune.rcv_buf_want
     }
 
     /// The send buffer the connection can use, bytes: twice the congestion
     /// window, at most `snd_buf_max`. The engine offers the application a
     /// TX ring that large.
     pub fn snd_buf_wanted(&self) -> usize {
-        if self.snd_buf_locked {
+        if self.tune.snd_buf_locked {
             return self.cfg.snd_buf_max;
         }
         (2 * self.cc.cwnd()).min(self.cfg.snd_buf_max)
@@ -104,13 +104,13 @@ impl Tcb {
     /// holds (4 MiB is about 2900 full segments). Allocates, a few times per
     /// connection.
     pub(super) fn grow_scoreboard(&mut self, burst: usize) {
-        let cap = self.sb.capacity();
-        if self.sb.room() >= burst.min(cap) {
+        let cap = self.rec.sb.capacity();
+        if self.rec.sb.room() >= burst.min(cap) {
             return;
         }
-        let need = self.cfg.snd_buf_max / self.eff_mss.max(1) + burst;
-        if cap < need && self.sb.len() >= cap / 2 {
-            self.sb.grow((2 * cap).min(need.next_power_of_two()));
+        let need = self.cfg.snd_buf_max / self.snd.mss.max(1) + burst;
+        if cap < need && self.rec.sb.len() >= cap / 2 {
+            self.rec.sb.grow((2 * cap).min(need.next_power_of_two()));
         }
     }
 
@@ -125,16 +125,16 @@ impl Tcb {
     /// grows to hold it if it can). Applies from the next advertisement;
     /// the window scale chosen in the SYN stays.
     pub fn set_rcv_buf(&mut self, bytes: usize) {
-        let bytes = bytes.max(self.eff_mss);
+        let bytes = bytes.max(self.snd.mss);
         self.cfg.rcv_buf_max = bytes;
         self.cfg.rcv_buf = self.cfg.rcv_buf.min(bytes);
-        self.rcv_buf_want = bytes;
+        self.tune.rcv_buf_want = bytes;
     }
 
     /// Sets the send buffer the way SO_SNDBUF does on Linux: the TX ring
     /// offered to the application is `bytes`, whatever cwnd is.
     pub fn set_snd_buf(&mut self, bytes: usize) {
         self.cfg.snd_buf_max = bytes;
-        self.snd_buf_locked = true;
+        self.tune.snd_buf_locked = true;
     }
 }

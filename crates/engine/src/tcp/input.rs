@@ -8,11 +8,10 @@ use wire::SeqNum;
 
 use crate::time::Instant;
 
+use super::api::{CloseReason, Events, RecvBuffer, SendBuffer, State};
 use super::recovery::AckEvent;
-use super::tcb::{
-    CloseReason, Events, PendingRst, RecvBuffer, SendBuffer, State, Tcb, MAX_ACK_POINTS,
-    MAX_DUPACKS_OWED,
-};
+use super::rst::PendingRst;
+use super::tcb::{Tcb, MAX_ACK_POINTS, MAX_DUPACKS_OWED};
 
 /// The part of an acceptable segment that lies in the receive window.
 #[derive(Debug, Clone, Copy)]
@@ -44,11 +43,11 @@ impl Tcb {
         rx: &mut impl RecvBuffer,
     ) -> Events {
         let mut ev = Events::default();
-        let ce = core::mem::take(&mut self.rx_ce);
-        self.rcv_time = now;
+        let ce = core::mem::take(&mut self.ecn.rx_ce);
+        self.rcv.last_seen = now;
         // Anything from the peer answers the keepalive probes.
-        self.ka_probes = 0;
-        self.ka_deadline = None;
+        self.ka.probes = 0;
+        self.ka.deadline = None;
         match self.state {
             State::Established | State::FinWait1 | State::FinWait2 => {
                 self.ecn_receive(ce, seg.flags.cwr(), !payload.is_empty());
@@ -60,12 +59,12 @@ impl Tcb {
             State::SynSent => self.input_syn_sent(seg, payload, now, rx, &mut ev),
             _ => self.input_synchronized(seg, payload, now, tx, rx, &mut ev),
         }
-        self.tx_len_seen = tx.len();
+        self.snd.buffered = tx.len();
         self.update_keepalive();
         self.update_fin_wait2(now);
         // A window that just closed (or data now stuck behind it) starts the
         // persist timer even if the engine has nothing else to send.
-        self.update_persist(now, self.tx_len_seen);
+        self.update_persist(now, self.snd.buffered);
         ev
     }
 
@@ -81,7 +80,7 @@ impl Tcb {
         let f = seg.flags;
         // First: an ACK must acknowledge our SYN and nothing beyond it;
         // otherwise answer <SEQ=SEG.ACK><CTL=RST> (unless it is an RST).
-        if f.ack() && (seg.ack <= self.iss || seg.ack > self.snd_max) {
+        if f.ack() && (seg.ack <= self.snd.iss || seg.ack > self.snd.max) {
             if !f.rst() {
                 self.pending_rst = Some(PendingRst {
                     seq: seg.ack,
@@ -103,28 +102,28 @@ impl Tcb {
         if !f.syn() {
             return;
         }
-        self.irs = seg.seq;
-        self.rcv_nxt = seg.seq + 1;
-        self.last_ack_sent = self.rcv_nxt;
+        self.rcv.irs = seg.seq;
+        self.rcv.nxt = seg.seq + 1;
+        self.rcv.last_ack_sent = self.rcv.nxt;
         self.negotiate(&seg.options);
         // RFC 3168 §6.1.1: an ECN-setup SYN-ACK has ECE and not CWR.
-        self.ecn_ok = self.ecn_offered() && f.ece() && !f.cwr();
-        self.rcv_adv = self.rcv_nxt + self.syn_window;
+        self.ecn.ok = self.ecn_offered() && f.ece() && !f.cwr();
+        self.rcv.adv = self.rcv.nxt + self.rcv.syn_window;
         // The window of a SYN is never scaled (RFC 7323 §2.2).
-        self.snd_wnd = usize::from(seg.window);
-        self.max_snd_wnd = self.snd_wnd;
-        self.snd_wl1 = seg.seq;
-        self.snd_wl2 = seg.ack;
+        self.snd.wnd = usize::from(seg.window);
+        self.snd.max_wnd = self.snd.wnd;
+        self.snd.wl1 = seg.seq;
+        self.snd.wl2 = seg.ack;
         if f.ack() {
             // Our SYN is acknowledged: ESTABLISHED, and ACK the SYN-ACK.
-            self.snd_una = seg.ack;
-            if self.snd_nxt < self.snd_una {
-                self.snd_nxt = self.snd_una;
+            self.snd.una = seg.ack;
+            if self.snd.nxt < self.snd.una {
+                self.snd.nxt = self.snd.una;
             }
             self.take_rtt_sample(seg, now);
-            self.rto_deadline = None;
+            self.timers.rto_deadline = None;
             self.establish(ev);
-            self.ack_now = true;
+            self.ack.now = true;
             // Data or FIN on the SYN-ACK: continue at the sixth step.
             let data_seq = seg.seq + 1;
             let fin = f.fin();
@@ -133,8 +132,8 @@ impl Tcb {
             // Simultaneous open: SYN-RECEIVED; our SYN goes out again as a
             // SYN-ACK <SEQ=ISS><ACK=RCV.NXT>. Data on the SYN is not kept.
             self.state = State::SynReceived;
-            self.snd_nxt = self.iss;
-            self.rto_deadline = None;
+            self.snd.nxt = self.snd.iss;
+            self.timers.rto_deadline = None;
         }
     }
 
@@ -158,12 +157,12 @@ impl Tcb {
             && f.syn()
             && f.ack()
             && !f.rst()
-            && seg.seq == self.irs
-            && seg.ack > self.snd_una
-            && seg.ack <= self.snd_max
+            && seg.seq == self.rcv.irs
+            && seg.ack > self.snd.una
+            && seg.ack <= self.snd.max
         {
             synack_copy = TcpRepr {
-                seq: self.irs + 1,
+                seq: self.rcv.irs + 1,
                 flags: wire::tcp::TcpFlags(f.0 & !wire::tcp::TcpFlags::SYN),
                 ..*seg
             };
@@ -177,12 +176,12 @@ impl Tcb {
             && f.syn()
             && !f.ack()
             && !f.rst()
-            && seg.seq == self.irs
+            && seg.seq == self.rcv.irs
         {
-            self.snd_nxt = self.iss;
+            self.snd.nxt = self.snd.iss;
             return;
         }
-        let tsval = if self.ts_enabled {
+        let tsval = if self.opts.ts {
             seg.options.timestamps.map(|(val, _)| val)
         } else {
             None
@@ -190,9 +189,9 @@ impl Tcb {
         // RFC 7323 §5.3 PAWS: a non-RST segment whose TSval is older than
         // TS.Recent is an old duplicate: ACK and drop.
         if let Some(val) = tsval {
-            if !f.rst() && ts_before(val, self.ts_recent) {
+            if !f.rst() && ts_before(val, self.opts.ts_recent) {
                 self.stats.paws_dropped += 1;
-                self.ack_now = true;
+                self.ack.now = true;
                 return;
             }
         }
@@ -201,14 +200,14 @@ impl Tcb {
             // Not acceptable: ACK (unless RST) and drop. In TIME-WAIT a
             // retransmitted FIN also restarts the 2*MSL timer.
             if !f.rst() {
-                self.ack_now = true;
+                self.ack.now = true;
                 let end = seg.seq + payload.len();
-                if !payload.is_empty() && end <= self.rcv_nxt {
+                if !payload.is_empty() && end <= self.rcv.nxt {
                     // RFC 2883: report the duplicate.
                     self.note_duplicate(seg.seq, end);
                 }
                 if self.state == State::TimeWait && f.fin() {
-                    self.time_wait_deadline = Some(now + self.cfg.time_wait);
+                    self.timers.time_wait_deadline = Some(now + self.cfg.time_wait);
                 }
                 if !f.syn() && f.ack() && self.ack_acceptable(seg, payload.len()) {
                     // RFC 9293 §3.10.7.4: "If the RCV.WND is zero, no
@@ -227,14 +226,14 @@ impl Tcb {
         // RFC 7323 §4.3: TS.Recent = SEG.TSval if SEG.TSval >= TS.Recent and
         // SEG.SEQ =< Last.ACK.sent.
         if let Some(val) = tsval {
-            if !ts_before(val, self.ts_recent) && seg.seq <= self.last_ack_sent {
-                self.ts_recent = val;
+            if !ts_before(val, self.opts.ts_recent) && seg.seq <= self.rcv.last_ack_sent {
+                self.opts.ts_recent = val;
             }
             // A full-sized in-order segment echoes one of our timestamps:
             // the receiver's RTT, for receive-buffer auto-tuning.
             if let (Some((_, ecr)), true) = (
                 seg.options.timestamps,
-                payload.len() >= self.eff_mss && seg.seq == self.rcv_nxt,
+                payload.len() >= self.snd.mss && seg.seq == self.rcv.nxt,
             ) {
                 self.rcv_rtt_sample(ecr, now);
             }
@@ -275,7 +274,7 @@ impl Tcb {
         let syn = seg.flags.syn();
         let fin = seg.flags.fin();
         let seg_len = plen + usize::from(syn) + usize::from(fin);
-        let rcv_nxt = self.rcv_nxt;
+        let rcv_nxt = self.rcv.nxt;
         let in_window = |s: SeqNum| s >= rcv_nxt && s - rcv_nxt < rcv_wnd;
         let ok = match (seg_len, rcv_wnd) {
             (0, 0) => seg.seq == rcv_nxt,
@@ -334,14 +333,14 @@ impl Tcb {
             return false;
         }
         let seg_len = plen + usize::from(seg.flags.fin());
-        seg.seq <= self.rcv_nxt + self.rcv_wnd() && seg.seq + seg_len >= self.last_ack_sent
+        seg.seq <= self.rcv.nxt + self.rcv_wnd() && seg.seq + seg_len >= self.rcv.last_ack_sent
     }
 
     /// Second check of §3.10.7.4 (with RFC 5961 §3): an RST resets the
     /// connection only if SEG.SEQ = RCV.NXT exactly; any other in-window RST
     /// gets a challenge ACK.
     fn input_rst(&mut self, seg: &TcpRepr, ev: &mut Events) {
-        if seg.seq != self.rcv_nxt {
+        if seg.seq != self.rcv.nxt {
             self.challenge_ack();
             return;
         }
@@ -374,7 +373,7 @@ impl Tcb {
         if self.state == State::SynReceived {
             // SND.UNA < SEG.ACK =< SND.NXT: ESTABLISHED; otherwise
             // <SEQ=SEG.ACK><CTL=RST>.
-            if !(ack > self.snd_una && ack <= self.snd_max) {
+            if !(ack > self.snd.una && ack <= self.snd.max) {
                 self.pending_rst = Some(PendingRst {
                     seq: ack,
                     ack: None,
@@ -382,39 +381,39 @@ impl Tcb {
                 return false;
             }
             self.establish(ev);
-            self.snd_wnd = usize::from(seg.window) << self.snd_wscale;
-            self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
-            self.snd_wl1 = seg.seq;
-            self.snd_wl2 = ack;
+            self.snd.wnd = usize::from(seg.window) << self.snd.wscale;
+            self.snd.max_wnd = self.snd.max_wnd.max(self.snd.wnd);
+            self.snd.wl1 = seg.seq;
+            self.snd.wl2 = ack;
         }
-        if ack > self.snd_max {
+        if ack > self.snd.max {
             // ACKs something not yet sent: ACK and drop.
-            self.ack_now = true;
+            self.ack.now = true;
             return false;
         }
-        if ack < self.snd_una && self.snd_una - ack > self.max_snd_wnd.max(self.eff_mss) {
+        if ack < self.snd.una && self.snd.una - ack > self.snd.max_wnd.max(self.snd.mss) {
             // RFC 5961 §5.2: an ACK older than the largest window is suspect:
             // challenge ACK and drop.
             self.challenge_ack();
             return false;
         }
-        let wnd = usize::from(seg.window) << self.snd_wscale;
-        let una_before = self.snd_una;
+        let wnd = usize::from(seg.window) << self.snd.wscale;
+        let una_before = self.snd.una;
         let (sacked, dsack_tlp) = self.process_sack(seg, now);
         let mut aev = AckEvent {
             sacked,
-            ece: self.ecn_ok && seg.flags.ece(),
+            ece: self.ecn.ok && seg.flags.ece(),
             dsack_tlp,
             ..AckEvent::default()
         };
-        if ack > self.snd_una {
+        if ack > self.snd.una {
             aev.new_ack = true;
             aev.acked = self.ack_new_data(seg, now, tx, ev);
-        } else if ack == self.snd_una
+        } else if ack == self.snd.una
             && plen == 0
             && !seg.flags.fin()
-            && self.snd_nxt > self.snd_una
-            && ((wnd == self.snd_wnd && wnd != 0) || sacked > 0)
+            && self.snd.nxt > self.snd.una
+            && ((wnd == self.snd.wnd && wnd != 0) || sacked > 0)
         {
             // RFC 5681 §2: outstanding data, no payload, no SYN/FIN, ACK =
             // snd_una, unchanged window: a duplicate ACK; with SACK, one
@@ -434,21 +433,21 @@ impl Tcb {
         // after a pure ACK (whose SEQ is SND.MAX).
         if ack >= una_before
             && (ack > una_before
-                || self.snd_wl1 < seg.seq
-                || (self.snd_wl1 == seg.seq && self.snd_wl2 <= ack))
+                || self.snd.wl1 < seg.seq
+                || (self.snd.wl1 == seg.seq && self.snd.wl2 <= ack))
         {
-            self.snd_wnd = wnd;
-            self.max_snd_wnd = self.max_snd_wnd.max(wnd);
-            self.snd_wl1 = seg.seq;
-            self.snd_wl2 = ack;
+            self.snd.wnd = wnd;
+            self.snd.max_wnd = self.snd.max_wnd.max(wnd);
+            self.snd.wl1 = seg.seq;
+            self.snd.wl2 = ack;
             if wnd > 0 {
                 // The window opened: no more probing.
-                self.persist_deadline = None;
-                self.probe_pending = false;
-                self.persist_shift = 0;
+                self.timers.persist_deadline = None;
+                self.timers.probe_pending = false;
+                self.timers.persist_shift = 0;
             }
         }
-        let fin_acked = self.fin_seq.is_some_and(|f| self.snd_una > f);
+        let fin_acked = self.snd.fin_seq.is_some_and(|f| self.snd.una > f);
         match self.state {
             State::FinWait1 if fin_acked => self.state = State::FinWait2,
             State::Closing if fin_acked => {
@@ -476,29 +475,30 @@ impl Tcb {
         ev: &mut Events,
     ) -> usize {
         let ack = seg.ack;
-        let data_end = self.tx_base + tx.len();
-        let acked_data = if ack > self.tx_base {
-            ack.min(data_end) - self.tx_base
+        let data_end = self.snd.base + tx.len();
+        let acked_data = if ack > self.snd.base {
+            ack.min(data_end) - self.snd.base
         } else {
             0
         };
         if acked_data > 0 {
             tx.consume(acked_data);
-            self.tx_base += acked_data;
+            self.snd.base += acked_data;
             ev.writable = true;
         }
-        self.snd_una = ack;
-        if self.snd_nxt < ack {
-            self.snd_nxt = ack;
+        self.snd.una = ack;
+        if self.snd.nxt < ack {
+            self.snd.nxt = ack;
         }
-        self.retries = 0;
+        self.timers.retries = 0;
         self.check_spurious_rto(seg);
         self.take_rtt_sample(seg, now);
         self.scoreboard_ack(seg, now);
         // RFC 6298 §5.2/5.3: stop the timer when nothing is outstanding,
         // restart it otherwise.
-        self.rto_deadline = (self.snd_nxt > self.snd_una).then(|| now + self.rto.rto());
-        self.persist_shift = 0;
+        self.timers.rto_deadline =
+            (self.snd.nxt > self.snd.una).then(|| now + self.timers.rto.rto());
+        self.timers.persist_shift = 0;
         acked_data
     }
 
@@ -506,21 +506,22 @@ impl Tcb {
     /// algorithm, RFC 6298 §3) if it is covered; else, when a retransmission
     /// voided the timing and timestamps are in use, RTTM from TSecr (RFC 7323 §4).
     fn take_rtt_sample(&mut self, seg: &TcpRepr, now: Instant) {
-        if let Some((end, sent)) = self.rtt_timing {
+        if let Some((end, sent)) = self.timers.rtt_timing {
             if seg.ack >= end {
-                self.rto.sample(now - sent);
-                self.rtt_timing = None;
-                self.karn_blocked = false;
+                self.timers.rto.sample(now - sent);
+                self.timers.rtt_timing = None;
+                self.timers.karn_blocked = false;
             }
             return;
         }
-        if self.karn_blocked && self.ts_enabled {
+        if self.timers.karn_blocked && self.opts.ts {
             if let Some((_, tsecr)) = seg.options.timestamps {
                 let ms = self.ts_val(now).wrapping_sub(tsecr);
                 if ms < 600_000 {
-                    self.rto
+                    self.timers
+                        .rto
                         .sample(core::time::Duration::from_millis(u64::from(ms)));
-                    self.karn_blocked = false;
+                    self.timers.karn_blocked = false;
                 }
             }
         }
@@ -543,41 +544,41 @@ impl Tcb {
         );
         let mut fin = fin;
         if takes_data && !data.is_empty() {
-            if seq == self.rcv_nxt {
-                let had_hole = !self.ooo.is_empty();
+            if seq == self.rcv.nxt {
+                let had_hole = !self.rcv.ooo.is_empty();
                 let n = rx.write(data);
-                self.rcv_nxt += n;
+                self.rcv.nxt += n;
                 if n < data.len() {
                     // The receive buffer is full: the rest is dropped, and the FIN with it.
                     // (Never within the window we advertised: see `advertise`.)
                     self.stats.rcv_full_dropped_bytes += (data.len() - n) as u64;
                     fin = false;
-                    self.ack_now = true;
+                    self.ack.now = true;
                 }
                 if had_hole {
-                    self.ooo.pop_contiguous(&mut self.rcv_nxt, rx);
+                    self.rcv.ooo.pop_contiguous(&mut self.rcv.nxt, rx);
                     // RFC 5681 §4.2: ACK at once a segment that fills a hole.
-                    self.ack_now = true;
+                    self.ack.now = true;
                 }
                 self.note_ack_point(had_hole);
-                if self.rcv_nxt != seq {
+                if self.rcv.nxt != seq {
                     self.rcv_space_adjust(now);
                     ev.readable = true;
                     // The cumulative ACK now says more than any owed duplicate.
-                    self.dupacks_owed = 0;
+                    self.ack.dupacks_owed = 0;
                 }
-                if self.rcv_nxt - self.last_ack_sent >= 2 * self.eff_mss {
+                if self.rcv.nxt - self.rcv.last_ack_sent >= 2 * self.snd.mss {
                     // RFC 5681 §4.2: ACK at least every second full-sized segment.
-                    self.ack_now = true;
-                } else if self.delack_deadline.is_none() {
-                    self.delack_deadline = Some(now + self.cfg.delayed_ack);
+                    self.ack.now = true;
+                } else if self.ack.delack_deadline.is_none() {
+                    self.ack.delack_deadline = Some(now + self.cfg.delayed_ack);
                 }
-            } else if seq > self.rcv_nxt {
-                if self.ooo.covers(self.rcv_nxt, seq, seq + data.len()) {
+            } else if seq > self.rcv.nxt {
+                if self.rcv.ooo.covers(self.rcv.nxt, seq, seq + data.len()) {
                     // Already held: a duplicate above rcv_nxt (RFC 2883 §4.2).
                     self.note_duplicate(seq, seq + data.len());
                 }
-                let stored = self.ooo.insert(self.rcv_nxt, seq, data);
+                let stored = self.rcv.ooo.insert(self.rcv.nxt, seq, data);
                 if stored > 0 {
                     self.note_ooo_arrival(seq);
                 }
@@ -587,20 +588,20 @@ impl Tcb {
                 }
                 // RFC 5681 §4.2: each out-of-order segment gets an immediate
                 // duplicate ACK.
-                self.dupacks_owed = (self.dupacks_owed + 1).min(MAX_DUPACKS_OWED);
-                self.ack_now = true;
+                self.ack.dupacks_owed = (self.ack.dupacks_owed + 1).min(MAX_DUPACKS_OWED);
+                self.ack.now = true;
             }
         }
         let fin_seq = seq + data.len();
         if fin {
-            if fin_seq == self.rcv_nxt {
+            if fin_seq == self.rcv.nxt {
                 self.input_fin(now, ev);
-            } else if fin_seq > self.rcv_nxt && takes_data {
-                self.ooo_fin = Some(fin_seq);
-                self.ack_now = true;
+            } else if fin_seq > self.rcv.nxt && takes_data {
+                self.rcv.ooo_fin = Some(fin_seq);
+                self.ack.now = true;
             }
-        } else if let Some(f) = self.ooo_fin {
-            if f == self.rcv_nxt {
+        } else if let Some(f) = self.rcv.ooo_fin {
+            if f == self.rcv.nxt {
                 self.input_fin(now, ev);
             }
         }
@@ -614,22 +615,22 @@ impl Tcb {
     /// a single stretch ACK whose loss would leave the sender without any
     /// feedback (in loss recovery, with no probe armed, until its RTO).
     fn note_ack_point(&mut self, filled_hole: bool) {
-        let last = match self.ack_points_len {
-            0 => self.last_ack_sent,
-            n => self.ack_points[n - 1],
+        let last = match self.ack.points_len {
+            0 => self.rcv.last_ack_sent,
+            n => self.ack.points[n - 1],
         };
-        if self.rcv_nxt <= last || !(filled_hole || self.rcv_nxt - last >= 2 * self.eff_mss) {
+        if self.rcv.nxt <= last || !(filled_hole || self.rcv.nxt - last >= 2 * self.snd.mss) {
             return;
         }
-        if self.ack_points_len == MAX_ACK_POINTS {
+        if self.ack.points_len == MAX_ACK_POINTS {
             // Keep the earliest points; the latest is replaced (the ACK of
             // the batch covers it anyway).
-            self.ack_points[MAX_ACK_POINTS - 1] = self.rcv_nxt;
+            self.ack.points[MAX_ACK_POINTS - 1] = self.rcv.nxt;
         } else {
-            self.ack_points[self.ack_points_len] = self.rcv_nxt;
-            self.ack_points_len += 1;
+            self.ack.points[self.ack.points_len] = self.rcv.nxt;
+            self.ack.points_len += 1;
         }
-        self.ack_now = true;
+        self.ack.now = true;
     }
 
     /// Eighth step of §3.10.7.4: the FIN at RCV.NXT.
@@ -637,9 +638,9 @@ impl Tcb {
         if !self.state.is_synchronized() {
             return;
         }
-        self.rcv_nxt += 1;
-        self.ooo_fin = None;
-        self.ack_now = true;
+        self.rcv.nxt += 1;
+        self.rcv.ooo_fin = None;
+        self.ack.now = true;
         ev.peer_fin = true;
         ev.readable = true;
         match self.state {
@@ -647,7 +648,7 @@ impl Tcb {
             // Our FIN is not yet acknowledged (else we would be in FIN-WAIT-2).
             State::FinWait1 => self.state = State::Closing,
             State::FinWait2 => self.enter_time_wait(now),
-            State::TimeWait => self.time_wait_deadline = Some(now + self.cfg.time_wait),
+            State::TimeWait => self.timers.time_wait_deadline = Some(now + self.cfg.time_wait),
             _ => {}
         }
     }

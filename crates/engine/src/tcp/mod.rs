@@ -21,23 +21,29 @@
 //!
 //! Threading: a `Tcb` belongs to one engine core; nothing here is shared.
 //!
-//! Files: `tcb` (state, config, contract types), `autotune` (receive-window
-//! and send-buffer auto-tuning), `input` (segment arrival,
-//! RFC 9293 §3.10.7), `output` (what to send), `timer` (timer expiry,
-//! keepalive, FIN-WAIT-2 of orphans), `rto` (RFC 6298), `cc` (pluggable
-//! congestion control: NewReno, CUBIC RFC 9438, DCTCP RFC 8257),
-//! `recovery` (loss detection and recovery: NewReno RFC 6582, SACK RFC 2018
-//! / RFC 6675, D-SACK RFC 2883, RACK-TLP RFC 8985, ECN RFC 3168),
+//! Files: `tcb` (the Tcb's parts, options, accessors), `config`
+//! (settings), `api` (the engine contract: states, events, the rings as
+//! TCP sees them, segments), `stats` (counters), `handshake` (opening,
+//! negotiated options), `input` (segment arrival, RFC 9293 §3.10.7),
+//! `output` (what to send), `timer` (timer expiry, keepalive, FIN-WAIT-2
+//! of orphans), `teardown` (close, abort, TIME-WAIT), `rto` (RFC 6298),
+//! `cc` (pluggable congestion control: NewReno, CUBIC RFC 9438, DCTCP RFC
+//! 8257), `recovery` (loss detection and recovery: NewReno RFC 6582, SACK
+//! RFC 2018 / RFC 6675, D-SACK RFC 2883, RACK-TLP RFC 8985, ECN RFC 3168),
 //! `scoreboard` (the retransmission queue with SACK marks and transmit
-//! times, fixed capacity), `reassembly` (bounded out-of-order queue), `isn`
-//! (RFC 6528), `rst` (replies for segments to no connection, §3.10.7.1).
+//! times), `reassembly` (bounded out-of-order queue), `autotune`
+//! (receive-window and send-buffer auto-tuning), `isn` (RFC 6528), `rst`
+//! (replies for segments to no connection, §3.10.7.1).
 //!
 //! ECN: the engine reports the IP ECN field of each arriving segment with
 //! [`Tcb::input_ecn`] before [`Tcb::input`], and sends a segment with
 //! ECT(0) when [`Segment::ect`] is set.
 
+mod api;
 mod autotune;
 mod cc;
+mod config;
+mod handshake;
 mod input;
 mod isn;
 mod output;
@@ -46,15 +52,18 @@ mod recovery;
 mod rst;
 mod rto;
 mod scoreboard;
+mod stats;
 mod tcb;
+mod teardown;
 mod timer;
 
 #[cfg(test)]
 mod tests;
 
+pub use api::{CloseReason, Events, RecvBuffer, Segment, SendBuffer, State};
 pub use cc::{AckInfo, CcKind, CongestionControl, CongestionEvent};
+pub use config::TcpConfig;
 pub use isn::IsnGenerator;
 pub use rst::reply_rst;
-pub use tcb::{
-    CloseReason, Events, RecvBuffer, Segment, SendBuffer, State, Tcb, TcbStats, TcpConfig,
-};
+pub use stats::TcbStats;
+pub use tcb::Tcb;

@@ -7,8 +7,10 @@ use wire::SeqNum;
 
 use crate::time::Instant;
 
+use super::api::{Segment, SendBuffer, State};
 use super::cc::CongestionControl;
-use super::tcb::{PendingRst, Segment, SendBuffer, State, Tcb};
+use super::rst::PendingRst;
+use super::tcb::Tcb;
 
 impl Tcb {
     /// Emits every segment due now, at most `max_segments`, through `emit`,
@@ -27,7 +29,7 @@ impl Tcb {
         emit: &mut impl FnMut(&Segment),
     ) -> usize {
         let tx_len = tx.len();
-        self.tx_len_seen = tx_len;
+        self.snd.buffered = tx_len;
         let mut sent = 0;
         if max_segments == 0 {
             return 0;
@@ -40,10 +42,10 @@ impl Tcb {
         match self.state {
             State::Closed | State::Listen => return sent,
             State::SynSent | State::SynReceived => {
-                if sent < max_segments && self.snd_nxt == self.iss {
+                if sent < max_segments && self.snd.nxt == self.snd.iss {
                     emit(&self.syn_segment(now, rcv_free));
                     sent += 1;
-                } else if sent < max_segments && self.ack_now && self.state == State::SynReceived {
+                } else if sent < max_segments && self.ack.now && self.state == State::SynReceived {
                     emit(&self.ack_segment(now, rcv_free));
                     sent += 1;
                 }
@@ -52,8 +54,8 @@ impl Tcb {
             _ => {}
         }
         let sent_before_data = sent;
-        if self.rexmit_one && sent < max_segments {
-            self.rexmit_one = false;
+        if self.rec.rexmit_one && sent < max_segments {
+            self.rec.rexmit_one = false;
             if let Some(seg) = self.retransmit_first(now, tx_len, rcv_free) {
                 emit(&seg);
                 sent += 1;
@@ -69,9 +71,9 @@ impl Tcb {
                 None => break,
             }
         }
-        if self.tlp.pending && sent < max_segments {
-            self.tlp.pending = false;
-            let before = self.snd_max;
+        if self.rec.tlp.pending && sent < max_segments {
+            self.rec.tlp.pending = false;
+            let before = self.snd.max;
             if let Some(seg) = self.probe_tail(now, tx_len, rcv_free) {
                 emit(&seg);
                 sent += 1;
@@ -80,7 +82,7 @@ impl Tcb {
                 // segment at once (RFC 5681 §4.2), but may hold the ACK of a
                 // lone in-order segment for its delayed-ACK time (40 ms on
                 // Linux), and the probe exists to draw an ACK quickly.
-                if self.snd_max - before == self.eff_mss && sent < max_segments {
+                if self.snd.max - before == self.snd.mss && sent < max_segments {
                     if let Some(seg) = self.probe_new_data(now, tx_len, rcv_free, true) {
                         emit(&seg);
                         sent += 1;
@@ -88,8 +90,8 @@ impl Tcb {
                 }
             }
         }
-        let snd_max_before = self.snd_max;
-        if self.snd_una == self.snd_max && self.tx_base + tx_len > self.snd_nxt {
+        let snd_max_before = self.snd.max;
+        if self.snd.una == self.snd.max && self.snd.base + tx_len > self.snd.nxt {
             self.restart_after_idle(now);
         }
         while sent < max_segments {
@@ -101,42 +103,44 @@ impl Tcb {
                 None => break,
             }
         }
-        self.validate_cwnd(tx_len, self.snd_max > snd_max_before);
-        if self.probe_pending && sent < max_segments {
-            self.probe_pending = false;
+        self.validate_cwnd(tx_len, self.snd.max > snd_max_before);
+        if self.timers.probe_pending && sent < max_segments {
+            self.timers.probe_pending = false;
             if let Some(seg) = self.probe_segment(now, tx_len, rcv_free) {
                 emit(&seg);
                 sent += 1;
             }
         }
-        if self.snd_max > snd_max_before || (self.in_recovery && sent > sent_before_data) {
+        if self.snd.max > snd_max_before || (self.rec.active && sent > sent_before_data) {
             // New data went out, or a recovery sent anything: (re)start the
             // probe timeout (RFC 8985 §7.2; `arm_tlp` on recovery).
-            self.tlp.deadline = None;
+            self.rec.tlp.deadline = None;
             self.arm_tlp(now);
         }
-        if self.ka_pending && sent < max_segments {
+        if self.ka.pending && sent < max_segments {
             // RFC 1122 §4.2.3.6: SEG.SEQ = SND.NXT - 1 and no data, which
             // the peer must answer with an ACK.
-            self.ka_pending = false;
+            self.ka.pending = false;
             self.stats.keepalive_probes += 1;
-            let mut repr = self.base_repr(self.snd_max - 1, TcpFlags::ACK, now);
+            let mut repr = self.base_repr(self.snd.max - 1, TcpFlags::ACK, now);
             repr.window = self.advertise(rcv_free);
             emit(&Segment::bare(repr));
             sent += 1;
         }
-        if sent < max_segments && (self.ack_now || self.window_update || self.dsack.is_some()) {
+        if sent < max_segments
+            && (self.ack.now || self.ack.window_update || self.ack.dsack.is_some())
+        {
             sent += self.emit_ack_points(now, max_segments - sent - 1, rcv_free, emit);
             emit(&self.ack_segment(now, rcv_free));
             sent += 1;
-            self.dupacks_owed = self.dupacks_owed.saturating_sub(1);
+            self.ack.dupacks_owed = self.ack.dupacks_owed.saturating_sub(1);
         }
         // One duplicate ACK per out-of-order segment (RFC 5681 §4.2), even
         // when a batch of them is processed before this call.
-        while sent < max_segments && self.dupacks_owed > 0 {
+        while sent < max_segments && self.ack.dupacks_owed > 0 {
             emit(&self.ack_segment(now, rcv_free));
             sent += 1;
-            self.dupacks_owed -= 1;
+            self.ack.dupacks_owed -= 1;
         }
         self.update_persist(now, tx_len);
         self.update_keepalive();
@@ -152,21 +156,21 @@ impl Tcb {
         }
         match self.state {
             State::Closed | State::Listen => false,
-            State::SynSent => self.snd_nxt == self.iss,
-            State::SynReceived => self.snd_nxt == self.iss || self.ack_now,
+            State::SynSent => self.snd.nxt == self.snd.iss,
+            State::SynReceived => self.snd.nxt == self.snd.iss || self.ack.now,
             _ => {
-                if self.ack_now
-                    || self.dupacks_owed > 0
-                    || self.window_update
-                    || self.rexmit_one
-                    || self.probe_pending
-                    || self.tlp.pending
-                    || self.ka_pending
-                    || self.dsack.is_some()
+                if self.ack.now
+                    || self.ack.dupacks_owed > 0
+                    || self.ack.window_update
+                    || self.rec.rexmit_one
+                    || self.timers.probe_pending
+                    || self.rec.tlp.pending
+                    || self.ka.pending
+                    || self.ack.dsack.is_some()
                 {
                     return true;
                 }
-                self.owed_ready(self.tx_len_seen) || self.data_ready(self.tx_len_seen).is_some()
+                self.owed_ready(self.snd.buffered) || self.data_ready(self.snd.buffered).is_some()
             }
         }
     }
@@ -187,7 +191,7 @@ impl Tcb {
         let wnd = self.window_for(rcv_free);
         let update = wnd > cur && wnd - cur >= self.sws_threshold() && wnd >= 2 * cur;
         if update {
-            self.window_update = true;
+            self.ack.window_update = true;
         }
         update
     }
@@ -207,9 +211,9 @@ impl Tcb {
     /// Bytes that min(cwnd, snd_wnd) still allows beyond snd_nxt; what is in
     /// flight is RFC 6675 `pipe`.
     fn usable_window(&self) -> usize {
-        let right = self.snd_una + self.snd_wnd;
-        let snd_room = if right > self.snd_nxt {
-            right - self.snd_nxt
+        let right = self.snd.una + self.snd.wnd;
+        let snd_room = if right > self.snd.nxt {
+            right - self.snd.nxt
         } else {
             0
         };
@@ -223,20 +227,20 @@ impl Tcb {
     /// ssthresh keeps at least 3/4 of cwnd, and cwnd is halved once per RTO
     /// of idleness, but not below the restart window min(IW, cwnd).
     fn restart_after_idle(&mut self, now: Instant) {
-        let Some(last) = self.last_data_sent else {
+        let Some(last) = self.snd.last_data_sent else {
             return;
         };
         let idle = now.saturating_since(last);
         // The idle period is accounted for once, even if nothing can leave
         // now (a closed window): a later call counts only from here.
-        self.last_data_sent = Some(now);
+        self.snd.last_data_sent = Some(now);
         self.cc.on_tx_start(now, idle);
-        let rto = self.rto.rto();
-        if !self.cfg.slow_start_after_idle || self.in_recovery || idle <= rto {
+        let rto = self.timers.rto.rto();
+        if !self.cfg.slow_start_after_idle || self.rec.active || idle <= rto {
             return;
         }
         let cwnd = self.cc.cwnd();
-        let iw = self.eff_mss * self.cfg.initial_cwnd_segments.max(1) as usize;
+        let iw = self.snd.mss * self.cfg.initial_cwnd_segments.max(1) as usize;
         let restart = iw.min(cwnd);
         let ssthresh = self.cc.ssthresh().max(cwnd / 2 + cwnd / 4);
         self.cc.set_ssthresh(ssthresh);
@@ -247,8 +251,8 @@ impl Tcb {
             left -= rto;
         }
         self.cc.set_cwnd(reduced.max(restart));
-        self.cwnd_limited = false;
-        self.max_flight = 0;
+        self.cwv.limited = false;
+        self.cwv.max_flight = 0;
         self.stats.cwnd_restarts += 1;
     }
 
@@ -258,23 +262,23 @@ impl Tcb {
     /// largest flight hold for a window of data, so that one ACK-clocked
     /// round counts as limited even when the flight dips between ACKs.
     fn validate_cwnd(&mut self, tx_len: usize, sent_new: bool) {
-        if !self.sends_data() || self.in_recovery {
+        if !self.sends_data() || self.rec.active {
             return;
         }
-        let data_end = self.tx_base + tx_len;
-        let waiting = data_end > self.snd_nxt;
-        let limited = waiting && self.pipe() + self.eff_mss > self.cc.cwnd();
+        let data_end = self.snd.base + tx_len;
+        let waiting = data_end > self.snd.nxt;
+        let limited = waiting && self.pipe() + self.snd.mss > self.cc.cwnd();
         if !(sent_new || limited) {
             return;
         }
-        let flight = self.snd_nxt - self.snd_una;
-        if self.snd_una >= self.cwnd_usage_end
+        let flight = self.snd.nxt - self.snd.una;
+        if self.snd.una >= self.cwv.usage_end
             || limited
-            || (!self.cwnd_limited && flight > self.max_flight)
+            || (!self.cwv.limited && flight > self.cwv.max_flight)
         {
-            self.cwnd_limited = limited;
-            self.max_flight = flight;
-            self.cwnd_usage_end = self.snd_nxt;
+            self.cwv.limited = limited;
+            self.cwv.max_flight = flight;
+            self.cwv.usage_end = self.snd.nxt;
         }
     }
 
@@ -286,7 +290,7 @@ impl Tcb {
     /// after such a period with no effective reduction.
     pub(super) fn cwnd_used(&self) -> bool {
         let cwnd = self.cc.cwnd();
-        self.cwnd_limited || (cwnd < self.cc.ssthresh() && cwnd < 2 * self.max_flight)
+        self.cwv.limited || (cwnd < self.cc.ssthresh() && cwnd < 2 * self.cwv.max_flight)
     }
 
     /// The window `rcv_free` free bytes of receive buffer allow: at most
@@ -294,10 +298,10 @@ impl Tcb {
     /// less than the free space, so that rounding it up later to keep the
     /// right edge in place still fits the buffer.
     fn window_for(&self, rcv_free: usize) -> usize {
-        let unit = 1usize << self.rcv_wscale;
+        let unit = 1usize << self.rcv.wscale;
         rcv_free
             .saturating_sub(unit - 1)
-            .min(0xffff << self.rcv_wscale)
+            .min(0xffff << self.rcv.wscale)
             .min(self.window_clamp())
     }
 
@@ -311,11 +315,11 @@ impl Tcb {
     /// Appendix F; the bytes offered before stay acceptable). So no
     /// advertised edge ever lies beyond the buffer.
     fn window_field(&mut self, ack: SeqNum, want: usize, rcv_free: usize) -> usize {
-        let unit = 1usize << self.rcv_wscale;
-        let limit = self.rcv_nxt + rcv_free;
+        let unit = 1usize << self.rcv.wscale;
+        let limit = self.rcv.nxt + rcv_free;
         let room = if limit > ack { limit - ack } else { 0 };
-        let promised = if self.rcv_adv > ack {
-            self.rcv_adv - ack
+        let promised = if self.rcv.adv > ack {
+            self.rcv.adv - ack
         } else {
             0
         };
@@ -326,30 +330,33 @@ impl Tcb {
         }
         let field = field.min(0xffff);
         let edge = ack + field * unit;
-        if edge > self.rcv_adv {
-            self.rcv_adv = edge;
+        if edge > self.rcv.adv {
+            self.rcv.adv = edge;
         }
         field
     }
 
     /// Receiver SWS threshold: min(Fr * RCV.BUFF, Eff.snd.MSS), Fr = 1/2.
     fn sws_threshold(&self) -> usize {
-        (self.cfg.rcv_buf / 2).min(self.eff_mss).max(1)
+        (self.cfg.rcv_buf / 2).min(self.snd.mss).max(1)
     }
 
     fn base_repr(&self, seq: SeqNum, flags: u8, now: Instant) -> TcpRepr {
         let mut flags = flags;
-        if self.ecn_ok && self.ece && flags & TcpFlags::ACK != 0 && flags & TcpFlags::SYN == 0 {
+        if self.ecn.ok && self.ecn.ece && flags & TcpFlags::ACK != 0 && flags & TcpFlags::SYN == 0 {
             // RFC 3168 §6.1.3 / RFC 8257 §3.2: echo congestion on ACKs.
             flags |= TcpFlags::ECE;
         }
-        let timestamps = self.ts_enabled.then(|| (self.ts_val(now), self.ts_recent));
+        let timestamps = self
+            .opts
+            .ts
+            .then(|| (self.ts_val(now), self.opts.ts_recent));
         TcpRepr {
             src_port: self.local.port(),
             dst_port: self.remote.port(),
             seq,
             ack: if flags & TcpFlags::ACK != 0 {
-                self.rcv_nxt
+                self.rcv.nxt
             } else {
                 SeqNum(0)
             },
@@ -372,19 +379,19 @@ impl Tcb {
         if wnd > cur && wnd - cur < self.sws_threshold() {
             wnd = cur;
         }
-        if wnd > self.ooo.capacity() {
+        if wnd > self.rcv.ooo.capacity() {
             // The window grew (auto-tuning): out-of-order data within it
             // must fit too. Allocates, a few times per connection.
-            self.ooo.ensure_capacity(wnd.next_power_of_two());
+            self.rcv.ooo.ensure_capacity(wnd.next_power_of_two());
         }
-        let field = self.window_field(self.rcv_nxt, wnd, rcv_free);
-        self.last_ack_sent = self.rcv_nxt;
-        self.ack_now = false;
-        self.window_update = false;
-        self.delack_deadline = None;
+        let field = self.window_field(self.rcv.nxt, wnd, rcv_free);
+        self.rcv.last_ack_sent = self.rcv.nxt;
+        self.ack.now = false;
+        self.ack.window_update = false;
+        self.ack.delack_deadline = None;
         // This segment acknowledges rcv_nxt: the points below it are moot
         // unless `emit_ack_points` sent them first.
-        self.ack_points_len = 0;
+        self.ack.points_len = 0;
         field as u16
     }
 
@@ -402,19 +409,19 @@ impl Tcb {
         emit: &mut impl FnMut(&Segment),
     ) -> usize {
         let mut sent = 0;
-        let n = core::mem::take(&mut self.ack_points_len);
+        let n = core::mem::take(&mut self.ack.points_len);
         for k in 0..n {
-            let ack = self.ack_points[k];
-            if sent >= max_segments || ack <= self.last_ack_sent || ack >= self.rcv_nxt {
+            let ack = self.ack.points[k];
+            if sent >= max_segments || ack <= self.rcv.last_ack_sent || ack >= self.rcv.nxt {
                 continue;
             }
             let field = self.window_field(ack, 0, rcv_free);
-            let mut repr = self.base_repr(self.snd_max, TcpFlags::ACK, now);
+            let mut repr = self.base_repr(self.snd.max, TcpFlags::ACK, now);
             repr.ack = ack;
             repr.window = field as u16;
-            let dsack = self.dsack.take();
+            let dsack = self.ack.dsack.take();
             self.fill_sack(&mut repr.options);
-            self.dsack = dsack;
+            self.ack.dsack = dsack;
             emit(&Segment::bare(repr));
             sent += 1;
         }
@@ -447,47 +454,51 @@ impl Tcb {
             TcpFlags::SYN
         };
         let mut flags = flags;
-        if synack && self.ecn_ok {
+        if synack && self.ecn.ok {
             flags |= TcpFlags::ECE; // RFC 3168 §6.1.1: ECN-setup SYN-ACK
         } else if !synack && self.ecn_offered() {
             flags |= TcpFlags::ECE | TcpFlags::CWR; // ECN-setup SYN
         }
-        let mut repr = self.base_repr(self.iss, flags, now);
+        let mut repr = self.base_repr(self.snd.iss, flags, now);
         repr.options.mss = Some(self.cfg.mss);
-        repr.options.sack_permitted = if synack { self.sack_ok } else { self.cfg.sack };
+        repr.options.sack_permitted = if synack {
+            self.opts.sack
+        } else {
+            self.cfg.sack
+        };
         let window = rcv_free.min(0xffff);
         repr.window = window as u16;
         if synack {
-            if self.ws_enabled {
-                repr.options.window_scale = Some(self.rcv_wscale);
+            if self.opts.ws {
+                repr.options.window_scale = Some(self.rcv.wscale);
             }
-            let edge = self.rcv_nxt + window;
-            if edge > self.rcv_adv {
-                self.rcv_adv = edge;
+            let edge = self.rcv.nxt + window;
+            if edge > self.rcv.adv {
+                self.rcv.adv = edge;
             }
-            self.last_ack_sent = self.rcv_nxt;
-            self.ack_now = false;
+            self.rcv.last_ack_sent = self.rcv.nxt;
+            self.ack.now = false;
         } else {
             if self.cfg.window_scaling {
-                repr.options.window_scale = Some(self.rcv_wscale);
+                repr.options.window_scale = Some(self.rcv.wscale);
             }
             if self.cfg.timestamps {
                 repr.options.timestamps = Some((self.ts_val(now), 0));
             }
-            self.syn_window = window;
+            self.rcv.syn_window = window;
         }
-        if self.snd_max == self.iss {
-            self.rtt_timing = Some((self.iss + 1, now));
+        if self.snd.max == self.snd.iss {
+            self.timers.rtt_timing = Some((self.snd.iss + 1, now));
         } else {
             self.stats.retransmits += 1;
-            self.rtt_timing = None;
+            self.timers.rtt_timing = None;
         }
-        self.snd_nxt = self.iss + 1;
-        if self.snd_nxt > self.snd_max {
-            self.snd_max = self.snd_nxt;
+        self.snd.nxt = self.snd.iss + 1;
+        if self.snd.nxt > self.snd.max {
+            self.snd.max = self.snd.nxt;
         }
-        if self.rto_deadline.is_none() {
-            self.rto_deadline = Some(now + self.rto.rto());
+        if self.timers.rto_deadline.is_none() {
+            self.timers.rto_deadline = Some(now + self.timers.rto.rto());
         }
         Segment::bare(repr)
     }
@@ -496,7 +507,7 @@ impl Tcb {
     /// next new octet, even while retransmitting (as BSD does), so that it
     /// stays acceptable to the peer.
     fn ack_segment(&mut self, now: Instant, rcv_free: usize) -> Segment {
-        let mut repr = self.base_repr(self.snd_max, TcpFlags::ACK, now);
+        let mut repr = self.base_repr(self.snd.max, TcpFlags::ACK, now);
         repr.window = self.advertise(rcv_free);
         self.fill_sack(&mut repr.options);
         Segment::bare(repr)
@@ -508,27 +519,27 @@ impl Tcb {
         if !self.sends_data() {
             return None;
         }
-        let data_end = self.tx_base + tx_len;
-        if self.snd_nxt > data_end {
+        let data_end = self.snd.base + tx_len;
+        if self.snd.nxt > data_end {
             return None; // only our FIN lies beyond the data, and it was sent
         }
-        if self.sb.is_full() {
+        if self.rec.sb.is_full() {
             return None; // the most segments in flight already are
         }
-        let unsent = data_end - self.snd_nxt;
-        let flight = self.snd_nxt - self.snd_una;
-        let len = unsent.min(self.usable_window()).min(self.eff_mss);
-        let fin = self.fin_queued && len == unsent;
+        let unsent = data_end - self.snd.nxt;
+        let flight = self.snd.nxt - self.snd.una;
+        let len = unsent.min(self.usable_window()).min(self.snd.mss);
+        let fin = self.snd.fin_queued && len == unsent;
         if len == 0 && !fin {
             return None;
         }
-        if len > 0 && len < self.eff_mss && !fin {
+        if len > 0 && len < self.snd.mss && !fin {
             // RFC 9293 §3.8.6.2.1 (sender SWS avoidance) with Nagle (§3.7.4):
             // a short segment goes only if it carries all queued data or at
             // least half the largest window seen, and (Nagle) nothing is
             // unacknowledged unless nodelay is set.
             let all_queued = len == unsent;
-            let half_window = self.max_snd_wnd > 0 && len >= self.max_snd_wnd / 2;
+            let half_window = self.snd.max_wnd > 0 && len >= self.snd.max_wnd / 2;
             let nagle_ok = self.cfg.nodelay || flight == 0;
             if !(nagle_ok && (all_queued || half_window)) {
                 return None;
@@ -550,14 +561,17 @@ impl Tcb {
         max_segments: usize,
     ) -> Option<Segment> {
         let (mut len, fin) = self.data_ready(tx_len)?;
-        let mss = self.eff_mss;
-        if !fin && len == mss && self.gso_max >= 2 * mss && self.snd_nxt == self.snd_max {
-            let unsent = (self.tx_base + tx_len) - self.snd_nxt;
-            let room = unsent.min(self.usable_window()).min(self.gso_max);
-            let segs = (room / mss).min(self.sb.room()).min(max_segments).max(1);
+        let mss = self.snd.mss;
+        if !fin && len == mss && self.snd.gso_max >= 2 * mss && self.snd.nxt == self.snd.max {
+            let unsent = (self.snd.base + tx_len) - self.snd.nxt;
+            let room = unsent.min(self.usable_window()).min(self.snd.gso_max);
+            let segs = (room / mss)
+                .min(self.rec.sb.room())
+                .min(max_segments)
+                .max(1);
             len = segs * mss;
         }
-        Some(self.emit_data(self.snd_nxt, len, fin, now, rcv_free, true))
+        Some(self.emit_data(self.snd.nxt, len, fin, now, rcv_free, true))
     }
 
     /// Builds a segment of `len` bytes at `seq` (plus FIN), advancing snd_nxt
@@ -571,7 +585,7 @@ impl Tcb {
         rcv_free: usize,
         advance: bool,
     ) -> Segment {
-        let data_end = self.tx_base + self.tx_len_seen;
+        let data_end = self.snd.base + self.snd.buffered;
         let mut flags = TcpFlags::ACK;
         if len > 0 && seq + len == data_end {
             flags |= TcpFlags::PSH;
@@ -579,56 +593,56 @@ impl Tcb {
         if fin {
             flags |= TcpFlags::FIN;
         }
-        let new_data = seq >= self.snd_max;
-        if new_data && len > 0 && self.cwr_pending {
+        let new_data = seq >= self.snd.max;
+        if new_data && len > 0 && self.ecn.cwr_pending {
             // RFC 3168 §6.1.2: the first new data after a reduction has CWR.
             flags |= TcpFlags::CWR;
-            self.cwr_pending = false;
+            self.ecn.cwr_pending = false;
         }
         let mut repr = self.base_repr(seq, flags, now);
         repr.payload_len = len;
         repr.window = self.advertise(rcv_free);
         let end = seq + len + usize::from(fin);
         if new_data {
-            if len > 0 && self.rtt_timing.is_none() {
-                self.rtt_timing = Some((seq + len, now));
+            if len > 0 && self.timers.rtt_timing.is_none() {
+                self.timers.rtt_timing = Some((seq + len, now));
             }
         } else {
             self.stats.retransmits += 1;
         }
-        if advance && self.sb.end().is_none_or(|e| seq >= e) && end > seq {
+        if advance && self.rec.sb.end().is_none_or(|e| seq >= e) && end > seq {
             // A segment beyond the tracked ones: into the retransmission
             // queue, MSS by MSS for a TSO segment.
             let mut at = seq;
-            while at + self.eff_mss < seq + len {
-                self.sb.push(at, at + self.eff_mss, false, now);
-                at += self.eff_mss;
+            while at + self.snd.mss < seq + len {
+                self.rec.sb.push(at, at + self.snd.mss, false, now);
+                at += self.snd.mss;
             }
-            self.sb.push(at, end, fin, now);
+            self.rec.sb.push(at, end, fin, now);
         }
         if fin {
-            self.fin_seq = Some(seq + len);
+            self.snd.fin_seq = Some(seq + len);
         }
-        if advance && end > self.snd_nxt {
-            self.snd_nxt = end;
+        if advance && end > self.snd.nxt {
+            self.snd.nxt = end;
         }
         if len > 0 {
-            self.last_data_sent = Some(now);
+            self.snd.last_data_sent = Some(now);
         }
-        if end > self.snd_max {
-            self.snd_max = end;
+        if end > self.snd.max {
+            self.snd.max = end;
         }
-        if self.rto_deadline.is_none() {
-            self.rto_deadline = Some(now + self.rto.rto());
+        if self.timers.rto_deadline.is_none() {
+            self.timers.rto_deadline = Some(now + self.timers.rto.rto());
         }
-        self.persist_deadline = None;
+        self.timers.persist_deadline = None;
         self.prr_on_send(len);
         Segment {
             repr,
-            payload_offset: seq - self.tx_base,
+            payload_offset: seq - self.snd.base,
             // RFC 3168 §6.1.5: never ECT on retransmissions (or probes).
-            ect: self.ecn_ok && new_data && len > 0 && advance,
-            gso_size: if len > self.eff_mss { self.eff_mss } else { 0 },
+            ect: self.ecn.ok && new_data && len > 0 && advance,
+            gso_size: if len > self.snd.mss { self.snd.mss } else { 0 },
         }
     }
 
@@ -645,25 +659,25 @@ impl Tcb {
         if !self.sends_data() {
             return None;
         }
-        if !self.sb.is_empty() {
-            if self.sb.peek_owed().is_none() {
-                self.sb.mark_lost(0);
+        if !self.rec.sb.is_empty() {
+            if self.rec.sb.peek_owed().is_none() {
+                self.rec.sb.mark_lost(0);
             }
             return self.retransmit_owed(now, tx_len, rcv_free);
         }
-        let seq = self.snd_una;
-        let data_end = self.tx_base + tx_len;
-        let len = if data_end > seq && self.snd_max > seq {
-            (data_end - seq).min(self.eff_mss).min(self.snd_max - seq)
+        let seq = self.snd.una;
+        let data_end = self.snd.base + tx_len;
+        let len = if data_end > seq && self.snd.max > seq {
+            (data_end - seq).min(self.snd.mss).min(self.snd.max - seq)
         } else {
             0
         };
-        let fin = self.fin_seq.is_some_and(|f| f == seq + len);
+        let fin = self.snd.fin_seq.is_some_and(|f| f == seq + len);
         if len == 0 && !fin {
             return None;
         }
-        self.rtt_timing = None;
-        self.karn_blocked = true;
+        self.timers.rtt_timing = None;
+        self.timers.karn_blocked = true;
         Some(self.emit_data(seq, len, fin, now, rcv_free, true))
     }
 
@@ -673,7 +687,7 @@ impl Tcb {
         if !self.sends_data() {
             return false;
         }
-        let Some(s) = self.sb.peek_owed().and_then(|i| self.sb.get(i)) else {
+        let Some(s) = self.rec.sb.peek_owed().and_then(|i| self.rec.sb.get(i)) else {
             return false;
         };
         let _ = tx_len;
@@ -683,15 +697,15 @@ impl Tcb {
     /// Retransmits the lowest segment owed a retransmission, with its
     /// original boundaries. Voids the RTT timing (Karn).
     fn retransmit_owed(&mut self, now: Instant, tx_len: usize, rcv_free: usize) -> Option<Segment> {
-        let i = self.sb.next_owed()?;
-        let mut s = *self.sb.get(i)?;
+        let i = self.rec.sb.next_owed()?;
+        let mut s = *self.rec.sb.get(i)?;
         // After a path MTU drop (RFC 1191) a segment may be bigger than the
         // MSS now: resend it in MSS-sized pieces.
-        if s.data_len() > self.eff_mss && self.sb.split(i, s.start + self.eff_mss) {
-            s = *self.sb.get(i)?;
+        if s.data_len() > self.snd.mss && self.rec.sb.split(i, s.start + self.snd.mss) {
+            s = *self.rec.sb.get(i)?;
         }
-        let data_end = self.tx_base + tx_len;
-        if s.start < self.tx_base {
+        let data_end = self.snd.base + tx_len;
+        if s.start < self.snd.base {
             return None;
         }
         let avail = if data_end > s.start {
@@ -701,14 +715,14 @@ impl Tcb {
         };
         let len = s.data_len().min(avail);
         let fin = s.has(super::scoreboard::FIN);
-        self.sb.retransmitted(i, now);
-        if let Some(u) = self.undo.as_mut() {
+        self.rec.sb.retransmitted(i, now);
+        if let Some(u) = self.rec.undo.as_mut() {
             if s.start >= u.marker {
                 u.retrans += 1;
             }
         }
-        self.rtt_timing = None;
-        self.karn_blocked = true;
+        self.timers.rtt_timing = None;
+        self.timers.karn_blocked = true;
         Some(self.emit_data(s.start, len, fin, now, rcv_free, false))
     }
 
@@ -723,15 +737,15 @@ impl Tcb {
             self.count_probe();
             return Some(seg);
         }
-        let data_end = self.tx_base + tx_len;
-        let mut i = self.sb.len().checked_sub(1)?;
-        if self.in_recovery {
-            while self.sb.get(i)?.has(super::scoreboard::SACKED) {
+        let data_end = self.snd.base + tx_len;
+        let mut i = self.rec.sb.len().checked_sub(1)?;
+        if self.rec.active {
+            while self.rec.sb.get(i)?.has(super::scoreboard::SACKED) {
                 i = i.checked_sub(1)?;
             }
         }
-        let s = *self.sb.get(i)?;
-        if s.has(super::scoreboard::SACKED) || s.start < self.tx_base {
+        let s = *self.rec.sb.get(i)?;
+        if s.has(super::scoreboard::SACKED) || s.start < self.snd.base {
             return None;
         }
         let avail = if data_end > s.start {
@@ -741,20 +755,20 @@ impl Tcb {
         };
         let len = s.data_len().min(avail);
         let fin = s.has(super::scoreboard::FIN);
-        self.sb.retransmitted(i, now);
-        self.tlp.high = Some(self.snd_max);
-        if self.in_recovery {
+        self.rec.sb.retransmitted(i, now);
+        self.rec.tlp.high = Some(self.snd.max);
+        if self.rec.active {
             // Its D-SACK, if it was not needed, must not pass for one of
             // the recovery's own retransmissions and undo the reduction.
-            if let Some(u) = self.undo.as_mut().filter(|u| s.start >= u.marker) {
+            if let Some(u) = self.rec.undo.as_mut().filter(|u| s.start >= u.marker) {
                 u.retrans += 1;
             }
         }
         self.count_probe();
-        self.rtt_timing = None;
-        self.karn_blocked = true;
+        self.timers.rtt_timing = None;
+        self.timers.karn_blocked = true;
         let seg = self.emit_data(s.start, len, fin, now, rcv_free, false);
-        self.rto_deadline = Some(now + self.rto.rto());
+        self.timers.rto_deadline = Some(now + self.timers.rto.rto());
         Some(seg)
     }
 
@@ -767,28 +781,28 @@ impl Tcb {
         rcv_free: usize,
         full_only: bool,
     ) -> Option<Segment> {
-        let data_end = self.tx_base + tx_len;
-        let right = self.snd_una + self.snd_wnd;
-        if self.snd_nxt != self.snd_max
-            || self.snd_nxt >= data_end
-            || right <= self.snd_nxt
-            || self.sb.is_full()
+        let data_end = self.snd.base + tx_len;
+        let right = self.snd.una + self.snd.wnd;
+        if self.snd.nxt != self.snd.max
+            || self.snd.nxt >= data_end
+            || right <= self.snd.nxt
+            || self.rec.sb.is_full()
         {
             return None;
         }
-        let unsent = data_end - self.snd_nxt;
-        let len = unsent.min(right - self.snd_nxt).min(self.eff_mss);
-        if full_only && len < self.eff_mss {
+        let unsent = data_end - self.snd.nxt;
+        let len = unsent.min(right - self.snd.nxt).min(self.snd.mss);
+        if full_only && len < self.snd.mss {
             return None;
         }
-        let fin = self.fin_queued && len == unsent;
-        let seg = self.emit_data(self.snd_nxt, len, fin, now, rcv_free, true);
-        self.rto_deadline = Some(now + self.rto.rto());
+        let fin = self.snd.fin_queued && len == unsent;
+        let seg = self.emit_data(self.snd.nxt, len, fin, now, rcv_free, true);
+        self.timers.rto_deadline = Some(now + self.timers.rto.rto());
         Some(seg)
     }
 
     fn count_probe(&mut self) {
-        if self.in_recovery {
+        if self.rec.active {
             self.stats.recovery_probes += 1;
         } else {
             self.stats.tlp_probes += 1;
@@ -803,26 +817,26 @@ impl Tcb {
         if !self.sends_data() {
             return None;
         }
-        let data_end = self.tx_base + tx_len;
-        if self.snd_nxt >= data_end {
+        let data_end = self.snd.base + tx_len;
+        if self.snd.nxt >= data_end {
             return None;
         }
-        let unsent = data_end - self.snd_nxt;
+        let unsent = data_end - self.snd.nxt;
         let usable = self.usable_window();
-        self.persist_shift = self.persist_shift.saturating_add(1);
-        if usable > 0 && !self.sb.is_full() {
-            let len = unsent.min(usable).min(self.eff_mss);
-            let fin = self.fin_queued && len == unsent;
-            return Some(self.emit_data(self.snd_nxt, len, fin, now, rcv_free, true));
+        self.timers.persist_shift = self.timers.persist_shift.saturating_add(1);
+        if usable > 0 && !self.rec.sb.is_full() {
+            let len = unsent.min(usable).min(self.snd.mss);
+            let fin = self.snd.fin_queued && len == unsent;
+            return Some(self.emit_data(self.snd.nxt, len, fin, now, rcv_free, true));
         }
         self.stats.window_probes += 1;
-        let timing = self.rtt_timing;
-        let seg = self.emit_data(self.snd_nxt, 1, false, now, rcv_free, false);
-        self.rtt_timing = timing;
+        let timing = self.timers.rtt_timing;
+        let seg = self.emit_data(self.snd.nxt, 1, false, now, rcv_free, false);
+        self.timers.rtt_timing = timing;
         // A probe is answered by the peer's window, not retransmitted by the
         // RTO: only the persist timer runs.
-        if self.snd_nxt == self.snd_una {
-            self.rto_deadline = None;
+        if self.snd.nxt == self.snd.una {
+            self.timers.rto_deadline = None;
         }
         Some(seg)
     }
@@ -830,20 +844,21 @@ impl Tcb {
     /// Arms the persist timer when data waits, nothing is in flight and the
     /// window (or SWS avoidance) holds it back; disarms it otherwise.
     pub(super) fn update_persist(&mut self, now: Instant, tx_len: usize) {
-        let data_end = self.tx_base + tx_len;
-        let waiting = self.sends_data() && self.snd_nxt < data_end && self.snd_nxt == self.snd_una;
+        let data_end = self.snd.base + tx_len;
+        let waiting = self.sends_data() && self.snd.nxt < data_end && self.snd.nxt == self.snd.una;
         if !waiting {
-            self.persist_deadline = None;
+            self.timers.persist_deadline = None;
             return;
         }
-        if self.persist_deadline.is_none() {
-            let shift = self.persist_shift.min(16);
+        if self.timers.persist_deadline.is_none() {
+            let shift = self.timers.persist_shift.min(16);
             let interval = self
+                .timers
                 .rto
                 .rto()
                 .saturating_mul(1 << shift)
                 .clamp(self.cfg.rto_min, self.cfg.rto_max.max(self.cfg.rto_min));
-            self.persist_deadline = Some(now + interval);
+            self.timers.persist_deadline = Some(now + interval);
         }
     }
 }

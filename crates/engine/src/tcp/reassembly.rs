@@ -10,7 +10,7 @@ use core::fmt;
 
 use wire::SeqNum;
 
-use super::tcb::RecvBuffer;
+use super::api::RecvBuffer;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Range {

@@ -21,9 +21,10 @@ use wire::SeqNum;
 
 use crate::time::Instant;
 
-use super::cc::{AckInfo, CcKind, CongestionControl, CongestionEvent};
+use super::api::State;
+use super::cc::{AckInfo, Cc, CcKind, CongestionControl, CongestionEvent};
 use super::scoreboard::{TxSeg, EVER_RETRANS, SACKED};
-use super::tcb::{Rack, State, Tcb, Undo, SACK_RECENT};
+use super::tcb::{Tcb, SACK_RECENT};
 
 /// RFC 6675 DupThresh.
 pub(super) const DUP_THRESH: usize = 3;
@@ -102,22 +103,63 @@ pub(super) struct AckEvent {
     pub(super) dsack_tlp: bool,
 }
 
+/// Saved congestion state for undoing a spurious reduction (RFC 2883 §5,
+/// Linux's undo): the state before it, snd_una when it happened, and the
+/// retransmissions since that no D-SACK has yet shown spurious.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Undo {
+    pub(super) saved: Cc,
+    pub(super) marker: SeqNum,
+    pub(super) retrans: u32,
+}
+
+/// RACK state (RFC 8985 §5.2).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Rack {
+    /// Transmit time and end of the most recently sent segment delivered.
+    pub(super) xmit: Option<Instant>,
+    pub(super) end: SeqNum,
+    /// RTT of that segment.
+    pub(super) rtt: Duration,
+    /// Smallest RTT seen.
+    pub(super) min_rtt: Option<Duration>,
+    /// Reordering timer (§6.2 step 5).
+    pub(super) deadline: Option<Instant>,
+    /// Reordering window multiplier (§6.2 step 4; 0 counts as 1).
+    pub(super) reo_mult: u32,
+    /// snd_max when the multiplier last grew (one step per round trip).
+    pub(super) dsack_round: Option<SeqNum>,
+    /// Recoveries left before the multiplier resets.
+    pub(super) reo_persist: u32,
+}
+
+/// Tail loss probe state (RFC 8985 §7).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Tlp {
+    /// The probe timeout.
+    pub(super) deadline: Option<Instant>,
+    /// The probe timer fired: send a probe on the next `poll_output`.
+    pub(super) pending: bool,
+    /// snd_max when a probe retransmission went out (§7.4 TLP.end_seq).
+    pub(super) high: Option<SeqNum>,
+}
+
 impl Tcb {
     /// Sender: reads the SACK blocks of an ACK (RFC 2018 §3, with the RFC
     /// 2883 §4 rule for a D-SACK first block). Returns the bytes newly
     /// SACKed and whether a D-SACK covered the tail loss probe.
     pub(super) fn process_sack(&mut self, seg: &TcpRepr, now: Instant) -> (usize, bool) {
-        if !self.sack_ok {
+        if !self.opts.sack {
             return (0, false);
         }
         let blocks = seg.options.sack_blocks();
         let mut newly = 0;
         let mut dsack_tlp = false;
-        let floor = self.snd_una.max(seg.ack);
+        let floor = self.snd.una.max(seg.ack);
         let ts = self.ts_echo(seg);
         for (n, b) in blocks.iter().enumerate() {
             // Ignore nonsense: empty or inverted blocks, or beyond what was sent.
-            if b.right <= b.left || b.right > self.snd_max {
+            if b.right <= b.left || b.right > self.snd.max {
                 continue;
             }
             let dsack = n == 0
@@ -132,8 +174,9 @@ impl Tcb {
             if b.right <= floor {
                 continue;
             }
-            let rack = &mut self.rack;
+            let rack = &mut self.rec.rack;
             newly += self
+                .rec
                 .sb
                 .sack(b.left, b.right, |s| rack_update(rack, s, now, ts));
         }
@@ -147,80 +190,80 @@ impl Tcb {
         self.stats.dsacks_received += 1;
         // RFC 8985 §6.2 step 4: widen the reordering window by min_rtt/4 per
         // round trip in which D-SACKs arrive; keep it for 16 recoveries.
-        if self.rack.dsack_round.is_none_or(|r| self.snd_una >= r) {
-            self.rack.dsack_round = Some(self.snd_max);
-            self.rack.reo_mult = self.rack.reo_mult.max(1).saturating_add(1);
-            self.rack.reo_persist = 16;
+        if self.rec.rack.dsack_round.is_none_or(|r| self.snd.una >= r) {
+            self.rec.rack.dsack_round = Some(self.snd.max);
+            self.rec.rack.reo_mult = self.rec.rack.reo_mult.max(1).saturating_add(1);
+            self.rec.rack.reo_persist = 16;
         }
-        if let Some(u) = self.undo.as_mut() {
+        if let Some(u) = self.rec.undo.as_mut() {
             if b.left >= u.marker && u.retrans > 0 {
                 u.retrans -= 1;
                 self.stats.spurious_retransmits += 1;
                 if u.retrans == 0 {
                     let saved = u.saved;
-                    self.undo = None;
+                    self.rec.undo = None;
                     self.cc.undo(saved);
                     self.stats.cwnd_undos += 1;
                 }
             }
         }
         // The probe was the last segment: its duplicate ends at TLP.end_seq.
-        self.tlp.high.is_some_and(|h| b.right == h)
+        self.rec.tlp.high.is_some_and(|h| b.right == h)
     }
 
     /// Sender: the cumulative ACK moved to `ack`: drop acknowledged entries,
     /// feeding RACK with what they say about delivery.
     pub(super) fn scoreboard_ack(&mut self, seg: &TcpRepr, now: Instant) {
         let ts = self.ts_echo(seg);
-        let rack = &mut self.rack;
-        self.sb.ack(seg.ack, |s| rack_update(rack, s, now, ts));
+        let rack = &mut self.rec.rack;
+        self.rec.sb.ack(seg.ack, |s| rack_update(rack, s, now, ts));
     }
 
     fn ts_echo(&self, seg: &TcpRepr) -> TsEcho {
         TsEcho {
-            tsecr: if self.ts_enabled {
+            tsecr: if self.opts.ts {
                 seg.options.timestamps.map(|(_, e)| e)
             } else {
                 None
             },
-            offset: self.ts_offset,
+            offset: self.opts.ts_offset,
         }
     }
 
     /// Bytes in flight as RFC 6675 `pipe` (equal to snd_nxt - snd_una when
     /// nothing is SACKed or lost).
     pub(super) fn pipe(&self) -> usize {
-        self.sb.pipe(self.snd_nxt - self.snd_una)
+        self.rec.sb.pipe(self.snd.nxt - self.snd.una)
     }
 
     /// The recovery state machine, after an acceptable ACK was processed.
     pub(super) fn on_ack_recovery(&mut self, ev: AckEvent, now: Instant) {
-        let mss = self.eff_mss;
+        let mss = self.snd.mss;
         // RFC 6937 DeliveredData: the change in snd_una plus the change in
         // SACKed bytes (negative when the cumulative ACK covers SACKed data).
-        let sacked = self.sb.sacked_bytes();
-        let delivered = (ev.acked + sacked).saturating_sub(self.sacked_prev);
-        self.sacked_prev = sacked;
+        let sacked = self.rec.sb.sacked_bytes();
+        let delivered = (ev.acked + sacked).saturating_sub(self.rec.sacked_prev);
+        self.rec.sacked_prev = sacked;
         if ev.dup {
             self.stats.dup_acks += 1;
-            if self.in_recovery {
-                if !self.sack_ok {
+            if self.rec.active {
+                if !self.opts.sack {
                     // RFC 5681 §3.2 step 4: inflate by one SMSS per dupack.
                     let c = self.cc.cwnd().saturating_add(mss);
                     self.cc.set_cwnd(c);
                 }
             } else {
-                self.dupacks += 1;
+                self.rec.dupacks += 1;
             }
         }
-        let flight = self.snd_max - self.snd_una;
+        let flight = self.snd.max - self.snd.una;
         if ev.new_ack {
-            self.dupacks = 0;
-            if self.in_recovery {
-                if self.snd_una >= self.recover {
+            self.rec.dupacks = 0;
+            if self.rec.active {
+                if self.snd.una >= self.rec.recover {
                     // Full ACK: recovery ends (RFC 6582 §3.2 step 4, RFC 6675 §5).
-                    self.in_recovery = false;
-                    if self.prr.take().is_some() {
+                    self.rec.active = false;
+                    if self.rec.prr.take().is_some() {
                         // PRR (RFC 9937, was RFC 6937) has brought pipe to
                         // about ssthresh: cwnd = ssthresh, as Linux does.
                         // RFC 6582's min(ssthresh, FlightSize + SMSS) would
@@ -235,13 +278,13 @@ impl Tcb {
                     } else {
                         self.cc.on_recovery_exit(now, flight, mss);
                     }
-                } else if self.sack_ok {
-                    if self.sb.sacked_bytes() == 0 && self.sb.peek_owed().is_none() {
+                } else if self.opts.sack {
+                    if self.rec.sb.sacked_bytes() == 0 && self.rec.sb.peek_owed().is_none() {
                         // A partial ACK and no SACK information at all (the
                         // receiver keeps no out-of-order data): the next hole
                         // is at snd_una, as NewReno would infer (RFC 6582).
-                        self.sb.mark_lost(0);
-                        self.rexmit_one = true;
+                        self.rec.sb.mark_lost(0);
+                        self.rec.rexmit_one = true;
                     }
                 } else {
                     // RFC 6582 §3.2 step 5 (partial ACK): deflate by the
@@ -252,15 +295,15 @@ impl Tcb {
                         c += mss;
                     }
                     self.cc.set_cwnd(c.max(mss));
-                    self.sb.mark_lost(0);
-                    self.rexmit_one = true;
+                    self.rec.sb.mark_lost(0);
+                    self.rec.rexmit_one = true;
                 }
-            } else if !(self.ecn_ok && ev.ece && self.snd_una > self.ecn_recover)
+            } else if !(self.ecn.ok && ev.ece && self.snd.una > self.ecn.recover)
                 && self.cwnd_used()
             {
                 // No growth on the ACK that brings an ECN reduction, nor
                 // while the sender does not use its cwnd.
-                let srtt = self.rto.srtt().unwrap_or(Duration::ZERO);
+                let srtt = self.timers.rto.srtt().unwrap_or(Duration::ZERO);
                 self.cc.on_ack(&AckInfo {
                     acked: ev.acked,
                     srtt,
@@ -271,38 +314,38 @@ impl Tcb {
             }
             self.tlp_on_ack(ev, now);
         }
-        if self.ecn_ok && (ev.new_ack || ev.dup) {
+        if self.ecn.ok && (ev.new_ack || ev.dup) {
             self.cc
-                .on_ecn_feedback(ev.acked, ev.ece, self.snd_una, self.snd_nxt);
+                .on_ecn_feedback(ev.acked, ev.ece, self.snd.una, self.snd.nxt);
         }
-        if self.sack_ok {
+        if self.opts.sack {
             if ev.sacked > 0 {
-                self.sb.mark_lost_by_sack(DUP_THRESH, mss);
+                self.rec.sb.mark_lost_by_sack(DUP_THRESH, mss);
             }
             if self.cfg.rack_tlp && (ev.sacked > 0 || ev.new_ack) {
                 self.rack_detect(now);
             }
         }
         self.maybe_enter_recovery(now);
-        if self.in_recovery && (ev.new_ack || ev.dup) {
+        if self.rec.active && (ev.new_ack || ev.dup) {
             self.prr_on_ack(delivered);
             if delivered > 0 {
                 // The ACK clock runs: the recovery probe waits a PTO from here.
-                self.tlp.deadline = None;
+                self.rec.tlp.deadline = None;
             }
         }
-        if self.ecn_ok && ev.ece && self.snd_una > self.ecn_recover {
+        if self.ecn.ok && ev.ece && self.snd.una > self.ecn.recover {
             // RFC 3168 §6.1.2: at most one reduction per window (ECE for data
             // sent before the last one, up to ecn_recover, is ignored); none on top
             // of a loss reduction in the same window, but CWR still goes out.
-            if !self.in_recovery {
-                let flight = self.snd_max - self.snd_una;
+            if !self.rec.active {
+                let flight = self.snd.max - self.snd.una;
                 self.cc
                     .on_congestion_event(CongestionEvent::Ecn, now, flight, mss);
                 self.stats.ecn_reductions += 1;
             }
-            self.ecn_recover = self.snd_max;
-            self.cwr_pending = true;
+            self.ecn.recover = self.snd.max;
+            self.ecn.cwr_pending = true;
         }
         self.arm_tlp(now);
     }
@@ -312,35 +355,36 @@ impl Tcb {
     /// not for data sent before an earlier recovery or RTO (RFC 6582 §3.2
     /// step 2).
     pub(super) fn maybe_enter_recovery(&mut self, now: Instant) {
-        if self.in_recovery
-            || self.snd_una < self.recover
-            || !(self.dupacks >= DUP_THRESH as u32 || (self.sack_ok && self.sb.owed() > 0))
-            || self.sb.is_empty()
+        if self.rec.active
+            || self.snd.una < self.rec.recover
+            || !(self.rec.dupacks >= DUP_THRESH as u32
+                || (self.opts.sack && self.rec.sb.owed() > 0))
+            || self.rec.sb.is_empty()
         {
             return;
         }
-        let mss = self.eff_mss;
-        let flight = self.snd_max - self.snd_una;
-        self.undo = Some(Undo {
+        let mss = self.snd.mss;
+        let flight = self.snd.max - self.snd.una;
+        self.rec.undo = Some(Undo {
             saved: self.cc,
-            marker: self.snd_una,
+            marker: self.snd.una,
             retrans: 0,
         });
         self.cc
             .on_congestion_event(CongestionEvent::FastRecovery, now, flight, mss);
-        self.recover = self.snd_max;
-        self.in_recovery = true;
-        self.dupacks = 0;
+        self.rec.recover = self.snd.max;
+        self.rec.active = true;
+        self.rec.dupacks = 0;
         self.stats.fast_retransmits += 1;
-        if self.rack.reo_persist > 0 {
-            self.rack.reo_persist -= 1;
-            if self.rack.reo_persist == 0 {
-                self.rack.reo_mult = 1;
+        if self.rec.rack.reo_persist > 0 {
+            self.rec.rack.reo_persist -= 1;
+            if self.rec.rack.reo_persist == 0 {
+                self.rec.rack.reo_mult = 1;
             }
         }
-        if self.sack_ok {
+        if self.opts.sack {
             self.stats.sack_recoveries += 1;
-            self.prr = Some(Prr {
+            self.rec.prr = Some(Prr {
                 recover_fs: flight,
                 ..Prr::default()
             });
@@ -351,12 +395,12 @@ impl Tcb {
         }
         // The first unacknowledged segment goes out at once, outside the
         // window (RFC 5681 §3.2 step 3, RFC 6675 §5 step 4.3).
-        if self.sb.peek_owed().is_none() {
-            self.sb.mark_lost(0);
+        if self.rec.sb.peek_owed().is_none() {
+            self.rec.sb.mark_lost(0);
         }
-        self.rexmit_one = true;
-        self.tlp.deadline = None;
-        self.tlp.pending = false;
+        self.rec.rexmit_one = true;
+        self.rec.tlp.deadline = None;
+        self.rec.tlp.pending = false;
     }
 
     /// RFC 6937 §3, on an ACK during (or starting) a SACK recovery: counts
@@ -367,8 +411,8 @@ impl Tcb {
     fn prr_on_ack(&mut self, delivered: usize) {
         let pipe = self.pipe();
         let ssthresh = self.cc.ssthresh();
-        let mss = self.eff_mss;
-        let Some(p) = self.prr.as_mut() else {
+        let mss = self.snd.mss;
+        let Some(p) = self.rec.prr.as_mut() else {
             return;
         };
         p.delivered += delivered;
@@ -385,7 +429,7 @@ impl Tcb {
     /// Bytes that may be sent now: in a SACK recovery what PRR allows, else
     /// what cwnd leaves above pipe.
     pub(super) fn send_room(&self) -> usize {
-        match (&self.prr, self.in_recovery) {
+        match (&self.rec.prr, self.rec.active) {
             (Some(p), true) => p.sndcnt,
             _ => self.cc.cwnd().saturating_sub(self.pipe()),
         }
@@ -393,7 +437,7 @@ impl Tcb {
 
     /// Counts `len` bytes just sent (new or again) against PRR's allowance.
     pub(super) fn prr_on_send(&mut self, len: usize) {
-        if let (Some(p), true) = (self.prr.as_mut(), self.in_recovery) {
+        if let (Some(p), true) = (self.rec.prr.as_mut(), self.rec.active) {
             p.out += len;
             p.sndcnt = p.sndcnt.saturating_sub(len);
         }
@@ -402,25 +446,28 @@ impl Tcb {
     /// RACK loss detection (RFC 8985 §6.2): the reordering window is
     /// min_rtt / 4 (§6.2 step 4), capped at SRTT.
     pub(super) fn rack_detect(&mut self, now: Instant) {
-        let Some(xmit) = self.rack.xmit else { return };
-        let min_rtt = self.rack.min_rtt.unwrap_or(self.rack.rtt);
-        let mut reo = min_rtt / 4 * self.rack.reo_mult.max(1);
-        if let Some(srtt) = self.rto.srtt() {
+        let Some(xmit) = self.rec.rack.xmit else {
+            return;
+        };
+        let min_rtt = self.rec.rack.min_rtt.unwrap_or(self.rec.rack.rtt);
+        let mut reo = min_rtt / 4 * self.rec.rack.reo_mult.max(1);
+        if let Some(srtt) = self.timers.rto.srtt() {
             reo = reo.min(srtt);
         }
-        let before = self.sb.owed();
-        let timeout = self
-            .sb
-            .rack_detect(xmit, self.rack.end, self.rack.rtt + reo, now);
-        let after = self.sb.owed();
+        let before = self.rec.sb.owed();
+        let timeout =
+            self.rec
+                .sb
+                .rack_detect(xmit, self.rec.rack.end, self.rec.rack.rtt + reo, now);
+        let after = self.rec.sb.owed();
         self.stats.rack_losses += after.saturating_sub(before) as u64;
-        self.rack.deadline = timeout.map(|t| now + t);
+        self.rec.rack.deadline = timeout.map(|t| now + t);
     }
 
     /// The RACK reordering timer fired (RFC 8985 §6.2 step 5).
     pub(super) fn on_rack_timer(&mut self, now: Instant) {
-        self.rack.deadline = None;
-        if self.sack_ok && self.cfg.rack_tlp {
+        self.rec.rack.deadline = None;
+        if self.opts.sack && self.cfg.rack_tlp {
             self.rack_detect(now);
             self.maybe_enter_recovery(now);
         }
@@ -429,41 +476,41 @@ impl Tcb {
     /// RTO (RFC 6675 §5.1, RFC 8985 §6.3): every un-SACKed segment is lost;
     /// cwnd = 1 SMSS; recovery ends and `recover` = snd_max (RFC 6582 §4).
     pub(super) fn rto_recovery(&mut self, now: Instant) {
-        let mss = self.eff_mss;
-        if self.ts_enabled && self.rto_tsval.is_none() {
-            self.rto_tsval = Some(self.ts_val(now));
+        let mss = self.snd.mss;
+        if self.opts.ts && self.timers.rto_tsval.is_none() {
+            self.timers.rto_tsval = Some(self.ts_val(now));
         }
-        if self.in_recovery && !self.sack_ok {
+        if self.rec.active && !self.opts.sack {
             // Without the inflation of NewReno recovery.
             let c = self.cc.cwnd().min(self.cc.ssthresh());
             self.cc.set_cwnd(c);
         }
-        self.undo = Some(Undo {
+        self.rec.undo = Some(Undo {
             saved: self.cc,
-            marker: self.snd_una,
+            marker: self.snd.una,
             retrans: 0,
         });
-        let flight = self.snd_max - self.snd_una;
+        let flight = self.snd.max - self.snd.una;
         self.cc
             .on_congestion_event(CongestionEvent::Rto, now, flight, mss);
-        self.in_recovery = false;
-        self.prr = None;
-        self.dupacks = 0;
-        self.recover = self.snd_max;
-        if self.sb.get(0).is_some_and(|s| s.has(SACKED)) {
+        self.rec.active = false;
+        self.rec.prr = None;
+        self.rec.dupacks = 0;
+        self.rec.recover = self.snd.max;
+        if self.rec.sb.get(0).is_some_and(|s| s.has(SACKED)) {
             // RFC 2018 §8: the receiver discarded SACKed data (reneging);
             // the segment at snd_una must go again, so SACK marks are void.
-            self.sb.clear_sacked();
+            self.rec.sb.clear_sacked();
             self.stats.sack_reneging += 1;
         }
-        self.sb.mark_all_lost();
+        self.rec.sb.mark_all_lost();
         // Anything sent beyond the scoreboard is sent again as new data.
-        let tracked = self.sb.end().unwrap_or(self.snd_una).max(self.snd_una);
-        if self.snd_nxt > tracked {
-            self.snd_nxt = tracked;
+        let tracked = self.rec.sb.end().unwrap_or(self.snd.una).max(self.snd.una);
+        if self.snd.nxt > tracked {
+            self.snd.nxt = tracked;
         }
-        self.tlp = Default::default();
-        self.rack.deadline = None;
+        self.rec.tlp = Default::default();
+        self.rec.rack.deadline = None;
     }
 
     /// The first ACK of new data after an RTO: if it echoes a timestamp
@@ -472,7 +519,7 @@ impl Tcb {
     /// `tcp_try_undo_loss`): the cwnd reduction is undone and segments not
     /// yet sent again are no longer deemed lost. Decided once per episode.
     pub(super) fn check_spurious_rto(&mut self, seg: &TcpRepr) {
-        let Some(rto_ts) = self.rto_tsval.take() else {
+        let Some(rto_ts) = self.timers.rto_tsval.take() else {
             return;
         };
         let Some((_, tsecr)) = seg.options.timestamps else {
@@ -481,11 +528,11 @@ impl Tcb {
         if tsecr == 0 || (tsecr.wrapping_sub(rto_ts) as i32) >= 0 {
             return;
         }
-        if let Some(u) = self.undo.take() {
+        if let Some(u) = self.rec.undo.take() {
             self.cc.undo(u.saved);
         }
-        self.sb.clear_owed();
-        self.recover = self.snd_una;
+        self.rec.sb.clear_owed();
+        self.rec.recover = self.snd.una;
         self.stats.spurious_rtos += 1;
     }
 
@@ -505,11 +552,11 @@ impl Tcb {
     /// ends or continues the recovery; it never reduces cwnd (§7.4 applies
     /// outside recovery only).
     pub(super) fn arm_tlp(&mut self, now: Instant) {
-        let ok = self.sack_ok
+        let ok = self.opts.sack
             && self.cfg.rack_tlp
-            && self.tlp.high.is_none()
-            && self.snd_nxt > self.snd_una
-            && !self.sb.is_empty()
+            && self.rec.tlp.high.is_none()
+            && self.snd.nxt > self.snd.una
+            && !self.rec.sb.is_empty()
             && matches!(
                 self.state,
                 State::Established
@@ -519,24 +566,24 @@ impl Tcb {
                     | State::LastAck
             );
         if !ok {
-            self.tlp.deadline = None;
+            self.rec.tlp.deadline = None;
             return;
         }
-        if self.tlp.deadline.is_some() || self.tlp.pending {
+        if self.rec.tlp.deadline.is_some() || self.rec.tlp.pending {
             return;
         }
-        let mut pto = match self.rto.srtt() {
+        let mut pto = match self.timers.rto.srtt() {
             Some(srtt) => srtt * 2,
             None => Duration::from_secs(1),
         };
-        if self.sb.len() == 1 {
+        if self.rec.sb.len() == 1 {
             pto += self.cfg.delayed_ack;
         }
         let at = now + pto.max(Duration::from_millis(1));
-        if self.rto_deadline.is_some_and(|r| at >= r) {
+        if self.timers.rto_deadline.is_some_and(|r| at >= r) {
             return;
         }
-        self.tlp.deadline = Some(at);
+        self.rec.tlp.deadline = Some(at);
     }
 
     /// RFC 8985 §7.4: after a probe retransmission, an ACK beyond it means
@@ -544,17 +591,19 @@ impl Tcb {
     /// means there was none.
     fn tlp_on_ack(&mut self, ev: AckEvent, now: Instant) {
         // New data acked: the probe timer restarts (§7.2).
-        self.tlp.deadline = None;
-        let Some(high) = self.tlp.high else { return };
+        self.rec.tlp.deadline = None;
+        let Some(high) = self.rec.tlp.high else {
+            return;
+        };
         if ev.dsack_tlp {
-            self.tlp.high = None;
+            self.rec.tlp.high = None;
             return;
         }
-        if self.snd_una > high || (self.snd_una == high && self.snd_max == high) {
-            self.tlp.high = None;
-            if !self.in_recovery {
-                let mss = self.eff_mss;
-                let flight = self.snd_max - self.snd_una;
+        if self.snd.una > high || (self.snd.una == high && self.snd.max == high) {
+            self.rec.tlp.high = None;
+            if !self.rec.active {
+                let mss = self.snd.mss;
+                let flight = self.snd.max - self.snd.una;
                 self.cc
                     .on_congestion_event(CongestionEvent::FastRecovery, now, flight, mss);
             }
@@ -563,9 +612,9 @@ impl Tcb {
 
     /// The probe timer fired: a probe goes out on the next `poll_output`.
     pub(super) fn on_tlp_timer(&mut self) {
-        self.tlp.deadline = None;
-        if self.sack_ok && self.snd_nxt > self.snd_una {
-            self.tlp.pending = true;
+        self.rec.tlp.deadline = None;
+        if self.opts.sack && self.snd.nxt > self.snd.una {
+            self.rec.tlp.pending = true;
         }
     }
 
@@ -573,31 +622,31 @@ impl Tcb {
     /// blocks (RFC 2018 §4: the block with the most recent arrival first,
     /// then the most recently reported others).
     pub(super) fn note_ooo_arrival(&mut self, seq: SeqNum) {
-        if !self.sack_ok {
+        if !self.opts.sack {
             return;
         }
-        let cur = self.ooo.containing(self.rcv_nxt, seq);
+        let cur = self.rcv.ooo.containing(self.rcv.nxt, seq);
         let mut out = [SeqNum(0); SACK_RECENT];
         out[0] = seq;
         let mut n = 1;
-        for k in 0..self.sack_recent_len {
-            let s = self.sack_recent[k];
-            let r = self.ooo.containing(self.rcv_nxt, s);
+        for k in 0..self.ack.sack_recent_len {
+            let s = self.ack.sack_recent[k];
+            let r = self.rcv.ooo.containing(self.rcv.nxt, s);
             if n < SACK_RECENT && r.is_some() && r != cur {
                 out[n] = s;
                 n += 1;
             }
         }
-        self.sack_recent = out;
-        self.sack_recent_len = n;
+        self.ack.sack_recent = out;
+        self.ack.sack_recent_len = n;
     }
 
     /// Receiver: a duplicate segment `[left, right)` arrived; report it in
     /// the next ACK as a D-SACK (RFC 2883 §4).
     pub(super) fn note_duplicate(&mut self, left: SeqNum, right: SeqNum) {
-        if self.sack_ok && right > left {
-            self.dsack = Some((left, right));
-            self.ack_now = true;
+        if self.opts.sack && right > left {
+            self.ack.dsack = Some((left, right));
+            self.ack.now = true;
         }
     }
 
@@ -605,22 +654,26 @@ impl Tcb {
     /// then the out-of-order blocks, most recent first (3 with timestamps,
     /// 4 without).
     pub(super) fn fill_sack(&mut self, opts: &mut TcpOptions) {
-        if !self.sack_ok {
+        if !self.opts.sack {
             return;
         }
-        let max = if self.ts_enabled { 3 } else { 4 };
+        let max = if self.opts.ts { 3 } else { 4 };
         let mut n = 0;
-        if let Some((left, right)) = self.dsack.take() {
+        if let Some((left, right)) = self.ack.dsack.take() {
             opts.sack[0] = SackBlock { left, right };
             n = 1;
             self.stats.dsacks_sent += 1;
         }
         let first = n;
-        for k in 0..self.sack_recent_len {
+        for k in 0..self.ack.sack_recent_len {
             if n >= max {
                 break;
             }
-            let Some((left, right)) = self.ooo.containing(self.rcv_nxt, self.sack_recent[k]) else {
+            let Some((left, right)) = self
+                .rcv
+                .ooo
+                .containing(self.rcv.nxt, self.ack.sack_recent[k])
+            else {
                 continue;
             };
             if opts.sack[first..n].iter().any(|b| b.left == left) {
@@ -637,24 +690,24 @@ impl Tcb {
     /// DCTCP echoes exactly the CE state of the latest segment, ACKing at
     /// once when it changes.
     pub(super) fn ecn_receive(&mut self, ce: bool, cwr: bool, has_data: bool) {
-        if !self.ecn_ok {
+        if !self.ecn.ok {
             return;
         }
         if ce {
             self.stats.ce_received += 1;
         }
         if self.cc.kind() == CcKind::Dctcp {
-            if has_data && ce != self.ece {
-                self.ece = ce;
-                self.ack_now = true;
+            if has_data && ce != self.ecn.ece {
+                self.ecn.ece = ce;
+                self.ack.now = true;
             }
             return;
         }
         if cwr {
-            self.ece = false;
+            self.ecn.ece = false;
         }
         if ce && has_data {
-            self.ece = true;
+            self.ecn.ece = true;
         }
     }
 }

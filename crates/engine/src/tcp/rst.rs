@@ -34,3 +34,10 @@ pub fn reply_rst(seg: &TcpRepr) -> Option<TcpRepr> {
         })
     }
 }
+
+/// An RST queued for the next `poll_output`: `<SEQ=seq>[<ACK=ack>]<CTL=RST>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PendingRst {
+    pub(super) seq: SeqNum,
+    pub(super) ack: Option<SeqNum>,
+}

@@ -4,21 +4,22 @@
 
 use crate::time::Instant;
 
-use super::tcb::{CloseReason, Events, SendBuffer, State, Tcb};
+use super::api::{CloseReason, Events, SendBuffer, State};
+use super::tcb::Tcb;
 
 impl Tcb {
     /// The earliest pending deadline among RTO, delayed ACK, persist and
     /// TIME-WAIT, or `None` if no timer runs.
     pub fn next_timeout(&self) -> Option<Instant> {
         [
-            self.rto_deadline,
-            self.delack_deadline,
-            self.persist_deadline,
-            self.time_wait_deadline,
-            self.rack.deadline,
-            self.tlp.deadline,
-            self.ka_deadline,
-            self.fin_wait2_deadline,
+            self.timers.rto_deadline,
+            self.ack.delack_deadline,
+            self.timers.persist_deadline,
+            self.timers.time_wait_deadline,
+            self.rec.rack.deadline,
+            self.rec.tlp.deadline,
+            self.ka.deadline,
+            self.timers.fin_wait2_deadline,
         ]
         .into_iter()
         .flatten()
@@ -31,32 +32,32 @@ impl Tcb {
     /// probe) goes out on the next `poll_output`.
     pub fn on_timer(&mut self, now: Instant, tx: &impl SendBuffer) -> Events {
         let mut ev = Events::default();
-        self.tx_len_seen = tx.len();
-        if self.time_wait_deadline.is_some_and(|t| now >= t) {
+        self.snd.buffered = tx.len();
+        if self.timers.time_wait_deadline.is_some_and(|t| now >= t) {
             self.enter_closed();
             ev.closed = Some(CloseReason::Normal);
             return ev;
         }
-        if self.rto_deadline.is_some_and(|t| now >= t) {
-            self.rto_deadline = None;
+        if self.timers.rto_deadline.is_some_and(|t| now >= t) {
+            self.timers.rto_deadline = None;
             self.on_rto(now, &mut ev);
             if ev.closed.is_some() {
                 return ev;
             }
         }
-        if self.rack.deadline.is_some_and(|t| now >= t) {
+        if self.rec.rack.deadline.is_some_and(|t| now >= t) {
             self.on_rack_timer(now);
         }
-        if self.tlp.deadline.is_some_and(|t| now >= t) {
+        if self.rec.tlp.deadline.is_some_and(|t| now >= t) {
             self.on_tlp_timer();
         }
-        if self.delack_deadline.is_some_and(|t| now >= t) {
-            self.delack_deadline = None;
-            self.ack_now = true;
+        if self.ack.delack_deadline.is_some_and(|t| now >= t) {
+            self.ack.delack_deadline = None;
+            self.ack.now = true;
         }
-        if self.persist_deadline.is_some_and(|t| now >= t) {
-            self.persist_deadline = None;
-            self.probe_pending = true;
+        if self.timers.persist_deadline.is_some_and(|t| now >= t) {
+            self.timers.persist_deadline = None;
+            self.timers.probe_pending = true;
         }
         self.on_idle_timers(now, &mut ev);
         ev
@@ -72,35 +73,35 @@ impl Tcb {
     fn on_rto(&mut self, now: Instant, ev: &mut Events) {
         match self.state {
             State::SynSent | State::SynReceived => {
-                if self.retries >= self.cfg.syn_retries {
+                if self.timers.retries >= self.cfg.syn_retries {
                     self.enter_closed();
                     ev.closed = Some(CloseReason::TimedOut);
                     return;
                 }
-                self.retries += 1;
+                self.timers.retries += 1;
                 self.stats.timeouts += 1;
-                self.rto.backoff();
-                self.syn_retransmitted = true;
-                self.snd_nxt = self.iss;
-                self.rtt_timing = None;
+                self.timers.rto.backoff();
+                self.timers.syn_retransmitted = true;
+                self.snd.nxt = self.snd.iss;
+                self.timers.rtt_timing = None;
             }
             State::Closed | State::Listen | State::TimeWait | State::FinWait2 => {}
             _ => {
-                if self.snd_max == self.snd_una {
+                if self.snd.max == self.snd.una {
                     return;
                 }
-                if self.retries >= self.cfg.data_retries {
+                if self.timers.retries >= self.cfg.data_retries {
                     self.enter_closed();
                     ev.closed = Some(CloseReason::TimedOut);
                     return;
                 }
-                self.retries += 1;
+                self.timers.retries += 1;
                 self.stats.timeouts += 1;
-                self.rto.backoff();
+                self.timers.rto.backoff();
                 self.rto_recovery(now);
-                self.rtt_timing = None;
-                self.karn_blocked = true;
-                self.rexmit_one = false;
+                self.timers.rtt_timing = None;
+                self.timers.karn_blocked = true;
+                self.rec.rexmit_one = false;
             }
         }
     }
@@ -114,50 +115,50 @@ impl Tcb {
     pub(super) fn update_keepalive(&mut self) {
         let idle = self.cfg.keepalive
             && matches!(self.state, State::Established | State::CloseWait)
-            && self.snd_max == self.snd_una
-            && self.tx_len_seen == 0
-            && !self.fin_queued;
+            && self.snd.max == self.snd.una
+            && self.snd.buffered == 0
+            && !self.snd.fin_queued;
         if !idle {
-            self.ka_deadline = None;
-            self.ka_probes = 0;
+            self.ka.deadline = None;
+            self.ka.probes = 0;
             return;
         }
-        if self.ka_deadline.is_none() {
-            let wait = self.cfg.keepalive_idle + self.cfg.keepalive_interval * self.ka_probes;
-            self.ka_deadline = Some(self.rcv_time + wait);
+        if self.ka.deadline.is_none() {
+            let wait = self.cfg.keepalive_idle + self.cfg.keepalive_interval * self.ka.probes;
+            self.ka.deadline = Some(self.rcv.last_seen + wait);
         }
     }
 
     /// Starts the FIN-WAIT-2 timer of an orphan.
     pub(super) fn update_fin_wait2(&mut self, now: Instant) {
         if self.orphaned && self.state == State::FinWait2 {
-            if self.fin_wait2_deadline.is_none() {
-                self.fin_wait2_deadline = Some(now + self.cfg.fin_wait2_timeout);
+            if self.timers.fin_wait2_deadline.is_none() {
+                self.timers.fin_wait2_deadline = Some(now + self.cfg.fin_wait2_timeout);
             }
         } else {
-            self.fin_wait2_deadline = None;
+            self.timers.fin_wait2_deadline = None;
         }
     }
 
     /// Keepalive and FIN-WAIT-2 expiry; part of `on_timer`.
     pub(super) fn on_idle_timers(&mut self, now: Instant, ev: &mut Events) {
-        if self.fin_wait2_deadline.is_some_and(|t| now >= t) {
-            self.fin_wait2_deadline = None;
+        if self.timers.fin_wait2_deadline.is_some_and(|t| now >= t) {
+            self.timers.fin_wait2_deadline = None;
             if self.state == State::FinWait2 {
                 self.enter_closed();
                 ev.closed = Some(CloseReason::Normal);
                 return;
             }
         }
-        if self.ka_deadline.is_some_and(|t| now >= t) {
-            self.ka_deadline = None;
-            if self.ka_probes >= self.cfg.keepalive_count {
+        if self.ka.deadline.is_some_and(|t| now >= t) {
+            self.ka.deadline = None;
+            if self.ka.probes >= self.cfg.keepalive_count {
                 self.enter_closed();
                 ev.closed = Some(CloseReason::TimedOut);
                 return;
             }
-            self.ka_probes += 1;
-            self.ka_pending = true;
+            self.ka.probes += 1;
+            self.ka.pending = true;
             self.update_keepalive();
         }
     }

@@ -9,7 +9,7 @@ use super::*;
 #[test]
 fn established_batch_of_six_segments_gets_an_ack_per_two() {
     let (mut a, mut b) = established();
-    let mss = a.tcb.eff_mss;
+    let mss = a.tcb.snd.mss;
     a.write(&pattern(6 * mss, 1));
     let segs = a.output(T0);
     assert_eq!(segs.len(), 6);
@@ -21,7 +21,7 @@ fn established_batch_of_six_segments_gets_an_ack_per_two() {
     let base = ISS_A + 1;
     assert_eq!(nums, vec![base + 2 * mss, base + 4 * mss, base + 6 * mss]);
     // The right edge never moves left (RFC 9293 §3.8.6.2.2).
-    let shift = b.tcb.rcv_wscale;
+    let shift = b.tcb.rcv.wscale;
     let edges: Vec<SeqNum> = acks
         .iter()
         .map(|w| w.repr.ack + (usize::from(w.repr.window) << shift))
@@ -32,14 +32,14 @@ fn established_batch_of_six_segments_gets_an_ack_per_two() {
         a.input(w, T0);
     }
     assert_eq!(a.tcb.stats().fast_retransmits, 0);
-    assert_eq!(a.tcb.snd_una, base + 6 * mss);
-    assert_eq!(a.tcb.dupacks, 0);
+    assert_eq!(a.tcb.snd.una, base + 6 * mss);
+    assert_eq!(a.tcb.rec.dupacks, 0);
 }
 
 #[test]
 fn established_hole_filled_then_new_data_in_one_batch_acked_twice() {
     let (mut a, mut b) = established();
-    let mss = a.tcb.eff_mss;
+    let mss = a.tcb.snd.mss;
     a.write(&pattern(4 * mss, 2));
     let segs = a.output(T0);
     assert_eq!(segs.len(), 4);

@@ -1,6 +1,9 @@
-//! Unit tests of the TCP state machine, grouped by state: handshake, data,
-//! retransmission, teardown; the building blocks (reassembly, RTO, ISN,
-//! reply_rst); and two Tcbs on a seeded lossy simulated link.
+//! Unit tests of the TCP state machine, grouped by what they test:
+//! handshake, data and windows, ACK points, retransmission (RTO, NewReno),
+//! idle and keepalive, teardown; with two Tcbs 10 ms apart (`delayed`):
+//! SACK and loss recovery, ECN, the congestion window, TSO; the building
+//! blocks (reassembly, RTO, ISN, reply_rst); and two Tcbs on a seeded lossy
+//! simulated link (`sim`).
 //!
 //! Names read `<state>_<input>_<expected>`.
 
@@ -14,14 +17,18 @@ use super::{Events, RecvBuffer, Segment, SendBuffer, Tcb, TcpConfig};
 use crate::time::Instant;
 
 mod ack_points;
+mod cwnd;
 mod data;
+mod delayed;
+mod ecn;
 mod handshake;
 mod idle;
 mod parts;
+mod recovery;
 mod retransmission;
-mod sack;
 mod sim;
 mod teardown;
+mod tso;
 
 /// Start of test time (1 s, as `Instant::now` starts).
 pub(super) const T0: Instant = Instant(1_000_000_000);
@@ -284,7 +291,7 @@ impl Host {
 
     /// Makes the next `poll_output` send an ACK (as a delayed-ACK expiry would).
     pub(super) fn window_force_ack(&mut self) {
-        self.tcb.ack_now = true;
+        self.tcb.ack.now = true;
     }
 }
 

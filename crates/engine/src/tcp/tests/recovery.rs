@@ -1,87 +1,10 @@
-//! SACK (RFC 2018), D-SACK (RFC 2883), SACK-based recovery (RFC 6675),
-//! RACK-TLP (RFC 8985) and ECN (RFC 3168) between two Tcbs, with a one-way
-//! delay of 10 ms so that RTTs are real.
+//! SACK (RFC 2018), D-SACK (RFC 2883), and loss recovery: NewReno
+//! (RFC 6582), SACK-based (RFC 6675) paced by PRR (RFC 9937), RACK-TLP
+//! (RFC 8985), undo; between two Tcbs with a one-way delay of 10 ms.
 
-use wire::tcp::TcpFlags;
-
+use super::delayed::*;
 use super::*;
 use crate::tcp::{CcKind, TcpConfig};
-
-const D: u64 = 10;
-
-fn cfg(cc: CcKind, sack: bool) -> TcpConfig {
-    TcpConfig {
-        cc,
-        sack,
-        initial_cwnd_segments: 20,
-        ..TcpConfig::default()
-    }
-}
-
-/// Handshake and one 1-byte exchange with a one-way delay of D ms; returns
-/// the pair idle, with `a` knowing b's window, and the time.
-fn warm(cfg: &TcpConfig) -> (Host, Host, Instant) {
-    let d = ms(D);
-    let mut a = Host::connect(cfg, ISS_A);
-    let syn = a.output(T0);
-    let mut b = Host::accept(cfg, &syn[0], ISS_B);
-    let sa = b.output(T0 + d);
-    a.input(&sa[0], T0 + d * 2);
-    a.write(b"x");
-    for s in a.output(T0 + d * 2) {
-        b.input(&s, T0 + d * 3);
-    }
-    b.rx.take();
-    let t = T0 + d * 3 + ms(40);
-    b.timer(t);
-    for s in b.output(t) {
-        a.input(&s, t + d);
-    }
-    assert_eq!(a.tcb.bytes_in_flight(), 0);
-    (a, b, t + d)
-}
-
-/// A warmed-up CUBIC pair with SACK after `a` wrote `segments` MSS of
-/// `pattern(.., salt)` and sent its first flight at `t`:
-/// (a, b, t, mss, data, the flight).
-type Flight = (Host, Host, Instant, usize, Vec<u8>, Vec<Wire>);
-
-fn flight(segments: usize, salt: u8) -> Flight {
-    let (mut a, b, t) = warm(&cfg(CcKind::Cubic, true));
-    let mss = a.tcb.mss();
-    let data = pattern(segments * mss, salt);
-    a.write(&data);
-    let segs = a.output(t);
-    (a, b, t, mss, data, segs)
-}
-
-/// Delivers `segs` (except the indices in `drop`) to `to` at `now`,
-/// returning everything `to` sends in reply.
-fn deliver(to: &mut Host, segs: &[Wire], drop: &[usize], now: Instant) -> Vec<Wire> {
-    let mut out = Vec::new();
-    for (i, s) in segs.iter().enumerate() {
-        if !drop.contains(&i) {
-            to.input(s, now);
-            out.extend(to.output(now));
-        }
-    }
-    out
-}
-
-fn feed(to: &mut Host, segs: &[Wire], now: Instant) {
-    for s in segs {
-        to.input(s, now);
-    }
-}
-
-fn blocks(w: &Wire) -> Vec<(SeqNum, SeqNum)> {
-    w.repr
-        .options
-        .sack_blocks()
-        .iter()
-        .map(|b| (b.left, b.right))
-        .collect()
-}
 
 #[test]
 fn syn_sent_sack_on_both_ends_negotiates_sack() {
@@ -128,32 +51,6 @@ fn established_duplicate_segment_ack_carries_dsack_block() {
     assert_eq!(out[0].repr.ack, ISS_A + 2 + 2 * mss);
     assert_eq!(blocks(&out[0]), vec![(ISS_A + 2, ISS_A + 2 + mss)]);
     assert_eq!(b.tcb.stats().dsacks_sent, 1);
-}
-
-/// Segments 2, 6 and 11 of a 20-segment flight are lost: the recovery
-/// retransmits exactly those holes at once and one round trip repairs
-/// them. Returns the retransmissions.
-fn three_holes_repaired_in_one_round_trip(
-    a: &mut Host,
-    b: &mut Host,
-    (t, mss, data, segs): (Instant, usize, &[u8], &[Wire]),
-) -> Vec<Wire> {
-    assert_eq!(segs.len(), 20);
-    let acks = deliver(b, segs, &[2, 6, 11], t + ms(D));
-    feed(a, &acks, t + ms(2 * D));
-    assert!(a.tcb.in_recovery());
-    assert_eq!(a.tcb.sacked_bytes(), 17 * mss - 2 * mss);
-    let re = a.output(t + ms(2 * D));
-    let seqs: Vec<SeqNum> = re.iter().map(|w| w.repr.seq).collect();
-    let seq = |i: usize| ISS_A + 2 + i * mss;
-    assert_eq!(seqs, vec![seq(2), seq(6), seq(11)], "exactly the holes");
-    let acks = deliver(b, &re, &[], t + ms(3 * D));
-    feed(a, &acks, t + ms(4 * D));
-    assert!(!a.tcb.in_recovery());
-    assert_eq!(a.tcb.bytes_in_flight(), 0);
-    assert_eq!(a.tcb.stats().timeouts, 0);
-    assert_eq!(b.rx.take(), data);
-    re
 }
 
 #[test]
@@ -287,127 +184,6 @@ fn established_scoreboard_full_holds_new_data_until_acked() {
     assert_eq!(a.output(t + ms(2 * D)).len(), 4);
 }
 
-fn ecn_cfg(cc: CcKind) -> TcpConfig {
-    TcpConfig {
-        ecn: true,
-        ..cfg(cc, true)
-    }
-}
-
-#[test]
-fn syn_sent_ecn_configured_negotiates_with_ece_cwr_and_data_is_ect() {
-    let c = ecn_cfg(CcKind::Cubic);
-    let mut a = Host::connect(&c, ISS_A);
-    let syn = a.output(T0);
-    assert!(syn[0].flags().ece() && syn[0].flags().cwr());
-    let mut b = Host::accept(&c, &syn[0], ISS_B);
-    let sa = b.output(T0);
-    assert!(sa[0].flags().ece() && !sa[0].flags().cwr());
-    a.input(&sa[0], T0);
-    assert!(a.tcb.ecn_enabled() && b.tcb.ecn_enabled());
-    a.write(&[1; 100]);
-    let out = a.output_ect(T0);
-    assert!(out.iter().any(|(w, ect)| w.payload.len() == 100 && *ect));
-}
-
-#[test]
-fn syn_sent_default_config_offers_no_ecn() {
-    let c = TcpConfig::default();
-    let mut a = Host::connect(&c, ISS_A);
-    let syn = a.output(T0);
-    assert!(!syn[0].flags().ece() && !syn[0].flags().cwr());
-    // A peer offering ECN is not answered with ECE.
-    let ecn_syn = {
-        let mut s = syn[0].clone();
-        s.repr.flags = TcpFlags(s.repr.flags.0 | TcpFlags::ECE | TcpFlags::CWR);
-        s
-    };
-    let mut b = Host::accept(&c, &ecn_syn, ISS_B);
-    let sa = b.output(T0);
-    assert!(!sa[0].flags().ece());
-    assert!(!b.tcb.ecn_enabled());
-    a.input(&sa[0], T0);
-    a.write(&[1; 100]);
-    assert!(a.output_ect(T0).iter().all(|(_, ect)| !ect));
-}
-
-#[test]
-fn established_ce_mark_echoes_ece_until_cwr_and_sender_reduces_once_per_window() {
-    let (mut a, mut b, t) = warm(&ecn_cfg(CcKind::Cubic));
-    assert!(a.tcb.ecn_enabled());
-    let mss = a.tcb.mss();
-    a.write(&pattern(4 * mss, 8));
-    let segs = a.output(t);
-    let cwnd = a.tcb.cwnd();
-    b.tcb.input_ecn(true);
-    b.input(&segs[0], t + ms(D));
-    b.input(&segs[1], t + ms(D));
-    let ack1 = b.output(t + ms(D));
-    assert!(ack1[0].flags().ece(), "CE echoed");
-    b.input(&segs[2], t + ms(D));
-    b.input(&segs[3], t + ms(D));
-    let ack2 = b.output(t + ms(D));
-    assert!(ack2[0].flags().ece(), "ECE repeats until CWR");
-    a.input(&ack1[0], t + ms(2 * D));
-    assert_eq!(a.tcb.stats().ecn_reductions, 1);
-    assert_eq!(a.tcb.cwnd(), (cwnd as f64 * 0.7) as usize);
-    a.input(&ack2[0], t + ms(2 * D));
-    assert_eq!(a.tcb.stats().ecn_reductions, 1, "once per window");
-    // The next new data carries CWR; b stops echoing.
-    a.write(&pattern(mss, 9));
-    let out = a.output(t + ms(2 * D));
-    assert!(out[0].flags().cwr());
-    b.input(&out[0], t + ms(3 * D));
-    b.timer(t + ms(3 * D + 40));
-    let ack3 = b.output(t + ms(3 * D + 40));
-    assert!(!ack3[0].flags().ece());
-}
-
-#[test]
-fn established_dctcp_echoes_ce_exactly_and_cuts_by_alpha() {
-    let (mut a, mut b, t) = warm(&cfg(CcKind::Dctcp, true));
-    assert!(a.tcb.ecn_enabled(), "DCTCP offers ECN on its own");
-    let mss = a.tcb.mss();
-    a.write(&pattern(2 * mss, 10));
-    let segs = a.output(t);
-    let cwnd = a.tcb.cwnd();
-    b.tcb.input_ecn(true);
-    b.input(&segs[0], t + ms(D));
-    let ack1 = b.output(t + ms(D));
-    assert!(ack1[0].flags().ece(), "CE state change is ACKed at once");
-    b.input(&segs[1], t + ms(D));
-    let ack2 = b.output(t + ms(D));
-    assert!(!ack2[0].flags().ece(), "unmarked segment: no ECE");
-    let alpha_before = a.tcb.dctcp_alpha().expect("dctcp");
-    a.input(&ack1[0], t + ms(2 * D));
-    // The window ends with all bytes marked: alpha += g * (1 - alpha);
-    // then cwnd * (1 - alpha/2).
-    let alpha = a.tcb.dctcp_alpha().expect("dctcp");
-    assert_eq!(alpha, alpha_before - (alpha_before >> 4) + (1024 >> 4));
-    assert_eq!(a.tcb.cwnd(), cwnd - cwnd * alpha as usize / 2048);
-    assert_eq!(a.tcb.stats().ecn_reductions, 1);
-}
-
-#[test]
-fn established_set_cc_switches_algorithm_keeping_window() {
-    let (mut a, _b, _t) = warm(&cfg(CcKind::Cubic, true));
-    assert_eq!(a.tcb.cc(), CcKind::Cubic);
-    let cwnd = a.tcb.cwnd();
-    a.tcb.set_cc(CcKind::NewReno);
-    assert_eq!(a.tcb.cc(), CcKind::NewReno);
-    assert_eq!(a.tcb.cwnd(), cwnd);
-    assert_eq!(a.tcb.dctcp_alpha(), None);
-}
-
-#[test]
-fn syn_sent_set_cc_dctcp_before_syn_offers_ecn() {
-    let c = TcpConfig::default();
-    let mut a = Host::connect(&c, ISS_A);
-    a.tcb.set_cc(CcKind::Dctcp);
-    let syn = a.output(T0);
-    assert!(syn[0].flags().ece() && syn[0].flags().cwr());
-}
-
 #[test]
 fn established_rto_with_sacked_head_treats_it_as_reneging_and_resends_it() {
     let (mut a, mut b, t) = warm(&TcpConfig {
@@ -435,82 +211,6 @@ fn established_rto_with_sacked_head_treats_it_as_reneging_and_resends_it() {
     assert_eq!(a.tcb.stats().sack_reneging, 1);
     let out = a.output(rto);
     assert_eq!(out[0].repr.seq, segs[0].repr.seq, "the head goes again");
-}
-
-/// TSO: new data leaves as one segment of whole MSS pieces, which the port
-/// cuts into exactly what the Tcb without TSO sends; each piece is tracked
-/// on its own.
-#[test]
-fn established_tso_sends_whole_mss_pieces_that_cut_back_to_the_plain_segments() {
-    let c = cfg(CcKind::Cubic, true);
-    let (mut a, _b, t) = warm(&c);
-    let (mut plain, _pb, _) = warm(&c);
-    let mss = a.tcb.mss();
-    a.tcb.gso_max = 64_000;
-    let data = pattern(20 * mss + 100, 8);
-    a.write(&data);
-    plain.write(&data);
-    let raw = a.output_raw(t);
-    // cwnd is 20 segments: all 20 whole ones in one TSO segment; the tail
-    // waits (Nagle) like in the plain Tcb.
-    assert_eq!(raw.len(), 1, "{raw:?}");
-    assert_eq!(raw[0].gso_size, mss);
-    assert_eq!(raw[0].repr.payload_len, 20 * mss);
-    assert_eq!(raw[0].segments(), 20);
-    let expect = plain.output(t);
-    assert_eq!(expect.len(), 20);
-    assert_eq!(cut(&raw[0], &data[..20 * mss]), expect);
-    assert_eq!(a.tcb.bytes_in_flight(), plain.tcb.bytes_in_flight());
-}
-
-/// The same three losses with TSO on: the holes are retransmitted MSS by
-/// MSS at once, and the transfer completes.
-#[test]
-fn established_tso_three_losses_in_one_window_sack_retransmits_exactly_the_holes() {
-    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
-    a.tcb.gso_max = 64_000;
-    let mss = a.tcb.mss();
-    let data = pattern(20 * mss, 3);
-    a.write(&data);
-    let segs = a.output(t);
-    let re = three_holes_repaired_in_one_round_trip(&mut a, &mut b, (t, mss, &data, &segs));
-    assert!(re.iter().all(|w| w.payload.len() == mss));
-}
-
-/// TSO never takes more than the window allows, nor a segment the
-/// retransmission queue cannot track, nor more than the caller's budget.
-#[test]
-fn established_tso_stays_within_window_queue_and_budget() {
-    let (mut a, _b, t) = warm(&cfg(CcKind::Cubic, true));
-    a.tcb.gso_max = 5 * a.tcb.mss() + 7;
-    let mss = a.tcb.mss();
-    a.write(&pattern(12 * mss, 5));
-    let raw = a.output_raw(t);
-    let sizes: Vec<usize> = raw.iter().map(|s| s.repr.payload_len).collect();
-    assert_eq!(sizes, vec![5 * mss, 5 * mss, 2 * mss], "gso_max caps each");
-    let (mut a, _b, t) = warm(&cfg(CcKind::Cubic, true));
-    a.tcb.gso_max = 64_000;
-    a.write(&pattern(30 * mss, 5));
-    let mut n = 0;
-    let free = a.rx.free();
-    let sent = a.tcb.poll_output(t, &a.tx, free, 7, &mut |s: &Segment| {
-        n += s.segments();
-        assert!(s.segments() <= 7);
-    });
-    assert_eq!((sent, n), (7, 7), "the budget counts segments");
-}
-
-/// Delivers segments 1 to 3 of a flight whose first segment was lost, one
-/// at a time, as a Linux receiver answers them: three immediate duplicate
-/// ACKs, which are returned.
-fn three_dupacks(b: &mut Host, segs: &[Wire], now: Instant) -> Vec<Wire> {
-    let mut dupacks = Vec::new();
-    for s in &segs[1..4] {
-        b.input(s, now);
-        dupacks.extend(b.output(now));
-    }
-    assert_eq!(dupacks.len(), 3);
-    dupacks
 }
 
 /// A Linux receiver sends the first three duplicate ACKs at once and then
@@ -726,33 +426,6 @@ fn established_all_acks_lost_probe_sends_two_new_segments_and_is_acked_at_once()
     assert_eq!(a.tcb.stats().timeouts, 0);
 }
 
-/// RFC 9438 §5.8: a sender the application holds below cwnd does not grow
-/// cwnd on its ACKs; once it fills cwnd again, slow start resumes.
-#[test]
-fn established_application_limited_sender_does_not_grow_cwnd() {
-    let (mut a, mut b, mut t) = warm(&cfg(CcKind::Cubic, true));
-    let mss = a.tcb.mss();
-    let cwnd0 = a.tcb.cwnd();
-    for round in 0..10u8 {
-        a.write(&pattern(2 * mss, round));
-        let segs = a.output(t);
-        assert_eq!(segs.len(), 2);
-        let acks = deliver(&mut b, &segs, &[], t + ms(D));
-        feed(&mut a, &acks, t + ms(2 * D));
-        b.rx.take();
-        t = t + ms(2 * D);
-        assert_eq!(a.tcb.bytes_in_flight(), 0);
-    }
-    assert_eq!(a.tcb.cwnd(), cwnd0, "20 ACKed segments, cwnd never used");
-    // A bulk write fills cwnd: its ACKs grow it again (slow start).
-    a.write(&pattern(100 * mss, 11));
-    let segs = a.output(t);
-    assert_eq!(segs.len(), cwnd0 / mss);
-    let acks = deliver(&mut b, &segs, &[], t + ms(D));
-    feed(&mut a, &acks, t + ms(2 * D));
-    assert_eq!(a.tcb.cwnd(), 2 * cwnd0);
-}
-
 /// A D-SACK that undoes the reduction while the recovery is still open
 /// (a later hole not yet repaired) leaves the restored cwnd at the
 /// recovery's end, not ssthresh, which the undo made infinite.
@@ -793,46 +466,4 @@ fn established_dsack_undo_inside_recovery_keeps_restored_cwnd_at_exit() {
     assert!(!a.tcb.in_recovery());
     assert_eq!(a.tcb.cwnd(), restored);
     assert_eq!(b.rx.take(), data);
-}
-
-/// RFC 5681 §4.1, in Linux's form (`tcp_cwnd_restart`): new data after an
-/// idle period longer than the RTO starts from a cwnd halved once per RTO
-/// of idleness, not below the restart window min(IW, cwnd); ssthresh keeps
-/// at least 3/4 of the old cwnd. A shorter pause, or the restart turned
-/// off, leaves the whole cwnd to the next flight.
-#[test]
-fn established_idle_longer_than_rto_restarts_cwnd() {
-    let flight_after = |restart: bool, idle_rtos: f64| -> (usize, usize, u64) {
-        let cfg = TcpConfig {
-            slow_start_after_idle: restart,
-            ..cfg(CcKind::Cubic, true)
-        };
-        let (mut a, mut b, mut t) = warm(&cfg);
-        let mss = a.tcb.mss();
-        // Two rounds that fill cwnd double it twice: 4 × IW.
-        for round in 0..2u8 {
-            a.write(&pattern(a.tcb.cwnd(), round));
-            let segs = a.output(t);
-            let acks = deliver(&mut b, &segs, &[], t + ms(D));
-            feed(&mut a, &acks, t + ms(2 * D));
-            b.rx.take();
-            t = t + ms(2 * D);
-        }
-        assert_eq!(a.tcb.cwnd(), 80 * mss);
-        assert_eq!(a.tcb.bytes_in_flight(), 0);
-        let idle = core::time::Duration::from_secs_f64(a.tcb.rto().as_secs_f64() * idle_rtos);
-        a.write(&pattern(150 * mss, 9));
-        let segs = a.output(t + idle);
-        let sent: usize = segs.iter().map(|s| s.repr.payload_len).sum();
-        assert!(a.tcb.ssthresh() >= 60 * mss);
-        (sent / mss, a.tcb.cwnd() / mss, a.tcb.stats().cwnd_restarts)
-    };
-    assert_eq!(
-        flight_after(true, 0.5),
-        (80, 80, 0),
-        "idle shorter than the RTO"
-    );
-    assert_eq!(flight_after(true, 1.5), (40, 40, 1), "halved once");
-    assert_eq!(flight_after(true, 50.0), (20, 20, 1), "down to IW");
-    assert_eq!(flight_after(false, 50.0), (80, 80, 0), "restart off");
 }

@@ -1,0 +1,97 @@
+//! Closing a connection (RFC 9293 §3.6, §3.10.4-5): the application's
+//! close and abort, TIME-WAIT, CLOSED, and orphans (the application let go).
+
+use crate::time::Instant;
+
+use super::api::State;
+use super::recovery::Tlp;
+use super::rst::PendingRst;
+use super::tcb::Tcb;
+
+impl Tcb {
+    /// The application closed its sending side (shutdown(Write) or close):
+    /// a FIN follows every byte now in the SendBuffer, whose length is final
+    /// from here on (RFC 9293 §3.10.4). ESTABLISHED → FIN-WAIT-1,
+    /// CLOSE-WAIT → LAST-ACK; in SYN-SENT / SYN-RECEIVED the FIN waits for
+    /// the handshake; LISTEN → CLOSED; otherwise nothing changes.
+    pub fn close(&mut self) {
+        match self.state {
+            State::Listen => self.enter_closed(),
+            State::SynSent | State::SynReceived => self.snd.fin_queued = true,
+            State::Established => {
+                self.snd.fin_queued = true;
+                self.state = State::FinWait1;
+            }
+            State::CloseWait => {
+                self.snd.fin_queued = true;
+                self.state = State::LastAck;
+            }
+            _ => {}
+        }
+    }
+
+    /// Abort (RFC 9293 §3.10.5): in SYN-RECEIVED, ESTABLISHED, FIN-WAIT-1/2
+    /// and CLOSE-WAIT an RST `<SEQ=SND.NXT><ACK=RCV.NXT><CTL=RST,ACK>` goes out
+    /// on the next `poll_output`; the Tcb is CLOSED at once.
+    pub fn abort(&mut self) {
+        if matches!(
+            self.state,
+            State::SynReceived
+                | State::Established
+                | State::FinWait1
+                | State::FinWait2
+                | State::CloseWait
+        ) {
+            self.pending_rst = Some(PendingRst {
+                seq: self.snd.max,
+                ack: Some(self.rcv.nxt),
+            });
+        }
+        self.enter_closed();
+    }
+
+    /// The application closed the socket and will not read or write it
+    /// again (call after `close`). An orphan in FIN-WAIT-2 waits at most
+    /// `fin_wait2_timeout` for the peer's FIN, then is CLOSED (Linux
+    /// tcp_fin_timeout; RFC 9293 leaves FIN-WAIT-2 unbounded).
+    pub fn orphan(&mut self, now: Instant) {
+        self.orphaned = true;
+        self.update_fin_wait2(now);
+    }
+
+    /// Enters TIME-WAIT for 2*MSL (RFC 9293 §3.10.7.4); other timers stop.
+    pub(super) fn enter_time_wait(&mut self, now: Instant) {
+        self.state = State::TimeWait;
+        self.timers.rto_deadline = None;
+        self.timers.persist_deadline = None;
+        self.timers.probe_pending = false;
+        self.rec.rexmit_one = false;
+        self.stop_loss_timers();
+        self.timers.time_wait_deadline = Some(now + self.cfg.time_wait);
+    }
+
+    /// Enters CLOSED: every timer stops; a pending RST still goes out.
+    pub(super) fn enter_closed(&mut self) {
+        self.state = State::Closed;
+        self.timers.rto_deadline = None;
+        self.ack.delack_deadline = None;
+        self.timers.persist_deadline = None;
+        self.timers.time_wait_deadline = None;
+        self.timers.probe_pending = false;
+        self.rec.rexmit_one = false;
+        self.ack.now = false;
+        self.ack.dupacks_owed = 0;
+        self.ack.points_len = 0;
+        self.ack.window_update = false;
+        self.stop_loss_timers();
+    }
+
+    /// Stops RACK, TLP, keepalive and FIN-WAIT-2 timers (CLOSED, TIME-WAIT).
+    fn stop_loss_timers(&mut self) {
+        self.rec.rack.deadline = None;
+        self.rec.tlp = Tlp::default();
+        self.ka.deadline = None;
+        self.ka.pending = false;
+        self.timers.fin_wait2_deadline = None;
+    }
+}
