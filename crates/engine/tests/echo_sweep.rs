@@ -23,17 +23,11 @@
 
 mod common;
 
-use appif::bytes;
-use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot, SockState, FLAG_RX_FIN};
-use appif::spsc;
-use common::{dump, engine, next_event, pattern, push, End, A_IP, B_IP, STEP_NS};
+use appif::socket::{Command, SockState, FLAG_RX_FIN};
+use common::{dump, push, End, Wire};
 use engine::stats::Stats;
-use engine::time::Instant;
-use engine::{Engine, EngineConfig};
+use engine::EngineConfig;
 use nic::impair::Impairments;
-use nic::mem::{self, MemClock, MemPort};
-use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::Ordering;
 
 const PORT: u16 = 7;
 /// No byte moved for this long (virtual ns): a stall.
@@ -154,126 +148,48 @@ impl Rings {
 /// Err: the run stalled or ran out of time; the message has the seed and
 /// both ends' state.
 fn run(seed: u64, imp: Impairments, total: usize, rings: Rings) -> Result<Outcome, String> {
-    let (mut pa, mut pb) = mem::pair_with_capacity(imp, imp, seed, WIRE_FRAMES);
-    let (clock, ns) = MemClock::manual();
-    pa.set_clock(clock.clone());
-    pb.set_clock(clock);
-    let start = 1_000_000_000u64;
-    let mut t = start;
-    ns.store(t, Ordering::Release);
-    let (mut ea, mut ca) = engine(pa, A_IP, rings.config(), Instant(t));
-    let (mut eb, mut cb) = engine(pb, B_IP, rings.config(), Instant(t));
-
-    let (acc_tx, mut acc_rx) = spsc::channel::<Accepted>(16);
-    push(
-        &mut cb,
-        Command::Listen {
-            id: 1,
-            shared: SharedSlot::local(),
-            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT),
-            accept: AcceptQueue::Local(acc_tx),
-        },
-    );
-    let a_shared = SharedSlot::local();
-    let (a_tx, eng_tx) = bytes::growable_ring(rings.init, rings.max);
-    let (eng_rx, a_rx) = bytes::growable_ring(rings.init, rings.max);
-    push(
-        &mut ca,
-        Command::Connect {
-            id: 1,
-            shared: a_shared.clone(),
-            local_port: 0,
-            remote: SocketAddrV4::new(B_IP, PORT),
-            tx: eng_tx,
-            rx: eng_rx,
-            nodelay: false,
-        },
-    );
-    let mut a = End {
-        id: 1,
-        shared: a_shared,
-        tx: a_tx,
-        rx: a_rx,
-    };
+    let mut w = Wire::connect(imp, seed, WIRE_FRAMES, rings.config(), PORT, (0, 0));
     let mut b: Option<End> = None;
     let (mut sent, mut received, mut echoed) = (0usize, 0usize, 0usize);
     let (mut a_shut, mut b_shut) = (false, false);
     let mut chunk = vec![0u8; 8192];
-    let mut last_progress = t;
-    let fail = |what: &str, t: u64, ea: &Engine<MemPort>, eb: &Engine<MemPort>, s, r, e| {
+    let mut last_progress = w.t;
+    let fail = |what: &str, w: &Wire, s, r, e| {
         format!(
             "seed {seed:#x}: {what} at virtual {} ms: A sent {s} received {r}, B echoed {e} \
              of {total}\n{}",
-            (t - start) / 1_000_000,
-            dump(ea, eb)
+            w.elapsed_ns() / 1_000_000,
+            dump(&w.a, &w.b)
         )
     };
     loop {
-        ns.store(t, Ordering::Release);
-        let busy_a = ea.poll(Instant(t));
-        let busy_b = eb.poll(Instant(t));
+        let busy = w.poll();
         let mut moved = false;
-        for (name, sh) in [("A", &a.shared), ("B", &b.as_ref().unwrap_or(&a).shared)] {
-            if sh.error() != 0 {
-                return Err(fail(
-                    &format!("{name} failed with errno {}", sh.error()),
-                    t,
-                    &ea,
-                    &eb,
-                    sent,
-                    received,
-                    echoed,
-                ));
+        let b_shared = b.as_ref().map(|b| b.shared.clone());
+        for (name, sh) in [("A", Some(w.end_a.shared.clone())), ("B", b_shared)] {
+            if let Some(e) = sh.map(|sh| sh.error()).filter(|&e| e != 0) {
+                let what = format!("{name} failed with errno {e}");
+                return Err(fail(&what, &w, sent, received, echoed));
             }
         }
         // A: write the stream, read and check the echo.
-        if a.shared.state() == SockState::Open {
-            while sent < total {
-                let n = chunk.len().min(total - sent);
-                for (k, c) in chunk[..n].iter_mut().enumerate() {
-                    *c = pattern(sent + k);
-                }
-                let w = a.write(&chunk[..n], &mut ca);
-                sent += w;
-                moved |= w > 0;
-                if w < n {
-                    break;
-                }
-            }
+        if w.end_a.shared.state() == SockState::Open {
+            moved |= w.end_a.send_stream(&mut sent, total, &mut w.ca) > 0;
             if sent == total && !a_shut {
                 a_shut = true;
-                push(&mut ca, Command::Shutdown { id: a.id });
+                push(&mut w.ca, Command::Shutdown { id: w.end_a.id });
             }
-            loop {
-                let n = a.read(&mut chunk, &mut ca);
-                if n == 0 {
-                    break;
+            match w.end_a.recv_stream(&mut received, &mut w.ca) {
+                Ok(n) => moved |= n > 0,
+                Err(at) => {
+                    let what = format!("echo byte {at} differs");
+                    return Err(fail(&what, &w, sent, received, echoed));
                 }
-                for (k, c) in chunk[..n].iter().enumerate() {
-                    if *c != pattern(received + k) {
-                        return Err(fail(
-                            &format!("echo byte {} differs", received + k),
-                            t,
-                            &ea,
-                            &eb,
-                            sent,
-                            received,
-                            echoed,
-                        ));
-                    }
-                }
-                received += n;
-                moved = true;
             }
         }
         // B: echo what its TX ring can take.
         if b.is_none() {
-            b = acc_rx.pop().map(|acc| End {
-                id: acc.id,
-                shared: acc.shared,
-                tx: acc.tx,
-                rx: acc.rx,
-            });
+            b = w.accept();
         }
         if let Some(b) = b.as_mut() {
             loop {
@@ -281,53 +197,42 @@ fn run(seed: u64, imp: Impairments, total: usize, rings: Rings) -> Result<Outcom
                 if room == 0 {
                     break;
                 }
-                let n = b.read(&mut chunk[..room], &mut cb);
+                let n = b.read(&mut chunk[..room], &mut w.cb);
                 if n == 0 {
                     break;
                 }
-                let w = b.write(&chunk[..n], &mut cb);
-                assert_eq!(w, n, "the TX ring had room");
+                let wrote = b.write(&chunk[..n], &mut w.cb);
+                assert_eq!(wrote, n, "the TX ring had room");
                 echoed += n;
                 moved = true;
             }
             if !b_shut && b.shared.has_flags(FLAG_RX_FIN) && b.rx.is_empty() {
                 b_shut = true;
-                push(&mut cb, Command::Shutdown { id: b.id });
+                push(&mut w.cb, Command::Shutdown { id: b.id });
             }
         }
-        if received == total && a.shared.has_flags(FLAG_RX_FIN) {
-            let (sa, sb) = (ea.stats(), eb.stats());
+        if received == total && w.end_a.shared.has_flags(FLAG_RX_FIN) {
+            let (sa, sb) = (w.a.stats(), w.b.stats());
             if sa.tcp_rcv_full_dropped_bytes + sb.tcp_rcv_full_dropped_bytes > 0 {
-                return Err(fail(
-                    "a receive buffer dropped bytes inside the window it advertised",
-                    t,
-                    &ea,
-                    &eb,
-                    sent,
-                    received,
-                    echoed,
-                ));
+                let what = "a receive buffer dropped bytes inside the window it advertised";
+                return Err(fail(what, &w, sent, received, echoed));
             }
             return Ok(Outcome {
-                a: ea.stats(),
-                b: eb.stats(),
-                elapsed_ns: t - start,
+                a: sa,
+                b: sb,
+                elapsed_ns: w.elapsed_ns(),
             });
         }
         if moved {
-            last_progress = t;
-        } else if t - last_progress > STALL_NS {
-            return Err(fail("stalled", t, &ea, &eb, sent, received, echoed));
+            last_progress = w.t;
+        } else if w.t - last_progress > STALL_NS {
+            return Err(fail("stalled", &w, sent, received, echoed));
         }
-        if t - start > RUN_LIMIT_NS {
-            return Err(fail("out of time", t, &ea, &eb, sent, received, echoed));
+        if w.elapsed_ns() > RUN_LIMIT_NS {
+            return Err(fail("out of time", &w, sent, received, echoed));
         }
-        t = if busy_a || busy_b || moved {
-            t + STEP_NS
-        } else {
-            // Nothing to do until a frame falls due or a timer fires.
-            next_event(&ea, &eb, t)
-        };
+        // Nothing to do until a frame falls due or a timer fires: skip there.
+        w.advance(busy || moved);
     }
 }
 

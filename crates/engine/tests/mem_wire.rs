@@ -2,117 +2,51 @@
 //! duplication and corruption: 16 MiB each way must arrive byte-exact, and
 //! two runs with the same seed must behave identically.
 
-use appif::bytes;
-use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot, SockState};
-use appif::spsc;
+mod common;
+
+use appif::socket::{Command, SockState, FLAG_RX_FIN};
+use common::{push, End, Wire};
 use engine::stats::Stats;
 use engine::tcp::CcKind;
-use engine::time::Instant;
-use engine::{Engine, EngineConfig};
+use engine::EngineConfig;
 use nic::impair::Impairments;
-use nic::mem::{self, MemClock, MemPort};
-use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use nic::mem::MEM_WIRE_FRAMES;
 
-const A_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const PORT: u16 = 5000;
-/// Virtual time per iteration.
-const STEP_NS: u64 = 20_000;
 
-/// The byte at stream offset `i` of the stream sent by side `side`.
-fn pattern(side: u8, i: usize) -> u8 {
-    let x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(side) << 56;
-    (x >> 29) as u8
-}
-
-/// One side's application: its end of a connection and its progress.
-struct Endpoint {
-    side: u8,
-    tx: bytes::Writer,
-    rx: bytes::Reader,
-    shared: Arc<SharedSlot>,
-    id: u64,
+/// One side's progress in both directions.
+#[derive(Debug, Default)]
+struct Side {
     sent: usize,
     received: usize,
     shut: bool,
 }
 
-impl Endpoint {
-    /// Moves bytes; returns a command for the engine if one is due.
-    fn pump(&mut self, total: usize, cmds: &mut spsc::Sender<Command>) {
-        let mut chunk = [0u8; 4096];
-        while self.sent < total && self.tx.free() > 0 {
-            let n = chunk.len().min(total - self.sent).min(self.tx.free());
-            for (k, b) in chunk[..n].iter_mut().enumerate() {
-                *b = pattern(self.side, self.sent + k);
-            }
-            let was_empty = self.tx.is_empty();
-            self.tx.write(&chunk[..n]);
-            self.sent += n;
-            if was_empty {
-                push(cmds, Command::Send { id: self.id });
-            }
-        }
+impl Side {
+    /// Writes the stream up to `total` through `end` (then shuts down),
+    /// reads and checks what arrived; returns whether any byte moved.
+    fn pump(
+        &mut self,
+        end: &mut End,
+        total: usize,
+        cmds: &mut appif::spsc::Sender<Command>,
+        seed: u64,
+    ) -> bool {
+        let wrote = end.send_stream(&mut self.sent, total, cmds);
         if self.sent == total && !self.shut {
             self.shut = true;
-            push(cmds, Command::Shutdown { id: self.id });
+            push(cmds, Command::Shutdown { id: end.id });
         }
-        let mut got = 0;
-        loop {
-            let n = self.rx.read(&mut chunk);
-            if n == 0 {
-                break;
-            }
-            for (k, b) in chunk[..n].iter().enumerate() {
-                assert_eq!(
-                    *b,
-                    pattern(1 - self.side, self.received + k),
-                    "byte {} from side {}",
-                    self.received + k,
-                    1 - self.side
-                );
-            }
-            self.received += n;
-            got += n;
-        }
-        if got > 0 {
-            push(cmds, Command::Recvd { id: self.id });
+        match end.recv_stream(&mut self.received, cmds) {
+            Ok(read) => wrote + read > 0,
+            Err(at) => panic!("seed {seed:#x}: byte {at} differs"),
         }
     }
-}
 
-fn push(cmds: &mut spsc::Sender<Command>, c: Command) {
-    assert!(cmds.push(c).is_ok(), "command ring full");
-}
-
-fn engine(
-    port: MemPort,
-    ip: Ipv4Addr,
-    cc: CcKind,
-    timestamps: bool,
-    now: Instant,
-) -> (Engine<MemPort>, spsc::Sender<Command>) {
-    let (tx, rx) = spsc::channel(1024);
-    let mut tcp = engine::tcp::TcpConfig {
-        cc,
-        timestamps,
-        ..Default::default()
-    };
-    tcp.ecn = cc == CcKind::Dctcp;
-    let cfg = EngineConfig {
-        ip,
-        prefix_len: 24,
-        ring_bytes: 256 * 1024,
-        tcp,
-        ..EngineConfig::default()
-    };
-    (
-        Engine::new(port, cfg, rx, Arc::new(Notify::default()), now),
-        tx,
-    )
+    /// Received everything and the peer's FIN.
+    fn done(&self, end: &End, total: usize) -> bool {
+        self.received == total && end.shared.has_flags(FLAG_RX_FIN)
+    }
 }
 
 /// Transfers `total` bytes each way; returns both engines' counters and
@@ -152,104 +86,44 @@ fn run_with(
     offload: Offload,
     timestamps: bool,
 ) -> (Stats, Stats, u64) {
-    let (mut pa, mut pb) = mem::pair(imp, imp, seed);
-    for p in [&mut pa, &mut pb] {
+    let mut cfg = EngineConfig::default();
+    cfg.tcp.cc = cc;
+    cfg.tcp.timestamps = timestamps;
+    cfg.tcp.ecn = cc == CcKind::Dctcp;
+    let mut w = Wire::connect_with(imp, seed, MEM_WIRE_FRAMES, cfg, PORT, (0, 0), |p| {
         p.set_tso(offload != Offload::None);
         p.set_gather(offload == Offload::TsoGather);
-    }
-    let (clock, ns) = MemClock::manual();
-    pa.set_clock(clock.clone());
-    pb.set_clock(clock);
-    let mut t = 1_000_000_000u64;
-    ns.store(t, Ordering::Release);
-    let (mut ea, mut ca) = engine(pa, A_IP, cc, timestamps, Instant(t));
-    let (mut eb, mut cb) = engine(pb, B_IP, cc, timestamps, Instant(t));
-
-    let lshared = SharedSlot::local();
-    let (acc_tx, mut acc_rx) = spsc::channel::<Accepted>(16);
-    push(
-        &mut cb,
-        Command::Listen {
-            id: 1,
-            shared: lshared.clone(),
-            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT),
-            accept: AcceptQueue::Local(acc_tx),
-        },
-    );
-    let cshared = SharedSlot::local();
-    let (app_tx, eng_tx) = bytes::ring(256 * 1024);
-    let (eng_rx, app_rx) = bytes::ring(256 * 1024);
-    push(
-        &mut ca,
-        Command::Connect {
-            id: 1,
-            shared: cshared.clone(),
-            local_port: 0,
-            remote: SocketAddrV4::new(B_IP, PORT),
-            tx: eng_tx,
-            rx: eng_rx,
-            nodelay: false,
-        },
-    );
-    let mut a = Endpoint {
-        side: 0,
-        tx: app_tx,
-        rx: app_rx,
-        shared: cshared,
-        id: 1,
-        sent: 0,
-        received: 0,
-        shut: false,
-    };
-    let mut b: Option<Endpoint> = None;
-
-    let max_iters = 20_000_000u64;
-    let mut iters = 0;
-    loop {
-        iters += 1;
-        assert!(
-            iters < max_iters,
-            "transfer did not finish (seed {seed}): a {}/{} b {:?}",
-            a.sent,
-            a.received,
-            b.as_ref().map(|b| (b.sent, b.received))
+    });
+    let (mut a, mut b) = (Side::default(), Side::default());
+    let mut end_b: Option<End> = None;
+    for _ in 0..20_000_000u64 {
+        let busy = w.poll();
+        let mut moved = false;
+        if w.end_a.shared.state() == SockState::Open {
+            moved |= a.pump(&mut w.end_a, total, &mut w.ca, seed);
+        }
+        assert_ne!(
+            w.end_a.shared.error(),
+            104,
+            "connection reset (seed {seed:#x})"
         );
-        t += STEP_NS;
-        ns.store(t, Ordering::Release);
-        ea.poll(Instant(t));
-        eb.poll(Instant(t));
-        if b.is_none() {
-            if let Some(acc) = acc_rx.pop() {
-                b = Some(Endpoint {
-                    side: 1,
-                    tx: acc.tx,
-                    rx: acc.rx,
-                    shared: acc.shared,
-                    id: acc.id,
-                    sent: 0,
-                    received: 0,
-                    shut: false,
-                });
+        if end_b.is_none() {
+            end_b = w.accept();
+        }
+        if let Some(eb) = end_b.as_mut() {
+            moved |= b.pump(eb, total, &mut w.cb, seed);
+            assert_eq!(
+                eb.shared.error(),
+                0,
+                "accepted side failed (seed {seed:#x})"
+            );
+            if a.done(&w.end_a, total) && b.done(eb, total) {
+                return (w.a.stats(), w.b.stats(), w.elapsed_ns());
             }
         }
-        if a.shared.state() == SockState::Open {
-            a.pump(total, &mut ca);
-        }
-        assert_ne!(a.shared.error(), 104, "connection reset (seed {seed})");
-        if let Some(b) = b.as_mut() {
-            b.pump(total, &mut cb);
-            assert_eq!(b.shared.error(), 0, "accepted side failed (seed {seed})");
-            let fin = appif::socket::FLAG_RX_FIN;
-            if a.received == total
-                && b.received == total
-                && a.shared.has_flags(fin)
-                && b.shared.has_flags(fin)
-            {
-                break;
-            }
-        }
+        w.advance(busy || moved);
     }
-    (ea.stats(), eb.stats(), t - 1_000_000_000)
+    panic!("transfer did not finish (seed {seed:#x}): a {a:?} b {b:?}");
 }
 
 fn impaired() -> Impairments {

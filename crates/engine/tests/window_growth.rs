@@ -7,16 +7,10 @@
 
 mod common;
 
-use appif::bytes;
-use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot, SockState};
-use appif::spsc;
-use common::{dump, engine, next_event, pattern, push, End, A_IP, B_IP, STEP_NS};
-use engine::time::Instant;
+use appif::socket::SockState;
+use common::{dump, End, Wire};
 use engine::EngineConfig;
 use nic::impair::Impairments;
-use nic::mem::{self, MemClock};
-use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::Ordering;
 
 const PORT: u16 = 9;
 /// One-way delay, ns.
@@ -52,131 +46,51 @@ fn transfer_with(
         delay_ns: DELAY_NS,
         ..Impairments::default()
     };
-    // Room for a 6 MiB window in flight (4300 frames) each way.
-    let (mut pa, mut pb) = mem::pair_with_capacity(imp, imp, 1, 8192);
-    let (clock, ns) = MemClock::manual();
-    pa.set_clock(clock.clone());
-    pb.set_clock(clock);
-    let start = 1_000_000_000u64;
-    let mut t = start;
-    ns.store(t, Ordering::Release);
     let cfg = EngineConfig {
         ring_bytes: init,
         ring_max_bytes: max,
         buffer_growth_limit: budget,
         ..EngineConfig::default()
     };
-    let (mut ea, mut ca) = engine(pa, A_IP, cfg.clone(), Instant(t));
-    let (mut eb, mut cb) = engine(pb, B_IP, cfg, Instant(t));
-    let (acc_tx, mut acc_rx) = spsc::channel::<Accepted>(4);
-    push(
-        &mut cb,
-        Command::Listen {
-            id: 1,
-            shared: SharedSlot::local(),
-            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT),
-            accept: AcceptQueue::Local(acc_tx),
-        },
-    );
-    if bufs != (0, 0) {
-        push(
-            &mut cb,
-            Command::SetBuffers {
-                id: 1,
-                rcv: bufs.0,
-                snd: bufs.1,
-            },
-        );
-    }
-    let shared = SharedSlot::local();
-    let (a_tx, eng_tx) = bytes::growable_ring(init, max);
-    let (eng_rx, a_rx) = bytes::growable_ring(init, max);
-    push(
-        &mut ca,
-        Command::Connect {
-            id: 1,
-            shared: shared.clone(),
-            local_port: 0,
-            remote: SocketAddrV4::new(B_IP, PORT),
-            tx: eng_tx,
-            rx: eng_rx,
-            nodelay: false,
-        },
-    );
-    let mut a = End {
-        id: 1,
-        shared,
-        tx: a_tx,
-        rx: a_rx,
-    };
+    // Room for a 6 MiB window in flight (4300 frames) each way.
+    let mut w = Wire::connect(imp, 1, 8192, cfg, PORT, bufs);
     let mut b: Option<End> = None;
     let (mut sent, mut got) = (0usize, 0usize);
     let mut first_byte_at = None;
     let mut b_window = 0;
-    let mut chunk = vec![0u8; 65536];
     for _ in 0..50_000_000u64 {
-        ns.store(t, Ordering::Release);
-        let busy = ea.poll(Instant(t)) | eb.poll(Instant(t));
+        let busy = w.poll();
         let mut moved = false;
-        if a.shared.state() == SockState::Open {
-            first_byte_at.get_or_insert(t);
-            while sent < total {
-                let n = chunk.len().min(total - sent);
-                for (k, c) in chunk[..n].iter_mut().enumerate() {
-                    *c = pattern(sent + k);
-                }
-                let w = a.write(&chunk[..n], &mut ca);
-                sent += w;
-                moved |= w > 0;
-                if w < n {
-                    break;
-                }
-            }
+        if w.end_a.shared.state() == SockState::Open {
+            first_byte_at.get_or_insert(w.t);
+            moved |= w.end_a.send_stream(&mut sent, total, &mut w.ca) > 0;
         }
         if b.is_none() {
-            b = acc_rx.pop().map(|acc| End {
-                id: acc.id,
-                shared: acc.shared,
-                tx: acc.tx,
-                rx: acc.rx,
-            });
+            b = w.accept();
         }
         if let Some(b) = b.as_mut() {
-            loop {
-                let n = b.read(&mut chunk, &mut cb);
-                if n == 0 {
-                    break;
-                }
-                for (k, c) in chunk[..n].iter().enumerate() {
-                    assert_eq!(*c, pattern(got + k), "byte {}", got + k);
-                }
-                got += n;
-                moved = true;
+            match b.recv_stream(&mut got, &mut w.cb) {
+                Ok(n) => moved |= n > 0,
+                Err(at) => panic!("byte {at} differs"),
             }
         }
-        eb.for_each_tcb(|tcb| b_window = b_window.max(tcb.rcv_wnd()));
-
+        w.b.for_each_tcb(|tcb| b_window = b_window.max(tcb.rcv_wnd()));
         if got == total {
-            let secs = (t - first_byte_at.unwrap_or(start)) as f64 / 1e9;
-            let (qa, qb) = (ea.port().tx_stats(), eb.port().tx_stats());
+            let (qa, qb) = (w.a.port().tx_stats(), w.b.port().tx_stats());
             assert_eq!(qa.queue_full + qb.queue_full, 0, "the wire dropped frames");
-
+            let secs = (w.t - first_byte_at.unwrap_or(w.start)) as f64 / 1e9;
             return Outcome {
                 rate: total as f64 / secs,
-                a_tx: a.tx.capacity(),
+                a_tx: w.end_a.tx.capacity(),
                 b_rx: b.as_ref().map_or(0, |b| b.rx.capacity()),
                 b_window,
             };
         }
-        t = if busy || moved {
-            t + STEP_NS
-        } else {
-            next_event(&ea, &eb, t)
-        };
+        w.advance(busy || moved);
     }
     panic!(
         "transfer did not finish: sent {sent} received {got}\n{}",
-        dump(&ea, &eb)
+        dump(&w.a, &w.b)
     );
 }
 

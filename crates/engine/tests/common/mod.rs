@@ -1,20 +1,23 @@
-//! What the two-engine `mem` wire tests share: an application's end of a
-//! connection that behaves as the client library's `TcpStream` does (when
-//! it tells the engine, how it grows its TX ring), engines on a manual
-//! clock, skipping idle virtual time, and a dump of both ends' control
-//! blocks for failure messages.
+//! What the two-engine `mem` wire tests share: two engines on a wire with a
+//! manual clock, one connected to the other's listener ([`Wire`]); an
+//! application's end of a connection that behaves as the client library's
+//! `TcpStream` does (when it tells the engine, how it grows its TX ring);
+//! skipping idle virtual time; and a dump of both ends' control blocks for
+//! failure messages.
 
 #![allow(dead_code)]
 
 use appif::bytes;
 use appif::notify::Notify;
-use appif::socket::{Command, SharedSlot};
+use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot};
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};
-use nic::mem::MemPort;
+use nic::impair::Impairments;
+use nic::mem::{self, MemClock, MemPort};
 use std::fmt::Write as _;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub const A_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -87,6 +90,56 @@ impl End {
     }
 }
 
+impl End {
+    /// Writes the test stream from offset `*sent` up to `total` bytes as
+    /// far as the TX ring takes it; returns the bytes written.
+    pub fn send_stream(
+        &mut self,
+        sent: &mut usize,
+        total: usize,
+        cmds: &mut spsc::Sender<Command>,
+    ) -> usize {
+        let mut chunk = [0u8; 8192];
+        let mut wrote = 0;
+        while *sent < total {
+            let n = chunk.len().min(total - *sent);
+            for (k, c) in chunk[..n].iter_mut().enumerate() {
+                *c = pattern(*sent + k);
+            }
+            let w = self.write(&chunk[..n], cmds);
+            *sent += w;
+            wrote += w;
+            if w < n {
+                break;
+            }
+        }
+        wrote
+    }
+
+    /// Reads everything readable, checking it is the test stream from
+    /// offset `*received` on; returns the bytes read, or Err with the
+    /// stream offset of the first byte that differs.
+    pub fn recv_stream(
+        &mut self,
+        received: &mut usize,
+        cmds: &mut spsc::Sender<Command>,
+    ) -> Result<usize, usize> {
+        let mut chunk = [0u8; 8192];
+        let mut got = 0;
+        loop {
+            let n = self.read(&mut chunk, cmds);
+            if n == 0 {
+                return Ok(got);
+            }
+            if let Some(k) = (0..n).find(|&k| chunk[k] != pattern(*received + k)) {
+                return Err(*received + k);
+            }
+            *received += n;
+            got += n;
+        }
+    }
+}
+
 /// The next virtual time (ns) after `t` at which anything happens on the
 /// wire of `a` and `b`: a frame falls due or a timer fires.
 pub fn next_event(a: &Engine<MemPort>, b: &Engine<MemPort>, t: u64) -> u64 {
@@ -131,4 +184,149 @@ pub fn dump(ea: &Engine<MemPort>, eb: &Engine<MemPort>) -> String {
         });
     }
     s
+}
+
+/// Two engines on one `mem` wire with a manual clock: A has opened a
+/// connection to B's listener (the handshake runs with the first polls).
+pub struct Wire {
+    pub a: Engine<MemPort>,
+    pub b: Engine<MemPort>,
+    /// Command rings of A and B.
+    pub ca: spsc::Sender<Command>,
+    pub cb: spsc::Sender<Command>,
+    /// A's end of the connection.
+    pub end_a: End,
+    /// Where B's accepted connection arrives.
+    pub accepted: spsc::Receiver<Accepted>,
+    /// The wire's clock, ns.
+    pub clock: Arc<AtomicU64>,
+    /// Virtual time now, and when the wire was set up, ns.
+    pub t: u64,
+    pub start: u64,
+}
+
+impl Wire {
+    /// Engines with `cfg` (addresses set here) on a wire with `imp` each
+    /// way, seeded with `seed`, holding `frames` frames per direction; A's
+    /// rings start at `cfg.ring_bytes` and may grow to `cfg.ring_max_bytes`;
+    /// B listens on `port` (SO_RCVBUF/SO_SNDBUF `bufs` on the listener
+    /// unless (0, 0)) and A connects to it.
+    pub fn connect(
+        imp: Impairments,
+        seed: u64,
+        frames: usize,
+        cfg: EngineConfig,
+        port: u16,
+        bufs: (usize, usize),
+    ) -> Wire {
+        Wire::connect_with(imp, seed, frames, cfg, port, bufs, |_| {})
+    }
+
+    /// [`Wire::connect`], with `ports` applied to both mem ports before the
+    /// engines start (offloads).
+    pub fn connect_with(
+        imp: Impairments,
+        seed: u64,
+        frames: usize,
+        cfg: EngineConfig,
+        port: u16,
+        bufs: (usize, usize),
+        ports: impl Fn(&mut MemPort),
+    ) -> Wire {
+        let (mut pa, mut pb) = mem::pair_with_capacity(imp, imp, seed, frames);
+        ports(&mut pa);
+        ports(&mut pb);
+        let (clock, ns) = MemClock::manual();
+        pa.set_clock(clock.clone());
+        pb.set_clock(clock);
+        let start = 1_000_000_000u64;
+        ns.store(start, Ordering::Release);
+        let (a, mut ca) = engine(pa, A_IP, cfg.clone(), Instant(start));
+        let (b, mut cb) = engine(pb, B_IP, cfg.clone(), Instant(start));
+        let (acc_tx, accepted) = spsc::channel::<Accepted>(16);
+        push(
+            &mut cb,
+            Command::Listen {
+                id: 1,
+                shared: SharedSlot::local(),
+                local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port),
+                accept: AcceptQueue::Local(acc_tx),
+            },
+        );
+        if bufs != (0, 0) {
+            push(
+                &mut cb,
+                Command::SetBuffers {
+                    id: 1,
+                    rcv: bufs.0,
+                    snd: bufs.1,
+                },
+            );
+        }
+        let shared = SharedSlot::local();
+        let (a_tx, eng_tx) = bytes::growable_ring(cfg.ring_bytes, cfg.ring_max_bytes);
+        let (eng_rx, a_rx) = bytes::growable_ring(cfg.ring_bytes, cfg.ring_max_bytes);
+        push(
+            &mut ca,
+            Command::Connect {
+                id: 1,
+                shared: shared.clone(),
+                local_port: 0,
+                remote: SocketAddrV4::new(B_IP, port),
+                tx: eng_tx,
+                rx: eng_rx,
+                nodelay: false,
+            },
+        );
+        Wire {
+            a,
+            b,
+            ca,
+            cb,
+            end_a: End {
+                id: 1,
+                shared,
+                tx: a_tx,
+                rx: a_rx,
+            },
+            accepted,
+            clock: ns,
+            t: start,
+            start,
+        }
+    }
+
+    /// One iteration of both engines at the current time; true if either
+    /// did work.
+    pub fn poll(&mut self) -> bool {
+        self.clock.store(self.t, Ordering::Release);
+        let a = self.a.poll(Instant(self.t));
+        let b = self.b.poll(Instant(self.t));
+        a || b
+    }
+
+    /// B's end of the connection, once accepted.
+    pub fn accept(&mut self) -> Option<End> {
+        self.accepted.pop().map(|acc| End {
+            id: acc.id,
+            shared: acc.shared,
+            tx: acc.tx,
+            rx: acc.rx,
+        })
+    }
+
+    /// Moves time on: a step when anything happened (`busy`), else to the
+    /// next frame or timer.
+    pub fn advance(&mut self, busy: bool) {
+        self.t = if busy {
+            self.t + STEP_NS
+        } else {
+            next_event(&self.a, &self.b, self.t)
+        };
+    }
+
+    /// Virtual time since the set-up, ns.
+    pub fn elapsed_ns(&self) -> u64 {
+        self.t - self.start
+    }
 }
