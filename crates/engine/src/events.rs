@@ -101,8 +101,8 @@ impl Core {
                         .push(appif::socket::Accepted { id, shared, tx, rx })
                         .is_err(),
                     (AcceptQueue::Segment(q), None) => {
-                        let slot = appif::seg::service_owner(id).map(|(_, s)| s);
-                        !slot.is_some_and(|s| q.hand_over(s, &shared))
+                        let seg_slot = appif::seg::service_owner(id).map(|(_, s)| s);
+                        !seg_slot.is_some_and(|s| q.hand_over(s, &shared))
                     }
                     _ => true,
                 };
