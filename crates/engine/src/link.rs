@@ -18,12 +18,17 @@ pub const HEADERS: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
 
 /// Our interface: address, routing, ARP.
 pub struct Link {
+    /// Our MAC address.
     pub mac: MacAddr,
+    /// Our IPv4 address.
     pub ip: Ipv4Addr,
+    /// The subnet's prefix length, bits.
     pub prefix_len: u8,
+    /// Next hop for destinations off the subnet.
     pub gateway: Option<Ipv4Addr>,
     /// Largest IP packet in bytes.
     pub mtu: usize,
+    /// Neighbours' MAC addresses and frames waiting for them (RFC 826).
     pub arp: ArpCache,
     /// The port completes TCP checksums ([`nic::Capabilities::tx_tcp_checksum`]).
     pub tcp_checksum_offload: bool,
@@ -56,6 +61,9 @@ impl Gso {
 }
 
 impl Link {
+    /// The interface `mac` with `ip`/`prefix_len`, an optional `gateway`, an
+    /// `mtu` (bytes of IP packet) and an ARP cache; no offloads until the
+    /// engine sets them from the port's capabilities.
     pub fn new(
         mac: MacAddr,
         ip: Ipv4Addr,

@@ -278,7 +278,9 @@ pub fn veth_pair(a: &Netns, if_a: &str, b: &Netns, if_b: &str) -> Result<()> {
 /// with 10.{net}.1.1/24; `core` has `vc` with no kernel address (corestack
 /// takes 10.{net}.1.2 there). Both go when it is dropped.
 pub struct Pair {
+    /// The namespace of the Linux peer (`vl`).
     pub linux: Netns,
+    /// The namespace corestack drives (`vc`).
     pub core: Netns,
     /// `10.{net}.1.1`.
     pub linux_ip: String,
