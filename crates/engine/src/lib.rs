@@ -15,6 +15,7 @@ mod commands;
 pub mod frag;
 mod input;
 pub mod link;
+pub mod publish;
 mod sockets;
 pub mod stats;
 pub mod syncookie;

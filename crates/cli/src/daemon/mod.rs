@@ -29,7 +29,7 @@ use appif::socket::{AcceptQueue, Command};
 use config::{Policy, Validated};
 use core::net::SocketAddrV4;
 use core::time::Duration;
-use corestack::Published;
+use engine::publish::Published;
 use engine::time::Instant;
 use nic::Port;
 use std::io::{self, Read};
