@@ -7,7 +7,6 @@
 #![forbid(unsafe_code)]
 
 mod cmd;
-mod daemon;
 mod net;
 
 use clap::{Parser, Subcommand};

@@ -1,10 +1,10 @@
-//! `corestack run`: the daemon (service mode). See `crate::daemon`.
+//! `corestack run`: the daemon (service mode). See the `service` crate.
 
-use crate::daemon::config::{Config, Congestion, Driver, Overrides, PolicyKind};
-use crate::daemon::{bind_control, Host};
 use anyhow::{anyhow, bail, Context, Result};
 use engine::time::Instant;
 use engine::EngineConfig;
+use service::config::{Config, Congestion, Driver, Overrides, PolicyKind};
+use service::{bind_control, Host};
 use std::path::{Path, PathBuf};
 
 /// Run the corestack daemon: own the interface, serve applications over shared memory.
@@ -144,7 +144,7 @@ impl Drop for SocketFile {
 fn serve<P: nic::Port>(
     port: P,
     ecfg: EngineConfig,
-    v: crate::daemon::config::Validated,
+    v: service::config::Validated,
     listener: std::os::unix::net::UnixListener,
     stop: &std::sync::atomic::AtomicBool,
 ) -> Result<()> {

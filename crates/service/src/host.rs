@@ -18,15 +18,13 @@
 //! others carry on. One that exits (even by SIGKILL) is noticed by the end
 //! of its control socket within 10 ms.
 
-mod apps;
-pub mod config;
-
+use crate::apps;
+use crate::config::{self, Policy, Validated};
 use anyhow::{bail, Context, Result};
 use appif::ctl::{self, Epoll, PeerCred};
 use appif::region::Region;
 use appif::seg::{self, CmdConsumer, CmdError, Desc, Layout, Segment, SegmentAccept};
 use appif::socket::{AcceptQueue, Command};
-use config::{Policy, Validated};
 use core::net::SocketAddrV4;
 use core::time::Duration;
 use engine::publish::Published;

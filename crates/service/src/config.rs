@@ -151,20 +151,22 @@ pub struct Ports {
 }
 
 /// The port driver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Driver {
     /// An AF_XDP socket on the interface's queue 0.
     #[serde(rename = "af_xdp")]
-    #[value(name = "af_xdp")]
+    #[cfg_attr(feature = "clap", value(name = "af_xdp"))]
     AfXdp,
     /// A Linux TAP device.
     #[serde(rename = "tap")]
-    #[value(name = "tap")]
+    #[cfg_attr(feature = "clap", value(name = "tap"))]
     Tap,
 }
 
 /// TCP congestion control.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Congestion {
     /// NewReno (RFC 5681, RFC 6582).
@@ -176,7 +178,8 @@ pub enum Congestion {
 }
 
 /// How the engine waits for work, as written (`polling.policy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum PolicyKind {
     /// Spin without pause.
