@@ -24,16 +24,19 @@
 //!
 //! Every key is optional (an empty file is the defaults) and unknown keys are
 //! errors, so a typo never goes unnoticed. Order of precedence: command line
-//! ([`Overrides`]), then the file, then the defaults. Every error is one line
-//! that says what to fix.
+//! ([`Overrides`]), then the file, then the defaults. Every error is a
+//! [`ConfigError`] whose message is one line that says what to fix.
 
 use std::fmt;
+use std::io;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use engine::tcp::CcKind;
+use engine::EngineConfig;
 use serde::Deserialize;
+use thiserror::Error;
 
 /// The smallest `ring_bytes`, in bytes (4 KiB).
 pub const RING_BYTES_MIN: u32 = 4 << 10;
@@ -49,9 +52,209 @@ pub const IDLE_US_MAX: u64 = 1_000_000;
 pub const CORES_SUPPORTED: u32 = 1;
 
 /// The longest interface name Linux accepts, in bytes (`IFNAMSIZ` - 1).
-const IFNAME_MAX: usize = 15;
+pub const IFNAME_MAX: usize = 15;
 /// The longest Unix socket path, in bytes (`sizeof(sun_path)` - 1).
-const SOCKET_PATH_MAX: usize = 107;
+pub const SOCKET_PATH_MAX: usize = 107;
+
+/// Why a configuration was refused: the file could not be read or parsed,
+/// or a value is out of bounds. Each message is one line that names the key
+/// and says what to write instead.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The configuration file could not be read.
+    #[error("reading config {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// TOML syntax, an unknown key, or a value of the wrong type.
+    #[error("{} {}: {message}", origin(file.as_deref()), place(*line, quoted.as_deref()))]
+    Syntax {
+        /// The file; None for text parsed on its own.
+        file: Option<PathBuf>,
+        /// The line (from 1), when the parser could tell.
+        line: Option<usize>,
+        /// That line, trimmed and shortened to 60 characters.
+        quoted: Option<String>,
+        /// The parser's message, on one line.
+        message: String,
+    },
+    /// No `iface`.
+    #[error("no interface: set iface = \"veth1\" (say) in the config file or pass --iface")]
+    NoIface,
+    /// `iface` is longer than [`IFNAME_MAX`].
+    #[error(
+        "iface = \"{name}\" is too long: Linux interface names have at most {IFNAME_MAX} bytes"
+    )]
+    IfaceTooLong {
+        /// The name given.
+        name: String,
+    },
+    /// `iface` holds characters Linux refuses in interface names.
+    #[error("iface = \"{name}\" is not an interface name (no '/', ':' or spaces); see `ip link`")]
+    BadIface {
+        /// The name given.
+        name: String,
+    },
+    /// No `ip`.
+    #[error("no address: set ip = \"10.0.0.2/24\" (say) in the config file or pass --ip")]
+    NoIp,
+    /// `ip` has no `/PREFIX`.
+    #[error("ip = \"{text}\" has no prefix length: write ADDR/PREFIX, e.g. \"{text}/24\"")]
+    NoPrefix {
+        /// The value given.
+        text: String,
+    },
+    /// `ip`'s address part is not an IPv4 address.
+    #[error(
+        "ip = \"{text}\": \"{addr}\" is not an IPv4 address; write ADDR/PREFIX, e.g. 10.0.0.2/24"
+    )]
+    BadAddress {
+        /// The value given.
+        text: String,
+        /// Its address part.
+        addr: String,
+    },
+    /// `ip`'s prefix part is not 0 to 32.
+    #[error("ip = \"{text}\": \"{prefix}\" is not a prefix length (0 to 32), e.g. 10.0.0.2/24")]
+    BadPrefix {
+        /// The value given.
+        text: String,
+        /// Its prefix part.
+        prefix: String,
+    },
+    /// `ip` is unspecified, broadcast, multicast or loopback.
+    #[error(
+        "ip = \"{text}\" is not usable as the stack's address (unspecified, broadcast, \
+         multicast or loopback): choose a unicast address such as 10.0.0.2/24"
+    )]
+    UnusableAddress {
+        /// The value given.
+        text: String,
+    },
+    /// `ip` is its subnet's network or broadcast address (prefixes up to /30;
+    /// /31 and /32 have neither, RFC 3021).
+    #[error(
+        "ip = \"{text}\" is the {} address of its subnet: choose a host address inside it",
+        if *network { "network" } else { "broadcast" }
+    )]
+    SubnetAddress {
+        /// The value given.
+        text: String,
+        /// True for the network address, false for the broadcast address.
+        network: bool,
+    },
+    /// `gateway` is not an IPv4 address.
+    #[error(
+        "gateway = \"{text}\" is not an IPv4 address (e.g. 10.0.0.1); remove it if there is none"
+    )]
+    BadGateway {
+        /// The value given.
+        text: String,
+    },
+    /// `gateway` is the stack's own address.
+    #[error("gateway = \"{text}\" is the stack's own address: give the router's address")]
+    GatewayIsOwnAddress {
+        /// The value given.
+        text: String,
+    },
+    /// `gateway` is outside the stack's subnet, so it cannot be reached.
+    #[error("gateway = \"{text}\" is not in the stack's subnet {net}/{prefix}: fix gateway or ip's prefix")]
+    GatewayOffSubnet {
+        /// The value given.
+        text: String,
+        /// The stack's subnet.
+        net: Ipv4Addr,
+        /// Its prefix length, bits.
+        prefix: u8,
+    },
+    /// `cores = 0`.
+    #[error("cores = 0: the engine needs at least one core; set cores = 1")]
+    NoCores,
+    /// More cores than [`CORES_SUPPORTED`].
+    #[error(
+        "cores = {cores}: only {CORES_SUPPORTED} engine core is supported for now; set cores = 1"
+    )]
+    TooManyCores {
+        /// The value given.
+        cores: u32,
+    },
+    /// An empty `socket` path.
+    #[error(
+        "socket is empty: set socket = \"{}\" or another path",
+        appif::ctl::DEFAULT_SOCKET
+    )]
+    EmptySocket,
+    /// A `socket` path longer than [`SOCKET_PATH_MAX`].
+    #[error(
+        "socket = \"{}\" is {len} bytes long: Unix socket paths have at most \
+         {SOCKET_PATH_MAX}; choose a shorter path",
+        path.display()
+    )]
+    SocketTooLong {
+        /// The path given.
+        path: PathBuf,
+        /// Its length, bytes.
+        len: usize,
+    },
+    /// `ring_bytes` is not a power of two in
+    /// [`RING_BYTES_MIN`]..=[`RING_BYTES_MAX`].
+    #[error(
+        "ring_bytes = {value}: must be a power of two from {RING_BYTES_MIN} (4 KiB) to \
+         {RING_BYTES_MAX} (16 MiB), e.g. 262144"
+    )]
+    RingBytes {
+        /// The value given, bytes.
+        value: u32,
+    },
+    /// `ring_max_bytes` is not a power of two in
+    /// [`RING_BYTES_MIN`]..=[`RING_BYTES_MAX`].
+    #[error(
+        "ring_max_bytes = {value}: must be a power of two from {RING_BYTES_MIN} (4 KiB) to \
+         {RING_BYTES_MAX} (16 MiB), e.g. 8388608"
+    )]
+    RingMaxBytes {
+        /// The value given, bytes.
+        value: u32,
+    },
+    /// `max_sockets_per_app` is not 1..=[`MAX_SOCKETS_PER_APP_LIMIT`].
+    #[error("max_sockets_per_app = {value}: must be 1 to {MAX_SOCKETS_PER_APP_LIMIT}")]
+    MaxSocketsPerApp {
+        /// The value given.
+        value: u32,
+    },
+    /// `max_apps` is not 1..=[`MAX_APPS_LIMIT`].
+    #[error("max_apps = {value}: must be 1 to {MAX_APPS_LIMIT}")]
+    MaxApps {
+        /// The value given.
+        value: u32,
+    },
+    /// `polling.idle_us` over [`IDLE_US_MAX`] with the adaptive policy.
+    #[error(
+        "polling.idle_us = {idle_us}: at most {IDLE_US_MAX} (1 s); for an engine that \
+         never sleeps set policy = \"busy\""
+    )]
+    IdleTooLong {
+        /// The value given, microseconds.
+        idle_us: u64,
+    },
+}
+
+/// Where a syntax error's text came from, for its message.
+fn origin(file: Option<&Path>) -> String {
+    file.map_or_else(|| "config".to_string(), |p| p.display().to_string())
+}
+
+/// Where in the text a syntax error is, for its message: ``line N (`text`)``.
+fn place(line: Option<usize>, quoted: Option<&str>) -> String {
+    match (line, quoted) {
+        (Some(n), Some(q)) => format!("line {n} (`{q}`)"),
+        (Some(n), None) => format!("line {n}"),
+        (None, _) => "error".to_string(),
+    }
+}
 
 /// `corestack run`'s configuration as written in the file (after
 /// [`Config::apply`], with the command line's values). Unchecked: call
@@ -124,7 +327,7 @@ impl Default for Config {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Polling {
-    /// How the engine waits (`--policy`); default adaptive.
+    /// How the engine waits (`--poll`); default adaptive.
     pub policy: PolicyKind,
     /// Adaptive policy: time without work before the engine sleeps, in
     /// microseconds (`--idle-us`); default 50, at most [`IDLE_US_MAX`].
@@ -238,7 +441,7 @@ pub struct Overrides {
     pub cores: Option<u32>,
     /// `--socket`.
     pub socket: Option<PathBuf>,
-    /// `--policy` (`polling.policy`).
+    /// `--poll` (`polling.policy`).
     pub policy: Option<PolicyKind>,
     /// `--idle-us` (`polling.idle_us`), in microseconds.
     pub idle_us: Option<u64>,
@@ -307,26 +510,57 @@ impl Validated {
             || self.privileged_uids.contains(&uid)
             || gids.iter().any(|g| self.privileged_gids.contains(g))
     }
+
+    /// The engine's settings for this configuration: the address, the ring
+    /// sizes, the congestion control (DCTCP turns ECN on, RFC 8257 §3), and
+    /// room for every application to fill its own segment without starving
+    /// the others (`max_apps` × `max_sockets_per_app` sockets, clamped to
+    /// 4096..=262144).
+    pub fn engine_config(&self) -> EngineConfig {
+        let mut ecfg = EngineConfig {
+            ip: self.ip,
+            prefix_len: self.prefix,
+            gateway: self.gateway,
+            ring_bytes: self.ring_bytes as usize,
+            ring_max_bytes: self.ring_max_bytes as usize,
+            buffer_growth_limit: usize::try_from(self.buffer_growth_limit).unwrap_or(usize::MAX),
+            max_sockets: (self.max_apps as usize * self.max_sockets_per_app as usize)
+                .clamp(4096, 1 << 18),
+            ..EngineConfig::default()
+        };
+        ecfg.tcp.cc = match self.congestion {
+            Congestion::Newreno => CcKind::NewReno,
+            Congestion::Cubic => CcKind::Cubic,
+            Congestion::Dctcp => {
+                ecfg.tcp.ecn = true;
+                CcKind::Dctcp
+            }
+        };
+        ecfg
+    }
 }
 
 impl Config {
     /// Parses a configuration from TOML text.
     ///
-    /// Errors: one line, ``config line N (`the line`): <what is wrong>``, for
-    /// a syntax error, an unknown key or a value of the wrong type.
-    #[cfg(test)]
-    pub fn from_toml_str(text: &str) -> Result<Config> {
-        parse(text).map_err(|(place, msg)| anyhow!("config {place}: {msg}"))
+    /// Errors: [`ConfigError::Syntax`], ``config line N (`the line`): <what
+    /// is wrong>``, for a syntax error, an unknown key or a value of the
+    /// wrong type.
+    pub fn from_toml_str(text: &str) -> Result<Config, ConfigError> {
+        parse(text, None)
     }
 
     /// Reads and parses the configuration file at `path`.
     ///
-    /// Errors: one line naming the file, `reading config <path>: <io error>`
-    /// or ``<path> line N (`the line`): <what is wrong>``.
-    pub fn load(path: &Path) -> Result<Config> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading config {}", path.display()))?;
-        parse(&text).map_err(|(place, msg)| anyhow!("{} {place}: {msg}", path.display()))
+    /// Errors: [`ConfigError::Read`] (`reading config <path>`, the I/O error
+    /// as its source) or [`ConfigError::Syntax`] naming the file, ``<path>
+    /// line N (`the line`): <what is wrong>``.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        parse(&text, Some(path))
     }
 
     /// Replaces every value that the command line gave.
@@ -359,9 +593,9 @@ impl Config {
 
     /// Checks every value and converts it for the daemon.
     ///
-    /// Errors: the first problem found, as one line that names the key and
-    /// says what to write instead.
-    pub fn validate(&self) -> Result<Validated> {
+    /// Errors: the first problem found; its message is one line that names
+    /// the key and says what to write instead.
+    pub fn validate(&self) -> Result<Validated, ConfigError> {
         let iface = validate_iface(self.iface.as_deref())?;
         let (ip, prefix) = validate_ip(self.ip.as_deref())?;
         let gateway = match self.gateway.as_deref() {
@@ -369,68 +603,53 @@ impl Config {
             Some(g) => Some(validate_gateway(g, ip, prefix)?),
         };
         if self.cores == 0 {
-            bail!("cores = 0: the engine needs at least one core; set cores = 1");
+            return Err(ConfigError::NoCores);
         }
         if self.cores > CORES_SUPPORTED {
-            bail!(
-                "cores = {}: only {CORES_SUPPORTED} engine core is supported for now; set cores = 1",
-                self.cores
-            );
+            return Err(ConfigError::TooManyCores { cores: self.cores });
         }
         let socket_len = self.socket.as_os_str().len();
         if socket_len == 0 {
-            bail!(
-                "socket is empty: set socket = \"{}\" or another path",
-                appif::ctl::DEFAULT_SOCKET
-            );
+            return Err(ConfigError::EmptySocket);
         }
         if socket_len > SOCKET_PATH_MAX {
-            bail!(
-                "socket = \"{}\" is {socket_len} bytes long: Unix socket paths have at most \
-                 {SOCKET_PATH_MAX}; choose a shorter path",
-                self.socket.display()
-            );
+            return Err(ConfigError::SocketTooLong {
+                path: self.socket.clone(),
+                len: socket_len,
+            });
         }
         if !self.ring_bytes.is_power_of_two()
             || !(RING_BYTES_MIN..=RING_BYTES_MAX).contains(&self.ring_bytes)
         {
-            bail!(
-                "ring_bytes = {}: must be a power of two from {RING_BYTES_MIN} (4 KiB) to \
-                 {RING_BYTES_MAX} (16 MiB), e.g. 262144",
-                self.ring_bytes
-            );
+            return Err(ConfigError::RingBytes {
+                value: self.ring_bytes,
+            });
         }
         if !self.ring_max_bytes.is_power_of_two()
             || !(RING_BYTES_MIN..=RING_BYTES_MAX).contains(&self.ring_max_bytes)
         {
-            bail!(
-                "ring_max_bytes = {}: must be a power of two from {RING_BYTES_MIN} (4 KiB) to \
-                 {RING_BYTES_MAX} (16 MiB), e.g. 8388608",
-                self.ring_max_bytes
-            );
+            return Err(ConfigError::RingMaxBytes {
+                value: self.ring_max_bytes,
+            });
         }
         if !(1..=MAX_SOCKETS_PER_APP_LIMIT).contains(&self.max_sockets_per_app) {
-            bail!(
-                "max_sockets_per_app = {}: must be 1 to {MAX_SOCKETS_PER_APP_LIMIT}",
-                self.max_sockets_per_app
-            );
+            return Err(ConfigError::MaxSocketsPerApp {
+                value: self.max_sockets_per_app,
+            });
         }
         if !(1..=MAX_APPS_LIMIT).contains(&self.max_apps) {
-            bail!(
-                "max_apps = {}: must be 1 to {MAX_APPS_LIMIT}",
-                self.max_apps
-            );
+            return Err(ConfigError::MaxApps {
+                value: self.max_apps,
+            });
         }
         let policy = match self.polling.policy {
             PolicyKind::Busy => Policy::Busy,
             PolicyKind::Interrupt => Policy::Interrupt,
             PolicyKind::Adaptive => {
                 if self.polling.idle_us > IDLE_US_MAX {
-                    bail!(
-                        "polling.idle_us = {}: at most {IDLE_US_MAX} (1 s); for an engine that \
-                         never sleeps set policy = \"busy\"",
-                        self.polling.idle_us
-                    );
+                    return Err(ConfigError::IdleTooLong {
+                        idle_us: self.polling.idle_us,
+                    });
                 }
                 Policy::Adaptive {
                     idle: Duration::from_micros(self.polling.idle_us),
@@ -458,11 +677,11 @@ impl Config {
     }
 }
 
-/// Parses TOML into a `Config`; on error, where (`line N (`text`)`, when
-/// known) and the message, on one line.
-fn parse(text: &str) -> std::result::Result<Config, (String, String)> {
+/// Parses TOML (from `file`, if any) into a `Config`; on error, where
+/// (the line and its text, when known) and the message, on one line.
+fn parse(text: &str, file: Option<&Path>) -> Result<Config, ConfigError> {
     toml::from_str(text).map_err(|e: toml::de::Error| {
-        let place = match e.span() {
+        let (line, quoted) = match e.span() {
             Some(r) => {
                 let start = r.start.min(text.len());
                 let n = text.as_bytes()[..start]
@@ -474,13 +693,17 @@ fn parse(text: &str) -> std::result::Result<Config, (String, String)> {
                     .nth(n)
                     .map(str::trim)
                     .filter(|l| !l.is_empty())
-                    .map(|l| format!(" (`{}`)", shorten(l, 60)))
-                    .unwrap_or_default();
-                format!("line {}{quoted}", n + 1)
+                    .map(|l| shorten(l, 60));
+                (Some(n + 1), quoted)
             }
-            None => "error".to_string(),
+            None => (None, None),
         };
-        (place, e.message().trim().replace('\n', " "))
+        ConfigError::Syntax {
+            file: file.map(Path::to_path_buf),
+            line,
+            quoted,
+            message: e.message().trim().replace('\n', " "),
+        }
     })
 }
 
@@ -492,14 +715,12 @@ fn shorten(s: &str, max: usize) -> String {
     }
 }
 
-fn validate_iface(iface: Option<&str>) -> Result<String> {
+fn validate_iface(iface: Option<&str>) -> Result<String, ConfigError> {
     let Some(name) = iface.filter(|s| !s.is_empty()) else {
-        bail!("no interface: set iface = \"veth1\" (say) in the config file or pass --iface");
+        return Err(ConfigError::NoIface);
     };
     if name.len() > IFNAME_MAX {
-        bail!(
-            "iface = \"{name}\" is too long: Linux interface names have at most {IFNAME_MAX} bytes"
-        );
+        return Err(ConfigError::IfaceTooLong { name: name.into() });
     }
     if name == "."
         || name == ".."
@@ -507,56 +728,60 @@ fn validate_iface(iface: Option<&str>) -> Result<String> {
             .chars()
             .any(|c| c == '/' || c == ':' || c.is_whitespace())
     {
-        bail!("iface = \"{name}\" is not an interface name (no '/', ':' or spaces); see `ip link`");
+        return Err(ConfigError::BadIface { name: name.into() });
     }
     Ok(name.to_string())
 }
 
-fn validate_ip(ip: Option<&str>) -> Result<(Ipv4Addr, u8)> {
+fn validate_ip(ip: Option<&str>) -> Result<(Ipv4Addr, u8), ConfigError> {
     let Some(text) = ip.filter(|s| !s.is_empty()) else {
-        bail!("no address: set ip = \"10.0.0.2/24\" (say) in the config file or pass --ip");
+        return Err(ConfigError::NoIp);
     };
     let Some((a, p)) = text.split_once('/') else {
-        bail!("ip = \"{text}\" has no prefix length: write ADDR/PREFIX, e.g. \"{text}/24\"");
+        return Err(ConfigError::NoPrefix { text: text.into() });
     };
     let Ok(addr) = a.parse::<Ipv4Addr>() else {
-        bail!(
-            "ip = \"{text}\": \"{a}\" is not an IPv4 address; write ADDR/PREFIX, e.g. 10.0.0.2/24"
-        );
+        return Err(ConfigError::BadAddress {
+            text: text.into(),
+            addr: a.into(),
+        });
     };
     let prefix = match p.parse::<u8>() {
         Ok(n) if n <= 32 => n,
-        _ => bail!("ip = \"{text}\": \"{p}\" is not a prefix length (0 to 32), e.g. 10.0.0.2/24"),
+        _ => {
+            return Err(ConfigError::BadPrefix {
+                text: text.into(),
+                prefix: p.into(),
+            })
+        }
     };
     if addr.is_unspecified() || addr.is_broadcast() || addr.is_multicast() || addr.is_loopback() {
-        bail!(
-            "ip = \"{text}\" is not usable as the stack's address (unspecified, broadcast, \
-             multicast or loopback): choose a unicast address such as 10.0.0.2/24"
-        );
+        return Err(ConfigError::UnusableAddress { text: text.into() });
     }
     let host = u32::from(addr) & !mask(prefix);
     if prefix <= 30 && (host == 0 || host == !mask(prefix)) {
-        bail!(
-            "ip = \"{text}\" is the {} address of its subnet: choose a host address inside it",
-            if host == 0 { "network" } else { "broadcast" }
-        );
+        return Err(ConfigError::SubnetAddress {
+            text: text.into(),
+            network: host == 0,
+        });
     }
     Ok((addr, prefix))
 }
 
-fn validate_gateway(text: &str, ip: Ipv4Addr, prefix: u8) -> Result<Ipv4Addr> {
+fn validate_gateway(text: &str, ip: Ipv4Addr, prefix: u8) -> Result<Ipv4Addr, ConfigError> {
     let Ok(gw) = text.parse::<Ipv4Addr>() else {
-        bail!("gateway = \"{text}\" is not an IPv4 address (e.g. 10.0.0.1); remove it if there is none");
+        return Err(ConfigError::BadGateway { text: text.into() });
     };
     if gw == ip {
-        bail!("gateway = \"{text}\" is the stack's own address: give the router's address");
+        return Err(ConfigError::GatewayIsOwnAddress { text: text.into() });
     }
     let m = mask(prefix);
     if u32::from(gw) & m != u32::from(ip) & m {
-        let net = Ipv4Addr::from(u32::from(ip) & m);
-        bail!(
-            "gateway = \"{text}\" is not in the stack's subnet {net}/{prefix}: fix gateway or ip's prefix"
-        );
+        return Err(ConfigError::GatewayOffSubnet {
+            text: text.into(),
+            net: Ipv4Addr::from(u32::from(ip) & m),
+            prefix,
+        });
     }
     Ok(gw)
 }

@@ -1,7 +1,8 @@
-//! `corestack run`: the daemon. It owns the NIC and runs the engine on this
-//! thread; applications connect to its Unix control socket, get a segment
-//! (memfd) and the engine's doorbell (eventfd), and from then on talk to it
-//! only through the segment (see `appif::seg`).
+//! The host: the daemon's loop around the engine. It owns the NIC (through
+//! the engine) and runs the engine on this thread; applications connect to
+//! its control socket, get a segment (memfd) and the engine's doorbell
+//! (eventfd), and from then on talk to it only through the segment (see
+//! `appif::seg`).
 //!
 //! ```text
 //!   loop: for each application: take ≤ 64 descriptors from its command ring,
@@ -13,36 +14,36 @@
 //!         queue fd, the doorbells and the control sockets (≤ 1 ms)
 //! ```
 //! An application that breaks the protocol (a bad descriptor or slot, an
-//! impossible ring index, bytes on the control socket) loses its
-//! association: its connections are reset and its memory is released; the
-//! others carry on. One that exits (even by SIGKILL) is noticed by the end
-//! of its control socket within 10 ms.
+//! impossible ring index, bytes on the control socket: a
+//! [`ProtocolViolation`]) loses its association: its connections are reset
+//! and its memory is released; the others carry on. One that exits (even by
+//! SIGKILL) is noticed by the end of its control socket within 10 ms.
+//!
+//! Single-threaded: [`Host::run`] is the loop; nothing else touches the
+//! engine or the association table.
 
-use crate::apps;
-use crate::config::{self, Policy, Validated};
-use anyhow::{bail, Context, Result};
-use appif::ctl::{self, Epoll, PeerCred};
-use appif::region::Region;
-use appif::seg::{self, CmdConsumer, CmdError, Desc, Layout, Segment, SegmentAccept};
-use appif::socket::{AcceptQueue, Command};
-use core::net::SocketAddrV4;
+use crate::apps::{self, AppsPublisher};
+use crate::assoc::{self, App, Ending, JoinError};
+use crate::config::{Policy, Validated};
+use crate::control::ControlSocket;
+use crate::translate::{translate, ProtocolViolation};
+use appif::ctl::{self, Epoll};
+use appif::notify::Notify;
+use appif::seg::{Desc, SegmentAccept};
 use core::time::Duration;
 use engine::publish::Published;
 use engine::time::Instant;
+use engine::Engine;
 use nic::Port;
+use std::fmt;
 use std::io::{self, Read};
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use thiserror::Error;
 use tracing::{info, warn};
 
-const ECONNRESET: i32 = 104;
-const EACCES: i32 = 13;
-const EMFILE: i32 = 24;
-const EINVAL: i32 = 22;
 /// Descriptors taken from one application per iteration.
 const CMD_BURST: usize = 64;
 /// Control work (new and departed applications) runs this often.
@@ -53,52 +54,37 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
 const MAX_NAP: Duration = Duration::from_millis(1);
 /// Control connections waiting for their hello, at most.
 const MAX_WAITING: usize = 64;
-/// Command descriptors per application.
-const CMD_SLOTS: u32 = 256;
 
-/// Per-application counters.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct AppStats {
-    /// Descriptors taken.
-    pub commands: u64,
-    /// Connect, listen and bind descriptors.
-    pub opens: u64,
-    /// Close descriptors.
-    pub closes: u64,
-    /// Opens refused for permission (EACCES).
-    pub refused: u64,
+const TOKEN_NIC: u64 = 0;
+const TOKEN_LISTENER: u64 = 1;
+const TOKEN_APP: u64 = 2;
+
+/// The host could not be set up around its engine (before any application
+/// joined): an epoll or socket call failed.
+#[derive(Debug, Error)]
+#[error("{what}")]
+pub struct SetupError {
+    /// What was being done.
+    what: &'static str,
+    /// Why it failed.
+    source: io::Error,
 }
 
-/// One application's association.
-struct App {
-    assoc: u32,
-    name: String,
-    cred: PeerCred,
-    gids: Vec<u32>,
-    seg: Segment,
-    cmds: CmdConsumer,
-    ctl: UnixStream,
-    doorbell: OwnedFd,
-    stats: AppStats,
+impl SetupError {
+    fn new(what: &'static str) -> impl FnOnce(io::Error) -> SetupError {
+        move |source| SetupError { what, source }
+    }
 }
 
-/// Why an association ends.
-enum Ending {
-    /// The application closed its control socket (exit, crash, SIGKILL).
-    Departed,
-    /// It broke the protocol.
-    Violation(String),
-    /// The daemon is stopping.
-    Stopping,
-}
-
-/// The daemon's state around the engine.
+/// The daemon's state around the engine: the control socket, the
+/// associations, and the epoll set the loop sleeps on.
 pub struct Host<P: Port> {
     engine: Published<P>,
     cfg: Validated,
-    listener: UnixListener,
-    socket_path: PathBuf,
+    control: ControlSocket,
+    /// Control connections that have not said hello yet, since when.
     waiting: Vec<(UnixStream, Instant)>,
+    /// The association table.
     apps: Vec<App>,
     next_assoc: u32,
     epoll: Epoll,
@@ -108,32 +94,46 @@ pub struct Host<P: Port> {
     violations: Vec<u32>,
     events: Vec<u64>,
     /// The application table for `corestack stat` (None without /dev/shm).
-    app_table: Option<apps::AppsPublisher>,
+    app_table: Option<AppsPublisher>,
 }
 
-const TOKEN_NIC: u64 = 0;
-const TOKEN_LISTENER: u64 = 1;
-const TOKEN_APP: u64 = 2;
-
 impl<P: Port> Host<P> {
-    /// The daemon on an engine already bound to its port, serving the
-    /// control socket `listener` (from [`bind_control`] on `cfg.socket`).
-    pub fn new(engine: engine::Engine<P>, cfg: Validated, listener: UnixListener) -> Result<Self> {
-        let socket_path = cfg.socket.clone();
-        listener.set_nonblocking(true)?;
-        let epoll = Epoll::new().context("creating the epoll set")?;
+    /// The daemon on `port`, with an engine configured from `cfg` (see
+    /// [`Validated::engine_config`]), serving `control` (from
+    /// [`ControlSocket::bind`] on `cfg.socket`).
+    ///
+    /// Errors: creating the epoll set or adding the port's queue fd or the
+    /// control socket to it failed.
+    pub fn new(port: P, cfg: Validated, control: ControlSocket) -> Result<Self, SetupError> {
+        // The daemon takes commands from application segments, not from this channel.
+        let (_unused, rx) = appif::spsc::channel(1);
+        let engine = Engine::new(
+            port,
+            cfg.engine_config(),
+            rx,
+            Arc::new(Notify::default()),
+            Instant::now(),
+        );
+        let listener = control.listener();
+        listener
+            .set_nonblocking(true)
+            .map_err(SetupError::new("making the control socket nonblocking"))?;
+        let epoll = Epoll::new().map_err(SetupError::new("creating the epoll set"))?;
         if let Some(fd) = engine.rx_fd() {
             // The fd stays open as long as the engine, which the host owns.
-            epoll.add_raw(fd, TOKEN_NIC)?;
+            epoll
+                .add_raw(fd, TOKEN_NIC)
+                .map_err(SetupError::new("watching the NIC queue"))?;
         }
-        epoll.add(listener.as_fd(), TOKEN_LISTENER)?;
+        epoll
+            .add(listener.as_fd(), TOKEN_LISTENER)
+            .map_err(SetupError::new("watching the control socket"))?;
         let mtu = engine.mtu() as u32;
         let now = Instant::now();
         Ok(Host {
             engine: Published::new(engine),
             cfg,
-            listener,
-            socket_path,
+            control,
             waiting: Vec::new(),
             apps: Vec::new(),
             next_assoc: 1,
@@ -143,15 +143,16 @@ impl<P: Port> Host<P> {
             last_work: now,
             violations: Vec::new(),
             events: Vec::with_capacity(64),
-            app_table: apps::AppsPublisher::new(),
+            app_table: AppsPublisher::new(),
         })
     }
 
     /// Runs until `stop` is set (SIGTERM, SIGINT), then resets every
-    /// connection, tells every application, and removes the control socket.
-    pub fn run(&mut self, stop: &AtomicBool) -> Result<()> {
+    /// connection, tells every application (ECONNRESET), and removes the
+    /// control socket.
+    pub fn run(&mut self, stop: &AtomicBool) {
         info!(
-            socket = %self.socket_path.display(),
+            socket = %self.control.path().display(),
             policy = ?self.cfg.policy,
             "corestack daemon ready"
         );
@@ -177,29 +178,21 @@ impl<P: Port> Host<P> {
             }
         }
         self.stop();
-        Ok(())
     }
 
     /// Takes up to a burst of descriptors from application `i` and applies
-    /// them. Errors: a protocol violation, described.
-    fn pump(&mut self, i: usize, now: Instant) -> Result<usize, String> {
+    /// them; returns how many. Errors: the application broke the protocol.
+    fn pump(&mut self, i: usize, now: Instant) -> Result<usize, ProtocolViolation> {
         let mut n = 0;
         while n < CMD_BURST {
             let app = &mut self.apps[i];
             let d = match app.cmds.pop() {
                 None => break,
-                Some(Ok(d)) => d,
-                Some(Err(CmdError::BadIndex { head, tail })) => {
-                    return Err(format!("command ring head {head} impossible (tail {tail})"))
-                }
-                Some(Err(CmdError::BadDesc(e))) => return Err(format!("bad descriptor: {e:?}")),
+                Some(d) => d?,
             };
             n += 1;
             app.stats.commands += 1;
-            if d.slot() >= app.seg.layout().nslots {
-                return Err(format!("descriptor names slot {} out of range", d.slot()));
-            }
-            if let Some(cmd) = self.translate(i, d)? {
+            if let Some(cmd) = translate(&app.seg, app.assoc, d, app.privileged, &mut app.stats)? {
                 self.engine.engine.submit(cmd, now);
             }
             if let Desc::Close { slot } = d {
@@ -208,78 +201,6 @@ impl<P: Port> Host<P> {
             }
         }
         Ok(n)
-    }
-
-    /// The engine command for descriptor `d` of application `i`; None when
-    /// the daemon answered it itself (a refused privileged port).
-    fn translate(&mut self, i: usize, d: Desc) -> Result<Option<Command>, String> {
-        let app = &mut self.apps[i];
-        let seg = &app.seg;
-        let id = seg::service_id(app.assoc, d.slot());
-        let range = || format!("slot {} out of range", d.slot());
-        let port = match d {
-            Desc::Connect { local_port, .. } => Some(local_port),
-            Desc::Listen { local, .. } | Desc::UdpBind { local, .. } => Some(local.port()),
-            _ => None,
-        };
-        if let Some(p) = port {
-            app.stats.opens += 1;
-            if p != 0 && p < 1024 && !self.cfg.may_bind_privileged(app.cred.uid, &app.gids) {
-                app.stats.refused += 1;
-                if let Some(sh) = seg.shared(d.slot(), true) {
-                    sh.set_closed(EACCES);
-                }
-                return Ok(None);
-            }
-        }
-        let slot = d.slot();
-        Ok(Some(match d {
-            Desc::Connect {
-                remote,
-                local_port,
-                nodelay,
-                ..
-            } => Command::Connect {
-                id,
-                shared: seg.shared(slot, true).ok_or_else(range)?,
-                local_port,
-                remote,
-                tx: seg.tx_reader(slot).ok_or_else(range)?,
-                rx: seg.rx_writer(slot).ok_or_else(range)?,
-                nodelay,
-            },
-            Desc::Listen { local, backlog, .. } => Command::Listen {
-                id,
-                shared: seg.shared(slot, true).ok_or_else(range)?,
-                local,
-                accept: AcceptQueue::Segment(
-                    SegmentAccept::new(seg.clone(), app.assoc, slot, backlog as usize)
-                        .ok_or_else(range)?,
-                ),
-            },
-            Desc::UdpBind { local, .. } => Command::UdpBind {
-                id,
-                shared: seg.shared(slot, true).ok_or_else(range)?,
-                local: SocketAddrV4::new(*local.ip(), local.port()),
-                tx: seg.tx_reader(slot).ok_or_else(range)?,
-                rx: seg.rx_writer(slot).ok_or_else(range)?,
-            },
-            Desc::Send { .. } => Command::Send { id },
-            Desc::Recvd { .. } => Command::Recvd { id },
-            Desc::Shutdown { .. } => Command::Shutdown { id },
-            Desc::Close { .. } => {
-                app.stats.closes += 1;
-                Command::Close { id }
-            }
-            Desc::SetNodelay { on, .. } => Command::SetNodelay { id, on },
-            Desc::SetKeepalive { on, .. } => Command::SetKeepalive { id, on },
-            Desc::SetCongestion { algorithm, .. } => Command::SetCongestion { id, algorithm },
-            Desc::SetBuffers { rcv, snd, .. } => Command::SetBuffers {
-                id,
-                rcv: rcv as usize,
-                snd: snd as usize,
-            },
-        }))
     }
 
     /// New applications, hellos, departures, ring violations.
@@ -297,7 +218,7 @@ impl<P: Port> Host<P> {
             }));
         }
         loop {
-            match self.listener.accept() {
+            match self.control.listener().accept() {
                 Ok((s, _)) => {
                     // Bounded: connections that never say hello cannot pile up.
                     if self.waiting.len() < MAX_WAITING && s.set_nonblocking(true).is_ok() {
@@ -324,7 +245,7 @@ impl<P: Port> Host<P> {
                 Ok(n) if n > 0 => {
                     let (s, _) = self.waiting.swap_remove(k);
                     if let Err(e) = self.welcome(s, &buf[..n]) {
-                        warn!("refused an application: {e:#}");
+                        warn!("refused an application: {}", Chain(&e));
                     }
                 }
                 _ => {
@@ -338,7 +259,7 @@ impl<P: Port> Host<P> {
                 Ok(0) => self.end(i, Ending::Departed, now),
                 Ok(_) => self.end(
                     i,
-                    Ending::Violation("wrote on the control socket after its hello".into()),
+                    Ending::Violation(ProtocolViolation::ControlSocketWrite),
                     now,
                 ),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -348,89 +269,37 @@ impl<P: Port> Host<P> {
         self.engine.engine.take_violations(&mut self.violations);
         while let Some(assoc) = self.violations.pop() {
             if let Some(i) = self.apps.iter().position(|a| a.assoc == assoc) {
-                self.end(
-                    i,
-                    Ending::Violation("impossible index in a socket ring".into()),
-                    now,
-                );
+                self.end(i, Ending::Violation(ProtocolViolation::RingIndex), now);
             }
         }
     }
 
-    /// Answers a hello: a segment and the doorbell, or a refusal.
-    fn welcome(&mut self, s: UnixStream, hello: &[u8]) -> Result<()> {
-        let refuse = |s: &UnixStream, errno: i32| {
-            let _ = ctl::send_msg(s, &ctl::Welcome::refused(errno).encode(), &[]);
-        };
-        let hello = match ctl::Hello::decode(hello) {
-            Ok(h) => h,
-            Err(e) => {
-                refuse(&s, EINVAL);
-                bail!("bad hello: {e}");
-            }
-        };
-        let cred = ctl::peer_cred(&s)?;
-        if self.apps.len() >= self.cfg.max_apps as usize {
-            refuse(&s, EMFILE);
-            bail!("{} (pid {}): too many applications", hello.name, cred.pid);
-        }
-        let nslots = match hello.nslots {
-            0 => self.cfg.max_sockets_per_app,
-            n => n.min(self.cfg.max_sockets_per_app),
-        };
-        let ring_bytes = match hello.ring_bytes {
-            0 => self.cfg.ring_bytes,
-            n => n
-                .clamp(config::RING_BYTES_MIN, config::RING_BYTES_MAX)
-                .next_power_of_two(),
-        };
-        let layout = Layout {
-            nslots,
-            ring_bytes,
-            ring_max_bytes: self.cfg.ring_max_bytes.max(ring_bytes),
-            cmd_slots: CMD_SLOTS,
-        };
-        let assoc = self.next_assoc;
-        let len = layout.total_len();
-        let memfd = ctl::memfd(&format!("corestack-app-{assoc}"), len as u64)?;
-        let region = Arc::new(Region::map_fd(memfd.as_fd(), len)?);
-        let seg = Segment::init(region, layout, assoc).map_err(|e| anyhow::anyhow!(e))?;
-        seg.set_mtu(self.mtu);
-        let doorbell = ctl::eventfd()?;
-        let w = ctl::Welcome {
-            status: 0,
-            assoc,
-            nslots,
-            ring_bytes,
-            cmd_slots: CMD_SLOTS,
-            seg_len: len as u64,
-        };
-        ctl::send_msg(&s, &w.encode(), &[memfd.as_fd(), doorbell.as_fd()])?;
-        self.epoll.add(doorbell.as_fd(), TOKEN_APP)?;
-        self.epoll.add(s.as_fd(), TOKEN_APP)?;
+    /// Answers a hello: a new association, or a refusal.
+    fn welcome(&mut self, s: UnixStream, hello: &[u8]) -> Result<(), JoinError> {
+        let app = assoc::join(
+            s,
+            hello,
+            &self.cfg,
+            self.apps.len(),
+            self.next_assoc,
+            self.mtu,
+        )?;
+        self.epoll
+            .add(app.doorbell.as_fd(), TOKEN_APP)
+            .and_then(|()| self.epoll.add(app.ctl.as_fd(), TOKEN_APP))
+            .map_err(JoinError::Watch)?;
         self.next_assoc += 1;
-        let mut gids = ctl::supplementary_gids(cred.pid);
-        gids.push(cred.gid);
+        let layout = app.seg.layout();
         info!(
-            assoc,
-            app = %hello.name,
-            pid = cred.pid,
-            uid = cred.uid,
-            nslots,
-            ring_bytes,
+            assoc = app.assoc,
+            app = %app.name,
+            pid = app.cred.pid,
+            uid = app.cred.uid,
+            nslots = layout.nslots,
+            ring_bytes = layout.ring_bytes,
             "application joined"
         );
-        self.apps.push(App {
-            assoc,
-            name: hello.name,
-            cred,
-            gids,
-            cmds: CmdConsumer::new(seg.clone()),
-            seg,
-            ctl: s,
-            doorbell,
-            stats: AppStats::default(),
-        });
+        self.apps.push(app);
         Ok(())
     }
 
@@ -438,7 +307,7 @@ impl<P: Port> Host<P> {
     /// its segment closed, wakes it, and lets go of its memory.
     fn end(&mut self, i: usize, why: Ending, now: Instant) {
         let app = self.apps.swap_remove(i);
-        let errno = ECONNRESET;
+        let errno = libc::ECONNRESET;
         app.seg.closed().store(errno as u32, Ordering::Release);
         let dropped = self.engine.engine.drop_owner(app.assoc, errno, now);
         app.seg.app_wake().notify();
@@ -497,32 +366,22 @@ impl<P: Port> Host<P> {
         }
         self.engine.engine.shutdown(now);
         self.engine.publish(now, true);
-        let _ = std::fs::remove_file(&self.socket_path);
+        let _ = std::fs::remove_file(self.control.path());
         info!("corestack daemon stopped");
     }
 }
 
-/// Creates the control socket at `path` (and its directory), world
-/// connectable: permissions are enforced per port, not per connection.
-/// Errors: another daemon answers on `path` ("already listens"), or the
-/// directory or socket cannot be created (with what to do).
-pub fn bind_control(path: &Path) -> Result<UnixListener> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("creating {} (run as root?)", dir.display()))?;
-    }
-    if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            bail!(
-                "a corestack daemon already listens on {} (stop it, or give this one another --socket)",
-                path.display()
-            );
+/// An error and its sources on one line, `a: b: c`, for the log.
+struct Chain<'a>(&'a dyn std::error::Error);
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(e) = source {
+            write!(f, ": {e}")?;
+            source = e.source();
         }
-        std::fs::remove_file(path)
-            .with_context(|| format!("removing the stale socket {}", path.display()))?;
+        Ok(())
     }
-    let l = UnixListener::bind(path)
-        .with_context(|| format!("binding the control socket {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
-    Ok(l)
 }

@@ -2,6 +2,17 @@
 
 use super::*;
 
+/// The error and its sources on one line, as `corestack run` prints it.
+fn one_line(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        s = format!("{s}: {cause}");
+        source = cause.source();
+    }
+    s
+}
+
 const EXAMPLE: &str = r#"
 iface = "veth1"            # required unless given on the command line
 ip = "10.0.0.2/24"         # ADDR/PREFIX, required likewise
@@ -36,7 +47,7 @@ fn error_of(f: impl FnOnce(&mut Config)) -> String {
     let mut c = base();
     f(&mut c);
     let e = c.validate().expect_err("should be refused");
-    let s = format!("{e:#}");
+    let s = one_line(&e);
     assert!(!s.contains('\n'), "not one line: {s}");
     s
 }
@@ -183,20 +194,20 @@ fn overrides_fill_a_file_without_iface_and_ip() {
 #[test]
 fn unknown_keys_are_errors_with_their_line() {
     let e = Config::from_toml_str("iface = \"veth1\"\nifcae = \"x\"\n").unwrap_err();
-    let s = format!("{e:#}");
+    let s = one_line(&e);
     assert!(s.starts_with("config line 2 (`ifcae = \"x\"`): "), "{s}");
     assert!(s.contains("ifcae"), "{s}");
     assert!(!s.contains('\n'), "{s}");
 
     let e = Config::from_toml_str("[polling]\npolicy = \"busy\"\nidle = 5\n").unwrap_err();
-    let s = format!("{e:#}");
+    let s = one_line(&e);
     assert!(s.starts_with("config line 3 (`idle = 5`): "), "{s}");
 
     let e = Config::from_toml_str("[ports]\nprivileged_users = [1]\n").unwrap_err();
-    assert!(format!("{e:#}").contains("privileged_users"));
+    assert!(one_line(&e).contains("privileged_users"));
 
     let e = Config::from_toml_str("[tuning]\nx = 1\n").unwrap_err();
-    assert!(format!("{e:#}").contains("tuning"));
+    assert!(one_line(&e).contains("tuning"));
 }
 
 #[test]
@@ -210,7 +221,7 @@ fn wrong_types_and_values_are_errors_with_their_line() {
         ("[ports]\nprivileged_uids = 1000\n", 2, "sequence"),
         ("iface = veth1\n", 1, ""),
     ] {
-        let s = format!("{:#}", Config::from_toml_str(text).unwrap_err());
+        let s = one_line(&Config::from_toml_str(text).unwrap_err());
         assert!(
             s.starts_with(&format!("config line {line} (`")),
             "{text:?}: {s}"
@@ -233,14 +244,14 @@ fn load_names_the_file_and_line() {
 
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "iface = \"veth1\"\n\ncores = 1\ncores = 2\n").unwrap();
-    let s = format!("{:#}", Config::load(&bad).unwrap_err());
+    let s = one_line(&Config::load(&bad).unwrap_err());
     assert!(
         s.starts_with(&format!("{} line 4 (`cores = 2`): ", bad.display())),
         "{s}"
     );
 
     let missing = dir.join("missing.toml");
-    let s = format!("{:#}", Config::load(&missing).unwrap_err());
+    let s = one_line(&Config::load(&missing).unwrap_err());
     assert!(
         s.starts_with(&format!("reading config {}: ", missing.display())),
         "{s}"
@@ -427,9 +438,9 @@ fn privileged_ports_root_listed_uid_or_listed_group() {
 fn long_lines_are_shortened_in_errors() {
     let text = format!("iface = \"{}\"\nbogus = 1\n", "x".repeat(10));
     let long = format!("bogus = \"{}\"\n", "é".repeat(100));
-    let s = format!("{:#}", Config::from_toml_str(&long).unwrap_err());
+    let s = one_line(&Config::from_toml_str(&long).unwrap_err());
     assert!(s.contains(&format!("{}...`", "é".repeat(49))), "{s}");
-    let s = format!("{:#}", Config::from_toml_str(&text).unwrap_err());
+    let s = one_line(&Config::from_toml_str(&text).unwrap_err());
     assert!(s.starts_with("config line 2 (`bogus = 1`)"), "{s}");
 }
 
