@@ -192,3 +192,60 @@ pub(crate) fn join(
         stats: AppStats::default(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn cfg() -> Validated {
+        Config {
+            iface: Some("mem0".into()),
+            ip: Some("10.0.0.2/24".into()),
+            max_sockets_per_app: 8,
+            ..Config::default()
+        }
+        .validate()
+        .expect("a valid configuration")
+    }
+
+    fn hello(nslots: u32, ring_bytes: u32) -> ctl::Hello {
+        ctl::Hello {
+            nslots,
+            ring_bytes,
+            name: "app".into(),
+        }
+    }
+
+    #[test]
+    fn hello_asking_nothing_gets_the_configured_defaults() {
+        let c = cfg();
+        let l = layout_for(&hello(0, 0), &c);
+        assert_eq!(
+            (l.nslots, l.ring_bytes, l.ring_max_bytes, l.cmd_slots),
+            (8, c.ring_bytes, c.ring_max_bytes, CMD_SLOTS)
+        );
+        assert!(l.validate().is_ok());
+    }
+
+    #[test]
+    fn hello_asking_too_much_or_odd_sizes_is_clamped_and_rounded() {
+        let c = cfg();
+        let l = layout_for(&hello(100, 5000), &c);
+        assert_eq!(
+            (l.nslots, l.ring_bytes),
+            (8, 8192),
+            "slots capped, ring rounded up"
+        );
+        let l = layout_for(&hello(3, 1), &c);
+        assert_eq!((l.nslots, l.ring_bytes), (3, config::RING_BYTES_MIN));
+        let l = layout_for(&hello(3, u32::MAX), &c);
+        assert_eq!(l.ring_bytes, config::RING_BYTES_MAX);
+        assert_eq!(
+            l.ring_max_bytes,
+            config::RING_BYTES_MAX,
+            "room to grow, at least the start"
+        );
+        assert!(l.validate().is_ok());
+    }
+}

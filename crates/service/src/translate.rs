@@ -146,3 +146,202 @@ pub fn translate(
         },
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use appif::region::Region;
+    use appif::seg::{service_owner, Layout};
+    use std::sync::Arc;
+
+    const ASSOC: u32 = 7;
+
+    /// A fresh 4-slot segment, as the daemon lays one out.
+    fn segment() -> Segment {
+        let layout = Layout {
+            nslots: 4,
+            ring_bytes: 4096,
+            ring_max_bytes: 4096,
+            cmd_slots: 16,
+        };
+        let region = Arc::new(Region::anon(layout.total_len()).expect("anonymous memory"));
+        Segment::init(region, layout, ASSOC).expect("a valid layout")
+    }
+
+    fn listen(slot: u32, port: u16) -> Desc {
+        Desc::Listen {
+            slot,
+            local: SocketAddrV4::new([0, 0, 0, 0].into(), port),
+            backlog: 8,
+        }
+    }
+
+    /// The socket id of a command that opens one, else of any other.
+    fn id_of(c: &Command) -> u64 {
+        match *c {
+            Command::Connect { id, .. }
+            | Command::Listen { id, .. }
+            | Command::UdpBind { id, .. }
+            | Command::Send { id }
+            | Command::Recvd { id }
+            | Command::Shutdown { id }
+            | Command::Close { id }
+            | Command::SetNodelay { id, .. }
+            | Command::SetKeepalive { id, .. }
+            | Command::SetCongestion { id, .. }
+            | Command::SetBuffers { id, .. } => id,
+        }
+    }
+
+    #[test]
+    fn unprivileged_listen_below_1024_is_refused_and_slot_closed_with_eacces() {
+        let seg = segment();
+        let mut stats = AppStats::default();
+        let r = translate(&seg, ASSOC, listen(1, 80), false, &mut stats);
+        assert!(matches!(r, Ok(None)), "answered by the daemon");
+        let status = seg.shared(1, false).expect("slot 1");
+        assert_eq!(status.error(), libc::EACCES);
+        assert_eq!((stats.opens, stats.refused), (1, 1));
+    }
+
+    #[test]
+    fn unprivileged_connect_from_local_port_below_1024_is_refused() {
+        let seg = segment();
+        let mut stats = AppStats::default();
+        let d = Desc::Connect {
+            slot: 2,
+            remote: "10.0.0.1:8080".parse().expect("addr"),
+            local_port: 1023,
+            nodelay: false,
+        };
+        assert!(matches!(
+            translate(&seg, ASSOC, d, false, &mut stats),
+            Ok(None)
+        ));
+        assert_eq!(seg.shared(2, false).expect("slot 2").error(), libc::EACCES);
+        let d = Desc::UdpBind {
+            slot: 3,
+            local: "0.0.0.0:53".parse().expect("addr"),
+        };
+        assert!(matches!(
+            translate(&seg, ASSOC, d, false, &mut stats),
+            Ok(None)
+        ));
+        assert_eq!(stats.refused, 2);
+    }
+
+    #[test]
+    fn unprivileged_ports_zero_and_from_1024_open() {
+        let seg = segment();
+        let mut stats = AppStats::default();
+        for (slot, port) in [(0, 0), (1, 1024), (2, 65535)] {
+            let c = translate(&seg, ASSOC, listen(slot, port), false, &mut stats)
+                .expect("no violation")
+                .expect("a command for the engine");
+            assert!(matches!(c, Command::Listen { local, .. } if local.port() == port));
+        }
+        assert_eq!((stats.opens, stats.refused), (3, 0));
+    }
+
+    #[test]
+    fn privileged_app_listen_below_1024_opens() {
+        let seg = segment();
+        let mut stats = AppStats::default();
+        let c = translate(&seg, ASSOC, listen(0, 80), true, &mut stats)
+            .expect("no violation")
+            .expect("a command for the engine");
+        assert!(matches!(c, Command::Listen { .. }));
+        assert_eq!(seg.shared(0, false).expect("slot 0").error(), 0);
+        assert_eq!(stats.refused, 0);
+    }
+
+    #[test]
+    fn any_descriptor_naming_a_slot_out_of_range_is_a_violation() {
+        let seg = segment();
+        let mut stats = AppStats::default();
+        for d in [
+            listen(4, 8080),
+            Desc::Send { slot: 4 },
+            Desc::Close { slot: u32::MAX },
+        ] {
+            let e = translate(&seg, ASSOC, d, true, &mut stats).err();
+            assert_eq!(
+                e,
+                Some(ProtocolViolation::SlotOutOfRange { slot: d.slot() }),
+                "{d:?}"
+            );
+        }
+        assert_eq!(stats.opens, 0, "nothing counted for a refused descriptor");
+    }
+
+    #[test]
+    fn every_descriptor_becomes_its_command_on_the_apps_socket_id() {
+        let seg = segment();
+        let mut stats = AppStats::default();
+        let all = [
+            Desc::Connect {
+                slot: 3,
+                remote: "10.0.0.1:80".parse().expect("addr"),
+                local_port: 0,
+                nodelay: true,
+            },
+            listen(1, 8080),
+            Desc::UdpBind {
+                slot: 2,
+                local: "10.0.0.2:5353".parse().expect("addr"),
+            },
+            Desc::Send { slot: 3 },
+            Desc::Recvd { slot: 3 },
+            Desc::Shutdown { slot: 3 },
+            Desc::SetNodelay { slot: 3, on: false },
+            Desc::SetKeepalive { slot: 3, on: true },
+            Desc::SetCongestion {
+                slot: 3,
+                algorithm: 2,
+            },
+            Desc::SetBuffers {
+                slot: 3,
+                rcv: 1 << 20,
+                snd: 65536,
+            },
+            Desc::Close { slot: 3 },
+        ];
+        for d in all {
+            let c = translate(&seg, ASSOC, d, false, &mut stats)
+                .expect("no violation")
+                .expect("a command for the engine");
+            assert_eq!(service_owner(id_of(&c)), Some((ASSOC, d.slot())), "{d:?}");
+            let same = match (d, &c) {
+                (Desc::Connect { .. }, Command::Connect { nodelay, .. }) => *nodelay,
+                (Desc::Listen { .. }, Command::Listen { accept, .. }) => accept.capacity() == 8,
+                (Desc::UdpBind { local, .. }, Command::UdpBind { local: l, .. }) => local == *l,
+                (Desc::Send { .. }, Command::Send { .. })
+                | (Desc::Recvd { .. }, Command::Recvd { .. })
+                | (Desc::Shutdown { .. }, Command::Shutdown { .. })
+                | (Desc::Close { .. }, Command::Close { .. }) => true,
+                (Desc::SetNodelay { on, .. }, Command::SetNodelay { on: o, .. })
+                | (Desc::SetKeepalive { on, .. }, Command::SetKeepalive { on: o, .. }) => on == *o,
+                (
+                    Desc::SetCongestion { algorithm, .. },
+                    Command::SetCongestion { algorithm: a, .. },
+                ) => algorithm == *a,
+                (Desc::SetBuffers { rcv, snd, .. }, Command::SetBuffers { rcv: r, snd: s, .. }) => {
+                    (rcv as usize, snd as usize) == (*r, *s)
+                }
+                _ => false,
+            };
+            assert!(same, "{d:?} became another command");
+        }
+        assert_eq!((stats.opens, stats.closes), (3, 1));
+    }
+
+    #[test]
+    fn command_ring_errors_are_violations_of_their_own_kind() {
+        assert_eq!(
+            ProtocolViolation::from(CmdError::BadIndex { head: 9, tail: 2 }),
+            ProtocolViolation::CommandIndex { head: 9, tail: 2 }
+        );
+        let v = ProtocolViolation::from(CmdError::BadDesc(DescError::BadOpcode(0xee)));
+        assert_eq!(v.to_string(), "bad descriptor: BadOpcode(238)");
+    }
+}
