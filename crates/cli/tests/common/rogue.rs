@@ -117,6 +117,28 @@ impl RogueApp {
         assert!(p.push(&d), "command ring full");
     }
 
+    /// The u64 at byte offset `off` of the segment.
+    pub fn peek(&self, off: usize) -> u64 {
+        let mut b = [0u8; 8];
+        self.mem
+            .read_exact_at(&mut b, off as u64)
+            .expect("reading the segment");
+        u64::from_le_bytes(b)
+    }
+
+    /// Waits up to `bound` until the daemon has taken every descriptor pushed (the command
+    /// ring's tail reached its head); false if it did not.
+    pub fn taken(&self, bound: Duration) -> bool {
+        let deadline = Instant::now() + bound;
+        while self.peek(layout::CMD_TAIL) != self.peek(layout::CMD_HEAD) {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+
     /// Takes a free socket slot the way the client library does (owner bits set, the slot's
     /// rings and status reset).
     pub fn claim(&self) -> u32 {
