@@ -7,7 +7,8 @@
 #![forbid(unsafe_code)]
 
 mod cmd;
-mod net;
+
+use bench::net;
 
 use clap::{Parser, Subcommand};
 
@@ -28,13 +29,13 @@ enum Command {
     Serve(cmd::serve::Serve),
     /// Measure: ping-pong round-trip latency, or a checked echo transfer.
     #[command(subcommand)]
-    Bench(cmd::bench::Bench),
+    Bench(bench::Bench),
     /// A minimal netcat: stdin -> socket, socket -> stdout.
     Nc(cmd::nc::Nc),
     /// Bridge two interfaces, dropping/reordering/duplicating/corrupting/delaying frames.
     Impair(cmd::impair::Impair),
     /// Build two namespaces, compare Linux and corestack echo latency, check a 100 MiB transfer.
-    Demo(cmd::demo::Demo),
+    Demo(bench::demo::Demo),
     /// Counters of running corestack engines (packets, bytes, drops by reason, retransmissions).
     Stat(cmd::stat::Stat),
     /// Sockets of running corestack engines, like `ss -ti`: 4-tuple, state, rtt, cwnd, in flight.

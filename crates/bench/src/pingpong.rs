@@ -47,15 +47,15 @@ pub enum Bench {
     /// Send N bytes to an echo server, read them back, compare sha256.
     Transfer(Transfer),
     /// One-way TCP goodput to a sink server (`serve sink`).
-    Stream(crate::cmd::stream::StreamBench),
+    Stream(crate::stream::StreamBench),
     /// Goodput Linux vs corestack, both directions, clean and lossy path, in own namespaces.
-    StreamMatrix(crate::cmd::stream_matrix::StreamMatrix),
+    StreamMatrix(crate::stream_matrix::StreamMatrix),
     /// Echo of N MiB (both directions at once), Linux vs corestack server, through the
     /// impairment bridge per case and seed; reports stalls with both sides' TCP state.
-    EchoMatrix(crate::cmd::echo_matrix::EchoMatrix),
+    EchoMatrix(crate::echo_matrix::EchoMatrix),
     /// Service mode next to embedded mode and Linux: latency, polling policies' CPU use,
     /// 64-byte messages per second, in own namespaces.
-    Service(crate::cmd::service_bench::ServiceBench),
+    Service(crate::service::ServiceBench),
 }
 
 impl Bench {
@@ -242,7 +242,7 @@ impl Pingpong {
                     std::net::TcpStream::connect_timeout(&target.into(), Duration::from_secs(3))
                         .map_err(|e| net::connect_error(e, target))?;
                 if let Some(cc) = &self.kernel_cc {
-                    crate::cmd::stream::set_kernel_cc(&s, cc)?;
+                    crate::stream::set_kernel_cc(&s, cc)?;
                 }
                 if !spin {
                     s.set_read_timeout(Some(TCP_RTT_LIMIT))?;
@@ -541,7 +541,7 @@ impl Transfer {
             let mut s = std::net::TcpStream::connect_timeout(&target.into(), connect)
                 .map_err(|e| net::connect_error(e, target))?;
             if let Some(cc) = &self.kernel_cc {
-                crate::cmd::stream::set_kernel_cc(&s, cc)?;
+                crate::stream::set_kernel_cc(&s, cc)?;
             }
             echo_transfer(
                 &mut s,
