@@ -39,7 +39,7 @@ enum Command {
     /// Counters of running corestack engines (packets, bytes, drops by reason, retransmissions).
     Stat(cmd::stat::Stat),
     /// Sockets of running corestack engines, like `ss -ti`: 4-tuple, state, rtt, cwnd, in flight.
-    Ss(cmd::stat::Ss),
+    Ss(cmd::ss::Ss),
 }
 
 fn main() {

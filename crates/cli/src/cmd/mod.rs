@@ -4,4 +4,5 @@ pub mod impair;
 pub mod nc;
 pub mod run;
 pub mod serve;
+pub mod ss;
 pub mod stat;
