@@ -1,9 +1,11 @@
 //! `corestack`: run echo servers, benchmarks, a netcat, an impairment bridge and the demo on the
 //! corestack user-space TCP/IP stack (and, for comparison, on the Linux kernel stack).
 //!
-//! One file per subcommand under `cmd/`; what they share (stack options, the socket traits that
-//! let one loop drive both stacks, signal handling) is in `net.rs`. Errors are `anyhow` here
-//! only, printed as one line `error: ...` that says what to do, with a non-zero exit.
+//! One file per subcommand under `cmd/`. The daemon (`run`) is crate `service`'s; the
+//! benchmarks, `serve sink` and the demo are crate `bench`'s, as is what the commands share
+//! (`bench::net`: stack options, the socket traits that let one loop drive both stacks, signal
+//! handling). Errors are `anyhow` here (and in `bench`) only, printed as one line
+//! `error: ...` that says what to do, with a non-zero exit.
 #![forbid(unsafe_code)]
 
 mod cmd;

@@ -1,4 +1,6 @@
-//! One module per subcommand.
+//! One module per subcommand: `run` (the daemon, on crate `service`), `serve` (`serve echo`;
+//! `serve sink` is `bench::sink`), `nc`, `impair`, `stat`, `ss`. `bench` and `demo` are
+//! crate `bench`'s, called from `main.rs`.
 
 pub mod impair;
 pub mod nc;
