@@ -176,23 +176,6 @@ mod tests {
         }
     }
 
-    /// The socket id of a command that opens one, else of any other.
-    fn id_of(c: &Command) -> u64 {
-        match *c {
-            Command::Connect { id, .. }
-            | Command::Listen { id, .. }
-            | Command::UdpBind { id, .. }
-            | Command::Send { id }
-            | Command::Recvd { id }
-            | Command::Shutdown { id }
-            | Command::Close { id }
-            | Command::SetNodelay { id, .. }
-            | Command::SetKeepalive { id, .. }
-            | Command::SetCongestion { id, .. }
-            | Command::SetBuffers { id, .. } => id,
-        }
-    }
-
     #[test]
     fn unprivileged_listen_below_1024_is_refused_and_slot_closed_with_eacces() {
         let seg = segment();
@@ -310,27 +293,40 @@ mod tests {
             let c = translate(&seg, ASSOC, d, false, &mut stats)
                 .expect("no violation")
                 .expect("a command for the engine");
-            assert_eq!(service_owner(id_of(&c)), Some((ASSOC, d.slot())), "{d:?}");
-            let same = match (d, &c) {
-                (Desc::Connect { .. }, Command::Connect { nodelay, .. }) => *nodelay,
-                (Desc::Listen { .. }, Command::Listen { accept, .. }) => accept.capacity() == 8,
-                (Desc::UdpBind { local, .. }, Command::UdpBind { local: l, .. }) => local == *l,
-                (Desc::Send { .. }, Command::Send { .. })
-                | (Desc::Recvd { .. }, Command::Recvd { .. })
-                | (Desc::Shutdown { .. }, Command::Shutdown { .. })
-                | (Desc::Close { .. }, Command::Close { .. }) => true,
-                (Desc::SetNodelay { on, .. }, Command::SetNodelay { on: o, .. })
-                | (Desc::SetKeepalive { on, .. }, Command::SetKeepalive { on: o, .. }) => on == *o,
+            // The command of the same kind, with the same arguments, on the app's socket id.
+            let id = match (d, c) {
+                (Desc::Connect { nodelay, .. }, Command::Connect { id, nodelay: n, .. })
+                    if nodelay == n =>
+                {
+                    Some(id)
+                }
+                (Desc::Listen { backlog, .. }, Command::Listen { id, accept, .. })
+                    if accept.capacity() == backlog as usize =>
+                {
+                    Some(id)
+                }
+                (Desc::UdpBind { local, .. }, Command::UdpBind { id, local: l, .. }) => {
+                    (local == l).then_some(id)
+                }
+                (Desc::Send { .. }, Command::Send { id })
+                | (Desc::Recvd { .. }, Command::Recvd { id })
+                | (Desc::Shutdown { .. }, Command::Shutdown { id })
+                | (Desc::Close { .. }, Command::Close { id }) => Some(id),
+                (Desc::SetNodelay { on, .. }, Command::SetNodelay { id, on: o })
+                | (Desc::SetKeepalive { on, .. }, Command::SetKeepalive { id, on: o }) => {
+                    (on == o).then_some(id)
+                }
                 (
                     Desc::SetCongestion { algorithm, .. },
-                    Command::SetCongestion { algorithm: a, .. },
-                ) => algorithm == *a,
-                (Desc::SetBuffers { rcv, snd, .. }, Command::SetBuffers { rcv: r, snd: s, .. }) => {
-                    (rcv as usize, snd as usize) == (*r, *s)
+                    Command::SetCongestion { id, algorithm: a },
+                ) => (algorithm == a).then_some(id),
+                (Desc::SetBuffers { rcv, snd, .. }, Command::SetBuffers { id, rcv: r, snd: s }) => {
+                    ((rcv as usize, snd as usize) == (r, s)).then_some(id)
                 }
-                _ => false,
+                _ => None,
             };
-            assert!(same, "{d:?} became another command");
+            let id = id.unwrap_or_else(|| panic!("{d:?} became another command"));
+            assert_eq!(service_owner(id), Some((ASSOC, d.slot())), "{d:?}");
         }
         assert_eq!((stats.opens, stats.closes), (3, 1));
     }

@@ -98,19 +98,20 @@ fn app_command_ring_head_far_ahead_loses_its_association() {
     );
 }
 
+/// The rogue binds a UDP socket, then overwrites word `word` of the socket's slot (a
+/// `layout::SLOT_TX_*` offset) with `value` and tells the engine there is something to send.
+fn break_tx_ring(r: &RogueApp, word: usize, value: u64) {
+    let slot = r.udp_bind(any(7298));
+    assert!(r.taken(BOUND), "the daemon did not take the bind");
+    r.poke(r.slot_off(slot) + word, &value.to_le_bytes());
+    r.push(Desc::Send { slot });
+}
+
 #[test]
 fn app_socket_ring_head_impossible_loses_its_association() {
     rogue_is_dropped_others_carry_on(
         "txhead",
-        |r| {
-            let slot = r.udp_bind(any(7298));
-            assert!(r.taken(BOUND), "the daemon did not take the bind");
-            r.poke(
-                r.slot_off(slot) + layout::SLOT_TX_HEAD,
-                &(1u64 << 40).to_le_bytes(),
-            );
-            r.push(Desc::Send { slot });
-        },
+        |r| break_tx_ring(r, layout::SLOT_TX_HEAD, 1 << 40),
         "impossible index in a socket ring",
     );
 }
@@ -119,15 +120,7 @@ fn app_socket_ring_head_impossible_loses_its_association() {
 fn app_socket_ring_garbage_geometry_word_loses_its_association() {
     rogue_is_dropped_others_carry_on(
         "geometry",
-        |r| {
-            let slot = r.udp_bind(any(7297));
-            assert!(r.taken(BOUND), "the daemon did not take the bind");
-            r.poke(
-                r.slot_off(slot) + layout::SLOT_TX_GEOMETRY,
-                &u64::MAX.to_le_bytes(),
-            );
-            r.push(Desc::Send { slot });
-        },
+        |r| break_tx_ring(r, layout::SLOT_TX_GEOMETRY, u64::MAX),
         "impossible index in a socket ring",
     );
 }

@@ -143,22 +143,14 @@ impl Daemon {
     /// Waits up to [`BOUND`] for a log line containing every one of `needles`; panics with the
     /// log (and `what`) when none came.
     pub fn expect_line(&self, needles: &[&str], what: &str) -> String {
-        let deadline = Instant::now() + BOUND;
-        loop {
-            if let Some(l) = self
-                .log()
-                .lines()
-                .find(|l| needles.iter().all(|n| l.contains(n)))
-            {
-                return l.to_string();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what}: the daemon logged no line with {needles:?} within {BOUND:?}; its log:\n{}",
-                self.log()
-            );
-            thread::sleep(Duration::from_millis(2));
-        }
+        within(
+            || format!("{what}: the daemon logged no line with {needles:?}"),
+            || {
+                let log = self.log();
+                let line = log.lines().find(|l| needles.iter().all(|n| l.contains(n)));
+                line.map(str::to_string)
+            },
+        )
     }
 
     /// Stops the daemon (as SIGTERM does) and returns its log.
@@ -170,26 +162,20 @@ impl Daemon {
         self.log()
     }
 
-    /// Accepts one connection on `listener` (nonblocking), within [`BOUND`].
+    /// Accepts one connection on `listener` (nonblocking), within [`BOUND`]; the stream is
+    /// nonblocking too.
     pub fn accept(&self, listener: &mut TcpListener, what: &str) -> TcpStream {
         listener.set_nonblocking(true).expect("nonblocking");
-        let deadline = Instant::now() + BOUND;
-        loop {
-            match listener.accept() {
-                Ok((mut s, _)) => {
-                    s.set_nonblocking(true).expect("nonblocking");
-                    return s;
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+        let mut s = within(
+            || format!("{what}: no connection to accept; log:\n{}", self.log()),
+            || match listener.accept() {
+                Ok((s, _)) => Some(s),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => None,
                 Err(e) => panic!("{what}: accept failed: {e}; log:\n{}", self.log()),
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what}: no connection to accept within {BOUND:?}; log:\n{}",
-                self.log()
-            );
-            thread::sleep(Duration::from_millis(1));
-        }
+            },
+        );
+        s.set_nonblocking(true).expect("nonblocking");
+        s
     }
 
     /// The peer connects to `port` on the daemon's address, the application behind `listener`
@@ -264,21 +250,33 @@ fn step(r: io::Result<usize>, what: &str) -> Option<usize> {
     }
 }
 
-/// Waits up to [`BOUND`] for `read` on `s` to fail, and returns the error kind (end of stream
-/// is `UnexpectedEof`).
+/// Waits up to [`BOUND`] for `read` on nonblocking `s` to fail, and returns the error kind (end
+/// of stream is `UnexpectedEof`).
 pub fn read_error(s: &mut impl Read, what: &str) -> ErrorKind {
     let mut buf = [0u8; 4096];
+    within(
+        || format!("{what}: reads still succeed"),
+        || match s.read(&mut buf) {
+            Ok(0) => Some(ErrorKind::UnexpectedEof),
+            Ok(_) => None,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => None,
+            Err(e) => Some(e.kind()),
+        },
+    )
+}
+
+/// Calls `f` every millisecond until it returns something, for at most [`BOUND`]; then panics
+/// with `failure()` and the bound.
+pub fn within<T>(failure: impl Fn() -> String, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + BOUND;
     loop {
-        match s.read(&mut buf) {
-            Ok(0) => return ErrorKind::UnexpectedEof,
-            Ok(_) => {}
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-            Err(e) => return e.kind(),
+        if let Some(v) = f() {
+            return v;
         }
         assert!(
             Instant::now() < deadline,
-            "{what}: reads still succeed after {BOUND:?}"
+            "{} (waited {BOUND:?})",
+            failure()
         );
         thread::sleep(Duration::from_millis(1));
     }
