@@ -16,18 +16,12 @@ use common::*;
 
 #[test]
 fn privileged_port_needs_root_or_a_grant_and_ports_are_exclusive() {
-    let _lock = start();
-    let pair = Pair::new("t", 145).expect("creating the namespaces");
-    let sock = SocketPath::new("ports");
-    let mut daemon = Daemon::start(&pair, &sock, &[]);
+    let (_lock, pair, sock, mut daemon) = daemon_test(145, "ports");
     // (b) nobody may not bind 80, and is told so.
-    let f = Proc::spawn(
+    let f = app_outcome(
         "nobody's app on port 80",
         app_as_nobody(&pair.core, &sock, &["serve", "echo", "--port", "80"]),
-        None,
-        Out::Text,
-    )
-    .finish(Duration::from_secs(10));
+    );
     assert_failed_with(
         &f,
         &["permission denied", "os error 13"],
@@ -52,17 +46,14 @@ fn privileged_port_needs_root_or_a_grant_and_ports_are_exclusive() {
     // (d) a port is one application's: a second app on 8080 (root, even) and on 80 is refused,
     // and the first ones keep working.
     for port in [8080u16, 80] {
-        let f = Proc::spawn(
+        let f = app_outcome(
             &format!("a second app on port {port}"),
             app(
                 &pair.core,
                 &sock,
                 &["serve", "echo", "--port", &port.to_string()],
             ),
-            None,
-            Out::Text,
-        )
-        .finish(Duration::from_secs(10));
+        );
         assert_failed_with(
             &f,
             &["already in use"],
@@ -113,7 +104,7 @@ fn privileged_port_needs_root_or_a_grant_and_ports_are_exclusive() {
             &daemon,
         );
         // The grant is for that uid or gid only.
-        let f = Proc::spawn(
+        let f = app_outcome(
             "uid 65533's app on port 444",
             app_as(
                 65533,
@@ -121,10 +112,7 @@ fn privileged_port_needs_root_or_a_grant_and_ports_are_exclusive() {
                 &sock,
                 &["serve", "echo", "--port", "444"],
             ),
-            None,
-            Out::Text,
-        )
-        .finish(Duration::from_secs(10));
+        );
         assert_failed_with(
             &f,
             &["permission denied", "os error 13"],

@@ -28,10 +28,7 @@ use common::*;
 
 #[test]
 fn two_apps_each_transfer_64mib_with_linux_peers() {
-    let _lock = start();
-    let pair = Pair::new("t", 140).expect("creating the namespaces");
-    let sock = SocketPath::new("two");
-    let mut daemon = Daemon::start(&pair, &sock, &[]);
+    let (_lock, pair, sock, mut daemon) = daemon_test(140, "two");
     let a = echo_app(&pair, &sock, 7001, &daemon);
     let b = echo_app(&pair, &sock, 7002, &daemon);
     assert_eq!(
@@ -74,10 +71,7 @@ fn two_apps_each_transfer_64mib_with_linux_peers() {
 
 #[test]
 fn sigkill_app_mid_transfer_resets_its_connections_only() {
-    let _lock = start();
-    let pair = Pair::new("t", 141).expect("creating the namespaces");
-    let sock = SocketPath::new("kill");
-    let mut daemon = Daemon::start(&pair, &sock, &[]);
+    let (_lock, pair, sock, mut daemon) = daemon_test(141, "kill");
     let mut a = echo_app(&pair, &sock, 7101, &daemon);
     let b = echo_app(&pair, &sock, 7102, &daemon);
     let a_pid = a.pid();
@@ -166,10 +160,7 @@ fn sigkill_app_mid_transfer_resets_its_connections_only() {
 
 #[test]
 fn garbage_app_is_disconnected_others_carry_on() {
-    let _lock = start();
-    let pair = Pair::new("t", 142).expect("creating the namespaces");
-    let sock = SocketPath::new("garbage");
-    let mut daemon = Daemon::start(&pair, &sock, &[]);
+    let (_lock, pair, sock, mut daemon) = daemon_test(142, "garbage");
     let echo = echo_app(&pair, &sock, 7201, &daemon);
     // A Linux client ping-pongs with the echo for the whole test (a TCP round trip over 2 s,
     // or a reset, fails it).

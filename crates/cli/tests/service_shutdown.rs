@@ -15,10 +15,7 @@ use common::*;
 
 #[test]
 fn daemon_sigterm_mid_transfer_apps_get_an_error_not_a_hang() {
-    let _lock = start();
-    let pair = Pair::new("t", 143).expect("creating the namespaces");
-    let sock = SocketPath::new("term");
-    let mut daemon = Daemon::start(&pair, &sock, &[]);
+    let (_lock, pair, sock, mut daemon) = daemon_test(143, "term");
     let mut apps = mid_transfer_apps(&pair, &sock, &daemon);
     let t0 = Instant::now();
     daemon.signal("TERM");
@@ -62,10 +59,7 @@ fn daemon_sigterm_mid_transfer_apps_get_an_error_not_a_hang() {
 
 #[test]
 fn daemon_sigkill_mid_transfer_apps_get_an_error_and_a_new_daemon_takes_over_the_socket() {
-    let _lock = start();
-    let pair = Pair::new("t", 144).expect("creating the namespaces");
-    let sock = SocketPath::new("sigkill");
-    let mut daemon = Daemon::start(&pair, &sock, &[]);
+    let (_lock, pair, sock, mut daemon) = daemon_test(144, "sigkill");
     let mut apps = mid_transfer_apps(&pair, &sock, &daemon);
     let t0 = Instant::now();
     daemon.signal("KILL");
@@ -87,10 +81,7 @@ fn daemon_sigkill_mid_transfer_apps_get_an_error_and_a_new_daemon_takes_over_the
 
 #[test]
 fn daemon_sigterm_idle_serve_echo_app_exits_with_an_error() {
-    let _lock = start();
-    let pair = Pair::new("t", 147).expect("creating the namespaces");
-    let sock = SocketPath::new("echo-term");
-    let mut daemon = Daemon::start(&pair, &sock, &[]);
+    let (_lock, pair, sock, mut daemon) = daemon_test(147, "echo-term");
     let mut echo = echo_app(&pair, &sock, 7701, &daemon);
     echo_works(&pair, 7701, "the echo app before the daemon stops", &daemon);
     let t0 = Instant::now();

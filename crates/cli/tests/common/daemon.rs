@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use appif::ctl;
 use netns::Netns;
 
-use super::{bin, Finished, Out, Pair, Proc};
+use std::sync::MutexGuard;
+
+use super::{bin, start, Finished, Out, Pair, Proc};
 
 pub const MIB: u64 = 1 << 20;
 
@@ -174,6 +176,22 @@ impl Daemon {
         );
         f.stderr
     }
+}
+
+/// The usual start of a daemon test: the suite's lock, a namespace pair (10.`net`.1.0/24), a
+/// control socket named after `tag`, and a daemon on the pair's core end. Bind them in this
+/// order, so that they go in the reverse one: the daemon, its socket, the namespaces, the lock.
+pub fn daemon_test(net: u8, tag: &str) -> (MutexGuard<'static, ()>, Pair, SocketPath, Daemon) {
+    let lock = start();
+    let pair = Pair::new("t", net).expect("creating the namespaces");
+    let sock = SocketPath::new(tag);
+    let daemon = Daemon::start(&pair, &sock, &[]);
+    (lock, pair, sock, daemon)
+}
+
+/// Runs an application to its end (at most 10 s) and returns how it ended.
+pub fn app_outcome(what: &str, cmd: Command) -> Finished {
+    Proc::spawn(what, cmd, None, Out::Text).finish(Duration::from_secs(10))
 }
 
 /// The last `n` lines of `text`.
