@@ -37,27 +37,70 @@ use std::sync::Arc;
 pub const MAGIC: u64 = u64::from_le_bytes(*b"CSTKSEG1");
 /// Layout version.
 pub const VERSION: u32 = 2;
-/// Bytes per command descriptor: one cache line.
-pub const DESC_BYTES: usize = 64;
-/// Bytes per socket slot header.
-pub const SLOT_BYTES: usize = 512;
+pub use layout::{DESC_BYTES, SLOT_BYTES};
 
-const H_INFO: usize = 0;
-const H_APP_WAKE: usize = 64;
-const H_ENGINE_SLEEPING: usize = 128;
-const H_CMD_HEAD: usize = 192;
-const H_CMD_TAIL: usize = 256;
-const H_CLOSED: usize = 320;
-const CMD_OFF: usize = 512;
+/// Byte offsets of a segment's fixed fields: header words from the start
+/// of the segment, socket-slot words from the start of their slot (see
+/// [`Layout::slot_offset`]). The diagram at the top of this module shows
+/// who writes each. Public so that a test playing a misbehaving application
+/// writes exactly where the engine reads, without copies of these numbers.
+pub mod layout {
+    /// Bytes per command descriptor: one cache line.
+    pub const DESC_BYTES: usize = 64;
+    /// Bytes per socket slot header.
+    pub const SLOT_BYTES: usize = 512;
+    /// The page size segments are laid out in, bytes: the socket slots and
+    /// the ring buffers start on a page boundary.
+    pub const PAGE: usize = 4096;
 
-const S_OWNER: usize = 0;
-const S_SHARED: usize = 64;
-const S_TX_HEAD: usize = 128;
-const S_TX_TAIL: usize = 192;
-const S_RX_HEAD: usize = 256;
-const S_RX_TAIL: usize = 320;
-const S_TX_GEOMETRY: usize = 384;
-const S_RX_GEOMETRY: usize = 448;
+    /// Header: seven u64 words (magic, version and slots, ring bytes and
+    /// command slots, association, reserved, MTU, ring_max_bytes); daemon,
+    /// once.
+    pub const INFO: usize = 0;
+    /// Header: the link MTU in bytes, a u32 (daemon).
+    pub const MTU: usize = INFO + 40;
+    /// The application's wake-up point, a `Notify` (engine bumps it).
+    pub const APP_WAKE: usize = 64;
+    /// The engine's notify flag, a u32 (engine sets it, the app clears it).
+    pub const ENGINE_SLEEPING: usize = 128;
+    /// The command ring's head, a u64 descriptor count (application).
+    pub const CMD_HEAD: usize = 192;
+    /// The command ring's tail, a u64 descriptor count (engine).
+    pub const CMD_TAIL: usize = 256;
+    /// The errno the association ended with, a u32; 0 while it lives (engine).
+    pub const CLOSED: usize = 320;
+    /// The command ring: `cmd_slots` descriptors of [`DESC_BYTES`] (application).
+    pub const CMD_RING: usize = 512;
+
+    /// Slot: the owner word, a u32 (`OWNER_*` bits).
+    pub const SLOT_OWNER: usize = 0;
+    /// Slot: the status block (`SocketShared`).
+    pub const SLOT_STATUS: usize = 64;
+    /// Slot: the TX ring's head, a u64 byte count (application).
+    pub const SLOT_TX_HEAD: usize = 128;
+    /// Slot: the TX ring's tail, a u64 byte count (engine).
+    pub const SLOT_TX_TAIL: usize = 192;
+    /// Slot: the RX ring's head, a u64 byte count (engine).
+    pub const SLOT_RX_HEAD: usize = 256;
+    /// Slot: the RX ring's tail, a u64 byte count (application).
+    pub const SLOT_RX_TAIL: usize = 320;
+    /// Slot: the TX ring's geometry word, a u64 (application; see
+    /// [`crate::bytes`]).
+    pub const SLOT_TX_GEOMETRY: usize = 384;
+    /// Slot: the RX ring's geometry word, a u64 (engine).
+    pub const SLOT_RX_GEOMETRY: usize = 448;
+
+    // Every header word on its own cache line, before the command ring;
+    // every slot word on its own, inside the slot.
+    const _: () = assert!(CLOSED + 64 <= CMD_RING && MTU + 8 <= APP_WAKE);
+    const _: () = assert!(SLOT_RX_GEOMETRY + 64 == SLOT_BYTES);
+}
+
+use layout::{
+    APP_WAKE, CLOSED, CMD_HEAD, CMD_RING, CMD_TAIL, ENGINE_SLEEPING, INFO, MTU, PAGE, SLOT_OWNER,
+    SLOT_RX_GEOMETRY, SLOT_RX_HEAD, SLOT_RX_TAIL, SLOT_STATUS, SLOT_TX_GEOMETRY, SLOT_TX_HEAD,
+    SLOT_TX_TAIL,
+};
 
 /// Owner word: the slot is free.
 ///
@@ -74,8 +117,6 @@ pub const OWNER_APP: u32 = 1;
 pub const OWNER_ENGINE: u32 = 2;
 /// Both bits: a slot just taken.
 pub const OWNER_BOTH: u32 = OWNER_APP | OWNER_ENGINE;
-
-const PAGE: usize = 4096;
 
 fn page_align(n: usize) -> usize {
     (n + PAGE - 1) & !(PAGE - 1)
@@ -117,10 +158,13 @@ impl Layout {
     }
 
     fn slots_off(&self) -> usize {
-        page_align(CMD_OFF + self.cmd_slots as usize * DESC_BYTES)
+        page_align(CMD_RING + self.cmd_slots as usize * DESC_BYTES)
     }
 
-    fn slot_off(&self, slot: u32) -> usize {
+    /// Byte offset of socket slot `slot`'s header from the start of the
+    /// segment: the slots start on the first page after the command ring,
+    /// [`SLOT_BYTES`] each. The `layout::SLOT_*` offsets are relative to it.
+    pub fn slot_offset(&self, slot: u32) -> usize {
         self.slots_off() + slot as usize * SLOT_BYTES
     }
 
@@ -134,22 +178,22 @@ impl Layout {
     }
 
     fn tx_ring(&self, slot: u32) -> RingAt {
-        let s = self.slot_off(slot);
+        let s = self.slot_offset(slot);
         RingAt {
-            head: s + S_TX_HEAD,
-            tail: s + S_TX_TAIL,
-            geometry: s + S_TX_GEOMETRY,
+            head: s + SLOT_TX_HEAD,
+            tail: s + SLOT_TX_TAIL,
+            geometry: s + SLOT_TX_GEOMETRY,
             buf: self.data_off() + 2 * slot as usize * self.ring_max_bytes as usize,
             reserved: self.ring_max_bytes as usize,
         }
     }
 
     fn rx_ring(&self, slot: u32) -> RingAt {
-        let s = self.slot_off(slot);
+        let s = self.slot_offset(slot);
         RingAt {
-            head: s + S_RX_HEAD,
-            tail: s + S_RX_TAIL,
-            geometry: s + S_RX_GEOMETRY,
+            head: s + SLOT_RX_HEAD,
+            tail: s + SLOT_RX_TAIL,
+            geometry: s + SLOT_RX_GEOMETRY,
             buf: self.data_off() + (2 * slot as usize + 1) * self.ring_max_bytes as usize,
             reserved: self.ring_max_bytes as usize,
         }
@@ -182,7 +226,7 @@ impl Segment {
             u64::from(layout.ring_max_bytes),
         ];
         for (i, v) in info.iter().enumerate() {
-            seg.word64(H_INFO + 8 * i).store(*v, Ordering::Relaxed);
+            seg.word64(INFO + 8 * i).store(*v, Ordering::Relaxed);
         }
         core::sync::atomic::fence(Ordering::Release);
         Ok(seg)
@@ -193,7 +237,7 @@ impl Segment {
     pub fn open(region: Arc<Region>) -> Result<(Segment, u32), &'static str> {
         let word = |i: usize| -> Option<u64> {
             region
-                .at::<AtomicU64>(H_INFO + 8 * i)
+                .at::<AtomicU64>(INFO + 8 * i)
                 .map(|p| unsafe_load(p.as_ptr()))
         };
         let (Some(magic), Some(a), Some(b), Some(assoc), Some(max)) =
@@ -222,12 +266,12 @@ impl Segment {
 
     /// The link MTU in bytes (daemon writes it at start; 0 = unknown).
     pub fn mtu(&self) -> u32 {
-        self.word32(H_INFO + 40).load(Ordering::Acquire)
+        self.word32(MTU).load(Ordering::Acquire)
     }
 
     /// Daemon: records the link MTU in bytes for the application.
     pub fn set_mtu(&self, mtu: u32) {
-        self.word32(H_INFO + 40).store(mtu, Ordering::Release);
+        self.word32(MTU).store(mtu, Ordering::Release);
     }
 
     /// The layout.
@@ -264,7 +308,7 @@ impl Segment {
     pub fn app_wake(&self) -> &Notify {
         let p = self
             .region
-            .at::<Notify>(H_APP_WAKE)
+            .at::<Notify>(APP_WAKE)
             .expect("header offsets lie inside a validated segment");
         // SAFETY: as in word64 (Notify is two atomics).
         unsafe { p.as_ref() }
@@ -274,13 +318,13 @@ impl Segment {
     /// application that finds it set after enqueueing a command clears it
     /// and rings the engine's doorbell.
     pub fn engine_sleeping(&self) -> &AtomicU32 {
-        self.word32(H_ENGINE_SLEEPING)
+        self.word32(ENGINE_SLEEPING)
     }
 
     /// 0 while the association lives; the errno it ended with once the
     /// engine dropped it (ECONNRESET when the daemon stops).
     pub fn closed(&self) -> &AtomicU32 {
-        self.word32(H_CLOSED)
+        self.word32(CLOSED)
     }
 
     /// The owner word of `slot`; None when out of range.
@@ -288,7 +332,7 @@ impl Segment {
         if slot >= self.layout.nslots {
             return None;
         }
-        Some(self.word32(self.layout.slot_off(slot) + S_OWNER))
+        Some(self.word32(self.layout.slot_offset(slot) + SLOT_OWNER))
     }
 
     /// Zeroes `slot`'s status block and ring indices and sets its rings
@@ -299,15 +343,15 @@ impl Segment {
         if slot >= self.layout.nslots {
             return;
         }
-        let s = self.layout.slot_off(slot);
-        for off in [S_TX_HEAD, S_TX_TAIL, S_RX_HEAD, S_RX_TAIL] {
+        let s = self.layout.slot_offset(slot);
+        for off in [SLOT_TX_HEAD, SLOT_TX_TAIL, SLOT_RX_HEAD, SLOT_RX_TAIL] {
             self.word64(s + off).store(0, Ordering::Relaxed);
         }
         let init = self.layout.ring_bytes as usize;
         let fresh = bytes::initial_geometry(init, self.layout.ring_max_bytes as usize);
         for (geo, ring) in [
-            (S_TX_GEOMETRY, self.layout.tx_ring(slot)),
-            (S_RX_GEOMETRY, self.layout.rx_ring(slot)),
+            (SLOT_TX_GEOMETRY, self.layout.tx_ring(slot)),
+            (SLOT_RX_GEOMETRY, self.layout.rx_ring(slot)),
         ] {
             let old = self.word64(s + geo).swap(fresh, Ordering::Relaxed);
             if old != fresh && old != 0 {
@@ -316,7 +360,7 @@ impl Segment {
                 self.region.release(ring.buf + init, ring.reserved - init);
             }
         }
-        if let Some(sh) = SharedSlot::in_region(&self.region, s + S_SHARED, None, None) {
+        if let Some(sh) = SharedSlot::in_region(&self.region, s + SLOT_STATUS, None, None) {
             sh.clear();
         }
         core::sync::atomic::fence(Ordering::Release);
@@ -342,13 +386,13 @@ impl Segment {
         if slot >= self.layout.nslots {
             return None;
         }
-        let s = self.layout.slot_off(slot);
+        let s = self.layout.slot_offset(slot);
         let (wake, release) = if engine {
-            (Some(H_APP_WAKE), Some((s + S_OWNER, OWNER_ENGINE)))
+            (Some(APP_WAKE), Some((s + SLOT_OWNER, OWNER_ENGINE)))
         } else {
             (None, None)
         };
-        SharedSlot::in_region(&self.region, s + S_SHARED, wake, release)
+        SharedSlot::in_region(&self.region, s + SLOT_STATUS, wake, release)
     }
 
     /// The TX ring's writing end (application) of `slot`.
@@ -382,7 +426,7 @@ impl Segment {
     fn cmd_at(&self, index: u64) -> core::ptr::NonNull<u8> {
         let i = (index as usize) & (self.layout.cmd_slots as usize - 1);
         self.region
-            .span(CMD_OFF + i * DESC_BYTES, DESC_BYTES, DESC_BYTES)
+            .span(CMD_RING + i * DESC_BYTES, DESC_BYTES, DESC_BYTES)
             .expect("command ring lies inside a validated segment")
     }
 }
@@ -561,13 +605,13 @@ pub struct CmdProducer {
 impl CmdProducer {
     /// The producer of `seg`'s command ring, continuing from its head.
     pub fn new(seg: Segment) -> CmdProducer {
-        let head = seg.word64(H_CMD_HEAD).load(Ordering::Acquire);
+        let head = seg.word64(CMD_HEAD).load(Ordering::Acquire);
         CmdProducer { seg, head }
     }
 
     /// Enqueues `d`; false when the ring is full.
     pub fn push(&mut self, d: &Desc) -> bool {
-        let tail = self.seg.word64(H_CMD_TAIL).load(Ordering::Acquire);
+        let tail = self.seg.word64(CMD_TAIL).load(Ordering::Acquire);
         if self.head.wrapping_sub(tail) >= u64::from(self.seg.layout.cmd_slots) {
             return false;
         }
@@ -578,7 +622,7 @@ impl CmdProducer {
         unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), p.as_ptr(), DESC_BYTES) };
         self.head = self.head.wrapping_add(1);
         self.seg
-            .word64(H_CMD_HEAD)
+            .word64(CMD_HEAD)
             .store(self.head, Ordering::Release);
         true
     }
@@ -619,7 +663,7 @@ impl CmdConsumer {
 
     /// Descriptors waiting, after checking the application's head index.
     pub fn pending(&mut self) -> Result<u64, CmdError> {
-        let head = self.seg.word64(H_CMD_HEAD).load(Ordering::Acquire);
+        let head = self.seg.word64(CMD_HEAD).load(Ordering::Acquire);
         let cap = u64::from(self.seg.layout.cmd_slots);
         if head.wrapping_sub(self.head_seen)
             > self.tail.wrapping_add(cap).wrapping_sub(self.head_seen)
@@ -648,7 +692,7 @@ impl CmdConsumer {
         unsafe { core::ptr::copy_nonoverlapping(p.as_ptr(), b.as_mut_ptr(), DESC_BYTES) };
         self.tail = self.tail.wrapping_add(1);
         self.seg
-            .word64(H_CMD_TAIL)
+            .word64(CMD_TAIL)
             .store(self.tail, Ordering::Release);
         Some(Desc::decode(&b).map_err(CmdError::BadDesc))
     }
@@ -836,8 +880,33 @@ mod tests {
             assert_eq!(c.pop(), Some(Ok(Desc::Send { slot: i })));
         }
         assert_eq!(c.pop(), None);
-        s.word64(H_CMD_HEAD).store(1000, Ordering::Release);
+        s.word64(CMD_HEAD).store(1000, Ordering::Release);
         assert!(matches!(c.pop(), Some(Err(CmdError::BadIndex { .. }))));
+    }
+
+    #[test]
+    fn layout_offsets_are_the_words_both_ends_use() {
+        let s = seg();
+        // The slot words a raw writer would poke, seen through the typed ends.
+        let l = s.layout();
+        assert_eq!(l.slot_offset(0) % PAGE, 0, "the slots start on a page");
+        let slot = l.slot_offset(2);
+        assert_eq!(slot, l.slot_offset(0) + 2 * SLOT_BYTES);
+        let r = s.tx_reader(2).unwrap();
+        s.word64(slot + SLOT_TX_HEAD).store(100, Ordering::Release);
+        assert_eq!(r.len(), 100);
+        assert!(!r.violated());
+        s.word64(slot + SLOT_TX_GEOMETRY)
+            .store(u64::MAX, Ordering::Release);
+        let _ = r.len();
+        assert!(r.violated(), "a garbage geometry word is a violation");
+        s.word32(slot + SLOT_OWNER)
+            .store(OWNER_BOTH, Ordering::Release);
+        assert_eq!(s.owner(2).unwrap().load(Ordering::Acquire), OWNER_BOTH);
+        s.word32(CLOSED).store(104, Ordering::Release);
+        assert_eq!(s.closed().load(Ordering::Acquire), 104);
+        s.word32(ENGINE_SLEEPING).store(1, Ordering::Release);
+        assert_eq!(s.engine_sleeping().load(Ordering::Acquire), 1);
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! `corestack`: run echo servers, benchmarks, a netcat, an impairment bridge and the demo on the
 //! corestack user-space TCP/IP stack (and, for comparison, on the Linux kernel stack).
 //!
-//! One file per subcommand under `cmd/`; what they share (stack options, the socket traits that
-//! let one loop drive both stacks, signal handling) is in `net.rs`. Errors are `anyhow` here
-//! only, printed as one line `error: ...` that says what to do, with a non-zero exit.
+//! One file per subcommand under `cmd/`. The daemon (`run`) is crate `service`'s; the
+//! benchmarks, `serve sink` and the demo are crate `bench`'s, as is what the commands share
+//! (`bench::net`: stack options, the socket traits that let one loop drive both stacks, signal
+//! handling). Errors are `anyhow` here (and in `bench`) only, printed as one line
+//! `error: ...` that says what to do, with a non-zero exit.
 #![forbid(unsafe_code)]
 
 mod cmd;
-mod daemon;
-mod net;
+
+use bench::net;
 
 use clap::{Parser, Subcommand};
 
@@ -29,17 +31,17 @@ enum Command {
     Serve(cmd::serve::Serve),
     /// Measure: ping-pong round-trip latency, or a checked echo transfer.
     #[command(subcommand)]
-    Bench(cmd::bench::Bench),
+    Bench(bench::Bench),
     /// A minimal netcat: stdin -> socket, socket -> stdout.
     Nc(cmd::nc::Nc),
     /// Bridge two interfaces, dropping/reordering/duplicating/corrupting/delaying frames.
     Impair(cmd::impair::Impair),
     /// Build two namespaces, compare Linux and corestack echo latency, check a 100 MiB transfer.
-    Demo(cmd::demo::Demo),
+    Demo(bench::demo::Demo),
     /// Counters of running corestack engines (packets, bytes, drops by reason, retransmissions).
     Stat(cmd::stat::Stat),
     /// Sockets of running corestack engines, like `ss -ti`: 4-tuple, state, rtt, cwnd, in flight.
-    Ss(cmd::stat::Ss),
+    Ss(cmd::ss::Ss),
 }
 
 fn main() {

@@ -39,7 +39,7 @@ pub use engine::stats::Stats;
 pub use engine::tcp::CcKind;
 pub use nic::af_xdp::TxPath;
 pub use poll::{Event, Interest, Poller, Probe, Source};
-pub use stack::{Driver, Published, Stack, StackBuilder};
+pub use stack::{Driver, Stack, StackBuilder};
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
 

@@ -5,9 +5,9 @@ use appif::notify::Notify;
 use appif::seg::Desc;
 use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot, SockId, SockState, SocketShared};
 use appif::spsc;
-use appif::stats_shm::{StatsWriter, CONNS, ROW_WORDS, STATS};
 use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
+use engine::publish::Published;
 use engine::stats::Stats;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};
@@ -50,8 +50,6 @@ fn spin_time() -> Duration {
 /// How long a service-mode waiter sleeps before it checks that the daemon
 /// is still there.
 const LIVENESS: Duration = Duration::from_millis(100);
-/// How often the embedded engine publishes its counters.
-const STATS_EVERY: Duration = Duration::from_millis(10);
 
 /// Settings for a [`Stack`]; see [`Stack::builder`].
 pub struct StackBuilder {
@@ -118,66 +116,6 @@ trait Poller {
     fn poll(&mut self, now: Instant) -> bool;
     fn stats(&self) -> Stats;
     fn shutdown(&mut self, now: Instant);
-}
-
-/// An engine and the shared segment its counters are published to (for
-/// `corestack stat`), at most every [`STATS_EVERY`].
-/// An engine that publishes its counters and sockets for `corestack stat`
-/// and `corestack ss` (shared-memory segments under /dev/shm, every 10 ms).
-pub struct Published<P: Port> {
-    /// The engine.
-    pub engine: Engine<P>,
-    segment: Option<StatsWriter>,
-    /// The connection table for `corestack ss`.
-    conns: Option<StatsWriter>,
-    /// Scratch for the table's rows, reserved once.
-    rows: Vec<u64>,
-    last: Instant,
-}
-
-/// Rows of the published connection table (more connections are left out).
-const CONN_ROWS: usize = 1024;
-
-impl<P: Port> Published<P> {
-    /// Wraps `engine`; without /dev/shm it runs unpublished.
-    pub fn new(engine: Engine<P>) -> Self {
-        // The segment is an observability aid: without /dev/shm the stack
-        // still runs, it just cannot be watched from outside.
-        let count = Stats::default().iter().count();
-        Published {
-            engine,
-            segment: StatsWriter::create(STATS, count).ok(),
-            conns: StatsWriter::create(CONNS, 1 + CONN_ROWS * ROW_WORDS).ok(),
-            rows: Vec::with_capacity(CONN_ROWS * ROW_WORDS),
-            last: Instant(0),
-        }
-    }
-
-    /// Publishes counters and sockets if 10 ms passed since the last time
-    /// (or `force`); returns the counters when it did.
-    pub fn publish(&mut self, now: Instant, force: bool) -> Option<Stats> {
-        if !force && now.saturating_since(self.last) < STATS_EVERY {
-            return None;
-        }
-        self.last = now;
-        let stats = self.engine.stats();
-        if let Some(w) = self.segment.as_mut() {
-            w.publish(stats.iter().map(|(_, v)| v));
-        }
-        if let Some(w) = self.conns.as_mut() {
-            // `rows` keeps the capacity reserved at start: no allocation here.
-            let rows = &mut self.rows;
-            rows.clear();
-            self.engine.for_each_socket(|r| {
-                if rows.len() < CONN_ROWS * ROW_WORDS {
-                    rows.extend_from_slice(&r.encode());
-                }
-            });
-            let n = (rows.len() / ROW_WORDS) as u64;
-            w.publish(core::iter::once(n).chain(rows.iter().copied()));
-        }
-        Some(stats)
-    }
 }
 
 impl<P: Port> Poller for Published<P> {

@@ -29,6 +29,7 @@ pub mod frag;
 mod icmp;
 pub mod link;
 mod listen;
+pub mod publish;
 mod rx;
 mod sockets;
 pub mod stats;

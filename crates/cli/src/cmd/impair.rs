@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use nic::impair::Impairments;
 
-use crate::net;
+use bench::net;
 
 /// `impair` options. Percentages are per frame, 0 to 100.
 #[derive(Args, Debug)]

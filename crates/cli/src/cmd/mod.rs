@@ -1,15 +1,10 @@
-//! One module per subcommand.
+//! One module per subcommand: `run` (the daemon, on crate `service`), `serve` (`serve echo`;
+//! `serve sink` is `bench::sink`), `nc`, `impair`, `stat`, `ss`. `bench` and `demo` are
+//! crate `bench`'s, called from `main.rs`.
 
-pub mod bench;
-pub mod children;
-pub mod demo;
-pub mod echo_matrix;
 pub mod impair;
-pub mod matrix;
 pub mod nc;
 pub mod run;
 pub mod serve;
-pub mod service_bench;
+pub mod ss;
 pub mod stat;
-pub mod stream;
-pub mod stream_matrix;

@@ -17,7 +17,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use crate::net::{self, Interrupted, Listener, StackOpts, Stream, Waiter};
+use bench::net::{self, Interrupted, Listener, StackOpts, Stream, Waiter};
 
 /// Bytes per stdin read and per socket read.
 const CHUNK_BYTES: usize = 64 * 1024;

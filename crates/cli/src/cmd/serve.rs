@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
-use crate::net::{self, Datagram, Listener, StackOpts, Stream};
+use bench::net::{self, Datagram, Listener, StackOpts, Stream};
 
 /// Size of the per-pass receive buffer and of each connection's pending-echo buffer, bytes.
 const BUF_BYTES: usize = 64 * 1024;
@@ -29,7 +29,7 @@ pub enum Serve {
     /// TCP and UDP echo on --port until SIGINT/SIGTERM.
     Echo(Echo),
     /// TCP sink: read and discard, report bytes and goodput (the server of `bench stream`).
-    Sink(crate::cmd::stream::Sink),
+    Sink(bench::sink::Sink),
 }
 
 impl Serve {
@@ -234,7 +234,7 @@ fn kernel_echo(addr: SocketAddrV4, spin: bool, cc: Option<&str>, stop: &AtomicBo
     let mut listener =
         std::net::TcpListener::bind(addr).map_err(|e| net::bind_error(e, "TCP", addr))?;
     if let Some(cc) = cc {
-        crate::cmd::stream::set_kernel_cc(&listener, cc)?;
+        bench::net::set_kernel_cc(&listener, cc)?;
     }
     let mut udp = std::net::UdpSocket::bind(addr).map_err(|e| net::bind_error(e, "UDP", addr))?;
     if spin {

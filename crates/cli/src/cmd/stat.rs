@@ -1,17 +1,17 @@
 //! `corestack stat`: the counters of running corestack engines, read from
 //! their shared statistics segments without stopping them (like `nstat`);
 //! for a `corestack run` daemon, also one line per application (its sockets,
-//! bytes and commands). `corestack ss`: their sockets (like `ss`), with the
-//! owning application and the bytes each socket moved.
+//! bytes and commands, from the connection table `ss.rs` reads).
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use appif::stats_shm::{
     segment_path, stats_dir, stats_path, table_rows, AppRow, ConnRow, StatsReader, APPS, APP_WORDS,
-    CONNS, ROW_WORDS,
 };
 use clap::Args;
+
+use crate::cmd::ss::{read_conns, tcp_state, TCP_STATES};
 
 /// `stat` options.
 #[derive(Args, Debug)]
@@ -117,156 +117,6 @@ fn print_apps(pid: u32, apps: &[AppRow]) {
     }
 }
 
-/// `ss` options.
-#[derive(Args, Debug)]
-pub struct Ss {
-    /// Only the engine of this process (default: every running one).
-    #[arg(long)]
-    pid: Option<u32>,
-}
-
-/// TCP state names as `ss` prints them, in the engine's `tcp::State` order.
-const TCP_STATES: [&str; 11] = [
-    "CLOSED",
-    "LISTEN",
-    "SYN-SENT",
-    "SYN-RECV",
-    "ESTAB",
-    "FIN-WAIT-1",
-    "FIN-WAIT-2",
-    "CLOSE-WAIT",
-    "CLOSING",
-    "LAST-ACK",
-    "TIME-WAIT",
-];
-
-impl Ss {
-    pub fn run(self) -> Result<()> {
-        let pids = running_pids(self.pid, CONNS)?;
-        println!("{}", ss_header());
-        for pid in pids {
-            match read_conns(pid) {
-                Ok(t) => {
-                    for row in &t.rows {
-                        println!("{}", ss_line(pid, row));
-                    }
-                }
-                Err(e) => eprintln!("pid {pid}: {e}"),
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The `ss` column titles.
-fn ss_header() -> String {
-    format!(
-        "{:<7} {:>5} {:<11} {:<21} {:<21} {:>8} {:>6} {:>8} {:>8} {:>8} {:>5} {:>7} {:>12} {:>12}",
-        "pid",
-        "app",
-        "state",
-        "local",
-        "peer",
-        "rtt(µs)",
-        "rto",
-        "cwnd",
-        "ssthresh",
-        "inflight",
-        "mss",
-        "retrans",
-        "bytes-in",
-        "bytes-out"
-    )
-}
-
-/// One `ss` line: the owning application's association (`-` for an
-/// embedded engine's socket), the state, the addresses, TCP's windows and
-/// timers, and the bytes delivered to (in) and taken from (out) the
-/// application.
-fn ss_line(pid: u32, row: &ConnRow) -> String {
-    let app = if row.owner == 0 {
-        "-".to_string()
-    } else {
-        row.owner.to_string()
-    };
-    let bytes = |v: u64| {
-        if row.state == 1 {
-            String::new()
-        } else {
-            v.to_string()
-        }
-    };
-    let (state, peer, tcp) = match row.state {
-        0 => ("udp UNCONN".to_string(), "*:*".to_string(), None),
-        1 => ("tcp LISTEN".to_string(), "*:*".to_string(), None),
-        s => {
-            let ssthresh = if row.ssthresh == u32::MAX {
-                "inf".to_string()
-            } else {
-                row.ssthresh.to_string()
-            };
-            let cells = [
-                row.srtt_us.to_string(),
-                format!("{}ms", row.rto_ms),
-                row.cwnd.to_string(),
-                ssthresh,
-                row.in_flight.to_string(),
-                row.mss.to_string(),
-                row.retransmits.to_string(),
-            ];
-            (
-                tcp_state(s).to_string(),
-                row.remote.to_string(),
-                Some(cells),
-            )
-        }
-    };
-    let [rtt, rto, cwnd, ssthresh, inflight, mss, retrans] = tcp.unwrap_or_default();
-    format!(
-        "{pid:<7} {app:>5} {state:<11} {:<21} {peer:<21} {rtt:>8} {rto:>6} {cwnd:>8} {ssthresh:>8} {inflight:>8} {mss:>5} {retrans:>7} {:>12} {:>12}",
-        row.local.to_string(),
-        bytes(row.bytes_in),
-        bytes(row.bytes_out),
-    )
-    .trim_end()
-    .to_string()
-}
-
-/// The name of TCP state code `s` (2 + the engine's `tcp::State` order).
-fn tcp_state(s: u8) -> &'static str {
-    usize::from(s)
-        .checked_sub(2)
-        .and_then(|i| TCP_STATES.get(i))
-        .copied()
-        .unwrap_or("?")
-}
-
-/// A process's published connection table.
-struct ConnTable {
-    rows: Vec<ConnRow>,
-    /// The table held every row it has room for: sockets may be missing.
-    full: bool,
-}
-
-/// Reads process `pid`'s connection table. Errors (described): no segment,
-/// one that keeps changing, or one of another corestack version.
-fn read_conns(pid: u32) -> Result<ConnTable> {
-    let path = segment_path(pid, CONNS);
-    let r = StatsReader::open(&path).with_context(|| format!("opening {}", path.display()))?;
-    if r.count() == 0 || !(r.count() - 1).is_multiple_of(ROW_WORDS) {
-        bail!(
-            "{} was written by another corestack version (rows of another width)",
-            path.display()
-        );
-    }
-    let Some(words) = r.read() else {
-        bail!("the connection table kept changing, try again");
-    };
-    let rows: Vec<ConnRow> = table_rows(&words, ROW_WORDS).map(ConnRow::decode).collect();
-    let full = rows.len() == (r.count() - 1) / ROW_WORDS;
-    Ok(ConnTable { rows, full })
-}
-
 /// Reads process `pid`'s application table; None when it has none (it is
 /// not a `corestack run` daemon) or it cannot be read consistently.
 fn read_apps(pid: u32) -> Option<Vec<AppRow>> {
@@ -367,51 +217,10 @@ fn printable(name: &str) -> String {
         .collect()
 }
 
-/// Process ids with a live segment of `kind` (just `pid` if given).
-fn running_pids(pid: Option<u32>, kind: &str) -> Result<Vec<u32>> {
-    if let Some(p) = pid {
-        if !segment_path(p, kind).exists() {
-            bail!(
-                "no corestack engine in process {p} (no {})",
-                segment_path(p, kind).display()
-            );
-        }
-        return Ok(vec![p]);
-    }
-    let dir = stats_dir();
-    let suffix = format!(".{kind}");
-    let mut pids: Vec<u32> = std::fs::read_dir(&dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            name.strip_prefix("corestack-")?
-                .strip_suffix(&suffix)?
-                .parse()
-                .ok()
-        })
-        .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
-        .collect();
-    pids.sort_unstable();
-    Ok(pids)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn conn(owner: u32, state: u8, bytes_in: u64, bytes_out: u64, retransmits: u64) -> ConnRow {
-        ConnRow {
-            local: "10.0.0.2:7".parse().unwrap(),
-            remote: "10.0.0.1:40000".parse().unwrap(),
-            state,
-            owner,
-            bytes_in,
-            bytes_out,
-            retransmits,
-            ..ConnRow::default()
-        }
-    }
+    use crate::cmd::ss::tests::{cells, conn};
 
     fn app(assoc: u32, name: &str) -> AppRow {
         AppRow {
@@ -424,11 +233,6 @@ mod tests {
             closes: 1,
             refused: 1,
         }
-    }
-
-    /// The whitespace-separated cells of a table line.
-    fn cells(line: &str) -> Vec<String> {
-        line.split_whitespace().map(str::to_string).collect()
     }
 
     #[test]
@@ -494,32 +298,5 @@ mod tests {
             "1 ESTAB, 1 LISTEN, 1 UDP, 1 TIME-WAIT, 1 ?"
         );
         assert_eq!(sockets_by_state(&[]), "none");
-    }
-
-    #[test]
-    fn ss_line_shows_app_and_bytes() {
-        let header = cells(&ss_header());
-        assert_eq!(header[1], "app");
-        assert_eq!(&header[header.len() - 2..], ["bytes-in", "bytes-out"]);
-        let mut r = conn(3, 6, 1234, 5678, 1);
-        r.ssthresh = u32::MAX;
-        let c = cells(&ss_line(42, &r));
-        assert_eq!(c.len(), header.len(), "{c:?}");
-        assert_eq!(
-            &c[..5],
-            ["42", "3", "ESTAB", "10.0.0.2:7", "10.0.0.1:40000"]
-        );
-        assert_eq!(c[8], "inf");
-        assert_eq!(&c[c.len() - 2..], ["1234", "5678"]);
-        // Embedded engine's socket: no application.
-        let c = cells(&ss_line(42, &conn(0, 6, 0, 0, 0)));
-        assert_eq!(c[1], "-");
-        // UDP: bytes but no TCP cells; listener: neither.
-        let line = ss_line(42, &conn(2, 0, 64, 32, 0));
-        assert!(line.contains("udp UNCONN"), "{line}");
-        assert!(line.ends_with(" 64           32"), "{line:?}");
-        let line = ss_line(42, &conn(2, 1, 0, 0, 0));
-        assert!(line.ends_with("*:*"), "{line:?}");
-        assert!(line.contains("tcp LISTEN"));
     }
 }

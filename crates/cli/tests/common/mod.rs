@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 use netns::{veth_pair, ChildGuard, Netns};
 use sha2::{Digest, Sha256};
 
+pub mod daemon;
+pub mod rogue;
+
 /// 100 MiB, the transfer size.
 pub const TRANSFER_BYTES: u64 = 100 << 20;
 

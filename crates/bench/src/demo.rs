@@ -23,7 +23,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use serde_json::Value;
 
-use crate::cmd::children::{run_client, spawn, wait_ready, Latency, LogDir, Topology};
+use crate::harness::children::{run_client, spawn, wait_ready, Latency, LogDir, Topology};
 use crate::net;
 
 const CLIENT_CPU: &str = "0";

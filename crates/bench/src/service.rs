@@ -26,7 +26,7 @@ use clap::Args;
 use netns::ChildGuard;
 use serde_json::Value;
 
-use crate::cmd::children::{run_client, spawn_env, wait_ready, Latency, LogDir, Topology};
+use crate::harness::children::{run_client, spawn_env, wait_ready, Latency, LogDir, Topology};
 use crate::net;
 
 const CORE_CIDR: &str = "10.79.1.2/24";

@@ -1,4 +1,5 @@
-//! `corestack bench stream` and `corestack serve sink`: one-way TCP goodput, on either stack.
+//! `corestack bench stream`: one-way TCP goodput to `corestack serve sink` (`sink.rs`), on
+//! either stack.
 //!
 //! The client sends `--bytes` (or for `--duration`) of data, then half-closes. The sink reads and
 //! discards; at the client's FIN it answers one line, `sink: BYTES bytes NANOS ns\n` (what it
@@ -9,21 +10,21 @@
 //!
 //! corestack (either side): one thread, nonblocking sockets, the inline engine run by the waits
 //! (it spins). Kernel client: blocking writes. Kernel sink: one blocking thread per connection.
+//! The report line's format (written by the sink, parsed here) is this module's.
 
-use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::io;
+use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 
-use crate::net::{self, Interrupted, Listener, StackOpts, Stream, Waiter};
+use crate::net::{self, Interrupted, StackOpts, Stream, Waiter};
 
 /// Bytes per write and per read.
-const CHUNK_BYTES: usize = 64 * 1024;
+pub(crate) const CHUNK_BYTES: usize = 64 * 1024;
 /// Longest report line the client accepts, bytes.
 const REPORT_MAX_BYTES: usize = 128;
 /// How long a kernel socket blocks before the loop checks its deadline and the stop flag.
@@ -39,7 +40,7 @@ pub fn mbit_per_s(bytes: u64, secs: f64) -> f64 {
 }
 
 /// The sink's answer to the client's FIN.
-fn report_line(bytes: u64, elapsed: Duration) -> String {
+pub(crate) fn report_line(bytes: u64, elapsed: Duration) -> String {
     format!("sink: {bytes} bytes {} ns\n", elapsed.as_nanos())
 }
 
@@ -84,15 +85,6 @@ pub struct StreamBench {
     write_size: usize,
     #[command(flatten)]
     stack: StackOpts,
-}
-
-/// Sets TCP_CONGESTION on a kernel socket (on a listener: for the connections it accepts).
-pub fn set_kernel_cc<S: std::os::fd::AsFd>(s: &S, name: &str) -> Result<()> {
-    socket2::SockRef::from(s)
-        .set_tcp_congestion(name.as_bytes())
-        .with_context(|| {
-            format!("setting TCP congestion control {name} (see /proc/sys/net/ipv4/tcp_available_congestion_control)")
-        })
 }
 
 /// What a stream run measured (the `--json` object).
@@ -157,7 +149,7 @@ impl StreamBench {
             s.set_write_timeout(Some(KERNEL_TIMEOUT))?;
             s.set_read_timeout(Some(KERNEL_TIMEOUT))?;
             if let Some(cc) = &self.kernel_cc {
-                set_kernel_cc(&s, cc)?;
+                net::set_kernel_cc(&s, cc)?;
             }
             let t0 = Instant::now();
             let (sent, report) = send_stream(s, None, until, self.write_size, deadline, &stop)?;
@@ -270,218 +262,12 @@ fn send_stream<S: Stream>(
     Ok((sent, report))
 }
 
-fn would_block(e: &io::Error) -> bool {
+/// True for the errors that mean "not now" (nonblocking, a socket timeout, a signal).
+pub(crate) fn would_block(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
     )
-}
-
-/// `serve sink` options.
-#[derive(Args, Debug)]
-pub struct Sink {
-    #[command(flatten)]
-    stack: StackOpts,
-    /// TCP port to listen on.
-    #[arg(long)]
-    port: u16,
-    /// Use the Linux kernel stack (std::net) instead of corestack; --ip is then the bind address.
-    #[arg(long, conflicts_with = "iface")]
-    kernel: bool,
-}
-
-/// One connection being drained.
-struct Drain<S> {
-    stream: S,
-    peer: SocketAddrV4,
-    bytes: u64,
-    since: Instant,
-    /// The report not yet written (after the peer's FIN).
-    answer: Option<(Vec<u8>, usize)>,
-}
-
-/// Totals for the exit line.
-#[derive(Default)]
-struct Totals {
-    connections: u64,
-    bytes: u64,
-    busy: Duration,
-}
-
-impl Totals {
-    fn done(&mut self, peer: SocketAddrV4, bytes: u64, elapsed: Duration) {
-        self.connections += 1;
-        self.bytes += bytes;
-        self.busy += elapsed;
-        let secs = elapsed.as_secs_f64();
-        println!(
-            "connection from {peer}: {bytes} bytes in {secs:.3} s ({:.1} Mbit/s)",
-            mbit_per_s(bytes, secs)
-        );
-        let _ = io::stdout().flush();
-    }
-
-    fn print(&self) {
-        let secs = self.busy.as_secs_f64();
-        println!(
-            "stopped: {} connections, {} bytes received, {:.1} Mbit/s goodput while receiving",
-            self.connections,
-            self.bytes,
-            mbit_per_s(self.bytes, secs)
-        );
-    }
-}
-
-impl Sink {
-    pub fn run(self) -> Result<()> {
-        let stop = net::stop_flag()?;
-        let ip = self.stack.ip.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr);
-        let addr = SocketAddrV4::new(ip, self.port);
-        if self.kernel {
-            return kernel_sink(addr, &stop);
-        }
-        let stack = self.stack.start()?;
-        let mut listener = corestack::TcpListener::bind(&stack, addr)
-            .map_err(|e| net::bind_error(e, "TCP", addr))?;
-        listener.set_nonblocking(true)?;
-        println!("listening on {addr} (tcp sink), {}", self.stack.describe());
-        let _ = io::stdout().flush();
-        let waiter = self.stack.waiter(&stack);
-        let totals = core_sink(&mut listener, &waiter, &stop)?;
-        totals.print();
-        println!("corestack statistics:");
-        println!("{}", stack.stats());
-        Ok(())
-    }
-}
-
-/// The corestack sink: one thread, every connection nonblocking.
-fn core_sink<L: Listener>(listener: &mut L, waiter: &Waiter, stop: &AtomicBool) -> Result<Totals> {
-    let mut conns: Vec<Drain<L::Stream>> = Vec::new();
-    let mut buf = vec![0u8; CHUNK_BYTES];
-    let mut totals = Totals::default();
-    while !stop.load(Ordering::Relaxed) {
-        let mut progress = false;
-        loop {
-            match listener.accept_one() {
-                Ok((mut stream, peer)) => {
-                    stream.nonblocking(true)?;
-                    conns.push(Drain {
-                        stream,
-                        peer,
-                        bytes: 0,
-                        since: Instant::now(),
-                        answer: None,
-                    });
-                    progress = true;
-                }
-                Err(e) if would_block(&e) => break,
-                Err(e) => {
-                    eprintln!("accept: {e}");
-                    break;
-                }
-            }
-        }
-        conns.retain_mut(|c| {
-            let (moved, open) = drain_step(c, &mut buf, &mut totals);
-            progress |= moved;
-            open
-        });
-        if progress {
-            waiter.spin()?;
-        } else {
-            waiter.wait(Duration::from_millis(10))?;
-        }
-    }
-    Ok(totals)
-}
-
-/// Reads what one connection has (or writes its report); returns (moved, still open).
-fn drain_step<S: Stream>(c: &mut Drain<S>, buf: &mut [u8], totals: &mut Totals) -> (bool, bool) {
-    if let Some((line, off)) = &mut c.answer {
-        return match c.stream.write(&line[*off..]) {
-            Ok(n) => {
-                *off += n;
-                if *off < line.len() {
-                    (n > 0, true)
-                } else {
-                    let _ = c.stream.shutdown_write();
-                    (true, false)
-                }
-            }
-            Err(e) if would_block(&e) => (false, true),
-            Err(_) => (true, false),
-        };
-    }
-    let mut moved = false;
-    // A bounded number of reads per pass, so one connection does not starve the others.
-    for _ in 0..16 {
-        match c.stream.read(buf) {
-            Ok(0) => {
-                let elapsed = c.since.elapsed();
-                totals.done(c.peer, c.bytes, elapsed);
-                c.answer = Some((report_line(c.bytes, elapsed).into_bytes(), 0));
-                return (true, true);
-            }
-            Ok(n) => {
-                c.bytes += n as u64;
-                moved = true;
-            }
-            Err(e) if would_block(&e) => return (moved, true),
-            Err(e) => {
-                eprintln!("connection from {}: {e}", c.peer);
-                return (true, false);
-            }
-        }
-    }
-    (moved, true)
-}
-
-/// The Linux sink: a blocking thread per connection.
-fn kernel_sink(addr: SocketAddrV4, stop: &AtomicBool) -> Result<()> {
-    let listener =
-        std::net::TcpListener::bind(addr).map_err(|e| net::bind_error(e, "TCP", addr))?;
-    listener.set_nonblocking(true)?;
-    println!("listening on {addr} (tcp sink), kernel, blocking");
-    let _ = io::stdout().flush();
-    let totals = std::sync::Arc::new(std::sync::Mutex::new(Totals::default()));
-    while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((mut stream, peer)) => {
-                let peer = match peer {
-                    std::net::SocketAddr::V4(p) => p,
-                    std::net::SocketAddr::V6(_) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
-                };
-                let totals = std::sync::Arc::clone(&totals);
-                stream.set_nonblocking(false)?;
-                thread::spawn(move || {
-                    let since = Instant::now();
-                    let mut buf = vec![0u8; CHUNK_BYTES];
-                    let mut bytes = 0u64;
-                    loop {
-                        match stream.read(&mut buf) {
-                            Ok(0) => break,
-                            Ok(n) => bytes += n as u64,
-                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                            Err(_) => return,
-                        }
-                    }
-                    let elapsed = since.elapsed();
-                    if let Ok(mut t) = totals.lock() {
-                        t.done(peer, bytes, elapsed);
-                    }
-                    let _ = stream.write_all(report_line(bytes, elapsed).as_bytes());
-                    let _ = stream.shutdown(std::net::Shutdown::Write);
-                });
-            }
-            Err(e) if would_block(&e) => thread::sleep(Duration::from_millis(5)),
-            Err(e) => eprintln!("accept: {e}"),
-        }
-    }
-    if let Ok(t) = totals.lock() {
-        t.print();
-    }
-    Ok(())
 }
 
 #[cfg(test)]

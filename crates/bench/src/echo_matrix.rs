@@ -65,8 +65,8 @@ use netns::{ChildGuard, NextLine};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cmd::children::{last_line, LogDir};
-use crate::cmd::matrix::{
+use crate::harness::children::{last_line, LogDir};
+use crate::harness::matrix::{
     median, BridgeTotals, Lab, Topology, CLIENT_CPU, CORE_SERVER, LINUX_SERVER, PORT, SERVER_CPU,
 };
 use crate::net::{self, Interrupted};

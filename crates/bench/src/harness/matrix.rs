@@ -25,7 +25,7 @@ use anyhow::{bail, Context, Result};
 use netns::{veth_pair, ChildGuard, Netns};
 use serde::Serialize;
 
-use crate::cmd::children::{spawn, wait_ready, LogDir};
+use crate::harness::children::{spawn, wait_ready, LogDir};
 
 /// The client's CPU, when children are pinned.
 pub const CLIENT_CPU: &str = "0";

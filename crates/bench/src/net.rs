@@ -294,6 +294,15 @@ pub fn stop_flag() -> Result<Arc<AtomicBool>> {
     Ok(flag)
 }
 
+/// Sets TCP_CONGESTION on a kernel socket (on a listener: for the connections it accepts).
+pub fn set_kernel_cc<S: std::os::fd::AsFd>(s: &S, name: &str) -> Result<()> {
+    socket2::SockRef::from(s)
+        .set_tcp_congestion(name.as_bytes())
+        .with_context(|| {
+            format!("setting TCP congestion control {name} (see /proc/sys/net/ipv4/tcp_available_congestion_control)")
+        })
+}
+
 /// Explains a bind error (address in use is the one people meet).
 pub fn bind_error(e: io::Error, what: &str, addr: SocketAddrV4) -> anyhow::Error {
     if e.kind() == io::ErrorKind::AddrInUse {

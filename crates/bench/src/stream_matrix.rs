@@ -25,8 +25,8 @@ use clap::Args;
 use netns::ChildGuard;
 use serde_json::Value;
 
-use crate::cmd::children::{run_client, LogDir};
-use crate::cmd::matrix::{
+use crate::harness::children::{run_client, LogDir};
+use crate::harness::matrix::{
     median, Lab, Topology, CLIENT_CPU, CORE_CLIENT, CORE_SERVER, LINUX_SERVER, PORT, SERVER_CPU,
 };
 use crate::net::{self, CcArg};
@@ -226,7 +226,7 @@ impl StreamMatrix {
         topo.through(&mut bridge)?;
         let lossy = ctx.phase("lossy", self.rounds)?;
         let totals = bridge.stop()?;
-        let field = |f: fn(&crate::cmd::matrix::BridgeTotals) -> u64| {
+        let field = |f: fn(&crate::harness::matrix::BridgeTotals) -> u64| {
             totals
                 .as_ref()
                 .map_or("?".to_string(), |t| f(t).to_string())

@@ -1,0 +1,68 @@
+//! Benchmarks and the demo of the `corestack` binary, kept out of the product's command
+//! modules: the `corestack` binary calls [`Bench::run`] for `corestack bench ...`,
+//! [`demo::Demo`] for `corestack demo` and [`sink::Sink`] for `corestack serve sink`.
+//!
+//! ```text
+//!  pingpong       bench pingpong: round-trip latency (HDR histogram)
+//!  transfer       bench transfer: echo N bytes, compare sha256
+//!  stream         bench stream: one-way goodput to a sink
+//!  sink           serve sink: the receiving end of `bench stream`
+//!  stream_matrix  bench stream-matrix: goodput, Linux vs corestack, clean and lossy
+//!  echo_matrix    bench echo-matrix: echo through the impairment bridge, case by case
+//!  service        bench service: service mode vs embedded mode vs Linux
+//!  demo           demo: Linux vs corestack echo latency, a checked 100 MiB transfer
+//!  harness/       children (this binary in a namespace, pinned, logged) and the matrix path
+//!  net            the stack options and socket traits that let one loop drive corestack or
+//!                 the kernel stack (also used by `serve echo` and `nc`), the stop flag
+//! ```
+//!
+//! Every benchmark that builds namespaces removes them, and every process it started, when it
+//! ends, also on error and Ctrl-C. Errors are `anyhow`, as in the rest of the command line.
+#![forbid(unsafe_code)]
+
+pub mod demo;
+pub mod echo_matrix;
+mod harness;
+pub mod net;
+pub mod pingpong;
+pub mod service;
+pub mod sink;
+pub mod stream;
+pub mod stream_matrix;
+pub mod transfer;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+/// Benchmarks.
+#[derive(Subcommand, Debug)]
+pub enum Bench {
+    /// Ping-pong round-trip latency against an echo server.
+    Pingpong(pingpong::Pingpong),
+    /// Send N bytes to an echo server, read them back, compare sha256.
+    Transfer(transfer::Transfer),
+    /// One-way TCP goodput to a sink server (`serve sink`).
+    Stream(stream::StreamBench),
+    /// Goodput Linux vs corestack, both directions, clean and lossy path, in own namespaces.
+    StreamMatrix(stream_matrix::StreamMatrix),
+    /// Echo of N MiB (both directions at once), Linux vs corestack server, through the
+    /// impairment bridge per case and seed; reports stalls with both sides' TCP state.
+    EchoMatrix(echo_matrix::EchoMatrix),
+    /// Service mode next to embedded mode and Linux: latency, polling policies' CPU use,
+    /// 64-byte messages per second, in own namespaces.
+    Service(service::ServiceBench),
+}
+
+impl Bench {
+    /// Runs the benchmark.
+    pub fn run(self) -> Result<()> {
+        match self {
+            Bench::Pingpong(p) => p.run(),
+            Bench::Transfer(t) => t.run(),
+            Bench::Stream(s) => s.run(),
+            Bench::StreamMatrix(m) => m.run(),
+            Bench::EchoMatrix(m) => m.run(),
+            Bench::Service(s) => s.run(),
+        }
+    }
+}

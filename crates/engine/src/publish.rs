@@ -1,0 +1,83 @@
+//! An engine's counters and sockets published for observers in other
+//! processes: `corestack stat` reads the counters, `corestack ss` the
+//! connection table, from shared-memory segments under /dev/shm
+//! (`/dev/shm/corestack-<pid>.stats` and `.conns`; the format is
+//! `appif::stats_shm`'s).
+//!
+//! Whoever runs the engine loop wraps the engine in a [`Published`] and
+//! calls [`Published::publish`] once per iteration: the embedded engine
+//! thread and inline waiters of the application library, and the
+//! `corestack run` daemon. It writes at most every [`STATS_EVERY`] and
+//! allocates nothing once started. Single-threaded, like the engine;
+//! readers go through each segment's sequence lock.
+
+use crate::stats::Stats;
+use crate::time::Instant;
+use crate::Engine;
+use appif::stats_shm::{StatsWriter, CONNS, ROW_WORDS, STATS};
+use core::time::Duration;
+use nic::Port;
+
+/// How often the counters and sockets are published.
+pub const STATS_EVERY: Duration = Duration::from_millis(10);
+
+/// Rows of the published connection table (more connections are left out).
+pub const CONN_ROWS: usize = 1024;
+
+/// An engine that publishes its counters and sockets for `corestack stat`
+/// and `corestack ss` (shared-memory segments under /dev/shm), at most
+/// every [`STATS_EVERY`].
+pub struct Published<P: Port> {
+    /// The engine.
+    pub engine: Engine<P>,
+    /// The counters' segment; None without /dev/shm.
+    segment: Option<StatsWriter>,
+    /// The connection table for `corestack ss`; None without /dev/shm.
+    conns: Option<StatsWriter>,
+    /// Scratch for the table's rows, reserved once.
+    rows: Vec<u64>,
+    last: Instant,
+}
+
+impl<P: Port> Published<P> {
+    /// Wraps `engine`; without /dev/shm (or without write access to it) it
+    /// runs unpublished.
+    pub fn new(engine: Engine<P>) -> Self {
+        // The segments are an observability aid: without /dev/shm the stack
+        // still runs, it just cannot be watched from outside.
+        let count = Stats::default().iter().count();
+        Published {
+            engine,
+            segment: StatsWriter::create(STATS, count).ok(),
+            conns: StatsWriter::create(CONNS, 1 + CONN_ROWS * ROW_WORDS).ok(),
+            rows: Vec::with_capacity(CONN_ROWS * ROW_WORDS),
+            last: Instant(0),
+        }
+    }
+
+    /// Publishes counters and sockets if [`STATS_EVERY`] passed since the
+    /// last time (or `force`); returns the counters when it did.
+    pub fn publish(&mut self, now: Instant, force: bool) -> Option<Stats> {
+        if !force && now.saturating_since(self.last) < STATS_EVERY {
+            return None;
+        }
+        self.last = now;
+        let stats = self.engine.stats();
+        if let Some(w) = self.segment.as_mut() {
+            w.publish(stats.iter().map(|(_, v)| v));
+        }
+        if let Some(w) = self.conns.as_mut() {
+            // `rows` keeps the capacity reserved at start: no allocation here.
+            let rows = &mut self.rows;
+            rows.clear();
+            self.engine.for_each_socket(|r| {
+                if rows.len() < CONN_ROWS * ROW_WORDS {
+                    rows.extend_from_slice(&r.encode());
+                }
+            });
+            let n = (rows.len() / ROW_WORDS) as u64;
+            w.publish(core::iter::once(n).chain(rows.iter().copied()));
+        }
+        Some(stats)
+    }
+}

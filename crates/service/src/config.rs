@@ -1,0 +1,798 @@
+//! `corestack run`'s configuration: a TOML file, command-line overrides, and
+//! validation into the values the daemon uses.
+//!
+//! ```toml
+//! iface = "veth1"            # required unless given on the command line
+//! ip = "10.0.0.2/24"         # ADDR/PREFIX, required likewise
+//! gateway = "10.0.0.1"       # optional
+//! driver = "af_xdp"          # af_xdp | tap
+//! cores = 1                  # engine cores (only 1 supported now)
+//! socket = "/run/corestack/ctl.sock"
+//! ring_bytes = 262144        # per-connection ring size at the start, power of two, 4 KiB..16 MiB
+//! ring_max_bytes = 8388608   # the most a ring grows to (auto-tuning), ring_bytes..16 MiB
+//! buffer_growth_limit = 268435456  # ring growth allowed per application, bytes
+//! max_sockets_per_app = 1024
+//! max_apps = 64
+//! congestion = "cubic"       # newreno | cubic | dctcp
+//! [polling]
+//! policy = "adaptive"        # busy | adaptive | interrupt
+//! idle_us = 50               # adaptive: idle time before sleeping
+//! [ports]
+//! privileged_uids = [1000]   # may bind ports < 1024 besides root
+//! privileged_gids = []
+//! ```
+//!
+//! Every key is optional (an empty file is the defaults) and unknown keys are
+//! errors, so a typo never goes unnoticed. Order of precedence: command line
+//! ([`Overrides`]), then the file, then the defaults. Every error is a
+//! [`ConfigError`] whose message is one line that says what to fix.
+
+use std::fmt;
+use std::io;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use engine::tcp::CcKind;
+use engine::EngineConfig;
+use serde::Deserialize;
+use thiserror::Error;
+
+/// The smallest `ring_bytes`, in bytes (4 KiB).
+pub const RING_BYTES_MIN: u32 = 4 << 10;
+/// The largest `ring_bytes`, in bytes (16 MiB).
+pub const RING_BYTES_MAX: u32 = 16 << 20;
+/// The largest `max_sockets_per_app`.
+pub const MAX_SOCKETS_PER_APP_LIMIT: u32 = 1 << 16;
+/// The largest `max_apps`.
+pub const MAX_APPS_LIMIT: u32 = 4096;
+/// The largest `polling.idle_us`, in microseconds (1 s).
+pub const IDLE_US_MAX: u64 = 1_000_000;
+/// The most engine cores supported now.
+pub const CORES_SUPPORTED: u32 = 1;
+
+/// The longest interface name Linux accepts, in bytes (`IFNAMSIZ` - 1).
+pub const IFNAME_MAX: usize = 15;
+/// The longest Unix socket path, in bytes (`sizeof(sun_path)` - 1).
+pub const SOCKET_PATH_MAX: usize = 107;
+
+/// Why a configuration was refused: the file could not be read or parsed,
+/// or a value is out of bounds. Each message is one line that names the key
+/// and says what to write instead.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The configuration file could not be read.
+    #[error("reading config {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// TOML syntax, an unknown key, or a value of the wrong type.
+    #[error("{} {}: {message}", origin(file.as_deref()), place(*line, quoted.as_deref()))]
+    Syntax {
+        /// The file; None for text parsed on its own.
+        file: Option<PathBuf>,
+        /// The line (from 1), when the parser could tell.
+        line: Option<usize>,
+        /// That line, trimmed and shortened to 60 characters.
+        quoted: Option<String>,
+        /// The parser's message, on one line.
+        message: String,
+    },
+    /// No `iface`.
+    #[error("no interface: set iface = \"veth1\" (say) in the config file or pass --iface")]
+    NoIface,
+    /// `iface` is longer than [`IFNAME_MAX`].
+    #[error(
+        "iface = \"{name}\" is too long: Linux interface names have at most {IFNAME_MAX} bytes"
+    )]
+    IfaceTooLong {
+        /// The name given.
+        name: String,
+    },
+    /// `iface` holds characters Linux refuses in interface names.
+    #[error("iface = \"{name}\" is not an interface name (no '/', ':' or spaces); see `ip link`")]
+    BadIface {
+        /// The name given.
+        name: String,
+    },
+    /// No `ip`.
+    #[error("no address: set ip = \"10.0.0.2/24\" (say) in the config file or pass --ip")]
+    NoIp,
+    /// `ip` has no `/PREFIX`.
+    #[error("ip = \"{text}\" has no prefix length: write ADDR/PREFIX, e.g. \"{text}/24\"")]
+    NoPrefix {
+        /// The value given.
+        text: String,
+    },
+    /// `ip`'s address part is not an IPv4 address.
+    #[error(
+        "ip = \"{text}\": \"{addr}\" is not an IPv4 address; write ADDR/PREFIX, e.g. 10.0.0.2/24"
+    )]
+    BadAddress {
+        /// The value given.
+        text: String,
+        /// Its address part.
+        addr: String,
+    },
+    /// `ip`'s prefix part is not 0 to 32.
+    #[error("ip = \"{text}\": \"{prefix}\" is not a prefix length (0 to 32), e.g. 10.0.0.2/24")]
+    BadPrefix {
+        /// The value given.
+        text: String,
+        /// Its prefix part.
+        prefix: String,
+    },
+    /// `ip` is unspecified, broadcast, multicast or loopback.
+    #[error(
+        "ip = \"{text}\" is not usable as the stack's address (unspecified, broadcast, \
+         multicast or loopback): choose a unicast address such as 10.0.0.2/24"
+    )]
+    UnusableAddress {
+        /// The value given.
+        text: String,
+    },
+    /// `ip` is its subnet's network or broadcast address (prefixes up to /30;
+    /// /31 and /32 have neither, RFC 3021).
+    #[error(
+        "ip = \"{text}\" is the {} address of its subnet: choose a host address inside it",
+        if *network { "network" } else { "broadcast" }
+    )]
+    SubnetAddress {
+        /// The value given.
+        text: String,
+        /// True for the network address, false for the broadcast address.
+        network: bool,
+    },
+    /// `gateway` is not an IPv4 address.
+    #[error(
+        "gateway = \"{text}\" is not an IPv4 address (e.g. 10.0.0.1); remove it if there is none"
+    )]
+    BadGateway {
+        /// The value given.
+        text: String,
+    },
+    /// `gateway` is the stack's own address.
+    #[error("gateway = \"{text}\" is the stack's own address: give the router's address")]
+    GatewayIsOwnAddress {
+        /// The value given.
+        text: String,
+    },
+    /// `gateway` is outside the stack's subnet, so it cannot be reached.
+    #[error("gateway = \"{text}\" is not in the stack's subnet {net}/{prefix}: fix gateway or ip's prefix")]
+    GatewayOffSubnet {
+        /// The value given.
+        text: String,
+        /// The stack's subnet.
+        net: Ipv4Addr,
+        /// Its prefix length, bits.
+        prefix: u8,
+    },
+    /// `cores = 0`.
+    #[error("cores = 0: the engine needs at least one core; set cores = 1")]
+    NoCores,
+    /// More cores than [`CORES_SUPPORTED`].
+    #[error(
+        "cores = {cores}: only {CORES_SUPPORTED} engine core is supported for now; set cores = 1"
+    )]
+    TooManyCores {
+        /// The value given.
+        cores: u32,
+    },
+    /// An empty `socket` path.
+    #[error(
+        "socket is empty: set socket = \"{}\" or another path",
+        appif::ctl::DEFAULT_SOCKET
+    )]
+    EmptySocket,
+    /// A `socket` path longer than [`SOCKET_PATH_MAX`].
+    #[error(
+        "socket = \"{}\" is {len} bytes long: Unix socket paths have at most \
+         {SOCKET_PATH_MAX}; choose a shorter path",
+        path.display()
+    )]
+    SocketTooLong {
+        /// The path given.
+        path: PathBuf,
+        /// Its length, bytes.
+        len: usize,
+    },
+    /// `ring_bytes` is not a power of two in
+    /// [`RING_BYTES_MIN`]..=[`RING_BYTES_MAX`].
+    #[error(
+        "ring_bytes = {value}: must be a power of two from {RING_BYTES_MIN} (4 KiB) to \
+         {RING_BYTES_MAX} (16 MiB), e.g. 262144"
+    )]
+    RingBytes {
+        /// The value given, bytes.
+        value: u32,
+    },
+    /// `ring_max_bytes` is not a power of two in
+    /// [`RING_BYTES_MIN`]..=[`RING_BYTES_MAX`].
+    #[error(
+        "ring_max_bytes = {value}: must be a power of two from {RING_BYTES_MIN} (4 KiB) to \
+         {RING_BYTES_MAX} (16 MiB), e.g. 8388608"
+    )]
+    RingMaxBytes {
+        /// The value given, bytes.
+        value: u32,
+    },
+    /// `max_sockets_per_app` is not 1..=[`MAX_SOCKETS_PER_APP_LIMIT`].
+    #[error("max_sockets_per_app = {value}: must be 1 to {MAX_SOCKETS_PER_APP_LIMIT}")]
+    MaxSocketsPerApp {
+        /// The value given.
+        value: u32,
+    },
+    /// `max_apps` is not 1..=[`MAX_APPS_LIMIT`].
+    #[error("max_apps = {value}: must be 1 to {MAX_APPS_LIMIT}")]
+    MaxApps {
+        /// The value given.
+        value: u32,
+    },
+    /// `polling.idle_us` over [`IDLE_US_MAX`] with the adaptive policy.
+    #[error(
+        "polling.idle_us = {idle_us}: at most {IDLE_US_MAX} (1 s); for an engine that \
+         never sleeps set policy = \"busy\""
+    )]
+    IdleTooLong {
+        /// The value given, microseconds.
+        idle_us: u64,
+    },
+}
+
+/// Where a syntax error's text came from, for its message.
+fn origin(file: Option<&Path>) -> String {
+    file.map_or_else(|| "config".to_string(), |p| p.display().to_string())
+}
+
+/// Where in the text a syntax error is, for its message: ``line N (`text`)``.
+fn place(line: Option<usize>, quoted: Option<&str>) -> String {
+    match (line, quoted) {
+        (Some(n), Some(q)) => format!("line {n} (`{q}`)"),
+        (Some(n), None) => format!("line {n}"),
+        (None, _) => "error".to_string(),
+    }
+}
+
+/// `corestack run`'s configuration as written in the file (after
+/// [`Config::apply`], with the command line's values). Unchecked: call
+/// [`Config::validate`] before use.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Interface the engine drives (`--iface`); required in the end.
+    pub iface: Option<String>,
+    /// The stack's address and prefix, `ADDR/PREFIX` (`--ip`); required in
+    /// the end.
+    pub ip: Option<String>,
+    /// Default gateway for destinations off the subnet (`--gateway`).
+    pub gateway: Option<String>,
+    /// Port driver (`--driver`); default af_xdp.
+    pub driver: Driver,
+    /// Engine cores (`--cores`); default 1, the only value supported now.
+    pub cores: u32,
+    /// Path of the control socket (`--socket`); default
+    /// [`appif::ctl::DEFAULT_SOCKET`].
+    pub socket: PathBuf,
+    /// Size of each connection's RX and TX byte ring when it starts and the
+    /// application asks for no size, in bytes: a power of two in
+    /// [`RING_BYTES_MIN`]..=[`RING_BYTES_MAX`]; default 262144 (256 KiB).
+    pub ring_bytes: u32,
+    /// The most a ring grows to (receive-window auto-tuning, a send buffer
+    /// of twice cwnd), in bytes: a power of two in
+    /// [`RING_BYTES_MIN`]..=[`RING_BYTES_MAX`], and at least `ring_bytes`
+    /// in effect (a smaller value means rings that do not grow); default 8388608 (8 MiB; the receive window stops
+    /// at 6 MiB, Linux's default maximum). That much address space is
+    /// reserved per ring; memory is used only as a ring grows.
+    pub ring_max_bytes: u32,
+    /// Ring memory one application may add by growing its rings beyond
+    /// `ring_bytes`, in bytes; default 268435456 (256 MiB).
+    pub buffer_growth_limit: u64,
+    /// Most sockets one application may have open at once; default 1024.
+    pub max_sockets_per_app: u32,
+    /// Most applications connected at once; default 64.
+    pub max_apps: u32,
+    /// TCP congestion control of every connection; default cubic.
+    pub congestion: Congestion,
+    /// `[polling]`: how the engine waits for work.
+    pub polling: Polling,
+    /// `[ports]`: who may bind ports below 1024.
+    pub ports: Ports,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            iface: None,
+            ip: None,
+            gateway: None,
+            driver: Driver::AfXdp,
+            cores: 1,
+            socket: PathBuf::from(appif::ctl::DEFAULT_SOCKET),
+            ring_bytes: 256 << 10,
+            ring_max_bytes: 8 << 20,
+            buffer_growth_limit: 256 << 20,
+            max_sockets_per_app: 1024,
+            max_apps: 64,
+            congestion: Congestion::Cubic,
+            polling: Polling::default(),
+            ports: Ports::default(),
+        }
+    }
+}
+
+/// `[polling]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Polling {
+    /// How the engine waits (`--poll`); default adaptive.
+    pub policy: PolicyKind,
+    /// Adaptive policy: time without work before the engine sleeps, in
+    /// microseconds (`--idle-us`); default 50, at most [`IDLE_US_MAX`].
+    pub idle_us: u64,
+}
+
+impl Default for Polling {
+    fn default() -> Polling {
+        Polling {
+            policy: PolicyKind::Adaptive,
+            idle_us: 50,
+        }
+    }
+}
+
+/// `[ports]`: besides root, who may bind TCP/UDP ports below 1024.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Ports {
+    /// User ids allowed; default none.
+    pub privileged_uids: Vec<u32>,
+    /// Group ids (primary or supplementary) allowed; default none.
+    pub privileged_gids: Vec<u32>,
+}
+
+/// The port driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Driver {
+    /// An AF_XDP socket on the interface's queue 0.
+    #[serde(rename = "af_xdp")]
+    #[cfg_attr(feature = "clap", value(name = "af_xdp"))]
+    AfXdp,
+    /// A Linux TAP device.
+    #[serde(rename = "tap")]
+    #[cfg_attr(feature = "clap", value(name = "tap"))]
+    Tap,
+}
+
+/// TCP congestion control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Congestion {
+    /// NewReno (RFC 5681, RFC 6582).
+    Newreno,
+    /// CUBIC (RFC 9438).
+    Cubic,
+    /// DCTCP (RFC 8257).
+    Dctcp,
+}
+
+/// How the engine waits for work, as written (`polling.policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyKind {
+    /// Spin without pause.
+    Busy,
+    /// Spin, then sleep after `idle_us` without work.
+    Adaptive,
+    /// Sleep whenever there is no work.
+    Interrupt,
+}
+
+impl Driver {
+    /// The name used in the file and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::AfXdp => "af_xdp",
+            Driver::Tap => "tap",
+        }
+    }
+}
+
+impl Congestion {
+    /// The name used in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Congestion::Newreno => "newreno",
+            Congestion::Cubic => "cubic",
+            Congestion::Dctcp => "dctcp",
+        }
+    }
+}
+
+impl fmt::Display for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for Congestion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Values from the command line; each `Some` replaces the file's value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// `--iface`.
+    pub iface: Option<String>,
+    /// `--ip`, `ADDR/PREFIX`.
+    pub ip: Option<String>,
+    /// `--gateway`.
+    pub gateway: Option<String>,
+    /// `--driver`.
+    pub driver: Option<Driver>,
+    /// `--cores`.
+    pub cores: Option<u32>,
+    /// `--socket`.
+    pub socket: Option<PathBuf>,
+    /// `--poll` (`polling.policy`).
+    pub policy: Option<PolicyKind>,
+    /// `--idle-us` (`polling.idle_us`), in microseconds.
+    pub idle_us: Option<u64>,
+}
+
+/// How the engine waits for work, checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Spin without pause.
+    Busy,
+    /// Spin; after `idle` without work, sleep on epoll over the NIC queue
+    /// and the application doorbells.
+    Adaptive {
+        /// Time without work before sleeping.
+        idle: Duration,
+    },
+    /// Sleep on epoll whenever there is no work.
+    Interrupt,
+}
+
+/// A checked configuration, in the types the daemon uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Validated {
+    /// Interface the engine drives.
+    pub iface: String,
+    /// The stack's IPv4 address.
+    pub ip: Ipv4Addr,
+    /// Prefix length of the stack's subnet, in bits (0..=32).
+    pub prefix: u8,
+    /// Default gateway, inside the subnet and not `ip`.
+    pub gateway: Option<Ipv4Addr>,
+    /// Port driver.
+    pub driver: Driver,
+    /// Engine cores (1 for now).
+    pub cores: u32,
+    /// Path of the control socket (at most 107 bytes).
+    pub socket: PathBuf,
+    /// Default per-connection ring size at the start, in bytes (power of
+    /// two, 4 KiB..=16 MiB).
+    pub ring_bytes: u32,
+    /// The most a ring grows to, in bytes (power of two, ring_bytes..=16 MiB).
+    pub ring_max_bytes: u32,
+    /// Ring growth allowed per application, in bytes.
+    pub buffer_growth_limit: u64,
+    /// Most sockets per application (1..=65536).
+    pub max_sockets_per_app: u32,
+    /// Most applications at once (1..=4096).
+    pub max_apps: u32,
+    /// TCP congestion control.
+    pub congestion: Congestion,
+    /// How the engine waits for work.
+    pub policy: Policy,
+    /// Users besides root who may bind ports below 1024.
+    pub privileged_uids: Vec<u32>,
+    /// Groups whose members may bind ports below 1024.
+    pub privileged_gids: Vec<u32>,
+}
+
+impl Validated {
+    /// True when a process with user id `uid` and groups `gids` (its primary
+    /// and supplementary group ids, e.g. from `SO_PEERCRED` and
+    /// `appif::ctl::supplementary_gids`) may bind ports below 1024: root
+    /// always, else a listed uid or a member of a listed group.
+    pub fn may_bind_privileged(&self, uid: u32, gids: &[u32]) -> bool {
+        uid == 0
+            || self.privileged_uids.contains(&uid)
+            || gids.iter().any(|g| self.privileged_gids.contains(g))
+    }
+
+    /// The engine's settings for this configuration: the address, the ring
+    /// sizes, the congestion control (DCTCP turns ECN on, RFC 8257 §3), and
+    /// room for every application to fill its own segment without starving
+    /// the others (`max_apps` × `max_sockets_per_app` sockets, clamped to
+    /// 4096..=262144).
+    pub fn engine_config(&self) -> EngineConfig {
+        let mut ecfg = EngineConfig {
+            ip: self.ip,
+            prefix_len: self.prefix,
+            gateway: self.gateway,
+            ring_bytes: self.ring_bytes as usize,
+            ring_max_bytes: self.ring_max_bytes as usize,
+            buffer_growth_limit: usize::try_from(self.buffer_growth_limit).unwrap_or(usize::MAX),
+            max_sockets: (self.max_apps as usize * self.max_sockets_per_app as usize)
+                .clamp(4096, 1 << 18),
+            ..EngineConfig::default()
+        };
+        ecfg.tcp.cc = match self.congestion {
+            Congestion::Newreno => CcKind::NewReno,
+            Congestion::Cubic => CcKind::Cubic,
+            Congestion::Dctcp => {
+                ecfg.tcp.ecn = true;
+                CcKind::Dctcp
+            }
+        };
+        ecfg
+    }
+}
+
+impl Config {
+    /// Parses a configuration from TOML text.
+    ///
+    /// Errors: [`ConfigError::Syntax`], ``config line N (`the line`): <what
+    /// is wrong>``, for a syntax error, an unknown key or a value of the
+    /// wrong type.
+    pub fn from_toml_str(text: &str) -> Result<Config, ConfigError> {
+        parse(text, None)
+    }
+
+    /// Reads and parses the configuration file at `path`.
+    ///
+    /// Errors: [`ConfigError::Read`] (`reading config <path>`, the I/O error
+    /// as its source) or [`ConfigError::Syntax`] naming the file, ``<path>
+    /// line N (`the line`): <what is wrong>``.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        parse(&text, Some(path))
+    }
+
+    /// Replaces every value that the command line gave.
+    pub fn apply(&mut self, o: &Overrides) {
+        if let Some(v) = &o.iface {
+            self.iface = Some(v.clone());
+        }
+        if let Some(v) = &o.ip {
+            self.ip = Some(v.clone());
+        }
+        if let Some(v) = &o.gateway {
+            self.gateway = Some(v.clone());
+        }
+        if let Some(v) = o.driver {
+            self.driver = v;
+        }
+        if let Some(v) = o.cores {
+            self.cores = v;
+        }
+        if let Some(v) = &o.socket {
+            self.socket = v.clone();
+        }
+        if let Some(v) = o.policy {
+            self.polling.policy = v;
+        }
+        if let Some(v) = o.idle_us {
+            self.polling.idle_us = v;
+        }
+    }
+
+    /// Checks every value and converts it for the daemon.
+    ///
+    /// Errors: the first problem found; its message is one line that names
+    /// the key and says what to write instead.
+    pub fn validate(&self) -> Result<Validated, ConfigError> {
+        let iface = validate_iface(self.iface.as_deref())?;
+        let (ip, prefix) = validate_ip(self.ip.as_deref())?;
+        let gateway = match self.gateway.as_deref() {
+            None => None,
+            Some(g) => Some(validate_gateway(g, ip, prefix)?),
+        };
+        if self.cores == 0 {
+            return Err(ConfigError::NoCores);
+        }
+        if self.cores > CORES_SUPPORTED {
+            return Err(ConfigError::TooManyCores { cores: self.cores });
+        }
+        let socket_len = self.socket.as_os_str().len();
+        if socket_len == 0 {
+            return Err(ConfigError::EmptySocket);
+        }
+        if socket_len > SOCKET_PATH_MAX {
+            return Err(ConfigError::SocketTooLong {
+                path: self.socket.clone(),
+                len: socket_len,
+            });
+        }
+        if !self.ring_bytes.is_power_of_two()
+            || !(RING_BYTES_MIN..=RING_BYTES_MAX).contains(&self.ring_bytes)
+        {
+            return Err(ConfigError::RingBytes {
+                value: self.ring_bytes,
+            });
+        }
+        if !self.ring_max_bytes.is_power_of_two()
+            || !(RING_BYTES_MIN..=RING_BYTES_MAX).contains(&self.ring_max_bytes)
+        {
+            return Err(ConfigError::RingMaxBytes {
+                value: self.ring_max_bytes,
+            });
+        }
+        if !(1..=MAX_SOCKETS_PER_APP_LIMIT).contains(&self.max_sockets_per_app) {
+            return Err(ConfigError::MaxSocketsPerApp {
+                value: self.max_sockets_per_app,
+            });
+        }
+        if !(1..=MAX_APPS_LIMIT).contains(&self.max_apps) {
+            return Err(ConfigError::MaxApps {
+                value: self.max_apps,
+            });
+        }
+        let policy = match self.polling.policy {
+            PolicyKind::Busy => Policy::Busy,
+            PolicyKind::Interrupt => Policy::Interrupt,
+            PolicyKind::Adaptive => {
+                if self.polling.idle_us > IDLE_US_MAX {
+                    return Err(ConfigError::IdleTooLong {
+                        idle_us: self.polling.idle_us,
+                    });
+                }
+                Policy::Adaptive {
+                    idle: Duration::from_micros(self.polling.idle_us),
+                }
+            }
+        };
+        Ok(Validated {
+            iface,
+            ip,
+            prefix,
+            gateway,
+            driver: self.driver,
+            cores: self.cores,
+            socket: self.socket.clone(),
+            ring_bytes: self.ring_bytes,
+            ring_max_bytes: self.ring_max_bytes.max(self.ring_bytes),
+            buffer_growth_limit: self.buffer_growth_limit,
+            max_sockets_per_app: self.max_sockets_per_app,
+            max_apps: self.max_apps,
+            congestion: self.congestion,
+            policy,
+            privileged_uids: self.ports.privileged_uids.clone(),
+            privileged_gids: self.ports.privileged_gids.clone(),
+        })
+    }
+}
+
+/// Parses TOML (from `file`, if any) into a `Config`; on error, where
+/// (the line and its text, when known) and the message, on one line.
+fn parse(text: &str, file: Option<&Path>) -> Result<Config, ConfigError> {
+    toml::from_str(text).map_err(|e: toml::de::Error| {
+        let (line, quoted) = match e.span() {
+            Some(r) => {
+                let start = r.start.min(text.len());
+                let n = text.as_bytes()[..start]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count();
+                let quoted = text
+                    .lines()
+                    .nth(n)
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(|l| shorten(l, 60));
+                (Some(n + 1), quoted)
+            }
+            None => (None, None),
+        };
+        ConfigError::Syntax {
+            file: file.map(Path::to_path_buf),
+            line,
+            quoted,
+            message: e.message().trim().replace('\n', " "),
+        }
+    })
+}
+
+/// `s` cut to at most `max` characters, with "..." when cut.
+fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+fn validate_iface(iface: Option<&str>) -> Result<String, ConfigError> {
+    let Some(name) = iface.filter(|s| !s.is_empty()) else {
+        return Err(ConfigError::NoIface);
+    };
+    if name.len() > IFNAME_MAX {
+        return Err(ConfigError::IfaceTooLong { name: name.into() });
+    }
+    if name == "."
+        || name == ".."
+        || name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c.is_whitespace())
+    {
+        return Err(ConfigError::BadIface { name: name.into() });
+    }
+    Ok(name.to_string())
+}
+
+fn validate_ip(ip: Option<&str>) -> Result<(Ipv4Addr, u8), ConfigError> {
+    let Some(text) = ip.filter(|s| !s.is_empty()) else {
+        return Err(ConfigError::NoIp);
+    };
+    let Some((a, p)) = text.split_once('/') else {
+        return Err(ConfigError::NoPrefix { text: text.into() });
+    };
+    let Ok(addr) = a.parse::<Ipv4Addr>() else {
+        return Err(ConfigError::BadAddress {
+            text: text.into(),
+            addr: a.into(),
+        });
+    };
+    let prefix = match p.parse::<u8>() {
+        Ok(n) if n <= 32 => n,
+        _ => {
+            return Err(ConfigError::BadPrefix {
+                text: text.into(),
+                prefix: p.into(),
+            })
+        }
+    };
+    if addr.is_unspecified() || addr.is_broadcast() || addr.is_multicast() || addr.is_loopback() {
+        return Err(ConfigError::UnusableAddress { text: text.into() });
+    }
+    let host = u32::from(addr) & !mask(prefix);
+    if prefix <= 30 && (host == 0 || host == !mask(prefix)) {
+        return Err(ConfigError::SubnetAddress {
+            text: text.into(),
+            network: host == 0,
+        });
+    }
+    Ok((addr, prefix))
+}
+
+fn validate_gateway(text: &str, ip: Ipv4Addr, prefix: u8) -> Result<Ipv4Addr, ConfigError> {
+    let Ok(gw) = text.parse::<Ipv4Addr>() else {
+        return Err(ConfigError::BadGateway { text: text.into() });
+    };
+    if gw == ip {
+        return Err(ConfigError::GatewayIsOwnAddress { text: text.into() });
+    }
+    let m = mask(prefix);
+    if u32::from(gw) & m != u32::from(ip) & m {
+        return Err(ConfigError::GatewayOffSubnet {
+            text: text.into(),
+            net: Ipv4Addr::from(u32::from(ip) & m),
+            prefix,
+        });
+    }
+    Ok(gw)
+}
+
+/// The netmask of a prefix length (0..=32) as a host-order u32.
+fn mask(prefix: u8) -> u32 {
+    match prefix {
+        0 => 0,
+        p => u32::MAX << (32 - u32::from(p.min(32))),
+    }
+}
+
+#[cfg(test)]
+mod tests;

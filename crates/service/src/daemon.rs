@@ -1,0 +1,96 @@
+//! The daemon on a real interface: opens the port the configuration names
+//! (AF_XDP or TAP) and runs the [`Host`] on it until told to stop. This is
+//! `corestack run` without its command line.
+
+use crate::config::{Driver, Validated};
+use crate::control::ControlSocket;
+use crate::host::{Host, SetupError};
+use std::io;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use thiserror::Error;
+use tracing::warn;
+
+/// Why the daemon could not start on its interface. Each message says what
+/// to do.
+#[derive(Debug, Error)]
+pub enum RunError {
+    /// The interface does not exist in this network namespace (AF_XDP).
+    #[error("interface {iface} not found in this network namespace (check `ip link`)")]
+    NoInterface {
+        /// The interface.
+        iface: String,
+    },
+    /// `CORESTACK_AF_XDP_TX` names no transmit path.
+    #[error("CORESTACK_AF_XDP_TX: {0}")]
+    TxPath(nic::Error),
+    /// Opening the port needs privileges this process lacks.
+    #[error("needs root or CAP_NET_ADMIN to drive {iface}: run with sudo ({error})")]
+    Permission {
+        /// The interface.
+        iface: String,
+        /// The refusal (EPERM or EACCES).
+        error: io::Error,
+    },
+    /// Opening the port failed otherwise.
+    #[error("opening {iface}")]
+    Open {
+        /// The interface.
+        iface: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The host could not be set up around the engine.
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+}
+
+impl RunError {
+    /// The error of opening `iface`: privileges, or anything else.
+    fn open(e: io::Error, iface: &str) -> RunError {
+        let iface = iface.to_string();
+        if e.kind() == io::ErrorKind::PermissionDenied {
+            RunError::Permission { iface, error: e }
+        } else {
+            RunError::Open { iface, source: e }
+        }
+    }
+}
+
+/// Opens `cfg.iface` with `cfg.driver` and serves applications on
+/// `control` until `stop` is set (see [`Host::run`]). An AF_XDP port on
+/// the interface's queue 0 steers frames for `cfg.ip` to the stack and
+/// passes the rest to the kernel; a fallback to generic (copy) XDP is
+/// logged as a warning.
+///
+/// Errors: the interface is missing or cannot be opened, or the host
+/// cannot be set up; nothing was served then.
+pub fn run(cfg: Validated, control: ControlSocket, stop: &AtomicBool) -> Result<(), RunError> {
+    let iface = cfg.iface.clone();
+    match cfg.driver {
+        Driver::AfXdp => {
+            if !Path::new("/sys/class/net").join(&iface).exists() {
+                return Err(RunError::NoInterface { iface });
+            }
+            let tx_path = nic::af_xdp::TxPath::from_env().map_err(RunError::TxPath)?;
+            let xcfg = nic::af_xdp::AfXdpConfig {
+                ifname: iface.clone(),
+                steer_ip: Some(cfg.ip),
+                tx_path,
+                ..Default::default()
+            };
+            let port = nic::af_xdp::AfXdpPort::open(&xcfg)
+                .map_err(|e| RunError::open(io::Error::from(e), &iface))?;
+            if port.xdp_mode() == nic::af_xdp::XdpMode::Generic {
+                warn!("af_xdp on {iface} fell back to generic (copy) XDP mode");
+            }
+            Host::new(port, cfg, control)?.run(stop);
+        }
+        Driver::Tap => {
+            let port = nic::tap::TapPort::open(&iface)
+                .map_err(|e| RunError::open(io::Error::from(e), &iface))?;
+            Host::new(port, cfg, control)?.run(stop);
+        }
+    }
+    Ok(())
+}

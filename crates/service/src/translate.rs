@@ -1,0 +1,343 @@
+//! The descriptor-to-command path: what an application's descriptor
+//! ([`Desc`], read from its command ring) asks of the engine, as a
+//! [`Command`] naming the application's sockets by their service ids, once
+//! checked. The application side is `corestack::service` (Command → Desc).
+//!
+//! Everything here comes from an application's shared memory, so nothing
+//! is trusted: a slot out of range is a [`ProtocolViolation`] (the
+//! application loses its association), and opening a port below 1024
+//! needs a grant (refused with EACCES, the way Linux refuses `bind` without
+//! `CAP_NET_BIND_SERVICE`).
+
+use crate::assoc::AppStats;
+use appif::seg::{self, CmdError, Desc, DescError, Segment, SegmentAccept};
+use appif::socket::{AcceptQueue, Command};
+use core::net::SocketAddrV4;
+use thiserror::Error;
+
+/// Ports below this are privileged: opening one needs root or a grant in
+/// the configuration's `[ports]` (Linux's `ip_unprivileged_port_start`
+/// default).
+pub const PRIVILEGED_PORTS_END: u16 = 1024;
+
+/// How an application broke the shared-memory protocol. It loses its
+/// association (its connections are reset, its memory released); the
+/// daemon and the other applications carry on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum ProtocolViolation {
+    /// The command ring's head moved backwards or more than a ring ahead
+    /// of the tail.
+    #[error("command ring head {head} impossible (tail {tail})")]
+    CommandIndex {
+        /// The head the application wrote, descriptors.
+        head: u64,
+        /// The daemon's tail, descriptors.
+        tail: u64,
+    },
+    /// A descriptor that does not decode.
+    #[error("bad descriptor: {0:?}")]
+    BadDescriptor(DescError),
+    /// A descriptor names a socket slot the segment does not have.
+    #[error("descriptor names slot {slot} out of range")]
+    SlotOutOfRange {
+        /// The slot named.
+        slot: u32,
+    },
+    /// Bytes on the control socket after the hello (the protocol has none).
+    #[error("wrote on the control socket after its hello")]
+    ControlSocketWrite,
+    /// The engine found an impossible index or geometry in one of the
+    /// application's socket rings (see `appif::bytes`).
+    #[error("impossible index in a socket ring")]
+    RingIndex,
+}
+
+impl From<CmdError> for ProtocolViolation {
+    fn from(e: CmdError) -> ProtocolViolation {
+        match e {
+            CmdError::BadIndex { head, tail } => ProtocolViolation::CommandIndex { head, tail },
+            CmdError::BadDesc(d) => ProtocolViolation::BadDescriptor(d),
+        }
+    }
+}
+
+/// The engine command for descriptor `d` of association `assoc`, whose
+/// segment is `seg`; `privileged`: the application may open ports below
+/// [`PRIVILEGED_PORTS_END`]. Counts opens, closes and refusals in `stats`.
+///
+/// Returns None when the daemon answered the descriptor itself: an open of
+/// a privileged port without the grant, whose socket is closed with
+/// `EACCES` in its status block (the application's call fails with it).
+///
+/// Errors: [`ProtocolViolation::SlotOutOfRange`] for a slot the segment
+/// does not have.
+pub fn translate(
+    seg: &Segment,
+    assoc: u32,
+    d: Desc,
+    privileged: bool,
+    stats: &mut AppStats,
+) -> Result<Option<Command>, ProtocolViolation> {
+    let slot = d.slot();
+    let range = || ProtocolViolation::SlotOutOfRange { slot };
+    if slot >= seg.layout().nslots {
+        return Err(range());
+    }
+    let id = seg::service_id(assoc, slot);
+    let port = match d {
+        Desc::Connect { local_port, .. } => Some(local_port),
+        Desc::Listen { local, .. } | Desc::UdpBind { local, .. } => Some(local.port()),
+        _ => None,
+    };
+    if let Some(p) = port {
+        stats.opens += 1;
+        if p != 0 && p < PRIVILEGED_PORTS_END && !privileged {
+            stats.refused += 1;
+            if let Some(sh) = seg.shared(slot, true) {
+                sh.set_closed(libc::EACCES);
+            }
+            return Ok(None);
+        }
+    }
+    Ok(Some(match d {
+        Desc::Connect {
+            remote,
+            local_port,
+            nodelay,
+            ..
+        } => Command::Connect {
+            id,
+            shared: seg.shared(slot, true).ok_or_else(range)?,
+            local_port,
+            remote,
+            tx: seg.tx_reader(slot).ok_or_else(range)?,
+            rx: seg.rx_writer(slot).ok_or_else(range)?,
+            nodelay,
+        },
+        Desc::Listen { local, backlog, .. } => Command::Listen {
+            id,
+            shared: seg.shared(slot, true).ok_or_else(range)?,
+            local,
+            accept: AcceptQueue::Segment(
+                SegmentAccept::new(seg.clone(), assoc, slot, backlog as usize).ok_or_else(range)?,
+            ),
+        },
+        Desc::UdpBind { local, .. } => Command::UdpBind {
+            id,
+            shared: seg.shared(slot, true).ok_or_else(range)?,
+            local: SocketAddrV4::new(*local.ip(), local.port()),
+            tx: seg.tx_reader(slot).ok_or_else(range)?,
+            rx: seg.rx_writer(slot).ok_or_else(range)?,
+        },
+        Desc::Send { .. } => Command::Send { id },
+        Desc::Recvd { .. } => Command::Recvd { id },
+        Desc::Shutdown { .. } => Command::Shutdown { id },
+        Desc::Close { .. } => {
+            stats.closes += 1;
+            Command::Close { id }
+        }
+        Desc::SetNodelay { on, .. } => Command::SetNodelay { id, on },
+        Desc::SetKeepalive { on, .. } => Command::SetKeepalive { id, on },
+        Desc::SetCongestion { algorithm, .. } => Command::SetCongestion { id, algorithm },
+        Desc::SetBuffers { rcv, snd, .. } => Command::SetBuffers {
+            id,
+            rcv: rcv as usize,
+            snd: snd as usize,
+        },
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use appif::region::Region;
+    use appif::seg::{service_owner, Layout};
+    use std::sync::Arc;
+
+    const ASSOC: u32 = 7;
+
+    /// A fresh 4-slot segment, as the daemon lays one out.
+    fn segment() -> Segment {
+        let layout = Layout {
+            nslots: 4,
+            ring_bytes: 4096,
+            ring_max_bytes: 4096,
+            cmd_slots: 16,
+        };
+        let region = Arc::new(Region::anon(layout.total_len()).expect("anonymous memory"));
+        Segment::init(region, layout, ASSOC).expect("a valid layout")
+    }
+
+    fn listen(slot: u32, port: u16) -> Desc {
+        Desc::Listen {
+            slot,
+            local: SocketAddrV4::new([0, 0, 0, 0].into(), port),
+            backlog: 8,
+        }
+    }
+
+    #[test]
+    fn unprivileged_listen_below_1024_is_refused_and_slot_closed_with_eacces() {
+        let seg = segment();
+        let mut stats = AppStats::default();
+        let r = translate(&seg, ASSOC, listen(1, 80), false, &mut stats);
+        assert!(matches!(r, Ok(None)), "answered by the daemon");
+        let status = seg.shared(1, false).expect("slot 1");
+        assert_eq!(status.error(), libc::EACCES);
+        assert_eq!((stats.opens, stats.refused), (1, 1));
+    }
+
+    #[test]
+    fn unprivileged_connect_from_local_port_below_1024_is_refused() {
+        let seg = segment();
+        let mut stats = AppStats::default();
+        let d = Desc::Connect {
+            slot: 2,
+            remote: "10.0.0.1:8080".parse().expect("addr"),
+            local_port: 1023,
+            nodelay: false,
+        };
+        assert!(matches!(
+            translate(&seg, ASSOC, d, false, &mut stats),
+            Ok(None)
+        ));
+        assert_eq!(seg.shared(2, false).expect("slot 2").error(), libc::EACCES);
+        let d = Desc::UdpBind {
+            slot: 3,
+            local: "0.0.0.0:53".parse().expect("addr"),
+        };
+        assert!(matches!(
+            translate(&seg, ASSOC, d, false, &mut stats),
+            Ok(None)
+        ));
+        assert_eq!(stats.refused, 2);
+    }
+
+    #[test]
+    fn unprivileged_ports_zero_and_from_1024_open() {
+        let seg = segment();
+        let mut stats = AppStats::default();
+        for (slot, port) in [(0, 0), (1, 1024), (2, 65535)] {
+            let c = translate(&seg, ASSOC, listen(slot, port), false, &mut stats)
+                .expect("no violation")
+                .expect("a command for the engine");
+            assert!(matches!(c, Command::Listen { local, .. } if local.port() == port));
+        }
+        assert_eq!((stats.opens, stats.refused), (3, 0));
+    }
+
+    #[test]
+    fn privileged_app_listen_below_1024_opens() {
+        let seg = segment();
+        let mut stats = AppStats::default();
+        let c = translate(&seg, ASSOC, listen(0, 80), true, &mut stats)
+            .expect("no violation")
+            .expect("a command for the engine");
+        assert!(matches!(c, Command::Listen { .. }));
+        assert_eq!(seg.shared(0, false).expect("slot 0").error(), 0);
+        assert_eq!(stats.refused, 0);
+    }
+
+    #[test]
+    fn any_descriptor_naming_a_slot_out_of_range_is_a_violation() {
+        let seg = segment();
+        let mut stats = AppStats::default();
+        for d in [
+            listen(4, 8080),
+            Desc::Send { slot: 4 },
+            Desc::Close { slot: u32::MAX },
+        ] {
+            let e = translate(&seg, ASSOC, d, true, &mut stats).err();
+            assert_eq!(
+                e,
+                Some(ProtocolViolation::SlotOutOfRange { slot: d.slot() }),
+                "{d:?}"
+            );
+        }
+        assert_eq!(stats.opens, 0, "nothing counted for a refused descriptor");
+    }
+
+    #[test]
+    fn every_descriptor_becomes_its_command_on_the_apps_socket_id() {
+        let seg = segment();
+        let mut stats = AppStats::default();
+        let all = [
+            Desc::Connect {
+                slot: 3,
+                remote: "10.0.0.1:80".parse().expect("addr"),
+                local_port: 0,
+                nodelay: true,
+            },
+            listen(1, 8080),
+            Desc::UdpBind {
+                slot: 2,
+                local: "10.0.0.2:5353".parse().expect("addr"),
+            },
+            Desc::Send { slot: 3 },
+            Desc::Recvd { slot: 3 },
+            Desc::Shutdown { slot: 3 },
+            Desc::SetNodelay { slot: 3, on: false },
+            Desc::SetKeepalive { slot: 3, on: true },
+            Desc::SetCongestion {
+                slot: 3,
+                algorithm: 2,
+            },
+            Desc::SetBuffers {
+                slot: 3,
+                rcv: 1 << 20,
+                snd: 65536,
+            },
+            Desc::Close { slot: 3 },
+        ];
+        for d in all {
+            let c = translate(&seg, ASSOC, d, false, &mut stats)
+                .expect("no violation")
+                .expect("a command for the engine");
+            // The command of the same kind, with the same arguments, on the app's socket id.
+            let id = match (d, c) {
+                (Desc::Connect { nodelay, .. }, Command::Connect { id, nodelay: n, .. })
+                    if nodelay == n =>
+                {
+                    Some(id)
+                }
+                (Desc::Listen { backlog, .. }, Command::Listen { id, accept, .. })
+                    if accept.capacity() == backlog as usize =>
+                {
+                    Some(id)
+                }
+                (Desc::UdpBind { local, .. }, Command::UdpBind { id, local: l, .. }) => {
+                    (local == l).then_some(id)
+                }
+                (Desc::Send { .. }, Command::Send { id })
+                | (Desc::Recvd { .. }, Command::Recvd { id })
+                | (Desc::Shutdown { .. }, Command::Shutdown { id })
+                | (Desc::Close { .. }, Command::Close { id }) => Some(id),
+                (Desc::SetNodelay { on, .. }, Command::SetNodelay { id, on: o })
+                | (Desc::SetKeepalive { on, .. }, Command::SetKeepalive { id, on: o }) => {
+                    (on == o).then_some(id)
+                }
+                (
+                    Desc::SetCongestion { algorithm, .. },
+                    Command::SetCongestion { id, algorithm: a },
+                ) => (algorithm == a).then_some(id),
+                (Desc::SetBuffers { rcv, snd, .. }, Command::SetBuffers { id, rcv: r, snd: s }) => {
+                    ((rcv as usize, snd as usize) == (r, s)).then_some(id)
+                }
+                _ => None,
+            };
+            let id = id.unwrap_or_else(|| panic!("{d:?} became another command"));
+            assert_eq!(service_owner(id), Some((ASSOC, d.slot())), "{d:?}");
+        }
+        assert_eq!((stats.opens, stats.closes), (3, 1));
+    }
+
+    #[test]
+    fn command_ring_errors_are_violations_of_their_own_kind() {
+        assert_eq!(
+            ProtocolViolation::from(CmdError::BadIndex { head: 9, tail: 2 }),
+            ProtocolViolation::CommandIndex { head: 9, tail: 2 }
+        );
+        let v = ProtocolViolation::from(CmdError::BadDesc(DescError::BadOpcode(0xee)));
+        assert_eq!(v.to_string(), "bad descriptor: BadOpcode(238)");
+    }
+}

@@ -1,0 +1,52 @@
+//! A stopping daemon (SIGTERM in `corestack run`; here its stop flag) resets every connection,
+//! tells every application ECONNRESET in its segment and ends its control connection, sends its
+//! peers RSTs, and removes its control socket. In this process over the `mem` port; no root,
+//! no namespaces. End to end, with SIGTERM and SIGKILL: `crates/cli/tests/service_shutdown.rs`.
+
+mod common;
+
+use std::io::{ErrorKind, Write};
+
+use common::rogue::RogueApp;
+use common::*;
+use corestack::{TcpListener, TcpStream};
+
+#[test]
+fn daemon_stop_tells_every_app_econnreset_and_peers_see_rst() {
+    let mut d = Daemon::start("stop");
+    // A well-behaved app with a connection the peer opened, one with a connection it opened.
+    let app = d.app();
+    let mut l = TcpListener::bind(&app, any(7007)).expect("the app's listen");
+    let mut from_peer = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7007)).expect("connecting");
+    from_peer.set_nonblocking(true).expect("nonblocking");
+    let mut accepted = d.accept(&mut l, "the peer's connection");
+    let mut pl = TcpListener::bind(&d.peer, any(9001)).expect("the peer's listen");
+    let mut to_peer = TcpStream::connect(&app, addr(PEER_IP, 9001)).expect("connecting");
+    to_peer.set_nonblocking(true).expect("nonblocking");
+    let mut peer_side = d.accept(&mut pl, "the app's connection");
+    to_peer.write_all(b"x").expect("a byte before the stop");
+    // And a rogue one, which reads its segment directly.
+    let mut rogue = RogueApp::join(&d.sock, "rogue");
+
+    let log = d.stop();
+    assert_eq!(log.matches("daemon stopping").count(), 2, "log:\n{log}");
+    assert!(log.contains("corestack daemon stopped"), "log:\n{log}");
+    assert!(!d.sock.exists(), "the control socket was left behind");
+    if let Err(e) = rogue.dropped(BOUND) {
+        panic!("the rogue app was not told: {e}");
+    }
+    assert_eq!(
+        read_error(&mut accepted, "the app's accepted connection"),
+        ErrorKind::ConnectionReset
+    );
+    assert_eq!(
+        read_error(&mut to_peer, "the app's own connection"),
+        ErrorKind::ConnectionReset
+    );
+    for (s, what) in [
+        (&mut from_peer, "the peer's connection"),
+        (&mut peer_side, "the peer's accepted connection"),
+    ] {
+        assert_eq!(read_error(s, what), ErrorKind::ConnectionReset, "{what}");
+    }
+}
