@@ -365,6 +365,9 @@ pub enum Command {
     /// The application is gone from this socket: close it (RST if unread
     /// data remains, as Linux does), and free it when the protocol is done.
     Close { id: SockId },
+    /// Like `Close`, but the connection is reset at once (RST to the peer,
+    /// unsent bytes dropped): SO_LINGER with a zero timeout.
+    Abort { id: SockId },
     /// TCP_NODELAY on or off.
     SetNodelay { id: SockId, on: bool },
     /// SO_KEEPALIVE on or off (RFC 1122 §4.2.3.6; Linux timing defaults).

@@ -205,7 +205,8 @@ fn desc_of(cmd: &Command) -> Option<Desc> {
         Command::Send { id } => Desc::Send { slot: slot(*id) },
         Command::Recvd { id } => Desc::Recvd { slot: slot(*id) },
         Command::Shutdown { id } => Desc::Shutdown { slot: slot(*id) },
-        Command::Close { id } => Desc::Close { slot: slot(*id) },
+        // Service mode has no reset descriptor yet: a close (FIN).
+        Command::Close { id } | Command::Abort { id } => Desc::Close { slot: slot(*id) },
         Command::SetNodelay { id, on } => Desc::SetNodelay {
             slot: slot(*id),
             on: *on,

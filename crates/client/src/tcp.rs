@@ -54,6 +54,7 @@ impl TcpListener {
                     rx: a.rx,
                     nonblocking: false,
                     wr_shut: false,
+                    abort_on_drop: false,
                 };
                 return Ok((s, peer));
             }
@@ -129,6 +130,8 @@ pub struct TcpStream {
     rx: bytes::Reader,
     nonblocking: bool,
     wr_shut: bool,
+    /// Close with RST instead of FIN (SO_LINGER with a zero timeout).
+    abort_on_drop: bool,
 }
 
 impl TcpStream {
@@ -147,6 +150,7 @@ impl TcpStream {
             rx: p.rx,
             nonblocking: false,
             wr_shut: false,
+            abort_on_drop: false,
         };
         let sh = &s.shared;
         s.stack.wait(sh, None, || {
@@ -358,6 +362,96 @@ impl Write for TcpStream {
 
 impl Drop for TcpStream {
     fn drop(&mut self) {
-        self.stack.command(Command::Close { id: self.id });
+        if self.abort_on_drop {
+            self.stack.command(Command::Abort { id: self.id });
+        } else {
+            self.stack.command(Command::Close { id: self.id });
+        }
+    }
+}
+
+/// Calls for a sockets layer above this one (the `LD_PRELOAD` shim): a
+/// connect that does not wait, peeking, the pending error, reset on close.
+impl TcpStream {
+    /// Starts a connection to `remote` from local port `local_port` (0: an
+    /// ephemeral port) and returns at once, in the connecting state; the
+    /// outcome shows in [`crate::Probe::status`] (writable once open, an
+    /// error and closed when it failed) and in [`TcpStream::take_error`].
+    ///
+    /// Errors: EMFILE when the service segment has no free slot; the
+    /// handshake's own errors come later (ECONNREFUSED, ETIMEDOUT,
+    /// ENETUNREACH, EADDRINUSE for a local port already connected to
+    /// `remote`, EADDRNOTAVAIL without an ephemeral port).
+    pub fn start_connect(
+        stack: &Stack,
+        remote: SocketAddrV4,
+        local_port: u16,
+        nodelay: bool,
+    ) -> io::Result<TcpStream> {
+        let p = stack.open_stream_from(remote, local_port, nodelay)?;
+        Ok(TcpStream {
+            stack: stack.clone(),
+            id: p.id,
+            shared: p.shared,
+            tx: p.tx,
+            rx: p.rx,
+            nonblocking: true,
+            wr_shut: false,
+            abort_on_drop: false,
+        })
+    }
+
+    /// Copies up to `buf.len()` received bytes without consuming them
+    /// (MSG_PEEK); returns how many (0 when none is waiting).
+    pub fn peek(&self, buf: &mut [u8]) -> usize {
+        self.rx.peek_at(0, buf)
+    }
+
+    /// Takes the pending error (like SO_ERROR): a positive errno, or 0.
+    pub fn take_error(&self) -> i32 {
+        self.shared.take_error()
+    }
+
+    /// True while the handshake is under way.
+    pub fn is_connecting(&self) -> bool {
+        matches!(
+            self.shared.state(),
+            SockState::Opening | SockState::Connecting
+        )
+    }
+
+    /// SO_LINGER with a zero timeout: when dropped, the connection is reset
+    /// (RST to the peer, unsent bytes discarded) instead of closed with FIN.
+    pub fn set_reset_on_close(&mut self, on: bool) {
+        self.abort_on_drop = on;
+    }
+
+    /// The application's ends of the rings, to probe without a borrow of
+    /// the stream: bytes waiting to be read and free TX space.
+    pub fn tx_free(&self) -> usize {
+        self.tx.free()
+    }
+}
+
+impl TcpListener {
+    /// Like [`TcpListener::bind`], with room for `backlog` connections not
+    /// yet accepted (at least 1, at most 4096).
+    ///
+    /// Errors: EADDRINUSE when another socket listens on the port,
+    /// EADDRNOTAVAIL for an address that is not the stack's.
+    pub fn bind_with_backlog(
+        stack: &Stack,
+        addr: SocketAddrV4,
+        backlog: usize,
+    ) -> io::Result<TcpListener> {
+        let (id, shared, accept) = stack.open_listener(addr, backlog.clamp(1, 4096))?;
+        stack.wait_opened(&shared)?;
+        Ok(TcpListener {
+            stack: stack.clone(),
+            id,
+            shared,
+            accept,
+            nonblocking: false,
+        })
     }
 }

@@ -188,6 +188,14 @@ impl Core {
                 let Some(slot) = self.slot_of(id) else { return };
                 self.close(slot);
             }
+            Command::Abort { id } => {
+                let Some(slot) = self.slot_of(id) else { return };
+                if let Some(c) = self.sockets.conn(slot) {
+                    // Counted as unread data: close() resets (RFC 9293 §3.10.5).
+                    c.tcb.abort();
+                }
+                self.close(slot);
+            }
             Command::SetKeepalive { id, on } => {
                 let Some(slot) = self.slot_of(id) else { return };
                 if let Some(c) = self.sockets.conn(slot) {

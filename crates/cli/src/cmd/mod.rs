@@ -4,6 +4,7 @@ pub mod bench;
 pub mod children;
 pub mod demo;
 pub mod echo_matrix;
+pub mod exec;
 pub mod impair;
 pub mod matrix;
 pub mod nc;
