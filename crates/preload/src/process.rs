@@ -130,6 +130,8 @@ pub fn stack() -> Result<&'static Stack, i32> {
     STACK
         .get_or_init(|| {
             let _inside = crate::sys::Inside::enter();
+            // The engine thread must not take the application's signals.
+            let _blocked = crate::sys::SignalsBlocked::new();
             let mut b = Stack::builder()
                 .driver(cfg.driver)
                 .iface(&cfg.iface)

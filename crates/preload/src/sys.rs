@@ -565,3 +565,30 @@ pub mod k {
         }
     }
 }
+
+/// Blocks every signal in the calling thread until the guard drops (the
+/// old mask comes back): threads spawned meanwhile (the engine's) inherit
+/// the full mask, so process-directed signals never run on them.
+pub struct SignalsBlocked(sigset_t);
+
+impl SignalsBlocked {
+    /// Blocks every signal in this thread.
+    pub fn new() -> SignalsBlocked {
+        // SAFETY: sigset_t is plain bits; sigfillset and pthread_sigmask write
+        // only the sets we pass, which live on our stack.
+        unsafe {
+            let mut all: sigset_t = core::mem::zeroed();
+            let mut old: sigset_t = core::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+            SignalsBlocked(old)
+        }
+    }
+}
+
+impl Drop for SignalsBlocked {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `new`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, core::ptr::null_mut()) };
+    }
+}
