@@ -806,6 +806,8 @@ impl Sock {
                         drop(st);
                         return kernel_send(fd, bufs, flags, None);
                     }
+                    // Linux: a listener is not connected, so EPIPE.
+                    State::Listener { .. } | State::ListenerShut { .. } => return Err(libc::EPIPE),
                     _ => return Err(libc::ENOTCONN),
                 }
             };
@@ -958,7 +960,19 @@ impl Sock {
                 Some(u.probe())
             }
             State::ListenerShut { .. } => None,
-            State::Fresh { .. } | State::Kernel => {
+            State::Fresh { .. } => {
+                // Linux records the shutdown even on an unconnected socket
+                // (and says ENOTCONN): a later connection starts shut.
+                if rd {
+                    self.rd_shut.store(true, Ordering::Relaxed);
+                }
+                if wr {
+                    self.wr_shut.store(true, Ordering::Relaxed);
+                }
+                drop(st);
+                return k::shutdown(fd, how);
+            }
+            State::Kernel => {
                 drop(st);
                 return k::shutdown(fd, how);
             }
