@@ -777,3 +777,28 @@ fn shim_nc_both_directions_one_mib_sha256_equal() {
         "Linux nc -l received different bytes from corestack"
     );
 }
+
+#[test]
+fn shim_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_keeps_working() {
+    let _lock = start();
+    let prog = cc("fork");
+    let pair = Pair::new("p", 159).expect("creating the namespaces");
+    let _echo = linux_echo(&pair);
+    let out = run_ok(
+        "fork (shim)",
+        shimmed(&pair, &prog, &[&pair.linux_ip, "7"]),
+        STEP,
+    );
+    for line in [
+        "child recv -1 ENETDOWN",
+        "child send -1 ENETDOWN",
+        "child poll 1 revents 0x19",
+        "child close 0",
+        "child new socket connect -1 ENETUNREACH",
+        "parent recv 2",
+        "helper exec exit 0",
+        "parent still works 2",
+    ] {
+        assert!(out.lines().any(|l| l == line), "no {line:?} in:\n{out}");
+    }
+}

@@ -177,6 +177,16 @@ fn as_sock(o: &Arc<Obj>) -> Option<&Sock> {
     }
 }
 
+/// ENETDOWN for a call on a corestack socket in a forked child (the
+/// engine that serves it runs in the parent).
+fn alive(s: &Sock) -> R<()> {
+    if s.dead_in_child() {
+        Err(libc::ENETDOWN)
+    } else {
+        Ok(())
+    }
+}
+
 fn settle(s: &Sock, o: &Arc<Obj>) {
     if s.take_resettle() {
         crate::epoll::resettle(s, o);
@@ -560,6 +570,7 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         return unsafe { sys::bind(fd, addr, len) };
     };
     run(|| {
+        alive(s)?;
         // SAFETY: the caller promises `len` readable bytes at `addr`.
         let raw = unsafe { bytes(addr.cast(), len as usize) }?;
         let sa = addr::parse(raw);
@@ -578,6 +589,7 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     match ours(fd) {
         Some(o) => match as_sock(&o) {
             Some(s) => run(|| {
+                alive(s)?;
                 let r = s.listen(&o, fd, backlog);
                 settle(s, &o);
                 r.map(|()| 0)
@@ -607,6 +619,7 @@ pub unsafe extern "C" fn accept4(
         return unsafe { sys::accept4(fd, addr, len, flags) };
     };
     run(|| {
+        alive(s)?;
         if flags & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) != 0 {
             return Err(libc::EINVAL);
         }
@@ -648,6 +661,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         return unsafe { sys::connect(fd, addr, len) };
     };
     run(|| {
+        alive(s)?;
         // SAFETY: the caller promises `len` readable bytes at `addr`.
         let raw = unsafe { bytes(addr.cast(), len as usize) }?;
         let r = match addr::parse(raw) {
@@ -664,7 +678,10 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
 pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
     match ours(fd) {
         Some(o) => match as_sock(&o) {
-            Some(s) => run(|| s.shutdown(fd, how).map(|()| 0)),
+            Some(s) => run(|| {
+                alive(s)?;
+                s.shutdown(fd, how).map(|()| 0)
+            }),
             // SAFETY: no pointers.
             None => unsafe { sys::shutdown(fd, how) },
         },
@@ -748,6 +765,7 @@ pub unsafe extern "C" fn setsockopt(
         return unsafe { sys::setsockopt(fd, level, name, val, len) };
     };
     run(|| {
+        alive(s)?;
         // SAFETY: the caller promises `len` readable bytes at `val`.
         let v = unsafe { bytes(val, len as usize) }?;
         opts::set(s, fd, level, name, v).map(|()| 0)
@@ -772,6 +790,7 @@ pub unsafe extern "C" fn getsockopt(
         return unsafe { sys::getsockopt(fd, level, name, val, len) };
     };
     run(|| {
+        alive(s)?;
         if len.is_null() {
             return Err(libc::EFAULT);
         }
@@ -826,6 +845,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
         return unsafe { sys::read(fd, buf, n) };
     };
     run(|| {
+        alive(s)?;
         // SAFETY: the caller promises `n` writable bytes at `buf`.
         let b = unsafe { bytes_mut(buf, n) }?;
         size(recv_one(&o, s, fd, &mut [b], 0).map(|r| r.n))
@@ -844,6 +864,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
         return unsafe { sys::write(fd, buf, n) };
     };
     run(|| {
+        alive(s)?;
         // SAFETY: the caller promises `n` readable bytes at `buf`.
         let b = unsafe { bytes(buf, n) }?;
         size(send_bufs(&o, s, fd, &[b], 0, None))
@@ -862,6 +883,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
         return unsafe { sys::readv(fd, iov, cnt) };
     };
     run(|| {
+        alive(s)?;
         // SAFETY: the caller promises `cnt` iovecs of writable memory.
         let mut b = unsafe { iovecs_mut(iov, cnt) }?;
         size(recv_one(&o, s, fd, &mut b, 0).map(|r| r.n))
@@ -880,6 +902,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
         return unsafe { sys::writev(fd, iov, cnt) };
     };
     run(|| {
+        alive(s)?;
         // SAFETY: the caller promises `cnt` iovecs of readable memory.
         let b = unsafe { iovecs(iov, cnt) }?;
         size(send_bufs(&o, s, fd, &b, 0, None))
@@ -921,6 +944,7 @@ pub unsafe extern "C" fn recvfrom(
         return unsafe { sys::recvfrom(fd, buf, n, flags, addr, len) };
     };
     run(|| {
+        alive(s)?;
         // SAFETY: the caller promises `n` writable bytes at `buf`.
         let b = unsafe { bytes_mut(buf, n) }?;
         let r = recv_one(&o, s, fd, &mut [b], flags)?;
@@ -947,8 +971,11 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
         // SAFETY: passed through.
         return unsafe { sys::recvmsg(fd, msg, flags) };
     };
-    // SAFETY: the caller promises a valid msghdr.
-    run(|| unsafe { recvmsg_impl(&o, s, fd, msg, flags) })
+    run(|| {
+        alive(s)?;
+        // SAFETY: the caller promises a valid msghdr.
+        unsafe { recvmsg_impl(&o, s, fd, msg, flags) }
+    })
 }
 
 unsafe fn recvmsg_impl(
@@ -1001,6 +1028,7 @@ pub unsafe extern "C" fn recvmmsg(
         return unsafe { sys::recvmmsg(fd, vec, vlen, flags, timeout) };
     };
     run(|| {
+        alive(s)?;
         if !timeout.is_null() {
             return Err(libc::EINVAL);
         }
@@ -1057,6 +1085,7 @@ pub unsafe extern "C" fn sendto(
         return unsafe { sys::sendto(fd, buf, n, flags, addr, len) };
     };
     run(|| {
+        alive(s)?;
         // SAFETY: the caller promises `n` readable bytes at `buf`.
         let b = unsafe { bytes(buf, n) }?;
         let to = if addr.is_null() || s.ty == Ty::Stream {
@@ -1108,8 +1137,11 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
         // SAFETY: passed through.
         return unsafe { sys::sendmsg(fd, msg, flags) };
     };
-    // SAFETY: the caller promises a valid msghdr.
-    run(|| unsafe { sendmsg_impl(&o, s, fd, msg, flags) })
+    run(|| {
+        alive(s)?;
+        // SAFETY: the caller promises a valid msghdr.
+        unsafe { sendmsg_impl(&o, s, fd, msg, flags) }
+    })
 }
 
 /// sendmmsg(2).
@@ -1129,6 +1161,7 @@ pub unsafe extern "C" fn sendmmsg(
         return unsafe { sys::sendmmsg(fd, vec, vlen, flags) };
     };
     run(|| {
+        alive(s)?;
         if vec.is_null() && vlen > 0 {
             return Err(libc::EFAULT);
         }
@@ -1215,6 +1248,7 @@ pub unsafe extern "C" fn sendfile(
         return unsafe { sys::sendfile(out_fd, in_fd, offset, count) };
     };
     run(|| {
+        alive(s)?;
         let mut off = if offset.is_null() {
             None
         } else {

@@ -152,8 +152,12 @@ pub fn stack() -> Result<&'static Stack, i32> {
         .map_err(|e| *e)
 }
 
-/// The stack if it has been started (never starts it).
+/// The stack if it has been started (never starts it); None in a forked
+/// child, where it has no engine.
 pub fn started() -> Option<&'static Stack> {
+    if forked() {
+        return None;
+    }
     STACK.get().and_then(|r| r.as_ref().ok())
 }
 
@@ -168,8 +172,11 @@ pub enum Place {
     Kernel,
 }
 
-/// Where a bind to `ip` belongs.
+/// Where a bind to `ip` belongs (always the kernel in a forked child).
 pub fn bind_place(ip: Ipv4Addr) -> Place {
+    if forked() {
+        return Place::Kernel;
+    }
     match config() {
         Some(c) if ip == c.ip => Place::Core,
         Some(_) if ip.is_unspecified() => Place::Both,
@@ -181,7 +188,9 @@ pub fn bind_place(ip: Ipv4Addr) -> Place {
 /// or broadcast; inside corestack's subnet, or any other unicast address
 /// when a gateway is configured.
 pub fn routes(dst: Ipv4Addr) -> bool {
-    let Some(c) = config() else { return false };
+    let Some(c) = config().filter(|_| !forked()) else {
+        return false;
+    };
     if dst.is_loopback() || dst.is_multicast() || dst.is_broadcast() || dst.is_unspecified() {
         return false;
     }

@@ -216,6 +216,12 @@ impl Sock {
         )
     }
 
+    /// True in a forked child for a socket on corestack: the parent's
+    /// engine serves it, so every call on it says ENETDOWN (close is fine).
+    pub fn dead_in_child(&self) -> bool {
+        process::forked() && !matches!(&*lock(&self.state), State::Fresh { .. } | State::Kernel)
+    }
+
     /// True while undecided.
     pub fn is_fresh(&self) -> bool {
         matches!(&*lock(&self.state), State::Fresh { .. })
@@ -1029,6 +1035,13 @@ impl Sock {
     /// the kernel fd must be polled as well (a dual socket's kernel side, or
     /// an undecided socket, which only the kernel can answer for).
     pub fn poll_bits(&self) -> (u32, bool) {
+        if self.dead_in_child() {
+            // Ready, so that the call the application makes next says ENETDOWN.
+            return (
+                POLLIN_BITS | POLLOUT_BITS | (libc::POLLERR | libc::POLLHUP) as u32,
+                false,
+            );
+        }
         let st = lock(&self.state);
         let (status, kernel) = match &*st {
             State::Fresh { .. } | State::Kernel => return (0, true),
