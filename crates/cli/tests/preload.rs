@@ -101,6 +101,16 @@ fn script(name: &str) -> PathBuf {
 
 /// `corestack exec --iface vc --ip CORE/24 -- program args` in the core namespace.
 fn shimmed(pair: &Pair, program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
+    shimmed_mode(pair, false, program, args)
+}
+
+/// As [`shimmed`], in inline mode (`--inline`) when `inline`.
+fn shimmed_mode(
+    pair: &Pair,
+    inline: bool,
+    program: impl AsRef<std::ffi::OsStr>,
+    args: &[&str],
+) -> Command {
     preload();
     let mut cmd = pair.core.exec(bin());
     cmd.args([
@@ -109,12 +119,15 @@ fn shimmed(pair: &Pair, program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> 
         "vc",
         "--ip",
         &format!("{}/24", pair.core_ip),
-        "--",
-    ])
-    .arg(program)
-    .args(args)
-    .env_remove("CORESTACK_SOCKET")
-    .env_remove("LD_PRELOAD");
+    ]);
+    if inline {
+        cmd.arg("--inline");
+    }
+    cmd.arg("--")
+        .arg(program)
+        .args(args)
+        .env_remove("CORESTACK_SOCKET")
+        .env_remove("LD_PRELOAD");
     cmd
 }
 
@@ -186,12 +199,14 @@ fn shim_epoll_poll_select_over_pipe_kernel_udp_and_corestack_sockets_report_exac
     let prog = cc("mixed");
     let pair = Pair::new("p", 150).expect("creating the namespaces");
     let _echo = linux_echo(&pair);
-    let out = run_ok(
-        "mixed (shim)",
-        shimmed(&pair, &prog, &[&pair.linux_ip, "7"]),
-        STEP,
-    );
-    assert!(out.contains("ALL PASSED"), "{out}");
+    for inline in [false, true] {
+        let out = run_ok(
+            &format!("mixed (shim, inline {inline})"),
+            shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7"]),
+            STEP,
+        );
+        assert!(out.contains("ALL PASSED"), "inline {inline}: {out}");
+    }
 }
 
 #[test]
@@ -309,26 +324,28 @@ fn shim_conformance_script_matches_the_kernel_call_by_call() {
         plain(&pair.linux, &prog, &[&pair.linux_ip, "7", "7300"]),
         STEP,
     );
-    let shim = run_ok(
-        "conform (shim)",
-        shimmed(&pair, &prog, &[&pair.linux_ip, "7", "7301"]),
-        STEP,
-    );
     assert!(
         kernel.ends_with("done\n") && kernel.lines().count() > 100,
         "{kernel}"
     );
-    let diff: Vec<String> = kernel
-        .lines()
-        .zip(shim.lines())
-        .filter(|(k, s)| k != s)
-        .map(|(k, s)| format!("kernel: {k}\n  shim: {s}"))
-        .collect();
-    assert!(
-        diff.is_empty() && kernel.lines().count() == shim.lines().count(),
-        "the shim differs from the kernel:\n{}\n(full shim output:\n{shim})",
-        diff.join("\n")
-    );
+    for inline in [false, true] {
+        let shim = run_ok(
+            &format!("conform (shim, inline {inline})"),
+            shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7", "7301"]),
+            STEP,
+        );
+        let diff: Vec<String> = kernel
+            .lines()
+            .zip(shim.lines())
+            .filter(|(k, s)| k != s)
+            .map(|(k, s)| format!("kernel: {k}\n  shim: {s}"))
+            .collect();
+        assert!(
+            diff.is_empty() && kernel.lines().count() == shim.lines().count(),
+            "the shim (inline {inline}) differs from the kernel:\n{}\n(full shim output:\n{shim})",
+            diff.join("\n")
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -426,10 +426,23 @@ impl TcpStream {
         self.abort_on_drop = on;
     }
 
-    /// The application's ends of the rings, to probe without a borrow of
-    /// the stream: bytes waiting to be read and free TX space.
-    pub fn tx_free(&self) -> usize {
-        self.tx.free()
+    /// Keepalive timing (TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT): idle
+    /// time before the first probe and between probes (whole seconds, at
+    /// least 1), and the unanswered probes before ETIMEDOUT (at least 1).
+    /// Embedded and inline mode; service mode keeps 7200 s, 75 s, 9.
+    pub fn set_keepalive_params(
+        &self,
+        idle: core::time::Duration,
+        interval: core::time::Duration,
+        count: u32,
+    ) {
+        let secs = |d: core::time::Duration| d.as_secs().clamp(1, u64::from(u32::MAX)) as u32;
+        self.stack.command(Command::SetKeepaliveParams {
+            id: self.id,
+            idle_s: secs(idle),
+            interval_s: secs(interval),
+            count: count.max(1),
+        });
     }
 }
 
@@ -453,5 +466,17 @@ impl TcpListener {
             accept,
             nonblocking: false,
         })
+    }
+}
+
+impl TcpStream {
+    /// Edge marks for readiness reporting (EPOLLET): the total bytes the
+    /// engine ever put into the RX ring, and the total bytes the peer ever
+    /// acknowledged from the TX ring; each only grows (wrapping at 2^64).
+    pub fn edge_marks(&self) -> (u64, u64) {
+        (
+            self.rx.position().wrapping_add(self.rx.len() as u64),
+            self.tx.position().wrapping_sub(self.tx.len() as u64),
+        )
     }
 }

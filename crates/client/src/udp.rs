@@ -152,3 +152,15 @@ impl UdpSocket {
         self.stack.mtu().saturating_sub(28)
     }
 }
+
+impl UdpSocket {
+    /// Edge marks for readiness reporting (EPOLLET): the total bytes
+    /// (datagrams with their record headers) the engine ever put into the
+    /// RX ring, and the total the engine ever took from the TX ring.
+    pub fn edge_marks(&self) -> (u64, u64) {
+        (
+            self.rx.position().wrapping_add(self.rx.len() as u64),
+            self.tx.position().wrapping_sub(self.tx.len() as u64),
+        )
+    }
+}

@@ -203,6 +203,22 @@ impl Core {
                     self.arm_timer(slot);
                 }
             }
+            Command::SetKeepaliveParams {
+                id,
+                idle_s,
+                interval_s,
+                count,
+            } => {
+                let Some(slot) = self.slot_of(id) else { return };
+                if let Some(c) = self.sockets.conn(slot) {
+                    c.tcb.set_keepalive_params(
+                        core::time::Duration::from_secs(u64::from(idle_s.max(1))),
+                        core::time::Duration::from_secs(u64::from(interval_s.max(1))),
+                        count.max(1),
+                    );
+                    self.arm_timer(slot);
+                }
+            }
             Command::SetCongestion { id, algorithm } => {
                 let Some(slot) = self.slot_of(id) else { return };
                 let kind = match algorithm {

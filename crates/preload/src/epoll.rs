@@ -43,10 +43,41 @@ struct Reg {
     data: u64,
     /// False after an EPOLLONESHOT report, until EPOLL_CTL_MOD.
     enabled: bool,
-    /// EPOLLET: the socket's doorbell sequence and bits at the last report.
-    last: Option<(u32, u32)>,
+    /// EPOLLET: the socket's edge marks and bits at the last report.
+    last: Option<Edge>,
     /// The kernel side (a wildcard socket's) is in the kernel epoll.
     kernel_added: bool,
+}
+
+/// What an EPOLLET registration saw at its last report.
+#[derive(Clone, Copy)]
+struct Edge {
+    marks: Option<(u64, u64)>,
+    bits: u32,
+}
+
+impl Edge {
+    /// True when something happened since `self` that Linux would wake an
+    /// edge-triggered registration for `events` with: data (or a
+    /// connection) arrived for EPOLLIN, TX space was freed for EPOLLOUT, a
+    /// readiness bit appeared, or HUP/ERR/RDHUP came.
+    fn fired(&self, now: Edge, events: u32) -> bool {
+        let appeared = now.bits & !self.bits;
+        if appeared & (ALWAYS | libc::EPOLLRDHUP as u32) != 0 {
+            return true;
+        }
+        let inn = events & libc::EPOLLIN as u32 != 0;
+        let out = events & libc::EPOLLOUT as u32 != 0;
+        if (inn && appeared & libc::EPOLLIN as u32 != 0)
+            || (out && appeared & libc::EPOLLOUT as u32 != 0)
+        {
+            return true;
+        }
+        match (self.marks, now.marks) {
+            (Some((i0, o0)), Some((i1, o1))) => (inn && i1 != i0) || (out && o1 != o0),
+            _ => false,
+        }
+    }
 }
 
 /// An epoll instance of the application.
@@ -331,8 +362,7 @@ impl Epoll {
             if bits == 0 {
                 continue;
             }
-            let seq = s.probe().map(|p| p.notify().seq());
-            ready.push((*fd, bits, seq));
+            ready.push((*fd, bits, s.edge_marks()));
         }
         let mut regs = lock(&self.regs);
         for fd in gone {
@@ -340,7 +370,7 @@ impl Epoll {
                 self.ncore.fetch_sub(1, Ordering::AcqRel);
             }
         }
-        for (fd, bits, seq) in ready {
+        for (fd, bits, marks) in ready {
             if n == out.len() {
                 break;
             }
@@ -353,9 +383,15 @@ impl Epoll {
                 continue;
             }
             if r.events & libc::EPOLLET as u32 != 0 {
-                let now = (seq.unwrap_or(0), bits);
+                let now = Edge { marks, bits };
                 if let Some(last) = r.last {
-                    if last.0 == now.0 && last.1 & bits == bits && seq.is_some() {
+                    if !last.fired(now, r.events) {
+                        // Keep the bits current, so that a bit that goes and
+                        // comes back counts as appearing again.
+                        r.last = Some(Edge {
+                            marks: last.marks,
+                            bits,
+                        });
                         continue;
                     }
                 }
@@ -387,6 +423,9 @@ impl Epoll {
         let spin_until = std::time::Instant::now() + stack.spin_time();
         let mut round = 0u32;
         loop {
+            if stack.is_inline() {
+                stack.drive();
+            }
             let n = self.gather(epfd, out, round.is_multiple_of(16))?;
             if n > 0 {
                 return Ok(n);
@@ -396,7 +435,7 @@ impl Epoll {
             }
             round = round.wrapping_add(1);
             if stack.is_inline() {
-                if stack.drive() || !stack.idle() {
+                if !stack.idle() {
                     continue;
                 }
                 self.add_nic(epfd, stack);

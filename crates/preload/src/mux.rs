@@ -52,6 +52,9 @@ pub fn poll(
         std::time::Instant::now() + stack.map_or(core::time::Duration::ZERO, |s| s.spin_time());
     let mut round = 0u32;
     loop {
+        if let Some(s) = stack.filter(|s| s.is_inline()) {
+            s.drive();
+        }
         let look_kernel = nkernel > 0 && round.is_multiple_of(16);
         if let Some(n) = look(fds, &mut kset, ours, &kernel_side, look_kernel)? {
             return Ok(n);
@@ -66,7 +69,7 @@ pub fn poll(
             continue;
         };
         if stack.is_inline() {
-            if stack.drive() || !stack.idle() {
+            if !stack.idle() {
                 continue;
             }
             let mut set = kset.clone();

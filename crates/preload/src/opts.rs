@@ -9,7 +9,7 @@
 //! |---|---|
 //! | SO_REUSEADDR, SO_REUSEPORT | recorded (reported back); a second corestack listener on a port is still EADDRINUSE |
 //! | SO_KEEPALIVE | applied |
-//! | TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT | recorded, not applied: probes use Linux's defaults (7200 s, 75 s, 9) |
+//! | TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT | applied (whole seconds) |
 //! | TCP_NODELAY | applied |
 //! | SO_LINGER | l_onoff with l_linger 0: close resets (RST); other values: recorded, close never blocks |
 //! | SO_SNDBUF, SO_RCVBUF | recorded and reported doubled, as Linux does; not applied yet (the rings are `ring_bytes`) |
@@ -26,7 +26,7 @@
 use crate::sock::{Errno, Sock, Ty, R};
 use crate::sys::k;
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::AtomicBool;
 use core::time::Duration;
 use corestack::{CcKind, TcpStream};
 
@@ -70,6 +70,20 @@ impl Opts {
         if let Some(cc) = self.congestion {
             let _ = s.set_congestion(cc);
         }
+        if self.keepidle.is_some() || self.keepintvl.is_some() || self.keepcnt.is_some() {
+            self.apply_keepalive_params(s);
+        }
+    }
+
+    /// TCP_KEEPIDLE / TCP_KEEPINTVL / TCP_KEEPCNT (Linux's defaults for the
+    /// ones not set).
+    pub fn apply_keepalive_params(&self, s: &TcpStream) {
+        let secs = |v: Option<i32>, d: u64| Duration::from_secs(v.map_or(d, |v| v.max(1) as u64));
+        s.set_keepalive_params(
+            secs(self.keepidle, 7200),
+            secs(self.keepintvl, 75),
+            self.keepcnt.map_or(9, |c| c.max(1) as u32),
+        );
     }
 }
 
@@ -163,14 +177,17 @@ fn record(s: &Sock, level: c_int, name: c_int, val: &[u8]) -> R<()> {
             drop(o);
             s.with_stream(|st| st.set_nodelay(on));
         }
-        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) if s.ty == Ty::Stream => {
-            o.keepidle = Some(positive(int(val)?, 32767)?)
-        }
-        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) if s.ty == Ty::Stream => {
-            o.keepintvl = Some(positive(int(val)?, 32767)?)
-        }
-        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) if s.ty == Ty::Stream => {
-            o.keepcnt = Some(positive(int(val)?, 127)?)
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE | libc::TCP_KEEPINTVL | libc::TCP_KEEPCNT)
+            if s.ty == Ty::Stream =>
+        {
+            let v = int(val)?;
+            match name {
+                libc::TCP_KEEPIDLE => o.keepidle = Some(positive(v, 32767)?),
+                libc::TCP_KEEPINTVL => o.keepintvl = Some(positive(v, 32767)?),
+                _ => o.keepcnt = Some(positive(v, 127)?),
+            }
+            let o = o.clone();
+            s.with_stream(|st| o.apply_keepalive_params(st));
         }
         (libc::IPPROTO_TCP, libc::TCP_MAXSEG) if s.ty == Ty::Stream => o.maxseg = Some(int(val)?),
         (libc::IPPROTO_TCP, libc::TCP_CONGESTION) if s.ty == Ty::Stream => {
@@ -321,19 +338,4 @@ pub fn get(s: &Sock, fd: c_int, level: c_int, name: c_int, out: &mut [u8]) -> R<
         }
     };
     Ok(n)
-}
-
-/// Says once per process, when a socket goes to corestack, that options it
-/// carries are recorded but not applied.
-pub fn warn_unhonoured(o: &Opts) {
-    static SAID: AtomicBool = AtomicBool::new(false);
-    if (o.keepidle.is_some() || o.keepintvl.is_some() || o.keepcnt.is_some())
-        && !SAID.swap(true, Ordering::Relaxed)
-    {
-        {
-            crate::sys::log_line(
-                "TCP_KEEPIDLE/TCP_KEEPINTVL/TCP_KEEPCNT are recorded but corestack's keepalive uses 7200 s / 75 s / 9",
-            );
-        }
-    }
 }

@@ -370,7 +370,6 @@ impl Sock {
             }
         };
         let stack = process::stack()?;
-        crate::opts::warn_unhonoured(&self.opts.lock().unwrap_or_else(|p| p.into_inner()));
         let local = if dual {
             // The kernel listens first (it autobinds an unbound socket).
             k::listen(fd, backlog)?;
@@ -402,6 +401,7 @@ impl Sock {
 
     /// accept4(2) with `flags` (SOCK_NONBLOCK, SOCK_CLOEXEC).
     pub fn accept(&self, fd: c_int, flags: c_int) -> R<Accepted> {
+        drive_inline();
         let deadline = Deadline::after(self.rcvtimeo());
         loop {
             let (probe, dual) = {
@@ -526,7 +526,6 @@ impl Sock {
                 return Err(libc::ECONNREFUSED);
             }
             let stack = process::stack()?;
-            crate::opts::warn_unhonoured(&self.opts.lock().unwrap_or_else(|p| p.into_inner()));
             let local_port = bound.map_or(0, |(a, _)| a.port());
             let nodelay = self.opts.lock().unwrap_or_else(|p| p.into_inner()).nodelay;
             let mut s = TcpStream::start_connect(stack, dst, local_port, nodelay)
@@ -616,6 +615,7 @@ impl Sock {
     /// `flags` (MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC).
     pub fn recv(&self, me: &Arc<Obj>, fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> R<Recvd> {
         let _ = me;
+        drive_inline();
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         let peek = flags & libc::MSG_PEEK != 0;
         let dontwait = flags & libc::MSG_DONTWAIT != 0 || self.nonblocking();
@@ -1092,12 +1092,14 @@ impl Sock {
         (bits, kernel)
     }
 
-    /// The corestack side's doorbell (None while undecided or in the kernel).
-    pub fn probe(&self) -> Option<Probe> {
+    /// Edge marks for EPOLLET: (a mark that moves when data, a datagram
+    /// or a connection arrives; one that moves when TX space is freed).
+    /// None while undecided or in the kernel.
+    pub fn edge_marks(&self) -> Option<(u64, u64)> {
         match &*lock(&self.state) {
-            State::Listener { l, .. } => Some(l.probe()),
-            State::Stream(s) => Some(s.probe()),
-            State::Udp { u, .. } => Some(u.probe()),
+            State::Listener { l, .. } => Some((u64::from(l.probe().notify().seq()), 0)),
+            State::Stream(s) => Some(s.edge_marks()),
+            State::Udp { u, .. } => Some(u.edge_marks()),
             _ => None,
         }
     }
@@ -1172,6 +1174,16 @@ impl Sock {
                 Err(libc::EINTR) if restart(timed) => {}
                 Err(e) => return Err(e),
             }
+        }
+    }
+}
+
+/// Inline mode: one engine iteration (the application's thread runs the
+/// engine whenever it calls in, as in a library OS); nothing otherwise.
+pub fn drive_inline() {
+    if let Some(s) = process::started() {
+        if s.is_inline() {
+            s.drive();
         }
     }
 }
