@@ -32,6 +32,14 @@ impl Core {
     }
 
     pub(crate) fn command<T: TxQueue>(&mut self, cmd: Command, tx: &mut T) {
+        if matches!(
+            cmd,
+            Command::Connect { .. } | Command::Listen { .. } | Command::UdpBind { .. }
+        ) {
+            // The socket leaves Opening (open, connecting, or closed with an
+            // error): wake readiness waiters too, not only its own.
+            self.woke = true;
+        }
         match cmd {
             Command::Connect {
                 id,
@@ -163,7 +171,11 @@ impl Core {
                 let Some(slot) = self.slot_of(id) else { return };
                 match &self.sockets.slots[slot as usize] {
                     Some(Socket::Tcp(_)) => self.mark_dirty(slot),
-                    Some(Socket::Udp(_)) => self.udp_send(slot, tx),
+                    Some(Socket::Udp(_)) => {
+                        self.udp_send(slot, tx);
+                        // TX space freed: readiness waiters (poll, epoll) too.
+                        self.woke = true;
+                    }
                     _ => {}
                 }
             }

@@ -11,7 +11,7 @@
 //! | SO_KEEPALIVE | applied |
 //! | TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT | applied (whole seconds) |
 //! | TCP_NODELAY | applied |
-//! | SO_LINGER | l_onoff with l_linger 0: close resets (RST); other values: recorded, close never blocks |
+//! | SO_LINGER | `{1, 0}`: close resets (RST); other values: recorded, close never blocks (the data is still delivered) |
 //! | SO_SNDBUF, SO_RCVBUF | recorded and reported doubled, as Linux does; not applied yet (the rings are `ring_bytes`) |
 //! | SO_RCVTIMEO, SO_SNDTIMEO | applied by the shim (EAGAIN on expiry; EDOM for a bad timeval) |
 //! | SO_ERROR, SO_TYPE, SO_DOMAIN, SO_PROTOCOL, SO_ACCEPTCONN | answered (get only; set: ENOPROTOOPT) |
@@ -21,6 +21,8 @@
 //! | IP_TOS | recorded and reported back; segments go out with TOS 0 |
 //! | IPV6_V6ONLY | applied (decides whether `::` serves IPv4) |
 //! | anything else | ENOPROTOOPT, said once on stderr per option |
+//!
+//! The README's `corestack exec` section has the same table.
 #![forbid(unsafe_code)]
 
 use crate::sock::{Errno, Sock, Ty, R};
@@ -167,6 +169,9 @@ fn record(s: &Sock, level: c_int, name: c_int, val: &[u8]) -> R<()> {
             let secs = int(&val[4..8])?;
             o.linger = (onoff != 0).then_some(secs.max(0));
         }
+        // TODO(buffer sizes): apply through the client API once it has
+        // per-socket buffer sizes (being added to TcpStream/TcpListener);
+        // until then recorded and reported, as the README's table says.
         (libc::SOL_SOCKET, libc::SO_SNDBUF) => o.sndbuf = Some(int(val)?.max(0)),
         (libc::SOL_SOCKET, libc::SO_RCVBUF) => o.rcvbuf = Some(int(val)?.max(0)),
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => o.rcvtimeo = timeval(val)?,

@@ -615,6 +615,15 @@ impl Sock {
     /// `flags` (MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC).
     pub fn recv(&self, me: &Arc<Obj>, fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> R<Recvd> {
         let _ = me;
+        if flags & (libc::MSG_OOB | libc::MSG_ERRQUEUE) != 0 && !self.is_fresh() {
+            // No urgent data (EINVAL, as Linux without any); nothing is
+            // ever queued on the error queue (EAGAIN).
+            return Err(if flags & libc::MSG_OOB != 0 {
+                libc::EINVAL
+            } else {
+                libc::EAGAIN
+            });
+        }
         drive_inline();
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         let peek = flags & libc::MSG_PEEK != 0;
@@ -760,6 +769,10 @@ impl Sock {
         flags: c_int,
         to: Option<(Sa, &[u8])>,
     ) -> R<usize> {
+        if flags & libc::MSG_OOB != 0 && !self.is_fresh() {
+            return Err(libc::EOPNOTSUPP);
+        }
+        drive_inline();
         let r = match self.ty {
             Ty::Stream => self.send_tcp(fd, bufs, flags),
             Ty::Dgram => self.send_udp(me, fd, bufs, flags, to),

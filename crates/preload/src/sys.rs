@@ -39,6 +39,9 @@ macro_rules! real_fns {
         pub struct Real {
             $( $name: Option<unsafe extern "C" fn($($ty),*) -> $ret>, )*
             fcntl: Option<unsafe extern "C" fn(c_int, c_int, ...) -> c_int>,
+            read: Option<unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t>,
+            write: Option<unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t>,
+            close: Option<unsafe extern "C" fn(c_int) -> c_int>,
             fcntl64: Option<unsafe extern "C" fn(c_int, c_int, ...) -> c_int>,
             ioctl: Option<unsafe extern "C" fn(c_int, c_ulong, ...) -> c_int>,
         }
@@ -48,6 +51,9 @@ macro_rules! real_fns {
                 Real {
                     $( $name: lookup(concat!(stringify!($name), "\0")), )*
                     fcntl: lookup("fcntl\0"),
+                    read: lookup("read\0"),
+                    write: lookup("write\0"),
+                    close: lookup("close\0"),
                     fcntl64: lookup("fcntl64\0"),
                     ioctl: lookup("ioctl\0"),
                 }
@@ -61,7 +67,7 @@ macro_rules! real_fns {
             /// As for the libc function of this name.
             #[allow(clippy::too_many_arguments)]
             pub unsafe fn $name($($arg: $ty),*) -> $ret {
-                match real().$name {
+                match real_or_raw().and_then(|r| r.$name) {
                     // SAFETY: the caller upholds the libc function's contract.
                     Some(f) => unsafe { f($($arg),*) },
                     None => {
@@ -81,8 +87,6 @@ real_fns! {
     listen(fd: c_int, backlog: c_int) -> c_int;
     accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int;
     connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
-    read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t;
-    write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t;
     readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t;
     writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t;
     recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> ssize_t;
@@ -94,7 +98,6 @@ real_fns! {
     sendfile(out_fd: c_int, in_fd: c_int, offset: *mut off_t, count: size_t) -> ssize_t;
     sendfile64(out_fd: c_int, in_fd: c_int, offset: *mut off64_t, count: size_t) -> ssize_t;
     pread(fd: c_int, buf: *mut c_void, n: size_t, offset: off_t) -> ssize_t;
-    close(fd: c_int) -> c_int;
     close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int;
     shutdown(fd: c_int, how: c_int) -> c_int;
     dup(fd: c_int) -> c_int;
@@ -128,7 +131,7 @@ real_fns! {
 /// # Safety
 /// As for libc's `fcntl(fd, cmd, arg)`.
 pub unsafe fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
-    match real().fcntl {
+    match real_or_raw().and_then(|r| r.fcntl) {
         // SAFETY: the caller upholds fcntl's contract for `cmd` and `arg`.
         Some(f) => unsafe { f(fd, cmd, arg) },
         None => {
@@ -143,7 +146,7 @@ pub unsafe fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
 /// # Safety
 /// As for libc's `fcntl64(fd, cmd, arg)`.
 pub unsafe fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
-    match real().fcntl64 {
+    match real_or_raw().and_then(|r| r.fcntl64) {
         // SAFETY: the caller upholds fcntl's contract for `cmd` and `arg`.
         Some(f) => unsafe { f(fd, cmd, arg) },
         // SAFETY: as above (same contract).
@@ -156,7 +159,7 @@ pub unsafe fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
 /// # Safety
 /// As for libc's `ioctl(fd, request, arg)`.
 pub unsafe fn ioctl(fd: c_int, request: c_ulong, arg: c_ulong) -> c_int {
-    match real().ioctl {
+    match real_or_raw().and_then(|r| r.ioctl) {
         // SAFETY: the caller upholds ioctl's contract for `request` and `arg`.
         Some(f) => unsafe { f(fd, request, arg) },
         None => {
@@ -168,9 +171,72 @@ pub unsafe fn ioctl(fd: c_int, request: c_ulong, arg: c_ulong) -> c_int {
 
 static REAL: OnceLock<Real> = OnceLock::new();
 
+thread_local! {
+    /// This thread is resolving the real symbols (dlsym may call into an
+    /// allocator that reads or writes a file: those calls must not wait for
+    /// the resolution they are part of).
+    static RESOLVING: Cell<bool> = const { Cell::new(false) };
+}
+
 /// The real definitions, resolved on first use.
 pub fn real() -> &'static Real {
-    REAL.get_or_init(Real::load)
+    REAL.get_or_init(|| {
+        RESOLVING.with(|r| r.set(true));
+        let real = Real::load();
+        RESOLVING.with(|r| r.set(false));
+        real
+    })
+}
+
+/// The real definitions once resolved; None while this very thread is
+/// resolving them (then the basic calls go to the kernel directly).
+fn real_or_raw() -> Option<&'static Real> {
+    if let Some(r) = REAL.get() {
+        return Some(r);
+    }
+    if RESOLVING.with(|r| r.get()) {
+        return None;
+    }
+    Some(real())
+}
+
+/// The real `read` (the raw system call while the symbols are being resolved).
+///
+/// # Safety
+/// As for libc's `read`.
+pub unsafe fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    match real_or_raw().and_then(|r| r.read) {
+        // SAFETY: the caller upholds read's contract.
+        Some(f) => unsafe { f(fd, buf, n) },
+        // SAFETY: as above, through the kernel directly.
+        None => unsafe { libc::syscall(libc::SYS_read, fd, buf, n) as ssize_t },
+    }
+}
+
+/// The real `write` (the raw system call while the symbols are being resolved).
+///
+/// # Safety
+/// As for libc's `write`.
+pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    match real_or_raw().and_then(|r| r.write) {
+        // SAFETY: the caller upholds write's contract.
+        Some(f) => unsafe { f(fd, buf, n) },
+        // SAFETY: as above, through the kernel directly.
+        None => unsafe { libc::syscall(libc::SYS_write, fd, buf, n) as ssize_t },
+    }
+}
+
+/// The real `close` (the raw system call while the symbols are being resolved).
+///
+/// # Safety
+/// As for libc's `close`.
+pub unsafe fn close(fd: c_int) -> c_int {
+    match real_or_raw().and_then(|r| r.close) {
+        // SAFETY: the caller upholds close's contract.
+        Some(f) => unsafe { f(fd) },
+        // SAFETY: closes the caller's fd through the kernel directly.
+        None => unsafe { libc::syscall(libc::SYS_close, fd) as c_int },
+    }
 }
 
 /// The library's constructor: resolves the real symbols before `main`.
