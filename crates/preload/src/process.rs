@@ -21,10 +21,11 @@
 //! the kernel. Nothing of the parent's stack is ever dropped in the child
 //! (that would join a thread that is not there).
 //!
-//! exit: Linux keeps delivering a closed socket's data after the process
-//! is gone; corestack's engine dies with the process. So an `atexit`
-//! handler waits (at most `CORESTACK_LINGER_MS`) until the connections the
-//! application closed have had their data acknowledged.
+//! exit: Linux closes every fd of an exiting process and keeps delivering
+//! the data of its sockets after it is gone; corestack's engine dies with
+//! the process. So an `atexit` handler closes the sockets still open and
+//! waits (at most `CORESTACK_LINGER_MS`) until the connections' data has
+//! been acknowledged.
 #![forbid(unsafe_code)]
 
 use core::net::{Ipv4Addr, SocketAddrV4};
@@ -246,6 +247,9 @@ pub fn at_exit() {
     let max = env("CORESTACK_LINGER_MS")
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map_or(Duration::from_secs(5), Duration::from_millis);
+    // Linux closes every fd at exit: the sockets still open close now, and
+    // the ones with data on its way join the lingering list.
+    drop(crate::table::take_all());
     let start = Instant::now();
     let mut any = false;
     while start.elapsed() < max {

@@ -170,6 +170,20 @@ pub fn ours_in(first: u32, last: u32) -> (Vec<c_int>, Vec<c_int>) {
     (ours, reserved)
 }
 
+/// Takes every socket entry out of the table (process exit: Linux closes
+/// every fd, so each connection gets its FIN); the fds stay open.
+pub fn take_all() -> Vec<Arc<Obj>> {
+    ours_in(0, u32::MAX)
+        .0
+        .into_iter()
+        .filter_map(|fd| {
+            let o = begin_close(fd);
+            end_close(fd);
+            o
+        })
+        .collect()
+}
+
 /// The lowest number the shim's own fds take (F_DUPFD): three quarters of
 /// the soft RLIMIT_NOFILE at start-up, so that applications that `dup2`
 /// onto small fixed numbers never meet them; at least 64.
