@@ -339,7 +339,13 @@ impl Write for TcpStream {
             let was_empty = self.tx.is_empty();
             let n = self.tx.write(buf);
             if n > 0 {
-                if was_empty {
+                // Kick the engine when it may have stopped looking at the
+                // ring: it was empty, or the engine took everything before
+                // these bytes while they were being written (it acknowledged
+                // the rest and went idle without seeing them). Otherwise it
+                // still has bytes in flight and reads the ring again on
+                // their ACK.
+                if was_empty || self.tx.len() == n {
                     self.stack.command(Command::Send { id: self.id });
                 }
                 return Ok(n);
