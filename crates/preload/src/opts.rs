@@ -12,7 +12,7 @@
 //! | TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT | applied (whole seconds) |
 //! | TCP_NODELAY | applied |
 //! | SO_LINGER | `{1, 0}`: close resets (RST); other values: recorded, close never blocks (the data is still delivered) |
-//! | SO_SNDBUF, SO_RCVBUF | recorded and reported doubled, as Linux does; not applied yet (the rings are `ring_bytes`) |
+//! | SO_SNDBUF, SO_RCVBUF | TCP: applied (the receive window stops growing at SO_RCVBUF, auto-tuning off; the send buffer is SO_SNDBUF; on a listener, for the connections it accepts); reported doubled, as Linux does (unset: the rings' size now); UDP: recorded only |
 //! | SO_RCVTIMEO, SO_SNDTIMEO | applied by the shim (EAGAIN on expiry; EDOM for a bad timeval) |
 //! | SO_ERROR, SO_TYPE, SO_DOMAIN, SO_PROTOCOL, SO_ACCEPTCONN | answered (get only; set: ENOPROTOOPT) |
 //! | TCP_INFO | answered from the engine's published connection table (at most 10 ms old): state, rtt, rttvar (derived from RTO), cwnd, ssthresh, mss, retransmits |
@@ -75,6 +75,20 @@ impl Opts {
         if self.keepidle.is_some() || self.keepintvl.is_some() || self.keepcnt.is_some() {
             self.apply_keepalive_params(s);
         }
+        let (rcv, snd) = self.buffer_sizes();
+        if rcv > 0 {
+            let _ = s.set_recv_buffer_size(rcv);
+        }
+        if snd > 0 {
+            let _ = s.set_send_buffer_size(snd);
+        }
+    }
+
+    /// SO_RCVBUF and SO_SNDBUF as the engine takes them, bytes (0: not
+    /// set): the receive window bound and the send buffer, at least 4 KiB.
+    pub fn buffer_sizes(&self) -> (usize, usize) {
+        let b = |v: Option<i32>| v.map_or(0, |v| (v.max(0) as usize).max(4096));
+        (b(self.rcvbuf), b(self.sndbuf))
     }
 
     /// TCP_KEEPIDLE / TCP_KEEPINTVL / TCP_KEEPCNT (Linux's defaults for the
@@ -169,11 +183,16 @@ fn record(s: &Sock, level: c_int, name: c_int, val: &[u8]) -> R<()> {
             let secs = int(&val[4..8])?;
             o.linger = (onoff != 0).then_some(secs.max(0));
         }
-        // TODO(buffer sizes): apply through the client API once it has
-        // per-socket buffer sizes (being added to TcpStream/TcpListener);
-        // until then recorded and reported, as the README's table says.
-        (libc::SOL_SOCKET, libc::SO_SNDBUF) => o.sndbuf = Some(int(val)?.max(0)),
-        (libc::SOL_SOCKET, libc::SO_RCVBUF) => o.rcvbuf = Some(int(val)?.max(0)),
+        (libc::SOL_SOCKET, libc::SO_SNDBUF | libc::SO_RCVBUF) => {
+            let v = int(val)?.max(0);
+            if name == libc::SO_SNDBUF {
+                o.sndbuf = Some(v);
+            } else {
+                o.rcvbuf = Some(v);
+            }
+            let o = o.clone();
+            s.apply_buffers(&o);
+        }
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => o.rcvtimeo = timeval(val)?,
         (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => o.sndtimeo = timeval(val)?,
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) if s.ty == Ty::Stream => {
@@ -291,14 +310,16 @@ pub fn get(s: &Sock, fd: c_int, level: c_int, name: c_int, out: &mut [u8]) -> R<
             out[..n].copy_from_slice(&b[..n]);
             n
         }
-        (libc::SOL_SOCKET, libc::SO_SNDBUF) => put_int(
-            out,
-            o.sndbuf.map_or_else(default_buf, |v| v.saturating_mul(2)),
-        ),
-        (libc::SOL_SOCKET, libc::SO_RCVBUF) => put_int(
-            out,
-            o.rcvbuf.map_or_else(default_buf, |v| v.saturating_mul(2)),
-        ),
+        (libc::SOL_SOCKET, libc::SO_SNDBUF) => {
+            let now = s.with_stream(|st| st.send_buffer_size().min(i32::MAX as usize) as i32);
+            let now = now.unwrap_or_else(default_buf);
+            put_int(out, o.sndbuf.map_or(now, |v| v.saturating_mul(2)))
+        }
+        (libc::SOL_SOCKET, libc::SO_RCVBUF) => {
+            let now = s.with_stream(|st| st.recv_buffer_size().min(i32::MAX as usize) as i32);
+            let now = now.unwrap_or_else(default_buf);
+            put_int(out, o.rcvbuf.map_or(now, |v| v.saturating_mul(2)))
+        }
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => put_tv(out, o.rcvtimeo),
         (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => put_tv(out, o.sndtimeo),
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) if s.ty == Ty::Stream => {

@@ -391,6 +391,14 @@ impl Sock {
         if dual {
             k::set_nonblocking(fd, true)?;
         }
+        let (rcv, snd) = self
+            .opts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .buffer_sizes();
+        if rcv > 0 || snd > 0 {
+            let _ = l.set_buffer_sizes(rcv, snd);
+        }
         *st = State::Listener { l, local, dual };
         drop(st);
         if dual {
@@ -1137,6 +1145,29 @@ impl Sock {
             State::Stream(s) => Some(s.take_error()),
             State::Fresh { .. } | State::Kernel => None,
             _ => Some(0),
+        }
+    }
+
+    /// SO_RCVBUF / SO_SNDBUF on the corestack side: a stream now, a
+    /// listener for the connections it accepts from now on.
+    pub fn apply_buffers(&self, o: &Opts) {
+        let (rcv, snd) = o.buffer_sizes();
+        if rcv == 0 && snd == 0 {
+            return;
+        }
+        match &*lock(&self.state) {
+            State::Stream(s) => {
+                if rcv > 0 {
+                    let _ = s.set_recv_buffer_size(rcv);
+                }
+                if snd > 0 {
+                    let _ = s.set_send_buffer_size(snd);
+                }
+            }
+            State::Listener { l, .. } => {
+                let _ = l.set_buffer_sizes(rcv, snd);
+            }
+            _ => {}
         }
     }
 
