@@ -365,10 +365,21 @@ pub enum Command {
     /// The application is gone from this socket: close it (RST if unread
     /// data remains, as Linux does), and free it when the protocol is done.
     Close { id: SockId },
+    /// Like `Close`, but the connection is reset at once (RST to the peer,
+    /// unsent bytes dropped): SO_LINGER with a zero timeout.
+    Abort { id: SockId },
     /// TCP_NODELAY on or off.
     SetNodelay { id: SockId, on: bool },
     /// SO_KEEPALIVE on or off (RFC 1122 §4.2.3.6; Linux timing defaults).
     SetKeepalive { id: SockId, on: bool },
+    /// TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT: idle time and probe
+    /// interval in seconds, probe count.
+    SetKeepaliveParams {
+        id: SockId,
+        idle_s: u32,
+        interval_s: u32,
+        count: u32,
+    },
     /// TCP_CONGESTION: 0 NewReno, 1 CUBIC, 2 DCTCP (other values ignored).
     SetCongestion { id: SockId, algorithm: u8 },
     /// SO_RCVBUF / SO_SNDBUF: the receive window grows no further than

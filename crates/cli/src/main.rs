@@ -36,6 +36,8 @@ enum Command {
     Nc(cmd::nc::Nc),
     /// Bridge two interfaces, dropping/reordering/duplicating/corrupting/delaying frames.
     Impair(cmd::impair::Impair),
+    /// Run a program on corestack through the LD_PRELOAD sockets shim.
+    Exec(cmd::exec::Exec),
     /// Build two namespaces, compare Linux and corestack echo latency, check a 100 MiB transfer.
     Demo(bench::demo::Demo),
     /// Counters of running corestack engines (packets, bytes, drops by reason, retransmissions).
@@ -53,6 +55,7 @@ fn main() {
         Command::Nc(c) => c.run(),
         Command::Impair(c) => c.run(),
         Command::Demo(c) => c.run(),
+        Command::Exec(c) => c.run(),
         Command::Stat(c) => c.run(),
         Command::Ss(c) => c.run(),
     };

@@ -35,11 +35,12 @@ mod sys;
 mod tcp;
 mod udp;
 
+pub use appif::notify::{Armed, Notify};
 pub use engine::stats::Stats;
 pub use engine::tcp::CcKind;
 pub use nic::af_xdp::TxPath;
-pub use poll::{Event, Interest, Poller, Probe, Source};
-pub use stack::{Driver, Stack, StackBuilder};
+pub use poll::{Event, Interest, Poller, Probe, Source, Status};
+pub use stack::{Driver, Stack, StackBuilder, Waited};
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
 

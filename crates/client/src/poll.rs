@@ -276,3 +276,62 @@ impl Poller {
         }
     }
 }
+
+/// A socket's readiness in detail, as [`Probe::status`] reads it (lock-free:
+/// a few atomic loads).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Status {
+    /// A read, receive or accept will not block: data, a datagram, a
+    /// connection, end of stream or an error is waiting.
+    pub readable: bool,
+    /// A write or send will not block (room in the TX ring, or the socket
+    /// is closed and the send fails at once).
+    pub writable: bool,
+    /// The peer sent FIN (EPOLLRDHUP on Linux).
+    pub rx_fin: bool,
+    /// The socket is closed (reset, timed out, refused, or finished).
+    pub closed: bool,
+    /// The pending error (a positive errno, not taken), 0 if none.
+    pub error: i32,
+    /// A TCP handshake is under way.
+    pub connecting: bool,
+    /// Bytes waiting to be read (TCP), or in the RX ring (UDP, with
+    /// record headers).
+    pub rx_bytes: usize,
+    /// Bytes in the TX ring: queued and not yet acknowledged (TCP), or not
+    /// yet sent (UDP, with record headers).
+    pub tx_pending: usize,
+}
+
+impl Probe {
+    /// The socket's readiness now.
+    pub fn status(&self) -> Status {
+        let (readable, writable, closed) = self.readiness();
+        let (shared, rx_bytes, tx_pending) = match &self.0 {
+            Kind::Stream { shared, rx, tx } | Kind::Udp { shared, rx, tx } => {
+                (shared, rx.len(), tx.len())
+            }
+            Kind::Listener { shared, .. } => (shared, 0, 0),
+        };
+        Status {
+            readable,
+            writable,
+            rx_fin: shared.has_flags(FLAG_RX_FIN),
+            closed,
+            error: shared.error(),
+            connecting: matches!(shared.state(), SockState::Opening | SockState::Connecting),
+            rx_bytes,
+            tx_pending,
+        }
+    }
+
+    /// The socket's doorbell: the engine notifies it after every change to
+    /// the socket (to sleep on with [`crate::Stack::wait_until`]).
+    pub fn notify(&self) -> &appif::notify::Notify {
+        match &self.0 {
+            Kind::Stream { shared, .. }
+            | Kind::Udp { shared, .. }
+            | Kind::Listener { shared, .. } => &shared.notify,
+        }
+    }
+}

@@ -202,10 +202,13 @@ fn desc_of(cmd: &Command) -> Option<Desc> {
     let slot = |id: SockId| id as u32;
     Some(match cmd {
         Command::Connect { .. } | Command::Listen { .. } | Command::UdpBind { .. } => return None,
+        // No descriptor for it yet: service mode keeps Linux's keepalive timing.
+        Command::SetKeepaliveParams { .. } => return None,
         Command::Send { id } => Desc::Send { slot: slot(*id) },
         Command::Recvd { id } => Desc::Recvd { slot: slot(*id) },
         Command::Shutdown { id } => Desc::Shutdown { slot: slot(*id) },
-        Command::Close { id } => Desc::Close { slot: slot(*id) },
+        // Service mode has no reset descriptor yet: a close (FIN).
+        Command::Close { id } | Command::Abort { id } => Desc::Close { slot: slot(*id) },
         Command::SetNodelay { id, on } => Desc::SetNodelay {
             slot: slot(*id),
             on: *on,

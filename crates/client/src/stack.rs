@@ -933,3 +933,189 @@ impl Stack {
         }
     }
 }
+
+/// How [`Stack::wait_until`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// The condition holds.
+    Ready,
+    /// The timeout passed first.
+    TimedOut,
+    /// A signal handler ran while the thread slept in the kernel (EINTR).
+    /// Without a timeout, embedded and service mode sleep in a futex wait
+    /// that the kernel restarts by itself after a handler with SA_RESTART,
+    /// so there this means a handler without it; inline mode sleeps in
+    /// poll(2), which reports every handler.
+    Interrupted,
+}
+
+/// Waiting and driving, for a sockets layer above this library (the
+/// `LD_PRELOAD` shim), which sleeps in the kernel itself so that signals
+/// interrupt it as they interrupt Linux socket calls.
+impl Stack {
+    /// Like `open_stream`, from local port `local_port` (0: ephemeral) with
+    /// TCP_NODELAY `nodelay` from the first segment.
+    /// Errors: EMFILE when the service segment has no free slot.
+    pub(crate) fn open_stream_from(
+        &self,
+        remote: SocketAddrV4,
+        local_port: u16,
+        nodelay: bool,
+    ) -> io::Result<Parts> {
+        if let Mode::Service(s) = &self.inner.mode {
+            let p = s.new_socket()?;
+            s.submit_desc(Desc::Connect {
+                slot: p.id as u32,
+                remote,
+                local_port,
+                nodelay,
+            });
+            return Ok(Parts::from(p));
+        }
+        let (parts, tx, rx) = self.local_parts(true);
+        self.command(Command::Connect {
+            id: parts.id,
+            shared: parts.shared.clone(),
+            local_port,
+            remote,
+            tx,
+            rx,
+            nodelay,
+        });
+        Ok(parts)
+    }
+
+    /// The stack-wide doorbell: notified after every engine iteration that
+    /// changed any socket (in service mode, any of this application's).
+    /// Arm it with an eventfd ([`Notify::arm`]) to sleep in the kernel
+    /// together with other fds (embedded mode: the engine runs in this
+    /// process and writes the eventfd; inline mode has no engine thread:
+    /// use [`Stack::drive`] and [`Stack::nic_fd`] instead).
+    pub fn changes(&self) -> &Notify {
+        match &self.inner.mode {
+            Mode::Service(s) => s.seg.app_wake(),
+            _ => &self.inner.wake,
+        }
+    }
+
+    /// True in inline mode (no engine thread: waiting threads run the engine).
+    pub fn is_inline(&self) -> bool {
+        matches!(self.inner.mode, Mode::Inline(_))
+    }
+
+    /// Inline mode: one engine iteration, unless another thread is running
+    /// one; returns whether it did any work. Other modes: false.
+    pub fn drive(&self) -> bool {
+        match &self.inner.mode {
+            Mode::Inline(e) => {
+                let now = Instant::now();
+                let worked = e.try_lock().map(|mut e| e.poll(now)).unwrap_or(false);
+                if worked {
+                    self.inner
+                        .idle
+                        .last_work
+                        .store(now.as_nanos(), Ordering::Relaxed);
+                }
+                worked
+            }
+            _ => false,
+        }
+    }
+
+    /// Inline mode: true when the engine has had nothing to do for its idle
+    /// time, so a waiter may sleep (at most [`Stack::MAX_INLINE_SLEEP`]) on
+    /// [`Stack::nic_fd`]. Other modes: true.
+    pub fn idle(&self) -> bool {
+        let Mode::Inline(_) = &self.inner.mode else {
+            return true;
+        };
+        let Some(after) = self.inner.idle.sleep_after else {
+            return false;
+        };
+        let last = self.inner.idle.last_work.load(Ordering::Relaxed);
+        Instant::now().as_nanos().saturating_sub(last) >= after.as_nanos() as u64
+    }
+
+    /// The longest an inline-mode waiter sleeps before it runs the engine
+    /// again (its timers): 1 ms.
+    pub const MAX_INLINE_SLEEP: Duration = MAX_NAP;
+
+    /// Inline mode: the NIC queue's fd, readable when frames arrive.
+    pub fn nic_fd(&self) -> Option<RawFd> {
+        match &self.inner.mode {
+            Mode::Inline(_) => self.inner.idle.rx_fd,
+            _ => None,
+        }
+    }
+
+    /// How long a waiter spins before it sleeps (`CORESTACK_SPIN_US`).
+    pub fn spin_time(&self) -> Duration {
+        self.inner.spin
+    }
+
+    /// Waits until `ready()` holds, `timeout` passes (None: no limit) or a
+    /// signal handler runs, whichever is first. Spins for
+    /// [`Stack::spin_time`], then sleeps in the kernel: on `notify` (the
+    /// socket's doorbell, a futex wait) in embedded and service mode, on
+    /// the NIC fd between engine iterations in inline mode.
+    pub fn wait_until(
+        &self,
+        notify: &Notify,
+        timeout: Option<Duration>,
+        ready: impl Fn() -> bool,
+    ) -> Waited {
+        let start = Instant::now();
+        let left = |now: Instant| timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
+        loop {
+            if ready() {
+                return Waited::Ready;
+            }
+            let now = Instant::now();
+            let remaining = left(now);
+            if remaining == Some(Duration::ZERO) {
+                return Waited::TimedOut;
+            }
+            match &self.inner.mode {
+                Mode::Inline(_) => {
+                    if self.drive() || !self.idle() {
+                        continue;
+                    }
+                    let nap = remaining.unwrap_or(MAX_NAP).min(MAX_NAP);
+                    if let Some(fd) = self.inner.idle.rx_fd {
+                        if crate::sys::sleep_readable(fd, nap) {
+                            return Waited::Interrupted;
+                        }
+                    }
+                }
+                Mode::Embedded { .. } | Mode::Service(_) => {
+                    if now.saturating_since(start) < self.inner.spin {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    let seen = notify.seq();
+                    if ready() {
+                        return Waited::Ready;
+                    }
+                    let mut nap = remaining;
+                    if let Mode::Service(s) = &self.inner.mode {
+                        // A daemon that died cannot wake us (see `wait`).
+                        if !s.alive() && ready() {
+                            return Waited::Ready;
+                        }
+                        nap = Some(nap.unwrap_or(LIVENESS).min(LIVENESS));
+                    }
+                    if notify.wait(seen, nap) == appif::notify::Woke::Interrupted {
+                        return Waited::Interrupted;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Stack {
+    /// The RX and TX ring size of each connection, bytes.
+    pub fn ring_bytes(&self) -> usize {
+        self.inner.ring_bytes
+    }
+}

@@ -55,3 +55,17 @@ pub fn pin_current_thread(cpu: usize) {
         libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set);
     }
 }
+
+/// Sleeps until `fd` is readable or `timeout` passes (poll(2), at least
+/// 1 ms); returns true when a signal handler interrupted it (EINTR).
+pub fn sleep_readable(fd: RawFd, timeout: Duration) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd on our stack; poll writes only its revents.
+    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+    r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+}

@@ -54,6 +54,7 @@ impl TcpListener {
                     rx: a.rx,
                     nonblocking: false,
                     wr_shut: false,
+                    abort_on_drop: false,
                 };
                 return Ok((s, peer));
             }
@@ -129,6 +130,8 @@ pub struct TcpStream {
     rx: bytes::Reader,
     nonblocking: bool,
     wr_shut: bool,
+    /// Close with RST instead of FIN (SO_LINGER with a zero timeout).
+    abort_on_drop: bool,
 }
 
 impl TcpStream {
@@ -147,6 +150,7 @@ impl TcpStream {
             rx: p.rx,
             nonblocking: false,
             wr_shut: false,
+            abort_on_drop: false,
         };
         let sh = &s.shared;
         s.stack.wait(sh, None, || {
@@ -335,7 +339,13 @@ impl Write for TcpStream {
             let was_empty = self.tx.is_empty();
             let n = self.tx.write(buf);
             if n > 0 {
-                if was_empty {
+                // Kick the engine when it may have stopped looking at the
+                // ring: it was empty, or the engine took everything before
+                // these bytes while they were being written (it acknowledged
+                // the rest and went idle without seeing them). Otherwise it
+                // still has bytes in flight and reads the ring again on
+                // their ACK.
+                if was_empty || self.tx.len() == n {
                     self.stack.command(Command::Send { id: self.id });
                 }
                 return Ok(n);
@@ -358,6 +368,121 @@ impl Write for TcpStream {
 
 impl Drop for TcpStream {
     fn drop(&mut self) {
-        self.stack.command(Command::Close { id: self.id });
+        if self.abort_on_drop {
+            self.stack.command(Command::Abort { id: self.id });
+        } else {
+            self.stack.command(Command::Close { id: self.id });
+        }
+    }
+}
+
+/// Calls for a sockets layer above this one (the `LD_PRELOAD` shim): a
+/// connect that does not wait, peeking, the pending error, reset on close.
+impl TcpStream {
+    /// Starts a connection to `remote` from local port `local_port` (0: an
+    /// ephemeral port) and returns at once, in the connecting state; the
+    /// outcome shows in [`crate::Probe::status`] (writable once open, an
+    /// error and closed when it failed) and in [`TcpStream::take_error`].
+    ///
+    /// Errors: EMFILE when the service segment has no free slot; the
+    /// handshake's own errors come later (ECONNREFUSED, ETIMEDOUT,
+    /// ENETUNREACH, EADDRINUSE for a local port already connected to
+    /// `remote`, EADDRNOTAVAIL without an ephemeral port).
+    pub fn start_connect(
+        stack: &Stack,
+        remote: SocketAddrV4,
+        local_port: u16,
+        nodelay: bool,
+    ) -> io::Result<TcpStream> {
+        let p = stack.open_stream_from(remote, local_port, nodelay)?;
+        Ok(TcpStream {
+            stack: stack.clone(),
+            id: p.id,
+            shared: p.shared,
+            tx: p.tx,
+            rx: p.rx,
+            nonblocking: true,
+            wr_shut: false,
+            abort_on_drop: false,
+        })
+    }
+
+    /// Copies up to `buf.len()` received bytes without consuming them
+    /// (MSG_PEEK); returns how many (0 when none is waiting).
+    pub fn peek(&self, buf: &mut [u8]) -> usize {
+        self.rx.peek_at(0, buf)
+    }
+
+    /// Takes the pending error (like SO_ERROR): a positive errno, or 0.
+    pub fn take_error(&self) -> i32 {
+        self.shared.take_error()
+    }
+
+    /// True while the handshake is under way.
+    pub fn is_connecting(&self) -> bool {
+        matches!(
+            self.shared.state(),
+            SockState::Opening | SockState::Connecting
+        )
+    }
+
+    /// SO_LINGER with a zero timeout: when dropped, the connection is reset
+    /// (RST to the peer, unsent bytes discarded) instead of closed with FIN.
+    pub fn set_reset_on_close(&mut self, on: bool) {
+        self.abort_on_drop = on;
+    }
+
+    /// Keepalive timing (TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT): idle
+    /// time before the first probe and between probes (whole seconds, at
+    /// least 1), and the unanswered probes before ETIMEDOUT (at least 1).
+    /// Embedded and inline mode; service mode keeps 7200 s, 75 s, 9.
+    pub fn set_keepalive_params(
+        &self,
+        idle: core::time::Duration,
+        interval: core::time::Duration,
+        count: u32,
+    ) {
+        let secs = |d: core::time::Duration| d.as_secs().clamp(1, u64::from(u32::MAX)) as u32;
+        self.stack.command(Command::SetKeepaliveParams {
+            id: self.id,
+            idle_s: secs(idle),
+            interval_s: secs(interval),
+            count: count.max(1),
+        });
+    }
+}
+
+impl TcpListener {
+    /// Like [`TcpListener::bind`], with room for `backlog` connections not
+    /// yet accepted (at least 1, at most 4096).
+    ///
+    /// Errors: EADDRINUSE when another socket listens on the port,
+    /// EADDRNOTAVAIL for an address that is not the stack's.
+    pub fn bind_with_backlog(
+        stack: &Stack,
+        addr: SocketAddrV4,
+        backlog: usize,
+    ) -> io::Result<TcpListener> {
+        let (id, shared, accept) = stack.open_listener(addr, backlog.clamp(1, 4096))?;
+        stack.wait_opened(&shared)?;
+        Ok(TcpListener {
+            stack: stack.clone(),
+            id,
+            shared,
+            accept,
+            nonblocking: false,
+        })
+    }
+}
+
+impl TcpStream {
+    /// Edge marks for readiness reporting (EPOLLET): the total bytes the
+    /// engine ever put into the RX ring, and the total bytes the peer ever
+    /// acknowledged from the TX ring; each only grows (wrapping at 2^64).
+    pub fn edge_marks(&self) -> (u64, u64) {
+        (
+            self.rx.position().wrapping_add(self.rx.len() as u64),
+            self.tx.position().wrapping_sub(self.tx.len() as u64),
+        )
     }
 }

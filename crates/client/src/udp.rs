@@ -121,3 +121,46 @@ impl Drop for UdpSocket {
         self.stack.command(Command::Close { id: self.id });
     }
 }
+
+impl UdpSocket {
+    /// Receives (or with `peek`, copies without consuming) the next
+    /// datagram without waiting: `Some((copied, length, source))`, where
+    /// `length` is the datagram's full length (more than `copied` when it
+    /// was truncated to `buf`, as MSG_TRUNC reports it); None when none is
+    /// waiting.
+    pub fn try_recv(&mut self, buf: &mut [u8], peek: bool) -> Option<(usize, usize, SocketAddrV4)> {
+        let mut hb = [0u8; UdpHeader::LEN];
+        if self.rx.peek_at(0, &mut hb) != UdpHeader::LEN {
+            return None;
+        }
+        let h = UdpHeader::decode(&hb);
+        let len = usize::from(h.len);
+        if self.rx.len() < UdpHeader::LEN + len {
+            return None;
+        }
+        let n = len.min(buf.len());
+        self.rx.peek_at(UdpHeader::LEN, &mut buf[..n]);
+        if !peek {
+            self.rx.consume(UdpHeader::LEN + len);
+        }
+        Some((n, len, h.addr))
+    }
+
+    /// The largest payload one datagram can carry, bytes (MTU less the IPv4
+    /// and UDP headers; no fragmentation).
+    pub fn max_payload(&self) -> usize {
+        self.stack.mtu().saturating_sub(28)
+    }
+}
+
+impl UdpSocket {
+    /// Edge marks for readiness reporting (EPOLLET): the total bytes
+    /// (datagrams with their record headers) the engine ever put into the
+    /// RX ring, and the total the engine ever took from the TX ring.
+    pub fn edge_marks(&self) -> (u64, u64) {
+        (
+            self.rx.position().wrapping_add(self.rx.len() as u64),
+            self.tx.position().wrapping_sub(self.tx.len() as u64),
+        )
+    }
+}

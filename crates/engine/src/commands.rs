@@ -32,6 +32,14 @@ impl Core {
     }
 
     pub(crate) fn command<T: TxQueue>(&mut self, cmd: Command, tx: &mut T) {
+        if matches!(
+            cmd,
+            Command::Connect { .. } | Command::Listen { .. } | Command::UdpBind { .. }
+        ) {
+            // The socket leaves Opening (open, connecting, or closed with an
+            // error): wake readiness waiters too, not only its own.
+            self.woke = true;
+        }
         match cmd {
             Command::Connect {
                 id,
@@ -163,7 +171,11 @@ impl Core {
                 let Some(slot) = self.slot_of(id) else { return };
                 match &self.sockets.slots[slot as usize] {
                     Some(Socket::Tcp(_)) => self.mark_dirty(slot),
-                    Some(Socket::Udp(_)) => self.udp_send(slot, tx),
+                    Some(Socket::Udp(_)) => {
+                        self.udp_send(slot, tx);
+                        // TX space freed: readiness waiters (poll, epoll) too.
+                        self.woke = true;
+                    }
                     _ => {}
                 }
             }
@@ -188,10 +200,34 @@ impl Core {
                 let Some(slot) = self.slot_of(id) else { return };
                 self.close(slot);
             }
+            Command::Abort { id } => {
+                let Some(slot) = self.slot_of(id) else { return };
+                if let Some(c) = self.sockets.conn(slot) {
+                    // Counted as unread data: close() resets (RFC 9293 §3.10.5).
+                    c.tcb.abort();
+                }
+                self.close(slot);
+            }
             Command::SetKeepalive { id, on } => {
                 let Some(slot) = self.slot_of(id) else { return };
                 if let Some(c) = self.sockets.conn(slot) {
                     c.tcb.set_keepalive(on);
+                    self.arm_timer(slot);
+                }
+            }
+            Command::SetKeepaliveParams {
+                id,
+                idle_s,
+                interval_s,
+                count,
+            } => {
+                let Some(slot) = self.slot_of(id) else { return };
+                if let Some(c) = self.sockets.conn(slot) {
+                    c.tcb.set_keepalive_params(
+                        core::time::Duration::from_secs(u64::from(idle_s.max(1))),
+                        core::time::Duration::from_secs(u64::from(interval_s.max(1))),
+                        count.max(1),
+                    );
                     self.arm_timer(slot);
                 }
             }

@@ -1,0 +1,821 @@
+//! The sockets shim (`libcorestack_preload.so`, `corestack exec`) in embedded mode: C test
+//! programs, a conformance script compared call by call with the kernel, and real Debian
+//! programs on corestack driven by Linux peers in the other namespace, their results checked.
+//!
+//! Needs root (namespaces, XDP: fails saying so), `cc`, and the programs scripts/setup.sh
+//! installs (memcached, iperf3, sockperf, curl, netcat-openbsd, python3): a missing one fails
+//! naming it. Addresses: 10.N.1.1 is Linux, 10.N.1.2 is corestack, N differs per test. Every
+//! process is started by the test and killed through a guard; every wait is bounded.
+
+mod common;
+
+use common::*;
+use netns::Netns;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The longest a step (a program's run) may take.
+const STEP: Duration = Duration::from_secs(60);
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Where the corestack binary of this build lives (the shim goes beside it).
+fn profile_dir() -> PathBuf {
+    bin()
+        .parent()
+        .expect("the binary's directory")
+        .to_path_buf()
+}
+
+/// Builds `libcorestack_preload.so` beside the corestack binary (once per run).
+fn preload() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = profile_dir();
+            let target = dir.parent().expect("target dir").to_path_buf();
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.args(["build", "-p", "corestack-preload"])
+                .env("CARGO_TARGET_DIR", &target)
+                .current_dir(workspace());
+            if dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            let st = cmd.status().expect("running cargo build for the shim");
+            assert!(st.success(), "building libcorestack_preload.so failed");
+            let so = dir.join("libcorestack_preload.so");
+            assert!(so.is_file(), "{} was not built", so.display());
+            so
+        })
+        .clone()
+}
+
+/// Fails with a message naming the package when `tool` is not installed.
+fn need(tool: &str) {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "`{tool}` is not installed: run scripts/setup.sh (as root) to install the shim tests' programs"
+    );
+}
+
+/// Compiles `tests/shim/NAME.c` (once per run).
+fn cc(name: &str) -> PathBuf {
+    static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
+    need("cc");
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = built.iter().find(|(n, _)| n == name) {
+        return p.clone();
+    }
+    let out_dir = profile_dir().join("shim-c");
+    std::fs::create_dir_all(&out_dir).expect("creating the C programs' directory");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/shim/{name}.c"));
+    let out = out_dir.join(name);
+    let r = Command::new("cc")
+        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-pthread"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .expect("running cc");
+    assert!(
+        r.status.success(),
+        "cc {} failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&r.stderr)
+    );
+    built.push((name.to_string(), out.clone()));
+    out
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/shim/{name}"))
+}
+
+/// `corestack exec --iface vc --ip CORE/24 -- program args` in the core namespace.
+fn shimmed(pair: &Pair, program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
+    shimmed_mode(pair, false, program, args)
+}
+
+/// As [`shimmed`], in inline mode (`--inline`) when `inline`.
+fn shimmed_mode(
+    pair: &Pair,
+    inline: bool,
+    program: impl AsRef<std::ffi::OsStr>,
+    args: &[&str],
+) -> Command {
+    preload();
+    let mut cmd = pair.core.exec(bin());
+    cmd.args([
+        "exec",
+        "--iface",
+        "vc",
+        "--ip",
+        &format!("{}/24", pair.core_ip),
+    ]);
+    if inline {
+        cmd.arg("--inline");
+    }
+    cmd.arg("--")
+        .arg(program)
+        .args(args)
+        .env_remove("CORESTACK_SOCKET")
+        .env_remove("LD_PRELOAD");
+    cmd
+}
+
+/// `program args` in `ns` (the kernel stack).
+fn plain(ns: &Netns, program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
+    let mut cmd = ns.exec(program);
+    cmd.args(args).env_remove("LD_PRELOAD");
+    cmd
+}
+
+/// Runs `cmd` to its end (at most `timeout`) and returns what it did.
+fn run(name: &str, cmd: Command, timeout: Duration) -> Finished {
+    Proc::spawn(name, cmd, None, Out::Text).finish(timeout)
+}
+
+/// Runs `cmd` and asserts it succeeded; returns stdout.
+fn run_ok(name: &str, cmd: Command, timeout: Duration) -> String {
+    let f = run(name, cmd, timeout);
+    assert!(
+        f.status.success(),
+        "{name} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        f.status,
+        f.stdout,
+        f.stderr
+    );
+    f.stdout
+}
+
+/// A kernel TCP and UDP echo server on port 7 in the Linux namespace.
+fn linux_echo(pair: &Pair) -> Proc {
+    let mut cmd = plain(
+        &pair.linux,
+        bin(),
+        &["serve", "echo", "--kernel", "--port", "7"],
+    );
+    cmd.env_remove("CORESTACK_IFACE");
+    let mut p = Proc::spawn("linux echo server", cmd, None, Out::Text);
+    p.wait_stdout("listening on", STEP);
+    p
+}
+
+/// Sends SIGTERM to `pid` (a process this test started).
+fn sigterm(pid: u32) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+}
+
+/// Retries `attempt` every 100 ms until it returns true, at most `timeout`.
+fn until(timeout: Duration, mut attempt: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if attempt() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+// ---------------------------------------------------------------------------
+// C programs
+// ---------------------------------------------------------------------------
+
+#[test]
+fn shim_epoll_poll_select_over_pipe_kernel_udp_and_corestack_sockets_report_exactly_what_is_ready()
+{
+    let _lock = start();
+    let prog = cc("mixed");
+    let pair = Pair::new("p", 150).expect("creating the namespaces");
+    let _echo = linux_echo(&pair);
+    for inline in [false, true] {
+        let out = run_ok(
+            &format!("mixed (shim, inline {inline})"),
+            shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7"]),
+            STEP,
+        );
+        assert!(out.contains("ALL PASSED"), "inline {inline}: {out}");
+    }
+}
+
+#[test]
+fn shim_sigterm_interrupts_blocked_accept_recv_and_epoll_wait_as_on_linux() {
+    let _lock = start();
+    let prog = cc("signals");
+    let pair = Pair::new("p", 151).expect("creating the namespaces");
+    let _echo = linux_echo(&pair);
+    let mut outputs = Vec::new();
+    for (label, cmd) in [
+        (
+            "kernel",
+            plain(&pair.linux, &prog, &[&pair.linux_ip, "7", "7100"]),
+        ),
+        (
+            "shim",
+            shimmed(&pair, &prog, &[&pair.linux_ip, "7", "7101"]),
+        ),
+    ] {
+        let mut p = Proc::spawn(&format!("signals ({label})"), cmd, None, Out::Text);
+        p.wait_stdout("waiting for SIGTERM in epoll_wait", STEP);
+        std::thread::sleep(Duration::from_millis(100));
+        sigterm(p.pid());
+        let f = p.finish(Duration::from_secs(10));
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&f.status),
+            Some(15),
+            "{label}: SIGTERM while blocked in epoll_wait did not end the process ({}): {}\n{}",
+            f.status,
+            f.stdout,
+            f.stderr
+        );
+        outputs.push(f.stdout);
+    }
+    assert_eq!(outputs[0], outputs[1], "the shim differs from the kernel");
+    let expect = [
+        ("accept, handler without SA_RESTART", "EINTR"),
+        ("recv, handler without SA_RESTART", "EINTR"),
+        ("epoll_wait, handler with SA_RESTART", "EINTR"),
+        ("poll, handler with SA_RESTART", "EINTR"),
+        ("select, handler with SA_RESTART", "EINTR"),
+        ("recv, handler with SA_RESTART (restarts)", "ok"),
+        ("accept, handler with SA_RESTART (restarts)", "ok"),
+        ("recv with SO_RCVTIMEO, handler with SA_RESTART", "EINTR"),
+        ("recv with SO_RCVTIMEO 200 ms, no data", "EAGAIN"),
+    ];
+    for (case, result) in expect {
+        let line = outputs[1]
+            .lines()
+            .find(|l| l.starts_with(case))
+            .unwrap_or_else(|| panic!("no line for {case:?}:\n{}", outputs[1]));
+        assert!(line.contains(&format!("-> {result} ")), "{line}");
+    }
+}
+
+#[test]
+fn shim_threads_share_sockets_and_a_close_from_another_thread_ends_calls_as_on_linux() {
+    let _lock = start();
+    need("python3");
+    let prog = cc("threads");
+    let pair = Pair::new("p", 152).expect("creating the namespaces");
+    let _echo = linux_echo(&pair);
+    let mut outputs = Vec::new();
+    for (label, cmd, ip, port) in [
+        (
+            "kernel",
+            plain(&pair.linux, &prog, &[&pair.linux_ip, "7", "7200", "8"]),
+            pair.linux_ip.clone(),
+            "7200",
+        ),
+        (
+            "shim",
+            shimmed(&pair, &prog, &[&pair.linux_ip, "7", "7201", "8"]),
+            pair.core_ip.clone(),
+            "7201",
+        ),
+    ] {
+        let mut p = Proc::spawn(&format!("threads ({label})"), cmd, None, Out::Text);
+        p.wait_stdout("listening", STEP);
+        let client = plain(
+            &pair.linux,
+            "python3",
+            &[
+                script("threads_client.py").to_str().unwrap(),
+                &ip,
+                port,
+                "8",
+            ],
+        );
+        let c = run(&format!("threads client ({label})"), client, STEP);
+        let f = p.finish(STEP);
+        assert!(
+            c.status.success() && f.status.success(),
+            "{label}: client {} {}{}; program {}:\n{}{}",
+            c.status,
+            c.stdout,
+            c.stderr,
+            f.status,
+            f.stdout,
+            f.stderr
+        );
+        outputs.push(f.stdout);
+    }
+    assert_eq!(outputs[0], outputs[1], "the shim differs from the kernel");
+}
+
+#[test]
+fn shim_conformance_script_matches_the_kernel_call_by_call() {
+    let _lock = start();
+    let prog = cc("conform");
+    let pair = Pair::new("p", 153).expect("creating the namespaces");
+    let _echo = linux_echo(&pair);
+    let kernel = run_ok(
+        "conform (kernel)",
+        plain(&pair.linux, &prog, &[&pair.linux_ip, "7", "7300"]),
+        STEP,
+    );
+    assert!(
+        kernel.ends_with("done\n") && kernel.lines().count() > 100,
+        "{kernel}"
+    );
+    for inline in [false, true] {
+        let shim = run_ok(
+            &format!("conform (shim, inline {inline})"),
+            shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7", "7301"]),
+            STEP,
+        );
+        let diff: Vec<String> = kernel
+            .lines()
+            .zip(shim.lines())
+            .filter(|(k, s)| k != s)
+            .map(|(k, s)| format!("kernel: {k}\n  shim: {s}"))
+            .collect();
+        assert!(
+            diff.is_empty() && kernel.lines().count() == shim.lines().count(),
+            "the shim (inline {inline}) differs from the kernel:\n{}\n(full shim output:\n{shim})",
+            diff.join("\n")
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Real programs
+// ---------------------------------------------------------------------------
+
+#[test]
+fn shim_memcached_t1_and_t4_serve_sets_and_gets_of_concurrent_linux_clients() {
+    let _lock = start();
+    need("memcached");
+    need("python3");
+    let pair = Pair::new("p", 154).expect("creating the namespaces");
+    for threads in ["1", "4"] {
+        let server = Proc::spawn(
+            &format!("memcached -t {threads}"),
+            shimmed(
+                &pair,
+                "memcached",
+                &[
+                    "-u", "root", "-t", threads, "-p", "11211", "-U", "0", "-c", "256",
+                ],
+            ),
+            None,
+            Out::Text,
+        );
+        let client = plain(
+            &pair.linux,
+            "python3",
+            &[
+                script("memcached_client.py").to_str().unwrap(),
+                &pair.core_ip,
+                "11211",
+                "8",
+                "200",
+            ],
+        );
+        let c = run("memcached client", client, STEP);
+        let s = server.terminate();
+        assert!(
+            c.status.success(),
+            "memcached -t {threads}: {}{}\nserver stderr:\n{}",
+            c.stdout,
+            c.stderr,
+            s.stderr
+        );
+    }
+}
+
+/// (bytes sent, bytes received) from iperf3's JSON.
+fn iperf3_bytes(json: &str) -> (f64, f64) {
+    let v: serde_json::Value =
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("bad iperf3 JSON ({e}): {json}"));
+    assert!(v["error"].is_null(), "iperf3 error: {}", v["error"]);
+    let e = &v["end"];
+    (
+        e["sum_sent"]["bytes"].as_f64().unwrap_or(0.0),
+        e["sum_received"]["bytes"].as_f64().unwrap_or(0.0),
+    )
+}
+
+fn check_transfer(what: &str, (sent, received): (f64, f64)) {
+    assert!(
+        received > 1e6 && received <= sent && received >= 0.98 * sent,
+        "{what}: sent {sent} bytes, received {received}"
+    );
+}
+
+#[test]
+fn shim_iperf3_server_and_client_both_directions_byte_counts_agree() {
+    let _lock = start();
+    need("iperf3");
+    let pair = Pair::new("p", 155).expect("creating the namespaces");
+    // The server on corestack (dual-stack `::`, select() loop), Linux clients.
+    for reverse in [false, true] {
+        let mut server = Proc::spawn(
+            "iperf3 -s (shim)",
+            shimmed(&pair, "iperf3", &["-s", "-1", "-p", "5201", "--forceflush"]),
+            None,
+            Out::Text,
+        );
+        server.wait_stdout("Server listening", STEP);
+        let mut args = vec!["-c", &pair.core_ip, "-p", "5201", "-t", "2", "-J"];
+        if reverse {
+            args.push("-R");
+        }
+        let out = run_ok(
+            "iperf3 -c (linux)",
+            plain(&pair.linux, "iperf3", &args),
+            STEP,
+        );
+        check_transfer(
+            &format!("linux client -> shim server, reverse {reverse}"),
+            iperf3_bytes(&out),
+        );
+        let s = server.finish(STEP);
+        assert!(s.status.success(), "iperf3 -s: {}", s.stderr);
+    }
+    // The client on corestack, a Linux server.
+    for reverse in [false, true] {
+        let mut server = Proc::spawn(
+            "iperf3 -s (linux)",
+            plain(
+                &pair.linux,
+                "iperf3",
+                &["-s", "-1", "-p", "5202", "--forceflush"],
+            ),
+            None,
+            Out::Text,
+        );
+        server.wait_stdout("Server listening", STEP);
+        let mut args = vec!["-c", &pair.linux_ip, "-p", "5202", "-t", "2", "-J"];
+        if reverse {
+            args.push("-R");
+        }
+        let out = run_ok("iperf3 -c (shim)", shimmed(&pair, "iperf3", &args), STEP);
+        check_transfer(
+            &format!("shim client -> linux server, reverse {reverse}"),
+            iperf3_bytes(&out),
+        );
+        let s = server.finish(STEP);
+        assert!(s.status.success(), "iperf3 -s: {}", s.stderr);
+    }
+}
+
+/// sockperf's valid round trips (ping-pong) or message rate (throughput) from its output.
+fn sockperf_result(out: &str, key: &str) -> f64 {
+    out.lines()
+        .find_map(|l| {
+            let rest = l.split(key).nth(1)?;
+            rest.trim()
+                .trim_end_matches(|c: char| !c.is_ascii_digit())
+                .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0)
+}
+
+fn sockperf_checks(what: &str, pp: &str, tp: &str) {
+    let valid = sockperf_result(pp, "ReceivedMessages=");
+    assert!(
+        valid >= 100.0,
+        "{what}: ping-pong got {valid} replies:\n{pp}"
+    );
+    assert!(pp.contains("Summary: Latency is"), "{what}: {pp}");
+    let rate = sockperf_result(tp, "Message Rate is");
+    assert!(rate >= 1000.0, "{what}: throughput {rate} msg/s:\n{tp}");
+}
+
+#[test]
+fn shim_sockperf_server_and_client_pingpong_and_throughput_tcp_udp_each_iomux() {
+    let _lock = start();
+    need("sockperf");
+    let pair = Pair::new("p", 156).expect("creating the namespaces");
+    let dir = profile_dir().join("shim-c");
+    std::fs::create_dir_all(&dir).expect("creating a directory for feed files");
+    let feed = |name: &str, ip: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, format!("T:{ip}:11111\nU:{ip}:11112\n")).expect("writing a feed file");
+        p
+    };
+    let core_feed = feed("feed-core", &pair.core_ip);
+    let linux_feed = feed("feed-linux", &pair.linux_ip);
+    for mode in ["select", "poll", "epoll"] {
+        // Server on corestack, Linux clients.
+        let mut server = Proc::spawn(
+            &format!("sockperf server -F {mode} (shim)"),
+            shimmed(
+                &pair,
+                "sockperf",
+                &["server", "-f", core_feed.to_str().unwrap(), "-F", mode],
+            ),
+            None,
+            Out::Text,
+        );
+        server.wait_stdout("to block on socket", STEP);
+        for (proto, port) in [("--tcp", "11111"), ("", "11112")] {
+            let mut base = vec!["-i", pair.core_ip.as_str(), "-p", port, "-t", "1"];
+            if !proto.is_empty() {
+                base.push(proto);
+            }
+            let pp = run_ok(
+                "sockperf ping-pong (linux)",
+                plain(
+                    &pair.linux,
+                    "sockperf",
+                    &[&["ping-pong"], base.as_slice()].concat(),
+                ),
+                STEP,
+            );
+            let tp = run_ok(
+                "sockperf throughput (linux)",
+                plain(
+                    &pair.linux,
+                    "sockperf",
+                    &[&["throughput"], base.as_slice()].concat(),
+                ),
+                STEP,
+            );
+            sockperf_checks(&format!("shim server -F {mode} {proto}"), &pp, &tp);
+        }
+        drop(server.terminate());
+    }
+    // Linux server, clients on corestack in each -F mode.
+    let mut server = Proc::spawn(
+        "sockperf server (linux)",
+        plain(
+            &pair.linux,
+            "sockperf",
+            &["server", "-f", linux_feed.to_str().unwrap()],
+        ),
+        None,
+        Out::Text,
+    );
+    server.wait_stdout("to block on socket", STEP);
+    for mode in ["select", "poll", "epoll"] {
+        for (label, line) in [("tcp", 1), ("udp", 2)] {
+            let one = dir.join(format!("feed-linux-{label}"));
+            let all = std::fs::read_to_string(&linux_feed).unwrap_or_default();
+            std::fs::write(
+                &one,
+                format!("{}\n", all.lines().nth(line - 1).unwrap_or_default()),
+            )
+            .expect("writing a feed file");
+            let f = one.to_str().unwrap();
+            let pp = run_ok(
+                "sockperf ping-pong (shim)",
+                shimmed(
+                    &pair,
+                    "sockperf",
+                    &["ping-pong", "-f", f, "-F", mode, "-t", "1"],
+                ),
+                STEP,
+            );
+            let tp = run_ok(
+                "sockperf throughput (shim)",
+                shimmed(
+                    &pair,
+                    "sockperf",
+                    &["throughput", "-f", f, "-F", mode, "-t", "1"],
+                ),
+                STEP,
+            );
+            sockperf_checks(&format!("shim client -F {mode} {label}"), &pp, &tp);
+        }
+    }
+    drop(server.terminate());
+}
+
+/// Seeded bytes to serve.
+fn payload(n: usize) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn shim_python_http_server_serves_linux_curl_and_shimmed_curl_fetches_from_linux() {
+    let _lock = start();
+    need("python3");
+    need("curl");
+    let pair = Pair::new("p", 157).expect("creating the namespaces");
+    let www = profile_dir().join("shim-www");
+    std::fs::create_dir_all(&www).expect("creating the web root");
+    let data = payload(3 << 20);
+    std::fs::write(www.join("data.bin"), &data).expect("writing the file to serve");
+    let www_s = www.to_str().unwrap();
+    let fetch = |cmd: Command, what: &str| {
+        let out = run_ok(what, cmd, STEP);
+        assert!(out.starts_with("200"), "{what}: {out}");
+        out
+    };
+    // python on corestack (bound to the wildcard, so loopback works too), curl from Linux.
+    let mut server = Proc::spawn(
+        "python3 -m http.server (shim)",
+        shimmed(
+            &pair,
+            "python3",
+            &[
+                "-u",
+                "-m",
+                "http.server",
+                "8080",
+                "--bind",
+                "0.0.0.0",
+                "--directory",
+                www_s,
+            ],
+        ),
+        None,
+        Out::Text,
+    );
+    server.wait_stdout("Serving HTTP", STEP);
+    let got = www.join("got-linux.bin");
+    let url = format!("http://{}:8080/data.bin", pair.core_ip);
+    fetch(
+        plain(
+            &pair.linux,
+            "curl",
+            &[
+                "-sS",
+                "-o",
+                got.to_str().unwrap(),
+                "-w",
+                "%{http_code} %{size_download}",
+                &url,
+            ],
+        ),
+        "linux curl",
+    );
+    assert!(
+        std::fs::read(&got).ok() == Some(data.clone()),
+        "linux curl got different bytes"
+    );
+    fetch(
+        plain(
+            &pair.core,
+            "curl",
+            &[
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "http://127.0.0.1:8080/data.bin",
+            ],
+        ),
+        "kernel curl over loopback to the wildcard server",
+    );
+    drop(server.terminate());
+    // python on Linux, curl on corestack.
+    let mut server = Proc::spawn(
+        "python3 -m http.server (linux)",
+        plain(
+            &pair.linux,
+            "python3",
+            &[
+                "-u",
+                "-m",
+                "http.server",
+                "8081",
+                "--bind",
+                &pair.linux_ip,
+                "--directory",
+                www_s,
+            ],
+        ),
+        None,
+        Out::Text,
+    );
+    server.wait_stdout("Serving HTTP", STEP);
+    let got = www.join("got-shim.bin");
+    let url = format!("http://{}:8081/data.bin", pair.linux_ip);
+    fetch(
+        shimmed(
+            &pair,
+            "curl",
+            &[
+                "-sS",
+                "-o",
+                got.to_str().unwrap(),
+                "-w",
+                "%{http_code} %{size_download}",
+                &url,
+            ],
+        ),
+        "shimmed curl",
+    );
+    assert!(
+        std::fs::read(&got).ok() == Some(data),
+        "shimmed curl got different bytes"
+    );
+    let refused = run(
+        "shimmed curl to a closed port",
+        shimmed(
+            &pair,
+            "curl",
+            &["-sS", "-m", "5", &format!("http://{}:9/", pair.linux_ip)],
+        ),
+        STEP,
+    );
+    assert!(
+        refused.stderr.contains("Connection refused")
+            || refused.stderr.contains("Couldn't connect"),
+        "curl to a closed port: {}",
+        refused.stderr
+    );
+    drop(server.terminate());
+}
+
+#[test]
+fn shim_nc_both_directions_one_mib_sha256_equal() {
+    let _lock = start();
+    need("nc");
+    let pair = Pair::new("p", 158).expect("creating the namespaces");
+    const BYTES: u64 = 1 << 20;
+    // nc -l on corestack, Linux nc sends (retried while the listener starts).
+    let server = Proc::spawn(
+        "nc -l (shim)",
+        shimmed(&pair, "nc", &["-l", "-p", "5000"]),
+        None,
+        Out::Hash,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let mut sent = None;
+    let reached = until(STEP, || {
+        let cli = plain(&pair.linux, "nc", &["-N", &pair.core_ip, "5000"]);
+        let c = Proc::spawn("linux nc", cli, Some(BYTES), Out::Hash).finish(STEP);
+        sent = c.fed;
+        c.status.success()
+    });
+    let s = server.finish(STEP);
+    assert!(
+        reached,
+        "linux nc never reached the shimmed nc -l: {}",
+        s.stderr
+    );
+    assert!(s.status.success(), "nc -l (shim): {}", s.stderr);
+    assert_eq!(s.out, sent, "nc -l on corestack received different bytes");
+    // Linux nc -l, nc on corestack sends.
+    let linux = Proc::spawn(
+        "nc -l (linux)",
+        plain(&pair.linux, "nc", &["-l", "-p", "5001"]),
+        None,
+        Out::Hash,
+    );
+    wait_kernel_listen(&pair.linux, 5001);
+    let c = Proc::spawn(
+        "nc (shim)",
+        shimmed(&pair, "nc", &["-N", &pair.linux_ip, "5001"]),
+        Some(BYTES),
+        Out::Hash,
+    )
+    .finish(STEP);
+    assert!(c.status.success(), "nc (shim): {}", c.stderr);
+    let l = linux.finish(STEP);
+    assert_eq!(
+        l.out, c.fed,
+        "Linux nc -l received different bytes from corestack"
+    );
+}
+
+#[test]
+fn shim_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_keeps_working() {
+    let _lock = start();
+    let prog = cc("fork");
+    let pair = Pair::new("p", 159).expect("creating the namespaces");
+    let _echo = linux_echo(&pair);
+    let out = run_ok(
+        "fork (shim)",
+        shimmed(&pair, &prog, &[&pair.linux_ip, "7"]),
+        STEP,
+    );
+    for line in [
+        "child recv -1 ENETDOWN",
+        "child send -1 ENETDOWN",
+        "child poll 1 revents 0x19",
+        "child close 0",
+        "child new socket connect -1 ENETUNREACH",
+        "parent recv 2",
+        "helper exec exit 0",
+        "parent still works 2",
+    ] {
+        assert!(out.lines().any(|l| l == line), "no {line:?} in:\n{out}");
+    }
+}

@@ -1,0 +1,594 @@
+//! epoll over a mix of kernel fds and corestack sockets.
+//!
+//! The application's epoll fd is a real kernel epoll: kernel fds (pipes,
+//! eventfds, timerfds, kernel sockets, the kernel side of a wildcard
+//! socket) are registered in it as usual. corestack sockets live in a
+//! user-level interest list here. The first corestack registration puts a
+//! wake eventfd into the kernel epoll (its `data` is a random per-process
+//! token the wait filters out).
+//!
+//! `epoll_wait`: collect corestack readiness, then kernel readiness with a
+//! zero timeout (the side that goes first alternates, so neither starves
+//! when `maxevents` fills); if nothing is ready, spin for the stack's spin
+//! time, then arm the stack's doorbell with the wake eventfd, look once
+//! more, and sleep in the real epoll_wait: the engine writes the eventfd
+//! only while armed (the notify-flag protocol). Inline mode has no engine
+//! thread: the NIC queue's fd sits in the epoll instead and the waiter runs
+//! the engine between sleeps of at most 1 ms.
+//!
+//! Semantics as on Linux: level-triggered by default; EPOLLET reports a
+//! socket again only after the engine changed it (its doorbell sequence
+//! moved); EPOLLONESHOT disables the registration after one report until
+//! EPOLL_CTL_MOD; EPOLLRDHUP when the peer sent FIN; EPOLLHUP and EPOLLERR
+//! always; the application's `epoll_data` comes back untouched.
+//! EPOLLEXCLUSIVE is accepted (EINVAL with EPOLL_CTL_MOD, as Linux) and
+//! wakes every waiter, which epoll(7) allows ("one or more").
+//! A registration ends when every fd of its socket is closed (as Linux's
+//! ends when the open file description goes).
+#![forbid(unsafe_code)]
+
+use crate::sock::Sock;
+use crate::table::{self, Obj};
+use crate::wait::Deadline;
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use libc::epoll_event;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+/// One corestack socket in an interest list.
+struct Reg {
+    obj: Weak<Obj>,
+    events: u32,
+    data: u64,
+    /// False after an EPOLLONESHOT report, until EPOLL_CTL_MOD.
+    enabled: bool,
+    /// EPOLLET: the socket's edge marks and bits at the last report.
+    last: Option<Edge>,
+    /// The kernel side (a wildcard socket's) is in the kernel epoll.
+    kernel_added: bool,
+}
+
+/// What an EPOLLET registration saw at its last report.
+#[derive(Clone, Copy)]
+struct Edge {
+    marks: Option<(u64, u64)>,
+    bits: u32,
+}
+
+impl Edge {
+    /// True when something happened since `self` that Linux would wake an
+    /// edge-triggered registration for `events` with: data (or a
+    /// connection) arrived for EPOLLIN, TX space was freed for EPOLLOUT, a
+    /// readiness bit appeared, or HUP/ERR/RDHUP came.
+    fn fired(&self, now: Edge, events: u32) -> bool {
+        let appeared = now.bits & !self.bits;
+        if appeared & (ALWAYS | libc::EPOLLRDHUP as u32) != 0 {
+            return true;
+        }
+        let inn = events & libc::EPOLLIN as u32 != 0;
+        let out = events & libc::EPOLLOUT as u32 != 0;
+        if (inn && appeared & libc::EPOLLIN as u32 != 0)
+            || (out && appeared & libc::EPOLLOUT as u32 != 0)
+        {
+            return true;
+        }
+        match (self.marks, now.marks) {
+            (Some((i0, o0)), Some((i1, o1))) => (inn && i1 != i0) || (out && o1 != o0),
+            _ => false,
+        }
+    }
+}
+
+/// An epoll instance of the application.
+pub struct Epoll {
+    regs: Mutex<HashMap<c_int, Reg>>,
+    /// corestack registrations (0: every wait goes straight to the kernel).
+    ncore: AtomicUsize,
+    /// The wake eventfd, in the kernel epoll with [`token`] as data.
+    wake: OnceLock<c_int>,
+    /// Inline mode: the NIC fd is in the kernel epoll.
+    nic_added: AtomicBool,
+    /// Where the next collection starts (round robin).
+    cursor: AtomicUsize,
+    /// Which side the next wait looks at first.
+    kernel_first: AtomicBool,
+    /// The fds of this epoll (dup), for registrations made from elsewhere.
+    fds: Mutex<Vec<c_int>>,
+}
+
+/// The `data` of the shim's own fds in a kernel epoll: random per process.
+pub fn token() -> u64 {
+    static T: OnceLock<u64> = OnceLock::new();
+    *T.get_or_init(|| {
+        let mut b = [0u8; 8];
+        let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| {
+            use std::io::Read;
+            f.read_exact(&mut b)
+        });
+        let t = u64::from_ne_bytes(b);
+        if t == 0 {
+            0xc0e5_7ac7_5a1e_0001 ^ u64::from(std::process::id())
+        } else {
+            t
+        }
+    })
+}
+
+/// The `data` of the NIC fd (inline mode).
+fn nic_token() -> u64 {
+    token() ^ 1
+}
+
+impl Default for Epoll {
+    fn default() -> Self {
+        Epoll {
+            regs: Mutex::new(HashMap::new()),
+            ncore: AtomicUsize::new(0),
+            wake: OnceLock::new(),
+            nic_added: AtomicBool::new(false),
+            cursor: AtomicUsize::new(0),
+            kernel_first: AtomicBool::new(false),
+            fds: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl Drop for Epoll {
+    fn drop(&mut self) {
+        if let Some(&fd) = self.wake.get() {
+            if !crate::process::forked() {
+                crate::sys::close_internal(fd);
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn kctl(epfd: c_int, op: c_int, fd: c_int, events: u32, data: u64) -> Result<(), c_int> {
+    let mut ev = epoll_event { events, u64: data };
+    crate::ffi::real_epoll_ctl(epfd, op, fd, &mut ev)
+}
+
+const ALWAYS: u32 = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
+const FLAGS: u32 =
+    (libc::EPOLLET | libc::EPOLLONESHOT | libc::EPOLLEXCLUSIVE | libc::EPOLLWAKEUP) as u32;
+
+impl Epoll {
+    /// Records that `fd` refers to this epoll.
+    pub fn add_fd(&self, fd: c_int) {
+        let mut f = lock(&self.fds);
+        if !f.contains(&fd) {
+            f.push(fd);
+        }
+    }
+
+    /// Records that `fd` no longer refers to it.
+    pub fn remove_fd(&self, fd: c_int) {
+        lock(&self.fds).retain(|&f| f != fd);
+    }
+
+    fn any_fd(&self) -> Option<c_int> {
+        lock(&self.fds).first().copied()
+    }
+
+    /// True while corestack sockets are registered.
+    pub fn has_core(&self) -> bool {
+        self.ncore.load(Ordering::Acquire) > 0
+    }
+
+    fn wake_fd(&self, epfd: c_int) -> Result<c_int, c_int> {
+        if let Some(&fd) = self.wake.get() {
+            return Ok(fd);
+        }
+        let fd = crate::sys::internal_eventfd()?;
+        if let Err(e) = kctl(epfd, libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, token()) {
+            crate::sys::close_internal(fd);
+            return Err(e);
+        }
+        if self.wake.set(fd).is_err() {
+            // Another thread won: ours goes.
+            crate::sys::close_internal(fd);
+        }
+        Ok(*self.wake.get().unwrap_or(&fd))
+    }
+
+    /// epoll_ctl(2) for corestack socket `s` (`obj`) at `fd`.
+    /// Errors: EEXIST, ENOENT, EINVAL as Linux; the kernel's for the kernel side.
+    pub fn ctl(
+        &self,
+        epfd: c_int,
+        op: c_int,
+        fd: c_int,
+        obj: &Arc<Obj>,
+        s: &Sock,
+        ev: Option<epoll_event>,
+    ) -> Result<(), c_int> {
+        let (events, data) = match ev {
+            Some(e) => (e.events, e.u64),
+            None if op == libc::EPOLL_CTL_DEL => (0, 0),
+            None => return Err(libc::EFAULT),
+        };
+        let exclusive = events & libc::EPOLLEXCLUSIVE as u32 != 0;
+        let mut regs = lock(&self.regs);
+        // A registration of a socket since closed (the number reused) is gone.
+        if let Some(r) = regs.get(&fd) {
+            if !r.obj.upgrade().is_some_and(|o| Arc::ptr_eq(&o, obj)) {
+                regs.remove(&fd);
+                self.ncore.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        let (_, kernel_side) = s.poll_bits();
+        let dual = kernel_side && s.has_kernel_side();
+        match op {
+            libc::EPOLL_CTL_ADD => {
+                if regs.contains_key(&fd) {
+                    return Err(libc::EEXIST);
+                }
+                if exclusive
+                    && events & !(FLAGS | ALWAYS | (libc::EPOLLIN | libc::EPOLLOUT) as u32) != 0
+                {
+                    return Err(libc::EINVAL);
+                }
+                self.wake_fd(epfd)?;
+                let mut kernel_added = false;
+                if dual {
+                    kctl(epfd, libc::EPOLL_CTL_ADD, fd, events, data)?;
+                    kernel_added = true;
+                }
+                regs.insert(
+                    fd,
+                    Reg {
+                        obj: Arc::downgrade(obj),
+                        events,
+                        data,
+                        enabled: true,
+                        last: None,
+                        kernel_added,
+                    },
+                );
+                self.ncore.fetch_add(1, Ordering::AcqRel);
+                drop(regs);
+                let mut eps = s.epolls.lock().unwrap_or_else(|p| p.into_inner());
+                eps.retain(|w| w.strong_count() > 0);
+                if let Some(me) = table::get(epfd) {
+                    if !eps
+                        .iter()
+                        .any(|w| w.upgrade().is_some_and(|o| Arc::ptr_eq(&o, &me)))
+                    {
+                        eps.push(Arc::downgrade(&me));
+                    }
+                }
+                Ok(())
+            }
+            libc::EPOLL_CTL_MOD => {
+                let r = regs.get_mut(&fd).ok_or(libc::ENOENT)?;
+                if exclusive || r.events & libc::EPOLLEXCLUSIVE as u32 != 0 {
+                    return Err(libc::EINVAL);
+                }
+                if r.kernel_added {
+                    kctl(epfd, libc::EPOLL_CTL_MOD, fd, events, data)?;
+                }
+                r.events = events;
+                r.data = data;
+                r.enabled = true;
+                r.last = None;
+                Ok(())
+            }
+            libc::EPOLL_CTL_DEL => {
+                let r = regs.remove(&fd).ok_or(libc::ENOENT)?;
+                self.ncore.fetch_sub(1, Ordering::AcqRel);
+                if r.kernel_added {
+                    let _ = kctl(epfd, libc::EPOLL_CTL_DEL, fd, 0, 0);
+                }
+                Ok(())
+            }
+            _ => Err(libc::EINVAL),
+        }
+    }
+
+    /// Moves the registrations of `obj` (handed to the kernel) into the
+    /// kernel epoll, or adds its new kernel side (it became a wildcard
+    /// listener or UDP socket).
+    fn resettle(&self, obj: &Arc<Obj>, s: &Sock) {
+        let Some(epfd) = self.any_fd() else { return };
+        let mut regs = lock(&self.regs);
+        let mine: Vec<c_int> = regs
+            .iter()
+            .filter(|(_, r)| r.obj.upgrade().is_some_and(|o| Arc::ptr_eq(&o, obj)))
+            .map(|(fd, _)| *fd)
+            .collect();
+        let kernel =
+            !table::get(*mine.first().unwrap_or(&-1)).is_some_and(|o| Arc::ptr_eq(&o, obj));
+        for fd in mine {
+            if kernel {
+                if let Some(r) = regs.remove(&fd) {
+                    self.ncore.fetch_sub(1, Ordering::AcqRel);
+                    let ev = if r.enabled {
+                        r.events
+                    } else {
+                        r.events & !(libc::EPOLLIN | libc::EPOLLOUT) as u32
+                    };
+                    let _ = kctl(epfd, libc::EPOLL_CTL_ADD, fd, ev, r.data);
+                }
+            } else if s.has_kernel_side() {
+                if let Some(r) = regs.get_mut(&fd) {
+                    if !r.kernel_added
+                        && kctl(epfd, libc::EPOLL_CTL_ADD, fd, r.events, r.data).is_ok()
+                    {
+                        r.kernel_added = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Collects ready corestack sockets into `out`; returns how many.
+    fn collect(&self, out: &mut [epoll_event]) -> usize {
+        if out.is_empty() {
+            return 0;
+        }
+        // Snapshot under the lock; readiness is read without it (a socket's
+        // state lock is never taken while the interest list is held).
+        let snap: Vec<(c_int, Option<Arc<Obj>>)> = {
+            let regs = lock(&self.regs);
+            regs.iter()
+                .filter(|(_, r)| r.enabled)
+                .map(|(fd, r)| (*fd, r.obj.upgrade()))
+                .collect()
+        };
+        if snap.is_empty() {
+            return 0;
+        }
+        let start = self.cursor.fetch_add(1, Ordering::Relaxed) % snap.len();
+        let mut n = 0;
+        let mut gone = Vec::new();
+        let mut ready = Vec::new();
+        for k in 0..snap.len() {
+            let (fd, obj) = &snap[(start + k) % snap.len()];
+            let Some(obj) = obj else {
+                gone.push(*fd);
+                continue;
+            };
+            let Obj::Sock(s) = &**obj else { continue };
+            let (mut bits, kernel) = s.poll_bits();
+            if kernel && !s.has_kernel_side() {
+                // Undecided: the kernel socket answers.
+                bits |= crate::sys::k::poll_now(*fd, 0x7fff) as u16 as u32;
+            }
+            if bits == 0 {
+                continue;
+            }
+            ready.push((*fd, bits, s.edge_marks()));
+        }
+        let mut regs = lock(&self.regs);
+        for fd in gone {
+            if regs.remove(&fd).is_some() {
+                self.ncore.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        for (fd, bits, marks) in ready {
+            if n == out.len() {
+                break;
+            }
+            let Some(r) = regs.get_mut(&fd) else { continue };
+            if !r.enabled {
+                continue;
+            }
+            let bits = bits & (r.events | ALWAYS);
+            if bits == 0 {
+                continue;
+            }
+            if r.events & libc::EPOLLET as u32 != 0 {
+                let now = Edge { marks, bits };
+                if let Some(last) = r.last {
+                    if !last.fired(now, r.events) {
+                        // Keep the bits current, so that a bit that goes and
+                        // comes back counts as appearing again.
+                        r.last = Some(Edge {
+                            marks: last.marks,
+                            bits,
+                        });
+                        continue;
+                    }
+                }
+                r.last = Some(now);
+            }
+            if r.events & libc::EPOLLONESHOT as u32 != 0 {
+                r.enabled = false;
+            }
+            out[n] = epoll_event {
+                events: bits,
+                u64: r.data,
+            };
+            n += 1;
+        }
+        n
+    }
+
+    /// epoll_wait(2) / epoll_pwait(2) with corestack sockets registered.
+    pub fn wait(
+        &self,
+        epfd: c_int,
+        out: &mut [epoll_event],
+        deadline: Deadline,
+        mask: Option<&libc::sigset_t>,
+    ) -> Result<usize, c_int> {
+        let Some(stack) = crate::process::started() else {
+            return kernel_wait(epfd, out, deadline.poll_ms(), mask, None);
+        };
+        let spin_until = std::time::Instant::now() + stack.spin_time();
+        let mut round = 0u32;
+        loop {
+            if stack.is_inline() {
+                stack.drive();
+            }
+            let n = self.gather(epfd, out, round.is_multiple_of(16))?;
+            if n > 0 {
+                return Ok(n);
+            }
+            if deadline.passed() {
+                return Ok(0);
+            }
+            round = round.wrapping_add(1);
+            if stack.is_inline() {
+                if !stack.idle() {
+                    continue;
+                }
+                self.add_nic(epfd, stack);
+                let cap = corestack::Stack::MAX_INLINE_SLEEP.as_millis().max(1) as i64;
+                let ms = deadline.poll_ms();
+                let ms = if ms < 0 { cap } else { ms.min(cap) };
+                let k = kernel_wait(epfd, out, ms, mask, None)?;
+                if k > 0 {
+                    let more = self.collect_merge(out, k);
+                    return Ok(more);
+                }
+                continue;
+            }
+            if std::time::Instant::now() < spin_until {
+                std::hint::spin_loop();
+                continue;
+            }
+            let wake = self.wake_fd(epfd)?;
+            let armed = stack.changes().arm(wake);
+            let n = self.collect(out);
+            if n > 0 {
+                return Ok(n);
+            }
+            let ms = if armed.is_some() {
+                deadline.poll_ms()
+            } else {
+                let d = deadline.poll_ms();
+                if d < 0 {
+                    1
+                } else {
+                    d.min(1)
+                }
+            };
+            let r = kernel_wait(epfd, out, ms, mask, Some(wake));
+            drop(armed);
+            let k = r?;
+            if k > 0 {
+                return Ok(self.collect_merge(out, k));
+            }
+        }
+    }
+
+    /// One look at both sides without sleeping; `kernel`: look at the
+    /// kernel epoll too (rate-limited while spinning).
+    fn gather(&self, epfd: c_int, out: &mut [epoll_event], kernel: bool) -> Result<usize, c_int> {
+        let kfirst = self.kernel_first.fetch_xor(true, Ordering::Relaxed);
+        if kernel && kfirst {
+            let k = kernel_wait(epfd, out, 0, None, self.wake.get().copied())?;
+            return Ok(self.collect_merge(out, k));
+        }
+        let n = self.collect(out);
+        if !kernel || n == out.len() {
+            return Ok(n);
+        }
+        let k = kernel_wait(epfd, &mut out[n..], 0, None, self.wake.get().copied())?;
+        Ok(merge_dups(out, n, n + k))
+    }
+
+    /// `out[..k]` holds kernel events: adds corestack events after them
+    /// (merging a wildcard socket's two sides into one event).
+    fn collect_merge(&self, out: &mut [epoll_event], k: usize) -> usize {
+        let n = self.collect(&mut out[k..]);
+        merge_dups(out, k, k + n)
+    }
+
+    fn add_nic(&self, epfd: c_int, stack: &corestack::Stack) {
+        if self.nic_added.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some(fd) = stack.nic_fd() {
+            if kctl(
+                epfd,
+                libc::EPOLL_CTL_ADD,
+                fd,
+                libc::EPOLLIN as u32,
+                nic_token(),
+            )
+            .is_ok()
+            {
+                self.nic_added.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Merges events in `out[split..end]` whose data equals one in
+/// `out[..split]` (a wildcard socket reported by both sides); returns the
+/// new end.
+fn merge_dups(out: &mut [epoll_event], split: usize, end: usize) -> usize {
+    let mut w = split;
+    for i in split..end {
+        let ev = out[i];
+        let data = ev.u64;
+        if let Some(j) = (0..split).find(|&j| {
+            let d = out[j].u64;
+            d == data
+        }) {
+            let merged = out[j].events | ev.events;
+            out[j].events = merged;
+        } else {
+            out[w] = ev;
+            w += 1;
+        }
+    }
+    w
+}
+
+/// The real epoll wait on `epfd` for `ms` (-1: no limit), with the shim's
+/// own fds filtered out of the result (a wake-up is drained).
+fn kernel_wait(
+    epfd: c_int,
+    out: &mut [epoll_event],
+    ms: i64,
+    mask: Option<&libc::sigset_t>,
+    wake: Option<c_int>,
+) -> Result<usize, c_int> {
+    if out.is_empty() {
+        return Ok(0);
+    }
+    let n = crate::ffi::real_epoll_wait(epfd, out, ms, mask)?;
+    let (t, nt) = (token(), nic_token());
+    let mut w = 0;
+    for i in 0..n {
+        let ev = out[i];
+        let d = ev.u64;
+        if d == t {
+            if let Some(fd) = wake {
+                crate::sys::eventfd_drain(fd);
+            }
+            continue;
+        }
+        if d == nt {
+            continue;
+        }
+        out[w] = ev;
+        w += 1;
+    }
+    Ok(w)
+}
+
+/// After a socket was handed to the kernel or got a kernel side: fixes the
+/// registrations of every epoll it is in.
+pub fn resettle(s: &Sock, obj: &Arc<Obj>) {
+    let eps: Vec<Arc<Obj>> = s
+        .epolls
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    for ep in eps {
+        if let Obj::Epoll(e) = &*ep {
+            e.resettle(obj, s);
+        }
+    }
+}

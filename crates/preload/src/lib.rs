@@ -1,0 +1,35 @@
+//! `libcorestack_preload.so`: runs unmodified Linux programs on corestack
+//! by interposing the socket calls of libc (`LD_PRELOAD`, see `corestack
+//! exec`).
+//!
+//! - Every socket keeps a real kernel fd number: `socket(2)` makes the
+//!   kernel socket first, an accepted corestack connection gets an eventfd
+//!   placeholder. An fd that is not corestack's costs one table load
+//!   ([`table`]) and goes to libc ([`sys`]).
+//! - The decision to use corestack or stay in the kernel is made at bind,
+//!   listen, connect or the first sendto ([`sock`]): AF_INET TCP and UDP on
+//!   corestack's address or the wildcard go to corestack; loopback, other
+//!   addresses, AF_UNIX, netlink, raw sockets stay in the kernel. A
+//!   wildcard server listens on both.
+//! - poll, select and epoll take mixed sets ([`mux`], [`epoll`]); waiters
+//!   sleep in the kernel and the engine wakes them through an eventfd with
+//!   the notify-flag protocol ([`wait`]).
+//! - Options: [`opts`] (the table of what is honoured); TCP_INFO: [`info`].
+//! - Configuration, fork and exit: [`process`].
+//!
+//! Threading: any thread may use any socket; a call that waits holds no
+//! lock while it sleeps. Unsafe code lives in [`sys`] (libc) and [`ffi`]
+//! (the exported C functions and the application's pointers) only.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod addr;
+mod epoll;
+mod ffi;
+mod info;
+mod mux;
+mod opts;
+mod process;
+mod sock;
+mod sys;
+mod table;
+mod wait;

@@ -1,0 +1,367 @@
+//! Socket options: what corestack honours, records, or refuses.
+//!
+//! Every option set on a socket that still has its kernel socket (an
+//! undecided socket, or the wildcard's kernel side) is set on the kernel
+//! socket too, so a hand-over to the kernel keeps it. An undecided socket
+//! answers every option as the kernel does. Once on corestack:
+//!
+//! | option | corestack |
+//! |---|---|
+//! | SO_REUSEADDR, SO_REUSEPORT | recorded (reported back); a second corestack listener on a port is still EADDRINUSE |
+//! | SO_KEEPALIVE | applied |
+//! | TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT | applied (whole seconds) |
+//! | TCP_NODELAY | applied |
+//! | SO_LINGER | `{1, 0}`: close resets (RST); other values: recorded, close never blocks (the data is still delivered) |
+//! | SO_SNDBUF, SO_RCVBUF | TCP: applied (the receive window stops growing at SO_RCVBUF, auto-tuning off; the send buffer is SO_SNDBUF; on a listener, for the connections it accepts); reported doubled, as Linux does (unset: the rings' size now); UDP: recorded only |
+//! | SO_RCVTIMEO, SO_SNDTIMEO | applied by the shim (EAGAIN on expiry; EDOM for a bad timeval) |
+//! | SO_ERROR, SO_TYPE, SO_DOMAIN, SO_PROTOCOL, SO_ACCEPTCONN | answered (get only; set: ENOPROTOOPT) |
+//! | TCP_INFO | answered from the engine's published connection table (at most 10 ms old): state, rtt, rttvar (derived from RTO), cwnd, ssthresh, mss, retransmits |
+//! | TCP_CONGESTION | reno, cubic, dctcp applied; others ENOENT |
+//! | TCP_MAXSEG | get: the MSS; set: recorded, not applied |
+//! | IP_TOS | recorded and reported back; segments go out with TOS 0 |
+//! | IPV6_V6ONLY | applied (decides whether `::` serves IPv4) |
+//! | anything else | ENOPROTOOPT, said once on stderr per option |
+//!
+//! The README's `corestack exec` section has the same table.
+#![forbid(unsafe_code)]
+
+use crate::sock::{Errno, Sock, Ty, R};
+use crate::sys::k;
+use core::ffi::c_int;
+use core::sync::atomic::AtomicBool;
+use core::time::Duration;
+use corestack::{CcKind, TcpStream};
+
+/// The options of a socket, as recorded.
+#[derive(Debug, Clone, Default)]
+pub struct Opts {
+    pub reuseaddr: bool,
+    pub reuseport: bool,
+    pub keepalive: bool,
+    pub keepidle: Option<i32>,
+    pub keepintvl: Option<i32>,
+    pub keepcnt: Option<i32>,
+    pub nodelay: bool,
+    /// SO_LINGER's l_linger when l_onoff is set.
+    pub linger: Option<i32>,
+    pub sndbuf: Option<i32>,
+    pub rcvbuf: Option<i32>,
+    pub rcvtimeo: Option<Duration>,
+    pub sndtimeo: Option<Duration>,
+    pub tos: i32,
+    pub v6only: bool,
+    pub congestion: Option<CcKind>,
+    pub maxseg: Option<i32>,
+}
+
+impl Opts {
+    /// What an accepted connection inherits from its listener (all of it,
+    /// as Linux clones the listening socket).
+    pub fn inherited(&self) -> Opts {
+        self.clone()
+    }
+
+    /// Applies what the engine honours to a new stream.
+    pub fn apply_to_stream(&self, s: &mut TcpStream) {
+        if self.nodelay {
+            let _ = s.set_nodelay(true);
+        }
+        if self.keepalive {
+            let _ = s.set_keepalive(true);
+        }
+        if let Some(cc) = self.congestion {
+            let _ = s.set_congestion(cc);
+        }
+        if self.keepidle.is_some() || self.keepintvl.is_some() || self.keepcnt.is_some() {
+            self.apply_keepalive_params(s);
+        }
+        let (rcv, snd) = self.buffer_sizes();
+        if rcv > 0 {
+            let _ = s.set_recv_buffer_size(rcv);
+        }
+        if snd > 0 {
+            let _ = s.set_send_buffer_size(snd);
+        }
+    }
+
+    /// SO_RCVBUF and SO_SNDBUF as the engine takes them, bytes (0: not
+    /// set): the receive window bound and the send buffer, at least 4 KiB.
+    pub fn buffer_sizes(&self) -> (usize, usize) {
+        let b = |v: Option<i32>| v.map_or(0, |v| (v.max(0) as usize).max(4096));
+        (b(self.rcvbuf), b(self.sndbuf))
+    }
+
+    /// TCP_KEEPIDLE / TCP_KEEPINTVL / TCP_KEEPCNT (Linux's defaults for the
+    /// ones not set).
+    pub fn apply_keepalive_params(&self, s: &TcpStream) {
+        let secs = |v: Option<i32>, d: u64| Duration::from_secs(v.map_or(d, |v| v.max(1) as u64));
+        s.set_keepalive_params(
+            secs(self.keepidle, 7200),
+            secs(self.keepintvl, 75),
+            self.keepcnt.map_or(9, |c| c.max(1) as u32),
+        );
+    }
+}
+
+fn int(val: &[u8]) -> R<i32> {
+    if val.len() < 4 {
+        return Err(libc::EINVAL);
+    }
+    Ok(i32::from_ne_bytes([val[0], val[1], val[2], val[3]]))
+}
+
+fn timeval(val: &[u8]) -> R<Option<Duration>> {
+    if val.len() < 16 {
+        return Err(libc::EINVAL);
+    }
+    let sec = i64::from_ne_bytes(val[..8].try_into().map_err(|_| libc::EINVAL)?);
+    let usec = i64::from_ne_bytes(val[8..16].try_into().map_err(|_| libc::EINVAL)?);
+    if !(0..1_000_000).contains(&usec) {
+        return Err(libc::EDOM);
+    }
+    if sec < 0 || (sec == 0 && usec == 0) {
+        return Ok(None);
+    }
+    Ok(Some(
+        Duration::from_secs(sec as u64) + Duration::from_micros(usec as u64),
+    ))
+}
+
+fn cc_name(cc: CcKind) -> &'static str {
+    match cc {
+        CcKind::NewReno => "reno",
+        CcKind::Cubic => "cubic",
+        CcKind::Dctcp => "dctcp",
+    }
+}
+
+static WARNED: [AtomicBool; 8] = [const { AtomicBool::new(false) }; 8];
+
+fn refuse(level: c_int, name: c_int) -> Errno {
+    let i = (name as usize ^ level as usize) % WARNED.len();
+    crate::sys::log_once(
+        &WARNED[i],
+        &format!(
+            "socket option level {level} name {name} is not supported on corestack sockets: ENOPROTOOPT (see the README's option table)"
+        ),
+    );
+    libc::ENOPROTOOPT
+}
+
+/// setsockopt(2) on socket `s` at `fd`.
+pub fn set(s: &Sock, fd: c_int, level: c_int, name: c_int, val: &[u8]) -> R<()> {
+    if s.is_fresh() {
+        // Undecided: the kernel's answer, recorded for corestack too.
+        k::setsockopt(fd, level, name, val)?;
+        let _ = record(s, level, name, val);
+        return Ok(());
+    }
+    record(s, level, name, val)?;
+    if s.has_kernel_side() {
+        let _ = k::setsockopt(fd, level, name, val);
+    }
+    Ok(())
+}
+
+/// Records (and applies what the engine honours of) one option.
+fn record(s: &Sock, level: c_int, name: c_int, val: &[u8]) -> R<()> {
+    let mut o = s.opts.lock().unwrap_or_else(|p| p.into_inner());
+    match (level, name) {
+        (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = int(val)? != 0,
+        (libc::SOL_SOCKET, libc::SO_REUSEPORT) => o.reuseport = int(val)? != 0,
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
+            o.keepalive = int(val)? != 0;
+            let on = o.keepalive;
+            drop(o);
+            s.with_stream(|st| st.set_keepalive(on));
+        }
+        (libc::SOL_SOCKET, libc::SO_LINGER) => {
+            if val.len() < 8 {
+                return Err(libc::EINVAL);
+            }
+            let onoff = int(&val[..4])?;
+            let secs = int(&val[4..8])?;
+            o.linger = (onoff != 0).then_some(secs.max(0));
+        }
+        (libc::SOL_SOCKET, libc::SO_SNDBUF | libc::SO_RCVBUF) => {
+            let v = int(val)?.max(0);
+            if name == libc::SO_SNDBUF {
+                o.sndbuf = Some(v);
+            } else {
+                o.rcvbuf = Some(v);
+            }
+            let o = o.clone();
+            s.apply_buffers(&o);
+        }
+        (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => o.rcvtimeo = timeval(val)?,
+        (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => o.sndtimeo = timeval(val)?,
+        (libc::IPPROTO_TCP, libc::TCP_NODELAY) if s.ty == Ty::Stream => {
+            o.nodelay = int(val)? != 0;
+            let on = o.nodelay;
+            drop(o);
+            s.with_stream(|st| st.set_nodelay(on));
+        }
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE | libc::TCP_KEEPINTVL | libc::TCP_KEEPCNT)
+            if s.ty == Ty::Stream =>
+        {
+            let v = int(val)?;
+            match name {
+                libc::TCP_KEEPIDLE => o.keepidle = Some(positive(v, 32767)?),
+                libc::TCP_KEEPINTVL => o.keepintvl = Some(positive(v, 32767)?),
+                _ => o.keepcnt = Some(positive(v, 127)?),
+            }
+            let o = o.clone();
+            s.with_stream(|st| o.apply_keepalive_params(st));
+        }
+        (libc::IPPROTO_TCP, libc::TCP_MAXSEG) if s.ty == Ty::Stream => o.maxseg = Some(int(val)?),
+        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) if s.ty == Ty::Stream => {
+            let name = val.split(|&b| b == 0).next().unwrap_or(&[]);
+            let cc = match name {
+                b"reno" => CcKind::NewReno,
+                b"cubic" => CcKind::Cubic,
+                b"dctcp" => CcKind::Dctcp,
+                _ => return Err(libc::ENOENT),
+            };
+            o.congestion = Some(cc);
+            drop(o);
+            s.with_stream(|st| st.set_congestion(cc));
+        }
+        (libc::IPPROTO_IP, libc::IP_TOS) => o.tos = int(val)? & 0xff,
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => {
+            o.v6only = int(val)? != 0
+        }
+        (
+            libc::SOL_SOCKET,
+            libc::SO_TYPE
+            | libc::SO_DOMAIN
+            | libc::SO_PROTOCOL
+            | libc::SO_ACCEPTCONN
+            | libc::SO_ERROR,
+        ) => return Err(libc::ENOPROTOOPT),
+        _ => return Err(refuse(level, name)),
+    }
+    Ok(())
+}
+
+fn positive(v: i32, max: i32) -> R<i32> {
+    if (1..=max).contains(&v) {
+        Ok(v)
+    } else {
+        Err(libc::EINVAL)
+    }
+}
+
+/// getsockopt(2) on socket `s` at `fd`: writes the value into `out` (cut
+/// to its length, as Linux does) and returns the length written.
+pub fn get(s: &Sock, fd: c_int, level: c_int, name: c_int, out: &mut [u8]) -> R<usize> {
+    if s.is_fresh() {
+        return k::getsockopt(fd, level, name, out);
+    }
+    let o = s.opts.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let put_int = |out: &mut [u8], v: i32| -> usize {
+        let b = v.to_ne_bytes();
+        let n = out.len().min(4);
+        out[..n].copy_from_slice(&b[..n]);
+        n
+    };
+    let put_tv = |out: &mut [u8], d: Option<Duration>| -> usize {
+        let d = d.unwrap_or_default();
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&(d.as_secs() as i64).to_ne_bytes());
+        b[8..].copy_from_slice(&i64::from(d.subsec_micros()).to_ne_bytes());
+        let n = out.len().min(16);
+        out[..n].copy_from_slice(&b[..n]);
+        n
+    };
+    let default_buf =
+        || 2 * crate::process::started().map_or(256 * 1024, |st| st.ring_bytes()) as i32;
+    let n = match (level, name) {
+        (libc::SOL_SOCKET, libc::SO_TYPE) => put_int(
+            out,
+            match s.ty {
+                Ty::Stream => libc::SOCK_STREAM,
+                Ty::Dgram => libc::SOCK_DGRAM,
+            },
+        ),
+        (libc::SOL_SOCKET, libc::SO_DOMAIN) => put_int(out, s.family),
+        (libc::SOL_SOCKET, libc::SO_PROTOCOL) => put_int(
+            out,
+            match s.ty {
+                Ty::Stream => libc::IPPROTO_TCP,
+                Ty::Dgram => libc::IPPROTO_UDP,
+            },
+        ),
+        (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => put_int(out, s.is_listener() as i32),
+        (libc::SOL_SOCKET, libc::SO_ERROR) => {
+            let e = match s.take_error() {
+                Some(e) => e,
+                None => return k::getsockopt(fd, level, name, out),
+            };
+            put_int(out, e)
+        }
+        (libc::SOL_SOCKET, libc::SO_REUSEADDR) => put_int(out, o.reuseaddr as i32),
+        (libc::SOL_SOCKET, libc::SO_REUSEPORT) => put_int(out, o.reuseport as i32),
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => put_int(out, o.keepalive as i32),
+        (libc::SOL_SOCKET, libc::SO_LINGER) => {
+            let mut b = [0u8; 8];
+            b[..4].copy_from_slice(&(o.linger.is_some() as i32).to_ne_bytes());
+            b[4..].copy_from_slice(&o.linger.unwrap_or(0).to_ne_bytes());
+            let n = out.len().min(8);
+            out[..n].copy_from_slice(&b[..n]);
+            n
+        }
+        (libc::SOL_SOCKET, libc::SO_SNDBUF) => {
+            let now = s.with_stream(|st| st.send_buffer_size().min(i32::MAX as usize) as i32);
+            let now = now.unwrap_or_else(default_buf);
+            put_int(out, o.sndbuf.map_or(now, |v| v.saturating_mul(2)))
+        }
+        (libc::SOL_SOCKET, libc::SO_RCVBUF) => {
+            let now = s.with_stream(|st| st.recv_buffer_size().min(i32::MAX as usize) as i32);
+            let now = now.unwrap_or_else(default_buf);
+            put_int(out, o.rcvbuf.map_or(now, |v| v.saturating_mul(2)))
+        }
+        (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => put_tv(out, o.rcvtimeo),
+        (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => put_tv(out, o.sndtimeo),
+        (libc::IPPROTO_TCP, libc::TCP_NODELAY) if s.ty == Ty::Stream => {
+            put_int(out, o.nodelay as i32)
+        }
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) if s.ty == Ty::Stream => {
+            put_int(out, o.keepidle.unwrap_or(7200))
+        }
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) if s.ty == Ty::Stream => {
+            put_int(out, o.keepintvl.unwrap_or(75))
+        }
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) if s.ty == Ty::Stream => {
+            put_int(out, o.keepcnt.unwrap_or(9))
+        }
+        (libc::IPPROTO_TCP, libc::TCP_MAXSEG) if s.ty == Ty::Stream => {
+            let mss = crate::info::row(s).map_or(536, |r| i32::from(r.mss));
+            put_int(out, mss)
+        }
+        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) if s.ty == Ty::Stream => {
+            let name = cc_name(o.congestion.unwrap_or(CcKind::Cubic));
+            let mut b = [0u8; 16];
+            b[..name.len()].copy_from_slice(name.as_bytes());
+            let n = out.len().min(16);
+            out[..n].copy_from_slice(&b[..n]);
+            n
+        }
+        (libc::IPPROTO_TCP, libc::TCP_INFO) if s.ty == Ty::Stream => {
+            let b = crate::info::tcp_info(s);
+            let n = out.len().min(b.len());
+            out[..n].copy_from_slice(&b[..n]);
+            n
+        }
+        (libc::IPPROTO_IP, libc::IP_TOS) => put_int(out, o.tos),
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => {
+            put_int(out, o.v6only as i32)
+        }
+        _ => {
+            if s.has_kernel_side() {
+                return k::getsockopt(fd, level, name, out);
+            }
+            return Err(refuse(level, name));
+        }
+    };
+    Ok(n)
+}

@@ -1,0 +1,288 @@
+//! The process's corestack: configuration from the environment, the stack
+//! started on first use, fork and exit.
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `CORESTACK_IFACE` | interface to drive (embedded mode; without it the shim passes everything to the kernel) |
+//! | `CORESTACK_IP` | `ADDR/PREFIX`, corestack's address |
+//! | `CORESTACK_GATEWAY` | next hop beyond the subnet (optional) |
+//! | `CORESTACK_DRIVER` | `af_xdp` (default) or `tap` |
+//! | `CORESTACK_INLINE` | `1`: no engine thread, waiting threads run the engine |
+//! | `CORESTACK_SOCKET` | service mode (a later phase: refused with a message) |
+//! | `CORESTACK_LINGER_MS` | how long exit waits for closed connections to deliver their data (default 5000) |
+//!
+//! The stack starts at the first bind/connect/listen that goes to corestack,
+//! so a process (or a forked helper that only execs) that never uses a
+//! corestack socket never starts it.
+//!
+//! fork: the engine thread does not exist in the child. The child marks
+//! itself [`forked`]: its inherited corestack sockets answer ENETDOWN and
+//! close without touching the parent's rings, and its new sockets stay in
+//! the kernel. Nothing of the parent's stack is ever dropped in the child
+//! (that would join a thread that is not there).
+//!
+//! exit: Linux closes every fd of an exiting process and keeps delivering
+//! the data of its sockets after it is gone; corestack's engine dies with
+//! the process. So an `atexit` handler closes the sockets still open and
+//! waits (at most `CORESTACK_LINGER_MS`) until the connections' data has
+//! been acknowledged.
+#![forbid(unsafe_code)]
+
+use core::net::{Ipv4Addr, SocketAddrV4};
+use core::sync::atomic::{AtomicBool, Ordering};
+use core::time::Duration;
+use corestack::{Driver, Probe, Stack};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+/// Embedded or inline mode's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub iface: String,
+    pub ip: Ipv4Addr,
+    pub prefix: u8,
+    pub gateway: Option<Ipv4Addr>,
+    pub driver: Driver,
+    pub inline: bool,
+}
+
+static CONFIG: OnceLock<Option<Config>> = OnceLock::new();
+static STACK: OnceLock<Result<Stack, i32>> = OnceLock::new();
+static FORKED: AtomicBool = AtomicBool::new(false);
+static WARNED_SERVICE: AtomicBool = AtomicBool::new(false);
+
+/// Called by the library constructor: reads the configuration and registers
+/// the fork and exit handlers.
+pub fn init() {
+    config();
+    crate::ffi::register_handlers();
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// The configuration, read once. None: the shim is inert (every call goes
+/// to the kernel), which is the case without `CORESTACK_IFACE`, with a
+/// malformed `CORESTACK_IP` (said once on stderr), and in service mode for
+/// now.
+pub fn config() -> Option<&'static Config> {
+    CONFIG
+        .get_or_init(|| {
+            let _inside = crate::sys::Inside::enter();
+            if env("CORESTACK_SOCKET").is_some() {
+                crate::sys::log_once(
+                    &WARNED_SERVICE,
+                    "service mode (CORESTACK_SOCKET) is not supported by the shim yet: every socket stays in the kernel",
+                );
+                return None;
+            }
+            let iface = env("CORESTACK_IFACE")?;
+            let ip = env("CORESTACK_IP").unwrap_or_default();
+            let parsed = ip.trim().split_once('/').and_then(|(a, p)| {
+                Some((
+                    a.parse::<Ipv4Addr>().ok()?,
+                    p.parse::<u8>().ok().filter(|p| *p <= 32)?,
+                ))
+            });
+            let Some((ip, prefix)) = parsed else {
+                crate::sys::log_line(
+                    "CORESTACK_IP is not ADDR/PREFIX (e.g. 10.0.0.2/24): every socket stays in the kernel",
+                );
+                return None;
+            };
+            let driver = match env("CORESTACK_DRIVER").as_deref().map(str::trim) {
+                Some("tap") => Driver::Tap,
+                _ => Driver::AfXdp,
+            };
+            Some(Config {
+                iface,
+                ip,
+                prefix,
+                gateway: env("CORESTACK_GATEWAY").and_then(|g| g.trim().parse().ok()),
+                driver,
+                inline: env("CORESTACK_INLINE").is_some_and(|v| v.trim() == "1"),
+            })
+        })
+        .as_ref()
+}
+
+/// True in the child of a fork of a process whose stack was running: its
+/// corestack sockets are dead (ENETDOWN) and new sockets stay in the kernel.
+pub fn forked() -> bool {
+    FORKED.load(Ordering::Relaxed)
+}
+
+/// True when new AF_INET sockets may go to corestack.
+pub fn active() -> bool {
+    config().is_some() && !forked()
+}
+
+/// The stack, started on first use. Errors: the start's errno (ENODEV for a
+/// missing interface, EPERM without privileges, ...), said once on stderr;
+/// ENETDOWN in a forked child.
+pub fn stack() -> Result<&'static Stack, i32> {
+    if forked() {
+        return Err(libc::ENETDOWN);
+    }
+    let Some(cfg) = config() else {
+        return Err(libc::ENETDOWN);
+    };
+    STACK
+        .get_or_init(|| {
+            let _inside = crate::sys::Inside::enter();
+            // The engine thread must not take the application's signals.
+            let _blocked = crate::sys::SignalsBlocked::new();
+            let mut b = Stack::builder()
+                .driver(cfg.driver)
+                .iface(&cfg.iface)
+                .ip(cfg.ip, cfg.prefix)
+                .inline(cfg.inline);
+            if let Some(g) = cfg.gateway {
+                b = b.gateway(g);
+            }
+            b.start().map_err(|e| {
+                crate::sys::log_line(&format!(
+                    "cannot start the stack on {} ({}/{}): {e}",
+                    cfg.iface, cfg.ip, cfg.prefix
+                ));
+                e.raw_os_error().unwrap_or(libc::ENETDOWN)
+            })
+        })
+        .as_ref()
+        .map_err(|e| *e)
+}
+
+/// The stack if it has been started (never starts it); None in a forked
+/// child, where it has no engine.
+pub fn started() -> Option<&'static Stack> {
+    if forked() {
+        return None;
+    }
+    STACK.get().and_then(|r| r.as_ref().ok())
+}
+
+/// Where a socket bound to `a` belongs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// corestack's own address: corestack only.
+    Core,
+    /// The wildcard: corestack and the kernel (loopback, other addresses).
+    Both,
+    /// Anything else (loopback, another interface's address).
+    Kernel,
+}
+
+/// Where a bind to `ip` belongs (always the kernel in a forked child).
+pub fn bind_place(ip: Ipv4Addr) -> Place {
+    if forked() {
+        return Place::Kernel;
+    }
+    match config() {
+        Some(c) if ip == c.ip => Place::Core,
+        Some(_) if ip.is_unspecified() => Place::Both,
+        _ => Place::Kernel,
+    }
+}
+
+/// True when corestack carries traffic to `dst`: not loopback, multicast
+/// or broadcast; inside corestack's subnet, or any other unicast address
+/// when a gateway is configured.
+pub fn routes(dst: Ipv4Addr) -> bool {
+    let Some(c) = config().filter(|_| !forked()) else {
+        return false;
+    };
+    if dst.is_loopback() || dst.is_multicast() || dst.is_broadcast() || dst.is_unspecified() {
+        return false;
+    }
+    let mask = if c.prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(c.prefix))
+    };
+    let same_net = u32::from(dst) & mask == u32::from(c.ip) & mask;
+    if same_net && u32::from(dst) | mask == u32::MAX {
+        return false; // the subnet's broadcast address
+    }
+    same_net || c.gateway.is_some()
+}
+
+/// corestack's address.
+pub fn local_ip() -> Ipv4Addr {
+    config().map_or(Ipv4Addr::UNSPECIFIED, |c| c.ip)
+}
+
+/// The soft RLIMIT_NOFILE (1024 when unknown).
+pub fn nofile_soft_limit() -> u64 {
+    crate::ffi::nofile_soft_limit().unwrap_or(1024)
+}
+
+/// fork's child handler: from now on this process has no engine.
+pub fn after_fork_child() {
+    if STACK.get().is_some() {
+        FORKED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Connections the application closed whose data may still be on its way:
+/// their TX probes, checked at exit.
+static LINGERING: Mutex<Vec<Probe>> = Mutex::new(Vec::new());
+
+/// Keeps `probe` of a closed stream until its TX ring drains (see exit).
+pub fn linger(probe: Probe) {
+    let mut l = LINGERING.lock().unwrap_or_else(|p| p.into_inner());
+    l.retain(|p| p.status().tx_pending > 0);
+    if probe.status().tx_pending > 0 {
+        l.push(probe);
+    }
+}
+
+/// The exit handler: waits until every closed connection's data was
+/// acknowledged, at most `CORESTACK_LINGER_MS` (5 s by default), then a
+/// little longer for the FINs to leave.
+pub fn at_exit() {
+    if forked() || started().is_none() {
+        return;
+    }
+    let max = env("CORESTACK_LINGER_MS")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(Duration::from_secs(5), Duration::from_millis);
+    // Linux closes every fd at exit: the sockets still open close now, and
+    // the ones with data on its way join the lingering list.
+    drop(crate::table::take_all());
+    let start = Instant::now();
+    let mut any = false;
+    while start.elapsed() < max {
+        let pending = {
+            let mut l = LINGERING.lock().unwrap_or_else(|p| p.into_inner());
+            l.retain(|p| p.status().tx_pending > 0);
+            l.len()
+        };
+        if pending == 0 {
+            break;
+        }
+        any = true;
+        if let Some(s) = started() {
+            if !s.drive() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+    if any || crate::sock::streams_closed() {
+        // The FINs (and the last ACKs) go out on the engine's next iterations.
+        let until = Instant::now() + Duration::from_millis(20);
+        while Instant::now() < until {
+            match started() {
+                Some(s) if s.is_inline() => {
+                    s.drive();
+                }
+                _ => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+    }
+}
+
+/// True when `a` is corestack's own address or the wildcard on a port.
+pub fn is_local(a: SocketAddrV4) -> bool {
+    a.ip().is_unspecified() || *a.ip() == local_ip()
+}

@@ -1,0 +1,1517 @@
+//! A socket as the shim keeps it: undecided (a fresh kernel socket), on
+//! corestack (a listener, a stream, a UDP socket, possibly with a kernel
+//! side for the wildcard), or handed to the kernel.
+//!
+//! Decisions (made at bind, listen, connect, or the first sendto):
+//! - bind to corestack's address: corestack only;
+//! - bind to the wildcard (0.0.0.0, or `::` without IPV6_V6ONLY): both. The
+//!   kernel socket is bound to the same address and port (the kernel picks
+//!   the port for port 0, and says EADDRINUSE as Linux does), so a server
+//!   keeps answering on loopback; accept and readiness report both sides;
+//! - bind to anything else, connect or send to an address corestack does
+//!   not route (loopback, other subnets without a gateway, multicast): the
+//!   kernel, under the same fd; the options set so far are already on the
+//!   kernel socket (every setsockopt goes to it as well).
+//!
+//! Locking: `state` is held only for a non-blocking attempt; a call that
+//! must wait releases it and sleeps on the socket's doorbell (or, with a
+//! kernel side, on its thread's eventfd and the kernel fd), then tries
+//! again. So several threads can use one socket, as with kernel sockets.
+//! A thread that closes a socket another thread is blocked on does what
+//! Linux does: the blocked call keeps its reference and goes on (it
+//! returns when data, a connection, a shutdown or its timeout comes).
+#![forbid(unsafe_code)]
+
+use crate::addr::{self, Sa};
+use crate::opts::Opts;
+use crate::process::{self, Place};
+use crate::sys::k;
+use crate::table::{self, Obj};
+use crate::wait::{self, Deadline};
+use core::ffi::c_int;
+use core::net::{Ipv4Addr, SocketAddrV4};
+use core::sync::atomic::{AtomicBool, Ordering};
+use core::time::Duration;
+use corestack::{Probe, Source, Status, TcpListener, TcpStream, UdpSocket, Waited};
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+/// An errno.
+pub type Errno = c_int;
+/// A result with an errno.
+pub type R<T> = Result<T, Errno>;
+
+/// TCP or UDP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ty {
+    Stream,
+    Dgram,
+}
+
+/// Where the socket is.
+enum State {
+    /// Not decided yet: the kernel socket at the fd is all there is.
+    /// `bound`: a TCP bind recorded for corestack (its address, and whether
+    /// the kernel socket is bound too: the wildcard).
+    Fresh { bound: Option<(SocketAddrV4, bool)> },
+    /// Listening on corestack; `dual`: the kernel socket listens too.
+    Listener {
+        l: TcpListener,
+        local: SocketAddrV4,
+        dual: bool,
+    },
+    /// A listener after shutdown(SHUT_RD): accept says EINVAL.
+    ListenerShut { local: SocketAddrV4 },
+    /// A TCP connection (possibly still connecting).
+    Stream(TcpStream),
+    /// A bound UDP socket; `dual`: the kernel socket is bound to the
+    /// wildcard too; `peer`: connect(2)'s default destination and filter.
+    Udp {
+        u: UdpSocket,
+        local: SocketAddrV4,
+        dual: bool,
+        peer: Option<SocketAddrV4>,
+    },
+    /// Handed to the kernel: the fd is a plain kernel socket again.
+    Kernel,
+}
+
+/// A socket of ours.
+pub struct Sock {
+    /// AF_INET or AF_INET6 (served through IPv4).
+    pub family: c_int,
+    pub ty: Ty,
+    state: Mutex<State>,
+    nonblocking: AtomicBool,
+    /// The options set (see `opts`).
+    pub opts: Mutex<Opts>,
+    /// The fds that refer to this socket (dup), for a hand-over.
+    fds: Mutex<Vec<c_int>>,
+    /// The epoll instances it is registered with, for a change of side.
+    pub epolls: Mutex<Vec<Weak<Obj>>>,
+    rd_shut: AtomicBool,
+    wr_shut: AtomicBool,
+    /// Which side accept/recv tries first on a dual socket (alternates).
+    kernel_first: AtomicBool,
+    /// Its epoll registrations need fixing (handed to the kernel, or a
+    /// kernel side appeared): see [`Sock::take_resettle`].
+    resettle: AtomicBool,
+}
+
+/// What accept returns.
+pub enum Accepted {
+    /// A corestack connection on a new placeholder fd.
+    Core { fd: c_int, peer: SocketAddrV4 },
+    /// A kernel connection (from the kernel side of a dual listener).
+    Kernel { fd: c_int, addr: k::AddrBuf },
+}
+
+/// Where a received datagram or segment came from.
+pub enum From {
+    None,
+    Core(SocketAddrV4),
+    Kernel(k::AddrBuf),
+}
+
+/// What a receive returned.
+pub struct Recvd {
+    /// Bytes copied to the buffers.
+    pub n: usize,
+    /// The datagram's full length (UDP; MSG_TRUNC), else `n`.
+    pub full: usize,
+    pub from: From,
+}
+
+static CLOSED_STREAMS: AtomicBool = AtomicBool::new(false);
+
+/// True once the application closed a corestack TCP connection.
+pub fn streams_closed() -> bool {
+    CLOSED_STREAMS.load(Ordering::Relaxed)
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn io_errno(e: &std::io::Error) -> Errno {
+    e.raw_os_error().unwrap_or(match e.kind() {
+        std::io::ErrorKind::WouldBlock => libc::EAGAIN,
+        std::io::ErrorKind::InvalidInput => libc::EINVAL,
+        _ => libc::EIO,
+    })
+}
+
+fn would_block(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::WouldBlock
+}
+
+impl Sock {
+    /// A fresh socket (from socket(2)).
+    pub fn fresh(family: c_int, ty: Ty, nonblocking: bool) -> Sock {
+        Sock::new(
+            family,
+            ty,
+            State::Fresh { bound: None },
+            nonblocking,
+            Opts::default(),
+        )
+    }
+
+    fn new(family: c_int, ty: Ty, state: State, nonblocking: bool, opts: Opts) -> Sock {
+        Sock {
+            family,
+            ty,
+            state: Mutex::new(state),
+            nonblocking: AtomicBool::new(nonblocking),
+            opts: Mutex::new(opts),
+            fds: Mutex::new(Vec::new()),
+            epolls: Mutex::new(Vec::new()),
+            rd_shut: AtomicBool::new(false),
+            wr_shut: AtomicBool::new(false),
+            kernel_first: AtomicBool::new(false),
+            resettle: AtomicBool::new(false),
+        }
+    }
+
+    /// True (once) when the socket's epoll registrations must be fixed
+    /// ([`crate::epoll::resettle`]) after the call that changed its side;
+    /// the caller does it without holding the socket's lock.
+    pub fn take_resettle(&self) -> bool {
+        self.resettle.swap(false, Ordering::AcqRel)
+    }
+
+    /// Records that `fd` refers to this socket.
+    pub fn add_fd(&self, fd: c_int) {
+        let mut f = self.fds.lock().unwrap_or_else(|p| p.into_inner());
+        if !f.contains(&fd) {
+            f.push(fd);
+        }
+    }
+
+    /// Records that `fd` no longer refers to this socket.
+    pub fn remove_fd(&self, fd: c_int) {
+        self.fds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|&f| f != fd);
+    }
+
+    /// O_NONBLOCK as the application set it.
+    pub fn nonblocking(&self) -> bool {
+        self.nonblocking.load(Ordering::Relaxed)
+    }
+
+    /// Sets O_NONBLOCK as the application sees it (the caller also sets it
+    /// on the fd, except on a kernel side the shim keeps non-blocking).
+    pub fn set_nonblocking(&self, on: bool) {
+        self.nonblocking.store(on, Ordering::Relaxed);
+    }
+
+    /// True when the fd is a kernel socket the shim keeps non-blocking
+    /// (a dual listener or UDP socket): F_SETFL must leave O_NONBLOCK on.
+    pub fn has_kernel_side(&self) -> bool {
+        matches!(
+            &*lock(&self.state),
+            State::Listener { dual: true, .. } | State::Udp { dual: true, .. }
+        )
+    }
+
+    /// True in a forked child for a socket on corestack: the parent's
+    /// engine serves it, so every call on it says ENETDOWN (close is fine).
+    pub fn dead_in_child(&self) -> bool {
+        process::forked() && !matches!(&*lock(&self.state), State::Fresh { .. } | State::Kernel)
+    }
+
+    /// True while undecided.
+    pub fn is_fresh(&self) -> bool {
+        matches!(&*lock(&self.state), State::Fresh { .. })
+    }
+
+    /// True when listening (SO_ACCEPTCONN).
+    pub fn is_listener(&self) -> bool {
+        matches!(&*lock(&self.state), State::Listener { .. })
+    }
+
+    fn v6only(&self) -> bool {
+        self.opts.lock().unwrap_or_else(|p| p.into_inner()).v6only
+    }
+
+    fn rcvtimeo(&self) -> Option<Duration> {
+        self.opts.lock().unwrap_or_else(|p| p.into_inner()).rcvtimeo
+    }
+
+    fn sndtimeo(&self) -> Option<Duration> {
+        self.opts.lock().unwrap_or_else(|p| p.into_inner()).sndtimeo
+    }
+
+    /// Hands the socket to the kernel: its fds become plain kernel fds.
+    /// The caller holds `state` (set to Kernel here) and `me` is this socket.
+    fn go_kernel(&self, state: &mut State, me: &Arc<Obj>) {
+        *state = State::Kernel;
+        let fds: Vec<c_int> = self.fds.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for fd in fds {
+            // The entry is dropped after the state lock is released by the
+            // caller (it only holds `me`'s Arc clone, not this lock).
+            let old = table::release(fd, me);
+            drop(old);
+        }
+        self.resettle.store(true, Ordering::Release);
+    }
+
+    /// bind(2). `raw` is the application's address bytes.
+    pub fn bind(&self, me: &Arc<Obj>, fd: c_int, sa: Sa, raw: &[u8]) -> R<()> {
+        let mut st = lock(&self.state);
+        match &mut *st {
+            State::Fresh { bound: None } => {}
+            State::Kernel => {
+                drop(st);
+                return k::bind(fd, raw);
+            }
+            _ => return Err(libc::EINVAL),
+        }
+        let v4 = sa.v4(self.family, self.v6only());
+        let place = v4.map_or(Place::Kernel, |a| process::bind_place(*a.ip()));
+        match place {
+            Place::Kernel => {
+                k::bind(fd, raw)?;
+                self.go_kernel(&mut st, me);
+                Ok(())
+            }
+            Place::Core => {
+                let a = v4.ok_or(libc::EINVAL)?;
+                match self.ty {
+                    Ty::Stream => {
+                        *st = State::Fresh {
+                            bound: Some((a, false)),
+                        };
+                        Ok(())
+                    }
+                    Ty::Dgram => {
+                        let u = self.udp_bind(a)?;
+                        *st = State::Udp {
+                            u,
+                            local: a,
+                            dual: false,
+                            peer: None,
+                        };
+                        Ok(())
+                    }
+                }
+            }
+            Place::Both => {
+                let a = v4.ok_or(libc::EINVAL)?;
+                k::bind(fd, raw)?;
+                let port = kernel_port(fd).unwrap_or(a.port());
+                let a = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
+                match self.ty {
+                    Ty::Stream => {
+                        *st = State::Fresh {
+                            bound: Some((a, true)),
+                        };
+                        Ok(())
+                    }
+                    Ty::Dgram => {
+                        let u = self.udp_bind(a)?;
+                        k::set_nonblocking(fd, true)?;
+                        *st = State::Udp {
+                            u,
+                            local: a,
+                            dual: true,
+                            peer: None,
+                        };
+                        drop(st);
+                        self.resettle.store(true, Ordering::Release);
+                        Ok(())
+                    }
+                }
+            }
+        }
+    }
+
+    fn udp_bind(&self, a: SocketAddrV4) -> R<UdpSocket> {
+        let stack = process::stack()?;
+        let mut u = UdpSocket::bind(stack, a).map_err(|e| io_errno(&e))?;
+        u.set_nonblocking(true).map_err(|e| io_errno(&e))?;
+        Ok(u)
+    }
+
+    /// listen(2).
+    pub fn listen(&self, me: &Arc<Obj>, fd: c_int, backlog: c_int) -> R<()> {
+        let backlog_n = usize::try_from(backlog).unwrap_or(0).clamp(1, 4096);
+        let mut st = lock(&self.state);
+        let bound = match &*st {
+            State::Fresh { bound } => *bound,
+            State::Listener { dual, .. } => {
+                if *dual {
+                    k::listen(fd, backlog)?;
+                }
+                return Ok(());
+            }
+            State::Kernel => {
+                drop(st);
+                return k::listen(fd, backlog);
+            }
+            State::Udp { .. } => return Err(libc::EOPNOTSUPP),
+            _ => return Err(libc::EINVAL),
+        };
+        if self.ty == Ty::Dgram {
+            return Err(libc::EOPNOTSUPP);
+        }
+        let (local, dual) = match bound {
+            Some((a, kbound)) => (a, kbound),
+            None => {
+                if self.family == libc::AF_INET6 && self.v6only() {
+                    // Only IPv6 peers: the kernel's.
+                    k::listen(fd, backlog)?;
+                    self.go_kernel(&mut st, me);
+                    return Ok(());
+                }
+                (SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), true)
+            }
+        };
+        let stack = process::stack()?;
+        let local = if dual {
+            // The kernel listens first (it autobinds an unbound socket).
+            k::listen(fd, backlog)?;
+            SocketAddrV4::new(
+                Ipv4Addr::UNSPECIFIED,
+                kernel_port(fd).unwrap_or(local.port()),
+            )
+        } else {
+            local
+        };
+        let mut l =
+            TcpListener::bind_with_backlog(stack, local, backlog_n).map_err(|e| io_errno(&e))?;
+        l.set_nonblocking(true).map_err(|e| io_errno(&e))?;
+        let local = if local.port() == 0 {
+            SocketAddrV4::new(*local.ip(), l.local_addr().map_or(0, |a| a.port()))
+        } else {
+            local
+        };
+        if dual {
+            k::set_nonblocking(fd, true)?;
+        }
+        let (rcv, snd) = self
+            .opts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .buffer_sizes();
+        if rcv > 0 || snd > 0 {
+            let _ = l.set_buffer_sizes(rcv, snd);
+        }
+        *st = State::Listener { l, local, dual };
+        drop(st);
+        if dual {
+            self.resettle.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// accept4(2) with `flags` (SOCK_NONBLOCK, SOCK_CLOEXEC).
+    pub fn accept(&self, fd: c_int, flags: c_int) -> R<Accepted> {
+        drive_inline();
+        let deadline = Deadline::after(self.rcvtimeo());
+        loop {
+            let (probe, dual) = {
+                let mut st = lock(&self.state);
+                match &mut *st {
+                    State::Listener { l, dual, .. } => {
+                        let dual = *dual;
+                        let kfirst = dual && self.kernel_first.fetch_xor(true, Ordering::Relaxed);
+                        if kfirst {
+                            if let Some(a) = kernel_accept(fd, flags)? {
+                                return Ok(a);
+                            }
+                        }
+                        match l.accept() {
+                            Ok((s, peer)) => {
+                                drop(st);
+                                return self.install_accepted(s, peer, flags);
+                            }
+                            Err(e) if would_block(&e) => {}
+                            Err(e) => return Err(io_errno(&e)),
+                        }
+                        if dual && !kfirst {
+                            if let Some(a) = kernel_accept(fd, flags)? {
+                                return Ok(a);
+                            }
+                        }
+                        (l.probe(), dual)
+                    }
+                    State::Kernel => {
+                        drop(st);
+                        let (nfd, a) = k::accept4(fd, flags)?;
+                        return Ok(Accepted::Kernel { fd: nfd, addr: a });
+                    }
+                    State::Udp { .. } => return Err(libc::EOPNOTSUPP),
+                    _ => return Err(libc::EINVAL),
+                }
+            };
+            if self.nonblocking() {
+                return Err(libc::EAGAIN);
+            }
+            let kfd = dual.then_some((fd, libc::POLLIN));
+            self.wait(&probe, kfd, deadline, true, |s: &Status| s.readable)?;
+        }
+    }
+
+    fn install_accepted(&self, mut s: TcpStream, peer: SocketAddrV4, flags: c_int) -> R<Accepted> {
+        let _ = s.set_nonblocking(true);
+        let opts = self
+            .opts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .inherited();
+        opts.apply_to_stream(&mut s);
+        // On failure `s` drops: the connection closes.
+        let placeholder = k::placeholder(flags)?;
+        let sock = Sock::new(
+            self.family,
+            Ty::Stream,
+            State::Stream(s),
+            flags & libc::SOCK_NONBLOCK != 0,
+            opts,
+        );
+        sock.add_fd(placeholder);
+        let obj = Arc::new(Obj::Sock(sock));
+        match table::install(placeholder, obj) {
+            Ok(old) => drop(old),
+            Err(e) => {
+                k::close_fd(placeholder);
+                return Err(e);
+            }
+        }
+        Ok(Accepted::Core {
+            fd: placeholder,
+            peer,
+        })
+    }
+
+    /// connect(2). `raw` is the application's address bytes.
+    pub fn connect(&self, me: &Arc<Obj>, fd: c_int, sa: Sa, raw: &[u8]) -> R<()> {
+        match self.ty {
+            Ty::Stream => self.connect_tcp(me, fd, sa, raw),
+            Ty::Dgram => self.connect_udp(me, fd, sa, raw),
+        }
+    }
+
+    fn connect_tcp(&self, me: &Arc<Obj>, fd: c_int, sa: Sa, raw: &[u8]) -> R<()> {
+        let probe = {
+            let mut st = lock(&self.state);
+            let bound = match &mut *st {
+                State::Fresh { bound } => *bound,
+                State::Stream(s) => {
+                    let status = s.probe().status();
+                    if status.connecting {
+                        return Err(libc::EALREADY);
+                    }
+                    if status.closed && status.error != 0 {
+                        let e = s.take_error();
+                        *st = State::Fresh { bound: None };
+                        return Err(if e != 0 { e } else { libc::ECONNABORTED });
+                    }
+                    return Err(libc::EISCONN);
+                }
+                State::Kernel => {
+                    drop(st);
+                    return k::connect(fd, raw);
+                }
+                State::Listener { .. } | State::ListenerShut { .. } => return Err(libc::EISCONN),
+                State::Udp { .. } => return Err(libc::EINVAL),
+            };
+            if let Sa::Unspec = sa {
+                return Err(libc::EAFNOSUPPORT);
+            }
+            let dst = sa.v4(self.family, true);
+            let to_core = dst.is_some_and(|d| process::routes(*d.ip()))
+                && bound.is_none_or(|(a, _)| process::is_local(a));
+            let Some(dst) = dst.filter(|_| to_core) else {
+                self.go_kernel(&mut st, me);
+                drop(st);
+                return k::connect(fd, raw);
+            };
+            if dst.port() == 0 {
+                return Err(libc::ECONNREFUSED);
+            }
+            let stack = process::stack()?;
+            let local_port = bound.map_or(0, |(a, _)| a.port());
+            let nodelay = self.opts.lock().unwrap_or_else(|p| p.into_inner()).nodelay;
+            let mut s = TcpStream::start_connect(stack, dst, local_port, nodelay)
+                .map_err(|e| io_errno(&e))?;
+            self.opts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .apply_to_stream(&mut s);
+            let probe = s.probe();
+            *st = State::Stream(s);
+            probe
+        };
+        self.resettle.store(true, Ordering::Release);
+        if self.nonblocking() {
+            return Err(libc::EINPROGRESS);
+        }
+        let deadline = Deadline::after(self.sndtimeo());
+        match self.wait(&probe, None, deadline, true, |s: &Status| !s.connecting) {
+            Ok(()) => {}
+            Err(libc::EAGAIN) => return Err(libc::EINPROGRESS),
+            Err(e) => return Err(e),
+        }
+        let mut st = lock(&self.state);
+        if let State::Stream(s) = &mut *st {
+            let status = s.probe().status();
+            if status.closed {
+                let e = s.take_error();
+                *st = State::Fresh { bound: None };
+                return Err(if e != 0 { e } else { libc::ECONNREFUSED });
+            }
+        }
+        Ok(())
+    }
+
+    fn connect_udp(&self, me: &Arc<Obj>, fd: c_int, sa: Sa, raw: &[u8]) -> R<()> {
+        let mut st = lock(&self.state);
+        if let Sa::Unspec = sa {
+            match &mut *st {
+                State::Udp { peer, dual, .. } => {
+                    *peer = None;
+                    if *dual {
+                        let _ = k::connect(fd, raw);
+                    }
+                    return Ok(());
+                }
+                State::Fresh { .. } | State::Kernel => {
+                    drop(st);
+                    return k::connect(fd, raw);
+                }
+                _ => return Err(libc::EINVAL),
+            }
+        }
+        let dst = sa.v4(self.family, true);
+        let routed = dst.filter(|d| process::routes(*d.ip()));
+        match &mut *st {
+            State::Fresh { .. } => {
+                let Some(dst) = routed else {
+                    self.go_kernel(&mut st, me);
+                    drop(st);
+                    return k::connect(fd, raw);
+                };
+                let local = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
+                let u = self.udp_bind(local)?;
+                let local =
+                    SocketAddrV4::new(process::local_ip(), u.local_addr().map_or(0, |a| a.port()));
+                *st = State::Udp {
+                    u,
+                    local,
+                    dual: false,
+                    peer: Some(dst),
+                };
+                Ok(())
+            }
+            State::Udp { peer, .. } => {
+                *peer = Some(routed.ok_or(libc::ENETUNREACH)?);
+                Ok(())
+            }
+            State::Kernel => {
+                drop(st);
+                k::connect(fd, raw)
+            }
+            _ => Err(libc::EINVAL),
+        }
+    }
+
+    /// Receives into `bufs` (recv, recvfrom, recvmsg, read, readv) with
+    /// `flags` (MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC).
+    pub fn recv(&self, me: &Arc<Obj>, fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> R<Recvd> {
+        let _ = me;
+        if flags & (libc::MSG_OOB | libc::MSG_ERRQUEUE) != 0 && !self.is_fresh() {
+            // No urgent data (EINVAL, as Linux without any); nothing is
+            // ever queued on the error queue (EAGAIN).
+            return Err(if flags & libc::MSG_OOB != 0 {
+                libc::EINVAL
+            } else {
+                libc::EAGAIN
+            });
+        }
+        drive_inline();
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let peek = flags & libc::MSG_PEEK != 0;
+        let dontwait = flags & libc::MSG_DONTWAIT != 0 || self.nonblocking();
+        let waitall = flags & libc::MSG_WAITALL != 0 && !peek && self.ty == Ty::Stream;
+        let deadline = Deadline::after(self.rcvtimeo());
+        let mut got = 0usize;
+        loop {
+            let (probe, kfd) = {
+                let mut st = lock(&self.state);
+                match &mut *st {
+                    State::Stream(s) => {
+                        let n = if peek {
+                            peek_into(s, bufs)
+                        } else {
+                            match read_into(s, bufs, got) {
+                                Ok(n) => n,
+                                Err(e) if got > 0 => {
+                                    let _ = e;
+                                    0
+                                }
+                                Err(e) => return Err(e),
+                            }
+                        };
+                        got += n;
+                        let status = s.probe().status();
+                        let eof = status.rx_bytes == 0
+                            && (status.rx_fin
+                                || status.closed
+                                || self.rd_shut.load(Ordering::Relaxed));
+                        if got > 0 && (!waitall || got == total || eof) {
+                            return Ok(Recvd {
+                                n: got,
+                                full: got,
+                                from: From::None,
+                            });
+                        }
+                        if total == 0 {
+                            return Ok(Recvd {
+                                n: 0,
+                                full: 0,
+                                from: From::None,
+                            });
+                        }
+                        if eof {
+                            if status.closed && status.error != 0 && got == 0 {
+                                let e = s.take_error();
+                                if e != 0 {
+                                    return Err(e);
+                                }
+                            }
+                            return Ok(Recvd {
+                                n: got,
+                                full: got,
+                                from: From::None,
+                            });
+                        }
+                        if status.connecting {
+                            if dontwait {
+                                return Err(libc::EAGAIN);
+                            }
+                        } else if matches!(status, Status { closed: true, .. }) {
+                            return Ok(Recvd {
+                                n: got,
+                                full: got,
+                                from: From::None,
+                            });
+                        }
+                        (s.probe(), None)
+                    }
+                    State::Udp { u, dual, peer, .. } => {
+                        let dual = *dual;
+                        let kfirst = dual && self.kernel_first.fetch_xor(true, Ordering::Relaxed);
+                        if kfirst {
+                            if let Some(r) = kernel_recv(fd, bufs, flags)? {
+                                return Ok(r);
+                            }
+                        }
+                        if let Some(r) = udp_recv(u, bufs, peek, *peer) {
+                            return Ok(r);
+                        }
+                        if dual && !kfirst {
+                            if let Some(r) = kernel_recv(fd, bufs, flags)? {
+                                return Ok(r);
+                            }
+                        }
+                        if self.rd_shut.load(Ordering::Relaxed) {
+                            return Ok(Recvd {
+                                n: 0,
+                                full: 0,
+                                from: From::None,
+                            });
+                        }
+                        (u.probe(), dual.then_some((fd, libc::POLLIN)))
+                    }
+                    State::Fresh { .. } | State::Kernel => {
+                        drop(st);
+                        return kernel_recv_blocking(fd, bufs, flags);
+                    }
+                    State::Listener { .. } | State::ListenerShut { .. } => {
+                        return Err(libc::ENOTCONN)
+                    }
+                }
+            };
+            if dontwait {
+                return if got > 0 {
+                    Ok(Recvd {
+                        n: got,
+                        full: got,
+                        from: From::None,
+                    })
+                } else {
+                    Err(libc::EAGAIN)
+                };
+            }
+            let rd_shut = &self.rd_shut;
+            match self.wait(&probe, kfd, deadline, true, |s: &Status| {
+                s.readable || rd_shut.load(Ordering::Relaxed)
+            }) {
+                Ok(()) => {}
+                Err(e) if got > 0 => {
+                    let _ = e;
+                    return Ok(Recvd {
+                        n: got,
+                        full: got,
+                        from: From::None,
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Sends `bufs` (send, sendto, sendmsg, write, writev) with `flags`
+    /// (MSG_DONTWAIT, MSG_NOSIGNAL, MSG_MORE: accepted, no corking) to `to`
+    /// (UDP; None: the connected peer). EPIPE raises SIGPIPE unless
+    /// MSG_NOSIGNAL.
+    pub fn send(
+        &self,
+        me: &Arc<Obj>,
+        fd: c_int,
+        bufs: &[&[u8]],
+        flags: c_int,
+        to: Option<(Sa, &[u8])>,
+    ) -> R<usize> {
+        if flags & libc::MSG_OOB != 0 && !self.is_fresh() {
+            return Err(libc::EOPNOTSUPP);
+        }
+        drive_inline();
+        let r = match self.ty {
+            Ty::Stream => self.send_tcp(fd, bufs, flags),
+            Ty::Dgram => self.send_udp(me, fd, bufs, flags, to),
+        };
+        if r == Err(libc::EPIPE) && flags & libc::MSG_NOSIGNAL == 0 {
+            crate::sys::raise_sigpipe();
+        }
+        r
+    }
+
+    fn send_tcp(&self, fd: c_int, bufs: &[&[u8]], flags: c_int) -> R<usize> {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let dontwait = flags & libc::MSG_DONTWAIT != 0 || self.nonblocking();
+        let deadline = Deadline::after(self.sndtimeo());
+        let mut sent = 0usize;
+        loop {
+            let probe = {
+                let mut st = lock(&self.state);
+                match &mut *st {
+                    State::Stream(s) => {
+                        if self.wr_shut.load(Ordering::Relaxed) {
+                            return if sent > 0 { Ok(sent) } else { Err(libc::EPIPE) };
+                        }
+                        let status = s.probe().status();
+                        if status.connecting {
+                            if dontwait {
+                                return if sent > 0 {
+                                    Ok(sent)
+                                } else {
+                                    Err(libc::EAGAIN)
+                                };
+                            }
+                        } else {
+                            match write_from(s, bufs, sent) {
+                                Ok(n) => sent += n,
+                                Err(_) if sent > 0 => return Ok(sent),
+                                Err(libc::ENOTCONN) if status.closed => {
+                                    let e = s.take_error();
+                                    return Err(if e != 0 { e } else { libc::EPIPE });
+                                }
+                                Err(e) => return Err(e),
+                            }
+                            if sent == total || (dontwait && sent > 0) {
+                                return Ok(sent);
+                            }
+                        }
+                        s.probe()
+                    }
+                    State::Fresh { .. } | State::Kernel => {
+                        drop(st);
+                        return kernel_send(fd, bufs, flags, None);
+                    }
+                    // Linux: a listener is not connected, so EPIPE.
+                    State::Listener { .. } | State::ListenerShut { .. } => return Err(libc::EPIPE),
+                    _ => return Err(libc::ENOTCONN),
+                }
+            };
+            if dontwait {
+                return if sent > 0 {
+                    Ok(sent)
+                } else {
+                    Err(libc::EAGAIN)
+                };
+            }
+            match self.wait(&probe, None, deadline, true, |s: &Status| {
+                s.writable || s.closed
+            }) {
+                Ok(()) => {}
+                Err(_) if sent > 0 => return Ok(sent),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn send_udp(
+        &self,
+        me: &Arc<Obj>,
+        fd: c_int,
+        bufs: &[&[u8]],
+        flags: c_int,
+        to: Option<(Sa, &[u8])>,
+    ) -> R<usize> {
+        let dontwait = flags & libc::MSG_DONTWAIT != 0 || self.nonblocking();
+        let deadline = Deadline::after(self.sndtimeo());
+        let data: std::borrow::Cow<'_, [u8]> = if bufs.len() == 1 {
+            std::borrow::Cow::Borrowed(bufs[0])
+        } else {
+            std::borrow::Cow::Owned(bufs.concat())
+        };
+        loop {
+            let probe = {
+                let mut st = lock(&self.state);
+                let dst = match to {
+                    Some((sa, _)) => sa.v4(self.family, true),
+                    None => None,
+                };
+                match &mut *st {
+                    State::Fresh { .. } => {
+                        let Some((_, raw)) = to else {
+                            drop(st);
+                            return kernel_send(fd, bufs, flags, None);
+                        };
+                        let Some(d) = dst.filter(|d| process::routes(*d.ip())) else {
+                            self.go_kernel(&mut st, me);
+                            drop(st);
+                            return kernel_send(fd, bufs, flags, Some(raw));
+                        };
+                        let _ = d;
+                        let u = self.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
+                        let local = SocketAddrV4::new(
+                            process::local_ip(),
+                            u.local_addr().map_or(0, |a| a.port()),
+                        );
+                        *st = State::Udp {
+                            u,
+                            local,
+                            dual: false,
+                            peer: None,
+                        };
+                        continue;
+                    }
+                    State::Udp { u, dual, peer, .. } => {
+                        let target = match (to, *peer) {
+                            (Some(_), _) => dst,
+                            (None, Some(p)) => Some(p),
+                            (None, None) => return Err(libc::EDESTADDRREQ),
+                        };
+                        match target.filter(|d| process::routes(*d.ip())) {
+                            Some(d) => {
+                                if data.len() > u.max_payload() {
+                                    return Err(libc::EMSGSIZE);
+                                }
+                                match u.send_to(&data, d) {
+                                    Ok(n) => return Ok(n),
+                                    Err(e) if would_block(&e) => {}
+                                    Err(e) => return Err(io_errno(&e)),
+                                }
+                            }
+                            None if *dual => {
+                                drop(st);
+                                return kernel_send(fd, bufs, flags, to.map(|(_, raw)| raw));
+                            }
+                            None => return Err(libc::ENETUNREACH),
+                        }
+                        u.probe()
+                    }
+                    State::Kernel => {
+                        drop(st);
+                        return kernel_send(fd, bufs, flags, to.map(|(_, raw)| raw));
+                    }
+                    _ => return Err(libc::EOPNOTSUPP),
+                }
+            };
+            if dontwait {
+                return Err(libc::EAGAIN);
+            }
+            self.wait(&probe, None, deadline, true, |s: &Status| s.writable)?;
+        }
+    }
+
+    /// shutdown(2).
+    pub fn shutdown(&self, fd: c_int, how: c_int) -> R<()> {
+        if !matches!(how, libc::SHUT_RD | libc::SHUT_WR | libc::SHUT_RDWR) {
+            return Err(libc::EINVAL);
+        }
+        let rd = how == libc::SHUT_RD || how == libc::SHUT_RDWR;
+        let wr = how == libc::SHUT_WR || how == libc::SHUT_RDWR;
+        let mut st = lock(&self.state);
+        let probe = match &mut *st {
+            State::Stream(s) => {
+                if s.is_connecting() {
+                    return Err(libc::ENOTCONN);
+                }
+                if wr {
+                    self.wr_shut.store(true, Ordering::Relaxed);
+                    let _ = s.shutdown(std::net::Shutdown::Write);
+                }
+                if rd {
+                    self.rd_shut.store(true, Ordering::Relaxed);
+                }
+                Some(s.probe())
+            }
+            State::Listener { l, local, dual } => {
+                if !rd {
+                    return Ok(());
+                }
+                let probe = l.probe();
+                if *dual {
+                    let _ = k::shutdown(fd, how);
+                }
+                *st = State::ListenerShut { local: *local };
+                Some(probe)
+            }
+            State::Udp { u, peer, .. } => {
+                if peer.is_none() {
+                    return Err(libc::ENOTCONN);
+                }
+                if rd {
+                    self.rd_shut.store(true, Ordering::Relaxed);
+                }
+                if wr {
+                    self.wr_shut.store(true, Ordering::Relaxed);
+                }
+                Some(u.probe())
+            }
+            State::ListenerShut { .. } => None,
+            State::Fresh { .. } => {
+                // Linux records the shutdown even on an unconnected socket
+                // (and says ENOTCONN): a later connection starts shut.
+                if rd {
+                    self.rd_shut.store(true, Ordering::Relaxed);
+                }
+                if wr {
+                    self.wr_shut.store(true, Ordering::Relaxed);
+                }
+                drop(st);
+                return k::shutdown(fd, how);
+            }
+            State::Kernel => {
+                drop(st);
+                return k::shutdown(fd, how);
+            }
+        };
+        drop(st);
+        // Wake whoever waits on it (a blocked recv or accept re-checks).
+        if let Some(p) = probe {
+            p.notify().notify();
+        }
+        if let Some(s) = process::started() {
+            s.changes().notify();
+        }
+        Ok(())
+    }
+
+    /// The local address (getsockname), or None: ask the kernel socket.
+    pub fn local_addr(&self) -> Option<SocketAddrV4> {
+        match &*lock(&self.state) {
+            State::Fresh {
+                bound: Some((a, false)),
+            } => Some(*a),
+            State::Fresh { .. } | State::Kernel => None,
+            State::Listener { local, .. } | State::ListenerShut { local } => Some(*local),
+            State::Stream(s) => s.local_addr().ok(),
+            State::Udp { local, .. } => Some(*local),
+        }
+    }
+
+    /// The peer's address (getpeername). Err(None): ask the kernel socket;
+    /// Err(Some(ENOTCONN)) when not connected.
+    pub fn peer_addr(&self) -> Result<SocketAddrV4, Option<Errno>> {
+        match &*lock(&self.state) {
+            State::Fresh { .. } | State::Kernel => Err(None),
+            State::Stream(s) => {
+                let status = s.probe().status();
+                if status.connecting || (status.closed && status.error != 0) {
+                    return Err(Some(libc::ENOTCONN));
+                }
+                s.peer_addr().map_err(|_| Some(libc::ENOTCONN))
+            }
+            State::Udp { peer: Some(p), .. } => Ok(*p),
+            _ => Err(Some(libc::ENOTCONN)),
+        }
+    }
+
+    /// Encodes `a` as this socket's family reports addresses.
+    pub fn encode(&self, a: SocketAddrV4) -> ([u8; 28], usize) {
+        addr::encode(a, self.family)
+    }
+
+    /// The readiness of the corestack side as poll(2) bits (POLLIN,
+    /// POLLOUT, POLLRDHUP, POLLHUP, POLLERR, with their RDNORM/WRNORM
+    /// twins), as Linux's tcp_poll / datagram_poll compute them; and whether
+    /// the kernel fd must be polled as well (a dual socket's kernel side, or
+    /// an undecided socket, which only the kernel can answer for).
+    pub fn poll_bits(&self) -> (u32, bool) {
+        if self.dead_in_child() {
+            // Ready, so that the call the application makes next says ENETDOWN.
+            return (
+                POLLIN_BITS | POLLOUT_BITS | (libc::POLLERR | libc::POLLHUP) as u32,
+                false,
+            );
+        }
+        let st = lock(&self.state);
+        let (status, kernel) = match &*st {
+            State::Fresh { .. } | State::Kernel => return (0, true),
+            State::Listener { l, dual, .. } => {
+                let s = l.probe().status();
+                let bits = if s.readable { POLLIN_BITS } else { 0 };
+                return (bits, *dual);
+            }
+            State::ListenerShut { .. } => return (POLLIN_BITS | libc::POLLRDHUP as u32, false),
+            State::Stream(s) => (s.probe().status(), false),
+            State::Udp { u, dual, .. } => {
+                let s = u.probe().status();
+                let mut bits = 0;
+                if s.readable && !s.closed {
+                    bits |= POLLIN_BITS;
+                }
+                if s.writable {
+                    bits |= POLLOUT_BITS;
+                }
+                if self.rd_shut.load(Ordering::Relaxed) {
+                    bits |= POLLIN_BITS | libc::POLLRDHUP as u32;
+                }
+                return (bits, *dual);
+            }
+        };
+        drop(st);
+        let mut bits = 0u32;
+        if status.error != 0 {
+            bits |= libc::POLLERR as u32;
+        }
+        if status.connecting {
+            return (bits, kernel);
+        }
+        let rcv_shut = status.rx_fin || status.closed || self.rd_shut.load(Ordering::Relaxed);
+        let snd_shut = status.closed || self.wr_shut.load(Ordering::Relaxed);
+        if status.closed || (rcv_shut && snd_shut) {
+            bits |= libc::POLLHUP as u32;
+        }
+        if rcv_shut {
+            bits |= POLLIN_BITS | libc::POLLRDHUP as u32;
+        }
+        if status.rx_bytes > 0 {
+            bits |= POLLIN_BITS;
+        }
+        if snd_shut || status.writable {
+            bits |= POLLOUT_BITS;
+        }
+        (bits, kernel)
+    }
+
+    /// Edge marks for EPOLLET: (a mark that moves when data, a datagram
+    /// or a connection arrives; one that moves when TX space is freed).
+    /// None while undecided or in the kernel.
+    pub fn edge_marks(&self) -> Option<(u64, u64)> {
+        match &*lock(&self.state) {
+            State::Listener { l, .. } => Some((u64::from(l.probe().notify().seq()), 0)),
+            State::Stream(s) => Some(s.edge_marks()),
+            State::Udp { u, .. } => Some(u.edge_marks()),
+            _ => None,
+        }
+    }
+
+    /// FIONREAD / SIOCINQ: bytes waiting (TCP), or the next datagram's
+    /// length (UDP). None: ask the kernel.
+    pub fn pending(&self) -> Option<usize> {
+        match &mut *lock(&self.state) {
+            State::Stream(s) => Some(s.available()),
+            State::Udp { u, .. } => {
+                let mut none = [0u8; 0];
+                Some(u.try_recv(&mut none, true).map_or(0, |(_, len, _)| len))
+            }
+            State::Listener { .. } | State::ListenerShut { .. } => Some(0),
+            _ => None,
+        }
+    }
+
+    /// SO_ERROR: takes the pending error. None: ask the kernel.
+    pub fn take_error(&self) -> Option<i32> {
+        match &*lock(&self.state) {
+            State::Stream(s) => Some(s.take_error()),
+            State::Fresh { .. } | State::Kernel => None,
+            _ => Some(0),
+        }
+    }
+
+    /// SO_RCVBUF / SO_SNDBUF on the corestack side: a stream now, a
+    /// listener for the connections it accepts from now on.
+    pub fn apply_buffers(&self, o: &Opts) {
+        let (rcv, snd) = o.buffer_sizes();
+        if rcv == 0 && snd == 0 {
+            return;
+        }
+        match &*lock(&self.state) {
+            State::Stream(s) => {
+                if rcv > 0 {
+                    let _ = s.set_recv_buffer_size(rcv);
+                }
+                if snd > 0 {
+                    let _ = s.set_send_buffer_size(snd);
+                }
+            }
+            State::Listener { l, .. } => {
+                let _ = l.set_buffer_sizes(rcv, snd);
+            }
+            _ => {}
+        }
+    }
+
+    /// Runs `f` on the stream if this is one (socket options).
+    pub fn with_stream<T>(&self, f: impl FnOnce(&mut TcpStream) -> T) -> Option<T> {
+        match &mut *lock(&self.state) {
+            State::Stream(s) => Some(f(s)),
+            _ => None,
+        }
+    }
+
+    /// Waits until `cond` holds for the corestack side (or `kfd` shows the
+    /// poll events asked for), the deadline passes (EAGAIN) or a signal
+    /// handler runs (EINTR; without a deadline and with `restartable`, the
+    /// wait goes on when Linux would restart the call).
+    fn wait(
+        &self,
+        probe: &Probe,
+        kfd: Option<(c_int, i16)>,
+        deadline: Deadline,
+        restartable: bool,
+        cond: impl Fn(&Status) -> bool,
+    ) -> R<()> {
+        let stack = process::stack()?;
+        let restart = |timed: bool| restartable && !timed && crate::sys::restart_after_signal();
+        let timed = deadline.left().is_some();
+        loop {
+            if cond(&probe.status()) {
+                return Ok(());
+            }
+            let Some((kfd, kev)) = kfd else {
+                match stack.wait_until(probe.notify(), deadline.left(), || cond(&probe.status())) {
+                    Waited::Ready => return Ok(()),
+                    Waited::TimedOut => return Err(libc::EAGAIN),
+                    Waited::Interrupted if restart(timed) => continue,
+                    Waited::Interrupted => return Err(libc::EINTR),
+                }
+            };
+            if k::poll_now(kfd, kev) & kev != 0 {
+                return Ok(());
+            }
+            if deadline.passed() {
+                return Err(libc::EAGAIN);
+            }
+            let r = sleep_with_kernel_fd(stack, probe, kfd, kev, deadline, &cond);
+            match r {
+                Ok(()) => {}
+                Err(libc::EINTR) if restart(timed) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Inline mode: one engine iteration (the application's thread runs the
+/// engine whenever it calls in, as in a library OS); nothing otherwise.
+pub fn drive_inline() {
+    if let Some(s) = process::started() {
+        if s.is_inline() {
+            s.drive();
+        }
+    }
+}
+
+/// POLLIN | POLLRDNORM.
+pub const POLLIN_BITS: u32 = (libc::POLLIN | libc::POLLRDNORM) as u32;
+/// POLLOUT | POLLWRNORM.
+pub const POLLOUT_BITS: u32 = (libc::POLLOUT | libc::POLLWRNORM) as u32;
+
+/// One sleep of a wait on a corestack side and a kernel fd.
+fn sleep_with_kernel_fd(
+    stack: &corestack::Stack,
+    probe: &Probe,
+    kfd: c_int,
+    kev: i16,
+    deadline: Deadline,
+    cond: &impl Fn(&Status) -> bool,
+) -> R<()> {
+    if stack.is_inline() {
+        if stack.drive() || !stack.idle() {
+            return Ok(());
+        }
+        let mut fds = vec![libc::pollfd {
+            fd: kfd,
+            events: kev,
+            revents: 0,
+        }];
+        if let Some(nic) = stack.nic_fd() {
+            fds.push(libc::pollfd {
+                fd: nic,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        let ms = deadline.poll_ms();
+        let cap = corestack::Stack::MAX_INLINE_SLEEP.as_millis().max(1) as i64;
+        let ms = if ms < 0 { cap } else { ms.min(cap) };
+        crate::sys::poll_fds(&mut fds, ms, None)?;
+        return Ok(());
+    }
+    let efd = wait::thread_eventfd()?;
+    let armed = probe.notify().arm(efd);
+    if cond(&probe.status()) {
+        return Ok(());
+    }
+    let mut fds = [
+        libc::pollfd {
+            fd: kfd,
+            events: kev,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: efd,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let ms = if armed.is_some() {
+        deadline.poll_ms()
+    } else {
+        // No room to arm: nap briefly instead.
+        let d = deadline.poll_ms();
+        if d < 0 {
+            1
+        } else {
+            d.min(1)
+        }
+    };
+    let r = crate::sys::poll_fds(&mut fds, ms, None);
+    drop(armed);
+    if fds[1].revents != 0 {
+        crate::sys::eventfd_drain(efd);
+    }
+    r.map(drop)
+}
+
+fn kernel_port(fd: c_int) -> Option<u16> {
+    let (b, len) = k::getsockname(fd).ok()?;
+    match addr::parse(&b[..len]).ok()? {
+        Sa::V4(a) => Some(a.port()),
+        Sa::V6(_, p, _, _) => Some(p),
+        Sa::Unspec => None,
+    }
+}
+
+fn kernel_accept(fd: c_int, flags: c_int) -> R<Option<Accepted>> {
+    match k::accept4(fd, flags) {
+        Ok((nfd, addr)) => {
+            if let Some(old) = table::forget(nfd) {
+                drop(old);
+            }
+            Ok(Some(Accepted::Kernel { fd: nfd, addr }))
+        }
+        Err(libc::EAGAIN) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn kernel_recv(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> R<Option<Recvd>> {
+    match kernel_recv_flags(fd, bufs, flags | libc::MSG_DONTWAIT) {
+        Ok(r) => Ok(Some(r)),
+        Err(libc::EAGAIN) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn kernel_recv_blocking(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> R<Recvd> {
+    kernel_recv_flags(fd, bufs, flags)
+}
+
+fn kernel_recv_flags(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> R<Recvd> {
+    if bufs.len() <= 1 {
+        let mut empty = [0u8; 0];
+        let buf: &mut [u8] = match bufs.first_mut() {
+            Some(b) => b,
+            None => &mut empty,
+        };
+        let (n, a) = k::recvfrom(fd, buf, flags)?;
+        let copied = n.min(buf.len());
+        return Ok(Recvd {
+            n: copied,
+            full: n,
+            from: From::Kernel(a),
+        });
+    }
+    let total: usize = bufs.iter().map(|b| b.len()).sum();
+    let mut tmp = vec![0u8; total];
+    let (n, a) = k::recvfrom(fd, &mut tmp, flags)?;
+    let copied = scatter(&tmp[..n.min(total)], bufs);
+    Ok(Recvd {
+        n: copied,
+        full: n,
+        from: From::Kernel(a),
+    })
+}
+
+fn kernel_send(fd: c_int, bufs: &[&[u8]], flags: c_int, to: Option<&[u8]>) -> R<usize> {
+    if bufs.len() == 1 {
+        return k::sendto(fd, bufs[0], flags, to);
+    }
+    k::sendto(fd, &bufs.concat(), flags, to)
+}
+
+fn scatter(data: &[u8], bufs: &mut [&mut [u8]]) -> usize {
+    let mut off = 0;
+    for b in bufs.iter_mut() {
+        let n = (data.len() - off).min(b.len());
+        b[..n].copy_from_slice(&data[off..off + n]);
+        off += n;
+        if off == data.len() {
+            break;
+        }
+    }
+    off
+}
+
+fn peek_into(s: &TcpStream, bufs: &mut [&mut [u8]]) -> usize {
+    if bufs.len() == 1 {
+        return s.peek(bufs[0]);
+    }
+    let total: usize = bufs.iter().map(|b| b.len()).sum();
+    let mut tmp = vec![0u8; total];
+    let n = s.peek(&mut tmp);
+    scatter(&tmp[..n], bufs)
+}
+
+/// Reads into `bufs` past the first `skip` bytes (already filled).
+fn read_into(s: &mut TcpStream, bufs: &mut [&mut [u8]], skip: usize) -> R<usize> {
+    let mut n = 0;
+    let mut off = 0;
+    for b in bufs.iter_mut() {
+        let len = b.len();
+        if off + len <= skip {
+            off += len;
+            continue;
+        }
+        let from = skip.saturating_sub(off);
+        off += len;
+        match s.read(&mut b[from..]) {
+            Ok(0) => return Ok(n),
+            Ok(k) => {
+                n += k;
+                if k < len - from {
+                    return Ok(n);
+                }
+            }
+            Err(e) if would_block(&e) => return Ok(n),
+            Err(e) if n > 0 => {
+                let _ = e;
+                return Ok(n);
+            }
+            Err(e) => return Err(io_errno(&e)),
+        }
+    }
+    Ok(n)
+}
+
+/// Writes `bufs` past the first `skip` bytes (already sent); returns how many.
+fn write_from(s: &mut TcpStream, bufs: &[&[u8]], skip: usize) -> R<usize> {
+    let mut n = 0;
+    let mut off = 0;
+    for b in bufs {
+        let len = b.len();
+        if off + len <= skip {
+            off += len;
+            continue;
+        }
+        let from = skip.saturating_sub(off);
+        off += len;
+        match s.write(&b[from..]) {
+            Ok(k) => {
+                n += k;
+                if k < len - from {
+                    return Ok(n);
+                }
+            }
+            Err(e) if would_block(&e) => return Ok(n),
+            Err(e) if n > 0 => {
+                let _ = e;
+                return Ok(n);
+            }
+            Err(e) => return Err(io_errno(&e)),
+        }
+    }
+    Ok(n)
+}
+
+fn udp_recv(
+    u: &mut UdpSocket,
+    bufs: &mut [&mut [u8]],
+    peek: bool,
+    peer: Option<SocketAddrV4>,
+) -> Option<Recvd> {
+    // Bounded by the ring: every skipped datagram is consumed.
+    loop {
+        let (n, full, from) = if bufs.len() == 1 {
+            u.try_recv(bufs[0], peek)?
+        } else {
+            let total: usize = bufs.iter().map(|b| b.len()).sum();
+            let mut tmp = vec![0u8; total];
+            let (n, full, from) = u.try_recv(&mut tmp, peek)?;
+            scatter(&tmp[..n], bufs);
+            (n, full, from)
+        };
+        if peer.is_some_and(|p| p != from) {
+            if peek {
+                let mut none = [0u8; 0];
+                u.try_recv(&mut none, false);
+            }
+            continue;
+        }
+        return Some(Recvd {
+            n,
+            full,
+            from: From::Core(from),
+        });
+    }
+}
+
+impl Drop for Sock {
+    fn drop(&mut self) {
+        let state = std::mem::replace(
+            self.state.get_mut().unwrap_or_else(|p| p.into_inner()),
+            State::Kernel,
+        );
+        if process::forked() {
+            // The parent's engine serves these; the child must not touch
+            // its rings or join its thread.
+            std::mem::forget(state);
+            return;
+        }
+        if let State::Stream(mut s) = state {
+            let reset = self
+                .opts
+                .get_mut()
+                .map(|o| o.linger == Some(0))
+                .unwrap_or(false);
+            s.set_reset_on_close(reset);
+            let probe = s.probe();
+            CLOSED_STREAMS.store(true, Ordering::Relaxed);
+            drop(s);
+            if !reset {
+                process::linger(probe);
+            }
+        }
+    }
+}

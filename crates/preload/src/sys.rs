@@ -1,0 +1,660 @@
+//! The system underneath: the real (libc's) definitions of every call the
+//! shim interposes, found with `dlsym(RTLD_NEXT)`, plus errno, the
+//! reentrancy guard and the few raw calls the shim makes for itself.
+//!
+//! The real symbols are resolved by the library's constructor (an
+//! `.init_array` entry, before `main`), or on first use when another
+//! library's constructor calls an interposed function earlier. Nothing here
+//! allocates. A symbol libc lacks (an older glibc without `epoll_pwait2`,
+//! say) makes its call fail with ENOSYS.
+//!
+//! Calling one of the typed wrappers is unsafe exactly as calling the libc
+//! function is: the caller vouches for the pointers.
+
+use core::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void};
+use core::sync::atomic::{AtomicBool, Ordering};
+use libc::{
+    epoll_event, fd_set, iovec, mmsghdr, msghdr, nfds_t, off64_t, off_t, pid_t, pollfd, sigset_t,
+    size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
+};
+use std::cell::Cell;
+use std::sync::OnceLock;
+
+/// Looks `name` (NUL-terminated) up in the objects loaded after this one.
+fn lookup<F: Copy>(name: &'static str) -> Option<F> {
+    // SAFETY: `name` is a NUL-terminated literal; dlsym only reads it.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr() as *const c_char) };
+    if p.is_null() || core::mem::size_of::<F>() != core::mem::size_of::<*mut c_void>() {
+        return None;
+    }
+    // SAFETY: F is an `unsafe extern "C" fn` pointer type (pointer-sized,
+    // checked above) matching the C prototype of `name` in glibc's headers.
+    Some(unsafe { core::mem::transmute_copy::<*mut c_void, F>(&p) })
+}
+
+macro_rules! real_fns {
+    ($( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+        /// Pointers to the real definitions (None: libc lacks the symbol).
+        #[allow(non_snake_case)]
+        pub struct Real {
+            $( $name: Option<unsafe extern "C" fn($($ty),*) -> $ret>, )*
+            fcntl: Option<unsafe extern "C" fn(c_int, c_int, ...) -> c_int>,
+            read: Option<unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t>,
+            write: Option<unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t>,
+            close: Option<unsafe extern "C" fn(c_int) -> c_int>,
+            fcntl64: Option<unsafe extern "C" fn(c_int, c_int, ...) -> c_int>,
+            ioctl: Option<unsafe extern "C" fn(c_int, c_ulong, ...) -> c_int>,
+        }
+
+        impl Real {
+            fn load() -> Real {
+                Real {
+                    $( $name: lookup(concat!(stringify!($name), "\0")), )*
+                    fcntl: lookup("fcntl\0"),
+                    read: lookup("read\0"),
+                    write: lookup("write\0"),
+                    close: lookup("close\0"),
+                    fcntl64: lookup("fcntl64\0"),
+                    ioctl: lookup("ioctl\0"),
+                }
+            }
+        }
+
+        $(
+            /// The real (libc's) call; ENOSYS and -1 if libc lacks it.
+            ///
+            /// # Safety
+            /// As for the libc function of this name.
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe fn $name($($arg: $ty),*) -> $ret {
+                match real_or_raw().and_then(|r| r.$name) {
+                    // SAFETY: the caller upholds the libc function's contract.
+                    Some(f) => unsafe { f($($arg),*) },
+                    None => {
+                        set_errno(libc::ENOSYS);
+                        -1 as $ret
+                    }
+                }
+            }
+        )*
+    };
+}
+
+real_fns! {
+    socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int;
+    socketpair(domain: c_int, ty: c_int, protocol: c_int, sv: *mut c_int) -> c_int;
+    bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
+    listen(fd: c_int, backlog: c_int) -> c_int;
+    accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int;
+    connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
+    readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t;
+    writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t;
+    recvfrom(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> ssize_t;
+    recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t;
+    recvmmsg(fd: c_int, vec: *mut mmsghdr, vlen: c_uint, flags: c_int, timeout: *mut timespec) -> c_int;
+    sendto(fd: c_int, buf: *const c_void, n: size_t, flags: c_int, addr: *const sockaddr, len: socklen_t) -> ssize_t;
+    sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t;
+    sendmmsg(fd: c_int, vec: *mut mmsghdr, vlen: c_uint, flags: c_int) -> c_int;
+    sendfile(out_fd: c_int, in_fd: c_int, offset: *mut off_t, count: size_t) -> ssize_t;
+    sendfile64(out_fd: c_int, in_fd: c_int, offset: *mut off64_t, count: size_t) -> ssize_t;
+    pread(fd: c_int, buf: *mut c_void, n: size_t, offset: off_t) -> ssize_t;
+    close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int;
+    shutdown(fd: c_int, how: c_int) -> c_int;
+    dup(fd: c_int) -> c_int;
+    dup2(old: c_int, new: c_int) -> c_int;
+    dup3(old: c_int, new: c_int, flags: c_int) -> c_int;
+    getsockopt(fd: c_int, level: c_int, name: c_int, val: *mut c_void, len: *mut socklen_t) -> c_int;
+    setsockopt(fd: c_int, level: c_int, name: c_int, val: *const c_void, len: socklen_t) -> c_int;
+    getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int;
+    getpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int;
+    poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int;
+    ppoll(fds: *mut pollfd, n: nfds_t, ts: *const timespec, mask: *const sigset_t) -> c_int;
+    select(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, tv: *mut timeval) -> c_int;
+    pselect(n: c_int, r: *mut fd_set, w: *mut fd_set, e: *mut fd_set, ts: *const timespec, mask: *const sigset_t) -> c_int;
+    epoll_create(size: c_int) -> c_int;
+    epoll_create1(flags: c_int) -> c_int;
+    epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut epoll_event) -> c_int;
+    epoll_wait(epfd: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int) -> c_int;
+    epoll_pwait(epfd: c_int, ev: *mut epoll_event, max: c_int, timeout: c_int, mask: *const sigset_t) -> c_int;
+    epoll_pwait2(epfd: c_int, ev: *mut epoll_event, max: c_int, ts: *const timespec, mask: *const sigset_t) -> c_int;
+    __read_chk(fd: c_int, buf: *mut c_void, n: size_t, buflen: size_t) -> ssize_t;
+    __recv_chk(fd: c_int, buf: *mut c_void, n: size_t, buflen: size_t, flags: c_int) -> ssize_t;
+    __recvfrom_chk(fd: c_int, buf: *mut c_void, n: size_t, buflen: size_t, flags: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> ssize_t;
+    __poll_chk(fds: *mut pollfd, n: nfds_t, timeout: c_int, fdslen: size_t) -> c_int;
+    __ppoll_chk(fds: *mut pollfd, n: nfds_t, ts: *const timespec, mask: *const sigset_t, fdslen: size_t) -> c_int;
+    __fdelt_chk(d: c_long) -> c_long;
+    fork() -> pid_t;
+}
+
+/// The real `fcntl` with an integer or pointer argument.
+///
+/// # Safety
+/// As for libc's `fcntl(fd, cmd, arg)`.
+pub unsafe fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+    match real_or_raw().and_then(|r| r.fcntl) {
+        // SAFETY: the caller upholds fcntl's contract for `cmd` and `arg`.
+        Some(f) => unsafe { f(fd, cmd, arg) },
+        None => {
+            set_errno(libc::ENOSYS);
+            -1
+        }
+    }
+}
+
+/// The real `fcntl64` (glibc's name for callers built with 64-bit offsets).
+///
+/// # Safety
+/// As for libc's `fcntl64(fd, cmd, arg)`.
+pub unsafe fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+    match real_or_raw().and_then(|r| r.fcntl64) {
+        // SAFETY: the caller upholds fcntl's contract for `cmd` and `arg`.
+        Some(f) => unsafe { f(fd, cmd, arg) },
+        // SAFETY: as above (same contract).
+        None => unsafe { fcntl(fd, cmd, arg) },
+    }
+}
+
+/// The real `ioctl` with an integer or pointer argument.
+///
+/// # Safety
+/// As for libc's `ioctl(fd, request, arg)`.
+pub unsafe fn ioctl(fd: c_int, request: c_ulong, arg: c_ulong) -> c_int {
+    match real_or_raw().and_then(|r| r.ioctl) {
+        // SAFETY: the caller upholds ioctl's contract for `request` and `arg`.
+        Some(f) => unsafe { f(fd, request, arg) },
+        None => {
+            set_errno(libc::ENOSYS);
+            -1
+        }
+    }
+}
+
+static REAL: OnceLock<Real> = OnceLock::new();
+
+thread_local! {
+    /// This thread is resolving the real symbols (dlsym may call into an
+    /// allocator that reads or writes a file: those calls must not wait for
+    /// the resolution they are part of).
+    static RESOLVING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The real definitions, resolved on first use.
+pub fn real() -> &'static Real {
+    REAL.get_or_init(|| {
+        RESOLVING.with(|r| r.set(true));
+        let real = Real::load();
+        RESOLVING.with(|r| r.set(false));
+        real
+    })
+}
+
+/// The real definitions once resolved; None while this very thread is
+/// resolving them (then the basic calls go to the kernel directly).
+fn real_or_raw() -> Option<&'static Real> {
+    if let Some(r) = REAL.get() {
+        return Some(r);
+    }
+    if RESOLVING.with(|r| r.get()) {
+        return None;
+    }
+    Some(real())
+}
+
+/// The real `read` (the raw system call while the symbols are being resolved).
+///
+/// # Safety
+/// As for libc's `read`.
+pub unsafe fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    match real_or_raw().and_then(|r| r.read) {
+        // SAFETY: the caller upholds read's contract.
+        Some(f) => unsafe { f(fd, buf, n) },
+        // SAFETY: as above, through the kernel directly.
+        None => unsafe { libc::syscall(libc::SYS_read, fd, buf, n) as ssize_t },
+    }
+}
+
+/// The real `write` (the raw system call while the symbols are being resolved).
+///
+/// # Safety
+/// As for libc's `write`.
+pub unsafe fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    match real_or_raw().and_then(|r| r.write) {
+        // SAFETY: the caller upholds write's contract.
+        Some(f) => unsafe { f(fd, buf, n) },
+        // SAFETY: as above, through the kernel directly.
+        None => unsafe { libc::syscall(libc::SYS_write, fd, buf, n) as ssize_t },
+    }
+}
+
+/// The real `close` (the raw system call while the symbols are being resolved).
+///
+/// # Safety
+/// As for libc's `close`.
+pub unsafe fn close(fd: c_int) -> c_int {
+    match real_or_raw().and_then(|r| r.close) {
+        // SAFETY: the caller upholds close's contract.
+        Some(f) => unsafe { f(fd) },
+        // SAFETY: closes the caller's fd through the kernel directly.
+        None => unsafe { libc::syscall(libc::SYS_close, fd) as c_int },
+    }
+}
+
+/// The library's constructor: resolves the real symbols before `main`.
+extern "C" fn init() {
+    real();
+    crate::process::init();
+}
+
+// SAFETY (link section): a pointer to a `extern "C" fn()` in `.init_array`
+// is how the dynamic loader runs a shared object's constructors.
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;
+
+/// Sets the calling thread's errno.
+pub fn set_errno(e: c_int) {
+    // SAFETY: __errno_location returns this thread's errno slot, always valid.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// The calling thread's errno.
+pub fn errno() -> c_int {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() }
+}
+
+thread_local! {
+    /// Depth of the shim's own calls on this thread: while above 0, every
+    /// interposed function goes straight to libc.
+    static INSIDE: Cell<u32> = const { Cell::new(0) };
+}
+
+/// True while this thread runs the shim's own code that may call interposed
+/// functions (starting the stack): those calls must go to libc.
+pub fn inside() -> bool {
+    INSIDE.with(|c| c.get() > 0)
+}
+
+/// Marks this thread as inside the shim until the guard drops.
+pub struct Inside(());
+
+impl Inside {
+    /// Enters the shim's own code.
+    pub fn enter() -> Inside {
+        INSIDE.with(|c| c.set(c.get() + 1));
+        Inside(())
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        INSIDE.with(|c| c.set(c.get().saturating_sub(1)));
+    }
+}
+
+/// Writes one line to stderr with the real `write` (no allocation, no
+/// interposition), prefixed `corestack: `.
+pub fn log_line(msg: &str) {
+    let mut buf = [0u8; 512];
+    let prefix = b"corestack: ";
+    let mut n = 0;
+    for &b in prefix.iter().chain(msg.as_bytes()).take(buf.len() - 1) {
+        buf[n] = b;
+        n += 1;
+    }
+    buf[n] = b'\n';
+    n += 1;
+    // SAFETY: writes `n` initialised bytes of a live stack buffer to fd 2.
+    unsafe { write(2, buf.as_ptr().cast(), n) };
+}
+
+/// Writes `msg` once per process for each distinct `flag`.
+pub fn log_once(flag: &AtomicBool, msg: &str) {
+    if !flag.swap(true, Ordering::Relaxed) {
+        log_line(msg);
+    }
+}
+
+/// A new eventfd (CLOEXEC, NONBLOCK) for the shim's own use, moved above
+/// the numbers applications use ([`crate::table::internal_base`]) and
+/// reserved in the table so that the application cannot close it or
+/// `dup2` onto it. Errors: the errno of eventfd or fcntl (EMFILE, ...).
+pub fn internal_eventfd() -> Result<c_int, c_int> {
+    // SAFETY: eventfd takes no pointers.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    let base = crate::table::internal_base();
+    // SAFETY: F_DUPFD_CLOEXEC on an fd we own, integer argument.
+    let high = unsafe { fcntl(fd, libc::F_DUPFD_CLOEXEC, base as c_ulong) };
+    let fd = if high >= 0 {
+        // SAFETY: closes the low copy we just created.
+        unsafe { close(fd) };
+        high
+    } else {
+        fd
+    };
+    crate::table::reserve(fd);
+    Ok(fd)
+}
+
+/// Closes an fd from [`internal_eventfd`] (its reservation first).
+pub fn close_internal(fd: c_int) {
+    crate::table::unreserve(fd);
+    // SAFETY: closes an fd the shim created and owns.
+    unsafe { close(fd) };
+}
+
+/// Resets eventfd `fd` (a non-blocking read of its counter).
+pub fn eventfd_drain(fd: c_int) {
+    let mut b = [0u8; 8];
+    // SAFETY: reads at most 8 bytes into a live stack array.
+    unsafe { read(fd, b.as_mut_ptr().cast(), 8) };
+}
+
+/// `poll(2)` on `fds` for `timeout_ms` (-1: no limit), with `mask` as the
+/// signal mask while it sleeps when given (ppoll). Returns the count or
+/// the errno (EINTR when a handler ran).
+pub fn poll_fds(
+    fds: &mut [pollfd],
+    timeout_ms: i64,
+    mask: Option<&sigset_t>,
+) -> Result<usize, c_int> {
+    let r = match mask {
+        None => {
+            let ms = timeout_ms.clamp(-1, i64::from(i32::MAX)) as c_int;
+            // SAFETY: `fds` is a live slice of pollfds; poll writes revents only.
+            unsafe { poll(fds.as_mut_ptr(), fds.len() as nfds_t, ms) }
+        }
+        Some(m) => {
+            let ts = (timeout_ms >= 0).then(|| timespec {
+                tv_sec: (timeout_ms / 1000) as libc::time_t,
+                tv_nsec: ((timeout_ms % 1000) * 1_000_000) as c_long,
+            });
+            let tsp = ts
+                .as_ref()
+                .map_or(core::ptr::null(), |t| t as *const timespec);
+            // SAFETY: as above; `tsp` is null or a live timespec, `m` a live sigset.
+            unsafe { ppoll(fds.as_mut_ptr(), fds.len() as nfds_t, tsp, m) }
+        }
+    };
+    if r < 0 {
+        Err(errno())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// Sends SIGPIPE to the calling thread (what Linux does on EPIPE without
+/// MSG_NOSIGNAL).
+pub fn raise_sigpipe() {
+    // SAFETY: raise takes a signal number only.
+    unsafe { libc::raise(libc::SIGPIPE) };
+}
+
+/// True when the calling thread should restart a socket call a signal
+/// handler interrupted, as Linux does for handlers with SA_RESTART: every
+/// signal that this thread does not block and that has a handler has
+/// SA_RESTART. (The shim cannot tell which signal ran; with a mix of
+/// handlers it answers EINTR.)
+pub fn restart_after_signal() -> bool {
+    // SAFETY: sigset_t is plain bits; pthread_sigmask with a null new set
+    // only writes the current mask into `blocked`.
+    let mut blocked: sigset_t = unsafe { core::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, core::ptr::null(), &mut blocked) };
+    for sig in 1..libc::SIGRTMAX() {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: sigismember reads a valid sigset.
+        if unsafe { libc::sigismember(&blocked, sig) } == 1 {
+            continue;
+        }
+        // SAFETY: sigaction with a null new action only writes `old`.
+        let mut old: libc::sigaction = unsafe { core::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::sigaction(sig, core::ptr::null(), &mut old) } != 0 {
+            continue;
+        }
+        let h = old.sa_sigaction;
+        if h == libc::SIG_DFL || h == libc::SIG_IGN {
+            continue;
+        }
+        if old.sa_flags & libc::SA_RESTART == 0 {
+            return false;
+        }
+    }
+    true
+}
+
+/// Safe wrappers over the real calls on kernel sockets, for the socket
+/// logic (slices in, errno out).
+pub mod k {
+    use super::*;
+
+    fn cvt(r: c_int) -> Result<c_int, c_int> {
+        if r < 0 {
+            Err(errno())
+        } else {
+            Ok(r)
+        }
+    }
+
+    fn cvt_size(r: ssize_t) -> Result<usize, c_int> {
+        if r < 0 {
+            Err(errno())
+        } else {
+            Ok(r as usize)
+        }
+    }
+
+    /// A socket address buffer and its length.
+    pub type AddrBuf = ([u8; 128], usize);
+
+    /// bind(2) to the address bytes `addr`.
+    pub fn bind(fd: c_int, addr: &[u8]) -> Result<(), c_int> {
+        // SAFETY: `addr` is a live byte slice of the length passed.
+        cvt(unsafe { super::bind(fd, addr.as_ptr().cast(), addr.len() as socklen_t) }).map(drop)
+    }
+
+    /// connect(2) to the address bytes `addr`.
+    pub fn connect(fd: c_int, addr: &[u8]) -> Result<(), c_int> {
+        // SAFETY: as above.
+        cvt(unsafe { super::connect(fd, addr.as_ptr().cast(), addr.len() as socklen_t) }).map(drop)
+    }
+
+    /// listen(2).
+    pub fn listen(fd: c_int, backlog: c_int) -> Result<(), c_int> {
+        // SAFETY: no pointers.
+        cvt(unsafe { super::listen(fd, backlog) }).map(drop)
+    }
+
+    /// accept4(2): the new fd and the peer's address bytes.
+    pub fn accept4(fd: c_int, flags: c_int) -> Result<(c_int, AddrBuf), c_int> {
+        let mut b = [0u8; 128];
+        let mut len = b.len() as socklen_t;
+        // SAFETY: `b` is writable for `len` bytes; accept4 writes at most that.
+        let r = cvt(unsafe { super::accept4(fd, b.as_mut_ptr().cast(), &mut len, flags) })?;
+        Ok((r, (b, (len as usize).min(128))))
+    }
+
+    /// getsockname(2): the address bytes.
+    pub fn getsockname(fd: c_int) -> Result<AddrBuf, c_int> {
+        let mut b = [0u8; 128];
+        let mut len = b.len() as socklen_t;
+        // SAFETY: as above.
+        cvt(unsafe { super::getsockname(fd, b.as_mut_ptr().cast(), &mut len) })?;
+        Ok((b, (len as usize).min(128)))
+    }
+
+    /// shutdown(2).
+    pub fn shutdown(fd: c_int, how: c_int) -> Result<(), c_int> {
+        // SAFETY: no pointers.
+        cvt(unsafe { super::shutdown(fd, how) }).map(drop)
+    }
+
+    /// recvfrom(2) into `buf`: the length (the datagram's full length with
+    /// MSG_TRUNC) and the source's address bytes.
+    pub fn recvfrom(fd: c_int, buf: &mut [u8], flags: c_int) -> Result<(usize, AddrBuf), c_int> {
+        let mut b = [0u8; 128];
+        let mut len = b.len() as socklen_t;
+        // SAFETY: `buf` and `b` are live and writable for the lengths passed.
+        let n = cvt_size(unsafe {
+            super::recvfrom(
+                fd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                flags,
+                b.as_mut_ptr().cast(),
+                &mut len,
+            )
+        })?;
+        Ok((n, (b, (len as usize).min(128))))
+    }
+
+    /// sendto(2) of `buf` to `addr` (None: the connected peer).
+    pub fn sendto(
+        fd: c_int,
+        buf: &[u8],
+        flags: c_int,
+        addr: Option<&[u8]>,
+    ) -> Result<usize, c_int> {
+        let (p, l) = addr.map_or((core::ptr::null(), 0), |a| (a.as_ptr(), a.len()));
+        // SAFETY: `buf` and `addr` are live slices of the lengths passed.
+        cvt_size(unsafe {
+            super::sendto(
+                fd,
+                buf.as_ptr().cast(),
+                buf.len(),
+                flags,
+                p.cast(),
+                l as socklen_t,
+            )
+        })
+    }
+
+    /// setsockopt(2) with the option bytes `val`.
+    pub fn setsockopt(fd: c_int, level: c_int, name: c_int, val: &[u8]) -> Result<(), c_int> {
+        // SAFETY: `val` is a live slice of the length passed.
+        cvt(unsafe {
+            super::setsockopt(fd, level, name, val.as_ptr().cast(), val.len() as socklen_t)
+        })
+        .map(drop)
+    }
+
+    /// getsockopt(2) into `val`; returns the length written.
+    pub fn getsockopt(
+        fd: c_int,
+        level: c_int,
+        name: c_int,
+        val: &mut [u8],
+    ) -> Result<usize, c_int> {
+        let mut len = val.len() as socklen_t;
+        // SAFETY: `val` is writable for `len` bytes.
+        cvt(unsafe { super::getsockopt(fd, level, name, val.as_mut_ptr().cast(), &mut len) })?;
+        Ok((len as usize).min(val.len()))
+    }
+
+    /// fcntl(2) with an integer argument.
+    pub fn fcntl_int(fd: c_int, cmd: c_int, arg: c_int) -> Result<c_int, c_int> {
+        // SAFETY: `cmd` takes an integer argument (the callers pass F_GETFL,
+        // F_SETFL, F_GETFD, F_SETFD, F_DUPFD*).
+        cvt(unsafe { super::fcntl(fd, cmd, arg as c_ulong) })
+    }
+
+    /// Sets or clears O_NONBLOCK on `fd`.
+    pub fn set_nonblocking(fd: c_int, on: bool) -> Result<(), c_int> {
+        let fl = fcntl_int(fd, libc::F_GETFL, 0)?;
+        let fl = if on {
+            fl | libc::O_NONBLOCK
+        } else {
+            fl & !libc::O_NONBLOCK
+        };
+        fcntl_int(fd, libc::F_SETFL, fl).map(drop)
+    }
+
+    /// A placeholder fd for an accepted connection: an eventfd with
+    /// EFD_CLOEXEC / EFD_NONBLOCK as accept4's SOCK_CLOEXEC / SOCK_NONBLOCK ask.
+    pub fn placeholder(flags: c_int) -> Result<c_int, c_int> {
+        let mut f = 0;
+        if flags & libc::SOCK_CLOEXEC != 0 {
+            f |= libc::EFD_CLOEXEC;
+        }
+        if flags & libc::SOCK_NONBLOCK != 0 {
+            f |= libc::EFD_NONBLOCK;
+        }
+        // SAFETY: eventfd takes no pointers.
+        cvt(unsafe { libc::eventfd(0, f) })
+    }
+
+    /// close(2) of an fd the shim owns (a placeholder it failed to hand out).
+    pub fn close_fd(fd: c_int) {
+        // SAFETY: closes an fd the caller owns.
+        unsafe { super::close(fd) };
+    }
+
+    /// Readiness of kernel fd `fd` now (poll with a zero timeout): revents.
+    pub fn poll_now(fd: c_int, events: i16) -> i16 {
+        let mut p = [pollfd {
+            fd,
+            events,
+            revents: 0,
+        }];
+        match poll_fds(&mut p, 0, None) {
+            Ok(_) => p[0].revents,
+            Err(_) => 0,
+        }
+    }
+
+    /// read(2) into `buf` (a file, for sendfile).
+    pub fn read(fd: c_int, buf: &mut [u8]) -> Result<usize, c_int> {
+        // SAFETY: `buf` is writable for its length.
+        cvt_size(unsafe { super::read(fd, buf.as_mut_ptr().cast(), buf.len()) })
+    }
+
+    /// pread(2) into `buf` at `offset` (a file, for sendfile).
+    pub fn pread(fd: c_int, buf: &mut [u8], offset: i64) -> Result<usize, c_int> {
+        // SAFETY: as above.
+        cvt_size(unsafe { super::pread(fd, buf.as_mut_ptr().cast(), buf.len(), offset as off_t) })
+    }
+
+    /// lseek(2) (sendfile without an offset advances the file position).
+    pub fn lseek(fd: c_int, offset: i64, whence: c_int) -> Result<i64, c_int> {
+        // SAFETY: no pointers.
+        let r = unsafe { libc::lseek(fd, offset as off_t, whence) };
+        if r < 0 {
+            Err(errno())
+        } else {
+            Ok(r as i64)
+        }
+    }
+}
+
+/// Blocks every signal in the calling thread until the guard drops (the
+/// old mask comes back): threads spawned meanwhile (the engine's) inherit
+/// the full mask, so process-directed signals never run on them.
+pub struct SignalsBlocked(sigset_t);
+
+impl SignalsBlocked {
+    /// Blocks every signal in this thread.
+    pub fn new() -> SignalsBlocked {
+        // SAFETY: sigset_t is plain bits; sigfillset and pthread_sigmask write
+        // only the sets we pass, which live on our stack.
+        unsafe {
+            let mut all: sigset_t = core::mem::zeroed();
+            let mut old: sigset_t = core::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+            SignalsBlocked(old)
+        }
+    }
+}
+
+impl Drop for SignalsBlocked {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `new`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, core::ptr::null_mut()) };
+    }
+}

@@ -1,0 +1,96 @@
+//! Sleeping in the kernel until corestack or kernel fds are ready.
+//!
+//! Every thread that waits on more than one thing (poll, select, a blocking
+//! call on a socket with a kernel side too) owns an eventfd (created on its
+//! first wait, above the application's numbers and reserved, and given
+//! back to a pool when the thread exits, never closed: a late wake-up
+//! written by the engine can only reach a pooled eventfd). The thread arms
+//! a doorbell with it ([`corestack::Notify::arm`]), re-checks, then sleeps
+//! in `poll(2)` with the eventfd among the fds: the engine writes it only
+//! when the thread is armed (the notify-flag protocol).
+//!
+//! Signals: poll(2) and epoll_wait(2) return EINTR for every handler, as
+//! Linux's own poll, select and epoll_wait do. A blocking socket call that
+//! sleeps here restarts after a handler when [`crate::sys::restart_after_signal`]
+//! says Linux would.
+#![forbid(unsafe_code)]
+
+use crate::sys;
+use core::ffi::c_int;
+use core::time::Duration;
+use std::cell::Cell;
+use std::sync::Mutex;
+use std::time::Instant;
+
+static POOL: Mutex<Vec<c_int>> = Mutex::new(Vec::new());
+
+struct ThreadFd(Cell<c_int>);
+
+impl Drop for ThreadFd {
+    fn drop(&mut self) {
+        let fd = self.0.get();
+        if fd >= 0 {
+            sys::eventfd_drain(fd);
+            POOL.lock().unwrap_or_else(|p| p.into_inner()).push(fd);
+        }
+    }
+}
+
+thread_local! {
+    static MINE: ThreadFd = const { ThreadFd(Cell::new(-1)) };
+}
+
+/// This thread's wake-up eventfd. Errors: the errno of eventfd (EMFILE).
+pub fn thread_eventfd() -> Result<c_int, c_int> {
+    let cur = MINE.try_with(|m| m.0.get()).unwrap_or(-1);
+    if cur >= 0 {
+        return Ok(cur);
+    }
+    let pooled = POOL.lock().unwrap_or_else(|p| p.into_inner()).pop();
+    let fd = match pooled {
+        Some(fd) => fd,
+        None => sys::internal_eventfd()?,
+    };
+    if MINE.try_with(|m| m.0.set(fd)).is_err() {
+        // The thread is exiting: lend it back at once.
+        POOL.lock().unwrap_or_else(|p| p.into_inner()).push(fd);
+    }
+    Ok(fd)
+}
+
+/// A deadline from a timeout (None: no limit).
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(Option<Instant>);
+
+impl Deadline {
+    /// `timeout` from now.
+    pub fn after(timeout: Option<Duration>) -> Deadline {
+        Deadline(timeout.map(|t| Instant::now() + t))
+    }
+
+    /// From a poll-style timeout in ms (negative: no limit).
+    pub fn from_ms(ms: i64) -> Deadline {
+        Deadline::after(u64::try_from(ms).ok().map(Duration::from_millis))
+    }
+
+    /// Time left (None: no limit).
+    pub fn left(&self) -> Option<Duration> {
+        self.0.map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// True once passed.
+    pub fn passed(&self) -> bool {
+        self.left() == Some(Duration::ZERO)
+    }
+
+    /// Time left in ms for poll(2), rounded up (-1: no limit).
+    pub fn poll_ms(&self) -> i64 {
+        match self.left() {
+            None => -1,
+            Some(d) => {
+                let ms = d.as_micros().div_ceil(1000);
+                ms.min(i32::MAX as u128) as i64
+            }
+        }
+    }
+}
