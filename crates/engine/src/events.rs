@@ -55,7 +55,14 @@ impl Core {
             return;
         };
         let rx_want = c.tcb.rcv_buf_wanted().min(c.rx.reserved());
-        let tx_want = c.tcb.snd_buf_wanted().min(c.tx.reserved());
+        // The TX ring grows only while the flight fills half of it: it
+        // bounds the flight then; else its unsent backlog is enough.
+        let tx_bounds_flight = 2 * c.tcb.bytes_in_flight() >= c.tx.capacity();
+        let tx_want = if tx_bounds_flight {
+            c.tcb.snd_buf_wanted().min(c.tx.reserved())
+        } else {
+            0
+        };
         let rx_have = c.rx.wanted();
         let tx_have = c.growth.tx_grant.max(c.tx.capacity());
         if rx_want <= rx_have && tx_want <= tx_have {

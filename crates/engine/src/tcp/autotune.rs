@@ -11,7 +11,10 @@
 //!   does not read sees its window close and asks for nothing more.
 //! - Send (Linux's `tcp_sndbuf_expand`): about twice the congestion window,
 //!   up to `snd_buf_max`, so that the application can keep a full window
-//!   in flight plus the next one queued.
+//!   in flight plus the next one queued. The engine grows the TX ring only
+//!   while the bytes in flight fill half of it (the ring then bounds the
+//!   flight); a ring that holds mostly unsent data is big enough, and a
+//!   bigger one would only cost cache.
 //!
 //! The Tcb only says what it wants ([`Tcb::rcv_buf_wanted`],
 //! [`Tcb::snd_buf_wanted`]); the engine grows the rings, within the memory
@@ -58,7 +61,7 @@ impl Tcb {
     /// receive buffer asked for (Linux's `tcp_rcv_space_adjust`):
     /// 2 · delivered + 16 MSS, plus twice the relative growth of the rate.
     pub(super) fn rcv_space_adjust(&mut self, now: Instant) {
-        let Some(rtt) = self.tune.rcv_rtt.or_else(|| self.timers.rto.srtt()) else {
+        let Some(rtt) = self.rcv_rtt() else {
             return;
         };
         if now.saturating_since(self.tune.rcv_space_time) < rtt {
@@ -79,6 +82,21 @@ impl Tcb {
         }
         self.tune.rcv_space_seq = self.rcv.nxt;
         self.tune.rcv_space_time = now;
+    }
+
+    /// The round trip the receiver measures over: the timestamp-based
+    /// estimate once it is above the clock's 1 ms tick and its rounding
+    /// (below that it says little: a LAN's RTT is tens of µs, and a buffer
+    /// sized for 1 ms would be far larger than the path needs, costing
+    /// cache and memory); else the smoothed RTT of our own samples (the
+    /// handshake's at least); else the timestamp estimate.
+    fn rcv_rtt(&self) -> Option<Duration> {
+        let srtt = self.timers.rto.srtt();
+        match (self.tune.rcv_rtt, srtt) {
+            (Some(ts), _) if ts >= Duration::from_millis(2) => Some(ts),
+            (_, Some(s)) => Some(s),
+            (ts, None) => ts,
+        }
     }
 
     /// The receive buffer auto-tuning asks for, bytes: at least the one the
