@@ -36,9 +36,10 @@
 //!
 //! The client is `bench transfer --progress-ms` on the kernel stack: one nonblocking socket that
 //! writes seeded data while it reads the echo, then compares the sha256 of both. Congestion
-//! control: the Linux server runs cubic (`--linux-cc`), as corestack does, so the two servers'
-//! sending compares like with like; the client runs the system's default (`--client-cc`; bbr
-//! on many current systems), as a user's client does, the same against both servers.
+//! control: both servers run the same one (`--server-cc`; default: the system's, which a Linux
+//! server gets without asking, bbr on many current systems), so the two servers' sending
+//! compares like with like; the client runs the system's default (`--client-cc`), as a user's
+//! client does, the same against both servers.
 //!
 //! A run with no byte sent or received for `--stall-secs` is stopped as stalled, a run longer
 //! than `--cap-secs` as capped; then, as when the client fails or the echo differs, `ss -tino`
@@ -96,10 +97,11 @@ pub struct EchoMatrix {
     /// A run is stopped (capped) after this many seconds whatever it does.
     #[arg(long, default_value_t = 120.0)]
     cap_secs: f64,
-    /// Congestion control of the Linux echo server (TCP_CONGESTION on its listener); cubic by
-    /// default, as corestack's, to compare like with like (the system's default may be bbr).
-    #[arg(long, default_value = "cubic", value_name = "NAME")]
-    linux_cc: String,
+    /// Congestion control of both echo servers (Linux: TCP_CONGESTION on its listener;
+    /// corestack: `--cc`), by its Linux name: reno, cubic, dctcp, bbr. Default: the system's
+    /// (net.ipv4.tcp_congestion_control), which a Linux server gets without asking.
+    #[arg(long, alias = "linux-cc", value_name = "NAME")]
+    server_cc: Option<String>,
     /// Congestion control of the client (the same against both servers); default: the
     /// system's (net.ipv4.tcp_congestion_control), as a user's client has.
     #[arg(long, value_name = "NAME")]
@@ -427,8 +429,10 @@ struct Ctx<'a> {
     bytes: u64,
     stall: Duration,
     cap: Duration,
-    /// TCP_CONGESTION of the Linux server.
-    linux_cc: &'a str,
+    /// Congestion control of both servers (its Linux name).
+    server_cc: &'a str,
+    /// The same as corestack's `--cc` value.
+    core_cc: &'static str,
     /// TCP_CONGESTION of the client.
     client_cc: &'a str,
     /// Where per-run captures go, if anywhere.
@@ -465,11 +469,18 @@ impl Ctx<'_> {
                 "--ip",
                 LINUX_SERVER,
                 "--kernel-cc",
-                self.linux_cc,
+                self.server_cc,
             ]),
-            Server::Corestack => {
-                args.extend_from_slice(&["--iface", "sc", "--ip", &core_ip, "--driver", "af_xdp"])
-            }
+            Server::Corestack => args.extend_from_slice(&[
+                "--iface",
+                "sc",
+                "--ip",
+                &core_ip,
+                "--driver",
+                "af_xdp",
+                "--cc",
+                self.core_cc,
+            ]),
         }
         self.lab
             .server(&args, log)
@@ -838,7 +849,7 @@ struct JsonReport<'a> {
     seeds: &'a [u64],
     stall_secs: f64,
     cap_secs: f64,
-    linux_cc: &'a str,
+    server_cc: &'a str,
     client_cc: &'a str,
     client_cpu: Option<&'a str>,
     server_cpu: Option<&'a str>,
@@ -878,6 +889,18 @@ impl EchoMatrix {
                 .trim()
                 .to_string(),
         };
+        let server_cc = match &self.server_cc {
+            Some(cc) => cc.trim().to_string(),
+            None => topo
+                .server
+                .run("sysctl", &["-n", "net.ipv4.tcp_congestion_control"])
+                .context("reading the system's congestion control")?
+                .trim()
+                .to_string(),
+        };
+        let Some(core_cc) = net::core_cc_arg(&server_cc) else {
+            bail!("corestack has no congestion control {server_cc:?} (reno, cubic, dctcp, bbr): choose one with --server-cc");
+        };
         let lab = Lab::new(&topo, &exe, &logs, &stop);
         let mut probe = lab.bridge(&[], "probe-impair.log")?;
         topo.through(&mut probe)?;
@@ -887,7 +910,8 @@ impl EchoMatrix {
             bytes: self.mib << 20,
             stall: Duration::from_secs_f64(self.stall_secs),
             cap: Duration::from_secs_f64(self.cap_secs),
-            linux_cc: &self.linux_cc,
+            server_cc: &server_cc,
+            core_cc,
             client_cc: &client_cc,
             pcap: self.pcap.as_deref(),
         };
@@ -916,9 +940,10 @@ impl EchoMatrix {
         drop(topo);
 
         let load: Vec<&str> = load.split_whitespace().take(3).collect();
-        self.print(&cases, &runs, pin, &load.join(" "), &client_cc);
+        let ccs = (server_cc.as_str(), client_cc.as_str());
+        self.print(&cases, &runs, pin, &load.join(" "), ccs);
         if let Some(path) = &self.json {
-            let report = self.json_report(&cases, &runs, pin, &client_cc);
+            let report = self.json_report(&cases, &runs, pin, ccs);
             let text = serde_json::to_string_pretty(&report)?;
             std::fs::write(path, text + "\n")
                 .with_context(|| format!("writing {}", path.display()))?;
@@ -951,7 +976,9 @@ impl EchoMatrix {
     }
 
     /// What was run, the table, then one block per run that did not end well.
-    fn print(&self, cases: &[Case], runs: &[RunResult], pin: bool, load: &str, client_cc: &str) {
+    /// `ccs`: the servers' and the client's congestion control.
+    fn print(&self, cases: &[Case], runs: &[RunResult], pin: bool, load: &str, ccs: (&str, &str)) {
+        let (server_cc, client_cc) = ccs;
         println!();
         println!(
             "corestack bench echo-matrix: a Linux client sends {} MiB to an echo server while it reads the echo back (both directions loaded at once); sha256 compared every run",
@@ -960,8 +987,8 @@ impl EchoMatrix {
         println!("MB/s = bytes echoed back (10^6) / seconds from connect to the last byte; one run per server, case and bridge seed, one run at a time");
         println!("path: client ns -> br0 -> corestack impair (user-space AF_PACKET bridge in ns mid, both directions impaired alike, seeded, restarted every run) -> br0 -> server ns; veth, offloads off; delays are one way per direction (RTT + twice the delay)");
         println!(
-            "servers: Linux `serve echo --kernel` (a blocking thread per connection, {}), corestack `serve echo` (inline engine, af_xdp copy mode, adaptive polling, cubic); client: kernel stack ({client_cc}{}), one nonblocking socket writing while it reads",
-            self.linux_cc,
+            "servers: Linux `serve echo --kernel` (a blocking thread per connection, {server_cc}{}), corestack `serve echo` (inline engine, af_xdp copy mode, adaptive polling, {server_cc}); client: kernel stack ({client_cc}{}), one nonblocking socket writing while it reads",
+            if self.server_cc.is_none() { ", the system's default" } else { "" },
             if self.client_cc.is_none() { ", the system's default" } else { "" }
         );
         if pin {
@@ -1012,7 +1039,7 @@ impl EchoMatrix {
         cases: &'a [Case],
         runs: &'a [RunResult],
         pin: bool,
-        client_cc: &'a str,
+        (server_cc, client_cc): (&'a str, &'a str),
     ) -> JsonReport<'a> {
         let per_case = |c: &'a Case| {
             let mb = |server| {
@@ -1035,7 +1062,7 @@ impl EchoMatrix {
             seeds: &self.seeds,
             stall_secs: self.stall_secs,
             cap_secs: self.cap_secs,
-            linux_cc: &self.linux_cc,
+            server_cc,
             client_cc,
             client_cpu: pin.then_some(CLIENT_CPU),
             server_cpu: pin.then_some(SERVER_CPU),

@@ -64,15 +64,28 @@ pub enum ModeArg {
     Embedded,
 }
 
+/// corestack's `--cc` value for the congestion control Linux calls `name` (reno, cubic,
+/// dctcp, bbr), None when corestack has no such algorithm.
+pub fn core_cc_arg(name: &str) -> Option<&'static str> {
+    Some(match corestack::CcKind::from_name(name)? {
+        corestack::CcKind::NewReno => "newreno",
+        corestack::CcKind::Cubic => "cubic",
+        corestack::CcKind::Dctcp => "dctcp",
+        corestack::CcKind::Bbr => "bbr",
+    })
+}
+
 /// corestack's TCP congestion control.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CcArg {
     /// NewReno (RFC 5681, RFC 6582).
     Newreno,
-    /// CUBIC (RFC 9438), the default.
+    /// CUBIC (RFC 9438).
     Cubic,
     /// DCTCP (RFC 8257); turns ECN on.
     Dctcp,
+    /// BBR v1 (not paced).
+    Bbr,
 }
 
 /// Options that select corestack instead of the kernel stack.
@@ -94,7 +107,8 @@ pub struct StackOpts {
     /// Default gateway for destinations off the subnet.
     #[arg(long, value_name = "ADDR")]
     pub gateway: Option<Ipv4Addr>,
-    /// TCP congestion control of corestack's connections (default cubic).
+    /// TCP congestion control of corestack's connections (default: the host's,
+    /// net.ipv4.tcp_congestion_control, when corestack has it, else cubic).
     #[arg(long, value_enum, value_name = "NAME")]
     pub cc: Option<CcArg>,
     /// The engine's polling (inline mode: the waiting thread; embedded: the engine thread):
@@ -167,6 +181,7 @@ impl StackOpts {
                     Some(CcArg::Newreno) => ", newreno",
                     Some(CcArg::Cubic) => ", cubic",
                     Some(CcArg::Dctcp) => ", dctcp",
+                    Some(CcArg::Bbr) => ", bbr",
                 }
             ),
         }
@@ -242,6 +257,7 @@ impl StackOpts {
                 CcArg::Newreno => corestack::CcKind::NewReno,
                 CcArg::Cubic => corestack::CcKind::Cubic,
                 CcArg::Dctcp => corestack::CcKind::Dctcp,
+                CcArg::Bbr => corestack::CcKind::Bbr,
             });
         }
         let stack = builder

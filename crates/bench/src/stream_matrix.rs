@@ -46,7 +46,7 @@ pub struct StreamMatrix {
     /// Seed of the impairment bridge.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// corestack's TCP congestion control (default: the stack's, cubic).
+    /// corestack's TCP congestion control (default: the Linux senders', `--linux-cc`).
     #[arg(long, value_enum, value_name = "NAME")]
     cc: Option<CcArg>,
     /// The Linux senders' congestion control (TCP_CONGESTION on their sockets); cubic by
@@ -210,10 +210,17 @@ impl StreamMatrix {
             seconds: self.seconds,
             linux_cc: &self.linux_cc,
             cc: match self.cc {
-                None => vec![],
+                None => match net::core_cc_arg(&self.linux_cc) {
+                    Some(name) => vec!["--cc", name],
+                    None => bail!(
+                        "corestack has no congestion control {:?}: choose one with --cc",
+                        self.linux_cc
+                    ),
+                },
                 Some(CcArg::Newreno) => vec!["--cc", "newreno"],
                 Some(CcArg::Cubic) => vec!["--cc", "cubic"],
                 Some(CcArg::Dctcp) => vec!["--cc", "dctcp"],
+                Some(CcArg::Bbr) => vec!["--cc", "bbr"],
             },
         };
         let clean = ctx.phase("clean", self.rounds)?;
@@ -243,10 +250,11 @@ impl StreamMatrix {
             "Linux: blocking sockets, congestion control {}; corestack: inline engine on af_xdp, spinning, {}",
             self.linux_cc,
             match self.cc {
-                None => "default congestion control (cubic)",
+                None => net::core_cc_arg(&self.linux_cc).unwrap_or("?"),
                 Some(CcArg::Newreno) => "newreno",
                 Some(CcArg::Cubic) => "cubic",
                 Some(CcArg::Dctcp) => "dctcp",
+                Some(CcArg::Bbr) => "bbr",
             }
         );
         if ctx.lab.pinned {

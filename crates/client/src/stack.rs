@@ -220,6 +220,7 @@ impl Drop for Inner {
 
 impl Default for StackBuilder {
     fn default() -> Self {
+        let cc = engine::tcp::CcKind::system_default();
         StackBuilder {
             driver: Driver::AfXdp,
             iface: None,
@@ -228,7 +229,14 @@ impl Default for StackBuilder {
             inline: false,
             ring_bytes: 256 * 1024,
             idle_sleep: Some(IDLE_BEFORE_SLEEP),
-            engine: EngineConfig::default(),
+            engine: EngineConfig {
+                tcp: engine::tcp::TcpConfig {
+                    cc,
+                    ecn: cc == engine::tcp::CcKind::Dctcp,
+                    ..Default::default()
+                },
+                ..EngineConfig::default()
+            },
             mem: None,
             service: None,
             af_xdp_tx: None,
@@ -306,8 +314,9 @@ impl StackBuilder {
         self
     }
 
-    /// The default TCP congestion control of every connection (CUBIC
-    /// unless set; DCTCP also turns ECN on).
+    /// The default TCP congestion control of every connection (unless set:
+    /// the host's, `net.ipv4.tcp_congestion_control`, when corestack has it,
+    /// else CUBIC; DCTCP also turns ECN on).
     pub fn congestion(mut self, cc: engine::tcp::CcKind) -> Self {
         self.engine.tcp.cc = cc;
         if cc == engine::tcp::CcKind::Dctcp {

@@ -229,6 +229,7 @@ impl TcpStream {
             engine::tcp::CcKind::NewReno => 0,
             engine::tcp::CcKind::Cubic => 1,
             engine::tcp::CcKind::Dctcp => 2,
+            engine::tcp::CcKind::Bbr => 3,
         };
         self.stack.command(Command::SetCongestion {
             id: self.id,

@@ -237,6 +237,7 @@ impl Core {
                     0 => tcp::CcKind::NewReno,
                     1 => tcp::CcKind::Cubic,
                     2 => tcp::CcKind::Dctcp,
+                    3 => tcp::CcKind::Bbr,
                     _ => return,
                 };
                 if let Some(c) = self.sockets.conn(slot) {

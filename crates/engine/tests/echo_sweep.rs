@@ -26,6 +26,7 @@ mod common;
 use appif::socket::{Command, SockState, FLAG_RX_FIN};
 use common::{dump, push, End, Wire};
 use engine::stats::Stats;
+use engine::tcp::CcKind;
 use engine::EngineConfig;
 use nic::impair::Impairments;
 
@@ -127,20 +128,28 @@ struct Outcome {
 struct Rings {
     init: usize,
     max: usize,
+    /// Congestion control of both ends.
+    cc: CcKind,
 }
 
 impl Rings {
     /// Rings of `n` bytes that do not grow.
     fn fixed(n: usize) -> Rings {
-        Rings { init: n, max: n }
+        Rings {
+            init: n,
+            max: n,
+            cc: CcKind::Cubic,
+        }
     }
 
     fn config(self) -> EngineConfig {
-        EngineConfig {
+        let mut cfg = EngineConfig {
             ring_bytes: self.init,
             ring_max_bytes: self.max,
             ..EngineConfig::default()
-        }
+        };
+        cfg.tcp.cc = self.cc;
+        cfg
     }
 }
 
@@ -305,6 +314,31 @@ fn echo_with_default_growing_rings_never_stalls_in_any_case() {
         Rings {
             init: d.ring_bytes,
             max: d.ring_max_bytes,
+            cc: CcKind::Cubic,
+        },
+    );
+}
+
+/// The same sweeps with BBR at both ends (it keeps cwnd up through loss
+/// and paces): fewer seeds.
+#[test]
+fn echo_with_bbr_never_stalls_in_any_case() {
+    sweep(
+        0..40,
+        256 * 1024,
+        Rings {
+            cc: CcKind::Bbr,
+            ..Rings::fixed(16 * 1024)
+        },
+    );
+    let d = EngineConfig::default();
+    sweep(
+        0..5,
+        4 << 20,
+        Rings {
+            init: d.ring_bytes,
+            max: d.ring_max_bytes,
+            cc: CcKind::Bbr,
         },
     );
 }

@@ -200,7 +200,7 @@ fn matrix() -> Vec<(&'static str, Impairments)> {
 
 #[test]
 fn impairment_matrix_each_cc_64mib_each_way_arrives_byte_exact() {
-    for cc in [CcKind::NewReno, CcKind::Cubic, CcKind::Dctcp] {
+    for cc in [CcKind::NewReno, CcKind::Cubic, CcKind::Dctcp, CcKind::Bbr] {
         for (i, (name, imp)) in matrix().into_iter().enumerate() {
             let seed = 0x3a7_0000 + i as u64;
             let start = std::time::Instant::now();

@@ -128,11 +128,7 @@ fn timeval(val: &[u8]) -> R<Option<Duration>> {
 }
 
 fn cc_name(cc: CcKind) -> &'static str {
-    match cc {
-        CcKind::NewReno => "reno",
-        CcKind::Cubic => "cubic",
-        CcKind::Dctcp => "dctcp",
-    }
+    cc.name()
 }
 
 static WARNED: [AtomicBool; 8] = [const { AtomicBool::new(false) }; 8];
@@ -220,6 +216,7 @@ fn record(s: &Sock, level: c_int, name: c_int, val: &[u8]) -> R<()> {
                 b"reno" => CcKind::NewReno,
                 b"cubic" => CcKind::Cubic,
                 b"dctcp" => CcKind::Dctcp,
+                b"bbr" => CcKind::Bbr,
                 _ => return Err(libc::ENOENT),
             };
             o.congestion = Some(cc);

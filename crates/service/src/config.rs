@@ -13,7 +13,7 @@
 //! buffer_growth_limit = 268435456  # ring growth allowed per application, bytes
 //! max_sockets_per_app = 1024
 //! max_apps = 64
-//! congestion = "cubic"       # newreno | cubic | dctcp
+//! congestion = "cubic"       # newreno | cubic | dctcp | bbr (default: the host's)
 //! [polling]
 //! policy = "adaptive"        # busy | adaptive | interrupt
 //! idle_us = 50               # adaptive: idle time before sleeping
@@ -294,7 +294,8 @@ pub struct Config {
     pub max_sockets_per_app: u32,
     /// Most applications connected at once; default 64.
     pub max_apps: u32,
-    /// TCP congestion control of every connection; default cubic.
+    /// TCP congestion control of every connection; default: the host's
+    /// (`net.ipv4.tcp_congestion_control`) when corestack has it, else cubic.
     pub congestion: Congestion,
     /// `[polling]`: how the engine waits for work.
     pub polling: Polling,
@@ -316,7 +317,7 @@ impl Default for Config {
             buffer_growth_limit: 256 << 20,
             max_sockets_per_app: 1024,
             max_apps: 64,
-            congestion: Congestion::Cubic,
+            congestion: Congestion::system_default(),
             polling: Polling::default(),
             ports: Ports::default(),
         }
@@ -378,6 +379,8 @@ pub enum Congestion {
     Cubic,
     /// DCTCP (RFC 8257).
     Dctcp,
+    /// BBR v1 (not paced).
+    Bbr,
 }
 
 /// How the engine waits for work, as written (`polling.policy`).
@@ -404,12 +407,23 @@ impl Driver {
 }
 
 impl Congestion {
+    /// The host's default (`CcKind::system_default`).
+    pub fn system_default() -> Congestion {
+        match CcKind::system_default() {
+            CcKind::NewReno => Congestion::Newreno,
+            CcKind::Cubic => Congestion::Cubic,
+            CcKind::Dctcp => Congestion::Dctcp,
+            CcKind::Bbr => Congestion::Bbr,
+        }
+    }
+
     /// The name used in the file.
     pub fn name(self) -> &'static str {
         match self {
             Congestion::Newreno => "newreno",
             Congestion::Cubic => "cubic",
             Congestion::Dctcp => "dctcp",
+            Congestion::Bbr => "bbr",
         }
     }
 }
@@ -535,6 +549,7 @@ impl Validated {
                 ecfg.tcp.ecn = true;
                 CcKind::Dctcp
             }
+            Congestion::Bbr => CcKind::Bbr,
         };
         ecfg
     }

@@ -52,6 +52,10 @@ pub struct TcpConfig {
     /// Congestion control algorithm (a socket option, see [`Tcb::set_cc`]).
     /// Default CUBIC, as Linux.
     pub cc: CcKind,
+    /// Pace data at the rate the congestion controller asks for (BBR;
+    /// the others ask for none), as Linux's internal pacing; off, BBR acts
+    /// through its cwnd only. Default on.
+    pub pacing: bool,
     /// Offer SACK (RFC 2018) and, once negotiated, recover from losses with
     /// the scoreboard (RFC 6675) and RACK-TLP (RFC 8985). Default true.
     pub sack: bool,
@@ -109,6 +113,7 @@ impl Default for TcpConfig {
             rcv_buf_max: 6 << 20,
             snd_buf_max: 4 << 20,
             cc: CcKind::Cubic,
+            pacing: true,
             sack: true,
             rack_tlp: true,
             ecn: false,

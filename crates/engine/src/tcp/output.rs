@@ -5,12 +5,17 @@
 use wire::tcp::{TcpFlags, TcpOptions, TcpRepr};
 use wire::SeqNum;
 
+use core::time::Duration;
+
 use crate::time::Instant;
 
 use super::api::{Segment, SendBuffer, State};
 use super::cc::CongestionControl;
 use super::rst::PendingRst;
 use super::tcb::Tcb;
+
+/// Lateness of the pacing timer (its tick) made up for by a short burst.
+const PACE_SLACK: Duration = Duration::from_millis(1);
 
 impl Tcb {
     /// Emits every segment due now, at most `max_segments`, through `emit`,
@@ -35,6 +40,9 @@ impl Tcb {
             return 0;
         }
         self.grow_scoreboard(max_segments);
+        if self.pace.deadline.is_some_and(|t| now >= t) {
+            self.pace.deadline = None;
+        }
         if let Some(rst) = self.pending_rst.take() {
             emit(&self.rst_segment(rst));
             sent += 1;
@@ -62,7 +70,7 @@ impl Tcb {
             }
         }
         // Segments deemed lost (RFC 6675 NextSeg rule 1) while pipe < cwnd.
-        while sent < max_segments && self.owed_ready(tx_len) {
+        while sent < max_segments && self.owed_ready(tx_len) && self.pace_ready(now) {
             match self.retransmit_owed(now, tx_len, rcv_free) {
                 Some(seg) => {
                     emit(&seg);
@@ -95,6 +103,9 @@ impl Tcb {
             self.restart_after_idle(now);
         }
         while sent < max_segments {
+            if self.data_ready(tx_len).is_some() && !self.pace_ready(now) {
+                break;
+            }
             match self.data_segment(now, tx_len, rcv_free, max_segments - sent) {
                 Some(seg) => {
                     emit(&seg);
@@ -104,6 +115,7 @@ impl Tcb {
             }
         }
         self.validate_cwnd(tx_len, self.snd.max > snd_max_before);
+        self.check_app_limited(tx_len);
         if self.timers.probe_pending && sent < max_segments {
             self.timers.probe_pending = false;
             if let Some(seg) = self.probe_segment(now, tx_len, rcv_free) {
@@ -279,6 +291,58 @@ impl Tcb {
             self.cwv.limited = limited;
             self.cwv.max_flight = flight;
             self.cwv.usage_end = self.snd.nxt;
+        }
+    }
+
+    /// The pacing rate the congestion controller asks for, bytes/s; 0 =
+    /// no pacing (every algorithm but BBR).
+    pub(super) fn pacing_rate(&self) -> u64 {
+        match self.cc.bbr() {
+            Some(b) if self.cfg.pacing => b.pacing_rate(),
+            _ => 0,
+        }
+    }
+
+    /// True if a data segment may leave now under pacing; if not, arms the
+    /// pacing timer for when it may.
+    fn pace_ready(&mut self, now: Instant) -> bool {
+        if self.pacing_rate() == 0 || now >= self.pace.next {
+            return true;
+        }
+        self.pace.deadline = Some(self.pace.next);
+        false
+    }
+
+    /// `len` bytes of data just left: the next may leave `len / rate`
+    /// later. Up to 1 ms of lateness (the timer tick) is made up for, so
+    /// the average rate holds.
+    fn pace_sent(&mut self, len: usize, now: Instant) {
+        let rate = self.pacing_rate();
+        if rate == 0 || len == 0 {
+            return;
+        }
+        let gap = Duration::from_nanos((len as u128 * 1_000_000_000 / u128::from(rate)) as u64);
+        let from = self.pace.next.max(now - PACE_SLACK);
+        self.pace.next = from + gap;
+    }
+
+    /// Delivery-rate samples of what is in flight now say less than the
+    /// path can carry when the sender has less than a segment left to send,
+    /// nothing owed a retransmission and room in cwnd (draft-cheng-iccrg-
+    /// delivery-rate-estimation §3.4, Linux's `tcp_rate_check_app_limited`).
+    fn check_app_limited(&mut self, tx_len: usize) {
+        if !self.sends_data() {
+            return;
+        }
+        let data_end = self.snd.base + tx_len;
+        let unsent = if data_end > self.snd.nxt {
+            data_end - self.snd.nxt
+        } else {
+            0
+        };
+        let pipe = self.pipe();
+        if unsent < self.snd.mss && self.rec.sb.owed() == 0 && pipe < self.cc.cwnd() {
+            self.rate.mark_app_limited(pipe);
         }
     }
 
@@ -516,7 +580,7 @@ impl Tcb {
     /// Length and FIN flag of the next data segment from snd_nxt, if the
     /// windows, Nagle and sender SWS avoidance allow one now.
     fn data_ready(&self, tx_len: usize) -> Option<(usize, bool)> {
-        if !self.sends_data() {
+        if !self.sends_data() || self.pace.deadline.is_some() {
             return None;
         }
         let data_end = self.snd.base + tx_len;
@@ -565,10 +629,17 @@ impl Tcb {
         if !fin && len == mss && self.snd.gso_max >= 2 * mss && self.snd.nxt == self.snd.max {
             let unsent = (self.snd.base + tx_len) - self.snd.nxt;
             let room = unsent.min(self.usable_window()).min(self.snd.gso_max);
-            let segs = (room / mss)
+            let mut segs = (room / mss)
                 .min(self.rec.sb.room())
                 .min(max_segments)
                 .max(1);
+            let rate = self.pacing_rate();
+            if rate > 0 {
+                // Paced: bursts of about 1 ms of data, at least 2 segments
+                // (Linux's TSO autosizing).
+                let per_ms = (rate / 1000) as usize / mss;
+                segs = segs.min(per_ms.max(2));
+            }
             len = segs * mss;
         }
         Some(self.emit_data(self.snd.nxt, len, fin, now, rcv_free, true))
@@ -613,12 +684,15 @@ impl Tcb {
         if advance && self.rec.sb.end().is_none_or(|e| seq >= e) && end > seq {
             // A segment beyond the tracked ones: into the retransmission
             // queue, MSS by MSS for a TSO segment.
+            let stamp = self.rate.stamp(now, self.rec.sb.is_empty());
+            let from = self.rec.sb.len();
             let mut at = seq;
             while at + self.snd.mss < seq + len {
                 self.rec.sb.push(at, at + self.snd.mss, false, now);
                 at += self.snd.mss;
             }
             self.rec.sb.push(at, end, fin, now);
+            self.rec.sb.stamp_from(from, stamp);
         }
         if fin {
             self.snd.fin_seq = Some(seq + len);
@@ -637,6 +711,7 @@ impl Tcb {
         }
         self.timers.persist_deadline = None;
         self.prr_on_send(len);
+        self.pace_sent(len, now);
         Segment {
             repr,
             payload_offset: seq - self.snd.base,
@@ -684,7 +759,7 @@ impl Tcb {
     /// True if a segment is owed a retransmission and pipe leaves room for
     /// it in cwnd (RFC 6675 §5 step (C)).
     fn owed_ready(&self, tx_len: usize) -> bool {
-        if !self.sends_data() {
+        if !self.sends_data() || self.pace.deadline.is_some() {
             return false;
         }
         let Some(s) = self.rec.sb.peek_owed().and_then(|i| self.rec.sb.get(i)) else {
@@ -715,7 +790,9 @@ impl Tcb {
         };
         let len = s.data_len().min(avail);
         let fin = s.has(super::scoreboard::FIN);
+        let stamp = self.rate.stamp(now, false);
         self.rec.sb.retransmitted(i, now);
+        self.rec.sb.stamp(i, stamp);
         if let Some(u) = self.rec.undo.as_mut() {
             if s.start >= u.marker {
                 u.retrans += 1;
@@ -755,7 +832,9 @@ impl Tcb {
         };
         let len = s.data_len().min(avail);
         let fin = s.has(super::scoreboard::FIN);
+        let stamp = self.rate.stamp(now, false);
         self.rec.sb.retransmitted(i, now);
+        self.rec.sb.stamp(i, stamp);
         self.rec.tlp.high = Some(self.snd.max);
         if self.rec.active {
             // Its D-SACK, if it was not needed, must not pass for one of

@@ -22,7 +22,7 @@ use wire::SeqNum;
 use crate::time::Instant;
 
 use super::api::State;
-use super::cc::{AckInfo, Cc, CcKind, CongestionControl, CongestionEvent};
+use super::cc::{AckInfo, Cc, CcKind, CongestionControl, CongestionEvent, RateCtx};
 use super::scoreboard::{TxSeg, EVER_RETRANS, SACKED};
 use super::tcb::{Tcb, SACK_RECENT};
 
@@ -175,10 +175,11 @@ impl Tcb {
                 continue;
             }
             let rack = &mut self.rec.rack;
-            newly += self
-                .rec
-                .sb
-                .sack(b.left, b.right, |s| rack_update(rack, s, now, ts));
+            let rate = &mut self.rate;
+            newly += self.rec.sb.sack(b.left, b.right, |s| {
+                rack_update(rack, s, now, ts);
+                rate.on_delivered(s, now);
+            });
         }
         (newly, dsack_tlp)
     }
@@ -216,7 +217,11 @@ impl Tcb {
     pub(super) fn scoreboard_ack(&mut self, seg: &TcpRepr, now: Instant) {
         let ts = self.ts_echo(seg);
         let rack = &mut self.rec.rack;
-        self.rec.sb.ack(seg.ack, |s| rack_update(rack, s, now, ts));
+        let rate = &mut self.rate;
+        self.rec.sb.ack(seg.ack, |s| {
+            rack_update(rack, s, now, ts);
+            rate.on_delivered(s, now);
+        });
     }
 
     fn ts_echo(&self, seg: &TcpRepr) -> TsEcho {
@@ -347,6 +352,16 @@ impl Tcb {
             self.ecn.recover = self.snd.max;
             self.ecn.cwr_pending = true;
         }
+        let rs = self.rate.sample(delivered, now);
+        if let Some(rs) = rs.filter(|_| self.cc.model_based()) {
+            let ctx = RateCtx {
+                now,
+                mss,
+                pipe: self.pipe(),
+                in_recovery: self.rec.active || self.snd.una < self.rec.recover,
+            };
+            self.cc.on_rate_sample(&rs, &ctx);
+        }
         self.arm_tlp(now);
     }
 
@@ -382,7 +397,12 @@ impl Tcb {
                 self.rec.rack.reo_mult = 1;
             }
         }
-        if self.opts.sack {
+        if self.cc.model_based() {
+            // BBR sets cwnd itself through the recovery (packet conservation).
+            if self.opts.sack {
+                self.stats.sack_recoveries += 1;
+            }
+        } else if self.opts.sack {
             self.stats.sack_recoveries += 1;
             self.rec.prr = Some(Prr {
                 recover_fs: flight,

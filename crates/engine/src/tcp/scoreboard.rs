@@ -17,6 +17,8 @@ use wire::SeqNum;
 
 use crate::time::Instant;
 
+use super::rate::RateStamp;
+
 /// Selectively acknowledged by the receiver.
 pub(crate) const SACKED: u8 = 1;
 /// Deemed lost (RFC 6675 IsLost, RACK, or RTO) and owed a retransmission
@@ -37,6 +39,9 @@ pub(crate) struct TxSeg {
     /// Time of the last (re)transmission.
     pub(crate) xmit: Instant,
     pub(crate) flags: u8,
+    /// The connection's delivery state at that (re)transmission (delivery
+    /// rate estimation, `rate`).
+    pub(crate) stamp: RateStamp,
 }
 
 impl TxSeg {
@@ -61,6 +66,12 @@ const EMPTY: TxSeg = TxSeg {
     end: SeqNum(0),
     xmit: Instant(0),
     flags: 0,
+    stamp: RateStamp {
+        delivered: 0,
+        delivered_time: Instant(0),
+        first_sent: Instant(0),
+        app_limited: false,
+    },
 };
 
 /// The retransmission queue. Indices given to and taken from callers are
@@ -209,6 +220,7 @@ impl Scoreboard {
             end,
             xmit: now,
             flags: if fin { FIN } else { 0 },
+            stamp: EMPTY.stamp,
         };
         self.len += 1;
         true
@@ -466,6 +478,29 @@ impl Scoreboard {
     /// The entry at `i` was retransmitted at `now`.
     pub(crate) fn retransmitted(&mut self, i: usize, now: Instant) {
         self.update(i, RETRANS | EVER_RETRANS, 0, Some(now));
+    }
+
+    /// Records the delivery state at the (re)transmission of entry `i`.
+    pub(crate) fn stamp(&mut self, i: usize, stamp: RateStamp) {
+        if i < self.len {
+            let k = self.idx(i);
+            self.ring[k].stamp = stamp;
+        }
+    }
+
+    /// [`Scoreboard::stamp`] for the entries from position `from` to the last.
+    pub(crate) fn stamp_from(&mut self, from: usize, stamp: RateStamp) {
+        for i in from..self.len {
+            self.stamp(i, stamp);
+        }
+    }
+
+    /// [`Scoreboard::stamp`] for the last entry.
+    #[cfg(test)]
+    pub(crate) fn stamp_last(&mut self, stamp: RateStamp) {
+        if let Some(i) = self.len.checked_sub(1) {
+            self.stamp(i, stamp);
+        }
     }
 
     /// Position of the lowest entry owed a retransmission (RFC 6675 NextSeg

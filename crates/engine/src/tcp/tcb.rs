@@ -68,6 +68,10 @@ pub struct Tcb {
     pub(super) timers: Timers,
     /// Congestion control (`cc`).
     pub(super) cc: Cc,
+    /// Delivery rate estimation (`rate`): feeds BBR.
+    pub(super) rate: super::rate::Rate,
+    /// Pacing of data segments at BBR's pacing rate (`output`).
+    pub(super) pace: Pace,
     /// Whether cwnd limits sending (congestion-window validation, `output`).
     pub(super) cwv: CwndUse,
     /// Loss detection and recovery (`recovery`, `scoreboard`).
@@ -288,6 +292,19 @@ pub(super) struct ChallengeAcks {
     pub(super) count: u32,
 }
 
+/// Pacing (`output`): when the congestion controller asks for a pacing
+/// rate (BBR), each data segment of `len` bytes moves the earliest
+/// departure time of the next one by `len / rate`, as Linux's internal
+/// pacing does. Segments go in bursts of about 1 ms of data (the engine's
+/// timer tick), so the timer only runs when no ACK comes to clock them.
+#[derive(Debug, Default)]
+pub(super) struct Pace {
+    /// Earliest departure of the next data segment.
+    pub(super) next: Instant,
+    /// Data waits for `next`: the pacing timer.
+    pub(super) deadline: Option<Instant>,
+}
+
 /// Buffer auto-tuning (see `autotune`).
 #[derive(Debug)]
 pub(super) struct Autotune {
@@ -392,6 +409,8 @@ impl Tcb {
                 fin_wait2_deadline: None,
             },
             cc: Cc::new(cfg.cc, eff_mss),
+            rate: Default::default(),
+            pace: Pace::default(),
             cwv: CwndUse {
                 limited: false,
                 max_flight: 0,
@@ -489,6 +508,21 @@ impl Tcb {
     /// The congestion-control algorithm in use.
     pub fn cc(&self) -> CcKind {
         self.cc.kind()
+    }
+
+    /// BBR's model when BBR is in use: the bottleneck bandwidth estimate
+    /// (bytes/s), the propagation RTT estimate and the pacing rate it asks
+    /// for (bytes/s; not enforced, see `cc::bbr`).
+    pub fn bbr_model(&self) -> Option<(u64, Option<Duration>, u64)> {
+        self.cc
+            .bbr()
+            .map(|b| (b.btl_bw(), b.min_rtt(), b.pacing_rate()))
+    }
+
+    /// Bytes delivered to the peer so far (cumulatively acknowledged or
+    /// SACKed), as Linux's `tcpi_delivered` in bytes.
+    pub fn delivered_bytes(&self) -> u64 {
+        self.rate.delivered()
     }
 
     /// DCTCP's alpha (RFC 8257 §3.3), the estimated fraction of marked

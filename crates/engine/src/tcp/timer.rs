@@ -20,6 +20,7 @@ impl Tcb {
             self.rec.tlp.deadline,
             self.ka.deadline,
             self.timers.fin_wait2_deadline,
+            self.pace.deadline,
         ]
         .into_iter()
         .flatten()
@@ -47,6 +48,10 @@ impl Tcb {
         }
         if self.rec.rack.deadline.is_some_and(|t| now >= t) {
             self.on_rack_timer(now);
+        }
+        if self.pace.deadline.is_some_and(|t| now >= t) {
+            // Paced data may leave (on the next `poll_output`).
+            self.pace.deadline = None;
         }
         if self.rec.tlp.deadline.is_some_and(|t| now >= t) {
             self.on_tlp_timer();

@@ -24,7 +24,7 @@ ring_bytes = 262144        # per-connection ring size at the start, power of two
 ring_max_bytes = 4194304   # the most a ring grows to
 max_sockets_per_app = 1024
 max_apps = 64
-congestion = "cubic"       # newreno | cubic | dctcp
+congestion = "cubic"       # newreno | cubic | dctcp | bbr
 [polling]
 policy = "adaptive"        # busy | adaptive | interrupt
 idle_us = 50               # adaptive: idle time before sleeping
@@ -65,7 +65,7 @@ fn empty_file_is_the_defaults() {
     assert_eq!(c.ring_bytes, 262144);
     assert_eq!(c.max_sockets_per_app, 1024);
     assert_eq!(c.max_apps, 64);
-    assert_eq!(c.congestion, Congestion::Cubic);
+    assert_eq!(c.congestion, Congestion::system_default());
     assert_eq!(c.polling.policy, PolicyKind::Adaptive);
     assert_eq!(c.polling.idle_us, 50);
     assert!(c.ports.privileged_uids.is_empty());
@@ -216,7 +216,7 @@ fn wrong_types_and_values_are_errors_with_their_line() {
         ("cores = \"one\"\n", 1, "cores"),
         ("\n\nring_bytes = -4096\n", 3, "4096"),
         ("driver = \"dpdk\"\n", 1, "dpdk"),
-        ("congestion = \"bbr\"\n", 1, "bbr"),
+        ("congestion = \"vegas\"\n", 1, "vegas"),
         ("[polling]\npolicy = \"spin\"\n", 2, "spin"),
         ("[ports]\nprivileged_uids = 1000\n", 2, "sequence"),
         ("iface = veth1\n", 1, ""),

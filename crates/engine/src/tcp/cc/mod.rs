@@ -12,10 +12,15 @@
 //!   every ACK when ECN is in use    ─► on_ecn_feedback (DCTCP's alpha)
 //! ```
 //!
+//! BBR (`bbr`) is model-based: it also takes a delivery-rate sample on
+//! every ACK that delivers data (`Cc::on_rate_sample`), sets cwnd itself
+//! during recovery (no PRR), and ignores ECN.
+//!
 //! Dispatch is static: [`Cc`] is an enum over the algorithms, so no virtual
 //! call happens per packet, and the whole state is `Copy`, which makes the
 //! "undo" of a spurious reduction (D-SACK) a plain saved copy.
 
+mod bbr;
 mod cubic;
 mod dctcp;
 mod newreno;
@@ -26,6 +31,9 @@ use wire::SeqNum;
 
 use crate::time::Instant;
 
+use super::rate::RateSample;
+
+pub(crate) use bbr::{Bbr, RateCtx};
 pub(crate) use cubic::Cubic;
 pub(crate) use dctcp::Dctcp;
 pub(crate) use newreno::NewReno;
@@ -41,6 +49,45 @@ pub enum CcKind {
     Cubic,
     /// DCTCP (RFC 8257): reacts to the fraction of ECN-marked bytes; needs ECN.
     Dctcp,
+    /// BBR v1 (Cardwell et al. 2016, Linux's `bbr`): cwnd from a model of
+    /// the path's bandwidth and RTT; loss changes it only for one round.
+    /// Not paced (see `cc::bbr`).
+    Bbr,
+}
+
+impl CcKind {
+    /// The Linux name (`TCP_CONGESTION`, `net.ipv4.tcp_congestion_control`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CcKind::NewReno => "reno",
+            CcKind::Cubic => "cubic",
+            CcKind::Dctcp => "dctcp",
+            CcKind::Bbr => "bbr",
+        }
+    }
+
+    /// The algorithm of a Linux name: `reno` (also `newreno`), `cubic`,
+    /// `dctcp`, `bbr`; None for any other.
+    pub fn from_name(name: &str) -> Option<CcKind> {
+        match name.trim() {
+            "reno" | "newreno" => Some(CcKind::NewReno),
+            "cubic" => Some(CcKind::Cubic),
+            "dctcp" => Some(CcKind::Dctcp),
+            "bbr" => Some(CcKind::Bbr),
+            _ => None,
+        }
+    }
+
+    /// The host's default (`/proc/sys/net/ipv4/tcp_congestion_control`), as
+    /// a new Linux socket gets it, when it names an algorithm corestack has;
+    /// otherwise CUBIC. Reads a file: call it when building a configuration,
+    /// not per connection.
+    pub fn system_default() -> CcKind {
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+            .ok()
+            .and_then(|s| CcKind::from_name(&s))
+            .unwrap_or(CcKind::Cubic)
+    }
 }
 
 /// Why the congestion window is being reduced.
@@ -110,6 +157,7 @@ pub(crate) enum Cc {
     NewReno(NewReno),
     Cubic(Cubic),
     Dctcp(Dctcp),
+    Bbr(Bbr),
 }
 
 impl Cc {
@@ -119,6 +167,7 @@ impl Cc {
             CcKind::NewReno => Cc::NewReno(NewReno::new(iw)),
             CcKind::Cubic => Cc::Cubic(Cubic::new(iw)),
             CcKind::Dctcp => Cc::Dctcp(Dctcp::new(iw)),
+            CcKind::Bbr => Cc::Bbr(Bbr::new(iw)),
         }
     }
 
@@ -128,6 +177,7 @@ impl Cc {
             Cc::NewReno(_) => CcKind::NewReno,
             Cc::Cubic(_) => CcKind::Cubic,
             Cc::Dctcp(_) => CcKind::Dctcp,
+            Cc::Bbr(_) => CcKind::Bbr,
         }
     }
 
@@ -137,12 +187,39 @@ impl Cc {
             Cc::NewReno(c) => c.ssthresh = ssthresh,
             Cc::Cubic(c) => c.ssthresh = ssthresh,
             Cc::Dctcp(c) => c.reno.ssthresh = ssthresh,
+            Cc::Bbr(_) => {}
+        }
+    }
+
+    /// Model-based (BBR): sets cwnd itself on every ACK, also in recovery,
+    /// so PRR and the RFC 5681 recovery window do not apply.
+    pub(crate) fn model_based(&self) -> bool {
+        matches!(self, Cc::Bbr(_))
+    }
+
+    /// A delivery-rate sample from an ACK that delivered data; used by BBR.
+    pub(crate) fn on_rate_sample(&mut self, rs: &RateSample, ctx: &RateCtx) {
+        if let Cc::Bbr(b) = self {
+            b.on_rate_sample(rs, ctx);
+        }
+    }
+
+    /// BBR's state, when BBR is in use.
+    pub(crate) fn bbr(&self) -> Option<&Bbr> {
+        match self {
+            Cc::Bbr(b) => Some(b),
+            _ => None,
         }
     }
 
     /// Undo of a spurious reduction (RFC 2883 §5 / Linux's undo): go back to
     /// the state saved before it, keeping a cwnd that grew since.
     pub(crate) fn undo(&mut self, saved: Cc) {
+        if let Cc::Bbr(b) = self {
+            // BBR never lowered its model: only the cwnd comes back.
+            b.undo();
+            return;
+        }
         let cwnd = self.cwnd().max(saved.cwnd());
         let ssthresh = self.ssthresh().max(saved.ssthresh());
         *self = saved;
@@ -157,6 +234,7 @@ macro_rules! dispatch {
             Cc::NewReno($c) => $e,
             Cc::Cubic($c) => $e,
             Cc::Dctcp($c) => $e,
+            Cc::Bbr($c) => $e,
         }
     };
 }

@@ -386,7 +386,7 @@ fn sim_every_cc_with_and_without_sack_one_percent_loss_byte_exact() {
         rate: 100_000_000 / 8,
         ce: 0.0,
     };
-    for (i, cc) in [CcKind::NewReno, CcKind::Cubic, CcKind::Dctcp]
+    for (i, cc) in [CcKind::NewReno, CcKind::Cubic, CcKind::Dctcp, CcKind::Bbr]
         .into_iter()
         .enumerate()
     {
@@ -410,7 +410,7 @@ fn sim_every_cc_with_and_without_sack_five_percent_loss_byte_exact() {
         rate: 100_000_000 / 8,
         ce: 0.0,
     };
-    for (i, cc) in [CcKind::NewReno, CcKind::Cubic, CcKind::Dctcp]
+    for (i, cc) in [CcKind::NewReno, CcKind::Cubic, CcKind::Dctcp, CcKind::Bbr]
         .into_iter()
         .enumerate()
     {
@@ -482,7 +482,7 @@ fn sim_seed_sweep_transfers_byte_exact() {
             ce: rng.gen_range(0.0..0.05),
         };
         let cfg = TcpConfig {
-            cc: [CcKind::NewReno, CcKind::Cubic, CcKind::Dctcp][rng.gen_range(0..3)],
+            cc: [CcKind::NewReno, CcKind::Cubic, CcKind::Dctcp, CcKind::Bbr][rng.gen_range(0..4)],
             sack: rng.gen_bool(0.7),
             ecn: rng.gen_bool(0.3),
             ooo_max_segments: rng.gen_range(0..8),
