@@ -36,6 +36,7 @@ pub mod stats;
 pub mod syncookie;
 pub mod tcp;
 pub mod time;
+mod trace;
 mod tx;
 mod udp;
 pub mod wheel;
@@ -96,6 +97,8 @@ pub(crate) struct Core {
     /// Service-mode associations whose application broke a ring's indices
     /// (found by housekeeping), not yet taken by the daemon.
     violations: Vec<u32>,
+    /// Stage timestamps for `corestack trace` (off unless switched on).
+    pub(crate) trace: trace::EngineTrace,
 }
 
 impl<P: Port> Engine<P> {
@@ -150,6 +153,7 @@ impl<P: Port> Engine<P> {
                 icmp_refill: now,
                 now,
                 violations: Vec::new(),
+                trace: trace::EngineTrace::new(appif::trace::Tracer::off()),
                 cfg,
             },
         }
@@ -172,11 +176,24 @@ impl<P: Port> Engine<P> {
         }
         let out = core.flush_output(tx);
         tx.flush();
+        core.trace.flushed();
         if core.woke {
             core.woke = false;
             core.wake.notify();
         }
         rx > 0 || cmds > 0 || out > 0
+    }
+
+    /// Sends this engine's trace records to `tracer` (`corestack trace`
+    /// switches them on through its segment); an engine starts with an
+    /// unshared tracer that stays off.
+    pub fn set_tracer(&mut self, tracer: appif::trace::Tracer) {
+        self.core.trace = trace::EngineTrace::new(tracer);
+    }
+
+    /// The tracer this engine's records go to.
+    pub fn tracer(&self) -> &appif::trace::Tracer {
+        self.core.trace.tracer()
     }
 
     /// Applies one application command now, at time `now` (the daemon's

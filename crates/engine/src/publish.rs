@@ -42,7 +42,9 @@ pub struct Published<P: Port> {
 impl<P: Port> Published<P> {
     /// Wraps `engine`; without /dev/shm (or without write access to it) it
     /// runs unpublished.
-    pub fn new(engine: Engine<P>) -> Self {
+    pub fn new(mut engine: Engine<P>) -> Self {
+        // The process's trace segment, for `corestack trace`.
+        engine.set_tracer(appif::trace::Tracer::process());
         // The segments are an observability aid: without /dev/shm the stack
         // still runs, it just cannot be watched from outside.
         let count = Stats::default().iter().count();
