@@ -224,6 +224,57 @@ impl Breakdown {
     }
 }
 
+/// What [`collect`] gathered.
+pub struct Collected {
+    pub records: Vec<Record>,
+    /// Records the writers could not place (ring full) meanwhile.
+    pub dropped: u64,
+    /// TSC ticks per ns over the collection.
+    pub ticks_per_ns: f64,
+}
+
+/// Switches tracing on in every segment of `controls` (sampling every
+/// `every`th message), drains them while `busy` runs (it returns when the
+/// traced work is over, e.g. after a duration; it is called repeatedly
+/// with the time since the start until it returns false), switches tracing
+/// off and takes what is left. The TSC is calibrated over the same time.
+pub fn collect(
+    controls: &[crate::trace::TraceControl],
+    every: u64,
+    mut busy: impl FnMut(std::time::Duration) -> bool,
+) -> Collected {
+    use crate::trace::clock;
+    let dropped0: u64 = controls.iter().map(|c| c.dropped()).sum();
+    let mut records = Vec::new();
+    for c in controls {
+        c.drain(&mut Vec::new()); // stale records of an earlier session
+    }
+    let (c0, t0) = (clock(), std::time::Instant::now());
+    for c in controls {
+        c.set_every(every.max(1));
+    }
+    while busy(t0.elapsed()) {
+        for c in controls {
+            c.drain(&mut records);
+        }
+    }
+    for c in controls {
+        c.set_every(0);
+    }
+    // Hooks that saw tracing on just before finish their records.
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    for c in controls {
+        c.drain(&mut records);
+    }
+    let (c1, t1) = (clock(), std::time::Instant::now());
+    let ns = t1.duration_since(t0).as_nanos().max(1) as f64;
+    Collected {
+        records,
+        dropped: controls.iter().map(|c| c.dropped()).sum::<u64>() - dropped0,
+        ticks_per_ns: c1.wrapping_sub(c0) as f64 / ns,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

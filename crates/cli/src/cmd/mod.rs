@@ -9,3 +9,4 @@ pub mod run;
 pub mod serve;
 pub mod ss;
 pub mod stat;
+pub mod trace;
