@@ -14,6 +14,7 @@
 //! In embedded and inline mode these live in the process's own memory.
 
 pub mod bytes;
+pub mod capture;
 pub mod ctl;
 pub mod notify;
 pub mod obs_seg;

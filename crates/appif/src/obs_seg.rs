@@ -113,6 +113,32 @@ impl ObsSeg {
     }
 }
 
+impl ObsSeg {
+    /// Copies `src` into the segment at byte offset `off` (bounds asserted).
+    /// The readers' side of the bytes is ordered by a word stored with
+    /// release after this copy.
+    pub(crate) fn write_bytes(&self, off: usize, src: &[u8]) {
+        assert!(off <= self.map.len() && src.len() <= self.map.len() - off);
+        // SAFETY: the range is inside the mapping (asserted); the bytes are
+        // plain data that a reader copies only after it saw the publishing
+        // word, and a reader that races a rewrite throws its copy away.
+        unsafe {
+            core::ptr::copy_nonoverlapping(src.as_ptr(), self.map.as_mut_ptr().add(off), src.len())
+        }
+    }
+
+    /// Copies bytes at offset `off` of the segment into `dst` (bounds
+    /// asserted).
+    pub(crate) fn read_bytes(&self, off: usize, dst: &mut [u8]) {
+        assert!(off <= self.map.len() && dst.len() <= self.map.len() - off);
+        // SAFETY: the range is inside the mapping (asserted); see
+        // `write_bytes` for how the copy is ordered against the writer.
+        unsafe {
+            core::ptr::copy_nonoverlapping(self.map.as_ptr().add(off), dst.as_mut_ptr(), dst.len())
+        }
+    }
+}
+
 /// The word at byte offset `off` of `map`; panics (never reads outside)
 /// when `off` is unaligned or out of bounds.
 #[inline]

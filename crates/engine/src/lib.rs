@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 pub mod arp;
+mod capture;
 mod commands;
 mod config;
 mod events;
@@ -69,6 +70,8 @@ const HOUSEKEEPING: Duration = Duration::from_millis(100);
 pub struct Engine<P: Port> {
     port: P,
     core: Core,
+    /// Where frames go while `corestack capture` has capture on.
+    capture: appif::capture::Capturer,
 }
 
 /// Everything except the port, so that the port's rx burst can lend its
@@ -134,6 +137,7 @@ impl<P: Port> Engine<P> {
         sockets.growth_limit = cfg.buffer_growth_limit;
         Engine {
             port,
+            capture: appif::capture::Capturer::off(),
             core: Core {
                 link,
                 stats: Stats::default(),
@@ -161,27 +165,41 @@ impl<P: Port> Engine<P> {
 
     /// One iteration at time `now`. Returns true if it did any work.
     pub fn poll(&mut self, now: Instant) -> bool {
-        let core = &mut self.core;
+        let Engine {
+            port,
+            core,
+            capture,
+        } = self;
         core.now = now;
         let burst = core.cfg.rx_burst;
-        let rx = self
-            .port
-            .rx_burst(burst, |frame, tx| core.handle_frame(frame, tx));
-        let tx = self.port.tx();
-        let cmds = core.take_commands(tx);
-        core.run_timers();
-        if now.saturating_since(core.last_housekeeping) >= HOUSEKEEPING {
-            core.last_housekeeping = now;
-            core.housekeeping(tx);
+        if capture.on() {
+            // `corestack capture`: frames in are copied as they are taken,
+            // frames out as they are handed to the port.
+            let rx = port.rx_burst(burst, |frame, tx| {
+                capture.frame(appif::capture::Direction::In, frame, None);
+                core.handle_frame(
+                    frame,
+                    &mut capture::Captured {
+                        inner: tx,
+                        cap: capture,
+                    },
+                )
+            });
+            let tx = &mut capture::Captured {
+                inner: port.tx(),
+                cap: capture,
+            };
+            core.after_rx(rx, tx)
+        } else {
+            let rx = port.rx_burst(burst, |frame, tx| core.handle_frame(frame, tx));
+            core.after_rx(rx, port.tx())
         }
-        let out = core.flush_output(tx);
-        tx.flush();
-        core.trace.flushed();
-        if core.woke {
-            core.woke = false;
-            core.wake.notify();
-        }
-        rx > 0 || cmds > 0 || out > 0
+    }
+
+    /// Sends this engine's frames to `capturer` while `corestack capture`
+    /// has it on; an engine starts with an unshared capturer that stays off.
+    pub fn set_capturer(&mut self, capturer: appif::capture::Capturer) {
+        self.capture = capturer;
     }
 
     /// Sends this engine's trace records to `tracer` (`corestack trace`
@@ -202,7 +220,15 @@ impl<P: Port> Engine<P> {
     pub fn submit(&mut self, cmd: Command, now: Instant) {
         self.core.now = now;
         let tx = self.port.tx();
-        self.core.command(cmd, tx);
+        if self.capture.on() {
+            let tx = &mut capture::Captured {
+                inner: tx,
+                cap: &self.capture,
+            };
+            self.core.command(cmd, tx);
+        } else {
+            self.core.command(cmd, tx);
+        }
     }
 
     /// True when application commands wait to be taken.
@@ -389,6 +415,26 @@ impl<P: Port> Engine<P> {
 }
 
 impl Core {
+    /// The rest of an iteration after the receive burst (`rx` frames):
+    /// commands, timers, housekeeping, output, one flush, one wake-up.
+    fn after_rx<T: TxQueue>(&mut self, rx: usize, tx: &mut T) -> bool {
+        let now = self.now;
+        let cmds = self.take_commands(tx);
+        self.run_timers();
+        if now.saturating_since(self.last_housekeeping) >= HOUSEKEEPING {
+            self.last_housekeeping = now;
+            self.housekeeping(tx);
+        }
+        let out = self.flush_output(tx);
+        tx.flush();
+        self.trace.flushed();
+        if self.woke {
+            self.woke = false;
+            self.wake.notify();
+        }
+        rx > 0 || cmds > 0 || out > 0
+    }
+
     pub(crate) fn mark_dirty(&mut self, slot: u32) {
         if let Some(c) = self.sockets.conn(slot) {
             if !c.dirty {

@@ -2,6 +2,7 @@
 //! `serve sink` is `bench::sink`), `nc`, `impair`, `stat`, `ss`. `bench` and `demo` are
 //! crate `bench`'s, called from `main.rs`.
 
+pub mod capture;
 pub mod exec;
 pub mod impair;
 pub mod nc;
