@@ -449,10 +449,13 @@ mod tests {
 
     #[test]
     fn captured_frames_drain_in_order_and_write_pcap() {
-        let cap = Capturer::process();
-        let Some(path) = cap.0.path() else {
-            panic!("no capture segment: this test needs a writable /dev/shm");
-        };
+        // In the temporary directory: other tests of this crate change
+        // CORESTACK_STATS_DIR meanwhile.
+        let path =
+            std::env::temp_dir().join(format!("corestack-{}.capture-test", std::process::id()));
+        let cap = Capturer(Arc::new(
+            ObsSeg::create_at(path.clone(), SEG_BYTES, MAGIC).unwrap(),
+        ));
         let ctl = CaptureControl::open(&path).unwrap();
         let f = udp_frame();
         cap.frame(Direction::In, &f, None);
@@ -477,5 +480,7 @@ mod tests {
         write_pcap(&mut pcap, &out).unwrap();
         assert_eq!(pcap.len(), 24 + 16 + f.len());
         assert_eq!(&pcap[..4], &[0x4d, 0x3c, 0xb2, 0xa1]);
+        drop((cap, ctl));
+        assert!(!path.exists(), "the segment goes with its writer");
     }
 }

@@ -27,8 +27,12 @@ impl ObsSeg {
     ///
     /// Errors: those of creating, sizing, mapping or renaming the file.
     pub(crate) fn create(kind: &str, len: usize, magic: &[u8; 8]) -> io::Result<ObsSeg> {
+        ObsSeg::create_at(segment_path(std::process::id(), kind), len, magic)
+    }
+
+    /// [`ObsSeg::create`] at `path`.
+    pub(crate) fn create_at(path: PathBuf, len: usize, magic: &[u8; 8]) -> io::Result<ObsSeg> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let path = segment_path(std::process::id(), kind);
         let mut tmp = path.clone().into_os_string();
         tmp.push(format!(".new{}", NEXT.fetch_add(1, Ordering::Relaxed)));
         let tmp = PathBuf::from(tmp);

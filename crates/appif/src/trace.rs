@@ -316,10 +316,13 @@ mod tests {
 
     #[test]
     fn tracer_off_by_default_records_round_trip_and_full_ring_counts_drops() {
-        let tracer = Tracer::process();
-        let Some(path) = tracer.path() else {
-            panic!("no trace segment: this test needs a writable /dev/shm");
-        };
+        // In the temporary directory: other tests of this crate change
+        // CORESTACK_STATS_DIR meanwhile.
+        let path =
+            std::env::temp_dir().join(format!("corestack-{}.trace-test", std::process::id()));
+        let tracer = Tracer(Arc::new(
+            ObsSeg::create_at(path.clone(), SEG_BYTES, MAGIC).unwrap(),
+        ));
         let ctl = TraceControl::open(&path).unwrap();
         assert!(!tracer.on());
         ctl.set_every(3);
@@ -338,7 +341,7 @@ mod tests {
         ctl.set_every(0);
         assert!(!tracer.on());
         // Another holder keeps the segment; the last one removes it.
-        let again = Tracer::process();
+        let again = tracer.clone();
         drop(tracer);
         assert!(path.exists());
         drop((again, ctl));

@@ -172,7 +172,10 @@ impl Core {
                 match &self.sockets.slots[slot as usize] {
                     Some(Socket::Tcp(c)) => {
                         let (local, remote) = (c.tcb.local().port(), c.tcb.remote().port());
-                        self.trace.send_taken(slot, local, remote);
+                        // Bytes beyond those in flight: this command's, not yet
+                        // sent (output for another reason may have sent them).
+                        let unsent = c.tx.len() > c.tcb.bytes_in_flight();
+                        self.trace.send_taken(slot, local, remote, unsent);
                         self.mark_dirty(slot);
                     }
                     Some(Socket::Udp(_)) => {

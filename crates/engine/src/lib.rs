@@ -18,7 +18,8 @@
 //!   frames) → `link` (IPv4 and Ethernet headers, next hop, `arp`) → the
 //!   port;
 //! - around them: `sockets` (the socket and flow tables), `wheel` (timers),
-//!   `stats` (counters), `config`, `time`.
+//!   `stats` (counters), `config`, `time`; `trace` and `capture` (what
+//!   `corestack trace` and `corestack capture` switch on).
 #![forbid(unsafe_code)]
 
 pub mod arp;

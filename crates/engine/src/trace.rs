@@ -104,10 +104,12 @@ impl EngineTrace {
         });
     }
 
-    /// The engine took a Send command for the TCP connection in `slot`.
+    /// The engine took a Send command for the TCP connection in `slot`,
+    /// whose TX ring holds bytes not yet sent (`unsent`; a command whose
+    /// bytes already left is not sampled: its output is not what follows).
     #[inline]
-    pub(crate) fn send_taken(&mut self, slot: u32, local: u16, remote: u16) {
-        if !self.tracer.on() {
+    pub(crate) fn send_taken(&mut self, slot: u32, local: u16, remote: u16, unsent: bool) {
+        if !self.tracer.on() || !unsent {
             return;
         }
         let every = self.tracer.every().max(1);
