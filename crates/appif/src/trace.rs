@@ -21,6 +21,10 @@
 //! ```
 //!
 //! Off, each hook costs one load of `every` and one predictable branch.
+//! On, the engine samples every Nth received data segment and every Nth
+//! Send command; the application library records every read that returns
+//! bytes and every write that queues some (the report joins them to the
+//! engine's samples and ignores the rest).
 //! Writers never wait: a full ring counts a drop. The observer (the CLI)
 //! switches tracing on by writing `every`, drains the ring, and switches it
 //! off; timestamps are converted with [`ticks_per_ns`], calibrated by the
