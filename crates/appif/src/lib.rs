@@ -14,13 +14,17 @@
 //! In embedded and inline mode these live in the process's own memory.
 
 pub mod bytes;
+pub mod capture;
 pub mod ctl;
 pub mod notify;
+pub mod obs_seg;
 pub mod region;
 pub mod seg;
 pub mod socket;
 pub mod spsc;
 pub mod stats_shm;
+pub mod trace;
+pub mod trace_report;
 
 /// Pads and aligns `T` to a 64-byte cache line so that it shares it with
 /// nothing written by the other side.

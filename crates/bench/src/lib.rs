@@ -12,6 +12,7 @@
 //!  service        bench service: service mode vs embedded mode vs Linux
 //!  demo           demo: Linux vs corestack echo latency, a checked 100 MiB transfer
 //!  harness/       children (this binary in a namespace, pinned, logged) and the matrix path
+//!  trace          bench pingpong --trace: the stage table while the ping-pong runs
 //!  net            the stack options and socket traits that let one loop drive corestack or
 //!                 the kernel stack (also used by `serve echo` and `nc`), the stop flag
 //! ```
@@ -29,6 +30,7 @@ pub mod service;
 pub mod sink;
 pub mod stream;
 pub mod stream_matrix;
+pub mod trace;
 pub mod transfer;
 
 use anyhow::Result;

@@ -70,6 +70,10 @@ pub struct Pingpong {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Trace the stages of every corestack process here (this one with --iface, a corestack
+    /// server) during the run and print the breakdown after the latency (`corestack trace`).
+    #[arg(long, conflicts_with = "json")]
+    trace: bool,
     /// Kernel stack, TCP: the socket's congestion control (TCP_CONGESTION), e.g. cubic;
     /// default: the system's.
     #[arg(long, value_name = "NAME")]
@@ -188,6 +192,11 @@ impl Pingpong {
             lost: 0,
         };
         let target = self.target;
+        let tracing = if self.trace {
+            Some(crate::trace::Tracing::start()?)
+        } else {
+            None
+        };
         let elapsed = match (self.proto.tcp, &core) {
             (true, None) => {
                 let mut s =
@@ -250,6 +259,9 @@ impl Pingpong {
             println!("{}", serde_json::to_string(&report)?);
         } else {
             print_report(&report);
+        }
+        if let Some(t) = tracing {
+            t.finish(report.p50_us)?;
         }
         if let Some(stack) = core {
             if !self.json {

@@ -44,6 +44,10 @@ enum Command {
     Stat(cmd::stat::Stat),
     /// Sockets of running corestack engines, like `ss -ti`: 4-tuple, state, rtt, cwnd, in flight.
     Ss(cmd::ss::Ss),
+    /// Frames running corestack engines receive and send, filtered in the engine, as pcap.
+    Capture(cmd::capture::Capture),
+    /// Per-stage latency of running corestack engines and applications (p50/p99/mean ns).
+    Trace(cmd::trace::Trace),
 }
 
 fn main() {
@@ -58,6 +62,8 @@ fn main() {
         Command::Exec(c) => c.run(),
         Command::Stat(c) => c.run(),
         Command::Ss(c) => c.run(),
+        Command::Trace(c) => c.run(),
+        Command::Capture(c) => c.run(),
     };
     if let Err(e) = result {
         if e.downcast_ref::<net::Interrupted>().is_some() {

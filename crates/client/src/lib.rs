@@ -33,6 +33,7 @@ mod service;
 mod stack;
 mod sys;
 mod tcp;
+mod trace;
 mod udp;
 
 pub use appif::notify::{Armed, Notify};

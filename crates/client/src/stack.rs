@@ -158,6 +158,8 @@ pub(crate) struct Inner {
     idle: Idle,
     /// Spin time of waits before they sleep.
     spin: Duration,
+    /// The process's trace segment (`corestack trace`).
+    pub(crate) tracer: appif::trace::Tracer,
 }
 
 /// Inline mode's adaptive polling: when the engine has had nothing to do
@@ -449,6 +451,7 @@ fn launch_service(path: &std::path::Path, ring_bytes: usize) -> io::Result<Stack
                 last_work: AtomicU64::new(0),
             },
             spin: spin_time(),
+            tracer: appif::trace::Tracer::process(),
         }),
     })
 }
@@ -527,6 +530,7 @@ fn launch<P: Port + Send + 'static>(
                 last_work: AtomicU64::new(Instant::now().as_nanos()),
             },
             spin: spin_time(),
+            tracer: appif::trace::Tracer::process(),
         }),
     }
 }

@@ -4,6 +4,7 @@ use crate::stack::AcceptRx;
 use crate::stack::Stack;
 use appif::bytes;
 use appif::socket::{Command, SharedSlot, SockId, SockState, FLAG_RX_FIN};
+use appif::trace::Kind;
 use core::net::SocketAddrV4;
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
@@ -280,6 +281,8 @@ impl Read for TcpStream {
         if buf.is_empty() {
             return Ok(0);
         }
+        // When the bytes were seen: this call, or the end of its wait.
+        let mut seen = crate::trace::stamp(&self.stack.inner.tracer);
         loop {
             let cap = self.rx.capacity();
             let before = self.rx.len();
@@ -288,6 +291,19 @@ impl Read for TcpStream {
                 // The window was nearly closed: tell the engine it opened.
                 if cap - before < cap / 2 && cap - (before - n) >= cap / 2 {
                     self.stack.command(Command::Recvd { id: self.id });
+                }
+                if seen != 0 {
+                    let (local, remote) = (self.shared.local(), self.shared.remote());
+                    let pos = self.rx.position();
+                    crate::trace::record(
+                        &self.stack.inner.tracer,
+                        Kind::Read,
+                        local,
+                        remote,
+                        seen,
+                        n,
+                        pos,
+                    );
                 }
                 return Ok(n);
             }
@@ -307,6 +323,7 @@ impl Read for TcpStream {
             self.stack.wait(sh, None, || {
                 !rx.is_empty() || sh.has_flags(FLAG_RX_FIN) || sh.state() == SockState::Closed
             });
+            seen = crate::trace::stamp(&self.stack.inner.tracer);
         }
     }
 }
@@ -324,6 +341,7 @@ impl Write for TcpStream {
         if buf.is_empty() {
             return Ok(0);
         }
+        let called = crate::trace::stamp(&self.stack.inner.tracer);
         loop {
             match self.shared.state() {
                 SockState::Closed => {
@@ -348,6 +366,19 @@ impl Write for TcpStream {
                 // their ACK.
                 if was_empty || self.tx.len() == n {
                     self.stack.command(Command::Send { id: self.id });
+                }
+                if called != 0 {
+                    let (local, remote) = (self.shared.local(), self.shared.remote());
+                    let pos = self.tx.position();
+                    crate::trace::record(
+                        &self.stack.inner.tracer,
+                        Kind::Write,
+                        local,
+                        remote,
+                        called,
+                        n,
+                        pos,
+                    );
                 }
                 return Ok(n);
             }

@@ -170,7 +170,14 @@ impl Core {
             Command::Send { id } => {
                 let Some(slot) = self.slot_of(id) else { return };
                 match &self.sockets.slots[slot as usize] {
-                    Some(Socket::Tcp(_)) => self.mark_dirty(slot),
+                    Some(Socket::Tcp(c)) => {
+                        let (local, remote) = (c.tcb.local().port(), c.tcb.remote().port());
+                        // Bytes beyond those in flight: this command's, not yet
+                        // sent (output for another reason may have sent them).
+                        let unsent = c.tx.len() > c.tcb.bytes_in_flight();
+                        self.trace.send_taken(slot, local, remote, unsent);
+                        self.mark_dirty(slot);
+                    }
                     Some(Socket::Udp(_)) => {
                         self.udp_send(slot, tx);
                         // TX space freed: readiness waiters (poll, epoll) too.

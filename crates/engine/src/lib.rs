@@ -18,10 +18,12 @@
 //!   frames) → `link` (IPv4 and Ethernet headers, next hop, `arp`) → the
 //!   port;
 //! - around them: `sockets` (the socket and flow tables), `wheel` (timers),
-//!   `stats` (counters), `config`, `time`.
+//!   `stats` (counters), `config`, `time`; `trace` and `capture` (what
+//!   `corestack trace` and `corestack capture` switch on).
 #![forbid(unsafe_code)]
 
 pub mod arp;
+mod capture;
 mod commands;
 mod config;
 mod events;
@@ -36,6 +38,7 @@ pub mod stats;
 pub mod syncookie;
 pub mod tcp;
 pub mod time;
+mod trace;
 mod tx;
 mod udp;
 pub mod wheel;
@@ -68,6 +71,8 @@ const HOUSEKEEPING: Duration = Duration::from_millis(100);
 pub struct Engine<P: Port> {
     port: P,
     core: Core,
+    /// Where frames go while `corestack capture` has capture on.
+    capture: appif::capture::Capturer,
 }
 
 /// Everything except the port, so that the port's rx burst can lend its
@@ -96,6 +101,8 @@ pub(crate) struct Core {
     /// Service-mode associations whose application broke a ring's indices
     /// (found by housekeeping), not yet taken by the daemon.
     violations: Vec<u32>,
+    /// Stage timestamps for `corestack trace` (off unless switched on).
+    pub(crate) trace: trace::EngineTrace,
 }
 
 impl<P: Port> Engine<P> {
@@ -131,6 +138,7 @@ impl<P: Port> Engine<P> {
         sockets.growth_limit = cfg.buffer_growth_limit;
         Engine {
             port,
+            capture: appif::capture::Capturer::off(),
             core: Core {
                 link,
                 stats: Stats::default(),
@@ -150,6 +158,7 @@ impl<P: Port> Engine<P> {
                 icmp_refill: now,
                 now,
                 violations: Vec::new(),
+                trace: trace::EngineTrace::new(appif::trace::Tracer::off()),
                 cfg,
             },
         }
@@ -157,26 +166,53 @@ impl<P: Port> Engine<P> {
 
     /// One iteration at time `now`. Returns true if it did any work.
     pub fn poll(&mut self, now: Instant) -> bool {
-        let core = &mut self.core;
+        let Engine {
+            port,
+            core,
+            capture,
+        } = self;
         core.now = now;
         let burst = core.cfg.rx_burst;
-        let rx = self
-            .port
-            .rx_burst(burst, |frame, tx| core.handle_frame(frame, tx));
-        let tx = self.port.tx();
-        let cmds = core.take_commands(tx);
-        core.run_timers();
-        if now.saturating_since(core.last_housekeeping) >= HOUSEKEEPING {
-            core.last_housekeeping = now;
-            core.housekeeping(tx);
+        if capture.on() {
+            // `corestack capture`: frames in are copied as they are taken,
+            // frames out as they are handed to the port.
+            let rx = port.rx_burst(burst, |frame, tx| {
+                capture.frame(appif::capture::Direction::In, frame, None);
+                core.handle_frame(
+                    frame,
+                    &mut capture::Captured {
+                        inner: tx,
+                        cap: capture,
+                    },
+                )
+            });
+            let tx = &mut capture::Captured {
+                inner: port.tx(),
+                cap: capture,
+            };
+            core.after_rx(rx, tx)
+        } else {
+            let rx = port.rx_burst(burst, |frame, tx| core.handle_frame(frame, tx));
+            core.after_rx(rx, port.tx())
         }
-        let out = core.flush_output(tx);
-        tx.flush();
-        if core.woke {
-            core.woke = false;
-            core.wake.notify();
-        }
-        rx > 0 || cmds > 0 || out > 0
+    }
+
+    /// Sends this engine's frames to `capturer` while `corestack capture`
+    /// has it on; an engine starts with an unshared capturer that stays off.
+    pub fn set_capturer(&mut self, capturer: appif::capture::Capturer) {
+        self.capture = capturer;
+    }
+
+    /// Sends this engine's trace records to `tracer` (`corestack trace`
+    /// switches them on through its segment); an engine starts with an
+    /// unshared tracer that stays off.
+    pub fn set_tracer(&mut self, tracer: appif::trace::Tracer) {
+        self.core.trace = trace::EngineTrace::new(tracer);
+    }
+
+    /// The tracer this engine's records go to.
+    pub fn tracer(&self) -> &appif::trace::Tracer {
+        self.core.trace.tracer()
     }
 
     /// Applies one application command now, at time `now` (the daemon's
@@ -185,7 +221,15 @@ impl<P: Port> Engine<P> {
     pub fn submit(&mut self, cmd: Command, now: Instant) {
         self.core.now = now;
         let tx = self.port.tx();
-        self.core.command(cmd, tx);
+        if self.capture.on() {
+            let tx = &mut capture::Captured {
+                inner: tx,
+                cap: &self.capture,
+            };
+            self.core.command(cmd, tx);
+        } else {
+            self.core.command(cmd, tx);
+        }
     }
 
     /// True when application commands wait to be taken.
@@ -372,6 +416,26 @@ impl<P: Port> Engine<P> {
 }
 
 impl Core {
+    /// The rest of an iteration after the receive burst (`rx` frames):
+    /// commands, timers, housekeeping, output, one flush, one wake-up.
+    fn after_rx<T: TxQueue>(&mut self, rx: usize, tx: &mut T) -> bool {
+        let now = self.now;
+        let cmds = self.take_commands(tx);
+        self.run_timers();
+        if now.saturating_since(self.last_housekeeping) >= HOUSEKEEPING {
+            self.last_housekeeping = now;
+            self.housekeeping(tx);
+        }
+        let out = self.flush_output(tx);
+        tx.flush();
+        self.trace.flushed();
+        if self.woke {
+            self.woke = false;
+            self.wake.notify();
+        }
+        rx > 0 || cmds > 0 || out > 0
+    }
+
     pub(crate) fn mark_dirty(&mut self, slot: u32) {
         if let Some(c) = self.sockets.conn(slot) {
             if !c.dirty {

@@ -4,6 +4,9 @@
 //! (`/dev/shm/corestack-<pid>.stats` and `.conns`; the format is
 //! `appif::stats_shm`'s).
 //!
+//! It also attaches the engine to the process's trace and capture segments
+//! (`appif::trace`, `appif::capture`), which observers switch on.
+//!
 //! Whoever runs the engine loop wraps the engine in a [`Published`] and
 //! calls [`Published::publish`] once per iteration: the embedded engine
 //! thread and inline waiters of the application library, and the
@@ -42,7 +45,11 @@ pub struct Published<P: Port> {
 impl<P: Port> Published<P> {
     /// Wraps `engine`; without /dev/shm (or without write access to it) it
     /// runs unpublished.
-    pub fn new(engine: Engine<P>) -> Self {
+    pub fn new(mut engine: Engine<P>) -> Self {
+        // The process's trace segment, for `corestack trace`.
+        engine.set_tracer(appif::trace::Tracer::process());
+        // And its capture segment, for `corestack capture`.
+        engine.set_capturer(appif::capture::Capturer::process());
         // The segments are an observability aid: without /dev/shm the stack
         // still runs, it just cannot be watched from outside.
         let count = Stats::default().iter().count();

@@ -9,6 +9,7 @@
 use crate::link::Link;
 use crate::sockets::{flow_key, Conn};
 use crate::tcp::{self, RecvBuffer};
+use crate::trace::{RingStamps, StampedRing};
 use crate::Core;
 use appif::bytes;
 use core::net::{Ipv4Addr, SocketAddrV4};
@@ -22,6 +23,7 @@ use wire::Error;
 impl Core {
     /// Handles one received Ethernet frame.
     pub(crate) fn handle_frame<T: TxQueue>(&mut self, frame: &[u8], tx: &mut T) {
+        self.trace.frame_start();
         self.stats.rx_frames += 1;
         self.stats.rx_bytes += frame.len() as u64;
         let Ok((eth, payload)) = EthernetRepr::parse(frame) else {
@@ -148,7 +150,22 @@ impl Core {
                 tcb, tx: txr, rx, ..
             } = c;
             tcb.input_ecn(ce);
-            let ev = tcb.input(&seg, payload, now, txr, rx);
+            self.trace
+                .rx_parsed(seg.dst_port, seg.src_port, payload.len());
+            let ev = if self.trace.rx_sampled() {
+                // Traced: the RX ring stamps when the bytes go in.
+                let mut stamps = RingStamps::default();
+                let mut ring = StampedRing {
+                    ring: rx,
+                    stamps: &mut stamps,
+                };
+                let ev = tcb.input(&seg, payload, now, txr, &mut ring);
+                let pos = rx.position();
+                self.trace.rx_done(pos, &stamps);
+                ev
+            } else {
+                tcb.input(&seg, payload, now, txr, rx)
+            };
             self.after_tcp(slot, ev);
             return;
         }

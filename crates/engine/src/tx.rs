@@ -45,7 +45,9 @@ impl Core {
                 Some(c) => c.dirty = false,
                 None => continue,
             }
-            sent += self.output(slot, tx);
+            let n = self.output(slot, tx);
+            self.trace.output_done(slot, n);
+            sent += n;
             if self.sockets.conn(slot).is_some_and(|c| c.tcb.has_output()) {
                 self.mark_dirty(slot);
             }

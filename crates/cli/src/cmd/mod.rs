@@ -2,6 +2,7 @@
 //! `serve sink` is `bench::sink`), `nc`, `impair`, `stat`, `ss`. `bench` and `demo` are
 //! crate `bench`'s, called from `main.rs`.
 
+pub mod capture;
 pub mod exec;
 pub mod impair;
 pub mod nc;
@@ -9,3 +10,4 @@ pub mod run;
 pub mod serve;
 pub mod ss;
 pub mod stat;
+pub mod trace;

@@ -1,0 +1,314 @@
+//! `corestack capture`: the frames running corestack engines receive and send, copied by the
+//! engines into their capture rings while this runs (`appif::capture`), filtered in the
+//! engine, written as pcap (`-w FILE`) or printed one line per frame.
+
+use std::io::Write as _;
+use std::net::Ipv4Addr;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use appif::capture::{write_pcap, CaptureControl, Direction, FilterOp, Frame, CAPTURE};
+use appif::obs_seg::find_segments;
+use clap::Args;
+
+/// `capture` options.
+#[derive(Args, Debug)]
+pub struct Capture {
+    /// Only the engine(s) of this process (default: every running corestack process).
+    #[arg(long)]
+    pid: Option<u32>,
+    /// Write the frames to this pcap file (tcpdump -r, tshark -r) instead of printing them.
+    #[arg(short = 'w', value_name = "FILE.pcap")]
+    write: Option<std::path::PathBuf>,
+    /// Stop after this many frames.
+    #[arg(short = 'c', value_name = "COUNT")]
+    count: Option<usize>,
+    /// Stop after this many seconds (default: at COUNT frames or Ctrl-C).
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Filter, applied in the engine: host A, port N, tcp, udp, icmp, arp, joined with and, or,
+    /// not and parentheses (e.g. `tcp and port 7`).
+    filter: Vec<String>,
+}
+
+impl Capture {
+    pub fn run(self) -> Result<()> {
+        let filter = parse_filter(&self.filter)?;
+        if let Some(s) = self.seconds {
+            if !(s > 0.0 && s <= 86400.0) {
+                bail!("--seconds must be between 0 and 86400");
+            }
+        }
+        let mut pids = Vec::new();
+        let mut controls = Vec::new();
+        for (pid, path) in find_segments(CAPTURE) {
+            if self.pid.is_some_and(|p| p != pid) {
+                continue;
+            }
+            match CaptureControl::open(&path) {
+                Ok(c) => {
+                    pids.push(pid);
+                    controls.push(c);
+                }
+                Err(e) if self.pid.is_some() => {
+                    bail!(
+                        "cannot capture pid {pid} ({}: {e}); run as its user or root",
+                        path.display()
+                    )
+                }
+                Err(_) => {}
+            }
+        }
+        if controls.is_empty() {
+            match self.pid {
+                None => bail!("no running corestack engine to capture from (start one first)"),
+                Some(p) => bail!("no corestack engine in pid {p} to capture from (is it running?)"),
+            }
+        }
+        let stop = bench::net::stop_flag()?;
+        let dropped0: u64 = controls.iter().map(|c| c.dropped()).sum();
+        let mut frames: Vec<Frame> = Vec::new();
+        for c in &controls {
+            c.drain(&mut Vec::new()); // frames of an earlier session
+            c.start(&filter)?;
+        }
+        eprintln!(
+            "capturing from pid {pids:?}{}",
+            if self.filter.is_empty() {
+                String::new()
+            } else {
+                format!(", filter: {}", self.filter.join(" "))
+            }
+        );
+        let start = Instant::now();
+        let limit = self.seconds.map(Duration::from_secs_f64);
+        let mut printed = 0;
+        loop {
+            for c in &controls {
+                c.drain(&mut frames);
+            }
+            if let Some(n) = self.count {
+                frames.truncate(n);
+            }
+            if self.write.is_none() {
+                for f in &frames[printed..] {
+                    println!("{}", describe(f));
+                }
+                printed = frames.len();
+            }
+            let done = self.count.is_some_and(|n| frames.len() >= n)
+                || limit.is_some_and(|l| start.elapsed() >= l)
+                || stop.load(Ordering::Acquire);
+            if done {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for c in &controls {
+            c.stop();
+        }
+        let dropped = controls.iter().map(|c| c.dropped()).sum::<u64>() - dropped0;
+        if let Some(path) = &self.write {
+            let mut out = std::io::BufWriter::new(
+                std::fs::File::create(path)
+                    .with_context(|| format!("creating {}", path.display()))?,
+            );
+            write_pcap(&mut out, &frames).with_context(|| format!("writing {}", path.display()))?;
+            out.flush()
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        eprintln!(
+            "{} frames captured{}, {dropped} dropped (capture ring full)",
+            frames.len(),
+            self.write
+                .as_ref()
+                .map_or(String::new(), |p| format!(" to {}", p.display()))
+        );
+        Ok(())
+    }
+}
+
+/// One line for a frame, like tcpdump's.
+fn describe(f: &Frame) -> String {
+    let d = &f.data;
+    let dir = match f.dir {
+        Direction::In => "in ",
+        Direction::Out => "out",
+    };
+    let secs = f.time_ns / 1_000_000_000;
+    let t = format!(
+        "{:02}:{:02}:{:02}.{:06}",
+        secs / 3600 % 24,
+        secs / 60 % 60,
+        secs % 60,
+        f.time_ns % 1_000_000_000 / 1000
+    );
+    let be16 = |o: usize| d.get(o..o + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+    let ip = |o: usize| {
+        d.get(o..o + 4)
+            .map(|b| Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+    };
+    let what = match be16(12) {
+        Some(0x0806) => format!(
+            "ARP {} > {}",
+            ip(28).map_or("?".into(), |a| a.to_string()),
+            ip(38).map_or("?".into(), |a| a.to_string())
+        ),
+        Some(0x0800) => {
+            let ihl = usize::from(d.get(14).copied().unwrap_or(0x45) & 0x0f) * 4;
+            let (src, dst) = (ip(26), ip(30));
+            let l4 = 14 + ihl;
+            let (sp, dp) = (be16(l4), be16(l4 + 2));
+            let addr = |a: Option<Ipv4Addr>, p: Option<u16>| match (a, p) {
+                (Some(a), Some(p)) => format!("{a}.{p}"),
+                (Some(a), None) => a.to_string(),
+                _ => "?".into(),
+            };
+            match d.get(23) {
+                Some(6) => {
+                    let flags = d.get(l4 + 13).copied().unwrap_or(0);
+                    let names: String = [
+                        (0x02, 'S'),
+                        (0x01, 'F'),
+                        (0x04, 'R'),
+                        (0x08, 'P'),
+                        (0x10, '.'),
+                    ]
+                    .iter()
+                    .filter(|(b, _)| flags & b != 0)
+                    .map(|(_, c)| *c)
+                    .collect();
+                    format!("IP {} > {}: tcp [{names}]", addr(src, sp), addr(dst, dp))
+                }
+                Some(17) => format!("IP {} > {}: udp", addr(src, sp), addr(dst, dp)),
+                Some(1) => format!("IP {} > {}: icmp", addr(src, None), addr(dst, None)),
+                Some(p) => format!("IP {} > {}: proto {p}", addr(src, None), addr(dst, None)),
+                None => "IP (truncated)".into(),
+            }
+        }
+        Some(t) => format!("ethertype 0x{t:04x}"),
+        None => "(truncated)".into(),
+    };
+    format!("{t} {dir} {what}, length {}", f.orig_len)
+}
+
+/// Parses a filter (`host A`, `port N`, `tcp`, `udp`, `icmp`, `arp`, `and`/`&&`, `or`/`||`,
+/// `not`/`!`, parentheses) into the engine's postfix program.
+pub fn parse_filter(words: &[String]) -> Result<Vec<FilterOp>> {
+    let mut tokens: Vec<String> = Vec::new();
+    for w in words {
+        let spaced = w.replace('(', " ( ").replace(')', " ) ");
+        tokens.extend(spaced.split_whitespace().map(str::to_lowercase));
+    }
+    if tokens.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    let mut at = 0;
+    expr(&tokens, &mut at, &mut out)?;
+    if at != tokens.len() {
+        bail!("filter: unexpected `{}` (terms: host A, port N, tcp, udp, icmp, arp; and, or, not, parentheses)", tokens[at]);
+    }
+    if out.len() > appif::capture::FILTER_OPS {
+        bail!(
+            "filter: at most {} terms and operators",
+            appif::capture::FILTER_OPS
+        );
+    }
+    Ok(out)
+}
+
+fn expr(t: &[String], at: &mut usize, out: &mut Vec<FilterOp>) -> Result<()> {
+    term(t, at, out)?;
+    while t.get(*at).is_some_and(|w| w == "or" || w == "||") {
+        *at += 1;
+        term(t, at, out)?;
+        out.push(FilterOp::Or);
+    }
+    Ok(())
+}
+
+fn term(t: &[String], at: &mut usize, out: &mut Vec<FilterOp>) -> Result<()> {
+    factor(t, at, out)?;
+    while t.get(*at).is_some_and(|w| w == "and" || w == "&&") {
+        *at += 1;
+        factor(t, at, out)?;
+        out.push(FilterOp::And);
+    }
+    Ok(())
+}
+
+fn factor(t: &[String], at: &mut usize, out: &mut Vec<FilterOp>) -> Result<()> {
+    let Some(w) = t.get(*at) else {
+        bail!("filter: a term is missing at the end");
+    };
+    *at += 1;
+    match w.as_str() {
+        "not" | "!" => {
+            factor(t, at, out)?;
+            out.push(FilterOp::Not);
+        }
+        "(" => {
+            expr(t, at, out)?;
+            if t.get(*at).map(String::as_str) != Some(")") {
+                bail!("filter: `(` without `)`");
+            }
+            *at += 1;
+        }
+        "host" | "port" => {
+            let Some(v) = t.get(*at) else {
+                bail!("filter: `{w}` needs a value");
+            };
+            *at += 1;
+            out.push(if w == "host" {
+                FilterOp::Host(
+                    v.parse()
+                        .with_context(|| format!("filter: `host {v}`: not an IPv4 address"))?,
+                )
+            } else {
+                FilterOp::Port(
+                    v.parse()
+                        .with_context(|| format!("filter: `port {v}`: not a port number"))?,
+                )
+            });
+        }
+        "tcp" => out.push(FilterOp::Tcp),
+        "udp" => out.push(FilterOp::Udp),
+        "icmp" => out.push(FilterOp::Icmp),
+        "arp" => out.push(FilterOp::Arp),
+        other => bail!(
+            "filter: unknown term `{other}` (host A, port N, tcp, udp, icmp, arp; and, or, not)"
+        ),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use FilterOp::*;
+
+    fn p(s: &str) -> Result<Vec<FilterOp>> {
+        parse_filter(&s.split(' ').map(String::from).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn filter_words_become_postfix_with_and_binding_tighter_than_or() {
+        assert_eq!(p("tcp and port 7").unwrap(), vec![Tcp, Port(7), And]);
+        assert_eq!(
+            p("udp or tcp and not port 22").unwrap(),
+            vec![Udp, Tcp, Port(22), Not, And, Or]
+        );
+        assert_eq!(
+            p("(udp or tcp) and host 10.0.0.1").unwrap(),
+            vec![Udp, Tcp, Or, Host(Ipv4Addr::new(10, 0, 0, 1)), And]
+        );
+        assert!(parse_filter(&[]).unwrap().is_empty());
+        assert!(p("port").is_err());
+        assert!(p("host 10.0.0").is_err());
+        assert!(p("tcp udp").is_err());
+        assert!(p("(tcp").is_err());
+        assert!(p("smtp").is_err());
+    }
+}
