@@ -444,6 +444,86 @@ fn memcached_t1_t4(pair: &Pair, sh: &Sh) {
     }
 }
 
+/// `corestack ss` / `corestack stat` output (this process reads /dev/shm, shared by namespaces).
+fn corestack_out(args: &[&str]) -> String {
+    let o = Command::new(bin())
+        .args(args)
+        .output()
+        .expect("running corestack");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn shim_ss_and_stat_show_the_programs_name_and_pid_in_embedded_and_service_mode() {
+    let _lock = start();
+    need("memcached");
+    // One interface per engine: the daemon drives one pair, the embedded engine the other.
+    let pair = Pair::new("shm2", 175).expect("creating the namespaces");
+    let other = Pair::new("shm2", 176).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "ss");
+    let args = ["-u", "root", "-t", "1", "-p", "11311", "-U", "0"];
+    let embedded = Proc::spawn(
+        "memcached (embedded)",
+        shimmed(&other, "memcached", &args),
+        None,
+        Out::Text,
+    );
+    let args = ["-u", "root", "-t", "1", "-p", "11312", "-U", "0"];
+    let mut served_mc = Proc::spawn(
+        "memcached (service)",
+        served(&pair, &sock, "memcached", &args),
+        None,
+        Out::Text,
+    );
+    // `ip netns exec` execs the program: the pid we spawned is memcached's own.
+    let mut embedded = embedded;
+    let (pe, ps) = (embedded.pid(), served_mc.pid());
+    // ss lines: pid process app "tcp LISTEN" local ...
+    let listening = |out: &str, pid: u32, port: &str| {
+        out.lines().any(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            c.len() > 6
+                && c[0] == pid.to_string()
+                && c[1] == "memcached"
+                && c[3..5] == ["tcp", "LISTEN"]
+                && c[5].ends_with(&format!(":{port}"))
+        })
+    };
+    let mut out = String::new();
+    let seen = until(STEP, || {
+        out = corestack_out(&["ss"]);
+        listening(&out, pe, "11311") && listening(&out, ps, "11312")
+    });
+    assert!(
+        seen,
+        "corestack ss shows no LISTEN line of memcached with pid {pe} (embedded) and {ps} \
+         (service):\n{out}\nembedded stderr: {}\nservice stderr: {}\ndaemon:\n{}",
+        embedded.stderr(),
+        served_mc.stderr(),
+        d.tail()
+    );
+    let stat = corestack_out(&["stat", "--pid", &pe.to_string()]);
+    assert!(
+        stat.lines()
+            .next()
+            .is_some_and(|l| l.starts_with(&format!("pid {pe} memcached "))),
+        "corestack stat of the embedded engine:\n{stat}"
+    );
+    let stat = corestack_out(&["stat"]);
+    assert!(
+        stat.lines().any(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            c.len() > 5
+                && c[1] == ps.to_string()
+                && c[3] == "memcached"
+                && c[4..6] == ["1", "LISTEN"]
+        }),
+        "corestack stat shows no application line for memcached (pid {ps}, 1 LISTEN):\n{stat}"
+    );
+    drop(embedded.terminate());
+    drop(served_mc.terminate());
+}
+
 /// (bytes sent, bytes received) from iperf3's JSON.
 fn iperf3_bytes(json: &str) -> (f64, f64) {
     let v: serde_json::Value =

@@ -199,6 +199,13 @@ impl Service {
         false
     }
 
+    /// The daemon's process id (SO_PEERCRED on the control connection).
+    pub fn daemon_pid(&self) -> Option<u32> {
+        ctl::peer_cred(&self.ctl)
+            .ok()
+            .and_then(|c| u32::try_from(c.pid).ok())
+    }
+
     /// The link MTU the daemon reported, in bytes (1500 when unknown).
     pub fn mtu(&self) -> usize {
         match self.seg.mtu() {

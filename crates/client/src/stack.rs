@@ -1040,6 +1040,15 @@ impl Stack {
         }
     }
 
+    /// Service mode: the daemon's process id (from its control
+    /// connection's peer credentials); None in other modes or when unknown.
+    pub fn service_daemon_pid(&self) -> Option<u32> {
+        match &self.inner.mode {
+            Mode::Service(s) => s.daemon_pid(),
+            _ => None,
+        }
+    }
+
     /// Service mode: the eventfds the daemon knows ([`StackBuilder::wake_eventfds`]),
     /// as numbered in this process; empty in other modes.
     pub fn wake_eventfds(&self) -> Vec<i32> {

@@ -306,13 +306,27 @@ impl<P: Port> Host<P> {
             "application joined"
         );
         self.apps.push(app);
+        self.publish_owners();
         Ok(())
+    }
+
+    /// Tells the connection table who each association is (pid and name).
+    fn publish_owners(&mut self) {
+        let owners = self.apps.iter().map(|a| {
+            (
+                a.assoc,
+                a.cred.pid as u32,
+                appif::stats_shm::comm_bytes(&a.name),
+            )
+        });
+        self.engine.set_owners(owners);
     }
 
     /// Ends application `i`'s association: resets its connections, marks
     /// its segment closed, wakes it, and lets go of its memory.
     fn end(&mut self, i: usize, why: Ending, now: Instant) {
         let app = self.apps.swap_remove(i);
+        self.publish_owners();
         let errno = libc::ECONNRESET;
         app.seg.closed().store(errno as u32, Ordering::Release);
         let dropped = self.engine.engine.drop_owner(app.assoc, errno, now);
