@@ -1020,12 +1020,32 @@ fn nc_both_ways(pair: &Pair, sh: &Sh) {
 #[test]
 fn shim_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_keeps_working() {
     let _lock = start();
-    let prog = cc("fork");
     let pair = Pair::new("p", 159).expect("creating the namespaces");
-    let _echo = linux_echo(&pair);
+    fork_child_enetdown(&pair, &|p, a| shimmed(&pair, p, a));
+}
+
+#[test]
+fn shim_service_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_keeps_working() {
+    let _lock = start();
+    let pair = Pair::new("shm2", 177).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "fork");
+    fork_child_enetdown(&pair, &|p, a| served(&pair, &sock, p, a));
+    d.expect_line(
+        &["application joined"],
+        STEP,
+        "the program joined the daemon",
+    );
+}
+
+/// tests/shim/fork.c: a forked child's inherited corestack socket answers ENETDOWN and closes
+/// cleanly, its new sockets stay in the kernel, a helper that execs costs nothing, and the
+/// parent's connection keeps working.
+fn fork_child_enetdown(pair: &Pair, sh: &Sh) {
+    let prog = cc("fork");
+    let _echo = linux_echo(pair);
     let out = run_ok(
         "fork (shim)",
-        shimmed(&pair, &prog, &[&pair.linux_ip, "7"]),
+        sh(prog.to_str().unwrap(), &[&pair.linux_ip, "7"]),
         STEP,
     );
     for line in [
