@@ -375,6 +375,42 @@ fn shim_conformance_script_matches_the_kernel_call_by_call() {
     }
 }
 
+#[test]
+fn shim_service_conformance_script_matches_the_kernel_call_by_call() {
+    let _lock = start();
+    let prog = cc("conform");
+    let pair = Pair::new("shm2", 178).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "conform");
+    let _echo = linux_echo(&pair);
+    let kernel = run_ok(
+        "conform (kernel)",
+        plain(&pair.linux, &prog, &[&pair.linux_ip, "7", "7300"]),
+        STEP,
+    );
+    let shim = run_ok(
+        "conform (shim, service mode)",
+        served(
+            &pair,
+            &sock,
+            prog.to_str().unwrap(),
+            &[&pair.linux_ip, "7", "7301"],
+        ),
+        STEP,
+    );
+    let diff: Vec<String> = kernel
+        .lines()
+        .zip(shim.lines())
+        .filter(|(k, s)| k != s)
+        .map(|(k, s)| format!("kernel: {k}\n  shim: {s}"))
+        .collect();
+    assert!(
+        diff.is_empty() && kernel.lines().count() == shim.lines().count(),
+        "the shim in service mode differs from the kernel:\n{}\n(full shim output:\n{shim})\ndaemon:\n{}",
+        diff.join("\n"),
+        d.tail()
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Real programs
 // ---------------------------------------------------------------------------
@@ -1030,10 +1066,21 @@ fn shim_service_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_kee
     let pair = Pair::new("shm2", 177).expect("creating the namespaces");
     let (d, sock) = daemon(&pair, "fork");
     fork_child_enetdown(&pair, &|p, a| served(&pair, &sock, p, a));
+    let ended = Instant::now();
     d.expect_line(
         &["application joined"],
         STEP,
         "the program joined the daemon",
+    );
+    // Its last child lives 3 s longer; the association ends when the parent exits.
+    d.expect_line(
+        &["application left"],
+        Duration::from_millis(2000),
+        "the parent's association ended while its child lived on",
+    );
+    assert!(
+        ended.elapsed() < Duration::from_millis(2500),
+        "the daemon saw the parent leave only after its child exited"
     );
 }
 

@@ -199,6 +199,11 @@ impl Service {
         false
     }
 
+    /// The control connection's fd.
+    pub fn ctl_fd(&self) -> std::os::fd::RawFd {
+        self.ctl.as_raw_fd()
+    }
+
     /// The daemon's process id (SO_PEERCRED on the control connection).
     pub fn daemon_pid(&self) -> Option<u32> {
         ctl::peer_cred(&self.ctl)

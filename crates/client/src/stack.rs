@@ -1040,6 +1040,17 @@ impl Stack {
         }
     }
 
+    /// Service mode: the control connection's fd. A forked child that
+    /// will not use this stack closes its copy, so that the daemon sees
+    /// the connection end when this process exits (the connection's end is
+    /// how it learns an application is gone).
+    pub fn service_ctl_fd(&self) -> Option<RawFd> {
+        match &self.inner.mode {
+            Mode::Service(s) => Some(s.ctl_fd()),
+            _ => None,
+        }
+    }
+
     /// Service mode: the daemon's process id (from its control
     /// connection's peer credentials); None in other modes or when unknown.
     pub fn service_daemon_pid(&self) -> Option<u32> {

@@ -21,11 +21,14 @@
 //! armed (`appif::notify`). If the daemon cannot be reached, that is said
 //! once and every socket stays in the kernel.
 //!
-//! fork: the engine thread does not exist in the child. The child marks
-//! itself [`forked`]: its inherited corestack sockets answer ENETDOWN and
-//! close without touching the parent's rings, and its new sockets stay in
-//! the kernel. Nothing of the parent's stack is ever dropped in the child
-//! (that would join a thread that is not there).
+//! fork: the engine thread does not exist in the child (service mode: the
+//! association is the parent's). The child marks itself [`forked`]: its
+//! inherited corestack sockets answer ENETDOWN and close without touching
+//! the parent's rings, and its new sockets stay in the kernel. Nothing of
+//! the parent's stack is ever dropped in the child (that would join a
+//! thread that is not there); in service mode the child closes only its
+//! copy of the control connection, so that the parent's exit ends the
+//! association at once.
 //!
 //! exit: Linux closes every fd of an exiting process and keeps delivering
 //! the data of its sockets after it is gone; corestack's engine dies with
@@ -285,10 +288,16 @@ pub fn nofile_soft_limit() -> u64 {
     crate::ffi::nofile_soft_limit().unwrap_or(1024)
 }
 
-/// fork's child handler: from now on this process has no engine.
+/// fork's child handler: from now on this process has no engine. In
+/// service mode it also closes its copy of the parent's control connection
+/// (which it never uses): else the daemon would not see the parent leave
+/// while the child lives.
 pub fn after_fork_child() {
-    if STACK.get().is_some() {
+    if let Some(started) = STACK.get() {
         FORKED.store(true, Ordering::Relaxed);
+        if let Some(fd) = started.as_ref().ok().and_then(|s| s.service_ctl_fd()) {
+            crate::sys::k::close_fd(fd);
+        }
     }
 }
 
