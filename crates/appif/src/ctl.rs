@@ -131,7 +131,10 @@ pub fn eventfd_drain(fd: BorrowedFd<'_>) -> u64 {
 /// non-blocking so that a write to one can never block the writer (an
 /// eventfd whose counter is at its maximum refuses the write with EAGAIN
 /// instead); anything else is closed. Checked through
-/// `/proc/self/fd/N`, which names an eventfd `anon_inode:[eventfd]`.
+/// `/proc/self/fd/N`, which names an eventfd `anon_inode:[eventfd]`. The
+/// kept ones keep their order but close up over the dropped ones, so an
+/// application that sends anything else loses its own later entries'
+/// wake-ups (it sleeps in its short naps), nobody else's.
 pub fn keep_eventfds(fds: Vec<OwnedFd>) -> Vec<OwnedFd> {
     fds.into_iter()
         .filter(|f| {
