@@ -45,7 +45,7 @@ pub const SOCKET_ENV: &str = "CORESTACK_SOCKET";
 pub const CTL_VERSION: u16 = 1;
 
 /// The most file descriptors one message may carry (send and receive).
-pub const MAX_FDS: usize = 8;
+pub const MAX_FDS: usize = 16;
 
 /// The longest application name a [`Hello`] carries, in bytes.
 pub const NAME_MAX: usize = 31;
@@ -125,6 +125,30 @@ pub fn eventfd_drain(fd: BorrowedFd<'_>) -> u64 {
     } else {
         0
     }
+}
+
+/// The eventfds among `fds` (received from a less trusted process), made
+/// non-blocking so that a write to one can never block the writer (an
+/// eventfd whose counter is at its maximum refuses the write with EAGAIN
+/// instead); anything else is closed. Checked through
+/// `/proc/self/fd/N`, which names an eventfd `anon_inode:[eventfd]`. The
+/// kept ones keep their order but close up over the dropped ones, so an
+/// application that sends anything else loses its own later entries'
+/// wake-ups (it sleeps in its short naps), nobody else's.
+pub fn keep_eventfds(fds: Vec<OwnedFd>) -> Vec<OwnedFd> {
+    fds.into_iter()
+        .filter(|f| {
+            let link = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()));
+            if !link.is_ok_and(|l| l.as_os_str() == "anon_inode:[eventfd]") {
+                return false;
+            }
+            // SAFETY: F_GETFL/F_SETFL on an fd we own, integer arguments.
+            unsafe {
+                let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+                fl >= 0 && libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) == 0
+            }
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -819,6 +843,21 @@ mod tests {
         let mut fds = Vec::new();
         recv_msg(&b, &mut [0u8; 4], &mut fds).unwrap();
         assert_eq!(fds.len(), MAX_FDS);
+    }
+
+    #[test]
+    fn keep_eventfds_drops_other_fds_and_makes_eventfds_nonblocking() {
+        // SAFETY: eventfd takes no pointers; the result is checked by `owned`.
+        let blocking = owned(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) }).unwrap();
+        let (a, _b) = UnixStream::pair().unwrap();
+        let memfd = memfd("keep-test", 4096).unwrap();
+        let raw = blocking.as_raw_fd();
+        let kept = keep_eventfds(vec![OwnedFd::from(a), blocking, memfd]);
+        assert_eq!(kept.len(), 1, "only the eventfd is kept");
+        assert_eq!(kept[0].as_raw_fd(), raw);
+        // SAFETY: F_GETFL on an fd we own.
+        let fl = unsafe { libc::fcntl(raw, libc::F_GETFL) };
+        assert_ne!(fl & libc::O_NONBLOCK, 0, "made non-blocking");
     }
 
     #[test]

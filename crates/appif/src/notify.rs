@@ -1,4 +1,5 @@
-//! The doorbell: the wake-up protocol (notify flag) with two ways to sleep.
+//! The doorbell: the wake-up protocol (notify flag), written once for every
+//! way to sleep and every place a sleeper may be.
 //!
 //! A consumer about to sleep sets its flag in `sleeping`, re-checks its
 //! condition, then sleeps. A producer, after publishing, bumps `seq` and,
@@ -8,11 +9,25 @@
 //! Two kinds of sleeper share one [`Notify`]:
 //! - **futex** ([`Notify::wait`]): sleeps on the `seq` word itself. Works
 //!   across processes (the futex calls are not process-private).
-//! - **eventfd** ([`Notify::arm`]): registers an eventfd, then sleeps in the
-//!   kernel wherever the caller likes (poll, epoll_wait, read) together with
-//!   other fds; the producer writes 1 to every eventfd registered on this
-//!   doorbell. The registry is per process, so an eventfd sleeper is woken
-//!   only by a producer in the same process (embedded and inline mode).
+//! - **eventfd** ([`Notify::arm`], [`Notify::arm_in`]): records an eventfd
+//!   in a table of sleepers ([`Sleepers`]) under the doorbell's key, then
+//!   sleeps in the kernel wherever it likes (poll, epoll_wait, read)
+//!   together with other fds; the producer writes 1 to every eventfd
+//!   recorded under that key ([`Notify::notify`], [`Notify::notify_in`]).
+//!
+//! Where the eventfd sleepers are recorded decides who can wake them:
+//! - **same process** (embedded and inline mode): the process's own table
+//!   (static, [`MAX_EVENTFD_SLEEPERS`] entries, filled on demand); a
+//!   doorbell's key is its address.
+//! - **across processes** (service mode): a table whose keys live in the
+//!   application's segment ([`Sleepers::in_region`], [`SEGMENT_SLEEPERS`]
+//!   entries); a doorbell's key is its offset in the segment, the same in
+//!   both processes. Each entry stands for one eventfd the application
+//!   handed to the daemon (`SCM_RIGHTS`) when it joined: the application
+//!   knows it by its own number, the daemon by the copy it received, and
+//!   each side's [`Sleepers`] holds its own numbers, so the shared memory
+//!   holds no fd number anybody would write to. The daemon writes only to
+//!   an entry armed with the key of the doorbell it rings.
 //!
 //! ```text
 //!   consumer                              producer
@@ -20,15 +35,20 @@
 //!   arm(efd) / flag in `sleeping`         seq += 1
 //!   re-check: changed? -> return          flags = swap(sleeping, 0)
 //!   sleep (futex on seq, or poll on efd)  FUTEX  -> futex_wake(seq)
-//!   disarm, drain efd                     EVENTFD-> write(efd) for each armed
+//!   disarm, drain efd                     EVENTFD-> write(efd) for each entry
+//!                                                    armed with this key
 //! ```
 
-use core::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
+use crate::region::Region;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use core::time::Duration;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
 
 /// `sleeping` flag: a futex sleeper waits on `seq`.
 const FUTEX_SLEEPER: u32 = 1;
-/// `sleeping` flag: an eventfd sleeper is registered in [`WAITERS`].
+/// `sleeping` flag: an eventfd sleeper is armed in a [`Sleepers`] table.
 const EVENTFD_SLEEPER: u32 = 2;
 
 /// A wake-up point shared by one producer and its waiters. `repr(C)` and
@@ -63,10 +83,18 @@ impl Notify {
         self.seq.load(Ordering::SeqCst)
     }
 
-    /// Producer side: records a change and wakes the sleepers if there are
-    /// any (futex sleepers by FUTEX_WAKE, eventfd sleepers by writing their
-    /// eventfd). Costs one atomic add and one load when nobody sleeps.
+    /// Producer side, same process: records a change and wakes the
+    /// sleepers if there are any (futex sleepers by FUTEX_WAKE, eventfd
+    /// sleepers of this process's table by writing their eventfd). Costs
+    /// one atomic add and one load when nobody sleeps.
     pub fn notify(&self) {
+        self.notify_in(None)
+    }
+
+    /// Producer side: as [`Notify::notify`], with the eventfd sleepers
+    /// recorded in `table` (None: this process's own table). A doorbell
+    /// inside an application segment is rung with the segment's table.
+    pub fn notify_in(&self, table: Option<&Sleepers>) {
         self.seq.fetch_add(1, Ordering::SeqCst);
         if self.sleeping.load(Ordering::SeqCst) == 0 {
             return;
@@ -76,7 +104,10 @@ impl Notify {
             futex_wake(&self.seq);
         }
         if flags & EVENTFD_SLEEPER != 0 {
-            ring_waiters(self.key());
+            match table {
+                None => PROCESS.ring(self.key(0)),
+                Some(t) => t.ring(self.key(t.base)),
+            }
         }
     }
 
@@ -91,102 +122,272 @@ impl Notify {
         futex_wait(&self.seq, seen, timeout)
     }
 
-    /// Consumer side, eventfd variant: registers `eventfd` (a raw eventfd
-    /// this process owns and keeps open while the returned guard lives) so
-    /// that the next [`Notify::notify`] writes 1 to it. The caller then
-    /// re-checks its condition (or compares [`Notify::seq`] with the value
-    /// it read before), sleeps in the kernel with the eventfd among the fds
-    /// it waits on, and drains the eventfd after waking. Dropping the guard
-    /// unregisters.
+    /// Consumer side, eventfd variant, same process: records `eventfd` (a
+    /// raw eventfd this process owns and keeps open while the returned
+    /// guard lives) in the process's table so that the next
+    /// [`Notify::notify`] writes 1 to it. The caller then re-checks its
+    /// condition (or compares [`Notify::seq`] with the value it read
+    /// before), sleeps in the kernel with the eventfd among the fds it
+    /// waits on, and drains the eventfd after waking. Dropping the guard
+    /// disarms.
     ///
-    /// None when the process-wide registry ([`MAX_EVENTFD_SLEEPERS`] armed
-    /// at once) is full: the caller must then sleep with a short timeout.
+    /// None when the table ([`MAX_EVENTFD_SLEEPERS`] armed at once) is
+    /// full: the caller must then sleep with a short timeout.
     pub fn arm(&self, eventfd: i32) -> Option<Armed<'_>> {
-        let slot = register(self.key(), eventfd)?;
+        self.arm_in(None, eventfd)
+    }
+
+    /// As [`Notify::arm`], in `table` (None: this process's own). In a
+    /// segment's table `eventfd` must be one of the eventfds the table was
+    /// made with (the ones the producer knows); several waiters may arm
+    /// the same one on the same doorbell (threads sharing an epoll set).
+    /// None when the table is full, `eventfd` is not in it, or it is armed
+    /// on another doorbell: sleep with a short timeout then.
+    pub fn arm_in<'a>(&'a self, table: Option<&'a Sleepers>, eventfd: i32) -> Option<Armed<'a>> {
+        let entry = match table {
+            None => PROCESS.register(self.key(0), eventfd)?,
+            Some(t) => t.register(self.key(t.base), eventfd)?,
+        };
         self.sleeping.fetch_or(EVENTFD_SLEEPER, Ordering::SeqCst);
         Some(Armed {
             _notify: self,
-            slot,
+            table,
+            entry,
         })
     }
 
-    fn key(&self) -> usize {
-        self as *const Notify as usize
+    /// This doorbell's key in a table whose memory starts at `base` (0:
+    /// addresses, for the process's table).
+    fn key(&self, base: usize) -> u64 {
+        (self as *const Notify as usize).wrapping_sub(base) as u64
     }
 }
 
-/// An eventfd registered on a [`Notify`] (see [`Notify::arm`]); unregistered
-/// when dropped. A write that raced with the drop may still reach the
-/// eventfd: its owner drains it before it sleeps again.
+/// An eventfd armed on a [`Notify`] (see [`Notify::arm`]); disarmed when
+/// dropped. A write that raced with the drop may still reach the eventfd:
+/// its owner drains it before it sleeps again.
 #[derive(Debug)]
 pub struct Armed<'a> {
     _notify: &'a Notify,
-    slot: usize,
+    table: Option<&'a Sleepers>,
+    entry: usize,
 }
 
 impl Drop for Armed<'_> {
     fn drop(&mut self) {
-        if let Some(w) = WAITERS.get(self.slot) {
-            w.key.store(0, Ordering::SeqCst);
+        match self.table {
+            None => PROCESS.unregister(self.entry),
+            Some(t) => t.unregister(self.entry),
         }
     }
 }
 
-/// How many eventfd sleepers may be armed at once in one process.
+/// How many eventfd sleepers may be armed at once in one process's own table.
 pub const MAX_EVENTFD_SLEEPERS: usize = 1024;
 
-/// One registered eventfd sleeper: the address of the [`Notify`] it waits
-/// on (0 = free, 1 = being filled) and its eventfd.
-struct Waiter {
-    key: AtomicUsize,
-    fd: AtomicI32,
+/// Entries of a segment's table: eventfds an application hands to the
+/// daemon when it joins (at most this many).
+pub const SEGMENT_SLEEPERS: usize = 16;
+
+/// Marks an entry of the process's table being filled (never a key: no
+/// [`Notify`] sits at address 1).
+const FILLING: u64 = 1;
+
+/// A table of eventfd sleepers: per entry the key of the doorbell it is
+/// armed on (0: none) and the eventfd's number in this process.
+///
+/// - The process's own table (static, no allocation): entries are taken
+///   on demand, keys are addresses.
+/// - A segment's table ([`Sleepers::in_region`]): the keys live in shared
+///   memory (the application writes them, the daemon reads them), the fds
+///   are fixed at association time and private to each side; keys are
+///   offsets in the segment.
+pub struct Sleepers {
+    keys: KeyCells,
+    /// Each entry's eventfd as numbered in this process (-1: none).
+    fds: FdCells,
+    /// Subtracted from a doorbell's address to get its key.
+    base: usize,
+    /// Segment tables: how many of this process's waiters armed each
+    /// entry (arming and disarming take this lock; they happen only on
+    /// the way into and out of a sleep).
+    users: Mutex<Vec<u32>>,
+    /// One past the highest entry ever used (bounds a producer's scan).
+    high: AtomicUsize,
+    /// The fds a segment's table owns, and the mapping its keys live in.
+    _keep: Option<(Vec<OwnedFd>, Arc<Region>)>,
+}
+
+enum KeyCells {
+    Static(&'static [AtomicU64]),
+    Region(NonNull<AtomicU64>, usize),
+}
+
+enum FdCells {
+    Static(&'static [AtomicI32]),
+    Owned(Vec<AtomicI32>),
+}
+
+// SAFETY: the region pointer reaches atomics in the mapping `_keep` holds.
+unsafe impl Send for Sleepers {}
+// SAFETY: as above; everything else is atomics or behind a Mutex.
+unsafe impl Sync for Sleepers {}
+
+impl core::fmt::Debug for Sleepers {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Sleepers({} entries)", self.len())
+    }
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
-const FREE: Waiter = Waiter {
-    key: AtomicUsize::new(0),
-    fd: AtomicI32::new(-1),
+const NO_KEY: AtomicU64 = AtomicU64::new(0);
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_FD: AtomicI32 = AtomicI32::new(-1);
+static PROCESS_KEYS: [AtomicU64; MAX_EVENTFD_SLEEPERS] = [NO_KEY; MAX_EVENTFD_SLEEPERS];
+static PROCESS_FDS: [AtomicI32; MAX_EVENTFD_SLEEPERS] = [NO_FD; MAX_EVENTFD_SLEEPERS];
+/// The process's own table.
+static PROCESS: Sleepers = Sleepers {
+    keys: KeyCells::Static(&PROCESS_KEYS),
+    fds: FdCells::Static(&PROCESS_FDS),
+    base: 0,
+    users: Mutex::new(Vec::new()),
+    high: AtomicUsize::new(0),
+    _keep: None,
 };
 
-/// The process's eventfd sleepers. Static (no allocation), scanned by
-/// producers only up to [`HIGH`] and only when a sleeper flag is set.
-static WAITERS: [Waiter; MAX_EVENTFD_SLEEPERS] = [FREE; MAX_EVENTFD_SLEEPERS];
-/// One past the highest slot ever used.
-static HIGH: AtomicUsize = AtomicUsize::new(0);
-/// Marks a slot being filled (not a valid [`Notify`] address).
-const FILLING: usize = 1;
+impl Sleepers {
+    /// A segment's table: `SEGMENT_SLEEPERS` keys (u64) at byte offset
+    /// `keys_at` of `region`, and `fds`, this process's numbers of the
+    /// entries' eventfds in entry order (the application: its own; the
+    /// daemon: the copies it received). Extra fds beyond
+    /// [`SEGMENT_SLEEPERS`] are closed. None when the keys lie outside the
+    /// region.
+    pub fn in_region(
+        region: &Arc<Region>,
+        keys_at: usize,
+        mut fds: Vec<OwnedFd>,
+    ) -> Option<Sleepers> {
+        let keys = region.at::<[AtomicU64; SEGMENT_SLEEPERS]>(keys_at)?;
+        let base = region.span(0, 1, 1)?.as_ptr() as usize;
+        fds.truncate(SEGMENT_SLEEPERS);
+        let raw = fds
+            .iter()
+            .map(|f| AtomicI32::new(f.as_raw_fd()))
+            .collect::<Vec<_>>();
+        Some(Sleepers {
+            keys: KeyCells::Region(keys.cast(), SEGMENT_SLEEPERS),
+            high: AtomicUsize::new(raw.len()),
+            users: Mutex::new(vec![0; raw.len()]),
+            fds: FdCells::Owned(raw),
+            base,
+            _keep: Some((fds, region.clone())),
+        })
+    }
 
-fn register(key: usize, fd: i32) -> Option<usize> {
-    for (i, w) in WAITERS.iter().enumerate() {
-        if w.key.load(Ordering::Relaxed) != 0 {
-            continue;
-        }
-        if w.key
-            .compare_exchange(0, FILLING, Ordering::SeqCst, Ordering::Relaxed)
-            .is_ok()
-        {
-            w.fd.store(fd, Ordering::SeqCst);
-            HIGH.fetch_max(i + 1, Ordering::SeqCst);
-            w.key.store(key, Ordering::SeqCst);
-            return Some(i);
+    /// The eventfds of a segment's table, as numbered in this process.
+    pub fn eventfds(&self) -> Vec<i32> {
+        self.fd_cells()
+            .iter()
+            .map(|f| f.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    fn len(&self) -> usize {
+        match &self.keys {
+            KeyCells::Static(k) => k.len(),
+            KeyCells::Region(_, n) => *n,
         }
     }
-    None
-}
 
-fn ring_waiters(key: usize) {
-    let high = HIGH.load(Ordering::SeqCst).min(MAX_EVENTFD_SLEEPERS);
-    for w in &WAITERS[..high] {
-        if w.key.load(Ordering::SeqCst) == key {
-            eventfd_write(w.fd.load(Ordering::SeqCst));
+    fn key_cells(&self) -> &[AtomicU64] {
+        match &self.keys {
+            KeyCells::Static(k) => k,
+            // SAFETY: `n` aligned AtomicU64 inside the mapping `_keep`
+            // holds; atomics accept any bit pattern and shared access.
+            KeyCells::Region(p, n) => unsafe { core::slice::from_raw_parts(p.as_ptr(), *n) },
+        }
+    }
+
+    fn fd_cells(&self) -> &[AtomicI32] {
+        match &self.fds {
+            FdCells::Static(f) => f,
+            FdCells::Owned(f) => f,
+        }
+    }
+
+    /// Records `fd` as armed on `key`; the entry's index.
+    fn register(&self, key: u64, fd: i32) -> Option<usize> {
+        let keys = self.key_cells();
+        let fds = self.fd_cells();
+        if let FdCells::Static(_) = self.fds {
+            for (i, k) in keys.iter().enumerate() {
+                if k.load(Ordering::Relaxed) != 0 {
+                    continue;
+                }
+                if k.compare_exchange(0, FILLING, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    fds[i].store(fd, Ordering::SeqCst);
+                    self.high.fetch_max(i + 1, Ordering::SeqCst);
+                    k.store(key, Ordering::SeqCst);
+                    return Some(i);
+                }
+            }
+            return None;
+        }
+        let i = fds.iter().position(|f| f.load(Ordering::Relaxed) == fd)?;
+        let mut users = self.users.lock().unwrap_or_else(|p| p.into_inner());
+        let n = users.get_mut(i)?;
+        if *n == 0 {
+            keys[i].store(key, Ordering::SeqCst);
+        } else if keys[i].load(Ordering::SeqCst) != key {
+            return None;
+        }
+        *n += 1;
+        Some(i)
+    }
+
+    fn unregister(&self, i: usize) {
+        let Some(k) = self.key_cells().get(i) else {
+            return;
+        };
+        if let FdCells::Static(_) = self.fds {
+            k.store(0, Ordering::SeqCst);
+            return;
+        }
+        let mut users = self.users.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = users.get_mut(i) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                k.store(0, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Writes the eventfd of every entry armed on `key`.
+    fn ring(&self, key: u64) {
+        let keys = self.key_cells();
+        let fds = self.fd_cells();
+        let high = self
+            .high
+            .load(Ordering::SeqCst)
+            .min(keys.len())
+            .min(fds.len());
+        for (k, f) in keys[..high].iter().zip(&fds[..high]) {
+            if k.load(Ordering::SeqCst) == key {
+                eventfd_write(f.load(Ordering::SeqCst));
+            }
         }
     }
 }
 
 fn eventfd_write(fd: i32) {
+    if fd < 0 {
+        return;
+    }
     let one = 1u64.to_ne_bytes();
     // SAFETY: writes 8 bytes from a live stack array; a bad fd only fails
-    // (the registry holds fds their owners keep open while armed).
+    // (tables hold fds their owners keep open while armed).
     unsafe {
         libc::syscall(libc::SYS_write, fd, one.as_ptr(), one.len());
     }
@@ -331,5 +532,81 @@ mod tests {
         assert!(!poll_readable(eb, 0));
         close(ea);
         close(eb);
+    }
+
+    /// Two views of one segment table, as the application and the daemon
+    /// hold them: the daemon's fds are duplicates (as SCM_RIGHTS gives it).
+    fn two_sides(n: usize) -> (Arc<Region>, Sleepers, Sleepers, Vec<i32>) {
+        let region = Arc::new(Region::anon(4096).expect("anonymous memory"));
+        let mine: Vec<OwnedFd> = (0..n).map(|_| crate::ctl::eventfd().unwrap()).collect();
+        let raw: Vec<i32> = mine.iter().map(|f| f.as_raw_fd()).collect();
+        let theirs: Vec<OwnedFd> = mine.iter().map(|f| f.try_clone().unwrap()).collect();
+        let app = Sleepers::in_region(&region, 512, mine).expect("keys inside");
+        let daemon = Sleepers::in_region(&region, 512, theirs).expect("keys inside");
+        (region, app, daemon, raw)
+    }
+
+    fn doorbell(region: &Region, at: usize) -> &Notify {
+        // SAFETY: an aligned Notify (atomics only) inside the live region.
+        unsafe { region.at::<Notify>(at).expect("inside").as_ref() }
+    }
+
+    #[test]
+    fn segment_sleeper_armed_by_app_is_woken_by_the_daemons_copy() {
+        let (region, app, daemon, raw) = two_sides(3);
+        let bell = doorbell(&region, 64);
+        assert_eq!(app.eventfds(), raw);
+        let armed = bell.arm_in(Some(&app), raw[1]).expect("a known eventfd");
+        bell.notify_in(Some(&daemon));
+        assert!(poll_readable(raw[1], 0), "the armed entry was not written");
+        assert!(!poll_readable(raw[0], 0) && !poll_readable(raw[2], 0));
+        drop(armed);
+    }
+
+    #[test]
+    fn segment_sleeper_disarmed_or_on_another_doorbell_is_not_written() {
+        let (region, app, daemon, raw) = two_sides(2);
+        let (a, b) = (doorbell(&region, 64), doorbell(&region, 128));
+        drop(a.arm_in(Some(&app), raw[0]).expect("known"));
+        let _on_b = b.arm_in(Some(&app), raw[1]).expect("known");
+        a.notify_in(Some(&daemon));
+        assert!(!poll_readable(raw[0], 0), "a disarmed entry was written");
+        assert!(
+            !poll_readable(raw[1], 0),
+            "another doorbell's sleeper was written"
+        );
+    }
+
+    #[test]
+    fn segment_table_refuses_unknown_eventfds_and_a_second_doorbell_on_one_entry() {
+        let (region, app, _daemon, raw) = two_sides(1);
+        let (a, b) = (doorbell(&region, 64), doorbell(&region, 128));
+        let other = eventfd();
+        assert!(
+            a.arm_in(Some(&app), other).is_none(),
+            "not one of the table's"
+        );
+        let first = a.arm_in(Some(&app), raw[0]).expect("known");
+        let shared = a.arm_in(Some(&app), raw[0]).expect("same doorbell: shared");
+        assert!(
+            b.arm_in(Some(&app), raw[0]).is_none(),
+            "armed on another doorbell"
+        );
+        drop(first);
+        a.notify_in(Some(&app));
+        assert!(poll_readable(raw[0], 0), "still armed by the second waiter");
+        drop(shared);
+        crate::ctl::eventfd_drain(unsafe_borrow(raw[0]));
+        a.notify_in(Some(&app));
+        assert!(
+            !poll_readable(raw[0], 0),
+            "written after the last waiter left"
+        );
+        close(other);
+    }
+
+    fn unsafe_borrow(fd: i32) -> std::os::fd::BorrowedFd<'static> {
+        // SAFETY: the test's eventfd stays open until the table is dropped.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }
     }
 }

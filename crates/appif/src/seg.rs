@@ -10,6 +10,8 @@
 //!  192    command ring head                                 (app)
 //!  256    command ring tail                                 (engine)
 //!  320    closed: errno the association ended with          (engine)
+//!  384    eventfd sleepers: 16 keys (u64), one per eventfd the
+//!         application handed over when it joined             (app)
 //!  512    command ring: cmd_slots × 64-byte descriptors     (app)
 //!  page   socket slots: nslots × 512 bytes, each
 //!           +0 owner word (bit 0 app, bit 1 engine)  +64 status block
@@ -26,7 +28,7 @@
 //! and [`CmdConsumer`]); a violation is reported, never trusted.
 
 use crate::bytes::{self, RingAt};
-use crate::notify::Notify;
+use crate::notify::{Notify, Sleepers};
 use crate::region::Region;
 use crate::socket::{SharedSlot, SockId};
 use core::net::{Ipv4Addr, SocketAddrV4};
@@ -54,11 +56,16 @@ pub mod layout {
     pub const PAGE: usize = 4096;
 
     /// Header: seven u64 words (magic, version and slots, ring bytes and
-    /// command slots, association, reserved, MTU, ring_max_bytes); daemon,
-    /// once.
+    /// command slots, association, address, MTU and gateway,
+    /// ring_max_bytes); daemon, once.
     pub const INFO: usize = 0;
+    /// Header: the stack's address (u32, host order) and prefix length
+    /// (u8, bits 32..40), a u64 (daemon, once).
+    pub const NET: usize = INFO + 32;
     /// Header: the link MTU in bytes, a u32 (daemon).
     pub const MTU: usize = INFO + 40;
+    /// Header: the stack's gateway (u32, host order; 0: none) (daemon, once).
+    pub const GATEWAY: usize = INFO + 44;
     /// The application's wake-up point, a `Notify` (engine bumps it).
     pub const APP_WAKE: usize = 64;
     /// The engine's notify flag, a u32 (engine sets it, the app clears it).
@@ -69,6 +76,10 @@ pub mod layout {
     pub const CMD_TAIL: usize = 256;
     /// The errno the association ended with, a u32; 0 while it lives (engine).
     pub const CLOSED: usize = 320;
+    /// The eventfd sleepers' keys: [`crate::notify::SEGMENT_SLEEPERS`]
+    /// u64 words, entry i armed on the doorbell at that offset (0: none)
+    /// (application; see [`crate::notify::Sleepers`]).
+    pub const SLEEPERS: usize = 384;
     /// The command ring: `cmd_slots` descriptors of [`DESC_BYTES`] (application).
     pub const CMD_RING: usize = 512;
 
@@ -92,14 +103,15 @@ pub mod layout {
 
     // Every header word on its own cache line, before the command ring;
     // every slot word on its own, inside the slot.
-    const _: () = assert!(CLOSED + 64 <= CMD_RING && MTU + 8 <= APP_WAKE);
+    const _: () = assert!(CLOSED + 64 <= SLEEPERS && MTU + 8 <= APP_WAKE);
+    const _: () = assert!(SLEEPERS + 8 * crate::notify::SEGMENT_SLEEPERS <= CMD_RING);
     const _: () = assert!(SLOT_RX_GEOMETRY + 64 == SLOT_BYTES);
 }
 
 use layout::{
-    APP_WAKE, CLOSED, CMD_HEAD, CMD_RING, CMD_TAIL, ENGINE_SLEEPING, INFO, MTU, PAGE, SLOT_OWNER,
-    SLOT_RX_GEOMETRY, SLOT_RX_HEAD, SLOT_RX_TAIL, SLOT_STATUS, SLOT_TX_GEOMETRY, SLOT_TX_HEAD,
-    SLOT_TX_TAIL,
+    APP_WAKE, CLOSED, CMD_HEAD, CMD_RING, CMD_TAIL, ENGINE_SLEEPING, GATEWAY, INFO, MTU, NET, PAGE,
+    SLEEPERS, SLOT_OWNER, SLOT_RX_GEOMETRY, SLOT_RX_HEAD, SLOT_RX_TAIL, SLOT_STATUS,
+    SLOT_TX_GEOMETRY, SLOT_TX_HEAD, SLOT_TX_TAIL,
 };
 
 /// Owner word: the slot is free.
@@ -205,6 +217,9 @@ impl Layout {
 pub struct Segment {
     region: Arc<Region>,
     layout: Layout,
+    /// The eventfd sleepers' table, as this process sees it (see
+    /// [`Segment::with_sleepers`]).
+    sleepers: Option<Arc<Sleepers>>,
 }
 
 impl Segment {
@@ -215,7 +230,11 @@ impl Segment {
         if region.len() < layout.total_len() {
             return Err("region smaller than the layout");
         }
-        let seg = Segment { region, layout };
+        let seg = Segment {
+            region,
+            layout,
+            sleepers: None,
+        };
         let info = [
             MAGIC,
             u64::from(VERSION) | u64::from(layout.nslots) << 32,
@@ -261,7 +280,36 @@ impl Segment {
         if region.len() < layout.total_len() {
             return Err("segment shorter than its layout");
         }
-        Ok((Segment { region, layout }, assoc as u32))
+        Ok((
+            Segment {
+                region,
+                layout,
+                sleepers: None,
+            },
+            assoc as u32,
+        ))
+    }
+
+    /// The segment with its eventfd sleepers' table: `eventfds` are the
+    /// eventfds the application handed to the daemon when it joined (at
+    /// most [`crate::notify::SEGMENT_SLEEPERS`]), as numbered in this
+    /// process. Call it before handing out views: status blocks taken from
+    /// [`Segment::shared`] afterwards ring these eventfds, and so does
+    /// [`Segment::notify_app`].
+    pub fn with_sleepers(mut self, eventfds: Vec<std::os::fd::OwnedFd>) -> Segment {
+        self.sleepers = Sleepers::in_region(&self.region, SLEEPERS, eventfds).map(Arc::new);
+        self
+    }
+
+    /// The eventfd sleepers' table (None before [`Segment::with_sleepers`]).
+    pub fn sleepers(&self) -> Option<&Sleepers> {
+        self.sleepers.as_deref()
+    }
+
+    /// Wakes the application's readiness waiters (its wake-up point, with
+    /// this segment's eventfd sleepers).
+    pub fn notify_app(&self) {
+        self.app_wake().notify_in(self.sleepers());
     }
 
     /// The link MTU in bytes (daemon writes it at start; 0 = unknown).
@@ -272,6 +320,28 @@ impl Segment {
     /// Daemon: records the link MTU in bytes for the application.
     pub fn set_mtu(&self, mtu: u32) {
         self.word32(MTU).store(mtu, Ordering::Release);
+    }
+
+    /// Daemon: records the stack's address, subnet prefix and gateway for
+    /// the application (which decides by them what goes to corestack).
+    pub fn set_net(&self, ip: Ipv4Addr, prefix: u8, gateway: Option<Ipv4Addr>) {
+        self.word64(NET).store(
+            u64::from(u32::from(ip)) | u64::from(prefix) << 32,
+            Ordering::Release,
+        );
+        self.word32(GATEWAY)
+            .store(gateway.map_or(0, u32::from), Ordering::Release);
+    }
+
+    /// The stack's address and prefix length as the daemon recorded them
+    /// (None: not recorded, or a prefix above 32), and its gateway.
+    pub fn net(&self) -> (Option<(Ipv4Addr, u8)>, Option<Ipv4Addr>) {
+        let v = self.word64(NET).load(Ordering::Acquire);
+        let ip = Ipv4Addr::from(v as u32);
+        let prefix = (v >> 32) as u8;
+        let net = (!ip.is_unspecified() && prefix <= 32).then_some((ip, prefix));
+        let gw = Ipv4Addr::from(self.word32(GATEWAY).load(Ordering::Acquire));
+        (net, (!gw.is_unspecified()).then_some(gw))
     }
 
     /// The layout.
@@ -393,6 +463,7 @@ impl Segment {
             (None, None)
         };
         SharedSlot::in_region(&self.region, s + SLOT_STATUS, wake, release)
+            .map(|sh| sh.with_sleepers(self.sleepers.clone()))
     }
 
     /// The TX ring's writing end (application) of `slot`.

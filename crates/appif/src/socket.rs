@@ -172,6 +172,9 @@ pub struct SharedSlot {
     /// is dropped.
     release: Option<NonNull<AtomicU32>>,
     release_bits: AtomicU32,
+    /// Where the eventfd sleepers of this block's doorbells are recorded
+    /// (a segment's table; None: this process's own).
+    sleepers: Option<Arc<crate::notify::Sleepers>>,
     _keep: SlotKeep,
 }
 
@@ -219,6 +222,7 @@ impl SharedSlot {
             app_wake: None,
             release: None,
             release_bits: AtomicU32::new(0),
+            sleepers: None,
             _keep: SlotKeep::Local(b),
         })
     }
@@ -247,8 +251,27 @@ impl SharedSlot {
             app_wake,
             release,
             release_bits: AtomicU32::new(bits),
+            sleepers: None,
             _keep: SlotKeep::Region(region.clone()),
         }))
+    }
+
+    /// The same block, ringing the eventfd sleepers of `sleepers` (a
+    /// segment's table) instead of this process's. Only before the handle
+    /// is shared (a fresh `Arc`); otherwise unchanged.
+    pub fn with_sleepers(
+        mut self: Arc<Self>,
+        sleepers: Option<Arc<crate::notify::Sleepers>>,
+    ) -> Arc<Self> {
+        if let Some(me) = Arc::get_mut(&mut self) {
+            me.sleepers = sleepers;
+        }
+        self
+    }
+
+    /// Rings `n` with this block's sleepers.
+    fn ring(&self, n: &Notify) {
+        n.notify_in(self.sleepers.as_deref());
     }
 
     /// Changes the owner bits cleared on drop (after a hand-over the
@@ -260,32 +283,34 @@ impl SharedSlot {
     fn wake_app(&self) {
         if let Some(w) = self.app_wake {
             // SAFETY: a Notify in the region `_keep` holds alive.
-            unsafe { w.as_ref() }.notify();
+            self.ring(unsafe { w.as_ref() });
         }
     }
 
     /// Engine: something the application may wait for changed (data, space).
     pub fn wake(&self) {
-        self.notify.notify();
+        self.ring(&self.notify);
         self.wake_app();
     }
 
     /// Engine: moves to `state` (after the fields it publishes) and notifies.
     pub fn set_state(&self, state: SockState) {
-        (**self).set_state(state);
-        self.wake_app();
+        self.state.store(state as u32, Ordering::Release);
+        self.wake();
     }
 
     /// Engine: closes with `errno` (0 for a normal close) and notifies.
     pub fn set_closed(&self, errno: i32) {
-        (**self).set_closed(errno);
-        self.wake_app();
+        if errno != 0 {
+            self.error.store(errno, Ordering::Release);
+        }
+        self.set_state(SockState::Closed);
     }
 
     /// Engine: sets flag bits and notifies.
     pub fn set_flags(&self, bits: u32) {
-        (**self).set_flags(bits);
-        self.wake_app();
+        self.flags.fetch_or(bits, Ordering::Release);
+        self.wake();
     }
 }
 

@@ -41,7 +41,7 @@ pub const CONNS: &str = "conns";
 /// The application table segment (written by `corestack run` only).
 pub const APPS: &str = "apps";
 /// Words per connection row.
-pub const ROW_WORDS: usize = 10;
+pub const ROW_WORDS: usize = 13;
 /// Words per application row.
 pub const APP_WORDS: usize = 10;
 
@@ -269,13 +269,151 @@ mod tests {
     }
 }
 
+/// What a connection-table row is: a UDP socket, a TCP listener, or a TCP
+/// connection in one of the states of RFC 9293 §3.3.2. Published as one
+/// byte (the discriminant); a reader converts it back with
+/// [`ConnState::try_from`], which refuses codes no writer produces (a
+/// garbled or newer segment), and [`ConnRow::decode`] shows those as
+/// [`ConnState::Unknown`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum ConnState {
+    /// A UDP socket.
+    #[default]
+    Udp = 0,
+    /// A TCP listener.
+    Listener = 1,
+    /// TCP CLOSED (a connection that ended but is still held).
+    Closed = 2,
+    /// TCP LISTEN (never a connection's state; kept for the numbering).
+    Listen = 3,
+    /// TCP SYN-SENT.
+    SynSent = 4,
+    /// TCP SYN-RECEIVED.
+    SynReceived = 5,
+    /// TCP ESTABLISHED.
+    Established = 6,
+    /// TCP FIN-WAIT-1.
+    FinWait1 = 7,
+    /// TCP FIN-WAIT-2.
+    FinWait2 = 8,
+    /// TCP CLOSE-WAIT.
+    CloseWait = 9,
+    /// TCP CLOSING.
+    Closing = 10,
+    /// TCP LAST-ACK.
+    LastAck = 11,
+    /// TCP TIME-WAIT.
+    TimeWait = 12,
+    /// A code no writer of this version produces.
+    Unknown = 255,
+}
+
+impl TryFrom<u8> for ConnState {
+    /// The code itself.
+    type Error = u8;
+
+    /// The state published as `code`. Errors: a code that is no state
+    /// (255 included: `Unknown` is never published).
+    fn try_from(code: u8) -> Result<ConnState, u8> {
+        use ConnState::*;
+        Ok(match code {
+            0 => Udp,
+            1 => Listener,
+            2 => Closed,
+            3 => Listen,
+            4 => SynSent,
+            5 => SynReceived,
+            6 => Established,
+            7 => FinWait1,
+            8 => FinWait2,
+            9 => CloseWait,
+            10 => Closing,
+            11 => LastAck,
+            12 => TimeWait,
+            _ => return Err(code),
+        })
+    }
+}
+
+impl ConnState {
+    /// The published code.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// True for a TCP connection (any TCP state, not a listener or UDP).
+    pub fn is_tcp_connection(self) -> bool {
+        !matches!(
+            self,
+            ConnState::Udp | ConnState::Listener | ConnState::Unknown
+        )
+    }
+
+    /// The name `ss` uses: "UDP", "LISTEN", "ESTAB", "SYN-SENT", ...; "?"
+    /// for [`ConnState::Unknown`].
+    pub fn name(self) -> &'static str {
+        use ConnState::*;
+        match self {
+            Udp => "UDP",
+            Listener | Listen => "LISTEN",
+            Closed => "CLOSED",
+            SynSent => "SYN-SENT",
+            SynReceived => "SYN-RECV",
+            Established => "ESTAB",
+            FinWait1 => "FIN-WAIT-1",
+            FinWait2 => "FIN-WAIT-2",
+            CloseWait => "CLOSE-WAIT",
+            Closing => "CLOSING",
+            LastAck => "LAST-ACK",
+            TimeWait => "TIME-WAIT",
+            Unknown => "?",
+        }
+    }
+
+    /// Linux's number for the state (`TCP_ESTABLISHED` = 1, ... as in
+    /// `struct tcp_info`'s `tcpi_state`); `TCP_CLOSE` (7) for UDP and
+    /// unknown codes.
+    pub fn linux_tcp_state(self) -> u8 {
+        use ConnState::*;
+        match self {
+            Established => 1,
+            SynSent => 2,
+            SynReceived => 3,
+            FinWait1 => 4,
+            FinWait2 => 5,
+            TimeWait => 6,
+            CloseWait => 8,
+            LastAck => 9,
+            Listener | Listen => 10,
+            Closing => 11,
+            Udp | Closed | Unknown => 7,
+        }
+    }
+}
+
+/// Bytes of a process name in a [`ConnRow`] (Linux's `TASK_COMM_LEN`).
+pub const COMM_LEN: usize = 16;
+
+/// `name` as a [`ConnRow`] keeps it: its first [`COMM_LEN`] bytes (cut at a
+/// character boundary), NUL-padded.
+pub fn comm_bytes(name: &str) -> [u8; COMM_LEN] {
+    let mut b = [0u8; COMM_LEN];
+    let mut end = name.len().min(COMM_LEN);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    b[..end].copy_from_slice(&name.as_bytes()[..end]);
+    b
+}
+
 /// One row of the connection table, as `corestack ss` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnRow {
     pub local: core::net::SocketAddrV4,
     pub remote: core::net::SocketAddrV4,
-    /// 0 = UDP, 1 = TCP listener, 2.. = TCP state (see the engine's `tcp::State` order + 2).
-    pub state: u8,
+    /// UDP, TCP listener, or the TCP connection's state.
+    pub state: ConnState,
     /// Smoothed RTT, µs.
     pub srtt_us: u32,
     /// Retransmission timeout, ms.
@@ -306,6 +444,15 @@ pub struct ConnRow {
     /// was set up (UDP: each datagram counting its ring header too); wraps
     /// at 2^64. 0 for listeners.
     pub bytes_in: u64,
+    /// The process the socket belongs to: the engine's own for an
+    /// embedded or inline engine, the application's (from its control
+    /// connection's peer credentials) in service mode; 0 when unknown.
+    pub pid: u32,
+    /// That process's name ([`comm_bytes`]: the application's hello name in
+    /// service mode, `/proc/self/comm` otherwise), NUL-padded; see
+    /// [`ConnRow::process_name`]. The application's own text: escape it
+    /// before printing.
+    pub comm: [u8; COMM_LEN],
 }
 
 impl Default for ConnRow {
@@ -314,7 +461,7 @@ impl Default for ConnRow {
         ConnRow {
             local: any,
             remote: any,
-            state: 0,
+            state: ConnState::Udp,
             srtt_us: 0,
             rto_ms: 0,
             cwnd: 0,
@@ -327,6 +474,8 @@ impl Default for ConnRow {
             owner: 0,
             bytes_out: 0,
             bytes_in: 0,
+            pid: 0,
+            comm: [0; COMM_LEN],
         }
     }
 }
@@ -343,7 +492,7 @@ impl ConnRow {
     /// The row as [`ROW_WORDS`] words.
     pub fn encode(&self) -> [u64; ROW_WORDS] {
         [
-            addr_word(self.local) | (u64::from(self.state) << 48),
+            addr_word(self.local) | (u64::from(self.state.code()) << 48),
             addr_word(self.remote),
             u64::from(self.srtt_us) | (u64::from(self.rto_ms) << 32),
             u64::from(self.cwnd) | (u64::from(self.ssthresh) << 32),
@@ -353,7 +502,16 @@ impl ConnRow {
             u64::from(self.owner),
             self.bytes_out,
             self.bytes_in,
+            u64::from(self.pid),
+            u64::from_le_bytes(self.comm[..8].try_into().expect("8 bytes")),
+            u64::from_le_bytes(self.comm[8..].try_into().expect("8 bytes")),
         ]
+    }
+
+    /// The process name (up to the first NUL; invalid UTF-8 replaced).
+    pub fn process_name(&self) -> String {
+        let end = self.comm.iter().position(|&c| c == 0).unwrap_or(COMM_LEN);
+        String::from_utf8_lossy(&self.comm[..end]).into_owned()
     }
 
     /// The row from [`ROW_WORDS`] words; missing words (a short slice)
@@ -364,10 +522,13 @@ impl ConnRow {
         full[..n].copy_from_slice(&w[..n]);
         let w = &full;
         let half = |x: u64, hi: bool| if hi { (x >> 32) as u32 } else { x as u32 };
+        let mut comm = [0u8; COMM_LEN];
+        comm[..8].copy_from_slice(&w[11].to_le_bytes());
+        comm[8..].copy_from_slice(&w[12].to_le_bytes());
         ConnRow {
             local: word_addr(w[0] & 0xffff_ffff_ffff),
             remote: word_addr(w[1]),
-            state: (w[0] >> 48) as u8,
+            state: ConnState::try_from((w[0] >> 48) as u8).unwrap_or(ConnState::Unknown),
             srtt_us: half(w[2], false),
             rto_ms: half(w[2], true),
             cwnd: half(w[3], false),
@@ -380,6 +541,8 @@ impl ConnRow {
             owner: w[7] as u32,
             bytes_out: w[8],
             bytes_in: w[9],
+            pid: w[10] as u32,
+            comm,
         }
     }
 }
@@ -489,7 +652,7 @@ mod row_tests {
         let r = ConnRow {
             local: "10.0.0.2:80".parse().unwrap(),
             remote: "10.0.0.1:40000".parse().unwrap(),
-            state: 6,
+            state: ConnState::Established,
             srtt_us: 123,
             rto_ms: 200,
             cwnd: 14480,
@@ -502,12 +665,43 @@ mod row_tests {
             owner: 0x3fff_ffff,
             bytes_out: u64::MAX,
             bytes_in: 1 << 40,
+            pid: 4_194_304,
+            comm: comm_bytes("memcached"),
         };
         assert_eq!(ConnRow::decode(&r.encode()), r);
+        assert_eq!(r.process_name(), "memcached");
         assert_eq!(
             ConnRow::decode(&ConnRow::default().encode()),
             ConnRow::default()
         );
+    }
+
+    #[test]
+    fn conn_state_codes_convert_back_and_bad_codes_are_refused() {
+        for code in 0..=12u8 {
+            let s = ConnState::try_from(code).expect("a published code");
+            assert_eq!(s.code(), code);
+        }
+        assert_eq!(ConnState::try_from(13), Err(13));
+        assert_eq!(ConnState::try_from(255), Err(255));
+        let mut w = ConnRow::default().encode();
+        w[0] |= 200 << 48;
+        assert_eq!(ConnRow::decode(&w).state, ConnState::Unknown);
+        assert_eq!(ConnState::Unknown.name(), "?");
+        assert!(ConnState::TimeWait.is_tcp_connection());
+        assert!(!ConnState::Listener.is_tcp_connection());
+        assert_eq!(ConnState::Established.linux_tcp_state(), 1);
+    }
+
+    #[test]
+    fn comm_is_cut_to_sixteen_bytes_at_a_character_boundary() {
+        let c = comm_bytes("a-very-long-program-name");
+        assert_eq!(&c, b"a-very-long-prog");
+        let r = ConnRow {
+            comm: comm_bytes("ééééééééé"),
+            ..ConnRow::default()
+        };
+        assert_eq!(r.process_name(), "éééééééé", "the ninth é does not fit");
     }
 
     #[test]

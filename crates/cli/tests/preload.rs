@@ -1,6 +1,8 @@
-//! The sockets shim (`libcorestack_preload.so`, `corestack exec`) in embedded mode: C test
-//! programs, a conformance script compared call by call with the kernel, and real Debian
-//! programs on corestack driven by Linux peers in the other namespace, their results checked.
+//! The sockets shim (`libcorestack_preload.so`, `corestack exec`): C test programs, a
+//! conformance script compared call by call with the kernel, and real Debian programs on
+//! corestack driven by Linux peers in the other namespace, their results checked; the real
+//! programs both in embedded mode (the program's own engine) and in service mode (an
+//! application of a `corestack run` daemon, one daemon per test).
 //!
 //! Needs root (namespaces, XDP: fails saying so), `cc`, and the programs scripts/setup.sh
 //! installs (memcached, iperf3, sockperf, curl, netcat-openbsd, python3): a missing one fails
@@ -9,6 +11,7 @@
 
 mod common;
 
+use common::daemon::{Daemon, SocketPath};
 use common::*;
 use netns::Netns;
 use std::path::{Path, PathBuf};
@@ -129,6 +132,30 @@ fn shimmed_mode(
         .env_remove("CORESTACK_SOCKET")
         .env_remove("LD_PRELOAD");
     cmd
+}
+
+/// How a test runs a program under the shim: `(program, args) -> command`.
+type Sh<'a> = dyn Fn(&str, &[&str]) -> Command + 'a;
+
+/// `corestack exec --socket SOCK -- program args` in the core namespace (service mode: the
+/// program is an application of the daemon listening on `sock`).
+fn served(pair: &Pair, sock: &SocketPath, program: &str, args: &[&str]) -> Command {
+    preload();
+    let mut cmd = pair.core.exec(bin());
+    cmd.args(["exec", "--socket", &sock.arg(), "--"])
+        .arg(program)
+        .args(args)
+        .env_remove("CORESTACK_IFACE")
+        .env_remove("LD_PRELOAD");
+    cmd
+}
+
+/// A `corestack run` daemon on the pair's core side (service-mode tests), its socket
+/// `/tmp/corestack-svctest-<pid>-<tag>.sock`.
+fn daemon(pair: &Pair, tag: &str) -> (Daemon, SocketPath) {
+    let sock = SocketPath::new(tag);
+    let d = Daemon::start(pair, &sock, &[]);
+    (d, sock)
 }
 
 /// `program args` in `ns` (the kernel stack).
@@ -348,6 +375,42 @@ fn shim_conformance_script_matches_the_kernel_call_by_call() {
     }
 }
 
+#[test]
+fn shim_service_conformance_script_matches_the_kernel_call_by_call() {
+    let _lock = start();
+    let prog = cc("conform");
+    let pair = Pair::new("shm2", 178).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "conform");
+    let _echo = linux_echo(&pair);
+    let kernel = run_ok(
+        "conform (kernel)",
+        plain(&pair.linux, &prog, &[&pair.linux_ip, "7", "7300"]),
+        STEP,
+    );
+    let shim = run_ok(
+        "conform (shim, service mode)",
+        served(
+            &pair,
+            &sock,
+            prog.to_str().unwrap(),
+            &[&pair.linux_ip, "7", "7301"],
+        ),
+        STEP,
+    );
+    let diff: Vec<String> = kernel
+        .lines()
+        .zip(shim.lines())
+        .filter(|(k, s)| k != s)
+        .map(|(k, s)| format!("kernel: {k}\n  shim: {s}"))
+        .collect();
+    assert!(
+        diff.is_empty() && kernel.lines().count() == shim.lines().count(),
+        "the shim in service mode differs from the kernel:\n{}\n(full shim output:\n{shim})\ndaemon:\n{}",
+        diff.join("\n"),
+        d.tail()
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Real programs
 // ---------------------------------------------------------------------------
@@ -355,14 +418,37 @@ fn shim_conformance_script_matches_the_kernel_call_by_call() {
 #[test]
 fn shim_memcached_t1_and_t4_serve_sets_and_gets_of_concurrent_linux_clients() {
     let _lock = start();
+    let pair = Pair::new("p", 154).expect("creating the namespaces");
+    memcached_t1_t4(&pair, &|p, a| shimmed(&pair, p, a));
+}
+
+#[test]
+fn shim_service_memcached_t1_and_t4_serve_sets_and_gets_of_concurrent_linux_clients() {
+    let _lock = start();
+    let pair = Pair::new("shm2", 170).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "memcached");
+    memcached_t1_t4(&pair, &|p, a| served(&pair, &sock, p, a));
+    d.expect_line(
+        &["application joined"],
+        STEP,
+        "the programs joined the daemon",
+    );
+    assert!(
+        !d.log().contains("panicked"),
+        "the daemon panicked:\n{}",
+        d.tail()
+    );
+}
+
+/// memcached -t 1, then -t 4, under the shim; a Linux client sets and gets (8 connections, 200
+/// keys each) and checks every value.
+fn memcached_t1_t4(pair: &Pair, sh: &Sh) {
     need("memcached");
     need("python3");
-    let pair = Pair::new("p", 154).expect("creating the namespaces");
     for threads in ["1", "4"] {
         let server = Proc::spawn(
             &format!("memcached -t {threads}"),
-            shimmed(
-                &pair,
+            sh(
                 "memcached",
                 &[
                     "-u", "root", "-t", threads, "-p", "11211", "-U", "0", "-c", "256",
@@ -394,6 +480,86 @@ fn shim_memcached_t1_and_t4_serve_sets_and_gets_of_concurrent_linux_clients() {
     }
 }
 
+/// `corestack ss` / `corestack stat` output (this process reads /dev/shm, shared by namespaces).
+fn corestack_out(args: &[&str]) -> String {
+    let o = Command::new(bin())
+        .args(args)
+        .output()
+        .expect("running corestack");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn shim_ss_and_stat_show_the_programs_name_and_pid_in_embedded_and_service_mode() {
+    let _lock = start();
+    need("memcached");
+    // One interface per engine: the daemon drives one pair, the embedded engine the other.
+    let pair = Pair::new("shm2", 175).expect("creating the namespaces");
+    let other = Pair::new("shm2", 176).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "ss");
+    let args = ["-u", "root", "-t", "1", "-p", "11311", "-U", "0"];
+    let embedded = Proc::spawn(
+        "memcached (embedded)",
+        shimmed(&other, "memcached", &args),
+        None,
+        Out::Text,
+    );
+    let args = ["-u", "root", "-t", "1", "-p", "11312", "-U", "0"];
+    let mut served_mc = Proc::spawn(
+        "memcached (service)",
+        served(&pair, &sock, "memcached", &args),
+        None,
+        Out::Text,
+    );
+    // `ip netns exec` execs the program: the pid we spawned is memcached's own.
+    let mut embedded = embedded;
+    let (pe, ps) = (embedded.pid(), served_mc.pid());
+    // ss lines: pid process app "tcp LISTEN" local ...
+    let listening = |out: &str, pid: u32, port: &str| {
+        out.lines().any(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            c.len() > 6
+                && c[0] == pid.to_string()
+                && c[1] == "memcached"
+                && c[3..5] == ["tcp", "LISTEN"]
+                && c[5].ends_with(&format!(":{port}"))
+        })
+    };
+    let mut out = String::new();
+    let seen = until(STEP, || {
+        out = corestack_out(&["ss"]);
+        listening(&out, pe, "11311") && listening(&out, ps, "11312")
+    });
+    assert!(
+        seen,
+        "corestack ss shows no LISTEN line of memcached with pid {pe} (embedded) and {ps} \
+         (service):\n{out}\nembedded stderr: {}\nservice stderr: {}\ndaemon:\n{}",
+        embedded.stderr(),
+        served_mc.stderr(),
+        d.tail()
+    );
+    let stat = corestack_out(&["stat", "--pid", &pe.to_string()]);
+    assert!(
+        stat.lines()
+            .next()
+            .is_some_and(|l| l.starts_with(&format!("pid {pe} memcached "))),
+        "corestack stat of the embedded engine:\n{stat}"
+    );
+    let stat = corestack_out(&["stat"]);
+    assert!(
+        stat.lines().any(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            c.len() > 5
+                && c[1] == ps.to_string()
+                && c[3] == "memcached"
+                && c[4..6] == ["1", "LISTEN"]
+        }),
+        "corestack stat shows no application line for memcached (pid {ps}, 1 LISTEN):\n{stat}"
+    );
+    drop(embedded.terminate());
+    drop(served_mc.terminate());
+}
+
 /// (bytes sent, bytes received) from iperf3's JSON.
 fn iperf3_bytes(json: &str) -> (f64, f64) {
     let v: serde_json::Value =
@@ -416,13 +582,37 @@ fn check_transfer(what: &str, (sent, received): (f64, f64)) {
 #[test]
 fn shim_iperf3_server_and_client_both_directions_byte_counts_agree() {
     let _lock = start();
-    need("iperf3");
     let pair = Pair::new("p", 155).expect("creating the namespaces");
+    iperf3_both_ways(&pair, &|p, a| shimmed(&pair, p, a));
+}
+
+#[test]
+fn shim_service_iperf3_server_and_client_both_directions_byte_counts_agree() {
+    let _lock = start();
+    let pair = Pair::new("shm2", 171).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "iperf3");
+    iperf3_both_ways(&pair, &|p, a| served(&pair, &sock, p, a));
+    d.expect_line(
+        &["application joined"],
+        STEP,
+        "the programs joined the daemon",
+    );
+    assert!(
+        !d.log().contains("panicked"),
+        "the daemon panicked:\n{}",
+        d.tail()
+    );
+}
+
+/// iperf3 server under the shim with Linux clients, then Linux server with clients under the
+/// shim, each direction (-R): the byte counts agree.
+fn iperf3_both_ways(pair: &Pair, sh: &Sh) {
+    need("iperf3");
     // The server on corestack (dual-stack `::`, select() loop), Linux clients.
     for reverse in [false, true] {
         let mut server = Proc::spawn(
             "iperf3 -s (shim)",
-            shimmed(&pair, "iperf3", &["-s", "-1", "-p", "5201", "--forceflush"]),
+            sh("iperf3", &["-s", "-1", "-p", "5201", "--forceflush"]),
             None,
             Out::Text,
         );
@@ -460,7 +650,7 @@ fn shim_iperf3_server_and_client_both_directions_byte_counts_agree() {
         if reverse {
             args.push("-R");
         }
-        let out = run_ok("iperf3 -c (shim)", shimmed(&pair, "iperf3", &args), STEP);
+        let out = run_ok("iperf3 -c (shim)", sh("iperf3", &args), STEP);
         check_transfer(
             &format!("shim client -> linux server, reverse {reverse}"),
             iperf3_bytes(&out),
@@ -492,6 +682,13 @@ fn sockperf_checks(what: &str, pp: &str, tp: &str) {
         "{what}: ping-pong got {valid} replies:\n{pp}"
     );
     assert!(pp.contains("Summary: Latency is"), "{what}: {pp}");
+    // A waiter that missed its wake-up sleeps in naps of 1 ms: each round trip would take
+    // at least that long.
+    let latency = sockperf_result(pp, "Summary: Latency is");
+    assert!(
+        latency < 800.0,
+        "{what}: mean latency {latency} µs (waiters not woken by the engine?):\n{pp}"
+    );
     let rate = sockperf_result(tp, "Message Rate is");
     assert!(rate >= 1000.0, "{what}: throughput {rate} msg/s:\n{tp}");
 }
@@ -499,8 +696,32 @@ fn sockperf_checks(what: &str, pp: &str, tp: &str) {
 #[test]
 fn shim_sockperf_server_and_client_pingpong_and_throughput_tcp_udp_each_iomux() {
     let _lock = start();
-    need("sockperf");
     let pair = Pair::new("p", 156).expect("creating the namespaces");
+    sockperf_each_iomux(&pair, &|p, a| shimmed(&pair, p, a));
+}
+
+#[test]
+fn shim_service_sockperf_server_and_client_pingpong_and_throughput_tcp_udp_each_iomux() {
+    let _lock = start();
+    let pair = Pair::new("shm2", 172).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "sockperf");
+    sockperf_each_iomux(&pair, &|p, a| served(&pair, &sock, p, a));
+    d.expect_line(
+        &["application joined"],
+        STEP,
+        "the programs joined the daemon",
+    );
+    assert!(
+        !d.log().contains("panicked"),
+        "the daemon panicked:\n{}",
+        d.tail()
+    );
+}
+
+/// sockperf server under the shim in each -F mode with Linux clients, and clients under the
+/// shim in each -F mode against a Linux server: ping-pong and throughput, TCP and UDP.
+fn sockperf_each_iomux(pair: &Pair, sh: &Sh) {
+    need("sockperf");
     let dir = profile_dir().join("shim-c");
     std::fs::create_dir_all(&dir).expect("creating a directory for feed files");
     let feed = |name: &str, ip: &str| {
@@ -514,8 +735,7 @@ fn shim_sockperf_server_and_client_pingpong_and_throughput_tcp_udp_each_iomux() 
         // Server on corestack, Linux clients.
         let mut server = Proc::spawn(
             &format!("sockperf server -F {mode} (shim)"),
-            shimmed(
-                &pair,
+            sh(
                 "sockperf",
                 &["server", "-f", core_feed.to_str().unwrap(), "-F", mode],
             ),
@@ -574,20 +794,12 @@ fn shim_sockperf_server_and_client_pingpong_and_throughput_tcp_udp_each_iomux() 
             let f = one.to_str().unwrap();
             let pp = run_ok(
                 "sockperf ping-pong (shim)",
-                shimmed(
-                    &pair,
-                    "sockperf",
-                    &["ping-pong", "-f", f, "-F", mode, "-t", "1"],
-                ),
+                sh("sockperf", &["ping-pong", "-f", f, "-F", mode, "-t", "1"]),
                 STEP,
             );
             let tp = run_ok(
                 "sockperf throughput (shim)",
-                shimmed(
-                    &pair,
-                    "sockperf",
-                    &["throughput", "-f", f, "-F", mode, "-t", "1"],
-                ),
+                sh("sockperf", &["throughput", "-f", f, "-F", mode, "-t", "1"]),
                 STEP,
             );
             sockperf_checks(&format!("shim client -F {mode} {label}"), &pp, &tp);
@@ -612,9 +824,34 @@ fn payload(n: usize) -> Vec<u8> {
 #[test]
 fn shim_python_http_server_serves_linux_curl_and_shimmed_curl_fetches_from_linux() {
     let _lock = start();
+    let pair = Pair::new("p", 157).expect("creating the namespaces");
+    http_server_and_curl(&pair, &|p, a| shimmed(&pair, p, a));
+}
+
+#[test]
+fn shim_service_python_http_server_serves_linux_curl_and_shimmed_curl_fetches_from_linux() {
+    let _lock = start();
+    let pair = Pair::new("shm2", 173).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "http");
+    http_server_and_curl(&pair, &|p, a| served(&pair, &sock, p, a));
+    d.expect_line(
+        &["application joined"],
+        STEP,
+        "the programs joined the daemon",
+    );
+    assert!(
+        !d.log().contains("panicked"),
+        "the daemon panicked:\n{}",
+        d.tail()
+    );
+}
+
+/// python's http.server under the shim serves 3 MiB to Linux curl (and to kernel curl over
+/// loopback); curl under the shim fetches it from a Linux http.server and is refused by a
+/// closed port.
+fn http_server_and_curl(pair: &Pair, sh: &Sh) {
     need("python3");
     need("curl");
-    let pair = Pair::new("p", 157).expect("creating the namespaces");
     let www = profile_dir().join("shim-www");
     std::fs::create_dir_all(&www).expect("creating the web root");
     let data = payload(3 << 20);
@@ -628,8 +865,7 @@ fn shim_python_http_server_serves_linux_curl_and_shimmed_curl_fetches_from_linux
     // python on corestack (bound to the wildcard, so loopback works too), curl from Linux.
     let mut server = Proc::spawn(
         "python3 -m http.server (shim)",
-        shimmed(
-            &pair,
+        sh(
             "python3",
             &[
                 "-u",
@@ -707,8 +943,7 @@ fn shim_python_http_server_serves_linux_curl_and_shimmed_curl_fetches_from_linux
     let got = www.join("got-shim.bin");
     let url = format!("http://{}:8081/data.bin", pair.linux_ip);
     fetch(
-        shimmed(
-            &pair,
+        sh(
             "curl",
             &[
                 "-sS",
@@ -727,8 +962,7 @@ fn shim_python_http_server_serves_linux_curl_and_shimmed_curl_fetches_from_linux
     );
     let refused = run(
         "shimmed curl to a closed port",
-        shimmed(
-            &pair,
+        sh(
             "curl",
             &["-sS", "-m", "5", &format!("http://{}:9/", pair.linux_ip)],
         ),
@@ -746,13 +980,37 @@ fn shim_python_http_server_serves_linux_curl_and_shimmed_curl_fetches_from_linux
 #[test]
 fn shim_nc_both_directions_one_mib_sha256_equal() {
     let _lock = start();
-    need("nc");
     let pair = Pair::new("p", 158).expect("creating the namespaces");
+    nc_both_ways(&pair, &|p, a| shimmed(&pair, p, a));
+}
+
+#[test]
+fn shim_service_nc_both_directions_one_mib_sha256_equal() {
+    let _lock = start();
+    let pair = Pair::new("shm2", 174).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "nc");
+    nc_both_ways(&pair, &|p, a| served(&pair, &sock, p, a));
+    d.expect_line(
+        &["application joined"],
+        STEP,
+        "the programs joined the daemon",
+    );
+    assert!(
+        !d.log().contains("panicked"),
+        "the daemon panicked:\n{}",
+        d.tail()
+    );
+}
+
+/// nc -l under the shim receives 1 MiB from Linux nc; nc under the shim sends 1 MiB to Linux
+/// nc -l; sha256 equal both ways.
+fn nc_both_ways(pair: &Pair, sh: &Sh) {
+    need("nc");
     const BYTES: u64 = 1 << 20;
     // nc -l on corestack, Linux nc sends (retried while the listener starts).
     let server = Proc::spawn(
         "nc -l (shim)",
-        shimmed(&pair, "nc", &["-l", "-p", "5000"]),
+        sh("nc", &["-l", "-p", "5000"]),
         None,
         Out::Hash,
     );
@@ -782,7 +1040,7 @@ fn shim_nc_both_directions_one_mib_sha256_equal() {
     wait_kernel_listen(&pair.linux, 5001);
     let c = Proc::spawn(
         "nc (shim)",
-        shimmed(&pair, "nc", &["-N", &pair.linux_ip, "5001"]),
+        sh("nc", &["-N", &pair.linux_ip, "5001"]),
         Some(BYTES),
         Out::Hash,
     )
@@ -798,12 +1056,43 @@ fn shim_nc_both_directions_one_mib_sha256_equal() {
 #[test]
 fn shim_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_keeps_working() {
     let _lock = start();
-    let prog = cc("fork");
     let pair = Pair::new("p", 159).expect("creating the namespaces");
-    let _echo = linux_echo(&pair);
+    fork_child_enetdown(&pair, &|p, a| shimmed(&pair, p, a));
+}
+
+#[test]
+fn shim_service_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_keeps_working() {
+    let _lock = start();
+    let pair = Pair::new("shm2", 177).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "fork");
+    fork_child_enetdown(&pair, &|p, a| served(&pair, &sock, p, a));
+    let ended = Instant::now();
+    d.expect_line(
+        &["application joined"],
+        STEP,
+        "the program joined the daemon",
+    );
+    // Its last child lives 3 s longer; the association ends when the parent exits.
+    d.expect_line(
+        &["application left"],
+        Duration::from_millis(2000),
+        "the parent's association ended while its child lived on",
+    );
+    assert!(
+        ended.elapsed() < Duration::from_millis(2500),
+        "the daemon saw the parent leave only after its child exited"
+    );
+}
+
+/// tests/shim/fork.c: a forked child's inherited corestack socket answers ENETDOWN and closes
+/// cleanly, its new sockets stay in the kernel, a helper that execs costs nothing, and the
+/// parent's connection keeps working.
+fn fork_child_enetdown(pair: &Pair, sh: &Sh) {
+    let prog = cc("fork");
+    let _echo = linux_echo(pair);
     let out = run_ok(
         "fork (shim)",
-        shimmed(&pair, &prog, &[&pair.linux_ip, "7"]),
+        sh(prog.to_str().unwrap(), &[&pair.linux_ip, "7"]),
         STEP,
     );
     for line in [

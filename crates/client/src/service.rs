@@ -39,10 +39,18 @@ pub(crate) struct SlotParts {
 }
 
 impl Service {
-    /// Connects to the daemon at `path`. Errors: the connect(2) errno
-    /// (ENOENT / ECONNREFUSED when no daemon runs there: the message says
-    /// so), the daemon's refusal errno, EPROTO for a malformed answer.
-    pub fn connect(path: &Path, ring_bytes: usize) -> io::Result<Service> {
+    /// Connects to the daemon at `path`, handing it `wakers` (eventfds this
+    /// process's readiness waiters sleep on: the engine writes the ones
+    /// armed on a doorbell it rings, see `appif::notify`). Errors: the
+    /// connect(2) errno (ENOENT / ECONNREFUSED when no daemon runs there:
+    /// the message says so), the daemon's refusal errno, EPROTO for a
+    /// malformed answer.
+    pub fn connect(
+        path: &Path,
+        ring_bytes: usize,
+        mut wakers: Vec<OwnedFd>,
+    ) -> io::Result<Service> {
+        wakers.truncate(appif::notify::SEGMENT_SLEEPERS.min(ctl::MAX_FDS));
         let ctl = UnixStream::connect(path).map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -65,7 +73,9 @@ impl Service {
             ring_bytes: ring_bytes as u32,
             name,
         };
-        ctl::send_msg(&ctl, &hello.encode(), &[])?;
+        let lent: Vec<_> = wakers.iter().map(|f| f.as_fd()).collect();
+        ctl::send_msg(&ctl, &hello.encode(), &lent)?;
+        drop(lent);
         let mut buf = [0u8; ctl::WELCOME_LEN];
         let mut fds = Vec::new();
         let n = ctl::recv_msg(&ctl, &mut buf, &mut fds)?;
@@ -85,6 +95,7 @@ impl Service {
         let len = usize::try_from(w.seg_len).map_err(|_| proto("segment too large"))?;
         let region = Arc::new(Region::map_fd(memfd.as_fd(), len)?);
         let (seg, assoc) = Segment::open(region).map_err(proto)?;
+        let seg = seg.with_sleepers(wakers);
         let nslots = seg.layout().nslots as usize;
         Ok(Service {
             cmds: Mutex::new(CmdProducer::new(seg.clone())),
@@ -184,8 +195,20 @@ impl Service {
                 }
             }
         }
-        self.seg.app_wake().notify();
+        self.seg.notify_app();
         false
+    }
+
+    /// The control connection's fd.
+    pub fn ctl_fd(&self) -> std::os::fd::RawFd {
+        self.ctl.as_raw_fd()
+    }
+
+    /// The daemon's process id (SO_PEERCRED on the control connection).
+    pub fn daemon_pid(&self) -> Option<u32> {
+        ctl::peer_cred(&self.ctl)
+            .ok()
+            .and_then(|c| u32::try_from(c.pid).ok())
     }
 
     /// The link MTU the daemon reported, in bytes (1500 when unknown).

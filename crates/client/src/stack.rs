@@ -63,6 +63,7 @@ pub struct StackBuilder {
     engine: EngineConfig,
     mem: Option<nic::mem::MemPort>,
     service: Option<std::path::PathBuf>,
+    wakers: Vec<std::os::fd::OwnedFd>,
     af_xdp_tx: Option<nic::af_xdp::TxPath>,
 }
 
@@ -241,6 +242,7 @@ impl Default for StackBuilder {
             },
             mem: None,
             service: None,
+            wakers: Vec::new(),
             af_xdp_tx: None,
         }
     }
@@ -343,6 +345,17 @@ impl StackBuilder {
         self
     }
 
+    /// Service mode: eventfds this process's readiness waiters will sleep
+    /// on (at most `appif::notify::SEGMENT_SLEEPERS`, more are closed),
+    /// handed to the daemon when the stack joins it, so that the engine in
+    /// the daemon can wake a waiter armed with one ([`Stack::arm`]). Other
+    /// modes do not need them (the engine is in this process) and close
+    /// them.
+    pub fn wake_eventfds(mut self, fds: Vec<std::os::fd::OwnedFd>) -> Self {
+        self.wakers = fds;
+        self
+    }
+
     /// Uses an in-memory port instead of a NIC (tests, simulations).
     pub fn mem_port(mut self, port: nic::mem::MemPort) -> Self {
         self.mem = Some(port);
@@ -362,7 +375,7 @@ impl StackBuilder {
             (None, Some(_)) => None,
         };
         if let Some(path) = service {
-            return launch_service(&path, self.ring_bytes);
+            return launch_service(&path, self.ring_bytes, self.wakers);
         }
         let (ip, prefix) = self.ip.ok_or_else(|| {
             io::Error::new(
@@ -429,8 +442,12 @@ impl StackBuilder {
     }
 }
 
-fn launch_service(path: &std::path::Path, ring_bytes: usize) -> io::Result<Stack> {
-    let service = crate::service::Service::connect(path, ring_bytes)?;
+fn launch_service(
+    path: &std::path::Path,
+    ring_bytes: usize,
+    wakers: Vec<std::os::fd::OwnedFd>,
+) -> io::Result<Stack> {
+    let service = crate::service::Service::connect(path, ring_bytes, wakers)?;
     let (tx, _rx) = spsc::channel(1);
     let mtu = service.mtu();
     let ring_bytes = service.seg.layout().ring_bytes as usize;
@@ -1008,6 +1025,60 @@ impl Stack {
         match &self.inner.mode {
             Mode::Service(s) => s.seg.app_wake(),
             _ => &self.inner.wake,
+        }
+    }
+
+    /// Arms `eventfd` on doorbell `n` (the stack's [`Stack::changes`] or a
+    /// socket's) so that the engine writes it at the next change: in
+    /// service mode in the segment's table, where `eventfd` must be one of
+    /// [`Stack::wake_eventfds`]; else in this process's table (any
+    /// eventfd). See [`Notify::arm`] for the protocol. None: not armed
+    /// (table full, or an eventfd the daemon does not know): sleep briefly.
+    pub fn arm<'a>(&'a self, n: &'a Notify, eventfd: i32) -> Option<appif::notify::Armed<'a>> {
+        match &self.inner.mode {
+            Mode::Service(s) => n.arm_in(s.seg.sleepers(), eventfd),
+            _ => n.arm(eventfd),
+        }
+    }
+
+    /// Service mode: the daemon's address, subnet prefix length and
+    /// gateway (as it recorded them in the segment); None in other modes.
+    pub fn service_net(&self) -> Option<(Ipv4Addr, u8, Option<Ipv4Addr>)> {
+        match &self.inner.mode {
+            Mode::Service(s) => {
+                let (net, gw) = s.seg.net();
+                net.map(|(ip, prefix)| (ip, prefix, gw))
+            }
+            _ => None,
+        }
+    }
+
+    /// Service mode: the control connection's fd. A forked child that
+    /// will not use this stack closes its copy, so that the daemon sees
+    /// the connection end when this process exits (the connection's end is
+    /// how it learns an application is gone).
+    pub fn service_ctl_fd(&self) -> Option<RawFd> {
+        match &self.inner.mode {
+            Mode::Service(s) => Some(s.ctl_fd()),
+            _ => None,
+        }
+    }
+
+    /// Service mode: the daemon's process id (from its control
+    /// connection's peer credentials); None in other modes or when unknown.
+    pub fn service_daemon_pid(&self) -> Option<u32> {
+        match &self.inner.mode {
+            Mode::Service(s) => s.daemon_pid(),
+            _ => None,
+        }
+    }
+
+    /// Service mode: the eventfds the daemon knows ([`StackBuilder::wake_eventfds`]),
+    /// as numbered in this process; empty in other modes.
+    pub fn wake_eventfds(&self) -> Vec<i32> {
+        match &self.inner.mode {
+            Mode::Service(s) => s.seg.sleepers().map(|t| t.eventfds()).unwrap_or_default(),
+            _ => Vec::new(),
         }
     }
 

@@ -292,7 +292,7 @@ impl<P: Port> Engine<P> {
     /// windows and timers, listeners and UDP sockets (for `corestack ss`).
     /// O(sockets); allocates nothing.
     pub fn for_each_socket(&self, mut f: impl FnMut(appif::stats_shm::ConnRow)) {
-        use appif::stats_shm::ConnRow;
+        use appif::stats_shm::{ConnRow, ConnState};
         let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
         let owner = |id| appif::seg::service_owner(id).map_or(0, |(a, _)| a);
         for sock in self.core.sockets.slots.iter().flatten() {
@@ -303,7 +303,7 @@ impl<P: Port> Engine<P> {
                     ConnRow {
                         local: t.local(),
                         remote: t.remote(),
-                        state: 2 + t.state() as u8,
+                        state: t.state().published(),
                         srtt_us: t.srtt_us().min(u64::from(u32::MAX)) as u32,
                         rto_ms: t.rto().as_millis().min(u128::from(u32::MAX)) as u32,
                         cwnd: clamp(t.cwnd()),
@@ -316,19 +316,20 @@ impl<P: Port> Engine<P> {
                         owner: owner(c.id),
                         bytes_out: c.tx.position(),
                         bytes_in: c.rx.position(),
+                        ..ConnRow::default()
                     }
                 }
                 Socket::Listener(l) => ConnRow {
                     local: l.local,
                     remote: any,
-                    state: 1,
+                    state: ConnState::Listener,
                     owner: owner(l.id),
                     ..ConnRow::default()
                 },
                 Socket::Udp(u) => ConnRow {
                     local: u.local,
                     remote: any,
-                    state: 0,
+                    state: ConnState::Udp,
                     owner: owner(u.id),
                     bytes_out: u.tx.position(),
                     bytes_in: u.rx.position(),

@@ -17,7 +17,7 @@
 use crate::stats::Stats;
 use crate::time::Instant;
 use crate::Engine;
-use appif::stats_shm::{StatsWriter, CONNS, ROW_WORDS, STATS};
+use appif::stats_shm::{comm_bytes, StatsWriter, COMM_LEN, CONNS, ROW_WORDS, STATS};
 use core::time::Duration;
 use nic::Port;
 
@@ -40,6 +40,10 @@ pub struct Published<P: Port> {
     /// Scratch for the table's rows, reserved once.
     rows: Vec<u64>,
     last: Instant,
+    /// The process of the sockets without an owner (this one) and its name.
+    own: (u32, [u8; COMM_LEN]),
+    /// Service mode: the process of each owner (association), and its name.
+    owners: Vec<(u32, u32, [u8; COMM_LEN])>,
 }
 
 impl<P: Port> Published<P> {
@@ -59,7 +63,24 @@ impl<P: Port> Published<P> {
             conns: StatsWriter::create(CONNS, 1 + CONN_ROWS * ROW_WORDS).ok(),
             rows: Vec::with_capacity(CONN_ROWS * ROW_WORDS),
             last: Instant(0),
+            own: (
+                std::process::id(),
+                comm_bytes(
+                    std::fs::read_to_string("/proc/self/comm")
+                        .unwrap_or_default()
+                        .trim_end(),
+                ),
+            ),
+            owners: Vec::new(),
         }
+    }
+
+    /// Service mode: the process id and name of each owner of sockets (an
+    /// association id, as in [`appif::stats_shm::ConnRow::owner`]), shown
+    /// with its sockets. Called when applications come and go.
+    pub fn set_owners(&mut self, owners: impl Iterator<Item = (u32, u32, [u8; COMM_LEN])>) {
+        self.owners.clear();
+        self.owners.extend(owners);
     }
 
     /// Publishes counters and sockets if [`STATS_EVERY`] passed since the
@@ -76,9 +97,17 @@ impl<P: Port> Published<P> {
         if let Some(w) = self.conns.as_mut() {
             // `rows` keeps the capacity reserved at start: no allocation here.
             let rows = &mut self.rows;
+            let (own, owners) = (&self.own, &self.owners);
             rows.clear();
-            self.engine.for_each_socket(|r| {
+            self.engine.for_each_socket(|mut r| {
                 if rows.len() < CONN_ROWS * ROW_WORDS {
+                    (r.pid, r.comm) = match r.owner {
+                        0 => *own,
+                        o => owners
+                            .iter()
+                            .find(|(a, _, _)| *a == o)
+                            .map_or((0, [0; COMM_LEN]), |(_, p, c)| (*p, *c)),
+                    };
                     rows.extend_from_slice(&r.encode());
                 }
             });

@@ -138,7 +138,7 @@ impl Drop for Epoll {
     fn drop(&mut self) {
         if let Some(&fd) = self.wake.get() {
             if !crate::process::forked() {
-                crate::sys::close_internal(fd);
+                crate::wait::give_back(fd);
             }
         }
     }
@@ -184,14 +184,15 @@ impl Epoll {
         if let Some(&fd) = self.wake.get() {
             return Ok(fd);
         }
-        let fd = crate::sys::internal_eventfd()?;
+        let fd = crate::wait::take()?;
         if let Err(e) = kctl(epfd, libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, token()) {
-            crate::sys::close_internal(fd);
+            crate::wait::give_back(fd);
             return Err(e);
         }
         if self.wake.set(fd).is_err() {
-            // Another thread won: ours goes.
-            crate::sys::close_internal(fd);
+            // Another thread won: ours goes back (out of our epoll set first).
+            let _ = kctl(epfd, libc::EPOLL_CTL_DEL, fd, 0, 0);
+            crate::wait::give_back(fd);
         }
         Ok(*self.wake.get().unwrap_or(&fd))
     }
@@ -454,7 +455,7 @@ impl Epoll {
                 continue;
             }
             let wake = self.wake_fd(epfd)?;
-            let armed = stack.changes().arm(wake);
+            let armed = stack.arm(stack.changes(), wake);
             let n = self.collect(out);
             if n > 0 {
                 return Ok(n);

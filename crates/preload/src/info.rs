@@ -1,7 +1,9 @@
 //! TCP_INFO and TCP_MAXSEG for corestack connections, from the connection
-//! table the engine publishes for `corestack ss` (every 10 ms, in this
-//! process's `/dev/shm/corestack-PID.conns`). Without that segment (no
-//! /dev/shm) the answer is a zeroed `struct tcp_info` with the state only.
+//! table the engine publishes for `corestack ss` (every 10 ms, in
+//! `/dev/shm/corestack-PID.conns` of the engine's process: this one, or in
+//! service mode the daemon, whose rows of this association are searched).
+//! Without that segment (no /dev/shm) the answer is a zeroed `struct
+//! tcp_info` with the state only.
 #![forbid(unsafe_code)]
 
 use crate::sock::Sock;
@@ -15,32 +17,25 @@ static READER: Mutex<Option<StatsReader>> = Mutex::new(None);
 pub fn row(s: &Sock) -> Option<ConnRow> {
     let (local, remote) =
         s.with_stream(|st| Some((st.local_addr().ok()?, st.peer_addr().ok()?)))??;
+    let stack = crate::process::started()?;
+    let (pid, owner) = match (stack.service_daemon_pid(), stack.association()) {
+        (Some(pid), Some(assoc)) => (pid, assoc),
+        _ => (std::process::id(), 0),
+    };
     let mut r = READER.lock().unwrap_or_else(|p| p.into_inner());
     if r.is_none() {
-        *r = StatsReader::open(&segment_path(std::process::id(), CONNS)).ok();
+        *r = StatsReader::open(&segment_path(pid, CONNS)).ok();
     }
     let words = r.as_ref()?.read()?;
     let n = (*words.first()? as usize).min(words.len().saturating_sub(1) / ROW_WORDS);
     (0..n)
         .map(|i| ConnRow::decode(&words[1 + i * ROW_WORDS..1 + (i + 1) * ROW_WORDS]))
-        .find(|row| row.state >= 2 && row.local == local && row.remote == remote)
-}
-
-/// Linux's TCP state number for a published row's state.
-fn linux_state(row_state: u8) -> u8 {
-    match row_state {
-        4 => 2,   // SYN_SENT
-        5 => 3,   // SYN_RECV
-        6 => 1,   // ESTABLISHED
-        7 => 4,   // FIN_WAIT1
-        8 => 5,   // FIN_WAIT2
-        9 => 8,   // CLOSE_WAIT
-        10 => 11, // CLOSING
-        11 => 9,  // LAST_ACK
-        12 => 6,  // TIME_WAIT
-        3 => 10,  // LISTEN
-        _ => 7,   // CLOSE
-    }
+        .find(|row| {
+            row.state.is_tcp_connection()
+                && row.owner == owner
+                && row.local == local
+                && row.remote == remote
+        })
 }
 
 /// Bytes of `struct tcp_info` filled (through tcpi_snd_wnd, Linux 5.x).
@@ -64,7 +59,7 @@ pub fn tcp_info(s: &Sock) -> [u8; TCP_INFO_LEN] {
     };
     let mss = u32::from(r.mss).max(1);
     let rto_us = r.rto_ms.saturating_mul(1000);
-    b[0] = linux_state(r.state);
+    b[0] = r.state.linux_tcp_state();
     put32(&mut b, 8, rto_us); // tcpi_rto
     put32(&mut b, 16, mss); // tcpi_snd_mss
     put32(&mut b, 20, mss); // tcpi_rcv_mss

@@ -90,7 +90,7 @@ pub fn poll(
             continue;
         }
         let efd = wait::thread_eventfd()?;
-        let armed = stack.changes().arm(efd);
+        let armed = stack.arm(stack.changes(), efd);
         if let Some(n) = look(fds, &mut kset, ours, &kernel_side, false)? {
             return Ok(n);
         }

@@ -8,18 +8,27 @@
 //! | `CORESTACK_GATEWAY` | next hop beyond the subnet (optional) |
 //! | `CORESTACK_DRIVER` | `af_xdp` (default) or `tap` |
 //! | `CORESTACK_INLINE` | `1`: no engine thread, waiting threads run the engine |
-//! | `CORESTACK_SOCKET` | service mode (a later phase: refused with a message) |
+//! | `CORESTACK_SOCKET` | service mode: the control socket of a `corestack run` daemon (then the variables above are not used: address, prefix and gateway are the daemon's) |
 //! | `CORESTACK_LINGER_MS` | how long exit waits for closed connections to deliver their data (default 5000) |
 //!
 //! The stack starts at the first bind/connect/listen that goes to corestack,
 //! so a process (or a forked helper that only execs) that never uses a
-//! corestack socket never starts it.
+//! corestack socket never starts it. In service mode "starting" is joining
+//! the daemon (which also tells the address and subnet the decisions need),
+//! done at the first bind/connect/sendto that may go to corestack; the
+//! process hands the daemon [`WAKERS`] eventfds with its hello, on which its
+//! waiting threads sleep and which the daemon's engine writes when they are
+//! armed (`appif::notify`). If the daemon cannot be reached, that is said
+//! once and every socket stays in the kernel.
 //!
-//! fork: the engine thread does not exist in the child. The child marks
-//! itself [`forked`]: its inherited corestack sockets answer ENETDOWN and
-//! close without touching the parent's rings, and its new sockets stay in
-//! the kernel. Nothing of the parent's stack is ever dropped in the child
-//! (that would join a thread that is not there).
+//! fork: the engine thread does not exist in the child (service mode: the
+//! association is the parent's). The child marks itself [`forked`]: its
+//! inherited corestack sockets answer ENETDOWN and close without touching
+//! the parent's rings, and its new sockets stay in the kernel. Nothing of
+//! the parent's stack is ever dropped in the child (that would join a
+//! thread that is not there); in service mode the child closes only its
+//! copy of the control connection, so that the parent's exit ends the
+//! association at once.
 //!
 //! exit: Linux closes every fd of an exiting process and keeps delivering
 //! the data of its sockets after it is gone; corestack's engine dies with
@@ -35,7 +44,8 @@ use corestack::{Driver, Probe, Stack};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
-/// Embedded or inline mode's settings.
+/// The shim's settings: embedded or inline mode (an interface), or service
+/// mode (a daemon's control socket).
 #[derive(Debug, Clone)]
 pub struct Config {
     pub iface: String,
@@ -44,12 +54,27 @@ pub struct Config {
     pub gateway: Option<Ipv4Addr>,
     pub driver: Driver,
     pub inline: bool,
+    /// Service mode: the daemon's control socket (then `iface`, `ip`,
+    /// `prefix`, `gateway` are unused: see [`net`]).
+    pub service: Option<std::path::PathBuf>,
+}
+
+/// The eventfds a service-mode process hands to the daemon: how many of
+/// its threads (and epoll sets) can sleep at once woken by the engine;
+/// more sleep in naps of at most 1 ms.
+pub const WAKERS: usize = appif::notify::SEGMENT_SLEEPERS;
+
+/// corestack's address, subnet and gateway.
+#[derive(Debug, Clone, Copy)]
+pub struct Net {
+    pub ip: Ipv4Addr,
+    pub prefix: u8,
+    pub gateway: Option<Ipv4Addr>,
 }
 
 static CONFIG: OnceLock<Option<Config>> = OnceLock::new();
 static STACK: OnceLock<Result<Stack, i32>> = OnceLock::new();
 static FORKED: AtomicBool = AtomicBool::new(false);
-static WARNED_SERVICE: AtomicBool = AtomicBool::new(false);
 
 /// Called by the library constructor: reads the configuration and registers
 /// the fork and exit handlers.
@@ -63,19 +88,23 @@ fn env(name: &str) -> Option<String> {
 }
 
 /// The configuration, read once. None: the shim is inert (every call goes
-/// to the kernel), which is the case without `CORESTACK_IFACE`, with a
-/// malformed `CORESTACK_IP` (said once on stderr), and in service mode for
-/// now.
+/// to the kernel), which is the case without `CORESTACK_IFACE` or
+/// `CORESTACK_SOCKET`, and with a malformed `CORESTACK_IP` (said once on
+/// stderr).
 pub fn config() -> Option<&'static Config> {
     CONFIG
         .get_or_init(|| {
             let _inside = crate::sys::Inside::enter();
-            if env("CORESTACK_SOCKET").is_some() {
-                crate::sys::log_once(
-                    &WARNED_SERVICE,
-                    "service mode (CORESTACK_SOCKET) is not supported by the shim yet: every socket stays in the kernel",
-                );
-                return None;
+            if let Some(path) = env("CORESTACK_SOCKET") {
+                return Some(Config {
+                    iface: String::new(),
+                    ip: Ipv4Addr::UNSPECIFIED,
+                    prefix: 0,
+                    gateway: None,
+                    driver: Driver::AfXdp,
+                    inline: false,
+                    service: Some(path.trim().into()),
+                });
             }
             let iface = env("CORESTACK_IFACE")?;
             let ip = env("CORESTACK_IP").unwrap_or_default();
@@ -102,6 +131,7 @@ pub fn config() -> Option<&'static Config> {
                 gateway: env("CORESTACK_GATEWAY").and_then(|g| g.trim().parse().ok()),
                 driver,
                 inline: env("CORESTACK_INLINE").is_some_and(|v| v.trim() == "1"),
+                service: None,
             })
         })
         .as_ref()
@@ -131,6 +161,21 @@ pub fn stack() -> Result<&'static Stack, i32> {
     STACK
         .get_or_init(|| {
             let _inside = crate::sys::Inside::enter();
+            if let Some(path) = &cfg.service {
+                let wakers = (0..WAKERS)
+                    .filter_map(|_| crate::sys::internal_eventfd_owned().ok())
+                    .collect();
+                let s = Stack::builder()
+                    .service(path)
+                    .wake_eventfds(wakers)
+                    .start()
+                    .map_err(|e| {
+                        crate::sys::log_line(&format!("{e}: every socket stays in the kernel"));
+                        e.raw_os_error().unwrap_or(libc::ENETDOWN)
+                    })?;
+                crate::wait::add_wakers(&s.wake_eventfds());
+                return Ok(s);
+            }
             // The engine thread must not take the application's signals.
             let _blocked = crate::sys::SignalsBlocked::new();
             let mut b = Stack::builder()
@@ -162,6 +207,29 @@ pub fn started() -> Option<&'static Stack> {
     STACK.get().and_then(|r| r.as_ref().ok())
 }
 
+/// corestack's address, subnet and gateway: the configuration's, or in
+/// service mode the daemon's (joining it on first use). None when the shim
+/// is inert, in a forked child, or the daemon cannot be reached.
+pub fn net() -> Option<Net> {
+    if forked() {
+        return None;
+    }
+    let c = config()?;
+    if c.service.is_none() {
+        return Some(Net {
+            ip: c.ip,
+            prefix: c.prefix,
+            gateway: c.gateway,
+        });
+    }
+    let (ip, prefix, gateway) = stack().ok()?.service_net()?;
+    Some(Net {
+        ip,
+        prefix,
+        gateway,
+    })
+}
+
 /// Where a socket bound to `a` belongs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Place {
@@ -175,10 +243,10 @@ pub enum Place {
 
 /// Where a bind to `ip` belongs (always the kernel in a forked child).
 pub fn bind_place(ip: Ipv4Addr) -> Place {
-    if forked() {
+    if forked() || ip.is_loopback() || ip.is_multicast() || config().is_none() {
         return Place::Kernel;
     }
-    match config() {
+    match net() {
         Some(c) if ip == c.ip => Place::Core,
         Some(_) if ip.is_unspecified() => Place::Both,
         _ => Place::Kernel,
@@ -189,12 +257,15 @@ pub fn bind_place(ip: Ipv4Addr) -> Place {
 /// or broadcast; inside corestack's subnet, or any other unicast address
 /// when a gateway is configured.
 pub fn routes(dst: Ipv4Addr) -> bool {
-    let Some(c) = config().filter(|_| !forked()) else {
+    if forked() || config().is_none() {
         return false;
-    };
+    }
     if dst.is_loopback() || dst.is_multicast() || dst.is_broadcast() || dst.is_unspecified() {
         return false;
     }
+    let Some(c) = net() else {
+        return false;
+    };
     let mask = if c.prefix == 0 {
         0
     } else {
@@ -209,7 +280,7 @@ pub fn routes(dst: Ipv4Addr) -> bool {
 
 /// corestack's address.
 pub fn local_ip() -> Ipv4Addr {
-    config().map_or(Ipv4Addr::UNSPECIFIED, |c| c.ip)
+    net().map_or(Ipv4Addr::UNSPECIFIED, |c| c.ip)
 }
 
 /// The soft RLIMIT_NOFILE (1024 when unknown).
@@ -217,10 +288,16 @@ pub fn nofile_soft_limit() -> u64 {
     crate::ffi::nofile_soft_limit().unwrap_or(1024)
 }
 
-/// fork's child handler: from now on this process has no engine.
+/// fork's child handler: from now on this process has no engine. In
+/// service mode it also closes its copy of the parent's control connection
+/// (which it never uses): else the daemon would not see the parent leave
+/// while the child lives.
 pub fn after_fork_child() {
-    if STACK.get().is_some() {
+    if let Some(started) = STACK.get() {
         FORKED.store(true, Ordering::Relaxed);
+        if let Some(fd) = started.as_ref().ok().and_then(|s| s.service_ctl_fd()) {
+            crate::sys::k::close_fd(fd);
+        }
     }
 }
 

@@ -1269,7 +1269,7 @@ fn sleep_with_kernel_fd(
         return Ok(());
     }
     let efd = wait::thread_eventfd()?;
-    let armed = probe.notify().arm(efd);
+    let armed = stack.arm(probe.notify(), efd);
     if cond(&probe.status()) {
         return Ok(());
     }

@@ -339,11 +339,13 @@ pub fn internal_eventfd() -> Result<c_int, c_int> {
     Ok(fd)
 }
 
-/// Closes an fd from [`internal_eventfd`] (its reservation first).
-pub fn close_internal(fd: c_int) {
-    crate::table::unreserve(fd);
-    // SAFETY: closes an fd the shim created and owns.
-    unsafe { close(fd) };
+/// [`internal_eventfd`] as an owned fd (closing it does not lift the
+/// reservation: for eventfds the shim keeps for the life of the process,
+/// such as the ones handed to a daemon).
+pub fn internal_eventfd_owned() -> Result<std::os::fd::OwnedFd, c_int> {
+    let fd = internal_eventfd()?;
+    // SAFETY: `fd` is a fresh eventfd this function's caller now owns alone.
+    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
 /// Resets eventfd `fd` (a non-blocking read of its counter).

@@ -148,13 +148,6 @@ pub fn reserve(fd: c_int) {
     }
 }
 
-/// Gives `fd` back (before the shim closes it).
-pub fn unreserve(fd: c_int) {
-    if let Some(i) = index(fd) {
-        let _ = STATE[i].compare_exchange(RESERVED, FREE, Ordering::AcqRel, Ordering::Relaxed);
-    }
-}
-
 /// The fds of ours (and reserved ones) in `[first, last]`, ascending.
 pub fn ours_in(first: u32, last: u32) -> (Vec<c_int>, Vec<c_int>) {
     let high = HIGH.load(Ordering::Relaxed);

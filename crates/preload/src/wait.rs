@@ -4,7 +4,10 @@
 //! call on a socket with a kernel side too) owns an eventfd (created on its
 //! first wait, above the application's numbers and reserved, and given
 //! back to a pool when the thread exits, never closed: a late wake-up
-//! written by the engine can only reach a pooled eventfd). The thread arms
+//! written by the engine can only reach a pooled eventfd). In service mode
+//! the pool starts with the eventfds handed to the daemon ([`add_wakers`]),
+//! the only ones its engine can write; they are taken first, and epoll
+//! sets take their wake eventfd from the pool too ([`take`], [`give_back`]). The thread arms
 //! a doorbell with it ([`corestack::Notify::arm`]), re-checks, then sleeps
 //! in `poll(2)` with the eventfd among the fds: the engine writes it only
 //! when the thread is armed (the notify-flag protocol).
@@ -22,7 +25,46 @@ use std::cell::Cell;
 use std::sync::Mutex;
 use std::time::Instant;
 
+/// Pooled eventfds: the daemon's (service mode) at the end, taken first.
 static POOL: Mutex<Vec<c_int>> = Mutex::new(Vec::new());
+/// The eventfds the daemon knows (service mode).
+static WAKERS: Mutex<Vec<c_int>> = Mutex::new(Vec::new());
+
+/// Service mode: `fds` (handed to the daemon) join the pool, first in line.
+pub fn add_wakers(fds: &[c_int]) {
+    WAKERS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .extend_from_slice(fds);
+    POOL.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .extend_from_slice(fds);
+}
+
+/// An eventfd from the pool, or a new one. Errors: the errno of eventfd.
+pub fn take() -> Result<c_int, c_int> {
+    let pooled = POOL.lock().unwrap_or_else(|p| p.into_inner()).pop();
+    match pooled {
+        Some(fd) => Ok(fd),
+        None => sys::internal_eventfd(),
+    }
+}
+
+/// Gives `fd` (from [`take`]) back, drained: the daemon's to the end of
+/// the pool (taken first), others to the front.
+pub fn give_back(fd: c_int) {
+    sys::eventfd_drain(fd);
+    let known = WAKERS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains(&fd);
+    let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    if known {
+        pool.push(fd);
+    } else {
+        pool.insert(0, fd);
+    }
+}
 
 struct ThreadFd(Cell<c_int>);
 
@@ -30,8 +72,7 @@ impl Drop for ThreadFd {
     fn drop(&mut self) {
         let fd = self.0.get();
         if fd >= 0 {
-            sys::eventfd_drain(fd);
-            POOL.lock().unwrap_or_else(|p| p.into_inner()).push(fd);
+            give_back(fd);
         }
     }
 }
@@ -46,14 +87,10 @@ pub fn thread_eventfd() -> Result<c_int, c_int> {
     if cur >= 0 {
         return Ok(cur);
     }
-    let pooled = POOL.lock().unwrap_or_else(|p| p.into_inner()).pop();
-    let fd = match pooled {
-        Some(fd) => fd,
-        None => sys::internal_eventfd()?,
-    };
+    let fd = take()?;
     if MINE.try_with(|m| m.0.set(fd)).is_err() {
         // The thread is exiting: lend it back at once.
-        POOL.lock().unwrap_or_else(|p| p.into_inner()).push(fd);
+        give_back(fd);
     }
     Ok(fd)
 }

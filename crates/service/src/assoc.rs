@@ -127,7 +127,10 @@ pub(crate) fn layout_for(hello: &ctl::Hello, cfg: &Validated) -> Layout {
     }
 }
 
-/// Answers the `hello` that arrived on control connection `s`: with
+/// Answers the `hello` that arrived on control connection `s` (with
+/// `wakers`, the eventfds its readiness waiters sleep on, which the engine
+/// writes when they are armed: see `appif::notify`; anything but an
+/// eventfd among them is closed): with
 /// `apps` applications connected, either a refusal, or association
 /// `assoc` (a fresh segment, in which the link MTU `mtu` is recorded, and
 /// the engine's doorbell, both sent by `SCM_RIGHTS` with the welcome).
@@ -137,6 +140,7 @@ pub(crate) fn layout_for(hello: &ctl::Hello, cfg: &Validated) -> Layout {
 pub(crate) fn join(
     s: UnixStream,
     hello: &[u8],
+    wakers: Vec<OwnedFd>,
     cfg: &Validated,
     apps: usize,
     assoc: u32,
@@ -165,8 +169,11 @@ pub(crate) fn join(
     let memfd =
         ctl::memfd(&format!("corestack-app-{assoc}"), len as u64).map_err(JoinError::Memory)?;
     let region = Region::map_fd(memfd.as_fd(), len).map_err(JoinError::Memory)?;
-    let seg = Segment::init(Arc::new(region), layout, assoc).map_err(JoinError::Layout)?;
+    let seg = Segment::init(Arc::new(region), layout, assoc)
+        .map_err(JoinError::Layout)?
+        .with_sleepers(ctl::keep_eventfds(wakers));
     seg.set_mtu(mtu);
+    seg.set_net(cfg.ip, cfg.prefix, cfg.gateway);
     let doorbell = ctl::eventfd().map_err(JoinError::Doorbell)?;
     let w = ctl::Welcome {
         status: 0,

@@ -244,7 +244,7 @@ impl<P: Port> Host<P> {
                 }
                 Ok(n) if n > 0 => {
                     let (s, _) = self.waiting.swap_remove(k);
-                    if let Err(e) = self.welcome(s, &buf[..n]) {
+                    if let Err(e) = self.welcome(s, &buf[..n], fds) {
                         warn!("refused an application: {}", Chain(&e));
                     }
                 }
@@ -275,10 +275,16 @@ impl<P: Port> Host<P> {
     }
 
     /// Answers a hello: a new association, or a refusal.
-    fn welcome(&mut self, s: UnixStream, hello: &[u8]) -> Result<(), JoinError> {
+    fn welcome(
+        &mut self,
+        s: UnixStream,
+        hello: &[u8],
+        wakers: Vec<std::os::fd::OwnedFd>,
+    ) -> Result<(), JoinError> {
         let app = assoc::join(
             s,
             hello,
+            wakers,
             &self.cfg,
             self.apps.len(),
             self.next_assoc,
@@ -300,17 +306,31 @@ impl<P: Port> Host<P> {
             "application joined"
         );
         self.apps.push(app);
+        self.publish_owners();
         Ok(())
+    }
+
+    /// Tells the connection table who each association is (pid and name).
+    fn publish_owners(&mut self) {
+        let owners = self.apps.iter().map(|a| {
+            (
+                a.assoc,
+                a.cred.pid as u32,
+                appif::stats_shm::comm_bytes(&a.name),
+            )
+        });
+        self.engine.set_owners(owners);
     }
 
     /// Ends application `i`'s association: resets its connections, marks
     /// its segment closed, wakes it, and lets go of its memory.
     fn end(&mut self, i: usize, why: Ending, now: Instant) {
         let app = self.apps.swap_remove(i);
+        self.publish_owners();
         let errno = libc::ECONNRESET;
         app.seg.closed().store(errno as u32, Ordering::Release);
         let dropped = self.engine.engine.drop_owner(app.assoc, errno, now);
-        app.seg.app_wake().notify();
+        app.seg.notify_app();
         let _ = self.epoll.delete(app.doorbell.as_fd());
         let _ = self.epoll.delete(app.ctl.as_fd());
         let s = app.stats;

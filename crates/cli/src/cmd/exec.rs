@@ -3,7 +3,7 @@
 //!
 //! Embedded mode (`--iface IF --ip ADDR/PREFIX`): the program's process starts its own engine
 //! on the interface the first time one of its sockets goes to corestack. Service mode
-//! (`--socket PATH`, a later phase) joins a `corestack run` daemon.
+//! (`--socket PATH`) joins a `corestack run` daemon: its sockets live on the daemon's engine.
 //!
 //! The shim is `CORESTACK_PRELOAD` if set, else `libcorestack_preload.so` next to this binary.
 //! It is added to LD_PRELOAD (kept in front of whatever the environment already preloads), the

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use appif::stats_shm::{
-    segment_path, stats_dir, table_rows, ConnRow, StatsReader, CONNS, ROW_WORDS,
+    segment_path, stats_dir, table_rows, ConnRow, ConnState, StatsReader, CONNS, ROW_WORDS,
 };
 use clap::Args;
 
@@ -54,8 +54,9 @@ impl Ss {
 /// The `ss` column titles.
 fn ss_header() -> String {
     format!(
-        "{:<7} {:>5} {:<11} {:<21} {:<21} {:>8} {:>6} {:>8} {:>8} {:>8} {:>5} {:>7} {:>12} {:>12}",
+        "{:<7} {:<16} {:>5} {:<11} {:<21} {:<21} {:>8} {:>6} {:>8} {:>8} {:>8} {:>5} {:>7} {:>12} {:>12}",
         "pid",
+        "process",
         "app",
         "state",
         "local",
@@ -72,26 +73,33 @@ fn ss_header() -> String {
     )
 }
 
-/// One `ss` line: the owning application's association (`-` for an
+/// One `ss` line: the process the socket belongs to (its pid and name:
+/// the engine's process `pid` for an embedded engine, the application in
+/// service mode), the owning application's association (`-` for an
 /// embedded engine's socket), the state, the addresses, TCP's windows and
 /// timers, and the bytes delivered to (in) and taken from (out) the
 /// application.
 fn ss_line(pid: u32, row: &ConnRow) -> String {
+    let proc_pid = if row.pid != 0 { row.pid } else { pid };
+    let name = match crate::cmd::stat::printable(&row.process_name()) {
+        n if n.is_empty() => "-".to_string(),
+        n => n.replace(' ', "_"),
+    };
     let app = if row.owner == 0 {
         "-".to_string()
     } else {
         row.owner.to_string()
     };
     let bytes = |v: u64| {
-        if row.state == 1 {
+        if row.state == ConnState::Listener {
             String::new()
         } else {
             v.to_string()
         }
     };
     let (state, peer, tcp) = match row.state {
-        0 => ("udp UNCONN".to_string(), "*:*".to_string(), None),
-        1 => ("tcp LISTEN".to_string(), "*:*".to_string(), None),
+        ConnState::Udp => ("udp UNCONN".to_string(), "*:*".to_string(), None),
+        ConnState::Listener => ("tcp LISTEN".to_string(), "*:*".to_string(), None),
         s => {
             let ssthresh = if row.ssthresh == u32::MAX {
                 "inf".to_string()
@@ -116,7 +124,7 @@ fn ss_line(pid: u32, row: &ConnRow) -> String {
     };
     let [rtt, rto, cwnd, ssthresh, inflight, mss, retrans] = tcp.unwrap_or_default();
     format!(
-        "{pid:<7} {app:>5} {state:<11} {:<21} {peer:<21} {rtt:>8} {rto:>6} {cwnd:>8} {ssthresh:>8} {inflight:>8} {mss:>5} {retrans:>7} {:>12} {:>12}",
+        "{proc_pid:<7} {name:<16} {app:>5} {state:<11} {:<21} {peer:<21} {rtt:>8} {rto:>6} {cwnd:>8} {ssthresh:>8} {inflight:>8} {mss:>5} {retrans:>7} {:>12} {:>12}",
         row.local.to_string(),
         bytes(row.bytes_in),
         bytes(row.bytes_out),
@@ -125,13 +133,10 @@ fn ss_line(pid: u32, row: &ConnRow) -> String {
     .to_string()
 }
 
-/// The name of TCP state code `s` (2 + the engine's `tcp::State` order).
-pub fn tcp_state(s: u8) -> &'static str {
-    usize::from(s)
-        .checked_sub(2)
-        .and_then(|i| TCP_STATES.get(i))
-        .copied()
-        .unwrap_or("?")
+/// The name of TCP state `s` as `ss` prints it ("ESTAB", ...; "?" for an
+/// unknown code).
+pub fn tcp_state(s: ConnState) -> &'static str {
+    s.name()
 }
 
 /// A process's published connection table.
@@ -199,7 +204,7 @@ pub mod tests {
         ConnRow {
             local: "10.0.0.2:7".parse().unwrap(),
             remote: "10.0.0.1:40000".parse().unwrap(),
-            state,
+            state: ConnState::try_from(state).unwrap_or(ConnState::Unknown),
             owner,
             bytes_in,
             bytes_out,
@@ -216,21 +221,35 @@ pub mod tests {
     #[test]
     fn ss_line_shows_app_and_bytes() {
         let header = cells(&ss_header());
-        assert_eq!(header[1], "app");
+        assert_eq!(&header[..3], ["pid", "process", "app"]);
         assert_eq!(&header[header.len() - 2..], ["bytes-in", "bytes-out"]);
         let mut r = conn(3, 6, 1234, 5678, 1);
         r.ssthresh = u32::MAX;
+        r.pid = 4242;
+        r.comm = appif::stats_shm::comm_bytes("memcached");
         let c = cells(&ss_line(42, &r));
         assert_eq!(c.len(), header.len(), "{c:?}");
         assert_eq!(
-            &c[..5],
-            ["42", "3", "ESTAB", "10.0.0.2:7", "10.0.0.1:40000"]
+            &c[..6],
+            [
+                "4242",
+                "memcached",
+                "3",
+                "ESTAB",
+                "10.0.0.2:7",
+                "10.0.0.1:40000"
+            ],
+            "the application's pid and name, not the daemon's"
         );
-        assert_eq!(c[8], "inf");
+        assert_eq!(c[9], "inf");
         assert_eq!(&c[c.len() - 2..], ["1234", "5678"]);
-        // Embedded engine's socket: no application.
+        // Embedded engine's socket: no application; the engine's process, name unknown.
         let c = cells(&ss_line(42, &conn(0, 6, 0, 0, 0)));
-        assert_eq!(c[1], "-");
+        assert_eq!(&c[..3], ["42", "-", "-"]);
+        // A name with a space and a control character stays one printable cell.
+        let mut r = conn(3, 6, 0, 0, 0);
+        r.comm = appif::stats_shm::comm_bytes("a b\x1b");
+        assert_eq!(cells(&ss_line(42, &r))[1], "a_b?");
         // UDP: bytes but no TCP cells; listener: neither.
         let line = ss_line(42, &conn(2, 0, 64, 32, 0));
         assert!(line.contains("udp UNCONN"), "{line}");

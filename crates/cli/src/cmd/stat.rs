@@ -72,7 +72,14 @@ impl Stat {
                 );
                 continue;
             }
-            println!("pid {} ({})", r.pid(), path.display());
+            let comm =
+                std::fs::read_to_string(format!("/proc/{}/comm", r.pid())).unwrap_or_default();
+            println!(
+                "pid {} {} ({})",
+                r.pid(),
+                printable(comm.trim_end()),
+                path.display()
+            );
             for (name, v) in names.iter().zip(&values) {
                 if self.all || *v != 0 {
                     println!("  {name:<28} {v}");
@@ -186,11 +193,7 @@ fn app_lines(apps: &[AppRow], conns: Option<&[ConnRow]>) -> Vec<String> {
 /// listeners, UDP, and the other TCP states in their order; "none" when
 /// there are none.
 fn sockets_by_state(rows: &[&ConnRow]) -> String {
-    let label = |s: u8| match s {
-        0 => "UDP",
-        1 => "LISTEN",
-        s => tcp_state(s),
-    };
+    let label = |s: appif::stats_shm::ConnState| tcp_state(s);
     const FIRST: [&str; 3] = ["ESTAB", "LISTEN", "UDP"];
     let order = FIRST
         .iter()
@@ -211,7 +214,7 @@ fn sockets_by_state(rows: &[&ConnRow]) -> String {
 
 /// `name` (an application's own text) with control characters shown as
 /// `?`, so it cannot drive the terminal.
-fn printable(name: &str) -> String {
+pub(crate) fn printable(name: &str) -> String {
     name.chars()
         .map(|c| if c.is_control() { '?' } else { c })
         .collect()

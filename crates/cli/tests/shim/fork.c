@@ -2,12 +2,15 @@
  * inherited corestack socket answers ENETDOWN (poll reports it ready with
  * POLLERR|POLLHUP so that the next call says so) and closes cleanly; its
  * new sockets stay in the kernel; a forked helper that only execs costs the
- * parent nothing; the parent's connection keeps working throughout.
+ * parent nothing; the parent's connection keeps working throughout; a child
+ * that outlives the parent (3 s) does not hold its association (service
+ * mode: the daemon sees the parent leave when it exits).
  *
  * usage: fork PEER PORT   (PEER echoes TCP on PORT) */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,5 +58,15 @@ int main(int argc, char **argv) {
     send(c, "ok", 2, 0);
     r = recv(c, b, 8, 0);
     printf("parent still works %d\n", r);
+    /* A child that outlives its parent (a background job): it must not keep
+     * the parent's corestack association alive. It lets go of stdout and
+     * stderr so that whoever reads them sees the parent's end. */
+    if (fork() == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        sleep(3);
+        _exit(0);
+    }
     return 0;
 }

@@ -32,6 +32,24 @@ pub enum State {
 }
 
 impl State {
+    /// The state as the connection table publishes it (for `corestack ss`).
+    pub fn published(self) -> appif::stats_shm::ConnState {
+        use appif::stats_shm::ConnState as C;
+        match self {
+            State::Closed => C::Closed,
+            State::Listen => C::Listen,
+            State::SynSent => C::SynSent,
+            State::SynReceived => C::SynReceived,
+            State::Established => C::Established,
+            State::FinWait1 => C::FinWait1,
+            State::FinWait2 => C::FinWait2,
+            State::CloseWait => C::CloseWait,
+            State::Closing => C::Closing,
+            State::LastAck => C::LastAck,
+            State::TimeWait => C::TimeWait,
+        }
+    }
+
     /// True once both ISNs are known and acknowledged by us (every state
     /// after SYN-SENT except CLOSED).
     pub fn is_synchronized(self) -> bool {
