@@ -10,6 +10,8 @@
 //!  stream_matrix  bench stream-matrix: goodput, Linux vs corestack, clean and lossy
 //!  echo_matrix    bench echo-matrix: echo through the impairment bridge, case by case
 //!  service        bench service: service mode vs embedded mode vs Linux
+//!  memcached/     bench memcached: unmodified memcached, Linux vs the shim, ETC workload
+//!                 (etc: the workload model and protocol; load: the open-loop generator)
 //!  demo           demo: Linux vs corestack echo latency, a checked 100 MiB transfer
 //!  harness/       children (this binary in a namespace, pinned, logged) and the matrix path
 //!  net            the stack options and socket traits that let one loop drive corestack or
@@ -23,6 +25,7 @@
 pub mod demo;
 pub mod echo_matrix;
 mod harness;
+pub mod memcached;
 pub mod net;
 pub mod pingpong;
 pub mod service;
@@ -51,6 +54,13 @@ pub enum Bench {
     /// Service mode next to embedded mode and Linux: latency, polling policies' CPU use,
     /// 64-byte messages per second, in own namespaces.
     Service(service::ServiceBench),
+    /// Unmodified memcached on Linux and under `corestack exec` (embedded, inline, service),
+    /// Facebook's ETC workload, open-loop, a sweep of rates; in own namespaces.
+    Memcached(memcached::MemcachedBench),
+    /// The open-loop ETC generator `bench memcached` runs per row (one server, a rate sweep,
+    /// one JSON line per rate).
+    #[command(hide = true)]
+    MemcachedLoad(memcached::load::Load),
 }
 
 impl Bench {
@@ -63,6 +73,8 @@ impl Bench {
             Bench::StreamMatrix(m) => m.run(),
             Bench::EchoMatrix(m) => m.run(),
             Bench::Service(s) => s.run(),
+            Bench::Memcached(m) => m.run(),
+            Bench::MemcachedLoad(l) => l.run(),
         }
     }
 }
