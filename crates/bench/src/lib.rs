@@ -12,8 +12,10 @@
 //!  service        bench service: service mode vs embedded mode vs Linux
 //!  memcached/     bench memcached: unmodified memcached, Linux vs the shim, ETC workload
 //!                 (etc: the workload model and protocol; load: the open-loop generator)
+//!  sockperf       bench sockperf: sockperf's TCP ping-pong, Linux server vs the shimmed one
 //!  demo           demo: Linux vs corestack echo latency, a checked 100 MiB transfer
-//!  harness/       children (this binary in a namespace, pinned, logged) and the matrix path
+//!  harness/       children (this binary in a namespace, pinned, logged), the matrix path, and
+//!                 shim: unmodified servers on Linux and under `corestack exec`, row by row
 //!  net            the stack options and socket traits that let one loop drive corestack or
 //!                 the kernel stack (also used by `serve echo` and `nc`), the stop flag
 //! ```
@@ -30,6 +32,7 @@ pub mod net;
 pub mod pingpong;
 pub mod service;
 pub mod sink;
+pub mod sockperf;
 pub mod stream;
 pub mod stream_matrix;
 pub mod transfer;
@@ -61,6 +64,9 @@ pub enum Bench {
     /// one JSON line per rate).
     #[command(hide = true)]
     MemcachedLoad(memcached::load::Load),
+    /// sockperf's 64-byte TCP ping-pong: its server on Linux and under `corestack exec`, its
+    /// client on Linux; in own namespaces.
+    Sockperf(sockperf::SockperfBench),
 }
 
 impl Bench {
@@ -75,6 +81,7 @@ impl Bench {
             Bench::Service(s) => s.run(),
             Bench::Memcached(m) => m.run(),
             Bench::MemcachedLoad(l) => l.run(),
+            Bench::Sockperf(s) => s.run(),
         }
     }
 }

@@ -40,46 +40,16 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
-use netns::{ChildGuard, NextLine};
+use clap::Args;
+use netns::NextLine;
 use serde::Serialize;
 
-use crate::harness::children::{last_line, spawn_env, wait_ready, LogDir, Topology};
+use crate::harness::children::{last_line, spawn_env, LogDir, Topology};
+use crate::harness::shim::{self, Row, CLIENT_CPU, NET, SERVER_CPU};
 use crate::net::{self, Interrupted};
 use load::Step;
 
-const NET: u8 = 84;
-const CORE_CIDR: &str = "10.84.1.2/24";
-const CORE_IP: &str = "10.84.1.2";
-const LINUX_IP: &str = "10.84.2.2";
 const PORT: u16 = 11211;
-const CLIENT_CPU: &str = "0";
-const SERVER_CPU: &str = "1";
-
-/// A server row.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Row {
-    /// memcached on the kernel stack.
-    Linux,
-    /// memcached under `corestack exec` (embedded engine thread).
-    Embedded,
-    /// memcached under `corestack exec --inline`.
-    Inline,
-    /// memcached under `corestack exec --socket` with a `corestack run` daemon.
-    Service,
-}
-
-impl Row {
-    fn label(self) -> &'static str {
-        match self {
-            Row::Linux => "Linux",
-            Row::Embedded => "corestack embedded",
-            Row::Inline => "corestack inline",
-            Row::Service => "corestack service",
-        }
-    }
-}
 
 /// `bench memcached` options.
 #[derive(Args, Debug)]
@@ -182,22 +152,6 @@ pub fn peak_at_sla(steps: &[Step], sla_us: f64) -> Option<f64> {
         .filter(|s| sustained(s, sla_us))
         .map(|s| s.achieved_qps)
         .max_by(f64::total_cmp)
-}
-
-/// Waits until `/proc/PID/comm` is `name` (the exec chain taskset → ip netns exec → corestack
-/// exec → memcached keeps one pid).
-fn wait_comm(pid: u32, name: &str) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if comm.trim() == name {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("process {pid} is {:?}, not {name}, after 10 s", comm.trim());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 impl MemcachedBench {
@@ -369,56 +323,11 @@ impl MemcachedBench {
             "-c",
             "4096",
         ];
-        let mut guards: Vec<ChildGuard> = Vec::new();
-        let mut cpu_pids = Vec::new();
-        let name = format!("{row:?}").to_lowercase();
-        let server_log = logs.file(&format!("memcached-{name}.log"));
-        let (target_ip, prefix): (&str, Vec<&str>) = match row {
-            Row::Linux => (LINUX_IP, vec![]),
-            Row::Embedded => (
-                CORE_IP,
-                vec!["exec", "--iface", "s1", "--ip", CORE_CIDR, "--"],
-            ),
-            Row::Inline => (
-                CORE_IP,
-                vec!["exec", "--iface", "s1", "--ip", CORE_CIDR, "--inline", "--"],
-            ),
-            Row::Service => {
-                let log = logs.file("daemon.log");
-                let args = [
-                    "run", "--iface", "s1", "--ip", CORE_CIDR, "--socket", socket,
-                ];
-                let mut d = spawn_env(&topo.server, Some(SERVER_CPU), exe, &args, &log, &[])?;
-                wait_ready(&mut d, "daemon ready", &log, true, stop)
-                    .context("starting the corestack daemon")?;
-                cpu_pids.push(d.id());
-                guards.push(d);
-                (CORE_IP, vec!["exec", "--socket", socket, "--"])
-            }
-        };
-        let server = if prefix.is_empty() {
-            let (prog, args) = mc.split_first().expect("memcached's command");
-            spawn_env(
-                &topo.server,
-                Some(SERVER_CPU),
-                std::path::Path::new(prog),
-                args,
-                &server_log,
-                &[],
-            )?
-        } else {
-            let args: Vec<&str> = prefix.iter().chain(mc.iter()).copied().collect();
-            spawn_env(&topo.server, Some(SERVER_CPU), exe, &args, &server_log, &[])?
-        };
-        let pid = server.id();
-        guards.push(server);
-        let comm = std::path::Path::new(&self.memcached)
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("memcached");
-        wait_comm(pid, comm).with_context(|| last_line(&server_log))?;
-        cpu_pids.push(pid);
-
+        let server = shim::start(row, &mc, exe, topo, logs, socket, stop)?;
+        let name = row.key();
+        let server_log = server.log.clone();
+        let cpu_pids = server.cpu_pids.clone();
+        let target_ip = server.ip;
         let target = format!("{target_ip}:{PORT}");
         let rates: Vec<String> = self.rates.iter().map(|r| format!("{r}")).collect();
         let rates = rates.join(",");
@@ -497,9 +406,7 @@ impl MemcachedBench {
                 }
             );
         }
-        for mut g in guards.into_iter().rev() {
-            g.terminate(Duration::from_secs(3))?;
-        }
+        server.stop()?;
         Ok(steps)
     }
 
