@@ -27,7 +27,7 @@ use clap::Args;
 use netns::NextLine;
 use serde::Serialize;
 
-use crate::harness::children::{last_line, spawn_env, LogDir, Topology};
+use crate::harness::children::{last_line, LogDir, Topology};
 use crate::harness::shim::{self, Row, CLIENT_CPU, NET, SERVER_CPU};
 use crate::memcached::load::cpu_seconds;
 use crate::net::{self, Interrupted};
@@ -260,13 +260,12 @@ impl SockperfBench {
                 return Err(Interrupted.into());
             }
             let cpu0 = cpu_seconds(&server.cpu_pids)?;
-            let mut c = spawn_env(
+            let mut c = shim::spawn(
                 &topo.client,
-                Some(CLIENT_CPU),
+                CLIENT_CPU,
                 std::path::Path::new("sockperf"),
                 &args,
                 &log,
-                &[],
             )?;
             let limit = Instant::now() + Duration::from_secs_f64(self.seconds + 20.0);
             let mut out = String::new();
@@ -330,7 +329,8 @@ impl SockperfBench {
         let _ = writeln!(
             o,
             "client on CPU {CLIENT_CPU}: blocks (ping-pong on a blocking socket: send, then \
-             recvfrom); server on CPU {SERVER_CPU}: blocks in epoll_wait (-F epoll)"
+             recvfrom); server on CPU {SERVER_CPU}: blocks in epoll_wait (-F epoll); both at {}",
+            shim::SCHED
         );
         let _ = writeln!(
             o,

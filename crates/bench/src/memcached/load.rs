@@ -6,9 +6,11 @@
 //! of `--rates` for `--seconds`: requests are due at Poisson arrival times and go, each to a
 //! uniformly chosen connection, when due, whether or not earlier ones were answered (open
 //! loop); a request's latency runs from its due time to the end of its response, so a late
-//! send counts against the server's latency (no coordinated omission). One thread spins over
-//! nonblocking sockets: it sends what is due, then reads every connection with requests
-//! outstanding. After a step's sending window, answers are awaited for `--drain-secs`; a
+//! send counts against the server's latency (no coordinated omission). One thread over
+//! nonblocking sockets sends what is due, then sleeps in epoll_pwait2 (ns timeout) until the
+//! next request is due or an answer arrives, and reads the connections that have one. It
+//! sleeps rather than spins so that, on a machine shared with other work, the scheduler wakes
+//! it promptly (a spinning thread is preempted for whole time slices). After a step's sending window, answers are awaited for `--drain-secs`; a
 //! request still unanswered then counts as unanswered, and the sweep ends (the server is past
 //! saturation). The sweep also ends after `--stop-after` consecutive steps whose p99 is above
 //! `--sla-us`.
@@ -19,6 +21,7 @@
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -26,6 +29,8 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
+use rustix::buffer::spare_capacity;
+use rustix::event::{epoll, Timespec};
 use serde::Serialize;
 
 use super::etc::{self, Op, Parsed, Reply, Schedule};
@@ -172,7 +177,12 @@ pub struct Generator {
     keys: Vec<Vec<u8>>,
     rng: Pcg64,
     scratch: Vec<u8>,
+    epoll: OwnedFd,
+    events: Vec<epoll::Event>,
 }
+
+/// The longest one wait sleeps (so that the loop sees its deadlines).
+const MAX_WAIT: Duration = Duration::from_millis(10);
 
 impl Generator {
     /// Connects `conns` connections to `target` (retrying until `connect` has passed) and draws
@@ -215,11 +225,23 @@ impl Generator {
                 }
             }
         }
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC).context("epoll_create1")?;
+        for (i, c) in v.iter().enumerate() {
+            epoll::add(
+                &epoll,
+                &c.stream,
+                epoll::EventData::new_u64(i as u64),
+                epoll::EventFlags::IN,
+            )
+            .context("epoll_ctl")?;
+        }
         Ok(Generator {
+            events: Vec::with_capacity(v.len()),
             conns: v,
             keys,
             rng,
             scratch: vec![0; 256 * 1024],
+            epoll,
         })
     }
 
@@ -243,23 +265,51 @@ impl Generator {
         });
     }
 
-    /// Writes what each connection has queued, reads what each one with requests outstanding
-    /// has received, and tallies the answers of step `step` (received at `now_ns`).
-    fn pump(&mut self, start: Instant, step: usize, tally: Option<&mut Tally>) -> Result<()> {
+    /// Writes what each connection has queued, sleeps up to `wait` (less when a write is
+    /// left over) until a connection has something to read, reads those, and tallies the
+    /// answers of step `step`.
+    fn pump(
+        &mut self,
+        start: Instant,
+        step: usize,
+        tally: Option<&mut Tally>,
+        wait: Duration,
+    ) -> Result<()> {
         let mut tally = tally;
+        let mut unwritten = false;
         for conn in &mut self.conns {
             while conn.out_pos < conn.out.len() {
                 match conn.stream.write(&conn.out[conn.out_pos..]) {
                     Ok(0) => bail!("the server closed a connection"),
                     Ok(n) => conn.out_pos += n,
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        unwritten = true;
+                        break;
+                    }
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     Err(e) => return Err(e).context("sending to memcached"),
                 }
             }
-            if conn.pending.is_empty() {
+        }
+        let wait = if unwritten {
+            wait.min(Duration::from_micros(20))
+        } else {
+            wait.min(MAX_WAIT)
+        };
+        let ts = Timespec {
+            tv_sec: wait.as_secs() as _,
+            tv_nsec: wait.subsec_nanos() as _,
+        };
+        self.events.clear();
+        match epoll::wait(&self.epoll, spare_capacity(&mut self.events), Some(&ts)) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => return Ok(()),
+            Err(e) => return Err(std::io::Error::from(e)).context("epoll_wait"),
+        }
+        for ev in &self.events {
+            let Some(conn) = self.conns.get_mut(ev.data.u64() as usize) else {
                 continue;
-            }
+            };
             match conn.stream.read(&mut self.scratch) {
                 Ok(0) => bail!("the server closed a connection"),
                 Ok(n) => conn.inbuf.extend_from_slice(&self.scratch[..n]),
@@ -292,6 +342,9 @@ impl Generator {
                     }
                 }
             }
+            if used > 0 && conn.pending.is_empty() && used < conn.inbuf.len() {
+                bail!("memcached sent bytes nobody asked for");
+            }
             conn.inbuf.drain(..used);
         }
         Ok(())
@@ -311,7 +364,7 @@ impl Generator {
                     next += 1;
                 }
             }
-            self.pump(start, 0, Some(&mut tally))?;
+            self.pump(start, 0, Some(&mut tally), Duration::from_millis(1))?;
             if start.elapsed() > limit {
                 bail!(
                     "setting the {} keys took longer than {} s",
@@ -354,7 +407,14 @@ impl Generator {
                 requests += 1;
                 next_ns = schedule.next(&mut self.rng);
             }
-            self.pump(start, index, Some(&mut tally))?;
+            let now_ns = start.elapsed().as_nanos() as u64;
+            let until = if next_ns < window_ns {
+                next_ns
+            } else {
+                drain_ns
+            };
+            let wait = Duration::from_nanos(until.saturating_sub(now_ns));
+            self.pump(start, index, Some(&mut tally), wait)?;
             let now_ns = start.elapsed().as_nanos() as u64;
             // Only this step's requests are outstanding: the sweep quiesces between steps.
             if now_ns >= window_ns && (self.outstanding() == 0 || now_ns >= drain_ns) {
@@ -403,7 +463,7 @@ impl Generator {
             if start.elapsed() > limit {
                 return Ok(false);
             }
-            self.pump(start, usize::MAX, None)?;
+            self.pump(start, usize::MAX, None, Duration::from_millis(1))?;
         }
         Ok(true)
     }

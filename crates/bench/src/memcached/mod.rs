@@ -44,7 +44,7 @@ use clap::Args;
 use netns::NextLine;
 use serde::Serialize;
 
-use crate::harness::children::{last_line, spawn_env, LogDir, Topology};
+use crate::harness::children::{last_line, LogDir, Topology};
 use crate::harness::shim::{self, Row, CLIENT_CPU, NET, SERVER_CPU};
 use crate::net::{self, Interrupted};
 use load::Step;
@@ -367,7 +367,7 @@ impl MemcachedBench {
             args.extend(["--cpu-pid", p]);
         }
         let gen_log = logs.file(&format!("generator-{name}.log"));
-        let mut gen = spawn_env(&topo.client, Some(CLIENT_CPU), exe, &args, &gen_log, &[])?;
+        let mut gen = shim::spawn(&topo.client, CLIENT_CPU, exe, &args, &gen_log)?;
         let limit = Duration::from_secs_f64(
             60.0 + self.rates.len() as f64 * (self.seconds + 2.0 * self.drain_secs + 1.0),
         );
@@ -420,10 +420,11 @@ impl MemcachedBench {
         );
         let _ = writeln!(
             o,
-            "generator (kernel stack, one spinning thread) on CPU {CLIENT_CPU}; memcached -t {} \
-             (+ corestack's engine thread, + the daemon in service mode) on CPU {SERVER_CPU}; \
-             embedded/service engines poll adaptively",
-            self.threads
+            "generator (kernel stack, one thread sleeping in epoll_pwait2) on CPU {CLIENT_CPU}; \
+             memcached -t {} (+ corestack's engine thread, + the daemon in service mode) on CPU \
+             {SERVER_CPU}; all at {}; embedded/service engines poll adaptively",
+            self.threads,
+            shim::SCHED
         );
         let _ = writeln!(
             o,
