@@ -7,10 +7,11 @@
 //! - the client (`sockperf ping-pong -i IP`) uses one blocking socket: it sends, then blocks
 //!   in recvfrom(2) for the answer (it does not spin);
 //! - the server (`sockperf server -f FEED -F epoll`) blocks in epoll_wait(2) with its 10 ms
-//!   timeout, then reads and answers. Under the shim, that wait spins 50 µs
-//!   (`CORESTACK_SPIN_US`) and then sleeps on an eventfd the engine signals; embedded mode's
-//!   engine thread polls adaptively (spins, sleeps on the NIC queue after 50 µs idle); in
-//!   inline mode the waiting server thread drives the engine itself.
+//!   timeout, then reads and answers. Under the shim in embedded mode, with the server and its
+//!   engine thread on one CPU, that wait sleeps at once on an eventfd the engine signals, and
+//!   the engine thread naps on the NIC queue as soon as it is idle (corestack's client does
+//!   not spin on a single allowed CPU); in inline mode the waiting server thread drives the
+//!   engine itself, spinning 50 µs before it sleeps on the NIC queue.
 //!
 //! Latency is sockperf's round-trip time (`--full-rtt`), its percentiles as it prints them.
 //! Rows alternate within each round; the table shows each figure's median over the rounds.
@@ -198,7 +199,7 @@ impl SockperfBench {
                 client_cpu: CLIENT_CPU,
                 server_cpu: SERVER_CPU,
                 client: "blocks (recvfrom on a blocking socket)",
-                server: "blocks (epoll_wait, -F epoll); under the shim: 50 µs spin, then an eventfd sleep",
+                server: "blocks (epoll_wait, -F epoll); embedded: no spin, the engine naps when idle; inline: drives the engine, 50 µs spin, then sleeps",
                 rows: &rows,
             };
             std::fs::write(path, serde_json::to_string_pretty(&report)?)
@@ -334,8 +335,9 @@ impl SockperfBench {
         );
         let _ = writeln!(
             o,
-            "under the shim the server's wait spins 50 µs then sleeps on an eventfd; the embedded \
-             engine thread (same CPU) polls adaptively; inline: the server thread drives the engine\n"
+            "under the shim: embedded, the server's wait sleeps at once on an eventfd and the engine \
+             thread (same CPU) naps as soon as it is idle; inline, the server thread drives the \
+             engine, spinning 50 µs before it sleeps on the NIC queue\n"
         );
         let _ = writeln!(
             o,

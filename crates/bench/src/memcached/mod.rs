@@ -446,7 +446,8 @@ impl MemcachedBench {
             o,
             "generator (kernel stack, one thread sleeping in epoll_pwait2) on CPU {CLIENT_CPU}; \
              memcached -t {} (+ corestack's engine thread, + the daemon in service mode) on CPU \
-             {SERVER_CPU}; all at {}; embedded/service engines poll adaptively",
+             {SERVER_CPU}; all at {}; the embedded engine thread naps as soon as it is idle (one CPU \
+             shared with memcached)",
             self.threads,
             shim::SCHED
         );
