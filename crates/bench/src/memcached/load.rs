@@ -104,6 +104,39 @@ pub struct Step {
     pub server_cpu_s: f64,
     /// server_cpu_s / completed, µs.
     pub cpu_us_per_req: f64,
+    /// The generator's kernel (its namespace) over the step: TCP segments retransmitted,
+    /// tail loss probes sent, and retransmission timeouts (/proc/net/snmp RetransSegs,
+    /// /proc/net/netstat TCPLossProbes and TCPTimeouts); what the client had to repair.
+    #[serde(default)]
+    pub client_retrans: u64,
+    #[serde(default)]
+    pub client_loss_probes: u64,
+    #[serde(default)]
+    pub client_timeouts: u64,
+}
+
+/// One counter of a /proc/net/snmp-style file: a header line `Group: names...` followed by
+/// a line `Group: values...`.
+pub fn proc_net_counter(text: &str, group: &str, name: &str) -> Option<u64> {
+    let mut lines = text.lines().filter(|l| l.starts_with(group));
+    while let (Some(head), Some(vals)) = (lines.next(), lines.next()) {
+        let i = head.split_whitespace().position(|n| n == name);
+        if let Some(i) = i {
+            return vals.split_whitespace().nth(i)?.parse().ok();
+        }
+    }
+    None
+}
+
+/// (RetransSegs, TCPLossProbes, TCPTimeouts) of this network namespace; zeros if unreadable.
+fn client_tcp_counters() -> (u64, u64, u64) {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
+    let ext = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+    (
+        proc_net_counter(&snmp, "Tcp:", "RetransSegs").unwrap_or(0),
+        proc_net_counter(&ext, "TcpExt:", "TCPLossProbes").unwrap_or(0),
+        proc_net_counter(&ext, "TcpExt:", "TCPTimeouts").unwrap_or(0),
+    )
 }
 
 /// A request sent and not yet answered.
@@ -395,6 +428,7 @@ impl Generator {
         let window_ns = (secs * 1e9) as u64;
         let drain_ns = window_ns + (drain * 1e9) as u64;
         let cpu0 = cpu_seconds(cpu_pids)?;
+        let tcp0 = client_tcp_counters();
         let start = Instant::now();
         let mut next_ns = schedule.next(&mut self.rng);
         let mut requests = 0u64;
@@ -425,6 +459,7 @@ impl Generator {
         }
         let end_ns = start.elapsed().as_nanos() as u64;
         let cpu = cpu_seconds(cpu_pids)? - cpu0;
+        let tcp1 = client_tcp_counters();
         let mut unanswered = 0u64;
         for c in &self.conns {
             for p in c.pending.iter().filter(|p| p.step == index) {
@@ -455,6 +490,9 @@ impl Generator {
             } else {
                 0.0
             },
+            client_retrans: tcp1.0.saturating_sub(tcp0.0),
+            client_loss_probes: tcp1.1.saturating_sub(tcp0.1),
+            client_timeouts: tcp1.2.saturating_sub(tcp0.2),
         })
     }
 

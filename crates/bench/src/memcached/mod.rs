@@ -454,7 +454,8 @@ impl MemcachedBench {
         let _ = writeln!(
             o,
             "latency from each request's scheduled send time; CPU = utime+stime of the server \
-             process(es) over the step / answers\n"
+             process(es) over the step / answers; cli retx/TLP/RTO: segments the generator's \
+             kernel retransmitted, its tail loss probes and timeouts\n"
         );
         for r in results {
             if let Some(why) = &r.skipped {
@@ -482,7 +483,7 @@ impl MemcachedBench {
                 };
                 let _ = writeln!(
                     o,
-                    "  {:>11.0} {:>12.0} {:>9.1} {:>9.1} {:>10.2} {:>11} {:>8.1}{}",
+                    "  {:>11.0} {:>12.0} {:>9.1} {:>9.1} {:>10.2} {:>10} {:>6.1} {:>14}{}",
                     s.offered_qps,
                     s.achieved_qps,
                     s.p50_us,
@@ -490,6 +491,10 @@ impl MemcachedBench {
                     s.cpu_us_per_req,
                     s.unanswered,
                     hit,
+                    format!(
+                        "{}/{}/{}",
+                        s.client_retrans, s.client_loss_probes, s.client_timeouts
+                    ),
                     if s.send_lag_p99_us > 50.0 {
                         format!("  (generator lag p99 {:.0} µs)", s.send_lag_p99_us)
                     } else {

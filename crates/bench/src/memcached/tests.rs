@@ -169,6 +169,21 @@ fn parse_reads_each_reply_and_waits_for_whole_ones() {
     assert_eq!(out, b"set k1 0 0 3\r\nvvv\r\nget k1\r\n");
 }
 
+#[test]
+fn proc_net_counter_reads_the_value_under_its_name() {
+    let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+                Tcp: RtoAlgorithm RtoMin RetransSegs\nTcp: 1 200 17\n";
+    assert_eq!(
+        super::load::proc_net_counter(snmp, "Tcp:", "RetransSegs"),
+        Some(17)
+    );
+    assert_eq!(
+        super::load::proc_net_counter(snmp, "Ip:", "DefaultTTL"),
+        Some(64)
+    );
+    assert_eq!(super::load::proc_net_counter(snmp, "Tcp:", "Nope"), None);
+}
+
 /// A tiny memcached (get and set, text protocol) on loopback. Until `stall_until` it reads
 /// and queues requests without answering; it counts the requests it read during the stall.
 struct Fake {
