@@ -10,8 +10,12 @@
 //!  stream_matrix  bench stream-matrix: goodput, Linux vs corestack, clean and lossy
 //!  echo_matrix    bench echo-matrix: echo through the impairment bridge, case by case
 //!  service        bench service: service mode vs embedded mode vs Linux
+//!  memcached/     bench memcached: unmodified memcached, Linux vs the shim, ETC workload
+//!                 (etc: the workload model and protocol; load: the open-loop generator)
+//!  sockperf       bench sockperf: sockperf's TCP ping-pong, Linux server vs the shimmed one
 //!  demo           demo: Linux vs corestack echo latency, a checked 100 MiB transfer
-//!  harness/       children (this binary in a namespace, pinned, logged) and the matrix path
+//!  harness/       children (this binary in a namespace, pinned, logged), the matrix path, and
+//!                 shim: unmodified servers on Linux and under `corestack exec`, row by row
 //!  trace          bench pingpong --trace: the stage table while the ping-pong runs
 //!  net            the stack options and socket traits that let one loop drive corestack or
 //!                 the kernel stack (also used by `serve echo` and `nc`), the stop flag
@@ -24,10 +28,12 @@
 pub mod demo;
 pub mod echo_matrix;
 mod harness;
+pub mod memcached;
 pub mod net;
 pub mod pingpong;
 pub mod service;
 pub mod sink;
+pub mod sockperf;
 pub mod stream;
 pub mod stream_matrix;
 pub mod trace;
@@ -53,6 +59,16 @@ pub enum Bench {
     /// Service mode next to embedded mode and Linux: latency, polling policies' CPU use,
     /// 64-byte messages per second, in own namespaces.
     Service(service::ServiceBench),
+    /// Unmodified memcached on Linux and under `corestack exec` (embedded, inline, service),
+    /// Facebook's ETC workload, open-loop, a sweep of rates; in own namespaces.
+    Memcached(memcached::MemcachedBench),
+    /// The open-loop ETC generator `bench memcached` runs per row (one server, a rate sweep,
+    /// one JSON line per rate).
+    #[command(hide = true)]
+    MemcachedLoad(memcached::load::Load),
+    /// sockperf's 64-byte TCP ping-pong: its server on Linux and under `corestack exec`, its
+    /// client on Linux; in own namespaces.
+    Sockperf(sockperf::SockperfBench),
 }
 
 impl Bench {
@@ -65,6 +81,9 @@ impl Bench {
             Bench::StreamMatrix(m) => m.run(),
             Bench::EchoMatrix(m) => m.run(),
             Bench::Service(s) => s.run(),
+            Bench::Memcached(m) => m.run(),
+            Bench::MemcachedLoad(l) => l.run(),
+            Bench::Sockperf(s) => s.run(),
         }
     }
 }

@@ -56,6 +56,21 @@ pub fn pin_current_thread(cpu: usize) {
     }
 }
 
+/// How many CPUs the calling thread may run on (sched_getaffinity); None
+/// when the call fails.
+pub fn allowed_cpus() -> Option<usize> {
+    // SAFETY: cpu_set_t is plain bits, valid when zeroed; sched_getaffinity
+    // writes at most size_of::<cpu_set_t>() bytes into it and reports errors
+    // by return value; CPU_COUNT only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        if libc::sched_getaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        Some(libc::CPU_COUNT(&set) as usize)
+    }
+}
+
 /// Sleeps until `fd` is readable or `timeout` passes (poll(2), at least
 /// 1 ms); returns true when a signal handler interrupted it (EINTR).
 pub fn sleep_readable(fd: RawFd, timeout: Duration) -> bool {

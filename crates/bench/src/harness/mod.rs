@@ -3,3 +3,4 @@
 
 pub mod children;
 pub mod matrix;
+pub mod shim;

@@ -1,0 +1,542 @@
+//! `corestack bench memcached`: unmodified memcached (the distribution's binary) on Linux and
+//! on corestack through the sockets shim, under Facebook's ETC workload, open loop, at a sweep
+//! of offered rates, in one run.
+//!
+//! ```text
+//!  namespace mcbc (client)                      namespace mcbs (server)
+//!  c1 10.84.1.1/24 ── veth ── s1 (no kernel address; corestack 10.84.1.2 via af_xdp)
+//!  c2 10.84.2.1/24 ── veth ── s2 10.84.2.2/24 (Linux)
+//!  generator on CPU 0                           memcached (+ its engine, + the daemon) on CPU 1
+//! ```
+//!
+//! Rows, one server at a time, each with a new generator process (`bench memcached-load`, see
+//! [`load`]) that sets the key space and then steps through the rates:
+//!
+//! - `linux`: `memcached` on the kernel stack;
+//! - `embedded`: `corestack exec --iface s1 --ip 10.84.1.2/24 -- memcached` (the engine is a
+//!   thread of memcached's process, adaptive polling);
+//! - `inline`: the same with `--inline` (memcached's own threads drive the engine);
+//! - `service`: `corestack run` on s1 and `corestack exec --socket PATH -- memcached`, both on
+//!   CPU 1; the CPU per request counts both processes. A row whose server does not answer
+//!   (service mode before the shim supports it) is printed as skipped with the reason.
+//!
+//! Per step: offered and achieved QPS, p50/p99 latency from the scheduled send time, and the
+//! server's CPU per request (utime + stime from /proc over the step / answers). Per row: the
+//! peak achieved QPS with p99 under `--sla-us`; then the corestack/Linux ratios of that peak
+//! and of the CPU per request at the highest offered rate both rows sustained under the SLA.
+//! `--json FILE` writes every figure, `--plot FILE.svg` the QPS–p99 curves (SVG only: the
+//! PNG backend needs system font libraries for its labels).
+//!
+//! Every namespace, process and log it created goes when it ends, also on error and Ctrl-C.
+
+pub mod etc;
+pub mod load;
+mod plot;
+#[cfg(test)]
+mod tests;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use netns::NextLine;
+use serde::Serialize;
+
+use crate::harness::children::{last_line, LogDir, Topology};
+use crate::harness::shim::{self, Row, CLIENT_CPU, NET, SERVER_CPU};
+use crate::net::{self, Interrupted};
+use load::Step;
+
+const PORT: u16 = 11211;
+
+/// `bench memcached` options.
+#[derive(Args, Debug)]
+pub struct MemcachedBench {
+    /// Offered rates, requests per second, comma-separated, in increasing order.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "10000,20000,40000,60000,80000,100000,120000,150000"
+    )]
+    rates: Vec<f64>,
+    /// Seconds of load per rate.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Seconds to wait for answers after each step's sending window.
+    #[arg(long, default_value_t = 1.0)]
+    drain_secs: f64,
+    /// Connections of the generator.
+    #[arg(long, default_value_t = 32)]
+    conns: usize,
+    /// Keys in the key space.
+    #[arg(long, default_value_t = 10_000)]
+    keys: usize,
+    /// memcached worker threads (`-t`).
+    #[arg(long, default_value_t = 1)]
+    threads: u32,
+    /// The latency objective: p99 below this many µs.
+    #[arg(long, default_value_t = 500.0)]
+    sla_us: f64,
+    /// A row's sweep ends after this many consecutive overloaded steps (under 90 % of the
+    /// offered rate answered, or p99 above --give-up-us).
+    #[arg(long, default_value_t = 2)]
+    stop_after: usize,
+    /// A step whose p99 exceeds this many µs counts as overloaded.
+    #[arg(long, default_value_t = 20_000.0)]
+    give_up_us: f64,
+    /// Seed of the workload.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Rows, comma-separated, in order.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "linux,embedded,inline,service"
+    )]
+    rows: Vec<Row>,
+    /// The memcached binary.
+    #[arg(long, default_value = "memcached")]
+    memcached: String,
+    /// Also write every figure to this file as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Draw the QPS–p99 curve of each row into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+}
+
+/// One row's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct RowResult {
+    pub row: Row,
+    pub label: &'static str,
+    /// Why it did not run, if it did not.
+    pub skipped: Option<String>,
+    pub steps: Vec<Step>,
+    /// The highest achieved QPS of a step with p99 below the objective and every request
+    /// answered.
+    pub peak_qps_at_sla: Option<f64>,
+    /// peak_qps_at_sla / Linux's.
+    pub peak_ratio: Option<f64>,
+    /// The highest achieved QPS of any step with every request answered (whatever its
+    /// latency), and its ratio to Linux's.
+    pub max_qps: Option<f64>,
+    pub max_ratio: Option<f64>,
+    /// The offered rate at which the CPU per request is compared with Linux (the highest both
+    /// sustained under the objective, else the highest both answered without overload).
+    pub cpu_compare_qps: Option<f64>,
+    /// CPU µs per request at that rate, this row and Linux.
+    pub cpu_us_per_req: Option<f64>,
+    pub linux_cpu_us_per_req: Option<f64>,
+    /// cpu_us_per_req / Linux's.
+    pub cpu_ratio: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    rates: &'a [f64],
+    seconds: f64,
+    conns: usize,
+    keys: usize,
+    memcached_threads: u32,
+    sla_us: f64,
+    seed: u64,
+    generator_cpu: &'static str,
+    server_cpu: &'static str,
+    rows: &'a [RowResult],
+}
+
+fn sustained(s: &Step, sla_us: f64) -> bool {
+    s.unanswered == 0 && s.errors == 0 && s.p99_us < sla_us
+}
+
+/// The peak achieved QPS under the objective.
+pub fn peak_at_sla(steps: &[Step], sla_us: f64) -> Option<f64> {
+    steps
+        .iter()
+        .filter(|s| sustained(s, sla_us))
+        .map(|s| s.achieved_qps)
+        .max_by(f64::total_cmp)
+}
+
+impl MemcachedBench {
+    pub fn run(self) -> Result<()> {
+        let stop = net::stop_flag()?;
+        if self.rates.is_empty() || self.rates.iter().any(|r| r.is_nan() || *r <= 0.0) {
+            bail!("--rates must be positive requests per second");
+        }
+        if !(self.seconds > 0.0 && self.seconds <= 60.0) || self.rates.len() > 50 {
+            bail!("--seconds must be in (0, 60] and --rates at most 50 steps");
+        }
+        if let Some(p) = &self.plot {
+            if p.extension().and_then(|e| e.to_str()) != Some("svg") {
+                bail!("--plot writes SVG only: give a FILE.svg");
+            }
+        }
+        netns::check_privileges()?;
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+            bail!("bench memcached needs 2 CPUs (the generator on CPU 0, memcached on CPU 1)");
+        }
+        let found = std::process::Command::new("sh")
+            .args(["-c", &format!("command -v {}", self.memcached)])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            bail!(
+                "{} is not installed: run scripts/setup.sh (as root)",
+                self.memcached
+            );
+        }
+        let exe = std::env::current_exe().context("finding this program's path")?;
+        let shim = exe.with_file_name("libcorestack_preload.so");
+        if !shim.is_file() && std::env::var_os("CORESTACK_PRELOAD").is_none() {
+            bail!(
+                "{} is missing: build it with cargo build --release -p corestack-preload",
+                shim.display()
+            );
+        }
+        let logs = LogDir::new("bench-memcached")?;
+        let topo = Topology::build("mcbc", "mcbs", NET)?;
+        let socket = format!("/tmp/corestack-mcb-{}.sock", std::process::id());
+        let say = |m: &str| eprintln!("bench memcached: {m}");
+
+        let mut results: Vec<RowResult> = Vec::new();
+        for &row in &self.rows {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(Interrupted.into());
+            }
+            say(&format!("{} ...", row.label()));
+            let r = self.run_row(row, &exe, &topo, &logs, &socket, &stop);
+            let r = match r {
+                Ok(steps) => steps,
+                Err(e) if e.is::<Interrupted>() => return Err(e),
+                Err(e) => {
+                    let reason = net::one_line(&e);
+                    say(&format!("{}: skipped: {reason}", row.label()));
+                    results.push(RowResult {
+                        row,
+                        label: row.label(),
+                        skipped: Some(reason),
+                        steps: Vec::new(),
+                        peak_qps_at_sla: None,
+                        peak_ratio: None,
+                        max_qps: None,
+                        max_ratio: None,
+                        cpu_compare_qps: None,
+                        cpu_us_per_req: None,
+                        linux_cpu_us_per_req: None,
+                        cpu_ratio: None,
+                    });
+                    continue;
+                }
+            };
+            results.push(RowResult {
+                row,
+                label: row.label(),
+                skipped: None,
+                peak_qps_at_sla: peak_at_sla(&r, self.sla_us),
+                max_qps: r
+                    .iter()
+                    .filter(|s| s.unanswered == 0)
+                    .map(|s| s.achieved_qps)
+                    .max_by(f64::total_cmp),
+                steps: r,
+                peak_ratio: None,
+                max_ratio: None,
+                cpu_compare_qps: None,
+                cpu_us_per_req: None,
+                linux_cpu_us_per_req: None,
+                cpu_ratio: None,
+            });
+        }
+        self.compare(&mut results);
+        print!("{}", self.render(&results));
+        if let Some(path) = &self.json {
+            let report = Report {
+                rates: &self.rates,
+                seconds: self.seconds,
+                conns: self.conns,
+                keys: self.keys,
+                memcached_threads: self.threads,
+                sla_us: self.sla_us,
+                seed: self.seed,
+                generator_cpu: CLIENT_CPU,
+                server_cpu: SERVER_CPU,
+                rows: &results,
+            };
+            std::fs::write(path, serde_json::to_string_pretty(&report)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        if let Some(path) = &self.plot {
+            plot::draw(path, &results, self.sla_us)
+                .with_context(|| format!("drawing {}", path.display()))?;
+            println!("QPS-p99 curves: {}", path.display());
+        }
+        Ok(())
+    }
+
+    /// Fills the ratios against the Linux row.
+    fn compare(&self, results: &mut [RowResult]) {
+        let Some(linux) = results
+            .iter()
+            .find(|r| r.row == Row::Linux && r.skipped.is_none())
+            .cloned()
+        else {
+            return;
+        };
+        for r in results.iter_mut().filter(|r| r.skipped.is_none()) {
+            r.peak_ratio = match (r.peak_qps_at_sla, linux.peak_qps_at_sla) {
+                (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+                _ => None,
+            };
+            r.max_ratio = match (r.max_qps, linux.max_qps) {
+                (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+                _ => None,
+            };
+            let common = |ok: &dyn Fn(&Step) -> bool| {
+                r.steps
+                    .iter()
+                    .rev()
+                    .filter(|s| ok(s))
+                    .filter_map(|s| {
+                        linux
+                            .steps
+                            .iter()
+                            .find(|l| l.offered_qps == s.offered_qps && ok(l))
+                            .map(|l| (s.clone(), l.clone()))
+                    })
+                    .next()
+            };
+            let both = common(&|s| sustained(s, self.sla_us)).or_else(|| {
+                common(&|s| s.unanswered == 0 && s.achieved_qps >= 0.9 * s.offered_qps)
+            });
+            if let Some((s, l)) = both {
+                r.cpu_compare_qps = Some(s.offered_qps);
+                r.cpu_us_per_req = Some(s.cpu_us_per_req);
+                r.linux_cpu_us_per_req = Some(l.cpu_us_per_req);
+                r.cpu_ratio = (l.cpu_us_per_req > 0.0).then(|| s.cpu_us_per_req / l.cpu_us_per_req);
+            }
+        }
+    }
+
+    /// Starts the row's server and runs the generator against it; the steps it printed.
+    fn run_row(
+        &self,
+        row: Row,
+        exe: &std::path::Path,
+        topo: &Topology,
+        logs: &LogDir,
+        socket: &str,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Result<Vec<Step>> {
+        let threads = self.threads.to_string();
+        let port = PORT.to_string();
+        let mc = [
+            self.memcached.as_str(),
+            "-u",
+            "root",
+            "-t",
+            &threads,
+            "-p",
+            &port,
+            "-U",
+            "0",
+            "-c",
+            "4096",
+        ];
+        let server = shim::start(row, &mc, exe, topo, logs, socket, stop)?;
+        let name = row.key();
+        let server_log = server.log.clone();
+        let cpu_pids = server.cpu_pids.clone();
+        let target_ip = server.ip;
+        let target = format!("{target_ip}:{PORT}");
+        let rates: Vec<String> = self.rates.iter().map(|r| format!("{r}")).collect();
+        let rates = rates.join(",");
+        let (secs, drain) = (self.seconds.to_string(), self.drain_secs.to_string());
+        let (conns, keys, seed) = (
+            self.conns.to_string(),
+            self.keys.to_string(),
+            self.seed.to_string(),
+        );
+        let (give_up, stop_after) = (self.give_up_us.to_string(), self.stop_after.to_string());
+        let pids: Vec<String> = cpu_pids.iter().map(u32::to_string).collect();
+        let mut args = vec![
+            "bench",
+            "memcached-load",
+            "--target",
+            &target,
+            "--rates",
+            &rates,
+            "--seconds",
+            &secs,
+            "--drain-secs",
+            &drain,
+            "--conns",
+            &conns,
+            "--keys",
+            &keys,
+            "--seed",
+            &seed,
+            "--give-up-us",
+            &give_up,
+            "--stop-after",
+            &stop_after,
+            "--connect-secs",
+            "5",
+        ];
+        for p in &pids {
+            args.extend(["--cpu-pid", p]);
+        }
+        let gen_log = logs.file(&format!("generator-{name}.log"));
+        let mut gen = shim::spawn(&topo.client, CLIENT_CPU, exe, &args, &gen_log)?;
+        let limit = Duration::from_secs_f64(
+            60.0 + self.rates.len() as f64 * (self.seconds + 2.0 * self.drain_secs + 1.0),
+        );
+        let deadline = Instant::now() + limit;
+        let mut steps = Vec::new();
+        loop {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(Interrupted.into());
+            }
+            match gen.next_line(Duration::from_millis(100)) {
+                NextLine::Line(l) if l.starts_with('{') => {
+                    let s: Step = serde_json::from_str(&l).context("the generator's JSON")?;
+                    eprintln!(
+                        "bench memcached:   {:>8.0} offered, {:>8.0} achieved, p99 {:.0} µs",
+                        s.offered_qps, s.achieved_qps, s.p99_us
+                    );
+                    steps.push(s);
+                }
+                NextLine::Line(_) | NextLine::Pending => {}
+                NextLine::Closed => break,
+            }
+            if Instant::now() > deadline {
+                bail!("the generator did not finish within {} s", limit.as_secs());
+            }
+        }
+        let status = gen.wait_timeout(Duration::from_secs(5))?;
+        if !status.is_some_and(|s| s.success()) {
+            let server_said = last_line(&server_log);
+            bail!(
+                "the generator failed: {}{}",
+                last_line(&gen_log),
+                if server_said.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (memcached's last line: {server_said})")
+                }
+            );
+        }
+        server.stop()?;
+        Ok(steps)
+    }
+
+    fn render(&self, results: &[RowResult]) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "\ncorestack bench memcached: ETC workload (mutilate's model: key GEV, value generalized \
+             Pareto, 30:1 get:set), open-loop Poisson, {} connections, {} keys set beforehand, {} s per rate",
+            self.conns, self.keys, self.seconds
+        );
+        let _ = writeln!(
+            o,
+            "generator (kernel stack, one thread sleeping in epoll_pwait2) on CPU {CLIENT_CPU}; \
+             memcached -t {} (+ corestack's engine thread, + the daemon in service mode) on CPU \
+             {SERVER_CPU}; all at {}; the embedded engine thread naps as soon as it is idle (one CPU \
+             shared with memcached)",
+            self.threads,
+            shim::SCHED
+        );
+        let _ = writeln!(
+            o,
+            "latency from each request's scheduled send time; CPU = utime+stime of the server \
+             process(es) over the step / answers; cli retx/TLP/RTO: segments the generator's \
+             kernel retransmitted, its tail loss probes and timeouts\n"
+        );
+        for r in results {
+            if let Some(why) = &r.skipped {
+                let _ = writeln!(o, "{}: skipped: {why}\n", r.label);
+                continue;
+            }
+            let _ = writeln!(o, "{}", r.label);
+            let _ = writeln!(
+                o,
+                "  {:>11} {:>12} {:>9} {:>9} {:>10} {:>11} {:>8}",
+                "offered QPS",
+                "achieved QPS",
+                "p50 µs",
+                "p99 µs",
+                "CPU µs/req",
+                "unanswered",
+                "hit %"
+            );
+            for s in &r.steps {
+                let gets = s.hits + s.misses;
+                let hit = if gets > 0 {
+                    100.0 * s.hits as f64 / gets as f64
+                } else {
+                    0.0
+                };
+                let _ = writeln!(
+                    o,
+                    "  {:>11.0} {:>12.0} {:>9.1} {:>9.1} {:>10.2} {:>10} {:>6.1} {:>14}{}",
+                    s.offered_qps,
+                    s.achieved_qps,
+                    s.p50_us,
+                    s.p99_us,
+                    s.cpu_us_per_req,
+                    s.unanswered,
+                    hit,
+                    format!(
+                        "{}/{}/{}",
+                        s.client_retrans, s.client_loss_probes, s.client_timeouts
+                    ),
+                    if s.send_lag_p99_us > 50.0 {
+                        format!("  (generator lag p99 {:.0} µs)", s.send_lag_p99_us)
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+            let _ = writeln!(
+                o,
+                "  peak QPS with p99 < {:.0} µs: {}\n",
+                self.sla_us,
+                r.peak_qps_at_sla
+                    .map_or("none".to_string(), |q| format!("{q:.0}"))
+            );
+        }
+        let f = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |v| format!("{v:.prec$}"));
+        let _ = writeln!(
+            o,
+            "{:<20} {:>14} {:>7} {:>10} {:>7} {:>9} {:>11} {:>7}",
+            "", "peak QPS @SLA", "/Linux", "max QPS", "/Linux", "CPU at", "CPU µs/req", "/Linux"
+        );
+        for r in results.iter().filter(|r| r.skipped.is_none()) {
+            let _ = writeln!(
+                o,
+                "{:<20} {:>14} {:>7} {:>10} {:>7} {:>9} {:>11} {:>7}",
+                r.label,
+                f(r.peak_qps_at_sla, 0),
+                f(r.peak_ratio, 2),
+                f(r.max_qps, 0),
+                f(r.max_ratio, 2),
+                f(r.cpu_compare_qps, 0),
+                f(r.cpu_us_per_req, 2),
+                f(r.cpu_ratio, 2)
+            );
+        }
+        let _ = writeln!(
+            o,
+            "(targets: peak QPS at the SLA >= 2x Linux, CPU per request <= 0.5x Linux; max QPS: the \
+             highest achieved with every request answered, whatever the latency; CPU compared at \
+             the highest offered rate both rows sustained under the SLA, else at the highest both \
+             ran without overload)"
+        );
+        o
+    }
+}
