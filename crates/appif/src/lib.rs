@@ -15,6 +15,7 @@
 
 pub mod bytes;
 pub mod ctl;
+pub mod errno;
 pub mod notify;
 pub mod region;
 pub mod seg;

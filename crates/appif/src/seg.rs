@@ -903,8 +903,9 @@ mod tests {
         s.word32(slot + SLOT_OWNER)
             .store(OWNER_BOTH, Ordering::Release);
         assert_eq!(s.owner(2).unwrap().load(Ordering::Acquire), OWNER_BOTH);
-        s.word32(CLOSED).store(104, Ordering::Release);
-        assert_eq!(s.closed().load(Ordering::Acquire), 104);
+        let reset = crate::errno::ECONNRESET as u32;
+        s.word32(CLOSED).store(reset, Ordering::Release);
+        assert_eq!(s.closed().load(Ordering::Acquire), reset);
         s.word32(ENGINE_SLEEPING).store(1, Ordering::Release);
         assert_eq!(s.engine_sleeping().load(Ordering::Acquire), 1);
     }

@@ -439,9 +439,9 @@ mod tests {
     #[test]
     fn closed_with_errno_reports_it_once() {
         let s = SocketShared::default();
-        s.set_closed(111);
+        s.set_closed(crate::errno::ECONNREFUSED);
         assert_eq!(s.state(), SockState::Closed);
-        assert_eq!(s.take_error(), 111);
+        assert_eq!(s.take_error(), crate::errno::ECONNREFUSED);
         assert_eq!(s.take_error(), 0);
     }
 }

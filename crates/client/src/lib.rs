@@ -43,8 +43,3 @@ pub use poll::{Event, Interest, Poller, Probe, Source, Status};
 pub use stack::{Driver, Stack, StackBuilder, Waited};
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
-
-/// Maps an errno to the `io::Error` std would return for it.
-pub(crate) fn errno(e: i32) -> std::io::Error {
-    std::io::Error::from_raw_os_error(e)
-}

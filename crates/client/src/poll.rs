@@ -11,6 +11,7 @@
 
 use crate::stack::Stack;
 use appif::bytes;
+use appif::errno;
 use appif::socket::{Accepted, SharedSlot, SockState, FLAG_RX_FIN};
 use appif::spsc;
 use core::time::Duration;
@@ -182,7 +183,7 @@ impl Poller {
         interest: Interest,
     ) -> io::Result<()> {
         if self.index.contains_key(&token) {
-            return Err(crate::errno(libc::EEXIST));
+            return Err(errno::io(errno::EEXIST));
         }
         self.index.insert(token, self.entries.len());
         self.entries.push(Entry {
@@ -198,7 +199,7 @@ impl Poller {
         let i = *self
             .index
             .get(&token)
-            .ok_or_else(|| crate::errno(libc::ENOENT))?;
+            .ok_or_else(|| errno::io(errno::ENOENT))?;
         self.entries[i].interest = interest;
         Ok(())
     }
@@ -208,7 +209,7 @@ impl Poller {
         let i = self
             .index
             .remove(&token)
-            .ok_or_else(|| crate::errno(libc::ENOENT))?;
+            .ok_or_else(|| errno::io(errno::ENOENT))?;
         self.entries.swap_remove(i);
         if let Some(moved) = self.entries.get(i) {
             self.index.insert(moved.token, i);

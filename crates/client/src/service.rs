@@ -5,6 +5,7 @@
 
 use appif::bytes;
 use appif::ctl;
+use appif::errno;
 use appif::region::Region;
 use appif::seg::{CmdProducer, Desc, Segment};
 use appif::socket::{Command, SharedSlot, SockId};
@@ -15,8 +16,6 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-
-const ECONNRESET: i32 = 104;
 
 /// The application's end of an association.
 pub(crate) struct Service {
@@ -105,12 +104,11 @@ impl Service {
         let slot = self
             .seg
             .claim_app_slot(hint, |s| busy.get(s as usize).copied().unwrap_or(true))
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::EMFILE))?;
+            .ok_or_else(|| errno::io(errno::EMFILE))?;
         self.seg.reset_slot(slot);
         busy[slot as usize] = true;
         drop(busy);
-        self.parts(slot)
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+        self.parts(slot).ok_or_else(|| errno::io(errno::EINVAL))
     }
 
     /// The application's views of `slot` (after an accept hands it over);
@@ -174,7 +172,7 @@ impl Service {
         let errno = if closed != 0 {
             closed as i32
         } else {
-            ECONNRESET
+            errno::ECONNRESET
         };
         let busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
         for (slot, _) in busy.iter().enumerate().filter(|(_, b)| **b) {

@@ -1,6 +1,7 @@
 //! The stack handle: starts an engine on a port and carries commands to it.
 
 use appif::bytes;
+use appif::errno;
 use appif::notify::Notify;
 use appif::seg::Desc;
 use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot, SockId, SockState, SocketShared};
@@ -928,7 +929,7 @@ impl Stack {
     pub(crate) fn wait_opened(&self, shared: &SocketShared) -> io::Result<()> {
         self.wait(shared, None, || shared.state() != SockState::Opening);
         match shared.state() {
-            SockState::Closed => Err(crate::errno(shared.take_error().max(1))),
+            SockState::Closed => Err(errno::io(shared.take_error().max(1))),
             _ => Ok(()),
         }
     }

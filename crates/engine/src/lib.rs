@@ -43,11 +43,12 @@ pub mod wheel;
 pub use config::EngineConfig;
 
 use crate::link::Link;
-use crate::sockets::{libc_errno, Conn, Socket, Sockets};
+use crate::sockets::{Conn, Socket, Sockets};
 use crate::stats::Stats;
 use crate::tcp::IsnGenerator;
 use crate::time::Instant;
 use crate::wheel::TimerWheel;
+use appif::errno;
 use appif::notify::Notify;
 use appif::socket::{AcceptQueue, Command};
 use appif::spsc;
@@ -366,7 +367,7 @@ impl<P: Port> Engine<P> {
         // Take what the applications asked for last (a close becomes a FIN).
         self.poll(now);
         self.core.now = now;
-        self.reset_where(|_| true, libc_errno::ECONNRESET);
+        self.reset_where(|_| true, errno::ECONNRESET);
         self.core.wake.notify();
     }
 }

@@ -5,6 +5,7 @@
 use crate::tcp::{CloseReason, Events, State, Tcb};
 use crate::time::Instant;
 use appif::bytes;
+use appif::errno;
 use appif::socket::{AcceptQueue, SharedSlot, SockId};
 use core::net::SocketAddrV4;
 use std::collections::HashMap;
@@ -109,21 +110,10 @@ pub fn flow_key(remote: SocketAddrV4, local_port: u16) -> u64 {
 pub fn errno_of(reason: CloseReason) -> i32 {
     match reason {
         CloseReason::Normal => 0,
-        CloseReason::Reset => libc_errno::ECONNRESET,
-        CloseReason::Refused => libc_errno::ECONNREFUSED,
-        CloseReason::TimedOut => libc_errno::ETIMEDOUT,
+        CloseReason::Reset => errno::ECONNRESET,
+        CloseReason::Refused => errno::ECONNREFUSED,
+        CloseReason::TimedOut => errno::ETIMEDOUT,
     }
-}
-
-/// Linux errno values (asm-generic/errno.h), so the engine needs no libc.
-pub mod libc_errno {
-    pub const EADDRINUSE: i32 = 98;
-    pub const ENETUNREACH: i32 = 101;
-    pub const ECONNRESET: i32 = 104;
-    pub const ENOBUFS: i32 = 105;
-    pub const ETIMEDOUT: i32 = 110;
-    pub const ECONNREFUSED: i32 = 111;
-    pub const EADDRNOTAVAIL: i32 = 99;
 }
 
 /// Every socket, by slot, with the indexes that find them.

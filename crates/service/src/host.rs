@@ -307,7 +307,7 @@ impl<P: Port> Host<P> {
     /// its segment closed, wakes it, and lets go of its memory.
     fn end(&mut self, i: usize, why: Ending, now: Instant) {
         let app = self.apps.swap_remove(i);
-        let errno = libc::ECONNRESET;
+        let errno = appif::errno::ECONNRESET;
         app.seg.closed().store(errno as u32, Ordering::Release);
         let dropped = self.engine.engine.drop_owner(app.assoc, errno, now);
         app.seg.app_wake().notify();

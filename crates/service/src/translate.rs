@@ -10,6 +10,7 @@
 //! `CAP_NET_BIND_SERVICE`).
 
 use crate::assoc::AppStats;
+use appif::errno;
 use appif::seg::{self, CmdError, Desc, DescError, Segment, SegmentAccept};
 use appif::socket::{AcceptQueue, Command};
 use core::net::SocketAddrV4;
@@ -94,7 +95,7 @@ pub fn translate(
         if p != 0 && p < PRIVILEGED_PORTS_END && !privileged {
             stats.refused += 1;
             if let Some(sh) = seg.shared(slot, true) {
-                sh.set_closed(libc::EACCES);
+                sh.set_closed(errno::EACCES);
             }
             return Ok(None);
         }
@@ -183,7 +184,7 @@ mod tests {
         let r = translate(&seg, ASSOC, listen(1, 80), false, &mut stats);
         assert!(matches!(r, Ok(None)), "answered by the daemon");
         let status = seg.shared(1, false).expect("slot 1");
-        assert_eq!(status.error(), libc::EACCES);
+        assert_eq!(status.error(), errno::EACCES);
         assert_eq!((stats.opens, stats.refused), (1, 1));
     }
 
@@ -201,7 +202,7 @@ mod tests {
             translate(&seg, ASSOC, d, false, &mut stats),
             Ok(None)
         ));
-        assert_eq!(seg.shared(2, false).expect("slot 2").error(), libc::EACCES);
+        assert_eq!(seg.shared(2, false).expect("slot 2").error(), errno::EACCES);
         let d = Desc::UdpBind {
             slot: 3,
             local: "0.0.0.0:53".parse().expect("addr"),
