@@ -14,6 +14,7 @@
 //! In embedded and inline mode these live in the process's own memory.
 
 pub mod bytes;
+pub mod cc;
 pub mod ctl;
 pub mod errno;
 pub mod notify;

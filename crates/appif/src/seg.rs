@@ -26,6 +26,7 @@
 //! and [`CmdConsumer`]); a violation is reported, never trusted.
 
 use crate::bytes::{self, RingAt};
+use crate::cc::CcKind;
 use crate::notify::Notify;
 use crate::region::Region;
 use crate::socket::{SharedSlot, SockId};
@@ -481,8 +482,8 @@ pub enum Desc {
     SetNodelay { slot: u32, on: bool },
     /// SO_KEEPALIVE.
     SetKeepalive { slot: u32, on: bool },
-    /// TCP_CONGESTION: 0 NewReno, 1 CUBIC, 2 DCTCP.
-    SetCongestion { slot: u32, algorithm: u8 },
+    /// TCP_CONGESTION, carried as [`CcKind::wire`]'s byte.
+    SetCongestion { slot: u32, cc: CcKind },
     /// SO_RCVBUF / SO_SNDBUF in bytes (0: leave as is).
     SetBuffers { slot: u32, rcv: u32, snd: u32 },
 }
@@ -494,6 +495,8 @@ pub enum DescError {
     BadOpcode(u8),
     /// A boolean field holds something other than 0 or 1.
     BadFlag,
+    /// A congestion-control byte that names no [`CcKind`].
+    BadCc(u8),
 }
 
 impl Desc {
@@ -533,7 +536,7 @@ impl Desc {
             Desc::Close { .. } => (7, 0, None, 0),
             Desc::SetNodelay { on, .. } => (8, on as u8, None, 0),
             Desc::SetKeepalive { on, .. } => (9, on as u8, None, 0),
-            Desc::SetCongestion { algorithm, .. } => (10, algorithm, None, 0),
+            Desc::SetCongestion { cc, .. } => (10, cc.wire(), None, 0),
             Desc::SetBuffers { rcv, snd, .. } => {
                 b[16..20].copy_from_slice(&snd.to_le_bytes());
                 (11, 0, None, rcv)
@@ -584,7 +587,7 @@ impl Desc {
             9 => Desc::SetKeepalive { slot, on: flag()? },
             10 => Desc::SetCongestion {
                 slot,
-                algorithm: b[1],
+                cc: CcKind::from_wire(b[1]).ok_or(DescError::BadCc(b[1]))?,
             },
             11 => Desc::SetBuffers {
                 slot,
@@ -846,7 +849,7 @@ mod tests {
             Desc::SetKeepalive { slot: 1, on: true },
             Desc::SetCongestion {
                 slot: 1,
-                algorithm: 2,
+                cc: CcKind::Dctcp,
             },
             Desc::SetBuffers {
                 slot: 5,
@@ -862,6 +865,9 @@ mod tests {
         b[0] = 8;
         b[1] = 2;
         assert_eq!(Desc::decode(&b), Err(DescError::BadFlag));
+        b[0] = 10;
+        b[1] = 3;
+        assert_eq!(Desc::decode(&b), Err(DescError::BadCc(3)));
     }
 
     #[test]

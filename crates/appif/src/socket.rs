@@ -3,6 +3,7 @@
 //! hands over on accept.
 
 use crate::bytes;
+use crate::cc::CcKind;
 use crate::notify::Notify;
 use crate::region::Region;
 use crate::spsc;
@@ -380,8 +381,8 @@ pub enum Command {
         interval_s: u32,
         count: u32,
     },
-    /// TCP_CONGESTION: 0 NewReno, 1 CUBIC, 2 DCTCP (other values ignored).
-    SetCongestion { id: SockId, algorithm: u8 },
+    /// TCP_CONGESTION: the connection switches to `cc`.
+    SetCongestion { id: SockId, cc: CcKind },
     /// SO_RCVBUF / SO_SNDBUF: the receive window grows no further than
     /// `rcv` bytes and auto-tuning stops; the send buffer offered is `snd`
     /// bytes. 0 leaves one as it is. On a listener: for the connections it

@@ -29,7 +29,8 @@ use crate::harness::children::{run_client, LogDir};
 use crate::harness::matrix::{
     median, Lab, Topology, CLIENT_CPU, CORE_CLIENT, CORE_SERVER, LINUX_SERVER, PORT, SERVER_CPU,
 };
-use crate::net::{self, CcArg};
+use crate::net;
+use corestack::CcKind;
 
 /// How long a run may take past its duration (handshake, the tail under loss, the report).
 const RUN_SLACK: Duration = Duration::from_secs(40);
@@ -48,7 +49,7 @@ pub struct StreamMatrix {
     seed: u64,
     /// corestack's TCP congestion control (default: the stack's, cubic).
     #[arg(long, value_enum, value_name = "NAME")]
-    cc: Option<CcArg>,
+    cc: Option<CcKind>,
     /// The Linux senders' congestion control (TCP_CONGESTION on their sockets); cubic by
     /// default, to compare like with like (this machine's default may be bbr).
     #[arg(long, default_value = "cubic", value_name = "NAME")]
@@ -211,9 +212,7 @@ impl StreamMatrix {
             linux_cc: &self.linux_cc,
             cc: match self.cc {
                 None => vec![],
-                Some(CcArg::Newreno) => vec!["--cc", "newreno"],
-                Some(CcArg::Cubic) => vec!["--cc", "cubic"],
-                Some(CcArg::Dctcp) => vec!["--cc", "dctcp"],
+                Some(cc) => vec!["--cc", cc.name()],
             },
         };
         let clean = ctx.phase("clean", self.rounds)?;
@@ -242,12 +241,8 @@ impl StreamMatrix {
         println!(
             "Linux: blocking sockets, congestion control {}; corestack: inline engine on af_xdp, spinning, {}",
             self.linux_cc,
-            match self.cc {
-                None => "default congestion control (cubic)",
-                Some(CcArg::Newreno) => "newreno",
-                Some(CcArg::Cubic) => "cubic",
-                Some(CcArg::Dctcp) => "dctcp",
-            }
+            self.cc
+                .map_or("default congestion control (cubic)", CcKind::name)
         );
         if ctx.lab.pinned {
             println!("client pinned to CPU {CLIENT_CPU}, server to CPU {SERVER_CPU}; the impairment bridge is not pinned");

@@ -215,9 +215,9 @@ fn desc_of(cmd: &Command) -> Option<Desc> {
             slot: slot(*id),
             on: *on,
         },
-        Command::SetCongestion { id, algorithm } => Desc::SetCongestion {
+        Command::SetCongestion { id, cc } => Desc::SetCongestion {
             slot: slot(*id),
-            algorithm: *algorithm,
+            cc: *cc,
         },
         Command::SetBuffers { id, rcv, snd } => Desc::SetBuffers {
             slot: slot(*id),

@@ -19,14 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-/// Which port driver carries the frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Driver {
-    /// AF_XDP on one NIC queue (native XDP, falling back to generic).
-    AfXdp,
-    /// A TAP device.
-    Tap,
-}
+pub use nic::Driver;
 
 /// How long a waiting application thread spins before it sleeps (embedded mode).
 const SPIN: Duration = Duration::from_micros(50);

@@ -222,15 +222,8 @@ impl TcpStream {
 
     /// Chooses this connection's congestion control (like TCP_CONGESTION).
     pub fn set_congestion(&self, cc: engine::tcp::CcKind) -> io::Result<()> {
-        let algorithm = match cc {
-            engine::tcp::CcKind::NewReno => 0,
-            engine::tcp::CcKind::Cubic => 1,
-            engine::tcp::CcKind::Dctcp => 2,
-        };
-        self.stack.command(Command::SetCongestion {
-            id: self.id,
-            algorithm,
-        });
+        self.stack
+            .command(Command::SetCongestion { id: self.id, cc });
         Ok(())
     }
 

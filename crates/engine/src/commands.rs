@@ -3,7 +3,7 @@
 //! the engine does not know is counted and ignored.
 
 use crate::sockets::{flow_key, Conn, Listener, Socket, Sockets, UdpSock};
-use crate::tcp::{self, State, Tcb};
+use crate::tcp::{State, Tcb};
 use crate::{Core, CMD_BURST};
 use appif::errno;
 use appif::socket::{Command, SockState};
@@ -232,16 +232,10 @@ impl Core {
                     self.arm_timer(slot);
                 }
             }
-            Command::SetCongestion { id, algorithm } => {
+            Command::SetCongestion { id, cc } => {
                 let Some(slot) = self.slot_of(id) else { return };
-                let kind = match algorithm {
-                    0 => tcp::CcKind::NewReno,
-                    1 => tcp::CcKind::Cubic,
-                    2 => tcp::CcKind::Dctcp,
-                    _ => return,
-                };
                 if let Some(c) = self.sockets.conn(slot) {
-                    c.tcb.set_cc(kind);
+                    c.tcb.set_cc(cc);
                 }
             }
             Command::SetBuffers { id, rcv, snd } => {

@@ -40,7 +40,7 @@ mod tx;
 mod udp;
 pub mod wheel;
 
-pub use config::EngineConfig;
+pub use config::{EngineConfig, PollPolicy};
 
 use crate::link::Link;
 use crate::sockets::{Conn, Socket, Sockets};

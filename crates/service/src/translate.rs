@@ -139,7 +139,7 @@ pub fn translate(
         }
         Desc::SetNodelay { on, .. } => Command::SetNodelay { id, on },
         Desc::SetKeepalive { on, .. } => Command::SetKeepalive { id, on },
-        Desc::SetCongestion { algorithm, .. } => Command::SetCongestion { id, algorithm },
+        Desc::SetCongestion { cc, .. } => Command::SetCongestion { id, cc },
         Desc::SetBuffers { rcv, snd, .. } => Command::SetBuffers {
             id,
             rcv: rcv as usize,
@@ -151,6 +151,7 @@ pub fn translate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use appif::cc::CcKind;
     use appif::region::Region;
     use appif::seg::{service_owner, Layout};
     use std::sync::Arc;
@@ -281,7 +282,7 @@ mod tests {
             Desc::SetKeepalive { slot: 3, on: true },
             Desc::SetCongestion {
                 slot: 3,
-                algorithm: 2,
+                cc: CcKind::Dctcp,
             },
             Desc::SetBuffers {
                 slot: 3,
@@ -317,10 +318,9 @@ mod tests {
                 | (Desc::SetKeepalive { on, .. }, Command::SetKeepalive { id, on: o }) => {
                     (on == o).then_some(id)
                 }
-                (
-                    Desc::SetCongestion { algorithm, .. },
-                    Command::SetCongestion { id, algorithm: a },
-                ) => (algorithm == a).then_some(id),
+                (Desc::SetCongestion { cc, .. }, Command::SetCongestion { id, cc: c }) => {
+                    (cc == c).then_some(id)
+                }
                 (Desc::SetBuffers { rcv, snd, .. }, Command::SetBuffers { id, rcv: r, snd: s }) => {
                     ((rcv as usize, snd as usize) == (r, s)).then_some(id)
                 }

@@ -30,18 +30,7 @@ pub(crate) use cubic::Cubic;
 pub(crate) use dctcp::Dctcp;
 pub(crate) use newreno::NewReno;
 
-/// Which congestion-control algorithm a connection uses (a socket option,
-/// like Linux's `TCP_CONGESTION`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum CcKind {
-    /// NewReno: RFC 5681 slow start / congestion avoidance, RFC 6582 recovery.
-    NewReno,
-    /// CUBIC (RFC 9438), Linux's default.
-    #[default]
-    Cubic,
-    /// DCTCP (RFC 8257): reacts to the fraction of ECN-marked bytes; needs ECN.
-    Dctcp,
-}
+pub use appif::cc::CcKind;
 
 /// Why the congestion window is being reduced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
