@@ -1,7 +1,7 @@
 //! The errno values corestack reports to applications, in one place.
 //!
 //! The engine writes them into a socket's status block (the error word read
-//! by [`crate::socket::SocketShared::take_error`]) and the daemon into a
+//! by [`crate::socket::StatusBlock::take_error`]) and the daemon into a
 //! refused [`crate::ctl::Welcome`]; the client turns them into
 //! `std::io::Error` with [`io`]. They are Linux's values (asm-generic/errno.h,
 //! taken from `libc`), with the meaning the Linux socket calls give them, so

@@ -29,7 +29,7 @@ use crate::bytes::{self, RingAt};
 use crate::cc::CcKind;
 use crate::notify::Notify;
 use crate::region::Region;
-use crate::socket::{SharedSlot, SockId};
+use crate::socket::{SockId, StatusHandle};
 use core::net::{Ipv4Addr, SocketAddrV4};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -75,7 +75,7 @@ pub mod layout {
 
     /// Slot: the owner word, a u32 (`OWNER_*` bits).
     pub const SLOT_OWNER: usize = 0;
-    /// Slot: the status block (`SocketShared`).
+    /// Slot: the status block (`StatusBlock`).
     pub const SLOT_STATUS: usize = 64;
     /// Slot: the TX ring's head, a u64 byte count (application).
     pub const SLOT_TX_HEAD: usize = 128;
@@ -361,7 +361,7 @@ impl Segment {
                 self.region.release(ring.buf + init, ring.reserved - init);
             }
         }
-        if let Some(sh) = SharedSlot::in_region(&self.region, s + SLOT_STATUS, None, None) {
+        if let Some(sh) = StatusHandle::in_region(&self.region, s + SLOT_STATUS, None, None) {
             sh.clear();
         }
         core::sync::atomic::fence(Ordering::Release);
@@ -383,7 +383,7 @@ impl Segment {
     /// The status block of `slot`. `engine`: the engine's handle (wakes the
     /// application as a whole on changes, clears the engine's owner bit
     /// when dropped).
-    pub fn shared(&self, slot: u32, engine: bool) -> Option<Arc<SharedSlot>> {
+    pub fn shared(&self, slot: u32, engine: bool) -> Option<Arc<StatusHandle>> {
         if slot >= self.layout.nslots {
             return None;
         }
@@ -393,7 +393,7 @@ impl Segment {
         } else {
             (None, None)
         };
-        SharedSlot::in_region(&self.region, s + SLOT_STATUS, wake, release)
+        StatusHandle::in_region(&self.region, s + SLOT_STATUS, wake, release)
     }
 
     /// The TX ring's writing end (application) of `slot`.
@@ -715,7 +715,7 @@ pub struct SegmentAccept {
 pub struct Claimed {
     pub id: SockId,
     pub slot: u32,
-    pub shared: Arc<SharedSlot>,
+    pub shared: Arc<StatusHandle>,
     /// The engine's end of the TX ring.
     pub tx: bytes::Reader,
     /// The engine's end of the RX ring.
@@ -791,7 +791,7 @@ impl SegmentAccept {
     /// Hands connection `slot` (whose engine handle is `shared`) to the
     /// application; false when the queue is full (the caller resets the
     /// connection).
-    pub fn hand_over(&mut self, slot: u32, shared: &SharedSlot) -> bool {
+    pub fn hand_over(&mut self, slot: u32, shared: &StatusHandle) -> bool {
         let ok = self.queued() < self.backlog && self.queue.write_all(&slot.to_le_bytes());
         if ok {
             shared.set_release_bits(OWNER_ENGINE);

@@ -43,7 +43,7 @@ pub enum SockState {
 /// 40 bytes, atomics only: it can sit in a segment shared between processes.
 #[derive(Debug, Default)]
 #[repr(C)]
-pub struct SocketShared {
+pub struct StatusBlock {
     /// Bumped by the engine after every change an application may wait for
     /// (data, space, state, FIN, error).
     pub notify: Notify,
@@ -72,7 +72,7 @@ fn unpack(v: u64) -> SocketAddrV4 {
     SocketAddrV4::new(Ipv4Addr::from((v >> 16) as u32), v as u16)
 }
 
-impl SocketShared {
+impl StatusBlock {
     /// Back to a fresh socket's fields (the notify sequence keeps counting).
     pub(crate) fn clear(&self) {
         self.state.store(0, Ordering::Relaxed);
@@ -157,16 +157,16 @@ impl SocketShared {
     }
 }
 
-const _: () = assert!(core::mem::size_of::<SocketShared>() <= 64);
+const _: () = assert!(core::mem::size_of::<StatusBlock>() <= 64);
 
 /// A socket's status block where it lives (in this process's heap or in an
 /// application segment), plus what the engine must do besides: wake the
 /// application as a whole when the socket changes, and give the segment
 /// slot back when the engine lets go of the socket. Dereferences to
-/// [`SocketShared`]; its `set_*` and [`SharedSlot::wake`] are the ones the
+/// [`StatusBlock`]; its `set_*` and [`StatusHandle::wake`] are the ones the
 /// engine calls.
-pub struct SharedSlot {
-    ptr: NonNull<SocketShared>,
+pub struct StatusHandle {
+    ptr: NonNull<StatusBlock>,
     /// The application-wide wake-up point (its readiness waiters sleep there).
     app_wake: Option<NonNull<Notify>>,
     /// The slot's owner word, and the bits to clear in it when this handle
@@ -177,31 +177,31 @@ pub struct SharedSlot {
 }
 
 enum SlotKeep {
-    Local(#[allow(dead_code)] Box<SocketShared>),
+    Local(#[allow(dead_code)] Box<StatusBlock>),
     Region(#[allow(dead_code)] Arc<Region>),
 }
 
 // SAFETY: the pointers reach atomics in memory `_keep` holds alive.
-unsafe impl Send for SharedSlot {}
+unsafe impl Send for StatusHandle {}
 // SAFETY: as above.
-unsafe impl Sync for SharedSlot {}
+unsafe impl Sync for StatusHandle {}
 
-impl core::fmt::Debug for SharedSlot {
+impl core::fmt::Debug for StatusHandle {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         (**self).fmt(f)
     }
 }
 
-impl core::ops::Deref for SharedSlot {
-    type Target = SocketShared;
-    fn deref(&self) -> &SocketShared {
-        // SAFETY: points to a SocketShared (atomics only: any bit pattern is
+impl core::ops::Deref for StatusHandle {
+    type Target = StatusBlock;
+    fn deref(&self) -> &StatusBlock {
+        // SAFETY: points to a StatusBlock (atomics only: any bit pattern is
         // valid) that `_keep` holds alive.
         unsafe { self.ptr.as_ref() }
     }
 }
 
-impl Drop for SharedSlot {
+impl Drop for StatusHandle {
     fn drop(&mut self) {
         if let Some(owner) = self.release {
             let bits = self.release_bits.load(Ordering::Relaxed);
@@ -211,11 +211,11 @@ impl Drop for SharedSlot {
     }
 }
 
-impl SharedSlot {
+impl StatusHandle {
     /// A status block in this process's heap (embedded and inline mode).
-    pub fn local() -> Arc<SharedSlot> {
-        let b = Box::new(SocketShared::default());
-        Arc::new(SharedSlot {
+    pub fn local() -> Arc<StatusHandle> {
+        let b = Box::new(StatusBlock::default());
+        Arc::new(StatusHandle {
             ptr: NonNull::from(&*b),
             app_wake: None,
             release: None,
@@ -233,8 +233,8 @@ impl SharedSlot {
         at: usize,
         app_wake: Option<usize>,
         release: Option<(usize, u32)>,
-    ) -> Option<Arc<SharedSlot>> {
-        let ptr = region.at::<SocketShared>(at)?;
+    ) -> Option<Arc<StatusHandle>> {
+        let ptr = region.at::<StatusBlock>(at)?;
         let app_wake = match app_wake {
             Some(o) => Some(region.at::<Notify>(o)?),
             None => None,
@@ -243,7 +243,7 @@ impl SharedSlot {
             Some((o, bits)) => (Some(region.at::<AtomicU32>(o)?), bits),
             None => (None, 0),
         };
-        Some(Arc::new(SharedSlot {
+        Some(Arc::new(StatusHandle {
             ptr,
             app_wake,
             release,
@@ -321,7 +321,7 @@ impl AcceptQueue {
 /// What a listener hands to the application for each accepted connection.
 pub struct Accepted {
     pub id: SockId,
-    pub shared: Arc<SharedSlot>,
+    pub shared: Arc<StatusHandle>,
     /// The application writes here; the engine sends from it.
     pub tx: bytes::Writer,
     /// The engine writes received bytes here; the application reads.
@@ -333,7 +333,7 @@ pub enum Command {
     /// Open a TCP connection to `remote` from `local` (port 0 = ephemeral).
     Connect {
         id: SockId,
-        shared: Arc<SharedSlot>,
+        shared: Arc<StatusHandle>,
         local_port: u16,
         remote: SocketAddrV4,
         tx: bytes::Reader,
@@ -344,7 +344,7 @@ pub enum Command {
     /// whose capacity is the backlog.
     Listen {
         id: SockId,
-        shared: Arc<SharedSlot>,
+        shared: Arc<StatusHandle>,
         local: SocketAddrV4,
         accept: AcceptQueue,
     },
@@ -352,7 +352,7 @@ pub enum Command {
     /// a [`UdpHeader`] then the payload.
     UdpBind {
         id: SockId,
-        shared: Arc<SharedSlot>,
+        shared: Arc<StatusHandle>,
         local: SocketAddrV4,
         tx: bytes::Reader,
         rx: bytes::Writer,
@@ -439,7 +439,7 @@ mod tests {
 
     #[test]
     fn closed_with_errno_reports_it_once() {
-        let s = SocketShared::default();
+        let s = StatusBlock::default();
         s.set_closed(crate::errno::ECONNREFUSED);
         assert_eq!(s.state(), SockState::Closed);
         assert_eq!(s.take_error(), crate::errno::ECONNREFUSED);

@@ -12,7 +12,7 @@
 use crate::stack::Stack;
 use appif::bytes;
 use appif::errno;
-use appif::socket::{Accepted, SharedSlot, SockState, FLAG_RX_FIN};
+use appif::socket::{Accepted, SockState, StatusHandle, FLAG_RX_FIN};
 use appif::spsc;
 use core::time::Duration;
 use engine::time::Instant;
@@ -67,16 +67,16 @@ pub struct Probe(Kind);
 
 enum Kind {
     Stream {
-        shared: Arc<SharedSlot>,
+        shared: Arc<StatusHandle>,
         rx: bytes::Probe,
         tx: bytes::Probe,
     },
     Listener {
-        shared: Arc<SharedSlot>,
+        shared: Arc<StatusHandle>,
         queue: QueueProbe,
     },
     Udp {
-        shared: Arc<SharedSlot>,
+        shared: Arc<StatusHandle>,
         rx: bytes::Probe,
         tx: bytes::Probe,
     },
@@ -92,7 +92,11 @@ pub(crate) enum QueueProbe {
 const UDP_WRITABLE: usize = 8 + 1472;
 
 impl Probe {
-    pub(crate) fn stream(shared: Arc<SharedSlot>, rx: &bytes::Reader, tx: &bytes::Writer) -> Self {
+    pub(crate) fn stream(
+        shared: Arc<StatusHandle>,
+        rx: &bytes::Reader,
+        tx: &bytes::Writer,
+    ) -> Self {
         Probe(Kind::Stream {
             shared,
             rx: rx.probe(),
@@ -100,11 +104,11 @@ impl Probe {
         })
     }
 
-    pub(crate) fn listener(shared: Arc<SharedSlot>, queue: QueueProbe) -> Self {
+    pub(crate) fn listener(shared: Arc<StatusHandle>, queue: QueueProbe) -> Self {
         Probe(Kind::Listener { shared, queue })
     }
 
-    pub(crate) fn udp(shared: Arc<SharedSlot>, rx: &bytes::Reader, tx: &bytes::Writer) -> Self {
+    pub(crate) fn udp(shared: Arc<StatusHandle>, rx: &bytes::Reader, tx: &bytes::Writer) -> Self {
         Probe(Kind::Udp {
             shared,
             rx: rx.probe(),

@@ -8,7 +8,7 @@ use appif::ctl;
 use appif::errno;
 use appif::region::Region;
 use appif::seg::{CmdProducer, Desc, Segment};
-use appif::socket::{Command, SharedSlot, SockId};
+use appif::socket::{Command, SockId, StatusHandle};
 use core::sync::atomic::Ordering;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -32,7 +32,7 @@ pub(crate) struct Service {
 /// The parts of a fresh socket in the segment.
 pub(crate) struct SlotParts {
     pub id: SockId,
-    pub shared: Arc<SharedSlot>,
+    pub shared: Arc<StatusHandle>,
     pub tx: bytes::Writer,
     pub rx: bytes::Reader,
 }

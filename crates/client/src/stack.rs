@@ -4,7 +4,7 @@ use appif::bytes;
 use appif::errno;
 use appif::notify::Notify;
 use appif::seg::Desc;
-use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot, SockId, SockState, SocketShared};
+use appif::socket::{AcceptQueue, Accepted, Command, SockId, SockState, StatusBlock, StatusHandle};
 use appif::spsc;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
@@ -63,7 +63,7 @@ pub struct StackBuilder {
 /// The parts of a socket the application holds.
 pub(crate) struct Parts {
     pub id: SockId,
-    pub shared: Arc<SharedSlot>,
+    pub shared: Arc<StatusHandle>,
     pub tx: bytes::Writer,
     pub rx: bytes::Reader,
 }
@@ -746,7 +746,7 @@ impl Stack {
         let (eng_rx, app_rx) = bytes::growable_ring(cap, max);
         let parts = Parts {
             id: self.next_id(),
-            shared: SharedSlot::local(),
+            shared: StatusHandle::local(),
             tx: app_tx,
             rx: app_rx,
         };
@@ -759,7 +759,7 @@ impl Stack {
         &self,
         local: SocketAddrV4,
         backlog: usize,
-    ) -> io::Result<(SockId, Arc<SharedSlot>, AcceptRx)> {
+    ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
         if let Mode::Service(s) = &self.inner.mode {
             let p = s.new_socket()?;
             s.submit_desc(Desc::Listen {
@@ -770,7 +770,7 @@ impl Stack {
             return Ok((p.id, p.shared, AcceptRx::Segment(p.rx)));
         }
         let id = self.next_id();
-        let shared = SharedSlot::local();
+        let shared = StatusHandle::local();
         let (tx, rx) = spsc::channel(backlog);
         self.command(Command::Listen {
             id,
@@ -865,7 +865,7 @@ impl Stack {
     /// a short while, then sleeps on the socket's notify word.
     pub(crate) fn wait(
         &self,
-        shared: &SocketShared,
+        shared: &StatusBlock,
         timeout: Option<Duration>,
         ready: impl Fn() -> bool,
     ) -> bool {
@@ -919,7 +919,7 @@ impl Stack {
     }
 
     /// Waits for a socket to leave `Opening` (the engine took its command).
-    pub(crate) fn wait_opened(&self, shared: &SocketShared) -> io::Result<()> {
+    pub(crate) fn wait_opened(&self, shared: &StatusBlock) -> io::Result<()> {
         self.wait(shared, None, || shared.state() != SockState::Opening);
         match shared.state() {
             SockState::Closed => Err(errno::io(shared.take_error().max(1))),

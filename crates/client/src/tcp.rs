@@ -4,7 +4,7 @@ use crate::stack::AcceptRx;
 use crate::stack::Stack;
 use appif::bytes;
 use appif::errno::{self, EINVAL, ENOTCONN, EPIPE};
-use appif::socket::{Command, SharedSlot, SockId, SockState, FLAG_RX_FIN};
+use appif::socket::{Command, SockId, SockState, StatusHandle, FLAG_RX_FIN};
 use core::net::SocketAddrV4;
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
@@ -14,7 +14,7 @@ use std::sync::Arc;
 pub struct TcpListener {
     stack: Stack,
     id: SockId,
-    shared: Arc<SharedSlot>,
+    shared: Arc<StatusHandle>,
     accept: AcceptRx,
     nonblocking: bool,
 }
@@ -122,7 +122,7 @@ impl Drop for TcpListener {
 pub struct TcpStream {
     stack: Stack,
     id: SockId,
-    shared: Arc<SharedSlot>,
+    shared: Arc<StatusHandle>,
     tx: bytes::Writer,
     rx: bytes::Reader,
     nonblocking: bool,

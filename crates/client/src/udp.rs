@@ -3,7 +3,7 @@
 use crate::stack::Stack;
 use appif::bytes;
 use appif::errno::{self, EMSGSIZE};
-use appif::socket::{Command, SharedSlot, SockId, SockState, UdpHeader};
+use appif::socket::{Command, SockId, SockState, StatusHandle, UdpHeader};
 use core::net::SocketAddrV4;
 use std::io;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use std::sync::Arc;
 pub struct UdpSocket {
     stack: Stack,
     id: SockId,
-    shared: Arc<SharedSlot>,
+    shared: Arc<StatusHandle>,
     tx: bytes::Writer,
     rx: bytes::Reader,
     nonblocking: bool,

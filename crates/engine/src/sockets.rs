@@ -6,7 +6,7 @@ use crate::tcp::{CloseReason, Events, State, Tcb};
 use crate::time::Instant;
 use appif::bytes;
 use appif::errno;
-use appif::socket::{AcceptQueue, SharedSlot, SockId};
+use appif::socket::{AcceptQueue, SockId, StatusHandle};
 use core::net::SocketAddrV4;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use std::sync::Arc;
 /// A TCP connection and the engine's ends of its rings.
 pub struct Conn {
     pub id: SockId,
-    pub shared: Arc<SharedSlot>,
+    pub shared: Arc<StatusHandle>,
     pub tcb: Tcb,
     /// Bytes the application wrote; consumed as they are acknowledged.
     pub tx: bytes::Reader,
@@ -56,7 +56,7 @@ impl Conn {
 /// A listening TCP socket.
 pub struct Listener {
     pub id: SockId,
-    pub shared: Arc<SharedSlot>,
+    pub shared: Arc<StatusHandle>,
     pub local: SocketAddrV4,
     pub accept: AcceptQueue,
     /// Connections in SYN-RECEIVED or waiting in the accept queue.
@@ -70,7 +70,7 @@ pub struct Listener {
 /// A bound UDP socket.
 pub struct UdpSock {
     pub id: SockId,
-    pub shared: Arc<SharedSlot>,
+    pub shared: Arc<StatusHandle>,
     pub local: SocketAddrV4,
     pub tx: bytes::Reader,
     pub rx: bytes::Writer,
@@ -83,7 +83,7 @@ pub enum Socket {
 }
 
 impl Socket {
-    pub fn shared(&self) -> &Arc<SharedSlot> {
+    pub fn shared(&self) -> &Arc<StatusHandle> {
         match self {
             Socket::Tcp(c) => &c.shared,
             Socket::Listener(l) => &l.shared,
