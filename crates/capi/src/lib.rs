@@ -18,7 +18,6 @@
 //! (see [`init`]). Descriptors are not kernel fds.
 //!
 //! The header's constants are checked against the ones here by a test.
-#![deny(unsafe_op_in_unsafe_fn)]
 
 mod error;
 mod ffi;
