@@ -13,16 +13,32 @@
 //!
 //! In embedded and inline mode these live in the process's own memory.
 
+#![deny(unsafe_code)]
+
+// Shared memory: raw views of mapped memory and atomics on it (every block
+// with its `// SAFETY:`).
+#[allow(unsafe_code)]
 pub mod bytes;
+#[allow(unsafe_code)]
+pub mod notify;
+#[allow(unsafe_code)]
+pub mod region;
+#[allow(unsafe_code)]
+pub mod seg;
+#[allow(unsafe_code)]
+pub mod socket;
+#[allow(unsafe_code)]
+pub mod spsc;
+#[allow(unsafe_code)]
+pub mod stats_shm;
+// System calls (memfd, eventfd, SCM_RIGHTS, SO_PEERCRED, epoll).
+#[allow(unsafe_code)]
+mod sys;
+
+// No unsafe code.
 pub mod cc;
 pub mod ctl;
 pub mod errno;
-pub mod notify;
-pub mod region;
-pub mod seg;
-pub mod socket;
-pub mod spsc;
-pub mod stats_shm;
 
 /// Pads and aligns `T` to a 64-byte cache line so that it shares it with
 /// nothing written by the other side.

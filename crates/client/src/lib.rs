@@ -27,6 +27,10 @@
 //!
 //! Errors are `std::io::Error` carrying Linux errno values (ECONNREFUSED,
 //! ECONNRESET, ETIMEDOUT, EADDRINUSE, EAGAIN as `WouldBlock`, EPIPE, ...).
+//!
+//! `unsafe` code lives only in `sys` (poll(2), thread affinity); the shared
+//! memory itself is reached through `appif`'s safe types.
+#![deny(unsafe_code)]
 
 mod poll;
 mod service;

@@ -156,15 +156,8 @@ impl Service {
             return false;
         }
         let closed = self.seg.closed().load(Ordering::Acquire);
-        let mut pfd = libc::pollfd {
-            fd: self.ctl.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd on our stack; a zero timeout never blocks.
-        let r = unsafe { libc::poll(&mut pfd, 1, 0) };
         // The daemon never writes after the welcome: readable means EOF.
-        let hup = r > 0 && pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
+        let hup = crate::sys::readable_or_hung_up(self.ctl.as_raw_fd());
         if closed == 0 && !hup {
             return true;
         }
