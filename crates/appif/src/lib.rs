@@ -13,6 +13,7 @@
 //!
 //! In embedded and inline mode these live in the process's own memory.
 
+#![deny(missing_docs)]
 #![deny(unsafe_code)]
 
 // Shared memory: raw views of mapped memory and atomics on it (every block

@@ -457,35 +457,81 @@ pub fn service_owner(id: SockId) -> Option<(u32, u32)> {
 pub enum Desc {
     /// Open a TCP connection from `slot` to `remote` (local port 0 = ephemeral).
     Connect {
+        /// The application's socket slot in its segment.
         slot: u32,
+        /// The peer's address and port.
         remote: SocketAddrV4,
+        /// Local port; 0 picks an ephemeral one.
         local_port: u16,
+        /// TCP_NODELAY from the start.
         nodelay: bool,
     },
     /// Listen on `local` with at most `backlog` connections not yet accepted.
     Listen {
+        /// The application's socket slot in its segment.
         slot: u32,
+        /// Local address (0.0.0.0 or the stack's) and port.
         local: SocketAddrV4,
+        /// Connections accepted but not yet taken by the application, at most.
         backlog: u32,
     },
     /// Bind a UDP socket to `local`.
-    UdpBind { slot: u32, local: SocketAddrV4 },
+    UdpBind {
+        /// The application's socket slot in its segment.
+        slot: u32,
+        /// Local address (0.0.0.0 or the stack's) and port.
+        local: SocketAddrV4,
+    },
     /// New bytes wait in the slot's TX ring.
-    Send { slot: u32 },
+    Send {
+        /// The application's socket slot in its segment.
+        slot: u32,
+    },
     /// The application consumed RX bytes.
-    Recvd { slot: u32 },
+    Recvd {
+        /// The application's socket slot in its segment.
+        slot: u32,
+    },
     /// shutdown(SHUT_WR).
-    Shutdown { slot: u32 },
+    Shutdown {
+        /// The application's socket slot in its segment.
+        slot: u32,
+    },
     /// The application is done with the slot.
-    Close { slot: u32 },
+    Close {
+        /// The application's socket slot in its segment.
+        slot: u32,
+    },
     /// TCP_NODELAY.
-    SetNodelay { slot: u32, on: bool },
+    SetNodelay {
+        /// The application's socket slot in its segment.
+        slot: u32,
+        /// True: Nagle off.
+        on: bool,
+    },
     /// SO_KEEPALIVE.
-    SetKeepalive { slot: u32, on: bool },
+    SetKeepalive {
+        /// The application's socket slot in its segment.
+        slot: u32,
+        /// True: probe an idle connection.
+        on: bool,
+    },
     /// TCP_CONGESTION, carried as [`CcKind::wire`]'s byte.
-    SetCongestion { slot: u32, cc: CcKind },
+    SetCongestion {
+        /// The application's socket slot in its segment.
+        slot: u32,
+        /// The algorithm from now on.
+        cc: CcKind,
+    },
     /// SO_RCVBUF / SO_SNDBUF in bytes (0: leave as is).
-    SetBuffers { slot: u32, rcv: u32, snd: u32 },
+    SetBuffers {
+        /// The application's socket slot in its segment.
+        slot: u32,
+        /// Receive buffer, bytes (0: as it is).
+        rcv: u32,
+        /// Send buffer, bytes (0: as it is).
+        snd: u32,
+    },
 }
 
 /// Why a descriptor was refused.
@@ -642,7 +688,12 @@ impl CmdProducer {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmdError {
     /// The application moved the head backwards or more than a ring ahead.
-    BadIndex { head: u64, tail: u64 },
+    BadIndex {
+        /// The head the application wrote.
+        head: u64,
+        /// The engine's tail when it read it.
+        tail: u64,
+    },
     /// A descriptor that does not decode.
     BadDesc(DescError),
 }
@@ -713,8 +764,11 @@ pub struct SegmentAccept {
 
 /// A slot the engine took for a new passive connection.
 pub struct Claimed {
+    /// The connection's service-mode id (names the association and slot).
     pub id: SockId,
+    /// The segment slot taken.
     pub slot: u32,
+    /// The slot's status block.
     pub shared: Arc<StatusHandle>,
     /// The engine's end of the TX ring.
     pub tx: bytes::Reader,

@@ -272,7 +272,9 @@ mod tests {
 /// One row of the connection table, as `corestack ss` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnRow {
+    /// Local address and port.
     pub local: core::net::SocketAddrV4,
+    /// Remote address and port (0.0.0.0:0 for listeners and UDP).
     pub remote: core::net::SocketAddrV4,
     /// 0 = UDP, 1 = TCP listener, 2.. = TCP state (see the engine's `tcp::State` order + 2).
     pub state: u8,

@@ -30,6 +30,7 @@
 //!
 //! `unsafe` code lives only in `sys` (poll(2), thread affinity); the shared
 //! memory itself is reached through `appif`'s safe types.
+#![deny(missing_docs)]
 #![deny(unsafe_code)]
 
 mod poll;

@@ -19,6 +19,7 @@
 //!   port;
 //! - around them: `sockets` (the socket and flow tables), `wheel` (timers),
 //!   `stats` (counters), `config`, `time`.
+#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod arp;

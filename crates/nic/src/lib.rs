@@ -13,6 +13,7 @@
 //! `tap::sys`) and in [`payload`] (payload bytes read in place); every block
 //! carries a `// SAFETY:` comment.
 
+#![deny(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod af_xdp;
