@@ -4,16 +4,32 @@
 //! writer, and producer and consumer indices sit on separate cache lines.
 //!
 //! ```text
-//!   application                      engine
-//!   TxWriter ──► byte ring (TX) ──► TxReader   (engine consumes on ACK)
-//!   RxReader ◄── byte ring (RX) ◄── RxWriter   (engine produces in order)
-//!   Sender<Command> ──► command ring ──► Receiver<Command>
+//!   application                               engine
+//!   bytes::Writer ──► byte ring (TX) ──► bytes::Reader   (consumed on ACK)
+//!   bytes::Reader ◄── byte ring (RX) ◄── bytes::Writer   (produced in order)
+//!   socket::StatusBlock ◄── state, error, addresses, flags (engine writes)
 //!   Notify: the engine bumps it after every change the app may wait for
+//!
+//!   embedded / inline:  spsc::Sender<Command> ──► spsc::Receiver<Command>
+//!   service mode:       seg::CmdProducer (Desc) ──► seg::CmdConsumer ──► daemon
 //! ```
 //!
-//! In embedded and inline mode these live in the process's own memory.
+//! In embedded and inline mode these live in the process's own memory:
+//! commands are [`socket::Command`] values on an [`spsc`] channel and each
+//! socket's status block is on the heap. In service mode (`corestack run`)
+//! they live in one shared segment per application ([`seg`], a memfd mapped
+//! through [`region`]): fixed slots of status block and byte rings, and a
+//! ring of 64-byte [`seg::Desc`] descriptors that the daemon checks and
+//! turns into commands; the application gets the segment and the engine's
+//! doorbell over the control socket ([`ctl`]). [`stats_shm`] is the
+//! read-only segment `corestack stat` and `ss` read. [`cc`] and [`errno`]
+//! are the vocabulary both sides share: the congestion-control choice and
+//! the errno values the stack reports.
+//!
+//! `unsafe` code lives in `sys` (system calls, reached through [`ctl`]) and
+//! in the shared-memory modules (`bytes`, `notify`, `region`, `seg`,
+//! `socket`, `spsc`, `stats_shm`); the rest of the crate denies it.
 
-#![deny(missing_docs)]
 #![deny(unsafe_code)]
 
 // Shared memory: raw views of mapped memory and atomics on it (every block

@@ -24,9 +24,6 @@ pub use nic::Driver;
 /// How long a waiting application thread spins before it sleeps (embedded mode).
 const SPIN: Duration = Duration::from_micros(50);
 
-/// How long a waiter spins before it sleeps: `CORESTACK_SPIN_US` (µs) if
-/// set, else 50 µs. 0 makes every wait block at once (for a thread that
-/// shares its core with the engine or with its peers).
 /// The CPU embedded mode's engine thread pins itself to:
 /// `CORESTACK_ENGINE_CPU` if set (a dedicated core), else none.
 fn engine_cpu() -> Option<usize> {
@@ -35,6 +32,9 @@ fn engine_cpu() -> Option<usize> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// How long a waiter spins before it sleeps: `CORESTACK_SPIN_US` (µs) if
+/// set (at most 1 s), else 50 µs. 0 makes every wait block at once (for a
+/// thread that shares its core with the engine or with its peers).
 fn spin_time() -> Duration {
     std::env::var("CORESTACK_SPIN_US")
         .ok()
@@ -103,16 +103,20 @@ pub struct Stack {
     pub(crate) inner: Arc<Inner>,
 }
 
-type DynEngine = Box<dyn Poller + Send>;
+type DynEngine = Box<dyn EngineLoop + Send>;
 
-/// The engine behind a dyn call per iteration, not per packet.
-trait Poller {
+/// The engine of any port type behind one dyn call per loop iteration, not
+/// per packet (not to be confused with the readiness [`crate::Poller`]).
+trait EngineLoop {
+    /// One engine iteration at `now`, then publishing; true if it did work.
     fn poll(&mut self, now: Instant) -> bool;
+    /// The engine's counters.
     fn stats(&self) -> Stats;
+    /// Resets every connection and stops.
     fn shutdown(&mut self, now: Instant);
 }
 
-impl<P: Port> Poller for Published<P> {
+impl<P: Port> EngineLoop for Published<P> {
     fn poll(&mut self, now: Instant) -> bool {
         let worked = self.engine.poll(now);
         self.publish(now, false);

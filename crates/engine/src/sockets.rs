@@ -13,8 +13,11 @@ use std::sync::Arc;
 
 /// A TCP connection and the engine's ends of its rings.
 pub struct Conn {
+    /// The application's id for the socket (engine-assigned on accept).
     pub id: SockId,
+    /// The socket's status block, written by the engine.
     pub shared: Arc<StatusHandle>,
+    /// The TCP state machine of the connection (RFC 9293 §3.3.1).
     pub tcb: Tcb,
     /// Bytes the application wrote; consumed as they are acknowledged.
     pub tx: bytes::Reader,
@@ -55,9 +58,13 @@ impl Conn {
 
 /// A listening TCP socket.
 pub struct Listener {
+    /// The application's id for the socket (engine-assigned on accept).
     pub id: SockId,
+    /// The socket's status block, written by the engine.
     pub shared: Arc<StatusHandle>,
+    /// The address and port it listens on.
     pub local: SocketAddrV4,
+    /// Where accepted connections go to the application.
     pub accept: AcceptQueue,
     /// Connections in SYN-RECEIVED or waiting in the accept queue.
     pub pending: usize,
@@ -69,20 +76,29 @@ pub struct Listener {
 
 /// A bound UDP socket.
 pub struct UdpSock {
+    /// The application's id for the socket (engine-assigned on accept).
     pub id: SockId,
+    /// The socket's status block, written by the engine.
     pub shared: Arc<StatusHandle>,
+    /// The address and port it is bound to.
     pub local: SocketAddrV4,
+    /// Datagram records the application wrote, to send.
     pub tx: bytes::Reader,
+    /// Datagram records received, for the application.
     pub rx: bytes::Writer,
 }
 
 pub enum Socket {
+    /// A TCP connection, in any state from SYN-SENT/SYN-RECEIVED to TIME-WAIT.
     Tcp(Box<Conn>),
+    /// A TCP listener.
     Listener(Listener),
+    /// A bound UDP socket.
     Udp(UdpSock),
 }
 
 impl Socket {
+    /// The socket's status block, whatever its kind.
     pub fn shared(&self) -> &Arc<StatusHandle> {
         match self {
             Socket::Tcp(c) => &c.shared,
@@ -118,6 +134,7 @@ pub fn errno_of(reason: CloseReason) -> i32 {
 
 /// Every socket, by slot, with the indexes that find them.
 pub struct Sockets {
+    /// Every socket by engine slot; `None` for a free slot.
     pub slots: Vec<Option<Socket>>,
     free: Vec<u32>,
     /// 4-tuple → slot of TCP connections.
