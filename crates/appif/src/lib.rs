@@ -27,8 +27,9 @@
 //! the errno values the stack reports.
 //!
 //! `unsafe` code lives in `sys` (system calls, reached through [`ctl`]) and
-//! in the shared-memory modules (`bytes`, `notify`, `region`, `seg`,
-//! `socket`, `spsc`, `stats_shm`); the rest of the crate denies it.
+//! in the shared-memory modules (`bytes`, `notify`, `region` with its safe
+//! [`region::View`], `seg`, `spsc`, `stats_shm`); the rest of the crate
+//! denies it.
 
 #![deny(unsafe_code)]
 
@@ -43,8 +44,6 @@ pub mod region;
 #[allow(unsafe_code)]
 pub mod seg;
 #[allow(unsafe_code)]
-pub mod socket;
-#[allow(unsafe_code)]
 pub mod spsc;
 #[allow(unsafe_code)]
 pub mod stats_shm;
@@ -56,6 +55,7 @@ mod sys;
 pub mod cc;
 pub mod ctl;
 pub mod errno;
+pub mod socket;
 
 /// Pads and aligns `T` to a 64-byte cache line so that it shares it with
 /// nothing written by the other side.

@@ -5,10 +5,9 @@
 use crate::bytes;
 use crate::cc::CcKind;
 use crate::notify::Notify;
-use crate::region::Region;
+use crate::region::{Region, View};
 use crate::spsc;
 use core::net::{Ipv4Addr, SocketAddrV4};
-use core::ptr::NonNull;
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -166,25 +165,14 @@ const _: () = assert!(core::mem::size_of::<StatusBlock>() <= 64);
 /// [`StatusBlock`]; its `set_*` and [`StatusHandle::wake`] are the ones the
 /// engine calls.
 pub struct StatusHandle {
-    ptr: NonNull<StatusBlock>,
+    block: View<StatusBlock>,
     /// The application-wide wake-up point (its readiness waiters sleep there).
-    app_wake: Option<NonNull<Notify>>,
+    app_wake: Option<View<Notify>>,
     /// The slot's owner word, and the bits to clear in it when this handle
     /// is dropped.
-    release: Option<NonNull<AtomicU32>>,
+    release: Option<View<AtomicU32>>,
     release_bits: AtomicU32,
-    _keep: SlotKeep,
 }
-
-enum SlotKeep {
-    Local(#[allow(dead_code)] Box<StatusBlock>),
-    Region(#[allow(dead_code)] Arc<Region>),
-}
-
-// SAFETY: the pointers reach atomics in memory `_keep` holds alive.
-unsafe impl Send for StatusHandle {}
-// SAFETY: as above.
-unsafe impl Sync for StatusHandle {}
 
 impl core::fmt::Debug for StatusHandle {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -195,18 +183,15 @@ impl core::fmt::Debug for StatusHandle {
 impl core::ops::Deref for StatusHandle {
     type Target = StatusBlock;
     fn deref(&self) -> &StatusBlock {
-        // SAFETY: points to a StatusBlock (atomics only: any bit pattern is
-        // valid) that `_keep` holds alive.
-        unsafe { self.ptr.as_ref() }
+        &self.block
     }
 }
 
 impl Drop for StatusHandle {
     fn drop(&mut self) {
-        if let Some(owner) = self.release {
+        if let Some(owner) = &self.release {
             let bits = self.release_bits.load(Ordering::Relaxed);
-            // SAFETY: an aligned AtomicU32 in the region `_keep` holds alive.
-            unsafe { owner.as_ref() }.fetch_and(!bits, Ordering::AcqRel);
+            owner.fetch_and(!bits, Ordering::AcqRel);
         }
     }
 }
@@ -214,13 +199,11 @@ impl Drop for StatusHandle {
 impl StatusHandle {
     /// A status block in this process's heap (embedded and inline mode).
     pub fn local() -> Arc<StatusHandle> {
-        let b = Box::new(StatusBlock::default());
         Arc::new(StatusHandle {
-            ptr: NonNull::from(&*b),
+            block: View::boxed(StatusBlock::default()),
             app_wake: None,
             release: None,
             release_bits: AtomicU32::new(0),
-            _keep: SlotKeep::Local(b),
         })
     }
 
@@ -234,21 +217,20 @@ impl StatusHandle {
         app_wake: Option<usize>,
         release: Option<(usize, u32)>,
     ) -> Option<Arc<StatusHandle>> {
-        let ptr = region.at::<StatusBlock>(at)?;
+        let block = View::in_region(region, at)?;
         let app_wake = match app_wake {
-            Some(o) => Some(region.at::<Notify>(o)?),
+            Some(o) => Some(View::in_region(region, o)?),
             None => None,
         };
         let (release, bits) = match release {
-            Some((o, bits)) => (Some(region.at::<AtomicU32>(o)?), bits),
+            Some((o, bits)) => (Some(View::in_region(region, o)?), bits),
             None => (None, 0),
         };
         Some(Arc::new(StatusHandle {
-            ptr,
+            block,
             app_wake,
             release,
             release_bits: AtomicU32::new(bits),
-            _keep: SlotKeep::Region(region.clone()),
         }))
     }
 
@@ -259,9 +241,8 @@ impl StatusHandle {
     }
 
     fn wake_app(&self) {
-        if let Some(w) = self.app_wake {
-            // SAFETY: a Notify in the region `_keep` holds alive.
-            unsafe { w.as_ref() }.notify();
+        if let Some(w) = &self.app_wake {
+            w.notify();
         }
     }
 
