@@ -57,6 +57,17 @@ impl Region {
             .map(NonNull::cast)
     }
 
+    /// The `T` at byte offset `off` as a shared reference that lives as
+    /// long as the region is borrowed; `None` when it does not lie inside
+    /// the region or `off` is misaligned for `T`.
+    pub fn get<T: AtomicOnly>(&self, off: usize) -> Option<&T> {
+        let p = self.at::<T>(off)?;
+        // SAFETY: aligned and in bounds (checked by `at`), mapped for as
+        // long as `self` is borrowed; `T: AtomicOnly` makes any bytes a valid
+        // `T` that is only ever shared.
+        Some(unsafe { p.as_ref() })
+    }
+
     /// A pointer to `len` bytes at `off`, if they lie inside the region and
     /// `off` is a multiple of `align` (a power of two).
     pub fn span(&self, off: usize, len: usize, align: usize) -> Option<NonNull<u8>> {
@@ -111,6 +122,8 @@ pub unsafe trait AtomicOnly: Sync {}
 
 // SAFETY: one atomic.
 unsafe impl AtomicOnly for core::sync::atomic::AtomicU32 {}
+// SAFETY: one atomic.
+unsafe impl AtomicOnly for core::sync::atomic::AtomicU64 {}
 // SAFETY: `repr(C)`, two AtomicU32.
 unsafe impl AtomicOnly for crate::notify::Notify {}
 // SAFETY: `repr(C)`, a Notify and atomics only.

@@ -238,8 +238,8 @@ impl Segment {
     pub fn open(region: Arc<Region>) -> Result<(Segment, u32), &'static str> {
         let word = |i: usize| -> Option<u64> {
             region
-                .at::<AtomicU64>(INFO + 8 * i)
-                .map(|p| unsafe_load(p.as_ptr()))
+                .get::<AtomicU64>(INFO + 8 * i)
+                .map(|w| w.load(Ordering::Acquire))
         };
         let (Some(magic), Some(a), Some(b), Some(assoc), Some(max)) =
             (word(0), word(1), word(2), word(3), word(6))
@@ -286,33 +286,23 @@ impl Segment {
     }
 
     fn word64(&self, off: usize) -> &AtomicU64 {
-        let p = self
-            .region
-            .at::<AtomicU64>(off)
-            .expect("header offsets lie inside a validated segment");
-        // SAFETY: aligned, inside the region that `self` keeps mapped; atomics
-        // accept any bit pattern and concurrent access.
-        unsafe { p.as_ref() }
+        self.region
+            .get(off)
+            .expect("header offsets lie inside a validated segment")
     }
 
     fn word32(&self, off: usize) -> &AtomicU32 {
-        let p = self
-            .region
-            .at::<AtomicU32>(off)
-            .expect("header offsets lie inside a validated segment");
-        // SAFETY: as in word64.
-        unsafe { p.as_ref() }
+        self.region
+            .get(off)
+            .expect("header offsets lie inside a validated segment")
     }
 
     /// The application's wake-up point: the engine bumps it after changing
     /// any of the application's sockets; readiness waiters sleep on it.
     pub fn app_wake(&self) -> &Notify {
-        let p = self
-            .region
-            .at::<Notify>(APP_WAKE)
-            .expect("header offsets lie inside a validated segment");
-        // SAFETY: as in word64 (Notify is two atomics).
-        unsafe { p.as_ref() }
+        self.region
+            .get(APP_WAKE)
+            .expect("header offsets lie inside a validated segment")
     }
 
     /// The engine's notify flag: set by the engine before it sleeps; an
@@ -430,12 +420,6 @@ impl Segment {
             .span(CMD_RING + i * DESC_BYTES, DESC_BYTES, DESC_BYTES)
             .expect("command ring lies inside a validated segment")
     }
-}
-
-fn unsafe_load(p: *mut AtomicU64) -> u64 {
-    // SAFETY: callers pass a pointer from Region::at (aligned, in bounds of
-    // a live mapping).
-    unsafe { (*p).load(Ordering::Acquire) }
 }
 
 /// The engine's id for `slot` of association `assoc`: bit 62 set, the
