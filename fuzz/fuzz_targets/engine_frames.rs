@@ -26,7 +26,7 @@
 
 use appif::bytes;
 use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot, UdpHeader};
+use appif::socket::{AcceptQueue, Accepted, Command, StatusHandle, UdpHeader};
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};
@@ -93,7 +93,7 @@ impl Harness {
         let (accept_tx, accept) = spsc::channel(8);
         let _ = cmds.push(Command::Listen {
             id: 1,
-            shared: SharedSlot::local(),
+            shared: StatusHandle::local(),
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, LISTEN_PORT),
             accept: AcceptQueue::Local(accept_tx),
         });
@@ -101,7 +101,7 @@ impl Harness {
         let (eng_udp_rx, udp_rx) = bytes::ring(4096);
         let _ = cmds.push(Command::UdpBind {
             id: 2,
-            shared: SharedSlot::local(),
+            shared: StatusHandle::local(),
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, UDP_PORT),
             tx: eng_udp_tx,
             rx: eng_udp_rx,
@@ -190,7 +190,7 @@ impl Harness {
 
         let _ = self.cmds.push(Command::Connect {
             id: 3,
-            shared: SharedSlot::local(),
+            shared: StatusHandle::local(),
             local_port: ACTIVE_PORT,
             remote: SocketAddrV4::new(PEER_IP, ACTIVE_PEER_PORT),
             tx: eng_tx,

@@ -442,10 +442,15 @@ impl Drop for Reader {
 /// least 64), of which the geometry word says how many are in use (0: all).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RingAt {
+    /// Offset of the producer index (u64), bytes.
     pub head: usize,
+    /// Offset of the consumer index (u64), bytes.
     pub tail: usize,
+    /// Offset of the geometry word (u64), bytes.
     pub geometry: usize,
+    /// Offset of the buffer, bytes.
     pub buf: usize,
+    /// Bytes reserved for the buffer (a power of two, at least 64).
     pub reserved: usize,
 }
 

@@ -4,26 +4,63 @@
 //! writer, and producer and consumer indices sit on separate cache lines.
 //!
 //! ```text
-//!   application                      engine
-//!   TxWriter ──► byte ring (TX) ──► TxReader   (engine consumes on ACK)
-//!   RxReader ◄── byte ring (RX) ◄── RxWriter   (engine produces in order)
-//!   Sender<Command> ──► command ring ──► Receiver<Command>
+//!   application                               engine
+//!   bytes::Writer ──► byte ring (TX) ──► bytes::Reader   (consumed on ACK)
+//!   bytes::Reader ◄── byte ring (RX) ◄── bytes::Writer   (produced in order)
+//!   socket::StatusBlock ◄── state, error, addresses, flags (engine writes)
 //!   Notify: the engine bumps it after every change the app may wait for
+//!
+//!   embedded / inline:  spsc::Sender<Command> ──► spsc::Receiver<Command>
+//!   service mode:       seg::CmdProducer (Desc) ──► seg::CmdConsumer ──► daemon
 //! ```
 //!
-//! In embedded and inline mode these live in the process's own memory.
+//! In embedded and inline mode these live in the process's own memory:
+//! commands are [`socket::Command`] values on an [`spsc`] channel and each
+//! socket's status block is on the heap. In service mode (`corestack run`)
+//! they live in one shared segment per application ([`seg`], a memfd mapped
+//! through [`region`]): fixed slots of status block and byte rings, and a
+//! ring of 64-byte [`seg::Desc`] descriptors that the daemon checks and
+//! turns into commands; the application gets the segment and the engine's
+//! doorbell over the control socket ([`ctl`]). [`stats_shm`] is the
+//! read-only segment `corestack stat` and `ss` read. [`cc`] and [`errno`]
+//! are the vocabulary both sides share: the congestion-control choice and
+//! the errno values the stack reports.
+//!
+//! `unsafe` code lives in `sys` (system calls, reached through [`ctl`]) and
+//! in the shared-memory modules (`bytes`, `notify`, `obs_seg`, `region` with
+//! its safe [`region::View`], `seg`, `spsc`, `stats_shm`, `trace`); the rest
+//! of the crate denies it.
 
+#![deny(unsafe_code)]
+
+// Shared memory: raw views of mapped memory and atomics on it (every block
+// with its `// SAFETY:`).
+#[allow(unsafe_code)]
 pub mod bytes;
-pub mod capture;
-pub mod ctl;
+#[allow(unsafe_code)]
 pub mod notify;
+#[allow(unsafe_code)]
 pub mod obs_seg;
+#[allow(unsafe_code)]
 pub mod region;
+#[allow(unsafe_code)]
 pub mod seg;
-pub mod socket;
+#[allow(unsafe_code)]
 pub mod spsc;
+#[allow(unsafe_code)]
 pub mod stats_shm;
+#[allow(unsafe_code)]
 pub mod trace;
+// System calls (memfd, eventfd, SCM_RIGHTS, SO_PEERCRED, epoll).
+#[allow(unsafe_code)]
+mod sys;
+
+// No unsafe code.
+pub mod capture;
+pub mod cc;
+pub mod ctl;
+pub mod errno;
+pub mod socket;
 pub mod trace_report;
 
 /// Pads and aligns `T` to a 64-byte cache line so that it shares it with

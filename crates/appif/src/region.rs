@@ -7,6 +7,7 @@ use core::ptr::NonNull;
 use std::fs::File;
 use std::io;
 use std::os::fd::BorrowedFd;
+use std::sync::Arc;
 
 /// A region of shared memory, mapped read-write for as long as it lives.
 /// Hold it in an `Arc`: views into it keep it mapped.
@@ -56,6 +57,17 @@ impl Region {
             .map(NonNull::cast)
     }
 
+    /// The `T` at byte offset `off` as a shared reference that lives as
+    /// long as the region is borrowed; `None` when it does not lie inside
+    /// the region or `off` is misaligned for `T`.
+    pub fn get<T: AtomicOnly>(&self, off: usize) -> Option<&T> {
+        let p = self.at::<T>(off)?;
+        // SAFETY: aligned and in bounds (checked by `at`), mapped for as
+        // long as `self` is borrowed; `T: AtomicOnly` makes any bytes a valid
+        // `T` that is only ever shared.
+        Some(unsafe { p.as_ref() })
+    }
+
     /// A pointer to `len` bytes at `off`, if they lie inside the region and
     /// `off` is a multiple of `align` (a power of two).
     pub fn span(&self, off: usize, len: usize, align: usize) -> Option<NonNull<u8>> {
@@ -98,6 +110,74 @@ impl Region {
         }
     }
 }
+
+/// Types that may be viewed in shared memory through a [`View`]: every bit
+/// pattern is a valid value and all mutation goes through atomics behind
+/// `&self`, so another process writing the same bytes at any time cannot
+/// break Rust's rules.
+///
+/// # Safety
+/// Implement only for `repr(C)` types made of atomics (or of such types).
+pub unsafe trait AtomicOnly: Sync {}
+
+// SAFETY: one atomic.
+unsafe impl AtomicOnly for core::sync::atomic::AtomicU32 {}
+// SAFETY: one atomic.
+unsafe impl AtomicOnly for core::sync::atomic::AtomicU64 {}
+// SAFETY: `repr(C)`, two AtomicU32.
+unsafe impl AtomicOnly for crate::notify::Notify {}
+// SAFETY: `repr(C)`, a Notify and atomics only.
+unsafe impl AtomicOnly for crate::socket::StatusBlock {}
+
+/// A shared reference to a `T` that keeps its memory alive: a `T` at a
+/// checked offset of a [`Region`], or one of its own on the heap. Derefs
+/// to `&T`; costs one pointer read like a plain reference.
+pub struct View<T: AtomicOnly> {
+    ptr: NonNull<T>,
+    _keep: Keep<T>,
+}
+
+enum Keep<T> {
+    Heap(#[allow(dead_code)] Box<T>),
+    Region(#[allow(dead_code)] Arc<Region>),
+}
+
+impl<T: AtomicOnly> View<T> {
+    /// `value` on the heap (embedded and inline mode).
+    pub fn boxed(value: T) -> View<T> {
+        let b = Box::new(value);
+        View {
+            ptr: NonNull::from(&*b),
+            _keep: Keep::Heap(b),
+        }
+    }
+
+    /// The `T` at byte offset `off` of `region`; `None` when it does not lie
+    /// inside the region or `off` is misaligned for `T`.
+    pub fn in_region(region: &Arc<Region>, off: usize) -> Option<View<T>> {
+        Some(View {
+            ptr: region.at::<T>(off)?,
+            _keep: Keep::Region(region.clone()),
+        })
+    }
+}
+
+impl<T: AtomicOnly> core::ops::Deref for View<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: `ptr` is aligned and in bounds (checked by `Region::at`,
+        // or a live Box), `_keep` keeps the memory mapped or allocated for
+        // as long as the view lives, and `T: AtomicOnly` makes any bytes a
+        // valid `T` that is only ever shared.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+// SAFETY: a View only hands out `&T`, and `T: AtomicOnly` is `Sync`; the
+// memory it keeps alive (a Box or an `Arc<Region>`) may move between threads.
+unsafe impl<T: AtomicOnly> Send for View<T> {}
+// SAFETY: as above.
+unsafe impl<T: AtomicOnly> Sync for View<T> {}
 
 // SAFETY: the mapping stays at the same address with the same length until
 // the region is dropped (it is never remapped or shrunk: the memfd's size is

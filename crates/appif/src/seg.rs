@@ -28,9 +28,10 @@
 //! and [`CmdConsumer`]); a violation is reported, never trusted.
 
 use crate::bytes::{self, RingAt};
+use crate::cc::CcKind;
 use crate::notify::{Notify, Sleepers};
 use crate::region::Region;
-use crate::socket::{SharedSlot, SockId};
+use crate::socket::{SockId, StatusHandle};
 use core::net::{Ipv4Addr, SocketAddrV4};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -85,7 +86,7 @@ pub mod layout {
 
     /// Slot: the owner word, a u32 (`OWNER_*` bits).
     pub const SLOT_OWNER: usize = 0;
-    /// Slot: the status block (`SocketShared`).
+    /// Slot: the status block (`StatusBlock`).
     pub const SLOT_STATUS: usize = 64;
     /// Slot: the TX ring's head, a u64 byte count (application).
     pub const SLOT_TX_HEAD: usize = 128;
@@ -256,8 +257,8 @@ impl Segment {
     pub fn open(region: Arc<Region>) -> Result<(Segment, u32), &'static str> {
         let word = |i: usize| -> Option<u64> {
             region
-                .at::<AtomicU64>(INFO + 8 * i)
-                .map(|p| unsafe_load(p.as_ptr()))
+                .get::<AtomicU64>(INFO + 8 * i)
+                .map(|w| w.load(Ordering::Acquire))
         };
         let (Some(magic), Some(a), Some(b), Some(assoc), Some(max)) =
             (word(0), word(1), word(2), word(3), word(6))
@@ -355,33 +356,23 @@ impl Segment {
     }
 
     fn word64(&self, off: usize) -> &AtomicU64 {
-        let p = self
-            .region
-            .at::<AtomicU64>(off)
-            .expect("header offsets lie inside a validated segment");
-        // SAFETY: aligned, inside the region that `self` keeps mapped; atomics
-        // accept any bit pattern and concurrent access.
-        unsafe { p.as_ref() }
+        self.region
+            .get(off)
+            .expect("header offsets lie inside a validated segment")
     }
 
     fn word32(&self, off: usize) -> &AtomicU32 {
-        let p = self
-            .region
-            .at::<AtomicU32>(off)
-            .expect("header offsets lie inside a validated segment");
-        // SAFETY: as in word64.
-        unsafe { p.as_ref() }
+        self.region
+            .get(off)
+            .expect("header offsets lie inside a validated segment")
     }
 
     /// The application's wake-up point: the engine bumps it after changing
     /// any of the application's sockets; readiness waiters sleep on it.
     pub fn app_wake(&self) -> &Notify {
-        let p = self
-            .region
-            .at::<Notify>(APP_WAKE)
-            .expect("header offsets lie inside a validated segment");
-        // SAFETY: as in word64 (Notify is two atomics).
-        unsafe { p.as_ref() }
+        self.region
+            .get(APP_WAKE)
+            .expect("header offsets lie inside a validated segment")
     }
 
     /// The engine's notify flag: set by the engine before it sleeps; an
@@ -430,7 +421,7 @@ impl Segment {
                 self.region.release(ring.buf + init, ring.reserved - init);
             }
         }
-        if let Some(sh) = SharedSlot::in_region(&self.region, s + SLOT_STATUS, None, None) {
+        if let Some(sh) = StatusHandle::in_region(&self.region, s + SLOT_STATUS, None, None) {
             sh.clear();
         }
         core::sync::atomic::fence(Ordering::Release);
@@ -452,7 +443,7 @@ impl Segment {
     /// The status block of `slot`. `engine`: the engine's handle (wakes the
     /// application as a whole on changes, clears the engine's owner bit
     /// when dropped).
-    pub fn shared(&self, slot: u32, engine: bool) -> Option<Arc<SharedSlot>> {
+    pub fn shared(&self, slot: u32, engine: bool) -> Option<Arc<StatusHandle>> {
         if slot >= self.layout.nslots {
             return None;
         }
@@ -462,7 +453,7 @@ impl Segment {
         } else {
             (None, None)
         };
-        SharedSlot::in_region(&self.region, s + SLOT_STATUS, wake, release)
+        StatusHandle::in_region(&self.region, s + SLOT_STATUS, wake, release)
             .map(|sh| sh.with_sleepers(self.sleepers.clone()))
     }
 
@@ -502,12 +493,6 @@ impl Segment {
     }
 }
 
-fn unsafe_load(p: *mut AtomicU64) -> u64 {
-    // SAFETY: callers pass a pointer from Region::at (aligned, in bounds of
-    // a live mapping).
-    unsafe { (*p).load(Ordering::Acquire) }
-}
-
 /// The engine's id for `slot` of association `assoc`: bit 62 set, the
 /// association in bits 32..62, the slot below.
 pub fn service_id(assoc: u32, slot: u32) -> SockId {
@@ -527,35 +512,81 @@ pub fn service_owner(id: SockId) -> Option<(u32, u32)> {
 pub enum Desc {
     /// Open a TCP connection from `slot` to `remote` (local port 0 = ephemeral).
     Connect {
+        /// The application's socket slot in its segment.
         slot: u32,
+        /// The peer's address and port.
         remote: SocketAddrV4,
+        /// Local port; 0 picks an ephemeral one.
         local_port: u16,
+        /// TCP_NODELAY from the start.
         nodelay: bool,
     },
     /// Listen on `local` with at most `backlog` connections not yet accepted.
     Listen {
+        /// The application's socket slot in its segment.
         slot: u32,
+        /// Local address (0.0.0.0 or the stack's) and port.
         local: SocketAddrV4,
+        /// Connections accepted but not yet taken by the application, at most.
         backlog: u32,
     },
     /// Bind a UDP socket to `local`.
-    UdpBind { slot: u32, local: SocketAddrV4 },
+    UdpBind {
+        /// The application's socket slot in its segment.
+        slot: u32,
+        /// Local address (0.0.0.0 or the stack's) and port.
+        local: SocketAddrV4,
+    },
     /// New bytes wait in the slot's TX ring.
-    Send { slot: u32 },
+    Send {
+        /// The application's socket slot in its segment.
+        slot: u32,
+    },
     /// The application consumed RX bytes.
-    Recvd { slot: u32 },
+    Recvd {
+        /// The application's socket slot in its segment.
+        slot: u32,
+    },
     /// shutdown(SHUT_WR).
-    Shutdown { slot: u32 },
+    Shutdown {
+        /// The application's socket slot in its segment.
+        slot: u32,
+    },
     /// The application is done with the slot.
-    Close { slot: u32 },
+    Close {
+        /// The application's socket slot in its segment.
+        slot: u32,
+    },
     /// TCP_NODELAY.
-    SetNodelay { slot: u32, on: bool },
+    SetNodelay {
+        /// The application's socket slot in its segment.
+        slot: u32,
+        /// True: Nagle off.
+        on: bool,
+    },
     /// SO_KEEPALIVE.
-    SetKeepalive { slot: u32, on: bool },
-    /// TCP_CONGESTION: 0 NewReno, 1 CUBIC, 2 DCTCP.
-    SetCongestion { slot: u32, algorithm: u8 },
+    SetKeepalive {
+        /// The application's socket slot in its segment.
+        slot: u32,
+        /// True: probe an idle connection.
+        on: bool,
+    },
+    /// TCP_CONGESTION, carried as [`CcKind::wire`]'s byte.
+    SetCongestion {
+        /// The application's socket slot in its segment.
+        slot: u32,
+        /// The algorithm from now on.
+        cc: CcKind,
+    },
     /// SO_RCVBUF / SO_SNDBUF in bytes (0: leave as is).
-    SetBuffers { slot: u32, rcv: u32, snd: u32 },
+    SetBuffers {
+        /// The application's socket slot in its segment.
+        slot: u32,
+        /// Receive buffer, bytes (0: as it is).
+        rcv: u32,
+        /// Send buffer, bytes (0: as it is).
+        snd: u32,
+    },
 }
 
 /// Why a descriptor was refused.
@@ -565,6 +596,8 @@ pub enum DescError {
     BadOpcode(u8),
     /// A boolean field holds something other than 0 or 1.
     BadFlag,
+    /// A congestion-control byte that names no [`CcKind`].
+    BadCc(u8),
 }
 
 impl Desc {
@@ -604,7 +637,7 @@ impl Desc {
             Desc::Close { .. } => (7, 0, None, 0),
             Desc::SetNodelay { on, .. } => (8, on as u8, None, 0),
             Desc::SetKeepalive { on, .. } => (9, on as u8, None, 0),
-            Desc::SetCongestion { algorithm, .. } => (10, algorithm, None, 0),
+            Desc::SetCongestion { cc, .. } => (10, cc.wire(), None, 0),
             Desc::SetBuffers { rcv, snd, .. } => {
                 b[16..20].copy_from_slice(&snd.to_le_bytes());
                 (11, 0, None, rcv)
@@ -655,7 +688,7 @@ impl Desc {
             9 => Desc::SetKeepalive { slot, on: flag()? },
             10 => Desc::SetCongestion {
                 slot,
-                algorithm: b[1],
+                cc: CcKind::from_wire(b[1]).ok_or(DescError::BadCc(b[1]))?,
             },
             11 => Desc::SetBuffers {
                 slot,
@@ -710,7 +743,12 @@ impl CmdProducer {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmdError {
     /// The application moved the head backwards or more than a ring ahead.
-    BadIndex { head: u64, tail: u64 },
+    BadIndex {
+        /// The head the application wrote.
+        head: u64,
+        /// The engine's tail when it read it.
+        tail: u64,
+    },
     /// A descriptor that does not decode.
     BadDesc(DescError),
 }
@@ -781,9 +819,12 @@ pub struct SegmentAccept {
 
 /// A slot the engine took for a new passive connection.
 pub struct Claimed {
+    /// The connection's service-mode id (names the association and slot).
     pub id: SockId,
+    /// The segment slot taken.
     pub slot: u32,
-    pub shared: Arc<SharedSlot>,
+    /// The slot's status block.
+    pub shared: Arc<StatusHandle>,
     /// The engine's end of the TX ring.
     pub tx: bytes::Reader,
     /// The engine's end of the RX ring.
@@ -859,7 +900,7 @@ impl SegmentAccept {
     /// Hands connection `slot` (whose engine handle is `shared`) to the
     /// application; false when the queue is full (the caller resets the
     /// connection).
-    pub fn hand_over(&mut self, slot: u32, shared: &SharedSlot) -> bool {
+    pub fn hand_over(&mut self, slot: u32, shared: &StatusHandle) -> bool {
         let ok = self.queued() < self.backlog && self.queue.write_all(&slot.to_le_bytes());
         if ok {
             shared.set_release_bits(OWNER_ENGINE);
@@ -917,7 +958,7 @@ mod tests {
             Desc::SetKeepalive { slot: 1, on: true },
             Desc::SetCongestion {
                 slot: 1,
-                algorithm: 2,
+                cc: CcKind::Dctcp,
             },
             Desc::SetBuffers {
                 slot: 5,
@@ -933,6 +974,9 @@ mod tests {
         b[0] = 8;
         b[1] = 2;
         assert_eq!(Desc::decode(&b), Err(DescError::BadFlag));
+        b[0] = 10;
+        b[1] = 3;
+        assert_eq!(Desc::decode(&b), Err(DescError::BadCc(3)));
     }
 
     #[test]
@@ -974,8 +1018,9 @@ mod tests {
         s.word32(slot + SLOT_OWNER)
             .store(OWNER_BOTH, Ordering::Release);
         assert_eq!(s.owner(2).unwrap().load(Ordering::Acquire), OWNER_BOTH);
-        s.word32(CLOSED).store(104, Ordering::Release);
-        assert_eq!(s.closed().load(Ordering::Acquire), 104);
+        let reset = crate::errno::ECONNRESET as u32;
+        s.word32(CLOSED).store(reset, Ordering::Release);
+        assert_eq!(s.closed().load(Ordering::Acquire), reset);
         s.word32(ENGINE_SLEEPING).store(1, Ordering::Release);
         assert_eq!(s.engine_sleeping().load(Ordering::Acquire), 1);
     }

@@ -3,11 +3,11 @@
 //! hands over on accept.
 
 use crate::bytes;
+use crate::cc::CcKind;
 use crate::notify::Notify;
-use crate::region::Region;
+use crate::region::{Region, View};
 use crate::spsc;
 use core::net::{Ipv4Addr, SocketAddrV4};
-use core::ptr::NonNull;
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -42,7 +42,7 @@ pub enum SockState {
 /// 40 bytes, atomics only: it can sit in a segment shared between processes.
 #[derive(Debug, Default)]
 #[repr(C)]
-pub struct SocketShared {
+pub struct StatusBlock {
     /// Bumped by the engine after every change an application may wait for
     /// (data, space, state, FIN, error).
     pub notify: Notify,
@@ -71,7 +71,7 @@ fn unpack(v: u64) -> SocketAddrV4 {
     SocketAddrV4::new(Ipv4Addr::from((v >> 16) as u32), v as u16)
 }
 
-impl SocketShared {
+impl StatusBlock {
     /// Back to a fresh socket's fields (the notify sequence keeps counting).
     pub(crate) fn clear(&self) {
         self.state.store(0, Ordering::Relaxed);
@@ -156,74 +156,58 @@ impl SocketShared {
     }
 }
 
-const _: () = assert!(core::mem::size_of::<SocketShared>() <= 64);
+const _: () = assert!(core::mem::size_of::<StatusBlock>() <= 64);
 
 /// A socket's status block where it lives (in this process's heap or in an
 /// application segment), plus what the engine must do besides: wake the
 /// application as a whole when the socket changes, and give the segment
 /// slot back when the engine lets go of the socket. Dereferences to
-/// [`SocketShared`]; its `set_*` and [`SharedSlot::wake`] are the ones the
+/// [`StatusBlock`]; its `set_*` and [`StatusHandle::wake`] are the ones the
 /// engine calls.
-pub struct SharedSlot {
-    ptr: NonNull<SocketShared>,
+pub struct StatusHandle {
+    block: View<StatusBlock>,
     /// The application-wide wake-up point (its readiness waiters sleep there).
-    app_wake: Option<NonNull<Notify>>,
+    app_wake: Option<View<Notify>>,
     /// The slot's owner word, and the bits to clear in it when this handle
     /// is dropped.
-    release: Option<NonNull<AtomicU32>>,
+    release: Option<View<AtomicU32>>,
     release_bits: AtomicU32,
     /// Where the eventfd sleepers of this block's doorbells are recorded
     /// (a segment's table; None: this process's own).
     sleepers: Option<Arc<crate::notify::Sleepers>>,
-    _keep: SlotKeep,
 }
 
-enum SlotKeep {
-    Local(#[allow(dead_code)] Box<SocketShared>),
-    Region(#[allow(dead_code)] Arc<Region>),
-}
-
-// SAFETY: the pointers reach atomics in memory `_keep` holds alive.
-unsafe impl Send for SharedSlot {}
-// SAFETY: as above.
-unsafe impl Sync for SharedSlot {}
-
-impl core::fmt::Debug for SharedSlot {
+impl core::fmt::Debug for StatusHandle {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         (**self).fmt(f)
     }
 }
 
-impl core::ops::Deref for SharedSlot {
-    type Target = SocketShared;
-    fn deref(&self) -> &SocketShared {
-        // SAFETY: points to a SocketShared (atomics only: any bit pattern is
-        // valid) that `_keep` holds alive.
-        unsafe { self.ptr.as_ref() }
+impl core::ops::Deref for StatusHandle {
+    type Target = StatusBlock;
+    fn deref(&self) -> &StatusBlock {
+        &self.block
     }
 }
 
-impl Drop for SharedSlot {
+impl Drop for StatusHandle {
     fn drop(&mut self) {
-        if let Some(owner) = self.release {
+        if let Some(owner) = &self.release {
             let bits = self.release_bits.load(Ordering::Relaxed);
-            // SAFETY: an aligned AtomicU32 in the region `_keep` holds alive.
-            unsafe { owner.as_ref() }.fetch_and(!bits, Ordering::AcqRel);
+            owner.fetch_and(!bits, Ordering::AcqRel);
         }
     }
 }
 
-impl SharedSlot {
+impl StatusHandle {
     /// A status block in this process's heap (embedded and inline mode).
-    pub fn local() -> Arc<SharedSlot> {
-        let b = Box::new(SocketShared::default());
-        Arc::new(SharedSlot {
-            ptr: NonNull::from(&*b),
+    pub fn local() -> Arc<StatusHandle> {
+        Arc::new(StatusHandle {
+            block: View::boxed(StatusBlock::default()),
             app_wake: None,
             release: None,
             release_bits: AtomicU32::new(0),
             sleepers: None,
-            _keep: SlotKeep::Local(b),
         })
     }
 
@@ -236,23 +220,22 @@ impl SharedSlot {
         at: usize,
         app_wake: Option<usize>,
         release: Option<(usize, u32)>,
-    ) -> Option<Arc<SharedSlot>> {
-        let ptr = region.at::<SocketShared>(at)?;
+    ) -> Option<Arc<StatusHandle>> {
+        let block = View::in_region(region, at)?;
         let app_wake = match app_wake {
-            Some(o) => Some(region.at::<Notify>(o)?),
+            Some(o) => Some(View::in_region(region, o)?),
             None => None,
         };
         let (release, bits) = match release {
-            Some((o, bits)) => (Some(region.at::<AtomicU32>(o)?), bits),
+            Some((o, bits)) => (Some(View::in_region(region, o)?), bits),
             None => (None, 0),
         };
-        Some(Arc::new(SharedSlot {
-            ptr,
+        Some(Arc::new(StatusHandle {
+            block,
             app_wake,
             release,
             release_bits: AtomicU32::new(bits),
             sleepers: None,
-            _keep: SlotKeep::Region(region.clone()),
         }))
     }
 
@@ -281,9 +264,8 @@ impl SharedSlot {
     }
 
     fn wake_app(&self) {
-        if let Some(w) = self.app_wake {
-            // SAFETY: a Notify in the region `_keep` holds alive.
-            self.ring(unsafe { w.as_ref() });
+        if let Some(w) = &self.app_wake {
+            self.ring(w);
         }
     }
 
@@ -344,8 +326,11 @@ impl AcceptQueue {
 
 /// What a listener hands to the application for each accepted connection.
 pub struct Accepted {
+    /// The connection's id (engine-assigned, [`ENGINE_ID_BIT`] set, or a
+    /// service-mode id naming its segment slot).
     pub id: SockId,
-    pub shared: Arc<SharedSlot>,
+    /// The connection's status block.
+    pub shared: Arc<StatusHandle>,
     /// The application writes here; the engine sends from it.
     pub tx: bytes::Writer,
     /// The engine writes received bytes here; the application reads.
@@ -356,68 +341,126 @@ pub struct Accepted {
 pub enum Command {
     /// Open a TCP connection to `remote` from `local` (port 0 = ephemeral).
     Connect {
+        /// The socket this command is for.
         id: SockId,
-        shared: Arc<SharedSlot>,
+        /// The socket's status block, which the engine writes from now on.
+        shared: Arc<StatusHandle>,
+        /// Local port; 0 picks an ephemeral one.
         local_port: u16,
+        /// The peer's address and port.
         remote: SocketAddrV4,
+        /// The engine's end of the TX ring (it sends from there).
         tx: bytes::Reader,
+        /// The engine's end of the RX ring (it writes received bytes there).
         rx: bytes::Writer,
+        /// TCP_NODELAY from the start (Nagle off, RFC 9293 §3.7.4).
         nodelay: bool,
     },
     /// Listen for TCP connections on `local`; accepted ones go to `accept`,
     /// whose capacity is the backlog.
     Listen {
+        /// The socket this command is for.
         id: SockId,
-        shared: Arc<SharedSlot>,
+        /// The socket's status block, which the engine writes from now on.
+        shared: Arc<StatusHandle>,
+        /// Local address (0.0.0.0 or the stack's) and port (0: ephemeral).
         local: SocketAddrV4,
+        /// Where accepted connections go; its capacity is the backlog.
         accept: AcceptQueue,
     },
     /// Bind a UDP socket. Datagrams travel in the byte rings as records:
     /// a [`UdpHeader`] then the payload.
     UdpBind {
+        /// The socket this command is for.
         id: SockId,
-        shared: Arc<SharedSlot>,
+        /// The socket's status block, which the engine writes from now on.
+        shared: Arc<StatusHandle>,
+        /// Local address (0.0.0.0 or the stack's) and port (0: ephemeral).
         local: SocketAddrV4,
+        /// The engine's end of the TX ring (datagram records to send).
         tx: bytes::Reader,
+        /// The engine's end of the RX ring (datagram records received).
         rx: bytes::Writer,
     },
     /// New bytes (TCP) or datagrams (UDP) wait in the TX ring.
-    Send { id: SockId },
+    Send {
+        /// The socket this command is for.
+        id: SockId,
+    },
     /// The application consumed RX bytes; the receive window may open.
-    Recvd { id: SockId },
+    Recvd {
+        /// The socket this command is for.
+        id: SockId,
+    },
     /// No more data will be written (TCP shutdown(SHUT_WR)): send FIN after the TX ring drains.
-    Shutdown { id: SockId },
+    Shutdown {
+        /// The socket this command is for.
+        id: SockId,
+    },
     /// The application is gone from this socket: close it (RST if unread
     /// data remains, as Linux does), and free it when the protocol is done.
-    Close { id: SockId },
+    Close {
+        /// The socket this command is for.
+        id: SockId,
+    },
     /// Like `Close`, but the connection is reset at once (RST to the peer,
     /// unsent bytes dropped): SO_LINGER with a zero timeout.
-    Abort { id: SockId },
+    Abort {
+        /// The socket this command is for.
+        id: SockId,
+    },
     /// TCP_NODELAY on or off.
-    SetNodelay { id: SockId, on: bool },
+    SetNodelay {
+        /// The socket this command is for.
+        id: SockId,
+        /// True: Nagle off (RFC 9293 §3.7.4).
+        on: bool,
+    },
     /// SO_KEEPALIVE on or off (RFC 1122 §4.2.3.6; Linux timing defaults).
-    SetKeepalive { id: SockId, on: bool },
+    SetKeepalive {
+        /// The socket this command is for.
+        id: SockId,
+        /// True: probe an idle connection.
+        on: bool,
+    },
     /// TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT: idle time and probe
     /// interval in seconds, probe count.
     SetKeepaliveParams {
+        /// The socket this command is for.
         id: SockId,
+        /// Idle time before the first probe, seconds (TCP_KEEPIDLE).
         idle_s: u32,
+        /// Time between unanswered probes, seconds (TCP_KEEPINTVL).
         interval_s: u32,
+        /// Unanswered probes before the connection times out (TCP_KEEPCNT).
         count: u32,
     },
-    /// TCP_CONGESTION: 0 NewReno, 1 CUBIC, 2 DCTCP (other values ignored).
-    SetCongestion { id: SockId, algorithm: u8 },
+    /// TCP_CONGESTION: the connection switches to `cc`.
+    SetCongestion {
+        /// The socket this command is for.
+        id: SockId,
+        /// The algorithm from now on.
+        cc: CcKind,
+    },
     /// SO_RCVBUF / SO_SNDBUF: the receive window grows no further than
     /// `rcv` bytes and auto-tuning stops; the send buffer offered is `snd`
     /// bytes. 0 leaves one as it is. On a listener: for the connections it
     /// accepts from then on.
-    SetBuffers { id: SockId, rcv: usize, snd: usize },
+    SetBuffers {
+        /// The socket this command is for.
+        id: SockId,
+        /// Receive buffer, bytes (0: as it is).
+        rcv: usize,
+        /// Send buffer, bytes (0: as it is).
+        snd: usize,
+    },
 }
 
 /// The record header of a UDP datagram in a byte ring: 8 bytes, then
 /// `len` bytes of payload. `addr` is the peer (source on RX, destination on TX).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpHeader {
+    /// The peer: source on RX, destination on TX.
     pub addr: SocketAddrV4,
     /// Payload length in bytes.
     pub len: u16,
@@ -463,10 +506,10 @@ mod tests {
 
     #[test]
     fn closed_with_errno_reports_it_once() {
-        let s = SocketShared::default();
-        s.set_closed(111);
+        let s = StatusBlock::default();
+        s.set_closed(crate::errno::ECONNREFUSED);
         assert_eq!(s.state(), SockState::Closed);
-        assert_eq!(s.take_error(), 111);
+        assert_eq!(s.take_error(), crate::errno::ECONNREFUSED);
         assert_eq!(s.take_error(), 0);
     }
 }

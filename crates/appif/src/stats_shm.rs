@@ -410,7 +410,9 @@ pub fn comm_bytes(name: &str) -> [u8; COMM_LEN] {
 /// One row of the connection table, as `corestack ss` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnRow {
+    /// Local address and port.
     pub local: core::net::SocketAddrV4,
+    /// Remote address and port (0.0.0.0:0 for listeners and UDP).
     pub remote: core::net::SocketAddrV4,
     /// UDP, TCP listener, or the TCP connection's state.
     pub state: ConnState,

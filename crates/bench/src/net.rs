@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use corestack::{Driver, Stack};
+use corestack::{CcKind, Driver, PollPolicy, Stack};
 
 /// An IPv4 address with an optional prefix length: `10.77.1.2/24` or `10.77.1.2`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,16 +45,6 @@ impl FromStr for Cidr {
     }
 }
 
-/// Which corestack port driver to use.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DriverArg {
-    /// AF_XDP socket on the interface's queue 0 (native XDP, generic as a fallback).
-    #[value(name = "af_xdp", alias = "af-xdp", alias = "xdp")]
-    AfXdp,
-    /// A Linux TAP device.
-    Tap,
-}
-
 /// Where corestack's engine runs.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModeArg {
@@ -67,25 +57,7 @@ pub enum ModeArg {
 /// corestack's `--cc` value for the congestion control Linux calls `name` (reno, cubic,
 /// dctcp, bbr), None when corestack has no such algorithm.
 pub fn core_cc_arg(name: &str) -> Option<&'static str> {
-    Some(match corestack::CcKind::from_name(name)? {
-        corestack::CcKind::NewReno => "newreno",
-        corestack::CcKind::Cubic => "cubic",
-        corestack::CcKind::Dctcp => "dctcp",
-        corestack::CcKind::Bbr => "bbr",
-    })
-}
-
-/// corestack's TCP congestion control.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CcArg {
-    /// NewReno (RFC 5681, RFC 6582).
-    Newreno,
-    /// CUBIC (RFC 9438).
-    Cubic,
-    /// DCTCP (RFC 8257); turns ECN on.
-    Dctcp,
-    /// BBR v1 (not paced).
-    Bbr,
+    corestack::CcKind::from_name(name).map(corestack::CcKind::name)
 }
 
 /// Options that select corestack instead of the kernel stack.
@@ -99,8 +71,8 @@ pub struct StackOpts {
     #[arg(long, value_name = "ADDR/PREFIX")]
     pub ip: Option<Cidr>,
     /// Port driver.
-    #[arg(long, value_enum, default_value_t = DriverArg::AfXdp)]
-    pub driver: DriverArg,
+    #[arg(long, value_enum, default_value_t = Driver::AfXdp)]
+    pub driver: Driver,
     /// Engine placement: inline (in the application thread) or embedded (own thread).
     #[arg(long, value_enum, default_value_t = ModeArg::Inline)]
     pub mode: ModeArg,
@@ -110,12 +82,12 @@ pub struct StackOpts {
     /// TCP congestion control of corestack's connections (default: the host's,
     /// net.ipv4.tcp_congestion_control, when corestack has it, else cubic).
     #[arg(long, value_enum, value_name = "NAME")]
-    pub cc: Option<CcArg>,
+    pub cc: Option<CcKind>,
     /// The engine's polling (inline mode: the waiting thread; embedded: the engine thread):
     /// adaptive (spin, sleep on the NIC fd after 50 µs idle), busy (spin without pause) or
     /// interrupt (sleep whenever idle).
-    #[arg(long, value_enum, default_value_t = PollArg::Adaptive)]
-    pub poll: PollArg,
+    #[arg(long, value_enum, default_value_t = PollPolicy::Adaptive)]
+    pub poll: PollPolicy,
     /// How an af_xdp port transmits: auto (the AF_XDP tx ring in zero-copy mode, else packet),
     /// xsk (the AF_XDP tx ring) or packet (a packet socket with segmentation offload).
     /// Default: CORESTACK_AF_XDP_TX, else auto.
@@ -132,17 +104,6 @@ pub enum TxArg {
     Xsk,
     /// A packet socket with virtio-net headers: TCP segments merged into GSO frames.
     Packet,
-}
-
-/// `--poll`.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PollArg {
-    /// Spin, then sleep on the NIC queue's fd after 50 µs without work.
-    Adaptive,
-    /// Spin without pause.
-    Busy,
-    /// Sleep on the NIC queue's fd whenever an iteration found no work.
-    Interrupt,
 }
 
 impl StackOpts {
@@ -169,7 +130,7 @@ impl StackOpts {
             None => "kernel".to_string(),
             Some(i) => format!(
                 "corestack ({} on {i}, {}{}{})",
-                self.driver_name(),
+                self.driver,
                 self.mode_name(),
                 match self.af_xdp_tx {
                     None | Some(TxArg::Auto) => "",
@@ -177,20 +138,10 @@ impl StackOpts {
                     Some(TxArg::Packet) => ", packet tx",
                 },
                 match self.cc {
-                    None => "",
-                    Some(CcArg::Newreno) => ", newreno",
-                    Some(CcArg::Cubic) => ", cubic",
-                    Some(CcArg::Dctcp) => ", dctcp",
-                    Some(CcArg::Bbr) => ", bbr",
+                    None => String::new(),
+                    Some(cc) => format!(", {cc}"),
                 }
             ),
-        }
-    }
-
-    fn driver_name(&self) -> &'static str {
-        match self.driver {
-            DriverArg::AfXdp => "af_xdp",
-            DriverArg::Tap => "tap",
         }
     }
 
@@ -225,22 +176,18 @@ impl StackOpts {
         let cidr = self.ip.ok_or_else(|| {
             anyhow!("--ip ADDR/PREFIX is required with --iface (e.g. --ip 10.77.1.2/24)")
         })?;
-        if !Path::new("/sys/class/net").join(iface).exists() && self.driver == DriverArg::AfXdp {
+        if !Path::new("/sys/class/net").join(iface).exists() && self.driver == Driver::AfXdp {
             bail!("interface {iface} not found in this network namespace (check `ip link`)");
         }
-        let driver = match self.driver {
-            DriverArg::AfXdp => Driver::AfXdp,
-            DriverArg::Tap => Driver::Tap,
-        };
         let mut builder = Stack::builder()
-            .driver(driver)
+            .driver(self.driver)
             .iface(iface)
             .ip(cidr.addr, cidr.prefix.unwrap_or(24))
             .inline(self.mode == ModeArg::Inline);
         match self.poll {
-            PollArg::Adaptive => {}
-            PollArg::Busy => builder = builder.idle_sleep(None),
-            PollArg::Interrupt => builder = builder.idle_sleep(Some(Duration::ZERO)),
+            PollPolicy::Adaptive => {}
+            PollPolicy::Busy => builder = builder.idle_sleep(None),
+            PollPolicy::Interrupt => builder = builder.idle_sleep(Some(Duration::ZERO)),
         }
         if let Some(gw) = self.gateway {
             builder = builder.gateway(gw);
@@ -253,17 +200,12 @@ impl StackOpts {
             });
         }
         if let Some(cc) = self.cc {
-            builder = builder.congestion(match cc {
-                CcArg::Newreno => corestack::CcKind::NewReno,
-                CcArg::Cubic => corestack::CcKind::Cubic,
-                CcArg::Dctcp => corestack::CcKind::Dctcp,
-                CcArg::Bbr => corestack::CcKind::Bbr,
-            });
+            builder = builder.congestion(cc);
         }
         let stack = builder
             .start()
             .map_err(|e| explain_start_error(e, iface))
-            .with_context(|| format!("starting corestack on {iface} ({})", self.driver_name()))?;
+            .with_context(|| format!("starting corestack on {iface} ({})", self.driver))?;
         if stack.xdp_generic_fallback() {
             eprintln!(
                 "warning: af_xdp on {iface} fell back to generic (copy) XDP mode: expect higher latency \

@@ -29,7 +29,8 @@ use crate::harness::children::{run_client, LogDir};
 use crate::harness::matrix::{
     median, Lab, Topology, CLIENT_CPU, CORE_CLIENT, CORE_SERVER, LINUX_SERVER, PORT, SERVER_CPU,
 };
-use crate::net::{self, CcArg};
+use crate::net;
+use corestack::CcKind;
 
 /// How long a run may take past its duration (handshake, the tail under loss, the report).
 const RUN_SLACK: Duration = Duration::from_secs(40);
@@ -48,7 +49,7 @@ pub struct StreamMatrix {
     seed: u64,
     /// corestack's TCP congestion control (default: the Linux senders', `--linux-cc`).
     #[arg(long, value_enum, value_name = "NAME")]
-    cc: Option<CcArg>,
+    cc: Option<CcKind>,
     /// The Linux senders' congestion control (TCP_CONGESTION on their sockets); cubic by
     /// default, to compare like with like (this machine's default may be bbr).
     #[arg(long, default_value = "cubic", value_name = "NAME")]
@@ -217,10 +218,7 @@ impl StreamMatrix {
                         self.linux_cc
                     ),
                 },
-                Some(CcArg::Newreno) => vec!["--cc", "newreno"],
-                Some(CcArg::Cubic) => vec!["--cc", "cubic"],
-                Some(CcArg::Dctcp) => vec!["--cc", "dctcp"],
-                Some(CcArg::Bbr) => vec!["--cc", "bbr"],
+                Some(cc) => vec!["--cc", cc.name()],
             },
         };
         let clean = ctx.phase("clean", self.rounds)?;
@@ -249,13 +247,10 @@ impl StreamMatrix {
         println!(
             "Linux: blocking sockets, congestion control {}; corestack: inline engine on af_xdp, spinning, {}",
             self.linux_cc,
-            match self.cc {
-                None => net::core_cc_arg(&self.linux_cc).unwrap_or("?"),
-                Some(CcArg::Newreno) => "newreno",
-                Some(CcArg::Cubic) => "cubic",
-                Some(CcArg::Dctcp) => "dctcp",
-                Some(CcArg::Bbr) => "bbr",
-            }
+            self.cc.map_or_else(
+                || net::core_cc_arg(&self.linux_cc).unwrap_or("?"),
+                CcKind::name,
+            )
         );
         if ctx.lab.pinned {
             println!("client pinned to CPU {CLIENT_CPU}, server to CPU {SERVER_CPU}; the impairment bridge is not pinned");

@@ -321,11 +321,9 @@ fn poller_echo_serves_concurrent_connections_byte_exact() {
     for c in clients {
         c.join().unwrap();
     }
-    // SAFETY: `evs` is a live array.
-    assert_eq!(
-        unsafe { poll::cs_poller_wait(pd, evs.as_mut_ptr(), 16, 0) },
-        0
-    );
+    // SAFETY: `evs` is a live array of 16 events.
+    let n = unsafe { poll::cs_poller_wait(pd, evs.as_mut_ptr(), 16, 0) };
+    assert_eq!(n, 0);
     assert_eq!(poll::cs_poller_close(pd), 0);
 }
 
@@ -358,11 +356,9 @@ fn udp_sendto_recvfrom_round_trip_and_unbound_recv_is_einval() {
     let mut p = UdpSocket::bind(&peer, SocketAddrV4::new(PEER, 5000)).unwrap();
     let u = socket::cs_socket(CS_SOCK_DGRAM);
     let mut buf = [0u8; 64];
-    // SAFETY: `buf` is a live buffer.
-    assert_eq!(
-        unsafe { socket::cs_recv(u, buf.as_mut_ptr().cast(), 64, 0) },
-        -1
-    );
+    // SAFETY: `buf` is a live buffer of 64 bytes.
+    let n = unsafe { socket::cs_recv(u, buf.as_mut_ptr().cast(), 64, 0) };
+    assert_eq!(n, -1);
     assert_eq!(errno(), libc::EINVAL);
     let to = sockaddr(SocketAddrV4::new(PEER, 5000));
     // SAFETY: the message and `to` are live.

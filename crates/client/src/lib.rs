@@ -27,6 +27,11 @@
 //!
 //! Errors are `std::io::Error` carrying Linux errno values (ECONNREFUSED,
 //! ECONNRESET, ETIMEDOUT, EADDRINUSE, EAGAIN as `WouldBlock`, EPIPE, ...).
+//!
+//! `unsafe` code lives only in `sys` (poll(2), thread affinity); the shared
+//! memory itself is reached through `appif`'s safe types.
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
 
 mod poll;
 mod service;
@@ -39,13 +44,9 @@ mod udp;
 pub use appif::notify::{Armed, Notify};
 pub use engine::stats::Stats;
 pub use engine::tcp::CcKind;
+pub use engine::PollPolicy;
 pub use nic::af_xdp::TxPath;
 pub use poll::{Event, Interest, Poller, Probe, Source, Status};
 pub use stack::{Driver, Stack, StackBuilder, Waited};
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
-
-/// Maps an errno to the `io::Error` std would return for it.
-pub(crate) fn errno(e: i32) -> std::io::Error {
-    std::io::Error::from_raw_os_error(e)
-}

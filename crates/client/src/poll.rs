@@ -11,7 +11,8 @@
 
 use crate::stack::Stack;
 use appif::bytes;
-use appif::socket::{Accepted, SharedSlot, SockState, FLAG_RX_FIN};
+use appif::errno;
+use appif::socket::{Accepted, SockState, StatusHandle, FLAG_RX_FIN};
 use appif::spsc;
 use core::time::Duration;
 use engine::time::Instant;
@@ -66,16 +67,16 @@ pub struct Probe(Kind);
 
 enum Kind {
     Stream {
-        shared: Arc<SharedSlot>,
+        shared: Arc<StatusHandle>,
         rx: bytes::Probe,
         tx: bytes::Probe,
     },
     Listener {
-        shared: Arc<SharedSlot>,
+        shared: Arc<StatusHandle>,
         queue: QueueProbe,
     },
     Udp {
-        shared: Arc<SharedSlot>,
+        shared: Arc<StatusHandle>,
         rx: bytes::Probe,
         tx: bytes::Probe,
     },
@@ -91,7 +92,11 @@ pub(crate) enum QueueProbe {
 const UDP_WRITABLE: usize = 8 + 1472;
 
 impl Probe {
-    pub(crate) fn stream(shared: Arc<SharedSlot>, rx: &bytes::Reader, tx: &bytes::Writer) -> Self {
+    pub(crate) fn stream(
+        shared: Arc<StatusHandle>,
+        rx: &bytes::Reader,
+        tx: &bytes::Writer,
+    ) -> Self {
         Probe(Kind::Stream {
             shared,
             rx: rx.probe(),
@@ -99,11 +104,11 @@ impl Probe {
         })
     }
 
-    pub(crate) fn listener(shared: Arc<SharedSlot>, queue: QueueProbe) -> Self {
+    pub(crate) fn listener(shared: Arc<StatusHandle>, queue: QueueProbe) -> Self {
         Probe(Kind::Listener { shared, queue })
     }
 
-    pub(crate) fn udp(shared: Arc<SharedSlot>, rx: &bytes::Reader, tx: &bytes::Writer) -> Self {
+    pub(crate) fn udp(shared: Arc<StatusHandle>, rx: &bytes::Reader, tx: &bytes::Writer) -> Self {
         Probe(Kind::Udp {
             shared,
             rx: rx.probe(),
@@ -182,7 +187,7 @@ impl Poller {
         interest: Interest,
     ) -> io::Result<()> {
         if self.index.contains_key(&token) {
-            return Err(crate::errno(libc::EEXIST));
+            return Err(errno::io(errno::EEXIST));
         }
         self.index.insert(token, self.entries.len());
         self.entries.push(Entry {
@@ -198,7 +203,7 @@ impl Poller {
         let i = *self
             .index
             .get(&token)
-            .ok_or_else(|| crate::errno(libc::ENOENT))?;
+            .ok_or_else(|| errno::io(errno::ENOENT))?;
         self.entries[i].interest = interest;
         Ok(())
     }
@@ -208,7 +213,7 @@ impl Poller {
         let i = self
             .index
             .remove(&token)
-            .ok_or_else(|| crate::errno(libc::ENOENT))?;
+            .ok_or_else(|| errno::io(errno::ENOENT))?;
         self.entries.swap_remove(i);
         if let Some(moved) = self.entries.get(i) {
             self.index.insert(moved.token, i);

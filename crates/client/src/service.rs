@@ -5,9 +5,10 @@
 
 use appif::bytes;
 use appif::ctl;
+use appif::errno;
 use appif::region::Region;
 use appif::seg::{CmdProducer, Desc, Segment};
-use appif::socket::{Command, SharedSlot, SockId};
+use appif::socket::{Command, SockId, StatusHandle};
 use core::sync::atomic::Ordering;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -15,8 +16,6 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-
-const ECONNRESET: i32 = 104;
 
 /// The application's end of an association.
 pub(crate) struct Service {
@@ -33,7 +32,7 @@ pub(crate) struct Service {
 /// The parts of a fresh socket in the segment.
 pub(crate) struct SlotParts {
     pub id: SockId,
-    pub shared: Arc<SharedSlot>,
+    pub shared: Arc<StatusHandle>,
     pub tx: bytes::Writer,
     pub rx: bytes::Reader,
 }
@@ -116,12 +115,11 @@ impl Service {
         let slot = self
             .seg
             .claim_app_slot(hint, |s| busy.get(s as usize).copied().unwrap_or(true))
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::EMFILE))?;
+            .ok_or_else(|| errno::io(errno::EMFILE))?;
         self.seg.reset_slot(slot);
         busy[slot as usize] = true;
         drop(busy);
-        self.parts(slot)
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+        self.parts(slot).ok_or_else(|| errno::io(errno::EINVAL))
     }
 
     /// The application's views of `slot` (after an accept hands it over);
@@ -169,15 +167,8 @@ impl Service {
             return false;
         }
         let closed = self.seg.closed().load(Ordering::Acquire);
-        let mut pfd = libc::pollfd {
-            fd: self.ctl.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd on our stack; a zero timeout never blocks.
-        let r = unsafe { libc::poll(&mut pfd, 1, 0) };
         // The daemon never writes after the welcome: readable means EOF.
-        let hup = r > 0 && pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
+        let hup = crate::sys::readable_or_hung_up(self.ctl.as_raw_fd());
         if closed == 0 && !hup {
             return true;
         }
@@ -185,7 +176,7 @@ impl Service {
         let errno = if closed != 0 {
             closed as i32
         } else {
-            ECONNRESET
+            errno::ECONNRESET
         };
         let busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
         for (slot, _) in busy.iter().enumerate().filter(|(_, b)| **b) {
@@ -240,9 +231,9 @@ fn desc_of(cmd: &Command) -> Option<Desc> {
             slot: slot(*id),
             on: *on,
         },
-        Command::SetCongestion { id, algorithm } => Desc::SetCongestion {
+        Command::SetCongestion { id, cc } => Desc::SetCongestion {
             slot: slot(*id),
-            algorithm: *algorithm,
+            cc: *cc,
         },
         Command::SetBuffers { id, rcv, snd } => Desc::SetBuffers {
             slot: slot(*id),

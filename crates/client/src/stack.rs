@@ -1,9 +1,10 @@
 //! The stack handle: starts an engine on a port and carries commands to it.
 
 use appif::bytes;
+use appif::errno;
 use appif::notify::Notify;
 use appif::seg::Desc;
-use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot, SockId, SockState, SocketShared};
+use appif::socket::{AcceptQueue, Accepted, Command, SockId, SockState, StatusBlock, StatusHandle};
 use appif::spsc;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
@@ -18,14 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-/// Which port driver carries the frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Driver {
-    /// AF_XDP on one NIC queue (native XDP, falling back to generic).
-    AfXdp,
-    /// A TAP device.
-    Tap,
-}
+pub use nic::Driver;
 
 /// How long a waiting application thread spins before it sleeps (embedded mode).
 const SPIN: Duration = Duration::from_micros(50);
@@ -39,7 +33,7 @@ fn engine_cpu() -> Option<usize> {
 }
 
 /// How long a waiter spins before it sleeps: `CORESTACK_SPIN_US` (µs) if
-/// set, else 50 µs. 0 makes every wait block at once (for a thread that
+/// set (at most 1 s), else 50 µs. 0 makes every wait block at once (for a thread that
 /// shares its core with the engine or with its peers). Without the variable,
 /// embedded mode (`shares_engine_cpu`: an engine thread not pinned elsewhere
 /// by `CORESTACK_ENGINE_CPU`) on a process allowed a single CPU does not
@@ -85,7 +79,7 @@ pub struct StackBuilder {
 /// The parts of a socket the application holds.
 pub(crate) struct Parts {
     pub id: SockId,
-    pub shared: Arc<SharedSlot>,
+    pub shared: Arc<StatusHandle>,
     pub tx: bytes::Writer,
     pub rx: bytes::Reader,
 }
@@ -125,16 +119,20 @@ pub struct Stack {
     pub(crate) inner: Arc<Inner>,
 }
 
-type DynEngine = Box<dyn Poller + Send>;
+type DynEngine = Box<dyn EngineLoop + Send>;
 
-/// The engine behind a dyn call per iteration, not per packet.
-trait Poller {
+/// The engine of any port type behind one dyn call per loop iteration, not
+/// per packet (not to be confused with the readiness [`crate::Poller`]).
+trait EngineLoop {
+    /// One engine iteration at `now`, then publishing; true if it did work.
     fn poll(&mut self, now: Instant) -> bool;
+    /// The engine's counters.
     fn stats(&self) -> Stats;
+    /// Resets every connection and stops.
     fn shutdown(&mut self, now: Instant);
 }
 
-impl<P: Port> Poller for Published<P> {
+impl<P: Port> EngineLoop for Published<P> {
     fn poll(&mut self, now: Instant) -> bool {
         let worked = self.engine.poll(now);
         self.publish(now, false);
@@ -806,7 +804,7 @@ impl Stack {
         let (eng_rx, app_rx) = bytes::growable_ring(cap, max);
         let parts = Parts {
             id: self.next_id(),
-            shared: SharedSlot::local(),
+            shared: StatusHandle::local(),
             tx: app_tx,
             rx: app_rx,
         };
@@ -819,7 +817,7 @@ impl Stack {
         &self,
         local: SocketAddrV4,
         backlog: usize,
-    ) -> io::Result<(SockId, Arc<SharedSlot>, AcceptRx)> {
+    ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
         if let Mode::Service(s) = &self.inner.mode {
             let p = s.new_socket()?;
             s.submit_desc(Desc::Listen {
@@ -830,7 +828,7 @@ impl Stack {
             return Ok((p.id, p.shared, AcceptRx::Segment(p.rx)));
         }
         let id = self.next_id();
-        let shared = SharedSlot::local();
+        let shared = StatusHandle::local();
         let (tx, rx) = spsc::channel(backlog);
         self.command(Command::Listen {
             id,
@@ -925,7 +923,7 @@ impl Stack {
     /// a short while, then sleeps on the socket's notify word.
     pub(crate) fn wait(
         &self,
-        shared: &SocketShared,
+        shared: &StatusBlock,
         timeout: Option<Duration>,
         ready: impl Fn() -> bool,
     ) -> bool {
@@ -979,10 +977,10 @@ impl Stack {
     }
 
     /// Waits for a socket to leave `Opening` (the engine took its command).
-    pub(crate) fn wait_opened(&self, shared: &SocketShared) -> io::Result<()> {
+    pub(crate) fn wait_opened(&self, shared: &StatusBlock) -> io::Result<()> {
         self.wait(shared, None, || shared.state() != SockState::Opening);
         match shared.state() {
-            SockState::Closed => Err(crate::errno(shared.take_error().max(1))),
+            SockState::Closed => Err(errno::io(shared.take_error().max(1))),
             _ => Ok(()),
         }
     }

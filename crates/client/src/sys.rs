@@ -1,4 +1,6 @@
-//! The system calls the client makes itself.
+//! The system calls the client makes itself: the only module of the crate
+//! with `unsafe` code.
+#![allow(unsafe_code)]
 
 use core::time::Duration;
 use std::os::fd::RawFd;
@@ -38,6 +40,19 @@ pub fn wait_readable_any(fds: &[RawFd], timeout: Duration) {
     unsafe {
         libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, ms);
     }
+}
+
+/// True when `fd` is readable, hung up or in error right now (poll(2)
+/// with a zero timeout: never blocks); false otherwise and on errors.
+pub fn readable_or_hung_up(fd: RawFd) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd on our stack; a zero timeout never blocks.
+    let r = unsafe { libc::poll(&mut pfd, 1, 0) };
+    r > 0 && pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
 }
 
 /// Pins the calling thread to `cpu` (sched_setaffinity); a CPU that does

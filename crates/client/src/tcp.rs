@@ -3,22 +3,19 @@
 use crate::stack::AcceptRx;
 use crate::stack::Stack;
 use appif::bytes;
-use appif::socket::{Command, SharedSlot, SockId, SockState, FLAG_RX_FIN};
+use appif::errno::{self, EINVAL, ENOTCONN, EPIPE};
+use appif::socket::{Command, SockId, SockState, StatusHandle, FLAG_RX_FIN};
 use appif::trace::Kind;
 use core::net::SocketAddrV4;
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::sync::Arc;
 
-const EPIPE: i32 = 32;
-const ENOTCONN: i32 = 107;
-const EINVAL: i32 = 22;
-
 /// A TCP socket listening for connections.
 pub struct TcpListener {
     stack: Stack,
     id: SockId,
-    shared: Arc<SharedSlot>,
+    shared: Arc<StatusHandle>,
     accept: AcceptRx,
     nonblocking: bool,
 }
@@ -62,7 +59,7 @@ impl TcpListener {
             if self.shared.state() == SockState::Closed {
                 // Why the listener closed (ECONNRESET when the daemon
                 // stopped), else EINVAL as for a socket not listening.
-                return Err(crate::errno(match self.shared.error() {
+                return Err(errno::io(match self.shared.error() {
                     0 => EINVAL,
                     e => e,
                 }));
@@ -126,7 +123,7 @@ impl Drop for TcpListener {
 pub struct TcpStream {
     stack: Stack,
     id: SockId,
-    shared: Arc<SharedSlot>,
+    shared: Arc<StatusHandle>,
     tx: bytes::Writer,
     rx: bytes::Reader,
     nonblocking: bool,
@@ -159,7 +156,7 @@ impl TcpStream {
         });
         match s.shared.state() {
             SockState::Open => Ok(s),
-            _ => Err(crate::errno(s.shared.take_error().max(1))),
+            _ => Err(errno::io(s.shared.take_error().max(1))),
         }
     }
 
@@ -190,7 +187,7 @@ impl TcpStream {
     /// listener, or before much data flows, for large windows).
     pub fn set_recv_buffer_size(&self, bytes: usize) -> io::Result<()> {
         if bytes == 0 {
-            return Err(crate::errno(EINVAL));
+            return Err(errno::io(EINVAL));
         }
         self.stack.command(Command::SetBuffers {
             id: self.id,
@@ -204,7 +201,7 @@ impl TcpStream {
     /// is `bytes` (up to its reservation) whatever the congestion window.
     pub fn set_send_buffer_size(&self, bytes: usize) -> io::Result<()> {
         if bytes == 0 {
-            return Err(crate::errno(EINVAL));
+            return Err(errno::io(EINVAL));
         }
         self.stack.command(Command::SetBuffers {
             id: self.id,
@@ -226,16 +223,8 @@ impl TcpStream {
 
     /// Chooses this connection's congestion control (like TCP_CONGESTION).
     pub fn set_congestion(&self, cc: engine::tcp::CcKind) -> io::Result<()> {
-        let algorithm = match cc {
-            engine::tcp::CcKind::NewReno => 0,
-            engine::tcp::CcKind::Cubic => 1,
-            engine::tcp::CcKind::Dctcp => 2,
-            engine::tcp::CcKind::Bbr => 3,
-        };
-        self.stack.command(Command::SetCongestion {
-            id: self.id,
-            algorithm,
-        });
+        self.stack
+            .command(Command::SetCongestion { id: self.id, cc });
         Ok(())
     }
 
@@ -267,7 +256,7 @@ impl TcpStream {
     fn closed_error(&self) -> Option<io::Error> {
         match self.shared.error() {
             0 => None,
-            e => Some(crate::errno(e)),
+            e => Some(errno::io(e)),
         }
     }
 }
@@ -336,7 +325,7 @@ impl Write for TcpStream {
     /// `WouldBlock` when non-blocking and the ring is full.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         if self.wr_shut {
-            return Err(crate::errno(EPIPE));
+            return Err(errno::io(EPIPE));
         }
         if buf.is_empty() {
             return Ok(0);
@@ -345,9 +334,9 @@ impl Write for TcpStream {
         loop {
             match self.shared.state() {
                 SockState::Closed => {
-                    return Err(self.closed_error().unwrap_or_else(|| crate::errno(EPIPE)))
+                    return Err(self.closed_error().unwrap_or_else(|| errno::io(EPIPE)))
                 }
-                SockState::Opening | SockState::Connecting => return Err(crate::errno(ENOTCONN)),
+                SockState::Opening | SockState::Connecting => return Err(errno::io(ENOTCONN)),
                 SockState::Open => {}
             }
             // The engine offers a larger TX ring once cwnd needs it.

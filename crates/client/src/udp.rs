@@ -2,18 +2,17 @@
 
 use crate::stack::Stack;
 use appif::bytes;
-use appif::socket::{Command, SharedSlot, SockId, SockState, UdpHeader};
+use appif::errno::{self, EMSGSIZE};
+use appif::socket::{Command, SockId, SockState, StatusHandle, UdpHeader};
 use core::net::SocketAddrV4;
 use std::io;
 use std::sync::Arc;
-
-const EMSGSIZE: i32 = 90;
 
 /// A bound UDP socket.
 pub struct UdpSocket {
     stack: Stack,
     id: SockId,
-    shared: Arc<SharedSlot>,
+    shared: Arc<StatusHandle>,
     tx: bytes::Writer,
     rx: bytes::Reader,
     nonblocking: bool,
@@ -45,7 +44,7 @@ impl UdpSocket {
     /// fragmentation); `WouldBlock` when non-blocking and the ring is full.
     pub fn send_to(&mut self, buf: &[u8], addr: SocketAddrV4) -> io::Result<usize> {
         if buf.len() + 28 > self.stack.mtu() {
-            return Err(crate::errno(EMSGSIZE));
+            return Err(errno::io(EMSGSIZE));
         }
         let h = UdpHeader {
             addr,
@@ -84,7 +83,7 @@ impl UdpSocket {
             }
             if self.shared.state() == SockState::Closed {
                 // Every call after the close reports why (EBADF if no reason).
-                return Err(crate::errno(match self.shared.error() {
+                return Err(errno::io(match self.shared.error() {
                     0 => 9,
                     e => e,
                 }));

@@ -122,7 +122,7 @@ fn connect_to_closed_port_gives_econnrefused() {
         .expect("connect must fail");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     t.join().unwrap();
-    assert_eq!(e.raw_os_error(), Some(111), "{e}");
+    assert_eq!(e.raw_os_error(), Some(appif::errno::ECONNREFUSED), "{e}");
     assert_eq!(e.kind(), ErrorKind::ConnectionRefused);
 }
 

@@ -2,9 +2,10 @@
 //! Each is validated against the socket table; a command naming a socket
 //! the engine does not know is counted and ignored.
 
-use crate::sockets::{flow_key, libc_errno, Conn, Listener, Socket, Sockets, UdpSock};
-use crate::tcp::{self, State, Tcb};
+use crate::sockets::{flow_key, Conn, Listener, Socket, Sockets, UdpSock};
+use crate::tcp::{State, Tcb};
 use crate::{Core, CMD_BURST};
+use appif::errno;
 use appif::socket::{Command, SockState};
 use core::net::{Ipv4Addr, SocketAddrV4};
 use nic::TxQueue;
@@ -51,12 +52,12 @@ impl Core {
                 nodelay,
             } => {
                 if self.link.next_hop(*remote.ip()).is_none() {
-                    shared.set_closed(libc_errno::ENETUNREACH);
+                    shared.set_closed(errno::ENETUNREACH);
                     return;
                 }
                 if self.sockets.is_full() {
                     self.stats.drop_tcp_table_full += 1;
-                    shared.set_closed(libc_errno::ENOBUFS);
+                    shared.set_closed(errno::ENOBUFS);
                     return;
                 }
                 let port = if local_port == 0 {
@@ -65,7 +66,7 @@ impl Core {
                     }) {
                         Some(p) => p,
                         None => {
-                            shared.set_closed(libc_errno::EADDRNOTAVAIL);
+                            shared.set_closed(errno::EADDRNOTAVAIL);
                             return;
                         }
                     }
@@ -74,7 +75,7 @@ impl Core {
                     .flows
                     .contains_key(&flow_key(remote, local_port))
                 {
-                    shared.set_closed(libc_errno::EADDRINUSE);
+                    shared.set_closed(errno::EADDRINUSE);
                     return;
                 } else {
                     local_port
@@ -117,7 +118,7 @@ impl Core {
             } => {
                 let local = match self.bind_addr(local, |s, p| s.listeners.contains_key(&p)) {
                     Ok(a) => a,
-                    Err(errno) => return shared.set_closed(errno),
+                    Err(e) => return shared.set_closed(e),
                 };
                 let port = local.port();
                 shared.set_addrs(local, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
@@ -136,7 +137,7 @@ impl Core {
                         self.sockets.listeners.insert(port, slot);
                         shared.set_state(SockState::Open);
                     }
-                    None => shared.set_closed(libc_errno::ENOBUFS),
+                    None => shared.set_closed(errno::ENOBUFS),
                 }
             }
             Command::UdpBind {
@@ -148,7 +149,7 @@ impl Core {
             } => {
                 let local = match self.bind_addr(local, |s, p| s.udp.contains_key(&p)) {
                     Ok(a) => a,
-                    Err(errno) => return shared.set_closed(errno),
+                    Err(e) => return shared.set_closed(e),
                 };
                 let port = local.port();
                 shared.set_addrs(local, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
@@ -164,7 +165,7 @@ impl Core {
                         self.sockets.udp.insert(port, slot);
                         shared.set_state(SockState::Open);
                     }
-                    None => shared.set_closed(libc_errno::ENOBUFS),
+                    None => shared.set_closed(errno::ENOBUFS),
                 }
             }
             Command::Send { id } => {
@@ -238,17 +239,10 @@ impl Core {
                     self.arm_timer(slot);
                 }
             }
-            Command::SetCongestion { id, algorithm } => {
+            Command::SetCongestion { id, cc } => {
                 let Some(slot) = self.slot_of(id) else { return };
-                let kind = match algorithm {
-                    0 => tcp::CcKind::NewReno,
-                    1 => tcp::CcKind::Cubic,
-                    2 => tcp::CcKind::Dctcp,
-                    3 => tcp::CcKind::Bbr,
-                    _ => return,
-                };
                 if let Some(c) = self.sockets.conn(slot) {
-                    c.tcb.set_cc(kind);
+                    c.tcb.set_cc(cc);
                 }
             }
             Command::SetBuffers { id, rcv, snd } => {
@@ -294,14 +288,14 @@ impl Core {
         in_use: impl Fn(&Sockets, u16) -> bool,
     ) -> Result<SocketAddrV4, i32> {
         if !local.ip().is_unspecified() && *local.ip() != self.link.ip {
-            return Err(libc_errno::EADDRNOTAVAIL);
+            return Err(errno::EADDRNOTAVAIL);
         }
         let port = match local.port() {
             0 => self
                 .sockets
                 .ephemeral_port(&in_use)
-                .ok_or(libc_errno::EADDRINUSE)?,
-            p if in_use(&self.sockets, p) => return Err(libc_errno::EADDRINUSE),
+                .ok_or(errno::EADDRINUSE)?,
+            p if in_use(&self.sockets, p) => return Err(errno::EADDRINUSE),
             p => p,
         };
         Ok(SocketAddrV4::new(self.link.ip, port))

@@ -3,6 +3,42 @@
 use crate::tcp::TcpConfig;
 use core::net::Ipv4Addr;
 
+/// How the loop that runs an engine waits for work: one type for the
+/// library, the daemon's configuration file (`[polling] policy = ".."`) and
+/// every command line (`--poll`). Inline mode's waiting thread, embedded
+/// mode's engine thread and the daemon follow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+pub enum PollPolicy {
+    /// Spin, then sleep on the NIC queue's fd after an idle spell (50 µs
+    /// unless configured); a command's doorbell wakes it early.
+    #[default]
+    Adaptive,
+    /// Spin without pause.
+    Busy,
+    /// Sleep on the NIC queue's fd whenever an iteration finds no work.
+    Interrupt,
+}
+
+impl PollPolicy {
+    /// The name in files and on command lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            PollPolicy::Adaptive => "adaptive",
+            PollPolicy::Busy => "busy",
+            PollPolicy::Interrupt => "interrupt",
+        }
+    }
+}
+
+impl core::fmt::Display for PollPolicy {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Engine settings.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {

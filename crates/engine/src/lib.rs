@@ -20,6 +20,7 @@
 //! - around them: `sockets` (the socket and flow tables), `wheel` (timers),
 //!   `stats` (counters), `config`, `time`; `trace` and `capture` (what
 //!   `corestack trace` and `corestack capture` switch on).
+#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod arp;
@@ -43,14 +44,15 @@ mod tx;
 mod udp;
 pub mod wheel;
 
-pub use config::EngineConfig;
+pub use config::{EngineConfig, PollPolicy};
 
 use crate::link::Link;
-use crate::sockets::{libc_errno, Conn, Socket, Sockets};
+use crate::sockets::{Conn, Socket, Sockets};
 use crate::stats::Stats;
 use crate::tcp::IsnGenerator;
 use crate::time::Instant;
 use crate::wheel::TimerWheel;
+use appif::errno;
 use appif::notify::Notify;
 use appif::socket::{AcceptQueue, Command};
 use appif::spsc;
@@ -411,7 +413,7 @@ impl<P: Port> Engine<P> {
         // Take what the applications asked for last (a close becomes a FIN).
         self.poll(now);
         self.core.now = now;
-        self.reset_where(|_| true, libc_errno::ECONNRESET);
+        self.reset_where(|_| true, errno::ECONNRESET);
         self.core.wake.notify();
     }
 }

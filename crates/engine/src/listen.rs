@@ -82,7 +82,7 @@ impl Core {
                     let (app_tx, eng_tx) = appif::bytes::growable_ring(init, max);
                     let (eng_rx, app_rx) = appif::bytes::growable_ring(init, max);
                     let id = self.sockets.engine_id();
-                    let shared = appif::socket::SharedSlot::local();
+                    let shared = appif::socket::StatusHandle::local();
                     (id, shared, eng_tx, eng_rx, Some((app_tx, app_rx)))
                 }
             };

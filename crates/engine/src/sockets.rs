@@ -5,15 +5,19 @@
 use crate::tcp::{CloseReason, Events, State, Tcb};
 use crate::time::Instant;
 use appif::bytes;
-use appif::socket::{AcceptQueue, SharedSlot, SockId};
+use appif::errno;
+use appif::socket::{AcceptQueue, SockId, StatusHandle};
 use core::net::SocketAddrV4;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A TCP connection and the engine's ends of its rings.
 pub struct Conn {
+    /// The application's id for the socket (engine-assigned on accept).
     pub id: SockId,
-    pub shared: Arc<SharedSlot>,
+    /// The socket's status block, written by the engine.
+    pub shared: Arc<StatusHandle>,
+    /// The TCP state machine of the connection (RFC 9293 §3.3.1).
     pub tcb: Tcb,
     /// Bytes the application wrote; consumed as they are acknowledged.
     pub tx: bytes::Reader,
@@ -54,9 +58,13 @@ impl Conn {
 
 /// A listening TCP socket.
 pub struct Listener {
+    /// The application's id for the socket (engine-assigned on accept).
     pub id: SockId,
-    pub shared: Arc<SharedSlot>,
+    /// The socket's status block, written by the engine.
+    pub shared: Arc<StatusHandle>,
+    /// The address and port it listens on.
     pub local: SocketAddrV4,
+    /// Where accepted connections go to the application.
     pub accept: AcceptQueue,
     /// Connections in SYN-RECEIVED or waiting in the accept queue.
     pub pending: usize,
@@ -68,21 +76,30 @@ pub struct Listener {
 
 /// A bound UDP socket.
 pub struct UdpSock {
+    /// The application's id for the socket (engine-assigned on accept).
     pub id: SockId,
-    pub shared: Arc<SharedSlot>,
+    /// The socket's status block, written by the engine.
+    pub shared: Arc<StatusHandle>,
+    /// The address and port it is bound to.
     pub local: SocketAddrV4,
+    /// Datagram records the application wrote, to send.
     pub tx: bytes::Reader,
+    /// Datagram records received, for the application.
     pub rx: bytes::Writer,
 }
 
 pub enum Socket {
+    /// A TCP connection, in any state from SYN-SENT/SYN-RECEIVED to TIME-WAIT.
     Tcp(Box<Conn>),
+    /// A TCP listener.
     Listener(Listener),
+    /// A bound UDP socket.
     Udp(UdpSock),
 }
 
 impl Socket {
-    pub fn shared(&self) -> &Arc<SharedSlot> {
+    /// The socket's status block, whatever its kind.
+    pub fn shared(&self) -> &Arc<StatusHandle> {
         match self {
             Socket::Tcp(c) => &c.shared,
             Socket::Listener(l) => &l.shared,
@@ -109,25 +126,15 @@ pub fn flow_key(remote: SocketAddrV4, local_port: u16) -> u64 {
 pub fn errno_of(reason: CloseReason) -> i32 {
     match reason {
         CloseReason::Normal => 0,
-        CloseReason::Reset => libc_errno::ECONNRESET,
-        CloseReason::Refused => libc_errno::ECONNREFUSED,
-        CloseReason::TimedOut => libc_errno::ETIMEDOUT,
+        CloseReason::Reset => errno::ECONNRESET,
+        CloseReason::Refused => errno::ECONNREFUSED,
+        CloseReason::TimedOut => errno::ETIMEDOUT,
     }
-}
-
-/// Linux errno values (asm-generic/errno.h), so the engine needs no libc.
-pub mod libc_errno {
-    pub const EADDRINUSE: i32 = 98;
-    pub const ENETUNREACH: i32 = 101;
-    pub const ECONNRESET: i32 = 104;
-    pub const ENOBUFS: i32 = 105;
-    pub const ETIMEDOUT: i32 = 110;
-    pub const ECONNREFUSED: i32 = 111;
-    pub const EADDRNOTAVAIL: i32 = 99;
 }
 
 /// Every socket, by slot, with the indexes that find them.
 pub struct Sockets {
+    /// Every socket by engine slot; `None` for a free slot.
     pub slots: Vec<Option<Socket>>,
     free: Vec<u32>,
     /// 4-tuple → slot of TCP connections.

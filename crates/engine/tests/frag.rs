@@ -4,7 +4,7 @@
 
 use appif::bytes;
 use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Command, SharedSlot, SockState, UdpHeader};
+use appif::socket::{AcceptQueue, Command, SockState, StatusHandle, UdpHeader};
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};
@@ -153,7 +153,7 @@ fn pattern(len: usize) -> Vec<u8> {
 #[test]
 fn bound_udp_socket_fragmented_datagram_out_of_order_is_delivered_whole() {
     let mut b = Bench::new();
-    let shared = SharedSlot::local();
+    let shared = StatusHandle::local();
     let (_app_tx, eng_tx) = bytes::ring(4096);
     let (eng_rx, mut app_rx) = bytes::ring(16 * 1024);
     assert!(b
@@ -286,7 +286,7 @@ fn syn_received_icmp_error_quoting_connection_is_counted_only() {
     let mut b = Bench::new();
     b.introduce();
     let (accept, _acc_rx) = spsc::channel(4);
-    let lshared = SharedSlot::local();
+    let lshared = StatusHandle::local();
     assert!(b
         .cmds
         .push(Command::Listen {

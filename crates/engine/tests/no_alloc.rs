@@ -3,7 +3,7 @@
 
 use appif::bytes;
 use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot, SockState};
+use appif::socket::{AcceptQueue, Accepted, Command, SockState, StatusHandle};
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};
@@ -77,11 +77,11 @@ fn established_bulk_transfer_iterations_allocate_nothing() {
     let (acc_tx, mut acc_rx) = spsc::channel::<Accepted>(4);
     let _ = cb.push(Command::Listen {
         id: 1,
-        shared: SharedSlot::local(),
+        shared: StatusHandle::local(),
         local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9),
         accept: AcceptQueue::Local(acc_tx),
     });
-    let shared = SharedSlot::local();
+    let shared = StatusHandle::local();
     let (mut app_tx, eng_tx) = bytes::ring(64 * 1024);
     let (eng_rx, _app_rx) = bytes::ring(64 * 1024);
     let _ = ca.push(Command::Connect {

@@ -6,7 +6,7 @@
 //!   makes the connection resend it in smaller pieces.
 
 use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot};
+use appif::socket::{AcceptQueue, Accepted, Command, StatusHandle};
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};
@@ -127,7 +127,7 @@ impl Fixture {
         let (acc_tx, accepted) = spsc::channel::<Accepted>(2);
         let _ = cmds.push(Command::Listen {
             id: 1,
-            shared: SharedSlot::local(),
+            shared: StatusHandle::local(),
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80),
             accept: AcceptQueue::Local(acc_tx),
         });

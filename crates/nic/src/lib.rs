@@ -13,6 +13,7 @@
 //! `tap::sys`) and in [`payload`] (payload bytes read in place); every block
 //! carries a `// SAFETY:` comment.
 
+#![deny(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod af_xdp;
@@ -30,6 +31,42 @@ pub mod tap;
 
 pub use error::{Error, ErrorKind};
 pub use payload::{StableMemory, TxPayload};
+
+/// Which port driver carries the frames: one type for the library's
+/// builder, the daemon's configuration file (`driver = "af_xdp"`) and every
+/// command line (`--driver af_xdp|tap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+pub enum Driver {
+    /// AF_XDP on one NIC queue (native XDP, falling back to generic), see `af_xdp`.
+    #[default]
+    #[cfg_attr(feature = "serde", serde(rename = "af_xdp"))]
+    #[cfg_attr(
+        feature = "clap",
+        value(name = "af_xdp", alias = "af-xdp", alias = "xdp")
+    )]
+    AfXdp,
+    /// A Linux TAP device, see `tap`.
+    #[cfg_attr(feature = "serde", serde(rename = "tap"))]
+    Tap,
+}
+
+impl Driver {
+    /// The name in files and on command lines: `af_xdp` or `tap`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::AfXdp => "af_xdp",
+            Driver::Tap => "tap",
+        }
+    }
+}
+
+impl core::fmt::Display for Driver {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Offloads a port can perform; each is a switch so its effect can be measured.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

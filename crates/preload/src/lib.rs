@@ -20,7 +20,6 @@
 //! Threading: any thread may use any socket; a call that waits holds no
 //! lock while it sleeps. Unsafe code lives in [`sys`] (libc) and [`ffi`]
 //! (the exported C functions and the application's pointers) only.
-#![deny(unsafe_op_in_unsafe_fn)]
 
 mod addr;
 mod epoll;

@@ -128,7 +128,7 @@ fn timeval(val: &[u8]) -> R<Option<Duration>> {
 }
 
 fn cc_name(cc: CcKind) -> &'static str {
-    cc.name()
+    cc.linux_name()
 }
 
 static WARNED: [AtomicBool; 8] = [const { AtomicBool::new(false) }; 8];
@@ -336,7 +336,7 @@ pub fn get(s: &Sock, fd: c_int, level: c_int, name: c_int, out: &mut [u8]) -> R<
             put_int(out, mss)
         }
         (libc::IPPROTO_TCP, libc::TCP_CONGESTION) if s.ty == Ty::Stream => {
-            let name = cc_name(o.congestion.unwrap_or(CcKind::Cubic));
+            let name = cc_name(o.congestion.unwrap_or_else(CcKind::system_default));
             let mut b = [0u8; 16];
             b[..name.len()].copy_from_slice(name.as_bytes());
             let n = out.len().min(16);

@@ -8,6 +8,7 @@
 use crate::config::{self, Validated};
 use crate::translate::ProtocolViolation;
 use appif::ctl::{self, CtlError, PeerCred};
+use appif::errno;
 use appif::region::Region;
 use appif::seg::{CmdConsumer, Layout, Segment};
 use std::io;
@@ -152,13 +153,13 @@ pub(crate) fn join(
     let hello = match ctl::Hello::decode(hello) {
         Ok(h) => h,
         Err(e) => {
-            refuse(&s, libc::EINVAL);
+            refuse(&s, errno::EINVAL);
             return Err(JoinError::BadHello(e));
         }
     };
     let cred = ctl::peer_cred(&s).map_err(JoinError::PeerCred)?;
     if apps >= cfg.max_apps as usize {
-        refuse(&s, libc::EMFILE);
+        refuse(&s, errno::EMFILE);
         return Err(JoinError::TooMany {
             name: hello.name,
             pid: cred.pid,

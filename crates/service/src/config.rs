@@ -27,14 +27,15 @@
 //! ([`Overrides`]), then the file, then the defaults. Every error is a
 //! [`ConfigError`] whose message is one line that says what to fix.
 
-use std::fmt;
 use std::io;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use engine::tcp::CcKind;
+pub use engine::tcp::CcKind;
 use engine::EngineConfig;
+pub use engine::PollPolicy;
+pub use nic::Driver;
 use serde::Deserialize;
 use thiserror::Error;
 
@@ -296,7 +297,7 @@ pub struct Config {
     pub max_apps: u32,
     /// TCP congestion control of every connection; default: the host's
     /// (`net.ipv4.tcp_congestion_control`) when corestack has it, else cubic.
-    pub congestion: Congestion,
+    pub congestion: CcKind,
     /// `[polling]`: how the engine waits for work.
     pub polling: Polling,
     /// `[ports]`: who may bind ports below 1024.
@@ -317,7 +318,7 @@ impl Default for Config {
             buffer_growth_limit: 256 << 20,
             max_sockets_per_app: 1024,
             max_apps: 64,
-            congestion: Congestion::system_default(),
+            congestion: CcKind::system_default(),
             polling: Polling::default(),
             ports: Ports::default(),
         }
@@ -329,7 +330,7 @@ impl Default for Config {
 #[serde(default, deny_unknown_fields)]
 pub struct Polling {
     /// How the engine waits (`--poll`); default adaptive.
-    pub policy: PolicyKind,
+    pub policy: PollPolicy,
     /// Adaptive policy: time without work before the engine sleeps, in
     /// microseconds (`--idle-us`); default 50, at most [`IDLE_US_MAX`].
     pub idle_us: u64,
@@ -338,7 +339,7 @@ pub struct Polling {
 impl Default for Polling {
     fn default() -> Polling {
         Polling {
-            policy: PolicyKind::Adaptive,
+            policy: PollPolicy::Adaptive,
             idle_us: 50,
         }
     }
@@ -352,92 +353,6 @@ pub struct Ports {
     pub privileged_uids: Vec<u32>,
     /// Group ids (primary or supplementary) allowed; default none.
     pub privileged_gids: Vec<u32>,
-}
-
-/// The port driver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-pub enum Driver {
-    /// An AF_XDP socket on the interface's queue 0.
-    #[serde(rename = "af_xdp")]
-    #[cfg_attr(feature = "clap", value(name = "af_xdp"))]
-    AfXdp,
-    /// A Linux TAP device.
-    #[serde(rename = "tap")]
-    #[cfg_attr(feature = "clap", value(name = "tap"))]
-    Tap,
-}
-
-/// TCP congestion control.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[serde(rename_all = "lowercase")]
-pub enum Congestion {
-    /// NewReno (RFC 5681, RFC 6582).
-    Newreno,
-    /// CUBIC (RFC 9438).
-    Cubic,
-    /// DCTCP (RFC 8257).
-    Dctcp,
-    /// BBR v1 (not paced).
-    Bbr,
-}
-
-/// How the engine waits for work, as written (`polling.policy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[serde(rename_all = "lowercase")]
-pub enum PolicyKind {
-    /// Spin without pause.
-    Busy,
-    /// Spin, then sleep after `idle_us` without work.
-    Adaptive,
-    /// Sleep whenever there is no work.
-    Interrupt,
-}
-
-impl Driver {
-    /// The name used in the file and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Driver::AfXdp => "af_xdp",
-            Driver::Tap => "tap",
-        }
-    }
-}
-
-impl Congestion {
-    /// The host's default (`CcKind::system_default`).
-    pub fn system_default() -> Congestion {
-        match CcKind::system_default() {
-            CcKind::NewReno => Congestion::Newreno,
-            CcKind::Cubic => Congestion::Cubic,
-            CcKind::Dctcp => Congestion::Dctcp,
-            CcKind::Bbr => Congestion::Bbr,
-        }
-    }
-
-    /// The name used in the file.
-    pub fn name(self) -> &'static str {
-        match self {
-            Congestion::Newreno => "newreno",
-            Congestion::Cubic => "cubic",
-            Congestion::Dctcp => "dctcp",
-            Congestion::Bbr => "bbr",
-        }
-    }
-}
-
-impl fmt::Display for Driver {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl fmt::Display for Congestion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 /// Values from the command line; each `Some` replaces the file's value.
@@ -456,7 +371,7 @@ pub struct Overrides {
     /// `--socket`.
     pub socket: Option<PathBuf>,
     /// `--poll` (`polling.policy`).
-    pub policy: Option<PolicyKind>,
+    pub policy: Option<PollPolicy>,
     /// `--idle-us` (`polling.idle_us`), in microseconds.
     pub idle_us: Option<u64>,
 }
@@ -505,7 +420,7 @@ pub struct Validated {
     /// Most applications at once (1..=4096).
     pub max_apps: u32,
     /// TCP congestion control.
-    pub congestion: Congestion,
+    pub congestion: CcKind,
     /// How the engine waits for work.
     pub policy: Policy,
     /// Users besides root who may bind ports below 1024.
@@ -542,15 +457,10 @@ impl Validated {
                 .clamp(4096, 1 << 18),
             ..EngineConfig::default()
         };
-        ecfg.tcp.cc = match self.congestion {
-            Congestion::Newreno => CcKind::NewReno,
-            Congestion::Cubic => CcKind::Cubic,
-            Congestion::Dctcp => {
-                ecfg.tcp.ecn = true;
-                CcKind::Dctcp
-            }
-            Congestion::Bbr => CcKind::Bbr,
-        };
+        ecfg.tcp.cc = self.congestion;
+        if self.congestion == CcKind::Dctcp {
+            ecfg.tcp.ecn = true;
+        }
         ecfg
     }
 }
@@ -658,9 +568,9 @@ impl Config {
             });
         }
         let policy = match self.polling.policy {
-            PolicyKind::Busy => Policy::Busy,
-            PolicyKind::Interrupt => Policy::Interrupt,
-            PolicyKind::Adaptive => {
+            PollPolicy::Busy => Policy::Busy,
+            PollPolicy::Interrupt => Policy::Interrupt,
+            PollPolicy::Adaptive => {
                 if self.polling.idle_us > IDLE_US_MAX {
                     return Err(ConfigError::IdleTooLong {
                         idle_us: self.polling.idle_us,

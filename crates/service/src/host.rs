@@ -327,7 +327,7 @@ impl<P: Port> Host<P> {
     fn end(&mut self, i: usize, why: Ending, now: Instant) {
         let app = self.apps.swap_remove(i);
         self.publish_owners();
-        let errno = libc::ECONNRESET;
+        let errno = appif::errno::ECONNRESET;
         app.seg.closed().store(errno as u32, Ordering::Release);
         let dropped = self.engine.engine.drop_owner(app.assoc, errno, now);
         app.seg.notify_app();

@@ -10,6 +10,7 @@
 //! `CAP_NET_BIND_SERVICE`).
 
 use crate::assoc::AppStats;
+use appif::errno;
 use appif::seg::{self, CmdError, Desc, DescError, Segment, SegmentAccept};
 use appif::socket::{AcceptQueue, Command};
 use core::net::SocketAddrV4;
@@ -94,7 +95,7 @@ pub fn translate(
         if p != 0 && p < PRIVILEGED_PORTS_END && !privileged {
             stats.refused += 1;
             if let Some(sh) = seg.shared(slot, true) {
-                sh.set_closed(libc::EACCES);
+                sh.set_closed(errno::EACCES);
             }
             return Ok(None);
         }
@@ -138,7 +139,7 @@ pub fn translate(
         }
         Desc::SetNodelay { on, .. } => Command::SetNodelay { id, on },
         Desc::SetKeepalive { on, .. } => Command::SetKeepalive { id, on },
-        Desc::SetCongestion { algorithm, .. } => Command::SetCongestion { id, algorithm },
+        Desc::SetCongestion { cc, .. } => Command::SetCongestion { id, cc },
         Desc::SetBuffers { rcv, snd, .. } => Command::SetBuffers {
             id,
             rcv: rcv as usize,
@@ -150,6 +151,7 @@ pub fn translate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use appif::cc::CcKind;
     use appif::region::Region;
     use appif::seg::{service_owner, Layout};
     use std::sync::Arc;
@@ -183,7 +185,7 @@ mod tests {
         let r = translate(&seg, ASSOC, listen(1, 80), false, &mut stats);
         assert!(matches!(r, Ok(None)), "answered by the daemon");
         let status = seg.shared(1, false).expect("slot 1");
-        assert_eq!(status.error(), libc::EACCES);
+        assert_eq!(status.error(), errno::EACCES);
         assert_eq!((stats.opens, stats.refused), (1, 1));
     }
 
@@ -201,7 +203,7 @@ mod tests {
             translate(&seg, ASSOC, d, false, &mut stats),
             Ok(None)
         ));
-        assert_eq!(seg.shared(2, false).expect("slot 2").error(), libc::EACCES);
+        assert_eq!(seg.shared(2, false).expect("slot 2").error(), errno::EACCES);
         let d = Desc::UdpBind {
             slot: 3,
             local: "0.0.0.0:53".parse().expect("addr"),
@@ -280,7 +282,7 @@ mod tests {
             Desc::SetKeepalive { slot: 3, on: true },
             Desc::SetCongestion {
                 slot: 3,
-                algorithm: 2,
+                cc: CcKind::Dctcp,
             },
             Desc::SetBuffers {
                 slot: 3,
@@ -316,10 +318,9 @@ mod tests {
                 | (Desc::SetKeepalive { on, .. }, Command::SetKeepalive { id, on: o }) => {
                     (on == o).then_some(id)
                 }
-                (
-                    Desc::SetCongestion { algorithm, .. },
-                    Command::SetCongestion { id, algorithm: a },
-                ) => (algorithm == a).then_some(id),
+                (Desc::SetCongestion { cc, .. }, Command::SetCongestion { id, cc: c }) => {
+                    (cc == c).then_some(id)
+                }
                 (Desc::SetBuffers { rcv, snd, .. }, Command::SetBuffers { id, rcv: r, snd: s }) => {
                     ((rcv as usize, snd as usize) == (r, s)).then_some(id)
                 }

@@ -40,7 +40,7 @@ fn privileged_port_without_a_grant_opens_for_root_only() {
         (0, Ok(mut l)) => d.assert_echo(&mut l, 80, 4096, "root's app on port 80"),
         (0, Err(e)) => panic!("root was refused port 80: {e}"),
         (_, Ok(_)) => panic!("an application not root opened port 80 without a grant"),
-        (_, Err(e)) => assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}"),
+        (_, Err(e)) => assert_eq!(e.raw_os_error(), Some(appif::errno::EACCES), "{e}"),
     }
 }
 
@@ -64,7 +64,7 @@ fn apps_beyond_max_apps_are_refused_with_emfile() {
         name: "second".into(),
     };
     let (_ctl, w, fds) = rogue::hello(&d.sock, &hello.encode());
-    assert_eq!(w.status, libc::EMFILE, "{w:?}");
+    assert_eq!(w.status, appif::errno::EMFILE, "{w:?}");
     assert!(fds.is_empty(), "a refusal came with fds");
     d.expect_line(
         &["refused an application", "second", "too many applications"],

@@ -174,7 +174,7 @@ fn app_resizing_its_sealed_segment_is_refused() {
 fn hello_that_is_not_one_is_refused_with_einval() {
     let d = Daemon::start("hello");
     let (_ctl, w, fds) = rogue::hello(&d.sock, &[0x5a; ctl::HELLO_LEN]);
-    assert_eq!(w.status, libc::EINVAL, "{w:?}");
+    assert_eq!(w.status, appif::errno::EINVAL, "{w:?}");
     assert!(fds.is_empty(), "a refusal came with fds");
     d.expect_line(&["refused an application", "bad hello"], "a bad hello");
     // The daemon still welcomes the next one.

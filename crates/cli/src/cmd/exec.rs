@@ -19,7 +19,8 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use crate::net::{Cidr, DriverArg};
+use crate::net::Cidr;
+use corestack::Driver;
 
 /// `exec` options.
 #[derive(Args, Debug)]
@@ -31,8 +32,8 @@ pub struct Exec {
     #[arg(long, value_name = "ADDR/PREFIX", requires = "iface")]
     ip: Option<Cidr>,
     /// Port driver (embedded mode).
-    #[arg(long, value_enum, default_value_t = DriverArg::AfXdp)]
-    driver: DriverArg,
+    #[arg(long, value_enum, default_value_t = Driver::AfXdp)]
+    driver: Driver,
     /// Default gateway for destinations off the subnet (embedded mode).
     #[arg(long, value_name = "ADDR")]
     gateway: Option<Ipv4Addr>,
@@ -96,13 +97,7 @@ impl Exec {
                 cmd.env("CORESTACK_IFACE", iface)
                     .env("CORESTACK_IP", format!("{}/{prefix}", ip.addr))
                     .env_remove("CORESTACK_SOCKET")
-                    .env(
-                        "CORESTACK_DRIVER",
-                        match self.driver {
-                            DriverArg::AfXdp => "af_xdp",
-                            DriverArg::Tap => "tap",
-                        },
-                    )
+                    .env("CORESTACK_DRIVER", self.driver.name())
                     .env("CORESTACK_INLINE", if self.inline { "1" } else { "0" });
                 match self.gateway {
                     Some(g) => cmd.env("CORESTACK_GATEWAY", g.to_string()),

@@ -3,7 +3,7 @@
 //! does the rest.
 
 use anyhow::Result;
-use service::config::{Config, Driver, Overrides, PolicyKind};
+use service::config::{Config, Driver, Overrides, PollPolicy};
 use service::{ControlSocket, RunError};
 use std::path::PathBuf;
 
@@ -38,7 +38,7 @@ pub struct Run {
     /// Engine polling: busy (always poll), adaptive (sleep after --idle-us without work),
     /// interrupt (sleep whenever idle).
     #[arg(long, value_enum)]
-    poll: Option<PolicyKind>,
+    poll: Option<PollPolicy>,
     /// Adaptive polling: idle time before sleeping, in µs.
     #[arg(long)]
     idle_us: Option<u64>,

@@ -25,7 +25,7 @@ use appif::region::Region;
 use appif::seg::{layout, CmdProducer, Desc, Segment};
 
 /// The errno a dropped association leaves in its segment's closed word.
-pub const ECONNRESET: u32 = libc::ECONNRESET as u32;
+pub const ECONNRESET: u32 = appif::errno::ECONNRESET as u32;
 
 /// Sends `hello` (any bytes) on a new control connection to `sock` and returns the daemon's
 /// answer and the fds that came with it; panics when there is none within 5 s.

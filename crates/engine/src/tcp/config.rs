@@ -39,7 +39,7 @@ pub struct TcpConfig {
     pub rcv_buf: usize,
     /// The most the receive buffer grows to by auto-tuning, bytes (dynamic
     /// right-sizing, as Linux's `tcp_rcv_space_adjust` up to
-    /// `tcp_rmem[2]`; see [`Tcb::rcv_buf_wanted`]). The advertised window
+    /// `tcp_rmem[2]`; see [`Tcb::rcv_buf_wanted`](crate::tcp::Tcb::rcv_buf_wanted)). The advertised window
     /// never exceeds it and the window scale (RFC 7323 §2.3) is chosen for
     /// it. At most `rcv_buf`: the buffer stays as it is (as after SO_RCVBUF
     /// on Linux). Default 6 MiB (Linux's default `tcp_rmem[2]`).
@@ -47,9 +47,9 @@ pub struct TcpConfig {
     /// The most the send buffer grows to, bytes: the application is
     /// offered a TX ring of about twice the congestion window, up to this
     /// (as Linux's `tcp_sndbuf_expand` up to `tcp_wmem[2]`; see
-    /// [`Tcb::snd_buf_wanted`]). Default 4 MiB (Linux's default).
+    /// [`Tcb::snd_buf_wanted`](crate::tcp::Tcb::snd_buf_wanted)). Default 4 MiB (Linux's default).
     pub snd_buf_max: usize,
-    /// Congestion control algorithm (a socket option, see [`Tcb::set_cc`]).
+    /// Congestion control algorithm (a socket option, see [`Tcb::set_cc`](crate::tcp::Tcb::set_cc)).
     /// Default CUBIC, as Linux.
     pub cc: CcKind,
     /// Pace data at the rate the congestion controller asks for (BBR;
@@ -88,7 +88,7 @@ pub struct TcpConfig {
     /// Most challenge ACKs per second (RFC 5961 §7); 0 means no limit.
     /// Default 1000 (Linux tcp_challenge_ack_limit, here per connection).
     pub challenge_ack_limit: u32,
-    /// How long an orphaned connection (see [`Tcb::orphan`]) may stay in
+    /// How long an orphaned connection (see [`Tcb::orphan`](crate::tcp::Tcb::orphan)) may stay in
     /// FIN-WAIT-2. Default 60 s (Linux tcp_fin_timeout).
     pub fin_wait2_timeout: Duration,
 }

@@ -69,7 +69,7 @@ fn rack_update(rack: &mut Rack, s: &TxSeg, now: Instant, ts: TsEcho) {
     }
 }
 
-/// Proportional Rate Reduction (RFC 6937 §3): how much a SACK recovery may
+/// Proportional Rate Reduction (RFC 9937, which obsoletes RFC 6937): how much a SACK recovery may
 /// send, so that by its end about ssthresh is in flight, sent in step with
 /// what the receiver reports delivered rather than in one burst or not at
 /// all (plain `pipe < cwnd` stays silent until pipe falls below the reduced
@@ -244,7 +244,7 @@ impl Tcb {
     /// The recovery state machine, after an acceptable ACK was processed.
     pub(super) fn on_ack_recovery(&mut self, ev: AckEvent, now: Instant) {
         let mss = self.snd.mss;
-        // RFC 6937 DeliveredData: the change in snd_una plus the change in
+        // RFC 9937 DeliveredData: the change in snd_una plus the change in
         // SACKed bytes (negative when the cumulative ACK covers SACKed data).
         let sacked = self.rec.sb.sacked_bytes();
         let delivered = (ev.acked + sacked).saturating_sub(self.rec.sacked_prev);
@@ -269,7 +269,7 @@ impl Tcb {
                     // Full ACK: recovery ends (RFC 6582 §3.2 step 4, RFC 6675 §5).
                     self.rec.active = false;
                     if self.rec.prr.take().is_some() {
-                        // PRR (RFC 9937, was RFC 6937) has brought pipe to
+                        // PRR (RFC 9937) has brought pipe to
                         // about ssthresh: cwnd = ssthresh, as Linux does.
                         // RFC 6582's min(ssthresh, FlightSize + SMSS) would
                         // leave 2 SMSS whenever the full ACK covers all in
@@ -423,7 +423,7 @@ impl Tcb {
         self.rec.tlp.pending = false;
     }
 
-    /// RFC 6937 §3, on an ACK during (or starting) a SACK recovery: counts
+    /// PRR (RFC 9937), on an ACK during (or starting) a SACK recovery: counts
     /// `delivered` bytes and sets how much may be sent now. While pipe is
     /// above ssthresh, proportionally: sndcnt = ⌈prr_delivered · ssthresh /
     /// RecoverFS⌉ − prr_out; below it, slow start up to ssthresh, at most one

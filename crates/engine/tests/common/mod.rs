@@ -9,7 +9,7 @@
 
 use appif::bytes;
 use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Accepted, Command, SharedSlot};
+use appif::socket::{AcceptQueue, Accepted, Command, StatusHandle};
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};
@@ -55,7 +55,7 @@ pub fn engine(
 /// An application's end of one connection.
 pub struct End {
     pub id: u64,
-    pub shared: Arc<SharedSlot>,
+    pub shared: Arc<StatusHandle>,
     pub tx: bytes::Writer,
     pub rx: bytes::Reader,
 }
@@ -248,7 +248,7 @@ impl Wire {
             &mut cb,
             Command::Listen {
                 id: 1,
-                shared: SharedSlot::local(),
+                shared: StatusHandle::local(),
                 local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port),
                 accept: AcceptQueue::Local(acc_tx),
             },
@@ -263,7 +263,7 @@ impl Wire {
                 },
             );
         }
-        let shared = SharedSlot::local();
+        let shared = StatusHandle::local();
         let (a_tx, eng_tx) = bytes::growable_ring(cfg.ring_bytes, cfg.ring_max_bytes);
         let (eng_rx, a_rx) = bytes::growable_ring(cfg.ring_bytes, cfg.ring_max_bytes);
         push(

@@ -65,8 +65,8 @@ fn empty_file_is_the_defaults() {
     assert_eq!(c.ring_bytes, 262144);
     assert_eq!(c.max_sockets_per_app, 1024);
     assert_eq!(c.max_apps, 64);
-    assert_eq!(c.congestion, Congestion::system_default());
-    assert_eq!(c.polling.policy, PolicyKind::Adaptive);
+    assert_eq!(c.congestion, CcKind::system_default());
+    assert_eq!(c.polling.policy, PollPolicy::Adaptive);
     assert_eq!(c.polling.idle_us, 50);
     assert!(c.ports.privileged_uids.is_empty());
     assert!(c.ports.privileged_gids.is_empty());
@@ -105,7 +105,7 @@ fn example_file_parses_and_validates() {
             buffer_growth_limit: 256 << 20,
             max_sockets_per_app: 1024,
             max_apps: 64,
-            congestion: Congestion::Cubic,
+            congestion: CcKind::Cubic,
             policy: Policy::Adaptive {
                 idle: Duration::from_micros(50)
             },
@@ -123,16 +123,16 @@ fn every_enum_value_parses() {
     .unwrap();
     assert_eq!(
         (c.driver, c.congestion, c.polling.policy),
-        (Driver::Tap, Congestion::Dctcp, PolicyKind::Busy)
+        (Driver::Tap, CcKind::Dctcp, PollPolicy::Busy)
     );
     let c = Config::from_toml_str("congestion = \"newreno\"\n[polling]\npolicy = \"interrupt\"\n")
         .unwrap();
-    assert_eq!(c.congestion, Congestion::Newreno);
-    assert_eq!(c.polling.policy, PolicyKind::Interrupt);
+    assert_eq!(c.congestion, CcKind::NewReno);
+    assert_eq!(c.polling.policy, PollPolicy::Interrupt);
     let mut c = base();
-    c.polling.policy = PolicyKind::Interrupt;
+    c.polling.policy = PollPolicy::Interrupt;
     assert_eq!(c.validate().unwrap().policy, Policy::Interrupt);
-    c.polling.policy = PolicyKind::Busy;
+    c.polling.policy = PollPolicy::Busy;
     c.polling.idle_us = u64::MAX; // ignored when not adaptive
     assert_eq!(c.validate().unwrap().policy, Policy::Busy);
 }
@@ -151,7 +151,7 @@ fn overrides_replace_only_what_they_give() {
         driver: Some(Driver::Tap),
         cores: Some(1),
         socket: Some("/tmp/cs.sock".into()),
-        policy: Some(PolicyKind::Busy),
+        policy: Some(PollPolicy::Busy),
         idle_us: Some(7),
     });
     assert_eq!(c.iface.as_deref(), Some("eth9"));
@@ -159,7 +159,7 @@ fn overrides_replace_only_what_they_give() {
     assert_eq!(c.gateway.as_deref(), Some("192.168.0.1"));
     assert_eq!(c.driver, Driver::Tap);
     assert_eq!(c.socket, Path::new("/tmp/cs.sock"));
-    assert_eq!(c.polling.policy, PolicyKind::Busy);
+    assert_eq!(c.polling.policy, PollPolicy::Busy);
     assert_eq!(c.polling.idle_us, 7);
     // Untouched by the command line.
     assert_eq!(c.ring_bytes, before.ring_bytes);

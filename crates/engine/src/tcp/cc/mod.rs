@@ -38,57 +38,7 @@ pub(crate) use cubic::Cubic;
 pub(crate) use dctcp::Dctcp;
 pub(crate) use newreno::NewReno;
 
-/// Which congestion-control algorithm a connection uses (a socket option,
-/// like Linux's `TCP_CONGESTION`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum CcKind {
-    /// NewReno: RFC 5681 slow start / congestion avoidance, RFC 6582 recovery.
-    NewReno,
-    /// CUBIC (RFC 9438), Linux's default.
-    #[default]
-    Cubic,
-    /// DCTCP (RFC 8257): reacts to the fraction of ECN-marked bytes; needs ECN.
-    Dctcp,
-    /// BBR v1 (Cardwell et al. 2016, Linux's `bbr`): cwnd from a model of
-    /// the path's bandwidth and RTT; loss changes it only for one round.
-    /// Not paced (see `cc::bbr`).
-    Bbr,
-}
-
-impl CcKind {
-    /// The Linux name (`TCP_CONGESTION`, `net.ipv4.tcp_congestion_control`).
-    pub fn name(self) -> &'static str {
-        match self {
-            CcKind::NewReno => "reno",
-            CcKind::Cubic => "cubic",
-            CcKind::Dctcp => "dctcp",
-            CcKind::Bbr => "bbr",
-        }
-    }
-
-    /// The algorithm of a Linux name: `reno` (also `newreno`), `cubic`,
-    /// `dctcp`, `bbr`; None for any other.
-    pub fn from_name(name: &str) -> Option<CcKind> {
-        match name.trim() {
-            "reno" | "newreno" => Some(CcKind::NewReno),
-            "cubic" => Some(CcKind::Cubic),
-            "dctcp" => Some(CcKind::Dctcp),
-            "bbr" => Some(CcKind::Bbr),
-            _ => None,
-        }
-    }
-
-    /// The host's default (`/proc/sys/net/ipv4/tcp_congestion_control`), as
-    /// a new Linux socket gets it, when it names an algorithm corestack has;
-    /// otherwise CUBIC. Reads a file: call it when building a configuration,
-    /// not per connection.
-    pub fn system_default() -> CcKind {
-        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
-            .ok()
-            .and_then(|s| CcKind::from_name(&s))
-            .unwrap_or(CcKind::Cubic)
-    }
-}
+pub use appif::cc::CcKind;
 
 /// Why the congestion window is being reduced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

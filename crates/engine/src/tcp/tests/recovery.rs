@@ -236,7 +236,7 @@ fn established_compressed_sack_after_three_dupacks_is_used_whole() {
     assert_eq!(a.tcb.sacked_bytes(), 3 * mss);
     let first = a.output(t2);
     assert_eq!(first[0].repr.seq, segs[0].repr.seq, "the hole first");
-    // RFC 6937: the ACK that starts recovery delivered one segment, which
+    // RFC 9937: the ACK that starts recovery delivered one segment, which
     // allows ⌈0.7⌉ of one: the retransmission only.
     assert_eq!(first.len(), 1, "the retransmission alone");
     a.input(&compressed, t2);
@@ -257,7 +257,7 @@ fn established_compressed_sack_after_three_dupacks_is_used_whole() {
     );
 }
 
-/// RFC 6937: during recovery, each duplicate ACK clocks out about
+/// RFC 9937: during recovery, each duplicate ACK clocks out about
 /// ssthresh/RecoverFS of what it reports delivered, from the first one on,
 /// instead of nothing until pipe has fallen below the reduced cwnd.
 #[test]
