@@ -975,8 +975,8 @@ mod tests {
         b[1] = 2;
         assert_eq!(Desc::decode(&b), Err(DescError::BadFlag));
         b[0] = 10;
-        b[1] = 3;
-        assert_eq!(Desc::decode(&b), Err(DescError::BadCc(3)));
+        b[1] = 4;
+        assert_eq!(Desc::decode(&b), Err(DescError::BadCc(4)));
     }
 
     #[test]
