@@ -76,6 +76,12 @@ pub struct Breakdown {
     pub round_trips: Option<RoundTrips>,
 }
 
+/// Reads before the bytes' arrival in the ring that may still be theirs
+/// (a read that saw them at the same tick).
+const READ_LOOKBACK: usize = 8;
+/// Reads looked at from there.
+const READ_SCAN: usize = 256;
+
 impl Breakdown {
     /// Joins `records` (any order, any processes) with TSC ticks converted
     /// at `ticks_per_ns`, keeping only connections whose key `keep` accepts.
@@ -99,8 +105,15 @@ impl Breakdown {
                 .copied()
                 .filter(|r| r.kind == Kind::Write)
                 .collect();
+            // The read that returned these bytes: among the reads (sorted by
+            // when they saw their bytes) from just before the bytes reached
+            // the ring on, the first that covers them. Bounded, so a long
+            // trace costs O(n log n), not O(n^2).
             let read_of = |rx: &Record| {
-                reads.iter().copied().find(|rd| {
+                let from = reads
+                    .partition_point(|rd| rd.t[0] < rx.t[3])
+                    .saturating_sub(READ_LOOKBACK);
+                reads[from..].iter().take(READ_SCAN).copied().find(|rd| {
                     rd.pos >= rx.pos
                         && rd.pos.wrapping_sub(u64::from(rd.bytes)) < rx.pos
                         && rd.t[1] >= rx.t[3]
@@ -127,10 +140,9 @@ impl Breakdown {
                     }
                     Kind::Tx => {
                         let wr = writes
-                            .iter()
-                            .copied()
-                            .take_while(|w| w.t[0] <= r.t[0])
-                            .last();
+                            .partition_point(|w| w.t[0] <= r.t[0])
+                            .checked_sub(1)
+                            .map(|i| writes[i]);
                         if let Some(w) = wr {
                             stages[5].push(ns(w.t[0], r.t[0]));
                         }
