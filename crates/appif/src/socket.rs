@@ -62,6 +62,11 @@ pub struct StatusBlock {
 
 /// The peer sent FIN; every byte before it is in the RX ring.
 pub const FLAG_RX_FIN: u32 = 1;
+/// The engine has sent every byte of the TX ring it last looked at and will
+/// not look again until an ACK, a timer or a kick: a writer that takes this
+/// flag ([`StatusBlock::take_tx_idle`]) must kick it (a Send command).
+/// Set without a wake-up: nobody sleeps on it.
+pub const FLAG_TX_IDLE: u32 = 2;
 
 fn pack(a: SocketAddrV4) -> u64 {
     (u64::from(u32::from(*a.ip())) << 16) | u64::from(a.port())
@@ -120,6 +125,26 @@ impl StatusBlock {
     pub fn set_flags(&self, bits: u32) {
         self.flags.fetch_or(bits, Ordering::Release);
         self.notify.notify();
+    }
+
+    /// Engine: every byte in the TX ring has been sent (see
+    /// [`FLAG_TX_IDLE`]). Sets the flag (one load when it is set already)
+    /// and returns; the engine must then look at the ring's length again,
+    /// after a SeqCst fence, and send what a writer added meanwhile itself
+    /// (taking the flag back) — the notify-flag protocol, as for sleepers.
+    pub fn set_tx_idle(&self) {
+        if self.flags.load(Ordering::Relaxed) & FLAG_TX_IDLE == 0 {
+            self.flags.fetch_or(FLAG_TX_IDLE, Ordering::SeqCst);
+        }
+    }
+
+    /// Writer (after adding bytes to the TX ring and a SeqCst fence), or the
+    /// engine taking it back: true when [`FLAG_TX_IDLE`] was set, and clears
+    /// it; whoever gets true makes sure the new bytes are sent (the writer
+    /// by a Send command).
+    pub fn take_tx_idle(&self) -> bool {
+        self.flags.load(Ordering::Relaxed) & FLAG_TX_IDLE != 0
+            && self.flags.fetch_and(!FLAG_TX_IDLE, Ordering::SeqCst) & FLAG_TX_IDLE != 0
     }
 
     /// True when all of `bits` are set.

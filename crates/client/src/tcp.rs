@@ -350,10 +350,18 @@ impl Write for TcpStream {
                 // Kick the engine when it may have stopped looking at the
                 // ring: it was empty, or the engine took everything before
                 // these bytes while they were being written (it acknowledged
-                // the rest and went idle without seeing them). Otherwise it
-                // still has bytes in flight and reads the ring again on
-                // their ACK.
-                if was_empty || self.tx.len() == n {
+                // the rest and went idle without seeing them), or it had
+                // sent everything before them and waits for an ACK to look
+                // again (FLAG_TX_IDLE; with TCP_NODELAY the bytes may leave
+                // now, not after the peer's delayed ACK). Otherwise it is
+                // still sending and reads the ring again by itself.
+                let kick = was_empty || self.tx.len() == n || {
+                    // The bytes are in the ring before the flag is read
+                    // (the engine sets it, then reads the ring's length).
+                    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+                    self.shared.take_tx_idle()
+                };
+                if kick {
                     self.stack.command(Command::Send { id: self.id });
                 }
                 if called != 0 {

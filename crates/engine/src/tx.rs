@@ -84,7 +84,11 @@ impl Core {
         // hop: a frame waiting for ARP is a copy.
         let lend_to = next_mac.filter(|_| link.gather);
         let Conn {
-            tcb, tx: txr, rx, ..
+            tcb,
+            tx: txr,
+            rx,
+            shared,
+            ..
         } = &mut **c;
         let rcv_free = rx.free();
         let n = tcb.poll_output(
@@ -151,6 +155,16 @@ impl Core {
                 }
             },
         );
+        // Everything written is sent: a writer that adds bytes kicks us
+        // (FLAG_TX_IDLE). Bytes that came while we were sending, which that
+        // writer may have seen no flag for, we take ourselves.
+        let mut again = false;
+        let len = txr.len();
+        if tcb.all_sent(len) {
+            shared.set_tx_idle();
+            core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+            again = txr.len() > len && shared.take_tx_idle();
+        }
         let closed = tcb.state() == State::Closed;
         let gone = closed && (c.app_closed || c.unaccepted());
         if gone {
@@ -160,6 +174,9 @@ impl Core {
             self.drop_conn(slot);
         } else {
             self.arm_timer(slot);
+            if again {
+                self.mark_dirty(slot);
+            }
         }
         n
     }

@@ -672,6 +672,13 @@ impl Tcb {
         self.timers.rto.rto()
     }
 
+    /// True when every byte of a SendBuffer holding `tx_len` bytes has been
+    /// sent (snd_nxt at its end) in a state that sends data: more written
+    /// now could leave at once, not on the next ACK.
+    pub fn all_sent(&self, tx_len: usize) -> bool {
+        self.state.is_synchronized() && self.snd.nxt >= self.snd.base + tx_len
+    }
+
     /// Bytes sent and not yet acknowledged (snd_max - snd_una, SYN/FIN count one).
     pub fn bytes_in_flight(&self) -> usize {
         self.snd.max - self.snd.una
