@@ -4,11 +4,14 @@
 //!
 //! ```text
 //!  pingpong       bench pingpong: round-trip latency (HDR histogram)
+//!  plot           --plot FILE.svg|png and --json FILE of every benchmark (plotters)
 //!  transfer       bench transfer: echo N bytes, compare sha256
 //!  stream         bench stream: one-way goodput to a sink
 //!  sink           serve sink: the receiving end of `bench stream`
 //!  stream_matrix  bench stream-matrix: goodput, Linux vs corestack, clean and lossy
 //!  echo_matrix    bench echo-matrix: echo through the impairment bridge, case by case
+//!  sweep          bench size-sweep, conn-sweep: Linux vs corestack over message sizes and
+//!                 over concurrent connections (and their hidden client and Linux server)
 //!  service        bench service: service mode vs embedded mode vs Linux
 //!  demo           demo: Linux vs corestack echo latency, a checked 100 MiB transfer
 //!  harness/       children (this binary in a namespace, pinned, logged) and the matrix path
@@ -25,10 +28,12 @@ pub mod echo_matrix;
 mod harness;
 pub mod net;
 pub mod pingpong;
+pub mod plot;
 pub mod service;
 pub mod sink;
 pub mod stream;
 pub mod stream_matrix;
+pub mod sweep;
 pub mod transfer;
 
 use anyhow::Result;
@@ -51,6 +56,18 @@ pub enum Bench {
     /// Service mode next to embedded mode and Linux: latency, polling policies' CPU use,
     /// 64-byte messages per second, in own namespaces.
     Service(service::ServiceBench),
+    /// TCP ping-pong over message sizes (64 B to 64 KiB), Linux vs corestack server, in own
+    /// namespaces: p50/p99 and round trips/s per size.
+    SizeSweep(sweep::SizeSweep),
+    /// 1 to 10 000 concurrent connections each doing ping-pong, Linux vs corestack server, in
+    /// own namespaces: round trips/s and p99 per connection count.
+    ConnSweep(sweep::ConnSweep),
+    /// conn-sweep's client: N kernel connections with one message in flight each (epoll).
+    #[command(hide = true)]
+    ConnClient(sweep::ConnClient),
+    /// conn-sweep's Linux server: TCP echo, one thread, epoll polled without sleeping.
+    #[command(hide = true)]
+    ConnEcho(sweep::ConnEcho),
 }
 
 impl Bench {
@@ -63,6 +80,10 @@ impl Bench {
             Bench::StreamMatrix(m) => m.run(),
             Bench::EchoMatrix(m) => m.run(),
             Bench::Service(s) => s.run(),
+            Bench::SizeSweep(s) => s.run(),
+            Bench::ConnSweep(s) => s.run(),
+            Bench::ConnClient(c) => c.run(),
+            Bench::ConnEcho(e) => e.run(),
         }
     }
 }

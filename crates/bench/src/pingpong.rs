@@ -55,8 +55,8 @@ pub struct Pingpong {
     /// Echo server address.
     #[arg(long, value_name = "IP:PORT")]
     target: SocketAddrV4,
-    /// Message size in bytes.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65000))]
+    /// Message size in bytes (UDP: at most 65000).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
     size: u32,
     /// Measured time in seconds (after the warm-up).
     #[arg(long, default_value_t = 5.0)]
@@ -168,6 +168,9 @@ impl Pingpong {
         let duration_ok = self.duration > 0.0 && self.duration <= 3600.0;
         if !duration_ok || !(0.0..=60.0).contains(&self.warmup) {
             bail!("--duration must be in (0, 3600] seconds and --warmup in [0, 60]");
+        }
+        if self.proto.udp && self.size > 65000 {
+            bail!("--size: a UDP message holds at most 65000 bytes here");
         }
         let warmup = Duration::from_secs_f64(self.warmup);
         let duration = Duration::from_secs_f64(self.duration);
