@@ -373,15 +373,15 @@ pub fn lines(
     )
 }
 
-/// Writes latency CDFs to `path`: for each series, its (µs, fraction of round trips at or
-/// below it) points.
+/// Writes latency CDFs to `path` (x on a log scale, so the body and the tail both show): for
+/// each series, its (µs, fraction of round trips at or below it) points.
 pub fn cdf(path: &Path, title: &str, series: &[Series]) -> Result<()> {
     lines(
         path,
         title,
         "round-trip time (µs)",
         "fraction of round trips",
-        (false, false),
+        (true, false),
         series,
     )
 }
@@ -402,6 +402,19 @@ pub fn bars(
             categories,
             series,
         },
+    )
+}
+
+/// One bar per run (this one and earlier ones), labelled by the run.
+pub fn run_bars(path: &Path, title: &str, y_label: &str, runs: &[(String, f64)]) -> Result<()> {
+    let categories: Vec<String> = runs.iter().map(|r| r.0.clone()).collect();
+    let values: Vec<f64> = runs.iter().map(|r| r.1).collect();
+    bars(
+        path,
+        title,
+        y_label,
+        &categories,
+        &[(y_label.to_string(), values)],
     )
 }
 
@@ -436,6 +449,59 @@ pub fn cdf_points(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, f64)> {
 pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     let text = serde_json::to_string_pretty(value)?;
     std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+/// `--json [FILE]`, `--plot FILE` and `--plot-with FILE.json` of the single-run benchmarks
+/// (pingpong, transfer, stream).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Outputs {
+    /// Print the figures as one JSON object on stdout instead of text (`--json`), or write
+    /// them to FILE as well (`--json FILE`).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub json: Option<std::path::PathBuf>,
+    /// Draw the figures to FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<std::path::PathBuf>,
+    /// With --plot: draw these earlier runs (their `--json FILE`) beside this one, e.g. the
+    /// Linux run beside the corestack one. Repeatable.
+    #[arg(long, value_name = "FILE.json", requires = "plot")]
+    pub plot_with: Vec<std::path::PathBuf>,
+}
+
+impl Outputs {
+    /// `--json` alone: the figures go to stdout as JSON instead of text.
+    pub fn json_on_stdout(&self) -> bool {
+        self.json.as_deref() == Some(Path::new("-"))
+    }
+
+    /// Checks the options before the run: the plot's extension, the earlier runs' files.
+    pub fn check(&self) -> Result<Vec<serde_json::Value>> {
+        if let Some(p) = &self.plot {
+            format_of(p)?;
+        }
+        self.plot_with
+            .iter()
+            .map(|p| {
+                let text = std::fs::read_to_string(p)
+                    .with_context(|| format!("--plot-with {}: reading it", p.display()))?;
+                serde_json::from_str(&text).with_context(|| {
+                    format!("--plot-with {}: not the JSON of a --json FILE", p.display())
+                })
+            })
+            .collect()
+    }
+
+    /// Prints `report` as one JSON line (`--json`) or writes it to the file (`--json FILE`).
+    pub fn emit(&self, report: &impl serde::Serialize) -> Result<()> {
+        match &self.json {
+            Some(p) if p.as_path() == Path::new("-") => {
+                println!("{}", serde_json::to_string(report)?);
+                Ok(())
+            }
+            Some(p) => write_json(p, report),
+            None => Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]
