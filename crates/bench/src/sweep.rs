@@ -332,7 +332,11 @@ impl ConnSweep {
                 )?
             };
             let target = bed.target(stack);
+            let server_pid = server.id();
             for &count in &self.counts {
+                let before = (stack != "Linux")
+                    .then(|| engine_counters(server_pid))
+                    .flatten();
                 let n = count.to_string();
                 let args = [
                     "bench",
@@ -372,6 +376,23 @@ impl ConnSweep {
                         }
                         Err(e) if e.downcast_ref::<net::Interrupted>().is_some() => return Err(e),
                         Err(e) => point.note = Some(net::one_line(&e)),
+                    }
+                }
+                // What the corestack engine refused while this point ran, from its counters.
+                if let (Some(b), Some(a)) = (before, engine_counters(server_pid)) {
+                    let refused: Vec<String> = WATCHED
+                        .iter()
+                        .filter_map(|&name| {
+                            let d = a.get(name)?.saturating_sub(*b.get(name)?);
+                            (d > 0).then(|| format!("{name} +{d}"))
+                        })
+                        .collect();
+                    if !refused.is_empty() {
+                        let n = point.note.take().map(|n| n + "; ").unwrap_or_default();
+                        point.note = Some(format!(
+                            "{n}corestack engine counters: {}",
+                            refused.join(", ")
+                        ));
                     }
                 }
                 eprintln!(
@@ -417,6 +438,25 @@ impl ConnSweep {
             self.plot.as_ref(),
         )
     }
+}
+
+/// The corestack counters that say why connections were refused or slow to open.
+const WATCHED: [&str; 5] = [
+    "drop_tcp_backlog_full",
+    "drop_tcp_table_full",
+    "tcp_syncookies_sent",
+    "tcp_no_socket",
+    "tcp_retransmits",
+];
+
+/// The counters of the corestack engine in process `pid`, by name (from its statistics
+/// segment); None when it cannot be read.
+fn engine_counters(pid: u32) -> Option<HashMap<&'static str, u64>> {
+    let r = appif::stats_shm::StatsReader::open(&appif::stats_shm::stats_path(pid)).ok()?;
+    let values = r.read()?;
+    let names = corestack::Stats::default();
+    let names: Vec<&'static str> = names.iter().map(|(n, _)| n).collect();
+    (values.len() == names.len()).then(|| names.into_iter().zip(values).collect())
 }
 
 /// The sweep's table: per x, Linux and corestack p50, p99, round trips/s and the ratios.
