@@ -154,12 +154,17 @@ fn number(v: &f64) -> String {
 
 /// A line chart: `series` over x (log scale when `log_x`).
 pub struct Lines<'a> {
+    /// The caption above the chart.
     pub title: &'a str,
+    /// The x axis' description (with its unit).
     pub x_label: &'a str,
+    /// The y axis' description (with its unit).
     pub y_label: &'a str,
+    /// Log scale on x (message sizes, connection counts, latencies).
     pub log_x: bool,
     /// Log scale on y too (latencies that span decades).
     pub log_y: bool,
+    /// The lines, one colour each, named in the legend.
     pub series: &'a [Series],
 }
 
@@ -291,8 +296,11 @@ impl ValueFormatter<f64> for Categories<'_> {
 
 /// Grouped bars: for each category, one bar per series, side by side.
 pub struct Bars<'a> {
+    /// The caption above the chart.
     pub title: &'a str,
+    /// The y axis' description (with its unit).
     pub y_label: &'a str,
+    /// The groups along x (cases, setups, runs).
     pub categories: &'a [String],
     /// (name, one value per category); a NaN value draws no bar.
     pub series: &'a [(String, Vec<f64>)],

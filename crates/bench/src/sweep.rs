@@ -87,8 +87,11 @@ pub struct Point {
     pub x: u32,
     /// Connections that were open while measuring (conn-sweep).
     pub connected: u32,
+    /// Median round trip, µs (NaN: not measured).
     pub p50_us: f64,
+    /// 99th percentile round trip, µs (NaN: not measured).
     pub p99_us: f64,
+    /// Round trips per second, all connections together (NaN: not measured).
     pub round_trips_per_s: f64,
     /// Why the point was not measured, or not with every connection.
     pub note: Option<String>,
@@ -192,6 +195,9 @@ fn f64_of(v: &Value, k: &str) -> f64 {
 }
 
 impl SizeSweep {
+    /// Builds the namespaces, runs every size against each server, prints the table and
+    /// writes `--json`/`--plot`. Errors: not root, a server that does not start, Ctrl-C
+    /// (a failed point is shown in the table instead).
     pub fn run(self) -> Result<()> {
         check_seconds(self.seconds)?;
         if self.sizes.is_empty() || self.sizes.iter().any(|&s| s == 0 || s > 65536) {
@@ -283,6 +289,9 @@ impl SizeSweep {
 }
 
 impl ConnSweep {
+    /// Builds the namespaces, runs every connection count against each server, prints the
+    /// table and writes `--json`/`--plot`. Errors: not root, a server that does not start,
+    /// Ctrl-C (a count that cannot be reached is shown in the table instead).
     pub fn run(self) -> Result<()> {
         check_seconds(self.seconds)?;
         if self.counts.is_empty() || self.counts.iter().any(|&c| c == 0 || c > 100_000) {
@@ -598,12 +607,16 @@ fn rate_path(path: &std::path::Path) -> PathBuf {
 /// message in flight on each, waiting in epoll; prints one JSON object.
 #[derive(Args, Debug)]
 pub struct ConnClient {
+    /// The echo server.
     #[arg(long)]
     target: SocketAddrV4,
+    /// Connections to open (one after the other, for at most 30 s).
     #[arg(long)]
     conns: u32,
+    /// Message size, bytes (at most 4096).
     #[arg(long, default_value_t = 64)]
     size: u32,
+    /// Measured seconds (after a 0.3 s warm-up).
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
 }
@@ -619,6 +632,9 @@ struct Slot {
 const CONNECT_PHASE: Duration = Duration::from_secs(30);
 
 impl ConnClient {
+    /// Opens the connections, ping-pongs on all of them, prints one JSON object: `conns`,
+    /// `connected`, `round_trips`, `round_trips_per_s`, `p50_us`, `p99_us`, `note` (why fewer
+    /// connections opened). Errors: none opened, the server closed one, an echo differed.
     pub fn run(self) -> Result<()> {
         let size = self.size.clamp(1, 4096) as usize;
         let msg: Vec<u8> = (0..size).map(|i| (i as u8).wrapping_mul(7)).collect();
@@ -772,13 +788,16 @@ fn send(s: &mut mio::net::TcpStream, msg: &[u8]) -> Result<()> {
 /// thread, epoll polled without sleeping, any number of connections; until SIGTERM/SIGINT.
 #[derive(Args, Debug)]
 pub struct ConnEcho {
+    /// The address to listen on.
     #[arg(long)]
     ip: Ipv4Addr,
+    /// The TCP port.
     #[arg(long)]
     port: u16,
 }
 
 impl ConnEcho {
+    /// Serves until SIGTERM/SIGINT. Errors: the address cannot be bound, epoll fails.
     pub fn run(self) -> Result<()> {
         let stop = net::stop_flag()?;
         let addr = SocketAddr::V4(SocketAddrV4::new(self.ip, self.port));
