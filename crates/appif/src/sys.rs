@@ -755,5 +755,4 @@ mod tests {
         let fl = unsafe { libc::fcntl(raw, libc::F_GETFL) };
         assert_ne!(fl & libc::O_NONBLOCK, 0, "made non-blocking");
     }
-
 }
