@@ -109,6 +109,10 @@ pub struct EchoMatrix {
     /// Also write every figure, and the state of every failed run, to this file as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Draw each case's median MB/s over the seeds, Linux beside corestack, as bars to
+    /// FILE.svg or FILE.png (runs that did not complete are left out of the medians).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
     /// Capture the frames on both sides of the bridge (headers only) with tcpdump, two pcaps
     /// per run in this directory: CASE-SEED-SERVER-client-side.pcap (before the impairment
     /// of the client's frames) and ...-server-side.pcap (after it).
@@ -739,6 +743,37 @@ fn median_ratio(ratios: &[Option<f64>]) -> Option<f64> {
     (!v.is_empty()).then(|| median(&v))
 }
 
+/// The plot's bars: per case, the median MB/s over the seeds of the runs that completed, for
+/// Linux and for corestack (NaN: none completed).
+fn plot_bars(
+    cases: &[Case],
+    seeds: &[u64],
+    runs: &[RunResult],
+) -> (Vec<String>, Vec<(String, Vec<f64>)>) {
+    let cats = cases.iter().map(|c| c.name.to_string()).collect();
+    let bars = [("Linux", Server::Linux), ("corestack", Server::Corestack)]
+        .into_iter()
+        .map(|(name, server)| {
+            let values = cases
+                .iter()
+                .map(|c| {
+                    let v: Vec<f64> = seeds
+                        .iter()
+                        .filter_map(|&s| good_mbps(runs, c.key, s, server))
+                        .collect();
+                    if v.is_empty() {
+                        f64::NAN
+                    } else {
+                        median(&v)
+                    }
+                })
+                .collect();
+            (name.to_string(), values)
+        })
+        .collect();
+    (cats, bars)
+}
+
 /// The table: a header and one row per case, columns padded to their widest cell.
 fn table(cases: &[Case], seeds: &[u64], runs: &[RunResult]) -> String {
     let seed_list: Vec<String> = seeds.iter().map(u64::to_string).collect();
@@ -948,6 +983,17 @@ impl EchoMatrix {
             std::fs::write(path, text + "\n")
                 .with_context(|| format!("writing {}", path.display()))?;
         }
+        if let Some(path) = &self.plot {
+            let (cats, bars) = plot_bars(&cases, &self.seeds, &runs);
+            crate::plot::bars(
+                path,
+                &format!("echo-matrix: {} MiB echoed, median over seeds", self.mib),
+                "MB/s",
+                &cats,
+                &bars,
+            )?;
+            println!("plot: {}", path.display());
+        }
         let bad = runs.iter().filter(|r| r.outcome != Outcome::Ok).count();
         if bad > 0 {
             bail!(
@@ -960,6 +1006,9 @@ impl EchoMatrix {
 
     /// Checks the options; returns the cases to run.
     fn check(&self) -> Result<Vec<Case>> {
+        if let Some(p) = &self.plot {
+            crate::plot::format_of(p)?;
+        }
         if !(1..=1024).contains(&self.mib) {
             bail!("--mib must be 1 to 1024");
         }

@@ -4,11 +4,14 @@
 //!
 //! ```text
 //!  pingpong       bench pingpong: round-trip latency (HDR histogram)
+//!  plot           --plot FILE.svg|png and --json FILE of every benchmark (plotters)
 //!  transfer       bench transfer: echo N bytes, compare sha256
 //!  stream         bench stream: one-way goodput to a sink
 //!  sink           serve sink: the receiving end of `bench stream`
 //!  stream_matrix  bench stream-matrix: goodput, Linux vs corestack, clean and lossy
 //!  echo_matrix    bench echo-matrix: echo through the impairment bridge, case by case
+//!  sweep          bench size-sweep, conn-sweep: Linux vs corestack over message sizes and
+//!                 over concurrent connections (and their hidden client and Linux server)
 //!  service        bench service: service mode vs embedded mode vs Linux
 //!  memcached/     bench memcached: unmodified memcached, Linux vs the shim, ETC workload
 //!                 (etc: the workload model and protocol; load: the open-loop generator)
@@ -31,11 +34,13 @@ mod harness;
 pub mod memcached;
 pub mod net;
 pub mod pingpong;
+pub mod plot;
 pub mod service;
 pub mod sink;
 pub mod sockperf;
 pub mod stream;
 pub mod stream_matrix;
+pub mod sweep;
 pub mod trace;
 pub mod transfer;
 
@@ -69,6 +74,18 @@ pub enum Bench {
     /// sockperf's 64-byte TCP ping-pong: its server on Linux and under `corestack exec`, its
     /// client on Linux; in own namespaces.
     Sockperf(sockperf::SockperfBench),
+    /// TCP ping-pong over message sizes (64 B to 64 KiB), Linux vs corestack server, in own
+    /// namespaces: p50/p99 and round trips/s per size.
+    SizeSweep(sweep::SizeSweep),
+    /// 1 to 10 000 concurrent connections each doing ping-pong, Linux vs corestack server, in
+    /// own namespaces: round trips/s and p99 per connection count.
+    ConnSweep(sweep::ConnSweep),
+    /// conn-sweep's client: N kernel connections with one message in flight each (epoll).
+    #[command(hide = true)]
+    ConnClient(sweep::ConnClient),
+    /// conn-sweep's Linux server: TCP echo, one thread, epoll polled without sleeping.
+    #[command(hide = true)]
+    ConnEcho(sweep::ConnEcho),
 }
 
 impl Bench {
@@ -84,6 +101,10 @@ impl Bench {
             Bench::Memcached(m) => m.run(),
             Bench::MemcachedLoad(l) => l.run(),
             Bench::Sockperf(s) => s.run(),
+            Bench::SizeSweep(s) => s.run(),
+            Bench::ConnSweep(s) => s.run(),
+            Bench::ConnClient(c) => c.run(),
+            Bench::ConnEcho(e) => e.run(),
         }
     }
 }

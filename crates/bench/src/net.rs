@@ -93,6 +93,17 @@ pub struct StackOpts {
     /// Default: CORESTACK_AF_XDP_TX, else auto.
     #[arg(long, value_enum, value_name = "PATH")]
     pub af_xdp_tx: Option<TxArg>,
+    /// Each connection's RX and TX ring when it starts, bytes (default 256 KiB; rounded up to
+    /// a power of two, at least 4096). Small rings let many connections fit in memory.
+    #[arg(long, value_name = "BYTES")]
+    pub ring_bytes: Option<usize>,
+    /// The most a connection's ring grows to, bytes (default 8 MiB; that much address space
+    /// is reserved per ring). Equal to --ring-bytes: fixed rings.
+    #[arg(long, value_name = "BYTES")]
+    pub ring_max_bytes: Option<usize>,
+    /// Sockets the engine holds at most, of every kind and state (default 4096).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
+    pub max_sockets: Option<u32>,
 }
 
 /// `--af-xdp-tx`.
@@ -179,7 +190,11 @@ impl StackOpts {
         if !Path::new("/sys/class/net").join(iface).exists() && self.driver == Driver::AfXdp {
             bail!("interface {iface} not found in this network namespace (check `ip link`)");
         }
-        let mut builder = Stack::builder()
+        let mut builder = Stack::builder();
+        if let Some(n) = self.max_sockets {
+            builder = builder.max_sockets(n as usize);
+        }
+        let mut builder = builder
             .driver(self.driver)
             .iface(iface)
             .ip(cidr.addr, cidr.prefix.unwrap_or(24))
@@ -191,6 +206,12 @@ impl StackOpts {
         }
         if let Some(gw) = self.gateway {
             builder = builder.gateway(gw);
+        }
+        if let Some(n) = self.ring_bytes {
+            builder = builder.ring_bytes(n);
+        }
+        if let Some(n) = self.ring_max_bytes {
+            builder = builder.ring_max_bytes(n);
         }
         if let Some(tx) = self.af_xdp_tx {
             builder = builder.af_xdp_tx(match tx {

@@ -55,8 +55,8 @@ pub struct Pingpong {
     /// Echo server address.
     #[arg(long, value_name = "IP:PORT")]
     target: SocketAddrV4,
-    /// Message size in bytes.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65000))]
+    /// Message size in bytes (UDP: at most 65000).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
     size: u32,
     /// Measured time in seconds (after the warm-up).
     #[arg(long, default_value_t = 5.0)]
@@ -67,9 +67,8 @@ pub struct Pingpong {
     /// Pause between round trips in µs (light load: e.g. 1000 for at most 1000 round trips/s).
     #[arg(long, default_value_t = 0)]
     gap_us: u64,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: crate::plot::Outputs,
     /// Trace the stages of every corestack process here (this one with --iface, a corestack
     /// server) during the run and print the breakdown after the latency (`corestack trace`).
     #[arg(long, conflicts_with = "json")]
@@ -101,6 +100,8 @@ pub struct Report {
     max_us: f64,
     mean_us: f64,
     client: &'static str,
+    /// The latency CDF: [round trip µs, fraction of round trips at or below it].
+    cdf: Vec<(f64, f64)>,
 }
 
 /// The round-trip loop's common state.
@@ -173,6 +174,10 @@ impl Pingpong {
         if !duration_ok || !(0.0..=60.0).contains(&self.warmup) {
             bail!("--duration must be in (0, 3600] seconds and --warmup in [0, 60]");
         }
+        if self.proto.udp && self.size > 65000 {
+            bail!("--size: a UDP message holds at most 65000 bytes here");
+        }
+        let earlier = self.out.check()?;
         let warmup = Duration::from_secs_f64(self.warmup);
         let duration = Duration::from_secs_f64(self.duration);
         let (waiter, core) = if self.stack.wants_corestack() {
@@ -247,6 +252,7 @@ impl Pingpong {
             max_us: us(h.max()),
             mean_us: h.mean() / 1000.0,
             client: if spin { "spins" } else { "blocks" },
+            cdf: crate::plot::cdf_points(h),
         };
         if h.is_empty() {
             bail!(
@@ -255,21 +261,61 @@ impl Pingpong {
                 run.lost
             );
         }
-        if self.json {
-            println!("{}", serde_json::to_string(&report)?);
-        } else {
+        self.out.emit(&report)?;
+        if !self.out.json_on_stdout() {
             print_report(&report);
         }
         if let Some(t) = tracing {
             t.finish(report.p50_us)?;
         }
+        if let Some(path) = &self.out.plot {
+            plot_cdf(path, &report, &earlier)?;
+            if !self.out.json_on_stdout() {
+                println!("plot: {}", path.display());
+            }
+        }
         if let Some(stack) = core {
-            if !self.json {
+            if !self.out.json_on_stdout() {
                 println!("corestack statistics:\n{}", stack.stats());
             }
         }
         Ok(())
     }
+}
+
+/// The label of a run in a plot: its stack, protocol and size.
+fn run_label(stack: &str, proto: &str, size: u64, client: &str) -> String {
+    format!("{stack}, {proto} {size} B, client {client}")
+}
+
+/// Draws this run's latency CDF with those of `earlier` runs (their `--json FILE`).
+fn plot_cdf(path: &std::path::Path, r: &Report, earlier: &[serde_json::Value]) -> Result<()> {
+    use crate::plot::Series;
+    let mut series = Vec::new();
+    for v in earlier {
+        let s = |k: &str| v.get(k).and_then(serde_json::Value::as_str).unwrap_or("?");
+        let size = v
+            .get("size_bytes")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
+        let points: Vec<(f64, f64)> =
+            serde_json::from_value(v.get("cdf").cloned().unwrap_or_default()).context(
+                "--plot-with: that file has no ping-pong CDF (is it bench pingpong --json FILE?)",
+            )?;
+        series.push(Series::new(
+            run_label(s("stack"), s("proto"), size, s("client")),
+            points,
+        ));
+    }
+    series.push(Series::new(
+        run_label(&r.stack, r.proto, r.size_bytes.into(), r.client),
+        r.cdf.clone(),
+    ));
+    crate::plot::cdf(
+        path,
+        &format!("ping-pong round trips to {}: CDF", r.target),
+        &series,
+    )
 }
 
 fn print_report(r: &Report) {

@@ -49,6 +49,13 @@ pub struct ServiceBench {
     /// Run only these parts (default: all).
     #[arg(long, value_enum)]
     only: Option<Part>,
+    /// Also write the figures as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<std::path::PathBuf>,
+    /// Draw the ping-pong latencies (p50, p99) per setup as bars to FILE.svg or FILE.png, and
+    /// the messages per second to FILE-messages.svg|png beside it.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<std::path::PathBuf>,
 }
 
 /// A part of the benchmark.
@@ -101,6 +108,9 @@ impl ServiceBench {
         let ok = |v: f64| v > 0.0 && v <= 60.0;
         if !ok(self.seconds) || !ok(self.idle_seconds) {
             bail!("--seconds and --idle-seconds must be in (0, 60]");
+        }
+        if let Some(p) = &self.plot {
+            crate::plot::format_of(p)?;
         }
         let stop = net::stop_flag()?;
         netns::check_privileges()?;
@@ -331,6 +341,76 @@ impl ServiceBench {
             println!("{:<36}{:>14}{:>12}", "writer", "messages/s", "vs Linux");
             for (label, m) in &msgs {
                 println!("{label:<36}{m:>14.0}{:>12.2}", m / linux.max(1e-9));
+            }
+        }
+        self.outputs(&lat, &rows, &msgs)
+    }
+
+    /// `--json FILE` and `--plot FILE`.
+    fn outputs(
+        &self,
+        lat: &[(&str, Latency)],
+        rows: &[PolicyRow],
+        msgs: &[(&str, f64)],
+    ) -> Result<()> {
+        let lat_json = |l: &Latency| serde_json::json!({"p50_us": l.p50_us, "p99_us": l.p99_us, "round_trips_per_s": l.per_s});
+        // Every latency setup: the fixed ones, then service mode under full load per policy.
+        let mut setups: Vec<(String, Latency)> =
+            lat.iter().map(|(l, v)| (l.to_string(), *v)).collect();
+        setups.extend(
+            rows.iter()
+                .map(|r| (format!("service, {} polling", r.policy), r.full)),
+        );
+        if let Some(path) = &self.json {
+            let report = serde_json::json!({
+                "bench": "service",
+                "seconds": self.seconds,
+                "latency": setups.iter().map(|(l, v)| {
+                    let mut o = lat_json(v);
+                    o["setup"] = l.as_str().into();
+                    o
+                }).collect::<Vec<_>>(),
+                "policies": rows.iter().map(|r| serde_json::json!({
+                    "policy": r.policy,
+                    "idle_cpu": r.idle_cpu,
+                    "light": lat_json(&r.light),
+                    "light_cpu": r.light_cpu,
+                    "full": lat_json(&r.full),
+                    "full_cpu": r.full_cpu,
+                })).collect::<Vec<_>>(),
+                "messages_per_s": msgs.iter().map(|(l, m)| serde_json::json!({"writer": l, "messages_per_s": m})).collect::<Vec<_>>(),
+            });
+            crate::plot::write_json(path, &report)?;
+        }
+        if let Some(path) = &self.plot {
+            if !setups.is_empty() {
+                let cats: Vec<String> = setups.iter().map(|s| s.0.clone()).collect();
+                crate::plot::bars(
+                    path,
+                    "bench service: 64-byte ping-pong round trip",
+                    "µs",
+                    &cats,
+                    &[
+                        ("p50".into(), setups.iter().map(|s| s.1.p50_us).collect()),
+                        ("p99".into(), setups.iter().map(|s| s.1.p99_us).collect()),
+                    ],
+                )?;
+                println!("plot: {}", path.display());
+            }
+            if !msgs.is_empty() {
+                let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("plot");
+                let ext = path.extension().and_then(|s| s.to_str()).unwrap_or("svg");
+                let mpath = path.with_file_name(format!("{stem}-messages.{ext}"));
+                crate::plot::run_bars(
+                    &mpath,
+                    "bench service: 64-byte writes per second",
+                    "messages/s",
+                    &msgs
+                        .iter()
+                        .map(|(l, m)| (l.to_string(), *m))
+                        .collect::<Vec<_>>(),
+                )?;
+                println!("plot: {}", mpath.display());
             }
         }
         Ok(())

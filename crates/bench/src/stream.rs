@@ -73,9 +73,8 @@ pub struct StreamBench {
     /// Give up after this many seconds in all (default: the duration + 60).
     #[arg(long)]
     timeout: Option<f64>,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: crate::plot::Outputs,
     /// Kernel stack: the sending socket's congestion control (TCP_CONGESTION), e.g. cubic;
     /// default: the system's.
     #[arg(long, value_name = "NAME")]
@@ -116,6 +115,7 @@ enum Until {
 
 impl StreamBench {
     pub fn run(self) -> Result<()> {
+        let earlier = self.out.check()?;
         let until = match (self.bytes, self.duration) {
             (Some(b), _) => Until::Bytes(b),
             (None, Some(d)) if d > 0.0 && d <= 3600.0 => Until::Elapsed(Duration::from_secs_f64(d)),
@@ -139,7 +139,7 @@ impl StreamBench {
             let waiter = self.stack.waiter(&stack);
             let (sent, report) =
                 send_stream(s, Some(&waiter), until, self.write_size, deadline, &stop)?;
-            if !self.json {
+            if !self.out.json_on_stdout() {
                 println!("corestack statistics:\n{}", stack.stats());
             }
             (t0, sent, report)
@@ -168,9 +168,11 @@ impl StreamBench {
             goodput_mbit_s: mbit_per_s(received, secs),
             sink_seconds: sink_ns as f64 / 1e9,
         };
-        if self.json {
-            println!("{}", serde_json::to_string(&r)?);
-        } else {
+        self.out.emit(&r)?;
+        if let Some(path) = &self.out.plot {
+            plot_runs(path, &r.stack, r.goodput_mbit_s, &earlier)?;
+        }
+        if !self.out.json_on_stdout() {
             println!(
                 "sent {} bytes to {} with {}; the sink read {} bytes\n{:.2} s from connect to the sink's report: {:.1} Mbit/s goodput",
                 r.bytes_sent, r.target, r.stack, r.bytes_received, r.seconds, r.goodput_mbit_s
@@ -268,6 +270,31 @@ pub(crate) fn would_block(e: &io::Error) -> bool {
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
     )
+}
+
+/// Draws this run's stream goodput beside those of `earlier` runs (their `--json FILE`).
+fn plot_runs(
+    path: &std::path::Path,
+    stack: &str,
+    value: f64,
+    earlier: &[serde_json::Value],
+) -> anyhow::Result<()> {
+    let mut runs: Vec<(String, f64)> = earlier
+        .iter()
+        .map(|v| {
+            (
+                v.get("stack")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("?")
+                    .to_string(),
+                v.get("goodput_mbit_s")
+                    .and_then(serde_json::Value::as_f64)
+                    .unwrap_or(f64::NAN),
+            )
+        })
+        .collect();
+    runs.push((stack.to_string(), value));
+    crate::plot::run_bars(path, "stream goodput", "Mbit/s", &runs)
 }
 
 #[cfg(test)]

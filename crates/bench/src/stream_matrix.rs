@@ -59,10 +59,17 @@ pub struct StreamMatrix {
     /// by 20 % and more, for Linux as for corestack).
     #[arg(long, default_value_t = 5)]
     rounds: usize,
+    /// Also write every round's goodput and the medians as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<std::path::PathBuf>,
+    /// Draw the medians as bars per path and direction, Linux beside corestack, to FILE.svg
+    /// or FILE.png.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<std::path::PathBuf>,
 }
 
 /// One phase's three goodputs, Mbit/s.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 struct Phase {
     linux: Vec<f64>,
     core_receives: Vec<f64>,
@@ -197,6 +204,9 @@ impl StreamMatrix {
                 self.loss
             );
         }
+        if let Some(p) = &self.plot {
+            crate::plot::format_of(p)?;
+        }
         let stop = net::stop_flag()?;
         netns::check_privileges()?;
         let exe = std::env::current_exe().context("finding this program's path")?;
@@ -261,10 +271,19 @@ impl StreamMatrix {
             "path", "direction", "Linux", "corestack", "corestack/Linux"
         );
         let lossy_name = format!("{}% loss", self.loss);
-        for (name, p) in [("clean", clean), (lossy_name.as_str(), lossy)] {
-            row(name, "corestack receives", &p.linux, &p.core_receives);
-            row(name, "corestack sends", &p.linux, &p.core_sends);
-            row(name, "corestack sends, xsk tx", &p.linux, &p.core_sends_xsk);
+        let mut cats = Vec::new();
+        let (mut linux_bars, mut core_bars) = (Vec::new(), Vec::new());
+        for (name, p) in [("clean", &clean), (lossy_name.as_str(), &lossy)] {
+            for (dir, short, core) in [
+                ("corestack receives", "receives", &p.core_receives),
+                ("corestack sends", "sends", &p.core_sends),
+                ("corestack sends, xsk tx", "sends xsk", &p.core_sends_xsk),
+            ] {
+                row(name, dir, &p.linux, core);
+                cats.push(format!("{name}: {short}"));
+                linux_bars.push(median(&p.linux));
+                core_bars.push(median(core));
+            }
         }
         println!();
         println!(
@@ -273,6 +292,36 @@ impl StreamMatrix {
              the AF_XDP tx ring, one kernel buffer per frame in copy mode"
         );
         drop(topo);
+        if let Some(path) = &self.json {
+            let report = serde_json::json!({
+                "bench": "stream-matrix",
+                "unit": "Mbit/s",
+                "seconds": self.seconds,
+                "rounds": self.rounds,
+                "loss_percent": self.loss,
+                "seed": self.seed,
+                "linux_cc": self.linux_cc,
+                "clean": clean,
+                "lossy": lossy,
+                "medians": cats.iter().zip(linux_bars.iter().zip(&core_bars)).map(|(c, (l, k))| {
+                    serde_json::json!({"case": c, "linux": l, "corestack": k})
+                }).collect::<Vec<_>>(),
+            });
+            crate::plot::write_json(path, &report)?;
+        }
+        if let Some(path) = &self.plot {
+            crate::plot::bars(
+                path,
+                &format!("stream-matrix: goodput, median of {} rounds", self.rounds),
+                "goodput (Mbit/s)",
+                &cats,
+                &[
+                    ("Linux".into(), linux_bars),
+                    ("corestack".into(), core_bars),
+                ],
+            )?;
+            println!("plot: {}", path.display());
+        }
         Ok(())
     }
 }

@@ -38,9 +38,8 @@ pub struct Transfer {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 120.0)]
     timeout: f64,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: crate::plot::Outputs,
     /// Kernel stack: the socket's congestion control (TCP_CONGESTION), e.g. cubic; default:
     /// the system's.
     #[arg(long, value_name = "NAME")]
@@ -96,6 +95,7 @@ impl DataGen {
 
 impl Transfer {
     pub fn run(self) -> Result<()> {
+        let earlier = self.out.check()?;
         if !(self.timeout > 0.0 && self.timeout <= 3600.0) {
             bail!("--timeout must be in (0, 3600] seconds");
         }
@@ -143,9 +143,11 @@ impl Transfer {
             seconds: secs,
             mbytes_per_s: received.0 as f64 / 1e6 / secs,
         };
-        if self.json {
-            println!("{}", serde_json::to_string(&report)?);
-        } else {
+        self.out.emit(&report)?;
+        if let Some(path) = &self.out.plot {
+            plot_runs(path, &report.stack, report.mbytes_per_s, &earlier)?;
+        }
+        if !self.out.json_on_stdout() {
             println!(
                 "sent {} bytes, received {} bytes in {:.2} s ({:.1} MB/s)\nsha256 sent     {}\nsha256 received {}\n{}",
                 report.bytes_sent,
@@ -264,6 +266,31 @@ fn print_progress(sent: u64, received: u64, elapsed: Duration) {
     let mut out = io::stdout().lock();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
+}
+
+/// Draws this run's echo transfer goodput beside those of `earlier` runs (their `--json FILE`).
+fn plot_runs(
+    path: &std::path::Path,
+    stack: &str,
+    value: f64,
+    earlier: &[serde_json::Value],
+) -> anyhow::Result<()> {
+    let mut runs: Vec<(String, f64)> = earlier
+        .iter()
+        .map(|v| {
+            (
+                v.get("stack")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("?")
+                    .to_string(),
+                v.get("mbytes_per_s")
+                    .and_then(serde_json::Value::as_f64)
+                    .unwrap_or(f64::NAN),
+            )
+        })
+        .collect();
+    runs.push((stack.to_string(), value));
+    crate::plot::run_bars(path, "echo transfer goodput", "MB/s", &runs)
 }
 
 #[cfg(test)]

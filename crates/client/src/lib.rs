@@ -44,6 +44,7 @@ mod udp;
 pub use appif::notify::{Armed, Notify};
 pub use engine::stats::Stats;
 pub use engine::tcp::CcKind;
+pub use engine::EngineConfig;
 pub use engine::PollPolicy;
 pub use nic::af_xdp::TxPath;
 pub use poll::{Event, Interest, Poller, Probe, Source, Status};

@@ -342,6 +342,13 @@ impl StackBuilder {
         self
     }
 
+    /// The most sockets the engine holds at once (connections, listeners,
+    /// UDP sockets; default 4096): opening more fails with EMFILE.
+    pub fn max_sockets(mut self, n: usize) -> Self {
+        self.engine.max_sockets = n.max(1);
+        self
+    }
+
     /// Engine settings beyond the address (TCP defaults, table sizes).
     pub fn engine_config(mut self, cfg: EngineConfig) -> Self {
         self.engine = cfg;

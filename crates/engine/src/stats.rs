@@ -14,6 +14,14 @@ macro_rules! counters {
             pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
                 [$((stringify!($name), self.$name),)*].into_iter()
             }
+
+            /// Every counter's name with its doc comment as written in the
+            /// source (one `doc = "..."` line per comment line), in
+            /// declaration order: the help text of `corestack stat
+            /// --prometheus`.
+            pub fn docs() -> impl Iterator<Item = (&'static str, &'static str)> {
+                [$((stringify!($name), concat!($(stringify!($doc), "\n",)*)),)*].into_iter()
+            }
         }
     };
 }

@@ -42,6 +42,10 @@ pub struct Run {
     /// Adaptive polling: idle time before sleeping, in µs.
     #[arg(long)]
     idle_us: Option<u64>,
+    /// Serve Prometheus metrics (`GET /metrics`) on this kernel TCP address, e.g.
+    /// 127.0.0.1:9464, from a thread apart from the engine.
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Run {
@@ -73,10 +77,22 @@ impl Run {
         // The control socket first: a second daemon must say "already listens"
         // before it touches the interface.
         let control = ControlSocket::bind(&v.socket)?;
-        service::run(v, control, &stop).map_err(|e| match e {
+        let metrics = match self.metrics_listen {
+            Some(addr) => {
+                let m = crate::cmd::metrics::MetricsServer::start(addr)?;
+                if let Some(a) = m.addr() {
+                    eprintln!("corestack daemon metrics at http://{a}/metrics");
+                }
+                Some(m)
+            }
+            None => None,
+        };
+        let result = service::run(v, control, &stop).map_err(|e| match e {
             // Setting up around an open port; what precedes it names the interface.
             RunError::Setup(e) => anyhow::Error::new(e).context("corestack run"),
             e => e.into(),
-        })
+        });
+        drop(metrics);
+        result
     }
 }

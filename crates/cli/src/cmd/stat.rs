@@ -22,6 +22,9 @@ pub struct Stat {
     /// Print every counter, zeros included.
     #[arg(long)]
     all: bool,
+    /// Print the counters and sockets as Prometheus text exposition (format 0.0.4).
+    #[arg(long)]
+    prometheus: bool,
 }
 
 impl Stat {
@@ -45,6 +48,7 @@ impl Stat {
         };
         let names: Vec<&'static str> = corestack::Stats::default().iter().map(|(n, _)| n).collect();
         let mut shown = 0;
+        let mut snaps = Vec::new();
         for path in &paths {
             let r = match StatsReader::open(path) {
                 Ok(r) => r,
@@ -72,6 +76,11 @@ impl Stat {
                 );
                 continue;
             }
+            if self.prometheus {
+                snaps.push(crate::cmd::metrics::snapshot_from(r.pid(), values)?);
+                shown += 1;
+                continue;
+            }
             let comm =
                 std::fs::read_to_string(format!("/proc/{}/comm", r.pid())).unwrap_or_default();
             println!(
@@ -95,6 +104,9 @@ impl Stat {
                 "no running corestack engine found (segments live in {})",
                 stats_dir().display()
             );
+        }
+        if self.prometheus {
+            print!("{}", crate::cmd::metrics::render(&snaps));
         }
         Ok(())
     }
@@ -126,7 +138,7 @@ fn print_apps(pid: u32, apps: &[AppRow]) {
 
 /// Reads process `pid`'s application table; None when it has none (it is
 /// not a `corestack run` daemon) or it cannot be read consistently.
-fn read_apps(pid: u32) -> Option<Vec<AppRow>> {
+pub(crate) fn read_apps(pid: u32) -> Option<Vec<AppRow>> {
     let r = StatsReader::open(&segment_path(pid, APPS)).ok()?;
     let words = r.read()?;
     Some(table_rows(&words, APP_WORDS).map(AppRow::decode).collect())

@@ -80,6 +80,11 @@ impl Daemon {
         }
     }
 
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     pub fn proc(&self) -> &Proc {
         self.proc.as_ref().expect("daemon not yet collected")
     }
