@@ -129,13 +129,14 @@ impl StatusBlock {
 
     /// Engine: every byte in the TX ring has been sent (see
     /// [`FLAG_TX_IDLE`]). Sets the flag (one load when it is set already)
-    /// and returns; the engine must then look at the ring's length again,
-    /// after a SeqCst fence, and send what a writer added meanwhile itself
-    /// (taking the flag back) — the notify-flag protocol, as for sleepers.
-    pub fn set_tx_idle(&self) {
-        if self.flags.load(Ordering::Relaxed) & FLAG_TX_IDLE == 0 {
-            self.flags.fetch_or(FLAG_TX_IDLE, Ordering::SeqCst);
-        }
+    /// and returns true when it set it now: the engine must then look at
+    /// the ring's length again, after a SeqCst fence, and send what a writer
+    /// added meanwhile itself (taking the flag back) — the notify-flag
+    /// protocol, as for sleepers. When it was set already, a writer since
+    /// then sees it and kicks: nothing to re-check.
+    pub fn set_tx_idle(&self) -> bool {
+        self.flags.load(Ordering::Relaxed) & FLAG_TX_IDLE == 0
+            && self.flags.fetch_or(FLAG_TX_IDLE, Ordering::SeqCst) & FLAG_TX_IDLE == 0
     }
 
     /// Writer (after adding bytes to the TX ring and a SeqCst fence), or the

@@ -160,8 +160,7 @@ impl Core {
         // writer may have seen no flag for, we take ourselves.
         let mut again = false;
         let len = txr.len();
-        if tcb.all_sent(len) {
-            shared.set_tx_idle();
+        if tcb.all_sent(len) && shared.set_tx_idle() {
             core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
             again = txr.len() > len && shared.take_tx_idle();
         }

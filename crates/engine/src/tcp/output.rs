@@ -103,7 +103,7 @@ impl Tcb {
             self.restart_after_idle(now);
         }
         while sent < max_segments {
-            if self.data_ready(tx_len).is_some() && !self.pace_ready(now) {
+            if self.pace_blocks_data(now, tx_len) {
                 break;
             }
             match self.data_segment(now, tx_len, rcv_free, max_segments - sent) {
@@ -311,6 +311,20 @@ impl Tcb {
         }
         self.pace.deadline = Some(self.pace.next);
         false
+    }
+
+    /// True if pacing holds back a data segment that could leave now (the
+    /// pacing timer is then armed). Checks the clock first, so an unpaced
+    /// connection pays no `data_ready` here.
+    fn pace_blocks_data(&mut self, now: Instant, tx_len: usize) -> bool {
+        if self.pacing_rate() == 0 || now >= self.pace.next {
+            return false;
+        }
+        if self.data_ready(tx_len).is_none() {
+            return false;
+        }
+        self.pace.deadline = Some(self.pace.next);
+        true
     }
 
     /// `len` bytes of data just left: the next may leave `len / rate`
