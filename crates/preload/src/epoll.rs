@@ -31,10 +31,21 @@ use crate::sock::Sock;
 use crate::table::{self, Obj};
 use crate::wait::Deadline;
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use libc::epoll_event;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+/// Bumped by every readiness change this process makes itself (a socket's
+/// state moving on bind, listen, connect or shutdown), which the engine's
+/// change count ([`corestack::Stack::changes`]) does not see.
+static LOCAL_CHANGES: AtomicU32 = AtomicU32::new(0);
+
+/// Records a readiness change made by this process: the next collection of
+/// every epoll looks at its sockets again (see [`Epoll`]'s `quiet`).
+pub fn local_change() {
+    LOCAL_CHANGES.fetch_add(1, Ordering::AcqRel);
+}
 
 /// One corestack socket in an interest list.
 struct Reg {
@@ -95,6 +106,14 @@ pub struct Epoll {
     kernel_first: AtomicBool,
     /// The fds of this epoll (dup), for registrations made from elsewhere.
     fds: Mutex<Vec<c_int>>,
+    /// Bumped by every epoll_ctl (a registration added, changed, re-armed).
+    gen: AtomicU32,
+    /// 1 + the [`Epoll::quiet_key`] of the last collection that found
+    /// nothing to report (0: none). While the key has not moved — no engine
+    /// change, no local change, no epoll_ctl — a collection would find
+    /// nothing again, so it is skipped: a spinning or often-woken waiter
+    /// costs O(1) instead of a probe of every registered socket.
+    quiet: AtomicU64,
 }
 
 /// The `data` of the shim's own fds in a kernel epoll: random per process.
@@ -130,6 +149,8 @@ impl Default for Epoll {
             cursor: AtomicUsize::new(0),
             kernel_first: AtomicBool::new(false),
             fds: Mutex::new(Vec::new()),
+            gen: AtomicU32::new(0),
+            quiet: AtomicU64::new(0),
         }
     }
 }
@@ -214,6 +235,7 @@ impl Epoll {
             None => return Err(libc::EFAULT),
         };
         let exclusive = events & libc::EPOLLEXCLUSIVE as u32 != 0;
+        self.gen.fetch_add(1, Ordering::AcqRel);
         let mut regs = lock(&self.regs);
         // A registration of a socket since closed (the number reused) is gone.
         if let Some(r) = regs.get(&fd) {
@@ -296,6 +318,7 @@ impl Epoll {
     /// listener or UDP socket).
     fn resettle(&self, obj: &Arc<Obj>, s: &Sock) {
         let Some(epfd) = self.any_fd() else { return };
+        self.gen.fetch_add(1, Ordering::AcqRel);
         let mut regs = lock(&self.regs);
         let mine: Vec<c_int> = regs
             .iter()
@@ -327,11 +350,44 @@ impl Epoll {
         }
     }
 
+    /// What a collection's result depends on besides the sockets' own
+    /// state: the engine's change count for this process, the local
+    /// changes and this epoll's registrations (sums of counters that only
+    /// grow, so any bump moves the key). None in a forked child.
+    fn quiet_key(&self) -> Option<u64> {
+        let stack = crate::process::started()?;
+        let engine = u64::from(stack.changes().seq());
+        let local = LOCAL_CHANGES
+            .load(Ordering::Acquire)
+            .wrapping_add(self.gen.load(Ordering::Acquire));
+        Some((engine << 32) | u64::from(local))
+    }
+
     /// Collects ready corestack sockets into `out`; returns how many.
     fn collect(&self, out: &mut [epoll_event]) -> usize {
         if out.is_empty() {
             return 0;
         }
+        // Read before the sockets are looked at, so that a change made
+        // during the look moves the key away from what is recorded below.
+        let key = self.quiet_key().map(|k| k.wrapping_add(1)).unwrap_or(0);
+        if key != 0 && self.quiet.load(Ordering::Acquire) == key {
+            return 0;
+        }
+        let (n, undecided) = self.collect_all(out);
+        // Nothing to report, and nothing looked at that only the kernel can
+        // answer for (an undecided socket): the same key finds nothing again.
+        self.quiet.store(
+            if n == 0 && !undecided { key } else { 0 },
+            Ordering::Release,
+        );
+        n
+    }
+
+    /// Looks at every registered socket (see [`Epoll::collect`]); returns
+    /// how many events it wrote, and whether an undecided socket had to be
+    /// asked of the kernel.
+    fn collect_all(&self, out: &mut [epoll_event]) -> (usize, bool) {
         // Snapshot under the lock; readiness is read without it (a socket's
         // state lock is never taken while the interest list is held).
         let snap: Vec<(c_int, Option<Arc<Obj>>)> = {
@@ -342,12 +398,13 @@ impl Epoll {
                 .collect()
         };
         if snap.is_empty() {
-            return 0;
+            return (0, false);
         }
         let start = self.cursor.fetch_add(1, Ordering::Relaxed) % snap.len();
         let mut n = 0;
         let mut gone = Vec::new();
         let mut ready = Vec::new();
+        let mut undecided = false;
         for k in 0..snap.len() {
             let (fd, obj) = &snap[(start + k) % snap.len()];
             let Some(obj) = obj else {
@@ -358,6 +415,7 @@ impl Epoll {
             let (mut bits, kernel) = s.poll_bits();
             if kernel && !s.has_kernel_side() {
                 // Undecided: the kernel socket answers.
+                undecided = true;
                 bits |= crate::sys::k::poll_now(*fd, 0x7fff) as u16 as u32;
             }
             if bits == 0 {
@@ -407,7 +465,7 @@ impl Epoll {
             };
             n += 1;
         }
-        n
+        (n, undecided)
     }
 
     /// epoll_wait(2) / epoll_pwait(2) with corestack sockets registered.

@@ -247,6 +247,7 @@ impl Sock {
     /// Hands the socket to the kernel: its fds become plain kernel fds.
     /// The caller holds `state` (set to Kernel here) and `me` is this socket.
     fn go_kernel(&self, state: &mut State, me: &Arc<Obj>) {
+        crate::epoll::local_change();
         *state = State::Kernel;
         let fds: Vec<c_int> = self.fds.lock().unwrap_or_else(|p| p.into_inner()).clone();
         for fd in fds {
@@ -281,6 +282,7 @@ impl Sock {
                 let a = v4.ok_or(libc::EINVAL)?;
                 match self.ty {
                     Ty::Stream => {
+                        crate::epoll::local_change();
                         *st = State::Fresh {
                             bound: Some((a, false)),
                         };
@@ -288,6 +290,7 @@ impl Sock {
                     }
                     Ty::Dgram => {
                         let u = self.udp_bind(a)?;
+                        crate::epoll::local_change();
                         *st = State::Udp {
                             u,
                             local: a,
@@ -305,6 +308,7 @@ impl Sock {
                 let a = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
                 match self.ty {
                     Ty::Stream => {
+                        crate::epoll::local_change();
                         *st = State::Fresh {
                             bound: Some((a, true)),
                         };
@@ -313,6 +317,7 @@ impl Sock {
                     Ty::Dgram => {
                         let u = self.udp_bind(a)?;
                         k::set_nonblocking(fd, true)?;
+                        crate::epoll::local_change();
                         *st = State::Udp {
                             u,
                             local: a,
@@ -399,6 +404,7 @@ impl Sock {
         if rcv > 0 || snd > 0 {
             let _ = l.set_buffer_sizes(rcv, snd);
         }
+        crate::epoll::local_change();
         *st = State::Listener { l, local, dual };
         drop(st);
         if dual {
@@ -507,6 +513,7 @@ impl Sock {
                     }
                     if status.closed && status.error != 0 {
                         let e = s.take_error();
+                        crate::epoll::local_change();
                         *st = State::Fresh { bound: None };
                         return Err(if e != 0 { e } else { libc::ECONNABORTED });
                     }
@@ -543,6 +550,7 @@ impl Sock {
                 .unwrap_or_else(|p| p.into_inner())
                 .apply_to_stream(&mut s);
             let probe = s.probe();
+            crate::epoll::local_change();
             *st = State::Stream(s);
             probe
         };
@@ -561,6 +569,7 @@ impl Sock {
             let status = s.probe().status();
             if status.closed {
                 let e = s.take_error();
+                crate::epoll::local_change();
                 *st = State::Fresh { bound: None };
                 return Err(if e != 0 { e } else { libc::ECONNREFUSED });
             }
@@ -599,6 +608,7 @@ impl Sock {
                 let u = self.udp_bind(local)?;
                 let local =
                     SocketAddrV4::new(process::local_ip(), u.local_addr().map_or(0, |a| a.port()));
+                crate::epoll::local_change();
                 *st = State::Udp {
                     u,
                     local,
@@ -894,6 +904,7 @@ impl Sock {
                             process::local_ip(),
                             u.local_addr().map_or(0, |a| a.port()),
                         );
+                        crate::epoll::local_change();
                         *st = State::Udp {
                             u,
                             local,
@@ -955,10 +966,12 @@ impl Sock {
                     return Err(libc::ENOTCONN);
                 }
                 if wr {
+                    crate::epoll::local_change();
                     self.wr_shut.store(true, Ordering::Relaxed);
                     let _ = s.shutdown(std::net::Shutdown::Write);
                 }
                 if rd {
+                    crate::epoll::local_change();
                     self.rd_shut.store(true, Ordering::Relaxed);
                 }
                 Some(s.probe())
@@ -971,6 +984,7 @@ impl Sock {
                 if *dual {
                     let _ = k::shutdown(fd, how);
                 }
+                crate::epoll::local_change();
                 *st = State::ListenerShut { local: *local };
                 Some(probe)
             }
@@ -979,9 +993,11 @@ impl Sock {
                     return Err(libc::ENOTCONN);
                 }
                 if rd {
+                    crate::epoll::local_change();
                     self.rd_shut.store(true, Ordering::Relaxed);
                 }
                 if wr {
+                    crate::epoll::local_change();
                     self.wr_shut.store(true, Ordering::Relaxed);
                 }
                 Some(u.probe())
@@ -991,9 +1007,11 @@ impl Sock {
                 // Linux records the shutdown even on an unconnected socket
                 // (and says ENOTCONN): a later connection starts shut.
                 if rd {
+                    crate::epoll::local_change();
                     self.rd_shut.store(true, Ordering::Relaxed);
                 }
                 if wr {
+                    crate::epoll::local_change();
                     self.wr_shut.store(true, Ordering::Relaxed);
                 }
                 drop(st);
