@@ -46,20 +46,13 @@ fn write_behind_unacked_bytes_leaves_at_once_without_an_ack() {
     let mut cfg = EngineConfig::default();
     cfg.tcp.rack_tlp = false;
     cfg.tcp.nodelay = true;
-    // Embedded: the engine thread naps when idle, as in a server.
-    let a = Stack::builder()
-        .engine_config(cfg)
-        .mem_port(pa)
-        .ip(A, 24)
-        .inline(false)
-        .start()
-        .unwrap();
-    let b = Stack::builder()
-        .mem_port(pb)
-        .ip(B, 24)
-        .inline(true)
-        .start()
-        .unwrap();
+    let start = |port, ip, inline, cfg| {
+        let b = Stack::builder().engine_config(cfg).mem_port(port);
+        b.ip(ip, 24).inline(inline).start().unwrap()
+    };
+    // A embedded: its engine thread naps when idle, as in a server.
+    let a = start(pa, A, false, cfg);
+    let b = start(pb, B, true, EngineConfig::default());
     let mut l = TcpListener::bind(&b, SocketAddrV4::new(B, 7)).unwrap();
     // B's engine runs only while this thread waits in accept.
     let acceptor = std::thread::spawn(move || {
