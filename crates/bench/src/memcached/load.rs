@@ -104,6 +104,11 @@ pub struct Step {
     pub server_cpu_s: f64,
     /// server_cpu_s / completed, µs.
     pub cpu_us_per_req: f64,
+    /// Busy time of every CPU (the generator, the server, the kernel's work on either)
+    /// over the step / completed, µs: the same generator in every row, so the
+    /// difference between rows is the server side's, wherever it ran.
+    #[serde(default)]
+    pub machine_cpu_us_per_req: f64,
     /// The generator's kernel (its namespace) over the step: TCP segments retransmitted,
     /// tail loss probes sent, and retransmission timeouts (/proc/net/snmp RetransSegs,
     /// /proc/net/netstat TCPLossProbes and TCPTimeouts); what the client had to repair.
@@ -204,6 +209,25 @@ pub fn cpu_seconds(pids: &[u32]) -> Result<f64> {
     }
     // USER_HZ is 100 on Linux.
     Ok(total / 100.0)
+}
+
+/// Busy time of all CPUs together (user, nice, system, irq, softirq, steal from the
+/// `cpu` line of /proc/stat), seconds: wherever the kernel did a request's work (a
+/// veth hands a frame to the receiving stack on the sender's CPU), it is in here.
+pub fn machine_busy_seconds() -> Result<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+    let line = stat
+        .lines()
+        .find(|l| l.starts_with("cpu "))
+        .ok_or_else(|| anyhow!("no cpu line in /proc/stat"))?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    let busy: u64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| f.get(i)).sum();
+    // USER_HZ is 100 on Linux.
+    Ok(busy as f64 / 100.0)
 }
 
 /// The memcached ETC generator over connections to one server.
@@ -428,6 +452,7 @@ impl Generator {
         let window_ns = (secs * 1e9) as u64;
         let drain_ns = window_ns + (drain * 1e9) as u64;
         let cpu0 = cpu_seconds(cpu_pids)?;
+        let machine0 = machine_busy_seconds()?;
         let tcp0 = client_tcp_counters();
         let start = Instant::now();
         let mut next_ns = schedule.next(&mut self.rng);
@@ -459,6 +484,7 @@ impl Generator {
         }
         let end_ns = start.elapsed().as_nanos() as u64;
         let cpu = cpu_seconds(cpu_pids)? - cpu0;
+        let machine = machine_busy_seconds()? - machine0;
         let tcp1 = client_tcp_counters();
         let mut unanswered = 0u64;
         for c in &self.conns {
@@ -487,6 +513,11 @@ impl Generator {
             server_cpu_s: cpu,
             cpu_us_per_req: if tally.completed > 0 {
                 cpu * 1e6 / tally.completed as f64
+            } else {
+                0.0
+            },
+            machine_cpu_us_per_req: if tally.completed > 0 {
+                machine * 1e6 / tally.completed as f64
             } else {
                 0.0
             },

@@ -133,6 +133,10 @@ pub struct RowResult {
     pub linux_cpu_us_per_req: Option<f64>,
     /// cpu_us_per_req / Linux's.
     pub cpu_ratio: Option<f64>,
+    /// Busy time of all CPUs per request at that rate / Linux's (see
+    /// [`load::Step::machine_cpu_us_per_req`]).
+    #[serde(default)]
+    pub machine_cpu_ratio: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -229,6 +233,7 @@ impl MemcachedBench {
                         cpu_us_per_req: None,
                         linux_cpu_us_per_req: None,
                         cpu_ratio: None,
+                        machine_cpu_ratio: None,
                     });
                     continue;
                 }
@@ -250,6 +255,7 @@ impl MemcachedBench {
                 cpu_us_per_req: None,
                 linux_cpu_us_per_req: None,
                 cpu_ratio: None,
+                machine_cpu_ratio: None,
             });
         }
         self.compare(&mut results);
@@ -318,6 +324,8 @@ impl MemcachedBench {
                 r.cpu_us_per_req = Some(s.cpu_us_per_req);
                 r.linux_cpu_us_per_req = Some(l.cpu_us_per_req);
                 r.cpu_ratio = (l.cpu_us_per_req > 0.0).then(|| s.cpu_us_per_req / l.cpu_us_per_req);
+                r.machine_cpu_ratio = (l.machine_cpu_us_per_req > 0.0)
+                    .then(|| s.machine_cpu_us_per_req / l.machine_cpu_us_per_req);
             }
         }
     }
@@ -454,7 +462,10 @@ impl MemcachedBench {
         let _ = writeln!(
             o,
             "latency from each request's scheduled send time; CPU = utime+stime of the server \
-             process(es) over the step / answers; cli retx/TLP/RTO: segments the generator's \
+             process(es) over the step / answers; all CPUs: busy time of both CPUs (generator, \
+             server, and the kernel's work wherever it ran: a veth delivers a frame to the \
+             receiving stack on the sender's CPU, so Linux's receive processing for memcached runs \
+             on the generator's CPU) / answers; cli retx/TLP/RTO: segments the generator's \
              kernel retransmitted, its tail loss probes and timeouts\n"
         );
         for r in results {
@@ -465,12 +476,13 @@ impl MemcachedBench {
             let _ = writeln!(o, "{}", r.label);
             let _ = writeln!(
                 o,
-                "  {:>11} {:>12} {:>9} {:>9} {:>10} {:>11} {:>8}",
+                "  {:>11} {:>12} {:>9} {:>9} {:>10} {:>9} {:>11} {:>8}",
                 "offered QPS",
                 "achieved QPS",
                 "p50 µs",
                 "p99 µs",
                 "CPU µs/req",
+                "all CPUs",
                 "unanswered",
                 "hit %"
             );
@@ -483,12 +495,13 @@ impl MemcachedBench {
                 };
                 let _ = writeln!(
                     o,
-                    "  {:>11.0} {:>12.0} {:>9.1} {:>9.1} {:>10.2} {:>10} {:>6.1} {:>14}{}",
+                    "  {:>11.0} {:>12.0} {:>9.1} {:>9.1} {:>10.2} {:>9.2} {:>10} {:>6.1} {:>14}{}",
                     s.offered_qps,
                     s.achieved_qps,
                     s.p50_us,
                     s.p99_us,
                     s.cpu_us_per_req,
+                    s.machine_cpu_us_per_req,
                     s.unanswered,
                     hit,
                     format!(
@@ -513,13 +526,21 @@ impl MemcachedBench {
         let f = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |v| format!("{v:.prec$}"));
         let _ = writeln!(
             o,
-            "{:<20} {:>14} {:>7} {:>10} {:>7} {:>9} {:>11} {:>7}",
-            "", "peak QPS @SLA", "/Linux", "max QPS", "/Linux", "CPU at", "CPU µs/req", "/Linux"
+            "{:<20} {:>14} {:>7} {:>10} {:>7} {:>9} {:>11} {:>7} {:>14}",
+            "",
+            "peak QPS @SLA",
+            "/Linux",
+            "max QPS",
+            "/Linux",
+            "CPU at",
+            "CPU µs/req",
+            "/Linux",
+            "all CPUs/Linux"
         );
         for r in results.iter().filter(|r| r.skipped.is_none()) {
             let _ = writeln!(
                 o,
-                "{:<20} {:>14} {:>7} {:>10} {:>7} {:>9} {:>11} {:>7}",
+                "{:<20} {:>14} {:>7} {:>10} {:>7} {:>9} {:>11} {:>7} {:>14}",
                 r.label,
                 f(r.peak_qps_at_sla, 0),
                 f(r.peak_ratio, 2),
@@ -527,7 +548,8 @@ impl MemcachedBench {
                 f(r.max_ratio, 2),
                 f(r.cpu_compare_qps, 0),
                 f(r.cpu_us_per_req, 2),
-                f(r.cpu_ratio, 2)
+                f(r.cpu_ratio, 2),
+                f(r.machine_cpu_ratio, 2)
             );
         }
         let _ = writeln!(
