@@ -118,6 +118,10 @@ pub struct EchoMatrix {
     /// of the client's frames) and ...-server-side.pcap (after it).
     #[arg(long, value_name = "DIR")]
     pcap: Option<PathBuf>,
+    /// Pin the impairment bridge to the client's CPU (the default lets the scheduler place
+    /// it, on the server's CPU at times).
+    #[arg(long)]
+    bridge_on_client_cpu: bool,
 }
 
 /// One impairment setting of the bridge (each direction alike).
@@ -363,6 +367,35 @@ pub struct RunResult {
     /// The corestack server's counters when it stopped (those it printed at exit, TCP
     /// counters of its connections included); empty for the Linux server.
     pub server_counters: std::collections::BTreeMap<String, u64>,
+    /// What the Linux client's kernel did to repair its sending over the run (the client
+    /// namespace's [`CLIENT_REPAIRS`] counters, after − before).
+    #[serde(default)]
+    pub client_repairs: std::collections::BTreeMap<String, u64>,
+}
+
+/// The client kernel's repair counters kept per run: (file, group, name).
+const CLIENT_REPAIRS: [(&str, &str, &str); 7] = [
+    ("snmp", "Tcp:", "RetransSegs"),
+    ("netstat", "TcpExt:", "TCPTimeouts"),
+    ("netstat", "TcpExt:", "TCPLossProbes"),
+    ("netstat", "TcpExt:", "TCPSackRecovery"),
+    ("netstat", "TcpExt:", "TCPSpuriousRTOs"),
+    ("netstat", "TcpExt:", "TCPDSACKRecv"),
+    ("netstat", "TcpExt:", "TCPSACKReorder"),
+];
+
+/// [`CLIENT_REPAIRS`] in namespace `ns` now (a counter it cannot read is left out).
+fn client_repairs(ns: &netns::Netns) -> std::collections::BTreeMap<String, u64> {
+    let snmp = ns.run("cat", &["/proc/net/snmp"]).unwrap_or_default();
+    let netstat = ns.run("cat", &["/proc/net/netstat"]).unwrap_or_default();
+    CLIENT_REPAIRS
+        .iter()
+        .filter_map(|&(file, group, name)| {
+            let text = if file == "snmp" { &snmp } else { &netstat };
+            crate::memcached::load::proc_net_counter(text, group, name)
+                .map(|v| (name.to_string(), v))
+        })
+        .collect()
 }
 
 /// The counters `serve` prints at exit after its "corestack statistics:" line (stdout
@@ -396,6 +429,7 @@ impl RunResult {
             state: None,
             bridge: None,
             server_counters: Default::default(),
+            client_repairs: Default::default(),
         }
     }
 
@@ -522,9 +556,15 @@ impl Ctx<'_> {
             None => None,
         };
         let client_log = self.lab.logs.file(&format!("{tag}-client.log"));
+        let repairs0 = client_repairs(&self.lab.topo.client);
         if let Err(e) = self.transfer(srv.id(), &client_log, &mut result) {
             not_interrupted(e, &mut result)?;
         }
+        let repairs1 = client_repairs(&self.lab.topo.client);
+        result.client_repairs = repairs1
+            .iter()
+            .map(|(k, v)| (k.clone(), v.saturating_sub(*repairs0.get(k).unwrap_or(&0))))
+            .collect();
         if result.outcome != Outcome::Ok && result.state.is_none() {
             result.state = Some(self.tcp_state(server, srv.id()));
         }
@@ -828,6 +868,58 @@ fn table(cases: &[Case], seeds: &[u64], runs: &[RunResult]) -> String {
 }
 
 /// Indents every line of `text` by `n` spaces.
+/// The Linux client's repairs per case and seed against each server: retransmitted
+/// segments / tail loss probes / RTO expiries (what it had to do for the data it sent).
+fn repairs_table(cases: &[Case], seeds: &[u64], runs: &[RunResult]) -> String {
+    let cell = |case: &str, server: Server| {
+        seeds
+            .iter()
+            .map(|&seed| match find(runs, case, seed, server) {
+                Some(r) if !r.client_repairs.is_empty() => {
+                    let g = |k: &str| r.client_repairs.get(k).copied().unwrap_or(0);
+                    format!(
+                        "{}/{}/{}",
+                        g("RetransSegs"),
+                        g("TCPLossProbes"),
+                        g("TCPTimeouts")
+                    )
+                }
+                _ => "-".to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let rows: Vec<[String; 3]> = cases
+        .iter()
+        .map(|c| {
+            [
+                c.name.to_string(),
+                cell(c.key, Server::Linux),
+                cell(c.key, Server::Corestack),
+            ]
+        })
+        .collect();
+    let w = |i: usize, head: &str| {
+        rows.iter()
+            .map(|r| r[i].chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(head.len())
+    };
+    let heads = [
+        "the Linux client's repairs",
+        "against Linux",
+        "against corestack",
+    ];
+    let (w0, w1) = (w(0, heads[0]), w(1, heads[1]));
+    let mut out = format!("{:<w0$}   {:<w1$}   {}\n", heads[0], heads[1], heads[2]);
+    for r in &rows {
+        out += &format!("{:<w0$}   {:<w1$}   {}\n", r[0], r[1], r[2]);
+    }
+    out += "(per seed: segments retransmitted / tail loss probes / RTO expiries, from the client namespace's /proc/net/snmp and netstat)\n";
+    out
+}
+
 fn indent(text: &str, n: usize) -> String {
     let pad = " ".repeat(n);
     text.lines()
@@ -936,7 +1028,8 @@ impl EchoMatrix {
         let Some(core_cc) = net::core_cc_arg(&server_cc) else {
             bail!("corestack has no congestion control {server_cc:?} (reno, cubic, dctcp, bbr): choose one with --server-cc");
         };
-        let lab = Lab::new(&topo, &exe, &logs, &stop);
+        let mut lab = Lab::new(&topo, &exe, &logs, &stop);
+        lab.bridge_on_client_cpu = self.bridge_on_client_cpu;
         let mut probe = lab.bridge(&[], "probe-impair.log")?;
         topo.through(&mut probe)?;
         probe.stop()?;
@@ -1041,7 +1134,12 @@ impl EchoMatrix {
             if self.client_cc.is_none() { ", the system's default" } else { "" }
         );
         if pin {
-            println!("client pinned to CPU {CLIENT_CPU}, servers to CPU {SERVER_CPU}; the bridge is not pinned (the scheduler runs it on either CPU); load average before: {load}");
+            let bridge = if self.bridge_on_client_cpu {
+                format!("the bridge to CPU {CLIENT_CPU} with the client")
+            } else {
+                "the bridge is not pinned (the scheduler runs it on either CPU)".to_string()
+            };
+            println!("client pinned to CPU {CLIENT_CPU}, servers to CPU {SERVER_CPU}; {bridge}; load average before: {load}");
         } else {
             println!("nothing pinned (fewer than 2 CPUs); load average before: {load}");
         }
@@ -1053,6 +1151,8 @@ impl EchoMatrix {
         print!("{}", table(cases, &self.seeds, runs));
         println!();
         println!("stall: stopped, no progress; cap: stopped at the cap; badsha: echo not byte-exact; fail: the client or a server failed; ratios and medians only over seeds where both runs completed");
+        println!();
+        print!("{}", repairs_table(cases, &self.seeds, runs));
         let beyond: Vec<String> = runs
             .iter()
             .filter_map(|r| {
@@ -1115,7 +1215,11 @@ impl EchoMatrix {
             client_cc,
             client_cpu: pin.then_some(CLIENT_CPU),
             server_cpu: pin.then_some(SERVER_CPU),
-            bridge_cpu: "not pinned",
+            bridge_cpu: if self.bridge_on_client_cpu && pin {
+                CLIENT_CPU
+            } else {
+                "not pinned"
+            },
             cases: cases.iter().map(per_case).collect(),
             runs,
         }
@@ -1140,7 +1244,31 @@ mod tests {
             state: None,
             bridge: None,
             server_counters: Default::default(),
+            client_repairs: Default::default(),
         }
+    }
+
+    #[test]
+    fn repairs_table_shows_each_servers_client_counters_per_seed() {
+        let mut a = run("loss1", 5, Server::Linux, Outcome::Ok, 90.0);
+        a.client_repairs = [
+            ("RetransSegs", 61),
+            ("TCPLossProbes", 2),
+            ("TCPTimeouts", 0),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+        let mut b = run("loss1", 5, Server::Corestack, Outcome::Ok, 80.0);
+        b.client_repairs = [("RetransSegs", 70), ("TCPTimeouts", 1)]
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
+        let loss1 = select_cases("loss1").unwrap();
+        let t = repairs_table(&loss1, &[5, 7], &[a, b]);
+        let row = t.lines().find(|l| l.starts_with("loss 1 %")).unwrap();
+        let cells: Vec<&str> = row.split_whitespace().skip(3).collect();
+        assert_eq!(cells, ["61/2/0", "-", "70/0/1", "-"]);
     }
 
     #[test]

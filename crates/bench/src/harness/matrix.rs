@@ -190,6 +190,9 @@ pub struct Lab<'a> {
     pub stop: &'a AtomicBool,
     /// Whether clients and servers are pinned.
     pub pinned: bool,
+    /// Whether the impairment bridge is pinned to the clients' CPU (when pinned at all), so
+    /// that the wire never takes the server's CPU; else the scheduler places it.
+    pub bridge_on_client_cpu: bool,
 }
 
 impl<'a> Lab<'a> {
@@ -207,6 +210,7 @@ impl<'a> Lab<'a> {
             logs,
             stop,
             pinned,
+            bridge_on_client_cpu: false,
         }
     }
 
@@ -234,7 +238,15 @@ impl<'a> Lab<'a> {
 
     /// Starts the impairment bridge with `args` (see [`ImpairBridge::start`]), its log `log`.
     pub fn bridge(&self, args: &[&str], log: &str) -> Result<ImpairBridge> {
-        ImpairBridge::start(self.topo, self.exe, self.logs.file(log), args, self.stop)
+        let cpu = self.client_cpu().filter(|_| self.bridge_on_client_cpu);
+        ImpairBridge::start(
+            self.topo,
+            self.exe,
+            self.logs.file(log),
+            args,
+            cpu,
+            self.stop,
+        )
     }
 }
 
@@ -245,18 +257,19 @@ pub struct ImpairBridge {
 }
 
 impl ImpairBridge {
-    /// Starts `corestack impair --a ml --b mr ARGS` (not pinned to a CPU) and waits until it
-    /// bridges; its stderr goes to `log`.
+    /// Starts `corestack impair --a ml --b mr ARGS` (on `cpu`, or where the scheduler puts
+    /// it) and waits until it bridges; its stderr goes to `log`.
     pub fn start(
         topo: &Topology,
         exe: &Path,
         log: PathBuf,
         args: &[&str],
+        cpu: Option<&str>,
         stop: &AtomicBool,
     ) -> Result<ImpairBridge> {
         let mut all = vec!["impair", "--a", "ml", "--b", "mr"];
         all.extend_from_slice(args);
-        let mut child = spawn(&topo.mid, None, exe, &all, &log)?;
+        let mut child = spawn(&topo.mid, cpu, exe, &all, &log)?;
         wait_ready(&mut child, "bridging", &log, true, stop)
             .context("starting corestack impair")?;
         Ok(ImpairBridge { child, log })
