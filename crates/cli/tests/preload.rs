@@ -1057,7 +1057,7 @@ fn nc_both_ways(pair: &Pair, sh: &Sh) {
 fn shim_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_keeps_working() {
     let _lock = start();
     let pair = Pair::new("p", 159).expect("creating the namespaces");
-    fork_child_enetdown(&pair, &|p, a| shimmed(&pair, p, a));
+    fork_child_enetdown(&pair, &|p, a| shimmed(&pair, p, a), "-1 ENETUNREACH");
 }
 
 #[test]
@@ -1065,7 +1065,8 @@ fn shim_service_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_kee
     let _lock = start();
     let pair = Pair::new("shm2", 177).expect("creating the namespaces");
     let (d, sock) = daemon(&pair, "fork");
-    fork_child_enetdown(&pair, &|p, a| served(&pair, &sock, p, a));
+    // Service mode: the child's new socket goes to corestack through an association of its own.
+    fork_child_enetdown(&pair, &|p, a| served(&pair, &sock, p, a), "0 ");
     let ended = Instant::now();
     d.expect_line(
         &["application joined"],
@@ -1085,9 +1086,10 @@ fn shim_service_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_kee
 }
 
 /// tests/shim/fork.c: a forked child's inherited corestack socket answers ENETDOWN and closes
-/// cleanly, its new sockets stay in the kernel, a helper that execs costs nothing, and the
+/// cleanly, its new socket's connect ends as `connect` says (the kernel's ENETUNREACH in
+/// embedded mode; corestack in service mode), a helper that execs costs nothing, and the
 /// parent's connection keeps working.
-fn fork_child_enetdown(pair: &Pair, sh: &Sh) {
+fn fork_child_enetdown(pair: &Pair, sh: &Sh, connect: &str) {
     let prog = cc("fork");
     let _echo = linux_echo(pair);
     let out = run_ok(
@@ -1100,11 +1102,140 @@ fn fork_child_enetdown(pair: &Pair, sh: &Sh) {
         "child send -1 ENETDOWN",
         "child poll 1 revents 0x19",
         "child close 0",
-        "child new socket connect -1 ENETUNREACH",
+        &format!("child new socket connect {connect}"),
         "parent recv 2",
         "helper exec exit 0",
         "parent still works 2",
     ] {
         assert!(out.lines().any(|l| l == line), "no {line:?} in:\n{out}");
     }
+}
+
+/// (worker, pid) of each "worker W pid P uid U ready" line of prefork.c, checking U.
+fn prefork_workers(out: &str) -> Vec<(String, u32)> {
+    out.lines()
+        .filter_map(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            (c.len() == 7 && c[0] == "worker" && c[2] == "pid" && c[6] == "ready").then(|| {
+                assert_eq!(
+                    c[5], "65534",
+                    "worker {} did not drop its privileges: {l}",
+                    c[1]
+                );
+                (c[1].to_string(), c[3].parse().expect("a pid"))
+            })
+        })
+        .collect()
+}
+
+/// "served W PID" lines of prefork.c per server W ("master" for the parent).
+fn prefork_served(out: &str, who: &str) -> usize {
+    out.lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some(who) && l.starts_with("served "))
+        .count()
+}
+
+/// tests/shim/prefork.c in service mode: a parent listens on port 80 and forks three workers
+/// that drop to uid 65534 and accept on the inherited listener, each with its own epoll. 60
+/// connections of a Linux client all echo their message; at least two workers serve some;
+/// the parent, which never waits in accept (it tries every 50 ms), gets none; `corestack ss`
+/// shows the parent and each worker listening on :80 under its own pid. Then the parent is
+/// killed: the workers keep the port and serve 12 more connections, then exit on their own.
+#[test]
+fn shim_service_prefork_workers_share_the_listener_and_outlive_their_master() {
+    let _lock = start();
+    need("python3");
+    let pair = Pair::new("pf", 190).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "prefork");
+    let prog = cc("prefork");
+    let mut server = Proc::spawn(
+        "prefork (service)",
+        served(&pair, &sock, prog.to_str().unwrap(), &["80"]),
+        None,
+        Out::Text,
+    );
+    let master = server.pid();
+    for w in 0..3 {
+        server.wait_stdout(&format!("worker {w} pid "), STEP);
+    }
+    server.wait_stdout("listening", STEP);
+    let workers = prefork_workers(&server.stdout());
+    assert_eq!(
+        workers.len(),
+        3,
+        "three workers ready:\n{}",
+        server.stdout()
+    );
+    let on_80 = |out: &str, pid: u32| {
+        out.lines().any(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            c.len() > 5
+                && c[0] == pid.to_string()
+                && c[1] == "prefork"
+                && c[3..5] == ["tcp", "LISTEN"]
+                && c[5].ends_with(":80")
+        })
+    };
+    let mut ss = String::new();
+    let pids: Vec<u32> = workers.iter().map(|w| w.1).chain([master]).collect();
+    let seen = until(STEP, || {
+        ss = corestack_out(&["ss"]);
+        pids.iter().all(|&p| on_80(&ss, p))
+    });
+    assert!(
+        seen,
+        "corestack ss does not show the master ({master}) and every worker {workers:?} \
+         listening on :80:\n{ss}\ndaemon:\n{}",
+        d.tail()
+    );
+    let client = |n: &str, tag: &str| {
+        let py = script("prefork_client.py");
+        let args = [py.to_str().unwrap(), pair.core_ip.as_str(), "80", n, tag];
+        run_ok("prefork client", plain(&pair.linux, "python3", &args), STEP)
+    };
+    let out = client("60", "first");
+    assert!(out.contains("ok 60 of 60"), "client: {out}");
+    let stdout = server.stdout();
+    let counts: Vec<(String, usize)> = workers
+        .iter()
+        .map(|(w, _)| (w.clone(), prefork_served(&stdout, w)))
+        .collect();
+    println!("prefork: connections served per worker: {counts:?}");
+    assert_eq!(
+        counts.iter().map(|c| c.1).sum::<usize>(),
+        60,
+        "every connection served once by a worker:\n{stdout}"
+    );
+    assert!(
+        counts.iter().filter(|c| c.1 > 0).count() >= 2,
+        "the connections did not spread over the workers: {counts:?}"
+    );
+    assert_eq!(
+        prefork_served(&stdout, "master"),
+        0,
+        "the master, which never waits in accept, was given connections:\n{stdout}"
+    );
+    // The master dies: the workers keep the port.
+    let _ = Command::new("kill")
+        .args(["-KILL", &master.to_string()])
+        .status();
+    d.expect_line(
+        &["application left", &format!("pid={master}")],
+        STEP,
+        "the master's association ended",
+    );
+    let out = client("12", "second");
+    assert!(
+        out.contains("ok 12 of 12"),
+        "client after the master died: {out}"
+    );
+    // The workers exit after 5 s without connections; stdout ends with the last.
+    let f = server.finish(Duration::from_secs(30));
+    let exits: usize = f
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("worker ")?.split_once(" exits served "))
+        .map(|(_, n)| n.trim().parse::<usize>().expect("a count"))
+        .sum();
+    assert_eq!(exits, 72, "the workers' own counts:\n{}", f.stdout);
 }
