@@ -1239,3 +1239,73 @@ fn shim_service_prefork_workers_share_the_listener_and_outlive_their_master() {
         .sum();
     assert_eq!(exits, 72, "the workers' own counts:\n{}", f.stdout);
 }
+
+#[test]
+fn shim_linger_zero_resets_and_keepalive_timing_ends_a_dead_connection() {
+    let _lock = start();
+    let pair = Pair::new("pf", 191).expect("creating the namespaces");
+    linger_and_keepalive(&pair, &|p, a| shimmed(&pair, p, a));
+}
+
+#[test]
+fn shim_service_linger_zero_resets_and_keepalive_timing_ends_a_dead_connection() {
+    let _lock = start();
+    let pair = Pair::new("pf", 192).expect("creating the namespaces");
+    let (_d, sock) = daemon(&pair, "linger");
+    linger_and_keepalive(&pair, &|p, a| served(&pair, &sock, p, a));
+}
+
+/// tests/shim/linger.c against linger_peer.py: SO_LINGER {1, 0} makes close reset the
+/// connection (the peer's recv says ECONNRESET) where a plain close sends FIN; with
+/// TCP_KEEPIDLE 1, TCP_KEEPINTVL 1 and TCP_KEEPCNT 2 a connection whose peer vanished (the
+/// link cut under it) ends with ETIMEDOUT after about 3 s, not at the 15 s receive timeout.
+fn linger_and_keepalive(pair: &Pair, sh: &Sh) {
+    need("python3");
+    let prog = cc("linger");
+    let py = script("linger_peer.py");
+    let mut peer = Proc::spawn(
+        "linger peer (linux)",
+        plain(&pair.linux, "python3", &[py.to_str().unwrap(), "7070"]),
+        None,
+        Out::Text,
+    );
+    peer.wait_stdout("listening", STEP);
+    let mut client = Proc::spawn(
+        "linger (shim)",
+        sh(prog.to_str().unwrap(), &[&pair.linux_ip, "7070"]),
+        None,
+        Out::Text,
+    );
+    client.wait_stdout("keepalive ready", STEP);
+    peer.wait_stdout("conn 3 open", STEP);
+    let seen = peer.stdout();
+    for line in ["conn 1 reset", "conn 2 fin"] {
+        assert!(
+            seen.lines().any(|l| l == line),
+            "the peer saw no {line:?}:\n{seen}\nclient:\n{}",
+            client.stdout()
+        );
+    }
+    let cut = Command::new("ip")
+        .args(["-n", pair.linux.name(), "link", "set", "vl", "down"])
+        .status()
+        .expect("running ip");
+    assert!(cut.success(), "ip link set vl down failed");
+    let f = client.finish(Duration::from_secs(30));
+    let line = f
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("keepalive recv"))
+        .unwrap_or_else(|| panic!("no keepalive line:\n{}\n{}", f.stdout, f.stderr))
+        .to_string();
+    let ms: u64 = line
+        .split_whitespace()
+        .nth(5)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no time in {line:?}"));
+    assert!(
+        line.starts_with("keepalive recv -1 ETIMEDOUT") && (1500..10_000).contains(&ms),
+        "the keepalive probes did not end the connection in about 3 s: {line}"
+    );
+    drop(peer);
+}
