@@ -489,6 +489,19 @@ fn corestack_out(args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// True when `corestack ss` output `out` has a line of process `pid` named `name` listening
+/// on TCP `port` (ss lines: pid process app "tcp LISTEN" local ...).
+fn ss_listening(out: &str, pid: u32, name: &str, port: &str) -> bool {
+    out.lines().any(|l| {
+        let c: Vec<&str> = l.split_whitespace().collect();
+        c.len() > 6
+            && c[0] == pid.to_string()
+            && c[1] == name
+            && c[3..5] == ["tcp", "LISTEN"]
+            && c[5].ends_with(&format!(":{port}"))
+    })
+}
+
 #[test]
 fn shim_ss_and_stat_show_the_programs_name_and_pid_in_embedded_and_service_mode() {
     let _lock = start();
@@ -514,17 +527,7 @@ fn shim_ss_and_stat_show_the_programs_name_and_pid_in_embedded_and_service_mode(
     // `ip netns exec` execs the program: the pid we spawned is memcached's own.
     let mut embedded = embedded;
     let (pe, ps) = (embedded.pid(), served_mc.pid());
-    // ss lines: pid process app "tcp LISTEN" local ...
-    let listening = |out: &str, pid: u32, port: &str| {
-        out.lines().any(|l| {
-            let c: Vec<&str> = l.split_whitespace().collect();
-            c.len() > 6
-                && c[0] == pid.to_string()
-                && c[1] == "memcached"
-                && c[3..5] == ["tcp", "LISTEN"]
-                && c[5].ends_with(&format!(":{port}"))
-        })
-    };
+    let listening = |out: &str, pid: u32, port: &str| ss_listening(out, pid, "memcached", port);
     let mut out = String::new();
     let seen = until(STEP, || {
         out = corestack_out(&["ss"]);
@@ -1166,16 +1169,7 @@ fn shim_service_prefork_workers_share_the_listener_and_outlive_their_master() {
         "three workers ready:\n{}",
         server.stdout()
     );
-    let on_80 = |out: &str, pid: u32| {
-        out.lines().any(|l| {
-            let c: Vec<&str> = l.split_whitespace().collect();
-            c.len() > 5
-                && c[0] == pid.to_string()
-                && c[1] == "prefork"
-                && c[3..5] == ["tcp", "LISTEN"]
-                && c[5].ends_with(":80")
-        })
-    };
+    let on_80 = |out: &str, pid: u32| ss_listening(out, pid, "prefork", "80");
     let mut ss = String::new();
     let pids: Vec<u32> = workers.iter().map(|w| w.1).chain([master]).collect();
     let seen = until(STEP, || {
@@ -1240,19 +1234,17 @@ fn shim_service_prefork_workers_share_the_listener_and_outlive_their_master() {
     assert_eq!(exits, 72, "the workers' own counts:\n{}", f.stdout);
 }
 
+/// linger_and_keepalive in embedded mode, then in service mode (a pair each: the test cuts
+/// the link).
 #[test]
-fn shim_linger_zero_resets_and_keepalive_timing_ends_a_dead_connection() {
+fn shim_linger_zero_resets_and_keepalive_timing_ends_a_dead_connection_in_both_modes() {
     let _lock = start();
-    let pair = Pair::new("pf", 191).expect("creating the namespaces");
-    linger_and_keepalive(&pair, &|p, a| shimmed(&pair, p, a));
-}
-
-#[test]
-fn shim_service_linger_zero_resets_and_keepalive_timing_ends_a_dead_connection() {
-    let _lock = start();
-    let pair = Pair::new("pf", 192).expect("creating the namespaces");
-    let (_d, sock) = daemon(&pair, "linger");
-    linger_and_keepalive(&pair, &|p, a| served(&pair, &sock, p, a));
+    let embedded = Pair::new("pf", 191).expect("creating the namespaces");
+    linger_and_keepalive(&embedded, &|p, a| shimmed(&embedded, p, a));
+    drop(embedded);
+    let service = Pair::new("pf", 192).expect("creating the namespaces");
+    let (_d, sock) = daemon(&service, "linger");
+    linger_and_keepalive(&service, &|p, a| served(&service, &sock, p, a));
 }
 
 /// tests/shim/linger.c against linger_peer.py: SO_LINGER {1, 0} makes close reset the

@@ -27,7 +27,16 @@ impl TcpListener {
     /// Errors: EADDRINUSE when another socket listens on the port,
     /// EADDRNOTAVAIL for an address that is not the stack's.
     pub fn bind(stack: &Stack, addr: SocketAddrV4) -> io::Result<TcpListener> {
-        let (id, shared, accept) = stack.open_listener(addr, 128)?;
+        TcpListener::opened(stack, stack.open_listener(addr, 128)?)
+    }
+
+    /// The listener whose open (`opening`: its id, status block and accept
+    /// queue) was just asked of `stack`, once the engine took it. Errors:
+    /// the errno the engine closed it with.
+    fn opened(
+        stack: &Stack,
+        (id, shared, accept): (SockId, Arc<StatusHandle>, AcceptRx),
+    ) -> io::Result<TcpListener> {
         stack.wait_opened(&shared)?;
         Ok(TcpListener {
             stack: stack.clone(),
@@ -492,15 +501,7 @@ impl TcpListener {
         addr: SocketAddrV4,
         backlog: usize,
     ) -> io::Result<TcpListener> {
-        let (id, shared, accept) = stack.open_listener(addr, backlog.clamp(1, 4096))?;
-        stack.wait_opened(&shared)?;
-        Ok(TcpListener {
-            stack: stack.clone(),
-            id,
-            shared,
-            accept,
-            nonblocking: false,
-        })
+        TcpListener::opened(stack, stack.open_listener(addr, backlog.clamp(1, 4096))?)
     }
 }
 
@@ -518,16 +519,8 @@ impl TcpListener {
     /// has no free slot, EPERM when `stack` is no verified child, EINVAL
     /// when the parent's listener is gone.
     pub fn join(stack: &Stack, inherited: &TcpListener, backlog: usize) -> io::Result<TcpListener> {
-        let (id, shared, accept) =
-            stack.join_listener(inherited.id as u32, backlog.clamp(1, 4096))?;
-        stack.wait_opened(&shared)?;
-        Ok(TcpListener {
-            stack: stack.clone(),
-            id,
-            shared,
-            accept,
-            nonblocking: false,
-        })
+        let opening = stack.join_listener(inherited.id as u32, backlog.clamp(1, 4096))?;
+        TcpListener::opened(stack, opening)
     }
 }
 

@@ -190,25 +190,34 @@ fn child_stack(cfg: &Config) -> Result<&'static Stack, i32> {
                 .and_then(|r| r.as_ref().ok())
                 .and_then(|s| s.association())
                 .ok_or(libc::ENETDOWN)?;
-            let wakers = (0..WAKERS)
-                .filter_map(|_| crate::sys::internal_eventfd_owned().ok())
-                .collect();
-            let s = Stack::builder()
-                .service(path)
-                .child_of(parent)
-                .wake_eventfds(wakers)
-                .start()
-                .map_err(|e| {
-                    crate::sys::log_line(&format!(
-                        "forked child: {e}: its inherited corestack sockets answer ENETDOWN"
-                    ));
-                    e.raw_os_error().unwrap_or(libc::ENETDOWN)
-                })?;
+            let s = join_daemon(
+                path,
+                parent,
+                "forked child: {e}: its inherited corestack sockets answer ENETDOWN",
+            )?;
             crate::wait::replace_wakers(&s.wake_eventfds());
             Ok(s)
         })
         .as_ref()
         .map_err(|e| *e)
+}
+
+/// Joins the daemon at `path` (as a child of association `parent`, unless
+/// 0) with [`WAKERS`] fresh eventfds; a failure is said once on stderr as
+/// `why`, where `{e}` stands for the error. Errors: the errno of the join.
+fn join_daemon(path: &std::path::Path, parent: u32, why: &str) -> Result<Stack, i32> {
+    let wakers = (0..WAKERS)
+        .filter_map(|_| crate::sys::internal_eventfd_owned().ok())
+        .collect();
+    Stack::builder()
+        .service(path)
+        .child_of(parent)
+        .wake_eventfds(wakers)
+        .start()
+        .map_err(|e| {
+            crate::sys::log_line(&why.replace("{e}", &e.to_string()));
+            e.raw_os_error().unwrap_or(libc::ENETDOWN)
+        })
 }
 
 /// The stack, started on first use. Errors: the start's errno (ENODEV for a
@@ -226,17 +235,7 @@ pub fn stack() -> Result<&'static Stack, i32> {
         .get_or_init(|| {
             let _inside = crate::sys::Inside::enter();
             if let Some(path) = &cfg.service {
-                let wakers = (0..WAKERS)
-                    .filter_map(|_| crate::sys::internal_eventfd_owned().ok())
-                    .collect();
-                let s = Stack::builder()
-                    .service(path)
-                    .wake_eventfds(wakers)
-                    .start()
-                    .map_err(|e| {
-                        crate::sys::log_line(&format!("{e}: every socket stays in the kernel"));
-                        e.raw_os_error().unwrap_or(libc::ENETDOWN)
-                    })?;
+                let s = join_daemon(path, 0, "{e}: every socket stays in the kernel")?;
                 crate::wait::add_wakers(&s.wake_eventfds());
                 return Ok(s);
             }

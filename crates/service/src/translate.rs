@@ -284,32 +284,20 @@ mod tests {
 
     #[test]
     fn join_listener_needs_a_verified_parent_and_names_the_parents_listener() {
-        let seg = segment();
-        let mut stats = AppStats::default();
-        let d = Desc::JoinListener {
-            slot: 1,
+        let join = |slot| Desc::JoinListener {
+            slot,
             parent_slot: 5,
             backlog: 16,
         };
-        let r = translate(&seg, ASSOC, d, true, None, &mut stats);
+        let (seg, mut stats) = (segment(), AppStats::default());
+        let r = translate(&seg, ASSOC, join(1), true, None, &mut stats);
         assert!(matches!(r, Ok(None)), "no parent: answered by the daemon");
         assert_eq!(seg.shared(1, false).expect("slot 1").error(), errno::EPERM);
         assert_eq!((stats.opens, stats.refused), (1, 1));
         // A verified child, even unprivileged, joins (the parent opened the port).
-        let c = translate(
-            &seg,
-            ASSOC,
-            Desc::JoinListener {
-                slot: 2,
-                parent_slot: 5,
-                backlog: 16,
-            },
-            false,
-            Some(3),
-            &mut stats,
-        )
-        .expect("no violation")
-        .expect("a command for the engine");
+        let c = translate(&seg, ASSOC, join(2), false, Some(3), &mut stats)
+            .expect("no violation")
+            .expect("a command for the engine");
         match c {
             Command::JoinListener {
                 id, group, accept, ..

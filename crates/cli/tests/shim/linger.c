@@ -42,13 +42,13 @@ static long long now_ms(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    if (argc != 3 || inet_pton(AF_INET, argv[1], &a.sin_addr) != 1 || atoi(argv[2]) <= 0) {
         fprintf(stderr, "usage: linger PEER PORT\n");
         return 2;
     }
+    a.sin_port = htons(atoi(argv[2]));
     setvbuf(stdout, NULL, _IOLBF, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
-    inet_pton(AF_INET, argv[1], &a.sin_addr);
     char b[16];
 
     int c = dial(&a, "reset me\n");

@@ -81,12 +81,13 @@ static void worker(int w, int l) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
+    int port = argc == 2 ? atoi(argv[1]) : 0;
+    if (port <= 0 || port > 65535) {
         fprintf(stderr, "usage: prefork PORT\n");
         return 2;
     }
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
     setvbuf(stdout, NULL, _IOLBF, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[1]))};
     int l = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
