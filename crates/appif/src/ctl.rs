@@ -37,7 +37,7 @@ pub const SOCKET_ENV: &str = "CORESTACK_SOCKET";
 
 /// The protocol version carried by every message; a peer with another
 /// version is refused ([`CtlError::Version`]).
-pub const CTL_VERSION: u16 = 1;
+pub const CTL_VERSION: u16 = 2;
 
 /// The most file descriptors one message may carry (send and receive).
 pub const MAX_FDS: usize = 16;
@@ -112,7 +112,7 @@ const HELLO_MAGIC: u32 = u32::from_le_bytes(*b"csHI");
 const WELCOME_MAGIC: u32 = u32::from_le_bytes(*b"csWL");
 
 /// The size of an encoded [`Hello`], in bytes.
-pub const HELLO_LEN: usize = 48;
+pub const HELLO_LEN: usize = 56;
 /// The size of an encoded [`Welcome`], in bytes.
 pub const WELCOME_LEN: usize = 40;
 
@@ -120,7 +120,8 @@ pub const WELCOME_LEN: usize = 40;
 /// application would like. The daemon may grant less (see [`Welcome`]).
 ///
 /// Layout (little-endian): magic u32 @0, version u16 @4, reserved u16 @6,
-/// nslots u32 @8, ring_bytes u32 @12, name [u8; 32] @16 (NUL-padded).
+/// nslots u32 @8, ring_bytes u32 @12, name [u8; 32] @16 (NUL-padded),
+/// parent u32 @48, reserved u32 @52.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Hello {
     /// Connection slots wanted (how many sockets at once); 0 = the daemon's
@@ -132,6 +133,12 @@ pub struct Hello {
     /// A name for the application in logs and `corestack ss`; at most
     /// [`NAME_MAX`] bytes are sent (cut at a character boundary).
     pub name: String,
+    /// A forked child's claim: the association of its parent process, whose
+    /// listeners it may join (`Desc::JoinListener`); 0 for none. The daemon
+    /// checks with `SO_PEERCRED` and `/proc/<pid>/stat` that the parent
+    /// process of the connecting one is that association's process, and
+    /// refuses the hello with EPERM otherwise.
+    pub parent: u32,
 }
 
 impl Hello {
@@ -147,6 +154,7 @@ impl Hello {
             end -= 1;
         }
         b[16..16 + end].copy_from_slice(&self.name.as_bytes()[..end]);
+        b[48..52].copy_from_slice(&self.parent.to_le_bytes());
         b
     }
 
@@ -167,6 +175,7 @@ impl Hello {
             nslots: le_u32(b, 8),
             ring_bytes: le_u32(b, 12),
             name: String::from_utf8_lossy(&field[..end]).into_owned(),
+            parent: le_u32(b, 48),
         })
     }
 }
@@ -181,8 +190,9 @@ impl Hello {
 /// cmd_slots u32 @24, reserved u32 @28, seg_len u64 @32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Welcome {
-    /// 0 = accepted; else a positive errno saying why not (`EACCES`,
-    /// `EMFILE` for too many applications, `EINVAL` for a bad hello).
+    /// 0 = accepted; else a positive errno saying why not (`EMFILE` for
+    /// too many applications, `EINVAL` for a bad hello, `EPERM` for a
+    /// parent claim that does not check out).
     pub status: i32,
     /// The association id the daemon gave this application.
     pub assoc: u32,
@@ -248,7 +258,7 @@ impl Welcome {
 }
 
 /// Checks magic and version; `b` is at least 8 bytes (callers pass fixed
-/// arrays of 40 or 48).
+/// arrays of [`WELCOME_LEN`] or [`HELLO_LEN`]).
 fn check_header(b: &[u8], magic: u32) -> Result<(), CtlError> {
     let m = le_u32(b, 0);
     if m != magic {
@@ -276,6 +286,7 @@ mod tests {
             nslots: 128,
             ring_bytes: 1 << 16,
             name: "memcached".into(),
+            parent: 7,
         };
         assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
 
@@ -295,7 +306,7 @@ mod tests {
     #[test]
     fn hello_with_invalid_utf8_or_no_nul_decodes_lossily() {
         let mut b = Hello::default().encode();
-        b[16..48].fill(0xff);
+        b[16..16 + NAME_MAX + 1].fill(0xff);
         let h = Hello::decode(&b).unwrap();
         assert_eq!(h.name.chars().count(), NAME_MAX);
         assert!(h.name.chars().all(|c| c == char::REPLACEMENT_CHARACTER));
@@ -347,8 +358,8 @@ mod tests {
         assert!(matches!(Hello::decode(&wl), Err(CtlError::Magic(_))));
         // Other version.
         let mut v = w;
-        v[4] = 2;
-        assert_eq!(Welcome::decode(&v), Err(CtlError::Version(2)));
+        v[4] = CTL_VERSION as u8 + 1;
+        assert_eq!(Welcome::decode(&v), Err(CtlError::Version(CTL_VERSION + 1)));
         // Negative status.
         let mut s = w;
         s[8..12].copy_from_slice(&(-5i32).to_le_bytes());

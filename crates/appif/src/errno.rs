@@ -10,6 +10,9 @@
 /// `EACCES`: the daemon does not allow this application the port (its
 /// `[ports]` configuration), or refuses its user.
 pub const EACCES: i32 = libc::EACCES;
+/// `EPERM`: a forked child's claim on its parent's association (hello) or
+/// listener (join) does not check out.
+pub const EPERM: i32 = libc::EPERM;
 /// `EADDRINUSE`: another socket already has the local port (or the
 /// 4-tuple), or no ephemeral port is free for a bind.
 pub const EADDRINUSE: i32 = libc::EADDRINUSE;

@@ -83,6 +83,16 @@ impl Notify {
         self.seq.load(Ordering::SeqCst)
     }
 
+    /// True while a waiter is armed here (a futex sleeper, or an eventfd
+    /// sleeper recorded in a table) and no notification has reached it
+    /// since: the producer's hint that a consumer is idle and waiting (the
+    /// engine prefers such a member of a shared listener). A hint only:
+    /// the flag is cleared by the next notification and set again when the
+    /// waiter goes back to sleep.
+    pub fn has_sleepers(&self) -> bool {
+        self.sleeping.load(Ordering::Relaxed) != 0
+    }
+
     /// Producer side, same process: records a change and wakes the
     /// sleepers if there are any (futex sleepers by FUTEX_WAKE, eventfd
     /// sleepers of this process's table by writing their eventfd). Costs

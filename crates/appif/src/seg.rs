@@ -587,6 +587,35 @@ pub enum Desc {
         /// Send buffer, bytes (0: as it is).
         snd: u32,
     },
+    /// A forked child joins the listener it inherited: `slot` becomes one
+    /// more member of the listening socket in `parent_slot` of its parent's
+    /// association (the one its hello named), sharing its port; new
+    /// connections go to the members that accept.
+    JoinListener {
+        /// The child's socket slot in its own segment.
+        slot: u32,
+        /// The listener's slot in the parent's segment.
+        parent_slot: u32,
+        /// Connections accepted but not yet taken by this member, at most.
+        backlog: u32,
+    },
+    /// Close with a reset (SO_LINGER {1, 0}): RST to the peer, unsent
+    /// bytes dropped (RFC 9293 §3.10.5); the slot is let go as by Close.
+    Abort {
+        /// The application's socket slot in its segment.
+        slot: u32,
+    },
+    /// TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT (RFC 1122 §4.2.3.6).
+    SetKeepaliveParams {
+        /// The application's socket slot in its segment.
+        slot: u32,
+        /// Idle time before the first probe, seconds.
+        idle_s: u32,
+        /// Time between unanswered probes, seconds.
+        interval_s: u32,
+        /// Unanswered probes before the connection times out.
+        count: u32,
+    },
 }
 
 /// Why a descriptor was refused.
@@ -614,12 +643,16 @@ impl Desc {
             | Desc::SetNodelay { slot, .. }
             | Desc::SetKeepalive { slot, .. }
             | Desc::SetCongestion { slot, .. }
-            | Desc::SetBuffers { slot, .. } => slot,
+            | Desc::SetBuffers { slot, .. }
+            | Desc::JoinListener { slot, .. }
+            | Desc::Abort { slot }
+            | Desc::SetKeepaliveParams { slot, .. } => slot,
         }
     }
 
     /// Encodes as 64 bytes: opcode (1), flag (1), port (2, BE), slot (4, LE),
-    /// IPv4 address (4), argument (4, LE), second argument (4, LE), zeros.
+    /// IPv4 address (4), argument (4, LE), second argument (4, LE), third
+    /// argument (4, LE), zeros.
     pub fn encode(&self) -> [u8; DESC_BYTES] {
         let mut b = [0u8; DESC_BYTES];
         let (op, flag, addr, arg) = match *self {
@@ -642,6 +675,25 @@ impl Desc {
                 b[16..20].copy_from_slice(&snd.to_le_bytes());
                 (11, 0, None, rcv)
             }
+            Desc::JoinListener {
+                parent_slot,
+                backlog,
+                ..
+            } => {
+                b[16..20].copy_from_slice(&parent_slot.to_le_bytes());
+                (12, 0, None, backlog)
+            }
+            Desc::Abort { .. } => (13, 0, None, 0),
+            Desc::SetKeepaliveParams {
+                idle_s,
+                interval_s,
+                count,
+                ..
+            } => {
+                b[16..20].copy_from_slice(&interval_s.to_le_bytes());
+                b[20..24].copy_from_slice(&count.to_le_bytes());
+                (14, 0, None, idle_s)
+            }
         };
         b[0] = op;
         b[1] = flag;
@@ -662,6 +714,8 @@ impl Desc {
             u16::from_be_bytes([b[2], b[3]]),
         );
         let arg = u32::from_le_bytes([b[12], b[13], b[14], b[15]]);
+        let arg2 = u32::from_le_bytes([b[16], b[17], b[18], b[19]]);
+        let arg3 = u32::from_le_bytes([b[20], b[21], b[22], b[23]]);
         let flag = || match b[1] {
             0 => Ok(false),
             1 => Ok(true),
@@ -693,7 +747,19 @@ impl Desc {
             11 => Desc::SetBuffers {
                 slot,
                 rcv: arg,
-                snd: u32::from_le_bytes([b[16], b[17], b[18], b[19]]),
+                snd: arg2,
+            },
+            12 => Desc::JoinListener {
+                slot,
+                parent_slot: arg2,
+                backlog: arg,
+            },
+            13 => Desc::Abort { slot },
+            14 => Desc::SetKeepaliveParams {
+                slot,
+                idle_s: arg,
+                interval_s: arg2,
+                count: arg3,
             },
             op => return Err(DescError::BadOpcode(op)),
         })
@@ -815,6 +881,8 @@ pub struct SegmentAccept {
     queue: bytes::Writer,
     backlog: usize,
     cursor: u32,
+    /// Connections handed over so far.
+    handed: u64,
 }
 
 /// A slot the engine took for a new passive connection.
@@ -843,6 +911,7 @@ impl SegmentAccept {
             queue,
             backlog,
             cursor: 0,
+            handed: 0,
         })
     }
 
@@ -854,6 +923,27 @@ impl SegmentAccept {
     /// Connections handed over and not yet taken by the application.
     pub fn queued(&self) -> usize {
         self.queue.len() / 4
+    }
+
+    /// True once the application took at least one connection from the
+    /// queue (it accepts; a member of a shared listener that never did is
+    /// served last).
+    pub fn has_accepted(&self) -> bool {
+        self.handed > self.queued() as u64
+    }
+
+    /// True while the application has a readiness waiter armed on its
+    /// wake-up point (a thread asleep in epoll_wait, poll or select, see
+    /// `crate::notify`): it is idle. A hint for choosing among the members
+    /// of a shared listener; the listener's own doorbell (a thread blocked
+    /// in accept) is the engine's to check.
+    pub fn app_waiting(&self) -> bool {
+        self.seg.app_wake().has_sleepers()
+    }
+
+    /// The association whose segment holds the queue.
+    pub fn assoc(&self) -> u32 {
+        self.assoc
     }
 
     /// True once the application broke the queue's indices.
@@ -904,6 +994,7 @@ impl SegmentAccept {
         let ok = self.queued() < self.backlog && self.queue.write_all(&slot.to_le_bytes());
         if ok {
             shared.set_release_bits(OWNER_ENGINE);
+            self.handed += 1;
         }
         ok
     }
@@ -964,6 +1055,18 @@ mod tests {
                 slot: 5,
                 rcv: 1 << 20,
                 snd: 65536,
+            },
+            Desc::JoinListener {
+                slot: 2,
+                parent_slot: 6,
+                backlog: 511,
+            },
+            Desc::Abort { slot: 3 },
+            Desc::SetKeepaliveParams {
+                slot: 4,
+                idle_s: 7200,
+                interval_s: 75,
+                count: 9,
             },
         ];
         for d in all {
@@ -1050,11 +1153,25 @@ mod tests {
         let seen = s.app_wake().seq();
         c.shared.wake();
         assert_ne!(s.app_wake().seq(), seen);
+        assert!(!acc.has_accepted(), "nothing handed over yet");
         assert!(acc.hand_over(c.slot, &c.shared));
+        assert!(!acc.has_accepted(), "handed over, not taken");
         let mut q = s.rx_reader(l).unwrap();
         let mut b = [0u8; 4];
         assert_eq!(q.read(&mut b), 4);
         assert_eq!(u32::from_le_bytes(b), 1);
+        assert!(acc.has_accepted(), "the application took one");
+        // A readiness waiter armed on the app's wake-up point marks it
+        // waiting until the next notification.
+        assert!(!acc.app_waiting());
+        let efd = crate::ctl::eventfd().unwrap();
+        {
+            use std::os::fd::AsRawFd;
+            let _armed = s.app_wake().arm(efd.as_raw_fd()).unwrap();
+            assert!(acc.app_waiting());
+            s.notify_app();
+            assert!(!acc.app_waiting(), "woken: no longer waiting");
+        }
         assert_eq!(s.owner(1).unwrap().load(Ordering::Acquire), OWNER_BOTH);
         drop(c);
         assert_eq!(s.owner(1).unwrap().load(Ordering::Acquire), OWNER_APP);

@@ -394,6 +394,21 @@ pub enum Command {
         /// Where accepted connections go; its capacity is the backlog.
         accept: AcceptQueue,
     },
+    /// Join the listening socket `group` (another application's listener,
+    /// or a member of its group) as one more member: the port is shared,
+    /// each new connection goes to one member's `accept` (service mode: a
+    /// forked child's inherited listener). The status block is closed with
+    /// EINVAL when `group` is no listener.
+    JoinListener {
+        /// The socket this command is for.
+        id: SockId,
+        /// The socket's status block, which the engine writes from now on.
+        shared: Arc<StatusHandle>,
+        /// The listener joined.
+        group: SockId,
+        /// Where connections given to this member go; its capacity is its backlog.
+        accept: AcceptQueue,
+    },
     /// Bind a UDP socket. Datagrams travel in the byte rings as records:
     /// a [`UdpHeader`] then the payload.
     UdpBind {

@@ -489,6 +489,19 @@ fn corestack_out(args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// True when `corestack ss` output `out` has a line of process `pid` named `name` listening
+/// on TCP `port` (ss lines: pid process app "tcp LISTEN" local ...).
+fn ss_listening(out: &str, pid: u32, name: &str, port: &str) -> bool {
+    out.lines().any(|l| {
+        let c: Vec<&str> = l.split_whitespace().collect();
+        c.len() > 6
+            && c[0] == pid.to_string()
+            && c[1] == name
+            && c[3..5] == ["tcp", "LISTEN"]
+            && c[5].ends_with(&format!(":{port}"))
+    })
+}
+
 #[test]
 fn shim_ss_and_stat_show_the_programs_name_and_pid_in_embedded_and_service_mode() {
     let _lock = start();
@@ -514,17 +527,7 @@ fn shim_ss_and_stat_show_the_programs_name_and_pid_in_embedded_and_service_mode(
     // `ip netns exec` execs the program: the pid we spawned is memcached's own.
     let mut embedded = embedded;
     let (pe, ps) = (embedded.pid(), served_mc.pid());
-    // ss lines: pid process app "tcp LISTEN" local ...
-    let listening = |out: &str, pid: u32, port: &str| {
-        out.lines().any(|l| {
-            let c: Vec<&str> = l.split_whitespace().collect();
-            c.len() > 6
-                && c[0] == pid.to_string()
-                && c[1] == "memcached"
-                && c[3..5] == ["tcp", "LISTEN"]
-                && c[5].ends_with(&format!(":{port}"))
-        })
-    };
+    let listening = |out: &str, pid: u32, port: &str| ss_listening(out, pid, "memcached", port);
     let mut out = String::new();
     let seen = until(STEP, || {
         out = corestack_out(&["ss"]);
@@ -1057,7 +1060,7 @@ fn nc_both_ways(pair: &Pair, sh: &Sh) {
 fn shim_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_keeps_working() {
     let _lock = start();
     let pair = Pair::new("p", 159).expect("creating the namespaces");
-    fork_child_enetdown(&pair, &|p, a| shimmed(&pair, p, a));
+    fork_child_enetdown(&pair, &|p, a| shimmed(&pair, p, a), "-1 ENETUNREACH");
 }
 
 #[test]
@@ -1065,7 +1068,8 @@ fn shim_service_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_kee
     let _lock = start();
     let pair = Pair::new("shm2", 177).expect("creating the namespaces");
     let (d, sock) = daemon(&pair, "fork");
-    fork_child_enetdown(&pair, &|p, a| served(&pair, &sock, p, a));
+    // Service mode: the child's new socket goes to corestack through an association of its own.
+    fork_child_enetdown(&pair, &|p, a| served(&pair, &sock, p, a), "0 ");
     let ended = Instant::now();
     d.expect_line(
         &["application joined"],
@@ -1085,9 +1089,10 @@ fn shim_service_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_kee
 }
 
 /// tests/shim/fork.c: a forked child's inherited corestack socket answers ENETDOWN and closes
-/// cleanly, its new sockets stay in the kernel, a helper that execs costs nothing, and the
+/// cleanly, its new socket's connect ends as `connect` says (the kernel's ENETUNREACH in
+/// embedded mode; corestack in service mode), a helper that execs costs nothing, and the
 /// parent's connection keeps working.
-fn fork_child_enetdown(pair: &Pair, sh: &Sh) {
+fn fork_child_enetdown(pair: &Pair, sh: &Sh, connect: &str) {
     let prog = cc("fork");
     let _echo = linux_echo(pair);
     let out = run_ok(
@@ -1100,11 +1105,199 @@ fn fork_child_enetdown(pair: &Pair, sh: &Sh) {
         "child send -1 ENETDOWN",
         "child poll 1 revents 0x19",
         "child close 0",
-        "child new socket connect -1 ENETUNREACH",
+        &format!("child new socket connect {connect}"),
         "parent recv 2",
         "helper exec exit 0",
         "parent still works 2",
     ] {
         assert!(out.lines().any(|l| l == line), "no {line:?} in:\n{out}");
     }
+}
+
+/// (worker, pid) of each "worker W pid P uid U ready" line of prefork.c, checking U.
+fn prefork_workers(out: &str) -> Vec<(String, u32)> {
+    out.lines()
+        .filter_map(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            (c.len() == 7 && c[0] == "worker" && c[2] == "pid" && c[6] == "ready").then(|| {
+                assert_eq!(
+                    c[5], "65534",
+                    "worker {} did not drop its privileges: {l}",
+                    c[1]
+                );
+                (c[1].to_string(), c[3].parse().expect("a pid"))
+            })
+        })
+        .collect()
+}
+
+/// "served W PID" lines of prefork.c per server W ("master" for the parent).
+fn prefork_served(out: &str, who: &str) -> usize {
+    out.lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some(who) && l.starts_with("served "))
+        .count()
+}
+
+/// tests/shim/prefork.c in service mode: a parent listens on port 80 and forks three workers
+/// that drop to uid 65534 and accept on the inherited listener, each with its own epoll. 60
+/// connections of a Linux client all echo their message; at least two workers serve some;
+/// the parent, which never waits in accept (it tries every 50 ms), gets none; `corestack ss`
+/// shows the parent and each worker listening on :80 under its own pid. Then the parent is
+/// killed: the workers keep the port and serve 12 more connections, then exit on their own.
+#[test]
+fn shim_service_prefork_workers_share_the_listener_and_outlive_their_master() {
+    let _lock = start();
+    need("python3");
+    let pair = Pair::new("pf", 190).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "prefork");
+    let prog = cc("prefork");
+    let mut server = Proc::spawn(
+        "prefork (service)",
+        served(&pair, &sock, prog.to_str().unwrap(), &["80"]),
+        None,
+        Out::Text,
+    );
+    let master = server.pid();
+    for w in 0..3 {
+        server.wait_stdout(&format!("worker {w} pid "), STEP);
+    }
+    server.wait_stdout("listening", STEP);
+    let workers = prefork_workers(&server.stdout());
+    assert_eq!(
+        workers.len(),
+        3,
+        "three workers ready:\n{}",
+        server.stdout()
+    );
+    let on_80 = |out: &str, pid: u32| ss_listening(out, pid, "prefork", "80");
+    let mut ss = String::new();
+    let pids: Vec<u32> = workers.iter().map(|w| w.1).chain([master]).collect();
+    let seen = until(STEP, || {
+        ss = corestack_out(&["ss"]);
+        pids.iter().all(|&p| on_80(&ss, p))
+    });
+    assert!(
+        seen,
+        "corestack ss does not show the master ({master}) and every worker {workers:?} \
+         listening on :80:\n{ss}\ndaemon:\n{}",
+        d.tail()
+    );
+    let client = |n: &str, tag: &str| {
+        let py = script("prefork_client.py");
+        let args = [py.to_str().unwrap(), pair.core_ip.as_str(), "80", n, tag];
+        run_ok("prefork client", plain(&pair.linux, "python3", &args), STEP)
+    };
+    let out = client("60", "first");
+    assert!(out.contains("ok 60 of 60"), "client: {out}");
+    let stdout = server.stdout();
+    let counts: Vec<(String, usize)> = workers
+        .iter()
+        .map(|(w, _)| (w.clone(), prefork_served(&stdout, w)))
+        .collect();
+    println!("prefork: connections served per worker: {counts:?}");
+    assert_eq!(
+        counts.iter().map(|c| c.1).sum::<usize>(),
+        60,
+        "every connection served once by a worker:\n{stdout}"
+    );
+    assert!(
+        counts.iter().filter(|c| c.1 > 0).count() >= 2,
+        "the connections did not spread over the workers: {counts:?}"
+    );
+    assert_eq!(
+        prefork_served(&stdout, "master"),
+        0,
+        "the master, which never waits in accept, was given connections:\n{stdout}"
+    );
+    // The master dies: the workers keep the port.
+    let _ = Command::new("kill")
+        .args(["-KILL", &master.to_string()])
+        .status();
+    d.expect_line(
+        &["application left", &format!("pid={master}")],
+        STEP,
+        "the master's association ended",
+    );
+    let out = client("12", "second");
+    assert!(
+        out.contains("ok 12 of 12"),
+        "client after the master died: {out}"
+    );
+    // The workers exit after 5 s without connections; stdout ends with the last.
+    let f = server.finish(Duration::from_secs(30));
+    let exits: usize = f
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("worker ")?.split_once(" exits served "))
+        .map(|(_, n)| n.trim().parse::<usize>().expect("a count"))
+        .sum();
+    assert_eq!(exits, 72, "the workers' own counts:\n{}", f.stdout);
+}
+
+/// linger_and_keepalive in embedded mode, then in service mode (a pair each: the test cuts
+/// the link).
+#[test]
+fn shim_linger_zero_resets_and_keepalive_timing_ends_a_dead_connection_in_both_modes() {
+    let _lock = start();
+    let embedded = Pair::new("pf", 191).expect("creating the namespaces");
+    linger_and_keepalive(&embedded, &|p, a| shimmed(&embedded, p, a));
+    drop(embedded);
+    let service = Pair::new("pf", 192).expect("creating the namespaces");
+    let (_d, sock) = daemon(&service, "linger");
+    linger_and_keepalive(&service, &|p, a| served(&service, &sock, p, a));
+}
+
+/// tests/shim/linger.c against linger_peer.py: SO_LINGER {1, 0} makes close reset the
+/// connection (the peer's recv says ECONNRESET) where a plain close sends FIN; with
+/// TCP_KEEPIDLE 1, TCP_KEEPINTVL 1 and TCP_KEEPCNT 2 a connection whose peer vanished (the
+/// link cut under it) ends with ETIMEDOUT after about 3 s, not at the 15 s receive timeout.
+fn linger_and_keepalive(pair: &Pair, sh: &Sh) {
+    need("python3");
+    let prog = cc("linger");
+    let py = script("linger_peer.py");
+    let mut peer = Proc::spawn(
+        "linger peer (linux)",
+        plain(&pair.linux, "python3", &[py.to_str().unwrap(), "7070"]),
+        None,
+        Out::Text,
+    );
+    peer.wait_stdout("listening", STEP);
+    let mut client = Proc::spawn(
+        "linger (shim)",
+        sh(prog.to_str().unwrap(), &[&pair.linux_ip, "7070"]),
+        None,
+        Out::Text,
+    );
+    client.wait_stdout("keepalive ready", STEP);
+    peer.wait_stdout("conn 3 open", STEP);
+    let seen = peer.stdout();
+    for line in ["conn 1 reset", "conn 2 fin"] {
+        assert!(
+            seen.lines().any(|l| l == line),
+            "the peer saw no {line:?}:\n{seen}\nclient:\n{}",
+            client.stdout()
+        );
+    }
+    let cut = Command::new("ip")
+        .args(["-n", pair.linux.name(), "link", "set", "vl", "down"])
+        .status()
+        .expect("running ip");
+    assert!(cut.success(), "ip link set vl down failed");
+    let f = client.finish(Duration::from_secs(30));
+    let line = f
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("keepalive recv"))
+        .unwrap_or_else(|| panic!("no keepalive line:\n{}\n{}", f.stdout, f.stderr))
+        .to_string();
+    let ms: u64 = line
+        .split_whitespace()
+        .nth(5)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no time in {line:?}"));
+    assert!(
+        line.starts_with("keepalive recv -1 ETIMEDOUT") && (1500..10_000).contains(&ms),
+        "the keepalive probes did not end the connection in about 3 s: {line}"
+    );
+    drop(peer);
 }

@@ -48,6 +48,7 @@ impl Service {
         path: &Path,
         ring_bytes: usize,
         mut wakers: Vec<OwnedFd>,
+        parent: u32,
     ) -> io::Result<Service> {
         wakers.truncate(appif::notify::SEGMENT_SLEEPERS.min(ctl::MAX_FDS));
         let ctl = UnixStream::connect(path).map_err(|e| {
@@ -71,6 +72,7 @@ impl Service {
             nslots: 0,
             ring_bytes: ring_bytes as u32,
             name,
+            parent,
         };
         let lent: Vec<_> = wakers.iter().map(|f| f.as_fd()).collect();
         ctl::send_msg(&ctl, &hello.encode(), &lent)?;
@@ -151,7 +153,7 @@ impl Service {
     pub fn submit(&self, cmd: &Command) {
         let Some(d) = desc_of(cmd) else { return };
         self.submit_desc(d);
-        if let Desc::Close { slot } = d {
+        if let Desc::Close { slot } | Desc::Abort { slot } = d {
             let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(b) = busy.get_mut(slot as usize) {
                 *b = false;
@@ -216,13 +218,23 @@ fn desc_of(cmd: &Command) -> Option<Desc> {
     let slot = |id: SockId| id as u32;
     Some(match cmd {
         Command::Connect { .. } | Command::Listen { .. } | Command::UdpBind { .. } => return None,
-        // No descriptor for it yet: service mode keeps Linux's keepalive timing.
-        Command::SetKeepaliveParams { .. } => return None,
+        Command::JoinListener { .. } => return None,
+        Command::SetKeepaliveParams {
+            id,
+            idle_s,
+            interval_s,
+            count,
+        } => Desc::SetKeepaliveParams {
+            slot: slot(*id),
+            idle_s: *idle_s,
+            interval_s: *interval_s,
+            count: *count,
+        },
         Command::Send { id } => Desc::Send { slot: slot(*id) },
         Command::Recvd { id } => Desc::Recvd { slot: slot(*id) },
         Command::Shutdown { id } => Desc::Shutdown { slot: slot(*id) },
-        // Service mode has no reset descriptor yet: a close (FIN).
-        Command::Close { id } | Command::Abort { id } => Desc::Close { slot: slot(*id) },
+        Command::Close { id } => Desc::Close { slot: slot(*id) },
+        Command::Abort { id } => Desc::Abort { slot: slot(*id) },
         Command::SetNodelay { id, on } => Desc::SetNodelay {
             slot: slot(*id),
             on: *on,

@@ -74,6 +74,7 @@ pub struct StackBuilder {
     service: Option<std::path::PathBuf>,
     wakers: Vec<std::os::fd::OwnedFd>,
     af_xdp_tx: Option<nic::af_xdp::TxPath>,
+    parent: u32,
 }
 
 /// The parts of a socket the application holds.
@@ -257,6 +258,7 @@ impl Default for StackBuilder {
             service: None,
             wakers: Vec::new(),
             af_xdp_tx: None,
+            parent: 0,
         }
     }
 }
@@ -376,6 +378,16 @@ impl StackBuilder {
         self
     }
 
+    /// Service mode, in a forked child: join as a child of association
+    /// `assoc` (the parent process's, [`Stack::association`]), which lets
+    /// this stack join the parent's listeners ([`TcpListener::join`]).
+    /// Errors at `start()`: EPERM when this process's parent is not that
+    /// association's process (the daemon checks).
+    pub fn child_of(mut self, assoc: u32) -> Self {
+        self.parent = assoc;
+        self
+    }
+
     /// Uses an in-memory port instead of a NIC (tests, simulations).
     pub fn mem_port(mut self, port: nic::mem::MemPort) -> Self {
         self.mem = Some(port);
@@ -395,7 +407,7 @@ impl StackBuilder {
             (None, Some(_)) => None,
         };
         if let Some(path) = service {
-            return launch_service(&path, self.ring_bytes, self.wakers);
+            return launch_service(&path, self.ring_bytes, self.wakers, self.parent);
         }
         let (ip, prefix) = self.ip.ok_or_else(|| {
             io::Error::new(
@@ -466,8 +478,9 @@ fn launch_service(
     path: &std::path::Path,
     ring_bytes: usize,
     wakers: Vec<std::os::fd::OwnedFd>,
+    parent: u32,
 ) -> io::Result<Stack> {
-    let service = crate::service::Service::connect(path, ring_bytes, wakers)?;
+    let service = crate::service::Service::connect(path, ring_bytes, wakers, parent)?;
     let (tx, _rx) = spsc::channel(1);
     let mtu = service.mtu();
     let ring_bytes = service.seg.layout().ring_bytes as usize;
@@ -844,6 +857,26 @@ impl Stack {
             accept: AcceptQueue::Local(tx),
         });
         Ok((id, shared, AcceptRx::Local(rx)))
+    }
+
+    /// Service mode: a new member of listener `group_slot` of the parent
+    /// association (see [`StackBuilder::child_of`]). Errors: EOPNOTSUPP
+    /// outside service mode, EMFILE when the segment has no free slot.
+    pub(crate) fn join_listener(
+        &self,
+        group_slot: u32,
+        backlog: usize,
+    ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
+        let Mode::Service(s) = &self.inner.mode else {
+            return Err(errno::io(libc::EOPNOTSUPP));
+        };
+        let p = s.new_socket()?;
+        s.submit_desc(Desc::JoinListener {
+            slot: p.id as u32,
+            parent_slot: group_slot,
+            backlog: backlog as u32,
+        });
+        Ok((p.id, p.shared, AcceptRx::Segment(p.rx)))
     }
 
     /// The next accepted connection waiting in `q`, if any.

@@ -27,7 +27,16 @@ impl TcpListener {
     /// Errors: EADDRINUSE when another socket listens on the port,
     /// EADDRNOTAVAIL for an address that is not the stack's.
     pub fn bind(stack: &Stack, addr: SocketAddrV4) -> io::Result<TcpListener> {
-        let (id, shared, accept) = stack.open_listener(addr, 128)?;
+        TcpListener::opened(stack, stack.open_listener(addr, 128)?)
+    }
+
+    /// The listener whose open (`opening`: its id, status block and accept
+    /// queue) was just asked of `stack`, once the engine took it. Errors:
+    /// the errno the engine closed it with.
+    fn opened(
+        stack: &Stack,
+        (id, shared, accept): (SockId, Arc<StatusHandle>, AcceptRx),
+    ) -> io::Result<TcpListener> {
         stack.wait_opened(&shared)?;
         Ok(TcpListener {
             stack: stack.clone(),
@@ -464,7 +473,7 @@ impl TcpStream {
     /// Keepalive timing (TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT): idle
     /// time before the first probe and between probes (whole seconds, at
     /// least 1), and the unanswered probes before ETIMEDOUT (at least 1).
-    /// Embedded and inline mode; service mode keeps 7200 s, 75 s, 9.
+    /// Every mode (service mode through its own descriptor).
     pub fn set_keepalive_params(
         &self,
         idle: core::time::Duration,
@@ -492,15 +501,26 @@ impl TcpListener {
         addr: SocketAddrV4,
         backlog: usize,
     ) -> io::Result<TcpListener> {
-        let (id, shared, accept) = stack.open_listener(addr, backlog.clamp(1, 4096))?;
-        stack.wait_opened(&shared)?;
-        Ok(TcpListener {
-            stack: stack.clone(),
-            id,
-            shared,
-            accept,
-            nonblocking: false,
-        })
+        TcpListener::opened(stack, stack.open_listener(addr, backlog.clamp(1, 4096))?)
+    }
+}
+
+impl TcpListener {
+    /// Service mode, in a forked child: joins `inherited`, the listener
+    /// this process inherited from its parent (whose stack the child no
+    /// longer uses), as a new listener of `stack` (the child's own
+    /// association, started with [`crate::StackBuilder::child_of`] the
+    /// parent's). Both listen on the same port; the daemon gives each new
+    /// connection to one of the listeners that accept. `inherited` is not
+    /// touched (the child must not drop it either: it would close the
+    /// parent's socket).
+    ///
+    /// Errors: EOPNOTSUPP outside service mode, EMFILE when the segment
+    /// has no free slot, EPERM when `stack` is no verified child, EINVAL
+    /// when the parent's listener is gone.
+    pub fn join(stack: &Stack, inherited: &TcpListener, backlog: usize) -> io::Result<TcpListener> {
+        let opening = stack.join_listener(inherited.id as u32, backlog.clamp(1, 4096))?;
+        TcpListener::opened(stack, opening)
     }
 }
 

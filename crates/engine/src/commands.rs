@@ -35,7 +35,10 @@ impl Core {
     pub(crate) fn command<T: TxQueue>(&mut self, cmd: Command, tx: &mut T) {
         if matches!(
             cmd,
-            Command::Connect { .. } | Command::Listen { .. } | Command::UdpBind { .. }
+            Command::Connect { .. }
+                | Command::Listen { .. }
+                | Command::JoinListener { .. }
+                | Command::UdpBind { .. }
         ) {
             // The socket leaves Opening (open, connecting, or closed with an
             // error): wake readiness waiters too, not only its own.
@@ -131,6 +134,9 @@ impl Core {
                     pending: 0,
                     backlog,
                     buffers: (0, 0),
+                    members: Vec::new(),
+                    head: None,
+                    turn: 0,
                 };
                 match self.sockets.insert(id, Socket::Listener(l)) {
                     Some(slot) => {
@@ -140,6 +146,12 @@ impl Core {
                     None => shared.set_closed(errno::ENOBUFS),
                 }
             }
+            Command::JoinListener {
+                id,
+                shared,
+                group,
+                accept,
+            } => self.join_listener(id, shared, group, accept),
             Command::UdpBind {
                 id,
                 shared,
@@ -334,6 +346,7 @@ impl Core {
                         }
                     }
                 }
+                self.leave_group(slot);
                 if let Some(s) = self.sockets.remove(slot) {
                     s.shared().set_closed(0);
                 }

@@ -394,6 +394,7 @@ impl<P: Port> Engine<P> {
             if !picked(&core.sockets.slots[slot as usize]) {
                 continue;
             }
+            core.leave_group(slot);
             if let Some(Socket::Tcp(c)) = core.sockets.remove(slot) {
                 core.stats.add_tcb(c.tcb.stats());
             }

@@ -4,14 +4,29 @@
 //! answer without keeping state, and a returning ACK that carries a valid
 //! cookie creates the connection then. Established connections are handed
 //! to the listener's application by `events`.
+//!
+//! Shared listeners (service mode, a pre-forking server): a forked child
+//! joins its parent's listener (`Command::JoinListener`) and becomes one
+//! more member of a group; the port maps to the group's head. Each SYN
+//! picks one member ([`Core::pick_member`]), whose segment gives the
+//! connection its rings and whose accept queue receives it: a member with
+//! a waiter armed (a thread blocked in accept, or asleep in epoll/poll/
+//! select: the notify flags say so) first, then members that have
+//! accepted before, by shortest queue; a member that never accepted (a
+//! master that only waits for its workers) only when no other can take
+//! it. A member that closes (or whose process ends) leaves the group; the
+//! connections it had not handed over are reset, as Linux resets a closed
+//! listener's queue; the port stays bound until the last member goes.
 
 use crate::link::Link;
 use crate::sockets::{flow_key, Conn, Listener, Socket};
 use crate::tcp::Tcb;
 use crate::Core;
-use appif::socket::AcceptQueue;
-use core::net::SocketAddrV4;
+use appif::errno;
+use appif::socket::{AcceptQueue, SockId, SockState, StatusHandle};
+use core::net::{Ipv4Addr, SocketAddrV4};
 use nic::TxQueue;
+use std::sync::Arc;
 use wire::ipv4::PROTO_TCP;
 use wire::tcp::TcpRepr;
 
@@ -25,6 +40,7 @@ impl Core {
         syn: &TcpRepr,
         tx: &mut T,
     ) {
+        let lslot = self.pick_member(lslot);
         let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(lslot as usize) else {
             return;
         };
@@ -197,6 +213,7 @@ impl Core {
         };
         syn.options.mss = Some(mss);
         let iss = ack.ack - 1usize;
+        let lslot = self.pick_member(lslot);
         let Some(slot) = self.new_passive(lslot, remote, &syn, iss) else {
             return true;
         };
@@ -213,6 +230,129 @@ impl Core {
         let ev = tcb.input(ack, payload, now, txr, rx);
         self.after_tcp(slot, ev);
         true
+    }
+}
+
+impl Core {
+    /// The member of the listener group headed by `head` that takes the
+    /// next connection (`head` itself when it has no group): among members
+    /// with room in their backlog, one with a waiter armed, else one that
+    /// has accepted before, else one that never did; within a rank the
+    /// fewest connections pending, ties taken in turn. O(members), no
+    /// allocation.
+    pub(crate) fn pick_member(&mut self, head: u32) -> u32 {
+        let slots = &mut self.sockets.slots;
+        let (n, turn) = match slots.get(head as usize) {
+            Some(Some(Socket::Listener(l))) if !l.members.is_empty() => {
+                (l.members.len() + 1, l.turn as usize)
+            }
+            _ => return head,
+        };
+        let mut best: Option<(u8, usize, u32)> = None;
+        for k in 0..n {
+            let i = (turn + k) % n;
+            let slot = match (i, slots.get(head as usize)) {
+                (0, _) => head,
+                (_, Some(Some(Socket::Listener(h)))) => match h.members.get(i - 1) {
+                    Some(&m) => m,
+                    None => continue,
+                },
+                _ => break,
+            };
+            let Some(Some(Socket::Listener(m))) = slots.get(slot as usize) else {
+                continue;
+            };
+            if m.pending >= m.backlog {
+                continue;
+            }
+            let rank = match &m.accept {
+                AcceptQueue::Segment(q) if m.shared.notify.has_sleepers() || q.app_waiting() => 0,
+                AcceptQueue::Segment(q) if q.has_accepted() => 1,
+                AcceptQueue::Segment(_) => 2,
+                AcceptQueue::Local(_) => 1,
+            };
+            if best.is_none_or(|(r, p, _)| (rank, m.pending) < (r, p)) {
+                best = Some((rank, m.pending, slot));
+            }
+        }
+        if let Some(Some(Socket::Listener(h))) = slots.get_mut(head as usize) {
+            h.turn = h.turn.wrapping_add(1);
+        }
+        best.map_or(head, |(_, _, s)| s)
+    }
+
+    /// `Command::JoinListener`: the socket `id` becomes a member of the
+    /// group of listener `group` (its head, or any member), with the
+    /// group's address and buffer sizes. Closed with EINVAL when `group`
+    /// is no listener, ENOBUFS when the socket table is full.
+    pub(crate) fn join_listener(
+        &mut self,
+        id: SockId,
+        shared: Arc<StatusHandle>,
+        group: SockId,
+        accept: AcceptQueue,
+    ) {
+        let target = self.sockets.ids.get(&group).copied();
+        let found = target.and_then(|t| match self.sockets.slots.get(t as usize) {
+            Some(Some(Socket::Listener(l))) => Some(l.head.unwrap_or(t)),
+            _ => None,
+        });
+        let head = match found.map(|h| (h, self.sockets.slots.get(h as usize))) {
+            Some((h, Some(Some(Socket::Listener(l))))) => (h, l.local, l.buffers),
+            _ => return shared.set_closed(errno::EINVAL),
+        };
+        let (head, local, buffers) = head;
+        let l = Listener {
+            id,
+            shared: shared.clone(),
+            local,
+            backlog: accept.capacity(),
+            accept,
+            pending: 0,
+            buffers,
+            members: Vec::new(),
+            head: Some(head),
+            turn: 0,
+        };
+        let Some(slot) = self.sockets.insert(id, Socket::Listener(l)) else {
+            return shared.set_closed(errno::ENOBUFS);
+        };
+        if let Some(Some(Socket::Listener(h))) = self.sockets.slots.get_mut(head as usize) {
+            h.members.push(slot);
+        }
+        shared.set_addrs(local, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+        shared.set_state(SockState::Open);
+    }
+
+    /// Takes the listener in `slot` out of its group before it is removed:
+    /// a member leaves its head's list; a head hands the port and the
+    /// other members to the first of them. Nothing for a lone listener.
+    pub(crate) fn leave_group(&mut self, slot: u32) {
+        let slots = &mut self.sockets.slots;
+        let (head, members) = match slots.get_mut(slot as usize) {
+            Some(Some(Socket::Listener(l))) => (l.head.take(), core::mem::take(&mut l.members)),
+            _ => return,
+        };
+        if let Some(h) = head {
+            if let Some(Some(Socket::Listener(hl))) = slots.get_mut(h as usize) {
+                hl.members.retain(|&m| m != slot);
+            }
+            return;
+        }
+        let Some((&first, rest)) = members.split_first() else {
+            return;
+        };
+        for &m in rest {
+            if let Some(Some(Socket::Listener(ml))) = slots.get_mut(m as usize) {
+                ml.head = Some(first);
+            }
+        }
+        if let Some(Some(Socket::Listener(fl))) = slots.get_mut(first as usize) {
+            fl.head = None;
+            fl.members = rest.to_vec();
+            let port = fl.local.port();
+            self.sockets.listeners.insert(port, first);
+        }
     }
 }
 

@@ -72,6 +72,15 @@ pub struct Listener {
     pub backlog: usize,
     /// SO_RCVBUF / SO_SNDBUF for the connections it accepts (0: default).
     pub buffers: (usize, usize),
+    /// A shared listener (service mode: a pre-forking server's workers
+    /// joined their parent's listener): on the group's head, the socket
+    /// its port maps to, the slots of the other members; empty otherwise.
+    pub members: Vec<u32>,
+    /// On a member other than the head: the head's slot.
+    pub head: Option<u32>,
+    /// On the head: where the next choice among equally good members
+    /// starts (round robin).
+    pub turn: u32,
 }
 
 /// A bound UDP socket.
@@ -209,7 +218,11 @@ impl Sockets {
                 }
             }
             Socket::Listener(l) => {
-                self.listeners.remove(&l.local.port());
+                // A member of a shared listener other than its head does
+                // not hold the port (see `Core::leave_group`).
+                if self.listeners.get(&l.local.port()) == Some(&slot) {
+                    self.listeners.remove(&l.local.port());
+                }
                 self.ids.remove(&l.id);
             }
             Socket::Udp(u) => {

@@ -158,7 +158,9 @@ impl Default for Epoll {
 impl Drop for Epoll {
     fn drop(&mut self) {
         if let Some(&fd) = self.wake.get() {
-            if !crate::process::forked() {
+            // A forked child gives it back only to a pool of its own (its
+            // own association's, service mode).
+            if !crate::process::forked() || crate::process::started().is_some() {
                 crate::wait::give_back(fd);
             }
         }

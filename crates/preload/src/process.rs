@@ -22,13 +22,23 @@
 //! once and every socket stays in the kernel.
 //!
 //! fork: the engine thread does not exist in the child (service mode: the
-//! association is the parent's). The child marks itself [`forked`]: its
-//! inherited corestack sockets answer ENETDOWN and close without touching
-//! the parent's rings, and its new sockets stay in the kernel. Nothing of
-//! the parent's stack is ever dropped in the child (that would join a
-//! thread that is not there); in service mode the child closes only its
-//! copy of the control connection, so that the parent's exit ends the
-//! association at once.
+//! association is the parent's). The child marks itself [`forked`].
+//! Nothing of the parent's stack is ever dropped in the child (that would
+//! join a thread that is not there, or close the parent's sockets); in
+//! service mode the child closes its copy of the control connection, so
+//! that the parent's exit ends the association at once.
+//! - Embedded and inline mode: its inherited corestack sockets answer
+//!   ENETDOWN and close without touching the parent's rings, and its new
+//!   sockets stay in the kernel.
+//! - Service mode: on its first use of a corestack socket (an inherited
+//!   one, or a new one) the child joins the daemon as an application of
+//!   its own, saying it is a child of the parent's association (the
+//!   daemon checks that with `SO_PEERCRED` and `/proc`), with its own
+//!   segment and wake-up eventfds ([`stack`]); a child that never touches
+//!   a socket costs nothing. An inherited listener then joins the
+//!   parent's as a member of a shared listener (`sock`); other inherited
+//!   corestack sockets answer ENETDOWN as above. The child's own children
+//!   ([`generation`] 2 and beyond) get the embedded-mode behaviour.
 //!
 //! exit: Linux closes every fd of an exiting process and keeps delivering
 //! the data of its sockets after it is gone; corestack's engine dies with
@@ -38,7 +48,7 @@
 #![forbid(unsafe_code)]
 
 use core::net::{Ipv4Addr, SocketAddrV4};
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use core::time::Duration;
 use corestack::{Driver, Probe, Stack};
 use std::sync::{Mutex, OnceLock};
@@ -75,6 +85,10 @@ pub struct Net {
 static CONFIG: OnceLock<Option<Config>> = OnceLock::new();
 static STACK: OnceLock<Result<Stack, i32>> = OnceLock::new();
 static FORKED: AtomicBool = AtomicBool::new(false);
+/// A forked child's own association (service mode), joined on first use.
+static CHILD: OnceLock<Result<Stack, i32>> = OnceLock::new();
+/// Forks since the stack started (0 in the process that started it).
+static GENERATION: AtomicU32 = AtomicU32::new(0);
 
 /// Called by the library constructor: reads the configuration and registers
 /// the fork and exit handlers.
@@ -143,36 +157,85 @@ pub fn forked() -> bool {
     FORKED.load(Ordering::Relaxed)
 }
 
+/// How many forks separate this process from the one whose stack it
+/// inherited (0: its own, or none started). A socket made in another
+/// generation is the parent's.
+pub fn generation() -> u32 {
+    GENERATION.load(Ordering::Relaxed)
+}
+
+/// True in a forked child that may have a stack of its own: service mode,
+/// one fork away from the stack's process (see the module's notes).
+fn may_join() -> bool {
+    generation() == 1 && config().is_some_and(|c| c.service.is_some())
+}
+
 /// True when new AF_INET sockets may go to corestack.
 pub fn active() -> bool {
-    config().is_some() && !forked()
+    config().is_some() && (!forked() || may_join())
+}
+
+/// A forked child's own association (service mode): joins the daemon as
+/// a child of the parent's association on first use, with wake-up
+/// eventfds of its own, which replace the parent's in the pool.
+fn child_stack(cfg: &Config) -> Result<&'static Stack, i32> {
+    let Some(path) = cfg.service.as_ref().filter(|_| may_join()) else {
+        return Err(libc::ENETDOWN);
+    };
+    CHILD
+        .get_or_init(|| {
+            let _inside = crate::sys::Inside::enter();
+            let parent = STACK
+                .get()
+                .and_then(|r| r.as_ref().ok())
+                .and_then(|s| s.association())
+                .ok_or(libc::ENETDOWN)?;
+            let s = join_daemon(
+                path,
+                parent,
+                "forked child: {e}: its inherited corestack sockets answer ENETDOWN",
+            )?;
+            crate::wait::replace_wakers(&s.wake_eventfds());
+            Ok(s)
+        })
+        .as_ref()
+        .map_err(|e| *e)
+}
+
+/// Joins the daemon at `path` (as a child of association `parent`, unless
+/// 0) with [`WAKERS`] fresh eventfds; a failure is said once on stderr as
+/// `why`, where `{e}` stands for the error. Errors: the errno of the join.
+fn join_daemon(path: &std::path::Path, parent: u32, why: &str) -> Result<Stack, i32> {
+    let wakers = (0..WAKERS)
+        .filter_map(|_| crate::sys::internal_eventfd_owned().ok())
+        .collect();
+    Stack::builder()
+        .service(path)
+        .child_of(parent)
+        .wake_eventfds(wakers)
+        .start()
+        .map_err(|e| {
+            crate::sys::log_line(&why.replace("{e}", &e.to_string()));
+            e.raw_os_error().unwrap_or(libc::ENETDOWN)
+        })
 }
 
 /// The stack, started on first use. Errors: the start's errno (ENODEV for a
 /// missing interface, EPERM without privileges, ...), said once on stderr;
-/// ENETDOWN in a forked child.
+/// ENETDOWN in a forked child (service mode: the child's own association,
+/// joined on first use; ENETDOWN only if the daemon refuses it).
 pub fn stack() -> Result<&'static Stack, i32> {
-    if forked() {
-        return Err(libc::ENETDOWN);
-    }
     let Some(cfg) = config() else {
         return Err(libc::ENETDOWN);
     };
+    if forked() {
+        return child_stack(cfg);
+    }
     STACK
         .get_or_init(|| {
             let _inside = crate::sys::Inside::enter();
             if let Some(path) = &cfg.service {
-                let wakers = (0..WAKERS)
-                    .filter_map(|_| crate::sys::internal_eventfd_owned().ok())
-                    .collect();
-                let s = Stack::builder()
-                    .service(path)
-                    .wake_eventfds(wakers)
-                    .start()
-                    .map_err(|e| {
-                        crate::sys::log_line(&format!("{e}: every socket stays in the kernel"));
-                        e.raw_os_error().unwrap_or(libc::ENETDOWN)
-                    })?;
+                let s = join_daemon(path, 0, "{e}: every socket stays in the kernel")?;
                 crate::wait::add_wakers(&s.wake_eventfds());
                 return Ok(s);
             }
@@ -198,20 +261,24 @@ pub fn stack() -> Result<&'static Stack, i32> {
         .map_err(|e| *e)
 }
 
-/// The stack if it has been started (never starts it); None in a forked
-/// child, where it has no engine.
+/// The stack if it has been started (never starts it); in a forked child
+/// its own association if it joined one (service mode), else None.
 pub fn started() -> Option<&'static Stack> {
     if forked() {
-        return None;
+        return CHILD
+            .get()
+            .and_then(|r| r.as_ref().ok())
+            .filter(|_| generation() == 1);
     }
     STACK.get().and_then(|r| r.as_ref().ok())
 }
 
 /// corestack's address, subnet and gateway: the configuration's, or in
 /// service mode the daemon's (joining it on first use). None when the shim
-/// is inert, in a forked child, or the daemon cannot be reached.
+/// is inert, in a forked child (but for its own association in service
+/// mode), or the daemon cannot be reached.
 pub fn net() -> Option<Net> {
-    if forked() {
+    if forked() && !may_join() {
         return None;
     }
     let c = config()?;
@@ -241,9 +308,10 @@ pub enum Place {
     Kernel,
 }
 
-/// Where a bind to `ip` belongs (always the kernel in a forked child).
+/// Where a bind to `ip` belongs (always the kernel in a forked child but
+/// for service mode's).
 pub fn bind_place(ip: Ipv4Addr) -> Place {
-    if forked() || ip.is_loopback() || ip.is_multicast() || config().is_none() {
+    if !active() || ip.is_loopback() || ip.is_multicast() || config().is_none() {
         return Place::Kernel;
     }
     match net() {
@@ -257,7 +325,7 @@ pub fn bind_place(ip: Ipv4Addr) -> Place {
 /// or broadcast; inside corestack's subnet, or any other unicast address
 /// when a gateway is configured.
 pub fn routes(dst: Ipv4Addr) -> bool {
-    if forked() || config().is_none() {
+    if !active() {
         return false;
     }
     if dst.is_loopback() || dst.is_multicast() || dst.is_broadcast() || dst.is_unspecified() {
@@ -288,16 +356,26 @@ pub fn nofile_soft_limit() -> u64 {
     crate::ffi::nofile_soft_limit().unwrap_or(1024)
 }
 
-/// fork's child handler: from now on this process has no engine. In
-/// service mode it also closes its copy of the parent's control connection
-/// (which it never uses): else the daemon would not see the parent leave
-/// while the child lives.
+/// fork's child handler: from now on this process has no engine (and the
+/// parent's sockets are the parent's: [`generation`] moves on). In service
+/// mode it also closes its copy of the parent's control connection (which
+/// it never uses): else the daemon would not see the parent leave while
+/// the child lives.
 pub fn after_fork_child() {
-    if let Some(started) = STACK.get() {
+    let own = if forked() {
+        CHILD.get().filter(|_| generation() == 1)
+    } else {
+        STACK.get()
+    };
+    if let Some(started) = own {
         FORKED.store(true, Ordering::Relaxed);
+        GENERATION.fetch_add(1, Ordering::Relaxed);
         if let Some(fd) = started.as_ref().ok().and_then(|s| s.service_ctl_fd()) {
             crate::sys::k::close_fd(fd);
         }
+    } else if forked() {
+        // A child that never joined: its children are one fork further.
+        GENERATION.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -318,7 +396,7 @@ pub fn linger(probe: Probe) {
 /// acknowledged, at most `CORESTACK_LINGER_MS` (5 s by default), then a
 /// little longer for the FINs to leave.
 pub fn at_exit() {
-    if forked() || started().is_none() {
+    if started().is_none() {
         return;
     }
     let max = env("CORESTACK_LINGER_MS")

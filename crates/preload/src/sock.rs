@@ -30,7 +30,7 @@ use crate::table::{self, Obj};
 use crate::wait::{self, Deadline};
 use core::ffi::c_int;
 use core::net::{Ipv4Addr, SocketAddrV4};
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use core::time::Duration;
 use corestack::{Probe, Source, Status, TcpListener, TcpStream, UdpSocket, Waited};
 use std::io::{Read, Write};
@@ -96,6 +96,10 @@ pub struct Sock {
     /// Its epoll registrations need fixing (handed to the kernel, or a
     /// kernel side appeared): see [`Sock::take_resettle`].
     resettle: AtomicBool,
+    /// The [`process::generation`] whose stack its corestack side belongs
+    /// to: another one's (the parent's, inherited by fork) is never used
+    /// or dropped here.
+    generation: AtomicU32,
 }
 
 /// What accept returns.
@@ -123,6 +127,10 @@ pub struct Recvd {
 }
 
 static CLOSED_STREAMS: AtomicBool = AtomicBool::new(false);
+
+/// The backlog of a forked child's member of a shared listener (the
+/// parent's backlog is not kept; the daemon caps it at the segment's room).
+const JOIN_BACKLOG: usize = 1024;
 
 /// True once the application closed a corestack TCP connection.
 pub fn streams_closed() -> bool {
@@ -170,6 +178,7 @@ impl Sock {
             wr_shut: AtomicBool::new(false),
             kernel_first: AtomicBool::new(false),
             resettle: AtomicBool::new(false),
+            generation: AtomicU32::new(process::generation()),
         }
     }
 
@@ -216,10 +225,40 @@ impl Sock {
         )
     }
 
-    /// True in a forked child for a socket on corestack: the parent's
-    /// engine serves it, so every call on it says ENETDOWN (close is fine).
+    /// True in a forked child for a socket on the parent's corestack
+    /// stack: every call on it says ENETDOWN (close is fine). In service
+    /// mode an inherited listener is first joined to the parent's as a
+    /// member of a shared listener on the child's own association
+    /// (joining the daemon on first use): then it is alive.
     pub fn dead_in_child(&self) -> bool {
-        process::forked() && !matches!(&*lock(&self.state), State::Fresh { .. } | State::Kernel)
+        let now = process::generation();
+        if self.generation.load(Ordering::Relaxed) == now {
+            return false;
+        }
+        let mut st = lock(&self.state);
+        match &mut *st {
+            State::Fresh { .. } | State::Kernel => {
+                // Undecided or the kernel's: decided from now on by this
+                // process's own stack.
+                self.generation.store(now, Ordering::Relaxed);
+                false
+            }
+            State::Listener { l, .. } => match process::stack()
+                .ok()
+                .and_then(|stack| TcpListener::join(stack, l, JOIN_BACKLOG).ok())
+            {
+                Some(mut joined) => {
+                    let _ = joined.set_nonblocking(true);
+                    // The parent's listener stays the parent's: never
+                    // closed from here.
+                    std::mem::forget(std::mem::replace(l, joined));
+                    self.generation.store(now, Ordering::Relaxed);
+                    false
+                }
+                None => true,
+            },
+            _ => true,
+        }
     }
 
     /// True while undecided.
@@ -1511,7 +1550,7 @@ impl Drop for Sock {
             self.state.get_mut().unwrap_or_else(|p| p.into_inner()),
             State::Kernel,
         );
-        if process::forked() {
+        if self.generation.load(Ordering::Relaxed) != process::generation() {
             // The parent's engine serves these; the child must not touch
             // its rings or join its thread.
             std::mem::forget(state);

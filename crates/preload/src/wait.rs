@@ -41,6 +41,28 @@ pub fn add_wakers(fds: &[c_int]) {
         .extend_from_slice(fds);
 }
 
+/// Service mode, in a forked child that joined the daemon on its own:
+/// `fds` (handed to the daemon by the child) replace the parent's in the
+/// pool, and this thread's eventfd is given up if it was one of the
+/// parent's (the daemon writes those only for the parent's waiters). The
+/// parent's stay open, unused.
+pub fn replace_wakers(fds: &[c_int]) {
+    let old: Vec<c_int> = std::mem::replace(
+        &mut *WAKERS.lock().unwrap_or_else(|p| p.into_inner()),
+        fds.to_vec(),
+    );
+    {
+        let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+        pool.retain(|fd| !old.contains(fd));
+        pool.extend_from_slice(fds);
+    }
+    let _ = MINE.try_with(|m| {
+        if old.contains(&m.0.get()) {
+            m.0.set(-1);
+        }
+    });
+}
+
 /// An eventfd from the pool, or a new one. Errors: the errno of eventfd.
 pub fn take() -> Result<c_int, c_int> {
     let pooled = POOL.lock().unwrap_or_else(|p| p.into_inner()).pop();

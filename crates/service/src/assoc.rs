@@ -43,6 +43,9 @@ pub(crate) struct App {
     pub cred: PeerCred,
     /// It may open ports below 1024 (root, or a grant in `[ports]`).
     pub privileged: bool,
+    /// A forked child's parent association, checked at hello: the
+    /// listeners it may join.
+    pub parent: Option<u32>,
     /// Its segment.
     pub seg: Segment,
     /// The consuming end of its command ring.
@@ -76,6 +79,18 @@ pub enum JoinError {
     /// `SO_PEERCRED` on the control connection failed.
     #[error("reading the application's credentials")]
     PeerCred(#[source] io::Error),
+    /// The hello claimed a parent association, but the parent process of
+    /// the application is not that association's process, or no such
+    /// association lives (refused with EPERM).
+    #[error("{name} (pid {pid}): not a child of association {parent}'s process")]
+    NotChild {
+        /// The name in its hello.
+        name: String,
+        /// Its process id.
+        pid: i32,
+        /// The association it claimed.
+        parent: u32,
+    },
     /// `max_apps` applications are connected already (refused with EMFILE).
     #[error("{name} (pid {pid}): too many applications")]
     TooMany {
@@ -138,6 +153,14 @@ pub(crate) fn layout_for(hello: &ctl::Hello, cfg: &Validated) -> Layout {
 ///
 /// Errors: a [`JoinError`]; the application was told with an errno where
 /// the protocol has one.
+///
+/// A hello with a parent association (a forked child) is welcomed only
+/// when `pid_of` names that association's process and it is the parent
+/// (`/proc/<pid>/stat`, field 4) of the process on the control connection
+/// (`SO_PEERCRED`): ancestry, not uid, so a worker that dropped its
+/// privileges after fork still joins. Its own permissions (ports below
+/// 1024) are those of its own credentials, as for any application.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn join(
     s: UnixStream,
     hello: &[u8],
@@ -146,6 +169,7 @@ pub(crate) fn join(
     apps: usize,
     assoc: u32,
     mtu: u32,
+    pid_of: impl Fn(u32) -> Option<i32>,
 ) -> Result<App, JoinError> {
     let refuse = |s: &UnixStream, errno: i32| {
         let _ = ctl::send_msg(s, &ctl::Welcome::refused(errno).encode(), &[]);
@@ -158,6 +182,18 @@ pub(crate) fn join(
         }
     };
     let cred = ctl::peer_cred(&s).map_err(JoinError::PeerCred)?;
+    let parent = match hello.parent {
+        0 => None,
+        p if pid_of(p).is_some_and(|pp| parent_pid(cred.pid) == Some(pp)) => Some(p),
+        p => {
+            refuse(&s, errno::EPERM);
+            return Err(JoinError::NotChild {
+                name: hello.name,
+                pid: cred.pid,
+                parent: p,
+            });
+        }
+    };
     if apps >= cfg.max_apps as usize {
         refuse(&s, errno::EMFILE);
         return Err(JoinError::TooMany {
@@ -192,6 +228,7 @@ pub(crate) fn join(
         assoc,
         name: hello.name,
         privileged: cfg.may_bind_privileged(cred.uid, &gids),
+        parent,
         cred,
         cmds: CmdConsumer::new(seg.clone()),
         seg,
@@ -199,6 +236,23 @@ pub(crate) fn join(
         doorbell,
         stats: AppStats::default(),
     })
+}
+
+/// The parent process id of `pid`: field 4 of `/proc/<pid>/stat` (after
+/// the command name in parentheses, which may itself hold spaces or
+/// parentheses). None when the process is gone or the line is garbled.
+pub(crate) fn parent_pid(pid: i32) -> Option<i32> {
+    if pid <= 0 {
+        return None;
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_ppid(&stat)
+}
+
+fn stat_ppid(stat: &str) -> Option<i32> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    // " S 1234 ...": state, then the parent's pid.
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -222,7 +276,27 @@ mod tests {
             nslots,
             ring_bytes,
             name: "app".into(),
+            parent: 0,
         }
+    }
+
+    #[test]
+    fn parent_pid_reads_field_4_of_proc_stat() {
+        assert_eq!(stat_ppid("42 (cat) R 7 42 42 0"), Some(7));
+        assert_eq!(
+            stat_ppid("42 (a) b (c) S 9 1 1"),
+            Some(9),
+            "parentheses in comm"
+        );
+        assert_eq!(stat_ppid("garbage"), None);
+        assert_eq!(stat_ppid("1 (x)"), None);
+        let me = std::process::id() as i32;
+        let parent = std::fs::read_to_string("/proc/self/stat")
+            .ok()
+            .and_then(|s| stat_ppid(&s));
+        assert!(parent.is_some_and(|p| p > 0));
+        assert_eq!(parent_pid(me), parent);
+        assert_eq!(parent_pid(-1), None);
     }
 
     #[test]

@@ -192,10 +192,12 @@ impl<P: Port> Host<P> {
             };
             n += 1;
             app.stats.commands += 1;
-            if let Some(cmd) = translate(&app.seg, app.assoc, d, app.privileged, &mut app.stats)? {
+            let (seg, assoc, privileged, parent) =
+                (&app.seg, app.assoc, app.privileged, app.parent);
+            if let Some(cmd) = translate(seg, assoc, d, privileged, parent, &mut app.stats)? {
                 self.engine.engine.submit(cmd, now);
             }
-            if let Desc::Close { slot } = d {
+            if let Desc::Close { slot } | Desc::Abort { slot } = d {
                 // After the engine took the Close: only now may the slot be reused.
                 SegmentAccept::app_closed(&self.apps[i].seg, slot);
             }
@@ -289,6 +291,9 @@ impl<P: Port> Host<P> {
             self.apps.len(),
             self.next_assoc,
             self.mtu,
+            // A parent that died meanwhile no longer passes: its children
+            // were reparented at once, so /proc names another parent.
+            |a| self.apps.iter().find(|x| x.assoc == a).map(|x| x.cred.pid),
         )?;
         self.epoll
             .add(app.doorbell.as_fd(), TOKEN_APP)

@@ -64,11 +64,15 @@ impl From<CmdError> for ProtocolViolation {
 
 /// The engine command for descriptor `d` of association `assoc`, whose
 /// segment is `seg`; `privileged`: the application may open ports below
-/// [`PRIVILEGED_PORTS_END`]. Counts opens, closes and refusals in `stats`.
+/// [`PRIVILEGED_PORTS_END`]; `parent`: the association whose listeners it
+/// may join (a forked child's parent, checked at its hello). Counts opens,
+/// closes and refusals in `stats`.
 ///
 /// Returns None when the daemon answered the descriptor itself: an open of
 /// a privileged port without the grant, whose socket is closed with
-/// `EACCES` in its status block (the application's call fails with it).
+/// `EACCES` in its status block (the application's call fails with it), or
+/// a `JoinListener` from an application that is no verified child, closed
+/// with `EPERM`. Joining needs no port grant: the parent opened the port.
 ///
 /// Errors: [`ProtocolViolation::SlotOutOfRange`] for a slot the segment
 /// does not have.
@@ -77,6 +81,7 @@ pub fn translate(
     assoc: u32,
     d: Desc,
     privileged: bool,
+    parent: Option<u32>,
     stats: &mut AppStats,
 ) -> Result<Option<Command>, ProtocolViolation> {
     let slot = d.slot();
@@ -90,14 +95,17 @@ pub fn translate(
         Desc::Listen { local, .. } | Desc::UdpBind { local, .. } => Some(local.port()),
         _ => None,
     };
+    let refuse = |stats: &mut AppStats, errno: i32| {
+        stats.refused += 1;
+        if let Some(sh) = seg.shared(slot, true) {
+            sh.set_closed(errno);
+        }
+        Ok(None)
+    };
     if let Some(p) = port {
         stats.opens += 1;
         if p != 0 && p < PRIVILEGED_PORTS_END && !privileged {
-            stats.refused += 1;
-            if let Some(sh) = seg.shared(slot, true) {
-                sh.set_closed(errno::EACCES);
-            }
-            return Ok(None);
+            return refuse(stats, errno::EACCES);
         }
     }
     Ok(Some(match d {
@@ -129,6 +137,40 @@ pub fn translate(
             local: SocketAddrV4::new(*local.ip(), local.port()),
             tx: seg.tx_reader(slot).ok_or_else(range)?,
             rx: seg.rx_writer(slot).ok_or_else(range)?,
+        },
+        Desc::JoinListener {
+            parent_slot,
+            backlog,
+            ..
+        } => {
+            stats.opens += 1;
+            let Some(parent) = parent else {
+                return refuse(stats, errno::EPERM);
+            };
+            Command::JoinListener {
+                id,
+                shared: seg.shared(slot, true).ok_or_else(range)?,
+                group: seg::service_id(parent, parent_slot),
+                accept: AcceptQueue::Segment(
+                    SegmentAccept::new(seg.clone(), assoc, slot, backlog as usize)
+                        .ok_or_else(range)?,
+                ),
+            }
+        }
+        Desc::Abort { .. } => {
+            stats.closes += 1;
+            Command::Abort { id }
+        }
+        Desc::SetKeepaliveParams {
+            idle_s,
+            interval_s,
+            count,
+            ..
+        } => Command::SetKeepaliveParams {
+            id,
+            idle_s,
+            interval_s,
+            count,
         },
         Desc::Send { .. } => Command::Send { id },
         Desc::Recvd { .. } => Command::Recvd { id },
@@ -182,7 +224,7 @@ mod tests {
     fn unprivileged_listen_below_1024_is_refused_and_slot_closed_with_eacces() {
         let seg = segment();
         let mut stats = AppStats::default();
-        let r = translate(&seg, ASSOC, listen(1, 80), false, &mut stats);
+        let r = translate(&seg, ASSOC, listen(1, 80), false, None, &mut stats);
         assert!(matches!(r, Ok(None)), "answered by the daemon");
         let status = seg.shared(1, false).expect("slot 1");
         assert_eq!(status.error(), errno::EACCES);
@@ -200,7 +242,7 @@ mod tests {
             nodelay: false,
         };
         assert!(matches!(
-            translate(&seg, ASSOC, d, false, &mut stats),
+            translate(&seg, ASSOC, d, false, None, &mut stats),
             Ok(None)
         ));
         assert_eq!(seg.shared(2, false).expect("slot 2").error(), errno::EACCES);
@@ -209,7 +251,7 @@ mod tests {
             local: "0.0.0.0:53".parse().expect("addr"),
         };
         assert!(matches!(
-            translate(&seg, ASSOC, d, false, &mut stats),
+            translate(&seg, ASSOC, d, false, None, &mut stats),
             Ok(None)
         ));
         assert_eq!(stats.refused, 2);
@@ -220,7 +262,7 @@ mod tests {
         let seg = segment();
         let mut stats = AppStats::default();
         for (slot, port) in [(0, 0), (1, 1024), (2, 65535)] {
-            let c = translate(&seg, ASSOC, listen(slot, port), false, &mut stats)
+            let c = translate(&seg, ASSOC, listen(slot, port), false, None, &mut stats)
                 .expect("no violation")
                 .expect("a command for the engine");
             assert!(matches!(c, Command::Listen { local, .. } if local.port() == port));
@@ -232,12 +274,41 @@ mod tests {
     fn privileged_app_listen_below_1024_opens() {
         let seg = segment();
         let mut stats = AppStats::default();
-        let c = translate(&seg, ASSOC, listen(0, 80), true, &mut stats)
+        let c = translate(&seg, ASSOC, listen(0, 80), true, None, &mut stats)
             .expect("no violation")
             .expect("a command for the engine");
         assert!(matches!(c, Command::Listen { .. }));
         assert_eq!(seg.shared(0, false).expect("slot 0").error(), 0);
         assert_eq!(stats.refused, 0);
+    }
+
+    #[test]
+    fn join_listener_needs_a_verified_parent_and_names_the_parents_listener() {
+        let join = |slot| Desc::JoinListener {
+            slot,
+            parent_slot: 5,
+            backlog: 16,
+        };
+        let (seg, mut stats) = (segment(), AppStats::default());
+        let r = translate(&seg, ASSOC, join(1), true, None, &mut stats);
+        assert!(matches!(r, Ok(None)), "no parent: answered by the daemon");
+        assert_eq!(seg.shared(1, false).expect("slot 1").error(), errno::EPERM);
+        assert_eq!((stats.opens, stats.refused), (1, 1));
+        // A verified child, even unprivileged, joins (the parent opened the port).
+        let c = translate(&seg, ASSOC, join(2), false, Some(3), &mut stats)
+            .expect("no violation")
+            .expect("a command for the engine");
+        match c {
+            Command::JoinListener {
+                id, group, accept, ..
+            } => {
+                assert_eq!(service_owner(id), Some((ASSOC, 2)));
+                assert_eq!(service_owner(group), Some((3, 5)), "the parent's slot 5");
+                assert_eq!(accept.capacity(), 16);
+            }
+            _ => panic!("JoinListener became another command"),
+        }
+        assert_eq!((stats.opens, stats.refused), (2, 1));
     }
 
     #[test]
@@ -249,7 +320,7 @@ mod tests {
             Desc::Send { slot: 4 },
             Desc::Close { slot: u32::MAX },
         ] {
-            let e = translate(&seg, ASSOC, d, true, &mut stats).err();
+            let e = translate(&seg, ASSOC, d, true, None, &mut stats).err();
             assert_eq!(
                 e,
                 Some(ProtocolViolation::SlotOutOfRange { slot: d.slot() }),
@@ -289,10 +360,17 @@ mod tests {
                 rcv: 1 << 20,
                 snd: 65536,
             },
+            Desc::SetKeepaliveParams {
+                slot: 3,
+                idle_s: 10,
+                interval_s: 2,
+                count: 4,
+            },
+            Desc::Abort { slot: 3 },
             Desc::Close { slot: 3 },
         ];
         for d in all {
-            let c = translate(&seg, ASSOC, d, false, &mut stats)
+            let c = translate(&seg, ASSOC, d, false, None, &mut stats)
                 .expect("no violation")
                 .expect("a command for the engine");
             // The command of the same kind, with the same arguments, on the app's socket id.
@@ -318,6 +396,21 @@ mod tests {
                 | (Desc::SetKeepalive { on, .. }, Command::SetKeepalive { id, on: o }) => {
                     (on == o).then_some(id)
                 }
+                (
+                    Desc::SetKeepaliveParams {
+                        idle_s,
+                        interval_s,
+                        count,
+                        ..
+                    },
+                    Command::SetKeepaliveParams {
+                        id,
+                        idle_s: i,
+                        interval_s: v,
+                        count: n,
+                    },
+                ) => ((idle_s, interval_s, count) == (i, v, n)).then_some(id),
+                (Desc::Abort { .. }, Command::Abort { id }) => Some(id),
                 (Desc::SetCongestion { cc, .. }, Command::SetCongestion { id, cc: c }) => {
                     (cc == c).then_some(id)
                 }
@@ -329,7 +422,7 @@ mod tests {
             let id = id.unwrap_or_else(|| panic!("{d:?} became another command"));
             assert_eq!(service_owner(id), Some((ASSOC, d.slot())), "{d:?}");
         }
-        assert_eq!((stats.opens, stats.closes), (3, 1));
+        assert_eq!((stats.opens, stats.closes), (3, 2), "Abort closes too");
     }
 
     #[test]

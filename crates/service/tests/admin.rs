@@ -62,6 +62,7 @@ fn apps_beyond_max_apps_are_refused_with_emfile() {
         nslots: 4,
         ring_bytes: 4096,
         name: "second".into(),
+        parent: 0,
     };
     let (_ctl, w, fds) = rogue::hello(&d.sock, &hello.encode());
     assert_eq!(w.status, appif::errno::EMFILE, "{w:?}");
@@ -73,12 +74,39 @@ fn apps_beyond_max_apps_are_refused_with_emfile() {
 }
 
 #[test]
+fn hello_claiming_a_parent_that_is_not_its_parent_process_is_refused_with_eperm() {
+    let d = Daemon::start("notchild");
+    let first = RogueApp::join(&d.sock, "first");
+    // This process is the first app's process, not its child; and no association 999 lives.
+    for parent in [first.assoc(), 999] {
+        let hello = Hello {
+            nslots: 4,
+            ring_bytes: 4096,
+            name: "claimer".into(),
+            parent,
+        };
+        let (_ctl, w, fds) = rogue::hello(&d.sock, &hello.encode());
+        assert_eq!(w.status, appif::errno::EPERM, "parent {parent}: {w:?}");
+        assert!(fds.is_empty(), "a refusal came with fds");
+        d.expect_line(
+            &[
+                "refused an application",
+                "claimer",
+                &format!("not a child of association {parent}"),
+            ],
+            "the claim",
+        );
+    }
+}
+
+#[test]
 fn hello_asking_for_too_much_gets_the_configured_limits() {
     let d = Daemon::with("limits", |c| c.max_sockets_per_app = 8);
     let hello = Hello {
         nslots: 1000,
         ring_bytes: 5000,
         name: "greedy".into(),
+        parent: 0,
     };
     let (_ctl, w, fds) = rogue::hello(&d.sock, &hello.encode());
     assert_eq!(w.status, 0, "{w:?}");

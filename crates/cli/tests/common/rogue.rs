@@ -58,6 +58,7 @@ impl RogueApp {
             nslots: 4,
             ring_bytes: 4096,
             name: name.to_string(),
+            parent: 0,
         };
         let (ctl, welcome, mut fds) = hello(sock, &h.encode());
         assert_eq!(welcome.status, 0, "the daemon refused {name}: {welcome:?}");
