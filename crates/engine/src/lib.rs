@@ -419,6 +419,13 @@ impl<P: Port> Engine<P> {
 }
 
 impl Core {
+    /// The sockets, the link and the counters borrowed apart, with the
+    /// iteration's time: what sending one socket's queued data takes.
+    #[inline]
+    fn sockets_link_stats(&mut self) -> (&mut Sockets, &mut Link, &mut Stats, Instant) {
+        (&mut self.sockets, &mut self.link, &mut self.stats, self.now)
+    }
+
     /// The rest of an iteration after the receive burst (`rx` frames):
     /// commands, timers, housekeeping, output, one flush, one wake-up.
     fn after_rx<T: TxQueue>(&mut self, rx: usize, tx: &mut T) -> bool {

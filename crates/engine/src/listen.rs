@@ -5,14 +5,12 @@
 //! cookie creates the connection then. Established connections are handed
 //! to the listener's application by `events`.
 
-use crate::link::Link;
 use crate::sockets::{flow_key, Conn, Listener, Socket};
 use crate::tcp::Tcb;
 use crate::Core;
 use appif::socket::AcceptQueue;
 use core::net::SocketAddrV4;
 use nic::TxQueue;
-use wire::ipv4::PROTO_TCP;
 use wire::tcp::TcpRepr;
 
 impl Core {
@@ -147,16 +145,7 @@ impl Core {
             ..TcpRepr::default()
         };
         synack.options.mss = Some(self.cfg.tcp.mss);
-        let hlen = synack.header_len();
-        let (src, to, now) = (self.link.ip, *remote.ip(), self.now);
-        let offload = self.link.tcp_checksum_offload;
-        if self
-            .link
-            .send_ipv4(tx, &mut self.stats, now, to, PROTO_TCP, hlen, |buf| {
-                synack.emit_header(buf);
-                Link::tcp_checksum(offload, buf, src, to);
-            })
-        {
+        if self.send_tcp_headers(*remote.ip(), &synack, tx) {
             self.stats.tcp_syncookies_sent += 1;
         }
     }

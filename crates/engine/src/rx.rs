@@ -194,20 +194,29 @@ impl Core {
         let Some(rst) = tcp::reply_rst(seg) else {
             return;
         };
-        let local = self.link.ip;
-        let to = *remote.ip();
-        let hlen = rst.header_len();
-        let now = self.now;
-        let offload = self.link.tcp_checksum_offload;
-        if self
-            .link
-            .send_ipv4(tx, &mut self.stats, now, to, PROTO_TCP, hlen, |buf| {
-                rst.emit_header(buf);
-                Link::tcp_checksum(offload, buf, local, to);
-            })
-        {
+        if self.send_tcp_headers(*remote.ip(), &rst, tx) {
             self.stats.tcp_rst_tx += 1;
         }
+    }
+
+    /// Sends `seg` as a segment without payload (headers and options only)
+    /// from our address to `to`, its checksum filled as
+    /// [`Link::tcp_checksum`] does. Returns false when the link dropped it
+    /// (counted there).
+    pub(crate) fn send_tcp_headers<T: TxQueue>(
+        &mut self,
+        to: Ipv4Addr,
+        seg: &TcpRepr,
+        tx: &mut T,
+    ) -> bool {
+        let (local, now) = (self.link.ip, self.now);
+        let offload = self.link.tcp_checksum_offload;
+        let hlen = seg.header_len();
+        self.link
+            .send_ipv4(tx, &mut self.stats, now, to, PROTO_TCP, hlen, |buf| {
+                seg.emit_header(buf);
+                Link::tcp_checksum(offload, buf, local, to);
+            })
     }
 }
 

@@ -57,13 +57,7 @@ impl Core {
 
     /// Sends the datagrams queued in a UDP socket's TX ring.
     pub(crate) fn udp_send<T: TxQueue>(&mut self, slot: u32, tx: &mut T) {
-        let Core {
-            sockets,
-            link,
-            stats,
-            now,
-            ..
-        } = self;
+        let (sockets, link, stats, now) = self.sockets_link_stats();
         let Some(Some(Socket::Udp(u))) = sockets.slots.get_mut(slot as usize) else {
             return;
         };
@@ -91,7 +85,7 @@ impl Core {
             if link.send_ipv4(
                 tx,
                 stats,
-                *now,
+                now,
                 dst,
                 wire::ipv4::PROTO_UDP,
                 wire::udp::HEADER_LEN + len,
