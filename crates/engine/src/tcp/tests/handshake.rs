@@ -173,27 +173,16 @@ fn syn_sent_no_answer_backs_off_then_times_out() {
     let cfg = TcpConfig::default();
     let mut a = Host::connect(&cfg, ISS_A);
     a.output(T0);
-    let mut now = T0;
-    let mut intervals = Vec::new();
-    let mut closed = None;
-    for _ in 0..20 {
-        let Some(t) = a.tcb.next_timeout() else { break };
-        intervals.push((t - now).as_secs());
-        now = t;
-        let ev = a.timer(now);
-        if ev.closed.is_some() {
-            closed = ev.closed;
-            break;
-        }
-        let out = a.output(now);
+    let (intervals, closed) = a.expire_unanswered(T0, 20, |out| {
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].repr.seq, ISS_A);
         assert!(out[0].flags().syn());
-    }
+    });
     assert_eq!(closed, Some(CloseReason::TimedOut));
     // Six retransmissions, then the seventh expiry gives up; the backoff is
     // capped at rto_max (60 s).
-    assert_eq!(intervals, vec![1, 2, 4, 8, 16, 32, 60]);
+    let secs: Vec<u64> = intervals.iter().map(|d| d.as_secs()).collect();
+    assert_eq!(secs, vec![1, 2, 4, 8, 16, 32, 60]);
     assert_eq!(a.tcb.state(), State::Closed);
     assert_eq!(a.tcb.stats().retransmits, 6);
 }
