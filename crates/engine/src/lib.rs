@@ -297,6 +297,14 @@ impl<P: Port> Engine<P> {
         use appif::stats_shm::{ConnRow, ConnState};
         let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
         let owner = |id| appif::seg::service_owner(id).map_or(0, |(a, _)| a);
+        // A listener's or UDP socket's row: no remote end, no TCP state.
+        let unconnected = |local, state, id| ConnRow {
+            local,
+            remote: any,
+            state,
+            owner: owner(id),
+            ..ConnRow::default()
+        };
         for sock in self.core.sockets.slots.iter().flatten() {
             let row = match sock {
                 Socket::Tcp(c) => {
@@ -321,21 +329,11 @@ impl<P: Port> Engine<P> {
                         ..ConnRow::default()
                     }
                 }
-                Socket::Listener(l) => ConnRow {
-                    local: l.local,
-                    remote: any,
-                    state: ConnState::Listener,
-                    owner: owner(l.id),
-                    ..ConnRow::default()
-                },
+                Socket::Listener(l) => unconnected(l.local, ConnState::Listener, l.id),
                 Socket::Udp(u) => ConnRow {
-                    local: u.local,
-                    remote: any,
-                    state: ConnState::Udp,
-                    owner: owner(u.id),
                     bytes_out: u.tx.position(),
                     bytes_in: u.rx.position(),
-                    ..ConnRow::default()
+                    ..unconnected(u.local, ConnState::Udp, u.id)
                 },
             };
             f(row);
