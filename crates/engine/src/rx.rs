@@ -130,13 +130,9 @@ impl Core {
         let dst = self.link.ip;
         let (seg, payload) = match TcpRepr::parse(segment, src, dst, self.cfg.verify_checksums) {
             Ok(v) => v,
-            Err(Error::Checksum) => {
-                self.stats.drop_tcp_checksum += 1;
-                return;
-            }
-            Err(_) => {
-                self.stats.drop_tcp_malformed += 1;
-                return;
+            Err(e) => {
+                let s = &mut self.stats;
+                return count_bad(e, &mut s.drop_tcp_checksum, &mut s.drop_tcp_malformed);
             }
         };
         self.stats.tcp_rx_segments += 1;
@@ -217,6 +213,16 @@ impl Core {
                 seg.emit_header(buf);
                 Link::tcp_checksum(offload, buf, local, to);
             })
+    }
+}
+
+/// Counts a segment or datagram that did not parse (`err`): in `checksum`
+/// when its checksum was wrong, else in `malformed`.
+#[inline]
+pub(crate) fn count_bad(err: Error, checksum: &mut u64, malformed: &mut u64) {
+    match err {
+        Error::Checksum => *checksum += 1,
+        _ => *malformed += 1,
     }
 }
 
