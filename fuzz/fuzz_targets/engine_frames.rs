@@ -37,7 +37,7 @@ use nic::{Port, TxQueue};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use wire::arp::{ArpOp, ArpRepr};
+use wire::arp::ArpRepr;
 use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
 use wire::ipv4::{Ipv4Packet, Ipv4Repr, PROTO_TCP};
 use wire::tcp::{TcpFlags, TcpRepr};
@@ -132,14 +132,7 @@ impl Harness {
     /// ARP, the accepted connection and the active open.
     fn setup(&mut self, eng_tx: bytes::Reader, eng_rx: bytes::Writer) {
         let mut arp = [0u8; wire::arp::PACKET_LEN];
-        ArpRepr {
-            op: ArpOp::Request,
-            sender_mac: MacAddr(mem::MAC_A),
-            sender_ip: PEER_IP,
-            target_mac: MacAddr::ZERO,
-            target_ip: ENGINE_IP,
-        }
-        .emit(&mut arp);
+        ArpRepr::request(MacAddr(mem::MAC_A), PEER_IP, ENGINE_IP).emit(&mut arp);
         self.send_eth(ETHERTYPE_ARP, &arp);
         self.step(1000);
         self.drain();

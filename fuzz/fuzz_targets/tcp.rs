@@ -5,15 +5,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use std::net::Ipv4Addr;
+use transport::{parse_both_ways, DST, SRC};
 use wire::tcp::{self, TcpRepr};
 
-const SRC: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
-const DST: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
+mod transport;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = TcpRepr::parse(data, SRC, DST, true);
-    let Ok((repr, payload)) = TcpRepr::parse(data, SRC, DST, false) else {
+    let Some((repr, payload)) = parse_both_ways(data, TcpRepr::parse) else {
         return;
     };
     assert_eq!(payload.len(), repr.payload_len);

@@ -2,11 +2,11 @@
 //! Each is validated against the socket table; a command naming a socket
 //! the engine does not know is counted and ignored.
 
-use crate::sockets::{flow_key, Conn, Listener, Socket, Sockets, UdpSock};
+use crate::sockets::{flow_key, Conn, Listener, Ports, Socket, Sockets, UdpSock};
 use crate::tcp::{State, Tcb};
 use crate::{Core, CMD_BURST};
 use appif::errno;
-use appif::socket::{Command, SockState};
+use appif::socket::{Command, SockState, StatusHandle};
 use core::net::{Ipv4Addr, SocketAddrV4};
 use nic::TxQueue;
 
@@ -30,6 +30,13 @@ impl Core {
             self.stats.cmd_unknown_socket += 1;
         }
         s
+    }
+
+    /// The slot and the TCP connection of socket `id`, if it is one (an
+    /// unknown id is counted as `slot_of` does).
+    fn conn_of(&mut self, id: appif::socket::SockId) -> Option<(u32, &mut Conn)> {
+        let slot = self.slot_of(id)?;
+        Some((slot, self.sockets.conn(slot)?))
     }
 
     pub(crate) fn command<T: TxQueue>(&mut self, cmd: Command, tx: &mut T) {
@@ -119,32 +126,22 @@ impl Core {
                 local,
                 accept,
             } => {
-                let local = match self.bind_addr(local, |s, p| s.listeners.contains_key(&p)) {
-                    Ok(a) => a,
-                    Err(e) => return shared.set_closed(e),
-                };
-                let port = local.port();
-                shared.set_addrs(local, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
-                let backlog = accept.capacity();
-                let l = Listener {
-                    id,
-                    shared: shared.clone(),
-                    local,
-                    accept,
-                    pending: 0,
-                    backlog,
-                    buffers: (0, 0),
-                    members: Vec::new(),
-                    head: None,
-                    turn: 0,
-                };
-                match self.sockets.insert(id, Socket::Listener(l)) {
-                    Some(slot) => {
-                        self.sockets.listeners.insert(port, slot);
-                        shared.set_state(SockState::Open);
-                    }
-                    None => shared.set_closed(errno::ENOBUFS),
-                }
+                let status = shared.clone();
+                self.bind_socket(id, &status, local, Ports::Listeners, |local| {
+                    let backlog = accept.capacity();
+                    Socket::Listener(Listener {
+                        id,
+                        shared,
+                        local,
+                        accept,
+                        pending: 0,
+                        backlog,
+                        buffers: (0, 0),
+                        members: Vec::new(),
+                        head: None,
+                        turn: 0,
+                    })
+                });
             }
             Command::JoinListener {
                 id,
@@ -159,26 +156,16 @@ impl Core {
                 tx: txr,
                 rx,
             } => {
-                let local = match self.bind_addr(local, |s, p| s.udp.contains_key(&p)) {
-                    Ok(a) => a,
-                    Err(e) => return shared.set_closed(e),
-                };
-                let port = local.port();
-                shared.set_addrs(local, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
-                let u = UdpSock {
-                    id,
-                    shared: shared.clone(),
-                    local,
-                    tx: txr,
-                    rx,
-                };
-                match self.sockets.insert(id, Socket::Udp(u)) {
-                    Some(slot) => {
-                        self.sockets.udp.insert(port, slot);
-                        shared.set_state(SockState::Open);
-                    }
-                    None => shared.set_closed(errno::ENOBUFS),
-                }
+                let status = shared.clone();
+                self.bind_socket(id, &status, local, Ports::Udp, |local| {
+                    Socket::Udp(UdpSock {
+                        id,
+                        shared,
+                        local,
+                        tx: txr,
+                        rx,
+                    })
+                });
             }
             Command::Send { id } => {
                 let Some(slot) = self.slot_of(id) else { return };
@@ -200,8 +187,7 @@ impl Core {
                 }
             }
             Command::Recvd { id } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                if let Some(c) = self.sockets.conn(slot) {
+                if let Some((slot, c)) = self.conn_of(id) {
                     let free = c.rx.free();
                     if c.tcb.on_app_read(free) {
                         self.mark_dirty(slot);
@@ -209,8 +195,7 @@ impl Core {
                 }
             }
             Command::Shutdown { id } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                if let Some(c) = self.sockets.conn(slot) {
+                if let Some((slot, c)) = self.conn_of(id) {
                     c.tcb.close();
                     self.mark_dirty(slot);
                     self.arm_timer(slot);
@@ -229,8 +214,7 @@ impl Core {
                 self.close(slot);
             }
             Command::SetKeepalive { id, on } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                if let Some(c) = self.sockets.conn(slot) {
+                if let Some((slot, c)) = self.conn_of(id) {
                     c.tcb.set_keepalive(on);
                     self.arm_timer(slot);
                 }
@@ -241,8 +225,7 @@ impl Core {
                 interval_s,
                 count,
             } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                if let Some(c) = self.sockets.conn(slot) {
+                if let Some((slot, c)) = self.conn_of(id) {
                     c.tcb.set_keepalive_params(
                         core::time::Duration::from_secs(u64::from(idle_s.max(1))),
                         core::time::Duration::from_secs(u64::from(interval_s.max(1))),
@@ -252,8 +235,7 @@ impl Core {
                 }
             }
             Command::SetCongestion { id, cc } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                if let Some(c) = self.sockets.conn(slot) {
+                if let Some((_, c)) = self.conn_of(id) {
                     c.tcb.set_cc(cc);
                 }
             }
@@ -282,12 +264,38 @@ impl Core {
                 }
             }
             Command::SetNodelay { id, on } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                if let Some(c) = self.sockets.conn(slot) {
+                if let Some((slot, c)) = self.conn_of(id) {
                     c.tcb.set_nodelay(on);
                     self.mark_dirty(slot);
                 }
             }
+        }
+    }
+
+    /// Binds listener or UDP socket `id` to `local` in the port table
+    /// `ports` (see `bind_addr`; an error goes to `shared`), tells the
+    /// application the address, and puts the socket `make` builds for it in
+    /// a slot, registered under its port: open, or ENOBUFS when no slot is
+    /// free.
+    fn bind_socket(
+        &mut self,
+        id: appif::socket::SockId,
+        shared: &StatusHandle,
+        local: SocketAddrV4,
+        ports: Ports,
+        make: impl FnOnce(SocketAddrV4) -> Socket,
+    ) {
+        let local = match self.bind_addr(local, |s, p| s.ports(ports).contains_key(&p)) {
+            Ok(a) => a,
+            Err(e) => return shared.set_closed(e),
+        };
+        shared.set_addrs(local, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+        match self.sockets.insert(id, make(local)) {
+            Some(slot) => {
+                self.sockets.ports_mut(ports).insert(local.port(), slot);
+                shared.set_state(SockState::Open);
+            }
+            None => shared.set_closed(errno::ENOBUFS),
         }
     }
 

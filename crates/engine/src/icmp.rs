@@ -32,13 +32,7 @@ impl Core {
                     self.stats.drop_icmp_malformed += 1;
                     return;
                 }
-                let now = self.now;
-                if self
-                    .link
-                    .send_ipv4(tx, &mut self.stats, now, src, PROTO_ICMP, len, |buf| {
-                        reply.emit(buf);
-                    })
-                {
+                if self.send_icmp(src, &reply, tx) {
                     self.stats.icmp_echo_replies_tx += 1;
                 }
             }
@@ -121,16 +115,19 @@ impl Core {
             next_hop_mtu: 0,
             data: &quote[..hn + pn],
         };
-        let len = msg.buffer_len();
-        let now = self.now;
-        if self
-            .link
+        if self.send_icmp(to, &msg, tx) {
+            self.stats.icmp_unreachable_tx += 1;
+        }
+    }
+
+    /// Sends the ICMP message `msg` from our address to `to`. Returns false
+    /// when the link dropped it (counted there).
+    fn send_icmp<T: TxQueue>(&mut self, to: Ipv4Addr, msg: &Icmpv4Repr<'_>, tx: &mut T) -> bool {
+        let (len, now) = (msg.buffer_len(), self.now);
+        self.link
             .send_ipv4(tx, &mut self.stats, now, to, PROTO_ICMP, len, |buf| {
                 msg.emit(buf);
             })
-        {
-            self.stats.icmp_unreachable_tx += 1;
-        }
     }
 
     /// Takes an ICMP error token (token bucket, refilled every second).

@@ -297,6 +297,14 @@ impl<P: Port> Engine<P> {
         use appif::stats_shm::{ConnRow, ConnState};
         let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
         let owner = |id| appif::seg::service_owner(id).map_or(0, |(a, _)| a);
+        // A listener's or UDP socket's row: no remote end, no TCP state.
+        let unconnected = |local, state, id| ConnRow {
+            local,
+            remote: any,
+            state,
+            owner: owner(id),
+            ..ConnRow::default()
+        };
         for sock in self.core.sockets.slots.iter().flatten() {
             let row = match sock {
                 Socket::Tcp(c) => {
@@ -321,21 +329,11 @@ impl<P: Port> Engine<P> {
                         ..ConnRow::default()
                     }
                 }
-                Socket::Listener(l) => ConnRow {
-                    local: l.local,
-                    remote: any,
-                    state: ConnState::Listener,
-                    owner: owner(l.id),
-                    ..ConnRow::default()
-                },
+                Socket::Listener(l) => unconnected(l.local, ConnState::Listener, l.id),
                 Socket::Udp(u) => ConnRow {
-                    local: u.local,
-                    remote: any,
-                    state: ConnState::Udp,
-                    owner: owner(u.id),
                     bytes_out: u.tx.position(),
                     bytes_in: u.rx.position(),
-                    ..ConnRow::default()
+                    ..unconnected(u.local, ConnState::Udp, u.id)
                 },
             };
             f(row);
@@ -420,6 +418,13 @@ impl<P: Port> Engine<P> {
 }
 
 impl Core {
+    /// The sockets, the link and the counters borrowed apart, with the
+    /// iteration's time: what sending one socket's queued data takes.
+    #[inline]
+    fn sockets_link_stats(&mut self) -> (&mut Sockets, &mut Link, &mut Stats, Instant) {
+        (&mut self.sockets, &mut self.link, &mut self.stats, self.now)
+    }
+
     /// The rest of an iteration after the receive burst (`rx` frames):
     /// commands, timers, housekeeping, output, one flush, one wake-up.
     fn after_rx<T: TxQueue>(&mut self, rx: usize, tx: &mut T) -> bool {

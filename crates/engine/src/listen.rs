@@ -18,7 +18,6 @@
 //! connections it had not handed over are reset, as Linux resets a closed
 //! listener's queue; the port stays bound until the last member goes.
 
-use crate::link::Link;
 use crate::sockets::{flow_key, Conn, Listener, Socket};
 use crate::tcp::Tcb;
 use crate::Core;
@@ -27,7 +26,6 @@ use appif::socket::{AcceptQueue, SockId, SockState, StatusHandle};
 use core::net::{Ipv4Addr, SocketAddrV4};
 use nic::TxQueue;
 use std::sync::Arc;
-use wire::ipv4::PROTO_TCP;
 use wire::tcp::TcpRepr;
 
 impl Core {
@@ -163,16 +161,7 @@ impl Core {
             ..TcpRepr::default()
         };
         synack.options.mss = Some(self.cfg.tcp.mss);
-        let hlen = synack.header_len();
-        let (src, to, now) = (self.link.ip, *remote.ip(), self.now);
-        let offload = self.link.tcp_checksum_offload;
-        if self
-            .link
-            .send_ipv4(tx, &mut self.stats, now, to, PROTO_TCP, hlen, |buf| {
-                synack.emit_header(buf);
-                Link::tcp_checksum(offload, buf, src, to);
-            })
-        {
+        if self.send_tcp_headers(*remote.ip(), &synack, tx) {
             self.stats.tcp_syncookies_sent += 1;
         }
     }

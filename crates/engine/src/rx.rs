@@ -130,13 +130,9 @@ impl Core {
         let dst = self.link.ip;
         let (seg, payload) = match TcpRepr::parse(segment, src, dst, self.cfg.verify_checksums) {
             Ok(v) => v,
-            Err(Error::Checksum) => {
-                self.stats.drop_tcp_checksum += 1;
-                return;
-            }
-            Err(_) => {
-                self.stats.drop_tcp_malformed += 1;
-                return;
+            Err(e) => {
+                let s = &mut self.stats;
+                return count_bad(e, &mut s.drop_tcp_checksum, &mut s.drop_tcp_malformed);
             }
         };
         self.stats.tcp_rx_segments += 1;
@@ -194,20 +190,39 @@ impl Core {
         let Some(rst) = tcp::reply_rst(seg) else {
             return;
         };
-        let local = self.link.ip;
-        let to = *remote.ip();
-        let hlen = rst.header_len();
-        let now = self.now;
-        let offload = self.link.tcp_checksum_offload;
-        if self
-            .link
-            .send_ipv4(tx, &mut self.stats, now, to, PROTO_TCP, hlen, |buf| {
-                rst.emit_header(buf);
-                Link::tcp_checksum(offload, buf, local, to);
-            })
-        {
+        if self.send_tcp_headers(*remote.ip(), &rst, tx) {
             self.stats.tcp_rst_tx += 1;
         }
+    }
+
+    /// Sends `seg` as a segment without payload (headers and options only)
+    /// from our address to `to`, its checksum filled as
+    /// [`Link::tcp_checksum`] does. Returns false when the link dropped it
+    /// (counted there).
+    pub(crate) fn send_tcp_headers<T: TxQueue>(
+        &mut self,
+        to: Ipv4Addr,
+        seg: &TcpRepr,
+        tx: &mut T,
+    ) -> bool {
+        let (local, now) = (self.link.ip, self.now);
+        let offload = self.link.tcp_checksum_offload;
+        let hlen = seg.header_len();
+        self.link
+            .send_ipv4(tx, &mut self.stats, now, to, PROTO_TCP, hlen, |buf| {
+                seg.emit_header(buf);
+                Link::tcp_checksum(offload, buf, local, to);
+            })
+    }
+}
+
+/// Counts a segment or datagram that did not parse (`err`): in `checksum`
+/// when its checksum was wrong, else in `malformed`.
+#[inline]
+pub(crate) fn count_bad(err: Error, checksum: &mut u64, malformed: &mut u64) {
+    match err {
+        Error::Checksum => *checksum += 1,
+        _ => *malformed += 1,
     }
 }
 

@@ -141,6 +141,15 @@ pub fn errno_of(reason: CloseReason) -> i32 {
     }
 }
 
+/// The port tables of [`Sockets`] a bound socket is found by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ports {
+    /// `Sockets::listeners`.
+    Listeners,
+    /// `Sockets::udp`.
+    Udp,
+}
+
 /// Every socket, by slot, with the indexes that find them.
 pub struct Sockets {
     /// Every socket by engine slot; `None` for a free slot.
@@ -167,6 +176,22 @@ pub struct Sockets {
 pub const EPHEMERAL: (u16, u16) = (32768, 60999);
 
 impl Sockets {
+    /// The port table `which`: local port -> slot.
+    pub fn ports(&self, which: Ports) -> &HashMap<u16, u32> {
+        match which {
+            Ports::Listeners => &self.listeners,
+            Ports::Udp => &self.udp,
+        }
+    }
+
+    /// [`Sockets::ports`], to change.
+    pub fn ports_mut(&mut self, which: Ports) -> &mut HashMap<u16, u32> {
+        match which {
+            Ports::Listeners => &mut self.listeners,
+            Ports::Udp => &mut self.udp,
+        }
+    }
+
     pub fn new(max: usize) -> Sockets {
         Sockets {
             slots: (0..max).map(|_| None).collect(),

@@ -106,11 +106,15 @@ mod tests {
         )
     }
 
+    /// A fresh jar, the listener's and the peer's address, and `Instant(ns)`.
+    fn jar_at(ns: u64) -> (SynCookies, SocketAddrV4, SocketAddrV4, Instant) {
+        let (l, r) = addrs();
+        (SynCookies::new(), l, r, Instant(ns))
+    }
+
     #[test]
     fn listen_cookie_ack_within_period_gives_mss() {
-        let j = SynCookies::new();
-        let (l, r) = addrs();
-        let now = Instant(5 * PERIOD_NS + 7);
+        let (j, l, r, now) = jar_at(5 * PERIOD_NS + 7);
         let c = j.mint(l, r, SeqNum(1000), 1460, now);
         assert_eq!(j.check(l, r, SeqNum(1001), c + 1usize, now), Some(1460));
         // Still valid one period later, not two.
@@ -138,9 +142,7 @@ mod tests {
 
     #[test]
     fn listen_forged_or_mismatched_ack_is_rejected() {
-        let j = SynCookies::new();
-        let (l, r) = addrs();
-        let now = Instant(PERIOD_NS);
+        let (j, l, r, now) = jar_at(PERIOD_NS);
         let c = j.mint(l, r, SeqNum(1000), 1300, now);
         assert_eq!(j.check(l, r, SeqNum(1001), c + 1usize, now), Some(1300));
         assert_eq!(
@@ -172,9 +174,7 @@ mod tests {
 
     #[test]
     fn listen_small_mss_rounds_down_to_table() {
-        let j = SynCookies::new();
-        let (l, r) = addrs();
-        let now = Instant(PERIOD_NS);
+        let (j, l, r, now) = jar_at(PERIOD_NS);
         let c = j.mint(l, r, SeqNum(1), 1450, now);
         assert_eq!(j.check(l, r, SeqNum(2), c + 1usize, now), Some(1440));
         let c = j.mint(l, r, SeqNum(1), 100, now);

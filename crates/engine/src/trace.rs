@@ -68,12 +68,10 @@ impl EngineTrace {
     #[inline]
     pub(crate) fn rx_parsed(&mut self, local: u16, remote: u16, payload_len: usize) {
         self.rx = None;
-        if self.frame_t0 == 0 || payload_len == 0 {
-            return;
-        }
-        let every = self.tracer.every().max(1);
-        self.segments += 1;
-        if !self.segments.is_multiple_of(every) {
+        if self.frame_t0 == 0
+            || payload_len == 0
+            || !nth_of(&mut self.segments, self.tracer.every())
+        {
             return;
         }
         self.rx = Some(RxSample {
@@ -109,12 +107,7 @@ impl EngineTrace {
     /// bytes already left is not sampled: its output is not what follows).
     #[inline]
     pub(crate) fn send_taken(&mut self, slot: u32, local: u16, remote: u16, unsent: bool) {
-        if !self.tracer.on() || !unsent {
-            return;
-        }
-        let every = self.tracer.every().max(1);
-        self.sends += 1;
-        if !self.sends.is_multiple_of(every) {
+        if !self.tracer.on() || !unsent || !nth_of(&mut self.sends, self.tracer.every()) {
             return;
         }
         self.tx = Some(TxSample {
@@ -152,6 +145,15 @@ impl EngineTrace {
             }
         }
     }
+}
+
+/// Counts one more candidate for a sample in `count` and tells whether it
+/// is the `every`-th (0 taken as 1): how both directions pick their
+/// samples.
+#[inline]
+fn nth_of(count: &mut u64, every: u64) -> bool {
+    *count += 1;
+    count.is_multiple_of(every.max(1))
 }
 
 /// When bytes of a sampled segment were first copied into the RX ring

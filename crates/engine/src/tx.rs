@@ -58,14 +58,7 @@ impl Core {
 
     /// Emits up to a burst of segments for the connection in `slot`.
     fn output<T: TxQueue>(&mut self, slot: u32, tx: &mut T) -> usize {
-        let Core {
-            sockets,
-            link,
-            stats,
-            now,
-            ..
-        } = self;
-        let now = *now;
+        let (sockets, link, stats, now) = self.sockets_link_stats();
         let Some(Some(Socket::Tcp(c))) = sockets.slots.get_mut(slot as usize) else {
             return 0;
         };

@@ -2,6 +2,7 @@
 //! (a header, then the payload); datagrams out, from the TX ring.
 
 use crate::icmp::ICMP_QUOTE_MAX;
+use crate::rx::count_bad;
 use crate::sockets::Socket;
 use crate::Core;
 use appif::socket::UdpHeader;
@@ -9,7 +10,6 @@ use core::net::SocketAddrV4;
 use nic::TxQueue;
 use wire::ipv4::Ipv4Packet;
 use wire::udp::UdpRepr;
-use wire::Error;
 
 impl Core {
     pub(crate) fn handle_udp<T: TxQueue>(&mut self, ip: &Ipv4Packet<'_>, tx: &mut T) {
@@ -17,13 +17,9 @@ impl Core {
         let (udp, payload) = match UdpRepr::parse(ip.payload(), src, dst, self.cfg.verify_checksums)
         {
             Ok(v) => v,
-            Err(Error::Checksum) => {
-                self.stats.drop_udp_checksum += 1;
-                return;
-            }
-            Err(_) => {
-                self.stats.drop_udp_malformed += 1;
-                return;
+            Err(e) => {
+                let s = &mut self.stats;
+                return count_bad(e, &mut s.drop_udp_checksum, &mut s.drop_udp_malformed);
             }
         };
         let Some(&slot) = self.sockets.udp.get(&udp.dst_port) else {
@@ -57,13 +53,7 @@ impl Core {
 
     /// Sends the datagrams queued in a UDP socket's TX ring.
     pub(crate) fn udp_send<T: TxQueue>(&mut self, slot: u32, tx: &mut T) {
-        let Core {
-            sockets,
-            link,
-            stats,
-            now,
-            ..
-        } = self;
+        let (sockets, link, stats, now) = self.sockets_link_stats();
         let Some(Some(Socket::Udp(u))) = sockets.slots.get_mut(slot as usize) else {
             return;
         };
@@ -91,7 +81,7 @@ impl Core {
             if link.send_ipv4(
                 tx,
                 stats,
-                *now,
+                now,
                 dst,
                 wire::ipv4::PROTO_UDP,
                 wire::udp::HEADER_LEN + len,

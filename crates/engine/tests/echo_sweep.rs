@@ -157,7 +157,7 @@ impl Rings {
 /// Err: the run stalled or ran out of time; the message has the seed and
 /// both ends' state.
 fn run(seed: u64, imp: Impairments, total: usize, rings: Rings) -> Result<Outcome, String> {
-    let mut w = Wire::connect(imp, seed, WIRE_FRAMES, rings.config(), PORT, (0, 0));
+    let mut w = Wire::connect(imp, seed, WIRE_FRAMES, rings.config(), PORT, (0, 0), |_| {});
     let mut b: Option<End> = None;
     let (mut sent, mut received, mut echoed) = (0usize, 0usize, 0usize);
     let (mut a_shut, mut b_shut) = (false, false);

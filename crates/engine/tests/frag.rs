@@ -14,7 +14,7 @@ use nic::{Port, TxQueue};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use wire::arp::{ArpOp, ArpRepr};
+use wire::arp::ArpRepr;
 use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
 use wire::icmp::Icmpv4Repr;
 use wire::ipv4::{self, Ipv4Packet, Ipv4Repr, PROTO_ICMP, PROTO_UDP};
@@ -91,14 +91,7 @@ impl Bench {
     /// Introduces the peer by ARP, so the engine can answer it.
     fn introduce(&mut self) {
         let mut arp = [0u8; wire::arp::PACKET_LEN];
-        ArpRepr {
-            op: ArpOp::Request,
-            sender_mac: MacAddr(mem::MAC_A),
-            sender_ip: PEER_IP,
-            target_mac: MacAddr::ZERO,
-            target_ip: ENGINE_IP,
-        }
-        .emit(&mut arp);
+        ArpRepr::request(MacAddr(mem::MAC_A), PEER_IP, ENGINE_IP).emit(&mut arp);
         self.send(ETHERTYPE_ARP, &arp);
         self.step(1000);
         assert_eq!(self.engine.stats().arp_replies_tx, 1);

@@ -13,8 +13,7 @@
 
 mod common;
 
-use appif::socket::SockState;
-use common::{End, Wire};
+use common::Wire;
 use engine::stats::Stats;
 use engine::EngineConfig;
 use nic::impair::Impairments;
@@ -36,40 +35,23 @@ struct Outcome {
 /// A sends `total` bytes to B over a wire with `imp` each way; B checks
 /// every byte.
 fn run(seed: u64, imp: Impairments, total: usize) -> Outcome {
-    let mut w = Wire::connect(
-        imp,
-        seed,
-        MEM_WIRE_FRAMES,
-        EngineConfig::default(),
-        PORT,
-        (0, 0),
-    );
-    let mut b: Option<End> = None;
+    let cfg = EngineConfig::default();
+    let mut w = Wire::connect(imp, seed, MEM_WIRE_FRAMES, cfg, PORT, (0, 0), |_| {});
     let (mut sent, mut received) = (0usize, 0usize);
-    let mut start_ns = None;
     // 32 MiB at even 10 Mbit/s of virtual time is ~27 s = 1.4M steps.
     for _ in 0..10_000_000u64 {
         let busy = w.poll();
         assert_eq!(w.end_a.shared.error(), 0, "sender failed (seed {seed:#x})");
-        let mut moved = false;
-        if w.end_a.shared.state() == SockState::Open {
-            start_ns.get_or_insert(w.t);
-            moved |= w.end_a.send_stream(&mut sent, total, &mut w.ca) > 0;
-        }
-        if b.is_none() {
-            b = w.accept();
-        }
-        if let Some(b) = b.as_mut() {
+        if let Some(b) = &w.end_b {
             assert_eq!(b.shared.error(), 0, "receiver failed (seed {seed:#x})");
-            match b.recv_stream(&mut received, &mut w.cb) {
-                Ok(n) => moved |= n > 0,
-                Err(at) => panic!("seed {seed:#x}: byte {at} differs"),
-            }
         }
+        let moved = w
+            .stream_one_way(&mut sent, &mut received, total)
+            .unwrap_or_else(|at| panic!("seed {seed:#x}: byte {at} differs"));
         if received == total {
             return Outcome {
                 a: w.a.stats(),
-                transfer_ns: w.t - start_ns.unwrap_or(w.t),
+                transfer_ns: w.t - w.opened.unwrap_or(w.t),
             };
         }
         w.advance(busy || moved);

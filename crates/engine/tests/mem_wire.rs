@@ -90,7 +90,7 @@ fn run_with(
     cfg.tcp.cc = cc;
     cfg.tcp.timestamps = timestamps;
     cfg.tcp.ecn = cc == CcKind::Dctcp;
-    let mut w = Wire::connect_with(imp, seed, MEM_WIRE_FRAMES, cfg, PORT, (0, 0), |p| {
+    let mut w = Wire::connect(imp, seed, MEM_WIRE_FRAMES, cfg, PORT, (0, 0), |p| {
         p.set_tso(offload != Offload::None);
         p.set_gather(offload == Offload::TsoGather);
     });

@@ -52,28 +52,20 @@ fn established_bulk_transfer_iterations_allocate_nothing() {
     pa.set_clock(clock.clone());
     pb.set_clock(clock);
     let mut t = 1_000_000_000u64;
-    let cfg = |ip| EngineConfig {
-        ip,
-        prefix_len: 24,
-        max_sockets: 64,
-        ..EngineConfig::default()
+    // An engine on 10.0.0.`host`/24 over `port`, taking commands from `rx`.
+    let engine = move |port, host, rx| {
+        let cfg = EngineConfig {
+            ip: Ipv4Addr::new(10, 0, 0, host),
+            prefix_len: 24,
+            max_sockets: 64,
+            ..EngineConfig::default()
+        };
+        Engine::new(port, cfg, rx, Arc::new(Notify::default()), Instant(t))
     };
     let (mut ca, ra) = spsc::channel(1024);
     let (mut cb, rb) = spsc::channel(1024);
-    let mut ea = Engine::new(
-        pa,
-        cfg(Ipv4Addr::new(10, 0, 0, 1)),
-        ra,
-        Arc::new(Notify::default()),
-        Instant(t),
-    );
-    let mut eb = Engine::new(
-        pb,
-        cfg(Ipv4Addr::new(10, 0, 0, 2)),
-        rb,
-        Arc::new(Notify::default()),
-        Instant(t),
-    );
+    let mut ea = engine(pa, 1, ra);
+    let mut eb = engine(pb, 2, rb);
     let (acc_tx, mut acc_rx) = spsc::channel::<Accepted>(4);
     let _ = cb.push(Command::Listen {
         id: 1,

@@ -16,7 +16,7 @@ use nic::{Port, TxQueue};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use wire::arp::{ArpOp, ArpRepr};
+use wire::arp::ArpRepr;
 use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
 use wire::ipv4::{Ipv4Packet, Ipv4Repr, PROTO_TCP};
 use wire::tcp::{TcpFlags, TcpRepr};
@@ -34,9 +34,18 @@ fn send(port: &mut MemPort, frame: &[u8]) {
     port.tx().flush();
 }
 
-fn tcp_frame(peer_mac: MacAddr, host_mac: MacAddr, seg: &TcpRepr, payload: &[u8]) -> Vec<u8> {
-    let hl = seg.header_len();
-    let mut f = vec![0u8; 14 + 20 + hl + payload.len()];
+/// A frame from the peer to the host: Ethernet and IPv4 headers (TTL 64,
+/// `protocol`, `ident`, DF as `dont_frag`) followed by `payload_len` zero
+/// bytes, from offset 34, for the caller to fill.
+fn ipv4_frame(
+    peer_mac: MacAddr,
+    host_mac: MacAddr,
+    protocol: u8,
+    ident: u16,
+    dont_frag: bool,
+    payload_len: usize,
+) -> Vec<u8> {
+    let mut f = vec![0u8; 14 + 20 + payload_len];
     EthernetRepr {
         dst: host_mac,
         src: peer_mac,
@@ -46,13 +55,19 @@ fn tcp_frame(peer_mac: MacAddr, host_mac: MacAddr, seg: &TcpRepr, payload: &[u8]
     let ip = Ipv4Repr {
         src: PEER,
         dst: HOST,
-        protocol: PROTO_TCP,
+        protocol,
         ttl: 64,
-        ident: 1,
-        dont_frag: true,
-        payload_len: hl + payload.len(),
+        ident,
+        dont_frag,
+        payload_len,
     };
     ip.emit(&mut f[14..]);
+    f
+}
+
+fn tcp_frame(peer_mac: MacAddr, host_mac: MacAddr, seg: &TcpRepr, payload: &[u8]) -> Vec<u8> {
+    let hl = seg.header_len();
+    let mut f = ipv4_frame(peer_mac, host_mac, PROTO_TCP, 1, true, hl + payload.len());
     seg.emit_header(&mut f[34..34 + hl]);
     f[34 + hl..].copy_from_slice(payload);
     wire::tcp::fill_checksum(&mut f[34..], PEER, HOST);
@@ -71,6 +86,14 @@ fn segment(src_port: u16, seq: u32, ack: SeqNum, flags: u8, payload_len: usize) 
         payload_len,
         ..TcpRepr::default()
     }
+}
+
+/// A SYN from the peer to port 80 offering MSS 1460, with a 65535-byte
+/// window and no other option.
+fn syn(src_port: u16, seq: u32) -> TcpRepr {
+    let mut syn = segment(src_port, seq, SeqNum(0), TcpFlags::SYN, 0);
+    syn.options.mss = Some(1460);
+    syn
 }
 
 /// Every TCP segment the host sent since the last call.
@@ -150,14 +173,7 @@ impl Fixture {
             ethertype: ETHERTYPE_ARP,
         }
         .emit(&mut arp);
-        ArpRepr {
-            op: ArpOp::Request,
-            sender_mac: peer_mac,
-            sender_ip: PEER,
-            target_mac: MacAddr::ZERO,
-            target_ip: HOST,
-        }
-        .emit(&mut arp[14..]);
+        ArpRepr::request(peer_mac, PEER, HOST).emit(&mut arp[14..]);
         send(&mut f.peer, &arp);
         f.step();
         f
@@ -183,16 +199,7 @@ fn listen_syn_queue_full_cookie_ack_opens_connection_and_forged_ack_is_reset() {
 
     // Ten SYNs that never complete: two fill the SYN queue, eight get cookies.
     for i in 0..10u16 {
-        let mut syn = TcpRepr {
-            src_port: 40000 + i,
-            dst_port: 80,
-            seq: SeqNum(1000 * u32::from(i)),
-            flags: TcpFlags(TcpFlags::SYN),
-            window: 65535,
-            ..TcpRepr::default()
-        };
-        syn.options.mss = Some(1460);
-        f.send_tcp(&syn, &[]);
+        f.send_tcp(&syn(40000 + i, 1000 * u32::from(i)), &[]);
     }
     f.step();
     let synacks = received(&mut f.peer);
@@ -257,23 +264,7 @@ fn frag_needed(peer_mac: MacAddr, host_mac: MacAddr, mtu: u16, quoted: &[u8]) ->
         data: &quoted[..28],
     };
     let len = msg.buffer_len();
-    let mut f = vec![0u8; 14 + 20 + len];
-    EthernetRepr {
-        dst: host_mac,
-        src: peer_mac,
-        ethertype: ETHERTYPE_IPV4,
-    }
-    .emit(&mut f);
-    let ip = Ipv4Repr {
-        src: PEER,
-        dst: HOST,
-        protocol: wire::ipv4::PROTO_ICMP,
-        ttl: 64,
-        ident: 2,
-        dont_frag: false,
-        payload_len: len,
-    };
-    ip.emit(&mut f[14..]);
+    let mut f = ipv4_frame(peer_mac, host_mac, wire::ipv4::PROTO_ICMP, 2, false, len);
     msg.emit(&mut f[34..]);
     f
 }
@@ -282,16 +273,7 @@ fn frag_needed(peer_mac: MacAddr, host_mac: MacAddr, mtu: u16, quoted: &[u8]) ->
 fn established_frag_needed_for_segment_in_flight_resends_smaller() {
     let mut f = Fixture::new(2);
     // Handshake (no options: MSS 536 would be too small to test; offer 1460).
-    let mut syn = TcpRepr {
-        src_port: 50000,
-        dst_port: 80,
-        seq: SeqNum(7000),
-        flags: TcpFlags(TcpFlags::SYN),
-        window: 65535,
-        ..TcpRepr::default()
-    };
-    syn.options.mss = Some(1460);
-    f.send_tcp(&syn, &[]);
+    f.send_tcp(&syn(50000, 7000), &[]);
     f.step();
     let synack = received(&mut f.peer)
         .into_iter()

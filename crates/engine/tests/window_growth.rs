@@ -7,8 +7,7 @@
 
 mod common;
 
-use appif::socket::SockState;
-use common::{dump, End, Wire};
+use common::{dump, Wire};
 use engine::EngineConfig;
 use nic::impair::Impairments;
 
@@ -53,36 +52,23 @@ fn transfer_with(
         ..EngineConfig::default()
     };
     // Room for a 6 MiB window in flight (4300 frames) each way.
-    let mut w = Wire::connect(imp, 1, 8192, cfg, PORT, bufs);
-    let mut b: Option<End> = None;
+    let mut w = Wire::connect(imp, 1, 8192, cfg, PORT, bufs, |_| {});
     let (mut sent, mut got) = (0usize, 0usize);
-    let mut first_byte_at = None;
     let mut b_window = 0;
     for _ in 0..50_000_000u64 {
         let busy = w.poll();
-        let mut moved = false;
-        if w.end_a.shared.state() == SockState::Open {
-            first_byte_at.get_or_insert(w.t);
-            moved |= w.end_a.send_stream(&mut sent, total, &mut w.ca) > 0;
-        }
-        if b.is_none() {
-            b = w.accept();
-        }
-        if let Some(b) = b.as_mut() {
-            match b.recv_stream(&mut got, &mut w.cb) {
-                Ok(n) => moved |= n > 0,
-                Err(at) => panic!("byte {at} differs"),
-            }
-        }
+        let moved = w
+            .stream_one_way(&mut sent, &mut got, total)
+            .unwrap_or_else(|at| panic!("byte {at} differs"));
         w.b.for_each_tcb(|tcb| b_window = b_window.max(tcb.rcv_wnd()));
         if got == total {
             let (qa, qb) = (w.a.port().tx_stats(), w.b.port().tx_stats());
             assert_eq!(qa.queue_full + qb.queue_full, 0, "the wire dropped frames");
-            let secs = (w.t - first_byte_at.unwrap_or(w.start)) as f64 / 1e9;
+            let secs = (w.t - w.opened.unwrap_or(w.start)) as f64 / 1e9;
             return Outcome {
                 rate: total as f64 / secs,
                 a_tx: w.end_a.tx.capacity(),
-                b_rx: b.as_ref().map_or(0, |b| b.rx.capacity()),
+                b_rx: w.end_b.as_ref().map_or(0, |b| b.rx.capacity()),
                 b_window,
             };
         }

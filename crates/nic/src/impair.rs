@@ -318,6 +318,13 @@ impl Impairer {
 mod tests {
     use super::*;
 
+    /// An impairer seeded with `seed` with only what `set` sets.
+    fn impairer(set: impl FnOnce(&mut Impairments), seed: u64) -> Impairer {
+        let mut imp = Impairments::none();
+        set(&mut imp);
+        Impairer::new(imp, seed)
+    }
+
     #[test]
     fn no_impairment_push_pops_same_frame() {
         let mut imp = Impairer::new(Impairments::none(), 1);
@@ -328,13 +335,7 @@ mod tests {
 
     #[test]
     fn delay_frame_not_due_before_delay() {
-        let mut imp = Impairer::new(
-            Impairments {
-                delay_ns: 1000,
-                ..Impairments::none()
-            },
-            1,
-        );
+        let mut imp = impairer(|i| i.delay_ns = 1000, 1);
         imp.push(10, b"x");
         assert_eq!(imp.pop_due(1009), None);
         assert_eq!(imp.next_due_ns(), Some(1010));
@@ -361,13 +362,7 @@ mod tests {
 
     #[test]
     fn reorder_always_second_frame_first() {
-        let mut imp = Impairer::new(
-            Impairments {
-                reorder: 1.0,
-                ..Impairments::none()
-            },
-            1,
-        );
+        let mut imp = impairer(|i| i.reorder = 1.0, 1);
         imp.push(0, b"1");
         imp.push(0, b"2");
         assert_eq!(imp.pop_due(0), Some(&b"2"[..]));
@@ -376,13 +371,7 @@ mod tests {
 
     #[test]
     fn reorder_held_frame_released_after_timeout() {
-        let mut imp = Impairer::new(
-            Impairments {
-                reorder: 1.0,
-                ..Impairments::none()
-            },
-            1,
-        );
+        let mut imp = impairer(|i| i.reorder = 1.0, 1);
         imp.push(0, b"1");
         assert_eq!(imp.pop_due(999_999), None);
         assert_eq!(imp.pop_due(1_000_000), Some(&b"1"[..]));
@@ -390,13 +379,7 @@ mod tests {
 
     #[test]
     fn corrupt_always_flips_exactly_one_bit() {
-        let mut imp = Impairer::new(
-            Impairments {
-                corrupt: 1.0,
-                ..Impairments::none()
-            },
-            7,
-        );
+        let mut imp = impairer(|i| i.corrupt = 1.0, 7);
         let frame = [0u8; 64];
         imp.push(0, &frame);
         let out = imp.pop_due(0).expect("frame");
@@ -406,13 +389,7 @@ mod tests {
 
     #[test]
     fn duplicate_always_delivers_twice() {
-        let mut imp = Impairer::new(
-            Impairments {
-                duplicate: 1.0,
-                ..Impairments::none()
-            },
-            1,
-        );
+        let mut imp = impairer(|i| i.duplicate = 1.0, 1);
         imp.push(0, b"d");
         assert_eq!(imp.pop_due(0), Some(&b"d"[..]));
         assert_eq!(imp.pop_due(0), Some(&b"d"[..]));

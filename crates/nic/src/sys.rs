@@ -373,12 +373,24 @@ fn bind_ll(sock: &OwnedFd, ifindex: u32, protocol: u16) -> io::Result<()> {
     sll.sll_family = libc::AF_PACKET as u16;
     sll.sll_protocol = protocol.to_be();
     sll.sll_ifindex = ifindex as libc::c_int;
-    // SAFETY: `sll` is a valid sockaddr_ll and the length matches it.
+    bind_addr(sock, &sll)
+}
+
+/// A C socket address structure that bind(2) takes whole.
+pub(crate) trait SockAddr {}
+impl SockAddr for libc::sockaddr_ll {}
+impl SockAddr for libc::sockaddr_xdp {}
+
+/// Binds `sock` to `addr` (bind(2) with the structure's own size).
+/// Errors: bind(2)'s errno (EINVAL for a wrong family, ENODEV, EBUSY, ...).
+pub(crate) fn bind_addr<A: SockAddr>(sock: &OwnedFd, addr: &A) -> io::Result<()> {
+    // SAFETY: `addr` points to a whole socket address structure (`SockAddr`
+    // is implemented only for those) and the length is that structure's.
     let rc = unsafe {
         libc::bind(
             sock.as_raw_fd(),
-            (&sll as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            (addr as *const A).cast(),
+            std::mem::size_of::<A>() as libc::socklen_t,
         )
     };
     if rc < 0 {

@@ -94,6 +94,18 @@ fn ping_through_bridge(
     (text, stats)
 }
 
+/// In the outer run of `test`: builds the lab, re-runs the test in its
+/// bridge namespace and returns true (the caller returns); in the inner
+/// run returns false.
+fn reran_in_lab(test: &str) -> bool {
+    if is_inner(test) {
+        return false;
+    }
+    let lab = lab();
+    run_inner(&lab.bridge_ns, test, &lab.envs);
+    true
+}
+
 fn received(ping: &str) -> u32 {
     ping.lines()
         .find_map(|l| {
@@ -105,10 +117,7 @@ fn received(ping: &str) -> u32 {
 
 #[test]
 fn bridge_no_loss_all_pings_answered() {
-    const TEST: &str = "bridge_no_loss_all_pings_answered";
-    if !is_inner(TEST) {
-        let lab = lab();
-        run_inner(&lab.bridge_ns, TEST, &lab.envs);
+    if reran_in_lab("bridge_no_loss_all_pings_answered") {
         return;
     }
     let (out, stats) = ping_through_bridge(
@@ -128,10 +137,7 @@ fn bridge_no_loss_all_pings_answered() {
 
 #[test]
 fn bridge_half_loss_some_pings_lost() {
-    const TEST: &str = "bridge_half_loss_some_pings_lost";
-    if !is_inner(TEST) {
-        let lab = lab();
-        run_inner(&lab.bridge_ns, TEST, &lab.envs);
+    if reran_in_lab("bridge_half_loss_some_pings_lost") {
         return;
     }
     let (out, stats) = ping_through_bridge(
@@ -149,10 +155,7 @@ fn bridge_half_loss_some_pings_lost() {
 
 #[test]
 fn bridge_delay_20ms_each_way_rtt_at_least_40ms() {
-    const TEST: &str = "bridge_delay_20ms_each_way_rtt_at_least_40ms";
-    if !is_inner(TEST) {
-        let lab = lab();
-        run_inner(&lab.bridge_ns, TEST, &lab.envs);
+    if reran_in_lab("bridge_delay_20ms_each_way_rtt_at_least_40ms") {
         return;
     }
     let delay = Impairments {

@@ -159,6 +159,33 @@ fn af_xdp_bad_frame_size_open_fails_with_hint() {
     assert!(err.to_string().contains("power of two"), "{err}");
 }
 
+/// `net` as the outer run passes it to the inner one (NIC_NET).
+fn net_str(net: [u8; 3]) -> String {
+    format!("{}.{}.{}", net[0], net[1], net[2])
+}
+
+/// The /24 the outer run passed in NIC_NET.
+fn net_env() -> [u8; 3] {
+    let net: Vec<u8> = env("NIC_NET")
+        .split('.')
+        .map(|p| p.parse().unwrap())
+        .collect();
+    [net[0], net[1], net[2]]
+}
+
+/// For a test that needs only a namespace of its own: in the outer run
+/// (root required) creates one named from `prefix`, re-runs `test` in it
+/// and returns true (the caller returns); in the inner run returns false.
+fn reran_in_fresh_netns(test: &str, prefix: &str) -> bool {
+    if is_inner(test) {
+        return false;
+    }
+    require_root();
+    let ns = Netns::new(prefix);
+    run_inner(&ns, test, &[]);
+    true
+}
+
 /// The port side (`P`) and the Linux side (`L`) of a veth pair, each in a
 /// fresh namespace; Linux has `.1`, the stack `.2` of the subnet.
 struct VethLab {
@@ -196,10 +223,7 @@ impl VethLab {
             ("NIC_PORT_IF", self.port_if.clone()),
             ("NIC_LINUX_NS", self.linux_ns.name.clone()),
             ("NIC_LINUX_IF", self.linux_if.clone()),
-            (
-                "NIC_NET",
-                format!("{}.{}.{}", self.net[0], self.net[1], self.net[2]),
-            ),
+            ("NIC_NET", net_str(self.net)),
         ]
     }
 }
@@ -214,15 +238,11 @@ struct Inner {
 
 impl Inner {
     fn from_env() -> Inner {
-        let net: Vec<u8> = env("NIC_NET")
-            .split('.')
-            .map(|p| p.parse().unwrap())
-            .collect();
         Inner {
             port_if: env("NIC_PORT_IF"),
             linux: Netns::existing(env("NIC_LINUX_NS")),
             linux_if: env("NIC_LINUX_IF"),
-            net: [net[0], net[1], net[2]],
+            net: net_env(),
         }
     }
 }
@@ -286,66 +306,21 @@ fn af_xdp_veth_conformance(
 
     // ICMP from Linux's ping to our address arrives through rx_burst.
     let mac = fmt_mac(port.mac());
-    inner.linux.exec(&format!(
-        "ip neigh replace {} lladdr {mac} dev {} nud permanent",
-        ip_str(my_ip),
-        inner.linux_if
-    ));
-    let mut ping = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &inner.linux.name,
-            "ping",
-            "-c",
-            "3",
-            "-i",
-            "0.2",
-            "-W",
-            "1",
-        ])
-        .arg(ip_str(my_ip))
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn ping");
-    let (echoes, rx_allocs) =
-        receive_matching(&mut port, 3, Duration::from_secs(3), &mut || {}, |f| {
-            icmp_echo_request_to(f, my_ip).is_some()
-        });
-    let _ = ping.wait();
+    inner
+        .linux
+        .exec(&neigh_permanent(my_ip, &mac, &inner.linux_if));
+    let linux_ns = Some(inner.linux.name.as_str());
+    let (echoes, rx_allocs) = ping_into(&mut port, linux_ns, my_ip, 3, Duration::from_secs(3));
     assert_eq!(echoes, 3, "echo requests received through rx_burst");
     assert_eq!(rx_allocs, 0, "af_xdp rx_burst allocated");
 
     // Traffic for another address is passed to the kernel, not to us.
     let other = ip(inner.net, 3);
-    inner.linux.exec(&format!(
-        "ip neigh replace {} lladdr {mac} dev {} nud permanent",
-        ip_str(other),
-        inner.linux_if
-    ));
+    inner
+        .linux
+        .exec(&neigh_permanent(other, &mac, &inner.linux_if));
     let port_rx_before = counter_here(&inner.port_if, "rx_packets");
-    let mut ping = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &inner.linux.name,
-            "ping",
-            "-c",
-            "3",
-            "-i",
-            "0.2",
-            "-W",
-            "1",
-        ])
-        .arg(ip_str(other))
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn ping");
-    let (stolen, _) =
-        receive_matching(&mut port, 1, Duration::from_millis(1200), &mut || {}, |f| {
-            icmp_echo_request_to(f, other).is_some()
-        });
-    let _ = ping.wait();
+    let (stolen, _) = ping_into(&mut port, linux_ns, other, 1, Duration::from_millis(1200));
     assert_eq!(
         stolen, 0,
         "frames for {other:?} were redirected to the socket"
@@ -375,6 +350,47 @@ fn af_xdp_veth_conformance(
     assert_eq!(port.tx().free_frames(), 256, "tx frames not all back");
 }
 
+/// The command that makes the neighbour table send frames for `addr` to
+/// `mac` on `dev` without asking ARP.
+fn neigh_permanent(addr: [u8; 4], mac: &str, dev: &str) -> String {
+    format!(
+        "ip neigh replace {} lladdr {mac} dev {dev} nud permanent",
+        ip_str(addr)
+    )
+}
+
+/// Runs `ping -c 3 -i 0.2 -W 1 addr` (inside namespace `ns` when given)
+/// while `port` receives: returns how many echo requests for `addr` it
+/// got (stopping at `want` or after `timeout`) and the allocations its
+/// rx_burst made.
+fn ping_into<P: Port>(
+    port: &mut P,
+    ns: Option<&str>,
+    addr: [u8; 4],
+    want: usize,
+    timeout: Duration,
+) -> (usize, u64) {
+    let mut cmd = match ns {
+        Some(ns) => {
+            let mut ip = Command::new("ip");
+            ip.args(["netns", "exec", ns, "ping"]);
+            ip
+        }
+        None => Command::new("ping"),
+    };
+    let mut ping = cmd
+        .args(["-c", "3", "-i", "0.2", "-W", "1"])
+        .arg(ip_str(addr))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn ping");
+    let got = receive_matching(port, want, timeout, &mut || {}, |f| {
+        icmp_echo_request_to(f, addr).is_some()
+    });
+    let _ = ping.wait();
+    got
+}
+
 fn counter_here(ifname: &str, name: &str) -> u64 {
     sh(&format!("cat /sys/class/net/{ifname}/statistics/{name}"))
         .trim()
@@ -382,45 +398,35 @@ fn counter_here(ifname: &str, name: &str) -> u64 {
         .expect("counter")
 }
 
-#[test]
-fn af_xdp_native_veth_passes_conformance() {
-    af_xdp_veth_conformance(
-        "af_xdp_native_veth_passes_conformance",
-        (XdpMode::Native, XdpMode::Native),
-        (TxPath::Xsk, TxPath::Xsk),
-        1,
-    );
+/// A test that runs [`af_xdp_veth_conformance`] under its own name: the
+/// XDP mode asked for => the one expected, the tx path asked for => the one
+/// expected, and the subnet's salt.
+macro_rules! af_xdp_veth_test {
+    ($name:ident, $mode:ident => $got:ident, $tx:ident => $tx_got:ident, $salt:literal) => {
+        #[test]
+        fn $name() {
+            af_xdp_veth_conformance(
+                stringify!($name),
+                (XdpMode::$mode, XdpMode::$got),
+                (TxPath::$tx, TxPath::$tx_got),
+                $salt,
+            );
+        }
+    };
 }
 
-#[test]
-fn af_xdp_generic_veth_passes_conformance() {
-    af_xdp_veth_conformance(
-        "af_xdp_generic_veth_passes_conformance",
-        (XdpMode::Generic, XdpMode::Generic),
-        (TxPath::Packet, TxPath::Packet),
-        2,
-    );
-}
-
-#[test]
-fn af_xdp_auto_veth_attaches_native() {
-    // veth has no zero-copy AF_XDP: Auto transmits through the packet socket.
-    af_xdp_veth_conformance(
-        "af_xdp_auto_veth_attaches_native",
-        (XdpMode::Auto, XdpMode::Native),
-        (TxPath::Auto, TxPath::Packet),
-        3,
-    );
-}
+af_xdp_veth_test!(af_xdp_native_veth_passes_conformance, Native => Native, Xsk => Xsk, 1);
+af_xdp_veth_test!(af_xdp_generic_veth_passes_conformance, Generic => Generic, Packet => Packet, 2);
+// veth has no zero-copy AF_XDP: Auto transmits through the packet socket.
+af_xdp_veth_test!(af_xdp_auto_veth_attaches_native, Auto => Native, Auto => Packet, 3);
 
 #[test]
 fn af_xdp_loopback_auto_falls_back_to_generic_native_refused() {
-    const TEST: &str = "af_xdp_loopback_auto_falls_back_to_generic_native_refused";
-    if !is_inner(TEST) {
-        require_root();
-        // Loopback has no native XDP; a fresh namespace has its own.
-        let ns = Netns::new("nicD");
-        run_inner(&ns, TEST, &[]);
+    // Loopback has no native XDP; a fresh namespace has its own.
+    if reran_in_fresh_netns(
+        "af_xdp_loopback_auto_falls_back_to_generic_native_refused",
+        "nicD",
+    ) {
         return;
     }
     let mut cfg = AfXdpConfig {
@@ -462,22 +468,11 @@ fn tap_persistent_passes_conformance() {
             ip_str(ip(net, 1))
         ));
         offloads_off(&ns, &tap);
-        run_inner(
-            &ns,
-            TEST,
-            &[
-                ("NIC_TAP", tap),
-                ("NIC_NET", format!("{}.{}.{}", net[0], net[1], net[2])),
-            ],
-        );
+        run_inner(&ns, TEST, &[("NIC_TAP", tap), ("NIC_NET", net_str(net))]);
         return;
     }
     let tap = env("NIC_TAP");
-    let net: Vec<u8> = env("NIC_NET")
-        .split('.')
-        .map(|p| p.parse().unwrap())
-        .collect();
-    let net = [net[0], net[1], net[2]];
+    let net = net_env();
     let my_ip = ip(net, 2);
     let linux_ip = ip(net, 1);
     let mut port = TapPort::open(&tap).unwrap_or_else(|e| panic!("open: {e}"));
@@ -498,22 +493,8 @@ fn tap_persistent_passes_conformance() {
     let linux_mac = arp_request_gets_reply(&mut port, my_ip, linux_ip, &mut || {});
     assert_eq!(linux_mac, dev_mac);
 
-    sh(&format!(
-        "ip neigh replace {} lladdr {} dev {tap} nud permanent",
-        ip_str(my_ip),
-        fmt_mac(port.mac())
-    ));
-    let mut ping = Command::new("ping")
-        .args(["-c", "3", "-i", "0.2", "-W", "1"])
-        .arg(ip_str(my_ip))
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn ping");
-    let (echoes, rx_allocs) =
-        receive_matching(&mut port, 3, Duration::from_secs(3), &mut || {}, |f| {
-            icmp_echo_request_to(f, my_ip).is_some()
-        });
-    let _ = ping.wait();
+    sh(&neigh_permanent(my_ip, &fmt_mac(port.mac()), &tap));
+    let (echoes, rx_allocs) = ping_into(&mut port, None, my_ip, 3, Duration::from_secs(3));
     assert_eq!(echoes, 3, "echo requests received through rx_burst");
     assert_eq!(rx_allocs, 0, "tap rx_burst allocated");
 
@@ -527,11 +508,7 @@ fn tap_persistent_passes_conformance() {
 
 #[test]
 fn tap_existing_non_tap_device_open_fails_with_hint() {
-    const TEST: &str = "tap_existing_non_tap_device_open_fails_with_hint";
-    if !is_inner(TEST) {
-        require_root();
-        let ns = Netns::new("nicE");
-        run_inner(&ns, TEST, &[]);
+    if reran_in_fresh_netns("tap_existing_non_tap_device_open_fails_with_hint", "nicE") {
         return;
     }
     let err = TapPort::open("lo").expect_err("opened loopback as a tap");

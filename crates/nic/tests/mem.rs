@@ -56,6 +56,13 @@ fn run(imp: Impairments, seed: u64, n: u32) -> Vec<Vec<u8>> {
     out
 }
 
+/// [`run`] of `N` frames over a wire with only what `set` sets.
+fn run_with(set: impl FnOnce(&mut Impairments), seed: u64) -> Vec<Vec<u8>> {
+    let mut imp = Impairments::none();
+    set(&mut imp);
+    run(imp, seed, N)
+}
+
 fn seq_of(f: &[u8]) -> u32 {
     u32::from_be_bytes([f[14], f[15], f[16], f[17]])
 }
@@ -104,14 +111,7 @@ fn loss_tenth_drops_about_tenth() {
 
 #[test]
 fn duplicate_tenth_repeats_about_tenth() {
-    let got = run(
-        Impairments {
-            duplicate: 0.1,
-            ..Impairments::none()
-        },
-        8,
-        N,
-    );
+    let got = run_with(|i| i.duplicate = 0.1, 8);
     assert_rate("duplicate", got.len() - N as usize, 0.1);
     let mut seen = vec![0u8; N as usize];
     for f in &got {
@@ -122,14 +122,7 @@ fn duplicate_tenth_repeats_about_tenth() {
 
 #[test]
 fn corrupt_tenth_damages_about_tenth() {
-    let got = run(
-        Impairments {
-            corrupt: 0.1,
-            ..Impairments::none()
-        },
-        9,
-        N,
-    );
+    let got = run_with(|i| i.corrupt = 0.1, 9);
     assert_eq!(got.len(), N as usize);
     // A flipped bit may hit the sequence number: count damaged frames by
     // comparing with the frame sent at that position.
@@ -147,14 +140,7 @@ fn corrupt_tenth_damages_about_tenth() {
 
 #[test]
 fn reorder_tenth_swaps_about_tenth() {
-    let got = run(
-        Impairments {
-            reorder: 0.1,
-            ..Impairments::none()
-        },
-        10,
-        N,
-    );
+    let got = run_with(|i| i.reorder = 0.1, 10);
     assert_eq!(got.len(), N as usize);
     let mut max = 0;
     let mut late = 0;

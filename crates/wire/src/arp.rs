@@ -50,6 +50,18 @@ pub struct ArpRepr {
 }
 
 impl ArpRepr {
+    /// A request (RFC 826) from `sender_mac` / `sender_ip` for the hardware
+    /// address of `target_ip`, with a zero target hardware address.
+    pub fn request(sender_mac: MacAddr, sender_ip: Ipv4Addr, target_ip: Ipv4Addr) -> Self {
+        ArpRepr {
+            op: ArpOp::Request,
+            sender_mac,
+            sender_ip,
+            target_mac: MacAddr::ZERO,
+            target_ip,
+        }
+    }
+
     /// Parses an ARP packet (the Ethernet payload).
     ///
     /// Errors: [`Error::Truncated`] if shorter than [`PACKET_LEN`];
@@ -111,13 +123,11 @@ mod tests {
     use super::*;
 
     fn request() -> ArpRepr {
-        ArpRepr {
-            op: ArpOp::Request,
-            sender_mac: MacAddr([2, 0, 0, 0x99, 0, 1]),
-            sender_ip: Ipv4Addr::new(10, 99, 0, 1),
-            target_mac: MacAddr::ZERO,
-            target_ip: Ipv4Addr::new(10, 99, 0, 2),
-        }
+        ArpRepr::request(
+            MacAddr([2, 0, 0, 0x99, 0, 1]),
+            Ipv4Addr::new(10, 99, 0, 1),
+            Ipv4Addr::new(10, 99, 0, 2),
+        )
     }
 
     #[test]

@@ -12,7 +12,7 @@
 use core::net::Ipv4Addr;
 
 use crate::checksum;
-use crate::field::{put_u16, u16_at};
+use crate::field::{checked_len, put_u16, u16_at};
 use crate::{Error, Result};
 
 /// Length in bytes of an IPv4 header without options (the minimum).
@@ -55,20 +55,8 @@ impl<'a> Ipv4Packet<'a> {
         if buf[0] >> 4 != 4 {
             return Err(Error::Malformed);
         }
-        let header_len = usize::from(buf[0] & 0x0f) * 4;
-        if header_len < HEADER_LEN {
-            return Err(Error::Malformed);
-        }
-        if header_len > buf.len() {
-            return Err(Error::Truncated);
-        }
-        let total_len = usize::from(u16_at(buf, 2));
-        if total_len < header_len {
-            return Err(Error::Malformed);
-        }
-        if total_len > buf.len() {
-            return Err(Error::Truncated);
-        }
+        let header_len = checked_len(usize::from(buf[0] & 0x0f) * 4, HEADER_LEN, buf.len())?;
+        checked_len(usize::from(u16_at(buf, 2)), header_len, buf.len())?;
         Ok(Ipv4Packet { buf })
     }
 

@@ -84,4 +84,18 @@ pub(crate) mod field {
     pub fn put_u32(buf: &mut [u8], at: usize, value: u32) {
         buf[at..at + 4].copy_from_slice(&value.to_be_bytes());
     }
+
+    /// Checks a length `len` taken from a header: [`super::Error::Malformed`]
+    /// below `min` (what the header itself takes), else
+    /// [`super::Error::Truncated`] past the `available` bytes; else `len`.
+    #[inline]
+    pub fn checked_len(len: usize, min: usize, available: usize) -> super::Result<usize> {
+        if len < min {
+            return Err(super::Error::Malformed);
+        }
+        if len > available {
+            return Err(super::Error::Truncated);
+        }
+        Ok(len)
+    }
 }

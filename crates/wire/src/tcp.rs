@@ -37,7 +37,7 @@
 use core::net::Ipv4Addr;
 
 use crate::checksum;
-use crate::field::{put_u16, put_u32, u16_at, u32_at};
+use crate::field::{checked_len, put_u16, put_u32, u16_at, u32_at};
 use crate::ipv4::PROTO_TCP;
 use crate::seq::SeqNum;
 use crate::{Error, Result};
@@ -58,6 +58,19 @@ const OPT_WS: u8 = 3;
 const OPT_SACK_PERM: u8 = 4;
 const OPT_SACK: u8 = 5;
 const OPT_TS: u8 = 8;
+
+/// For each `name = BIT;`, `pub fn name(self) -> bool`: whether that bit
+/// of the flags is set.
+macro_rules! flag_tests {
+    ($($(#[$doc:meta])* $name:ident = $bit:ident;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(self) -> bool {
+                self.0 & Self::$bit != 0
+            }
+        )*
+    };
+}
 
 /// TCP header flags, as the bits of byte 13 of the header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,37 +94,23 @@ impl TcpFlags {
     /// Congestion window reduced (RFC 3168).
     pub const CWR: u8 = 0x80;
 
-    /// FIN is set.
-    pub fn fin(self) -> bool {
-        self.0 & Self::FIN != 0
-    }
-    /// SYN is set.
-    pub fn syn(self) -> bool {
-        self.0 & Self::SYN != 0
-    }
-    /// RST is set.
-    pub fn rst(self) -> bool {
-        self.0 & Self::RST != 0
-    }
-    /// PSH is set.
-    pub fn psh(self) -> bool {
-        self.0 & Self::PSH != 0
-    }
-    /// ACK is set.
-    pub fn ack(self) -> bool {
-        self.0 & Self::ACK != 0
-    }
-    /// URG is set.
-    pub fn urg(self) -> bool {
-        self.0 & Self::URG != 0
-    }
-    /// ECE is set.
-    pub fn ece(self) -> bool {
-        self.0 & Self::ECE != 0
-    }
-    /// CWR is set.
-    pub fn cwr(self) -> bool {
-        self.0 & Self::CWR != 0
+    flag_tests! {
+        /// FIN is set.
+        fin = FIN;
+        /// SYN is set.
+        syn = SYN;
+        /// RST is set.
+        rst = RST;
+        /// PSH is set.
+        psh = PSH;
+        /// ACK is set.
+        ack = ACK;
+        /// URG is set.
+        urg = URG;
+        /// ECE is set.
+        ece = ECE;
+        /// CWR is set.
+        cwr = CWR;
     }
 }
 
@@ -223,13 +222,7 @@ impl TcpRepr {
         if segment.len() < HEADER_LEN {
             return Err(Error::Truncated);
         }
-        let header_len = usize::from(segment[12] >> 4) * 4;
-        if header_len < HEADER_LEN {
-            return Err(Error::Malformed);
-        }
-        if header_len > segment.len() {
-            return Err(Error::Truncated);
-        }
+        let header_len = checked_len(usize::from(segment[12] >> 4) * 4, HEADER_LEN, segment.len())?;
         if verify_checksum {
             let pseudo = checksum::pseudo_header_sum(src, dst, PROTO_TCP, segment.len());
             if checksum::fold(checksum::sum(segment, pseudo)) != 0 {

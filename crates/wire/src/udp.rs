@@ -7,7 +7,7 @@
 use core::net::Ipv4Addr;
 
 use crate::checksum;
-use crate::field::{put_u16, u16_at};
+use crate::field::{checked_len, put_u16, u16_at};
 use crate::ipv4::PROTO_UDP;
 use crate::{Error, Result};
 
@@ -43,13 +43,7 @@ impl UdpRepr {
         if segment.len() < HEADER_LEN {
             return Err(Error::Truncated);
         }
-        let len = usize::from(u16_at(segment, 4));
-        if len < HEADER_LEN {
-            return Err(Error::Malformed);
-        }
-        if len > segment.len() {
-            return Err(Error::Truncated);
-        }
+        let len = checked_len(usize::from(u16_at(segment, 4)), HEADER_LEN, segment.len())?;
         let datagram = &segment[..len];
         if verify_checksum && u16_at(datagram, 6) != 0 {
             let sum = checksum::sum(
@@ -108,14 +102,20 @@ mod tests {
     const SRC: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
     const DST: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
 
+    /// Writes the header of a datagram from `src_port` to `dst_port` with
+    /// `payload_len` payload bytes at the start of `buf`.
+    fn put_header(buf: &mut [u8], src_port: u16, dst_port: u16, payload_len: usize) {
+        UdpRepr {
+            src_port,
+            dst_port,
+            payload_len,
+        }
+        .emit_header(buf);
+    }
+
     fn datagram() -> [u8; 12] {
         let mut buf = [0u8; 12];
-        UdpRepr {
-            src_port: 4000,
-            dst_port: 5000,
-            payload_len: 4,
-        }
-        .emit_header(&mut buf);
+        put_header(&mut buf, 4000, 5000, 4);
         buf[8..].copy_from_slice(b"ping");
         fill_checksum(&mut buf, SRC, DST);
         buf
@@ -185,12 +185,7 @@ mod tests {
         // Choose the payload so that the checksum computes to 0: start from
         // any datagram, then set a payload word so the complement is 0.
         let mut buf = [0u8; 10];
-        UdpRepr {
-            src_port: 1,
-            dst_port: 2,
-            payload_len: 2,
-        }
-        .emit_header(&mut buf);
+        put_header(&mut buf, 1, 2, 2);
         let partial = checksum::fold(checksum::sum(
             &buf,
             checksum::pseudo_header_sum(SRC, DST, PROTO_UDP, buf.len()),

@@ -12,6 +12,7 @@ use crate::time::Instant;
 use super::api::{Segment, SendBuffer, State};
 use super::cc::CongestionControl;
 use super::rst::PendingRst;
+use super::scoreboard::TxSeg;
 use super::tcb::Tcb;
 
 /// Lateness of the pacing timer (its tick) made up for by a short burst.
@@ -209,7 +210,8 @@ impl Tcb {
     }
 
     /// States in which data and FIN may be (re)sent.
-    fn sends_data(&self) -> bool {
+    #[inline]
+    pub(super) fn sends_data(&self) -> bool {
         matches!(
             self.state,
             State::Established
@@ -797,6 +799,29 @@ impl Tcb {
         if s.start < self.snd.base {
             return None;
         }
+        let (len, fin) = self.mark_resent(i, &s, data_end, now);
+        if let Some(u) = self.rec.undo.as_mut() {
+            if s.start >= u.marker {
+                u.retrans += 1;
+            }
+        }
+        self.timers.rtt_timing = None;
+        self.timers.karn_blocked = true;
+        Some(self.emit_data(s.start, len, fin, now, rcv_free, false))
+    }
+
+    /// Marks scoreboard entry `i` (`s`) retransmitted at `now` with a fresh
+    /// delivery-rate stamp, and returns what to resend of it: the payload
+    /// bytes still in the SendBuffer (which ends at `data_end`) and whether
+    /// it carries the FIN.
+    #[inline]
+    fn mark_resent(
+        &mut self,
+        i: usize,
+        s: &TxSeg,
+        data_end: SeqNum,
+        now: Instant,
+    ) -> (usize, bool) {
         let avail = if data_end > s.start {
             data_end - s.start
         } else {
@@ -807,14 +832,7 @@ impl Tcb {
         let stamp = self.rate.stamp(now, false);
         self.rec.sb.retransmitted(i, now);
         self.rec.sb.stamp(i, stamp);
-        if let Some(u) = self.rec.undo.as_mut() {
-            if s.start >= u.marker {
-                u.retrans += 1;
-            }
-        }
-        self.timers.rtt_timing = None;
-        self.timers.karn_blocked = true;
-        Some(self.emit_data(s.start, len, fin, now, rcv_free, false))
+        (len, fin)
     }
 
     /// The tail loss probe (RFC 8985 §7.3): new data if the peer's window
@@ -839,16 +857,7 @@ impl Tcb {
         if s.has(super::scoreboard::SACKED) || s.start < self.snd.base {
             return None;
         }
-        let avail = if data_end > s.start {
-            data_end - s.start
-        } else {
-            0
-        };
-        let len = s.data_len().min(avail);
-        let fin = s.has(super::scoreboard::FIN);
-        let stamp = self.rate.stamp(now, false);
-        self.rec.sb.retransmitted(i, now);
-        self.rec.sb.stamp(i, stamp);
+        let (len, fin) = self.mark_resent(i, &s, data_end, now);
         self.rec.tlp.high = Some(self.snd.max);
         if self.rec.active {
             // Its D-SACK, if it was not needed, must not pass for one of

@@ -21,7 +21,6 @@ use wire::SeqNum;
 
 use crate::time::Instant;
 
-use super::api::State;
 use super::cc::{AckInfo, Cc, CcKind, CongestionControl, CongestionEvent, RateCtx};
 use super::scoreboard::{TxSeg, EVER_RETRANS, SACKED};
 use super::tcb::{Tcb, SACK_RECENT};
@@ -577,14 +576,7 @@ impl Tcb {
             && self.rec.tlp.high.is_none()
             && self.snd.nxt > self.snd.una
             && !self.rec.sb.is_empty()
-            && matches!(
-                self.state,
-                State::Established
-                    | State::CloseWait
-                    | State::FinWait1
-                    | State::Closing
-                    | State::LastAck
-            );
+            && self.sends_data();
         if !ok {
             self.rec.tlp.deadline = None;
             return;

@@ -78,14 +78,9 @@ impl Tcb {
     fn on_rto(&mut self, now: Instant, ev: &mut Events) {
         match self.state {
             State::SynSent | State::SynReceived => {
-                if self.timers.retries >= self.cfg.syn_retries {
-                    self.enter_closed();
-                    ev.closed = Some(CloseReason::TimedOut);
+                if !self.rto_retry(self.cfg.syn_retries, ev) {
                     return;
                 }
-                self.timers.retries += 1;
-                self.stats.timeouts += 1;
-                self.timers.rto.backoff();
                 self.timers.syn_retransmitted = true;
                 self.snd.nxt = self.snd.iss;
                 self.timers.rtt_timing = None;
@@ -95,20 +90,33 @@ impl Tcb {
                 if self.snd.max == self.snd.una {
                     return;
                 }
-                if self.timers.retries >= self.cfg.data_retries {
-                    self.enter_closed();
-                    ev.closed = Some(CloseReason::TimedOut);
+                if !self.rto_retry(self.cfg.data_retries, ev) {
                     return;
                 }
-                self.timers.retries += 1;
-                self.stats.timeouts += 1;
-                self.timers.rto.backoff();
                 self.rto_recovery(now);
                 self.timers.rtt_timing = None;
                 self.timers.karn_blocked = true;
                 self.rec.rexmit_one = false;
             }
         }
+    }
+
+    /// One RTO expiry counted against `limit` retries (syn_retries or
+    /// data_retries): past the limit the connection is closed with
+    /// ETIMEDOUT (RFC 9293 §3.8.3 R2) and false is returned; else the retry
+    /// and the timeout are counted, the RTO backed off (RFC 6298 §5.5) and
+    /// true is returned.
+    #[inline]
+    fn rto_retry(&mut self, limit: u32, ev: &mut Events) -> bool {
+        if self.timers.retries >= limit {
+            self.enter_closed();
+            ev.closed = Some(CloseReason::TimedOut);
+            return false;
+        }
+        self.timers.retries += 1;
+        self.stats.timeouts += 1;
+        self.timers.rto.backoff();
+        true
     }
 }
 

@@ -9,7 +9,7 @@
 
 use appif::bytes;
 use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Accepted, Command, StatusHandle};
+use appif::socket::{AcceptQueue, Accepted, Command, SockState, StatusHandle};
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};
@@ -196,6 +196,8 @@ pub struct Wire {
     pub cb: spsc::Sender<Command>,
     /// A's end of the connection.
     pub end_a: End,
+    /// B's end of the connection once [`Wire::stream_one_way`] took it.
+    pub end_b: Option<End>,
     /// Where B's accepted connection arrives.
     pub accepted: spsc::Receiver<Accepted>,
     /// The wire's clock, ns.
@@ -203,28 +205,20 @@ pub struct Wire {
     /// Virtual time now, and when the wire was set up, ns.
     pub t: u64,
     pub start: u64,
+    /// Virtual time (ns) of the first [`Wire::stream_one_way`] step that
+    /// found A's connection open.
+    pub opened: Option<u64>,
 }
 
 impl Wire {
     /// Engines with `cfg` (addresses set here) on a wire with `imp` each
-    /// way, seeded with `seed`, holding `frames` frames per direction; A's
-    /// rings start at `cfg.ring_bytes` and may grow to `cfg.ring_max_bytes`;
-    /// B listens on `port` (SO_RCVBUF/SO_SNDBUF `bufs` on the listener
-    /// unless (0, 0)) and A connects to it.
+    /// way, seeded with `seed`, holding `frames` frames per direction, with
+    /// `ports` applied to both mem ports before the engines start
+    /// (offloads; `|_| {}` for none); A's rings start at `cfg.ring_bytes`
+    /// and may grow to `cfg.ring_max_bytes`; B listens on `port`
+    /// (SO_RCVBUF/SO_SNDBUF `bufs` on the listener unless (0, 0)) and A
+    /// connects to it.
     pub fn connect(
-        imp: Impairments,
-        seed: u64,
-        frames: usize,
-        cfg: EngineConfig,
-        port: u16,
-        bufs: (usize, usize),
-    ) -> Wire {
-        Wire::connect_with(imp, seed, frames, cfg, port, bufs, |_| {})
-    }
-
-    /// [`Wire::connect`], with `ports` applied to both mem ports before the
-    /// engines start (offloads).
-    pub fn connect_with(
         imp: Impairments,
         seed: u64,
         frames: usize,
@@ -293,6 +287,8 @@ impl Wire {
             clock: ns,
             t: start,
             start,
+            end_b: None,
+            opened: None,
         }
     }
 
@@ -328,5 +324,31 @@ impl Wire {
     /// Virtual time since the set-up, ns.
     pub fn elapsed_ns(&self) -> u64 {
         self.t - self.start
+    }
+
+    /// One step of a one-way transfer of the test stream ([`pattern`]) of
+    /// `total` bytes: A writes from offset `*sent` as far as its TX ring
+    /// takes once the connection is open; B's end is taken into `end_b`
+    /// once accepted and reads (and checks) everything readable from offset
+    /// `*received`. Returns whether any byte moved, or Err with the stream
+    /// offset of the first byte B read wrong.
+    pub fn stream_one_way(
+        &mut self,
+        sent: &mut usize,
+        received: &mut usize,
+        total: usize,
+    ) -> Result<bool, usize> {
+        let mut moved = false;
+        if self.end_a.shared.state() == SockState::Open {
+            self.opened.get_or_insert(self.t);
+            moved |= self.end_a.send_stream(sent, total, &mut self.ca) > 0;
+        }
+        if self.end_b.is_none() {
+            self.end_b = self.accept();
+        }
+        if let Some(b) = self.end_b.as_mut() {
+            moved |= b.recv_stream(received, &mut self.cb)? > 0;
+        }
+        Ok(moved)
     }
 }

@@ -241,18 +241,7 @@ pub fn xsk_bind(xsk: &OwnedFd, ifindex: u32, queue_id: u32, flags: u16) -> io::R
         sxdp_queue_id: queue_id,
         sxdp_shared_umem_fd: 0,
     };
-    // SAFETY: `sxdp` is a valid sockaddr_xdp and the length matches it.
-    let rc = unsafe {
-        libc::bind(
-            xsk.as_raw_fd(),
-            (&sxdp as *const libc::sockaddr_xdp).cast(),
-            std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sys::bind_addr(xsk, &sxdp)
 }
 
 /// Asks the kernel to process the tx ring (`sendto`, MSG_DONTWAIT).

@@ -20,6 +20,14 @@ fn ack(acked: usize, now: Instant) -> AckInfo {
     }
 }
 
+/// An algorithm of `kind` started at a cwnd of `cwnd` segments after
+/// congestion `event` with `flight` segments in flight, at T0.
+fn after_event(kind: CcKind, cwnd: usize, event: CongestionEvent, flight: usize) -> Cc {
+    let mut cc = Cc::new(kind, cwnd * MSS);
+    cc.on_congestion_event(event, T0, flight * MSS, MSS);
+    cc
+}
+
 #[test]
 fn newreno_slow_start_then_congestion_avoidance() {
     let mut cc = Cc::new(CcKind::NewReno, 2 * MSS);
@@ -40,8 +48,7 @@ fn newreno_slow_start_then_congestion_avoidance() {
 
 #[test]
 fn newreno_fast_recovery_halves_flight_then_exit_sets_ssthresh() {
-    let mut cc = Cc::new(CcKind::NewReno, 20 * MSS);
-    cc.on_congestion_event(CongestionEvent::FastRecovery, T0, 20 * MSS, MSS);
+    let mut cc = after_event(CcKind::NewReno, 20, CongestionEvent::FastRecovery, 20);
     assert_eq!((cc.cwnd(), cc.ssthresh()), (10 * MSS, 10 * MSS));
     // RFC 6582 option 1: min(ssthresh, max(FlightSize, SMSS) + SMSS).
     cc.on_recovery_exit(T0, 3 * MSS, MSS);
@@ -52,8 +59,7 @@ fn newreno_fast_recovery_halves_flight_then_exit_sets_ssthresh() {
 
 #[test]
 fn cubic_loss_sets_beta_and_wmax_then_follows_cubic_curve() {
-    let mut cc = Cc::new(CcKind::Cubic, 100 * MSS);
-    cc.on_congestion_event(CongestionEvent::FastRecovery, T0, 100 * MSS, MSS);
+    let mut cc = after_event(CcKind::Cubic, 100, CongestionEvent::FastRecovery, 100);
     // beta_cubic = 0.7: ssthresh = cwnd = 70 segments; W_max = 100.
     assert_eq!((cc.cwnd(), cc.ssthresh()), (70 * MSS, 70 * MSS));
     // First ACK starts the epoch: K = cbrt((100 - 70) / 0.4) = cbrt(75).
@@ -88,8 +94,7 @@ fn cubic_loss_sets_beta_and_wmax_then_follows_cubic_curve() {
 
 #[test]
 fn cubic_second_loss_below_wmax_applies_fast_convergence() {
-    let mut cc = Cc::new(CcKind::Cubic, 100 * MSS);
-    cc.on_congestion_event(CongestionEvent::FastRecovery, T0, 0, MSS);
+    let mut cc = after_event(CcKind::Cubic, 100, CongestionEvent::FastRecovery, 0);
     cc.set_cwnd(80 * MSS);
     cc.on_congestion_event(CongestionEvent::FastRecovery, T0, 0, MSS);
     let Cc::Cubic(c) = cc else { unreachable!() };
@@ -100,8 +105,7 @@ fn cubic_second_loss_below_wmax_applies_fast_convergence() {
 
 #[test]
 fn cubic_rto_sets_one_mss_and_ssthresh_beta() {
-    let mut cc = Cc::new(CcKind::Cubic, 40 * MSS);
-    cc.on_congestion_event(CongestionEvent::Rto, T0, 40 * MSS, MSS);
+    let mut cc = after_event(CcKind::Cubic, 40, CongestionEvent::Rto, 40);
     assert_eq!((cc.cwnd(), cc.ssthresh()), (MSS, 28 * MSS));
     cc.on_ack(&ack(MSS, T0));
     assert_eq!(cc.cwnd(), 2 * MSS, "slow start after the RTO");
@@ -109,8 +113,7 @@ fn cubic_rto_sets_one_mss_and_ssthresh_beta() {
 
 #[test]
 fn cubic_above_wmax_starts_convex_with_k_zero() {
-    let mut cc = Cc::new(CcKind::Cubic, 10 * MSS);
-    cc.on_congestion_event(CongestionEvent::Ecn, T0, 0, MSS);
+    let mut cc = after_event(CcKind::Cubic, 10, CongestionEvent::Ecn, 0);
     // 7 segments; grow above W_max = 10 by hand, then a new epoch has K = 0.
     cc.set_cwnd(12 * MSS);
     if let Cc::Cubic(c) = &mut cc {

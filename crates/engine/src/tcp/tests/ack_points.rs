@@ -6,13 +6,20 @@
 
 use super::*;
 
+/// An established pair after `a` sent `n` full segments of
+/// `pattern(n * mss, salt)` at T0 (returned with the MSS).
+fn established_sent(n: usize, salt: u8) -> (Host, Host, usize, Vec<Wire>) {
+    let (mut a, b) = established();
+    let mss = a.tcb.snd.mss;
+    a.write(&pattern(n * mss, salt));
+    let segs = a.output(T0);
+    assert_eq!(segs.len(), n);
+    (a, b, mss, segs)
+}
+
 #[test]
 fn established_batch_of_six_segments_gets_an_ack_per_two() {
-    let (mut a, mut b) = established();
-    let mss = a.tcb.snd.mss;
-    a.write(&pattern(6 * mss, 1));
-    let segs = a.output(T0);
-    assert_eq!(segs.len(), 6);
+    let (mut a, mut b, mss, segs) = established_sent(6, 1);
     for s in &segs {
         b.input(s, T0);
     }
@@ -38,11 +45,7 @@ fn established_batch_of_six_segments_gets_an_ack_per_two() {
 
 #[test]
 fn established_hole_filled_then_new_data_in_one_batch_acked_twice() {
-    let (mut a, mut b) = established();
-    let mss = a.tcb.snd.mss;
-    a.write(&pattern(4 * mss, 2));
-    let segs = a.output(T0);
-    assert_eq!(segs.len(), 4);
+    let (mut a, mut b, mss, segs) = established_sent(4, 2);
     // The first is lost; the other three arrive out of order.
     for s in &segs[1..] {
         b.input(s, T0);

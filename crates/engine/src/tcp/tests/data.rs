@@ -154,14 +154,32 @@ fn established_small_writes_with_nodelay_go_out_at_once() {
     }
 }
 
-#[test]
-fn established_zero_window_probes_with_backoff_then_resumes() {
+/// An established pair whose receiver `b` has an 8192-byte buffer that
+/// does not grow.
+fn small_receiver() -> (Host, Host) {
     let cfg_b = TcpConfig {
         rcv_buf: 8192,
         rcv_buf_max: 8192,
         ..TcpConfig::default()
     };
-    let (mut a, mut b) = established_with(&TcpConfig::default(), &cfg_b);
+    established_with(&TcpConfig::default(), &cfg_b)
+}
+
+/// `a` sends `small_receiver`'s 8192 bytes (`pattern(8192, salt)`) and
+/// `b`, not reading, ends up offering a zero window.
+fn fill_receiver(a: &mut Host, b: &mut Host, salt: u8) {
+    a.write(&pattern(8192, salt));
+    for _ in 0..5 {
+        exchange(a, b, T0);
+        b.timer(T0 + ms(40));
+        exchange(b, a, T0 + ms(40));
+    }
+    assert_eq!(b.tcb.rcv_wnd(), 0);
+}
+
+#[test]
+fn established_zero_window_probes_with_backoff_then_resumes() {
+    let (mut a, mut b) = small_receiver();
     let data = pattern(20_000, 4);
     a.write(&data);
     let mut now = T0;
@@ -230,20 +248,9 @@ fn established_zero_window_probes_with_backoff_then_resumes() {
 /// to accept valid ACKs").
 #[test]
 fn established_zero_window_data_segment_ack_is_processed_data_dropped() {
-    let cfg_b = TcpConfig {
-        rcv_buf: 8192,
-        rcv_buf_max: 8192,
-        ..TcpConfig::default()
-    };
-    let (mut a, mut b) = established_with(&TcpConfig::default(), &cfg_b);
+    let (mut a, mut b) = small_receiver();
     // Fill b's receive buffer; b acknowledges with a zero window.
-    a.write(&pattern(8192, 6));
-    for _ in 0..5 {
-        exchange(&mut a, &mut b, T0);
-        b.timer(T0 + ms(40));
-        exchange(&mut b, &mut a, T0 + ms(40));
-    }
-    assert_eq!(b.tcb.rcv_wnd(), 0);
+    fill_receiver(&mut a, &mut b, 6);
     assert_eq!(b.rx.unread(), 8192);
     // b sends data of its own; a receives it (its ACK is still to come).
     let sent = 2 * b.tcb.mss();
@@ -328,19 +335,8 @@ fn established_new_ack_with_older_seq_updates_window() {
 
 #[test]
 fn established_small_app_read_does_not_open_window() {
-    let cfg_b = TcpConfig {
-        rcv_buf: 8192,
-        rcv_buf_max: 8192,
-        ..TcpConfig::default()
-    };
-    let (mut a, mut b) = established_with(&TcpConfig::default(), &cfg_b);
-    a.write(&pattern(8192, 5));
-    for _ in 0..5 {
-        exchange(&mut a, &mut b, T0);
-        b.timer(T0 + ms(40));
-        exchange(&mut b, &mut a, T0 + ms(40));
-    }
-    assert_eq!(b.tcb.rcv_wnd(), 0);
+    let (mut a, mut b) = small_receiver();
+    fill_receiver(&mut a, &mut b, 5);
     // RFC 9293 §3.8.6.2.2: 100 bytes freed is below min(rcv_buf/2, MSS).
     b.rx.take_n(100);
     assert!(!b.tcb.on_app_read(b.rx.free()));

@@ -93,6 +93,18 @@ pub(super) fn three_dupacks(b: &mut Host, segs: &[Wire], now: Instant) -> Vec<Wi
     dupacks
 }
 
+/// `flight(segments, salt)` whose first flight is 20 segments (the initial
+/// cwnd) and whose first segment is lost: `b` answers segments 1 to 3 with
+/// three duplicate ACKs at t1 = t + D. Returns the flight, t1 and the
+/// duplicate ACKs.
+pub(super) fn head_lost_flight(segments: usize, salt: u8) -> (Flight, Instant, Vec<Wire>) {
+    let (a, mut b, t, mss, data, segs) = flight(segments, salt);
+    assert_eq!(segs.len(), 20);
+    let t1 = t + ms(D);
+    let dupacks = three_dupacks(&mut b, &segs, t1);
+    ((a, b, t, mss, data, segs), t1, dupacks)
+}
+
 /// Segments 2, 6 and 11 of a 20-segment flight are lost: the recovery
 /// retransmits exactly those holes at once and one round trip repairs
 /// them. Returns the retransmissions.

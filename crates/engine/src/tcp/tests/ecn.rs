@@ -50,15 +50,29 @@ fn syn_sent_default_config_offers_no_ecn() {
     assert!(a.output_ect(T0).iter().all(|(_, ect)| !ect));
 }
 
+/// `a` sends `n` full segments of `pattern(n * mss, salt)` at `t`, and
+/// from now on every segment `b` takes arrived marked CE. Returns the
+/// segments and `a`'s cwnd after sending them.
+fn send_to_ce_path(
+    a: &mut Host,
+    b: &mut Host,
+    t: Instant,
+    n: usize,
+    salt: u8,
+) -> (Vec<Wire>, usize) {
+    a.write(&pattern(n * a.tcb.mss(), salt));
+    let segs = a.output(t);
+    let cwnd = a.tcb.cwnd();
+    b.tcb.input_ecn(true);
+    (segs, cwnd)
+}
+
 #[test]
 fn established_ce_mark_echoes_ece_until_cwr_and_sender_reduces_once_per_window() {
     let (mut a, mut b, t) = warm(&ecn_cfg(CcKind::Cubic));
     assert!(a.tcb.ecn_enabled());
     let mss = a.tcb.mss();
-    a.write(&pattern(4 * mss, 8));
-    let segs = a.output(t);
-    let cwnd = a.tcb.cwnd();
-    b.tcb.input_ecn(true);
+    let (segs, cwnd) = send_to_ce_path(&mut a, &mut b, t, 4, 8);
     b.input(&segs[0], t + ms(D));
     b.input(&segs[1], t + ms(D));
     let ack1 = b.output(t + ms(D));
@@ -86,11 +100,7 @@ fn established_ce_mark_echoes_ece_until_cwr_and_sender_reduces_once_per_window()
 fn established_dctcp_echoes_ce_exactly_and_cuts_by_alpha() {
     let (mut a, mut b, t) = warm(&cfg(CcKind::Dctcp, true));
     assert!(a.tcb.ecn_enabled(), "DCTCP offers ECN on its own");
-    let mss = a.tcb.mss();
-    a.write(&pattern(2 * mss, 10));
-    let segs = a.output(t);
-    let cwnd = a.tcb.cwnd();
-    b.tcb.input_ecn(true);
+    let (segs, cwnd) = send_to_ce_path(&mut a, &mut b, t, 2, 10);
     b.input(&segs[0], t + ms(D));
     let ack1 = b.output(t + ms(D));
     assert!(ack1[0].flags().ece(), "CE state change is ACKed at once");

@@ -6,6 +6,30 @@ use wire::SeqNum;
 use super::*;
 use crate::tcp::{CloseReason, State, Tcb, TcpConfig};
 
+/// A host that actively opened with ISS_A and sent its SYN at T0.
+fn syn_sent() -> Host {
+    let mut a = Host::connect(&TcpConfig::default(), ISS_A);
+    a.output(T0);
+    a
+}
+
+/// A host in SYN-RECEIVED (ISS_B) after the SYN of a `Host::connect`ed
+/// peer (ISS_A), both with `cfg`; returns the SYN too. The SYN-ACK is not
+/// polled yet.
+fn syn_received(cfg: &TcpConfig) -> (Host, Wire) {
+    let mut a = Host::connect(cfg, ISS_A);
+    let syn = a.output(T0).remove(0);
+    (Host::accept(cfg, &syn, ISS_B), syn)
+}
+
+/// What `h` sends now is one RST with sequence number `seq`.
+fn assert_sends_rst_only(h: &mut Host, seq: SeqNum) {
+    let out = h.output(T0);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].repr.flags, TcpFlags(TcpFlags::RST));
+    assert_eq!(out[0].repr.seq, seq);
+}
+
 #[test]
 fn closed_connect_emits_syn_with_options() {
     let mut a = Host::connect(&TcpConfig::default(), ISS_A);
@@ -40,9 +64,7 @@ fn closed_connect_with_fixed_buffer_scales_for_the_buffer_only() {
 
 #[test]
 fn listen_syn_accept_emits_syn_ack_with_negotiated_options() {
-    let mut a = Host::connect(&TcpConfig::default(), ISS_A);
-    let syn = a.output(T0).remove(0);
-    let mut b = Host::accept(&TcpConfig::default(), &syn, ISS_B);
+    let (mut b, syn) = syn_received(&TcpConfig::default());
     assert_eq!(b.tcb.state(), State::SynReceived);
     let out = b.output(T0);
     assert_eq!(out.len(), 1);
@@ -89,8 +111,7 @@ fn syn_sent_syn_ack_establishes_and_acks() {
 
 #[test]
 fn syn_sent_syn_ack_without_options_uses_defaults() {
-    let mut a = Host::connect(&TcpConfig::default(), ISS_A);
-    a.output(T0);
+    let mut a = syn_sent();
     let sa = craft(ISS_B, Some(ISS_A + 1), TcpFlags::SYN, 5000, &[]);
     let ev = a.input(&sa, T0);
     assert!(ev.connected);
@@ -108,8 +129,7 @@ fn syn_sent_syn_ack_without_options_uses_defaults() {
 
 #[test]
 fn syn_sent_rst_with_acceptable_ack_is_refused() {
-    let mut a = Host::connect(&TcpConfig::default(), ISS_A);
-    a.output(T0);
+    let mut a = syn_sent();
     let rst = craft(SeqNum(0), Some(ISS_A + 1), TcpFlags::RST, 0, &[]);
     let ev = a.input(&rst, T0);
     assert_eq!(ev.closed, Some(CloseReason::Refused));
@@ -120,8 +140,7 @@ fn syn_sent_rst_with_acceptable_ack_is_refused() {
 
 #[test]
 fn syn_sent_rst_without_ack_is_ignored() {
-    let mut a = Host::connect(&TcpConfig::default(), ISS_A);
-    a.output(T0);
+    let mut a = syn_sent();
     let ev = a.input(&craft(SeqNum(0), None, TcpFlags::RST, 0, &[]), T0);
     assert_eq!(ev.closed, None);
     assert_eq!(a.tcb.state(), State::SynSent);
@@ -129,16 +148,12 @@ fn syn_sent_rst_without_ack_is_ignored() {
 
 #[test]
 fn syn_sent_unacceptable_ack_sends_rst() {
-    let mut a = Host::connect(&TcpConfig::default(), ISS_A);
-    a.output(T0);
+    let mut a = syn_sent();
     let bad = craft(ISS_B, Some(ISS_A + 5), TcpFlags::SYN, 5000, &[]);
     let ev = a.input(&bad, T0);
     assert_eq!(ev, Events::default());
     assert_eq!(a.tcb.state(), State::SynSent);
-    let out = a.output(T0);
-    assert_eq!(out.len(), 1);
-    assert_eq!(out[0].repr.flags, TcpFlags(TcpFlags::RST));
-    assert_eq!(out[0].repr.seq, ISS_A + 5);
+    assert_sends_rst_only(&mut a, ISS_A + 5);
 }
 
 #[test]
@@ -173,27 +188,16 @@ fn syn_sent_no_answer_backs_off_then_times_out() {
     let cfg = TcpConfig::default();
     let mut a = Host::connect(&cfg, ISS_A);
     a.output(T0);
-    let mut now = T0;
-    let mut intervals = Vec::new();
-    let mut closed = None;
-    for _ in 0..20 {
-        let Some(t) = a.tcb.next_timeout() else { break };
-        intervals.push((t - now).as_secs());
-        now = t;
-        let ev = a.timer(now);
-        if ev.closed.is_some() {
-            closed = ev.closed;
-            break;
-        }
-        let out = a.output(now);
+    let (intervals, closed) = a.expire_unanswered(T0, 20, |out| {
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].repr.seq, ISS_A);
         assert!(out[0].flags().syn());
-    }
+    });
     assert_eq!(closed, Some(CloseReason::TimedOut));
     // Six retransmissions, then the seventh expiry gives up; the backoff is
     // capped at rto_max (60 s).
-    assert_eq!(intervals, vec![1, 2, 4, 8, 16, 32, 60]);
+    let secs: Vec<u64> = intervals.iter().map(|d| d.as_secs()).collect();
+    assert_eq!(secs, vec![1, 2, 4, 8, 16, 32, 60]);
     assert_eq!(a.tcb.state(), State::Closed);
     assert_eq!(a.tcb.stats().retransmits, 6);
 }
@@ -218,9 +222,7 @@ fn syn_sent_lost_syn_starts_with_one_mss_window() {
 
 #[test]
 fn syn_received_ack_too_high_sends_rst() {
-    let mut a = Host::connect(&TcpConfig::default(), ISS_A);
-    let syn = a.output(T0).remove(0);
-    let mut b = Host::accept(&TcpConfig::default(), &syn, ISS_B);
+    let (mut b, syn) = syn_received(&TcpConfig::default());
     b.output(T0);
     let bad = Wire {
         repr: wire::tcp::TcpRepr {
@@ -235,17 +237,12 @@ fn syn_received_ack_too_high_sends_rst() {
     let ev = b.input(&bad, T0);
     assert!(!ev.connected);
     assert_eq!(b.tcb.state(), State::SynReceived);
-    let out = b.output(T0);
-    assert_eq!(out.len(), 1);
-    assert_eq!(out[0].repr.flags, TcpFlags(TcpFlags::RST));
-    assert_eq!(out[0].repr.seq, ISS_B + 100);
+    assert_sends_rst_only(&mut b, ISS_B + 100);
 }
 
 #[test]
 fn syn_received_rst_closes_with_reset() {
-    let mut a = Host::connect(&TcpConfig::default(), ISS_A);
-    let syn = a.output(T0).remove(0);
-    let mut b = Host::accept(&TcpConfig::default(), &syn, ISS_B);
+    let (mut b, syn) = syn_received(&TcpConfig::default());
     b.output(T0);
     let mut rst = syn.clone();
     rst.repr.seq = ISS_A + 1;
@@ -257,9 +254,7 @@ fn syn_received_rst_closes_with_reset() {
 
 #[test]
 fn syn_received_retransmitted_syn_resends_syn_ack() {
-    let mut a = Host::connect(&TcpConfig::default(), ISS_A);
-    let syn = a.output(T0).remove(0);
-    let mut b = Host::accept(&TcpConfig::default(), &syn, ISS_B);
+    let (mut b, syn) = syn_received(&TcpConfig::default());
     let first = b.output(T0);
     b.input(&syn, T0 + ms(1000));
     let again = b.output(T0 + ms(1000));
@@ -274,22 +269,12 @@ fn syn_received_no_ack_times_out() {
         syn_retries: 2,
         ..TcpConfig::default()
     };
-    let mut a = Host::connect(&cfg, ISS_A);
-    let syn = a.output(T0).remove(0);
-    let mut b = Host::accept(&cfg, &syn, ISS_B);
+    let (mut b, _) = syn_received(&cfg);
     b.output(T0);
     let mut sent = 0;
-    let mut closed = None;
-    for _ in 0..10 {
-        let t = b.tcb.next_timeout().unwrap();
-        let ev = b.timer(t);
-        if ev.closed.is_some() {
-            closed = ev.closed;
-            break;
-        }
-        let out = b.output(t);
+    let (_, closed) = b.expire_unanswered(T0, 10, |out| {
         assert!(out[0].flags().syn() && out[0].flags().ack());
         sent += out.len();
-    }
+    });
     assert_eq!((sent, closed), (2, Some(CloseReason::TimedOut)));
 }

@@ -293,6 +293,32 @@ impl Host {
     pub(super) fn window_force_ack(&mut self) {
         self.tcb.ack.now = true;
     }
+
+    /// Lets the retransmission timer expire with nothing answering, at most
+    /// `max` times or until the connection closes; what each expiry sends
+    /// goes to `check`. Returns the intervals between expiries (the first
+    /// from `start`) and why the connection closed (None if it did not).
+    /// Panics if no timer is armed before the connection closes.
+    pub(super) fn expire_unanswered(
+        &mut self,
+        start: Instant,
+        max: usize,
+        mut check: impl FnMut(&[Wire]),
+    ) -> (Vec<core::time::Duration>, Option<super::CloseReason>) {
+        let mut now = start;
+        let mut intervals = Vec::new();
+        for _ in 0..max {
+            let t = self.tcb.next_timeout().expect("retransmission timer armed");
+            intervals.push(t - now);
+            now = t;
+            let ev = self.timer(now);
+            if ev.closed.is_some() {
+                return (intervals, ev.closed);
+            }
+            check(&self.output(now));
+        }
+        (intervals, None)
+    }
 }
 
 /// Ors two event sets (closed: the first one).

@@ -16,10 +16,7 @@ fn syn_sent_sack_on_both_ends_negotiates_sack() {
 
 #[test]
 fn established_out_of_order_arrivals_ack_sack_blocks_most_recent_first() {
-    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
-    let mss = a.tcb.mss();
-    a.write(&pattern(10 * mss, 1));
-    let segs = a.output(t);
+    let (_a, mut b, t, mss, _, segs) = flight(10, 1);
     assert_eq!(segs.len(), 10);
     let seq = |i: usize| ISS_A + 2 + i * mss;
     let mut last = Vec::new();
@@ -39,10 +36,7 @@ fn established_out_of_order_arrivals_ack_sack_blocks_most_recent_first() {
 
 #[test]
 fn established_duplicate_segment_ack_carries_dsack_block() {
-    let (mut a, mut b, t) = warm(&cfg(CcKind::Cubic, true));
-    let mss = a.tcb.mss();
-    a.write(&pattern(2 * mss, 2));
-    let segs = a.output(t);
+    let (_a, mut b, t, mss, _, segs) = flight(2, 2);
     deliver(&mut b, &segs, &[], t);
     b.input(&segs[0], t);
     let out = b.output(t);
@@ -219,10 +213,7 @@ fn established_rto_with_sacked_head_treats_it_as_reneging_and_resends_it() {
 /// hole and sends new data with the room that leaves.
 #[test]
 fn established_compressed_sack_after_three_dupacks_is_used_whole() {
-    let (mut a, mut b, t, mss, _, segs) = flight(40, 12);
-    assert_eq!(segs.len(), 20);
-    let t1 = t + ms(D);
-    let dupacks = three_dupacks(&mut b, &segs, t1);
+    let ((mut a, mut b, t, mss, _, segs), t1, dupacks) = head_lost_flight(40, 12);
     for s in &segs[4..] {
         b.input(s, t1);
     }
@@ -299,10 +290,7 @@ fn established_prr_spreads_sending_over_the_recovery() {
 /// retransmission: the reduction stays.
 #[test]
 fn established_recovery_final_ack_lost_probe_ends_recovery_without_rto() {
-    let (mut a, mut b, t, mss, data, segs) = flight(20, 14);
-    assert_eq!(segs.len(), 20);
-    let t1 = t + ms(D);
-    let dupacks = three_dupacks(&mut b, &segs, t1);
+    let ((mut a, mut b, t, mss, data, segs), t1, dupacks) = head_lost_flight(20, 14);
     // The rest arrives while the receiver compresses: no ACK leaves yet.
     feed(&mut b, &segs[4..], t1);
     let t2 = t + ms(2 * D);

@@ -26,6 +26,27 @@ pub(super) fn warm_pair(cfg: &TcpConfig) -> (Host, Host) {
     (a, b)
 }
 
+/// A warm NewReno pair (`warm_pair`) after `a` sent ten full segments of
+/// `pattern(10 * mss, salt)` at T0 + 40 ms and `b` got all but those
+/// numbered in `lost`: returns the pair, the data, the ten segments and
+/// what `b` answered to the ones it got (in order).
+fn ten_sent_some_lost(salt: u8, lost: &[usize]) -> (Host, Host, Vec<u8>, Vec<Wire>, Vec<Wire>) {
+    let (mut a, mut b) = warm_pair(&reno());
+    let data = pattern(10 * a.tcb.mss(), salt);
+    a.write(&data);
+    let now = T0 + ms(40);
+    let segs = a.output(now);
+    assert_eq!(segs.len(), 10);
+    let mut acks = Vec::new();
+    for (i, s) in segs.iter().enumerate() {
+        if !lost.contains(&i) {
+            b.input(s, now);
+            acks.extend(b.output(now));
+        }
+    }
+    (a, b, data, segs, acks)
+}
+
 #[test]
 fn syn_sent_syn_ack_after_10ms_sets_srtt() {
     let cfg = reno();
@@ -45,27 +66,16 @@ fn established_unacked_data_backs_off_rto_until_timed_out() {
     let (mut a, _b) = established_with(&reno(), &reno());
     a.write(&[9; 100]);
     a.output(T0);
-    let mut now = T0;
-    let mut intervals = Vec::new();
-    let mut closed = None;
-    for _ in 0..40 {
-        let t = a.tcb.next_timeout().expect("rto armed");
-        intervals.push((t - now).as_millis() as u64);
-        now = t;
-        let ev = a.timer(now);
-        if ev.closed.is_some() {
-            closed = ev.closed;
-            break;
-        }
-        let out = a.output(now);
+    let (intervals, closed) = a.expire_unanswered(T0, 40, |out| {
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].repr.seq, ISS_A + 1);
         assert_eq!(out[0].payload, vec![9; 100]);
-    }
+    });
     assert_eq!(closed, Some(CloseReason::TimedOut));
     assert_eq!(a.tcb.stats().retransmits, 15);
+    let millis: Vec<u64> = intervals.iter().map(|d| d.as_millis() as u64).collect();
     assert_eq!(
-        intervals,
+        millis,
         vec![
             200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200, 60000, 60000, 60000, 60000,
             60000, 60000, 60000
@@ -165,20 +175,9 @@ fn established_rto_retransmission_gives_no_rtt_sample_without_timestamps() {
 
 #[test]
 fn established_third_dupack_fast_retransmits() {
-    let (mut a, mut b) = warm_pair(&reno());
-    let mss = a.tcb.mss();
-    let data = pattern(10 * mss, 2);
-    a.write(&data);
-    let now = T0 + ms(40);
-    let segs = a.output(now);
-    assert_eq!(segs.len(), 10);
-    let una = a.tcb.snd_una();
     // Segment 0 is lost; the other nine each cause a duplicate ACK.
-    let mut dupacks = Vec::new();
-    for s in &segs[1..] {
-        b.input(s, now);
-        dupacks.extend(b.output(now));
-    }
+    let (mut a, mut b, data, segs, dupacks) = ten_sent_some_lost(2, &[0]);
+    let (mss, una, now) = (a.tcb.mss(), a.tcb.snd_una(), T0 + ms(40));
     assert_eq!(dupacks.len(), 9);
     assert!(dupacks.iter().all(|d| d.repr.ack == una));
     a.input(&dupacks[0], now);
@@ -216,22 +215,9 @@ fn established_third_dupack_fast_retransmits() {
 
 #[test]
 fn established_newreno_partial_ack_retransmits_next_hole() {
-    let (mut a, mut b) = warm_pair(&reno());
-    let mss = a.tcb.mss();
-    let data = pattern(10 * mss, 3);
-    a.write(&data);
-    let now = T0 + ms(40);
-    let segs = a.output(now);
-    assert_eq!(segs.len(), 10);
-    let una = a.tcb.snd_una();
     // Segments 0 and 4 are lost.
-    let mut dupacks = Vec::new();
-    for (i, s) in segs.iter().enumerate() {
-        if i != 0 && i != 4 {
-            b.input(s, now);
-            dupacks.extend(b.output(now));
-        }
-    }
+    let (mut a, mut b, data, segs, dupacks) = ten_sent_some_lost(3, &[0, 4]);
+    let (mss, una, now) = (a.tcb.mss(), a.tcb.snd_una(), T0 + ms(40));
     for d in &dupacks[..3] {
         a.input(d, now);
     }

@@ -25,6 +25,36 @@ struct Impairments {
     ce: f64,
 }
 
+impl Impairments {
+    /// A clean link of unlimited rate.
+    const NONE: Impairments = Impairments {
+        loss: 0.0,
+        duplicate: 0.0,
+        reorder: 0.0,
+        rate: 0,
+        ce: 0.0,
+    };
+}
+
+/// 100 Mbit/s, in bytes per second.
+const RATE_100M: u64 = 100_000_000 / 8;
+/// 1% loss, 1% duplication, 2% reordering at 100 Mbit/s.
+const ONE_PERCENT: Impairments = Impairments {
+    loss: 0.01,
+    duplicate: 0.01,
+    reorder: 0.02,
+    rate: RATE_100M,
+    ce: 0.0,
+};
+/// 5% loss, 2% duplication, 5% reordering at 100 Mbit/s.
+const FIVE_PERCENT: Impairments = Impairments {
+    loss: 0.05,
+    duplicate: 0.02,
+    reorder: 0.05,
+    rate: RATE_100M,
+    ce: 0.0,
+};
+
 struct InFlight {
     at: Instant,
     order: u64,
@@ -284,60 +314,42 @@ fn run(
 
 const MIB: usize = 1 << 20;
 
+/// Runs `bytes` each way with default configs over `imp` once per seed,
+/// passing each outcome to `check`.
+fn both_ways_default(imp: Impairments, seeds: [u64; 2], bytes: usize, check: impl Fn(&Outcome)) {
+    let cfg = TcpConfig::default();
+    for seed in seeds {
+        check(&run(seed, imp, cfg.clone(), cfg.clone(), bytes, bytes));
+    }
+}
+
 #[test]
 fn sim_lossless_link_transfers_both_ways() {
-    let imp = Impairments {
-        loss: 0.0,
-        duplicate: 0.0,
-        reorder: 0.0,
-        rate: 0,
-        ce: 0.0,
-    };
     let cfg = TcpConfig::default();
-    let out = run(1, imp, cfg.clone(), cfg, 2 * MIB, 2 * MIB);
+    let out = run(1, Impairments::NONE, cfg.clone(), cfg, 2 * MIB, 2 * MIB);
     assert_eq!(out.a_stats.retransmits + out.b_stats.retransmits, 0);
 }
 
 #[test]
 fn sim_one_percent_loss_transfers_both_ways_byte_exact() {
-    let imp = Impairments {
-        loss: 0.01,
-        duplicate: 0.01,
-        reorder: 0.02,
-        rate: 100_000_000 / 8,
-        ce: 0.0,
-    };
-    let cfg = TcpConfig::default();
-    for seed in [11, 12] {
-        let out = run(seed, imp, cfg.clone(), cfg.clone(), 3 * MIB, 3 * MIB);
+    both_ways_default(ONE_PERCENT, [11, 12], 3 * MIB, |out| {
         assert!(out.a_stats.retransmits > 0 && out.b_stats.retransmits > 0);
-    }
+    });
 }
 
 #[test]
 fn sim_five_percent_loss_transfers_both_ways_byte_exact() {
-    let imp = Impairments {
-        loss: 0.05,
-        duplicate: 0.02,
-        reorder: 0.05,
-        rate: 100_000_000 / 8,
-        ce: 0.0,
-    };
-    let cfg = TcpConfig::default();
-    for seed in [21, 22] {
-        let out = run(seed, imp, cfg.clone(), cfg.clone(), 2 * MIB, 2 * MIB);
+    both_ways_default(FIVE_PERCENT, [21, 22], 2 * MIB, |out| {
         assert!(out.a_stats.fast_retransmits > 0 || out.a_stats.timeouts > 0);
-    }
+    });
 }
 
 #[test]
 fn sim_ooo_bound_of_two_drops_but_completes() {
     let imp = Impairments {
         loss: 0.05,
-        duplicate: 0.0,
         reorder: 0.05,
-        rate: 0,
-        ce: 0.0,
+        ..Impairments::NONE
     };
     let cfg = TcpConfig {
         ooo_max_segments: 2,
@@ -357,7 +369,7 @@ fn sim_without_options_small_buffers_transfers() {
         duplicate: 0.01,
         reorder: 0.02,
         rate: 10_000_000 / 8,
-        ce: 0.0,
+        ..Impairments::NONE
     };
     let cfg = TcpConfig {
         window_scaling: false,
@@ -367,6 +379,17 @@ fn sim_without_options_small_buffers_transfers() {
         ..TcpConfig::default()
     };
     run(41, imp, cfg.clone(), cfg, MIB / 2, MIB / 4);
+}
+
+/// Calls `f` with the index and kind of every congestion control, each
+/// without and then with SACK.
+fn every_cc_with_and_without_sack(mut f: impl FnMut(u64, CcKind, bool)) {
+    let all = [CcKind::NewReno, CcKind::Cubic, CcKind::Dctcp, CcKind::Bbr];
+    for (i, cc) in (0u64..).zip(all) {
+        for sack in [false, true] {
+            f(i, cc, sack);
+        }
+    }
 }
 
 fn cfg_for(cc: CcKind, sack: bool) -> TcpConfig {
@@ -379,61 +402,35 @@ fn cfg_for(cc: CcKind, sack: bool) -> TcpConfig {
 
 #[test]
 fn sim_every_cc_with_and_without_sack_one_percent_loss_byte_exact() {
-    let imp = Impairments {
-        loss: 0.01,
-        duplicate: 0.01,
-        reorder: 0.02,
-        rate: 100_000_000 / 8,
-        ce: 0.0,
-    };
-    for (i, cc) in [CcKind::NewReno, CcKind::Cubic, CcKind::Dctcp, CcKind::Bbr]
-        .into_iter()
-        .enumerate()
-    {
-        for sack in [false, true] {
-            let cfg = cfg_for(cc, sack);
-            let out = run(50 + i as u64, imp, cfg.clone(), cfg, 2 * MIB, MIB);
-            assert!(out.a_stats.retransmits > 0, "{cc:?} sack={sack}");
-            if !sack {
-                assert_eq!(out.a_stats.sack_recoveries, 0);
-            }
+    every_cc_with_and_without_sack(|i, cc, sack| {
+        let cfg = cfg_for(cc, sack);
+        let out = run(50 + i, ONE_PERCENT, cfg.clone(), cfg, 2 * MIB, MIB);
+        assert!(out.a_stats.retransmits > 0, "{cc:?} sack={sack}");
+        if !sack {
+            assert_eq!(out.a_stats.sack_recoveries, 0);
         }
-    }
+    });
 }
 
 #[test]
 fn sim_every_cc_with_and_without_sack_five_percent_loss_byte_exact() {
-    let imp = Impairments {
-        loss: 0.05,
-        duplicate: 0.02,
-        reorder: 0.05,
-        rate: 100_000_000 / 8,
-        ce: 0.0,
-    };
-    for (i, cc) in [CcKind::NewReno, CcKind::Cubic, CcKind::Dctcp, CcKind::Bbr]
-        .into_iter()
-        .enumerate()
-    {
-        for sack in [false, true] {
-            let cfg = cfg_for(cc, sack);
-            let out = run(60 + i as u64, imp, cfg.clone(), cfg, MIB, MIB);
-            if sack {
-                assert!(out.a_stats.sack_recoveries > 0, "{cc:?}: no SACK recovery");
-            } else {
-                assert!(out.a_stats.fast_retransmits > 0 || out.a_stats.timeouts > 0);
-            }
+    every_cc_with_and_without_sack(|i, cc, sack| {
+        let cfg = cfg_for(cc, sack);
+        let out = run(60 + i, FIVE_PERCENT, cfg.clone(), cfg, MIB, MIB);
+        if sack {
+            assert!(out.a_stats.sack_recoveries > 0, "{cc:?}: no SACK recovery");
+        } else {
+            assert!(out.a_stats.fast_retransmits > 0 || out.a_stats.timeouts > 0);
         }
-    }
+    });
 }
 
 #[test]
 fn sim_dctcp_with_ce_marks_reduces_on_ecn_and_completes() {
     let imp = Impairments {
-        loss: 0.0,
-        duplicate: 0.0,
-        reorder: 0.0,
-        rate: 100_000_000 / 8,
+        rate: RATE_100M,
         ce: 0.05,
+        ..Impairments::NONE
     };
     let cfg = cfg_for(CcKind::Dctcp, true);
     let out = run(71, imp, cfg.clone(), cfg, 2 * MIB, MIB);
@@ -446,10 +443,9 @@ fn sim_dctcp_with_ce_marks_reduces_on_ecn_and_completes() {
 fn sim_classic_ecn_cubic_with_ce_marks_reduces_and_completes() {
     let imp = Impairments {
         loss: 0.01,
-        duplicate: 0.0,
-        reorder: 0.0,
-        rate: 100_000_000 / 8,
+        rate: RATE_100M,
         ce: 0.02,
+        ..Impairments::NONE
     };
     let cfg = TcpConfig {
         ecn: true,

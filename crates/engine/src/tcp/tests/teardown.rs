@@ -16,6 +16,15 @@ fn a_closed_b_close_wait() -> (Host, Host, Vec<Wire>) {
     (a, b, ack)
 }
 
+/// `a_closed_b_close_wait` with `a` past the ACK of its FIN (FIN-WAIT-2)
+/// and `b` closed too (its FIN queued, not yet polled).
+fn a_fin_wait_2_b_closed() -> (Host, Host) {
+    let (mut a, mut b, ack) = a_closed_b_close_wait();
+    a.input(&ack[0], T0);
+    b.tcb.close();
+    (a, b)
+}
+
 #[test]
 fn established_close_sends_fin_and_enters_fin_wait_1() {
     let (mut a, _b) = established();
@@ -74,9 +83,7 @@ fn close_wait_close_sends_fin_and_enters_last_ack() {
 
 #[test]
 fn fin_wait_2_fin_enters_time_wait_and_expiry_closes_normally() {
-    let (mut a, mut b, ack) = a_closed_b_close_wait();
-    a.input(&ack[0], T0);
-    b.tcb.close();
+    let (mut a, mut b) = a_fin_wait_2_b_closed();
     let (_, ev) = exchange(&mut b, &mut a, T0 + ms(1));
     assert!(ev.peer_fin);
     assert_eq!(a.tcb.state(), State::TimeWait);
@@ -97,9 +104,7 @@ fn fin_wait_2_fin_enters_time_wait_and_expiry_closes_normally() {
 
 #[test]
 fn last_ack_lost_ack_retransmits_fin() {
-    let (mut a, mut b, ack) = a_closed_b_close_wait();
-    a.input(&ack[0], T0);
-    b.tcb.close();
+    let (mut a, mut b) = a_fin_wait_2_b_closed();
     let fin = b.output(T0);
     // The FIN is lost: b retransmits it after the RTO; a in FIN-WAIT-2 takes it.
     let t = b.tcb.next_timeout().unwrap();
@@ -114,9 +119,7 @@ fn last_ack_lost_ack_retransmits_fin() {
 
 #[test]
 fn time_wait_retransmitted_fin_is_acked_and_restarts_timer() {
-    let (mut a, mut b, ack) = a_closed_b_close_wait();
-    a.input(&ack[0], T0);
-    b.tcb.close();
+    let (mut a, mut b) = a_fin_wait_2_b_closed();
     let fin = b.output(T0);
     a.input(&fin[0], T0);
     a.output(T0);
