@@ -171,23 +171,6 @@ pub fn tap_args(pair: &Pair) -> Vec<String> {
     .to_vec()
 }
 
-/// Seeded pseudo-random bytes (xorshift64*).
-struct Gen(u64);
-
-impl Gen {
-    fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let mut x = self.0;
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            self.0 = x;
-            let v = x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
-}
-
 /// Bytes and sha256 of a stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Digested {
@@ -247,7 +230,7 @@ impl Proc {
         let stdin = child.stdin.take().map(|mut w| {
             let n = feed.unwrap_or(0);
             thread::spawn(move || {
-                let mut gen = Gen(0x1234_5678_9abc_def1);
+                let mut gen = bench::transfer::DataGen::new(0x1234_5678_9abc_def1);
                 let mut buf = vec![0u8; 64 * 1024];
                 let mut h = Sha256::new();
                 let mut sent = 0u64;
