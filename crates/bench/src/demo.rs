@@ -120,19 +120,8 @@ impl Demo {
         let size = self.size.to_string();
         let bench_timeout = Duration::from_secs_f64(self.seconds + 20.0);
         let pingpong = |proto: &str, target: &str, log: &str| -> Result<Latency> {
-            let args = [
-                "bench",
-                "pingpong",
-                proto,
-                "--target",
-                target,
-                "--size",
-                &size,
-                "--duration",
-                &secs,
-                "--json",
-                "--spin",
-            ];
+            let run = crate::pingpong::command_line(proto, target, &size, &secs);
+            let args = [&run[..], &["--json", "--spin"]].concat();
             let log = logs.file(log);
             let v = run_client(
                 spawn(&topo.client, client_cpu, &exe, &args, &log)?,

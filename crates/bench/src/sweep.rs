@@ -233,21 +233,8 @@ impl SizeSweep {
             let target = bed.target(stack);
             for &size in &self.sizes {
                 let size_s = size.to_string();
-                let args = [
-                    "bench",
-                    "pingpong",
-                    "--tcp",
-                    "--target",
-                    &target,
-                    "--size",
-                    &size_s,
-                    "--duration",
-                    &secs,
-                    "--warmup",
-                    "0.3",
-                    "--json",
-                    "--spin",
-                ];
+                let run = crate::pingpong::command_line("--tcp", &target, &size_s, &secs);
+                let args = [&run[..], &["--warmup", "0.3", "--json", "--spin"]].concat();
                 let log = format!("pingpong-{stack}-{size}.log");
                 let timeout = Duration::from_secs_f64(self.seconds + 20.0);
                 let point = match bed.client(&args, &log, timeout) {

@@ -546,29 +546,9 @@ pub fn kernel_pingpong(
 ) -> serde_json::Value {
     let size = size.to_string();
     let secs = secs.to_string();
-    let cmd = corestack(
-        ns,
-        &[
-            "bench",
-            "pingpong",
-            proto,
-            "--target",
-            target,
-            "--size",
-            &size,
-            "--duration",
-            &secs,
-            "--warmup",
-            "0.2",
-            "--json",
-        ],
-    );
+    let run = bench::pingpong::command_line(proto, target, &size, &secs);
+    let cmd = corestack(ns, &[&run[..], &["--warmup", "0.2", "--json"]].concat());
     let f = Proc::spawn("bench pingpong", cmd, None, Out::Text).finish(Duration::from_secs(30));
-    assert!(
-        f.status.success(),
-        "bench pingpong failed ({}): {}",
-        f.status,
-        f.stderr
-    );
+    let f = f.assert_success("bench pingpong", String::new);
     serde_json::from_str(f.stdout.trim()).unwrap_or_else(|e| panic!("bad JSON {:?}: {e}", f.stdout))
 }
