@@ -8,7 +8,7 @@
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 pub mod daemon;
 pub mod prom;
 pub mod rogue;
+mod serial;
 
 /// 100 MiB, the transfer size.
 pub const TRANSFER_BYTES: u64 = 100 << 20;
@@ -27,16 +28,7 @@ pub fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_corestack"))
 }
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Takes the suite-wide lock and checks privileges: call first in every test.
-pub fn start() -> MutexGuard<'static, ()> {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if let Err(e) = netns::check_privileges() {
-        panic!("these tests create network namespaces and need root: run `sudo make test` ({e})");
-    }
-    guard
-}
+pub use serial::start;
 
 pub use netns::Pair;
 
