@@ -24,10 +24,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 
 use crate::harness::children::{run_client, spawn, wait_ready, Latency, LogDir, Topology};
+use crate::harness::{CLIENT_CPU, SERVER_CPU};
 use crate::net;
 
-const CLIENT_CPU: &str = "0";
-const SERVER_CPU: &str = "1";
 const PORT: u16 = 7;
 const LINUX_SERVER_IP: &str = "10.77.2.2";
 const CORESTACK_IP: &str = "10.77.1.2";

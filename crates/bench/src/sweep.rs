@@ -31,11 +31,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::harness::children::{run_client, spawn, wait_ready, LogDir, Topology};
+use crate::harness::{CLIENT_CPU, SERVER_CPU};
 use crate::net;
 use crate::plot::{self, Series};
 
-const CLIENT_CPU: &str = "0";
-const SERVER_CPU: &str = "1";
 const PORT: u16 = 7;
 
 /// The two servers of a sweep, in the order they run.
