@@ -21,7 +21,7 @@
 //! filter is a postfix program of [`FilterOp`]s (host, port, protocol, and,
 //! or, not); a malformed program matches nothing.
 
-use crate::obs_seg::ObsSeg;
+use crate::obs_seg::{ObsSeg, Ring};
 use core::sync::atomic::Ordering;
 use std::io;
 use std::path::Path;
@@ -46,6 +46,14 @@ pub const SNAP_LEN: usize = SLOT_BYTES - SLOT_HDR;
 /// Frames the ring holds.
 pub const SLOTS: usize = 1024;
 const SEG_BYTES: usize = SLOTS_OFF + SLOTS * SLOT_BYTES;
+const RING: Ring = Ring {
+    head: HEAD_OFF,
+    tail: TAIL_OFF,
+    drops: DROPS_OFF,
+    slots_off: SLOTS_OFF,
+    slots: SLOTS,
+    slot_bytes: SLOT_BYTES,
+};
 
 /// Which way a frame went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,18 +206,8 @@ impl Capturer {
     /// created by the first caller, removed with the last holder; an
     /// unshared one (always off) without /dev/shm.
     pub fn process() -> Capturer {
-        let mut cur = PROCESS.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(seg) = cur.upgrade() {
-            return Capturer(seg);
-        }
-        match ObsSeg::create(CAPTURE, SEG_BYTES, MAGIC) {
-            Ok(seg) => {
-                let seg = Arc::new(seg);
-                *cur = Arc::downgrade(&seg);
-                Capturer(seg)
-            }
-            Err(_) => Capturer::off(),
-        }
+        ObsSeg::process_shared(&PROCESS, CAPTURE, SEG_BYTES, MAGIC)
+            .map_or_else(Capturer::off, Capturer)
     }
 
     /// Whether capture is on (one load).
@@ -235,22 +233,9 @@ impl Capturer {
         if !passes(&ops[..len], frame) {
             return;
         }
-        let head = seg.word(HEAD_OFF);
-        let claimed = loop {
-            let h = head.load(Ordering::Relaxed);
-            let t = seg.word(TAIL_OFF).load(Ordering::Acquire);
-            if h.wrapping_sub(t) >= SLOTS as u64 {
-                seg.word(DROPS_OFF).fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            if head
-                .compare_exchange_weak(h, h + 1, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                break h;
-            }
+        let Some((at, claimed)) = RING.claim(seg) else {
+            return;
         };
-        let at = SLOTS_OFF + (claimed as usize % SLOTS) * SLOT_BYTES;
         let first = frame.len().min(SNAP_LEN);
         seg.write_bytes(at + SLOT_HDR, &frame[..first]);
         let mut cap = first;
@@ -274,7 +259,7 @@ impl Capturer {
             Ordering::Relaxed,
         );
         seg.word(at + 24).store(cap as u64, Ordering::Relaxed);
-        seg.word(at).store(claimed + 1, Ordering::Release);
+        RING.publish(seg, at, claimed);
     }
 }
 
@@ -302,13 +287,7 @@ impl CaptureControl {
     /// Errors: those of opening or mapping it (EACCES: run as the engine's
     /// user or root); `InvalidData` when it is not a capture segment.
     pub fn open(path: &Path) -> io::Result<CaptureControl> {
-        let seg = ObsSeg::open(path, MAGIC, SEG_BYTES)?;
-        if seg.len() != SEG_BYTES {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "capture segment of another corestack version",
-            ));
-        }
+        let seg = ObsSeg::open_exact(path, MAGIC, SEG_BYTES, "capture")?;
         Ok(CaptureControl { seg })
     }
 
@@ -343,29 +322,18 @@ impl CaptureControl {
     /// Frames that passed the filter but found the ring full, since the
     /// segment was made.
     pub fn dropped(&self) -> u64 {
-        self.seg.word(DROPS_OFF).load(Ordering::Relaxed)
+        RING.dropped(&self.seg)
     }
 
     /// Moves every finished frame to `out`; returns how many.
     pub fn drain(&self, out: &mut Vec<Frame>) -> usize {
         let seg = &self.seg;
-        let tail = seg.word(TAIL_OFF);
-        let mut t = tail.load(Ordering::Relaxed);
-        let head = seg.word(HEAD_OFF).load(Ordering::Acquire);
-        let mut n = 0;
-        while t < head {
-            let at = SLOTS_OFF + (t as usize % SLOTS) * SLOT_BYTES;
-            if seg.word(at).load(Ordering::Acquire) != t + 1 {
-                break;
-            }
+        RING.drain(seg, |at| {
             let time_ns = seg.word(at + 8).load(Ordering::Relaxed);
             let w = seg.word(at + 16).load(Ordering::Relaxed);
             let cap = (seg.word(at + 24).load(Ordering::Relaxed) as usize).min(SNAP_LEN);
             let mut data = vec![0u8; cap];
             seg.read_bytes(at + SLOT_HDR, &mut data);
-            t += 1;
-            tail.store(t, Ordering::Release);
-            n += 1;
             out.push(Frame {
                 time_ns,
                 dir: if w >> 32 == 1 {
@@ -376,8 +344,7 @@ impl CaptureControl {
                 orig_len: (w & 0xffff_ffff) as usize,
                 data,
             });
-        }
-        n
+        })
     }
 }
 

@@ -144,9 +144,7 @@ pub struct Hello {
 impl Hello {
     /// The wire form.
     pub fn encode(&self) -> [u8; HELLO_LEN] {
-        let mut b = [0u8; HELLO_LEN];
-        b[0..4].copy_from_slice(&HELLO_MAGIC.to_le_bytes());
-        b[4..6].copy_from_slice(&CTL_VERSION.to_le_bytes());
+        let mut b: [u8; HELLO_LEN] = with_header(HELLO_MAGIC);
         b[8..12].copy_from_slice(&self.nslots.to_le_bytes());
         b[12..16].copy_from_slice(&self.ring_bytes.to_le_bytes());
         let mut end = self.name.len().min(NAME_MAX);
@@ -164,11 +162,7 @@ impl Hello {
     /// Errors: [`CtlError::Length`] unless `b` is exactly [`HELLO_LEN`] bytes,
     /// [`CtlError::Magic`], [`CtlError::Version`].
     pub fn decode(b: &[u8]) -> Result<Hello, CtlError> {
-        let b: &[u8; HELLO_LEN] = b.try_into().map_err(|_| CtlError::Length {
-            expected: HELLO_LEN,
-            got: b.len(),
-        })?;
-        check_header(b, HELLO_MAGIC)?;
+        let b: &[u8; HELLO_LEN] = framed(b, HELLO_MAGIC)?;
         let field = &b[16..16 + NAME_MAX];
         let end = field.iter().position(|&c| c == 0).unwrap_or(NAME_MAX);
         Ok(Hello {
@@ -217,9 +211,7 @@ impl Welcome {
 
     /// The wire form.
     pub fn encode(&self) -> [u8; WELCOME_LEN] {
-        let mut b = [0u8; WELCOME_LEN];
-        b[0..4].copy_from_slice(&WELCOME_MAGIC.to_le_bytes());
-        b[4..6].copy_from_slice(&CTL_VERSION.to_le_bytes());
+        let mut b: [u8; WELCOME_LEN] = with_header(WELCOME_MAGIC);
         b[8..12].copy_from_slice(&self.status.to_le_bytes());
         b[12..16].copy_from_slice(&self.assoc.to_le_bytes());
         b[16..20].copy_from_slice(&self.nslots.to_le_bytes());
@@ -235,11 +227,7 @@ impl Welcome {
     /// bytes, [`CtlError::Magic`], [`CtlError::Version`], and
     /// [`CtlError::Status`] for a negative status.
     pub fn decode(b: &[u8]) -> Result<Welcome, CtlError> {
-        let b: &[u8; WELCOME_LEN] = b.try_into().map_err(|_| CtlError::Length {
-            expected: WELCOME_LEN,
-            got: b.len(),
-        })?;
-        check_header(b, WELCOME_MAGIC)?;
+        let b: &[u8; WELCOME_LEN] = framed(b, WELCOME_MAGIC)?;
         let status = le_u32(b, 8) as i32;
         if status < 0 {
             return Err(CtlError::Status(status));
@@ -255,6 +243,26 @@ impl Welcome {
             seg_len: u64::from_le_bytes(seg),
         })
     }
+}
+
+/// A message of `N` bytes, zero but for its header: `magic` and [`CTL_VERSION`].
+fn with_header<const N: usize>(magic: u32) -> [u8; N] {
+    let mut b = [0u8; N];
+    b[0..4].copy_from_slice(&magic.to_le_bytes());
+    b[4..6].copy_from_slice(&CTL_VERSION.to_le_bytes());
+    b
+}
+
+/// `b` as a message of exactly `N` bytes (`N` at least 8) with a good header.
+///
+/// Errors: [`CtlError::Length`] for another length, then those of [`check_header`].
+fn framed<const N: usize>(b: &[u8], magic: u32) -> Result<&[u8; N], CtlError> {
+    let b: &[u8; N] = b.try_into().map_err(|_| CtlError::Length {
+        expected: N,
+        got: b.len(),
+    })?;
+    check_header(b, magic)?;
+    Ok(b)
 }
 
 /// Checks magic and version; `b` is at least 8 bytes (callers pass fixed

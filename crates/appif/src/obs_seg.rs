@@ -4,12 +4,12 @@
 //! read-write by the process it belongs to and by the observer, accessed
 //! only through atomics. The process removes it when it drops its end.
 
-use crate::stats_shm::{segment_path, stats_dir};
+use crate::stats_shm::{create_renamed, remove_if_ours, segment_path, stats_dir, words};
 use core::sync::atomic::{AtomicU64, Ordering};
 use std::fs::OpenOptions;
 use std::io;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 
 /// A mapped segment of u64 words (file-backed, or anonymous when the file
 /// could not be made).
@@ -32,28 +32,10 @@ impl ObsSeg {
 
     /// [`ObsSeg::create`] at `path`.
     pub(crate) fn create_at(path: PathBuf, len: usize, magic: &[u8; 8]) -> io::Result<ObsSeg> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let mut tmp = path.clone().into_os_string();
-        tmp.push(format!(".new{}", NEXT.fetch_add(1, Ordering::Relaxed)));
-        let tmp = PathBuf::from(tmp);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        let built = (|| -> io::Result<memmap2::MmapRaw> {
-            file.set_len(len as u64)?;
-            let map = memmap2::MmapRaw::map_raw(&file)?;
-            word_in(&map, 0).store(u64::from_le_bytes(*magic), Ordering::Relaxed);
-            word_in(&map, 8).store(len as u64, Ordering::Release);
-            std::fs::rename(&tmp, &path)?;
-            Ok(map)
-        })();
-        let map = built.inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
+        let (map, ino) = create_renamed(&path, len, 0o600, |map| {
+            word_in(map, 0).store(u64::from_le_bytes(*magic), Ordering::Relaxed);
+            word_in(map, 8).store(len as u64, Ordering::Release);
         })?;
-        let ino = file.metadata()?.ino();
         Ok(ObsSeg {
             map,
             file: Some((path, ino)),
@@ -75,6 +57,46 @@ impl ObsSeg {
             .store(u64::from_le_bytes(*magic), Ordering::Relaxed);
         seg.word(8).store(len as u64, Ordering::Release);
         seg
+    }
+
+    /// The process's one segment of kind `kind` (`len` bytes, `magic`),
+    /// kept in `slot`: the one a holder still has, else a new one
+    /// ([`ObsSeg::create`]) that goes when its last holder drops it. None
+    /// when it cannot be made (no /dev/shm): the caller's stand-in stays off.
+    pub(crate) fn process_shared(
+        slot: &Mutex<Weak<ObsSeg>>,
+        kind: &str,
+        len: usize,
+        magic: &[u8; 8],
+    ) -> Option<Arc<ObsSeg>> {
+        let mut cur = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(seg) = cur.upgrade() {
+            return Some(seg);
+        }
+        let seg = Arc::new(ObsSeg::create(kind, len, magic).ok()?);
+        *cur = Arc::downgrade(&seg);
+        Some(seg)
+    }
+
+    /// [`ObsSeg::open`] of a segment that must be exactly `len` bytes
+    /// (`what`: its kind, for the error).
+    ///
+    /// Errors: those of [`ObsSeg::open`]; `InvalidData` ("`what` segment
+    /// of another corestack version") when its length differs.
+    pub(crate) fn open_exact(
+        path: &Path,
+        magic: &[u8; 8],
+        len: usize,
+        what: &str,
+    ) -> io::Result<ObsSeg> {
+        let seg = ObsSeg::open(path, magic, len)?;
+        if seg.len() != len {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{what} segment of another corestack version"),
+            ));
+        }
+        Ok(seg)
     }
 
     /// Opens another process's segment at `path` for reading and writing.
@@ -143,23 +165,103 @@ impl ObsSeg {
     }
 }
 
+/// Where a bounded ring of fixed-size slots lives in a segment (byte
+/// offsets of u64 words): many writers claim slots by CAS on `head`, never
+/// wait, and count a drop in `drops` when the ring is full; one observer
+/// takes finished slots in order and frees them by advancing `tail`. A
+/// slot's first word is its sequence (claim index + 1), stored last with
+/// release; its other bytes are the caller's.
+pub(crate) struct Ring {
+    /// Slots claimed so far (writers, CAS).
+    pub head: usize,
+    /// Slots taken by the observer.
+    pub tail: usize,
+    /// Slots not written because the ring was full (writers).
+    pub drops: usize,
+    /// Where slot 0 starts.
+    pub slots_off: usize,
+    /// How many slots.
+    pub slots: usize,
+    /// Bytes a slot (a multiple of 8).
+    pub slot_bytes: usize,
+}
+
+impl Ring {
+    /// Byte offset of the slot for claim index `i`.
+    #[inline]
+    fn slot(&self, i: u64) -> usize {
+        self.slots_off + (i as usize % self.slots) * self.slot_bytes
+    }
+
+    /// Claims the next slot of `seg`'s ring: its byte offset and claim
+    /// index, to fill and then [`Ring::publish`]; None (a drop counted)
+    /// when the ring is full. Never waits, never allocates.
+    #[inline]
+    pub(crate) fn claim(&self, seg: &ObsSeg) -> Option<(usize, u64)> {
+        let head = seg.word(self.head);
+        let claimed = loop {
+            let h = head.load(Ordering::Relaxed);
+            let t = seg.word(self.tail).load(Ordering::Acquire);
+            if h.wrapping_sub(t) >= self.slots as u64 {
+                seg.word(self.drops).fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            if head
+                .compare_exchange_weak(h, h + 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                break h;
+            }
+        };
+        Some((self.slot(claimed), claimed))
+    }
+
+    /// Marks the slot at `at` (claimed as index `claimed`) written: its
+    /// sequence word, stored with release after the rest.
+    #[inline]
+    pub(crate) fn publish(&self, seg: &ObsSeg, at: usize, claimed: u64) {
+        seg.word(at).store(claimed + 1, Ordering::Release);
+    }
+
+    /// Slots dropped because the ring was full, since the segment was made.
+    pub(crate) fn dropped(&self, seg: &ObsSeg) -> u64 {
+        seg.word(self.drops).load(Ordering::Relaxed)
+    }
+
+    /// Calls `take` with the byte offset of every finished slot, in claim
+    /// order, and frees each after it; stops at the first slot claimed but
+    /// not yet published. Returns how many it took.
+    pub(crate) fn drain(&self, seg: &ObsSeg, mut take: impl FnMut(usize)) -> usize {
+        let tail = seg.word(self.tail);
+        let mut t = tail.load(Ordering::Relaxed);
+        let head = seg.word(self.head).load(Ordering::Acquire);
+        let mut n = 0;
+        while t < head {
+            let at = self.slot(t);
+            if seg.word(at).load(Ordering::Acquire) != t + 1 {
+                break; // claimed, not yet written
+            }
+            take(at);
+            t += 1;
+            tail.store(t, Ordering::Release);
+            n += 1;
+        }
+        n
+    }
+}
+
 /// The word at byte offset `off` of `map`; panics (never reads outside)
 /// when `off` is unaligned or out of bounds.
 #[inline]
 fn word_in(map: &memmap2::MmapRaw, off: usize) -> &AtomicU64 {
     assert!(off.is_multiple_of(8) && off + 8 <= map.len());
-    // SAFETY: `off` is 8-aligned in a page-aligned mapping and in bounds
-    // (asserted); AtomicU64 has u64's layout, and every access to the
-    // shared words goes through atomics.
-    unsafe { &*(map.as_ptr().add(off) as *const AtomicU64) }
+    words(map, off)
 }
 
 impl Drop for ObsSeg {
     fn drop(&mut self) {
         if let Some((path, ino)) = &self.file {
-            if std::fs::metadata(path).is_ok_and(|m| m.ino() == *ino) {
-                let _ = std::fs::remove_file(path);
-            }
+            remove_if_ours(path, *ino);
         }
     }
 }

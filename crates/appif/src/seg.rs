@@ -459,26 +459,34 @@ impl Segment {
 
     /// The TX ring's writing end (application) of `slot`.
     pub fn tx_writer(&self, slot: u32) -> Option<bytes::Writer> {
-        self.in_range(slot)?;
-        bytes::Writer::in_region(&self.region, self.layout.tx_ring(slot))
+        self.ring_end(slot, Layout::tx_ring, bytes::Writer::in_region)
     }
 
     /// The TX ring's reading end (engine) of `slot`.
     pub fn tx_reader(&self, slot: u32) -> Option<bytes::Reader> {
-        self.in_range(slot)?;
-        bytes::Reader::in_region(&self.region, self.layout.tx_ring(slot))
+        self.ring_end(slot, Layout::tx_ring, bytes::Reader::in_region)
     }
 
     /// The RX ring's writing end (engine) of `slot`.
     pub fn rx_writer(&self, slot: u32) -> Option<bytes::Writer> {
-        self.in_range(slot)?;
-        bytes::Writer::in_region(&self.region, self.layout.rx_ring(slot))
+        self.ring_end(slot, Layout::rx_ring, bytes::Writer::in_region)
     }
 
     /// The RX ring's reading end (application) of `slot`.
     pub fn rx_reader(&self, slot: u32) -> Option<bytes::Reader> {
+        self.ring_end(slot, Layout::rx_ring, bytes::Reader::in_region)
+    }
+
+    /// One end (`open`) of the ring of `slot` that `ring` places; None for
+    /// a slot out of range.
+    fn ring_end<E>(
+        &self,
+        slot: u32,
+        ring: fn(&Layout, u32) -> RingAt,
+        open: fn(&Arc<Region>, RingAt) -> Option<E>,
+    ) -> Option<E> {
         self.in_range(slot)?;
-        bytes::Reader::in_region(&self.region, self.layout.rx_ring(slot))
+        open(&self.region, ring(&self.layout, slot))
     }
 
     fn in_range(&self, slot: u32) -> Option<()> {

@@ -55,7 +55,55 @@ pub fn stats_path(pid: u32) -> PathBuf {
     segment_path(pid, STATS)
 }
 
-fn words(map: &memmap2::MmapRaw, off: usize) -> &AtomicU64 {
+/// Creates the segment file `path` of `len` bytes with permissions `mode`:
+/// built in a new file next to it (`<path>.new<n>`), sized, mapped, filled
+/// in by `init` and renamed into place, so a segment another writer of this
+/// process still maps is replaced, never truncated under it. Returns the
+/// mapping and the file's inode (to remove the path only while it is ours,
+/// [`remove_if_ours`]); the new file is removed on failure.
+///
+/// Errors: those of creating, sizing, mapping or renaming the file.
+pub(crate) fn create_renamed(
+    path: &Path,
+    len: usize,
+    mode: u32,
+    init: impl FnOnce(&memmap2::MmapRaw),
+) -> io::Result<(memmap2::MmapRaw, u64)> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut tmp = path.to_path_buf().into_os_string();
+    tmp.push(format!(".new{}", NEXT.fetch_add(1, Ordering::Relaxed)));
+    let tmp = PathBuf::from(tmp);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)?;
+    let built = (|| -> io::Result<memmap2::MmapRaw> {
+        file.set_len(len as u64)?;
+        let map = memmap2::MmapRaw::map_raw(&file)?;
+        init(&map);
+        std::fs::rename(&tmp, path)?;
+        Ok(map)
+    })();
+    let map = built.inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })?;
+    Ok((map, file.metadata()?.ino()))
+}
+
+/// Removes the segment file `path` if it is still the one with inode `ino`
+/// (another writer of this process may have replaced it since).
+pub(crate) fn remove_if_ours(path: &Path, ino: u64) {
+    if std::fs::metadata(path).is_ok_and(|m| m.ino() == ino) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// The word at byte offset `off` of `map`; the callers keep `off` 8-aligned
+/// and in bounds (checked at open/create, asserted in debug builds).
+#[inline]
+pub(crate) fn words(map: &memmap2::MmapRaw, off: usize) -> &AtomicU64 {
     debug_assert!(off.is_multiple_of(8) && off + 8 <= map.len());
     // SAFETY: `off` is 8-aligned (mmap returns page-aligned memory) and in
     // bounds (checked at open/create); AtomicU64 has the layout of u64, and
@@ -84,38 +132,19 @@ impl StatsWriter {
     ///
     /// Errors: those of creating, sizing, mapping or renaming the file.
     pub fn create(kind: &str, count: usize) -> io::Result<StatsWriter> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
         let path = segment_path(std::process::id(), kind);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let mut tmp = path.clone().into_os_string();
-        tmp.push(format!(".new{n}"));
-        let tmp = PathBuf::from(tmp);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        let built = (|| -> io::Result<memmap2::MmapRaw> {
-            file.set_len((VALUES_OFF + 8 * count) as u64)?;
-            let map = memmap2::MmapRaw::map_raw(&file)?;
+        let (map, ino) = create_renamed(&path, VALUES_OFF + 8 * count, 0o644, |map| {
             let mut header = [0u8; 16];
             header[..8].copy_from_slice(MAGIC);
             header[8..12].copy_from_slice(&(count as u32).to_le_bytes());
             header[12..16].copy_from_slice(&std::process::id().to_le_bytes());
             for (i, chunk) in header.chunks(8).enumerate() {
-                words(&map, i * 8).store(
+                words(map, i * 8).store(
                     u64::from_le_bytes(chunk.try_into().expect("8 bytes")),
                     Ordering::Relaxed,
                 );
             }
-            std::fs::rename(&tmp, &path)?;
-            Ok(map)
-        })();
-        let map = built.inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
         })?;
-        let ino = file.metadata()?.ino();
         Ok(StatsWriter {
             map,
             count,
@@ -145,10 +174,7 @@ impl StatsWriter {
 
 impl Drop for StatsWriter {
     fn drop(&mut self) {
-        let ours = std::fs::metadata(&self.path).is_ok_and(|m| m.ino() == self.ino);
-        if ours {
-            let _ = std::fs::remove_file(&self.path);
-        }
+        remove_if_ours(&self.path, self.ino);
     }
 }
 

@@ -31,7 +31,7 @@
 //! observer against the monotonic clock (the TSC is invariant and shared by
 //! all cores here: `constant_tsc`, `nonstop_tsc`).
 
-use crate::obs_seg::ObsSeg;
+use crate::obs_seg::{ObsSeg, Ring};
 use core::sync::atomic::Ordering;
 use std::io;
 use std::path::Path;
@@ -49,6 +49,14 @@ const REC_BYTES: usize = 64;
 /// Records the ring holds.
 pub const RECORDS: usize = 32768;
 const SEG_BYTES: usize = RECS_OFF + RECORDS * REC_BYTES;
+const RING: Ring = Ring {
+    head: HEAD_OFF,
+    tail: TAIL_OFF,
+    drops: DROPS_OFF,
+    slots_off: RECS_OFF,
+    slots: RECORDS,
+    slot_bytes: REC_BYTES,
+};
 
 /// The cheap clock: the TSC, in ticks (see [`ticks_per_ns`]).
 #[inline]
@@ -154,18 +162,7 @@ impl Tracer {
     /// by the first caller and removed when the last holder drops it; an
     /// unshared one (always off) without /dev/shm.
     pub fn process() -> Tracer {
-        let mut cur = PROCESS.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(seg) = cur.upgrade() {
-            return Tracer(seg);
-        }
-        match ObsSeg::create(TRACE, SEG_BYTES, MAGIC) {
-            Ok(seg) => {
-                let seg = Arc::new(seg);
-                *cur = Arc::downgrade(&seg);
-                Tracer(seg)
-            }
-            Err(_) => Tracer::off(),
-        }
+        ObsSeg::process_shared(&PROCESS, TRACE, SEG_BYTES, MAGIC).map_or_else(Tracer::off, Tracer)
     }
 
     /// 0 when tracing is off, else the sampling interval N (every Nth
@@ -188,29 +185,16 @@ impl Tracer {
         if seg.len() < SEG_BYTES {
             return;
         }
-        let head = seg.word(HEAD_OFF);
-        let claimed = loop {
-            let h = head.load(Ordering::Relaxed);
-            let t = seg.word(TAIL_OFF).load(Ordering::Acquire);
-            if h.wrapping_sub(t) >= RECORDS as u64 {
-                seg.word(DROPS_OFF).fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            if head
-                .compare_exchange_weak(h, h + 1, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                break h;
-            }
+        let Some((at, claimed)) = RING.claim(seg) else {
+            return;
         };
-        let at = RECS_OFF + (claimed as usize % RECORDS) * REC_BYTES;
         let w1 = (r.kind as u64) << 56 | u64::from(r.bytes & 0xff_ffff) << 32 | u64::from(r.key);
         seg.word(at + 8).store(w1, Ordering::Relaxed);
         seg.word(at + 16).store(r.pos, Ordering::Relaxed);
         for (i, t) in r.t.iter().enumerate() {
             seg.word(at + 24 + 8 * i).store(*t, Ordering::Relaxed);
         }
-        seg.word(at).store(claimed + 1, Ordering::Release);
+        RING.publish(seg, at, claimed);
     }
 
     /// The segment file's path (None for an unshared tracer).
@@ -238,13 +222,7 @@ impl TraceControl {
     /// Errors: those of opening or mapping it (EACCES: run as the engine's
     /// user or root); `InvalidData` when it is not a trace segment.
     pub fn open(path: &Path) -> io::Result<TraceControl> {
-        let seg = ObsSeg::open(path, MAGIC, SEG_BYTES)?;
-        if seg.len() != SEG_BYTES {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "trace segment of another corestack version",
-            ));
-        }
+        let seg = ObsSeg::open_exact(path, MAGIC, SEG_BYTES, "trace")?;
         Ok(TraceControl { seg: Arc::new(seg) })
     }
 
@@ -261,7 +239,7 @@ impl TraceControl {
 
     /// Records dropped because the ring was full, since the segment was made.
     pub fn dropped(&self) -> u64 {
-        self.seg.word(DROPS_OFF).load(Ordering::Relaxed)
+        RING.dropped(&self.seg)
     }
 
     /// Moves every finished record to `out` and frees its slot; returns how
@@ -272,24 +250,13 @@ impl TraceControl {
         if seg.len() < SEG_BYTES {
             return 0;
         }
-        let tail = seg.word(TAIL_OFF);
-        let mut t = tail.load(Ordering::Relaxed);
-        let head = seg.word(HEAD_OFF).load(Ordering::Acquire);
-        let mut n = 0;
-        while t < head {
-            let at = RECS_OFF + (t as usize % RECORDS) * REC_BYTES;
-            if seg.word(at).load(Ordering::Acquire) != t + 1 {
-                break; // claimed, not yet written
-            }
+        RING.drain(seg, |at| {
             let w1 = seg.word(at + 8).load(Ordering::Relaxed);
             let pos = seg.word(at + 16).load(Ordering::Relaxed);
             let mut ts = [0u64; 5];
             for (i, v) in ts.iter_mut().enumerate() {
                 *v = seg.word(at + 24 + 8 * i).load(Ordering::Relaxed);
             }
-            t += 1;
-            tail.store(t, Ordering::Release);
-            n += 1;
             if let Some(kind) = Kind::from_u8((w1 >> 56) as u8) {
                 out.push(Record {
                     kind,
@@ -299,8 +266,7 @@ impl TraceControl {
                     t: ts,
                 });
             }
-        }
-        n
+        })
     }
 }
 

@@ -24,10 +24,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 
 use crate::harness::children::{run_client, spawn, wait_ready, Latency, LogDir, Topology};
+use crate::harness::{CLIENT_CPU, SERVER_CPU};
 use crate::net;
 
-const CLIENT_CPU: &str = "0";
-const SERVER_CPU: &str = "1";
 const PORT: u16 = 7;
 const LINUX_SERVER_IP: &str = "10.77.2.2";
 const CORESTACK_IP: &str = "10.77.1.2";
@@ -120,19 +119,8 @@ impl Demo {
         let size = self.size.to_string();
         let bench_timeout = Duration::from_secs_f64(self.seconds + 20.0);
         let pingpong = |proto: &str, target: &str, log: &str| -> Result<Latency> {
-            let args = [
-                "bench",
-                "pingpong",
-                proto,
-                "--target",
-                target,
-                "--size",
-                &size,
-                "--duration",
-                &secs,
-                "--json",
-                "--spin",
-            ];
+            let run = crate::pingpong::command_line(proto, target, &size, &secs);
+            let args = [&run[..], &["--json", "--spin"]].concat();
             let log = logs.file(log);
             let v = run_client(
                 spawn(&topo.client, client_cpu, &exe, &args, &log)?,

@@ -1230,22 +1230,34 @@ impl EchoMatrix {
 mod tests {
     use super::*;
 
-    fn run(case: &'static str, seed: u64, server: Server, outcome: Outcome, mb: f64) -> RunResult {
+    /// A finished run of the case keyed `key`: 1 s, `mb` MB/s.
+    fn run(key: &str, seed: u64, server: Server, outcome: Outcome, mb: f64) -> RunResult {
+        let case = CASES
+            .iter()
+            .find(|c| c.key == key)
+            .expect("a case of the table");
         RunResult {
-            case,
-            seed,
-            server,
             outcome,
             mbytes_per_s: Some(mb),
             seconds: 1.0,
-            bytes_sent: 0,
-            bytes_received: 0,
-            detail: String::new(),
-            state: None,
-            bridge: None,
-            server_counters: Default::default(),
-            client_repairs: Default::default(),
+            ..RunResult::new(case, seed, server)
         }
+    }
+
+    /// One server's run in a row of [`seeds`]: (outcome, MB/s).
+    type Side = (Outcome, f64);
+
+    /// The runs of `case`: per row (seed, Linux's (outcome, MB/s), corestack's), the Linux
+    /// run, then the corestack one.
+    fn seeds(case: &'static str, rows: &[(u64, Side, Side)]) -> Vec<RunResult> {
+        rows.iter()
+            .flat_map(|&(seed, linux, core)| {
+                [
+                    run(case, seed, Server::Linux, linux.0, linux.1),
+                    run(case, seed, Server::Corestack, core.0, core.1),
+                ]
+            })
+            .collect()
     }
 
     #[test]
@@ -1319,14 +1331,15 @@ mod tests {
 
     #[test]
     fn ratios_and_median_skip_seeds_without_two_good_runs() {
-        let runs = [
-            run("loss1", 5, Server::Linux, Outcome::Ok, 80.0),
-            run("loss1", 5, Server::Corestack, Outcome::Ok, 40.0),
-            run("loss1", 7, Server::Linux, Outcome::Ok, 50.0),
-            run("loss1", 7, Server::Corestack, Outcome::Stalled, 0.0),
-            run("loss1", 11, Server::Linux, Outcome::Ok, 10.0),
-            run("loss1", 11, Server::Corestack, Outcome::Ok, 20.0),
-        ];
+        let ok = Outcome::Ok;
+        let runs = seeds(
+            "loss1",
+            &[
+                (5, (ok, 80.0), (ok, 40.0)),
+                (7, (ok, 50.0), (Outcome::Stalled, 0.0)),
+                (11, (ok, 10.0), (ok, 20.0)),
+            ],
+        );
         let r = ratios(&runs, "loss1", &[5, 7, 11]);
         assert_eq!(r, [Some(0.5), None, Some(2.0)]);
         assert_eq!(median_ratio(&r), Some(1.25));
@@ -1336,16 +1349,13 @@ mod tests {
     #[test]
     fn table_pads_columns_and_marks_bad_runs() {
         let cases = [CLEAN, CASES[2]];
-        let runs = [
-            run("clean", 5, Server::Linux, Outcome::Ok, 84.2),
-            run("clean", 5, Server::Corestack, Outcome::Ok, 77.0),
-            run("clean", 7, Server::Linux, Outcome::Ok, 7.44),
-            run("clean", 7, Server::Corestack, Outcome::Ok, 8.2),
-            run("loss1", 5, Server::Linux, Outcome::Ok, 74.0),
-            run("loss1", 5, Server::Corestack, Outcome::Stalled, 0.0),
-            run("loss1", 7, Server::Linux, Outcome::Failed, 0.0),
-            run("loss1", 7, Server::Corestack, Outcome::Mismatch, 30.0),
+        let ok = Outcome::Ok;
+        let clean = [(5, (ok, 84.2), (ok, 77.0)), (7, (ok, 7.44), (ok, 8.2))];
+        let loss1 = [
+            (5, (ok, 74.0), (Outcome::Stalled, 0.0)),
+            (7, (Outcome::Failed, 0.0), (Outcome::Mismatch, 30.0)),
         ];
+        let runs = [seeds("clean", &clean), seeds("loss1", &loss1)].concat();
         let t = table(&cases, &[5, 7], &runs);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(

@@ -396,6 +396,8 @@ pub trait Listener {
     type Stream: Stream;
     /// Accepts one connection (EWOULDBLOCK when nonblocking and none is pending).
     fn accept_one(&mut self) -> io::Result<(Self::Stream, SocketAddrV4)>;
+    /// Switches between blocking and nonblocking (EWOULDBLOCK) accepts.
+    fn nonblocking(&mut self, on: bool) -> io::Result<()>;
 }
 
 impl Listener for std::net::TcpListener {
@@ -404,12 +406,18 @@ impl Listener for std::net::TcpListener {
         let (s, peer) = self.accept()?;
         Ok((s, v4(peer)))
     }
+    fn nonblocking(&mut self, on: bool) -> io::Result<()> {
+        self.set_nonblocking(on)
+    }
 }
 
 impl Listener for corestack::TcpListener {
     type Stream = corestack::TcpStream;
     fn accept_one(&mut self) -> io::Result<(corestack::TcpStream, SocketAddrV4)> {
         self.accept()
+    }
+    fn nonblocking(&mut self, on: bool) -> io::Result<()> {
+        self.set_nonblocking(on)
     }
 }
 

@@ -167,6 +167,28 @@ fn fill(msg: &mut [u8], seq: u64) {
     msg[..n].copy_from_slice(&seq.to_le_bytes()[..n]);
 }
 
+/// The arguments of `corestack bench pingpong` (after the program's name) for a `proto`
+/// (`--tcp` or `--udp`) ping-pong of `size`-byte messages with the echo server at `target` for
+/// `secs` seconds; callers add the rest (`--json`, `--spin`, `--warmup S`, ...).
+pub fn command_line<'a>(
+    proto: &'a str,
+    target: &'a str,
+    size: &'a str,
+    secs: &'a str,
+) -> [&'a str; 9] {
+    [
+        "bench",
+        "pingpong",
+        proto,
+        "--target",
+        target,
+        "--size",
+        size,
+        "--duration",
+        secs,
+    ]
+}
+
 impl Pingpong {
     pub fn run(self) -> Result<()> {
         let spin = !self.wait.block;

@@ -87,7 +87,12 @@ pub fn format_of(path: &Path) -> Result<Format> {
     }
 }
 
-/// The drawing of one picture, generic over the backend.
+/// A drawing error of any backend as an error of this crate.
+fn plot_error<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> anyhow::Error {
+    anyhow!("{e}")
+}
+
+/// The drawing of one picture, generic over the backend, on an area filled white.
 trait Picture {
     fn draw<DB: DrawingBackend>(
         &self,
@@ -95,24 +100,39 @@ trait Picture {
     ) -> Result<()>;
 }
 
+/// Fills `area` white, draws `picture` on it and writes it out.
+fn paint<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    picture: &impl Picture,
+) -> Result<()> {
+    area.fill(&WHITE).map_err(plot_error)?;
+    picture.draw(area)?;
+    area.present().map_err(plot_error)
+}
+
 fn save(path: &Path, picture: &impl Picture) -> Result<()> {
     register_font();
     let fmt = format_of(path)?;
     let result = match fmt {
-        Format::Svg => {
-            let area = SVGBackend::new(path, SIZE).into_drawing_area();
-            picture
-                .draw(&area)
-                .and_then(|()| area.present().map_err(|e| anyhow!("{e}")))
-        }
-        Format::Png => {
-            let area = BitMapBackend::new(path, SIZE).into_drawing_area();
-            picture
-                .draw(&area)
-                .and_then(|()| area.present().map_err(|e| anyhow!("{e}")))
-        }
+        Format::Svg => paint(&SVGBackend::new(path, SIZE).into_drawing_area(), picture),
+        Format::Png => paint(&BitMapBackend::new(path, SIZE).into_drawing_area(), picture),
     };
     result.with_context(|| format!("writing the plot {}", path.display()))
+}
+
+/// Draws `chart`'s legend (the series' names) at `pos`, framed on a translucent white box.
+fn legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .label_font(("sans-serif", 16))
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(pos)
+        .draw()
+        .map_err(plot_error)
 }
 
 /// The range of `values` with a margin, never empty; from 0 when `from_zero`.
@@ -173,8 +193,6 @@ impl Picture for Lines<'_> {
         &self,
         area: &DrawingArea<DB, plotters::coord::Shift>,
     ) -> Result<()> {
-        let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("{e}");
-        area.fill(&WHITE).map_err(e)?;
         let xs = || {
             self.series
                 .iter()
@@ -203,12 +221,12 @@ impl Picture for Lines<'_> {
                     .y_label_formatter(&number)
                     .label_style(("sans-serif", 15))
                     .draw()
-                    .map_err(e)?;
+                    .map_err(plot_error)?;
                 for (i, s) in self.series.iter().enumerate() {
                     let c = colour(i);
                     chart
                         .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))
-                        .map_err(e)?
+                        .map_err(plot_error)?
                         .label(s.name.as_str())
                         .legend(move |(x, y)| {
                             PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
@@ -216,17 +234,10 @@ impl Picture for Lines<'_> {
                     if s.points.len() <= 64 {
                         chart
                             .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, c.filled())))
-                            .map_err(e)?;
+                            .map_err(plot_error)?;
                     }
                 }
-                chart
-                    .configure_series_labels()
-                    .label_font(("sans-serif", 16))
-                    .background_style(WHITE.mix(0.8))
-                    .border_style(BLACK)
-                    .position(SeriesLabelPosition::UpperLeft)
-                    .draw()
-                    .map_err(e)?;
+                legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
             }};
         }
         let (x0, x1) = if self.log_x {
@@ -249,16 +260,18 @@ impl Picture for Lines<'_> {
             (y0, y1)
         };
         match (self.log_x, self.log_y) {
-            (false, false) => body!(builder.build_cartesian_2d(x0..x1, y0..y1).map_err(e)?),
+            (false, false) => body!(builder
+                .build_cartesian_2d(x0..x1, y0..y1)
+                .map_err(plot_error)?),
             (true, false) => body!(builder
                 .build_cartesian_2d((x0..x1).log_scale(), y0..y1)
-                .map_err(e)?),
+                .map_err(plot_error)?),
             (false, true) => body!(builder
                 .build_cartesian_2d(x0..x1, (y0..y1).log_scale())
-                .map_err(e)?),
+                .map_err(plot_error)?),
             (true, true) => body!(builder
                 .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
-                .map_err(e)?),
+                .map_err(plot_error)?),
         }
         Ok(())
     }
@@ -311,8 +324,6 @@ impl Picture for Bars<'_> {
         &self,
         area: &DrawingArea<DB, plotters::coord::Shift>,
     ) -> Result<()> {
-        let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("{e}");
-        area.fill(&WHITE).map_err(e)?;
         let (_, y1) = span(self.series.iter().flat_map(|s| s.1.iter().copied()), true);
         let x = Categories(self.categories);
         let mut chart = ChartBuilder::on(area)
@@ -321,14 +332,14 @@ impl Picture for Bars<'_> {
             .x_label_area_size(60)
             .y_label_area_size(80)
             .build_cartesian_2d(x, 0.0..y1)
-            .map_err(e)?;
+            .map_err(plot_error)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
             .y_desc(self.y_label)
             .label_style(("sans-serif", 15))
             .draw()
-            .map_err(e)?;
+            .map_err(plot_error)?;
         let k = self.series.len().max(1) as f64;
         let width = 0.8 / k;
         for (j, (name, values)) in self.series.iter().enumerate() {
@@ -343,18 +354,11 @@ impl Picture for Bars<'_> {
                 });
             chart
                 .draw_series(bars)
-                .map_err(e)?
+                .map_err(plot_error)?
                 .label(name.as_str())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], c.filled()));
         }
-        chart
-            .configure_series_labels()
-            .label_font(("sans-serif", 16))
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(e)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         Ok(())
     }
 }
@@ -424,6 +428,35 @@ pub fn run_bars(path: &Path, title: &str, y_label: &str, runs: &[(String, f64)])
         &categories,
         &[(y_label.to_string(), values)],
     )
+}
+
+/// [`run_bars`] of this run (`stack`, `value`) after `earlier` runs (their `--json FILE`, for
+/// `--plot-with`). `what` is (title, y label, key): each earlier bar is named by its report's
+/// "stack" ("?" without one) and sized by its `key` (no bar without one).
+fn run_bars_after(
+    path: &Path,
+    what: (&str, &str, &str),
+    earlier: &[serde_json::Value],
+    stack: &str,
+    value: f64,
+) -> Result<()> {
+    let (title, y_label, key) = what;
+    let mut runs: Vec<(String, f64)> = earlier
+        .iter()
+        .map(|v| {
+            (
+                v.get("stack")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("?")
+                    .to_string(),
+                v.get(key)
+                    .and_then(serde_json::Value::as_f64)
+                    .unwrap_or(f64::NAN),
+            )
+        })
+        .collect();
+    runs.push((stack.to_string(), value));
+    run_bars(path, title, y_label, &runs)
 }
 
 /// The CDF points of an HDR histogram of nanoseconds, in µs (one point per percentile step,
@@ -507,6 +540,23 @@ impl Outputs {
                 Ok(())
             }
             Some(p) => write_json(p, report),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Outputs::emit`]s `report`, then with `--plot` draws this run's figure as a bar after
+    /// the `earlier` runs' (from [`Outputs::check`]): `what` is (title, y label, the figure's
+    /// JSON key), `bar` (this run's stack, its value). Errors: those of writing either file.
+    pub fn emit_bar(
+        &self,
+        report: &impl serde::Serialize,
+        earlier: &[serde_json::Value],
+        what: (&str, &str, &str),
+        bar: (&str, f64),
+    ) -> Result<()> {
+        self.emit(report)?;
+        match &self.plot {
+            Some(path) => run_bars_after(path, what, earlier, bar.0, bar.1),
             None => Ok(()),
         }
     }

@@ -18,7 +18,6 @@
 //!
 //! Everything it creates (namespaces, links, processes, the control socket) goes on exit.
 
-use std::fs;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -27,6 +26,7 @@ use netns::ChildGuard;
 use serde_json::Value;
 
 use crate::harness::children::{run_client, spawn_env, wait_ready, Latency, LogDir, Topology};
+use crate::memcached::load::cpu_seconds;
 use crate::net;
 
 const CORE_CIDR: &str = "10.79.1.2/24";
@@ -34,8 +34,6 @@ const CORE_IP: &str = "10.79.1.2";
 const LINUX_IP: &str = "10.79.2.2";
 const SINK_CORE_SIDE: &str = "10.79.1.1:9";
 const SINK_LINUX_SIDE: &str = "10.79.2.1:9";
-/// Kernel clock ticks per second in /proc/<pid>/stat (USER_HZ, 100 on Linux).
-const TICKS_PER_S: f64 = 100.0;
 
 /// `bench service` options.
 #[derive(Args, Debug)]
@@ -67,29 +65,11 @@ pub enum Part {
     Messages,
 }
 
-/// CPU time (user + system) of `pid` so far, in seconds.
-fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat"))?;
-    // Fields after the command name in parentheses: state is field 3, utime 14, stime 15.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .ok_or_else(|| anyhow!("unexpected /proc/{pid}/stat"))?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| -> Result<f64> {
-        f.get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .ok_or_else(|| anyhow!("unexpected /proc/{pid}/stat"))
-    };
-    Ok((tick(11)? + tick(12)?) / TICKS_PER_S)
-}
-
 /// CPU use of `pid` over `f()`, in percent of one core.
 fn cpu_during<T>(pid: u32, f: impl FnOnce() -> Result<T>) -> Result<(T, f64)> {
-    let (c0, t0) = (cpu_seconds(pid)?, Instant::now());
+    let (c0, t0) = (cpu_seconds(&[pid])?, Instant::now());
     let v = f()?;
-    let (c1, secs) = (cpu_seconds(pid)?, t0.elapsed().as_secs_f64());
+    let (c1, secs) = (cpu_seconds(&[pid])?, t0.elapsed().as_secs_f64());
     Ok((v, 100.0 * (c1 - c0) / secs.max(1e-3)))
 }
 

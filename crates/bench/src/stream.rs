@@ -168,10 +168,9 @@ impl StreamBench {
             goodput_mbit_s: mbit_per_s(received, secs),
             sink_seconds: sink_ns as f64 / 1e9,
         };
-        self.out.emit(&r)?;
-        if let Some(path) = &self.out.plot {
-            plot_runs(path, &r.stack, r.goodput_mbit_s, &earlier)?;
-        }
+        let what = ("stream goodput", "Mbit/s", "goodput_mbit_s");
+        self.out
+            .emit_bar(&r, &earlier, what, (&r.stack, r.goodput_mbit_s))?;
         if !self.out.json_on_stdout() {
             println!(
                 "sent {} bytes to {} with {}; the sink read {} bytes\n{:.2} s from connect to the sink's report: {:.1} Mbit/s goodput",
@@ -270,31 +269,6 @@ pub(crate) fn would_block(e: &io::Error) -> bool {
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
     )
-}
-
-/// Draws this run's stream goodput beside those of `earlier` runs (their `--json FILE`).
-fn plot_runs(
-    path: &std::path::Path,
-    stack: &str,
-    value: f64,
-    earlier: &[serde_json::Value],
-) -> anyhow::Result<()> {
-    let mut runs: Vec<(String, f64)> = earlier
-        .iter()
-        .map(|v| {
-            (
-                v.get("stack")
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or("?")
-                    .to_string(),
-                v.get("goodput_mbit_s")
-                    .and_then(serde_json::Value::as_f64)
-                    .unwrap_or(f64::NAN),
-            )
-        })
-        .collect();
-    runs.push((stack.to_string(), value));
-    crate::plot::run_bars(path, "stream goodput", "Mbit/s", &runs)
 }
 
 #[cfg(test)]

@@ -31,11 +31,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::harness::children::{run_client, spawn, wait_ready, LogDir, Topology};
+use crate::harness::{CLIENT_CPU, SERVER_CPU};
 use crate::net;
 use crate::plot::{self, Series};
 
-const CLIENT_CPU: &str = "0";
-const SERVER_CPU: &str = "1";
 const PORT: u16 = 7;
 
 /// The two servers of a sweep, in the order they run.
@@ -95,6 +94,20 @@ pub struct Point {
     pub round_trips_per_s: f64,
     /// Why the point was not measured, or not with every connection.
     pub note: Option<String>,
+}
+
+impl Point {
+    /// The point of `stack` at `x` before it is measured: no connections, NaN figures.
+    fn unmeasured(stack: &str, x: u32) -> Point {
+        Point {
+            stack: stack.into(),
+            x,
+            p50_us: f64::NAN,
+            p99_us: f64::NAN,
+            round_trips_per_s: f64::NAN,
+            ..Point::default()
+        }
+    }
 }
 
 /// What a sweep writes with `--json`.
@@ -183,9 +196,17 @@ impl Bed {
     }
 }
 
-fn check_seconds(s: f64) -> Result<()> {
+/// Checks a sweep's options: `seconds` in (0, 60], the swept list (`list_ok`, else the error
+/// `list_rule`), and `--plot`'s format.
+fn check_options(s: f64, list_ok: bool, list_rule: &str, plot: Option<&PathBuf>) -> Result<()> {
     if !(s > 0.0 && s <= 60.0) {
         bail!("--seconds must be in (0, 60]");
+    }
+    if !list_ok {
+        bail!("{list_rule}");
+    }
+    if let Some(p) = plot {
+        plot::format_of(p)?;
     }
     Ok(())
 }
@@ -199,13 +220,9 @@ impl SizeSweep {
     /// writes `--json`/`--plot`. Errors: not root, a server that does not start, Ctrl-C
     /// (a failed point is shown in the table instead).
     pub fn run(self) -> Result<()> {
-        check_seconds(self.seconds)?;
-        if self.sizes.is_empty() || self.sizes.iter().any(|&s| s == 0 || s > 65536) {
-            bail!("--sizes must be 1..=65536 bytes each");
-        }
-        if let Some(p) = &self.plot {
-            plot::format_of(p)?;
-        }
+        let sizes_ok = !self.sizes.is_empty() && self.sizes.iter().all(|&s| s > 0 && s <= 65536);
+        let sizes_rule = "--sizes must be 1..=65536 bytes each";
+        check_options(self.seconds, sizes_ok, sizes_rule, self.plot.as_ref())?;
         let bed = Bed::new("size-sweep", 161)?;
         let secs = self.seconds.to_string();
         let mut points = Vec::new();
@@ -215,21 +232,8 @@ impl SizeSweep {
             let target = bed.target(stack);
             for &size in &self.sizes {
                 let size_s = size.to_string();
-                let args = [
-                    "bench",
-                    "pingpong",
-                    "--tcp",
-                    "--target",
-                    &target,
-                    "--size",
-                    &size_s,
-                    "--duration",
-                    &secs,
-                    "--warmup",
-                    "0.3",
-                    "--json",
-                    "--spin",
-                ];
+                let run = crate::pingpong::command_line("--tcp", &target, &size_s, &secs);
+                let args = [&run[..], &["--warmup", "0.3", "--json", "--spin"]].concat();
                 let log = format!("pingpong-{stack}-{size}.log");
                 let timeout = Duration::from_secs_f64(self.seconds + 20.0);
                 let point = match bed.client(&args, &log, timeout) {
@@ -244,13 +248,8 @@ impl SizeSweep {
                     },
                     Err(e) if e.downcast_ref::<net::Interrupted>().is_some() => return Err(e),
                     Err(e) => Point {
-                        stack: stack.into(),
-                        x: size,
                         note: Some(net::one_line(&e)),
-                        p50_us: f64::NAN,
-                        p99_us: f64::NAN,
-                        round_trips_per_s: f64::NAN,
-                        ..Point::default()
+                        ..Point::unmeasured(stack, size)
                     },
                 };
                 eprintln!(
@@ -293,13 +292,10 @@ impl ConnSweep {
     /// table and writes `--json`/`--plot`. Errors: not root, a server that does not start,
     /// Ctrl-C (a count that cannot be reached is shown in the table instead).
     pub fn run(self) -> Result<()> {
-        check_seconds(self.seconds)?;
-        if self.counts.is_empty() || self.counts.iter().any(|&c| c == 0 || c > 100_000) {
-            bail!("--counts must be 1..=100000 each");
-        }
-        if let Some(p) = &self.plot {
-            plot::format_of(p)?;
-        }
+        let counts_ok =
+            !self.counts.is_empty() && self.counts.iter().all(|&c| c > 0 && c <= 100_000);
+        let counts_rule = "--counts must be 1..=100000 each";
+        check_options(self.seconds, counts_ok, counts_rule, self.plot.as_ref())?;
         let max = *self.counts.iter().max().expect("not empty");
         // Each side needs a descriptor per connection (the corestack server does not: its
         // sockets are not file descriptors). Children inherit the limit.
@@ -361,14 +357,7 @@ impl ConnSweep {
                 ];
                 let log = format!("conn-{stack}-{count}.log");
                 let timeout = Duration::from_secs_f64(self.seconds + 90.0);
-                let mut point = Point {
-                    stack: stack.into(),
-                    x: count,
-                    p50_us: f64::NAN,
-                    p99_us: f64::NAN,
-                    round_trips_per_s: f64::NAN,
-                    ..Point::default()
-                };
+                let mut point = Point::unmeasured(stack, count);
                 if u64::from(count) + 64 > nofile {
                     point.note = Some(format!(
                         "not run: ulimit -n is {nofile} (hard limit {hard}); raise it"

@@ -143,10 +143,9 @@ impl Transfer {
             seconds: secs,
             mbytes_per_s: received.0 as f64 / 1e6 / secs,
         };
-        self.out.emit(&report)?;
-        if let Some(path) = &self.out.plot {
-            plot_runs(path, &report.stack, report.mbytes_per_s, &earlier)?;
-        }
+        let what = ("echo transfer goodput", "MB/s", "mbytes_per_s");
+        let bar = (report.stack.as_str(), report.mbytes_per_s);
+        self.out.emit_bar(&report, &earlier, what, bar)?;
         if !self.out.json_on_stdout() {
             println!(
                 "sent {} bytes, received {} bytes in {:.2} s ({:.1} MB/s)\nsha256 sent     {}\nsha256 received {}\n{}",
@@ -266,31 +265,6 @@ fn print_progress(sent: u64, received: u64, elapsed: Duration) {
     let mut out = io::stdout().lock();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
-}
-
-/// Draws this run's echo transfer goodput beside those of `earlier` runs (their `--json FILE`).
-fn plot_runs(
-    path: &std::path::Path,
-    stack: &str,
-    value: f64,
-    earlier: &[serde_json::Value],
-) -> anyhow::Result<()> {
-    let mut runs: Vec<(String, f64)> = earlier
-        .iter()
-        .map(|v| {
-            (
-                v.get("stack")
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or("?")
-                    .to_string(),
-                v.get("mbytes_per_s")
-                    .and_then(serde_json::Value::as_f64)
-                    .unwrap_or(f64::NAN),
-            )
-        })
-        .collect();
-    runs.push((stack.to_string(), value));
-    crate::plot::run_bars(path, "echo transfer goodput", "MB/s", &runs)
 }
 
 #[cfg(test)]

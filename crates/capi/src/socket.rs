@@ -620,24 +620,20 @@ pub extern "C" fn cs_set_bufsizes(sd: c_int, rcv: usize, snd: usize) -> c_int {
 /// `addr` must be null or point to a writable `struct sockaddr_in`.
 #[no_mangle]
 pub unsafe extern "C" fn cs_getsockname(sd: c_int, addr: *mut libc::sockaddr_in) -> c_int {
-    crate::error::ffi(-1, || {
-        let entry = table::lookup(sd)?;
-        if addr.is_null() {
-            return Err(Error::errno(libc::EFAULT));
-        }
-        let a = match &entry.lock().slot {
-            Slot::TcpFresh { local, .. } => local.unwrap_or(ANY),
-            Slot::Listener(l) => l.local_addr()?,
-            Slot::Stream(s) => s.local_addr()?,
-            Slot::UdpFresh => ANY,
-            Slot::Udp(u) => u.local_addr()?,
-            Slot::Poller(_) => return Err(Error::errno(libc::ENOTSOCK)),
-            Slot::Closed => return Err(Error::errno(libc::EBADF)),
-        };
-        // SAFETY: non-null, and the caller promises a writable sockaddr_in.
-        unsafe { ffi::write_addr(addr, a) };
-        Ok(0)
-    })
+    // SAFETY: the caller's promise about `addr` is the helper's.
+    unsafe {
+        write_name(sd, addr, |slot| {
+            Ok(match slot {
+                Slot::TcpFresh { local, .. } => local.unwrap_or(ANY),
+                Slot::Listener(l) => l.local_addr()?,
+                Slot::Stream(s) => s.local_addr()?,
+                Slot::UdpFresh => ANY,
+                Slot::Udp(u) => u.local_addr()?,
+                Slot::Poller(_) => return Err(Error::errno(libc::ENOTSOCK)),
+                Slot::Closed => return Err(Error::errno(libc::EBADF)),
+            })
+        })
+    }
 }
 
 /// Writes the remote address of connected TCP socket `sd` to `*addr`.
@@ -650,15 +646,32 @@ pub unsafe extern "C" fn cs_getsockname(sd: c_int, addr: *mut libc::sockaddr_in)
 /// `addr` must be null or point to a writable `struct sockaddr_in`.
 #[no_mangle]
 pub unsafe extern "C" fn cs_getpeername(sd: c_int, addr: *mut libc::sockaddr_in) -> c_int {
+    // SAFETY: the caller's promise about `addr` is the helper's.
+    unsafe {
+        write_name(sd, addr, |slot| match slot {
+            Slot::Stream(s) => Ok(s.peer_addr()?),
+            other => Err(wrong_kind(other)),
+        })
+    }
+}
+
+/// Writes the address `name` gives for socket `sd`'s slot to `*addr`
+/// (cs_getsockname, cs_getpeername). Returns 0, or -1 with errno: EBADF
+/// for an unknown descriptor, EFAULT when `addr` is null, or `name`'s.
+///
+/// # Safety
+/// `addr` must be null or point to a writable `struct sockaddr_in`.
+unsafe fn write_name(
+    sd: c_int,
+    addr: *mut libc::sockaddr_in,
+    name: impl FnOnce(&Slot) -> Result<SocketAddrV4>,
+) -> c_int {
     crate::error::ffi(-1, || {
         let entry = table::lookup(sd)?;
         if addr.is_null() {
             return Err(Error::errno(libc::EFAULT));
         }
-        let a = match &entry.lock().slot {
-            Slot::Stream(s) => s.peer_addr()?,
-            other => return Err(wrong_kind(other)),
-        };
+        let a = name(&entry.lock().slot)?;
         // SAFETY: non-null, and the caller promises a writable sockaddr_in.
         unsafe { ffi::write_addr(addr, a) };
         Ok(0)

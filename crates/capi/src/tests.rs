@@ -391,20 +391,26 @@ fn udp_sendto_recvfrom_round_trip_and_unbound_recv_is_einval() {
 #[test]
 fn header_constants_match_the_library() {
     let h = include_str!("../../../include/corestack.h");
-    let consts: &[(&str, i64)] = &[
-        ("CS_SOCK_STREAM", CS_SOCK_STREAM.into()),
-        ("CS_SOCK_DGRAM", CS_SOCK_DGRAM.into()),
-        ("CS_MSG_DONTWAIT", CS_MSG_DONTWAIT.into()),
-        ("CS_MSG_NOSIGNAL", CS_MSG_NOSIGNAL.into()),
-        ("CS_SHUT_RD", CS_SHUT_RD.into()),
-        ("CS_SHUT_WR", CS_SHUT_WR.into()),
-        ("CS_SHUT_RDWR", CS_SHUT_RDWR.into()),
-        ("CS_POLLIN", CS_POLLIN.into()),
-        ("CS_POLLOUT", CS_POLLOUT.into()),
-        ("CS_POLLHUP", CS_POLLHUP.into()),
-        ("CS_POLL_ADD", CS_POLL_ADD.into()),
-        ("CS_POLL_DEL", CS_POLL_DEL.into()),
-        ("CS_POLL_MOD", CS_POLL_MOD.into()),
+    // (name, value) of each constant, named once.
+    macro_rules! named {
+        ($($c:ident),* $(,)?) => {
+            &[$((stringify!($c), i64::from($c))),*]
+        };
+    }
+    let consts: &[(&str, i64)] = named![
+        CS_SOCK_STREAM,
+        CS_SOCK_DGRAM,
+        CS_MSG_DONTWAIT,
+        CS_MSG_NOSIGNAL,
+        CS_SHUT_RD,
+        CS_SHUT_WR,
+        CS_SHUT_RDWR,
+        CS_POLLIN,
+        CS_POLLOUT,
+        CS_POLLHUP,
+        CS_POLL_ADD,
+        CS_POLL_DEL,
+        CS_POLL_MOD,
     ];
     for (name, want) in consts {
         let line = h

@@ -113,18 +113,8 @@ fn echo_concurrent_connections(net: u8, extra: &[(&str, &str)]) {
         assert!(back == data, "connection {k}: echoed bytes differ");
     }
 
-    let (status, lines) = server.terminate(Duration::from_secs(15));
-    let status = status.unwrap_or_else(|| {
-        panic!(
-            "the echo server ignored SIGTERM and was killed; stderr:\n{}",
-            server.stderr()
-        )
-    });
-    assert!(
-        status.success(),
-        "echo exited with {status}; stderr:\n{}",
-        server.stderr()
-    );
+    let exit = server.terminate(Duration::from_secs(15));
+    let lines = server.assert_exited_ok(exit, "the echo server ignored SIGTERM and was killed");
     let done = format!(
         "echo: done: {CONNS} connections closed, {} bytes echoed",
         CONNS * BYTES
@@ -181,18 +171,8 @@ fn afxdp_c_echo_server_with_echo_max_conns_exits_by_itself() {
             Err(e) => panic!("connection {k}: {e}; server stderr:\n{}", server.stderr()),
         }
     }
-    let (status, lines) = server.wait_exit(Duration::from_secs(15));
-    let status = status.unwrap_or_else(|| {
-        panic!(
-            "echo still runs after ECHO_MAX_CONNS connections; stderr:\n{}",
-            server.stderr()
-        )
-    });
-    assert!(
-        status.success(),
-        "echo exited with {status}; stderr:\n{}",
-        server.stderr()
-    );
+    let exit = server.wait_exit(Duration::from_secs(15));
+    let lines = server.assert_exited_ok(exit, "echo still runs after ECHO_MAX_CONNS connections");
     let bytes: usize = (1..=3).map(|k| 4096 * k).sum();
     let done = format!("echo: done: 3 connections closed, {bytes} bytes echoed");
     assert!(

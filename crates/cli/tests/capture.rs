@@ -5,16 +5,16 @@
 //! and bytes. No root, no namespaces.
 
 use std::io::{BufRead, BufReader, Read};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use corestack::{Stack, UdpSocket};
-use nic::impair::Impairments;
-use nic::mem;
+use corestack::UdpSocket;
 
-const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+#[path = "../../client/tests/common/mod.rs"]
+mod mem_wire;
+use mem_wire::{stacks, A, B};
+
 const SIZES: [usize; 5] = [100, 200, 300, 400, 500];
 /// Ethernet, IPv4 and UDP headers.
 const HEADERS: usize = 14 + 20 + 8;
@@ -38,19 +38,7 @@ fn recv_within(u: &mut UdpSocket, buf: &mut [u8]) -> usize {
 
 #[test]
 fn capture_of_five_datagrams_reads_in_tcpdump_with_every_frame_and_byte() {
-    let (pa, pb) = mem::pair(Impairments::none(), Impairments::none(), 1);
-    let a = Stack::builder()
-        .mem_port(pa)
-        .ip(A, 24)
-        .inline(false)
-        .start()
-        .unwrap();
-    let b = Stack::builder()
-        .mem_port(pb)
-        .ip(B, 24)
-        .inline(false)
-        .start()
-        .unwrap();
+    let (a, b) = stacks(false);
     let mut ua = UdpSocket::bind(&a, SocketAddrV4::new(A, 5555)).unwrap();
     let mut ub = UdpSocket::bind(&b, SocketAddrV4::new(B, 9999)).unwrap();
     let mut other = UdpSocket::bind(&b, SocketAddrV4::new(B, 8888)).unwrap();

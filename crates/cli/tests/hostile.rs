@@ -165,13 +165,8 @@ impl Target {
     /// Stops the server and returns its counters (`name value` lines after `corestack
     /// statistics:`; counters at zero are not printed).
     fn stop(&mut self) -> HashMap<String, u64> {
-        let f = self.server.take().expect("server running").terminate();
-        assert!(
-            f.status.success(),
-            "serve echo exited with {}: {}",
-            f.status,
-            f.stderr
-        );
+        let server = self.server.take().expect("server running");
+        let f = server.terminate().assert_success("serve echo", String::new);
         let (_, stats) = f
             .stdout
             .split_once("corestack statistics:")
@@ -193,15 +188,9 @@ trait FinishOk {
 impl FinishOk for Proc {
     /// Waits (bounded) and asserts success; returns stdout.
     fn finish_ok(self, bound: Duration) -> String {
-        let f = self.finish(bound);
-        assert!(
-            f.status.success(),
-            "hostile.py failed ({}): {}{}",
-            f.status,
-            f.stdout,
-            f.stderr
-        );
-        f.stdout
+        self.finish(bound)
+            .assert_success("hostile.py", String::new)
+            .stdout
     }
 }
 

@@ -13,33 +13,43 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::daemon::*;
+use common::prom::{parse, samples, value};
 use common::*;
 
 const METRICS: &str = "127.0.0.1:9464";
 
-/// `curl` in the daemon's namespace: (HTTP status, Content-Type, body).
-fn get(pair: &Pair, path: &str) -> (u16, String, String) {
-    let out = pair
-        .core
-        .exec("curl")
-        .args([
-            "-sS",
-            "--max-time",
-            "5",
-            "-o",
-            "-",
-            "-w",
-            "\n%{http_code} %{content_type}",
-            &format!("http://{METRICS}{path}"),
-        ])
+/// Runs `cmd` (`what` names it in panics) and returns its stdout; panics with its stderr when
+/// it cannot be run or exits with failure.
+fn stdout_of(cmd: &mut Command, what: &str) -> Vec<u8> {
+    let out = cmd
         .output()
-        .expect("running curl (scripts/setup.sh installs it)");
+        .unwrap_or_else(|e| panic!("running {what}: {e}"));
     assert!(
         out.status.success(),
-        "curl {path} failed: {}",
+        "{what} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout).expect("UTF-8 exposition");
+    out.stdout
+}
+
+/// `curl` in the daemon's namespace: (HTTP status, Content-Type, body).
+fn get(pair: &Pair, path: &str) -> (u16, String, String) {
+    let mut curl = pair.core.exec("curl");
+    curl.args([
+        "-sS",
+        "--max-time",
+        "5",
+        "-o",
+        "-",
+        "-w",
+        "\n%{http_code} %{content_type}",
+        &format!("http://{METRICS}{path}"),
+    ]);
+    let out = stdout_of(
+        &mut curl,
+        &format!("curl {path} (scripts/setup.sh installs curl)"),
+    );
+    let text = String::from_utf8(out).expect("UTF-8 exposition");
     let (body, tail) = text.rsplit_once('\n').expect("curl's status line");
     let (code, ctype) = tail.split_once(' ').unwrap_or((tail, ""));
     (
@@ -47,32 +57,6 @@ fn get(pair: &Pair, path: &str) -> (u16, String, String) {
         ctype.to_string(),
         format!("{body}\n"),
     )
-}
-
-fn parse(text: &str) -> prometheus_parse::Scrape {
-    prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
-        .unwrap_or_else(|e| panic!("the exposition does not parse ({e}):\n{text}"))
-}
-
-fn value(s: &prometheus_parse::Sample) -> f64 {
-    match s.value {
-        prometheus_parse::Value::Counter(v)
-        | prometheus_parse::Value::Gauge(v)
-        | prometheus_parse::Value::Untyped(v) => v,
-        _ => panic!("{} is not a counter or gauge", s.metric),
-    }
-}
-
-fn samples<'a>(
-    scrape: &'a prometheus_parse::Scrape,
-    metric: &str,
-    labels: &[(&str, &str)],
-) -> Vec<&'a prometheus_parse::Sample> {
-    scrape
-        .samples
-        .iter()
-        .filter(|s| s.metric == metric && labels.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
-        .collect()
 }
 
 fn one(scrape: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str)]) -> f64 {
@@ -83,16 +67,9 @@ fn one(scrape: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str)])
 
 /// `corestack stat --pid PID --all`: counter name -> value.
 fn stat_counters(pid: u32) -> Vec<(String, u64)> {
-    let out = Command::new(bin())
-        .args(["stat", "--all", "--pid", &pid.to_string()])
-        .output()
-        .expect("running corestack stat");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    let mut stat = Command::new(bin());
+    stat.args(["stat", "--all", "--pid", &pid.to_string()]);
+    String::from_utf8_lossy(&stdout_of(&mut stat, "corestack stat"))
         .lines()
         .filter_map(|l| {
             let mut w = l.split_whitespace();
@@ -214,16 +191,10 @@ fn daemon_serves_metrics_that_match_its_segments() {
     // Elsewhere: 404; and `stat --prometheus` prints the same families.
     let (code, _, body) = get(&pair, "/");
     assert_eq!(code, 404, "{body}");
-    let out = Command::new(bin())
-        .args(["stat", "--prometheus", "--pid", &pid])
-        .output()
-        .expect("running corestack stat --prometheus");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed = parse(&String::from_utf8_lossy(&out.stdout));
+    let mut stat = Command::new(bin());
+    stat.args(["stat", "--prometheus", "--pid", &pid]);
+    let printed = stdout_of(&mut stat, "corestack stat --prometheus");
+    let printed = parse(&String::from_utf8_lossy(&printed));
     let families = |s: &prometheus_parse::Scrape| {
         let mut f: Vec<String> = s.docs.keys().cloned().collect();
         f.sort();
@@ -231,12 +202,8 @@ fn daemon_serves_metrics_that_match_its_segments() {
     };
     assert_eq!(families(&printed), families(&a));
 
-    let f = client.finish(Duration::from_secs(10));
-    assert!(
-        f.status.success(),
-        "the ping-pong client failed: {}",
-        f.stderr
-    );
+    let client = client.finish(Duration::from_secs(10));
+    client.assert_success("the ping-pong client", String::new);
     drop(echo);
     daemon.stop_cleanly();
 }

@@ -315,13 +315,9 @@ fn garbage_app_is_disconnected_others_carry_on() {
         "the garbage phase took {garbage_took:?}: the ping-pong would not outlast it"
     );
     // The ping-pong spanned all of it and went on after it: every round trip came back.
-    let f = pingpong.finish(Duration::from_secs(20));
-    assert!(
-        f.status.success(),
-        "the legit client's ping-pong failed while garbage was written ({}): {}\nlog:\n{}",
-        f.status,
-        f.stderr,
-        daemon.tail()
+    let f = pingpong.finish(Duration::from_secs(20)).assert_success(
+        "the legit client's ping-pong (while garbage was written)",
+        || format!("\nlog:\n{}", daemon.tail()),
     );
     let r: serde_json::Value =
         serde_json::from_str(f.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", f.stdout));

@@ -130,26 +130,21 @@ fn mid_transfer_apps(pair: &Pair, sock: &SocketPath, daemon: &Daemon) -> MidTran
         Some(big),
         Out::Hash,
     );
-    let mut receiver = Proc::spawn(
-        "app nc -l receiving from Linux",
-        app(&pair.core, sock, &["nc", "-l", "7402"]),
-        None,
-        Out::Hash,
-    );
-    receiver.wait_stderr("listening on", Duration::from_secs(10));
+    // An app `nc -l PORT`, once it listens.
+    let listening_app = |name: &str, port: &str| {
+        let cmd = app(&pair.core, sock, &["nc", "-l", port]);
+        let mut p = Proc::spawn(name, cmd, None, Out::Hash);
+        p.wait_stderr("listening on", Duration::from_secs(10));
+        p
+    };
+    let receiver = listening_app("app nc -l receiving from Linux", "7402");
     let client = Proc::spawn(
         "Linux client sending to the app",
         linux(pair, &["nc", &pair.core_ip, "7402"]),
         Some(big),
         Out::Hash,
     );
-    let mut waiting = Proc::spawn(
-        "app nc -l waiting for a connection",
-        app(&pair.core, sock, &["nc", "-l", "7403"]),
-        None,
-        Out::Hash,
-    );
-    waiting.wait_stderr("listening on", Duration::from_secs(10));
+    let waiting = listening_app("app nc -l waiting for a connection", "7403");
     let mut apps = vec![
         ("the app sending".to_string(), sender),
         ("the app receiving".to_string(), receiver),

@@ -10,28 +10,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use appif::trace_report::STAGES;
-use corestack::{Stack, TcpListener, TcpStream};
-use nic::impair::Impairments;
-use nic::mem;
+use corestack::{TcpListener, TcpStream};
 
-const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+#[path = "../../client/tests/common/mod.rs"]
+mod mem_wire;
+use mem_wire::{stacks, B};
 
 #[test]
 fn trace_command_on_a_ping_pong_prints_every_stage_with_samples() {
-    let (pa, pb) = mem::pair(Impairments::none(), Impairments::none(), 1);
-    let a = Stack::builder()
-        .mem_port(pa)
-        .ip(A, 24)
-        .inline(true)
-        .start()
-        .unwrap();
-    let b = Stack::builder()
-        .mem_port(pb)
-        .ip(B, 24)
-        .inline(true)
-        .start()
-        .unwrap();
+    let (a, b) = stacks(true);
     let mut l = TcpListener::bind(&b, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let stop_srv = stop.clone();

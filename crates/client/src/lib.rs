@@ -33,6 +33,19 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+/// `Drop` for a socket type with `stack` and `id` fields that has nothing
+/// to do at drop but tell the engine to close it (`Command::Close`).
+macro_rules! close_on_drop {
+    ($t:ty) => {
+        impl Drop for $t {
+            fn drop(&mut self) {
+                self.stack
+                    .command(appif::socket::Command::Close { id: self.id });
+            }
+        }
+    };
+}
+
 mod poll;
 mod service;
 mod stack;

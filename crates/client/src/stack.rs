@@ -394,13 +394,32 @@ impl StackBuilder {
         self
     }
 
+    /// Starts the engine on `port` with `cfg` and this builder's mode,
+    /// ring size and idle sleep (`xdp_generic`: AF_XDP fell back to
+    /// generic mode).
+    fn launch_on<P: Port + Send + 'static>(
+        &self,
+        port: P,
+        cfg: EngineConfig,
+        xdp_generic: bool,
+    ) -> Stack {
+        launch(
+            port,
+            cfg,
+            self.inline,
+            self.ring_bytes,
+            xdp_generic,
+            self.idle_sleep,
+        )
+    }
+
     /// Opens the port and starts the engine.
     ///
     /// Errors: `InvalidInput` without an address or interface; `NotFound`
     /// for a missing interface; `PermissionDenied` without root or
     /// CAP_NET_ADMIN; others as the driver reports them. Each message is
     /// one line saying what to do.
-    pub fn start(self) -> io::Result<Stack> {
+    pub fn start(mut self) -> io::Result<Stack> {
         let service = match (&self.service, &self.mem) {
             (Some(p), _) => Some(p.clone()),
             (None, None) => appif::ctl::socket_path_from_env(),
@@ -420,15 +439,8 @@ impl StackBuilder {
         cfg.prefix_len = prefix;
         cfg.gateway = self.gateway;
         cfg.ring_bytes = self.ring_bytes;
-        if let Some(port) = self.mem {
-            return Ok(launch(
-                port,
-                cfg,
-                self.inline,
-                self.ring_bytes,
-                false,
-                self.idle_sleep,
-            ));
+        if let Some(port) = self.mem.take() {
+            return Ok(self.launch_on(port, cfg, false));
         }
         let iface = self.iface.clone().ok_or_else(|| {
             io::Error::new(
@@ -450,25 +462,11 @@ impl StackBuilder {
                 };
                 let port = nic::af_xdp::AfXdpPort::open(&xcfg).map_err(io::Error::from)?;
                 let generic = port.xdp_mode() == nic::af_xdp::XdpMode::Generic;
-                Ok(launch(
-                    port,
-                    cfg,
-                    self.inline,
-                    self.ring_bytes,
-                    generic,
-                    self.idle_sleep,
-                ))
+                Ok(self.launch_on(port, cfg, generic))
             }
             Driver::Tap => {
                 let port = nic::tap::TapPort::open(&iface).map_err(io::Error::from)?;
-                Ok(launch(
-                    port,
-                    cfg,
-                    self.inline,
-                    self.ring_bytes,
-                    false,
-                    self.idle_sleep,
-                ))
+                Ok(self.launch_on(port, cfg, false))
             }
         }
     }
@@ -765,48 +763,43 @@ impl Stack {
     /// application's ends of its rings; the engine is asked to connect.
     /// Errors: EMFILE when the service segment has no free slot.
     pub(crate) fn open_stream(&self, remote: SocketAddrV4) -> io::Result<Parts> {
-        if let Mode::Service(s) = &self.inner.mode {
-            let p = s.new_socket()?;
-            s.submit_desc(Desc::Connect {
-                slot: p.id as u32,
-                remote,
-                local_port: 0,
-                nodelay: false,
-            });
-            return Ok(Parts::from(p));
-        }
-        let (parts, tx, rx) = self.local_parts(true);
-        self.command(Command::Connect {
-            id: parts.id,
-            shared: parts.shared.clone(),
-            local_port: 0,
-            remote,
-            tx,
-            rx,
-            nodelay: false,
-        });
-        Ok(parts)
+        self.open_stream_from(remote, 0, false)
     }
 
     /// A new UDP socket bound to `local` (the engine is asked to bind).
     /// Errors: EMFILE when the service segment has no free slot.
     pub(crate) fn open_udp(&self, local: SocketAddrV4) -> io::Result<Parts> {
+        self.open_socket(
+            |slot| Desc::UdpBind { slot, local },
+            false,
+            |id, shared, tx, rx| Command::UdpBind {
+                id,
+                shared,
+                local,
+                tx,
+                rx,
+            },
+        )
+    }
+
+    /// A new socket: in service mode a slot of the segment, announced to
+    /// the daemon with `desc(slot)`; else parts in this process's memory
+    /// ([`Stack::local_parts`], `growable` for TCP), announced to the engine
+    /// with `command(id, status, engine's TX end, engine's RX end)`.
+    /// Errors: EMFILE when the service segment has no free slot.
+    fn open_socket(
+        &self,
+        desc: impl FnOnce(u32) -> Desc,
+        growable: bool,
+        command: impl FnOnce(SockId, Arc<StatusHandle>, bytes::Reader, bytes::Writer) -> Command,
+    ) -> io::Result<Parts> {
         if let Mode::Service(s) = &self.inner.mode {
             let p = s.new_socket()?;
-            s.submit_desc(Desc::UdpBind {
-                slot: p.id as u32,
-                local,
-            });
+            s.submit_desc(desc(p.id as u32));
             return Ok(Parts::from(p));
         }
-        let (parts, tx, rx) = self.local_parts(false);
-        self.command(Command::UdpBind {
-            id: parts.id,
-            shared: parts.shared.clone(),
-            local,
-            tx,
-            rx,
-        });
+        let (parts, tx, rx) = self.local_parts(growable);
+        self.command(command(parts.id, parts.shared.clone(), tx, rx));
         Ok(parts)
     }
 
@@ -1054,27 +1047,21 @@ impl Stack {
         local_port: u16,
         nodelay: bool,
     ) -> io::Result<Parts> {
-        if let Mode::Service(s) = &self.inner.mode {
-            let p = s.new_socket()?;
-            s.submit_desc(Desc::Connect {
-                slot: p.id as u32,
-                remote,
-                local_port,
-                nodelay,
-            });
-            return Ok(Parts::from(p));
-        }
-        let (parts, tx, rx) = self.local_parts(true);
-        self.command(Command::Connect {
-            id: parts.id,
-            shared: parts.shared.clone(),
+        let desc = |slot| Desc::Connect {
+            slot,
+            remote,
+            local_port,
+            nodelay,
+        };
+        self.open_socket(desc, true, |id, shared, tx, rx| Command::Connect {
+            id,
+            shared,
             local_port,
             remote,
             tx,
             rx,
             nodelay,
-        });
-        Ok(parts)
+        })
     }
 
     /// The stack-wide doorbell: notified after every engine iteration that

@@ -122,11 +122,7 @@ impl crate::poll::Source for TcpStream {
     }
 }
 
-impl Drop for TcpListener {
-    fn drop(&mut self) {
-        self.stack.command(Command::Close { id: self.id });
-    }
-}
+close_on_drop!(TcpListener);
 
 /// A TCP connection. Implements `Read` and `Write`.
 pub struct TcpStream {
@@ -195,27 +191,26 @@ impl TcpStream {
     /// the window scale chosen at the handshake stays (set it on the
     /// listener, or before much data flows, for large windows).
     pub fn set_recv_buffer_size(&self, bytes: usize) -> io::Result<()> {
-        if bytes == 0 {
-            return Err(errno::io(EINVAL));
-        }
-        self.stack.command(Command::SetBuffers {
-            id: self.id,
-            rcv: bytes,
-            snd: 0,
-        });
-        Ok(())
+        self.set_buffers(bytes, 0)
     }
 
     /// Sets the send buffer, in bytes (like SO_SNDBUF): the TX ring offered
     /// is `bytes` (up to its reservation) whatever the congestion window.
     pub fn set_send_buffer_size(&self, bytes: usize) -> io::Result<()> {
-        if bytes == 0 {
+        self.set_buffers(0, bytes)
+    }
+
+    /// Asks the engine for receive and send buffers of `rcv` and `snd`
+    /// bytes (0: unchanged). Errors: EINVAL when both are 0 (a size of 0
+    /// asked for).
+    fn set_buffers(&self, rcv: usize, snd: usize) -> io::Result<()> {
+        if rcv == 0 && snd == 0 {
             return Err(errno::io(EINVAL));
         }
         self.stack.command(Command::SetBuffers {
             id: self.id,
-            rcv: 0,
-            snd: bytes,
+            rcv,
+            snd,
         });
         Ok(())
     }
@@ -262,6 +257,14 @@ impl TcpStream {
         self.rx.len()
     }
 
+    /// Records a traced read or write (`kind`) of `n` bytes that began at
+    /// `t0` and left its ring at position `pos` (see [`appif::trace`]).
+    #[inline]
+    fn trace(&self, kind: Kind, t0: u64, n: usize, pos: u64) {
+        let (local, remote) = (self.shared.local(), self.shared.remote());
+        crate::trace::record(&self.stack.inner.tracer, kind, local, remote, t0, n, pos);
+    }
+
     fn closed_error(&self) -> Option<io::Error> {
         match self.shared.error() {
             0 => None,
@@ -291,17 +294,7 @@ impl Read for TcpStream {
                     self.stack.command(Command::Recvd { id: self.id });
                 }
                 if seen != 0 {
-                    let (local, remote) = (self.shared.local(), self.shared.remote());
-                    let pos = self.rx.position();
-                    crate::trace::record(
-                        &self.stack.inner.tracer,
-                        Kind::Read,
-                        local,
-                        remote,
-                        seen,
-                        n,
-                        pos,
-                    );
+                    self.trace(Kind::Read, seen, n, self.rx.position());
                 }
                 return Ok(n);
             }
@@ -374,17 +367,7 @@ impl Write for TcpStream {
                     self.stack.command(Command::Send { id: self.id });
                 }
                 if called != 0 {
-                    let (local, remote) = (self.shared.local(), self.shared.remote());
-                    let pos = self.tx.position();
-                    crate::trace::record(
-                        &self.stack.inner.tracer,
-                        Kind::Write,
-                        local,
-                        remote,
-                        called,
-                        n,
-                        pos,
-                    );
+                    self.trace(Kind::Write, called, n, self.tx.position());
                 }
                 return Ok(n);
             }

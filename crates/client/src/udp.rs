@@ -115,11 +115,7 @@ impl crate::poll::Source for UdpSocket {
     }
 }
 
-impl Drop for UdpSocket {
-    fn drop(&mut self) {
-        self.stack.command(Command::Close { id: self.id });
-    }
-}
+close_on_drop!(UdpSocket);
 
 impl UdpSocket {
     /// Receives (or with `peek`, copies without consuming) the next

@@ -1,32 +1,13 @@
 //! The socket API end to end: two stacks joined by a clean `mem` wire, each
 //! driven by its own thread in inline mode (and one test in embedded mode).
 
+mod common;
+
+use common::{stacks, A, B};
 use corestack::{Stack, TcpListener, TcpStream, UdpSocket};
-use nic::impair::Impairments;
-use nic::mem;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddrV4};
 use std::time::{Duration, Instant};
-
-const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-
-fn stacks(inline: bool) -> (Stack, Stack) {
-    let (pa, pb) = mem::pair(Impairments::none(), Impairments::none(), 1);
-    let a = Stack::builder()
-        .mem_port(pa)
-        .ip(A, 24)
-        .inline(inline)
-        .start()
-        .unwrap();
-    let b = Stack::builder()
-        .mem_port(pb)
-        .ip(B, 24)
-        .inline(inline)
-        .start()
-        .unwrap();
-    (a, b)
-}
 
 fn addr(ip: Ipv4Addr, port: u16) -> SocketAddrV4 {
     SocketAddrV4::new(ip, port)

@@ -4,37 +4,24 @@
 //! the CLI does), every stage present, non-negative, and within the round
 //! trip the client measured.
 
+mod common;
+
 use appif::trace::{clock, conn_key, ticks_per_ns, TraceControl, Tracer};
 use appif::trace_report::Breakdown;
-use corestack::{Stack, TcpListener, TcpStream};
-use nic::impair::Impairments;
-use nic::mem;
+use common::{stacks, B};
+use corestack::{TcpListener, TcpStream};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const ROUNDS: usize = 300;
 const WARM_UP: usize = 50;
 
 #[test]
 fn traced_ping_pong_has_every_stage_within_the_round_trip() {
-    let (pa, pb) = mem::pair(Impairments::none(), Impairments::none(), 1);
-    let a = Stack::builder()
-        .mem_port(pa)
-        .ip(A, 24)
-        .inline(true)
-        .start()
-        .unwrap();
-    let b = Stack::builder()
-        .mem_port(pb)
-        .ip(B, 24)
-        .inline(true)
-        .start()
-        .unwrap();
+    let (a, b) = stacks(true);
     let tracer = Tracer::process();
     let path = tracer
         .path()

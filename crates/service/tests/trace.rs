@@ -34,31 +34,26 @@ fn daemon_trace_switched_on_records_every_stage_and_off_records_nothing() {
         .expect("this process's trace segment in /dev/shm");
     let ctl = TraceControl::open(&path).expect("opening the trace segment");
     assert_eq!(ctl.every(), 0, "tracing starts off");
-    let mut records = Vec::new();
+    // A 16 KiB echo on port 9090 with tracing at `every` (0: off), and the records it left.
+    let echo = |l: &mut TcpListener, every: u64, what: &str| -> Vec<Record> {
+        ctl.set_every(every);
+        d.assert_echo(l, 9090, 16 << 10, what);
+        ctl.set_every(0);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let mut records = Vec::new();
+        ctl.drain(&mut records);
+        records
+    };
 
-    ctl.set_every(1);
-    d.assert_echo(&mut l, 9090, 16 << 10, "echo traced");
-    ctl.set_every(0);
-    std::thread::sleep(std::time::Duration::from_millis(5));
-    ctl.drain(&mut records);
     assert_eq!(
-        kinds_on(&records, 9090),
+        kinds_on(&echo(&mut l, 1, "echo traced"), 9090),
         vec![Kind::Rx, Kind::Read, Kind::Write, Kind::Tx],
         "the daemon's engine (rx, tx) and the application (read, write) on port 9090"
     );
-
-    records.clear();
-    d.assert_echo(&mut l, 9090, 16 << 10, "echo untraced");
-    ctl.drain(&mut records);
+    let records = echo(&mut l, 0, "echo untraced");
     assert!(records.is_empty(), "{} records while off", records.len());
-
-    ctl.set_every(4);
-    d.assert_echo(&mut l, 9090, 16 << 10, "echo traced again");
-    ctl.set_every(0);
-    std::thread::sleep(std::time::Duration::from_millis(5));
-    ctl.drain(&mut records);
     assert!(
-        kinds_on(&records, 9090).contains(&Kind::Rx),
+        kinds_on(&echo(&mut l, 4, "echo traced again"), 9090).contains(&Kind::Rx),
         "on again: no records"
     );
     assert_eq!(ctl.dropped(), 0);

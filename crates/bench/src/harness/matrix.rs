@@ -27,10 +27,7 @@ use serde::Serialize;
 
 use crate::harness::children::{spawn, wait_ready, LogDir};
 
-/// The client's CPU, when children are pinned.
-pub const CLIENT_CPU: &str = "0";
-/// The servers' CPU, when children are pinned.
-pub const SERVER_CPU: &str = "1";
+pub use crate::harness::{CLIENT_CPU, SERVER_CPU};
 /// The servers' TCP port.
 pub const PORT: &str = "5201";
 /// The kernel client's address (on `ck`).

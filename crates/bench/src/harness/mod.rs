@@ -4,3 +4,8 @@
 pub mod children;
 pub mod matrix;
 pub mod shim;
+
+/// The CPU the benchmarks pin their clients to (when they pin; the development VM has two).
+pub const CLIENT_CPU: &str = "0";
+/// The CPU the benchmarks pin their servers to (the program, its engine thread, the daemon).
+pub const SERVER_CPU: &str = "1";

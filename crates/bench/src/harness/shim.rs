@@ -31,10 +31,7 @@ pub const CORE_CIDR: &str = "10.84.1.2/24";
 pub const CORE_IP: &str = "10.84.1.2";
 /// The kernel's address on s2.
 pub const LINUX_IP: &str = "10.84.2.2";
-/// The client's CPU.
-pub const CLIENT_CPU: &str = "0";
-/// The server's CPU (the program, its engine thread, the daemon).
-pub const SERVER_CPU: &str = "1";
+pub use crate::harness::{CLIENT_CPU, SERVER_CPU};
 
 /// The scheduling class of every process the rows start (servers, daemons, clients) and of
 /// their threads: SCHED_FIFO priority 10 (`chrt -f 10`). On a machine shared with other work,

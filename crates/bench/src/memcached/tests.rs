@@ -29,6 +29,14 @@ fn close(what: &str, got: f64, want: f64, rel: f64) {
     );
 }
 
+/// Checks `samples`' 10th, 50th, 90th and 99th percentiles against the closed form `want`, each
+/// within `rel` (`what` names the distribution in failures).
+fn quantiles_close(what: &str, samples: &mut [f64], want: impl Fn(f64) -> f64, rel: f64) {
+    for q in [0.1, 0.5, 0.9, 0.99] {
+        close(&format!("{what} q{q}"), quantile(samples, q), want(q), rel);
+    }
+}
+
 #[test]
 fn etc_key_sizes_follow_the_gev_quantiles() {
     let mut rng = Pcg64::seed_from_u64(7);
@@ -39,14 +47,7 @@ fn etc_key_sizes_follow_the_gev_quantiles() {
     let want = |q: f64| {
         etc::KEY_MU + etc::KEY_SIGMA * ((-f64::ln(q)).powf(-etc::KEY_XI) - 1.0) / etc::KEY_XI
     };
-    for q in [0.1, 0.5, 0.9, 0.99] {
-        close(
-            &format!("key size q{q}"),
-            quantile(&mut v, q),
-            want(q),
-            0.02,
-        );
-    }
+    quantiles_close("key size", &mut v, want, 0.02);
     // The published fit: the median key is about 34 bytes.
     close("key median", want(0.5), 33.9, 0.01);
     let mut rng = Pcg64::seed_from_u64(7);
@@ -66,14 +67,7 @@ fn etc_value_sizes_follow_the_generalized_pareto_quantiles() {
         .map(|_| etc::gpd(&mut rng, 0.0, etc::VALUE_SIGMA, etc::VALUE_XI))
         .collect();
     let want = |q: f64| etc::VALUE_SIGMA * ((1.0 - q).powf(-etc::VALUE_XI) - 1.0) / etc::VALUE_XI;
-    for q in [0.1, 0.5, 0.9, 0.99] {
-        close(
-            &format!("value size q{q}"),
-            quantile(&mut v, q),
-            want(q),
-            0.04,
-        );
-    }
+    quantiles_close("value size", &mut v, want, 0.04);
     close("value median", want(0.5), 168.1, 0.01);
     let mut rng = Pcg64::seed_from_u64(11);
     assert!((0..100_000)

@@ -14,20 +14,12 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Takes the suite lock (each test spins a core for its engine; the
-/// machine has two) and checks privileges: call first in every test.
-pub fn start() -> MutexGuard<'static, ()> {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if let Err(e) = netns::check_privileges() {
-        panic!("these tests create network namespaces and need root: run `sudo make test` ({e})");
-    }
-    guard
-}
+#[path = "../../../cli/tests/common/serial.rs"]
+mod serial;
+pub use serial::start;
 
 /// The workspace root.
 pub fn root() -> PathBuf {
@@ -214,6 +206,24 @@ impl Program {
             .wait_timeout(timeout)
             .expect("waiting for the program");
         (status, self.child.remaining_lines(Duration::from_secs(2)))
+    }
+
+    /// Asserts that the program exited with success, given what [`Program::terminate`] or
+    /// [`Program::wait_exit`] returned (no status: it had to be killed, which the panic says
+    /// with `killed`); returns its remaining stdout lines.
+    pub fn assert_exited_ok(
+        &self,
+        exit: (Option<ExitStatus>, Vec<String>),
+        killed: &str,
+    ) -> Vec<String> {
+        let (status, lines) = exit;
+        let status = status.unwrap_or_else(|| panic!("{killed}; stderr:\n{}", self.stderr()));
+        assert!(
+            status.success(),
+            "echo exited with {status}; stderr:\n{}",
+            self.stderr()
+        );
+        lines
     }
 }
 

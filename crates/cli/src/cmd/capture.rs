@@ -220,21 +220,28 @@ pub fn parse_filter(words: &[String]) -> Result<Vec<FilterOp>> {
 }
 
 fn expr(t: &[String], at: &mut usize, out: &mut Vec<FilterOp>) -> Result<()> {
-    term(t, at, out)?;
-    while t.get(*at).is_some_and(|w| w == "or" || w == "||") {
-        *at += 1;
-        term(t, at, out)?;
-        out.push(FilterOp::Or);
-    }
-    Ok(())
+    infix(t, at, out, ["or", "||"], FilterOp::Or, term)
 }
 
 fn term(t: &[String], at: &mut usize, out: &mut Vec<FilterOp>) -> Result<()> {
-    factor(t, at, out)?;
-    while t.get(*at).is_some_and(|w| w == "and" || w == "&&") {
+    infix(t, at, out, ["and", "&&"], FilterOp::And, factor)
+}
+
+/// One level of a left-associative infix operator: operands parsed by `operand`, joined by
+/// either of `words`, each join emitting `op` after both operands (postfix).
+fn infix(
+    t: &[String],
+    at: &mut usize,
+    out: &mut Vec<FilterOp>,
+    words: [&str; 2],
+    op: FilterOp,
+    operand: fn(&[String], &mut usize, &mut Vec<FilterOp>) -> Result<()>,
+) -> Result<()> {
+    operand(t, at, out)?;
+    while t.get(*at).is_some_and(|w| words.contains(&w.as_str())) {
         *at += 1;
-        factor(t, at, out)?;
-        out.push(FilterOp::And);
+        operand(t, at, out)?;
+        out.push(op);
     }
     Ok(())
 }

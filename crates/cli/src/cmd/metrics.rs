@@ -555,8 +555,13 @@ fn answer(
 }
 
 #[cfg(test)]
+#[path = "../../tests/common/prom.rs"]
+mod prom;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+    use prom::{parse, samples, value};
 
     /// Families every exposition of an engine with a TCP connection, a UDP
     /// socket, a listener and an application holds. Renaming or dropping one
@@ -690,34 +695,6 @@ mod tests {
         }
     }
 
-    fn parse(text: &str) -> prometheus_parse::Scrape {
-        prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
-            .expect("the exposition parses")
-    }
-
-    fn value(s: &prometheus_parse::Sample) -> f64 {
-        match s.value {
-            prometheus_parse::Value::Counter(v)
-            | prometheus_parse::Value::Gauge(v)
-            | prometheus_parse::Value::Untyped(v) => v,
-            _ => panic!("{} is not a counter or gauge", s.metric),
-        }
-    }
-
-    fn find<'a>(
-        scrape: &'a prometheus_parse::Scrape,
-        metric: &str,
-        labels: &[(&str, &str)],
-    ) -> Vec<&'a prometheus_parse::Sample> {
-        scrape
-            .samples
-            .iter()
-            .filter(|s| {
-                s.metric == metric && labels.iter().all(|(k, v)| s.labels.get(k) == Some(v))
-            })
-            .collect()
-    }
-
     #[test]
     fn exposition_parses_and_holds_every_golden_family() {
         let text = render(&[fixture()]);
@@ -760,7 +737,7 @@ mod tests {
             if let Some(r) = reason {
                 labels.push(("reason", r));
             }
-            let found = find(&scrape, &family, &labels);
+            let found = samples(&scrape, &family, &labels);
             assert_eq!(found.len(), 1, "{name} as {family} {labels:?}");
             assert_eq!(value(found[0]), v as f64, "{name}");
         }
@@ -772,7 +749,7 @@ mod tests {
             .filter(|s| !s.metric.contains("_conn_") && !s.metric.starts_with("corestack_app_"))
             .count();
         assert_eq!(counter_samples, snap.counters.len());
-        let drops = find(
+        let drops = samples(
             &scrape,
             "corestack_tcp_dropped_total",
             &[("reason", "checksum")],
@@ -794,7 +771,7 @@ mod tests {
             ("remote_port", "40000"),
         ];
         let one = |m: &str, l: &[(&str, &str)]| {
-            let f = find(&scrape, m, l);
+            let f = samples(&scrape, m, l);
             assert_eq!(f.len(), 1, "{m} {l:?}");
             value(f[0])
         };
@@ -812,13 +789,13 @@ mod tests {
         assert_eq!(one("corestack_conn_sent_bytes_total", &estab), 5000.0);
         // Infinite ssthresh: no sample (rather than a huge number).
         let other = [("remote_ip", "10.0.0.9"), ("remote_port", "41000")];
-        assert!(find(&scrape, "corestack_tcp_conn_ssthresh_bytes", &other).is_empty());
+        assert!(samples(&scrape, "corestack_tcp_conn_ssthresh_bytes", &other).is_empty());
         assert_eq!(one("corestack_tcp_conn_cwnd_bytes", &other), 14480.0);
         // UDP: bytes only; the listener: counted, no per-socket series.
         let udp = [("proto", "udp"), ("state", "UNCONN"), ("app", "-")];
         assert_eq!(one("corestack_conn_received_bytes_total", &udp), 64.0);
-        assert!(find(&scrape, "corestack_tcp_conn_cwnd_bytes", &udp).is_empty());
-        assert!(find(
+        assert!(samples(&scrape, "corestack_tcp_conn_cwnd_bytes", &udp).is_empty());
+        assert!(samples(
             &scrape,
             "corestack_conn_sent_bytes_total",
             &[("state", "LISTEN")]
@@ -865,10 +842,10 @@ mod tests {
         );
         let scrape = parse(&text);
         assert_eq!(
-            find(&scrape, "corestack_link_rx_frames_total", &[]).len(),
+            samples(&scrape, "corestack_link_rx_frames_total", &[]).len(),
             2
         );
-        assert_eq!(find(&scrape, "corestack_apps", &[]).len(), 1);
+        assert_eq!(samples(&scrape, "corestack_apps", &[]).len(), 1);
     }
 
     #[test]

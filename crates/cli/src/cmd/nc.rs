@@ -46,53 +46,60 @@ pub struct Nc {
 impl Nc {
     pub fn run(self) -> Result<()> {
         let stop = net::stop_flag()?;
-        let local_ip = self.stack.ip.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr);
         if self.stack.wants_corestack() {
             let stack = self.stack.start()?;
             let waiter = self.stack.waiter(&stack);
-            let result = match (self.listen, self.host, self.port) {
-                (Some(port), _, _) => {
-                    let addr = SocketAddrV4::new(local_ip, port);
-                    let mut l = corestack::TcpListener::bind(&stack, addr)
-                        .map_err(|e| net::bind_error(e, "TCP", addr))?;
-                    l.set_nonblocking(true)?;
-                    let s = accept(&mut l, addr, &waiter, &stop)?;
-                    relay(s, &waiter, &stop)
-                }
-                (None, Some(host), Some(port)) => {
-                    let to = SocketAddrV4::new(host, port);
-                    let s = corestack::TcpStream::connect(&stack, to)
-                        .map_err(|e| net::connect_error(e, to))?;
-                    eprintln!("connected to {to}");
-                    relay(s, &waiter, &stop)
-                }
-                _ => bail!("give either -l PORT or HOST PORT"),
-            };
+            let result = self.session(
+                &waiter,
+                &stop,
+                |addr| corestack::TcpListener::bind(&stack, addr),
+                |to| corestack::TcpStream::connect(&stack, to),
+            );
             if self.verbose {
                 eprintln!("corestack statistics:\n{}", stack.stats());
             }
             return result;
         }
-        let waiter = Waiter::Kernel;
+        self.session(&Waiter::Kernel, &stop, std::net::TcpListener::bind, |to| {
+            std::net::TcpStream::connect_timeout(&to.into(), Duration::from_secs(10))
+        })
+    }
+
+    /// `-l PORT`: listens with `bind` and serves one connection; HOST PORT: connects with
+    /// `connect`. Either way relays stdin to the socket and the socket to stdout.
+    fn session<L: Listener>(
+        &self,
+        waiter: &Waiter,
+        stop: &std::sync::atomic::AtomicBool,
+        bind: impl FnOnce(SocketAddrV4) -> io::Result<L>,
+        connect: impl FnOnce(SocketAddrV4) -> io::Result<L::Stream>,
+    ) -> Result<()> {
+        let local_ip = self.stack.ip.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr);
         match (self.listen, self.host, self.port) {
             (Some(port), _, _) => {
                 let addr = SocketAddrV4::new(local_ip, port);
-                let mut l = std::net::TcpListener::bind(addr)
-                    .map_err(|e| net::bind_error(e, "TCP", addr))?;
-                l.set_nonblocking(true)?;
-                let s = accept(&mut l, addr, &waiter, &stop)?;
-                relay(s, &waiter, &stop)
+                let mut l = bind(addr).map_err(|e| net::bind_error(e, "TCP", addr))?;
+                l.nonblocking(true)?;
+                let s = accept(&mut l, addr, waiter, stop)?;
+                relay(s, waiter, stop)
             }
             (None, Some(host), Some(port)) => {
                 let to = SocketAddrV4::new(host, port);
-                let s = std::net::TcpStream::connect_timeout(&to.into(), Duration::from_secs(10))
-                    .map_err(|e| net::connect_error(e, to))?;
+                let s = connect(to).map_err(|e| net::connect_error(e, to))?;
                 eprintln!("connected to {to}");
-                relay(s, &waiter, &stop)
+                relay(s, waiter, stop)
             }
             _ => bail!("give either -l PORT or HOST PORT"),
         }
     }
+}
+
+/// Whether `e` only means "not now" (EWOULDBLOCK, EINTR): try again later.
+fn transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
 }
 
 fn accept<L: Listener>(
@@ -108,11 +115,7 @@ fn accept<L: Listener>(
                 eprintln!("connection from {peer}");
                 return Ok(s);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if transient(&e) => {}
             Err(e) => return Err(e).context("accepting a connection"),
         }
         if stop.load(Ordering::Relaxed) {
@@ -168,11 +171,7 @@ fn relay<S: Stream>(mut s: S, waiter: &Waiter, stop: &std::sync::atomic::AtomicB
                     off += n;
                     progress |= n > 0;
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if transient(&e) => {}
                 Err(e) => return Err(e).context("sending"),
             }
         } else if stdin_done && !shut {
@@ -189,11 +188,7 @@ fn relay<S: Stream>(mut s: S, waiter: &Waiter, stop: &std::sync::atomic::AtomicB
                     stdout.write_all(&inbuf[..n]).context("writing stdout")?;
                     progress = true;
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if transient(&e) => {}
                 Err(e) => return Err(e).context("receiving"),
             }
         }

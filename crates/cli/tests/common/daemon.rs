@@ -362,14 +362,11 @@ pub fn echo_client(pair: &Pair, port: u16, bytes: u64) -> Proc {
 
 /// Waits for an [`echo_client`] and asserts that every byte came back, byte-exact.
 pub fn assert_echoed(client: Proc, bytes: u64, bound: Duration, what: &str, daemon: &Daemon) {
-    let f = client.finish(bound);
-    assert!(
-        f.status.success(),
-        "{what}: the Linux client failed ({}): {}\ndaemon log:\n{}",
-        f.status,
-        f.stderr,
-        daemon.tail()
-    );
+    let f = client
+        .finish(bound)
+        .assert_success(&format!("{what}: the Linux client"), || {
+            format!("\ndaemon log:\n{}", daemon.tail())
+        });
     let fed = f.fed.expect("client fed");
     let out = f.out.expect("client hashed");
     assert_eq!(

@@ -8,7 +8,7 @@
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,9 @@ use netns::{veth_pair, ChildGuard, Netns};
 use sha2::{Digest, Sha256};
 
 pub mod daemon;
+pub mod prom;
 pub mod rogue;
+mod serial;
 
 /// 100 MiB, the transfer size.
 pub const TRANSFER_BYTES: u64 = 100 << 20;
@@ -26,16 +28,7 @@ pub fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_corestack"))
 }
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Takes the suite-wide lock and checks privileges: call first in every test.
-pub fn start() -> MutexGuard<'static, ()> {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if let Err(e) = netns::check_privileges() {
-        panic!("these tests create network namespaces and need root: run `sudo make test` ({e})");
-    }
-    guard
-}
+pub use serial::start;
 
 pub use netns::Pair;
 
@@ -47,17 +40,16 @@ pub trait CoreArgs {
 
 impl CoreArgs for Pair {
     fn core_args(&self) -> Vec<String> {
-        [
-            "--iface",
-            "vc",
-            "--ip",
-            &format!("{}/24", self.core_ip),
-            "--driver",
-            "af_xdp",
-        ]
+        driver_args(self, "vc", "af_xdp")
+    }
+}
+
+/// `--iface IFACE --ip 10.N.1.2/24 --driver DRIVER` for `pair`'s core end.
+fn driver_args(pair: &Pair, iface: &str, driver: &str) -> Vec<String> {
+    let ip = format!("{}/24", pair.core_ip);
+    ["--iface", iface, "--ip", &ip, "--driver", driver]
         .map(String::from)
         .to_vec()
-    }
 }
 
 /// Like [`Pair`] with the impairment bridge between: linux `vl` <-> `ml` [mid] `mc` <-> `vc` core,
@@ -103,13 +95,10 @@ impl Impaired {
 
     /// Stops the bridge and returns every counter of its totals line.
     pub fn stop_bridge_counts(&mut self) -> BridgeCounts {
-        let f = self.bridge.take().expect("bridge running").terminate();
-        assert!(
-            f.status.success(),
-            "corestack impair failed ({}): {}",
-            f.status,
-            f.stderr
-        );
+        let bridge = self.bridge.take().expect("bridge running");
+        let f = bridge
+            .terminate()
+            .assert_success("corestack impair", String::new);
         let line = f
             .stdout
             .lines()
@@ -159,33 +148,7 @@ pub fn tap_pair(net: u8) -> Pair {
 
 /// `--iface tap0 --ip 10.N.1.2/24 --driver tap`.
 pub fn tap_args(pair: &Pair) -> Vec<String> {
-    [
-        "--iface",
-        "tap0",
-        "--ip",
-        &format!("{}/24", pair.core_ip),
-        "--driver",
-        "tap",
-    ]
-    .map(String::from)
-    .to_vec()
-}
-
-/// Seeded pseudo-random bytes (xorshift64*).
-struct Gen(u64);
-
-impl Gen {
-    fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let mut x = self.0;
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            self.0 = x;
-            let v = x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
+    driver_args(pair, "tap0", "tap")
 }
 
 /// Bytes and sha256 of a stream.
@@ -213,6 +176,25 @@ pub struct Finished {
 pub enum Out {
     Text,
     Hash,
+}
+
+impl Finished {
+    /// Asserts that the child exited with success; the panic says `what` failed, with its
+    /// exit status, stdout (if kept as text) and stderr, then what `context` gives (another
+    /// process's stderr, a daemon's log; `String::new` for nothing). Returns the child's outcome
+    /// for further checks.
+    pub fn assert_success(self, what: &str, context: impl FnOnce() -> String) -> Finished {
+        if !self.status.success() {
+            panic!(
+                "{what} failed ({}): {}{}{}",
+                self.status,
+                self.stdout,
+                self.stderr,
+                context()
+            );
+        }
+        self
+    }
 }
 
 /// A running child: stdin fed (optional), stdout hashed or kept, stderr kept.
@@ -247,7 +229,7 @@ impl Proc {
         let stdin = child.stdin.take().map(|mut w| {
             let n = feed.unwrap_or(0);
             thread::spawn(move || {
-                let mut gen = Gen(0x1234_5678_9abc_def1);
+                let mut gen = bench::transfer::DataGen::new(0x1234_5678_9abc_def1);
                 let mut buf = vec![0u8; 64 * 1024];
                 let mut h = Sha256::new();
                 let mut sent = 0u64;
@@ -477,33 +459,42 @@ pub fn transfer_linux_to_corestack_bytes(
     server.wait_stderr("listening on", Duration::from_secs(30));
     let mut cli = pair.linux.exec("nc");
     cli.args(["-N", &pair.core_ip, &port.to_string()]);
+    let names = (["linux nc", "corestack nc -l"], "corestack");
+    check_transfer(cli, server, bytes, timeout, names);
+}
+
+/// Runs `cli` (an `nc` client) fed with `bytes` of seeded data to `server` (an `nc -l` already
+/// listening, its stdout hashed) and asserts that both succeed (the client within `timeout`), the
+/// client took every byte and the server received the same bytes. `names`: (client, server) and
+/// the receiving stack, for the messages.
+fn check_transfer(
+    cli: Command,
+    server: Proc,
+    bytes: u64,
+    timeout: Duration,
+    names: ([&str; 2], &str),
+) {
+    let ([client_name, server_name], receiver) = names;
     let client = Proc::spawn(
-        &format!("linux nc sending {bytes} bytes to corestack"),
+        &format!("{client_name} sending {bytes} bytes to {receiver}"),
         cli,
         Some(bytes),
         Out::Hash,
     );
     let c = client.finish(timeout);
     let s = server.finish(Duration::from_secs(20));
-    assert!(
-        c.status.success(),
-        "linux nc failed ({}): {}\ncorestack: {}",
-        c.status,
-        c.stderr,
-        s.stderr
-    );
-    assert!(
-        s.status.success(),
-        "corestack nc -l failed ({}): {}",
-        s.status,
-        s.stderr
-    );
+    let c = c.assert_success(client_name, || format!("\n{server_name}: {}", s.stderr));
+    let s = s.assert_success(server_name, String::new);
     let fed = c.fed.expect("fed");
-    assert_eq!(fed.bytes, bytes, "linux nc took only {} bytes", fed.bytes);
+    assert_eq!(
+        fed.bytes, bytes,
+        "{client_name} took only {} bytes",
+        fed.bytes
+    );
     assert_eq!(
         s.out.expect("hashed"),
         fed,
-        "corestack received different bytes"
+        "{receiver} received different bytes"
     );
 }
 
@@ -533,37 +524,8 @@ pub fn transfer_corestack_to_linux_bytes(
     let mut cli = corestack(&pair.core, &["nc"]);
     cli.args(core_args)
         .args([pair.linux_ip.as_str(), &port.to_string()]);
-    let client = Proc::spawn(
-        &format!("corestack nc sending {bytes} bytes to Linux"),
-        cli,
-        Some(bytes),
-        Out::Hash,
-    );
-    let c = client.finish(timeout);
-    let s = server.finish(Duration::from_secs(20));
-    assert!(
-        c.status.success(),
-        "corestack nc failed ({}): {}",
-        c.status,
-        c.stderr
-    );
-    assert!(
-        s.status.success(),
-        "linux nc -l failed ({}): {}",
-        s.status,
-        s.stderr
-    );
-    let fed = c.fed.expect("fed");
-    assert_eq!(
-        fed.bytes, bytes,
-        "corestack nc took only {} bytes",
-        fed.bytes
-    );
-    assert_eq!(
-        s.out.expect("hashed"),
-        fed,
-        "Linux received different bytes"
-    );
+    let names = (["corestack nc", "linux nc -l"], "Linux");
+    check_transfer(cli, server, bytes, timeout, names);
 }
 
 /// Runs `corestack bench pingpong --json` (kernel stack) in `ns` and returns the JSON.
@@ -576,29 +538,9 @@ pub fn kernel_pingpong(
 ) -> serde_json::Value {
     let size = size.to_string();
     let secs = secs.to_string();
-    let cmd = corestack(
-        ns,
-        &[
-            "bench",
-            "pingpong",
-            proto,
-            "--target",
-            target,
-            "--size",
-            &size,
-            "--duration",
-            &secs,
-            "--warmup",
-            "0.2",
-            "--json",
-        ],
-    );
+    let run = bench::pingpong::command_line(proto, target, &size, &secs);
+    let cmd = corestack(ns, &[&run[..], &["--warmup", "0.2", "--json"]].concat());
     let f = Proc::spawn("bench pingpong", cmd, None, Out::Text).finish(Duration::from_secs(30));
-    assert!(
-        f.status.success(),
-        "bench pingpong failed ({}): {}",
-        f.status,
-        f.stderr
-    );
+    let f = f.assert_success("bench pingpong", String::new);
     serde_json::from_str(f.stdout.trim()).unwrap_or_else(|e| panic!("bad JSON {:?}: {e}", f.stdout))
 }

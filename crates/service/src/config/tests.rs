@@ -260,24 +260,36 @@ fn load_names_the_file_and_line() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Asserts that the setting `set` stores is refused when absent or empty, the error asking for
+/// `flag`.
+fn missing_refused(set: fn(&mut Config, Option<String>), flag: &str) {
+    for v in [None, Some(String::new())] {
+        let s = error_of(|c| set(c, v));
+        assert!(s.contains(&format!("pass {flag}")), "{s}");
+    }
+}
+
 #[test]
 fn missing_iface_is_refused() {
-    assert!(error_of(|c| c.iface = None).contains("pass --iface"));
-    assert!(error_of(|c| c.iface = Some(String::new())).contains("pass --iface"));
+    missing_refused(|c, v| c.iface = v, "--iface");
 }
 
 #[test]
 fn bad_iface_names_are_refused() {
-    assert!(error_of(|c| c.iface = Some("a-very-long-name0".into())).contains("at most 15 bytes"));
-    assert!(error_of(|c| c.iface = Some("veth 1".into())).contains("not an interface name"));
-    assert!(error_of(|c| c.iface = Some("a/b".into())).contains("not an interface name"));
-    assert!(error_of(|c| c.iface = Some("..".into())).contains("not an interface name"));
+    for (iface, why) in [
+        ("a-very-long-name0", "at most 15 bytes"),
+        ("veth 1", "not an interface name"),
+        ("a/b", "not an interface name"),
+        ("..", "not an interface name"),
+    ] {
+        let s = error_of(|c| c.iface = Some(iface.into()));
+        assert!(s.contains(why), "{iface}: {s}");
+    }
 }
 
 #[test]
 fn missing_ip_is_refused() {
-    assert!(error_of(|c| c.ip = None).contains("pass --ip"));
-    assert!(error_of(|c| c.ip = Some(String::new())).contains("pass --ip"));
+    missing_refused(|c, v| c.ip = v, "--ip");
 }
 
 #[test]
@@ -289,33 +301,34 @@ fn ip_without_prefix_is_refused_with_an_example() {
     );
 }
 
+/// Asserts that `--ip IP` is refused with a one-line error saying `why`.
+fn ip_refused(ip: &str, why: &str) {
+    let s = error_of(|c| c.ip = Some(ip.into()));
+    assert!(s.contains(why), "{ip}: {s}");
+}
+
 #[test]
 fn malformed_ip_is_refused() {
-    let s = error_of(|c| c.ip = Some("10.0.0.256/24".into()));
-    assert!(s.contains("not an IPv4 address"), "{s}");
-    let s = error_of(|c| c.ip = Some("fe80::1/64".into()));
-    assert!(s.contains("not an IPv4 address"), "{s}");
-    for p in ["10.0.0.2/33", "10.0.0.2/", "10.0.0.2/x", "10.0.0.2/-1"] {
-        let s = error_of(|c| c.ip = Some(p.into()));
-        assert!(s.contains("not a prefix length"), "{p}: {s}");
+    for ip in ["10.0.0.256/24", "fe80::1/64"] {
+        ip_refused(ip, "not an IPv4 address");
+    }
+    for ip in ["10.0.0.2/33", "10.0.0.2/", "10.0.0.2/x", "10.0.0.2/-1"] {
+        ip_refused(ip, "not a prefix length");
     }
 }
 
 #[test]
 fn non_host_ip_is_refused() {
-    for a in [
+    for ip in [
         "0.0.0.0/24",
         "255.255.255.255/24",
         "224.0.0.1/24",
         "127.0.0.1/8",
     ] {
-        let s = error_of(|c| c.ip = Some(a.into()));
-        assert!(s.contains("not usable as the stack's address"), "{a}: {s}");
+        ip_refused(ip, "not usable as the stack's address");
     }
-    let s = error_of(|c| c.ip = Some("10.0.0.0/24".into()));
-    assert!(s.contains("network address"), "{s}");
-    let s = error_of(|c| c.ip = Some("10.0.0.255/24".into()));
-    assert!(s.contains("broadcast address"), "{s}");
+    ip_refused("10.0.0.0/24", "network address");
+    ip_refused("10.0.0.255/24", "broadcast address");
     // /31 and /32 have no network or broadcast address.
     let mut c = base();
     c.ip = Some("10.0.0.0/31".into());
@@ -326,12 +339,14 @@ fn non_host_ip_is_refused() {
 
 #[test]
 fn bad_gateways_are_refused() {
-    let s = error_of(|c| c.gateway = Some("router".into()));
-    assert!(s.contains("not an IPv4 address"), "{s}");
-    let s = error_of(|c| c.gateway = Some("10.0.0.2".into()));
-    assert!(s.contains("own address"), "{s}");
-    let s = error_of(|c| c.gateway = Some("10.0.1.1".into()));
-    assert!(s.contains("not in the stack's subnet 10.0.0.0/24"), "{s}");
+    for (gateway, why) in [
+        ("router", "not an IPv4 address"),
+        ("10.0.0.2", "own address"),
+        ("10.0.1.1", "not in the stack's subnet 10.0.0.0/24"),
+    ] {
+        let s = error_of(|c| c.gateway = Some(gateway.into()));
+        assert!(s.contains(why), "{gateway}: {s}");
+    }
     let mut c = base();
     c.ip = Some("10.0.0.2/16".into());
     c.gateway = Some("10.0.1.1".into());
