@@ -5,7 +5,7 @@
 //! sides' TCP state at that moment.
 //!
 //! ```text
-//!  client ns (CPU 0)        mid ns (bridge not pinned)          server ns (CPU 1)
+//!  client ns (CPU 0)        mid ns (bridge: CPU 0)              server ns (CPU 1)
 //!                                                                   ┌─ sk 10.78.1.2 Linux echo
 //!  ck 10.78.1.1 ─ br0 ─ cm ══ ml [corestack impair] mr ══ sm ─ br0 ─┤
 //!  (kernel client)                                                  └─ sc 10.78.1.4 corestack echo
@@ -118,10 +118,21 @@ pub struct EchoMatrix {
     /// of the client's frames) and ...-server-side.pcap (after it).
     #[arg(long, value_name = "DIR")]
     pcap: Option<PathBuf>,
-    /// Pin the impairment bridge to the client's CPU (the default lets the scheduler place
-    /// it, on the server's CPU at times).
-    #[arg(long)]
-    bridge_on_client_cpu: bool,
+    /// Where the impairment bridge runs: `client`, pinned to the client's CPU, so that the
+    /// wire never takes the server's CPU (corestack's engine is built for a core of its
+    /// own); `any`, where the scheduler puts it (on the server's CPU at times: then a
+    /// user-space server loses its CPU to the wire, and the kernel server does not).
+    #[arg(long, value_enum, default_value = "client")]
+    bridge_cpu: BridgeCpu,
+}
+
+/// Where the impairment bridge runs (`--bridge-cpu`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BridgeCpu {
+    /// Pinned to the client's CPU.
+    Client,
+    /// Not pinned.
+    Any,
 }
 
 /// One impairment setting of the bridge (each direction alike).
@@ -1029,7 +1040,7 @@ impl EchoMatrix {
             bail!("corestack has no congestion control {server_cc:?} (reno, cubic, dctcp, bbr): choose one with --server-cc");
         };
         let mut lab = Lab::new(&topo, &exe, &logs, &stop);
-        lab.bridge_on_client_cpu = self.bridge_on_client_cpu;
+        lab.bridge_on_client_cpu = self.bridge_cpu == BridgeCpu::Client;
         let mut probe = lab.bridge(&[], "probe-impair.log")?;
         topo.through(&mut probe)?;
         probe.stop()?;
@@ -1134,7 +1145,7 @@ impl EchoMatrix {
             if self.client_cc.is_none() { ", the system's default" } else { "" }
         );
         if pin {
-            let bridge = if self.bridge_on_client_cpu {
+            let bridge = if self.bridge_cpu == BridgeCpu::Client {
                 format!("the bridge to CPU {CLIENT_CPU} with the client")
             } else {
                 "the bridge is not pinned (the scheduler runs it on either CPU)".to_string()
@@ -1215,7 +1226,7 @@ impl EchoMatrix {
             client_cc,
             client_cpu: pin.then_some(CLIENT_CPU),
             server_cpu: pin.then_some(SERVER_CPU),
-            bridge_cpu: if self.bridge_on_client_cpu && pin {
+            bridge_cpu: if self.bridge_cpu == BridgeCpu::Client && pin {
                 CLIENT_CPU
             } else {
                 "not pinned"

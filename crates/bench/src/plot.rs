@@ -34,7 +34,9 @@ fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
-fn register_font() {
+/// Makes the built-in DejaVu Sans plotters' "sans-serif" (once per process); every picture
+/// with text needs it, as no system font is looked up.
+pub(crate) fn register_font() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // The font is ours and valid; a failure would show as a layout error below.

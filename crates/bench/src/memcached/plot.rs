@@ -36,6 +36,7 @@ pub fn draw(path: &Path, rows: &[RowResult], sla_us: f64) -> Result<()> {
         .fold(sla_us, f64::min)
         .max(1.0)
         / 1.5;
+    crate::plot::register_font();
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut chart = ChartBuilder::on(&root)

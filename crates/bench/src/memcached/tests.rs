@@ -324,3 +324,40 @@ fn generator_keeps_sending_on_schedule_while_the_server_stalls() {
         "the stall must show in the latency from the schedule: {s:?}"
     );
 }
+
+#[test]
+fn qps_p99_curve_is_drawn_with_its_text() {
+    let step = |qps: f64, p99: f64| -> super::load::Step {
+        serde_json::from_value(serde_json::json!({
+            "offered_qps": qps, "requests": 1, "completed": 1, "unanswered": 0,
+            "achieved_qps": qps, "p50_us": p99 / 2.0, "p99_us": p99, "p999_us": p99,
+            "max_us": p99, "send_lag_p99_us": 0.0, "hits": 1, "misses": 0, "stored": 0,
+            "errors": 0, "server_cpu_s": 0.0, "cpu_us_per_req": 1.0
+        }))
+        .unwrap()
+    };
+    let row = super::RowResult {
+        row: crate::harness::shim::Row::Linux,
+        label: "Linux",
+        skipped: None,
+        steps: vec![step(10_000.0, 60.0), step(20_000.0, 900.0)],
+        peak_qps_at_sla: Some(10_000.0),
+        peak_ratio: None,
+        max_qps: None,
+        max_ratio: None,
+        cpu_compare_qps: None,
+        cpu_us_per_req: None,
+        linux_cpu_us_per_req: None,
+        cpu_ratio: None,
+        machine_cpu_ratio: None,
+    };
+    let path = std::env::temp_dir().join(format!("mc-plot-{}.svg", std::process::id()));
+    super::plot::draw(&path, &[row], 500.0).unwrap();
+    let svg = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        svg.contains("p99 latency vs achieved QPS"),
+        "caption missing"
+    );
+    assert!(svg.contains("Linux"), "legend missing");
+}
