@@ -139,6 +139,32 @@ pub struct RowResult {
     pub machine_cpu_ratio: Option<f64>,
 }
 
+impl RowResult {
+    /// The row `row` that ran `steps`: its peak under the objective `sla_us` and its highest
+    /// fully answered QPS; the comparisons with Linux are left for [`MemcachedBench::compare`].
+    pub fn of(row: Row, steps: Vec<Step>, sla_us: f64) -> RowResult {
+        RowResult {
+            row,
+            label: row.label(),
+            skipped: None,
+            peak_qps_at_sla: peak_at_sla(&steps, sla_us),
+            max_qps: steps
+                .iter()
+                .filter(|s| s.unanswered == 0)
+                .map(|s| s.achieved_qps)
+                .max_by(f64::total_cmp),
+            steps,
+            peak_ratio: None,
+            max_ratio: None,
+            cpu_compare_qps: None,
+            cpu_us_per_req: None,
+            linux_cpu_us_per_req: None,
+            cpu_ratio: None,
+            machine_cpu_ratio: None,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct Report<'a> {
     rates: &'a [f64],
@@ -221,42 +247,13 @@ impl MemcachedBench {
                     let reason = net::one_line(&e);
                     say(&format!("{}: skipped: {reason}", row.label()));
                     results.push(RowResult {
-                        row,
-                        label: row.label(),
                         skipped: Some(reason),
-                        steps: Vec::new(),
-                        peak_qps_at_sla: None,
-                        peak_ratio: None,
-                        max_qps: None,
-                        max_ratio: None,
-                        cpu_compare_qps: None,
-                        cpu_us_per_req: None,
-                        linux_cpu_us_per_req: None,
-                        cpu_ratio: None,
-                        machine_cpu_ratio: None,
+                        ..RowResult::of(row, Vec::new(), self.sla_us)
                     });
                     continue;
                 }
             };
-            results.push(RowResult {
-                row,
-                label: row.label(),
-                skipped: None,
-                peak_qps_at_sla: peak_at_sla(&r, self.sla_us),
-                max_qps: r
-                    .iter()
-                    .filter(|s| s.unanswered == 0)
-                    .map(|s| s.achieved_qps)
-                    .max_by(f64::total_cmp),
-                steps: r,
-                peak_ratio: None,
-                max_ratio: None,
-                cpu_compare_qps: None,
-                cpu_us_per_req: None,
-                linux_cpu_us_per_req: None,
-                cpu_ratio: None,
-                machine_cpu_ratio: None,
-            });
+            results.push(RowResult::of(row, r, self.sla_us));
         }
         self.compare(&mut results);
         print!("{}", self.render(&results));

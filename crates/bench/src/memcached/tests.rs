@@ -336,21 +336,8 @@ fn qps_p99_curve_is_drawn_with_its_text() {
         }))
         .unwrap()
     };
-    let row = super::RowResult {
-        row: crate::harness::shim::Row::Linux,
-        label: "Linux",
-        skipped: None,
-        steps: vec![step(10_000.0, 60.0), step(20_000.0, 900.0)],
-        peak_qps_at_sla: Some(10_000.0),
-        peak_ratio: None,
-        max_qps: None,
-        max_ratio: None,
-        cpu_compare_qps: None,
-        cpu_us_per_req: None,
-        linux_cpu_us_per_req: None,
-        cpu_ratio: None,
-        machine_cpu_ratio: None,
-    };
+    let steps = vec![step(10_000.0, 60.0), step(20_000.0, 900.0)];
+    let row = super::RowResult::of(crate::harness::shim::Row::Linux, steps, 500.0);
     let path = std::env::temp_dir().join(format!("mc-plot-{}.svg", std::process::id()));
     super::plot::draw(&path, &[row], 500.0).unwrap();
     let svg = std::fs::read_to_string(&path).unwrap();
