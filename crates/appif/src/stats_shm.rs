@@ -55,6 +55,35 @@ pub fn stats_path(pid: u32) -> PathBuf {
     segment_path(pid, STATS)
 }
 
+/// Removes, from `dir`, the segment files (`corestack-<pid>.<kind>`, and the
+/// `.new<n>` files a creation left) of processes that no longer exist: a
+/// process killed by a signal (SIGKILL, or a crash) never removes its own,
+/// and `/dev/shm` is memory. A pid that exists, whoever it is now, keeps its
+/// files. Returns how many were removed. (A pid is looked up in this
+/// process's `/proc`: processes of another pid namespace sharing the
+/// directory look dead.)
+pub fn remove_stale_segments(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("corestack-"))
+            .and_then(|r| r.split_once('.'))
+            .and_then(|(p, _)| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() && std::fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// Creates the segment file `path` of `len` bytes with permissions `mode`:
 /// built in a new file next to it (`<path>.new<n>`), sized, mapped, filled
 /// in by `init` and renamed into place, so a segment another writer of this
@@ -70,6 +99,13 @@ pub(crate) fn create_renamed(
     init: impl FnOnce(&memmap2::MmapRaw),
 ) -> io::Result<(memmap2::MmapRaw, u64)> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    // The first segment this process creates clears those of dead processes.
+    SWEPT.call_once(|| {
+        if let Some(dir) = path.parent() {
+            remove_stale_segments(dir);
+        }
+    });
     let mut tmp = path.to_path_buf().into_os_string();
     tmp.push(format!(".new{}", NEXT.fetch_add(1, Ordering::Relaxed)));
     let tmp = PathBuf::from(tmp);
@@ -251,6 +287,29 @@ impl StatsReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stale_segments_of_dead_processes_are_removed_and_live_ones_kept() {
+        let dir = std::env::temp_dir().join(format!("cs-stale-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A pid above the kernel's pid_max (4194304) never exists.
+        let dead = 4_194_305u32;
+        let me = std::process::id();
+        let names = [
+            format!("corestack-{dead}.stats"),
+            format!("corestack-{dead}.trace.new3"),
+            format!("corestack-{me}.stats"),
+            "corestack-x.stats".to_string(),
+            "other-file".to_string(),
+        ];
+        for n in &names {
+            std::fs::write(dir.join(n), b"x").unwrap();
+        }
+        assert_eq!(remove_stale_segments(&dir), 2);
+        let left: Vec<bool> = names.iter().map(|n| dir.join(n).exists()).collect();
+        assert_eq!(left, [false, false, true, true, true]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn published_counters_read_back_and_file_goes_with_writer() {
