@@ -189,6 +189,9 @@ impl Tally {
     }
 }
 
+/// Clock ticks per second of /proc's CPU times (USER_HZ: 100 on Linux).
+const USER_HZ: f64 = 100.0;
+
 /// Sum of utime + stime of `pids`, seconds.
 pub fn cpu_seconds(pids: &[u32]) -> Result<f64> {
     let mut total = 0.0;
@@ -207,8 +210,7 @@ pub fn cpu_seconds(pids: &[u32]) -> Result<f64> {
                 .ok_or_else(|| anyhow!("unexpected /proc/{pid}/stat"))?;
         }
     }
-    // USER_HZ is 100 on Linux.
-    Ok(total / 100.0)
+    Ok(total / USER_HZ)
 }
 
 /// Busy time of all CPUs together (user, nice, system, irq, softirq, steal from the
@@ -226,8 +228,7 @@ pub fn machine_busy_seconds() -> Result<f64> {
         .map(|v| v.parse().unwrap_or(0))
         .collect();
     let busy: u64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| f.get(i)).sum();
-    // USER_HZ is 100 on Linux.
-    Ok(busy as f64 / 100.0)
+    Ok(busy as f64 / USER_HZ)
 }
 
 /// The memcached ETC generator over connections to one server.
