@@ -17,6 +17,11 @@ pub struct TcpConfig {
     pub timestamps: bool,
     /// Delayed-ACK timeout (RFC 9293 §3.8.6.3, RFC 5681 §4.2: < 500 ms). Default 40 ms.
     pub delayed_ack: Duration,
+    /// With SACK, out-of-order arrivals beyond the first three per
+    /// rcv_nxt share one compressed ACK, sent after min(1 ms, RTT/20) or
+    /// once 44 wait, instead of one duplicate ACK each (Linux's
+    /// `tcp_comp_sack`; false is its `tcp_comp_sack_nr = 0`). Default true.
+    pub sack_compress: bool,
     /// RTO before any RTT sample (RFC 6298 §2.1). Default 1 s.
     pub rto_initial: Duration,
     /// Lower bound of the RTO (RFC 6298 §2.4). Default 200 ms (Linux).
@@ -101,6 +106,7 @@ impl Default for TcpConfig {
             window_scaling: true,
             timestamps: true,
             delayed_ack: Duration::from_millis(40),
+            sack_compress: true,
             rto_initial: Duration::from_secs(1),
             rto_min: Duration::from_millis(200),
             rto_max: Duration::from_secs(60),

@@ -587,9 +587,8 @@ impl Tcb {
                     fin = false;
                 }
                 // RFC 5681 §4.2: each out-of-order segment gets an immediate
-                // duplicate ACK.
+                // duplicate ACK (the first three per rcv_nxt; `dupacks_due`).
                 self.ack.dupacks_owed = (self.ack.dupacks_owed + 1).min(MAX_DUPACKS_OWED);
-                self.ack.now = true;
             }
         }
         let fin_seq = seq + data.len();

@@ -13,7 +13,7 @@ use super::api::{Segment, SendBuffer, State};
 use super::cc::CongestionControl;
 use super::rst::PendingRst;
 use super::scoreboard::TxSeg;
-use super::tcb::Tcb;
+use super::tcb::{Tcb, DUPACKS_IMMEDIATE, SACK_COMPRESS_DELAY, SACK_COMPRESS_MAX};
 
 /// Lateness of the pacing timer (its tick) made up for by a short burst.
 const PACE_SLACK: Duration = Duration::from_millis(1);
@@ -140,20 +140,24 @@ impl Tcb {
             emit(&Segment::bare(repr));
             sent += 1;
         }
+        let mut dupacks = self.dupacks_due(now);
         if sent < max_segments
-            && (self.ack.now || self.ack.window_update || self.ack.dsack.is_some())
+            && (self.ack.now || self.ack.window_update || self.ack.dsack.is_some() || dupacks > 0)
         {
             sent += self.emit_ack_points(now, max_segments - sent - 1, rcv_free, emit);
             emit(&self.ack_segment(now, rcv_free));
             sent += 1;
-            self.ack.dupacks_owed = self.ack.dupacks_owed.saturating_sub(1);
+            dupacks = dupacks.saturating_sub(1);
         }
         // One duplicate ACK per out-of-order segment (RFC 5681 §4.2), even
         // when a batch of them is processed before this call.
-        while sent < max_segments && self.ack.dupacks_owed > 0 {
+        while sent < max_segments && dupacks > 0 {
             emit(&self.ack_segment(now, rcv_free));
             sent += 1;
-            self.ack.dupacks_owed -= 1;
+            dupacks -= 1;
+        }
+        if dupacks > 0 {
+            self.ack.now = true; // out of budget: one more on the next call
         }
         self.update_persist(now, tx_len);
         self.update_keepalive();
@@ -479,8 +483,8 @@ impl Tcb {
     /// `ack_points` that lie between the last ACK sent and rcv_nxt, oldest
     /// first, and returns how many. Their window keeps the right edge
     /// already advertised (it never moves left, RFC 9293 §3.8.6.2.2); they
-    /// carry the current SACK blocks but not a pending D-SACK, which goes
-    /// on the ACK that follows them.
+    /// carry no SACK or D-SACK blocks, which go on the ACK that follows
+    /// them.
     fn emit_ack_points(
         &mut self,
         now: Instant,
@@ -499,9 +503,10 @@ impl Tcb {
             let mut repr = self.base_repr(self.snd.max, TcpFlags::ACK, now);
             repr.ack = ack;
             repr.window = field as u16;
-            let dsack = self.ack.dsack.take();
-            self.fill_sack(&mut repr.options);
-            self.ack.dsack = dsack;
+            // No SACK blocks: the point's ACK number is older than rcv_nxt,
+            // so any block (all lie above rcv_nxt) would report
+            // [ack, rcv_nxt) as a hole the sender's RACK or dupack count
+            // takes for a loss. The batch's own ACK carries them.
             emit(&Segment::bare(repr));
             sent += 1;
         }
@@ -590,7 +595,47 @@ impl Tcb {
         let mut repr = self.base_repr(self.snd.max, TcpFlags::ACK, now);
         repr.window = self.advertise(rcv_free);
         self.fill_sack(&mut repr.options);
+        // Its SACK blocks report every out-of-order arrival so far.
+        if self.ack.compressed > 0 {
+            self.stats.acks_compressed += u64::from(self.ack.compressed);
+        }
+        self.ack.compressed = 0;
+        self.ack.compressed_deadline = None;
         Segment::bare(repr)
+    }
+
+    /// How many duplicate ACKs go out now for the out-of-order arrivals
+    /// since the last call: one each for the first `DUPACKS_IMMEDIATE` per
+    /// rcv_nxt value, enough for the sender's duplicate-ACK threshold
+    /// (RFC 5681 §3.2; with SACK the sender counts SACKed segments, not
+    /// ACKs). The rest are compressed, as Linux's `tcp_comp_sack` does: one
+    /// ACK with the SACK blocks of them all, sent after min(1 ms, RTT/20)
+    /// or at once when `SACK_COMPRESS_MAX` are waiting. Without SACK, or
+    /// with `sack_compress` off, every arrival gets its duplicate ACK.
+    fn dupacks_due(&mut self, now: Instant) -> u32 {
+        let owed = core::mem::take(&mut self.ack.dupacks_owed);
+        if owed == 0 || !self.opts.sack || !self.cfg.sack_compress {
+            return owed;
+        }
+        if self.ack.dupacks_at != self.rcv.nxt {
+            self.ack.dupacks_at = self.rcv.nxt;
+            self.ack.dupacks_sent = 0;
+        }
+        let now_n = owed.min(DUPACKS_IMMEDIATE.saturating_sub(self.ack.dupacks_sent));
+        self.ack.dupacks_sent += now_n;
+        let rest = owed - now_n;
+        if rest == 0 {
+            return now_n;
+        }
+        self.ack.compressed += rest;
+        if self.ack.compressed >= SACK_COMPRESS_MAX {
+            return now_n + 1;
+        }
+        if now_n == 0 && self.ack.compressed_deadline.is_none() {
+            let rtt = self.rcv_rtt().unwrap_or(Duration::ZERO);
+            self.ack.compressed_deadline = Some(now + SACK_COMPRESS_DELAY.min(rtt / 20));
+        }
+        now_n
     }
 
     /// Length and FIN flag of the next data segment from snd_nxt, if the

@@ -16,6 +16,9 @@ pub struct TcbStats {
     pub spurious_rtos: u64,
     /// Duplicate ACKs received (RFC 5681 §2).
     pub dup_acks: u64,
+    /// Out-of-order arrivals reported by a compressed ACK instead of a
+    /// duplicate ACK of their own (Linux's TCPAckCompressed).
+    pub acks_compressed: u64,
     /// Out-of-order payload bytes dropped because the queue was full.
     pub ooo_dropped_bytes: u64,
     /// In-order payload bytes dropped because the receive buffer was full

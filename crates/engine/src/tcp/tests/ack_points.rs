@@ -75,3 +75,50 @@ fn established_single_segment_still_delays_its_ack() {
     b.input(&segs[0], T0);
     assert!(b.output(T0).is_empty(), "delayed ACK (RFC 5681 §4.2)");
 }
+
+/// Segment 4 of 10 is lost; 0–3 and 5–9 arrive in one batch. The point ACK
+/// at two segments is older than rcv_nxt, so it carries no SACK block: with
+/// the batch's block (5–9) it would show 2–3 as a hole too, and the sender
+/// would retransmit them (this is what sent a Linux client into a spurious
+/// recovery and then a 200 ms RTO in the echo matrix).
+#[test]
+fn established_point_acks_below_a_hole_carry_no_sack_blocks() {
+    let (mut a, mut b, mss, segs) = established_sent(10, 5);
+    for (i, s) in segs.iter().enumerate() {
+        if i != 4 {
+            b.input(s, T0);
+        }
+    }
+    let acks = b.output(T0);
+    let base = ISS_A + 1;
+    let hole = base + 4 * mss;
+    let above = (base + 5 * mss, base + 10 * mss);
+    assert_eq!(acks[0].repr.ack, base + 2 * mss);
+    for w in &acks {
+        if w.repr.ack < hole {
+            assert_eq!(
+                super::delayed::blocks(w),
+                vec![],
+                "point ACK {:?}",
+                w.repr.ack
+            );
+        } else {
+            assert_eq!(w.repr.ack, hole);
+            assert_eq!(super::delayed::blocks(w), vec![above]);
+        }
+    }
+    // The sender, answering ACK by ACK, retransmits only the lost segment.
+    let now = T0 + core::time::Duration::from_millis(1);
+    let mut resent = Vec::new();
+    for w in &acks {
+        a.input(w, now);
+        resent.extend(
+            a.output(now)
+                .iter()
+                .filter(|s| !s.payload.is_empty())
+                .map(|s| s.repr.seq),
+        );
+    }
+    assert_eq!(resent, vec![hole]);
+    assert_eq!(a.tcb.stats().spurious_retransmits, 0);
+}
