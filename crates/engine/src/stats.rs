@@ -154,6 +154,9 @@ counters! {
     tcp_recovery_probes,
     /// Retransmissions found spurious by D-SACK, over closed connections.
     tcp_spurious_retransmits,
+    /// Out-of-order arrivals reported by a compressed SACK ACK instead of a
+    /// duplicate ACK each (Linux's TCPAckCompressed), over closed connections.
+    tcp_acks_compressed,
     /// Segments whose data was not acceptable (a full or zero receive
     /// window) whose ACK field was processed (RFC 9293 §3.10.7.4), over
     /// closed connections.
@@ -198,6 +201,7 @@ impl Stats {
         self.tcp_tlp_probes += t.tlp_probes;
         self.tcp_recovery_probes += t.recovery_probes;
         self.tcp_spurious_retransmits += t.spurious_retransmits;
+        self.tcp_acks_compressed += t.acks_compressed;
         self.tcp_acks_of_unacceptable += t.acks_of_unacceptable;
         self.tcp_spurious_rtos += t.spurious_rtos;
         self.tcp_rcv_full_dropped_bytes += t.rcv_full_dropped_bytes;

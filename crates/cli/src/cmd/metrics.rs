@@ -608,6 +608,7 @@ mod tests {
         "corestack_tcp_tlp_probes_total",
         "corestack_tcp_recovery_probes_total",
         "corestack_tcp_spurious_retransmits_total",
+        "corestack_tcp_acks_compressed_total",
         "corestack_tcp_acks_of_unacceptable_total",
         "corestack_tcp_spurious_rtos_total",
         "corestack_tcp_rcv_full_dropped_bytes_total",
