@@ -154,8 +154,9 @@ counters! {
     tcp_recovery_probes,
     /// Retransmissions found spurious by D-SACK, over closed connections.
     tcp_spurious_retransmits,
-    /// Out-of-order arrivals reported by a compressed SACK ACK instead of a
-    /// duplicate ACK each (Linux's TCPAckCompressed), over closed connections.
+    /// Out-of-order arrivals reported by the ACK of their receive batch
+    /// instead of a duplicate ACK each (Linux's TCPAckCompressed), over
+    /// closed connections.
     tcp_acks_compressed,
     /// Segments whose data was not acceptable (a full or zero receive
     /// window) whose ACK field was processed (RFC 9293 §3.10.7.4), over

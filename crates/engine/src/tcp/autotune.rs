@@ -90,7 +90,7 @@ impl Tcb {
     /// sized for 1 ms would be far larger than the path needs, costing
     /// cache and memory); else the smoothed RTT of our own samples (the
     /// handshake's at least); else the timestamp estimate.
-    pub(super) fn rcv_rtt(&self) -> Option<Duration> {
+    fn rcv_rtt(&self) -> Option<Duration> {
         let srtt = self.timers.rto.srtt();
         match (self.tune.rcv_rtt, srtt) {
             (Some(ts), _) if ts >= Duration::from_millis(2) => Some(ts),

@@ -17,10 +17,11 @@ pub struct TcpConfig {
     pub timestamps: bool,
     /// Delayed-ACK timeout (RFC 9293 §3.8.6.3, RFC 5681 §4.2: < 500 ms). Default 40 ms.
     pub delayed_ack: Duration,
-    /// With SACK, out-of-order arrivals beyond the first three per
-    /// rcv_nxt share one compressed ACK, sent after min(1 ms, RTT/20) or
-    /// once 44 wait, instead of one duplicate ACK each (Linux's
-    /// `tcp_comp_sack`; false is its `tcp_comp_sack_nr = 0`). Default true.
+    /// With SACK, the out-of-order arrivals of one receive batch beyond
+    /// the first three per rcv_nxt share one ACK, whose SACK blocks report
+    /// them all, instead of a duplicate ACK each: the batch is the
+    /// compression window of Linux's `tcp_comp_sack` (false is its
+    /// `tcp_comp_sack_nr = 0`). Default true.
     pub sack_compress: bool,
     /// RTO before any RTT sample (RFC 6298 §2.1). Default 1 s.
     pub rto_initial: Duration,

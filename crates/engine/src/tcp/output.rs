@@ -13,7 +13,7 @@ use super::api::{Segment, SendBuffer, State};
 use super::cc::CongestionControl;
 use super::rst::PendingRst;
 use super::scoreboard::TxSeg;
-use super::tcb::{Tcb, DUPACKS_IMMEDIATE, SACK_COMPRESS_DELAY, SACK_COMPRESS_MAX};
+use super::tcb::{Tcb, DUPACKS_IMMEDIATE};
 
 /// Lateness of the pacing timer (its tick) made up for by a short burst.
 const PACE_SLACK: Duration = Duration::from_millis(1);
@@ -140,7 +140,7 @@ impl Tcb {
             emit(&Segment::bare(repr));
             sent += 1;
         }
-        let mut dupacks = self.dupacks_due(now);
+        let mut dupacks = self.dupacks_due();
         if sent < max_segments
             && (self.ack.now || self.ack.window_update || self.ack.dsack.is_some() || dupacks > 0)
         {
@@ -595,24 +595,18 @@ impl Tcb {
         let mut repr = self.base_repr(self.snd.max, TcpFlags::ACK, now);
         repr.window = self.advertise(rcv_free);
         self.fill_sack(&mut repr.options);
-        // Its SACK blocks report every out-of-order arrival so far.
-        if self.ack.compressed > 0 {
-            self.stats.acks_compressed += u64::from(self.ack.compressed);
-        }
-        self.ack.compressed = 0;
-        self.ack.compressed_deadline = None;
         Segment::bare(repr)
     }
 
     /// How many duplicate ACKs go out now for the out-of-order arrivals
-    /// since the last call: one each for the first `DUPACKS_IMMEDIATE` per
-    /// rcv_nxt value, enough for the sender's duplicate-ACK threshold
-    /// (RFC 5681 §3.2; with SACK the sender counts SACKed segments, not
-    /// ACKs). The rest are compressed, as Linux's `tcp_comp_sack` does: one
-    /// ACK with the SACK blocks of them all, sent after min(1 ms, RTT/20)
-    /// or at once when `SACK_COMPRESS_MAX` are waiting. Without SACK, or
-    /// with `sack_compress` off, every arrival gets its duplicate ACK.
-    fn dupacks_due(&mut self, now: Instant) -> u32 {
+    /// of the batch just processed: one each for the first
+    /// `DUPACKS_IMMEDIATE` per rcv_nxt value, enough for the sender's
+    /// duplicate-ACK threshold (RFC 5681 §3.2; a SACK sender counts SACKed
+    /// segments, not ACKs), and one for the rest of the batch, whose SACK
+    /// blocks report them all (Linux's `tcp_comp_sack` compresses the same
+    /// way over min(1 ms, RTT/20)). Without SACK, or with `sack_compress`
+    /// off, every arrival gets its duplicate ACK (RFC 5681 §4.2).
+    fn dupacks_due(&mut self) -> u32 {
         let owed = core::mem::take(&mut self.ack.dupacks_owed);
         if owed == 0 || !self.opts.sack || !self.cfg.sack_compress {
             return owed;
@@ -621,21 +615,11 @@ impl Tcb {
             self.ack.dupacks_at = self.rcv.nxt;
             self.ack.dupacks_sent = 0;
         }
-        let now_n = owed.min(DUPACKS_IMMEDIATE.saturating_sub(self.ack.dupacks_sent));
-        self.ack.dupacks_sent += now_n;
-        let rest = owed - now_n;
-        if rest == 0 {
-            return now_n;
-        }
-        self.ack.compressed += rest;
-        if self.ack.compressed >= SACK_COMPRESS_MAX {
-            return now_n + 1;
-        }
-        if now_n == 0 && self.ack.compressed_deadline.is_none() {
-            let rtt = self.rcv_rtt().unwrap_or(Duration::ZERO);
-            self.ack.compressed_deadline = Some(now + SACK_COMPRESS_DELAY.min(rtt / 20));
-        }
-        now_n
+        let immediate = owed.min(DUPACKS_IMMEDIATE.saturating_sub(self.ack.dupacks_sent));
+        self.ack.dupacks_sent += immediate;
+        let n = immediate.max(1);
+        self.stats.acks_compressed += u64::from(owed - n);
+        n
     }
 
     /// Length and FIN flag of the next data segment from snd_nxt, if the

@@ -16,8 +16,8 @@ pub struct TcbStats {
     pub spurious_rtos: u64,
     /// Duplicate ACKs received (RFC 5681 §2).
     pub dup_acks: u64,
-    /// Out-of-order arrivals reported by a compressed ACK instead of a
-    /// duplicate ACK of their own (Linux's TCPAckCompressed).
+    /// Out-of-order arrivals reported by the ACK of their batch instead
+    /// of a duplicate ACK of their own (Linux's TCPAckCompressed).
     pub acks_compressed: u64,
     /// Out-of-order payload bytes dropped because the queue was full.
     pub ooo_dropped_bytes: u64,

@@ -34,16 +34,10 @@ pub(super) const MIN_MSS: usize = 64;
 const PMTU_MIN_MSS: usize = 512;
 /// Most duplicate ACKs owed at once (out-of-order arrivals in one batch).
 pub(super) const MAX_DUPACKS_OWED: u32 = 32;
-/// Duplicate ACKs sent at once per rcv_nxt value (the sender's dupack
-/// threshold, RFC 5681 §3.2); later out-of-order arrivals are reported by
-/// one compressed ACK, as Linux's `tcp_comp_sack` does.
+/// Duplicate ACKs sent per rcv_nxt value, one per out-of-order arrival
+/// (the sender's dupack threshold, RFC 5681 §3.2); later arrivals of one
+/// batch share one ACK (see `TcpConfig::sack_compress`).
 pub(super) const DUPACKS_IMMEDIATE: u32 = 3;
-/// Out-of-order arrivals one compressed ACK may stand for before it goes
-/// out at once (Linux's `tcp_comp_sack_nr`).
-pub(super) const SACK_COMPRESS_MAX: u32 = 44;
-/// Longest a compressed ACK waits (Linux's `tcp_comp_sack_delay_ns`); it
-/// waits a twentieth of the RTT when that is shorter.
-pub(super) const SACK_COMPRESS_DELAY: core::time::Duration = core::time::Duration::from_millis(1);
 /// Most intermediate ACKs owed at once (see `Tcb::ack_points`).
 pub(super) const MAX_ACK_POINTS: usize = 4;
 /// Largest window scale shift (RFC 7323 §2.3).
@@ -187,14 +181,8 @@ pub(super) struct AckState {
     pub(super) dupacks_owed: u32,
     /// The rcv.nxt the duplicate ACKs counted in `dupacks_sent` repeated.
     pub(super) dupacks_at: SeqNum,
-    /// Duplicate ACKs sent for `dupacks_at` (at most `DUPACKS_IMMEDIATE`
-    /// go out at once).
+    /// Duplicate ACKs sent for `dupacks_at`, up to `DUPACKS_IMMEDIATE`.
     pub(super) dupacks_sent: u32,
-    /// Out-of-order arrivals since the last ACK that no duplicate ACK
-    /// reported yet; the compressed ACK reports them.
-    pub(super) compressed: u32,
-    /// When the compressed ACK goes out.
-    pub(super) compressed_deadline: Option<Instant>,
     /// The rcv.nxt values at which an ACK fell due while one batch of
     /// segments was processed (a filled hole, every second full-sized
     /// segment: RFC 5681 §4.2), oldest first. Each goes out as its own ACK
@@ -408,8 +396,6 @@ impl Tcb {
                 dupacks_owed: 0,
                 dupacks_at: SeqNum(0),
                 dupacks_sent: 0,
-                compressed: 0,
-                compressed_deadline: None,
                 points: [SeqNum(0); MAX_ACK_POINTS],
                 points_len: 0,
                 delack_deadline: None,

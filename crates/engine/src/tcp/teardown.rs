@@ -81,8 +81,6 @@ impl Tcb {
         self.rec.rexmit_one = false;
         self.ack.now = false;
         self.ack.dupacks_owed = 0;
-        self.ack.compressed = 0;
-        self.ack.compressed_deadline = None;
         self.ack.points_len = 0;
         self.ack.window_update = false;
         self.stop_loss_timers();

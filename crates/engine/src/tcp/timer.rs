@@ -14,7 +14,6 @@ impl Tcb {
         [
             self.timers.rto_deadline,
             self.ack.delack_deadline,
-            self.ack.compressed_deadline,
             self.timers.persist_deadline,
             self.timers.time_wait_deadline,
             self.rec.rack.deadline,
@@ -59,10 +58,6 @@ impl Tcb {
         }
         if self.ack.delack_deadline.is_some_and(|t| now >= t) {
             self.ack.delack_deadline = None;
-            self.ack.now = true;
-        }
-        if self.ack.compressed_deadline.is_some_and(|t| now >= t) {
-            self.ack.compressed_deadline = None;
             self.ack.now = true;
         }
         if self.timers.persist_deadline.is_some_and(|t| now >= t) {

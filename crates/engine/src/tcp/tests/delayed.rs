@@ -53,8 +53,7 @@ pub(super) fn flight(segments: usize, salt: u8) -> Flight {
 }
 
 /// Delivers `segs` (except the indices in `drop`) to `to` at `now`,
-/// returning everything `to` sends in reply, the compressed SACK ACK
-/// (sent a twentieth of an RTT later) included.
+/// returning everything `to` sends in reply.
 pub(super) fn deliver(to: &mut Host, segs: &[Wire], drop: &[usize], now: Instant) -> Vec<Wire> {
     let mut out = Vec::new();
     for (i, s) in segs.iter().enumerate() {
@@ -63,22 +62,7 @@ pub(super) fn deliver(to: &mut Host, segs: &[Wire], drop: &[usize], now: Instant
             out.extend(to.output(now));
         }
     }
-    out.extend(flush_compressed(to));
     out
-}
-
-/// The compressed SACK ACK `to` owes (Linux's `tcp_comp_sack`), sent when
-/// its timer fires; nothing if none is owed.
-pub(super) fn flush_compressed(to: &mut Host) -> Vec<Wire> {
-    match to.tcb.ack.compressed_deadline {
-        Some(at) => {
-            to.timer(at);
-            let out = to.output(at);
-            assert!(!out.is_empty(), "the compressed ACK goes out on its timer");
-            out
-        }
-        None => Vec::new(),
-    }
 }
 
 pub(super) fn feed(to: &mut Host, segs: &[Wire], now: Instant) {
