@@ -114,6 +114,21 @@ pub struct Epoll {
     /// nothing again, so it is skipped: a spinning or often-woken waiter
     /// costs O(1) instead of a probe of every registered socket.
     quiet: AtomicU64,
+    /// The buffers of [`Epoll::collect_all`], kept between calls so that a
+    /// collection allocates nothing (a second thread collecting at the
+    /// same moment uses its own).
+    scratch: Mutex<Scratch>,
+}
+
+/// A collection's working lists (see [`Epoll::collect_all`]).
+#[derive(Default)]
+struct Scratch {
+    /// The enabled registrations: fd, socket (None: it is gone), events.
+    snap: Vec<(c_int, Option<Arc<Obj>>, u32)>,
+    /// Registrations whose socket is gone.
+    gone: Vec<c_int>,
+    /// Ready sockets: fd, poll bits, edge marks.
+    ready: Vec<(c_int, u32, Option<(u64, u64)>)>,
 }
 
 /// The `data` of the shim's own fds in a kernel epoll: random per process.
@@ -151,6 +166,7 @@ impl Default for Epoll {
             fds: Mutex::new(Vec::new()),
             gen: AtomicU32::new(0),
             quiet: AtomicU64::new(0),
+            scratch: Mutex::new(Scratch::default()),
         }
     }
 }
@@ -390,25 +406,39 @@ impl Epoll {
     /// how many events it wrote, and whether an undecided socket had to be
     /// asked of the kernel.
     fn collect_all(&self, out: &mut [epoll_event]) -> (usize, bool) {
+        let mut mine = self.scratch.try_lock().ok();
+        let mut own = Scratch::default();
+        let sc = mine.as_deref_mut().unwrap_or(&mut own);
+        let found = self.collect_with(out, sc);
+        // Drop the references now: a closed socket's memory goes with its
+        // last one.
+        sc.snap.clear();
+        sc.gone.clear();
+        sc.ready.clear();
+        found
+    }
+
+    /// [`Epoll::collect_all`] with its lists.
+    fn collect_with(&self, out: &mut [epoll_event], sc: &mut Scratch) -> (usize, bool) {
+        let Scratch { snap, gone, ready } = sc;
         // Snapshot under the lock; readiness is read without it (a socket's
         // state lock is never taken while the interest list is held).
-        let snap: Vec<(c_int, Option<Arc<Obj>>)> = {
+        {
             let regs = lock(&self.regs);
-            regs.iter()
-                .filter(|(_, r)| r.enabled)
-                .map(|(fd, r)| (*fd, r.obj.upgrade()))
-                .collect()
-        };
+            snap.extend(
+                regs.iter()
+                    .filter(|(_, r)| r.enabled)
+                    .map(|(fd, r)| (*fd, r.obj.upgrade(), r.events)),
+            );
+        }
         if snap.is_empty() {
             return (0, false);
         }
         let start = self.cursor.fetch_add(1, Ordering::Relaxed) % snap.len();
         let mut n = 0;
-        let mut gone = Vec::new();
-        let mut ready = Vec::new();
         let mut undecided = false;
         for k in 0..snap.len() {
-            let (fd, obj) = &snap[(start + k) % snap.len()];
+            let (fd, obj, events) = &snap[(start + k) % snap.len()];
             let Some(obj) = obj else {
                 gone.push(*fd);
                 continue;
@@ -420,18 +450,26 @@ impl Epoll {
                 undecided = true;
                 bits |= crate::sys::k::poll_now(*fd, 0x7fff) as u16 as u32;
             }
+            // Only what the registration asks for (the interest list is
+            // checked again below, under its lock).
+            let bits = bits & (events | ALWAYS);
             if bits == 0 {
                 continue;
             }
-            ready.push((*fd, bits, s.edge_marks()));
+            let marks = if events & libc::EPOLLET as u32 != 0 {
+                s.edge_marks()
+            } else {
+                None
+            };
+            ready.push((*fd, bits, marks));
         }
         let mut regs = lock(&self.regs);
-        for fd in gone {
+        for &fd in gone.iter() {
             if regs.remove(&fd).is_some() {
                 self.ncore.fetch_sub(1, Ordering::AcqRel);
             }
         }
-        for (fd, bits, marks) in ready {
+        for &(fd, bits, marks) in ready.iter() {
             if n == out.len() {
                 break;
             }

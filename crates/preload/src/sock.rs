@@ -34,7 +34,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use core::time::Duration;
 use corestack::{Probe, Source, Status, TcpListener, TcpStream, UdpSocket, Waited};
 use std::io::{Read, Write};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 /// An errno.
 pub type Errno = c_int;
@@ -100,6 +100,19 @@ pub struct Sock {
     /// to: another one's (the parent's, inherited by fork) is never used
     /// or dropped here.
     generation: AtomicU32,
+    /// The readiness view of its corestack side, made once (a view holds
+    /// references to the socket's memory: making one per look costs
+    /// atomic increments and decrements, on every socket of every epoll
+    /// scan). Tagged with the kind of state it was made for.
+    probe: OnceLock<(ProbeKind, Probe)>,
+}
+
+/// Which corestack object a cached [`Probe`] views.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ProbeKind {
+    Listener,
+    Stream,
+    Udp,
 }
 
 /// What accept returns.
@@ -179,6 +192,16 @@ impl Sock {
             kernel_first: AtomicBool::new(false),
             resettle: AtomicBool::new(false),
             generation: AtomicU32::new(process::generation()),
+            probe: OnceLock::new(),
+        }
+    }
+
+    /// The status of the corestack object `src` (of `kind`) through the
+    /// cached view; a fresh view if the cache holds another kind's.
+    fn probe_status(&self, kind: ProbeKind, src: &impl Source) -> Status {
+        match self.probe.get_or_init(|| (kind, src.probe())) {
+            (k, p) if *k == kind => p.status(),
+            _ => src.probe().status(),
         }
     }
 
@@ -1124,14 +1147,14 @@ impl Sock {
         let (status, kernel) = match &*st {
             State::Fresh { .. } | State::Kernel => return (0, true),
             State::Listener { l, dual, .. } => {
-                let s = l.probe().status();
+                let s = self.probe_status(ProbeKind::Listener, l);
                 let bits = if s.readable { POLLIN_BITS } else { 0 };
                 return (bits, *dual);
             }
             State::ListenerShut { .. } => return (POLLIN_BITS | libc::POLLRDHUP as u32, false),
-            State::Stream(s) => (s.probe().status(), false),
+            State::Stream(s) => (self.probe_status(ProbeKind::Stream, s), false),
             State::Udp { u, dual, .. } => {
-                let s = u.probe().status();
+                let s = self.probe_status(ProbeKind::Udp, u);
                 let mut bits = 0;
                 if s.readable && !s.closed {
                     bits |= POLLIN_BITS;
