@@ -120,6 +120,9 @@ pub struct Epoll {
     scratch: Mutex<Scratch>,
 }
 
+/// A socket's edge marks (see [`Sock::edge_marks`]).
+type Marks = Option<(u64, u64)>;
+
 /// A collection's working lists (see [`Epoll::collect_all`]).
 #[derive(Default)]
 struct Scratch {
@@ -127,8 +130,8 @@ struct Scratch {
     snap: Vec<(c_int, Option<Arc<Obj>>, u32)>,
     /// Registrations whose socket is gone.
     gone: Vec<c_int>,
-    /// Ready sockets: fd, poll bits, edge marks.
-    ready: Vec<(c_int, u32, Option<(u64, u64)>)>,
+    /// Ready sockets: fd, poll bits, edge marks (EPOLLET only).
+    ready: Vec<(c_int, u32, Marks)>,
 }
 
 /// The `data` of the shim's own fds in a kernel epoll: random per process.
