@@ -22,10 +22,12 @@
 //! to every frame in each direction on its own, so it is a one-way delay and a round trip gains
 //! twice it (10 ms: RTT + 20 ms). A reordered frame is held back until the next frame of its
 //! direction has gone, or for the delay (at least 1 ms). The `clean` case runs the bridge without
-//! impairment (its own cost: one user-space copy per frame). The bridge holds at most 1024
-//! frames per direction (`nic::bridge::BRIDGE_SLOTS`): with 10 ms of delay that is about 1.5 MB
-//! in flight per direction, and frames beyond it are dropped and counted (`queue full`, listed
-//! under the table): a bottleneck buffer, loss beyond the case's model.
+//! impairment (its own cost: one user-space copy per frame). The bridge holds at most 4096
+//! frames per direction (`nic::bridge::BRIDGE_SLOTS`): with 10 ms of delay that is about 6 MB
+//! in flight per direction (600 MB/s), far beyond what the path carries, so that the case's
+//! model decides the losses, not the queue. Frames beyond it would be dropped and counted
+//! (`queue full`, listed under the table). With 1024 (netem's default limit is 1000) both
+//! servers overflowed it in most 10 ms runs, and the drops were loss beyond the model.
 //!
 //! For each case and bridge seed, one run against the Linux server (`serve echo --kernel`, a
 //! blocking thread per connection), then one against the corestack server (`serve echo` on
@@ -53,6 +55,10 @@
 //! was capped, failed or was not byte-exact (after the full output), 130 on Ctrl-C. Every
 //! namespace, link, process and log it created is removed when it ends, also on error and
 //! Ctrl-C (the [`Topology`] and `ChildGuard`s are dropped).
+
+/// Frames the impairment bridge holds per direction (`nic::bridge::BRIDGE_SLOTS`; the
+/// bench runs `corestack impair`, and does not link the nic crate).
+const BRIDGE_SLOTS: usize = 4096;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -1182,7 +1188,8 @@ impl EchoMatrix {
             .collect();
         if !beyond.is_empty() {
             println!(
-                "the bridge dropped frames beyond the model (its queue of 1024 frames per direction, or its socket buffer, full) in: {}",
+                "the bridge dropped frames beyond the model (its queue of {} frames per direction, or its socket buffer, full) in: {}",
+                BRIDGE_SLOTS,
                 beyond.join("; ")
             );
         }

@@ -23,8 +23,10 @@ use crate::impair::{ImpairStats, Impairer, Impairments};
 
 /// Frames longer than this (bytes) are dropped and counted as oversize.
 pub const BRIDGE_MAX_FRAME: usize = 9216;
-/// Frames each direction can hold (delayed or held back).
-pub const BRIDGE_SLOTS: usize = 1024;
+/// Frames each direction can hold (delayed or held back): with 10 ms of
+/// delay, 6 MB in flight, beyond any rate the bridge forwards, so that the
+/// delay line itself drops nothing.
+pub const BRIDGE_SLOTS: usize = 4096;
 /// Frames read from one interface per loop iteration.
 const BURST: usize = 64;
 /// Longest sleep in poll, in ms.
