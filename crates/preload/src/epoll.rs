@@ -538,6 +538,9 @@ impl Epoll {
             round = round.wrapping_add(1);
             if stack.is_inline() {
                 if !stack.idle() {
+                    // Spinning: let another thread of this CPU run first (the
+                    // one the engine's work was for, at the same priority).
+                    std::thread::yield_now();
                     continue;
                 }
                 self.add_nic(epfd, stack);
