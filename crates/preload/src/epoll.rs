@@ -555,7 +555,7 @@ impl Epoll {
                 continue;
             }
             if std::time::Instant::now() < spin_until {
-                std::hint::spin_loop();
+                corestack::spin_round();
                 continue;
             }
             let wake = self.wake_fd(epfd)?;

@@ -86,7 +86,7 @@ pub fn poll(
             continue;
         }
         if std::time::Instant::now() < spin_until {
-            std::hint::spin_loop();
+            corestack::spin_round();
             continue;
         }
         let efd = wait::thread_eventfd()?;

@@ -364,6 +364,10 @@ impl<P: Port> Host<P> {
             Policy::Interrupt => Duration::ZERO,
         };
         if now.saturating_since(self.last_work) < after {
+            // Still polling: an application on this CPU (same priority)
+            // runs first if it can, instead of after the poll period
+            // (`sched_yield` returns at once when none is waiting).
+            std::thread::yield_now();
             return;
         }
         for a in &self.apps {
