@@ -150,6 +150,25 @@ impl Probe {
 pub trait Source {
     /// The read-only views the poller keeps.
     fn probe(&self) -> Probe;
+
+    /// Its status now, as [`Probe::status`] of its probe. The sockets keep
+    /// one probe for this (made on the first call), so that a readiness
+    /// scan over many sockets (the preload shim's epoll) costs no
+    /// reference counts per look.
+    fn status(&self) -> Status {
+        self.probe().status()
+    }
+}
+
+/// A socket's own [`Probe`], made on first use (see [`Source::status`]).
+#[derive(Default)]
+pub(crate) struct View(std::sync::OnceLock<Probe>);
+
+impl View {
+    /// The status through the kept probe (`make` builds it the first time).
+    pub(crate) fn status(&self, make: impl FnOnce() -> Probe) -> Status {
+        self.0.get_or_init(make).status()
+    }
 }
 
 struct Entry {

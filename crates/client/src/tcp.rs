@@ -18,6 +18,7 @@ pub struct TcpListener {
     shared: Arc<StatusHandle>,
     accept: AcceptRx,
     nonblocking: bool,
+    view: crate::poll::View,
 }
 
 impl TcpListener {
@@ -44,6 +45,7 @@ impl TcpListener {
             shared,
             accept,
             nonblocking: false,
+            view: Default::default(),
         })
     }
 
@@ -62,6 +64,7 @@ impl TcpListener {
                     nonblocking: false,
                     wr_shut: false,
                     abort_on_drop: false,
+                    view: Default::default(),
                 };
                 return Ok((s, peer));
             }
@@ -114,11 +117,19 @@ impl crate::poll::Source for TcpListener {
         };
         crate::poll::Probe::listener(self.shared.clone(), queue)
     }
+
+    fn status(&self) -> crate::poll::Status {
+        self.view.status(|| self.probe())
+    }
 }
 
 impl crate::poll::Source for TcpStream {
     fn probe(&self) -> crate::poll::Probe {
         crate::poll::Probe::stream(self.shared.clone(), &self.rx, &self.tx)
+    }
+
+    fn status(&self) -> crate::poll::Status {
+        self.view.status(|| self.probe())
     }
 }
 
@@ -135,6 +146,7 @@ pub struct TcpStream {
     wr_shut: bool,
     /// Close with RST instead of FIN (SO_LINGER with a zero timeout).
     abort_on_drop: bool,
+    view: crate::poll::View,
 }
 
 impl TcpStream {
@@ -154,6 +166,7 @@ impl TcpStream {
             nonblocking: false,
             wr_shut: false,
             abort_on_drop: false,
+            view: Default::default(),
         };
         let sh = &s.shared;
         s.stack.wait(sh, None, || {
@@ -425,6 +438,7 @@ impl TcpStream {
             nonblocking: true,
             wr_shut: false,
             abort_on_drop: false,
+            view: Default::default(),
         })
     }
 

@@ -16,6 +16,7 @@ pub struct UdpSocket {
     tx: bytes::Writer,
     rx: bytes::Reader,
     nonblocking: bool,
+    view: crate::poll::View,
 }
 
 impl UdpSocket {
@@ -35,6 +36,7 @@ impl UdpSocket {
             tx: p.tx,
             rx: p.rx,
             nonblocking: false,
+            view: Default::default(),
         })
     }
 
@@ -112,6 +114,10 @@ impl UdpSocket {
 impl crate::poll::Source for UdpSocket {
     fn probe(&self) -> crate::poll::Probe {
         crate::poll::Probe::udp(self.shared.clone(), &self.rx, &self.tx)
+    }
+
+    fn status(&self) -> crate::poll::Status {
+        self.view.status(|| self.probe())
     }
 }
 

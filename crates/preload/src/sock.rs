@@ -34,7 +34,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use core::time::Duration;
 use corestack::{Probe, Source, Status, TcpListener, TcpStream, UdpSocket, Waited};
 use std::io::{Read, Write};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 /// An errno.
 pub type Errno = c_int;
@@ -100,19 +100,6 @@ pub struct Sock {
     /// to: another one's (the parent's, inherited by fork) is never used
     /// or dropped here.
     generation: AtomicU32,
-    /// The readiness view of its corestack side, made once (a view holds
-    /// references to the socket's memory: making one per look costs
-    /// atomic increments and decrements, on every socket of every epoll
-    /// scan). Tagged with the kind of state it was made for.
-    probe: OnceLock<(ProbeKind, Probe)>,
-}
-
-/// Which corestack object a cached [`Probe`] views.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum ProbeKind {
-    Listener,
-    Stream,
-    Udp,
 }
 
 /// What accept returns.
@@ -192,16 +179,6 @@ impl Sock {
             kernel_first: AtomicBool::new(false),
             resettle: AtomicBool::new(false),
             generation: AtomicU32::new(process::generation()),
-            probe: OnceLock::new(),
-        }
-    }
-
-    /// The status of the corestack object `src` (of `kind`) through the
-    /// cached view; a fresh view if the cache holds another kind's.
-    fn probe_status(&self, kind: ProbeKind, src: &impl Source) -> Status {
-        match self.probe.get_or_init(|| (kind, src.probe())) {
-            (k, p) if *k == kind => p.status(),
-            _ => src.probe().status(),
         }
     }
 
@@ -569,7 +546,7 @@ impl Sock {
             let bound = match &mut *st {
                 State::Fresh { bound } => *bound,
                 State::Stream(s) => {
-                    let status = s.probe().status();
+                    let status = s.status();
                     if status.connecting {
                         return Err(libc::EALREADY);
                     }
@@ -628,7 +605,7 @@ impl Sock {
         }
         let mut st = lock(&self.state);
         if let State::Stream(s) = &mut *st {
-            let status = s.probe().status();
+            let status = s.status();
             if status.closed {
                 let e = s.take_error();
                 crate::epoll::local_change();
@@ -729,7 +706,7 @@ impl Sock {
                             }
                         };
                         got += n;
-                        let status = s.probe().status();
+                        let status = s.status();
                         let eof = status.rx_bytes == 0
                             && (status.rx_fin
                                 || status.closed
@@ -876,7 +853,7 @@ impl Sock {
                         if self.wr_shut.load(Ordering::Relaxed) {
                             return if sent > 0 { Ok(sent) } else { Err(libc::EPIPE) };
                         }
-                        let status = s.probe().status();
+                        let status = s.status();
                         if status.connecting {
                             if dontwait {
                                 return if sent > 0 {
@@ -1114,7 +1091,7 @@ impl Sock {
         match &*lock(&self.state) {
             State::Fresh { .. } | State::Kernel => Err(None),
             State::Stream(s) => {
-                let status = s.probe().status();
+                let status = s.status();
                 if status.connecting || (status.closed && status.error != 0) {
                     return Err(Some(libc::ENOTCONN));
                 }
@@ -1147,14 +1124,14 @@ impl Sock {
         let (status, kernel) = match &*st {
             State::Fresh { .. } | State::Kernel => return (0, true),
             State::Listener { l, dual, .. } => {
-                let s = self.probe_status(ProbeKind::Listener, l);
+                let s = l.status();
                 let bits = if s.readable { POLLIN_BITS } else { 0 };
                 return (bits, *dual);
             }
             State::ListenerShut { .. } => return (POLLIN_BITS | libc::POLLRDHUP as u32, false),
-            State::Stream(s) => (self.probe_status(ProbeKind::Stream, s), false),
+            State::Stream(s) => (s.status(), false),
             State::Udp { u, dual, .. } => {
-                let s = self.probe_status(ProbeKind::Udp, u);
+                let s = u.status();
                 let mut bits = 0;
                 if s.readable && !s.closed {
                     bits |= POLLIN_BITS;

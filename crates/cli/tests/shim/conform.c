@@ -129,6 +129,19 @@ int main(int argc, char **argv) {
     opt("SO_ERROR again", s, SOL_SOCKET, SO_ERROR);
     out("close", close(s), 0);
 
+    /* A2. The same socket connects again after a refusal: readiness is the new connection's. */
+    s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    out("connect to a closed port (non-blocking, A2)", connect(s, (struct sockaddr *)&closed, sizeof closed), 0);
+    pollshow("poll POLLOUT after the refusal (A2)", s, POLLOUT, 3000);
+    out("connect again: the refusal", connect(s, (struct sockaddr *)&closed, sizeof closed), 0);
+    out("connect to the echo server on the same socket", connect(s, (struct sockaddr *)&peer, sizeof peer), 0);
+    pollshow("poll POLLOUT of the new connection", s, POLLOUT, 3000);
+    opt("SO_ERROR of the new connection", s, SOL_SOCKET, SO_ERROR);
+    out("send on the new connection", send(s, "re", 2, MSG_NOSIGNAL), 0);
+    out("poll POLLIN for the echo", wait_in(s), 0);
+    out("recv the echo", recv(s, b, sizeof b, 0), 0);
+    out("close", close(s), 0);
+
     /* B. A blocking connection to the echo server. */
     int fr = socket(AF_INET, SOCK_STREAM, 0);
     out("getpeername before connect", peer_port(fr, 0), 0);
