@@ -56,10 +56,6 @@
 //! namespace, link, process and log it created is removed when it ends, also on error and
 //! Ctrl-C (the [`Topology`] and `ChildGuard`s are dropped).
 
-/// Frames the impairment bridge holds per direction (`nic::bridge::BRIDGE_SLOTS`; the
-/// bench runs `corestack impair`, and does not link the nic crate).
-const BRIDGE_SLOTS: usize = 4096;
-
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -1189,7 +1185,7 @@ impl EchoMatrix {
         if !beyond.is_empty() {
             println!(
                 "the bridge dropped frames beyond the model (its queue of {} frames per direction, or its socket buffer, full) in: {}",
-                BRIDGE_SLOTS,
+                nic::bridge::BRIDGE_SLOTS,
                 beyond.join("; ")
             );
         }

@@ -540,7 +540,7 @@ impl Epoll {
                 if !stack.idle() {
                     // Spinning: let another thread of this CPU run first (the
                     // one the engine's work was for, at the same priority).
-                    std::thread::yield_now();
+                    corestack::spin_round();
                     continue;
                 }
                 self.add_nic(epfd, stack);
