@@ -113,6 +113,7 @@ impl Core {
                     timer_at: None,
                     dirty: false,
                     growth: Default::default(),
+                    counted: Default::default(),
                 };
                 if let Some(slot) = self.sockets.insert(id, Socket::Tcp(Box::new(conn))) {
                     self.sockets.flows.insert(flow_key(remote, port), slot);

@@ -25,6 +25,7 @@ impl Core {
             Some(tcp::CloseReason::TimedOut) => self.stats.tcp_timeouts += 1,
             _ => {}
         }
+        self.stats.fold_tcb(c.tcb.stats(), &mut c.counted);
         let finished = apply_events(c, &ev);
         if ev.connected {
             if let Some(l) = c.listener {
@@ -129,8 +130,8 @@ impl Core {
 
     /// Removes a finished connection and releases its listener slot.
     pub(crate) fn drop_conn(&mut self, slot: u32) {
-        if let Some(Socket::Tcp(c)) = self.sockets.remove(slot) {
-            self.stats.add_tcb(c.tcb.stats());
+        if let Some(Socket::Tcp(mut c)) = self.sockets.remove(slot) {
+            self.stats.fold_tcb(c.tcb.stats(), &mut c.counted);
             if let Some(l) = c.listener {
                 if let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(l as usize) {
                     l.pending = l.pending.saturating_sub(1);

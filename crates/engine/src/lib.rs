@@ -68,6 +68,11 @@ pub use sockets::errno_of;
 pub(crate) const CMD_BURST: usize = 64;
 /// Interval of the slow housekeeping pass (ARP retries, orphan sweep).
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
+/// Socket slots one housekeeping pass looks at, resuming where the last
+/// stopped: the pass costs the same at any number of sockets, and a
+/// vanished application is found within `slots / HOUSEKEEPING_SLOTS`
+/// passes (10 s at 100 000 sockets).
+const HOUSEKEEPING_SLOTS: usize = 1024;
 
 /// One engine: a port and the protocol state behind it.
 pub struct Engine<P: Port> {
@@ -97,6 +102,8 @@ pub(crate) struct Core {
     isn: IsnGenerator,
     cookies: syncookie::SynCookies,
     last_housekeeping: Instant,
+    /// The slot the next housekeeping pass starts at.
+    housekeeping_cursor: usize,
     icmp_tokens: u32,
     icmp_refill: Instant,
     pub now: Instant,
@@ -147,15 +154,18 @@ impl<P: Port> Engine<P> {
                 sockets,
                 frag: frag::Reassembler::new(frag::FRAG_CONTEXTS),
                 timers: TimerWheel::new(now, 64),
-                expired: Vec::with_capacity(max.max(64)),
-                dirty: Vec::with_capacity(max),
-                dirty_scratch: Vec::with_capacity(max),
+                // Lists that grow with the live load, from a start that
+                // serves small servers without reallocating.
+                expired: Vec::with_capacity(max.clamp(64, sockets::INITIAL_SLOTS)),
+                dirty: Vec::with_capacity(max.min(sockets::INITIAL_SLOTS)),
+                dirty_scratch: Vec::with_capacity(max.min(sockets::INITIAL_SLOTS)),
                 commands,
                 wake,
                 woke: false,
                 isn: IsnGenerator::new(),
                 cookies: syncookie::SynCookies::new(),
                 last_housekeeping: now,
+                housekeeping_cursor: 0,
                 icmp_tokens: cfg.icmp_errors_per_sec,
                 icmp_refill: now,
                 now,
@@ -277,67 +287,42 @@ impl<P: Port> Engine<P> {
         self.port.mtu()
     }
 
-    /// Counters so far.
-    /// The TCP counters of open connections are included (summed into
-    /// the engine's when they close). O(sockets).
+    /// Counters so far, the TCP counters of open connections included
+    /// (folded into the engine's as each connection runs). O(1).
     pub fn stats(&self) -> Stats {
-        let mut s = self.core.stats.clone();
-        for sock in self.core.sockets.slots.iter().flatten() {
-            if let Socket::Tcp(c) = sock {
-                s.add_tcb(c.tcb.stats());
-            }
-        }
-        s
+        self.core.stats.clone()
     }
 
     /// Calls `f` with a row for every socket: TCP connections with their
     /// windows and timers, listeners and UDP sockets (for `corestack ss`).
     /// O(sockets); allocates nothing.
     pub fn for_each_socket(&self, mut f: impl FnMut(appif::stats_shm::ConnRow)) {
-        use appif::stats_shm::{ConnRow, ConnState};
-        let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
-        let owner = |id| appif::seg::service_owner(id).map_or(0, |(a, _)| a);
-        // A listener's or UDP socket's row: no remote end, no TCP state.
-        let unconnected = |local, state, id| ConnRow {
-            local,
-            remote: any,
-            state,
-            owner: owner(id),
-            ..ConnRow::default()
-        };
         for sock in self.core.sockets.slots.iter().flatten() {
-            let row = match sock {
-                Socket::Tcp(c) => {
-                    let t = &c.tcb;
-                    let clamp = |v: usize| v.min(u32::MAX as usize) as u32;
-                    ConnRow {
-                        local: t.local(),
-                        remote: t.remote(),
-                        state: t.state().published(),
-                        srtt_us: t.srtt_us().min(u64::from(u32::MAX)) as u32,
-                        rto_ms: t.rto().as_millis().min(u128::from(u32::MAX)) as u32,
-                        cwnd: clamp(t.cwnd()),
-                        ssthresh: clamp(t.ssthresh()),
-                        in_flight: clamp(t.bytes_in_flight()),
-                        snd_wnd: clamp(t.snd_wnd()),
-                        rcv_wnd: clamp(t.rcv_wnd()),
-                        mss: t.mss().min(usize::from(u16::MAX)) as u16,
-                        retransmits: t.stats().retransmits,
-                        owner: owner(c.id),
-                        bytes_out: c.tx.position(),
-                        bytes_in: c.rx.position(),
-                        ..ConnRow::default()
-                    }
-                }
-                Socket::Listener(l) => unconnected(l.local, ConnState::Listener, l.id),
-                Socket::Udp(u) => ConnRow {
-                    bytes_out: u.tx.position(),
-                    bytes_in: u.rx.position(),
-                    ..unconnected(u.local, ConnState::Udp, u.id)
-                },
-            };
-            f(row);
+            f(socket_row(sock));
         }
+    }
+
+    /// [`Engine::for_each_socket`] over at most `visit` slots from slot
+    /// `start` on, wrapping around the table; returns the slot to resume
+    /// at. O(`visit`) whatever the number of sockets: what a periodic
+    /// publication can afford.
+    pub fn for_each_socket_from(
+        &mut self,
+        start: usize,
+        visit: usize,
+        mut f: impl FnMut(appif::stats_shm::ConnRow),
+    ) -> usize {
+        let slots = &self.core.sockets.slots;
+        let len = slots.len();
+        let visit = visit.min(len);
+        let start = if start < len { start } else { 0 };
+        for k in 0..visit {
+            if let Some(sock) = &slots[(start + k) % len] {
+                f(socket_row(sock));
+            }
+        }
+        self.core.stats.published_slots += visit as u64;
+        (start + visit) % len.max(1)
     }
 
     /// Drops every socket of service-mode association `assoc` (its
@@ -393,8 +378,8 @@ impl<P: Port> Engine<P> {
                 continue;
             }
             core.leave_group(slot);
-            if let Some(Socket::Tcp(c)) = core.sockets.remove(slot) {
-                core.stats.add_tcb(c.tcb.stats());
+            if let Some(Socket::Tcp(mut c)) = core.sockets.remove(slot) {
+                core.stats.fold_tcb(c.tcb.stats(), &mut c.counted);
             }
         }
         n
@@ -414,6 +399,51 @@ impl<P: Port> Engine<P> {
         self.core.now = now;
         self.reset_where(|_| true, errno::ECONNRESET);
         self.core.wake.notify();
+    }
+}
+
+/// The `corestack ss` row of `sock`.
+fn socket_row(sock: &Socket) -> appif::stats_shm::ConnRow {
+    use appif::stats_shm::{ConnRow, ConnState};
+    let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
+    let owner = |id| appif::seg::service_owner(id).map_or(0, |(a, _)| a);
+    // A listener's or UDP socket's row: no remote end, no TCP state.
+    let unconnected = |local, state, id| ConnRow {
+        local,
+        remote: any,
+        state,
+        owner: owner(id),
+        ..ConnRow::default()
+    };
+    match sock {
+        Socket::Tcp(c) => {
+            let t = &c.tcb;
+            let clamp = |v: usize| v.min(u32::MAX as usize) as u32;
+            ConnRow {
+                local: t.local(),
+                remote: t.remote(),
+                state: t.state().published(),
+                srtt_us: t.srtt_us().min(u64::from(u32::MAX)) as u32,
+                rto_ms: t.rto().as_millis().min(u128::from(u32::MAX)) as u32,
+                cwnd: clamp(t.cwnd()),
+                ssthresh: clamp(t.ssthresh()),
+                in_flight: clamp(t.bytes_in_flight()),
+                snd_wnd: clamp(t.snd_wnd()),
+                rcv_wnd: clamp(t.rcv_wnd()),
+                mss: t.mss().min(usize::from(u16::MAX)) as u16,
+                retransmits: t.stats().retransmits,
+                owner: owner(c.id),
+                bytes_out: c.tx.position(),
+                bytes_in: c.rx.position(),
+                ..ConnRow::default()
+            }
+        }
+        Socket::Listener(l) => unconnected(l.local, ConnState::Listener, l.id),
+        Socket::Udp(u) => ConnRow {
+            bytes_out: u.tx.position(),
+            bytes_in: u.rx.position(),
+            ..unconnected(u.local, ConnState::Udp, u.id)
+        },
     }
 }
 
@@ -474,7 +504,7 @@ impl Core {
     /// Fires due timers.
     fn run_timers(&mut self) {
         let mut expired = core::mem::take(&mut self.expired);
-        self.timers.expire(self.now, &mut expired);
+        self.stats.timer_entries_scanned += self.timers.expire(self.now, &mut expired) as u64;
         for &(at, slot) in &expired {
             let now = self.now;
             let Some(c) = self.sockets.conn(slot) else {
@@ -494,12 +524,23 @@ impl Core {
     }
 
     /// ARP retries, and connections whose application vanished without
-    /// closing them (its ends of the rings were dropped).
+    /// closing them (its ends of the rings were dropped), looked for in the
+    /// next [`HOUSEKEEPING_SLOTS`] slots.
     fn housekeeping<T: TxQueue>(&mut self, tx: &mut T) {
         let now = self.now;
         self.link.poll_arp(tx, &mut self.stats, now);
         self.frag.expire(now, &mut self.stats);
-        for slot in 0..self.sockets.slots.len() as u32 {
+        let len = self.sockets.slots.len();
+        let visit = len.min(HOUSEKEEPING_SLOTS);
+        let start = if self.housekeeping_cursor < len {
+            self.housekeeping_cursor
+        } else {
+            0
+        };
+        self.housekeeping_cursor = (start + visit) % len.max(1);
+        self.stats.housekeeping_slots += visit as u64;
+        for k in 0..visit {
+            let slot = ((start + k) % len) as u32;
             let orphan = match self.sockets.slots[slot as usize].as_ref() {
                 Some(Socket::Tcp(c)) => {
                     !c.app_closed

@@ -129,6 +129,7 @@ impl Core {
             timer_at: None,
             dirty: false,
             growth: Default::default(),
+            counted: Default::default(),
         };
         if let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(lslot as usize) {
             l.pending += 1;

@@ -27,6 +27,13 @@ pub const STATS_EVERY: Duration = Duration::from_millis(10);
 /// Rows of the published connection table (more connections are left out).
 pub const CONN_ROWS: usize = 1024;
 
+/// Socket slots one publication looks at for the connection table,
+/// resuming where the last one stopped: publishing costs the same at any
+/// number of sockets. With more slots than this, each publication shows
+/// the sockets of the next window, and the whole table is seen within
+/// `slots / CONN_SLOTS_PER_PUBLISH` publications.
+pub const CONN_SLOTS_PER_PUBLISH: usize = 4 * CONN_ROWS;
+
 /// An engine that publishes its counters and sockets for `corestack stat`
 /// and `corestack ss` (shared-memory segments under /dev/shm), at most
 /// every [`STATS_EVERY`].
@@ -44,6 +51,8 @@ pub struct Published<P: Port> {
     own: (u32, [u8; COMM_LEN]),
     /// Service mode: the process of each owner (association), and its name.
     owners: Vec<(u32, u32, [u8; COMM_LEN])>,
+    /// The slot the next connection table starts at.
+    cursor: usize,
 }
 
 impl<P: Port> Published<P> {
@@ -72,6 +81,7 @@ impl<P: Port> Published<P> {
                 ),
             ),
             owners: Vec::new(),
+            cursor: 0,
         }
     }
 
@@ -84,7 +94,9 @@ impl<P: Port> Published<P> {
     }
 
     /// Publishes counters and sockets if [`STATS_EVERY`] passed since the
-    /// last time (or `force`); returns the counters when it did.
+    /// last time (or `force`); returns the counters when it did. O(1):
+    /// the counters are kept current as the engine runs, and the
+    /// connection table covers at most [`CONN_SLOTS_PER_PUBLISH`] slots.
     pub fn publish(&mut self, now: Instant, force: bool) -> Option<Stats> {
         if !force && now.saturating_since(self.last) < STATS_EVERY {
             return None;
@@ -99,18 +111,20 @@ impl<P: Port> Published<P> {
             let rows = &mut self.rows;
             let (own, owners) = (&self.own, &self.owners);
             rows.clear();
-            self.engine.for_each_socket(|mut r| {
-                if rows.len() < CONN_ROWS * ROW_WORDS {
-                    (r.pid, r.comm) = match r.owner {
-                        0 => *own,
-                        o => owners
-                            .iter()
-                            .find(|(a, _, _)| *a == o)
-                            .map_or((0, [0; COMM_LEN]), |(_, p, c)| (*p, *c)),
-                    };
-                    rows.extend_from_slice(&r.encode());
-                }
-            });
+            self.cursor =
+                self.engine
+                    .for_each_socket_from(self.cursor, CONN_SLOTS_PER_PUBLISH, |mut r| {
+                        if rows.len() < CONN_ROWS * ROW_WORDS {
+                            (r.pid, r.comm) = match r.owner {
+                                0 => *own,
+                                o => owners
+                                    .iter()
+                                    .find(|(a, _, _)| *a == o)
+                                    .map_or((0, [0; COMM_LEN]), |(_, p, c)| (*p, *c)),
+                            };
+                            rows.extend_from_slice(&r.encode());
+                        }
+                    });
             let n = (rows.len() / ROW_WORDS) as u64;
             w.publish(core::iter::once(n).chain(rows.iter().copied()));
         }

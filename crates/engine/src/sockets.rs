@@ -35,6 +35,10 @@ pub struct Conn {
     pub dirty: bool,
     /// How far its rings have grown (auto-tuning), against the budget.
     pub growth: RingGrowth,
+    /// The part of the TCB's counters already added to the engine's
+    /// ([`crate::stats::Stats::fold_tcb`]): the engine's totals stay
+    /// current without a pass over every connection.
+    pub counted: crate::tcp::TcbStats,
 }
 
 /// What a connection's rings have grown by, counted against its
@@ -152,9 +156,14 @@ pub enum Ports {
 
 /// Every socket, by slot, with the indexes that find them.
 pub struct Sockets {
-    /// Every socket by engine slot; `None` for a free slot.
+    /// Every socket by engine slot; `None` for a free slot. It grows on
+    /// demand up to `max` entries: its length is the most sockets open at
+    /// once so far, never the configured capacity.
     pub slots: Vec<Option<Socket>>,
+    /// Free slots below `slots.len()`.
     free: Vec<u32>,
+    /// The most sockets the table holds (`EngineConfig::max_sockets`).
+    max: usize,
     /// 4-tuple → slot of TCP connections.
     pub flows: HashMap<u64, u32>,
     /// Local port → slot of listeners.
@@ -171,6 +180,9 @@ pub struct Sockets {
     next_engine_id: u64,
     next_ephemeral: u16,
 }
+
+/// Slots the table allocates for at start; it grows from there.
+pub const INITIAL_SLOTS: usize = 1024;
 
 /// First and last ephemeral port (Linux ip_local_port_range defaults).
 pub const EPHEMERAL: (u16, u16) = (32768, 60999);
@@ -192,14 +204,18 @@ impl Sockets {
         }
     }
 
+    /// An empty table for at most `max` sockets; it allocates for
+    /// [`INITIAL_SLOTS`] and grows as sockets are opened.
     pub fn new(max: usize) -> Sockets {
+        let initial = max.min(INITIAL_SLOTS);
         Sockets {
-            slots: (0..max).map(|_| None).collect(),
-            free: (0..max as u32).rev().collect(),
-            flows: HashMap::with_capacity(max),
+            slots: Vec::with_capacity(initial),
+            free: Vec::with_capacity(initial),
+            max,
+            flows: HashMap::with_capacity(initial),
             listeners: HashMap::with_capacity(64),
             udp: HashMap::with_capacity(64),
-            ids: HashMap::with_capacity(max),
+            ids: HashMap::with_capacity(initial),
             growth_limit: usize::MAX,
             growth_used: HashMap::new(),
             next_engine_id: appif::socket::ENGINE_ID_BIT | 1,
@@ -220,7 +236,14 @@ impl Sockets {
         if self.ids.contains_key(&id) {
             return None;
         }
-        let slot = self.free.pop()?;
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None if self.slots.len() < self.max => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as u32
+            }
+            None => return None,
+        };
         self.slots[slot as usize] = Some(sock);
         self.ids.insert(id, slot);
         Some(slot)
@@ -259,9 +282,9 @@ impl Sockets {
         Some(sock)
     }
 
-    /// True when no slot is free.
+    /// True when no slot is free and the table is at its limit.
     pub fn is_full(&self) -> bool {
-        self.free.is_empty()
+        self.free.is_empty() && self.slots.len() >= self.max
     }
 
     /// The TCP connection in `slot`.

@@ -140,33 +140,29 @@ counters! {
     drop_tcp_table_full,
     /// Connections whose MSS went down after ICMP "fragmentation needed" (RFC 1191).
     tcp_pmtu_reductions,
-    /// TCP segments sent again, over closed connections (RTO, fast, RACK, TLP).
+    /// TCP segments sent again (RTO, fast, RACK, TLP).
     tcp_retransmits,
-    /// Retransmission timeouts, over closed connections.
+    /// Retransmission timeouts.
     tcp_rto_timeouts,
-    /// SACK-based loss recoveries entered, over closed connections.
+    /// SACK-based loss recoveries entered.
     tcp_sack_recoveries,
-    /// Losses detected by RACK, over closed connections.
+    /// Losses detected by RACK.
     tcp_rack_losses,
-    /// Tail loss probes sent, over closed connections.
+    /// Tail loss probes sent.
     tcp_tlp_probes,
-    /// Probes sent in SACK recoveries whose ACK clock stopped, over closed connections.
+    /// Probes sent in SACK recoveries whose ACK clock stopped.
     tcp_recovery_probes,
-    /// Retransmissions found spurious by D-SACK, over closed connections.
+    /// Retransmissions found spurious by D-SACK.
     tcp_spurious_retransmits,
     /// Out-of-order arrivals reported by the ACK of their receive batch
-    /// instead of a duplicate ACK each (Linux's TCPAckCompressed), over
-    /// closed connections.
+    /// instead of a duplicate ACK each (Linux's TCPAckCompressed).
     tcp_acks_compressed,
     /// Segments whose data was not acceptable (a full or zero receive
-    /// window) whose ACK field was processed (RFC 9293 §3.10.7.4), over
-    /// closed connections.
+    /// window) whose ACK field was processed (RFC 9293 §3.10.7.4).
     tcp_acks_of_unacceptable,
-    /// Retransmission timeouts found spurious (RFC 3522) and undone, over
-    /// closed connections.
+    /// Retransmission timeouts found spurious (RFC 3522) and undone.
     tcp_spurious_rtos,
-    /// In-order payload bytes dropped because a receive buffer was full,
-    /// over closed connections.
+    /// In-order payload bytes dropped because a receive buffer was full.
     tcp_rcv_full_dropped_bytes,
     /// Connections opened by connect().
     tcp_active_opens,
@@ -180,6 +176,15 @@ counters! {
     cmd_unknown_socket,
     /// Timer wheel expirations processed.
     timers_fired,
+    /// Timer wheel entries looked at while expiring (due or not): the
+    /// wheel's work, which follows the timers held, not the sockets.
+    timer_entries_scanned,
+    /// Socket slots visited by housekeeping passes (orphaned and
+    /// misbehaving sockets), a bounded number per pass.
+    housekeeping_slots,
+    /// Socket slots visited to publish the connection table for
+    /// `corestack ss`, a bounded number per publication.
+    published_slots,
 }
 
 impl core::fmt::Display for Stats {
@@ -193,18 +198,23 @@ impl core::fmt::Display for Stats {
 }
 
 impl Stats {
-    /// Adds a finished connection's TCP counters to the engine's.
-    pub fn add_tcb(&mut self, t: &crate::tcp::TcbStats) {
-        self.tcp_retransmits += t.retransmits;
-        self.tcp_rto_timeouts += t.timeouts;
-        self.tcp_sack_recoveries += t.sack_recoveries;
-        self.tcp_rack_losses += t.rack_losses;
-        self.tcp_tlp_probes += t.tlp_probes;
-        self.tcp_recovery_probes += t.recovery_probes;
-        self.tcp_spurious_retransmits += t.spurious_retransmits;
-        self.tcp_acks_compressed += t.acks_compressed;
-        self.tcp_acks_of_unacceptable += t.acks_of_unacceptable;
-        self.tcp_spurious_rtos += t.spurious_rtos;
-        self.tcp_rcv_full_dropped_bytes += t.rcv_full_dropped_bytes;
+    /// Adds what the TCB's counters `t` gained since `counted` (what was
+    /// added before), and records them as counted: O(1), so the totals stay
+    /// current as connections run, with no pass over the connections.
+    pub fn fold_tcb(&mut self, t: &crate::tcp::TcbStats, counted: &mut crate::tcp::TcbStats) {
+        let d = |now: u64, then: u64| now.wrapping_sub(then);
+        self.tcp_retransmits += d(t.retransmits, counted.retransmits);
+        self.tcp_rto_timeouts += d(t.timeouts, counted.timeouts);
+        self.tcp_sack_recoveries += d(t.sack_recoveries, counted.sack_recoveries);
+        self.tcp_rack_losses += d(t.rack_losses, counted.rack_losses);
+        self.tcp_tlp_probes += d(t.tlp_probes, counted.tlp_probes);
+        self.tcp_recovery_probes += d(t.recovery_probes, counted.recovery_probes);
+        self.tcp_spurious_retransmits += d(t.spurious_retransmits, counted.spurious_retransmits);
+        self.tcp_acks_compressed += d(t.acks_compressed, counted.acks_compressed);
+        self.tcp_acks_of_unacceptable += d(t.acks_of_unacceptable, counted.acks_of_unacceptable);
+        self.tcp_spurious_rtos += d(t.spurious_rtos, counted.spurious_rtos);
+        self.tcp_rcv_full_dropped_bytes +=
+            d(t.rcv_full_dropped_bytes, counted.rcv_full_dropped_bytes);
+        *counted = *t;
     }
 }

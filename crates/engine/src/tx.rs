@@ -46,6 +46,9 @@ impl Core {
                 None => continue,
             }
             let n = self.output(slot, tx);
+            if let Some(c) = self.sockets.conn(slot) {
+                self.stats.fold_tcb(c.tcb.stats(), &mut c.counted);
+            }
             self.trace.output_done(slot, n);
             sent += n;
             if self.sockets.conn(slot).is_some_and(|c| c.tcb.has_output()) {

@@ -53,16 +53,19 @@ impl TimerWheel {
     }
 
     /// Moves every entry due at `now` into `out` as (deadline, key).
-    pub fn expire(&mut self, now: Instant, out: &mut Vec<(Instant, u32)>) {
+    /// Returns the entries looked at (due or not): the work done.
+    pub fn expire(&mut self, now: Instant, out: &mut Vec<(Instant, u32)>) -> usize {
         let now_tick = now.0 / TICK_NS;
         if now_tick < self.cursor || self.len == 0 {
             self.cursor = self.cursor.max(now_tick);
-            return;
+            return 0;
         }
+        let mut scanned = 0;
         // After a long pause one turn covers every bucket.
         let ticks = (now_tick - self.cursor + 1).min(SLOTS as u64);
         for t in 0..ticks {
             let slot = &mut self.slots[((self.cursor + t) as usize) % SLOTS];
+            scanned += slot.len();
             let mut i = 0;
             while i < slot.len() {
                 if slot[i].0 <= now {
@@ -74,6 +77,7 @@ impl TimerWheel {
             }
         }
         self.cursor = now_tick + 1;
+        scanned
     }
 }
 
