@@ -394,6 +394,14 @@ impl GsoBatch {
             .map(|f| (&self.buf[f.at..f.at + f.len], f.payload.as_ref()))
     }
 
+    /// True when a frame of up to `max_len` bytes surely fits (a frame
+    /// slot, and room for it twice: written over the open frame's tail,
+    /// then moved behind it).
+    pub fn fits(&self, max_len: usize) -> bool {
+        self.frames.len() + 1 < self.frames.capacity()
+            && self.tail + 2 * (VNET_HDR_LEN + max_len) <= self.buf.len()
+    }
+
     /// Number of queued frames (merged ones count once).
     pub fn len(&self) -> usize {
         self.frames.len()

@@ -135,6 +135,12 @@ pub trait TxQueue {
         transmit_copied(self, header_len, payload, gso_size, fill)
     }
 
+    /// Frames that can be queued now without a drop for want of a buffer
+    /// (a lower bound); `usize::MAX` when the port does not run out.
+    fn room(&self) -> usize {
+        usize::MAX
+    }
+
     /// Hands every queued frame to the device (AF_XDP: one `sendto` kick if
     /// the kernel asked for a wake-up; TAP: nothing, frames are written at
     /// once; mem: delivery to the peer) and reaps completed tx buffers.
@@ -193,6 +199,27 @@ pub trait Port {
     /// A file descriptor that becomes readable when frames arrive, for an
     /// engine that sleeps instead of polling; None for ports without one.
     fn rx_fd(&self) -> Option<std::os::fd::RawFd>;
+
+    /// Frames the NIC side dropped before the engine saw them, since the
+    /// port opened (AF_XDP: the kernel's XDP_STATISTICS); zeros for ports
+    /// that drop nothing there or cannot tell. May make a system call.
+    fn rx_drops(&self) -> RxDrops {
+        RxDrops::default()
+    }
+}
+
+/// Frames a port's receive side lost before the engine took them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxDrops {
+    /// Dropped because the rx ring was full: the engine did not keep up
+    /// (AF_XDP `rx_ring_full`).
+    pub ring_full: u64,
+    /// Dropped because the fill ring had no free buffer (AF_XDP
+    /// `rx_fill_ring_empty_descs`).
+    pub fill_empty: u64,
+    /// Dropped for any other reason (AF_XDP `rx_dropped`: e.g. a frame
+    /// larger than a UMEM chunk).
+    pub other: u64,
 }
 
 #[cfg(test)]

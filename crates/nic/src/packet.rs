@@ -89,8 +89,19 @@ impl PacketTx {
     }
 }
 
+impl PacketTx {
+    /// Sends the batch first when a frame of `len` bytes might not fit in
+    /// it: a full batch goes out instead of refusing the frame (a drop).
+    fn make_room(&mut self, len: usize) {
+        if !self.batch.fits(len) {
+            self.flush();
+        }
+    }
+}
+
 impl TxQueue for PacketTx {
     fn transmit<F: FnOnce(&mut [u8]) -> usize>(&mut self, max_len: usize, fill: F) -> bool {
+        self.make_room(max_len.min(self.frame_limit));
         let queued = self.batch.push(max_len.min(self.frame_limit), fill);
         if queued {
             self.stats.frames += 1;
@@ -104,6 +115,7 @@ impl TxQueue for PacketTx {
         gso_size: usize,
         fill: F,
     ) -> bool {
+        self.make_room(max_len);
         let queued = self.batch.push_gso(max_len, gso_size, fill);
         if queued {
             self.stats.frames += 1;
@@ -118,6 +130,7 @@ impl TxQueue for PacketTx {
         gso_size: usize,
         fill: F,
     ) -> bool {
+        self.make_room(header_len);
         let queued = self.batch.push_gather(header_len, payload, gso_size, fill);
         if queued {
             self.stats.frames += 1;

@@ -115,9 +115,13 @@ pub struct AfXdpConfig {
     /// UMEM chunk size in bytes: a power of two from 2048 to 4096
     /// (default 2048). Received frames start 256 bytes into a chunk.
     pub frame_size: u32,
-    /// Number of UMEM chunks (default 4096), half for rx, half for tx.
+    /// Number of UMEM chunks (default 16384: 32 MiB of 2 KiB chunks), half
+    /// for rx, half for tx.
     pub frame_count: u32,
-    /// Entries of each of the four rings, a power of two (default 2048).
+    /// Entries of each of the four rings, a power of two (default 8192).
+    /// The rx side holds what arrives while the engine is busy: a burst of
+    /// one segment from each of 10 000 connections overflowed 2048
+    /// (`rx_fill_empty`), and every lost segment cost an RTO.
     pub ring_size: u32,
     /// Attach mode of the XDP program (default Auto).
     pub mode: XdpMode,
@@ -137,8 +141,8 @@ impl Default for AfXdpConfig {
             ifname: String::new(),
             queue_id: 0,
             frame_size: 2048,
-            frame_count: 4096,
-            ring_size: 2048,
+            frame_count: 16384,
+            ring_size: 8192,
             mode: XdpMode::Auto,
             steer_ip: None,
             busy_poll: false,
@@ -326,6 +330,13 @@ impl TxQueue for AfXdpTx {
         match &mut self.packet {
             Some(p) => p.transmit_gather(header_len, payload, gso_size, fill),
             None => crate::transmit_copied(self, header_len, payload, gso_size, fill),
+        }
+    }
+
+    fn room(&self) -> usize {
+        match &self.packet {
+            Some(_) => usize::MAX,
+            None => self.free.len(),
         }
     }
 
@@ -787,6 +798,17 @@ impl Port for AfXdpPort {
             tx_tcp_checksum: self.tx.packet.is_some(),
             tx_gso_max: self.tx.packet.as_ref().map_or(0, PacketTx::gso_max),
             tx_gather: self.tx.packet.is_some(),
+        }
+    }
+
+    fn rx_drops(&self) -> crate::RxDrops {
+        match sys::xdp_statistics(&self.xsk) {
+            Ok(st) => crate::RxDrops {
+                ring_full: st.rx_ring_full,
+                fill_empty: st.rx_fill_ring_empty_descs,
+                other: st.rx_dropped,
+            },
+            Err(_) => crate::RxDrops::default(),
         }
     }
 

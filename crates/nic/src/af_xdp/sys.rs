@@ -231,6 +231,28 @@ pub fn mmap_offsets(xsk: &OwnedFd) -> io::Result<libc::xdp_mmap_offsets> {
     Ok(off)
 }
 
+/// The kernel's counters of `xsk` (XDP_STATISTICS): frames dropped because
+/// the rx ring was full or the fill ring empty, and invalid descriptors.
+pub fn xdp_statistics(xsk: &OwnedFd) -> io::Result<libc::xdp_statistics> {
+    // SAFETY: plain data; all-zero bytes are valid.
+    let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+    // SAFETY: `st` is writable for `len` bytes and `len` is a valid pointer.
+    let rc = unsafe {
+        libc::getsockopt(
+            xsk.as_raw_fd(),
+            libc::SOL_XDP,
+            libc::XDP_STATISTICS,
+            (&mut st as *mut libc::xdp_statistics).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
 /// Binds `xsk` to queue `queue_id` of `ifindex` with `flags` (XDP_COPY,
 /// XDP_ZEROCOPY, XDP_USE_NEED_WAKEUP).
 pub fn xsk_bind(xsk: &OwnedFd, ifindex: u32, queue_id: u32, flags: u16) -> io::Result<()> {
