@@ -59,6 +59,10 @@ impl<T: TxQueue> TxQueue for Captured<'_, T> {
             })
     }
 
+    fn room(&self) -> usize {
+        self.inner.room()
+    }
+
     fn flush(&mut self) {
         self.inner.flush()
     }

@@ -66,6 +66,8 @@ pub use sockets::errno_of;
 
 /// Commands taken per iteration.
 pub(crate) const CMD_BURST: usize = 64;
+/// Receive bursts one iteration takes at most, while they come back full.
+pub const RX_BURSTS: usize = 8;
 /// Interval of the slow housekeeping pass (ARP retries, orphan sweep).
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
 /// Socket slots one housekeeping pass looks at, resuming where the last
@@ -177,6 +179,11 @@ impl<P: Port> Engine<P> {
     }
 
     /// One iteration at time `now`. Returns true if it did any work.
+    ///
+    /// It receives bursts of `rx_burst` frames while they come back full,
+    /// up to [`RX_BURSTS`] of them: a backlog in the NIC's rx ring moves
+    /// into the connections' rings (bounded by their windows) instead of
+    /// overflowing the NIC ring while the application takes its turn.
     pub fn poll(&mut self, now: Instant) -> bool {
         let Engine {
             port,
@@ -185,26 +192,39 @@ impl<P: Port> Engine<P> {
         } = self;
         core.now = now;
         let burst = core.cfg.rx_burst;
+        let mut rx = 0;
         if capture.on() {
             // `corestack capture`: frames in are copied as they are taken,
             // frames out as they are handed to the port.
-            let rx = port.rx_burst(burst, |frame, tx| {
-                capture.frame(appif::capture::Direction::In, frame, None);
-                core.handle_frame(
-                    frame,
-                    &mut capture::Captured {
-                        inner: tx,
-                        cap: capture,
-                    },
-                )
-            });
+            for _ in 0..RX_BURSTS {
+                let n = port.rx_burst(burst, |frame, tx| {
+                    capture.frame(appif::capture::Direction::In, frame, None);
+                    core.handle_frame(
+                        frame,
+                        &mut capture::Captured {
+                            inner: tx,
+                            cap: capture,
+                        },
+                    )
+                });
+                rx += n;
+                if n < burst {
+                    break;
+                }
+            }
             let tx = &mut capture::Captured {
                 inner: port.tx(),
                 cap: capture,
             };
             core.after_rx(rx, tx)
         } else {
-            let rx = port.rx_burst(burst, |frame, tx| core.handle_frame(frame, tx));
+            for _ in 0..RX_BURSTS {
+                let n = port.rx_burst(burst, |frame, tx| core.handle_frame(frame, tx));
+                rx += n;
+                if n < burst {
+                    break;
+                }
+            }
             core.after_rx(rx, port.tx())
         }
     }
@@ -288,9 +308,15 @@ impl<P: Port> Engine<P> {
     }
 
     /// Counters so far, the TCP counters of open connections included
-    /// (folded into the engine's as each connection runs). O(1).
+    /// (folded into the engine's as each connection runs), and the port's
+    /// receive drops (one system call on AF_XDP). O(1).
     pub fn stats(&self) -> Stats {
-        self.core.stats.clone()
+        let mut s = self.core.stats.clone();
+        let drops = self.port.rx_drops();
+        s.rx_ring_full = drops.ring_full;
+        s.rx_fill_empty = drops.fill_empty;
+        s.rx_port_dropped = drops.other;
+        s
     }
 
     /// Calls `f` with a row for every socket: TCP connections with their

@@ -32,7 +32,11 @@ pub const CONN_ROWS: usize = 1024;
 /// number of sockets. With more slots than this, each publication shows
 /// the sockets of the next window, and the whole table is seen within
 /// `slots / CONN_SLOTS_PER_PUBLISH` publications.
-pub const CONN_SLOTS_PER_PUBLISH: usize = 4 * CONN_ROWS;
+pub const CONN_SLOTS_PER_PUBLISH: usize = CONN_ROWS;
+
+/// How often the connection table is published (the counters go every
+/// [`STATS_EVERY`]).
+pub const CONNS_EVERY: Duration = Duration::from_millis(100);
 
 /// An engine that publishes its counters and sockets for `corestack stat`
 /// and `corestack ss` (shared-memory segments under /dev/shm), at most
@@ -53,6 +57,8 @@ pub struct Published<P: Port> {
     owners: Vec<(u32, u32, [u8; COMM_LEN])>,
     /// The slot the next connection table starts at.
     cursor: usize,
+    /// When the connection table was last published.
+    conns_last: Instant,
 }
 
 impl<P: Port> Published<P> {
@@ -82,6 +88,7 @@ impl<P: Port> Published<P> {
             ),
             owners: Vec::new(),
             cursor: 0,
+            conns_last: Instant(0),
         }
     }
 
@@ -106,7 +113,9 @@ impl<P: Port> Published<P> {
         if let Some(w) = self.segment.as_mut() {
             w.publish(stats.iter().map(|(_, v)| v));
         }
-        if let Some(w) = self.conns.as_mut() {
+        let conns_due = force || now.saturating_since(self.conns_last) >= CONNS_EVERY;
+        if let Some(w) = self.conns.as_mut().filter(|_| conns_due) {
+            self.conns_last = now;
             // `rows` keeps the capacity reserved at start: no allocation here.
             let rows = &mut self.rows;
             let (own, owners) = (&self.own, &self.owners);

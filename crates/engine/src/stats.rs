@@ -29,6 +29,14 @@ macro_rules! counters {
 counters! {
     /// Frames received from the port.
     rx_frames,
+    /// Frames the port dropped because its rx ring was full: the engine
+    /// fell behind the NIC (AF_XDP XDP_STATISTICS rx_ring_full).
+    rx_ring_full,
+    /// Frames the port dropped for want of a free receive buffer (AF_XDP
+    /// fill ring empty).
+    rx_fill_empty,
+    /// Frames the port dropped for other reasons (AF_XDP rx_dropped).
+    rx_port_dropped,
     /// Bytes received from the port (Ethernet frames).
     rx_bytes,
     /// Frames handed to the port.
@@ -37,6 +45,10 @@ counters! {
     tx_bytes,
     /// Frames not sent because the port had no free tx buffer.
     tx_no_buffer,
+    /// Iterations whose TCP output waited for the next one because the
+    /// port was short of tx buffers (nothing is lost: the bytes wait in
+    /// the connections' TX rings).
+    tx_output_deferred,
     /// Frames shorter than an Ethernet header.
     drop_eth_truncated,
     /// Frames addressed to another MAC.

@@ -41,6 +41,19 @@ impl Core {
         let mut sent = 0;
         for i in 0..self.dirty_scratch.len() {
             let slot = self.dirty_scratch[i];
+            if tx.room() < TCP_BURST {
+                // The port is out of tx buffers: what is left waits for the
+                // next iteration (its bytes stay in the TX rings) instead of
+                // being built and dropped, each drop costing an RTO.
+                self.stats.tx_output_deferred += 1;
+                for k in i..self.dirty_scratch.len() {
+                    let s = self.dirty_scratch[k];
+                    if self.sockets.conn(s).is_some_and(|c| c.dirty) {
+                        self.dirty.push(s);
+                    }
+                }
+                break;
+            }
             match self.sockets.conn(slot) {
                 Some(c) => c.dirty = false,
                 None => continue,
