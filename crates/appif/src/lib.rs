@@ -60,6 +60,7 @@ pub mod capture;
 pub mod cc;
 pub mod ctl;
 pub mod errno;
+pub mod ready;
 pub mod socket;
 pub mod trace_report;
 

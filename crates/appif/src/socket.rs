@@ -5,6 +5,7 @@
 use crate::bytes;
 use crate::cc::CcKind;
 use crate::notify::Notify;
+use crate::ready::{ReadyList, Watch};
 use crate::region::{Region, View};
 use crate::spsc;
 use core::net::{Ipv4Addr, SocketAddrV4};
@@ -201,6 +202,11 @@ pub struct StatusHandle {
     /// Where the eventfd sleepers of this block's doorbells are recorded
     /// (a segment's table; None: this process's own).
     sleepers: Option<Arc<crate::notify::Sleepers>>,
+    /// The block is in this process's heap, shared with the engine that
+    /// writes it (embedded and inline mode): a [`Watch`] on it is seen.
+    local: bool,
+    /// The readiness waiter this socket reports its changes to, if any.
+    watch: std::sync::OnceLock<Watch>,
 }
 
 impl core::fmt::Debug for StatusHandle {
@@ -234,6 +240,8 @@ impl StatusHandle {
             release: None,
             release_bits: AtomicU32::new(0),
             sleepers: None,
+            local: true,
+            watch: std::sync::OnceLock::new(),
         })
     }
 
@@ -262,6 +270,8 @@ impl StatusHandle {
             release,
             release_bits: AtomicU32::new(bits),
             sleepers: None,
+            local: false,
+            watch: std::sync::OnceLock::new(),
         }))
     }
 
@@ -297,8 +307,42 @@ impl StatusHandle {
 
     /// Engine: something the application may wait for changed (data, space).
     pub fn wake(&self) {
+        if let Some(w) = self.watch.get() {
+            w.signal();
+        }
         self.ring(&self.notify);
         self.wake_app();
+    }
+
+    /// Application: reports this socket's changes to `list` under `token`
+    /// from now on. False when they cannot be (a block in an application
+    /// segment, written by the daemon's handle of it; or one that reports
+    /// to another list already): the waiter must look at it itself.
+    pub fn watch(&self, list: &Arc<ReadyList>, token: u64) -> bool {
+        if !self.local {
+            return false;
+        }
+        let w = self.watch.get_or_init(|| Watch::new(list, token));
+        if !w.is_for(list) {
+            return false;
+        }
+        w.activate(token);
+        true
+    }
+
+    /// Application: stops reporting to `list` (no-op for another list's).
+    pub fn unwatch(&self, list: &Arc<ReadyList>) {
+        if let Some(w) = self.watch.get().filter(|w| w.is_for(list)) {
+            w.deactivate();
+        }
+    }
+
+    /// Application, having taken this socket's token from `list`: the next
+    /// change queues it again. Call before looking at the socket.
+    pub fn rearm_watch(&self, list: &Arc<ReadyList>) {
+        if let Some(w) = self.watch.get().filter(|w| w.is_for(list)) {
+            w.rearm();
+        }
     }
 
     /// Engine: moves to `state` (after the fields it publishes) and notifies.

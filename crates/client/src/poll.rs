@@ -12,11 +12,12 @@
 use crate::stack::Stack;
 use appif::bytes;
 use appif::errno;
+use appif::ready::ReadyList;
 use appif::socket::{Accepted, SockState, StatusHandle, FLAG_RX_FIN};
 use appif::spsc;
 use core::time::Duration;
 use engine::time::Instant;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::Arc;
 
@@ -116,6 +117,15 @@ impl Probe {
         })
     }
 
+    /// The socket's status block.
+    fn shared(&self) -> &Arc<StatusHandle> {
+        match &self.0 {
+            Kind::Stream { shared, .. }
+            | Kind::Listener { shared, .. }
+            | Kind::Udp { shared, .. } => shared,
+        }
+    }
+
     /// (readable, writable, closed) now.
     fn readiness(&self) -> (bool, bool, bool) {
         match &self.0 {
@@ -175,16 +185,39 @@ struct Entry {
     token: u64,
     interest: Interest,
     probe: Probe,
+    /// Its changes reach the poller's ready list (else every wait looks
+    /// at it).
+    watched: bool,
+    /// In `pending`.
+    pending: bool,
 }
 
 /// A set of registered sockets and a way to wait for any of them.
+///
+/// A wait costs O(sockets that changed or are ready), not O(registered):
+/// the engine queues the token of every socket it changes on the poller's
+/// ready list ([`appif::ready`]), and the poller looks only at those and at
+/// the ones it found ready before (level-triggered: a socket stays
+/// reported while it is ready). Service mode's sockets, whose status the
+/// daemon's engine writes through its own handles, are looked at on every
+/// wait.
 pub struct Poller {
     stack: Stack,
     entries: Vec<Entry>,
     index: HashMap<u64, usize>,
-    /// Where the next scan starts, so that a busy socket early in the list
-    /// cannot starve the others when `max` events are asked for.
+    /// Where the engine queues the tokens of watched sockets that changed.
+    ready: Arc<ReadyList>,
+    /// Tokens of watched sockets to look at on the next wait: changed, or
+    /// ready when last looked at. Each at most once (`Entry::pending`).
+    pending: VecDeque<u64>,
+    /// Tokens of sockets that are not watched: looked at on every wait.
+    unwatched: Vec<u64>,
+    /// Where the next look at `unwatched` starts, so that a busy socket
+    /// early in the list cannot starve the others when `max` events are
+    /// asked for.
     cursor: usize,
+    /// Sockets looked at by waits so far (see [`Poller::looks`]).
+    looks: u64,
 }
 
 impl Poller {
@@ -194,7 +227,11 @@ impl Poller {
             stack: stack.clone(),
             entries: Vec::new(),
             index: HashMap::new(),
+            ready: ReadyList::new(),
+            pending: VecDeque::new(),
+            unwatched: Vec::new(),
             cursor: 0,
+            looks: 0,
         }
     }
 
@@ -208,12 +245,22 @@ impl Poller {
         if self.index.contains_key(&token) {
             return Err(errno::io(errno::EEXIST));
         }
+        let probe = source.probe();
+        let watched = probe.shared().watch(&self.ready, token);
         self.index.insert(token, self.entries.len());
         self.entries.push(Entry {
             token,
             interest,
-            probe: source.probe(),
+            probe,
+            watched,
+            pending: watched,
         });
+        if watched {
+            // It may be ready already: look at it on the next wait.
+            self.pending.push_back(token);
+        } else {
+            self.unwatched.push(token);
+        }
         Ok(())
     }
 
@@ -223,7 +270,13 @@ impl Poller {
             .index
             .get(&token)
             .ok_or_else(|| errno::io(errno::ENOENT))?;
-        self.entries[i].interest = interest;
+        let e = &mut self.entries[i];
+        e.interest = interest;
+        if e.watched && !e.pending {
+            // Ready for what it waits for now, with no change to report it.
+            e.pending = true;
+            self.pending.push_back(token);
+        }
         Ok(())
     }
 
@@ -233,7 +286,14 @@ impl Poller {
             .index
             .remove(&token)
             .ok_or_else(|| errno::io(errno::ENOENT))?;
-        self.entries.swap_remove(i);
+        let e = self.entries.swap_remove(i);
+        if e.watched {
+            // A token left in `pending` or on the ready list is skipped:
+            // the index no longer has it.
+            e.probe.shared().unwatch(&self.ready);
+        } else if let Some(k) = self.unwatched.iter().position(|&t| t == token) {
+            self.unwatched.swap_remove(k);
+        }
         if let Some(moved) = self.entries.get(i) {
             self.index.insert(moved.token, i);
         }
@@ -264,7 +324,7 @@ impl Poller {
         let start = Instant::now();
         loop {
             let seen = self.stack.change_seq();
-            self.scan(events, max);
+            self.collect(events, max);
             if !events.is_empty() {
                 return Ok(events.len());
             }
@@ -277,26 +337,94 @@ impl Poller {
         }
     }
 
-    fn scan(&mut self, events: &mut Vec<Event>, max: usize) {
-        let n = self.entries.len();
-        for k in 0..n {
-            let i = (self.cursor + k) % n;
-            let e = &self.entries[i];
-            let (r, w, closed) = e.probe.readiness();
-            let readable = r && e.interest.readable;
-            let writable = w && e.interest.writable;
-            if readable || writable {
-                events.push(Event {
-                    token: e.token,
-                    readable,
-                    writable,
-                    closed,
-                });
-                if events.len() == max {
-                    self.cursor = (i + 1) % n;
-                    return;
+    /// How many times waits looked at a registered socket's readiness, in
+    /// all: the poller's work, which follows the sockets that changed or
+    /// are ready, not the sockets registered (service mode's excepted).
+    pub fn looks(&self) -> u64 {
+        self.looks
+    }
+
+    /// The event of entry `i` if it is ready for what it waits for.
+    fn event_of(&mut self, i: usize) -> Option<Event> {
+        self.looks += 1;
+        let e = &self.entries[i];
+        let (r, w, closed) = e.probe.readiness();
+        let readable = r && e.interest.readable;
+        let writable = w && e.interest.writable;
+        (readable || writable).then_some(Event {
+            token: e.token,
+            readable,
+            writable,
+            closed,
+        })
+    }
+
+    /// Up to `max` events: from the ready list and the sockets found ready
+    /// before, then from the unwatched sockets.
+    fn collect(&mut self, events: &mut Vec<Event>, max: usize) {
+        if self.ready.take_overflow() {
+            // Changes were lost: look at every watched socket once.
+            for e in self.entries.iter_mut().filter(|e| e.watched) {
+                // The one whose token was lost is still marked queued.
+                e.probe.shared().rearm_watch(&self.ready);
+                if !e.pending {
+                    e.pending = true;
+                    self.pending.push_back(e.token);
                 }
             }
+        }
+        while let Some(token) = self.ready.pop() {
+            let Some(&i) = self.index.get(&token) else {
+                continue;
+            };
+            let e = &mut self.entries[i];
+            e.probe.shared().rearm_watch(&self.ready);
+            if !e.pending {
+                e.pending = true;
+                self.pending.push_back(token);
+            }
+        }
+        // Each pending socket once: a ready one goes to the back (it is
+        // looked at again next time), one no longer ready leaves.
+        for _ in 0..self.pending.len() {
+            if events.len() == max {
+                break;
+            }
+            let Some(token) = self.pending.pop_front() else {
+                break;
+            };
+            let Some(&i) = self.index.get(&token) else {
+                continue;
+            };
+            match self.event_of(i) {
+                Some(ev) => {
+                    events.push(ev);
+                    self.pending.push_back(token);
+                }
+                None => self.entries[i].pending = false,
+            }
+        }
+        let n = self.unwatched.len();
+        for k in 0..n {
+            if events.len() == max {
+                return;
+            }
+            let at = (self.cursor + k) % n;
+            let i = self.index[&self.unwatched[at]];
+            if let Some(ev) = self.event_of(i) {
+                events.push(ev);
+                if events.len() == max {
+                    self.cursor = (at + 1) % n;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        for e in self.entries.iter().filter(|e| e.watched) {
+            e.probe.shared().unwatch(&self.ready);
         }
     }
 }
