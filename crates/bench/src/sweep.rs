@@ -439,12 +439,20 @@ impl ConnSweep {
 }
 
 /// The corestack counters that say why connections were refused or slow to open.
-const WATCHED: [&str; 5] = [
+const WATCHED: [&str; 13] = [
+    "rx_ring_full",
+    "rx_fill_empty",
+    "rx_port_dropped",
+    "tx_no_buffer",
+    "tx_output_deferred",
     "drop_tcp_backlog_full",
     "drop_tcp_table_full",
     "tcp_syncookies_sent",
     "tcp_no_socket",
     "tcp_retransmits",
+    "tcp_rto_timeouts",
+    "tcp_tlp_probes",
+    "tcp_spurious_retransmits",
 ];
 
 /// The counters of the corestack engine in process `pid`, by name (from its statistics

@@ -3,7 +3,9 @@
 //! corestack (and `--kernel --spin`): one thread, nonblocking sockets, any number of
 //! connections; a pass accepts, echoes what each connection has, answers queued datagrams; after
 //! a pass with nothing to do it waits in `Stack::poll` (inline mode: that runs the engine) or, on
-//! the kernel with `--spin`, spins. `--kernel` without `--spin`: blocking sockets, one thread per
+//! the kernel with `--spin`, spins. On corestack a pass looks only at the sockets its `Poller`
+//! reports (those the engine changed, or that are still ready); on the kernel it tries every
+//! connection. `--kernel` without `--spin`: blocking sockets, one thread per
 //! connection plus one for UDP. Prints `listening on ADDR` when ready, stops on SIGINT/SIGTERM and
 //! prints corestack's statistics.
 
@@ -88,7 +90,7 @@ impl Echo {
         udp.set_nonblocking(true)?;
         announce(addr, &self.stack.describe());
         let waiter = self.stack.waiter(&stack);
-        let served = echo_loop(&mut listener, &mut udp, &stop, |progress| {
+        let served = echo_polled(&stack, &mut listener, &mut udp, &stop, |progress| {
             if progress {
                 waiter.spin()
             } else {
@@ -143,7 +145,7 @@ fn echo_loop<L: Listener, U: Datagram>(
                     let _ = stream.nodelay();
                     conns.push(Conn {
                         stream,
-                        pending: Vec::with_capacity(BUF_BYTES),
+                        pending: Vec::new(),
                         sent: 0,
                     });
                     served.connections += 1;
@@ -177,6 +179,115 @@ fn echo_loop<L: Listener, U: Datagram>(
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
                 Err(e) => return Err(e).context("receiving a datagram"),
+            }
+        }
+        match idle(progress) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).context("waiting for socket events"),
+        }
+    }
+    Ok(served)
+}
+
+/// Poller tokens of the listener and the UDP socket; connections take the rest.
+const LISTENER: u64 = 0;
+const UDP: u64 = 1;
+const FIRST_CONN: u64 = 2;
+
+/// [`echo_loop`] on corestack: a pass moves only what the poller reports ready (the
+/// engine queues the sockets it changed), so its cost follows the connections that
+/// have work, not the connections open.
+fn echo_polled(
+    stack: &corestack::Stack,
+    listener: &mut corestack::TcpListener,
+    udp: &mut corestack::UdpSocket,
+    stop: &AtomicBool,
+    mut idle: impl FnMut(bool) -> io::Result<()>,
+) -> Result<Served> {
+    use corestack::{Interest, Poller};
+    let mut poller = Poller::new(stack);
+    poller.register(listener, LISTENER, Interest::READABLE)?;
+    poller.register(udp, UDP, Interest::READABLE)?;
+    // Connections by token - FIRST_CONN; freed slots are reused.
+    let mut conns: Vec<Option<Conn<corestack::TcpStream>>> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    let mut events = Vec::with_capacity(1024);
+    let mut buf = vec![0u8; BUF_BYTES];
+    let mut served = Served::default();
+    while !stop.load(Ordering::Relaxed) {
+        let mut progress = false;
+        poller.wait(&mut events, 1024, Some(Duration::ZERO))?;
+        for ev in &events {
+            match ev.token {
+                LISTENER => loop {
+                    match listener.accept_one() {
+                        Ok((mut stream, _peer)) => {
+                            stream.nonblocking(true)?;
+                            let _ = stream.nodelay();
+                            let i = free.pop().unwrap_or_else(|| {
+                                conns.push(None);
+                                conns.len() - 1
+                            });
+                            let token = FIRST_CONN + i as u64;
+                            poller.register(&stream, token, Interest::READABLE)?;
+                            conns[i] = Some(Conn {
+                                stream,
+                                pending: Vec::new(),
+                                sent: 0,
+                            });
+                            served.connections += 1;
+                            progress = true;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
+                        Err(e) => return Err(e).context("accepting a connection"),
+                    }
+                },
+                UDP => {
+                    for _ in 0..UDP_BURST {
+                        match udp.recv_one(&mut buf) {
+                            Ok((n, from)) => {
+                                // A full send queue drops the echo, as a UDP server may.
+                                let _ = udp.send_one(&buf[..n], from);
+                                served.datagrams += 1;
+                                progress = true;
+                            }
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
+                            Err(e) => return Err(e).context("receiving a datagram"),
+                        }
+                    }
+                }
+                token => {
+                    let i = (token - FIRST_CONN) as usize;
+                    let Some(c) = conns.get_mut(i).and_then(Option::as_mut) else {
+                        continue;
+                    };
+                    let open = match echo_conn(c, &mut buf) {
+                        Ok((moved, open)) => {
+                            progress |= moved;
+                            open
+                        }
+                        Err(_) => {
+                            progress = true;
+                            false
+                        }
+                    };
+                    if open {
+                        // Wait for room while echo bytes wait, else for data.
+                        let want = if c.sent < c.pending.len() {
+                            Interest::BOTH
+                        } else {
+                            Interest::READABLE
+                        };
+                        poller.reregister(token, want)?;
+                    } else {
+                        poller.deregister(token)?;
+                        conns[i] = None;
+                        free.push(i);
+                    }
+                }
             }
         }
         match idle(progress) {
