@@ -1355,3 +1355,39 @@ fn shim_tcp_cork_holds_writes_until_cleared_and_an_unhonoured_option_before_conn
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// epoll wake-ups and the shim's own fds (review findings 1 and 2)
+// ---------------------------------------------------------------------------
+
+/// tests/shim/wake.c: a thread asleep in `epoll_wait` (5 s) on a set with no corestack socket
+/// returns within 1.5 s with the socket when another thread adds a ready corestack socket, and
+/// when it re-arms one with EPOLL_CTL_MOD after EPOLLONESHOT; after EPOLL_CTL_DEL of the last
+/// corestack socket, traffic on it and the shim's wake-ups never come out of `epoll_wait` with
+/// data the application did not register. Embedded and inline mode.
+#[test]
+fn shim_epoll_ctl_add_and_mod_wake_a_sleeping_epoll_wait_and_the_shims_own_fds_never_leak() {
+    let _lock = start();
+    let prog = cc("wake");
+    let pair = Pair::new("p", 201).expect("creating the namespaces");
+    let _echo = linux_echo(&pair);
+    let kernel = run_ok(
+        "wake (kernel)",
+        plain(&pair.linux, &prog, &[&pair.linux_ip, "7"]),
+        STEP,
+    );
+    assert!(kernel.contains("ALL PASSED"), "kernel: {kernel}");
+    let failed: Vec<String> = [false, true]
+        .into_iter()
+        .filter_map(|inline| {
+            let f = run(
+                &format!("wake (shim, inline {inline})"),
+                shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7"]),
+                STEP,
+            );
+            let ok = f.status.success() && f.stdout.contains("ALL PASSED");
+            (!ok).then(|| format!("inline {inline}:\n{}{}", f.stdout, f.stderr))
+        })
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}

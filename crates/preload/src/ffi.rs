@@ -1587,14 +1587,19 @@ unsafe fn epoll_wait_impl(
     let Obj::Epoll(e) = &*o else {
         return real();
     };
-    if !e.has_core() || max <= 0 || ev.is_null() {
+    if max <= 0 || ev.is_null() {
         return real();
     }
     // SAFETY: the caller promises `max` writable epoll_events.
     let out = unsafe { core::slice::from_raw_parts_mut(ev, max as usize) };
     // SAFETY: null or a readable sigset.
     let mask = unsafe { mask.as_ref() };
-    run(|| e.wait(epfd, out, deadline, mask).map(|n| n as c_int))
+    // Also with no corestack socket registered: one added by another
+    // thread must wake this wait, and the shim's own fds never come out.
+    run(|| {
+        e.wait_any(epfd, out, deadline, mask, real)
+            .map(|n| n as c_int)
+    })
 }
 
 /// epoll_wait(2).
