@@ -1391,3 +1391,84 @@ fn shim_epoll_ctl_add_and_mod_wake_a_sleeping_epoll_wait_and_the_shims_own_fds_n
         .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+// ---------------------------------------------------------------------------
+// Programs LD_PRELOAD cannot reach (review finding 10)
+// ---------------------------------------------------------------------------
+
+/// Compiles `tests/shim/NAME.c` with `flags` into `OUT` (beside the other C programs).
+fn cc_as(name: &str, flags: &[&str], out: &str) -> PathBuf {
+    need("cc");
+    let out_dir = profile_dir().join("shim-c");
+    std::fs::create_dir_all(&out_dir).expect("creating the C programs' directory");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/shim/{name}.c"));
+    let out = out_dir.join(out);
+    let r = Command::new("cc")
+        .args(["-O2", "-Wall", "-Werror"])
+        .args(flags)
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .expect("running cc");
+    assert!(
+        r.status.success(),
+        "cc {flags:?} {} failed (a static link needs libc.a: libc6-dev):\n{}",
+        src.display(),
+        String::from_utf8_lossy(&r.stderr)
+    );
+    out
+}
+
+/// `corestack exec` refuses a statically linked program (static and static-pie) and a Go
+/// program (a dynamically linked C program carrying Go's `.note.go.buildid` section stands in
+/// for a cgo Go binary, so no Go toolchain is needed) with one `error:` line and exit status
+/// 1, before running it; a dynamically linked program still runs (exit status 0).
+#[test]
+fn exec_refuses_static_and_go_programs_that_ld_preload_cannot_reach() {
+    preload();
+    let exec = |prog: &Path| {
+        let out = Command::new(bin())
+            .args(["exec", "--iface", "vc", "--ip", "10.202.1.2/24", "--"])
+            .arg(prog)
+            .env_remove("CORESTACK_SOCKET")
+            .env_remove("LD_PRELOAD")
+            .output()
+            .expect("running corestack exec");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let cases = [
+        (
+            cc_as("plain", &["-static"], "plain-static"),
+            "is statically linked",
+        ),
+        (
+            cc_as("plain", &["-static-pie"], "plain-static-pie"),
+            "is statically linked",
+        ),
+        (cc_as("gonote", &[], "gonote"), "is a Go program"),
+        (
+            cc_as("gonote", &["-static"], "gonote-static"),
+            "is a Go program",
+        ),
+    ];
+    for (prog, why) in &cases {
+        let (code, err) = exec(prog);
+        assert_eq!(code, Some(1), "{}: not refused:\n{err}", prog.display());
+        let lines: Vec<&str> = err.lines().collect();
+        assert!(
+            lines.len() == 1 && lines[0].starts_with("error: ") && lines[0].contains(why),
+            "{}: want one `error: ... {why} ...` line, got:\n{err}",
+            prog.display()
+        );
+    }
+    let (code, err) = exec(&cc_as("plain", &[], "plain-dynamic"));
+    assert_eq!(
+        code,
+        Some(0),
+        "a dynamically linked program was not run:\n{err}"
+    );
+}
