@@ -1301,3 +1301,174 @@ fn linger_and_keepalive(pair: &Pair, sh: &Sh) {
     );
     drop(peer);
 }
+
+// ---------------------------------------------------------------------------
+// Socket options servers set (review finding 3)
+// ---------------------------------------------------------------------------
+
+/// tests/shim/cork.c: bytes written under TCP_CORK stay until it is cleared, then arrive at
+/// once (same output as on the kernel, whose cork holds them 200 ms); an option set before
+/// connect that corestack does not honour (SO_PRIORITY) is said on stderr when the socket goes
+/// to corestack, in embedded and inline mode.
+#[test]
+fn shim_tcp_cork_holds_writes_until_cleared_and_an_unhonoured_option_before_connect_is_reported() {
+    let _lock = start();
+    let prog = cc("cork");
+    let pair = Pair::new("p", 200).expect("creating the namespaces");
+    let _echo = linux_echo(&pair);
+    let kernel = run_ok(
+        "cork (kernel)",
+        plain(&pair.linux, &prog, &[&pair.linux_ip, "7"]),
+        STEP,
+    );
+    for line in [
+        "corked: echo within 100 ms none",
+        "uncorked: echo abcd within 100 ms",
+        "done",
+    ] {
+        assert!(
+            kernel.lines().any(|l| l == line),
+            "kernel: no {line:?} in:\n{kernel}"
+        );
+    }
+    for inline in [false, true] {
+        let f = run(
+            &format!("cork (shim, inline {inline})"),
+            shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7"]),
+            STEP,
+        );
+        assert!(
+            f.status.success() && f.stdout == kernel,
+            "inline {inline}: the shim differs from the kernel:\nkernel:\n{kernel}\nshim:\n{}\nstderr:\n{}",
+            f.stdout,
+            f.stderr
+        );
+        let said = format!(
+            "setsockopt level {} name {} made before connect is not supported on corestack sockets",
+            libc::SOL_SOCKET,
+            libc::SO_PRIORITY
+        );
+        assert!(
+            f.stderr.contains(&said),
+            "inline {inline}: no {said:?} on stderr:\n{}",
+            f.stderr
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// epoll wake-ups and the shim's own fds (review findings 1 and 2)
+// ---------------------------------------------------------------------------
+
+/// tests/shim/wake.c: a thread asleep in `epoll_wait` (5 s) on a set with no corestack socket
+/// returns within 1.5 s with the socket when another thread adds a ready corestack socket, and
+/// when it re-arms one with EPOLL_CTL_MOD after EPOLLONESHOT; after EPOLL_CTL_DEL of the last
+/// corestack socket, traffic on it and the shim's wake-ups never come out of `epoll_wait` with
+/// data the application did not register. Embedded and inline mode.
+#[test]
+fn shim_epoll_ctl_add_and_mod_wake_a_sleeping_epoll_wait_and_the_shims_own_fds_never_leak() {
+    let _lock = start();
+    let prog = cc("wake");
+    let pair = Pair::new("p", 201).expect("creating the namespaces");
+    let _echo = linux_echo(&pair);
+    let kernel = run_ok(
+        "wake (kernel)",
+        plain(&pair.linux, &prog, &[&pair.linux_ip, "7"]),
+        STEP,
+    );
+    assert!(kernel.contains("ALL PASSED"), "kernel: {kernel}");
+    let failed: Vec<String> = [false, true]
+        .into_iter()
+        .filter_map(|inline| {
+            let f = run(
+                &format!("wake (shim, inline {inline})"),
+                shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7"]),
+                STEP,
+            );
+            let ok = f.status.success() && f.stdout.contains("ALL PASSED");
+            (!ok).then(|| format!("inline {inline}:\n{}{}", f.stdout, f.stderr))
+        })
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+// ---------------------------------------------------------------------------
+// Programs LD_PRELOAD cannot reach (review finding 10)
+// ---------------------------------------------------------------------------
+
+/// Compiles `tests/shim/NAME.c` with `flags` into `OUT` (beside the other C programs).
+fn cc_as(name: &str, flags: &[&str], out: &str) -> PathBuf {
+    need("cc");
+    let out_dir = profile_dir().join("shim-c");
+    std::fs::create_dir_all(&out_dir).expect("creating the C programs' directory");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/shim/{name}.c"));
+    let out = out_dir.join(out);
+    let r = Command::new("cc")
+        .args(["-O2", "-Wall", "-Werror"])
+        .args(flags)
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .expect("running cc");
+    assert!(
+        r.status.success(),
+        "cc {flags:?} {} failed (a static link needs libc.a: libc6-dev):\n{}",
+        src.display(),
+        String::from_utf8_lossy(&r.stderr)
+    );
+    out
+}
+
+/// `corestack exec` refuses a statically linked program (static and static-pie) and a Go
+/// program (a dynamically linked C program carrying Go's `.note.go.buildid` section stands in
+/// for a cgo Go binary, so no Go toolchain is needed) with one `error:` line and exit status
+/// 1, before running it; a dynamically linked program still runs (exit status 0).
+#[test]
+fn exec_refuses_static_and_go_programs_that_ld_preload_cannot_reach() {
+    preload();
+    let exec = |prog: &Path| {
+        let out = Command::new(bin())
+            .args(["exec", "--iface", "vc", "--ip", "10.202.1.2/24", "--"])
+            .arg(prog)
+            .env_remove("CORESTACK_SOCKET")
+            .env_remove("LD_PRELOAD")
+            .output()
+            .expect("running corestack exec");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let cases = [
+        (
+            cc_as("plain", &["-static"], "plain-static"),
+            "is statically linked",
+        ),
+        (
+            cc_as("plain", &["-static-pie"], "plain-static-pie"),
+            "is statically linked",
+        ),
+        (cc_as("gonote", &[], "gonote"), "is a Go program"),
+        (
+            cc_as("gonote", &["-static"], "gonote-static"),
+            "is a Go program",
+        ),
+    ];
+    for (prog, why) in &cases {
+        let (code, err) = exec(prog);
+        assert_eq!(code, Some(1), "{}: not refused:\n{err}", prog.display());
+        let lines: Vec<&str> = err.lines().collect();
+        assert!(
+            lines.len() == 1 && lines[0].starts_with("error: ") && lines[0].contains(why),
+            "{}: want one `error: ... {why} ...` line, got:\n{err}",
+            prog.display()
+        );
+    }
+    let (code, err) = exec(&cc_as("plain", &[], "plain-dynamic"));
+    assert_eq!(
+        code,
+        Some(0),
+        "a dynamically linked program was not run:\n{err}"
+    );
+}

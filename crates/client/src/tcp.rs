@@ -64,6 +64,7 @@ impl TcpListener {
                     nonblocking: false,
                     wr_shut: false,
                     abort_on_drop: false,
+                    cork: false,
                     view: Default::default(),
                 };
                 return Ok((s, peer));
@@ -146,6 +147,8 @@ pub struct TcpStream {
     wr_shut: bool,
     /// Close with RST instead of FIN (SO_LINGER with a zero timeout).
     abort_on_drop: bool,
+    /// TCP_CORK: writes do not kick the engine (see [`TcpStream::set_cork`]).
+    cork: bool,
     view: crate::poll::View,
 }
 
@@ -166,6 +169,7 @@ impl TcpStream {
             nonblocking: false,
             wr_shut: false,
             abort_on_drop: false,
+            cork: false,
             view: Default::default(),
         };
         let sh = &s.shared;
@@ -188,6 +192,29 @@ impl TcpStream {
     pub fn set_nonblocking(&mut self, on: bool) -> io::Result<()> {
         self.nonblocking = on;
         Ok(())
+    }
+
+    /// Corks (true) or uncorks the send path, like TCP_CORK (tcp(7)).
+    ///
+    /// While corked, a write queues its bytes in the TX ring without
+    /// telling the engine (no Send command), so a response written in
+    /// pieces leaves in full segments, unless half the ring is queued or
+    /// the ring is full: then the engine is told, as it must drain the
+    /// ring for the writer to go on. The engine may still take corked
+    /// bytes with other output of the connection (an ACK it sends for
+    /// received data). Uncorking tells the engine about every byte queued
+    /// (the flush). Linux's 200 ms ceiling on a cork is not kept: the
+    /// bytes wait for the uncork, a shutdown or the close.
+    pub fn set_cork(&mut self, on: bool) {
+        let was = core::mem::replace(&mut self.cork, on);
+        if was && !on && !self.tx.is_empty() {
+            self.stack.command(Command::Send { id: self.id });
+        }
+    }
+
+    /// True while corked ([`TcpStream::set_cork`]).
+    pub fn corked(&self) -> bool {
+        self.cork
     }
 
     /// Turns keepalive probes on or off (like SO_KEEPALIVE; idle 2 h,
@@ -370,12 +397,21 @@ impl Write for TcpStream {
                 // again (FLAG_TX_IDLE; with TCP_NODELAY the bytes may leave
                 // now, not after the peer's delayed ACK). Otherwise it is
                 // still sending and reads the ring again by itself.
-                let kick = was_empty || self.tx.len() == n || {
-                    // The bytes are in the ring before the flag is read
-                    // (the engine sets it, then reads the ring's length).
-                    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-                    self.shared.take_tx_idle()
-                };
+                // Corked: the engine is told only once the ring is half
+                // full or full (the writer would otherwise wait for room
+                // the engine never makes); the idle flag stays for the
+                // uncork's kick.
+                let corked = self.cork
+                    && n == buf.len()
+                    && self.tx.free() > 0
+                    && self.tx.len() < self.tx.capacity() / 2;
+                let kick = !corked
+                    && (was_empty || self.tx.len() == n || {
+                        // The bytes are in the ring before the flag is read
+                        // (the engine sets it, then reads the ring's length).
+                        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+                        self.shared.take_tx_idle()
+                    });
                 if kick {
                     self.stack.command(Command::Send { id: self.id });
                 }
@@ -438,6 +474,7 @@ impl TcpStream {
             nonblocking: true,
             wr_shut: false,
             abort_on_drop: false,
+            cork: false,
             view: Default::default(),
         })
     }

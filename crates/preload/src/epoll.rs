@@ -98,8 +98,13 @@ pub struct Epoll {
     ncore: AtomicUsize,
     /// The wake eventfd, in the kernel epoll with [`token`] as data.
     wake: OnceLock<c_int>,
-    /// Inline mode: the NIC fd is in the kernel epoll.
+    /// Inline mode: the NIC fd is in the kernel epoll (only while corestack
+    /// sockets are registered: see [`Epoll::core_gone`]).
     nic_added: AtomicBool,
+    /// Threads asleep (or about to sleep) in the kernel epoll: an
+    /// EPOLL_CTL_ADD or MOD of a corestack socket wakes them through the
+    /// wake eventfd ([`Epoll::poke`]).
+    sleepers: AtomicUsize,
     /// Where the next collection starts (round robin).
     cursor: AtomicUsize,
     /// Which side the next wait looks at first.
@@ -164,6 +169,7 @@ impl Default for Epoll {
             ncore: AtomicUsize::new(0),
             wake: OnceLock::new(),
             nic_added: AtomicBool::new(false),
+            sleepers: AtomicUsize::new(0),
             cursor: AtomicUsize::new(0),
             kernel_first: AtomicBool::new(false),
             fds: Mutex::new(Vec::new()),
@@ -219,7 +225,7 @@ impl Epoll {
 
     /// True while corestack sockets are registered.
     pub fn has_core(&self) -> bool {
-        self.ncore.load(Ordering::Acquire) > 0
+        self.ncore.load(Ordering::SeqCst) > 0
     }
 
     fn wake_fd(&self, epfd: c_int) -> Result<c_int, c_int> {
@@ -294,8 +300,12 @@ impl Epoll {
                         kernel_added,
                     },
                 );
-                self.ncore.fetch_add(1, Ordering::AcqRel);
+                self.ncore.fetch_add(1, Ordering::SeqCst);
                 drop(regs);
+                // A waiter asleep in the kernel (one that saw no corestack
+                // socket, or none ready) looks again: the socket may be
+                // ready now (epoll_wait(2): a newly added ready fd unblocks).
+                self.poke();
                 let mut eps = s.epolls.lock().unwrap_or_else(|p| p.into_inner());
                 eps.retain(|w| w.strong_count() > 0);
                 if let Some(me) = table::get(epfd) {
@@ -320,18 +330,109 @@ impl Epoll {
                 r.data = data;
                 r.enabled = true;
                 r.last = None;
+                drop(regs);
+                // Re-armed (EPOLLONESHOT) or changed: a sleeping waiter looks again.
+                self.poke();
                 Ok(())
             }
             libc::EPOLL_CTL_DEL => {
                 let r = regs.remove(&fd).ok_or(libc::ENOENT)?;
-                self.ncore.fetch_sub(1, Ordering::AcqRel);
+                let last = self.ncore.fetch_sub(1, Ordering::AcqRel) == 1;
                 if r.kernel_added {
                     let _ = kctl(epfd, libc::EPOLL_CTL_DEL, fd, 0, 0);
+                }
+                drop(regs);
+                if last {
+                    self.core_gone(epfd);
                 }
                 Ok(())
             }
             _ => Err(libc::EINVAL),
         }
+    }
+
+    /// Wakes the threads asleep in this epoll's kernel wait, if any (they
+    /// collect again). The caller changed the interest list first: a
+    /// waiter counts itself in `sleepers` before its last look, so either
+    /// that look sees the change or this sees the waiter (both SeqCst).
+    fn poke(&self) {
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            if let Some(&fd) = self.wake.get() {
+                crate::sys::eventfd_signal(fd);
+            }
+        }
+    }
+
+    /// The last corestack registration went: the NIC fd (inline mode)
+    /// leaves the kernel epoll, where its readiness would wake every wait
+    /// for nothing (the wake eventfd stays: it is written only on purpose,
+    /// and every wait filters it out).
+    fn core_gone(&self, epfd: c_int) {
+        if self.has_core() || !self.nic_added.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(fd) = crate::process::started().and_then(|st| st.nic_fd()) {
+            let _ = kctl(epfd, libc::EPOLL_CTL_DEL, fd, 0, 0);
+        }
+    }
+
+    /// epoll_wait(2) on an epoll of the shim, whatever it holds: `real` is
+    /// the application's call as it made it, used while no corestack socket
+    /// is registered; the shim's own fds never come out. A corestack socket
+    /// added (or re-armed) by another thread meanwhile wakes the wait,
+    /// which then goes on over both sides until `deadline`.
+    pub fn wait_any(
+        &self,
+        epfd: c_int,
+        out: &mut [epoll_event],
+        deadline: Deadline,
+        mask: Option<&libc::sigset_t>,
+        real: impl FnOnce() -> c_int,
+    ) -> Result<usize, c_int> {
+        if out.is_empty() {
+            return Err(libc::EINVAL);
+        }
+        // Counted before the look at the interest list (see `poke`).
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        let first = (!self.has_core()).then(|| (real(), crate::sys::errno()));
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        if let Some((r, e)) = first {
+            if r < 0 {
+                return Err(e);
+            }
+            let n = self.filter_own(out, r as usize);
+            if n > 0 || deadline.passed() {
+                return Ok(n);
+            }
+        }
+        loop {
+            if self.has_core() {
+                return self.wait(epfd, out, deadline, mask);
+            }
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            let r = if self.has_core() {
+                Ok(0)
+            } else {
+                kernel_wait(
+                    epfd,
+                    out,
+                    deadline.poll_ms(),
+                    mask,
+                    self.wake.get().copied(),
+                )
+            };
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+            let n = r?;
+            if n > 0 || deadline.passed() {
+                return Ok(n);
+            }
+        }
+    }
+
+    /// Removes the shim's own fds' events from `out[..n]` (draining the
+    /// wake eventfd); returns how many remain.
+    fn filter_own(&self, out: &mut [epoll_event], n: usize) -> usize {
+        own_events_out(out, n, self.wake.get().copied())
     }
 
     /// Moves the registrations of `obj` (handed to the kernel) into the
@@ -467,9 +568,15 @@ impl Epoll {
             ready.push((*fd, bits, marks));
         }
         let mut regs = lock(&self.regs);
+        let mut last = false;
         for &fd in gone.iter() {
             if regs.remove(&fd).is_some() {
-                self.ncore.fetch_sub(1, Ordering::AcqRel);
+                last |= self.ncore.fetch_sub(1, Ordering::AcqRel) == 1;
+            }
+        }
+        if last {
+            if let Some(epfd) = self.any_fd() {
+                self.core_gone(epfd);
             }
         }
         for &(fd, bits, marks) in ready.iter() {
@@ -547,7 +654,7 @@ impl Epoll {
                 let cap = corestack::Stack::MAX_INLINE_SLEEP.as_millis().max(1) as i64;
                 let ms = deadline.poll_ms();
                 let ms = if ms < 0 { cap } else { ms.min(cap) };
-                let k = kernel_wait(epfd, out, ms, mask, None)?;
+                let k = kernel_wait(epfd, out, ms, mask, self.wake.get().copied())?;
                 if k > 0 {
                     let more = self.collect_merge(out, k);
                     return Ok(more);
@@ -560,8 +667,11 @@ impl Epoll {
             }
             let wake = self.wake_fd(epfd)?;
             let armed = stack.arm(stack.changes(), wake);
+            // Counted before the last look (see `poke`).
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
             let n = self.collect(out);
             if n > 0 {
+                self.sleepers.fetch_sub(1, Ordering::SeqCst);
                 return Ok(n);
             }
             let ms = if armed.is_some() {
@@ -575,6 +685,7 @@ impl Epoll {
                 }
             };
             let r = kernel_wait(epfd, out, ms, mask, Some(wake));
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
             drop(armed);
             let k = r?;
             if k > 0 {
@@ -661,9 +772,16 @@ fn kernel_wait(
         return Ok(0);
     }
     let n = crate::ffi::real_epoll_wait(epfd, out, ms, mask)?;
+    Ok(own_events_out(out, n, wake))
+}
+
+/// Removes the events of the shim's own fds (their data is [`token`] or
+/// the NIC's) from `out[..n]`, draining `wake` if it was reported;
+/// returns how many events remain, moved to the front.
+fn own_events_out(out: &mut [epoll_event], n: usize, wake: Option<c_int>) -> usize {
     let (t, nt) = (token(), nic_token());
     let mut w = 0;
-    for i in 0..n {
+    for i in 0..n.min(out.len()) {
         let ev = out[i];
         let d = ev.u64;
         if d == t {
@@ -678,7 +796,7 @@ fn kernel_wait(
         out[w] = ev;
         w += 1;
     }
-    Ok(w)
+    w
 }
 
 /// After a socket was handed to the kernel or got a kernel side: fixes the

@@ -1183,6 +1183,33 @@ pub unsafe extern "C" fn sendmmsg(
     })
 }
 
+/// The most sendfile copies per read.
+const SENDFILE_CHUNK: usize = 256 * 1024;
+
+std::thread_local! {
+    /// sendfile's copy buffer, kept between calls (allocated and zeroed
+    /// once per thread, at the largest size asked so far).
+    static SENDFILE_BUF: core::cell::Cell<Vec<u8>> = const { core::cell::Cell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's sendfile buffer of at least `len` bytes
+/// (`len` at most [`SENDFILE_CHUNK`]): no allocation once the thread has
+/// had one that large. A nested call (a signal handler's) or one during
+/// thread exit gets a buffer of its own.
+fn with_sendfile_buf<T>(len: usize, f: impl FnOnce(&mut [u8]) -> T) -> T {
+    let mut buf = SENDFILE_BUF.try_with(|b| b.take()).unwrap_or_default();
+    if buf.len() < len {
+        buf.resize(len, 0);
+    }
+    let r = f(&mut buf[..len]);
+    let _ = SENDFILE_BUF.try_with(|b| {
+        let old = b.take();
+        // Keep the larger (a nested call may have put its own back).
+        b.set(if old.len() > buf.len() { old } else { buf });
+    });
+    r
+}
+
 fn sendfile_impl(
     o: &Arc<Obj>,
     s: &Sock,
@@ -1191,7 +1218,21 @@ fn sendfile_impl(
     offset: Option<&mut i64>,
     count: usize,
 ) -> R<usize> {
-    let mut buf = vec![0u8; count.min(256 * 1024)];
+    with_sendfile_buf(count.min(SENDFILE_CHUNK), |buf| {
+        sendfile_with(o, s, out_fd, in_fd, offset, count, buf)
+    })
+}
+
+/// [`sendfile_impl`] through `buf`.
+fn sendfile_with(
+    o: &Arc<Obj>,
+    s: &Sock,
+    out_fd: c_int,
+    in_fd: c_int,
+    offset: Option<&mut i64>,
+    count: usize,
+    buf: &mut [u8],
+) -> R<usize> {
     let mut done = 0usize;
     let mut pos = offset.as_ref().map(|o| **o);
     while done < count {
@@ -1587,14 +1628,19 @@ unsafe fn epoll_wait_impl(
     let Obj::Epoll(e) = &*o else {
         return real();
     };
-    if !e.has_core() || max <= 0 || ev.is_null() {
+    if max <= 0 || ev.is_null() {
         return real();
     }
     // SAFETY: the caller promises `max` writable epoll_events.
     let out = unsafe { core::slice::from_raw_parts_mut(ev, max as usize) };
     // SAFETY: null or a readable sigset.
     let mask = unsafe { mask.as_ref() };
-    run(|| e.wait(epfd, out, deadline, mask).map(|n| n as c_int))
+    // Also with no corestack socket registered: one added by another
+    // thread must wake this wait, and the shim's own fds never come out.
+    run(|| {
+        e.wait_any(epfd, out, deadline, mask, real)
+            .map(|n| n as c_int)
+    })
 }
 
 /// epoll_wait(2).
@@ -1722,4 +1768,94 @@ pub unsafe extern "C" fn __recvfrom_chk(
 pub unsafe extern "C" fn vfork() -> pid_t {
     // SAFETY: fork takes no arguments; the atfork handlers run.
     unsafe { sys::fork() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    std::thread_local! {
+        /// Allocations made by this thread (so parallel tests do not count).
+        static ALLOCS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    struct Counting;
+
+    // SAFETY: defers every call to the system allocator unchanged; it only
+    // counts the calling thread's allocations.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let _ = ALLOCS.try_with(|a| a.set(a.get() + 1));
+            // SAFETY: same contract as our caller's.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: same contract as our caller's.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            let _ = ALLOCS.try_with(|a| a.set(a.get() + 1));
+            // SAFETY: same contract as our caller's.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static GLOBAL: Counting = Counting;
+
+    fn allocs() -> u64 {
+        ALLOCS.with(Cell::get)
+    }
+
+    /// sendfile from a file to an undecided (kernel) socket: the second call
+    /// allocates nothing (the first sets up the thread's buffer), and the
+    /// bytes and offsets are right.
+    #[test]
+    fn sendfile_allocates_nothing_per_call() {
+        let mut path = std::env::temp_dir();
+        path.push(format!("corestack-sendfile-{}", std::process::id()));
+        let data: Vec<u8> = (0..300 * 1024).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).expect("writing the file");
+        let file = std::fs::File::open(&path).expect("opening the file");
+        let _ = std::fs::remove_file(&path);
+        let in_fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+        let mut sv = [0 as c_int; 2];
+        // SAFETY: `sv` has room for the two fds.
+        let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) };
+        assert_eq!(r, 0, "socketpair");
+        let o = Arc::new(Obj::Sock(Sock::fresh(
+            libc::AF_INET,
+            crate::sock::Ty::Stream,
+            false,
+        )));
+        let Obj::Sock(s) = &*o else { unreachable!() };
+        let mut got = vec![0u8; 8192];
+        let mut off = 0i64;
+        for round in 0..2 {
+            let before = allocs();
+            let n = sendfile_impl(&o, s, sv[0], in_fd, Some(&mut off), 4096).expect("sendfile");
+            let during = allocs() - before;
+            assert_eq!(n, 4096);
+            // SAFETY: reads at most 4096 bytes into `got`.
+            let r = unsafe { libc::read(sv[1], got.as_mut_ptr().cast(), 4096) };
+            assert_eq!(r, 4096);
+            let at = round * 4096;
+            assert_eq!(
+                &got[..4096],
+                &data[at..at + 4096],
+                "round {round}: wrong bytes"
+            );
+            if round == 1 {
+                assert_eq!(during, 0, "the second sendfile allocated {during} times");
+            }
+        }
+        assert_eq!(off, 8192);
+        // SAFETY: closes the two fds made above.
+        unsafe {
+            libc::close(sv[0]);
+            libc::close(sv[1]);
+        }
+    }
 }

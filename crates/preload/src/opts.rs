@@ -20,7 +20,11 @@
 //! | TCP_MAXSEG | get: the MSS; set: recorded, not applied |
 //! | IP_TOS | recorded and reported back; segments go out with TOS 0 |
 //! | IPV6_V6ONLY | applied (decides whether `::` serves IPv4) |
-//! | anything else | ENOPROTOOPT, said once on stderr per option |
+//! | TCP_CORK | applied by the client library: while set, writes do not tell the engine to send (until half the send buffer is queued); clearing it sends what is queued. Linux's 200 ms ceiling is not kept |
+//! | TCP_QUICKACK | recorded and reported back as Linux does (1 until set to 0); ACKs are not delayed by corestack |
+//! | TCP_DEFER_ACCEPT | recorded; reported back rounded up to Linux's retransmission steps (5 reads back 7); connections are handed to accept at once |
+//! | TCP_USER_TIMEOUT | recorded and reported back (EINVAL below 0); not applied: the retransmission limit stays the engine's |
+//! | anything else | ENOPROTOOPT, said once on stderr per option; on a wildcard socket the kernel side takes it (said once); set before the bind/connect decision, the kernel's answer, and said on stderr when the socket goes to corestack without it |
 //!
 //! The README's `corestack exec` section has the same table.
 #![forbid(unsafe_code)]
@@ -52,6 +56,17 @@ pub struct Opts {
     pub v6only: bool,
     pub congestion: Option<CcKind>,
     pub maxseg: Option<i32>,
+    /// TCP_CORK.
+    pub cork: bool,
+    /// TCP_QUICKACK cleared (Linux's "pingpong" mode): reads back 0.
+    pub no_quickack: bool,
+    /// TCP_DEFER_ACCEPT as Linux keeps it: SYN-ACK retransmissions.
+    pub defer_accept: u8,
+    /// TCP_USER_TIMEOUT, milliseconds (0: the default).
+    pub user_timeout: i32,
+    /// Options set while undecided that corestack does not honour
+    /// (level, name): said on stderr if the socket goes to corestack.
+    pub unhonoured: Vec<(c_int, c_int)>,
 }
 
 impl Opts {
@@ -63,6 +78,9 @@ impl Opts {
 
     /// Applies what the engine honours to a new stream.
     pub fn apply_to_stream(&self, s: &mut TcpStream) {
+        if self.cork {
+            s.set_cork(true);
+        }
         if self.nodelay {
             let _ = s.set_nodelay(true);
         }
@@ -89,6 +107,17 @@ impl Opts {
     pub fn buffer_sizes(&self) -> (usize, usize) {
         let b = |v: Option<i32>| v.map_or(0, |v| (v.max(0) as usize).max(4096));
         (b(self.rcvbuf), b(self.sndbuf))
+    }
+
+    /// Says on stderr which options set before the bind/connect decision
+    /// this socket, now on corestack, goes without (once per socket; the
+    /// kernel took them, corestack does not honour them).
+    pub fn report_unhonoured(&mut self, at: &str) {
+        for (level, name) in std::mem::take(&mut self.unhonoured) {
+            crate::sys::log_line(&format!(
+                "setsockopt level {level} name {name} made before {at} is not supported on corestack sockets: the socket went to corestack without it (see the README's option table)"
+            ));
+        }
     }
 
     /// TCP_KEEPIDLE / TCP_KEEPINTVL / TCP_KEEPCNT (Linux's defaults for the
@@ -132,6 +161,39 @@ fn cc_name(cc: CcKind) -> &'static str {
 }
 
 static WARNED: [AtomicBool; 8] = [const { AtomicBool::new(false) }; 8];
+static KERNEL_ONLY: [AtomicBool; 8] = [const { AtomicBool::new(false) }; 8];
+
+/// [`record`]'s answer for an option corestack does not know (not an
+/// errno: [`set`] decides what the application sees).
+const UNKNOWN: Errno = -1;
+
+/// Linux's `secs_to_retrans` for TCP_DEFER_ACCEPT (initial timeout 1 s,
+/// doubling up to 120 s): the retransmissions that cover `secs`.
+fn secs_to_retrans(secs: i32) -> u8 {
+    if secs <= 0 {
+        return 0;
+    }
+    let (mut timeout, mut period, mut res) = (1i32, 1i32, 1u8);
+    while secs > period && res < 255 {
+        res += 1;
+        timeout = (timeout * 2).min(120);
+        period += timeout;
+    }
+    res
+}
+
+/// Linux's `retrans_to_secs`: the seconds `retrans` retransmissions take.
+fn retrans_to_secs(retrans: u8) -> i32 {
+    if retrans == 0 {
+        return 0;
+    }
+    let (mut timeout, mut period) = (1i32, 1i32);
+    for _ in 1..retrans {
+        timeout = (timeout * 2).min(120);
+        period += timeout;
+    }
+    period
+}
 
 fn refuse(level: c_int, name: c_int) -> Errno {
     let i = (name as usize ^ level as usize) % WARNED.len();
@@ -147,16 +209,41 @@ fn refuse(level: c_int, name: c_int) -> Errno {
 /// setsockopt(2) on socket `s` at `fd`.
 pub fn set(s: &Sock, fd: c_int, level: c_int, name: c_int, val: &[u8]) -> R<()> {
     if s.is_fresh() {
-        // Undecided: the kernel's answer, recorded for corestack too.
+        // Undecided: the kernel's answer, recorded for corestack too; one
+        // corestack does not know is kept to be said if the socket goes
+        // to corestack (it would vanish there).
         k::setsockopt(fd, level, name, val)?;
-        let _ = record(s, level, name, val);
+        if record(s, level, name, val) == Err(UNKNOWN) {
+            let mut o = s.opts.lock().unwrap_or_else(|p| p.into_inner());
+            if !o.unhonoured.contains(&(level, name)) {
+                o.unhonoured.push((level, name));
+            }
+        }
         return Ok(());
     }
-    record(s, level, name, val)?;
-    if s.has_kernel_side() {
-        let _ = k::setsockopt(fd, level, name, val);
+    match record(s, level, name, val) {
+        Ok(()) => {
+            if s.has_kernel_side() {
+                let _ = k::setsockopt(fd, level, name, val);
+            }
+            Ok(())
+        }
+        // A wildcard socket: its kernel side takes what corestack does not
+        // know (IP_ADD_MEMBERSHIP, SO_BROADCAST on 0.0.0.0).
+        Err(UNKNOWN) if s.has_kernel_side() => {
+            k::setsockopt(fd, level, name, val)?;
+            let i = (name as usize ^ level as usize) % KERNEL_ONLY.len();
+            crate::sys::log_once(
+                &KERNEL_ONLY[i],
+                &format!(
+                    "socket option level {level} name {name} applies to the kernel side of a wildcard socket only (corestack does not support it)"
+                ),
+            );
+            Ok(())
+        }
+        Err(UNKNOWN) => Err(refuse(level, name)),
+        Err(e) => Err(e),
     }
-    Ok(())
 }
 
 /// Records (and applies what the engine honours of) one option.
@@ -223,6 +310,25 @@ fn record(s: &Sock, level: c_int, name: c_int, val: &[u8]) -> R<()> {
             drop(o);
             s.with_stream(|st| st.set_congestion(cc));
         }
+        (libc::IPPROTO_TCP, libc::TCP_CORK) if s.ty == Ty::Stream => {
+            o.cork = int(val)? != 0;
+            let on = o.cork;
+            drop(o);
+            s.with_stream(|st| st.set_cork(on));
+        }
+        (libc::IPPROTO_TCP, libc::TCP_QUICKACK) if s.ty == Ty::Stream => {
+            o.no_quickack = int(val)? == 0
+        }
+        (libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT) if s.ty == Ty::Stream => {
+            o.defer_accept = secs_to_retrans(int(val)?)
+        }
+        (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) if s.ty == Ty::Stream => {
+            let v = int(val)?;
+            if v < 0 {
+                return Err(libc::EINVAL);
+            }
+            o.user_timeout = v
+        }
         (libc::IPPROTO_IP, libc::IP_TOS) => o.tos = int(val)? & 0xff,
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => {
             o.v6only = int(val)? != 0
@@ -235,7 +341,7 @@ fn record(s: &Sock, level: c_int, name: c_int, val: &[u8]) -> R<()> {
             | libc::SO_ACCEPTCONN
             | libc::SO_ERROR,
         ) => return Err(libc::ENOPROTOOPT),
-        _ => return Err(refuse(level, name)),
+        _ => return Err(UNKNOWN),
     }
     Ok(())
 }
@@ -348,6 +454,16 @@ pub fn get(s: &Sock, fd: c_int, level: c_int, name: c_int, out: &mut [u8]) -> R<
             let n = out.len().min(b.len());
             out[..n].copy_from_slice(&b[..n]);
             n
+        }
+        (libc::IPPROTO_TCP, libc::TCP_CORK) if s.ty == Ty::Stream => put_int(out, o.cork as i32),
+        (libc::IPPROTO_TCP, libc::TCP_QUICKACK) if s.ty == Ty::Stream => {
+            put_int(out, !o.no_quickack as i32)
+        }
+        (libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT) if s.ty == Ty::Stream => {
+            put_int(out, retrans_to_secs(o.defer_accept))
+        }
+        (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) if s.ty == Ty::Stream => {
+            put_int(out, o.user_timeout)
         }
         (libc::IPPROTO_IP, libc::IP_TOS) => put_int(out, o.tos),
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => {

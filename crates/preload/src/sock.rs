@@ -261,6 +261,15 @@ impl Sock {
         }
     }
 
+    /// The socket went to corestack (`at`: the call that decided): says
+    /// which options set while undecided it goes without.
+    fn report_unhonoured(&self, at: &str) {
+        self.opts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .report_unhonoured(at);
+    }
+
     /// True while undecided.
     pub fn is_fresh(&self) -> bool {
         matches!(&*lock(&self.state), State::Fresh { .. })
@@ -336,6 +345,7 @@ impl Sock {
                             dual: false,
                             peer: None,
                         };
+                        self.report_unhonoured("bind");
                         Ok(())
                     }
                 }
@@ -364,6 +374,7 @@ impl Sock {
                             peer: None,
                         };
                         drop(st);
+                        self.report_unhonoured("bind");
                         self.resettle.store(true, Ordering::Release);
                         Ok(())
                     }
@@ -446,6 +457,7 @@ impl Sock {
         crate::epoll::local_change();
         *st = State::Listener { l, local, dual };
         drop(st);
+        self.report_unhonoured("listen");
         if dual {
             self.resettle.store(true, Ordering::Release);
         }
@@ -591,6 +603,7 @@ impl Sock {
             let probe = s.probe();
             crate::epoll::local_change();
             *st = State::Stream(s);
+            self.report_unhonoured("connect");
             probe
         };
         self.resettle.store(true, Ordering::Release);
@@ -654,6 +667,7 @@ impl Sock {
                     dual: false,
                     peer: Some(dst),
                 };
+                self.report_unhonoured("connect");
                 Ok(())
             }
             State::Udp { peer, .. } => {
@@ -950,6 +964,7 @@ impl Sock {
                             dual: false,
                             peer: None,
                         };
+                        self.report_unhonoured("sendto");
                         continue;
                     }
                     State::Udp { u, dual, peer, .. } => {

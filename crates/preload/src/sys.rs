@@ -348,6 +348,13 @@ pub fn internal_eventfd_owned() -> Result<std::os::fd::OwnedFd, c_int> {
     Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
+/// Adds 1 to eventfd `fd` (wakes a waiter whose kernel epoll holds it).
+pub fn eventfd_signal(fd: c_int) {
+    let one = 1u64.to_ne_bytes();
+    // SAFETY: writes 8 initialised bytes of a live stack array.
+    unsafe { write(fd, one.as_ptr().cast(), 8) };
+}
+
 /// Resets eventfd `fd` (a non-blocking read of its counter).
 pub fn eventfd_drain(fd: c_int) {
     let mut b = [0u8; 8];

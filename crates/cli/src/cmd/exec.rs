@@ -9,6 +9,12 @@
 //! It is added to LD_PRELOAD (kept in front of whatever the environment already preloads), the
 //! CORESTACK_* variables are set, and this process is replaced by the program (exec), so its
 //! pid, signals and exit status are the program's own.
+//!
+//! A program LD_PRELOAD cannot reach is refused before it runs, with one `error:` line: a
+//! statically linked ELF executable (no PT_INTERP: the dynamic loader, which does the
+//! preloading, never runs) and a Go program (a `.note.go.buildid` or `.go.buildinfo` section:
+//! Go makes its system calls itself, not through libc, even when linked dynamically for cgo).
+//! Either would silently run on the kernel's stack.
 
 use std::ffi::OsString;
 use std::net::Ipv4Addr;
@@ -112,7 +118,177 @@ impl Exec {
                 "give --iface IF --ip ADDR/PREFIX (embedded mode) or --socket PATH (service mode)"
             ),
         }
+        if let Some(path) = resolve(program) {
+            if let Some(why) = unreachable_by_preload(&path) {
+                bail!(
+                    "{} {why}: the sockets shim (LD_PRELOAD) cannot interpose its socket calls, so it would run on the kernel's stack, not corestack",
+                    path.display()
+                );
+            }
+        }
         let err = cmd.exec();
         Err(err).with_context(|| format!("cannot run {}", program.to_string_lossy()))
+    }
+}
+
+/// Where `exec` finds `program`: itself when it names a path (has a `/`), else the first
+/// executable file of that name in PATH. None: not found (exec then says so).
+fn resolve(program: &std::ffi::OsStr) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    if program.as_bytes().contains(&b'/') {
+        return Some(PathBuf::from(program));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Why the shim cannot reach the program at `path`: "is statically linked" or "is a Go
+/// program"; None for anything else (a dynamically linked ELF, a script, a file that cannot
+/// be read: exec decides).
+fn unreachable_by_preload(path: &std::path::Path) -> Option<&'static str> {
+    let data = std::fs::read(path).ok()?;
+    let elf = Elf::parse(&data)?;
+    if elf.has_section(&data, b".note.go.buildid") || elf.has_section(&data, b".go.buildinfo") {
+        return Some("is a Go program (Go makes its system calls itself, not through libc)");
+    }
+    if !elf.has_interp(&data) {
+        return Some("is statically linked (no ELF interpreter, so nothing loads the shim)");
+    }
+    None
+}
+
+/// The parts of an ELF file's header the checks need (ELF32 or ELF64, either byte order).
+struct Elf {
+    wide: bool,
+    le: bool,
+    phoff: u64,
+    phentsize: u64,
+    phnum: u64,
+    shoff: u64,
+    shentsize: u64,
+    shnum: u64,
+    shstrndx: u64,
+}
+
+impl Elf {
+    /// The header of `d`; None when it is not an ELF executable or shared object.
+    fn parse(d: &[u8]) -> Option<Elf> {
+        if d.get(..4)? != b"\x7fELF" {
+            return None;
+        }
+        let wide = match d.get(4)? {
+            1 => false,
+            2 => true,
+            _ => return None,
+        };
+        let le = match d.get(5)? {
+            1 => true,
+            2 => false,
+            _ => return None,
+        };
+        let mut e = Elf {
+            wide,
+            le,
+            phoff: 0,
+            phentsize: 0,
+            phnum: 0,
+            shoff: 0,
+            shentsize: 0,
+            shnum: 0,
+            shstrndx: 0,
+        };
+        // e_type: ET_EXEC (2) or ET_DYN (3, PIE or a shared object).
+        if !matches!(e.half(d, 16)?, 2 | 3) {
+            return None;
+        }
+        if wide {
+            e.phoff = e.word(d, 32, true)?;
+            e.shoff = e.word(d, 40, true)?;
+            e.phentsize = e.half(d, 54)?;
+            e.phnum = e.half(d, 56)?;
+            e.shentsize = e.half(d, 58)?;
+            e.shnum = e.half(d, 60)?;
+            e.shstrndx = e.half(d, 62)?;
+        } else {
+            e.phoff = e.word(d, 28, false)?;
+            e.shoff = e.word(d, 32, false)?;
+            e.phentsize = e.half(d, 42)?;
+            e.phnum = e.half(d, 44)?;
+            e.shentsize = e.half(d, 46)?;
+            e.shnum = e.half(d, 48)?;
+            e.shstrndx = e.half(d, 50)?;
+        }
+        Some(e)
+    }
+
+    fn bytes<const N: usize>(&self, d: &[u8], at: u64) -> Option<[u8; N]> {
+        let at = usize::try_from(at).ok()?;
+        d.get(at..at.checked_add(N)?)?.try_into().ok()
+    }
+
+    /// A 16-bit field at `at`.
+    fn half(&self, d: &[u8], at: u64) -> Option<u64> {
+        let b = self.bytes::<2>(d, at)?;
+        Some(u64::from(if self.le {
+            u16::from_le_bytes(b)
+        } else {
+            u16::from_be_bytes(b)
+        }))
+    }
+
+    /// A 32-bit field at `at`.
+    fn u32(&self, d: &[u8], at: u64) -> Option<u64> {
+        let b = self.bytes::<4>(d, at)?;
+        Some(u64::from(if self.le {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        }))
+    }
+
+    /// An address or offset at `at`: 64 bits when `wide`, else 32.
+    fn word(&self, d: &[u8], at: u64, wide: bool) -> Option<u64> {
+        if !wide {
+            return self.u32(d, at);
+        }
+        let b = self.bytes::<8>(d, at)?;
+        Some(if self.le {
+            u64::from_le_bytes(b)
+        } else {
+            u64::from_be_bytes(b)
+        })
+    }
+
+    /// True when a program header is PT_INTERP (3): the kernel runs the dynamic loader.
+    fn has_interp(&self, d: &[u8]) -> bool {
+        (0..self.phnum.min(4096)).any(|i| {
+            let at = self.phoff.saturating_add(i.saturating_mul(self.phentsize));
+            self.u32(d, at) == Some(3)
+        })
+    }
+
+    /// True when a section is called `name`.
+    fn has_section(&self, d: &[u8], name: &[u8]) -> bool {
+        let sh = |i: u64| self.shoff.saturating_add(i.saturating_mul(self.shentsize));
+        // sh_offset of the section-name table.
+        let off_at = if self.wide { 24 } else { 16 };
+        let Some(strtab) = self.word(d, sh(self.shstrndx) + off_at, self.wide) else {
+            return false;
+        };
+        (0..self.shnum.min(65536)).any(|i| {
+            let Some(n) = self.u32(d, sh(i)) else {
+                return false;
+            };
+            let Some(at) = usize::try_from(strtab.saturating_add(n)).ok() else {
+                return false;
+            };
+            d.get(at..)
+                .is_some_and(|s| s.split(|&b| b == 0).next() == Some(name))
+        })
     }
 }
