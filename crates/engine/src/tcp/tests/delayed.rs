@@ -11,6 +11,9 @@ pub(super) fn cfg(cc: CcKind, sack: bool) -> TcpConfig {
         cc,
         sack,
         initial_cwnd_segments: 20,
+        // Flights of up to a few hundred segments leave in one output call
+        // here; the engine grows a smaller queue between its calls.
+        max_segments_in_flight: 1024,
         ..TcpConfig::default()
     }
 }
