@@ -94,6 +94,20 @@ pub struct Point {
     pub round_trips_per_s: f64,
     /// Why the point was not measured, or not with every connection.
     pub note: Option<String>,
+    /// What the open connections cost in memory (conn-sweep).
+    pub memory: Option<Memory>,
+}
+
+/// Memory with a conn-sweep point's connections open, against before they opened.
+#[derive(Debug, Clone, Copy, Serialize, Default)]
+pub struct Memory {
+    /// Resident memory of the server process, KiB (VmRSS).
+    pub server_rss_kib: u64,
+    /// Its growth while the connections opened, KiB.
+    pub server_rss_delta_kib: i64,
+    /// Growth of the kernel's memory (slab plus TCP buffers, machine-wide: the client's
+    /// sockets and, for the Linux server, its own), KiB.
+    pub kernel_delta_kib: i64,
 }
 
 impl Point {
@@ -245,6 +259,7 @@ impl SizeSweep {
                         p99_us: f64_of(&v, "p99_us"),
                         round_trips_per_s: f64_of(&v, "round_trips_per_s"),
                         note: None,
+                        memory: None,
                     },
                     Err(e) if e.downcast_ref::<net::Interrupted>().is_some() => return Err(e),
                     Err(e) => Point {
@@ -302,14 +317,38 @@ impl ConnSweep {
         let want = u64::from(max) + 256;
         let (soft, hard) = rlimit::Resource::NOFILE.get().unwrap_or((1024, 1024));
         let nofile = if soft < want {
+            // Root may raise the hard limit too (up to fs.nr_open).
             rlimit::Resource::NOFILE
-                .set(want.min(hard), hard)
-                .map(|()| want.min(hard))
+                .set(want, want.max(hard))
+                .map(|()| want)
+                .or_else(|_| {
+                    rlimit::Resource::NOFILE
+                        .set(want.min(hard), hard)
+                        .map(|()| want.min(hard))
+                })
                 .unwrap_or(soft)
         } else {
             soft
         };
         let bed = Bed::new("conn-sweep", 162)?;
+        // One client address has about 28 000 ephemeral ports towards one server port:
+        // more connections come from more addresses (10.N.{1,2}.11, .12, ...).
+        let extra = (max as usize).div_ceil(SOURCE_CONNS).saturating_sub(1);
+        // Ports of connections closed at an earlier point wait in TIME-WAIT at the client:
+        // let new connections to the same server take them (RFC 6191 timestamps).
+        bed.topo
+            .client
+            .run("sysctl", &["-qw", "net.ipv4.tcp_tw_reuse=1"])?;
+        let mut sources: HashMap<&str, String> = HashMap::new();
+        for (stack, sub, dev) in [("Linux", 2, "c2"), ("corestack", 1, "c1")] {
+            let mut list = vec![format!("10.{}.{sub}.1", bed.net)];
+            for k in 0..extra {
+                let ip = format!("10.{}.{sub}.{}", bed.net, 11 + k);
+                netns::addr_add(&bed.topo.client, dev, &format!("{ip}/24"))?;
+                list.push(ip);
+            }
+            sources.insert(stack, list.join(","));
+        }
         let size = self.size.to_string();
         let secs = self.seconds.to_string();
         let max_sockets = (max + 64).max(4096).to_string();
@@ -343,6 +382,7 @@ impl ConnSweep {
                     .then(|| engine_counters(server_pid))
                     .flatten();
                 let n = count.to_string();
+                let pid = server_pid.to_string();
                 let args = [
                     "bench",
                     "conn-client",
@@ -354,6 +394,10 @@ impl ConnSweep {
                     &size,
                     "--seconds",
                     &secs,
+                    "--sources",
+                    &sources[stack],
+                    "--server-pid",
+                    &pid,
                 ];
                 let log = format!("conn-{stack}-{count}.log");
                 let timeout = Duration::from_secs_f64(self.seconds + 90.0);
@@ -371,6 +415,20 @@ impl ConnSweep {
                             point.p99_us = f64_of(&v, "p99_us");
                             point.round_trips_per_s = f64_of(&v, "round_trips_per_s");
                             point.note = v.get("note").and_then(Value::as_str).map(str::to_string);
+                            let kib = |k: &str| v.get(k).and_then(Value::as_u64);
+                            point.memory = match (
+                                kib("server_rss_before_kib"),
+                                kib("server_rss_kib"),
+                                kib("kernel_before_kib"),
+                                kib("kernel_kib"),
+                            ) {
+                                (Some(r0), Some(r1), Some(k0), Some(k1)) => Some(Memory {
+                                    server_rss_kib: r1,
+                                    server_rss_delta_kib: r1 as i64 - r0 as i64,
+                                    kernel_delta_kib: k1 as i64 - k0 as i64,
+                                }),
+                                _ => None,
+                            };
                         }
                         Err(e) if e.downcast_ref::<net::Interrupted>().is_some() => return Err(e),
                         Err(e) => point.note = Some(net::one_line(&e)),
@@ -425,6 +483,7 @@ impl ConnSweep {
             self.seconds
         );
         print_table("connections", &points, true);
+        print_memory(&points);
         write_outputs(
             "conn-sweep",
             "concurrent connections",
@@ -512,6 +571,61 @@ fn print_table(x_name: &str, points: &[Point], show_open: bool) {
     for n in notes {
         println!("note: {n}");
     }
+}
+
+/// conn-sweep's memory table: the servers' resident memory, the growth of the kernel's
+/// memory while the connections were open, and what one connection costs each server:
+/// corestack's in its process; Linux's in its process and in the kernel, where the
+/// kernel's growth in the Linux run less its growth in the corestack run (the client's
+/// sockets, the same in both runs) is the Linux server's sockets.
+fn print_memory(points: &[Point]) {
+    let mem = |stack: &str, x: u32| {
+        points
+            .iter()
+            .find(|p| p.stack == stack && p.x == x)
+            .and_then(|p| p.memory.map(|m| (m, p.connected)))
+    };
+    let mut xs: Vec<u32> = points.iter().map(|p| p.x).collect();
+    xs.sort_unstable();
+    xs.dedup();
+    println!(
+        "\n{:>11} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13}",
+        "connections",
+        "RSS Linux",
+        "RSS core",
+        "kernel+ L",
+        "kernel+ core",
+        "B/conn Linux",
+        "B/conn core"
+    );
+    let mib = |kib: i64| format!("{:.1}", kib as f64 / 1024.0);
+    for x in xs {
+        let (Some((l, ln)), Some((c, cn))) = (mem("Linux", x), mem("corestack", x)) else {
+            continue;
+        };
+        let per = |kib: i64, n: u32| {
+            if n == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.0}", kib as f64 * 1024.0 / f64::from(n))
+            }
+        };
+        let linux_server = l.server_rss_delta_kib + l.kernel_delta_kib - c.kernel_delta_kib;
+        println!(
+            "{x:>11} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13}",
+            mib(l.server_rss_kib as i64),
+            mib(c.server_rss_kib as i64),
+            mib(l.kernel_delta_kib),
+            mib(c.kernel_delta_kib),
+            per(linux_server, ln),
+            per(c.server_rss_delta_kib, cn),
+        );
+    }
+    println!(
+        "(MiB; RSS: the server process; kernel+: growth of slab and TCP buffer memory, \
+         machine-wide, with the connections open; B/conn: bytes per open connection of each \
+         server, Linux's in its process and the kernel)"
+    );
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -616,6 +730,13 @@ pub struct ConnClient {
     /// Measured seconds (after a 0.3 s warm-up).
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
+    /// Source addresses to connect from, in turn, each with ports from 2000 up, at most
+    /// 25 000 connections an address (default: the kernel's choice of address and port).
+    #[arg(long, value_delimiter = ',')]
+    sources: Vec<Ipv4Addr>,
+    /// The server's process, whose memory is reported before and with the connections open.
+    #[arg(long)]
+    server_pid: Option<u32>,
 }
 
 /// A connection of the client: when its message left, and how much of the echo is back.
@@ -626,7 +747,43 @@ struct Slot {
 }
 
 /// How long the client may take to open its connections.
-const CONNECT_PHASE: Duration = Duration::from_secs(30);
+const CONNECT_PHASE: Duration = Duration::from_secs(60);
+
+/// Connections conn-sweep opens from one client address.
+const SOURCE_CONNS: usize = 25_000;
+/// The first client port conn-client binds with `--sources` (ports below the ephemeral
+/// range, so that nothing else in the client's namespace holds them).
+const FIRST_PORT: u16 = 2_000;
+
+/// Resident memory of process `pid`, KiB (VmRSS of /proc/PID/status).
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The kernel's memory that sockets take, KiB: slab (socket, file, dentry, epoll
+/// objects) plus TCP buffer pages (/proc/net/sockstat `mem`). Machine-wide.
+fn kernel_kib() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let slab: u64 = meminfo
+        .lines()
+        .find(|l| l.starts_with("Slab:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    let sockstat = std::fs::read_to_string("/proc/net/sockstat").ok()?;
+    let tcp = sockstat.lines().find(|l| l.starts_with("TCP:"))?;
+    let words: Vec<&str> = tcp.split_whitespace().collect();
+    let pages: u64 = words
+        .iter()
+        .position(|w| *w == "mem")
+        .and_then(|i| words.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    Some(slab + pages * 4)
+}
 
 impl ConnClient {
     /// Opens the connections, ping-pongs on all of them, prints one JSON object: `conns`,
@@ -638,6 +795,8 @@ impl ConnClient {
         let mut poll = mio::Poll::new().context("creating epoll")?;
         let mut slots: Vec<Slot> = Vec::new();
         let mut note = None;
+        let rss_before = self.server_pid.and_then(rss_kib);
+        let kernel_before = kernel_kib();
         let started = Instant::now();
         for i in 0..self.conns {
             if started.elapsed() > CONNECT_PHASE {
@@ -648,10 +807,13 @@ impl ConnClient {
                 ));
                 break;
             }
-            let s = match std::net::TcpStream::connect_timeout(
-                &SocketAddr::V4(self.target),
-                Duration::from_secs(3),
-            ) {
+            // Connection i from address i % n, port FIRST_PORT + i / n: distinct 4-tuples.
+            let source = (!self.sources.is_empty()).then(|| {
+                let n = self.sources.len();
+                let port = FIRST_PORT as usize + i as usize / n;
+                SocketAddrV4::new(self.sources[i as usize % n], port as u16)
+            });
+            let s = match connect_from(source, self.target, Duration::from_secs(3)) {
                 Ok(s) => s,
                 Err(e) => {
                     let why = match e.raw_os_error() {
@@ -741,7 +903,14 @@ impl ConnClient {
         }
         let elapsed = measured_from.map_or(0.0, |t| t.elapsed().as_secs_f64());
         let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+        // With every connection still open.
+        let rss = self.server_pid.and_then(rss_kib);
+        let kernel = kernel_kib();
         let out = serde_json::json!({
+            "server_rss_before_kib": rss_before,
+            "server_rss_kib": rss,
+            "kernel_before_kib": kernel_before,
+            "kernel_kib": kernel,
             "conns": self.conns,
             "connected": slots.len(),
             "round_trips": hist.len(),
@@ -754,6 +923,25 @@ impl ConnClient {
         println!("{out}");
         Ok(())
     }
+}
+
+/// A blocking connect to `target` from `source` (an address and a port of the client's
+/// own choosing: each connection of a run has its own), within `timeout`. The port may
+/// still be in TIME-WAIT from an earlier run: SO_REUSEADDR and the namespace's
+/// tcp_tw_reuse let the connection take it.
+fn connect_from(
+    source: Option<SocketAddrV4>,
+    target: SocketAddrV4,
+    timeout: Duration,
+) -> io::Result<std::net::TcpStream> {
+    let Some(from) = source else {
+        return std::net::TcpStream::connect_timeout(&SocketAddr::V4(target), timeout);
+    };
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.bind(&SocketAddr::V4(from).into())?;
+    s.connect_timeout(&SocketAddr::V4(target).into(), timeout)?;
+    Ok(s.into())
 }
 
 /// Writes `msg` whole on a nonblocking socket with room for it (one small message in flight
