@@ -70,26 +70,39 @@ impl Core {
                     shared.set_closed(errno::ENOBUFS);
                     return;
                 }
+                // A 4-tuple in TIME-WAIT may be taken again when its
+                // timestamps keep the incarnations apart (RFC 6191; Linux
+                // with tcp_tw_reuse = 1): a client that closes first does
+                // not run out of ports.
+                let now = self.now;
+                let taken = |s: &Sockets, p: u16| match s.flows.get(&flow_key(remote, p)) {
+                    Some(&slot) => !matches!(
+                        s.slots.get(slot as usize),
+                        Some(Some(Socket::Tcp(c))) if c.tcb.time_wait_reusable(now)
+                    ),
+                    None => false,
+                };
                 let port = if local_port == 0 {
-                    match self.sockets.ephemeral_port(|s, p| {
-                        s.flows.contains_key(&flow_key(remote, p)) || s.listeners.contains_key(&p)
-                    }) {
+                    match self
+                        .sockets
+                        .ephemeral_port(|s, p| taken(s, p) || s.listeners.contains_key(&p))
+                    {
                         Some(p) => p,
                         None => {
                             shared.set_closed(errno::EADDRNOTAVAIL);
                             return;
                         }
                     }
-                } else if self
-                    .sockets
-                    .flows
-                    .contains_key(&flow_key(remote, local_port))
-                {
+                } else if taken(&self.sockets, local_port) {
                     shared.set_closed(errno::EADDRINUSE);
                     return;
                 } else {
                     local_port
                 };
+                if let Some(&old) = self.sockets.flows.get(&flow_key(remote, port)) {
+                    self.stats.tcp_time_wait_recycled += 1;
+                    self.drop_conn(old);
+                }
                 let local = SocketAddrV4::new(self.link.ip, port);
                 let mut cfg = self.cfg.tcp.clone();
                 cfg.nodelay = nodelay;

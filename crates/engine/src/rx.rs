@@ -137,8 +137,24 @@ impl Core {
         };
         self.stats.tcp_rx_segments += 1;
         let remote = SocketAddrV4::new(src, seg.src_port);
+        let flags = seg.flags;
         if let Some(&slot) = self.sockets.flows.get(&flow_key(remote, seg.dst_port)) {
             let now = self.now;
+            if flags.syn()
+                && !flags.ack()
+                && !flags.rst()
+                && self.sockets.listeners.contains_key(&seg.dst_port)
+                && self
+                    .sockets
+                    .conn(slot)
+                    .is_some_and(|c| c.tcb.time_wait_accepts_syn(&seg))
+            {
+                // RFC 6191: a new incarnation of a connection in TIME-WAIT.
+                self.stats.tcp_time_wait_recycled += 1;
+                self.drop_conn(slot);
+                self.handle_unmatched_tcp(remote, &seg, payload, tx);
+                return;
+            }
             let Some(c) = self.sockets.conn(slot) else {
                 return;
             };
@@ -165,10 +181,22 @@ impl Core {
             self.after_tcp(slot, ev);
             return;
         }
+        self.handle_unmatched_tcp(remote, &seg, payload, tx);
+    }
+
+    /// A segment of no connection: a SYN (or a SYN cookie's ACK) for a
+    /// listener, else answered with RST.
+    fn handle_unmatched_tcp<T: TxQueue>(
+        &mut self,
+        remote: SocketAddrV4,
+        seg: &TcpRepr,
+        payload: &[u8],
+        tx: &mut T,
+    ) {
         let flags = seg.flags;
         if let Some(&lslot) = self.sockets.listeners.get(&seg.dst_port) {
             if flags.syn() && !flags.ack() && !flags.rst() {
-                self.passive_open(lslot, remote, &seg, tx);
+                self.passive_open(lslot, remote, seg, tx);
                 return;
             }
             // RFC 4987 §3.6: an ACK for no connection may complete a
@@ -176,13 +204,13 @@ impl Core {
             if flags.ack()
                 && !flags.syn()
                 && !flags.rst()
-                && self.cookie_open(lslot, remote, &seg, payload)
+                && self.cookie_open(lslot, remote, seg, payload)
             {
                 return;
             }
         }
         self.stats.tcp_no_socket += 1;
-        self.send_rst(remote, &seg, tx);
+        self.send_rst(remote, seg, tx);
     }
 
     /// Answers a segment that matched nothing (RFC 9293 §3.10.7.1).

@@ -178,6 +178,10 @@ counters! {
     tcp_rcv_full_dropped_bytes,
     /// Connections opened by connect().
     tcp_active_opens,
+    /// Connections in TIME-WAIT ended early for a new incarnation of their
+    /// 4-tuple (RFC 6191): a newer SYN from the peer, or an active open
+    /// that took the port (timestamps in use, a second after the close).
+    tcp_time_wait_recycled,
     /// Connections accepted from listeners.
     tcp_passive_opens,
     /// Connections that ended with a reset (sent or received).

@@ -70,6 +70,35 @@ impl Tcb {
         self.timers.time_wait_deadline = Some(now + self.cfg.time_wait);
     }
 
+    /// TIME-WAIT: may a new SYN `syn` for this 4-tuple end it and open a
+    /// new connection (RFC 6191 §2, as Linux's TCP_TW_SYN)? Yes when both
+    /// ends use timestamps and its TSval is newer than TS.Recent, or
+    /// without timestamps when its sequence number lies beyond rcv_nxt.
+    pub fn time_wait_accepts_syn(&self, syn: &wire::tcp::TcpRepr) -> bool {
+        if self.state != State::TimeWait {
+            return false;
+        }
+        match (self.opts.ts, syn.options.timestamps) {
+            (true, Some((val, _))) => (val.wrapping_sub(self.opts.ts_recent) as i32) > 0,
+            (true, None) => false,
+            (false, _) => syn.seq > self.rcv.nxt,
+        }
+    }
+
+    /// TIME-WAIT: may an active open from this connection's local port to
+    /// the same peer take the 4-tuple now (Linux's `tcp_tw_reuse = 1`)?
+    /// Yes when the connection used timestamps, so that the peer's PAWS
+    /// tells the new connection's segments from the old ones (RFC 6191),
+    /// and it has been in TIME-WAIT for at least a second (the timestamp
+    /// clock has moved on).
+    pub fn time_wait_reusable(&self, now: Instant) -> bool {
+        self.state == State::TimeWait
+            && self.opts.ts
+            && self.timers.time_wait_deadline.is_some_and(|end| {
+                now + self.cfg.time_wait >= end + core::time::Duration::from_secs(1)
+            })
+    }
+
     /// Enters CLOSED: every timer stops; a pending RST still goes out.
     pub(super) fn enter_closed(&mut self) {
         self.state = State::Closed;

@@ -1,0 +1,170 @@
+//! TIME-WAIT as Linux handles it (RFC 6191): a 4-tuple in TIME-WAIT can
+//! carry a new connection when timestamps tell the incarnations apart.
+//! - The active closer (the client) may connect from the same port again
+//!   a second after its close (Linux's `tcp_tw_reuse = 1`), not before.
+//! - The passive opener that closed first (the server) accepts a new SYN
+//!   for the 4-tuple whose TSval is newer than the last it saw.
+//!
+//! Two engines on the `mem` wire with a manual clock.
+
+mod common;
+
+use appif::bytes;
+use appif::socket::{AcceptQueue, Accepted, Command, SockState, StatusHandle};
+use appif::spsc;
+use common::{engine, push, End, A_IP, B_IP, STEP_NS};
+use engine::time::Instant;
+use engine::{Engine, EngineConfig};
+use nic::impair::Impairments;
+use nic::mem::{self, MemClock, MemPort};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+const PORT: u16 = 80;
+const CLIENT_PORT: u16 = 40_000;
+const RING: usize = 4096;
+
+struct Pair {
+    a: Engine<MemPort>,
+    b: Engine<MemPort>,
+    ca: spsc::Sender<Command>,
+    cb: spsc::Sender<Command>,
+    accepted: spsc::Receiver<Accepted>,
+    clock: Arc<AtomicU64>,
+    t: u64,
+    next_id: u64,
+}
+
+impl Pair {
+    fn new() -> Pair {
+        let (mut pa, mut pb) = mem::pair(Impairments::default(), Impairments::default(), 1);
+        let (clock, ns) = MemClock::manual();
+        pa.set_clock(clock.clone());
+        pb.set_clock(clock);
+        let start = 1_000_000_000u64;
+        ns.store(start, Ordering::Release);
+        let (a, ca) = engine(pa, A_IP, EngineConfig::default(), Instant(start));
+        let (b, mut cb) = engine(pb, B_IP, EngineConfig::default(), Instant(start));
+        let (acc_tx, accepted) = spsc::channel::<Accepted>(16);
+        push(
+            &mut cb,
+            Command::Listen {
+                id: 1,
+                shared: StatusHandle::local(),
+                local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT),
+                accept: AcceptQueue::Local(acc_tx),
+            },
+        );
+        Pair {
+            a,
+            b,
+            ca,
+            cb,
+            accepted,
+            clock: ns,
+            t: start,
+            next_id: 10,
+        }
+    }
+
+    /// Both engines until idle (at most `ms` of virtual time).
+    fn run_ms(&mut self, ms: u64) {
+        let end = self.t + ms * 1_000_000;
+        while self.t < end {
+            self.clock.store(self.t, Ordering::Release);
+            let a = self.a.poll(Instant(self.t));
+            let b = self.b.poll(Instant(self.t));
+            self.t += if a || b { STEP_NS } else { 1_000_000 };
+        }
+    }
+
+    /// A connects from `CLIENT_PORT`; returns its end after `ms` of running.
+    fn connect(&mut self) -> End {
+        let id = self.next_id;
+        self.next_id += 1;
+        let shared = StatusHandle::local();
+        let (a_tx, eng_tx) = bytes::growable_ring(RING, RING);
+        let (eng_rx, a_rx) = bytes::growable_ring(RING, RING);
+        push(
+            &mut self.ca,
+            Command::Connect {
+                id,
+                shared: shared.clone(),
+                local_port: CLIENT_PORT,
+                remote: SocketAddrV4::new(B_IP, PORT),
+                tx: eng_tx,
+                rx: eng_rx,
+                nodelay: true,
+            },
+        );
+        self.run_ms(50);
+        End {
+            id,
+            shared,
+            tx: a_tx,
+            rx: a_rx,
+        }
+    }
+
+    fn accept(&mut self) -> Option<End> {
+        self.accepted.pop().map(|acc| End {
+            id: acc.id,
+            shared: acc.shared,
+            tx: acc.tx,
+            rx: acc.rx,
+        })
+    }
+}
+
+fn close(end: &End, cmds: &mut spsc::Sender<Command>) {
+    push(cmds, Command::Close { id: end.id });
+}
+
+#[test]
+fn active_closer_takes_its_time_wait_port_again_after_a_second() {
+    let mut p = Pair::new();
+    let c = p.connect();
+    assert_eq!(c.shared.state(), SockState::Open);
+    let s = p.accept().expect("accepted");
+    // The client closes first: its side ends in TIME-WAIT.
+    close(&c, &mut p.ca);
+    p.run_ms(10);
+    close(&s, &mut p.cb);
+    p.run_ms(10);
+    let mut states = Vec::new();
+    p.a.for_each_tcb(|t| states.push(t.state()));
+    assert_eq!(states, vec![engine::tcp::State::TimeWait]);
+    // Within the second: the 4-tuple is still taken.
+    let early = p.connect();
+    assert_eq!(early.shared.state(), SockState::Closed);
+    assert_eq!(early.shared.error(), appif::errno::EADDRINUSE);
+    p.run_ms(1_000);
+    let again = p.connect();
+    assert_eq!(again.shared.state(), SockState::Open, "port taken again");
+    assert!(p.accept().is_some());
+    assert_eq!(p.a.stats().tcp_time_wait_recycled, 1);
+    assert_eq!(p.b.stats().tcp_rst_tx, 0);
+}
+
+#[test]
+fn passive_closer_in_time_wait_accepts_a_newer_syn() {
+    let mut p = Pair::new();
+    let c = p.connect();
+    let s = p.accept().expect("accepted");
+    // The server closes first: its side ends in TIME-WAIT.
+    close(&s, &mut p.cb);
+    p.run_ms(10);
+    close(&c, &mut p.ca);
+    p.run_ms(10);
+    let mut states = Vec::new();
+    p.b.for_each_tcb(|t| states.push(t.state()));
+    assert_eq!(states, vec![engine::tcp::State::TimeWait]);
+    // The client's side is closed: it connects from the same port, with
+    // a newer timestamp, and the server takes the SYN.
+    p.run_ms(5);
+    let again = p.connect();
+    assert_eq!(again.shared.state(), SockState::Open, "new incarnation");
+    assert!(p.accept().is_some());
+    assert_eq!(p.b.stats().tcp_time_wait_recycled, 1);
+}
