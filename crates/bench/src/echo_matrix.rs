@@ -72,7 +72,7 @@ use crate::harness::children::{last_line, LogDir};
 use crate::harness::matrix::{
     median, BridgeTotals, Lab, Topology, CLIENT_CPU, CORE_SERVER, LINUX_SERVER, PORT, SERVER_CPU,
 };
-use crate::net::{self, Interrupted};
+use cmdline::{core_cc_arg, one_line, stop_flag, Interrupted};
 
 /// The client's progress line interval, ms.
 const PROGRESS_MS: &str = "250";
@@ -547,7 +547,7 @@ impl Ctx<'_> {
             if e.is::<Interrupted>() {
                 return Err(e);
             }
-            result.detail = net::one_line(&e);
+            result.detail = one_line(&e);
             Ok(())
         };
         let server_log = self.lab.logs.file(&format!("{tag}-server.log"));
@@ -1010,7 +1010,7 @@ struct JsonCase<'a> {
 impl EchoMatrix {
     pub fn run(self) -> Result<()> {
         let cases = self.check()?;
-        let stop = net::stop_flag()?;
+        let stop = stop_flag()?;
         netns::check_privileges()?;
         let exe = std::env::current_exe().context("finding this program's path")?;
         let logs = LogDir::new("echo-matrix")?;
@@ -1038,7 +1038,7 @@ impl EchoMatrix {
                 .trim()
                 .to_string(),
         };
-        let Some(core_cc) = net::core_cc_arg(&server_cc) else {
+        let Some(core_cc) = core_cc_arg(&server_cc) else {
             bail!("corestack has no congestion control {server_cc:?} (reno, cubic, dctcp, bbr): choose one with --server-cc");
         };
         let mut lab = Lab::new(&topo, &exe, &logs, &stop);

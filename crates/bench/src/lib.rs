@@ -20,9 +20,11 @@
 //!  harness/       children (this binary in a namespace, pinned, logged), the matrix path, and
 //!                 shim: unmodified servers on Linux and under `corestack exec`, row by row
 //!  trace          bench pingpong --trace: the stage table while the ping-pong runs
-//!  net            the stack options and socket traits that let one loop drive corestack or
-//!                 the kernel stack (also used by `serve echo` and `nc`), the stop flag
 //! ```
+//!
+//! The stack options, the socket traits that let one loop drive corestack or the kernel stack,
+//! the stop flag and the one-line errors are crate `cmdline`'s, shared with the product's
+//! commands; `bench` depends on the product, never the reverse.
 //!
 //! Every benchmark that builds namespaces removes them, and every process it started, when it
 //! ends, also on error and Ctrl-C. Errors are `anyhow`, as in the rest of the command line.
@@ -32,7 +34,6 @@ pub mod demo;
 pub mod echo_matrix;
 mod harness;
 pub mod memcached;
-pub mod net;
 pub mod pingpong;
 pub mod plot;
 pub mod service;

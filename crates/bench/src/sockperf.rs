@@ -31,7 +31,7 @@ use serde::Serialize;
 use crate::harness::children::{last_line, LogDir, Topology};
 use crate::harness::shim::{self, Row, CLIENT_CPU, NET, SERVER_CPU};
 use crate::memcached::load::cpu_seconds;
-use crate::net::{self, Interrupted};
+use cmdline::{one_line, stop_flag, Interrupted};
 
 const PORT: u16 = 11111;
 
@@ -114,7 +114,7 @@ fn median(v: &mut [f64]) -> f64 {
 
 impl SockperfBench {
     pub fn run(self) -> Result<()> {
-        let stop = net::stop_flag()?;
+        let stop = stop_flag()?;
         if !((1.0..=60.0).contains(&self.seconds) && (1..=20).contains(&self.rounds)) {
             bail!("--seconds must be in [1, 60] (sockperf's unit) and --rounds in 1..=20");
         }
@@ -159,7 +159,7 @@ impl SockperfBench {
                     Ok(run) => r.runs.push(run),
                     Err(e) if e.is::<Interrupted>() => return Err(e),
                     Err(e) => {
-                        let why = net::one_line(&e);
+                        let why = one_line(&e);
                         eprintln!("bench sockperf: {}: skipped: {why}", r.label);
                         r.skipped = Some(why);
                         r.runs.clear();

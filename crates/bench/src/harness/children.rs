@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use netns::{ChildGuard, Netns, NextLine};
 use serde_json::Value;
 
-use crate::net::Interrupted;
+use cmdline::Interrupted;
 
 /// How long a server may take to say it is ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);

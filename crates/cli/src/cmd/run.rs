@@ -73,7 +73,7 @@ impl Run {
             idle_us: self.idle_us,
         });
         let v = cfg.validate()?;
-        let stop = bench::net::stop_flag()?;
+        let stop = cmdline::stop_flag()?;
         // The control socket first: a second daemon must say "already listens"
         // before it touches the interface.
         let control = ControlSocket::bind(&v.socket)?;
