@@ -5,11 +5,13 @@
 //! ```text
 //!  pingpong       bench pingpong: round-trip latency (HDR histogram)
 //!  plot           --plot FILE.svg|png and --json FILE of every benchmark (plotters)
+//!  report         what the reports share: median (written once), padded columns, indent
 //!  transfer       bench transfer: echo N bytes, compare sha256
 //!  stream         bench stream: one-way goodput to a sink
 //!  sink           serve sink: the receiving end of `bench stream`
 //!  stream_matrix  bench stream-matrix: goodput, Linux vs corestack, clean and lossy
-//!  echo_matrix    bench echo-matrix: echo through the impairment bridge, case by case
+//!  echo_matrix/   bench echo-matrix: echo through the impairment bridge, case by case
+//!                 (cases: the impairments; run: one run watched; report: table, JSON, plot)
 //!  sweep          bench size-sweep, conn-sweep: Linux vs corestack over message sizes and
 //!                 over concurrent connections (and their hidden client and Linux server)
 //!  service        bench service: service mode vs embedded mode vs Linux
@@ -36,6 +38,7 @@ mod harness;
 pub mod memcached;
 pub mod pingpong;
 pub mod plot;
+pub mod report;
 pub mod service;
 pub mod sink;
 pub mod sockperf;

@@ -31,6 +31,7 @@ use serde::Serialize;
 use crate::harness::children::{last_line, LogDir, Topology};
 use crate::harness::shim::{self, Row, CLIENT_CPU, NET, SERVER_CPU};
 use crate::memcached::load::cpu_seconds;
+use crate::report::upper_median;
 use cmdline::{one_line, stop_flag, Interrupted};
 
 const PORT: u16 = 11111;
@@ -107,11 +108,6 @@ pub fn parse_pingpong(out: &str) -> Result<(f64, f64, f64)> {
     }
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
 impl SockperfBench {
     pub fn run(self) -> Result<()> {
         let stop = stop_flag()?;
@@ -171,7 +167,7 @@ impl SockperfBench {
             if r.runs.is_empty() {
                 continue;
             }
-            let m = |f: fn(&Run) -> f64| median(&mut r.runs.iter().map(f).collect::<Vec<_>>());
+            let m = |f: fn(&Run) -> f64| upper_median(&r.runs.iter().map(f).collect::<Vec<_>>());
             r.median = Some(Run {
                 p50_us: m(|x| x.p50_us),
                 p99_us: m(|x| x.p99_us),

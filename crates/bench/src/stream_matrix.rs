@@ -27,8 +27,9 @@ use serde_json::Value;
 
 use crate::harness::children::{run_client, LogDir};
 use crate::harness::matrix::{
-    median, Lab, Topology, CLIENT_CPU, CORE_CLIENT, CORE_SERVER, LINUX_SERVER, PORT, SERVER_CPU,
+    Lab, Topology, CLIENT_CPU, CORE_CLIENT, CORE_SERVER, LINUX_SERVER, PORT, SERVER_CPU,
 };
+use crate::report::median;
 use cmdline::{core_cc_arg, stop_flag};
 use corestack::CcKind;
 
