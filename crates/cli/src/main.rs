@@ -1,7 +1,8 @@
 //! `corestack`: run echo servers, benchmarks, a netcat, an impairment bridge and the demo on the
 //! corestack user-space TCP/IP stack (and, for comparison, on the Linux kernel stack).
 //!
-//! One file per subcommand under `cmd/`. The daemon (`run`) is crate `service`'s; the
+//! One file per subcommand under `cmd/`; what the observing commands read and serve (published
+//! tables, Prometheus rendering, the metrics HTTP server) under `observe/`. The daemon (`run`) is crate `service`'s; the
 //! benchmarks, `serve sink` and the demo are crate `bench`'s; what the commands share (stack
 //! options, the socket traits that let one loop drive both stacks, the stop flag, one-line
 //! errors) is crate `cmdline`'s, which `bench` uses too. Errors are `anyhow` here (and in `bench`) only, printed as one line
@@ -9,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 mod cmd;
+mod observe;
 
 use cmdline::{one_line, Interrupted};
 

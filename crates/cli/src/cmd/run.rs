@@ -79,7 +79,7 @@ impl Run {
         let control = ControlSocket::bind(&v.socket)?;
         let metrics = match self.metrics_listen {
             Some(addr) => {
-                let m = crate::cmd::metrics::MetricsServer::start(addr)?;
+                let m = crate::observe::http::MetricsServer::start(addr)?;
                 if let Some(a) = m.addr() {
                     eprintln!("corestack daemon metrics at http://{a}/metrics");
                 }
