@@ -470,13 +470,9 @@ fn add_apps(e: &mut Exposition, pid: &str, apps: &[AppRow]) {
 }
 
 #[cfg(test)]
-#[path = "../../tests/common/prom.rs"]
-mod prom;
-
-#[cfg(test)]
 mod tests {
     use super::*;
-    use prom::{parse, samples, value};
+    use testkit::prom::{parse, samples, value};
 
     /// Families every exposition of an engine with a TCP connection, a UDP
     /// socket, a listener and an application holds. Renaming or dropping one
