@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use crate::harness::children::{run_client, spawn, wait_ready, Latency, LogDir, Topology};
 use crate::harness::{CLIENT_CPU, SERVER_CPU};
-use crate::net;
+use cmdline::stop_flag;
 
 const PORT: u16 = 7;
 const LINUX_SERVER_IP: &str = "10.77.2.2";
@@ -97,7 +97,7 @@ impl Demo {
         if !(self.seconds > 0.0 && self.seconds <= 600.0) {
             bail!("--seconds must be in (0, 600]");
         }
-        let stop = net::stop_flag()?;
+        let stop = stop_flag()?;
         netns::check_privileges()?;
         let exe = std::env::current_exe().context("finding this program's path")?;
         let pin = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;

@@ -5,11 +5,13 @@
 //! ```text
 //!  pingpong       bench pingpong: round-trip latency (HDR histogram)
 //!  plot           --plot FILE.svg|png and --json FILE of every benchmark (plotters)
+//!  report         what the reports share: median (written once), padded columns, indent
 //!  transfer       bench transfer: echo N bytes, compare sha256
 //!  stream         bench stream: one-way goodput to a sink
 //!  sink           serve sink: the receiving end of `bench stream`
 //!  stream_matrix  bench stream-matrix: goodput, Linux vs corestack, clean and lossy
-//!  echo_matrix    bench echo-matrix: echo through the impairment bridge, case by case
+//!  echo_matrix/   bench echo-matrix: echo through the impairment bridge, case by case
+//!                 (cases: the impairments; run: one run watched; report: table, JSON, plot)
 //!  sweep          bench size-sweep, conn-sweep: Linux vs corestack over message sizes and
 //!                 over concurrent connections (and their hidden client and Linux server)
 //!  service        bench service: service mode vs embedded mode vs Linux
@@ -20,9 +22,11 @@
 //!  harness/       children (this binary in a namespace, pinned, logged), the matrix path, and
 //!                 shim: unmodified servers on Linux and under `corestack exec`, row by row
 //!  trace          bench pingpong --trace: the stage table while the ping-pong runs
-//!  net            the stack options and socket traits that let one loop drive corestack or
-//!                 the kernel stack (also used by `serve echo` and `nc`), the stop flag
 //! ```
+//!
+//! The stack options, the socket traits that let one loop drive corestack or the kernel stack,
+//! the stop flag and the one-line errors are crate `cmdline`'s, shared with the product's
+//! commands; `bench` depends on the product, never the reverse.
 //!
 //! Every benchmark that builds namespaces removes them, and every process it started, when it
 //! ends, also on error and Ctrl-C. Errors are `anyhow`, as in the rest of the command line.
@@ -32,9 +36,9 @@ pub mod demo;
 pub mod echo_matrix;
 mod harness;
 pub mod memcached;
-pub mod net;
 pub mod pingpong;
 pub mod plot;
+pub mod report;
 pub mod service;
 pub mod sink;
 pub mod sockperf;

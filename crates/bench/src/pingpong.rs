@@ -16,7 +16,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::net::{self, Datagram, StackOpts, Stream, Waiter};
+use cmdline::{bind_error, connect_error, set_kernel_cc, Datagram, StackOpts, Stream, Waiter};
 
 /// A TCP round trip slower than this is an error (the server is gone or stuck).
 const TCP_RTT_LIMIT: Duration = Duration::from_secs(2);
@@ -228,9 +228,9 @@ impl Pingpong {
             (true, None) => {
                 let mut s =
                     std::net::TcpStream::connect_timeout(&target.into(), Duration::from_secs(3))
-                        .map_err(|e| net::connect_error(e, target))?;
+                        .map_err(|e| connect_error(e, target))?;
                 if let Some(cc) = &self.kernel_cc {
-                    net::set_kernel_cc(&s, cc)?;
+                    set_kernel_cc(&s, cc)?;
                 }
                 if !spin {
                     s.set_read_timeout(Some(TCP_RTT_LIMIT))?;
@@ -239,7 +239,7 @@ impl Pingpong {
             }
             (true, Some(stack)) => {
                 let mut s = corestack::TcpStream::connect(stack, target)
-                    .map_err(|e| net::connect_error(e, target))?;
+                    .map_err(|e| connect_error(e, target))?;
                 tcp_pingpong(&mut run, &mut s, warmup, duration)?
             }
             (false, None) => {
@@ -252,7 +252,7 @@ impl Pingpong {
                 let local =
                     SocketAddrV4::new(self.stack.ip.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr), 0);
                 let mut u = corestack::UdpSocket::bind(stack, local)
-                    .map_err(|e| net::bind_error(e, "UDP", local))?;
+                    .map_err(|e| bind_error(e, "UDP", local))?;
                 u.set_nonblocking(true)?;
                 udp_pingpong(&mut run, &mut u, target, warmup, duration)?
             }

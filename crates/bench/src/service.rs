@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use crate::harness::children::{run_client, spawn_env, wait_ready, Latency, LogDir, Topology};
 use crate::memcached::load::cpu_seconds;
-use crate::net;
+use cmdline::stop_flag;
 
 const CORE_CIDR: &str = "10.79.1.2/24";
 const CORE_IP: &str = "10.79.1.2";
@@ -92,7 +92,7 @@ impl ServiceBench {
         if let Some(p) = &self.plot {
             crate::plot::format_of(p)?;
         }
-        let stop = net::stop_flag()?;
+        let stop = stop_flag()?;
         netns::check_privileges()?;
         if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
             bail!("bench service needs 2 CPUs (applications on CPU 0, the engine on CPU 1)");

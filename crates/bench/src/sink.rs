@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use clap::Args;
 
-use crate::net::{self, Listener, StackOpts, Stream, Waiter};
 use crate::stream::{mbit_per_s, report_line, would_block, CHUNK_BYTES};
+use cmdline::{bind_error, stop_flag, Listener, StackOpts, Stream, Waiter};
 
 /// `serve sink` options.
 #[derive(Args, Debug)]
@@ -76,15 +76,15 @@ impl Totals {
 
 impl Sink {
     pub fn run(self) -> Result<()> {
-        let stop = net::stop_flag()?;
+        let stop = stop_flag()?;
         let ip = self.stack.ip.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr);
         let addr = SocketAddrV4::new(ip, self.port);
         if self.kernel {
             return kernel_sink(addr, &stop);
         }
         let stack = self.stack.start()?;
-        let mut listener = corestack::TcpListener::bind(&stack, addr)
-            .map_err(|e| net::bind_error(e, "TCP", addr))?;
+        let mut listener =
+            corestack::TcpListener::bind(&stack, addr).map_err(|e| bind_error(e, "TCP", addr))?;
         listener.set_nonblocking(true)?;
         println!("listening on {addr} (tcp sink), {}", self.stack.describe());
         let _ = io::stdout().flush();
@@ -181,8 +181,7 @@ fn drain_step<S: Stream>(c: &mut Drain<S>, buf: &mut [u8], totals: &mut Totals) 
 
 /// The Linux sink: a blocking thread per connection.
 fn kernel_sink(addr: SocketAddrV4, stop: &AtomicBool) -> Result<()> {
-    let listener =
-        std::net::TcpListener::bind(addr).map_err(|e| net::bind_error(e, "TCP", addr))?;
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| bind_error(e, "TCP", addr))?;
     listener.set_nonblocking(true)?;
     println!("listening on {addr} (tcp sink), kernel, blocking");
     let _ = io::stdout().flush();

@@ -31,7 +31,8 @@ use serde::Serialize;
 use crate::harness::children::{last_line, LogDir, Topology};
 use crate::harness::shim::{self, Row, CLIENT_CPU, NET, SERVER_CPU};
 use crate::memcached::load::cpu_seconds;
-use crate::net::{self, Interrupted};
+use crate::report::upper_median;
+use cmdline::{one_line, stop_flag, Interrupted};
 
 const PORT: u16 = 11111;
 
@@ -107,14 +108,9 @@ pub fn parse_pingpong(out: &str) -> Result<(f64, f64, f64)> {
     }
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
 impl SockperfBench {
     pub fn run(self) -> Result<()> {
-        let stop = net::stop_flag()?;
+        let stop = stop_flag()?;
         if !((1.0..=60.0).contains(&self.seconds) && (1..=20).contains(&self.rounds)) {
             bail!("--seconds must be in [1, 60] (sockperf's unit) and --rounds in 1..=20");
         }
@@ -159,7 +155,7 @@ impl SockperfBench {
                     Ok(run) => r.runs.push(run),
                     Err(e) if e.is::<Interrupted>() => return Err(e),
                     Err(e) => {
-                        let why = net::one_line(&e);
+                        let why = one_line(&e);
                         eprintln!("bench sockperf: {}: skipped: {why}", r.label);
                         r.skipped = Some(why);
                         r.runs.clear();
@@ -171,7 +167,7 @@ impl SockperfBench {
             if r.runs.is_empty() {
                 continue;
             }
-            let m = |f: fn(&Run) -> f64| median(&mut r.runs.iter().map(f).collect::<Vec<_>>());
+            let m = |f: fn(&Run) -> f64| upper_median(&r.runs.iter().map(f).collect::<Vec<_>>());
             r.median = Some(Run {
                 p50_us: m(|x| x.p50_us),
                 p99_us: m(|x| x.p99_us),

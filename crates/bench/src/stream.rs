@@ -21,7 +21,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 
-use crate::net::{self, Interrupted, StackOpts, Stream, Waiter};
+use cmdline::{connect_error, set_kernel_cc, stop_flag, Interrupted, StackOpts, Stream, Waiter};
 
 /// Bytes per write and per read.
 pub(crate) const CHUNK_BYTES: usize = 64 * 1024;
@@ -128,13 +128,13 @@ impl StreamBench {
             (None, Until::Elapsed(d)) => d + Duration::from_secs(60),
             (None, Until::Bytes(_)) => Duration::from_secs(300),
         };
-        let stop = net::stop_flag()?;
+        let stop = stop_flag()?;
         let deadline = Instant::now() + timeout;
         let target = self.target;
         let (t0, sent, report) = if self.stack.wants_corestack() {
             let stack = self.stack.start()?;
             let s = corestack::TcpStream::connect(&stack, target)
-                .map_err(|e| net::connect_error(e, target))?;
+                .map_err(|e| connect_error(e, target))?;
             let t0 = Instant::now();
             let waiter = self.stack.waiter(&stack);
             let (sent, report) =
@@ -145,11 +145,11 @@ impl StreamBench {
             (t0, sent, report)
         } else {
             let s = std::net::TcpStream::connect_timeout(&target.into(), Duration::from_secs(5))
-                .map_err(|e| net::connect_error(e, target))?;
+                .map_err(|e| connect_error(e, target))?;
             s.set_write_timeout(Some(KERNEL_TIMEOUT))?;
             s.set_read_timeout(Some(KERNEL_TIMEOUT))?;
             if let Some(cc) = &self.kernel_cc {
-                net::set_kernel_cc(&s, cc)?;
+                set_kernel_cc(&s, cc)?;
             }
             let t0 = Instant::now();
             let (sent, report) = send_stream(s, None, until, self.write_size, deadline, &stop)?;

@@ -27,9 +27,10 @@ use serde_json::Value;
 
 use crate::harness::children::{run_client, LogDir};
 use crate::harness::matrix::{
-    median, Lab, Topology, CLIENT_CPU, CORE_CLIENT, CORE_SERVER, LINUX_SERVER, PORT, SERVER_CPU,
+    Lab, Topology, CLIENT_CPU, CORE_CLIENT, CORE_SERVER, LINUX_SERVER, PORT, SERVER_CPU,
 };
-use crate::net;
+use crate::report::median;
+use cmdline::{core_cc_arg, stop_flag};
 use corestack::CcKind;
 
 /// How long a run may take past its duration (handshake, the tail under loss, the report).
@@ -207,7 +208,7 @@ impl StreamMatrix {
         if let Some(p) = &self.plot {
             crate::plot::format_of(p)?;
         }
-        let stop = net::stop_flag()?;
+        let stop = stop_flag()?;
         netns::check_privileges()?;
         let exe = std::env::current_exe().context("finding this program's path")?;
         let logs = LogDir::new("matrix")?;
@@ -221,7 +222,7 @@ impl StreamMatrix {
             seconds: self.seconds,
             linux_cc: &self.linux_cc,
             cc: match self.cc {
-                None => match net::core_cc_arg(&self.linux_cc) {
+                None => match core_cc_arg(&self.linux_cc) {
                     Some(name) => vec!["--cc", name],
                     None => bail!(
                         "corestack has no congestion control {:?}: choose one with --cc",
@@ -258,7 +259,7 @@ impl StreamMatrix {
             "Linux: blocking sockets, congestion control {}; corestack: inline engine on af_xdp, spinning, {}",
             self.linux_cc,
             self.cc.map_or_else(
-                || net::core_cc_arg(&self.linux_cc).unwrap_or("?"),
+                || core_cc_arg(&self.linux_cc).unwrap_or("?"),
                 CcKind::name,
             )
         );

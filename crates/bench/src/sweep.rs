@@ -32,8 +32,8 @@ use serde_json::Value;
 
 use crate::harness::children::{run_client, spawn, wait_ready, LogDir, Topology};
 use crate::harness::{CLIENT_CPU, SERVER_CPU};
-use crate::net;
 use crate::plot::{self, Series};
+use cmdline::{one_line, stop_flag, Interrupted};
 
 const PORT: u16 = 7;
 
@@ -148,7 +148,7 @@ struct Bed {
 
 impl Bed {
     fn new(what: &str, net: u8) -> Result<Bed> {
-        let stop = net::stop_flag()?;
+        let stop = stop_flag()?;
         netns::check_privileges()?;
         let exe = std::env::current_exe().context("finding this program's path")?;
         let pin = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
@@ -261,9 +261,9 @@ impl SizeSweep {
                         note: None,
                         memory: None,
                     },
-                    Err(e) if e.downcast_ref::<net::Interrupted>().is_some() => return Err(e),
+                    Err(e) if e.downcast_ref::<Interrupted>().is_some() => return Err(e),
                     Err(e) => Point {
-                        note: Some(net::one_line(&e)),
+                        note: Some(one_line(&e)),
                         ..Point::unmeasured(stack, size)
                     },
                 };
@@ -430,8 +430,8 @@ impl ConnSweep {
                                 _ => None,
                             };
                         }
-                        Err(e) if e.downcast_ref::<net::Interrupted>().is_some() => return Err(e),
-                        Err(e) => point.note = Some(net::one_line(&e)),
+                        Err(e) if e.downcast_ref::<Interrupted>().is_some() => return Err(e),
+                        Err(e) => point.note = Some(one_line(&e)),
                     }
                 }
                 // What the corestack engine refused while this point ran, from its counters.
@@ -984,7 +984,7 @@ pub struct ConnEcho {
 impl ConnEcho {
     /// Serves until SIGTERM/SIGINT. Errors: the address cannot be bound, epoll fails.
     pub fn run(self) -> Result<()> {
-        let stop = net::stop_flag()?;
+        let stop = stop_flag()?;
         let addr = SocketAddr::V4(SocketAddrV4::new(self.ip, self.port));
         let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
         sock.set_reuse_address(true)?;

@@ -15,7 +15,7 @@ use clap::Args;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::net::{self, StackOpts, Stream, Waiter};
+use cmdline::{connect_error, set_kernel_cc, StackOpts, Stream, Waiter};
 
 /// Transfer chunk size, bytes.
 const CHUNK_BYTES: usize = 64 * 1024;
@@ -106,7 +106,7 @@ impl Transfer {
         let (sent, received) = if self.stack.wants_corestack() {
             let stack = self.stack.start()?;
             let mut s = corestack::TcpStream::connect(&stack, target)
-                .map_err(|e| net::connect_error(e, target))?;
+                .map_err(|e| connect_error(e, target))?;
             echo_transfer(
                 &mut s,
                 &self.stack.waiter(&stack),
@@ -118,9 +118,9 @@ impl Transfer {
         } else {
             let connect = TRANSFER_CONNECT.min(deadline.saturating_duration_since(Instant::now()));
             let mut s = std::net::TcpStream::connect_timeout(&target.into(), connect)
-                .map_err(|e| net::connect_error(e, target))?;
+                .map_err(|e| connect_error(e, target))?;
             if let Some(cc) = &self.kernel_cc {
-                net::set_kernel_cc(&s, cc)?;
+                set_kernel_cc(&s, cc)?;
             }
             echo_transfer(
                 &mut s,

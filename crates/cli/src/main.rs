@@ -1,16 +1,18 @@
 //! `corestack`: run echo servers, benchmarks, a netcat, an impairment bridge and the demo on the
 //! corestack user-space TCP/IP stack (and, for comparison, on the Linux kernel stack).
 //!
-//! One file per subcommand under `cmd/`. The daemon (`run`) is crate `service`'s; the
-//! benchmarks, `serve sink` and the demo are crate `bench`'s, as is what the commands share
-//! (`bench::net`: stack options, the socket traits that let one loop drive both stacks, signal
-//! handling). Errors are `anyhow` here (and in `bench`) only, printed as one line
+//! One file per subcommand under `cmd/`; what the observing commands read and serve (published
+//! tables, Prometheus rendering, the metrics HTTP server) under `observe/`. The daemon (`run`) is crate `service`'s; the
+//! benchmarks, `serve sink` and the demo are crate `bench`'s; what the commands share (stack
+//! options, the socket traits that let one loop drive both stacks, the stop flag, one-line
+//! errors) is crate `cmdline`'s, which `bench` uses too. Errors are `anyhow` here (and in `bench`) only, printed as one line
 //! `error: ...` that says what to do, with a non-zero exit.
 #![forbid(unsafe_code)]
 
 mod cmd;
+mod observe;
 
-use bench::net;
+use cmdline::{one_line, Interrupted};
 
 use clap::{Parser, Subcommand};
 
@@ -66,11 +68,11 @@ fn main() {
         Command::Capture(c) => c.run(),
     };
     if let Err(e) = result {
-        if e.downcast_ref::<net::Interrupted>().is_some() {
+        if e.downcast_ref::<Interrupted>().is_some() {
             eprintln!("interrupted");
             std::process::exit(130);
         }
-        eprintln!("error: {}", net::one_line(&e));
+        eprintln!("error: {}", one_line(&e));
         std::process::exit(1);
     }
 }

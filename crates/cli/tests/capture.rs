@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 
 use corestack::UdpSocket;
 
-#[path = "../../client/tests/common/mod.rs"]
-mod mem_wire;
-use mem_wire::{stacks, A, B};
+use testkit::mem_wire::{stacks, A, B};
 
 const SIZES: [usize; 5] = [100, 200, 300, 400, 500];
 /// Ethernet, IPv4 and UDP headers.

@@ -13,8 +13,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::daemon::*;
-use common::prom::{parse, samples, value};
 use common::*;
+use testkit::prom::{parse, samples, value};
 
 const METRICS: &str = "127.0.0.1:9464";
 

@@ -1,6 +1,6 @@
 //! Service mode (issue 4) end to end, isolation: one `corestack run` daemon owns the veth end
 //! `vc` of a namespace pair; applications (`corestack serve echo`, and this test itself acting
-//! as a broken application through `appif`, see `common/rogue.rs`) join it over its control
+//! as a broken application through `appif`, see `testkit::rogue`) join it over its control
 //! socket; their peers are Rust `std::net` clients (`corestack nc` / `bench pingpong` without
 //! `--iface`, i.e. on the kernel stack) in the Linux namespace.
 //!
@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use appif::ctl::{self, Welcome};
 use appif::seg::{layout, Desc};
 use common::daemon::*;
-use common::rogue::RogueApp;
 use common::*;
+use testkit::rogue::RogueApp;
 
 #[test]
 fn two_apps_each_transfer_64mib_with_linux_peers() {

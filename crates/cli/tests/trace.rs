@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 use appif::trace_report::STAGES;
 use corestack::{TcpListener, TcpStream};
 
-#[path = "../../client/tests/common/mod.rs"]
-mod mem_wire;
-use mem_wire::{stacks, B};
+use testkit::mem_wire::{stacks, B};
 
 #[test]
 fn trace_command_on_a_ping_pong_prints_every_stage_with_samples() {

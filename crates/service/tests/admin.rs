@@ -10,9 +10,9 @@ mod common;
 use std::os::unix::fs::MetadataExt;
 
 use appif::ctl::Hello;
-use common::rogue::{self, RogueApp};
 use common::*;
 use corestack::TcpListener;
+use testkit::rogue::{self, RogueApp};
 
 #[test]
 fn port_listened_on_by_another_app_is_eaddrinuse() {

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use appif::ctl;
 use appif::seg::{layout, Desc};
-use common::rogue::{self, RogueApp};
 use common::*;
 use corestack::{TcpListener, TcpStream};
+use testkit::rogue::{self, RogueApp};
 
 /// A well-behaved application echoing on `port`, checked once.
 fn echo_app(d: &Daemon, port: u16) -> (corestack::Stack, TcpListener) {

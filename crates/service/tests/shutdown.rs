@@ -7,9 +7,9 @@ mod common;
 
 use std::io::{ErrorKind, Write};
 
-use common::rogue::RogueApp;
 use common::*;
 use corestack::{TcpListener, TcpStream};
+use testkit::rogue::RogueApp;
 
 #[test]
 fn daemon_stop_tells_every_app_econnreset_and_peers_see_rst() {

@@ -12,7 +12,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use netns::{ChildGuard, Netns, NextLine};
 use serde_json::Value;
 
-use crate::net::Interrupted;
+use crate::report::upper_median;
+use cmdline::Interrupted;
 
 /// How long a server may take to say it is ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -197,13 +198,9 @@ pub struct Latency {
 }
 
 impl Latency {
-    /// The median of each figure over several runs.
+    /// The upper median of each figure over several runs (a measured value each).
     pub fn median(runs: &[Latency]) -> Latency {
-        let med = |f: fn(&Latency) -> f64| {
-            let mut v: Vec<f64> = runs.iter().map(f).collect();
-            v.sort_by(f64::total_cmp);
-            v.get(v.len() / 2).copied().unwrap_or(0.0)
-        };
+        let med = |f: fn(&Latency) -> f64| upper_median(&runs.iter().map(f).collect::<Vec<_>>());
         Latency {
             p50_us: med(|l| l.p50_us),
             p99_us: med(|l| l.p99_us),

@@ -1,5 +1,5 @@
 //! What the matrix benchmarks (`bench stream-matrix`, `bench echo-matrix`) share: their path
-//! through namespaces of their own, the impairment bridge on it, and medians.
+//! through namespaces of their own, and the impairment bridge on it.
 //!
 //! ```text
 //!  namespace client (CPU 0)                mid                  namespace server (CPU 1)
@@ -333,27 +333,9 @@ impl BridgeTotals {
     }
 }
 
-/// The median of `v` (the mean of the middle two for an even count); 0 when empty.
-pub fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => s[n / 2],
-        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_of_odd_even_and_empty() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(&[]), 0.0);
-    }
 
     #[test]
     fn bridge_totals_from_the_impaired_line() {

@@ -36,7 +36,7 @@ use rustix::event::{epoll, Timespec};
 use serde::Serialize;
 
 use super::etc::{self, Op, Parsed, Reply, Schedule};
-use crate::net;
+use cmdline::{stop_flag, Interrupted};
 
 /// `bench memcached-load` options.
 #[derive(Args, Debug, Clone)]
@@ -543,7 +543,7 @@ impl Generator {
 
 impl Load {
     pub fn run(self) -> Result<()> {
-        let stop = net::stop_flag()?;
+        let stop = stop_flag()?;
         if self.rates.iter().any(|r| !(*r > 0.0 && *r <= 10_000_000.0)) {
             bail!("--rates must be in (0, 10000000] requests per second");
         }
@@ -563,7 +563,7 @@ impl Load {
         let mut misses = 0;
         for (i, &rate) in self.rates.iter().enumerate() {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                return Err(net::Interrupted.into());
+                return Err(Interrupted.into());
             }
             let s = g.step(i, rate, self.seconds, self.drain_secs, &self.cpu_pid)?;
             println!("{}", serde_json::to_string(&s)?);

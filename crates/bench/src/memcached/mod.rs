@@ -46,7 +46,7 @@ use serde::Serialize;
 
 use crate::harness::children::{last_line, LogDir, Topology};
 use crate::harness::shim::{self, Row, CLIENT_CPU, NET, SERVER_CPU};
-use crate::net::{self, Interrupted};
+use cmdline::{one_line, stop_flag, Interrupted};
 use load::Step;
 
 const PORT: u16 = 11211;
@@ -194,7 +194,7 @@ pub fn peak_at_sla(steps: &[Step], sla_us: f64) -> Option<f64> {
 
 impl MemcachedBench {
     pub fn run(self) -> Result<()> {
-        let stop = net::stop_flag()?;
+        let stop = stop_flag()?;
         if self.rates.is_empty() || self.rates.iter().any(|r| r.is_nan() || *r <= 0.0) {
             bail!("--rates must be positive requests per second");
         }
@@ -244,7 +244,7 @@ impl MemcachedBench {
                 Ok(steps) => steps,
                 Err(e) if e.is::<Interrupted>() => return Err(e),
                 Err(e) => {
-                    let reason = net::one_line(&e);
+                    let reason = one_line(&e);
                     say(&format!("{}: skipped: {reason}", row.label()));
                     results.push(RowResult {
                         skipped: Some(reason),

@@ -17,9 +17,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-#[path = "../../../cli/tests/common/serial.rs"]
-mod serial;
-pub use serial::start;
+pub use testkit::serial::start;
 
 /// The workspace root.
 pub fn root() -> PathBuf {

@@ -66,7 +66,7 @@ impl Capture {
                 Some(p) => bail!("no corestack engine in pid {p} to capture from (is it running?)"),
             }
         }
-        let stop = bench::net::stop_flag()?;
+        let stop = cmdline::stop_flag()?;
         let dropped0: u64 = controls.iter().map(|c| c.dropped()).sum();
         let mut frames: Vec<Frame> = Vec::new();
         for c in &controls {

@@ -25,7 +25,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use crate::net::Cidr;
+use cmdline::Cidr;
 use corestack::Driver;
 
 /// `exec` options.

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use nic::impair::Impairments;
 
-use bench::net;
+use cmdline::stop_flag;
 
 /// `impair` options. Percentages are per frame, 0 to 100.
 #[derive(Args, Debug)]
@@ -51,7 +51,7 @@ fn probability(name: &str, pct: f64) -> Result<f64> {
 
 impl Impair {
     pub fn run(self) -> Result<()> {
-        let stop = net::stop_flag()?;
+        let stop = stop_flag()?;
         let imp = Impairments {
             loss: probability("loss", self.loss)?,
             reorder: probability("reorder", self.reorder)?,

@@ -1,12 +1,12 @@
 //! One module per subcommand: `run` (the daemon, on crate `service`), `serve` (`serve echo`;
-//! `serve sink` is `bench::sink`), `nc`, `impair`, `stat`, `ss`, and `metrics` (Prometheus exposition for `stat --prometheus` and
-//! `run --metrics-listen`). `bench` and `demo` are
-//! crate `bench`'s, called from `main.rs`.
+//! `serve sink` is `bench::sink`), `nc`, `impair`, `exec`, `stat`, `ss`, `capture`, `trace`.
+//! `bench` and `demo` are crate `bench`'s, called from `main.rs`. What `stat`, `ss` and
+//! `run --metrics-listen` read and serve (the published tables, the Prometheus renderer, the
+//! metrics HTTP server) is in `crate::observe`; no command imports another.
 
 pub mod capture;
 pub mod exec;
 pub mod impair;
-pub mod metrics;
 pub mod nc;
 pub mod run;
 pub mod serve;

@@ -17,7 +17,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use bench::net::{self, Interrupted, Listener, StackOpts, Stream, Waiter};
+use cmdline::{
+    bind_error, connect_error, stop_flag, Interrupted, Listener, StackOpts, Stream, Waiter,
+};
 
 /// Bytes per stdin read and per socket read.
 const CHUNK_BYTES: usize = 64 * 1024;
@@ -45,7 +47,7 @@ pub struct Nc {
 
 impl Nc {
     pub fn run(self) -> Result<()> {
-        let stop = net::stop_flag()?;
+        let stop = stop_flag()?;
         if self.stack.wants_corestack() {
             let stack = self.stack.start()?;
             let waiter = self.stack.waiter(&stack);
@@ -78,14 +80,14 @@ impl Nc {
         match (self.listen, self.host, self.port) {
             (Some(port), _, _) => {
                 let addr = SocketAddrV4::new(local_ip, port);
-                let mut l = bind(addr).map_err(|e| net::bind_error(e, "TCP", addr))?;
+                let mut l = bind(addr).map_err(|e| bind_error(e, "TCP", addr))?;
                 l.nonblocking(true)?;
                 let s = accept(&mut l, addr, waiter, stop)?;
                 relay(s, waiter, stop)
             }
             (None, Some(host), Some(port)) => {
                 let to = SocketAddrV4::new(host, port);
-                let s = connect(to).map_err(|e| net::connect_error(e, to))?;
+                let s = connect(to).map_err(|e| connect_error(e, to))?;
                 eprintln!("connected to {to}");
                 relay(s, waiter, stop)
             }

@@ -73,13 +73,13 @@ impl Run {
             idle_us: self.idle_us,
         });
         let v = cfg.validate()?;
-        let stop = bench::net::stop_flag()?;
+        let stop = cmdline::stop_flag()?;
         // The control socket first: a second daemon must say "already listens"
         // before it touches the interface.
         let control = ControlSocket::bind(&v.socket)?;
         let metrics = match self.metrics_listen {
             Some(addr) => {
-                let m = crate::cmd::metrics::MetricsServer::start(addr)?;
+                let m = crate::observe::http::MetricsServer::start(addr)?;
                 if let Some(a) = m.addr() {
                     eprintln!("corestack daemon metrics at http://{a}/metrics");
                 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
-use bench::net::{self, Datagram, Listener, StackOpts, Stream};
+use cmdline::{bind_error, set_kernel_cc, stop_flag, Datagram, Listener, StackOpts, Stream};
 
 /// Size of the per-pass receive buffer and of each connection's pending-echo buffer, bytes.
 const BUF_BYTES: usize = 64 * 1024;
@@ -65,7 +65,7 @@ pub struct Echo {
 
 impl Echo {
     pub fn run(self) -> Result<()> {
-        let stop = net::stop_flag()?;
+        let stop = stop_flag()?;
         if self.kernel {
             let ip = self.stack.ip.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr);
             return kernel_echo(
@@ -82,11 +82,11 @@ impl Echo {
             .map(|c| c.addr)
             .unwrap_or(Ipv4Addr::UNSPECIFIED);
         let addr = SocketAddrV4::new(ip, self.port);
-        let mut listener = corestack::TcpListener::bind(&stack, addr)
-            .map_err(|e| net::bind_error(e, "TCP", addr))?;
+        let mut listener =
+            corestack::TcpListener::bind(&stack, addr).map_err(|e| bind_error(e, "TCP", addr))?;
         listener.set_nonblocking(true)?;
-        let mut udp = corestack::UdpSocket::bind(&stack, addr)
-            .map_err(|e| net::bind_error(e, "UDP", addr))?;
+        let mut udp =
+            corestack::UdpSocket::bind(&stack, addr).map_err(|e| bind_error(e, "UDP", addr))?;
         udp.set_nonblocking(true)?;
         announce(addr, &self.stack.describe());
         let waiter = self.stack.waiter(&stack);
@@ -342,12 +342,11 @@ fn echo_conn<S: Stream>(c: &mut Conn<S>, buf: &mut [u8]) -> io::Result<(bool, bo
 /// The Linux side of the comparisons: the same echo on std::net; `cc`: the accepted
 /// connections' congestion control.
 fn kernel_echo(addr: SocketAddrV4, spin: bool, cc: Option<&str>, stop: &AtomicBool) -> Result<()> {
-    let mut listener =
-        std::net::TcpListener::bind(addr).map_err(|e| net::bind_error(e, "TCP", addr))?;
+    let mut listener = std::net::TcpListener::bind(addr).map_err(|e| bind_error(e, "TCP", addr))?;
     if let Some(cc) = cc {
-        bench::net::set_kernel_cc(&listener, cc)?;
+        set_kernel_cc(&listener, cc)?;
     }
-    let mut udp = std::net::UdpSocket::bind(addr).map_err(|e| net::bind_error(e, "UDP", addr))?;
+    let mut udp = std::net::UdpSocket::bind(addr).map_err(|e| bind_error(e, "UDP", addr))?;
     if spin {
         listener.set_nonblocking(true)?;
         udp.set_nonblocking(true)?;

@@ -5,10 +5,10 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use appif::stats_shm::{
-    segment_path, stats_dir, table_rows, ConnRow, ConnState, StatsReader, CONNS, ROW_WORDS,
-};
+use appif::stats_shm::{segment_path, stats_dir, ConnRow, ConnState, CONNS};
 use clap::Args;
+
+use crate::observe::tables::{printable, read_conns};
 
 /// `ss` options.
 #[derive(Args, Debug)]
@@ -17,21 +17,6 @@ pub struct Ss {
     #[arg(long)]
     pid: Option<u32>,
 }
-
-/// TCP state names as `ss` prints them, in the engine's `tcp::State` order.
-pub const TCP_STATES: [&str; 11] = [
-    "CLOSED",
-    "LISTEN",
-    "SYN-SENT",
-    "SYN-RECV",
-    "ESTAB",
-    "FIN-WAIT-1",
-    "FIN-WAIT-2",
-    "CLOSE-WAIT",
-    "CLOSING",
-    "LAST-ACK",
-    "TIME-WAIT",
-];
 
 impl Ss {
     pub fn run(self) -> Result<()> {
@@ -81,7 +66,7 @@ fn ss_header() -> String {
 /// application.
 fn ss_line(pid: u32, row: &ConnRow) -> String {
     let proc_pid = if row.pid != 0 { row.pid } else { pid };
-    let name = match crate::cmd::stat::printable(&row.process_name()) {
+    let name = match printable(&row.process_name()) {
         n if n.is_empty() => "-".to_string(),
         n => n.replace(' ', "_"),
     };
@@ -115,11 +100,7 @@ fn ss_line(pid: u32, row: &ConnRow) -> String {
                 row.mss.to_string(),
                 row.retransmits.to_string(),
             ];
-            (
-                tcp_state(s).to_string(),
-                row.remote.to_string(),
-                Some(cells),
-            )
+            (s.name().to_string(), row.remote.to_string(), Some(cells))
         }
     };
     let [rtt, rto, cwnd, ssthresh, inflight, mss, retrans] = tcp.unwrap_or_default();
@@ -131,39 +112,6 @@ fn ss_line(pid: u32, row: &ConnRow) -> String {
     )
     .trim_end()
     .to_string()
-}
-
-/// The name of TCP state `s` as `ss` prints it ("ESTAB", ...; "?" for an
-/// unknown code).
-pub fn tcp_state(s: ConnState) -> &'static str {
-    s.name()
-}
-
-/// A process's published connection table.
-pub struct ConnTable {
-    /// The rows, as published.
-    pub rows: Vec<ConnRow>,
-    /// The table held every row it has room for: sockets may be missing.
-    pub full: bool,
-}
-
-/// Reads process `pid`'s connection table. Errors (described): no segment,
-/// one that keeps changing, or one of another corestack version.
-pub fn read_conns(pid: u32) -> Result<ConnTable> {
-    let path = segment_path(pid, CONNS);
-    let r = StatsReader::open(&path).with_context(|| format!("opening {}", path.display()))?;
-    if r.count() == 0 || !(r.count() - 1).is_multiple_of(ROW_WORDS) {
-        bail!(
-            "{} was written by another corestack version (rows of another width)",
-            path.display()
-        );
-    }
-    let Some(words) = r.read() else {
-        bail!("the connection table kept changing, try again");
-    };
-    let rows: Vec<ConnRow> = table_rows(&words, ROW_WORDS).map(ConnRow::decode).collect();
-    let full = rows.len() == (r.count() - 1) / ROW_WORDS;
-    Ok(ConnTable { rows, full })
 }
 
 /// Process ids with a live segment of `kind` (just `pid` if given).
@@ -196,27 +144,9 @@ fn running_pids(pid: Option<u32>, kind: &str) -> Result<Vec<u32>> {
 }
 
 #[cfg(test)]
-pub mod tests {
+mod tests {
     use super::*;
-
-    /// A connection row of application `owner` in `state` (the published code).
-    pub fn conn(owner: u32, state: u8, bytes_in: u64, bytes_out: u64, retransmits: u64) -> ConnRow {
-        ConnRow {
-            local: "10.0.0.2:7".parse().unwrap(),
-            remote: "10.0.0.1:40000".parse().unwrap(),
-            state: ConnState::try_from(state).unwrap_or(ConnState::Unknown),
-            owner,
-            bytes_in,
-            bytes_out,
-            retransmits,
-            ..ConnRow::default()
-        }
-    }
-
-    /// The whitespace-separated cells of a table line.
-    pub fn cells(line: &str) -> Vec<String> {
-        line.split_whitespace().map(str::to_string).collect()
-    }
+    use crate::observe::tables::fixtures::{cells, conn};
 
     #[test]
     fn ss_line_shows_app_and_bytes() {

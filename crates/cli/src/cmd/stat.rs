@@ -6,12 +6,11 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use appif::stats_shm::{
-    segment_path, stats_dir, stats_path, table_rows, AppRow, ConnRow, StatsReader, APPS, APP_WORDS,
-};
+use appif::stats_shm::{stats_dir, stats_path, AppRow, ConnRow, ConnState, StatsReader};
 use clap::Args;
 
-use crate::cmd::ss::{read_conns, tcp_state, TCP_STATES};
+use crate::observe::prometheus;
+use crate::observe::tables::{printable, read_apps, read_conns};
 
 /// `stat` options.
 #[derive(Args, Debug)]
@@ -77,7 +76,7 @@ impl Stat {
                 continue;
             }
             if self.prometheus {
-                snaps.push(crate::cmd::metrics::snapshot_from(r.pid(), values)?);
+                snaps.push(prometheus::snapshot_from(r.pid(), values)?);
                 shown += 1;
                 continue;
             }
@@ -106,7 +105,7 @@ impl Stat {
             );
         }
         if self.prometheus {
-            print!("{}", crate::cmd::metrics::render(&snaps));
+            print!("{}", prometheus::render(&snaps));
         }
         Ok(())
     }
@@ -134,14 +133,6 @@ fn print_apps(pid: u32, apps: &[AppRow]) {
     if conns.is_some_and(|t| t.full) {
         println!("  (the connection table is full: some sockets are not counted)");
     }
-}
-
-/// Reads process `pid`'s application table; None when it has none (it is
-/// not a `corestack run` daemon) or it cannot be read consistently.
-pub(crate) fn read_apps(pid: u32) -> Option<Vec<AppRow>> {
-    let r = StatsReader::open(&segment_path(pid, APPS)).ok()?;
-    let words = r.read()?;
-    Some(table_rows(&words, APP_WORDS).map(AppRow::decode).collect())
 }
 
 /// The application table of `corestack stat`: one line per application
@@ -205,15 +196,21 @@ fn app_lines(apps: &[AppRow], conns: Option<&[ConnRow]>) -> Vec<String> {
 /// listeners, UDP, and the other TCP states in their order; "none" when
 /// there are none.
 fn sockets_by_state(rows: &[&ConnRow]) -> String {
-    let label = |s: appif::stats_shm::ConnState| tcp_state(s);
     const FIRST: [&str; 3] = ["ESTAB", "LISTEN", "UDP"];
-    let order = FIRST
-        .iter()
-        .chain(TCP_STATES.iter().filter(|s| !FIRST.contains(s)))
-        .chain(&["?"]);
+    // Every published state's name in code order: UDP, LISTEN, CLOSED, LISTEN, SYN-SENT, ...
+    let named = (0..=u8::MAX)
+        .map_while(|code| ConnState::try_from(code).ok())
+        .map(ConnState::name);
+    let mut order: Vec<&str> = FIRST.to_vec();
+    for name in named.chain(["?"]) {
+        if !order.contains(&name) {
+            order.push(name);
+        }
+    }
     let parts: Vec<String> = order
+        .into_iter()
         .filter_map(|name| {
-            let n = rows.iter().filter(|r| label(r.state) == *name).count();
+            let n = rows.iter().filter(|r| r.state.name() == name).count();
             (n > 0).then(|| format!("{n} {name}"))
         })
         .collect();
@@ -224,18 +221,10 @@ fn sockets_by_state(rows: &[&ConnRow]) -> String {
     }
 }
 
-/// `name` (an application's own text) with control characters shown as
-/// `?`, so it cannot drive the terminal.
-pub(crate) fn printable(name: &str) -> String {
-    name.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cmd::ss::tests::{cells, conn};
+    use crate::observe::tables::fixtures::{cells, conn};
 
     fn app(assoc: u32, name: &str) -> AppRow {
         AppRow {

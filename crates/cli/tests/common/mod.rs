@@ -16,9 +16,6 @@ use netns::{veth_pair, ChildGuard, Netns};
 use sha2::{Digest, Sha256};
 
 pub mod daemon;
-pub mod prom;
-pub mod rogue;
-mod serial;
 
 /// 100 MiB, the transfer size.
 pub const TRANSFER_BYTES: u64 = 100 << 20;
@@ -28,7 +25,7 @@ pub fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_corestack"))
 }
 
-pub use serial::start;
+pub use testkit::serial::start;
 
 pub use netns::Pair;
 

@@ -1,15 +1,12 @@
 //! The daemon in this process, without root: a [`Host`] on one end of a `mem` wire, run on its
 //! own thread with its log collected; on the other end a peer stack (the "network", embedded
 //! mode) at 10.0.0.1. Applications join over a control socket in /tmp: well-behaved ones are
-//! `corestack::Stack`s in service mode, the misbehaving one is `rogue::RogueApp` (the same the
-//! namespace tests of `corestack run` use), written against `appif` alone.
+//! `corestack::Stack`s in service mode, the misbehaving one is `testkit::rogue::RogueApp` (the
+//! same the namespace tests of `corestack run` use), written against `appif` alone.
 //!
 //! Every wait is bounded; the daemon is stopped and its thread joined on drop. Control sockets
 //! are `/tmp/corestack-svcunit-<pid>-<tag>.sock`.
 #![allow(dead_code)]
-
-#[path = "../../../cli/tests/common/rogue.rs"]
-pub mod rogue;
 
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddrV4};

@@ -1,8 +1,8 @@
-//! Prometheus metrics: the counters `corestack stat` shows and the sockets
+//! The Prometheus renderer: the counters `corestack stat` shows and the sockets
 //! `corestack ss` shows, as text exposition format 0.0.4
 //! (<https://prometheus.io/docs/instrumenting/exposition_formats/>), for
 //! `corestack stat --prometheus` and for `GET /metrics` on the kernel TCP
-//! socket `corestack run --metrics-listen ADDR:PORT` serves.
+//! socket `corestack run --metrics-listen ADDR:PORT` serves ([`super::http`]).
 //!
 //! Names: `corestack_<subsystem>_<name>_total` for the engine's counters
 //! (subsystems `link`, `eth`, `arp`, `ipv4`, `frag`, `icmp`, `udp`, `tcp`,
@@ -22,15 +22,11 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use anyhow::{anyhow, bail, Context, Result};
 use appif::stats_shm::{stats_path, AppRow, ConnRow, ConnState, StatsReader};
 
-use crate::cmd::ss::{read_conns, tcp_state};
-use crate::cmd::stat::read_apps;
+use super::tables::{read_apps, read_conns};
 
 /// The Content-Type of text exposition format 0.0.4.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -301,7 +297,7 @@ fn proto_state(row: &ConnRow) -> (&'static str, &'static str) {
     match row.state {
         ConnState::Udp => ("udp", "UNCONN"),
         ConnState::Listener => ("tcp", "LISTEN"),
-        s => ("tcp", tcp_state(s)),
+        s => ("tcp", s.name()),
     }
 }
 
@@ -473,95 +469,10 @@ fn add_apps(e: &mut Exposition, pid: &str, apps: &[AppRow]) {
     }
 }
 
-/// `GET /metrics` served from a thread of the daemon on a kernel TCP
-/// socket; stopped (and joined) when dropped.
-pub struct MetricsServer {
-    server: Arc<tiny_http::Server>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl MetricsServer {
-    /// Binds `addr` and serves this process's engine's metrics at
-    /// `/metrics` from a new thread.
-    ///
-    /// Errors: the address cannot be bound (in use, not local, no
-    /// permission), described with what to do.
-    pub fn start(addr: SocketAddr) -> Result<MetricsServer> {
-        let server = tiny_http::Server::http(addr).map_err(|e| {
-            anyhow!("--metrics-listen {addr}: cannot listen there ({e}); choose a free local address and port")
-        })?;
-        let server = Arc::new(server);
-        let s = Arc::clone(&server);
-        let pid = std::process::id();
-        let thread = std::thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || {
-                for req in s.incoming_requests() {
-                    let response = answer(req.method(), req.url(), pid);
-                    let _ = req.respond(response);
-                }
-            })
-            .context("starting the metrics thread")?;
-        Ok(MetricsServer {
-            server,
-            thread: Some(thread),
-        })
-    }
-
-    /// The address it listens on.
-    pub fn addr(&self) -> Option<SocketAddr> {
-        self.server.server_addr().to_ip()
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// The response to `method url`: the metrics of engine `pid` at
-/// `/metrics` (GET or HEAD), 404 elsewhere, 405 for other methods.
-fn answer(
-    method: &tiny_http::Method,
-    url: &str,
-    pid: u32,
-) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
-    let text = |code: u16, body: String, ctype: &str| {
-        let header =
-            tiny_http::Header::from_bytes("Content-Type", ctype).expect("a valid static header");
-        tiny_http::Response::from_string(body)
-            .with_status_code(code)
-            .with_header(header)
-    };
-    let path = url.split('?').next().unwrap_or("");
-    if path != "/metrics" {
-        return text(
-            404,
-            "not found: the metrics are at /metrics\n".into(),
-            "text/plain",
-        );
-    }
-    if !matches!(method, tiny_http::Method::Get | tiny_http::Method::Head) {
-        return text(405, "use GET /metrics\n".into(), "text/plain");
-    }
-    match snapshot(pid) {
-        Ok(s) => text(200, render(&[s]), CONTENT_TYPE),
-        Err(e) => text(503, format!("{e:#}\n"), "text/plain"),
-    }
-}
-
-#[cfg(test)]
-#[path = "../../tests/common/prom.rs"]
-mod prom;
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prom::{parse, samples, value};
+    use testkit::prom::{parse, samples, value};
 
     /// Families every exposition of an engine with a TCP connection, a UDP
     /// socket, a listener and an application holds. Renaming or dropping one
@@ -899,24 +810,5 @@ mod tests {
         assert!(
             text.contains("# HELP corestack_link_rx_frames_total Frames received from the port.\n")
         );
-    }
-
-    #[test]
-    fn answer_routes_and_refuses() {
-        use std::io::Read;
-        let body = |r: tiny_http::Response<std::io::Cursor<Vec<u8>>>| {
-            let code = r.status_code().0;
-            let mut s = String::new();
-            r.into_reader().read_to_string(&mut s).unwrap();
-            (code, s)
-        };
-        let (code, s) = body(answer(&tiny_http::Method::Get, "/nope", 1));
-        assert_eq!(code, 404, "{s}");
-        let (code, _) = body(answer(&tiny_http::Method::Post, "/metrics", 1));
-        assert_eq!(code, 405);
-        // No engine with this pid: 503 with the reason, not a panic.
-        let (code, s) = body(answer(&tiny_http::Method::Get, "/metrics?x=1", u32::MAX));
-        assert_eq!(code, 503);
-        assert!(s.contains("no corestack engine statistics"), "{s}");
     }
 }

@@ -3,10 +3,9 @@
 //! garbage descriptors, impossible ring indices, bad geometry words — through the memfd (with
 //! `pwrite`, so without `unsafe`), at the offsets `appif::seg::layout` names.
 //!
-//! Used by the namespace tests of `corestack run` here (`service_isolation.rs`) and, compiled
-//! from this file, by the root-free tests of the `service` crate (`crates/service/tests`), so
-//! both break the protocol the same way.
-#![allow(dead_code)]
+//! Used by the namespace tests of `corestack run` (`crates/cli/tests/service_isolation.rs`) and
+//! by the root-free tests of the `service` crate (`crates/service/tests`), so both break the
+//! protocol the same way.
 
 use std::fs::File;
 use std::io::Read;
@@ -44,9 +43,13 @@ pub fn hello(sock: &Path, hello: &[u8]) -> (UnixStream, Welcome, Vec<OwnedFd>) {
 /// This test as an application: the control connection, the mapped segment and the memfd
 /// behind it.
 pub struct RogueApp {
+    /// The control connection.
     pub ctl: UnixStream,
+    /// The memfd behind the segment, for writing into it.
     pub mem: File,
+    /// The segment, mapped.
     pub seg: Segment,
+    /// The daemon's welcome.
     pub welcome: Welcome,
     _doorbell: OwnedFd,
 }
@@ -82,6 +85,7 @@ impl RogueApp {
         }
     }
 
+    /// The association the daemon gave this application.
     pub fn assoc(&self) -> u32 {
         self.welcome.assoc
     }

@@ -1,18 +1,17 @@
-//! What the subcommands share: the corestack options (`--iface --ip --driver --mode`), starting a
-//! stack with errors a newcomer understands, the stop flag (SIGINT/SIGTERM), and small socket
-//! traits implemented by both the kernel's `std::net` sockets and corestack's, so one echo loop,
-//! one ping-pong client and one netcat drive either stack.
+//! The corestack options (`--iface --ip --driver --mode ...`) and starting a stack from them,
+//! with errors a newcomer understands: the options decide between the kernel stack and
+//! corestack (embedded, inline or service mode).
 
-use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4};
+use std::io;
+use std::net::Ipv4Addr;
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use corestack::{CcKind, Driver, PollPolicy, Stack};
+
+use crate::wait::Waiter;
 
 /// An IPv4 address with an optional prefix length: `10.77.1.2/24` or `10.77.1.2`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,218 +245,6 @@ fn explain_start_error(e: io::Error, iface: &str) -> anyhow::Error {
     anyhow!(e)
 }
 
-/// An error that means "the user interrupted us": exit with status 130.
-#[derive(Debug)]
-pub struct Interrupted;
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "interrupted")
-    }
-}
-
-impl std::error::Error for Interrupted {}
-
-/// The error as one line: its context chain joined by ": ", newlines removed.
-pub fn one_line(e: &anyhow::Error) -> String {
-    format!("{e:#}").replace('\n', " ")
-}
-
-/// A flag set by SIGINT or SIGTERM (the default action of both is replaced: poll the flag).
-pub fn stop_flag() -> Result<Arc<AtomicBool>> {
-    let flag = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&flag))
-            .context("installing the signal handler")?;
-    }
-    Ok(flag)
-}
-
-/// Sets TCP_CONGESTION on a kernel socket (on a listener: for the connections it accepts).
-pub fn set_kernel_cc<S: std::os::fd::AsFd>(s: &S, name: &str) -> Result<()> {
-    socket2::SockRef::from(s)
-        .set_tcp_congestion(name.as_bytes())
-        .with_context(|| {
-            format!("setting TCP congestion control {name} (see /proc/sys/net/ipv4/tcp_available_congestion_control)")
-        })
-}
-
-/// Explains a bind error (address in use is the one people meet).
-pub fn bind_error(e: io::Error, what: &str, addr: SocketAddrV4) -> anyhow::Error {
-    if e.kind() == io::ErrorKind::AddrInUse {
-        anyhow!("{what} {addr} is already in use (is another server running? pick another --port)")
-    } else {
-        anyhow!("binding {what} {addr}: {e}")
-    }
-}
-
-/// Explains a connect error.
-pub fn connect_error(e: io::Error, addr: SocketAddrV4) -> anyhow::Error {
-    match e.kind() {
-        io::ErrorKind::ConnectionRefused => {
-            anyhow!(
-                "connection refused by {addr} (ECONNREFUSED): is a server listening on that port?"
-            )
-        }
-        io::ErrorKind::TimedOut => {
-            anyhow!("connecting to {addr} timed out (ETIMEDOUT): check the address and route")
-        }
-        _ => anyhow!("connecting to {addr}: {e}"),
-    }
-}
-
-/// How a loop waits when a nonblocking pass found nothing to do.
-#[derive(Clone)]
-pub enum Waiter {
-    /// The kernel stack: spin (a CPU hint) or sleep briefly.
-    Kernel,
-    /// corestack: `Stack::poll`, which in inline mode runs the engine.
-    Core {
-        /// The stack to poll.
-        stack: Stack,
-        /// Inline mode (the app thread runs the engine); else embedded.
-        inline: bool,
-    },
-}
-
-impl Waiter {
-    /// Spin once: no sleeping. For corestack this runs engine iterations (inline) without
-    /// waiting.
-    pub fn spin(&self) -> io::Result<()> {
-        match self {
-            Waiter::Kernel => {
-                std::hint::spin_loop();
-                Ok(())
-            }
-            Waiter::Core { stack, inline } => {
-                stack.poll(Some(Duration::ZERO));
-                if !inline {
-                    // The engine thread may share this CPU: let it run.
-                    std::thread::yield_now();
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Wait up to `timeout` for something to happen (corestack: any socket event; kernel: a
-    /// short sleep, at most `timeout`).
-    pub fn wait(&self, timeout: Duration) -> io::Result<()> {
-        match self {
-            Waiter::Kernel => {
-                std::thread::sleep(timeout.min(Duration::from_micros(200)));
-                Ok(())
-            }
-            Waiter::Core { stack, .. } => {
-                stack.poll(Some(timeout));
-                Ok(())
-            }
-        }
-    }
-}
-
-/// A byte stream either stack provides.
-pub trait Stream: Read + Write {
-    /// Half-closes the sending side (FIN).
-    fn shutdown_write(&mut self) -> io::Result<()>;
-    /// Switches between blocking and nonblocking (EWOULDBLOCK) reads and writes.
-    fn nonblocking(&mut self, on: bool) -> io::Result<()>;
-    /// Disables Nagle.
-    fn nodelay(&mut self) -> io::Result<()>;
-}
-
-impl Stream for std::net::TcpStream {
-    fn shutdown_write(&mut self) -> io::Result<()> {
-        std::net::TcpStream::shutdown(self, Shutdown::Write)
-    }
-    fn nonblocking(&mut self, on: bool) -> io::Result<()> {
-        std::net::TcpStream::set_nonblocking(self, on)
-    }
-    fn nodelay(&mut self) -> io::Result<()> {
-        std::net::TcpStream::set_nodelay(self, true)
-    }
-}
-
-impl Stream for corestack::TcpStream {
-    fn shutdown_write(&mut self) -> io::Result<()> {
-        corestack::TcpStream::shutdown(self, Shutdown::Write)
-    }
-    fn nonblocking(&mut self, on: bool) -> io::Result<()> {
-        corestack::TcpStream::set_nonblocking(self, on)
-    }
-    fn nodelay(&mut self) -> io::Result<()> {
-        corestack::TcpStream::set_nodelay(self, true)
-    }
-}
-
-/// A listening TCP socket either stack provides.
-pub trait Listener {
-    /// The accepted stream type.
-    type Stream: Stream;
-    /// Accepts one connection (EWOULDBLOCK when nonblocking and none is pending).
-    fn accept_one(&mut self) -> io::Result<(Self::Stream, SocketAddrV4)>;
-    /// Switches between blocking and nonblocking (EWOULDBLOCK) accepts.
-    fn nonblocking(&mut self, on: bool) -> io::Result<()>;
-}
-
-impl Listener for std::net::TcpListener {
-    type Stream = std::net::TcpStream;
-    fn accept_one(&mut self) -> io::Result<(std::net::TcpStream, SocketAddrV4)> {
-        let (s, peer) = self.accept()?;
-        Ok((s, v4(peer)))
-    }
-    fn nonblocking(&mut self, on: bool) -> io::Result<()> {
-        self.set_nonblocking(on)
-    }
-}
-
-impl Listener for corestack::TcpListener {
-    type Stream = corestack::TcpStream;
-    fn accept_one(&mut self) -> io::Result<(corestack::TcpStream, SocketAddrV4)> {
-        self.accept()
-    }
-    fn nonblocking(&mut self, on: bool) -> io::Result<()> {
-        self.set_nonblocking(on)
-    }
-}
-
-/// A UDP socket either stack provides.
-pub trait Datagram {
-    /// Sends one datagram; returns the bytes sent.
-    fn send_one(&mut self, buf: &[u8], to: SocketAddrV4) -> io::Result<usize>;
-    /// Receives one datagram (EWOULDBLOCK when nonblocking and none is queued).
-    fn recv_one(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)>;
-}
-
-impl Datagram for std::net::UdpSocket {
-    fn send_one(&mut self, buf: &[u8], to: SocketAddrV4) -> io::Result<usize> {
-        self.send_to(buf, to)
-    }
-    fn recv_one(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)> {
-        let (n, from) = self.recv_from(buf)?;
-        Ok((n, v4(from)))
-    }
-}
-
-impl Datagram for corestack::UdpSocket {
-    fn send_one(&mut self, buf: &[u8], to: SocketAddrV4) -> io::Result<usize> {
-        self.send_to(buf, to)
-    }
-    fn recv_one(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)> {
-        self.recv_from(buf)
-    }
-}
-
-fn v4(a: SocketAddr) -> SocketAddrV4 {
-    match a {
-        SocketAddr::V4(a) => a,
-        SocketAddr::V6(a) => SocketAddrV4::new(
-            a.ip().to_ipv4_mapped().unwrap_or(Ipv4Addr::UNSPECIFIED),
-            a.port(),
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -480,14 +267,5 @@ mod tests {
     fn cidr_with_bad_prefix_is_rejected() {
         assert!("10.0.0.1/33".parse::<Cidr>().is_err());
         assert!("10.0.0/24".parse::<Cidr>().is_err());
-    }
-
-    #[test]
-    fn one_line_with_context_joins_on_one_line() {
-        let e = anyhow!("interface x not found\n(check `ip link`)").context("starting corestack");
-        assert_eq!(
-            one_line(&e),
-            "starting corestack: interface x not found (check `ip link`)"
-        );
     }
 }

@@ -1,6 +1,6 @@
-//! Reading a Prometheus exposition in tests, with `prometheus-parse`: shared by the metrics
-//! integration test (as `common::prom`) and the unit tests of `corestack stat --prometheus`'s
-//! renderer (src/cmd/metrics.rs includes this file by path).
+//! Reading a Prometheus exposition in tests, with `prometheus-parse`: shared by the CLI's
+//! metrics integration test (as `common::prom`) and the unit tests of the renderer of
+//! `corestack stat --prometheus` (`crates/cli/src/observe/prometheus.rs`).
 
 /// Parses an exposition; panics with the text when it does not parse.
 pub fn parse(text: &str) -> prometheus_parse::Scrape {

@@ -1,6 +1,6 @@
 //! The suite lock of the namespace tests, shared by the CLI's tests (`common::start`) and the C
-//! API's (which include this file by path): each test spins a core for its engine and the
-//! machine has two, so they run one at a time, and they need root.
+//! API's: each test spins a core for its engine and the machine has two, so they run one at a
+//! time, and they need root.
 
 use std::sync::{Mutex, MutexGuard};
 

@@ -1,0 +1,265 @@
+//! `corestack bench echo-matrix`: a Linux client sends N MiB to an echo server while it reads
+//! the echo back, against a Linux and a corestack echo server side by side, on one path through
+//! the impairment bridge, for a set of impairments and bridge seeds; it reports MB/s, the
+//! corestack/Linux ratio, and every run that stalled or did not come back byte-exact, with both
+//! sides' TCP state at that moment.
+//!
+//! ```text
+//!  client ns (CPU 0)        mid ns (bridge: CPU 0)              server ns (CPU 1)
+//!                                                                   ┌─ sk 10.78.1.2 Linux echo
+//!  ck 10.78.1.1 ─ br0 ─ cm ══ ml [corestack impair] mr ══ sm ─ br0 ─┤
+//!  (kernel client)                                                  └─ sc 10.78.1.4 corestack echo
+//! ```
+//!
+//! The path is `matrix.rs`'s (shared with `bench stream-matrix`), always through the bridge:
+//! veth pairs with offloads off (tx checksum, TSO, GSO, GRO), a Linux bridge in each end
+//! namespace, IPv6 off, permanent neighbour entries for the kernel's ends (no ARP from the
+//! kernel crosses the bridge; corestack resolves the client once per start, on AF_XDP in copy
+//! mode on `sc`).
+//!
+//! Each case is one setting of `corestack impair`, the same in both directions: `--loss`,
+//! `--reorder`, `--duplicate`, `--corrupt` are percentages of frames, and `--delay-us` is added
+//! to every frame in each direction on its own, so it is a one-way delay and a round trip gains
+//! twice it (10 ms: RTT + 20 ms). A reordered frame is held back until the next frame of its
+//! direction has gone, or for the delay (at least 1 ms). The `clean` case runs the bridge without
+//! impairment (its own cost: one user-space copy per frame). The bridge holds at most 4096
+//! frames per direction (`nic::bridge::BRIDGE_SLOTS`): with 10 ms of delay that is about 6 MB
+//! in flight per direction (600 MB/s), far beyond what the path carries, so that the case's
+//! model decides the losses, not the queue. Frames beyond it would be dropped and counted
+//! (`queue full`, listed under the table). With 1024 (netem's default limit is 1000) both
+//! servers overflowed it in most 10 ms runs, and the drops were loss beyond the model.
+//!
+//! For each case and bridge seed, one run against the Linux server (`serve echo --kernel`, a
+//! blocking thread per connection), then one against the corestack server (`serve echo` on
+//! `sc`, inline engine, adaptive polling). Each run starts its server and a new bridge with the
+//! seed, so both servers meet the same sequence of random decisions: the n-th frame of a
+//! direction is lost, or not, alike. The seed fixes that sequence, not the outcome: which frame
+//! is the n-th depends on what the stacks send and when, so two runs with one seed can differ.
+//!
+//! The client is `bench transfer --progress-ms` on the kernel stack: one nonblocking socket that
+//! writes seeded data while it reads the echo, then compares the sha256 of both. Congestion
+//! control: both servers run the same one (`--server-cc`; default: the system's, which a Linux
+//! server gets without asking, bbr on many current systems), so the two servers' sending
+//! compares like with like; the client runs the system's default (`--client-cc`), as a user's
+//! client does, the same against both servers.
+//!
+//! A run with no byte sent or received for `--stall-secs` is stopped as stalled, a run longer
+//! than `--cap-secs` as capped; then, as when the client fails or the echo differs, `ss -tino`
+//! of the client's socket (client namespace) and the server's state (`corestack ss` and
+//! `corestack stat` of its pid, or `ss -tino` in the server namespace) are taken before anything
+//! is stopped.
+//!
+//! It prints a table (MB/s = bytes echoed back / seconds from connect to the last byte, per
+//! seed; the corestack/Linux ratio per seed and its median), then one block per stalled or
+//! failed run; `--json FILE` writes every figure. The exit status is 1 when any run stalled,
+//! was capped, failed or was not byte-exact (after the full output), 130 on Ctrl-C. Every
+//! namespace, link, process and log it created is removed when it ends, also on error and
+//! Ctrl-C (the [`Topology`] and `ChildGuard`s are dropped).
+//!
+//! ```text
+//!  cases   the impairment cases and `--cases`
+//!  run     one run: its server, a new bridge, the client watched; what it found (RunResult)
+//!  report  the table, the client's repairs, the failure blocks, `--json`, `--plot`
+//! ```
+
+mod cases;
+mod report;
+mod run;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use crate::harness::children::LogDir;
+use crate::harness::matrix::{Lab, Topology};
+use cmdline::{core_cc_arg, stop_flag};
+
+pub use cases::{select_cases, Case, CASES};
+pub use run::{Outcome, RunResult, Server, TcpState};
+
+use report::{cell, plot_bars};
+use run::Ctx;
+
+/// `bench echo-matrix` options.
+#[derive(Args, Debug)]
+pub struct EchoMatrix {
+    /// MiB the client sends (and reads back) per run.
+    #[arg(long, default_value_t = 8)]
+    mib: u64,
+    /// Seeds of the impairment bridge, comma-separated: every case runs once per seed and
+    /// server.
+    #[arg(long, value_delimiter = ',', default_value = "5,7,11")]
+    seeds: Vec<u64>,
+    /// `all`, or cases separated by commas, by key or name (spaces and % ignored): clean,
+    /// loss0.1, loss1, loss5, delay10-loss1, delay2-reorder5, dup1, corrupt0.1, all-at-once.
+    #[arg(long, default_value = "all")]
+    cases: String,
+    /// A run with no byte sent or received for this many seconds is stopped as stalled.
+    #[arg(long, default_value_t = 10.0)]
+    stall_secs: f64,
+    /// A run is stopped (capped) after this many seconds whatever it does.
+    #[arg(long, default_value_t = 120.0)]
+    cap_secs: f64,
+    /// Congestion control of both echo servers (Linux: TCP_CONGESTION on its listener;
+    /// corestack: `--cc`), by its Linux name: reno, cubic, dctcp, bbr. Default: the system's
+    /// (net.ipv4.tcp_congestion_control), which a Linux server gets without asking.
+    #[arg(long, alias = "linux-cc", value_name = "NAME")]
+    server_cc: Option<String>,
+    /// Congestion control of the client (the same against both servers); default: the
+    /// system's (net.ipv4.tcp_congestion_control), as a user's client has.
+    #[arg(long, value_name = "NAME")]
+    client_cc: Option<String>,
+    /// Also write every figure, and the state of every failed run, to this file as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Draw each case's median MB/s over the seeds, Linux beside corestack, as bars to
+    /// FILE.svg or FILE.png (runs that did not complete are left out of the medians).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Capture the frames on both sides of the bridge (headers only) with tcpdump, two pcaps
+    /// per run in this directory: CASE-SEED-SERVER-client-side.pcap (before the impairment
+    /// of the client's frames) and ...-server-side.pcap (after it).
+    #[arg(long, value_name = "DIR")]
+    pcap: Option<PathBuf>,
+    /// Where the impairment bridge runs: `client`, pinned to the client's CPU, so that the
+    /// wire never takes the server's CPU (corestack's engine is built for a core of its
+    /// own); `any`, where the scheduler puts it (on the server's CPU at times: then a
+    /// user-space server loses its CPU to the wire, and the kernel server does not).
+    #[arg(long, value_enum, default_value = "client")]
+    bridge_cpu: BridgeCpu,
+}
+
+/// Where the impairment bridge runs (`--bridge-cpu`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BridgeCpu {
+    /// Pinned to the client's CPU.
+    Client,
+    /// Not pinned.
+    Any,
+}
+
+impl EchoMatrix {
+    pub fn run(self) -> Result<()> {
+        let cases = self.check()?;
+        let stop = stop_flag()?;
+        netns::check_privileges()?;
+        let exe = std::env::current_exe().context("finding this program's path")?;
+        let logs = LogDir::new("echo-matrix")?;
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        eprintln!(
+            "creating namespaces (client, mid, server), veth pairs and bridges (offloads off)"
+        );
+        let topo = Topology::build("em", false)?;
+        topo.static_neighbours()?;
+        let client_cc = match &self.client_cc {
+            Some(cc) => cc.clone(),
+            None => topo
+                .client
+                .run("sysctl", &["-n", "net.ipv4.tcp_congestion_control"])
+                .context("reading the system's congestion control")?
+                .trim()
+                .to_string(),
+        };
+        let server_cc = match &self.server_cc {
+            Some(cc) => cc.trim().to_string(),
+            None => topo
+                .server
+                .run("sysctl", &["-n", "net.ipv4.tcp_congestion_control"])
+                .context("reading the system's congestion control")?
+                .trim()
+                .to_string(),
+        };
+        let Some(core_cc) = core_cc_arg(&server_cc) else {
+            bail!("corestack has no congestion control {server_cc:?} (reno, cubic, dctcp, bbr): choose one with --server-cc");
+        };
+        let mut lab = Lab::new(&topo, &exe, &logs, &stop);
+        lab.bridge_on_client_cpu = self.bridge_cpu == BridgeCpu::Client;
+        let mut probe = lab.bridge(&[], "probe-impair.log")?;
+        topo.through(&mut probe)?;
+        probe.stop()?;
+        let ctx = Ctx {
+            lab,
+            bytes: self.mib << 20,
+            stall: Duration::from_secs_f64(self.stall_secs),
+            cap: Duration::from_secs_f64(self.cap_secs),
+            server_cc: &server_cc,
+            core_cc,
+            client_cc: &client_cc,
+            pcap: self.pcap.as_deref(),
+        };
+        let mut runs = Vec::new();
+        let total = cases.len() * self.seeds.len() * 2;
+        for case in &cases {
+            for &seed in &self.seeds {
+                for server in [Server::Linux, Server::Corestack] {
+                    let r = ctx.run(case, seed, server)?;
+                    let how = match r.outcome {
+                        Outcome::Ok => " MB/s".to_string(),
+                        _ => format!(" ({})", r.detail),
+                    };
+                    eprintln!(
+                        "[{}/{total}] {}, seed {seed}, {}: {}{how}",
+                        runs.len() + 1,
+                        case.name,
+                        server.name(),
+                        cell(Some(&r)),
+                    );
+                    runs.push(r);
+                }
+            }
+        }
+        let pin = ctx.lab.pinned;
+        drop(topo);
+
+        let load: Vec<&str> = load.split_whitespace().take(3).collect();
+        let ccs = (server_cc.as_str(), client_cc.as_str());
+        self.print(&cases, &runs, pin, &load.join(" "), ccs);
+        if let Some(path) = &self.json {
+            let report = self.json_report(&cases, &runs, pin, ccs);
+            let text = serde_json::to_string_pretty(&report)?;
+            std::fs::write(path, text + "\n")
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        if let Some(path) = &self.plot {
+            let (cats, bars) = plot_bars(&cases, &self.seeds, &runs);
+            crate::plot::bars(
+                path,
+                &format!("echo-matrix: {} MiB echoed, median over seeds", self.mib),
+                "MB/s",
+                &cats,
+                &bars,
+            )?;
+            println!("plot: {}", path.display());
+        }
+        let bad = runs.iter().filter(|r| r.outcome != Outcome::Ok).count();
+        if bad > 0 {
+            bail!(
+                "{bad} of {} runs stalled, were capped, failed or were not byte-exact (blocks above)",
+                runs.len()
+            );
+        }
+        Ok(())
+    }
+
+    /// Checks the options; returns the cases to run.
+    fn check(&self) -> Result<Vec<Case>> {
+        if let Some(p) = &self.plot {
+            crate::plot::format_of(p)?;
+        }
+        if !(1..=1024).contains(&self.mib) {
+            bail!("--mib must be 1 to 1024");
+        }
+        if self.seeds.is_empty() || self.seeds.len() > 20 {
+            bail!("--seeds takes 1 to 20 seeds, e.g. 5,7,11");
+        }
+        if !(1.0..=600.0).contains(&self.stall_secs) {
+            bail!("--stall-secs must be in [1, 600]");
+        }
+        if !(self.cap_secs >= self.stall_secs && self.cap_secs <= 3000.0) {
+            bail!("--cap-secs must be in [--stall-secs, 3000]");
+        }
+        select_cases(&self.cases)
+    }
+}

@@ -1,0 +1,50 @@
+//! Errors as the commands print them: one line, and the socket errors people meet (address in
+//! use, connection refused, timed out) explained.
+
+use std::io;
+use std::net::SocketAddrV4;
+
+use anyhow::anyhow;
+
+/// The error as one line: its context chain joined by ": ", newlines removed.
+pub fn one_line(e: &anyhow::Error) -> String {
+    format!("{e:#}").replace('\n', " ")
+}
+
+/// Explains a bind error (address in use is the one people meet).
+pub fn bind_error(e: io::Error, what: &str, addr: SocketAddrV4) -> anyhow::Error {
+    if e.kind() == io::ErrorKind::AddrInUse {
+        anyhow!("{what} {addr} is already in use (is another server running? pick another --port)")
+    } else {
+        anyhow!("binding {what} {addr}: {e}")
+    }
+}
+
+/// Explains a connect error.
+pub fn connect_error(e: io::Error, addr: SocketAddrV4) -> anyhow::Error {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused => {
+            anyhow!(
+                "connection refused by {addr} (ECONNREFUSED): is a server listening on that port?"
+            )
+        }
+        io::ErrorKind::TimedOut => {
+            anyhow!("connecting to {addr} timed out (ETIMEDOUT): check the address and route")
+        }
+        _ => anyhow!("connecting to {addr}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_with_context_joins_on_one_line() {
+        let e = anyhow!("interface x not found\n(check `ip link`)").context("starting corestack");
+        assert_eq!(
+            one_line(&e),
+            "starting corestack: interface x not found (check `ip link`)"
+        );
+    }
+}

@@ -1,0 +1,33 @@
+//! Two stacks joined by a clean `mem` wire, in one process: for the tests that run both ends
+//! (the CLI's `trace` and `capture`; the client's `mem_api` and `trace_mem` still have their
+//! own copy in `crates/client/tests/common/`).
+
+use corestack::Stack;
+use nic::impair::Impairments;
+use nic::mem;
+use std::net::Ipv4Addr;
+
+/// Stack a's address (10.0.0.1/24).
+pub const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+/// Stack b's address (10.0.0.2/24).
+pub const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+/// Stacks a (at [`A`]) and b (at [`B`]) on a clean `mem` wire, both inline
+/// (the engine runs in the threads that call into them) or both with an
+/// engine thread of their own.
+pub fn stacks(inline: bool) -> (Stack, Stack) {
+    let (pa, pb) = mem::pair(Impairments::none(), Impairments::none(), 1);
+    let a = Stack::builder()
+        .mem_port(pa)
+        .ip(A, 24)
+        .inline(inline)
+        .start()
+        .unwrap();
+    let b = Stack::builder()
+        .mem_port(pb)
+        .ip(B, 24)
+        .inline(inline)
+        .start()
+        .unwrap();
+    (a, b)
+}
