@@ -32,6 +32,7 @@
 //! ends, also on error and Ctrl-C. Errors are `anyhow`, as in the rest of the command line.
 #![forbid(unsafe_code)]
 
+pub mod conn_rate;
 pub mod demo;
 pub mod echo_matrix;
 mod harness;
@@ -90,6 +91,12 @@ pub enum Bench {
     /// conn-sweep's Linux server: TCP echo, one thread, epoll polled without sleeping.
     #[command(hide = true)]
     ConnEcho(sweep::ConnEcho),
+    /// Short connections at rate (connect, request, echo, close), Linux vs corestack server
+    /// and a corestack client, in own namespaces: connections/s, p50/p99, failures.
+    ConnRate(conn_rate::ConnRate),
+    /// conn-rate's client: K clients looping over connect, request, echo, close.
+    #[command(hide = true)]
+    RateClient(conn_rate::RateClient),
 }
 
 impl Bench {
@@ -109,6 +116,8 @@ impl Bench {
             Bench::ConnSweep(s) => s.run(),
             Bench::ConnClient(c) => c.run(),
             Bench::ConnEcho(e) => e.run(),
+            Bench::ConnRate(r) => r.run(),
+            Bench::RateClient(c) => c.run(),
         }
     }
 }

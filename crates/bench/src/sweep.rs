@@ -35,7 +35,7 @@ use crate::harness::{CLIENT_CPU, SERVER_CPU};
 use crate::plot::{self, Series};
 use cmdline::{one_line, stop_flag, Interrupted};
 
-const PORT: u16 = 7;
+pub(crate) const PORT: u16 = 7;
 
 /// The two servers of a sweep, in the order they run.
 const STACKS: [&str; 2] = ["Linux", "corestack"];
@@ -136,18 +136,18 @@ struct SweepReport<'a> {
 }
 
 /// The namespaces, logs and this program, for one sweep.
-struct Bed {
-    topo: Topology,
+pub(crate) struct Bed {
+    pub(crate) topo: Topology,
     logs: LogDir,
     exe: PathBuf,
     client_cpu: Option<&'static str>,
     server_cpu: Option<&'static str>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    net: u8,
+    pub(crate) net: u8,
 }
 
 impl Bed {
-    fn new(what: &str, net: u8) -> Result<Bed> {
+    pub(crate) fn new(what: &str, net: u8) -> Result<Bed> {
         let stop = stop_flag()?;
         netns::check_privileges()?;
         let exe = std::env::current_exe().context("finding this program's path")?;
@@ -165,13 +165,17 @@ impl Bed {
         })
     }
 
-    fn target(&self, stack: &str) -> String {
+    pub(crate) fn target(&self, stack: &str) -> String {
         let sub = if stack == "Linux" { 2 } else { 1 };
         format!("10.{}.{sub}.2:{PORT}", self.net)
     }
 
     /// Starts `stack`'s server with `extra` arguments (after the common ones).
-    fn server(&self, stack: &str, corestack_extra: &[&str]) -> Result<netns::ChildGuard> {
+    pub(crate) fn server(
+        &self,
+        stack: &str,
+        corestack_extra: &[&str],
+    ) -> Result<netns::ChildGuard> {
         let linux_ip = format!("10.{}.2.2", self.net);
         let core_ip = format!("10.{}.1.2/24", self.net);
         let port = PORT.to_string();
@@ -191,7 +195,7 @@ impl Bed {
         self.spawn_server(stack, &args)
     }
 
-    fn spawn_server(&self, stack: &str, args: &[&str]) -> Result<netns::ChildGuard> {
+    pub(crate) fn spawn_server(&self, stack: &str, args: &[&str]) -> Result<netns::ChildGuard> {
         let log = self.logs.file(&format!("server-{stack}.log"));
         let mut server = spawn(&self.topo.server, self.server_cpu, &self.exe, args, &log)?;
         wait_ready(&mut server, "listening", &log, false, &self.stop)
@@ -199,7 +203,7 @@ impl Bed {
         Ok(server)
     }
 
-    fn client(&self, args: &[&str], log: &str, timeout: Duration) -> Result<Value> {
+    pub(crate) fn client(&self, args: &[&str], log: &str, timeout: Duration) -> Result<Value> {
         let log = self.logs.file(log);
         run_client(
             spawn(&self.topo.client, self.client_cpu, &self.exe, args, &log)?,
@@ -516,7 +520,7 @@ const WATCHED: [&str; 13] = [
 
 /// The counters of the corestack engine in process `pid`, by name (from its statistics
 /// segment); None when it cannot be read.
-fn engine_counters(pid: u32) -> Option<HashMap<&'static str, u64>> {
+pub(crate) fn engine_counters(pid: u32) -> Option<HashMap<&'static str, u64>> {
     let r = appif::stats_shm::StatsReader::open(&appif::stats_shm::stats_path(pid)).ok()?;
     let values = r.read()?;
     let names = corestack::Stats::default();

@@ -201,6 +201,12 @@ struct Entry {
 /// reported while it is ready). Service mode's sockets, whose status the
 /// daemon's engine writes through its own handles, are looked at on every
 /// wait.
+///
+/// Inline mode: the engine runs while a wait waits. A loop whose waits
+/// always find a socket ready (a writable socket registered for
+/// [`Interest::WRITABLE`] with nothing to write) never lets it run: ask
+/// for writability only while there is something to write, or call
+/// [`Stack::drive`] in the loop.
 pub struct Poller {
     stack: Stack,
     entries: Vec<Entry>,
