@@ -25,6 +25,9 @@ use super::cc::{AckInfo, Cc, CcKind, CongestionControl, CongestionEvent, RateCtx
 use super::scoreboard::{TxSeg, EVER_RETRANS, SACKED};
 use super::tcb::{Tcb, SACK_RECENT};
 
+/// RFC 8985 §7.2 WCDelAckT: the longest a peer may delay an ACK (200 ms).
+const WC_DEL_ACK: Duration = Duration::from_millis(200);
+
 /// RFC 6675 DupThresh.
 pub(super) const DUP_THRESH: usize = 3;
 
@@ -584,16 +587,21 @@ impl Tcb {
         if self.rec.tlp.deadline.is_some() || self.rec.tlp.pending {
             return;
         }
-        let mut pto = match self.timers.rto.srtt() {
-            Some(srtt) => srtt * 2,
-            None => Duration::from_secs(1),
-        };
+        let srtt = self.timers.rto.srtt();
+        let mut pto = srtt.map_or(Duration::from_secs(1), |s| s * 2);
         if self.rec.sb.len() == 1 {
-            pto += self.cfg.delayed_ack;
+            // RFC 8985 §7.2: one segment in flight may wait for the peer's
+            // delayed ACK, at worst WCDelAckT (Linux: 1.5 SRTT plus
+            // TCP_DELACK_MAX). A request/response server whose client is
+            // slow to answer otherwise probes its replies spuriously.
+            let s = srtt.unwrap_or(Duration::ZERO);
+            pto = pto.max(s + s / 2 + WC_DEL_ACK);
         }
-        let at = now + pto.max(Duration::from_millis(1));
-        if self.timers.rto_deadline.is_some_and(|r| at >= r) {
-            return;
+        let mut at = now + pto.max(Duration::from_millis(1));
+        // Never after the RTO: the probe goes then instead (Linux's
+        // tcp_schedule_loss_probe; `on_timer` lets it win the tie).
+        if let Some(rto) = self.timers.rto_deadline {
+            at = at.min(rto);
         }
         self.rec.tlp.deadline = Some(at);
     }

@@ -39,6 +39,16 @@ impl Tcb {
             ev.closed = Some(CloseReason::Normal);
             return ev;
         }
+        let tlp_first = self
+            .rec
+            .tlp
+            .deadline
+            .is_some_and(|p| now >= p && self.timers.rto_deadline.is_some_and(|r| p <= r));
+        if tlp_first {
+            // The probe falls due with or before the RTO: it goes instead,
+            // and the RTO waits one more RTO for its answer (RFC 8985 §7.3).
+            self.timers.rto_deadline = Some(now + self.timers.rto.rto());
+        }
         if self.timers.rto_deadline.is_some_and(|t| now >= t) {
             self.timers.rto_deadline = None;
             self.on_rto(now, &mut ev);

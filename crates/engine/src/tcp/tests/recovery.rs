@@ -117,7 +117,14 @@ fn established_lost_last_segment_tail_loss_probe_recovers_without_rto() {
     assert_eq!(a.tcb.bytes_in_flight(), mss);
     let rto_at = t + ms(2 * D) + a.tcb.rto();
     let pto = a.tcb.next_timeout().expect("probe timer");
-    assert!(pto < rto_at, "PTO {pto:?} before RTO {rto_at:?}");
+    // One segment in flight: the probe waits for a delayed ACK (RFC 8985
+    // §7.2), at most until the RTO, and goes instead of it.
+    assert!(pto <= rto_at, "PTO {pto:?} after RTO {rto_at:?}");
+    let wc_del_ack = (t + ms(2 * D + 200)).min(rto_at);
+    assert!(
+        pto >= wc_del_ack,
+        "PTO {pto:?} before a delayed ACK could come"
+    );
     a.timer(pto);
     let probe = a.output(pto);
     assert_eq!(probe.len(), 1);
