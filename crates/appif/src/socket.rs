@@ -385,6 +385,19 @@ impl AcceptQueue {
         }
     }
 
+    /// Connections handed over and not yet taken by the application.
+    pub fn len(&self) -> usize {
+        match self {
+            AcceptQueue::Local(s) => s.len(),
+            AcceptQueue::Segment(a) => a.queued(),
+        }
+    }
+
+    /// True when no connection waits to be taken.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// True when the application end is gone (in-process queues only).
     pub fn is_disconnected(&self) -> bool {
         match self {

@@ -89,6 +89,20 @@ impl<T> Sender<T> {
     pub fn capacity(&self) -> usize {
         self.0.mask + 1
     }
+
+    /// Values queued and not yet taken (at most: the receiver may be taking
+    /// some now).
+    pub fn len(&self) -> usize {
+        let q = &*self.0;
+        q.head
+            .load(Ordering::Relaxed)
+            .wrapping_sub(q.tail.load(Ordering::Acquire))
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl<T> Receiver<T> {

@@ -799,6 +799,13 @@ impl ConnClient {
         let mut poll = mio::Poll::new().context("creating epoll")?;
         let mut slots: Vec<Slot> = Vec::new();
         let mut note = None;
+        // A descriptor per connection: raise the soft limit as far as the hard one allows.
+        let want = u64::from(self.conns) + 64;
+        if let Ok((soft, hard)) = rlimit::Resource::NOFILE.get() {
+            if soft < want {
+                let _ = rlimit::Resource::NOFILE.set(want.min(hard), hard);
+            }
+        }
         let rss_before = self.server_pid.and_then(rss_kib);
         let kernel_before = kernel_kib();
         let started = Instant::now();

@@ -42,6 +42,14 @@ impl Core {
         let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(lslot as usize) else {
             return;
         };
+        if l.accept.len() >= l.accept.capacity() {
+            // The application is not taking its connections: drop the SYN, as
+            // Linux does (sk_acceptq_is_full, ListenOverflows); the client
+            // sends it again. A handshake completed into a full queue would
+            // have to be reset.
+            self.stats.drop_tcp_accept_queue_full += 1;
+            return;
+        }
         if l.pending >= l.backlog {
             if self.cfg.syn_cookies {
                 self.send_cookie_synack(remote, syn, tx);

@@ -144,6 +144,9 @@ counters! {
     /// SYNs dropped because the listener's backlog was full (cookies off),
     /// or connections reset because the accept queue was full.
     drop_tcp_backlog_full,
+    /// SYNs dropped because the listener's accept queue was full (Linux
+    /// ListenOverflows): the client sends the SYN again.
+    drop_tcp_accept_queue_full,
     /// SYN-ACKs sent with a SYN cookie (the SYN queue was full).
     tcp_syncookies_sent,
     /// Connections opened from a valid SYN cookie.

@@ -22,6 +22,8 @@ use cmdline::{bind_error, set_kernel_cc, stop_flag, Datagram, Listener, StackOpt
 
 /// Size of the per-pass receive buffer and of each connection's pending-echo buffer, bytes.
 const BUF_BYTES: usize = 64 * 1024;
+/// Connections waiting to be accepted at most (nginx and Linux's somaxconn use 4096).
+const LISTEN_BACKLOG: usize = 4096;
 /// Datagrams answered per pass at most, so TCP connections are not starved.
 const UDP_BURST: usize = 64;
 
@@ -82,8 +84,8 @@ impl Echo {
             .map(|c| c.addr)
             .unwrap_or(Ipv4Addr::UNSPECIFIED);
         let addr = SocketAddrV4::new(ip, self.port);
-        let mut listener =
-            corestack::TcpListener::bind(&stack, addr).map_err(|e| bind_error(e, "TCP", addr))?;
+        let mut listener = corestack::TcpListener::bind_with_backlog(&stack, addr, LISTEN_BACKLOG)
+            .map_err(|e| bind_error(e, "TCP", addr))?;
         listener.set_nonblocking(true)?;
         let mut udp =
             corestack::UdpSocket::bind(&stack, addr).map_err(|e| bind_error(e, "UDP", addr))?;
