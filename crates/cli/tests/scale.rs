@@ -10,7 +10,6 @@ mod common;
 
 use std::collections::HashMap;
 use std::process::Command;
-use std::time::Duration;
 
 use common::*;
 
