@@ -14,9 +14,13 @@
 //! conn-sweep: `bench conn-client` (hidden) opens N connections on the kernel stack and keeps
 //! one message in flight on each, waiting in epoll (it blocks); the Linux server is `bench
 //! conn-echo` (hidden: one thread, epoll polled without sleeping, so it spins) and the
-//! corestack server `serve echo` with 4 KiB fixed rings and room for N sockets. Connection
-//! counts the client, the server or the system cannot reach (ulimit -n, socket table, connect
-//! timeouts) are reported in the table with the reason.
+//! corestack server `serve echo` with 4 KiB fixed rings and room for N sockets. A kernel
+//! socket is a descriptor and a process here may hold 20 000: beyond 15 000 connections the
+//! client runs as several processes (each from an address of its own) and the Linux server
+//! as several processes sharing the port (SO_REUSEPORT), all on the server's one CPU; the
+//! corestack server stays one process. Connection counts the client, the server or the
+//! system cannot reach (ulimit -n, socket table, connect timeouts) are reported in the table
+//! with the reason; the memory table gives each server's bytes per connection.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -335,24 +339,26 @@ impl ConnSweep {
             soft
         };
         let bed = Bed::new("conn-sweep", 162)?;
-        // One client address has about 28 000 ephemeral ports towards one server port:
-        // more connections come from more addresses (10.N.{1,2}.11, .12, ...).
-        let extra = (max as usize).div_ceil(SOURCE_CONNS).saturating_sub(1);
+        // A client process holds at most CLIENT_CONNS connections (a descriptor each), from
+        // an address of its own (10.N.{1,2}.1, .11, .12, ...; its ports from 2000 up).
+        let clients_max = (max as usize).div_ceil(CLIENT_CONNS);
         // Ports of connections closed at an earlier point wait in TIME-WAIT at the client:
         // let new connections to the same server take them (RFC 6191 timestamps).
         bed.topo
             .client
             .run("sysctl", &["-qw", "net.ipv4.tcp_tw_reuse=1"])?;
-        let mut sources: HashMap<&str, String> = HashMap::new();
+        let mut sources: HashMap<&str, Vec<String>> = HashMap::new();
         for (stack, sub, dev) in [("Linux", 2, "c2"), ("corestack", 1, "c1")] {
             let mut list = vec![format!("10.{}.{sub}.1", bed.net)];
-            for k in 0..extra {
-                let ip = format!("10.{}.{sub}.{}", bed.net, 11 + k);
+            for k in 1..clients_max {
+                let ip = format!("10.{}.{sub}.{}", bed.net, 10 + k);
                 netns::addr_add(&bed.topo.client, dev, &format!("{ip}/24"))?;
                 list.push(ip);
             }
-            sources.insert(stack, list.join(","));
+            sources.insert(stack, list);
         }
+        // The Linux server likewise: processes sharing the port (SO_REUSEPORT).
+        let linux_procs = clients_max.to_string();
         let size = self.size.to_string();
         let secs = self.seconds.to_string();
         let max_sockets = (max + 64).max(4096).to_string();
@@ -364,7 +370,16 @@ impl ConnSweep {
             let mut server = if stack == "Linux" {
                 bed.spawn_server(
                     stack,
-                    &["bench", "conn-echo", "--ip", &linux_ip, "--port", &port],
+                    &[
+                        "bench",
+                        "conn-echo",
+                        "--ip",
+                        &linux_ip,
+                        "--port",
+                        &port,
+                        "--procs",
+                        &linux_procs,
+                    ],
                 )?
             } else {
                 bed.server(
@@ -385,54 +400,60 @@ impl ConnSweep {
                 let before = (stack != "Linux")
                     .then(|| engine_counters(server_pid))
                     .flatten();
-                let n = count.to_string();
-                let pid = server_pid.to_string();
-                let args = [
-                    "bench",
-                    "conn-client",
-                    "--target",
-                    &target,
-                    "--conns",
-                    &n,
-                    "--size",
-                    &size,
-                    "--seconds",
-                    &secs,
-                    "--sources",
-                    &sources[stack],
-                    "--server-pid",
-                    &pid,
-                ];
-                let log = format!("conn-{stack}-{count}.log");
                 let timeout = Duration::from_secs_f64(self.seconds + 90.0);
                 let mut point = Point::unmeasured(stack, count);
-                if u64::from(count) + 64 > nofile {
+                let n_clients = (count as usize).div_ceil(CLIENT_CONNS);
+                let share = (count as usize).div_ceil(n_clients);
+                if share as u64 + 64 > nofile {
                     point.note = Some(format!(
                         "not run: ulimit -n is {nofile} (hard limit {hard}); raise it"
                     ));
                 } else {
-                    match bed.client(&args, &log, timeout) {
-                        Ok(v) => {
-                            point.connected =
-                                v.get("connected").and_then(Value::as_u64).unwrap_or(0) as u32;
-                            point.p50_us = f64_of(&v, "p50_us");
-                            point.p99_us = f64_of(&v, "p99_us");
-                            point.round_trips_per_s = f64_of(&v, "round_trips_per_s");
-                            point.note = v.get("note").and_then(Value::as_str).map(str::to_string);
-                            let kib = |k: &str| v.get(k).and_then(Value::as_u64);
-                            point.memory = match (
-                                kib("server_rss_before_kib"),
-                                kib("server_rss_kib"),
-                                kib("kernel_before_kib"),
-                                kib("kernel_kib"),
-                            ) {
-                                (Some(r0), Some(r1), Some(k0), Some(k1)) => Some(Memory {
-                                    server_rss_kib: r1,
-                                    server_rss_delta_kib: r1 as i64 - r0 as i64,
-                                    kernel_delta_kib: k1 as i64 - k0 as i64,
-                                }),
-                                _ => None,
-                            };
+                    let pid = server_pid.to_string();
+                    let results: Vec<Result<Value>> = std::thread::scope(|scope| {
+                        let runs: Vec<_> = (0..n_clients)
+                            .map(|c| {
+                                let conns = share.min(count as usize - c * share).to_string();
+                                let (bed, target, size, secs, pid) =
+                                    (&bed, &target, &size, &secs, &pid);
+                                let src = sources[stack][c].clone();
+                                scope.spawn(move || {
+                                    let args = [
+                                        "bench",
+                                        "conn-client",
+                                        "--target",
+                                        target,
+                                        "--conns",
+                                        &conns,
+                                        "--size",
+                                        size,
+                                        "--seconds",
+                                        secs,
+                                        "--sources",
+                                        &src,
+                                        "--server-pid",
+                                        pid,
+                                    ];
+                                    let log = format!("conn-{stack}-{count}-{c}.log");
+                                    bed.client(&args, &log, timeout)
+                                })
+                            })
+                            .collect();
+                        runs.into_iter()
+                            .map(|h| {
+                                h.join()
+                                    .unwrap_or_else(|_| Err(anyhow::anyhow!("panicked")))
+                            })
+                            .collect()
+                    });
+                    match merge_clients(results) {
+                        Ok((merged, memory)) => {
+                            point.connected = merged.connected;
+                            point.p50_us = merged.p50_us;
+                            point.p99_us = merged.p99_us;
+                            point.round_trips_per_s = merged.round_trips_per_s;
+                            point.note = merged.note;
+                            point.memory = memory;
                         }
                         Err(e) if e.downcast_ref::<Interrupted>().is_some() => return Err(e),
                         Err(e) => point.note = Some(one_line(&e)),
@@ -473,9 +494,12 @@ impl ConnSweep {
             server.terminate(Duration::from_secs(5))?;
         }
         drop(bed);
-        let client = "bench conn-client, kernel stack, one thread waiting in epoll (blocks)";
-        let servers = "Linux: one thread, epoll polled without sleeping (spins); corestack: \
-                       serve echo, inline engine, --poll busy (spins), af_xdp, 4 KiB fixed rings";
+        let client = "bench conn-client, kernel stack, one thread waiting in epoll (blocks), \
+                      one process per 15 000 connections";
+        let servers = "Linux: bench conn-echo, one thread, epoll polled without sleeping \
+                       (spins), one process per 15 000 connections sharing the port \
+                       (SO_REUSEPORT); corestack: serve echo, one process, inline engine, \
+                       --poll busy (spins), af_xdp, 4 KiB fixed rings; all on one CPU";
         println!(
             "corestack bench conn-sweep: N TCP connections, each with one {}-byte message in flight",
             self.size
@@ -735,7 +759,7 @@ pub struct ConnClient {
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
     /// Source addresses to connect from, in turn, each with ports from 2000 up, at most
-    /// 25 000 connections an address (default: the kernel's choice of address and port).
+    /// 60 000 connections an address (default: the kernel's choice of address and port).
     #[arg(long, value_delimiter = ',')]
     sources: Vec<Ipv4Addr>,
     /// The server's process, whose memory is reported before and with the connections open.
@@ -753,17 +777,81 @@ struct Slot {
 /// How long the client may take to open its connections.
 const CONNECT_PHASE: Duration = Duration::from_secs(60);
 
-/// Connections conn-sweep opens from one client address.
-const SOURCE_CONNS: usize = 25_000;
+/// Connections one conn-sweep client process opens (a descriptor each; this container's
+/// hard limit is 20 000 a process), each process from an address of its own.
+const CLIENT_CONNS: usize = 15_000;
+
+/// The clients of one point together: connections, round trips/s summed; p50/p99 of all
+/// their round trips (their latency histograms merged); memory: the server's before the
+/// first opened and with every client's connections open (the largest of the readings).
+fn merge_clients(results: Vec<Result<Value>>) -> Result<(Point, Option<Memory>)> {
+    let mut merged = Point::default();
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).context("histogram")?;
+    let (mut rss0, mut rss1, mut k0, mut k1) = (u64::MAX, 0u64, u64::MAX, 0u64);
+    let mut notes = Vec::new();
+    for r in results {
+        let v = r?;
+        merged.connected += v.get("connected").and_then(Value::as_u64).unwrap_or(0) as u32;
+        merged.round_trips_per_s += f64_of(&v, "round_trips_per_s");
+        if let Some(pairs) = v.get("hist").and_then(Value::as_array) {
+            for p in pairs {
+                if let (Some(ns), Some(n)) = (p[0].as_u64(), p[1].as_u64()) {
+                    hist.saturating_record_n(ns.max(1), n);
+                }
+            }
+        }
+        if let Some(n) = v.get("note").and_then(Value::as_str) {
+            notes.push(n.to_string());
+        }
+        let kib = |k: &str| v.get(k).and_then(Value::as_u64);
+        if let (Some(a), Some(b), Some(c), Some(d)) = (
+            kib("server_rss_before_kib"),
+            kib("server_rss_kib"),
+            kib("kernel_before_kib"),
+            kib("kernel_kib"),
+        ) {
+            (rss0, rss1, k0, k1) = (rss0.min(a), rss1.max(b), k0.min(c), k1.max(d));
+        }
+    }
+    let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+    merged.p50_us = us(0.5);
+    merged.p99_us = us(0.99);
+    merged.note = (!notes.is_empty()).then(|| notes.join("; "));
+    let memory = (rss0 != u64::MAX && k0 != u64::MAX).then(|| Memory {
+        server_rss_kib: rss1,
+        server_rss_delta_kib: rss1 as i64 - rss0 as i64,
+        kernel_delta_kib: k1 as i64 - k0 as i64,
+    });
+    Ok((merged, memory))
+}
 /// The first client port conn-client binds with `--sources` (ports below the ephemeral
 /// range, so that nothing else in the client's namespace holds them).
 const FIRST_PORT: u16 = 2_000;
 
-/// Resident memory of process `pid`, KiB (VmRSS of /proc/PID/status).
+/// Resident memory of process `pid` and its children, KiB (VmRSS of /proc/PID/status:
+/// the Linux server may be a group of processes).
 fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    let own = |pid: u32| -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    let children: u64 = std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    // Fields after the command's closing parenthesis: state, ppid, ...
+                    let rest = &s[s.rfind(')')? + 2..];
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(pid)
+        })
+        .filter_map(own)
+        .sum();
+    Some(own(pid)? + children)
 }
 
 /// The kernel's memory that sockets take, KiB: slab (socket, file, dentry, epoll
@@ -799,13 +887,8 @@ impl ConnClient {
         let mut poll = mio::Poll::new().context("creating epoll")?;
         let mut slots: Vec<Slot> = Vec::new();
         let mut note = None;
-        // A descriptor per connection: raise the soft limit as far as the hard one allows.
-        let want = u64::from(self.conns) + 64;
-        if let Ok((soft, hard)) = rlimit::Resource::NOFILE.get() {
-            if soft < want {
-                let _ = rlimit::Resource::NOFILE.set(want.min(hard), hard);
-            }
-        }
+        // A descriptor per connection.
+        raise_nofile(u64::from(self.conns) + 64);
         let rss_before = self.server_pid.and_then(rss_kib);
         let kernel_before = kernel_kib();
         let started = Instant::now();
@@ -917,7 +1000,12 @@ impl ConnClient {
         // With every connection still open.
         let rss = self.server_pid.and_then(rss_kib);
         let kernel = kernel_kib();
+        let hist_pairs: Vec<[u64; 2]> = hist
+            .iter_recorded()
+            .map(|v| [v.value_iterated_to(), v.count_at_value()])
+            .collect();
         let out = serde_json::json!({
+            "hist": hist_pairs,
             "server_rss_before_kib": rss_before,
             "server_rss_kib": rss,
             "kernel_before_kib": kernel_before,
@@ -990,6 +1078,10 @@ pub struct ConnEcho {
     /// The TCP port.
     #[arg(long)]
     port: u16,
+    /// Processes serving the port together (SO_REUSEPORT), each with its own descriptor
+    /// limit: how the Linux server reaches more connections than one process may hold.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    procs: u32,
 }
 
 impl ConnEcho {
@@ -999,9 +1091,26 @@ impl ConnEcho {
         let addr = SocketAddr::V4(SocketAddrV4::new(self.ip, self.port));
         let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
         sock.set_reuse_address(true)?;
+        sock.set_reuse_port(true)?;
         sock.bind(&addr.into())
             .with_context(|| format!("binding {addr}"))?;
         sock.listen(4096)?;
+        raise_nofile(1 << 20);
+        // The other processes of the group: this program again, each dying with this one.
+        let mut peers = Vec::new();
+        for _ in 1..self.procs {
+            let exe = std::env::current_exe().context("finding this program's path")?;
+            let mut cmd = std::process::Command::new(exe);
+            cmd.args(["bench", "conn-echo", "--ip", &self.ip.to_string()])
+                .args(["--port", &self.port.to_string()])
+                .stdout(std::process::Stdio::null());
+            // Each asks for SIGKILL when its parent dies (below); dropping the guards at
+            // the end kills them too.
+            peers.push(netns::ChildGuard::spawn(&mut cmd)?);
+        }
+        // Dies with whoever started it (the benchmark, or the group's first process).
+        let _ =
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
         sock.set_nonblocking(true)?;
         let mut listener = mio::net::TcpListener::from_std(sock.into());
         let mut poll = mio::Poll::new()?;
@@ -1088,7 +1197,18 @@ impl ConnEcho {
                 }
             }
         }
+        drop(peers);
         Ok(())
+    }
+}
+
+/// Raises this process's descriptor limit towards `want` (the soft limit up to the hard
+/// one; the hard one too where the process may).
+fn raise_nofile(want: u64) {
+    if let Ok((soft, hard)) = rlimit::Resource::NOFILE.get() {
+        if soft < want && rlimit::Resource::NOFILE.set(want, want.max(hard)).is_err() {
+            let _ = rlimit::Resource::NOFILE.set(want.min(hard), hard);
+        }
     }
 }
 
