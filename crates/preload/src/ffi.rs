@@ -1126,10 +1126,79 @@ unsafe fn sendmsg_impl(
     size(send_bufs(o, s, fd, &b, flags, to))
 }
 
-/// sendmsg(2) without ancillary data.
+/// True when `o` cannot travel to another process as its kernel fd: a
+/// socket with a corestack side (the fd is a placeholder or a kernel
+/// socket that is not the connection), or an epoll holding corestack
+/// registrations (the receiver would get the kernel epoll without them).
+fn stays_here(o: &Obj) -> bool {
+    match o {
+        Obj::Sock(s) => s.on_corestack(),
+        Obj::Epoll(e) => e.has_core(),
+    }
+}
+
+/// The first fd among the SCM_RIGHTS fds of `msg` that [`stays_here`]
+/// (None also for the shim's own calls, a null `msg` and no control data).
+///
+/// # Safety
+/// `msg` is null or a readable msghdr whose control buffer is readable
+/// for `msg_controllen` bytes (sendmsg's contract).
+unsafe fn corestack_fd_passed(msg: *const msghdr) -> Option<c_int> {
+    if sys::inside() || msg.is_null() {
+        return None;
+    }
+    // SAFETY: the caller promises a readable msghdr.
+    let m = unsafe { &*msg };
+    if m.msg_control.is_null() || m.msg_controllen < core::mem::size_of::<libc::cmsghdr>() {
+        return None;
+    }
+    // SAFETY: CMSG_FIRSTHDR reads msg_control/msg_controllen only.
+    let mut c = unsafe { libc::CMSG_FIRSTHDR(m) };
+    let mut left = 64; // control headers looked at, at most (bounded loop)
+    while !c.is_null() && left > 0 {
+        left -= 1;
+        // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR return headers inside the buffer.
+        let h = unsafe { core::ptr::read_unaligned(c) };
+        if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == libc::SCM_RIGHTS {
+            // SAFETY: CMSG_LEN of 0 is a constant computation.
+            let head = unsafe { libc::CMSG_LEN(0) } as usize;
+            let n = (h.cmsg_len as usize).saturating_sub(head) / core::mem::size_of::<c_int>();
+            // SAFETY: the data of this header follows it within cmsg_len.
+            let data = unsafe { libc::CMSG_DATA(c) } as *const c_int;
+            for i in 0..n {
+                // SAFETY: `i` < the count of ints cmsg_len covers.
+                let fd = unsafe { core::ptr::read_unaligned(data.add(i)) };
+                if table::get(fd).is_some_and(|o| stays_here(&o)) {
+                    return Some(fd);
+                }
+            }
+        }
+        // SAFETY: as CMSG_FIRSTHDR; a header past the buffer comes back null.
+        c = unsafe { libc::CMSG_NXTHDR(m, c) };
+    }
+    None
+}
+
+/// EOPNOTSUPP, said on stderr naming `fd`: a corestack fd in SCM_RIGHTS.
+fn refuse_passing(fd: c_int) -> ssize_t {
+    sys::log_line(&format!(
+        "sendmsg: fd {fd} is a corestack socket; passing it to another process with SCM_RIGHTS is not supported (the receiver would get a bare placeholder): EOPNOTSUPP"
+    ));
+    sys::set_errno(libc::EOPNOTSUPP);
+    -1
+}
+
+/// sendmsg(2) without ancillary data on corestack sockets. On other
+/// sockets (AF_UNIX): -1 with EOPNOTSUPP, and one line on stderr naming
+/// the fd, when SCM_RIGHTS carries a corestack socket (or an epoll
+/// holding some), which another process cannot use; nothing is sent.
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
     let Some(o) = ours(fd) else {
+        // SAFETY: the caller promises a valid msghdr (sendmsg's contract).
+        if let Some(passed) = unsafe { corestack_fd_passed(msg) } {
+            return refuse_passing(passed);
+        }
         // SAFETY: passed through.
         return unsafe { sys::sendmsg(fd, msg, flags) };
     };
@@ -1144,7 +1213,8 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
     })
 }
 
-/// sendmmsg(2).
+/// sendmmsg(2). On other sockets, EOPNOTSUPP when a message's SCM_RIGHTS
+/// carries a corestack socket (as sendmsg; nothing is sent).
 #[no_mangle]
 pub unsafe extern "C" fn sendmmsg(
     fd: c_int,
@@ -1153,6 +1223,15 @@ pub unsafe extern "C" fn sendmmsg(
     flags: c_int,
 ) -> c_int {
     let Some(o) = ours(fd) else {
+        if !vec.is_null() {
+            for i in 0..vlen.min(1024) as usize {
+                // SAFETY: the caller promises `vlen` mmsghdrs at `vec`, each
+                // a valid msghdr.
+                if let Some(passed) = unsafe { corestack_fd_passed(&(*vec.add(i)).msg_hdr) } {
+                    return refuse_passing(passed) as c_int;
+                }
+            }
+        }
         // SAFETY: passed through.
         return unsafe { sys::sendmmsg(fd, vec, vlen, flags) };
     };

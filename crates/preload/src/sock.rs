@@ -270,6 +270,15 @@ impl Sock {
             .report_unhonoured(at);
     }
 
+    /// True when the socket has a corestack side (or a bind recorded for
+    /// one): its kernel fd alone is not the socket.
+    pub fn on_corestack(&self) -> bool {
+        !matches!(
+            &*lock(&self.state),
+            State::Fresh { bound: None } | State::Kernel
+        )
+    }
+
     /// True while undecided.
     pub fn is_fresh(&self) -> bool {
         matches!(&*lock(&self.state), State::Fresh { .. })
