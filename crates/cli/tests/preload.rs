@@ -1520,3 +1520,39 @@ fn shim_scm_rights_of_a_corestack_socket_is_refused_with_eopnotsupp_and_a_line_n
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+// ---------------------------------------------------------------------------
+// UDP connect and sendto across both sides (review finding 6)
+// ---------------------------------------------------------------------------
+
+/// tests/shim/udpconn.c: a UDP socket bound to 0.0.0.0 connects to the Linux peer (through
+/// corestack) and then to a loopback echo (through the kernel), send/recv and getpeername
+/// right each time; AF_UNSPEC dissolves it and sendto reaches both; a socket auto-bound by a
+/// sendto to the peer can sendto loopback; an unbound socket connected to the peer can connect
+/// to loopback. The same program passes on the kernel. Embedded and inline mode.
+#[test]
+fn shim_udp_connect_on_a_wildcard_or_auto_bound_socket_reaches_corestack_and_loopback_peers() {
+    let _lock = start();
+    let prog = cc("udpconn");
+    let pair = Pair::new("p", 204).expect("creating the namespaces");
+    let _echo = linux_echo(&pair);
+    let kernel = run_ok(
+        "udpconn (kernel)",
+        plain(&pair.linux, &prog, &[&pair.linux_ip, "7"]),
+        STEP,
+    );
+    assert!(kernel.contains("ALL PASSED"), "kernel: {kernel}");
+    let failed: Vec<String> = [false, true]
+        .into_iter()
+        .filter_map(|inline| {
+            let f = run(
+                &format!("udpconn (shim, inline {inline})"),
+                shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7"]),
+                STEP,
+            );
+            let ok = f.status.success() && f.stdout.contains("ALL PASSED");
+            (!ok).then(|| format!("inline {inline}:\n{}{}", f.stdout, f.stderr))
+        })
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
