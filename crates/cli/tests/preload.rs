@@ -1556,3 +1556,37 @@ fn shim_udp_connect_on_a_wildcard_or_auto_bound_socket_reaches_corestack_and_loo
         .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+// ---------------------------------------------------------------------------
+// EINTR during the user-space spin (review finding 11)
+// ---------------------------------------------------------------------------
+
+/// tests/shim/eintr.c with a 1 s spin (`CORESTACK_SPIN_US=1000000`), so that SIGUSR1 (sent
+/// to the waiting thread 200 ms into its wait) arrives while it spins: read, recv and accept
+/// return EINTR within 500 ms after a handler without SA_RESTART, epoll_wait and poll after
+/// one with or without it, read restarts after one with it. The program passes on the kernel
+/// too. Embedded and inline mode.
+#[test]
+fn shim_a_signal_during_the_spin_interrupts_read_recv_accept_epoll_wait_and_poll_as_on_linux() {
+    let _lock = start();
+    let prog = cc("eintr");
+    let pair = Pair::new("p", 205).expect("creating the namespaces");
+    let _echo = linux_echo(&pair);
+    let kernel = run_ok(
+        "eintr (kernel)",
+        plain(&pair.linux, &prog, &[&pair.linux_ip, "7", "7205"]),
+        STEP,
+    );
+    assert!(kernel.contains("ALL PASSED"), "kernel: {kernel}");
+    let failed: Vec<String> = [false, true]
+        .into_iter()
+        .filter_map(|inline| {
+            let mut cmd = shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7", "7206"]);
+            cmd.env("CORESTACK_SPIN_US", "1000000");
+            let f = run(&format!("eintr (shim, inline {inline})"), cmd, STEP);
+            let ok = f.status.success() && f.stdout.contains("ALL PASSED");
+            (!ok).then(|| format!("inline {inline}:\n{}{}", f.stdout, f.stderr))
+        })
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}

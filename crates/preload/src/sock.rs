@@ -1379,6 +1379,8 @@ impl Sock {
         let stack = process::stack()?;
         let restart = |timed: bool| restartable && !timed && crate::sys::restart_after_signal();
         let timed = deadline.left().is_some();
+        // Inline mode with a kernel side spins while the engine works.
+        let mut sig = corestack::SpinSignals::new(None);
         loop {
             if cond(&probe.status()) {
                 return Ok(());
@@ -1397,7 +1399,7 @@ impl Sock {
             if deadline.passed() {
                 return Err(libc::EAGAIN);
             }
-            let r = sleep_with_kernel_fd(stack, probe, kfd, kev, deadline, &cond);
+            let r = sleep_with_kernel_fd(stack, probe, kfd, kev, deadline, &cond, &mut sig);
             match r {
                 Ok(()) => {}
                 Err(libc::EINTR) if restart(timed) => {}
@@ -1430,10 +1432,18 @@ fn sleep_with_kernel_fd(
     kev: i16,
     deadline: Deadline,
     cond: &impl Fn(&Status) -> bool,
+    sig: &mut corestack::SpinSignals,
 ) -> R<()> {
+    if sig.check().is_some() {
+        return Err(libc::EINTR);
+    }
     if stack.is_inline() {
         if stack.drive() || !stack.idle() {
+            sig.hold();
             return Ok(());
+        }
+        if sig.release().is_some() {
+            return Err(libc::EINTR);
         }
         let mut fds = vec![libc::pollfd {
             fd: kfd,
