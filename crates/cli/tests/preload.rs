@@ -1590,3 +1590,29 @@ fn shim_a_signal_during_the_spin_interrupts_read_recv_accept_epoll_wait_and_poll
         .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+// ---------------------------------------------------------------------------
+// Stale table entries (review finding 7)
+// ---------------------------------------------------------------------------
+
+/// tests/shim/stale.c: a corestack socket closed by a raw `syscall(SYS_close)`, by `fclose`
+/// of an `fdopen`'d FILE, by `closefrom` or `close_range`; a pipe (or `open`) that then gets
+/// its number polls and reads as the pipe (the file), not as the dead socket. Embedded mode.
+#[test]
+fn shim_a_socket_closed_behind_the_shims_back_does_not_capture_the_next_fd_with_its_number() {
+    let _lock = start();
+    let prog = cc("stale");
+    let pair = Pair::new("p", 206).expect("creating the namespaces");
+    let _echo = linux_echo(&pair);
+    let f = run(
+        "stale (shim)",
+        shimmed(&pair, &prog, &[&pair.linux_ip, "7"]),
+        STEP,
+    );
+    assert!(
+        f.status.success() && f.stdout.contains("ALL PASSED"),
+        "{}{}",
+        f.stdout,
+        f.stderr
+    );
+}

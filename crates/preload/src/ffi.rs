@@ -387,6 +387,133 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
     }
 }
 
+/// closefrom(3): as close_range(lowfd, ~0U, 0), so that the corestack
+/// sockets in the range leave the table (glibc's own closefrom calls the
+/// system call directly, which the shim would not see: their numbers would
+/// then route later fds to dead sockets). Falls back to libc's closefrom
+/// when close_range fails (a kernel without it).
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    let first = c_uint::try_from(low).unwrap_or(0);
+    // SAFETY: no pointers.
+    if unsafe { close_range(first, c_uint::MAX, 0) } != 0 {
+        // SAFETY: no pointers.
+        unsafe { sys::closefrom(low) };
+    }
+}
+
+/// fclose(3): a FILE opened on a corestack socket (fdopen) closes the
+/// socket as close(2) would (glibc closes the fd without going through the
+/// interposed close).
+#[no_mangle]
+pub unsafe extern "C" fn fclose(fp: *mut libc::FILE) -> c_int {
+    if fp.is_null() || sys::inside() {
+        // SAFETY: passed through.
+        return unsafe { sys::fclose(fp) };
+    }
+    // SAFETY: the caller promises a FILE it opened; fileno only reads it.
+    let fd = unsafe { libc::fileno(fp) };
+    let obj = if fd >= 0 && !table::is_reserved(fd) {
+        table::begin_close(fd)
+    } else {
+        None
+    };
+    // SAFETY: passed through.
+    let r = unsafe { sys::fclose(fp) };
+    if let Some(o) = obj {
+        let e = sys::errno();
+        table::end_close(fd);
+        forget_fd(&o, fd);
+        drop(o);
+        sys::set_errno(e);
+    }
+    r
+}
+
+/// A number the kernel just handed out (`fd` >= 0) cannot be a corestack
+/// socket: an entry there is stale (its fd was closed where the shim could
+/// not see it: a raw `syscall(SYS_close)`, say) and is dropped.
+fn fresh(fd: c_int) -> c_int {
+    if fd >= 0 {
+        drop(table::forget(fd));
+    }
+    fd
+}
+
+/// pipe(2); a stale entry at either new number is dropped.
+#[no_mangle]
+pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
+    // SAFETY: passed through; the caller promises two writable ints.
+    let r = unsafe { sys::pipe(fds) };
+    if r == 0 && !fds.is_null() {
+        // SAFETY: the kernel just wrote two fds there.
+        unsafe { (fresh(*fds), fresh(*fds.add(1))) };
+    }
+    r
+}
+
+/// pipe2(2); as pipe.
+#[no_mangle]
+pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
+    // SAFETY: passed through; the caller promises two writable ints.
+    let r = unsafe { sys::pipe2(fds, flags) };
+    if r == 0 && !fds.is_null() {
+        // SAFETY: the kernel just wrote two fds there.
+        unsafe { (fresh(*fds), fresh(*fds.add(1))) };
+    }
+    r
+}
+
+/// open(2) (variadic in C: the mode is where a variadic caller puts it);
+/// a stale entry at the new number is dropped.
+#[no_mangle]
+pub unsafe extern "C" fn open(path: *const core::ffi::c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: passed through.
+    fresh(unsafe { sys::open(path, flags, mode) })
+}
+
+/// open64: as open.
+#[no_mangle]
+pub unsafe extern "C" fn open64(
+    path: *const core::ffi::c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    // SAFETY: passed through.
+    fresh(unsafe { sys::open64(path, flags, mode) })
+}
+
+/// openat(2): as open.
+#[no_mangle]
+pub unsafe extern "C" fn openat(
+    dirfd: c_int,
+    path: *const core::ffi::c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    // SAFETY: passed through.
+    fresh(unsafe { sys::openat(dirfd, path, flags, mode) })
+}
+
+/// openat64: as open.
+#[no_mangle]
+pub unsafe extern "C" fn openat64(
+    dirfd: c_int,
+    path: *const core::ffi::c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    // SAFETY: passed through.
+    fresh(unsafe { sys::openat64(dirfd, path, flags, mode) })
+}
+
+/// eventfd(2): as open.
+#[no_mangle]
+pub unsafe extern "C" fn eventfd(initval: c_uint, flags: c_int) -> c_int {
+    // SAFETY: no pointers.
+    fresh(unsafe { sys::eventfd(initval, flags) })
+}
+
 fn after_dup(old: c_int, new: c_int) {
     if new < 0 {
         return;
@@ -612,11 +739,11 @@ pub unsafe extern "C" fn accept4(
 ) -> c_int {
     let Some(o) = ours(fd) else {
         // SAFETY: passed through.
-        return unsafe { sys::accept4(fd, addr, len, flags) };
+        return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
     };
     let Some(s) = as_sock(&o) else {
         // SAFETY: passed through.
-        return unsafe { sys::accept4(fd, addr, len, flags) };
+        return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
     };
     run(|| {
         alive(s)?;
