@@ -1227,16 +1227,18 @@ impl Stack {
             }
             match &self.inner.mode {
                 Mode::Inline(_) => {
+                    // Held through the naps too (they unblock atomically).
+                    sig.hold();
                     if self.drive() || !self.idle() {
-                        sig.hold();
                         continue;
                     }
-                    if sig.release().is_some() {
+                    if sig.check().is_some() {
                         return Waited::Interrupted;
                     }
                     let nap = remaining.unwrap_or(MAX_NAP).min(MAX_NAP);
                     if let Some(fd) = self.inner.idle.rx_fd {
-                        if crate::sys::sleep_readable(fd, nap) {
+                        let mask = sig.sleep_mask();
+                        if crate::sys::sleep_readable(fd, nap, mask.as_ref()) {
                             return Waited::Interrupted;
                         }
                     }

@@ -86,17 +86,24 @@ pub fn allowed_cpus() -> Option<usize> {
     }
 }
 
-/// Sleeps until `fd` is readable or `timeout` passes (poll(2), at least
-/// 1 ms); returns true when a signal handler interrupted it (EINTR).
-pub fn sleep_readable(fd: RawFd, timeout: Duration) -> bool {
+/// Sleeps until `fd` is readable or `timeout` passes (ppoll(2), at least
+/// 1 ms) under signal mask `mask` (None: the thread's); returns true when
+/// a signal handler interrupted it (EINTR).
+pub fn sleep_readable(fd: RawFd, timeout: Duration, mask: Option<&libc::sigset_t>) -> bool {
     let mut pfd = libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
     };
-    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
-    // SAFETY: one valid pollfd on our stack; poll writes only its revents.
-    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+    let t = timeout.max(Duration::from_millis(1));
+    let ts = libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    };
+    let m = mask.map_or(core::ptr::null(), |m| m as *const libc::sigset_t);
+    // SAFETY: one valid pollfd, a timespec and a null or live sigset on our
+    // stack; ppoll writes only the pollfd's revents.
+    let r = unsafe { libc::ppoll(&mut pfd, 1, &ts, m) };
     r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
 }
 
@@ -245,6 +252,19 @@ impl SpinSignals {
         set_mask(libc::SIG_SETMASK, &saved, None);
         self.saved = None;
         hit
+    }
+
+    /// The mask for a sleep in the kernel that keeps holding (an inline
+    /// waiter's short naps between engine runs): the call's mask (or the
+    /// thread's own) while holding, which ppoll/epoll_pwait set atomically
+    /// for the sleep alone, so no signal slips in between the last check
+    /// and the sleep. None when not holding (the sleep uses the call's
+    /// own mask, if any).
+    pub fn sleep_mask(&self) -> Option<libc::sigset_t> {
+        match self.saved {
+            Some(saved) => Some(self.during.unwrap_or(saved)),
+            None => self.during,
+        }
     }
 
     /// Before a sleep in the kernel: [`SpinSignals::check`], then the

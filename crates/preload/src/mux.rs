@@ -75,13 +75,15 @@ pub fn poll(
             return Err(libc::EINTR);
         }
         if stack.is_inline() {
+            // Held through the naps too (ppoll unblocks atomically).
+            sig.hold();
             if !stack.idle() {
-                sig.hold();
                 continue;
             }
-            if sig.release().is_some() {
+            if sig.check().is_some() {
                 return Err(libc::EINTR);
             }
+            let nap_mask = sig.sleep_mask();
             let mut set = kset.clone();
             if let Some(nic) = stack.nic_fd() {
                 set.push(pollfd {
@@ -92,7 +94,11 @@ pub fn poll(
             }
             let cap = corestack::Stack::MAX_INLINE_SLEEP.as_millis().max(1) as i64;
             let ms = deadline.poll_ms();
-            crate::sys::poll_fds(&mut set, if ms < 0 { cap } else { ms.min(cap) }, mask)?;
+            crate::sys::poll_fds(
+                &mut set,
+                if ms < 0 { cap } else { ms.min(cap) },
+                nap_mask.as_ref(),
+            )?;
             continue;
         }
         if std::time::Instant::now() < spin_until {

@@ -1402,7 +1402,14 @@ impl Sock {
             let r = sleep_with_kernel_fd(stack, probe, kfd, kev, deadline, &cond, &mut sig);
             match r {
                 Ok(()) => {}
-                Err(libc::EINTR) if restart(timed) => {}
+                Err(libc::EINTR) => {
+                    // The thread's own mask back before asking which
+                    // handlers restart (a held mask blocks them all).
+                    let _ = sig.release();
+                    if !restart(timed) {
+                        return Err(libc::EINTR);
+                    }
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -1438,13 +1445,15 @@ fn sleep_with_kernel_fd(
         return Err(libc::EINTR);
     }
     if stack.is_inline() {
+        // Held through the naps too (ppoll unblocks atomically).
+        sig.hold();
         if stack.drive() || !stack.idle() {
-            sig.hold();
             return Ok(());
         }
-        if sig.release().is_some() {
+        if sig.check().is_some() {
             return Err(libc::EINTR);
         }
+        let nap_mask = sig.sleep_mask();
         let mut fds = vec![libc::pollfd {
             fd: kfd,
             events: kev,
@@ -1460,7 +1469,7 @@ fn sleep_with_kernel_fd(
         let ms = deadline.poll_ms();
         let cap = corestack::Stack::MAX_INLINE_SLEEP.as_millis().max(1) as i64;
         let ms = if ms < 0 { cap } else { ms.min(cap) };
-        crate::sys::poll_fds(&mut fds, ms, None)?;
+        crate::sys::poll_fds(&mut fds, ms, nap_mask.as_ref())?;
         return Ok(());
     }
     let efd = wait::thread_eventfd()?;
