@@ -62,5 +62,6 @@ pub use engine::PollPolicy;
 pub use nic::af_xdp::TxPath;
 pub use poll::{Event, Interest, Poller, Probe, Source, Status};
 pub use stack::{spin_round, Driver, Stack, StackBuilder, Waited};
+pub use sys::SpinSignals;
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;

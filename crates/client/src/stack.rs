@@ -1037,7 +1037,8 @@ pub enum Waited {
     Ready,
     /// The timeout passed first.
     TimedOut,
-    /// A signal handler ran while the thread slept in the kernel (EINTR).
+    /// A signal handler ran while the thread slept in the kernel (EINTR),
+    /// or while it spun ([`crate::SpinSignals`]).
     /// Without a timeout, embedded and service mode sleep in a futex wait
     /// that the kernel restarts by itself after a handler with SA_RESTART,
     /// so there this means a handler without it; inline mode sleeps in
@@ -1210,9 +1211,14 @@ impl Stack {
     ) -> Waited {
         let start = Instant::now();
         let left = |now: Instant| timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
+        // Signals that arrive while this thread spins (see SpinSignals).
+        let mut sig = crate::sys::SpinSignals::new(None);
         loop {
             if ready() {
                 return Waited::Ready;
+            }
+            if sig.check().is_some() {
+                return Waited::Interrupted;
             }
             let now = Instant::now();
             let remaining = left(now);
@@ -1221,20 +1227,30 @@ impl Stack {
             }
             match &self.inner.mode {
                 Mode::Inline(_) => {
+                    // Held through the naps too (they unblock atomically).
+                    sig.hold();
                     if self.drive() || !self.idle() {
                         continue;
                     }
+                    if sig.check().is_some() {
+                        return Waited::Interrupted;
+                    }
                     let nap = remaining.unwrap_or(MAX_NAP).min(MAX_NAP);
                     if let Some(fd) = self.inner.idle.rx_fd {
-                        if crate::sys::sleep_readable(fd, nap) {
+                        let mask = sig.sleep_mask();
+                        if crate::sys::sleep_readable(fd, nap, mask.as_ref()) {
                             return Waited::Interrupted;
                         }
                     }
                 }
                 Mode::Embedded { .. } | Mode::Service(_) => {
                     if now.saturating_since(start) < self.inner.spin {
+                        sig.hold();
                         spin_round();
                         continue;
+                    }
+                    if sig.release().is_some() {
+                        return Waited::Interrupted;
                     }
                     let seen = notify.seq();
                     if ready() {

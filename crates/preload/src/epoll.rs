@@ -631,6 +631,8 @@ impl Epoll {
         };
         let spin_until = std::time::Instant::now() + stack.spin_time();
         let mut round = 0u32;
+        // A signal during the spin is EINTR (epoll_wait never restarts).
+        let mut sig = corestack::SpinSignals::new(mask);
         loop {
             if stack.is_inline() {
                 stack.drive();
@@ -642,19 +644,28 @@ impl Epoll {
             if deadline.passed() {
                 return Ok(0);
             }
+            if sig.check().is_some() {
+                return Err(libc::EINTR);
+            }
             round = round.wrapping_add(1);
             if stack.is_inline() {
+                // Held through the naps too (epoll_pwait unblocks atomically).
+                sig.hold();
                 if !stack.idle() {
                     // Spinning: let another thread of this CPU run first (the
                     // one the engine's work was for, at the same priority).
                     corestack::spin_round();
                     continue;
                 }
+                if sig.check().is_some() {
+                    return Err(libc::EINTR);
+                }
                 self.add_nic(epfd, stack);
                 let cap = corestack::Stack::MAX_INLINE_SLEEP.as_millis().max(1) as i64;
                 let ms = deadline.poll_ms();
                 let ms = if ms < 0 { cap } else { ms.min(cap) };
-                let k = kernel_wait(epfd, out, ms, mask, self.wake.get().copied())?;
+                let nap_mask = sig.sleep_mask();
+                let k = kernel_wait(epfd, out, ms, nap_mask.as_ref(), self.wake.get().copied())?;
                 if k > 0 {
                     let more = self.collect_merge(out, k);
                     return Ok(more);
@@ -662,8 +673,12 @@ impl Epoll {
                 continue;
             }
             if std::time::Instant::now() < spin_until {
+                sig.hold();
                 corestack::spin_round();
                 continue;
+            }
+            if sig.release().is_some() {
+                return Err(libc::EINTR);
             }
             let wake = self.wake_fd(epfd)?;
             let armed = stack.arm(stack.changes(), wake);

@@ -387,6 +387,133 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
     }
 }
 
+/// closefrom(3): as close_range(lowfd, ~0U, 0), so that the corestack
+/// sockets in the range leave the table (glibc's own closefrom calls the
+/// system call directly, which the shim would not see: their numbers would
+/// then route later fds to dead sockets). Falls back to libc's closefrom
+/// when close_range fails (a kernel without it).
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    let first = c_uint::try_from(low).unwrap_or(0);
+    // SAFETY: no pointers.
+    if unsafe { close_range(first, c_uint::MAX, 0) } != 0 {
+        // SAFETY: no pointers.
+        unsafe { sys::closefrom(low) };
+    }
+}
+
+/// fclose(3): a FILE opened on a corestack socket (fdopen) closes the
+/// socket as close(2) would (glibc closes the fd without going through the
+/// interposed close).
+#[no_mangle]
+pub unsafe extern "C" fn fclose(fp: *mut libc::FILE) -> c_int {
+    if fp.is_null() || sys::inside() {
+        // SAFETY: passed through.
+        return unsafe { sys::fclose(fp) };
+    }
+    // SAFETY: the caller promises a FILE it opened; fileno only reads it.
+    let fd = unsafe { libc::fileno(fp) };
+    let obj = if fd >= 0 && !table::is_reserved(fd) {
+        table::begin_close(fd)
+    } else {
+        None
+    };
+    // SAFETY: passed through.
+    let r = unsafe { sys::fclose(fp) };
+    if let Some(o) = obj {
+        let e = sys::errno();
+        table::end_close(fd);
+        forget_fd(&o, fd);
+        drop(o);
+        sys::set_errno(e);
+    }
+    r
+}
+
+/// A number the kernel just handed out (`fd` >= 0) cannot be a corestack
+/// socket: an entry there is stale (its fd was closed where the shim could
+/// not see it: a raw `syscall(SYS_close)`, say) and is dropped.
+fn fresh(fd: c_int) -> c_int {
+    if fd >= 0 {
+        drop(table::forget(fd));
+    }
+    fd
+}
+
+/// pipe(2); a stale entry at either new number is dropped.
+#[no_mangle]
+pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
+    // SAFETY: passed through; the caller promises two writable ints.
+    let r = unsafe { sys::pipe(fds) };
+    if r == 0 && !fds.is_null() {
+        // SAFETY: the kernel just wrote two fds there.
+        unsafe { (fresh(*fds), fresh(*fds.add(1))) };
+    }
+    r
+}
+
+/// pipe2(2); as pipe.
+#[no_mangle]
+pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
+    // SAFETY: passed through; the caller promises two writable ints.
+    let r = unsafe { sys::pipe2(fds, flags) };
+    if r == 0 && !fds.is_null() {
+        // SAFETY: the kernel just wrote two fds there.
+        unsafe { (fresh(*fds), fresh(*fds.add(1))) };
+    }
+    r
+}
+
+/// open(2) (variadic in C: the mode is where a variadic caller puts it);
+/// a stale entry at the new number is dropped.
+#[no_mangle]
+pub unsafe extern "C" fn open(path: *const core::ffi::c_char, flags: c_int, mode: c_uint) -> c_int {
+    // SAFETY: passed through.
+    fresh(unsafe { sys::open(path, flags, mode) })
+}
+
+/// open64: as open.
+#[no_mangle]
+pub unsafe extern "C" fn open64(
+    path: *const core::ffi::c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    // SAFETY: passed through.
+    fresh(unsafe { sys::open64(path, flags, mode) })
+}
+
+/// openat(2): as open.
+#[no_mangle]
+pub unsafe extern "C" fn openat(
+    dirfd: c_int,
+    path: *const core::ffi::c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    // SAFETY: passed through.
+    fresh(unsafe { sys::openat(dirfd, path, flags, mode) })
+}
+
+/// openat64: as open.
+#[no_mangle]
+pub unsafe extern "C" fn openat64(
+    dirfd: c_int,
+    path: *const core::ffi::c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    // SAFETY: passed through.
+    fresh(unsafe { sys::openat64(dirfd, path, flags, mode) })
+}
+
+/// eventfd(2): as open.
+#[no_mangle]
+pub unsafe extern "C" fn eventfd(initval: c_uint, flags: c_int) -> c_int {
+    // SAFETY: no pointers.
+    fresh(unsafe { sys::eventfd(initval, flags) })
+}
+
 fn after_dup(old: c_int, new: c_int) {
     if new < 0 {
         return;
@@ -612,11 +739,11 @@ pub unsafe extern "C" fn accept4(
 ) -> c_int {
     let Some(o) = ours(fd) else {
         // SAFETY: passed through.
-        return unsafe { sys::accept4(fd, addr, len, flags) };
+        return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
     };
     let Some(s) = as_sock(&o) else {
         // SAFETY: passed through.
-        return unsafe { sys::accept4(fd, addr, len, flags) };
+        return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
     };
     run(|| {
         alive(s)?;
@@ -1126,10 +1253,79 @@ unsafe fn sendmsg_impl(
     size(send_bufs(o, s, fd, &b, flags, to))
 }
 
-/// sendmsg(2) without ancillary data.
+/// True when `o` cannot travel to another process as its kernel fd: a
+/// socket with a corestack side (the fd is a placeholder or a kernel
+/// socket that is not the connection), or an epoll holding corestack
+/// registrations (the receiver would get the kernel epoll without them).
+fn stays_here(o: &Obj) -> bool {
+    match o {
+        Obj::Sock(s) => s.on_corestack(),
+        Obj::Epoll(e) => e.has_core(),
+    }
+}
+
+/// The first fd among the SCM_RIGHTS fds of `msg` that [`stays_here`]
+/// (None also for the shim's own calls, a null `msg` and no control data).
+///
+/// # Safety
+/// `msg` is null or a readable msghdr whose control buffer is readable
+/// for `msg_controllen` bytes (sendmsg's contract).
+unsafe fn corestack_fd_passed(msg: *const msghdr) -> Option<c_int> {
+    if sys::inside() || msg.is_null() {
+        return None;
+    }
+    // SAFETY: the caller promises a readable msghdr.
+    let m = unsafe { &*msg };
+    if m.msg_control.is_null() || m.msg_controllen < core::mem::size_of::<libc::cmsghdr>() {
+        return None;
+    }
+    // SAFETY: CMSG_FIRSTHDR reads msg_control/msg_controllen only.
+    let mut c = unsafe { libc::CMSG_FIRSTHDR(m) };
+    let mut left = 64; // control headers looked at, at most (bounded loop)
+    while !c.is_null() && left > 0 {
+        left -= 1;
+        // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR return headers inside the buffer.
+        let h = unsafe { core::ptr::read_unaligned(c) };
+        if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == libc::SCM_RIGHTS {
+            // SAFETY: CMSG_LEN of 0 is a constant computation.
+            let head = unsafe { libc::CMSG_LEN(0) } as usize;
+            let n = (h.cmsg_len as usize).saturating_sub(head) / core::mem::size_of::<c_int>();
+            // SAFETY: the data of this header follows it within cmsg_len.
+            let data = unsafe { libc::CMSG_DATA(c) } as *const c_int;
+            for i in 0..n {
+                // SAFETY: `i` < the count of ints cmsg_len covers.
+                let fd = unsafe { core::ptr::read_unaligned(data.add(i)) };
+                if table::get(fd).is_some_and(|o| stays_here(&o)) {
+                    return Some(fd);
+                }
+            }
+        }
+        // SAFETY: as CMSG_FIRSTHDR; a header past the buffer comes back null.
+        c = unsafe { libc::CMSG_NXTHDR(m, c) };
+    }
+    None
+}
+
+/// EOPNOTSUPP, said on stderr naming `fd`: a corestack fd in SCM_RIGHTS.
+fn refuse_passing(fd: c_int) -> ssize_t {
+    sys::log_line(&format!(
+        "sendmsg: fd {fd} is a corestack socket; passing it to another process with SCM_RIGHTS is not supported (the receiver would get a bare placeholder): EOPNOTSUPP"
+    ));
+    sys::set_errno(libc::EOPNOTSUPP);
+    -1
+}
+
+/// sendmsg(2) without ancillary data on corestack sockets. On other
+/// sockets (AF_UNIX): -1 with EOPNOTSUPP, and one line on stderr naming
+/// the fd, when SCM_RIGHTS carries a corestack socket (or an epoll
+/// holding some), which another process cannot use; nothing is sent.
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
     let Some(o) = ours(fd) else {
+        // SAFETY: the caller promises a valid msghdr (sendmsg's contract).
+        if let Some(passed) = unsafe { corestack_fd_passed(msg) } {
+            return refuse_passing(passed);
+        }
         // SAFETY: passed through.
         return unsafe { sys::sendmsg(fd, msg, flags) };
     };
@@ -1144,7 +1340,8 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
     })
 }
 
-/// sendmmsg(2).
+/// sendmmsg(2). On other sockets, EOPNOTSUPP when a message's SCM_RIGHTS
+/// carries a corestack socket (as sendmsg; nothing is sent).
 #[no_mangle]
 pub unsafe extern "C" fn sendmmsg(
     fd: c_int,
@@ -1153,6 +1350,15 @@ pub unsafe extern "C" fn sendmmsg(
     flags: c_int,
 ) -> c_int {
     let Some(o) = ours(fd) else {
+        if !vec.is_null() {
+            for i in 0..vlen.min(1024) as usize {
+                // SAFETY: the caller promises `vlen` mmsghdrs at `vec`, each
+                // a valid msghdr.
+                if let Some(passed) = unsafe { corestack_fd_passed(&(*vec.add(i)).msg_hdr) } {
+                    return refuse_passing(passed) as c_int;
+                }
+            }
+        }
         // SAFETY: passed through.
         return unsafe { sys::sendmmsg(fd, vec, vlen, flags) };
     };

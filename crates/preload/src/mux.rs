@@ -8,7 +8,8 @@
 //! time, then arms the stack's doorbell with the thread's eventfd, looks
 //! once more, and sleeps in the real poll with the eventfd appended. EINTR
 //! comes from the kernel, as for Linux's own poll and select (never
-//! restarted). select is converted to poll and back, as Linux does it
+//! restarted), or for a signal that arrives during the spin from
+//! [`corestack::SpinSignals`]. select is converted to poll and back, as Linux does it
 //! (POLLIN_SET, POLLOUT_SET, POLLEX_SET).
 #![forbid(unsafe_code)]
 
@@ -51,6 +52,8 @@ pub fn poll(
     let spin_until =
         std::time::Instant::now() + stack.map_or(core::time::Duration::ZERO, |s| s.spin_time());
     let mut round = 0u32;
+    // A signal during the spin is EINTR, as during the kernel's sleep.
+    let mut sig = corestack::SpinSignals::new(mask);
     loop {
         if let Some(s) = stack.filter(|s| s.is_inline()) {
             s.drive();
@@ -68,10 +71,19 @@ pub fn poll(
             crate::sys::poll_fds(&mut kset, deadline.poll_ms(), mask)?;
             continue;
         };
+        if sig.check().is_some() {
+            return Err(libc::EINTR);
+        }
         if stack.is_inline() {
+            // Held through the naps too (ppoll unblocks atomically).
+            sig.hold();
             if !stack.idle() {
                 continue;
             }
+            if sig.check().is_some() {
+                return Err(libc::EINTR);
+            }
+            let nap_mask = sig.sleep_mask();
             let mut set = kset.clone();
             if let Some(nic) = stack.nic_fd() {
                 set.push(pollfd {
@@ -82,12 +94,20 @@ pub fn poll(
             }
             let cap = corestack::Stack::MAX_INLINE_SLEEP.as_millis().max(1) as i64;
             let ms = deadline.poll_ms();
-            crate::sys::poll_fds(&mut set, if ms < 0 { cap } else { ms.min(cap) }, mask)?;
+            crate::sys::poll_fds(
+                &mut set,
+                if ms < 0 { cap } else { ms.min(cap) },
+                nap_mask.as_ref(),
+            )?;
             continue;
         }
         if std::time::Instant::now() < spin_until {
+            sig.hold();
             corestack::spin_round();
             continue;
+        }
+        if sig.release().is_some() {
+            return Err(libc::EINTR);
         }
         let efd = wait::thread_eventfd()?;
         let armed = stack.arm(stack.changes(), efd);

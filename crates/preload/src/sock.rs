@@ -65,12 +65,19 @@ enum State {
     /// A TCP connection (possibly still connecting).
     Stream(TcpStream),
     /// A bound UDP socket; `dual`: the kernel socket is bound to the
-    /// wildcard too; `peer`: connect(2)'s default destination and filter.
+    /// wildcard too (an explicit wildcard bind, or an automatic bind);
+    /// `peer`: connect(2)'s default destination and filter when corestack
+    /// routes it; `kpeer`: connected to a peer only the kernel side
+    /// reaches (loopback, another subnet: the kernel socket is connected,
+    /// `peer` is None). Only the side of the peer delivers while
+    /// connected; the other side's datagrams are dropped, as Linux drops
+    /// those from other sources.
     Udp {
         u: UdpSocket,
         local: SocketAddrV4,
         dual: bool,
         peer: Option<SocketAddrV4>,
+        kpeer: bool,
     },
     /// Handed to the kernel: the fd is a plain kernel socket again.
     Kernel,
@@ -270,6 +277,15 @@ impl Sock {
             .report_unhonoured(at);
     }
 
+    /// True when the socket has a corestack side (or a bind recorded for
+    /// one): its kernel fd alone is not the socket.
+    pub fn on_corestack(&self) -> bool {
+        !matches!(
+            &*lock(&self.state),
+            State::Fresh { bound: None } | State::Kernel
+        )
+    }
+
     /// True while undecided.
     pub fn is_fresh(&self) -> bool {
         matches!(&*lock(&self.state), State::Fresh { .. })
@@ -344,6 +360,7 @@ impl Sock {
                             local: a,
                             dual: false,
                             peer: None,
+                            kpeer: false,
                         };
                         self.report_unhonoured("bind");
                         Ok(())
@@ -372,6 +389,7 @@ impl Sock {
                             local: a,
                             dual: true,
                             peer: None,
+                            kpeer: false,
                         };
                         drop(st);
                         self.report_unhonoured("bind");
@@ -381,6 +399,29 @@ impl Sock {
                 }
             }
         }
+    }
+
+    /// The automatic bind of a UDP socket that first sends to (or
+    /// connects to) an address corestack routes: the kernel socket takes
+    /// an ephemeral port on the wildcard and corestack binds the same
+    /// port, so that the socket can also reach loopback and other
+    /// addresses through the kernel side, from the same port, as one
+    /// Linux socket does. When corestack cannot take that port, corestack
+    /// picks its own and the kernel side is not used (`dual` false).
+    /// Returns (socket, local address, dual).
+    fn udp_auto_bind(&self, fd: c_int) -> R<(UdpSocket, SocketAddrV4, bool)> {
+        let (b, n) = addr::encode(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), self.family);
+        if k::bind(fd, &b[..n]).is_ok() {
+            if let Some(port) = kernel_port(fd) {
+                if let Ok(u) = self.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)) {
+                    k::set_nonblocking(fd, true)?;
+                    return Ok((u, SocketAddrV4::new(process::local_ip(), port), true));
+                }
+            }
+        }
+        let u = self.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
+        let port = u.local_addr().map_or(0, |a| a.port());
+        Ok((u, SocketAddrV4::new(process::local_ip(), port), false))
     }
 
     fn udp_bind(&self, a: SocketAddrV4) -> R<UdpSocket> {
@@ -633,8 +674,11 @@ impl Sock {
         let mut st = lock(&self.state);
         if let Sa::Unspec = sa {
             match &mut *st {
-                State::Udp { peer, dual, .. } => {
+                State::Udp {
+                    peer, dual, kpeer, ..
+                } => {
                     *peer = None;
+                    *kpeer = false;
                     if *dual {
                         let _ = k::connect(fd, raw);
                     }
@@ -656,24 +700,55 @@ impl Sock {
                     drop(st);
                     return k::connect(fd, raw);
                 };
-                let local = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
-                let u = self.udp_bind(local)?;
-                let local =
-                    SocketAddrV4::new(process::local_ip(), u.local_addr().map_or(0, |a| a.port()));
+                let (u, local, dual) = self.udp_auto_bind(fd)?;
+                if dual {
+                    // Filters the kernel side where the kernel can route to
+                    // the peer; else recv drops what it delivers.
+                    let _ = k::connect(fd, raw);
+                }
                 crate::epoll::local_change();
                 *st = State::Udp {
                     u,
                     local,
-                    dual: false,
+                    dual,
                     peer: Some(dst),
+                    kpeer: false,
                 };
+                drop(st);
                 self.report_unhonoured("connect");
+                if dual {
+                    self.resettle.store(true, Ordering::Release);
+                }
                 Ok(())
             }
-            State::Udp { peer, .. } => {
-                *peer = Some(routed.ok_or(libc::ENETUNREACH)?);
-                Ok(())
-            }
+            State::Udp {
+                peer, dual, kpeer, ..
+            } => match routed {
+                Some(d) => {
+                    if *dual {
+                        // Undo a kernel-side connection, then filter the
+                        // kernel side where the kernel routes to the peer.
+                        let _ = k::connect(fd, &UNSPEC);
+                        let _ = k::connect(fd, raw);
+                    }
+                    crate::epoll::local_change();
+                    *peer = Some(d);
+                    *kpeer = false;
+                    Ok(())
+                }
+                None if *dual => {
+                    k::connect(fd, raw)?;
+                    crate::epoll::local_change();
+                    *peer = None;
+                    *kpeer = true;
+                    Ok(())
+                }
+                None => {
+                    static SAID: AtomicBool = AtomicBool::new(false);
+                    crate::sys::log_once(&SAID, "UDP connect from a socket bound to corestack's own address to an address corestack does not route (loopback, another subnet): ENETUNREACH (bind to 0.0.0.0 to reach both)");
+                    Err(libc::ENETUNREACH)
+                }
+            },
             State::Kernel => {
                 drop(st);
                 k::connect(fd, raw)
@@ -765,16 +840,33 @@ impl Sock {
                         }
                         (s.probe(), None)
                     }
-                    State::Udp { u, dual, peer, .. } => {
-                        let dual = *dual;
+                    State::Udp {
+                        u,
+                        dual,
+                        peer,
+                        kpeer,
+                        ..
+                    } => {
+                        // Connected: only the peer's side delivers.
+                        let kside = *dual && peer.is_none();
+                        let core = !*kpeer;
+                        if *dual && !kside {
+                            kernel_drain(fd);
+                        }
+                        if !core {
+                            udp_drain(u);
+                        }
+                        let dual = kside;
                         let kfirst = dual && self.kernel_first.fetch_xor(true, Ordering::Relaxed);
                         if kfirst {
                             if let Some(r) = kernel_recv(fd, bufs, flags)? {
                                 return Ok(r);
                             }
                         }
-                        if let Some(r) = udp_recv(u, bufs, peek, *peer) {
-                            return Ok(r);
+                        if core {
+                            if let Some(r) = udp_recv(u, bufs, peek, *peer) {
+                                return Ok(r);
+                            }
                         }
                         if dual && !kfirst {
                             if let Some(r) = kernel_recv(fd, bufs, flags)? {
@@ -952,25 +1044,35 @@ impl Sock {
                             return kernel_send(fd, bufs, flags, Some(raw));
                         };
                         let _ = d;
-                        let u = self.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
-                        let local = SocketAddrV4::new(
-                            process::local_ip(),
-                            u.local_addr().map_or(0, |a| a.port()),
-                        );
+                        let (u, local, dual) = self.udp_auto_bind(fd)?;
                         crate::epoll::local_change();
                         *st = State::Udp {
                             u,
                             local,
-                            dual: false,
+                            dual,
                             peer: None,
+                            kpeer: false,
                         };
                         self.report_unhonoured("sendto");
+                        if dual {
+                            self.resettle.store(true, Ordering::Release);
+                        }
                         continue;
                     }
-                    State::Udp { u, dual, peer, .. } => {
+                    State::Udp {
+                        u,
+                        dual,
+                        peer,
+                        kpeer,
+                        ..
+                    } => {
                         let target = match (to, *peer) {
                             (Some(_), _) => dst,
                             (None, Some(p)) => Some(p),
+                            (None, None) if *kpeer => {
+                                drop(st);
+                                return kernel_send(fd, bufs, flags, None);
+                            }
                             (None, None) => return Err(libc::EDESTADDRREQ),
                         };
                         match target.filter(|d| process::routes(*d.ip())) {
@@ -988,7 +1090,11 @@ impl Sock {
                                 drop(st);
                                 return kernel_send(fd, bufs, flags, to.map(|(_, raw)| raw));
                             }
-                            None => return Err(libc::ENETUNREACH),
+                            None => {
+                                static SAID: AtomicBool = AtomicBool::new(false);
+                                crate::sys::log_once(&SAID, "UDP sendto from a socket bound to corestack's own address to an address corestack does not route (loopback, another subnet): ENETUNREACH (bind to 0.0.0.0 to reach both)");
+                                return Err(libc::ENETUNREACH);
+                            }
                         }
                         u.probe()
                     }
@@ -1042,8 +1148,8 @@ impl Sock {
                 *st = State::ListenerShut { local: *local };
                 Some(probe)
             }
-            State::Udp { u, peer, .. } => {
-                if peer.is_none() {
+            State::Udp { u, peer, kpeer, .. } => {
+                if peer.is_none() && !*kpeer {
                     return Err(libc::ENOTCONN);
                 }
                 if rd {
@@ -1113,6 +1219,7 @@ impl Sock {
                 s.peer_addr().map_err(|_| Some(libc::ENOTCONN))
             }
             State::Udp { peer: Some(p), .. } => Ok(*p),
+            State::Udp { kpeer: true, .. } => Err(None),
             _ => Err(Some(libc::ENOTCONN)),
         }
     }
@@ -1145,10 +1252,16 @@ impl Sock {
             }
             State::ListenerShut { .. } => return (POLLIN_BITS | libc::POLLRDHUP as u32, false),
             State::Stream(s) => (s.status(), false),
-            State::Udp { u, dual, .. } => {
+            State::Udp {
+                u,
+                dual,
+                peer,
+                kpeer,
+                ..
+            } => {
                 let s = u.status();
                 let mut bits = 0;
-                if s.readable && !s.closed {
+                if s.readable && !s.closed && !*kpeer {
                     bits |= POLLIN_BITS;
                 }
                 if s.writable {
@@ -1157,7 +1270,7 @@ impl Sock {
                 if self.rd_shut.load(Ordering::Relaxed) {
                     bits |= POLLIN_BITS | libc::POLLRDHUP as u32;
                 }
-                return (bits, *dual);
+                return (bits, *dual && peer.is_none());
             }
         };
         drop(st);
@@ -1266,6 +1379,8 @@ impl Sock {
         let stack = process::stack()?;
         let restart = |timed: bool| restartable && !timed && crate::sys::restart_after_signal();
         let timed = deadline.left().is_some();
+        // Inline mode with a kernel side spins while the engine works.
+        let mut sig = corestack::SpinSignals::new(None);
         loop {
             if cond(&probe.status()) {
                 return Ok(());
@@ -1284,10 +1399,17 @@ impl Sock {
             if deadline.passed() {
                 return Err(libc::EAGAIN);
             }
-            let r = sleep_with_kernel_fd(stack, probe, kfd, kev, deadline, &cond);
+            let r = sleep_with_kernel_fd(stack, probe, kfd, kev, deadline, &cond, &mut sig);
             match r {
                 Ok(()) => {}
-                Err(libc::EINTR) if restart(timed) => {}
+                Err(libc::EINTR) => {
+                    // The thread's own mask back before asking which
+                    // handlers restart (a held mask blocks them all).
+                    let _ = sig.release();
+                    if !restart(timed) {
+                        return Err(libc::EINTR);
+                    }
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -1317,11 +1439,21 @@ fn sleep_with_kernel_fd(
     kev: i16,
     deadline: Deadline,
     cond: &impl Fn(&Status) -> bool,
+    sig: &mut corestack::SpinSignals,
 ) -> R<()> {
+    if sig.check().is_some() {
+        return Err(libc::EINTR);
+    }
     if stack.is_inline() {
+        // Held through the naps too (ppoll unblocks atomically).
+        sig.hold();
         if stack.drive() || !stack.idle() {
             return Ok(());
         }
+        if sig.check().is_some() {
+            return Err(libc::EINTR);
+        }
+        let nap_mask = sig.sleep_mask();
         let mut fds = vec![libc::pollfd {
             fd: kfd,
             events: kev,
@@ -1337,7 +1469,7 @@ fn sleep_with_kernel_fd(
         let ms = deadline.poll_ms();
         let cap = corestack::Stack::MAX_INLINE_SLEEP.as_millis().max(1) as i64;
         let ms = if ms < 0 { cap } else { ms.min(cap) };
-        crate::sys::poll_fds(&mut fds, ms, None)?;
+        crate::sys::poll_fds(&mut fds, ms, nap_mask.as_ref())?;
         return Ok(());
     }
     let efd = wait::thread_eventfd()?;
@@ -1395,6 +1527,34 @@ fn kernel_accept(fd: c_int, flags: c_int) -> R<Option<Accepted>> {
         }
         Err(libc::EAGAIN) => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+/// An AF_UNSPEC address: connect(2) with it dissolves a UDP association.
+const UNSPEC: [u8; 16] = [0; 16];
+
+/// The most datagrams one drain drops (bounded; the next recv drops more).
+const DRAIN_MAX: usize = 256;
+
+/// Drops the datagrams waiting on the kernel side (a connected dual
+/// socket's side that does not hold the peer).
+fn kernel_drain(fd: c_int) {
+    let mut none = [0u8; 0];
+    for _ in 0..DRAIN_MAX {
+        if k::recvfrom(fd, &mut none, libc::MSG_DONTWAIT).is_err() {
+            break;
+        }
+    }
+}
+
+/// Drops the datagrams waiting on the corestack side (a socket connected
+/// to a peer only the kernel side reaches).
+fn udp_drain(u: &mut UdpSocket) {
+    let mut none = [0u8; 0];
+    for _ in 0..DRAIN_MAX {
+        if u.try_recv(&mut none, false).is_none() {
+            break;
+        }
     }
 }
 

@@ -124,6 +124,15 @@ real_fns! {
     __ppoll_chk(fds: *mut pollfd, n: nfds_t, ts: *const timespec, mask: *const sigset_t, fdslen: size_t) -> c_int;
     __fdelt_chk(d: c_long) -> c_long;
     fork() -> pid_t;
+    closefrom(low: c_int) -> c_int;
+    fclose(fp: *mut libc::FILE) -> c_int;
+    pipe(fds: *mut c_int) -> c_int;
+    pipe2(fds: *mut c_int, flags: c_int) -> c_int;
+    open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int;
+    open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int;
+    openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int;
+    openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int;
+    eventfd(initval: c_uint, flags: c_int) -> c_int;
 }
 
 /// The real `fcntl` with an integer or pointer argument.

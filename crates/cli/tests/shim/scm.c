@@ -1,0 +1,121 @@
+/* SCM_RIGHTS over an ordinary AF_UNIX socket (review finding 5): a
+ * corestack socket cannot travel to another process, so sendmsg carrying
+ * one fails at once with EOPNOTSUPP and sends nothing; a kernel fd still
+ * travels; the corestack connection keeps working.
+ *
+ * usage: scm PEER PORT   (PEER echoes TCP on PORT; run under the shim)
+ * Prints "corestack fd N", then one line per check (PASS/FAIL); exit
+ * status 0 when all pass. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int failures;
+#define CHECK(name, cond, ...)                  \
+    do {                                        \
+        if (cond) {                             \
+            printf("PASS %s\n", name);          \
+        } else {                                \
+            printf("FAIL %s: ", name);          \
+            printf(__VA_ARGS__);                \
+            printf("\n");                       \
+            failures++;                         \
+        }                                       \
+        fflush(stdout);                         \
+    } while (0)
+
+/* sendmsg of one byte with SCM_RIGHTS carrying fds[0..n]. */
+static ssize_t send_fds(int sock, const int *fds, int n) {
+    char byte = 'f';
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof u);
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = CMSG_SPACE(n * sizeof(int))};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(n * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, n * sizeof(int));
+    return sendmsg(sock, &m, 0);
+}
+
+/* recvmsg of one byte: the first fd received, or -1. */
+static int recv_fd(int sock) {
+    char byte;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = sizeof u.buf};
+    if (recvmsg(sock, &m, MSG_DONTWAIT) != 1) return -1;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    if (!c || c->cmsg_type != SCM_RIGHTS) return -1;
+    int fd;
+    memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    return fd;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: scm PEER PORT\n");
+        return 2;
+    }
+    struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
+    inet_pton(AF_INET, argv[1], &peer.sin_addr);
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(c, (struct sockaddr *)&peer, sizeof peer) < 0) {
+        printf("FAIL connect: %s\n", strerror(errno));
+        return 1;
+    }
+    printf("corestack fd %d\n", c);
+    int sv[2], pfd[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0 || pipe(pfd) < 0) return 1;
+
+    errno = 0;
+    ssize_t r = send_fds(sv[0], &c, 1);
+    int e = errno;
+    CHECK("sendmsg SCM_RIGHTS of a corestack socket fails with EOPNOTSUPP",
+          r == -1 && e == EOPNOTSUPP, "returned %zd (%s)", r, strerror(e));
+
+    int both[2] = {pfd[0], c};
+    errno = 0;
+    r = send_fds(sv[0], both, 2);
+    e = errno;
+    CHECK("a corestack socket among kernel fds fails the whole sendmsg",
+          r == -1 && e == EOPNOTSUPP, "returned %zd (%s)", r, strerror(e));
+    char b[16];
+    errno = 0;
+    r = recv(sv[1], b, sizeof b, MSG_DONTWAIT);
+    CHECK("nothing was sent", r == -1 && errno == EAGAIN, "recv returned %zd", r);
+
+    r = send_fds(sv[0], &pfd[0], 1);
+    int got = recv_fd(sv[1]);
+    CHECK("a kernel fd (a pipe) still travels", r == 1 && got >= 0, "sent %zd, got fd %d", r, got);
+    if (got >= 0) {
+        (void)!write(pfd[1], "z", 1);
+        struct pollfd p = {.fd = got, .events = POLLIN};
+        int ok = poll(&p, 1, 2000) == 1 && read(got, b, 1) == 1 && b[0] == 'z';
+        CHECK("the received pipe reads", ok, "no byte");
+    }
+
+    send(c, "ping", 4, 0);
+    struct pollfd p = {.fd = c, .events = POLLIN};
+    int n = poll(&p, 1, 3000) == 1 ? (int)recv(c, b, sizeof b, 0) : -1;
+    CHECK("the corestack connection still echoes", n == 4 && memcmp(b, "ping", 4) == 0, "got %d", n);
+
+    printf(failures ? "SOME FAILED\n" : "ALL PASSED\n");
+    return failures ? 1 : 0;
+}
