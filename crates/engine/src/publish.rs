@@ -34,9 +34,9 @@ pub const CONN_ROWS: usize = 1024;
 /// `slots / CONN_SLOTS_PER_PUBLISH` publications.
 pub const CONN_SLOTS_PER_PUBLISH: usize = CONN_ROWS;
 
-/// How often the connection table is published (the counters go every
-/// [`STATS_EVERY`]).
-pub const CONNS_EVERY: Duration = Duration::from_millis(100);
+/// How often the connection table is published, as the counters (the
+/// shim's TCP_INFO reads it too).
+pub const CONNS_EVERY: Duration = STATS_EVERY;
 
 /// An engine that publishes its counters and sockets for `corestack stat`
 /// and `corestack ss` (shared-memory segments under /dev/shm), at most

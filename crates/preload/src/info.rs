@@ -2,8 +2,9 @@
 //! table the engine publishes for `corestack ss` (every 10 ms, in
 //! `/dev/shm/corestack-PID.conns` of the engine's process: this one, or in
 //! service mode the daemon, whose rows of this association are searched).
-//! Without that segment (no /dev/shm) the answer is a zeroed `struct
-//! tcp_info` with the state only.
+//! Without a row (no /dev/shm, not published yet, or outside the 1024-slot
+//! window a publication covers) the answer is a zeroed `struct tcp_info`
+//! with the state only, taken from the socket's own status.
 #![forbid(unsafe_code)]
 
 use crate::sock::Sock;
@@ -48,7 +49,17 @@ pub const TCP_INFO_LEN: usize = 232;
 pub fn tcp_info(s: &Sock) -> [u8; TCP_INFO_LEN] {
     let mut b = [0u8; TCP_INFO_LEN];
     let Some(r) = row(s) else {
-        b[0] = if s.is_listener() { 10 } else { 7 };
+        // Linux's TCP states: 1 ESTABLISHED, 2 SYN_SENT, 7 CLOSE, 10 LISTEN.
+        b[0] = if s.is_listener() {
+            10
+        } else {
+            s.with_stream(|st| match corestack::Source::status(st) {
+                st if st.connecting => 2,
+                st if st.closed => 7,
+                _ => 1,
+            })
+            .unwrap_or(7)
+        };
         return b;
     };
     let put32 = |b: &mut [u8; TCP_INFO_LEN], at: usize, v: u32| {
