@@ -100,7 +100,8 @@ pub struct StackOpts {
     /// is reserved per ring). Equal to --ring-bytes: fixed rings.
     #[arg(long, value_name = "BYTES")]
     pub ring_max_bytes: Option<usize>,
-    /// Sockets the engine holds at most, of every kind and state (default 4096).
+    /// Sockets the engine holds at most, of every kind and state (default 1 000 000): a
+    /// limit, the table grows with the sockets open.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
     pub max_sockets: Option<u32>,
 }

@@ -50,7 +50,8 @@ pub struct EngineConfig {
     pub gateway: Option<Ipv4Addr>,
     /// TCP defaults for every connection.
     pub tcp: TcpConfig,
-    /// Sockets of all kinds, including connections in TIME-WAIT.
+    /// Sockets of all kinds, including connections in TIME-WAIT, at most: a
+    /// limit, not a size (the table grows on demand). Default 1 000 000.
     pub max_sockets: usize,
     /// RX and TX ring size in bytes of connections the engine accepts,
     /// when they start (embedded and inline mode; service-mode rings come
@@ -88,7 +89,7 @@ impl Default for EngineConfig {
             prefix_len: 24,
             gateway: None,
             tcp: TcpConfig::default(),
-            max_sockets: 4096,
+            max_sockets: 1_000_000,
             ring_bytes: 256 * 1024,
             ring_max_bytes: 8 << 20,
             buffer_growth_limit: 256 << 20,
