@@ -46,6 +46,7 @@
 use crate::region::Region;
 use crate::CachePadded;
 use core::cell::UnsafeCell;
+use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -246,7 +247,12 @@ struct LocalRing {
     geometry: CachePadded<AtomicU64>,
     /// Ends (writer, reader) still alive: probes do not count.
     ends: AtomicU64,
-    buf: Box<[UnsafeCell<u8>]>,
+    /// The ring's bytes, left uninitialised: a byte is read only after the
+    /// writer wrote it (the head/tail protocol), so nothing needs zeroing.
+    /// Zeroing cost the whole reservation (8 MiB by default) on every new
+    /// connection once the allocator reused freed memory: short
+    /// connections at 1 400/s instead of 13 600/s, and 2 GiB resident.
+    buf: Box<[UnsafeCell<MaybeUninit<u8>>]>,
 }
 
 // SAFETY: the buffer is only reached through `Mem`, whose ring protocol
@@ -254,8 +260,8 @@ struct LocalRing {
 unsafe impl Send for LocalRing {}
 
 // SAFETY: the boxed buffer never moves or changes length while the ring
-// lives; `UnsafeCell<u8>` has the layout of `u8`, and ports read the bytes
-// only with raw copies or through the kernel.
+// lives; `UnsafeCell<MaybeUninit<u8>>` has the layout of `u8`, and ports
+// read only written bytes, with raw copies or through the kernel.
 unsafe impl nic::StableMemory for LocalRing {
     fn as_ptr(&self) -> *const u8 {
         UnsafeCell::raw_get(self.buf.as_ptr()) as *const u8
@@ -363,10 +369,12 @@ impl Mem {
     fn local_pair(capacity: usize, reserved: usize) -> (Mem, Mem) {
         let reserved = reserved.max(capacity).max(MIN_RING).next_power_of_two();
         let cap = capacity.max(MIN_RING).next_power_of_two();
-        let bytes: Box<[u8]> = vec![0u8; reserved].into_boxed_slice();
-        // SAFETY: UnsafeCell<u8> is repr(transparent) over u8, so the slice has
+        // Not zeroed (see `LocalRing::buf`).
+        let bytes: Box<[MaybeUninit<u8>]> = Box::new_uninit_slice(reserved);
+        // SAFETY: UnsafeCell<T> is repr(transparent) over T, so the slice has
         // the same layout; ownership moves from one Box to the other.
-        let buf = unsafe { Box::from_raw(Box::into_raw(bytes) as *mut [UnsafeCell<u8>]) };
+        let buf =
+            unsafe { Box::from_raw(Box::into_raw(bytes) as *mut [UnsafeCell<MaybeUninit<u8>>]) };
         let word = if cap == reserved {
             0
         } else {
@@ -385,7 +393,8 @@ impl Mem {
             geometry: NonNull::from(&r.geometry.0),
             // UnsafeCell<u8> has the layout of u8 and permits writes through
             // a shared reference.
-            base: NonNull::new(UnsafeCell::raw_get(r.buf.as_ptr())).expect("non-null box"),
+            base: NonNull::new(UnsafeCell::raw_get(r.buf.as_ptr()).cast::<u8>())
+                .expect("non-null box"),
             reserved,
             base_at: 0,
             keep: Keep::Local(r.clone()),
