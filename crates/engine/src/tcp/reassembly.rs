@@ -1,8 +1,9 @@
 //! Bounded out-of-order queue: payload received beyond `rcv_nxt`, kept until
 //! the hole before it is filled.
 //!
-//! The bytes live in one buffer of `rcv_buf` bytes allocated at creation,
-//! addressed circularly by sequence number relative to a moving base; the
+//! The bytes live in one buffer of `rcv_buf` bytes, allocated when the first
+//! out-of-order segment arrives (most connections never see one), addressed
+//! circularly by sequence number relative to a moving base; the
 //! received intervals are a sorted list of at most `max_ranges` disjoint,
 //! non-adjacent ranges. What does not fit is dropped (the sender retransmits).
 
@@ -19,7 +20,10 @@ struct Range {
 }
 
 pub(crate) struct Reassembly {
+    /// Empty until the first out-of-order segment; then `cap` bytes.
     buf: Vec<u8>,
+    /// Bytes it holds beyond `rcv_nxt` (the buffer's size once allocated).
+    cap: usize,
     ranges: Vec<Range>,
     max_ranges: usize,
     /// A sequence number at or before every stored byte, and its buffer index.
@@ -30,19 +34,21 @@ pub(crate) struct Reassembly {
 impl fmt::Debug for Reassembly {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Reassembly")
-            .field("capacity", &self.buf.len())
+            .field("capacity", &self.cap)
             .field("ranges", &self.ranges)
             .finish()
     }
 }
 
 impl Reassembly {
-    /// Allocates `capacity` bytes and room for `max_ranges` intervals
-    /// (nothing if `max_ranges` is 0: out-of-order data is then dropped).
+    /// Room for `capacity` bytes (allocated with the first out-of-order
+    /// segment) and `max_ranges` intervals (nothing if `max_ranges` is 0:
+    /// out-of-order data is then dropped).
     pub(crate) fn new(capacity: usize, max_ranges: usize) -> Self {
         let capacity = if max_ranges == 0 { 0 } else { capacity };
         Reassembly {
-            buf: vec![0; capacity],
+            buf: Vec::new(),
+            cap: capacity,
             ranges: Vec::with_capacity(max_ranges),
             max_ranges,
             base: SeqNum(0),
@@ -52,14 +58,18 @@ impl Reassembly {
 
     /// Bytes it can hold beyond `rcv_nxt`.
     pub(crate) fn capacity(&self) -> usize {
-        self.buf.len()
+        self.cap
     }
 
     /// Grows the buffer to at least `capacity` bytes (the receive window
     /// grew), keeping what is stored. Allocates: called only when the
     /// window grows past the buffer, a few times per connection at most.
     pub(crate) fn ensure_capacity(&mut self, capacity: usize) {
-        if self.max_ranges == 0 || capacity <= self.buf.len() {
+        if self.max_ranges == 0 || capacity <= self.cap {
+            return;
+        }
+        self.cap = capacity;
+        if self.buf.is_empty() {
             return;
         }
         let mut buf = vec![0u8; capacity];
@@ -111,9 +121,13 @@ impl Reassembly {
     /// interval more than the bound allows (then the rightmost interval is
     /// evicted if the new one lies left of it, else the new one is dropped).
     pub(crate) fn insert(&mut self, rcv_nxt: SeqNum, seq: SeqNum, data: &[u8]) -> usize {
-        let cap = self.buf.len();
+        let cap = self.cap;
         if self.max_ranges == 0 || cap == 0 || data.is_empty() || seq <= rcv_nxt {
             return 0;
+        }
+        if self.buf.is_empty() {
+            // The first out-of-order segment: nothing is stored yet.
+            self.buf = vec![0u8; cap];
         }
         self.drop_below(rcv_nxt);
         self.rebase(rcv_nxt);
