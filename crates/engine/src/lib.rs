@@ -214,6 +214,10 @@ impl<P: Port> Engine<P> {
                 if n < burst {
                     break;
                 }
+                // Answers to the next burst must find tx buffers.
+                if port.tx().room() < burst {
+                    port.tx().flush();
+                }
             }
             let tx = &mut capture::Captured {
                 inner: port.tx(),
@@ -226,6 +230,10 @@ impl<P: Port> Engine<P> {
                 rx += n;
                 if n < burst {
                     break;
+                }
+                // Answers to the next burst must find tx buffers.
+                if port.tx().room() < burst {
+                    port.tx().flush();
                 }
             }
             core.after_rx(rx, port.tx())

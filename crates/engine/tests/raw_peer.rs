@@ -3,7 +3,10 @@
 //!   answered statelessly, a client that returns a valid cookie still gets a
 //!   working connection, and a forged ACK gets a RST;
 //! - path MTU (RFC 1191): ICMP "fragmentation needed" for a segment in flight
-//!   makes the connection resend it in smaller pieces.
+//!   makes the connection resend it in smaller pieces;
+//! - bad input at scale: 100 000 half-open SYNs and a burst of RSTs for
+//!   10 000 live connections leave the other connections serving, and the
+//!   counters say what happened.
 
 use appif::notify::Notify;
 use appif::socket::{AcceptQueue, Accepted, Command, StatusHandle};
@@ -133,7 +136,13 @@ struct Fixture {
 
 impl Fixture {
     fn new(seed: u64) -> Fixture {
-        let (mut peer, host_port) = mem::pair(Impairments::none(), Impairments::none(), seed);
+        Fixture::with_backlog(seed, 2)
+    }
+
+    /// A fixture whose listener has room for `backlog` connections.
+    fn with_backlog(seed: u64, backlog: usize) -> Fixture {
+        let (mut peer, host_port) =
+            mem::pair_with_capacity(Impairments::none(), Impairments::none(), seed, 8192);
         let (clock, ns) = MemClock::manual();
         peer.set_clock(clock);
         let t = 1_000_000_000u64;
@@ -147,7 +156,7 @@ impl Fixture {
         let peer_mac = MacAddr(peer.mac());
         let host_mac = MacAddr(host_port.mac());
         let host = Engine::new(host_port, cfg, rx, Arc::new(Notify::default()), Instant(t));
-        let (acc_tx, accepted) = spsc::channel::<Accepted>(2);
+        let (acc_tx, accepted) = spsc::channel::<Accepted>(backlog);
         let _ = cmds.push(Command::Listen {
             id: 1,
             shared: StatusHandle::local(),
@@ -253,6 +262,117 @@ fn listen_syn_queue_full_cookie_ack_opens_connection_and_forged_ack_is_reset() {
         }
     }
     assert!(acked, "data on the cookie connection is acknowledged");
+}
+
+/// Engine iterations until the host sends nothing more; everything it sent.
+fn settle(f: &mut Fixture) -> Vec<TcpRepr> {
+    let mut out = Vec::new();
+    loop {
+        f.step();
+        let got = received(&mut f.peer);
+        if got.is_empty() {
+            let more = received(&mut f.peer);
+            if more.is_empty() {
+                return out;
+            }
+            out.extend(more);
+        }
+        out.extend(got);
+    }
+}
+
+#[test]
+fn half_open_syn_flood_and_reset_burst_leave_the_other_connections_serving() {
+    const LIVE: u16 = 10_000;
+    const FLOOD: u32 = 100_000;
+    // A SYN queue of 256: the flood beyond it is answered with cookies.
+    let mut f = Fixture::with_backlog(3, 256);
+    // LIVE + 1 connections by hand: SYN, the host's SYN-ACK, our ACK.
+    let isn = |port: u16| u32::from(port) * 100_000;
+    let mut host_isn = std::collections::HashMap::new();
+    for first in (0..=LIVE).step_by(200) {
+        let ports = first..(first + 200).min(LIVE + 1);
+        for i in ports.clone() {
+            f.send_tcp(&syn(20_000 + i, isn(i)), &[]);
+        }
+        for s in settle(&mut f) {
+            if s.flags.syn() && s.flags.ack() {
+                host_isn.insert(s.dst_port, s.seq);
+            }
+        }
+        for i in ports {
+            let port = 20_000 + i;
+            let ack = segment(port, isn(i) + 1, host_isn[&port] + 1usize, TcpFlags::ACK, 0);
+            f.send_tcp(&ack, &[]);
+        }
+        settle(&mut f);
+        while f.accepted.pop().is_some() {}
+    }
+    assert_eq!(f.host.stats().tcp_passive_opens, u64::from(LIVE) + 1);
+    let survivor = 20_000 + LIVE;
+
+    // The flood: SYNs that never complete, from ports the live connections
+    // do not use, each port many times with other sequence numbers.
+    for k in 0..FLOOD {
+        let port = 1024 + (k % 18_000) as u16;
+        f.send_tcp(&syn(port, k.wrapping_mul(7919)), &[]);
+        if k % 500 == 499 {
+            settle(&mut f);
+        }
+    }
+    settle(&mut f);
+    let st = f.host.stats();
+    let mut tcbs = 0;
+    f.host.for_each_tcb(|_| tcbs += 1);
+    assert!(
+        tcbs <= usize::from(LIVE) + 1 + 256,
+        "{tcbs} connections held after the flood: state grew with it"
+    );
+    // Beyond the 256 half-open connections of the SYN queue (whose ports
+    // the flood hits a few times more), cookies answer it.
+    assert!(
+        st.tcp_syncookies_sent >= u64::from(FLOOD) - 256 * (u64::from(FLOOD) / 18_000 + 1),
+        "cookies answered the flood: {st:?}"
+    );
+    assert_eq!(st.tx_no_buffer, 0, "{st:?}");
+
+    // A burst of RSTs for every live connection but one.
+    for i in 0..LIVE {
+        let port = 20_000 + i;
+        let rst = segment(port, isn(i) + 1, SeqNum(0), TcpFlags::RST, 0);
+        f.send_tcp(&rst, &[]);
+        if i % 500 == 499 {
+            settle(&mut f);
+        }
+    }
+    settle(&mut f);
+    let after = f.host.stats();
+    assert_eq!(
+        after.tcp_resets - st.tcp_resets,
+        u64::from(LIVE),
+        "each reset connection counted once"
+    );
+
+    // The survivor still serves: its data is acknowledged.
+    let data = segment(
+        survivor,
+        isn(LIVE) + 1,
+        host_isn[&survivor] + 1usize,
+        TcpFlags::ACK | TcpFlags::PSH,
+        5,
+    );
+    f.send_tcp(&data, b"still");
+    let mut acked = false;
+    for _ in 0..10_000 {
+        f.step();
+        acked |= received(&mut f.peer)
+            .iter()
+            .any(|s| s.dst_port == survivor && s.flags.ack() && s.ack == SeqNum(isn(LIVE) + 6));
+        if acked {
+            break;
+        }
+    }
+    assert!(acked, "the connection the burst spared is acknowledged");
 }
 
 /// An ICMP "fragmentation needed" frame from a router (the peer's address

@@ -324,6 +324,10 @@ impl TxQueue for MemTx {
         true
     }
 
+    fn room(&self) -> usize {
+        MEM_TX_SLOTS - self.lens.len()
+    }
+
     fn flush(&mut self) {
         if self.lens.is_empty() {
             return;
