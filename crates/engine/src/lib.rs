@@ -62,7 +62,7 @@ use nic::{Port, TxQueue};
 use std::sync::Arc;
 use wire::MacAddr;
 
-pub use sockets::errno_of;
+pub use events::errno_of;
 
 /// Commands taken per iteration.
 pub(crate) const CMD_BURST: usize = 64;
