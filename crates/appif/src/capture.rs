@@ -73,12 +73,19 @@ pub enum FilterOp {
     Host(core::net::Ipv4Addr),
     /// TCP or UDP source or destination port.
     Port(u16),
+    /// The frame carries TCP.
     Tcp,
+    /// The frame carries UDP.
     Udp,
+    /// The frame carries ICMP.
     Icmp,
+    /// The frame is ARP.
     Arp,
+    /// Both of the two operands before it hold.
     And,
+    /// Either of the two operands before it holds.
     Or,
+    /// The operand before it does not hold.
     Not,
 }
 
@@ -268,6 +275,7 @@ impl Capturer {
 pub struct Frame {
     /// Wall-clock time, ns since the Unix epoch.
     pub time_ns: u64,
+    /// Received or sent.
     pub dir: Direction,
     /// The frame's length on the wire (before cutting to [`SNAP_LEN`]).
     pub orig_len: usize,

@@ -32,6 +32,7 @@
 //! of the crate denies it.
 
 #![deny(unsafe_code)]
+#![deny(missing_docs)]
 
 // Shared memory: raw views of mapped memory and atomics on it (every block
 // with its `// SAFETY:`).

@@ -129,11 +129,15 @@ impl Kind {
 /// taken).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record {
+    /// What was traced.
     pub kind: Kind,
+    /// The connection ([`conn_key`]).
     pub key: u32,
     /// Bytes read or written (24 bits kept).
     pub bytes: u32,
+    /// A ring position, as the record's [`Kind`] says.
     pub pos: u64,
+    /// Stage timestamps t0..t4, as the record's [`Kind`] says.
     pub t: [u64; 5],
 }
 
