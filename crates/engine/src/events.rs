@@ -7,7 +7,8 @@ use crate::sockets::{self, Conn, Socket, Sockets};
 use crate::tcp::{self, CloseReason, Events, State};
 use crate::Core;
 use appif::errno;
-use appif::socket::{AcceptQueue, SockState};
+use appif::seg::AcceptQueue;
+use appif::socket::SockState;
 
 impl Core {
     /// Applies TCP events of the connection in `slot`, removes it when done,
@@ -106,10 +107,10 @@ impl Core {
             Some(Some(Socket::Listener(l))) => {
                 l.pending = l.pending.saturating_sub(1);
                 let r = match (&mut l.accept, ends) {
-                    (AcceptQueue::Local(q), Some((tx, rx))) => q
-                        .push(appif::socket::Accepted { id, shared, tx, rx })
-                        .is_err(),
-                    (AcceptQueue::Segment(q), None) => {
+                    (AcceptQueue::Local(q), Some((tx, rx))) => {
+                        q.push(appif::seg::Accepted { id, shared, tx, rx }).is_err()
+                    }
+                    (AcceptQueue::AppSegment(q), None) => {
                         let seg_slot = appif::seg::service_owner(id).map(|(_, s)| s);
                         !seg_slot.is_some_and(|s| q.hand_over(s, &shared))
                     }

@@ -52,9 +52,10 @@ use crate::stats::Stats;
 use crate::tcp::IsnGenerator;
 use crate::time::Instant;
 use crate::wheel::TimerWheel;
+use appif::command::Command;
 use appif::errno;
 use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Command};
+use appif::seg::AcceptQueue;
 use appif::spsc;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
@@ -587,7 +588,7 @@ impl Core {
                 Some(Socket::Tcp(c)) => (c.tx.violated() || c.rx.violated()).then_some(c.id),
                 Some(Socket::Udp(u)) => (u.tx.violated() || u.rx.violated()).then_some(u.id),
                 Some(Socket::Listener(l)) => match &l.accept {
-                    AcceptQueue::Segment(q) => q.violated().then_some(l.id),
+                    AcceptQueue::AppSegment(q) => q.violated().then_some(l.id),
                     AcceptQueue::Local(_) => None,
                 },
                 None => None,

@@ -22,7 +22,8 @@ use crate::sockets::{flow_key, Conn, Listener, Socket};
 use crate::tcp::Tcb;
 use crate::Core;
 use appif::errno;
-use appif::socket::{AcceptQueue, SockId, SockState, StatusHandle};
+use appif::seg::AcceptQueue;
+use appif::socket::{SockId, SockState, StatusHandle};
 use core::net::{Ipv4Addr, SocketAddrV4};
 use nic::TxQueue;
 use std::sync::Arc;
@@ -90,7 +91,7 @@ impl Core {
         let (id, shared, eng_tx, eng_rx, app_ends) =
             match self.sockets.slots.get_mut(lslot as usize) {
                 Some(Some(Socket::Listener(Listener {
-                    accept: AcceptQueue::Segment(a),
+                    accept: AcceptQueue::AppSegment(a),
                     ..
                 }))) => {
                     let Some(c) = a.claim() else {
@@ -264,9 +265,11 @@ impl Core {
                 continue;
             }
             let rank = match &m.accept {
-                AcceptQueue::Segment(q) if m.shared.notify.has_sleepers() || q.app_waiting() => 0,
-                AcceptQueue::Segment(q) if q.has_accepted() => 1,
-                AcceptQueue::Segment(_) => 2,
+                AcceptQueue::AppSegment(q) if m.shared.notify.has_sleepers() || q.app_waiting() => {
+                    0
+                }
+                AcceptQueue::AppSegment(q) if q.has_accepted() => 1,
+                AcceptQueue::AppSegment(_) => 2,
                 AcceptQueue::Local(_) => 1,
             };
             if best.is_none_or(|(r, p, _)| (rank, m.pending) < (r, p)) {

@@ -5,7 +5,8 @@
 use crate::tcp::Tcb;
 use crate::time::Instant;
 use appif::bytes;
-use appif::socket::{AcceptQueue, SockId, StatusHandle};
+use appif::seg::AcceptQueue;
+use appif::socket::{SockId, StatusHandle};
 use core::net::SocketAddrV4;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -5,8 +5,10 @@
 //! - path MTU (RFC 1191): ICMP "fragmentation needed" for a segment in flight
 //!   makes the connection resend it in smaller pieces.
 
+use appif::command::Command;
 use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Accepted, Command, StatusHandle};
+use appif::seg::{AcceptQueue, Accepted};
+use appif::socket::StatusHandle;
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};

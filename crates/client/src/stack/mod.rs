@@ -15,10 +15,12 @@ pub use nic::Driver;
 pub use wait::{spin_round, Waited};
 
 use appif::bytes;
+use appif::command::Command;
 use appif::errno;
 use appif::notify::Notify;
 use appif::seg::Desc;
-use appif::socket::{AcceptQueue, Accepted, Command, SockId, StatusHandle};
+use appif::seg::{AcceptQueue, Accepted};
+use appif::socket::{SockId, StatusHandle};
 use appif::spsc;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
@@ -55,7 +57,7 @@ pub(crate) enum AcceptRx {
     /// Embedded and inline mode: values from the engine thread.
     Local(spsc::Receiver<Accepted>),
     /// Service mode: slot numbers in the listener slot's RX ring.
-    Segment(bytes::Reader),
+    AppSegment(bytes::Reader),
 }
 
 impl AcceptRx {
@@ -63,7 +65,7 @@ impl AcceptRx {
     pub fn is_empty(&self) -> bool {
         match self {
             AcceptRx::Local(r) => r.is_empty(),
-            AcceptRx::Segment(r) => r.len() < 4,
+            AcceptRx::AppSegment(r) => r.len() < 4,
         }
     }
 }
@@ -237,7 +239,7 @@ impl Stack {
                 local,
                 backlog: backlog as u32,
             });
-            return Ok((p.id, p.shared, AcceptRx::Segment(p.rx)));
+            return Ok((p.id, p.shared, AcceptRx::AppSegment(p.rx)));
         }
         let id = self.next_id();
         let shared = StatusHandle::local();
@@ -268,14 +270,14 @@ impl Stack {
             parent_slot: group_slot,
             backlog: backlog as u32,
         });
-        Ok((p.id, p.shared, AcceptRx::Segment(p.rx)))
+        Ok((p.id, p.shared, AcceptRx::AppSegment(p.rx)))
     }
 
     /// The next accepted connection waiting in `q`, if any.
     pub(crate) fn pop_accepted(&self, q: &mut AcceptRx) -> Option<Accepted> {
         match q {
             AcceptRx::Local(r) => r.pop(),
-            AcceptRx::Segment(r) => {
+            AcceptRx::AppSegment(r) => {
                 let Mode::Service(s) = &self.inner.mode else {
                     return None;
                 };
