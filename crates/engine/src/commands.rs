@@ -4,7 +4,7 @@
 
 use crate::sockets::{flow_key, Conn, Listener, Ports, Socket, Sockets, UdpSock};
 use crate::tcp::{State, Tcb};
-use crate::{Core, CMD_BURST};
+use crate::{Protocols, CMD_BURST};
 use appif::cc::CcKind;
 use appif::command::Command;
 use appif::seg::AcceptQueue;
@@ -14,7 +14,7 @@ use core::net::{Ipv4Addr, SocketAddrV4};
 use nic::TxQueue;
 use std::sync::Arc;
 
-impl Core {
+impl Protocols {
     /// Takes up to a burst of application commands.
     pub(crate) fn take_commands<T: TxQueue>(&mut self, tx: &mut T) -> usize {
         let mut n = 0;
@@ -114,7 +114,7 @@ impl Core {
         (txr, rx): (bytes::Reader, bytes::Writer),
         nodelay: bool,
     ) {
-        if self.link.next_hop(*remote.ip()).is_none() {
+        if self.egress.next_hop(*remote.ip()).is_none() {
             shared.set_closed(errno::ENETUNREACH);
             return;
         }
@@ -131,7 +131,7 @@ impl Core {
             self.stats.tcp_time_wait_recycled += 1;
             self.drop_conn(old);
         }
-        let local = SocketAddrV4::new(self.link.ip, port);
+        let local = SocketAddrV4::new(self.egress.ip, port);
         let mut cfg = self.cfg.tcp.clone();
         cfg.nodelay = nodelay;
         cfg.rcv_buf = rx.capacity();
@@ -391,7 +391,7 @@ impl Core {
         local: SocketAddrV4,
         in_use: impl Fn(&Sockets, u16) -> bool,
     ) -> Result<SocketAddrV4, i32> {
-        if !local.ip().is_unspecified() && *local.ip() != self.link.ip {
+        if !local.ip().is_unspecified() && *local.ip() != self.egress.ip {
             return Err(errno::EADDRNOTAVAIL);
         }
         let port = match local.port() {
@@ -402,7 +402,7 @@ impl Core {
             p if in_use(&self.sockets, p) => return Err(errno::EADDRINUSE),
             p => p,
         };
-        Ok(SocketAddrV4::new(self.link.ip, port))
+        Ok(SocketAddrV4::new(self.egress.ip, port))
     }
 
     /// The application is done with the socket in `slot`.

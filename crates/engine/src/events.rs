@@ -5,12 +5,12 @@
 
 use crate::sockets::{self, Conn, Socket, Sockets};
 use crate::tcp::{self, CloseReason, Events, State};
-use crate::Core;
+use crate::Protocols;
 use appif::errno;
 use appif::seg::AcceptQueue;
 use appif::socket::SockState;
 
-impl Core {
+impl Protocols {
     /// Applies TCP events of the connection in `slot`, removes it when done,
     /// and schedules its output and timer.
     pub(crate) fn after_tcp(&mut self, slot: u32, ev: tcp::Events) {

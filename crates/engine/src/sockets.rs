@@ -257,7 +257,7 @@ impl Sockets {
             }
             Socket::Listener(l) => {
                 // A member of a shared listener other than its head does
-                // not hold the port (see `Core::leave_group`).
+                // not hold the port (see `Protocols::leave_group`).
                 if self.listeners.get(&l.local.port()) == Some(&slot) {
                     self.listeners.remove(&l.local.port());
                 }

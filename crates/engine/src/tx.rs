@@ -1,14 +1,14 @@
 //! The transmit path of TCP: every connection marked dirty (new data, an
 //! ACK due, a timer's retransmission) gets `Tcb::poll_output`, and each
-//! segment it emits becomes a frame through `link`: its payload copied
+//! segment it emits becomes a frame through `egress`: its payload copied
 //! from the application's TX ring (through [`SendBuffer`]) or, on a port
 //! that sends from where bytes lie, lent from it. The port's TX queue is
 //! flushed once per iteration by the loop.
 
-use crate::link::{self, Gso, Link};
+use crate::egress::{self, Egress, Gso};
 use crate::sockets::{Conn, Socket};
 use crate::tcp::{self, SendBuffer, State};
-use crate::Core;
+use crate::Protocols;
 use appif::bytes;
 use nic::TxQueue;
 
@@ -33,7 +33,7 @@ impl SendBuffer for bytes::Reader {
     }
 }
 
-impl Core {
+impl Protocols {
     /// Emits TCP output for every dirty connection; those with more to
     /// send (burst limit, window) stay queued for the next iteration.
     pub(crate) fn flush_output<T: TxQueue>(&mut self, tx: &mut T) -> usize {
@@ -74,7 +74,7 @@ impl Core {
 
     /// Emits up to a burst of segments for the connection in `slot`.
     fn output<T: TxQueue>(&mut self, slot: u32, tx: &mut T) -> usize {
-        let (sockets, link, stats, now) = self.sockets_link_stats();
+        let (sockets, link, stats, now) = self.sockets_egress_stats();
         let Some(Some(Socket::Tcp(c))) = sockets.slots.get_mut(slot as usize) else {
             return 0;
         };
@@ -115,9 +115,9 @@ impl Core {
                 // it stays unchanged until tx is flushed, as ring bytes are
                 // released only by ACKs, read before output, and a
                 // connection dropped below flushes first.
-                let frame_len = link::HEADERS + hlen + plen;
+                let frame_len = egress::HEADERS + hlen + plen;
                 let lent = match lend_to {
-                    Some(mac) if plen > 0 && frame_len >= link::MIN_FRAME => {
+                    Some(mac) if plen > 0 && frame_len >= egress::MIN_FRAME => {
                         txr.payload(seg.payload_offset, plen).map(|p| (mac, p))
                     }
                     _ => None,
@@ -154,7 +154,7 @@ impl Core {
                         |buf| {
                             seg.repr.emit_header(&mut buf[..hlen]);
                             txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
-                            Link::tcp_checksum(offload, buf, local, remote);
+                            Egress::tcp_checksum(offload, buf, local, remote);
                         },
                     );
                 }
