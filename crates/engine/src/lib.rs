@@ -12,10 +12,11 @@
 //! Files, in the order a frame meets them:
 //! - receive: `rx` (Ethernet, ARP, IPv4 and reassembly in `frag`, the TCP
 //!   demux) → `icmp` | `udp` | `tcp` (the state machine, sans I/O) |
-//!   `listen` (passive open, `syncookie`) → `events` (what TCP reports
+//!   `listen` (passive open, `syncookie`) → `rings` (the application's
+//!   byte rings as TCP sees them) → `events` (what TCP reports
 //!   reaches the application's status block and accept queue);
 //! - send: `commands` (what applications ask) → `tx` (TCP output to
-//!   frames) → `egress` (IPv4 and Ethernet headers, next hop, `arp`) → the
+//!   frames, its payload from `rings`) → `egress` (IPv4 and Ethernet headers, next hop, `arp`) → the
 //!   port;
 //! - around them: `sockets` (the socket and flow tables), `wheel` (timers),
 //!   `stats` (counters), `config`, `time`; `trace` and `capture` (what
@@ -33,6 +34,7 @@ pub mod frag;
 mod icmp;
 mod listen;
 pub mod publish;
+mod rings;
 mod rx;
 mod sockets;
 pub mod stats;

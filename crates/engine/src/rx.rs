@@ -1,17 +1,16 @@
 //! The receive path: Ethernet → ARP | IPv4 (→ reassembly) → ICMP (`icmp`)
 //! | UDP (`udp`) | TCP: a segment for a connection goes to its Tcb
 //! (`tcp::Tcb::input`, whose in-order bytes land in the application's RX
-//! ring through [`RecvBuffer`]) and what TCP reports goes on to `events`;
+//! ring through [`RecvBuffer`](crate::tcp::RecvBuffer), see `rings`) and what TCP reports goes on to `events`;
 //! a SYN for a listener goes to `listen`; anything else is answered with a
 //! RST. Every frame either reaches a socket or is counted under the reason
 //! it was dropped.
 
 use crate::egress::Egress;
 use crate::sockets::{flow_key, Conn};
-use crate::tcp::{self, RecvBuffer};
+use crate::tcp;
 use crate::trace::{RingStamps, StampedRing};
 use crate::Protocols;
-use appif::bytes;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use nic::TxQueue;
 use wire::arp::{ArpOp, ArpRepr};
@@ -251,15 +250,5 @@ pub(crate) fn count_bad(err: Error, checksum: &mut u64, malformed: &mut u64) {
     match err {
         Error::Checksum => *checksum += 1,
         _ => *malformed += 1,
-    }
-}
-
-/// The RX ring as TCP sees it: in-order bytes go here.
-impl RecvBuffer for bytes::Writer {
-    fn free(&self) -> usize {
-        bytes::Writer::free(self)
-    }
-    fn write(&mut self, data: &[u8]) -> usize {
-        bytes::Writer::write(self, data)
     }
 }

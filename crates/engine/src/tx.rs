@@ -1,37 +1,20 @@
 //! The transmit path of TCP: every connection marked dirty (new data, an
 //! ACK due, a timer's retransmission) gets `Tcb::poll_output`, and each
 //! segment it emits becomes a frame through `egress`: its payload copied
-//! from the application's TX ring (through [`SendBuffer`]) or, on a port
+//! from the application's TX ring (through [`SendBuffer`](crate::tcp::SendBuffer), see `rings`) or, on a port
 //! that sends from where bytes lie, lent from it. The port's TX queue is
 //! flushed once per iteration by the loop.
 
 use crate::egress::{self, Egress, Gso};
 use crate::sockets::{Conn, Socket};
-use crate::tcp::{self, SendBuffer, State};
+use crate::tcp::{self, State};
 use crate::Protocols;
-use appif::bytes;
 use nic::TxQueue;
 
 /// The ECT(0) codepoint in the IPv4 TOS byte (RFC 3168 §5).
 const ECT0: u8 = 0b10;
 /// Segments one connection may emit per iteration.
 pub(crate) const TCP_BURST: usize = 64;
-
-/// The TX ring as TCP sees it: offset 0 is the first unacknowledged byte.
-impl SendBuffer for bytes::Reader {
-    fn len(&self) -> usize {
-        bytes::Reader::len(self)
-    }
-    fn read_at(&self, offset: usize, dst: &mut [u8]) -> usize {
-        self.peek_at(offset, dst)
-    }
-    fn consume(&mut self, n: usize) {
-        bytes::Reader::consume(self, n)
-    }
-    fn payload(&self, offset: usize, len: usize) -> Option<nic::TxPayload> {
-        bytes::Reader::payload(self, offset, len)
-    }
-}
 
 impl Protocols {
     /// Emits TCP output for every dirty connection; those with more to
