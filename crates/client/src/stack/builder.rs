@@ -391,9 +391,6 @@ fn launch<P: Port + Send + 'static>(
     }
 }
 
-/// How embedded mode's engine thread wakes up from a nap: the application
-/// sets nothing but, after queueing a command, clears `sleeping` and writes
-
 impl Stack {
     /// A builder with defaults: AF_XDP, embedded mode, 256 KiB rings.
     pub fn builder() -> StackBuilder {

@@ -106,8 +106,6 @@ pub(crate) struct Inner {
     pub(crate) tracer: appif::trace::Tracer,
 }
 
-/// Inline mode's adaptive polling: when the engine has had nothing to do
-
 impl Drop for Inner {
     fn drop(&mut self) {
         match &self.mode {

@@ -47,6 +47,8 @@ impl<P: Port> EngineLoop for Published<P> {
     }
 }
 
+/// Inline mode's adaptive polling: when the engine has had nothing to do
+/// for `sleep_after`, a waiting thread sleeps on the NIC queue's fd.
 pub(super) struct Idle {
     pub(super) sleep_after: Option<Duration>,
     pub(super) rx_fd: Option<RawFd>,
@@ -84,6 +86,9 @@ pub(super) const MAX_NAP: Duration = Duration::from_millis(1);
 /// Default idle time before an inline-mode waiter sleeps.
 pub(super) const IDLE_BEFORE_SLEEP: Duration = Duration::from_micros(50);
 
+/// How embedded mode's engine thread wakes up from a nap: the application
+/// sets nothing but, after queueing a command, clears `sleeping` and writes
+/// `fd` if it found it set (the notify-flag protocol).
 pub(super) struct EngineDoorbell {
     pub(super) sleeping: AtomicBool,
     pub(super) fd: std::os::fd::OwnedFd,
