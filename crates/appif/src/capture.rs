@@ -21,7 +21,7 @@
 //! filter is a postfix program of [`FilterOp`]s (host, port, protocol, and,
 //! or, not); a malformed program matches nothing.
 
-use crate::obs_seg::{ObsSeg, Ring};
+use crate::observer_shm::{ObserverShm, Ring};
 use core::sync::atomic::Ordering;
 use std::io;
 use std::path::Path;
@@ -73,12 +73,19 @@ pub enum FilterOp {
     Host(core::net::Ipv4Addr),
     /// TCP or UDP source or destination port.
     Port(u16),
+    /// The frame carries TCP.
     Tcp,
+    /// The frame carries UDP.
     Udp,
+    /// The frame carries ICMP.
     Icmp,
+    /// The frame is ARP.
     Arp,
+    /// Both of the two operands before it hold.
     And,
+    /// Either of the two operands before it holds.
     Or,
+    /// The operand before it does not hold.
     Not,
 }
 
@@ -192,21 +199,21 @@ fn passes(ops: &[u64], frame: &[u8]) -> bool {
 /// The writing end: every engine of a process holds one to the process's
 /// segment ([`Capturer::process`]), or an unshared one that stays off.
 #[derive(Clone)]
-pub struct Capturer(Arc<ObsSeg>);
+pub struct Capturer(Arc<ObserverShm>);
 
-static PROCESS: Mutex<Weak<ObsSeg>> = Mutex::new(Weak::new());
+static PROCESS: Mutex<Weak<ObserverShm>> = Mutex::new(Weak::new());
 
 impl Capturer {
     /// A capturer nobody can switch on.
     pub fn off() -> Capturer {
-        Capturer(Arc::new(ObsSeg::anonymous(SLOTS_OFF, MAGIC)))
+        Capturer(Arc::new(ObserverShm::anonymous(SLOTS_OFF, MAGIC)))
     }
 
     /// The process's capturer: its `corestack-<pid>.capture` segment,
     /// created by the first caller, removed with the last holder; an
     /// unshared one (always off) without /dev/shm.
     pub fn process() -> Capturer {
-        ObsSeg::process_shared(&PROCESS, CAPTURE, SEG_BYTES, MAGIC)
+        ObserverShm::process_shared(&PROCESS, CAPTURE, SEG_BYTES, MAGIC)
             .map_or_else(Capturer::off, Capturer)
     }
 
@@ -268,6 +275,7 @@ impl Capturer {
 pub struct Frame {
     /// Wall-clock time, ns since the Unix epoch.
     pub time_ns: u64,
+    /// Received or sent.
     pub dir: Direction,
     /// The frame's length on the wire (before cutting to [`SNAP_LEN`]).
     pub orig_len: usize,
@@ -278,7 +286,7 @@ pub struct Frame {
 /// The observer's end: sets the filter, switches capture on and off,
 /// drains frames.
 pub struct CaptureControl {
-    seg: ObsSeg,
+    seg: ObserverShm,
 }
 
 impl CaptureControl {
@@ -287,7 +295,7 @@ impl CaptureControl {
     /// Errors: those of opening or mapping it (EACCES: run as the engine's
     /// user or root); `InvalidData` when it is not a capture segment.
     pub fn open(path: &Path) -> io::Result<CaptureControl> {
-        let seg = ObsSeg::open_exact(path, MAGIC, SEG_BYTES, "capture")?;
+        let seg = ObserverShm::open_exact(path, MAGIC, SEG_BYTES, "capture")?;
         Ok(CaptureControl { seg })
     }
 
@@ -421,7 +429,7 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("corestack-{}.capture-test", std::process::id()));
         let cap = Capturer(Arc::new(
-            ObsSeg::create_at(path.clone(), SEG_BYTES, MAGIC).unwrap(),
+            ObserverShm::create_at(path.clone(), SEG_BYTES, MAGIC).unwrap(),
         ));
         let ctl = CaptureControl::open(&path).unwrap();
         let f = udp_frame();

@@ -1,7 +1,7 @@
 //! The congestion-control choice, one type for the socket option, the
 //! command, the daemon's configuration file and every command line.
 //!
-//! In process ([`crate::socket::Command::SetCongestion`]) it travels as the
+//! In process ([`crate::command::Command::SetCongestion`]) it travels as the
 //! enum; in a service-mode segment ([`crate::seg::Desc::SetCongestion`]) as
 //! one byte, [`CcKind::wire`], decoded with the checked [`CcKind::from_wire`]
 //! (an unknown byte is a bad descriptor, never a panic).

@@ -39,9 +39,6 @@ pub const SOCKET_ENV: &str = "CORESTACK_SOCKET";
 /// version is refused ([`CtlError::Version`]).
 pub const CTL_VERSION: u16 = 2;
 
-/// The most file descriptors one message may carry (send and receive).
-pub const MAX_FDS: usize = 16;
-
 /// The longest application name a [`Hello`] carries, in bytes.
 pub const NAME_MAX: usize = 31;
 
@@ -58,7 +55,7 @@ fn socket_path_from(value: Option<std::ffi::OsString>) -> Option<PathBuf> {
 // The kernel objects of the control path (their system calls live in `sys`).
 pub use crate::sys::{
     eventfd, eventfd_drain, eventfd_signal, keep_eventfds, memfd, peer_cred, recv_msg, send_msg,
-    supplementary_gids, Epoll, PeerCred,
+    supplementary_gids, Epoll, PeerCred, MAX_FDS,
 };
 
 // ---------------------------------------------------------------------------

@@ -15,23 +15,34 @@
 //! ```
 //!
 //! In embedded and inline mode these live in the process's own memory:
-//! commands are [`socket::Command`] values on an [`spsc`] channel and each
+//! commands are [`command::Command`] values on an [`spsc`] channel and each
 //! socket's status block is on the heap. In service mode (`corestack run`)
 //! they live in one shared segment per application ([`seg`], a memfd mapped
 //! through [`region`]): fixed slots of status block and byte rings, and a
 //! ring of 64-byte [`seg::Desc`] descriptors that the daemon checks and
 //! turns into commands; the application gets the segment and the engine's
 //! doorbell over the control socket ([`ctl`]). [`stats_shm`] is the
-//! read-only segment `corestack stat` and `ss` read. [`cc`] and [`errno`]
-//! are the vocabulary both sides share: the congestion-control choice and
-//! the errno values the stack reports.
+//! read-only segment `corestack stat` and `ss` read; [`observer_shm`] the
+//! files [`trace`] and [`capture`] share with their observer. [`cc`] and
+//! [`errno`] are the vocabulary both sides share: the congestion-control
+//! choice and the errno values the stack reports.
 //!
-//! `unsafe` code lives in `sys` (system calls, reached through [`ctl`]) and
-//! in the shared-memory modules (`bytes`, `notify`, `obs_seg`, `region` with
-//! its safe [`region::View`], `seg`, `spsc`, `stats_shm`, `trace`); the rest
-//! of the crate denies it.
+//! Read bottom-up; each module uses only those above it in this list:
+//! [`words`] (the shared atomic words: [`words::AtomicOnly`],
+//! [`notify::Notify`], [`socket::StatusBlock`]; depends on nothing),
+//! [`region`], [`bytes`], [`notify`], [`spsc`], [`ready`], [`socket`]
+//! (ids, status blocks), [`seg`] (the application segment, its command ring
+//! and accept queues), [`command`]; beside them [`ctl`] over `sys`, and the
+//! observability files [`stats_shm`], [`observer_shm`], [`trace`],
+//! [`trace_report`], [`capture`].
+//!
+//! `unsafe` code lives in `sys` (system calls and the TSC, reached through
+//! [`ctl`] and [`trace`]) and in the shared-memory modules (`words`,
+//! `region` with its safe [`region::View`], `bytes`, `notify`, `spsc`,
+//! `stats_shm`, `observer_shm`); the rest of the crate denies it.
 
 #![deny(unsafe_code)]
+#![deny(missing_docs)]
 
 // Shared memory: raw views of mapped memory and atomics on it (every block
 // with its `// SAFETY:`).
@@ -40,17 +51,15 @@ pub mod bytes;
 #[allow(unsafe_code)]
 pub mod notify;
 #[allow(unsafe_code)]
-pub mod obs_seg;
+pub mod observer_shm;
 #[allow(unsafe_code)]
 pub mod region;
-#[allow(unsafe_code)]
-pub mod seg;
 #[allow(unsafe_code)]
 pub mod spsc;
 #[allow(unsafe_code)]
 pub mod stats_shm;
 #[allow(unsafe_code)]
-pub mod trace;
+pub mod words;
 // System calls (memfd, eventfd, SCM_RIGHTS, SO_PEERCRED, epoll).
 #[allow(unsafe_code)]
 mod sys;
@@ -58,10 +67,13 @@ mod sys;
 // No unsafe code.
 pub mod capture;
 pub mod cc;
+pub mod command;
 pub mod ctl;
 pub mod errno;
 pub mod ready;
+pub mod seg;
 pub mod socket;
+pub mod trace;
 pub mod trace_report;
 
 /// Pads and aligns `T` to a 64-byte cache line so that it shares it with

@@ -51,15 +51,7 @@ const FUTEX_SLEEPER: u32 = 1;
 /// `sleeping` flag: an eventfd sleeper is armed in a [`Sleepers`] table.
 const EVENTFD_SLEEPER: u32 = 2;
 
-/// A wake-up point shared by one producer and its waiters. `repr(C)` and
-/// made of atomics only, so it can live in memory shared between processes.
-#[derive(Debug, Default)]
-#[repr(C)]
-pub struct Notify {
-    seq: AtomicU32,
-    /// Flags of the kinds of sleeper waiting ([`FUTEX_SLEEPER`], [`EVENTFD_SLEEPER`]).
-    sleeping: AtomicU32,
-}
+pub use crate::words::Notify;
 
 /// How a futex wait ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -111,23 +111,7 @@ impl Region {
     }
 }
 
-/// Types that may be viewed in shared memory through a [`View`]: every bit
-/// pattern is a valid value and all mutation goes through atomics behind
-/// `&self`, so another process writing the same bytes at any time cannot
-/// break Rust's rules.
-///
-/// # Safety
-/// Implement only for `repr(C)` types made of atomics (or of such types).
-pub unsafe trait AtomicOnly: Sync {}
-
-// SAFETY: one atomic.
-unsafe impl AtomicOnly for core::sync::atomic::AtomicU32 {}
-// SAFETY: one atomic.
-unsafe impl AtomicOnly for core::sync::atomic::AtomicU64 {}
-// SAFETY: `repr(C)`, two AtomicU32.
-unsafe impl AtomicOnly for crate::notify::Notify {}
-// SAFETY: `repr(C)`, a Notify and atomics only.
-unsafe impl AtomicOnly for crate::socket::StatusBlock {}
+pub use crate::words::AtomicOnly;
 
 /// A shared reference to a `T` that keeps its memory alive: a `T` at a
 /// checked offset of a [`Region`], or one of its own on the heap. Derefs

@@ -2,14 +2,11 @@
 //! engine writes, the commands the application sends, and what a listener
 //! hands over on accept.
 
-use crate::bytes;
-use crate::cc::CcKind;
 use crate::notify::Notify;
 use crate::ready::{ReadyList, Watch};
 use crate::region::{Region, View};
-use crate::spsc;
 use core::net::{Ipv4Addr, SocketAddrV4};
-use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// Identifies a socket in commands. Applications number their own sockets
@@ -38,28 +35,7 @@ pub enum SockState {
     Closed = 3,
 }
 
-/// The status block of one socket. Written by the engine only (except
-/// where a field says otherwise), read by the application. `repr(C)`,
-/// 40 bytes, atomics only: it can sit in a segment shared between processes.
-#[derive(Debug, Default)]
-#[repr(C)]
-pub struct StatusBlock {
-    /// Bumped by the engine after every change an application may wait for
-    /// (data, space, state, FIN, error).
-    pub notify: Notify,
-    state: AtomicU32,
-    /// 0 or a positive errno (ECONNREFUSED, ECONNRESET, ETIMEDOUT, ...).
-    error: AtomicI32,
-    flags: AtomicU32,
-    /// The TX ring size the engine offers, bytes (0: none yet): the
-    /// application grows its TX ring's capacity towards it
-    /// ([`crate::bytes::Writer::grow`]) when it writes.
-    tx_grant: AtomicU32,
-    /// Local address, packed as ip << 16 | port.
-    local: AtomicU64,
-    /// Remote address, packed as ip << 16 | port.
-    remote: AtomicU64,
-}
+pub use crate::words::StatusBlock;
 
 /// The peer sent FIN; every byte before it is in the RX ring.
 pub const FLAG_RX_FIN: u32 = 1;
@@ -365,195 +341,6 @@ impl StatusHandle {
         self.wake();
     }
 }
-
-/// Where a listener's accepted connections go.
-pub enum AcceptQueue {
-    /// In this process: each connection is handed over as a value, with
-    /// rings the engine allocates.
-    Local(spsc::Sender<Accepted>),
-    /// In an application segment: each connection takes a free slot of the
-    /// segment (rings included) and its slot number is handed over.
-    Segment(crate::seg::SegmentAccept),
-}
-
-impl AcceptQueue {
-    /// Connections handed over and not yet taken, at most.
-    pub fn capacity(&self) -> usize {
-        match self {
-            AcceptQueue::Local(s) => s.capacity(),
-            AcceptQueue::Segment(a) => a.backlog(),
-        }
-    }
-
-    /// Connections handed over and not yet taken by the application.
-    pub fn len(&self) -> usize {
-        match self {
-            AcceptQueue::Local(s) => s.len(),
-            AcceptQueue::Segment(a) => a.queued(),
-        }
-    }
-
-    /// True when no connection waits to be taken.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// True when the application end is gone (in-process queues only).
-    pub fn is_disconnected(&self) -> bool {
-        match self {
-            AcceptQueue::Local(s) => s.is_disconnected(),
-            AcceptQueue::Segment(_) => false,
-        }
-    }
-}
-
-/// What a listener hands to the application for each accepted connection.
-pub struct Accepted {
-    /// The connection's id (engine-assigned, [`ENGINE_ID_BIT`] set, or a
-    /// service-mode id naming its segment slot).
-    pub id: SockId,
-    /// The connection's status block.
-    pub shared: Arc<StatusHandle>,
-    /// The application writes here; the engine sends from it.
-    pub tx: bytes::Writer,
-    /// The engine writes received bytes here; the application reads.
-    pub rx: bytes::Reader,
-}
-
-/// A request from the application to the engine.
-pub enum Command {
-    /// Open a TCP connection to `remote` from `local` (port 0 = ephemeral).
-    Connect {
-        /// The socket this command is for.
-        id: SockId,
-        /// The socket's status block, which the engine writes from now on.
-        shared: Arc<StatusHandle>,
-        /// Local port; 0 picks an ephemeral one.
-        local_port: u16,
-        /// The peer's address and port.
-        remote: SocketAddrV4,
-        /// The engine's end of the TX ring (it sends from there).
-        tx: bytes::Reader,
-        /// The engine's end of the RX ring (it writes received bytes there).
-        rx: bytes::Writer,
-        /// TCP_NODELAY from the start (Nagle off, RFC 9293 §3.7.4).
-        nodelay: bool,
-    },
-    /// Listen for TCP connections on `local`; accepted ones go to `accept`,
-    /// whose capacity is the backlog.
-    Listen {
-        /// The socket this command is for.
-        id: SockId,
-        /// The socket's status block, which the engine writes from now on.
-        shared: Arc<StatusHandle>,
-        /// Local address (0.0.0.0 or the stack's) and port (0: ephemeral).
-        local: SocketAddrV4,
-        /// Where accepted connections go; its capacity is the backlog.
-        accept: AcceptQueue,
-    },
-    /// Join the listening socket `group` (another application's listener,
-    /// or a member of its group) as one more member: the port is shared,
-    /// each new connection goes to one member's `accept` (service mode: a
-    /// forked child's inherited listener). The status block is closed with
-    /// EINVAL when `group` is no listener.
-    JoinListener {
-        /// The socket this command is for.
-        id: SockId,
-        /// The socket's status block, which the engine writes from now on.
-        shared: Arc<StatusHandle>,
-        /// The listener joined.
-        group: SockId,
-        /// Where connections given to this member go; its capacity is its backlog.
-        accept: AcceptQueue,
-    },
-    /// Bind a UDP socket. Datagrams travel in the byte rings as records:
-    /// a [`UdpHeader`] then the payload.
-    UdpBind {
-        /// The socket this command is for.
-        id: SockId,
-        /// The socket's status block, which the engine writes from now on.
-        shared: Arc<StatusHandle>,
-        /// Local address (0.0.0.0 or the stack's) and port (0: ephemeral).
-        local: SocketAddrV4,
-        /// The engine's end of the TX ring (datagram records to send).
-        tx: bytes::Reader,
-        /// The engine's end of the RX ring (datagram records received).
-        rx: bytes::Writer,
-    },
-    /// New bytes (TCP) or datagrams (UDP) wait in the TX ring.
-    Send {
-        /// The socket this command is for.
-        id: SockId,
-    },
-    /// The application consumed RX bytes; the receive window may open.
-    Recvd {
-        /// The socket this command is for.
-        id: SockId,
-    },
-    /// No more data will be written (TCP shutdown(SHUT_WR)): send FIN after the TX ring drains.
-    Shutdown {
-        /// The socket this command is for.
-        id: SockId,
-    },
-    /// The application is gone from this socket: close it (RST if unread
-    /// data remains, as Linux does), and free it when the protocol is done.
-    Close {
-        /// The socket this command is for.
-        id: SockId,
-    },
-    /// Like `Close`, but the connection is reset at once (RST to the peer,
-    /// unsent bytes dropped): SO_LINGER with a zero timeout.
-    Abort {
-        /// The socket this command is for.
-        id: SockId,
-    },
-    /// TCP_NODELAY on or off.
-    SetNodelay {
-        /// The socket this command is for.
-        id: SockId,
-        /// True: Nagle off (RFC 9293 §3.7.4).
-        on: bool,
-    },
-    /// SO_KEEPALIVE on or off (RFC 1122 §4.2.3.6; Linux timing defaults).
-    SetKeepalive {
-        /// The socket this command is for.
-        id: SockId,
-        /// True: probe an idle connection.
-        on: bool,
-    },
-    /// TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT: idle time and probe
-    /// interval in seconds, probe count.
-    SetKeepaliveParams {
-        /// The socket this command is for.
-        id: SockId,
-        /// Idle time before the first probe, seconds (TCP_KEEPIDLE).
-        idle_s: u32,
-        /// Time between unanswered probes, seconds (TCP_KEEPINTVL).
-        interval_s: u32,
-        /// Unanswered probes before the connection times out (TCP_KEEPCNT).
-        count: u32,
-    },
-    /// TCP_CONGESTION: the connection switches to `cc`.
-    SetCongestion {
-        /// The socket this command is for.
-        id: SockId,
-        /// The algorithm from now on.
-        cc: CcKind,
-    },
-    /// SO_RCVBUF / SO_SNDBUF: the receive window grows no further than
-    /// `rcv` bytes and auto-tuning stops; the send buffer offered is `snd`
-    /// bytes. 0 leaves one as it is. On a listener: for the connections it
-    /// accepts from then on.
-    SetBuffers {
-        /// The socket this command is for.
-        id: SockId,
-        /// Receive buffer, bytes (0: as it is).
-        rcv: usize,
-        /// Send buffer, bytes (0: as it is).
-        snd: usize,
-    },
-}
-
 /// The record header of a UDP datagram in a byte ring: 8 bytes, then
 /// `len` bytes of payload. `addr` is the peer (source on RX, destination on TX).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,8 @@
 //! The system calls of service mode's control path: memfd, eventfd,
 //! descriptor passing (`SCM_RIGHTS`), peer credentials (`SO_PEERCRED`) and
-//! epoll; [`crate::ctl`] re-exports what applications and the daemon call.
-//! The only module of the crate with system calls.
+//! epoll, and the TSC read of [`crate::trace`]'s clock; [`crate::ctl`]
+//! re-exports what applications and the daemon call. The only module of
+//! the crate with system calls.
 
 use std::ffi::CString;
 use std::fmt;
@@ -11,7 +12,18 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use crate::ctl::MAX_FDS;
+// ---------------------------------------------------------------------------
+// the time-stamp counter
+// ---------------------------------------------------------------------------
+
+/// The TSC, in ticks (`rdtsc`, the clock of [`crate::trace`]).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) fn rdtsc() -> u64 {
+    // SAFETY: rdtsc has no preconditions (x86_64 always has it); it
+    // reads a counter and touches no memory.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
 
 // ---------------------------------------------------------------------------
 // memfd and eventfd
@@ -83,6 +95,9 @@ pub fn eventfd_drain(fd: BorrowedFd<'_>) -> u64 {
 // ---------------------------------------------------------------------------
 // Messages with file descriptors
 // ---------------------------------------------------------------------------
+
+/// The most file descriptors one message may carry (send and receive).
+pub const MAX_FDS: usize = 16;
 
 /// Room for one `SCM_RIGHTS` control message of [`MAX_FDS`] descriptors.
 // SAFETY: CMSG_SPACE is plain arithmetic on its argument.

@@ -31,7 +31,7 @@
 //! observer against the monotonic clock (the TSC is invariant and shared by
 //! all cores here: `constant_tsc`, `nonstop_tsc`).
 
-use crate::obs_seg::{ObsSeg, Ring};
+use crate::observer_shm::{ObserverShm, Ring};
 use core::sync::atomic::Ordering;
 use std::io;
 use std::path::Path;
@@ -63,9 +63,7 @@ const RING: Ring = Ring {
 pub fn clock() -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: rdtsc has no preconditions (x86_64 always has it); it
-        // reads a counter and touches no memory.
-        unsafe { core::arch::x86_64::_rdtsc() }
+        crate::sys::rdtsc()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -129,11 +127,15 @@ impl Kind {
 /// taken).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Record {
+    /// What was traced.
     pub kind: Kind,
+    /// The connection ([`conn_key`]).
     pub key: u32,
     /// Bytes read or written (24 bits kept).
     pub bytes: u32,
+    /// A ring position, as the record's [`Kind`] says.
     pub pos: u64,
+    /// Stage timestamps t0..t4, as the record's [`Kind`] says.
     pub t: [u64; 5],
 }
 
@@ -148,21 +150,22 @@ pub fn conn_key(local_port: u16, remote_port: u16) -> u32 {
 /// holds one to the process's segment ([`Tracer::process`]), or to an
 /// unshared one that stays off ([`Tracer::off`]).
 #[derive(Clone)]
-pub struct Tracer(Arc<ObsSeg>);
+pub struct Tracer(Arc<ObserverShm>);
 
-static PROCESS: Mutex<Weak<ObsSeg>> = Mutex::new(Weak::new());
+static PROCESS: Mutex<Weak<ObserverShm>> = Mutex::new(Weak::new());
 
 impl Tracer {
     /// A tracer nobody can switch on (no segment file).
     pub fn off() -> Tracer {
-        Tracer(Arc::new(ObsSeg::anonymous(RECS_OFF, MAGIC)))
+        Tracer(Arc::new(ObserverShm::anonymous(RECS_OFF, MAGIC)))
     }
 
     /// The process's tracer: its `corestack-<pid>.trace` segment, created
     /// by the first caller and removed when the last holder drops it; an
     /// unshared one (always off) without /dev/shm.
     pub fn process() -> Tracer {
-        ObsSeg::process_shared(&PROCESS, TRACE, SEG_BYTES, MAGIC).map_or_else(Tracer::off, Tracer)
+        ObserverShm::process_shared(&PROCESS, TRACE, SEG_BYTES, MAGIC)
+            .map_or_else(Tracer::off, Tracer)
     }
 
     /// 0 when tracing is off, else the sampling interval N (every Nth
@@ -213,7 +216,7 @@ impl Tracer {
 
 /// The observer's end: switches tracing on and off and drains records.
 pub struct TraceControl {
-    seg: Arc<ObsSeg>,
+    seg: Arc<ObserverShm>,
 }
 
 impl TraceControl {
@@ -222,7 +225,7 @@ impl TraceControl {
     /// Errors: those of opening or mapping it (EACCES: run as the engine's
     /// user or root); `InvalidData` when it is not a trace segment.
     pub fn open(path: &Path) -> io::Result<TraceControl> {
-        let seg = ObsSeg::open_exact(path, MAGIC, SEG_BYTES, "trace")?;
+        let seg = ObserverShm::open_exact(path, MAGIC, SEG_BYTES, "trace")?;
         Ok(TraceControl { seg: Arc::new(seg) })
     }
 
@@ -291,7 +294,7 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("corestack-{}.trace-test", std::process::id()));
         let tracer = Tracer(Arc::new(
-            ObsSeg::create_at(path.clone(), SEG_BYTES, MAGIC).unwrap(),
+            ObserverShm::create_at(path.clone(), SEG_BYTES, MAGIC).unwrap(),
         ));
         let ctl = TraceControl::open(&path).unwrap();
         assert!(!tracer.on());

@@ -33,9 +33,13 @@ pub const STAGES: [&str; 8] = [
 pub struct Figures {
     /// Samples.
     pub n: usize,
+    /// Smallest.
     pub min_ns: i64,
+    /// Median.
     pub p50_ns: i64,
+    /// 99th percentile.
     pub p99_ns: i64,
+    /// Mean.
     pub mean_ns: f64,
 }
 
@@ -238,6 +242,7 @@ impl Breakdown {
 
 /// What [`collect`] gathered.
 pub struct Collected {
+    /// The records, as taken from the ring.
     pub records: Vec<Record>,
     /// Records the writers could not place (ring full) meanwhile.
     pub dropped: u64,

@@ -347,6 +347,40 @@ impl Tally {
         }
     }
 
+    /// A connection's exchange ended (`Done` or `Failed`): counted, and
+    /// slot `i` is restarted.
+    fn ended(&mut self, step: Step, t0: Instant, i: usize, restart: &mut Vec<usize>) {
+        match step {
+            Step::Done => self.done(t0),
+            _ => self.fail(t0),
+        }
+        restart.push(i);
+    }
+
+    /// Every 100 ms: slots whose exchange ran past [`EXCHANGE_LIMIT`]
+    /// (counted as failed) and empty slots go to `restart`.
+    fn sweep<S, P>(
+        &mut self,
+        slots: &[Option<(S, Instant, P)>],
+        last_sweep: &mut Instant,
+        restart: &mut Vec<usize>,
+    ) {
+        if last_sweep.elapsed() <= Duration::from_millis(100) {
+            return;
+        }
+        *last_sweep = Instant::now();
+        for (i, slot) in slots.iter().enumerate() {
+            match slot {
+                Some((_, t0, _)) if t0.elapsed() > EXCHANGE_LIMIT => {
+                    self.fail(*t0);
+                    restart.push(i);
+                }
+                None => restart.push(i),
+                _ => {}
+            }
+        }
+    }
+
     fn report(&self, counters: Option<String>) {
         let secs = self.end.duration_since(self.warm_end).as_secs_f64();
         let us = |q: f64| self.hist.value_at_quantile(q) as f64 / 1000.0;
@@ -414,29 +448,10 @@ impl RateClient {
                 };
                 match kernel_step(s, phase, msg, &mut buf) {
                     Step::More => {}
-                    Step::Done => {
-                        tally.done(*t0);
-                        restart.push(i);
-                    }
-                    Step::Failed => {
-                        tally.fail(*t0);
-                        restart.push(i);
-                    }
+                    end => tally.ended(end, *t0, i, &mut restart),
                 }
             }
-            if last_sweep.elapsed() > Duration::from_millis(100) {
-                last_sweep = Instant::now();
-                for (i, slot) in slots.iter().enumerate() {
-                    match slot {
-                        Some((_, t0, _)) if t0.elapsed() > EXCHANGE_LIMIT => {
-                            tally.fail(*t0);
-                            restart.push(i);
-                        }
-                        None => restart.push(i),
-                        _ => {}
-                    }
-                }
-            }
+            tally.sweep(&slots, &mut last_sweep, &mut restart);
             for i in restart {
                 if let Some((mut s, _, _)) = slots[i].take() {
                     let _ = poll.registry().deregister(&mut s);
@@ -501,29 +516,10 @@ impl RateClient {
                             poller.reregister(ev.token, Interest::READABLE)?;
                         }
                     }
-                    Step::Done => {
-                        tally.done(*t0);
-                        restart.push(i);
-                    }
-                    Step::Failed => {
-                        tally.fail(*t0);
-                        restart.push(i);
-                    }
+                    end => tally.ended(end, *t0, i, &mut restart),
                 }
             }
-            if last_sweep.elapsed() > Duration::from_millis(100) {
-                last_sweep = Instant::now();
-                for (i, slot) in slots.iter().enumerate() {
-                    match slot {
-                        Some((_, t0, _)) if t0.elapsed() > EXCHANGE_LIMIT => {
-                            tally.fail(*t0);
-                            restart.push(i);
-                        }
-                        None => restart.push(i),
-                        _ => {}
-                    }
-                }
-            }
+            tally.sweep(&slots, &mut last_sweep, &mut restart);
             for i in restart {
                 let token = gen[i] * n as u64 + i as u64;
                 if slots[i].take().is_some() {

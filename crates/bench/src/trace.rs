@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use appif::obs_seg::find_segments;
+use appif::observer_shm::find_segments;
 use appif::trace::{TraceControl, TRACE};
 use appif::trace_report::{collect, Breakdown, Collected};
 

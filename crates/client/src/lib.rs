@@ -40,7 +40,7 @@ macro_rules! close_on_drop {
         impl Drop for $t {
             fn drop(&mut self) {
                 self.stack
-                    .command(appif::socket::Command::Close { id: self.id });
+                    .command(appif::command::Command::Close { id: self.id });
             }
         }
     };

@@ -13,7 +13,8 @@ use crate::stack::Stack;
 use appif::bytes;
 use appif::errno;
 use appif::ready::ReadyList;
-use appif::socket::{Accepted, SockState, StatusHandle, FLAG_RX_FIN};
+use appif::seg::Accepted;
+use appif::socket::{SockState, StatusHandle, FLAG_RX_FIN};
 use appif::spsc;
 use core::time::Duration;
 use engine::time::Instant;
@@ -86,7 +87,7 @@ enum Kind {
 pub(crate) enum QueueProbe {
     Local(spsc::Probe<Accepted>),
     /// Slot numbers, 4 bytes each.
-    Segment(bytes::Probe),
+    AppSegment(bytes::Probe),
 }
 
 /// Space a UDP TX ring needs for a largest datagram and its record header.
@@ -140,7 +141,7 @@ impl Probe {
                 let closed = shared.state() == SockState::Closed;
                 let waiting = match queue {
                     QueueProbe::Local(q) => !q.is_empty(),
-                    QueueProbe::Segment(q) => q.len() >= 4,
+                    QueueProbe::AppSegment(q) => q.len() >= 4,
                 };
                 (waiting || closed, false, closed)
             }

@@ -4,11 +4,12 @@
 //! talks to the engine only through the segment.
 
 use appif::bytes;
+use appif::command::Command;
 use appif::ctl;
 use appif::errno;
 use appif::region::Region;
-use appif::seg::{CmdProducer, Desc, Segment};
-use appif::socket::{Command, SockId, StatusHandle};
+use appif::seg::{AppSegment, CmdProducer, Desc};
+use appif::socket::{SockId, StatusHandle};
 use core::sync::atomic::Ordering;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -19,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 /// The application's end of an association.
 pub(crate) struct Service {
-    pub seg: Segment,
+    pub seg: AppSegment,
     cmds: Mutex<CmdProducer>,
     doorbell: OwnedFd,
     ctl: UnixStream,
@@ -95,7 +96,7 @@ impl Service {
         let memfd = fds.pop().expect("two fds");
         let len = usize::try_from(w.seg_len).map_err(|_| proto("segment too large"))?;
         let region = Arc::new(Region::map_fd(memfd.as_fd(), len)?);
-        let (seg, assoc) = Segment::open(region).map_err(proto)?;
+        let (seg, assoc) = AppSegment::open(region).map_err(proto)?;
         let seg = seg.with_sleepers(wakers);
         let nslots = seg.layout().nslots as usize;
         Ok(Service {

@@ -3,8 +3,9 @@
 use crate::stack::AcceptRx;
 use crate::stack::Stack;
 use appif::bytes;
+use appif::command::Command;
 use appif::errno::{self, EINVAL, ENOTCONN, EPIPE};
-use appif::socket::{Command, SockId, SockState, StatusHandle, FLAG_RX_FIN};
+use appif::socket::{SockId, SockState, StatusHandle, FLAG_RX_FIN};
 use appif::trace::Kind;
 use core::net::SocketAddrV4;
 use std::io::{self, Read, Write};
@@ -114,7 +115,7 @@ impl crate::poll::Source for TcpListener {
     fn probe(&self) -> crate::poll::Probe {
         let queue = match &self.accept {
             AcceptRx::Local(q) => crate::poll::QueueProbe::Local(q.probe()),
-            AcceptRx::Segment(q) => crate::poll::QueueProbe::Segment(q.probe()),
+            AcceptRx::AppSegment(q) => crate::poll::QueueProbe::AppSegment(q.probe()),
         };
         crate::poll::Probe::listener(self.shared.clone(), queue)
     }

@@ -2,8 +2,9 @@
 
 use crate::stack::Stack;
 use appif::bytes;
+use appif::command::Command;
 use appif::errno::{self, EMSGSIZE};
-use appif::socket::{Command, SockId, SockState, StatusHandle, UdpHeader};
+use appif::socket::{SockId, SockState, StatusHandle, UdpHeader};
 use core::net::SocketAddrV4;
 use std::io;
 use std::sync::Arc;

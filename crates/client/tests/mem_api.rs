@@ -1,13 +1,11 @@
 //! The socket API end to end: two stacks joined by a clean `mem` wire, each
 //! driven by its own thread in inline mode (and one test in embedded mode).
 
-mod common;
-
-use common::{stacks, A, B};
 use corestack::{Stack, TcpListener, TcpStream, UdpSocket};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddrV4};
 use std::time::{Duration, Instant};
+use testkit::mem_wire::{stacks, A, B};
 
 fn addr(ip: Ipv4Addr, port: u16) -> SocketAddrV4 {
     SocketAddrV4::new(ip, port)

@@ -4,17 +4,15 @@
 //! the CLI does), every stage present, non-negative, and within the round
 //! trip the client measured.
 
-mod common;
-
 use appif::trace::{clock, conn_key, ticks_per_ns, TraceControl, Tracer};
 use appif::trace_report::Breakdown;
-use common::{stacks, B};
 use corestack::{TcpListener, TcpStream};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use testkit::mem_wire::{stacks, B};
 
 const ROUNDS: usize = 300;
 const WARM_UP: usize = 50;

@@ -4,13 +4,17 @@
 
 use crate::sockets::{flow_key, Conn, Listener, Ports, Socket, Sockets, UdpSock};
 use crate::tcp::{State, Tcb};
-use crate::{Core, CMD_BURST};
-use appif::errno;
-use appif::socket::{Command, SockState, StatusHandle};
+use crate::{Protocols, CMD_BURST};
+use appif::cc::CcKind;
+use appif::command::Command;
+use appif::seg::AcceptQueue;
+use appif::socket::{SockId, SockState, StatusHandle};
+use appif::{bytes, errno};
 use core::net::{Ipv4Addr, SocketAddrV4};
 use nic::TxQueue;
+use std::sync::Arc;
 
-impl Core {
+impl Protocols {
     /// Takes up to a burst of application commands.
     pub(crate) fn take_commands<T: TxQueue>(&mut self, tx: &mut T) -> usize {
         let mut n = 0;
@@ -24,7 +28,7 @@ impl Core {
         n
     }
 
-    fn slot_of(&mut self, id: appif::socket::SockId) -> Option<u32> {
+    fn slot_of(&mut self, id: SockId) -> Option<u32> {
         let s = self.sockets.ids.get(&id).copied();
         if s.is_none() {
             self.stats.cmd_unknown_socket += 1;
@@ -34,11 +38,12 @@ impl Core {
 
     /// The slot and the TCP connection of socket `id`, if it is one (an
     /// unknown id is counted as `slot_of` does).
-    fn conn_of(&mut self, id: appif::socket::SockId) -> Option<(u32, &mut Conn)> {
+    fn conn_of(&mut self, id: SockId) -> Option<(u32, &mut Conn)> {
         let slot = self.slot_of(id)?;
         Some((slot, self.sockets.conn(slot)?))
     }
 
+    /// Carries out one application command: each has its function below.
     pub(crate) fn command<T: TxQueue>(&mut self, cmd: Command, tx: &mut T) {
         if matches!(
             cmd,
@@ -60,103 +65,13 @@ impl Core {
                 tx: txr,
                 rx,
                 nodelay,
-            } => {
-                if self.link.next_hop(*remote.ip()).is_none() {
-                    shared.set_closed(errno::ENETUNREACH);
-                    return;
-                }
-                if self.sockets.is_full() {
-                    self.stats.drop_tcp_table_full += 1;
-                    shared.set_closed(errno::ENOBUFS);
-                    return;
-                }
-                // A 4-tuple in TIME-WAIT may be taken again when its
-                // timestamps keep the incarnations apart (RFC 6191; Linux
-                // with tcp_tw_reuse = 1): a client that closes first does
-                // not run out of ports.
-                let now = self.now;
-                let taken = |s: &Sockets, p: u16| match s.flows.get(&flow_key(remote, p)) {
-                    Some(&slot) => !matches!(
-                        s.slots.get(slot as usize),
-                        Some(Some(Socket::Tcp(c))) if c.tcb.time_wait_reusable(now)
-                    ),
-                    None => false,
-                };
-                let port = if local_port == 0 {
-                    match self
-                        .sockets
-                        .ephemeral_port(|s, p| taken(s, p) || s.listeners.contains_key(&p))
-                    {
-                        Some(p) => p,
-                        None => {
-                            shared.set_closed(errno::EADDRNOTAVAIL);
-                            return;
-                        }
-                    }
-                } else if taken(&self.sockets, local_port) {
-                    shared.set_closed(errno::EADDRINUSE);
-                    return;
-                } else {
-                    local_port
-                };
-                if let Some(&old) = self.sockets.flows.get(&flow_key(remote, port)) {
-                    self.stats.tcp_time_wait_recycled += 1;
-                    self.drop_conn(old);
-                }
-                let local = SocketAddrV4::new(self.link.ip, port);
-                let mut cfg = self.cfg.tcp.clone();
-                cfg.nodelay = nodelay;
-                cfg.rcv_buf = rx.capacity();
-                cfg.rcv_buf_max = cfg.rcv_buf_max.min(rx.reserved());
-                cfg.snd_buf_max = cfg.snd_buf_max.min(txr.reserved());
-                let iss = self.isn.isn(local, remote, self.now);
-                let mut tcb = Tcb::connect(&cfg, local, remote, iss, self.now);
-                tcb.set_ts_offset(self.isn.ts_offset(local, remote));
-                shared.set_addrs(local, remote);
-                shared.set_state(SockState::Connecting);
-                let conn = Conn {
-                    id,
-                    shared,
-                    tcb,
-                    tx: txr,
-                    rx,
-                    app_ends: None,
-                    listener: None,
-                    app_closed: false,
-                    timer_at: None,
-                    dirty: false,
-                    growth: Default::default(),
-                    counted: Default::default(),
-                };
-                if let Some(slot) = self.sockets.insert(id, Socket::Tcp(Box::new(conn))) {
-                    self.sockets.flows.insert(flow_key(remote, port), slot);
-                    self.stats.tcp_active_opens += 1;
-                    self.mark_dirty(slot);
-                }
-            }
+            } => self.on_connect(id, shared, local_port, remote, (txr, rx), nodelay),
             Command::Listen {
                 id,
                 shared,
                 local,
                 accept,
-            } => {
-                let status = shared.clone();
-                self.bind_socket(id, &status, local, Ports::Listeners, |local| {
-                    let backlog = accept.capacity();
-                    Socket::Listener(Listener {
-                        id,
-                        shared,
-                        local,
-                        accept,
-                        pending: 0,
-                        backlog,
-                        buffers: (0, 0),
-                        members: Vec::new(),
-                        head: None,
-                        turn: 0,
-                    })
-                });
-            }
+            } => self.on_listen(id, shared, local, accept),
             Command::JoinListener {
                 id,
                 shared,
@@ -169,120 +84,275 @@ impl Core {
                 local,
                 tx: txr,
                 rx,
-            } => {
-                let status = shared.clone();
-                self.bind_socket(id, &status, local, Ports::Udp, |local| {
-                    Socket::Udp(UdpSock {
-                        id,
-                        shared,
-                        local,
-                        tx: txr,
-                        rx,
-                    })
-                });
-            }
-            Command::Send { id } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                match &self.sockets.slots[slot as usize] {
-                    Some(Socket::Tcp(c)) => {
-                        let (local, remote) = (c.tcb.local().port(), c.tcb.remote().port());
-                        // Bytes beyond those in flight: this command's, not yet
-                        // sent (output for another reason may have sent them).
-                        let unsent = c.tx.len() > c.tcb.bytes_in_flight();
-                        self.trace.send_taken(slot, local, remote, unsent);
-                        self.mark_dirty(slot);
-                    }
-                    Some(Socket::Udp(_)) => {
-                        self.udp_send(slot, tx);
-                        // TX space freed: readiness waiters (poll, epoll) too.
-                        self.woke = true;
-                    }
-                    _ => {}
-                }
-            }
-            Command::Recvd { id } => {
-                if let Some((slot, c)) = self.conn_of(id) {
-                    let free = c.rx.free();
-                    if c.tcb.on_app_read(free) {
-                        self.mark_dirty(slot);
-                    }
-                }
-            }
-            Command::Shutdown { id } => {
-                if let Some((slot, c)) = self.conn_of(id) {
-                    c.tcb.close();
-                    self.mark_dirty(slot);
-                    self.arm_timer(slot);
-                }
-            }
-            Command::Close { id } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                self.close(slot);
-            }
-            Command::Abort { id } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                if let Some(c) = self.sockets.conn(slot) {
-                    // Counted as unread data: close() resets (RFC 9293 §3.10.5).
-                    c.tcb.abort();
-                }
-                self.close(slot);
-            }
-            Command::SetKeepalive { id, on } => {
-                if let Some((slot, c)) = self.conn_of(id) {
-                    c.tcb.set_keepalive(on);
-                    self.arm_timer(slot);
-                }
-            }
+            } => self.on_udp_bind(id, shared, local, txr, rx),
+            Command::Send { id } => self.on_send(id, tx),
+            Command::Recvd { id } => self.on_recvd(id),
+            Command::Shutdown { id } => self.on_shutdown(id),
+            Command::Close { id } => self.on_close(id),
+            Command::Abort { id } => self.on_abort(id),
+            Command::SetKeepalive { id, on } => self.on_set_keepalive(id, on),
             Command::SetKeepaliveParams {
                 id,
                 idle_s,
                 interval_s,
                 count,
-            } => {
-                if let Some((slot, c)) = self.conn_of(id) {
-                    c.tcb.set_keepalive_params(
-                        core::time::Duration::from_secs(u64::from(idle_s.max(1))),
-                        core::time::Duration::from_secs(u64::from(interval_s.max(1))),
-                        count.max(1),
-                    );
-                    self.arm_timer(slot);
+            } => self.on_set_keepalive_params(id, idle_s, interval_s, count),
+            Command::SetCongestion { id, cc } => self.on_set_congestion(id, cc),
+            Command::SetBuffers { id, rcv, snd } => self.on_set_buffers(id, rcv, snd),
+            Command::SetNodelay { id, on } => self.on_set_nodelay(id, on),
+        }
+    }
+
+    /// `Connect`: an active open from `local_port` (0: an ephemeral one)
+    /// to `remote`, over the engine's ends of the socket's byte rings.
+    fn on_connect(
+        &mut self,
+        id: SockId,
+        shared: Arc<StatusHandle>,
+        local_port: u16,
+        remote: SocketAddrV4,
+        (txr, rx): (bytes::Reader, bytes::Writer),
+        nodelay: bool,
+    ) {
+        if self.egress.next_hop(*remote.ip()).is_none() {
+            shared.set_closed(errno::ENETUNREACH);
+            return;
+        }
+        if self.sockets.is_full() {
+            self.stats.drop_tcp_table_full += 1;
+            shared.set_closed(errno::ENOBUFS);
+            return;
+        }
+        let port = match self.connect_port(remote, local_port) {
+            Ok(p) => p,
+            Err(e) => return shared.set_closed(e),
+        };
+        if let Some(&old) = self.sockets.flows.get(&flow_key(remote, port)) {
+            self.stats.tcp_time_wait_recycled += 1;
+            self.drop_conn(old);
+        }
+        let local = SocketAddrV4::new(self.egress.ip, port);
+        let mut cfg = self.cfg.tcp.clone();
+        cfg.nodelay = nodelay;
+        cfg.rcv_buf = rx.capacity();
+        cfg.rcv_buf_max = cfg.rcv_buf_max.min(rx.reserved());
+        cfg.snd_buf_max = cfg.snd_buf_max.min(txr.reserved());
+        let iss = self.isn.isn(local, remote, self.now);
+        let mut tcb = Tcb::connect(&cfg, local, remote, iss, self.now);
+        tcb.set_ts_offset(self.isn.ts_offset(local, remote));
+        shared.set_addrs(local, remote);
+        shared.set_state(SockState::Connecting);
+        let conn = Conn {
+            id,
+            shared,
+            tcb,
+            tx: txr,
+            rx,
+            app_ends: None,
+            listener: None,
+            app_closed: false,
+            timer_at: None,
+            dirty: false,
+            growth: Default::default(),
+            counted: Default::default(),
+        };
+        if let Some(slot) = self.sockets.insert(id, Socket::Tcp(Box::new(conn))) {
+            self.sockets.flows.insert(flow_key(remote, port), slot);
+            self.stats.tcp_active_opens += 1;
+            self.mark_dirty(slot);
+        }
+    }
+
+    /// The local port a connection to `remote` gets: `local_port`, or an
+    /// ephemeral one when it is 0. A 4-tuple in TIME-WAIT may be taken again
+    /// when its timestamps keep the incarnations apart (RFC 6191; Linux with
+    /// tcp_tw_reuse = 1): a client that closes first does not run out of
+    /// ports. Errors: EADDRNOTAVAIL (no ephemeral port free), EADDRINUSE.
+    fn connect_port(&mut self, remote: SocketAddrV4, local_port: u16) -> Result<u16, i32> {
+        let now = self.now;
+        let taken = |s: &Sockets, p: u16| match s.flows.get(&flow_key(remote, p)) {
+            Some(&slot) => !matches!(
+                s.slots.get(slot as usize),
+                Some(Some(Socket::Tcp(c))) if c.tcb.time_wait_reusable(now)
+            ),
+            None => false,
+        };
+        if local_port == 0 {
+            self.sockets
+                .ephemeral_port(|s, p| taken(s, p) || s.listeners.contains_key(&p))
+                .ok_or(errno::EADDRNOTAVAIL)
+        } else if taken(&self.sockets, local_port) {
+            Err(errno::EADDRINUSE)
+        } else {
+            Ok(local_port)
+        }
+    }
+
+    /// `Listen`: a listener on `local` whose accepted connections go to
+    /// `accept` (its capacity is the backlog).
+    fn on_listen(
+        &mut self,
+        id: SockId,
+        shared: Arc<StatusHandle>,
+        local: SocketAddrV4,
+        accept: AcceptQueue,
+    ) {
+        let status = shared.clone();
+        self.bind_socket(id, &status, local, Ports::Listeners, |local| {
+            let backlog = accept.capacity();
+            Socket::Listener(Listener {
+                id,
+                shared,
+                local,
+                accept,
+                pending: 0,
+                backlog,
+                buffers: (0, 0),
+                members: Vec::new(),
+                head: None,
+                turn: 0,
+            })
+        });
+    }
+
+    /// `UdpBind`: a UDP socket on `local` over the engine's ends of its rings.
+    fn on_udp_bind(
+        &mut self,
+        id: SockId,
+        shared: Arc<StatusHandle>,
+        local: SocketAddrV4,
+        txr: bytes::Reader,
+        rx: bytes::Writer,
+    ) {
+        let status = shared.clone();
+        self.bind_socket(id, &status, local, Ports::Udp, |local| {
+            Socket::Udp(UdpSock {
+                id,
+                shared,
+                local,
+                tx: txr,
+                rx,
+            })
+        });
+    }
+
+    /// `Send`: new bytes (TCP, sent with the next output) or datagrams (UDP,
+    /// sent now) wait in the TX ring.
+    fn on_send<T: TxQueue>(&mut self, id: SockId, tx: &mut T) {
+        let Some(slot) = self.slot_of(id) else { return };
+        match &self.sockets.slots[slot as usize] {
+            Some(Socket::Tcp(c)) => {
+                let (local, remote) = (c.tcb.local().port(), c.tcb.remote().port());
+                // Bytes beyond those in flight: this command's, not yet
+                // sent (output for another reason may have sent them).
+                let unsent = c.tx.len() > c.tcb.bytes_in_flight();
+                self.trace.send_taken(slot, local, remote, unsent);
+                self.mark_dirty(slot);
+            }
+            Some(Socket::Udp(_)) => {
+                self.udp_send(slot, tx);
+                // TX space freed: readiness waiters (poll, epoll) too.
+                self.woke = true;
+            }
+            _ => {}
+        }
+    }
+
+    /// `Recvd`: the application read; the receive window may open.
+    fn on_recvd(&mut self, id: SockId) {
+        if let Some((slot, c)) = self.conn_of(id) {
+            let free = c.rx.free();
+            if c.tcb.on_app_read(free) {
+                self.mark_dirty(slot);
+            }
+        }
+    }
+
+    /// `Shutdown`: FIN after the TX ring drains.
+    fn on_shutdown(&mut self, id: SockId) {
+        if let Some((slot, c)) = self.conn_of(id) {
+            c.tcb.close();
+            self.mark_dirty(slot);
+            self.arm_timer(slot);
+        }
+    }
+
+    /// `Close`: the application is gone from the socket.
+    fn on_close(&mut self, id: SockId) {
+        let Some(slot) = self.slot_of(id) else { return };
+        self.close(slot);
+    }
+
+    /// `Abort`: close with a reset (SO_LINGER with a zero timeout).
+    fn on_abort(&mut self, id: SockId) {
+        let Some(slot) = self.slot_of(id) else { return };
+        if let Some(c) = self.sockets.conn(slot) {
+            // Counted as unread data: close() resets (RFC 9293 §3.10.5).
+            c.tcb.abort();
+        }
+        self.close(slot);
+    }
+
+    /// `SetKeepalive`: SO_KEEPALIVE on or off.
+    fn on_set_keepalive(&mut self, id: SockId, on: bool) {
+        if let Some((slot, c)) = self.conn_of(id) {
+            c.tcb.set_keepalive(on);
+            self.arm_timer(slot);
+        }
+    }
+
+    /// `SetKeepaliveParams`: TCP_KEEPIDLE, TCP_KEEPINTVL and TCP_KEEPCNT
+    /// (each at least 1).
+    fn on_set_keepalive_params(&mut self, id: SockId, idle_s: u32, interval_s: u32, count: u32) {
+        if let Some((slot, c)) = self.conn_of(id) {
+            c.tcb.set_keepalive_params(
+                core::time::Duration::from_secs(u64::from(idle_s.max(1))),
+                core::time::Duration::from_secs(u64::from(interval_s.max(1))),
+                count.max(1),
+            );
+            self.arm_timer(slot);
+        }
+    }
+
+    /// `SetCongestion`: TCP_CONGESTION.
+    fn on_set_congestion(&mut self, id: SockId, cc: CcKind) {
+        if let Some((_, c)) = self.conn_of(id) {
+            c.tcb.set_cc(cc);
+        }
+    }
+
+    /// `SetBuffers`: SO_RCVBUF / SO_SNDBUF (0: unchanged); on a listener,
+    /// for the connections it will accept.
+    fn on_set_buffers(&mut self, id: SockId, rcv: usize, snd: usize) {
+        let Some(slot) = self.slot_of(id) else { return };
+        match self.sockets.slots.get_mut(slot as usize) {
+            Some(Some(Socket::Tcp(c))) => {
+                if rcv > 0 {
+                    c.tcb.set_rcv_buf(rcv);
+                }
+                if snd > 0 {
+                    c.tcb.set_snd_buf(snd);
+                }
+                self.tune_buffers(slot);
+                self.mark_dirty(slot);
+            }
+            Some(Some(Socket::Listener(l))) => {
+                if rcv > 0 {
+                    l.buffers.0 = rcv;
+                }
+                if snd > 0 {
+                    l.buffers.1 = snd;
                 }
             }
-            Command::SetCongestion { id, cc } => {
-                if let Some((_, c)) = self.conn_of(id) {
-                    c.tcb.set_cc(cc);
-                }
-            }
-            Command::SetBuffers { id, rcv, snd } => {
-                let Some(slot) = self.slot_of(id) else { return };
-                match self.sockets.slots.get_mut(slot as usize) {
-                    Some(Some(Socket::Tcp(c))) => {
-                        if rcv > 0 {
-                            c.tcb.set_rcv_buf(rcv);
-                        }
-                        if snd > 0 {
-                            c.tcb.set_snd_buf(snd);
-                        }
-                        self.tune_buffers(slot);
-                        self.mark_dirty(slot);
-                    }
-                    Some(Some(Socket::Listener(l))) => {
-                        if rcv > 0 {
-                            l.buffers.0 = rcv;
-                        }
-                        if snd > 0 {
-                            l.buffers.1 = snd;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            Command::SetNodelay { id, on } => {
-                if let Some((slot, c)) = self.conn_of(id) {
-                    c.tcb.set_nodelay(on);
-                    self.mark_dirty(slot);
-                }
-            }
+            _ => {}
+        }
+    }
+
+    /// `SetNodelay`: TCP_NODELAY.
+    fn on_set_nodelay(&mut self, id: SockId, on: bool) {
+        if let Some((slot, c)) = self.conn_of(id) {
+            c.tcb.set_nodelay(on);
+            self.mark_dirty(slot);
         }
     }
 
@@ -293,7 +363,7 @@ impl Core {
     /// free.
     fn bind_socket(
         &mut self,
-        id: appif::socket::SockId,
+        id: SockId,
         shared: &StatusHandle,
         local: SocketAddrV4,
         ports: Ports,
@@ -321,7 +391,7 @@ impl Core {
         local: SocketAddrV4,
         in_use: impl Fn(&Sockets, u16) -> bool,
     ) -> Result<SocketAddrV4, i32> {
-        if !local.ip().is_unspecified() && *local.ip() != self.link.ip {
+        if !local.ip().is_unspecified() && *local.ip() != self.egress.ip {
             return Err(errno::EADDRNOTAVAIL);
         }
         let port = match local.port() {
@@ -332,7 +402,7 @@ impl Core {
             p if in_use(&self.sockets, p) => return Err(errno::EADDRINUSE),
             p => p,
         };
-        Ok(SocketAddrV4::new(self.link.ip, port))
+        Ok(SocketAddrV4::new(self.egress.ip, port))
     }
 
     /// The application is done with the socket in `slot`.

@@ -3,12 +3,14 @@
 //! handshake goes to its listener's accept queue, a finished one is freed,
 //! and rings grow when auto-tuning asks (within the application's budget).
 
-use crate::sockets::{self, apply_events, Socket, Sockets};
-use crate::tcp;
-use crate::Core;
-use appif::socket::{AcceptQueue, SockState};
+use crate::sockets::{self, Conn, Socket, Sockets};
+use crate::tcp::{self, CloseReason, Events, State};
+use crate::Protocols;
+use appif::errno;
+use appif::seg::AcceptQueue;
+use appif::socket::SockState;
 
-impl Core {
+impl Protocols {
     /// Applies TCP events of the connection in `slot`, removes it when done,
     /// and schedules its output and timer.
     pub(crate) fn after_tcp(&mut self, slot: u32, ev: tcp::Events) {
@@ -105,10 +107,10 @@ impl Core {
             Some(Some(Socket::Listener(l))) => {
                 l.pending = l.pending.saturating_sub(1);
                 let r = match (&mut l.accept, ends) {
-                    (AcceptQueue::Local(q), Some((tx, rx))) => q
-                        .push(appif::socket::Accepted { id, shared, tx, rx })
-                        .is_err(),
-                    (AcceptQueue::Segment(q), None) => {
+                    (AcceptQueue::Local(q), Some((tx, rx))) => {
+                        q.push(appif::seg::Accepted { id, shared, tx, rx }).is_err()
+                    }
+                    (AcceptQueue::AppSegment(q), None) => {
                         let seg_slot = appif::seg::service_owner(id).map(|(_, s)| s);
                         !seg_slot.is_some_and(|s| q.hand_over(s, &shared))
                     }
@@ -138,5 +140,33 @@ impl Core {
                 }
             }
         }
+    }
+}
+
+/// Applies what TCP reported for a connection to its shared status block.
+/// Returns true when the connection is finished and can be removed.
+fn apply_events(conn: &mut Conn, ev: &Events) -> bool {
+    if ev.connected && conn.listener.is_none() {
+        conn.shared.set_addrs(conn.tcb.local(), conn.tcb.remote());
+        conn.shared.set_state(appif::socket::SockState::Open);
+    }
+    if ev.peer_fin {
+        conn.shared.set_flags(appif::socket::FLAG_RX_FIN);
+    } else if ev.readable || ev.writable {
+        conn.shared.wake();
+    }
+    if let Some(reason) = ev.closed {
+        conn.shared.set_closed(errno_of(reason));
+    }
+    conn.tcb.state() == State::Closed && (conn.app_closed || conn.unaccepted())
+}
+
+/// The errno an application sees for a TCP close reason.
+pub fn errno_of(reason: CloseReason) -> i32 {
+    match reason {
+        CloseReason::Normal => 0,
+        CloseReason::Reset => errno::ECONNRESET,
+        CloseReason::Refused => errno::ECONNREFUSED,
+        CloseReason::TimedOut => errno::ETIMEDOUT,
     }
 }

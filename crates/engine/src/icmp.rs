@@ -3,7 +3,7 @@
 //! for UDP datagrams nobody listens for, rate limited.
 
 use crate::sockets::flow_key;
-use crate::Core;
+use crate::Protocols;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
 use nic::TxQueue;
@@ -14,7 +14,7 @@ use wire::ipv4::{Ipv4Packet, PROTO_ICMP, PROTO_TCP};
 /// §4.3.2.3: as much as fits in 576 bytes).
 pub(crate) const ICMP_QUOTE_MAX: usize = 576 - 20 - 8;
 
-impl Core {
+impl Protocols {
     pub(crate) fn handle_icmp<T: TxQueue>(&mut self, src: Ipv4Addr, msg: &[u8], tx: &mut T) {
         match Icmpv4Repr::parse(msg, self.cfg.verify_checksums) {
             Ok(Icmpv4Repr::EchoRequest {
@@ -28,7 +28,7 @@ impl Core {
                     data,
                 };
                 let len = reply.buffer_len();
-                if len + wire::ipv4::HEADER_LEN > self.link.mtu {
+                if len + wire::ipv4::HEADER_LEN > self.egress.mtu {
                     self.stats.drop_icmp_malformed += 1;
                     return;
                 }
@@ -64,7 +64,7 @@ impl Core {
             return;
         }
         let ip = |at: usize| Ipv4Addr::new(quote[at], quote[at + 1], quote[at + 2], quote[at + 3]);
-        if quote[9] != PROTO_TCP || ip(12) != self.link.ip {
+        if quote[9] != PROTO_TCP || ip(12) != self.egress.ip {
             return;
         }
         let local_port = u16::from_be_bytes([quote[hl], quote[hl + 1]]);
@@ -79,7 +79,7 @@ impl Core {
             quote[hl + 6],
             quote[hl + 7],
         ]));
-        let link_mtu = self.link.mtu;
+        let link_mtu = self.egress.mtu;
         // RFC 1191 §4: an MTU of 0 comes from a router that predates it;
         // and a report above our own link MTU is bogus.
         let Some(mtu) = frag_needed_mtu.filter(|m| (68..=link_mtu).contains(m)) else {
@@ -124,7 +124,7 @@ impl Core {
     /// when the link dropped it (counted there).
     fn send_icmp<T: TxQueue>(&mut self, to: Ipv4Addr, msg: &Icmpv4Repr<'_>, tx: &mut T) -> bool {
         let (len, now) = (msg.buffer_len(), self.now);
-        self.link
+        self.egress
             .send_ipv4(tx, &mut self.stats, now, to, PROTO_ICMP, len, |buf| {
                 msg.emit(buf);
             })

@@ -1,4 +1,4 @@
-//! The corestack engine: one run-to-completion loop per core.
+//! The corestack engine: one run-to-completion loop per protocols.
 //!
 //! Each call to [`Engine::poll`] does one iteration: receive a burst from
 //! the port and process it (Ethernet, ARP, IPv4, ICMP, UDP, TCP), take the
@@ -12,10 +12,11 @@
 //! Files, in the order a frame meets them:
 //! - receive: `rx` (Ethernet, ARP, IPv4 and reassembly in `frag`, the TCP
 //!   demux) → `icmp` | `udp` | `tcp` (the state machine, sans I/O) |
-//!   `listen` (passive open, `syncookie`) → `events` (what TCP reports
+//!   `listen` (passive open, `syncookie`) → `rings` (the application's
+//!   byte rings as TCP sees them) → `events` (what TCP reports
 //!   reaches the application's status block and accept queue);
 //! - send: `commands` (what applications ask) → `tx` (TCP output to
-//!   frames) → `link` (IPv4 and Ethernet headers, next hop, `arp`) → the
+//!   frames, its payload from `rings`) → `egress` (IPv4 and Ethernet headers, next hop, `arp`) → the
 //!   port;
 //! - around them: `sockets` (the socket and flow tables), `wheel` (timers),
 //!   `stats` (counters), `config`, `time`; `trace` and `capture` (what
@@ -27,12 +28,13 @@ pub mod arp;
 mod capture;
 mod commands;
 mod config;
+pub mod egress;
 mod events;
 pub mod frag;
 mod icmp;
-pub mod link;
 mod listen;
 pub mod publish;
+mod rings;
 mod rx;
 mod sockets;
 pub mod stats;
@@ -46,15 +48,16 @@ pub mod wheel;
 
 pub use config::{EngineConfig, PollPolicy};
 
-use crate::link::Link;
+use crate::egress::Egress;
 use crate::sockets::{Conn, Socket, Sockets};
 use crate::stats::Stats;
 use crate::tcp::IsnGenerator;
 use crate::time::Instant;
 use crate::wheel::TimerWheel;
+use appif::command::Command;
 use appif::errno;
 use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Command};
+use appif::seg::AcceptQueue;
 use appif::spsc;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
@@ -62,7 +65,7 @@ use nic::{Port, TxQueue};
 use std::sync::Arc;
 use wire::MacAddr;
 
-pub use sockets::errno_of;
+pub use events::errno_of;
 
 /// Commands taken per iteration.
 pub(crate) const CMD_BURST: usize = 64;
@@ -82,16 +85,16 @@ const HOUSEKEEPING_SLOTS: usize = 1024;
 /// One engine: a port and the protocol state behind it.
 pub struct Engine<P: Port> {
     port: P,
-    core: Core,
+    protocols: Protocols,
     /// Where frames go while `corestack capture` has capture on.
     capture: appif::capture::Capturer,
 }
 
 /// Everything except the port, so that the port's rx burst can lend its
-/// tx side to the core while it reads.
-pub(crate) struct Core {
+/// tx side to the protocols while it reads.
+pub(crate) struct Protocols {
     pub cfg: EngineConfig,
-    pub link: Link,
+    pub egress: Egress,
     pub stats: Stats,
     pub sockets: Sockets,
     /// IPv4 reassembly contexts, allocated at start.
@@ -131,7 +134,7 @@ impl<P: Port> Engine<P> {
     ) -> Self {
         let mtu = port.mtu();
         cfg.tcp.mss = cfg.tcp.mss.min((mtu - 40) as u16);
-        let mut link = Link::new(
+        let mut egress = Egress::new(
             MacAddr(port.mac()),
             cfg.ip,
             cfg.prefix_len,
@@ -144,17 +147,17 @@ impl<P: Port> Engine<P> {
             cfg.verify_checksums = false;
         }
         // A port that cuts segments completes their checksums too.
-        link.tcp_checksum_offload = caps.tx_tcp_checksum || caps.tx_gso_max > 0;
-        link.gso_max = caps.tx_gso_max;
-        link.gather = caps.tx_gather && link.tcp_checksum_offload;
+        egress.tcp_checksum_offload = caps.tx_tcp_checksum || caps.tx_gso_max > 0;
+        egress.gso_max = caps.tx_gso_max;
+        egress.gather = caps.tx_gather && egress.tcp_checksum_offload;
         let max = cfg.max_sockets;
         let mut sockets = Sockets::new(max);
         sockets.growth_limit = cfg.buffer_growth_limit;
         Engine {
             port,
             capture: appif::capture::Capturer::off(),
-            core: Core {
-                link,
+            protocols: Protocols {
+                egress,
                 stats: Stats::default(),
                 sockets,
                 frag: frag::Reassembler::new(frag::FRAG_CONTEXTS),
@@ -190,11 +193,11 @@ impl<P: Port> Engine<P> {
     pub fn poll(&mut self, now: Instant) -> bool {
         let Engine {
             port,
-            core,
+            protocols,
             capture,
         } = self;
-        core.now = now;
-        let burst = core.cfg.rx_burst;
+        protocols.now = now;
+        let burst = protocols.cfg.rx_burst;
         let mut rx = 0;
         if capture.on() {
             // `corestack capture`: frames in are copied as they are taken,
@@ -202,7 +205,7 @@ impl<P: Port> Engine<P> {
             for _ in 0..RX_BURSTS {
                 let n = port.rx_burst(burst, |frame, tx| {
                     capture.frame(appif::capture::Direction::In, frame, None);
-                    core.handle_frame(
+                    protocols.handle_frame(
                         frame,
                         &mut capture::Captured {
                             inner: tx,
@@ -223,10 +226,10 @@ impl<P: Port> Engine<P> {
                 inner: port.tx(),
                 cap: capture,
             };
-            core.after_rx(rx, tx)
+            protocols.after_rx(rx, tx)
         } else {
             for _ in 0..RX_BURSTS {
-                let n = port.rx_burst(burst, |frame, tx| core.handle_frame(frame, tx));
+                let n = port.rx_burst(burst, |frame, tx| protocols.handle_frame(frame, tx));
                 rx += n;
                 if n < burst {
                     break;
@@ -236,7 +239,7 @@ impl<P: Port> Engine<P> {
                     port.tx().flush();
                 }
             }
-            core.after_rx(rx, port.tx())
+            protocols.after_rx(rx, port.tx())
         }
     }
 
@@ -250,34 +253,34 @@ impl<P: Port> Engine<P> {
     /// switches them on through its segment); an engine starts with an
     /// unshared tracer that stays off.
     pub fn set_tracer(&mut self, tracer: appif::trace::Tracer) {
-        self.core.trace = trace::EngineTrace::new(tracer);
+        self.protocols.trace = trace::EngineTrace::new(tracer);
     }
 
     /// The tracer this engine's records go to.
     pub fn tracer(&self) -> &appif::trace::Tracer {
-        self.core.trace.tracer()
+        self.protocols.trace.tracer()
     }
 
     /// Applies one application command now, at time `now` (the daemon's
     /// path: it reads commands from application segments itself, so the
     /// order between a Close and a slot's next use is exact).
     pub fn submit(&mut self, cmd: Command, now: Instant) {
-        self.core.now = now;
+        self.protocols.now = now;
         let tx = self.port.tx();
         if self.capture.on() {
             let tx = &mut capture::Captured {
                 inner: tx,
                 cap: &self.capture,
             };
-            self.core.command(cmd, tx);
+            self.protocols.command(cmd, tx);
         } else {
-            self.core.command(cmd, tx);
+            self.protocols.command(cmd, tx);
         }
     }
 
     /// True when application commands wait to be taken.
     pub fn has_commands(&self) -> bool {
-        !self.core.commands.is_empty()
+        !self.protocols.commands.is_empty()
     }
 
     /// The port's receive fd, to sleep on while idle (None for ports without one).
@@ -296,8 +299,8 @@ impl<P: Port> Engine<P> {
     /// clock may skip straight to it while nothing else happens.
     /// O(timer entries).
     pub fn next_deadline(&self) -> Instant {
-        let housekeeping = self.core.last_housekeeping + HOUSEKEEPING;
-        self.core
+        let housekeeping = self.protocols.last_housekeeping + HOUSEKEEPING;
+        self.protocols
             .timers
             .next_deadline()
             .map_or(housekeeping, |t| t.min(housekeeping))
@@ -306,7 +309,7 @@ impl<P: Port> Engine<P> {
     /// Calls `f` with every TCP connection's control block (for tests and
     /// diagnostics, e.g. to print both ends of a stalled connection).
     pub fn for_each_tcb(&self, mut f: impl FnMut(&tcp::Tcb)) {
-        for sock in self.core.sockets.slots.iter().flatten() {
+        for sock in self.protocols.sockets.slots.iter().flatten() {
             if let Socket::Tcp(c) = sock {
                 f(&c.tcb);
             }
@@ -322,7 +325,7 @@ impl<P: Port> Engine<P> {
     /// (folded into the engine's as each connection runs), and the port's
     /// receive drops (one system call on AF_XDP). O(1).
     pub fn stats(&self) -> Stats {
-        let mut s = self.core.stats.clone();
+        let mut s = self.protocols.stats.clone();
         let drops = self.port.rx_drops();
         s.rx_ring_full = drops.ring_full;
         s.rx_fill_empty = drops.fill_empty;
@@ -334,7 +337,7 @@ impl<P: Port> Engine<P> {
     /// windows and timers, listeners and UDP sockets (for `corestack ss`).
     /// O(sockets); allocates nothing.
     pub fn for_each_socket(&self, mut f: impl FnMut(appif::stats_shm::ConnRow)) {
-        for sock in self.core.sockets.slots.iter().flatten() {
+        for sock in self.protocols.sockets.slots.iter().flatten() {
             f(socket_row(sock));
         }
     }
@@ -349,7 +352,7 @@ impl<P: Port> Engine<P> {
         visit: usize,
         mut f: impl FnMut(appif::stats_shm::ConnRow),
     ) -> usize {
-        let slots = &self.core.sockets.slots;
+        let slots = &self.protocols.sockets.slots;
         let len = slots.len();
         let visit = visit.min(len);
         let start = if start < len { start } else { 0 };
@@ -358,7 +361,7 @@ impl<P: Port> Engine<P> {
                 f(socket_row(sock));
             }
         }
-        self.core.stats.published_slots += visit as u64;
+        self.protocols.stats.published_slots += visit as u64;
         (start + visit) % len.max(1)
     }
 
@@ -369,19 +372,19 @@ impl<P: Port> Engine<P> {
     /// with the last of them, the engine's mapping of its segment.
     /// O(sockets). Returns the number of sockets dropped.
     pub fn drop_owner(&mut self, assoc: u32, errno: i32, now: Instant) -> usize {
-        self.core.now = now;
+        self.protocols.now = now;
         let n = self.reset_where(
             |id| appif::seg::service_owner(id).is_some_and(|(a, _)| a == assoc),
             errno,
         );
-        self.core.violations.retain(|&a| a != assoc);
+        self.protocols.violations.retain(|&a| a != assoc);
         n
     }
 
     /// Closes with `errno`, resets (RST to the peer) and removes every
     /// socket whose id `chosen` picks. Returns how many.
     fn reset_where(&mut self, chosen: impl Fn(appif::socket::SockId) -> bool, errno: i32) -> usize {
-        let core = &mut self.core;
+        let protocols = &mut self.protocols;
         let picked = |s: &Option<Socket>| {
             s.as_ref().is_some_and(|s| {
                 chosen(match s {
@@ -392,31 +395,31 @@ impl<P: Port> Engine<P> {
             })
         };
         let mut n = 0;
-        for slot in 0..core.sockets.slots.len() as u32 {
-            if !picked(&core.sockets.slots[slot as usize]) {
+        for slot in 0..protocols.sockets.slots.len() as u32 {
+            if !picked(&protocols.sockets.slots[slot as usize]) {
                 continue;
             }
             // Told first: sending the RST may already remove a connection.
-            if let Some(s) = core.sockets.slots[slot as usize].as_ref() {
+            if let Some(s) = protocols.sockets.slots[slot as usize].as_ref() {
                 s.shared().set_closed(errno);
                 n += 1;
             }
-            if let Some(c) = core.sockets.conn(slot) {
+            if let Some(c) = protocols.sockets.conn(slot) {
                 c.app_closed = true;
                 c.tcb.abort();
             }
-            core.mark_dirty(slot);
+            protocols.mark_dirty(slot);
         }
         let tx = self.port.tx();
-        core.flush_output(tx);
+        protocols.flush_output(tx);
         tx.flush();
-        for slot in 0..core.sockets.slots.len() as u32 {
-            if !picked(&core.sockets.slots[slot as usize]) {
+        for slot in 0..protocols.sockets.slots.len() as u32 {
+            if !picked(&protocols.sockets.slots[slot as usize]) {
                 continue;
             }
-            core.leave_group(slot);
-            if let Some(Socket::Tcp(mut c)) = core.sockets.remove(slot) {
-                core.stats.fold_tcb(c.tcb.stats(), &mut c.counted);
+            protocols.leave_group(slot);
+            if let Some(Socket::Tcp(mut c)) = protocols.sockets.remove(slot) {
+                protocols.stats.fold_tcb(c.tcb.stats(), &mut c.counted);
             }
         }
         n
@@ -425,7 +428,7 @@ impl<P: Port> Engine<P> {
     /// Moves the associations found breaking their rings since the last
     /// call into `out`.
     pub fn take_violations(&mut self, out: &mut Vec<u32>) {
-        out.append(&mut self.core.violations);
+        out.append(&mut self.protocols.violations);
     }
 
     /// Resets every connection (RST to each peer) and closes every socket:
@@ -433,9 +436,9 @@ impl<P: Port> Engine<P> {
     pub fn shutdown(&mut self, now: Instant) {
         // Take what the applications asked for last (a close becomes a FIN).
         self.poll(now);
-        self.core.now = now;
+        self.protocols.now = now;
         self.reset_where(|_| true, errno::ECONNRESET);
-        self.core.wake.notify();
+        self.protocols.wake.notify();
     }
 }
 
@@ -484,12 +487,17 @@ fn socket_row(sock: &Socket) -> appif::stats_shm::ConnRow {
     }
 }
 
-impl Core {
+impl Protocols {
     /// The sockets, the link and the counters borrowed apart, with the
     /// iteration's time: what sending one socket's queued data takes.
     #[inline]
-    fn sockets_link_stats(&mut self) -> (&mut Sockets, &mut Link, &mut Stats, Instant) {
-        (&mut self.sockets, &mut self.link, &mut self.stats, self.now)
+    fn sockets_egress_stats(&mut self) -> (&mut Sockets, &mut Egress, &mut Stats, Instant) {
+        (
+            &mut self.sockets,
+            &mut self.egress,
+            &mut self.stats,
+            self.now,
+        )
     }
 
     /// The rest of an iteration after the receive burst (`rx` frames):
@@ -565,7 +573,7 @@ impl Core {
     /// next [`HOUSEKEEPING_SLOTS`] slots.
     fn housekeeping<T: TxQueue>(&mut self, tx: &mut T) {
         let now = self.now;
-        self.link.poll_arp(tx, &mut self.stats, now);
+        self.egress.poll_arp(tx, &mut self.stats, now);
         self.frag.expire(now, &mut self.stats);
         let len = self.sockets.slots.len();
         let visit = len.min(HOUSEKEEPING_SLOTS);
@@ -595,7 +603,7 @@ impl Core {
                 Some(Socket::Tcp(c)) => (c.tx.violated() || c.rx.violated()).then_some(c.id),
                 Some(Socket::Udp(u)) => (u.tx.violated() || u.rx.violated()).then_some(u.id),
                 Some(Socket::Listener(l)) => match &l.accept {
-                    AcceptQueue::Segment(q) => q.violated().then_some(l.id),
+                    AcceptQueue::AppSegment(q) => q.violated().then_some(l.id),
                     AcceptQueue::Local(_) => None,
                 },
                 None => None,

@@ -8,7 +8,7 @@
 //! Shared listeners (service mode, a pre-forking server): a forked child
 //! joins its parent's listener (`Command::JoinListener`) and becomes one
 //! more member of a group; the port maps to the group's head. Each SYN
-//! picks one member ([`Core::pick_member`]), whose segment gives the
+//! picks one member ([`Protocols::pick_member`]), whose segment gives the
 //! connection its rings and whose accept queue receives it: a member with
 //! a waiter armed (a thread blocked in accept, or asleep in epoll/poll/
 //! select: the notify flags say so) first, then members that have
@@ -20,15 +20,16 @@
 
 use crate::sockets::{flow_key, Conn, Listener, Socket};
 use crate::tcp::Tcb;
-use crate::Core;
+use crate::Protocols;
 use appif::errno;
-use appif::socket::{AcceptQueue, SockId, SockState, StatusHandle};
+use appif::seg::AcceptQueue;
+use appif::socket::{SockId, SockState, StatusHandle};
 use core::net::{Ipv4Addr, SocketAddrV4};
 use nic::TxQueue;
 use std::sync::Arc;
 use wire::tcp::TcpRepr;
 
-impl Core {
+impl Protocols {
     /// A SYN for a listener: a new connection in SYN-RECEIVED, bounded by
     /// the listener's backlog and the socket table.
     pub(crate) fn passive_open<T: TxQueue>(
@@ -58,11 +59,11 @@ impl Core {
             }
             return;
         }
-        if self.sockets.is_full() || self.link.next_hop(*remote.ip()).is_none() {
+        if self.sockets.is_full() || self.egress.next_hop(*remote.ip()).is_none() {
             self.stats.drop_tcp_table_full += 1;
             return;
         }
-        let local = SocketAddrV4::new(self.link.ip, syn.dst_port);
+        let local = SocketAddrV4::new(self.egress.ip, syn.dst_port);
         let iss = self.isn.isn(local, remote, self.now);
         self.new_passive(lslot, remote, syn, iss);
     }
@@ -76,7 +77,7 @@ impl Core {
         syn: &TcpRepr,
         iss: wire::SeqNum,
     ) -> Option<u32> {
-        let local = SocketAddrV4::new(self.link.ip, syn.dst_port);
+        let local = SocketAddrV4::new(self.egress.ip, syn.dst_port);
         // Only a plain SYN opens a connection (before any ring is taken).
         let f = syn.flags;
         if !f.syn() || f.rst() || f.ack() || f.fin() {
@@ -90,7 +91,7 @@ impl Core {
         let (id, shared, eng_tx, eng_rx, app_ends) =
             match self.sockets.slots.get_mut(lslot as usize) {
                 Some(Some(Socket::Listener(Listener {
-                    accept: AcceptQueue::Segment(a),
+                    accept: AcceptQueue::AppSegment(a),
                     ..
                 }))) => {
                     let Some(c) = a.claim() else {
@@ -155,7 +156,7 @@ impl Core {
     /// Answers a SYN without keeping state: the SYN-ACK's ISN is a cookie
     /// (RFC 4987 §3.6) carrying the MSS; no window scale, SACK or timestamps.
     fn send_cookie_synack<T: TxQueue>(&mut self, remote: SocketAddrV4, syn: &TcpRepr, tx: &mut T) {
-        let local = SocketAddrV4::new(self.link.ip, syn.dst_port);
+        let local = SocketAddrV4::new(self.egress.ip, syn.dst_port);
         let peer_mss = syn.options.mss.unwrap_or(536).min(self.cfg.tcp.mss);
         let cookie = self
             .cookies
@@ -188,7 +189,7 @@ impl Core {
         if !self.cfg.syn_cookies {
             return false;
         }
-        let local = SocketAddrV4::new(self.link.ip, ack.dst_port);
+        let local = SocketAddrV4::new(self.egress.ip, ack.dst_port);
         let Some(mss) = self
             .cookies
             .check(local, remote, ack.seq, ack.ack, self.now)
@@ -231,7 +232,7 @@ impl Core {
     }
 }
 
-impl Core {
+impl Protocols {
     /// The member of the listener group headed by `head` that takes the
     /// next connection (`head` itself when it has no group): among members
     /// with room in their backlog, one with a waiter armed, else one that
@@ -264,9 +265,11 @@ impl Core {
                 continue;
             }
             let rank = match &m.accept {
-                AcceptQueue::Segment(q) if m.shared.notify.has_sleepers() || q.app_waiting() => 0,
-                AcceptQueue::Segment(q) if q.has_accepted() => 1,
-                AcceptQueue::Segment(_) => 2,
+                AcceptQueue::AppSegment(q) if m.shared.notify.has_sleepers() || q.app_waiting() => {
+                    0
+                }
+                AcceptQueue::AppSegment(q) if q.has_accepted() => 1,
+                AcceptQueue::AppSegment(_) => 2,
                 AcceptQueue::Local(_) => 1,
             };
             if best.is_none_or(|(r, p, _)| (rank, m.pending) < (r, p)) {

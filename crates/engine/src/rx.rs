@@ -1,17 +1,16 @@
 //! The receive path: Ethernet → ARP | IPv4 (→ reassembly) → ICMP (`icmp`)
 //! | UDP (`udp`) | TCP: a segment for a connection goes to its Tcb
 //! (`tcp::Tcb::input`, whose in-order bytes land in the application's RX
-//! ring through [`RecvBuffer`]) and what TCP reports goes on to `events`;
+//! ring through [`RecvBuffer`](crate::tcp::RecvBuffer), see `rings`) and what TCP reports goes on to `events`;
 //! a SYN for a listener goes to `listen`; anything else is answered with a
 //! RST. Every frame either reaches a socket or is counted under the reason
 //! it was dropped.
 
-use crate::link::Link;
+use crate::egress::Egress;
 use crate::sockets::{flow_key, Conn};
-use crate::tcp::{self, RecvBuffer};
+use crate::tcp;
 use crate::trace::{RingStamps, StampedRing};
-use crate::Core;
-use appif::bytes;
+use crate::Protocols;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use nic::TxQueue;
 use wire::arp::{ArpOp, ArpRepr};
@@ -20,7 +19,7 @@ use wire::ipv4::{Ipv4Packet, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
 use wire::tcp::TcpRepr;
 use wire::Error;
 
-impl Core {
+impl Protocols {
     /// Handles one received Ethernet frame.
     pub(crate) fn handle_frame<T: TxQueue>(&mut self, frame: &[u8], tx: &mut T) {
         self.trace.frame_start();
@@ -30,7 +29,7 @@ impl Core {
             self.stats.drop_eth_truncated += 1;
             return;
         };
-        if eth.dst != self.link.mac && !eth.dst.is_broadcast() {
+        if eth.dst != self.egress.mac && !eth.dst.is_broadcast() {
             self.stats.drop_eth_other_mac += 1;
             return;
         }
@@ -46,24 +45,24 @@ impl Core {
             self.stats.drop_arp_malformed += 1;
             return;
         };
-        let for_us = arp.target_ip == self.link.ip;
+        let for_us = arp.target_ip == self.egress.ip;
         let now = self.now;
         // RFC 826: merge the sender into the table if it is there; add it
         // when the packet is for us.
         if !arp.sender_ip.is_unspecified() && arp.sender_mac.is_unicast() {
             let waiting = self
-                .link
+                .egress
                 .arp
                 .learn(arp.sender_ip, arp.sender_mac, for_us, now);
             if waiting {
-                self.link
+                self.egress
                     .flush_waiting(tx, &mut self.stats, arp.sender_ip, arp.sender_mac);
             }
         }
         match arp.op {
             ArpOp::Request if for_us => {
                 self.stats.arp_requests_rx += 1;
-                self.link.send_arp(
+                self.egress.send_arp(
                     tx,
                     &mut self.stats,
                     ArpOp::Reply,
@@ -90,7 +89,7 @@ impl Core {
             return;
         }
         let dst = ip.dst();
-        if dst != self.link.ip {
+        if dst != self.egress.ip {
             self.stats.drop_ipv4_other_dst += 1;
             return;
         }
@@ -114,8 +113,8 @@ impl Core {
         let src = ip.src();
         // Learn the peer's MAC from its traffic when it is on-link and the
         // cache already knows it (refresh only; RFC 1122 §2.3.2.1 allows it).
-        if self.link.on_link(src) && eth.src.is_unicast() {
-            self.link.arp.learn(src, eth.src, false, self.now);
+        if self.egress.on_link(src) && eth.src.is_unicast() {
+            self.egress.arp.learn(src, eth.src, false, self.now);
         }
         match ip.protocol() {
             PROTO_ICMP => self.handle_icmp(src, ip.payload(), tx),
@@ -127,7 +126,7 @@ impl Core {
 
     /// `ce`: the IPv4 ECN field carried Congestion Experienced (RFC 3168 §5).
     fn handle_tcp<T: TxQueue>(&mut self, src: Ipv4Addr, segment: &[u8], ce: bool, tx: &mut T) {
-        let dst = self.link.ip;
+        let dst = self.egress.ip;
         let (seg, payload) = match TcpRepr::parse(segment, src, dst, self.cfg.verify_checksums) {
             Ok(v) => v,
             Err(e) => {
@@ -225,7 +224,7 @@ impl Core {
 
     /// Sends `seg` as a segment without payload (headers and options only)
     /// from our address to `to`, its checksum filled as
-    /// [`Link::tcp_checksum`] does. Returns false when the link dropped it
+    /// [`Egress::tcp_checksum`] does. Returns false when the link dropped it
     /// (counted there).
     pub(crate) fn send_tcp_headers<T: TxQueue>(
         &mut self,
@@ -233,13 +232,13 @@ impl Core {
         seg: &TcpRepr,
         tx: &mut T,
     ) -> bool {
-        let (local, now) = (self.link.ip, self.now);
-        let offload = self.link.tcp_checksum_offload;
+        let (local, now) = (self.egress.ip, self.now);
+        let offload = self.egress.tcp_checksum_offload;
         let hlen = seg.header_len();
-        self.link
+        self.egress
             .send_ipv4(tx, &mut self.stats, now, to, PROTO_TCP, hlen, |buf| {
                 seg.emit_header(buf);
-                Link::tcp_checksum(offload, buf, local, to);
+                Egress::tcp_checksum(offload, buf, local, to);
             })
     }
 }
@@ -251,15 +250,5 @@ pub(crate) fn count_bad(err: Error, checksum: &mut u64, malformed: &mut u64) {
     match err {
         Error::Checksum => *checksum += 1,
         _ => *malformed += 1,
-    }
-}
-
-/// The RX ring as TCP sees it: in-order bytes go here.
-impl RecvBuffer for bytes::Writer {
-    fn free(&self) -> usize {
-        bytes::Writer::free(self)
-    }
-    fn write(&mut self, data: &[u8]) -> usize {
-        bytes::Writer::write(self, data)
     }
 }

@@ -1,12 +1,12 @@
 //! The socket table: TCP connections, listeners and UDP sockets, the flow
-//! table that finds them by 4-tuple, and the glue between the TCP state
-//! machine and the application's rings.
+//! table that finds them by 4-tuple; `events` applies what TCP reports to
+//! them.
 
-use crate::tcp::{CloseReason, Events, State, Tcb};
+use crate::tcp::Tcb;
 use crate::time::Instant;
 use appif::bytes;
-use appif::errno;
-use appif::socket::{AcceptQueue, SockId, StatusHandle};
+use appif::seg::AcceptQueue;
+use appif::socket::{SockId, StatusHandle};
 use core::net::SocketAddrV4;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -135,16 +135,6 @@ pub fn flow_key(remote: SocketAddrV4, local_port: u16) -> u64 {
         | u64::from(local_port)
 }
 
-/// The errno an application sees for a TCP close reason.
-pub fn errno_of(reason: CloseReason) -> i32 {
-    match reason {
-        CloseReason::Normal => 0,
-        CloseReason::Reset => errno::ECONNRESET,
-        CloseReason::Refused => errno::ECONNREFUSED,
-        CloseReason::TimedOut => errno::ETIMEDOUT,
-    }
-}
-
 /// The port tables of [`Sockets`] a bound socket is found by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ports {
@@ -267,7 +257,7 @@ impl Sockets {
             }
             Socket::Listener(l) => {
                 // A member of a shared listener other than its head does
-                // not hold the port (see `Core::leave_group`).
+                // not hold the port (see `Protocols::leave_group`).
                 if self.listeners.get(&l.local.port()) == Some(&slot) {
                     self.listeners.remove(&l.local.port());
                 }
@@ -307,22 +297,4 @@ impl Sockets {
         }
         None
     }
-}
-
-/// Applies what TCP reported for a connection to its shared status block.
-/// Returns true when the connection is finished and can be removed.
-pub fn apply_events(conn: &mut Conn, ev: &Events) -> bool {
-    if ev.connected && conn.listener.is_none() {
-        conn.shared.set_addrs(conn.tcb.local(), conn.tcb.remote());
-        conn.shared.set_state(appif::socket::SockState::Open);
-    }
-    if ev.peer_fin {
-        conn.shared.set_flags(appif::socket::FLAG_RX_FIN);
-    } else if ev.readable || ev.writable {
-        conn.shared.wake();
-    }
-    if let Some(reason) = ev.closed {
-        conn.shared.set_closed(errno_of(reason));
-    }
-    conn.tcb.state() == State::Closed && (conn.app_closed || conn.unaccepted())
 }

@@ -1,15 +1,14 @@
 //! The transmit path of TCP: every connection marked dirty (new data, an
 //! ACK due, a timer's retransmission) gets `Tcb::poll_output`, and each
-//! segment it emits becomes a frame through `link`: its payload copied
-//! from the application's TX ring (through [`SendBuffer`]) or, on a port
+//! segment it emits becomes a frame through `egress`: its payload copied
+//! from the application's TX ring (through [`SendBuffer`](crate::tcp::SendBuffer), see `rings`) or, on a port
 //! that sends from where bytes lie, lent from it. The port's TX queue is
 //! flushed once per iteration by the loop.
 
-use crate::link::{self, Gso, Link};
+use crate::egress::{self, Egress, Gso};
 use crate::sockets::{Conn, Socket};
-use crate::tcp::{self, SendBuffer, State};
-use crate::Core;
-use appif::bytes;
+use crate::tcp::{self, State};
+use crate::Protocols;
 use nic::TxQueue;
 
 /// The ECT(0) codepoint in the IPv4 TOS byte (RFC 3168 §5).
@@ -17,23 +16,7 @@ const ECT0: u8 = 0b10;
 /// Segments one connection may emit per iteration.
 pub(crate) const TCP_BURST: usize = 64;
 
-/// The TX ring as TCP sees it: offset 0 is the first unacknowledged byte.
-impl SendBuffer for bytes::Reader {
-    fn len(&self) -> usize {
-        bytes::Reader::len(self)
-    }
-    fn read_at(&self, offset: usize, dst: &mut [u8]) -> usize {
-        self.peek_at(offset, dst)
-    }
-    fn consume(&mut self, n: usize) {
-        bytes::Reader::consume(self, n)
-    }
-    fn payload(&self, offset: usize, len: usize) -> Option<nic::TxPayload> {
-        bytes::Reader::payload(self, offset, len)
-    }
-}
-
-impl Core {
+impl Protocols {
     /// Emits TCP output for every dirty connection; those with more to
     /// send (burst limit, window) stay queued for the next iteration.
     pub(crate) fn flush_output<T: TxQueue>(&mut self, tx: &mut T) -> usize {
@@ -74,7 +57,7 @@ impl Core {
 
     /// Emits up to a burst of segments for the connection in `slot`.
     fn output<T: TxQueue>(&mut self, slot: u32, tx: &mut T) -> usize {
-        let (sockets, link, stats, now) = self.sockets_link_stats();
+        let (sockets, link, stats, now) = self.sockets_egress_stats();
         let Some(Some(Socket::Tcp(c))) = sockets.slots.get_mut(slot as usize) else {
             return 0;
         };
@@ -115,9 +98,9 @@ impl Core {
                 // it stays unchanged until tx is flushed, as ring bytes are
                 // released only by ACKs, read before output, and a
                 // connection dropped below flushes first.
-                let frame_len = link::HEADERS + hlen + plen;
+                let frame_len = egress::HEADERS + hlen + plen;
                 let lent = match lend_to {
-                    Some(mac) if plen > 0 && frame_len >= link::MIN_FRAME => {
+                    Some(mac) if plen > 0 && frame_len >= egress::MIN_FRAME => {
                         txr.payload(seg.payload_offset, plen).map(|p| (mac, p))
                     }
                     _ => None,
@@ -154,7 +137,7 @@ impl Core {
                         |buf| {
                             seg.repr.emit_header(&mut buf[..hlen]);
                             txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
-                            Link::tcp_checksum(offload, buf, local, remote);
+                            Egress::tcp_checksum(offload, buf, local, remote);
                         },
                     );
                 }

@@ -4,14 +4,14 @@
 use crate::icmp::ICMP_QUOTE_MAX;
 use crate::rx::count_bad;
 use crate::sockets::Socket;
-use crate::Core;
+use crate::Protocols;
 use appif::socket::UdpHeader;
 use core::net::SocketAddrV4;
 use nic::TxQueue;
 use wire::ipv4::Ipv4Packet;
 use wire::udp::UdpRepr;
 
-impl Core {
+impl Protocols {
     pub(crate) fn handle_udp<T: TxQueue>(&mut self, ip: &Ipv4Packet<'_>, tx: &mut T) {
         let (src, dst) = (ip.src(), ip.dst());
         let (udp, payload) = match UdpRepr::parse(ip.payload(), src, dst, self.cfg.verify_checksums)
@@ -26,7 +26,7 @@ impl Core {
             self.stats.drop_udp_no_socket += 1;
             // RFC 1122 §3.2.2.1 / §4.1.3.1: port unreachable, never for
             // broadcasts, and rate limited.
-            if !self.link.is_broadcast(dst) && self.icmp_error_allowed() {
+            if !self.egress.is_broadcast(dst) && self.icmp_error_allowed() {
                 let quoted = ip.header();
                 let quote_len = (quoted.len() + ip.payload().len()).min(ICMP_QUOTE_MAX);
                 self.send_unreachable(src, ip, quote_len, tx);
@@ -53,7 +53,7 @@ impl Core {
 
     /// Sends the datagrams queued in a UDP socket's TX ring.
     pub(crate) fn udp_send<T: TxQueue>(&mut self, slot: u32, tx: &mut T) {
-        let (sockets, link, stats, now) = self.sockets_link_stats();
+        let (sockets, link, stats, now) = self.sockets_egress_stats();
         let Some(Some(Socket::Udp(u))) = sockets.slots.get_mut(slot as usize) else {
             return;
         };

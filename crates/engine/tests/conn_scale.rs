@@ -18,7 +18,9 @@
 
 mod common;
 
-use appif::socket::{AcceptQueue, Accepted, Command, SockState, StatusHandle};
+use appif::command::Command;
+use appif::seg::{AcceptQueue, Accepted};
+use appif::socket::{SockState, StatusHandle};
 use appif::{bytes, spsc};
 use common::{engine, push, End, A_IP, B_IP, STEP_NS};
 use engine::publish::Published;

@@ -23,7 +23,8 @@
 
 mod common;
 
-use appif::socket::{Command, SockState, FLAG_RX_FIN};
+use appif::command::Command;
+use appif::socket::{SockState, FLAG_RX_FIN};
 use common::{dump, push, End, Wire};
 use engine::stats::Stats;
 use engine::tcp::CcKind;

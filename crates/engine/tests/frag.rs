@@ -3,8 +3,10 @@
 //! answered; an incomplete datagram times out.
 
 use appif::bytes;
+use appif::command::Command;
 use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Command, SockState, StatusHandle, UdpHeader};
+use appif::seg::AcceptQueue;
+use appif::socket::{SockState, StatusHandle, UdpHeader};
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};

@@ -4,7 +4,8 @@
 
 mod common;
 
-use appif::socket::{Command, SockState, FLAG_RX_FIN};
+use appif::command::Command;
+use appif::socket::{SockState, FLAG_RX_FIN};
 use common::{push, End, Wire};
 use engine::stats::Stats;
 use engine::tcp::CcKind;

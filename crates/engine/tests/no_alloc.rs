@@ -2,8 +2,10 @@
 //! engine iterations over the `mem` wire make no heap allocation.
 
 use appif::bytes;
+use appif::command::Command;
 use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Accepted, Command, SockState, StatusHandle};
+use appif::seg::{AcceptQueue, Accepted};
+use appif::socket::{SockState, StatusHandle};
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};

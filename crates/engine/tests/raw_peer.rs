@@ -8,8 +8,10 @@
 //!   10 000 live connections leave the other connections serving, and the
 //!   counters say what happened.
 
+use appif::command::Command;
 use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Accepted, Command, StatusHandle};
+use appif::seg::{AcceptQueue, Accepted};
+use appif::socket::StatusHandle;
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};

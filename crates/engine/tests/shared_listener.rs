@@ -8,9 +8,11 @@
 
 mod common;
 
+use appif::command::Command;
 use appif::region::Region;
-use appif::seg::{self, Layout, Segment, SegmentAccept};
-use appif::socket::{AcceptQueue, Command, SockState, StatusHandle};
+use appif::seg::AcceptQueue;
+use appif::seg::{self, AppSegment, AppSegmentAccept, Layout};
+use appif::socket::{SockState, StatusHandle};
 use common::{engine, next_event, push, A_IP, B_IP, STEP_NS};
 use engine::time::Instant;
 use engine::EngineConfig;
@@ -32,16 +34,16 @@ const LAYOUT: Layout = Layout {
 };
 
 /// Association `assoc`'s segment, its listener in slot 0.
-fn member(assoc: u32) -> Segment {
+fn member(assoc: u32) -> AppSegment {
     let mem = Region::anon(LAYOUT.total_len()).expect("anonymous memory");
-    let s = Segment::init(Arc::new(mem), LAYOUT, assoc).expect("a valid layout");
+    let s = AppSegment::init(Arc::new(mem), LAYOUT, assoc).expect("a valid layout");
     assert_eq!(s.claim_app_slot(0, |_| false), Some(0));
     s.reset_slot(0);
     s
 }
 
-fn accept_queue(s: &Segment, assoc: u32) -> AcceptQueue {
-    AcceptQueue::Segment(SegmentAccept::new(s.clone(), assoc, 0, 8).expect("slot 0"))
+fn accept_queue(s: &AppSegment, assoc: u32) -> AcceptQueue {
+    AcceptQueue::AppSegment(AppSegmentAccept::new(s.clone(), assoc, 0, 8).expect("slot 0"))
 }
 
 /// The two engines, their clock, and the members' segments (index 0 is
@@ -53,7 +55,7 @@ struct Setup {
     cb: appif::spsc::Sender<Command>,
     clock: Arc<std::sync::atomic::AtomicU64>,
     t: u64,
-    segs: Vec<Segment>,
+    segs: Vec<AppSegment>,
     next_id: u64,
 }
 
@@ -69,7 +71,7 @@ impl Setup {
         let cfg = EngineConfig::default();
         let (a, ca) = engine(pa, A_IP, cfg.clone(), Instant(t));
         let (b, mut cb) = engine(pb, B_IP, cfg, Instant(t));
-        let segs: Vec<Segment> = (1..=3).map(member).collect();
+        let segs: Vec<AppSegment> = (1..=3).map(member).collect();
         push(
             &mut cb,
             Command::Listen {
@@ -172,12 +174,12 @@ impl Setup {
     }
 }
 
-fn listening(s: &Segment) -> bool {
+fn listening(s: &AppSegment) -> bool {
     s.shared(0, false).expect("slot 0").state() == SockState::Open
 }
 
 /// Connections queued on a member's listener and not yet taken.
-fn queued(s: &Segment) -> usize {
+fn queued(s: &AppSegment) -> usize {
     s.rx_reader(0).expect("slot 0").len() / 4
 }
 

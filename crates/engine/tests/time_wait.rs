@@ -10,7 +10,9 @@
 mod common;
 
 use appif::bytes;
-use appif::socket::{AcceptQueue, Accepted, Command, SockState, StatusHandle};
+use appif::command::Command;
+use appif::seg::{AcceptQueue, Accepted};
+use appif::socket::{SockState, StatusHandle};
 use appif::spsc;
 use common::{engine, push, End, A_IP, B_IP, STEP_NS};
 use engine::time::Instant;

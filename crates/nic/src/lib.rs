@@ -22,7 +22,7 @@ mod error;
 pub mod gso;
 pub mod impair;
 pub mod mem;
-pub mod packet;
+pub mod packet_tx;
 #[allow(unsafe_code)]
 pub mod payload;
 #[allow(unsafe_code)]

@@ -10,7 +10,7 @@ use crate::translate::ProtocolViolation;
 use appif::ctl::{self, CtlError, PeerCred};
 use appif::errno;
 use appif::region::Region;
-use appif::seg::{CmdConsumer, Layout, Segment};
+use appif::seg::{AppSegment, CmdConsumer, Layout};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -47,7 +47,7 @@ pub(crate) struct App {
     /// listeners it may join.
     pub parent: Option<u32>,
     /// Its segment.
-    pub seg: Segment,
+    pub seg: AppSegment,
     /// The consuming end of its command ring.
     pub cmds: CmdConsumer,
     /// Its control connection: end of file when it exits.
@@ -206,7 +206,7 @@ pub(crate) fn join(
     let memfd =
         ctl::memfd(&format!("corestack-app-{assoc}"), len as u64).map_err(JoinError::Memory)?;
     let region = Region::map_fd(memfd.as_fd(), len).map_err(JoinError::Memory)?;
-    let seg = Segment::init(Arc::new(region), layout, assoc)
+    let seg = AppSegment::init(Arc::new(region), layout, assoc)
         .map_err(JoinError::Layout)?
         .with_sleepers(ctl::keep_eventfds(wakers));
     seg.set_mtu(mtu);

@@ -29,7 +29,7 @@ use crate::control::ControlSocket;
 use crate::translate::{translate, ProtocolViolation};
 use appif::ctl::{self, Epoll};
 use appif::notify::Notify;
-use appif::seg::{Desc, SegmentAccept};
+use appif::seg::{AppSegmentAccept, Desc};
 use core::time::Duration;
 use engine::publish::Published;
 use engine::time::Instant;
@@ -199,7 +199,7 @@ impl<P: Port> Host<P> {
             }
             if let Desc::Close { slot } | Desc::Abort { slot } = d {
                 // After the engine took the Close: only now may the slot be reused.
-                SegmentAccept::app_closed(&self.apps[i].seg, slot);
+                AppSegmentAccept::app_closed(&self.apps[i].seg, slot);
             }
         }
         Ok(n)

@@ -10,9 +10,10 @@
 //! `CAP_NET_BIND_SERVICE`).
 
 use crate::assoc::AppStats;
+use appif::command::Command;
 use appif::errno;
-use appif::seg::{self, CmdError, Desc, DescError, Segment, SegmentAccept};
-use appif::socket::{AcceptQueue, Command};
+use appif::seg::AcceptQueue;
+use appif::seg::{self, AppSegment, AppSegmentAccept, CmdError, Desc, DescError};
 use core::net::SocketAddrV4;
 use thiserror::Error;
 
@@ -77,7 +78,7 @@ impl From<CmdError> for ProtocolViolation {
 /// Errors: [`ProtocolViolation::SlotOutOfRange`] for a slot the segment
 /// does not have.
 pub fn translate(
-    seg: &Segment,
+    seg: &AppSegment,
     assoc: u32,
     d: Desc,
     privileged: bool,
@@ -127,8 +128,9 @@ pub fn translate(
             id,
             shared: seg.shared(slot, true).ok_or_else(range)?,
             local,
-            accept: AcceptQueue::Segment(
-                SegmentAccept::new(seg.clone(), assoc, slot, backlog as usize).ok_or_else(range)?,
+            accept: AcceptQueue::AppSegment(
+                AppSegmentAccept::new(seg.clone(), assoc, slot, backlog as usize)
+                    .ok_or_else(range)?,
             ),
         },
         Desc::UdpBind { local, .. } => Command::UdpBind {
@@ -151,8 +153,8 @@ pub fn translate(
                 id,
                 shared: seg.shared(slot, true).ok_or_else(range)?,
                 group: seg::service_id(parent, parent_slot),
-                accept: AcceptQueue::Segment(
-                    SegmentAccept::new(seg.clone(), assoc, slot, backlog as usize)
+                accept: AcceptQueue::AppSegment(
+                    AppSegmentAccept::new(seg.clone(), assoc, slot, backlog as usize)
                         .ok_or_else(range)?,
                 ),
             }
@@ -201,7 +203,7 @@ mod tests {
     const ASSOC: u32 = 7;
 
     /// A fresh 4-slot segment, as the daemon lays one out.
-    fn segment() -> Segment {
+    fn segment() -> AppSegment {
         let layout = Layout {
             nslots: 4,
             ring_bytes: 4096,
@@ -209,7 +211,7 @@ mod tests {
             cmd_slots: 16,
         };
         let region = Arc::new(Region::anon(layout.total_len()).expect("anonymous memory"));
-        Segment::init(region, layout, ASSOC).expect("a valid layout")
+        AppSegment::init(region, layout, ASSOC).expect("a valid layout")
     }
 
     fn listen(slot: u32, port: u16) -> Desc {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use appif::obs_seg::find_segments;
+use appif::observer_shm::find_segments;
 use appif::trace::{Kind, Record, TraceControl, TRACE};
 use common::*;
 use corestack::TcpListener;

@@ -1,6 +1,5 @@
 //! Two stacks joined by a clean `mem` wire, in one process: for the tests that run both ends
-//! (the CLI's `trace` and `capture`; the client's `mem_api` and `trace_mem` still have their
-//! own copy in `crates/client/tests/common/`).
+//! (the CLI's `trace` and `capture`, the client's `mem_api` and `trace_mem`).
 
 use corestack::Stack;
 use nic::impair::Impairments;

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use appif::ctl::{self, Hello, Welcome};
 use appif::region::Region;
-use appif::seg::{layout, CmdProducer, Desc, Segment};
+use appif::seg::{layout, AppSegment, CmdProducer, Desc};
 
 /// The errno a dropped association leaves in its segment's closed word.
 pub const ECONNRESET: u32 = appif::errno::ECONNRESET as u32;
@@ -48,7 +48,7 @@ pub struct RogueApp {
     /// The memfd behind the segment, for writing into it.
     pub mem: File,
     /// The segment, mapped.
-    pub seg: Segment,
+    pub seg: AppSegment,
     /// The daemon's welcome.
     pub welcome: Welcome,
     _doorbell: OwnedFd,
@@ -74,7 +74,7 @@ impl RogueApp {
         let doorbell = fds.pop().expect("doorbell");
         let memfd = fds.pop().expect("memfd");
         let region = Region::map_fd(memfd.as_fd(), welcome.seg_len as usize).expect("mmap");
-        let (seg, assoc) = Segment::open(Arc::new(region)).expect("a valid segment");
+        let (seg, assoc) = AppSegment::open(Arc::new(region)).expect("a valid segment");
         assert_eq!(assoc, welcome.assoc);
         RogueApp {
             ctl,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use appif::capture::{write_pcap, CaptureControl, Direction, FilterOp, Frame, CAPTURE};
-use appif::obs_seg::find_segments;
+use appif::observer_shm::find_segments;
 use clap::Args;
 
 /// `capture` options.

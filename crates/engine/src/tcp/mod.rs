@@ -25,7 +25,9 @@
 //! (settings), `api` (the engine contract: states, events, the rings as
 //! TCP sees them, segments), `stats` (counters), `handshake` (opening,
 //! negotiated options), `input` (segment arrival, RFC 9293 §3.10.7),
-//! `output` (what to send), `timer` (timer expiry, keepalive, FIN-WAIT-2
+//! `output` (what to send) with `retransmit` (fast retransmission, TLP,
+//! persist probes), `pacing`, `cwv` (congestion window validation) and
+//! `window` (receive-window advertisement, SWS avoidance), `timer` (timer expiry, keepalive, FIN-WAIT-2
 //! of orphans), `teardown` (close, abort, TIME-WAIT), `rto` (RFC 6298),
 //! `cc` (pluggable congestion control: NewReno, CUBIC RFC 9438, DCTCP RFC
 //! 8257, BBR v1), `rate` (delivery rate estimation for BBR), `recovery` (loss detection and recovery: NewReno RFC 6582, SACK
@@ -43,13 +45,16 @@ mod api;
 mod autotune;
 mod cc;
 mod config;
+mod cwv;
 mod handshake;
 mod input;
 mod isn;
 mod output;
+mod pacing;
 mod rate;
 mod reassembly;
 mod recovery;
+mod retransmit;
 mod rst;
 mod rto;
 mod scoreboard;
@@ -57,6 +62,7 @@ mod stats;
 mod tcb;
 mod teardown;
 mod timer;
+mod window;
 
 #[cfg(test)]
 mod tests;

@@ -1,22 +1,18 @@
 //! What to send: SYN / SYN-ACK, data within min(cwnd, snd_wnd) under Nagle
-//! and sender SWS avoidance, fast retransmissions, zero-window probes, FIN,
-//! pure ACKs and window updates, RST after abort.
+//! and sender SWS avoidance, FIN, pure ACKs and window updates, RST after
+//! abort. `poll_output` is the one entry point; it draws on `retransmit`
+//! (fast retransmission, tail loss probe, zero-window probe), `pacing`,
+//! `cwv` (whether cwnd is used, restart after idle) and `window` (the
+//! advertised receive window).
 
 use wire::tcp::{TcpFlags, TcpOptions, TcpRepr};
 use wire::SeqNum;
 
-use core::time::Duration;
-
 use crate::time::Instant;
 
 use super::api::{Segment, SendBuffer, State};
-use super::cc::CongestionControl;
 use super::rst::PendingRst;
-use super::scoreboard::TxSeg;
 use super::tcb::{Tcb, DUPACKS_IMMEDIATE};
-
-/// Lateness of the pacing timer (its tick) made up for by a short burst.
-const PACE_SLACK: Duration = Duration::from_millis(1);
 
 impl Tcb {
     /// Emits every segment due now, at most `max_segments`, through `emit`,
@@ -192,27 +188,6 @@ impl Tcb {
         }
     }
 
-    /// The application consumed bytes from the RecvBuffer, which now has
-    /// `rcv_free` free bytes. Returns true if a window update should be sent
-    /// now (then `has_output` is true): the window would grow by at least
-    /// min(rcv_buf/2, MSS) (receiver SWS avoidance, RFC 9293 §3.8.6.2.2) and
-    /// at least double, as Linux does.
-    pub fn on_app_read(&mut self, rcv_free: usize) -> bool {
-        if !matches!(
-            self.state,
-            State::Established | State::FinWait1 | State::FinWait2
-        ) {
-            return false;
-        }
-        let cur = self.rcv_wnd();
-        let wnd = self.window_for(rcv_free);
-        let update = wnd > cur && wnd - cur >= self.sws_threshold() && wnd >= 2 * cur;
-        if update {
-            self.ack.window_update = true;
-        }
-        update
-    }
-
     /// States in which data and FIN may be (re)sent.
     #[inline]
     pub(super) fn sends_data(&self) -> bool {
@@ -228,7 +203,7 @@ impl Tcb {
 
     /// Bytes that min(cwnd, snd_wnd) still allows beyond snd_nxt; what is in
     /// flight is RFC 6675 `pipe`.
-    fn usable_window(&self) -> usize {
+    pub(super) fn usable_window(&self) -> usize {
         let right = self.snd.una + self.snd.wnd;
         let snd_room = if right > self.snd.nxt {
             right - self.snd.nxt
@@ -238,194 +213,7 @@ impl Tcb {
         snd_room.min(self.send_room())
     }
 
-    /// New data is about to leave with nothing in flight: after an idle
-    /// period, tell the congestion controller how long it was (CUBIC keeps
-    /// it out of its epoch, RFC 9438 §5.8), and if it was longer than the
-    /// RTO restart cwnd (RFC 5681 §4.1 in Linux's form, `tcp_cwnd_restart`):
-    /// ssthresh keeps at least 3/4 of cwnd, and cwnd is halved once per RTO
-    /// of idleness, but not below the restart window min(IW, cwnd).
-    fn restart_after_idle(&mut self, now: Instant) {
-        let Some(last) = self.snd.last_data_sent else {
-            return;
-        };
-        let idle = now.saturating_since(last);
-        // The idle period is accounted for once, even if nothing can leave
-        // now (a closed window): a later call counts only from here.
-        self.snd.last_data_sent = Some(now);
-        self.cc.on_tx_start(now, idle);
-        let rto = self.timers.rto.rto();
-        if !self.cfg.slow_start_after_idle || self.rec.active || idle <= rto {
-            return;
-        }
-        let cwnd = self.cc.cwnd();
-        let iw = self.snd.mss * self.cfg.initial_cwnd_segments.max(1) as usize;
-        let restart = iw.min(cwnd);
-        let ssthresh = self.cc.ssthresh().max(cwnd / 2 + cwnd / 4);
-        self.cc.set_ssthresh(ssthresh);
-        let mut reduced = cwnd;
-        let mut left = idle;
-        while left > rto && reduced > restart {
-            reduced /= 2;
-            left -= rto;
-        }
-        self.cc.set_cwnd(reduced.max(restart));
-        self.cwv.limited = false;
-        self.cwv.max_flight = 0;
-        self.stats.cwnd_restarts += 1;
-    }
-
-    /// Records how much of cwnd the data just sent used (RFC 9438 §5.8, as
-    /// Linux's `tcp_cwnd_validate`): cwnd limited sending if data is
-    /// waiting and pipe leaves less than an MSS of it. The mark and the
-    /// largest flight hold for a window of data, so that one ACK-clocked
-    /// round counts as limited even when the flight dips between ACKs.
-    fn validate_cwnd(&mut self, tx_len: usize, sent_new: bool) {
-        if !self.sends_data() || self.rec.active {
-            return;
-        }
-        let data_end = self.snd.base + tx_len;
-        let waiting = data_end > self.snd.nxt;
-        let limited = waiting && self.pipe() + self.snd.mss > self.cc.cwnd();
-        if !(sent_new || limited) {
-            return;
-        }
-        let flight = self.snd.nxt - self.snd.una;
-        if self.snd.una >= self.cwv.usage_end
-            || limited
-            || (!self.cwv.limited && flight > self.cwv.max_flight)
-        {
-            self.cwv.limited = limited;
-            self.cwv.max_flight = flight;
-            self.cwv.usage_end = self.snd.nxt;
-        }
-    }
-
-    /// The pacing rate the congestion controller asks for, bytes/s; 0 =
-    /// no pacing (every algorithm but BBR).
-    pub(super) fn pacing_rate(&self) -> u64 {
-        match self.cc.bbr() {
-            Some(b) if self.cfg.pacing => b.pacing_rate(),
-            _ => 0,
-        }
-    }
-
-    /// True if a data segment may leave now under pacing; if not, arms the
-    /// pacing timer for when it may.
-    fn pace_ready(&mut self, now: Instant) -> bool {
-        if self.pacing_rate() == 0 || now >= self.pace.next {
-            return true;
-        }
-        self.pace.deadline = Some(self.pace.next);
-        false
-    }
-
-    /// True if pacing holds back a data segment that could leave now (the
-    /// pacing timer is then armed). Checks the clock first, so an unpaced
-    /// connection pays no `data_ready` here.
-    fn pace_blocks_data(&mut self, now: Instant, tx_len: usize) -> bool {
-        if self.pacing_rate() == 0 || now >= self.pace.next {
-            return false;
-        }
-        if self.data_ready(tx_len).is_none() {
-            return false;
-        }
-        self.pace.deadline = Some(self.pace.next);
-        true
-    }
-
-    /// `len` bytes of data just left: the next may leave `len / rate`
-    /// later. Up to 1 ms of lateness (the timer tick) is made up for, so
-    /// the average rate holds.
-    fn pace_sent(&mut self, len: usize, now: Instant) {
-        let rate = self.pacing_rate();
-        if rate == 0 || len == 0 {
-            return;
-        }
-        let gap = Duration::from_nanos((len as u128 * 1_000_000_000 / u128::from(rate)) as u64);
-        let from = self.pace.next.max(now - PACE_SLACK);
-        self.pace.next = from + gap;
-    }
-
-    /// Delivery-rate samples of what is in flight now say less than the
-    /// path can carry when the sender has less than a segment left to send,
-    /// nothing owed a retransmission and room in cwnd (draft-cheng-iccrg-
-    /// delivery-rate-estimation §3.4, Linux's `tcp_rate_check_app_limited`).
-    fn check_app_limited(&mut self, tx_len: usize) {
-        if !self.sends_data() {
-            return;
-        }
-        let data_end = self.snd.base + tx_len;
-        let unsent = if data_end > self.snd.nxt {
-            data_end - self.snd.nxt
-        } else {
-            0
-        };
-        let pipe = self.pipe();
-        if unsent < self.snd.mss && self.rec.sb.owed() == 0 && pipe < self.cc.cwnd() {
-            self.rate.mark_app_limited(pipe);
-        }
-    }
-
-    /// Whether an ACK may grow cwnd: cwnd limited sending in the current
-    /// window, or, in slow start, cwnd is less than twice the largest
-    /// flight of it (Linux's `tcp_is_cwnd_limited`). A sender held back by
-    /// the application or by the receiver's window does not grow a cwnd it
-    /// does not use (RFC 9438 §5.8), which would otherwise leave a loss
-    /// after such a period with no effective reduction.
-    pub(super) fn cwnd_used(&self) -> bool {
-        let cwnd = self.cc.cwnd();
-        self.cwv.limited || (cwnd < self.cc.ssthresh() && cwnd < 2 * self.cwv.max_flight)
-    }
-
-    /// The window `rcv_free` free bytes of receive buffer allow: at most
-    /// the window clamp and what the scaled field holds, and one scale unit
-    /// less than the free space, so that rounding it up later to keep the
-    /// right edge in place still fits the buffer.
-    fn window_for(&self, rcv_free: usize) -> usize {
-        let unit = 1usize << self.rcv.wscale;
-        rcv_free
-            .saturating_sub(unit - 1)
-            .min(0xffff << self.rcv.wscale)
-            .min(self.window_clamp())
-    }
-
-    /// The scaled window field of an ACK of `ack` that offers `want`
-    /// bytes, and the right edge it sets (rcv_adv moves up to it).
-    /// RFC 9293 §3.8.6.2.2: the right edge never moves left, so a window
-    /// that is not a multiple of the scale unit is rounded up (RFC 7323
-    /// §2.4) - unless the rounded edge would pass what the receive buffer
-    /// (`rcv_free` bytes past rcv_nxt) can take: then it is rounded down,
-    /// and the edge may move left by at most one unit (RFC 7323
-    /// Appendix F; the bytes offered before stay acceptable). So no
-    /// advertised edge ever lies beyond the buffer.
-    fn window_field(&mut self, ack: SeqNum, want: usize, rcv_free: usize) -> usize {
-        let unit = 1usize << self.rcv.wscale;
-        let limit = self.rcv.nxt + rcv_free;
-        let room = if limit > ack { limit - ack } else { 0 };
-        let promised = if self.rcv.adv > ack {
-            self.rcv.adv - ack
-        } else {
-            0
-        };
-        // A new window is rounded down; what was promised is kept (up).
-        let mut field = (want / unit).max(promised.div_ceil(unit));
-        if field * unit > room {
-            field = room / unit;
-        }
-        let field = field.min(0xffff);
-        let edge = ack + field * unit;
-        if edge > self.rcv.adv {
-            self.rcv.adv = edge;
-        }
-        field
-    }
-
-    /// Receiver SWS threshold: min(Fr * RCV.BUFF, Eff.snd.MSS), Fr = 1/2.
-    fn sws_threshold(&self) -> usize {
-        (self.cfg.rcv_buf / 2).min(self.snd.mss).max(1)
-    }
-
-    fn base_repr(&self, seq: SeqNum, flags: u8, now: Instant) -> TcpRepr {
+    pub(super) fn base_repr(&self, seq: SeqNum, flags: u8, now: Instant) -> TcpRepr {
         let mut flags = flags;
         if self.ecn.ok && self.ecn.ece && flags & TcpFlags::ACK != 0 && flags & TcpFlags::SYN == 0 {
             // RFC 3168 §6.1.3 / RFC 8257 §3.2: echo congestion on ACKs.
@@ -451,32 +239,6 @@ impl Tcb {
             },
             ..TcpRepr::default()
         }
-    }
-
-    /// The window field for a segment carrying ACK, and the bookkeeping of
-    /// an ACK going out. RFC 9293 §3.8.6.2.2: the right edge only moves right
-    /// by at least the SWS threshold and never moves left (rounding up to the
-    /// scale unit if needed).
-    fn advertise(&mut self, rcv_free: usize) -> u16 {
-        let cur = self.rcv_wnd();
-        let mut wnd = self.window_for(rcv_free);
-        if wnd > cur && wnd - cur < self.sws_threshold() {
-            wnd = cur;
-        }
-        if wnd > self.rcv.ooo.capacity() {
-            // The window grew (auto-tuning): out-of-order data within it
-            // must fit too. Allocates, a few times per connection.
-            self.rcv.ooo.ensure_capacity(wnd.next_power_of_two());
-        }
-        let field = self.window_field(self.rcv.nxt, wnd, rcv_free);
-        self.rcv.last_ack_sent = self.rcv.nxt;
-        self.ack.now = false;
-        self.ack.window_update = false;
-        self.ack.delack_deadline = None;
-        // This segment acknowledges rcv_nxt: the points below it are moot
-        // unless `emit_ack_points` sent them first.
-        self.ack.points_len = 0;
-        field as u16
     }
 
     /// Emits (at most `max_segments`) the intermediate ACKs of
@@ -624,7 +386,7 @@ impl Tcb {
 
     /// Length and FIN flag of the next data segment from snd_nxt, if the
     /// windows, Nagle and sender SWS avoidance allow one now.
-    fn data_ready(&self, tx_len: usize) -> Option<(usize, bool)> {
+    pub(super) fn data_ready(&self, tx_len: usize) -> Option<(usize, bool)> {
         if !self.sends_data() || self.pace.deadline.is_some() {
             return None;
         }
@@ -692,7 +454,7 @@ impl Tcb {
 
     /// Builds a segment of `len` bytes at `seq` (plus FIN), advancing snd_nxt
     /// if `advance`, and arming the retransmission timer.
-    fn emit_data(
+    pub(super) fn emit_data(
         &mut self,
         seq: SeqNum,
         len: usize,
@@ -763,233 +525,6 @@ impl Tcb {
             // RFC 3168 §6.1.5: never ECT on retransmissions (or probes).
             ect: self.ecn.ok && new_data && len > 0 && advance,
             gso_size: if len > self.snd.mss { self.snd.mss } else { 0 },
-        }
-    }
-
-    /// Fast retransmit / NewReno partial ACK: the first segment owed a
-    /// retransmission (the first unacknowledged one), once, outside the
-    /// congestion window (RFC 5681 §3.2 step 3, RFC 6582 §3.2 step 5,
-    /// RFC 6675 §5 step 4.3). Without a tracked segment, the data at snd_una.
-    fn retransmit_first(
-        &mut self,
-        now: Instant,
-        tx_len: usize,
-        rcv_free: usize,
-    ) -> Option<Segment> {
-        if !self.sends_data() {
-            return None;
-        }
-        if !self.rec.sb.is_empty() {
-            if self.rec.sb.peek_owed().is_none() {
-                self.rec.sb.mark_lost(0);
-            }
-            return self.retransmit_owed(now, tx_len, rcv_free);
-        }
-        let seq = self.snd.una;
-        let data_end = self.snd.base + tx_len;
-        let len = if data_end > seq && self.snd.max > seq {
-            (data_end - seq).min(self.snd.mss).min(self.snd.max - seq)
-        } else {
-            0
-        };
-        let fin = self.snd.fin_seq.is_some_and(|f| f == seq + len);
-        if len == 0 && !fin {
-            return None;
-        }
-        self.timers.rtt_timing = None;
-        self.timers.karn_blocked = true;
-        Some(self.emit_data(seq, len, fin, now, rcv_free, true))
-    }
-
-    /// True if a segment is owed a retransmission and pipe leaves room for
-    /// it in cwnd (RFC 6675 §5 step (C)).
-    fn owed_ready(&self, tx_len: usize) -> bool {
-        if !self.sends_data() || self.pace.deadline.is_some() {
-            return false;
-        }
-        let Some(s) = self.rec.sb.peek_owed().and_then(|i| self.rec.sb.get(i)) else {
-            return false;
-        };
-        let _ = tx_len;
-        s.len() <= self.send_room()
-    }
-
-    /// Retransmits the lowest segment owed a retransmission, with its
-    /// original boundaries. Voids the RTT timing (Karn).
-    fn retransmit_owed(&mut self, now: Instant, tx_len: usize, rcv_free: usize) -> Option<Segment> {
-        let i = self.rec.sb.next_owed()?;
-        let mut s = *self.rec.sb.get(i)?;
-        // After a path MTU drop (RFC 1191) a segment may be bigger than the
-        // MSS now: resend it in MSS-sized pieces.
-        if s.data_len() > self.snd.mss && self.rec.sb.split(i, s.start + self.snd.mss) {
-            s = *self.rec.sb.get(i)?;
-        }
-        let data_end = self.snd.base + tx_len;
-        if s.start < self.snd.base {
-            return None;
-        }
-        let (len, fin) = self.mark_resent(i, &s, data_end, now);
-        if let Some(u) = self.rec.undo.as_mut() {
-            if s.start >= u.marker {
-                u.retrans += 1;
-            }
-        }
-        self.timers.rtt_timing = None;
-        self.timers.karn_blocked = true;
-        Some(self.emit_data(s.start, len, fin, now, rcv_free, false))
-    }
-
-    /// Marks scoreboard entry `i` (`s`) retransmitted at `now` with a fresh
-    /// delivery-rate stamp, and returns what to resend of it: the payload
-    /// bytes still in the SendBuffer (which ends at `data_end`) and whether
-    /// it carries the FIN.
-    #[inline]
-    fn mark_resent(
-        &mut self,
-        i: usize,
-        s: &TxSeg,
-        data_end: SeqNum,
-        now: Instant,
-    ) -> (usize, bool) {
-        let avail = if data_end > s.start {
-            data_end - s.start
-        } else {
-            0
-        };
-        let len = s.data_len().min(avail);
-        let fin = s.has(super::scoreboard::FIN);
-        let stamp = self.rate.stamp(now, false);
-        self.rec.sb.retransmitted(i, now);
-        self.rec.sb.stamp(i, stamp);
-        (len, fin)
-    }
-
-    /// The tail loss probe (RFC 8985 §7.3): new data if the peer's window
-    /// allows (cwnd is not checked), else the last segment sent again (in a
-    /// recovery, the last one not SACKed).
-    fn probe_tail(&mut self, now: Instant, tx_len: usize, rcv_free: usize) -> Option<Segment> {
-        if !self.sends_data() {
-            return None;
-        }
-        if let Some(seg) = self.probe_new_data(now, tx_len, rcv_free, false) {
-            self.count_probe();
-            return Some(seg);
-        }
-        let data_end = self.snd.base + tx_len;
-        let mut i = self.rec.sb.len().checked_sub(1)?;
-        if self.rec.active {
-            while self.rec.sb.get(i)?.has(super::scoreboard::SACKED) {
-                i = i.checked_sub(1)?;
-            }
-        }
-        let s = *self.rec.sb.get(i)?;
-        if s.has(super::scoreboard::SACKED) || s.start < self.snd.base {
-            return None;
-        }
-        let (len, fin) = self.mark_resent(i, &s, data_end, now);
-        self.rec.tlp.high = Some(self.snd.max);
-        if self.rec.active {
-            // Its D-SACK, if it was not needed, must not pass for one of
-            // the recovery's own retransmissions and undo the reduction.
-            if let Some(u) = self.rec.undo.as_mut().filter(|u| s.start >= u.marker) {
-                u.retrans += 1;
-            }
-        }
-        self.count_probe();
-        self.timers.rtt_timing = None;
-        self.timers.karn_blocked = true;
-        let seg = self.emit_data(s.start, len, fin, now, rcv_free, false);
-        self.timers.rto_deadline = Some(now + self.timers.rto.rto());
-        Some(seg)
-    }
-
-    /// A segment of new data for a probe, if the peer's window allows one
-    /// (cwnd is not checked): up to one MSS, or (`full_only`) exactly one.
-    fn probe_new_data(
-        &mut self,
-        now: Instant,
-        tx_len: usize,
-        rcv_free: usize,
-        full_only: bool,
-    ) -> Option<Segment> {
-        let data_end = self.snd.base + tx_len;
-        let right = self.snd.una + self.snd.wnd;
-        if self.snd.nxt != self.snd.max
-            || self.snd.nxt >= data_end
-            || right <= self.snd.nxt
-            || self.rec.sb.is_full()
-        {
-            return None;
-        }
-        let unsent = data_end - self.snd.nxt;
-        let len = unsent.min(right - self.snd.nxt).min(self.snd.mss);
-        if full_only && len < self.snd.mss {
-            return None;
-        }
-        let fin = self.snd.fin_queued && len == unsent;
-        let seg = self.emit_data(self.snd.nxt, len, fin, now, rcv_free, true);
-        self.timers.rto_deadline = Some(now + self.timers.rto.rto());
-        Some(seg)
-    }
-
-    fn count_probe(&mut self) {
-        if self.rec.active {
-            self.stats.recovery_probes += 1;
-        } else {
-            self.stats.tlp_probes += 1;
-        }
-    }
-
-    /// The persist timer fired (RFC 9293 §3.8.6.1): with a zero window, one
-    /// octet of new data beyond it; with a small window held back by SWS
-    /// avoidance, what fits (the "override timeout"). A zero-window probe
-    /// does not advance snd_nxt, so it never enters the retransmission queue.
-    fn probe_segment(&mut self, now: Instant, tx_len: usize, rcv_free: usize) -> Option<Segment> {
-        if !self.sends_data() {
-            return None;
-        }
-        let data_end = self.snd.base + tx_len;
-        if self.snd.nxt >= data_end {
-            return None;
-        }
-        let unsent = data_end - self.snd.nxt;
-        let usable = self.usable_window();
-        self.timers.persist_shift = self.timers.persist_shift.saturating_add(1);
-        if usable > 0 && !self.rec.sb.is_full() {
-            let len = unsent.min(usable).min(self.snd.mss);
-            let fin = self.snd.fin_queued && len == unsent;
-            return Some(self.emit_data(self.snd.nxt, len, fin, now, rcv_free, true));
-        }
-        self.stats.window_probes += 1;
-        let timing = self.timers.rtt_timing;
-        let seg = self.emit_data(self.snd.nxt, 1, false, now, rcv_free, false);
-        self.timers.rtt_timing = timing;
-        // A probe is answered by the peer's window, not retransmitted by the
-        // RTO: only the persist timer runs.
-        if self.snd.nxt == self.snd.una {
-            self.timers.rto_deadline = None;
-        }
-        Some(seg)
-    }
-
-    /// Arms the persist timer when data waits, nothing is in flight and the
-    /// window (or SWS avoidance) holds it back; disarms it otherwise.
-    pub(super) fn update_persist(&mut self, now: Instant, tx_len: usize) {
-        let data_end = self.snd.base + tx_len;
-        let waiting = self.sends_data() && self.snd.nxt < data_end && self.snd.nxt == self.snd.una;
-        if !waiting {
-            self.timers.persist_deadline = None;
-            return;
-        }
-        if self.timers.persist_deadline.is_none() {
-            let shift = self.timers.persist_shift.min(16);
-            let interval = self
-                .timers
-                .rto
-                .rto()
-                .saturating_mul(1 << shift)
-                .clamp(self.cfg.rto_min, self.cfg.rto_max.max(self.cfg.rto_min));
-            self.timers.persist_deadline = Some(now + interval);
         }
     }
 }

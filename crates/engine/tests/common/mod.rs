@@ -8,8 +8,10 @@
 #![allow(dead_code)]
 
 use appif::bytes;
+use appif::command::Command;
 use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Accepted, Command, SockState, StatusHandle};
+use appif::seg::{AcceptQueue, Accepted};
+use appif::socket::{SockState, StatusHandle};
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};

@@ -34,7 +34,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind};
-use crate::packet::{PacketTx, PacketTxStats};
+use crate::packet_tx::{PacketTx, PacketTxStats};
 use crate::{Capabilities, Port, TxQueue};
 use sys::{FrameArea, Mmap, Ring};
 
@@ -71,7 +71,7 @@ pub enum TxPath {
     Xsk,
     /// An AF_PACKET socket on the same interface with virtio-net headers,
     /// merging consecutive TCP segments into GSO frames
-    /// ([`crate::packet::PacketTx`]); received frames still come through
+    /// ([`crate::packet_tx::PacketTx`]); received frames still come through
     /// AF_XDP.
     Packet,
 }

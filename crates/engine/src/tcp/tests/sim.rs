@@ -11,7 +11,7 @@ use rand_pcg::Pcg64;
 use super::*;
 use crate::tcp::{CcKind, CloseReason, State, Tcb, TcbStats, TcpConfig};
 
-/// Link impairments; probabilities per segment.
+/// Egress impairments; probabilities per segment.
 #[derive(Debug, Clone, Copy)]
 struct Impairments {
     loss: f64,

@@ -27,12 +27,17 @@
 //! Every index the engine reads from here is checked (see [`crate::bytes`]
 //! and [`CmdConsumer`]); a violation is reported, never trusted.
 
+mod accept;
+mod desc;
+
+pub use accept::{AcceptQueue, Accepted, AppSegmentAccept, Claimed};
+pub use desc::{CmdConsumer, CmdError, CmdProducer, Desc, DescError};
+
 use crate::bytes::{self, RingAt};
-use crate::cc::CcKind;
 use crate::notify::{Notify, Sleepers};
 use crate::region::Region;
 use crate::socket::{SockId, StatusHandle};
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::Ipv4Addr;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -110,9 +115,9 @@ pub mod layout {
 }
 
 use layout::{
-    APP_WAKE, CLOSED, CMD_HEAD, CMD_RING, CMD_TAIL, ENGINE_SLEEPING, GATEWAY, INFO, MTU, NET, PAGE,
-    SLEEPERS, SLOT_OWNER, SLOT_RX_GEOMETRY, SLOT_RX_HEAD, SLOT_RX_TAIL, SLOT_STATUS,
-    SLOT_TX_GEOMETRY, SLOT_TX_HEAD, SLOT_TX_TAIL,
+    APP_WAKE, CLOSED, CMD_RING, ENGINE_SLEEPING, GATEWAY, INFO, MTU, NET, PAGE, SLEEPERS,
+    SLOT_OWNER, SLOT_RX_GEOMETRY, SLOT_RX_HEAD, SLOT_RX_TAIL, SLOT_STATUS, SLOT_TX_GEOMETRY,
+    SLOT_TX_HEAD, SLOT_TX_TAIL,
 };
 
 /// Owner word: the slot is free.
@@ -215,23 +220,27 @@ impl Layout {
 
 /// A mapped segment and its layout; cheap to clone.
 #[derive(Clone, Debug)]
-pub struct Segment {
+pub struct AppSegment {
     region: Arc<Region>,
     layout: Layout,
     /// The eventfd sleepers' table, as this process sees it (see
-    /// [`Segment::with_sleepers`]).
+    /// [`AppSegment::with_sleepers`]).
     sleepers: Option<Arc<Sleepers>>,
 }
 
-impl Segment {
+impl AppSegment {
     /// Daemon: lays out a fresh (zeroed) region for association `assoc`.
     /// Errors: the layout is invalid or does not fit the region.
-    pub fn init(region: Arc<Region>, layout: Layout, assoc: u32) -> Result<Segment, &'static str> {
+    pub fn init(
+        region: Arc<Region>,
+        layout: Layout,
+        assoc: u32,
+    ) -> Result<AppSegment, &'static str> {
         layout.validate()?;
         if region.len() < layout.total_len() {
             return Err("region smaller than the layout");
         }
-        let seg = Segment {
+        let seg = AppSegment {
             region,
             layout,
             sleepers: None,
@@ -254,7 +263,7 @@ impl Segment {
 
     /// Application: the segment the daemon laid out in `region`.
     /// Errors: bad magic or version, a layout out of bounds or larger than the region.
-    pub fn open(region: Arc<Region>) -> Result<(Segment, u32), &'static str> {
+    pub fn open(region: Arc<Region>) -> Result<(AppSegment, u32), &'static str> {
         let word = |i: usize| -> Option<u64> {
             region
                 .get::<AtomicU64>(INFO + 8 * i)
@@ -282,7 +291,7 @@ impl Segment {
             return Err("segment shorter than its layout");
         }
         Ok((
-            Segment {
+            AppSegment {
                 region,
                 layout,
                 sleepers: None,
@@ -295,14 +304,14 @@ impl Segment {
     /// eventfds the application handed to the daemon when it joined (at
     /// most [`crate::notify::SEGMENT_SLEEPERS`]), as numbered in this
     /// process. Call it before handing out views: status blocks taken from
-    /// [`Segment::shared`] afterwards ring these eventfds, and so does
-    /// [`Segment::notify_app`].
-    pub fn with_sleepers(mut self, eventfds: Vec<std::os::fd::OwnedFd>) -> Segment {
+    /// [`AppSegment::shared`] afterwards ring these eventfds, and so does
+    /// [`AppSegment::notify_app`].
+    pub fn with_sleepers(mut self, eventfds: Vec<std::os::fd::OwnedFd>) -> AppSegment {
         self.sleepers = Sleepers::in_region(&self.region, SLEEPERS, eventfds).map(Arc::new);
         self
     }
 
-    /// The eventfd sleepers' table (None before [`Segment::with_sleepers`]).
+    /// The eventfd sleepers' table (None before [`AppSegment::with_sleepers`]).
     pub fn sleepers(&self) -> Option<&Sleepers> {
         self.sleepers.as_deref()
     }
@@ -493,10 +502,12 @@ impl Segment {
         (slot < self.layout.nslots).then_some(())
     }
 
-    fn cmd_at(&self, index: u64) -> core::ptr::NonNull<u8> {
+    /// Descriptor `index` (modulo the ring's length) of the command ring,
+    /// as the words it is copied in and out by.
+    fn cmd_at(&self, index: u64) -> &[AtomicU64; DESC_BYTES / 8] {
         let i = (index as usize) & (self.layout.cmd_slots as usize - 1);
         self.region
-            .span(CMD_RING + i * DESC_BYTES, DESC_BYTES, DESC_BYTES)
+            .get(CMD_RING + i * DESC_BYTES)
             .expect("command ring lies inside a validated segment")
     }
 }
@@ -515,512 +526,13 @@ pub fn service_owner(id: SockId) -> Option<(u32, u32)> {
     Some((((id >> 32) & 0x3fff_ffff) as u32, id as u32))
 }
 
-/// A command descriptor: what the application asks of the engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Desc {
-    /// Open a TCP connection from `slot` to `remote` (local port 0 = ephemeral).
-    Connect {
-        /// The application's socket slot in its segment.
-        slot: u32,
-        /// The peer's address and port.
-        remote: SocketAddrV4,
-        /// Local port; 0 picks an ephemeral one.
-        local_port: u16,
-        /// TCP_NODELAY from the start.
-        nodelay: bool,
-    },
-    /// Listen on `local` with at most `backlog` connections not yet accepted.
-    Listen {
-        /// The application's socket slot in its segment.
-        slot: u32,
-        /// Local address (0.0.0.0 or the stack's) and port.
-        local: SocketAddrV4,
-        /// Connections accepted but not yet taken by the application, at most.
-        backlog: u32,
-    },
-    /// Bind a UDP socket to `local`.
-    UdpBind {
-        /// The application's socket slot in its segment.
-        slot: u32,
-        /// Local address (0.0.0.0 or the stack's) and port.
-        local: SocketAddrV4,
-    },
-    /// New bytes wait in the slot's TX ring.
-    Send {
-        /// The application's socket slot in its segment.
-        slot: u32,
-    },
-    /// The application consumed RX bytes.
-    Recvd {
-        /// The application's socket slot in its segment.
-        slot: u32,
-    },
-    /// shutdown(SHUT_WR).
-    Shutdown {
-        /// The application's socket slot in its segment.
-        slot: u32,
-    },
-    /// The application is done with the slot.
-    Close {
-        /// The application's socket slot in its segment.
-        slot: u32,
-    },
-    /// TCP_NODELAY.
-    SetNodelay {
-        /// The application's socket slot in its segment.
-        slot: u32,
-        /// True: Nagle off.
-        on: bool,
-    },
-    /// SO_KEEPALIVE.
-    SetKeepalive {
-        /// The application's socket slot in its segment.
-        slot: u32,
-        /// True: probe an idle connection.
-        on: bool,
-    },
-    /// TCP_CONGESTION, carried as [`CcKind::wire`]'s byte.
-    SetCongestion {
-        /// The application's socket slot in its segment.
-        slot: u32,
-        /// The algorithm from now on.
-        cc: CcKind,
-    },
-    /// SO_RCVBUF / SO_SNDBUF in bytes (0: leave as is).
-    SetBuffers {
-        /// The application's socket slot in its segment.
-        slot: u32,
-        /// Receive buffer, bytes (0: as it is).
-        rcv: u32,
-        /// Send buffer, bytes (0: as it is).
-        snd: u32,
-    },
-    /// A forked child joins the listener it inherited: `slot` becomes one
-    /// more member of the listening socket in `parent_slot` of its parent's
-    /// association (the one its hello named), sharing its port; new
-    /// connections go to the members that accept.
-    JoinListener {
-        /// The child's socket slot in its own segment.
-        slot: u32,
-        /// The listener's slot in the parent's segment.
-        parent_slot: u32,
-        /// Connections accepted but not yet taken by this member, at most.
-        backlog: u32,
-    },
-    /// Close with a reset (SO_LINGER {1, 0}): RST to the peer, unsent
-    /// bytes dropped (RFC 9293 §3.10.5); the slot is let go as by Close.
-    Abort {
-        /// The application's socket slot in its segment.
-        slot: u32,
-    },
-    /// TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT (RFC 1122 §4.2.3.6).
-    SetKeepaliveParams {
-        /// The application's socket slot in its segment.
-        slot: u32,
-        /// Idle time before the first probe, seconds.
-        idle_s: u32,
-        /// Time between unanswered probes, seconds.
-        interval_s: u32,
-        /// Unanswered probes before the connection times out.
-        count: u32,
-    },
-}
-
-/// Why a descriptor was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DescError {
-    /// The opcode is not one of [`Desc`]'s.
-    BadOpcode(u8),
-    /// A boolean field holds something other than 0 or 1.
-    BadFlag,
-    /// A congestion-control byte that names no [`CcKind`].
-    BadCc(u8),
-}
-
-impl Desc {
-    /// The slot the descriptor names.
-    pub fn slot(&self) -> u32 {
-        match *self {
-            Desc::Connect { slot, .. }
-            | Desc::Listen { slot, .. }
-            | Desc::UdpBind { slot, .. }
-            | Desc::Send { slot }
-            | Desc::Recvd { slot }
-            | Desc::Shutdown { slot }
-            | Desc::Close { slot }
-            | Desc::SetNodelay { slot, .. }
-            | Desc::SetKeepalive { slot, .. }
-            | Desc::SetCongestion { slot, .. }
-            | Desc::SetBuffers { slot, .. }
-            | Desc::JoinListener { slot, .. }
-            | Desc::Abort { slot }
-            | Desc::SetKeepaliveParams { slot, .. } => slot,
-        }
-    }
-
-    /// Encodes as 64 bytes: opcode (1), flag (1), port (2, BE), slot (4, LE),
-    /// IPv4 address (4), argument (4, LE), second argument (4, LE), third
-    /// argument (4, LE), zeros.
-    pub fn encode(&self) -> [u8; DESC_BYTES] {
-        let mut b = [0u8; DESC_BYTES];
-        let (op, flag, addr, arg) = match *self {
-            Desc::Connect {
-                remote,
-                local_port,
-                nodelay,
-                ..
-            } => (1, nodelay as u8, Some(remote), u32::from(local_port)),
-            Desc::Listen { local, backlog, .. } => (2, 0, Some(local), backlog),
-            Desc::UdpBind { local, .. } => (3, 0, Some(local), 0),
-            Desc::Send { .. } => (4, 0, None, 0),
-            Desc::Recvd { .. } => (5, 0, None, 0),
-            Desc::Shutdown { .. } => (6, 0, None, 0),
-            Desc::Close { .. } => (7, 0, None, 0),
-            Desc::SetNodelay { on, .. } => (8, on as u8, None, 0),
-            Desc::SetKeepalive { on, .. } => (9, on as u8, None, 0),
-            Desc::SetCongestion { cc, .. } => (10, cc.wire(), None, 0),
-            Desc::SetBuffers { rcv, snd, .. } => {
-                b[16..20].copy_from_slice(&snd.to_le_bytes());
-                (11, 0, None, rcv)
-            }
-            Desc::JoinListener {
-                parent_slot,
-                backlog,
-                ..
-            } => {
-                b[16..20].copy_from_slice(&parent_slot.to_le_bytes());
-                (12, 0, None, backlog)
-            }
-            Desc::Abort { .. } => (13, 0, None, 0),
-            Desc::SetKeepaliveParams {
-                idle_s,
-                interval_s,
-                count,
-                ..
-            } => {
-                b[16..20].copy_from_slice(&interval_s.to_le_bytes());
-                b[20..24].copy_from_slice(&count.to_le_bytes());
-                (14, 0, None, idle_s)
-            }
-        };
-        b[0] = op;
-        b[1] = flag;
-        if let Some(a) = addr {
-            b[2..4].copy_from_slice(&a.port().to_be_bytes());
-            b[8..12].copy_from_slice(&a.ip().octets());
-        }
-        b[4..8].copy_from_slice(&self.slot().to_le_bytes());
-        b[12..16].copy_from_slice(&arg.to_le_bytes());
-        b
-    }
-
-    /// Decodes 64 bytes written by an application (anything at all).
-    pub fn decode(b: &[u8; DESC_BYTES]) -> Result<Desc, DescError> {
-        let slot = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
-        let addr = SocketAddrV4::new(
-            Ipv4Addr::new(b[8], b[9], b[10], b[11]),
-            u16::from_be_bytes([b[2], b[3]]),
-        );
-        let arg = u32::from_le_bytes([b[12], b[13], b[14], b[15]]);
-        let arg2 = u32::from_le_bytes([b[16], b[17], b[18], b[19]]);
-        let arg3 = u32::from_le_bytes([b[20], b[21], b[22], b[23]]);
-        let flag = || match b[1] {
-            0 => Ok(false),
-            1 => Ok(true),
-            _ => Err(DescError::BadFlag),
-        };
-        Ok(match b[0] {
-            1 => Desc::Connect {
-                slot,
-                remote: addr,
-                local_port: arg as u16,
-                nodelay: flag()?,
-            },
-            2 => Desc::Listen {
-                slot,
-                local: addr,
-                backlog: arg,
-            },
-            3 => Desc::UdpBind { slot, local: addr },
-            4 => Desc::Send { slot },
-            5 => Desc::Recvd { slot },
-            6 => Desc::Shutdown { slot },
-            7 => Desc::Close { slot },
-            8 => Desc::SetNodelay { slot, on: flag()? },
-            9 => Desc::SetKeepalive { slot, on: flag()? },
-            10 => Desc::SetCongestion {
-                slot,
-                cc: CcKind::from_wire(b[1]).ok_or(DescError::BadCc(b[1]))?,
-            },
-            11 => Desc::SetBuffers {
-                slot,
-                rcv: arg,
-                snd: arg2,
-            },
-            12 => Desc::JoinListener {
-                slot,
-                parent_slot: arg2,
-                backlog: arg,
-            },
-            13 => Desc::Abort { slot },
-            14 => Desc::SetKeepaliveParams {
-                slot,
-                idle_s: arg,
-                interval_s: arg2,
-                count: arg3,
-            },
-            op => return Err(DescError::BadOpcode(op)),
-        })
-    }
-}
-
-/// Application: the producing end of the command ring.
-pub struct CmdProducer {
-    seg: Segment,
-    head: u64,
-}
-
-impl CmdProducer {
-    /// The producer of `seg`'s command ring, continuing from its head.
-    pub fn new(seg: Segment) -> CmdProducer {
-        let head = seg.word64(CMD_HEAD).load(Ordering::Acquire);
-        CmdProducer { seg, head }
-    }
-
-    /// Enqueues `d`; false when the ring is full.
-    pub fn push(&mut self, d: &Desc) -> bool {
-        let tail = self.seg.word64(CMD_TAIL).load(Ordering::Acquire);
-        if self.head.wrapping_sub(tail) >= u64::from(self.seg.layout.cmd_slots) {
-            return false;
-        }
-        let bytes = d.encode();
-        let p = self.seg.cmd_at(self.head);
-        // SAFETY: the descriptor at head is outside [tail, head): only this
-        // producer writes it until the release store below publishes it.
-        unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), p.as_ptr(), DESC_BYTES) };
-        self.head = self.head.wrapping_add(1);
-        self.seg
-            .word64(CMD_HEAD)
-            .store(self.head, Ordering::Release);
-        true
-    }
-
-    /// After pushing: true when the engine is asleep and must be woken
-    /// (its flag is cleared here, so one doorbell per sleep).
-    pub fn engine_needs_doorbell(&self) -> bool {
-        let f = self.seg.engine_sleeping();
-        f.load(Ordering::SeqCst) != 0 && f.swap(0, Ordering::SeqCst) != 0
-    }
-}
-
-/// What the engine found in an application's command ring.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CmdError {
-    /// The application moved the head backwards or more than a ring ahead.
-    BadIndex {
-        /// The head the application wrote.
-        head: u64,
-        /// The engine's tail when it read it.
-        tail: u64,
-    },
-    /// A descriptor that does not decode.
-    BadDesc(DescError),
-}
-
-/// Engine: the consuming end of an application's command ring.
-pub struct CmdConsumer {
-    seg: Segment,
-    tail: u64,
-    head_seen: u64,
-}
-
-impl CmdConsumer {
-    /// The consumer of `seg`'s command ring (fresh from [`Segment::init`]).
-    pub fn new(seg: Segment) -> CmdConsumer {
-        CmdConsumer {
-            seg,
-            tail: 0,
-            head_seen: 0,
-        }
-    }
-
-    /// Descriptors waiting, after checking the application's head index.
-    pub fn pending(&mut self) -> Result<u64, CmdError> {
-        let head = self.seg.word64(CMD_HEAD).load(Ordering::Acquire);
-        let cap = u64::from(self.seg.layout.cmd_slots);
-        if head.wrapping_sub(self.head_seen)
-            > self.tail.wrapping_add(cap).wrapping_sub(self.head_seen)
-        {
-            return Err(CmdError::BadIndex {
-                head,
-                tail: self.tail,
-            });
-        }
-        self.head_seen = head;
-        Ok(head.wrapping_sub(self.tail))
-    }
-
-    /// Takes the next descriptor (copied out before it is decoded), if any.
-    pub fn pop(&mut self) -> Option<Result<Desc, CmdError>> {
-        match self.pending() {
-            Err(e) => return Some(Err(e)),
-            Ok(0) => return None,
-            Ok(_) => {}
-        }
-        let mut b = [0u8; DESC_BYTES];
-        let p = self.seg.cmd_at(self.tail);
-        // SAFETY: the descriptor at tail is inside [tail, head) as checked
-        // above, published by the producer's release store; we copy it out
-        // before looking at it (copy-then-check).
-        unsafe { core::ptr::copy_nonoverlapping(p.as_ptr(), b.as_mut_ptr(), DESC_BYTES) };
-        self.tail = self.tail.wrapping_add(1);
-        self.seg
-            .word64(CMD_TAIL)
-            .store(self.tail, Ordering::Release);
-        Some(Desc::decode(&b).map_err(CmdError::BadDesc))
-    }
-}
-
-/// Engine: the accept queue of a listener in an application segment.
-pub struct SegmentAccept {
-    seg: Segment,
-    assoc: u32,
-    /// The listener slot's RX ring: slot numbers of accepted connections.
-    queue: bytes::Writer,
-    backlog: usize,
-    cursor: u32,
-    /// Connections handed over so far.
-    handed: u64,
-}
-
-/// A slot the engine took for a new passive connection.
-pub struct Claimed {
-    /// The connection's service-mode id (names the association and slot).
-    pub id: SockId,
-    /// The segment slot taken.
-    pub slot: u32,
-    /// The slot's status block.
-    pub shared: Arc<StatusHandle>,
-    /// The engine's end of the TX ring.
-    pub tx: bytes::Reader,
-    /// The engine's end of the RX ring.
-    pub rx: bytes::Writer,
-}
-
-impl SegmentAccept {
-    /// The accept queue of the listener in `listener_slot`; None when the
-    /// slot is out of range.
-    pub fn new(seg: Segment, assoc: u32, listener_slot: u32, backlog: usize) -> Option<Self> {
-        let queue = seg.rx_writer(listener_slot)?;
-        let backlog = backlog.clamp(1, queue.capacity() / 4);
-        Some(SegmentAccept {
-            seg,
-            assoc,
-            queue,
-            backlog,
-            cursor: 0,
-            handed: 0,
-        })
-    }
-
-    /// Connections the queue may hold.
-    pub fn backlog(&self) -> usize {
-        self.backlog
-    }
-
-    /// Connections handed over and not yet taken by the application.
-    pub fn queued(&self) -> usize {
-        self.queue.len() / 4
-    }
-
-    /// True once the application took at least one connection from the
-    /// queue (it accepts; a member of a shared listener that never did is
-    /// served last).
-    pub fn has_accepted(&self) -> bool {
-        self.handed > self.queued() as u64
-    }
-
-    /// True while the application has a readiness waiter armed on its
-    /// wake-up point (a thread asleep in epoll_wait, poll or select, see
-    /// `crate::notify`): it is idle. A hint for choosing among the members
-    /// of a shared listener; the listener's own doorbell (a thread blocked
-    /// in accept) is the engine's to check.
-    pub fn app_waiting(&self) -> bool {
-        self.seg.app_wake().has_sleepers()
-    }
-
-    /// The association whose segment holds the queue.
-    pub fn assoc(&self) -> u32 {
-        self.assoc
-    }
-
-    /// True once the application broke the queue's indices.
-    pub fn violated(&self) -> bool {
-        self.queue.violated()
-    }
-
-    /// Takes a free slot for a new connection; None when none is free.
-    /// O(slots) in the worst case (connection setup only).
-    pub fn claim(&mut self) -> Option<Claimed> {
-        let n = self.seg.layout.nslots;
-        for i in 0..n {
-            let slot = (self.cursor.wrapping_add(i)) % n;
-            let owner = self.seg.owner(slot)?;
-            if owner
-                .compare_exchange(OWNER_FREE, OWNER_BOTH, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-            {
-                continue;
-            }
-            self.cursor = slot.wrapping_add(1);
-            self.seg.reset_slot(slot);
-            let (Some(shared), Some(tx), Some(rx)) = (
-                self.seg.shared(slot, true),
-                self.seg.tx_reader(slot),
-                self.seg.rx_writer(slot),
-            ) else {
-                owner.store(OWNER_FREE, Ordering::Release);
-                return None;
-            };
-            // Until it is handed over, the application has not seen it.
-            shared.set_release_bits(OWNER_BOTH);
-            return Some(Claimed {
-                id: service_id(self.assoc, slot),
-                slot,
-                shared,
-                tx,
-                rx,
-            });
-        }
-        None
-    }
-
-    /// Hands connection `slot` (whose engine handle is `shared`) to the
-    /// application; false when the queue is full (the caller resets the
-    /// connection).
-    pub fn hand_over(&mut self, slot: u32, shared: &StatusHandle) -> bool {
-        let ok = self.queued() < self.backlog && self.queue.write_all(&slot.to_le_bytes());
-        if ok {
-            shared.set_release_bits(OWNER_ENGINE);
-            self.handed += 1;
-        }
-        ok
-    }
-
-    /// Daemon: the application's Close for `slot` was taken: its owner bit
-    /// is cleared (the slot is free once the engine lets go too).
-    pub fn app_closed(seg: &Segment, slot: u32) {
-        if let Some(o) = seg.owner(slot) {
-            o.fetch_and(!OWNER_APP, Ordering::AcqRel);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::layout::CMD_HEAD;
     use super::*;
+    use crate::cc::CcKind;
 
-    fn seg() -> Segment {
+    fn seg() -> AppSegment {
         let layout = Layout {
             nslots: 4,
             ring_bytes: 4096,
@@ -1028,7 +540,7 @@ mod tests {
             cmd_slots: 16,
         };
         let r = Arc::new(Region::anon(layout.total_len()).unwrap());
-        Segment::init(r, layout, 7).unwrap()
+        AppSegment::init(r, layout, 7).unwrap()
     }
 
     #[test]
@@ -1093,7 +605,7 @@ mod tests {
     #[test]
     fn command_ring_carries_descriptors_and_catches_a_bad_head() {
         let s = seg();
-        let (s2, assoc) = Segment::open(s.region().clone()).unwrap();
+        let (s2, assoc) = AppSegment::open(s.region().clone()).unwrap();
         assert_eq!(assoc, 7);
         assert_eq!(s2.layout(), s.layout());
         let mut p = CmdProducer::new(s2);
@@ -1139,14 +651,14 @@ mod tests {
     #[test]
     fn bad_segments_are_refused() {
         let r = Arc::new(Region::anon(8192).unwrap());
-        assert!(Segment::open(r.clone()).is_err());
+        assert!(AppSegment::open(r.clone()).is_err());
         let layout = Layout {
             nslots: 0,
             ring_bytes: 4096,
             ring_max_bytes: 4096,
             cmd_slots: 16,
         };
-        assert!(Segment::init(r, layout, 1).is_err());
+        assert!(AppSegment::init(r, layout, 1).is_err());
     }
 
     #[test]
@@ -1154,7 +666,7 @@ mod tests {
         let s = seg();
         let l = s.claim_app_slot(0, |_| false).unwrap();
         assert_eq!(l, 0);
-        let mut acc = SegmentAccept::new(s.clone(), 7, l, 8).unwrap();
+        let mut acc = AppSegmentAccept::new(s.clone(), 7, l, 8).unwrap();
         let c = acc.claim().unwrap();
         assert_eq!(c.slot, 1);
         assert_eq!(service_owner(c.id), Some((7, 1)));
@@ -1183,7 +695,7 @@ mod tests {
         assert_eq!(s.owner(1).unwrap().load(Ordering::Acquire), OWNER_BOTH);
         drop(c);
         assert_eq!(s.owner(1).unwrap().load(Ordering::Acquire), OWNER_APP);
-        SegmentAccept::app_closed(&s, 1);
+        AppSegmentAccept::app_closed(&s, 1);
         assert_eq!(s.owner(1).unwrap().load(Ordering::Acquire), OWNER_FREE);
         // Not handed over: the engine frees both bits.
         let c = acc.claim().unwrap();

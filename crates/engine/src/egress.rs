@@ -17,7 +17,7 @@ pub const MIN_FRAME: usize = 60;
 pub const HEADERS: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
 
 /// Our interface: address, routing, ARP.
-pub struct Link {
+pub struct Egress {
     /// Our MAC address.
     pub mac: MacAddr,
     /// Our IPv4 address.
@@ -60,7 +60,7 @@ impl Gso {
     }
 }
 
-impl Link {
+impl Egress {
     /// The interface `mac` with `ip`/`prefix_len`, an optional `gateway`, an
     /// `mtu` (bytes of IP packet) and an ARP cache; no offloads until the
     /// engine sets them from the port's capabilities.
@@ -71,8 +71,8 @@ impl Link {
         gateway: Option<Ipv4Addr>,
         mtu: usize,
         arp: ArpCache,
-    ) -> Link {
-        Link {
+    ) -> Egress {
+        Egress {
             mac,
             ip,
             prefix_len,
@@ -149,12 +149,12 @@ impl Link {
         self.next_hop(dst).and_then(|h| self.arp.lookup(h, now))
     }
 
-    /// [`Link::send_ipv4`] with a TOS byte (DSCP and the RFC 3168 ECN
+    /// [`Egress::send_ipv4`] with a TOS byte (DSCP and the RFC 3168 ECN
     /// codepoint in its low two bits), for a segment that may exceed the
     /// MTU: with `gso` the port cuts it into segments of
     /// `gso.size` payload bytes
     /// ([`TxQueue::transmit_gso`]), which take consecutive IP
-    /// identifications. Only once the next hop is [`Link::resolved`]: else
+    /// identifications. Only once the next hop is [`Egress::resolved`]: else
     /// the frame is dropped and counted in `tx_no_buffer`.
     #[allow(clippy::too_many_arguments)]
     pub fn send_ipv4_gso<T: TxQueue>(
@@ -258,7 +258,7 @@ impl Link {
 
     /// Sends one TCP segment whose payload the port sends from where it lies
     /// ([`TxQueue::transmit_gather`]) to `dst` through the next hop at
-    /// `dst_mac` (the caller's [`Link::resolved`]), with TOS byte `tos`:
+    /// `dst_mac` (the caller's [`Egress::resolved`]), with TOS byte `tos`:
     /// `fill` writes the `header_len` bytes of TCP header, whose checksum
     /// field gets the pseudo-header sum of the whole segment (`header_len +
     /// payload.len()` bytes). With `gso_size` > 0 the port cuts a longer

@@ -13,30 +13,30 @@ use std::sync::{Arc, Mutex, Weak};
 
 /// A mapped segment of u64 words (file-backed, or anonymous when the file
 /// could not be made).
-pub(crate) struct ObsSeg {
+pub(crate) struct ObserverShm {
     map: memmap2::MmapRaw,
     /// The file and its inode while it is ours to remove.
     file: Option<(PathBuf, u64)>,
 }
 
-impl ObsSeg {
+impl ObserverShm {
     /// Creates this process's segment of kind `kind`, `len` bytes, with
     /// `magic` and `len` in its first two words; readable and writable by
     /// its owner (root observers may open it too). Built in a new file and
     /// renamed into place, like `stats_shm`'s.
     ///
     /// Errors: those of creating, sizing, mapping or renaming the file.
-    pub(crate) fn create(kind: &str, len: usize, magic: &[u8; 8]) -> io::Result<ObsSeg> {
-        ObsSeg::create_at(segment_path(std::process::id(), kind), len, magic)
+    pub(crate) fn create(kind: &str, len: usize, magic: &[u8; 8]) -> io::Result<ObserverShm> {
+        ObserverShm::create_at(segment_path(std::process::id(), kind), len, magic)
     }
 
-    /// [`ObsSeg::create`] at `path`.
-    pub(crate) fn create_at(path: PathBuf, len: usize, magic: &[u8; 8]) -> io::Result<ObsSeg> {
+    /// [`ObserverShm::create`] at `path`.
+    pub(crate) fn create_at(path: PathBuf, len: usize, magic: &[u8; 8]) -> io::Result<ObserverShm> {
         let (map, ino) = create_renamed(&path, len, 0o600, |map| {
             word_in(map, 0).store(u64::from_le_bytes(*magic), Ordering::Relaxed);
             word_in(map, 8).store(len as u64, Ordering::Release);
         })?;
-        Ok(ObsSeg {
+        Ok(ObserverShm {
             map,
             file: Some((path, ino)),
         })
@@ -44,12 +44,12 @@ impl ObsSeg {
 
     /// An anonymous segment of `len` bytes that nobody else can see (the
     /// stand-in when there is no /dev/shm, and for engines nobody wraps).
-    pub(crate) fn anonymous(len: usize, magic: &[u8; 8]) -> ObsSeg {
+    pub(crate) fn anonymous(len: usize, magic: &[u8; 8]) -> ObserverShm {
         let map = memmap2::MmapOptions::new()
             .len(len)
             .map_anon()
             .expect("mapping anonymous memory for a trace/capture segment");
-        let seg = ObsSeg {
+        let seg = ObserverShm {
             map: memmap2::MmapRaw::from(map),
             file: None,
         };
@@ -61,35 +61,35 @@ impl ObsSeg {
 
     /// The process's one segment of kind `kind` (`len` bytes, `magic`),
     /// kept in `slot`: the one a holder still has, else a new one
-    /// ([`ObsSeg::create`]) that goes when its last holder drops it. None
+    /// ([`ObserverShm::create`]) that goes when its last holder drops it. None
     /// when it cannot be made (no /dev/shm): the caller's stand-in stays off.
     pub(crate) fn process_shared(
-        slot: &Mutex<Weak<ObsSeg>>,
+        slot: &Mutex<Weak<ObserverShm>>,
         kind: &str,
         len: usize,
         magic: &[u8; 8],
-    ) -> Option<Arc<ObsSeg>> {
+    ) -> Option<Arc<ObserverShm>> {
         let mut cur = slot.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(seg) = cur.upgrade() {
             return Some(seg);
         }
-        let seg = Arc::new(ObsSeg::create(kind, len, magic).ok()?);
+        let seg = Arc::new(ObserverShm::create(kind, len, magic).ok()?);
         *cur = Arc::downgrade(&seg);
         Some(seg)
     }
 
-    /// [`ObsSeg::open`] of a segment that must be exactly `len` bytes
+    /// [`ObserverShm::open`] of a segment that must be exactly `len` bytes
     /// (`what`: its kind, for the error).
     ///
-    /// Errors: those of [`ObsSeg::open`]; `InvalidData` ("`what` segment
+    /// Errors: those of [`ObserverShm::open`]; `InvalidData` ("`what` segment
     /// of another corestack version") when its length differs.
     pub(crate) fn open_exact(
         path: &Path,
         magic: &[u8; 8],
         len: usize,
         what: &str,
-    ) -> io::Result<ObsSeg> {
-        let seg = ObsSeg::open(path, magic, len)?;
+    ) -> io::Result<ObserverShm> {
+        let seg = ObserverShm::open(path, magic, len)?;
         if seg.len() != len {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -104,7 +104,7 @@ impl ObsSeg {
     /// Errors: those of opening or mapping it (EACCES without the right to
     /// write it: run as its owner or root); `InvalidData` when it does not
     /// start with `magic` or is shorter than it says.
-    pub(crate) fn open(path: &Path, magic: &[u8; 8], min_len: usize) -> io::Result<ObsSeg> {
+    pub(crate) fn open(path: &Path, magic: &[u8; 8], min_len: usize) -> io::Result<ObserverShm> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         let len = file.metadata()?.len() as usize;
         let bad = || io::Error::new(io::ErrorKind::InvalidData, "not a corestack segment");
@@ -112,7 +112,7 @@ impl ObsSeg {
             return Err(bad());
         }
         let map = memmap2::MmapRaw::map_raw(&file)?;
-        let seg = ObsSeg { map, file: None };
+        let seg = ObserverShm { map, file: None };
         if seg.word(0).load(Ordering::Acquire).to_le_bytes() != *magic
             || seg.word(8).load(Ordering::Acquire) != len as u64
         {
@@ -139,7 +139,7 @@ impl ObsSeg {
     }
 }
 
-impl ObsSeg {
+impl ObserverShm {
     /// Copies `src` into the segment at byte offset `off` (bounds asserted).
     /// The readers' side of the bytes is ordered by a word stored with
     /// release after this copy.
@@ -197,7 +197,7 @@ impl Ring {
     /// index, to fill and then [`Ring::publish`]; None (a drop counted)
     /// when the ring is full. Never waits, never allocates.
     #[inline]
-    pub(crate) fn claim(&self, seg: &ObsSeg) -> Option<(usize, u64)> {
+    pub(crate) fn claim(&self, seg: &ObserverShm) -> Option<(usize, u64)> {
         let head = seg.word(self.head);
         let claimed = loop {
             let h = head.load(Ordering::Relaxed);
@@ -219,19 +219,19 @@ impl Ring {
     /// Marks the slot at `at` (claimed as index `claimed`) written: its
     /// sequence word, stored with release after the rest.
     #[inline]
-    pub(crate) fn publish(&self, seg: &ObsSeg, at: usize, claimed: u64) {
+    pub(crate) fn publish(&self, seg: &ObserverShm, at: usize, claimed: u64) {
         seg.word(at).store(claimed + 1, Ordering::Release);
     }
 
     /// Slots dropped because the ring was full, since the segment was made.
-    pub(crate) fn dropped(&self, seg: &ObsSeg) -> u64 {
+    pub(crate) fn dropped(&self, seg: &ObserverShm) -> u64 {
         seg.word(self.drops).load(Ordering::Relaxed)
     }
 
     /// Calls `take` with the byte offset of every finished slot, in claim
     /// order, and frees each after it; stops at the first slot claimed but
     /// not yet published. Returns how many it took.
-    pub(crate) fn drain(&self, seg: &ObsSeg, mut take: impl FnMut(usize)) -> usize {
+    pub(crate) fn drain(&self, seg: &ObserverShm, mut take: impl FnMut(usize)) -> usize {
         let tail = seg.word(self.tail);
         let mut t = tail.load(Ordering::Relaxed);
         let head = seg.word(self.head).load(Ordering::Acquire);
@@ -258,7 +258,7 @@ fn word_in(map: &memmap2::MmapRaw, off: usize) -> &AtomicU64 {
     words(map, off)
 }
 
-impl Drop for ObsSeg {
+impl Drop for ObserverShm {
     fn drop(&mut self) {
         if let Some((path, ino)) = &self.file {
             remove_if_ours(path, *ino);

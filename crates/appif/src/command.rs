@@ -1,0 +1,144 @@
+//! What an application asks of the engine: the [`Command`]s of embedded
+//! and inline mode (service mode's descriptors, [`crate::seg::Desc`],
+//! become these in the daemon).
+
+use crate::bytes;
+use crate::cc::CcKind;
+use crate::seg::AcceptQueue;
+use crate::socket::{SockId, StatusHandle};
+use core::net::SocketAddrV4;
+use std::sync::Arc;
+
+/// A request from the application to the engine.
+pub enum Command {
+    /// Open a TCP connection to `remote` from `local` (port 0 = ephemeral).
+    Connect {
+        /// The socket this command is for.
+        id: SockId,
+        /// The socket's status block, which the engine writes from now on.
+        shared: Arc<StatusHandle>,
+        /// Local port; 0 picks an ephemeral one.
+        local_port: u16,
+        /// The peer's address and port.
+        remote: SocketAddrV4,
+        /// The engine's end of the TX ring (it sends from there).
+        tx: bytes::Reader,
+        /// The engine's end of the RX ring (it writes received bytes there).
+        rx: bytes::Writer,
+        /// TCP_NODELAY from the start (Nagle off, RFC 9293 §3.7.4).
+        nodelay: bool,
+    },
+    /// Listen for TCP connections on `local`; accepted ones go to `accept`,
+    /// whose capacity is the backlog.
+    Listen {
+        /// The socket this command is for.
+        id: SockId,
+        /// The socket's status block, which the engine writes from now on.
+        shared: Arc<StatusHandle>,
+        /// Local address (0.0.0.0 or the stack's) and port (0: ephemeral).
+        local: SocketAddrV4,
+        /// Where accepted connections go; its capacity is the backlog.
+        accept: AcceptQueue,
+    },
+    /// Join the listening socket `group` (another application's listener,
+    /// or a member of its group) as one more member: the port is shared,
+    /// each new connection goes to one member's `accept` (service mode: a
+    /// forked child's inherited listener). The status block is closed with
+    /// EINVAL when `group` is no listener.
+    JoinListener {
+        /// The socket this command is for.
+        id: SockId,
+        /// The socket's status block, which the engine writes from now on.
+        shared: Arc<StatusHandle>,
+        /// The listener joined.
+        group: SockId,
+        /// Where connections given to this member go; its capacity is its backlog.
+        accept: AcceptQueue,
+    },
+    /// Bind a UDP socket. Datagrams travel in the byte rings as records:
+    /// a [`UdpHeader`](crate::socket::UdpHeader) then the payload.
+    UdpBind {
+        /// The socket this command is for.
+        id: SockId,
+        /// The socket's status block, which the engine writes from now on.
+        shared: Arc<StatusHandle>,
+        /// Local address (0.0.0.0 or the stack's) and port (0: ephemeral).
+        local: SocketAddrV4,
+        /// The engine's end of the TX ring (datagram records to send).
+        tx: bytes::Reader,
+        /// The engine's end of the RX ring (datagram records received).
+        rx: bytes::Writer,
+    },
+    /// New bytes (TCP) or datagrams (UDP) wait in the TX ring.
+    Send {
+        /// The socket this command is for.
+        id: SockId,
+    },
+    /// The application consumed RX bytes; the receive window may open.
+    Recvd {
+        /// The socket this command is for.
+        id: SockId,
+    },
+    /// No more data will be written (TCP shutdown(SHUT_WR)): send FIN after the TX ring drains.
+    Shutdown {
+        /// The socket this command is for.
+        id: SockId,
+    },
+    /// The application is gone from this socket: close it (RST if unread
+    /// data remains, as Linux does), and free it when the protocol is done.
+    Close {
+        /// The socket this command is for.
+        id: SockId,
+    },
+    /// Like `Close`, but the connection is reset at once (RST to the peer,
+    /// unsent bytes dropped): SO_LINGER with a zero timeout.
+    Abort {
+        /// The socket this command is for.
+        id: SockId,
+    },
+    /// TCP_NODELAY on or off.
+    SetNodelay {
+        /// The socket this command is for.
+        id: SockId,
+        /// True: Nagle off (RFC 9293 §3.7.4).
+        on: bool,
+    },
+    /// SO_KEEPALIVE on or off (RFC 1122 §4.2.3.6; Linux timing defaults).
+    SetKeepalive {
+        /// The socket this command is for.
+        id: SockId,
+        /// True: probe an idle connection.
+        on: bool,
+    },
+    /// TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT: idle time and probe
+    /// interval in seconds, probe count.
+    SetKeepaliveParams {
+        /// The socket this command is for.
+        id: SockId,
+        /// Idle time before the first probe, seconds (TCP_KEEPIDLE).
+        idle_s: u32,
+        /// Time between unanswered probes, seconds (TCP_KEEPINTVL).
+        interval_s: u32,
+        /// Unanswered probes before the connection times out (TCP_KEEPCNT).
+        count: u32,
+    },
+    /// TCP_CONGESTION: the connection switches to `cc`.
+    SetCongestion {
+        /// The socket this command is for.
+        id: SockId,
+        /// The algorithm from now on.
+        cc: CcKind,
+    },
+    /// SO_RCVBUF / SO_SNDBUF: the receive window grows no further than
+    /// `rcv` bytes and auto-tuning stops; the send buffer offered is `snd`
+    /// bytes. 0 leaves one as it is. On a listener: for the connections it
+    /// accepts from then on.
+    SetBuffers {
+        /// The socket this command is for.
+        id: SockId,
+        /// Receive buffer, bytes (0: as it is).
+        rcv: usize,
+        /// Send buffer, bytes (0: as it is).
+        snd: usize,
+    },
+}

@@ -1,0 +1,400 @@
+//! Building a [`Stack`]: its settings, opening the port, and starting the
+//! engine in service, inline or embedded mode.
+
+use super::run::{engine_cpu, run_engine, EngineDoorbell, EngineNap, Idle, IDLE_BEFORE_SLEEP};
+use super::wait::spin_time;
+use super::{Driver, Inner, Mode, Stack};
+use appif::notify::Notify;
+use appif::spsc;
+use core::net::Ipv4Addr;
+use core::time::Duration;
+use engine::publish::Published;
+use engine::stats::Stats;
+use engine::time::Instant;
+use engine::{Engine, EngineConfig};
+use nic::Port;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
+
+/// Settings for a [`Stack`]; see [`Stack::builder`].
+pub struct StackBuilder {
+    driver: Driver,
+    iface: Option<String>,
+    ip: Option<(Ipv4Addr, u8)>,
+    gateway: Option<Ipv4Addr>,
+    inline: bool,
+    ring_bytes: usize,
+    idle_sleep: Option<Duration>,
+    engine: EngineConfig,
+    mem: Option<nic::mem::MemPort>,
+    service: Option<std::path::PathBuf>,
+    wakers: Vec<std::os::fd::OwnedFd>,
+    af_xdp_tx: Option<nic::af_xdp::TxPath>,
+    parent: u32,
+}
+
+impl Default for StackBuilder {
+    fn default() -> Self {
+        let cc = engine::tcp::CcKind::system_default();
+        StackBuilder {
+            driver: Driver::AfXdp,
+            iface: None,
+            ip: None,
+            gateway: None,
+            inline: false,
+            ring_bytes: 256 * 1024,
+            idle_sleep: Some(IDLE_BEFORE_SLEEP),
+            engine: EngineConfig {
+                tcp: engine::tcp::TcpConfig {
+                    cc,
+                    ecn: cc == engine::tcp::CcKind::Dctcp,
+                    ..Default::default()
+                },
+                ..EngineConfig::default()
+            },
+            mem: None,
+            service: None,
+            wakers: Vec::new(),
+            af_xdp_tx: None,
+            parent: 0,
+        }
+    }
+}
+
+impl StackBuilder {
+    /// The port driver (default AF_XDP).
+    pub fn driver(mut self, d: Driver) -> Self {
+        self.driver = d;
+        self
+    }
+
+    /// The network interface to drive (required unless [`StackBuilder::mem_port`]).
+    pub fn iface(mut self, name: &str) -> Self {
+        self.iface = Some(name.to_string());
+        self
+    }
+
+    /// Our IPv4 address and subnet prefix length (required).
+    pub fn ip(mut self, addr: Ipv4Addr, prefix_len: u8) -> Self {
+        self.ip = Some((addr, prefix_len));
+        self
+    }
+
+    /// Next hop for destinations outside the subnet.
+    pub fn gateway(mut self, gw: Ipv4Addr) -> Self {
+        self.gateway = Some(gw);
+        self
+    }
+
+    /// How an AF_XDP port transmits (default: `CORESTACK_AF_XDP_TX` = auto,
+    /// xsk or packet if set, else auto: the AF_XDP tx ring in zero-copy
+    /// mode, else a packet socket with segmentation offload; see
+    /// [`nic::af_xdp::TxPath`]).
+    pub fn af_xdp_tx(mut self, path: nic::af_xdp::TxPath) -> Self {
+        self.af_xdp_tx = Some(path);
+        self
+    }
+
+    /// Inline mode: no engine thread; waiting threads run the engine.
+    pub fn inline(mut self, on: bool) -> Self {
+        self.inline = on;
+        self
+    }
+
+    /// The engine's polling policy: after `Some(idle)` without work it
+    /// sleeps on the NIC queue's fd (at most 1 ms at a time) instead of
+    /// spinning, so it leaves the core to others ("adaptive", the default,
+    /// 50 µs): in inline mode the waiting application thread, in embedded
+    /// mode the engine thread (woken early by a doorbell when a command
+    /// arrives). `None` spins without pause ("busy").
+    pub fn idle_sleep(mut self, idle: Option<Duration>) -> Self {
+        self.idle_sleep = idle;
+        self
+    }
+
+    /// RX and TX ring size per connection when it starts, in bytes
+    /// (default 256 KiB).
+    pub fn ring_bytes(mut self, n: usize) -> Self {
+        self.ring_bytes = n.max(4096).next_power_of_two();
+        self
+    }
+
+    /// The most a TCP connection's RX or TX ring grows to, in bytes
+    /// (default 8 MiB): the receive window follows the measured
+    /// bandwidth-delay product up to 6 MiB (or this, if smaller), the send
+    /// buffer twice the congestion window. That much address space is
+    /// reserved per ring; memory is used only as a ring grows. Set it to
+    /// `ring_bytes` for fixed rings. (Service mode: the daemon's
+    /// `ring_max_bytes` applies.)
+    pub fn ring_max_bytes(mut self, n: usize) -> Self {
+        self.engine.ring_max_bytes = n.max(4096).next_power_of_two();
+        self
+    }
+
+    /// The default TCP congestion control of every connection (unless set:
+    /// the host's, `net.ipv4.tcp_congestion_control`, when corestack has it,
+    /// else CUBIC; DCTCP also turns ECN on).
+    pub fn congestion(mut self, cc: engine::tcp::CcKind) -> Self {
+        self.engine.tcp.cc = cc;
+        if cc == engine::tcp::CcKind::Dctcp {
+            self.engine.tcp.ecn = true;
+        }
+        self
+    }
+
+    /// The most sockets the engine holds at once (connections, listeners,
+    /// UDP sockets; default 1 000 000, a limit: the table grows with them):
+    /// opening more fails with EMFILE.
+    pub fn max_sockets(mut self, n: usize) -> Self {
+        self.engine.max_sockets = n.max(1);
+        self
+    }
+
+    /// Engine settings beyond the address (TCP defaults, table sizes).
+    pub fn engine_config(mut self, cfg: EngineConfig) -> Self {
+        self.engine = cfg;
+        self
+    }
+
+    /// Service mode: join the `corestack run` daemon listening on the Unix
+    /// socket `path` instead of driving an interface (the default when the
+    /// environment has `CORESTACK_SOCKET`). Errors at `start()`: ENOENT or
+    /// ECONNREFUSED when no daemon listens there, the daemon's refusal
+    /// (EMFILE: too many applications).
+    pub fn service(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.service = Some(path.into());
+        self
+    }
+
+    /// Service mode: eventfds this process's readiness waiters will sleep
+    /// on (at most `appif::notify::SEGMENT_SLEEPERS`, more are closed),
+    /// handed to the daemon when the stack joins it, so that the engine in
+    /// the daemon can wake a waiter armed with one ([`Stack::arm`]). Other
+    /// modes do not need them (the engine is in this process) and close
+    /// them.
+    pub fn wake_eventfds(mut self, fds: Vec<std::os::fd::OwnedFd>) -> Self {
+        self.wakers = fds;
+        self
+    }
+
+    /// Service mode, in a forked child: join as a child of association
+    /// `assoc` (the parent process's, [`Stack::association`]), which lets
+    /// this stack join the parent's listeners ([`TcpListener::join`]).
+    /// Errors at `start()`: EPERM when this process's parent is not that
+    /// association's process (the daemon checks).
+    pub fn child_of(mut self, assoc: u32) -> Self {
+        self.parent = assoc;
+        self
+    }
+
+    /// Uses an in-memory port instead of a NIC (tests, simulations).
+    pub fn mem_port(mut self, port: nic::mem::MemPort) -> Self {
+        self.mem = Some(port);
+        self
+    }
+
+    /// Starts the engine on `port` with `cfg` and this builder's mode,
+    /// ring size and idle sleep (`xdp_generic`: AF_XDP fell back to
+    /// generic mode).
+    fn launch_on<P: Port + Send + 'static>(
+        &self,
+        port: P,
+        cfg: EngineConfig,
+        xdp_generic: bool,
+    ) -> Stack {
+        launch(
+            port,
+            cfg,
+            self.inline,
+            self.ring_bytes,
+            xdp_generic,
+            self.idle_sleep,
+        )
+    }
+
+    /// Opens the port and starts the engine.
+    ///
+    /// Errors: `InvalidInput` without an address or interface; `NotFound`
+    /// for a missing interface; `PermissionDenied` without root or
+    /// CAP_NET_ADMIN; others as the driver reports them. Each message is
+    /// one line saying what to do.
+    pub fn start(mut self) -> io::Result<Stack> {
+        let service = match (&self.service, &self.mem) {
+            (Some(p), _) => Some(p.clone()),
+            (None, None) => appif::ctl::socket_path_from_env(),
+            (None, Some(_)) => None,
+        };
+        if let Some(path) = service {
+            return launch_service(&path, self.ring_bytes, self.wakers, self.parent);
+        }
+        let (ip, prefix) = self.ip.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no address: give the stack an IPv4 address (--ip ADDR/PREFIX)",
+            )
+        })?;
+        let mut cfg = self.engine.clone();
+        cfg.ip = ip;
+        cfg.prefix_len = prefix;
+        cfg.gateway = self.gateway;
+        cfg.ring_bytes = self.ring_bytes;
+        if let Some(port) = self.mem.take() {
+            return Ok(self.launch_on(port, cfg, false));
+        }
+        let iface = self.iface.clone().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no interface: name the interface to drive (--iface IF)",
+            )
+        })?;
+        match self.driver {
+            Driver::AfXdp => {
+                let tx_path = match self.af_xdp_tx {
+                    Some(p) => p,
+                    None => nic::af_xdp::TxPath::from_env().map_err(io::Error::from)?,
+                };
+                let xcfg = nic::af_xdp::AfXdpConfig {
+                    ifname: iface,
+                    steer_ip: Some(ip),
+                    tx_path,
+                    ..Default::default()
+                };
+                let port = nic::af_xdp::AfXdpPort::open(&xcfg).map_err(io::Error::from)?;
+                let generic = port.xdp_mode() == nic::af_xdp::XdpMode::Generic;
+                Ok(self.launch_on(port, cfg, generic))
+            }
+            Driver::Tap => {
+                let port = nic::tap::TapPort::open(&iface).map_err(io::Error::from)?;
+                Ok(self.launch_on(port, cfg, false))
+            }
+        }
+    }
+}
+
+fn launch_service(
+    path: &std::path::Path,
+    ring_bytes: usize,
+    wakers: Vec<std::os::fd::OwnedFd>,
+    parent: u32,
+) -> io::Result<Stack> {
+    let service = crate::service::Service::connect(path, ring_bytes, wakers, parent)?;
+    let (tx, _rx) = spsc::channel(1);
+    let mtu = service.mtu();
+    let ring_bytes = service.seg.layout().ring_bytes as usize;
+    let ring_max_bytes = service.seg.layout().ring_max_bytes as usize;
+    Ok(Stack {
+        inner: Arc::new(Inner {
+            commands: Mutex::new(tx),
+            wake: Arc::new(Notify::default()),
+            next_id: AtomicU64::new(1),
+            mode: Mode::Service(service),
+            ring_bytes,
+            ring_max_bytes,
+            xdp_generic: false,
+            mtu,
+            idle: Idle {
+                sleep_after: None,
+                rx_fd: None,
+                last_work: AtomicU64::new(0),
+            },
+            spin: spin_time(false),
+            tracer: appif::trace::Tracer::process(),
+        }),
+    })
+}
+
+fn launch<P: Port + Send + 'static>(
+    port: P,
+    cfg: EngineConfig,
+    inline: bool,
+    ring_bytes: usize,
+    xdp_generic: bool,
+    idle_sleep: Option<Duration>,
+) -> Stack {
+    let (tx, rx) = spsc::channel(1024);
+    let wake = Arc::new(Notify::default());
+    let mtu = port.mtu();
+    let rx_fd = port.rx_fd();
+    let ring_max_bytes = cfg.ring_max_bytes.max(ring_bytes);
+    let engine = Engine::new(port, cfg, rx, wake.clone(), Instant::now());
+    // Embedded mode's engine thread sleeps like an inline waiter (adaptive
+    // polling) when it has a NIC fd to sleep on and a doorbell to be woken by.
+    let doorbell = match (inline, idle_sleep, rx_fd) {
+        (false, Some(_), Some(_)) => appif::ctl::eventfd().ok().map(|fd| {
+            Arc::new(EngineDoorbell {
+                sleeping: AtomicBool::new(false),
+                fd,
+            })
+        }),
+        _ => None,
+    };
+    let mode = if inline {
+        Mode::Inline(Mutex::new(Box::new(Published::new(engine))))
+    } else {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(Mutex::new(Stats::default()));
+        let thread = {
+            let stop = stop.clone();
+            let stats = stats.clone();
+            let nap = match (&doorbell, idle_sleep, rx_fd) {
+                (Some(d), Some(after), Some(fd)) => Some(EngineNap {
+                    after,
+                    rx_fd: fd,
+                    doorbell: d.clone(),
+                }),
+                _ => None,
+            };
+            std::thread::Builder::new()
+                .name("corestack-engine".into())
+                .spawn(move || {
+                    let mut nap = nap;
+                    if let Some(cpu) = engine_cpu() {
+                        crate::sys::pin_current_thread(cpu);
+                    } else if crate::sys::allowed_cpus() == Some(1) {
+                        // The application's threads can only run on this CPU
+                        // too: idling on it delays the very thread the engine
+                        // just handed data to (under SCHED_FIFO it cannot run
+                        // at all until the engine blocks). Nap at once.
+                        if let Some(n) = nap.as_mut() {
+                            n.after = Duration::ZERO;
+                        }
+                    }
+                    run_engine(Published::new(engine), &stop, &stats, nap)
+                })
+                .expect("spawning the engine thread")
+        };
+        Mode::Embedded {
+            stop,
+            thread: Mutex::new(Some(thread)),
+            stats,
+            doorbell,
+        }
+    };
+    Stack {
+        inner: Arc::new(Inner {
+            commands: Mutex::new(tx),
+            wake,
+            next_id: AtomicU64::new(1),
+            mode,
+            ring_bytes,
+            ring_max_bytes,
+            xdp_generic,
+            mtu,
+            idle: Idle {
+                sleep_after: idle_sleep.filter(|_| inline && rx_fd.is_some()),
+                rx_fd,
+                last_work: AtomicU64::new(Instant::now().as_nanos()),
+            },
+            spin: spin_time(!inline),
+            tracer: appif::trace::Tracer::process(),
+        }),
+    }
+}
+
+impl Stack {
+    /// A builder with defaults: AF_XDP, embedded mode, 256 KiB rings.
+    pub fn builder() -> StackBuilder {
+        StackBuilder::default()
+    }
+}

@@ -1,0 +1,442 @@
+//! The stack handle: starts an engine on a port and carries commands to it.
+//!
+//! Files: `builder` (settings, opening the port, starting the engine in
+//! one of three modes), `run` (the engine loop of embedded and inline
+//! mode: the engine thread, its naps and doorbell), `wait` (how an
+//! application thread waits for the engine: spin, then sleep), and here
+//! the handle itself and the sockets it opens.
+
+mod builder;
+mod run;
+mod wait;
+
+pub use builder::StackBuilder;
+pub use nic::Driver;
+pub use wait::{spin_round, Waited};
+
+use appif::bytes;
+use appif::command::Command;
+use appif::errno;
+use appif::notify::Notify;
+use appif::seg::Desc;
+use appif::seg::{AcceptQueue, Accepted};
+use appif::socket::{SockId, StatusHandle};
+use appif::spsc;
+use core::net::{Ipv4Addr, SocketAddrV4};
+use core::time::Duration;
+use engine::stats::Stats;
+use engine::time::Instant;
+use run::{DynEngine, EngineDoorbell, Idle};
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// The parts of a socket the application holds.
+pub(crate) struct Parts {
+    pub id: SockId,
+    pub shared: Arc<StatusHandle>,
+    pub tx: bytes::Writer,
+    pub rx: bytes::Reader,
+}
+
+impl From<crate::service::SlotParts> for Parts {
+    fn from(p: crate::service::SlotParts) -> Parts {
+        Parts {
+            id: p.id,
+            shared: p.shared,
+            tx: p.tx,
+            rx: p.rx,
+        }
+    }
+}
+
+/// A listener's queue of accepted connections.
+pub(crate) enum AcceptRx {
+    /// Embedded and inline mode: values from the engine thread.
+    Local(spsc::Receiver<Accepted>),
+    /// Service mode: slot numbers in the listener slot's RX ring.
+    AppSegment(bytes::Reader),
+}
+
+impl AcceptRx {
+    /// True when no connection waits.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            AcceptRx::Local(r) => r.is_empty(),
+            AcceptRx::AppSegment(r) => r.len() < 4,
+        }
+    }
+}
+
+/// A running corestack engine and the way to it. Cheap to clone.
+#[derive(Clone)]
+pub struct Stack {
+    pub(crate) inner: Arc<Inner>,
+}
+
+enum Mode {
+    Service(crate::service::Service),
+    Inline(Mutex<DynEngine>),
+    Embedded {
+        /// Rung after a command when the engine thread naps (adaptive polling).
+        doorbell: Option<Arc<EngineDoorbell>>,
+        stop: Arc<AtomicBool>,
+        thread: Mutex<Option<JoinHandle<()>>>,
+        stats: Arc<Mutex<Stats>>,
+    },
+}
+
+pub(crate) struct Inner {
+    commands: Mutex<spsc::Sender<Command>>,
+    /// Bumped by the engine after each iteration that changed a socket.
+    wake: Arc<Notify>,
+    next_id: AtomicU64,
+    mode: Mode,
+    pub(crate) ring_bytes: usize,
+    /// The most a TCP connection's ring may grow to, bytes.
+    ring_max_bytes: usize,
+    xdp_generic: bool,
+    mtu: usize,
+    idle: Idle,
+    /// Spin time of waits before they sleep.
+    spin: Duration,
+    /// The process's trace segment (`corestack trace`).
+    pub(crate) tracer: appif::trace::Tracer,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        match &self.mode {
+            Mode::Service(_) => {}
+            Mode::Inline(e) => {
+                if let Ok(mut e) = e.lock() {
+                    e.shutdown(Instant::now());
+                }
+            }
+            Mode::Embedded { stop, thread, .. } => {
+                stop.store(true, Ordering::Release);
+                if let Some(t) = thread.lock().ok().and_then(|mut t| t.take()) {
+                    let _ = t.join();
+                }
+            }
+        }
+    }
+}
+
+impl Stack {
+    /// True when AF_XDP fell back to generic (skb) XDP mode: it works, slower.
+    pub fn xdp_generic_fallback(&self) -> bool {
+        self.inner.xdp_generic
+    }
+
+    /// The link MTU in bytes.
+    pub fn mtu(&self) -> usize {
+        self.inner.mtu
+    }
+
+    /// The engine's counters (in embedded mode, at most 10 ms old).
+    pub fn stats(&self) -> Stats {
+        match &self.inner.mode {
+            Mode::Service(_) => Stats::default(),
+            Mode::Inline(e) => e.lock().map(|e| e.stats()).unwrap_or_default(),
+            Mode::Embedded { stats, .. } => stats.lock().map(|s| s.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// The association id the daemon gave this application (service mode).
+    pub fn association(&self) -> Option<u32> {
+        match &self.inner.mode {
+            Mode::Service(s) => Some(s.assoc),
+            _ => None,
+        }
+    }
+
+    /// True in service mode (an application of a `corestack run` daemon).
+    pub fn is_service(&self) -> bool {
+        matches!(self.inner.mode, Mode::Service(_))
+    }
+
+    /// A new TCP connection to `remote`: its id, status block and the
+    /// application's ends of its rings; the engine is asked to connect.
+    /// Errors: EMFILE when the service segment has no free slot.
+    pub(crate) fn open_stream(&self, remote: SocketAddrV4) -> io::Result<Parts> {
+        self.open_stream_from(remote, 0, false)
+    }
+
+    /// A new UDP socket bound to `local` (the engine is asked to bind).
+    /// Errors: EMFILE when the service segment has no free slot.
+    pub(crate) fn open_udp(&self, local: SocketAddrV4) -> io::Result<Parts> {
+        self.open_socket(
+            |slot| Desc::UdpBind { slot, local },
+            false,
+            |id, shared, tx, rx| Command::UdpBind {
+                id,
+                shared,
+                local,
+                tx,
+                rx,
+            },
+        )
+    }
+
+    /// A new socket: in service mode a slot of the segment, announced to
+    /// the daemon with `desc(slot)`; else parts in this process's memory
+    /// ([`Stack::local_parts`], `growable` for TCP), announced to the engine
+    /// with `command(id, status, engine's TX end, engine's RX end)`.
+    /// Errors: EMFILE when the service segment has no free slot.
+    fn open_socket(
+        &self,
+        desc: impl FnOnce(u32) -> Desc,
+        growable: bool,
+        command: impl FnOnce(SockId, Arc<StatusHandle>, bytes::Reader, bytes::Writer) -> Command,
+    ) -> io::Result<Parts> {
+        if let Mode::Service(s) = &self.inner.mode {
+            let p = s.new_socket()?;
+            s.submit_desc(desc(p.id as u32));
+            return Ok(Parts::from(p));
+        }
+        let (parts, tx, rx) = self.local_parts(growable);
+        self.command(command(parts.id, parts.shared.clone(), tx, rx));
+        Ok(parts)
+    }
+
+    /// A new socket in this process's memory: the application's parts and
+    /// the engine's ends of its TX and RX rings, which may grow up to
+    /// `ring_max_bytes` if `growable` (TCP).
+    fn local_parts(&self, growable: bool) -> (Parts, bytes::Reader, bytes::Writer) {
+        let cap = self.inner.ring_bytes;
+        let max = if growable {
+            self.inner.ring_max_bytes
+        } else {
+            cap
+        };
+        let (app_tx, eng_tx) = bytes::growable_ring(cap, max);
+        let (eng_rx, app_rx) = bytes::growable_ring(cap, max);
+        let parts = Parts {
+            id: self.next_id(),
+            shared: StatusHandle::local(),
+            tx: app_tx,
+            rx: app_rx,
+        };
+        (parts, eng_tx, eng_rx)
+    }
+
+    /// A new listener on `local` with room for `backlog` connections not
+    /// yet accepted. Errors: EMFILE when the service segment has no free slot.
+    pub(crate) fn open_listener(
+        &self,
+        local: SocketAddrV4,
+        backlog: usize,
+    ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
+        if let Mode::Service(s) = &self.inner.mode {
+            let p = s.new_socket()?;
+            s.submit_desc(Desc::Listen {
+                slot: p.id as u32,
+                local,
+                backlog: backlog as u32,
+            });
+            return Ok((p.id, p.shared, AcceptRx::AppSegment(p.rx)));
+        }
+        let id = self.next_id();
+        let shared = StatusHandle::local();
+        let (tx, rx) = spsc::channel(backlog);
+        self.command(Command::Listen {
+            id,
+            shared: shared.clone(),
+            local,
+            accept: AcceptQueue::Local(tx),
+        });
+        Ok((id, shared, AcceptRx::Local(rx)))
+    }
+
+    /// Service mode: a new member of listener `group_slot` of the parent
+    /// association (see [`StackBuilder::child_of`]). Errors: EOPNOTSUPP
+    /// outside service mode, EMFILE when the segment has no free slot.
+    pub(crate) fn join_listener(
+        &self,
+        group_slot: u32,
+        backlog: usize,
+    ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
+        let Mode::Service(s) = &self.inner.mode else {
+            return Err(errno::io(libc::EOPNOTSUPP));
+        };
+        let p = s.new_socket()?;
+        s.submit_desc(Desc::JoinListener {
+            slot: p.id as u32,
+            parent_slot: group_slot,
+            backlog: backlog as u32,
+        });
+        Ok((p.id, p.shared, AcceptRx::AppSegment(p.rx)))
+    }
+
+    /// The next accepted connection waiting in `q`, if any.
+    pub(crate) fn pop_accepted(&self, q: &mut AcceptRx) -> Option<Accepted> {
+        match q {
+            AcceptRx::Local(r) => r.pop(),
+            AcceptRx::AppSegment(r) => {
+                let Mode::Service(s) = &self.inner.mode else {
+                    return None;
+                };
+                // Bounded by the queue's length: each record is 4 bytes.
+                while r.len() >= 4 {
+                    let mut b = [0u8; 4];
+                    r.read(&mut b);
+                    let slot = u32::from_le_bytes(b);
+                    if !s.hold(slot) {
+                        continue;
+                    }
+                    if let Some(p) = s.parts(slot) {
+                        return Some(Accepted {
+                            id: p.id,
+                            shared: p.shared,
+                            tx: p.tx,
+                            rx: p.rx,
+                        });
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// A fresh socket id.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sends a command, waiting (running the engine in inline mode) while
+    /// the command ring is full.
+    pub(crate) fn command(&self, mut cmd: Command) {
+        if let Mode::Service(s) = &self.inner.mode {
+            return s.submit(&cmd);
+        }
+        loop {
+            let r = match self.inner.commands.lock() {
+                Ok(mut q) => q.push(cmd),
+                Err(p) => p.into_inner().push(cmd),
+            };
+            match r {
+                Ok(()) => {
+                    if let Mode::Embedded {
+                        doorbell: Some(db), ..
+                    } = &self.inner.mode
+                    {
+                        if db.sleeping.load(Ordering::SeqCst)
+                            && db.sleeping.swap(false, Ordering::SeqCst)
+                        {
+                            appif::ctl::eventfd_signal(std::os::fd::AsFd::as_fd(&db.fd));
+                        }
+                    }
+                    return;
+                }
+                Err(c) => {
+                    cmd = c;
+                    self.idle_step();
+                }
+            }
+        }
+    }
+}
+
+/// For a sockets layer above this library (the `LD_PRELOAD` shim).
+impl Stack {
+    /// Like `open_stream`, from local port `local_port` (0: ephemeral) with
+    /// TCP_NODELAY `nodelay` from the first segment.
+    /// Errors: EMFILE when the service segment has no free slot.
+    pub(crate) fn open_stream_from(
+        &self,
+        remote: SocketAddrV4,
+        local_port: u16,
+        nodelay: bool,
+    ) -> io::Result<Parts> {
+        let desc = |slot| Desc::Connect {
+            slot,
+            remote,
+            local_port,
+            nodelay,
+        };
+        self.open_socket(desc, true, |id, shared, tx, rx| Command::Connect {
+            id,
+            shared,
+            local_port,
+            remote,
+            tx,
+            rx,
+            nodelay,
+        })
+    }
+
+    /// The stack-wide doorbell: notified after every engine iteration that
+    /// changed any socket (in service mode, any of this application's).
+    /// Arm it with an eventfd ([`Notify::arm`]) to sleep in the kernel
+    /// together with other fds (embedded mode: the engine runs in this
+    /// process and writes the eventfd; inline mode has no engine thread:
+    /// use [`Stack::drive`] and [`Stack::nic_fd`] instead).
+    pub fn changes(&self) -> &Notify {
+        match &self.inner.mode {
+            Mode::Service(s) => s.seg.app_wake(),
+            _ => &self.inner.wake,
+        }
+    }
+
+    /// Arms `eventfd` on doorbell `n` (the stack's [`Stack::changes`] or a
+    /// socket's) so that the engine writes it at the next change: in
+    /// service mode in the segment's table, where `eventfd` must be one of
+    /// [`Stack::wake_eventfds`]; else in this process's table (any
+    /// eventfd). See [`Notify::arm`] for the protocol. None: not armed
+    /// (table full, or an eventfd the daemon does not know): sleep briefly.
+    pub fn arm<'a>(&'a self, n: &'a Notify, eventfd: i32) -> Option<appif::notify::Armed<'a>> {
+        match &self.inner.mode {
+            Mode::Service(s) => n.arm_in(s.seg.sleepers(), eventfd),
+            _ => n.arm(eventfd),
+        }
+    }
+
+    /// Service mode: the daemon's address, subnet prefix length and
+    /// gateway (as it recorded them in the segment); None in other modes.
+    pub fn service_net(&self) -> Option<(Ipv4Addr, u8, Option<Ipv4Addr>)> {
+        match &self.inner.mode {
+            Mode::Service(s) => {
+                let (net, gw) = s.seg.net();
+                net.map(|(ip, prefix)| (ip, prefix, gw))
+            }
+            _ => None,
+        }
+    }
+
+    /// Service mode: the control connection's fd. A forked child that
+    /// will not use this stack closes its copy, so that the daemon sees
+    /// the connection end when this process exits (the connection's end is
+    /// how it learns an application is gone).
+    pub fn service_ctl_fd(&self) -> Option<RawFd> {
+        match &self.inner.mode {
+            Mode::Service(s) => Some(s.ctl_fd()),
+            _ => None,
+        }
+    }
+
+    /// Service mode: the daemon's process id (from its control
+    /// connection's peer credentials); None in other modes or when unknown.
+    pub fn service_daemon_pid(&self) -> Option<u32> {
+        match &self.inner.mode {
+            Mode::Service(s) => s.daemon_pid(),
+            _ => None,
+        }
+    }
+
+    /// Service mode: the eventfds the daemon knows ([`StackBuilder::wake_eventfds`]),
+    /// as numbered in this process; empty in other modes.
+    pub fn wake_eventfds(&self) -> Vec<i32> {
+        match &self.inner.mode {
+            Mode::Service(s) => s.seg.sleepers().map(|t| t.eventfds()).unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The RX and TX ring size of each connection, bytes.
+    pub fn ring_bytes(&self) -> usize {
+        self.inner.ring_bytes
+    }
+}

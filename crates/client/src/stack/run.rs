@@ -1,0 +1,142 @@
+//! The engine loop of embedded and inline mode: one iteration behind a
+//! dyn call, inline mode's idle naps on the NIC fd, and embedded mode's
+//! engine thread with its doorbell.
+
+use core::time::Duration;
+use engine::publish::Published;
+use engine::stats::Stats;
+use engine::time::Instant;
+use nic::Port;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The CPU embedded mode's engine thread pins itself to:
+/// `CORESTACK_ENGINE_CPU` if set (a dedicated core), else none.
+pub(super) fn engine_cpu() -> Option<usize> {
+    std::env::var("CORESTACK_ENGINE_CPU")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// An engine of any port type, boxed.
+pub(super) type DynEngine = Box<dyn EngineLoop + Send>;
+
+/// The engine of any port type behind one dyn call per loop iteration, not
+/// per packet (not to be confused with the readiness [`crate::Poller`]).
+pub(super) trait EngineLoop {
+    /// One engine iteration at `now`, then publishing; true if it did work.
+    fn poll(&mut self, now: Instant) -> bool;
+    /// The engine's counters.
+    fn stats(&self) -> Stats;
+    /// Resets every connection and stops.
+    fn shutdown(&mut self, now: Instant);
+}
+
+impl<P: Port> EngineLoop for Published<P> {
+    fn poll(&mut self, now: Instant) -> bool {
+        let worked = self.engine.poll(now);
+        self.publish(now, false);
+        worked
+    }
+    fn stats(&self) -> Stats {
+        self.engine.stats()
+    }
+    fn shutdown(&mut self, now: Instant) {
+        self.engine.shutdown(now)
+    }
+}
+
+/// Inline mode's adaptive polling: when the engine has had nothing to do
+/// for `sleep_after`, a waiting thread sleeps on the NIC queue's fd.
+pub(super) struct Idle {
+    pub(super) sleep_after: Option<Duration>,
+    pub(super) rx_fd: Option<RawFd>,
+    /// When an engine iteration last did work, ns.
+    pub(super) last_work: AtomicU64,
+}
+
+impl Idle {
+    /// Records the outcome of an engine iteration at `now`; after a long
+    /// enough idle spell, sleeps until frames arrive or `left` (at most
+    /// 1 ms, so timers and other threads' commands are not held up) passes.
+    pub(super) fn after_poll(&self, worked: bool, now: Instant, left: Option<Duration>) {
+        if worked {
+            self.last_work.store(now.as_nanos(), Ordering::Relaxed);
+            return;
+        }
+        let (Some(after), Some(fd)) = (self.sleep_after, self.rx_fd) else {
+            return;
+        };
+        let idle_ns = now
+            .as_nanos()
+            .saturating_sub(self.last_work.load(Ordering::Relaxed));
+        if idle_ns < after.as_nanos() as u64 {
+            return;
+        }
+        let nap = left.unwrap_or(MAX_NAP).min(MAX_NAP);
+        if !nap.is_zero() {
+            crate::sys::wait_readable(fd, nap);
+        }
+    }
+}
+
+/// The longest inline-mode sleep on the NIC fd.
+pub(super) const MAX_NAP: Duration = Duration::from_millis(1);
+/// Default idle time before an inline-mode waiter sleeps.
+pub(super) const IDLE_BEFORE_SLEEP: Duration = Duration::from_micros(50);
+
+/// How embedded mode's engine thread wakes up from a nap: the application
+/// sets nothing but, after queueing a command, clears `sleeping` and writes
+/// `fd` if it found it set (the notify-flag protocol).
+pub(super) struct EngineDoorbell {
+    pub(super) sleeping: AtomicBool,
+    pub(super) fd: std::os::fd::OwnedFd,
+}
+
+/// When embedded mode's engine thread sleeps: after `after` without work,
+/// on the NIC queue's fd and the doorbell, at most [`MAX_NAP`] at a time.
+pub(super) struct EngineNap {
+    pub(super) after: Duration,
+    pub(super) rx_fd: RawFd,
+    pub(super) doorbell: Arc<EngineDoorbell>,
+}
+
+/// The embedded engine thread: poll until told to stop, napping per `nap`
+/// (None: busy polling).
+pub(super) fn run_engine<P: Port>(
+    mut engine: Published<P>,
+    stop: &AtomicBool,
+    stats: &Mutex<Stats>,
+    nap: Option<EngineNap>,
+) {
+    use std::os::fd::AsRawFd;
+    let mut last_work = Instant::now();
+    while !stop.load(Ordering::Acquire) {
+        let now = Instant::now();
+        if engine.engine.poll(now) {
+            last_work = now;
+        } else if let Some(n) = &nap {
+            if now.saturating_since(last_work) >= n.after {
+                let db = &n.doorbell;
+                db.sleeping.store(true, Ordering::SeqCst);
+                // Re-check after setting the flag: a command queued before
+                // the application saw it would otherwise wait for the nap.
+                if !engine.engine.has_commands() {
+                    crate::sys::wait_readable_any(&[n.rx_fd, db.fd.as_raw_fd()], MAX_NAP);
+                }
+                db.sleeping.store(false, Ordering::SeqCst);
+                appif::ctl::eventfd_drain(std::os::fd::AsFd::as_fd(&db.fd));
+            }
+        }
+        if let Some(latest) = engine.publish(now, false) {
+            if let Ok(mut s) = stats.lock() {
+                *s = latest;
+            }
+        }
+    }
+    engine.engine.shutdown(Instant::now());
+    if let (Some(latest), Ok(mut s)) = (engine.publish(Instant::now(), true), stats.lock()) {
+        *s = latest;
+    }
+}

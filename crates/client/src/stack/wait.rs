@@ -1,0 +1,355 @@
+//! How an application thread waits for the engine: inline mode runs
+//! engine iterations, embedded and service mode spin for a short while,
+//! then sleep on a doorbell (service mode checks the daemon is alive
+//! between naps).
+
+use super::run::{engine_cpu, MAX_NAP};
+use super::{Mode, Stack};
+use appif::errno;
+use appif::notify::Notify;
+use appif::socket::{SockState, StatusBlock};
+use core::time::Duration;
+use engine::time::Instant;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::Ordering;
+
+/// How long a waiting application thread spins before it sleeps (embedded mode).
+const SPIN: Duration = Duration::from_micros(50);
+
+/// One round of a waiter's spin: hands the CPU to any thread waiting for
+/// it, else returns at once (a `sched_yield`). The thread that produces
+/// what the waiter waits for (the engine thread, the daemon, another thread
+/// of the program) may share this CPU at the same priority; under
+/// SCHED_FIFO a waiter that only paused would hold it off until the spin
+/// ended (sockperf ping-pong in service mode, daemon and server on one CPU:
+/// p50 120 µs, one spin per wait).
+pub fn spin_round() {
+    std::thread::yield_now();
+}
+
+/// How long a waiter spins before it sleeps: `CORESTACK_SPIN_US` (µs) if
+/// set (at most 1 s), else 50 µs. 0 makes every wait block at once (for a thread that
+/// shares its core with the engine or with its peers). Without the variable,
+/// embedded mode (`shares_engine_cpu`: an engine thread not pinned elsewhere
+/// by `CORESTACK_ENGINE_CPU`) on a process allowed a single CPU does not
+/// spin: the engine thread needs that very CPU to produce what the waiter
+/// waits for, so a spin only delays it (sockperf ping-pong under the shim
+/// with server and engine on one CPU: p50 126 -> 22 µs, p99 2030 -> 121 µs).
+pub(super) fn spin_time(shares_engine_cpu: bool) -> Duration {
+    let env = std::env::var("CORESTACK_SPIN_US")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match env {
+        Some(us) => Duration::from_micros(us.min(1_000_000)),
+        None if shares_engine_cpu
+            && engine_cpu().is_none()
+            && crate::sys::allowed_cpus() == Some(1) =>
+        {
+            Duration::ZERO
+        }
+        None => SPIN,
+    }
+}
+
+/// How long a service-mode waiter sleeps before it checks that the daemon
+/// is still there.
+const LIVENESS: Duration = Duration::from_millis(100);
+
+/// How [`Stack::wait_until`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// The condition holds.
+    Ready,
+    /// The timeout passed first.
+    TimedOut,
+    /// A signal handler ran while the thread slept in the kernel (EINTR),
+    /// or while it spun ([`crate::SpinSignals`]).
+    /// Without a timeout, embedded and service mode sleep in a futex wait
+    /// that the kernel restarts by itself after a handler with SA_RESTART,
+    /// so there this means a handler without it; inline mode sleeps in
+    /// poll(2), which reports every handler.
+    Interrupted,
+}
+
+impl Stack {
+    /// Inline mode: runs engine iterations until one does some work or
+    /// `timeout` passes. Embedded mode: waits until the engine reports a
+    /// change to any socket or `timeout` passes. None waits without limit.
+    pub fn poll(&self, timeout: Option<Duration>) {
+        self.wait_change(self.change_seq(), timeout)
+    }
+
+    /// The sequence number of socket changes (see [`Stack::wait_change`]).
+    pub(crate) fn change_seq(&self) -> u32 {
+        match &self.inner.mode {
+            Mode::Service(s) => s.seg.app_wake().seq(),
+            _ => self.inner.wake.seq(),
+        }
+    }
+
+    /// Like [`Stack::poll`], but returns at once if a change happened
+    /// since `seen` (from [`Stack::change_seq`]) was read.
+    pub(crate) fn wait_change(&self, seen: u32, timeout: Option<Duration>) {
+        let start = Instant::now();
+        match &self.inner.mode {
+            Mode::Inline(e) => loop {
+                let now = Instant::now();
+                let elapsed = now.saturating_since(start);
+                // The engine lock is released before any sleep.
+                let worked = e.lock().map(|mut e| e.poll(now)).unwrap_or(false);
+                self.inner
+                    .idle
+                    .after_poll(worked, now, timeout.map(|t| t.saturating_sub(elapsed)));
+                if worked || timeout.is_some_and(|t| elapsed >= t) {
+                    return;
+                }
+            },
+            Mode::Service(s) => {
+                let wake = s.seg.app_wake();
+                let spin = self.inner.spin;
+                let spin_until = start + spin.min(timeout.unwrap_or(spin));
+                while Instant::now() < spin_until {
+                    if wake.seq() != seen {
+                        return;
+                    }
+                    spin_round();
+                }
+                let left =
+                    timeout.map(|t| t.saturating_sub(Instant::now().saturating_since(start)));
+                if left != Some(Duration::ZERO) {
+                    let nap = left.unwrap_or(LIVENESS).min(LIVENESS);
+                    if s.alive() {
+                        wake.wait(seen, Some(nap));
+                    } else {
+                        // Nothing will change any more: a caller that loops
+                        // on errors must not spin.
+                        std::thread::sleep(nap.min(Duration::from_millis(10)));
+                    }
+                }
+            }
+            Mode::Embedded { .. } => {
+                let spin = self.inner.spin;
+                let spin_until = start + spin.min(timeout.unwrap_or(spin));
+                while Instant::now() < spin_until {
+                    if self.inner.wake.seq() != seen {
+                        return;
+                    }
+                    spin_round();
+                }
+                let left =
+                    timeout.map(|t| t.saturating_sub(Instant::now().saturating_since(start)));
+                if left != Some(Duration::ZERO) {
+                    self.inner.wake.wait(seen, left);
+                }
+            }
+        }
+    }
+
+    /// One step of waiting: an engine iteration in inline mode, a pause otherwise.
+    pub(super) fn idle_step(&self) {
+        match &self.inner.mode {
+            Mode::Inline(e) => {
+                if let Ok(mut e) = e.try_lock() {
+                    e.poll(Instant::now());
+                }
+            }
+            Mode::Embedded { .. } | Mode::Service(_) => spin_round(),
+        }
+    }
+
+    /// Waits until `ready()` holds or `timeout` passes; returns whether it
+    /// holds. Inline mode runs the engine meanwhile; embedded mode spins for
+    /// a short while, then sleeps on the socket's notify word.
+    pub(crate) fn wait(
+        &self,
+        shared: &StatusBlock,
+        timeout: Option<Duration>,
+        ready: impl Fn() -> bool,
+    ) -> bool {
+        let start = Instant::now();
+        let expired = |now: Instant| timeout.is_some_and(|t| now.saturating_since(start) >= t);
+        match &self.inner.mode {
+            Mode::Inline(e) => loop {
+                if ready() {
+                    return true;
+                }
+                let now = Instant::now();
+                if expired(now) {
+                    return false;
+                }
+                // The engine lock is released before any sleep.
+                let worked = e.try_lock().map(|mut e| e.poll(now)).ok();
+                if let Some(worked) = worked {
+                    let left = timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
+                    self.inner.idle.after_poll(worked, now, left);
+                }
+            },
+            mode @ (Mode::Service(_) | Mode::Embedded { .. }) => loop {
+                if ready() {
+                    return true;
+                }
+                let now = Instant::now();
+                if expired(now) {
+                    return false;
+                }
+                if now.saturating_since(start) < self.inner.spin {
+                    spin_round();
+                    continue;
+                }
+                let seen = shared.notify.seq();
+                if ready() {
+                    return true;
+                }
+                let left = timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
+                let mut nap = left.unwrap_or(LIVENESS);
+                if let Mode::Service(s) = mode {
+                    // A daemon that died cannot wake us: check on it between naps
+                    // (when it is gone, `alive` closes the sockets, so `ready` holds).
+                    if !s.alive() && ready() {
+                        return true;
+                    }
+                    nap = nap.min(LIVENESS);
+                }
+                shared.notify.wait(seen, Some(nap));
+            },
+        }
+    }
+
+    /// Waits for a socket to leave `Opening` (the engine took its command).
+    pub(crate) fn wait_opened(&self, shared: &StatusBlock) -> io::Result<()> {
+        self.wait(shared, None, || shared.state() != SockState::Opening);
+        match shared.state() {
+            SockState::Closed => Err(errno::io(shared.take_error().max(1))),
+            _ => Ok(()),
+        }
+    }
+    /// True in inline mode (no engine thread: waiting threads run the engine).
+    pub fn is_inline(&self) -> bool {
+        matches!(self.inner.mode, Mode::Inline(_))
+    }
+
+    /// Inline mode: one engine iteration, unless another thread is running
+    /// one; returns whether it did any work. Other modes: false.
+    pub fn drive(&self) -> bool {
+        match &self.inner.mode {
+            Mode::Inline(e) => {
+                let now = Instant::now();
+                let worked = e.try_lock().map(|mut e| e.poll(now)).unwrap_or(false);
+                if worked {
+                    self.inner
+                        .idle
+                        .last_work
+                        .store(now.as_nanos(), Ordering::Relaxed);
+                }
+                worked
+            }
+            _ => false,
+        }
+    }
+
+    /// Inline mode: true when the engine has had nothing to do for its idle
+    /// time, so a waiter may sleep (at most [`Stack::MAX_INLINE_SLEEP`]) on
+    /// [`Stack::nic_fd`]. Other modes: true.
+    pub fn idle(&self) -> bool {
+        let Mode::Inline(_) = &self.inner.mode else {
+            return true;
+        };
+        let Some(after) = self.inner.idle.sleep_after else {
+            return false;
+        };
+        let last = self.inner.idle.last_work.load(Ordering::Relaxed);
+        Instant::now().as_nanos().saturating_sub(last) >= after.as_nanos() as u64
+    }
+
+    /// The longest an inline-mode waiter sleeps before it runs the engine
+    /// again (its timers): 1 ms.
+    pub const MAX_INLINE_SLEEP: Duration = MAX_NAP;
+
+    /// Inline mode: the NIC queue's fd, readable when frames arrive.
+    pub fn nic_fd(&self) -> Option<RawFd> {
+        match &self.inner.mode {
+            Mode::Inline(_) => self.inner.idle.rx_fd,
+            _ => None,
+        }
+    }
+
+    /// How long a waiter spins before it sleeps (`CORESTACK_SPIN_US`).
+    pub fn spin_time(&self) -> Duration {
+        self.inner.spin
+    }
+
+    /// Waits until `ready()` holds, `timeout` passes (None: no limit) or a
+    /// signal handler runs, whichever is first. Spins for
+    /// [`Stack::spin_time`], then sleeps in the kernel: on `notify` (the
+    /// socket's doorbell, a futex wait) in embedded and service mode, on
+    /// the NIC fd between engine iterations in inline mode.
+    pub fn wait_until(
+        &self,
+        notify: &Notify,
+        timeout: Option<Duration>,
+        ready: impl Fn() -> bool,
+    ) -> Waited {
+        let start = Instant::now();
+        let left = |now: Instant| timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
+        // Signals that arrive while this thread spins (see SpinSignals).
+        let mut sig = crate::sys::SpinSignals::new(None);
+        loop {
+            if ready() {
+                return Waited::Ready;
+            }
+            if sig.check().is_some() {
+                return Waited::Interrupted;
+            }
+            let now = Instant::now();
+            let remaining = left(now);
+            if remaining == Some(Duration::ZERO) {
+                return Waited::TimedOut;
+            }
+            match &self.inner.mode {
+                Mode::Inline(_) => {
+                    // Held through the naps too (they unblock atomically).
+                    sig.hold();
+                    if self.drive() || !self.idle() {
+                        continue;
+                    }
+                    if sig.check().is_some() {
+                        return Waited::Interrupted;
+                    }
+                    let nap = remaining.unwrap_or(MAX_NAP).min(MAX_NAP);
+                    if let Some(fd) = self.inner.idle.rx_fd {
+                        let mask = sig.sleep_mask();
+                        if crate::sys::sleep_readable(fd, nap, mask.as_ref()) {
+                            return Waited::Interrupted;
+                        }
+                    }
+                }
+                Mode::Embedded { .. } | Mode::Service(_) => {
+                    if now.saturating_since(start) < self.inner.spin {
+                        sig.hold();
+                        spin_round();
+                        continue;
+                    }
+                    if sig.release().is_some() {
+                        return Waited::Interrupted;
+                    }
+                    let seen = notify.seq();
+                    if ready() {
+                        return Waited::Ready;
+                    }
+                    let mut nap = remaining;
+                    if let Mode::Service(s) = &self.inner.mode {
+                        // A daemon that died cannot wake us (see `wait`).
+                        if !s.alive() && ready() {
+                            return Waited::Ready;
+                        }
+                        nap = Some(nap.unwrap_or(LIVENESS).min(LIVENESS));
+                    }
+                    if notify.wait(seen, nap) == appif::notify::Woke::Interrupted {
+                        return Waited::Interrupted;
+                    }
+                }
+            }
+        }
+    }
+}
