@@ -159,8 +159,6 @@ impl ConnRate {
                     "4096",
                     "--ring-max-bytes",
                     "4096",
-                    "--max-sockets",
-                    "65536",
                 ]);
             }
             let before = (server_stack != "Linux")
@@ -319,6 +317,8 @@ enum Phase {
 struct Tally {
     hist: Histogram<u64>,
     failed: u64,
+    /// Failures by what failed: connect, write, eof, read, echo, timeout.
+    failures: std::collections::BTreeMap<&'static str, u64>,
     warm_end: Instant,
     end: Instant,
 }
@@ -329,6 +329,7 @@ impl Tally {
         Ok(Tally {
             hist: Histogram::new_with_bounds(1, 60_000_000_000, 3).context("histogram")?,
             failed: 0,
+            failures: Default::default(),
             warm_end,
             end: warm_end + Duration::from_secs_f64(seconds.clamp(0.1, 60.0)),
         })
@@ -341,9 +342,10 @@ impl Tally {
         }
     }
 
-    fn fail(&mut self, t0: Instant) {
+    fn fail(&mut self, t0: Instant, why: &'static str) {
         if t0 >= self.warm_end {
             self.failed += 1;
+            *self.failures.entry(why).or_default() += 1;
         }
     }
 
@@ -352,7 +354,8 @@ impl Tally {
     fn ended(&mut self, step: Step, t0: Instant, i: usize, restart: &mut Vec<usize>) {
         match step {
             Step::Done => self.done(t0),
-            _ => self.fail(t0),
+            Step::Failed(why) => self.fail(t0, why),
+            Step::More => {}
         }
         restart.push(i);
     }
@@ -372,7 +375,7 @@ impl Tally {
         for (i, slot) in slots.iter().enumerate() {
             match slot {
                 Some((_, t0, _)) if t0.elapsed() > EXCHANGE_LIMIT => {
-                    self.fail(*t0);
+                    self.fail(*t0, "timeout");
                     restart.push(i);
                 }
                 None => restart.push(i),
@@ -390,6 +393,7 @@ impl Tally {
             "p50_us": us(0.5),
             "p99_us": us(0.99),
             "failed": self.failed,
+            "failures": self.failures,
             "counters": counters,
         });
         println!("{out}");
@@ -546,7 +550,8 @@ impl RateClient {
 enum Step {
     More,
     Done,
-    Failed,
+    /// The exchange failed, and why (a key of the client's `failures`).
+    Failed(&'static str),
 }
 
 /// Moves a kernel client's exchange on: the request out once connected, the echo in.
@@ -554,12 +559,12 @@ fn kernel_step(s: &mut mio::net::TcpStream, phase: &mut Phase, msg: &[u8], buf: 
     if *phase == Phase::Connecting {
         match s.take_error() {
             Ok(None) => {}
-            _ => return Step::Failed,
+            _ => return Step::Failed("connect"),
         }
         match s.peer_addr() {
             Ok(_) => *phase = Phase::Exchanging { sent: 0, got: 0 },
             Err(e) if e.kind() == io::ErrorKind::NotConnected => return Step::More,
-            Err(_) => return Step::Failed,
+            Err(_) => return Step::Failed("connect"),
         }
     }
     exchange(s, phase, msg, buf)
@@ -569,7 +574,7 @@ fn kernel_step(s: &mut mio::net::TcpStream, phase: &mut Phase, msg: &[u8], buf: 
 fn core_step(s: &mut corestack::TcpStream, phase: &mut Phase, msg: &[u8], buf: &mut [u8]) -> Step {
     if *phase == Phase::Connecting {
         if s.take_error() != 0 {
-            return Step::Failed;
+            return Step::Failed("connect");
         }
         if s.is_connecting() {
             return Step::More;
@@ -587,19 +592,19 @@ fn exchange<S: Read + Write>(s: &mut S, phase: &mut Phase, msg: &[u8], buf: &mut
     };
     while *sent < msg.len() {
         match s.write(&msg[*sent..]) {
-            Ok(0) => return Step::Failed,
+            Ok(0) => return Step::Failed("write"),
             Ok(k) => *sent += k,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::More,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Step::Failed,
+            Err(_) => return Step::Failed("write"),
         }
     }
     loop {
         match s.read(&mut buf[*got..]) {
-            Ok(0) => return Step::Failed,
+            Ok(0) => return Step::Failed("eof"),
             Ok(k) => {
                 if buf[*got..*got + k] != msg[*got..*got + k] {
-                    return Step::Failed;
+                    return Step::Failed("echo");
                 }
                 *got += k;
                 if *got == msg.len() {
@@ -608,7 +613,7 @@ fn exchange<S: Read + Write>(s: &mut S, phase: &mut Phase, msg: &[u8], buf: &mut
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::More,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Step::Failed,
+            Err(_) => return Step::Failed("read"),
         }
     }
 }

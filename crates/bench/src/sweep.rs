@@ -105,13 +105,15 @@ pub struct Point {
 /// Memory with a conn-sweep point's connections open, against before they opened.
 #[derive(Debug, Clone, Copy, Serialize, Default)]
 pub struct Memory {
-    /// Resident memory of the server process, KiB (VmRSS).
+    /// Resident memory of the server process(es), KiB (VmRSS), with the connections open.
     pub server_rss_kib: u64,
-    /// Its growth while the connections opened, KiB.
-    pub server_rss_delta_kib: i64,
-    /// Growth of the kernel's memory (slab plus TCP buffers, machine-wide: the client's
-    /// sockets and, for the Linux server, its own), KiB.
-    pub kernel_delta_kib: i64,
+    /// The same before the point's connections opened, KiB.
+    pub server_rss_before_kib: u64,
+    /// The kernel's memory (slab plus TCP buffers, machine-wide: the client's sockets and,
+    /// for the Linux server, its own), KiB, with the connections open.
+    pub kernel_kib: u64,
+    /// The same before the point's connections opened, KiB.
+    pub kernel_before_kib: u64,
 }
 
 impl Point {
@@ -602,16 +604,28 @@ fn print_table(x_name: &str, points: &[Point], show_open: bool) {
 }
 
 /// conn-sweep's memory table: the servers' resident memory, the growth of the kernel's
-/// memory while the connections were open, and what one connection costs each server:
-/// corestack's in its process; Linux's in its process and in the kernel, where the
-/// kernel's growth in the Linux run less its growth in the corestack run (the client's
-/// sockets, the same in both runs) is the Linux server's sockets.
+/// memory, and what one connection costs each server. Growth is counted from before each
+/// stack's first point (memory freed between points stays with the process or the slab,
+/// so a point's own growth would undercount): corestack's in its process; Linux's in its
+/// processes and in the kernel, where the kernel's growth in the Linux run less its growth
+/// in the corestack run (the client's sockets, the same in both runs) is the Linux
+/// server's sockets.
 fn print_memory(points: &[Point]) {
+    let first = |stack: &str| {
+        points
+            .iter()
+            .filter(|p| p.stack == stack)
+            .find_map(|p| p.memory)
+            .map(|m| (m.server_rss_before_kib as i64, m.kernel_before_kib as i64))
+    };
     let mem = |stack: &str, x: u32| {
         points
             .iter()
             .find(|p| p.stack == stack && p.x == x)
             .and_then(|p| p.memory.map(|m| (m, p.connected)))
+    };
+    let (Some((l_rss0, l_k0)), Some((c_rss0, c_k0))) = (first("Linux"), first("corestack")) else {
+        return;
     };
     let mut xs: Vec<u32> = points.iter().map(|p| p.x).collect();
     xs.sort_unstable();
@@ -638,21 +652,23 @@ fn print_memory(points: &[Point]) {
                 format!("{:.0}", kib as f64 * 1024.0 / f64::from(n))
             }
         };
-        let linux_server = l.server_rss_delta_kib + l.kernel_delta_kib - c.kernel_delta_kib;
+        let l_kernel = l.kernel_kib as i64 - l_k0;
+        let c_kernel = c.kernel_kib as i64 - c_k0;
+        let linux_server = l.server_rss_kib as i64 - l_rss0 + l_kernel - c_kernel;
         println!(
             "{x:>11} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13}",
             mib(l.server_rss_kib as i64),
             mib(c.server_rss_kib as i64),
-            mib(l.kernel_delta_kib),
-            mib(c.kernel_delta_kib),
+            mib(l_kernel),
+            mib(c_kernel),
             per(linux_server, ln),
-            per(c.server_rss_delta_kib, cn),
+            per(c.server_rss_kib as i64 - c_rss0, cn),
         );
     }
     println!(
-        "(MiB; RSS: the server process; kernel+: growth of slab and TCP buffer memory, \
-         machine-wide, with the connections open; B/conn: bytes per open connection of each \
-         server, Linux's in its process and the kernel)"
+        "(MiB; RSS: the server's processes; kernel+: growth of slab and TCP buffer memory, \
+         machine-wide, since before the first point; B/conn: bytes per open connection of \
+         each server since before its first point, Linux's in its processes and the kernel)"
     );
 }
 
@@ -817,10 +833,11 @@ fn merge_clients(results: Vec<Result<Value>>) -> Result<(Point, Option<Memory>)>
     merged.p50_us = us(0.5);
     merged.p99_us = us(0.99);
     merged.note = (!notes.is_empty()).then(|| notes.join("; "));
-    let memory = (rss0 != u64::MAX && k0 != u64::MAX).then(|| Memory {
+    let memory = (rss0 != u64::MAX && k0 != u64::MAX).then_some(Memory {
         server_rss_kib: rss1,
-        server_rss_delta_kib: rss1 as i64 - rss0 as i64,
-        kernel_delta_kib: k1 as i64 - k0 as i64,
+        server_rss_before_kib: rss0,
+        kernel_kib: k1,
+        kernel_before_kib: k0,
     });
     Ok((merged, memory))
 }

@@ -50,6 +50,9 @@ pub struct EngineConfig {
     pub gateway: Option<Ipv4Addr>,
     /// TCP defaults for every connection.
     pub tcp: TcpConfig,
+    /// First and last local port of active opens (Linux's
+    /// `ip_local_port_range`; default 32768 to 60999).
+    pub ephemeral_ports: (u16, u16),
     /// Sockets of all kinds, including connections in TIME-WAIT, at most: a
     /// limit, not a size (the table grows on demand). Default 1 000 000.
     pub max_sockets: usize,
@@ -90,6 +93,7 @@ impl Default for EngineConfig {
             gateway: None,
             tcp: TcpConfig::default(),
             max_sockets: 1_000_000,
+            ephemeral_ports: crate::sockets::EPHEMERAL,
             ring_bytes: 256 * 1024,
             ring_max_bytes: 8 << 20,
             buffer_growth_limit: 256 << 20,

@@ -153,6 +153,10 @@ impl<P: Port> Engine<P> {
         let max = cfg.max_sockets;
         let mut sockets = Sockets::new(max);
         sockets.growth_limit = cfg.buffer_growth_limit;
+        let (lo, hi) = cfg.ephemeral_ports;
+        if 0 < lo && lo <= hi {
+            sockets.ephemeral = (lo, hi);
+        }
         Engine {
             port,
             capture: appif::capture::Capturer::off(),

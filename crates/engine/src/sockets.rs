@@ -169,6 +169,8 @@ pub struct Sockets {
     pub growth_used: HashMap<u32, usize>,
     next_engine_id: u64,
     next_ephemeral: u16,
+    /// First and last port of active opens (`EngineConfig::ephemeral_ports`).
+    pub ephemeral: (u16, u16),
 }
 
 /// Slots the table allocates for at start; it grows from there.
@@ -210,6 +212,7 @@ impl Sockets {
             growth_used: HashMap::new(),
             next_engine_id: appif::socket::ENGINE_ID_BIT | 1,
             next_ephemeral: EPHEMERAL.0,
+            ephemeral: EPHEMERAL,
         }
     }
 
@@ -287,10 +290,15 @@ impl Sockets {
 
     /// An ephemeral port free for `in_use`; None when the range is exhausted.
     pub fn ephemeral_port(&mut self, in_use: impl Fn(&Sockets, u16) -> bool) -> Option<u16> {
-        let span = EPHEMERAL.1 - EPHEMERAL.0 + 1;
+        let (lo, hi) = self.ephemeral;
+        let span = hi.saturating_sub(lo).saturating_add(1);
         for _ in 0..span {
-            let p = self.next_ephemeral;
-            self.next_ephemeral = if p >= EPHEMERAL.1 { EPHEMERAL.0 } else { p + 1 };
+            let p = if (lo..=hi).contains(&self.next_ephemeral) {
+                self.next_ephemeral
+            } else {
+                lo
+            };
+            self.next_ephemeral = if p >= hi { lo } else { p + 1 };
             if !in_use(self, p) {
                 return Some(p);
             }

@@ -238,6 +238,12 @@ impl StackBuilder {
         cfg.ip = ip;
         cfg.prefix_len = prefix;
         cfg.gateway = self.gateway;
+        // Active opens take their ports where the host's sockets do, unless set.
+        if self.mem.is_none() && cfg.ephemeral_ports == EngineConfig::default().ephemeral_ports {
+            if let Some(range) = local_port_range() {
+                cfg.ephemeral_ports = range;
+            }
+        }
         cfg.ring_bytes = self.ring_bytes;
         if let Some(port) = self.mem.take() {
             return Ok(self.launch_on(port, cfg, false));
@@ -397,4 +403,12 @@ impl Stack {
     pub fn builder() -> StackBuilder {
         StackBuilder::default()
     }
+}
+
+/// This network namespace's `net.ipv4.ip_local_port_range` (first, last).
+fn local_port_range() -> Option<(u16, u16)> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let mut it = text.split_whitespace().map(|w| w.parse::<u16>().ok());
+    let (lo, hi) = (it.next()??, it.next()??);
+    (0 < lo && lo <= hi).then_some((lo, hi))
 }
