@@ -19,17 +19,16 @@
 mod common;
 
 use appif::command::Command;
-use appif::seg::{AcceptQueue, Accepted};
+use appif::seg::Accepted;
 use appif::socket::{SockState, StatusHandle};
 use appif::{bytes, spsc};
-use common::{engine, push, End, A_IP, B_IP, STEP_NS};
+use common::{listening_pair, End, ListeningPair, B_IP, STEP_NS};
 use engine::publish::Published;
 use engine::stats::Stats;
 use engine::time::Instant;
 use engine::EngineConfig;
-use nic::impair::Impairments;
-use nic::mem::{self, MemClock, MemPort};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use nic::mem::MemPort;
+use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -55,33 +54,21 @@ impl Echo {
     /// Engines whose tables hold `max_sockets`, with `n` connections open
     /// and accepted.
     fn open(n: usize, max_sockets: usize) -> Echo {
-        let frames = 4 * n.max(1024);
-        let (pa, pb) =
-            mem::pair_with_capacity(Impairments::default(), Impairments::default(), 1, frames);
-        let (mut pa, mut pb) = (pa, pb);
-        let (clock, ns) = MemClock::manual();
-        pa.set_clock(clock.clone());
-        pb.set_clock(clock);
-        let start = 1_000_000_000u64;
-        ns.store(start, Ordering::Release);
         let cfg = EngineConfig {
             max_sockets,
             ring_bytes: RING,
             ring_max_bytes: RING,
             ..EngineConfig::default()
         };
-        let (a, ca) = engine(pa, A_IP, cfg.clone(), Instant(start));
-        let (b, mut cb) = engine(pb, B_IP, cfg, Instant(start));
-        let (acc_tx, accepted) = spsc::channel::<Accepted>(n.max(16));
-        push(
-            &mut cb,
-            Command::Listen {
-                id: 1,
-                shared: StatusHandle::local(),
-                local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT),
-                accept: AcceptQueue::Local(acc_tx),
-            },
-        );
+        let ListeningPair {
+            a,
+            ca,
+            b,
+            cb,
+            accepted,
+            clock: ns,
+            t: start,
+        } = listening_pair(cfg, 4 * n.max(1024), PORT, n.max(16));
         let mut e = Echo {
             a: Published::new(a),
             b: Published::new(b),

@@ -11,15 +11,14 @@ mod common;
 
 use appif::bytes;
 use appif::command::Command;
-use appif::seg::{AcceptQueue, Accepted};
+use appif::seg::Accepted;
 use appif::socket::{SockState, StatusHandle};
 use appif::spsc;
-use common::{engine, push, End, A_IP, B_IP, STEP_NS};
+use common::{listening_pair, push, End, ListeningPair, B_IP, STEP_NS};
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};
-use nic::impair::Impairments;
-use nic::mem::{self, MemClock, MemPort};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use nic::mem::{self, MemPort};
+use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -40,32 +39,23 @@ struct Pair {
 
 impl Pair {
     fn new() -> Pair {
-        let (mut pa, mut pb) = mem::pair(Impairments::default(), Impairments::default(), 1);
-        let (clock, ns) = MemClock::manual();
-        pa.set_clock(clock.clone());
-        pb.set_clock(clock);
-        let start = 1_000_000_000u64;
-        ns.store(start, Ordering::Release);
-        let (a, ca) = engine(pa, A_IP, EngineConfig::default(), Instant(start));
-        let (b, mut cb) = engine(pb, B_IP, EngineConfig::default(), Instant(start));
-        let (acc_tx, accepted) = spsc::channel::<Accepted>(16);
-        push(
-            &mut cb,
-            Command::Listen {
-                id: 1,
-                shared: StatusHandle::local(),
-                local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT),
-                accept: AcceptQueue::Local(acc_tx),
-            },
-        );
+        let ListeningPair {
+            a,
+            ca,
+            b,
+            cb,
+            accepted,
+            clock,
+            t,
+        } = listening_pair(EngineConfig::default(), mem::MEM_WIRE_FRAMES, PORT, 16);
         Pair {
             a,
             b,
             ca,
             cb,
             accepted,
-            clock: ns,
-            t: start,
+            clock,
+            t,
             next_id: 10,
         }
     }

@@ -128,6 +128,72 @@ struct Conn<S> {
     sent: usize,
 }
 
+/// Accepts every connection waiting on `listener`, each nonblocking with Nagle off, handing
+/// it to `take`; returns how many. Errors: the listener is gone (the engine or the daemon
+/// stopped: nothing more will arrive, so the server stops rather than spin on the error),
+/// or what `take` returns.
+fn accept_all<L: Listener>(
+    listener: &mut L,
+    mut take: impl FnMut(L::Stream) -> Result<()>,
+) -> Result<u64> {
+    let mut n = 0;
+    loop {
+        match listener.accept_one() {
+            Ok((mut stream, _peer)) => {
+                stream.nonblocking(true)?;
+                let _ = stream.nodelay();
+                take(stream)?;
+                n += 1;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(n),
+            Err(e) => return Err(e).context("accepting a connection"),
+        }
+    }
+}
+
+/// Answers up to [`UDP_BURST`] queued datagrams; returns how many.
+fn answer_datagrams<U: Datagram>(udp: &mut U, buf: &mut [u8]) -> Result<u64> {
+    let mut n = 0;
+    for _ in 0..UDP_BURST {
+        match udp.recv_one(buf) {
+            Ok((len, from)) => {
+                // A full send queue drops the echo, as a UDP server may.
+                let _ = udp.send_one(&buf[..len], from);
+                n += 1;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
+            Err(e) => return Err(e).context("receiving a datagram"),
+        }
+    }
+    Ok(n)
+}
+
+/// [`echo_conn`] with a failed connection counted as closed: (something moved, still open).
+fn echo_step<S: Stream>(c: &mut Conn<S>, buf: &mut [u8]) -> (bool, bool) {
+    echo_conn(c, buf).unwrap_or((true, false))
+}
+
+/// What a pass's wait returned: an interrupted wait is no error.
+fn waited(r: io::Result<()>) -> Result<()> {
+    match r {
+        Err(e) if e.kind() != io::ErrorKind::Interrupted => {
+            Err(e).context("waiting for socket events")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A connection just accepted, with nothing to echo yet.
+fn fresh<S>(stream: S) -> Conn<S> {
+    Conn {
+        stream,
+        pending: Vec::new(),
+        sent: 0,
+    }
+}
+
 /// Serves until `stop`; `idle(progress)` runs after every pass (`progress` = something moved).
 fn echo_loop<L: Listener, U: Datagram>(
     listener: &mut L,
@@ -139,55 +205,21 @@ fn echo_loop<L: Listener, U: Datagram>(
     let mut buf = vec![0u8; BUF_BYTES];
     let mut served = Served::default();
     while !stop.load(Ordering::Relaxed) {
-        let mut progress = false;
-        loop {
-            match listener.accept_one() {
-                Ok((mut stream, _peer)) => {
-                    stream.nonblocking(true)?;
-                    let _ = stream.nodelay();
-                    conns.push(Conn {
-                        stream,
-                        pending: Vec::new(),
-                        sent: 0,
-                    });
-                    served.connections += 1;
-                    progress = true;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
-                // The listener is gone (the engine or the daemon stopped): nothing more
-                // will arrive, so stop rather than spin on the error.
-                Err(e) => return Err(e).context("accepting a connection"),
-            }
-        }
-        conns.retain_mut(|c| match echo_conn(c, &mut buf) {
-            Ok((moved, open)) => {
-                progress |= moved;
-                open
-            }
-            Err(_) => {
-                progress = true;
-                false
-            }
+        let accepted = accept_all(listener, |stream| {
+            conns.push(fresh(stream));
+            Ok(())
+        })?;
+        let mut progress = accepted > 0;
+        served.connections += accepted;
+        conns.retain_mut(|c| {
+            let (moved, open) = echo_step(c, &mut buf);
+            progress |= moved;
+            open
         });
-        for _ in 0..UDP_BURST {
-            match udp.recv_one(&mut buf) {
-                Ok((n, from)) => {
-                    // A full send queue drops the echo, as a UDP server may.
-                    let _ = udp.send_one(&buf[..n], from);
-                    served.datagrams += 1;
-                    progress = true;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
-                Err(e) => return Err(e).context("receiving a datagram"),
-            }
-        }
-        match idle(progress) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e).context("waiting for socket events"),
-        }
+        let datagrams = answer_datagrams(udp, &mut buf)?;
+        served.datagrams += datagrams;
+        progress |= datagrams > 0;
+        waited(idle(progress))?;
     }
     Ok(served)
 }
@@ -222,60 +254,31 @@ fn echo_polled(
         poller.wait(&mut events, 1024, Some(Duration::ZERO))?;
         for ev in &events {
             match ev.token {
-                LISTENER => loop {
-                    match listener.accept_one() {
-                        Ok((mut stream, _peer)) => {
-                            stream.nonblocking(true)?;
-                            let _ = stream.nodelay();
-                            let i = free.pop().unwrap_or_else(|| {
-                                conns.push(None);
-                                conns.len() - 1
-                            });
-                            let token = FIRST_CONN + i as u64;
-                            poller.register(&stream, token, Interest::READABLE)?;
-                            conns[i] = Some(Conn {
-                                stream,
-                                pending: Vec::new(),
-                                sent: 0,
-                            });
-                            served.connections += 1;
-                            progress = true;
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
-                        Err(e) => return Err(e).context("accepting a connection"),
-                    }
-                },
+                LISTENER => {
+                    let accepted = accept_all(listener, |stream| {
+                        let i = free.pop().unwrap_or_else(|| {
+                            conns.push(None);
+                            conns.len() - 1
+                        });
+                        poller.register(&stream, FIRST_CONN + i as u64, Interest::READABLE)?;
+                        conns[i] = Some(fresh(stream));
+                        Ok(())
+                    })?;
+                    served.connections += accepted;
+                    progress |= accepted > 0;
+                }
                 UDP => {
-                    for _ in 0..UDP_BURST {
-                        match udp.recv_one(&mut buf) {
-                            Ok((n, from)) => {
-                                // A full send queue drops the echo, as a UDP server may.
-                                let _ = udp.send_one(&buf[..n], from);
-                                served.datagrams += 1;
-                                progress = true;
-                            }
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                            Err(e) if e.kind() == io::ErrorKind::Interrupted => break,
-                            Err(e) => return Err(e).context("receiving a datagram"),
-                        }
-                    }
+                    let datagrams = answer_datagrams(udp, &mut buf)?;
+                    served.datagrams += datagrams;
+                    progress |= datagrams > 0;
                 }
                 token => {
                     let i = (token - FIRST_CONN) as usize;
                     let Some(c) = conns.get_mut(i).and_then(Option::as_mut) else {
                         continue;
                     };
-                    let open = match echo_conn(c, &mut buf) {
-                        Ok((moved, open)) => {
-                            progress |= moved;
-                            open
-                        }
-                        Err(_) => {
-                            progress = true;
-                            false
-                        }
-                    };
+                    let (moved, open) = echo_step(c, &mut buf);
+                    progress |= moved;
                     if open {
                         // Wait for room while echo bytes wait, else for data.
                         let want = if c.sent < c.pending.len() {
@@ -292,11 +295,7 @@ fn echo_polled(
                 }
             }
         }
-        match idle(progress) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e).context("waiting for socket events"),
-        }
+        waited(idle(progress))?;
     }
     Ok(served)
 }

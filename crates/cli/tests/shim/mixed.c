@@ -21,19 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int failures;
-#define CHECK(name, cond, ...)                                    \
-    do {                                                          \
-        if (cond) {                                               \
-            printf("PASS %s\n", name);                            \
-        } else {                                                  \
-            printf("FAIL %s: ", name);                            \
-            printf(__VA_ARGS__);                                  \
-            printf("\n");                                         \
-            failures++;                                           \
-        }                                                         \
-        fflush(stdout);                                           \
-    } while (0)
+#include "check.h"
 
 enum { PIPE, KUDP, TCP, UDP, N };
 static const char *names[N] = {"pipe", "kernel-udp", "tcp", "udp"};

@@ -17,19 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static int failures;
-#define CHECK(name, cond, ...)                  \
-    do {                                        \
-        if (cond) {                             \
-            printf("PASS %s\n", name);          \
-        } else {                                \
-            printf("FAIL %s: ", name);          \
-            printf(__VA_ARGS__);                \
-            printf("\n");                       \
-            failures++;                         \
-        }                                       \
-        fflush(stdout);                         \
-    } while (0)
+#include "check.h"
 
 /* sendmsg of one byte with SCM_RIGHTS carrying fds[0..n]. */
 static ssize_t send_fds(int sock, const int *fds, int n) {

@@ -26,19 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int failures;
-#define CHECK(name, cond, ...)                         \
-    do {                                               \
-        if (cond) {                                    \
-            printf("PASS %s\n", name);                 \
-        } else {                                       \
-            printf("FAIL %s: ", name);                 \
-            printf(__VA_ARGS__);                       \
-            printf("\n");                              \
-            failures++;                                \
-        }                                              \
-        fflush(stdout);                                \
-    } while (0)
+#include "check.h"
 
 static struct sockaddr_in peer;
 

@@ -21,19 +21,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-static int failures;
-#define CHECK(name, cond, ...)                  \
-    do {                                        \
-        if (cond) {                             \
-            printf("PASS %s\n", name);          \
-        } else {                                \
-            printf("FAIL %s: ", name);          \
-            printf(__VA_ARGS__);                \
-            printf("\n");                       \
-            failures++;                         \
-        }                                       \
-        fflush(stdout);                         \
-    } while (0)
+#include "check.h"
 
 #define LPORT 9917
 static int echo_fd;

@@ -188,6 +188,59 @@ pub fn dump(ea: &Engine<MemPort>, eb: &Engine<MemPort>) -> String {
     s
 }
 
+/// Two engines on a clean `mem` wire, B listening (see [`listening_pair`]).
+pub struct ListeningPair {
+    pub a: Engine<MemPort>,
+    pub ca: spsc::Sender<Command>,
+    pub b: Engine<MemPort>,
+    pub cb: spsc::Sender<Command>,
+    /// B's accept queue.
+    pub accepted: spsc::Receiver<Accepted>,
+    /// The wire's clock, ns.
+    pub clock: Arc<AtomicU64>,
+    /// Virtual time now, ns (1 s).
+    pub t: u64,
+}
+
+/// Two engines with `cfg` on a clean `mem` wire of `frames` frames each way
+/// with a manual clock at 1 s, B listening on `port` with an accept queue of
+/// `backlog`.
+pub fn listening_pair(
+    cfg: EngineConfig,
+    frames: usize,
+    port: u16,
+    backlog: usize,
+) -> ListeningPair {
+    let none = Impairments::default();
+    let (mut pa, mut pb) = mem::pair_with_capacity(none, none, 1, frames);
+    let (clock, ns) = MemClock::manual();
+    pa.set_clock(clock.clone());
+    pb.set_clock(clock);
+    let start = 1_000_000_000u64;
+    ns.store(start, Ordering::Release);
+    let (a, ca) = engine(pa, A_IP, cfg.clone(), Instant(start));
+    let (b, mut cb) = engine(pb, B_IP, cfg, Instant(start));
+    let (acc_tx, accepted) = spsc::channel::<Accepted>(backlog);
+    push(
+        &mut cb,
+        Command::Listen {
+            id: 1,
+            shared: StatusHandle::local(),
+            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port),
+            accept: AcceptQueue::Local(acc_tx),
+        },
+    );
+    ListeningPair {
+        a,
+        ca,
+        b,
+        cb,
+        accepted,
+        clock: ns,
+        t: start,
+    }
+}
+
 /// Two engines on one `mem` wire with a manual clock: A has opened a
 /// connection to B's listener (the handshake runs with the first polls).
 pub struct Wire {
