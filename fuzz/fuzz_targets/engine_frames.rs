@@ -26,7 +26,9 @@
 
 use appif::bytes;
 use appif::notify::Notify;
-use appif::socket::{AcceptQueue, Accepted, Command, StatusHandle, UdpHeader};
+use appif::command::Command;
+use appif::seg::{AcceptQueue, Accepted};
+use appif::socket::{StatusHandle, UdpHeader};
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};
