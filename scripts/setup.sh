@@ -9,8 +9,9 @@ if [[ $(id -u) -ne 0 ]]; then
     exit 1
 fi
 
-# memcached, iperf3, sockperf, curl (and python3): real programs the shim tests run on corestack.
-packages=(iproute2 iputils-ping ethtool netcat-openbsd tcpdump pkg-config libxdp-dev libbpf-dev gcc libc6-dev
+# memcached, iperf3, sockperf, curl (and python3): real programs the shim tests run on corestack;
+# procps: sysctl, which the benchmarks and scale tests set in their namespaces.
+packages=(iproute2 iputils-ping ethtool netcat-openbsd tcpdump pkg-config libxdp-dev libbpf-dev gcc libc6-dev procps
     memcached iperf3 sockperf curl python3)
 missing=()
 for p in "${packages[@]}"; do
