@@ -27,7 +27,8 @@ impl Protocols {
             Some(tcp::CloseReason::TimedOut) => self.stats.tcp_timeouts += 1,
             _ => {}
         }
-        self.stats.fold_tcb(c.tcb.stats(), &mut c.counted);
+        // Its counters are folded into the engine's after its output
+        // (`flush_output`), or when it is removed (`drop_conn`).
         let finished = apply_events(c, &ev);
         if ev.connected {
             if let Some(l) = c.listener {

@@ -1,4 +1,4 @@
-//! The corestack engine: one run-to-completion loop per protocols.
+//! The corestack engine: one run-to-completion loop per core.
 //!
 //! Each call to [`Engine::poll`] does one iteration: receive a burst from
 //! the port and process it (Ethernet, ARP, IPv4, ICMP, UDP, TCP), take the
@@ -202,47 +202,26 @@ impl<P: Port> Engine<P> {
         } = self;
         protocols.now = now;
         let burst = protocols.cfg.rx_burst;
-        let mut rx = 0;
         if capture.on() {
             // `corestack capture`: frames in are copied as they are taken,
             // frames out as they are handed to the port.
-            for _ in 0..RX_BURSTS {
-                let n = port.rx_burst(burst, |frame, tx| {
-                    capture.frame(appif::capture::Direction::In, frame, None);
-                    protocols.handle_frame(
-                        frame,
-                        &mut capture::Captured {
-                            inner: tx,
-                            cap: capture,
-                        },
-                    )
-                });
-                rx += n;
-                if n < burst {
-                    break;
-                }
-                // Answers to the next burst must find tx buffers.
-                if port.tx().room() < burst {
-                    port.tx().flush();
-                }
-            }
+            let rx = drain_rx(port, burst, |frame, tx| {
+                capture.frame(appif::capture::Direction::In, frame, None);
+                protocols.handle_frame(
+                    frame,
+                    &mut capture::Captured {
+                        inner: tx,
+                        cap: capture,
+                    },
+                )
+            });
             let tx = &mut capture::Captured {
                 inner: port.tx(),
                 cap: capture,
             };
             protocols.after_rx(rx, tx)
         } else {
-            for _ in 0..RX_BURSTS {
-                let n = port.rx_burst(burst, |frame, tx| protocols.handle_frame(frame, tx));
-                rx += n;
-                if n < burst {
-                    break;
-                }
-                // Answers to the next burst must find tx buffers.
-                if port.tx().room() < burst {
-                    port.tx().flush();
-                }
-            }
+            let rx = drain_rx(port, burst, |frame, tx| protocols.handle_frame(frame, tx));
             protocols.after_rx(rx, port.tx())
         }
     }
@@ -444,6 +423,29 @@ impl<P: Port> Engine<P> {
         self.reset_where(|_| true, errno::ECONNRESET);
         self.protocols.wake.notify();
     }
+}
+
+/// Bursts of `burst` frames from `port` to `handle` while they come back
+/// full, up to [`RX_BURSTS`]; tx is flushed between bursts when the port is
+/// short of buffers for the answers (SYN-ACKs, ACKs sent from the rx path).
+/// Returns the frames taken.
+fn drain_rx<P: Port>(
+    port: &mut P,
+    burst: usize,
+    mut handle: impl FnMut(&[u8], &mut P::Tx),
+) -> usize {
+    let mut rx = 0;
+    for _ in 0..RX_BURSTS {
+        let n = port.rx_burst(burst, &mut handle);
+        rx += n;
+        if n < burst {
+            break;
+        }
+        if port.tx().room() < burst {
+            port.tx().flush();
+        }
+    }
+    rx
 }
 
 /// The `corestack ss` row of `sock`.
