@@ -1,0 +1,296 @@
+//! `corestack bench conn-sweep`: the points, their client processes, their memory.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use hdrhistogram::Histogram;
+use serde_json::Value;
+
+use super::*;
+
+/// `bench conn-sweep` options.
+#[derive(Args, Debug)]
+pub struct ConnSweep {
+    /// Concurrent connections per point.
+    #[arg(long, value_delimiter = ',', default_values_t = [1u32, 10, 100, 1000, 10000])]
+    counts: Vec<u32>,
+    /// Measured seconds per point and stack (after the connections are open).
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Message size in bytes.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    size: u32,
+    /// Also write the figures as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Draw round trips/s and p99 against the connection count to FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+impl ConnSweep {
+    /// Builds the namespaces, runs every connection count against each server, prints the
+    /// table and writes `--json`/`--plot`. Errors: not root, a server that does not start,
+    /// Ctrl-C (a count that cannot be reached is shown in the table instead).
+    pub fn run(self) -> Result<()> {
+        let counts_ok =
+            !self.counts.is_empty() && self.counts.iter().all(|&c| c > 0 && c <= 100_000);
+        let counts_rule = "--counts must be 1..=100000 each";
+        check_options(self.seconds, counts_ok, counts_rule, self.plot.as_ref())?;
+        let max = *self.counts.iter().max().expect("not empty");
+        // Each side needs a descriptor per connection (the corestack server does not: its
+        // sockets are not file descriptors). Children inherit the limit.
+        let want = u64::from(max) + 256;
+        let (soft, hard) = rlimit::Resource::NOFILE.get().unwrap_or((1024, 1024));
+        let nofile = if soft < want {
+            // Root may raise the hard limit too (up to fs.nr_open).
+            rlimit::Resource::NOFILE
+                .set(want, want.max(hard))
+                .map(|()| want)
+                .or_else(|_| {
+                    rlimit::Resource::NOFILE
+                        .set(want.min(hard), hard)
+                        .map(|()| want.min(hard))
+                })
+                .unwrap_or(soft)
+        } else {
+            soft
+        };
+        let bed = Bed::new("conn-sweep", 162)?;
+        // A client process holds at most CLIENT_CONNS connections (a descriptor each), from
+        // an address of its own (10.N.{1,2}.1, .11, .12, ...; its ports from 2000 up).
+        let clients_max = (max as usize).div_ceil(CLIENT_CONNS);
+        // Ports of connections closed at an earlier point wait in TIME-WAIT at the client:
+        // let new connections to the same server take them (RFC 6191 timestamps).
+        bed.topo
+            .client
+            .run("sysctl", &["-qw", "net.ipv4.tcp_tw_reuse=1"])?;
+        let mut sources: HashMap<&str, Vec<String>> = HashMap::new();
+        for (stack, sub, dev) in [("Linux", 2, "c2"), ("corestack", 1, "c1")] {
+            let mut list = vec![format!("10.{}.{sub}.1", bed.net)];
+            for k in 1..clients_max {
+                let ip = format!("10.{}.{sub}.{}", bed.net, 10 + k);
+                netns::addr_add(&bed.topo.client, dev, &format!("{ip}/24"))?;
+                list.push(ip);
+            }
+            sources.insert(stack, list);
+        }
+        // The Linux server likewise: processes sharing the port (SO_REUSEPORT).
+        let linux_procs = clients_max.to_string();
+        let size = self.size.to_string();
+        let secs = self.seconds.to_string();
+        let max_sockets = (max + 64).max(4096).to_string();
+        let mut points = Vec::new();
+        for stack in STACKS {
+            eprintln!("conn-sweep: {stack} echo server");
+            let port = PORT.to_string();
+            let linux_ip = format!("10.{}.2.2", bed.net);
+            let mut server = if stack == "Linux" {
+                bed.spawn_server(
+                    stack,
+                    &[
+                        "bench",
+                        "conn-echo",
+                        "--ip",
+                        &linux_ip,
+                        "--port",
+                        &port,
+                        "--procs",
+                        &linux_procs,
+                    ],
+                )?
+            } else {
+                bed.server(
+                    stack,
+                    &[
+                        "--ring-bytes",
+                        "4096",
+                        "--ring-max-bytes",
+                        "4096",
+                        "--max-sockets",
+                        &max_sockets,
+                    ],
+                )?
+            };
+            let target = bed.target(stack);
+            let server_pid = server.id();
+            for &count in &self.counts {
+                let before = (stack != "Linux")
+                    .then(|| engine_counters(server_pid))
+                    .flatten();
+                let timeout = Duration::from_secs_f64(self.seconds + 90.0);
+                let mut point = Point::unmeasured(stack, count);
+                let n_clients = (count as usize).div_ceil(CLIENT_CONNS);
+                let share = (count as usize).div_ceil(n_clients);
+                if share as u64 + 64 > nofile {
+                    point.note = Some(format!(
+                        "not run: ulimit -n is {nofile} (hard limit {hard}); raise it"
+                    ));
+                } else {
+                    let pid = server_pid.to_string();
+                    let results: Vec<Result<Value>> = std::thread::scope(|scope| {
+                        let runs: Vec<_> = (0..n_clients)
+                            .map(|c| {
+                                let conns = share.min(count as usize - c * share).to_string();
+                                let (bed, target, size, secs, pid) =
+                                    (&bed, &target, &size, &secs, &pid);
+                                let src = sources[stack][c].clone();
+                                scope.spawn(move || {
+                                    let args = [
+                                        "bench",
+                                        "conn-client",
+                                        "--target",
+                                        target,
+                                        "--conns",
+                                        &conns,
+                                        "--size",
+                                        size,
+                                        "--seconds",
+                                        secs,
+                                        "--sources",
+                                        &src,
+                                        "--server-pid",
+                                        pid,
+                                    ];
+                                    let log = format!("conn-{stack}-{count}-{c}.log");
+                                    bed.client(&args, &log, timeout)
+                                })
+                            })
+                            .collect();
+                        runs.into_iter()
+                            .map(|h| {
+                                h.join()
+                                    .unwrap_or_else(|_| Err(anyhow::anyhow!("panicked")))
+                            })
+                            .collect()
+                    });
+                    match merge_clients(results) {
+                        Ok((merged, memory)) => {
+                            point.connected = merged.connected;
+                            point.p50_us = merged.p50_us;
+                            point.p99_us = merged.p99_us;
+                            point.round_trips_per_s = merged.round_trips_per_s;
+                            point.note = merged.note;
+                            point.memory = memory;
+                        }
+                        Err(e) if e.downcast_ref::<Interrupted>().is_some() => return Err(e),
+                        Err(e) => point.note = Some(one_line(&e)),
+                    }
+                }
+                // What the corestack engine refused while this point ran, from its counters.
+                if let (Some(b), Some(a)) = (before, engine_counters(server_pid)) {
+                    let refused: Vec<String> = WATCHED
+                        .iter()
+                        .filter_map(|&name| {
+                            let d = a.get(name)?.saturating_sub(*b.get(name)?);
+                            (d > 0).then(|| format!("{name} +{d}"))
+                        })
+                        .collect();
+                    if !refused.is_empty() {
+                        let n = point.note.take().map(|n| n + "; ").unwrap_or_default();
+                        point.note = Some(format!(
+                            "{n}corestack engine counters: {}",
+                            refused.join(", ")
+                        ));
+                    }
+                }
+                eprintln!(
+                    "  {stack} {count} connections ({} open): {:.0} round trips/s, p99 {:.1} µs{}",
+                    point.connected,
+                    point.round_trips_per_s,
+                    point.p99_us,
+                    point
+                        .note
+                        .as_deref()
+                        .map(|n| format!(" ({n})"))
+                        .unwrap_or_default()
+                );
+                points.push(point);
+                // Let the closed connections leave the server before the next point.
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            server.terminate(Duration::from_secs(5))?;
+        }
+        drop(bed);
+        let client = "bench conn-client, kernel stack, one thread waiting in epoll (blocks), \
+                      one process per 15 000 connections";
+        let servers = "Linux: bench conn-echo, one thread, epoll polled without sleeping \
+                       (spins), one process per 15 000 connections sharing the port \
+                       (SO_REUSEPORT); corestack: serve echo, one process, inline engine, \
+                       --poll busy (spins), af_xdp, 4 KiB fixed rings; all on one CPU";
+        println!(
+            "corestack bench conn-sweep: N TCP connections, each with one {}-byte message in flight",
+            self.size
+        );
+        println!("client: {client}");
+        println!("servers: {servers}");
+        println!(
+            "{} s measured per point and stack; ulimit -n {nofile}; one server at a time\n",
+            self.seconds
+        );
+        print_table("connections", &points, true);
+        print_memory(&points);
+        write_outputs(
+            "conn-sweep",
+            "concurrent connections",
+            client,
+            servers,
+            self.seconds,
+            &points,
+            self.json.as_ref(),
+            self.plot.as_ref(),
+        )
+    }
+}
+
+/// Connections one conn-sweep client process opens (a descriptor each; this container's
+/// hard limit is 20 000 a process), each process from an address of its own.
+const CLIENT_CONNS: usize = 15_000;
+
+/// The clients of one point together: connections, round trips/s summed; p50/p99 of all
+/// their round trips (their latency histograms merged); memory: the server's before the
+/// first opened and with every client's connections open (the largest of the readings).
+fn merge_clients(results: Vec<Result<Value>>) -> Result<(Point, Option<Memory>)> {
+    let mut merged = Point::default();
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).context("histogram")?;
+    let (mut rss0, mut rss1, mut k0, mut k1) = (u64::MAX, 0u64, u64::MAX, 0u64);
+    let mut notes = Vec::new();
+    for r in results {
+        let v = r?;
+        merged.connected += v.get("connected").and_then(Value::as_u64).unwrap_or(0) as u32;
+        merged.round_trips_per_s += f64_of(&v, "round_trips_per_s");
+        if let Some(pairs) = v.get("hist").and_then(Value::as_array) {
+            for p in pairs {
+                if let (Some(ns), Some(n)) = (p[0].as_u64(), p[1].as_u64()) {
+                    hist.saturating_record_n(ns.max(1), n);
+                }
+            }
+        }
+        if let Some(n) = v.get("note").and_then(Value::as_str) {
+            notes.push(n.to_string());
+        }
+        let kib = |k: &str| v.get(k).and_then(Value::as_u64);
+        if let (Some(a), Some(b), Some(c), Some(d)) = (
+            kib("server_rss_before_kib"),
+            kib("server_rss_kib"),
+            kib("kernel_before_kib"),
+            kib("kernel_kib"),
+        ) {
+            (rss0, rss1, k0, k1) = (rss0.min(a), rss1.max(b), k0.min(c), k1.max(d));
+        }
+    }
+    let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+    merged.p50_us = us(0.5);
+    merged.p99_us = us(0.99);
+    merged.note = (!notes.is_empty()).then(|| notes.join("; "));
+    let memory = (rss0 != u64::MAX && k0 != u64::MAX).then_some(Memory {
+        server_rss_kib: rss1,
+        server_rss_before_kib: rss0,
+        kernel_kib: k1,
+        kernel_before_kib: k0,
+    });
+    Ok((merged, memory))
+}
