@@ -27,6 +27,9 @@
 mod prog;
 #[allow(unsafe_code)]
 mod sys;
+mod tx;
+
+pub use tx::AfXdpTx;
 
 use std::io;
 use std::net::Ipv4Addr;
@@ -35,7 +38,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind};
 use crate::packet_tx::{PacketTx, PacketTxStats};
-use crate::{Capabilities, Port, TxQueue};
+use crate::{Capabilities, Port};
 use sys::{FrameArea, Mmap, Ring};
 
 /// `XDP_FLAGS_SKB_MODE` (linux/if_link.h).
@@ -45,8 +48,6 @@ const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 /// Bytes the kernel reserves in front of each received frame
 /// (`XDP_PACKET_HEADROOM`).
 pub const XDP_PACKET_HEADROOM: u32 = 256;
-/// Frames `sendto` processes per call in copy mode (kernel `TX_BATCH_SIZE`).
-const KERNEL_TX_BATCH: u32 = 32;
 
 /// How the XDP program is attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -218,165 +219,6 @@ impl RxSide {
         if self.area.contains(chunk, 1) && self.stash.len() < self.stash.capacity() {
             self.stash.push(chunk);
         }
-    }
-}
-
-/// The transmit side of an [`AfXdpPort`]: tx and completion rings over the
-/// tx half of the UMEM, and the free list of tx chunks.
-#[derive(Debug)]
-pub struct AfXdpTx {
-    tx: Ring<libc::xdp_desc>,
-    comp: Ring<u64>,
-    area: FrameArea,
-    /// Free tx chunks (capacity: tx frames; never grows).
-    free: Vec<u64>,
-    frame_size: usize,
-    /// Our producer index of the tx ring, including unpublished entries.
-    tx_prod: u32,
-    /// The producer index last published.
-    tx_published: u32,
-    /// Our consumer index of the completion ring.
-    comp_cons: u32,
-    /// Kick on every flush with outstanding frames (copy mode).
-    always_kick: bool,
-    xsk: Arc<OwnedFd>,
-    /// Set for [`TxPath::Packet`]: frames go there instead of the tx ring.
-    packet: Option<PacketTx>,
-    frames: u64,
-    invalid: u64,
-    kicks: u64,
-    kick_errors: u64,
-}
-
-impl AfXdpTx {
-    /// Moves completed chunks from the completion ring to the free list.
-    fn reap(&mut self) {
-        let prod = self.comp.load_producer();
-        let n = prod.wrapping_sub(self.comp_cons).min(self.comp.size());
-        for i in 0..n {
-            let addr = self.comp.read(self.comp_cons.wrapping_add(i));
-            if self.area.contains(addr, self.frame_size) && self.free.len() < self.free.capacity() {
-                self.free.push(addr);
-            } else {
-                self.invalid += 1;
-            }
-        }
-        if n > 0 {
-            self.comp_cons = self.comp_cons.wrapping_add(n);
-            self.comp.store_consumer(self.comp_cons);
-        }
-    }
-
-    /// Tx chunks free right now (after reaping completions).
-    pub fn free_frames(&mut self) -> usize {
-        self.reap();
-        self.free.len()
-    }
-}
-
-impl TxQueue for AfXdpTx {
-    fn transmit<F: FnOnce(&mut [u8]) -> usize>(&mut self, max_len: usize, fill: F) -> bool {
-        if let Some(p) = &mut self.packet {
-            return p.transmit(max_len, fill);
-        }
-        if self.free.is_empty() {
-            self.reap();
-        }
-        let Some(addr) = self.free.pop() else {
-            return false;
-        };
-        let cap = max_len.min(self.frame_size);
-        let Some(buf) = self.area.slice_mut(addr, cap) else {
-            self.invalid += 1;
-            return false;
-        };
-        let len = fill(buf).min(cap);
-        if len == 0 {
-            self.free.push(addr);
-            return true;
-        }
-        self.tx.write(
-            self.tx_prod,
-            libc::xdp_desc {
-                addr,
-                len: len as u32,
-                options: 0,
-            },
-        );
-        self.tx_prod = self.tx_prod.wrapping_add(1);
-        self.frames += 1;
-        true
-    }
-
-    fn transmit_gso<F: FnOnce(&mut [u8]) -> usize>(
-        &mut self,
-        max_len: usize,
-        gso_size: usize,
-        fill: F,
-    ) -> bool {
-        match &mut self.packet {
-            Some(p) => p.transmit_gso(max_len, gso_size, fill),
-            None => false,
-        }
-    }
-
-    fn transmit_gather<F: FnOnce(&mut [u8])>(
-        &mut self,
-        header_len: usize,
-        payload: crate::TxPayload,
-        gso_size: usize,
-        fill: F,
-    ) -> bool {
-        match &mut self.packet {
-            Some(p) => p.transmit_gather(header_len, payload, gso_size, fill),
-            None => crate::transmit_copied(self, header_len, payload, gso_size, fill),
-        }
-    }
-
-    fn room(&self) -> usize {
-        match &self.packet {
-            Some(_) => usize::MAX,
-            None => self.free.len(),
-        }
-    }
-
-    fn flush(&mut self) {
-        if let Some(p) = &mut self.packet {
-            return p.flush();
-        }
-        if self.tx_prod != self.tx_published {
-            self.tx.store_producer(self.tx_prod);
-            self.tx_published = self.tx_prod;
-        }
-        // Copy mode sends at most KERNEL_TX_BATCH frames per sendto, so kick
-        // until the kernel has consumed everything or stops making progress.
-        let outstanding = self.tx_published.wrapping_sub(self.tx.load_consumer());
-        let max_kicks = outstanding / KERNEL_TX_BATCH + 2;
-        let mut kicks = 0;
-        while kicks < max_kicks {
-            let before = self.tx.load_consumer();
-            if before == self.tx_published {
-                break;
-            }
-            if !self.always_kick && !self.tx.needs_wakeup() {
-                break;
-            }
-            kicks += 1;
-            self.kicks += 1;
-            if let Err(e) = sys::kick_tx(self.xsk.as_raw_fd()) {
-                match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => {}
-                    _ => {
-                        self.kick_errors += 1;
-                        break;
-                    }
-                }
-            }
-            if self.tx.load_consumer() == before {
-                break;
-            }
-        }
-        self.reap();
     }
 }
 
