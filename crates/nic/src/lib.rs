@@ -25,6 +25,7 @@ pub mod mem;
 pub mod packet_tx;
 #[allow(unsafe_code)]
 pub mod payload;
+pub mod rss;
 #[allow(unsafe_code)]
 mod sys;
 pub mod tap;
