@@ -142,3 +142,26 @@ pub enum Command {
         snd: usize,
     },
 }
+
+impl Command {
+    /// The socket the command is for (a listener joining a group: the new
+    /// member).
+    pub fn id(&self) -> SockId {
+        match self {
+            Command::Connect { id, .. }
+            | Command::Listen { id, .. }
+            | Command::JoinListener { id, .. }
+            | Command::UdpBind { id, .. }
+            | Command::Send { id }
+            | Command::Recvd { id }
+            | Command::Shutdown { id }
+            | Command::Close { id }
+            | Command::Abort { id }
+            | Command::SetNodelay { id, .. }
+            | Command::SetKeepalive { id, .. }
+            | Command::SetKeepaliveParams { id, .. }
+            | Command::SetCongestion { id, .. }
+            | Command::SetBuffers { id, .. } => *id,
+        }
+    }
+}

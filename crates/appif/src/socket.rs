@@ -21,6 +21,28 @@ pub const ENGINE_ID_BIT: u64 = 1 << 63;
 /// [`crate::seg::service_id`]).
 pub const SERVICE_ID_BIT: u64 = 1 << 62;
 
+/// The lowest bit of the engine index in the ids of sockets of embedded
+/// and inline mode: bits 52..60 name the engine that owns the socket, so a
+/// command finds its engine from the id alone ([`engine_of`]).
+pub const ENGINE_INDEX_SHIFT: u32 = 52;
+
+/// Engines one stack may run, at most (the engine index is 8 bits).
+pub const MAX_ENGINES: usize = 255;
+
+/// `id` marked as owned by engine `engine` (0..[`MAX_ENGINES`]).
+pub fn with_engine(id: SockId, engine: usize) -> SockId {
+    (id & !(0xff << ENGINE_INDEX_SHIFT)) | ((engine as u64 & 0xff) << ENGINE_INDEX_SHIFT)
+}
+
+/// The engine that owns socket `id`: 0 for service-mode ids (the daemon
+/// runs one engine per application for now) and for ids without an index.
+pub fn engine_of(id: SockId) -> usize {
+    if id & SERVICE_ID_BIT != 0 && id & ENGINE_ID_BIT == 0 {
+        return 0;
+    }
+    ((id >> ENGINE_INDEX_SHIFT) & 0xff) as usize
+}
+
 /// Socket states as the application sees them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]

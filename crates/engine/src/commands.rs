@@ -178,8 +178,15 @@ impl Protocols {
             None => false,
         };
         if local_port == 0 {
+            // Among several engines, a port whose flow this engine owns.
+            let (h, ip) = (&self.handoff, self.egress.ip);
+            let elsewhere = |p: u16| {
+                h.as_ref().is_some_and(|h| {
+                    h.steering().owner_v4(ip, *remote.ip(), p, remote.port()) != h.me()
+                })
+            };
             self.sockets
-                .ephemeral_port(|s, p| taken(s, p) || s.listeners.contains_key(&p))
+                .ephemeral_port(|s, p| taken(s, p) || s.listeners.contains_key(&p) || elsewhere(p))
                 .ok_or(errno::EADDRNOTAVAIL)
         } else if taken(&self.sockets, local_port) {
             Err(errno::EADDRINUSE)
@@ -369,7 +376,7 @@ impl Protocols {
         ports: Ports,
         make: impl FnOnce(SocketAddrV4) -> Socket,
     ) {
-        let local = match self.bind_addr(local, |s, p| s.ports(ports).contains_key(&p)) {
+        let local = match self.bind_addr(local, ports) {
             Ok(a) => a,
             Err(e) => return shared.set_closed(e),
         };
@@ -384,20 +391,20 @@ impl Protocols {
     }
 
     /// The local address a bind to `local` gets: our address, and the port
-    /// asked for or an ephemeral one free in the table `in_use` checks.
+    /// asked for or an ephemeral one free in the port table `ports` (among
+    /// several engines, a UDP port this engine owns).
     /// Errors: EADDRINUSE (port taken or none free), EADDRNOTAVAIL (not our address).
-    fn bind_addr(
-        &mut self,
-        local: SocketAddrV4,
-        in_use: impl Fn(&Sockets, u16) -> bool,
-    ) -> Result<SocketAddrV4, i32> {
+    fn bind_addr(&mut self, local: SocketAddrV4, ports: Ports) -> Result<SocketAddrV4, i32> {
         if !local.ip().is_unspecified() && *local.ip() != self.egress.ip {
             return Err(errno::EADDRNOTAVAIL);
         }
+        let in_use = |s: &Sockets, p: u16| s.ports(ports).contains_key(&p);
+        let h = &self.handoff;
+        let elsewhere = |p: u16| matches!((h, ports), (Some(h), Ports::Udp) if h.udp_owner(p) != h.me());
         let port = match local.port() {
             0 => self
                 .sockets
-                .ephemeral_port(&in_use)
+                .ephemeral_port(|s, p| in_use(s, p) || elsewhere(p))
                 .ok_or(errno::EADDRINUSE)?,
             p if in_use(&self.sockets, p) => return Err(errno::EADDRINUSE),
             p => p,

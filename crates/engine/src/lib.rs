@@ -37,6 +37,7 @@ pub mod publish;
 mod rings;
 mod rx;
 mod sockets;
+pub mod steer;
 pub mod stats;
 pub mod syncookie;
 pub mod tcp;
@@ -120,6 +121,11 @@ pub(crate) struct Protocols {
     violations: Vec<u32>,
     /// Stage timestamps for `corestack trace` (off unless switched on).
     pub(crate) trace: trace::EngineTrace,
+    /// This engine's place among several ([`Engine::join`]); None: the
+    /// only engine, which owns every flow.
+    pub(crate) handoff: Option<steer::Handoff>,
+    /// One handoff record at a time, while it is handled.
+    handoff_scratch: Vec<u8>,
 }
 
 impl<P: Port> Engine<P> {
@@ -183,6 +189,8 @@ impl<P: Port> Engine<P> {
                 now,
                 violations: Vec::new(),
                 trace: trace::EngineTrace::new(appif::trace::Tracer::off()),
+                handoff: None,
+                handoff_scratch: Vec::new(),
                 cfg,
             },
         }
@@ -219,11 +227,29 @@ impl<P: Port> Engine<P> {
                 inner: port.tx(),
                 cap: capture,
             };
-            protocols.after_rx(rx, tx)
+            let handed = protocols.take_handoff(tx);
+            protocols.after_rx(rx + handed, tx)
         } else {
             let rx = drain_rx(port, burst, |frame, tx| protocols.handle_frame(frame, tx));
-            protocols.after_rx(rx, port.tx())
+            let handed = protocols.take_handoff(port.tx());
+            protocols.after_rx(rx + handed, port.tx())
         }
+    }
+
+    /// Makes this engine one of several ([`steer::handoff_mesh`] gives
+    /// each its `handoff`): it then keeps only the flows it owns, hands
+    /// every other frame to its owner, picks local ports of active opens
+    /// that hash to itself, and numbers the sockets it creates with its
+    /// index ([`appif::socket::with_engine`]). Call before the first poll.
+    pub fn join(&mut self, handoff: steer::Handoff) {
+        let me = handoff.me();
+        self.protocols.sockets.set_engine_index(me);
+        self.protocols.handoff = Some(handoff);
+    }
+
+    /// This engine's index among several (0 when it is the only one).
+    pub fn index(&self) -> usize {
+        self.protocols.handoff.as_ref().map_or(0, |h| h.me())
     }
 
     /// Sends this engine's frames to `capturer` while `corestack capture`

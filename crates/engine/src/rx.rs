@@ -8,6 +8,7 @@
 
 use crate::egress::Egress;
 use crate::sockets::{flow_key, Conn};
+use crate::steer;
 use crate::tcp;
 use crate::trace::{RingStamps, StampedRing};
 use crate::Protocols;
@@ -20,11 +21,17 @@ use wire::tcp::TcpRepr;
 use wire::Error;
 
 impl Protocols {
-    /// Handles one received Ethernet frame.
+    /// Handles one Ethernet frame received from the port.
     pub(crate) fn handle_frame<T: TxQueue>(&mut self, frame: &[u8], tx: &mut T) {
         self.trace.frame_start();
         self.stats.rx_frames += 1;
         self.stats.rx_bytes += frame.len() as u64;
+        self.dispatch_frame(frame, false, tx);
+    }
+
+    /// Handles one Ethernet frame: from the port, or `handed` over by the
+    /// engine that received it (then ours to handle whoever else owns it).
+    pub(crate) fn dispatch_frame<T: TxQueue>(&mut self, frame: &[u8], handed: bool, tx: &mut T) {
         let Ok((eth, payload)) = EthernetRepr::parse(frame) else {
             self.stats.drop_eth_truncated += 1;
             return;
@@ -34,10 +41,41 @@ impl Protocols {
             return;
         }
         match eth.ethertype {
-            ETHERTYPE_ARP => self.handle_arp(payload, tx),
-            ETHERTYPE_IPV4 => self.handle_ipv4(&eth, payload, tx),
+            ETHERTYPE_ARP => {
+                if !handed {
+                    self.share_arp(frame);
+                }
+                self.handle_arp(payload, tx);
+            }
+            ETHERTYPE_IPV4 => {
+                if !handed {
+                    if let Some(owner) = self.foreign_owner(payload) {
+                        self.hand_off(owner, steer::Kind::Frame, &[frame]);
+                        return;
+                    }
+                }
+                self.handle_ipv4(&eth, &frame[..14], payload, tx);
+            }
             _ => self.stats.drop_eth_unsupported += 1,
         }
+    }
+
+    /// What an ARP packet teaches: its sender's address merged into the
+    /// cache (added when it is for us, RFC 826), frames waiting for it
+    /// sent. Returns whether the packet is for us.
+    pub(crate) fn learn_arp<T: TxQueue>(&mut self, arp: &ArpRepr, tx: &mut T) -> bool {
+        let for_us = arp.target_ip == self.egress.ip;
+        if !arp.sender_ip.is_unspecified() && arp.sender_mac.is_unicast() {
+            let waiting = self
+                .egress
+                .arp
+                .learn(arp.sender_ip, arp.sender_mac, for_us, self.now);
+            if waiting {
+                self.egress
+                    .flush_waiting(tx, &mut self.stats, arp.sender_ip, arp.sender_mac);
+            }
+        }
+        for_us
     }
 
     fn handle_arp<T: TxQueue>(&mut self, packet: &[u8], tx: &mut T) {
@@ -45,20 +83,7 @@ impl Protocols {
             self.stats.drop_arp_malformed += 1;
             return;
         };
-        let for_us = arp.target_ip == self.egress.ip;
-        let now = self.now;
-        // RFC 826: merge the sender into the table if it is there; add it
-        // when the packet is for us.
-        if !arp.sender_ip.is_unspecified() && arp.sender_mac.is_unicast() {
-            let waiting = self
-                .egress
-                .arp
-                .learn(arp.sender_ip, arp.sender_mac, for_us, now);
-            if waiting {
-                self.egress
-                    .flush_waiting(tx, &mut self.stats, arp.sender_ip, arp.sender_mac);
-            }
-        }
+        let for_us = self.learn_arp(&arp, tx);
         match arp.op {
             ArpOp::Request if for_us => {
                 self.stats.arp_requests_rx += 1;
@@ -76,7 +101,15 @@ impl Protocols {
         }
     }
 
-    fn handle_ipv4<T: TxQueue>(&mut self, eth: &EthernetRepr, packet: &[u8], tx: &mut T) {
+    /// `eth_header`: the frame's 14 bytes of Ethernet header, for a
+    /// reassembled datagram handed to its owner.
+    fn handle_ipv4<T: TxQueue>(
+        &mut self,
+        eth: &EthernetRepr,
+        eth_header: &[u8],
+        packet: &[u8],
+        tx: &mut T,
+    ) {
         let ip = match Ipv4Packet::new_checked(packet) {
             Ok(ip) => ip,
             Err(_) => {
@@ -99,7 +132,15 @@ impl Protocols {
             // handled; an empty `Reassembler` allocates nothing.
             let mut frag = core::mem::take(&mut self.frag);
             if let Some(whole) = frag.push(self.now, &ip, &mut self.stats) {
-                self.deliver_ipv4(eth, &whole, tx);
+                // Reassembled where the fragments landed; handled by the
+                // owner of the whole datagram.
+                match self.foreign_owner(whole.bytes()) {
+                    Some(owner) => {
+                        let parts = [eth_header, whole.bytes()];
+                        self.hand_off(owner, steer::Kind::Datagram, &parts);
+                    }
+                    None => self.deliver_ipv4(eth, &whole, tx),
+                }
             }
             self.frag = frag;
             return;
@@ -109,7 +150,7 @@ impl Protocols {
 
     /// Hands a whole datagram for us (unfragmented or reassembled) to its
     /// protocol.
-    fn deliver_ipv4<T: TxQueue>(&mut self, eth: &EthernetRepr, ip: &Ipv4Packet<'_>, tx: &mut T) {
+    pub(crate) fn deliver_ipv4<T: TxQueue>(&mut self, eth: &EthernetRepr, ip: &Ipv4Packet<'_>, tx: &mut T) {
         let src = ip.src();
         // Learn the peer's MAC from its traffic when it is on-link and the
         // cache already knows it (refresh only; RFC 1122 §2.3.2.1 allows it).
@@ -135,6 +176,11 @@ impl Protocols {
             }
         };
         self.stats.tcp_rx_segments += 1;
+        if let Some(h) = &self.handoff {
+            if h.steering().owner_v4(src, dst, seg.src_port, seg.dst_port) != h.me() {
+                self.stats.owner_violations += 1;
+            }
+        }
         let remote = SocketAddrV4::new(src, seg.src_port);
         let flags = seg.flags;
         if let Some(&slot) = self.sockets.flows.get(&flow_key(remote, seg.dst_port)) {

@@ -216,6 +216,11 @@ impl Sockets {
         }
     }
 
+    /// Numbers the sockets this engine creates as engine `index`'s.
+    pub fn set_engine_index(&mut self, index: usize) {
+        self.next_engine_id = appif::socket::with_engine(self.next_engine_id, index);
+    }
+
     /// A fresh id for a socket the engine creates.
     pub fn engine_id(&mut self) -> SockId {
         let id = self.next_engine_id;

@@ -204,6 +204,20 @@ counters! {
     /// Socket slots visited to publish the connection table for
     /// `corestack ss`, a bounded number per publication.
     published_slots,
+    /// Frames received on this engine's queue that another engine owns
+    /// (the NIC did not steer them: veth, TAP, a NIC without RSS).
+    rx_foreign,
+    /// Records handed to other engines: frames they own, reassembled
+    /// datagrams, copies of ARP packets to learn from.
+    handoff_tx,
+    /// Records taken from other engines' handoff rings.
+    handoff_rx,
+    /// Records not handed over because the ring to their owner was full
+    /// (the frame is lost, as on a full NIC queue).
+    handoff_dropped,
+    /// TCP segments that reached a connection on an engine that does not
+    /// own their flow: always 0 unless steering is broken.
+    owner_violations,
 }
 
 impl core::fmt::Display for Stats {

@@ -136,6 +136,11 @@ impl<'a> Ipv4Packet<'a> {
         &self.buf[..self.header_len()]
     }
 
+    /// The whole datagram: bytes `0..total_len` (padding excluded).
+    pub fn bytes(&self) -> &'a [u8] {
+        &self.buf[..self.total_len()]
+    }
+
     /// The payload: bytes `header_len..total_len` (padding excluded).
     pub fn payload(&self) -> &'a [u8] {
         &self.buf[self.header_len()..self.total_len()]

@@ -1,0 +1,314 @@
+//! Many engines: which engine owns a frame, and the handoff rings that
+//! carry it there.
+//!
+//! Every flow has one owner engine ([`nic::rss::Steering`]: the symmetric
+//! Toeplitz hash of its 4-tuple through a 128-bucket table). A NIC that
+//! steers with the same key and table puts each frame on its owner's
+//! queue; where it cannot (veth, TAP, a NIC without RSS) the engine that
+//! receives a frame it does not own hands it to the owner over a
+//! single-producer ring per engine pair, always on and counted
+//! (`rx_foreign`, `handoff_tx`, `handoff_rx`, `handoff_dropped`).
+//!
+//! Who owns what:
+//! - TCP: the owner of the 4-tuple. So only the owner sends a RST for an
+//!   unknown flow, validates a SYN cookie, and keeps TIME-WAIT.
+//! - UDP: the owner of the local port alone (a bound socket lives on one
+//!   engine, whatever its peers).
+//! - ICMP errors: the owner of the flow in the quoted header.
+//! - IPv4 fragments: reassembled where they land (a NIC hashes every
+//!   fragment of a datagram by its addresses, so they land together),
+//!   then the whole datagram goes to its owner.
+//! - ARP: processed where it lands, and a copy goes to every other engine
+//!   to learn from (each keeps its own cache and sends its own requests).
+//! - Anything else (ICMP echo): the engine that received it.
+//!
+//! A ring record is `[u32 length][u8 kind][3 bytes zero][length bytes]`.
+
+use appif::bytes;
+use core::net::Ipv4Addr;
+use nic::rss::Steering;
+use std::sync::Arc;
+use wire::ipv4::{PROTO_ICMP, PROTO_TCP, PROTO_UDP};
+
+/// Bytes of each handoff ring (per ordered engine pair) by default: 256
+/// full-size frames.
+pub const HANDOFF_RING_BYTES: usize = 512 * 1024;
+
+/// The largest record: a reassembled datagram (64 KiB) with its Ethernet
+/// header.
+const MAX_RECORD: usize = 14 + 65_535;
+const RECORD_HEADER: usize = 8;
+
+/// What a handoff record holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Kind {
+    /// An Ethernet frame the receiver owns: handle it as if received.
+    Frame = 0,
+    /// An ARP packet (whole frame) another engine received: learn from it only.
+    ArpCopy = 1,
+    /// An Ethernet header and a reassembled IPv4 datagram the receiver owns.
+    Datagram = 2,
+}
+
+/// One engine's place among several: its index, the steering table, and
+/// its ends of the handoff rings (one to and one from every other engine).
+pub struct Handoff {
+    me: usize,
+    steering: Arc<Steering>,
+    to: Vec<Option<bytes::Writer>>,
+    from: Vec<Option<bytes::Reader>>,
+}
+
+impl std::fmt::Debug for Handoff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handoff")
+            .field("me", &self.me)
+            .field("engines", &self.steering.engines())
+            .finish()
+    }
+}
+
+/// The handoff mesh of `steering.engines()` engines: element `i` goes to
+/// engine `i` ([`crate::Engine::join`]). Every ordered pair of engines
+/// gets a ring of `ring_bytes` bytes (allocated now, touched as used).
+pub fn handoff_mesh(steering: Arc<Steering>, ring_bytes: usize) -> Vec<Handoff> {
+    let n = steering.engines();
+    let mut all: Vec<Handoff> = (0..n)
+        .map(|me| Handoff {
+            me,
+            steering: steering.clone(),
+            to: (0..n).map(|_| None).collect(),
+            from: (0..n).map(|_| None).collect(),
+        })
+        .collect();
+    for i in 0..n {
+        for j in 0..n {
+            if i != j {
+                let (w, r) = bytes::ring(ring_bytes);
+                all[i].to[j] = Some(w);
+                all[j].from[i] = Some(r);
+            }
+        }
+    }
+    all
+}
+
+impl Handoff {
+    /// This engine's index.
+    pub fn me(&self) -> usize {
+        self.me
+    }
+
+    /// The steering table every engine shares.
+    pub fn steering(&self) -> &Arc<Steering> {
+        &self.steering
+    }
+
+    /// The number of engines.
+    pub fn engines(&self) -> usize {
+        self.steering.engines()
+    }
+
+    /// Hands `parts` (concatenated) as one record of `kind` to engine `to`.
+    /// False when its ring has no room (the caller counts the loss).
+    pub(crate) fn send(&mut self, to: usize, kind: Kind, parts: &[&[u8]]) -> bool {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let Some(Some(w)) = self.to.get_mut(to) else {
+            return false;
+        };
+        if len > MAX_RECORD || w.free() < RECORD_HEADER + len {
+            return false;
+        }
+        let mut header = [0u8; RECORD_HEADER];
+        header[..4].copy_from_slice(&(len as u32).to_le_bytes());
+        header[4] = kind as u8;
+        w.write(&header);
+        for p in parts {
+            w.write(p);
+        }
+        true
+    }
+
+    /// Takes the next whole record from engine `from` into `scratch`
+    /// (grown once to the largest record): its kind and length. None when
+    /// that ring holds no whole record.
+    pub(crate) fn take(&mut self, from: usize, scratch: &mut Vec<u8>) -> Option<(Kind, usize)> {
+        let r = self.from.get_mut(from)?.as_mut()?;
+        if r.len() < RECORD_HEADER {
+            return None;
+        }
+        let mut header = [0u8; RECORD_HEADER];
+        r.peek_at(0, &mut header);
+        let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        if r.len() < RECORD_HEADER + len {
+            return None;
+        }
+        r.consume(RECORD_HEADER);
+        if scratch.len() < MAX_RECORD {
+            scratch.resize(MAX_RECORD, 0);
+        }
+        let len = len.min(MAX_RECORD);
+        r.read(&mut scratch[..len]);
+        let kind = match header[4] {
+            1 => Kind::ArpCopy,
+            2 => Kind::Datagram,
+            _ => Kind::Frame,
+        };
+        Some((kind, len))
+    }
+
+    /// The owner of an IPv4 packet from `src` to `dst` (us) carrying
+    /// `proto` with transport bytes `l4`; None when any engine may handle
+    /// it (ICMP echo, other protocols, a header too short to say).
+    pub(crate) fn owner(&self, src: Ipv4Addr, dst: Ipv4Addr, proto: u8, l4: &[u8]) -> Option<usize> {
+        let ports = |b: &[u8]| {
+            (b.len() >= 4).then(|| {
+                (
+                    u16::from_be_bytes([b[0], b[1]]),
+                    u16::from_be_bytes([b[2], b[3]]),
+                )
+            })
+        };
+        match proto {
+            PROTO_TCP => {
+                let (sport, dport) = ports(l4)?;
+                Some(self.steering.owner_v4(src, dst, sport, dport))
+            }
+            PROTO_UDP => {
+                let (_, dport) = ports(l4)?;
+                Some(self.udp_owner(dport))
+            }
+            // Errors (destination unreachable, source quench, time
+            // exceeded, parameter problem) quote our datagram: IPv4 header
+            // from us to the peer, then 8 bytes of it (the ports).
+            PROTO_ICMP if matches!(l4.first(), Some(3 | 4 | 11 | 12)) => {
+                let q = l4.get(8..)?;
+                let ihl = usize::from(q.first()? & 0x0f) * 4;
+                if q.len() < ihl + 4 || ihl < 20 {
+                    return None;
+                }
+                let at = |i: usize| Ipv4Addr::new(q[i], q[i + 1], q[i + 2], q[i + 3]);
+                let (qsrc, qdst) = (at(12), at(16));
+                let (qsport, qdport) = ports(&q[ihl..])?;
+                match q[9] {
+                    PROTO_TCP => Some(self.steering.owner_v4(qsrc, qdst, qsport, qdport)),
+                    PROTO_UDP => Some(self.udp_owner(qsport)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// The owner of UDP port `port` (a bound socket lives on one engine).
+    pub fn udp_owner(&self, port: u16) -> usize {
+        udp_owner(&self.steering, port)
+    }
+}
+
+/// The engine owning UDP local port `port` under `steering`.
+pub fn udp_owner(steering: &Steering, port: u16) -> usize {
+    steering.owner_of_fold(port)
+}
+
+impl crate::Protocols {
+    /// The engine owning IPv4 `packet` (header and payload) when it is not
+    /// this one; None when this engine handles it (it owns it, any engine
+    /// may, or this is the only engine). Fragments are None: they are
+    /// reassembled where they land.
+    pub(crate) fn foreign_owner(&self, packet: &[u8]) -> Option<usize> {
+        let h = self.handoff.as_ref()?;
+        if packet.len() < 20 || packet[0] >> 4 != 4 {
+            return None;
+        }
+        let ihl = usize::from(packet[0] & 0x0f) * 4;
+        let fragment = u16::from_be_bytes([packet[6], packet[7]]) & 0x3fff != 0;
+        if fragment || packet.len() < ihl {
+            return None;
+        }
+        let at = |i: usize| Ipv4Addr::new(packet[i], packet[i + 1], packet[i + 2], packet[i + 3]);
+        let owner = h.owner(at(12), at(16), packet[9], &packet[ihl..])?;
+        (owner != h.me()).then_some(owner)
+    }
+
+    /// Hands a record to engine `owner`, counted (a full ring loses it).
+    pub(crate) fn hand_off(&mut self, owner: usize, kind: Kind, parts: &[&[u8]]) {
+        let Some(h) = self.handoff.as_mut() else {
+            return;
+        };
+        if kind == Kind::Frame {
+            self.stats.rx_foreign += 1;
+        }
+        if h.send(owner, kind, parts) {
+            self.stats.handoff_tx += 1;
+        } else {
+            self.stats.handoff_dropped += 1;
+        }
+    }
+
+    /// A copy of a received ARP frame to every other engine, so that what
+    /// one learns all know.
+    pub(crate) fn share_arp(&mut self, frame: &[u8]) {
+        let Some(h) = self.handoff.as_mut() else {
+            return;
+        };
+        for to in 0..h.engines() {
+            if to == h.me() {
+                continue;
+            }
+            if h.send(to, Kind::ArpCopy, &[frame]) {
+                self.stats.handoff_tx += 1;
+            } else {
+                self.stats.handoff_dropped += 1;
+            }
+        }
+    }
+
+    /// Handles the records other engines handed over since the last call,
+    /// at most [`HANDOFF_BURST`] from each. Returns how many.
+    pub(crate) fn take_handoff<T: nic::TxQueue>(&mut self, tx: &mut T) -> usize {
+        let Some(engines) = self.handoff.as_ref().map(|h| h.engines()) else {
+            return 0;
+        };
+        let mut scratch = core::mem::take(&mut self.handoff_scratch);
+        let mut n = 0;
+        for from in 0..engines {
+            for _ in 0..HANDOFF_BURST {
+                let Some(h) = self.handoff.as_mut() else {
+                    break;
+                };
+                let Some((kind, len)) = h.take(from, &mut scratch) else {
+                    break;
+                };
+                n += 1;
+                self.stats.handoff_rx += 1;
+                let record = &scratch[..len];
+                match kind {
+                    Kind::Frame => self.dispatch_frame(record, true, tx),
+                    Kind::ArpCopy => {
+                        let arp = record
+                            .get(14..)
+                            .and_then(|p| wire::arp::ArpRepr::parse(p).ok());
+                        if let Some(arp) = arp {
+                            self.learn_arp(&arp, tx);
+                        }
+                    }
+                    Kind::Datagram => {
+                        let parsed = wire::ethernet::EthernetRepr::parse(record)
+                            .ok()
+                            .and_then(|(eth, p)| Some((eth, wire::ipv4::Ipv4Packet::new_checked(p).ok()?)));
+                        if let Some((eth, ip)) = parsed {
+                            self.deliver_ipv4(&eth, &ip, tx);
+                        }
+                    }
+                }
+            }
+        }
+        self.handoff_scratch = scratch;
+        n
+    }
+}
+
+/// Records taken from each other engine per iteration, at most.
+pub const HANDOFF_BURST: usize = 256;
