@@ -85,7 +85,8 @@ enum Kind {
 }
 
 pub(crate) enum QueueProbe {
-    Local(spsc::Probe<Accepted>),
+    /// One queue per engine.
+    Local(Vec<spsc::Probe<Accepted>>),
     /// Slot numbers, 4 bytes each.
     AppSegment(bytes::Probe),
 }
@@ -140,7 +141,7 @@ impl Probe {
             Kind::Listener { shared, queue } => {
                 let closed = shared.state() == SockState::Closed;
                 let waiting = match queue {
-                    QueueProbe::Local(q) => !q.is_empty(),
+                    QueueProbe::Local(qs) => qs.iter().any(|q| !q.is_empty()),
                     QueueProbe::AppSegment(q) => q.len() >= 4,
                 };
                 (waiting || closed, false, closed)

@@ -114,7 +114,9 @@ impl TcpListener {
 impl crate::poll::Source for TcpListener {
     fn probe(&self) -> crate::poll::Probe {
         let queue = match &self.accept {
-            AcceptRx::Local(q) => crate::poll::QueueProbe::Local(q.probe()),
+            AcceptRx::Local(qs, _) => {
+                crate::poll::QueueProbe::Local(qs.iter().map(|q| q.probe()).collect())
+            }
             AcceptRx::AppSegment(q) => crate::poll::QueueProbe::AppSegment(q.probe()),
         };
         crate::poll::Probe::listener(self.shared.clone(), queue)

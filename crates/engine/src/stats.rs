@@ -15,6 +15,12 @@ macro_rules! counters {
                 [$((stringify!($name), self.$name),)*].into_iter()
             }
 
+            /// Adds every counter of `other` to this one's (the totals of
+            /// several engines).
+            pub fn add(&mut self, other: &Stats) {
+                $(self.$name += other.$name;)*
+            }
+
             /// Every counter's name with its doc comment as written in the
             /// source (one `doc = "..."` line per comment line), in
             /// declaration order: the help text of `corestack stat

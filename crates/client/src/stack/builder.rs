@@ -27,7 +27,9 @@ pub struct StackBuilder {
     ring_bytes: usize,
     idle_sleep: Option<Duration>,
     engine: EngineConfig,
-    mem: Option<nic::mem::MemPort>,
+    mem: Vec<nic::mem::MemPort>,
+    /// Engines to run (one per NIC queue).
+    engines: usize,
     service: Option<std::path::PathBuf>,
     wakers: Vec<std::os::fd::OwnedFd>,
     af_xdp_tx: Option<nic::af_xdp::TxPath>,
@@ -53,7 +55,8 @@ impl Default for StackBuilder {
                 },
                 ..EngineConfig::default()
             },
-            mem: None,
+            mem: Vec::new(),
+            engines: 1,
             service: None,
             wakers: Vec::new(),
             af_xdp_tx: None,
@@ -190,7 +193,25 @@ impl StackBuilder {
 
     /// Uses an in-memory port instead of a NIC (tests, simulations).
     pub fn mem_port(mut self, port: nic::mem::MemPort) -> Self {
-        self.mem = Some(port);
+        self.mem = vec![port];
+        self.engines = 1;
+        self
+    }
+
+    /// Runs one engine on each of `ports` (the queues of one end of a
+    /// [`nic::mem::multi_pair`]).
+    pub fn mem_ports(mut self, ports: Vec<nic::mem::MemPort>) -> Self {
+        self.engines = ports.len().max(1);
+        self.mem = ports;
+        self
+    }
+
+    /// Runs `n` engines (1..=255), each on its own NIC queue with its own
+    /// thread (embedded mode) or lock (inline mode); a flow belongs to the
+    /// engine its symmetric Toeplitz hash picks ([`nic::rss::Steering`]).
+    /// Default 1.
+    pub fn engines(mut self, n: usize) -> Self {
+        self.engines = n.clamp(1, appif::socket::MAX_ENGINES);
         self
     }
 
@@ -199,12 +220,12 @@ impl StackBuilder {
     /// generic mode).
     fn launch_on<P: Port + Send + 'static>(
         &self,
-        port: P,
+        ports: Vec<P>,
         cfg: EngineConfig,
         xdp_generic: bool,
     ) -> Stack {
         launch(
-            port,
+            ports,
             cfg,
             self.inline,
             self.ring_bytes,
@@ -222,8 +243,8 @@ impl StackBuilder {
     pub fn start(mut self) -> io::Result<Stack> {
         let service = match (&self.service, &self.mem) {
             (Some(p), _) => Some(p.clone()),
-            (None, None) => appif::ctl::socket_path_from_env(),
-            (None, Some(_)) => None,
+            (None, m) if m.is_empty() => appif::ctl::socket_path_from_env(),
+            (None, _) => None,
         };
         if let Some(path) = service {
             return launch_service(&path, self.ring_bytes, self.wakers, self.parent);
@@ -239,14 +260,21 @@ impl StackBuilder {
         cfg.prefix_len = prefix;
         cfg.gateway = self.gateway;
         // Active opens take their ports where the host's sockets do, unless set.
-        if self.mem.is_none() && cfg.ephemeral_ports == EngineConfig::default().ephemeral_ports {
+        if self.mem.is_empty() && cfg.ephemeral_ports == EngineConfig::default().ephemeral_ports {
             if let Some(range) = local_port_range() {
                 cfg.ephemeral_ports = range;
             }
         }
         cfg.ring_bytes = self.ring_bytes;
-        if let Some(port) = self.mem.take() {
-            return Ok(self.launch_on(port, cfg, false));
+        if !self.mem.is_empty() {
+            let ports = std::mem::take(&mut self.mem);
+            return Ok(self.launch_on(ports, cfg, false));
+        }
+        if self.engines > 1 {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "several engines run on mem ports only so far: use one engine with af_xdp and tap",
+            ));
         }
         let iface = self.iface.clone().ok_or_else(|| {
             io::Error::new(
@@ -268,11 +296,11 @@ impl StackBuilder {
                 };
                 let port = nic::af_xdp::AfXdpPort::open(&xcfg).map_err(io::Error::from)?;
                 let generic = port.xdp_mode() == nic::af_xdp::XdpMode::Generic;
-                Ok(self.launch_on(port, cfg, generic))
+                Ok(self.launch_on(vec![port], cfg, generic))
             }
             Driver::Tap => {
                 let port = nic::tap::TapPort::open(&iface).map_err(io::Error::from)?;
-                Ok(self.launch_on(port, cfg, false))
+                Ok(self.launch_on(vec![port], cfg, false))
             }
         }
     }
@@ -291,7 +319,12 @@ fn launch_service(
     let ring_max_bytes = service.seg.layout().ring_max_bytes as usize;
     Ok(Stack {
         inner: Arc::new(Inner {
-            commands: Mutex::new(tx),
+            lanes: vec![super::Lane {
+                commands: Mutex::new(tx),
+                doorbell: None,
+            }],
+            steering: None,
+            ip: Ipv4Addr::UNSPECIFIED,
             wake: Arc::new(Notify::default()),
             next_id: AtomicU64::new(1),
             mode: Mode::Service(service),
@@ -310,40 +343,68 @@ fn launch_service(
     })
 }
 
+/// Starts one engine per port (several: steered and joined by handoff
+/// rings) in inline or embedded mode.
 fn launch<P: Port + Send + 'static>(
-    port: P,
+    ports: Vec<P>,
     cfg: EngineConfig,
     inline: bool,
     ring_bytes: usize,
     xdp_generic: bool,
     idle_sleep: Option<Duration>,
 ) -> Stack {
-    let (tx, rx) = spsc::channel(1024);
     let wake = Arc::new(Notify::default());
-    let mtu = port.mtu();
-    let rx_fd = port.rx_fd();
+    let n = ports.len();
+    let mtu = ports.first().map_or(1500, |p| p.mtu());
+    // Naps need a NIC fd to sleep on; with several engines a frame handed
+    // over by another engine would wait out the nap: they poll.
+    let rx_fd = ports.first().and_then(|p| p.rx_fd()).filter(|_| n == 1);
     let ring_max_bytes = cfg.ring_max_bytes.max(ring_bytes);
-    let engine = Engine::new(port, cfg, rx, wake.clone(), Instant::now());
-    // Embedded mode's engine thread sleeps like an inline waiter (adaptive
-    // polling) when it has a NIC fd to sleep on and a doorbell to be woken by.
-    let doorbell = match (inline, idle_sleep, rx_fd) {
-        (false, Some(_), Some(_)) => appif::ctl::eventfd().ok().map(|fd| {
-            Arc::new(EngineDoorbell {
-                sleeping: AtomicBool::new(false),
-                fd,
-            })
-        }),
-        _ => None,
-    };
+    let ip = cfg.ip;
+    let steering = (n > 1).then(|| Arc::new(nic::rss::Steering::new(n)));
+    let mut mesh = steering
+        .as_ref()
+        .map(|s| engine::steer::handoff_mesh(s.clone(), engine::steer::HANDOFF_RING_BYTES));
+    let mut lanes = Vec::with_capacity(n);
+    let mut engines = Vec::with_capacity(n);
+    for port in ports {
+        let (tx, rx) = spsc::channel(1024);
+        let mut engine = Engine::new(port, cfg.clone(), rx, wake.clone(), Instant::now());
+        if let Some(m) = mesh.as_mut() {
+            engine.join(m.remove(0));
+        }
+        // Embedded mode's engine thread sleeps like an inline waiter (adaptive
+        // polling) when it has a NIC fd to sleep on and a doorbell to be woken by.
+        let doorbell = match (inline, idle_sleep, rx_fd) {
+            (false, Some(_), Some(_)) => appif::ctl::eventfd().ok().map(|fd| {
+                Arc::new(EngineDoorbell {
+                    sleeping: AtomicBool::new(false),
+                    fd,
+                })
+            }),
+            _ => None,
+        };
+        lanes.push(super::Lane {
+            commands: Mutex::new(tx),
+            doorbell,
+        });
+        engines.push(engine);
+    }
     let mode = if inline {
-        Mode::Inline(Mutex::new(Box::new(Published::new(engine))))
+        Mode::Inline(
+            engines
+                .into_iter()
+                .map(|e| Mutex::new(Box::new(Published::new(e)) as super::run::DynEngine))
+                .collect(),
+        )
     } else {
         let stop = Arc::new(AtomicBool::new(false));
-        let stats = Arc::new(Mutex::new(Stats::default()));
-        let thread = {
-            let stop = stop.clone();
-            let stats = stats.clone();
-            let nap = match (&doorbell, idle_sleep, rx_fd) {
+        let mut stats = Vec::with_capacity(n);
+        let mut threads = Vec::with_capacity(n);
+        for (i, engine) in engines.into_iter().enumerate() {
+            let s = Arc::new(Mutex::new(Stats::default()));
+            stats.push(s.clone());
+            let nap = match (&lanes[i].doorbell, idle_sleep, rx_fd) {
                 (Some(d), Some(after), Some(fd)) => Some(EngineNap {
                     after,
                     rx_fd: fd,
@@ -351,35 +412,19 @@ fn launch<P: Port + Send + 'static>(
                 }),
                 _ => None,
             };
-            std::thread::Builder::new()
-                .name("corestack-engine".into())
-                .spawn(move || {
-                    let mut nap = nap;
-                    if let Some(cpu) = engine_cpu() {
-                        crate::sys::pin_current_thread(cpu);
-                    } else if crate::sys::allowed_cpus() == Some(1) {
-                        // The application's threads can only run on this CPU
-                        // too: idling on it delays the very thread the engine
-                        // just handed data to (under SCHED_FIFO it cannot run
-                        // at all until the engine blocks). Nap at once.
-                        if let Some(n) = nap.as_mut() {
-                            n.after = Duration::ZERO;
-                        }
-                    }
-                    run_engine(Published::new(engine), &stop, &stats, nap)
-                })
-                .expect("spawning the engine thread")
-        };
+            threads.push(spawn_engine(engine, i, stop.clone(), s, nap));
+        }
         Mode::Embedded {
             stop,
-            thread: Mutex::new(Some(thread)),
+            threads: Mutex::new(threads),
             stats,
-            doorbell,
         }
     };
     Stack {
         inner: Arc::new(Inner {
-            commands: Mutex::new(tx),
+            lanes,
+            steering,
+            ip,
             wake,
             next_id: AtomicU64::new(1),
             mode,
@@ -396,6 +441,35 @@ fn launch<P: Port + Send + 'static>(
             tracer: appif::trace::Tracer::process(),
         }),
     }
+}
+
+/// Embedded mode's thread for engine `index`, pinned to
+/// `CORESTACK_ENGINE_CPU` + `index` when that is set.
+fn spawn_engine<P: Port + Send + 'static>(
+    engine: Engine<P>,
+    index: usize,
+    stop: Arc<AtomicBool>,
+    stats: Arc<Mutex<Stats>>,
+    nap: Option<EngineNap>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(format!("corestack-engine-{index}"))
+        .spawn(move || {
+            let mut nap = nap;
+            if let Some(cpu) = engine_cpu() {
+                crate::sys::pin_current_thread(cpu + index);
+            } else if crate::sys::allowed_cpus() == Some(1) {
+                // The application's threads can only run on this CPU
+                // too: idling on it delays the very thread the engine
+                // just handed data to (under SCHED_FIFO it cannot run
+                // at all until the engine blocks). Nap at once.
+                if let Some(n) = nap.as_mut() {
+                    n.after = Duration::ZERO;
+                }
+            }
+            run_engine(Published::new(engine), &stop, &stats, nap)
+        })
+        .expect("spawning the engine thread")
 }
 
 impl Stack {

@@ -54,8 +54,10 @@ impl From<crate::service::SlotParts> for Parts {
 
 /// A listener's queue of accepted connections.
 pub(crate) enum AcceptRx {
-    /// Embedded and inline mode: values from the engine thread.
-    Local(spsc::Receiver<Accepted>),
+    /// Embedded and inline mode: values from each engine (one queue per
+    /// engine: the listener exists on every engine), taken in turn from
+    /// the one after the queue last taken from.
+    Local(Vec<spsc::Receiver<Accepted>>, usize),
     /// Service mode: slot numbers in the listener slot's RX ring.
     AppSegment(bytes::Reader),
 }
@@ -64,7 +66,7 @@ impl AcceptRx {
     /// True when no connection waits.
     pub fn is_empty(&self) -> bool {
         match self {
-            AcceptRx::Local(r) => r.is_empty(),
+            AcceptRx::Local(qs, _) => qs.iter().all(|q| q.is_empty()),
             AcceptRx::AppSegment(r) => r.len() < 4,
         }
     }
@@ -78,18 +80,32 @@ pub struct Stack {
 
 enum Mode {
     Service(crate::service::Service),
-    Inline(Mutex<DynEngine>),
+    /// One engine per lock: a waiting thread runs every engine it can lock.
+    Inline(Vec<Mutex<DynEngine>>),
     Embedded {
-        /// Rung after a command when the engine thread naps (adaptive polling).
-        doorbell: Option<Arc<EngineDoorbell>>,
         stop: Arc<AtomicBool>,
-        thread: Mutex<Option<JoinHandle<()>>>,
-        stats: Arc<Mutex<Stats>>,
+        /// One thread per engine.
+        threads: Mutex<Vec<JoinHandle<()>>>,
+        /// Each engine's counters, as its thread last published them.
+        stats: Vec<Arc<Mutex<Stats>>>,
     },
 }
 
-pub(crate) struct Inner {
+/// The way to one engine: its command ring, and in embedded mode the
+/// doorbell of its thread.
+pub(crate) struct Lane {
     commands: Mutex<spsc::Sender<Command>>,
+    /// Rung after a command when the engine thread naps (adaptive polling).
+    doorbell: Option<Arc<EngineDoorbell>>,
+}
+
+pub(crate) struct Inner {
+    /// One per engine (one in service mode: the daemon's).
+    lanes: Vec<Lane>,
+    /// Who owns a flow, when there are several engines.
+    steering: Option<Arc<nic::rss::Steering>>,
+    /// The stack's address (for the owner of a flow).
+    ip: Ipv4Addr,
     /// Bumped by the engine after each iteration that changed a socket.
     wake: Arc<Notify>,
     next_id: AtomicU64,
@@ -110,14 +126,17 @@ impl Drop for Inner {
     fn drop(&mut self) {
         match &self.mode {
             Mode::Service(_) => {}
-            Mode::Inline(e) => {
-                if let Ok(mut e) = e.lock() {
-                    e.shutdown(Instant::now());
+            Mode::Inline(engines) => {
+                for e in engines {
+                    if let Ok(mut e) = e.lock() {
+                        e.shutdown(Instant::now());
+                    }
                 }
             }
-            Mode::Embedded { stop, thread, .. } => {
+            Mode::Embedded { stop, threads, .. } => {
                 stop.store(true, Ordering::Release);
-                if let Some(t) = thread.lock().ok().and_then(|mut t| t.take()) {
+                let threads = threads.lock().map(|mut t| std::mem::take(&mut *t));
+                for t in threads.unwrap_or_default() {
                     let _ = t.join();
                 }
             }
@@ -136,12 +155,63 @@ impl Stack {
         self.inner.mtu
     }
 
-    /// The engine's counters (in embedded mode, at most 10 ms old).
+    /// The engines' counters, summed (in embedded mode, at most 10 ms old).
     pub fn stats(&self) -> Stats {
+        let mut total = Stats::default();
+        for s in self.engine_stats() {
+            total.add(&s);
+        }
+        total
+    }
+
+    /// Each engine's counters, in engine order (service mode: none).
+    pub fn engine_stats(&self) -> Vec<Stats> {
         match &self.inner.mode {
-            Mode::Service(_) => Stats::default(),
-            Mode::Inline(e) => e.lock().map(|e| e.stats()).unwrap_or_default(),
-            Mode::Embedded { stats, .. } => stats.lock().map(|s| s.clone()).unwrap_or_default(),
+            Mode::Service(_) => Vec::new(),
+            Mode::Inline(engines) => engines
+                .iter()
+                .map(|e| e.lock().map(|e| e.stats()).unwrap_or_default())
+                .collect(),
+            Mode::Embedded { stats, .. } => stats
+                .iter()
+                .map(|s| s.lock().map(|s| s.clone()).unwrap_or_default())
+                .collect(),
+        }
+    }
+
+    /// The number of engines serving this stack (1 in service mode).
+    pub fn engines(&self) -> usize {
+        self.inner.lanes.len()
+    }
+
+    /// The engine a new socket of this thread goes to when nothing else
+    /// decides: each thread is given one in turn at its first socket, so
+    /// the threads of a server spread over the engines.
+    fn thread_engine(&self) -> usize {
+        let n = self.inner.lanes.len();
+        if n <= 1 {
+            return 0;
+        }
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        thread_local! {
+            static MINE: core::cell::Cell<Option<u64>> = const { core::cell::Cell::new(None) };
+        }
+        let k = MINE.with(|m| match m.get() {
+            Some(k) => k,
+            None => {
+                let k = NEXT.fetch_add(1, Ordering::Relaxed);
+                m.set(Some(k));
+                k
+            }
+        });
+        (k % n as u64) as usize
+    }
+
+    /// The engine owning a TCP flow from our `local_port` to `remote`.
+    fn flow_engine(&self, local_port: u16, remote: SocketAddrV4) -> usize {
+        match &self.inner.steering {
+            Some(s) => s.owner_v4(self.inner.ip, *remote.ip(), local_port, remote.port()),
+            None => 0,
         }
     }
 
@@ -168,7 +238,12 @@ impl Stack {
     /// A new UDP socket bound to `local` (the engine is asked to bind).
     /// Errors: EMFILE when the service segment has no free slot.
     pub(crate) fn open_udp(&self, local: SocketAddrV4) -> io::Result<Parts> {
+        let engine = match (&self.inner.steering, local.port()) {
+            (Some(s), p) if p != 0 => engine::steer::udp_owner(s, p),
+            _ => self.thread_engine(),
+        };
         self.open_socket(
+            engine,
             |slot| Desc::UdpBind { slot, local },
             false,
             |id, shared, tx, rx| Command::UdpBind {
@@ -183,11 +258,12 @@ impl Stack {
 
     /// A new socket: in service mode a slot of the segment, announced to
     /// the daemon with `desc(slot)`; else parts in this process's memory
-    /// ([`Stack::local_parts`], `growable` for TCP), announced to the engine
-    /// with `command(id, status, engine's TX end, engine's RX end)`.
-    /// Errors: EMFILE when the service segment has no free slot.
+    /// ([`Stack::local_parts`], `growable` for TCP) owned by `engine`,
+    /// announced to it with `command(id, status, engine's TX end, engine's
+    /// RX end)`. Errors: EMFILE when the service segment has no free slot.
     fn open_socket(
         &self,
+        engine: usize,
         desc: impl FnOnce(u32) -> Desc,
         growable: bool,
         command: impl FnOnce(SockId, Arc<StatusHandle>, bytes::Reader, bytes::Writer) -> Command,
@@ -197,7 +273,8 @@ impl Stack {
             s.submit_desc(desc(p.id as u32));
             return Ok(Parts::from(p));
         }
-        let (parts, tx, rx) = self.local_parts(growable);
+        let (mut parts, tx, rx) = self.local_parts(growable);
+        parts.id = appif::socket::with_engine(parts.id, engine);
         self.command(command(parts.id, parts.shared.clone(), tx, rx));
         Ok(parts)
     }
@@ -239,16 +316,28 @@ impl Stack {
             });
             return Ok((p.id, p.shared, AcceptRx::AppSegment(p.rx)));
         }
-        let id = self.next_id();
+        // The listener exists on every engine, each with its own queue
+        // (and its own id, naming the engine); engine 0 picks the port
+        // when none is given, the others take the same.
+        let base = self.next_id();
         let shared = StatusHandle::local();
-        let (tx, rx) = spsc::channel(backlog);
-        self.command(Command::Listen {
-            id,
-            shared: shared.clone(),
-            local,
-            accept: AcceptQueue::Local(tx),
-        });
-        Ok((id, shared, AcceptRx::Local(rx)))
+        let mut queues = Vec::with_capacity(self.inner.lanes.len());
+        let mut local = local;
+        for e in 0..self.inner.lanes.len() {
+            let (tx, rx) = spsc::channel(backlog);
+            self.command(Command::Listen {
+                id: appif::socket::with_engine(base, e),
+                shared: shared.clone(),
+                local,
+                accept: AcceptQueue::Local(tx),
+            });
+            queues.push(rx);
+            if e == 0 && self.inner.lanes.len() > 1 {
+                self.wait_opened(&shared)?;
+                local.set_port(shared.local().port());
+            }
+        }
+        Ok((base, shared, AcceptRx::Local(queues, 0)))
     }
 
     /// Service mode: a new member of listener `group_slot` of the parent
@@ -274,7 +363,17 @@ impl Stack {
     /// The next accepted connection waiting in `q`, if any.
     pub(crate) fn pop_accepted(&self, q: &mut AcceptRx) -> Option<Accepted> {
         match q {
-            AcceptRx::Local(r) => r.pop(),
+            AcceptRx::Local(qs, next) => {
+                let n = qs.len();
+                for k in 0..n {
+                    let i = (*next + k) % n;
+                    if let Some(a) = qs[i].pop() {
+                        *next = (i + 1) % n;
+                        return Some(a);
+                    }
+                }
+                None
+            }
             AcceptRx::AppSegment(r) => {
                 let Mode::Service(s) = &self.inner.mode else {
                     return None;
@@ -306,23 +405,32 @@ impl Stack {
         self.inner.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Sends a command, waiting (running the engine in inline mode) while
+    /// Sends a command to the engine its socket's id names (a listener's:
+    /// every engine), waiting (running the engines in inline mode) while
     /// the command ring is full.
-    pub(crate) fn command(&self, mut cmd: Command) {
+    pub(crate) fn command(&self, cmd: Command) {
         if let Mode::Service(s) = &self.inner.mode {
             return s.submit(&cmd);
         }
+        let lanes = self.inner.lanes.len();
+        let engine = appif::socket::engine_of(cmd.id());
+        if engine >= lanes {
+            return; // not an id this stack made
+        }
+        self.command_to(engine, cmd)
+    }
+
+    /// Sends a command to engine `engine`'s ring.
+    fn command_to(&self, engine: usize, mut cmd: Command) {
+        let lane = &self.inner.lanes[engine];
         loop {
-            let r = match self.inner.commands.lock() {
+            let r = match lane.commands.lock() {
                 Ok(mut q) => q.push(cmd),
                 Err(p) => p.into_inner().push(cmd),
             };
             match r {
                 Ok(()) => {
-                    if let Mode::Embedded {
-                        doorbell: Some(db), ..
-                    } = &self.inner.mode
-                    {
+                    if let Some(db) = &lane.doorbell {
                         if db.sleeping.load(Ordering::SeqCst)
                             && db.sleeping.swap(false, Ordering::SeqCst)
                         {
@@ -351,13 +459,17 @@ impl Stack {
         local_port: u16,
         nodelay: bool,
     ) -> io::Result<Parts> {
+        let engine = match local_port {
+            0 => self.thread_engine(),
+            p => self.flow_engine(p, remote),
+        };
         let desc = |slot| Desc::Connect {
             slot,
             remote,
             local_port,
             nodelay,
         };
-        self.open_socket(desc, true, |id, shared, tx, rx| Command::Connect {
+        self.open_socket(engine, desc, true, |id, shared, tx, rx| Command::Connect {
             id,
             shared,
             local_port,

@@ -93,11 +93,11 @@ impl Stack {
     pub(crate) fn wait_change(&self, seen: u32, timeout: Option<Duration>) {
         let start = Instant::now();
         match &self.inner.mode {
-            Mode::Inline(e) => loop {
+            Mode::Inline(_) => loop {
                 let now = Instant::now();
                 let elapsed = now.saturating_since(start);
-                // The engine lock is released before any sleep.
-                let worked = e.lock().map(|mut e| e.poll(now)).unwrap_or(false);
+                // The engine locks are released before any sleep.
+                let worked = self.poll_inline(now, true).unwrap_or(false);
                 self.inner
                     .idle
                     .after_poll(worked, now, timeout.map(|t| t.saturating_sub(elapsed)));
@@ -146,13 +146,34 @@ impl Stack {
         }
     }
 
+    /// Inline mode: one iteration of every engine this thread can lock
+    /// (`block`: waiting for each lock, else skipping an engine another
+    /// thread is running). None when it ran none (or not inline mode),
+    /// else whether any did work.
+    pub(super) fn poll_inline(&self, now: Instant, block: bool) -> Option<bool> {
+        let Mode::Inline(engines) = &self.inner.mode else {
+            return None;
+        };
+        let mut ran = None;
+        for e in engines {
+            let guard = if block {
+                e.lock().ok()
+            } else {
+                e.try_lock().ok()
+            };
+            if let Some(mut e) = guard {
+                let worked = e.poll(now);
+                ran = Some(ran.unwrap_or(false) | worked);
+            }
+        }
+        ran
+    }
+
     /// One step of waiting: an engine iteration in inline mode, a pause otherwise.
     pub(super) fn idle_step(&self) {
         match &self.inner.mode {
-            Mode::Inline(e) => {
-                if let Ok(mut e) = e.try_lock() {
-                    e.poll(Instant::now());
-                }
+            Mode::Inline(_) => {
+                self.poll_inline(Instant::now(), false);
             }
             Mode::Embedded { .. } | Mode::Service(_) => spin_round(),
         }
@@ -170,7 +191,7 @@ impl Stack {
         let start = Instant::now();
         let expired = |now: Instant| timeout.is_some_and(|t| now.saturating_since(start) >= t);
         match &self.inner.mode {
-            Mode::Inline(e) => loop {
+            Mode::Inline(_) => loop {
                 if ready() {
                     return true;
                 }
@@ -178,8 +199,8 @@ impl Stack {
                 if expired(now) {
                     return false;
                 }
-                // The engine lock is released before any sleep.
-                let worked = e.try_lock().map(|mut e| e.poll(now)).ok();
+                // The engine locks are released before any sleep.
+                let worked = self.poll_inline(now, false);
                 if let Some(worked) = worked {
                     let left = timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
                     self.inner.idle.after_poll(worked, now, left);
@@ -233,9 +254,9 @@ impl Stack {
     /// one; returns whether it did any work. Other modes: false.
     pub fn drive(&self) -> bool {
         match &self.inner.mode {
-            Mode::Inline(e) => {
+            Mode::Inline(_) => {
                 let now = Instant::now();
-                let worked = e.try_lock().map(|mut e| e.poll(now)).unwrap_or(false);
+                let worked = self.poll_inline(now, false).unwrap_or(false);
                 if worked {
                     self.inner
                         .idle
