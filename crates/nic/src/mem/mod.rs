@@ -8,12 +8,20 @@
 //! CLOCK_MONOTONIC by default, or a manual counter so that a simulation
 //! decides when time passes.
 //!
-//! Threading: the ends are `Send` and may run on one thread (fully
-//! deterministic for a given seed and call sequence) or two; the wire is an
-//! `Arc<Mutex<..>>`, taken once per flush and once per received frame; an
-//! idle `rx_burst` does not take it (an atomic count of pushed frames and
-//! the next due time tell it nothing is ready).
-//! Nothing allocates after [`pair`].
+//! [`multi_pair`] gives each end several queues, as a multi-queue NIC has:
+//! every queue is a [`MemPort`] with its own tx slots and its own rx side.
+//! The wire is still one link (one impairer per direction, shared by the
+//! sending end's queues); a frame leaving it goes to the receiving queue
+//! its end's [`Steer`] chooses. A queue that finds a due frame meant for
+//! another queue moves it into that queue's rx ring (a full ring drops it,
+//! counted in [`Port::rx_drops`]), so no queue waits for another to read.
+//!
+//! Threading: the ends (and queues) are `Send` and may run on one thread
+//! (fully deterministic for a given seed and call sequence) or several; the
+//! wire is an `Arc<Mutex<..>>`, taken once per flush and once per received
+//! frame; an idle `rx_burst` does not take it (an atomic count of pushed
+//! frames and the next due time tell it nothing is ready).
+//! Nothing allocates after [`pair`] or [`multi_pair`].
 
 #![forbid(unsafe_code)]
 
@@ -21,10 +29,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use crate::impair::{ImpairStats, Impairer, Impairments};
-use crate::{Capabilities, Port};
+use crate::{Capabilities, Port, RxDrops};
 
+mod steer;
 mod tx;
+pub use steer::{Steer, MEM_FLOW_BUCKETS};
 pub use tx::MemTx;
+
+use steer::{RxRing, Spread};
 
 /// The MTU of a mem port, in bytes.
 pub const MEM_MTU: usize = 1500;
@@ -66,10 +78,47 @@ impl MemClock {
     }
 }
 
+/// One direction of the wire.
+#[derive(Debug)]
+struct Dir {
+    /// The link.
+    wire: Impairer,
+    /// How the receiving end spreads the frames leaving the link.
+    spread: Spread,
+    /// One per queue of the receiving end: the frames steered to it that
+    /// it has not read. Empty rings (no storage) when that end has one
+    /// queue: a frame then goes from the link straight to it.
+    rings: Vec<RxRing>,
+}
+
+impl Dir {
+    /// The next frame for receiving queue `queue` at `now_ns`, copied into
+    /// `out`; returns its length. Due frames for other queues met on the
+    /// way move into their rings.
+    fn pop_for(&mut self, queue: usize, now_ns: u64, out: &mut [u8]) -> Option<usize> {
+        let copy = |frame: &[u8], out: &mut [u8]| {
+            let len = frame.len().min(out.len());
+            out[..len].copy_from_slice(&frame[..len]);
+            len
+        };
+        if let Some(frame) = self.rings[queue].pop() {
+            return Some(copy(frame, out));
+        }
+        while let Some(frame) = self.wire.pop_due(now_ns) {
+            let to = self.spread.queue(frame);
+            if to == queue {
+                return Some(copy(frame, out));
+            }
+            self.rings[to].push(frame);
+        }
+        None
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
     /// `[0]`: a to b; `[1]`: b to a.
-    dirs: Mutex<[Impairer; 2]>,
+    dirs: Mutex<[Dir; 2]>,
     clock: RwLock<MemClock>,
     /// Frames pushed per direction so far (bumped with `dirs` locked), so an
     /// idle receiver can tell without the lock that nothing new arrived.
@@ -79,7 +128,7 @@ struct Shared {
 }
 
 impl Shared {
-    fn dirs(&self) -> MutexGuard<'_, [Impairer; 2]> {
+    fn dirs(&self) -> MutexGuard<'_, [Dir; 2]> {
         // A panic on the other end's thread must not take this end down;
         // the impairers hold only frames and counters, consistent between calls.
         self.dirs
@@ -117,28 +166,100 @@ pub fn pair_with_capacity(
     seed: u64,
     frames: usize,
 ) -> (MemPort, MemPort) {
+    let (mut a, mut b) = wire(
+        [a_to_b, b_to_a],
+        seed,
+        frames,
+        [1, 1],
+        [Steer::AllToZero, Steer::AllToZero],
+    );
+    match (a.pop(), b.pop()) {
+        (Some(a), Some(b)) => (a, b),
+        _ => unreachable!("one queue per end"),
+    }
+}
+
+/// Two connected ends of `queues_a` and `queues_b` queues (0 counts as
+/// 1): `.0[i]` is queue `i` of the first end, `.1[j]` queue `j` of the
+/// second. Frames flushed by any queue of the first end cross `a_to_b`
+/// (one link, [`MEM_WIRE_FRAMES`] frames in flight, as for [`pair`]) and
+/// arrive on the second end's queue chosen by `steer_b`; the other way
+/// through `b_to_a` and `steer_a`. All queues of an end share its MAC
+/// ([`MAC_A`], [`MAC_B`]). Each receiving queue of an end with several
+/// has an rx ring of [`MEM_WIRE_FRAMES`] frames (allocated now, touched
+/// as used). `seed` fixes every random choice, impairments and steering;
+/// with one queue per end this is exactly [`pair`].
+pub fn multi_pair(
+    a_to_b: Impairments,
+    b_to_a: Impairments,
+    seed: u64,
+    queues_a: usize,
+    queues_b: usize,
+    steer_a: Steer,
+    steer_b: Steer,
+) -> (Vec<MemPort>, Vec<MemPort>) {
+    wire(
+        [a_to_b, b_to_a],
+        seed,
+        MEM_WIRE_FRAMES,
+        [queues_a, queues_b],
+        [steer_a, steer_b],
+    )
+}
+
+/// The general wire: `imp[d]` for direction `d` (0: a to b), `queues[e]`
+/// and `steer[e]` for end `e` (0: a).
+fn wire(
+    imp: [Impairments; 2],
+    seed: u64,
+    frames: usize,
+    queues: [usize; 2],
+    steer: [Steer; 2],
+) -> (Vec<MemPort>, Vec<MemPort>) {
+    let queues = queues.map(|q| q.max(1));
+    let [steer_a, steer_b] = steer;
+    let dir = |imp: Impairments, seed: u64, to: usize, steer: Steer, steer_seed: u64| {
+        let ring = if queues[to] > 1 { frames } else { 0 };
+        Dir {
+            wire: Impairer::with_capacity(imp, seed, frames, MEM_MAX_FRAME),
+            spread: Spread::new(steer, queues[to], steer_seed),
+            rings: (0..queues[to]).map(|_| RxRing::new(ring)).collect(),
+        }
+    };
     let shared = Arc::new(Shared {
         dirs: Mutex::new([
-            Impairer::with_capacity(a_to_b, seed, frames, MEM_MAX_FRAME),
-            Impairer::with_capacity(b_to_a, seed ^ 0x9e37_79b9_7f4a_7c15, frames, MEM_MAX_FRAME),
+            dir(imp[0], seed, 1, steer_b, seed ^ 0x5851_f42d_4c95_7f2d),
+            dir(
+                imp[1],
+                seed ^ 0x9e37_79b9_7f4a_7c15,
+                0,
+                steer_a,
+                seed ^ 0x1405_7b7e_f767_814f,
+            ),
         ]),
         clock: RwLock::new(MemClock::Monotonic),
         pushed: [AtomicU64::new(0), AtomicU64::new(0)],
         clock_epoch: AtomicU64::new(0),
     });
-    (
-        MemPort::new(shared.clone(), 0, MAC_A),
-        MemPort::new(shared, 1, MAC_B),
-    )
+    let end = |side: usize, mac: [u8; 6]| -> Vec<MemPort> {
+        (0..queues[side])
+            .map(|q| MemPort::new(shared.clone(), side, q, mac))
+            .collect()
+    };
+    (end(0, MAC_A), end(1, MAC_B))
 }
 
-/// One end of a mem wire.
+/// One end of a mem wire, or one queue of an end built by [`multi_pair`].
 #[derive(Debug)]
 pub struct MemPort {
     shared: Arc<Shared>,
     /// 0 for the first end of the pair, 1 for the second.
     side: usize,
+    /// This queue's index in its end.
+    queue: usize,
     mac: [u8; 6],
+    /// Frames handed out by `rx_burst`.
+    rx_frames: u64,
     rx_buf: Vec<u8>,
     /// `pushed` of the rx direction when last looked at under the lock.
     rx_seen_pushed: u64,
@@ -150,7 +271,7 @@ pub struct MemPort {
 }
 
 impl MemPort {
-    fn new(shared: Arc<Shared>, side: usize, mac: [u8; 6]) -> MemPort {
+    fn new(shared: Arc<Shared>, side: usize, queue: usize, mac: [u8; 6]) -> MemPort {
         MemPort {
             tx: MemTx {
                 shared: shared.clone(),
@@ -162,7 +283,9 @@ impl MemPort {
             },
             shared,
             side,
+            queue,
             mac,
+            rx_frames: 0,
             rx_buf: vec![0; MEM_MAX_FRAME],
             rx_seen_pushed: 0,
             rx_next_due_ns: None,
@@ -199,20 +322,43 @@ impl MemPort {
         self.tx.lent = on.then(|| Vec::with_capacity(MEM_TX_SLOTS));
     }
 
-    /// Sets this end's MAC address.
+    /// Sets this port's MAC address (of this queue only, for an end with
+    /// several: set it on each).
     pub fn set_mac(&mut self, mac: [u8; 6]) {
         self.mac = mac;
     }
 
-    /// What the wire did to frames sent by this end.
+    /// What the wire did to frames sent by this end (all its queues).
     pub fn tx_stats(&self) -> ImpairStats {
-        self.shared.dirs()[self.side].stats()
+        self.shared.dirs()[self.side].wire.stats()
     }
 
-    /// When the next frame for this end falls due (ns), if one is in flight;
-    /// lets a simulation advance a manual clock straight to it.
+    /// When the next frame for this end falls due (ns), if one is in flight
+    /// (for any of its queues); the current time if one already waits in
+    /// this queue's rx ring. Lets a simulation advance a manual clock
+    /// straight to it.
     pub fn next_rx_due_ns(&self) -> Option<u64> {
-        self.shared.dirs()[1 - self.side].next_due_ns()
+        let now = self.shared.now_ns();
+        let dirs = self.shared.dirs();
+        let dir = &dirs[1 - self.side];
+        if dir.rings[self.queue].is_empty() {
+            dir.wire.next_due_ns()
+        } else {
+            Some(now)
+        }
+    }
+
+    /// This queue's index in its end: 0 for a [`pair`] port, `0..queues`
+    /// for a [`multi_pair`] one.
+    pub fn queue(&self) -> usize {
+        self.queue
+    }
+
+    /// Frames this queue has received (handed to `rx_burst`'s handler)
+    /// since it was built: with [`multi_pair`], the frames steered to it
+    /// and read.
+    pub fn rx_queue_frames(&self) -> u64 {
+        self.rx_frames
     }
 }
 
@@ -237,20 +383,20 @@ impl Port for MemPort {
                 let mut dirs = self.shared.dirs();
                 self.rx_seen_pushed = self.shared.pushed[rx_dir].load(Ordering::Acquire);
                 self.rx_clock_epoch = epoch;
-                let popped = match dirs[rx_dir].pop_due(now) {
-                    Some(frame) => {
-                        let len = frame.len().min(self.rx_buf.len());
-                        self.rx_buf[..len].copy_from_slice(&frame[..len]);
-                        Some(len)
-                    }
-                    None => None,
+                let dir = &mut dirs[rx_dir];
+                let popped = dir.pop_for(self.queue, now, &mut self.rx_buf);
+                // A frame left in this queue's ring is due already.
+                self.rx_next_due_ns = if dir.rings[self.queue].is_empty() {
+                    dir.wire.next_due_ns()
+                } else {
+                    Some(now)
                 };
-                self.rx_next_due_ns = dirs[rx_dir].next_due_ns();
                 match popped {
                     Some(len) => len,
                     None => break,
                 }
             };
+            self.rx_frames += 1;
             handle(&self.rx_buf[..len], &mut self.tx);
             n += 1;
         }
@@ -281,6 +427,15 @@ impl Port for MemPort {
 
     fn rx_fd(&self) -> Option<std::os::fd::RawFd> {
         None
+    }
+
+    /// `ring_full`: frames steered to this queue that found its rx ring
+    /// full (only an end with several queues has rings).
+    fn rx_drops(&self) -> RxDrops {
+        RxDrops {
+            ring_full: self.shared.dirs()[1 - self.side].rings[self.queue].ring_full,
+            ..RxDrops::default()
+        }
     }
 }
 

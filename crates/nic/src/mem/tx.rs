@@ -151,7 +151,9 @@ impl TxQueue for MemTx {
                 continue; // a reserved slot its frame did not need
             }
             let start = i * MEM_MAX_FRAME;
-            dirs[self.side].push(now, &self.buf[start..start + len]);
+            dirs[self.side]
+                .wire
+                .push(now, &self.buf[start..start + len]);
             pushed += 1;
         }
         self.shared.pushed[self.side].fetch_add(pushed, Ordering::Release);

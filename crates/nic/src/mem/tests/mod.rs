@@ -42,3 +42,5 @@ fn lent_and_copied_payloads_reach_the_peer_as_the_same_segments() {
         assert_eq!(sent_lent(&payload, false), want, "{len} bytes, copied");
     }
 }
+
+mod multi_queue;
