@@ -3,7 +3,9 @@
 //! A [`Port`] moves whole Ethernet frames in bursts. Drivers:
 //! - [`af_xdp`]: one AF_XDP socket on one NIC queue (UMEM, fill/completion/rx/tx rings);
 //! - [`tap`]: a Linux TAP device (IFF_NO_PI);
-//! - [`mem`]: an in-process wire between two stacks with seeded impairments.
+//! - [`mem`]: an in-process wire between two stacks with seeded impairments,
+//!   one queue per end ([`mem::pair`]) or several with selectable steering
+//!   ([`mem::multi_pair`], [`mem::Steer`]).
 //!
 //! Every port passes the same conformance tests (`tests/conformance.rs`).
 //! [`impair`] holds the seeded impairment model shared by `mem` and the

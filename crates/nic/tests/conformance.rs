@@ -1,6 +1,6 @@
-//! The conformance suite, run against every port: mem (always), tap and
-//! af_xdp in namespaces the tests create (root required: those tests fail,
-//! not skip, without it).
+//! The conformance suite, run against every port: mem (always; one queue
+//! per end, and several), tap and af_xdp in namespaces the tests create
+//! (root required: those tests fail, not skip, without it).
 //!
 //! Namespace tests re-run themselves inside the namespace that holds the
 //! port (`ip netns exec NS <this test binary> <test> --exact`), so the port
@@ -127,6 +127,126 @@ fn mem_rx_burst_respects_max() {
     assert_eq!(allocs, 0, "mem rx_burst allocated");
     assert_eq!(b.rx_burst(100, |_, _| {}), 6);
     assert_eq!(b.rx_burst(100, |_, _| {}), 0);
+}
+
+// ------------------------------------------------- mem, several queues
+
+/// A wire of 3 queues on the first end and 4 on the second, every frame
+/// arriving on a random queue.
+fn mem_multi(seed: u64) -> (Vec<mem::MemPort>, Vec<mem::MemPort>) {
+    mem::multi_pair(
+        Impairments::none(),
+        Impairments::none(),
+        seed,
+        3,
+        4,
+        mem::Steer::RandomPerFrame,
+        mem::Steer::RandomPerFrame,
+    )
+}
+
+#[test]
+fn mem_multi_queue_identity_matches_defaults() {
+    let (a, b) = mem_multi(11);
+    for (q, port) in a.iter().enumerate() {
+        check_identity(port, 1500);
+        assert_eq!((port.mac(), port.queue()), (mem::MAC_A, q));
+    }
+    for (q, port) in b.iter().enumerate() {
+        check_identity(port, 1500);
+        assert_eq!((port.mac(), port.queue()), (mem::MAC_B, q));
+    }
+}
+
+#[test]
+fn mem_multi_queue_arp_request_gets_reply() {
+    // ARP has no RSS hash: on queue 0 under every policy but RandomPerFrame.
+    let (mut a, mut b) = mem::multi_pair(
+        Impairments::none(),
+        Impairments::none(),
+        12,
+        2,
+        4,
+        mem::Steer::RandomPerFlow,
+        mem::Steer::RandomPerFlow,
+    );
+    let peer = [10, 0, 0, 2];
+    let mac = arp_request_gets_reply(&mut a[0], [10, 0, 0, 1], peer, &mut || {
+        arp_responder(&mut b[0], peer)
+    });
+    assert_eq!(mac, mem::MAC_B);
+}
+
+#[test]
+fn mem_multi_queue_more_frames_than_tx_slots_all_delivered_without_allocation() {
+    let (mut a, mut b) = mem_multi(13);
+    let total = mem::MEM_TX_SLOTS as u32 * 4;
+    let mut seen = vec![false; total as usize];
+    let dst = b[0].mac();
+    let mut rx_allocs = 0;
+    let tx_allocs = {
+        let seen = &mut seen;
+        let rx_allocs = &mut rx_allocs;
+        send_test_frames(&mut a[1], dst, total, 64, 100, &mut || {
+            for port in b.iter_mut().rev() {
+                let (_, n) = common::alloc::count_allocs(|| {
+                    port.rx_burst(1024, |f, _| {
+                        if let Some(s) = test_frame_seq(f) {
+                            if let Some(x) = seen.get_mut(s as usize) {
+                                *x = true;
+                            }
+                        }
+                    })
+                });
+                *rx_allocs += n;
+            }
+        })
+    };
+    assert_eq!(tx_allocs, 0, "mem transmit/flush allocated");
+    assert_eq!(rx_allocs, 0, "mem rx_burst allocated");
+    assert!(seen.iter().all(|s| *s), "some frames were not delivered");
+    let per_queue: Vec<u64> = b.iter().map(|p| p.rx_queue_frames()).collect();
+    assert_eq!(per_queue.iter().sum::<u64>(), u64::from(total));
+    assert!(per_queue.iter().all(|&n| n > 0), "{per_queue:?}");
+}
+
+#[test]
+fn mem_multi_queue_full_tx_without_flush_refuses_transmit() {
+    let (mut a, _b) = mem_multi(14);
+    for _ in 0..mem::MEM_TX_SLOTS {
+        assert!(a[2].tx().transmit(60, |_| 60));
+    }
+    assert!(!a[2].tx().transmit(60, |_| 60));
+    // Each queue has its own tx slots.
+    assert!(a[0].tx().transmit(60, |_| 60));
+    a[2].tx().flush();
+    assert!(a[2].tx().transmit(60, |_| 60));
+}
+
+#[test]
+fn mem_multi_queue_rx_burst_respects_max() {
+    let (mut a, mut b) = mem::multi_pair(
+        Impairments::none(),
+        Impairments::none(),
+        15,
+        1,
+        4,
+        mem::Steer::AllToZero,
+        mem::Steer::AllToZero,
+    );
+    let dst = b[0].mac();
+    let src = a[0].mac();
+    for seq in 0..10 {
+        a[0].tx()
+            .transmit(64, |buf| test_frame(buf, dst, src, seq, 64));
+    }
+    a[0].tx().flush();
+    assert_eq!(b[3].rx_burst(100, |_, _| {}), 0);
+    let (n, allocs) = common::alloc::count_allocs(|| b[0].rx_burst(4, |_, _| {}));
+    assert_eq!(n, 4);
+    assert_eq!(allocs, 0, "mem rx_burst allocated");
+    assert_eq!(b[0].rx_burst(100, |_, _| {}), 6);
+    assert_eq!(b[0].rx_burst(100, |_, _| {}), 0);
 }
 
 // ---------------------------------------------------------------- af_xdp
