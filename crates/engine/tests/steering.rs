@@ -270,8 +270,8 @@ fn run(steer: Steer, passive: usize, active: usize) -> Vec<Stats> {
         }
         let done = opened_passive == passive
             && opened_active == active
-            && peer_flows.len() == 2 * (passive + active)
-            && b_flows.len() == 2 * (passive + active)
+            && peer_flows.len() == passive + active
+            && b_flows.len() == passive + active
             && peer_flows.iter().chain(&b_flows).all(|f| f.closed);
         if done {
             break;
@@ -280,9 +280,9 @@ fn run(steer: Steer, passive: usize, active: usize) -> Vec<Stats> {
             net.t < deadline,
             "stalled: {} of {} peer flows and {} of {} B flows done",
             peer_flows.iter().filter(|f| f.closed).count(),
-            2 * (passive + active),
+            passive + active,
             b_flows.iter().filter(|f| f.closed).count(),
-            2 * (passive + active)
+            passive + active
         );
         net.advance(busy);
         busy = false;
