@@ -12,9 +12,9 @@
 //! so a change after that look queues the token again. A ring that is full
 //! sets `overflow`: the waiter then looks at every socket once.
 //!
-//! The producer is the engine, which one thread at a time runs (inline
-//! mode hands it over under a lock); the consumer is the waiter that owns
-//! the list. Only for status blocks in this process's memory (embedded and
+//! The producers are the engines (a waiter's sockets may live on several;
+//! inline mode hands each over under a lock); the consumer is the waiter
+//! that owns the list. Only for status blocks in this process's memory (embedded and
 //! inline mode): in service mode the engine runs in the daemon, which
 //! holds its own handles of the blocks, and waiters look at every socket.
 
@@ -24,11 +24,17 @@ use std::sync::Arc;
 /// Tokens a [`ReadyList`] holds before it overflows.
 pub const READY_LIST_TOKENS: usize = 4096;
 
-/// A waiter's queue of the tokens of sockets that changed.
+/// A waiter's queue of the tokens of sockets that changed: a bounded
+/// queue of many producers (one per engine: a waiter's sockets may live on
+/// several) and one consumer, each slot with a sequence number saying
+/// whose turn it is (Vyukov's bounded queue).
 #[derive(Debug)]
 pub struct ReadyList {
     slots: Box<[AtomicU64]>,
-    /// Next slot the producer writes (monotonic).
+    /// Per slot: equal to the position a producer may write there, or
+    /// that position + 1 once written (the consumer's turn).
+    turns: Box<[AtomicUsize]>,
+    /// Next position a producer claims (monotonic).
     tail: AtomicUsize,
     /// Next slot the consumer reads (monotonic).
     head: AtomicUsize,
@@ -46,30 +52,54 @@ impl ReadyList {
     pub fn with_capacity(cap: usize) -> Arc<ReadyList> {
         Arc::new(ReadyList {
             slots: (0..cap.max(1)).map(|_| AtomicU64::new(0)).collect(),
+            turns: (0..cap.max(1)).map(AtomicUsize::new).collect(),
             tail: AtomicUsize::new(0),
             head: AtomicUsize::new(0),
             overflow: AtomicBool::new(false),
         })
     }
 
-    /// Producer (the engine): queues `token`, or records the overflow.
+    /// Producer (an engine): queues `token`, or records the overflow.
+    /// Safe from several engines at once: a position is claimed by CAS on
+    /// `tail`, then its slot is written and handed to the consumer.
     fn push(&self, token: u64) {
-        let t = self.tail.load(Ordering::Relaxed);
-        if t.wrapping_sub(self.head.load(Ordering::Acquire)) >= self.slots.len() {
-            self.overflow.store(true, Ordering::SeqCst);
-            return;
+        let cap = self.slots.len();
+        let mut t = self.tail.load(Ordering::Relaxed);
+        loop {
+            let turn = self.turns[t % cap].load(Ordering::Acquire);
+            if turn == t {
+                match self.tail.compare_exchange_weak(
+                    t,
+                    t.wrapping_add(1),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break,
+                    Err(now) => t = now,
+                }
+            } else if turn.wrapping_sub(t) as isize > 0 {
+                // Another producer took this position: look again.
+                t = self.tail.load(Ordering::Relaxed);
+            } else {
+                // The consumer has not freed the slot a lap ago: full.
+                self.overflow.store(true, Ordering::SeqCst);
+                return;
+            }
         }
-        self.slots[t % self.slots.len()].store(token, Ordering::Relaxed);
-        self.tail.store(t.wrapping_add(1), Ordering::Release);
+        self.slots[t % cap].store(token, Ordering::Relaxed);
+        self.turns[t % cap].store(t.wrapping_add(1), Ordering::Release);
     }
 
-    /// Consumer: the oldest queued token.
+    /// Consumer: the oldest queued token (None also while the producer
+    /// of the oldest is still writing it: it notifies after).
     pub fn pop(&self) -> Option<u64> {
+        let cap = self.slots.len();
         let h = self.head.load(Ordering::Relaxed);
-        if h == self.tail.load(Ordering::Acquire) {
+        if self.turns[h % cap].load(Ordering::Acquire) != h.wrapping_add(1) {
             return None;
         }
-        let token = self.slots[h % self.slots.len()].load(Ordering::Relaxed);
+        let token = self.slots[h % cap].load(Ordering::Relaxed);
+        self.turns[h % cap].store(h.wrapping_add(cap), Ordering::Release);
         self.head.store(h.wrapping_add(1), Ordering::Release);
         Some(token)
     }
@@ -177,5 +207,45 @@ mod tests {
         w.activate(9);
         w.signal();
         assert_eq!(list.pop(), Some(9));
+    }
+
+    #[test]
+    fn four_producers_at_once_lose_and_repeat_no_token() {
+        const EACH: u64 = 20_000;
+        let list = ReadyList::with_capacity(1024);
+        let producers: Vec<_> = (0..4u64)
+            .map(|p| {
+                let list = list.clone();
+                std::thread::spawn(move || {
+                    for k in 0..EACH {
+                        // Waits for room instead of overflowing, to count every token.
+                        while list.tail.load(Ordering::Relaxed) - list.head.load(Ordering::Acquire)
+                            >= 1000
+                        {
+                            std::thread::yield_now();
+                        }
+                        list.push(p * EACH + k);
+                    }
+                })
+            })
+            .collect();
+        let mut seen = vec![false; 4 * EACH as usize];
+        let mut got = 0;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while got < 4 * EACH {
+            assert!(std::time::Instant::now() < deadline, "{got} tokens taken");
+            match list.pop() {
+                Some(t) => {
+                    assert!(!std::mem::replace(&mut seen[t as usize], true), "{t} twice");
+                    got += 1;
+                }
+                None => std::thread::yield_now(),
+            }
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+        assert!(!list.take_overflow());
+        assert_eq!(list.pop(), None);
     }
 }

@@ -188,11 +188,18 @@ fn peer_closes_with_unread_data_reader_gets_econnreset() {
 /// client's bytes come back, and the poller reports each socket only while
 /// it is ready.
 fn poller_serves_many(inline: bool) {
+    let (a, b) = stacks(inline);
+    poller_serves(a, b, 64);
+}
+
+/// A server on `b` serving `CONNS` connections from `a` with one thread and
+/// a `Poller`, each echoing 32 KiB, checked byte by byte.
+fn poller_serves(a: Stack, b: Stack, conns: usize) {
     use corestack::{Interest, Poller};
     use std::collections::HashMap;
-    const CONNS: usize = 64;
     const BYTES: usize = 32 * 1024;
-    let (a, b) = stacks(inline);
+    #[allow(non_snake_case)]
+    let CONNS = conns;
     let mut l = TcpListener::bind(&b, addr(Ipv4Addr::UNSPECIFIED, 9)).unwrap();
     l.set_nonblocking(true).unwrap();
     let srv = with_server(b.clone(), move |b| {
@@ -299,6 +306,35 @@ fn poller_serves_many(inline: bool) {
     let closed = srv.join().unwrap();
     assert_eq!(closed, CONNS);
     drop(b);
+}
+
+/// A server on two engines (b) whose NIC cannot steer (random queue per
+/// frame), so its engines hand frames to each other, and a client on one
+/// engine (a): every connection echoes byte-exact, both of b's engines own
+/// some, and no TCP input runs off its owner.
+fn two_engines_serve(inline: bool) {
+    let (a, b) = testkit::mem_wire::stacks_with_engines(inline, 1, 2);
+    assert_eq!(b.engines(), 2);
+    poller_serves(a.clone(), b.clone(), 256);
+    let st = b.engine_stats();
+    assert_eq!(st.len(), 2);
+    for (e, s) in st.iter().enumerate() {
+        assert_eq!(s.owner_violations, 0, "engine {e}");
+        assert_eq!(s.handoff_dropped, 0, "engine {e}");
+        assert!(s.tcp_passive_opens > 0, "engine {e} owns no connection");
+    }
+    let b_total = b.stats();
+    assert!(b_total.rx_foreign > 0 && b_total.handoff_rx > 0);
+}
+
+#[test]
+fn two_engines_serve_256_connections_inline() {
+    two_engines_serve(true);
+}
+
+#[test]
+fn two_engines_serve_256_connections_embedded() {
+    two_engines_serve(false);
 }
 
 #[test]

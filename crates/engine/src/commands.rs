@@ -400,7 +400,8 @@ impl Protocols {
         }
         let in_use = |s: &Sockets, p: u16| s.ports(ports).contains_key(&p);
         let h = &self.handoff;
-        let elsewhere = |p: u16| matches!((h, ports), (Some(h), Ports::Udp) if h.udp_owner(p) != h.me());
+        let elsewhere =
+            |p: u16| matches!((h, ports), (Some(h), Ports::Udp) if h.udp_owner(p) != h.me());
         let port = match local.port() {
             0 => self
                 .sockets

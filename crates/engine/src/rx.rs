@@ -150,7 +150,12 @@ impl Protocols {
 
     /// Hands a whole datagram for us (unfragmented or reassembled) to its
     /// protocol.
-    pub(crate) fn deliver_ipv4<T: TxQueue>(&mut self, eth: &EthernetRepr, ip: &Ipv4Packet<'_>, tx: &mut T) {
+    pub(crate) fn deliver_ipv4<T: TxQueue>(
+        &mut self,
+        eth: &EthernetRepr,
+        ip: &Ipv4Packet<'_>,
+        tx: &mut T,
+    ) {
         let src = ip.src();
         // Learn the peer's MAC from its traffic when it is on-link and the
         // cache already knows it (refresh only; RFC 1122 §2.3.2.1 allows it).

@@ -30,9 +30,10 @@ use nic::rss::Steering;
 use std::sync::Arc;
 use wire::ipv4::{PROTO_ICMP, PROTO_TCP, PROTO_UDP};
 
-/// Bytes of each handoff ring (per ordered engine pair) by default: 256
-/// full-size frames.
-pub const HANDOFF_RING_BYTES: usize = 512 * 1024;
+/// Bytes of each handoff ring (per ordered engine pair) by default: 2 730
+/// full-size frames, more than one iteration's receive bursts
+/// ([`crate::RX_BURSTS`] × 64); reserved at start, touched as used.
+pub const HANDOFF_RING_BYTES: usize = 4 << 20;
 
 /// The largest record: a reassembled datagram (64 KiB) with its Ethernet
 /// header.
@@ -161,7 +162,13 @@ impl Handoff {
     /// The owner of an IPv4 packet from `src` to `dst` (us) carrying
     /// `proto` with transport bytes `l4`; None when any engine may handle
     /// it (ICMP echo, other protocols, a header too short to say).
-    pub(crate) fn owner(&self, src: Ipv4Addr, dst: Ipv4Addr, proto: u8, l4: &[u8]) -> Option<usize> {
+    pub(crate) fn owner(
+        &self,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        proto: u8,
+        l4: &[u8],
+    ) -> Option<usize> {
         let ports = |b: &[u8]| {
             (b.len() >= 4).then(|| {
                 (
@@ -295,9 +302,9 @@ impl crate::Protocols {
                         }
                     }
                     Kind::Datagram => {
-                        let parsed = wire::ethernet::EthernetRepr::parse(record)
-                            .ok()
-                            .and_then(|(eth, p)| Some((eth, wire::ipv4::Ipv4Packet::new_checked(p).ok()?)));
+                        let parsed = wire::ethernet::EthernetRepr::parse(record).ok().and_then(
+                            |(eth, p)| Some((eth, wire::ipv4::Ipv4Packet::new_checked(p).ok()?)),
+                        );
                         if let Some((eth, ip)) = parsed {
                             self.deliver_ipv4(&eth, &ip, tx);
                         }

@@ -288,9 +288,15 @@ fn run(steer: Steer, passive: usize, active: usize) -> Vec<Stats> {
         busy = false;
     }
     // Active opens chose local ports that hash to their own engine.
-    for f in b_flows.iter().filter(|f| f.end.id & appif::socket::ENGINE_ID_BIT == 0) {
+    for f in b_flows
+        .iter()
+        .filter(|f| f.end.id & appif::socket::ENGINE_ID_BIT == 0)
+    {
         let (l, r) = (f.end.shared.local(), f.end.shared.remote());
-        assert_eq!(steering.owner_v4(*l.ip(), *r.ip(), l.port(), r.port()), f.engine);
+        assert_eq!(
+            steering.owner_v4(*l.ip(), *r.ip(), l.port(), r.port()),
+            f.engine
+        );
     }
     // Every engine accepted some of the passive connections.
     if passive >= 100 {

@@ -30,3 +30,33 @@ pub fn stacks(inline: bool) -> (Stack, Stack) {
         .unwrap();
     (a, b)
 }
+
+/// Stacks a (at [`A`], `a_engines` engines) and b (at [`B`], `b_engines`
+/// engines) on a clean multi-queue `mem` wire: a's NIC spreads the frames
+/// it receives by the engines' hash (a NIC that steers), b's at random per
+/// frame (one that cannot), so b's engines hand most frames over.
+pub fn stacks_with_engines(inline: bool, a_engines: usize, b_engines: usize) -> (Stack, Stack) {
+    let steer_a = mem::Steer::Hash(std::sync::Arc::new(nic::rss::Steering::new(a_engines)));
+    let (qa, qb) = mem::multi_pair(
+        Impairments::none(),
+        Impairments::none(),
+        1,
+        a_engines,
+        b_engines,
+        steer_a,
+        mem::Steer::RandomPerFrame,
+    );
+    let a = Stack::builder()
+        .mem_ports(qa)
+        .ip(A, 24)
+        .inline(inline)
+        .start()
+        .unwrap();
+    let b = Stack::builder()
+        .mem_ports(qb)
+        .ip(B, 24)
+        .inline(inline)
+        .start()
+        .unwrap();
+    (a, b)
+}
