@@ -327,7 +327,7 @@ impl SockperfBench {
             o,
             "client on CPU {CLIENT_CPU}: blocks (ping-pong on a blocking socket: send, then \
              recvfrom); server on CPU {SERVER_CPU}: blocks in epoll_wait (-F epoll); both at {}",
-            shim::SCHED
+            shim::sched()
         );
         let _ = writeln!(
             o,

@@ -104,6 +104,13 @@ pub struct StackOpts {
     /// limit, the table grows with the sockets open.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
     pub max_sockets: Option<u32>,
+    /// Engines, one per NIC queue (queues 0..N), each owning the flows its symmetric
+    /// Toeplitz hash picks; a frame that lands on another engine's queue is handed over.
+    /// Embedded mode: one thread each (pinned from CORESTACK_ENGINE_CPU on, when set);
+    /// inline mode: one lock each. Default 1.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=255))]
+    pub cores: u16,
 }
 
 /// `--af-xdp-tx`.
@@ -190,7 +197,7 @@ impl StackOpts {
         if !Path::new("/sys/class/net").join(iface).exists() && self.driver == Driver::AfXdp {
             bail!("interface {iface} not found in this network namespace (check `ip link`)");
         }
-        let mut builder = Stack::builder();
+        let mut builder = Stack::builder().engines(usize::from(self.cores));
         if let Some(n) = self.max_sockets {
             builder = builder.max_sockets(n as usize);
         }

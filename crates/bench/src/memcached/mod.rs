@@ -454,7 +454,7 @@ impl MemcachedBench {
              {SERVER_CPU}; all at {}; the embedded engine thread naps as soon as it is idle (one CPU \
              shared with memcached)",
             self.threads,
-            shim::SCHED
+            shim::sched()
         );
         let _ = writeln!(
             o,
