@@ -243,7 +243,7 @@ fn wire(
     });
     let end = |side: usize, mac: [u8; 6]| -> Vec<MemPort> {
         (0..queues[side])
-            .map(|q| MemPort::new(shared.clone(), side, q, mac))
+            .map(|q| MemPort::new(shared.clone(), side, q, queues[side] == 1, mac))
             .collect()
     };
     (end(0, MAC_A), end(1, MAC_B))
@@ -257,6 +257,8 @@ pub struct MemPort {
     side: usize,
     /// This queue's index in its end.
     queue: usize,
+    /// This end has one queue: frames come straight from the link.
+    single: bool,
     mac: [u8; 6],
     /// Frames handed out by `rx_burst`.
     rx_frames: u64,
@@ -271,7 +273,7 @@ pub struct MemPort {
 }
 
 impl MemPort {
-    fn new(shared: Arc<Shared>, side: usize, queue: usize, mac: [u8; 6]) -> MemPort {
+    fn new(shared: Arc<Shared>, side: usize, queue: usize, single: bool, mac: [u8; 6]) -> MemPort {
         MemPort {
             tx: MemTx {
                 shared: shared.clone(),
@@ -284,6 +286,7 @@ impl MemPort {
             shared,
             side,
             queue,
+            single,
             mac,
             rx_frames: 0,
             rx_buf: vec![0; MEM_MAX_FRAME],
@@ -384,9 +387,21 @@ impl Port for MemPort {
                 self.rx_seen_pushed = self.shared.pushed[rx_dir].load(Ordering::Acquire);
                 self.rx_clock_epoch = epoch;
                 let dir = &mut dirs[rx_dir];
-                let popped = dir.pop_for(self.queue, now, &mut self.rx_buf);
+                let popped = if self.single {
+                    // Straight from the link: no steering, no ring.
+                    match dir.wire.pop_due(now) {
+                        Some(frame) => {
+                            let len = frame.len().min(self.rx_buf.len());
+                            self.rx_buf[..len].copy_from_slice(&frame[..len]);
+                            Some(len)
+                        }
+                        None => None,
+                    }
+                } else {
+                    dir.pop_for(self.queue, now, &mut self.rx_buf)
+                };
                 // A frame left in this queue's ring is due already.
-                self.rx_next_due_ns = if dir.rings[self.queue].is_empty() {
+                self.rx_next_due_ns = if self.single || dir.rings[self.queue].is_empty() {
                     dir.wire.next_due_ns()
                 } else {
                     Some(now)
