@@ -69,6 +69,7 @@ pub mod capture;
 pub mod cc;
 pub mod command;
 pub mod ctl;
+pub mod doorbell;
 pub mod errno;
 pub mod ready;
 pub mod seg;

@@ -287,9 +287,15 @@ impl<P: Port> Engine<P> {
         }
     }
 
-    /// True when application commands wait to be taken.
+    /// True when application commands wait to be taken, or frames other
+    /// engines handed over: what an engine about to nap looks at once more.
     pub fn has_commands(&self) -> bool {
         !self.protocols.commands.is_empty()
+            || self
+                .protocols
+                .handoff
+                .as_ref()
+                .is_some_and(|h| h.has_records())
     }
 
     /// The port's receive fd, to sleep on while idle (None for ports without one).
@@ -545,6 +551,9 @@ impl Protocols {
         let out = self.flush_output(tx);
         tx.flush();
         self.trace.flushed();
+        if let Some(h) = self.handoff.as_mut() {
+            h.ring();
+        }
         if self.woke {
             self.woke = false;
             self.wake.notify();

@@ -25,6 +25,7 @@
 //! A ring record is `[u32 length][u8 kind][3 bytes zero][length bytes]`.
 
 use appif::bytes;
+use appif::doorbell::Doorbell;
 use core::net::Ipv4Addr;
 use nic::rss::Steering;
 use std::sync::Arc;
@@ -59,6 +60,10 @@ pub struct Handoff {
     steering: Arc<Steering>,
     to: Vec<Option<bytes::Writer>>,
     from: Vec<Option<bytes::Reader>>,
+    /// Each engine's doorbell, where it naps ([`Handoff::set_doorbells`]).
+    bells: Vec<Option<Arc<Doorbell>>>,
+    /// Engines handed records since the bells were last rung.
+    to_ring: Vec<bool>,
 }
 
 impl std::fmt::Debug for Handoff {
@@ -81,6 +86,8 @@ pub fn handoff_mesh(steering: Arc<Steering>, ring_bytes: usize) -> Vec<Handoff> 
             steering: steering.clone(),
             to: (0..n).map(|_| None).collect(),
             from: (0..n).map(|_| None).collect(),
+            bells: (0..n).map(|_| None).collect(),
+            to_ring: vec![false; n],
         })
         .collect();
     for i in 0..n {
@@ -111,6 +118,31 @@ impl Handoff {
         self.steering.engines()
     }
 
+    /// The doorbells of the engines that nap (by engine index; None: one
+    /// that polls without pause): after an iteration that handed records
+    /// to a napping engine, it is woken.
+    pub fn set_doorbells(&mut self, bells: Vec<Option<Arc<Doorbell>>>) {
+        let n = self.engines();
+        self.bells = bells;
+        self.bells.resize(n, None);
+    }
+
+    /// Rings the doorbell of every engine handed records since the last call.
+    pub(crate) fn ring(&mut self) {
+        for (to, pending) in self.to_ring.iter_mut().enumerate() {
+            if core::mem::take(pending) {
+                if let Some(Some(b)) = self.bells.get(to) {
+                    b.ring();
+                }
+            }
+        }
+    }
+
+    /// True when another engine handed this one records not yet taken.
+    pub fn has_records(&self) -> bool {
+        self.from.iter().flatten().any(|r| !r.is_empty())
+    }
+
     /// Hands `parts` (concatenated) as one record of `kind` to engine `to`.
     /// False when its ring has no room (the caller counts the loss).
     pub(crate) fn send(&mut self, to: usize, kind: Kind, parts: &[&[u8]]) -> bool {
@@ -128,6 +160,7 @@ impl Handoff {
         for p in parts {
             w.write(p);
         }
+        self.to_ring[to] = true;
         true
     }
 

@@ -103,8 +103,10 @@ impl Net {
         qa[0].set_clock(clock);
         let t = 1_000_000_000u64;
         ns.store(t, Ordering::Release);
-        let mut cfg = EngineConfig::default();
-        cfg.ring_bytes = 16 * 1024;
+        let cfg = EngineConfig {
+            ring_bytes: 16 * 1024,
+            ..EngineConfig::default()
+        };
         let (peer, mut cpeer) = engine(qa.remove(0), A_IP, cfg.clone(), Instant(t));
         let (acc, peer_accepted) = spsc::channel(4096);
         push(&mut cpeer, listen(1, PEER_PORT, acc));

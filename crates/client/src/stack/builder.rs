@@ -1,7 +1,7 @@
 //! Building a [`Stack`]: its settings, opening the port, and starting the
 //! engine in service, inline or embedded mode.
 
-use super::run::{engine_cpu, run_engine, EngineDoorbell, EngineNap, Idle, IDLE_BEFORE_SLEEP};
+use super::run::{engine_cpu, run_engine, EngineNap, Idle, IDLE_BEFORE_SLEEP};
 use super::wait::spin_time;
 use super::{Driver, Inner, Mode, Stack};
 use appif::notify::Notify;
@@ -356,8 +356,7 @@ fn launch<P: Port + Send + 'static>(
     let wake = Arc::new(Notify::default());
     let n = ports.len();
     let mtu = ports.first().map_or(1500, |p| p.mtu());
-    // Naps need a NIC fd to sleep on; with several engines a frame handed
-    // over by another engine would wait out the nap: they poll.
+    // Inline mode's waiter naps on one engine's NIC fd: with one engine.
     let rx_fd = ports.first().and_then(|p| p.rx_fd()).filter(|_| n == 1);
     let ring_max_bytes = cfg.ring_max_bytes.max(ring_bytes);
     let ip = cfg.ip;
@@ -365,28 +364,29 @@ fn launch<P: Port + Send + 'static>(
     let mut mesh = steering
         .as_ref()
         .map(|s| engine::steer::handoff_mesh(s.clone(), engine::steer::HANDOFF_RING_BYTES));
+    // Embedded mode's engine threads sleep like an inline waiter (adaptive
+    // polling) when each has a NIC fd to sleep on and a doorbell to be woken
+    // by (for commands, and for frames other engines hand over).
+    let naps = !inline && idle_sleep.is_some() && ports.iter().all(|p| p.rx_fd().is_some());
+    let bells: Vec<_> = (0..n)
+        .map(|_| {
+            naps.then(|| appif::doorbell::Doorbell::new().ok())
+                .flatten()
+        })
+        .collect();
     let mut lanes = Vec::with_capacity(n);
     let mut engines = Vec::with_capacity(n);
-    for port in ports {
+    for (port, bell) in ports.into_iter().zip(&bells) {
         let (tx, rx) = spsc::channel(1024);
         let mut engine = Engine::new(port, cfg.clone(), rx, wake.clone(), Instant::now());
         if let Some(m) = mesh.as_mut() {
-            engine.join(m.remove(0));
+            let mut handoff = m.remove(0);
+            handoff.set_doorbells(bells.clone());
+            engine.join(handoff);
         }
-        // Embedded mode's engine thread sleeps like an inline waiter (adaptive
-        // polling) when it has a NIC fd to sleep on and a doorbell to be woken by.
-        let doorbell = match (inline, idle_sleep, rx_fd) {
-            (false, Some(_), Some(_)) => appif::ctl::eventfd().ok().map(|fd| {
-                Arc::new(EngineDoorbell {
-                    sleeping: AtomicBool::new(false),
-                    fd,
-                })
-            }),
-            _ => None,
-        };
         lanes.push(super::Lane {
             commands: Mutex::new(tx),
-            doorbell,
+            doorbell: bell.clone(),
         });
         engines.push(engine);
     }
@@ -404,7 +404,7 @@ fn launch<P: Port + Send + 'static>(
         for (i, engine) in engines.into_iter().enumerate() {
             let s = Arc::new(Mutex::new(Stats::default()));
             stats.push(s.clone());
-            let nap = match (&lanes[i].doorbell, idle_sleep, rx_fd) {
+            let nap = match (&lanes[i].doorbell, idle_sleep, engine.rx_fd()) {
                 (Some(d), Some(after), Some(fd)) => Some(EngineNap {
                     after,
                     rx_fd: fd,

@@ -26,7 +26,7 @@ use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
 use engine::stats::Stats;
 use engine::time::Instant;
-use run::{DynEngine, EngineDoorbell, Idle};
+use run::{DynEngine, Idle};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -96,7 +96,7 @@ enum Mode {
 pub(crate) struct Lane {
     commands: Mutex<spsc::Sender<Command>>,
     /// Rung after a command when the engine thread naps (adaptive polling).
-    doorbell: Option<Arc<EngineDoorbell>>,
+    doorbell: Option<Arc<appif::doorbell::Doorbell>>,
 }
 
 pub(crate) struct Inner {
@@ -431,11 +431,7 @@ impl Stack {
             match r {
                 Ok(()) => {
                     if let Some(db) = &lane.doorbell {
-                        if db.sleeping.load(Ordering::SeqCst)
-                            && db.sleeping.swap(false, Ordering::SeqCst)
-                        {
-                            appif::ctl::eventfd_signal(std::os::fd::AsFd::as_fd(&db.fd));
-                        }
+                        db.ring();
                     }
                     return;
                 }

@@ -9,6 +9,7 @@ use engine::time::Instant;
 use nic::Port;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
 use std::sync::{Arc, Mutex};
 
 /// The CPU embedded mode's engine thread pins itself to:
@@ -86,20 +87,12 @@ pub(super) const MAX_NAP: Duration = Duration::from_millis(1);
 /// Default idle time before an inline-mode waiter sleeps.
 pub(super) const IDLE_BEFORE_SLEEP: Duration = Duration::from_micros(50);
 
-/// How embedded mode's engine thread wakes up from a nap: the application
-/// sets nothing but, after queueing a command, clears `sleeping` and writes
-/// `fd` if it found it set (the notify-flag protocol).
-pub(super) struct EngineDoorbell {
-    pub(super) sleeping: AtomicBool,
-    pub(super) fd: std::os::fd::OwnedFd,
-}
-
 /// When embedded mode's engine thread sleeps: after `after` without work,
 /// on the NIC queue's fd and the doorbell, at most [`MAX_NAP`] at a time.
 pub(super) struct EngineNap {
     pub(super) after: Duration,
     pub(super) rx_fd: RawFd,
-    pub(super) doorbell: Arc<EngineDoorbell>,
+    pub(super) doorbell: Arc<appif::doorbell::Doorbell>,
 }
 
 /// The embedded engine thread: poll until told to stop, napping per `nap`
@@ -110,7 +103,6 @@ pub(super) fn run_engine<P: Port>(
     stats: &Mutex<Stats>,
     nap: Option<EngineNap>,
 ) {
-    use std::os::fd::AsRawFd;
     let mut last_work = Instant::now();
     while !stop.load(Ordering::Acquire) {
         let now = Instant::now();
@@ -119,14 +111,14 @@ pub(super) fn run_engine<P: Port>(
         } else if let Some(n) = &nap {
             if now.saturating_since(last_work) >= n.after {
                 let db = &n.doorbell;
-                db.sleeping.store(true, Ordering::SeqCst);
-                // Re-check after setting the flag: a command queued before
-                // the application saw it would otherwise wait for the nap.
+                db.nap_begin();
+                // Re-check after setting the flag: a command (or another
+                // engine's handoff) queued before its producer saw the flag
+                // would otherwise wait for the nap.
                 if !engine.engine.has_commands() {
-                    crate::sys::wait_readable_any(&[n.rx_fd, db.fd.as_raw_fd()], MAX_NAP);
+                    crate::sys::wait_readable_any(&[n.rx_fd, db.fd()], MAX_NAP);
                 }
-                db.sleeping.store(false, Ordering::SeqCst);
-                appif::ctl::eventfd_drain(std::os::fd::AsFd::as_fd(&db.fd));
+                db.nap_end();
             }
         }
         if let Some(latest) = engine.publish(now, false) {
