@@ -157,9 +157,13 @@ impl Steering {
     }
 }
 
+/// An IPv4 frame's source, destination and, for an unfragmented TCP or
+/// UDP datagram, its (source, destination) ports.
+pub type Ipv4Tuple = (Ipv4Addr, Ipv4Addr, Option<(u16, u16)>);
+
 /// An IPv4 frame's source and destination and, for an unfragmented TCP
 /// or UDP datagram, its ports. None for anything else.
-pub fn ipv4_tuple(frame: &[u8]) -> Option<(Ipv4Addr, Ipv4Addr, Option<(u16, u16)>)> {
+pub fn ipv4_tuple(frame: &[u8]) -> Option<Ipv4Tuple> {
     const ETH: usize = 14;
     if frame.len() < ETH + 20 || frame[12..14] != [0x08, 0x00] {
         return None;
@@ -201,7 +205,10 @@ mod tests {
     /// addresses alone and with the TCP ports, under the default key.
     #[test]
     fn toeplitz_matches_the_published_ipv4_vectors() {
-        let vectors: [([u8; 4], u16, [u8; 4], u16, u32, u32); 5] = [
+        /// Source, source port, destination, destination port, the hash
+        /// of the addresses, the hash with the ports.
+        type Vector = ([u8; 4], u16, [u8; 4], u16, u32, u32);
+        let vectors: [Vector; 5] = [
             (
                 [66, 9, 149, 187],
                 2794,
