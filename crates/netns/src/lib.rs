@@ -1,5 +1,8 @@
 //! Private network namespaces, veth pairs and child processes that clean up after themselves.
 //!
+//! Multi-queue veth pairs ([`veth_pair_queues`]) and per-queue counters
+//! ([`Netns::rx_queue_packets`]) serve the one-engine-per-queue tests.
+//!
 //! Used by the integration tests, the benchmarks and `corestack demo`. Everything is done by
 //! running `ip` and `ethtool` (iproute2, ethtool), so the calling process needs root (or
 //! CAP_NET_ADMIN and CAP_SYS_ADMIN): [`Netns::new`] says so in one line instead of failing later.
@@ -216,6 +219,22 @@ impl Netns {
         })
     }
 
+    /// Packets received per rx queue of `ifname` (index = queue), from `ethtool -S` run in the
+    /// namespace: see [`parse_rx_queue_packets`] for the counter names understood. An empty
+    /// vector when the driver has no per-queue counters.
+    ///
+    /// Errors: [`Error::ToolMissing`] without `ethtool`, [`Error::Command`] if `ethtool -S`
+    /// fails (no such interface, or a driver without statistics).
+    pub fn rx_queue_packets(&self, ifname: &str) -> Result<Vec<u64>> {
+        let out = self.run("ethtool", &["-S", ifname]).map_err(|e| match e {
+            Error::Command { detail, .. } if detail.contains("exec of") => {
+                Error::ToolMissing("ethtool")
+            }
+            other => other,
+        })?;
+        Ok(parse_rx_queue_packets(&out))
+    }
+
     /// PIDs of the processes whose network namespace is this one.
     pub fn pids(&self) -> Result<Vec<u32>> {
         let out = ip(&["netns", "pids", &self.name])?;
@@ -268,10 +287,94 @@ pub fn veth_pair(a: &Netns, if_a: &str, b: &Netns, if_b: &str) -> Result<()> {
         "netns",
         b.name(),
     ])?;
+    finish_veth(a, if_a, b, if_b)
+}
+
+/// Like [`veth_pair`], with `queues` rx and `queues` tx queues on both ends (`ip link add A
+/// numtxqueues N numrxqueues N type veth peer name B numtxqueues N numrxqueues N`), as a
+/// multi-queue NIC has. On veth a frame arrives on the peer's rx queue numbered like the
+/// sender's tx queue, and native XDP on one end needs its rx queues >= the peer's tx queues
+/// (else the attach fails with ENOSPC), which equal counts satisfy.
+///
+/// Errors: [`Error::Io`] (`InvalidInput`) when `queues` is 0 or above 4096 (the kernel's limit);
+/// otherwise as [`veth_pair`].
+pub fn veth_pair_queues(a: &Netns, if_a: &str, b: &Netns, if_b: &str, queues: u32) -> Result<()> {
+    if !(1..=4096).contains(&queues) {
+        return Err(Error::Io(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a veth pair with {queues} queues: use 1 to 4096"),
+        )));
+    }
+    let n = queues.to_string();
+    ip(&[
+        "link",
+        "add",
+        if_a,
+        "netns",
+        a.name(),
+        "numtxqueues",
+        &n,
+        "numrxqueues",
+        &n,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        if_b,
+        "netns",
+        b.name(),
+        "numtxqueues",
+        &n,
+        "numrxqueues",
+        &n,
+    ])?;
+    finish_veth(a, if_a, b, if_b)
+}
+
+/// Offloads off and links up on both ends of a new veth pair.
+fn finish_veth(a: &Netns, if_a: &str, b: &Netns, if_b: &str) -> Result<()> {
     a.offloads_off(if_a)?;
     b.offloads_off(if_b)?;
     a.link_up(if_a)?;
     b.link_up(if_b)
+}
+
+/// Per-queue received packets from the output of `ethtool -S IF`: element `i` is queue `i`'s
+/// count. Understands, in this order of preference, veth's `rx_queue_<i>_xdp_packets` (every
+/// frame its rx queue's NAPI handled: counted only while an XDP program is attached, since
+/// without one veth hands frames to the stack directly), virtio-net's `rx_queue_<i>_packets`,
+/// mlx5's `rx<i>_packets` and the Intel drivers' `rx-<i>.packets` / `rx_queue_<i>_packets`.
+/// Queues are numbered from 0 with no gaps; the first missing index ends the list. Empty when
+/// none of those names appears.
+pub fn parse_rx_queue_packets(ethtool_s: &str) -> Vec<u64> {
+    let stats: Vec<(&str, u64)> = ethtool_s
+        .lines()
+        .filter_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            Some((name.trim(), value.trim().parse().ok()?))
+        })
+        .collect();
+    let find = |name: &str| stats.iter().find(|(n, _)| *n == name).map(|&(_, v)| v);
+    let patterns: [fn(usize) -> String; 4] = [
+        |i| format!("rx_queue_{i}_xdp_packets"),
+        |i| format!("rx_queue_{i}_packets"),
+        |i| format!("rx{i}_packets"),
+        |i| format!("rx-{i}.packets"),
+    ];
+    for name_of in patterns {
+        let mut counts = Vec::new();
+        // Bounded by the number of lines: each queue needs a line of its own.
+        while counts.len() < stats.len() {
+            match find(&name_of(counts.len())) {
+                Some(v) => counts.push(v),
+                None => break,
+            }
+        }
+        if !counts.is_empty() {
+            return counts;
+        }
+    }
+    Vec::new()
 }
 
 /// Two namespaces joined by one veth pair (offloads off): `linux` has `vl`
@@ -526,6 +629,39 @@ mod tests {
             features.contains("tcp-segmentation-offload: off"),
             "{features}"
         );
+    }
+
+    #[test]
+    fn veth_pair_queues_gives_both_ends_n_queues_and_counts_per_queue() {
+        let a = Netns::new("nt").expect("netns tests need root: run with sudo");
+        let b = Netns::new("nt").unwrap();
+        veth_pair_queues(&a, "qa", &b, "qb", 4).unwrap();
+        for (ns, ifname) in [(&a, "qa"), (&b, "qb")] {
+            let channels = ns.run("ethtool", &["-l", ifname]).unwrap();
+            let current = channels
+                .split("Current hardware settings:")
+                .nth(1)
+                .unwrap_or("");
+            assert!(current.contains("RX:\t\t4"), "{channels}");
+            assert!(current.contains("TX:\t\t4"), "{channels}");
+        }
+        // veth counts per rx queue only with XDP attached: the names are there, at 0.
+        assert_eq!(a.rx_queue_packets("qa").unwrap(), vec![0; 4]);
+        let err = veth_pair_queues(&a, "qc", &b, "qd", 0).unwrap_err();
+        assert!(err.to_string().contains("1 to 4096"), "{err}");
+    }
+
+    #[test]
+    fn parse_rx_queue_packets_reads_veth_virtio_and_mlx5_names() {
+        let veth = "NIC statistics:\n     peer_ifindex: 2\n     rx_queue_0_xdp_packets: 5\n     \
+                    rx_queue_0_xdp_bytes: 300\n     rx_queue_1_xdp_packets: 0\n     \
+                    rx_queue_2_xdp_packets: 7\n     tx_queue_0_xdp_xmit: 1\n";
+        assert_eq!(parse_rx_queue_packets(veth), vec![5, 0, 7]);
+        let virtio = "NIC statistics:\n     rx_queue_0_packets: 3\n     rx_queue_1_packets: 4\n";
+        assert_eq!(parse_rx_queue_packets(virtio), vec![3, 4]);
+        let mlx5 = "     rx_packets: 9\n     rx0_packets: 1\n     rx1_packets: 8\n";
+        assert_eq!(parse_rx_queue_packets(mlx5), vec![1, 8]);
+        assert!(parse_rx_queue_packets("NIC statistics:\n     rx_packets: 9\n").is_empty());
     }
 
     #[test]

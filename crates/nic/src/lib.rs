@@ -1,7 +1,9 @@
 //! Ports: where frames enter and leave corestack.
 //!
 //! A [`Port`] moves whole Ethernet frames in bursts. Drivers:
-//! - [`af_xdp`]: one AF_XDP socket on one NIC queue (UMEM, fill/completion/rx/tx rings);
+//! - [`af_xdp`]: one AF_XDP socket per NIC queue (own UMEM, fill/completion/rx/tx rings),
+//!   one XDP program and one XSKMAP per interface (`AfXdpPort::open_queues`: a port per queue,
+//!   one per engine);
 //! - [`tap`]: a Linux TAP device (IFF_NO_PI);
 //! - [`mem`]: an in-process wire between two stacks with seeded impairments,
 //!   one queue per end ([`mem::pair`]) or several with selectable steering

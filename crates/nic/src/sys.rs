@@ -100,7 +100,10 @@ fn ifreq_for(ifname: &str) -> Result<libc::ifreq, Error> {
 fn if_ioctl(request: libc::c_ulong, req: &mut libc::ifreq) -> io::Result<()> {
     let sock = ioctl_socket()?;
     // SAFETY: `req` is a valid, exclusively borrowed ifreq for the SIOC*
-    // requests used in this module, which read and write only that struct.
+    // requests used in this module, which read and write only that struct,
+    // except SIOCETHTOOL, which also reads and writes the `ethtool_*` struct
+    // `ifru_data` points to: the caller keeps it alive and exclusively
+    // borrowed across this call.
     let rc = unsafe { libc::ioctl(sock.as_raw_fd(), request as _, req as *mut libc::ifreq) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
@@ -153,6 +156,45 @@ pub(crate) fn if_set_up(ifname: &str) -> Result<bool, Error> {
         }
     })?;
     Ok(true)
+}
+
+/// `SIOCETHTOOL` (linux/sockios.h).
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+/// `ETHTOOL_GCHANNELS` (linux/ethtool.h).
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+
+/// `struct ethtool_channels` (linux/ethtool.h).
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+/// The number of receive queues `ifname` has now: combined plus rx-only
+/// channels (`ethtool -l`, ETHTOOL_GCHANNELS). `Ok(None)` when the driver
+/// does not report channels (EOPNOTSUPP, e.g. loopback) or reports none.
+pub(crate) fn if_rx_queues(ifname: &str) -> Result<Option<u32>, Error> {
+    let mut req = ifreq_for(ifname)?;
+    let mut ch = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..EthtoolChannels::default()
+    };
+    req.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
+    match if_ioctl(SIOCETHTOOL, &mut req) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => return Ok(None),
+        Err(e) => return Err(if_error(ifname, "ETHTOOL_GCHANNELS", e)),
+    }
+    let n = ch.combined_count.saturating_add(ch.rx_count);
+    Ok((n > 0).then_some(n))
 }
 
 fn if_error(ifname: &str, what: &str, e: io::Error) -> Error {

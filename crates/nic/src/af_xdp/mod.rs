@@ -1,10 +1,18 @@
-//! AF_XDP port: one XSK socket on one NIC queue, driven from user space.
+//! AF_XDP ports: one XSK socket per NIC queue, driven from user space; one
+//! XDP program and one XSKMAP per interface.
 //!
-//! Set-up ([`AfXdpPort::open`]): a UMEM of `frame_count` chunks of
-//! `frame_size` bytes (the first half for rx, the second half for tx), the
-//! four rings, an XSKMAP holding the socket at key `queue_id`, and our own
-//! XDP program (module `prog`) attached through a bpf link, so it is detached when
-//! the port is dropped or the process exits.
+//! Set-up ([`AfXdpPort::open`] for one queue, [`AfXdpPort::open_queues`] for
+//! queues `0..n`, one port per queue, module `queues`): per queue a socket
+//! with its own UMEM of `frame_count` chunks of `frame_size` bytes (the
+//! first half for rx, the second half for tx) and its four rings, bound to
+//! that queue; then, once per interface, an XSKMAP holding each socket at
+//! key = its queue id and our own XDP program (module `prog`: redirect by
+//! `rx_queue_index` when the frame is for `steer_ip`, else pass) attached
+//! through a bpf link. The ports of one open share the link, program and
+//! map, so the program is detached when the last of them is dropped or the
+//! process exits. A frame is received by the port of the queue the NIC (or,
+//! on veth, the sender's tx queue) put it on; XDP cannot move it to another
+//! queue's socket.
 //!
 //! ```text
 //!            we produce ─► fill ring ─► kernel fills chunk ─► rx ring ─► we consume
@@ -20,11 +28,13 @@
 //!
 //! Hot path: `rx_burst`, `transmit` and `flush` allocate nothing; their only
 //! system calls are the `recvfrom`/`sendto` wake-ups the kernel asks for.
-//! Threading: the port is `Send`, used by one thread at a time.
+//! Threading: a port is `Send`, used by one thread at a time; the ports of
+//! one [`AfXdpPort::open_queues`] are independent (one per engine thread).
 
 #![deny(unsafe_code)]
 
 mod prog;
+mod queues;
 #[allow(unsafe_code)]
 mod sys;
 mod tx;
@@ -39,12 +49,9 @@ use std::sync::Arc;
 use crate::error::{Error, ErrorKind};
 use crate::packet_tx::{PacketTx, PacketTxStats};
 use crate::{Capabilities, Port};
+use queues::Steering;
 use sys::{FrameArea, Mmap, Ring};
 
-/// `XDP_FLAGS_SKB_MODE` (linux/if_link.h).
-const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
-/// `XDP_FLAGS_DRV_MODE`.
-const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 /// Bytes the kernel reserves in front of each received frame
 /// (`XDP_PACKET_HEADROOM`).
 pub const XDP_PACKET_HEADROOM: u32 = 256;
@@ -111,7 +118,8 @@ impl std::str::FromStr for TxPath {
 pub struct AfXdpConfig {
     /// The interface, e.g. "eth0".
     pub ifname: String,
-    /// The NIC queue to bind (default 0).
+    /// The NIC queue [`AfXdpPort::open`] binds (default 0);
+    /// [`AfXdpPort::open_queues`] binds queues `0..n` instead.
     pub queue_id: u32,
     /// UMEM chunk size in bytes: a power of two from 2048 to 4096
     /// (default 2048). Received frames start 256 bytes into a chunk.
@@ -229,15 +237,14 @@ pub struct AfXdpPort {
     tx: AfXdpTx,
     ifname: String,
     ifindex: u32,
-    mode: XdpMode,
+    queue_id: u32,
     zero_copy: bool,
     mac: [u8; 6],
     mtu: usize,
     xsk: Arc<OwnedFd>,
-    /// Closing the link detaches the program.
-    _link: OwnedFd,
-    _prog: OwnedFd,
-    _map: OwnedFd,
+    /// The interface's program, XSKMAP and link, shared by the ports of one
+    /// open: the program is detached when the last of them is dropped.
+    steering: Arc<Steering>,
 }
 
 fn permission_or(what: &str, e: io::Error, other: impl FnOnce(io::Error) -> Error) -> Error {
@@ -300,25 +307,22 @@ fn bind_copy(xsk: &OwnedFd, ifindex: u32, queue_id: u32, flags: u16) -> io::Resu
     }
 }
 
-impl AfXdpPort {
-    /// Opens an AF_XDP socket on `cfg.ifname` queue `cfg.queue_id`, loads
-    /// and attaches the steering program.
-    ///
-    /// # Errors
-    /// - "interface X not found (check `ip link`)";
-    /// - "permission denied opening AF_XDP socket: run as root or with
-    ///   CAP_NET_ADMIN and CAP_BPF" (also for the map and program);
-    /// - "XDP attach refused on X: &lt;reason&gt;; use --driver tap" when the
-    ///   program cannot be loaded or attached in the requested mode, or the
-    ///   socket cannot be bound to the queue;
-    /// - an invalid configuration value, or another system call failure.
-    pub fn open(cfg: &AfXdpConfig) -> Result<AfXdpPort, Error> {
-        check_config(cfg)?;
-        let ifname = cfg.ifname.as_str();
-        let ifindex = crate::sys::ifindex(ifname)?;
-        let mac = crate::sys::if_hwaddr(ifname)?;
-        let if_mtu = crate::sys::if_mtu(ifname)? as usize;
+/// One bound AF_XDP socket with its UMEM and rings, before it becomes a port.
+struct Xsk {
+    rx: RxSide,
+    tx: AfXdpTx,
+    queue_id: u32,
+    zero_copy: bool,
+    xsk: Arc<OwnedFd>,
+}
 
+impl Xsk {
+    /// Creates a socket with its own UMEM and four rings (sizes from `cfg`)
+    /// and binds it to queue `queue_id` of `ifindex`: zero-copy if the
+    /// driver offers it, else copy mode. `mtu`: the largest frame the
+    /// packet socket of [`TxPath::Packet`] sends, less the 14-byte header.
+    fn open(cfg: &AfXdpConfig, ifindex: u32, queue_id: u32, mtu: usize) -> Result<Xsk, Error> {
+        let ifname = cfg.ifname.as_str();
         let xsk = sys::xsk_socket().map_err(|e| {
             permission_or("opening AF_XDP socket", e, |e| {
                 if e.raw_os_error() == Some(libc::EAFNOSUPPORT) {
@@ -382,19 +386,14 @@ impl AfXdpPort {
 
         // Bind: zero-copy if the driver offers it, else copy mode.
         let need_wakeup = libc::XDP_USE_NEED_WAKEUP;
-        let zero_copy = sys::xsk_bind(
-            &xsk,
-            ifindex,
-            cfg.queue_id,
-            need_wakeup | libc::XDP_ZEROCOPY,
-        )
-        .is_ok();
+        let zero_copy =
+            sys::xsk_bind(&xsk, ifindex, queue_id, need_wakeup | libc::XDP_ZEROCOPY).is_ok();
         if !zero_copy {
-            bind_copy(&xsk, ifindex, cfg.queue_id, need_wakeup).map_err(|e| {
+            bind_copy(&xsk, ifindex, queue_id, need_wakeup).map_err(|e| {
                 permission_or("binding the AF_XDP socket", e, |e| {
                     attach_refused(
                         ifname,
-                        &format!("AF_XDP bind to queue {} failed ({e})", cfg.queue_id),
+                        &format!("AF_XDP bind to queue {queue_id} failed ({e})"),
                         e,
                     )
                 })
@@ -420,82 +419,12 @@ impl AfXdpPort {
             }
         }
 
-        // The XSKMAP and the program that redirects into it.
-        let map = sys::create_xskmap(cfg.queue_id.max(63) + 1).map_err(|e| {
-            permission_or("creating the XSKMAP", e, |e| {
-                Error::io("creating the XSKMAP", e)
-            })
-        })?;
-        sys::map_update_u32(&map, cfg.queue_id, fd as u32)
-            .map_err(|e| Error::io("inserting the AF_XDP socket in the XSKMAP", e))?;
-        let insns = prog::steering_program(map.as_raw_fd(), cfg.steer_ip);
-        let prog = match sys::load_xdp_prog(&insns, &mut []) {
-            Ok(p) => p,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) => {
-                return Err(permission_or("loading the XDP program", e, |e| {
-                    Error::io("loading the XDP program", e)
-                }))
-            }
-            Err(_) => {
-                // Load again with the verifier log, for the message.
-                let mut log = vec![0u8; 64 * 1024];
-                match sys::load_xdp_prog(&insns, &mut log) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-                        let text = String::from_utf8_lossy(&log[..end]);
-                        let last = text
-                            .lines()
-                            .rev()
-                            .find(|l| !l.trim().is_empty())
-                            .unwrap_or("");
-                        return Err(attach_refused(
-                            ifname,
-                            &format!("program load failed ({e}) {last}"),
-                            e,
-                        ));
-                    }
-                }
-            }
-        };
-
-        let attach = |flags: u32| sys::link_xdp(&prog, ifindex, flags);
-        let reason = |e: &io::Error, mode: &str| match e.raw_os_error() {
-            Some(libc::EBUSY) | Some(libc::EEXIST) => {
-                "another XDP program is attached (see `ip link show`)".to_string()
-            }
-            Some(libc::EOPNOTSUPP) => format!("{mode} XDP is not supported by the driver"),
-            _ => format!("{mode} attach failed ({e})"),
-        };
-        let (link, mode) = match cfg.mode {
-            XdpMode::Native => match attach(XDP_FLAGS_DRV_MODE) {
-                Ok(l) => (l, XdpMode::Native),
-                Err(e) => return Err(attach_refused(ifname, &reason(&e, "native"), e)),
-            },
-            XdpMode::Generic => match attach(XDP_FLAGS_SKB_MODE) {
-                Ok(l) => (l, XdpMode::Generic),
-                Err(e) => return Err(attach_refused(ifname, &reason(&e, "generic"), e)),
-            },
-            XdpMode::Auto => match attach(XDP_FLAGS_DRV_MODE) {
-                Ok(l) => (l, XdpMode::Native),
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EEXIST)) => {
-                    return Err(attach_refused(ifname, &reason(&e, "native"), e))
-                }
-                Err(_) => match attach(XDP_FLAGS_SKB_MODE) {
-                    Ok(l) => (l, XdpMode::Generic),
-                    Err(e) => return Err(attach_refused(ifname, &reason(&e, "generic"), e)),
-                },
-            },
-        };
-
         let xsk = Arc::new(xsk);
-        let max_frame_mtu = (frame_size - XDP_PACKET_HEADROOM as usize).saturating_sub(18);
-        let mtu = if_mtu.min(max_frame_mtu);
         let packet = match (cfg.tx_path, zero_copy) {
             (TxPath::Packet, _) | (TxPath::Auto, false) => Some(PacketTx::open(ifindex, mtu + 14)?),
             (TxPath::Xsk, _) | (TxPath::Auto, true) => None,
         };
-        Ok(AfXdpPort {
+        Ok(Xsk {
             rx: RxSide {
                 rx,
                 fill,
@@ -526,23 +455,73 @@ impl AfXdpPort {
                 kicks: 0,
                 kick_errors: 0,
             },
+            queue_id,
+            zero_copy,
+            xsk,
+        })
+    }
+}
+
+impl AfXdpPort {
+    /// Opens an AF_XDP socket on `cfg.ifname` queue `cfg.queue_id`, loads
+    /// and attaches the steering program (with an XSKMAP of its own holding
+    /// only this socket). To drive several queues of one interface, use
+    /// [`AfXdpPort::open_queues`]: a second `open` on the same interface
+    /// fails to attach ("another XDP program is attached").
+    ///
+    /// # Errors
+    /// - "interface X not found (check `ip link`)";
+    /// - "permission denied opening AF_XDP socket: run as root or with
+    ///   CAP_NET_ADMIN and CAP_BPF" (also for the map and program);
+    /// - "AF_XDP on X needs N queues but it has M: ..." (InvalidConfig) when
+    ///   `queue_id` is not below the queue count the driver reports;
+    /// - "XDP attach refused on X: &lt;reason&gt;; use --driver tap" when the
+    ///   program cannot be loaded or attached in the requested mode (EBUSY or
+    ///   EEXIST: another program is attached; EOPNOTSUPP: no such mode;
+    ///   ENOSPC: a veth with fewer rx queues than its peer's tx queues), or
+    ///   the socket cannot be bound to the queue;
+    /// - an invalid configuration value, or another system call failure.
+    pub fn open(cfg: &AfXdpConfig) -> Result<AfXdpPort, Error> {
+        check_config(cfg)?;
+        let map_entries = cfg.queue_id.max(63) + 1;
+        queues::open_on(cfg, &[cfg.queue_id], map_entries)?
+            .pop()
+            .ok_or_else(|| Error::config("AF_XDP: no queue to open".into()))
+    }
+
+    /// Builds the port from a bound socket and the interface's program.
+    fn assemble(
+        xsk: Xsk,
+        cfg: &AfXdpConfig,
+        ifindex: u32,
+        mac: [u8; 6],
+        mtu: usize,
+        steering: Arc<Steering>,
+    ) -> AfXdpPort {
+        AfXdpPort {
+            rx: xsk.rx,
+            tx: xsk.tx,
             ifname: cfg.ifname.clone(),
             ifindex,
-            mode,
-            zero_copy,
+            queue_id: xsk.queue_id,
+            zero_copy: xsk.zero_copy,
             mac,
             mtu,
-            xsk,
-            _link: link,
-            _prog: prog,
-            _map: map,
-        })
+            xsk: xsk.xsk,
+            steering,
+        }
+    }
+
+    /// The NIC queue the socket is bound to.
+    pub fn queue_id(&self) -> u32 {
+        self.queue_id
     }
 
     /// The mode the XDP program was attached in: Native or Generic (never
-    /// Auto). Generic after an Auto fallback: the caller should warn.
+    /// Auto). Generic after an Auto fallback: the caller should warn. The
+    /// same for every port of one [`AfXdpPort::open_queues`] call.
     pub fn xdp_mode(&self) -> XdpMode {
-        self.mode
+        self.steering.mode
     }
 
     /// Whether the socket is bound in zero-copy mode (else copy mode).
