@@ -270,10 +270,10 @@ impl StackBuilder {
             let ports = std::mem::take(&mut self.mem);
             return Ok(self.launch_on(ports, cfg, false));
         }
-        if self.engines > 1 {
+        if self.engines > 1 && self.driver == Driver::Tap {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
-                "several engines run on mem ports only so far: use one engine with af_xdp and tap",
+                "several engines need af_xdp (or mem) ports: tap runs one engine (--cores 1)",
             ));
         }
         let iface = self.iface.clone().ok_or_else(|| {
@@ -294,9 +294,13 @@ impl StackBuilder {
                     tx_path,
                     ..Default::default()
                 };
-                let port = nic::af_xdp::AfXdpPort::open(&xcfg).map_err(io::Error::from)?;
-                let generic = port.xdp_mode() == nic::af_xdp::XdpMode::Generic;
-                Ok(self.launch_on(vec![port], cfg, generic))
+                // One XSK per queue 0..engines, one XDP program for them all.
+                let ports = nic::af_xdp::AfXdpPort::open_queues(&xcfg, self.engines)
+                    .map_err(io::Error::from)?;
+                let generic = ports
+                    .iter()
+                    .any(|p| p.xdp_mode() == nic::af_xdp::XdpMode::Generic);
+                Ok(self.launch_on(ports, cfg, generic))
             }
             Driver::Tap => {
                 let port = nic::tap::TapPort::open(&iface).map_err(io::Error::from)?;
