@@ -23,6 +23,7 @@ pub mod checksum;
 pub mod ethernet;
 pub mod icmp;
 pub mod ipv4;
+pub mod ipv6;
 pub mod seq;
 pub mod tcp;
 pub mod udp;
