@@ -26,6 +26,7 @@ pub mod icmpv6;
 pub mod ipv4;
 pub mod ipv6;
 pub mod ipv6_ext;
+pub mod ndisc;
 pub mod seq;
 pub mod tcp;
 pub mod udp;
