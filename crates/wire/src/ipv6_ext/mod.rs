@@ -14,7 +14,9 @@
 pub mod chain;
 pub mod option;
 
-pub use chain::{walk_chain, Ipv6ChainEnd, Ipv6ChainError, MAX_CHAIN_LEN, MAX_EXT_HEADERS};
+pub use chain::{
+    walk_after_fragment, walk_chain, Ipv6ChainEnd, Ipv6ChainError, MAX_CHAIN_LEN, MAX_EXT_HEADERS,
+};
 pub use option::{Ipv6Option, Ipv6OptionIter, OptionAction};
 
 use crate::field::{put_u16, put_u32, u16_at, u32_at};
