@@ -2,8 +2,9 @@
 """Writes the seed corpora of the fuzz targets (fuzz/corpus/<target>/seed-*).
 
 Wire targets get frames (or the layer's bytes) captured from Linux in
-crates/wire/tests/vectors/linux.pcap; engine_frames gets crafted inputs in
-the record format of fuzz_targets/engine_frames.rs. Deterministic: running
+crates/wire/tests/vectors/linux.pcap; the IPv6 targets (ipv6, icmpv6,
+ndisc) get packets built here from RFC 8200, 4443 and 4861; engine_frames
+gets crafted inputs in the record format of fuzz_targets/engine_frames.rs. Deterministic: running
 it again rewrites the same files. Crash inputs kept in the corpus are named
 crash-* and are not touched.
 """
@@ -170,6 +171,81 @@ def engine_seeds():
     return seeds
 
 
+LL_A = bytes.fromhex("fe80000000000000000000fffe000001")  # fe80::ff:fe00:1
+LL_B = bytes.fromhex("fe80000000000000000000fffe000002")  # fe80::ff:fe00:2
+SOLICITED_B = bytes.fromhex("ff0200000000000000000001ff000002")  # ff02::1:ff00:2
+ALL_NODES = bytes.fromhex("ff020000000000000000000000000001")
+UNSPECIFIED = bytes(16)
+
+
+def icmp6(msg, src=LL_A, dst=LL_B):
+    """An ICMPv6 message with its checksum over the RFC 8200 §8.1 pseudo-header."""
+    pseudo = src + dst + struct.pack("!I", len(msg)) + b"\0\0\0" + bytes([58])
+    return msg[:2] + struct.pack("!H", csum(pseudo + msg[:2] + b"\0\0" + msg[4:])) + msg[4:]
+
+
+def ipv6(next_header, payload, src=LL_A, dst=LL_B, hop_limit=64):
+    return struct.pack("!IHBB", 6 << 28, len(payload), next_header, hop_limit) + src + dst + payload
+
+
+def ext(next_header, body):
+    """A generic extension header: body padded with zeros (Pad1s) to 8n - 2 bytes."""
+    body += b"\0" * (-(len(body) + 2) % 8)
+    return bytes([next_header, (len(body) + 2) // 8 - 1]) + body
+
+
+def ipv6_seeds():
+    udp6 = struct.pack("!HHHH", 4000, 5000, 12, 0) + b"ping"
+    echo = icmp6(struct.pack("!BBHHH", 128, 0, 0, 1, 1) + b"ping")
+    return {
+        "udp": ipv6(17, udp6),
+        "icmpv6-echo": ipv6(58, echo),
+        "hbh-dstopts-udp": ipv6(0, ext(60, b"\x05\x02\x00\x00\x01\x00") + ext(17, b"\x1e\x01\xaa") + udp6),
+        "unknown-option-discard": ipv6(60, ext(17, b"\xc2\x04\x00\x00\x00\x00") + udp6),
+        "hbh-not-first": ipv6(60, ext(0, b"") + ext(17, b"") + udp6),
+        "rh0-segments-left": ipv6(43, bytes([17, 2, 0, 1]) + bytes(4) + LL_B + udp6),
+        "fragment-first": ipv6(0, ext(44, b"") + struct.pack("!BBHI", 17, 0, 1, 0x1234) + udp6),
+        "fragment-atomic": ipv6(44, struct.pack("!BBHI", 58, 0, 0, 7) + echo),
+        "ah-udp": ipv6(51, bytes([17, 1]) + bytes(10) + udp6),
+        "no-next-header": ipv6(59, b"trailing"),
+    }
+
+
+def icmpv6_seeds():
+    quoted = ipv6(17, struct.pack("!HHHH", 4000, 5000, 8, 0))
+    return {
+        "echo-request": icmp6(struct.pack("!BBHHH", 128, 0, 0, 0x1234, 1) + b"abcdefgh"),
+        "echo-reply": icmp6(struct.pack("!BBHHH", 129, 0, 0, 0x1234, 1) + b"abcdefgh"),
+        "port-unreachable": icmp6(struct.pack("!BBHI", 1, 4, 0, 0) + quoted),
+        "packet-too-big": icmp6(struct.pack("!BBHI", 2, 0, 0, 1280) + quoted),
+        "time-exceeded": icmp6(struct.pack("!BBHI", 3, 0, 0, 0) + quoted),
+        "param-problem": icmp6(struct.pack("!BBHI", 4, 1, 0, 6) + quoted),
+    }
+
+
+def ndisc_seeds():
+    """A pick byte (bit 0: source unspecified; bits 1-2: destination peer,
+    all-nodes, all-routers, solicited-node of the peer), then the message."""
+    sllao = bytes([1, 1, 2, 0, 0, 0, 0, 1])
+    tllao = bytes([2, 1, 2, 0, 0, 0, 0, 2])
+    mtu = bytes([5, 1, 0, 0]) + struct.pack("!I", 1500)
+    prefix = bytes([3, 4, 64, 0xC0]) + struct.pack("!II", 2592000, 604800) + bytes(4)
+    prefix += bytes.fromhex("20010db8000100000000000000000000")
+    quoted = ipv6(17, struct.pack("!HHHH", 1, 2, 8, 0))
+    redirected = bytes([4, 1 + len(quoted) // 8]) + bytes(6) + quoted
+    ns = struct.pack("!BBHI", 135, 0, 0, 0) + LL_B
+    return {
+        "ns": bytes([6]) + icmp6(ns + sllao, LL_A, SOLICITED_B),
+        "ns-dad": bytes([7]) + icmp6(ns, UNSPECIFIED, SOLICITED_B),
+        "na-solicited": bytes([0]) + icmp6(struct.pack("!BBHI", 136, 0, 0, 0x60 << 24) + LL_B + tllao, LL_A, LL_B),
+        "na-unsolicited": bytes([2]) + icmp6(struct.pack("!BBHI", 136, 0, 0, 0xA0 << 24) + LL_B + tllao, LL_A, ALL_NODES),
+        "rs": bytes([4]) + icmp6(struct.pack("!BBHI", 133, 0, 0, 0) + sllao, LL_A, bytes.fromhex("ff020000000000000000000000000002")),
+        "ra": bytes([2]) + icmp6(struct.pack("!BBHBBHII", 134, 0, 0, 64, 0xC0, 1800, 30000, 1000) + sllao + mtu + prefix, LL_A, ALL_NODES),
+        "redirect": bytes([0]) + icmp6(struct.pack("!BBHI", 137, 0, 0, 0) + LL_B + bytes.fromhex("20010db8000000000000000000000009") + tllao + redirected, LL_A, LL_B),
+        "zero-length-option": bytes([6]) + icmp6(ns + bytes([1, 0, 2, 0, 0, 0, 0, 1]), LL_A, SOLICITED_B),
+    }
+
+
 def write(target, name, data):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -197,6 +273,9 @@ def main():
     write("ipv4", "fragment", ipv4(17, b"x" * 16, ident=5, frag=0x2001))
     h = struct.pack("!BBHHHBBH4s4s", 0x46, 0, 32, 1, 0, 64, 17, 0, PEER, ENGINE) + b"\x01\x01\x01\x00"
     write("ipv4", "options", h[:10] + struct.pack("!H", csum(h)) + h[12:] + b"y" * 8)
+    for target, seeds in (("ipv6", ipv6_seeds()), ("icmpv6", icmpv6_seeds()), ("ndisc", ndisc_seeds())):
+        for name, data in seeds.items():
+            write(target, name, data)
     for name, data in engine_seeds().items():
         write("engine_frames", name, data)
 

@@ -8,9 +8,10 @@
 //! whose checksum field is correct sums, folded, to 0.
 //!
 //! Transport checksums (RFC 768, RFC 9293 §3.1) also cover a pseudo-header:
-//! start from [`pseudo_header_sum`].
+//! start from [`pseudo_header_sum`] over IPv4, from [`pseudo_header_sum_v6`]
+//! over IPv6 (RFC 8200 §8.1; ICMPv6 too, RFC 4443 §2.3).
 
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 
 /// Adds `data` to the running ones'-complement sum `initial` and returns the
 /// new running sum (not folded, not complemented). Any `initial` is accepted;
@@ -75,6 +76,32 @@ pub fn pseudo_header_sum(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, len: usize)
     acc
 }
 
+/// Running sum of the IPv6 pseudo-header (RFC 8200 §8.1): source,
+/// destination, the 32-bit upper-layer packet length `len` in bytes (the
+/// upper-layer header + its data, extension headers before it excluded),
+/// three zero bytes and `next_header`, the upper-layer protocol number (e.g.
+/// 6 for TCP, 58 for ICMPv6; not that of an extension header).
+///
+/// With a Routing header, `dst` is the final destination (RFC 8200 §8.1);
+/// the caller supplies it.
+pub fn pseudo_header_sum_v6(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, len: usize) -> u32 {
+    let mut acc: u64 = 0;
+    for addr in [src, dst] {
+        for w in addr.segments() {
+            acc += u64::from(w);
+        }
+    }
+    // The length field is 32 bits: a longer length cannot be carried, the
+    // bits above 32 are dropped (a jumbogram is at most 2^32 - 1 bytes).
+    let len = len as u64 & 0xffff_ffff;
+    acc += (len >> 16) + (len & 0xffff) + u64::from(next_header);
+    // 34 words of at most 0xffff cannot reach 2^32, but fold to stay exact.
+    while acc > 0xffff_ffff {
+        acc = (acc & 0xffff_ffff) + (acc >> 32);
+    }
+    acc as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +157,31 @@ mod tests {
         let dst = Ipv4Addr::new(10, 99, 0, 2);
         let bytes = [10, 99, 0, 1, 10, 99, 0, 2, 0, 6, 0x05, 0xdc];
         assert_eq!(fold(pseudo_header_sum(src, dst, 6, 1500)), checksum(&bytes));
+    }
+
+    #[test]
+    fn v6_pseudo_header_matches_explicit_bytes() {
+        let src: Ipv6Addr = "fe80::1".parse().unwrap();
+        let dst: Ipv6Addr = "ff02::1:ff00:2".parse().unwrap();
+        // RFC 8200 §8.1 layout: src, dst, 32-bit length, 3 zero bytes, next header.
+        let mut bytes = [0u8; 40];
+        bytes[..16].copy_from_slice(&src.octets());
+        bytes[16..32].copy_from_slice(&dst.octets());
+        bytes[32..36].copy_from_slice(&70_000u32.to_be_bytes());
+        bytes[39] = 58;
+        assert_eq!(
+            fold(pseudo_header_sum_v6(src, dst, 58, 70_000)),
+            checksum(&bytes)
+        );
+        let ones = Ipv6Addr::from([0xffffu16; 8]);
+        let mut bytes = [0xffu8; 40];
+        bytes[32..36].copy_from_slice(&u32::MAX.to_be_bytes());
+        bytes[36..39].fill(0);
+        bytes[39] = 0xff;
+        assert_eq!(
+            fold(pseudo_header_sum_v6(ones, ones, 0xff, u32::MAX as usize)),
+            checksum(&bytes)
+        );
     }
 
     /// The word-at-a-time definition, for comparison.

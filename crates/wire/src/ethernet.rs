@@ -14,6 +14,8 @@ pub const HEADER_LEN: usize = 14;
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 /// EtherType of ARP (RFC 826).
 pub const ETHERTYPE_ARP: u16 = 0x0806;
+/// EtherType of IPv6 (RFC 2464 §3).
+pub const ETHERTYPE_IPV6: u16 = 0x86DD;
 
 /// A 48-bit IEEE 802 MAC address. Displays as `aa:bb:cc:dd:ee:ff`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -111,6 +113,14 @@ mod tests {
         assert_eq!(repr.src, MacAddr([2, 0, 0, 0x99, 0, 1]));
         assert_eq!(repr.ethertype, ETHERTYPE_ARP);
         assert_eq!(payload, &[0xaa, 0xbb]);
+    }
+
+    #[test]
+    fn ipv6_ethertype_parses() {
+        let mut frame = FRAME;
+        frame[12..14].copy_from_slice(&[0x86, 0xdd]);
+        let (repr, _) = EthernetRepr::parse(&frame).unwrap();
+        assert_eq!(repr.ethertype, ETHERTYPE_IPV6);
     }
 
     #[test]

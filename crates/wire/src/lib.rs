@@ -1,6 +1,9 @@
 //! Wire formats of corestack: checked zero-copy views and plain
-//! representations of Ethernet II, ARP, IPv4, ICMPv4, UDP and TCP, plus the
-//! Internet checksum. No I/O, no allocation, no unsafe.
+//! representations of Ethernet II, ARP, IPv4, ICMPv4, UDP and TCP; IPv6
+//! ([`ipv6`], RFC 8200) with its extension headers and a bounded walk of
+//! their chain ([`ipv6_ext`]), ICMPv6 ([`icmpv6`], RFC 4443) and Neighbor
+//! Discovery ([`ndisc`], RFC 4861); plus the Internet checksum. No I/O, no
+//! allocation, no unsafe.
 //!
 //! # Contract
 //!
@@ -12,9 +15,12 @@
 //!   short is a bug in the caller and panics (it is never network input).
 //! - Reprs are plain `Copy` values: `parse(emit(repr)) == repr` for every
 //!   valid repr (see each module for what "valid" means).
-//! - Layers do not call each other: the caller peels Ethernet, then IPv4, then
-//!   the transport, passing the payload slice of one layer to the next. Transport
-//!   checksums need the IPv4 source and destination for the pseudo-header.
+//! - Layers do not call each other: the caller peels Ethernet, then IPv4 (or
+//!   IPv6 and its extension headers, with [`ipv6_ext::walk_chain`]), then the
+//!   transport, passing the payload slice of one layer to the next. Transport
+//!   checksums need the IP source and destination for the pseudo-header
+//!   ([`checksum::pseudo_header_sum`], [`checksum::pseudo_header_sum_v6`]);
+//!   ICMPv6 and ND messages take them in `parse` and `emit`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -22,7 +28,11 @@ pub mod arp;
 pub mod checksum;
 pub mod ethernet;
 pub mod icmp;
+pub mod icmpv6;
 pub mod ipv4;
+pub mod ipv6;
+pub mod ipv6_ext;
+pub mod ndisc;
 pub mod seq;
 pub mod tcp;
 pub mod udp;
