@@ -394,9 +394,20 @@ pub struct Pair {
 impl Pair {
     /// Builds it; `prefix` starts both namespace names. Errors: see [`Netns::new`].
     pub fn new(prefix: &str, net: u8) -> Result<Pair> {
+        Self::with_queues(prefix, net, 1)
+    }
+
+    /// Builds it with `queues` rx and tx queues on both veth ends (a
+    /// multi-queue NIC, see [`veth_pair_queues`]). Errors: see [`Netns::new`]
+    /// and [`veth_pair_queues`].
+    pub fn with_queues(prefix: &str, net: u8, queues: u32) -> Result<Pair> {
         let linux = Netns::new(&format!("{prefix}l"))?;
         let core = Netns::new(&format!("{prefix}c"))?;
-        veth_pair(&linux, "vl", &core, "vc")?;
+        if queues == 1 {
+            veth_pair(&linux, "vl", &core, "vc")?;
+        } else {
+            veth_pair_queues(&linux, "vl", &core, "vc", queues)?;
+        }
         addr_add(&linux, "vl", &format!("10.{net}.1.1/24"))?;
         Ok(Pair {
             linux,

@@ -23,6 +23,7 @@
 pub mod af_xdp;
 pub mod bridge;
 mod error;
+pub mod group;
 pub mod gso;
 pub mod impair;
 pub mod mem;

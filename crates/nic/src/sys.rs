@@ -536,3 +536,27 @@ pub(crate) fn monotonic_ns() -> u64 {
         .saturating_mul(1_000_000_000)
         .saturating_add(ts.tv_nsec as u64)
 }
+
+/// An epoll instance watching `fds` for input (level-triggered): it polls
+/// readable when any of them is, so one fd stands for several queues.
+/// Errors: the errno of `epoll_create1` or `epoll_ctl` (EMFILE, ENOMEM, EBADF).
+pub(crate) fn epoll_readable(fds: &[RawFd]) -> io::Result<OwnedFd> {
+    // SAFETY: epoll_create1 takes no pointers; the result is checked below.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if ep < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `ep` is a new fd that nothing else owns.
+    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+    for &fd in fds {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: fd as u64,
+        };
+        // SAFETY: `ev` is a live epoll_event for the duration of the call.
+        if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(ep)
+}

@@ -294,13 +294,24 @@ impl StackBuilder {
                     tx_path,
                     ..Default::default()
                 };
-                // One XSK per queue 0..engines, one XDP program for them all.
-                let ports = nic::af_xdp::AfXdpPort::open_queues(&xcfg, self.engines)
+                if self.engines == 1 {
+                    let port = nic::af_xdp::AfXdpPort::open(&xcfg).map_err(io::Error::from)?;
+                    let generic = port.xdp_mode() == nic::af_xdp::XdpMode::Generic;
+                    return Ok(self.launch_on(vec![port], cfg, generic));
+                }
+                // One XSK on every queue (a queue without one would pass its
+                // frames to the kernel), one XDP program for them all; engine
+                // e reads queues e, e + N, ...
+                let have = nic::af_xdp::rx_queues(&xcfg.ifname)
+                    .map_err(io::Error::from)?
+                    .unwrap_or(1) as usize;
+                let ports = nic::af_xdp::AfXdpPort::open_queues(&xcfg, have.max(self.engines))
                     .map_err(io::Error::from)?;
                 let generic = ports
                     .iter()
                     .any(|p| p.xdp_mode() == nic::af_xdp::XdpMode::Generic);
-                Ok(self.launch_on(ports, cfg, generic))
+                let groups = nic::group::deal(ports, self.engines)?;
+                Ok(self.launch_on(groups, cfg, generic))
             }
             Driver::Tap => {
                 let port = nic::tap::TapPort::open(&iface).map_err(io::Error::from)?;

@@ -39,6 +39,7 @@ mod queues;
 mod sys;
 mod tx;
 
+pub use queues::rx_queues;
 pub use tx::AfXdpTx;
 
 use std::io;

@@ -78,6 +78,13 @@ impl AfXdpPort {
     }
 }
 
+/// The rx queues `ifname` has (`ethtool -l`: combined + rx channels);
+/// None when the driver does not say. Errors: as `ioctl(SIOCETHTOOL)`
+/// (the interface does not exist).
+pub fn rx_queues(ifname: &str) -> Result<Option<u32>, Error> {
+    crate::sys::if_rx_queues(ifname)
+}
+
 /// Opens one port per queue id in `queue_ids` on `cfg.ifname`, sharing one
 /// program and one XSKMAP of `map_entries` entries (more than the largest id).
 pub(super) fn open_on(

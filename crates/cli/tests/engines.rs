@@ -1,0 +1,99 @@
+//! Several engines on a multi-queue NIC, end to end against the Linux stack: a 4-queue veth
+//! in native XDP mode, `corestack serve echo --cores N` on one end, two Linux client
+//! processes on the other. The kernel picks a sender's tx queue from a random per-socket
+//! hash (veth has no XPS), so most frames land on an engine that does not own their flow
+//! and are handed over. Needs root; the namespaces are removed also on failure.
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+/// The counters of the corestack engines in process `pid`, summed, by name (`corestack stat`).
+fn counters(pid: u32) -> HashMap<String, u64> {
+    let out = Command::new(bin())
+        .args(["stat", "--pid", &pid.to_string()])
+        .output()
+        .expect("running corestack stat");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?.to_string(), w.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `engines` engines serve 256 echo connections from two Linux processes of 128 each.
+fn echo_on_engines(engines: usize, net: u8) {
+    let _lock = start();
+    let pair = netns::Pair::with_queues("q", net, 4).expect("creating the namespaces");
+    let mut args = pair.core_args();
+    args.extend(["--cores", &engines.to_string(), "--mode", "embedded"].map(String::from));
+    let mut server = echo_server(&pair.core, &args, 7);
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    let target = format!("{}:7", pair.core_ip);
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            corestack(
+                &pair.linux,
+                &[
+                    "bench",
+                    "conn-client",
+                    "--target",
+                    &target,
+                    "--conns",
+                    "128",
+                    "--seconds",
+                    "2",
+                ],
+            )
+            .output()
+        })
+        .map(|o| std::thread::spawn(move || o))
+        .collect();
+    let mut trips = 0;
+    for c in clients {
+        let out = c.join().unwrap().expect("running conn-client");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{engines} engines: conn-client failed: {text}\n{}\nserver counters: {:?}",
+            String::from_utf8_lossy(&out.stderr),
+            counters(server.pid())
+        );
+        let v: serde_json::Value = serde_json::from_str(text.trim()).expect("conn-client JSON");
+        assert_eq!(v["connected"].as_u64(), Some(128), "{v}");
+        trips += v["round_trips"].as_u64().unwrap_or(0);
+    }
+    // Counters are published every 10 ms.
+    std::thread::sleep(Duration::from_millis(50));
+    let c = counters(server.pid());
+    let get = |k: &str| c.get(k).copied().unwrap_or(0);
+    assert!(trips >= 256, "{trips} round trips over 256 connections");
+    assert_eq!(get("tcp_passive_opens"), 256, "{c:?}");
+    assert_eq!(get("owner_violations"), 0, "{c:?}");
+    assert_eq!(get("handoff_dropped"), 0, "{c:?}");
+    assert!(get("rx_foreign") > 0, "no frame needed a handoff: {c:?}");
+    let queues = pair.core.rx_queue_packets("vc").expect("ethtool -S vc");
+    let busy = queues.iter().filter(|&&n| n > 0).count();
+    assert!(busy >= 2, "frames arrived on {busy} queue(s): {queues:?}");
+    eprintln!(
+        "{engines} engines: {trips} round trips in 2 s; frames per queue {queues:?}; {} handed over",
+        get("handoff_tx")
+    );
+    server.terminate();
+}
+
+#[test]
+fn two_engines_echo_256_connections_over_a_four_queue_veth() {
+    echo_on_engines(2, 92);
+}
+
+#[test]
+fn four_engines_echo_256_connections_over_a_four_queue_veth() {
+    echo_on_engines(4, 93);
+}
