@@ -40,6 +40,7 @@ pub mod memcached;
 pub mod pingpong;
 pub mod plot;
 pub mod report;
+pub mod scale;
 pub mod service;
 pub mod sink;
 pub mod sockperf;
@@ -97,6 +98,10 @@ pub enum Bench {
     /// conn-rate's client: K clients looping over connect, request, echo, close.
     #[command(hide = true)]
     RateClient(conn_rate::RateClient),
+    /// 1 to N engines next to Linux with as many queues and threads: CPU work per request
+    /// (one thread, mem wire and loopback) and messages/s on an N-queue veth, with
+    /// QPS(N)/(N·QPS(1)).
+    Scale(scale::ScaleBench),
 }
 
 impl Bench {
@@ -118,6 +123,7 @@ impl Bench {
             Bench::ConnEcho(e) => e.run(),
             Bench::ConnRate(r) => r.run(),
             Bench::RateClient(c) => c.run(),
+            Bench::Scale(s) => s.run(),
         }
     }
 }

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::process::Command;
 use std::time::Duration;
 
+use common::shim::{need, preload, script};
 use common::*;
 
 /// The counters of the corestack engines in process `pid`, summed, by name (`corestack stat`).
@@ -96,4 +97,58 @@ fn two_engines_echo_256_connections_over_a_four_queue_veth() {
 #[test]
 fn four_engines_echo_256_connections_over_a_four_queue_veth() {
     echo_on_engines(4, 93);
+}
+
+/// memcached -t 4 under the shim (`corestack exec --cores 2`, embedded mode) on a 4-queue veth:
+/// a Linux client sets and gets over 8 connections and checks every value; both engines
+/// carry connections and no TCP input runs off its owner.
+#[test]
+fn shim_memcached_t4_on_two_engines_serves_every_get() {
+    let _lock = start();
+    need("memcached");
+    need("python3");
+    let pair = netns::Pair::with_queues("qm", 94, 4).expect("creating the namespaces");
+    let mut cmd = pair.core.exec(bin());
+    cmd.args(["exec", "--cores", "2", "--iface", "vc", "--ip"])
+        .arg(format!("{}/24", pair.core_ip))
+        .arg("--")
+        .args([
+            "memcached",
+            "-u",
+            "root",
+            "-t",
+            "4",
+            "-p",
+            "11211",
+            "-U",
+            "0",
+        ])
+        .env("CORESTACK_PRELOAD", preload())
+        .env_remove("CORESTACK_SOCKET")
+        .env_remove("LD_PRELOAD");
+    let mut server = Proc::spawn("memcached -t 4 on 2 engines", cmd, None, Out::Text);
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    let mut client = pair.linux.exec("python3");
+    client.args([
+        script("memcached_client.py").to_str().unwrap(),
+        &pair.core_ip,
+        "11211",
+        "8",
+        "200",
+    ]);
+    let c =
+        Proc::spawn("memcached client", client, None, Out::Text).finish(Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(50));
+    let counters = counters(server.pid());
+    let s = server.terminate();
+    assert!(
+        c.status.success(),
+        "{}{}\nmemcached stderr:\n{}",
+        c.stdout,
+        c.stderr,
+        s.stderr
+    );
+    let get = |k: &str| counters.get(k).copied().unwrap_or(0);
+    assert!(get("tcp_passive_opens") >= 8, "{counters:?}");
+    assert_eq!(get("owner_violations"), 0, "{counters:?}");
 }

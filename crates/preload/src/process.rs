@@ -8,6 +8,7 @@
 //! | `CORESTACK_GATEWAY` | next hop beyond the subnet (optional) |
 //! | `CORESTACK_DRIVER` | `af_xdp` (default) or `tap` |
 //! | `CORESTACK_INLINE` | `1`: no engine thread, waiting threads run the engine |
+//! | `CORESTACK_CORES` | engines, one per NIC queue group (default 1; see `corestack exec --cores`) |
 //! | `CORESTACK_SOCKET` | service mode: the control socket of a `corestack run` daemon (then the variables above are not used: address, prefix and gateway are the daemon's) |
 //! | `CORESTACK_LINGER_MS` | how long exit waits for closed connections to deliver their data (default 5000) |
 //!
@@ -64,6 +65,8 @@ pub struct Config {
     pub gateway: Option<Ipv4Addr>,
     pub driver: Driver,
     pub inline: bool,
+    /// Engines (`CORESTACK_CORES`, 1..=255; default 1).
+    pub engines: usize,
     /// Service mode: the daemon's control socket (then `iface`, `ip`,
     /// `prefix`, `gateway` are unused: see [`net`]).
     pub service: Option<std::path::PathBuf>,
@@ -117,6 +120,7 @@ pub fn config() -> Option<&'static Config> {
                     gateway: None,
                     driver: Driver::AfXdp,
                     inline: false,
+                    engines: 1,
                     service: Some(path.trim().into()),
                 });
             }
@@ -145,6 +149,10 @@ pub fn config() -> Option<&'static Config> {
                 gateway: env("CORESTACK_GATEWAY").and_then(|g| g.trim().parse().ok()),
                 driver,
                 inline: env("CORESTACK_INLINE").is_some_and(|v| v.trim() == "1"),
+                engines: env("CORESTACK_CORES")
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(1)
+                    .clamp(1, 255),
                 service: None,
             })
         })
@@ -245,7 +253,8 @@ pub fn stack() -> Result<&'static Stack, i32> {
                 .driver(cfg.driver)
                 .iface(&cfg.iface)
                 .ip(cfg.ip, cfg.prefix)
-                .inline(cfg.inline);
+                .inline(cfg.inline)
+                .engines(cfg.engines);
             if let Some(g) = cfg.gateway {
                 b = b.gateway(g);
             }

@@ -46,6 +46,11 @@ pub struct Exec {
     /// Inline mode: no engine thread; the program's waiting threads run the engine.
     #[arg(long)]
     inline: bool,
+    /// Engines (embedded and inline mode), one per NIC queue group; a flow belongs to the
+    /// engine its Toeplitz hash picks. Default 1.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=255))]
+    cores: u16,
     /// Service mode: the control socket of a `corestack run` daemon.
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
@@ -104,7 +109,8 @@ impl Exec {
                     .env("CORESTACK_IP", format!("{}/{prefix}", ip.addr))
                     .env_remove("CORESTACK_SOCKET")
                     .env("CORESTACK_DRIVER", self.driver.name())
-                    .env("CORESTACK_INLINE", if self.inline { "1" } else { "0" });
+                    .env("CORESTACK_INLINE", if self.inline { "1" } else { "0" })
+                    .env("CORESTACK_CORES", self.cores.to_string());
                 match self.gateway {
                     Some(g) => cmd.env("CORESTACK_GATEWAY", g.to_string()),
                     None => cmd.env_remove("CORESTACK_GATEWAY"),

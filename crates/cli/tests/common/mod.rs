@@ -16,6 +16,7 @@ use netns::{veth_pair, ChildGuard, Netns};
 use sha2::{Digest, Sha256};
 
 pub mod daemon;
+pub mod shim;
 
 /// 100 MiB, the transfer size.
 pub const TRANSFER_BYTES: u64 = 100 << 20;

@@ -1,0 +1,59 @@
+//! What the shim tests share: the shim library built once, the programs they need, their
+//! scripts.
+
+use super::bin;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Where the corestack binary of this build lives (the shim goes beside it).
+pub fn profile_dir() -> PathBuf {
+    bin()
+        .parent()
+        .expect("the binary's directory")
+        .to_path_buf()
+}
+
+/// Builds `libcorestack_preload.so` beside the corestack binary (once per run).
+pub fn preload() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = profile_dir();
+            let target = dir.parent().expect("target dir").to_path_buf();
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.args(["build", "-p", "corestack-preload"])
+                .env("CARGO_TARGET_DIR", &target)
+                .current_dir(workspace());
+            if dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            let st = cmd.status().expect("running cargo build for the shim");
+            assert!(st.success(), "building libcorestack_preload.so failed");
+            let so = dir.join("libcorestack_preload.so");
+            assert!(so.is_file(), "{} was not built", so.display());
+            so
+        })
+        .clone()
+}
+
+/// Fails with a message naming the package when `tool` is not installed.
+pub fn need(tool: &str) {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "`{tool}` is not installed: run scripts/setup.sh (as root) to install the shim tests' programs"
+    );
+}
+
+/// `tests/shim/NAME`: a script or program source of the shim tests.
+pub fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/shim/{name}"))
+}
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
