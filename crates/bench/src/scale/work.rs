@@ -130,34 +130,8 @@ pub fn corestack(
     }
     let msg = vec![0x5au8; size];
     let mut buf = vec![0u8; 64 * 1024];
-    let mut round = |clients: &mut [TcpStream], accepted: &mut [TcpStream]| -> Result<()> {
-        for c in clients.iter_mut() {
-            write_all(c, &msg, &drive)?;
-        }
-        let mut echoed = vec![0usize; clients.len()];
-        let mut done = 0;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while done < clients.len() {
-            drive();
-            for s in accepted.iter_mut() {
-                let n = read_some(s, &mut buf)?;
-                if n > 0 {
-                    write_all(s, &buf[..n], &drive)?;
-                }
-            }
-            for (k, c) in clients.iter_mut().enumerate() {
-                if echoed[k] < size {
-                    echoed[k] += read_some(c, &mut buf)?;
-                    if echoed[k] >= size {
-                        done += 1;
-                    }
-                }
-            }
-            if Instant::now() > deadline {
-                bail!("{done} of {} echoes in 30 s", clients.len());
-            }
-        }
-        Ok(())
+    let mut round = |clients: &mut [TcpStream], accepted: &mut [TcpStream]| {
+        echo_round(clients, accepted, &msg, &mut buf, &drive)
     };
     round(&mut clients, &mut accepted)?;
     let handed0 = server.stats().handoff_tx;
@@ -192,34 +166,8 @@ pub fn linux(conns: usize, rounds: usize, size: usize) -> Result<f64> {
     }
     let msg = vec![0x5au8; size];
     let mut buf = vec![0u8; 64 * 1024];
-    let nothing = || {};
-    let mut round = |clients: &mut [KStream], accepted: &mut [KStream]| -> Result<()> {
-        for c in clients.iter_mut() {
-            write_all(c, &msg, &nothing)?;
-        }
-        let mut echoed = vec![0usize; clients.len()];
-        let mut done = 0;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while done < clients.len() {
-            for s in accepted.iter_mut() {
-                let n = read_some(s, &mut buf)?;
-                if n > 0 {
-                    write_all(s, &buf[..n], &nothing)?;
-                }
-            }
-            for (k, c) in clients.iter_mut().enumerate() {
-                if echoed[k] < size {
-                    echoed[k] += read_some(c, &mut buf)?;
-                    if echoed[k] >= size {
-                        done += 1;
-                    }
-                }
-            }
-            if Instant::now() > deadline {
-                bail!("{done} of {} echoes in 30 s", clients.len());
-            }
-        }
-        Ok(())
+    let mut round = |clients: &mut [KStream], accepted: &mut [KStream]| {
+        echo_round(clients, accepted, &msg, &mut buf, &|| {})
     };
     round(&mut clients, &mut accepted)?;
     let t0 = thread_cpu_ns();
@@ -227,4 +175,42 @@ pub fn linux(conns: usize, rounds: usize, size: usize) -> Result<f64> {
         round(&mut clients, &mut accepted)?;
     }
     Ok((thread_cpu_ns() - t0) as f64 / (conns * rounds) as f64)
+}
+
+/// One round: every client writes `msg`, every server end echoes what it reads, until every
+/// client has its echo; `drive` runs the stacks (corestack inline mode) between looks.
+fn echo_round<S: Read + Write>(
+    clients: &mut [S],
+    accepted: &mut [S],
+    msg: &[u8],
+    buf: &mut [u8],
+    drive: &dyn Fn(),
+) -> Result<()> {
+    for c in clients.iter_mut() {
+        write_all(c, msg, drive)?;
+    }
+    let mut echoed = vec![0usize; clients.len()];
+    let mut done = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while done < clients.len() {
+        drive();
+        for s in accepted.iter_mut() {
+            let n = read_some(s, buf)?;
+            if n > 0 {
+                write_all(s, &buf[..n], drive)?;
+            }
+        }
+        for (k, c) in clients.iter_mut().enumerate() {
+            if echoed[k] < msg.len() {
+                echoed[k] += read_some(c, buf)?;
+                if echoed[k] >= msg.len() {
+                    done += 1;
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("{done} of {} echoes in 30 s", clients.len());
+        }
+    }
+    Ok(())
 }
