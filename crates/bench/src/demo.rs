@@ -102,7 +102,7 @@ impl Demo {
         let exe = std::env::current_exe().context("finding this program's path")?;
         let pin = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
         let (client_cpu, server_cpu) = if pin {
-            (Some(CLIENT_CPU), Some(SERVER_CPU))
+            (Some(CLIENT_CPU.as_str()), Some(SERVER_CPU.as_str()))
         } else {
             (None, None)
         };

@@ -104,6 +104,29 @@ pub enum Bench {
     Scale(scale::ScaleBench),
 }
 
+/// `corestack bench`: the CPUs every benchmark pins its parties to, and the benchmark.
+#[derive(clap::Args, Debug)]
+pub struct BenchCmd {
+    /// CPUs of the clients and load generators, a `taskset -c` list (e.g. `0` or `8-15`);
+    /// default CPU 0. Benchmarks that pin (on machines of 2 CPUs or more) use it.
+    #[arg(long, global = true, value_name = "LIST")]
+    client_cpus: Option<String>,
+    /// CPUs of the servers (the program, its engine threads, the daemon), a `taskset -c` list;
+    /// default CPU 1.
+    #[arg(long, global = true, value_name = "LIST")]
+    server_cpus: Option<String>,
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+impl BenchCmd {
+    /// Runs the benchmark with these CPUs.
+    pub fn run(self) -> Result<()> {
+        harness::set_cpus(self.client_cpus, self.server_cpus);
+        self.bench.run()
+    }
+}
+
 impl Bench {
     /// Runs the benchmark.
     pub fn run(self) -> Result<()> {

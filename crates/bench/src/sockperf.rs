@@ -192,8 +192,8 @@ impl SockperfBench {
                 size: self.size,
                 seconds: self.seconds,
                 rounds: self.rounds,
-                client_cpu: CLIENT_CPU,
-                server_cpu: SERVER_CPU,
+                client_cpu: CLIENT_CPU.as_str(),
+                server_cpu: SERVER_CPU.as_str(),
                 client: "blocks (recvfrom on a blocking socket)",
                 server: "blocks (epoll_wait, -F epoll); embedded: no spin, the engine naps when idle; inline: drives the engine, 50 µs spin, then sleeps",
                 rows: &rows,
@@ -259,7 +259,7 @@ impl SockperfBench {
             let cpu0 = cpu_seconds(&server.cpu_pids)?;
             let mut c = shim::spawn(
                 &topo.client,
-                CLIENT_CPU,
+                CLIENT_CPU.as_str(),
                 std::path::Path::new("sockperf"),
                 &args,
                 &log,

@@ -32,8 +32,7 @@ enum Command {
     #[command(subcommand)]
     Serve(cmd::serve::Serve),
     /// Measure: ping-pong round-trip latency, or a checked echo transfer.
-    #[command(subcommand)]
-    Bench(bench::Bench),
+    Bench(bench::BenchCmd),
     /// A minimal netcat: stdin -> socket, socket -> stdout.
     Nc(cmd::nc::Nc),
     /// Bridge two interfaces, dropping/reordering/duplicating/corrupting/delaying frames.

@@ -352,10 +352,10 @@ impl EchoMatrix {
             cap_secs: self.cap_secs,
             server_cc,
             client_cc,
-            client_cpu: pin.then_some(CLIENT_CPU),
-            server_cpu: pin.then_some(SERVER_CPU),
+            client_cpu: pin.then_some(CLIENT_CPU.as_str()),
+            server_cpu: pin.then_some(SERVER_CPU.as_str()),
             bridge_cpu: if self.bridge_cpu == BridgeCpu::Client && pin {
-                CLIENT_CPU
+                CLIENT_CPU.as_str()
             } else {
                 "not pinned"
             },

@@ -213,12 +213,12 @@ impl<'a> Lab<'a> {
 
     /// The clients' CPU, if pinned.
     pub fn client_cpu(&self) -> Option<&'static str> {
-        self.pinned.then_some(CLIENT_CPU)
+        self.pinned.then_some(CLIENT_CPU.as_str())
     }
 
     /// The servers' CPU, if pinned.
     pub fn server_cpu(&self) -> Option<&'static str> {
-        self.pinned.then_some(SERVER_CPU)
+        self.pinned.then_some(SERVER_CPU.as_str())
     }
 
     /// Starts a server (`args`) in the server namespace and waits until it says "listening".

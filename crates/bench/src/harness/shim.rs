@@ -206,7 +206,7 @@ pub fn start(
             let args = [
                 "run", "--iface", "s1", "--ip", CORE_CIDR, "--socket", socket,
             ];
-            let mut d = spawn(&topo.server, SERVER_CPU, exe, &args, &dlog)?;
+            let mut d = spawn(&topo.server, SERVER_CPU.as_str(), exe, &args, &dlog)?;
             wait_ready(&mut d, "daemon ready", &dlog, true, stop)
                 .context("starting the corestack daemon")?;
             cpu_pids.push(d.id());
@@ -217,14 +217,14 @@ pub fn start(
     let server = if prefix.is_empty() {
         spawn(
             &topo.server,
-            SERVER_CPU,
+            SERVER_CPU.as_str(),
             Path::new(prog),
             &program[1..],
             &log,
         )?
     } else {
         let args: Vec<&str> = prefix.iter().chain(program.iter()).copied().collect();
-        spawn(&topo.server, SERVER_CPU, exe, &args, &log)?
+        spawn(&topo.server, SERVER_CPU.as_str(), exe, &args, &log)?
     };
     let pid = server.id();
     guards.push(server);

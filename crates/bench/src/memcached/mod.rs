@@ -266,8 +266,8 @@ impl MemcachedBench {
                 memcached_threads: self.threads,
                 sla_us: self.sla_us,
                 seed: self.seed,
-                generator_cpu: CLIENT_CPU,
-                server_cpu: SERVER_CPU,
+                generator_cpu: CLIENT_CPU.as_str(),
+                server_cpu: SERVER_CPU.as_str(),
                 rows: &results,
             };
             std::fs::write(path, serde_json::to_string_pretty(&report)?)
@@ -396,7 +396,7 @@ impl MemcachedBench {
             args.extend(["--cpu-pid", p]);
         }
         let gen_log = logs.file(&format!("generator-{name}.log"));
-        let mut gen = shim::spawn(&topo.client, CLIENT_CPU, exe, &args, &gen_log)?;
+        let mut gen = shim::spawn(&topo.client, CLIENT_CPU.as_str(), exe, &args, &gen_log)?;
         let limit = Duration::from_secs_f64(
             60.0 + self.rates.len() as f64 * (self.seconds + 2.0 * self.drain_secs + 1.0),
         );

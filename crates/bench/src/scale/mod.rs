@@ -45,13 +45,10 @@ pub struct ScaleBench {
     /// Measured seconds per messages-per-second row.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
-    /// CPUs of the servers (corestack's engines, Linux's server processes), e.g. `2-9`;
-    /// default: not pinned.
-    #[arg(long, value_name = "LIST")]
-    server_cpus: Option<String>,
-    /// CPUs of the client processes, e.g. `10-15`; default: not pinned.
-    #[arg(long, value_name = "LIST")]
-    client_cpus: Option<String>,
+    /// Pin the servers and clients to `bench --server-cpus` / `--client-cpus` (by default
+    /// they are not pinned: N engines need N CPUs of their own).
+    #[arg(long)]
+    pin: bool,
     /// Only the work-per-request part (no namespaces, no root).
     #[arg(long)]
     work_only: bool,
@@ -209,7 +206,7 @@ impl ScaleBench {
                         "4096",
                     ]
                 };
-                let server_cpus = self.server_cpus.as_deref();
+                let server_cpus = self.pin.then(|| crate::harness::SERVER_CPU.as_str());
                 let mut server = spawn(&pair.core, server_cpus, &exe, &args, &server_log)?;
                 wait_ready(&mut server, "listening", &server_log, false, &stop)
                     .with_context(|| format!("starting the {stack} server on {n} queues"))?;
@@ -224,7 +221,7 @@ impl ScaleBench {
                             let conns = conns.to_string();
                             let (pair, exe, logs, stop) = (&pair, &exe, &logs, &stop);
                             let (target, secs, size) = (&target, &secs, &size);
-                            let cpus = self.client_cpus.as_deref();
+                            let cpus = self.pin.then(|| crate::harness::CLIENT_CPU.as_str());
                             scope.spawn(move || {
                                 let log = logs.file(&format!("client-{stack}-{n}-{c}.log"));
                                 let args = [
@@ -332,8 +329,16 @@ fn print_rates(rows: &[RateRow], opts: &ScaleBench) {
          processes ({}); Linux: bench conn-echo --procs N (SO_REUSEPORT, epoll polled without \
          sleeping); corestack: serve echo --cores N, embedded, --poll busy; servers on CPUs {}",
         opts.seconds,
-        opts.client_cpus.as_deref().unwrap_or("not pinned"),
-        opts.server_cpus.as_deref().unwrap_or("not pinned"),
+        if opts.pin {
+            crate::harness::CLIENT_CPU.as_str()
+        } else {
+            "not pinned"
+        },
+        if opts.pin {
+            crate::harness::SERVER_CPU.as_str()
+        } else {
+            "not pinned"
+        },
     );
     println!(
         "{:>7} {:>12} {:>12} {:>6} {:>11} {:>11} {:>11} {:>11}",

@@ -131,8 +131,8 @@ impl Bed {
             topo,
             logs,
             exe,
-            client_cpu: pin.then_some(CLIENT_CPU),
-            server_cpu: pin.then_some(SERVER_CPU),
+            client_cpu: pin.then_some(CLIENT_CPU.as_str()),
+            server_cpu: pin.then_some(SERVER_CPU.as_str()),
             stop,
             net,
         })
