@@ -16,6 +16,15 @@
 //!
 //! One writer (the engine side) publishes with a sequence lock; readers
 //! retry until they see the same even `seq` before and after copying.
+//!
+//! A process with several engines (`--cores N`) publishes the counters and
+//! connection table of each engine in segments of its own: engine 0 in
+//! `corestack-<pid>.stats` and `.conns` (the names of a one-engine
+//! process, so one-engine tools read it as before), engine `e` ≥ 1 in
+//! `corestack-<pid>.stats.e<e>` and `.conns.e<e>` ([`engine_kind`];
+//! [`engine_segments`] finds them all). Each [`ConnRow`] also names its
+//! engine. The application table ([`APPS`]), the trace and the capture
+//! segments stay one per process.
 
 use core::sync::atomic::{fence, AtomicU64, Ordering};
 use std::fs::{File, OpenOptions};
@@ -53,13 +62,65 @@ pub fn segment_path(pid: u32, kind: &str) -> PathBuf {
     stats_dir().join(format!("corestack-{pid}.{kind}"))
 }
 
-/// The counters segment path of process `pid`.
+/// The counters segment path of process `pid` (its engine 0's).
 pub fn stats_path(pid: u32) -> PathBuf {
     segment_path(pid, STATS)
 }
 
-/// Removes, from `dir`, the segment files (`corestack-<pid>.<kind>`, and the
-/// `.new<n>` files a creation left) of processes that no longer exist: a
+/// The kind of engine `engine`'s segment of kind `kind`: `kind` itself
+/// for engine 0, `<kind>.e<engine>` for the others (`stats.e1`, `conns.e3`).
+pub fn engine_kind(kind: &str, engine: usize) -> String {
+    match engine {
+        0 => kind.to_string(),
+        e => format!("{kind}.e{e}"),
+    }
+}
+
+/// The engine a segment file name of process `pid` and kind `kind`
+/// belongs to: `corestack-<pid>.<kind>` is engine 0's,
+/// `corestack-<pid>.<kind>.e<N>` engine N's (N ≥ 1, written without
+/// leading zeros); None for any other name (another kind or process, the
+/// `.new<n>` file of a creation).
+fn engine_of_name(name: &str, pid: u32, kind: &str) -> Option<usize> {
+    let rest = name
+        .strip_prefix("corestack-")?
+        .strip_prefix(pid.to_string().as_str())?
+        .strip_prefix('.')?
+        .strip_prefix(kind)?;
+    if rest.is_empty() {
+        return Some(0);
+    }
+    let n = rest.strip_prefix(".e")?;
+    if n.is_empty() || n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
+}
+
+/// Every engine's segment of kind `kind` of process `pid` in
+/// [`stats_dir`]: (engine index, path), by engine; empty when there are
+/// none (or the directory cannot be read). A process with one engine has
+/// just engine 0's.
+pub fn engine_segments(pid: u32, kind: &str) -> Vec<(usize, PathBuf)> {
+    let dir = stats_dir();
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(usize, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let engine = engine_of_name(name.to_str()?, pid, kind)?;
+            Some((engine, e.path()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Removes, from `dir`, the segment files (`corestack-<pid>.<kind>`, every
+/// engine's `corestack-<pid>.<kind>.e<N>`, and the `.new<n>` files a
+/// creation left) of processes that no longer exist: a
 /// process killed by a signal (SIGKILL, or a crash) never removes its own,
 /// and `/dev/shm` is memory. A pid that exists, whoever it is now, keeps its
 /// files. Returns how many were removed. (A pid is looked up in this
@@ -301,17 +362,47 @@ mod tests {
         let names = [
             format!("corestack-{dead}.stats"),
             format!("corestack-{dead}.trace.new3"),
+            format!("corestack-{dead}.stats.e1"),
+            format!("corestack-{dead}.conns.e12.new0"),
             format!("corestack-{me}.stats"),
+            format!("corestack-{me}.conns.e1"),
             "corestack-x.stats".to_string(),
             "other-file".to_string(),
         ];
         for n in &names {
             std::fs::write(dir.join(n), b"x").unwrap();
         }
-        assert_eq!(remove_stale_segments(&dir), 2);
+        assert_eq!(remove_stale_segments(&dir), 4);
         let left: Vec<bool> = names.iter().map(|n| dir.join(n).exists()).collect();
-        assert_eq!(left, [false, false, true, true, true]);
+        assert_eq!(left, [false, false, false, false, true, true, true, true]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn engine_segment_names_parse_back_and_others_are_refused() {
+        assert_eq!(engine_kind(STATS, 0), "stats");
+        assert_eq!(engine_kind(CONNS, 3), "conns.e3");
+        let of = |n: &str| engine_of_name(n, 42, STATS);
+        assert_eq!(of("corestack-42.stats"), Some(0));
+        assert_eq!(of("corestack-42.stats.e1"), Some(1));
+        assert_eq!(of("corestack-42.stats.e17"), Some(17));
+        for bad in [
+            "corestack-42.stats.e0",
+            "corestack-42.stats.e01",
+            "corestack-42.stats.e",
+            "corestack-42.stats.e1.new3",
+            "corestack-42.stats.new0",
+            "corestack-42.statsx",
+            "corestack-421.stats",
+            "corestack-4.stats",
+            "corestack-42.conns.e1",
+        ] {
+            assert_eq!(of(bad), None, "{bad}");
+        }
+        for e in [0, 1, 9, 10, 255] {
+            let name = format!("corestack-42.{}", engine_kind(STATS, e));
+            assert_eq!(of(&name), Some(e));
+        }
     }
 
     #[test]
@@ -353,6 +444,20 @@ mod tests {
             StatsReader::open(&path).err().map(|e| e.kind()),
             Some(io::ErrorKind::InvalidData)
         );
+        // Several engines: each its own segment, found by engine.
+        let w0 = StatsWriter::create(STATS, 1).unwrap();
+        let w2 = StatsWriter::create(&engine_kind(STATS, 2), 1).unwrap();
+        let c1 = StatsWriter::create(&engine_kind(CONNS, 1), 1).unwrap();
+        let found = engine_segments(std::process::id(), STATS);
+        assert_eq!(
+            found,
+            [
+                (0, path.clone()),
+                (2, segment_path(std::process::id(), "stats.e2"))
+            ]
+        );
+        drop((w0, w2, c1));
+        assert!(engine_segments(std::process::id(), STATS).is_empty());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

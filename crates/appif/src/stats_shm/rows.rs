@@ -185,6 +185,11 @@ pub struct ConnRow {
     /// embedded or inline engine, the application's (from its control
     /// connection's peer credentials) in service mode; 0 when unknown.
     pub pid: u32,
+    /// The engine that holds the socket (its index among the process's
+    /// engines, 0 when it has one); set by the publisher, not the engine.
+    /// Published in the high half of the `owner` word (a segment of an
+    /// older writer reads as engine 0).
+    pub engine: u32,
     /// That process's name ([`comm_bytes`]: the application's hello name in
     /// service mode, `/proc/self/comm` otherwise), NUL-padded; see
     /// [`ConnRow::process_name`]. The application's own text: escape it
@@ -212,6 +217,7 @@ impl Default for ConnRow {
             bytes_out: 0,
             bytes_in: 0,
             pid: 0,
+            engine: 0,
             comm: [0; COMM_LEN],
         }
     }
@@ -236,7 +242,7 @@ impl ConnRow {
             u64::from(self.in_flight) | (u64::from(self.snd_wnd) << 32),
             u64::from(self.rcv_wnd) | (u64::from(self.mss) << 32),
             self.retransmits,
-            u64::from(self.owner),
+            u64::from(self.owner) | (u64::from(self.engine) << 32),
             self.bytes_out,
             self.bytes_in,
             u64::from(self.pid),
@@ -276,6 +282,7 @@ impl ConnRow {
             mss: (w[5] >> 32) as u16,
             retransmits: w[6],
             owner: w[7] as u32,
+            engine: (w[7] >> 32) as u32,
             bytes_out: w[8],
             bytes_in: w[9],
             pid: w[10] as u32,
@@ -403,6 +410,7 @@ mod row_tests {
             bytes_out: u64::MAX,
             bytes_in: 1 << 40,
             pid: 4_194_304,
+            engine: u32::MAX,
             comm: comm_bytes("memcached"),
         };
         assert_eq!(ConnRow::decode(&r.encode()), r);
