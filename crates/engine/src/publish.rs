@@ -71,14 +71,15 @@ impl<P: Port> Published<P> {
     /// runs unpublished. The segments are those of the engine's index
     /// ([`Engine::index`]): join the engine to its handoff mesh first.
     pub fn new(mut engine: Engine<P>) -> Self {
+        let index = engine.index();
         // The process's trace segment, for `corestack trace`.
         engine.set_tracer(appif::trace::Tracer::process());
-        // And its capture segment, for `corestack capture`.
-        engine.set_capturer(appif::capture::Capturer::process());
+        // And its capture segment, for `corestack capture`; frames say
+        // which engine saw them.
+        engine.set_capturer(appif::capture::Capturer::process().for_engine(index));
         // The segments are an observability aid: without /dev/shm the stack
         // still runs, it just cannot be watched from outside.
         let count = Stats::default().iter().count();
-        let index = engine.index();
         Published {
             engine,
             segment: StatsWriter::create(&engine_kind(STATS, index), count).ok(),
