@@ -3,7 +3,9 @@
 //! While an observer has capture on, the engine copies each frame that
 //! passes the observer's filter (evaluated in the engine) into a bounded
 //! ring in a shared segment, `corestack-<pid>.capture` under /dev/shm, one
-//! per process (every engine of the process writes to it):
+//! per process: every engine of the process writes to it (the slots are
+//! claimed with a compare-and-swap, so writers never share one), and each
+//! frame says which engine saw it ([`Frame::engine`]):
 //!
 //! ```text
 //! 0     magic "CSCAPTR1" | segment length: u64
@@ -14,7 +16,8 @@
 //! 448   dropped: u64  frames that passed the filter, ring full   (writers)
 //! 512   SLOTS × SLOT_BYTES slots: seq (claim index + 1, stored last, release),
 //!       wall-clock time ns, direction << 32 | original length, captured length,
-//!       then up to SNAP_LEN frame bytes at slot offset 64
+//!       engine (its index in the process), then up to SNAP_LEN frame bytes at
+//!       slot offset 64
 //! ```
 //!
 //! Off, the cost is one load and one branch per engine iteration. The
@@ -197,16 +200,17 @@ fn passes(ops: &[u64], frame: &[u8]) -> bool {
 }
 
 /// The writing end: every engine of a process holds one to the process's
-/// segment ([`Capturer::process`]), or an unshared one that stays off.
+/// segment ([`Capturer::process`]), or an unshared one that stays off; it
+/// marks its frames with its engine ([`Capturer::for_engine`]).
 #[derive(Clone)]
-pub struct Capturer(Arc<ObserverShm>);
+pub struct Capturer(Arc<ObserverShm>, u32);
 
 static PROCESS: Mutex<Weak<ObserverShm>> = Mutex::new(Weak::new());
 
 impl Capturer {
     /// A capturer nobody can switch on.
     pub fn off() -> Capturer {
-        Capturer(Arc::new(ObserverShm::anonymous(SLOTS_OFF, MAGIC)))
+        Capturer(Arc::new(ObserverShm::anonymous(SLOTS_OFF, MAGIC)), 0)
     }
 
     /// The process's capturer: its `corestack-<pid>.capture` segment,
@@ -214,7 +218,13 @@ impl Capturer {
     /// unshared one (always off) without /dev/shm.
     pub fn process() -> Capturer {
         ObserverShm::process_shared(&PROCESS, CAPTURE, SEG_BYTES, MAGIC)
-            .map_or_else(Capturer::off, Capturer)
+            .map_or_else(Capturer::off, |seg| Capturer(seg, 0))
+    }
+
+    /// This capturer for engine `engine` (its index in the process): the
+    /// frames it copies say so ([`Frame::engine`]). Engine 0 unless set.
+    pub fn for_engine(self, engine: usize) -> Capturer {
+        Capturer(self.0, u32::try_from(engine).unwrap_or(u32::MAX))
     }
 
     /// Whether capture is on (one load).
@@ -266,6 +276,8 @@ impl Capturer {
             Ordering::Relaxed,
         );
         seg.word(at + 24).store(cap as u64, Ordering::Relaxed);
+        seg.word(at + 32)
+            .store(u64::from(self.1), Ordering::Relaxed);
         RING.publish(seg, at, claimed);
     }
 }
@@ -281,6 +293,9 @@ pub struct Frame {
     pub orig_len: usize,
     /// The bytes kept.
     pub data: Vec<u8>,
+    /// The engine that received it from its NIC queue or sent it (its index
+    /// in the process; 0 for a process's only engine).
+    pub engine: u32,
 }
 
 /// The observer's end: sets the filter, switches capture on and off,
@@ -340,6 +355,7 @@ impl CaptureControl {
             let time_ns = seg.word(at + 8).load(Ordering::Relaxed);
             let w = seg.word(at + 16).load(Ordering::Relaxed);
             let cap = (seg.word(at + 24).load(Ordering::Relaxed) as usize).min(SNAP_LEN);
+            let engine = seg.word(at + 32).load(Ordering::Relaxed) as u32;
             let mut data = vec![0u8; cap];
             seg.read_bytes(at + SLOT_HDR, &mut data);
             out.push(Frame {
@@ -351,6 +367,7 @@ impl CaptureControl {
                 },
                 orig_len: (w & 0xffff_ffff) as usize,
                 data,
+                engine,
             });
         })
     }
@@ -428,9 +445,12 @@ mod tests {
         // CORESTACK_STATS_DIR meanwhile.
         let path =
             std::env::temp_dir().join(format!("corestack-{}.capture-test", std::process::id()));
-        let cap = Capturer(Arc::new(
-            ObserverShm::create_at(path.clone(), SEG_BYTES, MAGIC).unwrap(),
-        ));
+        let cap = Capturer(
+            Arc::new(ObserverShm::create_at(path.clone(), SEG_BYTES, MAGIC).unwrap()),
+            0,
+        );
+        // Engine 3's capturer shares the segment and marks its frames.
+        let cap3 = cap.clone().for_engine(3);
         let ctl = CaptureControl::open(&path).unwrap();
         let f = udp_frame();
         cap.frame(Direction::In, &f, None);
@@ -446,16 +466,19 @@ mod tests {
         cap.frame(Direction::In, &f, None);
         ctl.start(&[FilterOp::Udp]).unwrap();
         cap.frame(Direction::Out, &f, None);
+        cap3.frame(Direction::In, &f, None);
         ctl.stop();
         assert!(!cap.on());
-        assert_eq!(ctl.drain(&mut out), 1);
+        assert_eq!(ctl.drain(&mut out), 2);
         assert_eq!(out[0].dir, Direction::Out);
         assert_eq!(out[0].data, f);
+        assert_eq!((out[0].engine, out[1].engine), (0, 3));
+        out.truncate(1);
         let mut pcap = Vec::new();
         write_pcap(&mut pcap, &out).unwrap();
         assert_eq!(pcap.len(), 24 + 16 + f.len());
         assert_eq!(&pcap[..4], &[0x4d, 0x3c, 0xb2, 0xa1]);
-        drop((cap, ctl));
+        drop((cap, cap3, ctl));
         assert!(!path.exists(), "the segment goes with its writer");
     }
 }

@@ -10,6 +10,14 @@
 //! `corestack-<pid>.trace` under /dev/shm, one per process (every engine
 //! and socket of the process writes to it).
 //!
+//! With several engines (`--cores N`) the engines and the application's
+//! threads write at once: each claims its slot with a compare-and-swap on
+//! `head` and publishes it with the slot's own sequence word, so no two
+//! writers share a slot and the observer takes only finished ones. Records
+//! are per process: one does not say which engine wrote it. The report
+//! joins records by connection ([`conn_key`]), and a connection lives on
+//! one engine all its life (`corestack ss` names it).
+//!
 //! ```text
 //! 0    magic "CSTRACE1" | segment length: u64
 //! 64   every: u64   0 = off (the default), N = sample every Nth message  (observer writes)

@@ -1,8 +1,10 @@
 //! An engine's counters and sockets published for observers in other
 //! processes: `corestack stat` reads the counters, `corestack ss` the
 //! connection table, from shared-memory segments under /dev/shm
-//! (`/dev/shm/corestack-<pid>.stats` and `.conns`; the format is
-//! `appif::stats_shm`'s).
+//! (`/dev/shm/corestack-<pid>.stats` and `.conns` for engine 0, the only
+//! one of most processes; `.stats.e<N>` and `.conns.e<N>` for engine N of
+//! several, [`appif::stats_shm::engine_kind`]; the format is
+//! `appif::stats_shm`'s). Each connection row names its engine.
 //!
 //! It also attaches the engine to the process's trace and capture segments
 //! (`appif::trace`, `appif::capture`), which observers switch on.
@@ -17,7 +19,7 @@
 use crate::stats::Stats;
 use crate::time::Instant;
 use crate::Engine;
-use appif::stats_shm::{comm_bytes, StatsWriter, COMM_LEN, CONNS, ROW_WORDS, STATS};
+use appif::stats_shm::{comm_bytes, engine_kind, StatsWriter, COMM_LEN, CONNS, ROW_WORDS, STATS};
 use core::time::Duration;
 use nic::Port;
 
@@ -59,23 +61,29 @@ pub struct Published<P: Port> {
     cursor: usize,
     /// When the connection table was last published.
     conns_last: Instant,
+    /// The engine's index among the process's engines (its segments' and
+    /// rows' engine), taken at [`Published::new`].
+    index: usize,
 }
 
 impl<P: Port> Published<P> {
     /// Wraps `engine`; without /dev/shm (or without write access to it) it
-    /// runs unpublished.
+    /// runs unpublished. The segments are those of the engine's index
+    /// ([`Engine::index`]): join the engine to its handoff mesh first.
     pub fn new(mut engine: Engine<P>) -> Self {
+        let index = engine.index();
         // The process's trace segment, for `corestack trace`.
         engine.set_tracer(appif::trace::Tracer::process());
-        // And its capture segment, for `corestack capture`.
-        engine.set_capturer(appif::capture::Capturer::process());
+        // And its capture segment, for `corestack capture`; frames say
+        // which engine saw them.
+        engine.set_capturer(appif::capture::Capturer::process().for_engine(index));
         // The segments are an observability aid: without /dev/shm the stack
         // still runs, it just cannot be watched from outside.
         let count = Stats::default().iter().count();
         Published {
             engine,
-            segment: StatsWriter::create(STATS, count).ok(),
-            conns: StatsWriter::create(CONNS, 1 + CONN_ROWS * ROW_WORDS).ok(),
+            segment: StatsWriter::create(&engine_kind(STATS, index), count).ok(),
+            conns: StatsWriter::create(&engine_kind(CONNS, index), 1 + CONN_ROWS * ROW_WORDS).ok(),
             rows: Vec::with_capacity(CONN_ROWS * ROW_WORDS),
             last: Instant(0),
             own: (
@@ -89,7 +97,14 @@ impl<P: Port> Published<P> {
             owners: Vec::new(),
             cursor: 0,
             conns_last: Instant(0),
+            index,
         }
+    }
+
+    /// The engine's index among the process's engines (0 when alone): the
+    /// engine its segments and connection rows name.
+    pub fn index(&self) -> usize {
+        self.index
     }
 
     /// Service mode: the process id and name of each owner of sockets (an
@@ -119,11 +134,13 @@ impl<P: Port> Published<P> {
             // `rows` keeps the capacity reserved at start: no allocation here.
             let rows = &mut self.rows;
             let (own, owners) = (&self.own, &self.owners);
+            let engine = u32::try_from(self.index).unwrap_or(u32::MAX);
             rows.clear();
             self.cursor =
                 self.engine
                     .for_each_socket_from(self.cursor, CONN_SLOTS_PER_PUBLISH, |mut r| {
                         if rows.len() < CONN_ROWS * ROW_WORDS {
+                            r.engine = engine;
                             (r.pid, r.comm) = match r.owner {
                                 0 => *own,
                                 o => owners

@@ -36,6 +36,19 @@ pub fn stacks(inline: bool) -> (Stack, Stack) {
 /// it receives by the engines' hash (a NIC that steers), b's at random per
 /// frame (one that cannot), so b's engines hand most frames over.
 pub fn stacks_with_engines(inline: bool, a_engines: usize, b_engines: usize) -> (Stack, Stack) {
+    stacks_with_engines_then(inline, a_engines, b_engines, || {})
+}
+
+/// [`stacks_with_engines`], calling `between` once stack a has started and
+/// before stack b starts: to point `CORESTACK_STATS_DIR` elsewhere, say, so
+/// that b's published segments (`corestack stat`, `ss`) are b's alone (the
+/// two stacks of one process would otherwise replace each other's).
+pub fn stacks_with_engines_then(
+    inline: bool,
+    a_engines: usize,
+    b_engines: usize,
+    between: impl FnOnce(),
+) -> (Stack, Stack) {
     let steer_a = mem::Steer::Hash(std::sync::Arc::new(nic::rss::Steering::new(a_engines)));
     let (qa, qb) = mem::multi_pair(
         Impairments::none(),
@@ -52,6 +65,7 @@ pub fn stacks_with_engines(inline: bool, a_engines: usize, b_engines: usize) -> 
         .inline(inline)
         .start()
         .unwrap();
+    between();
     let b = Stack::builder()
         .mem_ports(qb)
         .ip(B, 24)

@@ -1,6 +1,7 @@
 //! `corestack capture`: the frames running corestack engines receive and send, copied by the
 //! engines into their capture rings while this runs (`appif::capture`), filtered in the
-//! engine, written as pcap (`-w FILE`) or printed one line per frame.
+//! engine, written as pcap (`-w FILE`) or printed one line per frame (naming the engine,
+//! `e<N>`, that received or sent it when a process captured runs several).
 
 use std::io::Write as _;
 use std::net::Ipv4Addr;
@@ -66,6 +67,10 @@ impl Capture {
                 Some(p) => bail!("no corestack engine in pid {p} to capture from (is it running?)"),
             }
         }
+        // Several engines in a process: each line names its frame's engine.
+        let engines = pids
+            .iter()
+            .any(|&p| appif::stats_shm::engine_segments(p, appif::stats_shm::STATS).len() > 1);
         let stop = cmdline::stop_flag()?;
         let dropped0: u64 = controls.iter().map(|c| c.dropped()).sum();
         let mut frames: Vec<Frame> = Vec::new();
@@ -93,7 +98,7 @@ impl Capture {
             }
             if self.write.is_none() {
                 for f in &frames[printed..] {
-                    println!("{}", describe(f));
+                    println!("{}", describe(f, engines));
                 }
                 printed = frames.len();
             }
@@ -129,8 +134,9 @@ impl Capture {
     }
 }
 
-/// One line for a frame, like tcpdump's.
-fn describe(f: &Frame) -> String {
+/// One line for a frame, like tcpdump's; with `engine`, the engine that
+/// received or sent it (`e1`) after the time.
+fn describe(f: &Frame, engine: bool) -> String {
     let d = &f.data;
     let dir = match f.dir {
         Direction::In => "in ",
@@ -189,6 +195,11 @@ fn describe(f: &Frame) -> String {
         }
         Some(t) => format!("ethertype 0x{t:04x}"),
         None => "(truncated)".into(),
+    };
+    let t = if engine {
+        format!("{t} e{}", f.engine)
+    } else {
+        t
     };
     format!("{t} {dir} {what}, length {}", f.orig_len)
 }
@@ -295,6 +306,25 @@ fn factor(t: &[String], at: &mut usize, out: &mut Vec<FilterOp>) -> Result<()> {
 mod tests {
     use super::*;
     use FilterOp::*;
+
+    #[test]
+    fn describe_names_the_engine_only_when_asked() {
+        let f = Frame {
+            time_ns: 3_723_000_004_000,
+            dir: Direction::In,
+            orig_len: 10,
+            data: vec![0; 10],
+            engine: 2,
+        };
+        assert_eq!(
+            describe(&f, false),
+            "01:02:03.000004 in  (truncated), length 10"
+        );
+        assert_eq!(
+            describe(&f, true),
+            "01:02:03.000004 e2 in  (truncated), length 10"
+        );
+    }
 
     fn p(s: &str) -> Result<Vec<FilterOp>> {
         parse_filter(&s.split(' ').map(String::from).collect::<Vec<_>>())

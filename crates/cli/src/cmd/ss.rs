@@ -1,6 +1,8 @@
 //! `corestack ss`: the sockets of running corestack engines (like `ss`), read
 //! from their shared connection tables without stopping them, with the
-//! owning application and the bytes each socket moved.
+//! owning application and the bytes each socket moved. When a process shown
+//! runs several engines (`--cores N`), an `eng` column names the engine
+//! that holds each socket.
 
 use std::path::Path;
 
@@ -21,28 +23,35 @@ pub struct Ss {
 impl Ss {
     pub fn run(self) -> Result<()> {
         let pids = running_pids(self.pid, CONNS)?;
-        println!("{}", ss_header());
-        for pid in pids {
-            match read_conns(pid) {
-                Ok(t) => {
-                    for row in &t.rows {
-                        println!("{}", ss_line(pid, row));
-                    }
+        let tables: Vec<_> = pids
+            .into_iter()
+            .filter_map(|pid| match read_conns(pid) {
+                Ok(t) => Some((pid, t)),
+                Err(e) => {
+                    eprintln!("pid {pid}: {e}");
+                    None
                 }
-                Err(e) => eprintln!("pid {pid}: {e}"),
+            })
+            .collect();
+        let engines = tables.iter().any(|(_, t)| t.engines > 1);
+        println!("{}", ss_header(engines));
+        for (pid, t) in &tables {
+            for row in &t.rows {
+                println!("{}", ss_line(*pid, row, engines));
             }
         }
         Ok(())
     }
 }
 
-/// The `ss` column titles.
-fn ss_header() -> String {
+/// The `ss` column titles; with `engines`, the `eng` column after `app`.
+fn ss_header(engines: bool) -> String {
     format!(
-        "{:<7} {:<16} {:>5} {:<11} {:<21} {:<21} {:>8} {:>6} {:>8} {:>8} {:>8} {:>5} {:>7} {:>12} {:>12}",
+        "{:<7} {:<16} {:>5} {}{:<11} {:<21} {:<21} {:>8} {:>6} {:>8} {:>8} {:>8} {:>5} {:>7} {:>12} {:>12}",
         "pid",
         "process",
         "app",
+        if engines { "eng " } else { "" },
         "state",
         "local",
         "peer",
@@ -63,8 +72,9 @@ fn ss_header() -> String {
 /// service mode), the owning application's association (`-` for an
 /// embedded engine's socket), the state, the addresses, TCP's windows and
 /// timers, and the bytes delivered to (in) and taken from (out) the
-/// application.
-fn ss_line(pid: u32, row: &ConnRow) -> String {
+/// application; with `engines`, the engine that holds the socket after
+/// the application.
+fn ss_line(pid: u32, row: &ConnRow, engines: bool) -> String {
     let proc_pid = if row.pid != 0 { row.pid } else { pid };
     let name = match printable(&row.process_name()) {
         n if n.is_empty() => "-".to_string(),
@@ -104,8 +114,13 @@ fn ss_line(pid: u32, row: &ConnRow) -> String {
         }
     };
     let [rtt, rto, cwnd, ssthresh, inflight, mss, retrans] = tcp.unwrap_or_default();
+    let eng = if engines {
+        format!("{:>3} ", row.engine)
+    } else {
+        String::new()
+    };
     format!(
-        "{proc_pid:<7} {name:<16} {app:>5} {state:<11} {:<21} {peer:<21} {rtt:>8} {rto:>6} {cwnd:>8} {ssthresh:>8} {inflight:>8} {mss:>5} {retrans:>7} {:>12} {:>12}",
+        "{proc_pid:<7} {name:<16} {app:>5} {eng}{state:<11} {:<21} {peer:<21} {rtt:>8} {rto:>6} {cwnd:>8} {ssthresh:>8} {inflight:>8} {mss:>5} {retrans:>7} {:>12} {:>12}",
         row.local.to_string(),
         bytes(row.bytes_in),
         bytes(row.bytes_out),
@@ -150,14 +165,14 @@ mod tests {
 
     #[test]
     fn ss_line_shows_app_and_bytes() {
-        let header = cells(&ss_header());
+        let header = cells(&ss_header(false));
         assert_eq!(&header[..3], ["pid", "process", "app"]);
         assert_eq!(&header[header.len() - 2..], ["bytes-in", "bytes-out"]);
         let mut r = conn(3, 6, 1234, 5678, 1);
         r.ssthresh = u32::MAX;
         r.pid = 4242;
         r.comm = appif::stats_shm::comm_bytes("memcached");
-        let c = cells(&ss_line(42, &r));
+        let c = cells(&ss_line(42, &r, false));
         assert_eq!(c.len(), header.len(), "{c:?}");
         assert_eq!(
             &c[..6],
@@ -174,18 +189,42 @@ mod tests {
         assert_eq!(c[9], "inf");
         assert_eq!(&c[c.len() - 2..], ["1234", "5678"]);
         // Embedded engine's socket: no application; the engine's process, name unknown.
-        let c = cells(&ss_line(42, &conn(0, 6, 0, 0, 0)));
+        let c = cells(&ss_line_of(&conn(0, 6, 0, 0, 0)));
         assert_eq!(&c[..3], ["42", "-", "-"]);
         // A name with a space and a control character stays one printable cell.
         let mut r = conn(3, 6, 0, 0, 0);
         r.comm = appif::stats_shm::comm_bytes("a b\x1b");
-        assert_eq!(cells(&ss_line(42, &r))[1], "a_b?");
+        assert_eq!(cells(&ss_line(42, &r, false))[1], "a_b?");
         // UDP: bytes but no TCP cells; listener: neither.
-        let line = ss_line(42, &conn(2, 0, 64, 32, 0));
+        let line = ss_line_of(&conn(2, 0, 64, 32, 0));
         assert!(line.contains("udp UNCONN"), "{line}");
         assert!(line.ends_with(" 64           32"), "{line:?}");
-        let line = ss_line(42, &conn(2, 1, 0, 0, 0));
+        let line = ss_line_of(&conn(2, 1, 0, 0, 0));
         assert!(line.ends_with("*:*"), "{line:?}");
         assert!(line.contains("tcp LISTEN"));
+    }
+
+    fn ss_line_of(row: &ConnRow) -> String {
+        ss_line(42, row, false)
+    }
+
+    #[test]
+    fn ss_engine_column_names_the_engine_of_each_socket() {
+        let header = cells(&ss_header(true));
+        assert_eq!(&header[..5], ["pid", "process", "app", "eng", "state"]);
+        let mut r = conn(0, 6, 10, 20, 0);
+        r.engine = 3;
+        let c = cells(&ss_line(42, &r, true));
+        assert_eq!(c.len(), header.len(), "{c:?}");
+        assert_eq!(&c[..5], ["42", "-", "-", "3", "ESTAB"]);
+        let header_line = ss_header(true);
+        let line = ss_line(42, &r, true);
+        assert_eq!(
+            header_line.find("eng").map(|i| i + 2),
+            line.find(" 3 ").map(|i| i + 1),
+            "the engine is right-aligned under its title:\n{header_line}\n{line}"
+        );
+        // Without the column, the line is as before.
+        assert!(!cells(&ss_line(42, &r, false)).contains(&"3".to_string()));
     }
 }

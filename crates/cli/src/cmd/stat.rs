@@ -2,15 +2,17 @@
 //! their shared statistics segments without stopping them (like `nstat`);
 //! for a `corestack run` daemon, also one line per application (its sockets,
 //! bytes and commands, from the connection table `ss.rs` reads).
-
-use std::path::PathBuf;
+//!
+//! A process with one engine prints `name value` lines; one with several
+//! (`--cores N`) prints a column per engine (`e0`, `e1`, ...) and their
+//! `total`, or one engine's counters alone with `--engine N`.
 
 use anyhow::{bail, Context, Result};
-use appif::stats_shm::{stats_dir, stats_path, AppRow, ConnRow, ConnState, StatsReader};
+use appif::stats_shm::{stats_dir, AppRow, ConnRow, ConnState};
 use clap::Args;
 
 use crate::observe::prometheus;
-use crate::observe::tables::{printable, read_apps, read_conns};
+use crate::observe::tables::{printable, read_apps, read_conns, read_counters, EngineCounters};
 
 /// `stat` options.
 #[derive(Args, Debug)]
@@ -21,6 +23,10 @@ pub struct Stat {
     /// Print every counter, zeros included.
     #[arg(long)]
     all: bool,
+    /// Only engine N of a process with several (0 is the first): its
+    /// counters alone, as a one-engine process prints them.
+    #[arg(long, value_name = "N")]
+    engine: Option<usize>,
     /// Print the counters and sockets as Prometheus text exposition (format 0.0.4).
     #[arg(long)]
     prometheus: bool,
@@ -28,73 +34,102 @@ pub struct Stat {
 
 impl Stat {
     pub fn run(self) -> Result<()> {
-        let paths: Vec<PathBuf> = match self.pid {
-            Some(pid) => vec![stats_path(pid)],
+        let pids: Vec<u32> = match self.pid {
+            Some(pid) => vec![pid],
             None => {
                 let dir = stats_dir();
-                let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+                let mut v: Vec<u32> = std::fs::read_dir(&dir)
                     .with_context(|| format!("reading {}", dir.display()))?
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| {
-                        p.file_name()
-                            .and_then(|n| n.to_str())
-                            .is_some_and(|n| n.starts_with("corestack-") && n.ends_with(".stats"))
+                    .filter_map(|e| {
+                        let name = e.ok()?.file_name().into_string().ok()?;
+                        name.strip_prefix("corestack-")?
+                            .strip_suffix(".stats")?
+                            .parse()
+                            .ok()
                     })
                     .collect();
-                v.sort();
+                v.sort_unstable();
                 v
             }
         };
         let names: Vec<&'static str> = corestack::Stats::default().iter().map(|(n, _)| n).collect();
         let mut shown = 0;
         let mut snaps = Vec::new();
-        for path in &paths {
-            let r = match StatsReader::open(path) {
-                Ok(r) => r,
-                Err(e) if self.pid.is_some() => {
-                    bail!(
-                        "no corestack engine statistics for pid {} ({}: {e})",
-                        self.pid.unwrap_or(0),
-                        path.display()
-                    )
-                }
-                Err(_) => continue,
-            };
-            if !std::path::Path::new(&format!("/proc/{}", r.pid())).exists() {
+        for pid in pids {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 continue; // left behind by a process that died
             }
-            let Some(values) = r.read() else {
-                eprintln!("pid {}: the counters kept changing, try again", r.pid());
-                continue;
+            let mut engines = match read_counters(pid) {
+                Ok(e) => e,
+                Err(e) if self.pid.is_some() => {
+                    bail!("no corestack engine statistics for pid {pid}: {e:#}")
+                }
+                Err(e) => {
+                    let gone = e
+                        .downcast_ref::<std::io::Error>()
+                        .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+                    if !gone {
+                        eprintln!("pid {pid}: {e:#}");
+                    }
+                    continue;
+                }
             };
-            if values.len() != names.len() {
-                eprintln!(
-                    "pid {}: written by another corestack version ({} counters), skipped",
-                    r.pid(),
-                    values.len()
-                );
-                continue;
+            if let Some(n) = self.engine {
+                let count = engines.len();
+                engines.retain(|e| e.engine == n);
+                if engines.is_empty() {
+                    if self.pid.is_some() {
+                        bail!(
+                            "pid {pid} has no engine {n} ({count} engines: 0 to {})",
+                            count - 1
+                        );
+                    }
+                    continue;
+                }
             }
             if self.prometheus {
-                snaps.push(prometheus::snapshot_from(r.pid(), values)?);
+                let several = engines.len() > 1;
+                for e in engines {
+                    let engine = several.then_some(e.engine);
+                    snaps.push(prometheus::snapshot_from(pid, engine, e.values)?);
+                }
                 shown += 1;
                 continue;
             }
-            let comm =
-                std::fs::read_to_string(format!("/proc/{}/comm", r.pid())).unwrap_or_default();
-            println!(
-                "pid {} {} ({})",
-                r.pid(),
-                printable(comm.trim_end()),
-                path.display()
-            );
-            for (name, v) in names.iter().zip(&values) {
-                if self.all || *v != 0 {
-                    println!("  {name:<28} {v}");
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            match engines.as_slice() {
+                [one] => {
+                    let engine = match self.engine {
+                        Some(n) => format!(", engine {n}"),
+                        None => String::new(),
+                    };
+                    println!(
+                        "pid {pid} {} ({}{engine})",
+                        printable(comm.trim_end()),
+                        one.path.display()
+                    );
+                    for (name, v) in names.iter().zip(&one.values) {
+                        if self.all || *v != 0 {
+                            println!("  {name:<28} {v}");
+                        }
+                    }
+                }
+                several => {
+                    println!(
+                        "pid {pid} {} ({}, {} engines)",
+                        printable(comm.trim_end()),
+                        several[0].path.display(),
+                        several.len()
+                    );
+                    for line in engine_columns(&names, several, self.all) {
+                        println!("{line}");
+                    }
                 }
             }
-            if let Some(apps) = read_apps(r.pid()) {
-                print_apps(r.pid(), &apps);
+            if self.engine.is_none() {
+                if let Some(apps) = read_apps(pid) {
+                    print_apps(pid, &apps);
+                }
             }
             shown += 1;
         }
@@ -109,6 +144,36 @@ impl Stat {
         }
         Ok(())
     }
+}
+
+/// The counters of several engines of one process, a column each (`e0`,
+/// `e1`, ...) and their `total` (the sum of that one reading, wrapping at
+/// 2^64): a title line, then one line per counter, the counters no engine
+/// counted left out unless `all`.
+fn engine_columns(names: &[&str], engines: &[EngineCounters], all: bool) -> Vec<String> {
+    let mut title = format!("  {:<28}", "counter");
+    for e in engines {
+        title.push_str(&format!(" {:>12}", format!("e{}", e.engine)));
+    }
+    title.push_str(&format!(" {:>12}", "total"));
+    let mut out = vec![title];
+    for (i, name) in names.iter().enumerate() {
+        let values: Vec<u64> = engines
+            .iter()
+            .map(|e| e.values.get(i).copied().unwrap_or(0))
+            .collect();
+        if !all && values.iter().all(|v| *v == 0) {
+            continue;
+        }
+        let mut line = format!("  {name:<28}");
+        for v in &values {
+            line.push_str(&format!(" {v:>12}"));
+        }
+        let total = values.iter().fold(0u64, |a, v| a.wrapping_add(*v));
+        line.push_str(&format!(" {total:>12}"));
+        out.push(line);
+    }
+    out
 }
 
 /// Prints the application table of daemon `pid` (`corestack run`).
@@ -272,6 +337,25 @@ mod tests {
         );
         let c = cells(&lines[3]);
         assert_eq!(&c[3..8], ["idle", "none", "0", "0", "0"]);
+    }
+
+    #[test]
+    fn several_engines_print_a_column_each_and_their_total() {
+        let e = |engine: usize, values: Vec<u64>| EngineCounters {
+            engine,
+            path: std::path::PathBuf::new(),
+            values,
+        };
+        let names = ["rx_frames", "tx_frames", "handoff_rx"];
+        let engines = [e(0, vec![3, 0, 0]), e(1, vec![4, 0, u64::MAX])];
+        let lines = engine_columns(&names, &engines, false);
+        assert_eq!(cells(&lines[0]), ["counter", "e0", "e1", "total"]);
+        assert_eq!(lines.len(), 3, "tx_frames is 0 everywhere: {lines:#?}");
+        assert_eq!(cells(&lines[1]), ["rx_frames", "3", "4", "7"]);
+        let max = u64::MAX.to_string();
+        assert_eq!(cells(&lines[2]), ["handoff_rx", "0", &max, &max]);
+        let all = engine_columns(&names, &engines, true);
+        assert_eq!(cells(&all[2]), ["tx_frames", "0", "0", "0"]);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 
 use anyhow::{anyhow, Context, Result};
 
-use super::prometheus::{render, snapshot, CONTENT_TYPE};
+use super::prometheus::{render, snapshots, CONTENT_TYPE};
 
 /// `GET /metrics` served from a thread of the daemon on a kernel TCP
 /// socket; stopped (and joined) when dropped.
@@ -60,7 +60,7 @@ impl Drop for MetricsServer {
     }
 }
 
-/// The response to `method url`: the metrics of engine `pid` at
+/// The response to `method url`: the metrics of process `pid`'s engines at
 /// `/metrics` (GET or HEAD), 404 elsewhere, 405 for other methods.
 fn answer(
     method: &tiny_http::Method,
@@ -85,8 +85,8 @@ fn answer(
     if !matches!(method, tiny_http::Method::Get | tiny_http::Method::Head) {
         return text(405, "use GET /metrics\n".into(), "text/plain");
     }
-    match snapshot(pid) {
-        Ok(s) => text(200, render(&[s]), CONTENT_TYPE),
+    match snapshots(pid) {
+        Ok(s) => text(200, render(&s), CONTENT_TYPE),
         Err(e) => text(503, format!("{e:#}\n"), "text/plain"),
     }
 }

@@ -16,6 +16,11 @@
 //! Every sample carries `pid`, the engine's process id. The names are
 //! stable: a test holds the list.
 //!
+//! A process with several engines (`--cores N`) has the samples of each
+//! engine's counters, sockets and connections labelled `engine="N"` (0,
+//! 1, ...): sum them for the process's totals. A one-engine process's
+//! samples carry no `engine` label, as before engines were several.
+//!
 //! Everything is read from the shared segments (`appif::stats_shm`) through
 //! the readers `stat` and `ss` use, so serving `/metrics` never stops or
 //! slows the engine: the reader copies under the segment's sequence lock.
@@ -23,10 +28,10 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use anyhow::{anyhow, bail, Context, Result};
-use appif::stats_shm::{stats_path, AppRow, ConnRow, ConnState, StatsReader};
+use anyhow::{bail, Result};
+use appif::stats_shm::{engine_kind, segment_path, AppRow, ConnRow, ConnState, CONNS};
 
-use super::tables::{read_apps, read_conns};
+use super::tables::{read_apps, read_conns_at, read_counters};
 
 /// The Content-Type of text exposition format 0.0.4.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -36,6 +41,9 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 pub struct Snapshot {
     /// The engine's process id.
     pub pid: u32,
+    /// The engine's index when its process has several (its samples are
+    /// labelled `engine="N"`); None for a process's only engine.
+    pub engine: Option<usize>,
     /// Counter name (as `corestack stat` prints it) and value, in the
     /// engine's declaration order.
     pub counters: Vec<(&'static str, u64)>,
@@ -43,25 +51,28 @@ pub struct Snapshot {
     pub conns: Option<Vec<ConnRow>>,
     /// The connection table held every row it has room for.
     pub conns_full: bool,
-    /// The application table (a `corestack run` daemon only).
+    /// The application table (a `corestack run` daemon only; with several
+    /// engines, in engine 0's snapshot).
     pub apps: Option<Vec<AppRow>>,
 }
 
-/// Reads engine `pid`'s segments. Errors: no counters segment, one that
-/// kept changing, or one of another corestack version (described).
-pub fn snapshot(pid: u32) -> Result<Snapshot> {
-    let path = stats_path(pid);
-    let r = StatsReader::open(&path)
-        .with_context(|| format!("no corestack engine statistics at {}", path.display()))?;
-    let values = r
-        .read()
-        .ok_or_else(|| anyhow!("pid {pid}: the counters kept changing, try again"))?;
-    snapshot_from(pid, values)
+/// Reads the segments of every engine of process `pid`: one snapshot per
+/// engine. Errors: no counters segment, one that kept changing, or one of
+/// another corestack version (described).
+pub fn snapshots(pid: u32) -> Result<Vec<Snapshot>> {
+    let engines = read_counters(pid)?;
+    let several = engines.len() > 1;
+    engines
+        .into_iter()
+        .map(|e| snapshot_from(pid, several.then_some(e.engine), e.values))
+        .collect()
 }
 
-/// A snapshot of engine `pid` whose counters read `values` (in declaration
-/// order); its tables are read from their segments.
-pub fn snapshot_from(pid: u32, values: Vec<u64>) -> Result<Snapshot> {
+/// A snapshot of process `pid`'s engine `engine` (None: its only one) whose
+/// counters read `values` (in declaration order); its tables are read from
+/// their segments (the application table with engine 0's). Errors: `values`
+/// of another corestack version (another number of counters).
+pub fn snapshot_from(pid: u32, engine: Option<usize>, values: Vec<u64>) -> Result<Snapshot> {
     let names: Vec<&'static str> = corestack::Stats::docs().map(|(n, _)| n).collect();
     if values.len() != names.len() {
         bail!(
@@ -70,13 +81,15 @@ pub fn snapshot_from(pid: u32, values: Vec<u64>) -> Result<Snapshot> {
             names.len()
         );
     }
-    let table = read_conns(pid).ok();
+    let e = engine.unwrap_or(0);
+    let table = read_conns_at(&segment_path(pid, &engine_kind(CONNS, e)), e).ok();
     Ok(Snapshot {
         pid,
+        engine,
         counters: names.into_iter().zip(values).collect(),
         conns_full: table.as_ref().is_some_and(|t| t.full),
         conns: table.map(|t| t.rows),
-        apps: read_apps(pid),
+        apps: if e == 0 { read_apps(pid) } else { None },
     })
 }
 
@@ -256,6 +269,13 @@ pub fn render(snaps: &[Snapshot]) -> String {
     let mut e = Exposition::default();
     for snap in snaps {
         let pid = snap.pid.to_string();
+        let engine = snap.engine.map(|e| e.to_string());
+        // `pid`, and `engine` when the process has several.
+        let mut who = vec![("pid", pid.as_str())];
+        if let Some(e) = &engine {
+            who.push(("engine", e.as_str()));
+        }
+        let who = who.as_slice();
         for &(name, v) in &snap.counters {
             let (family, reason) = counter_family(name);
             match reason {
@@ -268,22 +288,17 @@ pub fn render(snaps: &[Snapshot]) -> String {
                         "Packets the engine dropped in {sub} input or output, by reason \
                          (corestack stat's drop_* counters)."
                     );
-                    e.add(
-                        &family,
-                        COUNTER,
-                        &help,
-                        &[("pid", &pid), ("reason", reason)],
-                        Value::Int(v),
-                    );
+                    let labels = [who, &[("reason", reason)]].concat();
+                    e.add(&family, COUNTER, &help, &labels, Value::Int(v));
                 }
                 None => {
                     let help = docs.get(name).cloned().unwrap_or_default();
-                    e.add(&family, COUNTER, &help, &[("pid", &pid)], Value::Int(v));
+                    e.add(&family, COUNTER, &help, who, Value::Int(v));
                 }
             }
         }
         if let Some(rows) = &snap.conns {
-            add_conns(&mut e, &pid, rows, snap.conns_full);
+            add_conns(&mut e, who, rows, snap.conns_full);
         }
         if let Some(apps) = &snap.apps {
             add_apps(&mut e, &pid, apps);
@@ -301,7 +316,9 @@ fn proto_state(row: &ConnRow) -> (&'static str, &'static str) {
     }
 }
 
-fn add_conns(e: &mut Exposition, pid: &str, rows: &[ConnRow], full: bool) {
+/// The socket and connection samples of `rows`, labelled with `who` (the
+/// process, and the engine of several).
+fn add_conns(e: &mut Exposition, who: &[(&str, &str)], rows: &[ConnRow], full: bool) {
     let mut by_state: Vec<((&str, &str), u64)> = Vec::new();
     for row in rows {
         let key = proto_state(row);
@@ -315,7 +332,7 @@ fn add_conns(e: &mut Exposition, pid: &str, rows: &[ConnRow], full: bool) {
             "corestack_sockets",
             GAUGE,
             "Open sockets of the engine, by protocol and state.",
-            &[("pid", pid), ("proto", proto), ("state", state)],
+            &[who, &[("proto", proto), ("state", state)]].concat(),
             Value::Int(n),
         );
     }
@@ -323,7 +340,7 @@ fn add_conns(e: &mut Exposition, pid: &str, rows: &[ConnRow], full: bool) {
         "corestack_conn_table_full",
         GAUGE,
         "1 when the published connection table is full (sockets past its rows are not shown).",
-        &[("pid", pid)],
+        who,
         Value::Int(u64::from(full)),
     );
     for row in rows {
@@ -339,15 +356,18 @@ fn add_conns(e: &mut Exposition, pid: &str, rows: &[ConnRow], full: bool) {
         let (lip, lport) = (row.local.ip().to_string(), row.local.port().to_string());
         let (rip, rport) = (row.remote.ip().to_string(), row.remote.port().to_string());
         let labels = [
-            ("pid", pid),
-            ("app", app.as_str()),
-            ("proto", proto),
-            ("state", state),
-            ("local_ip", lip.as_str()),
-            ("local_port", lport.as_str()),
-            ("remote_ip", rip.as_str()),
-            ("remote_port", rport.as_str()),
-        ];
+            who,
+            &[
+                ("app", app.as_str()),
+                ("proto", proto),
+                ("state", state),
+                ("local_ip", lip.as_str()),
+                ("local_port", lport.as_str()),
+                ("remote_ip", rip.as_str()),
+                ("remote_port", rport.as_str()),
+            ],
+        ]
+        .concat();
         e.add(
             "corestack_conn_received_bytes_total",
             COUNTER,
@@ -470,345 +490,4 @@ fn add_apps(e: &mut Exposition, pid: &str, apps: &[AppRow]) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use testkit::prom::{parse, samples, value};
-
-    /// Families every exposition of an engine with a TCP connection, a UDP
-    /// socket, a listener and an application holds. Renaming or dropping one
-    /// breaks dashboards: this list changes only with a note in the README.
-    const GOLDEN: &[&str] = &[
-        "corestack_link_rx_frames_total",
-        "corestack_link_rx_bytes_total",
-        "corestack_link_tx_frames_total",
-        "corestack_link_tx_bytes_total",
-        "corestack_link_tx_no_buffer_total",
-        "corestack_eth_dropped_total",
-        "corestack_arp_requests_rx_total",
-        "corestack_arp_replies_rx_total",
-        "corestack_arp_requests_tx_total",
-        "corestack_arp_replies_tx_total",
-        "corestack_arp_dropped_total",
-        "corestack_ipv4_dropped_total",
-        "corestack_frag_rx_total",
-        "corestack_frag_reassembled_total",
-        "corestack_frag_duplicate_total",
-        "corestack_frag_dropped_total",
-        "corestack_icmp_echo_replies_tx_total",
-        "corestack_icmp_unreachable_tx_total",
-        "corestack_icmp_rate_limited_total",
-        "corestack_icmp_other_rx_total",
-        "corestack_icmp_tcp_errors_rx_total",
-        "corestack_icmp_dropped_total",
-        "corestack_udp_rx_total",
-        "corestack_udp_tx_total",
-        "corestack_udp_dropped_total",
-        "corestack_tcp_rx_segments_total",
-        "corestack_tcp_tx_segments_total",
-        "corestack_tcp_tso_sends_total",
-        "corestack_tcp_dropped_total",
-        "corestack_tcp_no_socket_total",
-        "corestack_tcp_rst_tx_total",
-        "corestack_tcp_syncookies_sent_total",
-        "corestack_tcp_syncookies_ok_total",
-        "corestack_tcp_pmtu_reductions_total",
-        "corestack_tcp_retransmits_total",
-        "corestack_tcp_rto_timeouts_total",
-        "corestack_tcp_sack_recoveries_total",
-        "corestack_tcp_rack_losses_total",
-        "corestack_tcp_tlp_probes_total",
-        "corestack_tcp_recovery_probes_total",
-        "corestack_tcp_spurious_retransmits_total",
-        "corestack_tcp_acks_compressed_total",
-        "corestack_tcp_acks_of_unacceptable_total",
-        "corestack_tcp_spurious_rtos_total",
-        "corestack_tcp_rcv_full_dropped_bytes_total",
-        "corestack_tcp_active_opens_total",
-        "corestack_tcp_passive_opens_total",
-        "corestack_tcp_resets_total",
-        "corestack_tcp_timeouts_total",
-        "corestack_engine_cmd_unknown_socket_total",
-        "corestack_engine_timers_fired_total",
-        "corestack_sockets",
-        "corestack_conn_table_full",
-        "corestack_conn_received_bytes_total",
-        "corestack_conn_sent_bytes_total",
-        "corestack_tcp_conn_retransmits_total",
-        "corestack_tcp_conn_srtt_seconds",
-        "corestack_tcp_conn_rto_seconds",
-        "corestack_tcp_conn_cwnd_bytes",
-        "corestack_tcp_conn_ssthresh_bytes",
-        "corestack_tcp_conn_in_flight_bytes",
-        "corestack_tcp_conn_snd_wnd_bytes",
-        "corestack_tcp_conn_rcv_wnd_bytes",
-        "corestack_tcp_conn_mss_bytes",
-        "corestack_apps",
-        "corestack_app_commands_total",
-        "corestack_app_opens_total",
-        "corestack_app_closes_total",
-        "corestack_app_refused_total",
-    ];
-
-    /// An engine (pid 4242) whose counters are 1000 + their index, with an
-    /// established connection, a listener, a UDP socket and an application
-    /// with a name that needs escaping.
-    fn fixture() -> Snapshot {
-        let counters = corestack::Stats::docs()
-            .enumerate()
-            .map(|(i, (n, _))| (n, 1000 + i as u64))
-            .collect();
-        let estab = ConnRow {
-            local: "10.0.0.2:7".parse().unwrap(),
-            remote: "10.0.0.1:40000".parse().unwrap(),
-            state: ConnState::Established,
-            srtt_us: 125,
-            rto_ms: 201,
-            cwnd: 14480,
-            ssthresh: 28960,
-            in_flight: 2896,
-            snd_wnd: 65535,
-            rcv_wnd: 262144,
-            mss: 1448,
-            retransmits: 3,
-            owner: 2,
-            bytes_out: 5000,
-            bytes_in: 1 << 40,
-            ..ConnRow::default()
-        };
-        let mut slow_start = estab;
-        slow_start.remote = "10.0.0.9:41000".parse().unwrap();
-        slow_start.ssthresh = u32::MAX;
-        let listener = ConnRow {
-            local: "0.0.0.0:7".parse().unwrap(),
-            state: ConnState::Listener,
-            ..ConnRow::default()
-        };
-        let udp = ConnRow {
-            local: "10.0.0.2:7".parse().unwrap(),
-            bytes_in: 64,
-            bytes_out: 32,
-            ..ConnRow::default()
-        };
-        Snapshot {
-            pid: 4242,
-            counters,
-            conns: Some(vec![estab, slow_start, listener, udp]),
-            conns_full: false,
-            apps: Some(vec![AppRow {
-                assoc: 2,
-                pid: 77,
-                uid: 1000,
-                name: "echo".into(),
-                commands: 12,
-                opens: 3,
-                closes: 1,
-                refused: 0,
-            }]),
-        }
-    }
-
-    #[test]
-    fn exposition_parses_and_holds_every_golden_family() {
-        let text = render(&[fixture()]);
-        let scrape = parse(&text);
-        for name in GOLDEN {
-            assert!(
-                scrape.samples.iter().any(|s| s.metric == *name),
-                "{name} is missing (renamed or dropped?)"
-            );
-            assert!(
-                scrape.docs.get(*name).is_some_and(|h| !h.is_empty()),
-                "{name} has no HELP"
-            );
-        }
-        // Every family is named by the conventions and typed once.
-        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
-            let w: Vec<&str> = line.split(' ').collect();
-            let (name, kind) = (w[2], w[3]);
-            assert!(name.starts_with("corestack_"), "{line}");
-            assert_eq!(
-                kind == "counter",
-                name.ends_with("_total"),
-                "counters and only counters end in _total: {line}"
-            );
-            assert_eq!(
-                text.matches(&format!("# TYPE {name} ")).count(),
-                1,
-                "{name} typed twice"
-            );
-        }
-    }
-
-    #[test]
-    fn counter_values_match_the_segment() {
-        let snap = fixture();
-        let scrape = parse(&render(std::slice::from_ref(&snap)));
-        for &(name, v) in &snap.counters {
-            let (family, reason) = counter_family(name);
-            let mut labels = vec![("pid", "4242")];
-            if let Some(r) = reason {
-                labels.push(("reason", r));
-            }
-            let found = samples(&scrape, &family, &labels);
-            assert_eq!(found.len(), 1, "{name} as {family} {labels:?}");
-            assert_eq!(value(found[0]), v as f64, "{name}");
-        }
-        // Every counter has its own sample: none folded into another.
-        let counter_samples = scrape
-            .samples
-            .iter()
-            .filter(|s| matches!(s.value, prometheus_parse::Value::Counter(_)))
-            .filter(|s| !s.metric.contains("_conn_") && !s.metric.starts_with("corestack_app_"))
-            .count();
-        assert_eq!(counter_samples, snap.counters.len());
-        let drops = samples(
-            &scrape,
-            "corestack_tcp_dropped_total",
-            &[("reason", "checksum")],
-        );
-        assert_eq!(drops.len(), 1);
-    }
-
-    #[test]
-    fn connections_are_labelled_by_4_tuple_and_state_in_base_units() {
-        let scrape = parse(&render(&[fixture()]));
-        let estab = [
-            ("pid", "4242"),
-            ("app", "2"),
-            ("proto", "tcp"),
-            ("state", "ESTAB"),
-            ("local_ip", "10.0.0.2"),
-            ("local_port", "7"),
-            ("remote_ip", "10.0.0.1"),
-            ("remote_port", "40000"),
-        ];
-        let one = |m: &str, l: &[(&str, &str)]| {
-            let f = samples(&scrape, m, l);
-            assert_eq!(f.len(), 1, "{m} {l:?}");
-            value(f[0])
-        };
-        assert_eq!(one("corestack_tcp_conn_srtt_seconds", &estab), 125e-6);
-        assert_eq!(one("corestack_tcp_conn_rto_seconds", &estab), 0.201);
-        assert_eq!(one("corestack_tcp_conn_cwnd_bytes", &estab), 14480.0);
-        assert_eq!(one("corestack_tcp_conn_ssthresh_bytes", &estab), 28960.0);
-        assert_eq!(one("corestack_tcp_conn_in_flight_bytes", &estab), 2896.0);
-        assert_eq!(one("corestack_tcp_conn_mss_bytes", &estab), 1448.0);
-        assert_eq!(one("corestack_tcp_conn_retransmits_total", &estab), 3.0);
-        assert_eq!(
-            one("corestack_conn_received_bytes_total", &estab),
-            (1u64 << 40) as f64
-        );
-        assert_eq!(one("corestack_conn_sent_bytes_total", &estab), 5000.0);
-        // Infinite ssthresh: no sample (rather than a huge number).
-        let other = [("remote_ip", "10.0.0.9"), ("remote_port", "41000")];
-        assert!(samples(&scrape, "corestack_tcp_conn_ssthresh_bytes", &other).is_empty());
-        assert_eq!(one("corestack_tcp_conn_cwnd_bytes", &other), 14480.0);
-        // UDP: bytes only; the listener: counted, no per-socket series.
-        let udp = [("proto", "udp"), ("state", "UNCONN"), ("app", "-")];
-        assert_eq!(one("corestack_conn_received_bytes_total", &udp), 64.0);
-        assert!(samples(&scrape, "corestack_tcp_conn_cwnd_bytes", &udp).is_empty());
-        assert!(samples(
-            &scrape,
-            "corestack_conn_sent_bytes_total",
-            &[("state", "LISTEN")]
-        )
-        .is_empty());
-        assert_eq!(one("corestack_sockets", &[("state", "ESTAB")]), 2.0);
-        assert_eq!(one("corestack_sockets", &[("state", "LISTEN")]), 1.0);
-        assert_eq!(one("corestack_sockets", &[("proto", "udp")]), 1.0);
-        // The application.
-        let app = [("app", "2"), ("app_pid", "77"), ("name", "echo")];
-        assert_eq!(one("corestack_app_commands_total", &app), 12.0);
-        assert_eq!(one("corestack_apps", &[("pid", "4242")]), 1.0);
-    }
-
-    #[test]
-    fn label_values_and_help_are_escaped() {
-        let mut snap = fixture();
-        if let Some(apps) = snap.apps.as_mut() {
-            apps[0].name = "a\"b\\c\nd".into();
-        }
-        let text = render(&[snap]);
-        assert!(
-            text.contains(r#"name="a\"b\\c\nd"} 12"#),
-            "{}",
-            text.lines()
-                .find(|l| l.starts_with("corestack_app_commands"))
-                .unwrap_or("")
-        );
-        assert_eq!(escape_help("x\\y\nz"), r"x\\y\nz");
-        assert!(text.lines().all(|l| !l.is_empty()));
-    }
-
-    #[test]
-    fn two_engines_share_each_family_once() {
-        let a = fixture();
-        let mut b = fixture();
-        b.pid = 5151;
-        b.apps = None;
-        let text = render(&[a, b]);
-        assert_eq!(
-            text.matches("# TYPE corestack_link_rx_frames_total ")
-                .count(),
-            1
-        );
-        let scrape = parse(&text);
-        assert_eq!(
-            samples(&scrape, "corestack_link_rx_frames_total", &[]).len(),
-            2
-        );
-        assert_eq!(samples(&scrape, "corestack_apps", &[]).len(), 1);
-    }
-
-    #[test]
-    fn counter_family_names() {
-        assert_eq!(
-            counter_family("rx_bytes"),
-            ("corestack_link_rx_bytes_total".into(), None)
-        );
-        assert_eq!(
-            counter_family("drop_tcp_backlog_full"),
-            ("corestack_tcp_dropped_total".into(), Some("backlog_full"))
-        );
-        assert_eq!(
-            counter_family("drop_ipv4_unsupported_proto"),
-            (
-                "corestack_ipv4_dropped_total".into(),
-                Some("unsupported_proto")
-            )
-        );
-        assert_eq!(
-            counter_family("drop_no_route"),
-            ("corestack_ipv4_dropped_total".into(), Some("no_route"))
-        );
-        assert_eq!(
-            counter_family("timers_fired"),
-            ("corestack_engine_timers_fired_total".into(), None)
-        );
-        assert_eq!(
-            counter_family("tcp_retransmits"),
-            ("corestack_tcp_retransmits_total".into(), None)
-        );
-    }
-
-    #[test]
-    fn help_comes_from_the_counters_doc_comments() {
-        let docs: HashMap<&str, String> = corestack::Stats::docs()
-            .map(|(n, d)| (n, doc_text(d)))
-            .collect();
-        assert_eq!(docs["rx_frames"], "Frames received from the port.");
-        assert_eq!(
-            docs["tcp_pmtu_reductions"],
-            r#"Connections whose MSS went down after ICMP "fragmentation needed" (RFC 1191)."#
-        );
-        assert_eq!(
-            doc_text("doc = \" a \\\"b\\\" \"\ndoc =\nr\" c\"\n"),
-            r#"a "b" c"#
-        );
-        assert!(docs.values().all(|d| !d.is_empty() && !d.contains("doc =")));
-        let text = render(&[fixture()]);
-        assert!(
-            text.contains("# HELP corestack_link_rx_frames_total Frames received from the port.\n")
-        );
-    }
-}
+mod tests;

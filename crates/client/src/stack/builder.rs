@@ -459,7 +459,9 @@ fn launch<P: Port + Send + 'static>(
 }
 
 /// Embedded mode's thread for engine `index`, pinned to
-/// `CORESTACK_ENGINE_CPU` + `index` when that is set.
+/// `CORESTACK_ENGINE_CPU` + `index` when that is set. The engine's
+/// segments (`corestack stat`, `ss`) are created here, before the thread
+/// starts: they exist once the stack has started.
 fn spawn_engine<P: Port + Send + 'static>(
     engine: Engine<P>,
     index: usize,
@@ -467,6 +469,7 @@ fn spawn_engine<P: Port + Send + 'static>(
     stats: Arc<Mutex<Stats>>,
     nap: Option<EngineNap>,
 ) -> std::thread::JoinHandle<()> {
+    let engine = Published::new(engine);
     std::thread::Builder::new()
         .name(format!("corestack-engine-{index}"))
         .spawn(move || {
@@ -482,7 +485,7 @@ fn spawn_engine<P: Port + Send + 'static>(
                     n.after = Duration::ZERO;
                 }
             }
-            run_engine(Published::new(engine), &stop, &stats, nap)
+            run_engine(engine, &stop, &stats, nap)
         })
         .expect("spawning the engine thread")
 }
