@@ -6,27 +6,10 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::process::Command;
 use std::time::Duration;
 
 use common::shim::{need, preload, script};
 use common::*;
-
-/// The counters of the corestack engines in process `pid`, summed, by name (`corestack stat`).
-fn counters(pid: u32) -> HashMap<String, u64> {
-    let out = Command::new(bin())
-        .args(["stat", "--pid", &pid.to_string()])
-        .output()
-        .expect("running corestack stat");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            Some((w.next()?.to_string(), w.next()?.parse().ok()?))
-        })
-        .collect()
-}
 
 /// `engines` engines serve 256 echo connections from two Linux processes of 128 each.
 fn echo_on_engines(engines: usize, net: u8) {
@@ -64,7 +47,7 @@ fn echo_on_engines(engines: usize, net: u8) {
             out.status.success(),
             "{engines} engines: conn-client failed: {text}\n{}\nserver counters: {:?}",
             String::from_utf8_lossy(&out.stderr),
-            counters(server.pid())
+            engine_counters(server.pid())
         );
         let v: serde_json::Value = serde_json::from_str(text.trim()).expect("conn-client JSON");
         assert_eq!(v["connected"].as_u64(), Some(128), "{v}");
@@ -72,13 +55,20 @@ fn echo_on_engines(engines: usize, net: u8) {
     }
     // Counters are published every 10 ms.
     std::thread::sleep(Duration::from_millis(50));
-    let c = counters(server.pid());
+    let c = engine_counters(server.pid());
     let get = |k: &str| c.get(k).copied().unwrap_or(0);
     assert!(trips >= 256, "{trips} round trips over 256 connections");
     assert_eq!(get("tcp_passive_opens"), 256, "{c:?}");
     assert_eq!(get("owner_violations"), 0, "{c:?}");
     assert_eq!(get("handoff_dropped"), 0, "{c:?}");
     assert!(get("rx_foreign") > 0, "no frame needed a handoff: {c:?}");
+    for e in 0..engines {
+        let c = one_engine_counters(server.pid(), e);
+        assert!(
+            c.get("tcp_passive_opens").copied().unwrap_or(0) > 0,
+            "engine {e} of {engines} owns no connection: {c:?}"
+        );
+    }
     let queues = pair.core.rx_queue_packets("vc").expect("ethtool -S vc");
     let busy = queues.iter().filter(|&&n| n > 0).count();
     assert!(busy >= 2, "frames arrived on {busy} queue(s): {queues:?}");
@@ -139,7 +129,7 @@ fn shim_memcached_t4_on_two_engines_serves_every_get() {
     let c =
         Proc::spawn("memcached client", client, None, Out::Text).finish(Duration::from_secs(60));
     std::thread::sleep(Duration::from_millis(50));
-    let counters = counters(server.pid());
+    let counters = engine_counters(server.pid());
     let s = server.terminate();
     assert!(
         c.status.success(),
@@ -150,5 +140,6 @@ fn shim_memcached_t4_on_two_engines_serves_every_get() {
     );
     let get = |k: &str| counters.get(k).copied().unwrap_or(0);
     assert!(get("tcp_passive_opens") >= 8, "{counters:?}");
+    assert!(get("handoff_rx") > 0, "{counters:?}");
     assert_eq!(get("owner_violations"), 0, "{counters:?}");
 }

@@ -8,25 +8,9 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::process::Command;
 
 use common::*;
-
-/// The counters of the corestack engine in process `pid`, by name (`corestack stat`).
-fn counters(pid: u32) -> HashMap<String, u64> {
-    let out = Command::new(bin())
-        .args(["stat", "--pid", &pid.to_string()])
-        .output()
-        .expect("running corestack stat");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            Some((w.next()?.to_string(), w.next()?.parse().ok()?))
-        })
-        .collect()
-}
 
 #[test]
 fn conn_rate_every_row_completes_exchanges_without_a_failure() {
@@ -118,13 +102,13 @@ fn twenty_thousand_connections_echo_byte_exact_and_the_nic_drops_nothing() {
             out.status.success(),
             "conn-client failed: {text}\n{}\nserver counters: {:?}",
             String::from_utf8_lossy(&out.stderr),
-            counters(server.pid())
+            engine_counters(server.pid())
         );
         let v: serde_json::Value = serde_json::from_str(text.trim()).expect("conn-client JSON");
         assert_eq!(v["connected"].as_u64(), Some(10_000), "{v}");
         trips += v["round_trips"].as_u64().unwrap_or(0);
     }
-    let c = counters(server.pid());
+    let c = engine_counters(server.pid());
     let get = |k: &str| c.get(k).copied().unwrap_or(0);
     assert!(
         trips >= 20_000,

@@ -542,3 +542,36 @@ pub fn kernel_pingpong(
     let f = f.assert_success("bench pingpong", String::new);
     serde_json::from_str(f.stdout.trim()).unwrap_or_else(|e| panic!("bad JSON {:?}: {e}", f.stdout))
 }
+
+/// The counters of the corestack engines in process `pid` by name, each engine's summed
+/// (`corestack stat --pid`: the last column, the total when there are several engines).
+pub fn engine_counters(pid: u32) -> std::collections::HashMap<String, u64> {
+    stat_counters(&["stat", "--pid", &pid.to_string()])
+}
+
+/// The counters of engine `engine` of process `pid` (`corestack stat --pid P --engine E`).
+pub fn one_engine_counters(pid: u32, engine: usize) -> std::collections::HashMap<String, u64> {
+    stat_counters(&[
+        "stat",
+        "--pid",
+        &pid.to_string(),
+        "--engine",
+        &engine.to_string(),
+    ])
+}
+
+/// `corestack ARGS` read as `name ... value` lines.
+fn stat_counters(args: &[&str]) -> std::collections::HashMap<String, u64> {
+    let out = Command::new(bin())
+        .args(args)
+        .output()
+        .expect("running corestack stat");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let name = w.next()?.to_string();
+            Some((name, w.next_back()?.parse().ok()?))
+        })
+        .collect()
+}
