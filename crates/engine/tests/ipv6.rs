@@ -586,3 +586,75 @@ fn duplicate_address_detection_refuses_an_address_in_use() {
         .is_empty());
     assert_eq!(b.engine.stats().drop_ipv6_other_dst, 1);
 }
+
+#[test]
+fn neighbor_solicitation_learned_by_one_engine_is_copied_to_all() {
+    use engine::steer::{handoff_mesh, HANDOFF_RING_BYTES};
+    use nic::mem::Steer;
+    use nic::rss::Steering;
+    let none = Impairments::none();
+    // Every frame from the peer lands on engine 0's queue.
+    let (mut qa, qb) = mem::multi_pair(none, none, 1, 1, 2, Steer::AllToZero, Steer::AllToZero);
+    let mut peer = qa.remove(0);
+    let (clock, ns_clock) = MemClock::manual();
+    peer.set_clock(clock);
+    let t = 1_000_000_000;
+    ns_clock.store(t, Ordering::Release);
+    let cfg = EngineConfig {
+        ipv6: Some(Ipv6Config {
+            global: Some((ENGINE, 64)),
+            ..Ipv6Config::default()
+        }),
+        ..EngineConfig::default()
+    };
+    let mesh = handoff_mesh(Arc::new(Steering::new(2)), HANDOFF_RING_BYTES);
+    let mut keep = Vec::new();
+    let mut engines: Vec<Engine<MemPort>> = qb
+        .into_iter()
+        .zip(mesh)
+        .map(|(port, h)| {
+            let (c, rx) = spsc::channel(64);
+            keep.push(c);
+            let mut e = Engine::new(
+                port,
+                cfg.clone(),
+                rx,
+                Arc::new(Notify::default()),
+                Instant(t),
+            );
+            e.join(h);
+            e
+        })
+        .collect();
+    let packet = ns(PEER, ENGINE, ENGINE, 255);
+    let eth = EthernetRepr {
+        dst: ndisc::multicast_mac(ndisc::solicited_node(ENGINE)),
+        src: PEER_MAC,
+        ethertype: ETHERTYPE_IPV6,
+    };
+    let tx = peer.tx();
+    assert!(tx.transmit(14 + packet.len(), |buf| {
+        eth.emit(buf);
+        buf[14..14 + packet.len()].copy_from_slice(&packet);
+        14 + packet.len()
+    }));
+    tx.flush();
+    for _ in 0..3 {
+        for e in &mut engines {
+            e.poll(Instant(t + 1000));
+        }
+    }
+    let (s0, s1) = (engines[0].stats(), engines[1].stats());
+    assert_eq!((s0.nd_ns_rx, s0.nd_na_tx, s0.handoff_tx), (1, 1, 1));
+    assert_eq!((s1.nd_ns_rx, s1.nd_na_tx, s1.handoff_rx), (0, 0, 1));
+    for e in &engines {
+        let n = e.ipv6().unwrap().neighbors.peek(PEER, Instant(t + 1000));
+        assert_eq!(n, Some((engine::neighbor::NeighborState::Stale, PEER_MAC)));
+    }
+    let mut answers = 0;
+    peer.rx_burst(64, |_, _| answers += 1);
+    assert_eq!(
+        answers, 1,
+        "one advertisement, from the engine that got the NS"
+    );
+}
