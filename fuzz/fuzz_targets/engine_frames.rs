@@ -6,7 +6,10 @@
 //! connection from peer port 4000 (handshake done by the harness: SYN with
 //! ISN 1000, the engine's SYN-ACK, ACK), the application queues 3000 bytes
 //! on it; a connect from local port 6000 to peer port 5555 sits in SYN-SENT;
-//! a UDP socket is bound on port 7000.
+//! a UDP socket is bound on port 7000. IPv6 is on (2001:db8::2/64 and the
+//! link-local address from MAC_B), so IPv6, ICMPv6, Neighbor Discovery and
+//! IPv6 reassembly frames reach the engine too; the peer (2001:db8::1,
+//! MAC_A) is introduced by a Neighbor Solicitation.
 //!
 //! Input: byte 0 bit 0 turns checksum verification on (off, the fuzzer
 //! reaches TCP states without computing checksums). Then records
@@ -25,28 +28,32 @@
 #![no_main]
 
 use appif::bytes;
-use appif::notify::Notify;
 use appif::command::Command;
+use appif::notify::Notify;
 use appif::seg::{AcceptQueue, Accepted};
 use appif::socket::{StatusHandle, UdpHeader};
 use appif::spsc;
 use engine::time::Instant;
-use engine::{Engine, EngineConfig};
+use engine::{Engine, EngineConfig, Ipv6Config};
 use libfuzzer_sys::fuzz_target;
 use nic::impair::Impairments;
 use nic::mem::{self, MemClock, MemPort, MEM_MAX_FRAME};
 use nic::{Port, TxQueue};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use wire::arp::ArpRepr;
-use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
+use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use wire::ipv4::{Ipv4Packet, Ipv4Repr, PROTO_TCP};
+use wire::ipv6::Ipv6Repr;
+use wire::ndisc::{self, NdiscOption, NdiscRepr};
 use wire::tcp::{TcpFlags, TcpRepr};
 use wire::{MacAddr, SeqNum};
 
 const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const ENGINE_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const PEER_IP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+const ENGINE_IP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
 /// Listener port and the peer port of the accepted connection.
 const LISTEN_PORT: u16 = 80;
 const PEER_PORT: u16 = 4000;
@@ -88,6 +95,10 @@ impl Harness {
             max_sockets: 32,
             ring_bytes: 16 * 1024,
             verify_checksums: verify,
+            ipv6: Some(Ipv6Config {
+                global: Some((ENGINE_IP6, 64)),
+                ..Ipv6Config::default()
+            }),
             ..EngineConfig::default()
         };
         let engine = Engine::new(port, cfg, rx, Arc::new(Notify::default()), Instant(t));
@@ -136,6 +147,9 @@ impl Harness {
         let mut arp = [0u8; wire::arp::PACKET_LEN];
         ArpRepr::request(MacAddr(mem::MAC_A), PEER_IP, ENGINE_IP).emit(&mut arp);
         self.send_eth(ETHERTYPE_ARP, &arp);
+        self.step(1000);
+        self.drain();
+        self.introduce_ipv6();
         self.step(1000);
         self.drain();
 
@@ -194,6 +208,30 @@ impl Harness {
         });
         self.step(1000);
         self.iss_active = self.engine_segment(ACTIVE_PORT).map_or(0, |s| s.seq.0);
+    }
+
+    /// A Neighbor Solicitation from the peer for our IPv6 address.
+    fn introduce_ipv6(&mut self) {
+        let mut opt = [0u8; 8];
+        NdiscOption::SourceLinkLayerAddr(MacAddr(mem::MAC_A)).emit(&mut opt);
+        let group = ndisc::solicited_node(ENGINE_IP6);
+        let ns = NdiscRepr::NeighborSolicit {
+            target: ENGINE_IP6,
+            options: &opt,
+        };
+        let mut p = vec![0u8; 40 + ns.buffer_len()];
+        Ipv6Repr {
+            src: PEER_IP6,
+            dst: group,
+            next_header: wire::ipv6::NEXT_ICMPV6,
+            hop_limit: 255,
+            traffic_class: 0,
+            flow_label: 0,
+            payload_len: ns.buffer_len(),
+        }
+        .emit(&mut p);
+        ns.emit(PEER_IP6, group, &mut p[40..]);
+        self.send_eth(ETHERTYPE_IPV6, &p);
     }
 
     fn step(&mut self, ns: u64) {

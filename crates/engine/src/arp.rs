@@ -26,10 +26,74 @@ struct Request {
     tries: u32,
 }
 
-struct Waiting {
-    next_hop: Ipv4Addr,
+struct Waiting<K> {
+    next_hop: K,
     len: usize,
     buf: Box<[u8]>,
+}
+
+/// Frames waiting for their next hop's link-layer address, keyed by the
+/// next hop (an IPv4 address for ARP, an IPv6 one for Neighbor
+/// Discovery): a fixed number of [`FRAME_CAP`]-byte buffers allocated at
+/// start, none per frame.
+pub(crate) struct WaitQueue<K> {
+    waiting: Vec<Waiting<K>>,
+    /// Indices into `waiting` that are free.
+    free: Vec<usize>,
+    used: Vec<usize>,
+}
+
+impl<K: Copy + PartialEq> WaitQueue<K> {
+    /// Room for `n` frames; `none` fills the unused keys.
+    pub(crate) fn new(n: usize, none: K) -> WaitQueue<K> {
+        WaitQueue {
+            waiting: (0..n)
+                .map(|_| Waiting {
+                    next_hop: none,
+                    len: 0,
+                    buf: vec![0u8; FRAME_CAP].into_boxed_slice(),
+                })
+                .collect(),
+            free: (0..n).rev().collect(),
+            used: Vec::with_capacity(n),
+        }
+    }
+
+    /// Queues a frame for `next_hop`: `fill` writes it into a buffer of
+    /// [`FRAME_CAP`] bytes and returns its length. False when full.
+    pub(crate) fn push(&mut self, next_hop: K, fill: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        let Some(i) = self.free.pop() else {
+            return false;
+        };
+        let w = &mut self.waiting[i];
+        w.next_hop = next_hop;
+        w.len = fill(&mut w.buf).min(FRAME_CAP);
+        self.used.push(i);
+        true
+    }
+
+    /// True when frames wait for `next_hop`.
+    pub(crate) fn any(&self, next_hop: K) -> bool {
+        self.used
+            .iter()
+            .any(|&i| self.waiting[i].next_hop == next_hop)
+    }
+
+    /// Hands every frame waiting for `next_hop` to `send(frame)` and frees it.
+    pub(crate) fn take(&mut self, next_hop: K, mut send: impl FnMut(&mut [u8])) {
+        let mut k = 0;
+        while k < self.used.len() {
+            let i = self.used[k];
+            if self.waiting[i].next_hop == next_hop {
+                let w = &mut self.waiting[i];
+                send(&mut w.buf[..w.len]);
+                self.used.swap_remove(k);
+                self.free.push(i);
+            } else {
+                k += 1;
+            }
+        }
+    }
 }
 
 /// The ARP cache and the frames waiting on it. All storage is allocated
@@ -37,10 +101,7 @@ struct Waiting {
 pub struct ArpCache {
     entries: HashMap<Ipv4Addr, Entry>,
     requests: HashMap<Ipv4Addr, Request>,
-    waiting: Vec<Waiting>,
-    /// Indices into `waiting` that are free.
-    free: Vec<usize>,
-    used: Vec<usize>,
+    waiting: WaitQueue<Ipv4Addr>,
     capacity: usize,
 }
 
@@ -58,15 +119,7 @@ impl ArpCache {
         ArpCache {
             entries: HashMap::with_capacity(capacity),
             requests: HashMap::with_capacity(capacity),
-            waiting: (0..waiting)
-                .map(|_| Waiting {
-                    next_hop: Ipv4Addr::UNSPECIFIED,
-                    len: 0,
-                    buf: vec![0u8; FRAME_CAP].into_boxed_slice(),
-                })
-                .collect(),
-            free: (0..waiting).rev().collect(),
-            used: Vec::with_capacity(waiting),
+            waiting: WaitQueue::new(waiting, Ipv4Addr::UNSPECIFIED),
             capacity,
         }
     }
@@ -104,7 +157,7 @@ impl ArpCache {
             return false;
         }
         self.requests.remove(&ip);
-        self.used.iter().any(|&i| self.waiting[i].next_hop == ip)
+        self.waiting.any(ip)
     }
 
     /// Queues a frame for `next_hop`: `fill` writes it into a buffer of
@@ -117,11 +170,9 @@ impl ArpCache {
         now: Instant,
         fill: impl FnOnce(&mut [u8]) -> usize,
     ) -> Option<bool> {
-        let i = self.free.pop()?;
-        let w = &mut self.waiting[i];
-        w.next_hop = next_hop;
-        w.len = fill(&mut w.buf);
-        self.used.push(i);
+        if !self.waiting.push(next_hop, fill) {
+            return None;
+        }
         if self.requests.contains_key(&next_hop) {
             return Some(false);
         }
@@ -139,19 +190,8 @@ impl ArpCache {
     }
 
     /// Hands every frame waiting for `ip` to `send(frame)` and frees it.
-    pub fn take_waiting(&mut self, ip: Ipv4Addr, mut send: impl FnMut(&mut [u8])) {
-        let mut k = 0;
-        while k < self.used.len() {
-            let i = self.used[k];
-            if self.waiting[i].next_hop == ip {
-                let w = &mut self.waiting[i];
-                send(&mut w.buf[..w.len]);
-                self.used.swap_remove(k);
-                self.free.push(i);
-            } else {
-                k += 1;
-            }
-        }
+    pub fn take_waiting(&mut self, ip: Ipv4Addr, send: impl FnMut(&mut [u8])) {
+        self.waiting.take(ip, send);
     }
 
     /// Retries outstanding requests and gives up on silent addresses; call

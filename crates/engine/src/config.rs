@@ -1,7 +1,8 @@
 //! The engine's settings.
 
 use crate::tcp::TcpConfig;
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
+use wire::MacAddr;
 
 /// How the loop that runs an engine waits for work: one type for the
 /// library, the daemon's configuration file (`[polling] policy = ".."`) and
@@ -83,6 +84,73 @@ pub struct EngineConfig {
     /// Answer SYNs with SYN cookies when a listener's SYN queue is full
     /// (RFC 4987; Linux tcp_syncookies=1) instead of dropping them.
     pub syn_cookies: bool,
+    /// IPv6 (issue 25): None (the default) keeps IPv6 off, and IPv6 frames
+    /// are dropped as an unsupported ethertype, as before IPv6 existed.
+    pub ipv6: Option<Ipv6Config>,
+}
+
+/// IPv6 settings of an engine ([`EngineConfig::ipv6`]). The link-local
+/// address always exists (derived from the MAC when not given); the
+/// global address is optional.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ipv6Config {
+    /// A global (or unique local) address and its prefix length in bits:
+    /// destinations inside the prefix are on-link (RFC 4861 §5.2).
+    pub global: Option<(Ipv6Addr, u8)>,
+    /// The link-local address; None: fe80::/64 with the modified EUI-64
+    /// interface identifier of the port's MAC ([`link_local_from_mac`]).
+    pub link_local: Option<Ipv6Addr>,
+    /// The default router for destinations off-link (usually its
+    /// link-local address).
+    pub gateway: Option<Ipv6Addr>,
+    /// Duplicate Address Detection (RFC 4862 §5.4) at start: each address
+    /// is tentative until one Neighbor Solicitation from `::` went
+    /// unanswered for a second, and refused if a Neighbor Advertisement
+    /// (or another node's DAD solicitation) for it arrives. Default off:
+    /// addresses are usable at once.
+    pub dad: bool,
+    /// Neighbor cache entries (RFC 4861 §5.1).
+    pub neighbor_entries: usize,
+    /// Packets that may wait for neighbor resolution (RFC 4861 §7.2.2).
+    pub neighbor_waiting: usize,
+}
+
+impl Default for Ipv6Config {
+    fn default() -> Self {
+        Ipv6Config {
+            global: None,
+            link_local: None,
+            gateway: None,
+            dad: false,
+            neighbor_entries: 256,
+            neighbor_waiting: 64,
+        }
+    }
+}
+
+/// The link-local address fe80::/64 with the modified EUI-64 interface
+/// identifier of `mac` (RFC 4291 §2.5.1 and appendix A, RFC 2464 §4-5):
+/// the MAC's halves around ff:fe, the universal/local bit inverted.
+pub fn link_local_from_mac(mac: MacAddr) -> Ipv6Addr {
+    let m = mac.0;
+    Ipv6Addr::from([
+        0xfe,
+        0x80,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        m[0] ^ 0x02,
+        m[1],
+        m[2],
+        0xff,
+        0xfe,
+        m[3],
+        m[4],
+        m[5],
+    ])
 }
 
 impl Default for EngineConfig {
@@ -103,6 +171,22 @@ impl Default for EngineConfig {
             icmp_errors_per_sec: 1000,
             verify_checksums: true,
             syn_cookies: true,
+            ipv6: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_local_is_modified_eui64_of_the_mac() {
+        // RFC 4291 appendix A: 34-56-78-9A-BC-DE → 3656:78ff:fe9a:bcde.
+        let mac = MacAddr([0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde]);
+        assert_eq!(
+            link_local_from_mac(mac),
+            "fe80::3656:78ff:fe9a:bcde".parse::<Ipv6Addr>().unwrap()
+        );
     }
 }

@@ -77,12 +77,8 @@ struct Context {
     header: [u8; ipv4::MAX_HEADER_LEN],
     /// Length in bytes of `header`; 0 until the fragment at offset 0 arrives.
     header_len: usize,
-    /// Payload length in bytes, known once the last fragment (MF clear) arrived.
-    payload_len: Option<usize>,
-    /// Holes, unordered; the datagram is complete when there is none.
-    holes: [Hole; MAX_HOLES],
-    /// Holes in use in `holes`.
-    n_holes: usize,
+    /// What is missing of the payload.
+    holes: Holes,
     /// `HEADER_ROOM` bytes, then the payload at its offset.
     buf: Box<[u8]>,
 }
@@ -94,9 +90,7 @@ impl Context {
             started: Instant(0),
             header: [0; ipv4::MAX_HEADER_LEN],
             header_len: 0,
-            payload_len: None,
-            holes: [Hole::default(); MAX_HOLES],
-            n_holes: 0,
+            holes: Holes::new(),
             buf: vec![0; HEADER_ROOM + MAX_PAYLOAD].into_boxed_slice(),
         }
     }
@@ -106,6 +100,55 @@ impl Context {
         self.key = Some(key);
         self.started = now;
         self.header_len = 0;
+        self.holes.start();
+    }
+
+    fn expired(&self, now: Instant) -> bool {
+        now.saturating_since(self.started) >= FRAG_TIMEOUT
+    }
+}
+
+/// The bytes still missing of one datagram's payload (RFC 815 §3): a
+/// bounded list of holes and, once the last fragment came, the length.
+/// Shared by IPv4 and IPv6 reassembly (`frag6`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Holes {
+    /// Payload length in bytes, known once the last fragment (MF clear) arrived.
+    payload_len: Option<usize>,
+    /// Holes, unordered; the datagram is complete when there is none.
+    holes: [Hole; MAX_HOLES],
+    /// Holes in use in `holes`.
+    n_holes: usize,
+}
+
+/// What one fragment did to its datagram ([`Holes::insert`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Insert {
+    /// Stored.
+    Stored,
+    /// An exact repeat of bytes already received: ignored.
+    Duplicate,
+    /// Overlaps bytes received with other bytes, or contradicts the
+    /// length fixed by the last fragment: the datagram must be dropped.
+    Overlap,
+    /// Would make more than [`MAX_HOLES`] holes: the datagram must be dropped.
+    TooManyHoles,
+}
+
+impl Holes {
+    /// Nothing received yet (one hole from 0 to infinity).
+    pub(crate) fn new() -> Holes {
+        let mut h = Holes {
+            payload_len: None,
+            holes: [Hole::default(); MAX_HOLES],
+            n_holes: 0,
+        };
+        h.start();
+        h
+    }
+
+    /// Forgets everything received: one hole from 0 to infinity.
+    pub(crate) fn start(&mut self) {
         self.payload_len = None;
         self.holes[0] = Hole {
             start: 0,
@@ -114,8 +157,14 @@ impl Context {
         self.n_holes = 1;
     }
 
-    fn expired(&self, now: Instant) -> bool {
-        now.saturating_since(self.started) >= FRAG_TIMEOUT
+    /// True when every byte up to the last fragment's end is in.
+    pub(crate) fn complete(&self) -> bool {
+        self.n_holes == 0
+    }
+
+    /// The payload length once the last fragment arrived.
+    pub(crate) fn payload_len(&self) -> Option<usize> {
+        self.payload_len
     }
 
     fn remove_hole(&mut self, i: usize) {
@@ -131,15 +180,87 @@ impl Context {
         self.n_holes += 1;
         true
     }
-}
 
-/// What a fragment did to its datagram.
-#[derive(Debug, PartialEq, Eq)]
-enum Verdict {
-    /// Stored, or an exact duplicate ignored.
-    Kept,
-    /// The datagram must be dropped; the counter was bumped.
-    Drop,
+    /// Stores payload bytes `start..start + data.len()` into `payload`
+    /// (the datagram's payload buffer, long enough) when they fall inside
+    /// one hole (RFC 815 §3); `last`: the fragment ends the datagram.
+    pub(crate) fn insert(
+        &mut self,
+        payload: &mut [u8],
+        start: usize,
+        data: &[u8],
+        last: bool,
+    ) -> Insert {
+        let end = start + data.len();
+        // The length, once fixed by a last fragment, must never change, and no
+        // fragment may reach past it.
+        match self.payload_len {
+            Some(len) if end > len || (last && end != len) => return Insert::Overlap,
+            None if last => {
+                // Bytes already received past this end contradict it: the
+                // open-ended hole must start at or before `end`.
+                let open = self.holes[..self.n_holes]
+                    .iter()
+                    .find(|h| h.end == INFINITY)
+                    .map_or(INFINITY, |h| h.start);
+                if open > end {
+                    return Insert::Overlap;
+                }
+            }
+            _ => {}
+        }
+        let mut hit = None;
+        let mut hits = 0;
+        for (i, h) in self.holes[..self.n_holes].iter().enumerate() {
+            if h.start < end && start < h.end {
+                hits += 1;
+                hit = Some(i);
+            }
+        }
+        let dst = &mut payload[start..end];
+        let Some(i) = hit else {
+            // Every byte was received before: a repeat if they are the same.
+            return if dst == data {
+                Insert::Duplicate
+            } else {
+                Insert::Overlap
+            };
+        };
+        let h = self.holes[i];
+        if hits > 1 || start < h.start || end > h.end {
+            // Part new, part old: an overlap (Linux drops the datagram).
+            return Insert::Overlap;
+        }
+        dst.copy_from_slice(data);
+        self.remove_hole(i);
+        let before = Hole {
+            start: h.start,
+            end: start,
+        };
+        let after = Hole {
+            start: end,
+            end: h.end,
+        };
+        if last {
+            self.payload_len = Some(end);
+            // Nothing past the end is missing any more.
+            let mut k = 0;
+            while k < self.n_holes {
+                if self.holes[k].start >= end {
+                    self.remove_hole(k);
+                } else {
+                    k += 1;
+                }
+            }
+        }
+        let keep_after = end < h.end && !last;
+        if (before.start < before.end && !self.add_hole(before))
+            || (keep_after && !self.add_hole(after))
+        {
+            return Insert::TooManyHoles;
+        }
+        Insert::Stored
+    }
 }
 
 /// The reassembly table of one engine: [`FRAG_CONTEXTS`] contexts of
@@ -217,21 +338,34 @@ impl Reassembler {
         }
         let i = self.context_for(key, now, stats)?;
         let ctx = &mut self.contexts[i];
-        if insert(ctx, start, data, last, stats) == Verdict::Drop {
-            ctx.key = None;
-            return None;
+        match ctx
+            .holes
+            .insert(&mut ctx.buf[HEADER_ROOM..], start, data, last)
+        {
+            Insert::Stored => {}
+            Insert::Duplicate => stats.frag_duplicate += 1,
+            Insert::Overlap => {
+                stats.drop_frag_overlap += 1;
+                ctx.key = None;
+                return None;
+            }
+            Insert::TooManyHoles => {
+                stats.drop_frag_malformed += 1;
+                ctx.key = None;
+                return None;
+            }
         }
         if start == 0 && ctx.header_len == 0 {
             let h = ip.header();
             ctx.header[..h.len()].copy_from_slice(h);
             ctx.header_len = h.len();
         }
-        if ctx.n_holes != 0 {
+        if !ctx.holes.complete() {
             return None;
         }
         // Complete: every byte from 0 to the end of the last fragment.
         ctx.key = None;
-        let (hl, plen) = (ctx.header_len, ctx.payload_len.unwrap_or(0));
+        let (hl, plen) = (ctx.header_len, ctx.holes.payload_len().unwrap_or(0));
         if hl == 0 || hl + plen > MAX_DATAGRAM {
             stats.drop_frag_too_big += 1;
             return None;
@@ -296,85 +430,6 @@ impl Reassembler {
         self.contexts[i].start(key, now);
         Some(i)
     }
-}
-
-/// Stores payload bytes `start..start + data.len()` in `ctx` (RFC 815 §3).
-fn insert(ctx: &mut Context, start: usize, data: &[u8], last: bool, stats: &mut Stats) -> Verdict {
-    let end = start + data.len();
-    // The length, once fixed by a last fragment, must never change, and no
-    // fragment may reach past it.
-    match ctx.payload_len {
-        Some(len) if end > len || (last && end != len) => {
-            stats.drop_frag_overlap += 1;
-            return Verdict::Drop;
-        }
-        None if last => {
-            // Bytes already received past this end contradict it: the
-            // open-ended hole must start at or before `end`.
-            let open = ctx.holes[..ctx.n_holes]
-                .iter()
-                .find(|h| h.end == INFINITY)
-                .map_or(INFINITY, |h| h.start);
-            if open > end {
-                stats.drop_frag_overlap += 1;
-                return Verdict::Drop;
-            }
-        }
-        _ => {}
-    }
-    let mut hit = None;
-    let mut hits = 0;
-    for (i, h) in ctx.holes[..ctx.n_holes].iter().enumerate() {
-        if h.start < end && start < h.end {
-            hits += 1;
-            hit = Some(i);
-        }
-    }
-    let dst = &mut ctx.buf[HEADER_ROOM + start..HEADER_ROOM + end];
-    let Some(i) = hit else {
-        // Every byte was received before: a repeat if they are the same.
-        if dst == data {
-            stats.frag_duplicate += 1;
-            return Verdict::Kept;
-        }
-        stats.drop_frag_overlap += 1;
-        return Verdict::Drop;
-    };
-    let h = ctx.holes[i];
-    if hits > 1 || start < h.start || end > h.end {
-        // Part new, part old: an overlap (Linux drops the datagram).
-        stats.drop_frag_overlap += 1;
-        return Verdict::Drop;
-    }
-    dst.copy_from_slice(data);
-    ctx.remove_hole(i);
-    let before = Hole {
-        start: h.start,
-        end: start,
-    };
-    let after = Hole {
-        start: end,
-        end: h.end,
-    };
-    if last {
-        ctx.payload_len = Some(end);
-        // Nothing past the end is missing any more.
-        let mut k = 0;
-        while k < ctx.n_holes {
-            if ctx.holes[k].start >= end {
-                ctx.remove_hole(k);
-            } else {
-                k += 1;
-            }
-        }
-    }
-    let keep_after = end < h.end && !last;
-    if (before.start < before.end && !ctx.add_hole(before)) || (keep_after && !ctx.add_hole(after))
-    {
-        stats.drop_frag_malformed += 1;
-        return Verdict::Drop;
-    }
-    Verdict::Kept
 }
 
 #[cfg(test)]

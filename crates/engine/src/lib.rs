@@ -11,12 +11,14 @@
 //!
 //! Files, in the order a frame meets them:
 //! - receive: `rx` (Ethernet, ARP, IPv4 and reassembly in `frag`, the TCP
-//!   demux) → `icmp` | `udp` | `tcp` (the state machine, sans I/O) |
+//!   demux; IPv6 in `rx6` with reassembly in `frag6`, ICMPv6 in `icmpv6`,
+//!   Neighbor Discovery in `nd`) → `icmp` | `udp` | `tcp` (the state machine, sans I/O) |
 //!   `listen` (passive open, `syncookie`) → `rings` (the application's
 //!   byte rings as TCP sees them) → `events` (what TCP reports
 //!   reaches the application's status block and accept queue);
 //! - send: `commands` (what applications ask) → `tx` (TCP output to
-//!   frames, its payload from `rings`) → `egress` (IPv4 and Ethernet headers, next hop, `arp`) → the
+//!   frames, its payload from `rings`) → `egress` (IPv4 and Ethernet headers, next hop, `arp`;
+//!   IPv6 in `egress6` with the `neighbor` cache and `pmtu` table) → the
 //!   port;
 //! - around them: `sockets` (the socket and flow tables), `wheel` (timers),
 //!   `stats` (counters), `config`, `time`; `trace` and `capture` (what
@@ -29,13 +31,20 @@ mod capture;
 mod commands;
 mod config;
 pub mod egress;
+pub mod egress6;
 mod events;
 pub mod frag;
+pub mod frag6;
 mod icmp;
+mod icmpv6;
 mod listen;
+mod nd;
+pub mod neighbor;
+pub mod pmtu;
 pub mod publish;
 mod rings;
 mod rx;
+mod rx6;
 mod sockets;
 pub mod stats;
 pub mod steer;
@@ -47,7 +56,7 @@ mod tx;
 mod udp;
 pub mod wheel;
 
-pub use config::{EngineConfig, PollPolicy};
+pub use config::{link_local_from_mac, EngineConfig, Ipv6Config, PollPolicy};
 
 use crate::egress::Egress;
 use crate::sockets::{Conn, Socket, Sockets};
@@ -75,7 +84,8 @@ pub(crate) const CMD_BURST: usize = 64;
 /// as one message from each of 20 000 connections at once, moves into the
 /// connections' rings before the ring overflows.
 pub const RX_BURSTS: usize = 32;
-/// Interval of the slow housekeeping pass (ARP retries, orphan sweep).
+/// Interval of the slow housekeeping pass (ARP and Neighbor Discovery
+/// retries, Duplicate Address Detection, orphan sweep).
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
 /// Socket slots one housekeeping pass looks at, resuming where the last
 /// stopped: the pass costs the same at any number of sockets, and a
@@ -100,6 +110,10 @@ pub(crate) struct Protocols {
     pub sockets: Sockets,
     /// IPv4 reassembly contexts, allocated at start.
     pub frag: frag::Reassembler,
+    /// IPv6: addresses, neighbors, path MTUs; None while IPv6 is off.
+    pub ip6: Option<egress6::Egress6>,
+    /// IPv6 reassembly contexts, allocated at start when IPv6 is on.
+    pub frag6: frag6::Reassembler6,
     timers: TimerWheel,
     expired: Vec<(Instant, u32)>,
     dirty: Vec<u32>,
@@ -148,6 +162,15 @@ impl<P: Port> Engine<P> {
             mtu,
             arp::ArpCache::new(cfg.arp_entries, cfg.arp_waiting),
         );
+        let ip6 = cfg
+            .ipv6
+            .as_ref()
+            .map(|c| egress6::Egress6::new(MacAddr(port.mac()), c, mtu));
+        let frag6 = if ip6.is_some() {
+            frag6::Reassembler6::new(frag6::FRAG6_CONTEXTS)
+        } else {
+            frag6::Reassembler6::default()
+        };
         let caps = port.capabilities();
         if caps.rx_checksum {
             cfg.verify_checksums = false;
@@ -171,6 +194,8 @@ impl<P: Port> Engine<P> {
                 stats: Stats::default(),
                 sockets,
                 frag: frag::Reassembler::new(frag::FRAG_CONTEXTS),
+                ip6,
+                frag6,
                 timers: TimerWheel::new(now, 64),
                 // Lists that grow with the live load, from a start that
                 // serves small servers without reallocating.
@@ -334,6 +359,20 @@ impl<P: Port> Engine<P> {
     /// The link MTU in bytes.
     pub fn mtu(&self) -> usize {
         self.port.mtu()
+    }
+
+    /// The path MTU toward IPv6 destination `dst` in bytes (RFC 8201):
+    /// what a Packet Too Big taught, never below 1280, for 10 minutes;
+    /// else the link MTU (also while IPv6 is off). For TCP's MSS once it
+    /// runs over IPv6. O(`pmtu::PMTU_ENTRIES`).
+    pub fn pmtu_v6(&self, dst: core::net::Ipv6Addr) -> usize {
+        self.protocols.pmtu_v6(dst)
+    }
+
+    /// The IPv6 interface (addresses and their DAD state, neighbor cache,
+    /// path MTUs); None while IPv6 is off.
+    pub fn ipv6(&self) -> Option<&egress6::Egress6> {
+        self.protocols.ip6.as_ref()
     }
 
     /// Counters so far, the TCP counters of open connections included
@@ -616,6 +655,10 @@ impl Protocols {
         let now = self.now;
         self.egress.poll_arp(tx, &mut self.stats, now);
         self.frag.expire(now, &mut self.stats);
+        if let Some(e6) = self.ip6.as_mut() {
+            e6.poll_nd(tx, &mut self.stats, now);
+            self.frag6.expire(now, &mut self.stats);
+        }
         let len = self.sockets.slots.len();
         let visit = len.min(HOUSEKEEPING_SLOTS);
         let start = if self.housekeeping_cursor < len {

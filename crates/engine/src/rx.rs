@@ -15,7 +15,7 @@ use crate::Protocols;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use nic::TxQueue;
 use wire::arp::{ArpOp, ArpRepr};
-use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
+use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use wire::ipv4::{Ipv4Packet, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
 use wire::tcp::TcpRepr;
 use wire::Error;
@@ -36,7 +36,11 @@ impl Protocols {
             self.stats.drop_eth_truncated += 1;
             return;
         };
-        if eth.dst != self.egress.mac && !eth.dst.is_broadcast() {
+        // IPv6 multicast (33:33:..., RFC 2464 §7) while IPv6 is on; the
+        // IPv6 destination is checked next.
+        let v6_multicast =
+            self.ip6.is_some() && eth.ethertype == ETHERTYPE_IPV6 && eth.dst.0[..2] == [0x33, 0x33];
+        if eth.dst != self.egress.mac && !eth.dst.is_broadcast() && !v6_multicast {
             self.stats.drop_eth_other_mac += 1;
             return;
         }
@@ -56,6 +60,7 @@ impl Protocols {
                 }
                 self.handle_ipv4(&eth, &frame[..14], payload, tx);
             }
+            ETHERTYPE_IPV6 => self.handle_ipv6(&eth, frame, payload, handed, tx),
             _ => self.stats.drop_eth_unsupported += 1,
         }
     }

@@ -59,7 +59,8 @@ counters! {
     drop_eth_truncated,
     /// Frames addressed to another MAC.
     drop_eth_other_mac,
-    /// Frames of an ethertype we do not speak (IPv6, VLAN, ...).
+    /// Frames of an ethertype we do not speak (VLAN, ..., and IPv6 while
+    /// it is off).
     drop_eth_unsupported,
     /// ARP requests received for our address.
     arp_requests_rx,
@@ -109,7 +110,8 @@ counters! {
     icmp_echo_replies_tx,
     /// ICMP destination unreachable messages sent.
     icmp_unreachable_tx,
-    /// ICMP errors not sent because of the rate limit.
+    /// ICMP and ICMPv6 errors not sent because of the rate limit (one
+    /// budget, `icmp_errors_per_sec`).
     icmp_rate_limited,
     /// ICMP messages received other than echo requests.
     icmp_other_rx,
@@ -214,7 +216,7 @@ counters! {
     /// (the NIC did not steer them: veth, TAP, a NIC without RSS).
     rx_foreign,
     /// Records handed to other engines: frames they own, reassembled
-    /// datagrams, copies of ARP packets to learn from.
+    /// datagrams, copies of ARP and Neighbor Discovery packets to learn from.
     handoff_tx,
     /// Records taken from other engines' handoff rings.
     handoff_rx,
@@ -224,6 +226,122 @@ counters! {
     /// TCP segments that reached a connection on an engine that does not
     /// own their flow: always 0 unless steering is broken.
     owner_violations,
+    /// IPv6 packets received and parsed, for us or not.
+    ipv6_rx,
+    /// IPv6 packets that were truncated or not version 6.
+    drop_ipv6_malformed,
+    /// IPv6 packets from a multicast source address (RFC 4291 §2.7).
+    drop_ipv6_bad_src,
+    /// IPv6 packets for none of our addresses (a tentative one under
+    /// Duplicate Address Detection is not ours yet), their solicited-node
+    /// groups, or all-nodes ff02::1.
+    drop_ipv6_other_dst,
+    /// IPv6 packets whose extension header chain was truncated, malformed,
+    /// too long (more than 8 headers or past 1232 bytes) or had a
+    /// Hop-by-Hop header not first (RFC 8200 §4).
+    drop_ipv6_ext_malformed,
+    /// IPv6 packets with an unrecognized option whose type says discard
+    /// (RFC 8200 §4.2).
+    drop_ipv6_ext_option,
+    /// IPv6 packets with a Type 0 Routing header and Segments Left > 0
+    /// (RFC 5095).
+    drop_ipv6_rh0,
+    /// IPv6 packets with a Routing header of another type we do not
+    /// implement and Segments Left > 0 (RFC 8200 §4.4).
+    drop_ipv6_routing,
+    /// IPv6 packets whose upper-layer Next Header we do not recognize
+    /// (answered with Parameter Problem code 1, RFC 8200 §4).
+    drop_ipv6_unknown_next_header,
+    /// IPv6 TCP and UDP packets, dropped until TCP and UDP run over IPv6.
+    drop_ipv6_transport,
+    /// IPv6 packets with No Next Header (59), ignored (RFC 8200 §4.7).
+    ipv6_no_next_header,
+    /// IPv6 packets not sent: no route (off-link, no IPv6 gateway).
+    drop_ipv6_no_route,
+    /// IPv6 packets not sent for exceeding the link MTU (corestack does not
+    /// fragment what it sends).
+    drop_ipv6_too_big,
+    /// IPv6 fragments received for us (RFC 8200 §4.5), atomic ones excluded.
+    ipv6_frag_rx,
+    /// Atomic fragments (offset 0, M clear) handled as whole packets
+    /// (RFC 6946).
+    ipv6_frag_atomic,
+    /// IPv6 datagrams reassembled from fragments.
+    ipv6_frag_reassembled,
+    /// IPv6 fragments ignored as exact repeats of bytes already received.
+    ipv6_frag_duplicate,
+    /// IPv6 fragments with a bad length (empty, or not a multiple of 8
+    /// bytes with M set), and datagrams split into too many holes.
+    drop_ipv6_frag_malformed,
+    /// IPv6 datagrams dropped for overlapping fragments (RFC 5722) or a
+    /// length contradicting the last fragment.
+    drop_ipv6_frag_overlap,
+    /// IPv6 fragments whose datagram would exceed 65535 bytes of payload.
+    drop_ipv6_frag_too_big,
+    /// IPv6 first fragments without the whole header chain through the
+    /// upper-layer header (RFC 7112); their datagram is dropped.
+    drop_ipv6_frag_incomplete_chain,
+    /// IPv6 datagrams not completed within 60 s (RFC 8200 §4.5).
+    drop_ipv6_frag_timeout,
+    /// IPv6 datagrams evicted because every reassembly context was busy.
+    drop_ipv6_frag_no_context,
+    /// ICMPv6 echo requests answered.
+    icmpv6_echo_replies_tx,
+    /// ICMPv6 echo requests not answered: to a multicast address, or
+    /// their reply would exceed the MTU.
+    drop_icmpv6_echo,
+    /// ICMPv6 Destination Unreachable messages sent.
+    icmpv6_unreachable_tx,
+    /// ICMPv6 Parameter Problem messages sent.
+    icmpv6_param_problem_tx,
+    /// ICMPv6 errors not sent by RFC 4443 §2.4 (e): in answer to an
+    /// error, to a multicast destination, or to a source that is not one
+    /// node (the rate limit counts in `icmp_rate_limited`).
+    icmpv6_errors_suppressed,
+    /// ICMPv6 error messages received other than Packet Too Big.
+    icmpv6_errors_rx,
+    /// ICMPv6 informational messages received other than echo requests
+    /// and Neighbor Discovery (ignored, RFC 4443 §2.4 (b)).
+    icmpv6_other_rx,
+    /// ICMPv6 messages that were truncated.
+    drop_icmpv6_malformed,
+    /// ICMPv6 messages with a bad checksum.
+    drop_icmpv6_checksum,
+    /// ICMPv6 Packet Too Big messages received.
+    icmpv6_ptb_rx,
+    /// Path MTUs lowered by Packet Too Big (RFC 8201), never below 1280.
+    icmpv6_pmtu_reductions,
+    /// Packet Too Big messages that changed nothing: not quoting a packet
+    /// of ours, or not lowering the path MTU (RFC 8201 §4).
+    icmpv6_ptb_ignored,
+    /// Neighbor Solicitations received (RFC 4861 §7.2.3).
+    nd_ns_rx,
+    /// Neighbor Advertisements received (RFC 4861 §7.2.5).
+    nd_na_rx,
+    /// Neighbor Solicitations sent: resolution, unreachability probes, DAD.
+    nd_ns_tx,
+    /// Neighbor Advertisements sent.
+    nd_na_tx,
+    /// Router Solicitations and Advertisements and Redirects received,
+    /// ignored by this host.
+    nd_other_rx,
+    /// Neighbor Discovery messages with a hop limit other than 255 (RFC
+    /// 4861 §7.1: sent from off-link).
+    drop_nd_hop_limit,
+    /// Neighbor Discovery messages that failed validation (RFC 4861 §7.1:
+    /// code, length, options, address rules) or had a bad checksum.
+    drop_nd_malformed,
+    /// Neighbor Discovery messages in fragmented packets (RFC 6980 §5).
+    drop_nd_fragmented,
+    /// Neighbor Solicitations for an address not ours (or tentative).
+    drop_nd_other_target,
+    /// IPv6 packets dropped because the neighbor waiting queue was full.
+    drop_nd_pending_full,
+    /// IPv6 packets dropped because their next hop never answered
+    /// Neighbor Solicitations (RFC 4861 §7.3.3).
+    drop_nd_unresolved,
+    /// Addresses refused by Duplicate Address Detection (RFC 4862 §5.4.5).
+    nd_dad_duplicates,
 }
 
 impl core::fmt::Display for Stats {

@@ -20,13 +20,17 @@
 //!   then the whole datagram goes to its owner.
 //! - ARP: processed where it lands, and a copy goes to every other engine
 //!   to learn from (each keeps its own cache and sends its own requests).
-//! - Anything else (ICMP echo): the engine that received it.
+//! - IPv6: TCP and UDP like IPv4's ([`Steering::owner_v6`]); ICMPv6
+//!   errors by the flow in the quoted header; fragments reassembled where
+//!   they land. Neighbor Solicitations and Advertisements like ARP: handled
+//!   where they land, a copy to every other engine to learn from.
+//! - Anything else (ICMP echo, ICMPv6 echo): the engine that received it.
 //!
 //! A ring record is `[u32 length][u8 kind][3 bytes zero][length bytes]`.
 
 use appif::bytes;
 use appif::doorbell::Doorbell;
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 use nic::rss::Steering;
 use std::sync::Arc;
 use wire::ipv4::{PROTO_ICMP, PROTO_TCP, PROTO_UDP};
@@ -51,6 +55,9 @@ pub(crate) enum Kind {
     ArpCopy = 1,
     /// An Ethernet header and a reassembled IPv4 datagram the receiver owns.
     Datagram = 2,
+    /// A Neighbor Solicitation or Advertisement (whole frame) another
+    /// engine received: learn from it only.
+    NdCopy = 3,
 }
 
 /// One engine's place among several: its index, the steering table, and
@@ -187,6 +194,7 @@ impl Handoff {
         let kind = match header[4] {
             1 => Kind::ArpCopy,
             2 => Kind::Datagram,
+            3 => Kind::NdCopy,
             _ => Kind::Frame,
         };
         Some((kind, len))
@@ -241,6 +249,65 @@ impl Handoff {
         }
     }
 
+    /// The owner of an IPv6 packet from `src` to `dst` (us) whose
+    /// upper-layer protocol `proto` has bytes `l4`; None when any engine
+    /// may handle it (ICMPv6 echo and Neighbor Discovery, other protocols,
+    /// a header too short to say).
+    pub(crate) fn owner_v6(
+        &self,
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        proto: u8,
+        l4: &[u8],
+    ) -> Option<usize> {
+        use wire::ipv6::{NEXT_ICMPV6, NEXT_TCP, NEXT_UDP};
+        let ports = |b: &[u8]| {
+            (b.len() >= 4).then(|| {
+                (
+                    u16::from_be_bytes([b[0], b[1]]),
+                    u16::from_be_bytes([b[2], b[3]]),
+                )
+            })
+        };
+        match proto {
+            NEXT_TCP => {
+                let (sport, dport) = ports(l4)?;
+                Some(self.steering.owner_v6(src, dst, sport, dport))
+            }
+            NEXT_UDP => Some(self.udp_owner(ports(l4)?.1)),
+            // Errors (types below 128) quote our packet: its IPv6 header
+            // from us to the peer, its extension headers, then the ports.
+            NEXT_ICMPV6 if l4.first().is_some_and(|&t| t < 128) => {
+                // A quote cut short of its Payload Length: read what is there.
+                let q = l4.get(8..)?;
+                if q.len() < 40 {
+                    return None;
+                }
+                let at = |i: usize| -> Ipv6Addr {
+                    let mut b = [0u8; 16];
+                    b.copy_from_slice(&q[i..i + 16]);
+                    Ipv6Addr::from(b)
+                };
+                let (qsrc, qdst) = (at(8), at(24));
+                let (next, off) = match wire::ipv6_ext::walk_chain(q[6], &q[40..]) {
+                    Ok(wire::ipv6_ext::Ipv6ChainEnd::UpperLayer {
+                        next_header,
+                        offset,
+                        ..
+                    }) => (next_header, offset),
+                    _ => return None,
+                };
+                let (qsport, qdport) = ports(q.get(40 + off..)?)?;
+                match next {
+                    NEXT_TCP => Some(self.steering.owner_v6(qsrc, qdst, qsport, qdport)),
+                    NEXT_UDP => Some(self.udp_owner(qsport)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
     /// The owner of UDP port `port` (a bound socket lives on one engine).
     pub fn udp_owner(&self, port: u16) -> usize {
         udp_owner(&self.steering, port)
@@ -287,9 +354,33 @@ impl crate::Protocols {
         }
     }
 
+    /// The engine owning IPv6 packet `ip` (for us) when it is not this
+    /// one; None when this engine handles it. Fragments are None: they
+    /// are reassembled where they land.
+    pub(crate) fn foreign_owner_v6(&self, ip: &wire::ipv6::Ipv6Packet<'_>) -> Option<usize> {
+        let h = self.handoff.as_ref()?;
+        let Ok(wire::ipv6_ext::Ipv6ChainEnd::UpperLayer {
+            next_header,
+            offset,
+            ..
+        }) = wire::ipv6_ext::walk_chain(ip.next_header(), ip.payload())
+        else {
+            return None;
+        };
+        let l4 = ip.payload().get(offset..)?;
+        let owner = h.owner_v6(ip.src(), ip.dst(), next_header, l4)?;
+        (owner != h.me()).then_some(owner)
+    }
+
     /// A copy of a received ARP frame to every other engine, so that what
     /// one learns all know.
     pub(crate) fn share_arp(&mut self, frame: &[u8]) {
+        self.share_copy(Kind::ArpCopy, frame);
+    }
+
+    /// A copy of `frame` as a record of `kind` ([`Kind::ArpCopy`],
+    /// [`Kind::NdCopy`]) to every other engine to learn from.
+    pub(crate) fn share_copy(&mut self, kind: Kind, frame: &[u8]) {
         let Some(h) = self.handoff.as_mut() else {
             return;
         };
@@ -297,7 +388,7 @@ impl crate::Protocols {
             if to == h.me() {
                 continue;
             }
-            if h.send(to, Kind::ArpCopy, &[frame]) {
+            if h.send(to, kind, &[frame]) {
                 self.stats.handoff_tx += 1;
             } else {
                 self.stats.handoff_dropped += 1;
@@ -333,6 +424,10 @@ impl crate::Protocols {
                         if let Some(arp) = arp {
                             self.learn_arp(&arp, tx);
                         }
+                    }
+                    Kind::NdCopy => self.learn_nd(record, tx),
+                    Kind::Datagram if record.get(14).is_some_and(|v| v >> 4 == 6) => {
+                        self.take_datagram6(record, tx)
                     }
                     Kind::Datagram => {
                         let parsed = wire::ethernet::EthernetRepr::parse(record).ok().and_then(

@@ -17,7 +17,7 @@
 //! Source: Microsoft, "RSS hashing functions" and "Verifying the RSS hash
 //! calculation"; TAS flow groups; F-Stack `ff_rss_check`.
 
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 
 /// Buckets of the indirection table (RETA).
 pub const RETA_SIZE: usize = 128;
@@ -116,6 +116,21 @@ impl Steering {
             (v >> 16) as u16 ^ v as u16
         };
         w(a) ^ w(b) ^ port_a ^ port_b
+    }
+
+    /// The fold of an IPv6 4-tuple (either direction): the XOR of its
+    /// 16-bit words, as for IPv4 (the key's 16-bit period makes the
+    /// Toeplitz hash of the 36-byte IPv6 tuple depend on it alone).
+    pub fn fold_v6(a: Ipv6Addr, b: Ipv6Addr, port_a: u16, port_b: u16) -> u16 {
+        let w = |ip: Ipv6Addr| ip.segments().iter().fold(0u16, |f, s| f ^ s);
+        w(a) ^ w(b) ^ port_a ^ port_b
+    }
+
+    /// The engine owning the IPv6 flow between `a:port_a` and `b:port_b`
+    /// (the same both ways).
+    #[inline]
+    pub fn owner_v6(&self, a: Ipv6Addr, b: Ipv6Addr, port_a: u16, port_b: u16) -> usize {
+        self.owner_of_fold(Self::fold_v6(a, b, port_a, port_b))
     }
 
     /// The symmetric Toeplitz hash of a fold: equal to

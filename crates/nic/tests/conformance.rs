@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::process::Command;
 use std::time::Duration;
 
@@ -280,6 +280,12 @@ fn af_xdp_bad_frame_size_open_fails_with_hint() {
 }
 
 /// `net` as the outer run passes it to the inner one (NIC_NET).
+/// The IPv6 address `host` of the lab's IPv6 subnet fd00:<net>::/64.
+fn ip6(net: [u8; 3], host: u16) -> Ipv6Addr {
+    let [a, b, c] = net.map(u16::from);
+    Ipv6Addr::new(0xfd00, a, b, c, 0, 0, 0, host)
+}
+
 fn net_str(net: [u8; 3]) -> String {
     format!("{}.{}.{}", net[0], net[1], net[2])
 }
@@ -328,6 +334,12 @@ impl VethLab {
         linux_ns.exec(&format!(
             "ip addr add {}/24 dev {linux_if}",
             ip_str(ip(net, 1))
+        ));
+        // New namespaces may start with IPv6 off.
+        linux_ns.exec(&format!(
+            "sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.{linux_if}.disable_ipv6=0 \
+             && ip -6 addr add {}/64 dev {linux_if} nodad",
+            ip6(net, 1)
         ));
         VethLab {
             port_ns,
@@ -389,6 +401,7 @@ fn af_xdp_veth_conformance(
         ring_size: 256,
         mode,
         steer_ip: Some(Ipv4Addr::from(my_ip)),
+        steer_ip6: vec![ip6(inner.net, 2)],
         busy_poll: mode == XdpMode::Auto,
         tx_path,
         ..AfXdpConfig::default()
@@ -451,6 +464,63 @@ fn af_xdp_veth_conformance(
         "the kernel saw {passed} frames, expected the 3 pings"
     );
 
+    // IPv6 (steer_ip6): Linux's Neighbor Solicitation for our address
+    // (to its solicited-node group) and then its echo requests arrive;
+    // an IPv6 address not ours goes to the kernel.
+    let my_ip6 = ip6(inner.net, 2);
+    let ns6 = |f: &[u8]| {
+        f.len() >= 78
+            && f[12..14] == [0x86, 0xdd]
+            && f[20] == 58
+            && f[54] == 135
+            && f[62..78] == my_ip6.octets()
+    };
+    let mut ping6 = ping6_cmd(linux_ns, my_ip6);
+    let (solicits, _) = receive_matching(&mut port, 1, Duration::from_secs(3), &mut || {}, ns6);
+    let _ = ping6.wait();
+    assert_eq!(solicits, 1, "the NS for {my_ip6} was not redirected");
+    inner.linux.exec(&format!(
+        "ip -6 neigh replace {my_ip6} lladdr {mac} dev {} nud permanent",
+        inner.linux_if
+    ));
+    let echo6_to = |dst: Ipv6Addr| {
+        move |f: &[u8]| {
+            f.len() >= 62
+                && f[12..14] == [0x86, 0xdd]
+                && f[20] == 58
+                && f[54] == 128
+                && f[38..54] == dst.octets()
+        }
+    };
+    let mut ping6 = ping6_cmd(linux_ns, my_ip6);
+    let (echoes6, _) = receive_matching(
+        &mut port,
+        3,
+        Duration::from_secs(3),
+        &mut || {},
+        echo6_to(my_ip6),
+    );
+    let _ = ping6.wait();
+    assert_eq!(echoes6, 3, "IPv6 echo requests received through rx_burst");
+    let other6 = ip6(inner.net, 3);
+    inner.linux.exec(&format!(
+        "ip -6 neigh replace {other6} lladdr {mac} dev {} nud permanent",
+        inner.linux_if
+    ));
+    let mut ping6 = ping6_cmd(linux_ns, other6);
+    let (stolen6, _) = receive_matching(
+        &mut port,
+        1,
+        Duration::from_millis(1200),
+        &mut || {},
+        echo6_to(other6),
+    );
+    let _ = ping6.wait();
+    assert_eq!(
+        stolen6, 0,
+        "frames for {other6} were redirected to the socket"
+    );
+
     // More frames than the tx half holds, across many flushes: all sent.
     let before = counter(&inner.linux, &inner.linux_if, "rx_packets");
     let total = 1024; // 4x the 256 tx frames
@@ -509,6 +579,24 @@ fn ping_into<P: Port>(
     });
     let _ = ping.wait();
     got
+}
+
+/// Starts `ping -6 -c 3 -i 0.2 -W 1 addr` inside namespace `ns`.
+fn ping6_cmd(ns: Option<&str>, addr: Ipv6Addr) -> std::process::Child {
+    let mut cmd = Command::new("ip");
+    cmd.args([
+        "netns",
+        "exec",
+        ns.expect("the Linux namespace"),
+        "ping",
+        "-6",
+    ]);
+    cmd.args(["-c", "3", "-i", "0.2", "-W", "1"])
+        .arg(addr.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn ping -6")
 }
 
 fn counter_here(ifname: &str, name: &str) -> u64 {

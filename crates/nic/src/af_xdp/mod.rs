@@ -43,7 +43,7 @@ pub use queues::rx_queues;
 pub use tx::AfXdpTx;
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
@@ -138,6 +138,11 @@ pub struct AfXdpConfig {
     /// Redirect only ARP and IPv4 to this address to the socket, passing the
     /// rest to the kernel; None redirects every frame.
     pub steer_ip: Option<Ipv4Addr>,
+    /// With `steer_ip`, also redirect IPv6 frames to one of these addresses
+    /// or to the solicited-node group of one (Neighbor Solicitations for
+    /// it); every other IPv6 frame passes to the kernel. Empty (the
+    /// default): IPv6 passes to the kernel.
+    pub steer_ip6: Vec<Ipv6Addr>,
     /// Set SO_PREFER_BUSY_POLL, SO_BUSY_POLL (20 µs) and
     /// SO_BUSY_POLL_BUDGET (64) on the socket.
     pub busy_poll: bool,
@@ -155,6 +160,7 @@ impl Default for AfXdpConfig {
             ring_size: 8192,
             mode: XdpMode::Auto,
             steer_ip: None,
+            steer_ip6: Vec::new(),
             busy_poll: false,
             tx_path: TxPath::Auto,
         }

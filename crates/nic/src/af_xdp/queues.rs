@@ -198,7 +198,7 @@ impl Steering {
 /// Loads the steering program for `map`; a verifier rejection is reported
 /// with the last line of its log.
 fn load(cfg: &AfXdpConfig, map: &OwnedFd) -> Result<OwnedFd, Error> {
-    let insns = prog::steering_program(map.as_raw_fd(), cfg.steer_ip);
+    let insns = prog::steering_program(map.as_raw_fd(), cfg.steer_ip, &cfg.steer_ip6);
     match sys::load_xdp_prog(&insns, &mut []) {
         Ok(p) => Ok(p),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) => {
