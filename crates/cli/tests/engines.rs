@@ -143,3 +143,60 @@ fn shim_memcached_t4_on_two_engines_serves_every_get() {
     assert!(get("handoff_rx") > 0, "{counters:?}");
     assert_eq!(get("owner_violations"), 0, "{counters:?}");
 }
+
+/// Two engines on a 4-queue veth behind the impairment bridge with 1 % loss each way: 128
+/// Linux connections echo byte-exact through retransmissions, the bridge's frames spread over
+/// the queues (by flow hash), no TCP input runs off its owner.
+#[test]
+fn two_engines_echo_through_one_percent_loss() {
+    let _lock = start();
+    let mut link = Impaired::with_queues(91, &["--loss", "1", "--seed", "11"], 4);
+    let pair = &link.pair;
+    let mut args = pair.core_args();
+    args.extend(["--cores", "2", "--mode", "embedded"].map(String::from));
+    let mut server = echo_server(&pair.core, &args, 7);
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    let target = format!("{}:7", pair.core_ip);
+    let out = corestack(
+        &pair.linux,
+        &[
+            "bench",
+            "conn-client",
+            "--target",
+            &target,
+            "--conns",
+            "128",
+            "--seconds",
+            "3",
+        ],
+    )
+    .output()
+    .expect("running conn-client");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "conn-client failed: {text}\n{}\nserver counters: {:?}",
+        String::from_utf8_lossy(&out.stderr),
+        engine_counters(server.pid())
+    );
+    let v: serde_json::Value = serde_json::from_str(text.trim()).expect("conn-client JSON");
+    assert_eq!(v["connected"].as_u64(), Some(128), "{v}");
+    assert!(v["round_trips"].as_u64().unwrap_or(0) >= 128, "{v}");
+    std::thread::sleep(Duration::from_millis(50));
+    let c = engine_counters(server.pid());
+    let get = |k: &str| c.get(k).copied().unwrap_or(0);
+    assert_eq!(get("owner_violations"), 0, "{c:?}");
+    assert_eq!(get("handoff_dropped"), 0, "{c:?}");
+    assert!(
+        get("tcp_retransmits") > 0,
+        "no retransmission through 1 % loss: {c:?}"
+    );
+    let queues = pair.core.rx_queue_packets("vc").expect("ethtool -S vc");
+    assert!(
+        queues.iter().filter(|&&n| n > 0).count() >= 2,
+        "the bridge's frames arrived on one queue: {queues:?}"
+    );
+    server.terminate();
+    let (lost, _) = link.stop_bridge();
+    assert!(lost > 0, "the bridge lost nothing");
+}

@@ -60,11 +60,21 @@ pub struct Impaired {
 
 impl Impaired {
     pub fn new(net: u8, impair_args: &[&str]) -> Impaired {
+        Self::with_queues(net, impair_args, 1)
+    }
+
+    /// [`Impaired::new`] with `queues` rx and tx queues on both veth pairs (a multi-queue
+    /// NIC on each side: the bridge's transmissions spread over the queues by flow hash).
+    pub fn with_queues(net: u8, impair_args: &[&str], queues: u32) -> Impaired {
         let linux = Netns::new("tl").expect("creating a namespace");
         let mid = Netns::new("tm").expect("creating a namespace");
         let core = Netns::new("tc").expect("creating a namespace");
-        veth_pair(&linux, "vl", &mid, "ml").expect("creating a veth pair");
-        veth_pair(&mid, "mc", &core, "vc").expect("creating a veth pair");
+        let link = |a: &Netns, ia: &str, b: &Netns, ib: &str| match queues {
+            1 => veth_pair(a, ia, b, ib),
+            q => netns::veth_pair_queues(a, ia, b, ib, q),
+        };
+        link(&linux, "vl", &mid, "ml").expect("creating a veth pair");
+        link(&mid, "mc", &core, "vc").expect("creating a veth pair");
         netns::addr_add(&linux, "vl", &format!("10.{net}.1.1/24")).expect("adding an address");
         let mut cmd = mid.exec(bin());
         cmd.args(["impair", "--a", "ml", "--b", "mc"])
