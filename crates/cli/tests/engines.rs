@@ -20,39 +20,8 @@ fn echo_on_engines(engines: usize, net: u8) {
     let mut server = echo_server(&pair.core, &args, 7);
     ping_until_up(&pair.linux, &pair.core_ip, 10);
     let target = format!("{}:7", pair.core_ip);
-    let clients: Vec<_> = (0..2)
-        .map(|_| {
-            corestack(
-                &pair.linux,
-                &[
-                    "bench",
-                    "conn-client",
-                    "--target",
-                    &target,
-                    "--conns",
-                    "128",
-                    "--seconds",
-                    "2",
-                ],
-            )
-            .output()
-        })
-        .map(|o| std::thread::spawn(move || o))
-        .collect();
-    let mut trips = 0;
-    for c in clients {
-        let out = c.join().unwrap().expect("running conn-client");
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{engines} engines: conn-client failed: {text}\n{}\nserver counters: {:?}",
-            String::from_utf8_lossy(&out.stderr),
-            engine_counters(server.pid())
-        );
-        let v: serde_json::Value = serde_json::from_str(text.trim()).expect("conn-client JSON");
-        assert_eq!(v["connected"].as_u64(), Some(128), "{v}");
-        trips += v["round_trips"].as_u64().unwrap_or(0);
-    }
+    let pid = server.pid();
+    let trips = conn_clients(&pair.linux, &target, &[None, None], 128, 2, pid);
     // Counters are published every 10 ms.
     std::thread::sleep(Duration::from_millis(50));
     let c = engine_counters(server.pid());
@@ -157,31 +126,9 @@ fn two_engines_echo_through_one_percent_loss() {
     let mut server = echo_server(&pair.core, &args, 7);
     ping_until_up(&pair.linux, &pair.core_ip, 10);
     let target = format!("{}:7", pair.core_ip);
-    let out = corestack(
-        &pair.linux,
-        &[
-            "bench",
-            "conn-client",
-            "--target",
-            &target,
-            "--conns",
-            "128",
-            "--seconds",
-            "3",
-        ],
-    )
-    .output()
-    .expect("running conn-client");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "conn-client failed: {text}\n{}\nserver counters: {:?}",
-        String::from_utf8_lossy(&out.stderr),
-        engine_counters(server.pid())
-    );
-    let v: serde_json::Value = serde_json::from_str(text.trim()).expect("conn-client JSON");
-    assert_eq!(v["connected"].as_u64(), Some(128), "{v}");
-    assert!(v["round_trips"].as_u64().unwrap_or(0) >= 128, "{v}");
+    let pid = server.pid();
+    let trips = conn_clients(&pair.linux, &target, &[None], 128, 3, pid);
+    assert!(trips >= 128, "{trips} round trips");
     std::thread::sleep(Duration::from_millis(50));
     let c = engine_counters(server.pid());
     let get = |k: &str| c.get(k).copied().unwrap_or(0);

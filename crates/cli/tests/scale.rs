@@ -72,42 +72,9 @@ fn twenty_thousand_connections_echo_byte_exact_and_the_nic_drops_nothing() {
     let mut server = echo_server(&pair.core, &args, 7);
     ping_until_up(&pair.linux, &pair.core_ip, 10);
     let target = format!("{}:7", pair.core_ip);
-    let clients: Vec<_> = ["10.97.1.1", "10.97.1.11"]
-        .iter()
-        .map(|src| {
-            corestack(
-                &pair.linux,
-                &[
-                    "bench",
-                    "conn-client",
-                    "--target",
-                    &target,
-                    "--conns",
-                    "10000",
-                    "--seconds",
-                    "2",
-                    "--sources",
-                    src,
-                ],
-            )
-            .output()
-        })
-        .map(|o| std::thread::spawn(move || o))
-        .collect();
-    let mut trips = 0;
-    for c in clients {
-        let out = c.join().unwrap().expect("running conn-client");
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "conn-client failed: {text}\n{}\nserver counters: {:?}",
-            String::from_utf8_lossy(&out.stderr),
-            engine_counters(server.pid())
-        );
-        let v: serde_json::Value = serde_json::from_str(text.trim()).expect("conn-client JSON");
-        assert_eq!(v["connected"].as_u64(), Some(10_000), "{v}");
-        trips += v["round_trips"].as_u64().unwrap_or(0);
-    }
+    let sources = [Some("10.97.1.1"), Some("10.97.1.11")];
+    let pid = server.pid();
+    let trips = conn_clients(&pair.linux, &target, &sources, 10_000, 2, pid);
     let c = engine_counters(server.pid());
     let get = |k: &str| c.get(k).copied().unwrap_or(0);
     assert!(

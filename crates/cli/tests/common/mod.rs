@@ -585,3 +585,53 @@ fn stat_counters(args: &[&str]) -> std::collections::HashMap<String, u64> {
         })
         .collect()
 }
+
+/// Runs `bench conn-client` processes in `ns` at once against `target` (`IP:PORT`), one per
+/// entry of `sources` (its `--sources` address, or None for the namespace's own), each with
+/// `conns` connections for `seconds`; asserts each succeeded with every connection open
+/// (showing the server's counters, `server_pid`, when not) and returns their round trips.
+pub fn conn_clients(
+    ns: &Netns,
+    target: &str,
+    sources: &[Option<&str>],
+    conns: u32,
+    seconds: u32,
+    server_pid: u32,
+) -> u64 {
+    let (conns_s, secs) = (conns.to_string(), seconds.to_string());
+    let clients: Vec<_> = sources
+        .iter()
+        .map(|src| {
+            let mut args = vec![
+                "bench",
+                "conn-client",
+                "--target",
+                target,
+                "--conns",
+                &conns_s,
+                "--seconds",
+                &secs,
+            ];
+            if let Some(src) = src {
+                args.extend(["--sources", src]);
+            }
+            corestack(ns, &args).output()
+        })
+        .map(|o| thread::spawn(move || o))
+        .collect();
+    let mut trips = 0;
+    for c in clients {
+        let out = c.join().unwrap().expect("running conn-client");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "conn-client failed: {text}\n{}\nserver counters: {:?}",
+            String::from_utf8_lossy(&out.stderr),
+            engine_counters(server_pid)
+        );
+        let v: serde_json::Value = serde_json::from_str(text.trim()).expect("conn-client JSON");
+        assert_eq!(v["connected"].as_u64(), Some(u64::from(conns)), "{v}");
+        trips += v["round_trips"].as_u64().unwrap_or(0);
+    }
+    trips
+}
