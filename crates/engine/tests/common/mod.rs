@@ -226,7 +226,8 @@ pub fn listening_pair(
         Command::Listen {
             id: 1,
             shared: StatusHandle::local(),
-            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port),
+            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port).into(),
+            v6only: false,
             accept: AcceptQueue::Local(acc_tx),
         },
     );
@@ -298,7 +299,8 @@ impl Wire {
             Command::Listen {
                 id: 1,
                 shared: StatusHandle::local(),
-                local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port),
+                local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port).into(),
+                v6only: false,
                 accept: AcceptQueue::Local(acc_tx),
             },
         );
@@ -321,7 +323,7 @@ impl Wire {
                 id: 1,
                 shared: shared.clone(),
                 local_port: 0,
-                remote: SocketAddrV4::new(B_IP, port),
+                remote: SocketAddrV4::new(B_IP, port).into(),
                 tx: eng_tx,
                 rx: eng_rx,
                 nodelay: false,
