@@ -110,6 +110,16 @@ const char *cs_last_error(void);
 
 /* ---- Sockets ---------------------------------------------------------- */
 
+/* Addresses: every `struct sockaddr_in *` below may instead point to a
+ * `struct sockaddr_in6` (cast; RFC 3493 §3.3) whose sin6_family is AF_INET6
+ * (flow information and scope id are ignored). IPv6 needs a stack with an
+ * IPv6 address. A TCP socket bound to in6addr_any ("::") listens on IPv6 and
+ * IPv4 (IPV6_V6ONLY off, as Linux's default), its IPv4 peers reported as
+ * ::ffff:a.b.c.d. Where the library writes an address (cs_accept,
+ * cs_recvfrom, cs_getsockname, cs_getpeername) a socket bound or connected
+ * with AF_INET6 needs room for a struct sockaddr_in6 (or pass a
+ * struct sockaddr_storage). */
+
 /* A new blocking socket of type CS_SOCK_STREAM or CS_SOCK_DGRAM; returns
  * its descriptor.
  * Errors: EINVAL (type), ENETDOWN (before cs_init), EMFILE (65536 open). */
@@ -118,8 +128,8 @@ int cs_socket(int type);
 /* Sets the local address: 0.0.0.0 or the stack's address; port 0 picks an
  * ephemeral port. UDP binds at once; TCP keeps the address for cs_listen
  * (which reports EADDRINUSE / EADDRNOTAVAIL). Returns 0.
- * Errors: EBADF, ENOTSOCK (a poller), EFAULT, EAFNOSUPPORT (not AF_INET),
- * EINVAL (already bound, listening or connected); UDP also EADDRINUSE,
+ * Errors: EBADF, ENOTSOCK (a poller), EFAULT, EAFNOSUPPORT (neither AF_INET
+ * nor AF_INET6), EINVAL (already bound, listening or connected); UDP also EADDRINUSE,
  * EADDRNOTAVAIL. */
 int cs_bind(int sd, const struct sockaddr_in *addr);
 

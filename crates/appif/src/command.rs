@@ -6,7 +6,7 @@ use crate::bytes;
 use crate::cc::CcKind;
 use crate::seg::AcceptQueue;
 use crate::socket::{SockId, StatusHandle};
-use core::net::SocketAddrV4;
+use core::net::SocketAddr;
 use std::sync::Arc;
 
 /// A request from the application to the engine.
@@ -19,8 +19,9 @@ pub enum Command {
         shared: Arc<StatusHandle>,
         /// Local port; 0 picks an ephemeral one.
         local_port: u16,
-        /// The peer's address and port.
-        remote: SocketAddrV4,
+        /// The peer's address and port, IPv4 or IPv6 (an IPv4-mapped IPv6
+        /// address is the caller's to turn into IPv4 first).
+        remote: SocketAddr,
         /// The engine's end of the TX ring (it sends from there).
         tx: bytes::Reader,
         /// The engine's end of the RX ring (it writes received bytes there).
@@ -35,8 +36,13 @@ pub enum Command {
         id: SockId,
         /// The socket's status block, which the engine writes from now on.
         shared: Arc<StatusHandle>,
-        /// Local address (0.0.0.0 or the stack's) and port (0: ephemeral).
-        local: SocketAddrV4,
+        /// Local address (0.0.0.0, ::, or one of the stack's) and port
+        /// (0: ephemeral).
+        local: SocketAddr,
+        /// IPV6_V6ONLY (RFC 3493 §5.3) for an IPv6 `local`: when false
+        /// (Linux's default) a listener on `::` also accepts IPv4, its
+        /// peers seen as `::ffff:a.b.c.d`; ignored for IPv4.
+        v6only: bool,
         /// Where accepted connections go; its capacity is the backlog.
         accept: AcceptQueue,
     },
@@ -62,8 +68,13 @@ pub enum Command {
         id: SockId,
         /// The socket's status block, which the engine writes from now on.
         shared: Arc<StatusHandle>,
-        /// Local address (0.0.0.0 or the stack's) and port (0: ephemeral).
-        local: SocketAddrV4,
+        /// Local address (0.0.0.0, ::, or one of the stack's) and port
+        /// (0: ephemeral).
+        local: SocketAddr,
+        /// IPV6_V6ONLY for an IPv6 `local`, as for `Listen`: when false a
+        /// socket on `::` also receives IPv4 datagrams (peers as
+        /// `::ffff:a.b.c.d`) and may send to IPv4-mapped addresses.
+        v6only: bool,
         /// The engine's end of the TX ring (datagram records to send).
         tx: bytes::Reader,
         /// The engine's end of the RX ring (datagram records received).

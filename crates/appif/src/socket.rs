@@ -5,7 +5,8 @@
 use crate::notify::Notify;
 use crate::ready::{ReadyList, Watch};
 use crate::region::{Region, View};
-use core::net::{Ipv4Addr, SocketAddrV4};
+use crate::words::{FAMILY_LOCAL_V6, FAMILY_REMOTE_V6};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use core::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -67,12 +68,66 @@ pub const FLAG_RX_FIN: u32 = 1;
 /// Set without a wake-up: nobody sleeps on it.
 pub const FLAG_TX_IDLE: u32 = 2;
 
-fn pack(a: SocketAddrV4) -> u64 {
-    (u64::from(u32::from(*a.ip())) << 16) | u64::from(a.port())
+/// `a`'s address as the four words of a status block (IPv4 in the last).
+fn ip_words(a: IpAddr) -> [u32; 4] {
+    match a {
+        IpAddr::V4(v4) => [0, 0, 0, u32::from(v4)],
+        IpAddr::V6(v6) => {
+            let x = u128::from(v6);
+            [
+                (x >> 96) as u32,
+                (x >> 64) as u32,
+                (x >> 32) as u32,
+                x as u32,
+            ]
+        }
+    }
 }
 
-fn unpack(v: u64) -> SocketAddrV4 {
-    SocketAddrV4::new(Ipv4Addr::from((v >> 16) as u32), v as u16)
+/// The address of the four words `w`, IPv6 when `v6`.
+fn ip_of(w: [u32; 4], v6: bool) -> IpAddr {
+    if v6 {
+        let x = (u128::from(w[0]) << 96)
+            | (u128::from(w[1]) << 64)
+            | (u128::from(w[2]) << 32)
+            | u128::from(w[3]);
+        IpAddr::V6(Ipv6Addr::from(x))
+    } else {
+        IpAddr::V4(Ipv4Addr::from(w[3]))
+    }
+}
+
+/// The unspecified address of `a`'s family, port 0 (a listener's or an
+/// unconnected socket's remote address).
+pub fn unspecified_like(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V4(_) => SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
+        SocketAddr::V6(_) => SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 0, 0, 0)),
+    }
+}
+
+/// `a` as the application of an IPv6 socket sees it: an IPv4 address as
+/// IPv4-mapped IPv6 (`::ffff:a.b.c.d`, RFC 4291 §2.5.5.2, RFC 3493 §3.7),
+/// an IPv6 one unchanged.
+pub fn to_mapped(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V4(v4) => {
+            SocketAddr::V6(SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0))
+        }
+        v6 => v6,
+    }
+}
+
+/// `a` with an IPv4-mapped IPv6 address turned into the IPv4 address it
+/// maps (what goes on the wire); anything else unchanged.
+pub fn from_mapped(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::V4(SocketAddrV4::new(v4, v6.port())),
+            None => a,
+        },
+        v4 => v4,
+    }
 }
 
 impl StatusBlock {
@@ -82,8 +137,11 @@ impl StatusBlock {
         self.error.store(0, Ordering::Relaxed);
         self.flags.store(0, Ordering::Relaxed);
         self.tx_grant.store(0, Ordering::Relaxed);
-        self.local.store(0, Ordering::Relaxed);
-        self.remote.store(0, Ordering::Relaxed);
+        for w in self.local_ip.iter().chain(&self.remote_ip) {
+            w.store(0, Ordering::Relaxed);
+        }
+        self.ports.store(0, Ordering::Relaxed);
+        self.family.store(0, Ordering::Relaxed);
     }
 
     /// Current state.
@@ -164,20 +222,43 @@ impl StatusBlock {
         self.tx_grant.load(Ordering::Relaxed) as usize
     }
 
-    /// Sets the local and remote addresses (whoever creates the socket).
-    pub fn set_addrs(&self, local: SocketAddrV4, remote: SocketAddrV4) {
-        self.local.store(pack(local), Ordering::Release);
-        self.remote.store(pack(remote), Ordering::Release);
+    /// Sets the local and remote addresses (whoever creates the socket;
+    /// before the state that publishes them). Flow information and scope
+    /// ids are not kept.
+    pub fn set_addrs(&self, local: impl Into<SocketAddr>, remote: impl Into<SocketAddr>) {
+        let (local, remote) = (local.into(), remote.into());
+        for (words, a) in [(&self.local_ip, local), (&self.remote_ip, remote)] {
+            for (w, v) in words.iter().zip(ip_words(a.ip())) {
+                w.store(v, Ordering::Relaxed);
+            }
+        }
+        let family = if local.is_ipv6() { FAMILY_LOCAL_V6 } else { 0 }
+            | if remote.is_ipv6() {
+                FAMILY_REMOTE_V6
+            } else {
+                0
+            };
+        self.family.store(family, Ordering::Relaxed);
+        let ports = (u32::from(local.port()) << 16) | u32::from(remote.port());
+        self.ports.store(ports, Ordering::Release);
+    }
+
+    fn addr_of(&self, words: &[AtomicU32; 4], bit: u32, port: u16) -> SocketAddr {
+        let v6 = self.family.load(Ordering::Acquire) & bit != 0;
+        let w = [0, 1, 2, 3].map(|i| words[i].load(Ordering::Relaxed));
+        SocketAddr::new(ip_of(w, v6), port)
     }
 
     /// Local address (0.0.0.0:0 until known).
-    pub fn local(&self) -> SocketAddrV4 {
-        unpack(self.local.load(Ordering::Acquire))
+    pub fn local(&self) -> SocketAddr {
+        let port = (self.ports.load(Ordering::Acquire) >> 16) as u16;
+        self.addr_of(&self.local_ip, FAMILY_LOCAL_V6, port)
     }
 
     /// Remote address (0.0.0.0:0 if none).
-    pub fn remote(&self) -> SocketAddrV4 {
-        unpack(self.remote.load(Ordering::Acquire))
+    pub fn remote(&self) -> SocketAddr {
+        let port = self.ports.load(Ordering::Acquire) as u16;
+        self.addr_of(&self.remote_ip, FAMILY_REMOTE_V6, port)
     }
 }
 
@@ -363,37 +444,55 @@ impl StatusHandle {
         self.wake();
     }
 }
-/// The record header of a UDP datagram in a byte ring: 8 bytes, then
-/// `len` bytes of payload. `addr` is the peer (source on RX, destination on TX).
+/// The record header of a UDP datagram in a byte ring: [`UdpHeader::LEN`]
+/// bytes, then `len` bytes of payload. `addr` is the peer (source on RX,
+/// destination on TX), IPv4 or IPv6.
+///
+/// Layout: the address in 16 bytes (IPv4 in the first 4), the port and
+/// the length big-endian, a family byte (4 or 6), 3 bytes of zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpHeader {
     /// The peer: source on RX, destination on TX.
-    pub addr: SocketAddrV4,
+    pub addr: SocketAddr,
     /// Payload length in bytes.
     pub len: u16,
 }
 
 impl UdpHeader {
     /// Encoded size in bytes.
-    pub const LEN: usize = 8;
+    pub const LEN: usize = 24;
 
-    /// Encodes into 8 bytes.
-    pub fn encode(&self) -> [u8; 8] {
-        let mut b = [0u8; 8];
-        b[..4].copy_from_slice(&self.addr.ip().octets());
-        b[4..6].copy_from_slice(&self.addr.port().to_be_bytes());
-        b[6..8].copy_from_slice(&self.len.to_be_bytes());
+    /// Encodes into [`UdpHeader::LEN`] bytes.
+    pub fn encode(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        match self.addr.ip() {
+            IpAddr::V4(v4) => {
+                b[..4].copy_from_slice(&v4.octets());
+                b[20] = 4;
+            }
+            IpAddr::V6(v6) => {
+                b[..16].copy_from_slice(&v6.octets());
+                b[20] = 6;
+            }
+        }
+        b[16..18].copy_from_slice(&self.addr.port().to_be_bytes());
+        b[18..20].copy_from_slice(&self.len.to_be_bytes());
         b
     }
 
-    /// Decodes 8 bytes.
-    pub fn decode(b: &[u8; 8]) -> UdpHeader {
+    /// Decodes [`UdpHeader::LEN`] bytes (any family byte but 6 is IPv4).
+    pub fn decode(b: &[u8; Self::LEN]) -> UdpHeader {
+        let port = u16::from_be_bytes([b[16], b[17]]);
+        let ip = if b[20] == 6 {
+            let mut o = [0u8; 16];
+            o.copy_from_slice(&b[..16]);
+            IpAddr::V6(Ipv6Addr::from(o))
+        } else {
+            IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+        };
         UdpHeader {
-            addr: SocketAddrV4::new(
-                Ipv4Addr::new(b[0], b[1], b[2], b[3]),
-                u16::from_be_bytes([b[4], b[5]]),
-            ),
-            len: u16::from_be_bytes([b[6], b[7]]),
+            addr: SocketAddr::new(ip, port),
+            len: u16::from_be_bytes([b[18], b[19]]),
         }
     }
 }
@@ -409,6 +508,31 @@ mod tests {
             len: 1472,
         };
         assert_eq!(UdpHeader::decode(&h.encode()), h);
+        let h6 = UdpHeader {
+            addr: "[fd00::1:2]:4567".parse().unwrap(),
+            len: 1452,
+        };
+        assert_eq!(UdpHeader::decode(&h6.encode()), h6);
+    }
+
+    #[test]
+    fn status_block_holds_both_families() {
+        let s = StatusBlock::default();
+        let (l, r): (SocketAddr, SocketAddr) = (
+            "[fd00::2]:80".parse().unwrap(),
+            "[fd00::1:ffff:1]:40000".parse().unwrap(),
+        );
+        s.set_addrs(l, r);
+        assert_eq!((s.local(), s.remote()), (l, r));
+        let (l4, r4): (SocketAddr, SocketAddr) = (
+            "10.0.0.2:80".parse().unwrap(),
+            "10.0.0.1:1234".parse().unwrap(),
+        );
+        s.set_addrs(l4, r4);
+        assert_eq!((s.local(), s.remote()), (l4, r4));
+        assert_eq!(to_mapped(r4).to_string(), "[::ffff:10.0.0.1]:1234");
+        assert_eq!(from_mapped(to_mapped(r4)), r4);
+        assert_eq!(core::mem::size_of::<StatusBlock>(), 64);
     }
 
     #[test]

@@ -7,6 +7,11 @@
 
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
 
+/// Bit of [`StatusBlock`]'s family word: the local address is IPv6.
+pub(crate) const FAMILY_LOCAL_V6: u32 = 1;
+/// Bit of [`StatusBlock`]'s family word: the remote address is IPv6.
+pub(crate) const FAMILY_REMOTE_V6: u32 = 2;
+
 /// Types that may be viewed in shared memory through a
 /// [`View`](crate::region::View): every bit pattern is a valid value and
 /// all mutation goes through atomics behind `&self`, so another process
@@ -42,7 +47,10 @@ pub struct Notify {
 
 /// The status block of one socket. Written by the engine only (except
 /// where a field says otherwise), read by the application. `repr(C)`,
-/// 40 bytes, atomics only: it can sit in a segment shared between processes.
+/// 64 bytes (one cache line, the segment slot's), atomics only: it can sit
+/// in a segment shared between processes. The addresses are written
+/// before the state that publishes them (Release, read after an Acquire
+/// of the state).
 #[derive(Debug, Default)]
 #[repr(C)]
 pub struct StatusBlock {
@@ -57,8 +65,13 @@ pub struct StatusBlock {
     /// application grows its TX ring's capacity towards it
     /// (`bytes::Writer::grow`) when it writes.
     pub(crate) tx_grant: AtomicU32,
-    /// Local address, packed as ip << 16 | port.
-    pub(crate) local: AtomicU64,
-    /// Remote address, packed as ip << 16 | port.
-    pub(crate) remote: AtomicU64,
+    /// Local address: 16 bytes as four big-endian words (an IPv4 address
+    /// in the last word, the others 0).
+    pub(crate) local_ip: [AtomicU32; 4],
+    /// Remote address, as `local_ip`.
+    pub(crate) remote_ip: [AtomicU32; 4],
+    /// Ports: local << 16 | remote.
+    pub(crate) ports: AtomicU32,
+    /// Which addresses are IPv6: [`FAMILY_LOCAL_V6`], [`FAMILY_REMOTE_V6`].
+    pub(crate) family: AtomicU32,
 }

@@ -8,7 +8,7 @@
 //! round trip that takes over 2 s is an error, a UDP one over 200 ms counts as lost.
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -249,8 +249,10 @@ impl Pingpong {
                 udp_pingpong(&mut run, &mut u, target, warmup, duration)?
             }
             (false, Some(stack)) => {
-                let local =
-                    SocketAddrV4::new(self.stack.ip.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr), 0);
+                let local = SocketAddrV4::new(
+                    self.stack.ip4().map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr),
+                    0,
+                );
                 let mut u = corestack::UdpSocket::bind(stack, local)
                     .map_err(|e| bind_error(e, "UDP", local))?;
                 u.set_nonblocking(true)?;
@@ -446,7 +448,7 @@ fn udp_pingpong<U: Datagram>(
         let t0 = Instant::now();
         let deadline = t0 + UDP_RTT_LIMIT;
         loop {
-            match u.send_one(&msg, target) {
+            match u.send_one(&msg, target.into()) {
                 Ok(_) => break,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) => bail!("sending to {target}: {e}"),
@@ -459,7 +461,7 @@ fn udp_pingpong<U: Datagram>(
         loop {
             match u.recv_one(&mut echo) {
                 // A late echo of an earlier (lost) message is skipped.
-                Ok((n, from)) if from == target && echo[..n] == msg[..] => return Ok(Some(t0.elapsed())),
+                Ok((n, from)) if from == SocketAddr::V4(target) && echo[..n] == msg[..] => return Ok(Some(t0.elapsed())),
                 Ok(_) => {}
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {

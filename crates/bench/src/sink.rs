@@ -8,7 +8,7 @@
 //! Kernel: one blocking thread per connection.
 
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -35,7 +35,7 @@ pub struct Sink {
 /// One connection being drained.
 struct Drain<S> {
     stream: S,
-    peer: SocketAddrV4,
+    peer: SocketAddr,
     bytes: u64,
     since: Instant,
     /// The report not yet written (after the peer's FIN).
@@ -51,7 +51,7 @@ struct Totals {
 }
 
 impl Totals {
-    fn done(&mut self, peer: SocketAddrV4, bytes: u64, elapsed: Duration) {
+    fn done(&mut self, peer: SocketAddr, bytes: u64, elapsed: Duration) {
         self.connections += 1;
         self.bytes += bytes;
         self.busy += elapsed;
@@ -77,7 +77,7 @@ impl Totals {
 impl Sink {
     pub fn run(self) -> Result<()> {
         let stop = stop_flag()?;
-        let ip = self.stack.ip.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr);
+        let ip = self.stack.ip4().map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr);
         let addr = SocketAddrV4::new(ip, self.port);
         if self.kernel {
             return kernel_sink(addr, &stop);
@@ -209,7 +209,7 @@ fn kernel_sink(addr: SocketAddrV4, stop: &AtomicBool) -> Result<()> {
                     }
                     let elapsed = since.elapsed();
                     if let Ok(mut t) = totals.lock() {
-                        t.done(peer, bytes, elapsed);
+                        t.done(peer.into(), bytes, elapsed);
                     }
                     let _ = stream.write_all(report_line(bytes, elapsed).as_bytes());
                     let _ = stream.shutdown(std::net::Shutdown::Write);

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::ffi;
 use crate::table::{self, Desc, Slot};
 use crate::{CS_MSG_DONTWAIT, CS_MSG_NOSIGNAL, CS_SOCK_DGRAM, CS_SOCK_STREAM};
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use corestack::{Interest, Poller, TcpListener, TcpStream, UdpSocket};
 use std::ffi::{c_int, c_void};
 use std::io::{self, Read, Write};
@@ -86,7 +86,7 @@ fn dontwait(flags: c_int) -> Result<bool> {
     Ok(flags & CS_MSG_DONTWAIT != 0)
 }
 
-const ANY: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
+const ANY: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
 
 /// Creates a socket: `CS_SOCK_STREAM` (TCP) or `CS_SOCK_DGRAM` (UDP), IPv4
 /// only, blocking. Returns its descriptor (a small non-negative int that
@@ -120,12 +120,15 @@ pub extern "C" fn cs_socket(kind: c_int) -> c_int {
 /// EADDRINUSE and EADDRNOTAVAIL. Returns 0.
 ///
 /// Errors: EBADF, ENOTSOCK for a poller, EFAULT when `addr` is null,
-/// EAFNOSUPPORT when it is not AF_INET, EINVAL when the socket is already
+/// EAFNOSUPPORT when it is neither AF_INET nor AF_INET6 (a `struct
+/// sockaddr_in6`, RFC 3493 §3.3: IPv6 needs a stack with an IPv6 address;
+/// `::` listens on both families, IPV6_V6ONLY off), EINVAL when the socket is already
 /// bound (or listening, or connected); for UDP also EADDRINUSE (port
 /// taken) and EADDRNOTAVAIL (not the stack's address).
 ///
 /// # Safety
-/// `addr` must be null or point to a readable `struct sockaddr_in`.
+/// `addr` must be null or point to a readable `struct sockaddr_in`, or
+/// `struct sockaddr_in6` when its family is AF_INET6.
 #[no_mangle]
 pub unsafe extern "C" fn cs_bind(sd: c_int, addr: *const libc::sockaddr_in) -> c_int {
     crate::error::ffi(-1, || {
@@ -197,7 +200,8 @@ pub extern "C" fn cs_listen(sd: c_int, backlog: c_int) -> c_int {
 /// EMFILE when the table is full (the connection is then closed).
 ///
 /// # Safety
-/// `peer` must be null or point to a writable `struct sockaddr_in`.
+/// `peer` must be null or point to a writable `struct sockaddr_in`, or
+/// `struct sockaddr_in6` for a listener bound with AF_INET6.
 #[no_mangle]
 pub unsafe extern "C" fn cs_accept(sd: c_int, peer: *mut libc::sockaddr_in) -> c_int {
     crate::error::ffi(-1, || {
@@ -241,7 +245,8 @@ pub unsafe extern "C" fn cs_accept(sd: c_int, peer: *mut libc::sockaddr_in) -> c
 /// EADDRNOTAVAIL (no ephemeral port left).
 ///
 /// # Safety
-/// `addr` must be null or point to a readable `struct sockaddr_in`.
+/// `addr` must be null or point to a readable `struct sockaddr_in`, or
+/// `struct sockaddr_in6` when its family is AF_INET6.
 #[no_mangle]
 pub unsafe extern "C" fn cs_connect(sd: c_int, addr: *const libc::sockaddr_in) -> c_int {
     crate::error::ffi(-1, || {
@@ -394,7 +399,7 @@ pub unsafe extern "C" fn cs_recv(
 }
 
 /// One receive: the byte count and where they came from.
-fn recv(sd: c_int, out: &mut [u8], dontwait: bool) -> Result<(libc::ssize_t, SocketAddrV4)> {
+fn recv(sd: c_int, out: &mut [u8], dontwait: bool) -> Result<(libc::ssize_t, SocketAddr)> {
     drive(sd, dontwait, |d| {
         let rd_shut = d.rd_shut;
         match &mut d.slot {
@@ -617,7 +622,8 @@ pub extern "C" fn cs_set_bufsizes(sd: c_int, rcv: usize, snd: usize) -> c_int {
 /// Errors: EBADF, ENOTSOCK for a poller, EFAULT when `addr` is null.
 ///
 /// # Safety
-/// `addr` must be null or point to a writable `struct sockaddr_in`.
+/// `addr` must be null or point to a writable `struct sockaddr_in`, or
+/// `struct sockaddr_in6` for a socket bound or connected with AF_INET6.
 #[no_mangle]
 pub unsafe extern "C" fn cs_getsockname(sd: c_int, addr: *mut libc::sockaddr_in) -> c_int {
     // SAFETY: the caller's promise about `addr` is the helper's.
@@ -643,7 +649,8 @@ pub unsafe extern "C" fn cs_getsockname(sd: c_int, addr: *mut libc::sockaddr_in)
 /// EFAULT when `addr` is null.
 ///
 /// # Safety
-/// `addr` must be null or point to a writable `struct sockaddr_in`.
+/// `addr` must be null or point to a writable `struct sockaddr_in`, or
+/// `struct sockaddr_in6` for a socket bound or connected with AF_INET6.
 #[no_mangle]
 pub unsafe extern "C" fn cs_getpeername(sd: c_int, addr: *mut libc::sockaddr_in) -> c_int {
     // SAFETY: the caller's promise about `addr` is the helper's.
@@ -660,11 +667,12 @@ pub unsafe extern "C" fn cs_getpeername(sd: c_int, addr: *mut libc::sockaddr_in)
 /// for an unknown descriptor, EFAULT when `addr` is null, or `name`'s.
 ///
 /// # Safety
-/// `addr` must be null or point to a writable `struct sockaddr_in`.
+/// `addr` must be null or point to a writable `struct sockaddr_in`, or
+/// `struct sockaddr_in6` for a socket bound or connected with AF_INET6.
 unsafe fn write_name(
     sd: c_int,
     addr: *mut libc::sockaddr_in,
-    name: impl FnOnce(&Slot) -> Result<SocketAddrV4>,
+    name: impl FnOnce(&Slot) -> Result<SocketAddr>,
 ) -> c_int {
     crate::error::ffi(-1, || {
         let entry = table::lookup(sd)?;

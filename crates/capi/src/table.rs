@@ -17,7 +17,6 @@
 
 use crate::error::{Error, Result};
 use crate::poll::PollerSet;
-use core::net::SocketAddrV4;
 use corestack::{Stack, TcpListener, TcpStream, UdpSocket};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -32,7 +31,7 @@ pub(crate) enum Slot {
     Closed,
     /// A TCP socket before `cs_listen` or `cs_connect`; `local` from `cs_bind`.
     TcpFresh {
-        local: Option<SocketAddrV4>,
+        local: Option<core::net::SocketAddr>,
         /// A `cs_connect` is under way on another thread.
         connecting: bool,
     },

@@ -62,7 +62,7 @@ fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
     // SAFETY: all-zero sockaddr_in is valid.
     let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
     // SAFETY: `sa` is a live, writable sockaddr_in.
-    unsafe { ffi::write_addr(&mut sa, a) };
+    unsafe { ffi::write_addr(&mut sa, a.into()) };
     sa
 }
 
@@ -366,7 +366,7 @@ fn udp_sendto_recvfrom_round_trip_and_unbound_recv_is_einval() {
     assert_eq!(n, 4, "cs_sendto: {}", last_error());
     let (n, from) = p.recv_from(&mut buf).unwrap();
     assert_eq!(&buf[..n], b"ping");
-    assert_eq!(*from.ip(), OURS);
+    assert_eq!(from.ip(), std::net::IpAddr::V4(OURS));
     p.send_to(b"pong!", from).unwrap();
     let mut src = sockaddr(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
     // Poll (non-blocking) while the peer's inline engine is driven here.

@@ -8,8 +8,12 @@
 //!     .driver(Driver::AfXdp)
 //!     .iface("veth1")
 //!     .ip("10.77.1.2".parse().unwrap(), 24)
+//!     .ip6("fd00:77::2".parse().unwrap(), 64)
 //!     .start()?;
-//! let mut listener = TcpListener::bind(&stack, "0.0.0.0:7".parse().unwrap())?;
+//! // `[::]` without IPV6_V6ONLY: IPv6 and IPv4 clients (the latter seen as
+//! // `[::ffff:a.b.c.d]`). Addresses are `SocketAddr` (or `SocketAddrV4`/`V6`).
+//! let addr: std::net::SocketAddr = "[::]:7".parse().unwrap();
+//! let mut listener = TcpListener::bind(&stack, addr)?;
 //! let (mut conn, _peer) = listener.accept()?;
 //! let mut buf = [0u8; 4096];
 //! let n = conn.read(&mut buf)?;

@@ -7,7 +7,7 @@ use appif::command::Command;
 use appif::errno::{self, EINVAL, ENOTCONN, EPIPE};
 use appif::socket::{SockId, SockState, StatusHandle, FLAG_RX_FIN};
 use appif::trace::Kind;
-use core::net::SocketAddrV4;
+use core::net::SocketAddr;
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::sync::Arc;
@@ -28,8 +28,27 @@ impl TcpListener {
     ///
     /// Errors: EADDRINUSE when another socket listens on the port,
     /// EADDRNOTAVAIL for an address that is not the stack's.
-    pub fn bind(stack: &Stack, addr: SocketAddrV4) -> io::Result<TcpListener> {
-        TcpListener::opened(stack, stack.open_listener(addr, 128)?)
+    pub fn bind(stack: &Stack, addr: impl Into<SocketAddr>) -> io::Result<TcpListener> {
+        TcpListener::bind_with(stack, addr, 128, false)
+    }
+
+    /// Listens on `addr` with room for `backlog` connections not yet
+    /// accepted (at least 1, at most 4096) and IPV6_V6ONLY `v6only` for an
+    /// IPv6 `addr` (RFC 3493 §5.3, Linux's semantics): when false (the
+    /// default of [`TcpListener::bind`]) a listener on `[::]` also accepts
+    /// IPv4 connections, whose peers it sees as `[::ffff:a.b.c.d]`, and
+    /// holds the port for both families; when true an IPv4 listener may
+    /// share its port. Service mode carries no IPv6 yet: `[::]` without
+    /// V6ONLY listens on IPv4 there, other IPv6 addresses fail with
+    /// EAFNOSUPPORT.
+    pub fn bind_with(
+        stack: &Stack,
+        addr: impl Into<SocketAddr>,
+        backlog: usize,
+        v6only: bool,
+    ) -> io::Result<TcpListener> {
+        let opening = stack.open_listener(addr.into(), backlog.clamp(1, 4096), v6only)?;
+        TcpListener::opened(stack, opening)
     }
 
     /// The listener whose open (`opening`: its id, status block and accept
@@ -52,7 +71,7 @@ impl TcpListener {
 
     /// Takes the next established connection; blocks unless non-blocking
     /// (then `WouldBlock` when none is waiting).
-    pub fn accept(&mut self) -> io::Result<(TcpStream, SocketAddrV4)> {
+    pub fn accept(&mut self) -> io::Result<(TcpStream, SocketAddr)> {
         loop {
             if let Some(a) = self.stack.pop_accepted(&mut self.accept) {
                 let peer = a.shared.remote();
@@ -106,7 +125,7 @@ impl TcpListener {
     }
 
     /// The address listened on.
-    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(self.shared.local())
     }
 }
@@ -161,8 +180,8 @@ impl TcpStream {
     /// Errors: ECONNREFUSED when the peer answers with RST, ETIMEDOUT when
     /// it never answers (after the SYN retries), ENETUNREACH without a
     /// route, EADDRNOTAVAIL when ephemeral ports run out.
-    pub fn connect(stack: &Stack, addr: SocketAddrV4) -> io::Result<TcpStream> {
-        let p = stack.open_stream(addr)?;
+    pub fn connect(stack: &Stack, addr: impl Into<SocketAddr>) -> io::Result<TcpStream> {
+        let p = stack.open_stream(addr.into())?;
         let s = TcpStream {
             stack: stack.clone(),
             id: p.id,
@@ -276,12 +295,12 @@ impl TcpStream {
     }
 
     /// The remote address.
-    pub fn peer_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         Ok(self.shared.remote())
     }
 
     /// The local address.
-    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(self.shared.local())
     }
 
@@ -463,11 +482,11 @@ impl TcpStream {
     /// `remote`, EADDRNOTAVAIL without an ephemeral port).
     pub fn start_connect(
         stack: &Stack,
-        remote: SocketAddrV4,
+        remote: impl Into<SocketAddr>,
         local_port: u16,
         nodelay: bool,
     ) -> io::Result<TcpStream> {
-        let p = stack.open_stream_from(remote, local_port, nodelay)?;
+        let p = stack.open_stream_from(remote.into(), local_port, nodelay)?;
         Ok(TcpStream {
             stack: stack.clone(),
             id: p.id,
@@ -535,10 +554,10 @@ impl TcpListener {
     /// EADDRNOTAVAIL for an address that is not the stack's.
     pub fn bind_with_backlog(
         stack: &Stack,
-        addr: SocketAddrV4,
+        addr: impl Into<SocketAddr>,
         backlog: usize,
     ) -> io::Result<TcpListener> {
-        TcpListener::opened(stack, stack.open_listener(addr, backlog.clamp(1, 4096))?)
+        TcpListener::bind_with(stack, addr, backlog, false)
     }
 }
 

@@ -5,7 +5,7 @@
 //! on. Off, each call costs one load and one predictable branch.
 
 use appif::trace::{clock, conn_key, Kind, Record, Tracer};
-use core::net::SocketAddrV4;
+use core::net::SocketAddr;
 
 /// A stamp taken if tracing is on (0 otherwise).
 #[inline]
@@ -24,8 +24,8 @@ pub(crate) fn stamp(tracer: &Tracer) -> u64 {
 pub(crate) fn record(
     tracer: &Tracer,
     kind: Kind,
-    local: SocketAddrV4,
-    remote: SocketAddrV4,
+    local: SocketAddr,
+    remote: SocketAddr,
     t0: u64,
     bytes: usize,
     pos: u64,

@@ -5,7 +5,7 @@ use appif::bytes;
 use appif::command::Command;
 use appif::errno::{self, EMSGSIZE};
 use appif::socket::{SockId, SockState, StatusHandle, UdpHeader};
-use core::net::SocketAddrV4;
+use core::net::SocketAddr;
 use std::io;
 use std::sync::Arc;
 
@@ -26,8 +26,21 @@ impl UdpSocket {
     ///
     /// Errors: EADDRINUSE when the port is taken, EADDRNOTAVAIL for an
     /// address that is not the stack's.
-    pub fn bind(stack: &Stack, addr: SocketAddrV4) -> io::Result<UdpSocket> {
-        let p = stack.open_udp(addr)?;
+    pub fn bind(stack: &Stack, addr: impl Into<SocketAddr>) -> io::Result<UdpSocket> {
+        UdpSocket::bind_with(stack, addr, false)
+    }
+
+    /// Like [`UdpSocket::bind`], with IPV6_V6ONLY `v6only` for an IPv6
+    /// `addr` (RFC 3493 §5.3): when false (Linux's default) a socket on
+    /// `[::]` also receives IPv4 datagrams, their sources seen as
+    /// `[::ffff:a.b.c.d]`, and may send to such addresses. IPv6 addresses
+    /// need a stack with IPv6 ([`crate::StackBuilder::ip6`]).
+    pub fn bind_with(
+        stack: &Stack,
+        addr: impl Into<SocketAddr>,
+        v6only: bool,
+    ) -> io::Result<UdpSocket> {
+        let p = stack.open_udp(addr.into(), v6only)?;
         let shared = p.shared;
         stack.wait_opened(&shared)?;
         Ok(UdpSocket {
@@ -45,8 +58,14 @@ impl UdpSocket {
     ///
     /// Errors: EMSGSIZE when it does not fit in one frame (no
     /// fragmentation); `WouldBlock` when non-blocking and the ring is full.
-    pub fn send_to(&mut self, buf: &[u8], addr: SocketAddrV4) -> io::Result<usize> {
-        if buf.len() + 28 > self.stack.mtu() {
+    pub fn send_to(&mut self, buf: &[u8], addr: impl Into<SocketAddr>) -> io::Result<usize> {
+        let addr = addr.into();
+        // IPv4 and UDP headers, or IPv6's 40 and UDP's 8.
+        let headers = match appif::socket::from_mapped(addr) {
+            SocketAddr::V4(_) => 28,
+            SocketAddr::V6(_) => 48,
+        };
+        if buf.len() + headers > self.stack.mtu() {
             return Err(errno::io(EMSGSIZE));
         }
         let h = UdpHeader {
@@ -71,7 +90,7 @@ impl UdpSocket {
 
     /// Receives one datagram; a datagram longer than `buf` is truncated
     /// (the rest is discarded, as on Linux). Returns its length and source.
-    pub fn recv_from(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)> {
+    pub fn recv_from(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         loop {
             let mut hb = [0u8; UdpHeader::LEN];
             if self.rx.peek_at(0, &mut hb) == UdpHeader::LEN {
@@ -107,7 +126,7 @@ impl UdpSocket {
     }
 
     /// The bound address.
-    pub fn local_addr(&self) -> io::Result<SocketAddrV4> {
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(self.shared.local())
     }
 }
@@ -130,7 +149,7 @@ impl UdpSocket {
     /// `length` is the datagram's full length (more than `copied` when it
     /// was truncated to `buf`, as MSG_TRUNC reports it); None when none is
     /// waiting.
-    pub fn try_recv(&mut self, buf: &mut [u8], peek: bool) -> Option<(usize, usize, SocketAddrV4)> {
+    pub fn try_recv(&mut self, buf: &mut [u8], peek: bool) -> Option<(usize, usize, SocketAddr)> {
         let mut hb = [0u8; UdpHeader::LEN];
         if self.rx.peek_at(0, &mut hb) != UdpHeader::LEN {
             return None;
@@ -149,9 +168,15 @@ impl UdpSocket {
     }
 
     /// The largest payload one datagram can carry, bytes (MTU less the IPv4
-    /// and UDP headers; no fragmentation).
+    /// and UDP headers, 28 bytes, or for a socket on an IPv6 address the
+    /// IPv6 and UDP headers, 48 bytes; no fragmentation).
     pub fn max_payload(&self) -> usize {
-        self.stack.mtu().saturating_sub(28)
+        let headers = if self.shared.local().is_ipv6() {
+            48
+        } else {
+            28
+        };
+        self.stack.mtu().saturating_sub(headers)
     }
 }
 

@@ -25,7 +25,7 @@ fn echo_round_trip(inline: bool) {
     let mut l = TcpListener::bind(&b, addr(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
     let srv = with_server(b, move |_b| {
         let (mut s, peer) = l.accept().unwrap();
-        assert_eq!(*peer.ip(), A);
+        assert_eq!(peer.ip(), std::net::IpAddr::V4(A));
         let mut buf = vec![0u8; 65536];
         let mut total = 0;
         loop {
@@ -40,7 +40,7 @@ fn echo_round_trip(inline: bool) {
         total
     });
     let mut c = TcpStream::connect(&a, addr(B, 7)).unwrap();
-    assert_eq!(c.peer_addr().unwrap(), addr(B, 7));
+    assert_eq!(c.peer_addr().unwrap(), addr(B, 7).into());
     let data: Vec<u8> = (0..(1usize << 20)).map(|i| (i * 7 % 251) as u8).collect();
     let mut back = Vec::with_capacity(data.len());
     let mut sent = 0;
@@ -141,14 +141,14 @@ fn udp_datagrams_echo_with_source_address() {
     });
     let mut cu = UdpSocket::bind(&a, addr(Ipv4Addr::UNSPECIFIED, 0)).unwrap();
     let local = cu.local_addr().unwrap();
-    assert_eq!(*local.ip(), A);
+    assert_eq!(local.ip(), std::net::IpAddr::V4(A));
     assert_ne!(local.port(), 0);
     let mut buf = [0u8; 2048];
     for i in 0..10u8 {
         let msg = vec![i; 100 + usize::from(i) * 100];
         cu.send_to(&msg, addr(B, 53)).unwrap();
         let (n, from) = cu.recv_from(&mut buf).unwrap();
-        assert_eq!(from, addr(B, 53));
+        assert_eq!(from, addr(B, 53).into());
         assert_eq!(&buf[..n], &msg[..]);
     }
     srv.join().unwrap();

@@ -2,7 +2,7 @@
 //! use, connection refused, timed out) explained.
 
 use std::io;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 use anyhow::anyhow;
 
@@ -12,7 +12,8 @@ pub fn one_line(e: &anyhow::Error) -> String {
 }
 
 /// Explains a bind error (address in use is the one people meet).
-pub fn bind_error(e: io::Error, what: &str, addr: SocketAddrV4) -> anyhow::Error {
+pub fn bind_error(e: io::Error, what: &str, addr: impl Into<SocketAddr>) -> anyhow::Error {
+    let addr: SocketAddr = addr.into();
     if e.kind() == io::ErrorKind::AddrInUse {
         anyhow!("{what} {addr} is already in use (is another server running? pick another --port)")
     } else {
@@ -21,7 +22,8 @@ pub fn bind_error(e: io::Error, what: &str, addr: SocketAddrV4) -> anyhow::Error
 }
 
 /// Explains a connect error.
-pub fn connect_error(e: io::Error, addr: SocketAddrV4) -> anyhow::Error {
+pub fn connect_error(e: io::Error, addr: impl Into<SocketAddr>) -> anyhow::Error {
+    let addr: SocketAddr = addr.into();
     match e.kind() {
         io::ErrorKind::ConnectionRefused => {
             anyhow!(

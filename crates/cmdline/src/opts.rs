@@ -3,7 +3,7 @@
 //! corestack (embedded, inline or service mode).
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
@@ -44,6 +44,40 @@ impl FromStr for Cidr {
     }
 }
 
+/// An IPv4 or IPv6 address with an optional prefix length: `10.77.1.2/24`,
+/// `fd00:1::2/64` (`--ip`, which may be given once per family).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpCidr {
+    /// An IPv4 address.
+    V4(Cidr),
+    /// An IPv6 address and its prefix length in bits (0..=128), if given.
+    V6(Ipv6Addr, Option<u8>),
+}
+
+impl FromStr for IpCidr {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let (a, p) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        if let Ok(addr) = a.parse::<Ipv6Addr>() {
+            let prefix = match p {
+                None => None,
+                Some(p) => match p.parse::<u8>() {
+                    Ok(n) if n <= 128 => Some(n),
+                    _ => return Err(format!("{p:?} is not a prefix length (0..=128)")),
+                },
+            };
+            return Ok(IpCidr::V6(addr, prefix));
+        }
+        s.parse::<Cidr>().map(IpCidr::V4).map_err(|_| {
+            format!("{a:?} is not an IPv4 or IPv6 address (e.g. 10.77.1.2/24, fd00:1::2/64)")
+        })
+    }
+}
+
 /// Where corestack's engine runs.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModeArg {
@@ -66,18 +100,20 @@ pub struct StackOpts {
     /// stack is used.
     #[arg(long, value_name = "IF")]
     pub iface: Option<String>,
-    /// corestack's IPv4 address and prefix, e.g. 10.77.1.2/24 (with --kernel: the address to bind).
+    /// corestack's address and prefix, IPv4 (e.g. 10.77.1.2/24) or IPv6 (e.g. fd00:1::2/64);
+    /// give it once per family for a dual-stack corestack (an IPv4 address is required; with
+    /// --kernel: the address to bind).
     #[arg(long, value_name = "ADDR/PREFIX")]
-    pub ip: Option<Cidr>,
+    pub ip: Vec<IpCidr>,
     /// Port driver.
     #[arg(long, value_enum, default_value_t = Driver::AfXdp)]
     pub driver: Driver,
     /// Engine placement: inline (in the application thread) or embedded (own thread).
     #[arg(long, value_enum, default_value_t = ModeArg::Inline)]
     pub mode: ModeArg,
-    /// Default gateway for destinations off the subnet.
+    /// Default gateway for destinations off the subnet, IPv4 or IPv6 (once per family).
     #[arg(long, value_name = "ADDR")]
-    pub gateway: Option<Ipv4Addr>,
+    pub gateway: Vec<IpAddr>,
     /// TCP congestion control of corestack's connections (default: the host's,
     /// net.ipv4.tcp_congestion_control, when corestack has it, else cubic).
     #[arg(long, value_enum, value_name = "NAME")]
@@ -125,6 +161,38 @@ pub enum TxArg {
 }
 
 impl StackOpts {
+    /// The IPv4 `--ip`, if given.
+    pub fn ip4(&self) -> Option<Cidr> {
+        self.ip.iter().find_map(|c| match c {
+            IpCidr::V4(c) => Some(*c),
+            IpCidr::V6(..) => None,
+        })
+    }
+
+    /// The IPv6 `--ip` and its prefix length (default 64), if given.
+    pub fn ip6(&self) -> Option<(Ipv6Addr, u8)> {
+        self.ip.iter().find_map(|c| match c {
+            IpCidr::V6(a, p) => Some((*a, p.unwrap_or(64))),
+            IpCidr::V4(_) => None,
+        })
+    }
+
+    /// The IPv4 `--gateway`, if given.
+    pub fn gateway4(&self) -> Option<Ipv4Addr> {
+        self.gateway.iter().find_map(|g| match g {
+            IpAddr::V4(a) => Some(*a),
+            IpAddr::V6(_) => None,
+        })
+    }
+
+    /// The IPv6 `--gateway`, if given.
+    pub fn gateway6(&self) -> Option<Ipv6Addr> {
+        self.gateway.iter().find_map(|g| match g {
+            IpAddr::V6(a) => Some(*a),
+            IpAddr::V4(_) => None,
+        })
+    }
+
     /// True when these options ask for corestack (an interface was given).
     pub fn wants_corestack(&self) -> bool {
         self.iface.is_some() || self.service_path().is_some()
@@ -191,8 +259,8 @@ impl StackOpts {
             .iface
             .as_deref()
             .ok_or_else(|| anyhow!("--iface IF is required to use corestack"))?;
-        let cidr = self.ip.ok_or_else(|| {
-            anyhow!("--ip ADDR/PREFIX is required with --iface (e.g. --ip 10.77.1.2/24)")
+        let cidr = self.ip4().ok_or_else(|| {
+            anyhow!("an IPv4 --ip ADDR/PREFIX is required with --iface (e.g. --ip 10.77.1.2/24)")
         })?;
         if !Path::new("/sys/class/net").join(iface).exists() && self.driver == Driver::AfXdp {
             bail!("interface {iface} not found in this network namespace (check `ip link`)");
@@ -211,8 +279,14 @@ impl StackOpts {
             PollPolicy::Busy => builder = builder.idle_sleep(None),
             PollPolicy::Interrupt => builder = builder.idle_sleep(Some(Duration::ZERO)),
         }
-        if let Some(gw) = self.gateway {
+        if let Some(gw) = self.gateway4() {
             builder = builder.gateway(gw);
+        }
+        if let Some((a, p)) = self.ip6() {
+            builder = builder.ip6(a, p);
+        }
+        if let Some(gw) = self.gateway6() {
+            builder = builder.gateway6(gw);
         }
         if let Some(n) = self.ring_bytes {
             builder = builder.ring_bytes(n);

@@ -3,7 +3,7 @@
 //! socket's congestion control.
 
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4};
+use std::net::{Shutdown, SocketAddr};
 
 use anyhow::{Context, Result};
 
@@ -54,17 +54,17 @@ impl Stream for corestack::TcpStream {
 pub trait Listener {
     /// The accepted stream type.
     type Stream: Stream;
-    /// Accepts one connection (EWOULDBLOCK when nonblocking and none is pending).
-    fn accept_one(&mut self) -> io::Result<(Self::Stream, SocketAddrV4)>;
+    /// Accepts one connection (EWOULDBLOCK when nonblocking and none is
+    /// pending); the peer is IPv4 or IPv6.
+    fn accept_one(&mut self) -> io::Result<(Self::Stream, SocketAddr)>;
     /// Switches between blocking and nonblocking (EWOULDBLOCK) accepts.
     fn nonblocking(&mut self, on: bool) -> io::Result<()>;
 }
 
 impl Listener for std::net::TcpListener {
     type Stream = std::net::TcpStream;
-    fn accept_one(&mut self) -> io::Result<(std::net::TcpStream, SocketAddrV4)> {
-        let (s, peer) = self.accept()?;
-        Ok((s, v4(peer)))
+    fn accept_one(&mut self) -> io::Result<(std::net::TcpStream, SocketAddr)> {
+        self.accept()
     }
     fn nonblocking(&mut self, on: bool) -> io::Result<()> {
         self.set_nonblocking(on)
@@ -73,7 +73,7 @@ impl Listener for std::net::TcpListener {
 
 impl Listener for corestack::TcpListener {
     type Stream = corestack::TcpStream;
-    fn accept_one(&mut self) -> io::Result<(corestack::TcpStream, SocketAddrV4)> {
+    fn accept_one(&mut self) -> io::Result<(corestack::TcpStream, SocketAddr)> {
         self.accept()
     }
     fn nonblocking(&mut self, on: bool) -> io::Result<()> {
@@ -83,37 +83,26 @@ impl Listener for corestack::TcpListener {
 
 /// A UDP socket either stack provides.
 pub trait Datagram {
-    /// Sends one datagram; returns the bytes sent.
-    fn send_one(&mut self, buf: &[u8], to: SocketAddrV4) -> io::Result<usize>;
+    /// Sends one datagram to `to` (IPv4 or IPv6); returns the bytes sent.
+    fn send_one(&mut self, buf: &[u8], to: SocketAddr) -> io::Result<usize>;
     /// Receives one datagram (EWOULDBLOCK when nonblocking and none is queued).
-    fn recv_one(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)>;
+    fn recv_one(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)>;
 }
 
 impl Datagram for std::net::UdpSocket {
-    fn send_one(&mut self, buf: &[u8], to: SocketAddrV4) -> io::Result<usize> {
+    fn send_one(&mut self, buf: &[u8], to: SocketAddr) -> io::Result<usize> {
         self.send_to(buf, to)
     }
-    fn recv_one(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)> {
-        let (n, from) = self.recv_from(buf)?;
-        Ok((n, v4(from)))
-    }
-}
-
-impl Datagram for corestack::UdpSocket {
-    fn send_one(&mut self, buf: &[u8], to: SocketAddrV4) -> io::Result<usize> {
-        self.send_to(buf, to)
-    }
-    fn recv_one(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4)> {
+    fn recv_one(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         self.recv_from(buf)
     }
 }
 
-fn v4(a: SocketAddr) -> SocketAddrV4 {
-    match a {
-        SocketAddr::V4(a) => a,
-        SocketAddr::V6(a) => SocketAddrV4::new(
-            a.ip().to_ipv4_mapped().unwrap_or(Ipv4Addr::UNSPECIFIED),
-            a.port(),
-        ),
+impl Datagram for corestack::UdpSocket {
+    fn send_one(&mut self, buf: &[u8], to: SocketAddr) -> io::Result<usize> {
+        self.send_to(buf, to)
+    }
+    fn recv_one(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        self.recv_from(buf)
     }
 }

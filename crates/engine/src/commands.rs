@@ -2,7 +2,7 @@
 //! Each is validated against the socket table; a command naming a socket
 //! the engine does not know is counted and ignored.
 
-use crate::sockets::{flow_key, Conn, Listener, Ports, Socket, Sockets, UdpSock};
+use crate::sockets::{families, Conn, Listener, Ports, Socket, Sockets, UdpSock};
 use crate::tcp::{State, Tcb};
 use crate::{Protocols, CMD_BURST};
 use appif::cc::CcKind;
@@ -10,7 +10,7 @@ use appif::command::Command;
 use appif::seg::AcceptQueue;
 use appif::socket::{SockId, SockState, StatusHandle};
 use appif::{bytes, errno};
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{IpAddr, SocketAddr};
 use nic::TxQueue;
 use std::sync::Arc;
 
@@ -70,8 +70,9 @@ impl Protocols {
                 id,
                 shared,
                 local,
+                v6only,
                 accept,
-            } => self.on_listen(id, shared, local, accept),
+            } => self.on_listen(id, shared, local, v6only, accept),
             Command::JoinListener {
                 id,
                 shared,
@@ -82,9 +83,10 @@ impl Protocols {
                 id,
                 shared,
                 local,
+                v6only,
                 tx: txr,
                 rx,
-            } => self.on_udp_bind(id, shared, local, txr, rx),
+            } => self.on_udp_bind(id, shared, local, v6only, txr, rx),
             Command::Send { id } => self.on_send(id, tx),
             Command::Recvd { id } => self.on_recvd(id),
             Command::Shutdown { id } => self.on_shutdown(id),
@@ -110,14 +112,24 @@ impl Protocols {
         id: SockId,
         shared: Arc<StatusHandle>,
         local_port: u16,
-        remote: SocketAddrV4,
+        remote: SocketAddr,
         (txr, rx): (bytes::Reader, bytes::Writer),
         nodelay: bool,
     ) {
-        if self.egress.next_hop(*remote.ip()).is_none() {
+        let remote = appif::socket::from_mapped(remote);
+        // Our source address: IPv4's one, or the IPv6 one RFC 6724 picks.
+        let src = match remote.ip() {
+            IpAddr::V4(_) => Some(IpAddr::V4(self.egress.ip)),
+            IpAddr::V6(r) => self
+                .ip6
+                .as_ref()
+                .and_then(|e6| e6.source_for(r))
+                .map(IpAddr::V6),
+        };
+        let Some(src) = src.filter(|_| self.routable(remote.ip())) else {
             shared.set_closed(errno::ENETUNREACH);
             return;
-        }
+        };
         if self.sockets.is_full() {
             self.stats.drop_tcp_table_full += 1;
             shared.set_closed(errno::ENOBUFS);
@@ -127,12 +139,13 @@ impl Protocols {
             Ok(p) => p,
             Err(e) => return shared.set_closed(e),
         };
-        if let Some(&old) = self.sockets.flows.get(&flow_key(remote, port)) {
+        if let Some(old) = self.sockets.flow(remote, port) {
             self.stats.tcp_time_wait_recycled += 1;
             self.drop_conn(old);
         }
-        let local = SocketAddrV4::new(self.egress.ip, port);
+        let local = SocketAddr::new(src, port);
         let mut cfg = self.cfg.tcp.clone();
+        cfg.mss = self.mss_for(remote);
         cfg.nodelay = nodelay;
         cfg.rcv_buf = rx.capacity();
         cfg.rcv_buf_max = cfg.rcv_buf_max.min(rx.reserved());
@@ -154,10 +167,16 @@ impl Protocols {
             timer_at: None,
             dirty: false,
             growth: Default::default(),
+            mapped: false,
+            flow_label: if remote.is_ipv6() {
+                self.isn.flow_label(local, remote)
+            } else {
+                0
+            },
             counted: Default::default(),
         };
         if let Some(slot) = self.sockets.insert(id, Socket::Tcp(Box::new(conn))) {
-            self.sockets.flows.insert(flow_key(remote, port), slot);
+            self.sockets.insert_flow(remote, port, slot);
             self.stats.tcp_active_opens += 1;
             self.mark_dirty(slot);
         }
@@ -168,10 +187,10 @@ impl Protocols {
     /// when its timestamps keep the incarnations apart (RFC 6191; Linux with
     /// tcp_tw_reuse = 1): a client that closes first does not run out of
     /// ports. Errors: EADDRNOTAVAIL (no ephemeral port free), EADDRINUSE.
-    fn connect_port(&mut self, remote: SocketAddrV4, local_port: u16) -> Result<u16, i32> {
+    fn connect_port(&mut self, remote: SocketAddr, local_port: u16) -> Result<u16, i32> {
         let now = self.now;
-        let taken = |s: &Sockets, p: u16| match s.flows.get(&flow_key(remote, p)) {
-            Some(&slot) => !matches!(
+        let taken = |s: &Sockets, p: u16| match s.flow(remote, p) {
+            Some(slot) => !matches!(
                 s.slots.get(slot as usize),
                 Some(Some(Socket::Tcp(c))) if c.tcb.time_wait_reusable(now)
             ),
@@ -180,13 +199,25 @@ impl Protocols {
         if local_port == 0 {
             // Among several engines, a port whose flow this engine owns.
             let (h, ip) = (&self.handoff, self.egress.ip);
+            let src6 = self.ip6.as_ref().and_then(|e6| match remote.ip() {
+                IpAddr::V6(r) => e6.source_for(r),
+                IpAddr::V4(_) => None,
+            });
             let elsewhere = |p: u16| {
                 h.as_ref().is_some_and(|h| {
-                    h.steering().owner_v4(ip, *remote.ip(), p, remote.port()) != h.me()
+                    let owner = match (remote.ip(), src6) {
+                        (IpAddr::V4(r), _) => h.steering().owner_v4(ip, r, p, remote.port()),
+                        (IpAddr::V6(r), Some(l)) => h.steering().owner_v6(l, r, p, remote.port()),
+                        (IpAddr::V6(_), None) => h.me(),
+                    };
+                    owner != h.me()
                 })
             };
+            let fam = (remote.is_ipv4(), remote.is_ipv6());
             self.sockets
-                .ephemeral_port(|s, p| taken(s, p) || s.listeners.contains_key(&p) || elsewhere(p))
+                .ephemeral_port(|s, p| {
+                    taken(s, p) || s.port_taken(Ports::Listeners, p, fam) || elsewhere(p)
+                })
                 .ok_or(errno::EADDRNOTAVAIL)
         } else if taken(&self.sockets, local_port) {
             Err(errno::EADDRINUSE)
@@ -201,16 +232,18 @@ impl Protocols {
         &mut self,
         id: SockId,
         shared: Arc<StatusHandle>,
-        local: SocketAddrV4,
+        local: SocketAddr,
+        v6only: bool,
         accept: AcceptQueue,
     ) {
         let status = shared.clone();
-        self.bind_socket(id, &status, local, Ports::Listeners, |local| {
+        self.bind_socket(id, &status, local, v6only, Ports::Listeners, |local| {
             let backlog = accept.capacity();
             Socket::Listener(Listener {
                 id,
                 shared,
                 local,
+                v6only,
                 accept,
                 pending: 0,
                 backlog,
@@ -227,16 +260,18 @@ impl Protocols {
         &mut self,
         id: SockId,
         shared: Arc<StatusHandle>,
-        local: SocketAddrV4,
+        local: SocketAddr,
+        v6only: bool,
         txr: bytes::Reader,
         rx: bytes::Writer,
     ) {
         let status = shared.clone();
-        self.bind_socket(id, &status, local, Ports::Udp, |local| {
+        self.bind_socket(id, &status, local, v6only, Ports::Udp, |local| {
             Socket::Udp(UdpSock {
                 id,
                 shared,
                 local,
+                v6only,
                 tx: txr,
                 rx,
             })
@@ -363,42 +398,61 @@ impl Protocols {
         }
     }
 
-    /// Binds listener or UDP socket `id` to `local` in the port table
-    /// `ports` (see `bind_addr`; an error goes to `shared`), tells the
-    /// application the address, and puts the socket `make` builds for it in
-    /// a slot, registered under its port: open, or ENOBUFS when no slot is
-    /// free.
+    /// Binds listener or UDP socket `id` to `local` in the port tables
+    /// `ports` of the families it receives (see `bind_addr` and
+    /// [`families`]; an error goes to `shared`), tells the application the
+    /// address, and puts the socket `make` builds for it in a slot,
+    /// registered under its port: open, or ENOBUFS when no slot is free.
     fn bind_socket(
         &mut self,
         id: SockId,
         shared: &StatusHandle,
-        local: SocketAddrV4,
+        local: SocketAddr,
+        v6only: bool,
         ports: Ports,
-        make: impl FnOnce(SocketAddrV4) -> Socket,
+        make: impl FnOnce(SocketAddr) -> Socket,
     ) {
-        let local = match self.bind_addr(local, ports) {
+        let fam = families(local, v6only);
+        let local = match self.bind_addr(local, fam, ports) {
             Ok(a) => a,
             Err(e) => return shared.set_closed(e),
         };
-        shared.set_addrs(local, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+        shared.set_addrs(local, appif::socket::unspecified_like(local));
         match self.sockets.insert(id, make(local)) {
             Some(slot) => {
-                self.sockets.ports_mut(ports).insert(local.port(), slot);
+                self.sockets.register_port(ports, local.port(), fam, slot);
                 shared.set_state(SockState::Open);
             }
             None => shared.set_closed(errno::ENOBUFS),
         }
     }
 
-    /// The local address a bind to `local` gets: our address, and the port
-    /// asked for or an ephemeral one free in the port table `ports` (among
-    /// several engines, a UDP port this engine owns).
+    /// The local address a bind to `local` gets: the address asked for
+    /// (IPv4: ours whatever was asked; IPv6: `::` or one of ours), and the
+    /// port asked for or an ephemeral one free in the port tables `ports`
+    /// of the families `fam` (among several engines, a UDP port this
+    /// engine owns). A port is taken for a family when a socket of that
+    /// family holds it: an IPv4 socket and an IPv6-only one share a port,
+    /// a dual-stack one shares it with nobody (Linux).
     /// Errors: EADDRINUSE (port taken or none free), EADDRNOTAVAIL (not our address).
-    fn bind_addr(&mut self, local: SocketAddrV4, ports: Ports) -> Result<SocketAddrV4, i32> {
-        if !local.ip().is_unspecified() && *local.ip() != self.egress.ip {
-            return Err(errno::EADDRNOTAVAIL);
-        }
-        let in_use = |s: &Sockets, p: u16| s.ports(ports).contains_key(&p);
+    fn bind_addr(
+        &mut self,
+        local: SocketAddr,
+        fam: (bool, bool),
+        ports: Ports,
+    ) -> Result<SocketAddr, i32> {
+        let ip = match local.ip() {
+            IpAddr::V4(a) if !a.is_unspecified() && a != self.egress.ip => {
+                return Err(errno::EADDRNOTAVAIL)
+            }
+            IpAddr::V4(_) => IpAddr::V4(self.egress.ip),
+            IpAddr::V6(a) if a.is_unspecified() => IpAddr::V6(a),
+            IpAddr::V6(a) if self.ip6.as_ref().is_some_and(|e6| e6.state_of(a).is_some()) => {
+                IpAddr::V6(a)
+            }
+            IpAddr::V6(_) => return Err(errno::EADDRNOTAVAIL),
+        };
+        let in_use = |s: &Sockets, p: u16| s.port_taken(ports, p, fam);
         let h = &self.handoff;
         let elsewhere =
             |p: u16| matches!((h, ports), (Some(h), Ports::Udp) if h.udp_owner(p) != h.me());
@@ -410,7 +464,7 @@ impl Protocols {
             p if in_use(&self.sockets, p) => return Err(errno::EADDRINUSE),
             p => p,
         };
-        Ok(SocketAddrV4::new(self.egress.ip, port))
+        Ok(SocketAddr::new(ip, port))
     }
 
     /// The application is done with the socket in `slot`.

@@ -198,10 +198,6 @@ impl Egress6 {
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> bool {
-        if ipv6::HEADER_LEN + payload_len > self.mtu {
-            stats.drop_ipv6_too_big += 1;
-            return false;
-        }
         let ip = Ipv6Repr {
             src,
             dst,
@@ -211,6 +207,26 @@ impl Egress6 {
             flow_label: 0,
             payload_len,
         };
+        self.send_repr(tx, stats, now, &ip, fill)
+    }
+
+    /// [`Egress6::send_ipv6`] for a packet described by `ip` in full: its
+    /// Traffic Class (DSCP and ECN, RFC 8200 §7) and Flow Label (RFC 6437)
+    /// included, `ip.payload_len` bytes written by `fill`.
+    pub fn send_repr<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        now: Instant,
+        ip: &Ipv6Repr,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let (dst, payload_len) = (ip.dst, ip.payload_len);
+        if ipv6::HEADER_LEN + payload_len > self.mtu {
+            stats.drop_ipv6_too_big += 1;
+            return false;
+        }
+        let ip = *ip;
         if dst.is_multicast() {
             return self.send_to_mac(tx, stats, ndisc::multicast_mac(dst), &ip, fill);
         }

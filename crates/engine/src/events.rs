@@ -101,7 +101,8 @@ impl Protocols {
         };
         c.listener = None;
         let ends = c.app_ends.take();
-        c.shared.set_addrs(c.tcb.local(), c.tcb.remote());
+        let (local, remote) = app_addrs(c);
+        c.shared.set_addrs(local, remote);
         c.shared.set_state(SockState::Open);
         let (id, shared) = (c.id, c.shared.clone());
         let refused = match self.sockets.slots.get_mut(listener_slot as usize) {
@@ -148,7 +149,8 @@ impl Protocols {
 /// Returns true when the connection is finished and can be removed.
 fn apply_events(conn: &mut Conn, ev: &Events) -> bool {
     if ev.connected && conn.listener.is_none() {
-        conn.shared.set_addrs(conn.tcb.local(), conn.tcb.remote());
+        let (local, remote) = app_addrs(conn);
+        conn.shared.set_addrs(local, remote);
         conn.shared.set_state(appif::socket::SockState::Open);
     }
     if ev.peer_fin {
@@ -169,5 +171,17 @@ pub fn errno_of(reason: CloseReason) -> i32 {
         CloseReason::Reset => errno::ECONNRESET,
         CloseReason::Refused => errno::ECONNREFUSED,
         CloseReason::TimedOut => errno::ETIMEDOUT,
+    }
+}
+
+/// The connection's local and remote addresses as its application sees
+/// them: IPv4-mapped IPv6 for an IPv4 connection of a dual-stack listener
+/// (RFC 3493 §3.7).
+fn app_addrs(c: &Conn) -> (core::net::SocketAddr, core::net::SocketAddr) {
+    let (l, r) = (c.tcb.local(), c.tcb.remote());
+    if c.mapped {
+        (appif::socket::to_mapped(l), appif::socket::to_mapped(r))
+    } else {
+        (l, r)
     }
 }

@@ -41,11 +41,17 @@ impl Protocols {
                 self.packet_too_big(mtu, &msg[8..]);
             }
             // Destination Unreachable, Time Exceeded, Parameter Problem
-            // and unknown errors (RFC 4443 §2.4 (a)). Once TCP and UDP run
-            // over IPv6, errors quoting one of their flows go to it here
-            // (as `icmp::tcp_icmp_error` does for IPv4; the engine owning
-            // the flow is already the one handling it, `steer`).
-            t if t < 128 => self.stats.icmpv6_errors_rx += 1,
+            // and unknown errors (RFC 4443 §2.4 (a)): one quoting a TCP
+            // flow of ours is counted against it (a soft error, RFC 1122
+            // §4.2.3.9, RFC 5461: the connection carries on, as
+            // `icmp::tcp_icmp_error` does for IPv4; the engine owning the
+            // flow is already the one handling it, `steer`).
+            t if t < 128 => {
+                self.stats.icmpv6_errors_rx += 1;
+                if msg.len() >= 8 && matches!(self.quoted_tcp(&msg[8..]), QuotedTcp::Tcp(Some(_))) {
+                    self.stats.icmp_tcp_errors_rx += 1;
+                }
+            }
             // RFC 4443 §2.4 (b): unknown informational messages are
             // discarded (echo replies included: we send no requests).
             _ => self.stats.icmpv6_other_rx += 1,
@@ -103,16 +109,15 @@ impl Protocols {
     /// quoted destination goes down to `mtu`, never below 1280 and never
     /// up (RFC 8201 §4).
     ///
-    /// RFC 5927 §4.1, §5.2: once TCP runs over IPv6, a Packet Too Big
-    /// quoting a TCP segment must lower the path MTU only when the quoted
-    /// sequence number is in flight on its connection (as
-    /// `Tcb::on_path_mtu` checks for IPv4 in `icmp::tcp_icmp_error`): that
-    /// check goes here, before [`crate::pmtu::PmtuTable::lower`], with the
-    /// quoted TCP header found by `walk_chain` over the quote's payload,
-    /// and the connection's MSS lowered with it.
+    /// RFC 5927 §4.1, §5.2: a Packet Too Big quoting a TCP segment lowers
+    /// the path MTU only when the quoted sequence number is in flight on
+    /// its connection (`Tcb::seq_in_flight`; a segment of no connection of
+    /// ours is ignored), and the connection's MSS goes down with it
+    /// (`Tcb::on_path_mtu`, segments in flight that no longer fit sent
+    /// again).
     fn packet_too_big(&mut self, mtu: u32, quote: &[u8]) {
         self.stats.icmpv6_ptb_rx += 1;
-        let Some(e6) = self.ip6.as_mut() else { return };
+        let Some(e6) = self.ip6.as_ref() else { return };
         let addr = |at: usize| -> Option<Ipv6Addr> {
             let b: [u8; 16] = quote.get(at..at + 16)?.try_into().ok()?;
             Some(Ipv6Addr::from(b))
@@ -125,14 +130,78 @@ impl Protocols {
             self.stats.icmpv6_ptb_ignored += 1;
             return;
         };
+        let tcp = match self.quoted_tcp(quote) {
+            QuotedTcp::Tcp(Some((slot, seq))) => match self.sockets.conn(slot) {
+                Some(c) if c.tcb.seq_in_flight(seq) => Some((slot, seq)),
+                _ => None,
+            },
+            QuotedTcp::Tcp(None) => None,
+            QuotedTcp::Other => Some((u32::MAX, wire::SeqNum(0))),
+        };
+        let Some((slot, seq)) = tcp else {
+            // RFC 5927 §5.2: out of window, or no connection of ours.
+            self.stats.icmpv6_ptb_ignored += 1;
+            return;
+        };
+        let Some(e6) = self.ip6.as_mut() else { return };
         let now = self.now;
         let current = e6.pmtu(qdst, now);
         let mtu = usize::try_from(mtu).unwrap_or(usize::MAX);
-        if e6.pmtu.lower(qdst, mtu, current, now).is_some() {
-            self.stats.icmpv6_pmtu_reductions += 1;
-        } else {
+        let Some(lowered) = e6.pmtu.lower(qdst, mtu, current, now) else {
             self.stats.icmpv6_ptb_ignored += 1;
+            return;
+        };
+        self.stats.icmpv6_pmtu_reductions += 1;
+        if slot != u32::MAX
+            && self
+                .sockets
+                .conn(slot)
+                .is_some_and(|c| c.tcb.on_path_mtu(lowered, seq))
+        {
+            self.stats.tcp_pmtu_reductions += 1;
+            self.mark_dirty(slot);
         }
+    }
+
+    /// What the quoted packet `quote` (an IPv6 packet of ours, as much as
+    /// fitted in an ICMPv6 error) was: a TCP segment, with the slot of its
+    /// connection and its sequence number when one of ours matches, or
+    /// something else.
+    pub(crate) fn quoted_tcp(&self, quote: &[u8]) -> QuotedTcp {
+        let (Some(head), Some(rest)) = (quote.get(..wire::ipv6::HEADER_LEN), quote.get(40..))
+        else {
+            return QuotedTcp::Other;
+        };
+        let end = match walk_chain(head[6], rest) {
+            Ok(Ipv6ChainEnd::Fragment { offset, .. }) => walk_after_fragment(rest, offset),
+            end => end,
+        };
+        let Ok(Ipv6ChainEnd::UpperLayer {
+            next_header: wire::ipv6::NEXT_TCP,
+            offset,
+            ..
+        }) = end
+        else {
+            return QuotedTcp::Other;
+        };
+        let Some(t) = rest.get(offset..offset + 8) else {
+            return QuotedTcp::Tcp(None);
+        };
+        let mut dst = [0u8; 16];
+        dst.copy_from_slice(&head[24..40]);
+        let local_port = u16::from_be_bytes([t[0], t[1]]);
+        let remote = core::net::SocketAddrV6::new(
+            Ipv6Addr::from(dst),
+            u16::from_be_bytes([t[2], t[3]]),
+            0,
+            0,
+        );
+        let seq = wire::SeqNum(u32::from_be_bytes([t[4], t[5], t[6], t[7]]));
+        let slot = self
+            .sockets
+            .flows6
+            .get(&crate::sockets::flow_key6(remote, local_port));
+        QuotedTcp::Tcp(slot.map(|&s| (s, seq)))
     }
 
     /// The path MTU toward `dst` in bytes (at least 1280 when learned; the
@@ -145,9 +214,8 @@ impl Protocols {
 
     /// Sends Destination Unreachable with `code` about `invoking` (e.g.
     /// port unreachable, `wire::icmpv6::DST_UNREACH_PORT`, for a UDP
-    /// datagram to a closed port once UDP runs over IPv6), under the rules
+    /// datagram to a closed port), under the rules
     /// of [`Protocols::send_icmpv6_error`].
-    #[allow(dead_code)] // UDP over IPv6 (issue 25's next step) calls it.
     pub(crate) fn send_icmpv6_unreachable<T: TxQueue>(
         &mut self,
         rx: &Rx6<'_>,
@@ -261,4 +329,14 @@ fn is_icmpv6_error(ip: &Ipv6Packet<'_>) -> bool {
         }) => ip.payload().get(offset).is_some_and(|&t| t < 128),
         _ => false,
     }
+}
+
+/// What an ICMPv6 error quoted ([`Protocols::quoted_tcp`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QuotedTcp {
+    /// A TCP segment: its connection's slot and sequence number when the
+    /// flow is one of ours (None: no connection, or the TCP header cut).
+    Tcp(Option<(u32, wire::SeqNum)>),
+    /// Not TCP, or too little of the packet to tell.
+    Other,
 }

@@ -18,13 +18,13 @@
 //! connections it had not handed over are reset, as Linux resets a closed
 //! listener's queue; the port stays bound until the last member goes.
 
-use crate::sockets::{flow_key, Conn, Listener, Socket};
+use crate::sockets::{Conn, Listener, Socket};
 use crate::tcp::Tcb;
 use crate::Protocols;
 use appif::errno;
 use appif::seg::AcceptQueue;
 use appif::socket::{SockId, SockState, StatusHandle};
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{IpAddr, SocketAddr};
 use nic::TxQueue;
 use std::sync::Arc;
 use wire::tcp::TcpRepr;
@@ -32,10 +32,12 @@ use wire::tcp::TcpRepr;
 impl Protocols {
     /// A SYN for a listener: a new connection in SYN-RECEIVED, bounded by
     /// the listener's backlog and the socket table.
+    /// `local`: our address and port the SYN came to.
     pub(crate) fn passive_open<T: TxQueue>(
         &mut self,
         lslot: u32,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         syn: &TcpRepr,
         tx: &mut T,
     ) {
@@ -53,19 +55,39 @@ impl Protocols {
         }
         if l.pending >= l.backlog {
             if self.cfg.syn_cookies {
-                self.send_cookie_synack(remote, syn, tx);
+                self.send_cookie_synack(local, remote, syn, tx);
             } else {
                 self.stats.drop_tcp_backlog_full += 1;
             }
             return;
         }
-        if self.sockets.is_full() || self.egress.next_hop(*remote.ip()).is_none() {
+        if self.sockets.is_full() || !self.routable(remote.ip()) {
             self.stats.drop_tcp_table_full += 1;
             return;
         }
-        let local = SocketAddrV4::new(self.egress.ip, syn.dst_port);
         let iss = self.isn.isn(local, remote, self.now);
-        self.new_passive(lslot, remote, syn, iss);
+        self.new_passive(lslot, local, remote, syn, iss);
+    }
+
+    /// True when packets to `ip` have a next hop (IPv6: only with IPv6 on).
+    pub(crate) fn routable(&self, ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(a) => self.egress.next_hop(a).is_some(),
+            IpAddr::V6(a) => self.ip6.as_ref().is_some_and(|e6| e6.next_hop(a).is_some()),
+        }
+    }
+
+    /// The MSS we offer a connection to `remote`, bytes: the configured
+    /// one, and over IPv6 at most the path MTU less 60 bytes of IPv6 and
+    /// TCP headers (RFC 8200 §5, RFC 9293 §3.7.1).
+    pub(crate) fn mss_for(&self, remote: SocketAddr) -> u16 {
+        match remote.ip() {
+            IpAddr::V4(_) => self.cfg.tcp.mss,
+            IpAddr::V6(a) => {
+                let m = self.pmtu_v6(a).saturating_sub(60);
+                self.cfg.tcp.mss.min(u16::try_from(m).unwrap_or(u16::MAX))
+            }
+        }
     }
 
     /// A connection in SYN-RECEIVED for `syn` with our ISN `iss`, owned by
@@ -73,20 +95,20 @@ impl Protocols {
     fn new_passive(
         &mut self,
         lslot: u32,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         syn: &TcpRepr,
         iss: wire::SeqNum,
     ) -> Option<u32> {
-        let local = SocketAddrV4::new(self.egress.ip, syn.dst_port);
         // Only a plain SYN opens a connection (before any ring is taken).
         let f = syn.flags;
         if !f.syn() || f.rst() || f.ack() || f.fin() {
             return None;
         }
         // The rings come from where the listener's application lives.
-        let buffers = match self.sockets.slots.get(lslot as usize) {
-            Some(Some(Socket::Listener(l))) => l.buffers,
-            _ => (0, 0),
+        let (buffers, mapped) = match self.sockets.slots.get(lslot as usize) {
+            Some(Some(Socket::Listener(l))) => (l.buffers, l.local.is_ipv6() && remote.is_ipv4()),
+            _ => ((0, 0), false),
         };
         let (id, shared, eng_tx, eng_rx, app_ends) =
             match self.sockets.slots.get_mut(lslot as usize) {
@@ -110,6 +132,7 @@ impl Protocols {
                 }
             };
         let mut cfg = self.cfg.tcp.clone();
+        cfg.mss = self.mss_for(remote);
         cfg.rcv_buf = eng_rx.capacity();
         cfg.rcv_buf_max = cfg.rcv_buf_max.min(eng_rx.reserved());
         cfg.snd_buf_max = cfg.snd_buf_max.min(eng_tx.reserved());
@@ -138,15 +161,19 @@ impl Protocols {
             timer_at: None,
             dirty: false,
             growth: Default::default(),
+            mapped,
+            flow_label: if remote.is_ipv6() {
+                self.isn.flow_label(local, remote)
+            } else {
+                0
+            },
             counted: Default::default(),
         };
         if let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(lslot as usize) {
             l.pending += 1;
         }
         let slot = self.sockets.insert(id, Socket::Tcp(Box::new(conn)))?;
-        self.sockets
-            .flows
-            .insert(flow_key(remote, syn.dst_port), slot);
+        self.sockets.insert_flow(remote, syn.dst_port, slot);
         self.stats.tcp_passive_opens += 1;
         self.mark_dirty(slot);
         self.arm_timer(slot);
@@ -155,9 +182,15 @@ impl Protocols {
 
     /// Answers a SYN without keeping state: the SYN-ACK's ISN is a cookie
     /// (RFC 4987 §3.6) carrying the MSS; no window scale, SACK or timestamps.
-    fn send_cookie_synack<T: TxQueue>(&mut self, remote: SocketAddrV4, syn: &TcpRepr, tx: &mut T) {
-        let local = SocketAddrV4::new(self.egress.ip, syn.dst_port);
-        let peer_mss = syn.options.mss.unwrap_or(536).min(self.cfg.tcp.mss);
+    fn send_cookie_synack<T: TxQueue>(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        syn: &TcpRepr,
+        tx: &mut T,
+    ) {
+        let our_mss = self.mss_for(remote);
+        let peer_mss = syn.options.mss.unwrap_or(536).min(our_mss);
         let cookie = self
             .cookies
             .mint(local, remote, syn.seq, peer_mss, self.now);
@@ -170,8 +203,8 @@ impl Protocols {
             window: cookie_window(self.cfg.ring_bytes),
             ..TcpRepr::default()
         };
-        synack.options.mss = Some(self.cfg.tcp.mss);
-        if self.send_tcp_headers(*remote.ip(), &synack, tx) {
+        synack.options.mss = Some(our_mss);
+        if self.send_tcp_ctl(local, remote, &synack, tx) {
             self.stats.tcp_syncookies_sent += 1;
         }
     }
@@ -182,14 +215,14 @@ impl Protocols {
     pub(crate) fn cookie_open(
         &mut self,
         lslot: u32,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         ack: &TcpRepr,
         payload: &[u8],
     ) -> bool {
         if !self.cfg.syn_cookies {
             return false;
         }
-        let local = SocketAddrV4::new(self.egress.ip, ack.dst_port);
         let Some(mss) = self
             .cookies
             .check(local, remote, ack.seq, ack.ack, self.now)
@@ -213,7 +246,7 @@ impl Protocols {
         syn.options.mss = Some(mss);
         let iss = ack.ack - 1usize;
         let lslot = self.pick_member(lslot);
-        let Some(slot) = self.new_passive(lslot, remote, &syn, iss) else {
+        let Some(slot) = self.new_passive(lslot, local, remote, &syn, iss) else {
             return true;
         };
         let now = self.now;
@@ -299,14 +332,15 @@ impl Protocols {
             _ => None,
         });
         let head = match found.map(|h| (h, self.sockets.slots.get(h as usize))) {
-            Some((h, Some(Some(Socket::Listener(l))))) => (h, l.local, l.buffers),
+            Some((h, Some(Some(Socket::Listener(l))))) => (h, l.local, l.v6only, l.buffers),
             _ => return shared.set_closed(errno::EINVAL),
         };
-        let (head, local, buffers) = head;
+        let (head, local, v6only, buffers) = head;
         let l = Listener {
             id,
             shared: shared.clone(),
             local,
+            v6only,
             backlog: accept.capacity(),
             accept,
             pending: 0,
@@ -321,7 +355,7 @@ impl Protocols {
         if let Some(Some(Socket::Listener(h))) = self.sockets.slots.get_mut(head as usize) {
             h.members.push(slot);
         }
-        shared.set_addrs(local, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+        shared.set_addrs(local, appif::socket::unspecified_like(local));
         shared.set_state(SockState::Open);
     }
 
@@ -352,7 +386,9 @@ impl Protocols {
             fl.head = None;
             fl.members = rest.to_vec();
             let port = fl.local.port();
-            self.sockets.listeners.insert(port, first);
+            let fam = crate::sockets::families(fl.local, fl.v6only);
+            self.sockets
+                .register_port(crate::sockets::Ports::Listeners, port, fam, first);
         }
     }
 }

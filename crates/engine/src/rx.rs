@@ -12,7 +12,7 @@ use crate::steer;
 use crate::tcp;
 use crate::trace::{RingStamps, StampedRing};
 use crate::Protocols;
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use nic::TxQueue;
 use wire::arp::{ArpOp, ArpRepr};
 use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
@@ -192,27 +192,53 @@ impl Protocols {
             }
         }
         let remote = SocketAddrV4::new(src, seg.src_port);
+        let slot = self
+            .sockets
+            .flows
+            .get(&flow_key(remote, seg.dst_port))
+            .copied();
+        let local = IpAddr::V4(self.egress.ip);
+        self.tcp_segment(slot, SocketAddr::V4(remote), local, &seg, payload, ce, tx);
+    }
+
+    /// A parsed segment from `remote` to our address `local`, of the
+    /// connection in `slot` if its flow was found (either family).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn tcp_segment<T: TxQueue>(
+        &mut self,
+        slot: Option<u32>,
+        remote: SocketAddr,
+        local: IpAddr,
+        seg: &TcpRepr,
+        payload: &[u8],
+        ce: bool,
+        tx: &mut T,
+    ) -> Option<tcp::Events> {
         let flags = seg.flags;
-        if let Some(&slot) = self.sockets.flows.get(&flow_key(remote, seg.dst_port)) {
+        if let Some(slot) = slot {
             let now = self.now;
+            let listeners = if remote.is_ipv4() {
+                &self.sockets.listeners
+            } else {
+                &self.sockets.listeners6
+            };
             if flags.syn()
                 && !flags.ack()
                 && !flags.rst()
-                && self.sockets.listeners.contains_key(&seg.dst_port)
+                && listeners.contains_key(&seg.dst_port)
                 && self
                     .sockets
                     .conn(slot)
-                    .is_some_and(|c| c.tcb.time_wait_accepts_syn(&seg))
+                    .is_some_and(|c| c.tcb.time_wait_accepts_syn(seg))
             {
                 // RFC 6191: a new incarnation of a connection in TIME-WAIT.
                 self.stats.tcp_time_wait_recycled += 1;
                 self.drop_conn(slot);
-                self.handle_unmatched_tcp(remote, &seg, payload, tx);
-                return;
+                self.handle_unmatched_tcp(remote, local, seg, payload, tx);
+                return None;
             }
-            let Some(c) = self.sockets.conn(slot) else {
-                return;
-            };
+            let c = self.sockets.conn(slot)?;
             let Conn {
                 tcb, tx: txr, rx, ..
             } = c;
@@ -226,32 +252,41 @@ impl Protocols {
                     ring: rx,
                     stamps: &mut stamps,
                 };
-                let ev = tcb.input(&seg, payload, now, txr, &mut ring);
+                let ev = tcb.input(seg, payload, now, txr, &mut ring);
                 let pos = rx.position();
                 self.trace.rx_done(pos, &stamps);
                 ev
             } else {
-                tcb.input(&seg, payload, now, txr, rx)
+                tcb.input(seg, payload, now, txr, rx)
             };
             self.after_tcp(slot, ev);
-            return;
+            return Some(ev);
         }
-        self.handle_unmatched_tcp(remote, &seg, payload, tx);
+        self.handle_unmatched_tcp(remote, local, seg, payload, tx);
+        None
     }
 
     /// A segment of no connection: a SYN (or a SYN cookie's ACK) for a
     /// listener, else answered with RST.
+    /// `local`: our address the segment came to.
     fn handle_unmatched_tcp<T: TxQueue>(
         &mut self,
-        remote: SocketAddrV4,
+        remote: SocketAddr,
+        local: IpAddr,
         seg: &TcpRepr,
         payload: &[u8],
         tx: &mut T,
     ) {
         let flags = seg.flags;
-        if let Some(&lslot) = self.sockets.listeners.get(&seg.dst_port) {
+        let listeners = if remote.is_ipv4() {
+            &self.sockets.listeners
+        } else {
+            &self.sockets.listeners6
+        };
+        let local = SocketAddr::new(local, seg.dst_port);
+        if let Some(&lslot) = listeners.get(&seg.dst_port) {
             if flags.syn() && !flags.ack() && !flags.rst() {
-                self.passive_open(lslot, remote, seg, tx);
+                self.passive_open(lslot, local, remote, seg, tx);
                 return;
             }
             // RFC 4987 §3.6: an ACK for no connection may complete a
@@ -259,22 +294,47 @@ impl Protocols {
             if flags.ack()
                 && !flags.syn()
                 && !flags.rst()
-                && self.cookie_open(lslot, remote, seg, payload)
+                && self.cookie_open(lslot, local, remote, seg, payload)
             {
                 return;
             }
         }
         self.stats.tcp_no_socket += 1;
-        self.send_rst(remote, seg, tx);
+        self.send_rst(local, remote, seg, tx);
     }
 
     /// Answers a segment that matched nothing (RFC 9293 §3.10.7.1).
-    fn send_rst<T: TxQueue>(&mut self, remote: SocketAddrV4, seg: &TcpRepr, tx: &mut T) {
+    fn send_rst<T: TxQueue>(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        seg: &TcpRepr,
+        tx: &mut T,
+    ) {
         let Some(rst) = tcp::reply_rst(seg) else {
             return;
         };
-        if self.send_tcp_headers(*remote.ip(), &rst, tx) {
+        if self.send_tcp_ctl(local, remote, &rst, tx) {
             self.stats.tcp_rst_tx += 1;
+        }
+    }
+
+    /// Sends `seg` (headers and options only) from `local` to `remote`,
+    /// over IPv4 or IPv6 as their family says.
+    pub(crate) fn send_tcp_ctl<T: TxQueue>(
+        &mut self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        seg: &TcpRepr,
+        tx: &mut T,
+    ) -> bool {
+        match (local.ip(), remote.ip()) {
+            (IpAddr::V6(l), IpAddr::V6(r)) => {
+                let label = self.isn.flow_label(local, remote);
+                self.send_tcp_headers6(l, r, label, seg, tx)
+            }
+            (_, IpAddr::V4(r)) => self.send_tcp_headers(r, seg, tx),
+            _ => false,
         }
     }
 

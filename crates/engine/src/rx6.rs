@@ -1,7 +1,7 @@
 //! The IPv6 receive path (issue 25): Ethernet → IPv6 (RFC 8200) → the
 //! extension header chain (`wire::ipv6_ext::walk_chain`) → reassembly
-//! (`frag6`) → ICMPv6 (`icmpv6`, Neighbor Discovery in `nd`). TCP and UDP
-//! over IPv6 are counted and dropped until they exist. Every packet
+//! (`frag6`) → ICMPv6 (`icmpv6`, Neighbor Discovery in `nd`), TCP and UDP
+//! (`tcp6`, over the family-generic sockets of IPv4). Every packet
 //! either reaches a handler or is counted under the reason it was
 //! dropped.
 
@@ -226,8 +226,8 @@ impl Protocols {
     ) {
         match next_header {
             NEXT_ICMPV6 => self.handle_icmpv6(rx, ip, &ip.payload()[offset..], tx),
-            // TCP and UDP over IPv6 come with family-generic flow keys.
-            NEXT_TCP | NEXT_UDP => self.stats.drop_ipv6_transport += 1,
+            NEXT_TCP => self.handle_tcp6(ip, &ip.payload()[offset..], tx),
+            NEXT_UDP => self.handle_udp6(rx, ip, &ip.payload()[offset..], tx),
             NEXT_NO_NEXT_HEADER => self.stats.ipv6_no_next_header += 1,
             _ => {
                 // RFC 8200 §4: an unrecognized Next Header, Parameter

@@ -7,7 +7,7 @@ use crate::time::Instant;
 use appif::bytes;
 use appif::seg::AcceptQueue;
 use appif::socket::{SockId, StatusHandle};
-use core::net::SocketAddrV4;
+use core::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -35,6 +35,12 @@ pub struct Conn {
     pub dirty: bool,
     /// How far its rings have grown (auto-tuning), against the budget.
     pub growth: RingGrowth,
+    /// IPv4 addresses reach the application as IPv4-mapped IPv6 (a
+    /// connection accepted by a dual-stack listener, RFC 3493 §3.7).
+    pub mapped: bool,
+    /// The IPv6 flow label of its packets (RFC 6437: a keyed hash of the
+    /// 4-tuple, 20 bits); 0 for IPv4.
+    pub flow_label: u32,
     /// The part of the TCB's counters already added to the engine's
     /// ([`crate::stats::Stats::fold_tcb`]): the engine's totals stay
     /// current without a pass over every connection.
@@ -66,8 +72,11 @@ pub struct Listener {
     pub id: SockId,
     /// The socket's status block, written by the engine.
     pub shared: Arc<StatusHandle>,
-    /// The address and port it listens on.
-    pub local: SocketAddrV4,
+    /// The address and port it listens on (IPv4 or IPv6).
+    pub local: SocketAddr,
+    /// IPV6_V6ONLY of a listener on an IPv6 address: false (Linux's
+    /// default) lets one on `::` accept IPv4 too.
+    pub v6only: bool,
     /// Where accepted connections go to the application.
     pub accept: AcceptQueue,
     /// Connections in SYN-RECEIVED or waiting in the accept queue.
@@ -93,8 +102,10 @@ pub struct UdpSock {
     pub id: SockId,
     /// The socket's status block, written by the engine.
     pub shared: Arc<StatusHandle>,
-    /// The address and port it is bound to.
-    pub local: SocketAddrV4,
+    /// The address and port it is bound to (IPv4 or IPv6).
+    pub local: SocketAddr,
+    /// IPV6_V6ONLY, as for [`Listener::v6only`].
+    pub v6only: bool,
     /// Datagram records the application wrote, to send.
     pub tx: bytes::Reader,
     /// Datagram records received, for the application.
@@ -135,6 +146,28 @@ pub fn flow_key(remote: SocketAddrV4, local_port: u16) -> u64 {
         | u64::from(local_port)
 }
 
+/// Key of the IPv6 TCP flow table: remote address, remote port and local
+/// port (our local address is one of at most two, left out as for IPv4).
+pub type FlowKey6 = (u128, u32);
+
+/// The [`FlowKey6`] of a connection to `remote` from local port `local_port`.
+pub fn flow_key6(remote: SocketAddrV6, local_port: u16) -> FlowKey6 {
+    (
+        u128::from(*remote.ip()),
+        (u32::from(remote.port()) << 16) | u32::from(local_port),
+    )
+}
+
+/// Which families a socket bound to `local` receives: (IPv4, IPv6). An
+/// IPv4 socket only IPv4; an IPv6 one IPv6, and IPv4 too when it is on the
+/// unspecified address `::` without IPV6_V6ONLY (RFC 3493 §5.3, Linux).
+pub fn families(local: SocketAddr, v6only: bool) -> (bool, bool) {
+    match local {
+        SocketAddr::V4(_) => (true, false),
+        SocketAddr::V6(a) => (!v6only && a.ip().is_unspecified(), true),
+    }
+}
+
 /// The port tables of [`Sockets`] a bound socket is found by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ports {
@@ -154,12 +187,20 @@ pub struct Sockets {
     free: Vec<u32>,
     /// The most sockets the table holds (`EngineConfig::max_sockets`).
     max: usize,
-    /// 4-tuple → slot of TCP connections.
+    /// 4-tuple → slot of TCP connections over IPv4.
     pub flows: HashMap<u64, u32>,
-    /// Local port → slot of listeners.
+    /// 4-tuple → slot of TCP connections over IPv6 (a table of its own:
+    /// IPv4's key and lookup stay as they were).
+    pub flows6: HashMap<FlowKey6, u32>,
+    /// Local port → slot of listeners that take IPv4 SYNs.
     pub listeners: HashMap<u16, u32>,
-    /// Local port → slot of UDP sockets.
+    /// Local port → slot of listeners that take IPv6 SYNs (a dual-stack
+    /// listener is in both tables).
+    pub listeners6: HashMap<u16, u32>,
+    /// Local port → slot of UDP sockets receiving IPv4.
     pub udp: HashMap<u16, u32>,
+    /// Local port → slot of UDP sockets receiving IPv6.
+    pub udp6: HashMap<u16, u32>,
     /// Application socket id → slot.
     pub ids: HashMap<SockId, u32>,
     /// Ring capacity each application (service-mode association, 0 for
@@ -196,6 +237,65 @@ impl Sockets {
         }
     }
 
+    /// The IPv6 port table `which`: local port -> slot.
+    pub fn ports6(&self, which: Ports) -> &HashMap<u16, u32> {
+        match which {
+            Ports::Listeners => &self.listeners6,
+            Ports::Udp => &self.udp6,
+        }
+    }
+
+    /// [`Sockets::ports6`], to change.
+    pub fn ports6_mut(&mut self, which: Ports) -> &mut HashMap<u16, u32> {
+        match which {
+            Ports::Listeners => &mut self.listeners6,
+            Ports::Udp => &mut self.udp6,
+        }
+    }
+
+    /// True when port `port` of table `which` is taken for a socket that
+    /// receives the families `fam` (IPv4, IPv6).
+    pub fn port_taken(&self, which: Ports, port: u16, fam: (bool, bool)) -> bool {
+        (fam.0 && self.ports(which).contains_key(&port))
+            || (fam.1 && self.ports6(which).contains_key(&port))
+    }
+
+    /// Registers `slot` under `port` in the tables of families `fam`.
+    pub fn register_port(&mut self, which: Ports, port: u16, fam: (bool, bool), slot: u32) {
+        if fam.0 {
+            self.ports_mut(which).insert(port, slot);
+        }
+        if fam.1 {
+            self.ports6_mut(which).insert(port, slot);
+        }
+    }
+
+    /// Takes `slot` out of both port tables `which` under `port`.
+    fn unregister_port(&mut self, which: Ports, port: u16, slot: u32) {
+        if self.ports(which).get(&port) == Some(&slot) {
+            self.ports_mut(which).remove(&port);
+        }
+        if self.ports6(which).get(&port) == Some(&slot) {
+            self.ports6_mut(which).remove(&port);
+        }
+    }
+
+    /// The slot of the TCP connection to `remote` from local port `port`.
+    pub fn flow(&self, remote: SocketAddr, port: u16) -> Option<u32> {
+        match remote {
+            SocketAddr::V4(r) => self.flows.get(&flow_key(r, port)).copied(),
+            SocketAddr::V6(r) => self.flows6.get(&flow_key6(r, port)).copied(),
+        }
+    }
+
+    /// Files the TCP connection in `slot` under `remote` and local `port`.
+    pub fn insert_flow(&mut self, remote: SocketAddr, port: u16, slot: u32) {
+        match remote {
+            SocketAddr::V4(r) => self.flows.insert(flow_key(r, port), slot),
+            SocketAddr::V6(r) => self.flows6.insert(flow_key6(r, port), slot),
+        };
+    }
+
     /// An empty table for at most `max` sockets; it allocates for
     /// [`INITIAL_SLOTS`] and grows as sockets are opened.
     pub fn new(max: usize) -> Sockets {
@@ -205,8 +305,11 @@ impl Sockets {
             free: Vec::with_capacity(initial),
             max,
             flows: HashMap::with_capacity(initial),
+            flows6: HashMap::new(),
             listeners: HashMap::with_capacity(64),
+            listeners6: HashMap::new(),
             udp: HashMap::with_capacity(64),
+            udp6: HashMap::new(),
             ids: HashMap::with_capacity(initial),
             growth_limit: usize::MAX,
             growth_used: HashMap::new(),
@@ -252,9 +355,20 @@ impl Sockets {
         let sock = self.slots.get_mut(slot as usize)?.take()?;
         match &sock {
             Socket::Tcp(c) => {
-                let key = flow_key(c.tcb.remote(), c.tcb.local().port());
-                if self.flows.get(&key) == Some(&slot) {
-                    self.flows.remove(&key);
+                let port = c.tcb.local().port();
+                match c.tcb.remote() {
+                    SocketAddr::V4(r) => {
+                        let key = flow_key(r, port);
+                        if self.flows.get(&key) == Some(&slot) {
+                            self.flows.remove(&key);
+                        }
+                    }
+                    SocketAddr::V6(r) => {
+                        let key = flow_key6(r, port);
+                        if self.flows6.get(&key) == Some(&slot) {
+                            self.flows6.remove(&key);
+                        }
+                    }
                 }
                 self.ids.remove(&c.id);
                 if c.growth.counted > 0 {
@@ -266,13 +380,11 @@ impl Sockets {
             Socket::Listener(l) => {
                 // A member of a shared listener other than its head does
                 // not hold the port (see `Protocols::leave_group`).
-                if self.listeners.get(&l.local.port()) == Some(&slot) {
-                    self.listeners.remove(&l.local.port());
-                }
+                self.unregister_port(Ports::Listeners, l.local.port(), slot);
                 self.ids.remove(&l.id);
             }
             Socket::Udp(u) => {
-                self.udp.remove(&u.local.port());
+                self.unregister_port(Ports::Udp, u.local.port(), slot);
                 self.ids.remove(&u.id);
             }
         }

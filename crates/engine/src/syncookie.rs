@@ -13,7 +13,7 @@
 
 use crate::time::Instant;
 use core::hash::BuildHasher;
-use core::net::SocketAddrV4;
+use core::net::SocketAddr;
 use std::collections::hash_map::RandomState;
 use wire::SeqNum;
 
@@ -43,8 +43,8 @@ impl SynCookies {
 
     fn mac(
         &self,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         t: u32,
         client_isn: SeqNum,
         idx: u32,
@@ -60,12 +60,13 @@ impl SynCookies {
     /// MSS option `mss` (536 when absent): the largest table entry ≤ mss.
     pub fn mint(
         &self,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: impl Into<SocketAddr>,
+        remote: impl Into<SocketAddr>,
         client_isn: SeqNum,
         mss: u16,
         now: Instant,
     ) -> SeqNum {
+        let (local, remote) = (local.into(), remote.into());
         let idx = MSS_TABLE.iter().rposition(|&m| m <= mss).unwrap_or(0) as u32;
         let t = Self::period(now);
         SeqNum((t << 27) | (idx << 24) | self.mac(local, remote, t, client_isn, idx))
@@ -76,12 +77,13 @@ impl SynCookies {
     /// cookie carries, or None if it is forged or expired.
     pub fn check(
         &self,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: impl Into<SocketAddr>,
+        remote: impl Into<SocketAddr>,
         ack_seq: SeqNum,
         ack: SeqNum,
         now: Instant,
     ) -> Option<u16> {
+        let (local, remote) = (local.into(), remote.into());
         let cookie = (ack - 1usize).0;
         let client_isn = ack_seq - 1usize;
         let t = cookie >> 27;
@@ -98,6 +100,7 @@ impl SynCookies {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::net::SocketAddrV4;
 
     fn addrs() -> (SocketAddrV4, SocketAddrV4) {
         (
@@ -170,6 +173,22 @@ mod tests {
             }
         }
         assert!(forged <= 1, "{forged} blind guesses accepted");
+    }
+
+    #[test]
+    fn listen_v6_cookie_checks_and_binds_the_whole_address() {
+        let jar = SynCookies::new();
+        let now = Instant(1_000_000_000);
+        let local: SocketAddr = "[fd00::2]:80".parse().unwrap();
+        let remote: SocketAddr = "[fd00::1]:40000".parse().unwrap();
+        let isn = SeqNum(7);
+        let c = jar.mint(local, remote, isn, 1440, now);
+        assert_eq!(
+            jar.check(local, remote, isn + 1usize, c + 1usize, now),
+            Some(1440)
+        );
+        let other: SocketAddr = "[fd00::1:1]:40000".parse().unwrap();
+        assert_eq!(jar.check(local, other, isn + 1usize, c + 1usize, now), None);
     }
 
     #[test]

@@ -61,7 +61,10 @@ impl Protocols {
         let Some(Some(Socket::Tcp(c))) = sockets.slots.get_mut(slot as usize) else {
             return 0;
         };
-        let remote = *c.tcb.remote().ip();
+        let remote = match c.tcb.remote() {
+            core::net::SocketAddr::V4(r) => *r.ip(),
+            core::net::SocketAddr::V6(_) => return self.output6(slot, tx),
+        };
         let local = link.ip;
         let offload = link.tcp_checksum_offload;
         // TSO only towards a resolved next hop: a frame waiting for ARP

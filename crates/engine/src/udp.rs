@@ -6,7 +6,7 @@ use crate::rx::count_bad;
 use crate::sockets::Socket;
 use crate::Protocols;
 use appif::socket::UdpHeader;
-use core::net::SocketAddrV4;
+use core::net::{IpAddr, SocketAddr, SocketAddrV4};
 use nic::TxQueue;
 use wire::ipv4::Ipv4Packet;
 use wire::udp::UdpRepr;
@@ -36,8 +36,14 @@ impl Protocols {
         let Some(Some(Socket::Udp(u))) = self.sockets.slots.get_mut(slot as usize) else {
             return;
         };
+        let from = SocketAddr::V4(SocketAddrV4::new(src, udp.src_port));
         let h = UdpHeader {
-            addr: SocketAddrV4::new(src, udp.src_port),
+            // A dual-stack socket sees IPv4 peers as ::ffff:a.b.c.d.
+            addr: if u.local.is_ipv6() {
+                appif::socket::to_mapped(from)
+            } else {
+                from
+            },
             len: payload.len() as u16,
         };
         if u.rx.free() < UdpHeader::LEN + payload.len() {
@@ -51,14 +57,26 @@ impl Protocols {
         self.stats.udp_rx += 1;
     }
 
-    /// Sends the datagrams queued in a UDP socket's TX ring.
+    /// Sends the datagrams queued in a UDP socket's TX ring: each to its
+    /// record's address, over IPv4 or IPv6 (an IPv4-mapped destination of
+    /// a dual-stack socket over IPv4). A record the socket cannot send
+    /// (too long, a family it does not have) is counted and skipped.
     pub(crate) fn udp_send<T: TxQueue>(&mut self, slot: u32, tx: &mut T) {
-        let (sockets, link, stats, now) = self.sockets_egress_stats();
+        let Protocols {
+            sockets,
+            egress: link,
+            ip6,
+            stats,
+            now,
+            ..
+        } = self;
+        let now = *now;
         let Some(Some(Socket::Udp(u))) = sockets.slots.get_mut(slot as usize) else {
             return;
         };
         let max_payload = link.mtu - wire::ipv4::HEADER_LEN - wire::udp::HEADER_LEN;
-        // Bounded: each record consumes at least 8 bytes of a finite ring.
+        let dual = crate::sockets::families(u.local, u.v6only).0;
+        // Bounded: each record consumes at least a header of a finite ring.
         loop {
             let mut hb = [0u8; UdpHeader::LEN];
             if u.tx.peek_at(0, &mut hb) < UdpHeader::LEN {
@@ -69,33 +87,74 @@ impl Protocols {
             if u.tx.len() < UdpHeader::LEN + len {
                 break; // the rest of the record is not published yet
             }
-            if len > max_payload {
-                stats.drop_udp_tx_malformed += 1;
-                u.tx.consume(UdpHeader::LEN + len);
-                continue;
-            }
             let src_port = u.local.port();
-            let (dst, dport) = (*h.addr.ip(), h.addr.port());
-            let local = link.ip;
             let txr = &u.tx;
-            if link.send_ipv4(
-                tx,
-                stats,
-                now,
-                dst,
-                wire::ipv4::PROTO_UDP,
-                wire::udp::HEADER_LEN + len,
-                |buf| {
-                    wire::udp::UdpRepr {
-                        src_port,
-                        dst_port: dport,
-                        payload_len: len,
+            let sent = match (appif::socket::from_mapped(h.addr), u.local.ip()) {
+                (SocketAddr::V4(to), IpAddr::V4(_)) | (SocketAddr::V4(to), IpAddr::V6(_))
+                    if u.local.is_ipv4() || dual =>
+                {
+                    if len > max_payload {
+                        stats.drop_udp_tx_malformed += 1;
+                        u.tx.consume(UdpHeader::LEN + len);
+                        continue;
                     }
-                    .emit_header(buf);
-                    txr.peek_at(UdpHeader::LEN, &mut buf[wire::udp::HEADER_LEN..]);
-                    wire::udp::fill_checksum(buf, local, dst);
-                },
-            ) {
+                    let (dst, dport) = (*to.ip(), to.port());
+                    let local = link.ip;
+                    link.send_ipv4(
+                        tx,
+                        stats,
+                        now,
+                        dst,
+                        wire::ipv4::PROTO_UDP,
+                        wire::udp::HEADER_LEN + len,
+                        |buf| {
+                            wire::udp::UdpRepr {
+                                src_port,
+                                dst_port: dport,
+                                payload_len: len,
+                            }
+                            .emit_header(buf);
+                            txr.peek_at(UdpHeader::LEN, &mut buf[wire::udp::HEADER_LEN..]);
+                            wire::udp::fill_checksum(buf, local, dst);
+                        },
+                    )
+                }
+                (SocketAddr::V6(to), IpAddr::V6(bound)) => {
+                    let src = match ip6.as_ref() {
+                        Some(_) if !bound.is_unspecified() => Some(bound),
+                        Some(e6) => e6.source_for(*to.ip()),
+                        None => None,
+                    };
+                    match (ip6.as_mut(), src) {
+                        (Some(e6), Some(src))
+                            if wire::ipv6::HEADER_LEN + wire::udp::HEADER_LEN + len <= e6.mtu =>
+                        {
+                            crate::tcp6::send_udp6(
+                                e6,
+                                tx,
+                                stats,
+                                now,
+                                src,
+                                src_port,
+                                to,
+                                len,
+                                |b| {
+                                    txr.peek_at(UdpHeader::LEN, b);
+                                },
+                            )
+                        }
+                        _ => {
+                            stats.drop_udp_tx_malformed += 1;
+                            false
+                        }
+                    }
+                }
+                _ => {
+                    stats.drop_udp_tx_malformed += 1;
+                    false
+                }
+            };
+            if sent {
                 stats.udp_tx += 1;
             }
             u.tx.consume(UdpHeader::LEN + len);

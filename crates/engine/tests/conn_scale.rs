@@ -89,7 +89,7 @@ impl Echo {
                 id: 1 + i as u64,
                 shared: shared.clone(),
                 local_port: 0,
-                remote: SocketAddrV4::new(B_IP, PORT),
+                remote: SocketAddrV4::new(B_IP, PORT).into(),
                 tx: eng_tx,
                 rx: eng_rx,
                 nodelay: true,

@@ -156,7 +156,8 @@ fn bound_udp_socket_fragmented_datagram_out_of_order_is_delivered_whole() {
         .push(Command::UdpBind {
             id: 1,
             shared: shared.clone(),
-            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, UDP_PORT),
+            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, UDP_PORT).into(),
+            v6only: false,
             tx: eng_tx,
             rx: eng_rx,
         })
@@ -177,7 +178,7 @@ fn bound_udp_socket_fragmented_datagram_out_of_order_is_delivered_whole() {
     let mut hb = [0u8; UdpHeader::LEN];
     assert_eq!(app_rx.read(&mut hb), UdpHeader::LEN);
     let h = UdpHeader::decode(&hb);
-    assert_eq!(h.addr, SocketAddrV4::new(PEER_IP, 9999));
+    assert_eq!(h.addr, SocketAddrV4::new(PEER_IP, 9999).into());
     assert_eq!(usize::from(h.len), payload.len());
     let mut got = vec![0u8; payload.len()];
     assert_eq!(app_rx.read(&mut got), payload.len());
@@ -287,7 +288,8 @@ fn syn_received_icmp_error_quoting_connection_is_counted_only() {
         .push(Command::Listen {
             id: 1,
             shared: lshared.clone(),
-            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80),
+            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80).into(),
+            v6only: false,
             accept: AcceptQueue::Local(accept),
         })
         .is_ok());

@@ -72,7 +72,8 @@ fn established_bulk_transfer_iterations_allocate_nothing() {
     let _ = cb.push(Command::Listen {
         id: 1,
         shared: StatusHandle::local(),
-        local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9),
+        local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9).into(),
+        v6only: false,
         accept: AcceptQueue::Local(acc_tx),
     });
     let shared = StatusHandle::local();
@@ -82,7 +83,7 @@ fn established_bulk_transfer_iterations_allocate_nothing() {
         id: 1,
         shared: shared.clone(),
         local_port: 0,
-        remote: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 9),
+        remote: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 9).into(),
         tx: eng_tx,
         rx: eng_rx,
         nodelay: true,

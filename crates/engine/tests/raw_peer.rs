@@ -162,7 +162,8 @@ impl Fixture {
         let _ = cmds.push(Command::Listen {
             id: 1,
             shared: StatusHandle::local(),
-            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80),
+            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80).into(),
+            v6only: false,
             accept: AcceptQueue::Local(acc_tx),
         });
         let mut f = Fixture {
@@ -248,7 +249,7 @@ fn listen_syn_queue_full_cookie_ack_opens_connection_and_forged_ack_is_reset() {
     }
     assert_eq!(f.host.stats().tcp_syncookies_ok, 1);
     let mut acc = f.accepted.pop().expect("cookie connection accepted");
-    assert_eq!(acc.shared.remote(), SocketAddrV4::new(PEER, 40009));
+    assert_eq!(acc.shared.remote(), SocketAddrV4::new(PEER, 40009).into());
     let mut buf = [0u8; 16];
     let n = acc.rx.read(&mut buf);
     assert_eq!(&buf[..n], b"hello");

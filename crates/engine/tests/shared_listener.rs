@@ -77,7 +77,8 @@ impl Setup {
             Command::Listen {
                 id: seg::service_id(1, 0),
                 shared: segs[0].shared(0, true).expect("slot 0"),
-                local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT),
+                local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT).into(),
+                v6only: false,
                 accept: accept_queue(&segs[0], 1),
             },
         );
@@ -135,7 +136,7 @@ impl Setup {
                 id: self.next_id,
                 shared: shared.clone(),
                 local_port: 0,
-                remote: SocketAddrV4::new(B_IP, PORT),
+                remote: SocketAddrV4::new(B_IP, PORT).into(),
                 tx: eng_tx,
                 rx: eng_rx,
                 nodelay: false,

@@ -170,7 +170,8 @@ fn listen(id: u64, port: u16, accept: spsc::Sender<Accepted>) -> Command {
     Command::Listen {
         id,
         shared: StatusHandle::local(),
-        local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port),
+        local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port).into(),
+        v6only: false,
         accept: AcceptQueue::Local(accept),
     }
 }
@@ -185,7 +186,7 @@ fn connect(id: u64, remote: SocketAddrV4, ring: usize) -> (Command, End) {
         id,
         shared: shared.clone(),
         local_port: 0,
-        remote,
+        remote: remote.into(),
         tx: eng_tx,
         rx: eng_rx,
         nodelay: true,
@@ -295,10 +296,10 @@ fn run(steer: Steer, passive: usize, active: usize) -> Vec<Stats> {
         .filter(|f| f.end.id & appif::socket::ENGINE_ID_BIT == 0)
     {
         let (l, r) = (f.end.shared.local(), f.end.shared.remote());
-        assert_eq!(
-            steering.owner_v4(*l.ip(), *r.ip(), l.port(), r.port()),
-            f.engine
-        );
+        let (std::net::IpAddr::V4(li), std::net::IpAddr::V4(ri)) = (l.ip(), r.ip()) else {
+            panic!("IPv4 flows only here");
+        };
+        assert_eq!(steering.owner_v4(li, ri, l.port(), r.port()), f.engine);
     }
     // Every engine accepted some of the passive connections.
     if passive >= 100 {

@@ -84,7 +84,7 @@ impl Pair {
                 id,
                 shared: shared.clone(),
                 local_port: CLIENT_PORT,
-                remote: SocketAddrV4::new(B_IP, PORT),
+                remote: SocketAddrV4::new(B_IP, PORT).into(),
                 tx: eng_tx,
                 rx: eng_rx,
                 nodelay: true,

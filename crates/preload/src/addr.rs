@@ -7,7 +7,7 @@
 //! in the kernel.
 #![forbid(unsafe_code)]
 
-use core::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
+use core::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 
 /// A parsed socket address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +100,16 @@ pub fn encode(a: SocketAddrV4, family: i32) -> ([u8; 28], usize) {
         b[2..4].copy_from_slice(&a.port().to_be_bytes());
         b[4..8].copy_from_slice(&a.ip().octets());
         (b, 16)
+    }
+}
+
+/// An address corestack reported, as the shim's IPv4 sockets hold it: an
+/// IPv4 address, or the IPv4 address an IPv4-mapped one maps (the shim
+/// opens no IPv6 socket on corestack: real IPv6 goes to the kernel).
+pub fn v4_of(a: SocketAddr) -> SocketAddrV4 {
+    match appif::socket::from_mapped(a) {
+        SocketAddr::V4(v4) => v4,
+        SocketAddr::V6(v6) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, v6.port()),
     }
 }
 

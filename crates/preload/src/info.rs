@@ -18,6 +18,7 @@ static READER: Mutex<Option<StatsReader>> = Mutex::new(None);
 pub fn row(s: &Sock) -> Option<ConnRow> {
     let (local, remote) =
         s.with_stream(|st| Some((st.local_addr().ok()?, st.peer_addr().ok()?)))??;
+    let (local, remote) = (crate::addr::v4_of(local), crate::addr::v4_of(remote));
     let stack = crate::process::started()?;
     let (pid, owner) = match (stack.service_daemon_pid(), stack.association()) {
         (Some(pid), Some(assoc)) => (pid, assoc),

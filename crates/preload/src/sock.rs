@@ -524,6 +524,7 @@ impl Sock {
                         match l.accept() {
                             Ok((s, peer)) => {
                                 drop(st);
+                                let peer = crate::addr::v4_of(peer);
                                 return self.install_accepted(s, peer, flags);
                             }
                             Err(e) if would_block(&e) => {}
@@ -1201,7 +1202,7 @@ impl Sock {
             } => Some(*a),
             State::Fresh { .. } | State::Kernel => None,
             State::Listener { local, .. } | State::ListenerShut { local } => Some(*local),
-            State::Stream(s) => s.local_addr().ok(),
+            State::Stream(s) => s.local_addr().ok().map(crate::addr::v4_of),
             State::Udp { local, .. } => Some(*local),
         }
     }
@@ -1216,7 +1217,9 @@ impl Sock {
                 if status.connecting || (status.closed && status.error != 0) {
                     return Err(Some(libc::ENOTCONN));
                 }
-                s.peer_addr().map_err(|_| Some(libc::ENOTCONN))
+                s.peer_addr()
+                    .map(crate::addr::v4_of)
+                    .map_err(|_| Some(libc::ENOTCONN))
             }
             State::Udp { peer: Some(p), .. } => Ok(*p),
             State::Udp { kpeer: true, .. } => Err(None),
@@ -1704,6 +1707,7 @@ fn udp_recv(
             scatter(&tmp[..n], bufs);
             (n, full, from)
         };
+        let from = crate::addr::v4_of(from);
         if peer.is_some_and(|p| p != from) {
             if peek {
                 let mut none = [0u8; 0];

@@ -119,7 +119,7 @@ pub fn translate(
             id,
             shared: seg.shared(slot, true).ok_or_else(range)?,
             local_port,
-            remote,
+            remote: remote.into(),
             tx: seg.tx_reader(slot).ok_or_else(range)?,
             rx: seg.rx_writer(slot).ok_or_else(range)?,
             nodelay,
@@ -127,7 +127,10 @@ pub fn translate(
         Desc::Listen { local, backlog, .. } => Command::Listen {
             id,
             shared: seg.shared(slot, true).ok_or_else(range)?,
-            local,
+            // Descriptors carry IPv4 only (IPv6 is refused by the client
+            // library with EAFNOSUPPORT before it gets here).
+            local: local.into(),
+            v6only: false,
             accept: AcceptQueue::AppSegment(
                 AppSegmentAccept::new(seg.clone(), assoc, slot, backlog as usize)
                     .ok_or_else(range)?,
@@ -136,7 +139,8 @@ pub fn translate(
         Desc::UdpBind { local, .. } => Command::UdpBind {
             id,
             shared: seg.shared(slot, true).ok_or_else(range)?,
-            local: SocketAddrV4::new(*local.ip(), local.port()),
+            local: SocketAddrV4::new(*local.ip(), local.port()).into(),
+            v6only: false,
             tx: seg.tx_reader(slot).ok_or_else(range)?,
             rx: seg.rx_writer(slot).ok_or_else(range)?,
         },
@@ -388,7 +392,7 @@ mod tests {
                     Some(id)
                 }
                 (Desc::UdpBind { local, .. }, Command::UdpBind { id, local: l, .. }) => {
-                    (local == l).then_some(id)
+                    (core::net::SocketAddr::V4(local) == l).then_some(id)
                 }
                 (Desc::Send { .. }, Command::Send { id })
                 | (Desc::Recvd { .. }, Command::Recvd { id })

@@ -4,12 +4,38 @@
 use corestack::Stack;
 use nic::impair::Impairments;
 use nic::mem;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Stack a's address (10.0.0.1/24).
 pub const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 /// Stack b's address (10.0.0.2/24).
 pub const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+/// Stack a's IPv6 address (fd00:1::1/64, a unique local address).
+pub const A6: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
+/// Stack b's IPv6 address (fd00:1::2/64).
+pub const B6: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 2);
+
+/// Dual-stack stacks a (at [`A`] and [`A6`]) and b (at [`B`] and [`B6`])
+/// on a clean `mem` wire, inline or embedded.
+pub fn stacks_v6(inline: bool) -> (Stack, Stack) {
+    let (pa, pb) = mem::pair(Impairments::none(), Impairments::none(), 1);
+    let a = Stack::builder()
+        .mem_port(pa)
+        .ip(A, 24)
+        .ip6(A6, 64)
+        .inline(inline)
+        .start()
+        .unwrap();
+    let b = Stack::builder()
+        .mem_port(pb)
+        .ip(B, 24)
+        .ip6(B6, 64)
+        .inline(inline)
+        .start()
+        .unwrap();
+    (a, b)
+}
 
 /// Stacks a (at [`A`]) and b (at [`B`]) on a clean `mem` wire, both inline
 /// (the engine runs in the threads that call into them) or both with an

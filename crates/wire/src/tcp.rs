@@ -34,7 +34,7 @@
 //! [`TcpRepr::header_len`] counts only what is written. The checksum is
 //! filled separately by [`fill_checksum`] once the payload is in place.
 
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::checksum;
 use crate::field::{checked_len, put_u16, put_u32, u16_at, u32_at};
@@ -213,18 +213,41 @@ impl TcpRepr {
     /// than the data offset says; [`Error::Malformed`] for a data offset
     /// below 5 or a bad option (see the module docs); [`Error::Checksum`] if
     /// `verify_checksum` and the checksum does not verify.
+    #[inline]
     pub fn parse(
         segment: &[u8],
         src: Ipv4Addr,
         dst: Ipv4Addr,
         verify_checksum: bool,
     ) -> Result<(TcpRepr, &[u8])> {
+        let pseudo = verify_checksum
+            .then(|| checksum::pseudo_header_sum(src, dst, PROTO_TCP, segment.len()));
+        Self::parse_with(segment, pseudo)
+    }
+
+    /// [`TcpRepr::parse`] for a segment carried by IPv6: the checksum
+    /// covers the IPv6 pseudo-header (RFC 8200 §8.1, RFC 2460 §8.1) of
+    /// `src`/`dst` (the final destination), next header 6.
+    #[inline]
+    pub fn parse_v6(
+        segment: &[u8],
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        verify_checksum: bool,
+    ) -> Result<(TcpRepr, &[u8])> {
+        let pseudo = verify_checksum
+            .then(|| checksum::pseudo_header_sum_v6(src, dst, PROTO_TCP, segment.len()));
+        Self::parse_with(segment, pseudo)
+    }
+
+    /// Parses `segment`, verifying its checksum against the running
+    /// pseudo-header sum `pseudo` when given.
+    fn parse_with(segment: &[u8], pseudo: Option<u32>) -> Result<(TcpRepr, &[u8])> {
         if segment.len() < HEADER_LEN {
             return Err(Error::Truncated);
         }
         let header_len = checked_len(usize::from(segment[12] >> 4) * 4, HEADER_LEN, segment.len())?;
-        if verify_checksum {
-            let pseudo = checksum::pseudo_header_sum(src, dst, PROTO_TCP, segment.len());
+        if let Some(pseudo) = pseudo {
             if checksum::fold(checksum::sum(segment, pseudo)) != 0 {
                 return Err(Error::Checksum);
             }
@@ -409,6 +432,25 @@ pub fn fill_pseudo_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
 pub fn fill_pseudo_checksum_len(header: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, tcp_len: usize) {
     let pseudo = checksum::pseudo_header_sum(src, dst, PROTO_TCP, tcp_len);
     put_u16(header, 16, !checksum::fold(pseudo));
+}
+
+/// [`fill_checksum`] for a segment carried by IPv6, over the IPv6
+/// pseudo-header of `src`/`dst` (RFC 8200 §8.1).
+///
+/// Panics if `segment` is shorter than 20 bytes.
+pub fn fill_checksum_v6(segment: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr) {
+    put_u16(segment, 16, 0);
+    let pseudo = checksum::pseudo_header_sum_v6(src, dst, PROTO_TCP, segment.len());
+    let c = checksum::fold(checksum::sum(segment, pseudo));
+    put_u16(segment, 16, c);
+}
+
+/// [`fill_pseudo_checksum`] for a segment carried by IPv6 (RFC 8200 §8.1).
+///
+/// Panics if `segment` is shorter than 20 bytes.
+pub fn fill_pseudo_checksum_v6(segment: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr) {
+    let pseudo = checksum::pseudo_header_sum_v6(src, dst, PROTO_TCP, segment.len());
+    put_u16(segment, 16, !checksum::fold(pseudo));
 }
 
 #[cfg(test)]
@@ -715,5 +757,35 @@ mod tests {
             put_u16(&mut partial, 16, c);
             assert_eq!(partial, full, "payload {len} bytes");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests_v6 {
+    use super::*;
+
+    #[test]
+    fn v6_checksum_round_trips() {
+        let (src, dst): (Ipv6Addr, Ipv6Addr) =
+            ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        let repr = TcpRepr {
+            src_port: 5,
+            dst_port: 6,
+            payload_len: 3,
+            ..TcpRepr::default()
+        };
+        let mut buf = [0u8; 23];
+        let h = repr.emit_header(&mut buf);
+        buf[h..].copy_from_slice(b"abc");
+        fill_checksum_v6(&mut buf, src, dst);
+        let (r, p) = TcpRepr::parse_v6(&buf, src, dst, true).unwrap();
+        assert_eq!((r.src_port, p), (5, &b"abc"[..]));
+        assert_eq!(TcpRepr::parse_v6(&buf, dst, src, true).map(|_| ()), Ok(()));
+        assert!(TcpRepr::parse_v6(&buf, src, "fd00::9".parse().unwrap(), true).is_err());
+        // Partial: the pseudo sum plus the segment's own sum completes it.
+        fill_pseudo_checksum_v6(&mut buf, src, dst);
+        let c = checksum::fold(checksum::sum(&buf, 0));
+        buf[16..18].copy_from_slice(&c.to_be_bytes());
+        assert!(TcpRepr::parse_v6(&buf, src, dst, true).is_ok());
     }
 }

@@ -4,7 +4,7 @@
 //! ignored. A checksum of 0 means "none was computed" and is accepted; a
 //! computed checksum of 0 is sent as 0xffff (RFC 768).
 
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::checksum;
 use crate::field::{checked_len, put_u16, u16_at};
@@ -54,12 +54,47 @@ impl UdpRepr {
                 return Err(Error::Checksum);
             }
         }
+        Ok(Self::repr_of(datagram))
+    }
+
+    /// [`UdpRepr::parse`] for a datagram carried by IPv6: the checksum is
+    /// mandatory (RFC 8200 §8.1: a zero checksum is an error, counted as
+    /// malformed) and covers the IPv6 pseudo-header of `src`/`dst`.
+    pub fn parse_v6(
+        segment: &[u8],
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        verify_checksum: bool,
+    ) -> Result<(UdpRepr, &[u8])> {
+        if segment.len() < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        let len = checked_len(usize::from(u16_at(segment, 4)), HEADER_LEN, segment.len())?;
+        let datagram = &segment[..len];
+        if u16_at(datagram, 6) == 0 {
+            return Err(Error::Malformed);
+        }
+        if verify_checksum {
+            let sum = checksum::sum(
+                datagram,
+                checksum::pseudo_header_sum_v6(src, dst, PROTO_UDP, len),
+            );
+            if checksum::fold(sum) != 0 {
+                return Err(Error::Checksum);
+            }
+        }
+        Ok(Self::repr_of(datagram))
+    }
+
+    /// The header of `datagram` (length already checked) and its payload.
+    fn repr_of(datagram: &[u8]) -> (UdpRepr, &[u8]) {
+        let len = datagram.len();
         let repr = UdpRepr {
             src_port: u16_at(datagram, 0),
             dst_port: u16_at(datagram, 2),
             payload_len: len - HEADER_LEN,
         };
-        Ok((repr, &datagram[HEADER_LEN..]))
+        (repr, &datagram[HEADER_LEN..])
     }
 
     /// Writes the 8-byte header (length `8 + payload_len`, checksum 0) at
@@ -87,6 +122,24 @@ pub fn fill_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
     let sum = checksum::sum(
         segment,
         checksum::pseudo_header_sum(src, dst, PROTO_UDP, segment.len()),
+    );
+    let c = match checksum::fold(sum) {
+        0 => 0xffff,
+        c => c,
+    };
+    put_u16(segment, 6, c);
+}
+
+/// [`fill_checksum`] for a datagram carried by IPv6, over the IPv6
+/// pseudo-header of `src`/`dst` (RFC 8200 §8.1; a computed 0 is sent as
+/// 0xffff, never 0).
+///
+/// Panics if `segment` is shorter than 8 bytes.
+pub fn fill_checksum_v6(segment: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr) {
+    put_u16(segment, 6, 0);
+    let sum = checksum::sum(
+        segment,
+        checksum::pseudo_header_sum_v6(src, dst, PROTO_UDP, segment.len()),
     );
     let c = match checksum::fold(sum) {
         0 => 0xffff,
@@ -195,5 +248,36 @@ mod tests {
         fill_checksum(&mut buf, SRC, DST);
         assert_eq!(u16_at(&buf, 6), 0xffff);
         assert!(UdpRepr::parse(&buf, SRC, DST, true).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod tests_v6 {
+    use super::*;
+
+    #[test]
+    fn v6_checksum_round_trips_and_zero_is_refused() {
+        let (src, dst): (Ipv6Addr, Ipv6Addr) =
+            ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        let mut buf = [0u8; 12];
+        UdpRepr {
+            src_port: 1,
+            dst_port: 2,
+            payload_len: 4,
+        }
+        .emit_header(&mut buf);
+        buf[8..].copy_from_slice(b"ping");
+        fill_checksum_v6(&mut buf, src, dst);
+        let (r, p) = UdpRepr::parse_v6(&buf, src, dst, true).unwrap();
+        assert_eq!((r.src_port, r.dst_port, p), (1, 2, &b"ping"[..]));
+        assert_eq!(
+            UdpRepr::parse_v6(&buf, dst, "fd00::3".parse().unwrap(), true).unwrap_err(),
+            Error::Checksum
+        );
+        buf[6..8].fill(0);
+        assert_eq!(
+            UdpRepr::parse_v6(&buf, src, dst, true).unwrap_err(),
+            Error::Malformed
+        );
     }
 }

@@ -8,7 +8,7 @@
 //! nonblocking socket and writes stdout.
 
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, TryRecvError};
 use std::thread;
@@ -37,9 +37,9 @@ pub struct Nc {
     /// Print corestack's statistics on stderr at exit.
     #[arg(short = 'v', long)]
     verbose: bool,
-    /// Host (IPv4 address) to connect to.
+    /// Host (IPv4 or IPv6 address) to connect to.
     #[arg(required_unless_present = "listen")]
-    host: Option<Ipv4Addr>,
+    host: Option<IpAddr>,
     /// Port to connect to.
     #[arg(required_unless_present = "listen")]
     port: Option<u16>,
@@ -63,7 +63,7 @@ impl Nc {
             return result;
         }
         self.session(&Waiter::Kernel, &stop, std::net::TcpListener::bind, |to| {
-            std::net::TcpStream::connect_timeout(&to.into(), Duration::from_secs(10))
+            std::net::TcpStream::connect_timeout(&to, Duration::from_secs(10))
         })
     }
 
@@ -73,20 +73,24 @@ impl Nc {
         &self,
         waiter: &Waiter,
         stop: &std::sync::atomic::AtomicBool,
-        bind: impl FnOnce(SocketAddrV4) -> io::Result<L>,
-        connect: impl FnOnce(SocketAddrV4) -> io::Result<L::Stream>,
+        bind: impl FnOnce(SocketAddr) -> io::Result<L>,
+        connect: impl FnOnce(SocketAddr) -> io::Result<L::Stream>,
     ) -> Result<()> {
-        let local_ip = self.stack.ip.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr);
+        // With an IPv6 --ip, -l listens on [::] (IPv6 and IPv4).
+        let local_ip = match (self.stack.ip6(), self.stack.ip4()) {
+            (Some(_), _) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+            (None, c) => IpAddr::V4(c.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr)),
+        };
         match (self.listen, self.host, self.port) {
             (Some(port), _, _) => {
-                let addr = SocketAddrV4::new(local_ip, port);
+                let addr = SocketAddr::new(local_ip, port);
                 let mut l = bind(addr).map_err(|e| bind_error(e, "TCP", addr))?;
                 l.nonblocking(true)?;
                 let s = accept(&mut l, addr, waiter, stop)?;
                 relay(s, waiter, stop)
             }
             (None, Some(host), Some(port)) => {
-                let to = SocketAddrV4::new(host, port);
+                let to = SocketAddr::new(host, port);
                 let s = connect(to).map_err(|e| connect_error(e, to))?;
                 eprintln!("connected to {to}");
                 relay(s, waiter, stop)
@@ -106,7 +110,7 @@ fn transient(e: &io::Error) -> bool {
 
 fn accept<L: Listener>(
     l: &mut L,
-    addr: SocketAddrV4,
+    addr: SocketAddr,
     waiter: &Waiter,
     stop: &std::sync::atomic::AtomicBool,
 ) -> Result<L::Stream> {

@@ -10,7 +10,7 @@
 //! prints corestack's statistics.
 
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
@@ -69,7 +69,7 @@ impl Echo {
     pub fn run(self) -> Result<()> {
         let stop = stop_flag()?;
         if self.kernel {
-            let ip = self.stack.ip.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr);
+            let ip = self.stack.ip4().map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr);
             return kernel_echo(
                 SocketAddrV4::new(ip, self.port),
                 self.spin,
@@ -78,12 +78,16 @@ impl Echo {
             );
         }
         let stack = self.stack.start()?;
-        let ip = self
-            .stack
-            .ip
-            .map(|c| c.addr)
-            .unwrap_or(Ipv4Addr::UNSPECIFIED);
-        let addr = SocketAddrV4::new(ip, self.port);
+        // Every configured address: with an IPv6 --ip, [::] without
+        // IPV6_V6ONLY serves IPv6 and IPv4 on one socket each for TCP and
+        // UDP (RFC 3493 §3.7); else the IPv4 address.
+        let addr = match (self.stack.ip6(), self.stack.ip4()) {
+            (Some(_), _) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), self.port),
+            (None, c) => SocketAddr::new(
+                IpAddr::V4(c.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr)),
+                self.port,
+            ),
+        };
         let mut listener = corestack::TcpListener::bind_with_backlog(&stack, addr, LISTEN_BACKLOG)
             .map_err(|e| bind_error(e, "TCP", addr))?;
         listener.set_nonblocking(true)?;
@@ -109,7 +113,7 @@ impl Echo {
     }
 }
 
-fn announce(addr: SocketAddrV4, what: &str) {
+fn announce(addr: impl std::fmt::Display, what: &str) {
     println!("listening on {addr} (tcp, udp), {what}");
     let _ = io::stdout().flush();
 }

@@ -475,7 +475,7 @@ pub fn transfer_linux_to_corestack_bytes(
 /// listening, its stdout hashed) and asserts that both succeed (the client within `timeout`), the
 /// client took every byte and the server received the same bytes. `names`: (client, server) and
 /// the receiving stack, for the messages.
-fn check_transfer(
+pub fn check_transfer(
     cli: Command,
     server: Proc,
     bytes: u64,

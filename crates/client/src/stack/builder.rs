@@ -6,7 +6,7 @@ use super::wait::spin_time;
 use super::{Driver, Inner, Mode, Stack};
 use appif::notify::Notify;
 use appif::spsc;
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 use core::time::Duration;
 use engine::publish::Published;
 use engine::stats::Stats;
@@ -23,6 +23,8 @@ pub struct StackBuilder {
     iface: Option<String>,
     ip: Option<(Ipv4Addr, u8)>,
     gateway: Option<Ipv4Addr>,
+    ip6: Option<(Ipv6Addr, u8)>,
+    gateway6: Option<Ipv6Addr>,
     inline: bool,
     ring_bytes: usize,
     idle_sleep: Option<Duration>,
@@ -44,6 +46,8 @@ impl Default for StackBuilder {
             iface: None,
             ip: None,
             gateway: None,
+            ip6: None,
+            gateway6: None,
             inline: false,
             ring_bytes: 256 * 1024,
             idle_sleep: Some(IDLE_BEFORE_SLEEP),
@@ -87,6 +91,22 @@ impl StackBuilder {
     /// Next hop for destinations outside the subnet.
     pub fn gateway(mut self, gw: Ipv4Addr) -> Self {
         self.gateway = Some(gw);
+        self
+    }
+
+    /// Our global (or unique local) IPv6 address and its prefix length in
+    /// bits: turns IPv6 on (`EngineConfig::ipv6`), with a link-local
+    /// address from the MAC (RFC 4291 §2.5.6, modified EUI-64). The IPv4
+    /// address stays required: the stack is dual-stack.
+    pub fn ip6(mut self, addr: Ipv6Addr, prefix_len: u8) -> Self {
+        self.ip6 = Some((addr, prefix_len.min(128)));
+        self
+    }
+
+    /// The IPv6 default router (usually its link-local address); turns
+    /// IPv6 on as [`StackBuilder::ip6`] does.
+    pub fn gateway6(mut self, gw: Ipv6Addr) -> Self {
+        self.gateway6 = Some(gw);
         self
     }
 
@@ -259,6 +279,12 @@ impl StackBuilder {
         cfg.ip = ip;
         cfg.prefix_len = prefix;
         cfg.gateway = self.gateway;
+        if self.ip6.is_some() || self.gateway6.is_some() {
+            let mut v6 = cfg.ipv6.take().unwrap_or_default();
+            v6.global = self.ip6.or(v6.global);
+            v6.gateway = self.gateway6.or(v6.gateway);
+            cfg.ipv6 = Some(v6);
+        }
         // Active opens take their ports where the host's sockets do, unless set.
         if self.mem.is_empty() && cfg.ephemeral_ports == EngineConfig::default().ephemeral_ports {
             if let Some(range) = local_port_range() {
@@ -288,9 +314,21 @@ impl StackBuilder {
                     Some(p) => p,
                     None => nic::af_xdp::TxPath::from_env().map_err(io::Error::from)?,
                 };
+                // Our IPv6 addresses (global and link-local) and their
+                // solicited-node groups come to us; other IPv6 to the kernel.
+                let steer_ip6 = match &cfg.ipv6 {
+                    Some(v6) => {
+                        let ll = v6
+                            .link_local
+                            .or_else(|| iface_mac(&iface).map(engine::link_local_from_mac));
+                        v6.global.map(|g| g.0).into_iter().chain(ll).collect()
+                    }
+                    None => Vec::new(),
+                };
                 let xcfg = nic::af_xdp::AfXdpConfig {
                     ifname: iface,
                     steer_ip: Some(ip),
+                    steer_ip6,
                     tx_path,
                     ..Default::default()
                 };
@@ -321,6 +359,17 @@ impl StackBuilder {
     }
 }
 
+/// The MAC address of interface `iface` (from sysfs), if it has one.
+fn iface_mac(iface: &str) -> Option<wire::MacAddr> {
+    let text = std::fs::read_to_string(format!("/sys/class/net/{iface}/address")).ok()?;
+    let mut mac = [0u8; 6];
+    let mut parts = text.trim().split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    Some(wire::MacAddr(mac))
+}
+
 fn launch_service(
     path: &std::path::Path,
     ring_bytes: usize,
@@ -340,6 +389,7 @@ fn launch_service(
             }],
             steering: None,
             ip: Ipv4Addr::UNSPECIFIED,
+            ip6: None,
             wake: Arc::new(Notify::default()),
             next_id: AtomicU64::new(1),
             mode: Mode::Service(service),
@@ -375,6 +425,7 @@ fn launch<P: Port + Send + 'static>(
     let rx_fd = ports.first().and_then(|p| p.rx_fd()).filter(|_| n == 1);
     let ring_max_bytes = cfg.ring_max_bytes.max(ring_bytes);
     let ip = cfg.ip;
+    let ip6 = cfg.ipv6.as_ref().and_then(|v6| v6.global).map(|g| g.0);
     let steering = (n > 1).then(|| Arc::new(nic::rss::Steering::new(n)));
     let mut mesh = steering
         .as_ref()
@@ -440,6 +491,7 @@ fn launch<P: Port + Send + 'static>(
             lanes,
             steering,
             ip,
+            ip6,
             wake,
             next_id: AtomicU64::new(1),
             mode,

@@ -22,7 +22,7 @@ use appif::seg::Desc;
 use appif::seg::{AcceptQueue, Accepted};
 use appif::socket::{SockId, StatusHandle};
 use appif::spsc;
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 use core::time::Duration;
 use engine::stats::Stats;
 use engine::time::Instant;
@@ -106,6 +106,9 @@ pub(crate) struct Inner {
     steering: Option<Arc<nic::rss::Steering>>,
     /// The stack's address (for the owner of a flow).
     ip: Ipv4Addr,
+    /// The stack's global IPv6 address, if it has one (for the owner of
+    /// an IPv6 flow).
+    ip6: Option<Ipv6Addr>,
     /// Bumped by the engine after each iteration that changed a socket.
     wake: Arc<Notify>,
     next_id: AtomicU64,
@@ -208,10 +211,24 @@ impl Stack {
     }
 
     /// The engine owning a TCP flow from our `local_port` to `remote`.
-    fn flow_engine(&self, local_port: u16, remote: SocketAddrV4) -> usize {
-        match &self.inner.steering {
-            Some(s) => s.owner_v4(self.inner.ip, *remote.ip(), local_port, remote.port()),
-            None => 0,
+    fn flow_engine(&self, local_port: u16, remote: SocketAddr) -> usize {
+        match (&self.inner.steering, remote.ip(), self.inner.ip6) {
+            (Some(s), IpAddr::V4(r), _) => s.owner_v4(self.inner.ip, r, local_port, remote.port()),
+            (Some(s), IpAddr::V6(r), Some(l)) => s.owner_v6(l, r, local_port, remote.port()),
+            _ => 0,
+        }
+    }
+
+    /// `a` as service mode's descriptors carry it (IPv4 only for now): an
+    /// IPv4 address, an IPv4-mapped one, or `::` without V6ONLY (served
+    /// as 0.0.0.0, IPv4 only). Errors: EAFNOSUPPORT for other IPv6.
+    fn service_v4(a: SocketAddr, v6only: bool) -> io::Result<SocketAddrV4> {
+        match appif::socket::from_mapped(a) {
+            SocketAddr::V4(v4) => Ok(v4),
+            SocketAddr::V6(v6) if v6.ip().is_unspecified() && !v6only => {
+                Ok(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, v6.port()))
+            }
+            SocketAddr::V6(_) => Err(errno::io(libc::EAFNOSUPPORT)),
         }
     }
 
@@ -231,25 +248,33 @@ impl Stack {
     /// A new TCP connection to `remote`: its id, status block and the
     /// application's ends of its rings; the engine is asked to connect.
     /// Errors: EMFILE when the service segment has no free slot.
-    pub(crate) fn open_stream(&self, remote: SocketAddrV4) -> io::Result<Parts> {
+    pub(crate) fn open_stream(&self, remote: SocketAddr) -> io::Result<Parts> {
         self.open_stream_from(remote, 0, false)
     }
 
     /// A new UDP socket bound to `local` (the engine is asked to bind).
     /// Errors: EMFILE when the service segment has no free slot.
-    pub(crate) fn open_udp(&self, local: SocketAddrV4) -> io::Result<Parts> {
+    pub(crate) fn open_udp(&self, local: SocketAddr, v6only: bool) -> io::Result<Parts> {
         let engine = match (&self.inner.steering, local.port()) {
             (Some(s), p) if p != 0 => engine::steer::udp_owner(s, p),
             _ => self.thread_engine(),
         };
+        let local4 = match self.inner.mode {
+            Mode::Service(_) => Self::service_v4(local, v6only)?,
+            _ => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+        };
         self.open_socket(
             engine,
-            |slot| Desc::UdpBind { slot, local },
+            |slot| Desc::UdpBind {
+                slot,
+                local: local4,
+            },
             false,
             |id, shared, tx, rx| Command::UdpBind {
                 id,
                 shared,
                 local,
+                v6only,
                 tx,
                 rx,
             },
@@ -304,10 +329,12 @@ impl Stack {
     /// yet accepted. Errors: EMFILE when the service segment has no free slot.
     pub(crate) fn open_listener(
         &self,
-        local: SocketAddrV4,
+        local: SocketAddr,
         backlog: usize,
+        v6only: bool,
     ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
         if let Mode::Service(s) = &self.inner.mode {
+            let local = Self::service_v4(local, v6only)?;
             let p = s.new_socket()?;
             s.submit_desc(Desc::Listen {
                 slot: p.id as u32,
@@ -329,6 +356,7 @@ impl Stack {
                 id: appif::socket::with_engine(base, e),
                 shared: shared.clone(),
                 local,
+                v6only,
                 accept: AcceptQueue::Local(tx),
             });
             queues.push(rx);
@@ -451,17 +479,26 @@ impl Stack {
     /// Errors: EMFILE when the service segment has no free slot.
     pub(crate) fn open_stream_from(
         &self,
-        remote: SocketAddrV4,
+        remote: SocketAddr,
         local_port: u16,
         nodelay: bool,
     ) -> io::Result<Parts> {
+        // An IPv4-mapped peer is reached over IPv4 (RFC 3493 §3.7).
+        let remote = appif::socket::from_mapped(remote);
+        let remote4 = match (&self.inner.mode, remote) {
+            (Mode::Service(_), SocketAddr::V4(r)) => r,
+            (Mode::Service(_), SocketAddr::V6(_)) => {
+                return Err(errno::io(libc::EAFNOSUPPORT));
+            }
+            _ => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+        };
         let engine = match local_port {
             0 => self.thread_engine(),
             p => self.flow_engine(p, remote),
         };
         let desc = |slot| Desc::Connect {
             slot,
-            remote,
+            remote: remote4,
             local_port,
             nodelay,
         };

@@ -2,7 +2,7 @@
 //! open (SYN-RECEIVED), the options both SYNs agree on, and ESTABLISHED.
 //! The SYN's arrival is in `input` (§3.10.7.3), the SYN sent in `output`.
 
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 use wire::tcp::{TcpOptions, TcpRepr};
 use wire::SeqNum;
@@ -20,11 +20,12 @@ impl Tcb {
     /// Allocates the out-of-order store (`cfg.rcv_buf` bytes).
     pub fn connect(
         cfg: &TcpConfig,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: impl Into<SocketAddr>,
+        remote: impl Into<SocketAddr>,
         iss: SeqNum,
         now: Instant,
     ) -> Tcb {
+        let (local, remote) = (local.into(), remote.into());
         let mut tcb = Tcb::new(cfg, local, remote, iss, State::SynSent, now);
         tcb.rcv.wscale = if cfg.window_scaling {
             wscale_for(cfg.rcv_buf.max(cfg.rcv_buf_max))
@@ -41,8 +42,8 @@ impl Tcb {
     /// Data carried on the SYN is not accepted (the peer retransmits it).
     pub fn accept(
         cfg: &TcpConfig,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: impl Into<SocketAddr>,
+        remote: impl Into<SocketAddr>,
         syn: &TcpRepr,
         iss: SeqNum,
         now: Instant,
@@ -51,6 +52,7 @@ impl Tcb {
         if !f.syn() || f.rst() || f.ack() || f.fin() {
             return None;
         }
+        let (local, remote) = (local.into(), remote.into());
         let mut tcb = Tcb::new(cfg, local, remote, iss, State::SynReceived, now);
         tcb.rcv.irs = syn.seq;
         tcb.rcv.nxt = syn.seq + 1;

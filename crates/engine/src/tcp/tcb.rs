@@ -5,7 +5,7 @@
 //! settings in `config`, the engine contract in `api`, counters in `stats`.
 
 use core::time::Duration;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 use wire::SeqNum;
 
@@ -51,8 +51,8 @@ pub(super) const SACK_RECENT: usize = 4;
 #[derive(Debug)]
 pub struct Tcb {
     pub(super) state: State,
-    pub(super) local: SocketAddrV4,
-    pub(super) remote: SocketAddrV4,
+    pub(super) local: SocketAddr,
+    pub(super) remote: SocketAddr,
     pub(super) cfg: TcpConfig,
     /// Opened by connect (SYN-SENT), not by a listener.
     pub(super) active_open: bool,
@@ -341,8 +341,8 @@ pub(super) fn wscale_for(buf: usize) -> u8 {
 impl Tcb {
     pub(super) fn new(
         cfg: &TcpConfig,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         iss: SeqNum,
         state: State,
         now: Instant,
@@ -588,12 +588,16 @@ impl Tcb {
     /// 512 bytes, Linux's min_pmtu of 552 less headers) and segments in flight that
     /// no longer fit are retransmitted in pieces. Not a congestion signal:
     /// cwnd is unchanged. Returns true when the MSS went down.
+    ///
+    /// Over IPv6 `mtu` is the path MTU of a Packet Too Big (RFC 8201) and
+    /// the headers are 60 bytes (RFC 8200's 40 and TCP's 20).
     pub fn on_path_mtu(&mut self, mtu: usize, seq: SeqNum) -> bool {
-        if !self.state.is_synchronized() || seq < self.snd.una || seq >= self.snd.max {
+        if !self.seq_in_flight(seq) {
             return false;
         }
         let opt_len = if self.opts.ts { TS_OPTION_LEN } else { 0 };
-        let mss = mtu.saturating_sub(40 + opt_len).max(PMTU_MIN_MSS);
+        let headers = if self.remote.is_ipv6() { 60 } else { 40 };
+        let mss = mtu.saturating_sub(headers + opt_len).max(PMTU_MIN_MSS);
         if mss >= self.snd.mss {
             return false;
         }
@@ -601,6 +605,13 @@ impl Tcb {
         self.stats.pmtu_reductions += 1;
         self.rec.sb.mark_oversized_lost(mss);
         true
+    }
+
+    /// True when `seq` lies in `[snd_una, snd_max)` of a synchronized
+    /// connection: what an ICMP error quoting our segment must show to be
+    /// believed (RFC 5927 §4.1, §5.2).
+    pub fn seq_in_flight(&self, seq: SeqNum) -> bool {
+        self.state.is_synchronized() && seq >= self.snd.una && seq < self.snd.max
     }
 
     /// Turns Nagle's algorithm off (`true`) or on (RFC 9293 §3.7.4).
@@ -614,12 +625,12 @@ impl Tcb {
     }
 
     /// Local address and port.
-    pub fn local(&self) -> SocketAddrV4 {
+    pub fn local(&self) -> SocketAddr {
         self.local
     }
 
     /// Remote address and port.
-    pub fn remote(&self) -> SocketAddrV4 {
+    pub fn remote(&self) -> SocketAddr {
         self.remote
     }
 

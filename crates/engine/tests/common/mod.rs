@@ -226,7 +226,8 @@ pub fn listening_pair(
         Command::Listen {
             id: 1,
             shared: StatusHandle::local(),
-            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port),
+            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port).into(),
+            v6only: false,
             accept: AcceptQueue::Local(acc_tx),
         },
     );
@@ -282,6 +283,27 @@ impl Wire {
         bufs: (usize, usize),
         ports: impl Fn(&mut MemPort),
     ) -> Wire {
+        let listen = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port).into();
+        let to = SocketAddrV4::new(B_IP, port).into();
+        let cfgs = (cfg.clone(), cfg);
+        Wire::connect_to(imp, seed, frames, cfgs, (listen, false), to, bufs, ports)
+    }
+
+    /// [`Wire::connect`] with A and B configured by `cfgs` (their IPv4
+    /// addresses set here), B listening on `listen` (with IPV6_V6ONLY)
+    /// and A connecting to `to`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn connect_to(
+        imp: Impairments,
+        seed: u64,
+        frames: usize,
+        cfgs: (EngineConfig, EngineConfig),
+        listen: (std::net::SocketAddr, bool),
+        to: std::net::SocketAddr,
+        bufs: (usize, usize),
+        ports: impl Fn(&mut MemPort),
+    ) -> Wire {
+        let (cfg, cfg_b) = cfgs;
         let (mut pa, mut pb) = mem::pair_with_capacity(imp, imp, seed, frames);
         ports(&mut pa);
         ports(&mut pb);
@@ -291,14 +313,15 @@ impl Wire {
         let start = 1_000_000_000u64;
         ns.store(start, Ordering::Release);
         let (a, mut ca) = engine(pa, A_IP, cfg.clone(), Instant(start));
-        let (b, mut cb) = engine(pb, B_IP, cfg.clone(), Instant(start));
+        let (b, mut cb) = engine(pb, B_IP, cfg_b, Instant(start));
         let (acc_tx, accepted) = spsc::channel::<Accepted>(16);
         push(
             &mut cb,
             Command::Listen {
                 id: 1,
                 shared: StatusHandle::local(),
-                local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port),
+                local: listen.0,
+                v6only: listen.1,
                 accept: AcceptQueue::Local(acc_tx),
             },
         );
@@ -321,7 +344,7 @@ impl Wire {
                 id: 1,
                 shared: shared.clone(),
                 local_port: 0,
-                remote: SocketAddrV4::new(B_IP, port),
+                remote: to,
                 tx: eng_tx,
                 rx: eng_rx,
                 nodelay: false,

@@ -1,0 +1,153 @@
+//! IPv6 against the Linux stack in network namespaces each test creates (issue 25): `ping -6`
+//! to corestack, 100 MiB TCP transfers both ways over IPv6 with `nc`, UDP echo over IPv6, and a
+//! dual-stack `serve echo` answering IPv4 and IPv6 clients. They need root.
+//!
+//! Addresses (unique local, RFC 4193, only inside these namespaces): fd00:N::1/64 is Linux
+//! (added with `nodad`: Duplicate Address Detection would hold it back), fd00:N::2/64 is
+//! corestack, next to 10.N.1.1 / 10.N.1.2. The namespaces start with IPv6 disabled; it is
+//! turned on for Linux's end only (corestack's end of the veth is not the kernel's).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+const TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Turns IPv6 on in `pair`'s Linux namespace with fd00:`net`::1/64 on `vl`; returns the
+/// corestack options (`--ip` for both families) and corestack's IPv6 address.
+fn dual_stack(pair: &Pair, net: u8) -> (Vec<String>, String) {
+    let l = &pair.linux;
+    l.run("sysctl", &["-qw", "net.ipv6.conf.all.disable_ipv6=0"])
+        .expect("sysctl");
+    l.run("sysctl", &["-qw", "net.ipv6.conf.vl.disable_ipv6=0"])
+        .expect("sysctl vl");
+    l.run(
+        "ip",
+        &[
+            "-6",
+            "addr",
+            "add",
+            &format!("fd00:{net}::1/64"),
+            "dev",
+            "vl",
+            "nodad",
+        ],
+    )
+    .expect("adding Linux's IPv6 address");
+    let mut args = pair.core_args();
+    args.extend(["--ip".to_string(), format!("fd00:{net}::2/64")]);
+    (args, format!("fd00:{net}::2"))
+}
+
+/// `ping -6` until corestack answers (Neighbor Discovery first), at most `tries` seconds.
+fn ping6_until_up(pair: &Pair, ip: &str, tries: u32) {
+    for _ in 0..tries {
+        if pair
+            .linux
+            .run("ping", &["-6", "-c", "1", "-W", "1", ip])
+            .is_ok()
+        {
+            return;
+        }
+    }
+    panic!("corestack at {ip} never answered ping -6");
+}
+
+#[test]
+fn afxdp_ipv6_ping6_and_udp_echo_from_linux() {
+    let _lock = start();
+    let pair = Pair::new("s6", 230).expect("creating the namespaces");
+    let (args, ip6) = dual_stack(&pair, 230);
+    let server = echo_server(&pair.core, &args, 7);
+    ping6_until_up(&pair, &ip6, 10);
+    let out = pair
+        .linux
+        .run("ping", &["-6", "-c", "5", "-i", "0.2", "-W", "2", &ip6]);
+    let out = out.unwrap_or_else(|e| panic!("ping -6 failed: {e}; server:\n{}", server.stderr()));
+    assert!(out.contains("5 received"), "{out}");
+    // UDP echo over IPv6, and over IPv4 to the same [::] socket.
+    let script = "import socket,sys\n\
+        fam = socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET\n\
+        s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(1)\n\
+        ok = 0\n\
+        for i in range(20):\n\
+        \x20   m = b'corestack-%d' % i\n\
+        \x20   s.sendto(m, (sys.argv[1], 7))\n\
+        \x20   try:\n\
+        \x20       d, a = s.recvfrom(2048)\n\
+        \x20       ok += d == m\n\
+        \x20   except socket.timeout:\n\
+        \x20       pass\n\
+        print(ok)\n";
+    for target in [ip6.as_str(), pair.core_ip.as_str()] {
+        let out = pair
+            .linux
+            .run("python3", &["-c", script, target])
+            .unwrap_or_else(|e| panic!("UDP echo to {target}: {e}"));
+        let ok: u32 = out.trim().parse().unwrap_or(0);
+        assert!(ok >= 19, "only {ok} of 20 UDP echoes from {target}");
+    }
+    // TCP to the dual-stack listener over both families.
+    let tcp = "import socket,sys\n\
+        fam = socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET\n\
+        s = socket.create_connection((sys.argv[1], 7), timeout=5)\n\
+        m = bytes(range(256)) * 256\n\
+        s.sendall(m)\n\
+        d = b''\n\
+        while len(d) < len(m):\n\
+        \x20   c = s.recv(65536)\n\
+        \x20   if not c: break\n\
+        \x20   d += c\n\
+        print(d == m, s.getpeername()[0])\n";
+    for target in [ip6.as_str(), pair.core_ip.as_str()] {
+        let out = pair
+            .linux
+            .run("python3", &["-c", tcp, target])
+            .unwrap_or_else(|e| panic!("TCP echo to {target}: {e}; server:\n{}", server.stderr()));
+        assert!(out.starts_with("True"), "TCP echo to {target}: {out}");
+    }
+    drop(server);
+}
+
+#[test]
+fn afxdp_ipv6_linux_nc_to_corestack_100mib_sha256_equal() {
+    let _lock = start();
+    let pair = Pair::new("s6", 231).expect("creating the namespaces");
+    let (args, ip6) = dual_stack(&pair, 231);
+    let mut srv = corestack(&pair.core, &["nc", "-l", "5011"]);
+    srv.args(&args);
+    let mut server = Proc::spawn("corestack nc -l", srv, None, Out::Hash);
+    server.wait_stderr("listening on", Duration::from_secs(30));
+    ping6_until_up(&pair, &ip6, 10);
+    let mut cli = pair.linux.exec("nc");
+    cli.args(["-6", "-N", &ip6, "5011"]);
+    check_transfer(
+        cli,
+        server,
+        TRANSFER_BYTES,
+        TIMEOUT,
+        (["linux nc -6", "corestack nc -l"], "corestack"),
+    );
+}
+
+#[test]
+fn afxdp_ipv6_corestack_nc_to_linux_100mib_sha256_equal() {
+    let _lock = start();
+    let pair = Pair::new("s6", 232).expect("creating the namespaces");
+    let (args, _ip6) = dual_stack(&pair, 232);
+    let mut srv = pair.linux.exec("nc");
+    srv.args(["-6", "-l", "5012"]);
+    let server = Proc::spawn("linux nc -6 -l", srv, None, Out::Hash);
+    wait_kernel_listen(&pair.linux, 5012);
+    let mut cli = corestack(&pair.core, &["nc"]);
+    cli.args(&args).args(["fd00:232::1", "5012"]);
+    check_transfer(
+        cli,
+        server,
+        TRANSFER_BYTES,
+        TIMEOUT,
+        (["corestack nc", "linux nc -6 -l"], "Linux"),
+    );
+}

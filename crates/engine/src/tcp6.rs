@@ -1,0 +1,271 @@
+//! TCP and UDP over IPv6 (issue 25): segments and datagrams that
+//! `rx6::deliver_ipv6` found under a whole packet for us, checked with the
+//! IPv6 pseudo-header (RFC 8200 §8.1, RFC 2460 §8.1), and what we send
+//! back through `egress6` with the connection's flow label (RFC 6437) and
+//! ECN in the Traffic Class (RFC 3168 §5, RFC 8200 §7). The TCP state
+//! machine, the flow tables and the listeners are the family-generic ones
+//! of IPv4 (`rx::tcp_segment`, `sockets`, `listen`). IPv6 has no DF and no
+//! identification: nothing to set (RFC 8200 §5: we never fragment, the
+//! MSS keeps segments within the path MTU). No TSO or gather for IPv6 yet:
+//! every segment is copied into its frame and checksummed in software.
+
+use crate::rx::count_bad;
+use crate::rx6::Rx6;
+use crate::sockets::{flow_key6, Conn, Socket};
+use crate::tcp::{self, State};
+use crate::tx::TCP_BURST;
+use crate::Protocols;
+use appif::socket::UdpHeader;
+use core::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
+use nic::TxQueue;
+use wire::ipv6::{Ipv6Packet, Ipv6Repr, NEXT_TCP, NEXT_UDP};
+use wire::tcp::TcpRepr;
+use wire::udp::UdpRepr;
+
+/// The ECT(0) codepoint in the Traffic Class's ECN bits (RFC 3168 §5).
+const ECT0: u8 = 0b10;
+
+impl Protocols {
+    /// A TCP segment `segment` (the upper-layer bytes) of the IPv6 packet
+    /// `ip`: to its connection, a listener, or answered with RST.
+    pub(crate) fn handle_tcp6<T: TxQueue>(
+        &mut self,
+        ip: &Ipv6Packet<'_>,
+        segment: &[u8],
+        tx: &mut T,
+    ) {
+        let (src, dst) = (ip.src(), ip.dst());
+        if dst.is_multicast() {
+            // RFC 9293 §3.10.7.1 answers no segment to a multicast address.
+            self.stats.drop_ipv6_transport += 1;
+            return;
+        }
+        let (seg, payload) = match TcpRepr::parse_v6(segment, src, dst, self.cfg.verify_checksums) {
+            Ok(v) => v,
+            Err(e) => {
+                let s = &mut self.stats;
+                return count_bad(e, &mut s.drop_tcp_checksum, &mut s.drop_tcp_malformed);
+            }
+        };
+        self.stats.tcp_rx_segments += 1;
+        if let Some(h) = &self.handoff {
+            if h.steering().owner_v6(src, dst, seg.src_port, seg.dst_port) != h.me() {
+                self.stats.owner_violations += 1;
+            }
+        }
+        let remote = SocketAddrV6::new(src, seg.src_port, 0, 0);
+        let slot = self
+            .sockets
+            .flows6
+            .get(&flow_key6(remote, seg.dst_port))
+            .copied();
+        let ce = ip.traffic_class() & 0b11 == 0b11;
+        let ev = self.tcp_segment(
+            slot,
+            SocketAddr::V6(remote),
+            IpAddr::V6(dst),
+            &seg,
+            payload,
+            ce,
+            tx,
+        );
+        // RFC 4861 §7.3.1: new data acknowledged (or the handshake done)
+        // is forward progress: the neighbor toward the peer is reachable.
+        if ev.is_some_and(|e| e.writable || e.connected) {
+            let now = self.now;
+            if let Some(e6) = self.ip6.as_mut() {
+                if let Some(hop) = e6.next_hop(src) {
+                    e6.neighbors.confirm(hop, now);
+                }
+            }
+        }
+    }
+
+    /// Sends `seg` (headers and options only) from `local` to `remote`
+    /// with flow label `label`. Returns false when the link dropped it
+    /// (counted there).
+    pub(crate) fn send_tcp_headers6<T: TxQueue>(
+        &mut self,
+        local: Ipv6Addr,
+        remote: Ipv6Addr,
+        label: u32,
+        seg: &TcpRepr,
+        tx: &mut T,
+    ) -> bool {
+        let now = self.now;
+        let Some(e6) = self.ip6.as_mut() else {
+            return false;
+        };
+        let ip = Ipv6Repr {
+            src: local,
+            dst: remote,
+            next_header: NEXT_TCP,
+            hop_limit: crate::egress6::HOP_LIMIT,
+            traffic_class: 0,
+            flow_label: label,
+            payload_len: seg.header_len(),
+        };
+        e6.send_repr(tx, &mut self.stats, now, &ip, |buf| {
+            seg.emit_header(buf);
+            wire::tcp::fill_checksum_v6(buf, local, remote);
+        })
+    }
+
+    /// `flush_output` for a connection over IPv6 in `slot`: up to a burst
+    /// of segments, each copied into its frame.
+    pub(crate) fn output6<T: TxQueue>(&mut self, slot: u32, tx: &mut T) -> usize {
+        let Protocols {
+            sockets,
+            ip6,
+            stats,
+            now,
+            ..
+        } = self;
+        let now = *now;
+        let Some(Some(Socket::Tcp(c))) = sockets.slots.get_mut(slot as usize) else {
+            return 0;
+        };
+        let (SocketAddr::V6(local), SocketAddr::V6(remote)) = (c.tcb.local(), c.tcb.remote())
+        else {
+            return 0;
+        };
+        let (local, remote) = (*local.ip(), *remote.ip());
+        let Some(e6) = ip6.as_mut() else {
+            return 0;
+        };
+        c.tcb.snd.gso_max = 0;
+        let label = c.flow_label;
+        let Conn {
+            tcb,
+            tx: txr,
+            rx,
+            shared,
+            ..
+        } = &mut **c;
+        let rcv_free = rx.free();
+        let n = tcb.poll_output(
+            now,
+            &*txr,
+            rcv_free,
+            TCP_BURST,
+            &mut |seg: &tcp::Segment| {
+                let hlen = seg.repr.header_len();
+                let plen = seg.repr.payload_len;
+                let ip = Ipv6Repr {
+                    src: local,
+                    dst: remote,
+                    next_header: NEXT_TCP,
+                    hop_limit: crate::egress6::HOP_LIMIT,
+                    traffic_class: if seg.ect { ECT0 } else { 0 },
+                    flow_label: label,
+                    payload_len: hlen + plen,
+                };
+                e6.send_repr(tx, stats, now, &ip, |buf| {
+                    seg.repr.emit_header(&mut buf[..hlen]);
+                    txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
+                    wire::tcp::fill_checksum_v6(buf, local, remote);
+                });
+                stats.tcp_tx_segments += seg.segments() as u64;
+            },
+        );
+        // As `output` does for IPv4: a writer that adds bytes kicks us.
+        let mut again = false;
+        let len = txr.len();
+        if tcb.all_sent(len) && shared.set_tx_idle() {
+            core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+            again = txr.len() > len && shared.take_tx_idle();
+        }
+        let closed = tcb.state() == State::Closed;
+        if closed && (c.app_closed || c.unaccepted()) {
+            tx.flush();
+            self.drop_conn(slot);
+        } else {
+            self.arm_timer(slot);
+            if again {
+                self.mark_dirty(slot);
+            }
+        }
+        n
+    }
+
+    /// A UDP datagram `datagram` (the upper-layer bytes) of the IPv6
+    /// packet `ip`: to the socket bound to its port (as a record with the
+    /// IPv6 source), or counted and answered with port unreachable (RFC
+    /// 4443 §3.1 code 4, under `send_icmpv6_error`'s rules).
+    pub(crate) fn handle_udp6<T: TxQueue>(
+        &mut self,
+        rx: &Rx6<'_>,
+        ip: &Ipv6Packet<'_>,
+        datagram: &[u8],
+        tx: &mut T,
+    ) {
+        let (src, dst) = (ip.src(), ip.dst());
+        let (udp, payload) = match UdpRepr::parse_v6(datagram, src, dst, self.cfg.verify_checksums)
+        {
+            Ok(v) => v,
+            Err(e) => {
+                let s = &mut self.stats;
+                return count_bad(e, &mut s.drop_udp_checksum, &mut s.drop_udp_malformed);
+            }
+        };
+        let Some(&slot) = self.sockets.udp6.get(&udp.dst_port) else {
+            self.stats.drop_udp_no_socket += 1;
+            self.send_icmpv6_unreachable(rx, ip, wire::icmpv6::DST_UNREACH_PORT, tx);
+            return;
+        };
+        let Some(Some(Socket::Udp(u))) = self.sockets.slots.get_mut(slot as usize) else {
+            return;
+        };
+        let h = UdpHeader {
+            addr: SocketAddr::V6(SocketAddrV6::new(src, udp.src_port, 0, 0)),
+            len: payload.len() as u16,
+        };
+        if u.rx.free() < UdpHeader::LEN + payload.len() {
+            self.stats.drop_udp_rx_full += 1;
+            return;
+        }
+        u.rx.write(&h.encode());
+        u.rx.write(payload);
+        u.shared.wake();
+        self.woke = true;
+        self.stats.udp_rx += 1;
+    }
+}
+
+/// Sends one UDP datagram from `src` (port `src_port`) to `dst`, its
+/// `len`-byte payload copied by `copy`, the checksum filled (mandatory
+/// over IPv6, RFC 8200 §8.1). Returns false when it was dropped (counted).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn send_udp6<T: TxQueue>(
+    e6: &mut crate::egress6::Egress6,
+    tx: &mut T,
+    stats: &mut crate::stats::Stats,
+    now: crate::time::Instant,
+    src: Ipv6Addr,
+    src_port: u16,
+    dst: SocketAddrV6,
+    len: usize,
+    copy: impl FnOnce(&mut [u8]),
+) -> bool {
+    let (daddr, dport) = (*dst.ip(), dst.port());
+    e6.send_ipv6(
+        tx,
+        stats,
+        now,
+        src,
+        daddr,
+        NEXT_UDP,
+        crate::egress6::HOP_LIMIT,
+        wire::udp::HEADER_LEN + len,
+        |buf| {
+            UdpRepr {
+                src_port,
+                dst_port: dport,
+                payload_len: len,
+            }
+            .emit_header(buf);
+            copy(&mut buf[wire::udp::HEADER_LEN..]);
+            wire::udp::fill_checksum_v6(buf, src, daddr);
+        },
+    )
+}

@@ -1,0 +1,416 @@
+//! TCP and UDP over IPv6 between two engines on a `mem` wire (issue 25):
+//! handshake and byte-exact transfers both ways under loss, RST for a
+//! closed port, TIME-WAIT, SYN cookies, a dual-stack listener taking an
+//! IPv4 client as ::ffff:a.b.c.d, an IPv4 and a v6-only listener on one
+//! port, UDP echo and port unreachable.
+
+mod common;
+
+use appif::bytes;
+use appif::command::Command;
+use appif::seg::{AcceptQueue, Accepted};
+use appif::socket::{SockState, StatusHandle, UdpHeader};
+use appif::spsc;
+use common::*;
+use core::net::{Ipv6Addr, SocketAddr};
+use engine::{EngineConfig, Ipv6Config};
+use nic::impair::Impairments;
+
+const A6: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
+const B6: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 2);
+const PORT: u16 = 8080;
+
+/// `cfg` with IPv6 on at `addr`/64.
+fn v6(mut cfg: EngineConfig, addr: Ipv6Addr) -> EngineConfig {
+    cfg.ipv6 = Some(Ipv6Config {
+        global: Some((addr, 64)),
+        ..Ipv6Config::default()
+    });
+    cfg
+}
+
+fn sa(ip: Ipv6Addr, port: u16) -> SocketAddr {
+    SocketAddr::new(ip.into(), port)
+}
+
+fn any6(port: u16) -> SocketAddr {
+    sa(Ipv6Addr::UNSPECIFIED, port)
+}
+
+/// A wire where A connects to `to` and B listens on `listen`.
+fn wire(
+    imp: Impairments,
+    seed: u64,
+    cfg: EngineConfig,
+    listen: (SocketAddr, bool),
+    to: SocketAddr,
+) -> Wire {
+    let cfgs = (v6(cfg.clone(), A6), v6(cfg, B6));
+    Wire::connect_to(imp, seed, 256, cfgs, listen, to, (0, 0), |_| {})
+}
+
+/// Runs `w` until `done` or `limit_ns` of virtual time.
+fn run_until(w: &mut Wire, limit_ns: u64, mut done: impl FnMut(&mut Wire) -> bool) {
+    let end = w.t + limit_ns;
+    while w.t < end {
+        let busy = w.poll();
+        if done(w) {
+            return;
+        }
+        w.advance(busy);
+    }
+}
+
+/// Sends `total` bytes A → B and `total` bytes B → A at once, checking
+/// every byte; returns the virtual time it took.
+fn both_ways(w: &mut Wire, total: usize) -> u64 {
+    let (mut a_sent, mut b_got, mut b_sent, mut a_got) = (0, 0, 0, 0);
+    let start = w.t;
+    let end = w.t + 120_000_000_000;
+    while w.t < end && (b_got < total || a_got < total) {
+        let busy = w.poll();
+        let moved = w
+            .stream_one_way(&mut a_sent, &mut b_got, total)
+            .unwrap_or_else(|at| panic!("B read a wrong byte at {at}"));
+        let mut moved2 = false;
+        if let Some(b) = w.end_b.as_mut() {
+            moved2 |= b.send_stream(&mut b_sent, total, &mut w.cb) > 0;
+            moved2 |= w
+                .end_a
+                .recv_stream(&mut a_got, &mut w.ca)
+                .unwrap_or_else(|at| panic!("A read a wrong byte at {at}"))
+                > 0;
+        }
+        w.advance(busy || moved || moved2);
+    }
+    assert_eq!((b_got, a_got), (total, total), "transfer incomplete");
+    w.t - start
+}
+
+#[test]
+fn handshake_addresses_and_clean_transfer_both_ways() {
+    let mut w = wire(
+        Impairments::none(),
+        1,
+        EngineConfig::default(),
+        (any6(PORT), false),
+        sa(B6, PORT),
+    );
+    both_ways(&mut w, 1 << 20);
+    assert_eq!(w.end_a.shared.remote(), sa(B6, PORT));
+    assert_eq!(w.end_a.shared.local().ip(), core::net::IpAddr::V6(A6));
+    let b = w.end_b.as_ref().expect("accepted");
+    assert_eq!(b.shared.local(), sa(B6, PORT));
+    assert_eq!(b.shared.remote(), w.end_a.shared.local());
+    let (sa_, sb) = (w.a.stats(), w.b.stats());
+    assert!(sa_.tcp_tx_segments > 100 && sb.tcp_tx_segments > 100);
+    assert_eq!(sa_.drop_tcp_checksum + sb.drop_tcp_checksum, 0);
+    assert_eq!(sa_.drop_ipv6_transport + sb.drop_ipv6_transport, 0);
+    // MSS = MTU - 60 (RFC 8200 with TCP's 20 bytes; timestamps take 12 more).
+    let mut mss = Vec::new();
+    w.a.for_each_tcb(|t| mss.push(t.mss()));
+    assert!(mss.iter().all(|&m| m <= 1440), "{mss:?}");
+}
+
+#[test]
+fn byte_exact_both_ways_under_loss() {
+    for seed in [2, 3] {
+        let imp = Impairments {
+            loss: 0.02,
+            duplicate: 0.01,
+            reorder: 0.01,
+            ..Impairments::none()
+        };
+        let mut w = wire(
+            imp,
+            seed,
+            EngineConfig::default(),
+            (any6(PORT), false),
+            sa(B6, PORT),
+        );
+        both_ways(&mut w, 512 * 1024);
+        assert!(w.a.stats().tcp_tx_segments + w.b.stats().tcp_tx_segments > 0);
+    }
+}
+
+#[test]
+fn syn_to_a_closed_port_is_answered_with_rst() {
+    let mut w = wire(
+        Impairments::none(),
+        4,
+        EngineConfig::default(),
+        (any6(PORT), false),
+        sa(B6, PORT + 1),
+    );
+    run_until(&mut w, 5_000_000_000, |w| {
+        w.end_a.shared.state() == SockState::Closed
+    });
+    assert_eq!(w.end_a.shared.state(), SockState::Closed);
+    assert_eq!(w.end_a.shared.error(), appif::errno::ECONNREFUSED);
+    assert_eq!(w.b.stats().tcp_rst_tx, 1);
+    assert_eq!(w.b.stats().tcp_no_socket, 1);
+}
+
+#[test]
+fn active_closer_ends_in_time_wait_then_goes() {
+    let mut w = wire(
+        Impairments::none(),
+        5,
+        EngineConfig::default(),
+        (any6(PORT), false),
+        sa(B6, PORT),
+    );
+    both_ways(&mut w, 4096);
+    let close = |id: u64, c: &mut spsc::Sender<Command>| push(c, Command::Close { id });
+    close(w.end_a.id, &mut w.ca);
+    run_until(&mut w, 10_000_000, |_| false);
+    let bid = w.end_b.as_ref().expect("accepted").id;
+    close(bid, &mut w.cb);
+    run_until(&mut w, 10_000_000, |_| false);
+    let mut states = Vec::new();
+    w.a.for_each_tcb(|t| states.push(t.state()));
+    assert_eq!(states, vec![engine::tcp::State::TimeWait]);
+    run_until(&mut w, 130_000_000_000, |w| {
+        let mut n = 0;
+        w.a.for_each_tcb(|_| n += 1);
+        n == 0
+    });
+    let mut n = 0;
+    w.a.for_each_tcb(|_| n += 1);
+    assert_eq!(n, 0, "TIME-WAIT ended");
+}
+
+#[test]
+fn syn_cookies_open_v6_connections_when_the_backlog_is_full() {
+    let cfg = EngineConfig {
+        syn_cookies: true,
+        ..EngineConfig::default()
+    };
+    let mut w = wire(
+        Impairments::none(),
+        6,
+        cfg,
+        (any6(PORT), false),
+        sa(B6, PORT),
+    );
+    // A listener with a backlog of one: SYNs beyond it get cookies.
+    let (acc_tx, mut small) = spsc::channel::<Accepted>(1);
+    push(
+        &mut w.cb,
+        Command::Listen {
+            id: 4,
+            shared: StatusHandle::local(),
+            local: any6(PORT + 2),
+            v6only: true,
+            accept: AcceptQueue::Local(acc_tx),
+        },
+    );
+    let mut ends = Vec::new();
+    let mut taken = Vec::new();
+    for i in 0..8u64 {
+        let shared = StatusHandle::local();
+        let (a_tx, eng_tx) = bytes::growable_ring(65536, 65536);
+        let (eng_rx, a_rx) = bytes::growable_ring(65536, 65536);
+        push(
+            &mut w.ca,
+            Command::Connect {
+                id: 10 + i,
+                shared: shared.clone(),
+                local_port: 0,
+                remote: sa(B6, PORT + 2),
+                tx: eng_tx,
+                rx: eng_rx,
+                nodelay: true,
+            },
+        );
+        ends.push((shared, a_tx, a_rx));
+    }
+    run_until(&mut w, 3_000_000_000, |_| {
+        while let Some(a) = small.pop() {
+            taken.push(a);
+        }
+        false
+    });
+    // The queue of one refuses (resets) what completes while it is full,
+    // as Linux does; connections opened by a cookie arrive.
+    assert!(!taken.is_empty());
+    let s = w.b.stats();
+    assert!(
+        s.tcp_syncookies_sent > 0 && s.tcp_syncookies_ok > 0,
+        "{s:?}"
+    );
+}
+
+#[test]
+fn dual_stack_listener_takes_an_ipv4_client_as_v4_mapped() {
+    let to = SocketAddr::new(B_IP.into(), PORT);
+    let mut w = wire(
+        Impairments::none(),
+        7,
+        EngineConfig::default(),
+        (any6(PORT), false),
+        to,
+    );
+    both_ways(&mut w, 64 * 1024);
+    let b = w.end_b.as_ref().expect("accepted");
+    let mapped = |ip: std::net::Ipv4Addr| core::net::IpAddr::V6(ip.to_ipv6_mapped());
+    assert_eq!(b.shared.remote().ip(), mapped(A_IP));
+    assert_eq!(b.shared.local(), SocketAddr::new(mapped(B_IP), PORT));
+    // A, an IPv4 client, sees plain IPv4.
+    assert_eq!(w.end_a.shared.remote(), to);
+}
+
+#[test]
+fn v6only_listener_refuses_ipv4_and_shares_its_port_with_an_ipv4_one() {
+    let to = SocketAddr::new(B_IP.into(), PORT);
+    let mut w = wire(
+        Impairments::none(),
+        8,
+        EngineConfig::default(),
+        (any6(PORT), true),
+        to,
+    );
+    run_until(&mut w, 2_000_000_000, |w| {
+        w.end_a.shared.state() == SockState::Closed
+    });
+    assert_eq!(w.end_a.shared.error(), appif::errno::ECONNREFUSED);
+    // An IPv4 listener on the same port is allowed and takes IPv4.
+    let (acc_tx, mut accepted) = spsc::channel::<Accepted>(4);
+    let l4 = StatusHandle::local();
+    push(
+        &mut w.cb,
+        Command::Listen {
+            id: 2,
+            shared: l4.clone(),
+            local: SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), PORT),
+            v6only: false,
+            accept: AcceptQueue::Local(acc_tx),
+        },
+    );
+    // A dual-stack one is not: the port is taken for IPv6.
+    let dual = StatusHandle::local();
+    let (dual_tx, _dual_rx) = spsc::channel::<Accepted>(4);
+    push(
+        &mut w.cb,
+        Command::Listen {
+            id: 3,
+            shared: dual.clone(),
+            local: any6(PORT),
+            v6only: false,
+            accept: AcceptQueue::Local(dual_tx),
+        },
+    );
+    run_until(&mut w, 1_000_000, |_| false);
+    let shared = StatusHandle::local();
+    let (_a_tx, eng_tx) = bytes::growable_ring(65536, 65536);
+    let (eng_rx, _a_rx) = bytes::growable_ring(65536, 65536);
+    push(
+        &mut w.ca,
+        Command::Connect {
+            id: 5,
+            shared: shared.clone(),
+            local_port: 0,
+            remote: to,
+            tx: eng_tx,
+            rx: eng_rx,
+            nodelay: true,
+        },
+    );
+    run_until(&mut w, 2_000_000_000, |_| shared.state() == SockState::Open);
+    assert_eq!(shared.error(), 0, "{}", dump(&w.a, &w.b));
+    assert_eq!(l4.state(), SockState::Open);
+    assert_eq!(dual.state(), SockState::Closed);
+    assert_eq!(dual.error(), appif::errno::EADDRINUSE);
+    assert_eq!(shared.state(), SockState::Open);
+    assert!(accepted.pop().is_some());
+}
+
+/// A UDP socket `id` of `cmds`' engine on `local`: its status block and
+/// the application's ring ends.
+fn udp(
+    cmds: &mut spsc::Sender<Command>,
+    id: u64,
+    local: SocketAddr,
+) -> (std::sync::Arc<StatusHandle>, bytes::Writer, bytes::Reader) {
+    let shared = StatusHandle::local();
+    let (app_tx, eng_tx) = bytes::growable_ring(65536, 65536);
+    let (eng_rx, app_rx) = bytes::growable_ring(65536, 65536);
+    push(
+        cmds,
+        Command::UdpBind {
+            id,
+            shared: shared.clone(),
+            local,
+            v6only: false,
+            tx: eng_tx,
+            rx: eng_rx,
+        },
+    );
+    (shared, app_tx, app_rx)
+}
+
+fn send_dgram(tx: &mut bytes::Writer, to: SocketAddr, payload: &[u8]) {
+    let h = UdpHeader {
+        addr: to,
+        len: payload.len() as u16,
+    };
+    tx.write(&h.encode());
+    tx.write(payload);
+}
+
+fn recv_dgram(rx: &mut bytes::Reader) -> Option<(SocketAddr, Vec<u8>)> {
+    let mut hb = [0u8; UdpHeader::LEN];
+    if rx.peek_at(0, &mut hb) < UdpHeader::LEN {
+        return None;
+    }
+    let h = UdpHeader::decode(&hb);
+    let mut p = vec![0u8; usize::from(h.len)];
+    rx.peek_at(UdpHeader::LEN, &mut p);
+    rx.consume(UdpHeader::LEN + p.len());
+    Some((h.addr, p))
+}
+
+#[test]
+fn udp_echo_over_ipv6_and_port_unreachable() {
+    let mut w = wire(
+        Impairments::none(),
+        9,
+        EngineConfig::default(),
+        (any6(PORT), false),
+        sa(B6, PORT),
+    );
+    let (_sb, mut btx, mut brx) = udp(&mut w.cb, 20, any6(5353));
+    let (_sa, mut atx, mut arx) = udp(&mut w.ca, 20, any6(0));
+    run_until(&mut w, 1_000_000, |_| false);
+    send_dgram(&mut atx, sa(B6, 5353), b"ping over ipv6");
+    push(&mut w.ca, Command::Send { id: 20 });
+    let mut echoed = None;
+    run_until(&mut w, 1_000_000_000, |w| {
+        if let Some((from, p)) = recv_dgram(&mut brx) {
+            assert_eq!(from.ip(), core::net::IpAddr::V6(A6));
+            send_dgram(&mut btx, from, &p);
+            push(&mut w.cb, Command::Send { id: 20 });
+        }
+        echoed = recv_dgram(&mut arx);
+        echoed.is_some()
+    });
+    let (from, p) = echoed.expect("echo came back");
+    assert_eq!((from, &p[..]), (sa(B6, 5353), &b"ping over ipv6"[..]));
+    // A closed port: ICMPv6 port unreachable back to A.
+    send_dgram(&mut atx, sa(B6, 5354), b"nobody");
+    push(&mut w.ca, Command::Send { id: 20 });
+    run_until(&mut w, 1_000_000_000, |w| w.a.stats().icmpv6_errors_rx > 0);
+    assert_eq!(w.b.stats().drop_udp_no_socket, 1);
+    assert_eq!(w.b.stats().icmpv6_unreachable_tx, 1);
+    assert_eq!(w.a.stats().icmpv6_errors_rx, 1);
+    // A dual-stack UDP socket on [::] also takes IPv4, the peer mapped.
+    send_dgram(&mut atx, SocketAddr::new(B_IP.into(), 5353), b"v4");
+    push(&mut w.ca, Command::Send { id: 20 });
+    let mut got = None;
+    run_until(&mut w, 1_000_000_000, |_| {
+        got = recv_dgram(&mut brx);
+        got.is_some()
+    });
+    let (from, _) = got.expect("IPv4 datagram");
+    assert_eq!(from.ip(), core::net::IpAddr::V6(A_IP.to_ipv6_mapped()));
+}
