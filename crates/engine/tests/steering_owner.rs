@@ -42,9 +42,10 @@ fn bind(b: &mut Bench, e: usize) -> Udp {
         Command::UdpBind {
             id,
             shared: shared.clone(),
-            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0).into(),
             tx: eng_tx,
             rx: eng_rx,
+            v6only: false,
         },
     );
     b.run(2);
@@ -66,7 +67,7 @@ impl Udp {
             return None;
         }
         let h = UdpHeader::decode(&hb);
-        assert_eq!(*h.addr.ip(), PEER);
+        assert_eq!(h.addr.ip(), std::net::IpAddr::V4(PEER));
         let mut data = vec![0u8; usize::from(h.len)];
         assert_eq!(self.rx.read(&mut data), data.len());
         Some((h.addr.port(), data))
@@ -299,7 +300,7 @@ fn icmp_errors_reach_the_quoted_flows_owner(steer: Steer, policy: &str) {
         // UDP: a datagram from engine k's port to a closed peer port.
         let mut u = bind(&mut b, k);
         let h = UdpHeader {
-            addr: SocketAddrV4::new(PEER, 9),
+            addr: SocketAddrV4::new(PEER, 9).into(),
             len: 32,
         };
         assert_eq!(u.tx.write(&h.encode()), UdpHeader::LEN);

@@ -84,7 +84,7 @@ fn cookies_resolve_at_the_owner(steer: Steer, policy: &str) {
         let mut a = b.accepted[k]
             .pop()
             .expect("the cookie connection is accepted");
-        assert_eq!(a.shared.remote(), SocketAddrV4::new(PEER, last));
+        assert_eq!(a.shared.remote(), SocketAddrV4::new(PEER, last).into());
         assert_eq!(appif::socket::engine_of(a.id), k);
         let mut buf = [0u8; 16];
         let n = a.rx.read(&mut buf);

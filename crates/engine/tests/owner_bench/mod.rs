@@ -82,8 +82,9 @@ impl Bench {
                 Command::Listen {
                     id: with_engine(1, e),
                     shared: StatusHandle::local(),
-                    local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT),
+                    local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT).into(),
                     accept: AcceptQueue::Local(acc),
+                    v6only: false,
                 },
             );
             engines.push(eng);
@@ -240,7 +241,7 @@ impl Bench {
             if e == owner {
                 let a = q.pop().expect("the owner accepts the connection");
                 assert_eq!(a.shared.state(), SockState::Open);
-                assert_eq!(a.shared.remote(), SocketAddrV4::new(PEER, sport));
+                assert_eq!(a.shared.remote(), SocketAddrV4::new(PEER, sport).into());
                 c.accepted = Some(a);
             } else {
                 assert!(q.pop().is_none(), "engine {e} accepted a flow of {owner}");
@@ -253,7 +254,7 @@ impl Bench {
     pub fn tcb(&self, e: usize, sport: u16) -> Option<(engine::tcp::State, usize)> {
         let mut found = None;
         self.engines[e].for_each_tcb(|t| {
-            if t.remote() == SocketAddrV4::new(PEER, sport) {
+            if t.remote() == SocketAddrV4::new(PEER, sport).into() {
                 found = Some((t.state(), t.mss()));
             }
         });
