@@ -210,14 +210,6 @@ impl Handoff {
         proto: u8,
         l4: &[u8],
     ) -> Option<usize> {
-        let ports = |b: &[u8]| {
-            (b.len() >= 4).then(|| {
-                (
-                    u16::from_be_bytes([b[0], b[1]]),
-                    u16::from_be_bytes([b[2], b[3]]),
-                )
-            })
-        };
         match proto {
             PROTO_TCP => {
                 let (sport, dport) = ports(l4)?;
@@ -261,14 +253,6 @@ impl Handoff {
         l4: &[u8],
     ) -> Option<usize> {
         use wire::ipv6::{NEXT_ICMPV6, NEXT_TCP, NEXT_UDP};
-        let ports = |b: &[u8]| {
-            (b.len() >= 4).then(|| {
-                (
-                    u16::from_be_bytes([b[0], b[1]]),
-                    u16::from_be_bytes([b[2], b[3]]),
-                )
-            })
-        };
         match proto {
             NEXT_TCP => {
                 let (sport, dport) = ports(l4)?;
@@ -312,6 +296,16 @@ impl Handoff {
     pub fn udp_owner(&self, port: u16) -> usize {
         udp_owner(&self.steering, port)
     }
+}
+
+/// The source and destination ports at the start of a TCP or UDP header;
+/// None when `l4` is shorter than 4 bytes.
+fn ports(l4: &[u8]) -> Option<(u16, u16)> {
+    let p = l4.get(..4)?;
+    Some((
+        u16::from_be_bytes([p[0], p[1]]),
+        u16::from_be_bytes([p[2], p[3]]),
+    ))
 }
 
 /// The engine owning UDP local port `port` under `steering`.
