@@ -107,17 +107,19 @@ impl Harness {
         let _ = cmds.push(Command::Listen {
             id: 1,
             shared: StatusHandle::local(),
-            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, LISTEN_PORT),
+            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, LISTEN_PORT).into(),
             accept: AcceptQueue::Local(accept_tx),
+            v6only: false,
         });
         let (udp_tx, eng_udp_tx) = bytes::ring(4096);
         let (eng_udp_rx, udp_rx) = bytes::ring(4096);
         let _ = cmds.push(Command::UdpBind {
             id: 2,
             shared: StatusHandle::local(),
-            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, UDP_PORT),
+            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, UDP_PORT).into(),
             tx: eng_udp_tx,
             rx: eng_udp_rx,
+            v6only: false,
         });
         let (active_tx, eng_tx) = bytes::ring(16 * 1024);
         let (eng_rx, active_rx) = bytes::ring(16 * 1024);
@@ -201,7 +203,7 @@ impl Harness {
             id: 3,
             shared: StatusHandle::local(),
             local_port: ACTIVE_PORT,
-            remote: SocketAddrV4::new(PEER_IP, ACTIVE_PEER_PORT),
+            remote: SocketAddrV4::new(PEER_IP, ACTIVE_PEER_PORT).into(),
             tx: eng_tx,
             rx: eng_rx,
             nodelay: true,
@@ -370,7 +372,7 @@ impl Harness {
             (3, Some(a)) => Some(Command::Close { id: a.id }),
             (4, _) => {
                 let h = UdpHeader {
-                    addr: SocketAddrV4::new(PEER_IP, 9999),
+                    addr: SocketAddrV4::new(PEER_IP, 9999).into(),
                     len: 100,
                 };
                 if self.udp_tx.free() >= UdpHeader::LEN + 100 {
