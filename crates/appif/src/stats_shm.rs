@@ -53,7 +53,7 @@ pub const CONNS: &str = "conns";
 /// The application table segment (written by `corestack run` only).
 pub const APPS: &str = "apps";
 /// Words per connection row.
-pub const ROW_WORDS: usize = 13;
+pub const ROW_WORDS: usize = 17;
 /// Words per application row.
 pub const APP_WORDS: usize = 10;
 

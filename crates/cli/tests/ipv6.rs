@@ -60,7 +60,7 @@ fn afxdp_ipv6_ping6_and_udp_echo_from_linux() {
     let _lock = start();
     let pair = Pair::new("s6", 230).expect("creating the namespaces");
     let (args, ip6) = dual_stack(&pair, 230);
-    let server = echo_server(&pair.core, &args, 7);
+    let mut server = echo_server(&pair.core, &args, 7);
     ping6_until_up(&pair, &ip6, 10);
     let out = pair
         .linux
@@ -108,6 +108,17 @@ fn afxdp_ipv6_ping6_and_udp_echo_from_linux() {
             .unwrap_or_else(|e| panic!("TCP echo to {target}: {e}; server:\n{}", server.stderr()));
         assert!(out.starts_with("True"), "TCP echo to {target}: {out}");
     }
+    // `corestack ss` shows the dual-stack listener with its IPv6 address.
+    let ss = std::process::Command::new(bin())
+        .args(["ss", "--pid", &server.pid().to_string()])
+        .output()
+        .expect("running corestack ss");
+    let ss = String::from_utf8_lossy(&ss.stdout);
+    assert!(
+        ss.lines()
+            .any(|l| l.contains("LISTEN") && l.contains("[::]:7")),
+        "no [::]:7 listener in corestack ss:\n{ss}"
+    );
     drop(server);
 }
 

@@ -523,18 +523,18 @@ fn drain_rx<P: Port>(
 /// The `corestack ss` row of `sock`.
 fn socket_row(sock: &Socket) -> appif::stats_shm::ConnRow {
     use appif::stats_shm::{ConnRow, ConnState};
-    let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
-    // The row holds IPv4 only for now: an IPv6 address shows as 0.0.0.0
-    // with its port (`corestack ss` over IPv6 is issue 25's later step).
-    let v4 = |a: core::net::SocketAddr| match a {
-        core::net::SocketAddr::V4(a) => a,
-        core::net::SocketAddr::V6(a) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, a.port()),
+    // A listener's or UDP socket's peer: the wildcard of its family.
+    let any = |local: core::net::SocketAddr| match local {
+        core::net::SocketAddr::V4(_) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0).into(),
+        core::net::SocketAddr::V6(_) => {
+            core::net::SocketAddr::from((core::net::Ipv6Addr::UNSPECIFIED, 0))
+        }
     };
     let owner = |id| appif::seg::service_owner(id).map_or(0, |(a, _)| a);
     // A listener's or UDP socket's row: no remote end, no TCP state.
-    let unconnected = |local, state, id| ConnRow {
-        local: v4(local),
-        remote: any,
+    let unconnected = |local: core::net::SocketAddr, state, id| ConnRow {
+        local,
+        remote: any(local),
         state,
         owner: owner(id),
         ..ConnRow::default()
@@ -544,8 +544,8 @@ fn socket_row(sock: &Socket) -> appif::stats_shm::ConnRow {
             let t = &c.tcb;
             let clamp = |v: usize| v.min(u32::MAX as usize) as u32;
             ConnRow {
-                local: v4(t.local()),
-                remote: v4(t.remote()),
+                local: t.local(),
+                remote: t.remote(),
                 state: t.state().published(),
                 srtt_us: t.srtt_us().min(u64::from(u32::MAX)) as u32,
                 rto_ms: t.rto().as_millis().min(u128::from(u32::MAX)) as u32,

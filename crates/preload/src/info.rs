@@ -35,8 +35,8 @@ pub fn row(s: &Sock) -> Option<ConnRow> {
         .find(|row| {
             row.state.is_tcp_connection()
                 && row.owner == owner
-                && row.local == local
-                && row.remote == remote
+                && row.local == local.into()
+                && row.remote == remote.into()
         })
 }
 

@@ -146,9 +146,9 @@ pub fn comm_bytes(name: &str) -> [u8; COMM_LEN] {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnRow {
     /// Local address and port.
-    pub local: core::net::SocketAddrV4,
+    pub local: core::net::SocketAddr,
     /// Remote address and port (0.0.0.0:0 for listeners and UDP).
-    pub remote: core::net::SocketAddrV4,
+    pub remote: core::net::SocketAddr,
     /// UDP, TCP listener, or the TCP connection's state.
     pub state: ConnState,
     /// Smoothed RTT, µs.
@@ -199,7 +199,7 @@ pub struct ConnRow {
 
 impl Default for ConnRow {
     fn default() -> Self {
-        let any = core::net::SocketAddrV4::new(core::net::Ipv4Addr::UNSPECIFIED, 0);
+        let any = core::net::SocketAddr::from((core::net::Ipv4Addr::UNSPECIFIED, 0));
         ConnRow {
             local: any,
             remote: any,
@@ -223,20 +223,44 @@ impl Default for ConnRow {
     }
 }
 
-fn addr_word(a: core::net::SocketAddrV4) -> u64 {
-    (u64::from(u32::from(*a.ip())) << 16) | u64::from(a.port())
+/// Set in an address word when the address is IPv6 (its 16 bytes are in
+/// the row's last words).
+const V6_BIT: u64 = 1 << 56;
+
+/// An address as its word (IPv4 address << 16 | port, [`V6_BIT`] for
+/// IPv6) and, for IPv6, the address's two words.
+fn addr_words(a: core::net::SocketAddr) -> (u64, [u64; 2]) {
+    match a {
+        core::net::SocketAddr::V4(a) => (
+            (u64::from(u32::from(*a.ip())) << 16) | u64::from(a.port()),
+            [0, 0],
+        ),
+        core::net::SocketAddr::V6(a) => {
+            let v = u128::from(*a.ip());
+            (V6_BIT | u64::from(a.port()), [(v >> 64) as u64, v as u64])
+        }
+    }
 }
 
-fn word_addr(w: u64) -> core::net::SocketAddrV4 {
-    core::net::SocketAddrV4::new(core::net::Ipv4Addr::from((w >> 16) as u32), w as u16)
+/// The address of word `w` (and the IPv6 words `v6` when it says IPv6).
+fn word_addr(w: u64, v6: [u64; 2]) -> core::net::SocketAddr {
+    if w & V6_BIT != 0 {
+        let ip = (u128::from(v6[0]) << 64) | u128::from(v6[1]);
+        core::net::SocketAddr::from((core::net::Ipv6Addr::from(ip), w as u16))
+    } else {
+        let ip = core::net::Ipv4Addr::from(((w >> 16) & 0xffff_ffff) as u32);
+        core::net::SocketAddr::from((ip, w as u16))
+    }
 }
 
 impl ConnRow {
     /// The row as [`ROW_WORDS`] words.
     pub fn encode(&self) -> [u64; ROW_WORDS] {
+        let (local, local6) = addr_words(self.local);
+        let (remote, remote6) = addr_words(self.remote);
         [
-            addr_word(self.local) | (u64::from(self.state.code()) << 48),
-            addr_word(self.remote),
+            local | (u64::from(self.state.code()) << 48),
+            remote,
             u64::from(self.srtt_us) | (u64::from(self.rto_ms) << 32),
             u64::from(self.cwnd) | (u64::from(self.ssthresh) << 32),
             u64::from(self.in_flight) | (u64::from(self.snd_wnd) << 32),
@@ -248,6 +272,10 @@ impl ConnRow {
             u64::from(self.pid),
             u64::from_le_bytes(self.comm[..8].try_into().expect("8 bytes")),
             u64::from_le_bytes(self.comm[8..].try_into().expect("8 bytes")),
+            local6[0],
+            local6[1],
+            remote6[0],
+            remote6[1],
         ]
     }
 
@@ -269,8 +297,8 @@ impl ConnRow {
         comm[..8].copy_from_slice(&w[11].to_le_bytes());
         comm[8..].copy_from_slice(&w[12].to_le_bytes());
         ConnRow {
-            local: word_addr(w[0] & 0xffff_ffff_ffff),
-            remote: word_addr(w[1]),
+            local: word_addr(w[0] & (V6_BIT | 0xffff_ffff_ffff), [w[13], w[14]]),
+            remote: word_addr(w[1], [w[15], w[16]]),
             state: ConnState::try_from((w[0] >> 48) as u8).unwrap_or(ConnState::Unknown),
             srtt_us: half(w[2], false),
             rto_ms: half(w[2], true),
@@ -419,6 +447,40 @@ mod row_tests {
             ConnRow::decode(&ConnRow::default().encode()),
             ConnRow::default()
         );
+    }
+
+    #[test]
+    fn conn_rows_of_both_families_round_trip() {
+        for (local, remote, state) in [
+            (
+                "[fd00:1::2]:80",
+                "[fd00:1::1]:40000",
+                ConnState::Established,
+            ),
+            ("[::]:7", "[::]:0", ConnState::Listener),
+            (
+                "10.0.0.2:80",
+                "[::ffff:10.0.0.1]:5000",
+                ConnState::Established,
+            ),
+            ("255.255.255.255:65535", "0.0.0.0:0", ConnState::Udp),
+        ] {
+            let r = ConnRow {
+                local: local.parse().unwrap(),
+                remote: remote.parse().unwrap(),
+                state,
+                engine: 3,
+                ..ConnRow::default()
+            };
+            let back = ConnRow::decode(&r.encode());
+            assert_eq!(
+                (back.local, back.remote),
+                (r.local, r.remote),
+                "{local} {remote}"
+            );
+            assert_eq!(back.state, state);
+            assert_eq!(back.engine, 3);
+        }
     }
 
     #[test]
