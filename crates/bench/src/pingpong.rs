@@ -52,9 +52,9 @@ struct WaitMode {
 pub struct Pingpong {
     #[command(flatten)]
     proto: Proto,
-    /// Echo server address.
+    /// Echo server address, IPv4 or IPv6 (`[fd00::2]:7`).
     #[arg(long, value_name = "IP:PORT")]
-    target: SocketAddrV4,
+    target: SocketAddr,
     /// Message size in bytes (UDP: at most 65000).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
     size: u32,
@@ -226,9 +226,8 @@ impl Pingpong {
         };
         let elapsed = match (self.proto.tcp, &core) {
             (true, None) => {
-                let mut s =
-                    std::net::TcpStream::connect_timeout(&target.into(), Duration::from_secs(3))
-                        .map_err(|e| connect_error(e, target))?;
+                let mut s = std::net::TcpStream::connect_timeout(&target, Duration::from_secs(3))
+                    .map_err(|e| connect_error(e, target))?;
                 if let Some(cc) = &self.kernel_cc {
                     set_kernel_cc(&s, cc)?;
                 }
@@ -243,16 +242,20 @@ impl Pingpong {
                 tcp_pingpong(&mut run, &mut s, warmup, duration)?
             }
             (false, None) => {
-                let mut u = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
-                    .context("binding a UDP socket")?;
+                let mut u =
+                    std::net::UdpSocket::bind(any_of(target)).context("binding a UDP socket")?;
                 u.set_nonblocking(true)?;
                 udp_pingpong(&mut run, &mut u, target, warmup, duration)?
             }
             (false, Some(stack)) => {
-                let local = SocketAddrV4::new(
-                    self.stack.ip4().map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr),
-                    0,
-                );
+                let local = match target {
+                    SocketAddr::V4(_) => SocketAddrV4::new(
+                        self.stack.ip4().map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr),
+                        0,
+                    )
+                    .into(),
+                    SocketAddr::V6(_) => any_of(target),
+                };
                 let mut u = corestack::UdpSocket::bind(stack, local)
                     .map_err(|e| bind_error(e, "UDP", local))?;
                 u.set_nonblocking(true)?;
@@ -434,10 +437,18 @@ fn io_step(run: &Run, r: io::Result<usize>, deadline: Instant, what: &str) -> Re
     }
 }
 
+/// The wildcard address of `target`'s family, port 0 (a client's local address).
+fn any_of(target: SocketAddr) -> SocketAddr {
+    match target {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+    }
+}
+
 fn udp_pingpong<U: Datagram>(
     run: &mut Run,
     u: &mut U,
-    target: SocketAddrV4,
+    target: SocketAddr,
     warmup: Duration,
     duration: Duration,
 ) -> Result<Duration> {
@@ -448,7 +459,7 @@ fn udp_pingpong<U: Datagram>(
         let t0 = Instant::now();
         let deadline = t0 + UDP_RTT_LIMIT;
         loop {
-            match u.send_one(&msg, target.into()) {
+            match u.send_one(&msg, target) {
                 Ok(_) => break,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) => bail!("sending to {target}: {e}"),
@@ -461,7 +472,7 @@ fn udp_pingpong<U: Datagram>(
         loop {
             match u.recv_one(&mut echo) {
                 // A late echo of an earlier (lost) message is skipped.
-                Ok((n, from)) if from == SocketAddr::V4(target) && echo[..n] == msg[..] => return Ok(Some(t0.elapsed())),
+                Ok((n, from)) if from == target && echo[..n] == msg[..] => return Ok(Some(t0.elapsed())),
                 Ok(_) => {}
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
