@@ -1,0 +1,253 @@
+//! Addresses and connections: bind, listen, accept, connect, names, options.
+
+use super::*;
+
+/// bind(2): the decision point for servers (see `sock`).
+#[no_mangle]
+pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    let Some(o) = ours(fd) else {
+        // SAFETY: passed through.
+        return unsafe { sys::bind(fd, addr, len) };
+    };
+    let Some(s) = as_sock(&o) else {
+        // SAFETY: passed through.
+        return unsafe { sys::bind(fd, addr, len) };
+    };
+    run(|| {
+        alive(s)?;
+        // SAFETY: the caller promises `len` readable bytes at `addr`.
+        let raw = unsafe { bytes(addr.cast(), len as usize) }?;
+        let sa = addr::parse(raw);
+        let r = match sa {
+            Ok(sa) => s.bind(&o, fd, sa, raw),
+            Err(_) => k::bind(fd, raw),
+        };
+        settle(s, &o);
+        r.map(|()| 0)
+    })
+}
+
+/// listen(2).
+#[no_mangle]
+pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
+    match ours(fd) {
+        Some(o) => match as_sock(&o) {
+            Some(s) => run(|| {
+                alive(s)?;
+                let r = s.listen(&o, fd, backlog);
+                settle(s, &o);
+                r.map(|()| 0)
+            }),
+            // SAFETY: no pointers.
+            None => unsafe { sys::listen(fd, backlog) },
+        },
+        // SAFETY: no pointers.
+        None => unsafe { sys::listen(fd, backlog) },
+    }
+}
+
+/// accept4(2): a corestack connection gets an eventfd placeholder fd.
+#[no_mangle]
+pub unsafe extern "C" fn accept4(
+    fd: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+    flags: c_int,
+) -> c_int {
+    let Some(o) = ours(fd) else {
+        // SAFETY: passed through.
+        return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
+    };
+    let Some(s) = as_sock(&o) else {
+        // SAFETY: passed through.
+        return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
+    };
+    run(|| {
+        alive(s)?;
+        if flags & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) != 0 {
+            return Err(libc::EINVAL);
+        }
+        match s.accept(fd, flags)? {
+            Accepted::Core { fd: nfd, peer } => {
+                let (b, n) = s.encode(peer);
+                // SAFETY: the caller promises `*len` writable bytes at `addr`.
+                unsafe { put_addr(addr, len, &b[..n]) };
+                Ok(nfd)
+            }
+            Accepted::Kernel {
+                fd: nfd,
+                addr: (b, n),
+            } => {
+                // SAFETY: as above.
+                unsafe { put_addr(addr, len, &b[..n]) };
+                Ok(nfd)
+            }
+        }
+    })
+}
+
+/// accept(2).
+#[no_mangle]
+pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    // SAFETY: same contract.
+    unsafe { accept4(fd, addr, len, 0) }
+}
+
+/// connect(2): the decision point for clients (see `sock`).
+#[no_mangle]
+pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    let Some(o) = ours(fd) else {
+        // SAFETY: passed through.
+        return unsafe { sys::connect(fd, addr, len) };
+    };
+    let Some(s) = as_sock(&o) else {
+        // SAFETY: passed through.
+        return unsafe { sys::connect(fd, addr, len) };
+    };
+    run(|| {
+        alive(s)?;
+        // SAFETY: the caller promises `len` readable bytes at `addr`.
+        let raw = unsafe { bytes(addr.cast(), len as usize) }?;
+        let r = match addr::parse(raw) {
+            Ok(sa) => s.connect(&o, fd, sa, raw),
+            Err(_) => k::connect(fd, raw),
+        };
+        settle(s, &o);
+        r.map(|()| 0)
+    })
+}
+
+/// shutdown(2).
+#[no_mangle]
+pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
+    match ours(fd) {
+        Some(o) => match as_sock(&o) {
+            Some(s) => run(|| {
+                alive(s)?;
+                s.shutdown(fd, how).map(|()| 0)
+            }),
+            // SAFETY: no pointers.
+            None => unsafe { sys::shutdown(fd, how) },
+        },
+        // SAFETY: no pointers.
+        None => unsafe { sys::shutdown(fd, how) },
+    }
+}
+
+/// getsockname(2).
+#[no_mangle]
+pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    let local = ours(fd).and_then(|o| {
+        as_sock(&o).map(|s| {
+            (
+                s.local_addr(),
+                s.encode(core::net::SocketAddrV4::new(
+                    core::net::Ipv4Addr::UNSPECIFIED,
+                    0,
+                )),
+                s.family,
+            )
+        })
+    });
+    match local {
+        Some((Some(a), _, family)) => run(|| {
+            if len.is_null() || addr.is_null() {
+                return Err(libc::EFAULT);
+            }
+            let (b, n) = addr::encode(a, family);
+            // SAFETY: the caller promises `*len` writable bytes at `addr`.
+            unsafe { put_addr(addr, len, &b[..n]) };
+            Ok(0)
+        }),
+        // SAFETY: passed through.
+        _ => unsafe { sys::getsockname(fd, addr, len) },
+    }
+}
+
+/// getpeername(2).
+#[no_mangle]
+pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    let Some(o) = ours(fd) else {
+        // SAFETY: passed through.
+        return unsafe { sys::getpeername(fd, addr, len) };
+    };
+    let Some(s) = as_sock(&o) else {
+        // SAFETY: passed through.
+        return unsafe { sys::getpeername(fd, addr, len) };
+    };
+    match s.peer_addr() {
+        Ok(a) => run(|| {
+            if len.is_null() || addr.is_null() {
+                return Err(libc::EFAULT);
+            }
+            let (b, n) = s.encode(a);
+            // SAFETY: as above.
+            unsafe { put_addr(addr, len, &b[..n]) };
+            Ok(0)
+        }),
+        Err(Some(e)) => run(|| -> R<c_int> { Err(e) }),
+        // SAFETY: passed through.
+        Err(None) => unsafe { sys::getpeername(fd, addr, len) },
+    }
+}
+
+/// setsockopt(2) (see `opts` for what corestack honours).
+#[no_mangle]
+pub unsafe extern "C" fn setsockopt(
+    fd: c_int,
+    level: c_int,
+    name: c_int,
+    val: *const c_void,
+    len: socklen_t,
+) -> c_int {
+    let Some(o) = ours(fd) else {
+        // SAFETY: passed through.
+        return unsafe { sys::setsockopt(fd, level, name, val, len) };
+    };
+    let Some(s) = as_sock(&o) else {
+        // SAFETY: passed through.
+        return unsafe { sys::setsockopt(fd, level, name, val, len) };
+    };
+    run(|| {
+        alive(s)?;
+        // SAFETY: the caller promises `len` readable bytes at `val`.
+        let v = unsafe { bytes(val, len as usize) }?;
+        opts::set(s, fd, level, name, v).map(|()| 0)
+    })
+}
+
+/// getsockopt(2).
+#[no_mangle]
+pub unsafe extern "C" fn getsockopt(
+    fd: c_int,
+    level: c_int,
+    name: c_int,
+    val: *mut c_void,
+    len: *mut socklen_t,
+) -> c_int {
+    let Some(o) = ours(fd) else {
+        // SAFETY: passed through.
+        return unsafe { sys::getsockopt(fd, level, name, val, len) };
+    };
+    let Some(s) = as_sock(&o) else {
+        // SAFETY: passed through.
+        return unsafe { sys::getsockopt(fd, level, name, val, len) };
+    };
+    run(|| {
+        alive(s)?;
+        if len.is_null() {
+            return Err(libc::EFAULT);
+        }
+        // SAFETY: the caller promises a readable and writable socklen_t.
+        let room = unsafe { *len } as i32;
+        if room < 0 {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: and `*len` writable bytes at `val`.
+        let out = unsafe { bytes_mut(val, room as usize) }?;
+        let n = opts::get(s, fd, level, name, out)?;
+        // SAFETY: as above.
+        unsafe { *len = n as socklen_t };
+        Ok(0)
+    })
+}

@@ -1,0 +1,355 @@
+//! The interposed functions: the C ABI of libc's socket calls.
+//!
+//! Each looks its fd up in the table first: an fd that is not corestack's
+//! goes straight to libc (one load). For ours, the pointers the
+//! application passed are turned into slices here (the only place besides
+//! `sys` that touches raw memory) and the call goes to the safe socket,
+//! multiplexing and option logic; a failure sets errno and returns -1.
+//!
+//! Contract beyond libc's: no panic crosses into C (the logic never
+//! panics on input; a bug would abort, not unwind, since the library is
+//! built with `panic = "unwind"` but every entry point catches it and
+//! answers EIO).
+//!
+//! `fcntl` and `ioctl` are variadic in C; they are defined here with one
+//! `unsigned long` argument, which on x86-64 and AArch64 Linux is where a
+//! variadic caller puts its int or pointer argument.
+
+use crate::addr;
+use crate::epoll::Epoll;
+use crate::mux;
+use crate::opts;
+use crate::process;
+use crate::sock::{Accepted, From, Recvd, Sock, Ty, R};
+use crate::sys::{self, k};
+use crate::table::{self, Obj};
+use crate::wait::Deadline;
+use core::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
+use core::time::Duration;
+use libc::{
+    epoll_event, fd_set, iovec, mmsghdr, msghdr, nfds_t, off64_t, off_t, pid_t, pollfd, sigset_t,
+    size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
+};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// Runs `f`; Err sets errno and gives -1; a panic gives EIO.
+fn run<T: TryFrom<i64>>(f: impl FnOnce() -> R<T>) -> T {
+    let fail = T::try_from(-1).ok();
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            sys::set_errno(e);
+            fail.unwrap_or_else(|| unreachable_fail())
+        }
+        Err(_) => {
+            sys::set_errno(libc::EIO);
+            fail.unwrap_or_else(|| unreachable_fail())
+        }
+    }
+}
+
+#[cold]
+fn unreachable_fail<T>() -> T {
+    // Every T used here (c_int, ssize_t) holds -1.
+    std::process::abort()
+}
+
+fn size(r: R<usize>) -> R<ssize_t> {
+    r.map(|n| n.min(isize::MAX as usize) as ssize_t)
+}
+
+/// The application's bytes at `p`, `n` long. EFAULT for null with n > 0.
+unsafe fn bytes<'a>(p: *const c_void, n: usize) -> R<&'a [u8]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller (the application, through libc's contract for this
+    // call) promises `n` readable bytes at `p`.
+    Ok(unsafe { core::slice::from_raw_parts(p as *const u8, n) })
+}
+
+/// The application's writable bytes at `p`, `n` long.
+unsafe fn bytes_mut<'a>(p: *mut c_void, n: usize) -> R<&'a mut [u8]> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller promises `n` writable bytes at `p`, not aliased
+    // during the call.
+    Ok(unsafe { core::slice::from_raw_parts_mut(p as *mut u8, n) })
+}
+
+/// The iovecs at `iov` as byte slices (IOV_MAX at most). EINVAL for a bad count.
+unsafe fn iovecs_mut<'a>(iov: *const iovec, cnt: c_int) -> R<Vec<&'a mut [u8]>> {
+    let cnt = usize::try_from(cnt).map_err(|_| libc::EINVAL)?;
+    if cnt > 1024 {
+        return Err(libc::EINVAL);
+    }
+    if cnt == 0 {
+        return Ok(Vec::new());
+    }
+    if iov.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: the caller promises `cnt` iovecs at `iov`.
+    let v = unsafe { core::slice::from_raw_parts(iov, cnt) };
+    // SAFETY: each iovec describes memory the caller lends us for writing.
+    v.iter()
+        .map(|e| unsafe { bytes_mut(e.iov_base, e.iov_len) })
+        .collect()
+}
+
+unsafe fn iovecs<'a>(iov: *const iovec, cnt: c_int) -> R<Vec<&'a [u8]>> {
+    let cnt = usize::try_from(cnt).map_err(|_| libc::EINVAL)?;
+    if cnt > 1024 {
+        return Err(libc::EINVAL);
+    }
+    if cnt == 0 {
+        return Ok(Vec::new());
+    }
+    if iov.is_null() {
+        return Err(libc::EFAULT);
+    }
+    // SAFETY: as above.
+    let v = unsafe { core::slice::from_raw_parts(iov, cnt) };
+    // SAFETY: each iovec describes memory the caller lends us for reading.
+    v.iter()
+        .map(|e| unsafe { bytes(e.iov_base, e.iov_len) })
+        .collect()
+}
+
+/// Writes address bytes to the application's `addr`/`len` as the kernel
+/// does: at most `*len` bytes, then `*len` = the full length.
+unsafe fn put_addr(addr: *mut sockaddr, len: *mut socklen_t, b: &[u8]) {
+    if addr.is_null() || len.is_null() {
+        return;
+    }
+    // SAFETY: the caller promises a readable and writable socklen_t at `len`
+    // and `*len` writable bytes at `addr`.
+    unsafe {
+        let room = *len as usize;
+        let n = room.min(b.len());
+        core::ptr::copy_nonoverlapping(b.as_ptr(), addr as *mut u8, n);
+        *len = b.len() as socklen_t;
+    }
+}
+
+unsafe fn put_from(s: &Sock, addr: *mut sockaddr, len: *mut socklen_t, from: &From) {
+    match from {
+        From::None => {
+            if !len.is_null() && s.ty == Ty::Stream {
+                // SAFETY: as in put_addr: TCP reports no source (length 0).
+                unsafe { *len = 0 };
+            }
+        }
+        From::Core(a) => {
+            let (b, n) = s.encode(*a);
+            // SAFETY: passed through from our caller.
+            unsafe { put_addr(addr, len, &b[..n]) }
+        }
+        From::Kernel((b, n)) => {
+            // SAFETY: as above.
+            unsafe { put_addr(addr, len, &b[..*n]) }
+        }
+    }
+}
+
+/// The socket at `fd` if it is corestack's and the call is the application's.
+#[inline]
+fn ours(fd: c_int) -> Option<Arc<Obj>> {
+    let o = table::get(fd)?;
+    if sys::inside() {
+        return None;
+    }
+    Some(o)
+}
+
+fn as_sock(o: &Arc<Obj>) -> Option<&Sock> {
+    match &**o {
+        Obj::Sock(s) => Some(s),
+        Obj::Epoll(_) => None,
+    }
+}
+
+/// ENETDOWN for a call on a corestack socket in a forked child (the
+/// engine that serves it runs in the parent).
+fn alive(s: &Sock) -> R<()> {
+    if s.dead_in_child() {
+        Err(libc::ENETDOWN)
+    } else {
+        Ok(())
+    }
+}
+
+fn settle(s: &Sock, o: &Arc<Obj>) {
+    if s.take_resettle() {
+        crate::epoll::resettle(s, o);
+    }
+}
+
+/// The soft RLIMIT_NOFILE, if known.
+pub fn nofile_soft_limit() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into a live struct.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0).then_some(r.rlim_cur)
+}
+
+/// The real epoll_ctl (the shim's own registrations).
+pub fn real_epoll_ctl(
+    epfd: c_int,
+    op: c_int,
+    fd: c_int,
+    ev: &mut epoll_event,
+) -> Result<(), c_int> {
+    // SAFETY: `ev` is a live epoll_event.
+    if unsafe { sys::epoll_ctl(epfd, op, fd, ev) } < 0 {
+        Err(sys::errno())
+    } else {
+        Ok(())
+    }
+}
+
+/// The real epoll_pwait into `out` for `ms` (-1: no limit) with `mask`.
+pub fn real_epoll_wait(
+    epfd: c_int,
+    out: &mut [epoll_event],
+    ms: i64,
+    mask: Option<&sigset_t>,
+) -> Result<usize, c_int> {
+    let max = out.len().min(i32::MAX as usize) as c_int;
+    let ms = ms.clamp(-1, i64::from(i32::MAX)) as c_int;
+    let m = mask.map_or(core::ptr::null(), |m| m as *const sigset_t);
+    // SAFETY: `out` is a live, writable array of `max` epoll_events.
+    let r = unsafe { sys::epoll_pwait(epfd, out.as_mut_ptr(), max, ms, m) };
+    if r < 0 {
+        Err(sys::errno())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+extern "C" fn fork_child() {
+    process::after_fork_child();
+}
+
+extern "C" fn exit_handler() {
+    process::at_exit();
+}
+
+/// Registers the fork-child and exit handlers (once, from the constructor).
+pub fn register_handlers() {
+    // SAFETY: registers plain extern "C" fns with no arguments.
+    unsafe {
+        libc::pthread_atfork(None, None, Some(fork_child));
+        libc::atexit(exit_handler);
+    }
+}
+
+mod conn;
+mod data;
+mod fortified;
+mod lifecycle;
+mod ready;
+
+use lifecycle::*;
+
+use data::*;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    std::thread_local! {
+        /// Allocations made by this thread (so parallel tests do not count).
+        static ALLOCS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    struct Counting;
+
+    // SAFETY: defers every call to the system allocator unchanged; it only
+    // counts the calling thread's allocations.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let _ = ALLOCS.try_with(|a| a.set(a.get() + 1));
+            // SAFETY: same contract as our caller's.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: same contract as our caller's.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            let _ = ALLOCS.try_with(|a| a.set(a.get() + 1));
+            // SAFETY: same contract as our caller's.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static GLOBAL: Counting = Counting;
+
+    fn allocs() -> u64 {
+        ALLOCS.with(Cell::get)
+    }
+
+    /// sendfile from a file to an undecided (kernel) socket: the second call
+    /// allocates nothing (the first sets up the thread's buffer), and the
+    /// bytes and offsets are right.
+    #[test]
+    fn sendfile_allocates_nothing_per_call() {
+        let mut path = std::env::temp_dir();
+        path.push(format!("corestack-sendfile-{}", std::process::id()));
+        let data: Vec<u8> = (0..300 * 1024).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).expect("writing the file");
+        let file = std::fs::File::open(&path).expect("opening the file");
+        let _ = std::fs::remove_file(&path);
+        let in_fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+        let mut sv = [0 as c_int; 2];
+        // SAFETY: `sv` has room for the two fds.
+        let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) };
+        assert_eq!(r, 0, "socketpair");
+        let o = Arc::new(Obj::Sock(Sock::fresh(
+            libc::AF_INET,
+            crate::sock::Ty::Stream,
+            false,
+        )));
+        let Obj::Sock(s) = &*o else { unreachable!() };
+        let mut got = vec![0u8; 8192];
+        let mut off = 0i64;
+        for round in 0..2 {
+            let before = allocs();
+            let n = sendfile_impl(&o, s, sv[0], in_fd, Some(&mut off), 4096).expect("sendfile");
+            let during = allocs() - before;
+            assert_eq!(n, 4096);
+            // SAFETY: reads at most 4096 bytes into `got`.
+            let r = unsafe { libc::read(sv[1], got.as_mut_ptr().cast(), 4096) };
+            assert_eq!(r, 4096);
+            let at = round * 4096;
+            assert_eq!(
+                &got[..4096],
+                &data[at..at + 4096],
+                "round {round}: wrong bytes"
+            );
+            if round == 1 {
+                assert_eq!(during, 0, "the second sendfile allocated {during} times");
+            }
+        }
+        assert_eq!(off, 8192);
+        // SAFETY: closes the two fds made above.
+        unsafe {
+            libc::close(sv[0]);
+            libc::close(sv[1]);
+        }
+    }
+}
