@@ -1,0 +1,758 @@
+//! A socket as the shim keeps it: undecided (a fresh kernel socket), on
+//! corestack (a listener, a stream, a UDP socket, possibly with a kernel
+//! side for the wildcard), or handed to the kernel.
+//!
+//! Decisions (made at bind, listen, connect, or the first sendto):
+//! - bind to corestack's address: corestack only;
+//! - bind to the wildcard (0.0.0.0, or `::` without IPV6_V6ONLY): both. The
+//!   kernel socket is bound to the same address and port (the kernel picks
+//!   the port for port 0, and says EADDRINUSE as Linux does), so a server
+//!   keeps answering on loopback; accept and readiness report both sides;
+//! - bind to anything else, connect or send to an address corestack does
+//!   not route (loopback, other subnets without a gateway, multicast): the
+//!   kernel, under the same fd; the options set so far are already on the
+//!   kernel socket (every setsockopt goes to it as well).
+//!
+//! Locking: `state` is held only for a non-blocking attempt; a call that
+//! must wait releases it and sleeps on the socket's doorbell (or, with a
+//! kernel side, on its thread's eventfd and the kernel fd), then tries
+//! again. So several threads can use one socket, as with kernel sockets.
+//! A thread that closes a socket another thread is blocked on does what
+//! Linux does: the blocked call keeps its reference and goes on (it
+//! returns when data, a connection, a shutdown or its timeout comes).
+#![forbid(unsafe_code)]
+
+mod io;
+mod open;
+
+use io::*;
+
+use crate::addr::{self, Sa};
+use crate::opts::Opts;
+use crate::process::{self, Place};
+use crate::sys::k;
+use crate::table::{self, Obj};
+use crate::wait::{self, Deadline};
+use core::ffi::c_int;
+use core::net::{Ipv4Addr, SocketAddrV4};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::time::Duration;
+use corestack::{Probe, Source, Status, TcpListener, TcpStream, UdpSocket, Waited};
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+/// An errno.
+pub type Errno = c_int;
+/// A result with an errno.
+pub type R<T> = Result<T, Errno>;
+
+/// TCP or UDP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ty {
+    Stream,
+    Dgram,
+}
+
+/// Where the socket is.
+enum State {
+    /// Not decided yet: the kernel socket at the fd is all there is.
+    /// `bound`: a TCP bind recorded for corestack (its address, and whether
+    /// the kernel socket is bound too: the wildcard).
+    Fresh { bound: Option<(SocketAddrV4, bool)> },
+    /// Listening on corestack; `dual`: the kernel socket listens too.
+    Listener {
+        l: TcpListener,
+        local: SocketAddrV4,
+        dual: bool,
+    },
+    /// A listener after shutdown(SHUT_RD): accept says EINVAL.
+    ListenerShut { local: SocketAddrV4 },
+    /// A TCP connection (possibly still connecting).
+    Stream(TcpStream),
+    /// A bound UDP socket; `dual`: the kernel socket is bound to the
+    /// wildcard too (an explicit wildcard bind, or an automatic bind);
+    /// `peer`: connect(2)'s default destination and filter when corestack
+    /// routes it; `kpeer`: connected to a peer only the kernel side
+    /// reaches (loopback, another subnet: the kernel socket is connected,
+    /// `peer` is None). Only the side of the peer delivers while
+    /// connected; the other side's datagrams are dropped, as Linux drops
+    /// those from other sources.
+    Udp {
+        u: UdpSocket,
+        local: SocketAddrV4,
+        dual: bool,
+        peer: Option<SocketAddrV4>,
+        kpeer: bool,
+    },
+    /// Handed to the kernel: the fd is a plain kernel socket again.
+    Kernel,
+}
+
+/// A socket of ours.
+pub struct Sock {
+    /// AF_INET or AF_INET6 (served through IPv4).
+    pub family: c_int,
+    pub ty: Ty,
+    state: Mutex<State>,
+    nonblocking: AtomicBool,
+    /// The options set (see `opts`).
+    pub opts: Mutex<Opts>,
+    /// The fds that refer to this socket (dup), for a hand-over.
+    fds: Mutex<Vec<c_int>>,
+    /// The epoll instances it is registered with, for a change of side.
+    pub epolls: Mutex<Vec<Weak<Obj>>>,
+    rd_shut: AtomicBool,
+    wr_shut: AtomicBool,
+    /// Which side accept/recv tries first on a dual socket (alternates).
+    kernel_first: AtomicBool,
+    /// Its epoll registrations need fixing (handed to the kernel, or a
+    /// kernel side appeared): see [`Sock::take_resettle`].
+    resettle: AtomicBool,
+    /// The [`process::generation`] whose stack its corestack side belongs
+    /// to: another one's (the parent's, inherited by fork) is never used
+    /// or dropped here.
+    generation: AtomicU32,
+}
+
+/// What accept returns.
+pub enum Accepted {
+    /// A corestack connection on a new placeholder fd.
+    Core { fd: c_int, peer: SocketAddrV4 },
+    /// A kernel connection (from the kernel side of a dual listener).
+    Kernel { fd: c_int, addr: k::AddrBuf },
+}
+
+/// Where a received datagram or segment came from.
+pub enum From {
+    None,
+    Core(SocketAddrV4),
+    Kernel(k::AddrBuf),
+}
+
+/// What a receive returned.
+pub struct Recvd {
+    /// Bytes copied to the buffers.
+    pub n: usize,
+    /// The datagram's full length (UDP; MSG_TRUNC), else `n`.
+    pub full: usize,
+    pub from: From,
+}
+
+static CLOSED_STREAMS: AtomicBool = AtomicBool::new(false);
+
+/// The backlog of a forked child's member of a shared listener (the
+/// parent's backlog is not kept; the daemon caps it at the segment's room).
+const JOIN_BACKLOG: usize = 1024;
+
+/// True once the application closed a corestack TCP connection.
+pub fn streams_closed() -> bool {
+    CLOSED_STREAMS.load(Ordering::Relaxed)
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn io_errno(e: &std::io::Error) -> Errno {
+    e.raw_os_error().unwrap_or(match e.kind() {
+        std::io::ErrorKind::WouldBlock => libc::EAGAIN,
+        std::io::ErrorKind::InvalidInput => libc::EINVAL,
+        _ => libc::EIO,
+    })
+}
+
+fn would_block(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::WouldBlock
+}
+
+impl Sock {
+    /// A fresh socket (from socket(2)).
+    pub fn fresh(family: c_int, ty: Ty, nonblocking: bool) -> Sock {
+        Sock::new(
+            family,
+            ty,
+            State::Fresh { bound: None },
+            nonblocking,
+            Opts::default(),
+        )
+    }
+
+    fn new(family: c_int, ty: Ty, state: State, nonblocking: bool, opts: Opts) -> Sock {
+        Sock {
+            family,
+            ty,
+            state: Mutex::new(state),
+            nonblocking: AtomicBool::new(nonblocking),
+            opts: Mutex::new(opts),
+            fds: Mutex::new(Vec::new()),
+            epolls: Mutex::new(Vec::new()),
+            rd_shut: AtomicBool::new(false),
+            wr_shut: AtomicBool::new(false),
+            kernel_first: AtomicBool::new(false),
+            resettle: AtomicBool::new(false),
+            generation: AtomicU32::new(process::generation()),
+        }
+    }
+
+    /// True (once) when the socket's epoll registrations must be fixed
+    /// ([`crate::epoll::resettle`]) after the call that changed its side;
+    /// the caller does it without holding the socket's lock.
+    pub fn take_resettle(&self) -> bool {
+        self.resettle.swap(false, Ordering::AcqRel)
+    }
+
+    /// Records that `fd` refers to this socket.
+    pub fn add_fd(&self, fd: c_int) {
+        let mut f = self.fds.lock().unwrap_or_else(|p| p.into_inner());
+        if !f.contains(&fd) {
+            f.push(fd);
+        }
+    }
+
+    /// Records that `fd` no longer refers to this socket.
+    pub fn remove_fd(&self, fd: c_int) {
+        self.fds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|&f| f != fd);
+    }
+
+    /// O_NONBLOCK as the application set it.
+    pub fn nonblocking(&self) -> bool {
+        self.nonblocking.load(Ordering::Relaxed)
+    }
+
+    /// Sets O_NONBLOCK as the application sees it (the caller also sets it
+    /// on the fd, except on a kernel side the shim keeps non-blocking).
+    pub fn set_nonblocking(&self, on: bool) {
+        self.nonblocking.store(on, Ordering::Relaxed);
+    }
+
+    /// True when the fd is a kernel socket the shim keeps non-blocking
+    /// (a dual listener or UDP socket): F_SETFL must leave O_NONBLOCK on.
+    pub fn has_kernel_side(&self) -> bool {
+        matches!(
+            &*lock(&self.state),
+            State::Listener { dual: true, .. } | State::Udp { dual: true, .. }
+        )
+    }
+
+    /// True in a forked child for a socket on the parent's corestack
+    /// stack: every call on it says ENETDOWN (close is fine). In service
+    /// mode an inherited listener is first joined to the parent's as a
+    /// member of a shared listener on the child's own association
+    /// (joining the daemon on first use): then it is alive.
+    pub fn dead_in_child(&self) -> bool {
+        let now = process::generation();
+        if self.generation.load(Ordering::Relaxed) == now {
+            return false;
+        }
+        let mut st = lock(&self.state);
+        match &mut *st {
+            State::Fresh { .. } | State::Kernel => {
+                // Undecided or the kernel's: decided from now on by this
+                // process's own stack.
+                self.generation.store(now, Ordering::Relaxed);
+                false
+            }
+            State::Listener { l, .. } => match process::stack()
+                .ok()
+                .and_then(|stack| TcpListener::join(stack, l, JOIN_BACKLOG).ok())
+            {
+                Some(mut joined) => {
+                    let _ = joined.set_nonblocking(true);
+                    // The parent's listener stays the parent's: never
+                    // closed from here.
+                    std::mem::forget(std::mem::replace(l, joined));
+                    self.generation.store(now, Ordering::Relaxed);
+                    false
+                }
+                None => true,
+            },
+            _ => true,
+        }
+    }
+
+    /// The socket went to corestack (`at`: the call that decided): says
+    /// which options set while undecided it goes without.
+    fn report_unhonoured(&self, at: &str) {
+        self.opts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .report_unhonoured(at);
+    }
+
+    /// True when the socket has a corestack side (or a bind recorded for
+    /// one): its kernel fd alone is not the socket.
+    pub fn on_corestack(&self) -> bool {
+        !matches!(
+            &*lock(&self.state),
+            State::Fresh { bound: None } | State::Kernel
+        )
+    }
+
+    /// True while undecided.
+    pub fn is_fresh(&self) -> bool {
+        matches!(&*lock(&self.state), State::Fresh { .. })
+    }
+
+    /// True when listening (SO_ACCEPTCONN).
+    pub fn is_listener(&self) -> bool {
+        matches!(&*lock(&self.state), State::Listener { .. })
+    }
+
+    fn v6only(&self) -> bool {
+        self.opts.lock().unwrap_or_else(|p| p.into_inner()).v6only
+    }
+
+    fn rcvtimeo(&self) -> Option<Duration> {
+        self.opts.lock().unwrap_or_else(|p| p.into_inner()).rcvtimeo
+    }
+
+    fn sndtimeo(&self) -> Option<Duration> {
+        self.opts.lock().unwrap_or_else(|p| p.into_inner()).sndtimeo
+    }
+
+    /// Hands the socket to the kernel: its fds become plain kernel fds.
+    /// The caller holds `state` (set to Kernel here) and `me` is this socket.
+    fn go_kernel(&self, state: &mut State, me: &Arc<Obj>) {
+        crate::epoll::local_change();
+        *state = State::Kernel;
+        let fds: Vec<c_int> = self.fds.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for fd in fds {
+            // The entry is dropped after the state lock is released by the
+            // caller (it only holds `me`'s Arc clone, not this lock).
+            let old = table::release(fd, me);
+            drop(old);
+        }
+        self.resettle.store(true, Ordering::Release);
+    }
+}
+
+impl Sock {
+    /// shutdown(2).
+    pub fn shutdown(&self, fd: c_int, how: c_int) -> R<()> {
+        if !matches!(how, libc::SHUT_RD | libc::SHUT_WR | libc::SHUT_RDWR) {
+            return Err(libc::EINVAL);
+        }
+        let rd = how == libc::SHUT_RD || how == libc::SHUT_RDWR;
+        let wr = how == libc::SHUT_WR || how == libc::SHUT_RDWR;
+        let mut st = lock(&self.state);
+        let probe = match &mut *st {
+            State::Stream(s) => {
+                if s.is_connecting() {
+                    return Err(libc::ENOTCONN);
+                }
+                if wr {
+                    crate::epoll::local_change();
+                    self.wr_shut.store(true, Ordering::Relaxed);
+                    let _ = s.shutdown(std::net::Shutdown::Write);
+                }
+                if rd {
+                    crate::epoll::local_change();
+                    self.rd_shut.store(true, Ordering::Relaxed);
+                }
+                Some(s.probe())
+            }
+            State::Listener { l, local, dual } => {
+                if !rd {
+                    return Ok(());
+                }
+                let probe = l.probe();
+                if *dual {
+                    let _ = k::shutdown(fd, how);
+                }
+                crate::epoll::local_change();
+                *st = State::ListenerShut { local: *local };
+                Some(probe)
+            }
+            State::Udp { u, peer, kpeer, .. } => {
+                if peer.is_none() && !*kpeer {
+                    return Err(libc::ENOTCONN);
+                }
+                if rd {
+                    crate::epoll::local_change();
+                    self.rd_shut.store(true, Ordering::Relaxed);
+                }
+                if wr {
+                    crate::epoll::local_change();
+                    self.wr_shut.store(true, Ordering::Relaxed);
+                }
+                Some(u.probe())
+            }
+            State::ListenerShut { .. } => None,
+            State::Fresh { .. } => {
+                // Linux records the shutdown even on an unconnected socket
+                // (and says ENOTCONN): a later connection starts shut.
+                if rd {
+                    crate::epoll::local_change();
+                    self.rd_shut.store(true, Ordering::Relaxed);
+                }
+                if wr {
+                    crate::epoll::local_change();
+                    self.wr_shut.store(true, Ordering::Relaxed);
+                }
+                drop(st);
+                return k::shutdown(fd, how);
+            }
+            State::Kernel => {
+                drop(st);
+                return k::shutdown(fd, how);
+            }
+        };
+        drop(st);
+        // Wake whoever waits on it (a blocked recv or accept re-checks).
+        if let Some(p) = probe {
+            p.notify().notify();
+        }
+        if let Some(s) = process::started() {
+            s.changes().notify();
+        }
+        Ok(())
+    }
+
+    /// The local address (getsockname), or None: ask the kernel socket.
+    pub fn local_addr(&self) -> Option<SocketAddrV4> {
+        match &*lock(&self.state) {
+            State::Fresh {
+                bound: Some((a, false)),
+            } => Some(*a),
+            State::Fresh { .. } | State::Kernel => None,
+            State::Listener { local, .. } | State::ListenerShut { local } => Some(*local),
+            State::Stream(s) => s.local_addr().ok().map(crate::addr::v4_of),
+            State::Udp { local, .. } => Some(*local),
+        }
+    }
+
+    /// The peer's address (getpeername). Err(None): ask the kernel socket;
+    /// Err(Some(ENOTCONN)) when not connected.
+    pub fn peer_addr(&self) -> Result<SocketAddrV4, Option<Errno>> {
+        match &*lock(&self.state) {
+            State::Fresh { .. } | State::Kernel => Err(None),
+            State::Stream(s) => {
+                let status = s.status();
+                if status.connecting || (status.closed && status.error != 0) {
+                    return Err(Some(libc::ENOTCONN));
+                }
+                s.peer_addr()
+                    .map(crate::addr::v4_of)
+                    .map_err(|_| Some(libc::ENOTCONN))
+            }
+            State::Udp { peer: Some(p), .. } => Ok(*p),
+            State::Udp { kpeer: true, .. } => Err(None),
+            _ => Err(Some(libc::ENOTCONN)),
+        }
+    }
+
+    /// Encodes `a` as this socket's family reports addresses.
+    pub fn encode(&self, a: SocketAddrV4) -> ([u8; 28], usize) {
+        addr::encode(a, self.family)
+    }
+
+    /// The readiness of the corestack side as poll(2) bits (POLLIN,
+    /// POLLOUT, POLLRDHUP, POLLHUP, POLLERR, with their RDNORM/WRNORM
+    /// twins), as Linux's tcp_poll / datagram_poll compute them; and whether
+    /// the kernel fd must be polled as well (a dual socket's kernel side, or
+    /// an undecided socket, which only the kernel can answer for).
+    pub fn poll_bits(&self) -> (u32, bool) {
+        if self.dead_in_child() {
+            // Ready, so that the call the application makes next says ENETDOWN.
+            return (
+                POLLIN_BITS | POLLOUT_BITS | (libc::POLLERR | libc::POLLHUP) as u32,
+                false,
+            );
+        }
+        let st = lock(&self.state);
+        let (status, kernel) = match &*st {
+            State::Fresh { .. } | State::Kernel => return (0, true),
+            State::Listener { l, dual, .. } => {
+                let s = l.status();
+                let bits = if s.readable { POLLIN_BITS } else { 0 };
+                return (bits, *dual);
+            }
+            State::ListenerShut { .. } => return (POLLIN_BITS | libc::POLLRDHUP as u32, false),
+            State::Stream(s) => (s.status(), false),
+            State::Udp {
+                u,
+                dual,
+                peer,
+                kpeer,
+                ..
+            } => {
+                let s = u.status();
+                let mut bits = 0;
+                if s.readable && !s.closed && !*kpeer {
+                    bits |= POLLIN_BITS;
+                }
+                if s.writable {
+                    bits |= POLLOUT_BITS;
+                }
+                if self.rd_shut.load(Ordering::Relaxed) {
+                    bits |= POLLIN_BITS | libc::POLLRDHUP as u32;
+                }
+                return (bits, *dual && peer.is_none());
+            }
+        };
+        drop(st);
+        let mut bits = 0u32;
+        if status.error != 0 {
+            bits |= libc::POLLERR as u32;
+        }
+        if status.connecting {
+            return (bits, kernel);
+        }
+        let rcv_shut = status.rx_fin || status.closed || self.rd_shut.load(Ordering::Relaxed);
+        let snd_shut = status.closed || self.wr_shut.load(Ordering::Relaxed);
+        if status.closed || (rcv_shut && snd_shut) {
+            bits |= libc::POLLHUP as u32;
+        }
+        if rcv_shut {
+            bits |= POLLIN_BITS | libc::POLLRDHUP as u32;
+        }
+        if status.rx_bytes > 0 {
+            bits |= POLLIN_BITS;
+        }
+        if snd_shut || status.writable {
+            bits |= POLLOUT_BITS;
+        }
+        (bits, kernel)
+    }
+
+    /// Edge marks for EPOLLET: (a mark that moves when data, a datagram
+    /// or a connection arrives; one that moves when TX space is freed).
+    /// None while undecided or in the kernel.
+    pub fn edge_marks(&self) -> Option<(u64, u64)> {
+        match &*lock(&self.state) {
+            State::Listener { l, .. } => Some((u64::from(l.probe().notify().seq()), 0)),
+            State::Stream(s) => Some(s.edge_marks()),
+            State::Udp { u, .. } => Some(u.edge_marks()),
+            _ => None,
+        }
+    }
+
+    /// FIONREAD / SIOCINQ: bytes waiting (TCP), or the next datagram's
+    /// length (UDP). None: ask the kernel.
+    pub fn pending(&self) -> Option<usize> {
+        match &mut *lock(&self.state) {
+            State::Stream(s) => Some(s.available()),
+            State::Udp { u, .. } => {
+                let mut none = [0u8; 0];
+                Some(u.try_recv(&mut none, true).map_or(0, |(_, len, _)| len))
+            }
+            State::Listener { .. } | State::ListenerShut { .. } => Some(0),
+            _ => None,
+        }
+    }
+
+    /// SO_ERROR: takes the pending error. None: ask the kernel.
+    pub fn take_error(&self) -> Option<i32> {
+        match &*lock(&self.state) {
+            State::Stream(s) => Some(s.take_error()),
+            State::Fresh { .. } | State::Kernel => None,
+            _ => Some(0),
+        }
+    }
+
+    /// SO_RCVBUF / SO_SNDBUF on the corestack side: a stream now, a
+    /// listener for the connections it accepts from now on.
+    pub fn apply_buffers(&self, o: &Opts) {
+        let (rcv, snd) = o.buffer_sizes();
+        if rcv == 0 && snd == 0 {
+            return;
+        }
+        match &*lock(&self.state) {
+            State::Stream(s) => {
+                if rcv > 0 {
+                    let _ = s.set_recv_buffer_size(rcv);
+                }
+                if snd > 0 {
+                    let _ = s.set_send_buffer_size(snd);
+                }
+            }
+            State::Listener { l, .. } => {
+                let _ = l.set_buffer_sizes(rcv, snd);
+            }
+            _ => {}
+        }
+    }
+
+    /// Runs `f` on the stream if this is one (socket options).
+    pub fn with_stream<T>(&self, f: impl FnOnce(&mut TcpStream) -> T) -> Option<T> {
+        match &mut *lock(&self.state) {
+            State::Stream(s) => Some(f(s)),
+            _ => None,
+        }
+    }
+
+    /// Waits until `cond` holds for the corestack side (or `kfd` shows the
+    /// poll events asked for), the deadline passes (EAGAIN) or a signal
+    /// handler runs (EINTR; without a deadline and with `restartable`, the
+    /// wait goes on when Linux would restart the call).
+    fn wait(
+        &self,
+        probe: &Probe,
+        kfd: Option<(c_int, i16)>,
+        deadline: Deadline,
+        restartable: bool,
+        cond: impl Fn(&Status) -> bool,
+    ) -> R<()> {
+        let stack = process::stack()?;
+        let restart = |timed: bool| restartable && !timed && crate::sys::restart_after_signal();
+        let timed = deadline.left().is_some();
+        // Inline mode with a kernel side spins while the engine works.
+        let mut sig = corestack::SpinSignals::new(None);
+        loop {
+            if cond(&probe.status()) {
+                return Ok(());
+            }
+            let Some((kfd, kev)) = kfd else {
+                match stack.wait_until(probe.notify(), deadline.left(), || cond(&probe.status())) {
+                    Waited::Ready => return Ok(()),
+                    Waited::TimedOut => return Err(libc::EAGAIN),
+                    Waited::Interrupted if restart(timed) => continue,
+                    Waited::Interrupted => return Err(libc::EINTR),
+                }
+            };
+            if k::poll_now(kfd, kev) & kev != 0 {
+                return Ok(());
+            }
+            if deadline.passed() {
+                return Err(libc::EAGAIN);
+            }
+            let r = sleep_with_kernel_fd(stack, probe, kfd, kev, deadline, &cond, &mut sig);
+            match r {
+                Ok(()) => {}
+                Err(libc::EINTR) => {
+                    // The thread's own mask back before asking which
+                    // handlers restart (a held mask blocks them all).
+                    let _ = sig.release();
+                    if !restart(timed) {
+                        return Err(libc::EINTR);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Inline mode: one engine iteration (the application's thread runs the
+/// engine whenever it calls in, as in a library OS); nothing otherwise.
+pub fn drive_inline() {
+    if let Some(s) = process::started() {
+        if s.is_inline() {
+            s.drive();
+        }
+    }
+}
+
+/// POLLIN | POLLRDNORM.
+pub const POLLIN_BITS: u32 = (libc::POLLIN | libc::POLLRDNORM) as u32;
+/// POLLOUT | POLLWRNORM.
+pub const POLLOUT_BITS: u32 = (libc::POLLOUT | libc::POLLWRNORM) as u32;
+
+/// One sleep of a wait on a corestack side and a kernel fd.
+fn sleep_with_kernel_fd(
+    stack: &corestack::Stack,
+    probe: &Probe,
+    kfd: c_int,
+    kev: i16,
+    deadline: Deadline,
+    cond: &impl Fn(&Status) -> bool,
+    sig: &mut corestack::SpinSignals,
+) -> R<()> {
+    if sig.check().is_some() {
+        return Err(libc::EINTR);
+    }
+    if stack.is_inline() {
+        // Held through the naps too (ppoll unblocks atomically).
+        sig.hold();
+        if stack.drive() || !stack.idle() {
+            return Ok(());
+        }
+        if sig.check().is_some() {
+            return Err(libc::EINTR);
+        }
+        let nap_mask = sig.sleep_mask();
+        let mut fds = vec![libc::pollfd {
+            fd: kfd,
+            events: kev,
+            revents: 0,
+        }];
+        if let Some(nic) = stack.nic_fd() {
+            fds.push(libc::pollfd {
+                fd: nic,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        let ms = deadline.poll_ms();
+        let cap = corestack::Stack::MAX_INLINE_SLEEP.as_millis().max(1) as i64;
+        let ms = if ms < 0 { cap } else { ms.min(cap) };
+        crate::sys::poll_fds(&mut fds, ms, nap_mask.as_ref())?;
+        return Ok(());
+    }
+    let efd = wait::thread_eventfd()?;
+    let armed = stack.arm(probe.notify(), efd);
+    if cond(&probe.status()) {
+        return Ok(());
+    }
+    let mut fds = [
+        libc::pollfd {
+            fd: kfd,
+            events: kev,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: efd,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let ms = if armed.is_some() {
+        deadline.poll_ms()
+    } else {
+        // No room to arm: nap briefly instead.
+        let d = deadline.poll_ms();
+        if d < 0 {
+            1
+        } else {
+            d.min(1)
+        }
+    };
+    let r = crate::sys::poll_fds(&mut fds, ms, None);
+    drop(armed);
+    if fds[1].revents != 0 {
+        crate::sys::eventfd_drain(efd);
+    }
+    r.map(drop)
+}
+
+impl Drop for Sock {
+    fn drop(&mut self) {
+        let state = std::mem::replace(
+            self.state.get_mut().unwrap_or_else(|p| p.into_inner()),
+            State::Kernel,
+        );
+        if self.generation.load(Ordering::Relaxed) != process::generation() {
+            // The parent's engine serves these; the child must not touch
+            // its rings or join its thread.
+            std::mem::forget(state);
+            return;
+        }
+        if let State::Stream(mut s) = state {
+            let reset = self
+                .opts
+                .get_mut()
+                .map(|o| o.linger == Some(0))
+                .unwrap_or(false);
+            s.set_reset_on_close(reset);
+            let probe = s.probe();
+            CLOSED_STREAMS.store(true, Ordering::Relaxed);
+            drop(s);
+            if !reset {
+                process::linger(probe);
+            }
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! Binding, listening, accepting and connecting: where a socket goes (corestack, the kernel, or both).
+
+use super::*;
+
+impl Sock {
+    /// bind(2). `raw` is the application's address bytes.
+    pub fn bind(&self, me: &Arc<Obj>, fd: c_int, sa: Sa, raw: &[u8]) -> R<()> {
+        let mut st = lock(&self.state);
+        match &mut *st {
+            State::Fresh { bound: None } => {}
+            State::Kernel => {
+                drop(st);
+                return k::bind(fd, raw);
+            }
+            _ => return Err(libc::EINVAL),
+        }
+        let v4 = sa.v4(self.family, self.v6only());
+        let place = v4.map_or(Place::Kernel, |a| process::bind_place(*a.ip()));
+        match place {
+            Place::Kernel => {
+                k::bind(fd, raw)?;
+                self.go_kernel(&mut st, me);
+                Ok(())
+            }
+            Place::Core => {
+                let a = v4.ok_or(libc::EINVAL)?;
+                match self.ty {
+                    Ty::Stream => {
+                        crate::epoll::local_change();
+                        *st = State::Fresh {
+                            bound: Some((a, false)),
+                        };
+                        Ok(())
+                    }
+                    Ty::Dgram => {
+                        let u = self.udp_bind(a)?;
+                        crate::epoll::local_change();
+                        *st = State::Udp {
+                            u,
+                            local: a,
+                            dual: false,
+                            peer: None,
+                            kpeer: false,
+                        };
+                        self.report_unhonoured("bind");
+                        Ok(())
+                    }
+                }
+            }
+            Place::Both => {
+                let a = v4.ok_or(libc::EINVAL)?;
+                k::bind(fd, raw)?;
+                let port = kernel_port(fd).unwrap_or(a.port());
+                let a = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
+                match self.ty {
+                    Ty::Stream => {
+                        crate::epoll::local_change();
+                        *st = State::Fresh {
+                            bound: Some((a, true)),
+                        };
+                        Ok(())
+                    }
+                    Ty::Dgram => {
+                        let u = self.udp_bind(a)?;
+                        k::set_nonblocking(fd, true)?;
+                        crate::epoll::local_change();
+                        *st = State::Udp {
+                            u,
+                            local: a,
+                            dual: true,
+                            peer: None,
+                            kpeer: false,
+                        };
+                        drop(st);
+                        self.report_unhonoured("bind");
+                        self.resettle.store(true, Ordering::Release);
+                        Ok(())
+                    }
+                }
+            }
+        }
+    }
+
+    /// The automatic bind of a UDP socket that first sends to (or
+    /// connects to) an address corestack routes: the kernel socket takes
+    /// an ephemeral port on the wildcard and corestack binds the same
+    /// port, so that the socket can also reach loopback and other
+    /// addresses through the kernel side, from the same port, as one
+    /// Linux socket does. When corestack cannot take that port, corestack
+    /// picks its own and the kernel side is not used (`dual` false).
+    /// Returns (socket, local address, dual).
+    pub(super) fn udp_auto_bind(&self, fd: c_int) -> R<(UdpSocket, SocketAddrV4, bool)> {
+        let (b, n) = addr::encode(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), self.family);
+        if k::bind(fd, &b[..n]).is_ok() {
+            if let Some(port) = kernel_port(fd) {
+                if let Ok(u) = self.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)) {
+                    k::set_nonblocking(fd, true)?;
+                    return Ok((u, SocketAddrV4::new(process::local_ip(), port), true));
+                }
+            }
+        }
+        let u = self.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
+        let port = u.local_addr().map_or(0, |a| a.port());
+        Ok((u, SocketAddrV4::new(process::local_ip(), port), false))
+    }
+
+    pub(super) fn udp_bind(&self, a: SocketAddrV4) -> R<UdpSocket> {
+        let stack = process::stack()?;
+        let mut u = UdpSocket::bind(stack, a).map_err(|e| io_errno(&e))?;
+        u.set_nonblocking(true).map_err(|e| io_errno(&e))?;
+        Ok(u)
+    }
+
+    /// listen(2).
+    pub fn listen(&self, me: &Arc<Obj>, fd: c_int, backlog: c_int) -> R<()> {
+        let backlog_n = usize::try_from(backlog).unwrap_or(0).clamp(1, 4096);
+        let mut st = lock(&self.state);
+        let bound = match &*st {
+            State::Fresh { bound } => *bound,
+            State::Listener { dual, .. } => {
+                if *dual {
+                    k::listen(fd, backlog)?;
+                }
+                return Ok(());
+            }
+            State::Kernel => {
+                drop(st);
+                return k::listen(fd, backlog);
+            }
+            State::Udp { .. } => return Err(libc::EOPNOTSUPP),
+            _ => return Err(libc::EINVAL),
+        };
+        if self.ty == Ty::Dgram {
+            return Err(libc::EOPNOTSUPP);
+        }
+        let (local, dual) = match bound {
+            Some((a, kbound)) => (a, kbound),
+            None => {
+                if self.family == libc::AF_INET6 && self.v6only() {
+                    // Only IPv6 peers: the kernel's.
+                    k::listen(fd, backlog)?;
+                    self.go_kernel(&mut st, me);
+                    return Ok(());
+                }
+                (SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), true)
+            }
+        };
+        let stack = process::stack()?;
+        let local = if dual {
+            // The kernel listens first (it autobinds an unbound socket).
+            k::listen(fd, backlog)?;
+            SocketAddrV4::new(
+                Ipv4Addr::UNSPECIFIED,
+                kernel_port(fd).unwrap_or(local.port()),
+            )
+        } else {
+            local
+        };
+        let mut l =
+            TcpListener::bind_with_backlog(stack, local, backlog_n).map_err(|e| io_errno(&e))?;
+        l.set_nonblocking(true).map_err(|e| io_errno(&e))?;
+        let local = if local.port() == 0 {
+            SocketAddrV4::new(*local.ip(), l.local_addr().map_or(0, |a| a.port()))
+        } else {
+            local
+        };
+        if dual {
+            k::set_nonblocking(fd, true)?;
+        }
+        let (rcv, snd) = self
+            .opts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .buffer_sizes();
+        if rcv > 0 || snd > 0 {
+            let _ = l.set_buffer_sizes(rcv, snd);
+        }
+        crate::epoll::local_change();
+        *st = State::Listener { l, local, dual };
+        drop(st);
+        self.report_unhonoured("listen");
+        if dual {
+            self.resettle.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// accept4(2) with `flags` (SOCK_NONBLOCK, SOCK_CLOEXEC).
+    pub fn accept(&self, fd: c_int, flags: c_int) -> R<Accepted> {
+        drive_inline();
+        let deadline = Deadline::after(self.rcvtimeo());
+        loop {
+            let (probe, dual) = {
+                let mut st = lock(&self.state);
+                match &mut *st {
+                    State::Listener { l, dual, .. } => {
+                        let dual = *dual;
+                        let kfirst = dual && self.kernel_first.fetch_xor(true, Ordering::Relaxed);
+                        if kfirst {
+                            if let Some(a) = kernel_accept(fd, flags)? {
+                                return Ok(a);
+                            }
+                        }
+                        match l.accept() {
+                            Ok((s, peer)) => {
+                                drop(st);
+                                let peer = crate::addr::v4_of(peer);
+                                return self.install_accepted(s, peer, flags);
+                            }
+                            Err(e) if would_block(&e) => {}
+                            Err(e) => return Err(io_errno(&e)),
+                        }
+                        if dual && !kfirst {
+                            if let Some(a) = kernel_accept(fd, flags)? {
+                                return Ok(a);
+                            }
+                        }
+                        (l.probe(), dual)
+                    }
+                    State::Kernel => {
+                        drop(st);
+                        let (nfd, a) = k::accept4(fd, flags)?;
+                        return Ok(Accepted::Kernel { fd: nfd, addr: a });
+                    }
+                    State::Udp { .. } => return Err(libc::EOPNOTSUPP),
+                    _ => return Err(libc::EINVAL),
+                }
+            };
+            if self.nonblocking() {
+                return Err(libc::EAGAIN);
+            }
+            let kfd = dual.then_some((fd, libc::POLLIN));
+            self.wait(&probe, kfd, deadline, true, |s: &Status| s.readable)?;
+        }
+    }
+
+    pub(super) fn install_accepted(
+        &self,
+        mut s: TcpStream,
+        peer: SocketAddrV4,
+        flags: c_int,
+    ) -> R<Accepted> {
+        let _ = s.set_nonblocking(true);
+        let opts = self
+            .opts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .inherited();
+        opts.apply_to_stream(&mut s);
+        // On failure `s` drops: the connection closes.
+        let placeholder = k::placeholder(flags)?;
+        let sock = Sock::new(
+            self.family,
+            Ty::Stream,
+            State::Stream(s),
+            flags & libc::SOCK_NONBLOCK != 0,
+            opts,
+        );
+        sock.add_fd(placeholder);
+        let obj = Arc::new(Obj::Sock(sock));
+        match table::install(placeholder, obj) {
+            Ok(old) => drop(old),
+            Err(e) => {
+                k::close_fd(placeholder);
+                return Err(e);
+            }
+        }
+        Ok(Accepted::Core {
+            fd: placeholder,
+            peer,
+        })
+    }
+
+    /// connect(2). `raw` is the application's address bytes.
+    pub fn connect(&self, me: &Arc<Obj>, fd: c_int, sa: Sa, raw: &[u8]) -> R<()> {
+        match self.ty {
+            Ty::Stream => self.connect_tcp(me, fd, sa, raw),
+            Ty::Dgram => self.connect_udp(me, fd, sa, raw),
+        }
+    }
+
+    pub(super) fn connect_tcp(&self, me: &Arc<Obj>, fd: c_int, sa: Sa, raw: &[u8]) -> R<()> {
+        let probe = {
+            let mut st = lock(&self.state);
+            let bound = match &mut *st {
+                State::Fresh { bound } => *bound,
+                State::Stream(s) => {
+                    let status = s.status();
+                    if status.connecting {
+                        return Err(libc::EALREADY);
+                    }
+                    if status.closed && status.error != 0 {
+                        let e = s.take_error();
+                        crate::epoll::local_change();
+                        *st = State::Fresh { bound: None };
+                        return Err(if e != 0 { e } else { libc::ECONNABORTED });
+                    }
+                    return Err(libc::EISCONN);
+                }
+                State::Kernel => {
+                    drop(st);
+                    return k::connect(fd, raw);
+                }
+                State::Listener { .. } | State::ListenerShut { .. } => return Err(libc::EISCONN),
+                State::Udp { .. } => return Err(libc::EINVAL),
+            };
+            if let Sa::Unspec = sa {
+                return Err(libc::EAFNOSUPPORT);
+            }
+            let dst = sa.v4(self.family, true);
+            let to_core = dst.is_some_and(|d| process::routes(*d.ip()))
+                && bound.is_none_or(|(a, _)| process::is_local(a));
+            let Some(dst) = dst.filter(|_| to_core) else {
+                self.go_kernel(&mut st, me);
+                drop(st);
+                return k::connect(fd, raw);
+            };
+            if dst.port() == 0 {
+                return Err(libc::ECONNREFUSED);
+            }
+            let stack = process::stack()?;
+            let local_port = bound.map_or(0, |(a, _)| a.port());
+            let nodelay = self.opts.lock().unwrap_or_else(|p| p.into_inner()).nodelay;
+            let mut s = TcpStream::start_connect(stack, dst, local_port, nodelay)
+                .map_err(|e| io_errno(&e))?;
+            self.opts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .apply_to_stream(&mut s);
+            let probe = s.probe();
+            crate::epoll::local_change();
+            *st = State::Stream(s);
+            self.report_unhonoured("connect");
+            probe
+        };
+        self.resettle.store(true, Ordering::Release);
+        if self.nonblocking() {
+            return Err(libc::EINPROGRESS);
+        }
+        let deadline = Deadline::after(self.sndtimeo());
+        match self.wait(&probe, None, deadline, true, |s: &Status| !s.connecting) {
+            Ok(()) => {}
+            Err(libc::EAGAIN) => return Err(libc::EINPROGRESS),
+            Err(e) => return Err(e),
+        }
+        let mut st = lock(&self.state);
+        if let State::Stream(s) = &mut *st {
+            let status = s.status();
+            if status.closed {
+                let e = s.take_error();
+                crate::epoll::local_change();
+                *st = State::Fresh { bound: None };
+                return Err(if e != 0 { e } else { libc::ECONNREFUSED });
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn connect_udp(&self, me: &Arc<Obj>, fd: c_int, sa: Sa, raw: &[u8]) -> R<()> {
+        let mut st = lock(&self.state);
+        if let Sa::Unspec = sa {
+            match &mut *st {
+                State::Udp {
+                    peer, dual, kpeer, ..
+                } => {
+                    *peer = None;
+                    *kpeer = false;
+                    if *dual {
+                        let _ = k::connect(fd, raw);
+                    }
+                    return Ok(());
+                }
+                State::Fresh { .. } | State::Kernel => {
+                    drop(st);
+                    return k::connect(fd, raw);
+                }
+                _ => return Err(libc::EINVAL),
+            }
+        }
+        let dst = sa.v4(self.family, true);
+        let routed = dst.filter(|d| process::routes(*d.ip()));
+        match &mut *st {
+            State::Fresh { .. } => {
+                let Some(dst) = routed else {
+                    self.go_kernel(&mut st, me);
+                    drop(st);
+                    return k::connect(fd, raw);
+                };
+                let (u, local, dual) = self.udp_auto_bind(fd)?;
+                if dual {
+                    // Filters the kernel side where the kernel can route to
+                    // the peer; else recv drops what it delivers.
+                    let _ = k::connect(fd, raw);
+                }
+                crate::epoll::local_change();
+                *st = State::Udp {
+                    u,
+                    local,
+                    dual,
+                    peer: Some(dst),
+                    kpeer: false,
+                };
+                drop(st);
+                self.report_unhonoured("connect");
+                if dual {
+                    self.resettle.store(true, Ordering::Release);
+                }
+                Ok(())
+            }
+            State::Udp {
+                peer, dual, kpeer, ..
+            } => match routed {
+                Some(d) => {
+                    if *dual {
+                        // Undo a kernel-side connection, then filter the
+                        // kernel side where the kernel routes to the peer.
+                        let _ = k::connect(fd, &UNSPEC);
+                        let _ = k::connect(fd, raw);
+                    }
+                    crate::epoll::local_change();
+                    *peer = Some(d);
+                    *kpeer = false;
+                    Ok(())
+                }
+                None if *dual => {
+                    k::connect(fd, raw)?;
+                    crate::epoll::local_change();
+                    *peer = None;
+                    *kpeer = true;
+                    Ok(())
+                }
+                None => {
+                    static SAID: AtomicBool = AtomicBool::new(false);
+                    crate::sys::log_once(&SAID, "UDP connect from a socket bound to corestack's own address to an address corestack does not route (loopback, another subnet): ENETUNREACH (bind to 0.0.0.0 to reach both)");
+                    Err(libc::ENETUNREACH)
+                }
+            },
+            State::Kernel => {
+                drop(st);
+                k::connect(fd, raw)
+            }
+            _ => Err(libc::EINVAL),
+        }
+    }
+}
