@@ -277,9 +277,8 @@ fn passes(ops: &[u64], frame: &[u8]) -> bool {
                 }
                 i += 2;
                 let mask = (1u128 << 56) - 1;
-                let a = u128::from(arg) << 72
-                    | (u128::from(b) & mask) << 16
-                    | (u128::from(c) & 0xffff);
+                let a =
+                    u128::from(arg) << 72 | (u128::from(b) & mask) << 16 | (u128::from(c) & 0xffff);
                 f.hosts6.is_some_and(|h| h.contains(&a))
             }
             12 => f.hosts6.is_some() && f.proto == Some(58),

@@ -180,7 +180,12 @@ impl Demo {
         for round in 1..=rounds {
             for (name, args, targets, first) in [
                 ("Linux", &linux_args[..], [&linux_target, &linux_target6], 0),
-                ("corestack", &core_args[..], [&core_target, &core_target6], 3),
+                (
+                    "corestack",
+                    &core_args[..],
+                    [&core_target, &core_target6],
+                    3,
+                ),
             ] {
                 progress.step(&format!(
                     "round {round}/{rounds}: starting the {name} echo server"

@@ -30,8 +30,8 @@ use serde_json::Value;
 
 use crate::harness::children::{run_client, LogDir};
 use crate::harness::matrix::{
-    Family, Lab, Topology, CLIENT_CPU, CORE_CLIENT, CORE_CLIENT6, CORE_SERVER, CORE_SERVER6,
-    PORT, SERVER_CPU,
+    Family, Lab, Topology, CLIENT_CPU, CORE_CLIENT, CORE_CLIENT6, CORE_SERVER, CORE_SERVER6, PORT,
+    SERVER_CPU,
 };
 use crate::report::median;
 use cmdline::{core_cc_arg, stop_flag};

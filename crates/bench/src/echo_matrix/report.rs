@@ -559,7 +559,10 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 3, "{t}");
         let cells = |l: &str| -> Vec<String> {
-            l.split("   ").map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect()
+            l.split("   ")
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect()
         };
         assert_eq!(cells(lines[1]), ["clean, IPv4", "80", "60", "0.75", "0.75"]);
         assert_eq!(cells(lines[2]), ["clean, IPv6", "70", "70", "1.00", "1.00"]);

@@ -267,7 +267,15 @@ impl Topology {
             ip(
                 ns,
                 &[
-                    "-6", "neigh", "replace", addr, "lladdr", &lladdr, "dev", dev, "nud",
+                    "-6",
+                    "neigh",
+                    "replace",
+                    addr,
+                    "lladdr",
+                    &lladdr,
+                    "dev",
+                    dev,
+                    "nud",
                     "permanent",
                 ],
             )?;
