@@ -431,9 +431,9 @@ mod tests {
             vec![Host6("fd00::2".parse().unwrap()), Icmp6, And]
         );
         // 7 IPv6 hosts joined by 6 ors take 21 + 6 = 27 words: more than 23.
-        let seven = vec!["host fd00::1"; 7].join(" or ");
+        let seven = ["host fd00::1"; 7].join(" or ");
         assert!(p(&seven).is_err());
-        let three = vec!["host fd00::1"; 3].join(" or ");
+        let three = ["host fd00::1"; 3].join(" or ");
         assert_eq!(p(&three).unwrap().len(), 5);
         assert!(p("tcp udp").is_err());
         assert!(p("(tcp").is_err());
