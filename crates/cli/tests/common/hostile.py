@@ -112,6 +112,15 @@ def echo_exact(sock, rng, nbytes, what):
         fail(f"{what}: the echo differs from what was sent")
 
 
+def connect_echo(args, rng, what):
+    """A kernel TCP connection from SRC_IP:SPORT to the server, after a 64 KiB echo on it."""
+    sock = socket.create_connection((args.dst_ip, args.port), timeout=10,
+                                    source_address=(args.src_ip, args.sport))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    echo_exact(sock, rng, 64 * 1024, what)
+    return sock
+
+
 def learn_seq(args, sock, sport, rng, ip_layer):
     """(rcv_nxt, snd_nxt) of corestack's end of the connection on SPORT, from one more echo
     watched on the interface."""
@@ -141,10 +150,7 @@ def learn_seq(args, sock, sport, rng, ip_layer):
 def blind(args):
     rng = random.Random(args.seed)
     sport = args.sport
-    sock = socket.create_connection((args.dst_ip, args.port), timeout=10,
-                                    source_address=(args.src_ip, sport))
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    echo_exact(sock, rng, 64 * 1024, "before the attack")
+    sock = connect_echo(args, rng, "before the attack")
 
     rcv_nxt, snd_nxt = learn_seq(args, sock, sport, rng, IP)
     s = l2(args)
@@ -451,10 +457,7 @@ def ptb(args):
     flight (RFC 5927 §5.2): corestack must ignore them and keep its MSS."""
     rng = random.Random(args.seed)
     sport = args.sport
-    sock = socket.create_connection((args.dst_ip, args.port), timeout=10,
-                                    source_address=(args.src_ip, sport))
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    echo_exact(sock, rng, 64 * 1024, "before the forged messages")
+    sock = connect_echo(args, rng, "before the forged messages")
     rcv_nxt, snd_nxt = learn_seq(args, sock, sport, rng, IPv6)
     s = l2(args)
     sent = 0
