@@ -127,7 +127,7 @@ impl TimerWheel {
         let mut looked = 0;
         while self.cursor <= now_tick {
             let t = self.cursor;
-            if t % SLOTS as u64 == 0 {
+            if t.is_multiple_of(SLOTS as u64) {
                 looked += self.cascade(t);
             }
             let bucket = &mut self.near[(t % SLOTS as u64) as usize];
@@ -146,7 +146,7 @@ impl TimerWheel {
     fn cascade(&mut self, t: u64) -> usize {
         let mut moved = 0;
         let coarse = t >> LEVEL_SHIFT;
-        if coarse % SLOTS as u64 == 0 && !self.overflow.is_empty() {
+        if coarse.is_multiple_of(SLOTS as u64) && !self.overflow.is_empty() {
             let overflow = core::mem::take(&mut self.overflow);
             moved += overflow.len();
             for e in overflow {
