@@ -10,6 +10,7 @@
 //!  192    command ring head                                 (app)
 //!  256    command ring tail                                 (engine)
 //!  320    closed: errno the association ended with          (engine)
+//!  328    the stack's IPv6 address (16) and prefix length (1)  (daemon, once)
 //!  384    eventfd sleepers: 16 keys (u64), one per eventfd the
 //!         application handed over when it joined             (app)
 //!  512    command ring: cmd_slots × 64-byte descriptors     (app)
@@ -31,13 +32,15 @@ mod accept;
 mod desc;
 
 pub use accept::{AcceptQueue, Accepted, AppSegmentAccept, Claimed};
-pub use desc::{CmdConsumer, CmdError, CmdProducer, Desc, DescError};
+pub use desc::{
+    desc_layout, CmdConsumer, CmdError, CmdProducer, Desc, DescError, FAMILY_V4, FAMILY_V6,
+};
 
 use crate::bytes::{self, RingAt};
 use crate::notify::{Notify, Sleepers};
 use crate::region::Region;
 use crate::socket::{SockId, StatusHandle};
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -82,6 +85,11 @@ pub mod layout {
     pub const CMD_TAIL: usize = 256;
     /// The errno the association ended with, a u32; 0 while it lives (engine).
     pub const CLOSED: usize = 320;
+    /// Header: the stack's global IPv6 address (16 bytes, two u64 words
+    /// holding its octets in order; `::`: none) and prefix length (a u64,
+    /// bits) (daemon, once, before the welcome; it shares the closed
+    /// word's cache line: both are written once).
+    pub const NET6: usize = CLOSED + 8;
     /// The eventfd sleepers' keys: [`crate::notify::SEGMENT_SLEEPERS`]
     /// u64 words, entry i armed on the doorbell at that offset (0: none)
     /// (application; see [`crate::notify::Sleepers`]).
@@ -110,12 +118,13 @@ pub mod layout {
     // Every header word on its own cache line, before the command ring;
     // every slot word on its own, inside the slot.
     const _: () = assert!(CLOSED + 64 <= SLEEPERS && MTU + 8 <= APP_WAKE);
+    const _: () = assert!(CLOSED + 4 <= NET6 && NET6 + 24 <= CLOSED + 64);
     const _: () = assert!(SLEEPERS + 8 * crate::notify::SEGMENT_SLEEPERS <= CMD_RING);
     const _: () = assert!(SLOT_RX_GEOMETRY + 64 == SLOT_BYTES);
 }
 
 use layout::{
-    APP_WAKE, CLOSED, CMD_RING, ENGINE_SLEEPING, GATEWAY, INFO, MTU, NET, PAGE, SLEEPERS,
+    APP_WAKE, CLOSED, CMD_RING, ENGINE_SLEEPING, GATEWAY, INFO, MTU, NET, NET6, PAGE, SLEEPERS,
     SLOT_OWNER, SLOT_RX_GEOMETRY, SLOT_RX_HEAD, SLOT_RX_TAIL, SLOT_STATUS, SLOT_TX_GEOMETRY,
     SLOT_TX_HEAD, SLOT_TX_TAIL,
 };
@@ -354,6 +363,35 @@ impl AppSegment {
         (net, (!gw.is_unspecified()).then_some(gw))
     }
 
+    /// Daemon: records the stack's global IPv6 address and prefix length
+    /// (bits) for the application; None: the stack has no IPv6.
+    pub fn set_net6(&self, net: Option<(Ipv6Addr, u8)>) {
+        let (ip, prefix) = net.unwrap_or((Ipv6Addr::UNSPECIFIED, 0));
+        let o = ip.octets();
+        let (hi, lo) = o.split_at(8);
+        self.word64(NET6).store(
+            u64::from_be_bytes(hi.try_into().expect("8")),
+            Ordering::Release,
+        );
+        self.word64(NET6 + 8).store(
+            u64::from_be_bytes(lo.try_into().expect("8")),
+            Ordering::Release,
+        );
+        self.word64(NET6 + 16)
+            .store(u64::from(prefix), Ordering::Release);
+    }
+
+    /// The stack's global IPv6 address and prefix length as the daemon
+    /// recorded them; None: the stack has no IPv6 (`::`), or a prefix
+    /// above 128.
+    pub fn net6(&self) -> Option<(Ipv6Addr, u8)> {
+        let hi = self.word64(NET6).load(Ordering::Acquire);
+        let lo = self.word64(NET6 + 8).load(Ordering::Acquire);
+        let prefix = self.word64(NET6 + 16).load(Ordering::Acquire);
+        let ip = Ipv6Addr::from((u128::from(hi) << 64) | u128::from(lo));
+        (!ip.is_unspecified() && prefix <= 128).then_some((ip, prefix as u8))
+    }
+
     /// The layout.
     pub fn layout(&self) -> Layout {
         self.layout
@@ -556,10 +594,35 @@ mod tests {
                 slot: 1,
                 local: "0.0.0.0:7".parse().unwrap(),
                 backlog: 128,
+                v6only: false,
             },
             Desc::UdpBind {
                 slot: 2,
                 local: "10.0.0.2:53".parse().unwrap(),
+                v6only: false,
+            },
+            Desc::Connect {
+                slot: 3,
+                remote: "[fd00:77::1]:443".parse().unwrap(),
+                local_port: 40000,
+                nodelay: false,
+            },
+            Desc::Listen {
+                slot: 1,
+                local: "[::]:7".parse().unwrap(),
+                backlog: 128,
+                v6only: true,
+            },
+            Desc::Listen {
+                slot: 1,
+                local: "[::]:8".parse().unwrap(),
+                backlog: 1,
+                v6only: false,
+            },
+            Desc::UdpBind {
+                slot: 2,
+                local: "[fd00:77::2]:53".parse().unwrap(),
+                v6only: true,
             },
             Desc::Send { slot: 9 },
             Desc::Recvd { slot: 9 },
@@ -600,6 +663,62 @@ mod tests {
         b[0] = 10;
         b[1] = 4;
         assert_eq!(Desc::decode(&b), Err(DescError::BadCc(4)));
+    }
+
+    #[test]
+    fn ipv6_descriptors_keep_their_family_and_a_bad_family_is_refused() {
+        use desc_layout::{ADDR_V4, ADDR_V6, FAMILY, V6ONLY};
+        let v6 = Desc::Listen {
+            slot: 2,
+            local: "[fd00:77::2]:8080".parse().unwrap(),
+            backlog: 16,
+            v6only: true,
+        };
+        let b = v6.encode();
+        assert_eq!(b[FAMILY], FAMILY_V6);
+        assert_eq!(b[V6ONLY], 1);
+        assert_eq!(&b[ADDR_V4..ADDR_V4 + 4], &[0; 4], "no IPv4 bytes");
+        assert_eq!(b[ADDR_V6], 0xfd);
+        // An IPv4-mapped address stays IPv6 in the descriptor.
+        let mapped = Desc::Connect {
+            slot: 0,
+            remote: "[::ffff:10.0.0.1]:80".parse().unwrap(),
+            local_port: 0,
+            nodelay: false,
+        };
+        assert_eq!(Desc::decode(&mapped.encode()), Ok(mapped));
+        // A hostile application's bytes: every family but 4 and 6 is refused
+        // in the three descriptors that carry an address, ignored elsewhere.
+        for op in [1u8, 2, 3] {
+            for fam in [0u8, 5, 10, 0xff] {
+                let mut h = v6.encode();
+                h[0] = op;
+                h[FAMILY] = fam;
+                assert_eq!(
+                    Desc::decode(&h),
+                    Err(DescError::BadFamily(fam)),
+                    "{op} {fam}"
+                );
+            }
+        }
+        let mut h = Desc::Send { slot: 1 }.encode();
+        h[FAMILY] = 0xff;
+        assert_eq!(Desc::decode(&h), Ok(Desc::Send { slot: 1 }));
+        let mut h = b;
+        h[V6ONLY] = 2;
+        assert_eq!(Desc::decode(&h), Err(DescError::BadFlag));
+    }
+
+    #[test]
+    fn the_daemons_ipv6_address_reaches_the_application() {
+        let s = seg();
+        assert_eq!(s.net6(), None, "a fresh segment: no IPv6");
+        let net = ("fd00:77::2".parse().unwrap(), 64);
+        s.set_net6(Some(net));
+        let (s2, _) = AppSegment::open(s.region().clone()).unwrap();
+        assert_eq!(s2.net6(), Some(net));
+        s.set_net6(None);
+        assert_eq!(s2.net6(), None);
     }
 
     #[test]
