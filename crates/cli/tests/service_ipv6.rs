@@ -194,3 +194,72 @@ fn service_app_connects_to_linux_ipv6_server_16mib_sha256_equal() {
         "the nc app should have joined the daemon:\n{log}"
     );
 }
+
+/// Python: 64 KiB echoed over TCP from argv[1]:argv[2]; prints True when byte-exact.
+const TCP_ONE: &str = "import socket,sys\n\
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)\n\
+    m = bytes(range(256)) * 256\n\
+    c.sendall(m)\n\
+    d = b''\n\
+    while len(d) < len(m):\n\
+    \x20   k = c.recv(65536)\n\
+    \x20   if not k: break\n\
+    \x20   d += k\n\
+    print(d == m)\n";
+
+#[test]
+fn service_ipv6_ports_need_the_grant_and_belong_to_one_app() {
+    let _lock = start();
+    let pair = Pair::new("v6s", 238).expect("creating the namespaces");
+    let (sock, mut daemon, core6) = dual_stack_daemon(&pair, 238, "v6ports");
+    ping6_until_up(&pair, &core6, 10, &daemon);
+    let echo6 = |port: u16, what: &str| {
+        let out = pair
+            .linux
+            .run("python3", &["-c", TCP_ONE, &core6, &port.to_string()])
+            .unwrap_or_else(|e| panic!("{what}: {e}; daemon log:\n{}", daemon.tail()));
+        assert!(out.starts_with("True"), "{what}: {out}");
+    };
+    // nobody's [::]:80 is refused (EACCES); root's is served over IPv6.
+    let f = app_outcome(
+        "nobody's app on [::]:80",
+        app_as_nobody(&pair.core, &sock, &["serve", "echo", "--port", "80"]),
+    );
+    assert_failed_with(
+        &f,
+        &["permission denied", "os error 13"],
+        "nobody binding [::]:80",
+        &daemon,
+    );
+    let root80 = echo_app(&pair, &sock, 80, &daemon);
+    echo6(80, "root's app on [::]:80 over IPv6");
+    let nobody8080 = spawn_listening(
+        app_as_nobody(&pair.core, &sock, &["serve", "echo", "--port", "8080"]),
+        "nobody's app on [::]:8080",
+        &daemon,
+    );
+    echo6(8080, "nobody's app on [::]:8080 over IPv6");
+    // A second application on either port is refused; the first ones carry on.
+    for port in [8080u16, 80] {
+        let f = app_outcome(
+            &format!("a second app on [::]:{port}"),
+            app(
+                &pair.core,
+                &sock,
+                &["serve", "echo", "--port", &port.to_string()],
+            ),
+        );
+        assert_failed_with(
+            &f,
+            &["already in use"],
+            &format!("a second app on {port}"),
+            &daemon,
+        );
+        echo6(
+            port,
+            &format!("the first app on [::]:{port} after the second"),
+        );
+    }
+    drop((root80, nobody8080));
+    daemon.stop_cleanly();
+}
