@@ -59,10 +59,7 @@ fn v6only_listener_refuses_ipv4_and_shares_its_port_with_an_ipv4_listener() {
     drop(l4);
     let refused = within(
         || "an IPv4 connect to a V6ONLY-only port still succeeds".to_string(),
-        || match TcpStream::connect(&d.peer, addr(DAEMON_IP, 7101)) {
-            Ok(_) => None,
-            Err(e) => Some(e),
-        },
+        || TcpStream::connect(&d.peer, addr(DAEMON_IP, 7101)).err(),
     );
     assert_eq!(refused.kind(), ErrorKind::ConnectionRefused, "{refused}");
     l6.set_nonblocking(true).expect("nonblocking");
