@@ -34,6 +34,8 @@ fn dual_stack_daemon(pair: &Pair, net: u8, tag: &str) -> (SocketPath, Daemon, St
     let sock = SocketPath::new(tag);
     let core6 = format!("fd00:{net}::2");
     let daemon = Daemon::start(pair, &sock, &["--ip", &format!("{core6}/64")]);
+    let ready = daemon.expect_line(&["corestack daemon ready"], Duration::from_secs(1), "ready");
+    assert!(ready.contains(&format!("ip6={core6}/64")), "{ready}");
     (sock, daemon, core6)
 }
 
