@@ -121,29 +121,38 @@ fn service_app_echoes_on_dual_stack_listener_to_linux_ipv6_and_ipv4_and_udp6() {
         app.stderr(),
         daemon.tail()
     );
-    // While the two connections live, the daemon's `ss` shows them and the [::] listener.
-    let ss = corestack_out(&["ss", "--pid", &daemon.pid().to_string()]);
+    // While the two connections live, the daemon's `ss` shows them and the [::] listener (the
+    // engine publishes its table now and then: ask again for up to 5 s).
     let app_pid = app.pid().to_string();
+    let wanted: [(&str, fn(&str) -> bool); 3] = [
+        ("the [::]:7 listener", |l| {
+            l.contains("LISTEN") && l.contains("[::]:7")
+        }),
+        ("the IPv6 connection", |l| {
+            l.contains("ESTAB") && l.contains("[fd00:236::2]:7") && l.contains("[fd00:236::1]:")
+        }),
+        // The engine holds the IPv4 peer's connection as an IPv4 flow (the application sees
+        // ::ffff:10.236.1.1).
+        ("the IPv4 connection", |l| {
+            l.contains("ESTAB") && l.contains("10.236.1.2:7") && l.contains("10.236.1.1:")
+        }),
+    ];
+    let mut ss = String::new();
+    for _ in 0..50 {
+        ss = corestack_out(&["ss", "--pid", &daemon.pid().to_string()]);
+        let rows: Vec<&str> = ss.lines().filter(|l| l.starts_with(&app_pid)).collect();
+        if wanted.iter().all(|(_, f)| rows.iter().any(|l| f(l))) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let rows: Vec<&str> = ss.lines().filter(|l| l.starts_with(&app_pid)).collect();
-    assert!(
-        rows.iter()
-            .any(|l| l.contains("LISTEN") && l.contains("[::]:7")),
-        "no [::]:7 listener of the app in the daemon's ss:\n{ss}"
-    );
-    assert!(
-        rows.iter().any(|l| l.contains("ESTAB")
-            && l.contains("[fd00:236::2]:7")
-            && l.contains("[fd00:236::1]:")),
-        "no IPv6 connection in the daemon's ss:\n{ss}"
-    );
-    // The engine holds the IPv4 peer's connection as an IPv4 flow (the application sees
-    // ::ffff:10.236.1.1).
-    assert!(
-        rows.iter().any(|l| l.contains("ESTAB")
-            && l.contains("10.236.1.2:7")
-            && l.contains("10.236.1.1:")),
-        "no IPv4 connection in the daemon's ss:\n{ss}"
-    );
+    for (what, f) in wanted {
+        assert!(
+            rows.iter().any(|l| f(l)),
+            "no row of {what} of the app in the daemon's ss:\n{ss}"
+        );
+    }
     drop(tcp);
     // UDP over IPv6 (and IPv4) to the same [::] socket.
     for target in [core6.as_str(), pair.core_ip.as_str()] {
