@@ -124,7 +124,8 @@ fn service_app_echoes_on_dual_stack_listener_to_linux_ipv6_and_ipv4_and_udp6() {
     // While the two connections live, the daemon's `ss` shows them and the [::] listener (the
     // engine publishes its table now and then: ask again for up to 5 s).
     let app_pid = app.pid().to_string();
-    let wanted: [(&str, fn(&str) -> bool); 3] = [
+    type Row = (&'static str, fn(&str) -> bool);
+    let wanted: [Row; 3] = [
         ("the [::]:7 listener", |l| {
             l.contains("LISTEN") && l.contains("[::]:7")
         }),
