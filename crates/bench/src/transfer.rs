@@ -26,7 +26,7 @@ const TRANSFER_CONNECT: Duration = Duration::from_secs(10);
 /// `bench transfer` options.
 #[derive(Args, Debug)]
 pub struct Transfer {
-    /// Echo server address.
+    /// Echo server address, IPv4 or IPv6 (`[fd00::2]:7`).
     #[arg(long, value_name = "IP:PORT")]
     target: SocketAddr,
     /// Bytes to send (and expect back).

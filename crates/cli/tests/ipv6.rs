@@ -1,6 +1,7 @@
 //! IPv6 against the Linux stack in network namespaces each test creates (issue 25): `ping -6`
 //! to corestack, 100 MiB TCP transfers both ways over IPv6 with `nc`, UDP echo over IPv6, and a
-//! dual-stack `serve echo` answering IPv4 and IPv6 clients. They need root.
+//! dual-stack `serve echo` answering IPv4 and IPv6 clients. They need root (but the `ss` and
+//! `stat` test, on a `mem` wire).
 //!
 //! Addresses (unique local, RFC 4193, only inside these namespaces): fd00:N::1/64 is Linux
 //! (added with `nodad`: Duplicate Address Detection would hold it back), fd00:N::2/64 is
@@ -9,9 +10,12 @@
 
 mod common;
 
-use std::time::Duration;
+use std::net::{Ipv6Addr, SocketAddrV6};
+use std::time::{Duration, Instant};
 
 use common::*;
+use corestack::{TcpListener, TcpStream};
+use testkit::mem_wire::{stacks_v6, B6};
 
 const TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -121,4 +125,52 @@ fn afxdp_ipv6_corestack_nc_to_linux_100mib_sha256_equal() {
         TIMEOUT,
         (["corestack nc", "linux nc -6 -l"], "Linux"),
     );
+}
+
+/// `corestack ss` and `corestack stat` of a process whose two dual-stack stacks (a `mem` wire,
+/// no root) hold an IPv6 connection: ss shows the connection with both IPv6 addresses, stat
+/// the IPv6 and Neighbor Discovery counters. (Two stacks in one process: the tools read one of
+/// them, either end of the connection; the `[::]` listener is checked in
+/// `afxdp_ipv6_ping6_and_udp_echo_from_linux`.)
+#[test]
+fn ss_and_stat_show_an_ipv6_connection_and_ipv6_counters() {
+    let (a, b) = stacks_v6(false);
+    let mut l = TcpListener::bind(&b, SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 7, 0, 0)).unwrap();
+    let c = TcpStream::connect(&a, SocketAddrV6::new(B6, 7, 0, 0)).unwrap();
+    let (s, _) = l.accept().unwrap();
+    let tool = |what: &str| {
+        let out = std::process::Command::new(bin())
+            .args([what, "--pid", &std::process::id().to_string()])
+            .output()
+            .unwrap_or_else(|e| panic!("running corestack {what}: {e}"));
+        assert!(out.status.success(), "corestack {what}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The segments are published every few ms: poll (bounded).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut ss, mut stat);
+    loop {
+        (ss, stat) = (tool("ss"), tool("stat"));
+        let conn = ss.lines().any(|l| {
+            l.contains("ESTAB") && l.contains("[fd00:1::2]:7") && l.contains("[fd00:1::1]:")
+        });
+        let counters = ["ipv6_rx", "nd_"].iter().all(|k| {
+            stat.lines().any(|l| {
+                l.trim_start().starts_with(k)
+                    && l.split_whitespace()
+                        .nth(1)
+                        .and_then(|v| v.parse::<u64>().ok())
+                        > Some(0)
+            })
+        });
+        if conn && counters {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no IPv6 connection in ss or no IPv6 counters in stat:\n{ss}\n{stat}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop((c, s, l));
 }
