@@ -9,6 +9,7 @@
 
 mod common;
 
+use common::daemon;
 use common::shim::{need, preload, profile_dir, script};
 use common::*;
 use std::process::Command;
@@ -31,7 +32,15 @@ fn dual_stack(pair: &Pair, net: u8) -> (String, String) {
     let linux6 = format!("fd00:{net}::1");
     l.run(
         "ip",
-        &["-6", "addr", "add", &format!("{linux6}/64"), "dev", "vl", "nodad"],
+        &[
+            "-6",
+            "addr",
+            "add",
+            &format!("{linux6}/64"),
+            "dev",
+            "vl",
+            "nodad",
+        ],
     )
     .expect("adding Linux's IPv6 address");
     (linux6, format!("fd00:{net}::2"))
@@ -108,7 +117,16 @@ fn shim6_dual_stack_http_server_serves_curl_6_and_curl_4_at_once_byte_exact() {
             &pair,
             &core6,
             "python3",
-            &["-u", "-m", "http.server", "8080", "--bind", "::", "--directory", www_s],
+            &[
+                "-u",
+                "-m",
+                "http.server",
+                "8080",
+                "--bind",
+                "::",
+                "--directory",
+                www_s,
+            ],
         ),
         None,
         Out::Text,
@@ -219,4 +237,84 @@ fn shim6_v6only_pktinfo_options_and_mapped_peers_behave_as_on_linux() {
         peer.stderr()
     );
     drop(peer.terminate());
+}
+
+/// Service mode, whose daemon carries IPv4 only for now: under the shim an AF_INET6 `[::]`
+/// listener without IPV6_V6ONLY serves an IPv4 client from Linux, which it sees as
+/// `::ffff:10.N.1.1`; one with IPV6_V6ONLY, refused by the client library (EAFNOSUPPORT),
+/// listens at once on its kernel side alone, said on stderr (memcached opens both: it must
+/// not fail, nor hang).
+#[test]
+fn shim6_service_mode_dual_stack_listener_serves_ipv4_and_a_v6only_one_stays_in_the_kernel() {
+    need("python3");
+    let (_lock, pair, sock, daemon) = daemon::daemon_test(219, "v6svc");
+    let app = "import socket as S, errno\n\
+        V6 = S.IPPROTO_IPV6\n\
+        s = S.socket(S.AF_INET6, S.SOCK_STREAM)\n\
+        s.setsockopt(V6, S.IPV6_V6ONLY, 1)\n\
+        s.bind(('::', 7201))\n\
+        try:\n\
+        \x20   s.listen(8)\n\
+        \x20   print('v6only listen ok', flush=True)\n\
+        except OSError as e:\n\
+        \x20   print('v6only listen', errno.errorcode[e.errno], flush=True)\n\
+        d = S.socket(S.AF_INET6, S.SOCK_STREAM)\n\
+        d.setsockopt(V6, S.IPV6_V6ONLY, 0)\n\
+        d.bind(('::', 7202))\n\
+        d.listen(8)\n\
+        print('ready', flush=True)\n\
+        d.settimeout(20)\n\
+        c, peer = d.accept()\n\
+        c.sendall(peer[0].encode())\n\
+        c.close()\n\
+        print('peer', peer[0], flush=True)\n";
+    preload();
+    let mut cmd = pair.core.exec(bin());
+    cmd.args([
+        "exec",
+        "--socket",
+        &sock.arg(),
+        "--",
+        "python3",
+        "-u",
+        "-c",
+        app,
+    ])
+    .env_remove("CORESTACK_IFACE")
+    .env_remove("LD_PRELOAD");
+    let mut p = Proc::spawn("python3 (service-mode shim)", cmd, None, Out::Text);
+    p.wait_stdout("ready", STEP);
+    let client = "import socket,sys\n\
+        s = socket.create_connection((sys.argv[1], 7202), timeout=10)\n\
+        d = b''\n\
+        while True:\n\
+        \x20   c = s.recv(64)\n\
+        \x20   if not c: break\n\
+        \x20   d += c\n\
+        print(d.decode())\n";
+    let seen = pair
+        .linux
+        .run("python3", &["-c", client, &pair.core_ip])
+        .unwrap_or_else(|e| panic!("IPv4 client: {e}; app:\n{}{}", p.stdout(), p.stderr()));
+    let f = p.finish(STEP);
+    assert_eq!(
+        seen.trim(),
+        format!("::ffff:{}", pair.linux_ip),
+        "the peer as the server saw it; app:\n{}{}",
+        f.stdout,
+        f.stderr
+    );
+    assert!(
+        f.stdout.contains("v6only listen ok")
+            && f.stderr.contains("EAFNOSUPPORT")
+            && f.stderr.contains("the kernel serves it alone"),
+        "IPV6_V6ONLY [::] in service mode:\n{}\n{}",
+        f.stdout,
+        f.stderr
+    );
+    assert!(
+        !daemon.log().contains("panicked"),
+        "the daemon panicked:\n{}",
+        daemon.tail()
+    );
 }

@@ -159,11 +159,17 @@ mod tests {
         let (b, n) = encode(a, libc::AF_INET6, 7);
         assert_eq!(n, 28);
         assert_eq!(&b[4..8], &[0; 4], "flow info");
-        assert_eq!(parse(&b[..n]), Ok(Sa::V6("fd00:1::2".parse().unwrap(), 443, 0, 0)));
+        assert_eq!(
+            parse(&b[..n]),
+            Ok(Sa::V6("fd00:1::2".parse().unwrap(), 443, 0, 0))
+        );
         // A link-local address gets the interface's index, unless it had one.
         let ll = sa("[fe80::1]:22");
         let (b, n) = encode(ll, libc::AF_INET6, 7);
-        assert_eq!(parse(&b[..n]), Ok(Sa::V6("fe80::1".parse().unwrap(), 22, 0, 7)));
+        assert_eq!(
+            parse(&b[..n]),
+            Ok(Sa::V6("fe80::1".parse().unwrap(), 22, 0, 7))
+        );
         let scoped = SocketAddr::V6(SocketAddrV6::new("fe80::1".parse().unwrap(), 22, 0, 3));
         let (b, n) = encode(scoped, libc::AF_INET6, 7);
         assert_eq!(parse(&b[..n]).unwrap().core(libc::AF_INET6), Some(scoped));
@@ -191,7 +197,10 @@ mod tests {
         let p = parse(&b[..n]).unwrap();
         assert_eq!(p.core(libc::AF_INET6), Some(sa("[::]:80")));
         assert_eq!(p.core(libc::AF_INET), None);
-        assert_eq!(Sa::V4("10.0.0.1:1".parse().unwrap()).core(libc::AF_INET6), None);
+        assert_eq!(
+            Sa::V4("10.0.0.1:1".parse().unwrap()).core(libc::AF_INET6),
+            None
+        );
     }
 
     #[test]

@@ -480,7 +480,11 @@ pub fn routes6(dst: Ipv6Addr) -> bool {
         return true;
     }
     let on_link = v6.global.is_some_and(|(g, p)| {
-        let mask = if p == 0 { 0 } else { u128::MAX << (128 - u32::from(p)) };
+        let mask = if p == 0 {
+            0
+        } else {
+            u128::MAX << (128 - u32::from(p))
+        };
         u128::from(dst) & mask == u128::from(g) & mask
     });
     on_link || v6.gateway.is_some()

@@ -216,5 +216,17 @@ check("connect to ::ffff:a.b.c.d", m.getpeername()[0] == mapped(L4)
 m.sendall(b"echo\n")
 check("and it carries data", m.recv(16) == b"ok\n")
 m.close()
+v = S.socket(S.AF_INET6, S.SOCK_STREAM)
+v.setsockopt(*V6, S.IPV6_V6ONLY, 1)
+check("V6ONLY: bind to ::ffff:a.b.c.d is EINVAL",
+      errno_of(lambda: v.bind((mapped(C4), 0))) == errno.EINVAL)
+check("V6ONLY: connect to ::ffff:a.b.c.d is ENETUNREACH",
+      errno_of(lambda: v.connect((mapped(L4), PP))) == errno.ENETUNREACH)
+v.close()
+v = S.socket(S.AF_INET6, S.SOCK_DGRAM)
+v.setsockopt(*V6, S.IPV6_V6ONLY, 1)
+check("V6ONLY: sendto ::ffff:a.b.c.d is ENETUNREACH",
+      errno_of(lambda: v.sendto(b"x", (mapped(L4), PP))) == errno.ENETUNREACH)
+v.close()
 ctl.close()
 print("ALL OK", flush=True)

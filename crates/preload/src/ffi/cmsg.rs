@@ -94,7 +94,9 @@ pub(super) unsafe fn check_send_control(s: &Sock, m: &msghdr, dst: Option<Socket
         let mut data = [0u8; PKTINFO_LEN];
         // SAFETY: cmsg_len covers the header and PKTINFO_LEN data bytes
         // (checked above), inside the control buffer.
-        unsafe { core::ptr::copy_nonoverlapping(libc::CMSG_DATA(c), data.as_mut_ptr(), PKTINFO_LEN) };
+        unsafe {
+            core::ptr::copy_nonoverlapping(libc::CMSG_DATA(c), data.as_mut_ptr(), PKTINFO_LEN)
+        };
         let mut a = [0u8; 16];
         a.copy_from_slice(&data[..16]);
         let ip = Ipv6Addr::from(a);

@@ -196,7 +196,12 @@ pub(super) unsafe fn recvmsg_impl(
     m.msg_namelen = if m.msg_name.is_null() { 0 } else { len };
     m.msg_flags = if r.full > r.n { libc::MSG_TRUNC } else { 0 };
     let pktinfo = match r.from {
-        From::Core(a) if s.opts.lock().unwrap_or_else(|p| p.into_inner()).recv_pktinfo => {
+        From::Core(a)
+            if s.opts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .recv_pktinfo =>
+        {
             s.pktinfo(a)
         }
         _ => None,

@@ -321,7 +321,9 @@ impl Sock {
                             (None, None) => return Err(libc::EDESTADDRREQ),
                         };
                         match target.filter(|d| process::routes(d.ip())) {
-                            Some(d) if !reaches(u.local_addr().unwrap_or(*local), self.v6only(), d) => {
+                            Some(d)
+                                if !reaches(u.local_addr().unwrap_or(*local), self.v6only(), d) =>
+                            {
                                 // Linux: ENETUNREACH from an IPv6-only
                                 // socket to an IPv4 (v4-mapped) peer, and
                                 // between an address of one family and a

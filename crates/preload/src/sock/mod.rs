@@ -3,8 +3,9 @@
 //! side for the wildcard), or handed to the kernel.
 //!
 //! Decisions (made at bind, listen, connect, or the first sendto):
-//! - bind to corestack's address: corestack only;
-//! - bind to the wildcard (0.0.0.0, or `::` without IPV6_V6ONLY): both. The
+//! - bind to corestack's address (IPv4, or one of its IPv6 addresses):
+//!   corestack only;
+//! - bind to the wildcard (0.0.0.0, or `::` with its IPV6_V6ONLY): both. The
 //!   kernel socket is bound to the same address and port (the kernel picks
 //!   the port for port 0, and says EADDRINUSE as Linux does), so a server
 //!   keeps answering on loopback; accept and readiness report both sides;
@@ -53,7 +54,8 @@ pub enum Ty {
     Dgram,
 }
 
-/// Where the socket is.
+/// Where the socket is. Addresses are kept in canonical form (see
+/// `addr`): IPv4 traffic as IPv4 also on an AF_INET6 socket.
 enum State {
     /// Not decided yet: the kernel socket at the fd is all there is.
     /// `bound`: a TCP bind recorded for corestack (its address, and whether

@@ -14,6 +14,9 @@ impl Sock {
             }
             _ => return Err(libc::EINVAL),
         }
+        if self.family == libc::AF_INET6 && self.v6only() && is_mapped(sa) {
+            return Err(libc::EINVAL); // an IPv6-only socket has no IPv4 address (Linux)
+        }
         let core = sa.core(self.family);
         let place = core.map_or(Place::Kernel, |a| process::bind_place(a.ip()));
         match place {
@@ -61,7 +64,16 @@ impl Sock {
                         Ok(())
                     }
                     Ty::Dgram => {
-                        let u = self.udp_bind(a)?;
+                        let u = match self.udp_bind(a) {
+                            Ok(u) => u,
+                            Err(libc::EAFNOSUPPORT) => {
+                                // As for a listener: the kernel side alone.
+                                kernel_only_said();
+                                self.go_kernel(&mut st, me);
+                                return Ok(());
+                            }
+                            Err(e) => return Err(e),
+                        };
                         k::set_nonblocking(fd, true)?;
                         crate::epoll::local_change();
                         *st = State::Udp {
@@ -90,7 +102,11 @@ impl Sock {
     /// picks its own and the kernel side is not used (`dual` false). An
     /// AF_INET6 socket binds `::` (with its IPV6_V6ONLY). Returns (socket,
     /// local address: the source corestack uses towards `dst`, dual).
-    pub(super) fn udp_auto_bind(&self, fd: c_int, dst: SocketAddr) -> R<(UdpSocket, SocketAddr, bool)> {
+    pub(super) fn udp_auto_bind(
+        &self,
+        fd: c_int,
+        dst: SocketAddr,
+    ) -> R<(UdpSocket, SocketAddr, bool)> {
         let any = if self.family == libc::AF_INET6 {
             SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0)
         } else {
@@ -120,7 +136,7 @@ impl Sock {
     }
 
     /// listen(2).
-    pub fn listen(&self, _me: &Arc<Obj>, fd: c_int, backlog: c_int) -> R<()> {
+    pub fn listen(&self, me: &Arc<Obj>, fd: c_int, backlog: c_int) -> R<()> {
         let backlog_n = usize::try_from(backlog).unwrap_or(0).clamp(1, 4096);
         let mut st = lock(&self.state);
         let bound = match &*st {
@@ -160,8 +176,17 @@ impl Sock {
         } else {
             local
         };
-        let mut l = TcpListener::bind_with(stack, local, backlog_n, self.v6only())
-            .map_err(|e| io_errno(&e))?;
+        let mut l = match TcpListener::bind_with(stack, local, backlog_n, self.v6only()) {
+            Ok(l) => l,
+            Err(e) if dual && io_errno(&e) == libc::EAFNOSUPPORT => {
+                // The stack has no IPv6 for this socket (service mode): the
+                // kernel side, already listening, serves it alone.
+                kernel_only_said();
+                self.go_kernel(&mut st, me);
+                return Ok(());
+            }
+            Err(e) => return Err(io_errno(&e)),
+        };
         l.set_nonblocking(true).map_err(|e| io_errno(&e))?;
         let local = if local.port() == 0 {
             SocketAddr::new(local.ip(), l.local_addr().map_or(0, |a| a.port()))
@@ -311,6 +336,9 @@ impl Sock {
             if let Sa::Unspec = sa {
                 return Err(libc::EAFNOSUPPORT);
             }
+            if self.family == libc::AF_INET6 && self.v6only() && is_mapped(sa) {
+                return Err(libc::ENETUNREACH); // IPv6-only to an IPv4 peer (Linux)
+            }
             let dst = sa.core(self.family);
             let to_core = dst.is_some_and(|d| process::routes(d.ip()))
                 && bound.is_none_or(|(a, _)| process::is_local(a) && same_family(a, dst));
@@ -456,4 +484,17 @@ fn same_family(bound: SocketAddr, dst: Option<SocketAddr>) -> bool {
         (b, _) if b.ip().is_unspecified() => b.is_ipv6() || dst.is_some_and(|d| d.is_ipv4()),
         (b, Some(d)) => b.is_ipv4() == d.is_ipv4(),
     }
+}
+
+/// True for a v4-mapped IPv6 address (`::ffff:a.b.c.d`).
+fn is_mapped(sa: Sa) -> bool {
+    matches!(sa, Sa::V6(ip, ..) if ip.to_ipv4_mapped().is_some())
+}
+
+/// Says once that an AF_INET6 wildcard socket stays in the kernel because
+/// the stack refused it with EAFNOSUPPORT (service mode: the daemon does
+/// not carry IPv6 yet, so `[::]` with IPV6_V6ONLY has nothing on corestack).
+fn kernel_only_said() {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    crate::sys::log_once(&SAID, "an AF_INET6 socket on [::] with IPV6_V6ONLY: the stack has no IPv6 for it (EAFNOSUPPORT: service mode carries IPv4 only), so the kernel serves it alone");
 }
