@@ -70,6 +70,32 @@ fn linux(pair: &Pair, program: &str, args: &[&str]) -> Command {
     cmd
 }
 
+/// Linux's link-local address on `vl`, once Duplicate Address Detection is done with it
+/// (at most 10 s).
+fn linux_link_local(pair: &Pair) -> String {
+    for _ in 0..100 {
+        let out = pair
+            .linux
+            .run(
+                "ip",
+                &["-6", "-o", "addr", "show", "dev", "vl", "scope", "link"],
+            )
+            .unwrap_or_default();
+        if !out.contains("tentative") {
+            let ll = out
+                .split_whitespace()
+                .skip_while(|w| *w != "inet6")
+                .nth(1)
+                .and_then(|a| a.split('/').next());
+            if let Some(ll) = ll {
+                return ll.to_string();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("Linux's link-local address on vl never left DAD");
+}
+
 /// `ping -6` until corestack answers (Neighbor Discovery first), at most `tries` seconds.
 fn ping6_until_up(pair: &Pair, ip: &str, tries: u32) {
     for _ in 0..tries {
@@ -190,7 +216,8 @@ fn shim6_dual_stack_http_server_serves_curl_6_and_curl_4_at_once_byte_exact() {
 /// (default, EINVAL after bind, an AF_INET listener sharing the port of a V6ONLY one,
 /// EADDRINUSE against a dual-stack one), v4-mapped peers and local addresses of `[::]`,
 /// epoll on a dual-stack listener, IPV6_RECVPKTINFO / IPV6_PKTINFO on recvmsg and sendmsg,
-/// IPV6_TCLASS, IPV6_UNICAST_HOPS, ENOPROTOOPT for others, and connect to ::ffff:a.b.c.d.
+/// IPV6_TCLASS, IPV6_UNICAST_HOPS, ENOPROTOOPT for others, connect to ::ffff:a.b.c.d, and
+/// link-local peers (UDP and TCP, scope ids as the interface index).
 #[test]
 fn shim6_v6only_pktinfo_options_and_mapped_peers_behave_as_on_linux() {
     let _lock = start();
@@ -205,6 +232,7 @@ fn shim6_v6only_pktinfo_options_and_mapped_peers_behave_as_on_linux() {
         Out::Text,
     );
     peer.wait_stdout("peer listening", STEP);
+    let linux_ll = linux_link_local(&pair);
     let shim_py = script("v6_shim.py");
     let f = Proc::spawn(
         "v6_shim.py (shim)",
@@ -221,6 +249,7 @@ fn shim6_v6only_pktinfo_options_and_mapped_peers_behave_as_on_linux() {
                 &linux6,
                 "7100",
                 "vc",
+                &linux_ll,
             ],
         ),
         None,

@@ -4,14 +4,14 @@
 # v4-mapped address. Prints "PASS name" per check and "ALL OK" at the end; the first failed
 # check prints "FAIL name: detail" and exits 1. Every wait is bounded (socket timeouts).
 #
-# argv: CORE_IP4 CORE_IP6 LINUX_IP4 LINUX_IP6 PEER_PORT IFACE
+# argv: CORE_IP4 CORE_IP6 LINUX_IP4 LINUX_IP6 PEER_PORT IFACE LINUX_LINK_LOCAL
 import errno
 import select
 import socket
 import struct
 import sys
 
-C4, C6, L4, L6, PP, IFACE = sys.argv[1:7]
+C4, C6, L4, L6, PP, IFACE, LLL = sys.argv[1:8]
 PP = int(PP)
 IFINDEX = socket.if_nametoindex(IFACE)
 S = socket
@@ -228,5 +228,35 @@ v.setsockopt(*V6, S.IPV6_V6ONLY, 1)
 check("V6ONLY: sendto ::ffff:a.b.c.d is ENETUNREACH",
       errno_of(lambda: v.sendto(b"x", (mapped(L4), PP))) == errno.ENETUNREACH)
 v.close()
+
+# 6. Link-local: corestack's fe80:: address (modified EUI-64 of the interface's MAC), scope
+# ids as Linux reports them (the interface index).
+mac = [int(b, 16) for b in open("/sys/class/net/%s/address" % IFACE).read().strip().split(":")]
+eui = [mac[0] ^ 2, mac[1], mac[2], 0xFF, 0xFE, mac[3], mac[4], mac[5]]
+CLL = S.inet_ntop(S.AF_INET6, bytes([0xFE, 0x80] + [0] * 6 + eui))
+P6 = 7106
+u = S.socket(S.AF_INET6, S.SOCK_DGRAM)
+u.setsockopt(*V6, S.IPV6_RECVPKTINFO, 1)
+u.bind(("::", P6))
+u.settimeout(5)
+say("udp %s%%vl %d" % (CLL, P6))
+data, anc, flags, frm = u.recvmsg(4096, S.CMSG_SPACE(20))
+check("a link-local source comes with the interface as scope id",
+      frm[0].split("%")[0] == LLL and frm[3] == IFINDEX, repr(frm))
+check("its IPV6_PKTINFO is our link-local address", pktinfo(anc) == (CLL, IFINDEX), repr(anc))
+u.sendto(b"pongll", frm)
+ans = answer()
+check("a reply to a link-local peer leaves from our link-local address",
+      ans.startswith("ok pongll " + CLL), ans)
+u.close()
+t = S.socket(S.AF_INET6, S.SOCK_STREAM)
+t.settimeout(10)
+t.connect((LLL, PP, 0, IFINDEX))
+check("TCP to a link-local peer", t.getpeername()[0].split("%")[0] == LLL
+      and t.getpeername()[3] == IFINDEX and t.getsockname()[0].split("%")[0] == CLL,
+      repr((t.getpeername(), t.getsockname())))
+t.sendall(b"echo\n")
+check("and it carries data", t.recv(16) == b"ok\n")
+t.close()
 ctl.close()
 print("ALL OK", flush=True)
