@@ -46,16 +46,19 @@ fn dual_stack(pair: &Pair, net: u8) -> (String, String) {
     (linux6, format!("fd00:{net}::2"))
 }
 
-/// `corestack exec --iface vc --ip CORE4/24 --ip CORE6/64 -- program args` in the core
-/// namespace.
-fn shimmed6(pair: &Pair, core6: &str, program: &str, args: &[&str]) -> Command {
+/// `corestack exec --iface vc --ip CORE4/24 --ip CORE6/64 [--inline] -- program args` in
+/// the core namespace.
+fn shimmed6(pair: &Pair, core6: &str, inline: bool, program: &str, args: &[&str]) -> Command {
     preload();
     let mut cmd = pair.core.exec(bin());
     cmd.args(["exec", "--iface", "vc", "--ip"])
         .arg(format!("{}/24", pair.core_ip))
         .arg("--ip")
-        .arg(format!("{core6}/64"))
-        .arg("--")
+        .arg(format!("{core6}/64"));
+    if inline {
+        cmd.arg("--inline");
+    }
+    cmd.arg("--")
         .arg(program)
         .args(args)
         .env_remove("CORESTACK_SOCKET")
@@ -122,9 +125,10 @@ fn payload(n: usize) -> Vec<u8> {
         .collect()
 }
 
-/// python's http.server bound to `[::]` (dual-stack) under the shim serves 2 MiB to
-/// `curl -6` and `curl -4` from Linux at the same time, three rounds, byte-exact; its log
-/// names the IPv4 clients `::ffff:10.N.1.1` and the IPv6 ones by their own address.
+/// python's http.server bound to `[::]` (dual-stack) under the shim, in embedded and in
+/// inline mode, serves 2 MiB to `curl -6` and `curl -4` from Linux at the same time, three
+/// rounds, byte-exact; its log names the IPv4 clients `::ffff:10.N.1.1` and the IPv6 ones by
+/// their own address.
 #[test]
 fn shim6_dual_stack_http_server_serves_curl_6_and_curl_4_at_once_byte_exact() {
     let _lock = start();
@@ -137,79 +141,83 @@ fn shim6_dual_stack_http_server_serves_curl_6_and_curl_4_at_once_byte_exact() {
     let data = payload(2 << 20);
     std::fs::write(www.join("data.bin"), &data).expect("writing the file to serve");
     let www_s = www.to_str().unwrap();
-    let mut server = Proc::spawn(
-        "python3 -m http.server --bind :: (shim)",
-        shimmed6(
-            &pair,
-            &core6,
-            "python3",
-            &[
-                "-u",
-                "-m",
-                "http.server",
-                "8080",
-                "--bind",
-                "::",
-                "--directory",
-                www_s,
-            ],
-        ),
-        None,
-        Out::Text,
-    );
-    server.wait_stdout("Serving HTTP", STEP);
-    ping6_until_up(&pair, &core6, 10);
-    for round in 0..3 {
-        let mut fetches = Vec::new();
-        for (flag, host) in [("-6", format!("[{core6}]")), ("-4", pair.core_ip.clone())] {
-            let got = www.join(format!("got{flag}-{round}.bin"));
-            let _ = std::fs::remove_file(&got);
-            let url = format!("http://{host}:8080/data.bin");
-            let cmd = linux(
+    for (inline, port) in [(false, "8080"), (true, "8081")] {
+        let mode = if inline { "inline" } else { "embedded" };
+        let mut server = Proc::spawn(
+            &format!("python3 -m http.server --bind :: (shim, {mode})"),
+            shimmed6(
                 &pair,
-                "curl",
+                &core6,
+                inline,
+                "python3",
                 &[
-                    flag,
-                    "-sS",
+                    "-u",
                     "-m",
-                    "30",
-                    "-o",
-                    got.to_str().unwrap(),
-                    "-w",
-                    "%{http_code} %{size_download}",
-                    &url,
+                    "http.server",
+                    port,
+                    "--bind",
+                    "::",
+                    "--directory",
+                    www_s,
                 ],
-            );
-            let name = format!("linux curl {flag} round {round}");
-            fetches.push((Proc::spawn(&name, cmd, None, Out::Text), got, name));
+            ),
+            None,
+            Out::Text,
+        );
+        server.wait_stdout("Serving HTTP", STEP);
+        ping6_until_up(&pair, &core6, 10);
+        for round in 0..3 {
+            let mut fetches = Vec::new();
+            for (flag, host) in [("-6", format!("[{core6}]")), ("-4", pair.core_ip.clone())] {
+                let got = www.join(format!("got{flag}-{mode}-{round}.bin"));
+                let _ = std::fs::remove_file(&got);
+                let url = format!("http://{host}:{port}/data.bin");
+                let cmd = linux(
+                    &pair,
+                    "curl",
+                    &[
+                        flag,
+                        "-sS",
+                        "-m",
+                        "30",
+                        "-o",
+                        got.to_str().unwrap(),
+                        "-w",
+                        "%{http_code} %{size_download}",
+                        &url,
+                    ],
+                );
+                let name = format!("linux curl {flag} ({mode}) round {round}");
+                fetches.push((Proc::spawn(&name, cmd, None, Out::Text), got, name));
+            }
+            for (p, got, name) in fetches {
+                let f = p.finish(STEP);
+                assert!(
+                    f.status.success() && f.stdout.starts_with("200"),
+                    "{name}: {} {}\nstderr: {}\nserver:\n{}",
+                    f.status,
+                    f.stdout,
+                    f.stderr,
+                    server.stderr()
+                );
+                assert!(
+                    std::fs::read(&got).ok().as_deref() == Some(&data[..]),
+                    "{name} got different bytes"
+                );
+            }
         }
-        for (p, got, name) in fetches {
-            let f = p.finish(STEP);
-            assert!(
-                f.status.success() && f.stdout.starts_with("200"),
-                "{name}: {} {}\nstderr: {}\nserver:\n{}",
-                f.status,
-                f.stdout,
-                f.stderr,
-                server.stderr()
-            );
-            assert!(
-                std::fs::read(&got).ok().as_deref() == Some(&data[..]),
-                "{name} got different bytes"
-            );
-        }
+        let log = server.stderr();
+        assert!(
+            log.contains(&format!("::ffff:{} ", pair.linux_ip)),
+            "{mode}: the IPv4 clients are not logged as ::ffff:{}:\n{log}",
+            pair.linux_ip
+        );
+        assert!(
+            log.contains(&format!("{linux6} ")),
+            "{mode}: the IPv6 clients are not logged as {linux6}:\n{log}"
+        );
+        drop(server.terminate());
     }
-    let log = server.stderr();
-    assert!(
-        log.contains(&format!("::ffff:{} ", pair.linux_ip)),
-        "the IPv4 clients are not logged as ::ffff:{}:\n{log}",
-        pair.linux_ip
-    );
-    assert!(
-        log.contains(&format!("{linux6} ")),
-        "the IPv6 clients are not logged as {linux6}:\n{log}"
-    );
-    drop(server.terminate());
 }
 
 /// tests/shim/v6_shim.py under the shim against tests/shim/v6_peer.py on Linux: IPV6_V6ONLY
@@ -239,6 +247,7 @@ fn shim6_v6only_pktinfo_options_and_mapped_peers_behave_as_on_linux() {
         shimmed6(
             &pair,
             &core6,
+            false,
             "python3",
             &[
                 "-u",
