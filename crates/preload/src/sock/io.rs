@@ -280,10 +280,13 @@ impl Sock {
                 };
                 match &mut *st {
                     State::Fresh { .. } => {
-                        let Some((_, raw)) = to else {
+                        let Some((sa, raw)) = to else {
                             drop(st);
                             return kernel_send(fd, bufs, flags, None);
                         };
+                        if self.family == libc::AF_INET6 && self.v6only() && open::is_mapped(sa) {
+                            return Err(libc::ENETUNREACH); // IPv6-only to IPv4 (Linux)
+                        }
                         let Some(d) = dst.filter(|d| process::routes(d.ip())) else {
                             self.go_kernel(&mut st, me);
                             drop(st);

@@ -455,14 +455,14 @@ impl Sock {
     /// IPV6_PKTINFO of a datagram from `from` that corestack delivered to
     /// this UDP socket: the local address it was sent to (v4-mapped for
     /// IPv4) and the interface index. The engine's datagram records carry
-    /// the source only, so the destination is the bound address, or on a
-    /// wildcard socket the address of ours that the source reaches (the
-    /// IPv4 one, the link-local one from a link-local source, else the
-    /// global one; corestack delivers no multicast). None: not such a
-    /// socket.
+    /// the source only, so the destination is the address the corestack
+    /// socket is bound to, or on a wildcard (also an automatic bind) the
+    /// address of ours that the source reaches (the IPv4 one, the
+    /// link-local one from a link-local source, else the global one;
+    /// corestack delivers no multicast). None: not such a socket.
     pub fn pktinfo(&self, from: SocketAddr) -> Option<(Ipv6Addr, u32)> {
         let local = match &*lock(&self.state) {
-            State::Udp { local, .. } => *local,
+            State::Udp { u, local, .. } => u.local_addr().unwrap_or(*local),
             _ => return None,
         };
         let ip = match (local.ip(), addr::canonical(from).ip()) {

@@ -409,6 +409,9 @@ impl Sock {
                 _ => return Err(libc::EINVAL),
             }
         }
+        if self.family == libc::AF_INET6 && self.v6only() && is_mapped(sa) {
+            return Err(libc::ENETUNREACH); // IPv6-only to an IPv4 peer (Linux)
+        }
         let dst = sa.core(self.family);
         let routed = dst.filter(|d| process::routes(d.ip()));
         match &mut *st {
@@ -487,7 +490,7 @@ fn same_family(bound: SocketAddr, dst: Option<SocketAddr>) -> bool {
 }
 
 /// True for a v4-mapped IPv6 address (`::ffff:a.b.c.d`).
-fn is_mapped(sa: Sa) -> bool {
+pub(super) fn is_mapped(sa: Sa) -> bool {
     matches!(sa, Sa::V6(ip, ..) if ip.to_ipv4_mapped().is_some())
 }
 
