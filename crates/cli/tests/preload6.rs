@@ -99,20 +99,6 @@ fn linux_link_local(pair: &Pair) -> String {
     panic!("Linux's link-local address on vl never left DAD");
 }
 
-/// `ping -6` until corestack answers (Neighbor Discovery first), at most `tries` seconds.
-fn ping6_until_up(pair: &Pair, ip: &str, tries: u32) {
-    for _ in 0..tries {
-        if pair
-            .linux
-            .run("ping", &["-6", "-c", "1", "-W", "1", ip])
-            .is_ok()
-        {
-            return;
-        }
-    }
-    panic!("corestack at {ip} never answered ping -6");
-}
-
 fn payload(n: usize) -> Vec<u8> {
     let mut x = 0x2545_f491_4f6c_dd1du64;
     (0..n)
@@ -277,35 +263,32 @@ fn shim6_v6only_pktinfo_options_and_mapped_peers_behave_as_on_linux() {
     drop(peer.terminate());
 }
 
-/// Service mode, whose daemon carries IPv4 only for now: under the shim an AF_INET6 `[::]`
-/// listener without IPV6_V6ONLY serves an IPv4 client from Linux, which it sees as
-/// `::ffff:10.N.1.1`; one with IPV6_V6ONLY, refused by the client library (EAFNOSUPPORT),
-/// listens at once on its kernel side alone, said on stderr (memcached opens both: it must
-/// not fail, nor hang).
+/// Service mode with a dual-stack daemon: under the shim an AF_INET6 `[::]` listener with
+/// IPV6_V6ONLY serves a Linux IPv6 client, which it sees as `fd00:N::1`, and one without it
+/// serves an IPv4 client, which it sees as `::ffff:10.N.1.1`; both through corestack (the
+/// daemon's counters), none through the kernel.
 #[test]
-fn shim6_service_mode_dual_stack_listener_serves_ipv4_and_a_v6only_one_stays_in_the_kernel() {
+fn shim6_service_mode_v6only_and_dual_stack_listeners_serve_both_families() {
     need("python3");
-    let (_lock, pair, sock, daemon) = daemon::daemon_test(219, "v6svc");
-    let app = "import socket as S, errno\n\
+    let _lock = start();
+    let pair = Pair::new("t", 219).expect("creating the namespaces");
+    let (sock, daemon, core6) = daemon::dual_stack_daemon(&pair, 219, "v6svc");
+    let app = "import socket as S\n\
         V6 = S.IPPROTO_IPV6\n\
-        s = S.socket(S.AF_INET6, S.SOCK_STREAM)\n\
-        s.setsockopt(V6, S.IPV6_V6ONLY, 1)\n\
-        s.bind(('::', 7201))\n\
-        try:\n\
+        ls = []\n\
+        for port, only in ((7201, 1), (7202, 0)):\n\
+        \x20   s = S.socket(S.AF_INET6, S.SOCK_STREAM)\n\
+        \x20   s.setsockopt(V6, S.IPV6_V6ONLY, only)\n\
+        \x20   s.bind(('::', port))\n\
         \x20   s.listen(8)\n\
-        \x20   print('v6only listen ok', flush=True)\n\
-        except OSError as e:\n\
-        \x20   print('v6only listen', errno.errorcode[e.errno], flush=True)\n\
-        d = S.socket(S.AF_INET6, S.SOCK_STREAM)\n\
-        d.setsockopt(V6, S.IPV6_V6ONLY, 0)\n\
-        d.bind(('::', 7202))\n\
-        d.listen(8)\n\
+        \x20   s.settimeout(20)\n\
+        \x20   ls.append(s)\n\
         print('ready', flush=True)\n\
-        d.settimeout(20)\n\
-        c, peer = d.accept()\n\
-        c.sendall(peer[0].encode())\n\
-        c.close()\n\
-        print('peer', peer[0], flush=True)\n";
+        for s in ls:\n\
+        \x20   c, peer = s.accept()\n\
+        \x20   c.sendall(peer[0].encode())\n\
+        \x20   c.close()\n\
+        \x20   print('peer', peer[0], flush=True)\n";
     preload();
     let mut cmd = pair.core.exec(bin());
     cmd.args([
@@ -322,33 +305,52 @@ fn shim6_service_mode_dual_stack_listener_serves_ipv4_and_a_v6only_one_stays_in_
     .env_remove("LD_PRELOAD");
     let mut p = Proc::spawn("python3 (service-mode shim)", cmd, None, Out::Text);
     p.wait_stdout("ready", STEP);
+    ping6_until_up(&pair, &core6, 10);
     let client = "import socket,sys\n\
-        s = socket.create_connection((sys.argv[1], 7202), timeout=10)\n\
+        s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)\n\
         d = b''\n\
         while True:\n\
         \x20   c = s.recv(64)\n\
         \x20   if not c: break\n\
         \x20   d += c\n\
         print(d.decode())\n";
-    let seen = pair
-        .linux
-        .run("python3", &["-c", client, &pair.core_ip])
-        .unwrap_or_else(|e| panic!("IPv4 client: {e}; app:\n{}{}", p.stdout(), p.stderr()));
+    for (target, port, expect) in [
+        (core6.as_str(), "7201", "fd00:219::1".to_string()),
+        (
+            pair.core_ip.as_str(),
+            "7202",
+            format!("::ffff:{}", pair.linux_ip),
+        ),
+    ] {
+        let seen = pair
+            .linux
+            .run("python3", &["-c", client, target, port])
+            .unwrap_or_else(|e| {
+                panic!(
+                    "client of {target}:{port}: {e}; app:\n{}{}",
+                    p.stdout(),
+                    p.stderr()
+                )
+            });
+        assert_eq!(
+            seen.trim(),
+            expect,
+            "the peer as the server on {port} saw it"
+        );
+    }
     let f = p.finish(STEP);
-    assert_eq!(
-        seen.trim(),
-        format!("::ffff:{}", pair.linux_ip),
-        "the peer as the server saw it; app:\n{}{}",
-        f.stdout,
+    assert!(
+        !f.stderr.contains("kernel serves it"),
+        "a listener fell back to the kernel:\n{}",
         f.stderr
     );
+    let passive = engine_counters(daemon.pid())
+        .get("tcp_passive_opens")
+        .copied()
+        .unwrap_or(0);
     assert!(
-        f.stdout.contains("v6only listen ok")
-            && f.stderr.contains("EAFNOSUPPORT")
-            && f.stderr.contains("the kernel serves it alone"),
-        "IPV6_V6ONLY [::] in service mode:\n{}\n{}",
-        f.stdout,
-        f.stderr
+        passive >= 2,
+        "the daemon's engine took {passive} connections"
     );
     assert!(
         !daemon.log().contains("panicked"),

@@ -17,45 +17,6 @@ use std::time::Duration;
 use common::daemon::*;
 use common::*;
 
-/// Turns IPv6 on in `pair`'s Linux namespace with fd00:`net`::1/64 on `vl` (no DAD), and
-/// starts the daemon with both families; returns it, its socket and its IPv6 address.
-fn dual_stack_daemon(pair: &Pair, net: u8, tag: &str) -> (SocketPath, Daemon, String) {
-    let l = &pair.linux;
-    for key in ["all", "vl"] {
-        l.run(
-            "sysctl",
-            &["-qw", &format!("net.ipv6.conf.{key}.disable_ipv6=0")],
-        )
-        .expect("sysctl");
-    }
-    let linux6 = format!("fd00:{net}::1/64");
-    l.run("ip", &["-6", "addr", "add", &linux6, "dev", "vl", "nodad"])
-        .expect("adding Linux's IPv6 address");
-    let sock = SocketPath::new(tag);
-    let core6 = format!("fd00:{net}::2");
-    let daemon = Daemon::start(pair, &sock, &["--ip", &format!("{core6}/64")]);
-    let ready = daemon.expect_line(&["corestack daemon ready"], Duration::from_secs(1), "ready");
-    assert!(ready.contains(&format!("ip6={core6}/64")), "{ready}");
-    (sock, daemon, core6)
-}
-
-/// `ping -6` until the daemon answers (Neighbor Discovery first), at most `tries` seconds.
-fn ping6_until_up(pair: &Pair, ip: &str, tries: u32, daemon: &Daemon) {
-    for _ in 0..tries {
-        if pair
-            .linux
-            .run("ping", &["-6", "-c", "1", "-W", "1", ip])
-            .is_ok()
-        {
-            return;
-        }
-    }
-    panic!(
-        "the daemon at {ip} never answered ping -6; log:\n{}",
-        daemon.tail()
-    );
-}
-
 /// `corestack ARGS` on the host (no namespace needed: it reads shared memory), its stdout.
 fn corestack_out(args: &[&str]) -> String {
     let out = Command::new(bin())
@@ -108,7 +69,7 @@ fn service_app_echoes_on_dual_stack_listener_to_linux_ipv6_and_ipv4_and_udp6() {
         "the echo app should serve [::] on a dual-stack daemon: {}",
         app.stdout()
     );
-    ping6_until_up(&pair, &core6, 10, &daemon);
+    ping6_until_up(&pair, &core6, 10);
     // TCP: one IPv6 and one IPv4 client at once.
     let mut py = pair.linux.exec("python3");
     py.args(["-c", TCP_BOTH, &core6, &pair.core_ip]);
@@ -187,7 +148,7 @@ fn service_app_connects_to_linux_ipv6_server_16mib_sha256_equal() {
     let _lock = start();
     let pair = Pair::new("v6s", 237).expect("creating the namespaces");
     let (sock, mut daemon, core6) = dual_stack_daemon(&pair, 237, "v6open");
-    ping6_until_up(&pair, &core6, 10, &daemon);
+    ping6_until_up(&pair, &core6, 10);
     let mut srv = pair.linux.exec("nc");
     srv.args(["-6", "-l", "5013"]);
     let server = Proc::spawn("linux nc -6 -l", srv, None, Out::Hash);
@@ -224,7 +185,7 @@ fn service_ipv6_ports_need_the_grant_and_belong_to_one_app() {
     let _lock = start();
     let pair = Pair::new("v6s", 238).expect("creating the namespaces");
     let (sock, mut daemon, core6) = dual_stack_daemon(&pair, 238, "v6ports");
-    ping6_until_up(&pair, &core6, 10, &daemon);
+    ping6_until_up(&pair, &core6, 10);
     let echo6 = |port: u16, what: &str| {
         let out = pair
             .linux
