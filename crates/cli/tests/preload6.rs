@@ -277,35 +277,35 @@ fn shim6_v6only_pktinfo_options_and_mapped_peers_behave_as_on_linux() {
     drop(peer.terminate());
 }
 
-/// Service mode, whose daemon carries IPv4 only for now: under the shim an AF_INET6 `[::]`
-/// listener without IPV6_V6ONLY serves an IPv4 client from Linux, which it sees as
-/// `::ffff:10.N.1.1`; one with IPV6_V6ONLY, refused by the client library (EAFNOSUPPORT),
-/// listens at once on its kernel side alone, said on stderr (memcached opens both: it must
-/// not fail, nor hang).
+/// Service mode (a `corestack run` daemon with 10.N.1.2/24 and fd00:N::2/64): under the shim
+/// an AF_INET6 `[::]` listener without IPV6_V6ONLY serves an IPv4 client from Linux, which it
+/// sees as `::ffff:10.N.1.1`, and an IPv6 one; a `[::]` listener with IPV6_V6ONLY serves IPv6
+/// and refuses IPv4 (an AF_INET listener could share its port).
 #[test]
-fn shim6_service_mode_dual_stack_listener_serves_ipv4_and_a_v6only_one_stays_in_the_kernel() {
+fn shim6_service_mode_dual_stack_and_v6only_listeners_serve_as_on_linux() {
     need("python3");
-    let (_lock, pair, sock, daemon) = daemon::daemon_test(219, "v6svc");
-    let app = "import socket as S, errno\n\
+    let _lock = start();
+    let pair = Pair::new("p6", 219).expect("creating the namespaces");
+    let (linux6, core6) = dual_stack(&pair, 219);
+    let sock = daemon::SocketPath::new("v6svc");
+    let daemon = daemon::Daemon::start(&pair, &sock, &["--ip", &format!("{core6}/64")]);
+    let app = "import socket as S\n\
         V6 = S.IPPROTO_IPV6\n\
-        s = S.socket(S.AF_INET6, S.SOCK_STREAM)\n\
-        s.setsockopt(V6, S.IPV6_V6ONLY, 1)\n\
-        s.bind(('::', 7201))\n\
-        try:\n\
+        def listener(port, v6only):\n\
+        \x20   s = S.socket(S.AF_INET6, S.SOCK_STREAM)\n\
+        \x20   s.setsockopt(V6, S.IPV6_V6ONLY, v6only)\n\
+        \x20   s.bind(('::', port))\n\
         \x20   s.listen(8)\n\
-        \x20   print('v6only listen ok', flush=True)\n\
-        except OSError as e:\n\
-        \x20   print('v6only listen', errno.errorcode[e.errno], flush=True)\n\
-        d = S.socket(S.AF_INET6, S.SOCK_STREAM)\n\
-        d.setsockopt(V6, S.IPV6_V6ONLY, 0)\n\
-        d.bind(('::', 7202))\n\
-        d.listen(8)\n\
+        \x20   s.settimeout(20)\n\
+        \x20   return s\n\
+        only6 = listener(7201, 1)\n\
+        dual = listener(7202, 0)\n\
         print('ready', flush=True)\n\
-        d.settimeout(20)\n\
-        c, peer = d.accept()\n\
-        c.sendall(peer[0].encode())\n\
-        c.close()\n\
-        print('peer', peer[0], flush=True)\n";
+        for l in (dual, dual, only6):\n\
+        \x20   c, peer = l.accept()\n\
+        \x20   c.sendall(('%s %s' % (peer[0], c.getsockname()[0])).encode())\n\
+        \x20   c.close()\n\
+        print('served', flush=True)\n";
     preload();
     let mut cmd = pair.core.exec(bin());
     cmd.args([
@@ -322,33 +322,40 @@ fn shim6_service_mode_dual_stack_listener_serves_ipv4_and_a_v6only_one_stays_in_
     .env_remove("LD_PRELOAD");
     let mut p = Proc::spawn("python3 (service-mode shim)", cmd, None, Out::Text);
     p.wait_stdout("ready", STEP);
+    ping6_until_up(&pair, &core6, 10);
+    // One connection at a time, in the order the application accepts them.
     let client = "import socket,sys\n\
-        s = socket.create_connection((sys.argv[1], 7202), timeout=10)\n\
-        d = b''\n\
-        while True:\n\
-        \x20   c = s.recv(64)\n\
-        \x20   if not c: break\n\
-        \x20   d += c\n\
-        print(d.decode())\n";
+        for host, port in ((sys.argv[1], 7202), (sys.argv[2], 7202), (sys.argv[2], 7201)):\n\
+        \x20   s = socket.create_connection((host, port), timeout=10)\n\
+        \x20   d = b''\n\
+        \x20   while True:\n\
+        \x20       c = s.recv(128)\n\
+        \x20       if not c: break\n\
+        \x20       d += c\n\
+        \x20   print(d.decode())\n\
+        try:\n\
+        \x20   socket.create_connection((sys.argv[1], 7201), timeout=5)\n\
+        \x20   print('ipv4 to the V6ONLY port: connected')\n\
+        except ConnectionRefusedError:\n\
+        \x20   print('ipv4 to the V6ONLY port: refused')\n";
     let seen = pair
         .linux
-        .run("python3", &["-c", client, &pair.core_ip])
-        .unwrap_or_else(|e| panic!("IPv4 client: {e}; app:\n{}{}", p.stdout(), p.stderr()));
+        .run("python3", &["-c", client, &pair.core_ip, &core6])
+        .unwrap_or_else(|e| panic!("Linux client: {e}; app:\n{}{}", p.stdout(), p.stderr()));
     let f = p.finish(STEP);
+    let want = format!(
+        "::ffff:{l4} ::ffff:{c4}\n{linux6} {core6}\n{linux6} {core6}\n\
+         ipv4 to the V6ONLY port: refused",
+        l4 = pair.linux_ip,
+        c4 = pair.core_ip
+    );
     assert_eq!(
         seen.trim(),
-        format!("::ffff:{}", pair.linux_ip),
-        "the peer as the server saw it; app:\n{}{}",
+        want,
+        "peers and local addresses as the application saw them; app:\n{}{}\ndaemon:\n{}",
         f.stdout,
-        f.stderr
-    );
-    assert!(
-        f.stdout.contains("v6only listen ok")
-            && f.stderr.contains("EAFNOSUPPORT")
-            && f.stderr.contains("the kernel serves it alone"),
-        "IPV6_V6ONLY [::] in service mode:\n{}\n{}",
-        f.stdout,
-        f.stderr
+        f.stderr,
+        daemon.tail()
     );
     assert!(
         !daemon.log().contains("panicked"),
