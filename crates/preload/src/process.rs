@@ -89,8 +89,10 @@ pub struct Net {
     pub ip: Ipv4Addr,
     pub prefix: u8,
     pub gateway: Option<Ipv4Addr>,
-    /// IPv6, when the stack has it (embedded and inline mode only: the
-    /// daemon does not tell its IPv6 addresses yet).
+    /// IPv6, when the stack has it (service mode: the daemon's global
+    /// address and prefix only, as its segment tells them; its link-local
+    /// address and IPv6 gateway are not told, so a bind to its link-local
+    /// address and off-link IPv6 destinations stay in the kernel).
     pub v6: Option<Net6>,
 }
 
@@ -99,7 +101,8 @@ pub struct Net {
 pub struct Net6 {
     /// The global (or unique local) address and its prefix length, bits.
     pub global: Option<(Ipv6Addr, u8)>,
-    /// The link-local address (fe80::/64, modified EUI-64 of the MAC).
+    /// The link-local address (fe80::/64, modified EUI-64 of the MAC;
+    /// None in service mode).
     pub link_local: Option<Ipv6Addr>,
     /// The default router.
     pub gateway: Option<Ipv6Addr>,
@@ -343,12 +346,17 @@ pub fn net() -> Option<Net> {
             v6: net6(c),
         });
     }
-    let (ip, prefix, gateway) = stack().ok()?.service_net()?;
+    let stack = stack().ok()?;
+    let (ip, prefix, gateway) = stack.service_net()?;
     Some(Net {
         ip,
         prefix,
         gateway,
-        v6: None,
+        v6: stack.service_net6().map(|g| Net6 {
+            global: Some(g),
+            link_local: None,
+            gateway: None,
+        }),
     })
 }
 

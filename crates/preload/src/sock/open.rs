@@ -179,8 +179,8 @@ impl Sock {
         let mut l = match TcpListener::bind_with(stack, local, backlog_n, self.v6only()) {
             Ok(l) => l,
             Err(e) if dual && io_errno(&e) == libc::EAFNOSUPPORT => {
-                // The stack has no IPv6 for this socket (service mode): the
-                // kernel side, already listening, serves it alone.
+                // The stack cannot take this socket (a daemon without
+                // IPv6): the kernel side, already listening, serves it alone.
                 kernel_only_said();
                 self.go_kernel(&mut st, me);
                 return Ok(());
@@ -494,10 +494,9 @@ pub(super) fn is_mapped(sa: Sa) -> bool {
     matches!(sa, Sa::V6(ip, ..) if ip.to_ipv4_mapped().is_some())
 }
 
-/// Says once that an AF_INET6 wildcard socket stays in the kernel because
-/// the stack refused it with EAFNOSUPPORT (service mode: the daemon does
-/// not carry IPv6 yet, so `[::]` with IPV6_V6ONLY has nothing on corestack).
+/// Says once that a wildcard socket stays in the kernel because the stack
+/// refused it with EAFNOSUPPORT (a daemon that carries no IPv6).
 fn kernel_only_said() {
     static SAID: AtomicBool = AtomicBool::new(false);
-    crate::sys::log_once(&SAID, "an AF_INET6 socket on [::] with IPV6_V6ONLY: the stack has no IPv6 for it (EAFNOSUPPORT: service mode carries IPv4 only), so the kernel serves it alone");
+    crate::sys::log_once(&SAID, "an AF_INET6 socket on [::]: the stack refused it (EAFNOSUPPORT), so the kernel serves it alone");
 }
