@@ -18,34 +18,6 @@ use std::time::Duration;
 /// The longest a step (a program's run) may take.
 const STEP: Duration = Duration::from_secs(60);
 
-/// Turns IPv6 on in `pair`'s Linux namespace with fd00:`net`::1/64 on `vl`; returns Linux's
-/// and corestack's IPv6 addresses.
-fn dual_stack(pair: &Pair, net: u8) -> (String, String) {
-    let l = &pair.linux;
-    for key in ["all", "vl"] {
-        l.run(
-            "sysctl",
-            &["-qw", &format!("net.ipv6.conf.{key}.disable_ipv6=0")],
-        )
-        .expect("sysctl");
-    }
-    let linux6 = format!("fd00:{net}::1");
-    l.run(
-        "ip",
-        &[
-            "-6",
-            "addr",
-            "add",
-            &format!("{linux6}/64"),
-            "dev",
-            "vl",
-            "nodad",
-        ],
-    )
-    .expect("adding Linux's IPv6 address");
-    (linux6, format!("fd00:{net}::2"))
-}
-
 /// `corestack exec --iface vc --ip CORE4/24 --ip CORE6/64 [--inline] -- program args` in
 /// the core namespace.
 fn shimmed6(pair: &Pair, core6: &str, inline: bool, program: &str, args: &[&str]) -> Command {
@@ -121,7 +93,7 @@ fn shim6_dual_stack_http_server_serves_curl_6_and_curl_4_at_once_byte_exact() {
     need("python3");
     need("curl");
     let pair = Pair::new("p6", 217).expect("creating the namespaces");
-    let (linux6, core6) = dual_stack(&pair, 217);
+    let (linux6, core6) = linux_ipv6(&pair, 217);
     let www = profile_dir().join("shim6-www");
     std::fs::create_dir_all(&www).expect("creating the web root");
     let data = payload(2 << 20);
@@ -217,7 +189,7 @@ fn shim6_v6only_pktinfo_options_and_mapped_peers_behave_as_on_linux() {
     let _lock = start();
     need("python3");
     let pair = Pair::new("p6", 218).expect("creating the namespaces");
-    let (linux6, core6) = dual_stack(&pair, 218);
+    let (linux6, core6) = linux_ipv6(&pair, 218);
     let peer_py = script("v6_peer.py");
     let mut peer = Proc::spawn(
         "v6_peer.py (linux)",

@@ -43,21 +43,6 @@ const TCP_BOTH: &str = "import socket,sys,time\n\
     print('echoed', flush=True)\n\
     time.sleep(30)\n";
 
-/// Python: 20 UDP datagrams to argv[1]:7, prints how many came back equal.
-const UDP_ECHO: &str = "import socket,sys\n\
-    fam = socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET\n\
-    s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(1)\n\
-    ok = 0\n\
-    for i in range(20):\n\
-    \x20   m = b'corestack-%d' % i\n\
-    \x20   s.sendto(m, (sys.argv[1], 7))\n\
-    \x20   try:\n\
-    \x20       d, a = s.recvfrom(2048)\n\
-    \x20       ok += d == m and a[0] == sys.argv[1]\n\
-    \x20   except socket.timeout:\n\
-    \x20       pass\n\
-    print(ok)\n";
-
 #[test]
 fn service_app_echoes_on_dual_stack_listener_to_linux_ipv6_and_ipv4_and_udp6() {
     let _lock = start();
@@ -118,11 +103,7 @@ fn service_app_echoes_on_dual_stack_listener_to_linux_ipv6_and_ipv4_and_udp6() {
     drop(tcp);
     // UDP over IPv6 (and IPv4) to the same [::] socket.
     for target in [core6.as_str(), pair.core_ip.as_str()] {
-        let out = pair
-            .linux
-            .run("python3", &["-c", UDP_ECHO, target])
-            .unwrap_or_else(|e| panic!("UDP echo to {target}: {e}"));
-        let ok: u32 = out.trim().parse().unwrap_or(0);
+        let ok = udp_echoes(&pair.linux, target);
         assert!(
             ok >= 19,
             "only {ok} of 20 UDP echoes from {target}; daemon log:\n{}",
