@@ -425,6 +425,12 @@ pub fn ifindex() -> u32 {
     })
 }
 
+/// True when the stack has IPv6 (an IPv6 address configured, or in
+/// service mode a daemon with one).
+pub fn has_ipv6() -> bool {
+    net().is_some_and(|c| c.v6.is_some())
+}
+
 /// True when `ip` is one of corestack's IPv6 addresses (global or
 /// link-local).
 pub fn is_own6(ip: Ipv6Addr) -> bool {

@@ -5,7 +5,8 @@
 //! Decisions (made at bind, listen, connect, or the first sendto):
 //! - bind to corestack's address (IPv4, or one of its IPv6 addresses):
 //!   corestack only;
-//! - bind to the wildcard (0.0.0.0, or `::` with its IPV6_V6ONLY): both. The
+//! - bind to the wildcard (0.0.0.0, or `::` with its IPV6_V6ONLY; `::` with
+//!   IPV6_V6ONLY on a stack without IPv6 is the kernel's alone): both. The
 //!   kernel socket is bound to the same address and port (the kernel picks
 //!   the port for port 0, and says EADDRINUSE as Linux does), so a server
 //!   keeps answering on loopback; accept and readiness report both sides;

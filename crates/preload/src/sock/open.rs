@@ -18,7 +18,11 @@ impl Sock {
             return Err(libc::EINVAL); // an IPv6-only socket has no IPv4 address (Linux)
         }
         let core = sa.core(self.family);
-        let place = core.map_or(Place::Kernel, |a| process::bind_place(a.ip()));
+        let place = match core.map_or(Place::Kernel, |a| process::bind_place(a.ip())) {
+            // IPv6 only, on a stack without IPv6: nothing for corestack.
+            Place::Both if self.ipv6_only_without_ipv6() => Place::Kernel,
+            place => place,
+        };
         match place {
             Place::Kernel => {
                 k::bind(fd, raw)?;
@@ -127,6 +131,14 @@ impl Sock {
         Ok((u, src(port), false))
     }
 
+    /// True for an AF_INET6 socket with IPV6_V6ONLY when the stack has no
+    /// IPv6: on `::` it has nothing to receive from corestack, so it stays
+    /// in the kernel (loopback `::1`, the host's IPv6) and takes no port
+    /// on corestack.
+    fn ipv6_only_without_ipv6(&self) -> bool {
+        self.family == libc::AF_INET6 && self.v6only() && !process::has_ipv6()
+    }
+
     /// A corestack UDP socket on `a` (IPV6_V6ONLY as set, for `::`).
     pub(super) fn udp_bind(&self, a: SocketAddr) -> R<UdpSocket> {
         let stack = process::stack()?;
@@ -160,6 +172,12 @@ impl Sock {
         let (local, dual) = match bound {
             Some((a, kbound)) => (a, kbound),
             None => {
+                if self.ipv6_only_without_ipv6() {
+                    // Only IPv6 peers, and the stack has no IPv6: the kernel's.
+                    k::listen(fd, backlog)?;
+                    self.go_kernel(&mut st, me);
+                    return Ok(());
+                }
                 let any = if self.family == libc::AF_INET6 {
                     IpAddr::V6(Ipv6Addr::UNSPECIFIED)
                 } else {
