@@ -42,6 +42,7 @@ mod nd;
 pub mod neighbor;
 pub mod pmtu;
 pub mod publish;
+mod reasm;
 mod rings;
 mod rx;
 mod rx6;
