@@ -190,18 +190,13 @@ impl Protocols {
         let mut dst = [0u8; 16];
         dst.copy_from_slice(&head[24..40]);
         let local_port = u16::from_be_bytes([t[0], t[1]]);
-        let remote = core::net::SocketAddrV6::new(
-            Ipv6Addr::from(dst),
-            u16::from_be_bytes([t[2], t[3]]),
-            0,
-            0,
-        );
+        let remote_port = u16::from_be_bytes([t[2], t[3]]);
         let seq = wire::SeqNum(u32::from_be_bytes([t[4], t[5], t[6], t[7]]));
         let slot = self
             .sockets
             .flows6
-            .get(&crate::sockets::flow_key6(remote, local_port));
-        QuotedTcp::Tcp(slot.map(|&s| (s, seq)))
+            .get(Ipv6Addr::from(dst), remote_port, local_port);
+        QuotedTcp::Tcp(slot.map(|s| (s, seq)))
     }
 
     /// The path MTU toward `dst` in bytes (at least 1280 when learned; the

@@ -33,6 +33,7 @@ mod config;
 pub mod egress;
 pub mod egress6;
 mod events;
+mod family;
 pub mod frag;
 pub mod frag6;
 mod icmp;

@@ -11,12 +11,12 @@
 
 use crate::rx::count_bad;
 use crate::rx6::Rx6;
-use crate::sockets::{flow_key6, Conn, Socket};
+use crate::sockets::{Conn, Socket};
 use crate::tcp::{self, State};
 use crate::tx::TCP_BURST;
 use crate::Protocols;
 use appif::socket::UdpHeader;
-use core::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
+use core::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
 use nic::TxQueue;
 use wire::ipv6::{Ipv6Packet, Ipv6Repr, NEXT_TCP, NEXT_UDP};
 use wire::tcp::TcpRepr;
@@ -40,35 +40,8 @@ impl Protocols {
             self.stats.drop_ipv6_transport += 1;
             return;
         }
-        let (seg, payload) = match TcpRepr::parse_v6(segment, src, dst, self.cfg.verify_checksums) {
-            Ok(v) => v,
-            Err(e) => {
-                let s = &mut self.stats;
-                return count_bad(e, &mut s.drop_tcp_checksum, &mut s.drop_tcp_malformed);
-            }
-        };
-        self.stats.tcp_rx_segments += 1;
-        if let Some(h) = &self.handoff {
-            if h.steering().owner_v6(src, dst, seg.src_port, seg.dst_port) != h.me() {
-                self.stats.owner_violations += 1;
-            }
-        }
-        let remote = SocketAddrV6::new(src, seg.src_port, 0, 0);
-        let slot = self
-            .sockets
-            .flows6
-            .get(&flow_key6(remote, seg.dst_port))
-            .copied();
         let ce = ip.traffic_class() & 0b11 == 0b11;
-        let ev = self.tcp_segment(
-            slot,
-            SocketAddr::V6(remote),
-            IpAddr::V6(dst),
-            &seg,
-            payload,
-            ce,
-            tx,
-        );
+        let ev = self.handle_tcp(src, dst, segment, ce, tx);
         // RFC 4861 §7.3.1: new data acknowledged (or the handshake done)
         // is forward progress: the neighbor toward the peer is reachable.
         if ev.is_some_and(|e| e.writable || e.connected) {
@@ -107,7 +80,7 @@ impl Protocols {
         };
         e6.send_repr(tx, &mut self.stats, now, &ip, |buf| {
             seg.emit_header(buf);
-            wire::tcp::fill_checksum_v6(buf, local, remote);
+            wire::tcp::fill_checksum(buf, local, remote);
         })
     }
 
@@ -163,7 +136,7 @@ impl Protocols {
                 e6.send_repr(tx, stats, now, &ip, |buf| {
                     seg.repr.emit_header(&mut buf[..hlen]);
                     txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
-                    wire::tcp::fill_checksum_v6(buf, local, remote);
+                    wire::tcp::fill_checksum(buf, local, remote);
                 });
                 stats.tcp_tx_segments += seg.segments() as u64;
             },
@@ -200,8 +173,7 @@ impl Protocols {
         tx: &mut T,
     ) {
         let (src, dst) = (ip.src(), ip.dst());
-        let (udp, payload) = match UdpRepr::parse_v6(datagram, src, dst, self.cfg.verify_checksums)
-        {
+        let (udp, payload) = match UdpRepr::parse(datagram, src, dst, self.cfg.verify_checksums) {
             Ok(v) => v,
             Err(e) => {
                 let s = &mut self.stats;
@@ -265,7 +237,7 @@ pub(crate) fn send_udp6<T: TxQueue>(
             }
             .emit_header(buf);
             copy(&mut buf[wire::udp::HEADER_LEN..]);
-            wire::udp::fill_checksum_v6(buf, src, daddr);
+            wire::udp::fill_checksum(buf, src, daddr);
         },
     )
 }
