@@ -7,6 +7,7 @@
 
 use crate::arp::FRAME_CAP;
 use crate::config::{link_local_from_mac, Ipv6Config};
+use crate::egress::send_waiting;
 use crate::egress::MIN_FRAME;
 use crate::neighbor::{NdAction, NeighborCache, RETRANS_TIMER};
 use crate::pmtu::{PmtuTable, PMTU_ENTRIES};
@@ -273,17 +274,11 @@ impl Egress6 {
     ) -> bool {
         let frame_len = (HEADERS6 + ip.payload_len).max(MIN_FRAME);
         let src_mac = self.mac;
-        if tx.transmit(frame_len, |buf| {
+        let sent = tx.transmit(frame_len, |buf| {
             build(buf, dst_mac, src_mac, ip, fill);
             frame_len
-        }) {
-            stats.tx_frames += 1;
-            stats.tx_bytes += frame_len as u64;
-            true
-        } else {
-            stats.tx_no_buffer += 1;
-            false
-        }
+        });
+        stats.count_tx(sent, 1, frame_len)
     }
 
     /// Sends a Neighbor Solicitation for `target` (RFC 4861 §7.2.2):
@@ -388,19 +383,8 @@ impl Egress6 {
         ip: Ipv6Addr,
         mac: MacAddr,
     ) {
-        self.neighbors.take_waiting(ip, |frame| {
-            frame[..6].copy_from_slice(&mac.0);
-            let len = frame.len();
-            if tx.transmit(len, |buf| {
-                buf[..len].copy_from_slice(frame);
-                len
-            }) {
-                stats.tx_frames += 1;
-                stats.tx_bytes += len as u64;
-            } else {
-                stats.tx_no_buffer += 1;
-            }
-        });
+        self.neighbors
+            .take_waiting(ip, |frame| send_waiting(tx, stats, mac, frame));
     }
 
     /// Neighbor Discovery timers (solicitations, probes, neighbors given

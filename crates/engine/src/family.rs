@@ -10,11 +10,12 @@
 //! [`SocketAddr`] of either family and hash the whole address
 //! (`tcp::isn`, `syncookie`).
 
-use crate::sockets::{FlowTable, Sockets};
+use crate::sockets::{FlowTable, Ports, Sockets};
 use core::fmt::Debug;
 use core::hash::Hash;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use nic::rss::Steering;
+use std::collections::HashMap;
 use wire::checksum::IpAddress;
 
 /// An IP address family: [`Ipv4Addr`] or [`Ipv6Addr`].
@@ -29,6 +30,9 @@ pub trait Family: IpAddress + Into<IpAddr> {
 
     /// The family's TCP flow table in `sockets`.
     fn flows(sockets: &Sockets) -> &FlowTable<Self>;
+
+    /// The family's port table `which` in `sockets` (local port → slot).
+    fn ports(sockets: &Sockets, which: Ports) -> &HashMap<u16, u32>;
 
     /// The engine owning the flow between `a:port_a` and `b:port_b` under
     /// `steering` (symmetric: the same both ways).
@@ -57,6 +61,11 @@ impl Family for Ipv4Addr {
     }
 
     #[inline]
+    fn ports(sockets: &Sockets, which: Ports) -> &HashMap<u16, u32> {
+        sockets.ports(which)
+    }
+
+    #[inline]
     fn owner(steering: &Steering, a: Self, b: Self, port_a: u16, port_b: u16) -> usize {
         steering.owner(a.octets(), b.octets(), port_a, port_b)
     }
@@ -81,5 +90,10 @@ impl Family for Ipv6Addr {
     #[inline]
     fn owner(steering: &Steering, a: Self, b: Self, port_a: u16, port_b: u16) -> usize {
         steering.owner(a.octets(), b.octets(), port_a, port_b)
+    }
+
+    #[inline]
+    fn ports(sockets: &Sockets, which: Ports) -> &HashMap<u16, u32> {
+        sockets.ports6(which)
     }
 }

@@ -9,13 +9,9 @@
 //! MSS keeps segments within the path MTU). No TSO or gather for IPv6 yet:
 //! every segment is copied into its frame and checksummed in software.
 
-use crate::rx::count_bad;
 use crate::rx6::Rx6;
-use crate::sockets::{Conn, Socket};
-use crate::tcp::{self, State};
-use crate::tx::TCP_BURST;
+use crate::sockets::Socket;
 use crate::Protocols;
-use appif::socket::UdpHeader;
 use core::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
 use nic::TxQueue;
 use wire::ipv6::{Ipv6Packet, Ipv6Repr, NEXT_TCP, NEXT_UDP};
@@ -108,56 +104,26 @@ impl Protocols {
         };
         c.tcb.snd.gso_max = 0;
         let label = c.flow_label;
-        let Conn {
-            tcb,
-            tx: txr,
-            rx,
-            shared,
-            ..
-        } = &mut **c;
-        let rcv_free = rx.free();
-        let n = tcb.poll_output(
-            now,
-            &*txr,
-            rcv_free,
-            TCP_BURST,
-            &mut |seg: &tcp::Segment| {
-                let hlen = seg.repr.header_len();
-                let plen = seg.repr.payload_len;
-                let ip = Ipv6Repr {
-                    src: local,
-                    dst: remote,
-                    next_header: NEXT_TCP,
-                    hop_limit: crate::egress6::HOP_LIMIT,
-                    traffic_class: if seg.ect { ECT0 } else { 0 },
-                    flow_label: label,
-                    payload_len: hlen + plen,
-                };
-                e6.send_repr(tx, stats, now, &ip, |buf| {
-                    seg.repr.emit_header(&mut buf[..hlen]);
-                    txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
-                    wire::tcp::fill_checksum(buf, local, remote);
-                });
-                stats.tcp_tx_segments += seg.segments() as u64;
-            },
-        );
-        // As `output` does for IPv4: a writer that adds bytes kicks us.
-        let mut again = false;
-        let len = txr.len();
-        if tcb.all_sent(len) && shared.set_tx_idle() {
-            core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-            again = txr.len() > len && shared.take_tx_idle();
-        }
-        let closed = tcb.state() == State::Closed;
-        if closed && (c.app_closed || c.unaccepted()) {
-            tx.flush();
-            self.drop_conn(slot);
-        } else {
-            self.arm_timer(slot);
-            if again {
-                self.mark_dirty(slot);
-            }
-        }
+        let n = crate::tx::poll_burst(c, now, |seg, txr| {
+            let hlen = seg.repr.header_len();
+            let plen = seg.repr.payload_len;
+            let ip = Ipv6Repr {
+                src: local,
+                dst: remote,
+                next_header: NEXT_TCP,
+                hop_limit: crate::egress6::HOP_LIMIT,
+                traffic_class: if seg.ect { ECT0 } else { 0 },
+                flow_label: label,
+                payload_len: hlen + plen,
+            };
+            e6.send_repr(tx, stats, now, &ip, |buf| {
+                seg.repr.emit_header(&mut buf[..hlen]);
+                txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
+                wire::tcp::fill_checksum(buf, local, remote);
+            });
+            stats.tcp_tx_segments += seg.segments() as u64;
+        });
+        self.after_output(slot, tx);
         n
     }
 
@@ -172,35 +138,9 @@ impl Protocols {
         datagram: &[u8],
         tx: &mut T,
     ) {
-        let (src, dst) = (ip.src(), ip.dst());
-        let (udp, payload) = match UdpRepr::parse(datagram, src, dst, self.cfg.verify_checksums) {
-            Ok(v) => v,
-            Err(e) => {
-                let s = &mut self.stats;
-                return count_bad(e, &mut s.drop_udp_checksum, &mut s.drop_udp_malformed);
-            }
-        };
-        let Some(&slot) = self.sockets.udp6.get(&udp.dst_port) else {
-            self.stats.drop_udp_no_socket += 1;
+        if self.udp_rx(ip.src(), ip.dst(), datagram) {
             self.send_icmpv6_unreachable(rx, ip, wire::icmpv6::DST_UNREACH_PORT, tx);
-            return;
-        };
-        let Some(Some(Socket::Udp(u))) = self.sockets.slots.get_mut(slot as usize) else {
-            return;
-        };
-        let h = UdpHeader {
-            addr: SocketAddr::V6(SocketAddrV6::new(src, udp.src_port, 0, 0)),
-            len: payload.len() as u16,
-        };
-        if u.rx.free() < UdpHeader::LEN + payload.len() {
-            self.stats.drop_udp_rx_full += 1;
-            return;
         }
-        u.rx.write(&h.encode());
-        u.rx.write(payload);
-        u.shared.wake();
-        self.woke = true;
-        self.stats.udp_rx += 1;
     }
 }
 
