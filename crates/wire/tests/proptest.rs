@@ -3,6 +3,8 @@
 //! seeded with a fixed value, so every run checks the same inputs (new
 //! inputs come from the fuzz targets).
 
+mod common;
+
 use std::net::Ipv4Addr;
 
 use proptest::prelude::*;
@@ -123,11 +125,7 @@ fn tcp_repr() -> impl Strategy<Value = TcpRepr> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 2000,
-        rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed_c0de),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::config())]
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..128), src in ip(), dst in ip()) {

@@ -2,6 +2,8 @@
 //! parse or walk panics on arbitrary bytes, and `parse(emit(repr)) == repr`
 //! for arbitrary valid reprs. Seeded with a fixed value, like proptest.rs.
 
+mod common;
+
 use std::net::Ipv6Addr;
 
 use proptest::prelude::*;
@@ -148,11 +150,7 @@ fn icmpv6_repr<'a>(kind: u8, a: u32, code: u8, data: &'a [u8]) -> Icmpv6Repr<'a>
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 2000,
-        rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed_c0de),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::config())]
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..160), src in ip6(), dst in ip6()) {
