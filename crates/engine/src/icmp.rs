@@ -16,16 +16,8 @@ pub(crate) const ICMP_QUOTE_MAX: usize = 576 - 20 - 8;
 impl Protocols {
     pub(crate) fn handle_icmp<T: TxQueue>(&mut self, src: Ipv4Addr, msg: &[u8], tx: &mut T) {
         match Icmpv4Repr::parse(msg, self.cfg.verify_checksums) {
-            Ok(Icmpv4Repr::EchoRequest {
-                ident,
-                seq_no,
-                data,
-            }) => {
-                let reply = Icmpv4Repr::EchoReply {
-                    ident,
-                    seq_no,
-                    data,
-                };
+            Ok(Icmpv4Repr::EchoRequest(echo)) => {
+                let reply = Icmpv4Repr::EchoReply(echo);
                 let len = reply.buffer_len();
                 if len + wire::ipv4::HEADER_LEN > self.egress.mtu {
                     self.stats.drop_icmp_malformed += 1;

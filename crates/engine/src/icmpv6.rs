@@ -62,21 +62,12 @@ impl Protocols {
     /// 4443 §4.2: same identifier, sequence number and data).
     fn echo6<T: TxQueue>(&mut self, ip: &Ipv6Packet<'_>, msg: &[u8], tx: &mut T) {
         let (src, dst) = (ip.src(), ip.dst());
-        let Ok(Icmpv6Repr::EchoRequest {
-            ident,
-            seq_no,
-            data,
-        }) = Icmpv6Repr::parse(msg, src, dst, false)
-        else {
+        let Ok(Icmpv6Repr::EchoRequest(echo)) = Icmpv6Repr::parse(msg, src, dst, false) else {
             self.stats.drop_icmpv6_malformed += 1;
             return;
         };
         let Some(e6) = self.ip6.as_mut() else { return };
-        let reply = Icmpv6Repr::EchoReply {
-            ident,
-            seq_no,
-            data,
-        };
+        let reply = Icmpv6Repr::EchoReply(echo);
         let len = reply.buffer_len();
         if dst.is_multicast()
             || src.is_unspecified()

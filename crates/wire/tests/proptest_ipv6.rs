@@ -7,7 +7,7 @@ mod common;
 use std::net::Ipv6Addr;
 
 use proptest::prelude::*;
-use wire::icmpv6::{self, Icmpv6Packet, Icmpv6Repr};
+use wire::icmpv6::{self, Echo, Icmpv6Packet, Icmpv6Repr};
 use wire::ipv6::{self, Ipv6Packet, Ipv6Repr};
 use wire::ipv6_ext::{
     self, walk_after_fragment, walk_chain, Ipv6ChainEnd, Ipv6FragmentRepr, Ipv6OptionsRepr,
@@ -131,16 +131,16 @@ fn icmpv6_repr<'a>(kind: u8, a: u32, code: u8, data: &'a [u8]) -> Icmpv6Repr<'a>
             pointer: a,
             data,
         },
-        4 => Icmpv6Repr::EchoRequest {
+        4 => Icmpv6Repr::EchoRequest(Echo {
             ident: (a >> 16) as u16,
             seq_no: a as u16,
             data,
-        },
-        5 => Icmpv6Repr::EchoReply {
+        }),
+        5 => Icmpv6Repr::EchoReply(Echo {
             ident: (a >> 16) as u16,
             seq_no: a as u16,
             data,
-        },
+        }),
         _ => Icmpv6Repr::Other {
             msg_type: 130 + (a % 10) as u8,
             code,
