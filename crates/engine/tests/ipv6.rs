@@ -140,13 +140,19 @@ fn icmp(src: Ipv6Addr, dst: Ipv6Addr, msg: &Icmpv6Repr) -> Vec<u8> {
     m
 }
 
-fn echo_request(src: Ipv6Addr, dst: Ipv6Addr, data: &[u8]) -> Vec<u8> {
+/// An Echo Request message (identifier 7, sequence 1) from `src` to
+/// `dst` carrying `data`, without its IPv6 header.
+fn echo_message(src: Ipv6Addr, dst: Ipv6Addr, data: &[u8]) -> Vec<u8> {
     let msg = Icmpv6Repr::EchoRequest(Echo {
         ident: 7,
         seq_no: 1,
         data,
     });
-    ipv6(src, dst, NEXT_ICMPV6, 64, &icmp(src, dst, &msg))
+    icmp(src, dst, &msg)
+}
+
+fn echo_request(src: Ipv6Addr, dst: Ipv6Addr, data: &[u8]) -> Vec<u8> {
+    ipv6(src, dst, NEXT_ICMPV6, 64, &echo_message(src, dst, data))
 }
 
 /// A Neighbor Solicitation from `src` (with our MAC as its source
@@ -418,15 +424,7 @@ fn echo_request_in_three_fragments_is_answered() {
     let mut b = Bench::new();
     b.introduce();
     let data: Vec<u8> = (0..600).map(|i| i as u8).collect();
-    let msg = icmp(
-        PEER,
-        ENGINE,
-        &Icmpv6Repr::EchoRequest(Echo {
-            ident: 7,
-            seq_no: 1,
-            data: &data,
-        }),
-    );
+    let msg = echo_message(PEER, ENGINE, &data);
     let frags = fragments(0x1234, NEXT_ICMPV6, &msg, 208);
     assert_eq!(frags.len(), 3);
     assert!(b.exchange(ENGINE_MAC, &frags[2]).is_empty());
@@ -449,15 +447,7 @@ fn overlapping_and_tiny_fragments_are_dropped() {
     let mut b = Bench::new();
     b.introduce();
     let data = [5u8; 300];
-    let msg = icmp(
-        PEER,
-        ENGINE,
-        &Icmpv6Repr::EchoRequest(Echo {
-            ident: 7,
-            seq_no: 1,
-            data: &data,
-        }),
-    );
+    let msg = echo_message(PEER, ENGINE, &data);
     // Overlap: 0..160, then 152..end.
     assert!(b
         .exchange(ENGINE_MAC, &fragment(1, 58, 0, &msg[..160], true))
