@@ -52,7 +52,7 @@ pub struct Gso {
 
 impl Gso {
     /// Segments a transport segment of `l4_len` bytes (header included) makes.
-    fn segments(&self, l4_len: usize) -> usize {
+    pub(crate) fn segments(&self, l4_len: usize) -> usize {
         l4_len
             .saturating_sub(self.header_len)
             .div_ceil(self.size.max(1))

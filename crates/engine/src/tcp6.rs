@@ -6,9 +6,12 @@
 //! machine, the flow tables and the listeners are the family-generic ones
 //! of IPv4 (`rx::tcp_segment`, `sockets`, `listen`). IPv6 has no DF and no
 //! identification: nothing to set (RFC 8200 §5: we never fragment, the
-//! MSS keeps segments within the path MTU). No TSO or gather for IPv6 yet:
-//! every segment is copied into its frame and checksummed in software.
+//! MSS keeps segments within the path MTU). Toward a resolved neighbor,
+//! TCP output uses the port's segmentation offload and lends payloads from
+//! the TX ring as over IPv4 (`egress6::send_tcp_gso`, `send_tcp_gather`);
+//! other segments are copied into their frame and checksummed here.
 
+use crate::egress::Gso;
 use crate::rx6::Rx6;
 use crate::sockets::Socket;
 use crate::Protocols;
@@ -17,6 +20,10 @@ use nic::TxQueue;
 use wire::ipv6::{Ipv6Packet, Ipv6Repr, NEXT_TCP, NEXT_UDP};
 use wire::tcp::TcpRepr;
 use wire::udp::UdpRepr;
+
+/// Bytes an IPv6 header has beyond an IPv4 one without options: taken off
+/// the port's largest GSO payload so that a frame stays within it.
+const IPV6_EXTRA: usize = wire::ipv6::HEADER_LEN - wire::ipv4::HEADER_LEN;
 
 /// The ECT(0) codepoint in the Traffic Class's ECN bits (RFC 3168 §5).
 const ECT0: u8 = 0b10;
@@ -81,10 +88,14 @@ impl Protocols {
     }
 
     /// `flush_output` for a connection over IPv6 in `slot`: up to a burst
-    /// of segments, each copied into its frame.
+    /// of segments. Toward a resolved next hop a segment may exceed the
+    /// MTU (the port cuts it, `gso_max` 20 bytes below IPv4's for the
+    /// longer header) and its payload may stay in the TX ring (gather), as
+    /// over IPv4 (`tx::output`); else it is copied into its frame.
     pub(crate) fn output6<T: TxQueue>(&mut self, slot: u32, tx: &mut T) -> usize {
         let Protocols {
             sockets,
+            egress,
             ip6,
             stats,
             now,
@@ -102,7 +113,12 @@ impl Protocols {
         let Some(e6) = ip6.as_mut() else {
             return 0;
         };
-        c.tcb.snd.gso_max = 0;
+        let next_mac = e6.resolved(remote, now);
+        c.tcb.snd.gso_max = match next_mac {
+            Some(_) if egress.gso_max > 0 => egress.gso_max.saturating_sub(IPV6_EXTRA),
+            _ => 0,
+        };
+        let lend_to = next_mac.filter(|_| egress.gather);
         let label = c.flow_label;
         let n = crate::tx::poll_burst(c, now, |seg, txr| {
             let hlen = seg.repr.header_len();
@@ -116,12 +132,43 @@ impl Protocols {
                 flow_label: label,
                 payload_len: hlen + plen,
             };
-            e6.send_repr(tx, stats, now, &ip, |buf| {
+            let frame_len = crate::egress6::HEADERS6 + hlen + plen;
+            let lent = match lend_to {
+                Some(mac) if plen > 0 && frame_len >= crate::egress::MIN_FRAME => {
+                    txr.payload(seg.payload_offset, plen).map(|p| (mac, p))
+                }
+                _ => None,
+            };
+            let header = |buf: &mut [u8]| {
                 seg.repr.emit_header(&mut buf[..hlen]);
-                txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
-                wire::tcp::fill_checksum(buf, local, remote);
-            });
+            };
+            match (lent, next_mac) {
+                (Some((mac, payload)), _) => {
+                    e6.send_tcp_gather(tx, stats, mac, &ip, hlen, payload, seg.gso_size, header);
+                }
+                (None, Some(mac)) if seg.gso_size > 0 => {
+                    let gso = Gso {
+                        size: seg.gso_size,
+                        header_len: hlen,
+                    };
+                    // The port writes the pseudo-header sum of what it cuts.
+                    e6.send_tcp_gso(tx, stats, mac, &ip, gso, |buf| {
+                        header(buf);
+                        txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
+                    });
+                }
+                _ => {
+                    e6.send_repr(tx, stats, now, &ip, |buf| {
+                        header(buf);
+                        txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
+                        wire::tcp::fill_checksum(buf, local, remote);
+                    });
+                }
+            }
             stats.tcp_tx_segments += seg.segments() as u64;
+            if seg.gso_size > 0 {
+                stats.tcp_tso_sends += 1;
+            }
         });
         self.after_output(slot, tx);
         n
