@@ -22,7 +22,8 @@
 //!
 //! Off, the cost is one load and one branch per engine iteration. The
 //! filter is a postfix program of [`FilterOp`]s (host, port, protocol, and,
-//! or, not); a malformed program matches nothing.
+//! or, not); a malformed program matches nothing. Each op is one word, but
+//! an IPv6 host, three (its 16 bytes over 7 + 7 + 2 bytes of argument).
 
 use crate::observer_shm::{ObserverShm, Ring};
 use core::sync::atomic::Ordering;
@@ -35,7 +36,8 @@ pub const CAPTURE: &str = "capture";
 const MAGIC: &[u8; 8] = b"CSCAPTR1";
 const ON_OFF: usize = 64;
 const FILTER_OFF: usize = 128;
-/// Most ops in a filter program.
+/// Most words in a filter program (an op is one word, [`FilterOp::Host6`]
+/// three: [`FilterOp::words`]).
 pub const FILTER_OPS: usize = 23;
 const HEAD_OFF: usize = 320;
 const TAIL_OFF: usize = 384;
@@ -74,6 +76,11 @@ pub enum Direction {
 pub enum FilterOp {
     /// IPv4 source or destination (ARP: sender or target) is this address.
     Host(core::net::Ipv4Addr),
+    /// IPv6 source or destination is this address (three words).
+    Host6(core::net::Ipv6Addr),
+    /// The frame carries ICMPv6 (IPv6 next header 58, after any
+    /// extension headers the filter walks).
+    Icmp6,
     /// TCP or UDP source or destination port.
     Port(u16),
     /// The frame carries TCP.
@@ -92,10 +99,45 @@ pub enum FilterOp {
     Not,
 }
 
+/// Opcode of the words after an IPv6 host's first: 7 (then 2) more of its
+/// bytes.
+const HOST6_MORE: u64 = 11;
+/// IPv6 extension headers the filter steps over to find TCP, UDP or ICMPv6
+/// (RFC 8200 §4), at most this many.
+const EXT_HEADERS: usize = 4;
+
 impl FilterOp {
+    /// Words this op takes in a program (1; 3 for [`FilterOp::Host6`]).
+    pub fn words(self) -> usize {
+        match self {
+            FilterOp::Host6(_) => 3,
+            _ => 1,
+        }
+    }
+
+    /// Writes its words to the start of `out` (at least [`FilterOp::words`]
+    /// long); returns how many.
+    fn encode_into(self, out: &mut [u64]) -> usize {
+        if let FilterOp::Host6(a) = self {
+            let b = a.octets();
+            let word = |op: u64, bytes: &[u8]| {
+                op << 56 | bytes.iter().fold(0, |w, &x| w << 8 | u64::from(x))
+            };
+            // 7 + 7 + 2 bytes; the last word's value is 16 bits wide.
+            out[0] = word(10, &b[0..7]);
+            out[1] = word(HOST6_MORE, &b[7..14]);
+            out[2] = word(HOST6_MORE, &b[14..16]);
+            return 3;
+        }
+        out[0] = self.encode();
+        1
+    }
+
     fn encode(self) -> u64 {
         match self {
             FilterOp::Host(a) => 1 << 56 | u64::from(u32::from(a)),
+            FilterOp::Host6(_) => 10 << 56, // whole only through encode_into
+            FilterOp::Icmp6 => 12 << 56,
             FilterOp::Port(p) => 2 << 56 | u64::from(p),
             FilterOp::Tcp => 3 << 56,
             FilterOp::Udp => 4 << 56,
@@ -112,8 +154,12 @@ impl FilterOp {
 #[derive(Default)]
 struct Fields {
     arp: bool,
+    /// IPv4's protocol, or IPv6's upper-layer next header.
     proto: Option<u8>,
+    /// IPv4 (or ARP) source and destination.
     hosts: [u32; 2],
+    /// IPv6 source and destination, for an IPv6 frame.
+    hosts6: Option<[u128; 2]>,
     ports: Option<[u16; 2]>,
 }
 
@@ -146,9 +192,59 @@ fn fields(frame: &[u8]) -> Fields {
                 }
             }
         }
+        Some(0x86dd) => ipv6_fields(frame, &mut f),
         _ => {}
     }
     f
+}
+
+/// The IPv6 frame's addresses, its upper-layer protocol (past at most
+/// [`EXT_HEADERS`] Hop-by-Hop, Routing, Destination Options or Fragment
+/// headers) and, in a first fragment, TCP's or UDP's ports.
+fn ipv6_fields(frame: &[u8], f: &mut Fields) {
+    let addr = |o: usize| {
+        frame
+            .get(o..o + 16)
+            .and_then(|b| <[u8; 16]>::try_from(b).ok())
+            .map(u128::from_be_bytes)
+    };
+    let (Some(src), Some(dst)) = (addr(22), addr(38)) else {
+        return;
+    };
+    f.hosts6 = Some([src, dst]);
+    let Some(mut next) = frame.get(20).copied() else {
+        return;
+    };
+    let mut at = 54;
+    let mut first_fragment = true;
+    for _ in 0..EXT_HEADERS {
+        let len = match next {
+            0 | 43 | 60 => match frame.get(at + 1) {
+                Some(&l) => (usize::from(l) + 1) * 8,
+                None => return,
+            },
+            44 => {
+                let Some(off) = frame.get(at + 2..at + 4) else {
+                    return;
+                };
+                first_fragment = u16::from_be_bytes([off[0], off[1]]) & 0xfff8 == 0;
+                8
+            }
+            _ => break,
+        };
+        let Some(&n) = frame.get(at) else { return };
+        next = n;
+        at += len;
+    }
+    f.proto = Some(next);
+    if matches!(next, 6 | 17) && first_fragment {
+        if let Some(p) = frame.get(at..at + 4) {
+            f.ports = Some([
+                u16::from_be_bytes([p[0], p[1]]),
+                u16::from_be_bytes([p[2], p[3]]),
+            ]);
+        }
+    }
 }
 
 /// Whether `frame` passes the program `ops` (encoded words); an empty
@@ -161,10 +257,31 @@ fn passes(ops: &[u64], frame: &[u8]) -> bool {
     let f = fields(frame);
     let mut stack = [false; FILTER_OPS];
     let mut n = 0usize;
-    for &op in ops {
+    let mut i = 0usize;
+    while i < ops.len() {
+        let op = ops[i];
+        i += 1;
         let arg = op & ((1 << 56) - 1);
         let v = match op >> 56 {
-            1 => (f.arp || f.proto.is_some()) && f.hosts.contains(&(arg as u32)),
+            1 => {
+                (f.arp || f.proto.is_some())
+                    && f.hosts6.is_none()
+                    && f.hosts.contains(&(arg as u32))
+            }
+            10 => {
+                let (Some(&b), Some(&c)) = (ops.get(i), ops.get(i + 1)) else {
+                    return false;
+                };
+                if b >> 56 != HOST6_MORE || c >> 56 != HOST6_MORE {
+                    return false;
+                }
+                i += 2;
+                let mask = (1u128 << 56) - 1;
+                let a =
+                    u128::from(arg) << 72 | (u128::from(b) & mask) << 16 | (u128::from(c) & 0xffff);
+                f.hosts6.is_some_and(|h| h.contains(&a))
+            }
+            12 => f.hosts6.is_some() && f.proto == Some(58),
             2 => f.ports.is_some_and(|p| p.contains(&(arg as u16))),
             3 => f.proto == Some(6),
             4 => f.proto == Some(17),
@@ -316,23 +433,19 @@ impl CaptureControl {
 
     /// Sets the filter (empty: every frame) and switches capture on.
     ///
-    /// Errors: `InvalidInput` for more than [`FILTER_OPS`] ops.
+    /// Errors: `InvalidInput` for more than [`FILTER_OPS`] words
+    /// ([`FilterOp::words`]).
     pub fn start(&self, filter: &[FilterOp]) -> io::Result<()> {
-        if filter.len() > FILTER_OPS {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("a filter of at most {FILTER_OPS} terms"),
-            ));
-        }
+        let words = program(filter)?;
         self.seg.word(ON_OFF).store(0, Ordering::Release);
-        for (i, op) in filter.iter().enumerate() {
+        for (i, &w) in words.iter().enumerate() {
             self.seg
                 .word(FILTER_OFF + 8 + 8 * i)
-                .store(op.encode(), Ordering::Relaxed);
+                .store(w, Ordering::Relaxed);
         }
         self.seg
             .word(FILTER_OFF)
-            .store(filter.len() as u64, Ordering::Release);
+            .store(words.len() as u64, Ordering::Release);
         self.seg.word(ON_OFF).store(1, Ordering::Release);
         Ok(())
     }
@@ -373,6 +486,25 @@ impl CaptureControl {
     }
 }
 
+/// The program's words for `filter`.
+///
+/// Errors: `InvalidInput` for more than [`FILTER_OPS`] words.
+fn program(filter: &[FilterOp]) -> io::Result<Vec<u64>> {
+    let len: usize = filter.iter().map(|op| op.words()).sum();
+    if len > FILTER_OPS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a filter of at most {FILTER_OPS} words (an IPv6 host takes 3)"),
+        ));
+    }
+    let mut words = vec![0u64; len];
+    let mut at = 0;
+    for op in filter {
+        at += op.encode_into(&mut words[at..]);
+    }
+    Ok(words)
+}
+
 /// Writes `frames` as a pcap file (nanosecond timestamps, Ethernet links)
 /// that tcpdump, tshark and Wireshark read.
 pub fn write_pcap(out: &mut impl io::Write, frames: &[Frame]) -> io::Result<()> {
@@ -401,7 +533,7 @@ pub fn write_pcap(out: &mut impl io::Write, frames: &[Frame]) -> io::Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use core::net::Ipv4Addr;
+    use core::net::{Ipv4Addr, Ipv6Addr};
 
     /// An Ethernet + IPv4 + UDP frame from 10.0.0.1:1000 to 10.0.0.2:2000.
     fn udp_frame() -> Vec<u8> {
@@ -417,7 +549,61 @@ mod tests {
     }
 
     fn prog(ops: &[FilterOp]) -> Vec<u64> {
-        ops.iter().map(|o| o.encode()).collect()
+        program(ops).unwrap()
+    }
+
+    /// An Ethernet + IPv6 (+ `ext`, a Destination Options header when set) +
+    /// TCP frame from [fd00::1]:1000 to [fd00::2]:2000.
+    fn tcp6_frame(ext: bool) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 40 + if ext { 8 } else { 0 } + 20];
+        f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        f[14] = 0x60;
+        f[20] = if ext { 60 } else { 6 };
+        f[22..38].copy_from_slice(&"fd00::1".parse::<Ipv6Addr>().unwrap().octets());
+        f[38..54].copy_from_slice(&"fd00::2".parse::<Ipv6Addr>().unwrap().octets());
+        let l4 = if ext {
+            f[54] = 6; // next header; length 0: 8 bytes
+            62
+        } else {
+            54
+        };
+        f[l4..l4 + 2].copy_from_slice(&1000u16.to_be_bytes());
+        f[l4 + 2..l4 + 4].copy_from_slice(&2000u16.to_be_bytes());
+        f
+    }
+
+    #[test]
+    fn filter_matches_ipv6_hosts_ports_and_icmp6() {
+        use FilterOp::*;
+        let a: Ipv6Addr = "fd00::2".parse().unwrap();
+        let other: Ipv6Addr = "fd00::2:0:0:0".parse().unwrap();
+        let low: Ipv6Addr = "fd00::1:2".parse().unwrap();
+        for ext in [false, true] {
+            let f = tcp6_frame(ext);
+            assert!(passes(&prog(&[Host6(a)]), &f));
+            assert!(passes(&prog(&[Host6(a), Port(1000), And, Tcp, And]), &f));
+            assert!(!passes(&prog(&[Host6(other)]), &f));
+            assert!(!passes(&prog(&[Host6(low)]), &f));
+            assert!(!passes(&prog(&[Udp]), &f));
+            assert!(!passes(&prog(&[Icmp6]), &f));
+            // An IPv4 host never matches an IPv6 frame, 0.0.0.0 included.
+            assert!(!passes(&prog(&[Host(Ipv4Addr::UNSPECIFIED)]), &f));
+            assert!(passes(&prog(&[Host(Ipv4Addr::UNSPECIFIED), Not]), &f));
+        }
+        let mut icmp = tcp6_frame(false);
+        icmp[20] = 58;
+        assert!(passes(&prog(&[Icmp6, Host6(a), And]), &icmp));
+        assert!(!passes(&prog(&[Icmp6]), &udp_frame()));
+        assert!(!passes(&prog(&[Host6(a)]), &udp_frame()));
+        // A cut or torn IPv6 host matches nothing; so does a frame cut short.
+        let w = prog(&[Host6(a)]);
+        assert!(!passes(&w[..2], &tcp6_frame(false)));
+        assert!(!passes(&[w[0], w[1], 1 << 56], &tcp6_frame(false)));
+        assert!(!passes(&w[1..], &tcp6_frame(false)));
+        assert!(!passes(&w, &tcp6_frame(false)[..50]));
+        // Seven IPv6 hosts take 21 words; eight would take 24.
+        assert_eq!(program(&[Host6(a); 7]).unwrap().len(), 21);
+        assert!(program(&[Host6(a); 8]).is_err());
     }
 
     #[test]

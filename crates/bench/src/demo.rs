@@ -2,14 +2,17 @@
 //!
 //! ```text
 //!  namespace client (CPU 0)                 namespace server (CPU 1)
-//!  c1 10.77.1.1/24  ── veth ──  s1 (no kernel address; corestack 10.77.1.2 via af_xdp)
-//!  c2 10.77.2.1/24  ── veth ──  s2 10.77.2.2/24 (Linux echo server)
+//!  c1 10.77.1.1/24     ── veth ──  s1 (no kernel address; corestack 10.77.1.2
+//!     fd00:77:1::1/64                  and fd00:77:1::2 via af_xdp)
+//!  c2 10.77.2.1/24     ── veth ──  s2 10.77.2.2/24, fd00:77:2::2/64 (Linux echo server)
+//!     fd00:77:2::1/64
 //! ```
 //!
 //! Offloads are off on every veth end. The Linux echo server (`serve echo --kernel --spin`) and
 //! then the corestack echo server (`serve echo`, inline: the one thread runs the engine and
-//! spins) run one at a time so they never compete for the two cores; each is driven from the
-//! client namespace by `bench pingpong --json` (TCP, then UDP, 64 bytes). Then a 100 MiB echo
+//! spins) run one at a time so they never compete for the two cores; both listen on `[::]`,
+//! IPv4 and IPv6 on one socket; each is driven from the client namespace by `bench pingpong
+//! --json` (TCP over IPv4, UDP over IPv4, then TCP over IPv6, 64 bytes). Then a 100 MiB echo
 //! transfer through corestack (client on the kernel stack) checks sha256(sent) == sha256(received).
 //! Everything it creates (namespaces, links, processes, logs) goes on exit, also on Ctrl-C: the
 //! signal only sets a flag; every wait polls it and returns, and the guards tear down.
@@ -30,12 +33,15 @@ use cmdline::stop_flag;
 const PORT: u16 = 7;
 const LINUX_SERVER_IP: &str = "10.77.2.2";
 const CORESTACK_IP: &str = "10.77.1.2";
+const LINUX_SERVER_IP6: &str = "fd00:77:2::2";
+const CORESTACK_IP6: &str = "fd00:77:1::2";
 
 /// `demo` options.
 #[derive(Args, Debug)]
 pub struct Demo {
-    /// Measured seconds per ping-pong run (each round runs TCP and UDP on Linux and on corestack).
-    #[arg(long, default_value_t = 1.5)]
+    /// Measured seconds per ping-pong run (each round runs TCP and UDP over IPv4 and TCP over
+    /// IPv6 on Linux and on corestack).
+    #[arg(long, default_value_t = 1.0)]
     seconds: f64,
     /// Rounds of alternating Linux and corestack runs; the table shows the median of the rounds,
     /// so that a burst of noise on this shared machine hits both stacks alike (each round opens
@@ -111,8 +117,9 @@ impl Demo {
 
         progress.step("creating namespaces csc/css and two veth pairs (offloads off)");
         let topo = Topology::build("csc", "css", 77)?;
+        topo.add_ipv6(77)?;
         progress.done(
-            "namespaces and veth pairs ready: 10.77.1.0/24 (corestack), 10.77.2.0/24 (Linux)",
+            "namespaces and veth pairs ready: 10.77.1.0/24 and fd00:77:1::/64 (corestack), 10.77.2.0/24 and fd00:77:2::/64 (Linux)",
         );
 
         let secs = format!("{}", self.seconds);
@@ -134,12 +141,17 @@ impl Demo {
         // Alternate the two servers, one at a time, for `rounds` rounds.
         let linux_target = format!("{LINUX_SERVER_IP}:{PORT}");
         let core_target = format!("{CORESTACK_IP}:{PORT}");
+        let linux_target6 = format!("[{LINUX_SERVER_IP6}]:{PORT}");
+        let core_target6 = format!("[{CORESTACK_IP6}]:{PORT}");
+        let core_ip6 = format!("{CORESTACK_IP6}/64");
         let linux_args = [
             "serve",
             "echo",
             "--kernel",
             "--ip",
             LINUX_SERVER_IP,
+            "--ip",
+            LINUX_SERVER_IP6,
             "--port",
             "7",
             "--spin",
@@ -151,6 +163,8 @@ impl Demo {
             "s1",
             "--ip",
             "10.77.1.2/24",
+            "--ip",
+            &core_ip6,
             "--port",
             "7",
             "--driver",
@@ -159,13 +173,19 @@ impl Demo {
             "inline",
         ];
         let rounds = self.rounds.max(1);
-        let mut runs: [Vec<Latency>; 4] = Default::default(); // linux tcp, linux udp, core tcp, core udp
+        // Linux tcp, udp, tcp over IPv6; then corestack's.
+        let mut runs: [Vec<Latency>; 6] = Default::default();
         let mut generic = false;
         let mut core_server = None;
         for round in 1..=rounds {
-            for (name, args, target, first) in [
-                ("Linux", &linux_args[..], &linux_target, 0),
-                ("corestack", &core_args[..], &core_target, 2),
+            for (name, args, targets, first) in [
+                ("Linux", &linux_args[..], [&linux_target, &linux_target6], 0),
+                (
+                    "corestack",
+                    &core_args[..],
+                    [&core_target, &core_target6],
+                    3,
+                ),
             ] {
                 progress.step(&format!(
                     "round {round}/{rounds}: starting the {name} echo server"
@@ -174,12 +194,16 @@ impl Demo {
                 let mut server = spawn(&topo.server, server_cpu, &exe, args, &log)?;
                 wait_ready(&mut server, "listening", &log, false, &stop)
                     .with_context(|| format!("starting the {name} echo server"))?;
-                generic |= first == 2
+                generic |= first == 3
                     && fs::read_to_string(&log)
                         .unwrap_or_default()
                         .contains("generic");
-                for (k, proto) in ["--tcp", "--udp"].into_iter().enumerate() {
-                    let label = &proto[2..];
+                let kinds = [
+                    ("--tcp", targets[0], "tcp"),
+                    ("--udp", targets[0], "udp"),
+                    ("--tcp", targets[1], "tcp-ipv6"),
+                ];
+                for (k, (proto, target, label)) in kinds.into_iter().enumerate() {
                     progress.step(&format!(
                         "round {round}/{rounds}: {name} {label} ping-pong, {} s",
                         self.seconds
@@ -192,14 +216,15 @@ impl Demo {
                     ));
                     runs[first + k].push(l);
                 }
-                if first == 2 && round == rounds {
+                if first == 3 && round == rounds {
                     core_server = Some(server); // kept for the transfer
                 } else {
                     server.terminate(Duration::from_secs(3))?;
                 }
             }
         }
-        let [linux_tcp, linux_udp, core_tcp, core_udp] = runs.map(|r| Latency::median(&r));
+        let [linux_tcp, linux_udp, linux_tcp6, core_tcp, core_udp, core_tcp6] =
+            runs.map(|r| Latency::median(&r));
         let mut server = core_server.expect("the last round ran corestack");
 
         let mib = self.transfer_bytes as f64 / (1 << 20) as f64;
@@ -261,7 +286,7 @@ impl Demo {
             "median of {rounds} alternating rounds of {} s per stack and protocol",
             self.seconds
         );
-        println!("client: spins, server: spins (Linux: nonblocking busy loop; corestack: inline engine, af_xdp)");
+        println!("client: spins, server: spins (Linux: nonblocking busy loop; corestack: inline engine, af_xdp); both servers listen on [::] (IPv4 and IPv6)");
         if pin {
             println!("client pinned to CPU {CLIENT_CPU}, server to CPU {SERVER_CPU}; one server at a time");
         } else {
@@ -272,10 +297,14 @@ impl Demo {
         }
         println!();
         println!(
-            "{:<22}{:>12}{:>12}{:>18}",
+            "{:<27}{:>12}{:>12}{:>18}",
             "", "Linux", "corestack", "corestack/Linux"
         );
-        for (proto, l, c) in [("TCP", linux_tcp, core_tcp), ("UDP", linux_udp, core_udp)] {
+        for (proto, l, c) in [
+            ("TCP", linux_tcp, core_tcp),
+            ("UDP", linux_udp, core_udp),
+            ("TCP/IPv6", linux_tcp6, core_tcp6),
+        ] {
             row(&format!("{proto} p50 RTT (µs)"), l.p50_us, c.p50_us, 1);
             row(&format!("{proto} p99 RTT (µs)"), l.p99_us, c.p99_us, 1);
             row(&format!("{proto} round trips/s"), l.per_s, c.per_s, 0);
@@ -300,5 +329,5 @@ fn row(label: &str, linux: f64, core: f64, decimals: usize) {
     } else {
         "-".to_string()
     };
-    println!("{label:<22}{linux:>12.decimals$}{core:>12.decimals$}{ratio:>18}");
+    println!("{label:<27}{linux:>12.decimals$}{core:>12.decimals$}{ratio:>18}");
 }

@@ -8,7 +8,7 @@
 //! Kernel: one blocking thread per connection.
 
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -77,11 +77,18 @@ impl Totals {
 impl Sink {
     pub fn run(self) -> Result<()> {
         let stop = stop_flag()?;
-        let ip = self.stack.ip4().map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr);
-        let addr = SocketAddrV4::new(ip, self.port);
         if self.kernel {
-            return kernel_sink(addr, &stop);
+            return kernel_sink(cmdline::kernel_listen_addr(&self.stack, self.port), &stop);
         }
+        // With an IPv6 --ip, [::] (IPv6 and IPv4 on one socket, RFC 3493 §3.7); else the
+        // IPv4 address.
+        let addr = match (self.stack.ip6(), self.stack.ip4()) {
+            (Some(_), _) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), self.port),
+            (None, c) => SocketAddr::new(
+                IpAddr::V4(c.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr)),
+                self.port,
+            ),
+        };
         let stack = self.stack.start()?;
         let mut listener =
             corestack::TcpListener::bind(&stack, addr).map_err(|e| bind_error(e, "TCP", addr))?;
@@ -180,7 +187,7 @@ fn drain_step<S: Stream>(c: &mut Drain<S>, buf: &mut [u8], totals: &mut Totals) 
 }
 
 /// The Linux sink: a blocking thread per connection.
-fn kernel_sink(addr: SocketAddrV4, stop: &AtomicBool) -> Result<()> {
+fn kernel_sink(addr: SocketAddr, stop: &AtomicBool) -> Result<()> {
     let listener = std::net::TcpListener::bind(addr).map_err(|e| bind_error(e, "TCP", addr))?;
     listener.set_nonblocking(true)?;
     println!("listening on {addr} (tcp sink), kernel, blocking");
@@ -189,10 +196,6 @@ fn kernel_sink(addr: SocketAddrV4, stop: &AtomicBool) -> Result<()> {
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((mut stream, peer)) => {
-                let peer = match peer {
-                    std::net::SocketAddr::V4(p) => p,
-                    std::net::SocketAddr::V6(_) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
-                };
                 let totals = std::sync::Arc::clone(&totals);
                 stream.set_nonblocking(false)?;
                 thread::spawn(move || {
@@ -209,7 +212,7 @@ fn kernel_sink(addr: SocketAddrV4, stop: &AtomicBool) -> Result<()> {
                     }
                     let elapsed = since.elapsed();
                     if let Ok(mut t) = totals.lock() {
-                        t.done(peer.into(), bytes, elapsed);
+                        t.done(peer, bytes, elapsed);
                     }
                     let _ = stream.write_all(report_line(bytes, elapsed).as_bytes());
                     let _ = stream.shutdown(std::net::Shutdown::Write);

@@ -13,7 +13,7 @@
 //! The report line's format (written by the sink, parsed here) is this module's.
 
 use std::io;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -61,9 +61,9 @@ fn parse_report(line: &str) -> Option<(u64, u64)> {
 /// `bench stream` options.
 #[derive(Args, Debug)]
 pub struct StreamBench {
-    /// Sink server address (`corestack serve sink`).
+    /// Sink server address (`corestack serve sink`), IPv4 or IPv6 (`[fd00::2]:5201`).
     #[arg(long, value_name = "IP:PORT")]
-    target: SocketAddrV4,
+    target: SocketAddr,
     /// Bytes to send (instead of --duration).
     #[arg(long, conflicts_with = "duration")]
     bytes: Option<u64>,
@@ -144,7 +144,7 @@ impl StreamBench {
             }
             (t0, sent, report)
         } else {
-            let s = std::net::TcpStream::connect_timeout(&target.into(), Duration::from_secs(5))
+            let s = std::net::TcpStream::connect_timeout(&target, Duration::from_secs(5))
                 .map_err(|e| connect_error(e, target))?;
             s.set_write_timeout(Some(KERNEL_TIMEOUT))?;
             s.set_read_timeout(Some(KERNEL_TIMEOUT))?;

@@ -13,7 +13,10 @@
 //! cross the same links. The clean phase joins the bridges with the direct veth `cd`-`sd`; the
 //! lossy phase swaps in `cm`-`sm`, through `corestack impair --loss P` (each direction, seeded).
 //! Offloads are off on every veth end, IPv6 is off in the namespaces (`matrix.rs` builds the
-//! path, shared with `bench echo-matrix`). In each phase, one at a time: Linux to Linux, a
+//! path, shared with `bench echo-matrix`) unless `--family 6` or `both` asks for it: then the
+//! kernel's ends get fd00:78::1 and ::2, corestack's fd00:78::3 and ::4 beside their IPv4
+//! addresses, and each phase runs its pairings over IPv6 (after IPv4, with `both`: one table,
+//! a row per path, family and direction). In each phase, one at a time: Linux to Linux, a
 //! kernel client to a corestack sink (corestack receives), a corestack client to a kernel sink
 //! (corestack sends), each `bench stream --duration S` against `serve sink`. Everything goes on
 //! exit, also on Ctrl-C (exit 130).
@@ -27,7 +30,8 @@ use serde_json::Value;
 
 use crate::harness::children::{run_client, LogDir};
 use crate::harness::matrix::{
-    Lab, Topology, CLIENT_CPU, CORE_CLIENT, CORE_SERVER, LINUX_SERVER, PORT, SERVER_CPU,
+    Family, Lab, Topology, CLIENT_CPU, CORE_CLIENT, CORE_CLIENT6, CORE_SERVER, CORE_SERVER6, PORT,
+    SERVER_CPU,
 };
 use crate::report::median;
 use cmdline::{core_cc_arg, stop_flag};
@@ -67,6 +71,11 @@ pub struct StreamMatrix {
     /// or FILE.png.
     #[arg(long, value_name = "FILE")]
     plot: Option<std::path::PathBuf>,
+    /// The address family of the streams: 4, 6 (to the sinks' IPv6 addresses, fd00:78::2 and
+    /// fd00:78::4, from fd00:78::1 and fd00:78::3), or both (each path over IPv4, then IPv6;
+    /// one table, a row per path, family and direction).
+    #[arg(long, value_enum, default_value = "4")]
+    family: Family,
 }
 
 /// One phase's three goodputs, Mbit/s.
@@ -101,7 +110,7 @@ impl Ctx<'_> {
     fn stream(&self, target: &str, args: &[&str], log: &str) -> Result<f64> {
         let log = self.lab.logs.file(log);
         let secs = self.seconds.to_string();
-        let target = format!("{target}:{PORT}");
+        let target = Family::target(target, PORT);
         let mut all = vec![
             "bench",
             "stream",
@@ -123,19 +132,24 @@ impl Ctx<'_> {
     }
 
     /// Linux to Linux, corestack to Linux (packet socket, then AF_XDP tx ring), Linux to
-    /// corestack, `rounds` times.
-    fn phase(&self, name: &str, rounds: usize) -> Result<Phase> {
+    /// corestack, `rounds` times, over `family`.
+    fn phase(&self, name: &str, family: Family, rounds: usize) -> Result<Phase> {
         let mut p = Phase::default();
+        let name = match family {
+            Family::V6 => format!("{name}-v6"),
+            _ => name.to_string(),
+        };
         for r in 1..=rounds {
-            self.round(name, r, &mut p)?;
+            self.round(&name, family, r, &mut p)?;
         }
         Ok(p)
     }
 
-    fn round(&self, name: &str, r: usize, p: &mut Phase) -> Result<()> {
+    fn round(&self, name: &str, family: Family, r: usize, p: &mut Phase) -> Result<()> {
+        let linux_server = family.linux_server();
         let mut kernel = self
             .sink(
-                &["--kernel", "--ip", LINUX_SERVER],
+                &["--kernel", "--ip", linux_server],
                 &format!("{name}-{r}-sink-linux.log"),
             )
             .context("starting the kernel sink")?;
@@ -143,7 +157,7 @@ impl Ctx<'_> {
         let kernel_cc = ["--kernel-cc", self.linux_cc];
         p.linux.push(
             self.stream(
-                LINUX_SERVER,
+                linux_server,
                 &kernel_cc,
                 &format!("{name}-{r}-linux-linux.log"),
             )
@@ -157,12 +171,14 @@ impl Ctx<'_> {
                 "{name} {r}: corestack -> Linux ({tx} tx), {} s",
                 self.seconds
             );
-            let mut core_args = vec!["--iface", "cc", "--ip", CORE_CLIENT, "--driver", "af_xdp"];
+            let ips = family.core_ips(CORE_CLIENT, CORE_CLIENT6);
+            let mut core_args = vec!["--iface", "cc", "--driver", "af_xdp"];
+            core_args.extend(ips.iter().map(String::as_str));
             core_args.extend_from_slice(&["--af-xdp-tx", tx]);
             core_args.extend_from_slice(&self.cc);
             runs.push(
                 self.stream(
-                    LINUX_SERVER,
+                    linux_server,
                     &core_args,
                     &format!("{name}-{r}-core-linux-{tx}.log"),
                 )
@@ -171,8 +187,9 @@ impl Ctx<'_> {
         }
         kernel.terminate(Duration::from_secs(3))?;
         drop(kernel);
-        let ip = format!("{CORE_SERVER}/24");
-        let mut sink_args = vec!["--iface", "sc", "--ip", &ip, "--driver", "af_xdp"];
+        let ips = family.core_ips(&format!("{CORE_SERVER}/24"), &format!("{CORE_SERVER6}/64"));
+        let mut sink_args = vec!["--iface", "sc", "--driver", "af_xdp"];
+        sink_args.extend(ips.iter().map(String::as_str));
         sink_args.extend_from_slice(&self.cc);
         let mut core = self
             .sink(&sink_args, &format!("{name}-{r}-sink-core.log"))
@@ -180,7 +197,7 @@ impl Ctx<'_> {
         eprintln!("{name} {r}: Linux -> corestack, {} s", self.seconds);
         p.core_receives.push(
             self.stream(
-                CORE_SERVER,
+                family.core_server(),
                 &kernel_cc,
                 &format!("{name}-{r}-linux-core.log"),
             )
@@ -216,6 +233,9 @@ impl StreamMatrix {
             "creating namespaces (client, mid, server), veth pairs and bridges (offloads off)"
         );
         let topo = Topology::build("sm", true)?;
+        if self.family.has_v6() {
+            topo.enable_ipv6()?;
+        }
         topo.use_impaired(false)?;
         let ctx = Ctx {
             lab: Lab::new(&topo, &exe, &logs, &stop),
@@ -232,7 +252,11 @@ impl StreamMatrix {
                 Some(cc) => vec!["--cc", cc.name()],
             },
         };
-        let clean = ctx.phase("clean", self.rounds)?;
+        let families = self.family.each();
+        let mut clean = Vec::new();
+        for &family in families {
+            clean.push(ctx.phase("clean", family, self.rounds)?);
+        }
 
         let loss = self.loss.to_string();
         let seed = self.seed.to_string();
@@ -240,7 +264,10 @@ impl StreamMatrix {
             .lab
             .bridge(&["--loss", &loss, "--seed", &seed], "impair.log")?;
         topo.through(&mut bridge)?;
-        let lossy = ctx.phase("lossy", self.rounds)?;
+        let mut lossy = Vec::new();
+        for &family in families {
+            lossy.push(ctx.phase("lossy", family, self.rounds)?);
+        }
         let totals = bridge.stop()?;
         let field = |f: fn(&crate::harness::matrix::BridgeTotals) -> u64| {
             totals
@@ -267,14 +294,28 @@ impl StreamMatrix {
             println!("client pinned to CPU {CLIENT_CPU}, server to CPU {SERVER_CPU}; the impairment bridge is not pinned");
         }
         println!();
+        println!("family: {}", self.family.name());
+        println!();
         println!(
-            "{:<12}{:<30}{:>10}{:>11}{:>17}   ratio per round",
+            "{:<18}{:<30}{:>10}{:>11}{:>17}   ratio per round",
             "path", "direction", "Linux", "corestack", "corestack/Linux"
         );
         let lossy_name = format!("{}% loss", self.loss);
         let mut cats = Vec::new();
         let (mut linux_bars, mut core_bars) = (Vec::new(), Vec::new());
-        for (name, p) in [("clean", &clean), (lossy_name.as_str(), &lossy)] {
+        let mut phases = Vec::new();
+        for (path, ps) in [("clean", &clean), (lossy_name.as_str(), &lossy)] {
+            for (&family, p) in families.iter().zip(ps) {
+                let name = if families.len() > 1 {
+                    format!("{path}, {}", family.name())
+                } else {
+                    path.to_string()
+                };
+                phases.push((name, p));
+            }
+        }
+        for (name, p) in &phases {
+            let name = name.as_str();
             for (dir, short, core) in [
                 ("corestack receives", "receives", &p.core_receives),
                 ("corestack sends", "sends", &p.core_sends),
@@ -302,6 +343,8 @@ impl StreamMatrix {
                 "loss_percent": self.loss,
                 "seed": self.seed,
                 "linux_cc": self.linux_cc,
+                "family": self.family,
+                "families": families,
                 "clean": clean,
                 "lossy": lossy,
                 "medians": cats.iter().zip(linux_bars.iter().zip(&core_bars)).map(|(c, (l, k))| {
@@ -339,7 +382,7 @@ fn row(path: &str, dir: &str, linux: &[f64], core: &[f64]) {
     let (l, c) = (median(linux), median(core));
     let rounds: Vec<String> = core.iter().zip(linux).map(|(&c, &l)| ratio(c, l)).collect();
     println!(
-        "{path:<12}{dir:<30}{l:>10.1}{c:>11.1}{:>17}   {}",
+        "{path:<18}{dir:<30}{l:>10.1}{c:>11.1}{:>17}   {}",
         ratio(c, l),
         rounds.join(" ")
     );

@@ -7,7 +7,7 @@
 //! interval (`bench echo-matrix` watches them to tell a stalled connection).
 
 use std::io::{self, Write};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -26,9 +26,9 @@ const TRANSFER_CONNECT: Duration = Duration::from_secs(10);
 /// `bench transfer` options.
 #[derive(Args, Debug)]
 pub struct Transfer {
-    /// Echo server address.
+    /// Echo server address, IPv4 or IPv6 (`[fd00::2]:7`).
     #[arg(long, value_name = "IP:PORT")]
-    target: SocketAddrV4,
+    target: SocketAddr,
     /// Bytes to send (and expect back).
     #[arg(long, default_value_t = 100 << 20)]
     bytes: u64,
@@ -117,7 +117,7 @@ impl Transfer {
             )?
         } else {
             let connect = TRANSFER_CONNECT.min(deadline.saturating_duration_since(Instant::now()));
-            let mut s = std::net::TcpStream::connect_timeout(&target.into(), connect)
+            let mut s = std::net::TcpStream::connect_timeout(&target, connect)
                 .map_err(|e| connect_error(e, target))?;
             if let Some(cc) = &self.kernel_cc {
                 set_kernel_cc(&s, cc)?;

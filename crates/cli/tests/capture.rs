@@ -2,16 +2,21 @@
 //! send five UDP datagrams of known sizes; `corestack capture --pid <this process>` (the real
 //! binary) writes what the engines copied to a pcap file, which `tcpdump -r` must read and which
 //! must hold exactly those frames (each seen leaving one engine and entering the other): count
-//! and bytes. No root, no namespaces.
+//! and bytes. The same over IPv6 with a `host fd00:1::2` filter, the pcap parsed here. No root,
+//! no namespaces. One test at a time: a process has one capture segment, and one filter.
 
 use std::io::{BufRead, BufReader, Read};
-use std::net::SocketAddrV4;
-use std::process::{Command, Stdio};
+use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use corestack::UdpSocket;
 
-use testkit::mem_wire::{stacks, A, B};
+use testkit::mem_wire::{stacks, stacks_v6, A, A6, B, B6};
+
+/// Held by each test: the process's capture segment has one filter.
+static ONE_CAPTURE: Mutex<()> = Mutex::new(());
 
 const SIZES: [usize; 5] = [100, 200, 300, 400, 500];
 /// Ethernet, IPv4 and UDP headers.
@@ -36,6 +41,7 @@ fn recv_within(u: &mut UdpSocket, buf: &mut [u8]) -> usize {
 
 #[test]
 fn capture_of_five_datagrams_reads_in_tcpdump_with_every_frame_and_byte() {
+    let _one = ONE_CAPTURE.lock().unwrap_or_else(|e| e.into_inner());
     let (a, b) = stacks(false);
     let mut ua = UdpSocket::bind(&a, SocketAddrV4::new(A, 5555)).unwrap();
     let mut ub = UdpSocket::bind(&b, SocketAddrV4::new(B, 9999)).unwrap();
@@ -136,4 +142,116 @@ fn capture_of_five_datagrams_reads_in_tcpdump_with_every_frame_and_byte() {
             .count();
         assert_eq!(k, 2, "the {n}-byte datagram out and in, in:\n{text}");
     }
+}
+
+/// Starts `corestack capture --pid <this process> -w PCAP -c COUNT FILTER...` and waits until
+/// it captures; returns it and its stderr.
+fn start_capture(pcap: &std::path::Path, count: usize, filter: &[&str]) -> (Child, impl Read) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corestack"))
+        .args(["capture", "--pid", &std::process::id().to_string(), "-w"])
+        .arg(pcap)
+        .args(["-c", &count.to_string(), "--seconds", "20"])
+        .args(filter)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running corestack capture");
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(
+        line.starts_with("capturing from pid"),
+        "corestack capture said: {line}"
+    );
+    (child, err)
+}
+
+/// The records of a pcap file (Ethernet frames), each checked whole.
+fn pcap_records(bytes: &[u8]) -> Vec<&[u8]> {
+    assert_eq!(bytes[..4], [0x4d, 0x3c, 0xb2, 0xa1], "pcap magic (ns)");
+    assert_eq!(
+        u32::from_le_bytes(bytes[20..24].try_into().unwrap()),
+        1,
+        "LINKTYPE_ETHERNET"
+    );
+    let mut at = 24;
+    let mut out = Vec::new();
+    while at + 16 <= bytes.len() {
+        let incl = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        let orig = u32::from_le_bytes(bytes[at + 12..at + 16].try_into().unwrap()) as usize;
+        assert_eq!(incl, orig, "frame cut");
+        out.push(&bytes[at + 16..at + 16 + incl]);
+        at += 16 + incl;
+    }
+    assert_eq!(at, bytes.len(), "trailing bytes in the pcap file");
+    out
+}
+
+#[test]
+fn ipv6_capture_with_a_host_filter_holds_only_that_hosts_ipv6_frames() {
+    let _one = ONE_CAPTURE.lock().unwrap_or_else(|e| e.into_inner());
+    let (a, b) = stacks_v6(false);
+    let to6 = |port| SocketAddr::V6(SocketAddrV6::new(B6, port, 0, 0));
+    let mut ua = UdpSocket::bind(&a, SocketAddrV6::new(A6, 5555, 0, 0)).unwrap();
+    let mut ua4 = UdpSocket::bind(&a, SocketAddrV4::new(A, 5554)).unwrap();
+    let mut ub = UdpSocket::bind(&b, SocketAddrV6::new(B6, 9996, 0, 0)).unwrap();
+    let mut ub4 = UdpSocket::bind(&b, SocketAddrV4::new(B, 9996)).unwrap();
+    ub.set_nonblocking(true).unwrap();
+    ub4.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 2048];
+    // Neighbor Discovery and ARP first, outside the capture.
+    ua.send_to(b"hello", to6(9996)).unwrap();
+    recv_within(&mut ub, &mut buf);
+    ua4.send_to(b"hello", SocketAddrV4::new(B, 9996)).unwrap();
+    recv_within(&mut ub4, &mut buf);
+
+    let pcap = std::env::temp_dir().join(format!(
+        "corestack-capture-v6-test-{}.pcap",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&pcap);
+    let (mut child, mut err) = start_capture(&pcap, 10, &["host", "fd00:1::2", "and", "udp"]);
+    for (i, &n) in SIZES.iter().enumerate() {
+        // The same port over IPv4 between them: not the IPv6 host, filtered out in the engine.
+        ua4.send_to(&[7u8; 64], SocketAddrV4::new(B, 9996)).unwrap();
+        assert_eq!(recv_within(&mut ub4, &mut buf), 64);
+        ua.send_to(&vec![i as u8; n], to6(9996)).unwrap();
+        assert_eq!(recv_within(&mut ub, &mut buf), n);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("corestack capture did not stop after 10 frames");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert!(status.success(), "corestack capture failed: {rest}");
+    assert!(rest.contains("10 frames captured"), "{rest}");
+
+    let bytes = std::fs::read(&pcap).unwrap();
+    let _ = std::fs::remove_file(&pcap);
+    let mut got = Vec::new();
+    for f in pcap_records(&bytes) {
+        assert_eq!(f[12..14], [0x86, 0xdd], "not an IPv6 frame: {f:02x?}");
+        assert_eq!(f[20], 17, "next header: UDP");
+        assert_eq!(f[22..38], A6.octets(), "source");
+        assert_eq!(f[38..54], B6.octets(), "destination");
+        let payload_len = u16::from_be_bytes([f[18], f[19]]) as usize;
+        assert_eq!(payload_len, f.len() - 14 - 40, "IPv6 payload length");
+        assert_eq!(u16::from_be_bytes([f[54], f[55]]), 5555, "source port");
+        assert_eq!(u16::from_be_bytes([f[56], f[57]]), 9996, "destination port");
+        got.push(f.len() - 14 - 40 - 8);
+    }
+    let mut want: Vec<usize> = SIZES.iter().flat_map(|&n| [n, n]).collect();
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(
+        got, want,
+        "each IPv6 datagram out of a and into b, nothing else"
+    );
 }

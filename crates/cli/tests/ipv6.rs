@@ -1,6 +1,7 @@
 //! IPv6 against the Linux stack in network namespaces each test creates (issue 25): `ping -6`
 //! to corestack, 100 MiB TCP transfers both ways over IPv6 with `nc`, UDP echo over IPv6, and a
-//! dual-stack `serve echo` answering IPv4 and IPv6 clients. They need root.
+//! dual-stack `serve echo` answering IPv4 and IPv6 clients. They need root (but the `ss` and
+//! `stat` test, on a `mem` wire).
 //!
 //! Addresses (unique local, RFC 4193, only inside these namespaces): fd00:N::1/64 is Linux
 //! (added with `nodad`: Duplicate Address Detection would hold it back), fd00:N::2/64 is
@@ -9,51 +10,14 @@
 
 mod common;
 
-use std::time::Duration;
+use std::net::{Ipv6Addr, SocketAddrV6};
+use std::time::{Duration, Instant};
 
 use common::*;
+use corestack::{TcpListener, TcpStream};
+use testkit::mem_wire::{stacks_v6, B6};
 
 const TIMEOUT: Duration = Duration::from_secs(180);
-
-/// Turns IPv6 on in `pair`'s Linux namespace with fd00:`net`::1/64 on `vl`; returns the
-/// corestack options (`--ip` for both families) and corestack's IPv6 address.
-fn dual_stack(pair: &Pair, net: u8) -> (Vec<String>, String) {
-    let l = &pair.linux;
-    l.run("sysctl", &["-qw", "net.ipv6.conf.all.disable_ipv6=0"])
-        .expect("sysctl");
-    l.run("sysctl", &["-qw", "net.ipv6.conf.vl.disable_ipv6=0"])
-        .expect("sysctl vl");
-    l.run(
-        "ip",
-        &[
-            "-6",
-            "addr",
-            "add",
-            &format!("fd00:{net}::1/64"),
-            "dev",
-            "vl",
-            "nodad",
-        ],
-    )
-    .expect("adding Linux's IPv6 address");
-    let mut args = pair.core_args();
-    args.extend(["--ip".to_string(), format!("fd00:{net}::2/64")]);
-    (args, format!("fd00:{net}::2"))
-}
-
-/// `ping -6` until corestack answers (Neighbor Discovery first), at most `tries` seconds.
-fn ping6_until_up(pair: &Pair, ip: &str, tries: u32) {
-    for _ in 0..tries {
-        if pair
-            .linux
-            .run("ping", &["-6", "-c", "1", "-W", "1", ip])
-            .is_ok()
-        {
-            return;
-        }
-    }
-    panic!("corestack at {ip} never answered ping -6");
-}
 
 #[test]
 fn afxdp_ipv6_ping6_and_udp_echo_from_linux() {
@@ -161,4 +125,52 @@ fn afxdp_ipv6_corestack_nc_to_linux_100mib_sha256_equal() {
         TIMEOUT,
         (["corestack nc", "linux nc -6 -l"], "Linux"),
     );
+}
+
+/// `corestack ss` and `corestack stat` of a process whose two dual-stack stacks (a `mem` wire,
+/// no root) hold an IPv6 connection: ss shows the connection with both IPv6 addresses, stat
+/// the IPv6 and Neighbor Discovery counters. (Two stacks in one process: the tools read one of
+/// them, either end of the connection; the `[::]` listener is checked in
+/// `afxdp_ipv6_ping6_and_udp_echo_from_linux`.)
+#[test]
+fn ss_and_stat_show_an_ipv6_connection_and_ipv6_counters() {
+    let (a, b) = stacks_v6(false);
+    let mut l = TcpListener::bind(&b, SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 7, 0, 0)).unwrap();
+    let c = TcpStream::connect(&a, SocketAddrV6::new(B6, 7, 0, 0)).unwrap();
+    let (s, _) = l.accept().unwrap();
+    let tool = |what: &str| {
+        let out = std::process::Command::new(bin())
+            .args([what, "--pid", &std::process::id().to_string()])
+            .output()
+            .unwrap_or_else(|e| panic!("running corestack {what}: {e}"));
+        assert!(out.status.success(), "corestack {what}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The segments are published every few ms: poll (bounded).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut ss, mut stat);
+    loop {
+        (ss, stat) = (tool("ss"), tool("stat"));
+        let conn = ss.lines().any(|l| {
+            l.contains("ESTAB") && l.contains("[fd00:1::2]:7") && l.contains("[fd00:1::1]:")
+        });
+        let counters = ["ipv6_rx", "nd_"].iter().all(|k| {
+            stat.lines().any(|l| {
+                l.trim_start().starts_with(k)
+                    && l.split_whitespace()
+                        .nth(1)
+                        .and_then(|v| v.parse::<u64>().ok())
+                        > Some(0)
+            })
+        });
+        if conn && counters {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no IPv6 connection in ss or no IPv6 counters in stat:\n{ss}\n{stat}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop((c, s, l));
 }

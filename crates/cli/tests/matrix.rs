@@ -11,6 +11,11 @@
 //! Time: the whole matrix took 93 s on 2 cores here; the slowest cells were 10 ms RTT + 1% loss,
 //! corestack -> Linux (43 s) and 5% loss, corestack -> Linux (29 s); each bound leaves about 3x.
 //! All cells move the full 64 MiB.
+//!
+//! Then the benchmarks over IPv6, short (about 40 s together): `bench echo-matrix --family 6`
+//! (clean and 1 % loss, one seed; every run byte-exact against both servers) and `bench
+//! stream-matrix --family 6` (one round of 1 s per pairing, clean and lossy), both read back
+//! from their `--json`.
 
 mod common;
 
@@ -107,4 +112,89 @@ cells! {
     corrupt_0_1pct_linux_nc_to_corestack_64mib_sha256_equal,
     corrupt_0_1pct_corestack_nc_to_linux_64mib_sha256_equal,
     102, &["--corrupt", "0.1", "--seed", "17"], MATRIX_BYTES, 60, |c| c.corrupted > 10;
+}
+
+/// Runs `corestack bench ARGS --json FILE` within `bound`; returns the report.
+fn bench_json(args: &[&str], bound: Duration) -> serde_json::Value {
+    let json = std::env::temp_dir().join(format!(
+        "corestack-matrix-{}-{}.json",
+        args[0],
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&json);
+    let mut cmd = std::process::Command::new(bin());
+    cmd.arg("bench").args(args).arg("--json").arg(&json);
+    let p = Proc::spawn(args[0], cmd, None, Out::Text);
+    let f = p.finish(bound);
+    assert!(
+        f.status.success(),
+        "corestack bench {args:?} failed:\n{}\n{}",
+        f.stdout,
+        f.stderr
+    );
+    let text = std::fs::read_to_string(&json).expect("the --json report");
+    let _ = std::fs::remove_file(&json);
+    serde_json::from_str(&text).expect("the --json report parses")
+}
+
+#[test]
+fn echo_matrix_over_ipv6_is_byte_exact_on_both_stacks() {
+    let _lock = start();
+    let v = bench_json(
+        &[
+            "echo-matrix",
+            "--family",
+            "6",
+            "--cases",
+            "clean,loss1",
+            "--seeds",
+            "5",
+            "--mib",
+            "4",
+        ],
+        Duration::from_secs(150),
+    );
+    let runs = v["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 4, "2 cases x 1 seed x 2 servers: {v}");
+    for r in runs {
+        assert_eq!(r["family"], "ipv6", "{r}");
+        assert_eq!(r["outcome"], "ok", "{r}");
+        assert_eq!(r["bytes_received"], 4 << 20, "{r}");
+        assert!(r["mbytes_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+    }
+    let lossy = runs.iter().filter(|r| r["case"] == "loss1");
+    for r in lossy {
+        assert!(
+            r["bridge"]["lost"].as_u64().unwrap_or(0) > 0,
+            "no loss: {r}"
+        );
+    }
+    for c in v["cases"].as_array().expect("cases") {
+        assert!(c["median_ratio"].as_f64().is_some(), "no ratio: {c}");
+    }
+}
+
+#[test]
+fn stream_matrix_over_ipv6_measures_every_pairing() {
+    let _lock = start();
+    let v = bench_json(
+        &[
+            "stream-matrix",
+            "--family",
+            "6",
+            "--rounds",
+            "1",
+            "--seconds",
+            "1",
+        ],
+        Duration::from_secs(150),
+    );
+    assert_eq!(v["families"], serde_json::json!(["ipv6"]), "{v}");
+    for phase in ["clean", "lossy"] {
+        let p = &v[phase][0];
+        for k in ["linux", "core_receives", "core_sends", "core_sends_xsk"] {
+            let g = p[k][0].as_f64().unwrap_or(0.0);
+            assert!(g > 1.0, "{phase} {k}: {g} Mbit/s in {v}");
+        }
+    }
 }

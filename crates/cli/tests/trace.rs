@@ -1,23 +1,52 @@
 //! `corestack trace` (the real binary) on this process: two stacks on a clean `mem` wire run a
 //! 64-byte ping-pong while `corestack trace --pid <this process> --seconds 1` collects; its table
-//! has every stage with samples. No root, no namespaces.
+//! has every stage with samples. The same over IPv6 (trace records name a connection by its
+//! ports, whatever its family). No root, no namespaces. One test at a time: the trace takes
+//! every stack of this process.
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use appif::trace_report::STAGES;
-use corestack::{TcpListener, TcpStream};
+use corestack::{Stack, TcpListener, TcpStream};
 
-use testkit::mem_wire::{stacks, B};
+use testkit::mem_wire::{stacks, stacks_v6, B, B6};
+
+/// Held by each test: `corestack trace --pid` sees every stack of this process.
+static ONE_TRACE: Mutex<()> = Mutex::new(());
 
 #[test]
 fn trace_command_on_a_ping_pong_prints_every_stage_with_samples() {
+    let _one = ONE_TRACE.lock().unwrap_or_else(|e| e.into_inner());
     let (a, b) = stacks(true);
-    let mut l = TcpListener::bind(&b, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
+    traced_ping_pong(
+        a,
+        b,
+        SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7).into(),
+        SocketAddrV4::new(B, 7).into(),
+    );
+}
+
+#[test]
+fn trace_command_on_an_ipv6_ping_pong_prints_every_stage_with_samples() {
+    let _one = ONE_TRACE.lock().unwrap_or_else(|e| e.into_inner());
+    let (a, b) = stacks_v6(true);
+    traced_ping_pong(
+        a,
+        b,
+        SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 7, 0, 0).into(),
+        SocketAddrV6::new(B6, 7, 0, 0).into(),
+    );
+}
+
+/// A 64-byte ping-pong from stack `a` to a listener of `b` on `listen`, connecting to `to`,
+/// while `corestack trace` collects for 1 s; its table must have every stage with samples.
+fn traced_ping_pong(a: Stack, b: Stack, listen: SocketAddr, to: SocketAddr) {
+    let mut l = TcpListener::bind(&b, listen).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let stop_srv = stop.clone();
     let srv = std::thread::spawn(move || {
@@ -31,7 +60,8 @@ fn trace_command_on_a_ping_pong_prints_every_stage_with_samples() {
             }
         }
     });
-    let mut c = TcpStream::connect(&a, SocketAddrV4::new(B, 7)).unwrap();
+    let mut c = TcpStream::connect(&a, to).unwrap();
+    assert_eq!(c.peer_addr().unwrap(), to);
     let tracer = Command::new(env!("CARGO_BIN_EXE_corestack"))
         .args([
             "trace",

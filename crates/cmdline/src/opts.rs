@@ -44,6 +44,19 @@ impl FromStr for Cidr {
     }
 }
 
+/// Where a kernel-stack server (`serve echo --kernel`, `serve sink --kernel`) listens on
+/// `port`: its `--ip` as the bind address; an IPv4 and an IPv6 `--ip`: `[::]`, which on Linux
+/// (net.ipv6.bindv6only = 0, the default) takes both families on one socket (RFC 3493 §3.7);
+/// no `--ip`: 0.0.0.0.
+pub fn kernel_listen_addr(opts: &StackOpts, port: u16) -> std::net::SocketAddr {
+    match (opts.ip4(), opts.ip6()) {
+        (Some(_), Some(_)) => (Ipv6Addr::UNSPECIFIED, port).into(),
+        (Some(c), None) => (c.addr, port).into(),
+        (None, Some((a, _))) => (a, port).into(),
+        (None, None) => (Ipv4Addr::UNSPECIFIED, port).into(),
+    }
+}
+
 /// An IPv4 or IPv6 address with an optional prefix length: `10.77.1.2/24`,
 /// `fd00:1::2/64` (`--ip`, which may be given once per family).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -343,6 +356,24 @@ mod tests {
         );
         let c: Cidr = "10.0.0.1".parse().unwrap();
         assert_eq!(c.prefix, None);
+    }
+
+    #[test]
+    fn kernel_listen_addr_follows_the_families_of_ip() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            stack: StackOpts,
+        }
+        let at = |args: &[&str]| {
+            let cmd = Cmd::parse_from([&["x"], args].concat());
+            kernel_listen_addr(&cmd.stack, 7).to_string()
+        };
+        assert_eq!(at(&[]), "0.0.0.0:7");
+        assert_eq!(at(&["--ip", "10.0.0.2"]), "10.0.0.2:7");
+        assert_eq!(at(&["--ip", "fd00::2"]), "[fd00::2]:7");
+        assert_eq!(at(&["--ip", "10.0.0.2", "--ip", "fd00::2/64"]), "[::]:7");
     }
 
     #[test]

@@ -76,7 +76,8 @@ impl Protocols {
     /// Sends the datagrams queued in a UDP socket's TX ring: each to its
     /// record's address, over IPv4 or IPv6 (an IPv4-mapped destination of
     /// a dual-stack socket over IPv4). A record the socket cannot send
-    /// (too long, a family it does not have) is counted and skipped.
+    /// (too long, a family it does not have, a family byte neither 4 nor
+    /// 6) is counted and skipped.
     pub(crate) fn udp_send<T: TxQueue>(&mut self, slot: u32, tx: &mut T) {
         let Protocols {
             sockets,
@@ -102,6 +103,11 @@ impl Protocols {
             let len = usize::from(h.len);
             if u.tx.len() < UdpHeader::LEN + len {
                 break; // the rest of the record is not published yet
+            }
+            if !UdpHeader::family_ok(&hb) {
+                stats.drop_udp_tx_malformed += 1;
+                u.tx.consume(UdpHeader::LEN + len);
+                continue;
             }
             let src_port = u.local.port();
             let txr = &u.tx;

@@ -414,3 +414,36 @@ fn udp_echo_over_ipv6_and_port_unreachable() {
     let (from, _) = got.expect("IPv4 datagram");
     assert_eq!(from.ip(), core::net::IpAddr::V6(A_IP.to_ipv6_mapped()));
 }
+
+#[test]
+fn udp_record_with_a_bad_family_byte_is_counted_and_skipped() {
+    let mut w = wire(
+        Impairments::none(),
+        10,
+        EngineConfig::default(),
+        (any6(PORT), false),
+        sa(B6, PORT),
+    );
+    let (_sb, _btx, mut brx) = udp(&mut w.cb, 21, any6(5353));
+    let (_sa, mut atx, _arx) = udp(&mut w.ca, 21, any6(0));
+    run_until(&mut w, 1_000_000, |_| false);
+    // A record as a hostile application writes it (family byte 9), then a good one.
+    let mut h = UdpHeader {
+        addr: sa(B6, 5353),
+        len: 3,
+    }
+    .encode();
+    h[20] = 9;
+    atx.write(&h);
+    atx.write(b"bad");
+    send_dgram(&mut atx, sa(B6, 5353), b"good");
+    push(&mut w.ca, Command::Send { id: 21 });
+    let mut got = None;
+    run_until(&mut w, 1_000_000_000, |_| {
+        got = recv_dgram(&mut brx);
+        got.is_some()
+    });
+    assert_eq!(got.map(|(_, p)| p), Some(b"good".to_vec()));
+    assert_eq!(w.a.stats().drop_udp_tx_malformed, 1);
+    assert_eq!(w.a.stats().udp_tx, 1);
+}

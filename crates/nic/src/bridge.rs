@@ -9,6 +9,14 @@
 //! its own outgoing frames, promiscuous). Frames read on `if_a` go through
 //! `a_to_b` and are sent on `if_b`, and the other way round.
 //!
+//! Every ethertype meets the same model (IPv4 and ARP, IPv6 and its Neighbor
+//! Discovery): the impairer never looks inside a frame. A corrupted bit lands
+//! anywhere in it; in an IPv6 frame, which has no header checksum, TCP's and
+//! UDP's checksums over the IPv6 pseudo-header (RFC 8200 §8.1) cover the
+//! addresses, the payload length and the payload, and only a flipped traffic
+//! class, flow label or hop limit bit goes through unnoticed, as it would on a
+//! real link.
+//!
 //! The loop sleeps in `poll` for at most 10 ms (less when a delayed frame
 //! falls due), so `stop` is honoured within that. Buffers are allocated
 //! before the loop.

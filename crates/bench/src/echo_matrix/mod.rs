@@ -17,6 +17,16 @@
 //! kernel crosses the bridge; corestack resolves the client once per start, on AF_XDP in copy
 //! mode on `sc`).
 //!
+//! `--family 6` runs the same matrix over IPv6: IPv6 goes on for the kernel's ends only (`ck`
+//! fd00:78::1, `sk` fd00:78::2, no DAD, no router solicitation, permanent neighbour entries),
+//! corestack gets fd00:78::4 beside its IPv4 address (its echo then listens on `[::]`) and
+//! resolves the client with Neighbor Discovery; the client connects to `[fd00:78::2]` or
+//! `[fd00:78::4]`. The bridge forwards every ethertype alike, so IPv6 frames meet the same
+//! impairments (a corrupted bit in an IPv6 frame is caught by the TCP checksum over the IPv6
+//! pseudo-header, RFC 8200 §8.1, as the IPv4 header checksum and TCP's catch it in IPv4).
+//! `--family both` runs each case and seed over IPv4, then IPv6, and prints one table with a
+//! row per case and family, so that the ratios of both families come from one run.
+//!
 //! Each case is one setting of `corestack impair`, the same in both directions: `--loss`,
 //! `--reorder`, `--duplicate`, `--corrupt` are percentages of frames, and `--delay-us` is added
 //! to every frame in each direction on its own, so it is a one-way delay and a round trip gains
@@ -73,13 +83,13 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::harness::children::LogDir;
-use crate::harness::matrix::{Lab, Topology};
+use crate::harness::matrix::{Family, Lab, Topology};
 use cmdline::{core_cc_arg, stop_flag};
 
 pub use cases::{select_cases, Case, CASES};
 pub use run::{Outcome, RunResult, Server, TcpState};
 
-use report::{cell, plot_bars};
+use report::{cell, plot_bars, rows};
 use run::Ctx;
 
 /// `bench echo-matrix` options.
@@ -129,6 +139,11 @@ pub struct EchoMatrix {
     /// user-space server loses its CPU to the wire, and the kernel server does not).
     #[arg(long, value_enum, default_value = "client")]
     bridge_cpu: BridgeCpu,
+    /// The address family of the connections: 4, 6 (the client connects to the servers'
+    /// IPv6 addresses, fd00:78::2 and fd00:78::4), or both (every case and seed over IPv4,
+    /// then IPv6; one table, a row per case and family).
+    #[arg(long, value_enum, default_value = "4")]
+    family: Family,
 }
 
 /// Where the impairment bridge runs (`--bridge-cpu`).
@@ -153,6 +168,9 @@ impl EchoMatrix {
         );
         let topo = Topology::build("em", false)?;
         topo.static_neighbours()?;
+        if self.family.has_v6() {
+            topo.enable_ipv6()?;
+        }
         let client_cc = match &self.client_cc {
             Some(cc) => cc.clone(),
             None => topo
@@ -190,40 +208,45 @@ impl EchoMatrix {
             pcap: self.pcap.as_deref(),
         };
         let mut runs = Vec::new();
-        let total = cases.len() * self.seeds.len() * 2;
+        let families = self.family.each();
+        let total = cases.len() * self.seeds.len() * 2 * families.len();
         for case in &cases {
             for &seed in &self.seeds {
-                for server in [Server::Linux, Server::Corestack] {
-                    let r = ctx.run(case, seed, server)?;
-                    let how = match r.outcome {
-                        Outcome::Ok => " MB/s".to_string(),
-                        _ => format!(" ({})", r.detail),
-                    };
-                    eprintln!(
-                        "[{}/{total}] {}, seed {seed}, {}: {}{how}",
-                        runs.len() + 1,
-                        case.name,
-                        server.name(),
-                        cell(Some(&r)),
-                    );
-                    runs.push(r);
+                for &family in families {
+                    for server in [Server::Linux, Server::Corestack] {
+                        let r = ctx.run(case, seed, server, family)?;
+                        let how = match r.outcome {
+                            Outcome::Ok => " MB/s".to_string(),
+                            _ => format!(" ({})", r.detail),
+                        };
+                        eprintln!(
+                            "[{}/{total}] {}, {}, seed {seed}, {}: {}{how}",
+                            runs.len() + 1,
+                            case.name,
+                            family.name(),
+                            server.name(),
+                            cell(Some(&r)),
+                        );
+                        runs.push(r);
+                    }
                 }
             }
         }
+        let rows = rows(&cases, families);
         let pin = ctx.lab.pinned;
         drop(topo);
 
         let load: Vec<&str> = load.split_whitespace().take(3).collect();
         let ccs = (server_cc.as_str(), client_cc.as_str());
-        self.print(&cases, &runs, pin, &load.join(" "), ccs);
+        self.print(&rows, &runs, pin, &load.join(" "), ccs);
         if let Some(path) = &self.json {
-            let report = self.json_report(&cases, &runs, pin, ccs);
+            let report = self.json_report(&rows, &runs, pin, ccs);
             let text = serde_json::to_string_pretty(&report)?;
             std::fs::write(path, text + "\n")
                 .with_context(|| format!("writing {}", path.display()))?;
         }
         if let Some(path) = &self.plot {
-            let (cats, bars) = plot_bars(&cases, &self.seeds, &runs);
+            let (cats, bars) = plot_bars(&rows, &self.seeds, &runs);
             crate::plot::bars(
                 path,
                 &format!("echo-matrix: {} MiB echoed, median over seeds", self.mib),

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::cases::{Case, CLEAN};
 use super::run::{Outcome, RunResult, Server};
 use super::{BridgeCpu, EchoMatrix};
-use crate::harness::matrix::{CLIENT_CPU, SERVER_CPU};
+use crate::harness::matrix::{Family, CLIENT_CPU, SERVER_CPU};
 use crate::report::{columns, indent, median};
 
 /// MB/s as the table shows it: no decimals from 10 up, one below.
@@ -32,12 +32,38 @@ pub(super) fn cell(r: Option<&RunResult>) -> String {
     }
 }
 
+/// A row of the tables: a case over one family.
+#[derive(Clone, Copy)]
+pub(super) struct Row<'a> {
+    pub case: &'a Case,
+    pub family: Family,
+}
+
+/// The rows: each case, and under it each of `families` (IPv4 first).
+pub(super) fn rows<'a>(cases: &'a [Case], families: &[Family]) -> Vec<Row<'a>> {
+    cases
+        .iter()
+        .flat_map(|case| families.iter().map(move |&family| Row { case, family }))
+        .collect()
+}
+
+impl Row<'_> {
+    /// The row's name: the case's, with its family when several are run.
+    fn name(&self, several: bool) -> String {
+        if several {
+            format!("{}, {}", self.case.name, self.family.name())
+        } else {
+            self.case.name.to_string()
+        }
+    }
+}
+
 /// corestack/Linux per seed (None unless both runs are good), in `seeds` order.
-fn ratios(runs: &[RunResult], case: &str, seeds: &[u64]) -> Vec<Option<f64>> {
+fn ratios(runs: &[RunResult], row: Row, seeds: &[u64]) -> Vec<Option<f64>> {
     seeds
         .iter()
         .map(|&seed| {
-            let good = |server| good_mbps(runs, case, seed, server);
+            let good = |server| good_mbps(runs, row, seed, server);
             match (good(Server::Linux), good(Server::Corestack)) {
                 (Some(l), Some(c)) if l > 0.0 => Some(c / l),
                 _ => None,
@@ -46,14 +72,15 @@ fn ratios(runs: &[RunResult], case: &str, seeds: &[u64]) -> Vec<Option<f64>> {
         .collect()
 }
 
-fn find<'a>(runs: &'a [RunResult], case: &str, seed: u64, server: Server) -> Option<&'a RunResult> {
-    runs.iter()
-        .find(|r| r.case == case && r.seed == seed && r.server == server)
+fn find<'a>(runs: &'a [RunResult], row: Row, seed: u64, server: Server) -> Option<&'a RunResult> {
+    runs.iter().find(|r| {
+        r.case == row.case.key && r.family == row.family && r.seed == seed && r.server == server
+    })
 }
 
 /// The MB/s of a run that came back whole and equal.
-fn good_mbps(runs: &[RunResult], case: &str, seed: u64, server: Server) -> Option<f64> {
-    find(runs, case, seed, server)
+fn good_mbps(runs: &[RunResult], row: Row, seed: u64, server: Server) -> Option<f64> {
+    find(runs, row, seed, server)
         .filter(|r| r.outcome == Outcome::Ok)
         .and_then(|r| r.mbytes_per_s)
 }
@@ -64,23 +91,24 @@ fn median_ratio(ratios: &[Option<f64>]) -> Option<f64> {
     (!v.is_empty()).then(|| median(&v))
 }
 
-/// The plot's bars: per case, the median MB/s over the seeds of the runs that completed, for
+/// The plot's bars: per row, the median MB/s over the seeds of the runs that completed, for
 /// Linux and for corestack (NaN: none completed).
 pub(super) fn plot_bars(
-    cases: &[Case],
+    rows: &[Row],
     seeds: &[u64],
     runs: &[RunResult],
 ) -> (Vec<String>, Vec<(String, Vec<f64>)>) {
-    let cats = cases.iter().map(|c| c.name.to_string()).collect();
+    let several = several(rows);
+    let cats = rows.iter().map(|r| r.name(several)).collect();
     let bars = [("Linux", Server::Linux), ("corestack", Server::Corestack)]
         .into_iter()
         .map(|(name, server)| {
-            let values = cases
+            let values = rows
                 .iter()
-                .map(|c| {
+                .map(|&row| {
                     let v: Vec<f64> = seeds
                         .iter()
-                        .filter_map(|&s| good_mbps(runs, c.key, s, server))
+                        .filter_map(|&s| good_mbps(runs, row, s, server))
                         .collect();
                     if v.is_empty() {
                         f64::NAN
@@ -95,8 +123,14 @@ pub(super) fn plot_bars(
     (cats, bars)
 }
 
-/// The table: a header and one row per case, columns padded to their widest cell.
-fn table(cases: &[Case], seeds: &[u64], runs: &[RunResult]) -> String {
+/// Whether the rows are of more than one family.
+fn several(rows: &[Row]) -> bool {
+    rows.iter().any(|r| r.family != rows[0].family)
+}
+
+/// The table: a header and one row per case and family, columns padded to their widest cell.
+fn table(rows_in: &[Row], seeds: &[u64], runs: &[RunResult]) -> String {
+    let several = several(rows_in);
     let seed_list: Vec<String> = seeds.iter().map(u64::to_string).collect();
     let mut rows = vec![[
         format!("case (bridge seeds {})", seed_list.join(", ")),
@@ -105,21 +139,21 @@ fn table(cases: &[Case], seeds: &[u64], runs: &[RunResult]) -> String {
         "corestack/Linux (per seed)".to_string(),
         "median".to_string(),
     ]];
-    for case in cases {
+    for &row in rows_in {
         let cells = |server| {
             seeds
                 .iter()
-                .map(|&s| cell(find(runs, case.key, s, server)))
+                .map(|&s| cell(find(runs, row, s, server)))
                 .collect::<Vec<_>>()
                 .join(" / ")
         };
-        let ratios = ratios(runs, case.key, seeds);
+        let ratios = ratios(runs, row, seeds);
         let per_seed: Vec<String> = ratios
             .iter()
             .map(|r| r.map_or("-".to_string(), |r| format!("{r:.2}")))
             .collect();
         rows.push([
-            case.name.to_string(),
+            row.name(several),
             cells(Server::Linux),
             cells(Server::Corestack),
             per_seed.join(" "),
@@ -131,11 +165,12 @@ fn table(cases: &[Case], seeds: &[u64], runs: &[RunResult]) -> String {
 
 /// The Linux client's repairs per case and seed against each server: retransmitted
 /// segments / tail loss probes / RTO expiries (what it had to do for the data it sent).
-fn repairs_table(cases: &[Case], seeds: &[u64], runs: &[RunResult]) -> String {
-    let cell = |case: &str, server: Server| {
+fn repairs_table(rows_in: &[Row], seeds: &[u64], runs: &[RunResult]) -> String {
+    let several = several(rows_in);
+    let cell = |row: Row, server: Server| {
         seeds
             .iter()
-            .map(|&seed| match find(runs, case, seed, server) {
+            .map(|&seed| match find(runs, row, seed, server) {
                 Some(r) if !r.client_repairs.is_empty() => {
                     let g = |k: &str| r.client_repairs.get(k).copied().unwrap_or(0);
                     format!(
@@ -150,13 +185,13 @@ fn repairs_table(cases: &[Case], seeds: &[u64], runs: &[RunResult]) -> String {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let rows: Vec<[String; 3]> = cases
+    let rows: Vec<[String; 3]> = rows_in
         .iter()
-        .map(|c| {
+        .map(|&r| {
             [
-                c.name.to_string(),
-                cell(c.key, Server::Linux),
-                cell(c.key, Server::Corestack),
+                r.name(several),
+                cell(r, Server::Linux),
+                cell(r, Server::Corestack),
             ]
         })
         .collect();
@@ -185,9 +220,10 @@ fn repairs_table(cases: &[Case], seeds: &[u64], runs: &[RunResult]) -> String {
 /// sides' state.
 fn failure_block(case: &Case, r: &RunResult) -> String {
     let mut out = format!(
-        "{}: {}, bridge seed {}, {} server: {}\n",
+        "{}: {}, {}, bridge seed {}, {} server: {}\n",
         r.outcome.cell(),
         case.name,
+        r.family.name(),
         r.seed,
         r.server.name(),
         r.detail
@@ -234,6 +270,7 @@ pub(super) struct JsonReport<'a> {
     client_cpu: Option<&'a str>,
     server_cpu: Option<&'a str>,
     bridge_cpu: &'a str,
+    family: Family,
     cases: Vec<JsonCase<'a>>,
     runs: &'a [RunResult],
 }
@@ -241,6 +278,7 @@ pub(super) struct JsonReport<'a> {
 #[derive(Serialize)]
 struct JsonCase<'a> {
     case: &'a Case,
+    family: Family,
     linux_mbytes_per_s: Vec<Option<f64>>,
     corestack_mbytes_per_s: Vec<Option<f64>>,
     ratios: Vec<Option<f64>>,
@@ -252,7 +290,7 @@ impl EchoMatrix {
     /// `ccs`: the servers' and the client's congestion control.
     pub(super) fn print(
         &self,
-        cases: &[Case],
+        rows: &[Row],
         runs: &[RunResult],
         pin: bool,
         load: &str,
@@ -266,6 +304,15 @@ impl EchoMatrix {
         );
         println!("MB/s = bytes echoed back (10^6) / seconds from connect to the last byte; one run per server, case and bridge seed, one run at a time");
         println!("path: client ns -> br0 -> corestack impair (user-space AF_PACKET bridge in ns mid, both directions impaired alike, seeded, restarted every run) -> br0 -> server ns; veth, offloads off; delays are one way per direction (RTT + twice the delay)");
+        println!(
+            "family: {}{}",
+            self.family.name(),
+            if self.family.has_v6() {
+                " (IPv6: 10.78.1.0/24's servers at fd00:78::2 (Linux) and fd00:78::4 (corestack, a [::] listener), MSS 1440 where IPv4 has 1460)"
+            } else {
+                ""
+            }
+        );
         println!(
             "servers: Linux `serve echo --kernel` (a blocking thread per connection, {server_cc}{}), corestack `serve echo` (inline engine, af_xdp copy mode, adaptive polling, {server_cc}); client: kernel stack ({client_cc}{}), one nonblocking socket writing while it reads",
             if self.server_cc.is_none() { ", the system's default" } else { "" },
@@ -286,19 +333,20 @@ impl EchoMatrix {
             self.stall_secs, self.cap_secs
         );
         println!();
-        print!("{}", table(cases, &self.seeds, runs));
+        print!("{}", table(rows, &self.seeds, runs));
         println!();
         println!("stall: stopped, no progress; cap: stopped at the cap; badsha: echo not byte-exact; fail: the client or a server failed; ratios and medians only over seeds where both runs completed");
         println!();
-        print!("{}", repairs_table(cases, &self.seeds, runs));
+        print!("{}", repairs_table(rows, &self.seeds, runs));
         let beyond: Vec<String> = runs
             .iter()
             .filter_map(|r| {
                 let b = r.bridge?;
                 (b.queue_full + b.socket_drops > 0).then(|| {
                     format!(
-                        "{} seed {} {}: queue full {}, socket drops {}",
+                        "{} {} seed {} {}: queue full {}, socket drops {}",
                         r.case,
+                        r.family.name(),
                         r.seed,
                         r.server.name(),
                         b.queue_full,
@@ -315,7 +363,10 @@ impl EchoMatrix {
             );
         }
         for r in runs.iter().filter(|r| r.outcome != Outcome::Ok) {
-            let case = cases.iter().find(|c| c.key == r.case).unwrap_or(&CLEAN);
+            let case = rows
+                .iter()
+                .find(|row| row.case.key == r.case)
+                .map_or(&CLEAN, |row| row.case);
             println!();
             print!("{}", failure_block(case, r));
         }
@@ -324,21 +375,22 @@ impl EchoMatrix {
     /// Everything, for `--json`.
     pub(super) fn json_report<'a>(
         &'a self,
-        cases: &'a [Case],
+        rows: &[Row<'a>],
         runs: &'a [RunResult],
         pin: bool,
         (server_cc, client_cc): (&'a str, &'a str),
     ) -> JsonReport<'a> {
-        let per_case = |c: &'a Case| {
+        let per_case = |&row: &Row<'a>| {
             let mb = |server| {
                 self.seeds
                     .iter()
-                    .map(|&s| good_mbps(runs, c.key, s, server))
+                    .map(|&s| good_mbps(runs, row, s, server))
                     .collect()
             };
-            let ratios = ratios(runs, c.key, &self.seeds);
+            let ratios = ratios(runs, row, &self.seeds);
             JsonCase {
-                case: c,
+                case: row.case,
+                family: row.family,
                 linux_mbytes_per_s: mb(Server::Linux),
                 corestack_mbytes_per_s: mb(Server::Corestack),
                 median_ratio: median_ratio(&ratios),
@@ -359,7 +411,8 @@ impl EchoMatrix {
             } else {
                 "not pinned"
             },
-            cases: cases.iter().map(per_case).collect(),
+            family: self.family,
+            cases: rows.iter().map(per_case).collect(),
             runs,
         }
     }
@@ -382,7 +435,7 @@ mod tests {
             outcome,
             mbytes_per_s: Some(mb),
             seconds: 1.0,
-            ..RunResult::new(case, seed, server)
+            ..RunResult::new(case, seed, server, Family::V4)
         }
     }
 
@@ -419,7 +472,7 @@ mod tests {
             .map(|(k, v)| (k.to_string(), *v))
             .collect();
         let loss1 = select_cases("loss1").unwrap();
-        let t = repairs_table(&loss1, &[5, 7], &[a, b]);
+        let t = repairs_table(&rows(&loss1, &[Family::V4]), &[5, 7], &[a, b]);
         let row = t.lines().find(|l| l.starts_with("loss 1 %")).unwrap();
         let cells: Vec<&str> = row.split_whitespace().skip(3).collect();
         assert_eq!(cells, ["61/2/0", "-", "70/0/1", "-"]);
@@ -436,7 +489,8 @@ mod tests {
                 (11, (ok, 10.0), (ok, 20.0)),
             ],
         );
-        let r = ratios(&runs, "loss1", &[5, 7, 11]);
+        let loss1 = select_cases("loss1").unwrap();
+        let r = ratios(&runs, rows(&loss1, &[Family::V4])[0], &[5, 7, 11]);
         assert_eq!(r, [Some(0.5), None, Some(2.0)]);
         assert_eq!(median_ratio(&r), Some(1.25));
         assert_eq!(median_ratio(&[None]), None);
@@ -452,7 +506,7 @@ mod tests {
             (7, (Outcome::Failed, 0.0), (Outcome::Mismatch, 30.0)),
         ];
         let runs = [seeds("clean", &clean), seeds("loss1", &loss1)].concat();
-        let t = table(&cases, &[5, 7], &runs);
+        let t = table(&rows(&cases, &[Family::V4]), &[5, 7], &runs);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(
             lines,
@@ -479,7 +533,7 @@ mod tests {
         });
         let b = failure_block(&CASES[3], &r);
         assert!(
-            b.starts_with("stall: loss 5 %, bridge seed 7, corestack server: no byte"),
+            b.starts_with("stall: loss 5 %, IPv4, bridge seed 7, corestack server: no byte"),
             "{b}"
         );
         assert!(b.contains("  bridge: lost 3,"), "{b}");
@@ -489,5 +543,32 @@ mod tests {
         );
         assert!(b.contains("corestack ss --pid):\n    (nothing)\n"), "{b}");
         assert!(b.contains("\n    tcp_retransmits 4"), "{b}");
+    }
+
+    #[test]
+    fn both_families_give_a_row_each_per_case_with_its_own_ratios() {
+        let ok = Outcome::Ok;
+        let cases = [CLEAN];
+        let mut runs = seeds("clean", &[(5, (ok, 80.0), (ok, 60.0))]);
+        let mut v6 = seeds("clean", &[(5, (ok, 70.0), (ok, 70.0))]);
+        for r in &mut v6 {
+            r.family = Family::V6;
+        }
+        runs.extend(v6);
+        let t = table(&rows(&cases, &[Family::V4, Family::V6]), &[5], &runs);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3, "{t}");
+        let cells = |l: &str| -> Vec<String> {
+            l.split("   ")
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect()
+        };
+        assert_eq!(cells(lines[1]), ["clean, IPv4", "80", "60", "0.75", "0.75"]);
+        assert_eq!(cells(lines[2]), ["clean, IPv6", "70", "70", "1.00", "1.00"]);
+        // One family: the case's name alone, and only that family's runs.
+        let t = table(&rows(&cases, &[Family::V6]), &[5], &runs);
+        assert!(t.lines().nth(1).unwrap().starts_with("clean   "), "{t}");
+        assert!(t.contains("1.00"), "{t}");
     }
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::cases::Case;
 use crate::harness::children::last_line;
-use crate::harness::matrix::{BridgeTotals, Lab, CORE_SERVER, LINUX_SERVER, PORT};
+use crate::harness::matrix::{BridgeTotals, Family, Lab, CORE_SERVER6, PORT};
 use cmdline::{one_line, Interrupted};
 
 /// The client's progress line interval, ms.
@@ -41,10 +41,11 @@ impl Server {
         }
     }
 
-    fn ip(self) -> &'static str {
+    /// The server's address in `family` (IPv4 or IPv6).
+    fn ip(self, family: Family) -> &'static str {
         match self {
-            Server::Linux => LINUX_SERVER,
-            Server::Corestack => CORE_SERVER,
+            Server::Linux => family.linux_server(),
+            Server::Corestack => family.core_server(),
         }
     }
 }
@@ -98,6 +99,8 @@ pub struct RunResult {
     pub seed: u64,
     /// The server.
     pub server: Server,
+    /// The address family of the connection (IPv4 or IPv6).
+    pub family: Family,
     /// How it ended.
     pub outcome: Outcome,
     /// Bytes echoed back per second (10^6), from connect to the last byte; for a complete run.
@@ -165,11 +168,12 @@ fn exit_counters(lines: &[String]) -> std::collections::BTreeMap<String, u64> {
 
 impl RunResult {
     /// A run not done yet (failed until it says otherwise).
-    pub(super) fn new(case: &Case, seed: u64, server: Server) -> RunResult {
+    pub(super) fn new(case: &Case, seed: u64, server: Server, family: Family) -> RunResult {
         RunResult {
             case: case.key,
             seed,
             server,
+            family,
             outcome: Outcome::Failed,
             mbytes_per_s: None,
             seconds: 0.0,
@@ -251,39 +255,45 @@ impl Ctx<'_> {
         Ok(child)
     }
 
-    /// Starts `server` in the server namespace and waits until it listens.
-    fn start_server(&self, server: Server, log: &Path) -> Result<ChildGuard> {
-        let core_ip = format!("{CORE_SERVER}/24");
+    /// Starts `server` in the server namespace and waits until it listens (on its address in
+    /// `family`; corestack in IPv6 on `[::]`, with both its addresses).
+    fn start_server(&self, server: Server, family: Family, log: &Path) -> Result<ChildGuard> {
+        let ips = family.core_ips(
+            &format!("{}/24", crate::harness::matrix::CORE_SERVER),
+            &format!("{CORE_SERVER6}/64"),
+        );
         let mut args = vec!["serve", "echo", "--port", PORT];
         match server {
             Server::Linux => args.extend_from_slice(&[
                 "--kernel",
                 "--ip",
-                LINUX_SERVER,
+                family.linux_server(),
                 "--kernel-cc",
                 self.server_cc,
             ]),
-            Server::Corestack => args.extend_from_slice(&[
-                "--iface",
-                "sc",
-                "--ip",
-                &core_ip,
-                "--driver",
-                "af_xdp",
-                "--cc",
-                self.core_cc,
-            ]),
+            Server::Corestack => {
+                args.extend_from_slice(&["--iface", "sc", "--driver", "af_xdp"]);
+                args.extend(ips.iter().map(String::as_str));
+                args.extend_from_slice(&["--cc", self.core_cc]);
+            }
         }
         self.lab
             .server(&args, log)
             .with_context(|| format!("starting the {} echo server", server.name()))
     }
 
-    /// One run of `case` with bridge seed `seed` against `server`: its server, a new bridge
-    /// with the seed, the client; then the bridge's totals.
-    pub(super) fn run(&self, case: &Case, seed: u64, server: Server) -> Result<RunResult> {
-        let tag = format!("{}-{seed}-{}", case.key, server.name());
-        let mut result = RunResult::new(case, seed, server);
+    /// One run of `case` with bridge seed `seed` against `server` over `family`: its server, a
+    /// new bridge with the seed, the client; then the bridge's totals.
+    pub(super) fn run(
+        &self,
+        case: &Case,
+        seed: u64,
+        server: Server,
+        family: Family,
+    ) -> Result<RunResult> {
+        let v = if family == Family::V6 { "-v6" } else { "" };
+        let tag = format!("{}-{seed}-{}{v}", case.key, server.name());
+        let mut result = RunResult::new(case, seed, server, family);
         let not_interrupted = |e: anyhow::Error, result: &mut RunResult| {
             if e.is::<Interrupted>() {
                 return Err(e);
@@ -292,7 +302,7 @@ impl Ctx<'_> {
             Ok(())
         };
         let server_log = self.lab.logs.file(&format!("{tag}-server.log"));
-        let mut srv = match self.start_server(server, &server_log) {
+        let mut srv = match self.start_server(server, family, &server_log) {
             Ok(c) => c,
             Err(e) => return not_interrupted(e, &mut result).map(|()| result),
         };
@@ -320,12 +330,12 @@ impl Ctx<'_> {
             .map(|(k, v)| (k.clone(), v.saturating_sub(*repairs0.get(k).unwrap_or(&0))))
             .collect();
         if result.outcome != Outcome::Ok && result.state.is_none() {
-            result.state = Some(self.tcp_state(server, srv.id()));
+            result.state = Some(self.tcp_state(server, family, srv.id()));
         }
         // The client has ended or been stopped by now. A stopped client's socket lives on as an
         // orphan that keeps sending (its unsent data, window probes) and would meet the next
         // run's server: it goes now (`ss -K`, the kernel resets it).
-        let dst = format!("{}:{PORT}", server.ip());
+        let dst = Family::target(server.ip(family), PORT);
         let _ = self.lab.topo.client.run("ss", &["-K", "-tn", "dst", &dst]);
         // Then the capture, the bridge, the server.
         if let Some((mut a, mut b)) = capture {
@@ -349,7 +359,7 @@ impl Ctx<'_> {
     /// Runs the client against `result.server` (process `server_pid`) and watches it; when
     /// it stalls or reaches the cap, takes both sides' state, then stops it.
     fn transfer(&self, server_pid: u32, log: &Path, result: &mut RunResult) -> Result<()> {
-        let target = format!("{}:{PORT}", result.server.ip());
+        let target = Family::target(result.server.ip(result.family), PORT);
         let bytes = self.bytes.to_string();
         let timeout = format!("{:.0}", self.cap.as_secs_f64() + CLIENT_SLACK_SECS);
         let args = [
@@ -370,7 +380,7 @@ impl Ctx<'_> {
         let mut child = self.lab.client(&args, log)?;
         let report = watch(&mut child, self.stall, self.cap, self.lab.stop, result)?;
         if matches!(result.outcome, Outcome::Stalled | Outcome::Capped) {
-            result.state = Some(self.tcp_state(result.server, server_pid));
+            result.state = Some(self.tcp_state(result.server, result.family, server_pid));
             child.terminate(Duration::from_secs(2))?;
         } else {
             child.wait_timeout(Duration::from_secs(5))?;
@@ -380,17 +390,17 @@ impl Ctx<'_> {
     }
 
     /// `ss -tino` of the client's connection to `server`, in the client namespace.
-    fn client_ss(&self, server: Server) -> String {
-        let dst = format!("{}:{PORT}", server.ip());
+    fn client_ss(&self, server: Server, family: Family) -> String {
+        let dst = Family::target(server.ip(family), PORT);
         output_or_error(self.lab.topo.client.run("ss", &["-tino", "dst", &dst]))
     }
 
     /// Both sides' TCP state now.
-    fn tcp_state(&self, server: Server, pid: u32) -> TcpState {
-        let client = self.client_ss(server);
+    fn tcp_state(&self, server: Server, family: Family, pid: u32) -> TcpState {
+        let client = self.client_ss(server, family);
         match server {
             Server::Linux => {
-                let src = format!("{LINUX_SERVER}:{PORT}");
+                let src = Family::target(family.linux_server(), PORT);
                 TcpState {
                     client,
                     server: output_or_error(
@@ -512,7 +522,7 @@ mod tests {
 
     #[test]
     fn judge_reads_the_final_report() {
-        let mut r = RunResult::new(&CLEAN, 5, Server::Linux);
+        let mut r = RunResult::new(&CLEAN, 5, Server::Linux, Family::V4);
         let ok = serde_json::json!({"bytes_sent": 8, "bytes_received": 8, "equal": true,
             "sent_sha256": "aa", "received_sha256": "aa", "mbytes_per_s": 12.5});
         r.judge(Some(&ok), "");
@@ -521,7 +531,7 @@ mod tests {
             (Outcome::Ok, Some(12.5), 8)
         );
 
-        let mut r = RunResult::new(&CLEAN, 5, Server::Corestack);
+        let mut r = RunResult::new(&CLEAN, 5, Server::Corestack, Family::V4);
         let bad = serde_json::json!({"bytes_sent": 8, "bytes_received": 8, "equal": false,
             "sent_sha256": "aa", "received_sha256": "bb", "mbytes_per_s": 12.5});
         r.judge(Some(&bad), "error: the echoed data differs");
@@ -532,7 +542,7 @@ mod tests {
             r.detail
         );
 
-        let mut r = RunResult::new(&CLEAN, 5, Server::Corestack);
+        let mut r = RunResult::new(&CLEAN, 5, Server::Corestack, Family::V4);
         r.judge(
             None,
             "error: receiving after 100 bytes: Connection reset by peer",

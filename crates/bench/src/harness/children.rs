@@ -184,6 +184,29 @@ impl Topology {
         netns::addr_add(&server, "s2", &format!("10.{net}.2.2/24"))?;
         Ok(Topology { client, server })
     }
+
+    /// IPv6 beside the IPv4 addresses of [`Topology::build`] (subnet octet `net`): fd00:`net`:1::1
+    /// on `c1` (corestack takes fd00:`net`:1::2 on `s1`, whose kernel end gets no IPv6),
+    /// fd00:`net`:2::1 on `c2` and fd00:`net`:2::2 on `s2`, all /64, without Duplicate Address
+    /// Detection (`nodad`). Unique local addresses (RFC 4193), only inside these namespaces.
+    pub fn add_ipv6(&self, net: u8) -> Result<()> {
+        let sysctl = |ns: &Netns, setting: &str| {
+            ns.run("sysctl", &["-qw", setting])
+                .map(drop)
+                .with_context(|| format!("sysctl {setting} in {}", ns.name()))
+        };
+        sysctl(&self.server, "net.ipv6.conf.s1.disable_ipv6=1")?;
+        for (ns, dev, addr) in [
+            (&self.client, "c1", format!("fd00:{net}:1::1/64")),
+            (&self.client, "c2", format!("fd00:{net}:2::1/64")),
+            (&self.server, "s2", format!("fd00:{net}:2::2/64")),
+        ] {
+            sysctl(ns, &format!("net.ipv6.conf.{dev}.disable_ipv6=0"))?;
+            ns.run("ip", &["-6", "addr", "add", &addr, "dev", dev, "nodad"])
+                .with_context(|| format!("adding {addr} to {dev} in {}", ns.name()))?;
+        }
+        Ok(())
+    }
 }
 
 /// One ping-pong result (a subset of `bench pingpong --json`).

@@ -13,7 +13,8 @@
 //! path, so every pairing crosses the same links. [`Topology::use_impaired`] joins the bridges
 //! either with the direct veth `cd`-`sd` or with `cm`-`sm`, through `corestack impair` in `mid`
 //! ([`ImpairBridge`]). Offloads (tx checksum, TSO, GSO, GRO) are off on every veth end; IPv6 is off
-//! in the three namespaces, so no router solicitation or MLD report crosses the bridge. Dropping
+//! in the three namespaces, so no router solicitation or MLD report crosses the bridge, until
+//! [`Topology::enable_ipv6`] turns it on for the kernel's two ends (`--family 6` or `both`). Dropping
 //! the [`Topology`] kills what still runs in its namespaces and deletes them with their links.
 
 use std::fs;
@@ -38,6 +39,94 @@ pub const LINUX_SERVER: &str = "10.78.1.2";
 pub const CORE_CLIENT: &str = "10.78.1.3/24";
 /// corestack's server address (on `sc`).
 pub const CORE_SERVER: &str = "10.78.1.4";
+/// The kernel client's IPv6 address (on `ck`; unique local, RFC 4193, only inside these
+/// namespaces), after [`Topology::enable_ipv6`].
+pub const LINUX_CLIENT6: &str = "fd00:78::1/64";
+/// The kernel server's IPv6 address (on `sk`).
+pub const LINUX_SERVER6: &str = "fd00:78::2";
+/// corestack's client IPv6 address (on `cc`).
+pub const CORE_CLIENT6: &str = "fd00:78::3/64";
+/// corestack's server IPv6 address (on `sc`).
+pub const CORE_SERVER6: &str = "fd00:78::4";
+
+/// An address family of the matrix runs (`--family`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+pub enum Family {
+    /// IPv4 only.
+    #[value(name = "4")]
+    #[serde(rename = "ipv4")]
+    V4,
+    /// IPv6 only.
+    #[value(name = "6")]
+    #[serde(rename = "ipv6")]
+    V6,
+    /// IPv4, then IPv6, in one run (one table).
+    #[value(name = "both")]
+    #[serde(rename = "both")]
+    Both,
+}
+
+impl Family {
+    /// The single families this choice runs, IPv4 first.
+    pub fn each(self) -> &'static [Family] {
+        match self {
+            Family::V4 => &[Family::V4],
+            Family::V6 => &[Family::V6],
+            Family::Both => &[Family::V4, Family::V6],
+        }
+    }
+
+    /// "IPv4" or "IPv6" ("IPv4+IPv6" for both).
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::V4 => "IPv4",
+            Family::V6 => "IPv6",
+            Family::Both => "IPv4+IPv6",
+        }
+    }
+
+    /// Whether IPv6 is among the families.
+    pub fn has_v6(self) -> bool {
+        self != Family::V4
+    }
+
+    /// `ip:port` of a socket address on `ip` (brackets around IPv6).
+    pub fn target(ip: &str, port: &str) -> String {
+        if ip.contains(':') {
+            format!("[{ip}]:{port}")
+        } else {
+            format!("{ip}:{port}")
+        }
+    }
+
+    /// The kernel server's address in this family.
+    pub fn linux_server(self) -> &'static str {
+        if self == Family::V6 {
+            LINUX_SERVER6
+        } else {
+            LINUX_SERVER
+        }
+    }
+
+    /// corestack's server address in this family.
+    pub fn core_server(self) -> &'static str {
+        if self == Family::V6 {
+            CORE_SERVER6
+        } else {
+            CORE_SERVER
+        }
+    }
+
+    /// The `--ip` options of a corestack end: its IPv4 address (the stack needs one), and in
+    /// IPv6 its IPv6 address too (then `serve echo` and `serve sink` listen on `[::]`).
+    pub fn core_ips(self, v4: &str, v6: &str) -> Vec<String> {
+        let mut v = vec!["--ip".to_string(), v4.to_string()];
+        if self == Family::V6 {
+            v.extend(["--ip".to_string(), v6.to_string()]);
+        }
+        v
+    }
+}
 
 /// The three namespaces, the links and the bridges; removed on drop (after the children).
 pub struct Topology {
@@ -89,9 +178,21 @@ impl Topology {
             // address too (the default, arp_ignore=0), and a peer that takes br0's MAC loses the
             // path.
             sysctl(ns, "net.ipv4.conf.all.arp_ignore=1")?;
+            // No multicast snooping: Neighbor Solicitations (to solicited-node groups) are
+            // flooded like broadcast ARP, whether or not an MLD report was seen.
             ip(
                 ns,
-                &["link", "add", "br0", "type", "bridge", "forward_delay", "0"],
+                &[
+                    "link",
+                    "add",
+                    "br0",
+                    "type",
+                    "bridge",
+                    "forward_delay",
+                    "0",
+                    "mcast_snooping",
+                    "0",
+                ],
             )?;
             ip(ns, &["link", "set", "br0", "up"])?;
             for end in ends {
@@ -126,6 +227,47 @@ impl Topology {
             ip(
                 ns,
                 &[
+                    "neigh",
+                    "replace",
+                    addr,
+                    "lladdr",
+                    &lladdr,
+                    "dev",
+                    dev,
+                    "nud",
+                    "permanent",
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Turns IPv6 on for the kernel's ends only (`ck`, `sk`: the rest stays IPv6-off, so only
+    /// they send IPv6 of their own), without Duplicate Address Detection or router
+    /// solicitations, and gives them [`LINUX_CLIENT6`] and [`LINUX_SERVER6`] (`nodad`), with
+    /// permanent neighbour entries like [`Topology::static_neighbours`]'s: the client's for both
+    /// servers, the kernel server's for the client. corestack resolves the client itself with
+    /// Neighbor Discovery (RFC 4861), which `ck` answers.
+    pub fn enable_ipv6(&self) -> Result<()> {
+        for (ns, end, addr) in [
+            (&self.client, "ck", LINUX_CLIENT6.to_string()),
+            (&self.server, "sk", format!("{LINUX_SERVER6}/64")),
+        ] {
+            for setting in ["accept_dad=0", "router_solicitations=0", "disable_ipv6=0"] {
+                sysctl(ns, &format!("net.ipv6.conf.{end}.{setting}"))?;
+            }
+            ip(ns, &["-6", "addr", "add", &addr, "dev", end, "nodad"])?;
+        }
+        let client_ip = LINUX_CLIENT6.split('/').next().unwrap_or(LINUX_CLIENT6);
+        for (ns, addr, lladdr, dev) in [
+            (&self.client, LINUX_SERVER6, mac(&self.server, "sk")?, "ck"),
+            (&self.client, CORE_SERVER6, mac(&self.server, "sc")?, "ck"),
+            (&self.server, client_ip, mac(&self.client, "ck")?, "sk"),
+        ] {
+            ip(
+                ns,
+                &[
+                    "-6",
                     "neigh",
                     "replace",
                     addr,

@@ -4,7 +4,7 @@
 //! `e<N>`, that received or sent it when a process captured runs several).
 
 use std::io::Write as _;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -28,8 +28,9 @@ pub struct Capture {
     /// Stop after this many seconds (default: at COUNT frames or Ctrl-C).
     #[arg(long)]
     seconds: Option<f64>,
-    /// Filter, applied in the engine: host A, port N, tcp, udp, icmp, arp, joined with and, or,
-    /// not and parentheses (e.g. `tcp and port 7`).
+    /// Filter, applied in the engine: host A (IPv4 or IPv6), port N, tcp, udp, icmp, icmp6,
+    /// arp, joined with and, or, not and parentheses (e.g. `tcp and port 7`,
+    /// `host fd00::2 and tcp`).
     filter: Vec<String>,
 }
 
@@ -156,6 +157,7 @@ fn describe(f: &Frame, engine: bool) -> String {
             .map(|b| Ipv4Addr::new(b[0], b[1], b[2], b[3]))
     };
     let what = match be16(12) {
+        Some(0x86dd) => describe_ipv6(d),
         Some(0x0806) => format!(
             "ARP {} > {}",
             ip(28).map_or("?".into(), |a| a.to_string()),
@@ -172,21 +174,12 @@ fn describe(f: &Frame, engine: bool) -> String {
                 _ => "?".into(),
             };
             match d.get(23) {
-                Some(6) => {
-                    let flags = d.get(l4 + 13).copied().unwrap_or(0);
-                    let names: String = [
-                        (0x02, 'S'),
-                        (0x01, 'F'),
-                        (0x04, 'R'),
-                        (0x08, 'P'),
-                        (0x10, '.'),
-                    ]
-                    .iter()
-                    .filter(|(b, _)| flags & b != 0)
-                    .map(|(_, c)| *c)
-                    .collect();
-                    format!("IP {} > {}: tcp [{names}]", addr(src, sp), addr(dst, dp))
-                }
+                Some(6) => format!(
+                    "IP {} > {}: tcp [{}]",
+                    addr(src, sp),
+                    addr(dst, dp),
+                    tcp_flags(d, l4)
+                ),
                 Some(17) => format!("IP {} > {}: udp", addr(src, sp), addr(dst, dp)),
                 Some(1) => format!("IP {} > {}: icmp", addr(src, None), addr(dst, None)),
                 Some(p) => format!("IP {} > {}: proto {p}", addr(src, None), addr(dst, None)),
@@ -204,8 +197,65 @@ fn describe(f: &Frame, engine: bool) -> String {
     format!("{t} {dir} {what}, length {}", f.orig_len)
 }
 
-/// Parses a filter (`host A`, `port N`, `tcp`, `udp`, `icmp`, `arp`, `and`/`&&`, `or`/`||`,
-/// `not`/`!`, parentheses) into the engine's postfix program.
+/// TCP's flags at `l4` as tcpdump names them (`S`, `F`, `R`, `P`, `.`).
+fn tcp_flags(d: &[u8], l4: usize) -> String {
+    let flags = d.get(l4 + 13).copied().unwrap_or(0);
+    [
+        (0x02, 'S'),
+        (0x01, 'F'),
+        (0x04, 'R'),
+        (0x08, 'P'),
+        (0x10, '.'),
+    ]
+    .iter()
+    .filter(|(b, _)| flags & b != 0)
+    .map(|(_, c)| *c)
+    .collect()
+}
+
+/// An IPv6 frame's line, as tcpdump writes it: `IP6 SRC.PORT > DST.PORT: tcp [S.]` (the
+/// upper layer directly after the fixed header; otherwise its next header's number).
+fn describe_ipv6(d: &[u8]) -> String {
+    let ip = |o: usize| {
+        d.get(o..o + 16)
+            .and_then(|b| <[u8; 16]>::try_from(b).ok())
+            .map(Ipv6Addr::from)
+    };
+    let (Some(src), Some(dst), Some(&next)) = (ip(22), ip(38), d.get(20)) else {
+        return "IP6 (truncated)".into();
+    };
+    let l4 = 54;
+    let port = |o: usize| d.get(o..o + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+    let addr = |a: Ipv6Addr, p: Option<u16>| match p {
+        Some(p) => format!("{a}.{p}"),
+        None => a.to_string(),
+    };
+    let (sp, dp) = (port(l4), port(l4 + 2));
+    match next {
+        6 => format!(
+            "IP6 {} > {}: tcp [{}]",
+            addr(src, sp),
+            addr(dst, dp),
+            tcp_flags(d, l4)
+        ),
+        17 => format!("IP6 {} > {}: udp", addr(src, sp), addr(dst, dp)),
+        58 => {
+            let kind = match d.get(l4) {
+                Some(128) => "echo request",
+                Some(129) => "echo reply",
+                Some(135) => "neighbor solicitation",
+                Some(136) => "neighbor advertisement",
+                _ => "icmp6",
+            };
+            format!("IP6 {src} > {dst}: ICMP6, {kind}")
+        }
+        p => format!("IP6 {src} > {dst}: next header {p}"),
+    }
+}
+
+/// Parses a filter (`host A` with an IPv4 or IPv6 address, `port N`, `tcp`, `udp`, `icmp`,
+/// `icmp6`, `arp`, `and`/`&&`, `or`/`||`, `not`/`!`, parentheses) into the engine's postfix
+/// program.
 pub fn parse_filter(words: &[String]) -> Result<Vec<FilterOp>> {
     let mut tokens: Vec<String> = Vec::new();
     for w in words {
@@ -219,11 +269,11 @@ pub fn parse_filter(words: &[String]) -> Result<Vec<FilterOp>> {
     let mut at = 0;
     expr(&tokens, &mut at, &mut out)?;
     if at != tokens.len() {
-        bail!("filter: unexpected `{}` (terms: host A, port N, tcp, udp, icmp, arp; and, or, not, parentheses)", tokens[at]);
+        bail!("filter: unexpected `{}` (terms: host A, port N, tcp, udp, icmp, icmp6, arp; and, or, not, parentheses)", tokens[at]);
     }
-    if out.len() > appif::capture::FILTER_OPS {
+    if out.iter().map(|op| op.words()).sum::<usize>() > appif::capture::FILTER_OPS {
         bail!(
-            "filter: at most {} terms and operators",
+            "filter: at most {} terms and operators (an IPv6 host counts 3)",
             appif::capture::FILTER_OPS
         );
     }
@@ -280,10 +330,12 @@ fn factor(t: &[String], at: &mut usize, out: &mut Vec<FilterOp>) -> Result<()> {
             };
             *at += 1;
             out.push(if w == "host" {
-                FilterOp::Host(
-                    v.parse()
-                        .with_context(|| format!("filter: `host {v}`: not an IPv4 address"))?,
-                )
+                match v.parse::<IpAddr>().with_context(|| {
+                    format!("filter: `host {v}`: not an IPv4 or IPv6 address")
+                })? {
+                    IpAddr::V4(a) => FilterOp::Host(a),
+                    IpAddr::V6(a) => FilterOp::Host6(a),
+                }
             } else {
                 FilterOp::Port(
                     v.parse()
@@ -294,9 +346,10 @@ fn factor(t: &[String], at: &mut usize, out: &mut Vec<FilterOp>) -> Result<()> {
         "tcp" => out.push(FilterOp::Tcp),
         "udp" => out.push(FilterOp::Udp),
         "icmp" => out.push(FilterOp::Icmp),
+        "icmp6" => out.push(FilterOp::Icmp6),
         "arp" => out.push(FilterOp::Arp),
         other => bail!(
-            "filter: unknown term `{other}` (host A, port N, tcp, udp, icmp, arp; and, or, not)"
+            "filter: unknown term `{other}` (host A, port N, tcp, udp, icmp, icmp6, arp; and, or, not)"
         ),
     }
     Ok(())
@@ -326,6 +379,34 @@ mod tests {
         );
     }
 
+    #[test]
+    fn describe_prints_ipv6_addresses_ports_and_icmp6() {
+        let mut d = vec![0u8; 14 + 40 + 20];
+        d[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        d[20] = 6;
+        d[22..38].copy_from_slice(&"fd00:1::1".parse::<Ipv6Addr>().unwrap().octets());
+        d[38..54].copy_from_slice(&"fd00:1::2".parse::<Ipv6Addr>().unwrap().octets());
+        d[54..56].copy_from_slice(&40000u16.to_be_bytes());
+        d[56..58].copy_from_slice(&7u16.to_be_bytes());
+        d[67] = 0x12;
+        let f = |data: Vec<u8>| Frame {
+            time_ns: 0,
+            dir: Direction::Out,
+            orig_len: data.len(),
+            data,
+            engine: 0,
+        };
+        assert_eq!(
+            describe(&f(d.clone()), false),
+            "00:00:00.000000 out IP6 fd00:1::1.40000 > fd00:1::2.7: tcp [S.], length 74"
+        );
+        d[20] = 58;
+        d[54] = 135;
+        assert!(describe(&f(d.clone()), false)
+            .contains("IP6 fd00:1::1 > fd00:1::2: ICMP6, neighbor solicitation"));
+        assert!(describe(&f(d[..40].to_vec()), false).contains("IP6 (truncated)"));
+    }
+
     fn p(s: &str) -> Result<Vec<FilterOp>> {
         parse_filter(&s.split(' ').map(String::from).collect::<Vec<_>>())
     }
@@ -344,6 +425,16 @@ mod tests {
         assert!(parse_filter(&[]).unwrap().is_empty());
         assert!(p("port").is_err());
         assert!(p("host 10.0.0").is_err());
+        assert!(p("host fd00::2::3").is_err());
+        assert_eq!(
+            p("host fd00::2 and icmp6").unwrap(),
+            vec![Host6("fd00::2".parse().unwrap()), Icmp6, And]
+        );
+        // 7 IPv6 hosts joined by 6 ors take 21 + 6 = 27 words: more than 23.
+        let seven = ["host fd00::1"; 7].join(" or ");
+        assert!(p(&seven).is_err());
+        let three = ["host fd00::1"; 3].join(" or ");
+        assert_eq!(p(&three).unwrap().len(), 5);
         assert!(p("tcp udp").is_err());
         assert!(p("(tcp").is_err());
         assert!(p("smtp").is_err());

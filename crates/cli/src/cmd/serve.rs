@@ -10,7 +10,7 @@
 //! prints corestack's statistics.
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
@@ -53,7 +53,7 @@ pub struct Echo {
     /// TCP and UDP port to echo on.
     #[arg(long)]
     port: u16,
-    /// Use the Linux kernel stack (std::net) instead of corestack; --ip is then the bind address.
+    /// Use the Linux kernel stack (std::net) instead of corestack; --ip is then the bind address (an IPv4 and an IPv6 --ip: `[::]`, both families).
     #[arg(long, conflicts_with = "iface")]
     kernel: bool,
     /// Kernel stack: one thread busy-polling nonblocking sockets (otherwise blocking sockets).
@@ -69,19 +69,19 @@ impl Echo {
     pub fn run(self) -> Result<()> {
         let stop = stop_flag()?;
         if self.kernel {
-            let ip = self.stack.ip4().map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr);
             return kernel_echo(
-                SocketAddrV4::new(ip, self.port),
+                cmdline::kernel_listen_addr(&self.stack, self.port),
                 self.spin,
                 self.kernel_cc.as_deref(),
                 &stop,
             );
         }
         let stack = self.stack.start()?;
-        // Every configured address: with an IPv6 --ip, [::] without
-        // IPV6_V6ONLY serves IPv6 and IPv4 on one socket each for TCP and
-        // UDP (RFC 3493 §3.7); else the IPv4 address.
-        let addr = match (self.stack.ip6(), self.stack.ip4()) {
+        // Every configured address: with an IPv6 address (--ip, or in
+        // service mode the daemon's), [::] without IPV6_V6ONLY serves IPv6
+        // and IPv4 on one socket each for TCP and UDP (RFC 3493 §3.7); else
+        // the IPv4 address.
+        let addr = match (stack.ip6(), self.stack.ip4()) {
             (Some(_), _) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), self.port),
             (None, c) => SocketAddr::new(
                 IpAddr::V4(c.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr)),
@@ -346,7 +346,7 @@ fn echo_conn<S: Stream>(c: &mut Conn<S>, buf: &mut [u8]) -> io::Result<(bool, bo
 
 /// The Linux side of the comparisons: the same echo on std::net; `cc`: the accepted
 /// connections' congestion control.
-fn kernel_echo(addr: SocketAddrV4, spin: bool, cc: Option<&str>, stop: &AtomicBool) -> Result<()> {
+fn kernel_echo(addr: SocketAddr, spin: bool, cc: Option<&str>, stop: &AtomicBool) -> Result<()> {
     let mut listener = std::net::TcpListener::bind(addr).map_err(|e| bind_error(e, "TCP", addr))?;
     if let Some(cc) = cc {
         set_kernel_cc(&listener, cc)?;

@@ -194,6 +194,28 @@ pub fn daemon_test(net: u8, tag: &str) -> (MutexGuard<'static, ()>, Pair, Socket
     (lock, pair, sock, daemon)
 }
 
+/// Turns IPv6 on in `pair`'s Linux namespace with fd00:`net`::1/64 on `vl` (no DAD), and
+/// starts the daemon with both families; returns it, its socket and its IPv6 address.
+pub fn dual_stack_daemon(pair: &Pair, net: u8, tag: &str) -> (SocketPath, Daemon, String) {
+    let l = &pair.linux;
+    for key in ["all", "vl"] {
+        l.run(
+            "sysctl",
+            &["-qw", &format!("net.ipv6.conf.{key}.disable_ipv6=0")],
+        )
+        .expect("sysctl");
+    }
+    let linux6 = format!("fd00:{net}::1/64");
+    l.run("ip", &["-6", "addr", "add", &linux6, "dev", "vl", "nodad"])
+        .expect("adding Linux's IPv6 address");
+    let sock = SocketPath::new(tag);
+    let core6 = format!("fd00:{net}::2");
+    let daemon = Daemon::start(pair, &sock, &["--ip", &format!("{core6}/64")]);
+    let ready = daemon.expect_line(&["corestack daemon ready"], Duration::from_secs(1), "ready");
+    assert!(ready.contains(&format!("ip6={core6}/64")), "{ready}");
+    (sock, daemon, core6)
+}
+
 /// Runs an application to its end (at most 10 s) and returns how it ended.
 pub fn app_outcome(what: &str, cmd: Command) -> Finished {
     Proc::spawn(what, cmd, None, Out::Text).finish(Duration::from_secs(10))

@@ -427,6 +427,46 @@ pub fn ping_until_up(ns: &Netns, ip: &str, tries: u32) {
     );
 }
 
+/// Turns IPv6 on in `pair`'s Linux namespace with fd00:`net`::1/64 on `vl`; returns the
+/// corestack options (`--ip` for both families) and corestack's IPv6 address.
+pub fn dual_stack(pair: &Pair, net: u8) -> (Vec<String>, String) {
+    let l = &pair.linux;
+    l.run("sysctl", &["-qw", "net.ipv6.conf.all.disable_ipv6=0"])
+        .expect("sysctl");
+    l.run("sysctl", &["-qw", "net.ipv6.conf.vl.disable_ipv6=0"])
+        .expect("sysctl vl");
+    l.run(
+        "ip",
+        &[
+            "-6",
+            "addr",
+            "add",
+            &format!("fd00:{net}::1/64"),
+            "dev",
+            "vl",
+            "nodad",
+        ],
+    )
+    .expect("adding Linux's IPv6 address");
+    let mut args = pair.core_args();
+    args.extend(["--ip".to_string(), format!("fd00:{net}::2/64")]);
+    (args, format!("fd00:{net}::2"))
+}
+
+/// `ping -6` until corestack answers (Neighbor Discovery first), at most `tries` seconds.
+pub fn ping6_until_up(pair: &Pair, ip: &str, tries: u32) {
+    for _ in 0..tries {
+        if pair
+            .linux
+            .run("ping", &["-6", "-c", "1", "-W", "1", ip])
+            .is_ok()
+        {
+            return;
+        }
+    }
+    panic!("corestack at {ip} never answered ping -6");
+}
+
 /// Waits until a kernel TCP listener on `port` exists in `ns`.
 pub fn wait_kernel_listen(ns: &Netns, port: u16) {
     let deadline = Instant::now() + Duration::from_secs(10);
