@@ -294,8 +294,12 @@ impl Protocols {
         } else {
             &self.sockets.listeners6
         };
+        let lslot = listeners
+            .get(&seg.dst_port)
+            .copied()
+            .filter(|&l| self.sockets.listener_takes(l, local));
         let local = SocketAddr::new(local, seg.dst_port);
-        if let Some(&lslot) = listeners.get(&seg.dst_port) {
+        if let Some(lslot) = lslot {
             if flags.syn() && !flags.ack() && !flags.rst() {
                 self.passive_open(lslot, local, remote, seg, tx);
                 return;

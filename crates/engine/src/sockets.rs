@@ -8,7 +8,7 @@ use crate::time::Instant;
 use appif::bytes;
 use appif::seg::AcceptQueue;
 use appif::socket::{SockId, StatusHandle};
-use core::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -247,6 +247,21 @@ pub const EPHEMERAL: (u16, u16) = (32768, 60999);
 
 impl Sockets {
     /// The port table `which`: local port -> slot.
+    /// Whether the listener in `slot` takes a SYN sent to our address
+    /// `local`: bound to the wildcard of its family, or to `local` itself
+    /// (an IPv4-mapped address standing for the IPv4 one). A listener on
+    /// one of our IPv6 addresses does not take SYNs to another one (the
+    /// global and the link-local), as on Linux.
+    pub fn listener_takes(&self, slot: u32, local: IpAddr) -> bool {
+        match self.slots.get(slot as usize) {
+            Some(Some(Socket::Listener(l))) => {
+                let bound = appif::socket::from_mapped(l.local).ip();
+                bound.is_unspecified() || bound == local
+            }
+            _ => false,
+        }
+    }
+
     pub fn ports(&self, which: Ports) -> &HashMap<u16, u32> {
         match which {
             Ports::Listeners => &self.listeners,

@@ -169,6 +169,38 @@ fn tso_and_gather_over_ipv6_byte_exact_both_ways() {
     }
 }
 
+/// A listener bound to our global address does not take a SYN sent to our
+/// link-local one (answered with RST, as Linux does); one on `[::]` takes
+/// both.
+#[test]
+fn listener_on_the_global_address_refuses_syns_to_the_link_local_one() {
+    let b_link_local = engine::link_local_from_mac(wire::MacAddr(nic::mem::MAC_B));
+    for (bound, takes) in [(B6, false), (Ipv6Addr::UNSPECIFIED, true)] {
+        let mut w = wire(
+            Impairments::none(),
+            6,
+            EngineConfig::default(),
+            (sa(bound, PORT), false),
+            sa(b_link_local, PORT),
+        );
+        run_until(&mut w, 3_000_000_000, |w| {
+            matches!(w.end_a.shared.state(), SockState::Open | SockState::Closed)
+        });
+        let b = w.b.stats();
+        if takes {
+            assert_eq!(w.end_a.shared.state(), SockState::Open, "bound to {bound}");
+            assert_eq!(b.tcp_passive_opens, 1);
+        } else {
+            assert_eq!(
+                w.end_a.shared.error(),
+                appif::errno::ECONNREFUSED,
+                "bound to {bound}"
+            );
+            assert_eq!((b.tcp_passive_opens, b.tcp_no_socket), (0, 1));
+        }
+    }
+}
+
 #[test]
 fn syn_to_a_closed_port_is_answered_with_rst() {
     let mut w = wire(
