@@ -480,7 +480,15 @@ impl UdpHeader {
         b
     }
 
-    /// Decodes [`UdpHeader::LEN`] bytes (any family byte but 6 is IPv4).
+    /// True when the family byte of encoded header `b` is 4 or 6: the
+    /// engine checks each record an application wrote (untrusted shared
+    /// memory in service mode) before it sends it.
+    pub fn family_ok(b: &[u8; Self::LEN]) -> bool {
+        matches!(b[20], 4 | 6)
+    }
+
+    /// Decodes [`UdpHeader::LEN`] bytes (any family byte but 6 is IPv4;
+    /// see [`UdpHeader::family_ok`]).
     pub fn decode(b: &[u8; Self::LEN]) -> UdpHeader {
         let port = u16::from_be_bytes([b[16], b[17]]);
         let ip = if b[20] == 6 {
@@ -513,6 +521,12 @@ mod tests {
             len: 1452,
         };
         assert_eq!(UdpHeader::decode(&h6.encode()), h6);
+        assert!(UdpHeader::family_ok(&h.encode()) && UdpHeader::family_ok(&h6.encode()));
+        let mut bad = h6.encode();
+        for f in [0u8, 5, 0xff] {
+            bad[20] = f;
+            assert!(!UdpHeader::family_ok(&bad), "family {f}");
+        }
     }
 
     #[test]

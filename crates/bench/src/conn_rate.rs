@@ -29,7 +29,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::report::median;
-use crate::sweep::{engine_counters, Bed, PORT};
+use crate::sweep::{busy_small_rings, counters_moved, engine_counters, Bed, PORT};
 use cmdline::{one_line, Interrupted, StackOpts};
 
 /// `bench conn-rate` options.
@@ -146,20 +146,8 @@ impl ConnRate {
                 &secs,
             ];
             if core_client {
-                args.extend_from_slice(&[
-                    "--iface",
-                    "c2",
-                    "--ip",
-                    &client_ip,
-                    "--mode",
-                    "inline",
-                    "--poll",
-                    "busy",
-                    "--ring-bytes",
-                    "4096",
-                    "--ring-max-bytes",
-                    "4096",
-                ]);
+                args.extend_from_slice(&["--iface", "c2", "--ip", &client_ip]);
+                args.extend_from_slice(&busy_small_rings("inline"));
             }
             let before = (server_stack != "Linux")
                 .then(|| engine_counters(server.id()))
@@ -200,13 +188,7 @@ impl ConnRate {
                 std::thread::sleep(Duration::from_millis(300));
             }
             if let (Some(b), Some(a)) = (before, engine_counters(server.id())) {
-                let moved: Vec<String> = WATCHED
-                    .iter()
-                    .filter_map(|&n| {
-                        let d = a.get(n)?.saturating_sub(*b.get(n)?);
-                        (d > 0).then(|| format!("{n} +{d}"))
-                    })
-                    .collect();
+                let moved = counters_moved(&b, &a, &WATCHED);
                 if !moved.is_empty() {
                     note = Some(format!("corestack server: {}", moved.join(", ")));
                 }

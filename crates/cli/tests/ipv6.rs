@@ -19,46 +19,6 @@ use testkit::mem_wire::{stacks_v6, B6};
 
 const TIMEOUT: Duration = Duration::from_secs(180);
 
-/// Turns IPv6 on in `pair`'s Linux namespace with fd00:`net`::1/64 on `vl`; returns the
-/// corestack options (`--ip` for both families) and corestack's IPv6 address.
-fn dual_stack(pair: &Pair, net: u8) -> (Vec<String>, String) {
-    let l = &pair.linux;
-    l.run("sysctl", &["-qw", "net.ipv6.conf.all.disable_ipv6=0"])
-        .expect("sysctl");
-    l.run("sysctl", &["-qw", "net.ipv6.conf.vl.disable_ipv6=0"])
-        .expect("sysctl vl");
-    l.run(
-        "ip",
-        &[
-            "-6",
-            "addr",
-            "add",
-            &format!("fd00:{net}::1/64"),
-            "dev",
-            "vl",
-            "nodad",
-        ],
-    )
-    .expect("adding Linux's IPv6 address");
-    let mut args = pair.core_args();
-    args.extend(["--ip".to_string(), format!("fd00:{net}::2/64")]);
-    (args, format!("fd00:{net}::2"))
-}
-
-/// `ping -6` until corestack answers (Neighbor Discovery first), at most `tries` seconds.
-fn ping6_until_up(pair: &Pair, ip: &str, tries: u32) {
-    for _ in 0..tries {
-        if pair
-            .linux
-            .run("ping", &["-6", "-c", "1", "-W", "1", ip])
-            .is_ok()
-        {
-            return;
-        }
-    }
-    panic!("corestack at {ip} never answered ping -6");
-}
-
 #[test]
 fn afxdp_ipv6_ping6_and_udp_echo_from_linux() {
     let _lock = start();
@@ -72,25 +32,8 @@ fn afxdp_ipv6_ping6_and_udp_echo_from_linux() {
     let out = out.unwrap_or_else(|e| panic!("ping -6 failed: {e}; server:\n{}", server.stderr()));
     assert!(out.contains("5 received"), "{out}");
     // UDP echo over IPv6, and over IPv4 to the same [::] socket.
-    let script = "import socket,sys\n\
-        fam = socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET\n\
-        s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(1)\n\
-        ok = 0\n\
-        for i in range(20):\n\
-        \x20   m = b'corestack-%d' % i\n\
-        \x20   s.sendto(m, (sys.argv[1], 7))\n\
-        \x20   try:\n\
-        \x20       d, a = s.recvfrom(2048)\n\
-        \x20       ok += d == m\n\
-        \x20   except socket.timeout:\n\
-        \x20       pass\n\
-        print(ok)\n";
     for target in [ip6.as_str(), pair.core_ip.as_str()] {
-        let out = pair
-            .linux
-            .run("python3", &["-c", script, target])
-            .unwrap_or_else(|e| panic!("UDP echo to {target}: {e}"));
-        let ok: u32 = out.trim().parse().unwrap_or(0);
+        let ok = udp_echoes(&pair.linux, target);
         assert!(ok >= 19, "only {ok} of 20 UDP echoes from {target}");
     }
     // TCP to the dual-stack listener over both families.

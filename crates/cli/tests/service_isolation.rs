@@ -204,6 +204,7 @@ fn garbage_app_is_disconnected_others_carry_on() {
                     slot: 1000,
                     local: "0.0.0.0:7299".parse().expect("addr"),
                     backlog: 8,
+                    v6only: false,
                 })
             },
             "descriptor names slot 1000 out of range",
@@ -237,6 +238,7 @@ fn garbage_app_is_disconnected_others_carry_on() {
                 r.push(Desc::UdpBind {
                     slot: 0,
                     local: "0.0.0.0:7298".parse().expect("addr"),
+                    v6only: false,
                 });
                 thread::sleep(Duration::from_millis(50));
                 r.poke(

@@ -38,9 +38,9 @@ impl TcpListener {
     /// default of [`TcpListener::bind`]) a listener on `[::]` also accepts
     /// IPv4 connections, whose peers it sees as `[::ffff:a.b.c.d]`, and
     /// holds the port for both families; when true an IPv4 listener may
-    /// share its port. Service mode carries no IPv6 yet: `[::]` without
-    /// V6ONLY listens on IPv4 there, other IPv6 addresses fail with
-    /// EAFNOSUPPORT.
+    /// share its port. The same in every mode (in service mode the
+    /// daemon's engine holds the port, IPv6 needs a daemon with an IPv6
+    /// address).
     pub fn bind_with(
         stack: &Stack,
         addr: impl Into<SocketAddr>,

@@ -13,16 +13,23 @@ pub(crate) struct Captured<'a, T: TxQueue> {
     pub cap: &'a Capturer,
 }
 
+/// `fill`, then a copy of the frame it wrote into `cap` (outgoing).
+fn copying<'a, F: FnOnce(&mut [u8]) -> usize + 'a>(
+    cap: &'a Capturer,
+    fill: F,
+) -> impl FnOnce(&mut [u8]) -> usize + 'a {
+    move |buf| {
+        let n = fill(buf);
+        if let Some(frame) = buf.get(..n) {
+            cap.frame(Direction::Out, frame, None);
+        }
+        n
+    }
+}
+
 impl<T: TxQueue> TxQueue for Captured<'_, T> {
     fn transmit<F: FnOnce(&mut [u8]) -> usize>(&mut self, max_len: usize, fill: F) -> bool {
-        let cap = self.cap;
-        self.inner.transmit(max_len, |buf| {
-            let n = fill(buf);
-            if let Some(frame) = buf.get(..n) {
-                cap.frame(Direction::Out, frame, None);
-            }
-            n
-        })
+        self.inner.transmit(max_len, copying(self.cap, fill))
     }
 
     fn transmit_gso<F: FnOnce(&mut [u8]) -> usize>(
@@ -31,14 +38,8 @@ impl<T: TxQueue> TxQueue for Captured<'_, T> {
         gso_size: usize,
         fill: F,
     ) -> bool {
-        let cap = self.cap;
-        self.inner.transmit_gso(max_len, gso_size, |buf| {
-            let n = fill(buf);
-            if let Some(frame) = buf.get(..n) {
-                cap.frame(Direction::Out, frame, None);
-            }
-            n
-        })
+        self.inner
+            .transmit_gso(max_len, gso_size, copying(self.cap, fill))
     }
 
     fn transmit_gather<F: FnOnce(&mut [u8])>(

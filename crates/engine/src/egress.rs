@@ -52,7 +52,7 @@ pub struct Gso {
 
 impl Gso {
     /// Segments a transport segment of `l4_len` bytes (header included) makes.
-    fn segments(&self, l4_len: usize) -> usize {
+    pub(crate) fn segments(&self, l4_len: usize) -> usize {
         l4_len
             .saturating_sub(self.header_len)
             .div_ceil(self.size.max(1))
@@ -189,25 +189,14 @@ impl Egress {
                 Some(mac) => tx.transmit_gso(frame_len, gso_size, |buf| build(mac, buf)),
                 None => false,
             };
-            if queued {
-                // What the wire carries: every segment with its headers.
-                let headers = HEADERS + gso.map_or(0, |g| g.header_len);
-                stats.tx_frames += segments as u64;
-                stats.tx_bytes += (frame_len + (segments - 1) * headers) as u64;
-            } else {
-                stats.tx_no_buffer += 1;
-            }
-            return queued;
+            // What the wire carries: every segment with its headers.
+            let headers = HEADERS + gso.map_or(0, |g| g.header_len);
+            let bytes = frame_len + (segments - 1) * headers;
+            return stats.count_tx(queued, segments, bytes);
         }
         if let Some(mac) = self.arp.lookup(next_hop, now) {
-            if tx.transmit(frame_len, |buf| build(mac, buf)) {
-                stats.tx_frames += 1;
-                stats.tx_bytes += frame_len as u64;
-                true
-            } else {
-                stats.tx_no_buffer += 1;
-                false
-            }
+            let sent = tx.transmit(frame_len, |buf| build(mac, buf));
+            stats.count_tx(sent, 1, frame_len)
         } else {
             match self
                 .arp
@@ -300,13 +289,8 @@ impl Egress {
             fill(tcp);
             wire::tcp::fill_pseudo_checksum_len(tcp, src, dst, tcp_len);
         });
-        if queued {
-            stats.tx_frames += segments as u64;
-            stats.tx_bytes += (frame_len + (segments - 1) * (HEADERS + header_len)) as u64;
-        } else {
-            stats.tx_no_buffer += 1;
-        }
-        queued
+        let bytes = frame_len + (segments - 1) * (HEADERS + header_len);
+        stats.count_tx(queued, segments, bytes)
     }
 
     /// Sends an ARP packet from us to `target_ip` (at `target_mac`, or
@@ -340,12 +324,9 @@ impl Egress {
             buf[end..MIN_FRAME].fill(0);
             MIN_FRAME
         });
-        if !sent {
-            stats.tx_no_buffer += 1;
+        if !stats.count_tx(sent, 1, MIN_FRAME) {
             return;
         }
-        stats.tx_frames += 1;
-        stats.tx_bytes += MIN_FRAME as u64;
         match op {
             ArpOp::Request => stats.arp_requests_tx += 1,
             ArpOp::Reply => stats.arp_replies_tx += 1,
@@ -360,19 +341,8 @@ impl Egress {
         ip: Ipv4Addr,
         mac: MacAddr,
     ) {
-        self.arp.take_waiting(ip, |frame| {
-            frame[..6].copy_from_slice(&mac.0);
-            let len = frame.len();
-            if tx.transmit(len, |buf| {
-                buf[..len].copy_from_slice(frame);
-                len
-            }) {
-                stats.tx_frames += 1;
-                stats.tx_bytes += len as u64;
-            } else {
-                stats.tx_no_buffer += 1;
-            }
-        });
+        self.arp
+            .take_waiting(ip, |frame| send_waiting(tx, stats, mac, frame));
     }
 
     /// Retries ARP requests and drops frames for silent next hops.
@@ -399,6 +369,23 @@ impl Egress {
             );
         }
     }
+}
+
+/// Sends `frame`, one that waited for its next hop's link-layer address
+/// (ARP or Neighbor Discovery), now addressed to `mac`; counted in `stats`.
+pub(crate) fn send_waiting<T: TxQueue>(
+    tx: &mut T,
+    stats: &mut Stats,
+    mac: MacAddr,
+    frame: &mut [u8],
+) {
+    frame[..6].copy_from_slice(&mac.0);
+    let len = frame.len();
+    let sent = tx.transmit(len, |buf| {
+        buf[..len].copy_from_slice(frame);
+        len
+    });
+    stats.count_tx(sent, 1, len);
 }
 
 /// Writes the Ethernet header (to `dst_mac` from `src_mac`) and the IPv4

@@ -7,7 +7,8 @@
 
 use crate::arp::FRAME_CAP;
 use crate::config::{link_local_from_mac, Ipv6Config};
-use crate::egress::MIN_FRAME;
+use crate::egress::send_waiting;
+use crate::egress::{Gso, MIN_FRAME};
 use crate::neighbor::{NdAction, NeighborCache, RETRANS_TIMER};
 use crate::pmtu::{PmtuTable, PMTU_ENTRIES};
 use crate::stats::Stats;
@@ -273,17 +274,91 @@ impl Egress6 {
     ) -> bool {
         let frame_len = (HEADERS6 + ip.payload_len).max(MIN_FRAME);
         let src_mac = self.mac;
-        if tx.transmit(frame_len, |buf| {
+        let sent = tx.transmit(frame_len, |buf| {
             build(buf, dst_mac, src_mac, ip, fill);
             frame_len
-        }) {
-            stats.tx_frames += 1;
-            stats.tx_bytes += frame_len as u64;
-            true
+        });
+        stats.count_tx(sent, 1, frame_len)
+    }
+
+    /// The MAC address of the next hop to `dst` if it is known now (a
+    /// frame to it goes out at once, not through the neighbor queue).
+    pub fn resolved(&mut self, dst: Ipv6Addr, now: Instant) -> Option<MacAddr> {
+        let hop = self.next_hop(dst)?;
+        self.neighbors.lookup(hop, now)
+    }
+
+    /// Sends one TCP segment of `ip.payload_len` bytes (header included)
+    /// that may exceed the MTU to `dst_mac`, a [`Egress6::resolved`] next
+    /// hop: the port cuts it into segments of `gso.size` payload bytes
+    /// ([`TxQueue::transmit_gso`]; the port writes the pseudo-header sum,
+    /// so `fill` need not checksum). False, counted in `tx_no_buffer`, when
+    /// the port has no room.
+    pub fn send_tcp_gso<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        dst_mac: MacAddr,
+        ip: &Ipv6Repr,
+        gso: Gso,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let frame_len = (HEADERS6 + ip.payload_len).max(MIN_FRAME);
+        let src_mac = self.mac;
+        let queued = tx.transmit_gso(frame_len, gso.size, |buf| {
+            build(buf, dst_mac, src_mac, ip, fill);
+            frame_len
+        });
+        let segments = gso.segments(ip.payload_len);
+        let bytes = frame_len + (segments - 1) * (HEADERS6 + gso.header_len);
+        stats.count_tx(queued, segments, bytes)
+    }
+
+    /// Sends one TCP segment whose payload stays where it lies
+    /// ([`TxQueue::transmit_gather`]) to `dst_mac`: `fill` writes the
+    /// `header_len` bytes of TCP header, the pseudo-header sum of the whole
+    /// segment (`ip.payload_len` bytes) is put in its checksum field, and
+    /// the port completes it. With `gso_size` > 0 the port cuts it into
+    /// segments of that many payload bytes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_tcp_gather<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        dst_mac: MacAddr,
+        ip: &Ipv6Repr,
+        header_len: usize,
+        payload: nic::TxPayload,
+        gso_size: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let tcp_len = ip.payload_len;
+        let frame_len = HEADERS6 + tcp_len;
+        debug_assert!(frame_len >= MIN_FRAME, "a lent frame cannot be padded");
+        let gso = Gso {
+            size: gso_size,
+            header_len,
+        };
+        let segments = if gso_size > 0 {
+            gso.segments(tcp_len)
         } else {
-            stats.tx_no_buffer += 1;
-            false
-        }
+            1
+        };
+        let src_mac = self.mac;
+        let queued = tx.transmit_gather(HEADERS6 + header_len, payload, gso_size, |buf| {
+            EthernetRepr {
+                dst: dst_mac,
+                src: src_mac,
+                ethertype: ETHERTYPE_IPV6,
+            }
+            .emit(buf);
+            ip.emit(&mut buf[ethernet::HEADER_LEN..]);
+            let tcp = &mut buf[HEADERS6..];
+            fill(tcp);
+            wire::tcp::fill_pseudo_checksum_len(tcp, ip.src, ip.dst, tcp_len);
+        });
+        let bytes = frame_len + (segments - 1) * (HEADERS6 + header_len);
+        stats.count_tx(queued, segments, bytes)
     }
 
     /// Sends a Neighbor Solicitation for `target` (RFC 4861 §7.2.2):
@@ -388,19 +463,8 @@ impl Egress6 {
         ip: Ipv6Addr,
         mac: MacAddr,
     ) {
-        self.neighbors.take_waiting(ip, |frame| {
-            frame[..6].copy_from_slice(&mac.0);
-            let len = frame.len();
-            if tx.transmit(len, |buf| {
-                buf[..len].copy_from_slice(frame);
-                len
-            }) {
-                stats.tx_frames += 1;
-                stats.tx_bytes += len as u64;
-            } else {
-                stats.tx_no_buffer += 1;
-            }
-        });
+        self.neighbors
+            .take_waiting(ip, |frame| send_waiting(tx, stats, mac, frame));
     }
 
     /// Neighbor Discovery timers (solicitations, probes, neighbors given

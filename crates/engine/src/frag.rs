@@ -24,6 +24,7 @@
 //!
 //! Threading: owned by one engine core, like every other engine table.
 
+use crate::reasm::{Contexts, FragCounters};
 use crate::stats::Stats;
 use crate::time::Instant;
 use core::net::Ipv4Addr;
@@ -38,17 +39,12 @@ pub const FRAG_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest reassembled datagram in bytes, header included (the 16-bit
 /// total length field).
 pub const MAX_DATAGRAM: usize = 65535;
-/// Holes one datagram may have at once; a fragment that would make more
-/// drops the datagram. A 64 KiB datagram in 1500-byte fragments has 45
-/// fragments, so honest senders stay far below.
-pub const MAX_HOLES: usize = 64;
+pub use crate::reasm::MAX_HOLES;
 
 /// Largest payload in bytes: the datagram minus the smallest header.
 const MAX_PAYLOAD: usize = MAX_DATAGRAM - ipv4::HEADER_LEN;
 /// Room kept before the payload for the header of the fragment at offset 0.
 const HEADER_ROOM: usize = ipv4::MAX_HEADER_LEN;
-/// End of the hole past the last byte received while the length is unknown.
-const INFINITY: usize = usize::MAX;
 
 /// Identifies the datagram a fragment belongs to (RFC 791 §3.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,222 +55,27 @@ struct Key {
     ident: u16,
 }
 
-/// Payload bytes `start..end` not received yet (RFC 815 hole descriptor);
-/// `end` is [`INFINITY`] until the last fragment fixes the length.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Hole {
-    start: usize,
-    end: usize,
-}
-
-/// One datagram in reassembly.
-struct Context {
-    /// The datagram; None when the context is free.
-    key: Option<Key>,
-    /// When its first fragment arrived.
-    started: Instant,
-    /// Header of the fragment at offset 0 (`header_len` bytes of it).
-    header: [u8; ipv4::MAX_HEADER_LEN],
-    /// Length in bytes of `header`; 0 until the fragment at offset 0 arrives.
-    header_len: usize,
-    /// What is missing of the payload.
-    holes: Holes,
-    /// `HEADER_ROOM` bytes, then the payload at its offset.
-    buf: Box<[u8]>,
-}
-
-impl Context {
-    fn new() -> Context {
-        Context {
-            key: None,
-            started: Instant(0),
-            header: [0; ipv4::MAX_HEADER_LEN],
-            header_len: 0,
-            holes: Holes::new(),
-            buf: vec![0; HEADER_ROOM + MAX_PAYLOAD].into_boxed_slice(),
-        }
-    }
-
-    /// Starts reassembling the datagram `key` in this context.
-    fn start(&mut self, key: Key, now: Instant) {
-        self.key = Some(key);
-        self.started = now;
-        self.header_len = 0;
-        self.holes.start();
-    }
-
-    fn expired(&self, now: Instant) -> bool {
-        now.saturating_since(self.started) >= FRAG_TIMEOUT
-    }
-}
-
-/// The bytes still missing of one datagram's payload (RFC 815 §3): a
-/// bounded list of holes and, once the last fragment came, the length.
-/// Shared by IPv4 and IPv6 reassembly (`frag6`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Holes {
-    /// Payload length in bytes, known once the last fragment (MF clear) arrived.
-    payload_len: Option<usize>,
-    /// Holes, unordered; the datagram is complete when there is none.
-    holes: [Hole; MAX_HOLES],
-    /// Holes in use in `holes`.
-    n_holes: usize,
-}
-
-/// What one fragment did to its datagram ([`Holes::insert`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Insert {
-    /// Stored.
-    Stored,
-    /// An exact repeat of bytes already received: ignored.
-    Duplicate,
-    /// Overlaps bytes received with other bytes, or contradicts the
-    /// length fixed by the last fragment: the datagram must be dropped.
-    Overlap,
-    /// Would make more than [`MAX_HOLES`] holes: the datagram must be dropped.
-    TooManyHoles,
-}
-
-impl Holes {
-    /// Nothing received yet (one hole from 0 to infinity).
-    pub(crate) fn new() -> Holes {
-        let mut h = Holes {
-            payload_len: None,
-            holes: [Hole::default(); MAX_HOLES],
-            n_holes: 0,
-        };
-        h.start();
-        h
-    }
-
-    /// Forgets everything received: one hole from 0 to infinity.
-    pub(crate) fn start(&mut self) {
-        self.payload_len = None;
-        self.holes[0] = Hole {
-            start: 0,
-            end: INFINITY,
-        };
-        self.n_holes = 1;
-    }
-
-    /// True when every byte up to the last fragment's end is in.
-    pub(crate) fn complete(&self) -> bool {
-        self.n_holes == 0
-    }
-
-    /// The payload length once the last fragment arrived.
-    pub(crate) fn payload_len(&self) -> Option<usize> {
-        self.payload_len
-    }
-
-    fn remove_hole(&mut self, i: usize) {
-        self.n_holes -= 1;
-        self.holes[i] = self.holes[self.n_holes];
-    }
-
-    fn add_hole(&mut self, hole: Hole) -> bool {
-        if self.n_holes == MAX_HOLES {
-            return false;
-        }
-        self.holes[self.n_holes] = hole;
-        self.n_holes += 1;
-        true
-    }
-
-    /// Stores payload bytes `start..start + data.len()` into `payload`
-    /// (the datagram's payload buffer, long enough) when they fall inside
-    /// one hole (RFC 815 §3); `last`: the fragment ends the datagram.
-    pub(crate) fn insert(
-        &mut self,
-        payload: &mut [u8],
-        start: usize,
-        data: &[u8],
-        last: bool,
-    ) -> Insert {
-        let end = start + data.len();
-        // The length, once fixed by a last fragment, must never change, and no
-        // fragment may reach past it.
-        match self.payload_len {
-            Some(len) if end > len || (last && end != len) => return Insert::Overlap,
-            None if last => {
-                // Bytes already received past this end contradict it: the
-                // open-ended hole must start at or before `end`.
-                let open = self.holes[..self.n_holes]
-                    .iter()
-                    .find(|h| h.end == INFINITY)
-                    .map_or(INFINITY, |h| h.start);
-                if open > end {
-                    return Insert::Overlap;
-                }
-            }
-            _ => {}
-        }
-        let mut hit = None;
-        let mut hits = 0;
-        for (i, h) in self.holes[..self.n_holes].iter().enumerate() {
-            if h.start < end && start < h.end {
-                hits += 1;
-                hit = Some(i);
-            }
-        }
-        let dst = &mut payload[start..end];
-        let Some(i) = hit else {
-            // Every byte was received before: a repeat if they are the same.
-            return if dst == data {
-                Insert::Duplicate
-            } else {
-                Insert::Overlap
-            };
-        };
-        let h = self.holes[i];
-        if hits > 1 || start < h.start || end > h.end {
-            // Part new, part old: an overlap (Linux drops the datagram).
-            return Insert::Overlap;
-        }
-        dst.copy_from_slice(data);
-        self.remove_hole(i);
-        let before = Hole {
-            start: h.start,
-            end: start,
-        };
-        let after = Hole {
-            start: end,
-            end: h.end,
-        };
-        if last {
-            self.payload_len = Some(end);
-            // Nothing past the end is missing any more.
-            let mut k = 0;
-            while k < self.n_holes {
-                if self.holes[k].start >= end {
-                    self.remove_hole(k);
-                } else {
-                    k += 1;
-                }
-            }
-        }
-        let keep_after = end < h.end && !last;
-        if (before.start < before.end && !self.add_hole(before))
-            || (keep_after && !self.add_hole(after))
-        {
-            return Insert::TooManyHoles;
-        }
-        Insert::Stored
-    }
-}
-
 /// The reassembly table of one engine: [`FRAG_CONTEXTS`] contexts of
 /// [`MAX_DATAGRAM`] bytes each, allocated at construction.
 pub struct Reassembler {
-    contexts: Vec<Context>,
+    contexts: Contexts<Key>,
 }
 
 impl Default for Reassembler {
     /// A reassembler with no context (drops every fragment); allocates nothing.
     fn default() -> Self {
-        Reassembler {
-            contexts: Vec::new(),
-        }
+        Reassembler::new(0)
+    }
+}
+
+/// IPv4's counters in `stats`, for the shared table.
+fn counters(stats: &mut Stats) -> FragCounters<'_> {
+    FragCounters {
+        duplicate: &mut stats.frag_duplicate,
+        overlap: &mut stats.drop_frag_overlap,
+        malformed: &mut stats.drop_frag_malformed,
+        timeout: &mut stats.drop_frag_timeout,
+        no_context: &mut stats.drop_frag_no_context,
     }
 }
 
@@ -283,13 +84,13 @@ impl Reassembler {
     /// (about 64 KiB each).
     pub fn new(contexts: usize) -> Reassembler {
         Reassembler {
-            contexts: (0..contexts).map(|_| Context::new()).collect(),
+            contexts: Contexts::new(contexts, HEADER_ROOM, MAX_PAYLOAD, FRAG_TIMEOUT),
         }
     }
 
     /// Datagrams in reassembly now.
     pub fn in_progress(&self) -> usize {
-        self.contexts.iter().filter(|c| c.key.is_some()).count()
+        self.contexts.in_progress()
     }
 
     /// Takes one fragment (`ip.is_fragment()`, header already validated by
@@ -329,47 +130,22 @@ impl Reassembler {
         if end > MAX_PAYLOAD {
             // RFC 791: no datagram exceeds 65535 bytes (the ping of death).
             stats.drop_frag_too_big += 1;
-            for c in &mut self.contexts {
-                if c.key == Some(key) {
-                    c.key = None;
-                }
-            }
+            self.contexts.forget(key);
             return None;
         }
-        let i = self.context_for(key, now, stats)?;
-        let ctx = &mut self.contexts[i];
-        match ctx
-            .holes
-            .insert(&mut ctx.buf[HEADER_ROOM..], start, data, last)
-        {
-            Insert::Stored => {}
-            Insert::Duplicate => stats.frag_duplicate += 1,
-            Insert::Overlap => {
-                stats.drop_frag_overlap += 1;
-                ctx.key = None;
-                return None;
-            }
-            Insert::TooManyHoles => {
-                stats.drop_frag_malformed += 1;
-                ctx.key = None;
-                return None;
-            }
-        }
-        if start == 0 && ctx.header_len == 0 {
-            let h = ip.header();
-            ctx.header[..h.len()].copy_from_slice(h);
-            ctx.header_len = h.len();
-        }
-        if !ctx.holes.complete() {
-            return None;
+        let i = self
+            .contexts
+            .store(key, now, start, data, last, &mut counters(stats))?;
+        if start == 0 {
+            self.contexts.keep_header(i, ip.header(), 0);
         }
         // Complete: every byte from 0 to the end of the last fragment.
-        ctx.key = None;
-        let (hl, plen) = (ctx.header_len, ctx.holes.payload_len().unwrap_or(0));
+        let (hl, plen) = self.contexts.finish(i)?;
         if hl == 0 || hl + plen > MAX_DATAGRAM {
             stats.drop_frag_too_big += 1;
             return None;
         }
+        let ctx = self.contexts.get(i);
         let at = HEADER_ROOM - hl;
         let header = &mut ctx.buf[at..HEADER_ROOM];
         header.copy_from_slice(&ctx.header[..hl]);
@@ -387,48 +163,7 @@ impl Reassembler {
     /// each under `drop_frag_timeout` (RFC 791: the reassembly timer).
     /// No ICMP time exceeded is sent (RFC 1122 §3.3.2 makes it a SHOULD).
     pub fn expire(&mut self, now: Instant, stats: &mut Stats) {
-        for c in &mut self.contexts {
-            if c.key.is_some() && c.expired(now) {
-                c.key = None;
-                stats.drop_frag_timeout += 1;
-            }
-        }
-    }
-
-    /// The context of `key`, started if new: a free one, else the oldest
-    /// is evicted. None if the reassembler has no context at all.
-    fn context_for(&mut self, key: Key, now: Instant, stats: &mut Stats) -> Option<usize> {
-        let mut free = None;
-        let mut oldest: Option<(Instant, usize)> = None;
-        for (i, c) in self.contexts.iter_mut().enumerate() {
-            if c.key.is_some() && c.expired(now) {
-                c.key = None;
-                stats.drop_frag_timeout += 1;
-            }
-            match c.key {
-                Some(k) if k == key => return Some(i),
-                Some(_) => match oldest {
-                    Some((at, _)) if at <= c.started => {}
-                    _ => oldest = Some((c.started, i)),
-                },
-                None => {
-                    free.get_or_insert(i);
-                }
-            }
-        }
-        let i = match (free, oldest) {
-            (Some(i), _) => i,
-            (None, Some((_, i))) => {
-                stats.drop_frag_no_context += 1;
-                i
-            }
-            (None, None) => {
-                stats.drop_frag_no_context += 1;
-                return None;
-            }
-        };
-        self.contexts[i].start(key, now);
-        Some(i)
+        self.contexts.expire(now, &mut stats.drop_frag_timeout);
     }
 }
 

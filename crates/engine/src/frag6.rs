@@ -1,5 +1,6 @@
 //! IPv6 fragment reassembly (RFC 8200 §4.5), on the design of `frag`
-//! (IPv4) and sharing its hole tracking (`frag::Holes`, RFC 815).
+//! (IPv4) and sharing its context table and hole tracking (`reasm`,
+//! RFC 815).
 //!
 //! A [`Reassembler6`] has a fixed number of contexts, each with one
 //! buffer for the largest datagram, all allocated by
@@ -30,7 +31,8 @@
 //! 0, M clear), with the Payload Length patched: the caller walks it
 //! with `wire::ipv6_ext::walk_chain` like any packet.
 
-use crate::frag::{Holes, Insert, FRAG_CONTEXTS};
+use crate::frag::FRAG_CONTEXTS;
+use crate::reasm::{Contexts, FragCounters};
 use crate::stats::Stats;
 use crate::time::Instant;
 use core::net::Ipv6Addr;
@@ -59,35 +61,14 @@ struct Key {
     ident: u32,
 }
 
-struct Context {
-    key: Option<Key>,
-    started: Instant,
-    /// Fixed header and unfragmentable extension headers of the first
-    /// fragment (`header_len` bytes; 0 until it arrived).
-    header: Box<[u8]>,
-    header_len: usize,
-    /// The first fragment's Next Header (of the fragmentable part).
-    next_header: u8,
-    holes: Holes,
-    /// `HEADER_ROOM` bytes, then the fragmentable part at its offset.
-    buf: Box<[u8]>,
-}
-
-impl Context {
-    fn new() -> Context {
-        Context {
-            key: None,
-            started: Instant(0),
-            header: vec![0; HEADER_ROOM].into_boxed_slice(),
-            header_len: 0,
-            next_header: 0,
-            holes: Holes::new(),
-            buf: vec![0; HEADER_ROOM + MAX_PAYLOAD6].into_boxed_slice(),
-        }
-    }
-
-    fn expired(&self, now: Instant) -> bool {
-        now.saturating_since(self.started) >= FRAG6_TIMEOUT
+/// IPv6's counters in `stats`, for the shared table.
+fn counters(stats: &mut Stats) -> FragCounters<'_> {
+    FragCounters {
+        duplicate: &mut stats.ipv6_frag_duplicate,
+        overlap: &mut stats.drop_ipv6_frag_overlap,
+        malformed: &mut stats.drop_ipv6_frag_malformed,
+        timeout: &mut stats.drop_ipv6_frag_timeout,
+        no_context: &mut stats.drop_ipv6_frag_no_context,
     }
 }
 
@@ -111,22 +92,28 @@ pub enum Frag6<'a> {
 }
 
 /// The IPv6 reassembly table of one engine.
-#[derive(Default)]
 pub struct Reassembler6 {
-    contexts: Vec<Context>,
+    contexts: Contexts<Key>,
+}
+
+impl Default for Reassembler6 {
+    /// A reassembler with no context (drops every fragment); allocates nothing.
+    fn default() -> Self {
+        Reassembler6::new(0)
+    }
 }
 
 impl Reassembler6 {
     /// `contexts` contexts of about 66 KiB each.
     pub fn new(contexts: usize) -> Reassembler6 {
         Reassembler6 {
-            contexts: (0..contexts).map(|_| Context::new()).collect(),
+            contexts: Contexts::new(contexts, HEADER_ROOM, MAX_PAYLOAD6, FRAG6_TIMEOUT),
         }
     }
 
     /// Datagrams in reassembly now.
     pub fn in_progress(&self) -> usize {
-        self.contexts.iter().filter(|c| c.key.is_some()).count()
+        self.contexts.in_progress()
     }
 
     /// Takes one non-atomic fragment of `ip` (for us), whose Fragment
@@ -169,55 +156,38 @@ impl Reassembler6 {
         // the fragmentable part (RFC 8200 §4.5).
         if frag_at + end > MAX_PAYLOAD6 {
             stats.drop_ipv6_frag_too_big += 1;
-            self.forget(key);
+            self.contexts.forget(key);
             let pointer = (ipv6::HEADER_LEN + frag_at + 2) as u32;
             return Frag6::ParamProblem { code: 0, pointer };
         }
         if start == 0 && !holds_chain(payload, frag_at) {
             stats.drop_ipv6_frag_incomplete_chain += 1;
-            self.forget(key);
+            self.contexts.forget(key);
             return Frag6::ParamProblem {
                 code: PARAM_PROBLEM_INCOMPLETE_CHAIN,
                 pointer: 0,
             };
         }
-        let Some(i) = self.context_for(key, now, stats) else {
+        let Some(i) = self
+            .contexts
+            .store(key, now, start, data, last, &mut counters(stats))
+        else {
             return Frag6::Dropped;
         };
-        let ctx = &mut self.contexts[i];
-        match ctx
-            .holes
-            .insert(&mut ctx.buf[HEADER_ROOM..], start, data, last)
-        {
-            Insert::Stored => {}
-            Insert::Duplicate => stats.ipv6_frag_duplicate += 1,
-            Insert::Overlap => {
-                stats.drop_ipv6_frag_overlap += 1;
-                ctx.key = None;
-                return Frag6::Dropped;
-            }
-            Insert::TooManyHoles => {
-                stats.drop_ipv6_frag_malformed += 1;
-                ctx.key = None;
-                return Frag6::Dropped;
-            }
-        }
-        if start == 0 && ctx.header_len == 0 {
+        if start == 0 {
             let unfragmentable = &ip.packet()[..ipv6::HEADER_LEN + frag_at];
-            ctx.header[..unfragmentable.len()].copy_from_slice(unfragmentable);
-            ctx.header_len = unfragmentable.len();
-            ctx.next_header = frag.next_header;
+            self.contexts
+                .keep_header(i, unfragmentable, frag.next_header);
         }
-        if !ctx.holes.complete() {
+        let Some((hl, plen)) = self.contexts.finish(i) else {
             return Frag6::Pending;
-        }
-        ctx.key = None;
-        let (hl, plen) = (ctx.header_len, ctx.holes.payload_len().unwrap_or(0));
+        };
         let total_payload = hl + FRAGMENT_HEADER_LEN + plen - ipv6::HEADER_LEN;
         if hl == 0 || total_payload > MAX_PAYLOAD6 {
             stats.drop_ipv6_frag_too_big += 1;
             return Frag6::Dropped;
         }
+        let ctx = self.contexts.get(i);
         let at = HEADER_ROOM - FRAGMENT_HEADER_LEN - hl;
         ctx.buf[at..at + hl].copy_from_slice(&ctx.header[..hl]);
         ctx.buf[at + 4..at + 6].copy_from_slice(&(total_payload as u16).to_be_bytes());
@@ -235,59 +205,7 @@ impl Reassembler6 {
     /// Drops every datagram older than [`FRAG6_TIMEOUT`] at `now`, counting
     /// each under `drop_ipv6_frag_timeout`.
     pub fn expire(&mut self, now: Instant, stats: &mut Stats) {
-        for c in &mut self.contexts {
-            if c.key.is_some() && c.expired(now) {
-                c.key = None;
-                stats.drop_ipv6_frag_timeout += 1;
-            }
-        }
-    }
-
-    fn forget(&mut self, key: Key) {
-        for c in &mut self.contexts {
-            if c.key == Some(key) {
-                c.key = None;
-            }
-        }
-    }
-
-    /// The context of `key`, started if new (as `frag` does).
-    fn context_for(&mut self, key: Key, now: Instant, stats: &mut Stats) -> Option<usize> {
-        let mut free = None;
-        let mut oldest: Option<(Instant, usize)> = None;
-        for (i, c) in self.contexts.iter_mut().enumerate() {
-            if c.key.is_some() && c.expired(now) {
-                c.key = None;
-                stats.drop_ipv6_frag_timeout += 1;
-            }
-            match c.key {
-                Some(k) if k == key => return Some(i),
-                Some(_) => match oldest {
-                    Some((at, _)) if at <= c.started => {}
-                    _ => oldest = Some((c.started, i)),
-                },
-                None => {
-                    free.get_or_insert(i);
-                }
-            }
-        }
-        let i = match (free, oldest) {
-            (Some(i), _) => i,
-            (None, Some((_, i))) => {
-                stats.drop_ipv6_frag_no_context += 1;
-                i
-            }
-            (None, None) => {
-                stats.drop_ipv6_frag_no_context += 1;
-                return None;
-            }
-        };
-        let c = &mut self.contexts[i];
-        c.key = Some(key);
-        c.started = now;
-        c.header_len = 0;
-        c.holes.start();
-        Some(i)
+        self.contexts.expire(now, &mut stats.drop_ipv6_frag_timeout);
     }
 }
 

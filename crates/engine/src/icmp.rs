@@ -2,9 +2,8 @@
 //! TCP segments (RFC 1191 path MTU, RFC 5927 checks), and port unreachable
 //! for UDP datagrams nobody listens for, rate limited.
 
-use crate::sockets::flow_key;
 use crate::Protocols;
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::Ipv4Addr;
 use core::time::Duration;
 use nic::TxQueue;
 use wire::icmp::{Icmpv4Repr, DST_UNREACH_FRAG_NEEDED, DST_UNREACH_PORT};
@@ -17,16 +16,8 @@ pub(crate) const ICMP_QUOTE_MAX: usize = 576 - 20 - 8;
 impl Protocols {
     pub(crate) fn handle_icmp<T: TxQueue>(&mut self, src: Ipv4Addr, msg: &[u8], tx: &mut T) {
         match Icmpv4Repr::parse(msg, self.cfg.verify_checksums) {
-            Ok(Icmpv4Repr::EchoRequest {
-                ident,
-                seq_no,
-                data,
-            }) => {
-                let reply = Icmpv4Repr::EchoReply {
-                    ident,
-                    seq_no,
-                    data,
-                };
+            Ok(Icmpv4Repr::EchoRequest(echo)) => {
+                let reply = Icmpv4Repr::EchoReply(echo);
                 let len = reply.buffer_len();
                 if len + wire::ipv4::HEADER_LEN > self.egress.mtu {
                     self.stats.drop_icmp_malformed += 1;
@@ -68,8 +59,8 @@ impl Protocols {
             return;
         }
         let local_port = u16::from_be_bytes([quote[hl], quote[hl + 1]]);
-        let remote = SocketAddrV4::new(ip(16), u16::from_be_bytes([quote[hl + 2], quote[hl + 3]]));
-        let Some(&slot) = self.sockets.flows.get(&flow_key(remote, local_port)) else {
+        let remote_port = u16::from_be_bytes([quote[hl + 2], quote[hl + 3]]);
+        let Some(slot) = self.sockets.flows.get(ip(16), remote_port, local_port) else {
             return;
         };
         self.stats.icmp_tcp_errors_rx += 1;

@@ -62,21 +62,12 @@ impl Protocols {
     /// 4443 §4.2: same identifier, sequence number and data).
     fn echo6<T: TxQueue>(&mut self, ip: &Ipv6Packet<'_>, msg: &[u8], tx: &mut T) {
         let (src, dst) = (ip.src(), ip.dst());
-        let Ok(Icmpv6Repr::EchoRequest {
-            ident,
-            seq_no,
-            data,
-        }) = Icmpv6Repr::parse(msg, src, dst, false)
-        else {
+        let Ok(Icmpv6Repr::EchoRequest(echo)) = Icmpv6Repr::parse(msg, src, dst, false) else {
             self.stats.drop_icmpv6_malformed += 1;
             return;
         };
         let Some(e6) = self.ip6.as_mut() else { return };
-        let reply = Icmpv6Repr::EchoReply {
-            ident,
-            seq_no,
-            data,
-        };
+        let reply = Icmpv6Repr::EchoReply(echo);
         let len = reply.buffer_len();
         if dst.is_multicast()
             || src.is_unspecified()
@@ -190,18 +181,13 @@ impl Protocols {
         let mut dst = [0u8; 16];
         dst.copy_from_slice(&head[24..40]);
         let local_port = u16::from_be_bytes([t[0], t[1]]);
-        let remote = core::net::SocketAddrV6::new(
-            Ipv6Addr::from(dst),
-            u16::from_be_bytes([t[2], t[3]]),
-            0,
-            0,
-        );
+        let remote_port = u16::from_be_bytes([t[2], t[3]]);
         let seq = wire::SeqNum(u32::from_be_bytes([t[4], t[5], t[6], t[7]]));
         let slot = self
             .sockets
             .flows6
-            .get(&crate::sockets::flow_key6(remote, local_port));
-        QuotedTcp::Tcp(slot.map(|&s| (s, seq)))
+            .get(Ipv6Addr::from(dst), remote_port, local_port);
+        QuotedTcp::Tcp(slot.map(|s| (s, seq)))
     }
 
     /// The path MTU toward `dst` in bytes (at least 1280 when learned; the

@@ -7,12 +7,13 @@
 //! it was dropped.
 
 use crate::egress::Egress;
-use crate::sockets::{flow_key, Conn};
+use crate::family::Family;
+use crate::sockets::Conn;
 use crate::steer;
 use crate::tcp;
 use crate::trace::{RingStamps, StampedRing};
 use crate::Protocols;
-use core::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 use nic::TxQueue;
 use wire::arp::{ArpOp, ArpRepr};
 use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
@@ -170,35 +171,45 @@ impl Protocols {
         match ip.protocol() {
             PROTO_ICMP => self.handle_icmp(src, ip.payload(), tx),
             PROTO_UDP => self.handle_udp(ip, tx),
-            PROTO_TCP => self.handle_tcp(src, ip.payload(), ip.tos() & 0b11 == 0b11, tx),
+            PROTO_TCP => {
+                let ce = ip.tos() & 0b11 == 0b11;
+                self.handle_tcp(src, self.egress.ip, ip.payload(), ce, tx);
+            }
             _ => self.stats.drop_ipv4_unsupported_proto += 1,
         }
     }
 
-    /// `ce`: the IPv4 ECN field carried Congestion Experienced (RFC 3168 §5).
-    fn handle_tcp<T: TxQueue>(&mut self, src: Ipv4Addr, segment: &[u8], ce: bool, tx: &mut T) {
-        let dst = self.egress.ip;
+    /// A TCP segment `segment` (the upper-layer bytes) from `src` to our
+    /// address `dst`, either family: checked with the family's
+    /// pseudo-header, then to its connection, a listener, or answered with
+    /// RST. `ce`: the IP ECN field carried Congestion Experienced (RFC
+    /// 3168 §5). Returns what TCP reported for a connection it found.
+    #[inline]
+    pub(crate) fn handle_tcp<F: Family, T: TxQueue>(
+        &mut self,
+        src: F,
+        dst: F,
+        segment: &[u8],
+        ce: bool,
+        tx: &mut T,
+    ) -> Option<tcp::Events> {
         let (seg, payload) = match TcpRepr::parse(segment, src, dst, self.cfg.verify_checksums) {
             Ok(v) => v,
             Err(e) => {
                 let s = &mut self.stats;
-                return count_bad(e, &mut s.drop_tcp_checksum, &mut s.drop_tcp_malformed);
+                count_bad(e, &mut s.drop_tcp_checksum, &mut s.drop_tcp_malformed);
+                return None;
             }
         };
         self.stats.tcp_rx_segments += 1;
         if let Some(h) = &self.handoff {
-            if h.steering().owner_v4(src, dst, seg.src_port, seg.dst_port) != h.me() {
+            if F::owner(h.steering(), src, dst, seg.src_port, seg.dst_port) != h.me() {
                 self.stats.owner_violations += 1;
             }
         }
-        let remote = SocketAddrV4::new(src, seg.src_port);
-        let slot = self
-            .sockets
-            .flows
-            .get(&flow_key(remote, seg.dst_port))
-            .copied();
-        let local = IpAddr::V4(self.egress.ip);
-        self.tcp_segment(slot, SocketAddr::V4(remote), local, &seg, payload, ce, tx);
+        let slot = F::flows(&self.sockets).get(src, seg.src_port, seg.dst_port);
+        let remote = src.socket(seg.src_port);
+        self.tcp_segment(slot, remote, dst.into(), &seg, payload, ce, tx)
     }
 
     /// A parsed segment from `remote` to our address `local`, of the
@@ -283,8 +294,12 @@ impl Protocols {
         } else {
             &self.sockets.listeners6
         };
+        let lslot = listeners
+            .get(&seg.dst_port)
+            .copied()
+            .filter(|&l| self.sockets.listener_takes(l, local));
         let local = SocketAddr::new(local, seg.dst_port);
-        if let Some(&lslot) = listeners.get(&seg.dst_port) {
+        if let Some(lslot) = lslot {
             if flags.syn() && !flags.ack() && !flags.rst() {
                 self.passive_open(lslot, local, remote, seg, tx);
                 return;

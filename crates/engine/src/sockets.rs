@@ -2,12 +2,13 @@
 //! table that finds them by 4-tuple; `events` applies what TCP reports to
 //! them.
 
+use crate::family::Family;
 use crate::tcp::Tcb;
 use crate::time::Instant;
 use appif::bytes;
 use appif::seg::AcceptQueue;
 use appif::socket::{SockId, StatusHandle};
-use core::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -138,24 +139,49 @@ pub fn owner_of(id: SockId) -> u32 {
     appif::seg::service_owner(id).map_or(0, |(assoc, _)| assoc)
 }
 
-/// Key of the TCP flow table: remote address and local port (the local
-/// address is always ours).
-pub fn flow_key(remote: SocketAddrV4, local_port: u16) -> u64 {
-    (u64::from(u32::from(*remote.ip())) << 32)
-        | (u64::from(remote.port()) << 16)
-        | u64::from(local_port)
+/// The TCP flow table of one address family `F`: (remote address,
+/// remote port, local port) → slot. One implementation, two instances
+/// ([`Sockets::flows`], [`Sockets::flows6`]), each with its family's key.
+pub struct FlowTable<F: Family> {
+    map: HashMap<F::FlowKey, u32>,
 }
 
-/// Key of the IPv6 TCP flow table: remote address, remote port and local
-/// port (our local address is one of at most two, left out as for IPv4).
-pub type FlowKey6 = (u128, u32);
+impl<F: Family> FlowTable<F> {
+    /// An empty table with room for `n` flows.
+    pub fn with_capacity(n: usize) -> Self {
+        FlowTable {
+            map: HashMap::with_capacity(n),
+        }
+    }
 
-/// The [`FlowKey6`] of a connection to `remote` from local port `local_port`.
-pub fn flow_key6(remote: SocketAddrV6, local_port: u16) -> FlowKey6 {
-    (
-        u128::from(*remote.ip()),
-        (u32::from(remote.port()) << 16) | u32::from(local_port),
-    )
+    /// The slot of the connection from `remote`:`remote_port` to our
+    /// `local_port`.
+    #[inline]
+    pub fn get(&self, remote: F, remote_port: u16, local_port: u16) -> Option<u32> {
+        self.map
+            .get(&F::flow_key(remote, remote_port, local_port))
+            .copied()
+    }
+
+    /// Files `slot` under the flow; returns the slot it replaced.
+    pub fn insert(
+        &mut self,
+        remote: F,
+        remote_port: u16,
+        local_port: u16,
+        slot: u32,
+    ) -> Option<u32> {
+        self.map
+            .insert(F::flow_key(remote, remote_port, local_port), slot)
+    }
+
+    /// Takes the flow out if it names `slot`.
+    pub fn remove_slot(&mut self, remote: F, remote_port: u16, local_port: u16, slot: u32) {
+        let key = F::flow_key(remote, remote_port, local_port);
+        if self.map.get(&key) == Some(&slot) {
+            self.map.remove(&key);
+        }
+    }
 }
 
 /// Which families a socket bound to `local` receives: (IPv4, IPv6). An
@@ -187,11 +213,10 @@ pub struct Sockets {
     free: Vec<u32>,
     /// The most sockets the table holds (`EngineConfig::max_sockets`).
     max: usize,
-    /// 4-tuple → slot of TCP connections over IPv4.
-    pub flows: HashMap<u64, u32>,
-    /// 4-tuple → slot of TCP connections over IPv6 (a table of its own:
-    /// IPv4's key and lookup stay as they were).
-    pub flows6: HashMap<FlowKey6, u32>,
+    /// 4-tuple → slot of TCP connections over IPv4 (an 8-byte key).
+    pub flows: FlowTable<Ipv4Addr>,
+    /// 4-tuple → slot of TCP connections over IPv6 (a 20-byte key).
+    pub flows6: FlowTable<Ipv6Addr>,
     /// Local port → slot of listeners that take IPv4 SYNs.
     pub listeners: HashMap<u16, u32>,
     /// Local port → slot of listeners that take IPv6 SYNs (a dual-stack
@@ -222,6 +247,21 @@ pub const EPHEMERAL: (u16, u16) = (32768, 60999);
 
 impl Sockets {
     /// The port table `which`: local port -> slot.
+    /// Whether the listener in `slot` takes a SYN sent to our address
+    /// `local`: bound to the wildcard of its family, or to `local` itself
+    /// (an IPv4-mapped address standing for the IPv4 one). A listener on
+    /// one of our IPv6 addresses does not take SYNs to another one (the
+    /// global and the link-local), as on Linux.
+    pub fn listener_takes(&self, slot: u32, local: IpAddr) -> bool {
+        match self.slots.get(slot as usize) {
+            Some(Some(Socket::Listener(l))) => {
+                let bound = appif::socket::from_mapped(l.local).ip();
+                bound.is_unspecified() || bound == local
+            }
+            _ => false,
+        }
+    }
+
     pub fn ports(&self, which: Ports) -> &HashMap<u16, u32> {
         match which {
             Ports::Listeners => &self.listeners,
@@ -283,16 +323,16 @@ impl Sockets {
     /// The slot of the TCP connection to `remote` from local port `port`.
     pub fn flow(&self, remote: SocketAddr, port: u16) -> Option<u32> {
         match remote {
-            SocketAddr::V4(r) => self.flows.get(&flow_key(r, port)).copied(),
-            SocketAddr::V6(r) => self.flows6.get(&flow_key6(r, port)).copied(),
+            SocketAddr::V4(r) => self.flows.get(*r.ip(), r.port(), port),
+            SocketAddr::V6(r) => self.flows6.get(*r.ip(), r.port(), port),
         }
     }
 
     /// Files the TCP connection in `slot` under `remote` and local `port`.
     pub fn insert_flow(&mut self, remote: SocketAddr, port: u16, slot: u32) {
         match remote {
-            SocketAddr::V4(r) => self.flows.insert(flow_key(r, port), slot),
-            SocketAddr::V6(r) => self.flows6.insert(flow_key6(r, port), slot),
+            SocketAddr::V4(r) => self.flows.insert(*r.ip(), r.port(), port, slot),
+            SocketAddr::V6(r) => self.flows6.insert(*r.ip(), r.port(), port, slot),
         };
     }
 
@@ -304,8 +344,8 @@ impl Sockets {
             slots: Vec::with_capacity(initial),
             free: Vec::with_capacity(initial),
             max,
-            flows: HashMap::with_capacity(initial),
-            flows6: HashMap::new(),
+            flows: FlowTable::with_capacity(initial),
+            flows6: FlowTable::with_capacity(0),
             listeners: HashMap::with_capacity(64),
             listeners6: HashMap::new(),
             udp: HashMap::with_capacity(64),
@@ -357,18 +397,8 @@ impl Sockets {
             Socket::Tcp(c) => {
                 let port = c.tcb.local().port();
                 match c.tcb.remote() {
-                    SocketAddr::V4(r) => {
-                        let key = flow_key(r, port);
-                        if self.flows.get(&key) == Some(&slot) {
-                            self.flows.remove(&key);
-                        }
-                    }
-                    SocketAddr::V6(r) => {
-                        let key = flow_key6(r, port);
-                        if self.flows6.get(&key) == Some(&slot) {
-                            self.flows6.remove(&key);
-                        }
-                    }
+                    SocketAddr::V4(r) => self.flows.remove_slot(*r.ip(), r.port(), port, slot),
+                    SocketAddr::V6(r) => self.flows6.remove_slot(*r.ip(), r.port(), port, slot),
                 }
                 self.ids.remove(&c.id);
                 if c.growth.counted > 0 {

@@ -32,6 +32,21 @@ macro_rules! counters {
     };
 }
 
+impl Stats {
+    /// Counts a transmit attempt: `frames` frames of `bytes` bytes in all
+    /// when `sent`, else one `tx_no_buffer`. Returns `sent`.
+    #[inline]
+    pub fn count_tx(&mut self, sent: bool, frames: usize, bytes: usize) -> bool {
+        if sent {
+            self.tx_frames += frames as u64;
+            self.tx_bytes += bytes as u64;
+        } else {
+            self.tx_no_buffer += 1;
+        }
+        sent
+    }
+}
+
 counters! {
     /// Frames received from the port.
     rx_frames,

@@ -6,21 +6,24 @@
 //! machine, the flow tables and the listeners are the family-generic ones
 //! of IPv4 (`rx::tcp_segment`, `sockets`, `listen`). IPv6 has no DF and no
 //! identification: nothing to set (RFC 8200 §5: we never fragment, the
-//! MSS keeps segments within the path MTU). No TSO or gather for IPv6 yet:
-//! every segment is copied into its frame and checksummed in software.
+//! MSS keeps segments within the path MTU). Toward a resolved neighbor,
+//! TCP output uses the port's segmentation offload and lends payloads from
+//! the TX ring as over IPv4 (`egress6::send_tcp_gso`, `send_tcp_gather`);
+//! other segments are copied into their frame and checksummed here.
 
-use crate::rx::count_bad;
+use crate::egress::Gso;
 use crate::rx6::Rx6;
-use crate::sockets::{flow_key6, Conn, Socket};
-use crate::tcp::{self, State};
-use crate::tx::TCP_BURST;
+use crate::sockets::Socket;
 use crate::Protocols;
-use appif::socket::UdpHeader;
-use core::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
+use core::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
 use nic::TxQueue;
 use wire::ipv6::{Ipv6Packet, Ipv6Repr, NEXT_TCP, NEXT_UDP};
 use wire::tcp::TcpRepr;
 use wire::udp::UdpRepr;
+
+/// Bytes an IPv6 header has beyond an IPv4 one without options: taken off
+/// the port's largest GSO payload so that a frame stays within it.
+const IPV6_EXTRA: usize = wire::ipv6::HEADER_LEN - wire::ipv4::HEADER_LEN;
 
 /// The ECT(0) codepoint in the Traffic Class's ECN bits (RFC 3168 §5).
 const ECT0: u8 = 0b10;
@@ -40,35 +43,8 @@ impl Protocols {
             self.stats.drop_ipv6_transport += 1;
             return;
         }
-        let (seg, payload) = match TcpRepr::parse_v6(segment, src, dst, self.cfg.verify_checksums) {
-            Ok(v) => v,
-            Err(e) => {
-                let s = &mut self.stats;
-                return count_bad(e, &mut s.drop_tcp_checksum, &mut s.drop_tcp_malformed);
-            }
-        };
-        self.stats.tcp_rx_segments += 1;
-        if let Some(h) = &self.handoff {
-            if h.steering().owner_v6(src, dst, seg.src_port, seg.dst_port) != h.me() {
-                self.stats.owner_violations += 1;
-            }
-        }
-        let remote = SocketAddrV6::new(src, seg.src_port, 0, 0);
-        let slot = self
-            .sockets
-            .flows6
-            .get(&flow_key6(remote, seg.dst_port))
-            .copied();
         let ce = ip.traffic_class() & 0b11 == 0b11;
-        let ev = self.tcp_segment(
-            slot,
-            SocketAddr::V6(remote),
-            IpAddr::V6(dst),
-            &seg,
-            payload,
-            ce,
-            tx,
-        );
+        let ev = self.handle_tcp(src, dst, segment, ce, tx);
         // RFC 4861 §7.3.1: new data acknowledged (or the handshake done)
         // is forward progress: the neighbor toward the peer is reachable.
         if ev.is_some_and(|e| e.writable || e.connected) {
@@ -107,15 +83,19 @@ impl Protocols {
         };
         e6.send_repr(tx, &mut self.stats, now, &ip, |buf| {
             seg.emit_header(buf);
-            wire::tcp::fill_checksum_v6(buf, local, remote);
+            wire::tcp::fill_checksum(buf, local, remote);
         })
     }
 
     /// `flush_output` for a connection over IPv6 in `slot`: up to a burst
-    /// of segments, each copied into its frame.
+    /// of segments. Toward a resolved next hop a segment may exceed the
+    /// MTU (the port cuts it, `gso_max` 20 bytes below IPv4's for the
+    /// longer header) and its payload may stay in the TX ring (gather), as
+    /// over IPv4 (`tx::output`); else it is copied into its frame.
     pub(crate) fn output6<T: TxQueue>(&mut self, slot: u32, tx: &mut T) -> usize {
         let Protocols {
             sockets,
+            egress,
             ip6,
             stats,
             now,
@@ -133,58 +113,64 @@ impl Protocols {
         let Some(e6) = ip6.as_mut() else {
             return 0;
         };
-        c.tcb.snd.gso_max = 0;
+        let next_mac = e6.resolved(remote, now);
+        c.tcb.snd.gso_max = match next_mac {
+            Some(_) if egress.gso_max > 0 => egress.gso_max.saturating_sub(IPV6_EXTRA),
+            _ => 0,
+        };
+        let lend_to = next_mac.filter(|_| egress.gather);
         let label = c.flow_label;
-        let Conn {
-            tcb,
-            tx: txr,
-            rx,
-            shared,
-            ..
-        } = &mut **c;
-        let rcv_free = rx.free();
-        let n = tcb.poll_output(
-            now,
-            &*txr,
-            rcv_free,
-            TCP_BURST,
-            &mut |seg: &tcp::Segment| {
-                let hlen = seg.repr.header_len();
-                let plen = seg.repr.payload_len;
-                let ip = Ipv6Repr {
-                    src: local,
-                    dst: remote,
-                    next_header: NEXT_TCP,
-                    hop_limit: crate::egress6::HOP_LIMIT,
-                    traffic_class: if seg.ect { ECT0 } else { 0 },
-                    flow_label: label,
-                    payload_len: hlen + plen,
-                };
-                e6.send_repr(tx, stats, now, &ip, |buf| {
-                    seg.repr.emit_header(&mut buf[..hlen]);
-                    txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
-                    wire::tcp::fill_checksum_v6(buf, local, remote);
-                });
-                stats.tcp_tx_segments += seg.segments() as u64;
-            },
-        );
-        // As `output` does for IPv4: a writer that adds bytes kicks us.
-        let mut again = false;
-        let len = txr.len();
-        if tcb.all_sent(len) && shared.set_tx_idle() {
-            core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-            again = txr.len() > len && shared.take_tx_idle();
-        }
-        let closed = tcb.state() == State::Closed;
-        if closed && (c.app_closed || c.unaccepted()) {
-            tx.flush();
-            self.drop_conn(slot);
-        } else {
-            self.arm_timer(slot);
-            if again {
-                self.mark_dirty(slot);
+        let n = crate::tx::poll_burst(c, now, |seg, txr| {
+            let hlen = seg.repr.header_len();
+            let plen = seg.repr.payload_len;
+            let ip = Ipv6Repr {
+                src: local,
+                dst: remote,
+                next_header: NEXT_TCP,
+                hop_limit: crate::egress6::HOP_LIMIT,
+                traffic_class: if seg.ect { ECT0 } else { 0 },
+                flow_label: label,
+                payload_len: hlen + plen,
+            };
+            let frame_len = crate::egress6::HEADERS6 + hlen + plen;
+            let lent = match lend_to {
+                Some(mac) if plen > 0 && frame_len >= crate::egress::MIN_FRAME => {
+                    txr.payload(seg.payload_offset, plen).map(|p| (mac, p))
+                }
+                _ => None,
+            };
+            let header = |buf: &mut [u8]| {
+                seg.repr.emit_header(&mut buf[..hlen]);
+            };
+            match (lent, next_mac) {
+                (Some((mac, payload)), _) => {
+                    e6.send_tcp_gather(tx, stats, mac, &ip, hlen, payload, seg.gso_size, header);
+                }
+                (None, Some(mac)) if seg.gso_size > 0 => {
+                    let gso = Gso {
+                        size: seg.gso_size,
+                        header_len: hlen,
+                    };
+                    // The port writes the pseudo-header sum of what it cuts.
+                    e6.send_tcp_gso(tx, stats, mac, &ip, gso, |buf| {
+                        header(buf);
+                        txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
+                    });
+                }
+                _ => {
+                    e6.send_repr(tx, stats, now, &ip, |buf| {
+                        header(buf);
+                        txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
+                        wire::tcp::fill_checksum(buf, local, remote);
+                    });
+                }
             }
-        }
+            stats.tcp_tx_segments += seg.segments() as u64;
+            if seg.gso_size > 0 {
+                stats.tcp_tso_sends += 1;
+            }
+        });
+        self.after_output(slot, tx);
         n
     }
 
@@ -199,36 +185,9 @@ impl Protocols {
         datagram: &[u8],
         tx: &mut T,
     ) {
-        let (src, dst) = (ip.src(), ip.dst());
-        let (udp, payload) = match UdpRepr::parse_v6(datagram, src, dst, self.cfg.verify_checksums)
-        {
-            Ok(v) => v,
-            Err(e) => {
-                let s = &mut self.stats;
-                return count_bad(e, &mut s.drop_udp_checksum, &mut s.drop_udp_malformed);
-            }
-        };
-        let Some(&slot) = self.sockets.udp6.get(&udp.dst_port) else {
-            self.stats.drop_udp_no_socket += 1;
+        if self.udp_rx(ip.src(), ip.dst(), datagram) {
             self.send_icmpv6_unreachable(rx, ip, wire::icmpv6::DST_UNREACH_PORT, tx);
-            return;
-        };
-        let Some(Some(Socket::Udp(u))) = self.sockets.slots.get_mut(slot as usize) else {
-            return;
-        };
-        let h = UdpHeader {
-            addr: SocketAddr::V6(SocketAddrV6::new(src, udp.src_port, 0, 0)),
-            len: payload.len() as u16,
-        };
-        if u.rx.free() < UdpHeader::LEN + payload.len() {
-            self.stats.drop_udp_rx_full += 1;
-            return;
         }
-        u.rx.write(&h.encode());
-        u.rx.write(payload);
-        u.shared.wake();
-        self.woke = true;
-        self.stats.udp_rx += 1;
     }
 }
 
@@ -265,7 +224,7 @@ pub(crate) fn send_udp6<T: TxQueue>(
             }
             .emit_header(buf);
             copy(&mut buf[wire::udp::HEADER_LEN..]);
-            wire::udp::fill_checksum_v6(buf, src, daddr);
+            wire::udp::fill_checksum(buf, src, daddr);
         },
     )
 }

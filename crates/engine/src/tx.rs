@@ -78,90 +78,86 @@ impl Protocols {
         // Payloads lent to the port (below) only towards a resolved next
         // hop: a frame waiting for ARP is a copy.
         let lend_to = next_mac.filter(|_| link.gather);
-        let Conn {
-            tcb,
-            tx: txr,
-            rx,
-            shared,
-            ..
-        } = &mut **c;
-        let rcv_free = rx.free();
-        let n = tcb.poll_output(
-            now,
-            &*txr,
-            rcv_free,
-            TCP_BURST,
-            &mut |seg: &tcp::Segment| {
-                let hlen = seg.repr.header_len();
-                let plen = seg.repr.payload_len;
-                // RFC 3168 §5: ECT(0) on data of an ECN-capable connection.
-                let tos = if seg.ect { ECT0 } else { 0 };
-                // The payload goes from the TX ring itself when the port
-                // can send it from there (not a frame that needs padding):
-                // it stays unchanged until tx is flushed, as ring bytes are
-                // released only by ACKs, read before output, and a
-                // connection dropped below flushes first.
-                let frame_len = egress::HEADERS + hlen + plen;
-                let lent = match lend_to {
-                    Some(mac) if plen > 0 && frame_len >= egress::MIN_FRAME => {
-                        txr.payload(seg.payload_offset, plen).map(|p| (mac, p))
-                    }
-                    _ => None,
+        let n = poll_burst(c, now, |seg, txr| {
+            let hlen = seg.repr.header_len();
+            let plen = seg.repr.payload_len;
+            // RFC 3168 §5: ECT(0) on data of an ECN-capable connection.
+            let tos = if seg.ect { ECT0 } else { 0 };
+            // The payload goes from the TX ring itself when the port
+            // can send it from there (not a frame that needs padding):
+            // it stays unchanged until tx is flushed, as ring bytes are
+            // released only by ACKs, read before output, and a
+            // connection dropped below flushes first.
+            let frame_len = egress::HEADERS + hlen + plen;
+            let lent = match lend_to {
+                Some(mac) if plen > 0 && frame_len >= egress::MIN_FRAME => {
+                    txr.payload(seg.payload_offset, plen).map(|p| (mac, p))
+                }
+                _ => None,
+            };
+            if let Some((mac, payload)) = lent {
+                let header = |buf: &mut [u8]| {
+                    seg.repr.emit_header(&mut buf[..hlen]);
                 };
-                if let Some((mac, payload)) = lent {
-                    let header = |buf: &mut [u8]| {
+                link.send_tcp_gather(
+                    tx,
+                    stats,
+                    remote,
+                    mac,
+                    tos,
+                    hlen,
+                    payload,
+                    seg.gso_size,
+                    header,
+                );
+            } else {
+                let gso = (seg.gso_size > 0).then_some(Gso {
+                    size: seg.gso_size,
+                    header_len: hlen,
+                });
+                link.send_ipv4_gso(
+                    tx,
+                    stats,
+                    now,
+                    remote,
+                    wire::ipv4::PROTO_TCP,
+                    tos,
+                    hlen + plen,
+                    gso,
+                    |buf| {
                         seg.repr.emit_header(&mut buf[..hlen]);
-                    };
-                    link.send_tcp_gather(
-                        tx,
-                        stats,
-                        remote,
-                        mac,
-                        tos,
-                        hlen,
-                        payload,
-                        seg.gso_size,
-                        header,
-                    );
-                } else {
-                    let gso = (seg.gso_size > 0).then_some(Gso {
-                        size: seg.gso_size,
-                        header_len: hlen,
-                    });
-                    link.send_ipv4_gso(
-                        tx,
-                        stats,
-                        now,
-                        remote,
-                        wire::ipv4::PROTO_TCP,
-                        tos,
-                        hlen + plen,
-                        gso,
-                        |buf| {
-                            seg.repr.emit_header(&mut buf[..hlen]);
-                            txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
-                            Egress::tcp_checksum(offload, buf, local, remote);
-                        },
-                    );
-                }
-                stats.tcp_tx_segments += seg.segments() as u64;
-                if seg.gso_size > 0 {
-                    stats.tcp_tso_sends += 1;
-                }
-            },
-        );
-        // Everything written is sent: a writer that adds bytes kicks us
-        // (FLAG_TX_IDLE). Bytes that came while we were sending, which that
-        // writer may have seen no flag for, we take ourselves.
+                        txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
+                        Egress::tcp_checksum(offload, buf, local, remote);
+                    },
+                );
+            }
+            stats.tcp_tx_segments += seg.segments() as u64;
+            if seg.gso_size > 0 {
+                stats.tcp_tso_sends += 1;
+            }
+        });
+        self.after_output(slot, tx);
+        n
+    }
+
+    /// After `poll_output` for the connection in `slot` (either family):
+    /// everything written is sent, so a writer that adds bytes kicks us
+    /// (FLAG_TX_IDLE), and bytes that came while we were sending, which
+    /// that writer may have seen no flag for, we take ourselves; a closed
+    /// connection nobody will read is dropped, any other gets its timer.
+    #[inline]
+    pub(crate) fn after_output<T: TxQueue>(&mut self, slot: u32, tx: &mut T) {
+        let Some(c) = self.sockets.conn(slot) else {
+            return;
+        };
         let mut again = false;
-        let len = txr.len();
-        if tcb.all_sent(len) && shared.set_tx_idle() {
+        let len = c.tx.len();
+        if c.tcb.all_sent(len) && c.shared.set_tx_idle() {
             core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-            again = txr.len() > len && shared.take_tx_idle();
+            again = c.tx.len() > len && c.shared.take_tx_idle();
         }
-        let closed = tcb.state() == State::Closed;
-        let gone = closed && (c.app_closed || c.unaccepted());
-        if gone {
+        let closed = c.tcb.state() == State::Closed;
+        if closed && (c.app_closed || c.unaccepted()) {
             // Payloads lent from its TX ring leave before the ring can
             // serve another socket.
             tx.flush();
@@ -172,6 +168,21 @@ impl Protocols {
                 self.mark_dirty(slot);
             }
         }
-        n
     }
+}
+
+/// Runs `poll_output` on connection `c` at `now` for up to a burst of
+/// segments, each handed to `emit` with the TX ring its payload is in
+/// (either family).
+#[inline]
+pub(crate) fn poll_burst(
+    c: &mut Conn,
+    now: crate::time::Instant,
+    mut emit: impl FnMut(&tcp::Segment, &appif::bytes::Reader),
+) -> usize {
+    let Conn {
+        tcb, tx: txr, rx, ..
+    } = c;
+    let rcv_free = rx.free();
+    tcb.poll_output(now, &*txr, rcv_free, TCP_BURST, &mut |seg| emit(seg, txr))
 }

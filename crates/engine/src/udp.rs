@@ -1,29 +1,23 @@
 //! UDP (RFC 768): datagrams in, to the bound socket's RX ring as records
 //! (a header, then the payload); datagrams out, from the TX ring.
 
+use crate::family::Family;
 use crate::icmp::ICMP_QUOTE_MAX;
 use crate::rx::count_bad;
-use crate::sockets::Socket;
+use crate::sockets::{Ports, Socket};
 use crate::Protocols;
 use appif::socket::UdpHeader;
-use core::net::{IpAddr, SocketAddr, SocketAddrV4};
+use core::net::{IpAddr, SocketAddr};
 use nic::TxQueue;
 use wire::ipv4::Ipv4Packet;
 use wire::udp::UdpRepr;
 
 impl Protocols {
+    /// A UDP datagram of the IPv4 packet `ip`: to the socket bound to its
+    /// port, or answered with port unreachable (RFC 1122 §3.2.2.1).
     pub(crate) fn handle_udp<T: TxQueue>(&mut self, ip: &Ipv4Packet<'_>, tx: &mut T) {
         let (src, dst) = (ip.src(), ip.dst());
-        let (udp, payload) = match UdpRepr::parse(ip.payload(), src, dst, self.cfg.verify_checksums)
-        {
-            Ok(v) => v,
-            Err(e) => {
-                let s = &mut self.stats;
-                return count_bad(e, &mut s.drop_udp_checksum, &mut s.drop_udp_malformed);
-            }
-        };
-        let Some(&slot) = self.sockets.udp.get(&udp.dst_port) else {
-            self.stats.drop_udp_no_socket += 1;
+        if self.udp_rx(src, dst, ip.payload()) {
             // RFC 1122 §3.2.2.1 / §4.1.3.1: port unreachable, never for
             // broadcasts, and rate limited.
             if !self.egress.is_broadcast(dst) && self.icmp_error_allowed() {
@@ -31,12 +25,33 @@ impl Protocols {
                 let quote_len = (quoted.len() + ip.payload().len()).min(ICMP_QUOTE_MAX);
                 self.send_unreachable(src, ip, quote_len, tx);
             }
-            return;
+        }
+    }
+
+    /// A UDP datagram `datagram` (the upper-layer bytes) from `src` to our
+    /// `dst`, either family: checked with the family's pseudo-header, then
+    /// put in the RX ring of the socket bound to its port as a record (a
+    /// dual-stack socket sees IPv4 peers as `::ffff:a.b.c.d`), or counted.
+    /// Returns true when no socket is bound to the port: the caller may
+    /// answer with its family's port unreachable.
+    #[inline]
+    pub(crate) fn udp_rx<F: Family>(&mut self, src: F, dst: F, datagram: &[u8]) -> bool {
+        let (udp, payload) = match UdpRepr::parse(datagram, src, dst, self.cfg.verify_checksums) {
+            Ok(v) => v,
+            Err(e) => {
+                let s = &mut self.stats;
+                count_bad(e, &mut s.drop_udp_checksum, &mut s.drop_udp_malformed);
+                return false;
+            }
+        };
+        let Some(&slot) = F::ports(&self.sockets, Ports::Udp).get(&udp.dst_port) else {
+            self.stats.drop_udp_no_socket += 1;
+            return true;
         };
         let Some(Some(Socket::Udp(u))) = self.sockets.slots.get_mut(slot as usize) else {
-            return;
+            return false;
         };
-        let from = SocketAddr::V4(SocketAddrV4::new(src, udp.src_port));
+        let from = src.socket(udp.src_port);
         let h = UdpHeader {
             // A dual-stack socket sees IPv4 peers as ::ffff:a.b.c.d.
             addr: if u.local.is_ipv6() {
@@ -48,19 +63,21 @@ impl Protocols {
         };
         if u.rx.free() < UdpHeader::LEN + payload.len() {
             self.stats.drop_udp_rx_full += 1;
-            return;
+            return false;
         }
         u.rx.write(&h.encode());
         u.rx.write(payload);
         u.shared.wake();
         self.woke = true;
         self.stats.udp_rx += 1;
+        false
     }
 
     /// Sends the datagrams queued in a UDP socket's TX ring: each to its
     /// record's address, over IPv4 or IPv6 (an IPv4-mapped destination of
     /// a dual-stack socket over IPv4). A record the socket cannot send
-    /// (too long, a family it does not have) is counted and skipped.
+    /// (too long, a family it does not have, a family byte neither 4 nor
+    /// 6) is counted and skipped.
     pub(crate) fn udp_send<T: TxQueue>(&mut self, slot: u32, tx: &mut T) {
         let Protocols {
             sockets,
@@ -86,6 +103,11 @@ impl Protocols {
             let len = usize::from(h.len);
             if u.tx.len() < UdpHeader::LEN + len {
                 break; // the rest of the record is not published yet
+            }
+            if !UdpHeader::family_ok(&hb) {
+                stats.drop_udp_tx_malformed += 1;
+                u.tx.consume(UdpHeader::LEN + len);
+                continue;
             }
             let src_port = u.local.port();
             let txr = &u.tx;

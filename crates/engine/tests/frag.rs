@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use wire::arp::ArpRepr;
 use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
-use wire::icmp::Icmpv4Repr;
+use wire::icmp::{Echo, Icmpv4Repr};
 use wire::ipv4::{self, Ipv4Packet, Ipv4Repr, PROTO_ICMP, PROTO_UDP};
 use wire::udp::UdpRepr;
 use wire::MacAddr;
@@ -192,11 +192,11 @@ fn any_fragmented_echo_request_is_answered_with_whole_reply() {
     b.introduce();
     let data = pattern(1400);
     let mut msg = vec![0u8; 8 + data.len()];
-    Icmpv4Repr::EchoRequest {
+    Icmpv4Repr::EchoRequest(Echo {
         ident: 77,
         seq_no: 3,
         data: &data,
-    }
+    })
     .emit(&mut msg);
     let frags = fragments(PROTO_ICMP, 0x0101, &msg, 800);
     assert_eq!(frags.len(), 2);
@@ -215,11 +215,11 @@ fn any_fragmented_echo_request_is_answered_with_whole_reply() {
     let ip = Ipv4Packet::new_checked(ip).unwrap();
     assert_eq!((ip.src(), ip.dst()), (ENGINE_IP, PEER_IP));
     match Icmpv4Repr::parse(ip.payload(), true).unwrap() {
-        Icmpv4Repr::EchoReply {
+        Icmpv4Repr::EchoReply(Echo {
             ident,
             seq_no,
             data: d,
-        } => assert_eq!((ident, seq_no, d), (77, 3, &data[..])),
+        }) => assert_eq!((ident, seq_no, d), (77, 3, &data[..])),
         other => panic!("not an echo reply: {other:?}"),
     }
 }

@@ -15,7 +15,7 @@ use nic::{Port, TxQueue};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use wire::ethernet::{EthernetRepr, ETHERTYPE_IPV6};
-use wire::icmpv6::{self, Icmpv6Repr};
+use wire::icmpv6::{self, Echo, Icmpv6Repr};
 use wire::ipv6::{Ipv6Packet, Ipv6Repr, NEXT_DST_OPTS, NEXT_FRAGMENT, NEXT_ICMPV6, NEXT_ROUTING};
 use wire::ipv6_ext::Ipv6FragmentRepr;
 use wire::ndisc::{self, NdiscOption, NdiscRepr};
@@ -140,13 +140,19 @@ fn icmp(src: Ipv6Addr, dst: Ipv6Addr, msg: &Icmpv6Repr) -> Vec<u8> {
     m
 }
 
-fn echo_request(src: Ipv6Addr, dst: Ipv6Addr, data: &[u8]) -> Vec<u8> {
-    let msg = Icmpv6Repr::EchoRequest {
+/// An Echo Request message (identifier 7, sequence 1) from `src` to
+/// `dst` carrying `data`, without its IPv6 header.
+fn echo_message(src: Ipv6Addr, dst: Ipv6Addr, data: &[u8]) -> Vec<u8> {
+    let msg = Icmpv6Repr::EchoRequest(Echo {
         ident: 7,
         seq_no: 1,
         data,
-    };
-    ipv6(src, dst, NEXT_ICMPV6, 64, &icmp(src, dst, &msg))
+    });
+    icmp(src, dst, &msg)
+}
+
+fn echo_request(src: Ipv6Addr, dst: Ipv6Addr, data: &[u8]) -> Vec<u8> {
+    ipv6(src, dst, NEXT_ICMPV6, 64, &echo_message(src, dst, data))
 }
 
 /// A Neighbor Solicitation from `src` (with our MAC as its source
@@ -246,11 +252,11 @@ fn echo_request_answered() {
     assert_eq!((ip.src(), ip.dst()), (ENGINE, PEER));
     assert_eq!(
         icmp_of(&out[0]),
-        Icmpv6Repr::EchoReply {
+        Icmpv6Repr::EchoReply(Echo {
             ident: 7,
             seq_no: 1,
             data: b"ping6 data"
-        }
+        })
     );
     assert_eq!(b.engine.stats().icmpv6_echo_replies_tx, 1);
     // To all-nodes: not answered.
@@ -278,7 +284,7 @@ fn echo_reply_to_unknown_neighbor_waits_for_resolution() {
     assert_eq!(out.len(), 1);
     assert!(matches!(
         icmp_of(&out[0]),
-        Icmpv6Repr::EchoReply { data: b"who", .. }
+        Icmpv6Repr::EchoReply(Echo { data: b"who", .. })
     ));
     let n = b.engine.ipv6().unwrap().neighbors.peek(PEER, Instant(b.t));
     assert_eq!(
@@ -316,11 +322,11 @@ fn bad_extension_chains_are_counted_and_answered_where_rfc_8200_says() {
     let echo = icmp(
         PEER,
         ENGINE,
-        &Icmpv6Repr::EchoRequest {
+        &Icmpv6Repr::EchoRequest(Echo {
             ident: 1,
             seq_no: 1,
             data: b"x",
-        },
+        }),
     );
     // An unknown option of type 0x80 (discard, Parameter Problem).
     let mut p = dst_opts(NEXT_ICMPV6, [0x80, 0, 1, 2, 0, 0]);
@@ -418,22 +424,16 @@ fn echo_request_in_three_fragments_is_answered() {
     let mut b = Bench::new();
     b.introduce();
     let data: Vec<u8> = (0..600).map(|i| i as u8).collect();
-    let msg = icmp(
-        PEER,
-        ENGINE,
-        &Icmpv6Repr::EchoRequest {
-            ident: 7,
-            seq_no: 1,
-            data: &data,
-        },
-    );
+    let msg = echo_message(PEER, ENGINE, &data);
     let frags = fragments(0x1234, NEXT_ICMPV6, &msg, 208);
     assert_eq!(frags.len(), 3);
     assert!(b.exchange(ENGINE_MAC, &frags[2]).is_empty());
     assert!(b.exchange(ENGINE_MAC, &frags[0]).is_empty());
     let out = b.exchange(ENGINE_MAC, &frags[1]);
     assert_eq!(out.len(), 1);
-    assert!(matches!(icmp_of(&out[0]), Icmpv6Repr::EchoReply { data: d, .. } if d == &data[..]));
+    assert!(
+        matches!(icmp_of(&out[0]), Icmpv6Repr::EchoReply(Echo { data: d, .. }) if d == &data[..])
+    );
     let s = b.engine.stats();
     assert_eq!((s.ipv6_frag_rx, s.ipv6_frag_reassembled), (3, 1));
     // An atomic fragment is a whole packet (RFC 6946).
@@ -447,15 +447,7 @@ fn overlapping_and_tiny_fragments_are_dropped() {
     let mut b = Bench::new();
     b.introduce();
     let data = [5u8; 300];
-    let msg = icmp(
-        PEER,
-        ENGINE,
-        &Icmpv6Repr::EchoRequest {
-            ident: 7,
-            seq_no: 1,
-            data: &data,
-        },
-    );
+    let msg = echo_message(PEER, ENGINE, &data);
     // Overlap: 0..160, then 152..end.
     assert!(b
         .exchange(ENGINE_MAC, &fragment(1, 58, 0, &msg[..160], true))

@@ -27,8 +27,8 @@ use wire::ipv4::{Ipv4Packet, Ipv4Repr, PROTO_TCP};
 use wire::tcp::{TcpFlags, TcpRepr};
 use wire::{MacAddr, SeqNum};
 
-const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const HOST: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+mod owner_bench;
+use owner_bench::{segment, syn, HOST, PEER};
 
 /// Sends one frame from the raw peer.
 fn send(port: &mut MemPort, frame: &[u8]) {
@@ -77,28 +77,6 @@ fn tcp_frame(peer_mac: MacAddr, host_mac: MacAddr, seg: &TcpRepr, payload: &[u8]
     f[34 + hl..].copy_from_slice(payload);
     wire::tcp::fill_checksum(&mut f[34..], PEER, HOST);
     f
-}
-
-/// A segment from the peer to port 80 with a 65535-byte window, no options.
-fn segment(src_port: u16, seq: u32, ack: SeqNum, flags: u8, payload_len: usize) -> TcpRepr {
-    TcpRepr {
-        src_port,
-        dst_port: 80,
-        seq: SeqNum(seq),
-        ack,
-        flags: TcpFlags(flags),
-        window: 65535,
-        payload_len,
-        ..TcpRepr::default()
-    }
-}
-
-/// A SYN from the peer to port 80 offering MSS 1460, with a 65535-byte
-/// window and no other option.
-fn syn(src_port: u16, seq: u32) -> TcpRepr {
-    let mut syn = segment(src_port, seq, SeqNum(0), TcpFlags::SYN, 0);
-    syn.options.mss = Some(1460);
-    syn
 }
 
 /// Every TCP segment the host sent since the last call.

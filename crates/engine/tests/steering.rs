@@ -6,6 +6,8 @@
 //! 1 000 active connections carry their bytes exactly, both ways.
 
 mod common;
+mod owner_bench;
+use owner_bench::check_clean;
 
 use appif::command::Command;
 use appif::seg::{AcceptQueue, Accepted};
@@ -313,23 +315,10 @@ fn run(steer: Steer, passive: usize, active: usize) -> Vec<Stats> {
     net.stats()
 }
 
-/// What holds under every policy: no TCP input off its owner, every
-/// handoff taken, nothing lost.
-fn check_common(stats: &[Stats], policy: &str) {
-    let sum = |f: fn(&Stats) -> u64| stats.iter().map(f).sum::<u64>();
-    assert_eq!(sum(|s| s.owner_violations), 0, "{policy}: owner violations");
-    assert_eq!(sum(|s| s.handoff_dropped), 0, "{policy}: handoffs dropped");
-    assert_eq!(
-        sum(|s| s.handoff_tx),
-        sum(|s| s.handoff_rx),
-        "{policy}: handoffs sent and taken"
-    );
-}
-
 #[test]
 fn hash_steering_puts_every_frame_on_its_owner() {
     let stats = run(Steer::Hash(Arc::new(Steering::new(ENGINES))), 1000, 1000);
-    check_common(&stats, "hash");
+    check_clean(&stats, "hash");
     // The NIC and the engines agree: no TCP frame needed a handoff.
     for (e, s) in stats.iter().enumerate() {
         assert_eq!(s.rx_foreign, 0, "engine {e}");
@@ -340,7 +329,7 @@ fn hash_steering_puts_every_frame_on_its_owner() {
 #[test]
 fn random_per_flow_steering_is_corrected_by_handoff() {
     let stats = run(Steer::RandomPerFlow, 1000, 1000);
-    check_common(&stats, "random per flow");
+    check_clean(&stats, "random per flow");
     let foreign: u64 = stats.iter().map(|s| s.rx_foreign).sum();
     assert!(foreign > 0, "random steering never missed the owner");
 }
@@ -348,14 +337,14 @@ fn random_per_flow_steering_is_corrected_by_handoff() {
 #[test]
 fn random_per_frame_steering_is_corrected_by_handoff() {
     let stats = run(Steer::RandomPerFrame, 1000, 1000);
-    check_common(&stats, "random per frame");
+    check_clean(&stats, "random per frame");
     assert!(stats.iter().all(|s| s.rx_foreign > 0));
 }
 
 #[test]
 fn one_queue_feeds_four_engines() {
     let stats = run(Steer::AllToZero, 1000, 1000);
-    check_common(&stats, "all to queue 0");
+    check_clean(&stats, "all to queue 0");
     for s in &stats[1..] {
         assert_eq!(s.rx_frames, 0);
         assert!(s.handoff_rx > 0);

@@ -133,6 +133,74 @@ fn byte_exact_both_ways_under_loss() {
     }
 }
 
+/// With segmentation offload and payloads lent from the TX rings on both
+/// ports (the mem port cuts TCPv6 frames as `tcp_gso_segment` does and
+/// completes their checksums), clean and under 2 % loss: byte-exact both
+/// ways, with most segments sent inside TSO frames.
+#[test]
+fn tso_and_gather_over_ipv6_byte_exact_both_ways() {
+    for (seed, loss) in [(4, 0.0), (5, 0.02)] {
+        let imp = Impairments {
+            loss,
+            ..Impairments::none()
+        };
+        let cfgs = (
+            v6(EngineConfig::default(), A6),
+            v6(EngineConfig::default(), B6),
+        );
+        let listen = (any6(PORT), false);
+        let mut w = Wire::connect_to(imp, seed, 256, cfgs, listen, sa(B6, PORT), (0, 0), |p| {
+            p.set_tso(true);
+            p.set_gather(true);
+        });
+        both_ways(&mut w, 4 << 20);
+        let (a, b) = (w.a.stats(), w.b.stats());
+        assert!(
+            a.tcp_tso_sends > 0 && b.tcp_tso_sends > 0,
+            "loss {loss}: TSO unused over IPv6"
+        );
+        assert!(
+            a.tcp_tx_segments > 4 * a.tcp_tso_sends,
+            "loss {loss}: {} segments in {} TSO sends",
+            a.tcp_tx_segments,
+            a.tcp_tso_sends
+        );
+        assert_eq!(a.drop_tcp_checksum + b.drop_tcp_checksum, 0);
+    }
+}
+
+/// A listener bound to our global address does not take a SYN sent to our
+/// link-local one (answered with RST, as Linux does); one on `[::]` takes
+/// both.
+#[test]
+fn listener_on_the_global_address_refuses_syns_to_the_link_local_one() {
+    let b_link_local = engine::link_local_from_mac(wire::MacAddr(nic::mem::MAC_B));
+    for (bound, takes) in [(B6, false), (Ipv6Addr::UNSPECIFIED, true)] {
+        let mut w = wire(
+            Impairments::none(),
+            6,
+            EngineConfig::default(),
+            (sa(bound, PORT), false),
+            sa(b_link_local, PORT),
+        );
+        run_until(&mut w, 3_000_000_000, |w| {
+            matches!(w.end_a.shared.state(), SockState::Open | SockState::Closed)
+        });
+        let b = w.b.stats();
+        if takes {
+            assert_eq!(w.end_a.shared.state(), SockState::Open, "bound to {bound}");
+            assert_eq!(b.tcp_passive_opens, 1);
+        } else {
+            assert_eq!(
+                w.end_a.shared.error(),
+                appif::errno::ECONNREFUSED,
+                "bound to {bound}"
+            );
+            assert_eq!((b.tcp_passive_opens, b.tcp_no_socket), (0, 1));
+        }
+    }
+}
+
 #[test]
 fn syn_to_a_closed_port_is_answered_with_rst() {
     let mut w = wire(
@@ -413,4 +481,37 @@ fn udp_echo_over_ipv6_and_port_unreachable() {
     });
     let (from, _) = got.expect("IPv4 datagram");
     assert_eq!(from.ip(), core::net::IpAddr::V6(A_IP.to_ipv6_mapped()));
+}
+
+#[test]
+fn udp_record_with_a_bad_family_byte_is_counted_and_skipped() {
+    let mut w = wire(
+        Impairments::none(),
+        10,
+        EngineConfig::default(),
+        (any6(PORT), false),
+        sa(B6, PORT),
+    );
+    let (_sb, _btx, mut brx) = udp(&mut w.cb, 21, any6(5353));
+    let (_sa, mut atx, _arx) = udp(&mut w.ca, 21, any6(0));
+    run_until(&mut w, 1_000_000, |_| false);
+    // A record as a hostile application writes it (family byte 9), then a good one.
+    let mut h = UdpHeader {
+        addr: sa(B6, 5353),
+        len: 3,
+    }
+    .encode();
+    h[20] = 9;
+    atx.write(&h);
+    atx.write(b"bad");
+    send_dgram(&mut atx, sa(B6, 5353), b"good");
+    push(&mut w.ca, Command::Send { id: 21 });
+    let mut got = None;
+    run_until(&mut w, 1_000_000_000, |_| {
+        got = recv_dgram(&mut brx);
+        got.is_some()
+    });
+    assert_eq!(got.map(|(_, p)| p), Some(b"good".to_vec()));
+    assert_eq!(w.a.stats().drop_udp_tx_malformed, 1);
+    assert_eq!(w.a.stats().udp_tx, 1);
 }

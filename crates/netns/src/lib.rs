@@ -273,21 +273,7 @@ impl Drop for Netns {
 /// Creates a veth pair `if_a` (in `a`) <-> `if_b` (in `b`), turns offloads off on both ends
 /// (see [`Netns::offloads_off`]) and brings both links up.
 pub fn veth_pair(a: &Netns, if_a: &str, b: &Netns, if_b: &str) -> Result<()> {
-    ip(&[
-        "link",
-        "add",
-        if_a,
-        "netns",
-        a.name(),
-        "type",
-        "veth",
-        "peer",
-        "name",
-        if_b,
-        "netns",
-        b.name(),
-    ])?;
-    finish_veth(a, if_a, b, if_b)
+    add_veth(a, if_a, b, if_b, &[])
 }
 
 /// Like [`veth_pair`], with `queues` rx and `queues` tx queues on both ends (`ip link add A
@@ -306,28 +292,18 @@ pub fn veth_pair_queues(a: &Netns, if_a: &str, b: &Netns, if_b: &str, queues: u3
         )));
     }
     let n = queues.to_string();
-    ip(&[
-        "link",
-        "add",
-        if_a,
-        "netns",
-        a.name(),
-        "numtxqueues",
-        &n,
-        "numrxqueues",
-        &n,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        if_b,
-        "netns",
-        b.name(),
-        "numtxqueues",
-        &n,
-        "numrxqueues",
-        &n,
-    ])?;
+    add_veth(a, if_a, b, if_b, &["numtxqueues", &n, "numrxqueues", &n])
+}
+
+/// `ip link add if_a netns A [link_opts] type veth peer name if_b netns B
+/// [link_opts]`: the pair with `link_opts` (e.g. queue counts) on both
+/// ends, then [`finish_veth`].
+fn add_veth(a: &Netns, if_a: &str, b: &Netns, if_b: &str, link_opts: &[&str]) -> Result<()> {
+    let mut args = vec!["link", "add", if_a, "netns", a.name()];
+    args.extend_from_slice(link_opts);
+    args.extend_from_slice(&["type", "veth", "peer", "name", if_b, "netns", b.name()]);
+    args.extend_from_slice(link_opts);
+    ip(&args)?;
     finish_veth(a, if_a, b, if_b)
 }
 

@@ -7,7 +7,7 @@
 //! on the XOR of its 16-bit words (its *fold*), so the hash is symmetric
 //! (both directions of a flow land on the same engine) and an active
 //! open finds a local port on its own engine by trying ports, each try a
-//! table lookup ([`Steering::fold_v4`], [`Steering::owner_of_fold`]).
+//! table lookup ([`Steering::fold`], [`Steering::owner_of_fold`]).
 //!
 //! A NIC whose RSS can be programmed gets the same key and table
 //! (`ethtool -X IF hkey …`), so the hardware and the engines agree; where
@@ -108,29 +108,43 @@ impl Steering {
         &self.reta
     }
 
-    /// The fold of an IPv4 4-tuple (either direction): the XOR of its
-    /// 16-bit words.
+    /// The fold of a 4-tuple of either family (either direction): the
+    /// XOR of its 16-bit words. `a` and `b` are the addresses' octets (4
+    /// for IPv4, 16 for IPv6, network order); the key's 16-bit period
+    /// makes the Toeplitz hash of the 12- or 36-byte tuple depend on the
+    /// fold alone.
+    #[inline]
+    pub fn fold<const N: usize>(a: [u8; N], b: [u8; N], port_a: u16, port_b: u16) -> u16 {
+        let mut f = port_a ^ port_b;
+        for i in (0..N & !1).step_by(2) {
+            f ^= u16::from_be_bytes([a[i], a[i + 1]]) ^ u16::from_be_bytes([b[i], b[i + 1]]);
+        }
+        f
+    }
+
+    /// [`Steering::fold`] of an IPv4 4-tuple.
+    #[inline]
     pub fn fold_v4(a: Ipv4Addr, b: Ipv4Addr, port_a: u16, port_b: u16) -> u16 {
-        let w = |ip: Ipv4Addr| {
-            let v = u32::from(ip);
-            (v >> 16) as u16 ^ v as u16
-        };
-        w(a) ^ w(b) ^ port_a ^ port_b
+        Self::fold(a.octets(), b.octets(), port_a, port_b)
     }
 
-    /// The fold of an IPv6 4-tuple (either direction): the XOR of its
-    /// 16-bit words, as for IPv4 (the key's 16-bit period makes the
-    /// Toeplitz hash of the 36-byte IPv6 tuple depend on it alone).
+    /// [`Steering::fold`] of an IPv6 4-tuple.
+    #[inline]
     pub fn fold_v6(a: Ipv6Addr, b: Ipv6Addr, port_a: u16, port_b: u16) -> u16 {
-        let w = |ip: Ipv6Addr| ip.segments().iter().fold(0u16, |f, s| f ^ s);
-        w(a) ^ w(b) ^ port_a ^ port_b
+        Self::fold(a.octets(), b.octets(), port_a, port_b)
     }
 
-    /// The engine owning the IPv6 flow between `a:port_a` and `b:port_b`
-    /// (the same both ways).
+    /// The engine owning the flow between `a:port_a` and `b:port_b` (the
+    /// same both ways), either family: `a` and `b` as for [`Steering::fold`].
+    #[inline]
+    pub fn owner<const N: usize>(&self, a: [u8; N], b: [u8; N], port_a: u16, port_b: u16) -> usize {
+        self.owner_of_fold(Self::fold(a, b, port_a, port_b))
+    }
+
+    /// [`Steering::owner`] of an IPv6 flow.
     #[inline]
     pub fn owner_v6(&self, a: Ipv6Addr, b: Ipv6Addr, port_a: u16, port_b: u16) -> usize {
-        self.owner_of_fold(Self::fold_v6(a, b, port_a, port_b))
+        self.owner(a.octets(), b.octets(), port_a, port_b)
     }
 
     /// The symmetric Toeplitz hash of a fold: equal to
@@ -146,11 +160,10 @@ impl Steering {
         usize::from(self.reta[self.hash_of_fold(fold) as usize % RETA_SIZE])
     }
 
-    /// The engine owning the IPv4 flow between `a:port_a` and `b:port_b`
-    /// (the same both ways).
+    /// [`Steering::owner`] of an IPv4 flow.
     #[inline]
     pub fn owner_v4(&self, a: Ipv4Addr, b: Ipv4Addr, port_a: u16, port_b: u16) -> usize {
-        self.owner_of_fold(Self::fold_v4(a, b, port_a, port_b))
+        self.owner(a.octets(), b.octets(), port_a, port_b)
     }
 
     /// The symmetric hash of an Ethernet frame, as a NIC's RSS computes
@@ -207,7 +220,7 @@ pub fn ipv4_tuple(frame: &[u8]) -> Option<Ipv4Tuple> {
 mod tests {
     use super::*;
 
-    fn tuple(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
+    fn tuple<const N: usize>(src: [u8; N], dst: [u8; N], sport: u16, dport: u16) -> Vec<u8> {
         let mut v = src.to_vec();
         v.extend_from_slice(&dst);
         v.extend_from_slice(&sport.to_be_bytes());
@@ -261,6 +274,27 @@ mod tests {
             assert_eq!(there, back);
             assert_eq!(s.hash_of_fold(Steering::fold_v4(a, b, pa, pb)), there);
             assert_eq!(s.owner_v4(a, b, pa, pb), s.owner_v4(b, a, pb, pa));
+        }
+    }
+
+    /// The one fold serves IPv6's 36-byte tuple too: its hash is the
+    /// Toeplitz hash of the whole tuple, the same both ways.
+    #[test]
+    fn the_symmetric_key_hashes_ipv6_tuples_as_their_fold() {
+        let s = Steering::new(4);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let a = Ipv6Addr::from(u128::from(x) << 64 | u128::from(x.rotate_left(9)));
+            let b = Ipv6Addr::from(u128::from(x.rotate_left(23)) << 64 | 0xfd00);
+            let (pa, pb) = (x as u16, (x >> 21) as u16);
+            let there = toeplitz(&SYMMETRIC_KEY, &tuple(a.octets(), b.octets(), pa, pb));
+            let back = toeplitz(&SYMMETRIC_KEY, &tuple(b.octets(), a.octets(), pb, pa));
+            assert_eq!(there, back);
+            assert_eq!(s.hash_of_fold(Steering::fold_v6(a, b, pa, pb)), there);
+            assert_eq!(s.owner_v6(a, b, pa, pb), s.owner_v6(b, a, pb, pa));
         }
     }
 

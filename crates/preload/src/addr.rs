@@ -1,13 +1,15 @@
 //! Socket addresses as applications pass them (`struct sockaddr_in`,
-//! `struct sockaddr_in6` as bytes) and as corestack sees them (IPv4).
+//! `struct sockaddr_in6` as bytes) and as corestack sees them
+//! (`SocketAddr`).
 //!
-//! An AF_INET6 socket reaches corestack only through IPv4: a v4-mapped
-//! address (`::ffff:a.b.c.d`) stands for the IPv4 one, and `::` for the
-//! IPv4 wildcard unless IPV6_V6ONLY is set. Every other IPv6 address stays
-//! in the kernel.
+//! Inside the shim an address is kept in its canonical form: IPv4 traffic
+//! as `SocketAddr::V4` (also on an AF_INET6 socket, where the application
+//! sees it v4-mapped, `::ffff:a.b.c.d`, RFC 4291 §2.5.5.2), IPv6 traffic
+//! as `SocketAddr::V6`. [`encode`] turns it back into the family of the
+//! socket that reports it.
 #![forbid(unsafe_code)]
 
-use core::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// A parsed socket address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,55 +63,77 @@ pub fn parse(b: &[u8]) -> Result<Sa, Errno> {
 }
 
 impl Sa {
-    /// The IPv4 address this stands for on a socket of `family`: AF_INET
-    /// as is; on AF_INET6 a v4-mapped address, or `::` as 0.0.0.0 unless
-    /// `v6only`. None: an address only the kernel can serve (or a family
-    /// that does not match the socket's).
-    pub fn v4(&self, family: i32, v6only: bool) -> Option<SocketAddrV4> {
+    /// The address corestack uses for this one on a socket of `family`,
+    /// in canonical form: AF_INET as is; on AF_INET6 a v4-mapped address
+    /// as its IPv4 address (such traffic goes over IPv4, RFC 3493 §3.7),
+    /// any other IPv6 address (`::` included) as IPv6. None: a family that
+    /// does not match the socket's (or AF_UNSPEC).
+    pub fn core(&self, family: i32) -> Option<SocketAddr> {
         match (*self, family) {
-            (Sa::V4(a), libc::AF_INET) => Some(a),
-            (Sa::V6(ip, port, _, _), libc::AF_INET6) => {
-                if let Some(v4) = ip.to_ipv4_mapped() {
-                    return Some(SocketAddrV4::new(v4, port));
-                }
-                (ip.is_unspecified() && !v6only)
-                    .then(|| SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port))
-            }
+            (Sa::V4(a), libc::AF_INET) => Some(SocketAddr::V4(a)),
+            (Sa::V6(ip, port, _, scope), libc::AF_INET6) => Some(match ip.to_ipv4_mapped() {
+                Some(v4) => SocketAddr::V4(SocketAddrV4::new(v4, port)),
+                None => SocketAddr::V6(SocketAddrV6::new(ip, port, 0, scope)),
+            }),
             _ => None,
         }
     }
 }
 
-/// The bytes of `a` as a socket of `family` reports it: a `sockaddr_in`,
-/// or for AF_INET6 a `sockaddr_in6` holding the v4-mapped address (`::`
-/// for 0.0.0.0). Returns the buffer and the address's full length.
-pub fn encode(a: SocketAddrV4, family: i32) -> ([u8; 28], usize) {
+/// `a` in canonical form: an IPv4-mapped IPv6 address as its IPv4
+/// address, anything else as is (scope ids are dropped by the engine and
+/// not compared here).
+pub fn canonical(a: SocketAddr) -> SocketAddr {
+    appif::socket::from_mapped(a)
+}
+
+/// True when `a` and `b` name the same peer (canonical addresses and
+/// ports; IPv6 scope ids and flow info ignored).
+pub fn same_peer(a: SocketAddr, b: SocketAddr) -> bool {
+    let (a, b) = (canonical(a), canonical(b));
+    a.ip() == b.ip() && a.port() == b.port()
+}
+
+/// The bytes of `a` as a socket of `family` reports it: a `sockaddr_in`
+/// (an IPv6 `a` has no IPv4 form: 0.0.0.0), or for AF_INET6 a
+/// `sockaddr_in6` (flow info 0) holding the IPv6 address, or for IPv4 the
+/// v4-mapped address (`::` for 0.0.0.0). `scope` is the scope id a
+/// link-local IPv6 address gets when `a` has none (the interface index).
+/// Returns the buffer and the address's full length.
+pub fn encode(a: SocketAddr, family: i32, scope: u32) -> ([u8; 28], usize) {
     let mut b = [0u8; 28];
     if family == libc::AF_INET6 {
         b[..2].copy_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
         b[2..4].copy_from_slice(&a.port().to_be_bytes());
-        let ip = if a.ip().is_unspecified() {
-            Ipv6Addr::UNSPECIFIED
-        } else {
-            a.ip().to_ipv6_mapped()
+        let (ip, sid) = match canonical(a) {
+            SocketAddr::V4(v4) if v4.ip().is_unspecified() => (Ipv6Addr::UNSPECIFIED, 0),
+            SocketAddr::V4(v4) => (v4.ip().to_ipv6_mapped(), 0),
+            SocketAddr::V6(v6) => {
+                let sid = match v6.scope_id() {
+                    0 if v6.ip().is_unicast_link_local() => scope,
+                    s => s,
+                };
+                (*v6.ip(), sid)
+            }
         };
         b[8..24].copy_from_slice(&ip.octets());
+        b[24..28].copy_from_slice(&sid.to_ne_bytes());
         (b, 28)
     } else {
         b[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
         b[2..4].copy_from_slice(&a.port().to_be_bytes());
-        b[4..8].copy_from_slice(&a.ip().octets());
+        if let IpAddr::V4(ip) = canonical(a).ip() {
+            b[4..8].copy_from_slice(&ip.octets());
+        }
         (b, 16)
     }
 }
 
-/// An address corestack reported, as the shim's IPv4 sockets hold it: an
-/// IPv4 address, or the IPv4 address an IPv4-mapped one maps (the shim
-/// opens no IPv6 socket on corestack: real IPv6 goes to the kernel).
-pub fn v4_of(a: SocketAddr) -> SocketAddrV4 {
-    match appif::socket::from_mapped(a) {
-        SocketAddr::V4(v4) => v4,
-        SocketAddr::V6(v6) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, v6.port()),
+/// The wildcard of `a`'s family on `port` (0.0.0.0 or `::`).
+pub fn wildcard_like(a: SocketAddr, port: u16) -> SocketAddr {
+    match a {
+        SocketAddr::V4(_) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port),
+        SocketAddr::V6(_) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port),
     }
 }
 
@@ -117,32 +141,72 @@ pub fn v4_of(a: SocketAddr) -> SocketAddrV4 {
 mod tests {
     use super::*;
 
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
     #[test]
     fn sockaddr_in_round_trips() {
-        let a: SocketAddrV4 = "10.1.2.3:8080".parse().unwrap();
-        let (b, n) = encode(a, libc::AF_INET);
-        assert_eq!(parse(&b[..n]), Ok(Sa::V4(a)));
+        let a = sa("10.1.2.3:8080");
+        let (b, n) = encode(a, libc::AF_INET, 0);
+        assert_eq!(n, 16);
+        assert_eq!(parse(&b[..n]).unwrap().core(libc::AF_INET), Some(a));
     }
 
     #[test]
-    fn v6_wildcard_serves_v4_unless_v6only() {
-        let (b, n) = encode("0.0.0.0:80".parse().unwrap(), libc::AF_INET6);
-        let sa = parse(&b[..n]).unwrap();
+    fn sockaddr_in6_round_trips_with_its_scope_and_flow_info_zero() {
+        let a = sa("[fd00:1::2]:443");
+        let (b, n) = encode(a, libc::AF_INET6, 7);
+        assert_eq!(n, 28);
+        assert_eq!(&b[4..8], &[0; 4], "flow info");
         assert_eq!(
-            sa.v4(libc::AF_INET6, false),
-            Some("0.0.0.0:80".parse().unwrap())
+            parse(&b[..n]),
+            Ok(Sa::V6("fd00:1::2".parse().unwrap(), 443, 0, 0))
         );
-        assert_eq!(sa.v4(libc::AF_INET6, true), None);
+        // A link-local address gets the interface's index, unless it had one.
+        let ll = sa("[fe80::1]:22");
+        let (b, n) = encode(ll, libc::AF_INET6, 7);
+        assert_eq!(
+            parse(&b[..n]),
+            Ok(Sa::V6("fe80::1".parse().unwrap(), 22, 0, 7))
+        );
+        let scoped = SocketAddr::V6(SocketAddrV6::new("fe80::1".parse().unwrap(), 22, 0, 3));
+        let (b, n) = encode(scoped, libc::AF_INET6, 7);
+        assert_eq!(parse(&b[..n]).unwrap().core(libc::AF_INET6), Some(scoped));
     }
 
     #[test]
-    fn v4_mapped_is_ipv4() {
-        let (b, n) = encode("10.9.1.2:7".parse().unwrap(), libc::AF_INET6);
-        let sa = parse(&b[..n]).unwrap();
+    fn an_ipv4_peer_of_an_inet6_socket_is_v4_mapped() {
+        let (b, n) = encode(sa("10.9.1.2:7"), libc::AF_INET6, 0);
+        let parsed = parse(&b[..n]).unwrap();
         assert_eq!(
-            sa.v4(libc::AF_INET6, true),
-            Some("10.9.1.2:7".parse().unwrap())
+            parsed,
+            Sa::V6("::ffff:10.9.1.2".parse().unwrap(), 7, 0, 0),
+            "seen as ::ffff:a.b.c.d"
         );
+        // And a v4-mapped address given to corestack goes over IPv4.
+        assert_eq!(parsed.core(libc::AF_INET6), Some(sa("10.9.1.2:7")));
+        // 0.0.0.0 on an AF_INET6 socket reads as `::`.
+        let (b, n) = encode(sa("0.0.0.0:80"), libc::AF_INET6, 0);
+        assert_eq!(parse(&b[..n]), Ok(Sa::V6(Ipv6Addr::UNSPECIFIED, 80, 0, 0)));
+    }
+
+    #[test]
+    fn inet6_wildcard_stays_ipv6_and_families_must_match() {
+        let (b, n) = encode(sa("[::]:80"), libc::AF_INET6, 0);
+        let p = parse(&b[..n]).unwrap();
+        assert_eq!(p.core(libc::AF_INET6), Some(sa("[::]:80")));
+        assert_eq!(p.core(libc::AF_INET), None);
+        assert_eq!(
+            Sa::V4("10.0.0.1:1".parse().unwrap()).core(libc::AF_INET6),
+            None
+        );
+    }
+
+    #[test]
+    fn peers_compare_across_the_mapped_form() {
+        assert!(same_peer(sa("[::ffff:10.0.0.1]:5"), sa("10.0.0.1:5")));
+        assert!(!same_peer(sa("[fd00::1]:5"), sa("[fd00::1]:6")));
     }
 
     #[test]

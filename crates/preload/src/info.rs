@@ -18,7 +18,10 @@ static READER: Mutex<Option<StatsReader>> = Mutex::new(None);
 pub fn row(s: &Sock) -> Option<ConnRow> {
     let (local, remote) =
         s.with_stream(|st| Some((st.local_addr().ok()?, st.peer_addr().ok()?)))??;
-    let (local, remote) = (crate::addr::v4_of(local), crate::addr::v4_of(remote));
+    let (local, remote) = (
+        crate::addr::canonical(local),
+        crate::addr::canonical(remote),
+    );
     let stack = crate::process::started()?;
     let (pid, owner) = match (stack.service_daemon_pid(), stack.association()) {
         (Some(pid), Some(assoc)) => (pid, assoc),
@@ -35,8 +38,8 @@ pub fn row(s: &Sock) -> Option<ConnRow> {
         .find(|row| {
             row.state.is_tcp_connection()
                 && row.owner == owner
-                && row.local == local.into()
-                && row.remote == remote.into()
+                && crate::addr::canonical(row.local) == local
+                && crate::addr::canonical(row.remote) == remote
         })
 }
 

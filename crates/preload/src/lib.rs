@@ -7,10 +7,11 @@
 //!   placeholder. An fd that is not corestack's costs one table load
 //!   ([`table`]) and goes to libc ([`sys`]).
 //! - The decision to use corestack or stay in the kernel is made at bind,
-//!   listen, connect or the first sendto ([`sock`]): AF_INET TCP and UDP on
-//!   corestack's address or the wildcard go to corestack; loopback, other
-//!   addresses, AF_UNIX, netlink, raw sockets stay in the kernel. A
-//!   wildcard server listens on both.
+//!   listen, connect or the first sendto ([`sock`]): AF_INET and AF_INET6
+//!   TCP and UDP on corestack's addresses or the wildcard go to corestack
+//!   (an AF_INET6 socket's IPv4 peers as `::ffff:a.b.c.d`, [`addr`]);
+//!   loopback, other addresses, AF_UNIX, netlink, raw sockets stay in the
+//!   kernel. A wildcard server listens on both.
 //! - poll, select and epoll take mixed sets ([`mux`], [`epoll`]); waiters
 //!   sleep in the kernel and the engine wakes them through an eventfd with
 //!   the notify-flag protocol ([`wait`]).

@@ -19,7 +19,11 @@
 //! | TCP_CONGESTION | reno, cubic, dctcp applied; others ENOENT |
 //! | TCP_MAXSEG | get: the MSS; set: recorded, not applied |
 //! | IP_TOS | recorded and reported back; segments go out with TOS 0 |
-//! | IPV6_V6ONLY | applied (decides whether `::` serves IPv4) |
+//! | IPV6_V6ONLY | applied (decides whether `::` serves IPv4; default `/proc/sys/net/ipv6/bindv6only`; EINVAL once bound, as Linux) |
+//! | IPV6_TCLASS, IPV6_UNICAST_HOPS | recorded and reported back (EINVAL outside -1..=255; -1: the default, 0 and 64); segments go out with the engine's traffic class 0 and hop limit 64 (the engine keeps no per-socket values) |
+//! | IPV6_RECVPKTINFO | UDP: applied; recvmsg gives an IPV6_PKTINFO control message (the local address the datagram was sent to, v4-mapped for IPv4, and the interface index) for datagrams corestack delivered |
+//! | IPV6_PKTINFO (sendmsg control message) | UDP: accepted when its address is `::` or the address corestack sends from to that peer (and its index 0 or the interface's); another address: EINVAL |
+//! | other IPPROTO_IPV6 options, or any on an AF_INET socket | ENOPROTOOPT (a wildcard socket's kernel side takes them, said once) |
 //! | TCP_CORK | applied by the client library: while set, writes do not tell the engine to send (until half the send buffer is queued); clearing it sends what is queued. Linux's 200 ms ceiling is not kept |
 //! | TCP_QUICKACK | recorded and reported back as Linux does (1 until set to 0); ACKs are not delayed by corestack |
 //! | TCP_DEFER_ACCEPT | recorded; reported back rounded up to Linux's retransmission steps (5 reads back 7); connections are handed to accept at once |
@@ -54,6 +58,12 @@ pub struct Opts {
     pub sndtimeo: Option<Duration>,
     pub tos: i32,
     pub v6only: bool,
+    /// IPV6_TCLASS (0..=255).
+    pub tclass: i32,
+    /// IPV6_UNICAST_HOPS (None: the default, 64).
+    pub unicast_hops: Option<i32>,
+    /// IPV6_RECVPKTINFO.
+    pub recv_pktinfo: bool,
     pub congestion: Option<CcKind>,
     pub maxseg: Option<i32>,
     /// TCP_CORK.
@@ -69,7 +79,26 @@ pub struct Opts {
     pub unhonoured: Vec<(c_int, c_int)>,
 }
 
+/// Linux's default hop limit (net.ipv6.conf.*.hop_limit).
+pub const DEFAULT_HOPS: i32 = 64;
+
 impl Opts {
+    /// The options of a fresh socket of `family`: IPV6_V6ONLY starts as
+    /// `/proc/sys/net/ipv6/bindv6only` says (read once; 0 when unreadable).
+    pub fn for_family(family: c_int) -> Opts {
+        static BINDV6ONLY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let v6only = family == libc::AF_INET6
+            && *BINDV6ONLY.get_or_init(|| {
+                let _inside = crate::sys::Inside::enter();
+                std::fs::read_to_string("/proc/sys/net/ipv6/bindv6only")
+                    .is_ok_and(|v| v.trim() == "1")
+            });
+        Opts {
+            v6only,
+            ..Opts::default()
+        }
+    }
+
     /// What an accepted connection inherits from its listener (all of it,
     /// as Linux clones the listening socket).
     pub fn inherited(&self) -> Opts {
@@ -213,11 +242,16 @@ pub fn set(s: &Sock, fd: c_int, level: c_int, name: c_int, val: &[u8]) -> R<()> 
         // corestack does not know is kept to be said if the socket goes
         // to corestack (it would vanish there).
         k::setsockopt(fd, level, name, val)?;
-        if record(s, level, name, val) == Err(UNKNOWN) {
-            let mut o = s.opts.lock().unwrap_or_else(|p| p.into_inner());
-            if !o.unhonoured.contains(&(level, name)) {
-                o.unhonoured.push((level, name));
+        match record(s, level, name, val) {
+            Err(UNKNOWN) => {
+                let mut o = s.opts.lock().unwrap_or_else(|p| p.into_inner());
+                if !o.unhonoured.contains(&(level, name)) {
+                    o.unhonoured.push((level, name));
+                }
             }
+            // IPV6_V6ONLY after a bind recorded for corestack.
+            Err(e) => return Err(e),
+            Ok(()) => {}
         }
         return Ok(());
     }
@@ -331,8 +365,32 @@ fn record(s: &Sock, level: c_int, name: c_int, val: &[u8]) -> R<()> {
         }
         (libc::IPPROTO_IP, libc::IP_TOS) => o.tos = int(val)? & 0xff,
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => {
-            o.v6only = int(val)? != 0
+            let v = int(val)? != 0;
+            drop(o);
+            if s.on_corestack() {
+                return Err(libc::EINVAL); // bound already (Linux)
+            }
+            s.opts.lock().unwrap_or_else(|p| p.into_inner()).v6only = v;
         }
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if s.family == libc::AF_INET6 => {
+            o.tclass = match int(val)? {
+                -1 => 0,
+                v @ 0..=255 => v,
+                _ => return Err(libc::EINVAL),
+            }
+        }
+        (libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS) if s.family == libc::AF_INET6 => {
+            o.unicast_hops = match int(val)? {
+                -1 => None,
+                v @ 0..=255 => Some(v),
+                _ => return Err(libc::EINVAL),
+            }
+        }
+        (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO) if s.family == libc::AF_INET6 => {
+            o.recv_pktinfo = int(val)? != 0
+        }
+        // Linux: an AF_INET socket knows no IPv6 options.
+        (libc::IPPROTO_IPV6, _) if s.family != libc::AF_INET6 => return Err(libc::ENOPROTOOPT),
         (
             libc::SOL_SOCKET,
             libc::SO_TYPE
@@ -469,6 +527,16 @@ pub fn get(s: &Sock, fd: c_int, level: c_int, name: c_int, out: &mut [u8]) -> R<
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => {
             put_int(out, o.v6only as i32)
         }
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if s.family == libc::AF_INET6 => {
+            put_int(out, o.tclass)
+        }
+        (libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS) if s.family == libc::AF_INET6 => {
+            put_int(out, o.unicast_hops.unwrap_or(DEFAULT_HOPS))
+        }
+        (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO) if s.family == libc::AF_INET6 => {
+            put_int(out, o.recv_pktinfo as i32)
+        }
+        (libc::IPPROTO_IPV6, _) if s.family != libc::AF_INET6 => return Err(libc::ENOPROTOOPT),
         _ => {
             if s.has_kernel_side() {
                 return k::getsockopt(fd, level, name, out);

@@ -6,6 +6,8 @@
 //! | `CORESTACK_IFACE` | interface to drive (embedded mode; without it the shim passes everything to the kernel) |
 //! | `CORESTACK_IP` | `ADDR/PREFIX`, corestack's address |
 //! | `CORESTACK_GATEWAY` | next hop beyond the subnet (optional) |
+//! | `CORESTACK_IP6` | `ADDR/PREFIX`, corestack's IPv6 address (optional: turns IPv6 on; the link-local address comes from the interface's MAC) |
+//! | `CORESTACK_GATEWAY6` | IPv6 default router (optional; usually its link-local address) |
 //! | `CORESTACK_DRIVER` | `af_xdp` (default) or `tap` |
 //! | `CORESTACK_INLINE` | `1`: no engine thread, waiting threads run the engine |
 //! | `CORESTACK_CORES` | engines, one per NIC queue group (default 1; see `corestack exec --cores`) |
@@ -48,7 +50,7 @@
 //! been acknowledged.
 #![forbid(unsafe_code)]
 
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use core::time::Duration;
 use corestack::{Driver, Probe, Stack};
@@ -63,6 +65,10 @@ pub struct Config {
     pub ip: Ipv4Addr,
     pub prefix: u8,
     pub gateway: Option<Ipv4Addr>,
+    /// corestack's IPv6 address and prefix length (`CORESTACK_IP6`).
+    pub ip6: Option<(Ipv6Addr, u8)>,
+    /// The IPv6 default router (`CORESTACK_GATEWAY6`).
+    pub gateway6: Option<Ipv6Addr>,
     pub driver: Driver,
     pub inline: bool,
     /// Engines (`CORESTACK_CORES`, 1..=255; default 1).
@@ -83,6 +89,23 @@ pub struct Net {
     pub ip: Ipv4Addr,
     pub prefix: u8,
     pub gateway: Option<Ipv4Addr>,
+    /// IPv6, when the stack has it (service mode: the daemon's global
+    /// address and prefix only, as its segment tells them; its link-local
+    /// address and IPv6 gateway are not told, so a bind to its link-local
+    /// address and off-link IPv6 destinations stay in the kernel).
+    pub v6: Option<Net6>,
+}
+
+/// corestack's IPv6 side.
+#[derive(Debug, Clone, Copy)]
+pub struct Net6 {
+    /// The global (or unique local) address and its prefix length, bits.
+    pub global: Option<(Ipv6Addr, u8)>,
+    /// The link-local address (fe80::/64, modified EUI-64 of the MAC;
+    /// None in service mode).
+    pub link_local: Option<Ipv6Addr>,
+    /// The default router.
+    pub gateway: Option<Ipv6Addr>,
 }
 
 static CONFIG: OnceLock<Option<Config>> = OnceLock::new();
@@ -118,6 +141,8 @@ pub fn config() -> Option<&'static Config> {
                     ip: Ipv4Addr::UNSPECIFIED,
                     prefix: 0,
                     gateway: None,
+                    ip6: None,
+                    gateway6: None,
                     driver: Driver::AfXdp,
                     inline: false,
                     engines: 1,
@@ -138,6 +163,20 @@ pub fn config() -> Option<&'static Config> {
                 );
                 return None;
             };
+            let ip6 = env("CORESTACK_IP6").and_then(|v| {
+                let parsed = v.trim().split_once('/').and_then(|(a, p)| {
+                    Some((
+                        a.parse::<Ipv6Addr>().ok()?,
+                        p.parse::<u8>().ok().filter(|p| *p <= 128)?,
+                    ))
+                });
+                if parsed.is_none() {
+                    crate::sys::log_line(
+                        "CORESTACK_IP6 is not ADDR/PREFIX (e.g. fd00:1::2/64): IPv6 stays in the kernel",
+                    );
+                }
+                parsed
+            });
             let driver = match env("CORESTACK_DRIVER").as_deref().map(str::trim) {
                 Some("tap") => Driver::Tap,
                 _ => Driver::AfXdp,
@@ -147,6 +186,8 @@ pub fn config() -> Option<&'static Config> {
                 ip,
                 prefix,
                 gateway: env("CORESTACK_GATEWAY").and_then(|g| g.trim().parse().ok()),
+                ip6,
+                gateway6: env("CORESTACK_GATEWAY6").and_then(|g| g.trim().parse().ok()),
                 driver,
                 inline: env("CORESTACK_INLINE").is_some_and(|v| v.trim() == "1"),
                 engines: env("CORESTACK_CORES")
@@ -258,6 +299,12 @@ pub fn stack() -> Result<&'static Stack, i32> {
             if let Some(g) = cfg.gateway {
                 b = b.gateway(g);
             }
+            if let Some((a, p)) = cfg.ip6 {
+                b = b.ip6(a, p);
+            }
+            if let Some(g) = cfg.gateway6 {
+                b = b.gateway6(g);
+            }
             b.start().map_err(|e| {
                 crate::sys::log_line(&format!(
                     "cannot start the stack on {} ({}/{}): {e}",
@@ -296,14 +343,100 @@ pub fn net() -> Option<Net> {
             ip: c.ip,
             prefix: c.prefix,
             gateway: c.gateway,
+            v6: net6(c),
         });
     }
-    let (ip, prefix, gateway) = stack().ok()?.service_net()?;
+    let stack = stack().ok()?;
+    let (ip, prefix, gateway) = stack.service_net()?;
     Some(Net {
         ip,
         prefix,
         gateway,
+        v6: stack.service_net6().map(|g| Net6 {
+            global: Some(g),
+            link_local: None,
+            gateway: None,
+        }),
     })
+}
+
+/// The IPv6 side of an embedded or inline stack: None unless
+/// `CORESTACK_IP6` or `CORESTACK_GATEWAY6` turned IPv6 on. Read once.
+fn net6(c: &Config) -> Option<Net6> {
+    static NET6: OnceLock<Option<Net6>> = OnceLock::new();
+    *NET6.get_or_init(|| {
+        if c.ip6.is_none() && c.gateway6.is_none() {
+            return None;
+        }
+        Some(Net6 {
+            global: c.ip6,
+            link_local: iface_mac(&c.iface).map(link_local_from_mac),
+            gateway: c.gateway6,
+        })
+    })
+}
+
+/// The MAC address of interface `iface` (from sysfs).
+fn iface_mac(iface: &str) -> Option<[u8; 6]> {
+    let text = std::fs::read_to_string(format!("/sys/class/net/{iface}/address")).ok()?;
+    let mut mac = [0u8; 6];
+    let mut parts = text.trim().split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    Some(mac)
+}
+
+/// fe80::/64 with the modified EUI-64 interface identifier of `mac` (RFC
+/// 4291 §2.5.1 and appendix A): the engine's link-local address.
+fn link_local_from_mac(m: [u8; 6]) -> Ipv6Addr {
+    Ipv6Addr::from([
+        0xfe,
+        0x80,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        m[0] ^ 0x02,
+        m[1],
+        m[2],
+        0xff,
+        0xfe,
+        m[3],
+        m[4],
+        m[5],
+    ])
+}
+
+/// The interface index of the stack's interface (IPV6_PKTINFO,
+/// link-local scope ids); 0 when unknown (service mode, or no sysfs).
+pub fn ifindex() -> u32 {
+    static INDEX: OnceLock<u32> = OnceLock::new();
+    *INDEX.get_or_init(|| {
+        config()
+            .filter(|c| c.service.is_none())
+            .and_then(|c| {
+                std::fs::read_to_string(format!("/sys/class/net/{}/ifindex", c.iface)).ok()
+            })
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0)
+    })
+}
+
+/// True when the stack has IPv6 (an IPv6 address configured, or in
+/// service mode a daemon with one).
+pub fn has_ipv6() -> bool {
+    net().is_some_and(|c| c.v6.is_some())
+}
+
+/// True when `ip` is one of corestack's IPv6 addresses (global or
+/// link-local).
+pub fn is_own6(ip: Ipv6Addr) -> bool {
+    net()
+        .and_then(|c| c.v6)
+        .is_some_and(|v6| v6.global.is_some_and(|(g, _)| g == ip) || v6.link_local == Some(ip))
 }
 
 /// Where a socket bound to `a` belongs.
@@ -318,22 +451,63 @@ pub enum Place {
 }
 
 /// Where a bind to `ip` belongs (always the kernel in a forked child but
-/// for service mode's).
-pub fn bind_place(ip: Ipv4Addr) -> Place {
+/// for service mode's). IPv6: one of corestack's IPv6 addresses is
+/// corestack's, `::` is both (with or without IPv6 on corestack: a
+/// dual-stack `::` also serves IPv4), anything else the kernel's.
+pub fn bind_place(ip: IpAddr) -> Place {
     if !active() || ip.is_loopback() || ip.is_multicast() || config().is_none() {
         return Place::Kernel;
     }
-    match net() {
-        Some(c) if ip == c.ip => Place::Core,
-        Some(_) if ip.is_unspecified() => Place::Both,
+    match (net(), ip) {
+        (Some(c), IpAddr::V4(ip)) if ip == c.ip => Place::Core,
+        (Some(_), IpAddr::V6(ip)) if is_own6(ip) => Place::Core,
+        (Some(_), ip) if ip.is_unspecified() => Place::Both,
         _ => Place::Kernel,
     }
+}
+
+/// True when corestack carries traffic to `dst` (see [`routes4`],
+/// [`routes6`]).
+pub fn routes(dst: IpAddr) -> bool {
+    match dst {
+        IpAddr::V4(d) => routes4(d),
+        IpAddr::V6(d) => routes6(d),
+    }
+}
+
+/// True when corestack carries IPv6 traffic to `dst`: the stack has IPv6,
+/// and `dst` is a unicast address that is not loopback or ours; a
+/// link-local one (on-link by definition, RFC 4291 §2.5.6), one inside
+/// the global address's prefix, or any other when a default router is
+/// configured.
+pub fn routes6(dst: Ipv6Addr) -> bool {
+    if !active() || dst.is_loopback() || dst.is_multicast() || dst.is_unspecified() {
+        return false;
+    }
+    let Some(v6) = net().and_then(|c| c.v6) else {
+        return false;
+    };
+    if is_own6(dst) {
+        return false; // the kernel has no route to us through the wire either
+    }
+    if dst.is_unicast_link_local() {
+        return true;
+    }
+    let on_link = v6.global.is_some_and(|(g, p)| {
+        let mask = if p == 0 {
+            0
+        } else {
+            u128::MAX << (128 - u32::from(p))
+        };
+        u128::from(dst) & mask == u128::from(g) & mask
+    });
+    on_link || v6.gateway.is_some()
 }
 
 /// True when corestack carries traffic to `dst`: not loopback, multicast
 /// or broadcast; inside corestack's subnet, or any other unicast address
 /// when a gateway is configured.
-pub fn routes(dst: Ipv4Addr) -> bool {
+pub fn routes4(dst: Ipv4Addr) -> bool {
     if !active() {
         return false;
     }
@@ -447,6 +621,29 @@ pub fn at_exit() {
 }
 
 /// True when `a` is corestack's own address or the wildcard on a port.
-pub fn is_local(a: SocketAddrV4) -> bool {
-    a.ip().is_unspecified() || *a.ip() == local_ip()
+pub fn is_local(a: SocketAddr) -> bool {
+    match a.ip() {
+        IpAddr::V4(ip) => ip.is_unspecified() || ip == local_ip(),
+        IpAddr::V6(ip) => ip.is_unspecified() || is_own6(ip),
+    }
+}
+
+/// The local address corestack sends from to `dst` (canonical form): the
+/// IPv4 address, or for IPv6 the link-local address to a link-local
+/// destination and the global one otherwise (RFC 6724's scope rule).
+pub fn source_for(dst: IpAddr) -> IpAddr {
+    match dst {
+        IpAddr::V4(_) => IpAddr::V4(local_ip()),
+        IpAddr::V6(d) => {
+            let v6 = net().and_then(|c| c.v6);
+            let ll = v6.and_then(|v| v.link_local);
+            let global = v6.and_then(|v| v.global).map(|(g, _)| g);
+            let pick = if d.is_unicast_link_local() {
+                ll.or(global)
+            } else {
+                global.or(ll)
+            };
+            IpAddr::V6(pick.unwrap_or(Ipv6Addr::UNSPECIFIED))
+        }
+    }
 }

@@ -211,6 +211,7 @@ pub(crate) fn join(
         .with_sleepers(ctl::keep_eventfds(wakers));
     seg.set_mtu(mtu);
     seg.set_net(cfg.ip, cfg.prefix, cfg.gateway);
+    seg.set_net6(cfg.ip6);
     let doorbell = ctl::eventfd().map_err(JoinError::Doorbell)?;
     let w = ctl::Welcome {
         status: 0,
@@ -263,7 +264,7 @@ mod tests {
     fn cfg() -> Validated {
         Config {
             iface: Some("mem0".into()),
-            ip: Some("10.0.0.2/24".into()),
+            ip: vec!["10.0.0.2/24".into()],
             max_sockets_per_app: 8,
             ..Config::default()
         }

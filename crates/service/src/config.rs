@@ -3,8 +3,8 @@
 //!
 //! ```toml
 //! iface = "veth1"            # required unless given on the command line
-//! ip = "10.0.0.2/24"         # ADDR/PREFIX, required likewise
-//! gateway = "10.0.0.1"       # optional
+//! ip = ["10.0.0.2/24", "fd00::2/64"]  # ADDR/PREFIX, one per family; IPv4 required
+//! gateway = ["10.0.0.1", "fe80::1"]   # optional, one per family (one string: one address)
 //! driver = "af_xdp"          # af_xdp | tap
 //! cores = 1                  # engine cores (only 1 supported now)
 //! socket = "/run/corestack/ctl.sock"
@@ -28,13 +28,13 @@
 //! [`ConfigError`] whose message is one line that says what to fix.
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use engine::tcp::CcKind;
-use engine::EngineConfig;
 pub use engine::PollPolicy;
+use engine::{EngineConfig, Ipv6Config};
 pub use nic::Driver;
 use serde::Deserialize;
 use thiserror::Error;
@@ -102,15 +102,56 @@ pub enum ConfigError {
     /// No `ip`.
     #[error("no address: set ip = \"10.0.0.2/24\" (say) in the config file or pass --ip")]
     NoIp,
+    /// `ip` has an IPv6 address but no IPv4 one.
+    #[error(
+        "ip = \"{text}\" alone: corestack needs an IPv4 address too (no IPv6-only stack), \
+         e.g. ip = [\"10.0.0.2/24\", \"{text}\"] or --ip 10.0.0.2/24 --ip {text}"
+    )]
+    NoIpv4 {
+        /// The IPv6 value given.
+        text: String,
+    },
+    /// Two addresses (or gateways) of one family.
+    #[error(
+        "{key} = [\"{first}\", \"{second}\"]: at most one {key} per family (IPv4, IPv6); remove one"
+    )]
+    TwoOfAFamily {
+        /// `ip` or `gateway`.
+        key: &'static str,
+        /// The first value of the family.
+        first: String,
+        /// The second.
+        second: String,
+    },
+    /// An IPv6 `ip` that is no global or unique local unicast address.
+    #[error(
+        "ip = \"{text}\" is not usable as the stack's IPv6 address (unspecified, loopback, \
+         multicast, link-local or IPv4-mapped): choose one such as fd00::2/64 (the link-local \
+         address comes from the MAC)"
+    )]
+    UnusableAddress6 {
+        /// The value given.
+        text: String,
+    },
+    /// An IPv6 `gateway` without an IPv6 `ip`.
+    #[error(
+        "gateway = \"{text}\" is IPv6 but the stack has no IPv6 address: add one to ip, \
+         e.g. ip = [\"10.0.0.2/24\", \"fd00::2/64\"]"
+    )]
+    Gateway6WithoutIp6 {
+        /// The value given.
+        text: String,
+    },
     /// `ip` has no `/PREFIX`.
     #[error("ip = \"{text}\" has no prefix length: write ADDR/PREFIX, e.g. \"{text}/24\"")]
     NoPrefix {
         /// The value given.
         text: String,
     },
-    /// `ip`'s address part is not an IPv4 address.
+    /// `ip`'s address part is not an IPv4 or IPv6 address.
     #[error(
-        "ip = \"{text}\": \"{addr}\" is not an IPv4 address; write ADDR/PREFIX, e.g. 10.0.0.2/24"
+        "ip = \"{text}\": \"{addr}\" is not an IPv4 or IPv6 address; write ADDR/PREFIX, \
+         e.g. 10.0.0.2/24 or fd00::2/64"
     )]
     BadAddress {
         /// The value given.
@@ -118,8 +159,11 @@ pub enum ConfigError {
         /// Its address part.
         addr: String,
     },
-    /// `ip`'s prefix part is not 0 to 32.
-    #[error("ip = \"{text}\": \"{prefix}\" is not a prefix length (0 to 32), e.g. 10.0.0.2/24")]
+    /// `ip`'s prefix part is not 0 to 32 (IPv4) or 0 to 128 (IPv6).
+    #[error(
+        "ip = \"{text}\": \"{prefix}\" is not a prefix length (0 to 32 for IPv4, 0 to 128 \
+         for IPv6), e.g. 10.0.0.2/24"
+    )]
     BadPrefix {
         /// The value given.
         text: String,
@@ -147,9 +191,10 @@ pub enum ConfigError {
         /// True for the network address, false for the broadcast address.
         network: bool,
     },
-    /// `gateway` is not an IPv4 address.
+    /// `gateway` is not a unicast IPv4 or IPv6 address.
     #[error(
-        "gateway = \"{text}\" is not an IPv4 address (e.g. 10.0.0.1); remove it if there is none"
+        "gateway = \"{text}\" is not a unicast IPv4 or IPv6 address (e.g. 10.0.0.1, \
+         fe80::1); remove it if there is none"
     )]
     BadGateway {
         /// The value given.
@@ -161,13 +206,14 @@ pub enum ConfigError {
         /// The value given.
         text: String,
     },
-    /// `gateway` is outside the stack's subnet, so it cannot be reached.
+    /// `gateway` is outside the stack's subnet (and, for IPv6, not
+    /// link-local), so it cannot be reached.
     #[error("gateway = \"{text}\" is not in the stack's subnet {net}/{prefix}: fix gateway or ip's prefix")]
     GatewayOffSubnet {
         /// The value given.
         text: String,
-        /// The stack's subnet.
-        net: Ipv4Addr,
+        /// The stack's subnet (of the gateway's family).
+        net: IpAddr,
         /// Its prefix length, bits.
         prefix: u8,
     },
@@ -265,11 +311,16 @@ fn place(line: Option<usize>, quoted: Option<&str>) -> String {
 pub struct Config {
     /// Interface the engine drives (`--iface`); required in the end.
     pub iface: Option<String>,
-    /// The stack's address and prefix, `ADDR/PREFIX` (`--ip`); required in
-    /// the end.
-    pub ip: Option<String>,
-    /// Default gateway for destinations off the subnet (`--gateway`).
-    pub gateway: Option<String>,
+    /// The stack's addresses and prefixes, `ADDR/PREFIX` each (`--ip`,
+    /// repeated): one IPv4 (required in the end) and at most one IPv6
+    /// (global or unique local). In the file one string or a list.
+    #[serde(deserialize_with = "net::one_or_many")]
+    pub ip: Vec<String>,
+    /// Default gateways for destinations off the subnet, at most one per
+    /// family (`--gateway`, repeated); an IPv6 one is link-local or inside
+    /// the IPv6 prefix. In the file one string or a list.
+    #[serde(deserialize_with = "net::one_or_many")]
+    pub gateway: Vec<String>,
     /// Port driver (`--driver`); default af_xdp.
     pub driver: Driver,
     /// Engine cores (`--cores`); default 1, the only value supported now.
@@ -308,8 +359,8 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             iface: None,
-            ip: None,
-            gateway: None,
+            ip: Vec::new(),
+            gateway: Vec::new(),
             driver: Driver::AfXdp,
             cores: 1,
             socket: PathBuf::from(appif::ctl::DEFAULT_SOCKET),
@@ -360,10 +411,10 @@ pub struct Ports {
 pub struct Overrides {
     /// `--iface`.
     pub iface: Option<String>,
-    /// `--ip`, `ADDR/PREFIX`.
-    pub ip: Option<String>,
-    /// `--gateway`.
-    pub gateway: Option<String>,
+    /// `--ip`, `ADDR/PREFIX` each (once per family); empty: the file's.
+    pub ip: Vec<String>,
+    /// `--gateway` (once per family); empty: the file's.
+    pub gateway: Vec<String>,
     /// `--driver`.
     pub driver: Option<Driver>,
     /// `--cores`.
@@ -402,6 +453,12 @@ pub struct Validated {
     pub prefix: u8,
     /// Default gateway, inside the subnet and not `ip`.
     pub gateway: Option<Ipv4Addr>,
+    /// The stack's global (or unique local) IPv6 address and its prefix
+    /// length in bits; None: IPv4 only. The link-local address is derived
+    /// from the interface's MAC (RFC 4291 appendix A).
+    pub ip6: Option<(Ipv6Addr, u8)>,
+    /// The IPv6 default router (link-local or inside `ip6`'s prefix).
+    pub gateway6: Option<Ipv6Addr>,
     /// Port driver.
     pub driver: Driver,
     /// Engine cores (1 for now).
@@ -440,7 +497,8 @@ impl Validated {
             || gids.iter().any(|g| self.privileged_gids.contains(g))
     }
 
-    /// The engine's settings for this configuration: the address, the ring
+    /// The engine's settings for this configuration: the addresses (IPv6,
+    /// when configured, with the link-local address from the port's MAC), the ring
     /// sizes, the congestion control (DCTCP turns ECN on, RFC 8257 §3), and
     /// room for every application to fill its own segment without starving
     /// the others (`max_apps` × `max_sockets_per_app` sockets, clamped to
@@ -450,6 +508,11 @@ impl Validated {
             ip: self.ip,
             prefix_len: self.prefix,
             gateway: self.gateway,
+            ipv6: self.ip6.map(|global| Ipv6Config {
+                global: Some(global),
+                gateway: self.gateway6,
+                ..Ipv6Config::default()
+            }),
             ring_bytes: self.ring_bytes as usize,
             ring_max_bytes: self.ring_max_bytes as usize,
             buffer_growth_limit: usize::try_from(self.buffer_growth_limit).unwrap_or(usize::MAX),
@@ -493,11 +556,11 @@ impl Config {
         if let Some(v) = &o.iface {
             self.iface = Some(v.clone());
         }
-        if let Some(v) = &o.ip {
-            self.ip = Some(v.clone());
+        if !o.ip.is_empty() {
+            self.ip = o.ip.clone();
         }
-        if let Some(v) = &o.gateway {
-            self.gateway = Some(v.clone());
+        if !o.gateway.is_empty() {
+            self.gateway = o.gateway.clone();
         }
         if let Some(v) = o.driver {
             self.driver = v;
@@ -522,11 +585,7 @@ impl Config {
     /// the key and says what to write instead.
     pub fn validate(&self) -> Result<Validated, ConfigError> {
         let iface = validate_iface(self.iface.as_deref())?;
-        let (ip, prefix) = validate_ip(self.ip.as_deref())?;
-        let gateway = match self.gateway.as_deref() {
-            None => None,
-            Some(g) => Some(validate_gateway(g, ip, prefix)?),
-        };
+        let net = net::validate(&self.ip, &self.gateway)?;
         if self.cores == 0 {
             return Err(ConfigError::NoCores);
         }
@@ -583,9 +642,11 @@ impl Config {
         };
         Ok(Validated {
             iface,
-            ip,
-            prefix,
-            gateway,
+            ip: net.ip,
+            prefix: net.prefix,
+            gateway: net.gateway,
+            ip6: net.ip6,
+            gateway6: net.gateway6,
             driver: self.driver,
             cores: self.cores,
             socket: self.socket.clone(),
@@ -658,66 +719,7 @@ fn validate_iface(iface: Option<&str>) -> Result<String, ConfigError> {
     Ok(name.to_string())
 }
 
-fn validate_ip(ip: Option<&str>) -> Result<(Ipv4Addr, u8), ConfigError> {
-    let Some(text) = ip.filter(|s| !s.is_empty()) else {
-        return Err(ConfigError::NoIp);
-    };
-    let Some((a, p)) = text.split_once('/') else {
-        return Err(ConfigError::NoPrefix { text: text.into() });
-    };
-    let Ok(addr) = a.parse::<Ipv4Addr>() else {
-        return Err(ConfigError::BadAddress {
-            text: text.into(),
-            addr: a.into(),
-        });
-    };
-    let prefix = match p.parse::<u8>() {
-        Ok(n) if n <= 32 => n,
-        _ => {
-            return Err(ConfigError::BadPrefix {
-                text: text.into(),
-                prefix: p.into(),
-            })
-        }
-    };
-    if addr.is_unspecified() || addr.is_broadcast() || addr.is_multicast() || addr.is_loopback() {
-        return Err(ConfigError::UnusableAddress { text: text.into() });
-    }
-    let host = u32::from(addr) & !mask(prefix);
-    if prefix <= 30 && (host == 0 || host == !mask(prefix)) {
-        return Err(ConfigError::SubnetAddress {
-            text: text.into(),
-            network: host == 0,
-        });
-    }
-    Ok((addr, prefix))
-}
-
-fn validate_gateway(text: &str, ip: Ipv4Addr, prefix: u8) -> Result<Ipv4Addr, ConfigError> {
-    let Ok(gw) = text.parse::<Ipv4Addr>() else {
-        return Err(ConfigError::BadGateway { text: text.into() });
-    };
-    if gw == ip {
-        return Err(ConfigError::GatewayIsOwnAddress { text: text.into() });
-    }
-    let m = mask(prefix);
-    if u32::from(gw) & m != u32::from(ip) & m {
-        return Err(ConfigError::GatewayOffSubnet {
-            text: text.into(),
-            net: Ipv4Addr::from(u32::from(ip) & m),
-            prefix,
-        });
-    }
-    Ok(gw)
-}
-
-/// The netmask of a prefix length (0..=32) as a host-order u32.
-fn mask(prefix: u8) -> u32 {
-    match prefix {
-        0 => 0,
-        p => u32::MAX << (32 - u32::from(p.min(32))),
-    }
-}
+mod net;
 
 #[cfg(test)]
 mod tests;

@@ -59,7 +59,9 @@ impl RunError {
 
 /// Opens `cfg.iface` with `cfg.driver` and serves applications on
 /// `control` until `stop` is set (see [`Host::run`]). An AF_XDP port on
-/// the interface's queue 0 steers frames for `cfg.ip` to the stack and
+/// the interface's queue 0 steers frames for `cfg.ip` (and, with IPv6,
+/// for `cfg.ip6`, the link-local address the engine derives from the
+/// interface's MAC, and their solicited-node groups) to the stack and
 /// passes the rest to the kernel; a fallback to generic (copy) XDP is
 /// logged as a warning.
 ///
@@ -73,9 +75,16 @@ pub fn run(cfg: Validated, control: ControlSocket, stop: &AtomicBool) -> Result<
                 return Err(RunError::NoInterface { iface });
             }
             let tx_path = nic::af_xdp::TxPath::from_env().map_err(RunError::TxPath)?;
+            let steer_ip6 = match cfg.ip6 {
+                Some((global, _)) => core::iter::once(global)
+                    .chain(iface_mac(&iface).map(engine::link_local_from_mac))
+                    .collect(),
+                None => Vec::new(),
+            };
             let xcfg = nic::af_xdp::AfXdpConfig {
                 ifname: iface.clone(),
                 steer_ip: Some(cfg.ip),
+                steer_ip6,
                 tx_path,
                 ..Default::default()
             };
@@ -93,4 +102,16 @@ pub fn run(cfg: Validated, control: ControlSocket, stop: &AtomicBool) -> Result<
         }
     }
     Ok(())
+}
+
+/// The MAC address of `iface` (from sysfs), if it has one.
+fn iface_mac(iface: &str) -> Option<wire::MacAddr> {
+    let text =
+        std::fs::read_to_string(Path::new("/sys/class/net").join(iface).join("address")).ok()?;
+    let mut mac = [0u8; 6];
+    let mut parts = text.trim().split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    Some(wire::MacAddr(mac))
 }

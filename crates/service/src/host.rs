@@ -153,6 +153,8 @@ impl<P: Port> Host<P> {
     pub fn run(&mut self, stop: &AtomicBool) {
         info!(
             socket = %self.control.path().display(),
+            ip = %format_args!("{}/{}", self.cfg.ip, self.cfg.prefix),
+            ip6 = %self.cfg.ip6.map_or("none".to_string(), |(a, p)| format!("{a}/{p}")),
             policy = ?self.cfg.policy,
             "corestack daemon ready"
         );

@@ -7,14 +7,16 @@
 //! is trusted: a slot out of range is a [`ProtocolViolation`] (the
 //! application loses its association), and opening a port below 1024
 //! needs a grant (refused with EACCES, the way Linux refuses `bind` without
-//! `CAP_NET_BIND_SERVICE`).
+//! `CAP_NET_BIND_SERVICE`), whatever the address family. Addresses are IPv4
+//! or IPv6 (a bad family byte never decodes: a violation); an IPv4-mapped
+//! peer of a connect is reached over IPv4 (RFC 4291 §2.5.5.2), as the
+//! engine's `Connect` expects.
 
 use crate::assoc::AppStats;
 use appif::command::Command;
 use appif::errno;
 use appif::seg::AcceptQueue;
 use appif::seg::{self, AppSegment, AppSegmentAccept, CmdError, Desc, DescError};
-use core::net::SocketAddrV4;
 use thiserror::Error;
 
 /// Ports below this are privileged: opening one needs root or a grant in
@@ -119,28 +121,31 @@ pub fn translate(
             id,
             shared: seg.shared(slot, true).ok_or_else(range)?,
             local_port,
-            remote: remote.into(),
+            remote: appif::socket::from_mapped(remote),
             tx: seg.tx_reader(slot).ok_or_else(range)?,
             rx: seg.rx_writer(slot).ok_or_else(range)?,
             nodelay,
         },
-        Desc::Listen { local, backlog, .. } => Command::Listen {
+        Desc::Listen {
+            local,
+            backlog,
+            v6only,
+            ..
+        } => Command::Listen {
             id,
             shared: seg.shared(slot, true).ok_or_else(range)?,
-            // Descriptors carry IPv4 only (IPv6 is refused by the client
-            // library with EAFNOSUPPORT before it gets here).
-            local: local.into(),
-            v6only: false,
+            local,
+            v6only,
             accept: AcceptQueue::AppSegment(
                 AppSegmentAccept::new(seg.clone(), assoc, slot, backlog as usize)
                     .ok_or_else(range)?,
             ),
         },
-        Desc::UdpBind { local, .. } => Command::UdpBind {
+        Desc::UdpBind { local, v6only, .. } => Command::UdpBind {
             id,
             shared: seg.shared(slot, true).ok_or_else(range)?,
-            local: SocketAddrV4::new(*local.ip(), local.port()).into(),
-            v6only: false,
+            local,
+            v6only,
             tx: seg.tx_reader(slot).ok_or_else(range)?,
             rx: seg.rx_writer(slot).ok_or_else(range)?,
         },
@@ -202,6 +207,7 @@ mod tests {
     use appif::cc::CcKind;
     use appif::region::Region;
     use appif::seg::{service_owner, Layout};
+    use core::net::SocketAddr;
     use std::sync::Arc;
 
     const ASSOC: u32 = 7;
@@ -221,8 +227,9 @@ mod tests {
     fn listen(slot: u32, port: u16) -> Desc {
         Desc::Listen {
             slot,
-            local: SocketAddrV4::new([0, 0, 0, 0].into(), port),
+            local: SocketAddr::from(([0, 0, 0, 0], port)),
             backlog: 8,
+            v6only: false,
         }
     }
 
@@ -255,6 +262,7 @@ mod tests {
         let d = Desc::UdpBind {
             slot: 3,
             local: "0.0.0.0:53".parse().expect("addr"),
+            v6only: false,
         };
         assert!(matches!(
             translate(&seg, ASSOC, d, false, None, &mut stats),
@@ -351,6 +359,7 @@ mod tests {
             Desc::UdpBind {
                 slot: 2,
                 local: "10.0.0.2:5353".parse().expect("addr"),
+                v6only: false,
             },
             Desc::Send { slot: 3 },
             Desc::Recvd { slot: 3 },
@@ -392,7 +401,7 @@ mod tests {
                     Some(id)
                 }
                 (Desc::UdpBind { local, .. }, Command::UdpBind { id, local: l, .. }) => {
-                    (core::net::SocketAddr::V4(local) == l).then_some(id)
+                    (local == l).then_some(id)
                 }
                 (Desc::Send { .. }, Command::Send { id })
                 | (Desc::Recvd { .. }, Command::Recvd { id })
@@ -432,6 +441,90 @@ mod tests {
     }
 
     #[test]
+    fn ipv6_descriptors_become_ipv6_commands_with_their_v6only() {
+        let seg = segment();
+        let mut stats = AppStats::default();
+        let d = Desc::Listen {
+            slot: 0,
+            local: "[::]:8080".parse().expect("addr"),
+            backlog: 8,
+            v6only: true,
+        };
+        let c = translate(
+            &seg,
+            ASSOC,
+            Desc::decode(&d.encode()).expect("decodes"),
+            false,
+            None,
+            &mut stats,
+        );
+        assert!(
+            matches!(c, Ok(Some(Command::Listen { local, v6only: true, .. })) if local == "[::]:8080".parse().expect("addr")),
+            "a V6ONLY listener on [::]:8080"
+        );
+        let d = Desc::UdpBind {
+            slot: 1,
+            local: "[fd00:77::2]:5353".parse().expect("addr"),
+            v6only: false,
+        };
+        let c = translate(&seg, ASSOC, d, false, None, &mut stats);
+        assert!(
+            matches!(c, Ok(Some(Command::UdpBind { local, v6only: false, .. })) if local.is_ipv6())
+        );
+        let d = Desc::Connect {
+            slot: 2,
+            remote: "[fd00:77::1]:443".parse().expect("addr"),
+            local_port: 0,
+            nodelay: true,
+        };
+        let c = translate(&seg, ASSOC, d, false, None, &mut stats);
+        assert!(
+            matches!(c, Ok(Some(Command::Connect { remote, .. })) if remote == "[fd00:77::1]:443".parse().expect("addr"))
+        );
+        // An IPv4-mapped peer is reached over IPv4.
+        let d = Desc::Connect {
+            slot: 3,
+            remote: "[::ffff:10.0.0.1]:80".parse().expect("addr"),
+            local_port: 0,
+            nodelay: false,
+        };
+        let c = translate(&seg, ASSOC, d, false, None, &mut stats);
+        assert!(
+            matches!(c, Ok(Some(Command::Connect { remote, .. })) if remote == "10.0.0.1:80".parse().expect("addr"))
+        );
+    }
+
+    #[test]
+    fn privileged_ports_need_the_grant_over_ipv6_too() {
+        let seg = segment();
+        let mut stats = AppStats::default();
+        let on_v6 = |slot, port| Desc::Listen {
+            slot,
+            local: SocketAddr::from(([0u16; 8], port)),
+            backlog: 8,
+            v6only: false,
+        };
+        assert!(matches!(
+            translate(&seg, ASSOC, on_v6(1, 443), false, None, &mut stats),
+            Ok(None)
+        ));
+        assert_eq!(seg.shared(1, false).expect("slot 1").error(), errno::EACCES);
+        let d = Desc::UdpBind {
+            slot: 2,
+            local: "[fd00:77::2]:53".parse().expect("addr"),
+            v6only: true,
+        };
+        assert!(matches!(
+            translate(&seg, ASSOC, d, false, None, &mut stats),
+            Ok(None)
+        ));
+        assert_eq!(seg.shared(2, false).expect("slot 2").error(), errno::EACCES);
+        let c = translate(&seg, ASSOC, on_v6(3, 443), true, None, &mut stats);
+        assert!(matches!(c, Ok(Some(Command::Listen { .. }))), "granted");
+        assert_eq!((stats.opens, stats.refused), (3, 2));
+    }
+
+    #[test]
     fn command_ring_errors_are_violations_of_their_own_kind() {
         assert_eq!(
             ProtocolViolation::from(CmdError::BadIndex { head: 9, tail: 2 }),
@@ -439,5 +532,7 @@ mod tests {
         );
         let v = ProtocolViolation::from(CmdError::BadDesc(DescError::BadOpcode(0xee)));
         assert_eq!(v.to_string(), "bad descriptor: BadOpcode(238)");
+        let v = ProtocolViolation::from(CmdError::BadDesc(DescError::BadFamily(5)));
+        assert_eq!(v.to_string(), "bad descriptor: BadFamily(5)");
     }
 }

@@ -75,14 +75,24 @@ fn app_descriptor_with_bad_opcode_loses_its_association() {
 }
 
 #[test]
+fn app_descriptor_with_bad_address_family_loses_its_association() {
+    rogue_is_dropped_others_carry_on(
+        "family",
+        |r| r.push_bad_family(7298, 5),
+        "bad descriptor: BadFamily(5)",
+    );
+}
+
+#[test]
 fn app_descriptor_naming_a_slot_out_of_range_loses_its_association() {
     rogue_is_dropped_others_carry_on(
         "slot",
         |r| {
             r.push(Desc::Listen {
                 slot: 1000,
-                local: any(7299),
+                local: any(7299).into(),
                 backlog: 8,
+                v6only: false,
             })
         },
         "descriptor names slot 1000 out of range",

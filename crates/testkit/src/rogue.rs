@@ -9,7 +9,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
@@ -111,6 +111,22 @@ impl RogueApp {
         self.poke(layout::CMD_HEAD, &1u64.to_le_bytes());
     }
 
+    /// Writes a listen descriptor for `[::]:port` in slot 0 whose address
+    /// family byte is `family` (anything but 4 and 6 is garbage) and
+    /// publishes it.
+    pub fn push_bad_family(&self, port: u16, family: u8) {
+        let mut d = Desc::Listen {
+            slot: 0,
+            local: SocketAddr::from(([0u16; 8], port)),
+            backlog: 8,
+            v6only: false,
+        }
+        .encode();
+        d[appif::seg::desc_layout::FAMILY] = family;
+        self.poke(layout::CMD_RING, &d);
+        self.poke(layout::CMD_HEAD, &1u64.to_le_bytes());
+    }
+
     /// Moves the command ring's head a long way past anything written.
     pub fn push_head_far_ahead(&self) {
         self.poke(layout::CMD_HEAD, &(1u64 << 40).to_le_bytes());
@@ -153,11 +169,11 @@ impl RogueApp {
     }
 
     /// Opens a TCP connection from a fresh slot to `remote`; returns the slot.
-    pub fn connect(&self, remote: SocketAddrV4) -> u32 {
+    pub fn connect(&self, remote: impl Into<SocketAddr>) -> u32 {
         let slot = self.claim();
         self.push(Desc::Connect {
             slot,
-            remote,
+            remote: remote.into(),
             local_port: 0,
             nodelay: false,
         });
@@ -165,9 +181,13 @@ impl RogueApp {
     }
 
     /// Binds a UDP socket in a fresh slot to `local`; returns the slot.
-    pub fn udp_bind(&self, local: SocketAddrV4) -> u32 {
+    pub fn udp_bind(&self, local: impl Into<SocketAddr>) -> u32 {
         let slot = self.claim();
-        self.push(Desc::UdpBind { slot, local });
+        self.push(Desc::UdpBind {
+            slot,
+            local: local.into(),
+            v6only: false,
+        });
         slot
     }
 

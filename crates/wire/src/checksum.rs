@@ -102,6 +102,56 @@ pub fn pseudo_header_sum_v6(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, len: 
     acc as u32
 }
 
+/// An IP address family as the transport checksums see it (IPv4 or IPv6):
+/// what `tcp` and `udp` need to parse and fill a checksum for either
+/// family with one function, monomorphized (no dispatch per packet).
+pub trait IpAddress: Copy + Eq + core::fmt::Debug + 'static {
+    /// The address's octets: 4 for IPv4, 16 for IPv6 (network order).
+    type Octets: AsRef<[u8]> + Copy;
+
+    /// True when a UDP checksum field of 0 means "no checksum" (IPv4,
+    /// RFC 768); false when it is an error (IPv6, RFC 8200 §8.1).
+    const UDP_ZERO_CHECKSUM_ALLOWED: bool;
+
+    /// The running sum of this family's pseudo-header from `self` to
+    /// `dst` for upper-layer protocol `protocol` and upper-layer length
+    /// `len` in bytes: [`pseudo_header_sum`] or [`pseudo_header_sum_v6`].
+    fn pseudo_header_sum(self, dst: Self, protocol: u8, len: usize) -> u32;
+
+    /// The address's octets in network order.
+    fn octets(self) -> Self::Octets;
+}
+
+impl IpAddress for Ipv4Addr {
+    type Octets = [u8; 4];
+    const UDP_ZERO_CHECKSUM_ALLOWED: bool = true;
+
+    #[inline]
+    fn pseudo_header_sum(self, dst: Self, protocol: u8, len: usize) -> u32 {
+        pseudo_header_sum(self, dst, protocol, len)
+    }
+
+    #[inline]
+    fn octets(self) -> [u8; 4] {
+        Ipv4Addr::octets(&self)
+    }
+}
+
+impl IpAddress for Ipv6Addr {
+    type Octets = [u8; 16];
+    const UDP_ZERO_CHECKSUM_ALLOWED: bool = false;
+
+    #[inline]
+    fn pseudo_header_sum(self, dst: Self, protocol: u8, len: usize) -> u32 {
+        pseudo_header_sum_v6(self, dst, protocol, len)
+    }
+
+    #[inline]
+    fn octets(self) -> [u8; 16] {
+        Ipv6Addr::octets(&self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 //! for destination unreachable.
 
 use crate::checksum;
-use crate::field::{put_u16, u16_at};
+use crate::field::{put_u16, put_u32, u16_at};
 use crate::{Error, Result};
 
 /// Length in bytes of the fixed part of every ICMP message.
@@ -27,27 +27,55 @@ pub const DST_UNREACH_PORT: u8 = 3;
 /// Destination-unreachable code: fragmentation needed and DF set (RFC 1191).
 pub const DST_UNREACH_FRAG_NEEDED: u8 = 4;
 
+/// The body of an echo request or reply, alike in ICMPv4 (RFC 792) and
+/// ICMPv6 (RFC 4443 §4.1-§4.2): identifier and sequence number in the four
+/// type-specific bytes, then the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Echo<'a> {
+    /// Identifier.
+    pub ident: u16,
+    /// Sequence number.
+    pub seq_no: u16,
+    /// Echo data, returned unchanged in the reply.
+    pub data: &'a [u8],
+}
+
+impl<'a> Echo<'a> {
+    /// The echo fields of `message`, a whole ICMP or ICMPv6 message of at
+    /// least [`HEADER_LEN`] bytes (the caller checked).
+    pub(crate) fn parse(message: &'a [u8]) -> Echo<'a> {
+        Echo {
+            ident: u16_at(message, 4),
+            seq_no: u16_at(message, 6),
+            data: &message[HEADER_LEN..],
+        }
+    }
+
+    /// Identifier and sequence number as the 32-bit word they fill.
+    pub(crate) fn word(&self) -> u32 {
+        (u32::from(self.ident) << 16) | u32::from(self.seq_no)
+    }
+}
+
+/// Writes the fixed part of an ICMP or ICMPv6 message (type, code, a zero
+/// checksum, the 32-bit type-specific `word`) and `data` after it into
+/// `buf`, exactly `HEADER_LEN + data.len()` bytes; the caller fills the
+/// checksum.
+pub(crate) fn put_fixed(buf: &mut [u8], msg_type: u8, code: u8, word: u32, data: &[u8]) {
+    buf[0] = msg_type;
+    buf[1] = code;
+    put_u16(buf, 2, 0);
+    put_u32(buf, 4, word);
+    buf[HEADER_LEN..].copy_from_slice(data);
+}
+
 /// An ICMPv4 message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Icmpv4Repr<'a> {
     /// Type 8 (code 0 sent; any code accepted).
-    EchoRequest {
-        /// Identifier.
-        ident: u16,
-        /// Sequence number.
-        seq_no: u16,
-        /// Echo data, returned unchanged in the reply.
-        data: &'a [u8],
-    },
+    EchoRequest(Echo<'a>),
     /// Type 0 (code 0 sent; any code accepted).
-    EchoReply {
-        /// Identifier.
-        ident: u16,
-        /// Sequence number.
-        seq_no: u16,
-        /// Echo data.
-        data: &'a [u8],
-    },
+    EchoReply(Echo<'a>),
     /// Type 3; `data` = the original IP header + at least 8 bytes of its
     /// payload (RFC 792; RFC 1812 allows more). Parsing does not check that
     /// `data` holds a valid header: the quoted datagram may be cut short
@@ -88,16 +116,8 @@ impl<'a> Icmpv4Repr<'a> {
         let (msg_type, code) = (packet[0], packet[1]);
         let data = &packet[HEADER_LEN..];
         Ok(match msg_type {
-            TYPE_ECHO_REQUEST => Icmpv4Repr::EchoRequest {
-                ident: u16_at(packet, 4),
-                seq_no: u16_at(packet, 6),
-                data,
-            },
-            TYPE_ECHO_REPLY => Icmpv4Repr::EchoReply {
-                ident: u16_at(packet, 4),
-                seq_no: u16_at(packet, 6),
-                data,
-            },
+            TYPE_ECHO_REQUEST => Icmpv4Repr::EchoRequest(Echo::parse(packet)),
+            TYPE_ECHO_REPLY => Icmpv4Repr::EchoReply(Echo::parse(packet)),
             TYPE_DST_UNREACH => Icmpv4Repr::DstUnreachable {
                 code,
                 next_hop_mtu: u16_at(packet, 6),
@@ -110,8 +130,8 @@ impl<'a> Icmpv4Repr<'a> {
     /// Length in bytes of the message [`emit`](Self::emit) writes.
     pub fn buffer_len(&self) -> usize {
         match self {
-            Icmpv4Repr::EchoRequest { data, .. }
-            | Icmpv4Repr::EchoReply { data, .. }
+            Icmpv4Repr::EchoRequest(Echo { data, .. })
+            | Icmpv4Repr::EchoReply(Echo { data, .. })
             | Icmpv4Repr::DstUnreachable { data, .. } => HEADER_LEN + data.len(),
             Icmpv4Repr::Other { .. } => HEADER_LEN,
         }
@@ -124,30 +144,17 @@ impl<'a> Icmpv4Repr<'a> {
     pub fn emit(&self, buf: &mut [u8]) -> usize {
         let len = self.buffer_len();
         let buf = &mut buf[..len];
-        let (msg_type, code, rest, data): (u8, u8, [u16; 2], &[u8]) = match *self {
-            Icmpv4Repr::EchoRequest {
-                ident,
-                seq_no,
-                data,
-            } => (TYPE_ECHO_REQUEST, 0, [ident, seq_no], data),
-            Icmpv4Repr::EchoReply {
-                ident,
-                seq_no,
-                data,
-            } => (TYPE_ECHO_REPLY, 0, [ident, seq_no], data),
+        let (msg_type, code, word, data): (u8, u8, u32, &[u8]) = match *self {
+            Icmpv4Repr::EchoRequest(e) => (TYPE_ECHO_REQUEST, 0, e.word(), e.data),
+            Icmpv4Repr::EchoReply(e) => (TYPE_ECHO_REPLY, 0, e.word(), e.data),
             Icmpv4Repr::DstUnreachable {
                 code,
                 next_hop_mtu,
                 data,
-            } => (TYPE_DST_UNREACH, code, [0, next_hop_mtu], data),
-            Icmpv4Repr::Other { msg_type, code } => (msg_type, code, [0, 0], &[]),
+            } => (TYPE_DST_UNREACH, code, u32::from(next_hop_mtu), data),
+            Icmpv4Repr::Other { msg_type, code } => (msg_type, code, 0, &[]),
         };
-        buf[0] = msg_type;
-        buf[1] = code;
-        put_u16(buf, 2, 0);
-        put_u16(buf, 4, rest[0]);
-        put_u16(buf, 6, rest[1]);
-        buf[HEADER_LEN..].copy_from_slice(data);
+        put_fixed(buf, msg_type, code, word, data);
         let c = checksum::checksum(buf);
         put_u16(buf, 2, c);
         len
@@ -160,11 +167,11 @@ mod tests {
 
     #[test]
     fn echo_request_emit_matches_known_bytes() {
-        let repr = Icmpv4Repr::EchoRequest {
+        let repr = Icmpv4Repr::EchoRequest(Echo {
             ident: 0x1234,
             seq_no: 1,
             data: b"ab",
-        };
+        });
         let mut buf = [0u8; 10];
         assert_eq!(repr.emit(&mut buf), 10);
         let c = !(0x0800u16 + 0x1234 + 0x0001 + 0x6162);
@@ -178,16 +185,16 @@ mod tests {
     fn every_kind_round_trips() {
         let quoted = [0x45u8; 28];
         let reprs = [
-            Icmpv4Repr::EchoRequest {
+            Icmpv4Repr::EchoRequest(Echo {
                 ident: 1,
                 seq_no: 2,
                 data: b"hello",
-            },
-            Icmpv4Repr::EchoReply {
+            }),
+            Icmpv4Repr::EchoReply(Echo {
                 ident: 0xffff,
                 seq_no: 0,
                 data: &[],
-            },
+            }),
             Icmpv4Repr::DstUnreachable {
                 code: DST_UNREACH_PORT,
                 next_hop_mtu: 0,
@@ -214,11 +221,11 @@ mod tests {
     #[test]
     fn short_message_any_length_is_truncated() {
         let mut buf = [0u8; 8];
-        Icmpv4Repr::EchoRequest {
+        Icmpv4Repr::EchoRequest(Echo {
             ident: 1,
             seq_no: 1,
             data: &[],
-        }
+        })
         .emit(&mut buf);
         for len in 0..8 {
             assert_eq!(Icmpv4Repr::parse(&buf[..len], true), Err(Error::Truncated));
@@ -229,21 +236,21 @@ mod tests {
     #[test]
     fn corrupted_data_fails_checksum_only_when_verified() {
         let mut buf = [0u8; 12];
-        Icmpv4Repr::EchoReply {
+        Icmpv4Repr::EchoReply(Echo {
             ident: 7,
             seq_no: 9,
             data: b"abcd",
-        }
+        })
         .emit(&mut buf);
         buf[11] ^= 0x20;
         assert_eq!(Icmpv4Repr::parse(&buf, true), Err(Error::Checksum));
         assert_eq!(
             Icmpv4Repr::parse(&buf, false),
-            Ok(Icmpv4Repr::EchoReply {
+            Ok(Icmpv4Repr::EchoReply(Echo {
                 ident: 7,
                 seq_no: 9,
                 data: b"abcD"
-            })
+            }))
         );
     }
 }

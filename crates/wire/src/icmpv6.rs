@@ -12,9 +12,12 @@
 use core::net::Ipv6Addr;
 
 use crate::checksum;
-use crate::field::{put_u16, put_u32, u16_at, u32_at};
+use crate::field::{put_u16, u16_at, u32_at};
+use crate::icmp::put_fixed;
 use crate::ipv6::{self, NEXT_ICMPV6};
 use crate::{Error, Result};
+
+pub use crate::icmp::Echo;
 
 /// Length in bytes of the fixed part (type, code, checksum and four
 /// type-specific bytes) of every ICMPv6 message corestack parses.
@@ -188,23 +191,9 @@ pub enum Icmpv6Repr<'a> {
         data: &'a [u8],
     },
     /// Type 128, code 0 (RFC 4443 §4.1; any code accepted).
-    EchoRequest {
-        /// Identifier.
-        ident: u16,
-        /// Sequence number.
-        seq_no: u16,
-        /// Echo data, returned unchanged in the reply.
-        data: &'a [u8],
-    },
+    EchoRequest(Echo<'a>),
     /// Type 129, code 0 (RFC 4443 §4.2; any code accepted).
-    EchoReply {
-        /// Identifier.
-        ident: u16,
-        /// Sequence number.
-        seq_no: u16,
-        /// Echo data.
-        data: &'a [u8],
-    },
+    EchoReply(Echo<'a>),
     /// Any other type (Neighbor Discovery included), kept whole: valid
     /// (round-trips) when `body` is at least 4 bytes.
     Other {
@@ -248,16 +237,8 @@ impl<'a> Icmpv6Repr<'a> {
                 pointer: u32_at(message, 4),
                 data,
             },
-            TYPE_ECHO_REQUEST => Icmpv6Repr::EchoRequest {
-                ident: u16_at(message, 4),
-                seq_no: u16_at(message, 6),
-                data,
-            },
-            TYPE_ECHO_REPLY => Icmpv6Repr::EchoReply {
-                ident: u16_at(message, 4),
-                seq_no: u16_at(message, 6),
-                data,
-            },
+            TYPE_ECHO_REQUEST => Icmpv6Repr::EchoRequest(Echo::parse(message)),
+            TYPE_ECHO_REPLY => Icmpv6Repr::EchoReply(Echo::parse(message)),
             _ => Icmpv6Repr::Other {
                 msg_type,
                 code,
@@ -273,8 +254,8 @@ impl<'a> Icmpv6Repr<'a> {
             | Icmpv6Repr::PacketTooBig { data, .. }
             | Icmpv6Repr::TimeExceeded { data, .. }
             | Icmpv6Repr::ParamProblem { data, .. }
-            | Icmpv6Repr::EchoRequest { data, .. }
-            | Icmpv6Repr::EchoReply { data, .. } => HEADER_LEN + data.len(),
+            | Icmpv6Repr::EchoRequest(Echo { data, .. })
+            | Icmpv6Repr::EchoReply(Echo { data, .. }) => HEADER_LEN + data.len(),
             Icmpv6Repr::Other { body, .. } => 4 + body.len(),
         }
     }
@@ -296,16 +277,8 @@ impl<'a> Icmpv6Repr<'a> {
                 pointer,
                 data,
             } => (TYPE_PARAM_PROBLEM, code, pointer, data),
-            Icmpv6Repr::EchoRequest {
-                ident,
-                seq_no,
-                data,
-            } => (TYPE_ECHO_REQUEST, 0, echo_word(ident, seq_no), data),
-            Icmpv6Repr::EchoReply {
-                ident,
-                seq_no,
-                data,
-            } => (TYPE_ECHO_REPLY, 0, echo_word(ident, seq_no), data),
+            Icmpv6Repr::EchoRequest(e) => (TYPE_ECHO_REQUEST, 0, e.word(), e.data),
+            Icmpv6Repr::EchoReply(e) => (TYPE_ECHO_REPLY, 0, e.word(), e.data),
             Icmpv6Repr::Other {
                 msg_type,
                 code,
@@ -318,18 +291,10 @@ impl<'a> Icmpv6Repr<'a> {
                 return len;
             }
         };
-        buf[0] = msg_type;
-        buf[1] = code;
-        put_u32(buf, 4, word);
-        buf[HEADER_LEN..].copy_from_slice(data);
+        put_fixed(buf, msg_type, code, word, data);
         fill_checksum(buf, src, dst);
         len
     }
-}
-
-/// Identifier and sequence number as the 32-bit word they fill.
-fn echo_word(ident: u16, seq_no: u16) -> u32 {
-    (u32::from(ident) << 16) | u32::from(seq_no)
 }
 
 #[cfg(test)]
@@ -346,11 +311,11 @@ mod tests {
 
     #[test]
     fn echo_request_emit_matches_known_bytes() {
-        let repr = Icmpv6Repr::EchoRequest {
+        let repr = Icmpv6Repr::EchoRequest(Echo {
             ident: 0x1234,
             seq_no: 1,
             data: b"ab",
-        };
+        });
         let mut buf = [0u8; 10];
         assert_eq!(repr.emit(src(), dst(), &mut buf), 10);
         // Pseudo-header: fe80 + 1 + fe80 + 2 + length 10 + next header 58;
@@ -396,16 +361,16 @@ mod tests {
                 pointer: 40,
                 data: &quoted,
             },
-            Icmpv6Repr::EchoRequest {
+            Icmpv6Repr::EchoRequest(Echo {
                 ident: 1,
                 seq_no: 2,
                 data: b"hello",
-            },
-            Icmpv6Repr::EchoReply {
+            }),
+            Icmpv6Repr::EchoReply(Echo {
                 ident: 0xffff,
                 seq_no: 0,
                 data: &[],
-            },
+            }),
             Icmpv6Repr::Other {
                 msg_type: TYPE_NEIGHBOR_SOLICIT,
                 code: 0,
@@ -447,11 +412,11 @@ mod tests {
     #[test]
     fn short_message_any_length_is_truncated() {
         let mut buf = [0u8; 8];
-        Icmpv6Repr::EchoRequest {
+        Icmpv6Repr::EchoRequest(Echo {
             ident: 1,
             seq_no: 1,
             data: &[],
-        }
+        })
         .emit(src(), dst(), &mut buf);
         for len in 0..8 {
             for verify in [false, true] {
@@ -468,11 +433,11 @@ mod tests {
     #[test]
     fn wrong_address_or_data_fails_checksum_only_when_verified() {
         let mut buf = [0u8; 12];
-        let repr = Icmpv6Repr::EchoReply {
+        let repr = Icmpv6Repr::EchoReply(Echo {
             ident: 7,
             seq_no: 9,
             data: b"abcd",
-        };
+        });
         repr.emit(src(), dst(), &mut buf);
         let other: Ipv6Addr = "fe80::3".parse().unwrap();
         assert_eq!(

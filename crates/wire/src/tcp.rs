@@ -34,9 +34,7 @@
 //! [`TcpRepr::header_len`] counts only what is written. The checksum is
 //! filled separately by [`fill_checksum`] once the payload is in place.
 
-use core::net::{Ipv4Addr, Ipv6Addr};
-
-use crate::checksum;
+use crate::checksum::{self, IpAddress};
 use crate::field::{checked_len, put_u16, put_u32, u16_at, u32_at};
 use crate::ipv4::PROTO_TCP;
 use crate::seq::SeqNum;
@@ -213,30 +211,17 @@ impl TcpRepr {
     /// than the data offset says; [`Error::Malformed`] for a data offset
     /// below 5 or a bad option (see the module docs); [`Error::Checksum`] if
     /// `verify_checksum` and the checksum does not verify.
+    ///
+    /// Either family: over IPv6 the checksum covers the IPv6 pseudo-header
+    /// (RFC 8200 §8.1) of `src`/`dst` (the final destination), next header 6.
     #[inline]
-    pub fn parse(
+    pub fn parse<A: IpAddress>(
         segment: &[u8],
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
+        src: A,
+        dst: A,
         verify_checksum: bool,
     ) -> Result<(TcpRepr, &[u8])> {
-        let pseudo = verify_checksum
-            .then(|| checksum::pseudo_header_sum(src, dst, PROTO_TCP, segment.len()));
-        Self::parse_with(segment, pseudo)
-    }
-
-    /// [`TcpRepr::parse`] for a segment carried by IPv6: the checksum
-    /// covers the IPv6 pseudo-header (RFC 8200 §8.1, RFC 2460 §8.1) of
-    /// `src`/`dst` (the final destination), next header 6.
-    #[inline]
-    pub fn parse_v6(
-        segment: &[u8],
-        src: Ipv6Addr,
-        dst: Ipv6Addr,
-        verify_checksum: bool,
-    ) -> Result<(TcpRepr, &[u8])> {
-        let pseudo = verify_checksum
-            .then(|| checksum::pseudo_header_sum_v6(src, dst, PROTO_TCP, segment.len()));
+        let pseudo = verify_checksum.then(|| src.pseudo_header_sum(dst, PROTO_TCP, segment.len()));
         Self::parse_with(segment, pseudo)
     }
 
@@ -405,12 +390,12 @@ fn emit_options(options: &TcpOptions, buf: &mut [u8]) {
 
 /// Computes and stores the checksum of `segment`, which must be exactly the
 /// TCP segment (header + payload), using the pseudo-header of `src`/`dst`
-/// (RFC 9293 §3.1).
+/// (RFC 9293 §3.1; over IPv6, RFC 8200 §8.1).
 ///
 /// Panics if `segment` is shorter than 20 bytes.
-pub fn fill_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
+pub fn fill_checksum<A: IpAddress>(segment: &mut [u8], src: A, dst: A) {
     put_u16(segment, 16, 0);
-    let pseudo = checksum::pseudo_header_sum(src, dst, PROTO_TCP, segment.len());
+    let pseudo = src.pseudo_header_sum(dst, PROTO_TCP, segment.len());
     let c = checksum::fold(checksum::sum(segment, pseudo));
     put_u16(segment, 16, c);
 }
@@ -418,10 +403,11 @@ pub fn fill_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
 /// Stores in the checksum field of `segment` (the TCP segment, header +
 /// payload) only the pseudo-header sum of `src`/`dst`, folded and not
 /// complemented, for a device that completes the checksum over the segment
-/// (Linux's CHECKSUM_PARTIAL convention; RFC 9293 §3.1 pseudo-header).
+/// (Linux's CHECKSUM_PARTIAL convention; RFC 9293 §3.1 pseudo-header,
+/// RFC 8200 §8.1 over IPv6).
 ///
 /// Panics if `segment` is shorter than 20 bytes.
-pub fn fill_pseudo_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
+pub fn fill_pseudo_checksum<A: IpAddress>(segment: &mut [u8], src: A, dst: A) {
     let len = segment.len();
     fill_pseudo_checksum_len(segment, src, dst, len);
 }
@@ -429,33 +415,15 @@ pub fn fill_pseudo_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
 /// [`fill_pseudo_checksum`] for a segment of `tcp_len` bytes of which
 /// `header` holds the start (at least the 20-byte fixed header): the
 /// payload lies elsewhere, and whoever completes the checksum sums it.
-pub fn fill_pseudo_checksum_len(header: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, tcp_len: usize) {
-    let pseudo = checksum::pseudo_header_sum(src, dst, PROTO_TCP, tcp_len);
+pub fn fill_pseudo_checksum_len<A: IpAddress>(header: &mut [u8], src: A, dst: A, tcp_len: usize) {
+    let pseudo = src.pseudo_header_sum(dst, PROTO_TCP, tcp_len);
     put_u16(header, 16, !checksum::fold(pseudo));
-}
-
-/// [`fill_checksum`] for a segment carried by IPv6, over the IPv6
-/// pseudo-header of `src`/`dst` (RFC 8200 §8.1).
-///
-/// Panics if `segment` is shorter than 20 bytes.
-pub fn fill_checksum_v6(segment: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr) {
-    put_u16(segment, 16, 0);
-    let pseudo = checksum::pseudo_header_sum_v6(src, dst, PROTO_TCP, segment.len());
-    let c = checksum::fold(checksum::sum(segment, pseudo));
-    put_u16(segment, 16, c);
-}
-
-/// [`fill_pseudo_checksum`] for a segment carried by IPv6 (RFC 8200 §8.1).
-///
-/// Panics if `segment` is shorter than 20 bytes.
-pub fn fill_pseudo_checksum_v6(segment: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr) {
-    let pseudo = checksum::pseudo_header_sum_v6(src, dst, PROTO_TCP, segment.len());
-    put_u16(segment, 16, !checksum::fold(pseudo));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::net::Ipv4Addr;
 
     const SRC: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
     const DST: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
@@ -763,6 +731,7 @@ mod tests {
 #[cfg(test)]
 mod tests_v6 {
     use super::*;
+    use core::net::Ipv6Addr;
 
     #[test]
     fn v6_checksum_round_trips() {
@@ -777,15 +746,15 @@ mod tests_v6 {
         let mut buf = [0u8; 23];
         let h = repr.emit_header(&mut buf);
         buf[h..].copy_from_slice(b"abc");
-        fill_checksum_v6(&mut buf, src, dst);
-        let (r, p) = TcpRepr::parse_v6(&buf, src, dst, true).unwrap();
+        fill_checksum(&mut buf, src, dst);
+        let (r, p) = TcpRepr::parse(&buf, src, dst, true).unwrap();
         assert_eq!((r.src_port, p), (5, &b"abc"[..]));
-        assert_eq!(TcpRepr::parse_v6(&buf, dst, src, true).map(|_| ()), Ok(()));
-        assert!(TcpRepr::parse_v6(&buf, src, "fd00::9".parse().unwrap(), true).is_err());
+        assert_eq!(TcpRepr::parse(&buf, dst, src, true).map(|_| ()), Ok(()));
+        assert!(TcpRepr::parse(&buf, src, "fd00::9".parse().unwrap(), true).is_err());
         // Partial: the pseudo sum plus the segment's own sum completes it.
-        fill_pseudo_checksum_v6(&mut buf, src, dst);
+        fill_pseudo_checksum(&mut buf, src, dst);
         let c = checksum::fold(checksum::sum(&buf, 0));
         buf[16..18].copy_from_slice(&c.to_be_bytes());
-        assert!(TcpRepr::parse_v6(&buf, src, dst, true).is_ok());
+        assert!(TcpRepr::parse(&buf, src, dst, true).is_ok());
     }
 }

@@ -4,9 +4,7 @@
 //! ignored. A checksum of 0 means "none was computed" and is accepted; a
 //! computed checksum of 0 is sent as 0xffff (RFC 768).
 
-use core::net::{Ipv4Addr, Ipv6Addr};
-
-use crate::checksum;
+use crate::checksum::{self, IpAddress};
 use crate::field::{checked_len, put_u16, u16_at};
 use crate::ipv4::PROTO_UDP;
 use crate::{Error, Result};
@@ -34,10 +32,14 @@ impl UdpRepr {
     /// than the length field; [`Error::Malformed`] if the length field is
     /// below 8; [`Error::Checksum`] if `verify_checksum`, the checksum field
     /// is not 0 and the checksum does not verify.
-    pub fn parse(
+    ///
+    /// Either family: over IPv6 the checksum is mandatory (RFC 8200 §8.1: a
+    /// zero checksum is an error, [`Error::Malformed`]) and covers the IPv6
+    /// pseudo-header of `src`/`dst`.
+    pub fn parse<A: IpAddress>(
         segment: &[u8],
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
+        src: A,
+        dst: A,
         verify_checksum: bool,
     ) -> Result<(UdpRepr, &[u8])> {
         if segment.len() < HEADER_LEN {
@@ -45,40 +47,12 @@ impl UdpRepr {
         }
         let len = checked_len(usize::from(u16_at(segment, 4)), HEADER_LEN, segment.len())?;
         let datagram = &segment[..len];
-        if verify_checksum && u16_at(datagram, 6) != 0 {
-            let sum = checksum::sum(
-                datagram,
-                checksum::pseudo_header_sum(src, dst, PROTO_UDP, len),
-            );
-            if checksum::fold(sum) != 0 {
-                return Err(Error::Checksum);
-            }
-        }
-        Ok(Self::repr_of(datagram))
-    }
-
-    /// [`UdpRepr::parse`] for a datagram carried by IPv6: the checksum is
-    /// mandatory (RFC 8200 §8.1: a zero checksum is an error, counted as
-    /// malformed) and covers the IPv6 pseudo-header of `src`/`dst`.
-    pub fn parse_v6(
-        segment: &[u8],
-        src: Ipv6Addr,
-        dst: Ipv6Addr,
-        verify_checksum: bool,
-    ) -> Result<(UdpRepr, &[u8])> {
-        if segment.len() < HEADER_LEN {
-            return Err(Error::Truncated);
-        }
-        let len = checked_len(usize::from(u16_at(segment, 4)), HEADER_LEN, segment.len())?;
-        let datagram = &segment[..len];
-        if u16_at(datagram, 6) == 0 {
+        let absent = u16_at(datagram, 6) == 0;
+        if absent && !A::UDP_ZERO_CHECKSUM_ALLOWED {
             return Err(Error::Malformed);
         }
-        if verify_checksum {
-            let sum = checksum::sum(
-                datagram,
-                checksum::pseudo_header_sum_v6(src, dst, PROTO_UDP, len),
-            );
+        if verify_checksum && !absent {
+            let sum = checksum::sum(datagram, src.pseudo_header_sum(dst, PROTO_UDP, len));
             if checksum::fold(sum) != 0 {
                 return Err(Error::Checksum);
             }
@@ -113,33 +87,15 @@ impl UdpRepr {
 }
 
 /// Computes and stores the checksum of `segment`, which must be exactly the
-/// UDP datagram (header + payload), using the pseudo-header of `src`/`dst`.
-/// A computed 0 is stored as 0xffff.
+/// UDP datagram (header + payload), using the pseudo-header of `src`/`dst`
+/// (IPv4: RFC 768; IPv6: RFC 8200 §8.1). A computed 0 is stored as 0xffff.
 ///
 /// Panics if `segment` is shorter than 8 bytes.
-pub fn fill_checksum(segment: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) {
+pub fn fill_checksum<A: IpAddress>(segment: &mut [u8], src: A, dst: A) {
     put_u16(segment, 6, 0);
     let sum = checksum::sum(
         segment,
-        checksum::pseudo_header_sum(src, dst, PROTO_UDP, segment.len()),
-    );
-    let c = match checksum::fold(sum) {
-        0 => 0xffff,
-        c => c,
-    };
-    put_u16(segment, 6, c);
-}
-
-/// [`fill_checksum`] for a datagram carried by IPv6, over the IPv6
-/// pseudo-header of `src`/`dst` (RFC 8200 §8.1; a computed 0 is sent as
-/// 0xffff, never 0).
-///
-/// Panics if `segment` is shorter than 8 bytes.
-pub fn fill_checksum_v6(segment: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr) {
-    put_u16(segment, 6, 0);
-    let sum = checksum::sum(
-        segment,
-        checksum::pseudo_header_sum_v6(src, dst, PROTO_UDP, segment.len()),
+        src.pseudo_header_sum(dst, PROTO_UDP, segment.len()),
     );
     let c = match checksum::fold(sum) {
         0 => 0xffff,
@@ -151,6 +107,7 @@ pub fn fill_checksum_v6(segment: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::net::Ipv4Addr;
 
     const SRC: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
     const DST: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
@@ -254,6 +211,7 @@ mod tests {
 #[cfg(test)]
 mod tests_v6 {
     use super::*;
+    use core::net::Ipv6Addr;
 
     #[test]
     fn v6_checksum_round_trips_and_zero_is_refused() {
@@ -267,16 +225,16 @@ mod tests_v6 {
         }
         .emit_header(&mut buf);
         buf[8..].copy_from_slice(b"ping");
-        fill_checksum_v6(&mut buf, src, dst);
-        let (r, p) = UdpRepr::parse_v6(&buf, src, dst, true).unwrap();
+        fill_checksum(&mut buf, src, dst);
+        let (r, p) = UdpRepr::parse(&buf, src, dst, true).unwrap();
         assert_eq!((r.src_port, r.dst_port, p), (1, 2, &b"ping"[..]));
         assert_eq!(
-            UdpRepr::parse_v6(&buf, dst, "fd00::3".parse().unwrap(), true).unwrap_err(),
+            UdpRepr::parse(&buf, dst, "fd00::3".parse().unwrap(), true).unwrap_err(),
             Error::Checksum
         );
         buf[6..8].fill(0);
         assert_eq!(
-            UdpRepr::parse_v6(&buf, src, dst, true).unwrap_err(),
+            UdpRepr::parse(&buf, src, dst, true).unwrap_err(),
             Error::Malformed
         );
     }

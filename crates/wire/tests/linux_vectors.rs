@@ -13,7 +13,7 @@ use std::net::Ipv4Addr;
 
 use wire::arp::{ArpOp, ArpRepr};
 use wire::ethernet::{self, EthernetRepr};
-use wire::icmp::{self, Icmpv4Repr};
+use wire::icmp::{self, Echo, Icmpv4Repr};
 use wire::ipv4::{self, Ipv4Packet};
 use wire::tcp::{self, TcpFlags, TcpRepr};
 use wire::udp::{self, UdpRepr};
@@ -166,12 +166,12 @@ fn check_ipv4(packet: &[u8], seen: &mut Seen) -> Result<(), String> {
 fn check_icmp(message: &[u8], seen: &mut Seen) -> Result<(), String> {
     let repr = Icmpv4Repr::parse(message, true).map_err(|e| format!("icmp: {e}"))?;
     match repr {
-        Icmpv4Repr::EchoRequest { seq_no, data, .. } => {
+        Icmpv4Repr::EchoRequest(Echo { seq_no, data, .. }) => {
             seen.echo_request += 1;
             assert_eq!(seq_no, 1);
             assert_eq!(data.len(), 56); // ping's default payload
         }
-        Icmpv4Repr::EchoReply { seq_no, data, .. } => {
+        Icmpv4Repr::EchoReply(Echo { seq_no, data, .. }) => {
             seen.echo_reply += 1;
             assert_eq!(seq_no, 1);
             assert_eq!(data.len(), 56);

@@ -3,12 +3,14 @@
 //! seeded with a fixed value, so every run checks the same inputs (new
 //! inputs come from the fuzz targets).
 
+mod common;
+
 use std::net::Ipv4Addr;
 
 use proptest::prelude::*;
 use wire::arp::{self, ArpOp, ArpRepr};
 use wire::ethernet::{self, EthernetRepr};
-use wire::icmp::Icmpv4Repr;
+use wire::icmp::{Echo, Icmpv4Repr};
 use wire::ipv4::{self, Ipv4Packet, Ipv4Repr};
 use wire::tcp::{self, SackBlock, TcpFlags, TcpOptions, TcpRepr};
 use wire::udp::{self, UdpRepr};
@@ -123,11 +125,7 @@ fn tcp_repr() -> impl Strategy<Value = TcpRepr> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 2000,
-        rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed_c0de),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::config())]
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..128), src in ip(), dst in ip()) {
@@ -208,8 +206,8 @@ proptest! {
     #[test]
     fn icmp_repr_round_trips(kind in 0u8..4, a: u16, b: u16, code: u8, other_type in 4u8..=255, data in prop::collection::vec(any::<u8>(), 0..100)) {
         let repr = match kind {
-            0 => Icmpv4Repr::EchoRequest { ident: a, seq_no: b, data: &data },
-            1 => Icmpv4Repr::EchoReply { ident: a, seq_no: b, data: &data },
+            0 => Icmpv4Repr::EchoRequest(Echo { ident: a, seq_no: b, data: &data }),
+            1 => Icmpv4Repr::EchoReply(Echo { ident: a, seq_no: b, data: &data }),
             2 => Icmpv4Repr::DstUnreachable { code, next_hop_mtu: b, data: &data },
             _ => Icmpv4Repr::Other { msg_type: if other_type == 8 { 11 } else { other_type }, code },
         };

@@ -2,10 +2,12 @@
 //! parse or walk panics on arbitrary bytes, and `parse(emit(repr)) == repr`
 //! for arbitrary valid reprs. Seeded with a fixed value, like proptest.rs.
 
+mod common;
+
 use std::net::Ipv6Addr;
 
 use proptest::prelude::*;
-use wire::icmpv6::{self, Icmpv6Packet, Icmpv6Repr};
+use wire::icmpv6::{self, Echo, Icmpv6Packet, Icmpv6Repr};
 use wire::ipv6::{self, Ipv6Packet, Ipv6Repr};
 use wire::ipv6_ext::{
     self, walk_after_fragment, walk_chain, Ipv6ChainEnd, Ipv6FragmentRepr, Ipv6OptionsRepr,
@@ -129,16 +131,16 @@ fn icmpv6_repr<'a>(kind: u8, a: u32, code: u8, data: &'a [u8]) -> Icmpv6Repr<'a>
             pointer: a,
             data,
         },
-        4 => Icmpv6Repr::EchoRequest {
+        4 => Icmpv6Repr::EchoRequest(Echo {
             ident: (a >> 16) as u16,
             seq_no: a as u16,
             data,
-        },
-        5 => Icmpv6Repr::EchoReply {
+        }),
+        5 => Icmpv6Repr::EchoReply(Echo {
             ident: (a >> 16) as u16,
             seq_no: a as u16,
             data,
-        },
+        }),
         _ => Icmpv6Repr::Other {
             msg_type: 130 + (a % 10) as u8,
             code,
@@ -148,11 +150,7 @@ fn icmpv6_repr<'a>(kind: u8, a: u32, code: u8, data: &'a [u8]) -> Icmpv6Repr<'a>
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 2000,
-        rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed_c0de),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::config())]
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..160), src in ip6(), dst in ip6()) {

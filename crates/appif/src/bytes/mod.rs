@@ -239,6 +239,22 @@ impl Mem {
         })
     }
 
+    /// The indices and geometry an end finds when it attaches; `ok` is
+    /// false when they make no sense together (a ring written by someone
+    /// who broke the protocol).
+    fn found(&self) -> Found {
+        let head = self.head().load(Ordering::Acquire);
+        let tail = self.tail().load(Ordering::Acquire);
+        let (geo, word, valid) = self.read_geometry(tail);
+        Found {
+            head,
+            tail,
+            geo,
+            word,
+            ok: valid && geo.consistent(head, tail),
+        }
+    }
+
     /// The geometry found in the shared word, taking the switch near
     /// `anchor`; a word that makes no sense gives the whole reservation
     /// (and `false`).
@@ -338,12 +354,25 @@ pub fn growable_ring(capacity: usize, max: usize) -> (Writer, Reader) {
     (Writer::from_mem(w), Reader::from_mem(r))
 }
 
+/// What [`Mem::found`] read: head and tail indices, the geometry and
+/// the shared word it came from, and whether they are consistent.
+struct Found {
+    head: u64,
+    tail: u64,
+    geo: Geometry,
+    word: u64,
+    ok: bool,
+}
+
 impl Writer {
     fn from_mem(mem: Mem) -> Writer {
-        let head = mem.head().load(Ordering::Acquire);
-        let tail = mem.tail().load(Ordering::Acquire);
-        let (geo, _, valid) = mem.read_geometry(tail);
-        let ok = valid && geo.consistent(head, tail);
+        let Found {
+            head,
+            tail,
+            geo,
+            ok,
+            ..
+        } = mem.found();
         Writer {
             head: AtomicU64::new(head),
             tail_seen: AtomicU64::new(if ok { tail } else { head }),
@@ -489,10 +518,13 @@ impl Writer {
 
 impl Reader {
     fn from_mem(mem: Mem) -> Reader {
-        let head = mem.head().load(Ordering::Acquire);
-        let tail = mem.tail().load(Ordering::Acquire);
-        let (geo, word, valid) = mem.read_geometry(tail);
-        let ok = valid && geo.consistent(head, tail);
+        let Found {
+            head,
+            tail,
+            geo,
+            word,
+            ok,
+        } = mem.found();
         Reader {
             tail: AtomicU64::new(tail),
             head_seen: AtomicU64::new(if ok { head } else { tail }),
@@ -742,6 +774,20 @@ mod tests {
         assert!(r.is_empty());
     }
 
+    /// An 8 KiB region with a ring's indices at 0 and 64, its geometry
+    /// word at 128 and `reserved` bytes of ring at 4096.
+    fn region_ring(reserved: usize) -> (Arc<Region>, RingAt) {
+        let region = Arc::new(Region::anon(8192).unwrap());
+        let at = RingAt {
+            head: 0,
+            tail: 64,
+            geometry: 128,
+            buf: 4096,
+            reserved,
+        };
+        (region, at)
+    }
+
     /// The bytes of a lent payload, and the payload's memory still readable
     /// after both ends of its ring are gone.
     fn lent(r: &Reader, offset: usize, len: usize) -> Option<Vec<u8>> {
@@ -753,14 +799,7 @@ mod tests {
 
     #[test]
     fn a_lent_payload_is_the_bytes_peek_at_copies_across_the_wrap() {
-        let region = Arc::new(Region::anon(8192).unwrap());
-        let at = RingAt {
-            head: 0,
-            tail: 64,
-            geometry: 128,
-            buf: 4096,
-            reserved: 256,
-        };
+        let (region, at) = region_ring(256);
         let mut rings: Vec<(Writer, Reader)> = vec![ring(256)];
         rings.push((
             Writer::in_region(&region, at).unwrap(),
@@ -792,14 +831,7 @@ mod tests {
 
     #[test]
     fn impossible_peer_indices_are_flagged_and_ignored() {
-        let region = Arc::new(Region::anon(8192).unwrap());
-        let at = RingAt {
-            head: 0,
-            tail: 64,
-            geometry: 128,
-            buf: 4096,
-            reserved: 4096,
-        };
+        let (region, at) = region_ring(4096);
         let mut w = Writer::in_region(&region, at).unwrap();
         let r = Reader::in_region(&region, at).unwrap();
         assert_eq!(w.write(&[7; 100]), 100);

@@ -5,7 +5,7 @@
 use super::layout::{CMD_HEAD, CMD_TAIL};
 use super::{AppSegment, DESC_BYTES};
 use crate::cc::CcKind;
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use core::sync::atomic::Ordering;
 
 /// A command descriptor: what the application asks of the engine.
@@ -15,8 +15,10 @@ pub enum Desc {
     Connect {
         /// The application's socket slot in its segment.
         slot: u32,
-        /// The peer's address and port.
-        remote: SocketAddrV4,
+        /// The peer's address and port, IPv4 or IPv6 (an IPv4-mapped IPv6
+        /// address is the daemon's to turn into IPv4; the IPv6 scope id
+        /// and flow label are not carried).
+        remote: SocketAddr,
         /// Local port; 0 picks an ephemeral one.
         local_port: u16,
         /// TCP_NODELAY from the start.
@@ -26,17 +28,22 @@ pub enum Desc {
     Listen {
         /// The application's socket slot in its segment.
         slot: u32,
-        /// Local address (0.0.0.0 or the stack's) and port.
-        local: SocketAddrV4,
+        /// Local address (0.0.0.0, ::, or one of the stack's) and port.
+        local: SocketAddr,
         /// Connections accepted but not yet taken by the application, at most.
         backlog: u32,
+        /// IPV6_V6ONLY for an IPv6 `local` (RFC 3493 §5.3): false lets a
+        /// listener on `::` accept IPv4 too; ignored for IPv4.
+        v6only: bool,
     },
     /// Bind a UDP socket to `local`.
     UdpBind {
         /// The application's socket slot in its segment.
         slot: u32,
-        /// Local address (0.0.0.0 or the stack's) and port.
-        local: SocketAddrV4,
+        /// Local address (0.0.0.0, ::, or one of the stack's) and port.
+        local: SocketAddr,
+        /// IPV6_V6ONLY for an IPv6 `local`, as for `Listen`.
+        v6only: bool,
     },
     /// New bytes wait in the slot's TX ring.
     Send {
@@ -128,6 +135,44 @@ pub enum DescError {
     BadFlag,
     /// A congestion-control byte that names no [`CcKind`].
     BadCc(u8),
+    /// An address family byte other than [`FAMILY_V4`] or [`FAMILY_V6`] in
+    /// a descriptor that carries an address.
+    BadFamily(u8),
+}
+
+/// The family byte (offset 24) of a descriptor carrying an IPv4 address.
+pub const FAMILY_V4: u8 = 4;
+/// The family byte (offset 24) of a descriptor carrying an IPv6 address.
+pub const FAMILY_V6: u8 = 6;
+
+/// Byte offsets inside a descriptor's [`DESC_BYTES`] (see [`Desc::encode`]).
+pub mod desc_layout {
+    /// The opcode, a u8.
+    pub const OPCODE: usize = 0;
+    /// A flag (nodelay, on/off) or a congestion-control byte, a u8.
+    pub const FLAG: usize = 1;
+    /// The port, u16 big-endian.
+    pub const PORT: usize = 2;
+    /// The slot, u32 little-endian.
+    pub const SLOT: usize = 4;
+    /// An IPv4 address, 4 bytes in network order.
+    pub const ADDR_V4: usize = 8;
+    /// The first argument, u32 little-endian.
+    pub const ARG: usize = 12;
+    /// The second argument, u32 little-endian.
+    pub const ARG2: usize = 16;
+    /// The third argument, u32 little-endian.
+    pub const ARG3: usize = 20;
+    /// The address family byte: 4 or 6 ([`super::FAMILY_V4`],
+    /// [`super::FAMILY_V6`]), 0 in descriptors without an address.
+    pub const FAMILY: usize = 24;
+    /// IPV6_V6ONLY of a listen or bind, a u8 (0 or 1).
+    pub const V6ONLY: usize = 25;
+    /// An IPv6 address, 16 bytes in network order.
+    pub const ADDR_V6: usize = 32;
+
+    const _: () = assert!(ADDR_V4 + 4 <= ARG && ARG3 + 4 <= FAMILY && V6ONLY < ADDR_V6);
+    const _: () = assert!(ADDR_V6 + 16 <= super::DESC_BYTES);
 }
 
 impl Desc {
@@ -151,10 +196,12 @@ impl Desc {
         }
     }
 
-    /// Encodes as 64 bytes: opcode (1), flag (1), port (2, BE), slot (4, LE),
-    /// IPv4 address (4), argument (4, LE), second argument (4, LE), third
-    /// argument (4, LE), zeros.
+    /// Encodes as 64 bytes ([`desc_layout`]): opcode (1), flag (1), port
+    /// (2, BE), slot (4, LE), IPv4 address (4), argument (4, LE), second
+    /// argument (4, LE), third argument (4, LE), family (1: 4, 6, or 0 when
+    /// no address), V6ONLY (1), zeros (6), IPv6 address (16), zeros (16).
     pub fn encode(&self) -> [u8; DESC_BYTES] {
+        use desc_layout::*;
         let mut b = [0u8; DESC_BYTES];
         let (op, flag, addr, arg) = match *self {
             Desc::Connect {
@@ -163,8 +210,19 @@ impl Desc {
                 nodelay,
                 ..
             } => (1, nodelay as u8, Some(remote), u32::from(local_port)),
-            Desc::Listen { local, backlog, .. } => (2, 0, Some(local), backlog),
-            Desc::UdpBind { local, .. } => (3, 0, Some(local), 0),
+            Desc::Listen {
+                local,
+                backlog,
+                v6only,
+                ..
+            } => {
+                b[V6ONLY] = v6only as u8;
+                (2, 0, Some(local), backlog)
+            }
+            Desc::UdpBind { local, v6only, .. } => {
+                b[V6ONLY] = v6only as u8;
+                (3, 0, Some(local), 0)
+            }
             Desc::Send { .. } => (4, 0, None, 0),
             Desc::Recvd { .. } => (5, 0, None, 0),
             Desc::Shutdown { .. } => (6, 0, None, 0),
@@ -173,7 +231,7 @@ impl Desc {
             Desc::SetKeepalive { on, .. } => (9, on as u8, None, 0),
             Desc::SetCongestion { cc, .. } => (10, cc.wire(), None, 0),
             Desc::SetBuffers { rcv, snd, .. } => {
-                b[16..20].copy_from_slice(&snd.to_le_bytes());
+                b[ARG2..ARG2 + 4].copy_from_slice(&snd.to_le_bytes());
                 (11, 0, None, rcv)
             }
             Desc::JoinListener {
@@ -181,7 +239,7 @@ impl Desc {
                 backlog,
                 ..
             } => {
-                b[16..20].copy_from_slice(&parent_slot.to_le_bytes());
+                b[ARG2..ARG2 + 4].copy_from_slice(&parent_slot.to_le_bytes());
                 (12, 0, None, backlog)
             }
             Desc::Abort { .. } => (13, 0, None, 0),
@@ -191,50 +249,84 @@ impl Desc {
                 count,
                 ..
             } => {
-                b[16..20].copy_from_slice(&interval_s.to_le_bytes());
-                b[20..24].copy_from_slice(&count.to_le_bytes());
+                b[ARG2..ARG2 + 4].copy_from_slice(&interval_s.to_le_bytes());
+                b[ARG3..ARG3 + 4].copy_from_slice(&count.to_le_bytes());
                 (14, 0, None, idle_s)
             }
         };
-        b[0] = op;
-        b[1] = flag;
+        b[OPCODE] = op;
+        b[FLAG] = flag;
         if let Some(a) = addr {
-            b[2..4].copy_from_slice(&a.port().to_be_bytes());
-            b[8..12].copy_from_slice(&a.ip().octets());
+            b[PORT..PORT + 2].copy_from_slice(&a.port().to_be_bytes());
+            match a {
+                SocketAddr::V4(a) => {
+                    b[FAMILY] = FAMILY_V4;
+                    b[ADDR_V4..ADDR_V4 + 4].copy_from_slice(&a.ip().octets());
+                }
+                SocketAddr::V6(a) => {
+                    b[FAMILY] = FAMILY_V6;
+                    b[ADDR_V6..ADDR_V6 + 16].copy_from_slice(&a.ip().octets());
+                }
+            }
         }
-        b[4..8].copy_from_slice(&self.slot().to_le_bytes());
-        b[12..16].copy_from_slice(&arg.to_le_bytes());
+        b[SLOT..SLOT + 4].copy_from_slice(&self.slot().to_le_bytes());
+        b[ARG..ARG + 4].copy_from_slice(&arg.to_le_bytes());
         b
     }
 
     /// Decodes 64 bytes written by an application (anything at all).
+    /// Errors: an unknown opcode, a flag or V6ONLY byte other than 0 or 1,
+    /// an unknown congestion control, or (in a descriptor that carries an
+    /// address) a family byte other than 4 or 6.
     pub fn decode(b: &[u8; DESC_BYTES]) -> Result<Desc, DescError> {
-        let slot = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
-        let addr = SocketAddrV4::new(
-            Ipv4Addr::new(b[8], b[9], b[10], b[11]),
-            u16::from_be_bytes([b[2], b[3]]),
-        );
-        let arg = u32::from_le_bytes([b[12], b[13], b[14], b[15]]);
-        let arg2 = u32::from_le_bytes([b[16], b[17], b[18], b[19]]);
-        let arg3 = u32::from_le_bytes([b[20], b[21], b[22], b[23]]);
-        let flag = || match b[1] {
+        use desc_layout::*;
+        let word = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let slot = word(SLOT);
+        let port = u16::from_be_bytes([b[PORT], b[PORT + 1]]);
+        let addr = || match b[FAMILY] {
+            FAMILY_V4 => {
+                let ip = Ipv4Addr::new(b[ADDR_V4], b[ADDR_V4 + 1], b[ADDR_V4 + 2], b[ADDR_V4 + 3]);
+                Ok(SocketAddr::V4(SocketAddrV4::new(ip, port)))
+            }
+            FAMILY_V6 => {
+                let mut o = [0u8; 16];
+                o.copy_from_slice(&b[ADDR_V6..ADDR_V6 + 16]);
+                Ok(SocketAddr::V6(SocketAddrV6::new(
+                    Ipv6Addr::from(o),
+                    port,
+                    0,
+                    0,
+                )))
+            }
+            f => Err(DescError::BadFamily(f)),
+        };
+        let arg = word(ARG);
+        let arg2 = word(ARG2);
+        let arg3 = word(ARG3);
+        let bool_at = |at: usize| match b[at] {
             0 => Ok(false),
             1 => Ok(true),
             _ => Err(DescError::BadFlag),
         };
-        Ok(match b[0] {
+        let flag = || bool_at(FLAG);
+        Ok(match b[OPCODE] {
             1 => Desc::Connect {
                 slot,
-                remote: addr,
+                remote: addr()?,
                 local_port: arg as u16,
                 nodelay: flag()?,
             },
             2 => Desc::Listen {
                 slot,
-                local: addr,
+                local: addr()?,
                 backlog: arg,
+                v6only: bool_at(V6ONLY)?,
             },
-            3 => Desc::UdpBind { slot, local: addr },
+            3 => Desc::UdpBind {
+                slot,
+                local: addr()?,
+                v6only: bool_at(V6ONLY)?,
+            },
             4 => Desc::Send { slot },
             5 => Desc::Recvd { slot },
             6 => Desc::Shutdown { slot },

@@ -10,6 +10,7 @@
 //!  192    command ring head                                 (app)
 //!  256    command ring tail                                 (engine)
 //!  320    closed: errno the association ended with          (engine)
+//!  328    the stack's IPv6 address (16) and prefix length (1)  (daemon, once)
 //!  384    eventfd sleepers: 16 keys (u64), one per eventfd the
 //!         application handed over when it joined             (app)
 //!  512    command ring: cmd_slots × 64-byte descriptors     (app)
@@ -31,13 +32,15 @@ mod accept;
 mod desc;
 
 pub use accept::{AcceptQueue, Accepted, AppSegmentAccept, Claimed};
-pub use desc::{CmdConsumer, CmdError, CmdProducer, Desc, DescError};
+pub use desc::{
+    desc_layout, CmdConsumer, CmdError, CmdProducer, Desc, DescError, FAMILY_V4, FAMILY_V6,
+};
 
 use crate::bytes::{self, RingAt};
 use crate::notify::{Notify, Sleepers};
 use crate::region::Region;
 use crate::socket::{SockId, StatusHandle};
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -82,6 +85,11 @@ pub mod layout {
     pub const CMD_TAIL: usize = 256;
     /// The errno the association ended with, a u32; 0 while it lives (engine).
     pub const CLOSED: usize = 320;
+    /// Header: the stack's global IPv6 address (16 bytes, two u64 words
+    /// holding its octets in order; `::`: none) and prefix length (a u64,
+    /// bits) (daemon, once, before the welcome; it shares the closed
+    /// word's cache line: both are written once).
+    pub const NET6: usize = CLOSED + 8;
     /// The eventfd sleepers' keys: [`crate::notify::SEGMENT_SLEEPERS`]
     /// u64 words, entry i armed on the doorbell at that offset (0: none)
     /// (application; see [`crate::notify::Sleepers`]).
@@ -110,12 +118,13 @@ pub mod layout {
     // Every header word on its own cache line, before the command ring;
     // every slot word on its own, inside the slot.
     const _: () = assert!(CLOSED + 64 <= SLEEPERS && MTU + 8 <= APP_WAKE);
+    const _: () = assert!(CLOSED + 4 <= NET6 && NET6 + 24 <= CLOSED + 64);
     const _: () = assert!(SLEEPERS + 8 * crate::notify::SEGMENT_SLEEPERS <= CMD_RING);
     const _: () = assert!(SLOT_RX_GEOMETRY + 64 == SLOT_BYTES);
 }
 
 use layout::{
-    APP_WAKE, CLOSED, CMD_RING, ENGINE_SLEEPING, GATEWAY, INFO, MTU, NET, PAGE, SLEEPERS,
+    APP_WAKE, CLOSED, CMD_RING, ENGINE_SLEEPING, GATEWAY, INFO, MTU, NET, NET6, PAGE, SLEEPERS,
     SLOT_OWNER, SLOT_RX_GEOMETRY, SLOT_RX_HEAD, SLOT_RX_TAIL, SLOT_STATUS, SLOT_TX_GEOMETRY,
     SLOT_TX_HEAD, SLOT_TX_TAIL,
 };
@@ -354,6 +363,35 @@ impl AppSegment {
         (net, (!gw.is_unspecified()).then_some(gw))
     }
 
+    /// Daemon: records the stack's global IPv6 address and prefix length
+    /// (bits) for the application; None: the stack has no IPv6.
+    pub fn set_net6(&self, net: Option<(Ipv6Addr, u8)>) {
+        let (ip, prefix) = net.unwrap_or((Ipv6Addr::UNSPECIFIED, 0));
+        let o = ip.octets();
+        let (hi, lo) = o.split_at(8);
+        self.word64(NET6).store(
+            u64::from_be_bytes(hi.try_into().expect("8")),
+            Ordering::Release,
+        );
+        self.word64(NET6 + 8).store(
+            u64::from_be_bytes(lo.try_into().expect("8")),
+            Ordering::Release,
+        );
+        self.word64(NET6 + 16)
+            .store(u64::from(prefix), Ordering::Release);
+    }
+
+    /// The stack's global IPv6 address and prefix length as the daemon
+    /// recorded them; None: the stack has no IPv6 (`::`), or a prefix
+    /// above 128.
+    pub fn net6(&self) -> Option<(Ipv6Addr, u8)> {
+        let hi = self.word64(NET6).load(Ordering::Acquire);
+        let lo = self.word64(NET6 + 8).load(Ordering::Acquire);
+        let prefix = self.word64(NET6 + 16).load(Ordering::Acquire);
+        let ip = Ipv6Addr::from((u128::from(hi) << 64) | u128::from(lo));
+        (!ip.is_unspecified() && prefix <= 128).then_some((ip, prefix as u8))
+    }
+
     /// The layout.
     pub fn layout(&self) -> Layout {
         self.layout
@@ -527,180 +565,4 @@ pub fn service_owner(id: SockId) -> Option<(u32, u32)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::layout::CMD_HEAD;
-    use super::*;
-    use crate::cc::CcKind;
-
-    fn seg() -> AppSegment {
-        let layout = Layout {
-            nslots: 4,
-            ring_bytes: 4096,
-            ring_max_bytes: 4096,
-            cmd_slots: 16,
-        };
-        let r = Arc::new(Region::anon(layout.total_len()).unwrap());
-        AppSegment::init(r, layout, 7).unwrap()
-    }
-
-    #[test]
-    fn descriptors_round_trip_and_garbage_is_refused() {
-        let all = [
-            Desc::Connect {
-                slot: 3,
-                remote: "10.0.0.1:80".parse().unwrap(),
-                local_port: 0,
-                nodelay: true,
-            },
-            Desc::Listen {
-                slot: 1,
-                local: "0.0.0.0:7".parse().unwrap(),
-                backlog: 128,
-            },
-            Desc::UdpBind {
-                slot: 2,
-                local: "10.0.0.2:53".parse().unwrap(),
-            },
-            Desc::Send { slot: 9 },
-            Desc::Recvd { slot: 9 },
-            Desc::Shutdown { slot: 9 },
-            Desc::Close { slot: 9 },
-            Desc::SetNodelay { slot: 1, on: false },
-            Desc::SetKeepalive { slot: 1, on: true },
-            Desc::SetCongestion {
-                slot: 1,
-                cc: CcKind::Dctcp,
-            },
-            Desc::SetBuffers {
-                slot: 5,
-                rcv: 1 << 20,
-                snd: 65536,
-            },
-            Desc::JoinListener {
-                slot: 2,
-                parent_slot: 6,
-                backlog: 511,
-            },
-            Desc::Abort { slot: 3 },
-            Desc::SetKeepaliveParams {
-                slot: 4,
-                idle_s: 7200,
-                interval_s: 75,
-                count: 9,
-            },
-        ];
-        for d in all {
-            assert_eq!(Desc::decode(&d.encode()), Ok(d));
-        }
-        let mut b = [0u8; 64];
-        assert_eq!(Desc::decode(&b), Err(DescError::BadOpcode(0)));
-        b[0] = 8;
-        b[1] = 2;
-        assert_eq!(Desc::decode(&b), Err(DescError::BadFlag));
-        b[0] = 10;
-        b[1] = 4;
-        assert_eq!(Desc::decode(&b), Err(DescError::BadCc(4)));
-    }
-
-    #[test]
-    fn command_ring_carries_descriptors_and_catches_a_bad_head() {
-        let s = seg();
-        let (s2, assoc) = AppSegment::open(s.region().clone()).unwrap();
-        assert_eq!(assoc, 7);
-        assert_eq!(s2.layout(), s.layout());
-        let mut p = CmdProducer::new(s2);
-        let mut c = CmdConsumer::new(s.clone());
-        for i in 0..16 {
-            assert!(p.push(&Desc::Send { slot: i }));
-        }
-        assert!(!p.push(&Desc::Send { slot: 99 }));
-        for i in 0..16 {
-            assert_eq!(c.pop(), Some(Ok(Desc::Send { slot: i })));
-        }
-        assert_eq!(c.pop(), None);
-        s.word64(CMD_HEAD).store(1000, Ordering::Release);
-        assert!(matches!(c.pop(), Some(Err(CmdError::BadIndex { .. }))));
-    }
-
-    #[test]
-    fn layout_offsets_are_the_words_both_ends_use() {
-        let s = seg();
-        // The slot words a raw writer would poke, seen through the typed ends.
-        let l = s.layout();
-        assert_eq!(l.slot_offset(0) % PAGE, 0, "the slots start on a page");
-        let slot = l.slot_offset(2);
-        assert_eq!(slot, l.slot_offset(0) + 2 * SLOT_BYTES);
-        let r = s.tx_reader(2).unwrap();
-        s.word64(slot + SLOT_TX_HEAD).store(100, Ordering::Release);
-        assert_eq!(r.len(), 100);
-        assert!(!r.violated());
-        s.word64(slot + SLOT_TX_GEOMETRY)
-            .store(u64::MAX, Ordering::Release);
-        let _ = r.len();
-        assert!(r.violated(), "a garbage geometry word is a violation");
-        s.word32(slot + SLOT_OWNER)
-            .store(OWNER_BOTH, Ordering::Release);
-        assert_eq!(s.owner(2).unwrap().load(Ordering::Acquire), OWNER_BOTH);
-        let reset = crate::errno::ECONNRESET as u32;
-        s.word32(CLOSED).store(reset, Ordering::Release);
-        assert_eq!(s.closed().load(Ordering::Acquire), reset);
-        s.word32(ENGINE_SLEEPING).store(1, Ordering::Release);
-        assert_eq!(s.engine_sleeping().load(Ordering::Acquire), 1);
-    }
-
-    #[test]
-    fn bad_segments_are_refused() {
-        let r = Arc::new(Region::anon(8192).unwrap());
-        assert!(AppSegment::open(r.clone()).is_err());
-        let layout = Layout {
-            nslots: 0,
-            ring_bytes: 4096,
-            ring_max_bytes: 4096,
-            cmd_slots: 16,
-        };
-        assert!(AppSegment::init(r, layout, 1).is_err());
-    }
-
-    #[test]
-    fn engine_slots_wake_the_app_and_free_themselves() {
-        let s = seg();
-        let l = s.claim_app_slot(0, |_| false).unwrap();
-        assert_eq!(l, 0);
-        let mut acc = AppSegmentAccept::new(s.clone(), 7, l, 8).unwrap();
-        let c = acc.claim().unwrap();
-        assert_eq!(c.slot, 1);
-        assert_eq!(service_owner(c.id), Some((7, 1)));
-        let seen = s.app_wake().seq();
-        c.shared.wake();
-        assert_ne!(s.app_wake().seq(), seen);
-        assert!(!acc.has_accepted(), "nothing handed over yet");
-        assert!(acc.hand_over(c.slot, &c.shared));
-        assert!(!acc.has_accepted(), "handed over, not taken");
-        let mut q = s.rx_reader(l).unwrap();
-        let mut b = [0u8; 4];
-        assert_eq!(q.read(&mut b), 4);
-        assert_eq!(u32::from_le_bytes(b), 1);
-        assert!(acc.has_accepted(), "the application took one");
-        // A readiness waiter armed on the app's wake-up point marks it
-        // waiting until the next notification.
-        assert!(!acc.app_waiting());
-        let efd = crate::ctl::eventfd().unwrap();
-        {
-            use std::os::fd::AsRawFd;
-            let _armed = s.app_wake().arm(efd.as_raw_fd()).unwrap();
-            assert!(acc.app_waiting());
-            s.notify_app();
-            assert!(!acc.app_waiting(), "woken: no longer waiting");
-        }
-        assert_eq!(s.owner(1).unwrap().load(Ordering::Acquire), OWNER_BOTH);
-        drop(c);
-        assert_eq!(s.owner(1).unwrap().load(Ordering::Acquire), OWNER_APP);
-        AppSegmentAccept::app_closed(&s, 1);
-        assert_eq!(s.owner(1).unwrap().load(Ordering::Acquire), OWNER_FREE);
-        // Not handed over: the engine frees both bits.
-        let c = acc.claim().unwrap();
-        let slot = c.slot;
-        drop(c);
-        assert_eq!(s.owner(slot).unwrap().load(Ordering::Acquire), OWNER_FREE);
-    }
-}
+mod tests;

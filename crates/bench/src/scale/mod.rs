@@ -21,6 +21,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::harness::children::{run_client, spawn, wait_ready, LogDir};
+use crate::sweep::busy_small_rings;
 use cmdline::stop_flag;
 pub use work::Spread;
 
@@ -183,28 +184,12 @@ impl ScaleBench {
                         &queues,
                     ]
                 } else {
-                    vec![
-                        "serve",
-                        "echo",
-                        "--iface",
-                        "vc",
-                        "--ip",
-                        &cidr,
-                        "--port",
-                        port,
-                        "--driver",
-                        "af_xdp",
-                        "--cores",
-                        &queues,
-                        "--mode",
-                        "embedded",
-                        "--poll",
-                        "busy",
-                        "--ring-bytes",
-                        "4096",
-                        "--ring-max-bytes",
-                        "4096",
-                    ]
+                    let mut args = vec![
+                        "serve", "echo", "--iface", "vc", "--ip", &cidr, "--port", port,
+                        "--driver", "af_xdp", "--cores", &queues,
+                    ];
+                    args.extend(busy_small_rings("embedded"));
+                    args
                 };
                 let server_cpus = self.pin.then(|| crate::harness::SERVER_CPU.as_str());
                 let mut server = spawn(&pair.core, server_cpus, &exe, &args, &server_log)?;

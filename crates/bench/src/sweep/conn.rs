@@ -182,13 +182,7 @@ impl ConnSweep {
                 }
                 // What the corestack engine refused while this point ran, from its counters.
                 if let (Some(b), Some(a)) = (before, engine_counters(server_pid)) {
-                    let refused: Vec<String> = WATCHED
-                        .iter()
-                        .filter_map(|&name| {
-                            let d = a.get(name)?.saturating_sub(*b.get(name)?);
-                            (d > 0).then(|| format!("{name} +{d}"))
-                        })
-                        .collect();
+                    let refused = counters_moved(&b, &a, &WATCHED);
                     if !refused.is_empty() {
                         let n = point.note.take().map(|n| n + "; ").unwrap_or_default();
                         point.note = Some(format!(

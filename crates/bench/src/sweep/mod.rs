@@ -233,6 +233,36 @@ pub(crate) fn engine_counters(pid: u32) -> Option<HashMap<&'static str, u64>> {
     (values.len() == names.len()).then(|| names.into_iter().zip(values).collect())
 }
 
+/// The options the connection benchmarks give a corestack end: `mode`, busy polling and fixed
+/// 4 KiB socket rings (so that memory follows the connections, not the traffic).
+pub(crate) fn busy_small_rings(mode: &'static str) -> [&'static str; 8] {
+    [
+        "--mode",
+        mode,
+        "--poll",
+        "busy",
+        "--ring-bytes",
+        "4096",
+        "--ring-max-bytes",
+        "4096",
+    ]
+}
+
+/// The `watched` counters that grew from `before` to `after`, as `name +delta`.
+pub(crate) fn counters_moved(
+    before: &HashMap<&'static str, u64>,
+    after: &HashMap<&'static str, u64>,
+    watched: &[&str],
+) -> Vec<String> {
+    watched
+        .iter()
+        .filter_map(|&name| {
+            let d = after.get(name)?.saturating_sub(*before.get(name)?);
+            (d > 0).then(|| format!("{name} +{d}"))
+        })
+        .collect()
+}
+
 /// The sweep's table: per x, Linux and corestack p50, p99, round trips/s and the ratios.
 fn print_table(x_name: &str, points: &[Point], show_open: bool) {
     let by: HashMap<(&str, u32), &Point> = points

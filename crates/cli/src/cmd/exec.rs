@@ -1,8 +1,9 @@
 //! `corestack exec`: runs an unmodified program on corestack through the sockets shim
 //! (`libcorestack_preload.so`, LD_PRELOAD).
 //!
-//! Embedded mode (`--iface IF --ip ADDR/PREFIX`): the program's process starts its own engine
-//! on the interface the first time one of its sockets goes to corestack. Service mode
+//! Embedded mode (`--iface IF --ip ADDR/PREFIX`, `--ip` once per family): the program's
+//! process starts its own engine on the interface the first time one of its sockets goes to
+//! corestack. Service mode
 //! (`--socket PATH`) joins a `corestack run` daemon: its sockets live on the daemon's engine.
 //!
 //! The shim is `CORESTACK_PRELOAD` if set, else `libcorestack_preload.so` next to this binary.
@@ -17,7 +18,7 @@
 //! Either would silently run on the kernel's stack.
 
 use std::ffi::OsString;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
@@ -25,7 +26,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use cmdline::Cidr;
+use cmdline::IpCidr;
 use corestack::Driver;
 
 /// `exec` options.
@@ -34,15 +35,18 @@ pub struct Exec {
     /// Interface corestack drives (embedded mode).
     #[arg(long, value_name = "IF", requires = "ip", conflicts_with = "socket")]
     iface: Option<String>,
-    /// corestack's IPv4 address and prefix, e.g. 10.77.1.2/24 (embedded mode).
+    /// corestack's address and prefix, IPv4 (e.g. 10.77.1.2/24) or IPv6 (e.g. fd00:1::2/64);
+    /// give it once per family for a dual-stack corestack (an IPv4 address is required;
+    /// embedded mode).
     #[arg(long, value_name = "ADDR/PREFIX", requires = "iface")]
-    ip: Option<Cidr>,
+    ip: Vec<IpCidr>,
     /// Port driver (embedded mode).
     #[arg(long, value_enum, default_value_t = Driver::AfXdp)]
     driver: Driver,
-    /// Default gateway for destinations off the subnet (embedded mode).
+    /// Default gateway for destinations off the subnet, IPv4 or IPv6 (once per family;
+    /// embedded mode).
     #[arg(long, value_name = "ADDR")]
-    gateway: Option<Ipv4Addr>,
+    gateway: Vec<IpAddr>,
     /// Inline mode: no engine thread; the program's waiting threads run the engine.
     #[arg(long)]
     inline: bool,
@@ -100,23 +104,29 @@ impl Exec {
             preload.push(old);
         }
         cmd.env("LD_PRELOAD", preload);
-        match (&self.iface, &self.ip, &self.socket) {
-            (Some(iface), Some(ip), None) => {
-                let prefix = ip
-                    .prefix
-                    .context("--ip needs a prefix length, e.g. 10.77.1.2/24")?;
+        match (&self.iface, self.ip.is_empty(), &self.socket) {
+            (Some(iface), false, None) => {
+                let (ip4, ip6) = self.addresses()?;
                 cmd.env("CORESTACK_IFACE", iface)
-                    .env("CORESTACK_IP", format!("{}/{prefix}", ip.addr))
+                    .env("CORESTACK_IP", ip4)
                     .env_remove("CORESTACK_SOCKET")
                     .env("CORESTACK_DRIVER", self.driver.name())
                     .env("CORESTACK_INLINE", if self.inline { "1" } else { "0" })
                     .env("CORESTACK_CORES", self.cores.to_string());
-                match self.gateway {
-                    Some(g) => cmd.env("CORESTACK_GATEWAY", g.to_string()),
-                    None => cmd.env_remove("CORESTACK_GATEWAY"),
-                };
+                let gw4 = self.gateway.iter().find(|g| g.is_ipv4());
+                let gw6 = self.gateway.iter().find(|g| g.is_ipv6());
+                for (var, value) in [
+                    ("CORESTACK_IP6", ip6),
+                    ("CORESTACK_GATEWAY", gw4.map(IpAddr::to_string)),
+                    ("CORESTACK_GATEWAY6", gw6.map(IpAddr::to_string)),
+                ] {
+                    match value {
+                        Some(v) => cmd.env(var, v),
+                        None => cmd.env_remove(var),
+                    };
+                }
             }
-            (None, None, Some(path)) => {
+            (None, true, Some(path)) => {
                 cmd.env("CORESTACK_SOCKET", path)
                     .env_remove("CORESTACK_IFACE");
             }
@@ -134,6 +144,33 @@ impl Exec {
         }
         let err = cmd.exec();
         Err(err).with_context(|| format!("cannot run {}", program.to_string_lossy()))
+    }
+}
+
+impl Exec {
+    /// `CORESTACK_IP` and `CORESTACK_IP6` from `--ip`: the IPv4 address (required) and the
+    /// IPv6 one (prefix length 64 unless given), each at most once.
+    fn addresses(&self) -> Result<(String, Option<String>)> {
+        let (mut ip4, mut ip6) = (None, None);
+        for ip in &self.ip {
+            match ip {
+                IpCidr::V4(c) => {
+                    let prefix = c
+                        .prefix
+                        .context("--ip needs a prefix length, e.g. 10.77.1.2/24")?;
+                    if ip4.replace(format!("{}/{prefix}", c.addr)).is_some() {
+                        bail!("--ip takes one IPv4 address (and one IPv6 address)");
+                    }
+                }
+                IpCidr::V6(a, p) => {
+                    if ip6.replace(format!("{a}/{}", p.unwrap_or(64))).is_some() {
+                        bail!("--ip takes one IPv6 address (and one IPv4 address)");
+                    }
+                }
+            }
+        }
+        let ip4 = ip4.context("an IPv4 --ip ADDR/PREFIX is required (e.g. --ip 10.77.1.2/24)")?;
+        Ok((ip4, ip6))
     }
 }
 

@@ -17,12 +17,14 @@ pub struct Run {
     /// Interface to drive (overrides the config file).
     #[arg(long)]
     iface: Option<String>,
-    /// The stack's address, ADDR/PREFIX (overrides the config file).
-    #[arg(long)]
-    ip: Option<String>,
-    /// Default gateway.
-    #[arg(long)]
-    gateway: Option<String>,
+    /// The stack's address, ADDR/PREFIX, IPv4 (required) or IPv6 (optional): once per
+    /// family, e.g. --ip 10.0.0.2/24 --ip fd00::2/64 (overrides the config file's list).
+    #[arg(long, value_name = "ADDR/PREFIX")]
+    ip: Vec<String>,
+    /// Default gateway, IPv4 or IPv6 (link-local or inside the IPv6 prefix): once per family
+    /// (overrides the config file's list).
+    #[arg(long, value_name = "ADDR")]
+    gateway: Vec<String>,
     /// Port driver.
     #[arg(long, value_enum)]
     driver: Option<Driver>,

@@ -77,10 +77,11 @@ impl Echo {
             );
         }
         let stack = self.stack.start()?;
-        // Every configured address: with an IPv6 --ip, [::] without
-        // IPV6_V6ONLY serves IPv6 and IPv4 on one socket each for TCP and
-        // UDP (RFC 3493 §3.7); else the IPv4 address.
-        let addr = match (self.stack.ip6(), self.stack.ip4()) {
+        // Every configured address: with an IPv6 address (--ip, or in
+        // service mode the daemon's), [::] without IPV6_V6ONLY serves IPv6
+        // and IPv4 on one socket each for TCP and UDP (RFC 3493 §3.7); else
+        // the IPv4 address.
+        let addr = match (stack.ip6(), self.stack.ip4()) {
             (Some(_), _) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), self.port),
             (None, c) => SocketAddr::new(
                 IpAddr::V4(c.map_or(Ipv4Addr::UNSPECIFIED, |c| c.addr)),

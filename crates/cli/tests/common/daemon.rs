@@ -17,7 +17,7 @@ use netns::Netns;
 
 use std::sync::MutexGuard;
 
-use super::{bin, start, Finished, Out, Pair, Proc};
+use super::{bin, linux_ipv6, start, Finished, Out, Pair, Proc};
 
 pub const MIB: u64 = 1 << 20;
 
@@ -192,6 +192,17 @@ pub fn daemon_test(net: u8, tag: &str) -> (MutexGuard<'static, ()>, Pair, Socket
     let sock = SocketPath::new(tag);
     let daemon = Daemon::start(&pair, &sock, &[]);
     (lock, pair, sock, daemon)
+}
+
+/// Turns IPv6 on in `pair`'s Linux namespace with fd00:`net`::1/64 on `vl` (no DAD), and
+/// starts the daemon with both families; returns it, its socket and its IPv6 address.
+pub fn dual_stack_daemon(pair: &Pair, net: u8, tag: &str) -> (SocketPath, Daemon, String) {
+    let (_, core6) = linux_ipv6(pair, net);
+    let sock = SocketPath::new(tag);
+    let daemon = Daemon::start(pair, &sock, &["--ip", &format!("{core6}/64")]);
+    let ready = daemon.expect_line(&["corestack daemon ready"], Duration::from_secs(1), "ready");
+    assert!(ready.contains(&format!("ip6={core6}/64")), "{ready}");
+    (sock, daemon, core6)
 }
 
 /// Runs an application to its end (at most 10 s) and returns how it ended.

@@ -13,6 +13,12 @@ count and time. Randomness is seeded (--seed) so a failure can be replayed.
   window     --kind zero|huge|wscale255 --port P --fake-ip A
                                                          a scapy TCP client (source A, answering
                                                          ARP itself) with odd windows; checks echo
+  ipv6       --kind K --copies C                         C malformed or hostile IPv6 packets of one
+                                                         kind (extension chains, RH0, fragments,
+                                                         ND hop limit, garbage); DST_IP is IPv6
+  ptb        --sport S                                   an established kernel connection over IPv6
+                                                         echoes 1 MiB after forged Packet Too Big
+                                                         messages quoting out-of-window segments
 """
 
 import argparse
@@ -24,6 +30,9 @@ import threading
 import time
 
 from scapy.all import ARP, Ether, ICMP, IP, TCP, UDP, Raw, AsyncSniffer, conf, get_if_hwaddr, raw
+from scapy.layers.inet6 import (ICMPv6EchoRequest, ICMPv6ND_NS, ICMPv6NDOptSrcLLAddr,
+                                ICMPv6PacketTooBig, IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment,
+                                IPv6ExtHdrHopByHop, IPv6ExtHdrRouting, HBHOptUnknown)
 
 conf.verb = 0
 
@@ -103,20 +112,23 @@ def echo_exact(sock, rng, nbytes, what):
         fail(f"{what}: the echo differs from what was sent")
 
 
-def blind(args):
-    rng = random.Random(args.seed)
-    sport = args.sport
+def connect_echo(args, rng, what):
+    """A kernel TCP connection from SRC_IP:SPORT to the server, after a 64 KiB echo on it."""
     sock = socket.create_connection((args.dst_ip, args.port), timeout=10,
-                                    source_address=(args.src_ip, sport))
+                                    source_address=(args.src_ip, args.sport))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    echo_exact(sock, rng, 64 * 1024, "before the attack")
+    echo_exact(sock, rng, 64 * 1024, what)
+    return sock
 
-    # Learn where the connection is (both directions) from one more echo.
+
+def learn_seq(args, sock, sport, rng, ip_layer):
+    """(rcv_nxt, snd_nxt) of corestack's end of the connection on SPORT, from one more echo
+    watched on the interface."""
     seen = {}
 
     def note(p):
-        if TCP in p and IP in p:
-            t, ip = p[TCP], p[IP]
+        if TCP in p and ip_layer in p:
+            t, ip = p[TCP], p[ip_layer]
             if ip.src == args.src_ip and t.sport == sport:
                 seen["to_core"] = (t.seq + len(t.payload), t.ack)
             elif ip.src == args.dst_ip and t.dport == sport:
@@ -131,9 +143,16 @@ def blind(args):
     sniffer.stop()
     if "to_core" not in seen or "from_core" not in seen:
         fail(f"did not see the connection's segments on {args.iface}: {seen}")
-    rcv_nxt = seen["to_core"][0]  # what corestack expects next
-    snd_nxt = seen["from_core"][0]  # what corestack sends next
+    # What corestack expects next, and what it sends next.
+    return seen["to_core"][0], seen["from_core"][0]
 
+
+def blind(args):
+    rng = random.Random(args.seed)
+    sport = args.sport
+    sock = connect_echo(args, rng, "before the attack")
+
+    rcv_nxt, snd_nxt = learn_seq(args, sock, sport, rng, IP)
     s = l2(args)
     base = eth(args) / IP(src=args.src_ip, dst=args.dst_ip)
     sent = 0
@@ -348,9 +367,118 @@ def window(args):
     print(f"{args.kind} window: echo of {len(msg)} bytes came back whole")
 
 
+# --- hostile IPv6 -----------------------------------------------------------------------------
+
+
+def ipv6_frames(args, kind, copy, rng):
+    """The frames of one copy of KIND: one packet, or the fragments of one datagram."""
+    e = eth(args)
+    ip = IPv6(src=args.src_ip, dst=args.dst_ip)
+    echo = ICMPv6EchoRequest(id=0x4242, seq=copy, data=b"corestack" * 8)
+    if kind == "rh0":
+        # RFC 5095: a Type 0 Routing header with Segments Left > 0.
+        return [raw(e / ip / IPv6ExtHdrRouting(type=0, segleft=1, addresses=["fd00::99"]) / echo)]
+    if kind == "hbh_not_first":
+        # RFC 8200 §4.3: Hop-by-Hop only right after the IPv6 header.
+        return [raw(e / ip / IPv6ExtHdrDestOpt() / IPv6ExtHdrHopByHop() / echo)]
+    if kind == "chain_truncated":
+        # A Destination Options header claiming 2 KiB past the end of the packet.
+        b = bytearray(raw(e / ip / IPv6ExtHdrDestOpt() / echo))
+        b[14 + 40 + 1] = 255
+        return [bytes(b)]
+    if kind == "chain_long":
+        pkt = ip
+        for _ in range(10):
+            pkt = pkt / IPv6ExtHdrDestOpt()
+        return [raw(e / pkt / echo)]
+    if kind == "option_discard":
+        # Option type 0x5e: top bits 01, "discard the packet" (RFC 8200 §4.2).
+        return [raw(e / ip / IPv6ExtHdrDestOpt(options=[HBHOptUnknown(otype=0x5E, optdata=b"ab")])
+                    / echo)]
+    if kind in ("frag_overlap", "frag_tiny"):
+        ident = 0x10000 + copy
+        if kind == "frag_overlap":
+            # 64 bytes of ICMPv6 in two fragments: [0, 40) and [32, 64) overlap (RFC 5722).
+            body = raw(IPv6(src=args.src_ip, dst=args.dst_ip) / echo)[40:]
+            first = body[:40]
+            second = body[32:]
+            return [
+                raw(e / ip / IPv6ExtHdrFragment(nh=58, offset=0, m=1, id=ident) / Raw(first)),
+                raw(e / ip / IPv6ExtHdrFragment(nh=58, offset=4, m=0, id=ident) / Raw(second)),
+            ]
+        # RFC 7112: a first fragment holding only a Destination Options header; the ICMPv6 header
+        # is in the second fragment.
+        body = raw(IPv6(src=args.src_ip, dst=args.dst_ip) / IPv6ExtHdrDestOpt(nh=58) / echo)[40:]
+        return [
+            raw(e / ip / IPv6ExtHdrFragment(nh=60, offset=0, m=1, id=ident) / Raw(body[:8])),
+            raw(e / ip / IPv6ExtHdrFragment(nh=60, offset=1, m=0, id=ident) / Raw(body[8:])),
+        ]
+    if kind == "nd_hop_limit":
+        # A Neighbor Solicitation for our address sent with hop limit 64 (RFC 4861 §7.1.1).
+        mac = get_if_hwaddr(args.iface)
+        return [raw(e / IPv6(src=args.src_ip, dst=args.dst_ip, hlim=64)
+                    / ICMPv6ND_NS(tgt=args.dst_ip) / ICMPv6NDOptSrcLLAddr(lladdr=mac))]
+    if kind == "garbage":
+        # Random bytes for everything but the destination address (which the steering program
+        # matches), 40 to 300 bytes long.
+        n = rng.randint(40, 300)
+        b = bytearray(rng.randbytes(n))
+        if copy % 2:
+            # Every other one has a valid fixed header, so that the garbage reaches the
+            # extension-header, fragment, ICMPv6, TCP and UDP parsers.
+            b[0] = 0x60 | (b[0] & 0x0F)
+            b[4:6] = struct.pack("!H", n - 40)
+            b[6] = rng.choice([0, 43, 44, 60, 58, 6, 17, rng.randint(0, 255)])
+        b[24:40] = socket.inet_pton(socket.AF_INET6, args.dst_ip)
+        return [raw(e)[:12] + b"\x86\xdd" + bytes(b)]
+    fail(f"unknown IPv6 kind {kind}")
+
+
+def ipv6(args):
+    rng = random.Random(args.seed)
+    s = l2(args)
+    sent = 0
+    # Frames whose fixed header cannot be parsed: not version 6, or a payload length past the
+    # frame (RFC 8200 §3).
+    malformed = 0
+    for copy in range(args.copies):
+        for f in ipv6_frames(args, args.kind, copy, rng):
+            ip = f[14:]
+            malformed += (ip[0] >> 4) != 6 or 40 + struct.unpack("!H", ip[4:6])[0] > len(ip)
+            s.send(f)
+            sent += 1
+        time.sleep(0.01)
+    print(f"sent {args.copies} IPv6 packets of kind {args.kind} ({sent} frames)")
+    print(f"malformed {malformed}")
+
+
+def ptb(args):
+    """Forged Packet Too Big messages quoting segments of a live connection that are not in
+    flight (RFC 5927 §5.2): corestack must ignore them and keep its MSS."""
+    rng = random.Random(args.seed)
+    sport = args.sport
+    sock = connect_echo(args, rng, "before the forged messages")
+    rcv_nxt, snd_nxt = learn_seq(args, sock, sport, rng, IPv6)
+    s = l2(args)
+    sent = 0
+    for mtu, seq in ((1280, snd_nxt + 2**30), (1280, snd_nxt - 2**30), (1300, snd_nxt + 70000),
+                     (600, snd_nxt + 2**31), (1280, rng.getrandbits(32))):
+        quoted = (IPv6(src=args.dst_ip, dst=args.src_ip, plen=1400)
+                  / TCP(sport=args.port, dport=sport, flags="PA", seq=seq % 2**32, ack=rcv_nxt)
+                  / Raw(b"q" * 64))
+        s.send(raw(eth(args) / IPv6(src=args.src_ip, dst=args.dst_ip)
+                   / ICMPv6PacketTooBig(mtu=mtu) / raw(quoted)))
+        sent += 1
+    time.sleep(0.3)
+    echo_exact(sock, rng, 1 << 20, "after the forged messages")
+    sock.close()
+    print(f"sent {sent} forged Packet Too Big messages (snd_nxt {snd_nxt}); the connection "
+          f"echoed 1 MiB after them")
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["synflood", "blind", "malformed", "window"])
+    p.add_argument("mode", choices=["synflood", "blind", "malformed", "window", "ipv6", "ptb"])
     p.add_argument("--iface", required=True)
     p.add_argument("--dst-mac", required=True)
     p.add_argument("--dst-ip", required=True)
@@ -366,7 +494,8 @@ def main():
     p.add_argument("--copies", type=int, default=5)
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args()
-    {"synflood": synflood, "blind": blind, "malformed": malformed, "window": window}[args.mode](args)
+    {"synflood": synflood, "blind": blind, "malformed": malformed, "window": window,
+     "ipv6": ipv6, "ptb": ptb}[args.mode](args)
 
 
 if __name__ == "__main__":

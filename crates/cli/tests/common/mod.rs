@@ -427,6 +427,80 @@ pub fn ping_until_up(ns: &Netns, ip: &str, tries: u32) {
     );
 }
 
+/// Turns IPv6 on in `pair`'s Linux namespace and gives `vl` fd00:`net`::1/64 (added with
+/// `nodad`: Duplicate Address Detection would hold it back); returns Linux's and corestack's
+/// IPv6 addresses (fd00:`net`::1, fd00:`net`::2).
+pub fn linux_ipv6(pair: &Pair, net: u8) -> (String, String) {
+    let l = &pair.linux;
+    for key in ["all", "vl"] {
+        l.run(
+            "sysctl",
+            &["-qw", &format!("net.ipv6.conf.{key}.disable_ipv6=0")],
+        )
+        .expect("sysctl");
+    }
+    let linux6 = format!("fd00:{net}::1");
+    l.run(
+        "ip",
+        &[
+            "-6",
+            "addr",
+            "add",
+            &format!("{linux6}/64"),
+            "dev",
+            "vl",
+            "nodad",
+        ],
+    )
+    .expect("adding Linux's IPv6 address");
+    (linux6, format!("fd00:{net}::2"))
+}
+
+/// [`linux_ipv6`]; returns the corestack options (`--ip` for both families) and corestack's
+/// IPv6 address.
+pub fn dual_stack(pair: &Pair, net: u8) -> (Vec<String>, String) {
+    let (_, core6) = linux_ipv6(pair, net);
+    let mut args = pair.core_args();
+    args.extend(["--ip".to_string(), format!("{core6}/64")]);
+    (args, core6)
+}
+
+/// Sends 20 UDP datagrams from `ns` (the kernel) to `target` port 7, IPv4 or IPv6, one at a
+/// time with a 1 s wait each; returns how many came back equal and from `target`.
+pub fn udp_echoes(ns: &Netns, target: &str) -> u32 {
+    let script = "import socket,sys\n\
+        fam = socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET\n\
+        s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(1)\n\
+        ok = 0\n\
+        for i in range(20):\n\
+        \x20   m = b'corestack-%d' % i\n\
+        \x20   s.sendto(m, (sys.argv[1], 7))\n\
+        \x20   try:\n\
+        \x20       d, a = s.recvfrom(2048)\n\
+        \x20       ok += d == m and a[0] == sys.argv[1]\n\
+        \x20   except socket.timeout:\n\
+        \x20       pass\n\
+        print(ok)\n";
+    let out = ns
+        .run("python3", &["-c", script, target])
+        .unwrap_or_else(|e| panic!("UDP echo to {target}: {e}"));
+    out.trim().parse().unwrap_or(0)
+}
+
+/// `ping -6` until corestack answers (Neighbor Discovery first), at most `tries` seconds.
+pub fn ping6_until_up(pair: &Pair, ip: &str, tries: u32) {
+    for _ in 0..tries {
+        if pair
+            .linux
+            .run("ping", &["-6", "-c", "1", "-W", "1", ip])
+            .is_ok()
+        {
+            return;
+        }
+    }
+    panic!("corestack at {ip} never answered ping -6");
+}
+
 /// Waits until a kernel TCP listener on `port` exists in `ns`.
 pub fn wait_kernel_listen(ns: &Netns, port: u16) {
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include "check.h"
 
 static double now_ms(void) {
     struct timespec t;
@@ -25,12 +26,7 @@ static double now_ms(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: cork PEER PORT\n");
-        return 2;
-    }
-    struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
-    inet_pton(AF_INET, argv[1], &peer.sin_addr);
+    struct sockaddr_in peer = peer_args(argc, argv, 3, "cork PEER PORT");
 
     int c = socket(AF_INET, SOCK_STREAM, 0);
     /* SO_PRIORITY: the kernel takes it, corestack does not honour it. */

@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include "check.h"
 
 static int failures;
 static volatile sig_atomic_t handled;
@@ -139,12 +140,7 @@ static void one(enum call call, int restart) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: eintr PEER PORT LISTEN_PORT\n");
-        return 2;
-    }
-    struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
-    inet_pton(AF_INET, argv[1], &peer.sin_addr);
+    struct sockaddr_in peer = peer_args(argc, argv, 4, "eintr PEER PORT LISTEN_PORT");
     lport = atoi(argv[3]);
     c = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(c, (struct sockaddr *)&peer, sizeof peer) < 0) {

@@ -57,12 +57,7 @@ static int recv_fd(int sock) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: scm PEER PORT\n");
-        return 2;
-    }
-    struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
-    inet_pton(AF_INET, argv[1], &peer.sin_addr);
+    struct sockaddr_in peer = peer_args(argc, argv, 3, "scm PEER PORT");
     int c = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(c, (struct sockaddr *)&peer, sizeof peer) < 0) {
         printf("FAIL connect: %s\n", strerror(errno));

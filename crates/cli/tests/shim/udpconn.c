@@ -71,12 +71,7 @@ static int echo_ok(int s, const char *msg, struct sockaddr_in *to, struct sockad
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: udpconn PEER PORT\n");
-        return 2;
-    }
-    struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
-    inet_pton(AF_INET, argv[1], &peer.sin_addr);
+    struct sockaddr_in peer = peer_args(argc, argv, 3, "udpconn PEER PORT");
     struct sockaddr_in lo = {.sin_family = AF_INET, .sin_port = htons(LPORT)};
     inet_pton(AF_INET, "127.0.0.1", &lo.sin_addr);
     struct sockaddr_in any = {.sin_family = AF_INET};

@@ -76,12 +76,7 @@ static int foreign(struct waited *w) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: wake PEER PORT\n");
-        return 2;
-    }
-    struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
-    inet_pton(AF_INET, argv[1], &peer.sin_addr);
+    struct sockaddr_in peer = peer_args(argc, argv, 3, "wake PEER PORT");
     c = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(c, (struct sockaddr *)&peer, sizeof peer) < 0) {
         printf("FAIL connect: %s\n", strerror(errno));

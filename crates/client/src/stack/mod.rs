@@ -22,7 +22,7 @@ use appif::seg::Desc;
 use appif::seg::{AcceptQueue, Accepted};
 use appif::socket::{SockId, StatusHandle};
 use appif::spsc;
-use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use core::time::Duration;
 use engine::stats::Stats;
 use engine::time::Instant;
@@ -219,19 +219,6 @@ impl Stack {
         }
     }
 
-    /// `a` as service mode's descriptors carry it (IPv4 only for now): an
-    /// IPv4 address, an IPv4-mapped one, or `::` without V6ONLY (served
-    /// as 0.0.0.0, IPv4 only). Errors: EAFNOSUPPORT for other IPv6.
-    fn service_v4(a: SocketAddr, v6only: bool) -> io::Result<SocketAddrV4> {
-        match appif::socket::from_mapped(a) {
-            SocketAddr::V4(v4) => Ok(v4),
-            SocketAddr::V6(v6) if v6.ip().is_unspecified() && !v6only => {
-                Ok(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, v6.port()))
-            }
-            SocketAddr::V6(_) => Err(errno::io(libc::EAFNOSUPPORT)),
-        }
-    }
-
     /// The association id the daemon gave this application (service mode).
     pub fn association(&self) -> Option<u32> {
         match &self.inner.mode {
@@ -259,15 +246,12 @@ impl Stack {
             (Some(s), p) if p != 0 => engine::steer::udp_owner(s, p),
             _ => self.thread_engine(),
         };
-        let local4 = match self.inner.mode {
-            Mode::Service(_) => Self::service_v4(local, v6only)?,
-            _ => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
-        };
         self.open_socket(
             engine,
             |slot| Desc::UdpBind {
                 slot,
-                local: local4,
+                local,
+                v6only,
             },
             false,
             |id, shared, tx, rx| Command::UdpBind {
@@ -334,12 +318,12 @@ impl Stack {
         v6only: bool,
     ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
         if let Mode::Service(s) = &self.inner.mode {
-            let local = Self::service_v4(local, v6only)?;
             let p = s.new_socket()?;
             s.submit_desc(Desc::Listen {
                 slot: p.id as u32,
                 local,
                 backlog: backlog as u32,
+                v6only,
             });
             return Ok((p.id, p.shared, AcceptRx::AppSegment(p.rx)));
         }
@@ -485,20 +469,13 @@ impl Stack {
     ) -> io::Result<Parts> {
         // An IPv4-mapped peer is reached over IPv4 (RFC 3493 §3.7).
         let remote = appif::socket::from_mapped(remote);
-        let remote4 = match (&self.inner.mode, remote) {
-            (Mode::Service(_), SocketAddr::V4(r)) => r,
-            (Mode::Service(_), SocketAddr::V6(_)) => {
-                return Err(errno::io(libc::EAFNOSUPPORT));
-            }
-            _ => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
-        };
         let engine = match local_port {
             0 => self.thread_engine(),
             p => self.flow_engine(p, remote),
         };
         let desc = |slot| Desc::Connect {
             slot,
-            remote: remote4,
+            remote,
             local_port,
             nodelay,
         };
@@ -548,6 +525,26 @@ impl Stack {
                 net.map(|(ip, prefix)| (ip, prefix, gw))
             }
             _ => None,
+        }
+    }
+
+    /// Service mode: the daemon's global IPv6 address and its prefix
+    /// length in bits (as it recorded them in the segment); None in other
+    /// modes or when the daemon has no IPv6.
+    pub fn service_net6(&self) -> Option<(Ipv6Addr, u8)> {
+        match &self.inner.mode {
+            Mode::Service(s) => s.seg.net6(),
+            _ => None,
+        }
+    }
+
+    /// The stack's global IPv6 address, if it has one: the configured one
+    /// in embedded and inline mode, the daemon's in service mode. A server
+    /// that serves every address binds `[::]` when there is one.
+    pub fn ip6(&self) -> Option<Ipv6Addr> {
+        match &self.inner.mode {
+            Mode::Service(s) => s.seg.net6().map(|n| n.0),
+            _ => self.inner.ip6,
         }
     }
 

@@ -43,8 +43,7 @@ impl Tcb {
         if len == 0 && !fin {
             return None;
         }
-        self.timers.rtt_timing = None;
-        self.timers.karn_blocked = true;
+        self.karn_retransmit();
         Some(self.emit_data(seq, len, fin, now, rcv_free, true))
     }
 
@@ -86,8 +85,7 @@ impl Tcb {
                 u.retrans += 1;
             }
         }
-        self.timers.rtt_timing = None;
-        self.timers.karn_blocked = true;
+        self.karn_retransmit();
         Some(self.emit_data(s.start, len, fin, now, rcv_free, false))
     }
 
@@ -153,8 +151,7 @@ impl Tcb {
             }
         }
         self.count_probe();
-        self.timers.rtt_timing = None;
-        self.timers.karn_blocked = true;
+        self.karn_retransmit();
         let seg = self.emit_data(s.start, len, fin, now, rcv_free, false);
         self.timers.rto_deadline = Some(now + self.timers.rto.rto());
         Some(seg)

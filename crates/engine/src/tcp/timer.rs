@@ -104,11 +104,19 @@ impl Tcb {
                     return;
                 }
                 self.rto_recovery(now);
-                self.timers.rtt_timing = None;
-                self.timers.karn_blocked = true;
+                self.karn_retransmit();
                 self.rec.rexmit_one = false;
             }
         }
+    }
+
+    /// A retransmission is on its way (Karn's algorithm, RFC 6298 §3):
+    /// the RTT sample in progress is void, and none is taken until new
+    /// data is acknowledged.
+    #[inline]
+    pub(super) fn karn_retransmit(&mut self) {
+        self.timers.rtt_timing = None;
+        self.timers.karn_blocked = true;
     }
 
     /// One RTO expiry counted against `limit` retries (syn_retries or

@@ -137,24 +137,12 @@ pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
 /// getsockname(2).
 #[no_mangle]
 pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
-    let local = ours(fd).and_then(|o| {
-        as_sock(&o).map(|s| {
-            (
-                s.local_addr(),
-                s.encode(core::net::SocketAddrV4::new(
-                    core::net::Ipv4Addr::UNSPECIFIED,
-                    0,
-                )),
-                s.family,
-            )
-        })
-    });
+    let local = ours(fd).and_then(|o| as_sock(&o).map(|s| s.local_addr().map(|a| s.encode(a))));
     match local {
-        Some((Some(a), _, family)) => run(|| {
+        Some(Some((b, n))) => run(|| {
             if len.is_null() || addr.is_null() {
                 return Err(libc::EFAULT);
             }
-            let (b, n) = addr::encode(a, family);
             // SAFETY: the caller promises `*len` writable bytes at `addr`.
             unsafe { put_addr(addr, len, &b[..n]) };
             Ok(0)

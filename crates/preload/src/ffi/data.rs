@@ -155,8 +155,9 @@ pub unsafe extern "C" fn recvfrom(
     })
 }
 
-/// recvmsg(2): no ancillary data (msg_controllen comes back 0); MSG_TRUNC
-/// in msg_flags when a datagram was cut.
+/// recvmsg(2): MSG_TRUNC in msg_flags when a datagram was cut; ancillary
+/// data only IPV6_PKTINFO (with IPV6_RECVPKTINFO, on datagrams corestack
+/// delivered), else msg_controllen comes back 0.
 #[no_mangle]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
     let Some(o) = ours(fd) else {
@@ -193,8 +194,23 @@ pub(super) unsafe fn recvmsg_impl(
     // SAFETY: msg_name is writable for msg_namelen bytes (or null).
     unsafe { put_from(s, m.msg_name.cast(), &mut len, &r.from) };
     m.msg_namelen = if m.msg_name.is_null() { 0 } else { len };
-    m.msg_controllen = 0;
     m.msg_flags = if r.full > r.n { libc::MSG_TRUNC } else { 0 };
+    let pktinfo = match r.from {
+        From::Core(a)
+            if s.opts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .recv_pktinfo =>
+        {
+            s.pktinfo(a)
+        }
+        _ => None,
+    };
+    match pktinfo {
+        // SAFETY: msg_control is writable for msg_controllen bytes (or null).
+        Some((ip, index)) => unsafe { super::cmsg::put_pktinfo(m, ip, index) },
+        None => m.msg_controllen = 0,
+    }
     let n = if flags & libc::MSG_TRUNC != 0 && s.ty == Ty::Dgram {
         r.full
     } else {
@@ -306,11 +322,6 @@ pub(super) unsafe fn sendmsg_impl(
     }
     // SAFETY: the caller promises a readable msghdr.
     let m = unsafe { &*msg };
-    if m.msg_controllen > 0 && !m.msg_control.is_null() {
-        static SAID: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
-        sys::log_once(&SAID, "sendmsg with ancillary data (msg_control) is not supported on corestack sockets: EINVAL");
-        return Err(libc::EINVAL);
-    }
     // SAFETY: its iovecs describe readable memory.
     let b = unsafe { iovecs(m.msg_iov, m.msg_iovlen as c_int) }?;
     let to = if m.msg_name.is_null() || s.ty == Ty::Stream {
@@ -319,6 +330,14 @@ pub(super) unsafe fn sendmsg_impl(
         // SAFETY: msg_name is readable for msg_namelen bytes.
         Some(unsafe { bytes(m.msg_name, m.msg_namelen as usize) }?)
     };
+    if m.msg_controllen > 0 && !m.msg_control.is_null() {
+        let dst = match to {
+            Some(raw) => addr::parse(raw)?.core(s.family),
+            None => s.peer_addr().ok(),
+        };
+        // SAFETY: the control buffer is readable for msg_controllen bytes.
+        unsafe { super::cmsg::check_send_control(s, m, dst) }?;
+    }
     size(send_bufs(o, s, fd, &b, flags, to))
 }
 
@@ -384,7 +403,8 @@ pub(super) fn refuse_passing(fd: c_int) -> ssize_t {
     -1
 }
 
-/// sendmsg(2) without ancillary data on corestack sockets. On other
+/// sendmsg(2); on corestack sockets the only ancillary data is
+/// IPV6_PKTINFO (see `cmsg`). On other
 /// sockets (AF_UNIX): -1 with EOPNOTSUPP, and one line on stderr naming
 /// the fd, when SCM_RIGHTS carries a corestack socket (or an epoll
 /// holding some), which another process cannot use; nothing is sent.

@@ -254,6 +254,7 @@ pub fn register_handlers() {
     }
 }
 
+mod cmsg;
 mod conn;
 mod data;
 mod fortified;

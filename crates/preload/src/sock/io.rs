@@ -275,22 +275,24 @@ impl Sock {
             let probe = {
                 let mut st = lock(&self.state);
                 let dst = match to {
-                    Some((sa, _)) => sa.v4(self.family, true),
+                    Some((sa, _)) => sa.core(self.family),
                     None => None,
                 };
                 match &mut *st {
                     State::Fresh { .. } => {
-                        let Some((_, raw)) = to else {
+                        let Some((sa, raw)) = to else {
                             drop(st);
                             return kernel_send(fd, bufs, flags, None);
                         };
-                        let Some(d) = dst.filter(|d| process::routes(*d.ip())) else {
+                        if self.family == libc::AF_INET6 && self.v6only() && open::is_mapped(sa) {
+                            return Err(libc::ENETUNREACH); // IPv6-only to IPv4 (Linux)
+                        }
+                        let Some(d) = dst.filter(|d| process::routes(d.ip())) else {
                             self.go_kernel(&mut st, me);
                             drop(st);
                             return kernel_send(fd, bufs, flags, Some(raw));
                         };
-                        let _ = d;
-                        let (u, local, dual) = self.udp_auto_bind(fd)?;
+                        let (u, local, dual) = self.udp_auto_bind(fd, d)?;
                         crate::epoll::local_change();
                         *st = State::Udp {
                             u,
@@ -307,10 +309,10 @@ impl Sock {
                     }
                     State::Udp {
                         u,
+                        local,
                         dual,
                         peer,
                         kpeer,
-                        ..
                     } => {
                         let target = match (to, *peer) {
                             (Some(_), _) => dst,
@@ -321,7 +323,16 @@ impl Sock {
                             }
                             (None, None) => return Err(libc::EDESTADDRREQ),
                         };
-                        match target.filter(|d| process::routes(*d.ip())) {
+                        match target.filter(|d| process::routes(d.ip())) {
+                            Some(d)
+                                if !reaches(u.local_addr().unwrap_or(*local), self.v6only(), d) =>
+                            {
+                                // Linux: ENETUNREACH from an IPv6-only
+                                // socket to an IPv4 (v4-mapped) peer, and
+                                // between an address of one family and a
+                                // peer of the other.
+                                return Err(libc::ENETUNREACH);
+                            }
                             Some(d) => {
                                 if data.len() > u.max_payload() {
                                     return Err(libc::EMSGSIZE);
@@ -356,6 +367,18 @@ impl Sock {
             }
             self.wait(&probe, None, deadline, true, |s: &Status| s.writable)?;
         }
+    }
+}
+
+/// True when a UDP socket bound to `local` (IPV6_V6ONLY `v6only`) can
+/// send to `dst` (canonical form): an IPv4 socket or a dual-stack `::`
+/// to IPv4, an IPv6 one to IPv6.
+fn reaches(local: SocketAddr, v6only: bool, dst: SocketAddr) -> bool {
+    match (local.ip(), dst) {
+        (IpAddr::V4(_), SocketAddr::V4(_)) => true,
+        (IpAddr::V6(l), SocketAddr::V4(_)) => l.is_unspecified() && !v6only,
+        (IpAddr::V6(_), SocketAddr::V6(_)) => true,
+        (IpAddr::V4(_), SocketAddr::V6(_)) => false,
     }
 }
 
@@ -542,7 +565,7 @@ pub(super) fn udp_recv(
     u: &mut UdpSocket,
     bufs: &mut [&mut [u8]],
     peek: bool,
-    peer: Option<SocketAddrV4>,
+    peer: Option<SocketAddr>,
 ) -> Option<Recvd> {
     // Bounded by the ring: every skipped datagram is consumed.
     loop {
@@ -555,8 +578,8 @@ pub(super) fn udp_recv(
             scatter(&tmp[..n], bufs);
             (n, full, from)
         };
-        let from = crate::addr::v4_of(from);
-        if peer.is_some_and(|p| p != from) {
+        let from = addr::canonical(from);
+        if peer.is_some_and(|p| !addr::same_peer(p, from)) {
             if peek {
                 let mut none = [0u8; 0];
                 u.try_recv(&mut none, false);

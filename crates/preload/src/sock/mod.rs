@@ -3,8 +3,10 @@
 //! side for the wildcard), or handed to the kernel.
 //!
 //! Decisions (made at bind, listen, connect, or the first sendto):
-//! - bind to corestack's address: corestack only;
-//! - bind to the wildcard (0.0.0.0, or `::` without IPV6_V6ONLY): both. The
+//! - bind to corestack's address (IPv4, or one of its IPv6 addresses):
+//!   corestack only;
+//! - bind to the wildcard (0.0.0.0, or `::` with its IPV6_V6ONLY; `::` with
+//!   IPV6_V6ONLY on a stack without IPv6 is the kernel's alone): both. The
 //!   kernel socket is bound to the same address and port (the kernel picks
 //!   the port for port 0, and says EADDRINUSE as Linux does), so a server
 //!   keeps answering on loopback; accept and readiness report both sides;
@@ -34,7 +36,7 @@ use crate::sys::k;
 use crate::table::{self, Obj};
 use crate::wait::{self, Deadline};
 use core::ffi::c_int;
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use core::time::Duration;
 use corestack::{Probe, Source, Status, TcpListener, TcpStream, UdpSocket, Waited};
@@ -53,20 +55,21 @@ pub enum Ty {
     Dgram,
 }
 
-/// Where the socket is.
+/// Where the socket is. Addresses are kept in canonical form (see
+/// `addr`): IPv4 traffic as IPv4 also on an AF_INET6 socket.
 enum State {
     /// Not decided yet: the kernel socket at the fd is all there is.
     /// `bound`: a TCP bind recorded for corestack (its address, and whether
     /// the kernel socket is bound too: the wildcard).
-    Fresh { bound: Option<(SocketAddrV4, bool)> },
+    Fresh { bound: Option<(SocketAddr, bool)> },
     /// Listening on corestack; `dual`: the kernel socket listens too.
     Listener {
         l: TcpListener,
-        local: SocketAddrV4,
+        local: SocketAddr,
         dual: bool,
     },
     /// A listener after shutdown(SHUT_RD): accept says EINVAL.
-    ListenerShut { local: SocketAddrV4 },
+    ListenerShut { local: SocketAddr },
     /// A TCP connection (possibly still connecting).
     Stream(TcpStream),
     /// A bound UDP socket; `dual`: the kernel socket is bound to the
@@ -79,9 +82,9 @@ enum State {
     /// those from other sources.
     Udp {
         u: UdpSocket,
-        local: SocketAddrV4,
+        local: SocketAddr,
         dual: bool,
-        peer: Option<SocketAddrV4>,
+        peer: Option<SocketAddr>,
         kpeer: bool,
     },
     /// Handed to the kernel: the fd is a plain kernel socket again.
@@ -90,7 +93,7 @@ enum State {
 
 /// A socket of ours.
 pub struct Sock {
-    /// AF_INET or AF_INET6 (served through IPv4).
+    /// AF_INET or AF_INET6.
     pub family: c_int,
     pub ty: Ty,
     state: Mutex<State>,
@@ -117,7 +120,7 @@ pub struct Sock {
 /// What accept returns.
 pub enum Accepted {
     /// A corestack connection on a new placeholder fd.
-    Core { fd: c_int, peer: SocketAddrV4 },
+    Core { fd: c_int, peer: SocketAddr },
     /// A kernel connection (from the kernel side of a dual listener).
     Kernel { fd: c_int, addr: k::AddrBuf },
 }
@@ -125,7 +128,7 @@ pub enum Accepted {
 /// Where a received datagram or segment came from.
 pub enum From {
     None,
-    Core(SocketAddrV4),
+    Core(SocketAddr),
     Kernel(k::AddrBuf),
 }
 
@@ -173,7 +176,7 @@ impl Sock {
             ty,
             State::Fresh { bound: None },
             nonblocking,
-            Opts::default(),
+            Opts::for_family(family),
         )
     }
 
@@ -412,21 +415,21 @@ impl Sock {
     }
 
     /// The local address (getsockname), or None: ask the kernel socket.
-    pub fn local_addr(&self) -> Option<SocketAddrV4> {
+    pub fn local_addr(&self) -> Option<SocketAddr> {
         match &*lock(&self.state) {
             State::Fresh {
                 bound: Some((a, false)),
             } => Some(*a),
             State::Fresh { .. } | State::Kernel => None,
             State::Listener { local, .. } | State::ListenerShut { local } => Some(*local),
-            State::Stream(s) => s.local_addr().ok().map(crate::addr::v4_of),
+            State::Stream(s) => s.local_addr().ok().map(addr::canonical),
             State::Udp { local, .. } => Some(*local),
         }
     }
 
     /// The peer's address (getpeername). Err(None): ask the kernel socket;
     /// Err(Some(ENOTCONN)) when not connected.
-    pub fn peer_addr(&self) -> Result<SocketAddrV4, Option<Errno>> {
+    pub fn peer_addr(&self) -> Result<SocketAddr, Option<Errno>> {
         match &*lock(&self.state) {
             State::Fresh { .. } | State::Kernel => Err(None),
             State::Stream(s) => {
@@ -435,7 +438,7 @@ impl Sock {
                     return Err(Some(libc::ENOTCONN));
                 }
                 s.peer_addr()
-                    .map(crate::addr::v4_of)
+                    .map(addr::canonical)
                     .map_err(|_| Some(libc::ENOTCONN))
             }
             State::Udp { peer: Some(p), .. } => Ok(*p),
@@ -444,9 +447,34 @@ impl Sock {
         }
     }
 
-    /// Encodes `a` as this socket's family reports addresses.
-    pub fn encode(&self, a: SocketAddrV4) -> ([u8; 28], usize) {
-        addr::encode(a, self.family)
+    /// Encodes `a` as this socket's family reports addresses (a
+    /// link-local IPv6 address with the interface's index as scope id).
+    pub fn encode(&self, a: SocketAddr) -> ([u8; 28], usize) {
+        addr::encode(a, self.family, process::ifindex())
+    }
+
+    /// IPV6_PKTINFO of a datagram from `from` that corestack delivered to
+    /// this UDP socket: the local address it was sent to (v4-mapped for
+    /// IPv4) and the interface index. The engine's datagram records carry
+    /// the source only, so the destination is the address the corestack
+    /// socket is bound to, or on a wildcard (also an automatic bind) the
+    /// address of ours that the source reaches (the IPv4 one, the
+    /// link-local one from a link-local source, else the global one;
+    /// corestack delivers no multicast). None: not such a socket.
+    pub fn pktinfo(&self, from: SocketAddr) -> Option<(Ipv6Addr, u32)> {
+        let local = match &*lock(&self.state) {
+            State::Udp { u, local, .. } => u.local_addr().unwrap_or(*local),
+            _ => return None,
+        };
+        let ip = match (local.ip(), addr::canonical(from).ip()) {
+            (ip, _) if !ip.is_unspecified() => ip,
+            (_, src) => process::source_for(src),
+        };
+        let ip6 = match ip {
+            IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+            IpAddr::V6(v6) => v6,
+        };
+        Some((ip6, process::ifindex()))
     }
 
     /// The readiness of the corestack side as poll(2) bits (POLLIN,

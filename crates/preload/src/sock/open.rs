@@ -14,8 +14,15 @@ impl Sock {
             }
             _ => return Err(libc::EINVAL),
         }
-        let v4 = sa.v4(self.family, self.v6only());
-        let place = v4.map_or(Place::Kernel, |a| process::bind_place(*a.ip()));
+        if self.family == libc::AF_INET6 && self.v6only() && is_mapped(sa) {
+            return Err(libc::EINVAL); // an IPv6-only socket has no IPv4 address (Linux)
+        }
+        let core = sa.core(self.family);
+        let place = match core.map_or(Place::Kernel, |a| process::bind_place(a.ip())) {
+            // IPv6 only, on a stack without IPv6: nothing for corestack.
+            Place::Both if self.ipv6_only_without_ipv6() => Place::Kernel,
+            place => place,
+        };
         match place {
             Place::Kernel => {
                 k::bind(fd, raw)?;
@@ -23,7 +30,7 @@ impl Sock {
                 Ok(())
             }
             Place::Core => {
-                let a = v4.ok_or(libc::EINVAL)?;
+                let a = core.ok_or(libc::EINVAL)?;
                 match self.ty {
                     Ty::Stream => {
                         crate::epoll::local_change();
@@ -48,10 +55,10 @@ impl Sock {
                 }
             }
             Place::Both => {
-                let a = v4.ok_or(libc::EINVAL)?;
+                let a = core.ok_or(libc::EINVAL)?;
                 k::bind(fd, raw)?;
                 let port = kernel_port(fd).unwrap_or(a.port());
-                let a = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
+                let a = addr::wildcard_like(a, port);
                 match self.ty {
                     Ty::Stream => {
                         crate::epoll::local_change();
@@ -61,7 +68,16 @@ impl Sock {
                         Ok(())
                     }
                     Ty::Dgram => {
-                        let u = self.udp_bind(a)?;
+                        let u = match self.udp_bind(a) {
+                            Ok(u) => u,
+                            Err(libc::EAFNOSUPPORT) => {
+                                // As for a listener: the kernel side alone.
+                                kernel_only_said();
+                                self.go_kernel(&mut st, me);
+                                return Ok(());
+                            }
+                            Err(e) => return Err(e),
+                        };
                         k::set_nonblocking(fd, true)?;
                         crate::epoll::local_change();
                         *st = State::Udp {
@@ -82,31 +98,51 @@ impl Sock {
     }
 
     /// The automatic bind of a UDP socket that first sends to (or
-    /// connects to) an address corestack routes: the kernel socket takes
-    /// an ephemeral port on the wildcard and corestack binds the same
-    /// port, so that the socket can also reach loopback and other
+    /// connects to) `dst`, an address corestack routes: the kernel socket
+    /// takes an ephemeral port on the wildcard and corestack binds the
+    /// same port, so that the socket can also reach loopback and other
     /// addresses through the kernel side, from the same port, as one
     /// Linux socket does. When corestack cannot take that port, corestack
-    /// picks its own and the kernel side is not used (`dual` false).
-    /// Returns (socket, local address, dual).
-    pub(super) fn udp_auto_bind(&self, fd: c_int) -> R<(UdpSocket, SocketAddrV4, bool)> {
-        let (b, n) = addr::encode(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), self.family);
+    /// picks its own and the kernel side is not used (`dual` false). An
+    /// AF_INET6 socket binds `::` (with its IPV6_V6ONLY). Returns (socket,
+    /// local address: the source corestack uses towards `dst`, dual).
+    pub(super) fn udp_auto_bind(
+        &self,
+        fd: c_int,
+        dst: SocketAddr,
+    ) -> R<(UdpSocket, SocketAddr, bool)> {
+        let any = if self.family == libc::AF_INET6 {
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0)
+        } else {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)
+        };
+        let (b, n) = addr::encode(any, self.family, 0);
+        let src = |port| SocketAddr::new(process::source_for(dst.ip()), port);
         if k::bind(fd, &b[..n]).is_ok() {
             if let Some(port) = kernel_port(fd) {
-                if let Ok(u) = self.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)) {
+                if let Ok(u) = self.udp_bind(addr::wildcard_like(any, port)) {
                     k::set_nonblocking(fd, true)?;
-                    return Ok((u, SocketAddrV4::new(process::local_ip(), port), true));
+                    return Ok((u, src(port), true));
                 }
             }
         }
-        let u = self.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
+        let u = self.udp_bind(any)?;
         let port = u.local_addr().map_or(0, |a| a.port());
-        Ok((u, SocketAddrV4::new(process::local_ip(), port), false))
+        Ok((u, src(port), false))
     }
 
-    pub(super) fn udp_bind(&self, a: SocketAddrV4) -> R<UdpSocket> {
+    /// True for an AF_INET6 socket with IPV6_V6ONLY when the stack has no
+    /// IPv6: on `::` it has nothing to receive from corestack, so it stays
+    /// in the kernel (loopback `::1`, the host's IPv6) and takes no port
+    /// on corestack.
+    fn ipv6_only_without_ipv6(&self) -> bool {
+        self.family == libc::AF_INET6 && self.v6only() && !process::has_ipv6()
+    }
+
+    /// A corestack UDP socket on `a` (IPV6_V6ONLY as set, for `::`).
+    pub(super) fn udp_bind(&self, a: SocketAddr) -> R<UdpSocket> {
         let stack = process::stack()?;
-        let mut u = UdpSocket::bind(stack, a).map_err(|e| io_errno(&e))?;
+        let mut u = UdpSocket::bind_with(stack, a, self.v6only()).map_err(|e| io_errno(&e))?;
         u.set_nonblocking(true).map_err(|e| io_errno(&e))?;
         Ok(u)
     }
@@ -136,31 +172,42 @@ impl Sock {
         let (local, dual) = match bound {
             Some((a, kbound)) => (a, kbound),
             None => {
-                if self.family == libc::AF_INET6 && self.v6only() {
-                    // Only IPv6 peers: the kernel's.
+                if self.ipv6_only_without_ipv6() {
+                    // Only IPv6 peers, and the stack has no IPv6: the kernel's.
                     k::listen(fd, backlog)?;
                     self.go_kernel(&mut st, me);
                     return Ok(());
                 }
-                (SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), true)
+                let any = if self.family == libc::AF_INET6 {
+                    IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+                } else {
+                    IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+                };
+                (SocketAddr::new(any, 0), true)
             }
         };
         let stack = process::stack()?;
         let local = if dual {
             // The kernel listens first (it autobinds an unbound socket).
             k::listen(fd, backlog)?;
-            SocketAddrV4::new(
-                Ipv4Addr::UNSPECIFIED,
-                kernel_port(fd).unwrap_or(local.port()),
-            )
+            addr::wildcard_like(local, kernel_port(fd).unwrap_or(local.port()))
         } else {
             local
         };
-        let mut l =
-            TcpListener::bind_with_backlog(stack, local, backlog_n).map_err(|e| io_errno(&e))?;
+        let mut l = match TcpListener::bind_with(stack, local, backlog_n, self.v6only()) {
+            Ok(l) => l,
+            Err(e) if dual && io_errno(&e) == libc::EAFNOSUPPORT => {
+                // The stack cannot take this socket (a daemon without
+                // IPv6): the kernel side, already listening, serves it alone.
+                kernel_only_said();
+                self.go_kernel(&mut st, me);
+                return Ok(());
+            }
+            Err(e) => return Err(io_errno(&e)),
+        };
         l.set_nonblocking(true).map_err(|e| io_errno(&e))?;
         let local = if local.port() == 0 {
-            SocketAddrV4::new(*local.ip(), l.local_addr().map_or(0, |a| a.port()))
+            SocketAddr::new(local.ip(), l.local_addr().map_or(0, |a| a.port()))
         } else {
             local
         };
@@ -204,7 +251,7 @@ impl Sock {
                         match l.accept() {
                             Ok((s, peer)) => {
                                 drop(st);
-                                let peer = crate::addr::v4_of(peer);
+                                let peer = addr::canonical(peer);
                                 return self.install_accepted(s, peer, flags);
                             }
                             Err(e) if would_block(&e) => {}
@@ -237,7 +284,7 @@ impl Sock {
     pub(super) fn install_accepted(
         &self,
         mut s: TcpStream,
-        peer: SocketAddrV4,
+        peer: SocketAddr,
         flags: c_int,
     ) -> R<Accepted> {
         let _ = s.set_nonblocking(true);
@@ -307,9 +354,12 @@ impl Sock {
             if let Sa::Unspec = sa {
                 return Err(libc::EAFNOSUPPORT);
             }
-            let dst = sa.v4(self.family, true);
-            let to_core = dst.is_some_and(|d| process::routes(*d.ip()))
-                && bound.is_none_or(|(a, _)| process::is_local(a));
+            if self.family == libc::AF_INET6 && self.v6only() && is_mapped(sa) {
+                return Err(libc::ENETUNREACH); // IPv6-only to an IPv4 peer (Linux)
+            }
+            let dst = sa.core(self.family);
+            let to_core = dst.is_some_and(|d| process::routes(d.ip()))
+                && bound.is_none_or(|(a, _)| process::is_local(a) && same_family(a, dst));
             let Some(dst) = dst.filter(|_| to_core) else {
                 self.go_kernel(&mut st, me);
                 drop(st);
@@ -377,8 +427,11 @@ impl Sock {
                 _ => return Err(libc::EINVAL),
             }
         }
-        let dst = sa.v4(self.family, true);
-        let routed = dst.filter(|d| process::routes(*d.ip()));
+        if self.family == libc::AF_INET6 && self.v6only() && is_mapped(sa) {
+            return Err(libc::ENETUNREACH); // IPv6-only to an IPv4 peer (Linux)
+        }
+        let dst = sa.core(self.family);
+        let routed = dst.filter(|d| process::routes(d.ip()));
         match &mut *st {
             State::Fresh { .. } => {
                 let Some(dst) = routed else {
@@ -386,7 +439,7 @@ impl Sock {
                     drop(st);
                     return k::connect(fd, raw);
                 };
-                let (u, local, dual) = self.udp_auto_bind(fd)?;
+                let (u, local, dual) = self.udp_auto_bind(fd, dst)?;
                 if dual {
                     // Filters the kernel side where the kernel can route to
                     // the peer; else recv drops what it delivers.
@@ -442,4 +495,26 @@ impl Sock {
             _ => Err(libc::EINVAL),
         }
     }
+}
+
+/// True when a socket bound to `bound` can reach `dst` (a bind to one of
+/// our addresses fixes the family; the wildcard `::` reaches both).
+fn same_family(bound: SocketAddr, dst: Option<SocketAddr>) -> bool {
+    match (bound, dst) {
+        (_, None) => true,
+        (b, _) if b.ip().is_unspecified() => b.is_ipv6() || dst.is_some_and(|d| d.is_ipv4()),
+        (b, Some(d)) => b.is_ipv4() == d.is_ipv4(),
+    }
+}
+
+/// True for a v4-mapped IPv6 address (`::ffff:a.b.c.d`).
+pub(super) fn is_mapped(sa: Sa) -> bool {
+    matches!(sa, Sa::V6(ip, ..) if ip.to_ipv4_mapped().is_some())
+}
+
+/// Says once that a wildcard socket stays in the kernel because the stack
+/// refused it with EAFNOSUPPORT (a daemon that carries no IPv6).
+fn kernel_only_said() {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    crate::sys::log_once(&SAID, "an AF_INET6 socket on [::]: the stack refused it (EAFNOSUPPORT), so the kernel serves it alone");
 }

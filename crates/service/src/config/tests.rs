@@ -1,5 +1,6 @@
 //! Tests of the configuration: parsing, overrides, validation and its messages.
 
+use super::net::mask;
 use super::*;
 
 /// The error and its sources on one line, as `corestack run` prints it.
@@ -37,7 +38,7 @@ privileged_gids = []
 fn base() -> Config {
     Config {
         iface: Some("veth1".into()),
-        ip: Some("10.0.0.2/24".into()),
+        ip: vec!["10.0.0.2/24".into()],
         ..Config::default()
     }
 }
@@ -57,8 +58,8 @@ fn empty_file_is_the_defaults() {
     let c = Config::from_toml_str("").unwrap();
     assert_eq!(c, Config::default());
     assert_eq!(c.iface, None);
-    assert_eq!(c.ip, None);
-    assert_eq!(c.gateway, None);
+    assert!(c.ip.is_empty());
+    assert!(c.gateway.is_empty());
     assert_eq!(c.driver, Driver::AfXdp);
     assert_eq!(c.cores, 1);
     assert_eq!(c.socket, Path::new("/run/corestack/ctl.sock"));
@@ -97,6 +98,8 @@ fn example_file_parses_and_validates() {
             ip: Ipv4Addr::new(10, 0, 0, 2),
             prefix: 24,
             gateway: Some(Ipv4Addr::new(10, 0, 0, 1)),
+            ip6: None,
+            gateway6: None,
             driver: Driver::AfXdp,
             cores: 1,
             socket: PathBuf::from("/run/corestack/ctl.sock"),
@@ -146,8 +149,8 @@ fn overrides_replace_only_what_they_give() {
 
     c.apply(&Overrides {
         iface: Some("eth9".into()),
-        ip: Some("192.168.7.5/16".into()),
-        gateway: Some("192.168.0.1".into()),
+        ip: vec!["192.168.7.5/16".into()],
+        gateway: vec!["192.168.0.1".into()],
         driver: Some(Driver::Tap),
         cores: Some(1),
         socket: Some("/tmp/cs.sock".into()),
@@ -155,8 +158,8 @@ fn overrides_replace_only_what_they_give() {
         idle_us: Some(7),
     });
     assert_eq!(c.iface.as_deref(), Some("eth9"));
-    assert_eq!(c.ip.as_deref(), Some("192.168.7.5/16"));
-    assert_eq!(c.gateway.as_deref(), Some("192.168.0.1"));
+    assert_eq!(c.ip, ["192.168.7.5/16"]);
+    assert_eq!(c.gateway, ["192.168.0.1"]);
     assert_eq!(c.driver, Driver::Tap);
     assert_eq!(c.socket, Path::new("/tmp/cs.sock"));
     assert_eq!(c.polling.policy, PollPolicy::Busy);
@@ -177,7 +180,7 @@ fn overrides_fill_a_file_without_iface_and_ip() {
     assert!(c.validate().is_err());
     c.apply(&Overrides {
         iface: Some("veth1".into()),
-        ip: Some("10.0.0.2/24".into()),
+        ip: vec!["10.0.0.2/24".into()],
         idle_us: Some(200),
         ..Overrides::default()
     });
@@ -289,12 +292,12 @@ fn bad_iface_names_are_refused() {
 
 #[test]
 fn missing_ip_is_refused() {
-    missing_refused(|c, v| c.ip = v, "--ip");
+    missing_refused(|c, v| c.ip = v.into_iter().collect(), "--ip");
 }
 
 #[test]
 fn ip_without_prefix_is_refused_with_an_example() {
-    let s = error_of(|c| c.ip = Some("10.0.0.2".into()));
+    let s = error_of(|c| c.ip = vec!["10.0.0.2".into()]);
     assert!(
         s.contains("no prefix length") && s.contains("\"10.0.0.2/24\""),
         "{s}"
@@ -303,14 +306,14 @@ fn ip_without_prefix_is_refused_with_an_example() {
 
 /// Asserts that `--ip IP` is refused with a one-line error saying `why`.
 fn ip_refused(ip: &str, why: &str) {
-    let s = error_of(|c| c.ip = Some(ip.into()));
+    let s = error_of(|c| c.ip = vec![ip.into()]);
     assert!(s.contains(why), "{ip}: {s}");
 }
 
 #[test]
 fn malformed_ip_is_refused() {
-    for ip in ["10.0.0.256/24", "fe80::1/64"] {
-        ip_refused(ip, "not an IPv4 address");
+    for ip in ["10.0.0.256/24", "10.0.0/24", "fd00::g/64"] {
+        ip_refused(ip, "not an IPv4 or IPv6 address");
     }
     for ip in ["10.0.0.2/33", "10.0.0.2/", "10.0.0.2/x", "10.0.0.2/-1"] {
         ip_refused(ip, "not a prefix length");
@@ -331,25 +334,25 @@ fn non_host_ip_is_refused() {
     ip_refused("10.0.0.255/24", "broadcast address");
     // /31 and /32 have no network or broadcast address.
     let mut c = base();
-    c.ip = Some("10.0.0.0/31".into());
+    c.ip = vec!["10.0.0.0/31".into()];
     assert_eq!(c.validate().unwrap().prefix, 31);
-    c.ip = Some("10.0.0.7/32".into());
+    c.ip = vec!["10.0.0.7/32".into()];
     assert_eq!(c.validate().unwrap().prefix, 32);
 }
 
 #[test]
 fn bad_gateways_are_refused() {
     for (gateway, why) in [
-        ("router", "not an IPv4 address"),
+        ("router", "not a unicast IPv4 or IPv6 address"),
         ("10.0.0.2", "own address"),
         ("10.0.1.1", "not in the stack's subnet 10.0.0.0/24"),
     ] {
-        let s = error_of(|c| c.gateway = Some(gateway.into()));
+        let s = error_of(|c| c.gateway = vec![gateway.into()]);
         assert!(s.contains(why), "{gateway}: {s}");
     }
     let mut c = base();
-    c.ip = Some("10.0.0.2/16".into());
-    c.gateway = Some("10.0.1.1".into());
+    c.ip = vec!["10.0.0.2/16".into()];
+    c.gateway = vec!["10.0.1.1".into()];
     assert_eq!(
         c.validate().unwrap().gateway,
         Some(Ipv4Addr::new(10, 0, 1, 1))
@@ -465,4 +468,103 @@ fn mask_of_every_edge_prefix() {
     assert_eq!(mask(1), 0x8000_0000);
     assert_eq!(mask(24), 0xffff_ff00);
     assert_eq!(mask(32), u32::MAX);
+}
+
+#[test]
+fn old_single_address_files_and_new_lists_both_parse() {
+    let old = Config::from_toml_str("ip = \"10.0.0.2/24\"\ngateway = \"10.0.0.1\"\n").unwrap();
+    assert_eq!(
+        (old.ip.as_slice(), old.gateway.as_slice()),
+        (
+            &["10.0.0.2/24".to_string()][..],
+            &["10.0.0.1".to_string()][..]
+        )
+    );
+    let new = Config::from_toml_str(
+        "iface = \"veth1\"\nip = [\"10.0.0.2/24\", \"fd00:77::2/64\"]\ngateway = [\"10.0.0.1\", \"fe80::1\"]\n",
+    )
+    .unwrap();
+    let v = new.validate().unwrap();
+    assert_eq!((v.ip, v.prefix), (Ipv4Addr::new(10, 0, 0, 2), 24));
+    assert_eq!(v.gateway, Some(Ipv4Addr::new(10, 0, 0, 1)));
+    assert_eq!(v.ip6, Some(("fd00:77::2".parse().unwrap(), 64)));
+    assert_eq!(v.gateway6, Some("fe80::1".parse().unwrap()));
+    // The engine gets its IPv6 settings (the link-local address from the MAC).
+    let e = v.engine_config();
+    let v6 = e.ipv6.expect("IPv6 configured");
+    assert_eq!(v6.global, v.ip6);
+    assert_eq!(v6.gateway, v.gateway6);
+    assert_eq!(v6.link_local, None);
+    assert!(base().validate().unwrap().engine_config().ipv6.is_none());
+    let s = one_line(&Config::from_toml_str("ip = 5\n").unwrap_err());
+    assert!(
+        s.starts_with("config line 1 (`ip = 5`)") && s.contains("list"),
+        "{s}"
+    );
+}
+
+#[test]
+fn ipv6_addresses_and_gateways_are_checked() {
+    // The order of the list does not matter; the command line replaces the file's list.
+    let mut c = base();
+    c.ip = vec!["fd00:1::2/64".into(), "10.0.0.2/24".into()];
+    c.gateway = vec!["fd00:1::1".into()];
+    let v = c.validate().unwrap();
+    assert_eq!(v.ip6, Some(("fd00:1::2".parse().unwrap(), 64)));
+    assert_eq!(v.gateway6, Some("fd00:1::1".parse().unwrap()));
+    c.apply(&Overrides {
+        ip: vec!["10.9.0.2/16".into()],
+        ..Overrides::default()
+    });
+    assert_eq!(c.ip, ["10.9.0.2/16"]);
+    for (ips, why) in [
+        (&["fd00::2/64"][..], "needs an IPv4 address too"),
+        (&["10.0.0.2/24", "10.0.0.3/24"], "at most one ip per family"),
+        (
+            &["10.0.0.2/24", "fd00::2/64", "fd00::3/64"],
+            "at most one ip per family",
+        ),
+        (&["10.0.0.2/24", "fd00::2/129"], "not a prefix length"),
+        (&["10.0.0.2/24", "fd00::2"], "no prefix length"),
+        (
+            &["10.0.0.2/24", "fe80::2/64"],
+            "not usable as the stack's IPv6 address",
+        ),
+        (
+            &["10.0.0.2/24", "::1/128"],
+            "not usable as the stack's IPv6 address",
+        ),
+        (
+            &["10.0.0.2/24", "ff02::1/64"],
+            "not usable as the stack's IPv6 address",
+        ),
+        (
+            &["10.0.0.2/24", "::ffff:10.0.0.2/96"],
+            "not usable as the stack's IPv6 address",
+        ),
+    ] {
+        let s = error_of(|c| c.ip = ips.iter().map(|s| s.to_string()).collect());
+        assert!(s.contains(why), "{ips:?}: {s}");
+    }
+    let dual = |c: &mut Config| c.ip = vec!["10.0.0.2/24".into(), "fd00:1::2/64".into()];
+    for (gws, why) in [
+        (&["fd00:1::1"][..], ""),
+        (&["fe80::1"], ""),
+        (&["fd00:2::1"], "not in the stack's subnet fd00:1::/64"),
+        (&["fd00:1::2"], "own address"),
+        (&["ff02::2"], "not a unicast"),
+        (&["fe80::1", "fe80::2"], "at most one gateway per family"),
+        (&["10.0.0.1", "10.0.0.3"], "at most one gateway per family"),
+    ] {
+        let mut c = base();
+        dual(&mut c);
+        c.gateway = gws.iter().map(|s| s.to_string()).collect();
+        match (c.validate(), why) {
+            (Ok(_), "") => {}
+            (Err(e), w) if !w.is_empty() => assert!(one_line(&e).contains(w), "{gws:?}: {e}"),
+            (r, _) => panic!("{gws:?}: {r:?}"),
+        }
+    }
+    let s = error_of(|c| c.gateway = vec!["fe80::1".into()]);
+    assert!(s.contains("no IPv6 address"), "{s}");
 }

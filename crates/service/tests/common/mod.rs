@@ -9,7 +9,7 @@
 #![allow(dead_code)]
 
 use std::io::{self, ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, Shutdown, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,6 +25,10 @@ use service::{Config, ControlSocket, Host};
 pub const DAEMON_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 /// The peer's address.
 pub const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+/// The daemon's IPv6 address, when [`Daemon::dual_stack`] gave it one (fd00:77::2/64).
+pub const DAEMON_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 2);
+/// The peer's IPv6 address next to a dual-stack daemon (fd00:77::1/64).
+pub const PEER_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 1);
 /// Longest wait for anything that should happen at once.
 pub const BOUND: Duration = Duration::from_secs(5);
 
@@ -71,7 +75,13 @@ impl Daemon {
         Daemon::with(tag, |_| {})
     }
 
-    /// A daemon whose configuration `tweak` changed; waits until it is ready.
+    /// A daemon with an IPv6 address too ([`DAEMON_IP6`]/64), its peer at [`PEER_IP6`].
+    pub fn dual_stack(tag: &str) -> Daemon {
+        Daemon::with(tag, |c| c.ip.push(format!("{DAEMON_IP6}/64")))
+    }
+
+    /// A daemon whose configuration `tweak` changed; waits until it is ready. When the
+    /// configuration has an IPv6 address, the peer gets [`PEER_IP6`]/64.
     pub fn with(tag: &str, tweak: impl FnOnce(&mut Config)) -> Daemon {
         let sock = PathBuf::from(format!(
             "/tmp/corestack-svcunit-{}-{tag}.sock",
@@ -79,12 +89,13 @@ impl Daemon {
         ));
         let mut cfg = Config {
             iface: Some("mem0".into()),
-            ip: Some(format!("{DAEMON_IP}/24")),
+            ip: vec![format!("{DAEMON_IP}/24")],
             socket: sock.clone(),
             ..Config::default()
         };
         tweak(&mut cfg);
         let cfg = cfg.validate().expect("a valid configuration");
+        let ipv6 = cfg.ip6.is_some();
         let control = ControlSocket::bind(&cfg.socket).expect("binding the control socket");
         let (ours, theirs) = mem::pair(Impairments::none(), Impairments::none(), 1);
         let log = Log::default();
@@ -106,12 +117,11 @@ impl Daemon {
                 })
                 .expect("spawning the daemon's thread")
         };
-        let peer = Stack::builder()
-            .mem_port(theirs)
-            .ip(PEER_IP, 24)
-            .inline(false)
-            .start()
-            .expect("starting the peer stack");
+        let mut peer = Stack::builder().mem_port(theirs).ip(PEER_IP, 24);
+        if ipv6 {
+            peer = peer.ip6(PEER_IP6, 64);
+        }
+        let peer = peer.inline(false).start().expect("starting the peer stack");
         let d = Daemon {
             sock,
             peer,
@@ -162,27 +172,44 @@ impl Daemon {
     /// Accepts one connection on `listener` (nonblocking), within [`BOUND`]; the stream is
     /// nonblocking too.
     pub fn accept(&self, listener: &mut TcpListener, what: &str) -> TcpStream {
+        self.accept_from(listener, what).0
+    }
+
+    /// Like [`Daemon::accept`], with the peer's address as accept returned it.
+    pub fn accept_from(&self, listener: &mut TcpListener, what: &str) -> (TcpStream, SocketAddr) {
         listener.set_nonblocking(true).expect("nonblocking");
-        let mut s = within(
+        let (mut s, peer) = within(
             || format!("{what}: no connection to accept; log:\n{}", self.log()),
             || match listener.accept() {
-                Ok((s, _)) => Some(s),
+                Ok(sp) => Some(sp),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => None,
                 Err(e) => panic!("{what}: accept failed: {e}; log:\n{}", self.log()),
             },
         );
         s.set_nonblocking(true).expect("nonblocking");
-        s
+        (s, peer)
     }
 
     /// The peer connects to `port` on the daemon's address, the application behind `listener`
     /// accepts and echoes `n` bytes, and the peer checks them. Panics (with the log) on any
     /// error or after [`BOUND`].
     pub fn assert_echo(&self, listener: &mut TcpListener, port: u16, n: usize, what: &str) {
-        let mut c = TcpStream::connect(&self.peer, addr(DAEMON_IP, port))
+        self.assert_echo_to(listener, addr(DAEMON_IP, port).into(), n, what);
+    }
+
+    /// Like [`Daemon::assert_echo`], the peer connecting to `target` (IPv4 or IPv6); returns
+    /// the peer's address as the application saw it at accept.
+    pub fn assert_echo_to(
+        &self,
+        listener: &mut TcpListener,
+        target: SocketAddr,
+        n: usize,
+        what: &str,
+    ) -> SocketAddr {
+        let mut c = TcpStream::connect(&self.peer, target)
             .unwrap_or_else(|e| panic!("{what}: the peer's connect failed: {e}"));
         c.set_nonblocking(true).expect("nonblocking");
-        let mut s = self.accept(listener, what);
+        let (mut s, seen) = self.accept_from(listener, what);
         let data: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
         let (mut sent, mut back) = (0, Vec::with_capacity(n));
         let mut pending = Vec::new();
@@ -224,6 +251,7 @@ impl Daemon {
         }
         assert!(back == data, "{what}: the echo differs from what was sent");
         let _ = c.shutdown(Shutdown::Both);
+        seen
     }
 }
 

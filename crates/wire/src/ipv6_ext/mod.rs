@@ -36,6 +36,20 @@ pub fn ext_header_len(hdr_ext_len: u8) -> usize {
     8 + 8 * usize::from(hdr_ext_len)
 }
 
+/// Writes the two-byte prefix of an extension header of `len` bytes (a
+/// multiple of 8, at most 2048): Next Header and Hdr Ext Len (RFC 8200
+/// §4.3-§4.6). Returns the header's `len` bytes of `buf`.
+///
+/// Panics if `buf` is shorter than `len`; a `len` beyond 2048 is a caller
+/// bug (debug assertion).
+fn emit_prefix(buf: &mut [u8], next_header: u8, len: usize) -> &mut [u8] {
+    debug_assert!(len <= ext_header_len(u8::MAX) && len % 8 == 0);
+    let buf = &mut buf[..len];
+    buf[0] = next_header;
+    buf[1] = (len / 8 - 1) as u8;
+    buf
+}
+
 /// The length of the generic extension header at the start of `buf`,
 /// checked against `buf`: [`Error::Truncated`] if the two-byte prefix or the
 /// whole header does not fit.
@@ -99,10 +113,7 @@ impl<'a> Ipv6OptionsRepr<'a> {
     /// Options longer than 2046 bytes are a caller bug (debug assertion).
     pub fn emit(&self, buf: &mut [u8]) -> usize {
         let len = self.buffer_len();
-        debug_assert!(len <= ext_header_len(u8::MAX));
-        let buf = &mut buf[..len];
-        buf[0] = self.next_header;
-        buf[1] = (len / 8 - 1) as u8;
+        let buf = emit_prefix(buf, self.next_header, len);
         let end = 2 + self.options.len();
         buf[2..end].copy_from_slice(self.options);
         option::emit_padding(&mut buf[end..], len - end);
@@ -162,10 +173,7 @@ impl<'a> Ipv6RoutingRepr<'a> {
     /// Data longer than 2044 bytes is a caller bug (debug assertion).
     pub fn emit(&self, buf: &mut [u8]) -> usize {
         let len = self.buffer_len();
-        debug_assert!(len <= ext_header_len(u8::MAX));
-        let buf = &mut buf[..len];
-        buf[0] = self.next_header;
-        buf[1] = (len / 8 - 1) as u8;
+        let buf = emit_prefix(buf, self.next_header, len);
         buf[ROUTING_TYPE_OFFSET] = self.routing_type;
         buf[3] = self.segments_left;
         let end = 4 + self.data.len();
