@@ -453,3 +453,34 @@ impl Sockets {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One implementation, two instances: an IPv4 and an IPv6 flow with the
+    /// same ports stay apart, each found by its own family's key, and a
+    /// slot's removal leaves a flow filed since under another slot.
+    #[test]
+    fn flow_tables_of_both_families_keep_their_flows_apart() {
+        let mut s = Sockets::new(16);
+        let v4: SocketAddr = "10.0.0.1:40000".parse().unwrap();
+        let v6: SocketAddr = "[fd00::1]:40000".parse().unwrap();
+        s.insert_flow(v4, 80, 3);
+        s.insert_flow(v6, 80, 4);
+        assert_eq!(s.flow(v4, 80), Some(3));
+        assert_eq!(s.flow(v6, 80), Some(4));
+        assert_eq!(s.flow(v4, 81), None);
+        assert_eq!(s.flow("10.0.0.1:40001".parse().unwrap(), 80), None);
+        assert_eq!(s.flow("[fd00::2]:40000".parse().unwrap(), 80), None);
+        let ip4: Ipv4Addr = "10.0.0.1".parse().unwrap();
+        assert_eq!(s.flows.get(ip4, 40000, 80), Some(3));
+        // A new connection took the 4-tuple: the old slot's removal keeps it.
+        assert_eq!(s.flows.insert(ip4, 40000, 80, 5), Some(3));
+        s.flows.remove_slot(ip4, 40000, 80, 3);
+        assert_eq!(s.flow(v4, 80), Some(5));
+        s.flows.remove_slot(ip4, 40000, 80, 5);
+        assert_eq!(s.flow(v4, 80), None);
+        assert_eq!(s.flow(v6, 80), Some(4));
+    }
+}
