@@ -51,6 +51,13 @@ impl Protocols {
         let Some(Some(Socket::Udp(u))) = self.sockets.slots.get_mut(slot as usize) else {
             return false;
         };
+        // Bound to one of our addresses, it takes only datagrams sent to
+        // that one (as on Linux): not those to our other IPv6 address.
+        let bound = appif::socket::from_mapped(u.local).ip();
+        if !bound.is_unspecified() && bound != dst.socket(0).ip() {
+            self.stats.drop_udp_no_socket += 1;
+            return true;
+        }
         let from = src.socket(udp.src_port);
         let h = UdpHeader {
             // A dual-stack socket sees IPv4 peers as ::ffff:a.b.c.d.

@@ -483,6 +483,41 @@ fn udp_echo_over_ipv6_and_port_unreachable() {
     assert_eq!(from.ip(), core::net::IpAddr::V6(A_IP.to_ipv6_mapped()));
 }
 
+/// A UDP socket bound to our global address takes datagrams sent to it,
+/// not those sent to our link-local address (counted, answered with port
+/// unreachable), as on Linux.
+#[test]
+fn udp_socket_on_the_global_address_ignores_datagrams_to_the_link_local_one() {
+    let b_link_local = engine::link_local_from_mac(wire::MacAddr(nic::mem::MAC_B));
+    let mut w = wire(
+        Impairments::none(),
+        10,
+        EngineConfig::default(),
+        (any6(PORT), false),
+        sa(B6, PORT),
+    );
+    let (_sb, _btx, mut brx) = udp(&mut w.cb, 20, sa(B6, 5360));
+    let (_sa, mut atx, _arx) = udp(&mut w.ca, 20, any6(0));
+    run_until(&mut w, 1_000_000, |_| false);
+    send_dgram(
+        &mut atx,
+        sa(b_link_local, 5360),
+        b"to the link-local address",
+    );
+    send_dgram(&mut atx, sa(B6, 5360), b"to the global address");
+    push(&mut w.ca, Command::Send { id: 20 });
+    let mut got = Vec::new();
+    run_until(&mut w, 1_000_000_000, |w| {
+        while let Some((_, p)) = recv_dgram(&mut brx) {
+            got.push(p);
+        }
+        w.a.stats().icmpv6_errors_rx > 0 && !got.is_empty()
+    });
+    assert_eq!(got, vec![b"to the global address".to_vec()]);
+    assert_eq!(w.b.stats().drop_udp_no_socket, 1);
+    assert_eq!(w.b.stats().icmpv6_unreachable_tx, 1);
+}
+
 #[test]
 fn udp_record_with_a_bad_family_byte_is_counted_and_skipped() {
     let mut w = wire(
