@@ -152,6 +152,18 @@ pub enum Command {
         /// Send buffer, bytes (0: as it is).
         snd: usize,
     },
+    /// IPV6_TCLASS and IPV6_UNICAST_HOPS (RFC 3542 §6.5, RFC 3493 §5.1):
+    /// the Traffic Class and Hop Limit of the socket's IPv6 packets from
+    /// now on (the ECN bits of the class stay the engine's, RFC 3168). On
+    /// a listener: for the connections it accepts from then on.
+    SetIpv6Header {
+        /// The socket this command is for.
+        id: SockId,
+        /// Traffic Class (DSCP in its upper six bits).
+        tclass: u8,
+        /// Hop Limit; 0: the default (64).
+        hop_limit: u8,
+    },
 }
 
 impl Command {
@@ -172,7 +184,8 @@ impl Command {
             | Command::SetKeepalive { id, .. }
             | Command::SetKeepaliveParams { id, .. }
             | Command::SetCongestion { id, .. }
-            | Command::SetBuffers { id, .. } => *id,
+            | Command::SetBuffers { id, .. }
+            | Command::SetIpv6Header { id, .. } => *id,
         }
     }
 }

@@ -320,3 +320,115 @@ fn shim6_service_mode_dual_stack_and_v6only_listeners_serve_as_on_linux() {
         daemon.tail()
     );
 }
+
+/// IPV6_TCLASS and IPV6_UNICAST_HOPS under the shim reach the wire (tests/shim/v6_header.py
+/// against tests/shim/v6_header_peer.py): UDP datagrams arrive with the class and hop limit
+/// set after the socket exists (the peer reads them with IPV6_RECVTCLASS and
+/// IPV6_RECVHOPLIMIT), a connection's data segments with those set before connect, and an
+/// accepted connection's with those of its listener (read by tcpdump on Linux's end). The ECN
+/// bits of the class are the engine's, so only the upper six are compared for TCP.
+#[test]
+fn shim6_traffic_class_and_hop_limit_reach_the_wire_for_udp_tcp_and_accepted() {
+    let _lock = start();
+    need("python3");
+    need("tcpdump");
+    let pair = Pair::new("p6", 220).expect("creating the namespaces");
+    let (linux6, core6) = linux_ipv6(&pair, 220);
+    let (uport, tport, lport) = ("7301", "7302", "7303");
+    let filter = format!("ip6 and tcp and src host {core6} and greater 300");
+    let mut dump = Proc::spawn(
+        "tcpdump (linux)",
+        linux(
+            &pair,
+            "timeout",
+            &[
+                "30", "tcpdump", "-i", "vl", "-nn", "-v", "-l", "-c", "6", &filter,
+            ],
+        ),
+        None,
+        Out::Text,
+    );
+    dump.wait_stderr("listening on", STEP);
+    let peer_py = script("v6_header_peer.py");
+    let mut peer = Proc::spawn(
+        "v6_header_peer.py (linux)",
+        linux(
+            &pair,
+            "python3",
+            &["-u", peer_py.to_str().unwrap(), &core6, uport, tport, lport],
+        ),
+        None,
+        Out::Text,
+    );
+    peer.wait_stdout("peer listening", STEP);
+    let shim_py = script("v6_header.py");
+    let f = Proc::spawn(
+        "v6_header.py (shim)",
+        shimmed6(
+            &pair,
+            &core6,
+            false,
+            "python3",
+            &[
+                "-u",
+                shim_py.to_str().unwrap(),
+                &linux6,
+                uport,
+                tport,
+                lport,
+            ],
+        ),
+        None,
+        Out::Text,
+    )
+    .finish(STEP);
+    let peer = peer.finish(STEP);
+    let dump = dump.finish(STEP);
+    let context = || {
+        format!(
+            "shim side:\n{}{}\npeer:\n{}{}\ntcpdump:\n{}{}",
+            f.stdout, f.stderr, peer.stdout, peer.stderr, dump.stdout, dump.stderr
+        )
+    };
+    assert!(
+        f.status.success() && f.stdout.contains("done"),
+        "{}",
+        context()
+    );
+    let udp: Vec<&str> = peer
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("udp "))
+        .collect();
+    assert!(
+        udp.len() == 5 && udp.iter().all(|l| *l == "udp 184 9"),
+        "UDP datagrams should arrive with class 0xb8 (184) and hop limit 9:\n{}",
+        context()
+    );
+    // tcpdump -v: "IP6 (class 0x28, flowlabel 0x..., hlim 17, ...) SRC.PORT > DST.PORT: ...".
+    let field = |line: &str, key: &str| -> Option<u32> {
+        let v = line.split(key).nth(1)?.split([',', ')']).next()?.trim();
+        match v.strip_prefix("0x") {
+            Some(hex) => u32::from_str_radix(hex, 16).ok(),
+            None => v.parse().ok(),
+        }
+    };
+    let (mut active, mut accepted) = (0, 0);
+    for line in dump.stdout.lines().filter(|l| l.contains("IP6")) {
+        let class = field(line, "class ").unwrap_or(0) & 0xfc;
+        let hlim = field(line, "hlim ");
+        if line.contains(&format!("> {linux6}.{tport}:")) {
+            assert_eq!((class, hlim), (0x28, Some(17)), "{line}\n{}", context());
+            active += 1;
+        } else if line.contains(&format!("{core6}.{lport} >")) {
+            assert_eq!((class, hlim), (0x48, Some(33)), "{line}\n{}", context());
+            accepted += 1;
+        }
+    }
+    assert!(
+        active >= 1 && accepted >= 1,
+        "tcpdump saw {active} data segments of the connection and {accepted} of the \
+         accepted one:\n{}",
+        context()
+    );
+}

@@ -50,6 +50,28 @@ macro_rules! close_on_drop {
     };
 }
 
+/// `set_ipv6_header` for a socket type with `stack` and `id`.
+macro_rules! ipv6_header {
+    ($t:ty) => {
+        impl $t {
+            /// IPV6_TCLASS and IPV6_UNICAST_HOPS (RFC 3542 §6.5, RFC 3493
+            /// §5.1): the Traffic Class (its two ECN bits stay the
+            /// engine's) and Hop Limit (0: the default, 64) of this
+            /// socket's IPv6 packets from now on; on a listener, of the
+            /// connections it accepts from then on. IPv4 packets keep TOS 0
+            /// and TTL 64.
+            pub fn set_ipv6_header(&self, tclass: u8, hop_limit: u8) -> std::io::Result<()> {
+                self.stack.command(appif::command::Command::SetIpv6Header {
+                    id: self.id,
+                    tclass,
+                    hop_limit,
+                });
+                Ok(())
+            }
+        }
+    };
+}
+
 mod poll;
 mod service;
 mod stack;

@@ -253,6 +253,15 @@ fn desc_of(cmd: &Command) -> Option<Desc> {
             rcv: (*rcv).min(u32::MAX as usize) as u32,
             snd: (*snd).min(u32::MAX as usize) as u32,
         },
+        Command::SetIpv6Header {
+            id,
+            tclass,
+            hop_limit,
+        } => Desc::SetIpv6Header {
+            slot: slot(*id),
+            tclass: *tclass,
+            hop_limit: *hop_limit,
+        },
     })
 }
 

@@ -157,6 +157,8 @@ impl crate::poll::Source for TcpStream {
 }
 
 close_on_drop!(TcpListener);
+ipv6_header!(TcpListener);
+ipv6_header!(TcpStream);
 
 /// A TCP connection. Implements `Read` and `Write`.
 pub struct TcpStream {

@@ -142,6 +142,7 @@ impl crate::poll::Source for UdpSocket {
 }
 
 close_on_drop!(UdpSocket);
+ipv6_header!(UdpSocket);
 
 impl UdpSocket {
     /// Receives (or with `peek`, copies without consuming) the next

@@ -2,7 +2,7 @@
 //! Each is validated against the socket table; a command naming a socket
 //! the engine does not know is counted and ignored.
 
-use crate::sockets::{families, Conn, Listener, Ports, Socket, Sockets, UdpSock};
+use crate::sockets::{families, Conn, Ip6Header, Listener, Ports, Socket, Sockets, UdpSock};
 use crate::tcp::{State, Tcb};
 use crate::{Protocols, CMD_BURST};
 use appif::cc::CcKind;
@@ -101,6 +101,11 @@ impl Protocols {
             } => self.on_set_keepalive_params(id, idle_s, interval_s, count),
             Command::SetCongestion { id, cc } => self.on_set_congestion(id, cc),
             Command::SetBuffers { id, rcv, snd } => self.on_set_buffers(id, rcv, snd),
+            Command::SetIpv6Header {
+                id,
+                tclass,
+                hop_limit,
+            } => self.on_set_ipv6_header(id, Ip6Header { tclass, hop_limit }),
             Command::SetNodelay { id, on } => self.on_set_nodelay(id, on),
         }
     }
@@ -173,6 +178,7 @@ impl Protocols {
             } else {
                 0
             },
+            ip6: Default::default(),
             counted: Default::default(),
         };
         if let Some(slot) = self.sockets.insert(id, Socket::Tcp(Box::new(conn))) {
@@ -248,6 +254,7 @@ impl Protocols {
                 pending: 0,
                 backlog,
                 buffers: (0, 0),
+                ip6: Default::default(),
                 members: Vec::new(),
                 head: None,
                 turn: 0,
@@ -274,6 +281,7 @@ impl Protocols {
                 v6only,
                 tx: txr,
                 rx,
+                ip6: Default::default(),
             })
         });
     }
@@ -386,6 +394,19 @@ impl Protocols {
                     l.buffers.1 = snd;
                 }
             }
+            _ => {}
+        }
+    }
+
+    /// `SetIpv6Header`: IPV6_TCLASS and IPV6_UNICAST_HOPS, for the
+    /// socket's IPv6 packets from now on; on a listener, for the
+    /// connections it accepts.
+    fn on_set_ipv6_header(&mut self, id: SockId, h: Ip6Header) {
+        let Some(slot) = self.slot_of(id) else { return };
+        match self.sockets.slots.get_mut(slot as usize) {
+            Some(Some(Socket::Tcp(c))) => c.ip6 = h,
+            Some(Some(Socket::Listener(l))) => l.ip6 = h,
+            Some(Some(Socket::Udp(u))) => u.ip6 = h,
             _ => {}
         }
     }

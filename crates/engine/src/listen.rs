@@ -106,9 +106,11 @@ impl Protocols {
             return None;
         }
         // The rings come from where the listener's application lives.
-        let (buffers, mapped) = match self.sockets.slots.get(lslot as usize) {
-            Some(Some(Socket::Listener(l))) => (l.buffers, l.local.is_ipv6() && remote.is_ipv4()),
-            _ => ((0, 0), false),
+        let (buffers, mapped, ip6) = match self.sockets.slots.get(lslot as usize) {
+            Some(Some(Socket::Listener(l))) => {
+                (l.buffers, l.local.is_ipv6() && remote.is_ipv4(), l.ip6)
+            }
+            _ => ((0, 0), false, Default::default()),
         };
         let (id, shared, eng_tx, eng_rx, app_ends) =
             match self.sockets.slots.get_mut(lslot as usize) {
@@ -167,6 +169,7 @@ impl Protocols {
             } else {
                 0
             },
+            ip6,
             counted: Default::default(),
         };
         if let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(lslot as usize) {
@@ -332,10 +335,10 @@ impl Protocols {
             _ => None,
         });
         let head = match found.map(|h| (h, self.sockets.slots.get(h as usize))) {
-            Some((h, Some(Some(Socket::Listener(l))))) => (h, l.local, l.v6only, l.buffers),
+            Some((h, Some(Some(Socket::Listener(l))))) => (h, l.local, l.v6only, l.buffers, l.ip6),
             _ => return shared.set_closed(errno::EINVAL),
         };
-        let (head, local, v6only, buffers) = head;
+        let (head, local, v6only, buffers, ip6) = head;
         let l = Listener {
             id,
             shared: shared.clone(),
@@ -345,6 +348,7 @@ impl Protocols {
             accept,
             pending: 0,
             buffers,
+            ip6,
             members: Vec::new(),
             head: Some(head),
             turn: 0,

@@ -42,6 +42,9 @@ pub struct Conn {
     /// The IPv6 flow label of its packets (RFC 6437: a keyed hash of the
     /// 4-tuple, 20 bits); 0 for IPv4.
     pub flow_label: u32,
+    /// Its IPv6 Traffic Class and Hop Limit (IPV6_TCLASS,
+    /// IPV6_UNICAST_HOPS; inherited from its listener).
+    pub ip6: Ip6Header,
     /// The part of the TCB's counters already added to the engine's
     /// ([`crate::stats::Stats::fold_tcb`]): the engine's totals stay
     /// current without a pass over every connection.
@@ -86,6 +89,8 @@ pub struct Listener {
     pub backlog: usize,
     /// SO_RCVBUF / SO_SNDBUF for the connections it accepts (0: default).
     pub buffers: (usize, usize),
+    /// The IPv6 header fields of the connections it accepts.
+    pub ip6: Ip6Header,
     /// A shared listener (service mode: a pre-forking server's workers
     /// joined their parent's listener): on the group's head, the socket
     /// its port maps to, the slots of the other members; empty otherwise.
@@ -111,6 +116,34 @@ pub struct UdpSock {
     pub tx: bytes::Reader,
     /// Datagram records received, for the application.
     pub rx: bytes::Writer,
+    /// Its IPv6 Traffic Class and Hop Limit.
+    pub ip6: Ip6Header,
+}
+
+/// A socket's own IPv6 header fields: IPV6_TCLASS and IPV6_UNICAST_HOPS
+/// (RFC 3542 §6.5, RFC 3493 §5.1). The default: class 0, hop limit 64.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ip6Header {
+    /// Traffic Class; its two ECN bits are the engine's (RFC 3168 §5).
+    pub tclass: u8,
+    /// Hop Limit; 0: the default ([`crate::egress6::HOP_LIMIT`]).
+    pub hop_limit: u8,
+}
+
+impl Ip6Header {
+    /// The Traffic Class of a packet with ECN codepoint `ecn` (two bits).
+    pub fn traffic_class(self, ecn: u8) -> u8 {
+        (self.tclass & !0b11) | (ecn & 0b11)
+    }
+
+    /// The Hop Limit of a unicast packet.
+    pub fn hop_limit(self) -> u8 {
+        if self.hop_limit == 0 {
+            crate::egress6::HOP_LIMIT
+        } else {
+            self.hop_limit
+        }
+    }
 }
 
 pub enum Socket {

@@ -119,7 +119,7 @@ impl Protocols {
             _ => 0,
         };
         let lend_to = next_mac.filter(|_| egress.gather);
-        let label = c.flow_label;
+        let (label, hdr) = (c.flow_label, c.ip6);
         let n = crate::tx::poll_burst(c, now, |seg, txr| {
             let hlen = seg.repr.header_len();
             let plen = seg.repr.payload_len;
@@ -127,8 +127,8 @@ impl Protocols {
                 src: local,
                 dst: remote,
                 next_header: NEXT_TCP,
-                hop_limit: crate::egress6::HOP_LIMIT,
-                traffic_class: if seg.ect { ECT0 } else { 0 },
+                hop_limit: hdr.hop_limit(),
+                traffic_class: hdr.traffic_class(if seg.ect { ECT0 } else { 0 }),
                 flow_label: label,
                 payload_len: hlen + plen,
             };
@@ -191,9 +191,10 @@ impl Protocols {
     }
 }
 
-/// Sends one UDP datagram from `src` (port `src_port`) to `dst`, its
-/// `len`-byte payload copied by `copy`, the checksum filled (mandatory
-/// over IPv6, RFC 8200 §8.1). Returns false when it was dropped (counted).
+/// Sends one UDP datagram from `src` (port `src_port`) to `dst` with the
+/// socket's Traffic Class and Hop Limit `hdr`, its `len`-byte payload
+/// copied by `copy`, the checksum filled (mandatory over IPv6, RFC 8200
+/// §8.1). Returns false when it was dropped (counted).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn send_udp6<T: TxQueue>(
     e6: &mut crate::egress6::Egress6,
@@ -203,28 +204,28 @@ pub(crate) fn send_udp6<T: TxQueue>(
     src: Ipv6Addr,
     src_port: u16,
     dst: SocketAddrV6,
+    hdr: crate::sockets::Ip6Header,
     len: usize,
     copy: impl FnOnce(&mut [u8]),
 ) -> bool {
     let (daddr, dport) = (*dst.ip(), dst.port());
-    e6.send_ipv6(
-        tx,
-        stats,
-        now,
+    let ip = Ipv6Repr {
         src,
-        daddr,
-        NEXT_UDP,
-        crate::egress6::HOP_LIMIT,
-        wire::udp::HEADER_LEN + len,
-        |buf| {
-            UdpRepr {
-                src_port,
-                dst_port: dport,
-                payload_len: len,
-            }
-            .emit_header(buf);
-            copy(&mut buf[wire::udp::HEADER_LEN..]);
-            wire::udp::fill_checksum(buf, src, daddr);
-        },
-    )
+        dst: daddr,
+        next_header: NEXT_UDP,
+        hop_limit: hdr.hop_limit(),
+        traffic_class: hdr.traffic_class(0),
+        flow_label: 0,
+        payload_len: wire::udp::HEADER_LEN + len,
+    };
+    e6.send_repr(tx, stats, now, &ip, |buf| {
+        UdpRepr {
+            src_port,
+            dst_port: dport,
+            payload_len: len,
+        }
+        .emit_header(buf);
+        copy(&mut buf[wire::udp::HEADER_LEN..]);
+        wire::udp::fill_checksum(buf, src, daddr);
+    })
 }

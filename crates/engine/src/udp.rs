@@ -117,6 +117,7 @@ impl Protocols {
                 continue;
             }
             let src_port = u.local.port();
+            let hdr = u.ip6;
             let txr = &u.tx;
             let sent = match (appif::socket::from_mapped(h.addr), u.local.ip()) {
                 (SocketAddr::V4(to), IpAddr::V4(_)) | (SocketAddr::V4(to), IpAddr::V6(_))
@@ -166,6 +167,7 @@ impl Protocols {
                                 src,
                                 src_port,
                                 to,
+                                hdr,
                                 len,
                                 |b| {
                                     txr.peek_at(UdpHeader::LEN, b);

@@ -20,7 +20,7 @@
 //! | TCP_MAXSEG | get: the MSS; set: recorded, not applied |
 //! | IP_TOS | recorded and reported back; segments go out with TOS 0 |
 //! | IPV6_V6ONLY | applied (decides whether `::` serves IPv4; default `/proc/sys/net/ipv6/bindv6only`; EINVAL once bound, as Linux) |
-//! | IPV6_TCLASS, IPV6_UNICAST_HOPS | recorded and reported back (EINVAL outside -1..=255; -1: the default, 0 and 64); segments go out with the engine's traffic class 0 and hop limit 64 (the engine keeps no per-socket values) |
+//! | IPV6_TCLASS, IPV6_UNICAST_HOPS | applied: the socket's IPv6 packets carry that Traffic Class (its ECN bits stay the engine's) and Hop Limit, from the next packet on; a listener's connections inherit them; reported back (EINVAL outside -1..=255; -1: the default, 0 and 64; a hop limit of 0 sends 64) |
 //! | IPV6_RECVPKTINFO | UDP: applied; recvmsg gives an IPV6_PKTINFO control message (the local address the datagram was sent to, v4-mapped for IPv4, and the interface index) for datagrams corestack delivered |
 //! | IPV6_PKTINFO (sendmsg control message) | UDP: accepted when its address is `::` or the address corestack sends from to that peer (and its index 0 or the interface's); another address: EINVAL |
 //! | other IPPROTO_IPV6 options, or any on an AF_INET socket | ENOPROTOOPT (a wildcard socket's kernel side takes them, said once) |
@@ -105,8 +105,19 @@ impl Opts {
         self.clone()
     }
 
+    /// IPV6_TCLASS and IPV6_UNICAST_HOPS as the engine takes them:
+    /// (Traffic Class, Hop Limit), 0 for the defaults.
+    pub fn ip6_header(&self) -> (u8, u8) {
+        let hops = self.unicast_hops.map_or(0, |h| h.clamp(0, 255) as u8);
+        (self.tclass.clamp(0, 255) as u8, hops)
+    }
+
     /// Applies what the engine honours to a new stream.
     pub fn apply_to_stream(&self, s: &mut TcpStream) {
+        let (tclass, hops) = self.ip6_header();
+        if (tclass, hops) != (0, 0) {
+            let _ = s.set_ipv6_header(tclass, hops);
+        }
         if self.cork {
             s.set_cork(true);
         }
@@ -372,19 +383,22 @@ fn record(s: &Sock, level: c_int, name: c_int, val: &[u8]) -> R<()> {
             }
             s.opts.lock().unwrap_or_else(|p| p.into_inner()).v6only = v;
         }
-        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) if s.family == libc::AF_INET6 => {
-            o.tclass = match int(val)? {
-                -1 => 0,
-                v @ 0..=255 => v,
-                _ => return Err(libc::EINVAL),
-            }
-        }
-        (libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS) if s.family == libc::AF_INET6 => {
-            o.unicast_hops = match int(val)? {
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS | libc::IPV6_UNICAST_HOPS)
+            if s.family == libc::AF_INET6 =>
+        {
+            let v = match int(val)? {
                 -1 => None,
                 v @ 0..=255 => Some(v),
                 _ => return Err(libc::EINVAL),
+            };
+            if name == libc::IPV6_TCLASS {
+                o.tclass = v.unwrap_or(0);
+            } else {
+                o.unicast_hops = v;
             }
+            let (tclass, hops) = o.ip6_header();
+            drop(o);
+            s.apply_ip6_header(tclass, hops);
         }
         (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO) if s.family == libc::AF_INET6 => {
             o.recv_pktinfo = int(val)? != 0

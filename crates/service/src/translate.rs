@@ -198,6 +198,13 @@ pub fn translate(
             rcv: rcv as usize,
             snd: snd as usize,
         },
+        Desc::SetIpv6Header {
+            tclass, hop_limit, ..
+        } => Command::SetIpv6Header {
+            id,
+            tclass,
+            hop_limit,
+        },
     }))
 }
 
@@ -381,6 +388,11 @@ mod tests {
                 interval_s: 2,
                 count: 4,
             },
+            Desc::SetIpv6Header {
+                slot: 3,
+                tclass: 0xb8,
+                hop_limit: 9,
+            },
             Desc::Abort { slot: 3 },
             Desc::Close { slot: 3 },
         ];
@@ -432,6 +444,16 @@ mod tests {
                 (Desc::SetBuffers { rcv, snd, .. }, Command::SetBuffers { id, rcv: r, snd: s }) => {
                     ((rcv as usize, snd as usize) == (r, s)).then_some(id)
                 }
+                (
+                    Desc::SetIpv6Header {
+                        tclass, hop_limit, ..
+                    },
+                    Command::SetIpv6Header {
+                        id,
+                        tclass: t,
+                        hop_limit: h,
+                    },
+                ) => ((tclass, hop_limit) == (t, h)).then_some(id),
                 _ => None,
             };
             let id = id.unwrap_or_else(|| panic!("{d:?} became another command"));

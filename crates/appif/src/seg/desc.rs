@@ -124,6 +124,16 @@ pub enum Desc {
         /// Unanswered probes before the connection times out.
         count: u32,
     },
+    /// IPV6_TCLASS and IPV6_UNICAST_HOPS: traffic class in the flag byte,
+    /// hop limit (0: the default) in the argument.
+    SetIpv6Header {
+        /// The application's socket slot in its segment.
+        slot: u32,
+        /// Traffic Class.
+        tclass: u8,
+        /// Hop Limit; 0: the default.
+        hop_limit: u8,
+    },
 }
 
 /// Why a descriptor was refused.
@@ -192,7 +202,8 @@ impl Desc {
             | Desc::SetBuffers { slot, .. }
             | Desc::JoinListener { slot, .. }
             | Desc::Abort { slot }
-            | Desc::SetKeepaliveParams { slot, .. } => slot,
+            | Desc::SetKeepaliveParams { slot, .. }
+            | Desc::SetIpv6Header { slot, .. } => slot,
         }
     }
 
@@ -253,6 +264,9 @@ impl Desc {
                 b[ARG3..ARG3 + 4].copy_from_slice(&count.to_le_bytes());
                 (14, 0, None, idle_s)
             }
+            Desc::SetIpv6Header {
+                tclass, hop_limit, ..
+            } => (15, tclass, None, u32::from(hop_limit)),
         };
         b[OPCODE] = op;
         b[FLAG] = flag;
@@ -353,6 +367,11 @@ impl Desc {
                 idle_s: arg,
                 interval_s: arg2,
                 count: arg3,
+            },
+            15 => Desc::SetIpv6Header {
+                slot,
+                tclass: b[FLAG],
+                hop_limit: u8::try_from(arg).map_err(|_| DescError::BadFlag)?,
             },
             op => return Err(DescError::BadOpcode(op)),
         })

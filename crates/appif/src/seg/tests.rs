@@ -86,6 +86,11 @@ fn descriptors_round_trip_and_garbage_is_refused() {
             interval_s: 75,
             count: 9,
         },
+        Desc::SetIpv6Header {
+            slot: 4,
+            tclass: 0xb8,
+            hop_limit: 255,
+        },
     ];
     for d in all {
         assert_eq!(Desc::decode(&d.encode()), Ok(d));

@@ -604,6 +604,18 @@ impl Sock {
         }
     }
 
+    /// IPV6_TCLASS and IPV6_UNICAST_HOPS (0: the defaults) on whatever
+    /// corestack socket this is: a stream or UDP socket from now on, a
+    /// listener for the connections it accepts.
+    pub fn apply_ip6_header(&self, tclass: u8, hops: u8) {
+        let _ = match &*lock(&self.state) {
+            State::Stream(s) => s.set_ipv6_header(tclass, hops),
+            State::Listener { l, .. } => l.set_ipv6_header(tclass, hops),
+            State::Udp { u, .. } => u.set_ipv6_header(tclass, hops),
+            _ => Ok(()),
+        };
+    }
+
     /// Runs `f` on the stream if this is one (socket options).
     pub fn with_stream<T>(&self, f: impl FnOnce(&mut TcpStream) -> T) -> Option<T> {
         match &mut *lock(&self.state) {

@@ -144,6 +144,14 @@ impl Sock {
         let stack = process::stack()?;
         let mut u = UdpSocket::bind_with(stack, a, self.v6only()).map_err(|e| io_errno(&e))?;
         u.set_nonblocking(true).map_err(|e| io_errno(&e))?;
+        let (tclass, hops) = self
+            .opts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .ip6_header();
+        if (tclass, hops) != (0, 0) {
+            let _ = u.set_ipv6_header(tclass, hops);
+        }
         Ok(u)
     }
 
@@ -214,13 +222,15 @@ impl Sock {
         if dual {
             k::set_nonblocking(fd, true)?;
         }
-        let (rcv, snd) = self
-            .opts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .buffer_sizes();
+        let ((rcv, snd), (tclass, hops)) = {
+            let o = self.opts.lock().unwrap_or_else(|p| p.into_inner());
+            (o.buffer_sizes(), o.ip6_header())
+        };
         if rcv > 0 || snd > 0 {
             let _ = l.set_buffer_sizes(rcv, snd);
+        }
+        if (tclass, hops) != (0, 0) {
+            let _ = l.set_ipv6_header(tclass, hops);
         }
         crate::epoll::local_change();
         *st = State::Listener { l, local, dual };
