@@ -84,6 +84,13 @@ pub use appif::notify::{Armed, Notify};
 pub use engine::stats::Stats;
 pub use engine::tcp::CcKind;
 pub use engine::EngineConfig;
+
+/// The engine's IPv6 link-local address for an interface of MAC `mac`:
+/// fe80::/64 with the modified EUI-64 interface identifier (RFC 4291
+/// §2.5.1 and appendix A).
+pub fn link_local_from_mac(mac: [u8; 6]) -> std::net::Ipv6Addr {
+    engine::link_local_from_mac(wire::MacAddr(mac))
+}
 pub use engine::PollPolicy;
 pub use nic::af_xdp::TxPath;
 pub use poll::{Event, Interest, Poller, Probe, Source, Status};

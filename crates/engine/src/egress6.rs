@@ -346,13 +346,7 @@ impl Egress6 {
         };
         let src_mac = self.mac;
         let queued = tx.transmit_gather(HEADERS6 + header_len, payload, gso_size, |buf| {
-            EthernetRepr {
-                dst: dst_mac,
-                src: src_mac,
-                ethertype: ETHERTYPE_IPV6,
-            }
-            .emit(buf);
-            ip.emit(&mut buf[ethernet::HEADER_LEN..]);
+            emit_headers(buf, dst_mac, src_mac, ip);
             let tcp = &mut buf[HEADERS6..];
             fill(tcp);
             wire::tcp::fill_pseudo_checksum_len(tcp, ip.src, ip.dst, tcp_len);
@@ -513,6 +507,17 @@ impl Egress6 {
     }
 }
 
+/// Writes the Ethernet and IPv6 headers of `ip` at the start of `buf`.
+fn emit_headers(buf: &mut [u8], dst_mac: MacAddr, src_mac: MacAddr, ip: &Ipv6Repr) {
+    EthernetRepr {
+        dst: dst_mac,
+        src: src_mac,
+        ethertype: ETHERTYPE_IPV6,
+    }
+    .emit(buf);
+    ip.emit(&mut buf[ethernet::HEADER_LEN..]);
+}
+
 /// Writes the Ethernet header and the IPv6 header `ip` at the start of
 /// `buf`, the payload by `fill`, and zero padding to [`MIN_FRAME`].
 fn build(
@@ -522,13 +527,7 @@ fn build(
     ip: &Ipv6Repr,
     fill: impl FnOnce(&mut [u8]),
 ) {
-    EthernetRepr {
-        dst: dst_mac,
-        src: src_mac,
-        ethertype: ETHERTYPE_IPV6,
-    }
-    .emit(buf);
-    ip.emit(&mut buf[ethernet::HEADER_LEN..]);
+    emit_headers(buf, dst_mac, src_mac, ip);
     let end = HEADERS6 + ip.payload_len;
     fill(&mut buf[HEADERS6..end]);
     let frame_len = end.max(MIN_FRAME);

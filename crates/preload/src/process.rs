@@ -370,7 +370,7 @@ fn net6(c: &Config) -> Option<Net6> {
         }
         Some(Net6 {
             global: c.ip6,
-            link_local: iface_mac(&c.iface).map(link_local_from_mac),
+            link_local: iface_mac(&c.iface).map(corestack::link_local_from_mac),
             gateway: c.gateway6,
         })
     })
@@ -385,29 +385,6 @@ fn iface_mac(iface: &str) -> Option<[u8; 6]> {
         *b = u8::from_str_radix(parts.next()?, 16).ok()?;
     }
     Some(mac)
-}
-
-/// fe80::/64 with the modified EUI-64 interface identifier of `mac` (RFC
-/// 4291 §2.5.1 and appendix A): the engine's link-local address.
-fn link_local_from_mac(m: [u8; 6]) -> Ipv6Addr {
-    Ipv6Addr::from([
-        0xfe,
-        0x80,
-        0,
-        0,
-        0,
-        0,
-        0,
-        0,
-        m[0] ^ 0x02,
-        m[1],
-        m[2],
-        0xff,
-        0xfe,
-        m[3],
-        m[4],
-        m[5],
-    ])
 }
 
 /// The interface index of the stack's interface (IPV6_PKTINFO,
