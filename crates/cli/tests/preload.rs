@@ -799,6 +799,58 @@ fn shim_service_python_http_server_serves_linux_curl_and_shimmed_curl_fetches_fr
     );
 }
 
+/// A Python asyncio echo server under the shim (embedded mode) serves 20 Linux clients at
+/// once, 256 KiB each, byte-exact.
+#[test]
+fn shim_python_asyncio_echo_server_serves_20_linux_clients_at_once() {
+    let _lock = start();
+    let pair = Pair::new("p", 161).expect("creating the namespaces");
+    asyncio_echo(&pair, &|p, a| shimmed(&pair, p, a));
+}
+
+/// The same asyncio server in service mode (through `corestack run`).
+#[test]
+fn shim_service_python_asyncio_echo_server_serves_20_linux_clients_at_once() {
+    let _lock = start();
+    let pair = Pair::new("shm3", 162).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "asyncio");
+    asyncio_echo(&pair, &|p, a| served(&pair, &sock, p, a));
+    assert!(
+        !d.log().contains("panicked"),
+        "the daemon panicked:\n{}",
+        d.tail()
+    );
+}
+
+fn asyncio_echo(pair: &Pair, sh: &Sh) {
+    need("python3");
+    let server_py = script("asyncio_echo.py");
+    let mut server = Proc::spawn(
+        "asyncio_echo.py (shim)",
+        sh(
+            "python3",
+            &["-u", server_py.to_str().unwrap(), "7400", "30"],
+        ),
+        None,
+        Out::Text,
+    );
+    server.wait_stdout("serving", STEP);
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    let clients_py = script("asyncio_clients.py");
+    let mut cmd = pair.linux.exec("python3");
+    cmd.args([clients_py.to_str().unwrap(), &pair.core_ip, "7400", "20"])
+        .env_remove("LD_PRELOAD");
+    let out = run_ok("asyncio clients (linux)", cmd, STEP);
+    assert_eq!(
+        out.trim(),
+        "equal 20 of 20",
+        "server:\n{}{}",
+        server.stdout(),
+        server.stderr()
+    );
+    drop(server.terminate());
+}
+
 /// python's http.server under the shim serves 3 MiB to Linux curl (and to kernel curl over
 /// loopback); curl under the shim fetches it from a Linux http.server and is refused by a
 /// closed port.
