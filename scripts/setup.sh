@@ -25,6 +25,14 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 
+# Node.js: a shim test runs a Node http server (installed from Debian only when missing: the
+# machine image usually has its own).
+if ! command -v node >/dev/null; then
+    echo "setup: installing nodejs"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs
+fi
+
 if ! command -v cargo >/dev/null && [[ -f "$HOME/.cargo/env" ]]; then
     # shellcheck disable=SC1091
     source "$HOME/.cargo/env"

@@ -851,6 +851,64 @@ fn asyncio_echo(pair: &Pair, sh: &Sh) {
     drop(server.terminate());
 }
 
+/// A Node.js http server under the shim (embedded mode) answers Linux curl: four requests at
+/// once, 1 MiB each, complete.
+#[test]
+fn shim_node_http_server_serves_linux_curl() {
+    let _lock = start();
+    let pair = Pair::new("p", 163).expect("creating the namespaces");
+    node_http(&pair, &|p, a| shimmed(&pair, p, a));
+}
+
+/// The same Node.js server in service mode.
+#[test]
+fn shim_service_node_http_server_serves_linux_curl() {
+    let _lock = start();
+    let pair = Pair::new("shm4", 164).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "node");
+    node_http(&pair, &|p, a| served(&pair, &sock, p, a));
+    assert!(
+        !d.log().contains("panicked"),
+        "the daemon panicked:\n{}",
+        d.tail()
+    );
+}
+
+fn node_http(pair: &Pair, sh: &Sh) {
+    need("node");
+    need("curl");
+    let js = script("node_http.js");
+    let mut server = Proc::spawn(
+        "node node_http.js (shim)",
+        sh("node", &[js.to_str().unwrap(), "7401", "30"]),
+        None,
+        Out::Text,
+    );
+    server.wait_stdout("serving", STEP);
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    let url = format!("http://{}:7401/", pair.core_ip);
+    let get = || {
+        let mut cmd = pair.linux.exec("curl");
+        cmd.args(["-s", "-S", "-m", "20", &url])
+            .env_remove("LD_PRELOAD");
+        Proc::spawn("curl (linux)", cmd, None, Out::Text)
+    };
+    let gets: Vec<Proc> = (0..4).map(|_| get()).collect();
+    for g in gets {
+        let f = g.finish(STEP);
+        assert!(
+            f.status.success() && f.stdout.len() == 1 << 20 && f.stdout.bytes().all(|b| b == b'x'),
+            "curl got {} bytes ({}): {}; server:\n{}{}",
+            f.stdout.len(),
+            f.status,
+            f.stderr,
+            server.stdout(),
+            server.stderr()
+        );
+    }
+    drop(server.terminate());
+}
+
 /// python's http.server under the shim serves 3 MiB to Linux curl (and to kernel curl over
 /// loopback); curl under the shim fetches it from a Linux http.server and is refused by a
 /// closed port.
