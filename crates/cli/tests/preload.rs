@@ -886,14 +886,70 @@ fn node_http(pair: &Pair, sh: &Sh) {
     );
     server.wait_stdout("serving", STEP);
     ping_until_up(&pair.linux, &pair.core_ip, 10);
-    let url = format!("http://{}:7401/", pair.core_ip);
-    let get = || {
-        let mut cmd = pair.linux.exec("curl");
-        cmd.args(["-s", "-S", "-m", "20", &url])
-            .env_remove("LD_PRELOAD");
-        Proc::spawn("curl (linux)", cmd, None, Out::Text)
-    };
-    let gets: Vec<Proc> = (0..4).map(|_| get()).collect();
+    curls_get_1mib(pair, 7401, 4, &server);
+    drop(server.terminate());
+}
+
+/// A hyper HTTP server on Tokio's multi-thread runtime (4 workers; `tests/shim/tokio_http`,
+/// built here) under the shim in embedded mode answers eight concurrent Linux `curl`
+/// requests of 1 MiB, complete: the workers' epoll waits, wakes and re-arms across threads.
+#[test]
+fn shim_tokio_multi_thread_hyper_server_serves_eight_concurrent_curls() {
+    let _lock = start();
+    need("curl");
+    let exe = tokio_http();
+    let pair = Pair::new("p", 165).expect("creating the namespaces");
+    let mut server = Proc::spawn(
+        "tokio-http (shim)",
+        shimmed(&pair, &exe, &["7402", "30"]),
+        None,
+        Out::Text,
+    );
+    server.wait_stdout("serving", STEP);
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    curls_get_1mib(&pair, 7402, 8, &server);
+    drop(server.terminate());
+}
+
+/// Builds `tests/shim/tokio_http` (its own Cargo project and lock file, not a workspace
+/// member) into the profile directory, once per run; returns the binary.
+fn tokio_http() -> PathBuf {
+    static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = built.as_ref() {
+        return p.clone();
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shim/tokio_http");
+    let target = profile_dir().join("shim-tokio");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let r = Command::new(cargo)
+        .args(["build", "--release", "--locked", "--manifest-path"])
+        .arg(dir.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .expect("running cargo build for tests/shim/tokio_http");
+    assert!(
+        r.status.success(),
+        "building tests/shim/tokio_http failed:\n{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let exe = target.join("release/tokio-http");
+    *built = Some(exe.clone());
+    exe
+}
+
+/// `count` concurrent `curl` requests from Linux to corestack's port `port`, each of which
+/// must return 1 MiB of `x`.
+fn curls_get_1mib(pair: &Pair, port: u16, count: usize, server: &Proc) {
+    let url = format!("http://{}:{port}/", pair.core_ip);
+    let gets: Vec<Proc> = (0..count)
+        .map(|_| {
+            let mut cmd = pair.linux.exec("curl");
+            cmd.args(["-s", "-S", "-m", "20", &url])
+                .env_remove("LD_PRELOAD");
+            Proc::spawn("curl (linux)", cmd, None, Out::Text)
+        })
+        .collect();
     for g in gets {
         let f = g.finish(STEP);
         assert!(
@@ -906,7 +962,6 @@ fn node_http(pair: &Pair, sh: &Sh) {
             server.stderr()
         );
     }
-    drop(server.terminate());
 }
 
 /// python's http.server under the shim serves 3 MiB to Linux curl (and to kernel curl over
