@@ -120,16 +120,7 @@ pub fn poll(
             events: libc::POLLIN,
             revents: 0,
         });
-        let ms = if armed.is_some() {
-            deadline.poll_ms()
-        } else {
-            let d = deadline.poll_ms();
-            if d < 0 {
-                1
-            } else {
-                d.min(1)
-            }
-        };
+        let ms = deadline.sleep_ms(armed.is_some());
         let r = crate::sys::poll_fds(&mut set, ms, mask);
         drop(armed);
         if set.last().is_some_and(|p| p.revents != 0) {

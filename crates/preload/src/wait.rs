@@ -152,4 +152,16 @@ impl Deadline {
             }
         }
     }
+
+    /// The poll(2) timeout of a sleep: [`Deadline::poll_ms`] when the
+    /// doorbell is `armed`; else (no room to arm it) a nap of at most 1 ms,
+    /// after which the caller looks again.
+    pub fn sleep_ms(&self, armed: bool) -> i64 {
+        let d = self.poll_ms();
+        match (armed, d) {
+            (true, _) => d,
+            (false, d) if d < 0 => 1,
+            (false, d) => d.min(1),
+        }
+    }
 }

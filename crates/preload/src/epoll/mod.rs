@@ -547,16 +547,7 @@ impl Epoll {
                 self.sleepers.fetch_sub(1, Ordering::SeqCst);
                 return Ok(n);
             }
-            let ms = if armed.is_some() {
-                deadline.poll_ms()
-            } else {
-                let d = deadline.poll_ms();
-                if d < 0 {
-                    1
-                } else {
-                    d.min(1)
-                }
-            };
+            let ms = deadline.sleep_ms(armed.is_some());
             let r = kernel_wait(epfd, out, ms, mask, Some(wake));
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
             drop(armed);

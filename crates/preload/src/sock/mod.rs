@@ -749,17 +749,7 @@ fn sleep_with_kernel_fd(
             revents: 0,
         },
     ];
-    let ms = if armed.is_some() {
-        deadline.poll_ms()
-    } else {
-        // No room to arm: nap briefly instead.
-        let d = deadline.poll_ms();
-        if d < 0 {
-            1
-        } else {
-            d.min(1)
-        }
-    };
+    let ms = deadline.sleep_ms(armed.is_some());
     let r = crate::sys::poll_fds(&mut fds, ms, None);
     drop(armed);
     if fds[1].revents != 0 {
