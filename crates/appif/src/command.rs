@@ -61,6 +61,20 @@ pub enum Command {
         /// Where connections given to this member go; its capacity is its backlog.
         accept: AcceptQueue,
     },
+    /// Service mode: the TCP connection `from` (another association's
+    /// socket, inherited across fork) answers to `id` from now on: its
+    /// status is copied into `shared`, which the engine writes and wakes
+    /// from then on, and commands name it `id`; its byte rings stay where
+    /// they are. `shared` is closed with ENETDOWN when `from` is no TCP
+    /// connection.
+    Adopt {
+        /// The socket's new id.
+        id: SockId,
+        /// The new status block, which the engine writes from now on.
+        shared: Arc<StatusHandle>,
+        /// The connection's id until now.
+        from: SockId,
+    },
     /// Bind a UDP socket. Datagrams travel in the byte rings as records:
     /// a [`UdpHeader`](crate::socket::UdpHeader) then the payload.
     UdpBind {
@@ -174,6 +188,7 @@ impl Command {
             Command::Connect { id, .. }
             | Command::Listen { id, .. }
             | Command::JoinListener { id, .. }
+            | Command::Adopt { id, .. }
             | Command::UdpBind { id, .. }
             | Command::Send { id }
             | Command::Recvd { id }

@@ -54,8 +54,8 @@ fn socket_path_from(value: Option<std::ffi::OsString>) -> Option<PathBuf> {
 
 // The kernel objects of the control path (their system calls live in `sys`).
 pub use crate::sys::{
-    eventfd, eventfd_drain, eventfd_signal, keep_eventfds, memfd, peer_cred, recv_msg, send_msg,
-    supplementary_gids, Epoll, PeerCred, MAX_FDS,
+    eventfd, eventfd_drain, eventfd_signal, keep_eventfds, memfd, peer_cred, pidfd_exited,
+    pidfd_open, recv_msg, send_msg, supplementary_gids, Epoll, PeerCred, MAX_FDS,
 };
 
 // ---------------------------------------------------------------------------
@@ -136,6 +136,10 @@ pub struct Hello {
     /// process of the connecting one is that association's process, and
     /// refuses the hello with EPERM otherwise.
     pub parent: u32,
+    /// With `parent`: the ticket of the fork that made this process (the
+    /// parent's `Desc::Forking`), whose references it may take over; 0
+    /// for none (then only the `/proc` ancestry check admits it).
+    pub ticket: u32,
 }
 
 impl Hello {
@@ -150,6 +154,7 @@ impl Hello {
         }
         b[16..16 + end].copy_from_slice(&self.name.as_bytes()[..end]);
         b[48..52].copy_from_slice(&self.parent.to_le_bytes());
+        b[52..56].copy_from_slice(&self.ticket.to_le_bytes());
         b
     }
 
@@ -167,6 +172,7 @@ impl Hello {
             ring_bytes: le_u32(b, 12),
             name: String::from_utf8_lossy(&field[..end]).into_owned(),
             parent: le_u32(b, 48),
+            ticket: le_u32(b, 52),
         })
     }
 }
@@ -292,6 +298,7 @@ mod tests {
             ring_bytes: 1 << 16,
             name: "memcached".into(),
             parent: 7,
+            ticket: 0x1234_5678,
         };
         assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
 

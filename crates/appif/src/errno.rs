@@ -13,6 +13,8 @@ pub const EACCES: i32 = libc::EACCES;
 /// `EPERM`: a forked child's claim on its parent's association (hello) or
 /// listener (join) does not check out.
 pub const EPERM: i32 = libc::EPERM;
+/// `EBADF`: the socket id is in use already.
+pub const EBADF: i32 = libc::EBADF;
 /// `EADDRINUSE`: another socket already has the local port (or the
 /// 4-tuple), or no ephemeral port is free for a bind.
 pub const EADDRINUSE: i32 = libc::EADDRINUSE;
@@ -38,6 +40,9 @@ pub const EMSGSIZE: i32 = libc::EMSGSIZE;
 /// `ENETUNREACH`: the destination is neither on the link nor behind a
 /// configured gateway.
 pub const ENETUNREACH: i32 = libc::ENETUNREACH;
+/// `ENETDOWN`: the socket belongs to a stack this process cannot use (a
+/// forked child's copy of a connection another process took over).
+pub const ENETDOWN: i32 = libc::ENETDOWN;
 /// `ENOBUFS`: the engine's socket table is full.
 pub const ENOBUFS: i32 = libc::ENOBUFS;
 /// `ENOENT`: the source is not registered with this poller.

@@ -67,6 +67,10 @@ pub const FLAG_RX_FIN: u32 = 1;
 /// flag ([`StatusBlock::take_tx_idle`]) must kick it (a Send command).
 /// Set without a wake-up: nobody sleeps on it.
 pub const FLAG_TX_IDLE: u32 = 2;
+/// The connection moved to another status block (a forked child took it
+/// over): its rings are not this block's reader's any more, and reads
+/// answer ENETDOWN even with bytes in them.
+pub const FLAG_MOVED: u32 = 4;
 
 /// `a`'s address as the four words of a status block (IPv4 in the last).
 fn ip_words(a: IpAddr) -> [u32; 4] {
@@ -142,6 +146,28 @@ impl StatusBlock {
         }
         self.ports.store(0, Ordering::Relaxed);
         self.family.store(0, Ordering::Relaxed);
+    }
+
+    /// Engine: makes this block say what `from` says (addresses, flags,
+    /// error, TX grant, then the state, which publishes them): a socket
+    /// moving to another status block (a forked child taking over a
+    /// connection, `Command::Adopt`). Wakes nobody (see
+    /// [`StatusHandle::copy_from`]).
+    pub fn copy_from(&self, from: &StatusBlock) {
+        for (to, w) in self.local_ip.iter().zip(&from.local_ip) {
+            to.store(w.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        for (to, w) in self.remote_ip.iter().zip(&from.remote_ip) {
+            to.store(w.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        let word = |w: &AtomicU32| w.load(Ordering::Acquire);
+        self.family.store(word(&from.family), Ordering::Relaxed);
+        self.ports.store(word(&from.ports), Ordering::Relaxed);
+        self.flags.store(word(&from.flags), Ordering::Relaxed);
+        self.tx_grant.store(word(&from.tx_grant), Ordering::Relaxed);
+        self.error
+            .store(from.error.load(Ordering::Acquire), Ordering::Relaxed);
+        self.state.store(word(&from.state), Ordering::Release);
     }
 
     /// Current state.
@@ -441,6 +467,13 @@ impl StatusHandle {
     /// Engine: sets flag bits and notifies.
     pub fn set_flags(&self, bits: u32) {
         self.flags.fetch_or(bits, Ordering::Release);
+        self.wake();
+    }
+
+    /// Engine: takes over what `from` says ([`StatusBlock::copy_from`])
+    /// and notifies this block's waiters.
+    pub fn copy_from(&self, from: &StatusBlock) {
+        self.block.copy_from(from);
         self.wake();
     }
 }

@@ -92,6 +92,32 @@ pub fn eventfd_drain(fd: BorrowedFd<'_>) -> u64 {
     }
 }
 
+/// A pidfd for process `pid`: `pidfd_open(pid, 0)`, close-on-exec. It
+/// names that process, not its number: it stays valid (and polls
+/// readable, [`pidfd_exited`]) once the process exits, even after the
+/// number is reused.
+///
+/// Errors: ESRCH when no such process lives, the other errnos of
+/// `pidfd_open(2)` (ENOSYS before Linux 5.3, EMFILE).
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags, no pointers; the result is
+    // checked by `owned`.
+    owned(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int)
+}
+
+/// True when the process of pidfd `fd` has exited (the pidfd polls
+/// readable); false while it runs or on an error of `poll`.
+pub fn pidfd_exited(fd: BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: polls one live pollfd on the stack, without waiting.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n == 1 && p.revents != 0
+}
+
 // ---------------------------------------------------------------------------
 // Messages with file descriptors
 // ---------------------------------------------------------------------------

@@ -28,6 +28,8 @@ pub(crate) struct Service {
     busy: Mutex<Vec<bool>>,
     dead: AtomicBool,
     pub assoc: u32,
+    /// Fork tickets handed out ([`Service::next_ticket`]).
+    tickets: core::sync::atomic::AtomicU32,
 }
 
 /// The parts of a fresh socket in the segment.
@@ -49,7 +51,7 @@ impl Service {
         path: &Path,
         ring_bytes: usize,
         mut wakers: Vec<OwnedFd>,
-        parent: u32,
+        (parent, ticket): (u32, u32),
     ) -> io::Result<Service> {
         wakers.truncate(appif::notify::SEGMENT_SLEEPERS.min(ctl::MAX_FDS));
         let ctl = UnixStream::connect(path).map_err(|e| {
@@ -74,6 +76,7 @@ impl Service {
             ring_bytes: ring_bytes as u32,
             name,
             parent,
+            ticket,
         };
         let lent: Vec<_> = wakers.iter().map(|f| f.as_fd()).collect();
         ctl::send_msg(&ctl, &hello.encode(), &lent)?;
@@ -107,6 +110,7 @@ impl Service {
             busy: Mutex::new(vec![false; nslots]),
             dead: AtomicBool::new(false),
             assoc,
+            tickets: core::sync::atomic::AtomicU32::new(1),
         })
     }
 
@@ -160,6 +164,11 @@ impl Service {
                 *b = false;
             }
         }
+    }
+
+    /// The next fork ticket of this association (never 0).
+    pub fn next_ticket(&self) -> u32 {
+        self.tickets.fetch_add(1, Ordering::Relaxed).max(1)
     }
 
     /// False once the daemon is gone or dropped this association; then
@@ -219,7 +228,7 @@ fn desc_of(cmd: &Command) -> Option<Desc> {
     let slot = |id: SockId| id as u32;
     Some(match cmd {
         Command::Connect { .. } | Command::Listen { .. } | Command::UdpBind { .. } => return None,
-        Command::JoinListener { .. } => return None,
+        Command::JoinListener { .. } | Command::Adopt { .. } => return None,
         Command::SetKeepaliveParams {
             id,
             idle_s,

@@ -5,7 +5,7 @@ use crate::stack::Stack;
 use appif::bytes;
 use appif::command::Command;
 use appif::errno::{self, EINVAL, ENOTCONN, EPIPE};
-use appif::socket::{SockId, SockState, StatusHandle, FLAG_RX_FIN};
+use appif::socket::{SockId, SockState, StatusHandle, FLAG_MOVED, FLAG_RX_FIN};
 use appif::trace::Kind;
 use core::net::SocketAddr;
 use std::io::{self, Read, Write};
@@ -348,6 +348,9 @@ impl Read for TcpStream {
         }
         // When the bytes were seen: this call, or the end of its wait.
         let mut seen = crate::trace::stamp(&self.stack.inner.tracer);
+        if self.shared.has_flags(FLAG_MOVED) {
+            return Err(errno::io(libc::ENETDOWN));
+        }
         loop {
             let cap = self.rx.capacity();
             let before = self.rx.len();
@@ -577,8 +580,50 @@ impl TcpListener {
     /// has no free slot, EPERM when `stack` is no verified child, EINVAL
     /// when the parent's listener is gone.
     pub fn join(stack: &Stack, inherited: &TcpListener, backlog: usize) -> io::Result<TcpListener> {
-        let opening = stack.join_listener(inherited.id as u32, backlog.clamp(1, 4096))?;
+        let owner = inherited.stack.association().unwrap_or(0);
+        let opening = stack.join_listener((owner, inherited.id as u32), backlog.clamp(1, 4096))?;
         TcpListener::opened(stack, opening)
+    }
+}
+
+impl TcpStream {
+    /// Service mode, in a forked child: takes over `inherited`, a
+    /// connection this process inherited from its parent (made on the
+    /// parent's stack, whose segment the child inherited mapped), as a
+    /// stream of `stack` (the child's own association, started with
+    /// [`crate::StackBuilder::fork_ticket`]). The connection answers to
+    /// the child from now on: its status, wake-ups and commands are the
+    /// child's, its bytes stay in the rings they were in. The parent's
+    /// copy then answers ENETDOWN, and closing it only drops the parent's
+    /// reference (the connection closes with its last one, as on Linux).
+    /// `inherited` is not touched (the child must not drop it either: it
+    /// would close the parent's socket); waits for the daemon's answer.
+    ///
+    /// Errors: EOPNOTSUPP outside service mode, EMFILE when the segment
+    /// has no free slot, ENETDOWN when the child holds no reference to the
+    /// connection (no fork ticket, or another process took it over first)
+    /// or it is gone.
+    pub fn adopt(stack: &Stack, inherited: &TcpStream) -> io::Result<TcpStream> {
+        let owner = inherited.stack.association().unwrap_or(0);
+        let (tx, rx) = inherited
+            .stack
+            .slot_rings(inherited.id as u32)
+            .ok_or_else(|| errno::io(libc::ENETDOWN))?;
+        let (id, shared) = stack.adopt((owner, inherited.id as u32))?;
+        let s = TcpStream {
+            stack: stack.clone(),
+            id,
+            shared,
+            tx,
+            rx,
+            nonblocking: inherited.nonblocking,
+            wr_shut: inherited.wr_shut,
+            abort_on_drop: inherited.abort_on_drop,
+            cork: inherited.cork,
+            view: Default::default(),
+        };
+        stack.wait_opened(&s.shared)?;
+        Ok(s)
     }
 }
 

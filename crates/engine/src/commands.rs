@@ -50,6 +50,7 @@ impl Protocols {
             Command::Connect { .. }
                 | Command::Listen { .. }
                 | Command::JoinListener { .. }
+                | Command::Adopt { .. }
                 | Command::UdpBind { .. }
         ) {
             // The socket leaves Opening (open, connecting, or closed with an
@@ -79,6 +80,7 @@ impl Protocols {
                 group,
                 accept,
             } => self.join_listener(id, shared, group, accept),
+            Command::Adopt { id, shared, from } => self.on_adopt(id, shared, from),
             Command::UdpBind {
                 id,
                 shared,
@@ -180,6 +182,7 @@ impl Protocols {
             },
             ip6: Default::default(),
             counted: Default::default(),
+            former: None,
         };
         if let Some(slot) = self.sockets.insert(id, Socket::Tcp(Box::new(conn))) {
             self.sockets.insert_flow(remote, port, slot);
@@ -486,6 +489,40 @@ impl Protocols {
             p => p,
         };
         Ok(SocketAddr::new(ip, port))
+    }
+
+    /// `Adopt`: the TCP connection `from` answers to `id` and reports to
+    /// `shared` from now on (a forked child took it over); the status
+    /// block it had says ENETDOWN to whoever still looks at it and is kept
+    /// with the connection (its rings are in that slot). `shared` is
+    /// closed with ENETDOWN when `from` is no connection handed to its
+    /// application, or the application closed it already; with EBADF when
+    /// `id` names a socket already.
+    fn on_adopt(&mut self, id: SockId, shared: Arc<StatusHandle>, from: SockId) {
+        let Some((slot, c)) = self.conn_of(from) else {
+            shared.set_closed(errno::ENETDOWN);
+            return;
+        };
+        if c.unaccepted() || c.app_closed || c.former.is_some() {
+            shared.set_closed(errno::ENETDOWN);
+            return;
+        }
+        shared.copy_from(&c.shared);
+        let former = std::mem::replace(&mut c.shared, shared);
+        if !self.sockets.rekey(slot, id) {
+            if let Some(c) = self.sockets.conn(slot) {
+                let adopter = std::mem::replace(&mut c.shared, former);
+                adopter.set_closed(errno::EBADF);
+            }
+            return;
+        }
+        former.set_flags(appif::socket::FLAG_MOVED);
+        former.set_closed(errno::ENETDOWN);
+        if let Some(c) = self.sockets.conn(slot) {
+            c.former = Some(former);
+        }
+        // Anything the parent queued and did not kick goes out now.
+        self.mark_dirty(slot);
     }
 
     /// The application is done with the socket in `slot`.

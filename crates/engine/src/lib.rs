@@ -423,34 +423,59 @@ impl<P: Port> Engine<P> {
     }
 
     /// Drops every socket of service-mode association `assoc` (its
-    /// application died, broke the protocol, or the daemon is stopping):
-    /// connections are reset (RST to each peer) and every socket is closed
-    /// with `errno` and removed, which frees the association's slots and,
-    /// with the last of them, the engine's mapping of its segment.
-    /// O(sockets). Returns the number of sockets dropped.
-    pub fn drop_owner(&mut self, assoc: u32, errno: i32, now: Instant) -> usize {
+    /// application died, broke the protocol, or the daemon is stopping)
+    /// but those `keep` names (another process holds them too: a forked
+    /// child's inherited connections and listeners): connections are reset
+    /// (RST to each peer) and every socket is closed with `errno` and
+    /// removed, which frees the association's slots and, with the last of
+    /// them, the engine's mapping of its segment. A connection the
+    /// application had closed already is not reset: it delivers what it
+    /// holds and ends as TCP ends it, as Linux's do after their process
+    /// exits. O(sockets). Returns the number of sockets dropped.
+    pub fn drop_owner(
+        &mut self,
+        assoc: u32,
+        errno: i32,
+        now: Instant,
+        keep: impl Fn(appif::socket::SockId) -> bool,
+    ) -> usize {
         self.protocols.now = now;
         let n = self.reset_where(
-            |id| appif::seg::service_owner(id).is_some_and(|(a, _)| a == assoc),
+            |s| {
+                appif::seg::service_owner(s.id()).is_some_and(|(a, _)| a == assoc)
+                    && !keep(s.id())
+                    && !matches!(s, Socket::Tcp(c) if c.app_closed)
+            },
             errno,
         );
         self.protocols.violations.retain(|&a| a != assoc);
         n
     }
 
-    /// Closes with `errno`, resets (RST to the peer) and removes every
-    /// socket whose id `chosen` picks. Returns how many.
-    fn reset_where(&mut self, chosen: impl Fn(appif::socket::SockId) -> bool, errno: i32) -> usize {
-        let protocols = &mut self.protocols;
-        let picked = |s: &Option<Socket>| {
-            s.as_ref().is_some_and(|s| {
-                chosen(match s {
-                    Socket::Tcp(c) => c.id,
-                    Socket::Listener(l) => l.id,
-                    Socket::Udp(u) => u.id,
-                })
+    /// The ids of the sockets of service-mode association `assoc` that a
+    /// fork shares with the child: TCP connections handed to it and not
+    /// closed, and listeners. O(sockets).
+    pub fn sockets_of(&self, assoc: u32) -> Vec<appif::socket::SockId> {
+        self.protocols
+            .sockets
+            .slots
+            .iter()
+            .flatten()
+            .filter(|s| match s {
+                Socket::Tcp(c) => !c.app_closed && !c.unaccepted(),
+                Socket::Listener(_) => true,
+                Socket::Udp(_) => false,
             })
-        };
+            .map(Socket::id)
+            .filter(|&id| appif::seg::service_owner(id).is_some_and(|(a, _)| a == assoc))
+            .collect()
+    }
+
+    /// Closes with `errno`, resets (RST to the peer) and removes every
+    /// socket `chosen` picks. Returns how many.
+    fn reset_where(&mut self, chosen: impl Fn(&Socket) -> bool, errno: i32) -> usize {
+        let protocols = &mut self.protocols;
+        let picked = |s: &Option<Socket>| s.as_ref().is_some_and(&chosen);
         let mut n = 0;
         for slot in 0..protocols.sockets.slots.len() as u32 {
             if !picked(&protocols.sockets.slots[slot as usize]) {

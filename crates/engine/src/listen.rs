@@ -171,6 +171,7 @@ impl Protocols {
             },
             ip6,
             counted: Default::default(),
+            former: None,
         };
         if let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(lslot as usize) {
             l.pending += 1;

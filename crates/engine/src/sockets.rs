@@ -49,6 +49,10 @@ pub struct Conn {
     /// ([`crate::stats::Stats::fold_tcb`]): the engine's totals stay
     /// current without a pass over every connection.
     pub counted: crate::tcp::TcbStats,
+    /// The status block it had before a forked child took it over
+    /// (`Command::Adopt`), kept until the connection goes: its rings live
+    /// in that slot, which must not be reused before.
+    pub former: Option<Arc<StatusHandle>>,
 }
 
 /// What a connection's rings have grown by, counted against its
@@ -156,6 +160,15 @@ pub enum Socket {
 }
 
 impl Socket {
+    /// The socket's id, whatever its kind.
+    pub fn id(&self) -> SockId {
+        match self {
+            Socket::Tcp(c) => c.id,
+            Socket::Listener(l) => l.id,
+            Socket::Udp(u) => u.id,
+        }
+    }
+
     /// The socket's status block, whatever its kind.
     pub fn shared(&self) -> &Arc<StatusHandle> {
         match self {
@@ -453,6 +466,29 @@ impl Sockets {
         }
         self.free.push(slot);
         Some(sock)
+    }
+
+    /// Files the connection in `slot` under `id` instead of its id until
+    /// now (a forked child took it over): its ring growth moves to the
+    /// new owner's budget. False when `id` is taken or `slot` holds no
+    /// connection.
+    pub fn rekey(&mut self, slot: u32, id: SockId) -> bool {
+        if self.ids.contains_key(&id) {
+            return false;
+        }
+        let Some(Some(Socket::Tcp(c))) = self.slots.get_mut(slot as usize) else {
+            return false;
+        };
+        let (from, counted) = (std::mem::replace(&mut c.id, id), c.growth.counted);
+        self.ids.remove(&from);
+        self.ids.insert(id, slot);
+        if counted > 0 {
+            if let Some(used) = self.growth_used.get_mut(&owner_of(from)) {
+                *used = used.saturating_sub(counted);
+            }
+            *self.growth_used.entry(owner_of(id)).or_default() += counted;
+        }
+        true
     }
 
     /// True when no slot is free and the table is at its limit.

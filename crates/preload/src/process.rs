@@ -51,7 +51,7 @@
 #![forbid(unsafe_code)]
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use core::time::Duration;
 use corestack::{Driver, Probe, Stack};
 use std::sync::{Mutex, OnceLock};
@@ -111,8 +111,19 @@ pub struct Net6 {
 static CONFIG: OnceLock<Option<Config>> = OnceLock::new();
 static STACK: OnceLock<Result<Stack, i32>> = OnceLock::new();
 static FORKED: AtomicBool = AtomicBool::new(false);
-/// A forked child's own association (service mode), joined on first use.
-static CHILD: OnceLock<Result<Stack, i32>> = OnceLock::new();
+/// Forks a chain of service-mode processes may go through with an
+/// association in each (a daemonizing server's master and its workers
+/// need 2); deeper children get the embedded-mode behaviour.
+const MAX_GENERATIONS: usize = 8;
+/// A forked child's own association (service mode), joined on first use:
+/// one cell per [`generation`], so that a child finds its own cell fresh
+/// (its parent only ever touched the one before it).
+static CHILD: [OnceLock<Result<Stack, i32>>; MAX_GENERATIONS] =
+    [const { OnceLock::new() }; MAX_GENERATIONS];
+/// Service mode: the association of the process that forked this one and
+/// the ticket of that fork (association << 32 | ticket; 0: none). Set by
+/// the parent just before fork, so the child finds it in its copy.
+static FORK_PARENT: AtomicU64 = AtomicU64::new(0);
 /// Forks since the stack started (0 in the process that started it).
 static GENERATION: AtomicU32 = AtomicU32::new(0);
 
@@ -214,9 +225,9 @@ pub fn generation() -> u32 {
 }
 
 /// True in a forked child that may have a stack of its own: service mode,
-/// one fork away from the stack's process (see the module's notes).
+/// forked by a process that had an association (see the module's notes).
 fn may_join() -> bool {
-    generation() == 1 && config().is_some_and(|c| c.service.is_some())
+    FORK_PARENT.load(Ordering::Relaxed) != 0 && config().is_some_and(|c| c.service.is_some())
 }
 
 /// True when new AF_INET sockets may go to corestack.
@@ -224,43 +235,53 @@ pub fn active() -> bool {
     config().is_some() && (!forked() || may_join())
 }
 
+/// This forked child's own association, if it joined one.
+fn joined_child() -> Option<&'static Stack> {
+    CHILD.get(generation() as usize)?.get()?.as_ref().ok()
+}
+
 /// A forked child's own association (service mode): joins the daemon as
-/// a child of the parent's association on first use, with wake-up
-/// eventfds of its own, which replace the parent's in the pool.
+/// the child of the fork its parent announced ([`before_fork`]) on first
+/// use, with wake-up eventfds of its own, which replace the parent's in
+/// the pool.
 fn child_stack(cfg: &Config) -> Result<&'static Stack, i32> {
     let Some(path) = cfg.service.as_ref().filter(|_| may_join()) else {
         return Err(libc::ENETDOWN);
     };
-    CHILD
-        .get_or_init(|| {
-            let _inside = crate::sys::Inside::enter();
-            let parent = STACK
-                .get()
-                .and_then(|r| r.as_ref().ok())
-                .and_then(|s| s.association())
-                .ok_or(libc::ENETDOWN)?;
-            let s = join_daemon(
-                path,
-                parent,
-                "forked child: {e}: its inherited corestack sockets answer ENETDOWN",
-            )?;
-            crate::wait::replace_wakers(&s.wake_eventfds());
-            Ok(s)
-        })
-        .as_ref()
-        .map_err(|e| *e)
+    let Some(cell) = CHILD.get(generation() as usize) else {
+        return Err(libc::ENETDOWN);
+    };
+    cell.get_or_init(|| {
+        let _inside = crate::sys::Inside::enter();
+        let fp = FORK_PARENT.load(Ordering::Relaxed);
+        let s = join_daemon(
+            path,
+            ((fp >> 32) as u32, fp as u32),
+            "forked child: {e}: its inherited corestack sockets answer ENETDOWN",
+        )?;
+        crate::wait::replace_wakers(&s.wake_eventfds());
+        Ok(s)
+    })
+    .as_ref()
+    .map_err(|e| *e)
 }
 
-/// Joins the daemon at `path` (as a child of association `parent`, unless
-/// 0) with [`WAKERS`] fresh eventfds; a failure is said once on stderr as
-/// `why`, where `{e}` stands for the error. Errors: the errno of the join.
-fn join_daemon(path: &std::path::Path, parent: u32, why: &str) -> Result<Stack, i32> {
+/// Joins the daemon at `path` (as the child of fork `ticket` of
+/// association `parent`, unless 0) with [`WAKERS`] fresh eventfds; a
+/// failure is said once on stderr as `why`, where `{e}` stands for the
+/// error. Errors: the errno of the join.
+fn join_daemon(
+    path: &std::path::Path,
+    (parent, ticket): (u32, u32),
+    why: &str,
+) -> Result<Stack, i32> {
     let wakers = (0..WAKERS)
         .filter_map(|_| crate::sys::internal_eventfd_owned().ok())
         .collect();
     Stack::builder()
         .service(path)
         .child_of(parent)
+        .fork_ticket(ticket)
         .wake_eventfds(wakers)
         .start()
         .map_err(|e| {
@@ -284,7 +305,7 @@ pub fn stack() -> Result<&'static Stack, i32> {
         .get_or_init(|| {
             let _inside = crate::sys::Inside::enter();
             if let Some(path) = &cfg.service {
-                let s = join_daemon(path, 0, "{e}: every socket stays in the kernel")?;
+                let s = join_daemon(path, (0, 0), "{e}: every socket stays in the kernel")?;
                 crate::wait::add_wakers(&s.wake_eventfds());
                 return Ok(s);
             }
@@ -321,10 +342,7 @@ pub fn stack() -> Result<&'static Stack, i32> {
 /// its own association if it joined one (service mode), else None.
 pub fn started() -> Option<&'static Stack> {
     if forked() {
-        return CHILD
-            .get()
-            .and_then(|r| r.as_ref().ok())
-            .filter(|_| generation() == 1);
+        return joined_child();
     }
     STACK.get().and_then(|r| r.as_ref().ok())
 }
@@ -516,21 +534,67 @@ pub fn nofile_soft_limit() -> u64 {
     crate::ffi::nofile_soft_limit().unwrap_or(1024)
 }
 
+/// Just before fork(2) (service mode): a process with an association of
+/// its own announces the fork (`Stack::forking`), so that every socket it
+/// holds gets a reference for the child, and records the association and
+/// the fork's ticket for the child to find. A forked child that has not
+/// joined yet joins first when it may (so that what it inherited reaches
+/// its own children). Returns what [`after_fork_parent`] needs.
+pub fn before_fork() -> Option<(&'static Stack, u32)> {
+    let announce = || -> Option<(&'static Stack, u32)> {
+        let cfg = config()?;
+        cfg.service.as_ref()?;
+        let own = if forked() {
+            child_stack(cfg).ok()?
+        } else {
+            started()?
+        };
+        Some((own, own.forking()?))
+    };
+    let r = announce();
+    let word = r
+        .and_then(|(s, t)| Some(u64::from(s.association()?) << 32 | u64::from(t)))
+        .unwrap_or(0);
+    FORK_PARENT.store(word, Ordering::Relaxed);
+    r
+}
+
+/// fork(2) returned `pid` in the parent (-1: it failed): tells the daemon
+/// which process holds the fork's references.
+pub fn after_fork_parent(announced: Option<(&'static Stack, u32)>, pid: i32) {
+    if let Some((s, ticket)) = announced {
+        s.forked(ticket, pid);
+    }
+}
+
+/// Just before execve(2) in a forked child (service mode) that inherited
+/// references from its parent's fork and has not joined: joins, so that
+/// the exec, which closes the association's control connection, gives
+/// those references back at once (as Linux closes close-on-exec sockets).
+pub fn before_exec() {
+    if forked() && may_join() && joined_child().is_none() {
+        if let Some(cfg) = config() {
+            let _ = child_stack(cfg);
+        }
+    }
+}
+
 /// fork's child handler: from now on this process has no engine (and the
 /// parent's sockets are the parent's: [`generation`] moves on). In service
 /// mode it also closes its copy of the parent's control connection (which
 /// it never uses): else the daemon would not see the parent leave while
-/// the child lives.
+/// the child lives. Its own association, if it needs one, is joined on
+/// first use as the child of the fork its parent announced.
 pub fn after_fork_child() {
     let own = if forked() {
-        CHILD.get().filter(|_| generation() == 1)
+        joined_child()
     } else {
-        STACK.get()
+        STACK.get().and_then(|r| r.as_ref().ok())
     };
     if let Some(started) = own {
         FORKED.store(true, Ordering::Relaxed);
         GENERATION.fetch_add(1, Ordering::Relaxed);
-        if let Some(fd) = started.as_ref().ok().and_then(|s| s.service_ctl_fd()) {
+        if let Some(fd) = started.service_ctl_fd() {
             crate::sys::k::close_fd(fd);
         }
     } else if forked() {

@@ -124,6 +124,11 @@ real_fns! {
     __ppoll_chk(fds: *mut pollfd, n: nfds_t, ts: *const timespec, mask: *const sigset_t, fdslen: size_t) -> c_int;
     __fdelt_chk(d: c_long) -> c_long;
     fork() -> pid_t;
+    execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+    execv(path: *const c_char, argv: *const *const c_char) -> c_int;
+    execvp(file: *const c_char, argv: *const *const c_char) -> c_int;
+    execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+    fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
     closefrom(low: c_int) -> c_int;
     fclose(fp: *mut libc::FILE) -> c_int;
     pipe(fds: *mut c_int) -> c_int;

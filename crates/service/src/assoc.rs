@@ -159,7 +159,10 @@ pub(crate) fn layout_for(hello: &ctl::Hello, cfg: &Validated) -> Layout {
 /// (`/proc/<pid>/stat`, field 4) of the process on the control connection
 /// (`SO_PEERCRED`): ancestry, not uid, so a worker that dropped its
 /// privileges after fork still joins. Its own permissions (ports below
-/// 1024) are those of its own credentials, as for any application.
+/// 1024) are those of its own credentials, as for any application. A
+/// child whose parent named it (`forked_child`: its pid is the one the
+/// parent gave with the hello's fork ticket) is welcomed even after the
+/// parent exited (a daemonizing server).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn join(
     s: UnixStream,
@@ -170,6 +173,7 @@ pub(crate) fn join(
     assoc: u32,
     mtu: u32,
     pid_of: impl Fn(u32) -> Option<i32>,
+    forked_child: impl Fn(i32) -> bool,
 ) -> Result<App, JoinError> {
     let refuse = |s: &UnixStream, errno: i32| {
         let _ = ctl::send_msg(s, &ctl::Welcome::refused(errno).encode(), &[]);
@@ -185,6 +189,7 @@ pub(crate) fn join(
     let parent = match hello.parent {
         0 => None,
         p if pid_of(p).is_some_and(|pp| parent_pid(cred.pid) == Some(pp)) => Some(p),
+        p if forked_child(cred.pid) => Some(p),
         p => {
             refuse(&s, errno::EPERM);
             return Err(JoinError::NotChild {
@@ -278,6 +283,7 @@ mod tests {
             ring_bytes,
             name: "app".into(),
             parent: 0,
+            ticket: 0,
         }
     }
 

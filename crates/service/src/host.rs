@@ -26,10 +26,13 @@ use crate::apps::{self, AppsPublisher};
 use crate::assoc::{self, App, Ending, JoinError};
 use crate::config::{Policy, Validated};
 use crate::control::ControlSocket;
+use crate::forks::Forks;
 use crate::translate::{translate, ProtocolViolation};
+use appif::command::Command;
 use appif::ctl::{self, Epoll};
 use appif::notify::Notify;
-use appif::seg::{AppSegmentAccept, Desc};
+use appif::seg::{self, AppSegmentAccept, Desc};
+use appif::socket::SockId;
 use core::time::Duration;
 use engine::publish::Published;
 use engine::time::Instant;
@@ -42,7 +45,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use thiserror::Error;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// Descriptors taken from one application per iteration.
 const CMD_BURST: usize = 64;
@@ -95,6 +98,8 @@ pub struct Host<P: Port> {
     events: Vec<u64>,
     /// The application table for `corestack stat` (None without /dev/shm).
     app_table: Option<AppsPublisher>,
+    /// Sockets shared across fork, and the references held for children.
+    forks: Forks,
 }
 
 impl<P: Port> Host<P> {
@@ -144,6 +149,7 @@ impl<P: Port> Host<P> {
             violations: Vec::new(),
             events: Vec::with_capacity(64),
             app_table: AppsPublisher::new(),
+            forks: Forks::default(),
         })
     }
 
@@ -194,8 +200,74 @@ impl<P: Port> Host<P> {
             };
             n += 1;
             app.stats.commands += 1;
-            let (seg, assoc, privileged, parent) =
-                (&app.seg, app.assoc, app.privileged, app.parent);
+            let assoc = app.assoc;
+            let mut parent = app.parent;
+            let id = seg::service_id(assoc, d.slot());
+            let mut then_close = None;
+            match d {
+                Desc::Forking { ticket } => {
+                    let ids = self.engine.engine.sockets_of(assoc);
+                    self.forks.forking(assoc, ticket, &ids);
+                    debug!(
+                        assoc,
+                        ticket,
+                        sockets = ids.len(),
+                        holds = self.forks.holds(),
+                        "application forks"
+                    );
+                    continue;
+                }
+                Desc::Forked { ticket, pid } => {
+                    let close = self.forks.forked(assoc, ticket, pid);
+                    self.close_now(close, now);
+                    continue;
+                }
+                Desc::Adopt {
+                    slot,
+                    parent_slot,
+                    owner,
+                } => {
+                    self.adopt(i, slot, parent_slot, owner, now)?;
+                    continue;
+                }
+                Desc::Close { slot } | Desc::Abort { slot } if slot < app.seg.layout().nslots => {
+                    match self.forks.close(id) {
+                        Some(x) if x == id => {}
+                        other => {
+                            // Others hold the socket still, or the last
+                            // reference was this copy of a connection a
+                            // child took over: that one closes.
+                            app.stats.closes += 1;
+                            AppSegmentAccept::app_closed(&app.seg, slot);
+                            self.close_now(other, now);
+                            continue;
+                        }
+                    }
+                }
+                Desc::JoinListener {
+                    parent_slot, owner, ..
+                } => {
+                    self.forks.opened(id);
+                    let of = if owner == 0 { parent } else { Some(owner) };
+                    let via_fork = of.and_then(|o| {
+                        self.forks
+                            .join_listener(assoc, seg::service_id(o, parent_slot))
+                    });
+                    // A hold from a fork, or the parent checked at hello.
+                    parent = if via_fork.is_some() || of == parent {
+                        of
+                    } else {
+                        None
+                    };
+                    then_close = via_fork.flatten();
+                }
+                Desc::Connect { .. } | Desc::Listen { .. } | Desc::UdpBind { .. } => {
+                    self.forks.opened(id);
+                }
+                _ => {}
+            }
+            let app = &mut self.apps[i];
+            let (seg, privileged) = (&app.seg, app.privileged);
             if let Some(cmd) = translate(seg, assoc, d, privileged, parent, &mut app.stats)? {
                 self.engine.engine.submit(cmd, now);
             }
@@ -203,8 +275,61 @@ impl<P: Port> Host<P> {
                 // After the engine took the Close: only now may the slot be reused.
                 AppSegmentAccept::app_closed(&self.apps[i].seg, slot);
             }
+            self.close_now(then_close, now);
         }
         Ok(n)
+    }
+
+    /// `Desc::Adopt` from application `i`: its `slot` takes over the
+    /// connection in `parent_slot` of association `owner` (0: its parent),
+    /// if it holds a reference to it from a fork; else `slot` is closed
+    /// with ENETDOWN. Errors: `slot` out of range.
+    fn adopt(
+        &mut self,
+        i: usize,
+        slot: u32,
+        parent_slot: u32,
+        owner: u32,
+        now: Instant,
+    ) -> Result<(), ProtocolViolation> {
+        let app = &mut self.apps[i];
+        let shared = app
+            .seg
+            .shared(slot, true)
+            .ok_or(ProtocolViolation::SlotOutOfRange { slot })?;
+        app.stats.opens += 1;
+        let id = seg::service_id(app.assoc, slot);
+        self.forks.opened(id);
+        let of = if owner == 0 { app.parent } else { Some(owner) };
+        let from = of.and_then(|o| {
+            self.forks
+                .adopt(app.assoc, seg::service_id(o, parent_slot), id)
+        });
+        match from {
+            Some(from) => self
+                .engine
+                .engine
+                .submit(Command::Adopt { id, shared, from }, now),
+            None => {
+                app.stats.refused += 1;
+                shared.set_closed(appif::errno::ENETDOWN);
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes, in the engine, the shared sockets whose last reference went.
+    fn close_now(&mut self, ids: impl IntoIterator<Item = SockId>, now: Instant) {
+        for id in ids {
+            self.engine.engine.submit(Command::Close { id }, now);
+        }
+    }
+
+    /// Applies everything left in application `i`'s command ring (it is
+    /// leaving: what it asked before it went still happens, as the
+    /// kernel carries out a process's calls before its exit).
+    fn drain(&mut self, i: usize, now: Instant) {
+        while matches!(self.pump(i, now), Ok(n) if n > 0) {}
     }
 
     /// New applications, hellos, departures, ring violations.
@@ -260,7 +385,10 @@ impl<P: Port> Host<P> {
         for i in (0..self.apps.len()).rev() {
             let mut b = [0u8; 1];
             match (&self.apps[i].ctl).read(&mut b) {
-                Ok(0) => self.end(i, Ending::Departed, now),
+                Ok(0) => {
+                    self.drain(i, now);
+                    self.end(i, Ending::Departed, now)
+                }
                 Ok(_) => self.end(
                     i,
                     Ending::Violation(ProtocolViolation::ControlSocketWrite),
@@ -270,6 +398,8 @@ impl<P: Port> Host<P> {
                 Err(_) => self.end(i, Ending::Departed, now),
             }
         }
+        let gone = self.forks.reap();
+        self.close_now(gone, now);
         self.engine.engine.take_violations(&mut self.violations);
         while let Some(assoc) = self.violations.pop() {
             if let Some(i) = self.apps.iter().position(|a| a.assoc == assoc) {
@@ -285,6 +415,16 @@ impl<P: Port> Host<P> {
         hello: &[u8],
         wakers: Vec<std::os::fd::OwnedFd>,
     ) -> Result<(), JoinError> {
+        // A forked child's parent said Forking before the fork: take it
+        // (and the Forked after it) before judging the child's hello.
+        let claim = ctl::Hello::decode(hello)
+            .map(|h| (h.parent, h.ticket))
+            .unwrap_or_default();
+        if let Some(p) = self.apps.iter().position(|a| a.assoc == claim.0) {
+            let now = Instant::now();
+            self.drain(p, now);
+        }
+        let forks = &self.forks;
         let app = assoc::join(
             s,
             hello,
@@ -296,7 +436,11 @@ impl<P: Port> Host<P> {
             // A parent that died meanwhile no longer passes: its children
             // were reparented at once, so /proc names another parent.
             |a| self.apps.iter().find(|x| x.assoc == a).map(|x| x.cred.pid),
+            |pid| forks.is_child(claim.0, claim.1, pid),
         )?;
+        if claim.0 != 0 {
+            self.forks.joined(claim.0, claim.1, app.assoc);
+        }
         self.epoll
             .add(app.doorbell.as_fd(), TOKEN_APP)
             .and_then(|()| self.epoll.add(app.ctl.as_fd(), TOKEN_APP))
@@ -336,7 +480,13 @@ impl<P: Port> Host<P> {
         self.publish_owners();
         let errno = appif::errno::ECONNRESET;
         app.seg.closed().store(errno as u32, Ordering::Release);
-        let dropped = self.engine.engine.drop_owner(app.assoc, errno, now);
+        let ids = self.engine.engine.sockets_of(app.assoc);
+        let (keep, close) = self.forks.ending(app.assoc, &ids);
+        let dropped = self
+            .engine
+            .engine
+            .drop_owner(app.assoc, errno, now, |id| keep.contains(&id));
+        self.close_now(close, now);
         app.seg.notify_app();
         let _ = self.epoll.delete(app.doorbell.as_fd());
         let _ = self.epoll.delete(app.ctl.as_fd());

@@ -14,6 +14,8 @@
 //!  assoc      one association per application: segment,     (JoinError)
 //!             command ring, doorbell, credentials, counters
 //!  translate  Desc → Command, port permissions               (ProtocolViolation)
+//!  forks      sockets shared across fork: references per socket,
+//!             held for children until they take over or end
 //!  host       the loop: command rings → engine, control work,
 //!             violations, idle sleep, stop                   (SetupError)
 //!  daemon     opens the AF_XDP or TAP port, runs the host    (RunError)
@@ -31,6 +33,7 @@ pub mod assoc;
 pub mod config;
 pub mod control;
 pub mod daemon;
+mod forks;
 pub mod host;
 pub mod translate;
 

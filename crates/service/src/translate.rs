@@ -112,6 +112,8 @@ pub fn translate(
         }
     }
     Ok(Some(match d {
+        // The host's own: references across fork (see `forks`).
+        Desc::Forking { .. } | Desc::Forked { .. } | Desc::Adopt { .. } => return Ok(None),
         Desc::Connect {
             remote,
             local_port,
@@ -309,6 +311,7 @@ mod tests {
             slot,
             parent_slot: 5,
             backlog: 16,
+            owner: 0,
         };
         let (seg, mut stats) = (segment(), AppStats::default());
         let r = translate(&seg, ASSOC, join(1), true, None, &mut stats);

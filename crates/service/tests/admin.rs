@@ -63,6 +63,7 @@ fn apps_beyond_max_apps_are_refused_with_emfile() {
         ring_bytes: 4096,
         name: "second".into(),
         parent: 0,
+        ticket: 0,
     };
     let (_ctl, w, fds) = rogue::hello(&d.sock, &hello.encode());
     assert_eq!(w.status, appif::errno::EMFILE, "{w:?}");
@@ -84,6 +85,7 @@ fn hello_claiming_a_parent_that_is_not_its_parent_process_is_refused_with_eperm(
             ring_bytes: 4096,
             name: "claimer".into(),
             parent,
+            ticket: 0,
         };
         let (_ctl, w, fds) = rogue::hello(&d.sock, &hello.encode());
         assert_eq!(w.status, appif::errno::EPERM, "parent {parent}: {w:?}");
@@ -107,6 +109,7 @@ fn hello_asking_for_too_much_gets_the_configured_limits() {
         ring_bytes: 5000,
         name: "greedy".into(),
         parent: 0,
+        ticket: 0,
     };
     let (_ctl, w, fds) = rogue::hello(&d.sock, &hello.encode());
     assert_eq!(w.status, 0, "{w:?}");

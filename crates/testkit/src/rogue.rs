@@ -62,6 +62,7 @@ impl RogueApp {
             ring_bytes: 4096,
             name: name.to_string(),
             parent: 0,
+            ticket: 0,
         };
         let (ctl, welcome, mut fds) = hello(sock, &h.encode());
         assert_eq!(welcome.status, 0, "the daemon refused {name}: {welcome:?}");

@@ -96,16 +96,18 @@ pub enum Desc {
         snd: u32,
     },
     /// A forked child joins the listener it inherited: `slot` becomes one
-    /// more member of the listening socket in `parent_slot` of its parent's
-    /// association (the one its hello named), sharing its port; new
-    /// connections go to the members that accept.
+    /// more member of the listening socket in `parent_slot` of association
+    /// `owner` (0: its parent's, the one its hello named), sharing its
+    /// port; new connections go to the members that accept.
     JoinListener {
         /// The child's socket slot in its own segment.
         slot: u32,
-        /// The listener's slot in the parent's segment.
+        /// The listener's slot in the owner's segment.
         parent_slot: u32,
         /// Connections accepted but not yet taken by this member, at most.
         backlog: u32,
+        /// The association whose listener it is; 0: the parent's.
+        owner: u32,
     },
     /// Close with a reset (SO_LINGER {1, 0}): RST to the peer, unsent
     /// bytes dropped (RFC 9293 §3.10.5); the slot is let go as by Close.
@@ -123,6 +125,41 @@ pub enum Desc {
         interval_s: u32,
         /// Unanswered probes before the connection times out.
         count: u32,
+    },
+    /// The application is about to fork(2): every socket it holds now
+    /// (connections and listeners, its own and those it inherited and
+    /// has not taken over) gets one more reference, held for the child
+    /// that presents `ticket` in its hello, until that child takes the
+    /// socket over ([`Desc::Adopt`], [`Desc::JoinListener`]) or ends. The
+    /// descriptor names no slot ([`Desc::slot`] is 0).
+    Forking {
+        /// A number the application chose for this fork, unique among
+        /// its forks.
+        ticket: u32,
+    },
+    /// fork(2) returned in the parent: the child of `ticket` is process
+    /// `pid`, watched so that its references go when it exits without
+    /// joining; `pid` 0: the fork failed and the references go now.
+    Forked {
+        /// The ticket of the matching [`Desc::Forking`].
+        ticket: u32,
+        /// The child's process id; 0 when fork failed.
+        pid: u32,
+    },
+    /// A forked child takes over the TCP connection it inherited in
+    /// `parent_slot` of association `owner` (0: its parent's): from now on
+    /// the connection answers to `slot` of the child's segment (its status
+    /// block, wake-ups and commands) while its byte rings stay where they
+    /// are, in the owner's segment, which the child inherited mapped.
+    /// Closed with ENETDOWN in `slot` when the child holds no reference to
+    /// it or it is no TCP connection.
+    Adopt {
+        /// The child's socket slot in its own segment.
+        slot: u32,
+        /// The connection's slot in the owner's segment.
+        parent_slot: u32,
+        /// The association whose connection it is; 0: the parent's.
+        owner: u32,
     },
     /// IPV6_TCLASS and IPV6_UNICAST_HOPS: traffic class in the flag byte,
     /// hop limit (0: the default) in the argument.
@@ -186,9 +223,12 @@ pub mod desc_layout {
 }
 
 impl Desc {
-    /// The slot the descriptor names.
+    /// The slot the descriptor names (0 for [`Desc::Forking`] and
+    /// [`Desc::Forked`], which name none).
     pub fn slot(&self) -> u32 {
         match *self {
+            Desc::Forking { .. } | Desc::Forked { .. } => 0,
+            Desc::Adopt { slot, .. } => slot,
             Desc::Connect { slot, .. }
             | Desc::Listen { slot, .. }
             | Desc::UdpBind { slot, .. }
@@ -248,10 +288,24 @@ impl Desc {
             Desc::JoinListener {
                 parent_slot,
                 backlog,
+                owner,
                 ..
             } => {
                 b[ARG2..ARG2 + 4].copy_from_slice(&parent_slot.to_le_bytes());
+                b[ARG3..ARG3 + 4].copy_from_slice(&owner.to_le_bytes());
                 (12, 0, None, backlog)
+            }
+            Desc::Forking { ticket } => (16, 0, None, ticket),
+            Desc::Forked { ticket, pid } => {
+                b[ARG2..ARG2 + 4].copy_from_slice(&pid.to_le_bytes());
+                (17, 0, None, ticket)
+            }
+            Desc::Adopt {
+                parent_slot, owner, ..
+            } => {
+                b[ARG2..ARG2 + 4].copy_from_slice(&parent_slot.to_le_bytes());
+                b[ARG3..ARG3 + 4].copy_from_slice(&owner.to_le_bytes());
+                (18, 0, None, 0)
             }
             Desc::Abort { .. } => (13, 0, None, 0),
             Desc::SetKeepaliveParams {
@@ -360,6 +414,17 @@ impl Desc {
                 slot,
                 parent_slot: arg2,
                 backlog: arg,
+                owner: arg3,
+            },
+            16 => Desc::Forking { ticket: arg },
+            17 => Desc::Forked {
+                ticket: arg,
+                pid: arg2,
+            },
+            18 => Desc::Adopt {
+                slot,
+                parent_slot: arg2,
+                owner: arg3,
             },
             13 => Desc::Abort { slot },
             14 => Desc::SetKeepaliveParams {

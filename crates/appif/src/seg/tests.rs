@@ -78,6 +78,17 @@ fn descriptors_round_trip_and_garbage_is_refused() {
             slot: 2,
             parent_slot: 6,
             backlog: 511,
+            owner: 12,
+        },
+        Desc::Forking { ticket: 0xdead },
+        Desc::Forked {
+            ticket: 0xdead,
+            pid: 4_194_304,
+        },
+        Desc::Adopt {
+            slot: 8,
+            parent_slot: 3,
+            owner: 0,
         },
         Desc::Abort { slot: 3 },
         Desc::SetKeepaliveParams {

@@ -36,6 +36,7 @@ pub struct StackBuilder {
     wakers: Vec<std::os::fd::OwnedFd>,
     af_xdp_tx: Option<nic::af_xdp::TxPath>,
     parent: u32,
+    ticket: u32,
 }
 
 impl Default for StackBuilder {
@@ -65,6 +66,7 @@ impl Default for StackBuilder {
             wakers: Vec::new(),
             af_xdp_tx: None,
             parent: 0,
+            ticket: 0,
         }
     }
 }
@@ -205,9 +207,20 @@ impl StackBuilder {
     /// `assoc` (the parent process's, [`Stack::association`]), which lets
     /// this stack join the parent's listeners ([`TcpListener::join`]).
     /// Errors at `start()`: EPERM when this process's parent is not that
-    /// association's process (the daemon checks).
+    /// association's process (the daemon checks), unless the parent named
+    /// this process as the child of fork `ticket` ([`Stack::forking`]).
     pub fn child_of(mut self, assoc: u32) -> Self {
         self.parent = assoc;
+        self
+    }
+
+    /// Service mode, in a forked child: the ticket of the fork that made
+    /// this process ([`Stack::forking`] in the parent, 0: none). With it
+    /// the child may take over the sockets it inherited
+    /// ([`TcpStream::adopt`](crate::TcpStream::adopt),
+    /// [`TcpListener::join`]), and joins even when its parent has exited.
+    pub fn fork_ticket(mut self, ticket: u32) -> Self {
+        self.ticket = ticket;
         self
     }
 
@@ -267,7 +280,12 @@ impl StackBuilder {
             (None, _) => None,
         };
         if let Some(path) = service {
-            return launch_service(&path, self.ring_bytes, self.wakers, self.parent);
+            return launch_service(
+                &path,
+                self.ring_bytes,
+                self.wakers,
+                (self.parent, self.ticket),
+            );
         }
         let (ip, prefix) = self.ip.ok_or_else(|| {
             io::Error::new(
@@ -374,7 +392,7 @@ fn launch_service(
     path: &std::path::Path,
     ring_bytes: usize,
     wakers: Vec<std::os::fd::OwnedFd>,
-    parent: u32,
+    parent: (u32, u32),
 ) -> io::Result<Stack> {
     let service = crate::service::Service::connect(path, ring_bytes, wakers, parent)?;
     let (tx, _rx) = spsc::channel(1);

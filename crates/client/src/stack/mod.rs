@@ -352,24 +352,85 @@ impl Stack {
         Ok((base, shared, AcceptRx::Local(queues, 0)))
     }
 
-    /// Service mode: a new member of listener `group_slot` of the parent
-    /// association (see [`StackBuilder::child_of`]). Errors: EOPNOTSUPP
-    /// outside service mode, EMFILE when the segment has no free slot.
+    /// Service mode: a new member of listener `group_slot` of association
+    /// `owner` (0: the parent's, see [`StackBuilder::child_of`]). Errors:
+    /// EOPNOTSUPP outside service mode, EMFILE when the segment has no
+    /// free slot.
     pub(crate) fn join_listener(
         &self,
-        group_slot: u32,
+        (owner, group_slot): (u32, u32),
         backlog: usize,
     ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
-        let Mode::Service(s) = &self.inner.mode else {
-            return Err(errno::io(libc::EOPNOTSUPP));
-        };
+        let s = self.service()?;
         let p = s.new_socket()?;
         s.submit_desc(Desc::JoinListener {
             slot: p.id as u32,
             parent_slot: group_slot,
             backlog: backlog as u32,
+            owner,
         });
         Ok((p.id, p.shared, AcceptRx::AppSegment(p.rx)))
+    }
+
+    /// Service mode: a slot of this association takes over connection
+    /// `parent_slot` of association `owner` (see [`crate::TcpStream::adopt`]):
+    /// the new slot's id and status block (the engine fills it in).
+    /// Errors: EOPNOTSUPP outside service mode, EMFILE when the segment
+    /// has no free slot.
+    pub(crate) fn adopt(
+        &self,
+        (owner, parent_slot): (u32, u32),
+    ) -> io::Result<(SockId, Arc<StatusHandle>)> {
+        let s = self.service()?;
+        let p = s.new_socket()?;
+        s.submit_desc(Desc::Adopt {
+            slot: p.id as u32,
+            parent_slot,
+            owner,
+        });
+        Ok((p.id, p.shared))
+    }
+
+    /// Service mode: this process is about to fork(2). Every socket it
+    /// holds gets a reference for the child until the child takes it over
+    /// or ends, so that closing the parent's copy does not close the
+    /// child's (as on Linux). Returns the fork's ticket, for the child's
+    /// [`StackBuilder::fork_ticket`] and for [`Stack::forked`]; None
+    /// outside service mode.
+    pub fn forking(&self) -> Option<u32> {
+        let s = self.service().ok()?;
+        let ticket = s.next_ticket();
+        s.submit_desc(Desc::Forking { ticket });
+        Some(ticket)
+    }
+
+    /// Service mode: fork(2) returned `pid` in the parent for the fork of
+    /// `ticket` (-1 or 0: it failed). The daemon watches the child, so the
+    /// references it holds end when it exits without joining.
+    pub fn forked(&self, ticket: u32, pid: i32) {
+        if let Ok(s) = self.service() {
+            s.submit_desc(Desc::Forked {
+                ticket,
+                pid: u32::try_from(pid).unwrap_or(0),
+            });
+        }
+    }
+
+    /// The service-mode association. Errors: EOPNOTSUPP in other modes.
+    fn service(&self) -> io::Result<&crate::service::Service> {
+        match &self.inner.mode {
+            Mode::Service(s) => Ok(s),
+            _ => Err(errno::io(libc::EOPNOTSUPP)),
+        }
+    }
+
+    /// Service mode: this stack's views of the rings of `slot` of its
+    /// segment (another process's stack, inherited across fork: the
+    /// segment is mapped here too). None outside service mode or for a
+    /// slot out of range.
+    pub(crate) fn slot_rings(&self, slot: u32) -> Option<(bytes::Writer, bytes::Reader)> {
+        let s = self.service().ok()?;
+        Some((s.seg.tx_writer(slot)?, s.seg.rx_reader(slot)?))
     }
 
     /// The next accepted connection waiting in `q`, if any.

@@ -54,9 +54,77 @@ pub unsafe extern "C" fn __recvfrom_chk(
     unsafe { recvfrom(fd, buf, n, flags, addr, len) }
 }
 
+/// fork: in service mode the daemon learns of it first, so that the
+/// sockets the parent holds get references for the child (closing the
+/// parent's copy then leaves the child's open, as on Linux), and the child
+/// learns the fork's ticket, with which it joins and takes them over.
+#[no_mangle]
+pub unsafe extern "C" fn fork() -> pid_t {
+    let announced = process::before_fork();
+    // SAFETY: fork takes no arguments; the atfork handlers run.
+    let pid = unsafe { sys::fork() };
+    if pid != 0 {
+        process::after_fork_parent(announced, pid);
+    }
+    pid
+}
+
 /// vfork: made a fork, so that the child cannot write the parent's table.
 #[no_mangle]
 pub unsafe extern "C" fn vfork() -> pid_t {
-    // SAFETY: fork takes no arguments; the atfork handlers run.
-    unsafe { sys::fork() }
+    // SAFETY: as fork.
+    unsafe { fork() }
+}
+
+/// execve: a forked child gives back the references it inherited first
+/// (see [`process::before_exec`]).
+#[no_mangle]
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    process::before_exec();
+    // SAFETY: the caller's arguments, passed on unchanged.
+    unsafe { sys::execve(path, argv, envp) }
+}
+
+/// execv: as execve.
+#[no_mangle]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    process::before_exec();
+    // SAFETY: as execve.
+    unsafe { sys::execv(path, argv) }
+}
+
+/// execvp: as execve.
+#[no_mangle]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    process::before_exec();
+    // SAFETY: as execve.
+    unsafe { sys::execvp(file, argv) }
+}
+
+/// execvpe: as execve.
+#[no_mangle]
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    process::before_exec();
+    // SAFETY: as execve.
+    unsafe { sys::execvpe(file, argv, envp) }
+}
+
+/// fexecve: as execve.
+#[no_mangle]
+pub unsafe extern "C" fn fexecve(
+    fd: c_int,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    process::before_exec();
+    // SAFETY: as execve.
+    unsafe { sys::fexecve(fd, argv, envp) }
 }

@@ -24,7 +24,7 @@ use crate::sock::{Accepted, From, Recvd, Sock, Ty, R};
 use crate::sys::{self, k};
 use crate::table::{self, Obj};
 use crate::wait::Deadline;
-use core::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
+use core::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void};
 use core::time::Duration;
 use libc::{
     epoll_event, fd_set, iovec, mmsghdr, msghdr, nfds_t, off64_t, off_t, pid_t, pollfd, sigset_t,

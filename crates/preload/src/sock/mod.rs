@@ -242,9 +242,11 @@ impl Sock {
 
     /// True in a forked child for a socket on the parent's corestack
     /// stack: every call on it says ENETDOWN (close is fine). In service
-    /// mode an inherited listener is first joined to the parent's as a
-    /// member of a shared listener on the child's own association
-    /// (joining the daemon on first use): then it is alive.
+    /// mode the child's own association (joined on first use) first takes
+    /// it over: an inherited listener becomes a member of a shared
+    /// listener, an inherited connection answers to the child from then
+    /// on (`TcpStream::adopt`); then it is alive. Inherited UDP sockets
+    /// stay dead.
     pub fn dead_in_child(&self) -> bool {
         let now = process::generation();
         if self.generation.load(Ordering::Relaxed) == now {
@@ -267,6 +269,18 @@ impl Sock {
                     // The parent's listener stays the parent's: never
                     // closed from here.
                     std::mem::forget(std::mem::replace(l, joined));
+                    self.generation.store(now, Ordering::Relaxed);
+                    false
+                }
+                None => true,
+            },
+            State::Stream(inherited) => match process::stack()
+                .ok()
+                .and_then(|stack| TcpStream::adopt(stack, inherited).ok())
+            {
+                Some(mine) => {
+                    // The parent's handle is the parent's: never dropped here.
+                    std::mem::forget(std::mem::replace(inherited, mine));
                     self.generation.store(now, Ordering::Relaxed);
                     false
                 }
