@@ -33,6 +33,14 @@ if ! command -v node >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs
 fi
 
+# PostgreSQL and pgbench: a shim test runs the postmaster (which forks a backend per
+# connection) in service mode under pgbench (installed only when missing).
+if ! command -v pgbench >/dev/null || ! compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null; then
+    echo "setup: installing postgresql"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql
+fi
+
 if ! command -v cargo >/dev/null && [[ -f "$HOME/.cargo/env" ]]; then
     # shellcheck disable=SC1091
     source "$HOME/.cargo/env"

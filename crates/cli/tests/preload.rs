@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::daemon::{Daemon, SocketPath};
+use common::daemon::{tail_of, Daemon, SocketPath};
 use common::shim::{need, preload, profile_dir, script};
 use common::*;
 use netns::Netns;
@@ -1175,16 +1175,44 @@ fn nc_both_ways(pair: &Pair, sh: &Sh) {
 fn shim_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_keeps_working() {
     let _lock = start();
     let pair = Pair::new("p", 159).expect("creating the namespaces");
-    fork_child_enetdown(&pair, &|p, a| shimmed(&pair, p, a), "-1 ENETUNREACH");
+    fork_child_enetdown(
+        &pair,
+        &|p, a| shimmed(&pair, p, a),
+        &[
+            "child recv -1 ENETDOWN",
+            "child send -1 ENETDOWN",
+            "child poll 1 revents 0x19",
+            "child close 0",
+            "child new socket connect -1 ENETUNREACH",
+            "parent recv 2",
+            "helper exec exit 0",
+            "parent still works 2",
+        ],
+    );
 }
 
 #[test]
-fn shim_service_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_keeps_working() {
+fn shim_service_fork_child_takes_over_the_inherited_connection_and_leaves_the_parent_enetdown() {
     let _lock = start();
     let pair = Pair::new("shm2", 177).expect("creating the namespaces");
     let (d, sock) = daemon(&pair, "fork");
-    // Service mode: the child's new socket goes to corestack through an association of its own.
-    fork_child_enetdown(&pair, &|p, a| served(&pair, &sock, p, a), "0 ");
+    // Service mode: the child takes the connection over (the echo of the parent's "hi", then
+    // of its own "x", as on Linux) and its new socket goes to corestack through an association
+    // of its own; the parent's copy answers ENETDOWN from then on (one process at a time).
+    fork_child_enetdown(
+        &pair,
+        &|p, a| served(&pair, &sock, p, a),
+        &[
+            "child recv 2 ",
+            "child send 1 ",
+            "child poll 1 revents 0x1",
+            "child close 0",
+            "child new socket connect 0 ",
+            "parent recv -1",
+            "helper exec exit 0",
+            "parent still works -1",
+        ],
+    );
     let ended = Instant::now();
     d.expect_line(
         &["application joined"],
@@ -1203,11 +1231,12 @@ fn shim_service_fork_child_gets_enetdown_on_inherited_sockets_and_the_parent_kee
     );
 }
 
-/// tests/shim/fork.c: a forked child's inherited corestack socket answers ENETDOWN and closes
-/// cleanly, its new socket's connect ends as `connect` says (the kernel's ENETUNREACH in
-/// embedded mode; corestack in service mode), a helper that execs costs nothing, and the
-/// parent's connection keeps working.
-fn fork_child_enetdown(pair: &Pair, sh: &Sh, connect: &str) {
+/// tests/shim/fork.c: what a forked child gets from its inherited corestack connection (in
+/// embedded mode ENETDOWN, and it closes cleanly; in service mode the connection itself),
+/// how its new socket's connect ends (the kernel's ENETUNREACH in embedded mode; corestack
+/// in service mode), that a helper that execs costs nothing, and what the parent's connection
+/// does afterwards: `lines`, each printed exactly so.
+fn fork_child_enetdown(pair: &Pair, sh: &Sh, lines: &[&str]) {
     let prog = cc("fork");
     let _echo = linux_echo(pair);
     let out = run_ok(
@@ -1215,18 +1244,263 @@ fn fork_child_enetdown(pair: &Pair, sh: &Sh, connect: &str) {
         sh(prog.to_str().unwrap(), &[&pair.linux_ip, "7"]),
         STEP,
     );
-    for line in [
-        "child recv -1 ENETDOWN",
-        "child send -1 ENETDOWN",
-        "child poll 1 revents 0x19",
-        "child close 0",
-        &format!("child new socket connect {connect}"),
-        "parent recv 2",
-        "helper exec exit 0",
-        "parent still works 2",
-    ] {
-        assert!(out.lines().any(|l| l == line), "no {line:?} in:\n{out}");
+    for line in lines {
+        assert!(out.lines().any(|l| l == *line), "no {line:?} in:\n{out}");
     }
+}
+
+/// Python's `socketserver.ForkingTCPServer` (a child per connection; the parent closes its
+/// copy at once, the child serves and `_exit`s) in service mode: 20 Linux clients at once,
+/// 256 KiB each, byte-exact; a child served each connection.
+#[test]
+fn shim_service_python_forking_tcp_server_serves_20_linux_clients_at_once() {
+    let _lock = start();
+    let pair = Pair::new("shm4", 166).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "forking");
+    need("python3");
+    let server_py = script("forking_echo.py");
+    let mut server = Proc::spawn(
+        "forking_echo.py (service)",
+        served(
+            &pair,
+            &sock,
+            "python3",
+            &["-u", server_py.to_str().unwrap(), "7401", "30"],
+        ),
+        None,
+        Out::Text,
+    );
+    server.wait_stdout("serving", STEP);
+    let clients_py = script("asyncio_clients.py");
+    let mut cmd = pair.linux.exec("python3");
+    cmd.args([clients_py.to_str().unwrap(), &pair.core_ip, "7401", "20"])
+        .env_remove("LD_PRELOAD");
+    let out = run("asyncio clients (linux)", cmd, STEP);
+    let served = |text: &str| {
+        text.lines()
+            .filter(|l| l.starts_with("child ") && l.ends_with(" served 262144"))
+            .count()
+    };
+    let ok = until(Duration::from_secs(5), || served(&server.stdout()) == 20);
+    assert!(
+        out.stdout.trim() == "equal 20 of 20" && ok,
+        "clients: {}{}; server:\n{}{}; daemon:\n{}",
+        out.stdout,
+        tail_of(&out.stderr, 5),
+        server.stdout(),
+        server.stderr(),
+        d.tail()
+    );
+    drop(server.terminate());
+    assert!(!d.log().contains("panicked"), "{}", d.tail());
+}
+
+/// `/usr/lib/postgresql/<newest>/bin/NAME` (Debian's layout).
+fn pg_bin(name: &str) -> PathBuf {
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    versions.sort();
+    let bin = versions.last().map(|v| v.join("bin").join(name));
+    match bin.filter(|b| b.exists()) {
+        Some(b) => b,
+        None => panic!("PostgreSQL's {name} is not installed: run scripts/setup.sh (as root)"),
+    }
+}
+
+/// A PostgreSQL data directory for this test (owned by `postgres`), removed on drop.
+struct PgDir(PathBuf);
+
+impl Drop for PgDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// PostgreSQL in service mode, started as its packages start it (the postmaster as user
+/// `postgres`, forking a backend per connection, which takes the connection over): pgbench
+/// from the Linux side initializes its tables and runs its TPC-B-like script with 4 clients
+/// for 10 s over TCP. No transaction fails, and the backends ran on corestack (each joined
+/// the daemon).
+#[test]
+fn shim_service_postgresql_postmaster_forks_backends_that_serve_pgbench_for_10_s() {
+    let _lock = start();
+    need("pgbench");
+    let (postgres, initdb) = (pg_bin("postgres"), pg_bin("initdb"));
+    let pair = Pair::new("shm6", 168).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "postgres");
+    let dir = PgDir(PathBuf::from(format!(
+        "/tmp/corestack-pg-{}",
+        std::process::id()
+    )));
+    let data = dir.0.to_str().expect("a UTF-8 path").to_string();
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir(&dir.0).expect("creating the data directory");
+    let mut chown = Command::new("chown");
+    chown.args(["postgres:postgres", &data]);
+    run_ok("chown", chown, STEP);
+    let as_postgres = |mut cmd: Command| {
+        cmd.env_remove("LD_PRELOAD");
+        cmd
+    };
+    let mut init = Command::new("setpriv");
+    init.args(["--reuid=postgres", "--regid=postgres", "--init-groups"])
+        .arg(&initdb)
+        .args(["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync"]);
+    run_ok("initdb", as_postgres(init), Duration::from_secs(120));
+    // Trust the Linux side's clients too (initdb trusts only local ones).
+    let hba = dir.0.join("pg_hba.conf");
+    let mut conf = std::fs::read_to_string(&hba).expect("pg_hba.conf");
+    conf.push_str("host all all 0.0.0.0/0 trust\n");
+    std::fs::write(&hba, conf).expect("writing pg_hba.conf");
+    let mut cmd = pair.core.exec("setpriv");
+    cmd.args(["--reuid=postgres", "--regid=postgres", "--init-groups"])
+        .arg(bin())
+        .args(["exec", "--socket", &sock.arg(), "--"])
+        .arg(&postgres)
+        .args(["-D", &data, "-p", "5433", "-c", "listen_addresses=*"])
+        .args(["-c", &format!("unix_socket_directories={data}")])
+        .args(["-c", "fsync=off", "-c", "max_connections=20"])
+        .env_remove("CORESTACK_IFACE");
+    preload();
+    let mut server = Proc::spawn("postgres (service)", as_postgres(cmd), None, Out::Text);
+    server.wait_stderr("ready to accept connections", STEP);
+    let pgbench = |args: &[&str]| {
+        let mut c = pair.linux.exec("pgbench");
+        c.args(args)
+            .args([
+                "-h",
+                &pair.core_ip,
+                "-p",
+                "5433",
+                "-U",
+                "postgres",
+                "postgres",
+            ])
+            .env_remove("LD_PRELOAD");
+        c
+    };
+    let init = run(
+        "pgbench -i",
+        pgbench(&["-i", "-s", "1", "-q"]),
+        Duration::from_secs(120),
+    );
+    assert!(
+        init.status.success(),
+        "pgbench -i failed:\n{}{}\nserver:\n{}\ndaemon:\n{}",
+        init.stdout,
+        init.stderr,
+        tail_of(&server.stderr(), 20),
+        d.tail()
+    );
+    let bench = run(
+        "pgbench",
+        pgbench(&["-c", "4", "-j", "2", "-T", "10"]),
+        Duration::from_secs(60),
+    );
+    let field = |key: &str| {
+        bench
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    let processed = field("number of transactions actually processed: ").unwrap_or(0.0);
+    let failed = field("number of failed transactions: ");
+    let joined = d
+        .log()
+        .lines()
+        .filter(|l| l.contains("application joined") && l.contains("app=postgres"))
+        .count();
+    println!(
+        "pgbench over corestack: {processed} transactions in 10 s, {} joined the daemon",
+        joined
+    );
+    drop(server.terminate());
+    assert!(
+        bench.status.success() && processed > 0.0 && failed.is_none_or(|f| f == 0.0),
+        "pgbench:\n{}{}",
+        bench.stdout,
+        bench.stderr
+    );
+    // The postmaster, and a backend per connection of pgbench -i and pgbench (4).
+    assert!(
+        joined >= 6,
+        "{joined} postgres processes joined:\n{}",
+        d.tail()
+    );
+    assert!(!d.log().contains("panicked"), "{}", d.tail());
+}
+
+/// tests/shim/daemonize_echo.py in service mode, a server started as `daemon on` servers
+/// start: it listens, forks and exits at once; its child (a new session) forks two workers,
+/// grandchildren of the first process, which accept on the listener they inherited. 20 Linux
+/// clients at once, 256 KiB each, byte-exact, and the workers served them all.
+#[test]
+fn shim_service_daemonizing_server_with_grandchild_workers_serves_20_linux_clients() {
+    let _lock = start();
+    let pair = Pair::new("shm5", 167).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "daemonize");
+    need("python3");
+    let server_py = script("daemonize_echo.py");
+    let server = Proc::spawn(
+        "daemonize_echo.py (service)",
+        served(
+            &pair,
+            &sock,
+            "python3",
+            &["-u", server_py.to_str().unwrap(), "7402", "2", "30"],
+        ),
+        None,
+        Out::Text,
+    );
+    // The first process exits at once: wait for its grandchildren's lines instead.
+    let ready = until(STEP, || server.stdout().matches(" ready").count() == 2);
+    let pids: Vec<u32> = server
+        .stdout()
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w[..] {
+                ["master", pid] | ["worker", _, pid, "ready"] => pid.parse().ok(),
+                _ => None,
+            }
+        })
+        .collect();
+    let stop = |pids: &[u32]| {
+        for &pid in pids {
+            sigterm(pid);
+        }
+    };
+    if !ready {
+        stop(&pids);
+        panic!(
+            "the workers never got ready:\n{}{}; daemon:\n{}",
+            server.stdout(),
+            server.stderr(),
+            d.tail()
+        );
+    }
+    let clients_py = script("asyncio_clients.py");
+    let mut cmd = pair.linux.exec("python3");
+    cmd.args([clients_py.to_str().unwrap(), &pair.core_ip, "7402", "20"])
+        .env_remove("LD_PRELOAD");
+    let out = run("asyncio clients (linux)", cmd, STEP);
+    let served = until(Duration::from_secs(5), || {
+        server.stdout().matches(" served 262144").count() == 20
+    });
+    stop(&pids);
+    assert!(
+        out.stdout.trim() == "equal 20 of 20" && served,
+        "clients: {}{}; server:\n{}{}; daemon:\n{}",
+        out.stdout,
+        tail_of(&out.stderr, 5),
+        server.stdout(),
+        server.stderr(),
+        d.tail()
+    );
+    assert!(!d.log().contains("panicked"), "{}", d.tail());
 }
 
 /// (worker, pid) of each "worker W pid P uid U ready" line of prefork.c, checking U.

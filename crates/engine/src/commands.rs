@@ -261,6 +261,7 @@ impl Protocols {
                 members: Vec::new(),
                 head: None,
                 turn: 0,
+                orphaned: false,
             })
         });
     }

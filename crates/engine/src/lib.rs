@@ -452,6 +452,33 @@ impl<P: Port> Engine<P> {
         n
     }
 
+    /// Marks the listeners among `ids` orphaned (their application is gone;
+    /// they stay for the processes that share their port, see
+    /// `Listener::orphaned` in the socket table) and resets the connections waiting
+    /// in their accept queues, which nobody will accept. O(sockets).
+    pub fn orphan_listeners(&mut self, ids: &[appif::socket::SockId], now: Instant) {
+        self.protocols.now = now;
+        for &id in ids {
+            let Some(&slot) = self.protocols.sockets.ids.get(&id) else {
+                continue;
+            };
+            match self.protocols.sockets.slots.get_mut(slot as usize) {
+                Some(Some(Socket::Listener(l))) => l.orphaned = true,
+                _ => continue,
+            }
+            for s in 0..self.protocols.sockets.slots.len() as u32 {
+                if let Some(c) = self.protocols.sockets.conn(s) {
+                    if c.listener == Some(slot) {
+                        c.listener = None;
+                        c.app_closed = true;
+                        c.tcb.abort();
+                        self.protocols.mark_dirty(s);
+                    }
+                }
+            }
+        }
+    }
+
     /// The ids of the sockets of service-mode association `assoc` that a
     /// fork shares with the child: TCP connections handed to it and not
     /// closed, and listeners. O(sockets).

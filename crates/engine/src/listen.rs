@@ -45,7 +45,7 @@ impl Protocols {
         let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(lslot as usize) else {
             return;
         };
-        if l.accept.len() >= l.accept.capacity() {
+        if l.orphaned || l.accept.len() >= l.accept.capacity() {
             // The application is not taking its connections: drop the SYN, as
             // Linux does (sk_acceptq_is_full, ListenOverflows); the client
             // sends it again. A handshake completed into a full queue would
@@ -53,7 +53,9 @@ impl Protocols {
             self.stats.drop_tcp_accept_queue_full += 1;
             return;
         }
-        if l.pending >= l.backlog {
+        // Every handshake under way must find room in the accept queue when
+        // it completes (Linux checks it at the SYN and again at the ACK).
+        if l.pending >= l.backlog || l.accept.len() + l.pending >= l.accept.capacity() {
             if self.cfg.syn_cookies {
                 self.send_cookie_synack(local, remote, syn, tx);
             } else {
@@ -250,6 +252,15 @@ impl Protocols {
         syn.options.mss = Some(mss);
         let iss = ack.ack - 1usize;
         let lslot = self.pick_member(lslot);
+        let full = |l: &Listener| l.orphaned || l.accept.len() >= l.accept.capacity();
+        if matches!(self.sockets.slots.get(lslot as usize), Some(Some(Socket::Listener(l))) if full(l))
+        {
+            // No room to hand the connection over: the ACK is dropped, as
+            // Linux drops it (ListenOverflows); the client sends it again
+            // and the cookie still checks out then.
+            self.stats.drop_tcp_accept_queue_full += 1;
+            return true;
+        }
         let Some(slot) = self.new_passive(lslot, local, remote, &syn, iss) else {
             return true;
         };
@@ -298,7 +309,7 @@ impl Protocols {
             let Some(Some(Socket::Listener(m))) = slots.get(slot as usize) else {
                 continue;
             };
-            if m.pending >= m.backlog {
+            if m.pending >= m.backlog || m.orphaned {
                 continue;
             }
             let rank = match &m.accept {
@@ -353,6 +364,7 @@ impl Protocols {
             members: Vec::new(),
             head: Some(head),
             turn: 0,
+            orphaned: false,
         };
         let Some(slot) = self.sockets.insert(id, Socket::Listener(l)) else {
             return shared.set_closed(errno::ENOBUFS);

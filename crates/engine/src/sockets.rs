@@ -104,6 +104,12 @@ pub struct Listener {
     /// On the head: where the next choice among equally good members
     /// starts (round robin).
     pub turn: u32,
+    /// Its application is gone but the listener stays, for the processes
+    /// that share its port (a daemonizing server's parent exited before its
+    /// workers joined): it takes no connection, so a SYN goes to a member
+    /// that accepts, or is dropped (the client sends it again) while none
+    /// has joined yet.
+    pub orphaned: bool,
 }
 
 /// A bound UDP socket.

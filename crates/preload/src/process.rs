@@ -28,20 +28,24 @@
 //! association is the parent's). The child marks itself [`forked`].
 //! Nothing of the parent's stack is ever dropped in the child (that would
 //! join a thread that is not there, or close the parent's sockets); in
-//! service mode the child closes its copy of the control connection, so
-//! that the parent's exit ends the association at once.
+//! service mode the child closes its copy of the parent's control
+//! connection, so that the parent's exit ends the association at once.
 //! - Embedded and inline mode: its inherited corestack sockets answer
 //!   ENETDOWN and close without touching the parent's rings, and its new
 //!   sockets stay in the kernel.
-//! - Service mode: on its first use of a corestack socket (an inherited
-//!   one, or a new one) the child joins the daemon as an application of
-//!   its own, saying it is a child of the parent's association (the
-//!   daemon checks that with `SO_PEERCRED` and `/proc`), with its own
-//!   segment and wake-up eventfds ([`stack`]); a child that never touches
-//!   a socket costs nothing. An inherited listener then joins the
-//!   parent's as a member of a shared listener (`sock`); other inherited
-//!   corestack sockets answer ENETDOWN as above. The child's own children
-//!   ([`generation`] 2 and beyond) get the embedded-mode behaviour.
+//! - Service mode: the shim's `fork` announces the fork to the daemon
+//!   first ([`before_fork`]: every socket the parent holds gets a reference
+//!   for the child) and records the parent's association and the fork's
+//!   ticket for the child. On its first use of a corestack socket (an
+//!   inherited one, or a new one) the child joins the daemon as an
+//!   application of its own with that ticket ([`stack`]); a child that
+//!   never touches a socket costs the daemon a pidfd until it exits. An
+//!   inherited listener then joins the parent's as a member of a shared
+//!   listener, an inherited connection is taken over (`sock`); inherited
+//!   UDP sockets answer ENETDOWN. A child that forks joins first, so that
+//!   its own children ([`generation`] up to 8) hold what it holds; one
+//!   that execs joins first ([`before_exec`]), so that the exec gives its
+//!   references back.
 //!
 //! exit: Linux closes every fd of an exiting process and keeps delivering
 //! the data of its sockets after it is gone; corestack's engine dies with

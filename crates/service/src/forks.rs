@@ -72,6 +72,9 @@ impl Forks {
         for &id in ids {
             let key = match self.by_id.get(&id) {
                 Some(&k) => k,
+                // Shared before and closed by `parent` since (the engine
+                // still has it for the others): not the parent's to share.
+                None if self.shares.values().any(|s| s.cur == Some(id)) => continue,
                 None => {
                     let k = self.next;
                     self.next = self.next.wrapping_add(1);
@@ -211,7 +214,6 @@ impl Forks {
     /// ids among them to keep (others still hold them) and the ids of
     /// other associations' sockets whose last reference went with it.
     pub fn ending(&mut self, assoc: u32, ids: &[SockId]) -> (Vec<SockId>, Vec<SockId>) {
-        let mut keep = Vec::new();
         let mut close = Vec::new();
         let named: Vec<SockId> = self
             .by_id
@@ -221,7 +223,6 @@ impl Forks {
             .collect();
         for id in named {
             match self.close(id) {
-                None if ids.contains(&id) => keep.push(id),
                 Some(cur) if cur != id => close.push(cur),
                 _ => {}
             }
@@ -237,6 +238,12 @@ impl Forks {
                 k += 1;
             }
         }
+        // What others still hold stays in the engine, under its id.
+        let keep = ids
+            .iter()
+            .copied()
+            .filter(|&id| self.shares.values().any(|s| s.cur == Some(id)))
+            .collect();
         (keep, close)
     }
 
@@ -346,6 +353,44 @@ mod tests {
         assert_eq!(f.adopt(C, conn, mine), Some(conn));
         assert_eq!(f.close(mine), None, "the parent still holds its copy");
         assert_eq!(f.close(conn), Some(mine));
+    }
+
+    #[test]
+    fn an_adopter_that_closes_and_exits_leaves_the_connection_to_the_parents_reference() {
+        let mut f = Forks::default();
+        let conn = service_id(P, 3);
+        f.forking(P, 1, &[conn]);
+        f.forked(P, 1, me());
+        f.joined(P, 1, C);
+        let mine = service_id(C, 0);
+        f.adopt(C, conn, mine);
+        assert_eq!(f.close(mine), None);
+        let (keep, close) = f.ending(C, &[mine]);
+        assert_eq!(keep, vec![mine], "reset while the parent holds it");
+        assert!(close.is_empty());
+        assert_eq!(f.close(conn), Some(mine), "the parent's close ends it");
+    }
+
+    #[test]
+    fn a_connection_the_parent_closed_is_not_shared_with_its_next_child() {
+        let mut f = Forks::default();
+        let (listener, first) = (service_id(P, 0), service_id(P, 1));
+        f.forking(P, 1, &[listener, first]);
+        f.forked(P, 1, me());
+        assert_eq!(f.close(first), None, "the first child holds it");
+        // The engine still knows the first connection by the parent's id.
+        f.forking(P, 2, &[listener, first]);
+        f.forked(P, 2, me());
+        f.joined(P, 1, C);
+        f.joined(P, 2, C + 1);
+        assert_eq!(
+            f.adopt(C + 1, first, service_id(C + 1, 0)),
+            None,
+            "not the second's"
+        );
+        let mine = service_id(C, 0);
+        assert_eq!(f.adopt(C, first, mine), Some(first));
+        assert_eq!(f.close(mine), Some(mine), "no other reference to it");
     }
 
     #[test]

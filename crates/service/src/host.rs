@@ -486,6 +486,7 @@ impl<P: Port> Host<P> {
             .engine
             .engine
             .drop_owner(app.assoc, errno, now, |id| keep.contains(&id));
+        self.engine.engine.orphan_listeners(&keep, now);
         self.close_now(close, now);
         app.seg.notify_app();
         let _ = self.epoll.delete(app.doorbell.as_fd());

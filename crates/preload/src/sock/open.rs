@@ -2,6 +2,10 @@
 
 use super::*;
 
+/// The smallest accept queue a corestack listener gets, whatever listen's
+/// backlog (Python's socketserver asks for 5).
+pub const MIN_BACKLOG: usize = 128;
+
 impl Sock {
     /// bind(2). `raw` is the application's address bytes.
     pub fn bind(&self, me: &Arc<Obj>, fd: c_int, sa: Sa, raw: &[u8]) -> R<()> {
@@ -155,9 +159,15 @@ impl Sock {
         Ok(u)
     }
 
-    /// listen(2).
+    /// listen(2): on corestack with room for max(`backlog`, [`MIN_BACKLOG`])
+    /// connections (at most 4096, Linux's somaxconn).
     pub fn listen(&self, me: &Arc<Obj>, fd: c_int, backlog: c_int) -> R<()> {
-        let backlog_n = usize::try_from(backlog).unwrap_or(0).clamp(1, 4096);
+        // At least MIN_BACKLOG: an accept here costs more than the kernel's
+        // (a fork-per-connection server forks between two), and a burst
+        // that Linux's queue of `backlog` absorbs would overflow it.
+        let backlog_n = usize::try_from(backlog)
+            .unwrap_or(0)
+            .clamp(MIN_BACKLOG, 4096);
         let mut st = lock(&self.state);
         let bound = match &*st {
             State::Fresh { bound } => *bound,
