@@ -33,12 +33,20 @@ if ! command -v node >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs
 fi
 
-# PostgreSQL and pgbench: a shim test runs the postmaster (which forks a backend per
-# connection) in service mode under pgbench (installed only when missing).
+# PostgreSQL (pgbench) and nginx: shim tests run the postmaster (which forks a backend per
+# connection) under pgbench, and nginx with Debian's stock configuration, in service mode.
+# Installed only when missing, without starting their services (the tests start their own).
+servers=()
 if ! command -v pgbench >/dev/null || ! compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null; then
-    echo "setup: installing postgresql"
+    servers+=(postgresql)
+fi
+[[ -x /usr/sbin/nginx && -f /etc/nginx/nginx.conf ]] || servers+=(nginx)
+if ((${#servers[@]})); then
+    echo "setup: installing ${servers[*]} (their services are not started)"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql
+    policy=/usr/sbin/policy-rc.d
+    [[ -e $policy ]] || { printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && trap 'rm -f "$policy"' EXIT; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${servers[@]}"
 fi
 
 if ! command -v cargo >/dev/null && [[ -f "$HOME/.cargo/env" ]]; then

@@ -886,7 +886,7 @@ fn node_http(pair: &Pair, sh: &Sh) {
     );
     server.wait_stdout("serving", STEP);
     ping_until_up(&pair.linux, &pair.core_ip, 10);
-    curls_get_1mib(pair, 7401, 4, &server);
+    curls_get_1mib(pair, (7401, "/"), 4, &|| server.stdout() + &server.stderr());
     drop(server.terminate());
 }
 
@@ -907,7 +907,9 @@ fn shim_tokio_multi_thread_hyper_server_serves_eight_concurrent_curls() {
     );
     server.wait_stdout("serving", STEP);
     ping_until_up(&pair.linux, &pair.core_ip, 10);
-    curls_get_1mib(&pair, 7402, 8, &server);
+    curls_get_1mib(&pair, (7402, "/"), 8, &|| {
+        server.stdout() + &server.stderr()
+    });
     drop(server.terminate());
 }
 
@@ -938,10 +940,15 @@ fn tokio_http() -> PathBuf {
     exe
 }
 
-/// `count` concurrent `curl` requests from Linux to corestack's port `port`, each of which
-/// must return 1 MiB of `x`.
-fn curls_get_1mib(pair: &Pair, port: u16, count: usize, server: &Proc) {
-    let url = format!("http://{}:{port}/", pair.core_ip);
+/// `count` concurrent `curl` requests from Linux for `path` on corestack's port `port`, each
+/// of which must return 1 MiB of `x`; `server()` says what the server printed.
+fn curls_get_1mib(
+    pair: &Pair,
+    (port, path): (u16, &str),
+    count: usize,
+    server: &dyn Fn() -> String,
+) {
+    let url = format!("http://{}:{port}{path}", pair.core_ip);
     let gets: Vec<Proc> = (0..count)
         .map(|_| {
             let mut cmd = pair.linux.exec("curl");
@@ -954,12 +961,11 @@ fn curls_get_1mib(pair: &Pair, port: u16, count: usize, server: &Proc) {
         let f = g.finish(STEP);
         assert!(
             f.status.success() && f.stdout.len() == 1 << 20 && f.stdout.bytes().all(|b| b == b'x'),
-            "curl got {} bytes ({}): {}; server:\n{}{}",
+            "curl got {} bytes ({}): {}; server:\n{}",
             f.stdout.len(),
             f.status,
             f.stderr,
-            server.stdout(),
-            server.stderr()
+            server()
         );
     }
 }
@@ -1292,6 +1298,105 @@ fn shim_service_python_forking_tcp_server_serves_20_linux_clients_at_once() {
         d.tail()
     );
     drop(server.terminate());
+    assert!(!d.log().contains("panicked"), "{}", d.tail());
+}
+
+/// A file this test put in place, removed on drop.
+struct Placed(PathBuf);
+
+impl Drop for Placed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Stops the nginx whose master has process id `.0` (SIGTERM, as `nginx -s stop` does) and
+/// waits until its pid file is gone.
+struct NginxRunning(u32);
+
+impl Drop for NginxRunning {
+    fn drop(&mut self) {
+        sigterm(self.0);
+        until(Duration::from_secs(5), || !Path::new(NGINX_PID).exists());
+    }
+}
+
+/// Where Debian's stock nginx.conf has nginx write its master's pid.
+const NGINX_PID: &str = "/run/nginx.pid";
+
+/// nginx as Debian ships it, in service mode: its stock `/etc/nginx/nginx.conf` (daemon on,
+/// `worker_processes auto`, `user www-data`, `sendfile on`, `tcp_nopush on`) and default
+/// site, started as its service starts it (`nginx`, which forks and exits: the master is its
+/// child, the workers its grandchildren, at uid www-data). 8 concurrent Linux curls get a
+/// 1 MiB static file from the stock document root, complete, and the default page answers;
+/// the master and every worker joined the daemon.
+#[test]
+fn shim_service_nginx_with_the_stock_configuration_serves_linux_curl() {
+    let _lock = start();
+    need("curl");
+    assert!(
+        Path::new("/usr/sbin/nginx").exists() && Path::new("/etc/nginx/nginx.conf").exists(),
+        "nginx is not installed: run scripts/setup.sh (as root)"
+    );
+    assert!(
+        !Path::new(NGINX_PID).exists(),
+        "an nginx already runs on this machine ({NGINX_PID}): stop it first"
+    );
+    let pair = Pair::new("shm7", 169).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "nginx");
+    let name = format!("corestack-{}.txt", std::process::id());
+    let file = Placed(Path::new("/var/www/html").join(&name));
+    std::fs::write(&file.0, vec![b'x'; 1 << 20]).expect("placing a file in /var/www/html");
+    let started = run("nginx (service)", served(&pair, &sock, "nginx", &[]), STEP);
+    assert!(
+        started.status.success(),
+        "nginx did not start ({}):\n{}{}\ndaemon:\n{}",
+        started.status,
+        started.stdout,
+        started.stderr,
+        d.tail()
+    );
+    let mut master = 0;
+    until(STEP, || {
+        master = std::fs::read_to_string(NGINX_PID)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or(0);
+        master != 0
+    });
+    assert!(master != 0, "nginx wrote no {NGINX_PID}");
+    let _running = NginxRunning(master);
+    let log = || {
+        let errors = std::fs::read_to_string("/var/log/nginx/error.log").unwrap_or_default();
+        format!(
+            "error.log:\n{}\ndaemon:\n{}",
+            tail_of(&errors, 20),
+            d.tail()
+        )
+    };
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    curls_get_1mib(&pair, (80, &format!("/{name}")), 8, &log);
+    let mut cmd = pair.linux.exec("curl");
+    cmd.args(["-s", "-S", "-m", "20", &format!("http://{}/", pair.core_ip)])
+        .env_remove("LD_PRELOAD");
+    let page = run("curl / (linux)", cmd, STEP);
+    assert!(
+        page.stdout.contains("Welcome to nginx!"),
+        "the default page: {}{}\n{}",
+        page.stdout,
+        page.stderr,
+        log()
+    );
+    let joined = d
+        .log()
+        .lines()
+        .filter(|l| l.contains("application joined") && l.contains("app=nginx"))
+        .count();
+    assert!(
+        joined >= 3,
+        "{joined} nginx processes joined the daemon\n{}",
+        log()
+    );
     assert!(!d.log().contains("panicked"), "{}", d.tail());
 }
 
