@@ -12,7 +12,7 @@
 //! ring_max_bytes = 8388608   # the most a ring grows to (auto-tuning), ring_bytes..16 MiB
 //! buffer_growth_limit = 268435456  # ring growth allowed per application, bytes
 //! max_sockets_per_app = 1024
-//! max_apps = 64
+//! max_apps = 256             # processes at once (a fork-per-connection server: one per connection)
 //! congestion = "cubic"       # newreno | cubic | dctcp | bbr (default: the host's)
 //! [polling]
 //! policy = "adaptive"        # busy | adaptive | interrupt
@@ -368,7 +368,7 @@ impl Default for Config {
             ring_max_bytes: 8 << 20,
             buffer_growth_limit: 256 << 20,
             max_sockets_per_app: 1024,
-            max_apps: 64,
+            max_apps: 256,
             congestion: CcKind::system_default(),
             polling: Polling::default(),
             ports: Ports::default(),

@@ -24,7 +24,7 @@ socket = "/run/corestack/ctl.sock"
 ring_bytes = 262144        # per-connection ring size at the start, power of two, 4 KiB..16 MiB
 ring_max_bytes = 4194304   # the most a ring grows to
 max_sockets_per_app = 1024
-max_apps = 64
+max_apps = 256
 congestion = "cubic"       # newreno | cubic | dctcp | bbr
 [polling]
 policy = "adaptive"        # busy | adaptive | interrupt
@@ -65,7 +65,7 @@ fn empty_file_is_the_defaults() {
     assert_eq!(c.socket, Path::new("/run/corestack/ctl.sock"));
     assert_eq!(c.ring_bytes, 262144);
     assert_eq!(c.max_sockets_per_app, 1024);
-    assert_eq!(c.max_apps, 64);
+    assert_eq!(c.max_apps, 256);
     assert_eq!(c.congestion, CcKind::system_default());
     assert_eq!(c.polling.policy, PollPolicy::Adaptive);
     assert_eq!(c.polling.idle_us, 50);
@@ -107,7 +107,7 @@ fn example_file_parses_and_validates() {
             ring_max_bytes: 4 << 20,
             buffer_growth_limit: 256 << 20,
             max_sockets_per_app: 1024,
-            max_apps: 64,
+            max_apps: 256,
             congestion: CcKind::Cubic,
             policy: Policy::Adaptive {
                 idle: Duration::from_micros(50)
