@@ -1277,26 +1277,13 @@ fn shim_service_python_forking_tcp_server_serves_20_linux_clients_at_once() {
         Out::Text,
     );
     server.wait_stdout("serving", STEP);
-    let clients_py = script("asyncio_clients.py");
-    let mut cmd = pair.linux.exec("python3");
-    cmd.args([clients_py.to_str().unwrap(), &pair.core_ip, "7401", "20"])
-        .env_remove("LD_PRELOAD");
-    let out = run("asyncio clients (linux)", cmd, STEP);
     let served = |text: &str| {
         text.lines()
             .filter(|l| l.starts_with("child ") && l.ends_with(" served 262144"))
             .count()
     };
-    let ok = until(Duration::from_secs(5), || served(&server.stdout()) == 20);
-    assert!(
-        out.stdout.trim() == "equal 20 of 20" && ok,
-        "clients: {}{}; server:\n{}{}; daemon:\n{}",
-        out.stdout,
-        tail_of(&out.stderr, 5),
-        server.stdout(),
-        server.stderr(),
-        d.tail()
-    );
+    let (out, ok) = twenty_echo_clients(&pair, 7401, || served(&server.stdout()));
+    assert_twenty_echoed(&out, ok, &server, &d);
     drop(server.terminate());
     assert!(!d.log().contains("panicked"), "{}", d.tail());
 }
@@ -1587,15 +1574,35 @@ fn shim_service_daemonizing_server_with_grandchild_workers_serves_20_linux_clien
             d.tail()
         );
     }
-    let clients_py = script("asyncio_clients.py");
-    let mut cmd = pair.linux.exec("python3");
-    cmd.args([clients_py.to_str().unwrap(), &pair.core_ip, "7402", "20"])
-        .env_remove("LD_PRELOAD");
-    let out = run("asyncio clients (linux)", cmd, STEP);
-    let served = until(Duration::from_secs(5), || {
-        server.stdout().matches(" served 262144").count() == 20
+    let (out, served) = twenty_echo_clients(&pair, 7402, || {
+        server.stdout().matches(" served 262144").count()
     });
     stop(&pids);
+    assert_twenty_echoed(&out, served, &server, &d);
+    assert!(!d.log().contains("panicked"), "{}", d.tail());
+}
+
+/// 20 asyncio clients on the Linux side at once, 256 KiB each to corestack's `port` and the
+/// echo back: their output, and whether `served()` (the server's count of connections served
+/// whole) reached 20 within 5 s after.
+fn twenty_echo_clients(pair: &Pair, port: u16, served: impl Fn() -> usize) -> (Finished, bool) {
+    let clients_py = script("asyncio_clients.py");
+    let mut cmd = pair.linux.exec("python3");
+    cmd.args([
+        clients_py.to_str().unwrap(),
+        &pair.core_ip,
+        &port.to_string(),
+        "20",
+    ])
+    .env_remove("LD_PRELOAD");
+    let out = run("asyncio clients (linux)", cmd, STEP);
+    let ok = until(Duration::from_secs(5), || served() == 20);
+    (out, ok)
+}
+
+/// Asserts what [`twenty_echo_clients`] returned: every client byte-exact, every connection
+/// served whole; else panics with the clients', the server's and the daemon's output.
+fn assert_twenty_echoed(out: &Finished, served: bool, server: &Proc, d: &Daemon) {
     assert!(
         out.stdout.trim() == "equal 20 of 20" && served,
         "clients: {}{}; server:\n{}{}; daemon:\n{}",
@@ -1605,7 +1612,6 @@ fn shim_service_daemonizing_server_with_grandchild_workers_serves_20_linux_clien
         server.stderr(),
         d.tail()
     );
-    assert!(!d.log().contains("panicked"), "{}", d.tail());
 }
 
 /// (worker, pid) of each "worker W pid P uid U ready" line of prefork.c, checking U.

@@ -324,6 +324,14 @@ mod tests {
         std::process::id()
     }
 
+    /// `parent` forks this process as the child of `ticket`, holding `ids`,
+    /// and the child joins as association `child`.
+    fn fork(f: &mut Forks, (parent, ticket): (u32, u32), ids: &[SockId], child: u32) {
+        f.forking(parent, ticket, ids);
+        assert!(f.forked(parent, ticket, me()).is_empty());
+        f.joined(parent, ticket, child);
+    }
+
     #[test]
     fn a_connection_closed_by_the_parent_before_the_child_adopts_lives_until_the_child_closes() {
         let mut f = Forks::default();
@@ -346,9 +354,7 @@ mod tests {
     fn the_parents_close_after_the_adopt_is_the_last_reference_and_closes_the_childs_id() {
         let mut f = Forks::default();
         let conn = service_id(P, 3);
-        f.forking(P, 1, &[conn]);
-        f.forked(P, 1, me());
-        f.joined(P, 1, C);
+        fork(&mut f, (P, 1), &[conn], C);
         let mine = service_id(C, 5);
         assert_eq!(f.adopt(C, conn, mine), Some(conn));
         assert_eq!(f.close(mine), None, "the parent still holds its copy");
@@ -359,9 +365,7 @@ mod tests {
     fn an_adopter_that_closes_and_exits_leaves_the_connection_to_the_parents_reference() {
         let mut f = Forks::default();
         let conn = service_id(P, 3);
-        f.forking(P, 1, &[conn]);
-        f.forked(P, 1, me());
-        f.joined(P, 1, C);
+        fork(&mut f, (P, 1), &[conn], C);
         let mine = service_id(C, 0);
         f.adopt(C, conn, mine);
         assert_eq!(f.close(mine), None);
@@ -460,14 +464,10 @@ mod tests {
     fn a_grandchild_inherits_what_its_parent_holds_and_has_not_taken_over() {
         let mut f = Forks::default();
         let listener = service_id(P, 0);
-        f.forking(P, 1, &[listener]);
-        f.forked(P, 1, me());
-        f.joined(P, 1, C);
+        fork(&mut f, (P, 1), &[listener], C);
         f.ending(P, &[listener]);
         let g = C + 1;
-        f.forking(C, 1, &[]);
-        f.forked(C, 1, me());
-        f.joined(C, 1, g);
+        fork(&mut f, (C, 1), &[], g);
         assert_eq!(f.join_listener(g, listener), Some(None), "C still holds it");
         let (keep, close) = f.ending(C, &[]);
         assert!(keep.is_empty());
@@ -478,9 +478,7 @@ mod tests {
     fn a_reused_id_is_never_closed_for_the_share_that_named_it() {
         let mut f = Forks::default();
         let conn = service_id(P, 3);
-        f.forking(P, 1, &[conn]);
-        f.forked(P, 1, me());
-        f.joined(P, 1, C);
+        fork(&mut f, (P, 1), &[conn], C);
         let mine = service_id(C, 0);
         f.adopt(C, conn, mine);
         assert_eq!(f.close(mine), None);
