@@ -248,6 +248,137 @@ impl Welcome {
     }
 }
 
+const BORROW_MAGIC: u32 = u32::from_le_bytes(*b"csBR");
+const LENT_MAGIC: u32 = u32::from_le_bytes(*b"csLT");
+
+/// The size of an encoded [`Borrow`], in bytes.
+pub const BORROW_LEN: usize = 24;
+/// The size of an encoded [`Lent`], in bytes.
+pub const LENT_LEN: usize = 32;
+
+/// Application -> daemon, alone on a new connection: association `assoc`
+/// received an fd with SCM_RIGHTS whose open file is `key` (an eventfd's
+/// `eventfd-id`, else the inode, from `/proc/self/fdinfo`); if another
+/// application lent a corestack connection under that key
+/// (`Desc::Lend`), the daemon answers with [`Lent`] and the lender's
+/// segment, and the receiver may take the connection over
+/// (`Desc::Adopt`).
+///
+/// The daemon checks in `/proc/<pid>/fdinfo/<fd>` (or the fd's link) that
+/// the asking process holds an fd with that key: keys are small counters,
+/// and naming one proves nothing.
+///
+/// Layout (little-endian): magic u32 @0, version u16 @4, reserved u16 @6,
+/// assoc u32 @8, fd u32 @12, key u64 @16.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Borrow {
+    /// The receiving application's association.
+    pub assoc: u32,
+    /// The received fd's number in the receiving process.
+    pub fd: u32,
+    /// The received fd's open-file key.
+    pub key: u64,
+}
+
+impl Borrow {
+    /// The wire form.
+    pub fn encode(&self) -> [u8; BORROW_LEN] {
+        let mut b: [u8; BORROW_LEN] = with_header(BORROW_MAGIC);
+        b[8..12].copy_from_slice(&self.assoc.to_le_bytes());
+        b[12..16].copy_from_slice(&self.fd.to_le_bytes());
+        b[16..24].copy_from_slice(&self.key.to_le_bytes());
+        b
+    }
+
+    /// Parses the wire form. Errors: as [`Welcome::decode`]'s, for
+    /// [`BORROW_LEN`] bytes.
+    pub fn decode(b: &[u8]) -> Result<Borrow, CtlError> {
+        let b: &[u8; BORROW_LEN] = framed(b, BORROW_MAGIC)?;
+        Ok(Borrow {
+            assoc: le_u32(b, 8),
+            fd: le_u32(b, 12),
+            key: le_u64(b, 16),
+        })
+    }
+}
+
+/// Daemon -> application, the answer to [`Borrow`]: `status` 0 and the
+/// lender's segment memfd (`seg_len` bytes) with it, the connection being
+/// slot `slot` of association `owner`; else a positive errno (ENOENT: no
+/// connection was lent under that key; EPERM: the asker is not that
+/// association's process) and no fd.
+///
+/// Layout (little-endian): magic u32 @0, version u16 @4, reserved u16 @6,
+/// status i32 @8, owner u32 @12, slot u32 @16, reserved u32 @20,
+/// seg_len u64 @24.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Lent {
+    /// 0, or a positive errno.
+    pub status: i32,
+    /// The lender's association.
+    pub owner: u32,
+    /// The connection's slot in the lender's segment.
+    pub slot: u32,
+    /// The length of the lender's segment memfd, bytes.
+    pub seg_len: u64,
+}
+
+impl Lent {
+    /// The wire form.
+    pub fn encode(&self) -> [u8; LENT_LEN] {
+        let mut b: [u8; LENT_LEN] = with_header(LENT_MAGIC);
+        b[8..12].copy_from_slice(&self.status.to_le_bytes());
+        b[12..16].copy_from_slice(&self.owner.to_le_bytes());
+        b[16..20].copy_from_slice(&self.slot.to_le_bytes());
+        b[24..32].copy_from_slice(&self.seg_len.to_le_bytes());
+        b
+    }
+
+    /// Parses the wire form. Errors: as [`Welcome::decode`]'s, for
+    /// [`LENT_LEN`] bytes.
+    pub fn decode(b: &[u8]) -> Result<Lent, CtlError> {
+        let b: &[u8; LENT_LEN] = framed(b, LENT_MAGIC)?;
+        let status = le_u32(b, 8) as i32;
+        if status < 0 {
+            return Err(CtlError::Status(status));
+        }
+        Ok(Lent {
+            status,
+            owner: le_u32(b, 12),
+            slot: le_u32(b, 16),
+            seg_len: le_u64(b, 24),
+        })
+    }
+}
+
+/// The open-file key of fd `fd` of process `pid` (`"self"` for this one),
+/// the same for every process holding that open file: an eventfd's
+/// `eventfd-id` (Linux 6.x; eventfds share one anonymous inode), a
+/// socket's inode; None for anything else, or when `/proc` does not say
+/// (no such fd, no permission).
+pub fn fd_key(pid: &str, fd: i32) -> Option<u64> {
+    let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
+    let link = link.to_string_lossy();
+    if let Some(ino) = link.strip_prefix("socket:[") {
+        return ino.trim_end_matches(']').parse().ok();
+    }
+    if link != "anon_inode:[eventfd]" {
+        return None;
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("eventfd-id:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The little-endian u64 at `off`; callers pass offsets inside fixed arrays.
+fn le_u64(b: &[u8], off: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[off..off + 8]);
+    u64::from_le_bytes(w)
+}
+
 /// A message of `N` bytes, zero but for its header: `magic` and [`CTL_VERSION`].
 fn with_header<const N: usize>(magic: u32) -> [u8; N] {
     let mut b = [0u8; N];
@@ -290,6 +421,30 @@ fn le_u32(b: &[u8], off: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn borrow_and_lent_round_trip_and_refuse_each_other() {
+        let b = Borrow {
+            assoc: 9,
+            fd: 19,
+            key: 0x1234_5678_9abc,
+        };
+        assert_eq!(Borrow::decode(&b.encode()), Ok(b));
+        let l = Lent {
+            status: 0,
+            owner: 3,
+            slot: 77,
+            seg_len: 1 << 33,
+        };
+        assert_eq!(Lent::decode(&l.encode()), Ok(l));
+        assert!(matches!(
+            Lent::decode(&b.encode()),
+            Err(CtlError::Length { .. })
+        ));
+        let mut wrong = l.encode();
+        wrong[0] ^= 1;
+        assert!(matches!(Lent::decode(&wrong), Err(CtlError::Magic(_))));
+    }
 
     #[test]
     fn hello_round_trips_and_cuts_long_names_at_a_char_boundary() {

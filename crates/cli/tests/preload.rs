@@ -890,6 +890,46 @@ fn node_http(pair: &Pair, sh: &Sh) {
     drop(server.terminate());
 }
 
+/// Node.js `http` with `cluster` (2 workers) in service mode: the primary accepts and hands
+/// each connection to a worker with SCM_RIGHTS (Node's round-robin on Linux), which takes it
+/// over (`Desc::Lend`, `ctl::Borrow`, `Desc::Adopt`). 8 concurrent Linux curls of 1 MiB come
+/// back complete, and both workers served.
+#[test]
+fn shim_service_node_cluster_with_two_workers_serves_linux_curl() {
+    let _lock = start();
+    need("node");
+    need("curl");
+    let pair = Pair::new("shm8", 239).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "cluster");
+    let js = script("node_cluster.js");
+    let mut server = Proc::spawn(
+        "node node_cluster.js (service)",
+        served(&pair, &sock, "node", &[js.to_str().unwrap(), "7403", "30"]),
+        None,
+        Out::Text,
+    );
+    server.wait_stdout("serving", STEP);
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    let what = || {
+        format!(
+            "{}{}\ndaemon:\n{}",
+            server.stdout(),
+            server.stderr(),
+            d.tail()
+        )
+    };
+    curls_get_1mib(&pair, (7403, "/"), 8, &what);
+    let workers: std::collections::HashSet<String> = server
+        .stdout()
+        .lines()
+        .filter_map(|l| l.strip_prefix("worker ")?.strip_suffix(" served"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(workers.len(), 2, "not both workers served:\n{}", what());
+    drop(server.terminate());
+    assert!(!d.log().contains("panicked"), "{}", d.tail());
+}
+
 /// A hyper HTTP server on Tokio's multi-thread runtime (4 workers; `tests/shim/tokio_http`,
 /// built here) under the shim in embedded mode answers eight concurrent Linux `curl`
 /// requests of 1 MiB, complete: the workers' epoll waits, wakes and re-arms across threads.

@@ -30,6 +30,8 @@ pub(crate) struct Service {
     pub assoc: u32,
     /// Fork tickets handed out ([`Service::next_ticket`]).
     tickets: core::sync::atomic::AtomicU32,
+    /// The daemon's control socket.
+    path: std::path::PathBuf,
 }
 
 /// The parts of a fresh socket in the segment.
@@ -111,6 +113,7 @@ impl Service {
             dead: AtomicBool::new(false),
             assoc,
             tickets: core::sync::atomic::AtomicU32::new(1),
+            path: path.to_path_buf(),
         })
     }
 
@@ -163,6 +166,42 @@ impl Service {
             if let Some(b) = busy.get_mut(slot as usize) {
                 *b = false;
             }
+        }
+    }
+
+    /// Asks the daemon (on a connection of its own) whether a connection
+    /// was lent under the open-file key of `fd`, an fd this process
+    /// received with SCM_RIGHTS: the lender's segment, its association
+    /// and the connection's slot in it. None when none was (ENOENT), or
+    /// `fd` has no key (it is no eventfd or socket).
+    /// Errors: the daemon's other refusals (EPERM), I/O errors, EPROTO
+    /// for a malformed answer.
+    pub fn borrow(&self, fd: i32) -> io::Result<Option<(AppSegment, u32, u32)>> {
+        let Some(key) = ctl::fd_key("self", fd) else {
+            return Ok(None);
+        };
+        let s = UnixStream::connect(&self.path)?;
+        let b = ctl::Borrow {
+            assoc: self.assoc,
+            fd: fd as u32,
+            key,
+        };
+        ctl::send_msg(&s, &b.encode(), &[])?;
+        let mut buf = [0u8; ctl::LENT_LEN];
+        let mut fds = Vec::new();
+        let n = ctl::recv_msg(&s, &mut buf, &mut fds)?;
+        let proto = || io::Error::from_raw_os_error(libc::EPROTO);
+        let l = ctl::Lent::decode(&buf[..n]).map_err(|_| proto())?;
+        match (l.status, fds.pop()) {
+            (libc::ENOENT, _) => Ok(None),
+            (0, Some(memfd)) => {
+                let len = usize::try_from(l.seg_len).map_err(|_| proto())?;
+                let region = Arc::new(Region::map_fd(memfd.as_fd(), len)?);
+                let (seg, _) = AppSegment::open(region).map_err(|_| proto())?;
+                Ok(Some((seg, l.owner, l.slot)))
+            }
+            (0, None) => Err(proto()),
+            (e, _) => Err(io::Error::from_raw_os_error(e)),
         }
     }
 

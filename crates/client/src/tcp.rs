@@ -609,17 +609,71 @@ impl TcpStream {
             .stack
             .slot_rings(inherited.id as u32)
             .ok_or_else(|| errno::io(libc::ENETDOWN))?;
-        let (id, shared) = stack.adopt((owner, inherited.id as u32))?;
+        let mut s = TcpStream::take_over(stack, (owner, inherited.id as u32), (tx, rx))?;
+        s.nonblocking = inherited.nonblocking;
+        s.wr_shut = inherited.wr_shut;
+        s.abort_on_drop = inherited.abort_on_drop;
+        s.cork = inherited.cork;
+        Ok(s)
+    }
+
+    /// True for a connection of a service-mode stack (a daemon's
+    /// application).
+    pub fn is_service(&self) -> bool {
+        self.stack.is_service()
+    }
+
+    /// Service mode: passes this connection to another process with
+    /// SCM_RIGHTS, as an fd whose open-file key is `key`
+    /// (`appif::ctl::fd_key`: an eventfd's `eventfd-id` or a socket's
+    /// inode): the daemon holds a reference for the process that receives
+    /// it and claims it with [`TcpStream::borrow`] within 10 s. Call before
+    /// sending the fd. No-op outside service mode.
+    pub fn lend(&self, key: u64) {
+        self.stack.lend(self.id as u32, key);
+    }
+
+    /// Service mode: the connection another application lent
+    /// ([`TcpStream::lend`]) as `fd`, an fd this process received with
+    /// SCM_RIGHTS, taken over as a stream of `stack` (this process's
+    /// association): its status, wake-ups and commands are this process's
+    /// from now on, its bytes stay in the lender's rings (the daemon hands
+    /// over the lender's segment to map, once it has checked in `/proc`
+    /// that this process holds `fd`). None when nothing was lent as `fd`
+    /// (it was no corestack connection).
+    ///
+    /// Errors: EOPNOTSUPP outside service mode, EMFILE when the segment
+    /// has no free slot, ENETDOWN when the connection is gone or was taken
+    /// by another process, the daemon's refusal (EPERM), I/O errors.
+    pub fn borrow(stack: &Stack, fd: i32) -> io::Result<Option<TcpStream>> {
+        let Some((seg, owner, slot)) = stack.borrow(fd)? else {
+            return Ok(None);
+        };
+        let (Some(tx), Some(rx)) = (seg.tx_writer(slot), seg.rx_reader(slot)) else {
+            return Err(errno::io(libc::EPROTO));
+        };
+        TcpStream::take_over(stack, (owner, slot), (tx, rx)).map(Some)
+    }
+
+    /// Takes over connection `slot` of association `owner`, whose rings
+    /// `(tx, rx)` this process maps (`Desc::Adopt`), and waits for the
+    /// daemon's answer.
+    fn take_over(
+        stack: &Stack,
+        (owner, slot): (u32, u32),
+        (tx, rx): (bytes::Writer, bytes::Reader),
+    ) -> io::Result<TcpStream> {
+        let (id, shared) = stack.adopt((owner, slot))?;
         let s = TcpStream {
             stack: stack.clone(),
             id,
             shared,
             tx,
             rx,
-            nonblocking: inherited.nonblocking,
-            wr_shut: inherited.wr_shut,
-            abort_on_drop: inherited.abort_on_drop,
-            cork: inherited.cork,
+            nonblocking: false,
+            wr_shut: false,
+            abort_on_drop: false,
+            cork: false,
             view: Default::default(),
         };
         stack.wait_opened(&s.shared)?;

@@ -124,6 +124,8 @@ real_fns! {
     __ppoll_chk(fds: *mut pollfd, n: nfds_t, ts: *const timespec, mask: *const sigset_t, fdslen: size_t) -> c_int;
     __fdelt_chk(d: c_long) -> c_long;
     fork() -> pid_t;
+    fstat(fd: c_int, buf: *mut libc::stat) -> c_int;
+    fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int;
     execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
     execv(path: *const c_char, argv: *const *const c_char) -> c_int;
     execvp(file: *const c_char, argv: *const *const c_char) -> c_int;
@@ -351,6 +353,13 @@ pub fn internal_eventfd() -> Result<c_int, c_int> {
     };
     crate::table::reserve(fd);
     Ok(fd)
+}
+
+/// The open-file key of `fd` as another process sees it too
+/// (`appif::ctl::fd_key`), read with the shim's own calls.
+pub fn fd_key(fd: c_int) -> Option<u64> {
+    let _inside = Inside::enter();
+    appif::ctl::fd_key("self", fd)
 }
 
 /// [`internal_eventfd`] as an owned fd (closing it does not lift the

@@ -48,6 +48,9 @@ pub(crate) struct App {
     pub parent: Option<u32>,
     /// Its segment.
     pub seg: AppSegment,
+    /// The segment's memfd, for an application it lends a connection to
+    /// (`ctl::Lent`).
+    pub memfd: OwnedFd,
     /// The consuming end of its command ring.
     pub cmds: CmdConsumer,
     /// Its control connection: end of file when it exits.
@@ -238,6 +241,7 @@ pub(crate) fn join(
         cred,
         cmds: CmdConsumer::new(seg.clone()),
         seg,
+        memfd,
         ctl: s,
         doorbell,
         stats: AppStats::default(),

@@ -49,7 +49,13 @@ struct Hold {
     child: Option<u32>,
     /// The shares it holds a reference to.
     shares: Vec<u32>,
+    /// A lend (`Desc::Lend`, SCM_RIGHTS): the passed fd's open-file key,
+    /// and when it was lent (unclaimed lends end after [`LEND_FOR`]).
+    lend: Option<(u64, std::time::Instant)>,
 }
+
+/// How long a lent connection waits for its receiver to claim it.
+pub const LEND_FOR: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The daemon's table of shared sockets and the holds on them.
 #[derive(Default)]
@@ -70,27 +76,11 @@ impl Forks {
     pub fn forking(&mut self, parent: u32, ticket: u32, ids: &[SockId]) {
         let mut shares: Vec<u32> = Vec::with_capacity(ids.len());
         for &id in ids {
-            let key = match self.by_id.get(&id) {
-                Some(&k) => k,
-                // Shared before and closed by `parent` since (the engine
-                // still has it for the others): not the parent's to share.
-                None if self.shares.values().any(|s| s.cur == Some(id)) => continue,
-                None => {
-                    let k = self.next;
-                    self.next = self.next.wrapping_add(1);
-                    self.shares.insert(
-                        k,
-                        Share {
-                            refs: 1,
-                            origin: id,
-                            cur: Some(id),
-                        },
-                    );
-                    self.by_id.insert(id, k);
-                    k
-                }
-            };
-            shares.push(key);
+            // Shared before and closed by `parent` since (the engine still
+            // has it for the others): not the parent's to share.
+            if let Some(k) = self.share_of(id) {
+                shares.push(k);
+            }
         }
         for h in self.holds.iter().filter(|h| h.child == Some(parent)) {
             for &k in &h.shares {
@@ -99,6 +89,49 @@ impl Forks {
                 }
             }
         }
+        self.hold(parent, ticket, shares, None);
+    }
+
+    /// `Desc::Lend`: association `owner` passes its connection `id` to
+    /// another process with SCM_RIGHTS, as the fd whose open-file key is
+    /// `key`: one more reference, held for whoever claims `key`
+    /// ([`Forks::borrow`]) within [`LEND_FOR`].
+    pub fn lend(&mut self, owner: u32, id: SockId, key: u64, now: std::time::Instant) {
+        let shares = self.share_of(id).into_iter().collect();
+        self.hold(owner, 0, shares, Some((key, now)));
+    }
+
+    /// The share of `id`, made when it was never shared; None when `id`
+    /// was shared and its owner closed it since.
+    fn share_of(&mut self, id: SockId) -> Option<u32> {
+        if let Some(&k) = self.by_id.get(&id) {
+            return Some(k);
+        }
+        if self.shares.values().any(|s| s.cur == Some(id)) {
+            return None;
+        }
+        let k = self.next;
+        self.next = self.next.wrapping_add(1);
+        self.shares.insert(
+            k,
+            Share {
+                refs: 1,
+                origin: id,
+                cur: Some(id),
+            },
+        );
+        self.by_id.insert(id, k);
+        Some(k)
+    }
+
+    /// A new hold of `parent`'s on `shares` (one reference more on each).
+    fn hold(
+        &mut self,
+        parent: u32,
+        ticket: u32,
+        shares: Vec<u32>,
+        lend: Option<(u64, std::time::Instant)>,
+    ) {
         for k in &shares {
             if let Some(s) = self.shares.get_mut(k) {
                 s.refs += 1;
@@ -111,7 +144,21 @@ impl Forks {
             pidfd: None,
             child: None,
             shares,
+            lend,
         });
+    }
+
+    /// `ctl::Borrow`: association `assoc` received the fd of `key`. The
+    /// lender and the id its connection had, when one was lent under
+    /// `key` and not claimed yet; the hold is `assoc`'s from now on.
+    pub fn borrow(&mut self, assoc: u32, key: u64) -> Option<(u32, SockId)> {
+        let h = self
+            .holds
+            .iter_mut()
+            .find(|h| h.child.is_none() && h.lend.is_some_and(|(k, _)| k == key))?;
+        h.child = Some(assoc);
+        let share = self.shares.get(h.shares.first()?)?;
+        Some((h.parent, share.origin))
     }
 
     /// `Desc::Forked`: the child of `parent`'s `ticket` is process `pid`
@@ -232,7 +279,8 @@ impl Forks {
         let mut k = 0;
         while k < self.holds.len() {
             let h = &self.holds[k];
-            if h.child == Some(assoc) || (h.parent == assoc && h.pid.is_none()) {
+            if h.child == Some(assoc) || (h.parent == assoc && h.pid.is_none() && h.lend.is_none())
+            {
                 close.extend(self.release(k));
             } else {
                 k += 1;
@@ -247,17 +295,22 @@ impl Forks {
         (keep, close)
     }
 
-    /// The holds of children that exited without joining end. Returns the
-    /// ids the engine must close now.
-    pub fn reap(&mut self) -> Vec<SockId> {
+    /// The holds of children that exited without joining end, and lends
+    /// nobody claimed within [`LEND_FOR`]. Returns the ids the engine must
+    /// close now.
+    pub fn reap(&mut self, now: std::time::Instant) -> Vec<SockId> {
         let mut close = Vec::new();
         let mut k = 0;
         while k < self.holds.len() {
             let h = &self.holds[k];
+            let expired = h
+                .lend
+                .is_some_and(|(_, at)| now.saturating_duration_since(at) > LEND_FOR);
             let gone = h.child.is_none()
-                && h.pidfd
-                    .as_ref()
-                    .is_some_and(|fd| appif::ctl::pidfd_exited(fd.as_fd()));
+                && (expired
+                    || h.pidfd
+                        .as_ref()
+                        .is_some_and(|fd| appif::ctl::pidfd_exited(fd.as_fd())));
             if gone {
                 close.extend(self.release(k));
             } else {
@@ -398,6 +451,25 @@ mod tests {
     }
 
     #[test]
+    fn a_lent_connection_is_the_claimers_and_an_unclaimed_lend_expires() {
+        let mut f = Forks::default();
+        let (conn, other) = (service_id(P, 3), service_id(P, 4));
+        let t0 = std::time::Instant::now();
+        f.lend(P, conn, 77, t0);
+        f.lend(P, other, 78, t0);
+        assert_eq!(f.borrow(C, 99), None, "no lend under that key");
+        assert_eq!(f.borrow(C, 77), Some((P, conn)));
+        assert_eq!(f.borrow(C + 1, 77), None, "claimed once");
+        assert_eq!(f.close(conn), None, "the receiver holds it");
+        let mine = service_id(C, 0);
+        assert_eq!(f.adopt(C, conn, mine), Some(conn));
+        assert_eq!(f.close(mine), Some(mine));
+        assert!(f.reap(t0 + LEND_FOR / 2).is_empty());
+        assert_eq!(f.close(other), None);
+        assert_eq!(f.reap(t0 + LEND_FOR * 2), vec![other], "expired");
+    }
+
+    #[test]
     fn only_the_child_of_the_ticket_adopts_and_only_once() {
         let mut f = Forks::default();
         let conn = service_id(P, 3);
@@ -437,7 +509,7 @@ mod tests {
         let pid = child.id();
         child.wait().expect("wait");
         let mut closed = f.forked(P, 1, pid);
-        closed.extend(f.reap());
+        closed.extend(f.reap(std::time::Instant::now()));
         assert_eq!(closed, vec![conn]);
         assert_eq!(f.holds(), 0);
     }

@@ -230,6 +230,14 @@ impl<P: Port> Host<P> {
                     self.adopt(i, slot, parent_slot, owner, now)?;
                     continue;
                 }
+                Desc::Lend { key, .. } => {
+                    // Only a connection the application holds (checked, as
+                    // everything read from its ring).
+                    if self.engine.engine.sockets_of(assoc).contains(&id) {
+                        self.forks.lend(assoc, id, key, std::time::Instant::now());
+                    }
+                    continue;
+                }
                 Desc::Close { slot } | Desc::Abort { slot } if slot < app.seg.layout().nslots => {
                     match self.forks.close(id) {
                         Some(x) if x == id => {}
@@ -371,6 +379,10 @@ impl<P: Port> Host<P> {
                         self.waiting.swap_remove(k);
                     }
                 }
+                Ok(n) if n == ctl::BORROW_LEN => {
+                    let (s, _) = self.waiting.swap_remove(k);
+                    self.lent(s, &buf[..n], now);
+                }
                 Ok(n) if n > 0 => {
                     let (s, _) = self.waiting.swap_remove(k);
                     if let Err(e) = self.welcome(s, &buf[..n], fds) {
@@ -398,7 +410,7 @@ impl<P: Port> Host<P> {
                 Err(_) => self.end(i, Ending::Departed, now),
             }
         }
-        let gone = self.forks.reap();
+        let gone = self.forks.reap(std::time::Instant::now());
         self.close_now(gone, now);
         self.engine.engine.take_violations(&mut self.violations);
         while let Some(assoc) = self.violations.pop() {
@@ -459,6 +471,58 @@ impl<P: Port> Host<P> {
         self.apps.push(app);
         self.publish_owners();
         Ok(())
+    }
+
+    /// Answers a `ctl::Borrow` on control connection `s`: the lender's
+    /// segment memfd and the lent connection's slot, when the asker is the
+    /// process of the association it names, holds the fd it names with the
+    /// key it names (`/proc`), and a connection was lent under that key
+    /// (the rings are taken first: the lender said `Lend` before it sent
+    /// the fd); else ENOENT or EPERM.
+    fn lent(&mut self, s: UnixStream, msg: &[u8], now: Instant) {
+        let answer = |status: i32| ctl::Lent {
+            status,
+            ..ctl::Lent::default()
+        };
+        let Ok(b) = ctl::Borrow::decode(msg) else {
+            let _ = ctl::send_msg(&s, &answer(appif::errno::EINVAL).encode(), &[]);
+            return;
+        };
+        // The asker is the process of the association it names, and holds
+        // an fd with that key (keys are counters: naming one proves nothing).
+        let me = ctl::peer_cred(&s).ok().map(|c| c.pid);
+        let holds = me.is_some_and(|pid| ctl::fd_key(&pid.to_string(), b.fd as i32) == Some(b.key));
+        if !holds
+            || !self
+                .apps
+                .iter()
+                .any(|a| a.assoc == b.assoc && Some(a.cred.pid) == me)
+        {
+            let _ = ctl::send_msg(&s, &answer(appif::errno::EPERM).encode(), &[]);
+            return;
+        }
+        for i in (0..self.apps.len()).rev() {
+            self.drain(i, now);
+        }
+        let found = self.forks.borrow(b.assoc, b.key).and_then(|(owner, id)| {
+            let app = self.apps.iter().find(|a| a.assoc == owner)?;
+            let (_, slot) = seg::service_owner(id)?;
+            Some((owner, slot, app))
+        });
+        match found {
+            Some((owner, slot, app)) => {
+                let l = ctl::Lent {
+                    status: 0,
+                    owner,
+                    slot,
+                    seg_len: app.seg.layout().total_len() as u64,
+                };
+                let _ = ctl::send_msg(&s, &l.encode(), &[app.memfd.as_fd()]);
+            }
+            None => {
+                let _ = ctl::send_msg(&s, &answer(appif::errno::ENOENT).encode(), &[]);
+            }
+        }
     }
 
     /// Tells the connection table who each association is (pid and name).

@@ -113,7 +113,9 @@ pub fn translate(
     }
     Ok(Some(match d {
         // The host's own: references across fork (see `forks`).
-        Desc::Forking { .. } | Desc::Forked { .. } | Desc::Adopt { .. } => return Ok(None),
+        Desc::Forking { .. } | Desc::Forked { .. } | Desc::Adopt { .. } | Desc::Lend { .. } => {
+            return Ok(None)
+        }
         Desc::Connect {
             remote,
             local_port,

@@ -193,3 +193,42 @@ fn a_connection_the_application_closed_still_delivers_after_it_leaves() {
         got.len()
     );
 }
+
+#[test]
+fn a_connection_lent_to_another_application_is_its_and_closes_with_the_last_reference() {
+    let d = Daemon::start("lend");
+    let (primary, worker) = (d.app(), d.app());
+    let mut l = TcpListener::bind(&primary, any(7303)).expect("listening on 7303");
+    let mut peer = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7303)).expect("peer connects");
+    peer.set_nonblocking(true).expect("nonblocking");
+    let lent = d.accept(&mut l, "the primary's accept");
+    peer.write_all(b"request").expect("peer writes");
+    // As the shim does around sendmsg(SCM_RIGHTS) and recvmsg: lend under the passed fd's
+    // key, claim it as the fd received (here an eventfd this process holds stands for both).
+    let passed = appif::ctl::eventfd().expect("an eventfd");
+    let other = appif::ctl::eventfd().expect("another eventfd");
+    let key = |fd: &std::os::fd::OwnedFd| {
+        appif::ctl::fd_key("self", std::os::fd::AsRawFd::as_raw_fd(fd)).expect("an eventfd-id")
+    };
+    lent.lend(key(&passed));
+    let raw = |fd: &std::os::fd::OwnedFd| std::os::fd::AsRawFd::as_raw_fd(fd);
+    assert!(
+        TcpStream::borrow(&worker, raw(&other))
+            .expect("asking as another fd")
+            .is_none(),
+        "nothing was lent as the other eventfd"
+    );
+    let mut mine = TcpStream::borrow(&worker, raw(&passed))
+        .expect("claiming the lent connection")
+        .expect("lent as the passed eventfd");
+    mine.set_nonblocking(true).expect("nonblocking");
+    drop(lent);
+    assert_eq!(read_n(&mut mine, 7, "the worker"), b"request");
+    mine.write_all(b"response").expect("the worker writes");
+    assert_eq!(read_n(&mut peer, 8, "the peer"), b"response");
+    drop(mine);
+    until(
+        || "no end of stream after the worker's close".to_string(),
+        || at_eof(&mut peer),
+    );
+}

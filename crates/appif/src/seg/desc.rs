@@ -161,6 +161,18 @@ pub enum Desc {
         /// The association whose connection it is; 0: the parent's.
         owner: u32,
     },
+    /// The application passes the TCP connection in `slot` to another
+    /// process with SCM_RIGHTS (a Node.js cluster's primary hands each
+    /// accepted connection to a worker): it gets one more reference, held
+    /// for the application that presents `key` (the passed fd's open-file
+    /// key, see `ctl::Borrow`) within 10 s, which may take it over
+    /// (`Desc::Adopt` with this application as owner).
+    Lend {
+        /// The application's socket slot in its segment.
+        slot: u32,
+        /// The passed fd's open-file key.
+        key: u64,
+    },
     /// IPV6_TCLASS and IPV6_UNICAST_HOPS: traffic class in the flag byte,
     /// hop limit (0: the default) in the argument.
     SetIpv6Header {
@@ -228,7 +240,7 @@ impl Desc {
     pub fn slot(&self) -> u32 {
         match *self {
             Desc::Forking { .. } | Desc::Forked { .. } => 0,
-            Desc::Adopt { slot, .. } => slot,
+            Desc::Adopt { slot, .. } | Desc::Lend { slot, .. } => slot,
             Desc::Connect { slot, .. }
             | Desc::Listen { slot, .. }
             | Desc::UdpBind { slot, .. }
@@ -306,6 +318,11 @@ impl Desc {
                 b[ARG2..ARG2 + 4].copy_from_slice(&parent_slot.to_le_bytes());
                 b[ARG3..ARG3 + 4].copy_from_slice(&owner.to_le_bytes());
                 (18, 0, None, 0)
+            }
+            Desc::Lend { key, .. } => {
+                b[ARG2..ARG2 + 4].copy_from_slice(&(key as u32).to_le_bytes());
+                b[ARG3..ARG3 + 4].copy_from_slice(&((key >> 32) as u32).to_le_bytes());
+                (19, 0, None, 0)
             }
             Desc::Abort { .. } => (13, 0, None, 0),
             Desc::SetKeepaliveParams {
@@ -425,6 +442,10 @@ impl Desc {
                 slot,
                 parent_slot: arg2,
                 owner: arg3,
+            },
+            19 => Desc::Lend {
+                slot,
+                key: u64::from(arg3) << 32 | u64::from(arg2),
             },
             13 => Desc::Abort { slot },
             14 => Desc::SetKeepaliveParams {

@@ -90,6 +90,10 @@ fn descriptors_round_trip_and_garbage_is_refused() {
             parent_slot: 3,
             owner: 0,
         },
+        Desc::Lend {
+            slot: 6,
+            key: 0xfeed_0000_beef,
+        },
         Desc::Abort { slot: 3 },
         Desc::SetKeepaliveParams {
             slot: 4,

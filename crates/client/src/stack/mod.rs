@@ -416,6 +416,23 @@ impl Stack {
         }
     }
 
+    /// Service mode: this process passes connection `slot` of its segment
+    /// to another process with SCM_RIGHTS as the fd of open-file `key`
+    /// (see [`crate::TcpStream::borrow`]). No-op in other modes.
+    pub(crate) fn lend(&self, slot: u32, key: u64) {
+        if let Ok(s) = self.service() {
+            s.submit_desc(Desc::Lend { slot, key });
+        }
+    }
+
+    /// Service mode: the lender's segment, association and slot of the
+    /// connection lent as this process's `fd`, if any (see
+    /// [`crate::TcpStream::borrow`]). Errors: EOPNOTSUPP in other modes, the
+    /// daemon's refusal, I/O errors.
+    pub(crate) fn borrow(&self, fd: i32) -> io::Result<Option<(appif::seg::AppSegment, u32, u32)>> {
+        self.service()?.borrow(fd)
+    }
+
     /// The service-mode association. Errors: EOPNOTSUPP in other modes.
     fn service(&self) -> io::Result<&crate::service::Service> {
         match &self.inner.mode {

@@ -162,7 +162,12 @@ pub unsafe extern "C" fn recvfrom(
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
     let Some(o) = ours(fd) else {
         // SAFETY: passed through.
-        return unsafe { sys::recvmsg(fd, msg, flags) };
+        let r = unsafe { sys::recvmsg(fd, msg, flags) };
+        if r >= 0 {
+            // SAFETY: recvmsg filled `msg` (the caller's valid msghdr).
+            unsafe { take_passed(msg) };
+        }
+        return r;
     };
     let Some(s) = as_sock(&o) else {
         // SAFETY: passed through.
@@ -353,19 +358,88 @@ pub(super) fn stays_here(o: &Obj) -> bool {
 }
 
 /// The first fd among the SCM_RIGHTS fds of `msg` that [`stays_here`]
-/// (None also for the shim's own calls, a null `msg` and no control data).
+/// and cannot be lent (None also for the shim's own calls, a null `msg`
+/// and no control data). In service mode a corestack connection is lent
+/// (`Sock::lend`) for the receiver to take over; anything else on
+/// corestack cannot travel.
 ///
 /// # Safety
 /// `msg` is null or a readable msghdr whose control buffer is readable
 /// for `msg_controllen` bytes (sendmsg's contract).
 pub(super) unsafe fn corestack_fd_passed(msg: *const msghdr) -> Option<c_int> {
+    let lent = |o: &Obj, fd: c_int| match o {
+        Obj::Sock(s) => sys::fd_key(fd).is_some_and(|k| s.lend(k)),
+        _ => false,
+    };
+    let mut refused = None;
+    // SAFETY: the caller's promise, passed on.
+    unsafe {
+        each_passed_fd(msg, |fd| {
+            if refused.is_none() && table::get(fd).is_some_and(|o| stays_here(&o) && !lent(&o, fd))
+            {
+                refused = Some(fd);
+            }
+        })
+    };
+    refused
+}
+
+/// Every fd another process passed in `msg` (SCM_RIGHTS) drops a stale
+/// entry under its number; in service mode one that is a corestack
+/// connection another application lent is taken over by this process
+/// (`TcpStream::borrow`) and installed as that fd. The others stay what
+/// the kernel made them.
+///
+/// # Safety
+/// `msg` is null or a msghdr that recvmsg just filled (its control buffer
+/// readable for `msg_controllen` bytes).
+pub(super) unsafe fn take_passed(msg: *const msghdr) {
+    if process::config().is_none_or(|c| c.service.is_none()) {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { each_passed_fd(msg, |fd| drop(table::forget(fd))) };
+        return;
+    }
+    // SAFETY: the caller's promise, passed on.
+    unsafe {
+        each_passed_fd(msg, |fd| {
+            // The kernel just handed out this number: an entry under it is
+            // stale (its socket was closed where the shim could not see,
+            // libuv's raw close(2)), and closes now.
+            drop(table::forget(fd));
+            if sys::fd_key(fd).is_none() {
+                return;
+            }
+            let Ok(stack) = process::stack() else { return };
+            let _inside = sys::Inside::enter();
+            match corestack::TcpStream::borrow(stack, fd) {
+                Ok(Some(s)) => {
+                    if let Ok(Some(old)) = table::install(fd, Sock::borrowed(s, fd)) {
+                        drop(old);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => sys::log_line(&format!(
+                    "recvmsg: fd {fd} was passed as a corestack connection, but taking it over failed: {e}"
+                )),
+            }
+        })
+    }
+}
+
+/// Calls `f` on every fd of the SCM_RIGHTS messages in `msg`'s control
+/// data (nothing for the shim's own calls, a null `msg` and no control
+/// data); at most 64 control headers are looked at.
+///
+/// # Safety
+/// As [`corestack_fd_passed`].
+unsafe fn each_passed_fd(msg: *const msghdr, mut f: impl FnMut(c_int)) {
     if sys::inside() || msg.is_null() {
-        return None;
+        return;
     }
     // SAFETY: the caller promises a readable msghdr.
     let m = unsafe { &*msg };
     if m.msg_control.is_null() || m.msg_controllen < core::mem::size_of::<libc::cmsghdr>() {
-        return None;
+        return;
     }
     // SAFETY: CMSG_FIRSTHDR reads msg_control/msg_controllen only.
     let mut c = unsafe { libc::CMSG_FIRSTHDR(m) };
@@ -382,22 +456,18 @@ pub(super) unsafe fn corestack_fd_passed(msg: *const msghdr) -> Option<c_int> {
             let data = unsafe { libc::CMSG_DATA(c) } as *const c_int;
             for i in 0..n {
                 // SAFETY: `i` < the count of ints cmsg_len covers.
-                let fd = unsafe { core::ptr::read_unaligned(data.add(i)) };
-                if table::get(fd).is_some_and(|o| stays_here(&o)) {
-                    return Some(fd);
-                }
+                f(unsafe { core::ptr::read_unaligned(data.add(i)) });
             }
         }
         // SAFETY: as CMSG_FIRSTHDR; a header past the buffer comes back null.
         c = unsafe { libc::CMSG_NXTHDR(m, c) };
     }
-    None
 }
 
 /// EOPNOTSUPP, said on stderr naming `fd`: a corestack fd in SCM_RIGHTS.
 pub(super) fn refuse_passing(fd: c_int) -> ssize_t {
     sys::log_line(&format!(
-        "sendmsg: fd {fd} is a corestack socket; passing it to another process with SCM_RIGHTS is not supported (the receiver would get a bare placeholder): EOPNOTSUPP"
+        "sendmsg: fd {fd} is a corestack socket; passing it to another process with SCM_RIGHTS works only for connections in service mode (the receiver would get a bare placeholder): EOPNOTSUPP"
     ));
     sys::set_errno(libc::EOPNOTSUPP);
     -1

@@ -54,6 +54,56 @@ pub unsafe extern "C" fn __recvfrom_chk(
     unsafe { recvfrom(fd, buf, n, flags, addr, len) }
 }
 
+/// A corestack socket whose fd is a placeholder (an accepted or received
+/// connection's eventfd) reads as a socket (S_IFSOCK), as the kernel's
+/// would: libuv and others check the type of an fd they are handed.
+fn socket_mode(fd: c_int, mode: &mut libc::mode_t) {
+    if table::get(fd).is_some_and(|o| matches!(&*o, Obj::Sock(s) if s.on_corestack())) {
+        *mode = (*mode & !libc::S_IFMT) | libc::S_IFSOCK;
+    }
+}
+
+/// fstat(2), with [`socket_mode`].
+#[no_mangle]
+pub unsafe extern "C" fn fstat(fd: c_int, buf: *mut libc::stat) -> c_int {
+    // SAFETY: the caller promises a writable stat.
+    let r = unsafe { sys::fstat(fd, buf) };
+    if r == 0 && !buf.is_null() {
+        // SAFETY: the kernel just filled it.
+        socket_mode(fd, unsafe { &mut (*buf).st_mode });
+    }
+    r
+}
+
+/// fstat64, with [`socket_mode`].
+#[no_mangle]
+pub unsafe extern "C" fn fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int {
+    // SAFETY: the caller promises a writable stat64.
+    let r = unsafe { sys::fstat64(fd, buf) };
+    if r == 0 && !buf.is_null() {
+        // SAFETY: the kernel just filled it.
+        socket_mode(fd, unsafe { &mut (*buf).st_mode });
+    }
+    r
+}
+
+/// `__fxstat64`, the fstat of programs built against glibc before 2.33
+/// (Node.js's release builds): as fstat64 (`ver` is the x86-64 layout's,
+/// the one struct stat64 has).
+#[no_mangle]
+pub unsafe extern "C" fn __fxstat64(_ver: c_int, fd: c_int, buf: *mut libc::stat64) -> c_int {
+    // SAFETY: as fstat64.
+    unsafe { fstat64(fd, buf) }
+}
+
+/// `__fxstat`: as [`__fxstat64`] (struct stat and stat64 are one layout
+/// on x86-64).
+#[no_mangle]
+pub unsafe extern "C" fn __fxstat(_ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int {
+    // SAFETY: as fstat.
+    unsafe { fstat(fd, buf) }
+}
+
 /// fork: in service mode the daemon learns of it first, so that the
 /// sockets the parent holds get references for the child (closing the
 /// parent's copy then leaves the child's open, as on Linux), and the child

@@ -290,6 +290,41 @@ impl Sock {
         }
     }
 
+    /// Service mode: this process passes the socket with SCM_RIGHTS as the
+    /// fd of open-file `key` ([`crate::sys::fd_key`]): a connection of this
+    /// process's is lent for the receiver to take over
+    /// (`TcpStream::lend`). False for anything else (then it cannot travel).
+    pub fn lend(&self, key: u64) -> bool {
+        if self.generation.load(Ordering::Relaxed) != process::generation() {
+            return false;
+        }
+        match &*lock(&self.state) {
+            State::Stream(s) if s.is_service() => {
+                s.lend(key);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A connection another process passed with SCM_RIGHTS and this one
+    /// took over ([`TcpStream::borrow`]), for the fd it arrived as.
+    pub fn borrowed(s: TcpStream, fd: c_int) -> Arc<Obj> {
+        let family = match s.local_addr() {
+            Ok(a) if a.is_ipv6() => libc::AF_INET6,
+            _ => libc::AF_INET,
+        };
+        let sock = Sock::new(
+            family,
+            Ty::Stream,
+            State::Stream(s),
+            false,
+            Opts::for_family(family),
+        );
+        sock.add_fd(fd);
+        Arc::new(Obj::Sock(sock))
+    }
+
     /// The socket went to corestack (`at`: the call that decided): says
     /// which options set while undecided it goes without.
     fn report_unhonoured(&self, at: &str) {
