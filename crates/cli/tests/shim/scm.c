@@ -2,8 +2,11 @@
  * corestack socket cannot travel to another process, so sendmsg carrying
  * one fails at once with EOPNOTSUPP and sends nothing; a kernel fd still
  * travels; the corestack connection keeps working.
+ * With "lend" (service mode) a corestack connection travels: the received
+ * fd is the connection, the sender's copy answers ENETDOWN; a listener
+ * still cannot travel.
  *
- * usage: scm PEER PORT   (PEER echoes TCP on PORT; run under the shim)
+ * usage: scm PEER PORT [lend]   (PEER echoes TCP on PORT; run under the shim)
  * Prints "corestack fd N", then one line per check (PASS/FAIL); exit
  * status 0 when all pass. */
 #define _GNU_SOURCE
@@ -56,13 +59,51 @@ static int recv_fd(int sock) {
     return fd;
 }
 
+/* Service mode: the connection travels; a listener does not. */
+static int lend(int c, const struct sockaddr_in *peer) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0) return 1;
+    ssize_t r = send_fds(sv[0], &c, 1);
+    CHECK("sendmsg SCM_RIGHTS of a corestack connection is sent", r == 1, "returned %zd (%s)", r,
+          strerror(errno));
+    int got = recv_fd(sv[1]);
+    CHECK("the fd arrives", got >= 0, "got %d", got);
+    char b[16];
+    int n = -1;
+    if (got >= 0) {
+        send(got, "ping", 4, 0);
+        struct pollfd p = {.fd = got, .events = POLLIN};
+        n = poll(&p, 1, 3000) == 1 ? (int)recv(got, b, sizeof b, 0) : -1;
+    }
+    CHECK("the received fd is the connection (it echoes)", n == 4 && memcmp(b, "ping", 4) == 0,
+          "got %d", n);
+    errno = 0;
+    r = recv(c, b, sizeof b, MSG_DONTWAIT);
+    int e = errno;
+    CHECK("the sender's copy answers ENETDOWN", r == -1 && e == ENETDOWN, "returned %zd (%s)", r,
+          strerror(e));
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in any = {.sin_family = AF_INET, .sin_port = htons(ntohs(peer->sin_port) + 7000)};
+    if (bind(l, (struct sockaddr *)&any, sizeof any) < 0 || listen(l, 4) < 0) return 1;
+    printf("corestack fd %d\n", l);
+    errno = 0;
+    r = send_fds(sv[0], &l, 1);
+    e = errno;
+    CHECK("sendmsg SCM_RIGHTS of a corestack listener fails with EOPNOTSUPP",
+          r == -1 && e == EOPNOTSUPP, "returned %zd (%s)", r, strerror(e));
+    printf(failures ? "SOME FAILED\n" : "ALL PASSED\n");
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
-    struct sockaddr_in peer = peer_args(argc, argv, 3, "scm PEER PORT");
+    int lending = argc == 4 && strcmp(argv[3], "lend") == 0;
+    struct sockaddr_in peer = peer_args(lending ? 3 : argc, argv, 3, "scm PEER PORT [lend]");
     int c = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(c, (struct sockaddr *)&peer, sizeof peer) < 0) {
         printf("FAIL connect: %s\n", strerror(errno));
         return 1;
     }
+    if (lending) return lend(c, &peer);
     printf("corestack fd %d\n", c);
     int sv[2], pfd[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0 || pipe(pfd) < 0) return 1;
