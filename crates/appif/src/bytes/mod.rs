@@ -45,8 +45,6 @@
 
 use crate::region::Region;
 use crate::CachePadded;
-use core::cell::UnsafeCell;
-use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -61,6 +59,8 @@ pub const MIN_RING: usize = 64;
 
 mod geometry;
 use geometry::*;
+mod pages;
+use pages::{LocalBuf, WriteGuard};
 
 /// A ring in the process's own memory (embedded and inline mode).
 struct LocalRing {
@@ -69,24 +69,27 @@ struct LocalRing {
     geometry: CachePadded<AtomicU64>,
     /// Ends (writer, reader) still alive: probes do not count.
     ends: AtomicU64,
+    /// Held by a write or by a release of the pages (see `pages`).
+    pages: CachePadded<core::sync::atomic::AtomicU32>,
+    /// `head` when the pages were last given back (nothing written since).
+    released_at: AtomicU64,
     /// The ring's bytes, left uninitialised: a byte is read only after the
     /// writer wrote it (the head/tail protocol), so nothing needs zeroing.
     /// Zeroing cost the whole reservation (8 MiB by default) on every new
     /// connection once the allocator reused freed memory: short
     /// connections at 1 400/s instead of 13 600/s, and 2 GiB resident.
-    buf: Box<[UnsafeCell<MaybeUninit<u8>>]>,
+    buf: LocalBuf,
 }
 
 // SAFETY: the buffer is only reached through `Mem`, whose ring protocol
 // keeps the two ends off each other's bytes; the indices are atomics.
 unsafe impl Send for LocalRing {}
 
-// SAFETY: the boxed buffer never moves or changes length while the ring
-// lives; `UnsafeCell<MaybeUninit<u8>>` has the layout of `u8`, and ports
-// read only written bytes, with raw copies or through the kernel.
+// SAFETY: the buffer never moves or changes length while the ring lives,
+// and ports read only written bytes, with raw copies or through the kernel.
 unsafe impl nic::StableMemory for LocalRing {
     fn as_ptr(&self) -> *const u8 {
-        UnsafeCell::raw_get(self.buf.as_ptr()) as *const u8
+        self.buf.as_ptr()
     }
     fn len(&self) -> usize {
         self.buf.len()
@@ -192,11 +195,7 @@ impl Mem {
         let reserved = reserved.max(capacity).max(MIN_RING).next_power_of_two();
         let cap = capacity.max(MIN_RING).next_power_of_two();
         // Not zeroed (see `LocalRing::buf`).
-        let bytes: Box<[MaybeUninit<u8>]> = Box::new_uninit_slice(reserved);
-        // SAFETY: UnsafeCell<T> is repr(transparent) over T, so the slice has
-        // the same layout; ownership moves from one Box to the other.
-        let buf =
-            unsafe { Box::from_raw(Box::into_raw(bytes) as *mut [UnsafeCell<MaybeUninit<u8>>]) };
+        let buf = LocalBuf::new(reserved);
         let word = if cap == reserved {
             0
         } else {
@@ -207,16 +206,15 @@ impl Mem {
             tail: CachePadded(AtomicU64::new(0)),
             geometry: CachePadded(AtomicU64::new(word)),
             ends: AtomicU64::new(2),
+            pages: CachePadded(core::sync::atomic::AtomicU32::new(pages::FREE)),
+            released_at: AtomicU64::new(0),
             buf,
         });
         let mk = |r: &Arc<LocalRing>| Mem {
             head: NonNull::from(&r.head.0),
             tail: NonNull::from(&r.tail.0),
             geometry: NonNull::from(&r.geometry.0),
-            // UnsafeCell<u8> has the layout of u8 and permits writes through
-            // a shared reference.
-            base: NonNull::new(UnsafeCell::raw_get(r.buf.as_ptr()).cast::<u8>())
-                .expect("non-null box"),
+            base: NonNull::new(r.buf.as_ptr()).expect("non-null allocation"),
             reserved,
             base_at: 0,
             keep: Keep::Local(r.clone()),
@@ -476,6 +474,8 @@ impl Writer {
             return 0;
         }
         let head = self.head.load(Ordering::Relaxed);
+        // No release of the pages while we copy in and publish.
+        let _pages = self.mem.releasable().map(|r| WriteGuard::take(&r.pages));
         // SAFETY: [head, head + n) is free space (n <= free), owned by the
         // single writer until the release store below publishes it, and
         // `geo` is our own geometry.
