@@ -42,11 +42,73 @@ pub(super) fn page_size() -> usize {
     p
 }
 
-/// A ring's buffer on the heap: `len` bytes, page-aligned when `len` is at
-/// least a page (then its pages can be given back), left uninitialised.
+/// Buffers up to this size (a page or more) come from [`POOL`]: the heap
+/// would lay a page-aligned buffer between fragments that other
+/// allocations only partly fill, resident pages of about half a buffer
+/// each, a cost as large as the buffer's own page.
+const POOL_MAX: usize = 64 * 1024;
+/// Bytes the pool takes from the allocator at a time (page-aligned, and
+/// above glibc's mmap threshold: pages of its own).
+const POOL_CHUNK: usize = 1 << 20;
+/// Free buffers of a size class the pool keeps resident; beyond them a
+/// returned buffer's pages go back to the kernel first.
+const POOL_SPARES: usize = 256;
+/// Size classes of the pool: powers of two from 4 KiB up to [`POOL_MAX`]
+/// (a system with larger pages uses the classes from its page size).
+const CLASSES: usize = (POOL_MAX.trailing_zeros() - 12 + 1) as usize;
+
+/// The free buffers of each size class, by address. Chunks are never given
+/// back to the allocator: a buffer returned beyond [`POOL_SPARES`] gives
+/// its pages to the kernel instead, so the pool holds address space, not
+/// memory. Taken once per ring created or dropped, never per byte.
+static POOL: std::sync::Mutex<[Vec<usize>; CLASSES]> =
+    std::sync::Mutex::new([const { Vec::new() }; CLASSES]);
+
+fn class_of(len: usize) -> Option<usize> {
+    (len >= page_size().max(4096) && len <= POOL_MAX && len.is_power_of_two())
+        .then(|| (len.trailing_zeros() - 12) as usize)
+}
+
+/// A buffer of `len` bytes (a power of two, a page or more, at most
+/// [`POOL_MAX`]) from the pool, page-aligned.
+fn pool_take(len: usize, class: usize) -> NonNull<u8> {
+    let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(at) = pool[class].pop() {
+        return NonNull::new(at as *mut u8).expect("pooled buffers are not null");
+    }
+    let layout = Layout::from_size_align(POOL_CHUNK, page_size()).expect("chunk layout");
+    // SAFETY: the layout's size is not zero.
+    let raw = unsafe { std::alloc::alloc(layout) };
+    let Some(chunk) = NonNull::new(raw) else {
+        std::alloc::handle_alloc_error(layout)
+    };
+    // The chunk's other buffers go to the free list, the first to the caller.
+    let free = &mut pool[class];
+    free.extend((1..POOL_CHUNK / len).map(|i| chunk.as_ptr() as usize + i * len));
+    chunk
+}
+
+/// Returns a buffer taken with [`pool_take`].
+///
+/// # Safety
+/// `ptr` came from `pool_take(len, class)` and nobody uses it any more.
+unsafe fn pool_give(ptr: NonNull<u8>, len: usize, class: usize) {
+    let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    if pool[class].len() >= POOL_SPARES {
+        // SAFETY: the buffer is ours alone (caller's contract), whole pages.
+        unsafe { libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_DONTNEED) };
+    }
+    pool[class].push(ptr.as_ptr() as usize);
+}
+
+/// A ring's buffer: `len` bytes, page-aligned when `len` is at least a page
+/// (then its pages can be given back), left uninitialised. Buffers of a
+/// page up to [`POOL_MAX`] come from the pool, others from the allocator.
 pub(super) struct LocalBuf {
     ptr: NonNull<u8>,
     layout: Layout,
+    /// The pool's size class, for a buffer from the pool.
+    class: Option<usize>,
     /// Whole pages of the buffer can be given back.
     pub(super) releasable: bool,
 }
@@ -59,14 +121,22 @@ impl LocalBuf {
         let releasable = len >= page;
         let align = if releasable { page } else { 64 };
         let layout = Layout::from_size_align(len, align).expect("a power-of-two ring size");
-        // SAFETY: the layout's size is not zero (at least 64 bytes).
-        let raw = unsafe { std::alloc::alloc(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            std::alloc::handle_alloc_error(layout)
+        let class = class_of(len);
+        let ptr = match class {
+            Some(c) => pool_take(len, c),
+            None => {
+                // SAFETY: the layout's size is not zero (at least 64 bytes).
+                let raw = unsafe { std::alloc::alloc(layout) };
+                let Some(ptr) = NonNull::new(raw) else {
+                    std::alloc::handle_alloc_error(layout)
+                };
+                ptr
+            }
         };
         LocalBuf {
             ptr,
             layout,
+            class,
             releasable,
         }
     }
@@ -92,7 +162,7 @@ impl LocalBuf {
         }
         let page = page_size();
         let n = bytes.div_ceil(page).saturating_mul(page).min(self.len());
-        // SAFETY: [ptr, ptr + n) lies inside our own allocation, which is
+        // SAFETY: [ptr, ptr + n) lies inside our own buffer, which is
         // page-aligned and a whole number of pages long, so the range holds
         // no byte of anyone else's (nor the allocator's bookkeeping); the
         // caller guarantees nobody touches it meanwhile. Private anonymous
@@ -108,8 +178,13 @@ impl LocalBuf {
 
 impl Drop for LocalBuf {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this very layout, freed once.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+        match self.class {
+            // SAFETY: taken from the pool in `new` with this length and
+            // class, returned once; the ring that used it is gone.
+            Some(c) => unsafe { pool_give(self.ptr, self.len(), c) },
+            // SAFETY: allocated in `new` with this very layout, freed once.
+            None => unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) },
+        }
     }
 }
 
