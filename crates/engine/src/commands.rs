@@ -245,7 +245,7 @@ impl Protocols {
         let status = shared.clone();
         self.bind_socket(id, &status, local, v6only, Ports::Listeners, |local| {
             let backlog = accept.capacity();
-            Socket::Listener(Listener {
+            Socket::Listener(Box::new(Listener {
                 id,
                 shared,
                 local,
@@ -258,7 +258,7 @@ impl Protocols {
                 members: Vec::new(),
                 head: None,
                 turn: 0,
-            })
+            }))
         });
     }
 
@@ -274,7 +274,7 @@ impl Protocols {
     ) {
         let status = shared.clone();
         self.bind_socket(id, &status, local, v6only, Ports::Udp, |local| {
-            Socket::Udp(UdpSock {
+            Socket::Udp(Box::new(UdpSock {
                 id,
                 shared,
                 local,
@@ -282,7 +282,7 @@ impl Protocols {
                 tx: txr,
                 rx,
                 ip6: Default::default(),
-            })
+            }))
         });
     }
 

@@ -62,15 +62,24 @@ use geometry::*;
 mod pages;
 use pages::{LocalBuf, WriteGuard};
 
+/// A ring's `head` and the word that excludes a write from a release of
+/// the ring's pages, on one cache line.
+struct HeadLine {
+    head: AtomicU64,
+    pages: core::sync::atomic::AtomicU32,
+}
+
 /// A ring in the process's own memory (embedded and inline mode).
 struct LocalRing {
-    head: CachePadded<AtomicU64>,
+    /// The writer's line: `head`, and the word a write or a release of the
+    /// pages holds (see `pages`), both written with every write.
+    head: CachePadded<HeadLine>,
     tail: CachePadded<AtomicU64>,
-    geometry: CachePadded<AtomicU64>,
+    /// Read-mostly from here on, one line: the geometry word (written at a
+    /// growth), the ends, the release position and the buffer's place.
+    geometry: AtomicU64,
     /// Ends (writer, reader) still alive: probes do not count.
     ends: AtomicU64,
-    /// Held by a write or by a release of the pages (see `pages`).
-    pages: CachePadded<core::sync::atomic::AtomicU32>,
     /// `head` when the pages were last given back (nothing written since).
     released_at: AtomicU64,
     /// The ring's bytes, left uninitialised: a byte is read only after the
@@ -202,18 +211,20 @@ impl Mem {
             Geometry::plain(cap).word()
         };
         let ring = Arc::new(LocalRing {
-            head: CachePadded(AtomicU64::new(0)),
+            head: CachePadded(HeadLine {
+                head: AtomicU64::new(0),
+                pages: core::sync::atomic::AtomicU32::new(pages::FREE),
+            }),
             tail: CachePadded(AtomicU64::new(0)),
-            geometry: CachePadded(AtomicU64::new(word)),
+            geometry: AtomicU64::new(word),
             ends: AtomicU64::new(2),
-            pages: CachePadded(core::sync::atomic::AtomicU32::new(pages::FREE)),
             released_at: AtomicU64::new(0),
             buf,
         });
         let mk = |r: &Arc<LocalRing>| Mem {
-            head: NonNull::from(&r.head.0),
+            head: NonNull::from(&r.head.0.head),
             tail: NonNull::from(&r.tail.0),
-            geometry: NonNull::from(&r.geometry.0),
+            geometry: NonNull::from(&r.geometry),
             base: NonNull::new(r.buf.as_ptr()).expect("non-null allocation"),
             reserved,
             base_at: 0,
@@ -475,7 +486,7 @@ impl Writer {
         }
         let head = self.head.load(Ordering::Relaxed);
         // No release of the pages while we copy in and publish.
-        let _pages = self.mem.releasable().map(|r| WriteGuard::take(&r.pages));
+        let _pages = self.mem.releasable().map(|r| WriteGuard::take(&r.head.0.pages));
         // SAFETY: [head, head + n) is free space (n <= free), owned by the
         // single writer until the release store below publishes it, and
         // `geo` is our own geometry.

@@ -106,25 +106,27 @@ unsafe fn pool_give(ptr: NonNull<u8>, len: usize, class: usize) {
 /// page up to [`POOL_MAX`] come from the pool, others from the allocator.
 pub(super) struct LocalBuf {
     ptr: NonNull<u8>,
-    layout: Layout,
-    /// The pool's size class, for a buffer from the pool.
-    class: Option<usize>,
-    /// Whole pages of the buffer can be given back.
+    len: usize,
+    /// The pool's size class, for a buffer from the pool; [`NO_CLASS`] for
+    /// one from the allocator.
+    class: u8,
+    /// Whole pages of the buffer can be given back (it is page-aligned).
     pub(super) releasable: bool,
 }
+
+/// [`LocalBuf::class`] of a buffer from the allocator.
+const NO_CLASS: u8 = u8::MAX;
 
 impl LocalBuf {
     /// `len` bytes (a power of two, at least 64). Aborts as `Box` does when
     /// the allocator has no memory.
     pub(super) fn new(len: usize) -> LocalBuf {
-        let page = page_size();
-        let releasable = len >= page;
-        let align = if releasable { page } else { 64 };
-        let layout = Layout::from_size_align(len, align).expect("a power-of-two ring size");
+        let releasable = len >= page_size();
         let class = class_of(len);
         let ptr = match class {
             Some(c) => pool_take(len, c),
             None => {
+                let layout = Self::layout(len, releasable);
                 // SAFETY: the layout's size is not zero (at least 64 bytes).
                 let raw = unsafe { std::alloc::alloc(layout) };
                 let Some(ptr) = NonNull::new(raw) else {
@@ -135,10 +137,16 @@ impl LocalBuf {
         };
         LocalBuf {
             ptr,
-            layout,
-            class,
+            len,
+            class: class.map_or(NO_CLASS, |c| c as u8),
             releasable,
         }
+    }
+
+    /// The layout of a buffer of `len` bytes from the allocator.
+    fn layout(len: usize, releasable: bool) -> Layout {
+        let align = if releasable { page_size() } else { 64 };
+        Layout::from_size_align(len, align).expect("a power-of-two ring size")
     }
 
     pub(super) fn as_ptr(&self) -> *mut u8 {
@@ -146,7 +154,7 @@ impl LocalBuf {
     }
 
     pub(super) fn len(&self) -> usize {
-        self.layout.size()
+        self.len
     }
 
     /// Gives back the pages of the first `bytes` bytes (rounded up to whole
@@ -178,12 +186,14 @@ impl LocalBuf {
 
 impl Drop for LocalBuf {
     fn drop(&mut self) {
-        match self.class {
+        if self.class == NO_CLASS {
+            let layout = Self::layout(self.len, self.releasable);
+            // SAFETY: allocated in `new` with this very layout, freed once.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
+        } else {
             // SAFETY: taken from the pool in `new` with this length and
             // class, returned once; the ring that used it is gone.
-            Some(c) => unsafe { pool_give(self.ptr, self.len(), c) },
-            // SAFETY: allocated in `new` with this very layout, freed once.
-            None => unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) },
+            unsafe { pool_give(self.ptr, self.len, usize::from(self.class)) };
         }
     }
 }
@@ -237,6 +247,8 @@ impl Mem {
             return 0;
         };
         if ring
+            .head
+            .0
             .pages
             .compare_exchange(FREE, RELEASING, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
@@ -255,7 +267,7 @@ impl Mem {
             given = unsafe { ring.buf.discard(geo.cap) };
             ring.released_at.store(head, Ordering::Relaxed);
         }
-        ring.pages.store(FREE, Ordering::Release);
+        ring.head.0.pages.store(FREE, Ordering::Release);
         given
     }
 }
@@ -324,6 +336,13 @@ mod tests {
         assert_eq!(r.read(&mut out), data.len());
         assert_eq!(out, data);
         assert_eq!(w.release_pages(), 4 * page);
+    }
+
+    /// A ring's own state is three cache lines: the writer's (`head` and
+    /// the exclusion word), the reader's (`tail`), and the read-mostly rest.
+    #[test]
+    fn a_local_ring_is_three_cache_lines() {
+        assert_eq!(core::mem::size_of::<super::super::LocalRing>(), 3 * 64);
     }
 
     #[test]
