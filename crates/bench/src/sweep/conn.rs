@@ -246,11 +246,13 @@ const CLIENT_CONNS: usize = 15_000;
 
 /// The clients of one point together: connections, round trips/s summed; p50/p99 of all
 /// their round trips (their latency histograms merged); memory: the server's before the
-/// first opened and with every client's connections open (the largest of the readings).
+/// first opened, with every client's connections open and once they idled (the largest of
+/// the readings).
 fn merge_clients(results: Vec<Result<Value>>) -> Result<(Point, Option<Memory>)> {
     let mut merged = Point::default();
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).context("histogram")?;
     let (mut rss0, mut rss1, mut k0, mut k1) = (u64::MAX, 0u64, u64::MAX, 0u64);
+    let (mut rss_idle, mut k_idle) = (0u64, 0u64);
     let mut notes = Vec::new();
     for r in results {
         let v = r?;
@@ -275,6 +277,9 @@ fn merge_clients(results: Vec<Result<Value>>) -> Result<(Point, Option<Memory>)>
         ) {
             (rss0, rss1, k0, k1) = (rss0.min(a), rss1.max(b), k0.min(c), k1.max(d));
         }
+        if let (Some(a), Some(b)) = (kib("server_rss_idle_kib"), kib("kernel_idle_kib")) {
+            (rss_idle, k_idle) = (rss_idle.max(a), k_idle.max(b));
+        }
     }
     let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     merged.p50_us = us(0.5);
@@ -285,6 +290,8 @@ fn merge_clients(results: Vec<Result<Value>>) -> Result<(Point, Option<Memory>)>
         server_rss_before_kib: rss0,
         kernel_kib: k1,
         kernel_before_kib: k0,
+        server_rss_idle_kib: rss_idle,
+        kernel_idle_kib: k_idle,
     });
     Ok((merged, memory))
 }
