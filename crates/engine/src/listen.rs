@@ -119,24 +119,23 @@ impl Protocols {
             },
             _ => None,
         };
-        let (id, shared, eng_tx, eng_rx, app_ends) =
-            match segment {
-                Some(a) => {
-                    let Some(c) = a.claim() else {
-                        self.stats.drop_tcp_backlog_full += 1;
-                        return None;
-                    };
-                    (c.id, c.shared, c.tx, c.rx, None)
-                }
-                None => {
-                    let (init, max) = (self.cfg.ring_bytes, self.cfg.ring_max_bytes);
-                    let (app_tx, eng_tx) = appif::bytes::growable_ring(init, max);
-                    let (eng_rx, app_rx) = appif::bytes::growable_ring(init, max);
-                    let id = self.sockets.engine_id();
-                    let shared = appif::socket::StatusHandle::local();
-                    (id, shared, eng_tx, eng_rx, Some(Box::new((app_tx, app_rx))))
-                }
-            };
+        let (id, shared, eng_tx, eng_rx, app_ends) = match segment {
+            Some(a) => {
+                let Some(c) = a.claim() else {
+                    self.stats.drop_tcp_backlog_full += 1;
+                    return None;
+                };
+                (c.id, c.shared, c.tx, c.rx, None)
+            }
+            None => {
+                let (init, max) = (self.cfg.ring_bytes, self.cfg.ring_max_bytes);
+                let (app_tx, eng_tx) = appif::bytes::growable_ring(init, max);
+                let (eng_rx, app_rx) = appif::bytes::growable_ring(init, max);
+                let id = self.sockets.engine_id();
+                let shared = appif::socket::StatusHandle::local();
+                (id, shared, eng_tx, eng_rx, Some(Box::new((app_tx, app_rx))))
+            }
+        };
         let mut cfg = self.cfg.tcp.clone();
         cfg.mss = self.mss_for(remote);
         cfg.rcv_buf = eng_rx.capacity();

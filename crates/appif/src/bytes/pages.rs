@@ -212,7 +212,7 @@ impl<'a> WriteGuard<'a> {
             .is_err()
         {
             spins = spins.wrapping_add(1);
-            if spins % 64 == 0 {
+            if spins.is_multiple_of(64) {
                 std::thread::yield_now();
             } else {
                 core::hint::spin_loop();

@@ -286,6 +286,12 @@ impl ConnClient {
         // With every connection still open.
         let rss = self.server_pid.and_then(rss_kib);
         let kernel = kernel_kib();
+        // A corestack server's counters as the measurement ends: what moves after it (the
+        // last echoes acknowledged only by delayed ACKs) is not the measurement's.
+        let counters: Option<HashMap<&str, u64>> = self
+            .server_pid
+            .and_then(engine_counters)
+            .map(|c| c.into_iter().filter(|(k, _)| WATCHED.contains(k)).collect());
         // Then idle: every echo still in flight read back, nothing sent, until the
         // server's memory stops falling.
         drain(&mut poll, &mut events, &mut slots, &mut buf, size)?;
@@ -303,6 +309,7 @@ impl ConnClient {
             "kernel_kib": kernel,
             "server_rss_idle_kib": rss_idle,
             "kernel_idle_kib": kernel_idle,
+            "counters_measured": counters,
             "conns": self.conns,
             "connected": slots.len(),
             "round_trips": hist.len(),
