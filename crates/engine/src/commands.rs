@@ -248,7 +248,7 @@ impl Protocols {
         let status = shared.clone();
         self.bind_socket(id, &status, local, v6only, Ports::Listeners, |local| {
             let backlog = accept.capacity();
-            Socket::Listener(Listener {
+            Socket::Listener(Box::new(Listener {
                 id,
                 shared,
                 local,
@@ -262,7 +262,7 @@ impl Protocols {
                 head: None,
                 turn: 0,
                 orphaned: false,
-            })
+            }))
         });
     }
 
@@ -278,7 +278,7 @@ impl Protocols {
     ) {
         let status = shared.clone();
         self.bind_socket(id, &status, local, v6only, Ports::Udp, |local| {
-            Socket::Udp(UdpSock {
+            Socket::Udp(Box::new(UdpSock {
                 id,
                 shared,
                 local,
@@ -286,7 +286,7 @@ impl Protocols {
                 tx: txr,
                 rx,
                 ip6: Default::default(),
-            })
+            }))
         });
     }
 

@@ -100,7 +100,7 @@ impl Protocols {
             return;
         };
         c.listener = None;
-        let ends = c.app_ends.take();
+        let ends = c.app_ends.take().map(|e| *e);
         let (local, remote) = app_addrs(c);
         c.shared.set_addrs(local, remote);
         c.shared.set_state(SockState::Open);

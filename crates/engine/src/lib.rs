@@ -95,6 +95,10 @@ const HOUSEKEEPING: Duration = Duration::from_millis(100);
 /// vanished application is found within `slots / HOUSEKEEPING_SLOTS`
 /// passes (10 s at 100 000 sockets).
 const HOUSEKEEPING_SLOTS: usize = 1024;
+/// How long a connection stays still before housekeeping gives back what
+/// it does not use (empty rings' pages, an empty retransmission queue):
+/// long enough that a connection exchanging messages keeps its memory.
+const IDLE_RELEASE: Duration = Duration::from_secs(1);
 
 /// One engine: a port and the protocol state behind it.
 pub struct Engine<P: Port> {
@@ -710,8 +714,9 @@ impl Protocols {
     }
 
     /// ARP retries, and connections whose application vanished without
-    /// closing them (its ends of the rings were dropped), looked for in the
-    /// next [`HOUSEKEEPING_SLOTS`] slots.
+    /// closing them (its ends of the rings were dropped) or that idled for
+    /// [`IDLE_RELEASE`] (their unused memory is given back), looked for in
+    /// the next [`HOUSEKEEPING_SLOTS`] slots.
     fn housekeeping<T: TxQueue>(&mut self, tx: &mut T) {
         let now = self.now;
         self.egress.poll_arp(tx, &mut self.stats, now);
@@ -731,6 +736,14 @@ impl Protocols {
         self.stats.housekeeping_slots += visit as u64;
         for k in 0..visit {
             let slot = ((start + k) % len) as u32;
+            if let Some(Socket::Tcp(c)) = self.sockets.slots[slot as usize].as_mut() {
+                if c.app_ends.is_none()
+                    && now.saturating_since(c.tcb.last_activity()) >= IDLE_RELEASE
+                {
+                    let freed = c.tcb.release_idle() + c.tx.release_pages() + c.rx.release_pages();
+                    self.stats.idle_bytes_released += freed as u64;
+                }
+            }
             let orphan = match self.sockets.slots[slot as usize].as_ref() {
                 Some(Socket::Tcp(c)) => {
                     !c.app_closed

@@ -114,27 +114,30 @@ impl Protocols {
             }
             _ => ((0, 0), false, Default::default()),
         };
-        let (id, shared, eng_tx, eng_rx, app_ends) =
-            match self.sockets.slots.get_mut(lslot as usize) {
-                Some(Some(Socket::Listener(Listener {
-                    accept: AcceptQueue::AppSegment(a),
-                    ..
-                }))) => {
-                    let Some(c) = a.claim() else {
-                        self.stats.drop_tcp_backlog_full += 1;
-                        return None;
-                    };
-                    (c.id, c.shared, c.tx, c.rx, None)
-                }
-                _ => {
-                    let (init, max) = (self.cfg.ring_bytes, self.cfg.ring_max_bytes);
-                    let (app_tx, eng_tx) = appif::bytes::growable_ring(init, max);
-                    let (eng_rx, app_rx) = appif::bytes::growable_ring(init, max);
-                    let id = self.sockets.engine_id();
-                    let shared = appif::socket::StatusHandle::local();
-                    (id, shared, eng_tx, eng_rx, Some((app_tx, app_rx)))
-                }
-            };
+        let segment = match self.sockets.slots.get_mut(lslot as usize) {
+            Some(Some(Socket::Listener(l))) => match &mut l.accept {
+                AcceptQueue::AppSegment(a) => Some(a),
+                AcceptQueue::Local(_) => None,
+            },
+            _ => None,
+        };
+        let (id, shared, eng_tx, eng_rx, app_ends) = match segment {
+            Some(a) => {
+                let Some(c) = a.claim() else {
+                    self.stats.drop_tcp_backlog_full += 1;
+                    return None;
+                };
+                (c.id, c.shared, c.tx, c.rx, None)
+            }
+            None => {
+                let (init, max) = (self.cfg.ring_bytes, self.cfg.ring_max_bytes);
+                let (app_tx, eng_tx) = appif::bytes::growable_ring(init, max);
+                let (eng_rx, app_rx) = appif::bytes::growable_ring(init, max);
+                let id = self.sockets.engine_id();
+                let shared = appif::socket::StatusHandle::local();
+                (id, shared, eng_tx, eng_rx, Some(Box::new((app_tx, app_rx))))
+            }
+        };
         let mut cfg = self.cfg.tcp.clone();
         cfg.mss = self.mss_for(remote);
         cfg.rcv_buf = eng_rx.capacity();
@@ -366,7 +369,7 @@ impl Protocols {
             turn: 0,
             orphaned: false,
         };
-        let Some(slot) = self.sockets.insert(id, Socket::Listener(l)) else {
+        let Some(slot) = self.sockets.insert(id, Socket::Listener(Box::new(l))) else {
             return shared.set_closed(errno::ENOBUFS);
         };
         if let Some(Some(Socket::Listener(h))) = self.sockets.slots.get_mut(head as usize) {

@@ -24,8 +24,9 @@ pub struct Conn {
     pub tx: bytes::Reader,
     /// In-order received bytes for the application.
     pub rx: bytes::Writer,
-    /// The application's ends, until the connection is accepted.
-    pub app_ends: Option<(bytes::Writer, bytes::Reader)>,
+    /// The application's ends, until the connection is accepted (boxed:
+    /// an accepted connection does not carry their room).
+    pub app_ends: Option<Box<(bytes::Writer, bytes::Reader)>>,
     /// The listener slot of a passive connection not yet accepted.
     pub listener: Option<u32>,
     /// The application closed its handle.
@@ -159,10 +160,11 @@ impl Ip6Header {
 pub enum Socket {
     /// A TCP connection, in any state from SYN-SENT/SYN-RECEIVED to TIME-WAIT.
     Tcp(Box<Conn>),
-    /// A TCP listener.
-    Listener(Listener),
+    /// A TCP listener (boxed, as all three: a slot of the table costs a
+    /// pointer and a tag, whatever it holds).
+    Listener(Box<Listener>),
     /// A bound UDP socket.
-    Udp(UdpSock),
+    Udp(Box<UdpSock>),
 }
 
 impl Socket {

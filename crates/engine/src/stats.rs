@@ -227,6 +227,10 @@ counters! {
     /// Socket slots visited to publish the connection table for
     /// `corestack ss`, a bounded number per publication.
     published_slots,
+    /// Bytes idle connections gave back, found by housekeeping: ring pages
+    /// returned to the kernel and freed retransmission and out-of-order
+    /// queues (each comes back with the next data that needs it).
+    idle_bytes_released,
     /// Frames received on this engine's queue that another engine owns
     /// (the NIC did not steer them: veth, TAP, a NIC without RSS).
     rx_foreign,

@@ -76,6 +76,70 @@ fn rss_kib(pid: u32) -> Option<u64> {
     Some(own(pid)? + children)
 }
 
+/// How long [`drain`] waits for the echoes still in flight.
+const DRAIN: Duration = Duration::from_secs(5);
+/// How long [`settled_rss_kib`] watches an idle server's memory at most.
+const SETTLE_MAX: Duration = Duration::from_secs(20);
+
+/// Reads back the echo each connection still has in flight (for at most [`DRAIN`]), so
+/// that neither side holds unread bytes: the connections are idle after it.
+fn drain(
+    poll: &mut mio::Poll,
+    events: &mut mio::Events,
+    slots: &mut [Slot],
+    buf: &mut [u8],
+    size: usize,
+) -> Result<()> {
+    let mut waiting = slots.iter().filter(|s| s.got < size).count();
+    let started = Instant::now();
+    while waiting > 0 && started.elapsed() < DRAIN {
+        match poll.poll(events, Some(Duration::from_millis(50))) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => r.context("epoll_wait")?,
+        }
+        for ev in events.iter() {
+            let Some(s) = slots.get_mut(ev.token().0) else {
+                continue;
+            };
+            while s.got < size {
+                match s.stream.read(&mut buf[..size - s.got]) {
+                    Ok(0) => bail!("the server closed connection {}", ev.token().0),
+                    Ok(n) => {
+                        s.got += n;
+                        if s.got == size {
+                            waiting -= 1;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => bail!("reading: {e}"),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Resident memory of idle server `pid` and its children, KiB, once it stops falling:
+/// read every 250 ms, until it has fallen by less than 0.5 % over the last 1.5 s (and at
+/// least 2 s passed), at most [`SETTLE_MAX`]. A server that gives back what idle
+/// connections do not use does so within that time; one that does not reads the same.
+fn settled_rss_kib(pid: u32) -> Option<u64> {
+    let started = Instant::now();
+    let mut readings = vec![rss_kib(pid)?];
+    while started.elapsed() < SETTLE_MAX {
+        std::thread::sleep(Duration::from_millis(250));
+        let now = rss_kib(pid)?;
+        readings.push(now);
+        let back = readings.len().saturating_sub(7);
+        let fell = readings[back].saturating_sub(now);
+        if started.elapsed() >= Duration::from_secs(2) && fell * 200 < readings[back] {
+            break;
+        }
+    }
+    readings.last().copied()
+}
+
 /// The kernel's memory that sockets take, KiB: slab (socket, file, dentry, epoll
 /// objects) plus TCP buffer pages (/proc/net/sockstat `mem`). Machine-wide.
 fn kernel_kib() -> Option<u64> {
@@ -222,6 +286,17 @@ impl ConnClient {
         // With every connection still open.
         let rss = self.server_pid.and_then(rss_kib);
         let kernel = kernel_kib();
+        // A corestack server's counters as the measurement ends: what moves after it (the
+        // last echoes acknowledged only by delayed ACKs) is not the measurement's.
+        let counters: Option<HashMap<&str, u64>> = self
+            .server_pid
+            .and_then(engine_counters)
+            .map(|c| c.into_iter().filter(|(k, _)| WATCHED.contains(k)).collect());
+        // Then idle: every echo still in flight read back, nothing sent, until the
+        // server's memory stops falling.
+        drain(&mut poll, &mut events, &mut slots, &mut buf, size)?;
+        let rss_idle = self.server_pid.and_then(settled_rss_kib);
+        let kernel_idle = kernel_kib();
         let hist_pairs: Vec<[u64; 2]> = hist
             .iter_recorded()
             .map(|v| [v.value_iterated_to(), v.count_at_value()])
@@ -232,6 +307,9 @@ impl ConnClient {
             "server_rss_kib": rss,
             "kernel_before_kib": kernel_before,
             "kernel_kib": kernel,
+            "server_rss_idle_kib": rss_idle,
+            "kernel_idle_kib": kernel_idle,
+            "counters_measured": counters,
             "conns": self.conns,
             "connected": slots.len(),
             "round_trips": hist.len(),

@@ -123,6 +123,7 @@ impl ConnSweep {
                     .flatten();
                 let timeout = Duration::from_secs_f64(self.seconds + 90.0);
                 let mut point = Point::unmeasured(stack, count);
+                let mut measured = None;
                 let n_clients = (count as usize).div_ceil(CLIENT_CONNS);
                 let share = (count as usize).div_ceil(n_clients);
                 if share as u64 + 64 > nofile {
@@ -168,7 +169,8 @@ impl ConnSweep {
                             .collect()
                     });
                     match merge_clients(results) {
-                        Ok((merged, memory)) => {
+                        Ok((merged, memory, counters)) => {
+                            measured = counters;
                             point.connected = merged.connected;
                             point.p50_us = merged.p50_us;
                             point.p99_us = merged.p99_us;
@@ -180,15 +182,23 @@ impl ConnSweep {
                         Err(e) => point.note = Some(one_line(&e)),
                     }
                 }
-                // What the corestack engine refused while this point ran, from its counters.
+                // What the corestack engine refused while this point ran, from its counters:
+                // up to the end of the measurement, and apart what moved while the
+                // connections idled for the memory reading.
                 if let (Some(b), Some(a)) = (before, engine_counters(server_pid)) {
-                    let refused = counters_moved(&b, &a, &WATCHED);
-                    if !refused.is_empty() {
+                    let end = measured.as_ref().unwrap_or(&a);
+                    let mut moved = Vec::new();
+                    let run = counters_moved(&b, end, &WATCHED);
+                    if !run.is_empty() {
+                        moved.push(format!("corestack engine counters: {}", run.join(", ")));
+                    }
+                    let idle = counters_moved(end, &a, &WATCHED);
+                    if !idle.is_empty() {
+                        moved.push(format!("after it, idle: {}", idle.join(", ")));
+                    }
+                    if !moved.is_empty() {
                         let n = point.note.take().map(|n| n + "; ").unwrap_or_default();
-                        point.note = Some(format!(
-                            "{n}corestack engine counters: {}",
-                            refused.join(", ")
-                        ));
+                        point.note = Some(format!("{n}{}", moved.join("; ")));
                     }
                 }
                 eprintln!(
@@ -244,13 +254,20 @@ impl ConnSweep {
 /// hard limit is 20 000 a process), each process from an address of its own.
 const CLIENT_CONNS: usize = 15_000;
 
+/// Engine counters by name.
+type Counters = HashMap<&'static str, u64>;
+
 /// The clients of one point together: connections, round trips/s summed; p50/p99 of all
 /// their round trips (their latency histograms merged); memory: the server's before the
-/// first opened and with every client's connections open (the largest of the readings).
-fn merge_clients(results: Vec<Result<Value>>) -> Result<(Point, Option<Memory>)> {
+/// first opened, with every client's connections open and once they idled (the largest of
+/// the readings).
+fn merge_clients(results: Vec<Result<Value>>) -> Result<(Point, Option<Memory>, Option<Counters>)> {
     let mut merged = Point::default();
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).context("histogram")?;
     let (mut rss0, mut rss1, mut k0, mut k1) = (u64::MAX, 0u64, u64::MAX, 0u64);
+    let (mut rss_idle, mut k_idle) = (0u64, 0u64);
+    // The server's counters when the measurement ended: the largest reading of each.
+    let mut measured: Option<Counters> = None;
     let mut notes = Vec::new();
     for r in results {
         let v = r?;
@@ -275,6 +292,18 @@ fn merge_clients(results: Vec<Result<Value>>) -> Result<(Point, Option<Memory>)>
         ) {
             (rss0, rss1, k0, k1) = (rss0.min(a), rss1.max(b), k0.min(c), k1.max(d));
         }
+        if let (Some(a), Some(b)) = (kib("server_rss_idle_kib"), kib("kernel_idle_kib")) {
+            (rss_idle, k_idle) = (rss_idle.max(a), k_idle.max(b));
+        }
+        if let Some(c) = v.get("counters_measured").and_then(Value::as_object) {
+            let m = measured.get_or_insert_with(HashMap::new);
+            for name in WATCHED {
+                if let Some(n) = c.get(name).and_then(Value::as_u64) {
+                    let e = m.entry(name).or_insert(0);
+                    *e = (*e).max(n);
+                }
+            }
+        }
     }
     let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     merged.p50_us = us(0.5);
@@ -285,6 +314,8 @@ fn merge_clients(results: Vec<Result<Value>>) -> Result<(Point, Option<Memory>)>
         server_rss_before_kib: rss0,
         kernel_kib: k1,
         kernel_before_kib: k0,
+        server_rss_idle_kib: rss_idle,
+        kernel_idle_kib: k_idle,
     });
-    Ok((merged, memory))
+    Ok((merged, memory, measured))
 }

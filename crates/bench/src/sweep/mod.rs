@@ -81,6 +81,11 @@ pub struct Memory {
     pub kernel_kib: u64,
     /// The same before the point's connections opened, KiB.
     pub kernel_before_kib: u64,
+    /// The server's resident memory once the open connections idled (every echo read
+    /// back, nothing sent, the reading settled), KiB; 0: not read.
+    pub server_rss_idle_kib: u64,
+    /// The kernel's memory at the same moment, KiB; 0: not read.
+    pub kernel_idle_kib: u64,
 }
 
 impl Point {
@@ -313,7 +318,7 @@ fn print_table(x_name: &str, points: &[Point], show_open: bool) {
 }
 
 /// conn-sweep's memory table: the servers' resident memory, the growth of the kernel's
-/// memory, and what one connection costs each server. Growth is counted from before each
+/// memory, and what one connection costs each server, busy and idle. Growth is counted from before each
 /// stack's first point (memory freed between points stays with the process or the slab,
 /// so a point's own growth would undercount): corestack's in its process; Linux's in its
 /// processes and in the kernel, where the kernel's growth in the Linux run less its growth
@@ -340,14 +345,16 @@ fn print_memory(points: &[Point]) {
     xs.sort_unstable();
     xs.dedup();
     println!(
-        "\n{:>11} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13}",
+        "\n{:>11} {:>11} {:>11} {:>11} {:>12} {:>12} {:>12} {:>12} {:>12}",
         "connections",
         "RSS Linux",
         "RSS core",
         "kernel+ L",
         "kernel+ core",
-        "B/conn Linux",
-        "B/conn core"
+        "B/conn L",
+        "B/conn core",
+        "idle B/c L",
+        "idle B/c core"
     );
     let mib = |kib: i64| format!("{:.1}", kib as f64 / 1024.0);
     for x in xs {
@@ -364,20 +371,39 @@ fn print_memory(points: &[Point]) {
         let l_kernel = l.kernel_kib as i64 - l_k0;
         let c_kernel = c.kernel_kib as i64 - c_k0;
         let linux_server = l.server_rss_kib as i64 - l_rss0 + l_kernel - c_kernel;
+        let idle = |rss: u64, kernel: u64| rss != 0 && kernel != 0;
+        let (l_idle, c_idle) = if idle(l.server_rss_idle_kib, l.kernel_idle_kib)
+            && idle(c.server_rss_idle_kib, c.kernel_idle_kib)
+        {
+            let (lk, ck) = (
+                l.kernel_idle_kib as i64 - l_k0,
+                c.kernel_idle_kib as i64 - c_k0,
+            );
+            (
+                per(l.server_rss_idle_kib as i64 - l_rss0 + lk - ck, ln),
+                per(c.server_rss_idle_kib as i64 - c_rss0, cn),
+            )
+        } else {
+            ("-".to_string(), "-".to_string())
+        };
         println!(
-            "{x:>11} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13}",
+            "{x:>11} {:>11} {:>11} {:>11} {:>12} {:>12} {:>12} {:>12} {:>12}",
             mib(l.server_rss_kib as i64),
             mib(c.server_rss_kib as i64),
             mib(l_kernel),
             mib(c_kernel),
             per(linux_server, ln),
             per(c.server_rss_kib as i64 - c_rss0, cn),
+            l_idle,
+            c_idle,
         );
     }
     println!(
         "(MiB; RSS: the server's processes; kernel+: growth of slab and TCP buffer memory, \
          machine-wide, since before the first point; B/conn: bytes per open connection of \
-         each server since before its first point, Linux's in its processes and the kernel)"
+         each server since before its first point, Linux's in its processes and the kernel, \
+         with one message in flight on each; idle B/c: the same once every echo was read \
+         back and the server's memory stopped falling, nothing sent)"
     );
 }
 

@@ -15,9 +15,11 @@
 //!
 //! Invariants: offset 0 of the [`SendBuffer`] is the first unacknowledged
 //! data byte; the [`RecvBuffer`] only ever receives in-order bytes; after
-//! creation, `input`, `poll_output` and `on_timer` never allocate (the
-//! out-of-order store is allocated once, `rcv_buf` bytes, and so is the
-//! scoreboard, `max_segments_in_flight` entries).
+//! creation, `input`, `poll_output` and `on_timer` allocate only what an
+//! idle connection gave back ([`Tcb::release_idle`]): the scoreboard,
+//! `max_segments_in_flight` entries, with the first segment sent, and the
+//! out-of-order store, `rcv_buf` bytes, with the first out-of-order
+//! segment; once each per idle period, never per segment.
 //!
 //! Threading: a `Tcb` belongs to one engine core; nothing here is shared.
 //!

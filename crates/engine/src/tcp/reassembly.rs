@@ -41,15 +41,15 @@ impl fmt::Debug for Reassembly {
 }
 
 impl Reassembly {
-    /// Room for `capacity` bytes (allocated with the first out-of-order
-    /// segment) and `max_ranges` intervals (nothing if `max_ranges` is 0:
+    /// Room for `capacity` bytes and `max_ranges` intervals, both allocated
+    /// with the first out-of-order segment (nothing if `max_ranges` is 0:
     /// out-of-order data is then dropped).
     pub(crate) fn new(capacity: usize, max_ranges: usize) -> Self {
         let capacity = if max_ranges == 0 { 0 } else { capacity };
         Reassembly {
             buf: Vec::new(),
             cap: capacity,
-            ranges: Vec::with_capacity(max_ranges),
+            ranges: Vec::new(),
             max_ranges,
             base: SeqNum(0),
             base_pos: 0,
@@ -93,6 +93,19 @@ impl Reassembly {
         self.ranges.is_empty()
     }
 
+    /// Frees the buffer and the intervals when nothing is stored (an idle
+    /// connection); the next out-of-order segment allocates them again.
+    /// Returns the bytes freed.
+    pub(crate) fn release(&mut self) -> usize {
+        if !self.ranges.is_empty() || self.buf.is_empty() {
+            return 0;
+        }
+        let bytes = self.buf.len() + self.ranges.capacity() * core::mem::size_of::<Range>();
+        self.buf = Vec::new();
+        self.ranges = Vec::new();
+        bytes
+    }
+
     /// Number of stored intervals.
     pub(crate) fn len(&self) -> usize {
         self.ranges.len()
@@ -126,8 +139,10 @@ impl Reassembly {
             return 0;
         }
         if self.buf.is_empty() {
-            // The first out-of-order segment: nothing is stored yet.
+            // The first out-of-order segment (since creation or the last
+            // release): nothing is stored yet.
             self.buf = vec![0u8; cap];
+            self.ranges.reserve_exact(self.max_ranges);
         }
         self.drop_below(rcv_nxt);
         self.rebase(rcv_nxt);

@@ -74,11 +74,20 @@ const EMPTY: TxSeg = TxSeg {
     },
 };
 
+/// Entries allocated with a queue's first segment: what a request and
+/// response exchange keeps in flight, without growing.
+const FIRST_ENTRIES: usize = 4;
+
 /// The retransmission queue. Indices given to and taken from callers are
 /// positions from the oldest entry (0) up.
 #[derive(Debug)]
 pub(crate) struct Scoreboard {
+    /// The entries: empty until the first segment (and again after
+    /// [`Scoreboard::release`]), then doubling as the flight needs, up to
+    /// `cap`.
     ring: Vec<TxSeg>,
+    /// Entries it may hold.
+    cap: usize,
     head: usize,
     len: usize,
     sacked_bytes: usize,
@@ -93,10 +102,12 @@ pub(crate) struct Scoreboard {
 }
 
 impl Scoreboard {
-    /// Room for `capacity` segments (at least 1), allocated now.
+    /// Room for `capacity` segments (at least 1), allocated as segments are
+    /// pushed: [`FIRST_ENTRIES`] with the first, doubling when full.
     pub(crate) fn new(capacity: usize) -> Self {
         Scoreboard {
-            ring: vec![EMPTY; capacity.max(1)],
+            ring: Vec::new(),
+            cap: capacity.max(1),
             head: 0,
             len: 0,
             sacked_bytes: 0,
@@ -114,30 +125,53 @@ impl Scoreboard {
 
     /// Entries it can hold.
     pub(crate) fn capacity(&self) -> usize {
-        self.ring.len()
+        self.cap
     }
 
     /// Grows to room for `capacity` entries (nothing if it has that many
-    /// already), keeping every entry and its marks. Allocates.
+    /// already), keeping every entry and its marks. The entries themselves
+    /// are allocated as segments need them.
     pub(crate) fn grow(&mut self, capacity: usize) {
-        if capacity <= self.ring.len() {
+        self.cap = self.cap.max(capacity);
+    }
+
+    /// Makes room for one more entry when every allocated one is in use:
+    /// twice the entries (at least [`FIRST_ENTRIES`], at most `cap`),
+    /// keeping every entry and its marks. Allocates: a few times per busy
+    /// period of a connection (its flight growing), never once it is
+    /// allocated for its flight.
+    fn make_room(&mut self) {
+        if self.len < self.ring.len() {
             return;
         }
-        let mut ring = Vec::with_capacity(capacity);
+        let entries = (2 * self.ring.len()).max(FIRST_ENTRIES).min(self.cap);
+        let mut ring = Vec::with_capacity(entries);
         ring.extend((0..self.len).map(|i| self.ring[self.idx(i)]));
-        ring.resize(capacity, EMPTY);
+        ring.resize(entries, EMPTY);
         self.ring = ring;
         self.head = 0;
+    }
+
+    /// Frees the entries of an empty queue (an idle connection); the next
+    /// segment pushed allocates them again. Returns the bytes freed.
+    pub(crate) fn release(&mut self) -> usize {
+        if self.len != 0 || self.ring.is_empty() {
+            return 0;
+        }
+        let bytes = self.ring.len() * core::mem::size_of::<TxSeg>();
+        self.ring = Vec::new();
+        self.head = 0;
+        bytes
     }
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
     pub(crate) fn is_full(&self) -> bool {
-        self.len == self.ring.len()
+        self.len == self.cap
     }
     /// Entries that can still be pushed.
     pub(crate) fn room(&self) -> usize {
-        self.ring.len() - self.len
+        self.cap - self.len
     }
     pub(crate) fn sacked_bytes(&self) -> usize {
         self.sacked_bytes
@@ -214,6 +248,7 @@ impl Scoreboard {
         if self.is_full() || end <= start || self.end().is_some_and(|e| start < e) {
             return false;
         }
+        self.make_room();
         let k = self.idx(self.len);
         self.ring[k] = TxSeg {
             start,
@@ -235,6 +270,7 @@ impl Scoreboard {
         if self.is_full() || at <= s.start || at >= s.end {
             return false;
         }
+        self.make_room();
         let mut j = self.len;
         while j > i + 1 {
             let (to, from) = (self.idx(j), self.idx(j - 1));

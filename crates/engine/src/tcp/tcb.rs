@@ -744,4 +744,20 @@ impl Tcb {
     pub fn stats(&self) -> &TcbStats {
         &self.stats
     }
+
+    /// When the connection last moved: the later of the last segment
+    /// received (or the Tcb's creation) and the last data segment sent.
+    pub fn last_activity(&self) -> Instant {
+        self.snd
+            .last_data_sent
+            .map_or(self.rcv.last_seen, |t| t.max(self.rcv.last_seen))
+    }
+
+    /// Frees what an idle connection does not use: the retransmission
+    /// queue's entries when nothing is in flight, the out-of-order store
+    /// when it holds nothing. Each comes back (one allocation) with the
+    /// next segment that needs it. Returns the bytes freed.
+    pub fn release_idle(&mut self) -> usize {
+        self.rec.sb.release() + self.rcv.ooo.release()
+    }
 }

@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod echo;
+
 use appif::bytes;
 use appif::command::Command;
 use appif::notify::Notify;
