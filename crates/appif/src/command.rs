@@ -166,6 +166,14 @@ pub enum Command {
         /// Send buffer, bytes (0: as it is).
         snd: usize,
     },
+    /// TCP_USER_TIMEOUT (RFC 5482): data unacknowledged this long after the
+    /// first retransmission timeout ends the connection with ETIMEDOUT.
+    SetUserTimeout {
+        /// The socket this command is for.
+        id: SockId,
+        /// Milliseconds; 0: the retry limit alone (the default).
+        ms: u32,
+    },
     /// IPV6_TCLASS and IPV6_UNICAST_HOPS (RFC 3542 §6.5, RFC 3493 §5.1):
     /// the Traffic Class and Hop Limit of the socket's IPv6 packets from
     /// now on (the ECN bits of the class stay the engine's, RFC 3168). On
@@ -200,6 +208,7 @@ impl Command {
             | Command::SetKeepaliveParams { id, .. }
             | Command::SetCongestion { id, .. }
             | Command::SetBuffers { id, .. }
+            | Command::SetUserTimeout { id, .. }
             | Command::SetIpv6Header { id, .. } => *id,
         }
     }

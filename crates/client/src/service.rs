@@ -284,6 +284,10 @@ fn desc_of(cmd: &Command) -> Option<Desc> {
         Command::Shutdown { id } => Desc::Shutdown { slot: slot(*id) },
         Command::Close { id } => Desc::Close { slot: slot(*id) },
         Command::Abort { id } => Desc::Abort { slot: slot(*id) },
+        Command::SetUserTimeout { id, ms } => Desc::SetUserTimeout {
+            slot: slot(*id),
+            ms: *ms,
+        },
         Command::SetNodelay { id, on } => Desc::SetNodelay {
             slot: slot(*id),
             on: *on,

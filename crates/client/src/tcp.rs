@@ -549,6 +549,17 @@ impl TcpStream {
             count: count.max(1),
         });
     }
+
+    /// TCP_USER_TIMEOUT (RFC 5482): data unacknowledged for `t` after the
+    /// first retransmission timeout ends the connection with ETIMEDOUT, at
+    /// the next timeout (whole milliseconds; zero: the retry limit alone).
+    /// Every mode.
+    pub fn set_user_timeout(&self, t: core::time::Duration) {
+        self.stack.command(Command::SetUserTimeout {
+            id: self.id,
+            ms: t.as_millis().min(u128::from(u32::MAX)) as u32,
+        });
+    }
 }
 
 impl TcpListener {

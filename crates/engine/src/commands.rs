@@ -109,6 +109,12 @@ impl Protocols {
                 hop_limit,
             } => self.on_set_ipv6_header(id, Ip6Header { tclass, hop_limit }),
             Command::SetNodelay { id, on } => self.on_set_nodelay(id, on),
+            Command::SetUserTimeout { id, ms } => {
+                if let Some((_, c)) = self.conn_of(id) {
+                    c.tcb
+                        .set_user_timeout(core::time::Duration::from_millis(u64::from(ms)));
+                }
+            }
         }
     }
 

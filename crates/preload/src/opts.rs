@@ -27,7 +27,7 @@
 //! | TCP_CORK | applied by the client library: while set, writes do not tell the engine to send (until half the send buffer is queued); clearing it sends what is queued. Linux's 200 ms ceiling is not kept |
 //! | TCP_QUICKACK | recorded and reported back as Linux does (1 until set to 0); ACKs are not delayed by corestack |
 //! | TCP_DEFER_ACCEPT | recorded; reported back rounded up to Linux's retransmission steps (5 reads back 7); connections are handed to accept at once |
-//! | TCP_USER_TIMEOUT | recorded and reported back (EINVAL below 0); not applied: the retransmission limit stays the engine's |
+//! | TCP_USER_TIMEOUT | applied (milliseconds; EINVAL below 0) |
 //! | anything else | ENOPROTOOPT, said once on stderr per option; on a wildcard socket the kernel side takes it (said once); set before the bind/connect decision, the kernel's answer, and said on stderr when the socket goes to corestack without it |
 //!
 //! The README's `corestack exec` section has the same table.
@@ -129,6 +129,9 @@ impl Opts {
         }
         if let Some(cc) = self.congestion {
             let _ = s.set_congestion(cc);
+        }
+        if self.user_timeout > 0 {
+            s.set_user_timeout(Duration::from_millis(self.user_timeout as u64));
         }
         if self.keepidle.is_some() || self.keepintvl.is_some() || self.keepcnt.is_some() {
             self.apply_keepalive_params(s);
@@ -372,7 +375,9 @@ fn record(s: &Sock, level: c_int, name: c_int, val: &[u8]) -> R<()> {
             if v < 0 {
                 return Err(libc::EINVAL);
             }
-            o.user_timeout = v
+            o.user_timeout = v;
+            drop(o);
+            s.with_stream(|st| st.set_user_timeout(Duration::from_millis(v as u64)));
         }
         (libc::IPPROTO_IP, libc::IP_TOS) => o.tos = int(val)? & 0xff,
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.family == libc::AF_INET6 => {

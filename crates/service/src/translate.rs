@@ -195,6 +195,7 @@ pub fn translate(
             Command::Close { id }
         }
         Desc::SetNodelay { on, .. } => Command::SetNodelay { id, on },
+        Desc::SetUserTimeout { ms, .. } => Command::SetUserTimeout { id, ms },
         Desc::SetKeepalive { on, .. } => Command::SetKeepalive { id, on },
         Desc::SetCongestion { cc, .. } => Command::SetCongestion { id, cc },
         Desc::SetBuffers { rcv, snd, .. } => Command::SetBuffers {

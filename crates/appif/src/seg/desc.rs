@@ -161,6 +161,13 @@ pub enum Desc {
         /// The association whose connection it is; 0: the parent's.
         owner: u32,
     },
+    /// TCP_USER_TIMEOUT in milliseconds (0: off).
+    SetUserTimeout {
+        /// The application's socket slot in its segment.
+        slot: u32,
+        /// Milliseconds.
+        ms: u32,
+    },
     /// The application passes the TCP connection in `slot` to another
     /// process with SCM_RIGHTS (a Node.js cluster's primary hands each
     /// accepted connection to a worker): it gets one more reference, held
@@ -241,6 +248,7 @@ impl Desc {
         match *self {
             Desc::Forking { .. } | Desc::Forked { .. } => 0,
             Desc::Adopt { slot, .. } | Desc::Lend { slot, .. } => slot,
+            Desc::SetUserTimeout { slot, .. } => slot,
             Desc::Connect { slot, .. }
             | Desc::Listen { slot, .. }
             | Desc::UdpBind { slot, .. }
@@ -319,6 +327,7 @@ impl Desc {
                 b[ARG3..ARG3 + 4].copy_from_slice(&owner.to_le_bytes());
                 (18, 0, None, 0)
             }
+            Desc::SetUserTimeout { ms, .. } => (20, 0, None, ms),
             Desc::Lend { key, .. } => {
                 b[ARG2..ARG2 + 4].copy_from_slice(&(key as u32).to_le_bytes());
                 b[ARG3..ARG3 + 4].copy_from_slice(&((key >> 32) as u32).to_le_bytes());
@@ -443,6 +452,7 @@ impl Desc {
                 parent_slot: arg2,
                 owner: arg3,
             },
+            20 => Desc::SetUserTimeout { slot, ms: arg },
             19 => Desc::Lend {
                 slot,
                 key: u64::from(arg3) << 32 | u64::from(arg2),

@@ -94,6 +94,10 @@ fn descriptors_round_trip_and_garbage_is_refused() {
             slot: 6,
             key: 0xfeed_0000_beef,
         },
+        Desc::SetUserTimeout {
+            slot: 6,
+            ms: 30_000,
+        },
         Desc::Abort { slot: 3 },
         Desc::SetKeepaliveParams {
             slot: 4,

@@ -94,6 +94,11 @@ pub struct TcpConfig {
     /// Unanswered probes before the connection is given up with
     /// `TimedOut`. Default 9 (tcp_keepalive_probes).
     pub keepalive_count: u32,
+    /// TCP_USER_TIMEOUT (RFC 5482; Linux's semantics): a connection whose
+    /// data stays unacknowledged this long after its first retransmission
+    /// timeout is given up with `TimedOut` at the next timeout, before the
+    /// retry limit. Zero (the default): the retry limit alone.
+    pub user_timeout: Duration,
     /// Most challenge ACKs per second (RFC 5961 §7); 0 means no limit.
     /// Default 1000 (Linux tcp_challenge_ack_limit, here per connection).
     pub challenge_ack_limit: u32,
@@ -133,6 +138,7 @@ impl Default for TcpConfig {
             keepalive_idle: Duration::from_secs(7200),
             keepalive_interval: Duration::from_secs(75),
             keepalive_count: 9,
+            user_timeout: Duration::ZERO,
             challenge_ack_limit: 1000,
             fin_wait2_timeout: Duration::from_secs(60),
         }

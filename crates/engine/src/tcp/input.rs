@@ -491,6 +491,7 @@ impl Tcb {
             self.snd.nxt = ack;
         }
         self.timers.retries = 0;
+        self.timers.first_rto = None;
         self.check_spurious_rto(seg);
         self.take_rtt_sample(seg, now);
         self.scoreboard_ack(seg, now);

@@ -211,6 +211,9 @@ pub(super) struct Timers {
     pub(super) rto_deadline: Option<Instant>,
     /// Consecutive retransmissions of the current segment.
     pub(super) retries: u32,
+    /// When the first retransmission timeout of the current episode fired
+    /// (the user timeout counts from there).
+    pub(super) first_rto: Option<Instant>,
     /// The one segment being timed (Karn): (end sequence, send time).
     pub(super) rtt_timing: Option<(SeqNum, Instant)>,
     /// A retransmission invalidated timing; a timestamp sample may replace it.
@@ -408,6 +411,7 @@ impl Tcb {
                 rto: RtoEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max),
                 rto_deadline: None,
                 retries: 0,
+                first_rto: None,
                 rtt_timing: None,
                 karn_blocked: false,
                 rto_tsval: None,
@@ -579,6 +583,12 @@ impl Tcb {
         self.cfg.keepalive_count = count;
         self.ka.deadline = None;
         self.update_keepalive();
+    }
+
+    /// TCP_USER_TIMEOUT (RFC 5482): how long data may stay unacknowledged
+    /// after the first retransmission timeout; zero: the retry limit alone.
+    pub fn set_user_timeout(&mut self, t: Duration) {
+        self.cfg.user_timeout = t;
     }
 
     /// ICMP "fragmentation needed" (RFC 1191) reported a next-hop MTU of

@@ -88,7 +88,7 @@ impl Tcb {
     fn on_rto(&mut self, now: Instant, ev: &mut Events) {
         match self.state {
             State::SynSent | State::SynReceived => {
-                if !self.rto_retry(self.cfg.syn_retries, ev) {
+                if !self.rto_retry(self.cfg.syn_retries, now, ev) {
                     return;
                 }
                 self.timers.syn_retransmitted = true;
@@ -100,7 +100,7 @@ impl Tcb {
                 if self.snd.max == self.snd.una {
                     return;
                 }
-                if !self.rto_retry(self.cfg.data_retries, ev) {
+                if !self.rto_retry(self.cfg.data_retries, now, ev) {
                     return;
                 }
                 self.rto_recovery(now);
@@ -119,14 +119,18 @@ impl Tcb {
         self.timers.karn_blocked = true;
     }
 
-    /// One RTO expiry counted against `limit` retries (syn_retries or
-    /// data_retries): past the limit the connection is closed with
-    /// ETIMEDOUT (RFC 9293 §3.8.3 R2) and false is returned; else the retry
-    /// and the timeout are counted, the RTO backed off (RFC 6298 §5.5) and
-    /// true is returned.
+    /// One RTO expiry at `now` counted against `limit` retries
+    /// (syn_retries or data_retries): past the limit, or past the user
+    /// timeout since the episode's first expiry (RFC 5482), the connection
+    /// is closed with ETIMEDOUT (RFC 9293 §3.8.3 R2) and false is
+    /// returned; else the retry and the timeout are counted, the RTO backed
+    /// off (RFC 6298 §5.5) and true is returned.
     #[inline]
-    fn rto_retry(&mut self, limit: u32, ev: &mut Events) -> bool {
-        if self.timers.retries >= limit {
+    fn rto_retry(&mut self, limit: u32, now: Instant, ev: &mut Events) -> bool {
+        let user = self.cfg.user_timeout;
+        let first = *self.timers.first_rto.get_or_insert(now);
+        let too_long = !user.is_zero() && now.saturating_since(first) >= user;
+        if self.timers.retries >= limit || too_long {
             self.enter_closed();
             ev.closed = Some(CloseReason::TimedOut);
             return false;

@@ -302,3 +302,21 @@ fn established_path_mtu_drop_resends_in_smaller_pieces() {
     assert_eq!(b.rx.take(), data);
     assert_eq!(a.tcb.stats().pmtu_reductions, 1);
 }
+
+#[test]
+fn user_timeout_gives_up_unacknowledged_data_before_the_retry_limit() {
+    let cfg = TcpConfig {
+        user_timeout: ms(1000),
+        ..reno()
+    };
+    let (mut a, _b) = established_with(&cfg, &reno());
+    a.write(&[9; 100]);
+    a.output(T0);
+    let (intervals, closed) = a.expire_unanswered(T0, 40, |_| {});
+    assert_eq!(closed, Some(CloseReason::TimedOut));
+    // RTOs of 200, 400, 800 ms: the expiry 1.2 s after the first one is the
+    // first at or past the 1 s user timeout, and it gives up.
+    let millis: Vec<u64> = intervals.iter().map(|d| d.as_millis() as u64).collect();
+    assert_eq!(millis, vec![200, 400, 800]);
+    assert_eq!(a.tcb.stats().retransmits, 2);
+}
