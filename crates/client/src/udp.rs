@@ -91,6 +91,9 @@ impl UdpSocket {
     /// Receives one datagram; a datagram longer than `buf` is truncated
     /// (the rest is discarded, as on Linux). Returns its length and source.
     pub fn recv_from(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        if self.shared.has_flags(appif::socket::FLAG_MOVED) {
+            return Err(errno::io(libc::ENETDOWN));
+        }
         loop {
             let mut hb = [0u8; UdpHeader::LEN];
             if self.rx.peek_at(0, &mut hb) == UdpHeader::LEN {
@@ -190,5 +193,32 @@ impl UdpSocket {
             self.rx.position().wrapping_add(self.rx.len() as u64),
             self.tx.position().wrapping_sub(self.tx.len() as u64),
         )
+    }
+
+    /// Service mode, in a forked child: takes over `inherited`, a UDP
+    /// socket this process inherited from its parent, as a socket of
+    /// `stack` (the child's own association), as
+    /// [`crate::TcpStream::adopt`] does for a connection: its datagrams
+    /// stay in the rings they were in, the parent's copy answers ENETDOWN.
+    ///
+    /// Errors: as [`crate::TcpStream::adopt`].
+    pub fn adopt(stack: &Stack, inherited: &UdpSocket) -> io::Result<UdpSocket> {
+        let owner = inherited.stack.association().unwrap_or(0);
+        let (tx, rx) = inherited
+            .stack
+            .slot_rings(inherited.id as u32)
+            .ok_or_else(|| errno::io(libc::ENETDOWN))?;
+        let (id, shared) = stack.adopt((owner, inherited.id as u32))?;
+        let s = UdpSocket {
+            stack: stack.clone(),
+            id,
+            shared,
+            tx,
+            rx,
+            nonblocking: inherited.nonblocking,
+            view: Default::default(),
+        };
+        stack.wait_opened(&s.shared)?;
+        Ok(s)
     }
 }

@@ -292,6 +292,7 @@ impl Protocols {
                 tx: txr,
                 rx,
                 ip6: Default::default(),
+                former: None,
             }))
         });
     }
@@ -506,30 +507,36 @@ impl Protocols {
     /// application, or the application closed it already; with EBADF when
     /// `id` names a socket already.
     fn on_adopt(&mut self, id: SockId, shared: Arc<StatusHandle>, from: SockId) {
-        let Some((slot, c)) = self.conn_of(from) else {
+        let slot = self.slot_of(from);
+        let sock = slot.and_then(|s| self.sockets.slots.get_mut(s as usize)?.as_mut());
+        let takeable = match sock.as_deref() {
+            Some(Socket::Tcp(c)) => !(c.unaccepted() || c.app_closed || c.former.is_some()),
+            Some(Socket::Udp(u)) => u.former.is_none(),
+            _ => false,
+        };
+        let (Some(slot), Some((current, _)), true) =
+            (slot, sock.and_then(Socket::handles_mut), takeable)
+        else {
             shared.set_closed(errno::ENETDOWN);
             return;
         };
-        if c.unaccepted() || c.app_closed || c.former.is_some() {
-            shared.set_closed(errno::ENETDOWN);
-            return;
-        }
-        shared.copy_from(&c.shared);
-        let former = std::mem::replace(&mut c.shared, shared);
+        shared.copy_from(current);
+        let former = std::mem::replace(current, shared);
         if !self.sockets.rekey(slot, id) {
-            if let Some(c) = self.sockets.conn(slot) {
-                let adopter = std::mem::replace(&mut c.shared, former);
-                adopter.set_closed(errno::EBADF);
+            if let Some((current, _)) = self.sockets.handles_mut(slot) {
+                std::mem::replace(current, former).set_closed(errno::EBADF);
             }
             return;
         }
         former.set_flags(appif::socket::FLAG_MOVED);
         former.set_closed(errno::ENETDOWN);
-        if let Some(c) = self.sockets.conn(slot) {
-            c.former = Some(former);
+        if let Some((_, kept)) = self.sockets.handles_mut(slot) {
+            *kept = Some(former);
         }
         // Anything the parent queued and did not kick goes out now.
-        self.mark_dirty(slot);
+        if self.sockets.conn(slot).is_some() {
+            self.mark_dirty(slot);
+        }
     }
 
     /// The application is done with the socket in `slot`.

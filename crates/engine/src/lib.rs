@@ -485,7 +485,7 @@ impl<P: Port> Engine<P> {
 
     /// The ids of the sockets of service-mode association `assoc` that a
     /// fork shares with the child: TCP connections handed to it and not
-    /// closed, and listeners. O(sockets).
+    /// closed, listeners and UDP sockets. O(sockets).
     pub fn sockets_of(&self, assoc: u32) -> Vec<appif::socket::SockId> {
         self.protocols
             .sockets
@@ -494,8 +494,7 @@ impl<P: Port> Engine<P> {
             .flatten()
             .filter(|s| match s {
                 Socket::Tcp(c) => !c.app_closed && !c.unaccepted(),
-                Socket::Listener(_) => true,
-                Socket::Udp(_) => false,
+                Socket::Listener(_) | Socket::Udp(_) => true,
             })
             .map(Socket::id)
             .filter(|&id| appif::seg::service_owner(id).is_some_and(|(a, _)| a == assoc))

@@ -129,6 +129,9 @@ pub struct UdpSock {
     pub rx: bytes::Writer,
     /// Its IPv6 Traffic Class and Hop Limit.
     pub ip6: Ip6Header,
+    /// The status block it had before a forked child took it over
+    /// (`Command::Adopt`), kept until the socket goes (as [`Conn::former`]).
+    pub former: Option<Arc<StatusHandle>>,
 }
 
 /// A socket's own IPv6 header fields: IPV6_TCLASS and IPV6_UNICAST_HOPS
@@ -168,6 +171,18 @@ pub enum Socket {
 }
 
 impl Socket {
+    /// The status block of a connection or UDP socket, and the one it had
+    /// before it was taken over (`Command::Adopt`); None for a listener.
+    pub fn handles_mut(
+        &mut self,
+    ) -> Option<(&mut Arc<StatusHandle>, &mut Option<Arc<StatusHandle>>)> {
+        match self {
+            Socket::Tcp(c) => Some((&mut c.shared, &mut c.former)),
+            Socket::Udp(u) => Some((&mut u.shared, &mut u.former)),
+            Socket::Listener(_) => None,
+        }
+    }
+
     /// The socket's id, whatever its kind.
     pub fn id(&self) -> SockId {
         match self {
@@ -476,18 +491,19 @@ impl Sockets {
         Some(sock)
     }
 
-    /// Files the connection in `slot` under `id` instead of its id until
-    /// now (a forked child took it over): its ring growth moves to the
-    /// new owner's budget. False when `id` is taken or `slot` holds no
-    /// connection.
+    /// Files the connection or UDP socket in `slot` under `id` instead of
+    /// its id until now (a forked child took it over): a connection's ring
+    /// growth moves to the new owner's budget. False when `id` is taken or
+    /// `slot` holds neither.
     pub fn rekey(&mut self, slot: u32, id: SockId) -> bool {
         if self.ids.contains_key(&id) {
             return false;
         }
-        let Some(Some(Socket::Tcp(c))) = self.slots.get_mut(slot as usize) else {
-            return false;
+        let (from, counted) = match self.slots.get_mut(slot as usize) {
+            Some(Some(Socket::Tcp(c))) => (std::mem::replace(&mut c.id, id), c.growth.counted),
+            Some(Some(Socket::Udp(u))) => (std::mem::replace(&mut u.id, id), 0),
+            _ => return false,
         };
-        let (from, counted) = (std::mem::replace(&mut c.id, id), c.growth.counted);
         self.ids.remove(&from);
         self.ids.insert(id, slot);
         if counted > 0 {
@@ -497,6 +513,15 @@ impl Sockets {
             *self.growth_used.entry(owner_of(id)).or_default() += counted;
         }
         true
+    }
+
+    /// The status blocks of the connection or UDP socket in `slot` (see
+    /// [`Socket::handles_mut`]).
+    pub fn handles_mut(
+        &mut self,
+        slot: u32,
+    ) -> Option<(&mut Arc<StatusHandle>, &mut Option<Arc<StatusHandle>>)> {
+        self.slots.get_mut(slot as usize)?.as_mut()?.handles_mut()
     }
 
     /// True when no slot is free and the table is at its limit.

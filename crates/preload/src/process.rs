@@ -41,8 +41,8 @@
 //!   application of its own with that ticket ([`stack`]); a child that
 //!   never touches a socket costs the daemon a pidfd until it exits. An
 //!   inherited listener then joins the parent's as a member of a shared
-//!   listener, an inherited connection is taken over (`sock`); inherited
-//!   UDP sockets answer ENETDOWN. A child that forks joins first, so that
+//!   listener, an inherited connection or UDP socket is taken over
+//!   (`sock`). A child that forks joins first, so that
 //!   its own children ([`generation`] up to 8) hold what it holds; one
 //!   that execs joins first ([`before_exec`]), so that the exec gives its
 //!   references back.

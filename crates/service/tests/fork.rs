@@ -232,3 +232,54 @@ fn a_connection_lent_to_another_application_is_its_and_closes_with_the_last_refe
         || at_eof(&mut peer),
     );
 }
+
+#[test]
+fn a_forked_child_takes_over_an_inherited_udp_socket() {
+    let d = Daemon::start("fork-udp");
+    let parent = d.app();
+    let mut mine = corestack::UdpSocket::bind(&parent, any(7304)).expect("UDP 7304");
+    let mut peer = corestack::UdpSocket::bind(&d.peer, addr(PEER_IP, 7305)).expect("peer UDP");
+    peer.set_nonblocking(true).expect("nonblocking");
+    let ticket = parent.forking().expect("service mode");
+    parent.forked(ticket, std::process::id() as i32);
+    let kid = child(&d, &parent, ticket).expect("the child joins");
+    let mut theirs = corestack::UdpSocket::adopt(&kid, &mine).expect("the child takes it");
+    theirs.set_nonblocking(true).expect("nonblocking");
+    let mut buf = [0u8; 64];
+    let err = mine
+        .recv_from(&mut buf)
+        .expect_err("the parent's copy still reads");
+    assert_eq!(err.raw_os_error(), Some(libc::ENETDOWN), "{err}");
+    peer.send_to(b"to the child", addr(DAEMON_IP, 7304))
+        .expect("peer sends");
+    let mut got = None;
+    until(
+        || "no datagram reached the child".to_string(),
+        || match theirs.recv_from(&mut buf) {
+            Ok((n, from)) => {
+                got = Some((buf[..n].to_vec(), from));
+                true
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => false,
+            Err(e) => panic!("the child: {e}"),
+        },
+    );
+    assert_eq!(
+        got,
+        Some((b"to the child".to_vec(), addr(PEER_IP, 7305).into()))
+    );
+    theirs
+        .send_to(b"from the child", addr(PEER_IP, 7305))
+        .expect("the child sends");
+    until(
+        || "no datagram from the child".to_string(),
+        || match peer.recv_from(&mut buf) {
+            Ok((n, _)) => {
+                assert_eq!(&buf[..n], b"from the child");
+                true
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => false,
+            Err(e) => panic!("the peer: {e}"),
+        },
+    );
+}

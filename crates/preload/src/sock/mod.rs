@@ -245,8 +245,8 @@ impl Sock {
     /// mode the child's own association (joined on first use) first takes
     /// it over: an inherited listener becomes a member of a shared
     /// listener, an inherited connection answers to the child from then
-    /// on (`TcpStream::adopt`); then it is alive. Inherited UDP sockets
-    /// stay dead.
+    /// on (`TcpStream::adopt`), an inherited UDP socket likewise
+    /// (`UdpSocket::adopt`); then it is alive.
     pub fn dead_in_child(&self) -> bool {
         let now = process::generation();
         if self.generation.load(Ordering::Relaxed) == now {
@@ -280,6 +280,17 @@ impl Sock {
             {
                 Some(mine) => {
                     // The parent's handle is the parent's: never dropped here.
+                    std::mem::forget(std::mem::replace(inherited, mine));
+                    self.generation.store(now, Ordering::Relaxed);
+                    false
+                }
+                None => true,
+            },
+            State::Udp { u: inherited, .. } => match process::stack()
+                .ok()
+                .and_then(|stack| UdpSocket::adopt(stack, inherited).ok())
+            {
+                Some(mine) => {
                     std::mem::forget(std::mem::replace(inherited, mine));
                     self.generation.store(now, Ordering::Relaxed);
                     false
