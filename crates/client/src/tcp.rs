@@ -615,12 +615,8 @@ impl TcpStream {
     /// connection (no fork ticket, or another process took it over first)
     /// or it is gone.
     pub fn adopt(stack: &Stack, inherited: &TcpStream) -> io::Result<TcpStream> {
-        let owner = inherited.stack.association().unwrap_or(0);
-        let (tx, rx) = inherited
-            .stack
-            .slot_rings(inherited.id as u32)
-            .ok_or_else(|| errno::io(libc::ENETDOWN))?;
-        let mut s = TcpStream::take_over(stack, (owner, inherited.id as u32), (tx, rx))?;
+        let (at, rings) = inherited.stack.inherited(inherited.id)?;
+        let mut s = TcpStream::take_over(stack, at, rings)?;
         s.nonblocking = inherited.nonblocking;
         s.wr_shut = inherited.wr_shut;
         s.abort_on_drop = inherited.abort_on_drop;

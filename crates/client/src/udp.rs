@@ -203,12 +203,8 @@ impl UdpSocket {
     ///
     /// Errors: as [`crate::TcpStream::adopt`].
     pub fn adopt(stack: &Stack, inherited: &UdpSocket) -> io::Result<UdpSocket> {
-        let owner = inherited.stack.association().unwrap_or(0);
-        let (tx, rx) = inherited
-            .stack
-            .slot_rings(inherited.id as u32)
-            .ok_or_else(|| errno::io(libc::ENETDOWN))?;
-        let (id, shared) = stack.adopt((owner, inherited.id as u32))?;
+        let (at, (tx, rx)) = inherited.stack.inherited(inherited.id)?;
+        let (id, shared) = stack.adopt(at)?;
         let s = UdpSocket {
             stack: stack.clone(),
             id,

@@ -441,13 +441,23 @@ impl Stack {
         }
     }
 
-    /// Service mode: this stack's views of the rings of `slot` of its
-    /// segment (another process's stack, inherited across fork: the
-    /// segment is mapped here too). None outside service mode or for a
-    /// slot out of range.
-    pub(crate) fn slot_rings(&self, slot: u32) -> Option<(bytes::Writer, bytes::Reader)> {
-        let s = self.service().ok()?;
-        Some((s.seg.tx_writer(slot)?, s.seg.rx_reader(slot)?))
+    /// Service mode, for this stack inherited across fork (another
+    /// process's: its segment is mapped here too): where socket `id` is
+    /// (this association, its slot) and views of its rings, for the
+    /// process that takes it over. Errors: ENETDOWN outside service mode
+    /// or for a slot out of range.
+    pub(crate) fn inherited(
+        &self,
+        id: SockId,
+    ) -> io::Result<((u32, u32), (bytes::Writer, bytes::Reader))> {
+        let down = || errno::io(libc::ENETDOWN);
+        let s = self.service().map_err(|_| down())?;
+        let slot = id as u32;
+        let rings = (s.seg.tx_writer(slot), s.seg.rx_reader(slot));
+        match rings {
+            (Some(tx), Some(rx)) => Ok(((s.assoc, slot), (tx, rx))),
+            _ => Err(down()),
+        }
     }
 
     /// The next accepted connection waiting in `q`, if any.

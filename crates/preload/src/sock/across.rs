@@ -40,31 +40,30 @@ impl Sock {
                 }
                 None => true,
             },
-            State::Stream(inherited) => match process::stack()
-                .ok()
-                .and_then(|stack| TcpStream::adopt(stack, inherited).ok())
-            {
-                Some(mine) => {
-                    // The parent's handle is the parent's: never dropped here.
-                    std::mem::forget(std::mem::replace(inherited, mine));
-                    self.generation.store(now, Ordering::Relaxed);
-                    false
-                }
-                None => true,
-            },
-            State::Udp { u: inherited, .. } => match process::stack()
-                .ok()
-                .and_then(|stack| UdpSocket::adopt(stack, inherited).ok())
-            {
-                Some(mine) => {
-                    std::mem::forget(std::mem::replace(inherited, mine));
-                    self.generation.store(now, Ordering::Relaxed);
-                    false
-                }
-                None => true,
-            },
+            State::Stream(inherited) => !self.take_over(inherited, TcpStream::adopt, now),
+            State::Udp { u: inherited, .. } => !self.take_over(inherited, UdpSocket::adopt, now),
             _ => true,
         }
+    }
+
+    /// Replaces `inherited` (the parent's handle, never dropped here) with
+    /// this process's own, taken over by `adopt` on its own association;
+    /// false when that fails.
+    fn take_over<T>(
+        &self,
+        inherited: &mut T,
+        adopt: fn(&corestack::Stack, &T) -> std::io::Result<T>,
+        now: u32,
+    ) -> bool {
+        let Some(mine) = process::stack()
+            .ok()
+            .and_then(|stack| adopt(stack, inherited).ok())
+        else {
+            return false;
+        };
+        std::mem::forget(std::mem::replace(inherited, mine));
+        self.generation.store(now, Ordering::Relaxed);
+        true
     }
 
     /// Service mode: this process passes the socket with SCM_RIGHTS as the
