@@ -483,6 +483,17 @@ impl<P: Port> Engine<P> {
         }
     }
 
+    /// True when `id` names a TCP connection handed to its application and
+    /// not closed by it (what a `Desc::Lend` may pass). O(1).
+    pub fn is_open_conn(&self, id: appif::socket::SockId) -> bool {
+        let sockets = &self.protocols.sockets;
+        sockets
+            .ids
+            .get(&id)
+            .and_then(|&slot| sockets.slots.get(slot as usize)?.as_ref())
+            .is_some_and(|s| matches!(s, Socket::Tcp(c) if !c.app_closed && !c.unaccepted()))
+    }
+
     /// The ids of the sockets of service-mode association `assoc` that a
     /// fork shares with the child: TCP connections handed to it and not
     /// closed, listeners and UDP sockets. O(sockets).

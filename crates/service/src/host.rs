@@ -233,7 +233,7 @@ impl<P: Port> Host<P> {
                 Desc::Lend { key, .. } => {
                     // Only a connection the application holds (checked, as
                     // everything read from its ring).
-                    if self.engine.engine.sockets_of(assoc).contains(&id) {
+                    if self.engine.engine.is_open_conn(id) {
                         self.forks.lend(assoc, id, key, std::time::Instant::now());
                     }
                     continue;
