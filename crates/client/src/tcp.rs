@@ -321,6 +321,17 @@ impl TcpStream {
         self.rx.len()
     }
 
+    /// Bytes a write takes now without waiting: the send ring's free space
+    /// (a lower bound: the ring may grow when the engine offers more). 0
+    /// after a write shutdown.
+    pub fn send_room(&self) -> usize {
+        if self.wr_shut {
+            0
+        } else {
+            self.tx.free()
+        }
+    }
+
     /// Records a traced read or write (`kind`) of `n` bytes that began at
     /// `t0` and left its ring at position `pos` (see [`appif::trace`]).
     #[inline]

@@ -97,6 +97,7 @@ real_fns! {
     sendmmsg(fd: c_int, vec: *mut mmsghdr, vlen: c_uint, flags: c_int) -> c_int;
     sendfile(out_fd: c_int, in_fd: c_int, offset: *mut off_t, count: size_t) -> ssize_t;
     sendfile64(out_fd: c_int, in_fd: c_int, offset: *mut off64_t, count: size_t) -> ssize_t;
+    splice(fd_in: c_int, off_in: *mut off64_t, fd_out: c_int, off_out: *mut off64_t, len: size_t, flags: c_uint) -> ssize_t;
     pread(fd: c_int, buf: *mut c_void, n: size_t, offset: off_t) -> ssize_t;
     close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int;
     shutdown(fd: c_int, how: c_int) -> c_int;
