@@ -4,6 +4,8 @@
 //!
 //! ```text
 //!  pingpong       bench pingpong: round-trip latency (HDR histogram)
+//!  floor          bench floor: the ping-pong's tail against raw AF_XDP frames (and their
+//!                 hidden echo and ping)
 //!  plot           --plot FILE.svg|png and --json FILE of every benchmark (plotters)
 //!  report         what the reports share: median (written once), padded columns, indent
 //!  transfer       bench transfer: echo N bytes, compare sha256
@@ -35,6 +37,7 @@
 pub mod conn_rate;
 pub mod demo;
 pub mod echo_matrix;
+pub mod floor;
 mod harness;
 pub mod memcached;
 pub mod pingpong;
@@ -58,6 +61,16 @@ use clap::Subcommand;
 pub enum Bench {
     /// Ping-pong round-trip latency against an echo server.
     Pingpong(pingpong::Pingpong),
+    /// The 64-byte TCP ping-pong's p50/p99/p99.9, Linux and corestack (adaptive and busy
+    /// polling), against raw AF_XDP frames bounced between the same veth ends (the floor), in
+    /// own namespaces.
+    Floor(floor::Floor),
+    /// The floor's server: bounces raw frames back through an AF_XDP socket.
+    #[command(hide = true)]
+    XdpEcho(floor::XdpEcho),
+    /// The floor's client: raw frames through an AF_XDP socket, one in flight (JSON line).
+    #[command(hide = true)]
+    XdpPing(floor::XdpPing),
     /// Send N bytes to an echo server, read them back, compare sha256.
     Transfer(transfer::Transfer),
     /// One-way TCP goodput to a sink server (`serve sink`).
@@ -132,6 +145,9 @@ impl Bench {
     pub fn run(self) -> Result<()> {
         match self {
             Bench::Pingpong(p) => p.run(),
+            Bench::Floor(f) => f.run(),
+            Bench::XdpEcho(e) => e.run(),
+            Bench::XdpPing(p) => p.run(),
             Bench::Transfer(t) => t.run(),
             Bench::Stream(s) => s.run(),
             Bench::StreamMatrix(m) => m.run(),
