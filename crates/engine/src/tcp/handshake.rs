@@ -113,7 +113,7 @@ impl Tcb {
         self.rec.recover = self.snd.iss;
         self.ecn.recover = self.snd.iss;
         self.timers.retries = 0;
-        self.timers.first_rto = None;
+        self.timers.unanswered_since = None;
         self.start_rcv_space();
         ev.connected = true;
         ev.writable = true;

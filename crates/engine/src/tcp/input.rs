@@ -441,7 +441,11 @@ impl Tcb {
             self.snd.wl1 = seg.seq;
             self.snd.wl2 = ack;
             if wnd > 0 {
-                // The window opened: no more probing.
+                // The window opened: no more probing, and a probing
+                // episode (nothing in flight) is answered.
+                if self.snd.nxt == self.snd.una {
+                    self.timers.unanswered_since = None;
+                }
                 self.timers.persist_deadline = None;
                 self.timers.probe_pending = false;
                 self.timers.persist_shift = 0;
@@ -491,14 +495,13 @@ impl Tcb {
             self.snd.nxt = ack;
         }
         self.timers.retries = 0;
-        self.timers.first_rto = None;
+        self.timers.unanswered_since = None;
         self.check_spurious_rto(seg);
         self.take_rtt_sample(seg, now);
         self.scoreboard_ack(seg, now);
         // RFC 6298 §5.2/5.3: stop the timer when nothing is outstanding,
         // restart it otherwise.
-        self.timers.rto_deadline =
-            (self.snd.nxt > self.snd.una).then(|| now + self.timers.rto.rto());
+        self.timers.rto_deadline = (self.snd.nxt > self.snd.una).then(|| self.rto_from(now));
         self.timers.persist_shift = 0;
         acked_data
     }

@@ -345,7 +345,7 @@ impl Tcb {
             self.snd.max = self.snd.nxt;
         }
         if self.timers.rto_deadline.is_none() {
-            self.timers.rto_deadline = Some(now + self.timers.rto.rto());
+            self.timers.rto_deadline = Some(self.rto_from(now));
         }
         Segment::bare(repr)
     }
@@ -514,7 +514,7 @@ impl Tcb {
             self.snd.max = end;
         }
         if self.timers.rto_deadline.is_none() {
-            self.timers.rto_deadline = Some(now + self.timers.rto.rto());
+            self.timers.rto_deadline = Some(self.rto_from(now));
         }
         self.timers.persist_deadline = None;
         self.prr_on_send(len);

@@ -153,7 +153,7 @@ impl Tcb {
         self.count_probe();
         self.karn_retransmit();
         let seg = self.emit_data(s.start, len, fin, now, rcv_free, false);
-        self.timers.rto_deadline = Some(now + self.timers.rto.rto());
+        self.timers.rto_deadline = Some(self.rto_from(now));
         Some(seg)
     }
 
@@ -182,7 +182,7 @@ impl Tcb {
         }
         let fin = self.snd.fin_queued && len == unsent;
         let seg = self.emit_data(self.snd.nxt, len, fin, now, rcv_free, true);
-        self.timers.rto_deadline = Some(now + self.timers.rto.rto());
+        self.timers.rto_deadline = Some(self.rto_from(now));
         Some(seg)
     }
 
@@ -248,7 +248,7 @@ impl Tcb {
                 .rto()
                 .saturating_mul(1 << shift)
                 .clamp(self.cfg.rto_min, self.cfg.rto_max.max(self.cfg.rto_min));
-            self.timers.persist_deadline = Some(now + interval);
+            self.timers.persist_deadline = Some(self.until_user_timeout(now, interval));
         }
     }
 }

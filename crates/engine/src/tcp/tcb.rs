@@ -211,9 +211,13 @@ pub(super) struct Timers {
     pub(super) rto_deadline: Option<Instant>,
     /// Consecutive retransmissions of the current segment.
     pub(super) retries: u32,
-    /// When the first retransmission timeout of the current episode fired
-    /// (the user timeout counts from there).
-    pub(super) first_rto: Option<Instant>,
+    /// Since when the peer has left the current episode unanswered: the
+    /// start of the retransmission timer that first expired (the oldest
+    /// unacknowledged data's send, or the last ACK that advanced), or the
+    /// first zero-window probe's timer. The user timeout (RFC 5482) counts
+    /// from there; an ACK that advances snd_una, or a window that opens,
+    /// ends the episode.
+    pub(super) unanswered_since: Option<Instant>,
     /// The one segment being timed (Karn): (end sequence, send time).
     pub(super) rtt_timing: Option<(SeqNum, Instant)>,
     /// A retransmission invalidated timing; a timestamp sample may replace it.
@@ -411,7 +415,7 @@ impl Tcb {
                 rto: RtoEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max),
                 rto_deadline: None,
                 retries: 0,
-                first_rto: None,
+                unanswered_since: None,
                 rtt_timing: None,
                 karn_blocked: false,
                 rto_tsval: None,

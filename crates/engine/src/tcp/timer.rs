@@ -2,6 +2,8 @@
 //! (RFC 9293 §3.8.6.1) and TIME-WAIT. The engine asks `next_timeout` and
 //! calls `on_timer` once that instant has passed.
 
+use core::time::Duration;
+
 use crate::time::Instant;
 
 use super::api::{CloseReason, Events, SendBuffer, State};
@@ -47,7 +49,7 @@ impl Tcb {
         if tlp_first {
             // The probe falls due with or before the RTO: it goes instead,
             // and the RTO waits one more RTO for its answer (RFC 8985 §7.3).
-            self.timers.rto_deadline = Some(now + self.timers.rto.rto());
+            self.timers.rto_deadline = Some(self.rto_from(now));
         }
         if self.timers.rto_deadline.is_some_and(|t| now >= t) {
             self.timers.rto_deadline = None;
@@ -72,6 +74,15 @@ impl Tcb {
         }
         if self.timers.persist_deadline.is_some_and(|t| now >= t) {
             self.timers.persist_deadline = None;
+            // Zero-window probes count against the user timeout too (as
+            // Linux's do): a peer whose window stays shut that long is
+            // given up.
+            self.timers.unanswered_since.get_or_insert(now);
+            if self.user_timed_out(now) {
+                self.enter_closed();
+                ev.closed = Some(CloseReason::TimedOut);
+                return ev;
+            }
             self.timers.probe_pending = true;
         }
         self.on_idle_timers(now, &mut ev);
@@ -110,6 +121,38 @@ impl Tcb {
         }
     }
 
+    /// True when a user timeout is set (TCP_USER_TIMEOUT, RFC 5482) and
+    /// the current unanswered episode has lasted that long at `now`.
+    fn user_timed_out(&self, now: Instant) -> bool {
+        let user = self.cfg.user_timeout;
+        !user.is_zero()
+            && self
+                .timers
+                .unanswered_since
+                .is_some_and(|since| now.saturating_since(since) >= user)
+    }
+
+    /// `delay` after `now`, but no later than the end of the user timeout
+    /// of an unanswered episode (Linux clamps its RTO and zero-window probe
+    /// timers so): the expiry that gives up comes when the user timeout
+    /// ends, not up to a backed-off RTO later.
+    pub(super) fn until_user_timeout(&self, now: Instant, delay: Duration) -> Instant {
+        let at = now + delay;
+        match self.timers.unanswered_since {
+            Some(since) if !self.cfg.user_timeout.is_zero() => {
+                at.min((since + self.cfg.user_timeout).max(now))
+            }
+            _ => at,
+        }
+    }
+
+    /// The retransmission timer's deadline when it starts at `now`: one
+    /// RTO (RFC 6298 §5.1), clamped to the user timeout.
+    #[inline]
+    pub(super) fn rto_from(&self, now: Instant) -> Instant {
+        self.until_user_timeout(now, self.timers.rto.rto())
+    }
+
     /// A retransmission is on its way (Karn's algorithm, RFC 6298 §3):
     /// the RTT sample in progress is void, and none is taken until new
     /// data is acknowledged.
@@ -121,16 +164,16 @@ impl Tcb {
 
     /// One RTO expiry at `now` counted against `limit` retries
     /// (syn_retries or data_retries): past the limit, or past the user
-    /// timeout since the episode's first expiry (RFC 5482), the connection
+    /// timeout since the timer that first expired was started (RFC 5482:
+    /// as Linux, from the oldest unacknowledged data's send), the connection
     /// is closed with ETIMEDOUT (RFC 9293 §3.8.3 R2) and false is
     /// returned; else the retry and the timeout are counted, the RTO backed
     /// off (RFC 6298 §5.5) and true is returned.
     #[inline]
     fn rto_retry(&mut self, limit: u32, now: Instant, ev: &mut Events) -> bool {
-        let user = self.cfg.user_timeout;
-        let first = *self.timers.first_rto.get_or_insert(now);
-        let too_long = !user.is_zero() && now.saturating_since(first) >= user;
-        if self.timers.retries >= limit || too_long {
+        let started = now - self.timers.rto.rto();
+        self.timers.unanswered_since.get_or_insert(started);
+        if self.timers.retries >= limit || self.user_timed_out(now) {
             self.enter_closed();
             ev.closed = Some(CloseReason::TimedOut);
             return false;

@@ -241,6 +241,54 @@ fn established_zero_window_probes_with_backoff_then_resumes() {
     assert_eq!(got, data);
 }
 
+/// A peer that keeps its window shut past the user timeout (RFC 5482) is
+/// given up, as Linux gives up a zero-window peer: its answers to the
+/// probes still say window 0. The probe timer is clamped to the user
+/// timeout's end. Without a user timeout the probes go on.
+#[test]
+fn zero_window_past_the_user_timeout_ends_the_connection() {
+    for user_ms in [0u64, 3000] {
+        let (mut a, mut b) = small_receiver();
+        a.tcb.set_user_timeout(ms(user_ms));
+        a.write(&pattern(20_000, 5));
+        let mut now = T0;
+        for _ in 0..50 {
+            a.timer(now);
+            b.timer(now);
+            exchange(&mut a, &mut b, now);
+            exchange(&mut b, &mut a, now);
+            if b.rx.unread() == 8192 && a.tcb.snd_wnd() == 0 {
+                break;
+            }
+            now = now + ms(100);
+        }
+        assert_eq!(a.tcb.snd_wnd(), 0);
+        let shut_at = a.tcb.next_timeout().expect("persist timer");
+        let mut closed_at = None;
+        for _ in 0..12 {
+            let Some(t) = a.tcb.next_timeout() else { break };
+            now = t;
+            if a.timer(now).closed == Some(CloseReason::TimedOut) {
+                closed_at = Some(now);
+                break;
+            }
+            for probe in a.output(now) {
+                b.input(&probe, now);
+            }
+            exchange(&mut b, &mut a, now);
+        }
+        if user_ms == 0 {
+            assert_eq!(closed_at, None, "no user timeout: probing goes on");
+            assert_eq!(a.tcb.state(), State::Established);
+        } else {
+            // The first probe's timer starts the episode; the expiry that
+            // gives up falls exactly 3 s later.
+            assert_eq!(closed_at.map(|t| t - shut_at), Some(ms(user_ms)));
+            assert_eq!(a.tcb.state(), State::Closed);
+        }
+    }
+}
+
 /// Both ends' receive windows full (b's application is blocked writing
 /// into its full TX ring, so it does not read): a's data at b's rcv_nxt
 /// is not acceptable, but the ACK it carries is, or b's own flight is

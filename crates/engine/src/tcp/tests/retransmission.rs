@@ -314,9 +314,11 @@ fn user_timeout_gives_up_unacknowledged_data_before_the_retry_limit() {
     a.output(T0);
     let (intervals, closed) = a.expire_unanswered(T0, 40, |_| {});
     assert_eq!(closed, Some(CloseReason::TimedOut));
-    // RTOs of 200, 400, 800 ms: the expiry 1.2 s after the first one is the
-    // first at or past the 1 s user timeout, and it gives up.
+    // RTOs of 200 and 400 ms, then one clamped to what is left of the 1 s
+    // user timeout counted from the data's send (as Linux does): the
+    // connection is given up 1 s after the send, not at the next backed-off
+    // RTO 1.4 s after it.
     let millis: Vec<u64> = intervals.iter().map(|d| d.as_millis() as u64).collect();
-    assert_eq!(millis, vec![200, 400, 800]);
+    assert_eq!(millis, vec![200, 400, 400]);
     assert_eq!(a.tcb.stats().retransmits, 2);
 }
