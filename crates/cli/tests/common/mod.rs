@@ -139,13 +139,22 @@ pub struct BridgeCounts {
 /// Like [`Pair`], but corestack uses a persistent tap device `tap0` in `core`, bridged (`br0`)
 /// with `vc`.
 pub fn tap_pair(net: u8) -> Pair {
+    tap_pair_with(net, false)
+}
+
+/// [`tap_pair`] with `tap0` made multi-queue (`multi_queue`: a queue per engine) or not.
+pub fn tap_pair_with(net: u8, multi_queue: bool) -> Pair {
     let pair = Pair::new("t", net).expect("creating the namespaces");
     let ns = &pair.core;
     let ip = |args: &[&str]| {
         ns.run("ip", args)
             .unwrap_or_else(|e| panic!("ip {args:?}: {e}"))
     };
-    ip(&["tuntap", "add", "dev", "tap0", "mode", "tap"]);
+    let mut add = vec!["tuntap", "add", "dev", "tap0", "mode", "tap"];
+    if multi_queue {
+        add.push("multi_queue");
+    }
+    ip(&add);
     ip(&["link", "add", "br0", "type", "bridge", "forward_delay", "0"]);
     ip(&["link", "set", "vc", "master", "br0"]);
     ip(&["link", "set", "tap0", "master", "br0"]);

@@ -314,12 +314,6 @@ impl StackBuilder {
             let ports = std::mem::take(&mut self.mem);
             return Ok(self.launch_on(ports, cfg, false));
         }
-        if self.engines > 1 && self.driver == Driver::Tap {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "several engines need af_xdp (or mem) ports: tap runs one engine (--cores 1)",
-            ));
-        }
         let iface = self.iface.clone().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -369,9 +363,16 @@ impl StackBuilder {
                 let groups = nic::group::deal(ports, self.engines)?;
                 Ok(self.launch_on(groups, cfg, generic))
             }
-            Driver::Tap => {
+            Driver::Tap if self.engines == 1 => {
                 let port = nic::tap::TapPort::open(&iface).map_err(io::Error::from)?;
                 Ok(self.launch_on(vec![port], cfg, false))
+            }
+            Driver::Tap => {
+                // A queue of a multi-queue tap per engine.
+                let ports = nic::tap::TapPort::open_queues(&iface, self.engines)
+                    .map_err(io::Error::from)?;
+                let groups = nic::group::deal(ports, self.engines)?;
+                Ok(self.launch_on(groups, cfg, false))
             }
         }
     }

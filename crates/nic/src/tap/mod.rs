@@ -8,6 +8,11 @@
 //!
 //! Hot path: one `read` per received frame and one `write` per transmitted
 //! frame, into buffers allocated at open; no allocation.
+//!
+//! Several engines take a queue each of a multi-queue tap (IFF_MULTI_QUEUE,
+//! [`TapPort::open_queues`]). The kernel picks the queue of a frame it
+//! sends by its flow hash, not by corestack's steering, so a frame may reach
+//! an engine that does not own its flow: the engines hand it over.
 
 #![deny(unsafe_code)]
 
@@ -98,7 +103,27 @@ impl TapPort {
     /// owned by the user); a device of that name that is not a tap; the
     /// device busy in another process.
     pub fn open(ifname: &str) -> Result<TapPort, Error> {
-        let fd = Arc::new(sys::open_tap(ifname)?);
+        TapPort::attach(ifname, false)
+    }
+
+    /// Attaches `n` queues of the multi-queue TAP device `ifname` (one made
+    /// by `ip tuntap add dev tap0 mode tap multi_queue`, or a new one that
+    /// lives as long as the ports), a port each; `n` of 1 is [`TapPort::open`].
+    ///
+    /// # Errors
+    /// As [`TapPort::open`]; a tap made without `multi_queue` (EINVAL): "...
+    /// several engines need one (`ip tuntap add dev IF mode tap
+    /// multi_queue`), or use --cores 1"; more queues than the kernel allows
+    /// (256).
+    pub fn open_queues(ifname: &str, n: usize) -> Result<Vec<TapPort>, Error> {
+        if n <= 1 {
+            return Ok(vec![TapPort::open(ifname)?]);
+        }
+        (0..n).map(|_| TapPort::attach(ifname, true)).collect()
+    }
+
+    fn attach(ifname: &str, multi_queue: bool) -> Result<TapPort, Error> {
+        let fd = Arc::new(sys::open_tap(ifname, multi_queue)?);
         crate::sys::if_set_up(ifname)?;
         let mtu = crate::sys::if_mtu(ifname)? as usize;
         Ok(TapPort {

@@ -6,8 +6,10 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use crate::error::{Error, ErrorKind};
 
 /// Opens `/dev/net/tun` non-blocking and attaches it to the TAP device
-/// `ifname` (IFF_TAP | IFF_NO_PI), creating the device if it does not exist.
-pub fn open_tap(ifname: &str) -> Result<OwnedFd, Error> {
+/// `ifname` (IFF_TAP | IFF_NO_PI), creating the device if it does not exist;
+/// with `multi_queue`, as one more queue of a multi-queue device
+/// (IFF_MULTI_QUEUE).
+pub fn open_tap(ifname: &str, multi_queue: bool) -> Result<OwnedFd, Error> {
     let name = crate::sys::ifname_c(ifname)?;
     // SAFETY: the path is a NUL-terminated literal; the result is checked.
     let fd = unsafe {
@@ -37,7 +39,12 @@ pub fn open_tap(ifname: &str) -> Result<OwnedFd, Error> {
     // SAFETY: `ifreq` is plain data; all-zero bytes are valid.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     req.ifr_name = name;
-    req.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
+    let mq = if multi_queue {
+        libc::IFF_MULTI_QUEUE
+    } else {
+        0
+    };
+    req.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI | mq) as libc::c_short;
     // SAFETY: TUNSETIFF reads and writes only the ifreq we pass, which is
     // valid and exclusively borrowed for the call.
     let rc = unsafe {
@@ -58,6 +65,11 @@ pub fn open_tap(ifname: &str) -> Result<OwnedFd, Error> {
             Some(libc::EBUSY) => Error::with_source(
                 ErrorKind::Io,
                 format!("tap device {ifname} is busy: another process has it open (close it or use another name)"),
+                e,
+            ),
+            Some(libc::EINVAL) if multi_queue => Error::with_source(
+                ErrorKind::InvalidConfig,
+                format!("{ifname} exists but is not a multi-queue tap device with IFF_NO_PI: several engines need one (`ip tuntap add dev {ifname} mode tap multi_queue`), or use --cores 1"),
                 e,
             ),
             Some(libc::EINVAL) => Error::with_source(
