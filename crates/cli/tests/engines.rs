@@ -41,6 +41,12 @@ fn echo_on_engines(engines: usize, net: u8) {
     let queues = pair.core.rx_queue_packets("vc").expect("ethtool -S vc");
     let busy = queues.iter().filter(|&&n| n > 0).count();
     assert!(busy >= 2, "frames arrived on {busy} queue(s): {queues:?}");
+    // veth has no RSS to program: the server says so, and frames are handed over.
+    let said = server.stderr();
+    assert!(
+        said.contains("vc: RSS not programmed (vc has no programmable RSS)"),
+        "no line on the NIC's RSS: {said}"
+    );
     eprintln!(
         "{engines} engines: {trips} round trips in 2 s; frames per queue {queues:?}; {} handed over",
         get("handoff_tx")

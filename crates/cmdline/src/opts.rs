@@ -327,6 +327,9 @@ impl StackOpts {
                  (the driver lacks native XDP)"
             );
         }
+        if let Some(rss) = stack.nic_rss() {
+            eprintln!("{iface}: {rss}");
+        }
         Ok(stack)
     }
 }

@@ -188,6 +188,92 @@ impl Steering {
     }
 }
 
+/// What programming a NIC's RSS with corestack's hash came to
+/// ([`program_nic`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NicRss {
+    /// The NIC hashes with [`SYMMETRIC_KEY`] (the Toeplitz function) and an
+    /// indirection table of `entries` entries that sends every bucket to
+    /// its owner's first queue: frames should land on their owner (the
+    /// engines' `rx_foreign` counter says whether they do).
+    Programmed {
+        /// Entries of the NIC's indirection table.
+        entries: u32,
+    },
+    /// The NIC's RSS cannot take it, for the reason given: the engine that
+    /// receives a frame it does not own hands it over.
+    Refused(String),
+}
+
+impl core::fmt::Display for NicRss {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            NicRss::Programmed { entries } => write!(
+                f,
+                "RSS programmed with corestack's symmetric key and a {entries}-entry table: frames land on their owner's queue"
+            ),
+            NicRss::Refused(why) => write!(
+                f,
+                "RSS not programmed ({why}): frames that land on another engine are handed over"
+            ),
+        }
+    }
+}
+
+impl Steering {
+    /// The NIC's indirection table of `entries` entries for this steering,
+    /// each entry the queue of its bucket's owner (engine `e` reads queue
+    /// `e` first); None when a table of that size cannot agree with the
+    /// [`RETA_SIZE`] buckets (the NIC takes `hash % entries`).
+    pub fn nic_table(&self, entries: usize) -> Option<Vec<u32>> {
+        if entries == 0 {
+            return None;
+        }
+        let table: Vec<u32> = (0..entries)
+            .map(|i| u32::from(self.reta[i % RETA_SIZE]))
+            .collect();
+        // hash % entries must pick the owner hash % RETA_SIZE picks.
+        let agrees = entries.is_multiple_of(RETA_SIZE)
+            || (RETA_SIZE.is_multiple_of(entries)
+                && (0..RETA_SIZE).all(|b| self.reta[b] == self.reta[b % entries]));
+        agrees.then_some(table)
+    }
+}
+
+/// Programs `ifname`'s RSS with this steering's hash (the symmetric key,
+/// repeated to the NIC's key size, and the Toeplitz function) and table
+/// (ETHTOOL_SRSSH, as `ethtool -X IF hkey … hfunc toeplitz` would), so that
+/// the NIC puts each frame on its owner's queue. Never fails: a NIC that
+/// cannot take it (veth and tap have no RSS: EOPNOTSUPP; a table size that
+/// cannot agree; no permission) is [`NicRss::Refused`] with the reason.
+pub fn program_nic(ifname: &str, steering: &Steering) -> NicRss {
+    let (entries, key_len) = match crate::sys::if_rss_sizes(ifname) {
+        Ok(sizes) => sizes,
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+            return NicRss::Refused(format!("{ifname} has no programmable RSS"))
+        }
+        Err(e) => return NicRss::Refused(format!("reading {ifname}'s RSS: {e}")),
+    };
+    let Some(table) = steering.nic_table(entries as usize) else {
+        return NicRss::Refused(format!(
+            "{ifname}'s {entries}-entry indirection table cannot hold {RETA_SIZE} buckets"
+        ));
+    };
+    if (key_len as usize) < 36 {
+        return NicRss::Refused(format!(
+            "{ifname}'s RSS key has {key_len} bytes, too few for an IPv6 4-tuple"
+        ));
+    }
+    // The key's 16-bit period keeps the hash symmetric at any length.
+    let key: Vec<u8> = (0..key_len as usize)
+        .map(|i| SYMMETRIC_KEY[i % 2])
+        .collect();
+    match crate::sys::if_set_rss(ifname, &table, &key) {
+        Ok(()) => NicRss::Programmed { entries },
+        Err(e) => NicRss::Refused(format!("setting {ifname}'s RSS: {e}")),
+    }
+}
+
 /// An IPv4 frame's source, destination and, for an unfragmented TCP or
 /// UDP datagram, its (source, destination) ports.
 pub type Ipv4Tuple = (Ipv4Addr, Ipv4Addr, Option<(u16, u16)>);
@@ -221,6 +307,22 @@ pub fn ipv4_tuple(frame: &[u8]) -> Option<Ipv4Tuple> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_nic_table_sends_each_bucket_to_its_owner_or_is_refused_when_it_cannot_agree() {
+        let s = super::Steering::new(3);
+        let t = s.nic_table(512).expect("512 entries hold 128 buckets");
+        assert_eq!(t.len(), 512);
+        for (i, q) in t.iter().enumerate() {
+            assert_eq!(*q as usize, (i % super::RETA_SIZE) % 3, "entry {i}");
+        }
+        // 64 entries: hash % 64 and hash % 128 pick the same owner only when
+        // bucket b and b + 64 have one owner (2 engines: yes; 3: no).
+        assert!(super::Steering::new(2).nic_table(64).is_some());
+        assert!(s.nic_table(64).is_none());
+        assert!(s.nic_table(96).is_none());
+        assert!(s.nic_table(0).is_none());
+    }
+
     use super::*;
 
     fn tuple<const N: usize>(src: [u8; N], dst: [u8; N], sport: u16, dport: u16) -> Vec<u8> {

@@ -197,6 +197,57 @@ pub(crate) fn if_rx_queues(ifname: &str) -> Result<Option<u32>, Error> {
     Ok((n > 0).then_some(n))
 }
 
+/// `ETHTOOL_GRSSH` and `ETHTOOL_SRSSH` (linux/ethtool.h).
+const ETHTOOL_GRSSH: u32 = 0x46;
+const ETHTOOL_SRSSH: u32 = 0x47;
+/// `ETH_RSS_HASH_TOP`: the Toeplitz hash function.
+const ETH_RSS_HASH_TOP: u8 = 1;
+/// 32-bit words of `struct ethtool_rxfh` before its `rss_config` array
+/// (cmd, rss_context, indir_size, key_size, hfunc/input_xfrm/rsvd8[2],
+/// rsvd32).
+const RXFH_HEADER_WORDS: usize = 6;
+
+/// Runs ETHTOOL_GRSSH or ETHTOOL_SRSSH on `ifname` with the
+/// `struct ethtool_rxfh` in `words` (header, then `rss_config`).
+fn if_rxfh(ifname: &str, words: &mut [u32]) -> io::Result<()> {
+    let mut req = ifreq_for(ifname).map_err(|e| io::Error::other(e.to_string()))?;
+    req.ifr_ifru.ifru_data = words.as_mut_ptr().cast();
+    if_ioctl(SIOCETHTOOL, &mut req)
+}
+
+/// The sizes of `ifname`'s RSS indirection table (entries) and hash key
+/// (bytes), from ETHTOOL_GRSSH (`ethtool -x`). Errors: the ioctl's
+/// (EOPNOTSUPP when the driver has no programmable RSS, as veth and tap).
+pub(crate) fn if_rss_sizes(ifname: &str) -> io::Result<(u32, u32)> {
+    let mut words = [0u32; RXFH_HEADER_WORDS];
+    words[0] = ETHTOOL_GRSSH;
+    if_rxfh(ifname, &mut words)?;
+    Ok((words[2], words[3]))
+}
+
+/// Programs `ifname`'s RSS (ETHTOOL_SRSSH, `ethtool -X IF hkey … hfunc
+/// toeplitz weight …`): the Toeplitz function, `key` (the size
+/// [`if_rss_sizes`] gave) and `table` (a queue per indirection entry, as
+/// many entries as it gave). Errors: the ioctl's.
+pub(crate) fn if_set_rss(ifname: &str, table: &[u32], key: &[u8]) -> io::Result<()> {
+    let key_words = key.len().div_ceil(4);
+    let mut words = vec![0u32; RXFH_HEADER_WORDS + table.len() + key_words];
+    words[0] = ETHTOOL_SRSSH;
+    words[2] =
+        u32::try_from(table.len()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    words[3] =
+        u32::try_from(key.len()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    words[4] = u32::from_ne_bytes([ETH_RSS_HASH_TOP, 0, 0, 0]);
+    words[RXFH_HEADER_WORDS..RXFH_HEADER_WORDS + table.len()].copy_from_slice(table);
+    // The key's bytes follow the table, in memory order.
+    for (i, chunk) in key.chunks(4).enumerate() {
+        let mut b = [0u8; 4];
+        b[..chunk.len()].copy_from_slice(chunk);
+        words[RXFH_HEADER_WORDS + table.len() + i] = u32::from_ne_bytes(b);
+    }
+    if_rxfh(ifname, &mut words)
+}
+
 fn if_error(ifname: &str, what: &str, e: io::Error) -> Error {
     if e.raw_os_error() == Some(libc::ENODEV) {
         Error::no_such_interface(ifname)

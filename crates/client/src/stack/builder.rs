@@ -3,7 +3,7 @@
 
 use super::run::{engine_cpu, run_engine, EngineNap, Idle, IDLE_BEFORE_SLEEP};
 use super::wait::spin_time;
-use super::{Driver, Inner, Mode, Stack};
+use super::{Driver, Inner, Mode, NicNotes, Stack};
 use appif::notify::Notify;
 use appif::spsc;
 use core::net::{Ipv4Addr, Ipv6Addr};
@@ -249,20 +249,20 @@ impl StackBuilder {
     }
 
     /// Starts the engine on `port` with `cfg` and this builder's mode,
-    /// ring size and idle sleep (`xdp_generic`: AF_XDP fell back to
-    /// generic mode).
+    /// ring size and idle sleep (`nic`: what the NIC setup found, e.g.
+    /// AF_XDP fell back to generic mode).
     fn launch_on<P: Port + Send + 'static>(
         &self,
         ports: Vec<P>,
         cfg: EngineConfig,
-        xdp_generic: bool,
+        nic: NicNotes,
     ) -> Stack {
         launch(
             ports,
             cfg,
             self.inline,
             self.ring_bytes,
-            xdp_generic,
+            nic,
             self.idle_sleep,
         )
     }
@@ -312,7 +312,7 @@ impl StackBuilder {
         cfg.ring_bytes = self.ring_bytes;
         if !self.mem.is_empty() {
             let ports = std::mem::take(&mut self.mem);
-            return Ok(self.launch_on(ports, cfg, false));
+            return Ok(self.launch_on(ports, cfg, NicNotes::default()));
         }
         let iface = self.iface.clone().ok_or_else(|| {
             io::Error::new(
@@ -346,8 +346,11 @@ impl StackBuilder {
                 };
                 if self.engines == 1 {
                     let port = nic::af_xdp::AfXdpPort::open(&xcfg).map_err(io::Error::from)?;
-                    let generic = port.xdp_mode() == nic::af_xdp::XdpMode::Generic;
-                    return Ok(self.launch_on(vec![port], cfg, generic));
+                    let notes = NicNotes {
+                        xdp_generic: port.xdp_mode() == nic::af_xdp::XdpMode::Generic,
+                        rss: None,
+                    };
+                    return Ok(self.launch_on(vec![port], cfg, notes));
                 }
                 // One XSK on every queue (a queue without one would pass its
                 // frames to the kernel), one XDP program for them all; engine
@@ -357,22 +360,27 @@ impl StackBuilder {
                     .unwrap_or(1) as usize;
                 let ports = nic::af_xdp::AfXdpPort::open_queues(&xcfg, have.max(self.engines))
                     .map_err(io::Error::from)?;
-                let generic = ports
-                    .iter()
-                    .any(|p| p.xdp_mode() == nic::af_xdp::XdpMode::Generic);
+                // The NIC steers by the engines' hash where it can.
+                let steering = nic::rss::Steering::new(self.engines);
+                let notes = NicNotes {
+                    xdp_generic: ports
+                        .iter()
+                        .any(|p| p.xdp_mode() == nic::af_xdp::XdpMode::Generic),
+                    rss: Some(nic::rss::program_nic(&xcfg.ifname, &steering)),
+                };
                 let groups = nic::group::deal(ports, self.engines)?;
-                Ok(self.launch_on(groups, cfg, generic))
+                Ok(self.launch_on(groups, cfg, notes))
             }
             Driver::Tap if self.engines == 1 => {
                 let port = nic::tap::TapPort::open(&iface).map_err(io::Error::from)?;
-                Ok(self.launch_on(vec![port], cfg, false))
+                Ok(self.launch_on(vec![port], cfg, NicNotes::default()))
             }
             Driver::Tap => {
                 // A queue of a multi-queue tap per engine.
                 let ports = nic::tap::TapPort::open_queues(&iface, self.engines)
                     .map_err(io::Error::from)?;
                 let groups = nic::group::deal(ports, self.engines)?;
-                Ok(self.launch_on(groups, cfg, false))
+                Ok(self.launch_on(groups, cfg, NicNotes::default()))
             }
         }
     }
@@ -414,7 +422,7 @@ fn launch_service(
             mode: Mode::Service(service),
             ring_bytes,
             ring_max_bytes,
-            xdp_generic: false,
+            nic: NicNotes::default(),
             mtu,
             idle: Idle {
                 sleep_after: None,
@@ -434,7 +442,7 @@ fn launch<P: Port + Send + 'static>(
     cfg: EngineConfig,
     inline: bool,
     ring_bytes: usize,
-    xdp_generic: bool,
+    nic: NicNotes,
     idle_sleep: Option<Duration>,
 ) -> Stack {
     let wake = Arc::new(Notify::default());
@@ -516,7 +524,7 @@ fn launch<P: Port + Send + 'static>(
             mode,
             ring_bytes,
             ring_max_bytes,
-            xdp_generic,
+            nic,
             mtu,
             idle: Idle {
                 sleep_after: idle_sleep.filter(|_| inline && rx_fd.is_some()),

@@ -99,6 +99,15 @@ pub(crate) struct Lane {
     doorbell: Option<Arc<appif::doorbell::Doorbell>>,
 }
 
+/// What setting up the NIC found, for the command line to say.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NicNotes {
+    /// AF_XDP fell back to generic (skb) mode.
+    pub xdp_generic: bool,
+    /// Several engines on AF_XDP: how programming the NIC's RSS went.
+    pub rss: Option<nic::rss::NicRss>,
+}
+
 pub(crate) struct Inner {
     /// One per engine (one in service mode: the daemon's).
     lanes: Vec<Lane>,
@@ -116,7 +125,7 @@ pub(crate) struct Inner {
     pub(crate) ring_bytes: usize,
     /// The most a TCP connection's ring may grow to, bytes.
     ring_max_bytes: usize,
-    xdp_generic: bool,
+    nic: NicNotes,
     mtu: usize,
     idle: Idle,
     /// Spin time of waits before they sleep.
@@ -150,7 +159,14 @@ impl Drop for Inner {
 impl Stack {
     /// True when AF_XDP fell back to generic (skb) XDP mode: it works, slower.
     pub fn xdp_generic_fallback(&self) -> bool {
-        self.inner.xdp_generic
+        self.inner.nic.xdp_generic
+    }
+
+    /// With several engines on an AF_XDP interface: whether its RSS was
+    /// programmed with the engines' hash, or why not (see
+    /// [`nic::rss::program_nic`]); None otherwise.
+    pub fn nic_rss(&self) -> Option<&nic::rss::NicRss> {
+        self.inner.nic.rss.as_ref()
     }
 
     /// The link MTU in bytes.
