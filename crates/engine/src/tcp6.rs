@@ -114,10 +114,10 @@ impl Protocols {
             return 0;
         };
         let next_mac = e6.resolved(remote, now);
-        c.tcb.snd.gso_max = match next_mac {
+        c.tcb.set_gso_max(match next_mac {
             Some(_) if egress.gso_max > 0 => egress.gso_max.saturating_sub(IPV6_EXTRA),
             _ => 0,
-        };
+        });
         let lend_to = next_mac.filter(|_| egress.gather);
         let (label, hdr) = (c.flow_label, c.ip6);
         let n = crate::tx::poll_burst(c, now, |seg, txr| {

@@ -70,11 +70,12 @@ impl Protocols {
         // TSO only towards a resolved next hop: a frame waiting for ARP
         // must fit the MTU.
         let next_mac = link.resolved(remote, now);
-        c.tcb.snd.gso_max = if link.gso_max > 0 && next_mac.is_some() {
-            link.gso_max
-        } else {
-            0
-        };
+        c.tcb
+            .set_gso_max(if link.gso_max > 0 && next_mac.is_some() {
+                link.gso_max
+            } else {
+                0
+            });
         // Payloads lent to the port (below) only towards a resolved next
         // hop: a frame waiting for ARP is a copy.
         let lend_to = next_mac.filter(|_| link.gather);

@@ -94,10 +94,12 @@ pub struct TcpConfig {
     /// Unanswered probes before the connection is given up with
     /// `TimedOut`. Default 9 (tcp_keepalive_probes).
     pub keepalive_count: u32,
-    /// TCP_USER_TIMEOUT (RFC 5482; Linux's semantics): a connection whose
-    /// data stays unacknowledged this long after its first retransmission
-    /// timeout is given up with `TimedOut` at the next timeout, before the
-    /// retry limit. Zero (the default): the retry limit alone.
+    /// TCP_USER_TIMEOUT (RFC 5482), as Linux applies it: data left
+    /// unacknowledged this long since it was sent (or since the last ACK
+    /// that advanced), or a zero window that stays shut this long, gives
+    /// the connection up with `TimedOut`, before the retry limit; the
+    /// retransmission and probe timers are clamped to its end. Zero (the
+    /// default): the retry limit alone.
     pub user_timeout: Duration,
     /// Most challenge ACKs per second (RFC 5961 §7); 0 means no limit.
     /// Default 1000 (Linux tcp_challenge_ack_limit, here per connection).

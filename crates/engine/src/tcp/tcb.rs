@@ -58,7 +58,7 @@ pub struct Tcb {
     pub(super) active_open: bool,
     /// Send sequence space (RFC 9293 §3.3.1): moved by ACKs (`input`) and
     /// by sending (`output`).
-    pub(crate) snd: SndSeq,
+    pub(super) snd: SndSeq,
     /// Receive sequence space: moved by arriving segments (`input`) and by
     /// the windows we advertise (`output`).
     pub(super) rcv: RcvSeq,
@@ -130,8 +130,8 @@ pub(crate) struct SndSeq {
     pub(super) last_data_sent: Option<Instant>,
     /// Largest payload of one new-data segment handed to the port for
     /// segmentation (bytes; 0 or at most the MSS: no TSO). Set by the
-    /// engine before `poll_output`.
-    pub(crate) gso_max: usize,
+    /// engine before `poll_output` ([`Tcb::set_gso_max`]).
+    pub(super) gso_max: usize,
 }
 
 /// Receive sequence space (RFC 9293 §3.3.1) and what waits in it.
@@ -589,8 +589,17 @@ impl Tcb {
         self.update_keepalive();
     }
 
+    /// The largest payload, bytes, that the port cuts into segments for
+    /// this connection (TSO, as `nic::Capabilities::tx_gso_max` for this
+    /// path; 0 or at most one MSS: none). The engine sets it before each
+    /// `poll_output`, from the port and whether the next hop is resolved.
+    pub fn set_gso_max(&mut self, bytes: usize) {
+        self.snd.gso_max = bytes;
+    }
+
     /// TCP_USER_TIMEOUT (RFC 5482): how long data may stay unacknowledged
-    /// after the first retransmission timeout; zero: the retry limit alone.
+    /// since it was sent (or a zero window stay shut) before the connection
+    /// is given up with ETIMEDOUT; zero: the retry limit alone.
     pub fn set_user_timeout(&mut self, t: Duration) {
         self.cfg.user_timeout = t;
     }
