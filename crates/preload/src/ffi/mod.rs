@@ -260,6 +260,7 @@ mod data;
 mod fortified;
 mod lifecycle;
 mod ready;
+mod uring;
 
 use lifecycle::*;
 
