@@ -2299,10 +2299,18 @@ fn shim_io_uring_fails_with_enosys_said_once_while_the_shim_serves_the_process()
 fn exec_refuses_a_program_with_liburing_built_in() {
     let refused = [
         cc_uring("uring-static-liburing", Some("-l:liburing.a"), false),
-        cc_uring("uring-static-liburing-stripped", Some("-l:liburing.a"), true),
+        cc_uring(
+            "uring-static-liburing-stripped",
+            Some("-l:liburing.a"),
+            true,
+        ),
     ];
     for prog in &refused {
-        let f = run("uring (liburing built in)", exec_uring(false, prog, &["refused"]), STEP);
+        let f = run(
+            "uring (liburing built in)",
+            exec_uring(false, prog, &["refused"]),
+            STEP,
+        );
         let lines: Vec<&str> = f.stderr.lines().collect();
         assert!(
             f.status.code() == Some(1)

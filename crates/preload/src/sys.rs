@@ -210,8 +210,9 @@ pub struct Liburing {
     pub queue_init_params: Option<unsafe extern "C" fn(c_uint, *mut c_void, *mut c_void) -> c_int>,
     /// `int io_uring_queue_init_mem(unsigned, struct io_uring *, struct io_uring_params *,
     /// void *buf, size_t buf_size)` (liburing 2.5 and later).
-    pub queue_init_mem:
-        Option<unsafe extern "C" fn(c_uint, *mut c_void, *mut c_void, *mut c_void, size_t) -> c_int>,
+    pub queue_init_mem: Option<
+        unsafe extern "C" fn(c_uint, *mut c_void, *mut c_void, *mut c_void, size_t) -> c_int,
+    >,
     /// `int io_uring_setup(unsigned entries, struct io_uring_params *p)` (2.3 and later).
     pub setup: Option<unsafe extern "C" fn(c_uint, *mut c_void) -> c_int>,
     /// `struct io_uring_probe *io_uring_get_probe(void)`.

@@ -302,7 +302,10 @@ mod tests {
             libc::close(fds[0]);
             libc::close(fds[1]);
         }
-        assert!(process::config().is_none(), "run the tests without CORESTACK_* variables");
+        assert!(
+            process::config().is_none(),
+            "run the tests without CORESTACK_* variables"
+        );
         let mut params = [0u8; 120];
         // SAFETY: io_uring_setup reads and writes a 120-byte io_uring_params.
         let fd = unsafe {
@@ -320,6 +323,9 @@ mod tests {
             // SAFETY: closes the ring just made.
             unsafe { libc::close(fd as c_int) };
         }
-        assert!(!SAID.load(core::sync::atomic::Ordering::Relaxed), "refused in an unserved process");
+        assert!(
+            !SAID.load(core::sync::atomic::Ordering::Relaxed),
+            "refused in an unserved process"
+        );
     }
 }
