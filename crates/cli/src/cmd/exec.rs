@@ -395,3 +395,72 @@ impl Elf {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Elf;
+
+    /// A little-endian ELF64 executable for `machine` with one PT_LOAD segment holding
+    /// `code`, its p_flags `flags` (PF_X = 1, PF_R = 4).
+    fn elf(machine: u16, flags: u32, code: &[u8]) -> Vec<u8> {
+        let mut d = vec![0u8; 64 + 56];
+        d[..4].copy_from_slice(b"\x7fELF");
+        d[4] = 2; // ELFCLASS64
+        d[5] = 1; // little-endian
+        d[6] = 1; // EV_CURRENT
+        d[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+        d[18..20].copy_from_slice(&machine.to_le_bytes());
+        d[32..40].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
+        d[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+        d[56..58].copy_from_slice(&1u16.to_le_bytes()); // e_phnum
+        let ph = 64;
+        d[ph..ph + 4].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+        d[ph + 4..ph + 8].copy_from_slice(&flags.to_le_bytes());
+        d[ph + 8..ph + 16].copy_from_slice(&120u64.to_le_bytes()); // p_offset
+        d[ph + 32..ph + 40].copy_from_slice(&(code.len() as u64).to_le_bytes()); // p_filesz
+        d.extend_from_slice(code);
+        d
+    }
+
+    fn found(machine: u16, flags: u32, code: &[u8]) -> bool {
+        let d = elf(machine, flags, code);
+        Elf::parse(&d)
+            .expect("a valid ELF header")
+            .has_inline_io_uring_setup(&d)
+    }
+
+    /// x86-64: `mov $425,%eax` then `syscall` within 32 bytes, in an executable segment.
+    #[test]
+    fn inline_io_uring_setup_is_found_in_x86_64_code_only() {
+        let mov = [0xb8, 0xa9, 0x01, 0x00, 0x00];
+        let call = |gap: usize| [&[0x90; 4][..], &mov, &vec![0x90; gap], &[0x0f, 0x05]].concat();
+        assert!(found(62, 5, &call(3)));
+        assert!(found(62, 5, &call(30)));
+        assert!(!found(62, 5, &call(40)), "the system call too far away");
+        assert!(!found(62, 4, &call(3)), "a segment that is not executable");
+        assert!(
+            !found(62, 5, &[&[0x90; 4][..], &mov, &[0xc3]].concat()),
+            "no system call"
+        );
+        let other = [0x90, 0xb8, 0xaa, 0x01, 0x00, 0x00, 0x0f, 0x05];
+        assert!(!found(62, 5, &other), "another system call number");
+        assert!(!found(183, 5, &call(3)), "x86 bytes in an AArch64 file");
+    }
+
+    /// AArch64: `mov w8|x8, #425` then `svc #0` within 8 instructions.
+    #[test]
+    fn inline_io_uring_setup_is_found_in_aarch64_code() {
+        let code = |mov: u32, gap: usize| -> Vec<u8> {
+            let nop = 0xd503_201fu32;
+            let mut w = vec![nop, mov];
+            w.extend(std::iter::repeat_n(nop, gap));
+            w.push(0xd400_0001);
+            w.iter().flat_map(|i| i.to_le_bytes()).collect()
+        };
+        assert!(found(183, 5, &code(0x5280_3528, 2)), "mov w8, #425");
+        assert!(found(183, 5, &code(0xd280_3528, 0)), "mov x8, #425");
+        assert!(!found(183, 5, &code(0xd280_3548, 0)), "mov x8, #426");
+        assert!(!found(183, 5, &code(0xd280_3528, 8)), "svc too far away");
+        assert!(!found(183, 4, &code(0xd280_3528, 0)), "not executable");
+    }
+}
