@@ -10,9 +10,10 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 
 # memcached, iperf3, sockperf, curl (and python3): real programs the shim tests run on corestack;
-# procps: sysctl, which the benchmarks and scale tests set in their namespaces.
+# procps: sysctl, which the benchmarks and scale tests set in their namespaces; liburing-dev: the
+# shim's io_uring test links liburing (shared and static).
 packages=(iproute2 iputils-ping ethtool netcat-openbsd tcpdump pkg-config libxdp-dev libbpf-dev gcc libc6-dev procps
-    memcached iperf3 sockperf curl python3)
+    memcached iperf3 sockperf curl python3 liburing-dev)
 missing=()
 for p in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -2214,3 +2214,165 @@ fn shim_splice_between_a_corestack_socket_and_pipes_relays_byte_exact_as_on_linu
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// io_uring under the shim (review finding 9)
+// ---------------------------------------------------------------------------
+
+/// Compiles tests/shim/uring.c as `out`: alone (`lib` None), or with `-DWITH_LIBURING` and
+/// `lib` as the link argument (`-luring`: the shared library; `-l:liburing.a`: liburing built
+/// into the executable), stripped (`-s`) when `strip`. Fails naming liburing-dev when its
+/// header is missing.
+fn cc_uring(out: &str, lib: Option<&str>, strip: bool) -> PathBuf {
+    need("cc");
+    if lib.is_some() {
+        assert!(
+            Path::new("/usr/include/liburing.h").is_file(),
+            "liburing-dev is not installed: run scripts/setup.sh (as root)"
+        );
+    }
+    let out_dir = profile_dir().join("shim-c");
+    std::fs::create_dir_all(&out_dir).expect("creating the C programs' directory");
+    let src = script("uring.c");
+    let out = out_dir.join(out);
+    let mut cmd = Command::new("cc");
+    cmd.args(["-O2", "-Wall", "-Wextra", "-Werror"]);
+    if strip {
+        cmd.arg("-s");
+    }
+    if lib.is_some() {
+        cmd.arg("-DWITH_LIBURING");
+    }
+    cmd.arg(&src).arg("-o").arg(&out).args(lib);
+    let r = cmd.output().expect("running cc");
+    assert!(
+        r.status.success(),
+        "cc {} ({lib:?}) failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&r.stderr)
+    );
+    out
+}
+
+/// The line the shim says when it refuses a ring.
+const URING_SAID: &str = "io_uring is not served by corestack";
+
+/// `corestack exec` of `prog` in embedded mode (`--iface vc`, in this namespace: the shim
+/// serves the process, and starts no stack since the program opens no socket) or service
+/// mode (`--socket` naming no daemon: the shim joins one only for a socket).
+fn exec_uring(service: bool, prog: &Path, args: &[&str]) -> Command {
+    preload();
+    let mut cmd = Command::new(bin());
+    if service {
+        let sock = format!("/tmp/corestack-uring-{}.sock", std::process::id());
+        cmd.args(["exec", "--socket", &sock, "--"]);
+    } else {
+        cmd.args(["exec", "--iface", "vc", "--ip", "10.205.1.2/24", "--"]);
+    }
+    cmd.arg(prog)
+        .args(args)
+        .env_remove("CORESTACK_SOCKET")
+        .env_remove("CORESTACK_IFACE")
+        .env_remove("LD_PRELOAD");
+    cmd
+}
+
+/// tests/shim/uring.c: while the shim serves a process (embedded and service mode), making an
+/// io_uring ring fails at once with ENOSYS, as on a kernel without io_uring, through glibc's
+/// `syscall(SYS_io_uring_setup)` and through a shared liburing's `io_uring_queue_init`,
+/// `io_uring_queue_init_params`, `io_uring_setup` (-ENOSYS) and `io_uring_get_probe` (NULL),
+/// and stderr says so in exactly one line; other system call numbers pass through. Without the
+/// shim, and under a shim that serves nothing (no CORESTACK_* variables), rings are made. A
+/// kernel that refuses io_uring itself skips the test.
+#[test]
+fn shim_io_uring_fails_with_enosys_said_once_while_the_shim_serves_the_process() {
+    let progs = [
+        cc_uring("uring", None, false),
+        cc_uring("uring-liburing", Some("-luring"), false),
+    ];
+    let mut probe = Command::new(&progs[0]);
+    probe.arg("ring").env_remove("LD_PRELOAD");
+    let bare = run("uring (no shim)", probe, STEP);
+    if let Some(why) = bare.stdout.lines().find(|l| l.starts_with("SKIP")) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut failed = Vec::new();
+    for prog in &progs {
+        let name = prog.file_name().unwrap_or_default().to_string_lossy();
+        let mut bare = Command::new(prog);
+        bare.arg("ring").env_remove("LD_PRELOAD");
+        let mut inert = Command::new(prog);
+        inert
+            .arg("ring")
+            .env("LD_PRELOAD", preload())
+            .env_remove("CORESTACK_SOCKET")
+            .env_remove("CORESTACK_IFACE");
+        let cases = [
+            ("no shim", bare, 0),
+            ("shim serving nothing", inert, 0),
+            ("embedded", exec_uring(false, prog, &["refused"]), 1),
+            ("service", exec_uring(true, prog, &["refused"]), 1),
+        ];
+        for (label, cmd, said_want) in cases {
+            let f = run(&format!("{name} ({label})"), cmd, STEP);
+            let said = f.stderr.lines().filter(|l| l.contains(URING_SAID)).count();
+            if !(f.status.success() && f.stdout.contains("ALL PASSED") && said == said_want) {
+                failed.push(format!(
+                    "{name} ({label}): {} ({said} lines saying io_uring is refused, want {said_want}):\n{}{}",
+                    f.status, f.stdout, f.stderr
+                ));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// `corestack exec` refuses, with one `error:` line and exit status 1 before running it, a
+/// program with liburing built into the executable (its inline system calls cannot be seen
+/// by the shim), stripped or not; the same program linked with the shared liburing, and one
+/// that makes its ring through `syscall()`, run (and find io_uring refused).
+#[test]
+fn exec_refuses_a_program_with_liburing_built_in() {
+    let refused = [
+        cc_uring("uring-static-liburing", Some("-l:liburing.a"), false),
+        cc_uring(
+            "uring-static-liburing-stripped",
+            Some("-l:liburing.a"),
+            true,
+        ),
+    ];
+    for prog in &refused {
+        let f = run(
+            "uring (liburing built in)",
+            exec_uring(false, prog, &["refused"]),
+            STEP,
+        );
+        let lines: Vec<&str> = f.stderr.lines().collect();
+        assert!(
+            f.status.code() == Some(1)
+                && lines.len() == 1
+                && lines[0].starts_with("error: ")
+                && lines[0].contains("makes io_uring system calls itself")
+                && !f.stdout.contains("PASS"),
+            "{}: want one `error: ... makes io_uring system calls itself ...` line and no run, got {}:\n{}{}",
+            prog.display(),
+            f.status,
+            f.stdout,
+            f.stderr
+        );
+    }
+    for prog in [
+        cc_uring("uring", None, false),
+        cc_uring("uring-liburing", Some("-luring"), false),
+    ] {
+        let f = run("uring (runs)", exec_uring(false, &prog, &["refused"]), STEP);
+        assert!(
+            !f.stderr.contains("error: ") && f.stdout.contains("PASS"),
+            "{}: was not run:\n{}{}",
+            prog.display(),
+            f.stdout,
+            f.stderr
+        );
+    }
+}

@@ -44,6 +44,7 @@ macro_rules! real_fns {
             close: Option<unsafe extern "C" fn(c_int) -> c_int>,
             fcntl64: Option<unsafe extern "C" fn(c_int, c_int, ...) -> c_int>,
             ioctl: Option<unsafe extern "C" fn(c_int, c_ulong, ...) -> c_int>,
+            syscall: Option<SyscallFn>,
         }
 
         impl Real {
@@ -56,6 +57,7 @@ macro_rules! real_fns {
                     close: lookup("close\0"),
                     fcntl64: lookup("fcntl64\0"),
                     ioctl: lookup("ioctl\0"),
+                    syscall: lookup("syscall\0"),
                 }
             }
         }
@@ -184,6 +186,50 @@ pub unsafe fn ioctl(fd: c_int, request: c_ulong, arg: c_ulong) -> c_int {
             -1
         }
     }
+}
+
+/// libc's `syscall(number, ...)`: variadic, every argument a `long`.
+pub type SyscallFn = unsafe extern "C" fn(c_long, ...) -> c_long;
+
+/// The real `syscall` once the real symbols are resolved; None before (or
+/// while this thread resolves them, or when libc lacks it). It never
+/// starts the resolution itself: the interposed `syscall` carries futex
+/// calls, which resolving may have to wait for (then the caller makes the
+/// system call directly, as libc's `syscall` would).
+pub fn real_syscall() -> Option<SyscallFn> {
+    REAL.get().and_then(|r| r.syscall)
+}
+
+/// liburing's entry points the shim interposes (`ffi::uring`), looked up
+/// on first use rather than by the constructor: a program may `dlopen`
+/// liburing later. A field is None when no object after this one defines
+/// the symbol (liburing is not loaded, or is too old for it).
+pub struct Liburing {
+    /// `int io_uring_queue_init(unsigned entries, struct io_uring *ring, unsigned flags)`.
+    pub queue_init: Option<unsafe extern "C" fn(c_uint, *mut c_void, c_uint) -> c_int>,
+    /// `int io_uring_queue_init_params(unsigned, struct io_uring *, struct io_uring_params *)`.
+    pub queue_init_params: Option<unsafe extern "C" fn(c_uint, *mut c_void, *mut c_void) -> c_int>,
+    /// `int io_uring_queue_init_mem(unsigned, struct io_uring *, struct io_uring_params *,
+    /// void *buf, size_t buf_size)` (liburing 2.5 and later).
+    pub queue_init_mem: Option<
+        unsafe extern "C" fn(c_uint, *mut c_void, *mut c_void, *mut c_void, size_t) -> c_int,
+    >,
+    /// `int io_uring_setup(unsigned entries, struct io_uring_params *p)` (2.3 and later).
+    pub setup: Option<unsafe extern "C" fn(c_uint, *mut c_void) -> c_int>,
+    /// `struct io_uring_probe *io_uring_get_probe(void)`.
+    pub get_probe: Option<unsafe extern "C" fn() -> *mut c_void>,
+}
+
+/// liburing's definitions, looked up on first use.
+pub fn liburing() -> &'static Liburing {
+    static LIBURING: OnceLock<Liburing> = OnceLock::new();
+    LIBURING.get_or_init(|| Liburing {
+        queue_init: lookup("io_uring_queue_init\0"),
+        queue_init_params: lookup("io_uring_queue_init_params\0"),
+        queue_init_mem: lookup("io_uring_queue_init_mem\0"),
+        setup: lookup("io_uring_setup\0"),
+        get_probe: lookup("io_uring_get_probe\0"),
+    })
 }
 
 static REAL: OnceLock<Real> = OnceLock::new();

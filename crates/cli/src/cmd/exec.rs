@@ -15,7 +15,13 @@
 //! statically linked ELF executable (no PT_INTERP: the dynamic loader, which does the
 //! preloading, never runs) and a Go program (a `.note.go.buildid` or `.go.buildinfo` section:
 //! Go makes its system calls itself, not through libc, even when linked dynamically for cgo).
-//! Either would silently run on the kernel's stack.
+//! Either would silently run on the kernel's stack. So is a program with liburing linked into
+//! the executable (an executable segment holds an inline `io_uring_setup` system call): the shim
+//! refuses io_uring through libc's `syscall()` and a shared liburing, but cannot see these, and
+//! an io_uring server would miss corestack's connections. That check reads the executable only
+//! (not the libraries it loads) and knows the instruction sequences liburing compiles to on
+//! x86-64 and AArch64 (the number 425 put in the system-call register, the system call
+//! instruction within 32 bytes); a ring made by other inline code still reaches the kernel.
 
 use std::ffi::OsString;
 use std::net::IpAddr;
@@ -190,8 +196,8 @@ fn resolve(program: &std::ffi::OsStr) -> Option<PathBuf> {
         })
 }
 
-/// Why the shim cannot reach the program at `path`: "is statically linked" or "is a Go
-/// program"; None for anything else (a dynamically linked ELF, a script, a file that cannot
+/// Why the shim cannot reach the program at `path`: "is statically linked", "is a Go
+/// program" or "makes io_uring system calls itself"; None for anything else (a dynamically linked ELF, a script, a file that cannot
 /// be read: exec decides).
 fn unreachable_by_preload(path: &std::path::Path) -> Option<&'static str> {
     let data = std::fs::read(path).ok()?;
@@ -202,13 +208,19 @@ fn unreachable_by_preload(path: &std::path::Path) -> Option<&'static str> {
     if !elf.has_interp(&data) {
         return Some("is statically linked (no ELF interpreter, so nothing loads the shim)");
     }
+    if elf.has_inline_io_uring_setup(&data) {
+        return Some("makes io_uring system calls itself (liburing linked into the executable, so the shim cannot refuse io_uring)");
+    }
     None
 }
 
 /// The parts of an ELF file's header the checks need (ELF32 or ELF64, either byte order).
+#[derive(Clone, Copy)]
 struct Elf {
     wide: bool,
     le: bool,
+    /// e_machine: 62 x86-64, 183 AArch64.
+    machine: u64,
     phoff: u64,
     phentsize: u64,
     phnum: u64,
@@ -237,6 +249,7 @@ impl Elf {
         let mut e = Elf {
             wide,
             le,
+            machine: 0,
             phoff: 0,
             phentsize: 0,
             phnum: 0,
@@ -249,6 +262,7 @@ impl Elf {
         if !matches!(e.half(d, 16)?, 2 | 3) {
             return None;
         }
+        e.machine = e.half(d, 18)?;
         if wide {
             e.phoff = e.word(d, 32, true)?;
             e.shoff = e.word(d, 40, true)?;
@@ -315,6 +329,52 @@ impl Elf {
         })
     }
 
+    /// The file bytes of each executable PT_LOAD segment (PF_X set), clipped to the file.
+    fn code<'a>(&self, d: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let (wide, phoff, phentsize) = (self.wide, self.phoff, self.phentsize);
+        let e = *self;
+        (0..self.phnum.min(4096)).filter_map(move |i| {
+            let at = phoff.saturating_add(i.saturating_mul(phentsize));
+            // p_flags, p_offset, p_filesz: (4, 8, 32) in ELF64, (24, 4, 16) in ELF32.
+            let (flags_at, off_at, size_at) = if wide { (4, 8, 32) } else { (24, 4, 16) };
+            if e.u32(d, at)? != 1 || e.u32(d, at + flags_at)? & 1 == 0 {
+                return None;
+            }
+            let off = usize::try_from(e.word(d, at + off_at, wide)?).ok()?;
+            let size = usize::try_from(e.word(d, at + size_at, wide)?).ok()?;
+            d.get(off..off.checked_add(size)?.min(d.len()))
+        })
+    }
+
+    /// True when executable code holds an `io_uring_setup` system call made inline: the number
+    /// 425 put in the system-call register (x86-64 `mov $425,%eax`; AArch64 `mov w8|x8,#425`)
+    /// and the system call instruction (`syscall`; `svc #0`) within the next 32 bytes, as
+    /// liburing's own system calls compile. Other machines: false.
+    fn has_inline_io_uring_setup(&self, d: &[u8]) -> bool {
+        const WINDOW: usize = 32;
+        match self.machine {
+            62 => self.code(d).any(|c| {
+                c.windows(5).enumerate().any(|(i, w)| {
+                    w == [0xb8, 0xa9, 0x01, 0x00, 0x00]
+                        && c[i + 5..(i + 5 + WINDOW).min(c.len())]
+                            .windows(2)
+                            .any(|s| s == [0x0f, 0x05])
+                })
+            }),
+            183 if self.le => self.code(d).any(|c| {
+                let word = |at: usize| {
+                    c.get(at..at + 4)
+                        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                };
+                (0..c.len() / 4).any(|k| {
+                    matches!(word(4 * k), Some(0x5280_3528 | 0xd280_3528))
+                        && (1..=WINDOW / 4).any(|j| word(4 * (k + j)) == Some(0xd400_0001))
+                })
+            }),
+            _ => false,
+        }
+    }
+
     /// True when a section is called `name`.
     fn has_section(&self, d: &[u8], name: &[u8]) -> bool {
         let sh = |i: u64| self.shoff.saturating_add(i.saturating_mul(self.shentsize));
@@ -333,5 +393,74 @@ impl Elf {
             d.get(at..)
                 .is_some_and(|s| s.split(|&b| b == 0).next() == Some(name))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Elf;
+
+    /// A little-endian ELF64 executable for `machine` with one PT_LOAD segment holding
+    /// `code`, its p_flags `flags` (PF_X = 1, PF_R = 4).
+    fn elf(machine: u16, flags: u32, code: &[u8]) -> Vec<u8> {
+        let mut d = vec![0u8; 64 + 56];
+        d[..4].copy_from_slice(b"\x7fELF");
+        d[4] = 2; // ELFCLASS64
+        d[5] = 1; // little-endian
+        d[6] = 1; // EV_CURRENT
+        d[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+        d[18..20].copy_from_slice(&machine.to_le_bytes());
+        d[32..40].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
+        d[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+        d[56..58].copy_from_slice(&1u16.to_le_bytes()); // e_phnum
+        let ph = 64;
+        d[ph..ph + 4].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+        d[ph + 4..ph + 8].copy_from_slice(&flags.to_le_bytes());
+        d[ph + 8..ph + 16].copy_from_slice(&120u64.to_le_bytes()); // p_offset
+        d[ph + 32..ph + 40].copy_from_slice(&(code.len() as u64).to_le_bytes()); // p_filesz
+        d.extend_from_slice(code);
+        d
+    }
+
+    fn found(machine: u16, flags: u32, code: &[u8]) -> bool {
+        let d = elf(machine, flags, code);
+        Elf::parse(&d)
+            .expect("a valid ELF header")
+            .has_inline_io_uring_setup(&d)
+    }
+
+    /// x86-64: `mov $425,%eax` then `syscall` within 32 bytes, in an executable segment.
+    #[test]
+    fn inline_io_uring_setup_is_found_in_x86_64_code_only() {
+        let mov = [0xb8, 0xa9, 0x01, 0x00, 0x00];
+        let call = |gap: usize| [&[0x90; 4][..], &mov, &vec![0x90; gap], &[0x0f, 0x05]].concat();
+        assert!(found(62, 5, &call(3)));
+        assert!(found(62, 5, &call(30)));
+        assert!(!found(62, 5, &call(40)), "the system call too far away");
+        assert!(!found(62, 4, &call(3)), "a segment that is not executable");
+        assert!(
+            !found(62, 5, &[&[0x90; 4][..], &mov, &[0xc3]].concat()),
+            "no system call"
+        );
+        let other = [0x90, 0xb8, 0xaa, 0x01, 0x00, 0x00, 0x0f, 0x05];
+        assert!(!found(62, 5, &other), "another system call number");
+        assert!(!found(183, 5, &call(3)), "x86 bytes in an AArch64 file");
+    }
+
+    /// AArch64: `mov w8|x8, #425` then `svc #0` within 8 instructions.
+    #[test]
+    fn inline_io_uring_setup_is_found_in_aarch64_code() {
+        let code = |mov: u32, gap: usize| -> Vec<u8> {
+            let nop = 0xd503_201fu32;
+            let mut w = vec![nop, mov];
+            w.extend(std::iter::repeat_n(nop, gap));
+            w.push(0xd400_0001);
+            w.iter().flat_map(|i| i.to_le_bytes()).collect()
+        };
+        assert!(found(183, 5, &code(0x5280_3528, 2)), "mov w8, #425");
+        assert!(found(183, 5, &code(0xd280_3528, 0)), "mov x8, #425");
+        assert!(!found(183, 5, &code(0xd280_3548, 0)), "mov x8, #426");
+        assert!(!found(183, 5, &code(0xd280_3528, 8)), "svc too far away");
+        assert!(!found(183, 4, &code(0xd280_3528, 0)), "not executable");
     }
 }

@@ -261,6 +261,7 @@ mod fortified;
 mod lifecycle;
 mod ready;
 mod splice;
+mod uring;
 
 use lifecycle::*;
 
