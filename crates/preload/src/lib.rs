@@ -32,4 +32,6 @@ mod process;
 mod sock;
 mod sys;
 mod table;
+#[cfg(test)]
+mod tests;
 mod wait;

@@ -150,6 +150,11 @@ pub fn config() -> Option<&'static Config> {
     CONFIG
         .get_or_init(|| {
             let _inside = crate::sys::Inside::enter();
+            // Unit tests: the harness's stack on a mem wire, not the environment's.
+            #[cfg(test)]
+            if let Some(c) = crate::tests::config() {
+                return Some(c);
+            }
             if let Some(path) = env("CORESTACK_SOCKET") {
                 return Some(Config {
                     iface: String::new(),
@@ -315,6 +320,10 @@ pub fn stack() -> Result<&'static Stack, i32> {
             }
             // The engine thread must not take the application's signals.
             let _blocked = crate::sys::SignalsBlocked::new();
+            #[cfg(test)]
+            if let Some(s) = crate::tests::start() {
+                return s;
+            }
             let mut b = Stack::builder()
                 .driver(cfg.driver)
                 .iface(&cfg.iface)

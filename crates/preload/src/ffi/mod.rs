@@ -255,11 +255,11 @@ pub fn register_handlers() {
 }
 
 mod cmsg;
-mod conn;
-mod data;
+pub(crate) mod conn;
+pub(crate) mod data;
 mod fortified;
-mod lifecycle;
-mod ready;
+pub(crate) mod lifecycle;
+pub(crate) mod ready;
 mod splice;
 mod uring;
 

@@ -1,0 +1,193 @@
+//! A signal that arrives while a call spins in user space (review finding
+//! 11, EINTR).
+
+use super::*;
+use std::os::unix::thread::JoinHandleExt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Handler runs.
+static HANDLED: AtomicUsize = AtomicUsize::new(0);
+
+extern "C" fn on_usr1(_: c_int) {
+    HANDLED.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Installs `on_usr1` for SIGUSR1, with SA_RESTART or without.
+fn handle_usr1(restart: bool) {
+    // SAFETY: sigaction is plain data; all zero is an empty mask and no flags.
+    let mut sa: libc::sigaction = unsafe { core::mem::zeroed() };
+    sa.sa_sigaction = on_usr1 as extern "C" fn(c_int) as libc::sighandler_t;
+    sa.sa_flags = if restart { libc::SA_RESTART } else { 0 };
+    // SAFETY: `sa` is a live sigaction whose handler only bumps an atomic.
+    assert_eq!(
+        unsafe { libc::sigaction(libc::SIGUSR1, &sa, core::ptr::null_mut()) },
+        0
+    );
+}
+
+/// How a call ended: its result, errno, and when it returned.
+struct Ended {
+    r: isize,
+    err: c_int,
+    at: Instant,
+}
+
+/// Runs `call` on a new thread; once the thread is inside it, waits
+/// `into_spin` (well inside [`SPIN`]), sends the thread SIGUSR1, and
+/// returns how the call ended and when the signal was sent.
+fn signal_during(
+    into_spin: Duration,
+    call: impl FnOnce() -> isize + Send + 'static,
+) -> (Ended, Instant) {
+    let entered = Arc::new(AtomicBool::new(false));
+    let flag = entered.clone();
+    let t = std::thread::spawn(move || {
+        flag.store(true, Ordering::SeqCst);
+        let r = call();
+        Ended {
+            r,
+            err: errno(),
+            at: Instant::now(),
+        }
+    });
+    let t0 = Instant::now();
+    while !entered.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(into_spin);
+    let sent = Instant::now();
+    // SAFETY: the thread is alive until joined below; SIGUSR1 has a handler.
+    assert_eq!(
+        unsafe { libc::pthread_kill(t.as_pthread_t(), libc::SIGUSR1) },
+        0
+    );
+    (t.join().expect("the waiting thread"), sent)
+}
+
+/// Finding 11: SIGUSR1 delivered while `recv`, `poll` and `epoll_wait`
+/// spin in user space (the first [`SPIN`] of the wait) makes them return
+/// -1 EINTR at once, as the kernel's sleep would, for a handler without
+/// SA_RESTART (and for `poll` and `epoll_wait`, which never restart, with
+/// it too); `recv` after a handler with SA_RESTART goes on and returns
+/// the data that comes later. Before the fix the handler ran, the spin
+/// went on, and the call slept its whole timeout (3 s here, SO_RCVTIMEO
+/// for recv).
+#[test]
+fn a_signal_during_the_spin_interrupts_recv_poll_and_epoll_wait() {
+    let _g = serial();
+    let c = echo_conn();
+    let tv = libc::timeval {
+        tv_sec: 3,
+        tv_usec: 0,
+    };
+    // SAFETY: `tv` is a live timeval of the length passed.
+    let r = unsafe {
+        crate::ffi::conn::setsockopt(
+            c.0,
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            core::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0);
+    // SAFETY: no pointers.
+    let ep = Fd(unsafe { crate::ffi::ready::epoll_create1(0) });
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: 1,
+    };
+    // SAFETY: `ev` is a live epoll_event.
+    assert_eq!(
+        unsafe { crate::ffi::ready::epoll_ctl(ep.0, libc::EPOLL_CTL_ADD, c.0, &mut ev) },
+        0
+    );
+    let (fd, epfd) = (c.0, ep.0);
+    let into_spin = SPIN / 4;
+    let quick = SPIN / 2;
+
+    type Call = fn(c_int, c_int) -> isize;
+    let calls: [(&str, bool, Call); 4] = [
+        ("recv", false, |fd, _| {
+            let mut b = [0u8; 8];
+            recv(fd, &mut b, 0)
+        }),
+        ("poll", false, |fd, _| {
+            poll1(fd, libc::POLLIN, 3000).0 as isize
+        }),
+        ("epoll_wait", false, |_, ep| {
+            let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 4];
+            // SAFETY: `ev` holds 4 writable epoll_events.
+            unsafe { crate::ffi::ready::epoll_wait(ep, ev.as_mut_ptr(), 4, 3000) as isize }
+        }),
+        ("poll with SA_RESTART", true, |fd, _| {
+            poll1(fd, libc::POLLIN, 3000).0 as isize
+        }),
+    ];
+    for (name, restart, call) in calls {
+        handle_usr1(restart);
+        let before = HANDLED.load(Ordering::SeqCst);
+        let (e, sent) = signal_during(into_spin, move || call(fd, epfd));
+        let after = e.at.saturating_duration_since(sent);
+        assert_eq!(
+            HANDLED.load(Ordering::SeqCst),
+            before + 1,
+            "{name}: the handler"
+        );
+        assert_eq!((e.r, e.err), (-1, libc::EINTR), "{name} after {after:?}");
+        assert!(
+            after < quick,
+            "{name}: EINTR only {after:?} after the signal"
+        );
+    }
+
+    // With SO_RCVTIMEO set, recv is never restarted (signal(7)).
+    handle_usr1(true);
+    let (e, sent) = signal_during(into_spin, move || {
+        let mut b = [0u8; 8];
+        recv(fd, &mut b, 0)
+    });
+    let after = e.at.saturating_duration_since(sent);
+    assert_eq!(
+        (e.r, e.err),
+        (-1, libc::EINTR),
+        "recv with a timeout, SA_RESTART"
+    );
+    assert!(after < quick, "EINTR only {after:?} after the signal");
+
+    // Without it, after SA_RESTART recv goes on and returns the echo of
+    // what is sent later.
+    let off = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 0,
+    };
+    // SAFETY: as above.
+    let r = unsafe {
+        crate::ffi::conn::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&off as *const libc::timeval).cast(),
+            core::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0);
+    let before = HANDLED.load(Ordering::SeqCst);
+    let (e, _) = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(SPIN);
+            assert_eq!(send(fd, b"r"), 1);
+        });
+        signal_during(into_spin, move || {
+            let mut b = [0u8; 8];
+            recv(fd, &mut b, 0)
+        })
+    });
+    assert_eq!(
+        HANDLED.load(Ordering::SeqCst),
+        before + 1,
+        "restart: the handler"
+    );
+    assert_eq!(e.r, 1, "recv with SA_RESTART: errno {}", e.err);
+}
