@@ -476,15 +476,28 @@ pub fn raise_sigpipe() {
 /// handler interrupted, as Linux does for handlers with SA_RESTART: every
 /// signal that this thread does not block and that has a handler has
 /// SA_RESTART. (The shim cannot tell which signal ran; with a mix of
-/// handlers it answers EINTR.)
+/// handlers it answers EINTR.) Handlers of the synchronous fault signals
+/// (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT: raised by
+/// the faulting thread itself, never what interrupts its sleep) do not
+/// count: Rust's runtime and JVMs install SIGSEGV and SIGBUS handlers
+/// without SA_RESTART.
 pub fn restart_after_signal() -> bool {
+    const SYNCHRONOUS: [c_int; 7] = [
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGFPE,
+        libc::SIGILL,
+        libc::SIGTRAP,
+        libc::SIGSYS,
+        libc::SIGABRT,
+    ];
     // SAFETY: sigset_t is plain bits; pthread_sigmask with a null new set
     // only writes the current mask into `blocked`.
     let mut blocked: sigset_t = unsafe { core::mem::zeroed() };
     // SAFETY: as above.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, core::ptr::null(), &mut blocked) };
     for sig in 1..libc::SIGRTMAX() {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP || SYNCHRONOUS.contains(&sig) {
             continue;
         }
         // SAFETY: sigismember reads a valid sigset.
