@@ -260,7 +260,7 @@ pub(crate) mod data;
 mod fortified;
 pub(crate) mod lifecycle;
 pub(crate) mod ready;
-mod splice;
+pub(crate) mod splice;
 mod uring;
 
 use lifecycle::*;

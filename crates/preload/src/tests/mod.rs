@@ -25,15 +25,16 @@
 //!   some assert timings. Every wait has a timeout.
 //!
 //! Findings of the review (`shared/research/shim-review-2026-11-26.md`)
-//! covered here: 1 and 2 ([`epoll`]), 3, 6, 7, the SO_RCVTIMEO and
-//! nonblocking-connect semantics ([`sockets`]), 11's EINTR during the
-//! spin ([`signals`]; 11's `sendfile` without allocation is
-//! `ffi::tests`). Not shown at this layer, and checked by the namespace
+//! covered here: 1 and 2 ([`epoll`]); 3, 5 as embedded mode answers it
+//! (EOPNOTSUPP), 6, 7, 11's splice, and the SO_RCVTIMEO and
+//! nonblocking-connect semantics ([`sockets`]); 11's EINTR during the
+//! spin, and SA_RESTART ([`signals`]); 11's `sendfile` without allocation
+//! is `ffi::tests`. Not shown at this layer, and checked by the namespace
 //! tests of `crates/cli/tests/preload.rs` instead: 4 (fork, daemonizing,
-//! fork per connection: a forked test process has no engine, and service
-//! mode needs a daemon), 5 (SCM_RIGHTS between processes), 8
-//! (`pthread_cancel`), 9 (io_uring), 10 (exec of static and Go
-//! programs), 11's splice (a pipe and a real peer) and `vfork`.
+//! fork per connection: a forked child of this multi-threaded test
+//! process has no engine, and service mode needs a daemon), 5 between
+//! processes (SCM_RIGHTS in service mode), 8 (`pthread_cancel`), 9
+//! (io_uring), 10 (exec of static and Go programs) and 11's `vfork`.
 
 mod epoll;
 mod signals;

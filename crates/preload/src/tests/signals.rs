@@ -20,10 +20,8 @@ fn handle_usr1(restart: bool) {
     sa.sa_sigaction = on_usr1 as extern "C" fn(c_int) as libc::sighandler_t;
     sa.sa_flags = if restart { libc::SA_RESTART } else { 0 };
     // SAFETY: `sa` is a live sigaction whose handler only bumps an atomic.
-    assert_eq!(
-        unsafe { libc::sigaction(libc::SIGUSR1, &sa, core::ptr::null_mut()) },
-        0
-    );
+    let r = unsafe { libc::sigaction(libc::SIGUSR1, &sa, core::ptr::null_mut()) };
+    assert_eq!(r, 0);
 }
 
 /// How a call ended: its result, errno, and when it returned.
@@ -58,21 +56,22 @@ fn signal_during(
     std::thread::sleep(into_spin);
     let sent = Instant::now();
     // SAFETY: the thread is alive until joined below; SIGUSR1 has a handler.
-    assert_eq!(
-        unsafe { libc::pthread_kill(t.as_pthread_t(), libc::SIGUSR1) },
-        0
-    );
+    let r = unsafe { libc::pthread_kill(t.as_pthread_t(), libc::SIGUSR1) };
+    assert_eq!(r, 0);
     (t.join().expect("the waiting thread"), sent)
 }
 
 /// Finding 11: SIGUSR1 delivered while `recv`, `poll` and `epoll_wait`
 /// spin in user space (the first [`SPIN`] of the wait) makes them return
 /// -1 EINTR at once, as the kernel's sleep would, for a handler without
-/// SA_RESTART (and for `poll` and `epoll_wait`, which never restart, with
-/// it too); `recv` after a handler with SA_RESTART goes on and returns
-/// the data that comes later. Before the fix the handler ran, the spin
-/// went on, and the call slept its whole timeout (3 s here, SO_RCVTIMEO
-/// for recv).
+/// SA_RESTART; `poll` and `epoll_wait` never restart, so with it too, and
+/// neither does a `recv` on a socket with SO_RCVTIMEO (signal(7)). Before
+/// the fix the handler ran, the spin went on, and the call slept its whole
+/// timeout (3 s here). Then `recv` without a timeout after a handler with
+/// SA_RESTART goes on and returns the data that comes later, also in this
+/// process, whose Rust runtime handles SIGSEGV and SIGBUS without
+/// SA_RESTART (before `sys::restart_after_signal` left the fault signals
+/// out, it answered EINTR).
 #[test]
 fn a_signal_during_the_spin_interrupts_recv_poll_and_epoll_wait() {
     let _g = serial();
@@ -99,10 +98,8 @@ fn a_signal_during_the_spin_interrupts_recv_poll_and_epoll_wait() {
         u64: 1,
     };
     // SAFETY: `ev` is a live epoll_event.
-    assert_eq!(
-        unsafe { crate::ffi::ready::epoll_ctl(ep.0, libc::EPOLL_CTL_ADD, c.0, &mut ev) },
-        0
-    );
+    let r = unsafe { crate::ffi::ready::epoll_ctl(ep.0, libc::EPOLL_CTL_ADD, c.0, &mut ev) };
+    assert_eq!(r, 0);
     let (fd, epfd) = (c.0, ep.0);
     let into_spin = SPIN / 4;
     let quick = SPIN / 2;

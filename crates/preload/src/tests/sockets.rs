@@ -1,6 +1,6 @@
-//! Socket calls: TCP options (review finding 3), UDP connect on a wildcard
-//! socket (6), a stale table entry (7), SO_RCVTIMEO and a nonblocking
-//! connect.
+//! Socket calls: TCP options (review finding 3), SCM_RIGHTS (5), UDP
+//! connect on a wildcard socket (6), a stale table entry (7), splice (11),
+//! SO_RCVTIMEO and a nonblocking connect.
 
 use super::*;
 
@@ -128,11 +128,11 @@ fn udp_echo(fd: c_int, msg: &[u8], to: Option<(Ipv4Addr, u16)>) -> Option<(Vec<u
     (n >= 0).then(|| (b[..n as usize].to_vec(), from))
 }
 
-/// Finding 6: a UDP socket bound to 0.0.0.0 connects to a peer corestack
-/// routes (before the fix: ENETUNREACH) and exchanges datagrams with it,
-/// then connects to a loopback peer and goes through the kernel; an
-/// auto-bound socket (its first sendto to the corestack peer) can sendto
-/// loopback too.
+/// Finding 6: a UDP socket bound to 0.0.0.0 connects to the corestack
+/// peer and exchanges datagrams with it, then connects to a loopback peer,
+/// which corestack does not route (before the fix: ENETUNREACH), and goes
+/// through the kernel; an auto-bound socket (its first sendto to the
+/// corestack peer) can sendto loopback too.
 #[test]
 fn udp_connect_on_a_wildcard_socket_reaches_the_corestack_peer_and_loopback() {
     let _g = serial();
@@ -146,6 +146,14 @@ fn udp_connect_on_a_wildcard_socket_reaches_the_corestack_peer_and_loopback() {
         "bind: errno {}",
         errno()
     );
+    // Finding 3's dual-socket case: an option for the kernel side only.
+    assert_eq!(
+        set_int(u.0, libc::SOL_SOCKET, libc::SO_BROADCAST, 1),
+        0,
+        "errno {}",
+        errno()
+    );
+    assert_eq!(get_int(u.0, libc::SOL_SOCKET, libc::SO_BROADCAST), Ok(1));
     assert_eq!(
         connect(u.0, PEER, ECHO_PORT),
         0,
@@ -177,29 +185,63 @@ fn udp_connect_on_a_wildcard_socket_reaches_the_corestack_peer_and_loopback() {
     echo.join().expect("the loopback echo");
 }
 
-/// Finding 7: a corestack socket closed behind the shim's back (a raw
-/// `syscall(SYS_close)`) leaves a stale table entry; the pipe, then the
-/// file, that the kernel gives the same number must be what they are:
-/// poll and read go to them, not to the dead socket.
+/// Closes `fd` the way `how` names: a raw system call the shim cannot
+/// see, `fclose` of an `fdopen`'d stream (glibc closes the fd inside), or
+/// `close_range`.
+fn close_as(how: &str, fd: c_int) {
+    match how {
+        "syscall" => {
+            // SAFETY: closes our own fd without the shim (as a program's
+            // raw system call would); nothing uses the number until reused.
+            assert_eq!(unsafe { libc::syscall(libc::SYS_close, fd) }, 0);
+        }
+        "fclose" => {
+            // SAFETY: a NUL-terminated mode; the stream takes over `fd`.
+            let f = unsafe { libc::fdopen(fd, c"r+".as_ptr()) };
+            assert!(!f.is_null(), "fdopen: errno {}", errno());
+            // SAFETY: `f` is the stream just opened, closed once.
+            assert_eq!(unsafe { crate::ffi::lifecycle::fclose(f) }, 0);
+        }
+        _ => {
+            let n = fd as libc::c_uint;
+            // SAFETY: no pointers.
+            assert_eq!(unsafe { crate::ffi::lifecycle::close_range(n, n, 0) }, 0);
+        }
+    }
+}
+
+/// Finding 7: a corestack socket closed where the shim cannot see it (a
+/// raw `syscall(SYS_close)`), or where glibc closes it inside (`fclose`
+/// of an `fdopen`'d socket), or with `close_range`: the pipe, or the
+/// file, that the kernel then gives the same number is what it is: poll
+/// and read go to it, not to the dead socket, and no entry is left.
 #[test]
-fn a_number_closed_by_a_raw_syscall_then_reused_by_pipe_or_open_is_the_new_file() {
+fn a_number_closed_behind_the_shims_back_then_reused_by_pipe_or_open_is_the_new_file() {
     let _g = serial();
-    for how in ["pipe", "open"] {
+    let cases = [
+        ("syscall", "pipe"),
+        ("syscall", "open"),
+        ("fclose", "pipe"),
+        ("close_range", "pipe"),
+    ];
+    for (how, reuse) in cases {
         let c = echo_conn();
         let fd = c.0;
         core::mem::forget(c);
-        // SAFETY: closes our own fd without the shim (as a program's raw
-        // system call would); nothing uses the number until it is reused.
-        assert_eq!(unsafe { libc::syscall(libc::SYS_close, fd) }, 0);
+        close_as(how, fd);
         let mut b = [0u8; 8];
-        let reused = if how == "pipe" {
+        let reused = if reuse == "pipe" {
             let mut p = [-1 as c_int; 2];
             // SAFETY: `p` has room for two fds.
             assert_eq!(unsafe { crate::ffi::lifecycle::pipe(p.as_mut_ptr()) }, 0);
             let (r, w) = (Fd(p[0]), Fd(p[1]));
             assert_eq!(write(w.0, b"a"), 1);
-            assert_eq!(poll1(r.0, libc::POLLIN, 1000), (1, libc::POLLIN), "{how}");
-            assert_eq!(read(r.0, &mut b), 1);
+            assert_eq!(
+                poll1(r.0, libc::POLLIN, 1000),
+                (1, libc::POLLIN),
+                "{how}, {reuse}"
+            );
+            assert_eq!(read(r.0, &mut b), 1, "{how}, {reuse}: errno {}", errno());
             assert_eq!(b[0], b'a');
             r
         } else {
@@ -207,18 +249,25 @@ fn a_number_closed_by_a_raw_syscall_then_reused_by_pipe_or_open_is_the_new_file(
             // SAFETY: a NUL-terminated path; no mode needed.
             let f = Fd(unsafe { crate::ffi::lifecycle::open(path.as_ptr(), libc::O_RDONLY, 0) });
             assert!(f.0 >= 0, "open: errno {}", errno());
-            assert_eq!(poll1(f.0, libc::POLLIN, 1000), (1, libc::POLLIN), "{how}");
-            assert!(read(f.0, &mut b) > 0, "read: errno {}", errno());
+            assert_eq!(
+                poll1(f.0, libc::POLLIN, 1000),
+                (1, libc::POLLIN),
+                "{how}, {reuse}"
+            );
+            assert!(read(f.0, &mut b) > 0, "{how}, {reuse}: errno {}", errno());
             assert!(
                 b[0].is_ascii_digit(),
                 "/proc/self/stat starts with the pid: {b:?}"
             );
             f
         };
-        assert_eq!(reused.0, fd, "{how} did not reuse the socket's number");
+        assert_eq!(
+            reused.0, fd,
+            "{how}, {reuse}: the socket's number was not reused"
+        );
         assert!(
             crate::table::get(fd).is_none(),
-            "{how}: the stale entry is still there"
+            "{how}, {reuse}: the stale entry is still there"
         );
     }
 }
@@ -301,4 +350,111 @@ fn a_nonblocking_connect_goes_einprogress_pollout_so_error() {
         get_int(r.0, libc::SOL_SOCKET, libc::SO_ERROR),
         Ok(libc::ECONNREFUSED)
     );
+}
+
+/// Sends one byte on AF_UNIX socket `fd` with `passed` in SCM_RIGHTS
+/// (sendmsg through the shim).
+fn send_fd(fd: c_int, passed: c_int) -> isize {
+    let mut byte = *b"f";
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; 8];
+    // SAFETY: msghdr is plain data; all zero is an empty message.
+    let mut msg: libc::msghdr = unsafe { core::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE computes a size only.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(core::mem::size_of::<c_int>() as u32) } as _;
+    // SAFETY: `msg` describes `control` (64 bytes, 8-aligned, room for one
+    // header and one int): CMSG_FIRSTHDR and CMSG_DATA point inside it.
+    unsafe {
+        let h = libc::CMSG_FIRSTHDR(&msg);
+        (*h).cmsg_level = libc::SOL_SOCKET;
+        (*h).cmsg_type = libc::SCM_RIGHTS;
+        (*h).cmsg_len = libc::CMSG_LEN(core::mem::size_of::<c_int>() as u32) as _;
+        libc::CMSG_DATA(h).cast::<c_int>().write_unaligned(passed);
+    }
+    // SAFETY: `msg` and everything it points to are live.
+    unsafe { crate::ffi::data::sendmsg(fd, &msg, 0) }
+}
+
+/// Finding 5, embedded mode: a corestack socket put in SCM_RIGHTS on an
+/// ordinary AF_UNIX socket is refused with EOPNOTSUPP and nothing is sent
+/// (before the fix the receiver got a bare placeholder eventfd and hung on
+/// it); a kernel fd (a pipe's) still passes. Passing connections between
+/// processes in service mode is checked by the namespace tests (scm.c).
+#[test]
+fn a_corestack_socket_in_scm_rights_is_refused_in_embedded_mode() {
+    let _g = serial();
+    let c = echo_conn();
+    let mut sv = [-1 as c_int; 2];
+    // SAFETY: `sv` has room for two fds.
+    let r = unsafe {
+        crate::ffi::lifecycle::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr())
+    };
+    assert_eq!(r, 0, "socketpair: errno {}", errno());
+    let (a, b) = (Fd(sv[0]), Fd(sv[1]));
+    assert_eq!(send_fd(a.0, c.0), -1);
+    assert_eq!(errno(), libc::EOPNOTSUPP);
+    let mut buf = [0u8; 4];
+    assert_eq!(
+        recv(b.0, &mut buf, libc::MSG_DONTWAIT),
+        -1,
+        "something was sent"
+    );
+    assert_eq!(errno(), libc::EAGAIN);
+
+    let mut p = [-1 as c_int; 2];
+    // SAFETY: `p` has room for two fds.
+    assert_eq!(unsafe { crate::ffi::lifecycle::pipe(p.as_mut_ptr()) }, 0);
+    let (pr, _pw) = (Fd(p[0]), Fd(p[1]));
+    assert_eq!(send_fd(a.0, pr.0), 1, "a pipe's fd: errno {}", errno());
+    assert_eq!(recv(b.0, &mut buf, libc::MSG_DONTWAIT), 1);
+}
+
+/// splice(2) through the shim.
+fn splice(from: c_int, to: c_int, len: usize) -> isize {
+    let null = core::ptr::null_mut();
+    // SAFETY: no offsets (null), no other pointers.
+    unsafe { crate::ffi::splice::splice(from, null, to, null, len, 0) }
+}
+
+/// Finding 11, splice: bytes go from a pipe into a corestack connection
+/// and, echoed back, from the connection into another pipe, byte for
+/// byte (before the fix splice went to the kernel, which has no
+/// connection behind the fd, and failed: HAProxy's `option splice-*`).
+#[test]
+fn splice_moves_bytes_between_a_pipe_and_a_corestack_connection() {
+    let _g = serial();
+    let c = echo_conn();
+    let mut p = [-1 as c_int; 2];
+    let mut q = [-1 as c_int; 2];
+    // SAFETY: `p` and `q` have room for two fds each.
+    unsafe {
+        assert_eq!(crate::ffi::lifecycle::pipe(p.as_mut_ptr()), 0);
+        assert_eq!(crate::ffi::lifecycle::pipe(q.as_mut_ptr()), 0);
+    }
+    let (in_r, in_w, out_r, out_w) = (Fd(p[0]), Fd(p[1]), Fd(q[0]), Fd(q[1]));
+    let msg = b"spliced through corestack";
+    assert_eq!(write(in_w.0, msg), msg.len() as isize);
+    assert_eq!(
+        splice(in_r.0, c.0, 4096),
+        msg.len() as isize,
+        "errno {}",
+        errno()
+    );
+    let mut moved = 0;
+    let end = Instant::now() + Duration::from_secs(3);
+    while moved < msg.len() && Instant::now() < end {
+        assert_eq!(poll1(c.0, libc::POLLIN, 3000).0, 1, "no echo");
+        let n = splice(c.0, out_w.0, 4096);
+        assert!(n > 0, "splice to the pipe: {n}, errno {}", errno());
+        moved += n as usize;
+    }
+    let mut b = [0u8; 64];
+    assert_eq!(read(out_r.0, &mut b), msg.len() as isize);
+    assert_eq!(&b[..msg.len()], msg);
 }
