@@ -18,9 +18,10 @@
 //!   `LD_PRELOAD`: the executable defines (and exports) the interposed
 //!   symbols, so std's and the libc crate's calls in this process go
 //!   through the shim too (an fd that is not corestack's passes through
-//!   to libc's definition, found with `dlsym(RTLD_NEXT)`). The tests call
-//!   the `crate::ffi` functions by path all the same, so that what they
-//!   exercise is explicit.
+//!   to libc's definition, found with `dlsym(RTLD_NEXT)`; see
+//!   [`std_calls_in_this_process_go_through_the_shim_as_under_ld_preload`]).
+//!   The tests call the `crate::ffi` functions by path all the same, so
+//!   that what they exercise is explicit.
 //! - One test at a time ([`serial`]): they share the process's stack and
 //!   some assert timings. Every wait has a timeout.
 //!
@@ -101,11 +102,16 @@ pub fn start() -> Option<Result<Stack, i32>> {
             .name("peer-echo".into())
             .spawn(move || echo(listener, udp))?;
         let _ = PEER_STACK.set(peer);
-        // The spin is read from the environment when a stack starts; std's
-        // environment lock orders this with every other std::env access.
+        // The spin is read from the environment when a stack starts (the
+        // caller's value comes back after); std's environment lock orders
+        // this with every other std::env access.
+        let caller = std::env::var_os("CORESTACK_SPIN_US");
         std::env::set_var("CORESTACK_SPIN_US", SPIN.as_micros().to_string());
         let s = Stack::builder().mem_port(ours).ip(OURS, 24).start();
-        std::env::remove_var("CORESTACK_SPIN_US");
+        match caller {
+            Some(v) => std::env::set_var("CORESTACK_SPIN_US", v),
+            None => std::env::remove_var("CORESTACK_SPIN_US"),
+        }
         s
     })();
     Some(started.map_err(|e| {
@@ -387,4 +393,25 @@ fn a_shim_connection_over_the_mem_wire_echoes() {
     assert!(unsafe { libc::fcntl(c.0, libc::F_GETFD) } >= 0);
     assert_eq!(send(c.0, b"hello"), 5);
     assert_eq!(recv_within(c.0, 5, Duration::from_secs(3)), b"hello");
+}
+/// The module's premise: this binary is linked as a program under
+/// `LD_PRELOAD` is, so std's own socket calls reach the shim too: a
+/// `std::net::TcpStream` to the peer is a corestack connection (in the
+/// table, echoed over the mem wire), and its SO_RCVTIMEO is the shim's.
+#[test]
+fn std_calls_in_this_process_go_through_the_shim_as_under_ld_preload() {
+    use std::os::fd::AsRawFd;
+    let _g = serial();
+    let _started = echo_conn();
+    let mut s = std::net::TcpStream::connect((PEER, ECHO_PORT)).expect("std's connect");
+    assert!(
+        crate::table::get(s.as_raw_fd()).is_some(),
+        "not corestack's"
+    );
+    s.set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("std's SO_RCVTIMEO");
+    s.write_all(b"std").expect("std's write");
+    let mut b = [0u8; 3];
+    s.read_exact(&mut b).expect("std's read");
+    assert_eq!(&b, b"std");
 }
