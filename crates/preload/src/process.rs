@@ -147,14 +147,14 @@ fn env(name: &str) -> Option<String> {
 /// `CORESTACK_SOCKET`, and with a malformed `CORESTACK_IP` (said once on
 /// stderr).
 pub fn config() -> Option<&'static Config> {
+    // Unit tests: the harness's stack on a mem wire, for its threads only.
+    #[cfg(test)]
+    if let Some(c) = crate::tests::config() {
+        return Some(c);
+    }
     CONFIG
         .get_or_init(|| {
             let _inside = crate::sys::Inside::enter();
-            // Unit tests: the harness's stack on a mem wire, not the environment's.
-            #[cfg(test)]
-            if let Some(c) = crate::tests::config() {
-                return Some(c);
-            }
             if let Some(path) = env("CORESTACK_SOCKET") {
                 return Some(Config {
                     iface: String::new(),

@@ -45,7 +45,7 @@ fn wait_across(
     asleep: Duration,
     op: impl FnOnce() -> c_int,
 ) -> (Result<Vec<(u32, u64)>, c_int>, Duration) {
-    let waiter = std::thread::spawn(move || wait(ep, 5000));
+    let waiter = spawn(move || wait(ep, 5000));
     std::thread::sleep(asleep);
     assert_eq!(op(), 0, "epoll_ctl: errno {}", errno());
     waiter.join().expect("the waiting thread")
@@ -168,7 +168,7 @@ fn after_the_last_corestack_registration_goes_the_shims_fds_never_come_out() {
     let stop = Arc::new(AtomicBool::new(false));
     let churn = {
         let (stop, ep, c) = (stop.clone(), ep.0, c.0);
-        std::thread::spawn(move || {
+        spawn(move || {
             let mut n = 0;
             while !stop.load(Ordering::Relaxed) && n < 2000 {
                 ctl(ep, libc::EPOLL_CTL_ADD, c, libc::EPOLLIN as u32, SOCK_ADD);

@@ -3,11 +3,15 @@
 //! other end in the same process, and the tests call the interposed
 //! functions (`crate::ffi::...`) with real fds, as a C program would.
 //!
-//! - **The stack.** `process::config` and `process::stack` take the
-//!   harness's configuration ([`config`]: corestack at [`OURS`]/24) and
-//!   stack ([`start`]) in test builds, so the first bind/connect that goes
-//!   to corestack starts them once per test process, as the environment's
-//!   would under `LD_PRELOAD`. Our stack spins [`SPIN`] before it sleeps
+//! - **The stack.** In test builds `process::config` answers the
+//!   harness's configuration ([`config`]: corestack at [`OURS`]/24) on the
+//!   threads the harness serves (a test's, from [`serial`] on, and those
+//!   it starts with [`spawn`]), and `process::stack` starts the harness's
+//!   stack ([`start`]), once per test process, at the first bind/connect
+//!   that goes to corestack, as the environment's would under
+//!   `LD_PRELOAD`. Other threads (the other unit tests') see the
+//!   environment's configuration, which a test run leaves unset: for them
+//!   the process is not served. Our stack spins [`SPIN`] before it sleeps
 //!   (`CORESTACK_SPIN_US`, set for its start only), long enough that a
 //!   test can land a signal inside the spin.
 //! - **The peer.** A second `corestack::Stack` at [`PEER`] on the wire's
@@ -66,10 +70,20 @@ const ECHO_FOR: Duration = Duration::from_secs(120);
 /// The peer stack, once started.
 static PEER_STACK: OnceLock<Stack> = OnceLock::new();
 
-/// The shim's configuration in test builds: embedded mode at [`OURS`]/24
-/// (`iface` names no interface: the stack runs on a mem port).
-pub fn config() -> Option<Config> {
-    Some(Config {
+std::thread_local! {
+    /// This thread is the harness's: the shim serves it.
+    static SERVED: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// The shim's configuration in test builds, on the threads the harness
+/// serves: embedded mode at [`OURS`]/24 (`iface` names no interface: the
+/// stack runs on a mem port). None elsewhere.
+pub fn config() -> Option<&'static Config> {
+    static CONFIG: OnceLock<Config> = OnceLock::new();
+    if !SERVED.with(core::cell::Cell::get) {
+        return None;
+    }
+    Some(CONFIG.get_or_init(|| Config {
         iface: "mem".into(),
         ip: OURS,
         prefix: 24,
@@ -80,6 +94,16 @@ pub fn config() -> Option<Config> {
         inline: false,
         engines: 1,
         service: None,
+    }))
+}
+
+/// Starts a thread the shim serves, as [`std::thread::spawn`].
+pub fn spawn<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::spawn(move || {
+        SERVED.with(|s| s.set(true));
+        f()
     })
 }
 
@@ -174,8 +198,10 @@ fn write_within(c: &mut TcpStream, mut b: &[u8], limit: Duration) -> bool {
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Holds the suite's lock: one test at a time.
+/// Holds the suite's lock (one test at a time) and makes the calling
+/// thread one the shim serves.
 pub fn serial() -> MutexGuard<'static, ()> {
+    SERVED.with(|s| s.set(true));
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 

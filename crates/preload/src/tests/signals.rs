@@ -40,7 +40,7 @@ fn signal_during(
 ) -> (Ended, Instant) {
     let entered = Arc::new(AtomicBool::new(false));
     let flag = entered.clone();
-    let t = std::thread::spawn(move || {
+    let t = spawn(move || {
         flag.store(true, Ordering::SeqCst);
         let r = call();
         Ended {
@@ -172,16 +172,15 @@ fn a_signal_during_the_spin_interrupts_recv_poll_and_epoll_wait() {
     };
     assert_eq!(r, 0);
     let before = HANDLED.load(Ordering::SeqCst);
-    let (e, _) = std::thread::scope(|s| {
-        s.spawn(|| {
-            std::thread::sleep(SPIN);
-            assert_eq!(send(fd, b"r"), 1);
-        });
-        signal_during(into_spin, move || {
-            let mut b = [0u8; 8];
-            recv(fd, &mut b, 0)
-        })
+    let sender = spawn(move || {
+        std::thread::sleep(SPIN);
+        send(fd, b"r")
     });
+    let (e, _) = signal_during(into_spin, move || {
+        let mut b = [0u8; 8];
+        recv(fd, &mut b, 0)
+    });
+    assert_eq!(sender.join().expect("the sending thread"), 1);
     assert_eq!(
         HANDLED.load(Ordering::SeqCst),
         before + 1,
