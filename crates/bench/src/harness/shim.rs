@@ -155,7 +155,7 @@ impl Server {
 
 /// Waits until `/proc/PID/comm` is `name` (the exec chain taskset → ip netns exec → corestack
 /// exec → the program keeps one pid).
-fn wait_comm(pid: u32, name: &str) -> Result<()> {
+pub fn wait_comm(pid: u32, name: &str) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     let name: String = name.chars().take(15).collect();
     loop {

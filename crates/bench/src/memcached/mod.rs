@@ -29,6 +29,7 @@
 //!
 //! Every namespace, process and log it created goes when it ends, also on error and Ctrl-C.
 
+pub mod drive;
 pub mod etc;
 pub mod load;
 mod plot;
@@ -37,19 +38,17 @@ mod tests;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use netns::NextLine;
 use serde::Serialize;
 
-use crate::harness::children::{last_line, LogDir, Topology};
+use crate::harness::children::{LogDir, Topology};
 use crate::harness::shim::{self, Row, CLIENT_CPU, NET, SERVER_CPU};
 use cmdline::{one_line, stop_flag, Interrupted};
+pub use drive::{peak_at_sla, sustained};
+use drive::{Sweep, PORT, SLA_US};
 use load::Step;
-
-const PORT: u16 = 11211;
 
 /// `bench memcached` options.
 #[derive(Args, Debug)]
@@ -77,7 +76,7 @@ pub struct MemcachedBench {
     #[arg(long, default_value_t = 1)]
     threads: u32,
     /// The latency objective: p99 below this many µs.
-    #[arg(long, default_value_t = 500.0)]
+    #[arg(long, default_value_t = SLA_US)]
     sla_us: f64,
     /// A row's sweep ends after this many consecutive overloaded steps (under 90 % of the
     /// offered rate answered, or p99 above --give-up-us).
@@ -179,19 +178,6 @@ struct Report<'a> {
     rows: &'a [RowResult],
 }
 
-fn sustained(s: &Step, sla_us: f64) -> bool {
-    s.unanswered == 0 && s.errors == 0 && s.p99_us < sla_us
-}
-
-/// The peak achieved QPS under the objective.
-pub fn peak_at_sla(steps: &[Step], sla_us: f64) -> Option<f64> {
-    steps
-        .iter()
-        .filter(|s| sustained(s, sla_us))
-        .map(|s| s.achieved_qps)
-        .max_by(f64::total_cmp)
-}
-
 impl MemcachedBench {
     pub fn run(self) -> Result<()> {
         let stop = stop_flag()?;
@@ -210,24 +196,8 @@ impl MemcachedBench {
         if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
             bail!("bench memcached needs 2 CPUs (the generator on CPU 0, memcached on CPU 1)");
         }
-        let found = std::process::Command::new("sh")
-            .args(["-c", &format!("command -v {}", self.memcached)])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            bail!(
-                "{} is not installed: run scripts/setup.sh (as root)",
-                self.memcached
-            );
-        }
         let exe = std::env::current_exe().context("finding this program's path")?;
-        let shim = exe.with_file_name("libcorestack_preload.so");
-        if !shim.is_file() && std::env::var_os("CORESTACK_PRELOAD").is_none() {
-            bail!(
-                "{} is missing: build it with cargo build --release -p corestack-preload",
-                shim.display()
-            );
-        }
+        drive::check_tools(&self.memcached, &exe)?;
         let logs = LogDir::new("bench-memcached")?;
         let topo = Topology::build("mcbc", "mcbs", NET)?;
         let socket = format!("/tmp/corestack-mcb-{}.sock", std::process::id());
@@ -327,6 +297,20 @@ impl MemcachedBench {
         }
     }
 
+    /// The generator's sweep these options describe.
+    fn sweep(&self) -> Sweep {
+        Sweep {
+            rates: self.rates.clone(),
+            seconds: self.seconds,
+            drain_secs: self.drain_secs,
+            conns: self.conns,
+            keys: self.keys,
+            seed: self.seed,
+            give_up_us: self.give_up_us,
+            stop_after: self.stop_after,
+        }
+    }
+
     /// Starts the row's server and runs the generator against it; the steps it printed.
     fn run_row(
         &self,
@@ -337,104 +321,22 @@ impl MemcachedBench {
         socket: &str,
         stop: &std::sync::atomic::AtomicBool,
     ) -> Result<Vec<Step>> {
-        let threads = self.threads.to_string();
-        let port = PORT.to_string();
-        let mc = [
-            self.memcached.as_str(),
-            "-u",
-            "root",
-            "-t",
-            &threads,
-            "-p",
-            &port,
-            "-U",
-            "0",
-            "-c",
-            "4096",
-        ];
+        let mc = drive::memcached_command(&self.memcached, self.threads);
+        let mc: Vec<&str> = mc.iter().map(String::as_str).collect();
         let server = shim::start(row, &mc, exe, topo, logs, socket, stop)?;
-        let name = row.key();
-        let server_log = server.log.clone();
-        let cpu_pids = server.cpu_pids.clone();
-        let target_ip = server.ip;
-        let target = format!("{target_ip}:{PORT}");
-        let rates: Vec<String> = self.rates.iter().map(|r| format!("{r}")).collect();
-        let rates = rates.join(",");
-        let (secs, drain) = (self.seconds.to_string(), self.drain_secs.to_string());
-        let (conns, keys, seed) = (
-            self.conns.to_string(),
-            self.keys.to_string(),
-            self.seed.to_string(),
-        );
-        let (give_up, stop_after) = (self.give_up_us.to_string(), self.stop_after.to_string());
-        let pids: Vec<String> = cpu_pids.iter().map(u32::to_string).collect();
-        let mut args = vec![
-            "bench",
-            "memcached-load",
-            "--target",
+        let target = format!("{}:{PORT}", server.ip);
+        let gen_log = logs.file(&format!("generator-{}.log", row.key()));
+        let steps = self.sweep().run(
+            &topo.client,
+            CLIENT_CPU.as_str(),
+            exe,
             &target,
-            "--rates",
-            &rates,
-            "--seconds",
-            &secs,
-            "--drain-secs",
-            &drain,
-            "--conns",
-            &conns,
-            "--keys",
-            &keys,
-            "--seed",
-            &seed,
-            "--give-up-us",
-            &give_up,
-            "--stop-after",
-            &stop_after,
-            "--connect-secs",
-            "5",
-        ];
-        for p in &pids {
-            args.extend(["--cpu-pid", p]);
-        }
-        let gen_log = logs.file(&format!("generator-{name}.log"));
-        let mut gen = shim::spawn(&topo.client, CLIENT_CPU.as_str(), exe, &args, &gen_log)?;
-        let limit = Duration::from_secs_f64(
-            60.0 + self.rates.len() as f64 * (self.seconds + 2.0 * self.drain_secs + 1.0),
-        );
-        let deadline = Instant::now() + limit;
-        let mut steps = Vec::new();
-        loop {
-            if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                return Err(Interrupted.into());
-            }
-            match gen.next_line(Duration::from_millis(100)) {
-                NextLine::Line(l) if l.starts_with('{') => {
-                    let s: Step = serde_json::from_str(&l).context("the generator's JSON")?;
-                    eprintln!(
-                        "bench memcached:   {:>8.0} offered, {:>8.0} achieved, p99 {:.0} µs",
-                        s.offered_qps, s.achieved_qps, s.p99_us
-                    );
-                    steps.push(s);
-                }
-                NextLine::Line(_) | NextLine::Pending => {}
-                NextLine::Closed => break,
-            }
-            if Instant::now() > deadline {
-                bail!("the generator did not finish within {} s", limit.as_secs());
-            }
-        }
-        let status = gen.wait_timeout(Duration::from_secs(5))?;
-        if !status.is_some_and(|s| s.success()) {
-            let server_said = last_line(&server_log);
-            bail!(
-                "the generator failed: {}{}",
-                last_line(&gen_log),
-                if server_said.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (memcached's last line: {server_said})")
-                }
-            );
-        }
+            &server.cpu_pids,
+            &gen_log,
+            &server.log,
+            stop,
+            "bench memcached",
+        )?;
         server.stop()?;
         Ok(steps)
     }
