@@ -9,7 +9,11 @@
 //!   --cores N` against Linux's `bench conn-echo --procs N` (SO_REUSEPORT), each driven by N
 //!   kernel client processes (`bench conn-client`) over many connections with one message in
 //!   flight each; QPS(N)/(N·QPS(1)) per stack.
+//! - **memcached** (`memcached`): memcached `-t N` on a veth of N queues, on Linux and under
+//!   `corestack exec --cores N`, each under `bench memcached`'s open-loop ETC generator over a
+//!   rate sweep: the peak QPS with p99 under the objective, per core, and QPS(N)/(N·QPS(1)).
 
+mod memcached;
 mod work;
 
 use std::path::PathBuf;
@@ -53,6 +57,8 @@ pub struct ScaleBench {
     /// Only the work-per-request part (no namespaces, no root).
     #[arg(long)]
     work_only: bool,
+    #[command(flatten)]
+    mc: memcached::McOptions,
     /// Also write the figures as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -82,8 +88,8 @@ struct RateRow {
 }
 
 impl ScaleBench {
-    /// Runs both parts and prints their tables. Errors: bad options, not root (the second
-    /// part), a server that does not start, Ctrl-C.
+    /// Runs the parts and prints their tables. Errors: bad options, not root (every part but
+    /// the first), a server that does not start, memcached or the shim missing, Ctrl-C.
     pub fn run(self) -> Result<()> {
         if self.engines.is_empty() || self.engines.iter().any(|&n| n == 0 || n > 64) {
             bail!("--engines must list counts of 1 to 64");
@@ -94,6 +100,7 @@ impl ScaleBench {
         if !(self.seconds > 0.0 && self.seconds <= 60.0) {
             bail!("--seconds must be in (0, 60]");
         }
+        memcached::validate(&self.mc)?;
         let size = self.size as usize;
         println!(
             "corestack bench scale: {} connections, {size}-byte messages, one in flight each",
@@ -129,9 +136,17 @@ impl ScaleBench {
             .collect();
         print_work(&work_rows, linux_ns, self.rounds, repeats);
         let mut rate_rows = Vec::new();
+        let mut mc_rows = Vec::new();
         if !self.work_only {
             rate_rows = self.rates()?;
             print_rates(&rate_rows, &self);
+            if !self.mc.no_memcached {
+                let stop = stop_flag()?;
+                let exe = std::env::current_exe().context("finding this program's path")?;
+                let logs = LogDir::new("scale-memcached")?;
+                mc_rows = memcached::rows(&self.engines, &self.mc, &exe, &logs, &stop)?;
+                memcached::print(&mc_rows, &self.mc);
+            }
         }
         if let Some(path) = &self.json {
             let v = serde_json::json!({
@@ -140,6 +155,8 @@ impl ScaleBench {
                 "linux_loopback_ns_per_request": linux_ns,
                 "work": work_rows,
                 "rates": rate_rows,
+                "memcached_sla_us": self.mc.sla_us,
+                "memcached": mc_rows,
             });
             std::fs::write(path, serde_json::to_string_pretty(&v)?)
                 .with_context(|| format!("writing {}", path.display()))?;
