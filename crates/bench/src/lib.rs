@@ -112,8 +112,8 @@ pub enum Bench {
     #[command(hide = true)]
     RateClient(conn_rate::RateClient),
     /// 1 to N engines next to Linux with as many queues and threads: CPU work per request
-    /// (one thread, mem wire and loopback) and messages/s on an N-queue veth, with
-    /// QPS(N)/(N·QPS(1)).
+    /// (one thread, mem wire and loopback), messages/s and memcached -t N's peak ETC QPS at
+    /// the SLA on an N-queue veth, with QPS(N)/(N·QPS(1)).
     Scale(scale::ScaleBench),
 }
 

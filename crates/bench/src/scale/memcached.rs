@@ -45,7 +45,8 @@ pub struct McOptions {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "10000,20000,40000,60000,80000,100000,130000,160000,200000"
+        default_value = "10000,20000,30000,40000,50000,60000,70000,80000,90000,100000,110000,\
+                         120000,140000,160000,180000,200000"
     )]
     pub mc_rates: Vec<f64>,
     /// Seconds of load per rate.
@@ -54,7 +55,7 @@ pub struct McOptions {
     /// The most seconds one sweep may spend in its steps (each: --mc-seconds of load and
     /// 0.5 s for the answers); the rates that do not fit are not offered. A sweep also ends
     /// after two steps in a row miss the objective.
-    #[arg(long, default_value_t = 15.0)]
+    #[arg(long, default_value_t = 25.0)]
     pub mc_sweep_secs: f64,
     /// The generator's connections.
     #[arg(long, default_value_t = 32)]

@@ -50,8 +50,9 @@ pub struct ScaleBench {
     /// Measured seconds per messages-per-second row.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
-    /// Pin the servers and clients to `bench --server-cpus` / `--client-cpus` (by default
-    /// they are not pinned: N engines need N CPUs of their own).
+    /// Pin the messages-per-second rows' servers and clients to `bench --server-cpus` /
+    /// `--client-cpus` (by default they are not pinned: N engines need N CPUs of their own).
+    /// The memcached rows always pin, as `bench memcached` does.
     #[arg(long)]
     pin: bool,
     /// Only the work-per-request part (no namespaces, no root).
@@ -101,6 +102,11 @@ impl ScaleBench {
             bail!("--seconds must be in (0, 60]");
         }
         memcached::validate(&self.mc)?;
+        if !self.work_only && !self.mc.no_memcached {
+            // Before the first part, so that a missing memcached costs no time.
+            let exe = std::env::current_exe().context("finding this program's path")?;
+            crate::memcached::drive::check_tools(&self.mc.memcached, &exe)?;
+        }
         let size = self.size as usize;
         println!(
             "corestack bench scale: {} connections, {size}-byte messages, one in flight each",
