@@ -383,3 +383,58 @@ fn print_rates(rows: &[RateRow], opts: &ScaleBench) {
     }
     println!("scale: QPS(N) / (N · QPS(1)); a machine with fewer CPUs than N engines plus N clients is oversubscribed");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        scale: ScaleBench,
+    }
+
+    /// `--work-only` runs without root, namespaces or memcached (the memcached binary named
+    /// here does not exist) and writes a work row per engine count and no memcached rows.
+    #[test]
+    fn work_only_needs_no_memcached_and_writes_work_rows() {
+        let json = std::env::temp_dir().join(format!("scale-work-{}.json", std::process::id()));
+        let args = [
+            "t",
+            "--work-only",
+            "--engines",
+            "1,2",
+            "--conns",
+            "4",
+            "--rounds",
+            "3",
+            "--repeats",
+            "1",
+            "--memcached",
+            "no-such-memcached",
+            "--json",
+        ];
+        let cli =
+            Cli::try_parse_from(args.iter().copied().chain([json.to_str().unwrap()])).unwrap();
+        cli.scale.run().unwrap();
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let _ = std::fs::remove_file(&json);
+        let work = v["work"].as_array().unwrap();
+        assert_eq!(work.len(), 2);
+        for (row, n) in work.iter().zip([1, 2]) {
+            assert_eq!(row["engines"], n);
+            assert!(row["owner_ns"].as_f64().unwrap() > 0.0, "{row}");
+        }
+        assert_eq!(v["memcached"].as_array().unwrap().len(), 0);
+        assert_eq!(v["rates"].as_array().unwrap().len(), 0);
+    }
+
+    /// Bad memcached options are refused before anything runs.
+    #[test]
+    fn bad_memcached_options_are_refused() {
+        let cli = Cli::try_parse_from(["t", "--work-only", "--mc-seconds", "0"]).unwrap();
+        let e = cli.scale.run().unwrap_err();
+        assert!(e.to_string().contains("--mc-seconds"), "{e}");
+    }
+}
