@@ -154,7 +154,7 @@ pub fn validate(o: &McOptions) -> Result<()> {
     if !(o.mc_sweep_secs > 0.0 && o.mc_sweep_secs <= 600.0) {
         bail!("--mc-sweep-secs must be in (0, 600]");
     }
-    if o.mc_conns == 0 || o.mc_conns > 4000 || !(o.sla_us > 0.0) {
+    if o.mc_conns == 0 || o.mc_conns > 4000 || o.sla_us.is_nan() || o.sla_us <= 0.0 {
         bail!("--mc-conns must be 1 to 4000 and --sla-us positive");
     }
     Ok(())
