@@ -154,7 +154,7 @@ impl Server {
 }
 
 /// Waits until `/proc/PID/comm` is `name` (the exec chain taskset → ip netns exec → corestack
-/// exec → the program keeps one pid).
+/// exec → the program keeps one pid). Errors: it is not within 10 s.
 pub fn wait_comm(pid: u32, name: &str) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     let name: String = name.chars().take(15).collect();
