@@ -15,7 +15,7 @@ pub use nic::Driver;
 pub use wait::{spin_round, Waited};
 
 use appif::bytes;
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::errno;
 use appif::notify::Notify;
 use appif::seg::Desc;
@@ -256,6 +256,7 @@ impl Stack {
             false,
             |id, shared, tx, rx| Command::UdpBind {
                 id,
+                owner: Owner::LOCAL,
                 shared,
                 local,
                 v6only,
@@ -338,6 +339,7 @@ impl Stack {
             let (tx, rx) = spsc::channel(backlog);
             self.command(Command::Listen {
                 id: appif::socket::with_engine(base, e),
+                owner: Owner::LOCAL,
                 shared: shared.clone(),
                 local,
                 v6only,
@@ -569,6 +571,7 @@ impl Stack {
         };
         self.open_socket(engine, desc, true, |id, shared, tx, rx| Command::Connect {
             id,
+            owner: Owner::LOCAL,
             shared,
             local_port,
             remote,
