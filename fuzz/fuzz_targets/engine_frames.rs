@@ -28,7 +28,7 @@
 #![no_main]
 
 use appif::bytes;
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::notify::Notify;
 use appif::seg::{AcceptQueue, Accepted};
 use appif::socket::{StatusHandle, UdpHeader};
@@ -106,6 +106,7 @@ impl Harness {
         let (accept_tx, accept) = spsc::channel(8);
         let _ = cmds.push(Command::Listen {
             id: 1,
+            owner: Owner::LOCAL,
             shared: StatusHandle::local(),
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, LISTEN_PORT).into(),
             accept: AcceptQueue::Local(accept_tx),
@@ -115,6 +116,7 @@ impl Harness {
         let (eng_udp_rx, udp_rx) = bytes::ring(4096);
         let _ = cmds.push(Command::UdpBind {
             id: 2,
+            owner: Owner::LOCAL,
             shared: StatusHandle::local(),
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, UDP_PORT).into(),
             tx: eng_udp_tx,
@@ -201,6 +203,7 @@ impl Harness {
 
         let _ = self.cmds.push(Command::Connect {
             id: 3,
+            owner: Owner::LOCAL,
             shared: StatusHandle::local(),
             local_port: ACTIVE_PORT,
             remote: SocketAddrV4::new(PEER_IP, ACTIVE_PEER_PORT).into(),

@@ -9,12 +9,38 @@ use crate::socket::{SockId, StatusHandle};
 use core::net::SocketAddr;
 use std::sync::Arc;
 
+/// The application a socket belongs to, as the engine knows it: a
+/// service-mode association (numbered from 1 by the daemon), or
+/// [`Owner::LOCAL`] for the sockets of the engine's own process (embedded
+/// and inline mode). Given once, in the command that opens the socket;
+/// the engine keeps it with the socket (connections a listener accepts
+/// take the listener's) and never reads it from a [`SockId`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Owner(pub u32);
+
+impl Owner {
+    /// The engine's own process (embedded and inline mode).
+    pub const LOCAL: Owner = Owner(0);
+
+    /// The service-mode association `assoc` (1 or more; 0 is [`Owner::LOCAL`]).
+    pub fn association(assoc: u32) -> Owner {
+        Owner(assoc)
+    }
+
+    /// The association, None for [`Owner::LOCAL`].
+    pub fn assoc(self) -> Option<u32> {
+        (self.0 != 0).then_some(self.0)
+    }
+}
+
 /// A request from the application to the engine.
 pub enum Command {
     /// Open a TCP connection to `remote` from `local` (port 0 = ephemeral).
     Connect {
         /// The socket this command is for.
         id: SockId,
+        /// The application the socket belongs to.
+        owner: Owner,
         /// The socket's status block, which the engine writes from now on.
         shared: Arc<StatusHandle>,
         /// Local port; 0 picks an ephemeral one.
@@ -34,6 +60,8 @@ pub enum Command {
     Listen {
         /// The socket this command is for.
         id: SockId,
+        /// The application the socket belongs to.
+        owner: Owner,
         /// The socket's status block, which the engine writes from now on.
         shared: Arc<StatusHandle>,
         /// Local address (0.0.0.0, ::, or one of the stack's) and port
@@ -54,6 +82,8 @@ pub enum Command {
     JoinListener {
         /// The socket this command is for.
         id: SockId,
+        /// The application the socket belongs to.
+        owner: Owner,
         /// The socket's status block, which the engine writes from now on.
         shared: Arc<StatusHandle>,
         /// The listener joined.
@@ -70,6 +100,9 @@ pub enum Command {
     Adopt {
         /// The socket's new id.
         id: SockId,
+        /// The association that takes the connection over (its owner from
+        /// now on).
+        owner: Owner,
         /// The new status block, which the engine writes from now on.
         shared: Arc<StatusHandle>,
         /// The connection's id until now.
@@ -80,6 +113,8 @@ pub enum Command {
     UdpBind {
         /// The socket this command is for.
         id: SockId,
+        /// The application the socket belongs to.
+        owner: Owner,
         /// The socket's status block, which the engine writes from now on.
         shared: Arc<StatusHandle>,
         /// Local address (0.0.0.0, ::, or one of the stack's) and port

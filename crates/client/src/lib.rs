@@ -38,13 +38,12 @@
 #![deny(unsafe_code)]
 
 /// `Drop` for a socket type with `stack` and `id` fields that has nothing
-/// to do at drop but tell the engine to close it (`Command::Close`).
+/// to do at drop but tell the engine to close it (`Request::Close`).
 macro_rules! close_on_drop {
     ($t:ty) => {
         impl Drop for $t {
             fn drop(&mut self) {
-                self.stack
-                    .command(appif::command::Command::Close { id: self.id });
+                self.stack.request(self.id, $crate::stack::Request::Close);
             }
         }
     };
@@ -61,11 +60,10 @@ macro_rules! ipv6_header {
             /// connections it accepts from then on. IPv4 packets keep TOS 0
             /// and TTL 64.
             pub fn set_ipv6_header(&self, tclass: u8, hop_limit: u8) -> std::io::Result<()> {
-                self.stack.command(appif::command::Command::SetIpv6Header {
-                    id: self.id,
-                    tclass,
-                    hop_limit,
-                });
+                self.stack.request(
+                    self.id,
+                    $crate::stack::Request::SetIpv6Header { tclass, hop_limit },
+                );
                 Ok(())
             }
         }

@@ -1,10 +1,11 @@
 //! Service mode: this process is an application of a `corestack run`
 //! daemon. It says hello on the daemon's control socket, receives its
 //! segment (memfd) and the engine's doorbell (eventfd), and from then on
-//! talks to the engine only through the segment.
+//! talks to the engine only through the segment: its requests go as
+//! descriptors ([`Desc`]), built directly (see `stack::Request`), which
+//! the daemon turns into engine commands once.
 
 use appif::bytes;
-use appif::command::Command;
 use appif::ctl;
 use appif::errno;
 use appif::region::Region;
@@ -155,11 +156,10 @@ impl Service {
         }
     }
 
-    /// Sends `cmd` as a descriptor, then lets go of the slot after a Close.
-    /// Waits (yielding) while the command ring is full; drops the command
-    /// when the daemon is gone.
-    pub fn submit(&self, cmd: &Command) {
-        let Some(d) = desc_of(cmd) else { return };
+    /// Sends descriptor `d` for one of this process's sockets, then lets go
+    /// of the slot after a Close or Abort. Waits (yielding) while the
+    /// command ring is full; drops it when the daemon is gone.
+    pub fn submit(&self, d: Desc) {
         self.submit_desc(d);
         if let Desc::Close { slot } | Desc::Abort { slot } = d {
             let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
@@ -262,64 +262,9 @@ impl Service {
     }
 }
 
-/// The descriptor for a command naming slot `id`.
-fn desc_of(cmd: &Command) -> Option<Desc> {
-    let slot = |id: SockId| id as u32;
-    Some(match cmd {
-        Command::Connect { .. } | Command::Listen { .. } | Command::UdpBind { .. } => return None,
-        Command::JoinListener { .. } | Command::Adopt { .. } => return None,
-        Command::SetKeepaliveParams {
-            id,
-            idle_s,
-            interval_s,
-            count,
-        } => Desc::SetKeepaliveParams {
-            slot: slot(*id),
-            idle_s: *idle_s,
-            interval_s: *interval_s,
-            count: *count,
-        },
-        Command::Send { id } => Desc::Send { slot: slot(*id) },
-        Command::Recvd { id } => Desc::Recvd { slot: slot(*id) },
-        Command::Shutdown { id } => Desc::Shutdown { slot: slot(*id) },
-        Command::Close { id } => Desc::Close { slot: slot(*id) },
-        Command::Abort { id } => Desc::Abort { slot: slot(*id) },
-        Command::SetUserTimeout { id, ms } => Desc::SetUserTimeout {
-            slot: slot(*id),
-            ms: *ms,
-        },
-        Command::SetNodelay { id, on } => Desc::SetNodelay {
-            slot: slot(*id),
-            on: *on,
-        },
-        Command::SetKeepalive { id, on } => Desc::SetKeepalive {
-            slot: slot(*id),
-            on: *on,
-        },
-        Command::SetCongestion { id, cc } => Desc::SetCongestion {
-            slot: slot(*id),
-            cc: *cc,
-        },
-        Command::SetBuffers { id, rcv, snd } => Desc::SetBuffers {
-            slot: slot(*id),
-            rcv: (*rcv).min(u32::MAX as usize) as u32,
-            snd: (*snd).min(u32::MAX as usize) as u32,
-        },
-        Command::SetIpv6Header {
-            id,
-            tclass,
-            hop_limit,
-        } => Desc::SetIpv6Header {
-            slot: slot(*id),
-            tclass: *tclass,
-            hop_limit: *hop_limit,
-        },
-    })
-}
-
 impl Service {
-    /// Sends a descriptor (from [`Service::submit`], or built by the socket
-    /// code for listen and bind); spins, then yields, while the command ring
+    /// Sends a descriptor (from [`Service::submit`], or built by the stack
+    /// for opening, fork and lending); spins, then yields, while the command ring
     /// is full; drops it when the daemon is gone. Rings the engine's doorbell
     /// only if the engine sleeps.
     pub fn submit_desc(&self, d: Desc) {

@@ -1,9 +1,8 @@
 //! TCP sockets: a listener and a stream, shaped like `std::net`.
 
 use crate::stack::AcceptRx;
-use crate::stack::Stack;
+use crate::stack::{Request, Stack};
 use appif::bytes;
-use appif::command::Command;
 use appif::errno::{self, EINVAL, ENOTCONN, EPIPE};
 use appif::socket::{SockId, SockState, StatusHandle, FLAG_MOVED, FLAG_RX_FIN};
 use appif::trace::Kind;
@@ -116,11 +115,8 @@ impl TcpListener {
     /// further than `rcv` (auto-tuning off) and their send buffer is `snd`,
     /// as on Linux where accepted sockets inherit the listener's.
     pub fn set_buffer_sizes(&self, rcv: usize, snd: usize) -> io::Result<()> {
-        self.stack.command(Command::SetBuffers {
-            id: self.id,
-            rcv,
-            snd,
-        });
+        self.stack
+            .request(self.id, Request::SetBuffers { rcv, snd });
         Ok(())
     }
 
@@ -208,7 +204,7 @@ impl TcpStream {
 
     /// Disables (true) or enables Nagle's algorithm (RFC 9293 §3.7.4).
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
-        self.stack.command(Command::SetNodelay { id: self.id, on });
+        self.stack.request(self.id, Request::SetNodelay(on));
         Ok(())
     }
 
@@ -232,7 +228,7 @@ impl TcpStream {
     pub fn set_cork(&mut self, on: bool) {
         let was = core::mem::replace(&mut self.cork, on);
         if was && !on && !self.tx.is_empty() {
-            self.stack.command(Command::Send { id: self.id });
+            self.stack.request(self.id, Request::Send);
         }
     }
 
@@ -244,8 +240,7 @@ impl TcpStream {
     /// Turns keepalive probes on or off (like SO_KEEPALIVE; idle 2 h,
     /// interval 75 s, 9 probes, then ETIMEDOUT).
     pub fn set_keepalive(&self, on: bool) -> io::Result<()> {
-        self.stack
-            .command(Command::SetKeepalive { id: self.id, on });
+        self.stack.request(self.id, Request::SetKeepalive(on));
         Ok(())
     }
 
@@ -271,11 +266,8 @@ impl TcpStream {
         if rcv == 0 && snd == 0 {
             return Err(errno::io(EINVAL));
         }
-        self.stack.command(Command::SetBuffers {
-            id: self.id,
-            rcv,
-            snd,
-        });
+        self.stack
+            .request(self.id, Request::SetBuffers { rcv, snd });
         Ok(())
     }
 
@@ -291,8 +283,7 @@ impl TcpStream {
 
     /// Chooses this connection's congestion control (like TCP_CONGESTION).
     pub fn set_congestion(&self, cc: engine::tcp::CcKind) -> io::Result<()> {
-        self.stack
-            .command(Command::SetCongestion { id: self.id, cc });
+        self.stack.request(self.id, Request::SetCongestion(cc));
         Ok(())
     }
 
@@ -311,7 +302,7 @@ impl TcpStream {
     pub fn shutdown(&mut self, how: Shutdown) -> io::Result<()> {
         if matches!(how, Shutdown::Write | Shutdown::Both) && !self.wr_shut {
             self.wr_shut = true;
-            self.stack.command(Command::Shutdown { id: self.id });
+            self.stack.request(self.id, Request::Shutdown);
         }
         Ok(())
     }
@@ -369,7 +360,7 @@ impl Read for TcpStream {
             if n > 0 {
                 // The window was nearly closed: tell the engine it opened.
                 if cap - before < cap / 2 && cap - (before - n) >= cap / 2 {
-                    self.stack.command(Command::Recvd { id: self.id });
+                    self.stack.request(self.id, Request::Recvd);
                 }
                 if seen != 0 {
                     self.trace(Kind::Read, seen, n, self.rx.position());
@@ -451,7 +442,7 @@ impl Write for TcpStream {
                         self.shared.take_tx_idle()
                     });
                 if kick {
-                    self.stack.command(Command::Send { id: self.id });
+                    self.stack.request(self.id, Request::Send);
                 }
                 if called != 0 {
                     self.trace(Kind::Write, called, n, self.tx.position());
@@ -477,9 +468,9 @@ impl Write for TcpStream {
 impl Drop for TcpStream {
     fn drop(&mut self) {
         if self.abort_on_drop {
-            self.stack.command(Command::Abort { id: self.id });
+            self.stack.request(self.id, Request::Abort);
         } else {
-            self.stack.command(Command::Close { id: self.id });
+            self.stack.request(self.id, Request::Close);
         }
     }
 }
@@ -553,12 +544,14 @@ impl TcpStream {
         count: u32,
     ) {
         let secs = |d: core::time::Duration| d.as_secs().clamp(1, u64::from(u32::MAX)) as u32;
-        self.stack.command(Command::SetKeepaliveParams {
-            id: self.id,
-            idle_s: secs(idle),
-            interval_s: secs(interval),
-            count: count.max(1),
-        });
+        self.stack.request(
+            self.id,
+            Request::SetKeepaliveParams {
+                idle_s: secs(idle),
+                interval_s: secs(interval),
+                count: count.max(1),
+            },
+        );
     }
 
     /// TCP_USER_TIMEOUT (RFC 5482): data unacknowledged for `t` after the
@@ -566,10 +559,8 @@ impl TcpStream {
     /// the next timeout (whole milliseconds; zero: the retry limit alone).
     /// Every mode.
     pub fn set_user_timeout(&self, t: core::time::Duration) {
-        self.stack.command(Command::SetUserTimeout {
-            id: self.id,
-            ms: t.as_millis().min(u128::from(u32::MAX)) as u32,
-        });
+        let ms = t.as_millis().min(u128::from(u32::MAX)) as u32;
+        self.stack.request(self.id, Request::SetUserTimeout(ms));
     }
 }
 

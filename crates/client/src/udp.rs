@@ -1,8 +1,7 @@
 //! UDP sockets, shaped like `std::net::UdpSocket`.
 
-use crate::stack::Stack;
+use crate::stack::{Request, Stack};
 use appif::bytes;
-use appif::command::Command;
 use appif::errno::{self, EMSGSIZE};
 use appif::socket::{SockId, SockState, StatusHandle, UdpHeader};
 use core::net::SocketAddr;
@@ -77,7 +76,7 @@ impl UdpSocket {
             if self.tx.free() >= need {
                 self.tx.write(&h.encode());
                 self.tx.write(buf);
-                self.stack.command(Command::Send { id: self.id });
+                self.stack.request(self.id, Request::Send);
                 return Ok(buf.len());
             }
             if self.nonblocking {

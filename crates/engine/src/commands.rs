@@ -6,7 +6,7 @@ use crate::sockets::{families, Conn, Ip6Header, Listener, Ports, Socket, Sockets
 use crate::tcp::{State, Tcb};
 use crate::{Protocols, CMD_BURST};
 use appif::cc::CcKind;
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::seg::AcceptQueue;
 use appif::socket::{SockId, SockState, StatusHandle};
 use appif::{bytes, errno};
@@ -60,35 +60,44 @@ impl Protocols {
         match cmd {
             Command::Connect {
                 id,
+                owner,
                 shared,
                 local_port,
                 remote,
                 tx: txr,
                 rx,
                 nodelay,
-            } => self.on_connect(id, shared, local_port, remote, (txr, rx), nodelay),
+            } => self.on_connect((id, owner), shared, local_port, remote, (txr, rx), nodelay),
             Command::Listen {
                 id,
+                owner,
                 shared,
                 local,
                 v6only,
                 accept,
-            } => self.on_listen(id, shared, local, v6only, accept),
+            } => self.on_listen((id, owner), shared, local, v6only, accept),
             Command::JoinListener {
                 id,
+                owner,
                 shared,
                 group,
                 accept,
-            } => self.join_listener(id, shared, group, accept),
-            Command::Adopt { id, shared, from } => self.on_adopt(id, shared, from),
+            } => self.join_listener((id, owner), shared, group, accept),
+            Command::Adopt {
+                id,
+                owner,
+                shared,
+                from,
+            } => self.on_adopt((id, owner), shared, from),
             Command::UdpBind {
                 id,
+                owner,
                 shared,
                 local,
                 v6only,
                 tx: txr,
                 rx,
-            } => self.on_udp_bind(id, shared, local, v6only, txr, rx),
+            } => self.on_udp_bind((id, owner), shared, local, v6only, txr, rx),
             Command::Send { id } => self.on_send(id, tx),
             Command::Recvd { id } => self.on_recvd(id),
             Command::Shutdown { id } => self.on_shutdown(id),
@@ -119,10 +128,11 @@ impl Protocols {
     }
 
     /// `Connect`: an active open from `local_port` (0: an ephemeral one)
-    /// to `remote`, over the engine's ends of the socket's byte rings.
+    /// to `remote`, over the engine's ends of the socket's byte rings, for
+    /// socket `id` of `owner`.
     fn on_connect(
         &mut self,
-        id: SockId,
+        (id, owner): (SockId, Owner),
         shared: Arc<StatusHandle>,
         local_port: u16,
         remote: SocketAddr,
@@ -170,6 +180,7 @@ impl Protocols {
         shared.set_state(SockState::Connecting);
         let conn = Conn {
             id,
+            owner,
             shared,
             tcb,
             tx: txr,
@@ -241,11 +252,11 @@ impl Protocols {
         }
     }
 
-    /// `Listen`: a listener on `local` whose accepted connections go to
-    /// `accept` (its capacity is the backlog).
+    /// `Listen`: listener `id` of `owner` on `local` whose accepted
+    /// connections go to `accept` (its capacity is the backlog).
     fn on_listen(
         &mut self,
-        id: SockId,
+        (id, owner): (SockId, Owner),
         shared: Arc<StatusHandle>,
         local: SocketAddr,
         v6only: bool,
@@ -256,6 +267,7 @@ impl Protocols {
             let backlog = accept.capacity();
             Socket::Listener(Box::new(Listener {
                 id,
+                owner,
                 shared,
                 local,
                 v6only,
@@ -272,10 +284,11 @@ impl Protocols {
         });
     }
 
-    /// `UdpBind`: a UDP socket on `local` over the engine's ends of its rings.
+    /// `UdpBind`: UDP socket `id` of `owner` on `local` over the engine's
+    /// ends of its rings.
     fn on_udp_bind(
         &mut self,
-        id: SockId,
+        (id, owner): (SockId, Owner),
         shared: Arc<StatusHandle>,
         local: SocketAddr,
         v6only: bool,
@@ -286,6 +299,7 @@ impl Protocols {
         self.bind_socket(id, &status, local, v6only, Ports::Udp, |local| {
             Socket::Udp(Box::new(UdpSock {
                 id,
+                owner,
                 shared,
                 local,
                 v6only,
@@ -499,14 +513,14 @@ impl Protocols {
         Ok(SocketAddr::new(ip, port))
     }
 
-    /// `Adopt`: the TCP connection `from` answers to `id` and reports to
-    /// `shared` from now on (a forked child took it over); the status
+    /// `Adopt`: the TCP connection `from` answers to `id` of `owner` and
+    /// reports to `shared` from now on (a forked child took it over); the status
     /// block it had says ENETDOWN to whoever still looks at it and is kept
     /// with the connection (its rings are in that slot). `shared` is
     /// closed with ENETDOWN when `from` is no connection handed to its
     /// application, or the application closed it already; with EBADF when
     /// `id` names a socket already.
-    fn on_adopt(&mut self, id: SockId, shared: Arc<StatusHandle>, from: SockId) {
+    fn on_adopt(&mut self, (id, owner): (SockId, Owner), shared: Arc<StatusHandle>, from: SockId) {
         let slot = self.slot_of(from);
         let sock = slot.and_then(|s| self.sockets.slots.get_mut(s as usize)?.as_mut());
         let takeable = match sock.as_deref() {
@@ -522,7 +536,7 @@ impl Protocols {
         };
         shared.copy_from(current);
         let former = std::mem::replace(current, shared);
-        if !self.sockets.rekey(slot, id) {
+        if !self.sockets.rekey(slot, id, owner) {
             if let Some((current, _)) = self.sockets.handles_mut(slot) {
                 std::mem::replace(current, former).set_closed(errno::EBADF);
             }

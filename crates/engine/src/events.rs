@@ -3,7 +3,7 @@
 //! handshake goes to its listener's accept queue, a finished one is freed,
 //! and rings grow when auto-tuning asks (within the application's budget).
 
-use crate::sockets::{self, Conn, Socket, Sockets};
+use crate::sockets::{Conn, Socket, Sockets};
 use crate::tcp::{self, CloseReason, Events, State};
 use crate::Protocols;
 use appif::errno;
@@ -72,7 +72,7 @@ impl Protocols {
         if rx_want <= rx_have && tx_want <= tx_have {
             return;
         }
-        let used = growth_used.entry(sockets::owner_of(c.id)).or_insert(0);
+        let used = growth_used.entry(c.owner).or_insert(0);
         if rx_want > rx_have {
             let target = rx_want.next_power_of_two().min(c.rx.reserved());
             let extra = target.saturating_sub(rx_have);
@@ -112,10 +112,7 @@ impl Protocols {
                     (AcceptQueue::Local(q), Some((tx, rx))) => {
                         q.push(appif::seg::Accepted { id, shared, tx, rx }).is_err()
                     }
-                    (AcceptQueue::AppSegment(q), None) => {
-                        let seg_slot = appif::seg::service_owner(id).map(|(_, s)| s);
-                        !seg_slot.is_some_and(|s| q.hand_over(s, &shared))
-                    }
+                    (AcceptQueue::AppSegment(q), None) => !q.hand_over(id, &shared),
                     _ => true,
                 };
                 l.shared.wake();

@@ -67,7 +67,7 @@ use crate::stats::Stats;
 use crate::tcp::IsnGenerator;
 use crate::time::Instant;
 use crate::wheel::TimerWheel;
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::errno;
 use appif::notify::Notify;
 use appif::seg::AcceptQueue;
@@ -446,7 +446,7 @@ impl<P: Port> Engine<P> {
         self.protocols.now = now;
         let n = self.reset_where(
             |s| {
-                appif::seg::service_owner(s.id()).is_some_and(|(a, _)| a == assoc)
+                s.owner() == Owner::association(assoc)
                     && !keep(s.id())
                     && !matches!(s, Socket::Tcp(c) if c.app_closed)
             },
@@ -503,12 +503,12 @@ impl<P: Port> Engine<P> {
             .slots
             .iter()
             .flatten()
+            .filter(|s| s.owner() == Owner::association(assoc))
             .filter(|s| match s {
                 Socket::Tcp(c) => !c.app_closed && !c.unaccepted(),
                 Socket::Listener(_) | Socket::Udp(_) => true,
             })
             .map(Socket::id)
-            .filter(|&id| appif::seg::service_owner(id).is_some_and(|(a, _)| a == assoc))
             .collect()
     }
 
@@ -598,13 +598,13 @@ fn socket_row(sock: &Socket) -> appif::stats_shm::ConnRow {
             core::net::SocketAddr::from((core::net::Ipv6Addr::UNSPECIFIED, 0))
         }
     };
-    let owner = |id| appif::seg::service_owner(id).map_or(0, |(a, _)| a);
     // A listener's or UDP socket's row: no remote end, no TCP state.
-    let unconnected = |local: core::net::SocketAddr, state, id| ConnRow {
+    let owner = sock.owner().0;
+    let unconnected = |local: core::net::SocketAddr, state| ConnRow {
         local,
         remote: any(local),
         state,
-        owner: owner(id),
+        owner,
         ..ConnRow::default()
     };
     match sock {
@@ -624,17 +624,17 @@ fn socket_row(sock: &Socket) -> appif::stats_shm::ConnRow {
                 rcv_wnd: clamp(t.rcv_wnd()),
                 mss: t.mss().min(usize::from(u16::MAX)) as u16,
                 retransmits: t.stats().retransmits,
-                owner: owner(c.id),
+                owner,
                 bytes_out: c.tx.position(),
                 bytes_in: c.rx.position(),
                 ..ConnRow::default()
             }
         }
-        Socket::Listener(l) => unconnected(l.local, ConnState::Listener, l.id),
+        Socket::Listener(l) => unconnected(l.local, ConnState::Listener),
         Socket::Udp(u) => ConnRow {
             bytes_out: u.tx.position(),
             bytes_in: u.rx.position(),
-            ..unconnected(u.local, ConnState::Udp, u.id)
+            ..unconnected(u.local, ConnState::Udp)
         },
     }
 }
@@ -768,15 +768,15 @@ impl Protocols {
             // Rings of service-mode applications: an impossible index is a
             // protocol violation that costs the application its association.
             let violated = match self.sockets.slots[slot as usize].as_ref() {
-                Some(Socket::Tcp(c)) => (c.tx.violated() || c.rx.violated()).then_some(c.id),
-                Some(Socket::Udp(u)) => (u.tx.violated() || u.rx.violated()).then_some(u.id),
+                Some(Socket::Tcp(c)) => (c.tx.violated() || c.rx.violated()).then_some(c.owner),
+                Some(Socket::Udp(u)) => (u.tx.violated() || u.rx.violated()).then_some(u.owner),
                 Some(Socket::Listener(l)) => match &l.accept {
-                    AcceptQueue::AppSegment(q) => q.violated().then_some(l.id),
+                    AcceptQueue::AppSegment(q) => q.violated().then_some(l.owner),
                     AcceptQueue::Local(_) => None,
                 },
                 None => None,
             };
-            if let Some((assoc, _)) = violated.and_then(appif::seg::service_owner) {
+            if let Some(assoc) = violated.and_then(Owner::assoc) {
                 if !self.violations.contains(&assoc) {
                     self.violations.push(assoc);
                 }

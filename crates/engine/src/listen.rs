@@ -21,6 +21,7 @@
 use crate::sockets::{Conn, Listener, Socket};
 use crate::tcp::Tcb;
 use crate::Protocols;
+use appif::command::Owner;
 use appif::errno;
 use appif::seg::AcceptQueue;
 use appif::socket::{SockId, SockState, StatusHandle};
@@ -108,11 +109,14 @@ impl Protocols {
             return None;
         }
         // The rings come from where the listener's application lives.
-        let (buffers, mapped, ip6) = match self.sockets.slots.get(lslot as usize) {
-            Some(Some(Socket::Listener(l))) => {
-                (l.buffers, l.local.is_ipv6() && remote.is_ipv4(), l.ip6)
-            }
-            _ => ((0, 0), false, Default::default()),
+        let (owner, buffers, mapped, ip6) = match self.sockets.slots.get(lslot as usize) {
+            Some(Some(Socket::Listener(l))) => (
+                l.owner,
+                l.buffers,
+                l.local.is_ipv6() && remote.is_ipv4(),
+                l.ip6,
+            ),
+            _ => (Owner::LOCAL, (0, 0), false, Default::default()),
         };
         let segment = match self.sockets.slots.get_mut(lslot as usize) {
             Some(Some(Socket::Listener(l))) => match &mut l.accept {
@@ -158,6 +162,7 @@ impl Protocols {
         }
         let conn = Conn {
             id,
+            owner,
             shared,
             tcb,
             tx: eng_tx,
@@ -333,13 +338,13 @@ impl Protocols {
         best.map_or(head, |(_, _, s)| s)
     }
 
-    /// `Command::JoinListener`: the socket `id` becomes a member of the
-    /// group of listener `group` (its head, or any member), with the
+    /// `Command::JoinListener`: the socket `id` of `owner` becomes a member
+    /// of the group of listener `group` (its head, or any member), with the
     /// group's address and buffer sizes. Closed with EINVAL when `group`
     /// is no listener, ENOBUFS when the socket table is full.
     pub(crate) fn join_listener(
         &mut self,
-        id: SockId,
+        (id, owner): (SockId, Owner),
         shared: Arc<StatusHandle>,
         group: SockId,
         accept: AcceptQueue,
@@ -356,6 +361,7 @@ impl Protocols {
         let (head, local, v6only, buffers, ip6) = head;
         let l = Listener {
             id,
+            owner,
             shared: shared.clone(),
             local,
             v6only,

@@ -6,6 +6,7 @@ use crate::family::Family;
 use crate::tcp::Tcb;
 use crate::time::Instant;
 use appif::bytes;
+use appif::command::Owner;
 use appif::seg::AcceptQueue;
 use appif::socket::{SockId, StatusHandle};
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -16,6 +17,8 @@ use std::sync::Arc;
 pub struct Conn {
     /// The application's id for the socket (engine-assigned on accept).
     pub id: SockId,
+    /// The application it belongs to (its listener's, when accepted).
+    pub owner: Owner,
     /// The socket's status block, written by the engine.
     pub shared: Arc<StatusHandle>,
     /// The TCP state machine of the connection (RFC 9293 §3.3.1).
@@ -79,6 +82,8 @@ impl Conn {
 pub struct Listener {
     /// The application's id for the socket (engine-assigned on accept).
     pub id: SockId,
+    /// The application it belongs to; the connections it accepts too.
+    pub owner: Owner,
     /// The socket's status block, written by the engine.
     pub shared: Arc<StatusHandle>,
     /// The address and port it listens on (IPv4 or IPv6).
@@ -117,6 +122,8 @@ pub struct Listener {
 pub struct UdpSock {
     /// The application's id for the socket (engine-assigned on accept).
     pub id: SockId,
+    /// The application it belongs to.
+    pub owner: Owner,
     /// The socket's status block, written by the engine.
     pub shared: Arc<StatusHandle>,
     /// The address and port it is bound to (IPv4 or IPv6).
@@ -192,6 +199,15 @@ impl Socket {
         }
     }
 
+    /// The application the socket belongs to, whatever its kind.
+    pub fn owner(&self) -> Owner {
+        match self {
+            Socket::Tcp(c) => c.owner,
+            Socket::Listener(l) => l.owner,
+            Socket::Udp(u) => u.owner,
+        }
+    }
+
     /// The socket's status block, whatever its kind.
     pub fn shared(&self) -> &Arc<StatusHandle> {
         match self {
@@ -200,12 +216,6 @@ impl Socket {
             Socket::Udp(u) => &u.shared,
         }
     }
-}
-
-/// The application a socket belongs to: its service-mode association, or 0
-/// for sockets of this process.
-pub fn owner_of(id: SockId) -> u32 {
-    appif::seg::service_owner(id).map_or(0, |(assoc, _)| assoc)
 }
 
 /// The TCP flow table of one address family `F`: (remote address,
@@ -301,7 +311,7 @@ pub struct Sockets {
     /// this process's) may add by growing its connections' rings, bytes.
     pub growth_limit: usize,
     /// Ring capacity added so far per application, bytes.
-    pub growth_used: HashMap<u32, usize>,
+    pub growth_used: HashMap<Owner, usize>,
     next_engine_id: u64,
     next_ephemeral: u16,
     /// First and last port of active opens (`EngineConfig::ephemeral_ports`).
@@ -471,7 +481,7 @@ impl Sockets {
                 }
                 self.ids.remove(&c.id);
                 if c.growth.counted > 0 {
-                    if let Some(used) = self.growth_used.get_mut(&owner_of(c.id)) {
+                    if let Some(used) = self.growth_used.get_mut(&c.owner) {
                         *used = used.saturating_sub(c.growth.counted);
                     }
                 }
@@ -491,26 +501,34 @@ impl Sockets {
         Some(sock)
     }
 
-    /// Files the connection or UDP socket in `slot` under `id` instead of
-    /// its id until now (a forked child took it over): a connection's ring
-    /// growth moves to the new owner's budget. False when `id` is taken or
-    /// `slot` holds neither.
-    pub fn rekey(&mut self, slot: u32, id: SockId) -> bool {
+    /// Files the connection or UDP socket in `slot` under `id` and `owner`
+    /// instead of its id and owner until now (a forked child took it
+    /// over): a connection's ring growth moves to the new owner's budget.
+    /// False when `id` is taken or `slot` holds neither.
+    pub fn rekey(&mut self, slot: u32, id: SockId, owner: Owner) -> bool {
         if self.ids.contains_key(&id) {
             return false;
         }
-        let (from, counted) = match self.slots.get_mut(slot as usize) {
-            Some(Some(Socket::Tcp(c))) => (std::mem::replace(&mut c.id, id), c.growth.counted),
-            Some(Some(Socket::Udp(u))) => (std::mem::replace(&mut u.id, id), 0),
+        let (from, before, counted) = match self.slots.get_mut(slot as usize) {
+            Some(Some(Socket::Tcp(c))) => (
+                std::mem::replace(&mut c.id, id),
+                std::mem::replace(&mut c.owner, owner),
+                c.growth.counted,
+            ),
+            Some(Some(Socket::Udp(u))) => (
+                std::mem::replace(&mut u.id, id),
+                std::mem::replace(&mut u.owner, owner),
+                0,
+            ),
             _ => return false,
         };
         self.ids.remove(&from);
         self.ids.insert(id, slot);
         if counted > 0 {
-            if let Some(used) = self.growth_used.get_mut(&owner_of(from)) {
+            if let Some(used) = self.growth_used.get_mut(&before) {
                 *used = used.saturating_sub(counted);
             }
-            *self.growth_used.entry(owner_of(id)).or_default() += counted;
+            *self.growth_used.entry(owner).or_default() += counted;
         }
         true
     }

@@ -3,7 +3,7 @@
 //! answered; an incomplete datagram times out.
 
 use appif::bytes;
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::notify::Notify;
 use appif::seg::AcceptQueue;
 use appif::socket::{SockState, StatusHandle, UdpHeader};
@@ -155,6 +155,7 @@ fn bound_udp_socket_fragmented_datagram_out_of_order_is_delivered_whole() {
         .cmds
         .push(Command::UdpBind {
             id: 1,
+            owner: Owner::LOCAL,
             shared: shared.clone(),
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, UDP_PORT).into(),
             v6only: false,
@@ -287,6 +288,7 @@ fn syn_received_icmp_error_quoting_connection_is_counted_only() {
         .cmds
         .push(Command::Listen {
             id: 1,
+            owner: Owner::LOCAL,
             shared: lshared.clone(),
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80).into(),
             v6only: false,

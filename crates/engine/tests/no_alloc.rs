@@ -2,7 +2,7 @@
 //! engine iterations over the `mem` wire make no heap allocation.
 
 use appif::bytes;
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::notify::Notify;
 use appif::seg::{AcceptQueue, Accepted};
 use appif::socket::{SockState, StatusHandle};
@@ -71,6 +71,7 @@ fn established_bulk_transfer_iterations_allocate_nothing() {
     let (acc_tx, mut acc_rx) = spsc::channel::<Accepted>(4);
     let _ = cb.push(Command::Listen {
         id: 1,
+        owner: Owner::LOCAL,
         shared: StatusHandle::local(),
         local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9).into(),
         v6only: false,
@@ -81,6 +82,7 @@ fn established_bulk_transfer_iterations_allocate_nothing() {
     let (eng_rx, _app_rx) = bytes::ring(64 * 1024);
     let _ = ca.push(Command::Connect {
         id: 1,
+        owner: Owner::LOCAL,
         shared: shared.clone(),
         local_port: 0,
         remote: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 9).into(),

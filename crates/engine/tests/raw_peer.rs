@@ -8,7 +8,7 @@
 //!   10 000 live connections leave the other connections serving, and the
 //!   counters say what happened.
 
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::notify::Notify;
 use appif::seg::{AcceptQueue, Accepted};
 use appif::socket::StatusHandle;
@@ -139,6 +139,7 @@ impl Fixture {
         let (acc_tx, accepted) = spsc::channel::<Accepted>(backlog);
         let _ = cmds.push(Command::Listen {
             id: 1,
+            owner: Owner::LOCAL,
             shared: StatusHandle::local(),
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80).into(),
             v6only: false,

@@ -8,7 +8,7 @@
 
 mod common;
 
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::region::Region;
 use appif::seg::AcceptQueue;
 use appif::seg::{self, AppSegment, AppSegmentAccept, Layout};
@@ -76,6 +76,7 @@ impl Setup {
             &mut cb,
             Command::Listen {
                 id: seg::service_id(1, 0),
+                owner: Owner::association(1),
                 shared: segs[0].shared(0, true).expect("slot 0"),
                 local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT).into(),
                 v6only: false,
@@ -88,6 +89,7 @@ impl Setup {
                 &mut cb,
                 Command::JoinListener {
                     id: seg::service_id(assoc, 0),
+                    owner: Owner::association(assoc),
                     shared: s.shared(0, true).expect("slot 0"),
                     group: seg::service_id(1, 0),
                     accept: accept_queue(s, assoc),
@@ -134,6 +136,7 @@ impl Setup {
             &mut self.ca,
             Command::Connect {
                 id: self.next_id,
+                owner: Owner::LOCAL,
                 shared: shared.clone(),
                 local_port: 0,
                 remote: SocketAddrV4::new(B_IP, PORT).into(),
@@ -239,4 +242,52 @@ fn connections_go_to_a_waiting_member_then_to_those_that_accept_and_the_port_out
     assert_eq!(w.connect(), Some(3));
     w.close(3);
     assert_eq!(w.connect(), None, "refused once the last member closed");
+}
+
+/// The engine keeps each socket's owner as its opening command named it,
+/// whatever its id: a member's listener and the connection it accepted
+/// belong to the member's association, and dropping that association
+/// closes those and nothing else.
+#[test]
+fn sockets_belong_to_the_owner_their_opening_named() {
+    let mut w = Setup::new();
+    // A listener whose id says nothing of its owner.
+    let (plain_tx, _plain_rx) = appif::spsc::channel(4);
+    let plain = StatusHandle::local();
+    push(
+        &mut w.cb,
+        Command::Listen {
+            id: 77,
+            owner: Owner::association(9),
+            shared: plain.clone(),
+            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT + 1).into(),
+            v6only: false,
+            accept: AcceptQueue::Local(plain_tx),
+        },
+    );
+    w.run(|_| plain.state() == SockState::Open);
+    assert_eq!(w.b.sockets_of(9), vec![77]);
+    // Member 3 waits in epoll: the next connection is its.
+    let efd = appif::ctl::eventfd().expect("an eventfd");
+    {
+        let seg3 = w.segs[2].clone();
+        let _armed = seg3.app_wake().arm(efd.as_raw_fd()).expect("armed");
+        assert_eq!(w.connect(), Some(3), "member 3 waits in epoll");
+    }
+    let mut of3 = w.b.sockets_of(3);
+    of3.sort_unstable();
+    // Slot 0 is the listener; the accepted connection took slot 1.
+    assert_eq!(of3, vec![seg::service_id(3, 0), seg::service_id(3, 1)]);
+    assert_eq!(w.b.sockets_of(1), vec![seg::service_id(1, 0)], "the head");
+    assert_eq!(w.b.sockets_of(2), vec![seg::service_id(2, 0)]);
+    let dropped =
+        w.b.drop_owner(3, appif::errno::ECONNRESET, Instant(w.t), |_| false);
+    assert_eq!(dropped, 2, "member 3's listener and connection");
+    let conn = w.segs[2].shared(1, false).expect("slot 1");
+    assert_eq!(conn.state(), SockState::Closed);
+    assert_eq!(conn.error(), appif::errno::ECONNRESET);
+    assert!(w.b.sockets_of(3).is_empty());
+    assert_eq!(w.b.sockets_of(1), vec![seg::service_id(1, 0)]);
+    assert_eq!(w.b.sockets_of(9), vec![77], "another owner's socket stays");
+    assert_eq!(plain.state(), SockState::Open);
 }

@@ -9,7 +9,7 @@ mod common;
 mod owner_bench;
 use owner_bench::check_clean;
 
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::seg::{AcceptQueue, Accepted};
 use appif::socket::{engine_of, with_engine, SockState, StatusHandle};
 use appif::spsc;
@@ -171,6 +171,7 @@ impl Net {
 fn listen(id: u64, port: u16, accept: spsc::Sender<Accepted>) -> Command {
     Command::Listen {
         id,
+        owner: Owner::LOCAL,
         shared: StatusHandle::local(),
         local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port).into(),
         v6only: false,
@@ -186,6 +187,7 @@ fn connect(id: u64, remote: SocketAddrV4, ring: usize) -> (Command, End) {
     let (eng_rx, app_rx) = appif::bytes::ring(ring);
     let cmd = Command::Connect {
         id,
+        owner: Owner::LOCAL,
         shared: shared.clone(),
         local_port: 0,
         remote: remote.into(),

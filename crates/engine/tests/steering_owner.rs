@@ -11,7 +11,7 @@
 mod owner_bench;
 
 use appif::bytes;
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::socket::{SockState, StatusHandle, UdpHeader};
 use engine::stats::Stats;
 use nic::mem::Steer;
@@ -41,6 +41,7 @@ fn bind(b: &mut Bench, e: usize) -> Udp {
         &mut b.cmds[e],
         Command::UdpBind {
             id,
+            owner: Owner::LOCAL,
             shared: shared.clone(),
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0).into(),
             tx: eng_tx,

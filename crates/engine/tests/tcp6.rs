@@ -7,7 +7,7 @@
 mod common;
 
 use appif::bytes;
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::seg::{AcceptQueue, Accepted};
 use appif::socket::{SockState, StatusHandle, UdpHeader};
 use appif::spsc;
@@ -267,6 +267,7 @@ fn syn_cookies_open_v6_connections_when_the_backlog_is_full() {
         &mut w.cb,
         Command::Listen {
             id: 4,
+            owner: Owner::LOCAL,
             shared: StatusHandle::local(),
             local: any6(PORT + 2),
             v6only: true,
@@ -283,6 +284,7 @@ fn syn_cookies_open_v6_connections_when_the_backlog_is_full() {
             &mut w.ca,
             Command::Connect {
                 id: 10 + i,
+                owner: Owner::LOCAL,
                 shared: shared.clone(),
                 local_port: 0,
                 remote: sa(B6, PORT + 2),
@@ -349,6 +351,7 @@ fn v6only_listener_refuses_ipv4_and_shares_its_port_with_an_ipv4_one() {
         &mut w.cb,
         Command::Listen {
             id: 2,
+            owner: Owner::LOCAL,
             shared: l4.clone(),
             local: SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), PORT),
             v6only: false,
@@ -362,6 +365,7 @@ fn v6only_listener_refuses_ipv4_and_shares_its_port_with_an_ipv4_one() {
         &mut w.cb,
         Command::Listen {
             id: 3,
+            owner: Owner::LOCAL,
             shared: dual.clone(),
             local: any6(PORT),
             v6only: false,
@@ -376,6 +380,7 @@ fn v6only_listener_refuses_ipv4_and_shares_its_port_with_an_ipv4_one() {
         &mut w.ca,
         Command::Connect {
             id: 5,
+            owner: Owner::LOCAL,
             shared: shared.clone(),
             local_port: 0,
             remote: to,
@@ -407,6 +412,7 @@ fn udp(
         cmds,
         Command::UdpBind {
             id,
+            owner: Owner::LOCAL,
             shared: shared.clone(),
             local,
             v6only: false,

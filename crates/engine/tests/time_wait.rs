@@ -10,7 +10,7 @@
 mod common;
 
 use appif::bytes;
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::seg::Accepted;
 use appif::socket::{SockState, StatusHandle};
 use appif::spsc;
@@ -82,6 +82,7 @@ impl Pair {
             &mut self.ca,
             Command::Connect {
                 id,
+                owner: Owner::LOCAL,
                 shared: shared.clone(),
                 local_port: CLIENT_PORT,
                 remote: SocketAddrV4::new(B_IP, PORT).into(),

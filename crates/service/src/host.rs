@@ -28,7 +28,7 @@ use crate::config::{Policy, Validated};
 use crate::control::ControlSocket;
 use crate::forks::Forks;
 use crate::translate::{translate, ProtocolViolation};
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::ctl::{self, Epoll};
 use appif::notify::Notify;
 use appif::seg::{self, AppSegmentAccept, Desc};
@@ -314,10 +314,15 @@ impl<P: Port> Host<P> {
                 .adopt(app.assoc, seg::service_id(o, parent_slot), id)
         });
         match from {
-            Some(from) => self
-                .engine
-                .engine
-                .submit(Command::Adopt { id, shared, from }, now),
+            Some(from) => self.engine.engine.submit(
+                Command::Adopt {
+                    id,
+                    owner: Owner::association(app.assoc),
+                    shared,
+                    from,
+                },
+                now,
+            ),
             None => {
                 app.stats.refused += 1;
                 shared.set_closed(appif::errno::ENETDOWN);

@@ -1,7 +1,9 @@
-//! The descriptor-to-command path: what an application's descriptor
-//! ([`Desc`], read from its command ring) asks of the engine, as a
-//! [`Command`] naming the application's sockets by their service ids, once
-//! checked. The application side is `corestack::service` (Command → Desc).
+//! The descriptor-to-command path, the one translation of service mode:
+//! what an application's descriptor ([`Desc`], read from its command ring)
+//! asks of the engine, as a [`Command`] naming the application's sockets by
+//! their service ids (and, opening one, the association as its [`Owner`]),
+//! once checked. The application side builds descriptors directly
+//! (`corestack`'s `stack::Request`).
 //!
 //! Everything here comes from an application's shared memory, so nothing
 //! is trusted: a slot out of range is a [`ProtocolViolation`] (the
@@ -13,7 +15,7 @@
 //! engine's `Connect` expects.
 
 use crate::assoc::AppStats;
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::errno;
 use appif::seg::AcceptQueue;
 use appif::seg::{self, AppSegment, AppSegmentAccept, CmdError, Desc, DescError};
@@ -93,6 +95,7 @@ pub fn translate(
         return Err(range());
     }
     let id = seg::service_id(assoc, slot);
+    let owner = Owner::association(assoc);
     let port = match d {
         Desc::Connect { local_port, .. } => Some(local_port),
         Desc::Listen { local, .. } | Desc::UdpBind { local, .. } => Some(local.port()),
@@ -123,6 +126,7 @@ pub fn translate(
             ..
         } => Command::Connect {
             id,
+            owner,
             shared: seg.shared(slot, true).ok_or_else(range)?,
             local_port,
             remote: appif::socket::from_mapped(remote),
@@ -137,6 +141,7 @@ pub fn translate(
             ..
         } => Command::Listen {
             id,
+            owner,
             shared: seg.shared(slot, true).ok_or_else(range)?,
             local,
             v6only,
@@ -147,6 +152,7 @@ pub fn translate(
         },
         Desc::UdpBind { local, v6only, .. } => Command::UdpBind {
             id,
+            owner,
             shared: seg.shared(slot, true).ok_or_else(range)?,
             local,
             v6only,
@@ -164,6 +170,7 @@ pub fn translate(
             };
             Command::JoinListener {
                 id,
+                owner,
                 shared: seg.shared(slot, true).ok_or_else(range)?,
                 group: seg::service_id(parent, parent_slot),
                 accept: AcceptQueue::AppSegment(
@@ -327,9 +334,14 @@ mod tests {
             .expect("a command for the engine");
         match c {
             Command::JoinListener {
-                id, group, accept, ..
+                id,
+                owner,
+                group,
+                accept,
+                ..
             } => {
                 assert_eq!(service_owner(id), Some((ASSOC, 2)));
+                assert_eq!(owner, Owner::association(ASSOC), "the child's member");
                 assert_eq!(service_owner(group), Some((3, 5)), "the parent's slot 5");
                 assert_eq!(accept.capacity(), 16);
             }
@@ -407,20 +419,33 @@ mod tests {
                 .expect("no violation")
                 .expect("a command for the engine");
             // The command of the same kind, with the same arguments, on the app's socket id.
+            // Opening commands name the association as the socket's owner.
+            let mine = Owner::association(ASSOC);
             let id = match (d, c) {
-                (Desc::Connect { nodelay, .. }, Command::Connect { id, nodelay: n, .. })
-                    if nodelay == n =>
-                {
-                    Some(id)
-                }
-                (Desc::Listen { backlog, .. }, Command::Listen { id, accept, .. })
-                    if accept.capacity() == backlog as usize =>
-                {
-                    Some(id)
-                }
-                (Desc::UdpBind { local, .. }, Command::UdpBind { id, local: l, .. }) => {
-                    (local == l).then_some(id)
-                }
+                (
+                    Desc::Connect { nodelay, .. },
+                    Command::Connect {
+                        id,
+                        owner,
+                        nodelay: n,
+                        ..
+                    },
+                ) if nodelay == n && owner == mine => Some(id),
+                (
+                    Desc::Listen { backlog, .. },
+                    Command::Listen {
+                        id, owner, accept, ..
+                    },
+                ) if accept.capacity() == backlog as usize && owner == mine => Some(id),
+                (
+                    Desc::UdpBind { local, .. },
+                    Command::UdpBind {
+                        id,
+                        owner,
+                        local: l,
+                        ..
+                    },
+                ) => (local == l && owner == mine).then_some(id),
                 (Desc::Send { .. }, Command::Send { id })
                 | (Desc::Recvd { .. }, Command::Recvd { id })
                 | (Desc::Shutdown { .. }, Command::Shutdown { id })

@@ -1,7 +1,9 @@
 //! Where a listener's accepted connections go: a queue in this process,
 //! or the listener slot's ring of an application segment.
 
-use super::{service_id, AppSegment, OWNER_APP, OWNER_BOTH, OWNER_ENGINE, OWNER_FREE};
+use super::{
+    service_id, service_owner, AppSegment, OWNER_APP, OWNER_BOTH, OWNER_ENGINE, OWNER_FREE,
+};
 use crate::bytes;
 use crate::socket::{SockId, StatusHandle};
 use crate::spsc;
@@ -176,10 +178,15 @@ impl AppSegmentAccept {
         None
     }
 
-    /// Hands connection `slot` (whose engine handle is `shared`) to the
-    /// application; false when the queue is full (the caller resets the
-    /// connection).
-    pub fn hand_over(&mut self, slot: u32, shared: &StatusHandle) -> bool {
+    /// Hands connection `id` (one [`AppSegmentAccept::claim`] gave; its
+    /// engine handle is `shared`) to the application; false when the queue
+    /// is full or `id` is no slot of this queue's segment (the caller
+    /// resets the connection).
+    pub fn hand_over(&mut self, id: SockId, shared: &StatusHandle) -> bool {
+        let slot = match service_owner(id) {
+            Some((assoc, slot)) if assoc == self.assoc => slot,
+            _ => return false,
+        };
         let ok = self.queued() < self.backlog && self.queue.write_all(&slot.to_le_bytes());
         if ok {
             shared.set_release_bits(OWNER_ENGINE);

@@ -551,7 +551,10 @@ impl AppSegment {
 }
 
 /// The engine's id for `slot` of association `assoc`: bit 62 set, the
-/// association in bits 32..62, the slot below.
+/// association in bits 32..62, the slot below. Minted and read by the
+/// daemon and by the accept queue ([`AppSegmentAccept`]); to the engine it
+/// is an opaque key (a socket's owner is the
+/// [`Owner`](crate::command::Owner) its opening command named).
 pub fn service_id(assoc: u32, slot: u32) -> SockId {
     crate::socket::SERVICE_ID_BIT | (u64::from(assoc) & 0x3fff_ffff) << 32 | u64::from(slot)
 }

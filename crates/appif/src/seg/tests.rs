@@ -252,7 +252,13 @@ fn engine_slots_wake_the_app_and_free_themselves() {
     c.shared.wake();
     assert_ne!(s.app_wake().seq(), seen);
     assert!(!acc.has_accepted(), "nothing handed over yet");
-    assert!(acc.hand_over(c.slot, &c.shared));
+    // Only an id of this queue's association is handed over.
+    assert!(!acc.hand_over(service_id(8, c.slot), &c.shared));
+    assert!(
+        !acc.hand_over(u64::from(c.slot), &c.shared),
+        "no service id"
+    );
+    assert!(acc.hand_over(c.id, &c.shared));
     assert!(!acc.has_accepted(), "handed over, not taken");
     let mut q = s.rx_reader(l).unwrap();
     let mut b = [0u8; 4];

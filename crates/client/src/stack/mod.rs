@@ -7,15 +7,17 @@
 //! the handle itself and the sockets it opens.
 
 mod builder;
+mod request;
 mod run;
 mod wait;
 
 pub use builder::StackBuilder;
 pub use nic::Driver;
+pub(crate) use request::Request;
 pub use wait::{spin_round, Waited};
 
 use appif::bytes;
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::errno;
 use appif::notify::Notify;
 use appif::seg::Desc;
@@ -272,6 +274,7 @@ impl Stack {
             false,
             |id, shared, tx, rx| Command::UdpBind {
                 id,
+                owner: Owner::LOCAL,
                 shared,
                 local,
                 v6only,
@@ -282,7 +285,7 @@ impl Stack {
     }
 
     /// A new socket: in service mode a slot of the segment, announced to
-    /// the daemon with `desc(slot)`; else parts in this process's memory
+    /// the daemon with `desc(slot)` (the daemon names its owner); else parts in this process's memory
     /// ([`Stack::local_parts`], `growable` for TCP) owned by `engine`,
     /// announced to it with `command(id, status, engine's TX end, engine's
     /// RX end)`. Errors: EMFILE when the service segment has no free slot.
@@ -354,6 +357,7 @@ impl Stack {
             let (tx, rx) = spsc::channel(backlog);
             self.command(Command::Listen {
                 id: appif::socket::with_engine(base, e),
+                owner: Owner::LOCAL,
                 shared: shared.clone(),
                 local,
                 v6only,
@@ -521,13 +525,21 @@ impl Stack {
         self.inner.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Sends a command to the engine its socket's id names (a listener's:
-    /// every engine), waiting (running the engines in inline mode) while
-    /// the command ring is full.
-    pub(crate) fn command(&self, cmd: Command) {
-        if let Mode::Service(s) = &self.inner.mode {
-            return s.submit(&cmd);
+    /// Asks `r` of the open socket `id`: in service mode as a descriptor
+    /// for its slot in the segment, else as a command to the engine the id
+    /// names (a listener's: every engine). Waits (running the engines in
+    /// inline mode) while the command ring is full.
+    pub(crate) fn request(&self, id: SockId, r: Request) {
+        match &self.inner.mode {
+            Mode::Service(s) => s.submit(r.desc(id as u32)),
+            _ => self.command(r.command(id)),
         }
+    }
+
+    /// Sends a command to the engine its socket's id names (embedded and
+    /// inline mode; service mode sends descriptors), waiting (running the
+    /// engines in inline mode) while the command ring is full.
+    fn command(&self, cmd: Command) {
         let lanes = self.inner.lanes.len();
         let engine = appif::socket::engine_of(cmd.id());
         if engine >= lanes {
@@ -585,6 +597,7 @@ impl Stack {
         };
         self.open_socket(engine, desc, true, |id, shared, tx, rx| Command::Connect {
             id,
+            owner: Owner::LOCAL,
             shared,
             local_port,
             remote,

@@ -3,7 +3,7 @@
 //! application echoes, A reads back ([`Echo`]).
 
 use super::{listening_pair, End, ListeningPair, B_IP, STEP_NS};
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::seg::Accepted;
 use appif::socket::{SockState, StatusHandle};
 use appif::{bytes, spsc};
@@ -86,6 +86,7 @@ impl Echo {
             let (eng_rx, a_rx) = bytes::growable_ring(RING, RING);
             let cmd = Command::Connect {
                 id: 1 + i as u64,
+                owner: Owner::LOCAL,
                 shared: shared.clone(),
                 local_port: 0,
                 remote: SocketAddrV4::new(B_IP, PORT).into(),

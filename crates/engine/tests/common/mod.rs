@@ -10,7 +10,7 @@
 pub mod echo;
 
 use appif::bytes;
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::notify::Notify;
 use appif::seg::{AcceptQueue, Accepted};
 use appif::socket::{SockState, StatusHandle};
@@ -227,6 +227,7 @@ pub fn listening_pair(
         &mut cb,
         Command::Listen {
             id: 1,
+            owner: Owner::LOCAL,
             shared: StatusHandle::local(),
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port).into(),
             v6only: false,
@@ -321,6 +322,7 @@ impl Wire {
             &mut cb,
             Command::Listen {
                 id: 1,
+                owner: Owner::LOCAL,
                 shared: StatusHandle::local(),
                 local: listen.0,
                 v6only: listen.1,
@@ -344,6 +346,7 @@ impl Wire {
             &mut ca,
             Command::Connect {
                 id: 1,
+                owner: Owner::LOCAL,
                 shared: shared.clone(),
                 local_port: 0,
                 remote: to,

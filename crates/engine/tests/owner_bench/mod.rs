@@ -5,7 +5,7 @@
 
 #![allow(dead_code)]
 
-use appif::command::Command;
+use appif::command::{Command, Owner};
 use appif::notify::Notify;
 use appif::seg::{AcceptQueue, Accepted};
 use appif::socket::{with_engine, SockState, StatusHandle};
@@ -81,6 +81,7 @@ impl Bench {
                 &mut c,
                 Command::Listen {
                     id: with_engine(1, e),
+                    owner: Owner::LOCAL,
                     shared: StatusHandle::local(),
                     local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT).into(),
                     accept: AcceptQueue::Local(acc),
