@@ -92,7 +92,9 @@ pub fn link_local_from_mac(mac: [u8; 6]) -> std::net::Ipv6Addr {
 pub use engine::PollPolicy;
 pub use nic::af_xdp::TxPath;
 pub use poll::{Event, Interest, Poller, Probe, Source, Status};
-pub use stack::{spin_round, Driver, Stack, StackBuilder, Waited};
+pub use stack::{
+    spin_round, Driver, Stack, StackBuilder, Step, StepInterrupted, WaitSteps, Waited,
+};
 pub use sys::SpinSignals;
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;

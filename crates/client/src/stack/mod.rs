@@ -2,18 +2,21 @@
 //!
 //! Files: `builder` (settings, opening the port, starting the engine in
 //! one of three modes), `run` (the engine loop of embedded and inline
-//! mode: the engine thread, its naps and doorbell), `wait` (how an
-//! application thread waits for the engine: spin, then sleep), and here
+//! mode: the engine thread, its naps and doorbell), `steps` (the steps of
+//! every wait, written once: spin, arm, look again, sleep), `wait` (how an
+//! application thread waits for the engine with them), and here
 //! the handle itself and the sockets it opens.
 
 mod builder;
 mod request;
 mod run;
+mod steps;
 mod wait;
 
 pub use builder::StackBuilder;
 pub use nic::Driver;
 pub(crate) use request::Request;
+pub use steps::{Step, StepInterrupted, WaitSteps};
 pub use wait::{spin_round, Waited};
 
 use appif::bytes;

@@ -4,6 +4,7 @@
 //! between naps).
 
 use super::run::{engine_cpu, MAX_NAP};
+use super::steps::{Step, WaitSteps};
 use super::{Mode, Stack};
 use appif::errno;
 use appif::notify::Notify;
@@ -301,10 +302,11 @@ impl Stack {
     }
 
     /// Waits until `ready()` holds, `timeout` passes (None: no limit) or a
-    /// signal handler runs, whichever is first. Spins for
-    /// [`Stack::spin_time`], then sleeps in the kernel: on `notify` (the
-    /// socket's doorbell, a futex wait) in embedded and service mode, on
-    /// the NIC fd between engine iterations in inline mode.
+    /// signal handler runs, whichever is first, in the steps every waiter
+    /// takes ([`crate::WaitSteps`]): spins for [`Stack::spin_time`], then
+    /// sleeps in the kernel: on `notify` (the socket's doorbell, a futex
+    /// wait) in embedded and service mode, on the NIC fd between engine
+    /// iterations in inline mode.
     pub fn wait_until(
         &self,
         notify: &Notify,
@@ -313,47 +315,27 @@ impl Stack {
     ) -> Waited {
         let start = Instant::now();
         let left = |now: Instant| timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
-        // Signals that arrive while this thread spins (see SpinSignals).
-        let mut sig = crate::sys::SpinSignals::new(None);
+        let mut steps = WaitSteps::new(self, None);
         loop {
             if ready() {
                 return Waited::Ready;
             }
-            if sig.check().is_some() {
-                return Waited::Interrupted;
-            }
-            let now = Instant::now();
-            let remaining = left(now);
+            let remaining = left(Instant::now());
             if remaining == Some(Duration::ZERO) {
                 return Waited::TimedOut;
             }
-            match &self.inner.mode {
-                Mode::Inline(_) => {
-                    // Held through the naps too (they unblock atomically).
-                    sig.hold();
-                    if self.drive() || !self.idle() {
-                        continue;
-                    }
-                    if sig.check().is_some() {
-                        return Waited::Interrupted;
-                    }
+            match steps.next(self) {
+                Err(_) => return Waited::Interrupted,
+                Ok(Step::Look) => {}
+                Ok(Step::Nap(mask)) => {
                     let nap = remaining.unwrap_or(MAX_NAP).min(MAX_NAP);
                     if let Some(fd) = self.inner.idle.rx_fd {
-                        let mask = sig.sleep_mask();
                         if crate::sys::sleep_readable(fd, nap, mask.as_ref()) {
                             return Waited::Interrupted;
                         }
                     }
                 }
-                Mode::Embedded { .. } | Mode::Service(_) => {
-                    if now.saturating_since(start) < self.inner.spin {
-                        sig.hold();
-                        spin_round();
-                        continue;
-                    }
-                    if sig.release().is_some() {
-                        return Waited::Interrupted;
-                    }
+                Ok(Step::Sleep) => {
                     let seen = notify.seq();
                     if ready() {
                         return Waited::Ready;

@@ -1,0 +1,115 @@
+//! The steps of a wait, written once for every waiter: the client
+//! library's ([`Stack::wait_until`]) and the shim's (a blocking call with a
+//! kernel side, poll/select, epoll_wait).
+//!
+//! A waiter looks at what it waits for, and when nothing is there asks
+//! [`WaitSteps::next`] what to do before it looks again:
+//! - **inline mode**: run the engine; when the engine has had nothing to do
+//!   for its idle time, nap in the kernel ([`Step::Nap`]) on the NIC
+//!   queue's fd and the waiter's own kernel fds, at most
+//!   [`Stack::MAX_INLINE_SLEEP`], under a mask that lets the held signals
+//!   through atomically for the nap alone;
+//! - **embedded and service mode**: spin for [`Stack::spin_time`], offering
+//!   the CPU to other threads each round ([`spin_round`]: a `sched_yield`,
+//!   which returns at once when no thread waits for this CPU); then
+//!   [`Step::Sleep`]: the waiter arms the doorbell of what it waits for
+//!   ([`Stack::arm`] with its eventfd, or a futex wait on the notify word),
+//!   looks once more (the engine may have rung before the arm), and sleeps
+//!   in the kernel until the engine rings, a kernel fd is ready, the
+//!   deadline passes or a signal arrives.
+//!
+//! While it spins or runs the engine the waiter holds the asynchronous
+//! signals and looks at the pending set each step ([`SpinSignals`]): a
+//! handler that runs then ends the wait as a handler ends a kernel sleep
+//! ([`StepInterrupted`]; the caller answers EINTR, or restarts where Linux
+//! would restart the call).
+
+use super::wait::spin_round;
+use super::Stack;
+use crate::sys::SpinSignals;
+use std::time::Instant;
+
+/// What a waiter does next ([`WaitSteps::next`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Step {
+    /// Look again at once: the spin went a round (or, inline, the engine
+    /// did work).
+    Look,
+    /// Inline mode, the engine idle: nap in the kernel (poll/ppoll or
+    /// epoll_pwait) on the NIC queue's fd ([`Stack::nic_fd`]) and the
+    /// waiter's kernel fds, for at most [`Stack::MAX_INLINE_SLEEP`], under
+    /// this mask (None: the call's own, or the thread's).
+    Nap(Option<libc::sigset_t>),
+    /// The spin is over and the held signals are back: arm the doorbell,
+    /// look once more, then sleep.
+    Sleep,
+}
+
+/// A signal handler ran while the waiter spun or ran the engine: the wait
+/// ends as a handler ends a kernel sleep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepInterrupted {
+    /// Every handler that ran has SA_RESTART (where Linux restarts the call).
+    pub restart: bool,
+}
+
+/// The spin → arm → recheck → sleep protocol of one wait (see the module
+/// documentation).
+pub struct WaitSteps {
+    inline: bool,
+    spin_until: Instant,
+    sig: SpinSignals,
+}
+
+impl WaitSteps {
+    /// A wait that starts now on `stack`, for a call that runs under
+    /// `mask` (ppoll's, epoll_pwait's; None: the thread's own).
+    pub fn new(stack: &Stack, mask: Option<&libc::sigset_t>) -> WaitSteps {
+        WaitSteps {
+            inline: stack.is_inline(),
+            spin_until: Instant::now() + stack.spin_time(),
+            sig: SpinSignals::new(mask),
+        }
+    }
+
+    /// The next step after a look that found nothing. Errors: a signal
+    /// handler ran since the last step.
+    pub fn next(&mut self, stack: &Stack) -> Result<Step, StepInterrupted> {
+        self.check()?;
+        if self.inline {
+            // Held through the naps too (their mask lets them through).
+            self.sig.hold();
+            if stack.drive() || !stack.idle() {
+                return Ok(Step::Look);
+            }
+            self.check()?;
+            return Ok(Step::Nap(self.sig.sleep_mask()));
+        }
+        if Instant::now() < self.spin_until {
+            self.sig.hold();
+            spin_round();
+            return Ok(Step::Look);
+        }
+        match self.sig.release() {
+            Some(restart) => Err(StepInterrupted { restart }),
+            None => Ok(Step::Sleep),
+        }
+    }
+
+    /// Puts the thread's signal mask back (it is held while spinning)
+    /// before the caller decides on a restart or returns; what a pending
+    /// handler says, as [`WaitSteps::next`] would.
+    pub fn release(&mut self) -> Result<(), StepInterrupted> {
+        match self.sig.release() {
+            Some(restart) => Err(StepInterrupted { restart }),
+            None => Ok(()),
+        }
+    }
+
+    fn check(&mut self) -> Result<(), StepInterrupted> {
+        match self.sig.check() {
+            Some(restart) => Err(StepInterrupted { restart }),
+            None => Ok(()),
+        }
+    }
+}
