@@ -1,53 +1,163 @@
-/* pthread_cancel of a thread blocked in recv on a corestack connection
- * (review finding: it hung). On Linux the blocked recv is a cancellation
- * point: the thread ends and pthread_join returns PTHREAD_CANCELED.
+/* pthread_cancel of a thread blocked in a call on a corestack socket: recv,
+ * poll, epoll_wait on a connection, accept on a listener. On Linux each is
+ * a cancellation point: the thread ends and pthread_join returns
+ * PTHREAD_CANCELED; the sockets stay usable by the other threads. A thread
+ * that disabled cancellation keeps waiting, and the cancel acts at its next
+ * cancellation point once enabled again.
  *
- * usage: cancel PEER PORT   (PEER echoes TCP on PORT; run under the shim)
- * Prints one line per check (PASS/FAIL); exit status 0 when all pass. */
+ * usage: cancel PEER PORT LPORT   (PEER echoes TCP on PORT; LPORT is free
+ * here; run under the shim) Prints one line per check (PASS/FAIL); exit
+ * status 0 when all pass. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 
-static int conn;
+static int conn, ep, lsn, conn2;
 
-static void *blocked(void *arg) {
+static void *in_recv(void *arg) {
     (void)arg;
     char b[16];
     recv(conn, b, sizeof b, 0); /* nothing comes: blocks */
     return NULL;
 }
 
+static void *in_poll(void *arg) {
+    (void)arg;
+    struct pollfd p = {.fd = conn, .events = POLLIN};
+    poll(&p, 1, -1);
+    return NULL;
+}
+
+static void *in_epoll_wait(void *arg) {
+    (void)arg;
+    struct epoll_event ev;
+    epoll_wait(ep, &ev, 1, -1);
+    return NULL;
+}
+
+static void *in_accept(void *arg) {
+    (void)arg;
+    accept(lsn, NULL, NULL); /* nobody connects: blocks */
+    return NULL;
+}
+
+/* Cancellation disabled while blocked in recv: not cancelled until the
+ * data comes, then cancelled at the next cancellation point. */
+static void *disabled_in_recv(void *arg) {
+    (void)arg;
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    char b[16];
+    ssize_t n = recv(conn2, b, sizeof b, 0);
+    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+    pthread_testcancel();
+    return (void *)n; /* not reached when the cancel acts */
+}
+
+/* Joins `t` within `ms`: 0 and its result, or the error (ETIMEDOUT). */
+static int join_within(pthread_t t, long ms, void **ret) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    return pthread_timedjoin_np(t, ret, &until);
+}
+
+/* Starts `fn`, lets it block, cancels it, and checks it ends cancelled. */
+static void cancelled(const char *name, void *(*fn)(void *)) {
+    pthread_t t;
+    pthread_create(&t, NULL, fn, NULL);
+    usleep(200 * 1000);
+    pthread_cancel(t);
+    void *ret = NULL;
+    int r = join_within(t, 3000, &ret);
+    CHECK(name, r == 0 && ret == PTHREAD_CANCELED, "join %s",
+          r ? strerror(r) : "returned, not cancelled");
+    if (r) {
+        printf("SOME FAILED\n");
+        fflush(stdout);
+        _exit(1); /* the thread still holds the socket: stop here */
+    }
+}
+
+static int echoes(int fd) {
+    if (send(fd, "ping", 4, 0) != 4)
+        return -1;
+    char b[16];
+    return (int)recv(fd, b, sizeof b, 0);
+}
+
 int main(int argc, char **argv) {
-    struct sockaddr_in peer = peer_args(argc, argv, 3, "cancel PEER PORT");
+    if (argc != 4) {
+        fprintf(stderr, "usage: cancel PEER PORT LPORT\n");
+        return 2;
+    }
+    struct sockaddr_in peer = peer_args(3, argv, 3, "cancel PEER PORT LPORT");
     conn = socket(AF_INET, SOCK_STREAM, 0);
-    if (connect(conn, (struct sockaddr *)&peer, sizeof peer) < 0) {
+    conn2 = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(conn, (struct sockaddr *)&peer, sizeof peer) < 0 ||
+        connect(conn2, (struct sockaddr *)&peer, sizeof peer) < 0) {
         printf("FAIL connect: %s\n", strerror(errno));
         return 1;
     }
+    ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = conn};
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, conn, &ev) < 0) {
+        printf("FAIL epoll_ctl: %s\n", strerror(errno));
+        return 1;
+    }
+    lsn = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in any = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[3]))};
+    if (bind(lsn, (struct sockaddr *)&any, sizeof any) < 0 || listen(lsn, 8) < 0) {
+        printf("FAIL listen: %s\n", strerror(errno));
+        return 1;
+    }
+
+    cancelled("a thread blocked in recv is cancelled", in_recv);
+    cancelled("a thread blocked in poll is cancelled", in_poll);
+    cancelled("a thread blocked in epoll_wait is cancelled", in_epoll_wait);
+    cancelled("a thread blocked in accept is cancelled", in_accept);
+
+    int n = echoes(conn);
+    CHECK("the connection still echoes", n == 4, "got %d (%s)", n, strerror(errno));
+    struct epoll_event got;
+    int e = epoll_wait(ep, &got, 1, 0);
+    CHECK("the epoll still works", e == 0, "epoll_wait gave %d (%s)", e, strerror(errno));
+    fcntl(lsn, F_SETFL, fcntl(lsn, F_GETFL) | O_NONBLOCK);
+    int a = accept(lsn, NULL, NULL);
+    CHECK("the listener still answers", a < 0 && (errno == EAGAIN || errno == EWOULDBLOCK),
+          "accept4 gave %d (%s)", a, strerror(errno));
+
     pthread_t t;
-    pthread_create(&t, NULL, blocked, NULL);
+    pthread_create(&t, NULL, disabled_in_recv, NULL);
     usleep(200 * 1000);
     pthread_cancel(t);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 3;
     void *ret = NULL;
-    int r = pthread_timedjoin_np(t, &ret, &until);
-    CHECK("a thread blocked in recv is cancelled", r == 0 && ret == PTHREAD_CANCELED,
-          "join %s", r ? strerror(r) : "returned, not cancelled");
-    send(conn, "ping", 4, 0);
-    char b[16];
-    int n = (int)recv(conn, b, sizeof b, 0);
-    CHECK("the connection still echoes", n == 4, "got %d", n);
+    int r = join_within(t, 500, &ret);
+    CHECK("with cancellation disabled, recv keeps waiting", r == ETIMEDOUT, "join %s",
+          r ? strerror(r) : "returned");
+    if (r == ETIMEDOUT) {
+        send(conn2, "ping", 4, 0);
+        r = join_within(t, 3000, &ret);
+        CHECK("enabled again, the cancel acts", r == 0 && ret == PTHREAD_CANCELED, "join %s",
+              r ? strerror(r) : "returned, not cancelled");
+    }
     printf(failures ? "SOME FAILED\n" : "ALL PASSED\n");
     fflush(stdout);
     _exit(failures ? 1 : 0);

@@ -31,6 +31,7 @@ mod collect;
 
 use collect::merge_dups;
 
+use crate::cancel::{self, Quiet};
 use crate::sock::Sock;
 use crate::table::{self, Obj};
 use crate::wait::Deadline;
@@ -396,6 +397,13 @@ impl Epoll {
         if out.is_empty() {
             return Err(libc::EINVAL);
         }
+        // No cancellation acts inside; a requested one ends the wait, woken
+        // through the wake eventfd (made here if no corestack socket did).
+        let quiet = Quiet::new();
+        let _asleep = self.wake_fd(epfd).ok().map(|w| quiet.asleep_eventfd(w));
+        if quiet.due() {
+            return Err(cancel::PENDING);
+        }
         // Counted before the look at the interest list (see `poke`).
         self.sleepers.fetch_add(1, Ordering::SeqCst);
         let first = (!self.has_core()).then(|| (real(), crate::sys::errno()));
@@ -410,8 +418,11 @@ impl Epoll {
             }
         }
         loop {
+            if quiet.due() {
+                return Err(cancel::PENDING);
+            }
             if self.has_core() {
-                return self.wait(epfd, out, deadline, mask);
+                return self.wait(epfd, out, deadline, mask, &quiet);
             }
             self.sleepers.fetch_add(1, Ordering::SeqCst);
             let r = if self.has_core() {
@@ -476,16 +487,24 @@ impl Epoll {
         }
     }
 
-    /// epoll_wait(2) / epoll_pwait(2) with corestack sockets registered.
-    pub fn wait(
+    /// epoll_wait(2) / epoll_pwait(2) with corestack sockets registered,
+    /// cancellation disabled by `quiet` (a requested cancel: [`cancel::PENDING`]).
+    fn wait(
         &self,
         epfd: c_int,
         out: &mut [epoll_event],
         deadline: Deadline,
         mask: Option<&libc::sigset_t>,
+        quiet: &Quiet,
     ) -> Result<usize, c_int> {
         let Some(stack) = crate::process::started() else {
-            return kernel_wait(epfd, out, deadline.poll_ms(), mask, None);
+            return kernel_wait(
+                epfd,
+                out,
+                deadline.poll_ms(),
+                mask,
+                self.wake.get().copied(),
+            );
         };
         let spin_until = std::time::Instant::now() + stack.spin_time();
         let mut round = 0u32;
@@ -504,6 +523,9 @@ impl Epoll {
             }
             if sig.check().is_some() {
                 return Err(libc::EINTR);
+            }
+            if quiet.due() {
+                return Err(cancel::PENDING);
             }
             round = round.wrapping_add(1);
             if stack.is_inline() {
@@ -546,6 +568,10 @@ impl Epoll {
             if n > 0 {
                 self.sleepers.fetch_sub(1, Ordering::SeqCst);
                 return Ok(n);
+            }
+            if quiet.due() {
+                self.sleepers.fetch_sub(1, Ordering::SeqCst);
+                return Err(cancel::PENDING);
             }
             let ms = deadline.sleep_ms(armed.is_some());
             let r = kernel_wait(epfd, out, ms, mask, Some(wake));

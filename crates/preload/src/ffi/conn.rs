@@ -48,72 +48,80 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
 
 /// accept4(2): a corestack connection gets an eventfd placeholder fd.
 #[no_mangle]
-pub unsafe extern "C" fn accept4(
+pub unsafe extern "C-unwind" fn accept4(
     fd: c_int,
     addr: *mut sockaddr,
     len: *mut socklen_t,
     flags: c_int,
 ) -> c_int {
-    let Some(o) = ours(fd) else {
-        // SAFETY: passed through.
-        return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
-    };
-    run(|| {
-        alive(s)?;
-        if flags & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) != 0 {
-            return Err(libc::EINVAL);
-        }
-        match s.accept(fd, flags)? {
-            Accepted::Core { fd: nfd, peer } => {
-                let (b, n) = s.encode(peer);
-                // SAFETY: the caller promises `*len` writable bytes at `addr`.
-                unsafe { put_addr(addr, len, &b[..n]) };
-                Ok(nfd)
+    crate::cancel::point(|| {
+        let Some(o) = ours(fd) else {
+            // SAFETY: passed through.
+            return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
+        };
+        let Some(s) = as_sock(&o) else {
+            // SAFETY: passed through.
+            return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
+        };
+        run(|| {
+            alive(s)?;
+            if flags & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) != 0 {
+                return Err(libc::EINVAL);
             }
-            Accepted::Kernel {
-                fd: nfd,
-                addr: (b, n),
-            } => {
-                // SAFETY: as above.
-                unsafe { put_addr(addr, len, &b[..n]) };
-                Ok(nfd)
+            match s.accept(fd, flags)? {
+                Accepted::Core { fd: nfd, peer } => {
+                    let (b, n) = s.encode(peer);
+                    // SAFETY: the caller promises `*len` writable bytes at `addr`.
+                    unsafe { put_addr(addr, len, &b[..n]) };
+                    Ok(nfd)
+                }
+                Accepted::Kernel {
+                    fd: nfd,
+                    addr: (b, n),
+                } => {
+                    // SAFETY: as above.
+                    unsafe { put_addr(addr, len, &b[..n]) };
+                    Ok(nfd)
+                }
             }
-        }
+        })
     })
 }
 
 /// accept(2).
 #[no_mangle]
-pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+pub unsafe extern "C-unwind" fn accept(
+    fd: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+) -> c_int {
     // SAFETY: same contract.
     unsafe { accept4(fd, addr, len, 0) }
 }
 
 /// connect(2): the decision point for clients (see `sock`).
 #[no_mangle]
-pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
-    let Some(o) = ours(fd) else {
-        // SAFETY: passed through.
-        return unsafe { sys::connect(fd, addr, len) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::connect(fd, addr, len) };
-    };
-    run(|| {
-        alive(s)?;
-        // SAFETY: the caller promises `len` readable bytes at `addr`.
-        let raw = unsafe { bytes(addr.cast(), len as usize) }?;
-        let r = match addr::parse(raw) {
-            Ok(sa) => s.connect(&o, fd, sa, raw),
-            Err(_) => k::connect(fd, raw),
+pub unsafe extern "C-unwind" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    crate::cancel::point(|| {
+        let Some(o) = ours(fd) else {
+            // SAFETY: passed through.
+            return unsafe { sys::connect(fd, addr, len) };
         };
-        settle(s, &o);
-        r.map(|()| 0)
+        let Some(s) = as_sock(&o) else {
+            // SAFETY: passed through.
+            return unsafe { sys::connect(fd, addr, len) };
+        };
+        run(|| {
+            alive(s)?;
+            // SAFETY: the caller promises `len` readable bytes at `addr`.
+            let raw = unsafe { bytes(addr.cast(), len as usize) }?;
+            let r = match addr::parse(raw) {
+                Ok(sa) => s.connect(&o, fd, sa, raw),
+                Err(_) => k::connect(fd, raw),
+            };
+            settle(s, &o);
+            r.map(|()| 0)
+        })
     })
 }
 
