@@ -29,9 +29,12 @@
 //!
 //! Records: one per thread that waited in the shim, made on its first
 //! wait and removed when it exits; `pthread_cancel` of a thread with none
-//! makes one for it to find. A record a thread finds marked while glibc
-//! has no cancel for it (left by an exited thread with the same
-//! `pthread_t`) ends one wait with EINTR.
+//! makes one for it to find (an orphan). glibc reuses a `pthread_t` as
+//! soon as its thread is joined, so a record names its thread by the
+//! `pthread_t` and the thread's CPU-time clock (`pthread_getcpuclockid`,
+//! which encodes the kernel's thread id): a thread never adopts an orphan
+//! left for an earlier thread with the same `pthread_t`. At most
+//! [`MAX_ORPHANS`] orphans are kept (the oldest go first).
 //!
 //! Not covered: the asynchronous cancellation type
 //! (`PTHREAD_CANCEL_ASYNCHRONOUS`), under which POSIX allows only the
@@ -53,6 +56,7 @@ const PTHREAD_CANCEL_DISABLE: c_int = 1;
 
 extern "C" {
     fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int;
+    fn pthread_getcpuclockid(thread: libc::pthread_t, clock: *mut libc::clockid_t) -> c_int;
 }
 
 extern "C-unwind" {
@@ -76,9 +80,16 @@ unsafe impl Send for Sleep {}
 /// One thread's cancellation record.
 struct Rec {
     thread: libc::pthread_t,
+    /// The thread's CPU-time clock: with `thread`, who it is.
+    clock: libc::clockid_t,
+    /// Made by `pthread_cancel` for a thread that had none yet.
+    orphan: AtomicBool,
     pending: AtomicBool,
     sleep: Mutex<Sleep>,
 }
+
+/// The most records kept for threads that have not waited in the shim yet.
+pub const MAX_ORPHANS: usize = 256;
 
 static RECS: Mutex<Vec<Arc<Rec>>> = Mutex::new(Vec::new());
 
@@ -108,15 +119,45 @@ fn self_id() -> libc::pthread_t {
     unsafe { libc::pthread_self() }
 }
 
-/// The record of `thread` (made, marked `pending`, when there is none).
-fn find_or_make(thread: libc::pthread_t, pending: bool) -> Arc<Rec> {
+/// The CPU-time clock of `thread` (None: it has ended).
+fn clock_of(thread: libc::pthread_t) -> Option<libc::clockid_t> {
+    let mut c: libc::clockid_t = 0;
+    // SAFETY: writes one clockid_t into a live local; `thread` is a live
+    // thread's (ours, or the one the application passed to pthread_cancel).
+    (unsafe { pthread_getcpuclockid(thread, &mut c) } == 0).then_some(c)
+}
+
+/// The record of `thread` with CPU clock `clock`: the one it has, or a
+/// new one (an `orphan`: made by a canceller) replacing any left for an
+/// earlier thread with the same `pthread_t`.
+fn find_or_make(thread: libc::pthread_t, clock: libc::clockid_t, orphan: bool) -> Arc<Rec> {
     let mut all = recs();
-    if let Some(r) = all.iter().find(|r| r.thread == thread) {
-        return r.clone();
+    if let Some(i) = all.iter().position(|r| r.thread == thread) {
+        if all[i].clock == clock {
+            let r = all[i].clone();
+            if !orphan {
+                r.orphan.store(false, Ordering::Relaxed);
+            }
+            return r;
+        }
+        all.remove(i);
+    }
+    if orphan {
+        let orphans = all
+            .iter()
+            .filter(|r| r.orphan.load(Ordering::Relaxed))
+            .count();
+        if orphans >= MAX_ORPHANS {
+            if let Some(i) = all.iter().position(|r| r.orphan.load(Ordering::Relaxed)) {
+                all.remove(i);
+            }
+        }
     }
     let r = Arc::new(Rec {
         thread,
-        pending: AtomicBool::new(pending),
+        clock,
+        orphan: AtomicBool::new(orphan),
+        pending: AtomicBool::new(false),
         sleep: Mutex::new(Sleep::Awake),
     });
     all.push(r.clone());
@@ -124,8 +165,13 @@ fn find_or_make(thread: libc::pthread_t, pending: bool) -> Arc<Rec> {
 }
 
 fn with_mine<T>(f: impl FnOnce(&Rec) -> T) -> Option<T> {
-    MINE.try_with(|m| f(m.0.get_or_init(|| find_or_make(self_id(), false))))
-        .ok()
+    MINE.try_with(|m| {
+        f(m.0.get_or_init(|| {
+            let me = self_id();
+            find_or_make(me, clock_of(me).unwrap_or(0), false)
+        }))
+    })
+    .ok()
 }
 
 /// Cancellation disabled for a wait; the thread's state comes back when
@@ -201,7 +247,10 @@ pub fn cancel(thread: libc::pthread_t, rc: c_int) {
     }
     // The wake-up below calls write(2): not a cancellation point for us.
     let _q = Quiet::new();
-    let r = find_or_make(thread, true);
+    let Some(clock) = clock_of(thread) else {
+        return;
+    };
+    let r = find_or_make(thread, clock, true);
     r.pending.store(true, Ordering::SeqCst);
     let sleep = r.sleep.lock().unwrap_or_else(|p| p.into_inner());
     match *sleep {

@@ -24,7 +24,7 @@
 
 #include "check.h"
 
-static int conn, ep, lsn, conn2;
+static int conn, ep, lsn, conn2, kconn;
 
 static void *in_recv(void *arg) {
     (void)arg;
@@ -44,6 +44,13 @@ static void *in_epoll_wait(void *arg) {
     (void)arg;
     struct epoll_event ev;
     epoll_wait(ep, &ev, 1, -1);
+    return NULL;
+}
+
+static void *in_kernel_recv(void *arg) {
+    (void)arg;
+    char b[16];
+    recv(kconn, b, sizeof b, 0); /* a loopback connection: the kernel's */
     return NULL;
 }
 
@@ -129,7 +136,19 @@ int main(int argc, char **argv) {
         return 1;
     }
 
+    /* A loopback connection stays on the kernel (the shim still knows it). */
+    int kl = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in lo = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[3]) + 1),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    kconn = socket(AF_INET, SOCK_STREAM, 0);
+    if (bind(kl, (struct sockaddr *)&lo, sizeof lo) < 0 || listen(kl, 8) < 0 ||
+        connect(kconn, (struct sockaddr *)&lo, sizeof lo) < 0) {
+        printf("FAIL loopback: %s\n", strerror(errno));
+        return 1;
+    }
+
     cancelled("a thread blocked in recv is cancelled", in_recv);
+    cancelled("a thread blocked in recv on a kernel socket is cancelled", in_kernel_recv);
     cancelled("a thread blocked in poll is cancelled", in_poll);
     cancelled("a thread blocked in epoll_wait is cancelled", in_epoll_wait);
     cancelled("a thread blocked in accept is cancelled", in_accept);

@@ -397,17 +397,24 @@ impl Epoll {
         if out.is_empty() {
             return Err(libc::EINVAL);
         }
-        // No cancellation acts inside; a requested one ends the wait, woken
-        // through the wake eventfd (made here if no corestack socket did).
+        // No cancellation acts inside; a requested one ends the wait, a
+        // sleep in the kernel epoll woken through the wake eventfd (made
+        // here if no corestack socket did).
         let quiet = Quiet::new();
-        let _asleep = self.wake_fd(epfd).ok().map(|w| quiet.asleep_eventfd(w));
-        if quiet.due() {
-            return Err(cancel::PENDING);
-        }
-        // Counted before the look at the interest list (see `poke`).
-        self.sleepers.fetch_add(1, Ordering::SeqCst);
-        let first = (!self.has_core()).then(|| (real(), crate::sys::errno()));
-        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        let first = if self.has_core() {
+            None
+        } else {
+            let asleep = self.wake_fd(epfd).ok().map(|w| quiet.asleep_eventfd(w));
+            if quiet.due() {
+                return Err(cancel::PENDING);
+            }
+            // Counted before the look at the interest list (see `poke`).
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            let first = (!self.has_core()).then(|| (real(), crate::sys::errno()));
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+            drop(asleep);
+            first
+        };
         if let Some((r, e)) = first {
             if r < 0 {
                 return Err(e);
@@ -424,8 +431,9 @@ impl Epoll {
             if self.has_core() {
                 return self.wait(epfd, out, deadline, mask, &quiet);
             }
+            let asleep = self.wake.get().map(|&w| quiet.asleep_eventfd(w));
             self.sleepers.fetch_add(1, Ordering::SeqCst);
-            let r = if self.has_core() {
+            let r = if self.has_core() || quiet.due() {
                 Ok(0)
             } else {
                 kernel_wait(
@@ -437,6 +445,7 @@ impl Epoll {
                 )
             };
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
+            drop(asleep);
             let n = r?;
             if n > 0 || deadline.passed() {
                 return Ok(n);
@@ -561,6 +570,7 @@ impl Epoll {
                 return Err(libc::EINTR);
             }
             let wake = self.wake_fd(epfd)?;
+            let asleep = quiet.asleep_eventfd(wake);
             let armed = stack.arm(stack.changes(), wake);
             // Counted before the last look (see `poke`).
             self.sleepers.fetch_add(1, Ordering::SeqCst);
@@ -577,6 +587,7 @@ impl Epoll {
             let r = kernel_wait(epfd, out, ms, mask, Some(wake));
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
             drop(armed);
+            drop(asleep);
             let k = r?;
             if k > 0 {
                 return Ok(self.collect_merge(out, k));
