@@ -45,6 +45,7 @@ use core::ffi::c_int;
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, Ordering};
 use std::cell::{Cell, OnceCell};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 /// What a wait returns (as its errno) when it ended for a pending cancel;
@@ -91,10 +92,19 @@ struct Rec {
 /// The most records kept for threads that have not waited in the shim yet.
 pub const MAX_ORPHANS: usize = 256;
 
-static RECS: Mutex<Vec<Arc<Rec>>> = Mutex::new(Vec::new());
+/// Every record, by thread; the orphans in the order they were made.
+#[derive(Default)]
+struct Recs {
+    by_thread: HashMap<libc::pthread_t, Arc<Rec>>,
+    orphans: VecDeque<libc::pthread_t>,
+}
 
-fn recs() -> std::sync::MutexGuard<'static, Vec<Arc<Rec>>> {
-    RECS.lock().unwrap_or_else(|p| p.into_inner())
+static RECS: Mutex<Option<Recs>> = Mutex::new(None);
+
+/// Runs `f` on the records, under their lock.
+fn recs<T>(f: impl FnOnce(&mut Recs) -> T) -> T {
+    let mut g = RECS.lock().unwrap_or_else(|p| p.into_inner());
+    f(g.get_or_insert_with(Recs::default))
 }
 
 /// This thread's record (made on first use), removed at thread exit.
@@ -103,7 +113,15 @@ struct Mine(OnceCell<Arc<Rec>>);
 impl Drop for Mine {
     fn drop(&mut self) {
         if let Some(r) = self.0.get() {
-            recs().retain(|x| !Arc::ptr_eq(x, r));
+            recs(|all| {
+                if all
+                    .by_thread
+                    .get(&r.thread)
+                    .is_some_and(|x| Arc::ptr_eq(x, r))
+                {
+                    all.by_thread.remove(&r.thread);
+                }
+            });
         }
     }
 }
@@ -131,37 +149,40 @@ fn clock_of(thread: libc::pthread_t) -> Option<libc::clockid_t> {
 /// new one (an `orphan`: made by a canceller) replacing any left for an
 /// earlier thread with the same `pthread_t`.
 fn find_or_make(thread: libc::pthread_t, clock: libc::clockid_t, orphan: bool) -> Arc<Rec> {
-    let mut all = recs();
-    if let Some(i) = all.iter().position(|r| r.thread == thread) {
-        if all[i].clock == clock {
-            let r = all[i].clone();
-            if !orphan {
-                r.orphan.store(false, Ordering::Relaxed);
-            }
-            return r;
-        }
-        all.remove(i);
-    }
-    if orphan {
-        let orphans = all
-            .iter()
-            .filter(|r| r.orphan.load(Ordering::Relaxed))
-            .count();
-        if orphans >= MAX_ORPHANS {
-            if let Some(i) = all.iter().position(|r| r.orphan.load(Ordering::Relaxed)) {
-                all.remove(i);
+    recs(|all| {
+        if let Some(r) = all.by_thread.get(&thread) {
+            if r.clock == clock {
+                if !orphan {
+                    r.orphan.store(false, Ordering::Relaxed);
+                }
+                return r.clone();
             }
         }
-    }
-    let r = Arc::new(Rec {
-        thread,
-        clock,
-        orphan: AtomicBool::new(orphan),
-        pending: AtomicBool::new(false),
-        sleep: Mutex::new(Sleep::Awake),
-    });
-    all.push(r.clone());
-    r
+        if orphan {
+            while all.orphans.len() >= MAX_ORPHANS {
+                let Some(old) = all.orphans.pop_front() else {
+                    break;
+                };
+                if all
+                    .by_thread
+                    .get(&old)
+                    .is_some_and(|r| r.orphan.load(Ordering::Relaxed))
+                {
+                    all.by_thread.remove(&old);
+                }
+            }
+            all.orphans.push_back(thread);
+        }
+        let r = Arc::new(Rec {
+            thread,
+            clock,
+            orphan: AtomicBool::new(orphan),
+            pending: AtomicBool::new(false),
+            sleep: Mutex::new(Sleep::Awake),
+        });
+        all.by_thread.insert(thread, r.clone());
+        r
+    })
 }
 
 fn with_mine<T>(f: impl FnOnce(&Rec) -> T) -> Option<T> {
@@ -344,5 +365,36 @@ mod tests {
             (not_marked, disabled_not_due, later_due)
         });
         assert_eq!(h.join().unwrap(), (true, true, true));
+    }
+
+    /// glibc hands a joined thread's `pthread_t` to the next thread: a mark
+    /// left for the first (cancelled before it ever waited in the shim) is
+    /// not the second's.
+    #[test]
+    fn a_reused_pthread_t_does_not_inherit_an_orphans_mark() {
+        let mut reused = false;
+        for _ in 0..20 {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (go, wait) = std::sync::mpsc::channel::<()>();
+            let a = std::thread::spawn(move || {
+                tx.send(self_id()).unwrap();
+                let _ = wait.recv();
+            });
+            let first = rx.recv().unwrap();
+            cancel(first, 0);
+            go.send(()).unwrap();
+            a.join().unwrap();
+            let b = std::thread::spawn(move || {
+                let q = Quiet::new();
+                (self_id(), q.due())
+            });
+            let (second, due) = b.join().unwrap();
+            if second == first {
+                reused = true;
+                assert!(!due, "the new thread inherited the old one's cancel");
+                break;
+            }
+        }
+        assert!(reused, "glibc never reused a pthread_t in 20 threads");
     }
 }
