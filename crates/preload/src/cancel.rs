@@ -16,7 +16,8 @@
 //!   enabled when the wait began) and ends with [`PENDING`]; the entry
 //!   point ([`point`]) restores nothing (the guard did) and, once every
 //!   Rust value of the call is gone, calls `pthread_testcancel`, which
-//!   unwinds the thread as glibc's own recv would.
+//!   unwinds the thread as glibc's own recv would. A cancel pending when
+//!   the call begins acts there, before the shim does anything.
 //! - A thread that disabled cancellation keeps waiting; the mark stays
 //!   and acts in a later wait once it is enabled again (as the pending
 //!   cancel of glibc acts at a later cancellation point).
@@ -294,8 +295,16 @@ pub fn ended_for_cancel() {
 /// the thread (through the caller, which must be `extern "C-unwind"` and
 /// hold nothing with a destructor). If glibc has no cancel pending (a
 /// stale mark), the call returns what `f` returned (-1, EINTR).
+///
+/// A cancel already pending acts first, as at the entry of glibc's own
+/// cancellation points (`pthread_testcancel`: one load when none is).
 #[inline(always)]
 pub fn point<T>(f: impl FnOnce() -> T) -> T {
+    if !crate::sys::inside() {
+        // SAFETY: no pointers; may unwind (C-unwind) through the caller,
+        // which holds nothing with a destructor yet.
+        unsafe { pthread_testcancel() };
+    }
     let r = f();
     if DUE.try_with(|d| d.replace(false)).unwrap_or(false) {
         act();

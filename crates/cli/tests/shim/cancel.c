@@ -73,6 +73,18 @@ static void *disabled_in_recv(void *arg) {
     return (void *)n; /* not reached when the cancel acts */
 }
 
+/* A cancel that is pending when a send on a corestack socket begins acts
+ * there (send is a cancellation point), though the send would not block. */
+static void *pending_then_send(void *arg) {
+    (void)arg;
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    pthread_cancel(pthread_self());
+    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old); /* deferred: nothing yet */
+    send(conn2, "x", 1, MSG_NOSIGNAL);
+    return NULL;
+}
+
 /* Joins `t` within `ms`: 0 and its result, or the error (ETIMEDOUT). */
 static int join_within(pthread_t t, long ms, void **ret) {
     struct timespec until;
@@ -177,6 +189,10 @@ int main(int argc, char **argv) {
         CHECK("enabled again, the cancel acts", r == 0 && ret == PTHREAD_CANCELED, "join %s",
               r ? strerror(r) : "returned, not cancelled");
     }
+    pthread_create(&t, NULL, pending_then_send, NULL);
+    r = join_within(t, 3000, &ret);
+    CHECK("a cancel pending before send acts at the send", r == 0 && ret == PTHREAD_CANCELED,
+          "join %s", r ? strerror(r) : "returned, not cancelled");
     printf(failures ? "SOME FAILED\n" : "ALL PASSED\n");
     fflush(stdout);
     _exit(failures ? 1 : 0);
