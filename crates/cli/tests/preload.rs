@@ -2163,7 +2163,9 @@ fn shim_a_socket_closed_behind_the_shims_back_does_not_capture_the_next_fd_with_
 /// corestack connection) and accept (on a corestack listener) ends the thread
 /// (PTHREAD_CANCELED), as on Linux; the connection still echoes, the epoll and the listener
 /// still answer, and a thread with cancellation disabled keeps waiting until it enables it
-/// again. Embedded, inline and service mode.
+/// again; a cancel pending when a send begins acts there, and epoll_ctl (no cancellation
+/// point) with one pending wakes a sleeping epoll_wait and returns without aborting the process.
+/// Embedded, inline and service mode.
 #[test]
 fn shim_pthread_cancel_of_a_thread_blocked_in_recv_poll_epoll_wait_accept_ends_it_as_on_linux() {
     let _lock = start();

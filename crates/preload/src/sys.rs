@@ -375,17 +375,20 @@ pub fn internal_eventfd_owned() -> Result<std::os::fd::OwnedFd, c_int> {
 }
 
 /// Adds 1 to eventfd `fd` (wakes a waiter whose kernel epoll holds it).
+/// The system call itself: glibc's `write` is a cancellation point, and
+/// this runs in calls that are not (epoll_ctl) or inside the shim's frames.
 pub fn eventfd_signal(fd: c_int) {
     let one = 1u64.to_ne_bytes();
     // SAFETY: writes 8 initialised bytes of a live stack array.
-    unsafe { write(fd, one.as_ptr().cast(), 8) };
+    unsafe { libc::syscall(libc::SYS_write, fd, one.as_ptr(), 8usize) };
 }
 
-/// Resets eventfd `fd` (a non-blocking read of its counter).
+/// Resets eventfd `fd` (a non-blocking read of its counter), with the
+/// system call itself (see [`eventfd_signal`]).
 pub fn eventfd_drain(fd: c_int) {
     let mut b = [0u8; 8];
     // SAFETY: reads at most 8 bytes into a live stack array.
-    unsafe { read(fd, b.as_mut_ptr().cast(), 8) };
+    unsafe { libc::syscall(libc::SYS_read, fd, b.as_mut_ptr(), 8usize) };
 }
 
 /// `poll(2)` on `fds` for `timeout_ms` (-1: no limit), with `mask` as the

@@ -3,7 +3,9 @@
  * a cancellation point: the thread ends and pthread_join returns
  * PTHREAD_CANCELED; the sockets stay usable by the other threads. A thread
  * that disabled cancellation keeps waiting, and the cancel acts at its next
- * cancellation point once enabled again.
+ * cancellation point once enabled again. A cancel pending when a send
+ * begins acts there; epoll_ctl (no cancellation point) with one pending does
+ * its work and returns.
  *
  * usage: cancel PEER PORT LPORT   (PEER echoes TCP on PORT; LPORT is free
  * here; run under the shim) Prints one line per check (PASS/FAIL); exit
@@ -82,6 +84,27 @@ static void *pending_then_send(void *arg) {
     pthread_cancel(pthread_self());
     pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old); /* deferred: nothing yet */
     send(conn2, "x", 1, MSG_NOSIGNAL);
+    return NULL;
+}
+
+/* epoll_ctl is no cancellation point: with a cancel pending it adds a
+ * corestack socket (waking a thread asleep in that epoll) and returns; the
+ * cancel acts at the next cancellation point. */
+static int ep2, ctl_rc = -2;
+static void *sleeps_in_ep2(void *arg) {
+    (void)arg;
+    struct epoll_event ev;
+    return (void *)(long)epoll_wait(ep2, &ev, 1, 1500);
+}
+static void *pending_then_epoll_ctl(void *arg) {
+    (void)arg;
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    pthread_cancel(pthread_self());
+    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = lsn};
+    ctl_rc = epoll_ctl(ep2, EPOLL_CTL_ADD, lsn, &ev);
+    pthread_testcancel();
     return NULL;
 }
 
@@ -193,6 +216,18 @@ int main(int argc, char **argv) {
     r = join_within(t, 3000, &ret);
     CHECK("a cancel pending before send acts at the send", r == 0 && ret == PTHREAD_CANCELED,
           "join %s", r ? strerror(r) : "returned, not cancelled");
+    ep2 = epoll_create1(0);
+    pthread_t sleeper;
+    pthread_create(&sleeper, NULL, sleeps_in_ep2, NULL);
+    usleep(200 * 1000);
+    pthread_create(&t, NULL, pending_then_epoll_ctl, NULL);
+    r = join_within(t, 3000, &ret);
+    CHECK("epoll_ctl with a cancel pending adds, and the cancel acts after",
+          r == 0 && ret == PTHREAD_CANCELED && ctl_rc == 0, "join %s, epoll_ctl %d",
+          r ? strerror(r) : (ret == PTHREAD_CANCELED ? "cancelled" : "returned"), ctl_rc);
+    r = join_within(sleeper, 3000, &ret);
+    CHECK("the thread asleep in that epoll_wait times out", r == 0 && ret == (void *)0L,
+          "join %s, epoll_wait %ld", r ? strerror(r) : "ok", (long)ret);
     printf(failures ? "SOME FAILED\n" : "ALL PASSED\n");
     fflush(stdout);
     _exit(failures ? 1 : 0);
