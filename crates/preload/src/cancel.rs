@@ -11,7 +11,8 @@
 //! - `pthread_cancel` is interposed ([`cancel`]): the real one marks the
 //!   target in glibc, then the shim marks the target's record here
 //!   (pending) and wakes it where it sleeps, which the thread published in
-//!   its record ([`Quiet::asleep_futex`], [`Quiet::asleep_eventfd`]).
+//!   its record ([`Quiet::asleep_futex`], [`Quiet::asleep_eventfd`],
+//!   [`Quiet::asleep_epoll`]).
 //! - A wait sees the mark ([`Quiet::due`]: pending, and cancellation was
 //!   enabled when the wait began) and ends with [`PENDING`]; the entry
 //!   point ([`point`]) restores nothing (the guard did) and, once every
@@ -41,6 +42,7 @@
 //! (`PTHREAD_CANCEL_ASYNCHRONOUS`), under which POSIX allows only the
 //! async-cancel-safe functions anyway.
 
+use crate::epoll::Epoll;
 use appif::notify::Notify;
 use core::ffi::c_int;
 use core::marker::PhantomData;
@@ -72,11 +74,14 @@ enum Sleep {
     Awake,
     Futex(*const Notify),
     Eventfd(c_int),
+    /// In the kernel wait of an epoll (its fd), which may have no wake
+    /// eventfd yet: the canceller makes it.
+    Epoll(*const Epoll, c_int),
 }
 
-// SAFETY: the pointer is only dereferenced under the record's lock, while
-// the sleeper that published it keeps the doorbell alive (it clears it,
-// under the same lock, before its guard's borrow ends).
+// SAFETY: the pointers are only dereferenced under the record's lock, while
+// the sleeper that published them keeps the doorbell or epoll alive (it
+// clears them, under the same lock, before its guard's borrow ends).
 unsafe impl Send for Sleep {}
 
 /// One thread's cancellation record.
@@ -230,6 +235,15 @@ impl Quiet {
     pub fn asleep_eventfd(&self, fd: c_int) -> Asleep<'static> {
         publish(Sleep::Eventfd(fd))
     }
+
+    /// Publishes that this thread sleeps in the kernel wait of epoll `ep`
+    /// (fd `epfd`) until the guard drops. A canceller wakes it through the
+    /// epoll's wake eventfd, which it puts in the epoll if none is there:
+    /// an epoll that never held a corestack socket takes none from the
+    /// pool for its waits (in service mode the pool's are the daemon's).
+    pub fn asleep_epoll<'a>(&self, ep: &'a Epoll, epfd: c_int) -> Asleep<'a> {
+        publish(Sleep::Epoll(ep, epfd))
+    }
 }
 
 impl Default for Quiet {
@@ -252,7 +266,7 @@ fn publish<'a>(s: Sleep) -> Asleep<'a> {
 }
 
 /// A published sleep (see [`Quiet::asleep_futex`]); unpublished on drop.
-pub struct Asleep<'a>(PhantomData<&'a Notify>);
+pub struct Asleep<'a>(PhantomData<&'a ()>);
 
 impl Drop for Asleep<'_> {
     fn drop(&mut self) {
@@ -281,6 +295,8 @@ pub fn cancel(thread: libc::pthread_t, rc: c_int) {
         // until it clears it under this lock (see `Sleep`).
         Sleep::Futex(n) => unsafe { (*n).nudge() },
         Sleep::Eventfd(fd) => crate::sys::eventfd_signal(fd),
+        // SAFETY: as for Futex.
+        Sleep::Epoll(ep, epfd) => unsafe { (*ep).wake_now(epfd) },
     }
 }
 

@@ -398,13 +398,13 @@ impl Epoll {
             return Err(libc::EINVAL);
         }
         // No cancellation acts inside; a requested one ends the wait, a
-        // sleep in the kernel epoll woken through the wake eventfd (made
-        // here if no corestack socket did).
+        // sleep in the kernel epoll woken through the wake eventfd (made by
+        // the canceller if no corestack socket did).
         let quiet = Quiet::new();
         let first = if self.has_core() {
             None
         } else {
-            let asleep = self.wake_fd(epfd).ok().map(|w| quiet.asleep_eventfd(w));
+            let asleep = quiet.asleep_epoll(self, epfd);
             if quiet.due() {
                 return Err(cancel::PENDING);
             }
@@ -431,7 +431,7 @@ impl Epoll {
             if self.has_core() {
                 return self.wait(epfd, out, deadline, mask, &quiet);
             }
-            let asleep = self.wake.get().map(|&w| quiet.asleep_eventfd(w));
+            let asleep = quiet.asleep_epoll(self, epfd);
             self.sleepers.fetch_add(1, Ordering::SeqCst);
             let r = if self.has_core() || quiet.due() {
                 Ok(0)
@@ -450,6 +450,15 @@ impl Epoll {
             if n > 0 || deadline.passed() {
                 return Ok(n);
             }
+        }
+    }
+
+    /// Wakes the threads asleep in this epoll's kernel wait (fd `epfd`)
+    /// through the wake eventfd, put in the epoll first if it has none
+    /// (a thread being cancelled, see [`crate::cancel`]).
+    pub fn wake_now(&self, epfd: c_int) {
+        if let Ok(fd) = self.wake_fd(epfd) {
+            crate::sys::eventfd_signal(fd);
         }
     }
 

@@ -13,7 +13,7 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         // SAFETY: passed through.
         return unsafe { sys::bind(fd, addr, len) };
     };
-    run(|| {
+    run_quiet(|| {
         alive(s)?;
         // SAFETY: the caller promises `len` readable bytes at `addr`.
         let raw = unsafe { bytes(addr.cast(), len as usize) }?;
@@ -32,7 +32,7 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
 pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     match ours(fd) {
         Some(o) => match as_sock(&o) {
-            Some(s) => run(|| {
+            Some(s) => run_quiet(|| {
                 alive(s)?;
                 let r = s.listen(&o, fd, backlog);
                 settle(s, &o);
@@ -130,7 +130,7 @@ pub unsafe extern "C-unwind" fn connect(fd: c_int, addr: *const sockaddr, len: s
 pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
     match ours(fd) {
         Some(o) => match as_sock(&o) {
-            Some(s) => run(|| {
+            Some(s) => run_quiet(|| {
                 alive(s)?;
                 s.shutdown(fd, how).map(|()| 0)
             }),
@@ -147,7 +147,7 @@ pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
 pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
     let local = ours(fd).and_then(|o| as_sock(&o).map(|s| s.local_addr().map(|a| s.encode(a))));
     match local {
-        Some(Some((b, n))) => run(|| {
+        Some(Some((b, n))) => run_quiet(|| {
             if len.is_null() || addr.is_null() {
                 return Err(libc::EFAULT);
             }
@@ -172,7 +172,7 @@ pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut s
         return unsafe { sys::getpeername(fd, addr, len) };
     };
     match s.peer_addr() {
-        Ok(a) => run(|| {
+        Ok(a) => run_quiet(|| {
             if len.is_null() || addr.is_null() {
                 return Err(libc::EFAULT);
             }
@@ -181,7 +181,7 @@ pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut s
             unsafe { put_addr(addr, len, &b[..n]) };
             Ok(0)
         }),
-        Err(Some(e)) => run(|| -> R<c_int> { Err(e) }),
+        Err(Some(e)) => run_quiet(|| -> R<c_int> { Err(e) }),
         // SAFETY: passed through.
         Err(None) => unsafe { sys::getpeername(fd, addr, len) },
     }
@@ -204,7 +204,7 @@ pub unsafe extern "C" fn setsockopt(
         // SAFETY: passed through.
         return unsafe { sys::setsockopt(fd, level, name, val, len) };
     };
-    run(|| {
+    run_quiet(|| {
         alive(s)?;
         // SAFETY: the caller promises `len` readable bytes at `val`.
         let v = unsafe { bytes(val, len as usize) }?;
@@ -229,7 +229,7 @@ pub unsafe extern "C" fn getsockopt(
         // SAFETY: passed through.
         return unsafe { sys::getsockopt(fd, level, name, val, len) };
     };
-    run(|| {
+    run_quiet(|| {
         alive(s)?;
         if len.is_null() {
             return Err(libc::EFAULT);

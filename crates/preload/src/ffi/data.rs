@@ -683,7 +683,7 @@ pub unsafe extern "C" fn sendfile(
         // SAFETY: passed through.
         return unsafe { sys::sendfile(out_fd, in_fd, offset, count) };
     };
-    run(|| {
+    run_quiet(|| {
         alive(s)?;
         let mut off = if offset.is_null() {
             None

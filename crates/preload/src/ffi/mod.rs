@@ -56,6 +56,14 @@ fn run<T: TryFrom<i64>>(f: impl FnOnce() -> R<T>) -> T {
     }
 }
 
+/// As [`run`], for a call that is no cancellation point: cancellation is
+/// disabled throughout, so that no glibc call the shim makes for it acts on
+/// a pending cancel (the next cancellation point does, as on Linux).
+fn run_quiet<T: TryFrom<i64>>(f: impl FnOnce() -> R<T>) -> T {
+    let _quiet = crate::cancel::Quiet::new();
+    run(f)
+}
+
 #[cold]
 fn unreachable_fail<T>() -> T {
     // Every T used here (c_int, ssize_t) holds -1.

@@ -272,7 +272,7 @@ pub unsafe extern "C" fn epoll_ctl(
     };
     let ep = ours(epfd);
     match (&*target, ep.as_deref()) {
-        (Obj::Sock(s), Some(Obj::Epoll(e))) => run(|| {
+        (Obj::Sock(s), Some(Obj::Epoll(e))) => run_quiet(|| {
             if fd == epfd {
                 return Err(libc::EINVAL);
             }
