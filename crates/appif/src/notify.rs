@@ -113,6 +113,16 @@ impl Notify {
         }
     }
 
+    /// Wakes the futex sleepers for a reason outside the doorbell's own
+    /// (the preload shim waking a thread it cancels): bumps `seq`, so a
+    /// sleeper about to sleep returns at once, and wakes those asleep,
+    /// leaving the sleepers' flags for the producer's next notification.
+    /// Waiters see a change, look again and find nothing new.
+    pub fn nudge(&self) {
+        self.seq.fetch_add(1, Ordering::SeqCst);
+        futex_wake(&self.seq);
+    }
+
     /// Consumer side, futex variant: sleeps until `seq` moves past `seen`,
     /// `timeout` passes (None = no limit) or a signal handler runs. Returns
     /// at once if it already moved.

@@ -69,12 +69,14 @@ pub fn eventfd() -> io::Result<OwnedFd> {
 
 /// Rings a doorbell: adds 1 to the eventfd's counter. Errors are ignored: the
 /// only one a nonblocking eventfd gives is `EAGAIN` (counter at its maximum),
-/// and then the doorbell is already ringing.
+/// and then the doorbell is already ringing. The system call itself, not
+/// glibc's `write`: that is a cancellation point, and an application thread
+/// that rings (a send under the preload shim) must not be cancelled inside.
 pub fn eventfd_signal(fd: BorrowedFd<'_>) {
     let one = 1u64.to_ne_bytes();
     // SAFETY: writes 8 bytes from a live stack array to an fd we borrow.
     unsafe {
-        libc::write(fd.as_raw_fd(), one.as_ptr().cast(), one.len());
+        libc::syscall(libc::SYS_write, fd.as_raw_fd(), one.as_ptr(), one.len());
     }
 }
 

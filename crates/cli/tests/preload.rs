@@ -2159,23 +2159,43 @@ fn shim_a_socket_closed_behind_the_shims_back_does_not_capture_the_next_fd_with_
     );
 }
 
-/// tests/shim/cancel.c: pthread_cancel of a thread blocked in recv on a corestack connection
-/// ends the thread (PTHREAD_CANCELED), as on Linux, and the connection still echoes. Known
-/// to hang today (review finding; README, "Not supported"): the cancellation acts inside the
-/// shim's wait, in Rust frames that hold the socket's lock. Run it with `--ignored`.
+/// tests/shim/cancel.c: pthread_cancel of a thread blocked in recv, poll, epoll_wait (on a
+/// corestack connection) and accept (on a corestack listener) ends the thread
+/// (PTHREAD_CANCELED), as on Linux; the connection still echoes, the epoll and the listener
+/// still answer, and a thread with cancellation disabled keeps waiting until it enables it
+/// again; a cancel pending when a send begins acts there, and epoll_ctl (no cancellation
+/// point) with one pending wakes a sleeping epoll_wait and returns without aborting the process.
+/// Embedded, inline and service mode.
 #[test]
-#[ignore = "known to hang: pthread_cancel inside the shim's wait (README, Not supported)"]
-fn shim_pthread_cancel_of_a_thread_blocked_in_recv_ends_it_as_on_linux() {
+fn shim_pthread_cancel_of_a_thread_blocked_in_recv_poll_epoll_wait_accept_ends_it_as_on_linux() {
     let _lock = start();
     let prog = cc("cancel");
+    let prog = prog.to_str().unwrap();
     let pair = Pair::new("p", 250).expect("creating the namespaces");
     let _echo = linux_echo(&pair);
-    let out = run_ok(
-        "cancel (embedded)",
-        shimmed(&pair, prog.to_str().unwrap(), &[&pair.linux_ip, "7"]),
-        Duration::from_secs(20),
+    let args = [pair.linux_ip.as_str(), "7", "7250"];
+    for inline in [false, true] {
+        let out = run_ok(
+            &format!("cancel (inline {inline})"),
+            shimmed_mode(&pair, inline, prog, &args),
+            Duration::from_secs(30),
+        );
+        assert!(out.contains("ALL PASSED"), "inline {inline}: {out}");
+    }
+    let (d, sock) = daemon(&pair, "cancel");
+    let f = run(
+        "cancel (service)",
+        served(&pair, &sock, prog, &args),
+        Duration::from_secs(30),
     );
-    assert!(out.contains("ALL PASSED"), "{out}");
+    assert!(
+        f.status.success() && f.stdout.contains("ALL PASSED"),
+        "service mode ({}):\n{}\nstderr:\n{}\ndaemon:\n{}",
+        f.status,
+        f.stdout,
+        f.stderr,
+        d.tail()
+    );
 }
 
 // ---------------------------------------------------------------------------

@@ -19,10 +19,13 @@
 //! - Configuration, fork and exit: [`process`].
 //!
 //! Threading: any thread may use any socket; a call that waits holds no
-//! lock while it sleeps. Unsafe code lives in [`sys`] (libc) and [`ffi`]
-//! (the exported C functions and the application's pointers) only.
+//! lock while it sleeps, and `pthread_cancel` ends it as glibc's own call
+//! would ([`cancel`]). Unsafe code lives in [`sys`] (libc), [`ffi`] (the
+//! exported C functions and the application's pointers) and [`cancel`]
+//! (glibc's cancellation state) only.
 
 mod addr;
+mod cancel;
 mod epoll;
 mod ffi;
 mod info;

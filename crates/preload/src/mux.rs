@@ -13,6 +13,7 @@
 //! (POLLIN_SET, POLLOUT_SET, POLLEX_SET).
 #![forbid(unsafe_code)]
 
+use crate::cancel::{self, Quiet};
 use crate::table::{self, Obj};
 use crate::wait::{self, Deadline};
 use core::ffi::c_int;
@@ -54,6 +55,8 @@ pub fn poll(
     let mut round = 0u32;
     // A signal during the spin is EINTR, as during the kernel's sleep.
     let mut sig = corestack::SpinSignals::new(mask);
+    // No cancellation acts inside; a requested one ends the wait.
+    let quiet = Quiet::new();
     loop {
         if let Some(s) = stack.filter(|s| s.is_inline()) {
             s.drive();
@@ -65,10 +68,31 @@ pub fn poll(
         if deadline.passed() {
             return Ok(0);
         }
+        if quiet.due() {
+            return Err(cancel::PENDING);
+        }
         round = round.wrapping_add(1);
         let Some(stack) = stack else {
-            // No stack yet: only undecided sockets, which the kernel answers.
-            crate::sys::poll_fds(&mut kset, deadline.poll_ms(), mask)?;
+            // No stack yet: only undecided sockets, which the kernel
+            // answers (with the thread's eventfd, for a cancel).
+            let efd = wait::thread_eventfd()?;
+            let asleep = quiet.asleep_eventfd(efd);
+            if quiet.due() {
+                continue;
+            }
+            let mut set = kset.clone();
+            set.push(pollfd {
+                fd: efd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            let r = crate::sys::poll_fds(&mut set, deadline.poll_ms(), mask);
+            drop(asleep);
+            if set.last().is_some_and(|p| p.revents != 0) {
+                crate::sys::eventfd_drain(efd);
+            }
+            r?;
+            round = 0;
             continue;
         };
         if sig.check().is_some() {
@@ -110,9 +134,13 @@ pub fn poll(
             return Err(libc::EINTR);
         }
         let efd = wait::thread_eventfd()?;
+        let asleep = quiet.asleep_eventfd(efd);
         let armed = stack.arm(stack.changes(), efd);
         if let Some(n) = look(fds, &mut kset, ours, &kernel_side, false)? {
             return Ok(n);
+        }
+        if quiet.due() {
+            continue;
         }
         let mut set = kset.clone();
         set.push(pollfd {
@@ -123,6 +151,7 @@ pub fn poll(
         let ms = deadline.sleep_ms(armed.is_some());
         let r = crate::sys::poll_fds(&mut set, ms, mask);
         drop(armed);
+        drop(asleep);
         if set.last().is_some_and(|p| p.revents != 0) {
             crate::sys::eventfd_drain(efd);
         }

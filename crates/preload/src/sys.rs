@@ -34,14 +34,16 @@ fn lookup<F: Copy>(name: &'static str) -> Option<F> {
 
 macro_rules! real_fns {
     ($( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
-        /// Pointers to the real definitions (None: libc lacks the symbol).
+        /// Pointers to the real definitions (None: libc lacks the symbol);
+        /// `C-unwind`: glibc's cancellation points among them unwind a
+        /// cancelled thread through the interposed entry points.
         #[allow(non_snake_case)]
         pub struct Real {
-            $( $name: Option<unsafe extern "C" fn($($ty),*) -> $ret>, )*
+            $( $name: Option<unsafe extern "C-unwind" fn($($ty),*) -> $ret>, )*
             fcntl: Option<unsafe extern "C" fn(c_int, c_int, ...) -> c_int>,
-            read: Option<unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t>,
-            write: Option<unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t>,
-            close: Option<unsafe extern "C" fn(c_int) -> c_int>,
+            read: Option<unsafe extern "C-unwind" fn(c_int, *mut c_void, size_t) -> ssize_t>,
+            write: Option<unsafe extern "C-unwind" fn(c_int, *const c_void, size_t) -> ssize_t>,
+            close: Option<unsafe extern "C-unwind" fn(c_int) -> c_int>,
             fcntl64: Option<unsafe extern "C" fn(c_int, c_int, ...) -> c_int>,
             ioctl: Option<unsafe extern "C" fn(c_int, c_ulong, ...) -> c_int>,
             syscall: Option<SyscallFn>,
@@ -127,6 +129,7 @@ real_fns! {
     __ppoll_chk(fds: *mut pollfd, n: nfds_t, ts: *const timespec, mask: *const sigset_t, fdslen: size_t) -> c_int;
     __fdelt_chk(d: c_long) -> c_long;
     fork() -> pid_t;
+    pthread_cancel(thread: libc::pthread_t) -> c_int;
     fstat(fd: c_int, buf: *mut libc::stat) -> c_int;
     fstat64(fd: c_int, buf: *mut libc::stat64) -> c_int;
     execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
@@ -419,17 +422,20 @@ pub fn internal_eventfd_owned() -> Result<std::os::fd::OwnedFd, c_int> {
 }
 
 /// Adds 1 to eventfd `fd` (wakes a waiter whose kernel epoll holds it).
+/// The system call itself: glibc's `write` is a cancellation point, and
+/// this runs in calls that are not (epoll_ctl) or inside the shim's frames.
 pub fn eventfd_signal(fd: c_int) {
     let one = 1u64.to_ne_bytes();
     // SAFETY: writes 8 initialised bytes of a live stack array.
-    unsafe { write(fd, one.as_ptr().cast(), 8) };
+    unsafe { libc::syscall(libc::SYS_write, fd, one.as_ptr(), 8usize) };
 }
 
-/// Resets eventfd `fd` (a non-blocking read of its counter).
+/// Resets eventfd `fd` (a non-blocking read of its counter), with the
+/// system call itself (see [`eventfd_signal`]).
 pub fn eventfd_drain(fd: c_int) {
     let mut b = [0u8; 8];
     // SAFETY: reads at most 8 bytes into a live stack array.
-    unsafe { read(fd, b.as_mut_ptr().cast(), 8) };
+    unsafe { libc::syscall(libc::SYS_read, fd, b.as_mut_ptr(), 8usize) };
 }
 
 /// `poll(2)` on `fds` for `timeout_ms` (-1: no limit), with `mask` as the

@@ -31,6 +31,7 @@ mod collect;
 
 use collect::merge_dups;
 
+use crate::cancel::{self, Quiet};
 use crate::sock::Sock;
 use crate::table::{self, Obj};
 use crate::wait::Deadline;
@@ -396,10 +397,24 @@ impl Epoll {
         if out.is_empty() {
             return Err(libc::EINVAL);
         }
-        // Counted before the look at the interest list (see `poke`).
-        self.sleepers.fetch_add(1, Ordering::SeqCst);
-        let first = (!self.has_core()).then(|| (real(), crate::sys::errno()));
-        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        // No cancellation acts inside; a requested one ends the wait, a
+        // sleep in the kernel epoll woken through the wake eventfd (made by
+        // the canceller if no corestack socket did).
+        let quiet = Quiet::new();
+        let first = if self.has_core() {
+            None
+        } else {
+            let asleep = quiet.asleep_epoll(self, epfd);
+            if quiet.due() {
+                return Err(cancel::PENDING);
+            }
+            // Counted before the look at the interest list (see `poke`).
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            let first = (!self.has_core()).then(|| (real(), crate::sys::errno()));
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+            drop(asleep);
+            first
+        };
         if let Some((r, e)) = first {
             if r < 0 {
                 return Err(e);
@@ -410,11 +425,15 @@ impl Epoll {
             }
         }
         loop {
-            if self.has_core() {
-                return self.wait(epfd, out, deadline, mask);
+            if quiet.due() {
+                return Err(cancel::PENDING);
             }
+            if self.has_core() {
+                return self.wait(epfd, out, deadline, mask, &quiet);
+            }
+            let asleep = quiet.asleep_epoll(self, epfd);
             self.sleepers.fetch_add(1, Ordering::SeqCst);
-            let r = if self.has_core() {
+            let r = if self.has_core() || quiet.due() {
                 Ok(0)
             } else {
                 kernel_wait(
@@ -426,10 +445,20 @@ impl Epoll {
                 )
             };
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
+            drop(asleep);
             let n = r?;
             if n > 0 || deadline.passed() {
                 return Ok(n);
             }
+        }
+    }
+
+    /// Wakes the threads asleep in this epoll's kernel wait (fd `epfd`)
+    /// through the wake eventfd, put in the epoll first if it has none
+    /// (a thread being cancelled, see [`crate::cancel`]).
+    pub fn wake_now(&self, epfd: c_int) {
+        if let Ok(fd) = self.wake_fd(epfd) {
+            crate::sys::eventfd_signal(fd);
         }
     }
 
@@ -476,16 +505,24 @@ impl Epoll {
         }
     }
 
-    /// epoll_wait(2) / epoll_pwait(2) with corestack sockets registered.
-    pub fn wait(
+    /// epoll_wait(2) / epoll_pwait(2) with corestack sockets registered,
+    /// cancellation disabled by `quiet` (a requested cancel: [`cancel::PENDING`]).
+    fn wait(
         &self,
         epfd: c_int,
         out: &mut [epoll_event],
         deadline: Deadline,
         mask: Option<&libc::sigset_t>,
+        quiet: &Quiet,
     ) -> Result<usize, c_int> {
         let Some(stack) = crate::process::started() else {
-            return kernel_wait(epfd, out, deadline.poll_ms(), mask, None);
+            return kernel_wait(
+                epfd,
+                out,
+                deadline.poll_ms(),
+                mask,
+                self.wake.get().copied(),
+            );
         };
         let spin_until = std::time::Instant::now() + stack.spin_time();
         let mut round = 0u32;
@@ -504,6 +541,9 @@ impl Epoll {
             }
             if sig.check().is_some() {
                 return Err(libc::EINTR);
+            }
+            if quiet.due() {
+                return Err(cancel::PENDING);
             }
             round = round.wrapping_add(1);
             if stack.is_inline() {
@@ -539,6 +579,7 @@ impl Epoll {
                 return Err(libc::EINTR);
             }
             let wake = self.wake_fd(epfd)?;
+            let asleep = quiet.asleep_eventfd(wake);
             let armed = stack.arm(stack.changes(), wake);
             // Counted before the last look (see `poke`).
             self.sleepers.fetch_add(1, Ordering::SeqCst);
@@ -547,10 +588,15 @@ impl Epoll {
                 self.sleepers.fetch_sub(1, Ordering::SeqCst);
                 return Ok(n);
             }
+            if quiet.due() {
+                self.sleepers.fetch_sub(1, Ordering::SeqCst);
+                return Err(cancel::PENDING);
+            }
             let ms = deadline.sleep_ms(armed.is_some());
             let r = kernel_wait(epfd, out, ms, mask, Some(wake));
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
             drop(armed);
+            drop(asleep);
             let k = r?;
             if k > 0 {
                 return Ok(self.collect_merge(out, k));

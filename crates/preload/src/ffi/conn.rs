@@ -13,7 +13,7 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         // SAFETY: passed through.
         return unsafe { sys::bind(fd, addr, len) };
     };
-    run(|| {
+    run_quiet(|| {
         alive(s)?;
         // SAFETY: the caller promises `len` readable bytes at `addr`.
         let raw = unsafe { bytes(addr.cast(), len as usize) }?;
@@ -32,7 +32,7 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
 pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     match ours(fd) {
         Some(o) => match as_sock(&o) {
-            Some(s) => run(|| {
+            Some(s) => run_quiet(|| {
                 alive(s)?;
                 let r = s.listen(&o, fd, backlog);
                 settle(s, &o);
@@ -48,72 +48,80 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
 
 /// accept4(2): a corestack connection gets an eventfd placeholder fd.
 #[no_mangle]
-pub unsafe extern "C" fn accept4(
+pub unsafe extern "C-unwind" fn accept4(
     fd: c_int,
     addr: *mut sockaddr,
     len: *mut socklen_t,
     flags: c_int,
 ) -> c_int {
-    let Some(o) = ours(fd) else {
-        // SAFETY: passed through.
-        return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
-    };
-    run(|| {
-        alive(s)?;
-        if flags & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) != 0 {
-            return Err(libc::EINVAL);
-        }
-        match s.accept(fd, flags)? {
-            Accepted::Core { fd: nfd, peer } => {
-                let (b, n) = s.encode(peer);
-                // SAFETY: the caller promises `*len` writable bytes at `addr`.
-                unsafe { put_addr(addr, len, &b[..n]) };
-                Ok(nfd)
+    crate::cancel::point(|| {
+        let Some(o) = ours(fd) else {
+            // SAFETY: passed through.
+            return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
+        };
+        let Some(s) = as_sock(&o) else {
+            // SAFETY: passed through.
+            return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
+        };
+        run(|| {
+            alive(s)?;
+            if flags & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) != 0 {
+                return Err(libc::EINVAL);
             }
-            Accepted::Kernel {
-                fd: nfd,
-                addr: (b, n),
-            } => {
-                // SAFETY: as above.
-                unsafe { put_addr(addr, len, &b[..n]) };
-                Ok(nfd)
+            match s.accept(fd, flags)? {
+                Accepted::Core { fd: nfd, peer } => {
+                    let (b, n) = s.encode(peer);
+                    // SAFETY: the caller promises `*len` writable bytes at `addr`.
+                    unsafe { put_addr(addr, len, &b[..n]) };
+                    Ok(nfd)
+                }
+                Accepted::Kernel {
+                    fd: nfd,
+                    addr: (b, n),
+                } => {
+                    // SAFETY: as above.
+                    unsafe { put_addr(addr, len, &b[..n]) };
+                    Ok(nfd)
+                }
             }
-        }
+        })
     })
 }
 
 /// accept(2).
 #[no_mangle]
-pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+pub unsafe extern "C-unwind" fn accept(
+    fd: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+) -> c_int {
     // SAFETY: same contract.
     unsafe { accept4(fd, addr, len, 0) }
 }
 
 /// connect(2): the decision point for clients (see `sock`).
 #[no_mangle]
-pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
-    let Some(o) = ours(fd) else {
-        // SAFETY: passed through.
-        return unsafe { sys::connect(fd, addr, len) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::connect(fd, addr, len) };
-    };
-    run(|| {
-        alive(s)?;
-        // SAFETY: the caller promises `len` readable bytes at `addr`.
-        let raw = unsafe { bytes(addr.cast(), len as usize) }?;
-        let r = match addr::parse(raw) {
-            Ok(sa) => s.connect(&o, fd, sa, raw),
-            Err(_) => k::connect(fd, raw),
+pub unsafe extern "C-unwind" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    crate::cancel::point(|| {
+        let Some(o) = ours(fd) else {
+            // SAFETY: passed through.
+            return unsafe { sys::connect(fd, addr, len) };
         };
-        settle(s, &o);
-        r.map(|()| 0)
+        let Some(s) = as_sock(&o) else {
+            // SAFETY: passed through.
+            return unsafe { sys::connect(fd, addr, len) };
+        };
+        run(|| {
+            alive(s)?;
+            // SAFETY: the caller promises `len` readable bytes at `addr`.
+            let raw = unsafe { bytes(addr.cast(), len as usize) }?;
+            let r = match addr::parse(raw) {
+                Ok(sa) => s.connect(&o, fd, sa, raw),
+                Err(_) => k::connect(fd, raw),
+            };
+            settle(s, &o);
+            r.map(|()| 0)
+        })
     })
 }
 
@@ -122,7 +130,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
 pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
     match ours(fd) {
         Some(o) => match as_sock(&o) {
-            Some(s) => run(|| {
+            Some(s) => run_quiet(|| {
                 alive(s)?;
                 s.shutdown(fd, how).map(|()| 0)
             }),
@@ -139,7 +147,7 @@ pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
 pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
     let local = ours(fd).and_then(|o| as_sock(&o).map(|s| s.local_addr().map(|a| s.encode(a))));
     match local {
-        Some(Some((b, n))) => run(|| {
+        Some(Some((b, n))) => run_quiet(|| {
             if len.is_null() || addr.is_null() {
                 return Err(libc::EFAULT);
             }
@@ -164,7 +172,7 @@ pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut s
         return unsafe { sys::getpeername(fd, addr, len) };
     };
     match s.peer_addr() {
-        Ok(a) => run(|| {
+        Ok(a) => run_quiet(|| {
             if len.is_null() || addr.is_null() {
                 return Err(libc::EFAULT);
             }
@@ -173,7 +181,7 @@ pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut s
             unsafe { put_addr(addr, len, &b[..n]) };
             Ok(0)
         }),
-        Err(Some(e)) => run(|| -> R<c_int> { Err(e) }),
+        Err(Some(e)) => run_quiet(|| -> R<c_int> { Err(e) }),
         // SAFETY: passed through.
         Err(None) => unsafe { sys::getpeername(fd, addr, len) },
     }
@@ -196,7 +204,7 @@ pub unsafe extern "C" fn setsockopt(
         // SAFETY: passed through.
         return unsafe { sys::setsockopt(fd, level, name, val, len) };
     };
-    run(|| {
+    run_quiet(|| {
         alive(s)?;
         // SAFETY: the caller promises `len` readable bytes at `val`.
         let v = unsafe { bytes(val, len as usize) }?;
@@ -221,7 +229,7 @@ pub unsafe extern "C" fn getsockopt(
         // SAFETY: passed through.
         return unsafe { sys::getsockopt(fd, level, name, val, len) };
     };
-    run(|| {
+    run_quiet(|| {
         alive(s)?;
         if len.is_null() {
             return Err(libc::EFAULT);

@@ -31,83 +31,96 @@ pub(super) fn send_bufs(
 
 /// read(2).
 #[no_mangle]
-pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
-    let Some(o) = ours(fd) else {
-        // SAFETY: passed through.
-        return unsafe { sys::read(fd, buf, n) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::read(fd, buf, n) };
-    };
-    run(|| {
-        alive(s)?;
-        // SAFETY: the caller promises `n` writable bytes at `buf`.
-        let b = unsafe { bytes_mut(buf, n) }?;
-        size(recv_one(&o, s, fd, &mut [b], 0).map(|r| r.n))
+pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    crate::cancel::point(|| {
+        let Some(o) = ours(fd) else {
+            // SAFETY: passed through.
+            return unsafe { sys::read(fd, buf, n) };
+        };
+        let Some(s) = as_sock(&o) else {
+            // SAFETY: passed through.
+            return unsafe { sys::read(fd, buf, n) };
+        };
+        run(|| {
+            alive(s)?;
+            // SAFETY: the caller promises `n` writable bytes at `buf`.
+            let b = unsafe { bytes_mut(buf, n) }?;
+            size(recv_one(&o, s, fd, &mut [b], 0).map(|r| r.n))
+        })
     })
 }
 
 /// write(2).
 #[no_mangle]
-pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
-    let Some(o) = ours(fd) else {
-        // SAFETY: passed through.
-        return unsafe { sys::write(fd, buf, n) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::write(fd, buf, n) };
-    };
-    run(|| {
-        alive(s)?;
-        // SAFETY: the caller promises `n` readable bytes at `buf`.
-        let b = unsafe { bytes(buf, n) }?;
-        size(send_bufs(&o, s, fd, &[b], 0, None))
+pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    crate::cancel::point(|| {
+        let Some(o) = ours(fd) else {
+            // SAFETY: passed through.
+            return unsafe { sys::write(fd, buf, n) };
+        };
+        let Some(s) = as_sock(&o) else {
+            // SAFETY: passed through.
+            return unsafe { sys::write(fd, buf, n) };
+        };
+        run(|| {
+            alive(s)?;
+            // SAFETY: the caller promises `n` readable bytes at `buf`.
+            let b = unsafe { bytes(buf, n) }?;
+            size(send_bufs(&o, s, fd, &[b], 0, None))
+        })
     })
 }
 
 /// readv(2).
 #[no_mangle]
-pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    let Some(o) = ours(fd) else {
-        // SAFETY: passed through.
-        return unsafe { sys::readv(fd, iov, cnt) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::readv(fd, iov, cnt) };
-    };
-    run(|| {
-        alive(s)?;
-        // SAFETY: the caller promises `cnt` iovecs of writable memory.
-        let mut b = unsafe { iovecs_mut(iov, cnt) }?;
-        size(recv_one(&o, s, fd, &mut b, 0).map(|r| r.n))
+pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    crate::cancel::point(|| {
+        let Some(o) = ours(fd) else {
+            // SAFETY: passed through.
+            return unsafe { sys::readv(fd, iov, cnt) };
+        };
+        let Some(s) = as_sock(&o) else {
+            // SAFETY: passed through.
+            return unsafe { sys::readv(fd, iov, cnt) };
+        };
+        run(|| {
+            alive(s)?;
+            // SAFETY: the caller promises `cnt` iovecs of writable memory.
+            let mut b = unsafe { iovecs_mut(iov, cnt) }?;
+            size(recv_one(&o, s, fd, &mut b, 0).map(|r| r.n))
+        })
     })
 }
 
 /// writev(2).
 #[no_mangle]
-pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    let Some(o) = ours(fd) else {
-        // SAFETY: passed through.
-        return unsafe { sys::writev(fd, iov, cnt) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::writev(fd, iov, cnt) };
-    };
-    run(|| {
-        alive(s)?;
-        // SAFETY: the caller promises `cnt` iovecs of readable memory.
-        let b = unsafe { iovecs(iov, cnt) }?;
-        size(send_bufs(&o, s, fd, &b, 0, None))
+pub unsafe extern "C-unwind" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    crate::cancel::point(|| {
+        let Some(o) = ours(fd) else {
+            // SAFETY: passed through.
+            return unsafe { sys::writev(fd, iov, cnt) };
+        };
+        let Some(s) = as_sock(&o) else {
+            // SAFETY: passed through.
+            return unsafe { sys::writev(fd, iov, cnt) };
+        };
+        run(|| {
+            alive(s)?;
+            // SAFETY: the caller promises `cnt` iovecs of readable memory.
+            let b = unsafe { iovecs(iov, cnt) }?;
+            size(send_bufs(&o, s, fd, &b, 0, None))
+        })
     })
 }
 
 /// recv(2).
 #[no_mangle]
-pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
+pub unsafe extern "C-unwind" fn recv(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    flags: c_int,
+) -> ssize_t {
     // SAFETY: same contract as recvfrom with no address.
     unsafe {
         recvfrom(
@@ -123,7 +136,7 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
 
 /// recvfrom(2): MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC.
 #[no_mangle]
-pub unsafe extern "C" fn recvfrom(
+pub unsafe extern "C-unwind" fn recvfrom(
     fd: c_int,
     buf: *mut c_void,
     n: size_t,
@@ -131,27 +144,29 @@ pub unsafe extern "C" fn recvfrom(
     addr: *mut sockaddr,
     len: *mut socklen_t,
 ) -> ssize_t {
-    let Some(o) = ours(fd) else {
-        // SAFETY: passed through.
-        return unsafe { sys::recvfrom(fd, buf, n, flags, addr, len) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::recvfrom(fd, buf, n, flags, addr, len) };
-    };
-    run(|| {
-        alive(s)?;
-        // SAFETY: the caller promises `n` writable bytes at `buf`.
-        let b = unsafe { bytes_mut(buf, n) }?;
-        let r = recv_one(&o, s, fd, &mut [b], flags)?;
-        // SAFETY: the caller's address buffer, as recvfrom's contract says.
-        unsafe { put_from(s, addr, len, &r.from) };
-        let n = if flags & libc::MSG_TRUNC != 0 && s.ty == Ty::Dgram {
-            r.full
-        } else {
-            r.n
+    crate::cancel::point(|| {
+        let Some(o) = ours(fd) else {
+            // SAFETY: passed through.
+            return unsafe { sys::recvfrom(fd, buf, n, flags, addr, len) };
         };
-        size(Ok(n))
+        let Some(s) = as_sock(&o) else {
+            // SAFETY: passed through.
+            return unsafe { sys::recvfrom(fd, buf, n, flags, addr, len) };
+        };
+        run(|| {
+            alive(s)?;
+            // SAFETY: the caller promises `n` writable bytes at `buf`.
+            let b = unsafe { bytes_mut(buf, n) }?;
+            let r = recv_one(&o, s, fd, &mut [b], flags)?;
+            // SAFETY: the caller's address buffer, as recvfrom's contract says.
+            unsafe { put_from(s, addr, len, &r.from) };
+            let n = if flags & libc::MSG_TRUNC != 0 && s.ty == Ty::Dgram {
+                r.full
+            } else {
+                r.n
+            };
+            size(Ok(n))
+        })
     })
 }
 
@@ -159,24 +174,26 @@ pub unsafe extern "C" fn recvfrom(
 /// data only IPV6_PKTINFO (with IPV6_RECVPKTINFO, on datagrams corestack
 /// delivered), else msg_controllen comes back 0.
 #[no_mangle]
-pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
-    let Some(o) = ours(fd) else {
-        // SAFETY: passed through.
-        let r = unsafe { sys::recvmsg(fd, msg, flags) };
-        if r >= 0 {
-            // SAFETY: recvmsg filled `msg` (the caller's valid msghdr).
-            unsafe { take_passed(msg) };
-        }
-        return r;
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::recvmsg(fd, msg, flags) };
-    };
-    run(|| {
-        alive(s)?;
-        // SAFETY: the caller promises a valid msghdr.
-        unsafe { recvmsg_impl(&o, s, fd, msg, flags) }
+pub unsafe extern "C-unwind" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+    crate::cancel::point(|| {
+        let Some(o) = ours(fd) else {
+            // SAFETY: passed through.
+            let r = unsafe { sys::recvmsg(fd, msg, flags) };
+            if r >= 0 {
+                // SAFETY: recvmsg filled `msg` (the caller's valid msghdr).
+                unsafe { take_passed(msg) };
+            }
+            return r;
+        };
+        let Some(s) = as_sock(&o) else {
+            // SAFETY: passed through.
+            return unsafe { sys::recvmsg(fd, msg, flags) };
+        };
+        run(|| {
+            alive(s)?;
+            // SAFETY: the caller promises a valid msghdr.
+            unsafe { recvmsg_impl(&o, s, fd, msg, flags) }
+        })
     })
 }
 
@@ -229,63 +246,70 @@ pub(super) unsafe fn recvmsg_impl(
 /// Linux. The timeout is not supported on corestack sockets (EINVAL when
 /// given, said once).
 #[no_mangle]
-pub unsafe extern "C" fn recvmmsg(
+pub unsafe extern "C-unwind" fn recvmmsg(
     fd: c_int,
     vec: *mut mmsghdr,
     vlen: c_uint,
     flags: c_int,
     timeout: *mut timespec,
 ) -> c_int {
-    let Some(o) = ours(fd) else {
-        // SAFETY: passed through.
-        return unsafe { sys::recvmmsg(fd, vec, vlen, flags, timeout) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::recvmmsg(fd, vec, vlen, flags, timeout) };
-    };
-    run(|| {
-        alive(s)?;
-        if !timeout.is_null() {
-            return Err(libc::EINVAL);
-        }
-        if vec.is_null() && vlen > 0 {
-            return Err(libc::EFAULT);
-        }
-        let vlen = vlen.min(1024) as usize;
-        let mut got = 0usize;
-        for i in 0..vlen {
-            let f = if i > 0 && (flags & libc::MSG_WAITFORONE != 0 || s.ty == Ty::Dgram) {
-                (flags & !libc::MSG_WAITFORONE) | libc::MSG_DONTWAIT
-            } else {
-                flags & !libc::MSG_WAITFORONE
-            };
-            // SAFETY: the caller promises `vlen` mmsghdrs at `vec`.
-            let mh = unsafe { &mut *vec.add(i) };
-            // SAFETY: as recvmsg.
-            match unsafe { recvmsg_impl(&o, s, fd, &mut mh.msg_hdr, f) } {
-                Ok(n) => {
-                    mh.msg_len = n as c_uint;
-                    got += 1;
-                }
-                Err(e) if got == 0 => return Err(e),
-                Err(_) => break,
+    crate::cancel::point(|| {
+        let Some(o) = ours(fd) else {
+            // SAFETY: passed through.
+            return unsafe { sys::recvmmsg(fd, vec, vlen, flags, timeout) };
+        };
+        let Some(s) = as_sock(&o) else {
+            // SAFETY: passed through.
+            return unsafe { sys::recvmmsg(fd, vec, vlen, flags, timeout) };
+        };
+        run(|| {
+            alive(s)?;
+            if !timeout.is_null() {
+                return Err(libc::EINVAL);
             }
-        }
-        Ok(got as c_int)
+            if vec.is_null() && vlen > 0 {
+                return Err(libc::EFAULT);
+            }
+            let vlen = vlen.min(1024) as usize;
+            let mut got = 0usize;
+            for i in 0..vlen {
+                let f = if i > 0 && (flags & libc::MSG_WAITFORONE != 0 || s.ty == Ty::Dgram) {
+                    (flags & !libc::MSG_WAITFORONE) | libc::MSG_DONTWAIT
+                } else {
+                    flags & !libc::MSG_WAITFORONE
+                };
+                // SAFETY: the caller promises `vlen` mmsghdrs at `vec`.
+                let mh = unsafe { &mut *vec.add(i) };
+                // SAFETY: as recvmsg.
+                match unsafe { recvmsg_impl(&o, s, fd, &mut mh.msg_hdr, f) } {
+                    Ok(n) => {
+                        mh.msg_len = n as c_uint;
+                        got += 1;
+                    }
+                    Err(e) if got == 0 => return Err(e),
+                    Err(_) => break,
+                }
+            }
+            Ok(got as c_int)
+        })
     })
 }
 
 /// send(2).
 #[no_mangle]
-pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
+pub unsafe extern "C-unwind" fn send(
+    fd: c_int,
+    buf: *const c_void,
+    n: size_t,
+    flags: c_int,
+) -> ssize_t {
     // SAFETY: same contract as sendto with no address.
     unsafe { sendto(fd, buf, n, flags, core::ptr::null(), 0) }
 }
 
 /// sendto(2): MSG_DONTWAIT, MSG_NOSIGNAL; MSG_MORE accepted (no corking).
 #[no_mangle]
-pub unsafe extern "C" fn sendto(
+pub unsafe extern "C-unwind" fn sendto(
     fd: c_int,
     buf: *const c_void,
     n: size_t,
@@ -293,25 +317,27 @@ pub unsafe extern "C" fn sendto(
     addr: *const sockaddr,
     len: socklen_t,
 ) -> ssize_t {
-    let Some(o) = ours(fd) else {
-        // SAFETY: passed through.
-        return unsafe { sys::sendto(fd, buf, n, flags, addr, len) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::sendto(fd, buf, n, flags, addr, len) };
-    };
-    run(|| {
-        alive(s)?;
-        // SAFETY: the caller promises `n` readable bytes at `buf`.
-        let b = unsafe { bytes(buf, n) }?;
-        let to = if addr.is_null() || s.ty == Ty::Stream {
-            None
-        } else {
-            // SAFETY: and `len` readable bytes at `addr`.
-            Some(unsafe { bytes(addr.cast(), len as usize) }?)
+    crate::cancel::point(|| {
+        let Some(o) = ours(fd) else {
+            // SAFETY: passed through.
+            return unsafe { sys::sendto(fd, buf, n, flags, addr, len) };
         };
-        size(send_bufs(&o, s, fd, &[b], flags, to))
+        let Some(s) = as_sock(&o) else {
+            // SAFETY: passed through.
+            return unsafe { sys::sendto(fd, buf, n, flags, addr, len) };
+        };
+        run(|| {
+            alive(s)?;
+            // SAFETY: the caller promises `n` readable bytes at `buf`.
+            let b = unsafe { bytes(buf, n) }?;
+            let to = if addr.is_null() || s.ty == Ty::Stream {
+                None
+            } else {
+                // SAFETY: and `len` readable bytes at `addr`.
+                Some(unsafe { bytes(addr.cast(), len as usize) }?)
+            };
+            size(send_bufs(&o, s, fd, &[b], flags, to))
+        })
     })
 }
 
@@ -479,72 +505,76 @@ pub(super) fn refuse_passing(fd: c_int) -> ssize_t {
 /// the fd, when SCM_RIGHTS carries a corestack socket (or an epoll
 /// holding some), which another process cannot use; nothing is sent.
 #[no_mangle]
-pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
-    let Some(o) = ours(fd) else {
-        // SAFETY: the caller promises a valid msghdr (sendmsg's contract).
-        if let Some(passed) = unsafe { corestack_fd_passed(msg) } {
-            return refuse_passing(passed);
-        }
-        // SAFETY: passed through.
-        return unsafe { sys::sendmsg(fd, msg, flags) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::sendmsg(fd, msg, flags) };
-    };
-    run(|| {
-        alive(s)?;
-        // SAFETY: the caller promises a valid msghdr.
-        unsafe { sendmsg_impl(&o, s, fd, msg, flags) }
+pub unsafe extern "C-unwind" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+    crate::cancel::point(|| {
+        let Some(o) = ours(fd) else {
+            // SAFETY: the caller promises a valid msghdr (sendmsg's contract).
+            if let Some(passed) = unsafe { corestack_fd_passed(msg) } {
+                return refuse_passing(passed);
+            }
+            // SAFETY: passed through.
+            return unsafe { sys::sendmsg(fd, msg, flags) };
+        };
+        let Some(s) = as_sock(&o) else {
+            // SAFETY: passed through.
+            return unsafe { sys::sendmsg(fd, msg, flags) };
+        };
+        run(|| {
+            alive(s)?;
+            // SAFETY: the caller promises a valid msghdr.
+            unsafe { sendmsg_impl(&o, s, fd, msg, flags) }
+        })
     })
 }
 
 /// sendmmsg(2). On other sockets, EOPNOTSUPP when a message's SCM_RIGHTS
 /// carries a corestack socket (as sendmsg; nothing is sent).
 #[no_mangle]
-pub unsafe extern "C" fn sendmmsg(
+pub unsafe extern "C-unwind" fn sendmmsg(
     fd: c_int,
     vec: *mut mmsghdr,
     vlen: c_uint,
     flags: c_int,
 ) -> c_int {
-    let Some(o) = ours(fd) else {
-        if !vec.is_null() {
+    crate::cancel::point(|| {
+        let Some(o) = ours(fd) else {
+            if !vec.is_null() {
+                for i in 0..vlen.min(1024) as usize {
+                    // SAFETY: the caller promises `vlen` mmsghdrs at `vec`, each
+                    // a valid msghdr.
+                    if let Some(passed) = unsafe { corestack_fd_passed(&(*vec.add(i)).msg_hdr) } {
+                        return refuse_passing(passed) as c_int;
+                    }
+                }
+            }
+            // SAFETY: passed through.
+            return unsafe { sys::sendmmsg(fd, vec, vlen, flags) };
+        };
+        let Some(s) = as_sock(&o) else {
+            // SAFETY: passed through.
+            return unsafe { sys::sendmmsg(fd, vec, vlen, flags) };
+        };
+        run(|| {
+            alive(s)?;
+            if vec.is_null() && vlen > 0 {
+                return Err(libc::EFAULT);
+            }
+            let mut sent = 0usize;
             for i in 0..vlen.min(1024) as usize {
-                // SAFETY: the caller promises `vlen` mmsghdrs at `vec`, each
-                // a valid msghdr.
-                if let Some(passed) = unsafe { corestack_fd_passed(&(*vec.add(i)).msg_hdr) } {
-                    return refuse_passing(passed) as c_int;
+                // SAFETY: the caller promises `vlen` mmsghdrs at `vec`.
+                let mh = unsafe { &mut *vec.add(i) };
+                // SAFETY: as sendmsg.
+                match unsafe { sendmsg_impl(&o, s, fd, &mh.msg_hdr, flags) } {
+                    Ok(n) => {
+                        mh.msg_len = n as c_uint;
+                        sent += 1;
+                    }
+                    Err(e) if sent == 0 => return Err(e),
+                    Err(_) => break,
                 }
             }
-        }
-        // SAFETY: passed through.
-        return unsafe { sys::sendmmsg(fd, vec, vlen, flags) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::sendmmsg(fd, vec, vlen, flags) };
-    };
-    run(|| {
-        alive(s)?;
-        if vec.is_null() && vlen > 0 {
-            return Err(libc::EFAULT);
-        }
-        let mut sent = 0usize;
-        for i in 0..vlen.min(1024) as usize {
-            // SAFETY: the caller promises `vlen` mmsghdrs at `vec`.
-            let mh = unsafe { &mut *vec.add(i) };
-            // SAFETY: as sendmsg.
-            match unsafe { sendmsg_impl(&o, s, fd, &mh.msg_hdr, flags) } {
-                Ok(n) => {
-                    mh.msg_len = n as c_uint;
-                    sent += 1;
-                }
-                Err(e) if sent == 0 => return Err(e),
-                Err(_) => break,
-            }
-        }
-        Ok(sent as c_int)
+            Ok(sent as c_int)
+        })
     })
 }
 
@@ -653,7 +683,7 @@ pub unsafe extern "C" fn sendfile(
         // SAFETY: passed through.
         return unsafe { sys::sendfile(out_fd, in_fd, offset, count) };
     };
-    run(|| {
+    run_quiet(|| {
         alive(s)?;
         let mut off = if offset.is_null() {
             None

@@ -4,7 +4,7 @@ use super::*;
 
 /// __read_chk: read with glibc's fortify check.
 #[no_mangle]
-pub unsafe extern "C" fn __read_chk(
+pub unsafe extern "C-unwind" fn __read_chk(
     fd: c_int,
     buf: *mut c_void,
     n: size_t,
@@ -20,7 +20,7 @@ pub unsafe extern "C" fn __read_chk(
 
 /// __recv_chk: recv with the fortify check.
 #[no_mangle]
-pub unsafe extern "C" fn __recv_chk(
+pub unsafe extern "C-unwind" fn __recv_chk(
     fd: c_int,
     buf: *mut c_void,
     n: size_t,
@@ -37,7 +37,7 @@ pub unsafe extern "C" fn __recv_chk(
 
 /// __recvfrom_chk: recvfrom with the fortify check.
 #[no_mangle]
-pub unsafe extern "C" fn __recvfrom_chk(
+pub unsafe extern "C-unwind" fn __recvfrom_chk(
     fd: c_int,
     buf: *mut c_void,
     n: size_t,

@@ -54,7 +54,7 @@ pub unsafe extern "C" fn socketpair(
 /// close(2): the entry leaves the table (CLOSING) before the real close;
 /// the socket closes when its last fd does. EBADF for the shim's own fds.
 #[no_mangle]
-pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+pub unsafe extern "C-unwind" fn close(fd: c_int) -> c_int {
     if sys::inside() {
         // SAFETY: passed through.
         return unsafe { sys::close(fd) };
@@ -63,16 +63,21 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         sys::set_errno(libc::EBADF);
         return -1;
     }
-    let obj = table::begin_close(fd);
+    let Some(o) = table::begin_close(fd) else {
+        // SAFETY: passed through (a cancellation point, as glibc's).
+        return unsafe { sys::close(fd) };
+    };
+    // The socket's bookkeeping is finished whatever is pending: a cancel
+    // acts at the next cancellation point.
+    let quiet = crate::cancel::Quiet::new();
     // SAFETY: passed through.
     let r = unsafe { sys::close(fd) };
-    if let Some(o) = obj {
-        let e = sys::errno();
-        table::end_close(fd);
-        forget_fd(&o, fd);
-        drop(o);
-        sys::set_errno(e);
-    }
+    let e = sys::errno();
+    table::end_close(fd);
+    forget_fd(&o, fd);
+    drop(o);
+    drop(quiet);
+    sys::set_errno(e);
     r
 }
 
@@ -395,7 +400,7 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: c_ulong) -> c_i
     };
     let p = arg as *mut c_int;
     match request {
-        libc::FIONBIO => run(|| {
+        libc::FIONBIO => run_quiet(|| {
             if p.is_null() {
                 return Err(libc::EFAULT);
             }
@@ -409,7 +414,7 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: c_ulong) -> c_i
             Ok(0)
         }),
         libc::FIONREAD => match s.pending() {
-            Some(n) => run(|| {
+            Some(n) => run_quiet(|| {
                 if p.is_null() {
                     return Err(libc::EFAULT);
                 }

@@ -33,11 +33,18 @@ use libc::{
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-/// Runs `f`; Err sets errno and gives -1; a panic gives EIO.
+/// Runs `f`; Err sets errno and gives -1; a panic gives EIO. A wait that
+/// ended for a pending cancel ([`crate::cancel::PENDING`]) gives -1 with
+/// EINTR and leaves the cancel to the entry point's [`crate::cancel::point`].
 fn run<T: TryFrom<i64>>(f: impl FnOnce() -> R<T>) -> T {
     let fail = T::try_from(-1).ok();
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => v,
+        Ok(Err(crate::cancel::PENDING)) => {
+            crate::cancel::ended_for_cancel();
+            sys::set_errno(libc::EINTR);
+            fail.unwrap_or_else(|| unreachable_fail())
+        }
         Ok(Err(e)) => {
             sys::set_errno(e);
             fail.unwrap_or_else(|| unreachable_fail())
@@ -47,6 +54,14 @@ fn run<T: TryFrom<i64>>(f: impl FnOnce() -> R<T>) -> T {
             fail.unwrap_or_else(|| unreachable_fail())
         }
     }
+}
+
+/// As [`run`], for a call that is no cancellation point: cancellation is
+/// disabled throughout, so that no glibc call the shim makes for it acts on
+/// a pending cancel (the next cancellation point does, as on Linux).
+fn run_quiet<T: TryFrom<i64>>(f: impl FnOnce() -> R<T>) -> T {
+    let _quiet = crate::cancel::Quiet::new();
+    run(f)
 }
 
 #[cold]
@@ -254,6 +269,7 @@ pub fn register_handlers() {
     }
 }
 
+mod cancel;
 mod cmsg;
 pub(crate) mod conn;
 pub(crate) mod data;

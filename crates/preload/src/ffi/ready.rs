@@ -25,17 +25,19 @@ pub(super) unsafe fn poll_impl(
 
 /// poll(2) over kernel fds and corestack sockets.
 #[no_mangle]
-pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
-    // SAFETY: the caller's pollfds, passed on.
-    unsafe {
-        poll_impl(
-            fds,
-            n,
-            Deadline::from_ms(i64::from(timeout)),
-            core::ptr::null(),
-            || sys::poll(fds, n, timeout),
-        )
-    }
+pub unsafe extern "C-unwind" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
+    crate::cancel::point(|| {
+        // SAFETY: the caller's pollfds, passed on.
+        unsafe {
+            poll_impl(
+                fds,
+                n,
+                Deadline::from_ms(i64::from(timeout)),
+                core::ptr::null(),
+                || sys::poll(fds, n, timeout),
+            )
+        }
+    })
 }
 
 pub(super) fn ts_deadline(ts: *const timespec) -> R<Deadline> {
@@ -55,23 +57,25 @@ pub(super) fn ts_deadline(ts: *const timespec) -> R<Deadline> {
 
 /// ppoll(2).
 #[no_mangle]
-pub unsafe extern "C" fn ppoll(
+pub unsafe extern "C-unwind" fn ppoll(
     fds: *mut pollfd,
     n: nfds_t,
     ts: *const timespec,
     mask: *const sigset_t,
 ) -> c_int {
-    let Ok(deadline) = ts_deadline(ts) else {
-        // SAFETY: passed through (the kernel reports the bad timespec).
-        return unsafe { sys::ppoll(fds, n, ts, mask) };
-    };
-    // SAFETY: the caller's pollfds, passed on.
-    unsafe { poll_impl(fds, n, deadline, mask, || sys::ppoll(fds, n, ts, mask)) }
+    crate::cancel::point(|| {
+        let Ok(deadline) = ts_deadline(ts) else {
+            // SAFETY: passed through (the kernel reports the bad timespec).
+            return unsafe { sys::ppoll(fds, n, ts, mask) };
+        };
+        // SAFETY: the caller's pollfds, passed on.
+        unsafe { poll_impl(fds, n, deadline, mask, || sys::ppoll(fds, n, ts, mask)) }
+    })
 }
 
 /// __poll_chk: poll with glibc's fortify check of the array size.
 #[no_mangle]
-pub unsafe extern "C" fn __poll_chk(
+pub unsafe extern "C-unwind" fn __poll_chk(
     fds: *mut pollfd,
     n: nfds_t,
     timeout: c_int,
@@ -87,7 +91,7 @@ pub unsafe extern "C" fn __poll_chk(
 
 /// __ppoll_chk: ppoll with the fortify check.
 #[no_mangle]
-pub unsafe extern "C" fn __ppoll_chk(
+pub unsafe extern "C-unwind" fn __ppoll_chk(
     fds: *mut pollfd,
     n: nfds_t,
     ts: *const timespec,
@@ -129,57 +133,59 @@ pub(super) unsafe fn any_ours(n: c_int, sets: [*mut fd_set; 3]) -> bool {
 /// select(2) over kernel fds and corestack sockets; the timeout is updated
 /// with the time left, as Linux does.
 #[no_mangle]
-pub unsafe extern "C" fn select(
+pub unsafe extern "C-unwind" fn select(
     n: c_int,
     r: *mut fd_set,
     w: *mut fd_set,
     e: *mut fd_set,
     tv: *mut timeval,
 ) -> c_int {
-    // SAFETY: the caller's sets.
-    if sys::inside() || !(0..=1024).contains(&n) || !unsafe { any_ours(n, [r, w, e]) } {
-        // SAFETY: passed through.
-        return unsafe { sys::select(n, r, w, e, tv) };
-    }
-    run(|| {
-        let deadline = if tv.is_null() {
-            Deadline::after(None)
-        } else {
-            // SAFETY: the caller promises a readable timeval.
-            let t = unsafe { *tv };
-            if t.tv_sec < 0 || !(0..1_000_000).contains(&t.tv_usec) {
-                return Err(libc::EINVAL);
-            }
-            Deadline::after(Some(
-                Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64),
-            ))
-        };
+    crate::cancel::point(|| {
         // SAFETY: the caller's sets.
-        let res = unsafe {
-            mux::select(
-                n as usize,
-                set_words(r),
-                set_words(w),
-                set_words(e),
-                deadline,
-                None,
-            )
-        };
-        if !tv.is_null() {
-            let left = deadline.left().unwrap_or_default();
-            // SAFETY: as above, writable.
-            unsafe {
-                (*tv).tv_sec = left.as_secs() as libc::time_t;
-                (*tv).tv_usec = left.subsec_micros() as libc::suseconds_t;
-            }
+        if sys::inside() || !(0..=1024).contains(&n) || !unsafe { any_ours(n, [r, w, e]) } {
+            // SAFETY: passed through.
+            return unsafe { sys::select(n, r, w, e, tv) };
         }
-        res.map(|c| c as c_int)
+        run(|| {
+            let deadline = if tv.is_null() {
+                Deadline::after(None)
+            } else {
+                // SAFETY: the caller promises a readable timeval.
+                let t = unsafe { *tv };
+                if t.tv_sec < 0 || !(0..1_000_000).contains(&t.tv_usec) {
+                    return Err(libc::EINVAL);
+                }
+                Deadline::after(Some(
+                    Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64),
+                ))
+            };
+            // SAFETY: the caller's sets.
+            let res = unsafe {
+                mux::select(
+                    n as usize,
+                    set_words(r),
+                    set_words(w),
+                    set_words(e),
+                    deadline,
+                    None,
+                )
+            };
+            if !tv.is_null() {
+                let left = deadline.left().unwrap_or_default();
+                // SAFETY: as above, writable.
+                unsafe {
+                    (*tv).tv_sec = left.as_secs() as libc::time_t;
+                    (*tv).tv_usec = left.subsec_micros() as libc::suseconds_t;
+                }
+            }
+            res.map(|c| c as c_int)
+        })
     })
 }
 
 /// pselect(2).
 #[no_mangle]
-pub unsafe extern "C" fn pselect(
+pub unsafe extern "C-unwind" fn pselect(
     n: c_int,
     r: *mut fd_set,
     w: *mut fd_set,
@@ -187,27 +193,29 @@ pub unsafe extern "C" fn pselect(
     ts: *const timespec,
     mask: *const sigset_t,
 ) -> c_int {
-    // SAFETY: the caller's sets.
-    if sys::inside() || !(0..=1024).contains(&n) || !unsafe { any_ours(n, [r, w, e]) } {
-        // SAFETY: passed through.
-        return unsafe { sys::pselect(n, r, w, e, ts, mask) };
-    }
-    run(|| {
-        let deadline = ts_deadline(ts)?;
-        // SAFETY: null or a readable sigset.
-        let mask = unsafe { mask.as_ref() };
+    crate::cancel::point(|| {
         // SAFETY: the caller's sets.
-        let res = unsafe {
-            mux::select(
-                n as usize,
-                set_words(r),
-                set_words(w),
-                set_words(e),
-                deadline,
-                mask,
-            )
-        };
-        res.map(|c| c as c_int)
+        if sys::inside() || !(0..=1024).contains(&n) || !unsafe { any_ours(n, [r, w, e]) } {
+            // SAFETY: passed through.
+            return unsafe { sys::pselect(n, r, w, e, ts, mask) };
+        }
+        run(|| {
+            let deadline = ts_deadline(ts)?;
+            // SAFETY: null or a readable sigset.
+            let mask = unsafe { mask.as_ref() };
+            // SAFETY: the caller's sets.
+            let res = unsafe {
+                mux::select(
+                    n as usize,
+                    set_words(r),
+                    set_words(w),
+                    set_words(e),
+                    deadline,
+                    mask,
+                )
+            };
+            res.map(|c| c as c_int)
+        })
     })
 }
 
@@ -264,7 +272,7 @@ pub unsafe extern "C" fn epoll_ctl(
     };
     let ep = ours(epfd);
     match (&*target, ep.as_deref()) {
-        (Obj::Sock(s), Some(Obj::Epoll(e))) => run(|| {
+        (Obj::Sock(s), Some(Obj::Epoll(e))) => run_quiet(|| {
             if fd == epfd {
                 return Err(libc::EINVAL);
             }
@@ -322,64 +330,70 @@ pub(super) unsafe fn epoll_wait_impl(
 
 /// epoll_wait(2).
 #[no_mangle]
-pub unsafe extern "C" fn epoll_wait(
+pub unsafe extern "C-unwind" fn epoll_wait(
     epfd: c_int,
     ev: *mut epoll_event,
     max: c_int,
     timeout: c_int,
 ) -> c_int {
-    // SAFETY: the caller's array, passed on.
-    unsafe {
-        epoll_wait_impl(
-            epfd,
-            ev,
-            max,
-            Deadline::from_ms(i64::from(timeout)),
-            core::ptr::null(),
-            || sys::epoll_wait(epfd, ev, max, timeout),
-        )
-    }
+    crate::cancel::point(|| {
+        // SAFETY: the caller's array, passed on.
+        unsafe {
+            epoll_wait_impl(
+                epfd,
+                ev,
+                max,
+                Deadline::from_ms(i64::from(timeout)),
+                core::ptr::null(),
+                || sys::epoll_wait(epfd, ev, max, timeout),
+            )
+        }
+    })
 }
 
 /// epoll_pwait(2).
 #[no_mangle]
-pub unsafe extern "C" fn epoll_pwait(
+pub unsafe extern "C-unwind" fn epoll_pwait(
     epfd: c_int,
     ev: *mut epoll_event,
     max: c_int,
     timeout: c_int,
     mask: *const sigset_t,
 ) -> c_int {
-    // SAFETY: as epoll_wait.
-    unsafe {
-        epoll_wait_impl(
-            epfd,
-            ev,
-            max,
-            Deadline::from_ms(i64::from(timeout)),
-            mask,
-            || sys::epoll_pwait(epfd, ev, max, timeout, mask),
-        )
-    }
+    crate::cancel::point(|| {
+        // SAFETY: as epoll_wait.
+        unsafe {
+            epoll_wait_impl(
+                epfd,
+                ev,
+                max,
+                Deadline::from_ms(i64::from(timeout)),
+                mask,
+                || sys::epoll_pwait(epfd, ev, max, timeout, mask),
+            )
+        }
+    })
 }
 
 /// epoll_pwait2(2).
 #[no_mangle]
-pub unsafe extern "C" fn epoll_pwait2(
+pub unsafe extern "C-unwind" fn epoll_pwait2(
     epfd: c_int,
     ev: *mut epoll_event,
     max: c_int,
     ts: *const timespec,
     mask: *const sigset_t,
 ) -> c_int {
-    let Ok(deadline) = ts_deadline(ts) else {
-        // SAFETY: passed through (the kernel reports the bad timespec).
-        return unsafe { sys::epoll_pwait2(epfd, ev, max, ts, mask) };
-    };
-    // SAFETY: as epoll_wait.
-    unsafe {
-        epoll_wait_impl(epfd, ev, max, deadline, mask, || {
-            sys::epoll_pwait2(epfd, ev, max, ts, mask)
-        })
-    }
+    crate::cancel::point(|| {
+        let Ok(deadline) = ts_deadline(ts) else {
+            // SAFETY: passed through (the kernel reports the bad timespec).
+            return unsafe { sys::epoll_pwait2(epfd, ev, max, ts, mask) };
+        };
+        // SAFETY: as epoll_wait.
+        unsafe {
+            epoll_wait_impl(epfd, ev, max, deadline, mask, || {
+                sys::epoll_pwait2(epfd, ev, max, ts, mask)
+            })
+        }
+    })
 }

@@ -32,7 +32,7 @@ const PIPE_ROOM_ON_POLLOUT: usize = 4096;
 /// splice(2): moves up to `len` bytes between `fd_in` and `fd_out`, one
 /// of them a pipe; see the module documentation for corestack sockets.
 #[no_mangle]
-pub unsafe extern "C" fn splice(
+pub unsafe extern "C-unwind" fn splice(
     fd_in: c_int,
     off_in: *mut off64_t,
     fd_out: c_int,
@@ -40,34 +40,37 @@ pub unsafe extern "C" fn splice(
     len: size_t,
     flags: c_uint,
 ) -> ssize_t {
-    let pass = || {
-        // SAFETY: passed through with the caller's arguments.
-        unsafe { sys::splice(fd_in, off_in, fd_out, off_out, len, flags) }
-    };
-    let (src, dst) = (ours(fd_in), ours(fd_out));
-    let src = src.filter(|o| as_sock(o).is_some_and(Sock::on_corestack));
-    let dst = dst.filter(|o| as_sock(o).is_some_and(Sock::on_corestack));
-    let nonblock = flags & libc::SPLICE_F_NONBLOCK != 0;
-    match (src, dst) {
-        (None, None) => pass(),
-        (Some(_), Some(_)) => run(|| Err::<ssize_t, _>(libc::EINVAL)),
-        (Some(o), None) => run(|| {
-            let s = as_sock(&o).ok_or(libc::EINVAL)?;
-            alive(s)?;
-            if !off_in.is_null() {
-                return Err(libc::EINVAL);
-            }
-            size(socket_to_pipe(&o, s, fd_in, fd_out, len, nonblock))
-        }),
-        (None, Some(o)) => run(|| {
-            let s = as_sock(&o).ok_or(libc::EINVAL)?;
-            alive(s)?;
-            if !off_out.is_null() {
-                return Err(libc::EINVAL);
-            }
-            size(pipe_to_socket(&o, s, fd_in, fd_out, len, nonblock))
-        }),
-    }
+    // A cancellation point, as glibc's splice is.
+    crate::cancel::point(|| {
+        let pass = || {
+            // SAFETY: passed through with the caller's arguments.
+            unsafe { sys::splice(fd_in, off_in, fd_out, off_out, len, flags) }
+        };
+        let (src, dst) = (ours(fd_in), ours(fd_out));
+        let src = src.filter(|o| as_sock(o).is_some_and(Sock::on_corestack));
+        let dst = dst.filter(|o| as_sock(o).is_some_and(Sock::on_corestack));
+        let nonblock = flags & libc::SPLICE_F_NONBLOCK != 0;
+        match (src, dst) {
+            (None, None) => pass(),
+            (Some(_), Some(_)) => run(|| Err::<ssize_t, _>(libc::EINVAL)),
+            (Some(o), None) => run(|| {
+                let s = as_sock(&o).ok_or(libc::EINVAL)?;
+                alive(s)?;
+                if !off_in.is_null() {
+                    return Err(libc::EINVAL);
+                }
+                size(socket_to_pipe(&o, s, fd_in, fd_out, len, nonblock))
+            }),
+            (None, Some(o)) => run(|| {
+                let s = as_sock(&o).ok_or(libc::EINVAL)?;
+                alive(s)?;
+                if !off_out.is_null() {
+                    return Err(libc::EINVAL);
+                }
+                size(pipe_to_socket(&o, s, fd_in, fd_out, len, nonblock))
+            }),
+        }
+    })
 }
 
 /// EINVAL unless kernel fd `fd` is a pipe (splice needs one end to be).
@@ -89,8 +92,11 @@ fn fd_nonblocking(fd: c_int) -> R<bool> {
     Ok(k::fcntl_int(fd, libc::F_GETFL, 0)? & libc::O_NONBLOCK != 0)
 }
 
-/// write(2) of `buf` to kernel fd `fd`.
+/// write(2) of `buf` to kernel fd `fd`, with cancellation disabled (glibc's
+/// write is a cancellation point, and none may act inside the shim's
+/// frames; a cancel while the socket side waits ends the call at its entry).
 fn write_fd(fd: c_int, buf: &[u8]) -> R<usize> {
+    let _quiet = crate::cancel::Quiet::new();
     // SAFETY: `buf` is readable for its length.
     let n = unsafe { sys::write(fd, buf.as_ptr().cast(), buf.len()) };
     usize::try_from(n).map_err(|_| sys::errno())
@@ -164,7 +170,11 @@ fn pipe_to_socket(
         return Ok(0);
     }
     with_sendfile_buf(cap, |buf| {
-        let n = k::read(pipe, buf)?;
+        let n = {
+            // As in `write_fd`.
+            let _quiet = crate::cancel::Quiet::new();
+            k::read(pipe, buf)?
+        };
         if n == 0 {
             return Ok(0);
         }

@@ -31,6 +31,7 @@ mod open;
 use io::*;
 
 use crate::addr::{self, Sa};
+use crate::cancel::{self, Quiet};
 use crate::opts::Opts;
 use crate::process::{self, Place};
 use crate::sys::k;
@@ -606,13 +607,24 @@ impl Sock {
         let timed = deadline.left().is_some();
         // Inline mode with a kernel side spins while the engine works.
         let mut sig = corestack::SpinSignals::new(None);
+        // No cancellation acts inside; a requested one ends the wait.
+        let quiet = Quiet::new();
         loop {
             if cond(&probe.status()) {
                 return Ok(());
             }
+            if quiet.due() {
+                return Err(cancel::PENDING);
+            }
             let Some((kfd, kev)) = kfd else {
-                match stack.wait_until(probe.notify(), deadline.left(), || cond(&probe.status())) {
-                    Waited::Ready => return Ok(()),
+                let asleep = quiet.asleep_futex(probe.notify());
+                let w = stack.wait_until(probe.notify(), deadline.left(), || {
+                    cond(&probe.status()) || quiet.due()
+                });
+                drop(asleep);
+                match w {
+                    // The condition, or a cancel: the loop's top tells.
+                    Waited::Ready => continue,
                     Waited::TimedOut => return Err(libc::EAGAIN),
                     Waited::Interrupted if restart(timed) => continue,
                     Waited::Interrupted => return Err(libc::EINTR),
@@ -624,7 +636,8 @@ impl Sock {
             if deadline.passed() {
                 return Err(libc::EAGAIN);
             }
-            let r = sleep_with_kernel_fd(stack, probe, kfd, kev, deadline, &cond, &mut sig);
+            let r =
+                sleep_with_kernel_fd(stack, probe, (kfd, kev), deadline, &cond, &mut sig, &quiet);
             match r {
                 Ok(()) => {}
                 Err(libc::EINTR) => {
@@ -646,6 +659,8 @@ impl Sock {
 pub fn drive_inline() {
     if let Some(s) = process::started() {
         if s.is_inline() {
+            // The engine's glibc calls (a NIC kick) are no place for a cancel.
+            let _quiet = Quiet::new();
             s.drive();
         }
     }
@@ -660,11 +675,11 @@ pub const POLLOUT_BITS: u32 = (libc::POLLOUT | libc::POLLWRNORM) as u32;
 fn sleep_with_kernel_fd(
     stack: &corestack::Stack,
     probe: &Probe,
-    kfd: c_int,
-    kev: i16,
+    (kfd, kev): (c_int, i16),
     deadline: Deadline,
     cond: &impl Fn(&Status) -> bool,
     sig: &mut corestack::SpinSignals,
+    quiet: &Quiet,
 ) -> R<()> {
     if sig.check().is_some() {
         return Err(libc::EINTR);
@@ -698,8 +713,9 @@ fn sleep_with_kernel_fd(
         return Ok(());
     }
     let efd = wait::thread_eventfd()?;
+    let _asleep = quiet.asleep_eventfd(efd);
     let armed = stack.arm(probe.notify(), efd);
-    if cond(&probe.status()) {
+    if cond(&probe.status()) || quiet.due() {
         return Ok(());
     }
     let mut fds = [
