@@ -50,11 +50,10 @@ pub fn poll(
         .collect();
     let nkernel = kset.iter().filter(|p| p.fd >= 0).count();
     let stack = crate::process::started();
-    let spin_until =
-        std::time::Instant::now() + stack.map_or(core::time::Duration::ZERO, |s| s.spin_time());
+    // The steps every wait takes (spin with signals held, then sleep); a
+    // signal during the spin is EINTR, as during the kernel's sleep.
+    let mut steps = stack.map(|s| corestack::WaitSteps::new(s, mask));
     let mut round = 0u32;
-    // A signal during the spin is EINTR, as during the kernel's sleep.
-    let mut sig = corestack::SpinSignals::new(mask);
     // No cancellation acts inside; a requested one ends the wait.
     let quiet = Quiet::new();
     loop {
@@ -72,92 +71,28 @@ pub fn poll(
             return Err(cancel::PENDING);
         }
         round = round.wrapping_add(1);
-        let Some(stack) = stack else {
+        let (Some(stack), Some(steps)) = (stack, steps.as_mut()) else {
             // No stack yet: only undecided sockets, which the kernel
             // answers (with the thread's eventfd, for a cancel).
-            let efd = wait::thread_eventfd()?;
-            let asleep = quiet.asleep_eventfd(efd);
-            if quiet.due() {
-                continue;
-            }
-            let mut set = kset.clone();
-            set.push(pollfd {
-                fd: efd,
-                events: libc::POLLIN,
-                revents: 0,
-            });
-            let r = crate::sys::poll_fds(&mut set, deadline.poll_ms(), mask);
-            drop(asleep);
-            if set.last().is_some_and(|p| p.revents != 0) {
-                crate::sys::eventfd_drain(efd);
-            }
-            r?;
+            wait::sleep_on::<()>(None, &quiet, &kset, deadline, mask, || Ok(None))?;
             round = 0;
             continue;
         };
-        if sig.check().is_some() {
-            return Err(libc::EINTR);
-        }
-        if stack.is_inline() {
-            // Held through the naps too (ppoll unblocks atomically).
-            sig.hold();
-            if !stack.idle() {
-                continue;
+        match steps.next(stack).map_err(|_| libc::EINTR)? {
+            corestack::Step::Look => {}
+            corestack::Step::Nap(nap_mask) => {
+                wait::nap(stack, &kset, deadline, nap_mask.as_ref())?;
             }
-            if sig.check().is_some() {
-                return Err(libc::EINTR);
+            corestack::Step::Sleep => {
+                let recheck = || look(fds, &mut kset.clone(), ours, &kernel_side, false);
+                let doorbell = Some((stack, stack.changes()));
+                if let Some(n) = wait::sleep_on(doorbell, &quiet, &kset, deadline, mask, recheck)? {
+                    return Ok(n);
+                }
+                // Kernel results are taken by the next look (with a zero timeout).
+                round = 0;
             }
-            let nap_mask = sig.sleep_mask();
-            let mut set = kset.clone();
-            if let Some(nic) = stack.nic_fd() {
-                set.push(pollfd {
-                    fd: nic,
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
-            }
-            let cap = corestack::Stack::MAX_INLINE_SLEEP.as_millis().max(1) as i64;
-            let ms = deadline.poll_ms();
-            crate::sys::poll_fds(
-                &mut set,
-                if ms < 0 { cap } else { ms.min(cap) },
-                nap_mask.as_ref(),
-            )?;
-            continue;
         }
-        if std::time::Instant::now() < spin_until {
-            sig.hold();
-            corestack::spin_round();
-            continue;
-        }
-        if sig.release().is_some() {
-            return Err(libc::EINTR);
-        }
-        let efd = wait::thread_eventfd()?;
-        let asleep = quiet.asleep_eventfd(efd);
-        let armed = stack.arm(stack.changes(), efd);
-        if let Some(n) = look(fds, &mut kset, ours, &kernel_side, false)? {
-            return Ok(n);
-        }
-        if quiet.due() {
-            continue;
-        }
-        let mut set = kset.clone();
-        set.push(pollfd {
-            fd: efd,
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        let ms = deadline.sleep_ms(armed.is_some());
-        let r = crate::sys::poll_fds(&mut set, ms, mask);
-        drop(armed);
-        drop(asleep);
-        if set.last().is_some_and(|p| p.revents != 0) {
-            crate::sys::eventfd_drain(efd);
-        }
-        r?;
-        // Kernel results are taken by the next look (with a zero timeout).
-        round = 0;
     }
 }
 

@@ -18,9 +18,11 @@
 //! says Linux would.
 #![forbid(unsafe_code)]
 
+use crate::cancel::Quiet;
 use crate::sys;
 use core::ffi::c_int;
 use core::time::Duration;
+use libc::{pollfd, sigset_t};
 use std::cell::Cell;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -164,4 +166,74 @@ impl Deadline {
             (false, d) => d.min(1),
         }
     }
+}
+
+/// [`corestack::Step::Nap`] of a shim wait: inline mode with the engine
+/// idle sleeps in ppoll on `kernel` (the waiter's kernel fds) and the NIC
+/// queue's fd, at most [`corestack::Stack::MAX_INLINE_SLEEP`] (the engine's
+/// timers), under `mask` (the held signals let through for the nap alone).
+/// Errors: poll's errno (EINTR: a handler ran).
+pub fn nap(
+    stack: &corestack::Stack,
+    kernel: &[pollfd],
+    deadline: Deadline,
+    mask: Option<&sigset_t>,
+) -> Result<(), c_int> {
+    let mut set = kernel.to_vec();
+    if let Some(nic) = stack.nic_fd() {
+        set.push(pollfd {
+            fd: nic,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+    }
+    let cap = corestack::Stack::MAX_INLINE_SLEEP.as_millis().max(1) as i64;
+    let ms = deadline.poll_ms();
+    sys::poll_fds(&mut set, if ms < 0 { cap } else { ms.min(cap) }, mask).map(drop)
+}
+
+/// [`corestack::Step::Sleep`] of a shim wait, the arm → look again → sleep
+/// written once: this thread's eventfd, published for a canceller
+/// (`quiet`) and, with `doorbell`, armed on that notify word of the stack
+/// (without one, only the kernel can wake it); `recheck` looks once more
+/// (Some: done without sleeping; a cancel due also skips the sleep); then
+/// poll(2) on `kernel` and the eventfd until one is ready, the deadline
+/// passes or a signal comes (under `mask`); the eventfd is drained. Ok(None)
+/// after a sleep: the caller looks again. Errors: the eventfd's or poll's
+/// errno (EINTR: a handler ran), or `recheck`'s.
+pub fn sleep_on<T>(
+    doorbell: Option<(&corestack::Stack, &corestack::Notify)>,
+    quiet: &Quiet,
+    kernel: &[pollfd],
+    deadline: Deadline,
+    mask: Option<&sigset_t>,
+    recheck: impl FnOnce() -> Result<Option<T>, c_int>,
+) -> Result<Option<T>, c_int> {
+    let efd = thread_eventfd()?;
+    let asleep = quiet.asleep_eventfd(efd);
+    let armed = doorbell.and_then(|(s, n)| s.arm(n, efd));
+    if let Some(v) = recheck()? {
+        return Ok(Some(v));
+    }
+    if quiet.due() {
+        return Ok(None);
+    }
+    let mut set = kernel.to_vec();
+    set.push(pollfd {
+        fd: efd,
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    let ms = match doorbell {
+        // Armed: the engine rings; not armed (no room): nap and look again.
+        Some(_) => deadline.sleep_ms(armed.is_some()),
+        None => deadline.poll_ms(),
+    };
+    let r = sys::poll_fds(&mut set, ms, mask);
+    drop(armed);
+    drop(asleep);
+    if set.last().is_some_and(|p| p.revents != 0) {
+        sys::eventfd_drain(efd);
+    }
+    r.map(|_| None)
 }

@@ -79,7 +79,13 @@ impl WaitSteps {
         if self.inline {
             // Held through the naps too (their mask lets them through).
             self.sig.hold();
-            if stack.drive() || !stack.idle() {
+            if stack.drive() {
+                return Ok(Step::Look);
+            }
+            if !stack.idle() {
+                // Let another thread of this CPU run first (the one the
+                // engine's work was for, at the same priority).
+                spin_round();
                 return Ok(Step::Look);
             }
             self.check()?;

@@ -524,10 +524,10 @@ impl Epoll {
                 self.wake.get().copied(),
             );
         };
-        let spin_until = std::time::Instant::now() + stack.spin_time();
         let mut round = 0u32;
-        // A signal during the spin is EINTR (epoll_wait never restarts).
-        let mut sig = corestack::SpinSignals::new(mask);
+        // The steps every wait takes; a signal during the spin is EINTR
+        // (epoll_wait never restarts).
+        let mut steps = corestack::WaitSteps::new(stack, mask);
         loop {
             if stack.is_inline() {
                 stack.drive();
@@ -539,44 +539,26 @@ impl Epoll {
             if deadline.passed() {
                 return Ok(0);
             }
-            if sig.check().is_some() {
-                return Err(libc::EINTR);
-            }
             if quiet.due() {
                 return Err(cancel::PENDING);
             }
             round = round.wrapping_add(1);
-            if stack.is_inline() {
-                // Held through the naps too (epoll_pwait unblocks atomically).
-                sig.hold();
-                if !stack.idle() {
-                    // Spinning: let another thread of this CPU run first (the
-                    // one the engine's work was for, at the same priority).
-                    corestack::spin_round();
+            match steps.next(stack).map_err(|_| libc::EINTR)? {
+                corestack::Step::Look => continue,
+                corestack::Step::Nap(nap_mask) => {
+                    // The NIC fd joins the kernel epoll for the naps.
+                    self.add_nic(epfd, stack);
+                    let cap = corestack::Stack::MAX_INLINE_SLEEP.as_millis().max(1) as i64;
+                    let ms = deadline.poll_ms();
+                    let ms = if ms < 0 { cap } else { ms.min(cap) };
+                    let wake = self.wake.get().copied();
+                    let k = kernel_wait(epfd, out, ms, nap_mask.as_ref(), wake)?;
+                    if k > 0 {
+                        return Ok(self.collect_merge(out, k));
+                    }
                     continue;
                 }
-                if sig.check().is_some() {
-                    return Err(libc::EINTR);
-                }
-                self.add_nic(epfd, stack);
-                let cap = corestack::Stack::MAX_INLINE_SLEEP.as_millis().max(1) as i64;
-                let ms = deadline.poll_ms();
-                let ms = if ms < 0 { cap } else { ms.min(cap) };
-                let nap_mask = sig.sleep_mask();
-                let k = kernel_wait(epfd, out, ms, nap_mask.as_ref(), self.wake.get().copied())?;
-                if k > 0 {
-                    let more = self.collect_merge(out, k);
-                    return Ok(more);
-                }
-                continue;
-            }
-            if std::time::Instant::now() < spin_until {
-                sig.hold();
-                corestack::spin_round();
-                continue;
-            }
-            if sig.release().is_some() {
-                return Err(libc::EINTR);
+                corestack::Step::Sleep => {}
             }
             let wake = self.wake_fd(epfd)?;
             let asleep = quiet.asleep_eventfd(wake);

@@ -605,8 +605,9 @@ impl Sock {
         let stack = process::stack()?;
         let restart = |timed: bool| restartable && !timed && crate::sys::restart_after_signal();
         let timed = deadline.left().is_some();
-        // Inline mode with a kernel side spins while the engine works.
-        let mut sig = corestack::SpinSignals::new(None);
+        // With a kernel side, the steps every wait takes (inline: the engine
+        // runs between naps; else a spin, then a sleep).
+        let mut steps = corestack::WaitSteps::new(stack, None);
         // No cancellation acts inside; a requested one ends the wait.
         let quiet = Quiet::new();
         loop {
@@ -636,14 +637,27 @@ impl Sock {
             if deadline.passed() {
                 return Err(libc::EAGAIN);
             }
-            let r =
-                sleep_with_kernel_fd(stack, probe, (kfd, kev), deadline, &cond, &mut sig, &quiet);
+            let kset = [libc::pollfd {
+                fd: kfd,
+                events: kev,
+                revents: 0,
+            }];
+            let r = match steps.next(stack) {
+                Err(_) => Err(libc::EINTR),
+                Ok(corestack::Step::Look) => Ok(()),
+                Ok(corestack::Step::Nap(mask)) => wait::nap(stack, &kset, deadline, mask.as_ref()),
+                Ok(corestack::Step::Sleep) => {
+                    let doorbell = Some((stack, probe.notify()));
+                    let recheck = || Ok(cond(&probe.status()).then_some(()));
+                    wait::sleep_on(doorbell, &quiet, &kset, deadline, None, recheck).map(drop)
+                }
+            };
             match r {
                 Ok(()) => {}
                 Err(libc::EINTR) => {
                     // The thread's own mask back before asking which
                     // handlers restart (a held mask blocks them all).
-                    let _ = sig.release();
+                    let _ = steps.release();
                     if !restart(timed) {
                         return Err(libc::EINTR);
                     }
@@ -670,74 +684,6 @@ pub fn drive_inline() {
 pub const POLLIN_BITS: u32 = (libc::POLLIN | libc::POLLRDNORM) as u32;
 /// POLLOUT | POLLWRNORM.
 pub const POLLOUT_BITS: u32 = (libc::POLLOUT | libc::POLLWRNORM) as u32;
-
-/// One sleep of a wait on a corestack side and a kernel fd.
-fn sleep_with_kernel_fd(
-    stack: &corestack::Stack,
-    probe: &Probe,
-    (kfd, kev): (c_int, i16),
-    deadline: Deadline,
-    cond: &impl Fn(&Status) -> bool,
-    sig: &mut corestack::SpinSignals,
-    quiet: &Quiet,
-) -> R<()> {
-    if sig.check().is_some() {
-        return Err(libc::EINTR);
-    }
-    if stack.is_inline() {
-        // Held through the naps too (ppoll unblocks atomically).
-        sig.hold();
-        if stack.drive() || !stack.idle() {
-            return Ok(());
-        }
-        if sig.check().is_some() {
-            return Err(libc::EINTR);
-        }
-        let nap_mask = sig.sleep_mask();
-        let mut fds = vec![libc::pollfd {
-            fd: kfd,
-            events: kev,
-            revents: 0,
-        }];
-        if let Some(nic) = stack.nic_fd() {
-            fds.push(libc::pollfd {
-                fd: nic,
-                events: libc::POLLIN,
-                revents: 0,
-            });
-        }
-        let ms = deadline.poll_ms();
-        let cap = corestack::Stack::MAX_INLINE_SLEEP.as_millis().max(1) as i64;
-        let ms = if ms < 0 { cap } else { ms.min(cap) };
-        crate::sys::poll_fds(&mut fds, ms, nap_mask.as_ref())?;
-        return Ok(());
-    }
-    let efd = wait::thread_eventfd()?;
-    let _asleep = quiet.asleep_eventfd(efd);
-    let armed = stack.arm(probe.notify(), efd);
-    if cond(&probe.status()) || quiet.due() {
-        return Ok(());
-    }
-    let mut fds = [
-        libc::pollfd {
-            fd: kfd,
-            events: kev,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: efd,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
-    let ms = deadline.sleep_ms(armed.is_some());
-    let r = crate::sys::poll_fds(&mut fds, ms, None);
-    drop(armed);
-    if fds[1].revents != 0 {
-        crate::sys::eventfd_drain(efd);
-    }
-    r.map(drop)
-}
 
 impl Drop for Sock {
     fn drop(&mut self) {
