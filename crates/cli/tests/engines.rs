@@ -11,17 +11,21 @@ use std::time::Duration;
 use common::shim::{need, preload, script};
 use common::*;
 
-/// `engines` engines serve 256 echo connections from two Linux processes of 128 each.
-fn echo_on_engines(engines: usize, net: u8) {
-    let _lock = start();
-    let pair = netns::Pair::with_queues("q", net, 4).expect("creating the namespaces");
-    let mut args = pair.core_args();
-    args.extend(["--cores", &engines.to_string(), "--mode", "embedded"].map(String::from));
-    let mut server = echo_server(&pair.core, &args, 7);
-    ping_until_up(&pair.linux, &pair.core_ip, 10);
-    let target = format!("{}:7", pair.core_ip);
-    let pid = server.pid();
-    let trips = conn_clients(&pair.linux, &target, &[None, None], 128, 2, pid);
+/// `serve echo` with `args` (on `engines` engines) in `core` serves 256 echo connections from
+/// two Linux processes of 128 each in `linux`: every connection opens, no TCP input runs off
+/// its owner, nothing handed over is dropped, and every engine owns connections and received
+/// frames from its own queue. Returns the running server, the round trips and the counters.
+fn serve_256(
+    core: &netns::Netns,
+    linux: &netns::Netns,
+    core_ip: &str,
+    args: &[String],
+    engines: usize,
+) -> (Proc, u64, std::collections::HashMap<String, u64>) {
+    let mut server = echo_server(core, args, 7);
+    ping_until_up(linux, core_ip, 10);
+    let target = format!("{core_ip}:7");
+    let trips = conn_clients(linux, &target, &[None, None], 128, 2, server.pid());
     // Counters are published every 10 ms.
     std::thread::sleep(Duration::from_millis(50));
     let c = engine_counters(server.pid());
@@ -30,14 +34,30 @@ fn echo_on_engines(engines: usize, net: u8) {
     assert_eq!(get("tcp_passive_opens"), 256, "{c:?}");
     assert_eq!(get("owner_violations"), 0, "{c:?}");
     assert_eq!(get("handoff_dropped"), 0, "{c:?}");
-    assert!(get("rx_foreign") > 0, "no frame needed a handoff: {c:?}");
     for e in 0..engines {
         let c = one_engine_counters(server.pid(), e);
+        let get = |k: &str| c.get(k).copied().unwrap_or(0);
         assert!(
-            c.get("tcp_passive_opens").copied().unwrap_or(0) > 0,
+            get("tcp_passive_opens") > 0,
             "engine {e} of {engines} owns no connection: {c:?}"
         );
+        assert!(
+            get("rx_frames") > 0,
+            "engine {e}'s queue carried no frame: {c:?}"
+        );
     }
+    (server, trips, c)
+}
+
+/// `engines` engines serve 256 echo connections from two Linux processes of 128 each.
+fn echo_on_engines(engines: usize, net: u8) {
+    let _lock = start();
+    let pair = netns::Pair::with_queues("q", net, 4).expect("creating the namespaces");
+    let mut args = pair.core_args();
+    args.extend(["--cores", &engines.to_string(), "--mode", "embedded"].map(String::from));
+    let (server, trips, c) = serve_256(&pair.core, &pair.linux, &pair.core_ip, &args, engines);
+    let get = |k: &str| c.get(k).copied().unwrap_or(0);
+    assert!(get("rx_foreign") > 0, "no frame needed a handoff: {c:?}");
     let queues = pair.core.rx_queue_packets("vc").expect("ethtool -S vc");
     let busy = queues.iter().filter(|&&n| n > 0).count();
     assert!(busy >= 2, "frames arrived on {busy} queue(s): {queues:?}");
@@ -64,29 +84,8 @@ fn two_engines_echo_256_connections_over_a_multi_queue_tap() {
     let pair = tap_pair_with(99, true);
     let mut args = tap_args(&pair);
     args.extend(["--cores", "2", "--mode", "embedded"].map(String::from));
-    let mut server = echo_server(&pair.core, &args, 7);
-    ping_until_up(&pair.linux, &pair.core_ip, 10);
-    let target = format!("{}:7", pair.core_ip);
-    let trips = conn_clients(&pair.linux, &target, &[None, None], 128, 2, server.pid());
-    std::thread::sleep(Duration::from_millis(50));
-    let c = engine_counters(server.pid());
+    let (server, trips, c) = serve_256(&pair.core, &pair.linux, &pair.core_ip, &args, 2);
     let get = |k: &str| c.get(k).copied().unwrap_or(0);
-    assert!(trips >= 256, "{trips} round trips over 256 connections");
-    assert_eq!(get("tcp_passive_opens"), 256, "{c:?}");
-    assert_eq!(get("owner_violations"), 0, "{c:?}");
-    assert_eq!(get("handoff_dropped"), 0, "{c:?}");
-    for e in 0..2 {
-        let c = one_engine_counters(server.pid(), e);
-        let get = |k: &str| c.get(k).copied().unwrap_or(0);
-        assert!(
-            get("tcp_passive_opens") > 0,
-            "engine {e} owns no connection: {c:?}"
-        );
-        assert!(
-            get("rx_frames") > 0,
-            "engine {e}'s tap queue carried no frame: {c:?}"
-        );
-    }
     eprintln!(
         "multi-queue tap, 2 engines: {trips} round trips in 2 s; {} frames arrived at a non-owner",
         get("rx_foreign")

@@ -95,6 +95,6 @@ pub use poll::{Event, Interest, Poller, Probe, Source, Status};
 pub use stack::{
     spin_round, Driver, Stack, StackBuilder, Step, StepInterrupted, WaitSteps, Waited,
 };
-pub use sys::SpinSignals;
+pub use sys::{SpinSignals, SYNCHRONOUS_SIGNALS};
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;

@@ -129,9 +129,11 @@ pub struct SpinSignals {
     during: Option<libc::sigset_t>,
 }
 
-/// Signals a spinning waiter never holds (synchronous faults: blocking
-/// them would turn a fault into a kill).
-const NEVER_HELD: [libc::c_int; 7] = [
+/// The synchronous fault signals (raised by the faulting thread itself,
+/// never what interrupts a sleep): a spinning waiter never holds them
+/// (blocking them would turn a fault into a kill), and their handlers do
+/// not decide whether a call restarts.
+pub const SYNCHRONOUS_SIGNALS: [libc::c_int; 7] = [
     libc::SIGSEGV,
     libc::SIGBUS,
     libc::SIGFPE,
@@ -204,7 +206,7 @@ impl SpinSignals {
         let held = unsafe {
             let mut s: libc::sigset_t = core::mem::zeroed();
             libc::sigfillset(&mut s);
-            for sig in NEVER_HELD {
+            for sig in SYNCHRONOUS_SIGNALS {
                 libc::sigdelset(&mut s, sig);
             }
             s

@@ -488,15 +488,7 @@ pub fn raise_sigpipe() {
 /// count: Rust's runtime and JVMs install SIGSEGV and SIGBUS handlers
 /// without SA_RESTART.
 pub fn restart_after_signal() -> bool {
-    const SYNCHRONOUS: [c_int; 7] = [
-        libc::SIGSEGV,
-        libc::SIGBUS,
-        libc::SIGFPE,
-        libc::SIGILL,
-        libc::SIGTRAP,
-        libc::SIGSYS,
-        libc::SIGABRT,
-    ];
+    const SYNCHRONOUS: [c_int; 7] = corestack::SYNCHRONOUS_SIGNALS;
     // SAFETY: sigset_t is plain bits; pthread_sigmask with a null new set
     // only writes the current mask into `blocked`.
     let mut blocked: sigset_t = unsafe { core::mem::zeroed() };
