@@ -177,23 +177,30 @@ fn fill_receiver(a: &mut Host, b: &mut Host, salt: u8) {
     assert_eq!(b.tcb.rcv_wnd(), 0);
 }
 
-#[test]
-fn established_zero_window_probes_with_backoff_then_resumes() {
-    let (mut a, mut b) = small_receiver();
-    let data = pattern(20_000, 4);
-    a.write(&data);
+/// Exchanges from T0, 100 ms a step, until b's 8 KiB buffer is full (its
+/// application does not read) and a sees b's window shut; returns when.
+fn shut_window(a: &mut Host, b: &mut Host) -> Instant {
     let mut now = T0;
-    // Fill b's buffer; its application does not read.
     for _ in 0..50 {
         a.timer(now);
         b.timer(now);
-        exchange(&mut a, &mut b, now);
-        exchange(&mut b, &mut a, now);
+        exchange(a, b, now);
+        exchange(b, a, now);
         if b.rx.unread() == 8192 && a.tcb.snd_wnd() == 0 {
             break;
         }
         now = now + ms(100);
     }
+    now
+}
+
+#[test]
+fn established_zero_window_probes_with_backoff_then_resumes() {
+    let (mut a, mut b) = small_receiver();
+    let data = pattern(20_000, 4);
+    a.write(&data);
+    // Fill b's buffer; its application does not read.
+    let mut now = shut_window(&mut a, &mut b);
     assert_eq!(b.rx.unread(), 8192);
     assert_eq!(a.tcb.snd_wnd(), 0);
     assert_eq!(a.tcb.bytes_in_flight(), 0);
@@ -251,18 +258,9 @@ fn zero_window_past_the_user_timeout_ends_the_connection() {
         let (mut a, mut b) = small_receiver();
         a.tcb.set_user_timeout(ms(user_ms));
         a.write(&pattern(20_000, 5));
-        let mut now = T0;
-        for _ in 0..50 {
-            a.timer(now);
-            b.timer(now);
-            exchange(&mut a, &mut b, now);
-            exchange(&mut b, &mut a, now);
-            if b.rx.unread() == 8192 && a.tcb.snd_wnd() == 0 {
-                break;
-            }
-            now = now + ms(100);
-        }
+        shut_window(&mut a, &mut b);
         assert_eq!(a.tcb.snd_wnd(), 0);
+        let mut now;
         let shut_at = a.tcb.next_timeout().expect("persist timer");
         let mut closed_at = None;
         for _ in 0..12 {
