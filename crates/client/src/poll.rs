@@ -87,8 +87,10 @@ enum Kind {
 pub(crate) enum QueueProbe {
     /// One queue per engine.
     Local(Vec<spsc::Probe<Accepted>>),
-    /// Slot numbers, 4 bytes each.
-    AppSegment(bytes::Probe),
+    /// Slot numbers, 4 bytes each, one ring per engine of the daemon;
+    /// with several, the segment, whose wake-up point every engine
+    /// bumps (the doorbell to sleep on).
+    AppSegment(Vec<bytes::Probe>, Option<appif::seg::AppSegment>),
 }
 
 /// Space a UDP TX ring needs for a largest datagram and its record header.
@@ -142,7 +144,7 @@ impl Probe {
                 let closed = shared.state() == SockState::Closed;
                 let waiting = match queue {
                     QueueProbe::Local(qs) => qs.iter().any(|q| !q.is_empty()),
-                    QueueProbe::AppSegment(q) => q.len() >= 4,
+                    QueueProbe::AppSegment(qs, _) => qs.iter().any(|q| q.len() >= 4),
                 };
                 (waiting || closed, false, closed)
             }
@@ -486,9 +488,15 @@ impl Probe {
     }
 
     /// The socket's doorbell: the engine notifies it after every change to
-    /// the socket (to sleep on with [`crate::Stack::wait_until`]).
+    /// the socket (to sleep on with [`crate::Stack::wait_until`]); for a
+    /// service-mode listener on several engines, the application's
+    /// wake-up point, which each of them notifies.
     pub fn notify(&self) -> &appif::notify::Notify {
         match &self.0 {
+            Kind::Listener {
+                queue: QueueProbe::AppSegment(_, Some(seg)),
+                ..
+            } => seg.app_wake(),
             Kind::Stream { shared, .. }
             | Kind::Udp { shared, .. }
             | Kind::Listener { shared, .. } => &shared.notify,

@@ -19,14 +19,26 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
+/// The way to one of the daemon's engines: its command ring in the
+/// segment and its doorbell.
+struct Lane {
+    cmds: Mutex<CmdProducer>,
+    doorbell: OwnedFd,
+}
+
 /// The application's end of an association.
 pub(crate) struct Service {
     pub seg: AppSegment,
-    cmds: Mutex<CmdProducer>,
-    doorbell: OwnedFd,
+    /// One per engine of the daemon, in engine order.
+    lanes: Vec<Lane>,
     ctl: UnixStream,
     /// Slots this process holds a handle to (claimed or accepted).
     busy: Mutex<Vec<bool>>,
+    /// The engine that holds each slot's socket (an index into `lanes`).
+    slot_lane: Vec<core::sync::atomic::AtomicU8>,
+    /// Listeners on several engines: the slot the application knows the
+    /// listener by, and the slots of its members on the other engines.
+    groups: Mutex<Vec<(u32, Vec<u32>)>>,
     dead: AtomicBool,
     pub assoc: u32,
     /// Fork tickets handed out ([`Service::next_ticket`]).
@@ -95,22 +107,39 @@ impl Service {
         if w.status != 0 {
             return Err(io::Error::from_raw_os_error(w.status));
         }
-        if fds.len() != 2 {
-            return Err(proto("the daemon's welcome came without its two fds"));
+        if fds.len() < 2 {
+            return Err(proto("the daemon's welcome came without its fds"));
         }
-        let doorbell = fds.pop().expect("two fds");
-        let memfd = fds.pop().expect("two fds");
+        // The memfd, then one doorbell per engine.
+        let mut fds = fds.into_iter();
+        let memfd = fds.next().expect("two fds");
         let len = usize::try_from(w.seg_len).map_err(|_| proto("segment too large"))?;
         let region = Arc::new(Region::map_fd(memfd.as_fd(), len)?);
         let (seg, assoc) = AppSegment::open(region).map_err(proto)?;
         let seg = seg.with_sleepers(wakers);
+        if fds.len() != seg.layout().engines as usize {
+            return Err(proto(
+                "the daemon's welcome came without a doorbell per engine",
+            ));
+        }
+        let lanes = fds
+            .enumerate()
+            .map(|(e, doorbell)| {
+                let cmds = CmdProducer::lane(seg.clone(), e as u32).expect("engine of the layout");
+                Lane {
+                    cmds: Mutex::new(cmds),
+                    doorbell,
+                }
+            })
+            .collect();
         let nslots = seg.layout().nslots as usize;
         Ok(Service {
-            cmds: Mutex::new(CmdProducer::new(seg.clone())),
+            lanes,
             seg,
-            doorbell,
             ctl,
             busy: Mutex::new(vec![false; nslots]),
+            slot_lane: (0..nslots).map(|_| Default::default()).collect(),
+            groups: Mutex::new(Vec::new()),
             dead: AtomicBool::new(false),
             assoc,
             tickets: core::sync::atomic::AtomicU32::new(1),
@@ -118,9 +147,15 @@ impl Service {
         })
     }
 
-    /// Takes a free slot for a new socket. Errors: EMFILE when every slot
-    /// of the segment is in use.
-    pub fn new_socket(&self) -> io::Result<SlotParts> {
+    /// The daemon's engines (1..=255).
+    pub fn engines(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// Takes a free slot for a new socket held by engine `engine` (its
+    /// descriptors go to that engine's ring; 0 past the engines). Errors:
+    /// EMFILE when every slot of the segment is in use.
+    pub fn new_socket(&self, engine: usize) -> io::Result<SlotParts> {
         let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
         let hint = busy.iter().position(|b| !b).unwrap_or(0) as u32;
         let slot = self
@@ -130,6 +165,7 @@ impl Service {
         self.seg.reset_slot(slot);
         busy[slot as usize] = true;
         drop(busy);
+        self.set_lane(slot, engine);
         self.parts(slot).ok_or_else(|| errno::io(errno::EINVAL))
     }
 
@@ -144,27 +180,79 @@ impl Service {
         })
     }
 
-    /// Marks an accepted slot as held by this process.
-    pub fn hold(&self, slot: u32) -> bool {
+    /// Records that engine `engine` holds `slot`'s socket.
+    fn set_lane(&self, slot: u32, engine: usize) {
+        let e = if engine < self.lanes.len() { engine } else { 0 };
+        if let Some(l) = self.slot_lane.get(slot as usize) {
+            l.store(e as u8, Ordering::Relaxed);
+        }
+    }
+
+    /// The engine that holds `slot`'s socket.
+    fn lane_of(&self, slot: u32) -> usize {
+        self.slot_lane
+            .get(slot as usize)
+            .map_or(0, |l| l.load(Ordering::Relaxed) as usize)
+    }
+
+    /// Marks a slot that engine `engine` accepted as held by this process.
+    pub fn hold(&self, slot: u32, engine: usize) -> bool {
         let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
         match busy.get_mut(slot as usize) {
             Some(b) if !*b => {
                 *b = true;
+                drop(busy);
+                self.set_lane(slot, engine);
                 true
             }
             _ => false,
         }
     }
 
-    /// Sends descriptor `d` for one of this process's sockets, then lets go
-    /// of the slot after a Close or Abort. Waits (yielding) while the
-    /// command ring is full; drops it when the daemon is gone.
-    pub fn submit(&self, d: Desc) {
-        self.submit_desc(d);
-        if let Desc::Close { slot } | Desc::Abort { slot } = d {
-            let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(b) = busy.get_mut(slot as usize) {
-                *b = false;
+    /// Records that the listener the application knows as `slot` has
+    /// `members` on the other engines: what is asked of it is asked of
+    /// them too ([`Service::members`]).
+    pub fn group(&self, slot: u32, members: Vec<u32>) {
+        let mut g = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+        g.retain(|(s, _)| *s != slot);
+        g.push((slot, members));
+    }
+
+    /// `slot` and the members of the listener it is, if it is one on
+    /// several engines; a Close or Abort ends the group.
+    fn members(&self, d: &Desc) -> Vec<u32> {
+        let slot = d.slot();
+        let mut g = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(k) = g.iter().position(|(s, _)| *s == slot) else {
+            return vec![slot];
+        };
+        let mut all = vec![slot];
+        all.extend_from_slice(&g[k].1);
+        if matches!(d, Desc::Close { .. } | Desc::Abort { .. }) {
+            g.swap_remove(k);
+        }
+        all
+    }
+
+    /// Sends the descriptor `desc(slot)` for one of this process's sockets
+    /// (for each member of a listener on several engines), then lets go of
+    /// the slot after a Close or Abort. Waits (yielding) while a command
+    /// ring is full; drops it when the daemon is gone.
+    pub fn submit(&self, slot: u32, desc: impl Fn(u32) -> Desc) {
+        let first = desc(slot);
+        let slots = if self.lanes.len() > 1 {
+            self.members(&first)
+        } else {
+            vec![slot]
+        };
+        for s in slots {
+            let d = desc(s);
+            self.submit_desc(self.lane_of(s), d);
+            if let Desc::Close { slot } | Desc::Abort { slot } = d {
+                let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(b) = busy.get_mut(slot as usize) {
+                    *b = false;
+                }
             }
         }
     }
@@ -263,12 +351,14 @@ impl Service {
 }
 
 impl Service {
-    /// Sends a descriptor (from [`Service::submit`], or built by the stack
-    /// for opening, fork and lending); spins, then yields, while the command ring
-    /// is full; drops it when the daemon is gone. Rings the engine's doorbell
-    /// only if the engine sleeps.
-    pub fn submit_desc(&self, d: Desc) {
-        let mut q = self.cmds.lock().unwrap_or_else(|p| p.into_inner());
+    /// Sends a descriptor to engine `engine` (0 past the engines; from
+    /// [`Service::submit`], or built by the stack for opening, fork and
+    /// lending); spins, then yields, while its command ring is full; drops
+    /// it when the daemon is gone. Rings the engine's doorbell only if the
+    /// engine sleeps.
+    pub fn submit_desc(&self, engine: usize, d: Desc) {
+        let lane = self.lanes.get(engine).unwrap_or(&self.lanes[0]);
+        let mut q = lane.cmds.lock().unwrap_or_else(|p| p.into_inner());
         let mut tries = 0u32;
         while !q.push(&d) {
             if !self.alive() {
@@ -282,7 +372,7 @@ impl Service {
             }
         }
         if q.engine_needs_doorbell() {
-            ctl::eventfd_signal(self.doorbell.as_fd());
+            ctl::eventfd_signal(lane.doorbell.as_fd());
         }
     }
 }

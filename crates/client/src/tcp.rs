@@ -100,7 +100,11 @@ impl TcpListener {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
             let q = &self.accept;
-            self.stack.wait(&self.shared, None, || !q.is_empty());
+            let n = match q.on_several() {
+                true => self.stack.changes(),
+                false => &self.shared.notify,
+            };
+            self.stack.wait_on(n, None, || !q.is_empty());
         }
     }
 
@@ -132,7 +136,12 @@ impl crate::poll::Source for TcpListener {
             AcceptRx::Local(qs, _) => {
                 crate::poll::QueueProbe::Local(qs.iter().map(|q| q.probe()).collect())
             }
-            AcceptRx::AppSegment(q) => crate::poll::QueueProbe::AppSegment(q.probe()),
+            AcceptRx::AppSegment(qs, _) => crate::poll::QueueProbe::AppSegment(
+                qs.iter().map(|(q, _)| q.probe()).collect(),
+                self.stack
+                    .service_segment()
+                    .filter(|_| self.accept.on_several()),
+            ),
         };
         crate::poll::Probe::listener(self.shared.clone(), queue)
     }

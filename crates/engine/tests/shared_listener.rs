@@ -31,6 +31,7 @@ const LAYOUT: Layout = Layout {
     ring_bytes: 4096,
     ring_max_bytes: 4096,
     cmd_slots: 16,
+    engines: 1,
 };
 
 /// Association `assoc`'s segment, its listener in slot 0.

@@ -109,6 +109,43 @@ pub fn deal<P: Port>(ports: Vec<P>, engines: usize) -> std::io::Result<Vec<PortG
         .collect()
 }
 
+/// The AF_XDP queues of `engines` engines (at least 2) on `cfg.ifname`,
+/// dealt as [`deal`] does: an XSK on every queue of the interface (a queue
+/// without one would pass its frames to the kernel) and at least one per
+/// engine, one XDP program for them all; the NIC's RSS programmed with the
+/// engines' hash where it can be ([`crate::rss::program_nic`], whose
+/// outcome is returned). Embedded mode and the daemon both open their
+/// queues here.
+///
+/// Errors: as [`crate::af_xdp::AfXdpPort::open_queues`] (each message one
+/// line saying what to do, e.g. raise the queues with `ethtool -L`, or use
+/// --cores 1) and [`PortGroup::new`].
+pub fn af_xdp_engines(
+    cfg: &crate::af_xdp::AfXdpConfig,
+    engines: usize,
+) -> std::io::Result<(Vec<PortGroup<crate::af_xdp::AfXdpPort>>, crate::rss::NicRss)> {
+    let have = crate::af_xdp::rx_queues(&cfg.ifname)
+        .map_err(std::io::Error::from)?
+        .unwrap_or(1) as usize;
+    let ports = crate::af_xdp::AfXdpPort::open_queues(cfg, have.max(engines))
+        .map_err(std::io::Error::from)?;
+    let steering = crate::rss::Steering::new(engines);
+    let rss = crate::rss::program_nic(&cfg.ifname, &steering);
+    Ok((deal(ports, engines)?, rss))
+}
+
+/// One queue of the multi-queue tap `ifname` per engine (`engines` of
+/// them), as groups of one. Errors: as [`crate::tap::TapPort::open_queues`]
+/// (a tap made without `multi_queue`: a message saying how to make one, or
+/// to use --cores 1) and [`PortGroup::new`].
+pub fn tap_engines(
+    ifname: &str,
+    engines: usize,
+) -> std::io::Result<Vec<PortGroup<crate::tap::TapPort>>> {
+    let ports = crate::tap::TapPort::open_queues(ifname, engines).map_err(std::io::Error::from)?;
+    deal(ports, engines)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

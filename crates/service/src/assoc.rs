@@ -57,8 +57,42 @@ pub(crate) struct App {
     pub ctl: UnixStream,
     /// The engine's doorbell, which it rings when the engine sleeps.
     pub doorbell: OwnedFd,
+    /// With several engines (on the first engine's association): the
+    /// doorbells of engines 1.. (each engine's association takes its own,
+    /// [`App::for_engine`]).
+    pub lanes: Vec<Option<OwnedFd>>,
     /// Its counters.
     pub stats: AppStats,
+}
+
+impl App {
+    /// Engine `engine`'s view of this association (engine ≥ 1 of a daemon
+    /// with several): the same segment, application and credentials, the
+    /// consuming end of that engine's command ring and its doorbell.
+    /// Errors: EBADF when that engine's view was taken already or the
+    /// segment has no such engine; `dup` failing (EMFILE).
+    pub(crate) fn for_engine(&mut self, engine: u32) -> io::Result<App> {
+        let ebadf = || io::Error::from_raw_os_error(errno::EBADF);
+        let doorbell = self
+            .lanes
+            .get_mut((engine as usize).wrapping_sub(1))
+            .and_then(Option::take)
+            .ok_or_else(ebadf)?;
+        Ok(App {
+            assoc: self.assoc,
+            name: self.name.clone(),
+            cred: self.cred,
+            privileged: self.privileged,
+            parent: self.parent,
+            cmds: CmdConsumer::lane(self.seg.clone(), engine).ok_or_else(ebadf)?,
+            seg: self.seg.clone(),
+            memfd: self.memfd.try_clone()?,
+            ctl: self.ctl.try_clone()?,
+            doorbell,
+            lanes: Vec::new(),
+            stats: AppStats::default(),
+        })
+    }
 }
 
 /// Why an association ends.
@@ -143,6 +177,7 @@ pub(crate) fn layout_for(hello: &ctl::Hello, cfg: &Validated) -> Layout {
         ring_bytes,
         ring_max_bytes: cfg.ring_max_bytes.max(ring_bytes),
         cmd_slots: CMD_SLOTS,
+        engines: cfg.cores,
     }
 }
 
@@ -152,7 +187,9 @@ pub(crate) fn layout_for(hello: &ctl::Hello, cfg: &Validated) -> Layout {
 /// eventfd among them is closed): with
 /// `apps` applications connected, either a refusal, or association
 /// `assoc` (a fresh segment, in which the link MTU `mtu` is recorded, and
-/// the engine's doorbell, both sent by `SCM_RIGHTS` with the welcome).
+/// the engine's doorbell, one per engine with `cores` > 1, all sent by
+/// `SCM_RIGHTS` with the welcome: the memfd first, then the doorbells in
+/// engine order).
 ///
 /// Errors: a [`JoinError`]; the application was told with an errno where
 /// the protocol has one.
@@ -221,6 +258,10 @@ pub(crate) fn join(
     seg.set_net(cfg.ip, cfg.prefix, cfg.gateway);
     seg.set_net6(cfg.ip6);
     let doorbell = ctl::eventfd().map_err(JoinError::Doorbell)?;
+    let lanes = (1..layout.engines)
+        .map(|_| ctl::eventfd().map(Some))
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(JoinError::Doorbell)?;
     let w = ctl::Welcome {
         status: 0,
         assoc,
@@ -229,8 +270,13 @@ pub(crate) fn join(
         cmd_slots: CMD_SLOTS,
         seg_len: len as u64,
     };
-    ctl::send_msg(&s, &w.encode(), &[memfd.as_fd(), doorbell.as_fd()])
-        .map_err(JoinError::Welcome)?;
+    // The memfd, then each engine's doorbell in engine order.
+    let fds: Vec<_> = [memfd.as_fd(), doorbell.as_fd()]
+        .into_iter()
+        .chain(lanes.iter().flatten().map(|d| d.as_fd()))
+        .collect();
+    ctl::send_msg(&s, &w.encode(), &fds).map_err(JoinError::Welcome)?;
+    drop(fds);
     let mut gids = ctl::supplementary_gids(cred.pid);
     gids.push(cred.gid);
     Ok(App {
@@ -244,6 +290,7 @@ pub(crate) fn join(
         memfd,
         ctl: s,
         doorbell,
+        lanes,
         stats: AppStats::default(),
     })
 }

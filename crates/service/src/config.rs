@@ -6,7 +6,7 @@
 //! ip = ["10.0.0.2/24", "fd00::2/64"]  # ADDR/PREFIX, one per family; IPv4 required
 //! gateway = ["10.0.0.1", "fe80::1"]   # optional, one per family (one string: one address)
 //! driver = "af_xdp"          # af_xdp | tap
-//! cores = 1                  # engine cores (only 1 supported now)
+//! cores = 1                  # engines, one thread and NIC queue each (1..=15)
 //! socket = "/run/corestack/ctl.sock"
 //! ring_bytes = 262144        # per-connection ring size at the start, power of two, 4 KiB..16 MiB
 //! ring_max_bytes = 8388608   # the most a ring grows to (auto-tuning), ring_bytes..16 MiB
@@ -49,8 +49,10 @@ pub const MAX_SOCKETS_PER_APP_LIMIT: u32 = 1 << 16;
 pub const MAX_APPS_LIMIT: u32 = 4096;
 /// The largest `polling.idle_us`, in microseconds (1 s).
 pub const IDLE_US_MAX: u64 = 1_000_000;
-/// The most engine cores supported now.
-pub const CORES_SUPPORTED: u32 = 1;
+/// The most engines the daemon runs (`cores`): each application's welcome
+/// carries its segment and one doorbell per engine in one `SCM_RIGHTS`
+/// message of at most `appif::ctl::MAX_FDS` descriptors.
+pub const CORES_SUPPORTED: u32 = appif::ctl::MAX_FDS as u32 - 1;
 
 /// The longest interface name Linux accepts, in bytes (`IFNAMSIZ` - 1).
 pub const IFNAME_MAX: usize = 15;
@@ -222,7 +224,7 @@ pub enum ConfigError {
     NoCores,
     /// More cores than [`CORES_SUPPORTED`].
     #[error(
-        "cores = {cores}: only {CORES_SUPPORTED} engine core is supported for now; set cores = 1"
+        "cores = {cores}: the daemon runs at most {CORES_SUPPORTED} engines; set cores = 1..={CORES_SUPPORTED}"
     )]
     TooManyCores {
         /// The value given.
@@ -323,7 +325,8 @@ pub struct Config {
     pub gateway: Vec<String>,
     /// Port driver (`--driver`); default af_xdp.
     pub driver: Driver,
-    /// Engine cores (`--cores`); default 1, the only value supported now.
+    /// Engines (`--cores`), each with its own thread and NIC queue(s);
+    /// default 1, at most [`CORES_SUPPORTED`].
     pub cores: u32,
     /// Path of the control socket (`--socket`); default
     /// [`appif::ctl::DEFAULT_SOCKET`].
@@ -461,7 +464,7 @@ pub struct Validated {
     pub gateway6: Option<Ipv6Addr>,
     /// Port driver.
     pub driver: Driver,
-    /// Engine cores (1 for now).
+    /// Engines, 1..=[`CORES_SUPPORTED`].
     pub cores: u32,
     /// Path of the control socket (at most 107 bytes).
     pub socket: PathBuf,

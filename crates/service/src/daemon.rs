@@ -4,12 +4,13 @@
 
 use crate::config::{Driver, Validated};
 use crate::control::ControlSocket;
-use crate::host::{Host, SetupError};
+use crate::engines::serve;
+use crate::host::SetupError;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use thiserror::Error;
-use tracing::warn;
+use tracing::{info, warn};
 
 /// Why the daemon could not start on its interface. Each message says what
 /// to do.
@@ -58,14 +59,19 @@ impl RunError {
 }
 
 /// Opens `cfg.iface` with `cfg.driver` and serves applications on
-/// `control` until `stop` is set (see [`Host::run`]). An AF_XDP port on
-/// the interface's queue 0 steers frames for `cfg.ip` (and, with IPv6,
+/// `control` until `stop` is set (see [`crate::Host::run`]), with
+/// `cfg.cores` engines ([`serve`]): one on queue 0 of the interface, or
+/// several, each on its own queues (AF_XDP: every queue of the interface,
+/// dealt among the engines, the NIC's RSS programmed with their hash where
+/// it can be; TAP: one queue each of a multi-queue tap). An AF_XDP port
+/// steers frames for `cfg.ip` (and, with IPv6,
 /// for `cfg.ip6`, the link-local address the engine derives from the
 /// interface's MAC, and their solicited-node groups) to the stack and
 /// passes the rest to the kernel; a fallback to generic (copy) XDP is
 /// logged as a warning.
 ///
-/// Errors: the interface is missing or cannot be opened, or the host
+/// Errors: the interface is missing or cannot be opened (or cannot give
+/// as many queues as engines: the message says what to do), or the host
 /// cannot be set up; nothing was served then.
 pub fn run(cfg: Validated, control: ControlSocket, stop: &AtomicBool) -> Result<(), RunError> {
     let iface = cfg.iface.clone();
@@ -88,17 +94,34 @@ pub fn run(cfg: Validated, control: ControlSocket, stop: &AtomicBool) -> Result<
                 tx_path,
                 ..Default::default()
             };
-            let port = nic::af_xdp::AfXdpPort::open(&xcfg)
-                .map_err(|e| RunError::open(io::Error::from(e), &iface))?;
-            if port.xdp_mode() == nic::af_xdp::XdpMode::Generic {
-                warn!("af_xdp on {iface} fell back to generic (copy) XDP mode");
+            let generic = |p: &nic::af_xdp::AfXdpPort| {
+                if p.xdp_mode() == nic::af_xdp::XdpMode::Generic {
+                    warn!("af_xdp on {iface} fell back to generic (copy) XDP mode");
+                }
+            };
+            if cfg.cores == 1 {
+                let port = nic::af_xdp::AfXdpPort::open(&xcfg)
+                    .map_err(|e| RunError::open(io::Error::from(e), &iface))?;
+                generic(&port);
+                return Ok(serve(vec![port], cfg, control, stop)?);
             }
-            Host::new(port, cfg, control)?.run(stop);
+            let (groups, rss) = nic::group::af_xdp_engines(&xcfg, cfg.cores as usize)
+                .map_err(|e| RunError::open(e, &iface))?;
+            if let Some(p) = groups.first().and_then(|g| g.ports().first()) {
+                generic(p);
+            }
+            info!(engines = cfg.cores, "NIC RSS: {rss}");
+            serve(groups, cfg, control, stop)?;
         }
-        Driver::Tap => {
+        Driver::Tap if cfg.cores == 1 => {
             let port = nic::tap::TapPort::open(&iface)
                 .map_err(|e| RunError::open(io::Error::from(e), &iface))?;
-            Host::new(port, cfg, control)?.run(stop);
+            serve(vec![port], cfg, control, stop)?;
+        }
+        Driver::Tap => {
+            let groups = nic::group::tap_engines(&iface, cfg.cores as usize)
+                .map_err(|e| RunError::open(e, &iface))?;
+            serve(groups, cfg, control, stop)?;
         }
     }
     Ok(())

@@ -26,6 +26,7 @@ use crate::apps::{self, AppsPublisher};
 use crate::assoc::{self, App, Ending, JoinError};
 use crate::config::{Policy, Validated};
 use crate::control::ControlSocket;
+use crate::engines::{lock, Msg, Role};
 use crate::forks::Forks;
 use crate::translate::{translate, ProtocolViolation};
 use appif::command::{Command, Owner};
@@ -84,7 +85,13 @@ impl SetupError {
 pub struct Host<P: Port> {
     engine: Published<P>,
     cfg: Validated,
-    control: ControlSocket,
+    /// The only or first engine's (control socket), or another's.
+    role: Role,
+    /// With several engines: this engine's doorbell (other engines ring it
+    /// after a handoff while it sleeps).
+    bell: Option<Arc<appif::doorbell::Doorbell>>,
+    /// This engine's command ring in each segment.
+    lane: u32,
     /// Control connections that have not said hello yet, since when.
     waiting: Vec<(UnixStream, Instant)>,
     /// The association table.
@@ -119,26 +126,53 @@ impl<P: Port> Host<P> {
             Arc::new(Notify::default()),
             Instant::now(),
         );
-        let listener = control.listener();
-        listener
-            .set_nonblocking(true)
-            .map_err(SetupError::new("making the control socket nonblocking"))?;
+        Self::with_engine(engine, cfg, Role::First(control, Vec::new()), None)
+    }
+
+    /// The host of `engine` (joined to its handoff mesh when there are
+    /// several) in `role`, sleeping on `bell` too when it has one.
+    /// Errors: as [`Host::new`].
+    pub(crate) fn with_engine(
+        engine: Engine<P>,
+        cfg: Validated,
+        role: Role,
+        bell: Option<Arc<appif::doorbell::Doorbell>>,
+    ) -> Result<Self, SetupError> {
         let epoll = Epoll::new().map_err(SetupError::new("creating the epoll set"))?;
+        if let Role::First(control, _) = &role {
+            let listener = control.listener();
+            listener
+                .set_nonblocking(true)
+                .map_err(SetupError::new("making the control socket nonblocking"))?;
+            epoll
+                .add(listener.as_fd(), TOKEN_LISTENER)
+                .map_err(SetupError::new("watching the control socket"))?;
+        }
         if let Some(fd) = engine.rx_fd() {
             // The fd stays open as long as the engine, which the host owns.
             epoll
                 .add_raw(fd, TOKEN_NIC)
                 .map_err(SetupError::new("watching the NIC queue"))?;
         }
-        epoll
-            .add(listener.as_fd(), TOKEN_LISTENER)
-            .map_err(SetupError::new("watching the control socket"))?;
+        if let Some(b) = &bell {
+            // The doorbell lives as long as the engine's handoff, which the host owns.
+            epoll
+                .add_raw(b.fd(), TOKEN_NIC)
+                .map_err(SetupError::new("watching the engine's doorbell"))?;
+        }
         let mtu = engine.mtu() as u32;
+        let lane = engine.index() as u32;
         let now = Instant::now();
+        let app_table = match role {
+            Role::First(..) => AppsPublisher::new(),
+            Role::Other(_) => None,
+        };
         Ok(Host {
             engine: Published::new(engine),
             cfg,
-            control,
+            role,
+            bell,
+            lane,
             waiting: Vec::new(),
             apps: Vec::new(),
             next_assoc: 1,
@@ -148,7 +182,7 @@ impl<P: Port> Host<P> {
             last_work: now,
             violations: Vec::new(),
             events: Vec::with_capacity(64),
-            app_table: AppsPublisher::new(),
+            app_table,
             forks: Forks::default(),
         })
     }
@@ -157,13 +191,23 @@ impl<P: Port> Host<P> {
     /// connection, tells every application (ECONNRESET), and removes the
     /// control socket.
     pub fn run(&mut self, stop: &AtomicBool) {
+        let Role::First(control, _) = &self.role else {
+            info!(engine = self.lane, "corestack engine ready");
+            return self.serve(stop);
+        };
         info!(
-            socket = %self.control.path().display(),
+            socket = %control.path().display(),
+            engines = self.cfg.cores,
             ip = %format_args!("{}/{}", self.cfg.ip, self.cfg.prefix),
             ip6 = %self.cfg.ip6.map_or("none".to_string(), |(a, p)| format!("{a}/{p}")),
             policy = ?self.cfg.policy,
             "corestack daemon ready"
         );
+        self.serve(stop);
+    }
+
+    /// The loop of [`Host::run`].
+    fn serve(&mut self, stop: &AtomicBool) {
         while !stop.load(Ordering::Acquire) {
             let now = Instant::now();
             let mut worked = false;
@@ -345,8 +389,48 @@ impl<P: Port> Host<P> {
         while matches!(self.pump(i, now), Ok(n) if n > 0) {}
     }
 
-    /// New applications, hellos, departures, ring violations.
+    /// New applications, hellos, departures, ring violations (the first
+    /// engine); what the first engine said, ring violations (the others).
     fn control(&mut self, now: Instant) {
+        match &self.role {
+            Role::First(..) => self.control_first(now),
+            Role::Other(mailbox) => {
+                let msgs = std::mem::take(&mut *lock(&mailbox.to));
+                for m in msgs {
+                    match m {
+                        Msg::Join(app) => self.adopt_view(*app),
+                        Msg::End(assoc) => {
+                            if let Some(i) = self.apps.iter().position(|a| a.assoc == assoc) {
+                                self.drain(i, now);
+                                self.end(i, Ending::Departed, now);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.engine.engine.take_violations(&mut self.violations);
+        while let Some(assoc) = self.violations.pop() {
+            if let Some(i) = self.apps.iter().position(|a| a.assoc == assoc) {
+                self.end(i, Ending::Violation(ProtocolViolation::RingIndex), now);
+            }
+        }
+    }
+
+    /// Engine e ≥ 1: serves `app`, its view of a new association.
+    fn adopt_view(&mut self, app: App) {
+        let watched = self.epoll.add(app.doorbell.as_fd(), TOKEN_APP);
+        if let (Err(e), Role::Other(mailbox)) = (watched, &self.role) {
+            warn!(assoc = app.assoc, "watching an application's doorbell: {e}");
+            lock(&mailbox.broken).push(app.assoc);
+        }
+        self.apps.push(app);
+        self.publish_owners();
+    }
+
+    /// The first engine's control work: hellos, departures, forks, and
+    /// the associations other engines found broken.
+    fn control_first(&mut self, now: Instant) {
         if let Some(t) = self.app_table.as_mut() {
             t.publish(self.apps.iter().map(|a| apps::AppRow {
                 assoc: a.assoc,
@@ -360,7 +444,10 @@ impl<P: Port> Host<P> {
             }));
         }
         loop {
-            match self.control.listener().accept() {
+            let Role::First(control, _) = &self.role else {
+                return;
+            };
+            match control.listener().accept() {
                 Ok((s, _)) => {
                     // Bounded: connections that never say hello cannot pile up.
                     if self.waiting.len() < MAX_WAITING && s.set_nonblocking(true).is_ok() {
@@ -417,8 +504,14 @@ impl<P: Port> Host<P> {
         }
         let gone = self.forks.reap(std::time::Instant::now());
         self.close_now(gone, now);
-        self.engine.engine.take_violations(&mut self.violations);
-        while let Some(assoc) = self.violations.pop() {
+        let Role::First(_, others) = &self.role else {
+            return;
+        };
+        let broken: Vec<u32> = others
+            .iter()
+            .flat_map(|m| std::mem::take(&mut *lock(&m.broken)))
+            .collect();
+        for assoc in broken {
             if let Some(i) = self.apps.iter().position(|a| a.assoc == assoc) {
                 self.end(i, Ending::Violation(ProtocolViolation::RingIndex), now);
             }
@@ -442,7 +535,7 @@ impl<P: Port> Host<P> {
             self.drain(p, now);
         }
         let forks = &self.forks;
-        let app = assoc::join(
+        let mut app = assoc::join(
             s,
             hello,
             wakers,
@@ -463,6 +556,12 @@ impl<P: Port> Host<P> {
             .and_then(|()| self.epoll.add(app.ctl.as_fd(), TOKEN_APP))
             .map_err(JoinError::Watch)?;
         self.next_assoc += 1;
+        if let Role::First(_, others) = &self.role {
+            for (e, m) in others.iter().enumerate() {
+                let view = app.for_engine(e as u32 + 1).map_err(JoinError::Watch)?;
+                lock(&m.to).push(Msg::Join(Box::new(view)));
+            }
+        }
         let layout = app.seg.layout();
         info!(
             assoc = app.assoc,
@@ -547,6 +646,15 @@ impl<P: Port> Host<P> {
     fn end(&mut self, i: usize, why: Ending, now: Instant) {
         let app = self.apps.swap_remove(i);
         self.publish_owners();
+        match (&self.role, &why) {
+            (Role::First(_, others), _) => {
+                for m in others {
+                    lock(&m.to).push(Msg::End(app.assoc));
+                }
+            }
+            (Role::Other(m), Ending::Violation(_)) => lock(&m.broken).push(app.assoc),
+            (Role::Other(_), _) => {}
+        }
         let errno = appif::errno::ECONNRESET;
         app.seg.closed().store(errno as u32, Ordering::Release);
         let ids = self.engine.engine.sockets_of(app.assoc);
@@ -592,20 +700,33 @@ impl<P: Port> Host<P> {
             std::thread::yield_now();
             return;
         }
+        let lane = self.lane;
         for a in &self.apps {
-            a.seg.engine_sleeping().store(1, Ordering::SeqCst);
+            if let Some(f) = a.seg.lane_sleeping(lane) {
+                f.store(1, Ordering::SeqCst);
+            }
         }
-        // Re-check after setting the flags: a command enqueued before an
-        // application saw its flag would otherwise wait for the nap to end.
+        if let Some(b) = &self.bell {
+            b.nap_begin();
+        }
+        // Re-check after setting the flags: a command enqueued (or a frame
+        // handed over) before its producer saw the flag would otherwise
+        // wait for the nap to end.
         let pending = self
             .apps
             .iter_mut()
-            .any(|a| !matches!(a.cmds.pending(), Ok(0)));
+            .any(|a| !matches!(a.cmds.pending(), Ok(0)))
+            || self.engine.engine.has_commands();
         if !pending {
             let _ = self.epoll.wait(&mut self.events, Some(MAX_NAP));
         }
+        if let Some(b) = &self.bell {
+            b.nap_end();
+        }
         for a in &self.apps {
-            a.seg.engine_sleeping().store(0, Ordering::SeqCst);
+            if let Some(f) = a.seg.lane_sleeping(lane) {
+                f.store(0, Ordering::SeqCst);
+            }
             ctl::eventfd_drain(a.doorbell.as_fd());
         }
     }
@@ -617,8 +738,10 @@ impl<P: Port> Host<P> {
         }
         self.engine.engine.shutdown(now);
         self.engine.publish(now, true);
-        let _ = std::fs::remove_file(self.control.path());
-        info!("corestack daemon stopped");
+        if let Role::First(control, _) = &self.role {
+            let _ = std::fs::remove_file(control.path());
+            info!("corestack daemon stopped");
+        }
     }
 }
 

@@ -18,13 +18,16 @@
 //!             held for children until they take over or end
 //!  host       the loop: command rings → engine, control work,
 //!             violations, idle sleep, stop                   (SetupError)
-//!  daemon     opens the AF_XDP or TAP port, runs the host    (RunError)
+//!  engines    several engines (`cores = N`): a host per engine
+//!             on its own thread, associations told to each
+//!  daemon     opens the AF_XDP or TAP port(s), runs the host(s) (RunError)
 //!  apps       the application table for `corestack stat`
 //! ```
 //!
-//! Threading: one thread runs [`Host::run`] and owns the engine; the
-//! applications run in other processes (or threads) and meet it only in
-//! shared memory and on the control socket.
+//! Threading: one thread per engine runs its [`Host`] and owns that engine
+//! (one in all with `cores = 1`); the applications run in other processes
+//! (or threads) and meet them only in shared memory and on the control
+//! socket.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -33,6 +36,7 @@ pub mod assoc;
 pub mod config;
 pub mod control;
 pub mod daemon;
+mod engines;
 mod forks;
 pub mod host;
 pub mod translate;
@@ -41,5 +45,6 @@ pub use assoc::{AppStats, JoinError};
 pub use config::{Config, ConfigError, Overrides, Validated};
 pub use control::{ControlError, ControlSocket};
 pub use daemon::{run, RunError};
+pub use engines::serve;
 pub use host::{Host, SetupError};
 pub use translate::{translate, ProtocolViolation};

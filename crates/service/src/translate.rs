@@ -238,6 +238,7 @@ mod tests {
             ring_bytes: 4096,
             ring_max_bytes: 4096,
             cmd_slots: 16,
+            engines: 1,
         };
         let region = Arc::new(Region::anon(layout.total_len()).expect("anonymous memory"));
         AppSegment::init(region, layout, ASSOC).expect("a valid layout")

@@ -2,7 +2,7 @@
 //! [`Desc`] descriptors (64 bytes each, checked by the engine before use),
 //! and the two ends of the ring.
 
-use super::layout::{CMD_HEAD, CMD_TAIL};
+use super::Lane;
 use super::{AppSegment, DESC_BYTES};
 use crate::cc::CcKind;
 use core::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -477,26 +477,36 @@ impl Desc {
 /// Application: the producing end of the command ring.
 pub struct CmdProducer {
     seg: AppSegment,
+    lane: Lane,
     head: u64,
 }
 
 impl CmdProducer {
-    /// The producer of `seg`'s command ring, continuing from its head.
+    /// The producer of `seg`'s (first engine's) command ring, continuing
+    /// from its head.
     pub fn new(seg: AppSegment) -> CmdProducer {
-        let head = seg.word64(CMD_HEAD).load(Ordering::Acquire);
-        CmdProducer { seg, head }
+        Self::lane(seg, 0).expect("every segment has engine 0")
+    }
+
+    /// The producer of engine `engine`'s command ring in `seg`, continuing
+    /// from its head; None past the segment's engines.
+    pub fn lane(seg: AppSegment, engine: u32) -> Option<CmdProducer> {
+        let lane = seg.layout.lane(engine)?;
+        let head = seg.word64(lane.head).load(Ordering::Acquire);
+        Some(CmdProducer { seg, lane, head })
     }
 
     /// Enqueues `d`; false when the ring is full.
     pub fn push(&mut self, d: &Desc) -> bool {
-        let tail = self.seg.word64(CMD_TAIL).load(Ordering::Acquire);
+        let tail = self.seg.word64(self.lane.tail).load(Ordering::Acquire);
         if self.head.wrapping_sub(tail) >= u64::from(self.seg.layout.cmd_slots) {
             return false;
         }
         let bytes = d.encode();
         // The descriptor at head is outside [tail, head): only this producer
         // writes it until the release store below publishes it.
-        for (w, c) in self.seg.cmd_at(self.head).iter().zip(bytes.chunks_exact(8)) {
+        let at = self.seg.cmd_at(self.lane.ring, self.head);
+        for (w, c) in at.iter().zip(bytes.chunks_exact(8)) {
             w.store(
                 u64::from_ne_bytes(c.try_into().expect("8 bytes")),
                 Ordering::Relaxed,
@@ -504,7 +514,7 @@ impl CmdProducer {
         }
         self.head = self.head.wrapping_add(1);
         self.seg
-            .word64(CMD_HEAD)
+            .word64(self.lane.head)
             .store(self.head, Ordering::Release);
         true
     }
@@ -512,7 +522,7 @@ impl CmdProducer {
     /// After pushing: true when the engine is asleep and must be woken
     /// (its flag is cleared here, so one doorbell per sleep).
     pub fn engine_needs_doorbell(&self) -> bool {
-        let f = self.seg.engine_sleeping();
+        let f = self.seg.word32(self.lane.sleeping);
         f.load(Ordering::SeqCst) != 0 && f.swap(0, Ordering::SeqCst) != 0
     }
 }
@@ -534,23 +544,33 @@ pub enum CmdError {
 /// Engine: the consuming end of an application's command ring.
 pub struct CmdConsumer {
     seg: AppSegment,
+    lane: Lane,
     tail: u64,
     head_seen: u64,
 }
 
 impl CmdConsumer {
-    /// The consumer of `seg`'s command ring (fresh from [`AppSegment::init`]).
+    /// The consumer of `seg`'s (first engine's) command ring (fresh from
+    /// [`AppSegment::init`]).
     pub fn new(seg: AppSegment) -> CmdConsumer {
-        CmdConsumer {
+        Self::lane(seg, 0).expect("every segment has engine 0")
+    }
+
+    /// The consumer of engine `engine`'s command ring in `seg` (fresh from
+    /// [`AppSegment::init`]); None past the segment's engines.
+    pub fn lane(seg: AppSegment, engine: u32) -> Option<CmdConsumer> {
+        let lane = seg.layout.lane(engine)?;
+        Some(CmdConsumer {
             seg,
+            lane,
             tail: 0,
             head_seen: 0,
-        }
+        })
     }
 
     /// Descriptors waiting, after checking the application's head index.
     pub fn pending(&mut self) -> Result<u64, CmdError> {
-        let head = self.seg.word64(CMD_HEAD).load(Ordering::Acquire);
+        let head = self.seg.word64(self.lane.head).load(Ordering::Acquire);
         let cap = u64::from(self.seg.layout.cmd_slots);
         if head.wrapping_sub(self.head_seen)
             > self.tail.wrapping_add(cap).wrapping_sub(self.head_seen)
@@ -575,12 +595,13 @@ impl CmdConsumer {
         // The descriptor at tail is inside [tail, head) as checked above,
         // published by the producer's release store; it is copied out before
         // it is looked at (copy-then-check).
-        for (w, c) in self.seg.cmd_at(self.tail).iter().zip(b.chunks_exact_mut(8)) {
+        let at = self.seg.cmd_at(self.lane.ring, self.tail);
+        for (w, c) in at.iter().zip(b.chunks_exact_mut(8)) {
             c.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
         }
         self.tail = self.tail.wrapping_add(1);
         self.seg
-            .word64(CMD_TAIL)
+            .word64(self.lane.tail)
             .store(self.tail, Ordering::Release);
         Some(Desc::decode(&b).map_err(CmdError::BadDesc))
     }

@@ -4,7 +4,7 @@
 //! pointer.
 //!
 //! ```text
-//!  0      header: magic, version, layout, association, MTU  (daemon, once)
+//!  0      header: magic, version, layout, association, MTU, engines  (daemon, once)
 //!  64     app wake-up point (Notify)                        (engine bumps)
 //!  128    engine sleeping flag                              (engine sets, app clears)
 //!  192    command ring head                                 (app)
@@ -14,6 +14,9 @@
 //!  384    eventfd sleepers: 16 keys (u64), one per eventfd the
 //!         application handed over when it joined             (app)
 //!  512    command ring: cmd_slots × 64-byte descriptors     (app)
+//!  page   engines 1..N (when the daemon runs several): per engine its
+//!         notify flag, ring head, ring tail (a cache line each) and its
+//!         command ring, one after another (see [`Layout::lane`])
 //!  page   socket slots: nslots × 512 bytes, each
 //!           +0 owner word (bit 0 app, bit 1 engine)  +64 status block
 //!           +128 TX head (app)  +192 TX tail (engine)  +256 RX head (engine)  +320 RX tail (app)
@@ -47,7 +50,7 @@ use std::sync::Arc;
 /// "CSTKSEG1", little endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"CSTKSEG1");
 /// Layout version.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 pub use layout::{DESC_BYTES, SLOT_BYTES};
 
 /// Byte offsets of a segment's fixed fields: header words from the start
@@ -64,9 +67,9 @@ pub mod layout {
     /// the ring buffers start on a page boundary.
     pub const PAGE: usize = 4096;
 
-    /// Header: seven u64 words (magic, version and slots, ring bytes and
+    /// Header: eight u64 words (magic, version and slots, ring bytes and
     /// command slots, association, address, MTU and gateway,
-    /// ring_max_bytes); daemon, once.
+    /// ring_max_bytes, engines); daemon, once.
     pub const INFO: usize = 0;
     /// Header: the stack's address (u32, host order) and prefix length
     /// (u8, bits 32..40), a u64 (daemon, once).
@@ -124,9 +127,9 @@ pub mod layout {
 }
 
 use layout::{
-    APP_WAKE, CLOSED, CMD_RING, ENGINE_SLEEPING, GATEWAY, INFO, MTU, NET, NET6, PAGE, SLEEPERS,
-    SLOT_OWNER, SLOT_RX_GEOMETRY, SLOT_RX_HEAD, SLOT_RX_TAIL, SLOT_STATUS, SLOT_TX_GEOMETRY,
-    SLOT_TX_HEAD, SLOT_TX_TAIL,
+    APP_WAKE, CLOSED, CMD_HEAD, CMD_RING, CMD_TAIL, ENGINE_SLEEPING, GATEWAY, INFO, MTU, NET, NET6,
+    PAGE, SLEEPERS, SLOT_OWNER, SLOT_RX_GEOMETRY, SLOT_RX_HEAD, SLOT_RX_TAIL, SLOT_STATUS,
+    SLOT_TX_GEOMETRY, SLOT_TX_HEAD, SLOT_TX_TAIL,
 };
 
 /// Owner word: the slot is free.
@@ -160,8 +163,25 @@ pub struct Layout {
     /// Bytes reserved per ring: the most a ring can grow to (power of two,
     /// `ring_bytes`..16 MiB).
     pub ring_max_bytes: u32,
-    /// Command descriptors the command ring holds (power of two, 16..65536).
+    /// Command descriptors each command ring holds (power of two, 16..65536).
     pub cmd_slots: u32,
+    /// Engines serving the application (1..=[`crate::socket::MAX_ENGINES`]):
+    /// one command ring, notify flag and doorbell each ([`Layout::lane`]).
+    pub engines: u32,
+}
+
+/// Where one engine's command ring lives in a segment: byte offsets from
+/// its start (see [`Layout::lane`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lane {
+    /// The engine's notify flag, a u32 (engine sets, application clears).
+    pub sleeping: usize,
+    /// The ring's head, a u64 descriptor count (application).
+    pub head: usize,
+    /// The ring's tail, a u64 descriptor count (engine).
+    pub tail: usize,
+    /// The ring's `cmd_slots` descriptors.
+    pub ring: usize,
 }
 
 impl Layout {
@@ -181,11 +201,47 @@ impl Layout {
         if !self.cmd_slots.is_power_of_two() || !(16..=65536).contains(&self.cmd_slots) {
             return Err("cmd_slots must be a power of two in 16..=65536");
         }
+        if self.engines == 0 || self.engines as usize > crate::socket::MAX_ENGINES {
+            return Err("engines must be 1..=255");
+        }
         Ok(())
     }
 
+    /// Bytes of a command ring's descriptors.
+    fn ring_len(&self) -> usize {
+        self.cmd_slots as usize * DESC_BYTES
+    }
+
+    /// Engine `engine`'s command ring (None past [`Layout::engines`]).
+    /// Engine 0's words are the header's (`ENGINE_SLEEPING`, `CMD_HEAD`,
+    /// `CMD_TAIL`, `CMD_RING`), as with one engine; engine e ≥ 1 has three
+    /// cache lines (flag, head, tail) and its ring after engine e − 1's,
+    /// from the first page after engine 0's ring.
+    pub fn lane(&self, engine: u32) -> Option<Lane> {
+        if engine >= self.engines {
+            return None;
+        }
+        if engine == 0 {
+            return Some(Lane {
+                sleeping: ENGINE_SLEEPING,
+                head: CMD_HEAD,
+                tail: CMD_TAIL,
+                ring: CMD_RING,
+            });
+        }
+        let base = page_align(CMD_RING + self.ring_len())
+            + (engine as usize - 1) * (3 * 64 + self.ring_len());
+        Some(Lane {
+            sleeping: base,
+            head: base + 64,
+            tail: base + 128,
+            ring: base + 192,
+        })
+    }
+
     fn slots_off(&self) -> usize {
-        page_align(CMD_RING + self.cmd_slots as usize * DESC_BYTES)
+        let extra = (self.engines.max(1) as usize - 1) * (3 * 64 + self.ring_len());
+        page_align(page_align(CMD_RING + self.ring_len()) + extra)
     }
 
     /// Byte offset of socket slot `slot`'s header from the start of the
@@ -262,6 +318,7 @@ impl AppSegment {
             0,
             0,
             u64::from(layout.ring_max_bytes),
+            u64::from(layout.engines),
         ];
         for (i, v) in info.iter().enumerate() {
             seg.word64(INFO + 8 * i).store(*v, Ordering::Relaxed);
@@ -278,8 +335,8 @@ impl AppSegment {
                 .get::<AtomicU64>(INFO + 8 * i)
                 .map(|w| w.load(Ordering::Acquire))
         };
-        let (Some(magic), Some(a), Some(b), Some(assoc), Some(max)) =
-            (word(0), word(1), word(2), word(3), word(6))
+        let (Some(magic), Some(a), Some(b), Some(assoc), Some(max), Some(engines)) =
+            (word(0), word(1), word(2), word(3), word(6), word(7))
         else {
             return Err("segment too small");
         };
@@ -294,6 +351,7 @@ impl AppSegment {
             ring_bytes: b as u32,
             ring_max_bytes: max as u32,
             cmd_slots: (b >> 32) as u32,
+            engines: u32::try_from(engines).unwrap_or(0),
         };
         layout.validate()?;
         if region.len() < layout.total_len() {
@@ -429,6 +487,12 @@ impl AppSegment {
         self.word32(ENGINE_SLEEPING)
     }
 
+    /// Engine `engine`'s notify flag (as [`AppSegment::engine_sleeping`]
+    /// for engine 0); None past the layout's engines.
+    pub fn lane_sleeping(&self, engine: u32) -> Option<&AtomicU32> {
+        Some(self.word32(self.layout.lane(engine)?.sleeping))
+    }
+
     /// 0 while the association lives; the errno it ended with once the
     /// engine dropped it (ECONNRESET when the daemon stops).
     pub fn closed(&self) -> &AtomicU32 {
@@ -540,12 +604,12 @@ impl AppSegment {
         (slot < self.layout.nslots).then_some(())
     }
 
-    /// Descriptor `index` (modulo the ring's length) of the command ring,
-    /// as the words it is copied in and out by.
-    fn cmd_at(&self, index: u64) -> &[AtomicU64; DESC_BYTES / 8] {
+    /// Descriptor `index` (modulo the ring's length) of the command ring
+    /// at `ring`, as the words it is copied in and out by.
+    fn cmd_at(&self, ring: usize, index: u64) -> &[AtomicU64; DESC_BYTES / 8] {
         let i = (index as usize) & (self.layout.cmd_slots as usize - 1);
         self.region
-            .get(CMD_RING + i * DESC_BYTES)
+            .get(ring + i * DESC_BYTES)
             .expect("command ring lies inside a validated segment")
     }
 }

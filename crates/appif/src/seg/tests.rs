@@ -11,6 +11,7 @@ fn seg() -> AppSegment {
         ring_bytes: 4096,
         ring_max_bytes: 4096,
         cmd_slots: 16,
+        engines: 1,
     };
     let r = Arc::new(Region::anon(layout.total_len()).unwrap());
     AppSegment::init(r, layout, 7).unwrap()
@@ -235,6 +236,7 @@ fn bad_segments_are_refused() {
         ring_bytes: 4096,
         ring_max_bytes: 4096,
         cmd_slots: 16,
+        engines: 1,
     };
     assert!(AppSegment::init(r, layout, 1).is_err());
 }
@@ -286,4 +288,52 @@ fn engine_slots_wake_the_app_and_free_themselves() {
     let slot = c.slot;
     drop(c);
     assert_eq!(s.owner(slot).unwrap().load(Ordering::Acquire), OWNER_FREE);
+}
+
+#[test]
+fn each_engine_has_its_own_command_ring_and_one_engine_is_laid_out_as_before() {
+    let one = seg().layout();
+    assert_eq!(one.lane(0).map(|l| l.ring), Some(CMD_RING));
+    assert_eq!(one.lane(1), None);
+    // One engine: the slots follow the one ring on the next page, as in version 2.
+    assert_eq!(one.slot_offset(0), page_align(CMD_RING + 16 * DESC_BYTES));
+    let three = Layout { engines: 3, ..one };
+    let r = Arc::new(Region::anon(three.total_len()).unwrap());
+    let s = AppSegment::init(r, three, 9).unwrap();
+    let (app, _) = AppSegment::open(s.region().clone()).unwrap();
+    assert_eq!(app.layout().engines, 3, "the engines are in the header");
+    // Every lane's words and ring lie apart from each other's and before the slots.
+    let mut spans: Vec<(usize, usize)> = (0..3)
+        .flat_map(|e| {
+            let l = three.lane(e).unwrap();
+            [
+                (l.sleeping, 4),
+                (l.head, 8),
+                (l.tail, 8),
+                (l.ring, 16 * DESC_BYTES),
+            ]
+        })
+        .collect();
+    spans.sort();
+    for w in spans.windows(2) {
+        assert!(w[0].0 + w[0].1 <= w[1].0, "overlap: {w:?}");
+    }
+    assert!(spans.last().map(|(a, n)| a + n) <= Some(three.slot_offset(0)));
+    assert_eq!(three.lane(3), None);
+    // Descriptors pushed on engine 1's ring reach engine 1's consumer only.
+    let mut p1 = CmdProducer::lane(app.clone(), 1).unwrap();
+    let mut c0 = CmdConsumer::lane(s.clone(), 0).unwrap();
+    let mut c1 = CmdConsumer::lane(s.clone(), 1).unwrap();
+    assert!(p1.push(&Desc::Send { slot: 3 }));
+    assert_eq!(c0.pop(), None);
+    assert_eq!(c1.pop(), Some(Ok(Desc::Send { slot: 3 })));
+    // Each engine's notify flag is its own.
+    s.lane_sleeping(1).unwrap().store(1, Ordering::SeqCst);
+    assert!(p1.engine_needs_doorbell());
+    assert!(!CmdProducer::lane(app.clone(), 2)
+        .unwrap()
+        .engine_needs_doorbell());
+    assert_eq!(s.engine_sleeping().load(Ordering::SeqCst), 0);
+    assert!(CmdProducer::lane(app, 3).is_none());
+    assert!(Layout { engines: 0, ..one }.validate().is_err());
 }

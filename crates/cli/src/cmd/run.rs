@@ -28,7 +28,8 @@ pub struct Run {
     /// Port driver.
     #[arg(long, value_enum)]
     driver: Option<Driver>,
-    /// Engine cores (only 1 is supported).
+    /// Engines, each on its own thread and NIC queue(s) (1..=15; AF_XDP: the interface
+    /// needs as many queues, TAP: a multi_queue tap).
     #[arg(long)]
     cores: Option<u32>,
     /// TOML configuration file.

@@ -352,23 +352,16 @@ impl StackBuilder {
                     };
                     return Ok(self.launch_on(vec![port], cfg, notes));
                 }
-                // One XSK on every queue (a queue without one would pass its
-                // frames to the kernel), one XDP program for them all; engine
-                // e reads queues e, e + N, ...
-                let have = nic::af_xdp::rx_queues(&xcfg.ifname)
-                    .map_err(io::Error::from)?
-                    .unwrap_or(1) as usize;
-                let ports = nic::af_xdp::AfXdpPort::open_queues(&xcfg, have.max(self.engines))
-                    .map_err(io::Error::from)?;
-                // The NIC steers by the engines' hash where it can.
-                let steering = nic::rss::Steering::new(self.engines);
+                // Engine e reads queues e, e + N, ...; the NIC steers by
+                // the engines' hash where it can.
+                let (groups, rss) = nic::group::af_xdp_engines(&xcfg, self.engines)?;
                 let notes = NicNotes {
-                    xdp_generic: ports
+                    xdp_generic: groups
                         .iter()
+                        .flat_map(|g| g.ports())
                         .any(|p| p.xdp_mode() == nic::af_xdp::XdpMode::Generic),
-                    rss: Some(nic::rss::program_nic(&xcfg.ifname, &steering)),
+                    rss: Some(rss),
                 };
-                let groups = nic::group::deal(ports, self.engines)?;
                 Ok(self.launch_on(groups, cfg, notes))
             }
             Driver::Tap if self.engines == 1 => {
@@ -377,9 +370,7 @@ impl StackBuilder {
             }
             Driver::Tap => {
                 // A queue of a multi-queue tap per engine.
-                let ports = nic::tap::TapPort::open_queues(&iface, self.engines)
-                    .map_err(io::Error::from)?;
-                let groups = nic::group::deal(ports, self.engines)?;
+                let groups = nic::group::tap_engines(&iface, self.engines)?;
                 Ok(self.launch_on(groups, cfg, NicNotes::default()))
             }
         }
@@ -408,15 +399,21 @@ fn launch_service(
     let mtu = service.mtu();
     let ring_bytes = service.seg.layout().ring_bytes as usize;
     let ring_max_bytes = service.seg.layout().ring_max_bytes as usize;
+    let steering =
+        (service.engines() > 1).then(|| Arc::new(nic::rss::Steering::new(service.engines())));
+    let ip = service.seg.net().0.map_or(Ipv4Addr::UNSPECIFIED, |n| n.0);
+    let ip6 = service.seg.net6().map(|n| n.0);
     Ok(Stack {
         inner: Arc::new(Inner {
             lanes: vec![super::Lane {
                 commands: Mutex::new(tx),
                 doorbell: None,
             }],
-            steering: None,
-            ip: Ipv4Addr::UNSPECIFIED,
-            ip6: None,
+            // With several engines in the daemon, a flow goes to the
+            // engine its hash picks there, from the daemon's addresses.
+            steering,
+            ip,
+            ip6,
             wake: Arc::new(Notify::default()),
             next_id: AtomicU64::new(1),
             mode: Mode::Service(service),

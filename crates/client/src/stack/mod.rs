@@ -63,8 +63,10 @@ pub(crate) enum AcceptRx {
     /// engine: the listener exists on every engine), taken in turn from
     /// the one after the queue last taken from.
     Local(Vec<spsc::Receiver<Accepted>>, usize),
-    /// Service mode: slot numbers in the listener slot's RX ring.
-    AppSegment(bytes::Reader),
+    /// Service mode: slot numbers in the RX ring of the listener's slot
+    /// on each of the daemon's engines (with that engine), taken in turn
+    /// from the one after the ring last taken from.
+    AppSegment(Vec<(bytes::Reader, usize)>, usize),
 }
 
 impl AcceptRx {
@@ -72,8 +74,16 @@ impl AcceptRx {
     pub fn is_empty(&self) -> bool {
         match self {
             AcceptRx::Local(qs, _) => qs.iter().all(|q| q.is_empty()),
-            AcceptRx::AppSegment(r) => r.len() < 4,
+            AcceptRx::AppSegment(rs, _) => rs.iter().all(|(r, _)| r.len() < 4),
         }
+    }
+
+    /// True for a service-mode listener on several engines: each engine
+    /// announces its connections on its own member's status block, and
+    /// all of them on the segment's wake-up point
+    /// ([`Stack::changes`]), which a waiter for one of them sleeps on.
+    pub fn on_several(&self) -> bool {
+        matches!(self, AcceptRx::AppSegment(rs, _) if rs.len() > 1)
     }
 }
 
@@ -188,7 +198,8 @@ impl Stack {
         total
     }
 
-    /// Each engine's counters, in engine order (service mode: none).
+    /// Each engine's counters, in engine order (service mode: none; see
+    /// `corestack stat` for the daemon's).
     pub fn engine_stats(&self) -> Vec<Stats> {
         match &self.inner.mode {
             Mode::Service(_) => Vec::new(),
@@ -203,16 +214,20 @@ impl Stack {
         }
     }
 
-    /// The number of engines serving this stack (1 in service mode).
+    /// The number of engines serving this stack (in service mode, the
+    /// daemon's).
     pub fn engines(&self) -> usize {
-        self.inner.lanes.len()
+        match &self.inner.mode {
+            Mode::Service(s) => s.engines(),
+            _ => self.inner.lanes.len(),
+        }
     }
 
     /// The engine a new socket of this thread goes to when nothing else
     /// decides: each thread is given one in turn at its first socket, so
     /// the threads of a server spread over the engines.
     fn thread_engine(&self) -> usize {
-        let n = self.inner.lanes.len();
+        let n = self.engines();
         if n <= 1 {
             return 0;
         }
@@ -244,6 +259,14 @@ impl Stack {
     pub fn association(&self) -> Option<u32> {
         match &self.inner.mode {
             Mode::Service(s) => Some(s.assoc),
+            _ => None,
+        }
+    }
+
+    /// Service mode: the application's segment.
+    pub(crate) fn service_segment(&self) -> Option<appif::seg::AppSegment> {
+        match &self.inner.mode {
+            Mode::Service(s) => Some(s.seg.clone()),
             _ => None,
         }
     }
@@ -300,8 +323,8 @@ impl Stack {
         command: impl FnOnce(SockId, Arc<StatusHandle>, bytes::Reader, bytes::Writer) -> Command,
     ) -> io::Result<Parts> {
         if let Mode::Service(s) = &self.inner.mode {
-            let p = s.new_socket()?;
-            s.submit_desc(desc(p.id as u32));
+            let p = s.new_socket(engine)?;
+            s.submit_desc(engine, desc(p.id as u32));
             return Ok(Parts::from(p));
         }
         let (mut parts, tx, rx) = self.local_parts(growable);
@@ -340,14 +363,7 @@ impl Stack {
         v6only: bool,
     ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
         if let Mode::Service(s) = &self.inner.mode {
-            let p = s.new_socket()?;
-            s.submit_desc(Desc::Listen {
-                slot: p.id as u32,
-                local,
-                backlog: backlog as u32,
-                v6only,
-            });
-            return Ok((p.id, p.shared, AcceptRx::AppSegment(p.rx)));
+            return self.open_listener_service(s, local, backlog, v6only);
         }
         // The listener exists on every engine, each with its own queue
         // (and its own id, naming the engine); engine 0 picks the port
@@ -375,6 +391,57 @@ impl Stack {
         Ok((base, shared, AcceptRx::Local(queues, 0)))
     }
 
+    /// Service mode: a listener on every engine of the daemon, each with
+    /// its own slot (whose RX ring is that engine's accept queue); the
+    /// application knows it by engine 0's slot, which picks the port when
+    /// none is given (the others take the same). Errors: EMFILE when the
+    /// segment has no free slot, engine 0's refusal (EADDRINUSE, EACCES).
+    fn open_listener_service(
+        &self,
+        s: &crate::service::Service,
+        mut local: SocketAddr,
+        backlog: usize,
+        v6only: bool,
+    ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
+        let listen = |e: usize, local: SocketAddr| -> io::Result<crate::service::SlotParts> {
+            let p = s.new_socket(e)?;
+            let slot = p.id as u32;
+            s.submit_desc(
+                e,
+                Desc::Listen {
+                    slot,
+                    local,
+                    backlog: backlog as u32,
+                    v6only,
+                },
+            );
+            Ok(p)
+        };
+        let first = listen(0, local)?;
+        let mut queues = Vec::with_capacity(s.engines());
+        queues.push((first.rx, 0));
+        if s.engines() > 1 {
+            self.wait_opened(&first.shared)?;
+            local.set_port(first.shared.local().port());
+            let mut members = Vec::with_capacity(s.engines() - 1);
+            for e in 1..s.engines() {
+                match listen(e, local) {
+                    Ok(p) => {
+                        members.push(p.id as u32);
+                        queues.push((p.rx, e));
+                    }
+                    Err(err) => {
+                        s.group(first.id as u32, members);
+                        s.submit(first.id as u32, |slot| Desc::Close { slot });
+                        return Err(err);
+                    }
+                }
+            }
+            s.group(first.id as u32, members);
+        }
+        Ok((first.id, first.shared, AcceptRx::AppSegment(queues, 0)))
+    }
+
     /// Service mode: a new member of listener `group_slot` of association
     /// `owner` (0: the parent's, see [`StackBuilder::child_of`]). Errors:
     /// EOPNOTSUPP outside service mode, EMFILE when the segment has no
@@ -385,14 +452,18 @@ impl Stack {
         backlog: usize,
     ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
         let s = self.service()?;
-        let p = s.new_socket()?;
-        s.submit_desc(Desc::JoinListener {
-            slot: p.id as u32,
-            parent_slot: group_slot,
-            backlog: backlog as u32,
-            owner,
-        });
-        Ok((p.id, p.shared, AcceptRx::AppSegment(p.rx)))
+        // On engine 0, where the parent's listener is known by its slot.
+        let p = s.new_socket(0)?;
+        s.submit_desc(
+            0,
+            Desc::JoinListener {
+                slot: p.id as u32,
+                parent_slot: group_slot,
+                backlog: backlog as u32,
+                owner,
+            },
+        );
+        Ok((p.id, p.shared, AcceptRx::AppSegment(vec![(p.rx, 0)], 0)))
     }
 
     /// Service mode: a slot of this association takes over connection
@@ -405,12 +476,15 @@ impl Stack {
         (owner, parent_slot): (u32, u32),
     ) -> io::Result<(SockId, Arc<StatusHandle>)> {
         let s = self.service()?;
-        let p = s.new_socket()?;
-        s.submit_desc(Desc::Adopt {
-            slot: p.id as u32,
-            parent_slot,
-            owner,
-        });
+        let p = s.new_socket(0)?;
+        s.submit_desc(
+            0,
+            Desc::Adopt {
+                slot: p.id as u32,
+                parent_slot,
+                owner,
+            },
+        );
         Ok((p.id, p.shared))
     }
 
@@ -423,7 +497,7 @@ impl Stack {
     pub fn forking(&self) -> Option<u32> {
         let s = self.service().ok()?;
         let ticket = s.next_ticket();
-        s.submit_desc(Desc::Forking { ticket });
+        s.submit_desc(0, Desc::Forking { ticket });
         Some(ticket)
     }
 
@@ -432,10 +506,13 @@ impl Stack {
     /// references it holds end when it exits without joining.
     pub fn forked(&self, ticket: u32, pid: i32) {
         if let Ok(s) = self.service() {
-            s.submit_desc(Desc::Forked {
-                ticket,
-                pid: u32::try_from(pid).unwrap_or(0),
-            });
+            s.submit_desc(
+                0,
+                Desc::Forked {
+                    ticket,
+                    pid: u32::try_from(pid).unwrap_or(0),
+                },
+            );
         }
     }
 
@@ -444,7 +521,7 @@ impl Stack {
     /// (see [`crate::TcpStream::borrow`]). No-op in other modes.
     pub(crate) fn lend(&self, slot: u32, key: u64) {
         if let Ok(s) = self.service() {
-            s.submit_desc(Desc::Lend { slot, key });
+            s.submit_desc(0, Desc::Lend { slot, key });
         }
     }
 
@@ -497,25 +574,31 @@ impl Stack {
                 }
                 None
             }
-            AcceptRx::AppSegment(r) => {
+            AcceptRx::AppSegment(rs, next) => {
                 let Mode::Service(s) = &self.inner.mode else {
                     return None;
                 };
-                // Bounded by the queue's length: each record is 4 bytes.
-                while r.len() >= 4 {
-                    let mut b = [0u8; 4];
-                    r.read(&mut b);
-                    let slot = u32::from_le_bytes(b);
-                    if !s.hold(slot) {
-                        continue;
-                    }
-                    if let Some(p) = s.parts(slot) {
-                        return Some(Accepted {
-                            id: p.id,
-                            shared: p.shared,
-                            tx: p.tx,
-                            rx: p.rx,
-                        });
+                let n = rs.len();
+                for k in 0..n {
+                    let i = (*next + k) % n;
+                    let (r, engine) = &mut rs[i];
+                    // Bounded by the queue's length: each record is 4 bytes.
+                    while r.len() >= 4 {
+                        let mut b = [0u8; 4];
+                        r.read(&mut b);
+                        let slot = u32::from_le_bytes(b);
+                        if !s.hold(slot, *engine) {
+                            continue;
+                        }
+                        if let Some(p) = s.parts(slot) {
+                            *next = (i + 1) % n;
+                            return Some(Accepted {
+                                id: p.id,
+                                shared: p.shared,
+                                tx: p.tx,
+                                rx: p.rx,
+                            });
+                        }
                     }
                 }
                 None
@@ -534,7 +617,7 @@ impl Stack {
     /// inline mode) while the command ring is full.
     pub(crate) fn request(&self, id: SockId, r: Request) {
         match &self.inner.mode {
-            Mode::Service(s) => s.submit(r.desc(id as u32)),
+            Mode::Service(s) => s.submit(id as u32, |slot| r.desc(slot)),
             _ => self.command(r.command(id)),
         }
     }

@@ -189,6 +189,17 @@ impl Stack {
         timeout: Option<Duration>,
         ready: impl Fn() -> bool,
     ) -> bool {
+        self.wait_on(&shared.notify, timeout, ready)
+    }
+
+    /// [`Stack::wait`] sleeping on `notify` (a socket's notify word, or the
+    /// stack's [`Stack::changes`]).
+    pub(crate) fn wait_on(
+        &self,
+        notify: &appif::notify::Notify,
+        timeout: Option<Duration>,
+        ready: impl Fn() -> bool,
+    ) -> bool {
         let start = Instant::now();
         let expired = |now: Instant| timeout.is_some_and(|t| now.saturating_since(start) >= t);
         match &self.inner.mode {
@@ -219,7 +230,7 @@ impl Stack {
                     spin_round();
                     continue;
                 }
-                let seen = shared.notify.seq();
+                let seen = notify.seq();
                 if ready() {
                     return true;
                 }
@@ -233,7 +244,7 @@ impl Stack {
                     }
                     nap = nap.min(LIVENESS);
                 }
-                shared.notify.wait(seen, Some(nap));
+                notify.wait(seen, Some(nap));
             },
         }
     }

@@ -19,7 +19,7 @@ iface = "veth1"            # required unless given on the command line
 ip = "10.0.0.2/24"         # ADDR/PREFIX, required likewise
 gateway = "10.0.0.1"       # optional
 driver = "af_xdp"          # af_xdp | tap
-cores = 1                  # engine cores (only 1 supported now: >1 is a clear error)
+cores = 1                  # engines (1..=15: more is a clear error)
 socket = "/run/corestack/ctl.sock"
 ring_bytes = 262144        # per-connection ring size at the start, power of two, 4 KiB..16 MiB
 ring_max_bytes = 4194304   # the most a ring grows to
@@ -360,13 +360,19 @@ fn bad_gateways_are_refused() {
 }
 
 #[test]
-fn cores_other_than_one_are_refused() {
+fn cores_from_one_to_the_limit_are_taken_and_others_refused() {
     assert!(error_of(|c| c.cores = 0).contains("at least one core"));
-    let s = error_of(|c| c.cores = 2);
+    for n in [1, 2, 4, CORES_SUPPORTED] {
+        let mut c = base();
+        c.cores = n;
+        assert_eq!(c.validate().map(|v| v.cores).ok(), Some(n), "cores = {n}");
+    }
+    let s = error_of(|c| c.cores = CORES_SUPPORTED + 1);
     assert!(
-        s.contains("only 1 engine core is supported") && s.contains("set cores = 1"),
+        s.contains("at most 15 engines") && s.contains("set cores = 1..=15"),
         "{s}"
     );
+    assert_eq!(CORES_SUPPORTED as usize, appif::ctl::MAX_FDS - 1);
 }
 
 #[test]

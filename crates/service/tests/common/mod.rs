@@ -1,4 +1,5 @@
-//! The daemon in this process, without root: a [`Host`] on one end of a `mem` wire, run on its
+//! The daemon in this process, without root: its host(s) (`service::serve`, one engine per
+//! queue) on one end of a `mem` wire, run on its
 //! own thread with its log collected; on the other end a peer stack (the "network", embedded
 //! mode) at 10.0.0.1. Applications join over a control socket in /tmp: well-behaved ones are
 //! `corestack::Stack`s in service mode, the misbehaving one is `testkit::rogue::RogueApp` (the
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 use corestack::{Stack, TcpListener, TcpStream};
 use nic::impair::Impairments;
 use nic::mem;
-use service::{Config, ControlSocket, Host};
+use service::{Config, ControlSocket};
 
 /// The daemon's address.
 pub const DAEMON_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
@@ -97,7 +98,24 @@ impl Daemon {
         let cfg = cfg.validate().expect("a valid configuration");
         let ipv6 = cfg.ip6.is_some();
         let control = ControlSocket::bind(&cfg.socket).expect("binding the control socket");
-        let (ours, theirs) = mem::pair(Impairments::none(), Impairments::none(), 1);
+        let cores = cfg.cores as usize;
+        let (ours, theirs) = if cores == 1 {
+            let (a, b) = mem::pair(Impairments::none(), Impairments::none(), 1);
+            (vec![a], b)
+        } else {
+            // A queue per engine; each flow lands on a queue drawn at random (as a NIC
+            // whose RSS is not the engines'), so the handoff rings are in use.
+            let (a, mut b) = mem::multi_pair(
+                Impairments::none(),
+                Impairments::none(),
+                1,
+                cores,
+                1,
+                mem::Steer::RandomPerFlow,
+                mem::Steer::RandomPerFlow,
+            );
+            (a, b.remove(0))
+        };
         let log = Log::default();
         let stop = Arc::new(AtomicBool::new(false));
         let host = {
@@ -110,9 +128,7 @@ impl Daemon {
                         .with_ansi(false)
                         .finish();
                     tracing::subscriber::with_default(subscriber, || {
-                        Host::new(ours, cfg, control)
-                            .expect("setting up the host")
-                            .run(&stop)
+                        service::serve(ours, cfg, control, &stop).expect("setting up the host")
                     })
                 })
                 .expect("spawning the daemon's thread")

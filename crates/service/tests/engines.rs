@@ -1,0 +1,287 @@
+//! The daemon with two engines (`cores = 2`), without root: each engine on its own queue of a
+//! `mem` wire whose frames land on a queue drawn at random per flow (so the handoff rings
+//! carry the flows that land on the engine that does not own them). An application in service
+//! mode reaches both engines: its listener exists on each, its connections are on the engine
+//! their hash picks, its active opens go to either, and when it leaves both engines drop its
+//! sockets. The same end to end over a multi-queue TAP, as root, in
+//! `crates/cli/tests/service_engines.rs`.
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use appif::ctl;
+use appif::region::Region;
+use appif::seg::{AppSegment, CmdProducer, Desc};
+use common::*;
+use corestack::{TcpListener, TcpStream};
+use nic::rss::Steering;
+use testkit::rogue;
+
+/// Connections of the server test.
+const CONNS: usize = 64;
+/// Bytes each connection echoes.
+const BYTES: usize = 4096;
+
+/// The bytes connection `k` sends.
+fn pattern(k: usize) -> Vec<u8> {
+    (0..BYTES).map(|i| ((i * 31 + k * 7) % 251) as u8).collect()
+}
+
+/// The engine of two that owns the flow between `a` and `b` (the daemon's hash).
+fn owner(a: SocketAddr, b: SocketAddr) -> usize {
+    match (a, b) {
+        (SocketAddr::V4(a), SocketAddr::V4(b)) => {
+            Steering::new(2).owner_v4(*a.ip(), *b.ip(), a.port(), b.port())
+        }
+        _ => panic!("IPv4 expected"),
+    }
+}
+
+/// Moves every connection's bytes (peer writes, app echoes, peer reads) until each peer got
+/// its pattern back, within [`BOUND`] × 4.
+fn echo_all(d: &Daemon, peers: &mut [TcpStream], served: &mut [TcpStream]) {
+    let deadline = Instant::now() + BOUND * 4;
+    let mut sent = vec![0usize; peers.len()];
+    let mut back: Vec<Vec<u8>> = vec![Vec::new(); peers.len()];
+    let mut pending: Vec<Vec<u8>> = vec![Vec::new(); served.len()];
+    let mut buf = vec![0u8; 16384];
+    let nb = |r: std::io::Result<usize>| match r {
+        Ok(0) => panic!("end of stream during the echo; log:\n{}", d.log()),
+        Ok(k) => k,
+        Err(e) if e.kind() == ErrorKind::WouldBlock => 0,
+        Err(e) => panic!("{e} during the echo; log:\n{}", d.log()),
+    };
+    while back.iter().any(|b| b.len() < BYTES) {
+        assert!(
+            Instant::now() < deadline,
+            "echoed {} of {} bytes; log:\n{}",
+            back.iter().map(Vec::len).sum::<usize>(),
+            BYTES * peers.len(),
+            d.log()
+        );
+        let mut moved = 0;
+        for (k, c) in peers.iter_mut().enumerate() {
+            let data = pattern(k);
+            if sent[k] < BYTES {
+                let n = nb(c.write(&data[sent[k]..]));
+                sent[k] += n;
+                moved += n;
+            }
+            if back[k].len() < BYTES {
+                let n = nb(c.read(&mut buf));
+                back[k].extend_from_slice(&buf[..n]);
+                moved += n;
+            }
+        }
+        for (s, p) in served.iter_mut().zip(pending.iter_mut()) {
+            if p.is_empty() {
+                let n = nb(s.read(&mut buf));
+                p.extend_from_slice(&buf[..n]);
+                moved += n;
+            }
+            if !p.is_empty() {
+                let n = nb(s.write(p));
+                p.drain(..n);
+                moved += n;
+            }
+        }
+        if moved == 0 {
+            thread::sleep(Duration::from_micros(200));
+        }
+    }
+    for (k, b) in back.iter().enumerate() {
+        assert!(*b == pattern(k), "connection {k}: the echo differs");
+    }
+}
+
+#[test]
+fn an_application_serves_connections_on_both_engines() {
+    let d = Daemon::with("engines-serve", |c| c.cores = 2);
+    let app = d.app();
+    assert_eq!(
+        app.engines(),
+        2,
+        "the application sees the daemon's two engines"
+    );
+    let mut l = TcpListener::bind(&app, any(7100)).expect("the app's listen");
+    l.set_nonblocking(true).unwrap();
+    let mut peers = Vec::with_capacity(CONNS);
+    let mut served = Vec::with_capacity(CONNS);
+    let mut owners = [0usize; 2];
+    for k in 0..CONNS {
+        let mut c = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7100))
+            .unwrap_or_else(|e| panic!("connection {k}: the peer's connect failed: {e}"));
+        c.set_nonblocking(true).unwrap();
+        let (s, seen) = d.accept_from(&mut l, &format!("connection {k}"));
+        assert_eq!(
+            seen,
+            c.local_addr().unwrap(),
+            "connection {k}: the peer's address"
+        );
+        owners[owner(s.local_addr().unwrap(), seen)] += 1;
+        peers.push(c);
+        served.push(s);
+    }
+    assert!(
+        owners[0] > 0 && owners[1] > 0,
+        "the flows' hash gives both engines connections: {owners:?}"
+    );
+    echo_all(&d, &mut peers, &mut served);
+    // Closing the application's side ends each peer's stream (FIN from the owner engine).
+    drop(served);
+    for (k, c) in peers.iter_mut().enumerate() {
+        assert_eq!(
+            read_error(c, &format!("connection {k} after the app closed")),
+            ErrorKind::UnexpectedEof
+        );
+    }
+    // The listener still serves after that, and closes on both engines.
+    d.assert_echo(&mut l, 7100, 4096, "the listener after 64 connections");
+    drop(l);
+    let refused = (0..8).all(
+        |k| match TcpStream::connect(&d.peer, addr(DAEMON_IP, 7100)) {
+            Err(e) => e.kind() == ErrorKind::ConnectionRefused,
+            Ok(mut c) => {
+                c.set_nonblocking(true).unwrap();
+                let e = read_error(&mut c, &format!("connect {k} after the listener closed"));
+                e == ErrorKind::ConnectionRefused || e == ErrorKind::ConnectionReset
+            }
+        },
+    );
+    assert!(
+        refused,
+        "every engine refuses the port once the listener closed"
+    );
+}
+
+#[test]
+fn active_opens_of_threads_go_to_each_engine_in_turn() {
+    let d = Daemon::with("engines-connect", |c| c.cores = 2);
+    let mut pl = TcpListener::bind(&d.peer, any(7200)).expect("the peer's listen");
+    pl.set_nonblocking(true).unwrap();
+    let app = d.app();
+    // Each thread's first socket goes to the next engine in turn, which picks a local port
+    // that hashes to itself.
+    let mut opened: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let app = app.clone();
+            thread::spawn(move || TcpStream::connect(&app, addr(PEER_IP, 7200)).expect("connect"))
+                .join()
+                .expect("the connecting thread")
+        })
+        .collect();
+    let mut owners = [0usize; 2];
+    for (k, c) in opened.iter_mut().enumerate() {
+        let mut s = accept_within(&d, &mut pl, k);
+        let local = within(
+            || format!("connection {k} never opened"),
+            || c.local_addr().ok().filter(|a| a.port() != 0),
+        );
+        assert_eq!(
+            s.peer_addr().unwrap(),
+            local,
+            "connection {k}: the peer's view"
+        );
+        owners[owner(local, addr(PEER_IP, 7200).into())] += 1;
+        s.write_all(b"hello").unwrap();
+        let mut b = [0u8; 5];
+        c.read_exact(&mut b)
+            .unwrap_or_else(|e| panic!("connection {k}: {e}"));
+        assert_eq!(&b, b"hello");
+        c.write_all(b"olleh").unwrap();
+        s.set_nonblocking(false).unwrap();
+        s.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"olleh");
+    }
+    assert_eq!(owners, [2, 2], "threads in turn open on engines 0 and 1");
+}
+
+/// The peer's next connection on `pl` (nonblocking), within [`BOUND`].
+fn accept_within(d: &Daemon, pl: &mut TcpListener, k: usize) -> TcpStream {
+    within(
+        || format!("the peer accepting connection {k}; log:\n{}", d.log()),
+        || match pl.accept() {
+            Ok((s, _)) => Some(s),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => None,
+            Err(e) => panic!("accept: {e}"),
+        },
+    )
+}
+
+#[test]
+fn an_application_leaving_loses_its_connections_on_every_engine() {
+    let d = Daemon::with("engines-leave", |c| c.cores = 2);
+    let mut pl = TcpListener::bind(&d.peer, any(7300)).expect("the peer's listen");
+    pl.set_nonblocking(true).unwrap();
+    // An application written against the protocol alone: its welcome brings the segment and
+    // a doorbell per engine, and it opens a connection on each engine's command ring.
+    let h = ctl::Hello {
+        nslots: 0,
+        ring_bytes: 0,
+        name: "leaver".into(),
+        parent: 0,
+        ticket: 0,
+    };
+    let (control, welcome, mut fds) = rogue::hello(&d.sock, &h.encode());
+    assert_eq!(welcome.status, 0, "welcomed");
+    assert_eq!(fds.len(), 3, "the memfd and two doorbells");
+    let doorbells = fds.split_off(1);
+    let memfd = fds.pop().unwrap();
+    let len = welcome.seg_len as usize;
+    let region = std::sync::Arc::new(Region::map_fd(memfd.as_fd(), len).expect("mapping"));
+    let (seg, assoc) = AppSegment::open(region).expect("the segment");
+    assert_eq!(seg.layout().engines, 2);
+    for e in 0..2u32 {
+        let slot = seg.claim_app_slot(e, |_| false).expect("a free slot");
+        seg.reset_slot(slot);
+        let mut p = CmdProducer::lane(seg.clone(), e).expect("engine's ring");
+        assert!(p.push(&Desc::Connect {
+            slot,
+            remote: addr(PEER_IP, 7300).into(),
+            local_port: 0,
+            nodelay: false,
+        }));
+        if p.engine_needs_doorbell() {
+            ctl::eventfd_signal(doorbells[e as usize].as_fd());
+        }
+    }
+    let mut accepted: Vec<TcpStream> = (0..2).map(|k| accept_within(&d, &mut pl, k)).collect();
+    let owners: Vec<usize> = accepted
+        .iter()
+        .map(|s| owner(s.peer_addr().unwrap(), s.local_addr().unwrap()))
+        .collect();
+    assert!(
+        owners.contains(&0) && owners.contains(&1),
+        "one connection on each engine: {owners:?}"
+    );
+    // Gone without a word: only the end of its control connection.
+    drop(control);
+    let left = || {
+        d.log()
+            .lines()
+            .filter(|l| l.contains("application left") && l.contains(&format!("assoc={assoc} ")))
+            .filter(|l| l.contains("sockets=1"))
+            .count()
+    };
+    within(
+        || {
+            format!(
+                "both engines reset the application's connection; log:\n{}",
+                d.log()
+            )
+        },
+        || (left() == 2).then_some(()),
+    );
+    for (k, s) in accepted.iter_mut().enumerate() {
+        s.set_nonblocking(true).unwrap();
+        assert_eq!(
+            read_error(s, &format!("connection {k} after the application left")),
+            ErrorKind::ConnectionReset
+        );
+    }
+}
