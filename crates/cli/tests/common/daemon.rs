@@ -59,11 +59,16 @@ impl Daemon {
     /// Starts the daemon on `vc` with the pair's address, the given socket and extra arguments,
     /// and waits for "corestack daemon ready".
     pub fn start(pair: &Pair, sock: &SocketPath, extra: &[&str]) -> Daemon {
+        Daemon::start_on(pair, "vc", sock, extra)
+    }
+
+    /// Like [`Daemon::start`], on interface `iface` of the core namespace.
+    pub fn start_on(pair: &Pair, iface: &str, sock: &SocketPath, extra: &[&str]) -> Daemon {
         let mut cmd = pair.core.exec(bin());
         cmd.args([
             "run",
             "--iface",
-            "vc",
+            iface,
             "--ip",
             &format!("{}/24", pair.core_ip),
         ])
