@@ -110,3 +110,63 @@ fn daemon_refuses_two_engines_on_a_single_queue_tap_saying_what_to_do() {
         "expected a one-line refusal naming multi_queue and --cores 1: {err}"
     );
 }
+
+/// memcached -t 4 under the shim in service mode (`corestack exec --socket`) against `corestack
+/// run --cores 2` on a 4-queue veth: its epoll waits see both engines' listeners and
+/// connections; a Linux client sets and gets over 8 connections and checks every value, and
+/// no TCP input runs off its owner (which engines own 8 connections is up to their hash: the
+/// 256-connection tests check that both do).
+#[test]
+fn shim_memcached_t4_against_a_two_engine_daemon_serves_every_get() {
+    let _lock = start();
+    common::shim::need("memcached");
+    common::shim::need("python3");
+    let pair = Pair::with_queues("sm", 244, 4).expect("creating the namespaces");
+    let sock = SocketPath::new("engines-memcached");
+    let mut daemon = Daemon::start(&pair, &sock, &["--cores", "2"]);
+    common::shim::preload();
+    let mut cmd = pair.core.exec(bin());
+    cmd.args(["exec", "--socket", &sock.arg(), "--"])
+        .args([
+            "memcached",
+            "-u",
+            "root",
+            "-t",
+            "4",
+            "-p",
+            "11211",
+            "-U",
+            "0",
+        ])
+        .env_remove("CORESTACK_IFACE")
+        .env_remove("LD_PRELOAD");
+    let server = Proc::spawn("memcached -t 4 in service mode", cmd, None, Out::Text);
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    let mut client = pair.linux.exec("python3");
+    client.args([
+        common::shim::script("memcached_client.py")
+            .to_str()
+            .unwrap(),
+        &pair.core_ip,
+        "11211",
+        "8",
+        "200",
+    ]);
+    let c =
+        Proc::spawn("memcached client", client, None, Out::Text).finish(Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(50));
+    let s = server.terminate();
+    assert!(
+        c.status.success(),
+        "{}{}\nmemcached stderr:\n{}\ndaemon log:\n{}",
+        c.stdout,
+        c.stderr,
+        s.stderr,
+        daemon.tail()
+    );
+    let counters = engine_counters(daemon.pid());
+    let get = |k: &str| counters.get(k).copied().unwrap_or(0);
+    assert!(get("tcp_passive_opens") >= 8, "{counters:?}");
+    assert_eq!(get("owner_violations"), 0, "{counters:?}");
+    daemon.stop_cleanly();
+}
