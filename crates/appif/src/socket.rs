@@ -35,8 +35,9 @@ pub fn with_engine(id: SockId, engine: usize) -> SockId {
     (id & !(0xff << ENGINE_INDEX_SHIFT)) | ((engine as u64 & 0xff) << ENGINE_INDEX_SHIFT)
 }
 
-/// The engine that owns socket `id`: 0 for service-mode ids (the daemon
-/// runs one engine per application for now) and for ids without an index.
+/// The engine that owns socket `id`: 0 for service-mode ids (the client
+/// keeps which engine holds each slot of its segment; a daemon engine
+/// knows only its own sockets) and for ids without an index.
 pub fn engine_of(id: SockId) -> usize {
     if id & SERVICE_ID_BIT != 0 && id & ENGINE_ID_BIT == 0 {
         return 0;
