@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::shim::{need, preload, script};
+use common::shim::{need, preload};
 use common::*;
 
 /// `serve echo` with `args` (on `engines` engines) in `core` serves 256 echo connections from
@@ -26,26 +26,7 @@ fn serve_256(
     ping_until_up(linux, core_ip, 10);
     let target = format!("{core_ip}:7");
     let trips = conn_clients(linux, &target, &[None, None], 128, 2, server.pid());
-    // Counters are published every 10 ms.
-    std::thread::sleep(Duration::from_millis(50));
-    let c = engine_counters(server.pid());
-    let get = |k: &str| c.get(k).copied().unwrap_or(0);
-    assert!(trips >= 256, "{trips} round trips over 256 connections");
-    assert_eq!(get("tcp_passive_opens"), 256, "{c:?}");
-    assert_eq!(get("owner_violations"), 0, "{c:?}");
-    assert_eq!(get("handoff_dropped"), 0, "{c:?}");
-    for e in 0..engines {
-        let c = one_engine_counters(server.pid(), e);
-        let get = |k: &str| c.get(k).copied().unwrap_or(0);
-        assert!(
-            get("tcp_passive_opens") > 0,
-            "engine {e} of {engines} owns no connection: {c:?}"
-        );
-        assert!(
-            get("rx_frames") > 0,
-            "engine {e}'s queue carried no frame: {c:?}"
-        );
-    }
+    let c = assert_256_on_engines(server.pid(), trips, engines, String::new);
     (server, trips, c)
 }
 
@@ -115,33 +96,14 @@ fn shim_memcached_t4_on_two_engines_serves_every_get() {
     let mut cmd = pair.core.exec(bin());
     cmd.args(["exec", "--cores", "2", "--iface", "vc", "--ip"])
         .arg(format!("{}/24", pair.core_ip))
-        .arg("--")
-        .args([
-            "memcached",
-            "-u",
-            "root",
-            "-t",
-            "4",
-            "-p",
-            "11211",
-            "-U",
-            "0",
-        ])
+        .args(["--", "memcached"])
+        .args(common::shim::memcached_args("4"))
         .env("CORESTACK_PRELOAD", preload())
         .env_remove("CORESTACK_SOCKET")
         .env_remove("LD_PRELOAD");
     let mut server = Proc::spawn("memcached -t 4 on 2 engines", cmd, None, Out::Text);
     ping_until_up(&pair.linux, &pair.core_ip, 10);
-    let mut client = pair.linux.exec("python3");
-    client.args([
-        script("memcached_client.py").to_str().unwrap(),
-        &pair.core_ip,
-        "11211",
-        "8",
-        "200",
-    ]);
-    let c =
-        Proc::spawn("memcached client", client, None, Out::Text).finish(Duration::from_secs(60));
+    let c = common::shim::memcached_client(&pair.linux, &pair.core_ip, Duration::from_secs(60));
     std::thread::sleep(Duration::from_millis(50));
     let counters = engine_counters(server.pid());
     let s = server.terminate();

@@ -12,7 +12,7 @@
 mod common;
 
 use common::daemon::{tail_of, Daemon, SocketPath};
-use common::shim::{need, preload, profile_dir, script};
+use common::shim::{memcached_args, memcached_client, need, preload, profile_dir, script};
 use common::*;
 use netns::Netns;
 use std::path::{Path, PathBuf};
@@ -400,25 +400,12 @@ fn memcached_t1_t4(pair: &Pair, sh: &Sh) {
             &format!("memcached -t {threads}"),
             sh(
                 "memcached",
-                &[
-                    "-u", "root", "-t", threads, "-p", "11211", "-U", "0", "-c", "256",
-                ],
+                &[&memcached_args(threads)[..], &["-c", "256"]].concat(),
             ),
             None,
             Out::Text,
         );
-        let client = plain(
-            &pair.linux,
-            "python3",
-            &[
-                script("memcached_client.py").to_str().unwrap(),
-                &pair.core_ip,
-                "11211",
-                "8",
-                "200",
-            ],
-        );
-        let c = run("memcached client", client, STEP);
+        let c = memcached_client(&pair.linux, &pair.core_ip, STEP);
         let s = server.terminate();
         assert!(
             c.status.success(),

@@ -21,26 +21,8 @@ fn daemon_serves_256(pair: &Pair, daemon: &Daemon, sock: &SocketPath) {
     ping_until_up(&pair.linux, &pair.core_ip, 10);
     let target = format!("{}:7", pair.core_ip);
     let trips = conn_clients(&pair.linux, &target, &[None, None], 128, 2, daemon.pid());
-    // Counters are published every 10 ms.
-    std::thread::sleep(Duration::from_millis(50));
-    let c = engine_counters(daemon.pid());
+    let c = assert_256_on_engines(daemon.pid(), trips, 2, || daemon.tail());
     let get = |k: &str| c.get(k).copied().unwrap_or(0);
-    assert!(trips >= 256, "{trips} round trips over 256 connections");
-    assert_eq!(get("tcp_passive_opens"), 256, "{c:?}\n{}", daemon.tail());
-    assert_eq!(get("owner_violations"), 0, "{c:?}");
-    assert_eq!(get("handoff_dropped"), 0, "{c:?}");
-    for e in 0..2 {
-        let c = one_engine_counters(daemon.pid(), e);
-        let get = |k: &str| c.get(k).copied().unwrap_or(0);
-        assert!(
-            get("tcp_passive_opens") > 0,
-            "engine {e} owns no connection: {c:?}"
-        );
-        assert!(
-            get("rx_frames") > 0,
-            "engine {e}'s queue carried no frame: {c:?}"
-        );
-    }
     let stat = corestack(&pair.linux, &["stat", "--pid", &daemon.pid().to_string()])
         .output()
         .expect("corestack stat");
@@ -126,34 +108,13 @@ fn shim_memcached_t4_against_a_two_engine_daemon_serves_every_get() {
     let mut daemon = Daemon::start(&pair, &sock, &["--cores", "2"]);
     common::shim::preload();
     let mut cmd = pair.core.exec(bin());
-    cmd.args(["exec", "--socket", &sock.arg(), "--"])
-        .args([
-            "memcached",
-            "-u",
-            "root",
-            "-t",
-            "4",
-            "-p",
-            "11211",
-            "-U",
-            "0",
-        ])
+    cmd.args(["exec", "--socket", &sock.arg(), "--", "memcached"])
+        .args(common::shim::memcached_args("4"))
         .env_remove("CORESTACK_IFACE")
         .env_remove("LD_PRELOAD");
     let server = Proc::spawn("memcached -t 4 in service mode", cmd, None, Out::Text);
     ping_until_up(&pair.linux, &pair.core_ip, 10);
-    let mut client = pair.linux.exec("python3");
-    client.args([
-        common::shim::script("memcached_client.py")
-            .to_str()
-            .unwrap(),
-        &pair.core_ip,
-        "11211",
-        "8",
-        "200",
-    ]);
-    let c =
-        Proc::spawn("memcached client", client, None, Out::Text).finish(Duration::from_secs(60));
+    let c = common::shim::memcached_client(&pair.linux, &pair.core_ip, Duration::from_secs(60));
     std::thread::sleep(Duration::from_millis(50));
     let s = server.terminate();
     assert!(

@@ -642,6 +642,39 @@ pub fn engine_counters(pid: u32) -> std::collections::HashMap<String, u64> {
     stat_counters(&["stat", "--pid", &pid.to_string()])
 }
 
+/// After process `pid` (on `engines` engines) served 256 echo connections in `trips` round
+/// trips: asserts that every connection opened, no TCP input ran off its owner, nothing handed
+/// over was dropped, and every engine owns connections and read frames from its own queue
+/// (`context()` is added to the first message). Returns the summed counters.
+pub fn assert_256_on_engines(
+    pid: u32,
+    trips: u64,
+    engines: usize,
+    context: impl Fn() -> String,
+) -> std::collections::HashMap<String, u64> {
+    // Counters are published every 10 ms.
+    thread::sleep(Duration::from_millis(50));
+    let c = engine_counters(pid);
+    let get = |k: &str| c.get(k).copied().unwrap_or(0);
+    assert!(trips >= 256, "{trips} round trips over 256 connections");
+    assert_eq!(get("tcp_passive_opens"), 256, "{c:?}\n{}", context());
+    assert_eq!(get("owner_violations"), 0, "{c:?}");
+    assert_eq!(get("handoff_dropped"), 0, "{c:?}");
+    for e in 0..engines {
+        let c = one_engine_counters(pid, e);
+        let get = |k: &str| c.get(k).copied().unwrap_or(0);
+        assert!(
+            get("tcp_passive_opens") > 0,
+            "engine {e} of {engines} owns no connection: {c:?}"
+        );
+        assert!(
+            get("rx_frames") > 0,
+            "engine {e}'s queue carried no frame: {c:?}"
+        );
+    }
+    c
+}
+
 /// The counters of engine `engine` of process `pid` (`corestack stat --pid P --engine E`).
 pub fn one_engine_counters(pid: u32, engine: usize) -> std::collections::HashMap<String, u64> {
     stat_counters(&[

@@ -57,3 +57,28 @@ pub fn script(name: &str) -> PathBuf {
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+/// memcached's arguments in the shim tests: `-t threads`, TCP on port 11211 only, as root.
+pub fn memcached_args(threads: &str) -> Vec<&str> {
+    vec!["-u", "root", "-t", threads, "-p", "11211", "-U", "0"]
+}
+
+/// The Linux memcached client (`memcached_client.py`) in `linux`: 8 connections set and get
+/// 200 keys each on `core_ip`:11211 and check every value; how it ended, within `bound`.
+pub fn memcached_client(
+    linux: &netns::Netns,
+    core_ip: &str,
+    bound: std::time::Duration,
+) -> super::Finished {
+    let mut client = linux.exec("python3");
+    client
+        .args([
+            script("memcached_client.py").to_str().unwrap(),
+            core_ip,
+            "11211",
+            "8",
+            "200",
+        ])
+        .env_remove("LD_PRELOAD");
+    super::Proc::spawn("memcached client", client, None, super::Out::Text).finish(bound)
+}
