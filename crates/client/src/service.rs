@@ -26,6 +26,9 @@ struct Lane {
     doorbell: OwnedFd,
 }
 
+/// In a slot's engine byte: the slot heads a listener on several engines.
+const GROUP_HEAD: u8 = 0x80;
+
 /// The application's end of an association.
 pub(crate) struct Service {
     pub seg: AppSegment,
@@ -34,7 +37,9 @@ pub(crate) struct Service {
     ctl: UnixStream,
     /// Slots this process holds a handle to (claimed or accepted).
     busy: Mutex<Vec<bool>>,
-    /// The engine that holds each slot's socket (an index into `lanes`).
+    /// The engine that holds each slot's socket (an index into `lanes`),
+    /// with [`GROUP_HEAD`] set on the slot a listener on several engines
+    /// is known by.
     slot_lane: Vec<core::sync::atomic::AtomicU8>,
     /// Listeners on several engines: the slot the application knows the
     /// listener by, and the slots of its members on the other engines.
@@ -188,11 +193,14 @@ impl Service {
         }
     }
 
-    /// The engine that holds `slot`'s socket.
-    fn lane_of(&self, slot: u32) -> usize {
-        self.slot_lane
+    /// The engine that holds `slot`'s socket, and whether the slot heads
+    /// a listener on several engines.
+    fn lane_of(&self, slot: u32) -> (usize, bool) {
+        let b = self
+            .slot_lane
             .get(slot as usize)
-            .map_or(0, |l| l.load(Ordering::Relaxed) as usize)
+            .map_or(0, |l| l.load(Ordering::Relaxed));
+        ((b & !GROUP_HEAD) as usize, b & GROUP_HEAD != 0)
     }
 
     /// Marks a slot that engine `engine` accepted as held by this process.
@@ -216,43 +224,50 @@ impl Service {
         let mut g = self.groups.lock().unwrap_or_else(|p| p.into_inner());
         g.retain(|(s, _)| *s != slot);
         g.push((slot, members));
+        if let Some(l) = self.slot_lane.get(slot as usize) {
+            l.fetch_or(GROUP_HEAD, Ordering::Relaxed);
+        }
     }
 
-    /// `slot` and the members of the listener it is, if it is one on
-    /// several engines; a Close or Abort ends the group.
-    fn members(&self, d: &Desc) -> Vec<u32> {
-        let slot = d.slot();
+    /// The members of the listener on several engines that `slot` heads
+    /// (on the other engines); a Close or Abort (`ends`) ends the group.
+    fn members(&self, slot: u32, ends: bool) -> Vec<u32> {
         let mut g = self.groups.lock().unwrap_or_else(|p| p.into_inner());
         let Some(k) = g.iter().position(|(s, _)| *s == slot) else {
-            return vec![slot];
+            return Vec::new();
         };
-        let mut all = vec![slot];
-        all.extend_from_slice(&g[k].1);
-        if matches!(d, Desc::Close { .. } | Desc::Abort { .. }) {
-            g.swap_remove(k);
+        if !ends {
+            return g[k].1.clone();
         }
-        all
+        if let Some(l) = self.slot_lane.get(slot as usize) {
+            l.fetch_and(!GROUP_HEAD, Ordering::Relaxed);
+        }
+        g.swap_remove(k).1
     }
 
     /// Sends the descriptor `desc(slot)` for one of this process's sockets
-    /// (for each member of a listener on several engines), then lets go of
-    /// the slot after a Close or Abort. Waits (yielding) while a command
-    /// ring is full; drops it when the daemon is gone.
+    /// (and for each member of a listener on several engines), then lets
+    /// go of the slot after a Close or Abort. Waits (yielding) while a
+    /// command ring is full; drops it when the daemon is gone.
     pub fn submit(&self, slot: u32, desc: impl Fn(u32) -> Desc) {
-        let first = desc(slot);
-        let slots = if self.lanes.len() > 1 {
-            self.members(&first)
-        } else {
-            vec![slot]
-        };
-        for s in slots {
-            let d = desc(s);
-            self.submit_desc(self.lane_of(s), d);
-            if let Desc::Close { slot } | Desc::Abort { slot } = d {
-                let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some(b) = busy.get_mut(slot as usize) {
-                    *b = false;
-                }
+        let d = desc(slot);
+        let (lane, head) = self.lane_of(slot);
+        self.submit_one(lane, d);
+        if head {
+            let ends = matches!(d, Desc::Close { .. } | Desc::Abort { .. });
+            for s in self.members(slot, ends) {
+                self.submit_one(self.lane_of(s).0, desc(s));
+            }
+        }
+    }
+
+    /// Sends `d` to engine `engine`; lets go of its slot after a Close or Abort.
+    fn submit_one(&self, engine: usize, d: Desc) {
+        self.submit_desc(engine, d);
+        if let Desc::Close { slot } | Desc::Abort { slot } = d {
+            let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(b) = busy.get_mut(slot as usize) {
+                *b = false;
             }
         }
     }

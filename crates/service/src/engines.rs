@@ -25,7 +25,7 @@ use appif::notify::Notify;
 use engine::time::Instant;
 use engine::Engine;
 use nic::Port;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tracing::warn;
 
@@ -43,8 +43,24 @@ pub(crate) enum Msg {
 pub(crate) struct Mailbox {
     /// To the host, in order.
     pub to: Mutex<Vec<Msg>>,
+    /// Set with each message: the host looks at `to` in its next
+    /// iteration (one load per iteration while none came).
+    pub mail: AtomicBool,
+    /// The host's doorbell, rung after a message (it may nap).
+    pub bell: Option<Arc<Doorbell>>,
     /// From the host: associations that broke the protocol on its ring.
     pub broken: Mutex<Vec<u32>>,
+}
+
+impl Mailbox {
+    /// Posts `m` to the host and wakes it.
+    pub fn post(&self, m: Msg) {
+        lock(&self.to).push(m);
+        self.mail.store(true, Ordering::Release);
+        if let Some(b) = &self.bell {
+            b.ring();
+        }
+    }
 }
 
 /// A host's place among the engines.
@@ -85,7 +101,14 @@ pub fn serve<P: Port + Send + 'static>(
     let steering = Arc::new(nic::rss::Steering::new(n));
     let mut mesh = engine::steer::handoff_mesh(steering, engine::steer::HANDOFF_RING_BYTES);
     let bells: Vec<Option<Arc<Doorbell>>> = (0..n).map(|_| Doorbell::new().ok()).collect();
-    let boxes: Vec<Arc<Mailbox>> = (1..n).map(|_| Arc::default()).collect();
+    let boxes: Vec<Arc<Mailbox>> = (1..n)
+        .map(|e| {
+            Arc::new(Mailbox {
+                bell: bells[e].clone(),
+                ..Mailbox::default()
+            })
+        })
+        .collect();
     let mut hosts = Vec::with_capacity(n);
     let mut control = Some(control);
     for (e, port) in ports.into_iter().enumerate() {

@@ -219,7 +219,11 @@ impl<P: Port> Host<P> {
             }
             worked |= self.engine.engine.poll(now);
             self.engine.publish(now, false);
-            if now.saturating_since(self.last_control) >= CONTROL_EVERY {
+            let mail = match &self.role {
+                Role::Other(m) => m.mail.load(Ordering::Acquire),
+                Role::First(..) => false,
+            };
+            if mail || now.saturating_since(self.last_control) >= CONTROL_EVERY {
                 self.last_control = now;
                 self.control(now);
             }
@@ -395,6 +399,7 @@ impl<P: Port> Host<P> {
         match &self.role {
             Role::First(..) => self.control_first(now),
             Role::Other(mailbox) => {
+                mailbox.mail.store(false, Ordering::Release);
                 let msgs = std::mem::take(&mut *lock(&mailbox.to));
                 for m in msgs {
                     match m {
@@ -513,7 +518,7 @@ impl<P: Port> Host<P> {
             .collect();
         for assoc in broken {
             if let Some(i) = self.apps.iter().position(|a| a.assoc == assoc) {
-                self.end(i, Ending::Violation(ProtocolViolation::RingIndex), now);
+                self.end(i, Ending::Violation(ProtocolViolation::OnOtherEngine), now);
             }
         }
     }
@@ -557,9 +562,14 @@ impl<P: Port> Host<P> {
             .map_err(JoinError::Watch)?;
         self.next_assoc += 1;
         if let Role::First(_, others) = &self.role {
-            for (e, m) in others.iter().enumerate() {
-                let view = app.for_engine(e as u32 + 1).map_err(JoinError::Watch)?;
-                lock(&m.to).push(Msg::Join(Box::new(view)));
+            // Every other engine's view, or none (the application sees its
+            // control connection end).
+            let views = (1..=others.len() as u32)
+                .map(|e| app.for_engine(e))
+                .collect::<io::Result<Vec<_>>>()
+                .map_err(JoinError::Watch)?;
+            for (m, view) in others.iter().zip(views) {
+                m.post(Msg::Join(Box::new(view)));
             }
         }
         let layout = app.seg.layout();
@@ -649,7 +659,7 @@ impl<P: Port> Host<P> {
         match (&self.role, &why) {
             (Role::First(_, others), _) => {
                 for m in others {
-                    lock(&m.to).push(Msg::End(app.assoc));
+                    m.post(Msg::End(app.assoc));
                 }
             }
             (Role::Other(m), Ending::Violation(_)) => lock(&m.broken).push(app.assoc),

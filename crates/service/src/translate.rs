@@ -56,6 +56,11 @@ pub enum ProtocolViolation {
     /// application's socket rings (see `appif::bytes`).
     #[error("impossible index in a socket ring")]
     RingIndex,
+    /// With several engines: another engine found one of the violations
+    /// above in what it reads (its command ring, its sockets' rings; that
+    /// engine logged which).
+    #[error("broke the protocol on another engine (see that engine's line)")]
+    OnOtherEngine,
 }
 
 impl From<CmdError> for ProtocolViolation {

@@ -3,7 +3,8 @@
 //! carry the flows that land on the engine that does not own them). An application in service
 //! mode reaches both engines: its listener exists on each, its connections are on the engine
 //! their hash picks, its active opens go to either, and when it leaves both engines drop its
-//! sockets. The same end to end over a multi-queue TAP, as root, in
+//! sockets, and when it breaks the protocol on one engine's ring every engine ends it. The
+//! same end to end over a multi-queue TAP, as root, in
 //! `crates/cli/tests/service_engines.rs`.
 
 mod common;
@@ -213,42 +214,77 @@ fn accept_within(d: &Daemon, pl: &mut TcpListener, k: usize) -> TcpStream {
     )
 }
 
+/// An application written against the protocol alone: its welcome brings the segment and a
+/// doorbell per engine; it opens connections on the engine it chooses.
+struct RawApp {
+    control: std::os::unix::net::UnixStream,
+    seg: AppSegment,
+    mem: std::fs::File,
+    assoc: u32,
+    doorbells: Vec<std::os::fd::OwnedFd>,
+}
+
+impl RawApp {
+    fn join(d: &Daemon, name: &str) -> RawApp {
+        let h = ctl::Hello {
+            nslots: 0,
+            ring_bytes: 0,
+            name: name.into(),
+            parent: 0,
+            ticket: 0,
+        };
+        let (control, welcome, mut fds) = rogue::hello(&d.sock, &h.encode());
+        assert_eq!(welcome.status, 0, "welcomed");
+        assert_eq!(fds.len(), 3, "the memfd and two doorbells");
+        let doorbells = fds.split_off(1);
+        let memfd = fds.pop().unwrap();
+        let len = welcome.seg_len as usize;
+        let region = std::sync::Arc::new(Region::map_fd(memfd.as_fd(), len).expect("mapping"));
+        let (seg, assoc) = AppSegment::open(region).expect("the segment");
+        assert_eq!(seg.layout().engines, 2);
+        RawApp {
+            control,
+            seg,
+            mem: std::fs::File::from(memfd),
+            assoc,
+            doorbells,
+        }
+    }
+
+    /// Opens a connection to `remote` on engine `e`'s command ring.
+    fn connect(&self, e: u32, remote: SocketAddr) {
+        let slot = self.seg.claim_app_slot(e, |_| false).expect("a free slot");
+        self.seg.reset_slot(slot);
+        let mut p = CmdProducer::lane(self.seg.clone(), e).expect("engine's ring");
+        assert!(p.push(&Desc::Connect {
+            slot,
+            remote,
+            local_port: 0,
+            nodelay: false,
+        }));
+        if p.engine_needs_doorbell() {
+            ctl::eventfd_signal(self.doorbells[e as usize].as_fd());
+        }
+    }
+}
+
+/// Lines of the daemon's log about association `assoc` that contain every one of `needles`.
+fn lines_about(d: &Daemon, assoc: u32, needles: &[&str]) -> usize {
+    let me = format!("assoc={assoc} ");
+    d.log()
+        .lines()
+        .filter(|l| l.contains(&me) && needles.iter().all(|n| l.contains(n)))
+        .count()
+}
+
 #[test]
 fn an_application_leaving_loses_its_connections_on_every_engine() {
     let d = Daemon::with("engines-leave", |c| c.cores = 2);
     let mut pl = TcpListener::bind(&d.peer, any(7300)).expect("the peer's listen");
     pl.set_nonblocking(true).unwrap();
-    // An application written against the protocol alone: its welcome brings the segment and
-    // a doorbell per engine, and it opens a connection on each engine's command ring.
-    let h = ctl::Hello {
-        nslots: 0,
-        ring_bytes: 0,
-        name: "leaver".into(),
-        parent: 0,
-        ticket: 0,
-    };
-    let (control, welcome, mut fds) = rogue::hello(&d.sock, &h.encode());
-    assert_eq!(welcome.status, 0, "welcomed");
-    assert_eq!(fds.len(), 3, "the memfd and two doorbells");
-    let doorbells = fds.split_off(1);
-    let memfd = fds.pop().unwrap();
-    let len = welcome.seg_len as usize;
-    let region = std::sync::Arc::new(Region::map_fd(memfd.as_fd(), len).expect("mapping"));
-    let (seg, assoc) = AppSegment::open(region).expect("the segment");
-    assert_eq!(seg.layout().engines, 2);
-    for e in 0..2u32 {
-        let slot = seg.claim_app_slot(e, |_| false).expect("a free slot");
-        seg.reset_slot(slot);
-        let mut p = CmdProducer::lane(seg.clone(), e).expect("engine's ring");
-        assert!(p.push(&Desc::Connect {
-            slot,
-            remote: addr(PEER_IP, 7300).into(),
-            local_port: 0,
-            nodelay: false,
-        }));
-        if p.engine_needs_doorbell() {
-            ctl::eventfd_signal(doorbells[e as usize].as_fd());
-        }
+    let app = RawApp::join(&d, "leaver");
+    for e in 0..2 {
+        app.connect(e, addr(PEER_IP, 7300).into());
     }
     let mut accepted: Vec<TcpStream> = (0..2).map(|k| accept_within(&d, &mut pl, k)).collect();
     let owners: Vec<usize> = accepted
@@ -260,14 +296,8 @@ fn an_application_leaving_loses_its_connections_on_every_engine() {
         "one connection on each engine: {owners:?}"
     );
     // Gone without a word: only the end of its control connection.
-    drop(control);
-    let left = || {
-        d.log()
-            .lines()
-            .filter(|l| l.contains("application left") && l.contains(&format!("assoc={assoc} ")))
-            .filter(|l| l.contains("sockets=1"))
-            .count()
-    };
+    let assoc = app.assoc;
+    drop(app);
     within(
         || {
             format!(
@@ -275,7 +305,7 @@ fn an_application_leaving_loses_its_connections_on_every_engine() {
                 d.log()
             )
         },
-        || (left() == 2).then_some(()),
+        || (lines_about(&d, assoc, &["application left", "sockets=1"]) == 2).then_some(()),
     );
     for (k, s) in accepted.iter_mut().enumerate() {
         s.set_nonblocking(true).unwrap();
@@ -284,4 +314,49 @@ fn an_application_leaving_loses_its_connections_on_every_engine() {
             ErrorKind::ConnectionReset
         );
     }
+}
+
+#[test]
+fn a_violation_on_one_engines_ring_ends_the_association_on_every_engine() {
+    use std::os::unix::fs::FileExt;
+    let d = Daemon::with("engines-violate", |c| c.cores = 2);
+    let mut pl = TcpListener::bind(&d.peer, any(7400)).expect("the peer's listen");
+    pl.set_nonblocking(true).unwrap();
+    let app = RawApp::join(&d, "breaker");
+    app.connect(0, addr(PEER_IP, 7400).into());
+    let mut s = accept_within(&d, &mut pl, 0);
+    assert_eq!(owner(s.peer_addr().unwrap(), s.local_addr().unwrap()), 0);
+    // Engine 1's ring: its head a long way past anything written.
+    let lane = app.seg.layout().lane(1).expect("engine 1's ring");
+    app.mem
+        .write_all_at(&(1u64 << 40).to_le_bytes(), lane.head as u64)
+        .unwrap();
+    ctl::eventfd_signal(app.doorbells[1].as_fd());
+    d.expect_line(
+        &[
+            "application disconnected",
+            "command ring head",
+            &format!("assoc={} ", app.assoc),
+        ],
+        "engine 1 finding the bad index",
+    );
+    d.expect_line(
+        &[
+            "application disconnected",
+            "on another engine",
+            &format!("assoc={} ", app.assoc),
+        ],
+        "engine 0 ending the association",
+    );
+    // Engine 0's connection was reset, and the application told.
+    s.set_nonblocking(true).unwrap();
+    assert_eq!(
+        read_error(&mut s, "the breaker's connection"),
+        ErrorKind::ConnectionReset
+    );
+    assert_ne!(
+        app.seg.closed().load(std::sync::atomic::Ordering::Acquire),
+        0
+    );
+    drop(app.control);
 }

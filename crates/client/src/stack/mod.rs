@@ -394,8 +394,10 @@ impl Stack {
     /// Service mode: a listener on every engine of the daemon, each with
     /// its own slot (whose RX ring is that engine's accept queue); the
     /// application knows it by engine 0's slot, which picks the port when
-    /// none is given (the others take the same). Errors: EMFILE when the
-    /// segment has no free slot, engine 0's refusal (EADDRINUSE, EACCES).
+    /// none is given (the others take the same). It returns once every
+    /// engine listens (a connection may land on any). Errors: EMFILE when
+    /// the segment has no free slot, an engine's refusal (EADDRINUSE,
+    /// EACCES).
     fn open_listener_service(
         &self,
         s: &crate::service::Service,
@@ -425,11 +427,13 @@ impl Stack {
             local.set_port(first.shared.local().port());
             let mut members = Vec::with_capacity(s.engines() - 1);
             for e in 1..s.engines() {
-                match listen(e, local) {
-                    Ok(p) => {
-                        members.push(p.id as u32);
-                        queues.push((p.rx, e));
-                    }
+                let opened = listen(e, local).and_then(|p| {
+                    members.push(p.id as u32);
+                    self.wait_opened(&p.shared)?;
+                    Ok(p)
+                });
+                match opened {
+                    Ok(p) => queues.push((p.rx, e)),
                     Err(err) => {
                         s.group(first.id as u32, members);
                         s.submit(first.id as u32, |slot| Desc::Close { slot });
