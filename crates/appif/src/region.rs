@@ -86,18 +86,18 @@ impl Region {
     /// (madvise MADV_REMOVE on a shared mapping, MADV_DONTNEED on an
     /// anonymous one); they read as zero afterwards, and cost memory again
     /// only when written. Only whole pages inside the range are released.
-    /// Best effort: a range outside the region, or an madvise error,
-    /// releases nothing. The caller must own the bytes (nobody else may be
-    /// using them, in this process or another).
-    pub fn release(&self, off: usize, len: usize) {
+    /// Returns the bytes released. Best effort: a range outside the region,
+    /// or an madvise error, releases nothing (0). The caller must own the
+    /// bytes (nobody else may be using them, in this process or another).
+    pub fn release(&self, off: usize, len: usize) -> usize {
         let page = 4096;
         let start = off.next_multiple_of(page);
         let end = off.saturating_add(len).min(self.len()) & !(page - 1);
         if start >= end {
-            return;
+            return 0;
         }
         let Some(ptr) = self.span(start, end - start, page) else {
-            return;
+            return 0;
         };
         for advice in [libc::MADV_REMOVE, libc::MADV_DONTNEED] {
             // SAFETY: [start, end) lies inside our mapping (checked by
@@ -105,9 +105,10 @@ impl Region {
             // while their pages are replaced by zero pages.
             let r = unsafe { libc::madvise(ptr.as_ptr().cast(), end - start, advice) };
             if r == 0 {
-                return;
+                return end - start;
             }
         }
+        0
     }
 }
 

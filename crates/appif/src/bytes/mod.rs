@@ -127,6 +127,11 @@ struct Mem {
     /// Offset of `base` in the memory `keep` holds.
     base_at: usize,
     keep: Keep,
+    /// A ring in a region: the pages word its writer holds for each write
+    /// ([`RingAt::pages`]), if any.
+    pages: Option<NonNull<core::sync::atomic::AtomicU32>>,
+    /// A ring in a region: `head` when this end last gave its pages back.
+    released_at: AtomicU64,
 }
 
 // SAFETY: the pointers stay valid while `keep` holds the memory; indices are
@@ -229,6 +234,8 @@ impl Mem {
             reserved,
             base_at: 0,
             keep: Keep::Local(r.clone()),
+            pages: None,
+            released_at: AtomicU64::new(0),
         };
         (mk(&ring), mk(&ring))
     }
@@ -245,6 +252,11 @@ impl Mem {
             reserved: at.reserved,
             base_at: at.buf,
             keep: Keep::Region(region.clone()),
+            pages: match at.pages {
+                Some(off) => Some(region.at(off)?),
+                None => None,
+            },
+            released_at: AtomicU64::new(0),
         })
     }
 
@@ -308,6 +320,11 @@ pub struct RingAt {
     pub buf: usize,
     /// Bytes reserved for the buffer (a power of two, at least 64).
     pub reserved: usize,
+    /// Offset of the pages word (u32) of a ring whose reader gives the
+    /// pages of an idle ring back while its writer is in another process
+    /// (the writer holds the word for each write, see `pages`); None for a
+    /// ring whose pages only its writer gives back.
+    pub pages: Option<usize>,
 }
 
 /// The geometry word of a fresh ring of `cap` bytes in use out of
@@ -486,10 +503,7 @@ impl Writer {
         }
         let head = self.head.load(Ordering::Relaxed);
         // No release of the pages while we copy in and publish.
-        let _pages = self
-            .mem
-            .releasable()
-            .map(|r| WriteGuard::take(&r.head.0.pages));
+        let _pages = self.mem.pages_word().map(WriteGuard::take);
         // SAFETY: [head, head + n) is free space (n <= free), owned by the
         // single writer until the release store below publishes it, and
         // `geo` is our own geometry.

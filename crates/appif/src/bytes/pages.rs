@@ -13,6 +13,13 @@
 //! other through one word ([`WRITING`] / [`RELEASING`]): the writer takes
 //! it for each write (an uncontended compare-and-swap on a line of its
 //! own), a release only tries it and gives up if the writer holds it.
+//!
+//! A ring in a shared segment (service mode) gives its pages back the same
+//! way (`madvise(MADV_REMOVE)`: both processes' mappings read zeros after
+//! it), from the engine's end only: the engine as reader of an application's
+//! TX ring tries the ring's pages word ([`RingAt::pages`]), which the
+//! application takes for each write; as the only writer of an RX ring it
+//! needs no word. The engine never waits on a word the application writes.
 
 use super::*;
 use core::alloc::Layout;
@@ -238,36 +245,78 @@ impl Mem {
         }
     }
 
+    /// The word the writer holds for each write: a releasable ring's own,
+    /// or a region ring's [`RingAt::pages`] word.
+    pub(super) fn pages_word(&self) -> Option<&AtomicU32> {
+        match self.pages {
+            // SAFETY: points into the region `keep` holds, aligned (checked
+            // at construction).
+            Some(word) => Some(unsafe { word.as_ref() }),
+            None => self.releasable().map(|r| &r.head.0.pages),
+        }
+    }
+
     /// Gives back the pages of an empty ring whose bytes were written since
     /// the last release: takes the exclusion word (or gives up if the
     /// writer holds it), checks that `head` equals `tail`, and discards
     /// the capacity in use. Returns the bytes given back.
-    pub(super) fn release_pages(&self) -> usize {
+    ///
+    /// A ring in a region (service mode) is given back by one end only:
+    /// the reader of a ring with a [`RingAt::pages`] word (the engine, for
+    /// the application's TX ring: it only tries the word, so an application
+    /// that keeps it cannot stall the engine), and the writer of one without
+    /// (the engine, for an RX ring: it is the only writer, so it needs no
+    /// word, and never waits on a word the application can write).
+    pub(super) fn release_pages(&self, writer: bool) -> usize {
+        if let Keep::Region(region) = &self.keep {
+            let word = match self.pages_word() {
+                Some(w) if !writer => Some(w),
+                None if writer => None,
+                _ => return 0,
+            };
+            return self.holding(word, &self.released_at, |cap| {
+                region.release(self.base_at, cap)
+            });
+        }
         let Some(ring) = self.releasable() else {
             return 0;
         };
-        if ring
-            .head
-            .0
-            .pages
-            .compare_exchange(FREE, RELEASING, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            return 0;
+        self.holding(Some(&ring.head.0.pages), &ring.released_at, |cap| {
+            // SAFETY: the ring is empty, so no end reads its bytes, and the
+            // writer cannot write them while we hold the word.
+            unsafe { ring.buf.discard(cap) }
+        })
+    }
+
+    /// Runs `discard` on the capacity in use if the ring is empty and was
+    /// written since `released_at`, holding `word` (if any) meanwhile;
+    /// gives up (0) when the writer holds it.
+    fn holding(
+        &self,
+        word: Option<&AtomicU32>,
+        released_at: &AtomicU64,
+        discard: impl FnOnce(usize) -> usize,
+    ) -> usize {
+        if let Some(w) = word {
+            if w.compare_exchange(FREE, RELEASING, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                return 0;
+            }
         }
         // The writer publishes `head` before it lets go of the word, and
         // the reader publishes `tail` after its last copy out of the ring.
         let head = self.head().load(Ordering::Acquire);
         let tail = self.tail().load(Ordering::Acquire);
         let mut given = 0;
-        if head == tail && ring.released_at.load(Ordering::Relaxed) != head {
+        if head == tail && released_at.load(Ordering::Relaxed) != head {
             let (geo, _, _) = self.read_geometry(tail);
-            // SAFETY: the ring is empty, so no end reads its bytes, and the
-            // writer cannot write them while we hold the word.
-            given = unsafe { ring.buf.discard(geo.cap) };
-            ring.released_at.store(head, Ordering::Relaxed);
+            given = discard(geo.cap);
+            released_at.store(head, Ordering::Relaxed);
         }
-        ring.head.0.pages.store(FREE, Ordering::Release);
+        if let Some(w) = word {
+            w.store(FREE, Ordering::Release);
+        }
         given
     }
 }
@@ -277,19 +326,20 @@ impl Writer {
     /// consumed everything) and was written since the last time: for a
     /// connection that idles. The ring stays usable; its next write takes
     /// pages again (zero-filled, one page fault each). Returns the bytes
-    /// given back: 0 for a ring under a page, one in a shared segment
-    /// (service mode), a non-empty one, or when the reader's end is
-    /// releasing at the same moment.
+    /// given back: 0 for a ring under a page, a non-empty one, one in a
+    /// shared segment that has a pages word (its reader gives it back), or
+    /// when the reader's end is releasing at the same moment.
     pub fn release_pages(&mut self) -> usize {
-        self.mem.release_pages()
+        self.mem.release_pages(true)
     }
 }
 
 impl Reader {
     /// As [`Writer::release_pages`], from the reading end: gives up (0)
-    /// when the writer is in the middle of a write.
+    /// when the writer is in the middle of a write, and for a ring in a
+    /// shared segment without a pages word (its writer gives it back).
     pub fn release_pages(&mut self) -> usize {
-        self.mem.release_pages()
+        self.mem.release_pages(false)
     }
 }
 

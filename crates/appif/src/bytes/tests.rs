@@ -39,6 +39,7 @@ fn region_ring(reserved: usize) -> (Arc<Region>, RingAt) {
         geometry: 128,
         buf: 4096,
         reserved,
+        pages: None,
     };
     (region, at)
 }
@@ -293,6 +294,7 @@ fn a_geometry_the_protocol_does_not_allow_is_flagged_and_ignored() {
         geometry: 128,
         buf: 4096,
         reserved: 8192,
+        pages: None,
     };
     let word = region.at::<AtomicU64>(128).unwrap();
     // SAFETY: inside the live region, aligned.
@@ -315,4 +317,89 @@ fn a_geometry_the_protocol_does_not_allow_is_flagged_and_ignored() {
         assert_eq!(r.capacity(), 2048);
         assert!(r.violated());
     }
+}
+
+#[test]
+fn a_shared_rings_idle_pages_go_back_from_the_engines_end_only() {
+    use crate::bytes::pages::{FREE, RELEASING, WRITING};
+    use core::sync::atomic::AtomicU32;
+    // A memfd-backed region as a segment is, with a TX ring (pages word at
+    // 192) and an RX ring (none) of two pages each.
+    use std::os::fd::AsFd;
+    let fd = crate::sys::memfd("pages-test", 5 * 4096).unwrap();
+    let region = Arc::new(Region::map_fd(fd.as_fd(), 5 * 4096).unwrap());
+    let tx = RingAt {
+        head: 0,
+        tail: 64,
+        geometry: 128,
+        buf: 4096,
+        reserved: 8192,
+        pages: Some(192),
+    };
+    let rx = RingAt {
+        head: 256,
+        tail: 320,
+        geometry: 384,
+        buf: 3 * 4096,
+        reserved: 8192,
+        pages: None,
+    };
+    let word = region.at::<AtomicU32>(192).unwrap();
+    // SAFETY: inside the live region, aligned.
+    let word = unsafe { word.as_ref() };
+    for (at, engine_writes) in [(tx, false), (rx, true)] {
+        let mut w = Writer::in_region(&region, at).unwrap();
+        let mut r = Reader::in_region(&region, at).unwrap();
+        let data: Vec<u8> = (0..6000).map(|i| (i % 251) as u8).collect();
+        assert_eq!(w.write(&data), data.len());
+        assert_eq!(resident(&region, at), 8192);
+        // Not empty: nothing goes back.
+        assert_eq!((w.release_pages(), r.release_pages()), (0, 0));
+        let mut got = vec![0u8; data.len()];
+        assert_eq!(r.read(&mut got), data.len());
+        assert_eq!(got, data);
+        // The application's end never gives a shared ring back.
+        let app = if engine_writes {
+            r.release_pages()
+        } else {
+            w.release_pages()
+        };
+        assert_eq!(app, 0);
+        if !engine_writes {
+            // The application is in a write: the engine gives up, at once.
+            word.store(WRITING, Ordering::Release);
+            assert_eq!(r.release_pages(), 0);
+            word.store(FREE, Ordering::Release);
+        }
+        let engine = if engine_writes {
+            w.release_pages()
+        } else {
+            r.release_pages()
+        };
+        assert_eq!(engine, 8192);
+        assert_eq!(resident(&region, at), 0);
+        assert_eq!(word.load(Ordering::Acquire), FREE);
+        // Nothing written since: nothing more to give back.
+        let again = if engine_writes {
+            w.release_pages()
+        } else {
+            r.release_pages()
+        };
+        assert_eq!(again, 0);
+        // The ring streams on across the released pages.
+        assert_eq!(w.write(&data[..100]), 100);
+        assert_eq!(r.read(&mut got[..100]), 100);
+        assert_eq!(got[..100], data[..100]);
+    }
+    assert_ne!(word.load(Ordering::Acquire), RELEASING);
+}
+
+/// Bytes of `at`'s buffer that are resident (mincore(2)).
+fn resident(region: &Region, at: RingAt) -> usize {
+    let ptr = region.span(at.buf, at.reserved, 4096).unwrap();
+    let mut vec = vec![0u8; at.reserved / 4096];
+    // SAFETY: the span is mapped, page-aligned, and `vec` has a byte per page.
+    let r = unsafe { libc::mincore(ptr.as_ptr().cast(), at.reserved, vec.as_mut_ptr()) };
+    assert_eq!(r, 0, "mincore: {}", std::io::Error::last_os_error());
+    vec.iter().filter(|&&v| v & 1 != 0).count() * 4096
 }

@@ -19,11 +19,13 @@
 //!         command ring, one after another (see [`Layout::lane`])
 //!  page   socket slots: nslots × 512 bytes, each
 //!           +0 owner word (bit 0 app, bit 1 engine)  +64 status block
-//!           +128 TX head (app)  +192 TX tail (engine)  +256 RX head (engine)  +320 RX tail (app)
+//!           +128 TX head (app)  +136 TX pages word (app per write, engine per release)
+//!           +192 TX tail (engine)  +256 RX head (engine)  +320 RX tail (app)
 //!           +384 TX geometry (app)  +448 RX geometry (engine)
 //!  page   ring buffers: per slot a TX ring then an RX ring, ring_max_bytes
 //!         reserved each, ring_bytes of it in use until the ring grows
-//!         (see [`crate::bytes`]; untouched pages cost no memory)
+//!         (see [`crate::bytes`]; untouched pages cost no memory, and the
+//!         engine gives the pages of an idle connection's empty rings back)
 //! ```
 //! A listener's RX ring carries the slot numbers (u32, little endian) of
 //! the connections accepted on it.
@@ -49,8 +51,9 @@ use std::sync::Arc;
 
 /// "CSTKSEG1", little endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"CSTKSEG1");
-/// Layout version.
-pub const VERSION: u32 = 3;
+/// Layout version (4: the TX pages word of issue 23 and a command ring
+/// per engine).
+pub const VERSION: u32 = 4;
 pub use layout::{DESC_BYTES, SLOT_BYTES};
 
 /// Byte offsets of a segment's fixed fields: header words from the start
@@ -106,6 +109,10 @@ pub mod layout {
     pub const SLOT_STATUS: usize = 64;
     /// Slot: the TX ring's head, a u64 byte count (application).
     pub const SLOT_TX_HEAD: usize = 128;
+    /// Slot: the TX ring's pages word, a u32 on the head's line: the
+    /// application holds it for each write, the engine while it gives the
+    /// pages of the idle ring back (see [`crate::bytes`]).
+    pub const SLOT_TX_PAGES: usize = SLOT_TX_HEAD + 8;
     /// Slot: the TX ring's tail, a u64 byte count (engine).
     pub const SLOT_TX_TAIL: usize = 192;
     /// Slot: the RX ring's head, a u64 byte count (engine).
@@ -129,7 +136,7 @@ pub mod layout {
 use layout::{
     APP_WAKE, CLOSED, CMD_HEAD, CMD_RING, CMD_TAIL, ENGINE_SLEEPING, GATEWAY, INFO, MTU, NET, NET6,
     PAGE, SLEEPERS, SLOT_OWNER, SLOT_RX_GEOMETRY, SLOT_RX_HEAD, SLOT_RX_TAIL, SLOT_STATUS,
-    SLOT_TX_GEOMETRY, SLOT_TX_HEAD, SLOT_TX_TAIL,
+    SLOT_TX_GEOMETRY, SLOT_TX_HEAD, SLOT_TX_PAGES, SLOT_TX_TAIL,
 };
 
 /// Owner word: the slot is free.
@@ -268,6 +275,7 @@ impl Layout {
             geometry: s + SLOT_TX_GEOMETRY,
             buf: self.data_off() + 2 * slot as usize * self.ring_max_bytes as usize,
             reserved: self.ring_max_bytes as usize,
+            pages: Some(s + SLOT_TX_PAGES),
         }
     }
 
@@ -279,6 +287,7 @@ impl Layout {
             geometry: s + SLOT_RX_GEOMETRY,
             buf: self.data_off() + (2 * slot as usize + 1) * self.ring_max_bytes as usize,
             reserved: self.ring_max_bytes as usize,
+            pages: None,
         }
     }
 }
@@ -519,6 +528,7 @@ impl AppSegment {
         for off in [SLOT_TX_HEAD, SLOT_TX_TAIL, SLOT_RX_HEAD, SLOT_RX_TAIL] {
             self.word64(s + off).store(0, Ordering::Relaxed);
         }
+        self.word32(s + SLOT_TX_PAGES).store(0, Ordering::Relaxed);
         let init = self.layout.ring_bytes as usize;
         let fresh = bytes::initial_geometry(init, self.layout.ring_max_bytes as usize);
         for (geo, ring) in [
