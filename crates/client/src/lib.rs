@@ -37,19 +37,19 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
-/// `Drop` for a socket type with `stack` and `id` fields that has nothing
-/// to do at drop but tell the engine to close it (`Request::Close`).
+/// `Drop` for a socket type with a `request` method that has nothing to
+/// do at drop but tell the engine to close it (`Request::Close`).
 macro_rules! close_on_drop {
     ($t:ty) => {
         impl Drop for $t {
             fn drop(&mut self) {
-                self.stack.request(self.id, $crate::stack::Request::Close);
+                self.request($crate::stack::Request::Close);
             }
         }
     };
 }
 
-/// `set_ipv6_header` for a socket type with `stack` and `id`.
+/// `set_ipv6_header` for a socket type with a `request` method.
 macro_rules! ipv6_header {
     ($t:ty) => {
         impl $t {
@@ -60,10 +60,7 @@ macro_rules! ipv6_header {
             /// connections it accepts from then on. IPv4 packets keep TOS 0
             /// and TTL 64.
             pub fn set_ipv6_header(&self, tclass: u8, hop_limit: u8) -> std::io::Result<()> {
-                self.stack.request(
-                    self.id,
-                    $crate::stack::Request::SetIpv6Header { tclass, hop_limit },
-                );
+                self.request($crate::stack::Request::SetIpv6Header { tclass, hop_limit });
                 Ok(())
             }
         }

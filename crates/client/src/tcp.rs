@@ -119,9 +119,13 @@ impl TcpListener {
     /// further than `rcv` (auto-tuning off) and their send buffer is `snd`,
     /// as on Linux where accepted sockets inherit the listener's.
     pub fn set_buffer_sizes(&self, rcv: usize, snd: usize) -> io::Result<()> {
-        self.stack
-            .request(self.id, Request::SetBuffers { rcv, snd });
+        self.request(Request::SetBuffers { rcv, snd });
         Ok(())
+    }
+
+    /// Sends `r` to the listener's copy on every engine.
+    fn request(&self, r: Request) {
+        self.stack.request_every_engine(self.id, r);
     }
 
     /// The address listened on.
@@ -179,6 +183,13 @@ pub struct TcpStream {
     /// TCP_CORK: writes do not kick the engine (see [`TcpStream::set_cork`]).
     cork: bool,
     view: crate::poll::View,
+}
+
+impl TcpStream {
+    /// Sends `r` to the connection's engine.
+    fn request(&self, r: Request) {
+        self.stack.request(self.id, r);
+    }
 }
 
 impl TcpStream {

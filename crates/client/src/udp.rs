@@ -20,6 +20,13 @@ pub struct UdpSocket {
 }
 
 impl UdpSocket {
+    /// Sends `r` to the socket's engine.
+    fn request(&self, r: crate::stack::Request) {
+        self.stack.request(self.id, r);
+    }
+}
+
+impl UdpSocket {
     /// Binds to `addr` (0.0.0.0 or the stack's address; port 0 picks an
     /// ephemeral port).
     ///

@@ -626,6 +626,20 @@ impl Stack {
         }
     }
 
+    /// Like [`Stack::request`], for a socket that exists on every engine
+    /// (a listener, `id` naming its copy on engine 0): each copy gets it.
+    /// Service mode: the daemon's engine 0 passes it on.
+    pub(crate) fn request_every_engine(&self, id: SockId, r: Request) {
+        match &self.inner.mode {
+            Mode::Service(_) => self.request(id, r),
+            _ => {
+                for e in 0..self.inner.lanes.len() {
+                    self.command(r.command(appif::socket::with_engine(id, e)));
+                }
+            }
+        }
+    }
+
     /// Sends a command to the engine its socket's id names (embedded and
     /// inline mode; service mode sends descriptors), waiting (running the
     /// engines in inline mode) while the command ring is full.
