@@ -33,6 +33,21 @@ impl Owner {
     }
 }
 
+/// SO_REUSEPORT on a listener, as Linux: listeners of one application on
+/// the same address and port that all set it form a group, and each new
+/// connection goes to one member, picked by a hash of the peer's address
+/// and port (so a retransmitted SYN finds the same member). With several
+/// engines a listener exists on each, and `home` marks the copy on the
+/// engine of the thread that opened it: an engine gives its connections to
+/// its home members when it has any, so that a server with a listener per
+/// thread, each thread on its own engine, takes every connection on the
+/// engine that owns its flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReusePort {
+    /// This copy is on the engine of the thread that opened the listener.
+    pub home: bool,
+}
+
 /// A request from the application to the engine.
 pub enum Command {
     /// Open a TCP connection to `remote` from `local` (port 0 = ephemeral).
@@ -73,6 +88,8 @@ pub enum Command {
         v6only: bool,
         /// Where accepted connections go; its capacity is the backlog.
         accept: AcceptQueue,
+        /// SO_REUSEPORT, if set: the listener may join a group on the port.
+        reuseport: Option<ReusePort>,
     },
     /// Join the listening socket `group` (another application's listener,
     /// or a member of its group) as one more member: the port is shared,

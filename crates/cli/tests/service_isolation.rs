@@ -205,6 +205,7 @@ fn garbage_app_is_disconnected_others_carry_on() {
                     local: "0.0.0.0:7299".parse().expect("addr"),
                     backlog: 8,
                     v6only: false,
+                    reuseport: None,
                 })
             },
             "descriptor names slot 1000 out of range",

@@ -93,5 +93,5 @@ pub use stack::{
     spin_round, Driver, Stack, StackBuilder, Step, StepInterrupted, WaitSteps, Waited,
 };
 pub use sys::{SpinSignals, SYNCHRONOUS_SIGNALS};
-pub use tcp::{TcpListener, TcpStream};
+pub use tcp::{ListenOptions, TcpListener, TcpStream};
 pub use udp::UdpSocket;

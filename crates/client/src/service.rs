@@ -195,7 +195,7 @@ impl Service {
 
     /// The engine that holds `slot`'s socket, and whether the slot heads
     /// a listener on several engines.
-    fn lane_of(&self, slot: u32) -> (usize, bool) {
+    pub(crate) fn lane_of(&self, slot: u32) -> (usize, bool) {
         let b = self
             .slot_lane
             .get(slot as usize)

@@ -21,6 +21,30 @@ pub struct TcpListener {
     view: crate::poll::View,
 }
 
+/// How [`TcpListener::bind_opts`] listens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenOptions {
+    /// Connections accepted but not yet taken, at most (1 to 4096).
+    pub backlog: usize,
+    /// IPV6_V6ONLY for an IPv6 address (RFC 3493 §5.3), as in
+    /// [`TcpListener::bind_with`].
+    pub v6only: bool,
+    /// SO_REUSEPORT: share the port with this application's other
+    /// listeners that set it.
+    pub reuseport: bool,
+}
+
+impl Default for ListenOptions {
+    /// A backlog of 128, dual-stack, no SO_REUSEPORT.
+    fn default() -> Self {
+        ListenOptions {
+            backlog: 128,
+            v6only: false,
+            reuseport: false,
+        }
+    }
+}
+
 impl TcpListener {
     /// Listens on `addr` (0.0.0.0 or the stack's address; port 0 picks an
     /// ephemeral port) with a backlog of 128.
@@ -46,7 +70,32 @@ impl TcpListener {
         backlog: usize,
         v6only: bool,
     ) -> io::Result<TcpListener> {
-        let opening = stack.open_listener(addr.into(), backlog.clamp(1, 4096), v6only)?;
+        let opts = ListenOptions {
+            backlog,
+            v6only,
+            reuseport: false,
+        };
+        TcpListener::bind_opts(stack, addr, opts)
+    }
+
+    /// Listens on `addr` as `opts` say (see [`ListenOptions`]). With
+    /// `reuseport`, several listeners of this application may listen on one
+    /// address and port (SO_REUSEPORT, as Linux): each new connection goes
+    /// to one of them, by a hash of the peer's address and port, and with
+    /// several engines to one opened by a thread on the engine that owns
+    /// the connection's flow when there is one ([`Stack::current_engine`]).
+    ///
+    /// Errors: EADDRINUSE when the port is taken by a listener without
+    /// SO_REUSEPORT (or with another address or IPV6_V6ONLY, or another
+    /// application's), EADDRNOTAVAIL for an address that is not the
+    /// stack's.
+    pub fn bind_opts(
+        stack: &Stack,
+        addr: impl Into<SocketAddr>,
+        opts: ListenOptions,
+    ) -> io::Result<TcpListener> {
+        let backlog = opts.backlog.clamp(1, 4096);
+        let opening = stack.open_listener(addr.into(), (backlog, opts.v6only, opts.reuseport))?;
         TcpListener::opened(stack, opening)
     }
 
@@ -186,6 +235,11 @@ pub struct TcpStream {
 }
 
 impl TcpStream {
+    /// The engine holding the connection (0 with one engine).
+    pub fn engine(&self) -> usize {
+        self.stack.engine_of(self.id)
+    }
+
     /// Sends `r` to the connection's engine.
     fn request(&self, r: Request) {
         self.stack.request(self.id, r);

@@ -6,7 +6,7 @@ use crate::sockets::{families, Conn, Ip6Header, Listener, Ports, Socket, Sockets
 use crate::tcp::{State, Tcb};
 use crate::{Protocols, CMD_BURST};
 use appif::cc::CcKind;
-use appif::command::{Command, Owner};
+use appif::command::{Command, Owner, ReusePort};
 use appif::seg::AcceptQueue;
 use appif::socket::{SockId, SockState, StatusHandle};
 use appif::{bytes, errno};
@@ -75,7 +75,8 @@ impl Protocols {
                 local,
                 v6only,
                 accept,
-            } => self.on_listen((id, owner), shared, local, v6only, accept),
+                reuseport,
+            } => self.on_listen((id, owner), shared, (local, v6only), accept, reuseport),
             Command::JoinListener {
                 id,
                 owner,
@@ -253,15 +254,23 @@ impl Protocols {
     }
 
     /// `Listen`: listener `id` of `owner` on `local` whose accepted
-    /// connections go to `accept` (its capacity is the backlog).
+    /// connections go to `accept` (its capacity is the backlog). With
+    /// SO_REUSEPORT it joins the group of `owner`'s SO_REUSEPORT listeners
+    /// on the same address and port when there is one
+    /// ([`Protocols::join_reuseport`]).
     fn on_listen(
         &mut self,
         (id, owner): (SockId, Owner),
         shared: Arc<StatusHandle>,
-        local: SocketAddr,
-        v6only: bool,
+        (local, v6only): (SocketAddr, bool),
         accept: AcceptQueue,
+        reuseport: Option<ReusePort>,
     ) {
+        let Some(accept) =
+            self.join_reuseport((id, owner), &shared, (local, v6only), accept, reuseport)
+        else {
+            return;
+        };
         let status = shared.clone();
         self.bind_socket(id, &status, local, v6only, Ports::Listeners, |local| {
             let backlog = accept.capacity();
@@ -280,6 +289,7 @@ impl Protocols {
                 head: None,
                 turn: 0,
                 orphaned: false,
+                reuseport,
             }))
         });
     }

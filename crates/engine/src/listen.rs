@@ -17,11 +17,17 @@
 //! it. A member that closes (or whose process ends) leaves the group; the
 //! connections it had not handed over are reset, as Linux resets a closed
 //! listener's queue; the port stays bound until the last member goes.
+//!
+//! SO_REUSEPORT groups ([`Protocols::join_reuseport`]): an application's
+//! listeners that all set SO_REUSEPORT on one address and port form a group
+//! the same way, and a SYN picks its member by a hash of the peer's address
+//! and port, among the members on their home engine first
+//! ([`Protocols::pick_reuseport`]).
 
 use crate::sockets::{Conn, Listener, Socket};
 use crate::tcp::Tcb;
 use crate::Protocols;
-use appif::command::Owner;
+use appif::command::{Owner, ReusePort};
 use appif::errno;
 use appif::seg::AcceptQueue;
 use appif::socket::{SockId, SockState, StatusHandle};
@@ -42,7 +48,7 @@ impl Protocols {
         syn: &TcpRepr,
         tx: &mut T,
     ) {
-        let lslot = self.pick_member(lslot);
+        let lslot = self.pick_member(lslot, remote);
         let Some(Some(Socket::Listener(l))) = self.sockets.slots.get_mut(lslot as usize) else {
             return;
         };
@@ -259,7 +265,7 @@ impl Protocols {
         };
         syn.options.mss = Some(mss);
         let iss = ack.ack - 1usize;
-        let lslot = self.pick_member(lslot);
+        let lslot = self.pick_member(lslot, remote);
         let full = |l: &Listener| l.orphaned || l.accept.len() >= l.accept.capacity();
         if matches!(self.sockets.slots.get(lslot as usize), Some(Some(Socket::Listener(l))) if full(l))
         {
@@ -293,11 +299,15 @@ impl Protocols {
     /// next connection (`head` itself when it has no group): among members
     /// with room in their backlog, one with a waiter armed, else one that
     /// has accepted before, else one that never did; within a rank the
-    /// fewest connections pending, ties taken in turn. O(members), no
-    /// allocation.
-    pub(crate) fn pick_member(&mut self, head: u32) -> u32 {
+    /// fewest connections pending, ties taken in turn. A SO_REUSEPORT group
+    /// picks by the peer instead ([`Protocols::pick_reuseport`]).
+    /// O(members), no allocation.
+    pub(crate) fn pick_member(&mut self, head: u32, remote: SocketAddr) -> u32 {
         let slots = &mut self.sockets.slots;
         let (n, turn) = match slots.get(head as usize) {
+            Some(Some(Socket::Listener(l))) if l.reuseport.is_some() && !l.members.is_empty() => {
+                return self.pick_reuseport(head, remote);
+            }
             Some(Some(Socket::Listener(l))) if !l.members.is_empty() => {
                 (l.members.len() + 1, l.turn as usize)
             }
@@ -354,11 +364,70 @@ impl Protocols {
             Some(Some(Socket::Listener(l))) => Some(l.head.unwrap_or(t)),
             _ => None,
         });
-        let head = match found.map(|h| (h, self.sockets.slots.get(h as usize))) {
-            Some((h, Some(Some(Socket::Listener(l))))) => (h, l.local, l.v6only, l.buffers, l.ip6),
-            _ => return shared.set_closed(errno::EINVAL),
+        match found {
+            Some(head) => self.add_member(head, (id, owner), shared, accept, None),
+            None => shared.set_closed(errno::EINVAL),
+        }
+    }
+
+    /// SO_REUSEPORT: when `reuseport` is set and `owner` has a SO_REUSEPORT
+    /// listener on `local`'s port, with the same address family, address
+    /// and IPV6_V6ONLY, the listener `id` becomes one more member of its
+    /// group (with its own accept queue and backlog) and None is returned.
+    /// Otherwise `accept` comes back for an ordinary listen, which fails
+    /// with EADDRINUSE when the port is taken (by another application, or
+    /// a listener without SO_REUSEPORT, as on Linux).
+    pub(crate) fn join_reuseport(
+        &mut self,
+        (id, owner): (SockId, Owner),
+        shared: &Arc<StatusHandle>,
+        (local, v6only): (SocketAddr, bool),
+        accept: AcceptQueue,
+        reuseport: Option<ReusePort>,
+    ) -> Option<AcceptQueue> {
+        let listeners = if local.is_ipv4() {
+            &self.sockets.listeners
+        } else {
+            &self.sockets.listeners6
         };
-        let (head, local, v6only, buffers, ip6) = head;
+        let head = match (reuseport, listeners.get(&local.port())) {
+            (Some(_), Some(&h)) if local.port() != 0 => h,
+            _ => return Some(accept),
+        };
+        let joins = match self.sockets.slots.get(head as usize) {
+            Some(Some(Socket::Listener(h))) => {
+                h.reuseport.is_some()
+                    && h.owner == owner
+                    && !h.orphaned
+                    && h.v6only == v6only
+                    && h.local.is_ipv4() == local.is_ipv4()
+                    // One IPv4 address per stack; IPv6 ones must match.
+                    && (local.is_ipv4() || h.local.ip() == local.ip())
+            }
+            _ => false,
+        };
+        if !joins {
+            return Some(accept);
+        }
+        self.add_member(head, (id, owner), shared.clone(), accept, reuseport);
+        None
+    }
+
+    /// Listener `id` of `owner` becomes a member of the group headed by
+    /// `head` (a listener), with the head's address and buffer sizes.
+    /// Closed with ENOBUFS when the socket table is full.
+    fn add_member(
+        &mut self,
+        head: u32,
+        (id, owner): (SockId, Owner),
+        shared: Arc<StatusHandle>,
+        accept: AcceptQueue,
+        reuseport: Option<ReusePort>,
+    ) {
+        let Some(Some(Socket::Listener(h))) = self.sockets.slots.get(head as usize) else {
+            return shared.set_closed(errno::EINVAL);
+        };
+        let (local, v6only, buffers, ip6) = (h.local, h.v6only, h.buffers, h.ip6);
         let l = Listener {
             id,
             owner,
@@ -374,6 +443,7 @@ impl Protocols {
             head: Some(head),
             turn: 0,
             orphaned: false,
+            reuseport,
         };
         let Some(slot) = self.sockets.insert(id, Socket::Listener(Box::new(l))) else {
             return shared.set_closed(errno::ENOBUFS);
@@ -383,6 +453,46 @@ impl Protocols {
         }
         shared.set_addrs(local, appif::socket::unspecified_like(local));
         shared.set_state(SockState::Open);
+    }
+
+    /// The member of SO_REUSEPORT group `head` that takes a connection from
+    /// `remote`: among the members with room in their backlog, those on
+    /// their home engine ([`ReusePort::home`]) if any, else all of them;
+    /// the choice is a hash of the peer's address and port, so the SYNs of
+    /// one peer port go to one member (Linux's reuseport_select_sock).
+    /// O(members), no allocation.
+    pub(crate) fn pick_reuseport(&self, head: u32, remote: SocketAddr) -> u32 {
+        let slots = &self.sockets.slots;
+        let Some(Some(Socket::Listener(h))) = slots.get(head as usize) else {
+            return head;
+        };
+        let member = |i: usize| -> Option<(u32, &Listener)> {
+            let slot = if i == 0 { head } else { *h.members.get(i - 1)? };
+            match slots.get(slot as usize) {
+                Some(Some(Socket::Listener(m))) if !m.orphaned && m.pending < m.backlog => {
+                    Some((slot, m))
+                }
+                _ => None,
+            }
+        };
+        let n = h.members.len() + 1;
+        let home = |m: &Listener| m.reuseport.is_some_and(|r| r.home);
+        let homes = (0..n).filter_map(member).filter(|(_, m)| home(m)).count();
+        let any = (0..n).filter_map(member).count();
+        let (count, only_home) = if homes > 0 {
+            (homes, true)
+        } else {
+            (any, false)
+        };
+        if count == 0 {
+            return head;
+        }
+        let pick = peer_hash(remote) as usize % count;
+        (0..n)
+            .filter_map(member)
+            .filter(|(_, m)| !only_home || home(m))
+            .nth(pick)
+            .map_or(head, |(slot, _)| slot)
     }
 
     /// Takes the listener in `slot` out of its group before it is removed:
@@ -417,6 +527,20 @@ impl Protocols {
                 .register_port(crate::sockets::Ports::Listeners, port, fam, first);
         }
     }
+}
+
+/// A hash of a peer's address and port (Fibonacci hashing of their
+/// folded bits), to spread a SO_REUSEPORT group's connections.
+fn peer_hash(remote: SocketAddr) -> u32 {
+    let ip = match remote.ip() {
+        IpAddr::V4(a) => u32::from(a),
+        IpAddr::V6(a) => a
+            .octets()
+            .chunks_exact(4)
+            .fold(0, |h, w| h ^ u32::from_be_bytes([w[0], w[1], w[2], w[3]])),
+    };
+    let x = (u64::from(ip) << 16 | u64::from(remote.port())).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (x >> 32) as u32
 }
 
 /// The window of a cookie SYN-ACK: unscaled, at most the RX ring.

@@ -6,7 +6,7 @@ use crate::family::Family;
 use crate::tcp::Tcb;
 use crate::time::Instant;
 use appif::bytes;
-use appif::command::Owner;
+use appif::command::{Owner, ReusePort};
 use appif::seg::AcceptQueue;
 use appif::socket::{SockId, StatusHandle};
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -116,6 +116,10 @@ pub struct Listener {
     /// that accepts, or is dropped (the client sends it again) while none
     /// has joined yet.
     pub orphaned: bool,
+    /// SO_REUSEPORT, if it was set when it started listening: on a group's
+    /// head, the group is a SO_REUSEPORT group (members picked by a hash
+    /// of the peer, home members first).
+    pub reuseport: Option<ReusePort>,
 }
 
 /// A bound UDP socket.

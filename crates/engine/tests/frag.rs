@@ -293,6 +293,7 @@ fn syn_received_icmp_error_quoting_connection_is_counted_only() {
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80).into(),
             v6only: false,
             accept: AcceptQueue::Local(accept),
+            reuseport: None,
         })
         .is_ok());
     b.step(1000);

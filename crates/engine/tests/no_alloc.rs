@@ -76,6 +76,7 @@ fn established_bulk_transfer_iterations_allocate_nothing() {
         local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9).into(),
         v6only: false,
         accept: AcceptQueue::Local(acc_tx),
+        reuseport: None,
     });
     let shared = StatusHandle::local();
     let (mut app_tx, eng_tx) = bytes::ring(64 * 1024);

@@ -144,6 +144,7 @@ impl Fixture {
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80).into(),
             v6only: false,
             accept: AcceptQueue::Local(acc_tx),
+            reuseport: None,
         });
         let mut f = Fixture {
             peer,

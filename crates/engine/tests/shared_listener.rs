@@ -82,6 +82,7 @@ impl Setup {
                 local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT).into(),
                 v6only: false,
                 accept: accept_queue(&segs[0], 1),
+                reuseport: None,
             },
         );
         for assoc in [2, 3] {
@@ -264,6 +265,7 @@ fn sockets_belong_to_the_owner_their_opening_named() {
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT + 1).into(),
             v6only: false,
             accept: AcceptQueue::Local(plain_tx),
+            reuseport: None,
         },
     );
     w.run(|_| plain.state() == SockState::Open);

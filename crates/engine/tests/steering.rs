@@ -176,6 +176,7 @@ fn listen(id: u64, port: u16, accept: spsc::Sender<Accepted>) -> Command {
         local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port).into(),
         v6only: false,
         accept: AcceptQueue::Local(accept),
+        reuseport: None,
     }
 }
 

@@ -272,6 +272,7 @@ fn syn_cookies_open_v6_connections_when_the_backlog_is_full() {
             local: any6(PORT + 2),
             v6only: true,
             accept: AcceptQueue::Local(acc_tx),
+            reuseport: None,
         },
     );
     let mut ends = Vec::new();
@@ -356,6 +357,7 @@ fn v6only_listener_refuses_ipv4_and_shares_its_port_with_an_ipv4_one() {
             local: SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), PORT),
             v6only: false,
             accept: AcceptQueue::Local(acc_tx),
+            reuseport: None,
         },
     );
     // A dual-stack one is not: the port is taken for IPv6.
@@ -370,6 +372,7 @@ fn v6only_listener_refuses_ipv4_and_shares_its_port_with_an_ipv4_one() {
             local: any6(PORT),
             v6only: false,
             accept: AcceptQueue::Local(dual_tx),
+            reuseport: None,
         },
     );
     run_until(&mut w, 1_000_000, |_| false);

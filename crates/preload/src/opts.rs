@@ -7,7 +7,8 @@
 //!
 //! | option | corestack |
 //! |---|---|
-//! | SO_REUSEADDR, SO_REUSEPORT | recorded (reported back); a second corestack listener on a port is still EADDRINUSE |
+//! | SO_REUSEADDR | recorded (reported back) |
+//! | SO_REUSEPORT | applied to TCP listeners: this process's listeners that set it share their address and port, each connection going to one of them by a hash of the peer (with several engines, to one opened by a thread of the engine that owns the flow, when there is one); reported back; UDP: recorded only |
 //! | SO_KEEPALIVE | applied |
 //! | TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT | applied (whole seconds) |
 //! | TCP_NODELAY | applied |

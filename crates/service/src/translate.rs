@@ -143,6 +143,7 @@ pub fn translate(
             local,
             backlog,
             v6only,
+            reuseport,
             ..
         } => Command::Listen {
             id,
@@ -154,6 +155,7 @@ pub fn translate(
                 AppSegmentAccept::new(seg.clone(), assoc, slot, backlog as usize)
                     .ok_or_else(range)?,
             ),
+            reuseport,
         },
         Desc::UdpBind { local, v6only, .. } => Command::UdpBind {
             id,
@@ -255,6 +257,7 @@ mod tests {
             local: SocketAddr::from(([0, 0, 0, 0], port)),
             backlog: 8,
             v6only: false,
+            reuseport: None,
         }
     }
 
@@ -508,6 +511,7 @@ mod tests {
             local: "[::]:8080".parse().expect("addr"),
             backlog: 8,
             v6only: true,
+            reuseport: None,
         };
         let c = translate(
             &seg,
@@ -562,6 +566,7 @@ mod tests {
             local: SocketAddr::from(([0u16; 8], port)),
             backlog: 8,
             v6only: false,
+            reuseport: None,
         };
         assert!(matches!(
             translate(&seg, ASSOC, on_v6(1, 443), false, None, &mut stats),

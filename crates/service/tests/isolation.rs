@@ -93,6 +93,7 @@ fn app_descriptor_naming_a_slot_out_of_range_loses_its_association() {
                 local: any(7299).into(),
                 backlog: 8,
                 v6only: false,
+                reuseport: None,
             })
         },
         "descriptor names slot 1000 out of range",

@@ -121,6 +121,7 @@ impl RogueApp {
             local: SocketAddr::from(([0u16; 8], port)),
             backlog: 8,
             v6only: false,
+            reuseport: None,
         }
         .encode();
         d[appif::seg::desc_layout::FAMILY] = family;

@@ -5,6 +5,7 @@
 use super::Lane;
 use super::{AppSegment, DESC_BYTES};
 use crate::cc::CcKind;
+use crate::command::ReusePort;
 use core::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use core::sync::atomic::Ordering;
 
@@ -35,6 +36,9 @@ pub enum Desc {
         /// IPV6_V6ONLY for an IPv6 `local` (RFC 3493 §5.3): false lets a
         /// listener on `::` accept IPv4 too; ignored for IPv4.
         v6only: bool,
+        /// SO_REUSEPORT, if set (flag byte: 0 none, 1 set, 3 set on the
+        /// opening thread's engine).
+        reuseport: Option<ReusePort>,
     },
     /// Bind a UDP socket to `local`.
     UdpBind {
@@ -285,10 +289,16 @@ impl Desc {
                 local,
                 backlog,
                 v6only,
+                reuseport,
                 ..
             } => {
                 b[V6ONLY] = v6only as u8;
-                (2, 0, Some(local), backlog)
+                let flag = match reuseport {
+                    None => 0,
+                    Some(ReusePort { home: false }) => 1,
+                    Some(ReusePort { home: true }) => 3,
+                };
+                (2, flag, Some(local), backlog)
             }
             Desc::UdpBind { local, v6only, .. } => {
                 b[V6ONLY] = v6only as u8;
@@ -415,6 +425,12 @@ impl Desc {
                 local: addr()?,
                 backlog: arg,
                 v6only: bool_at(V6ONLY)?,
+                reuseport: match b[FLAG] {
+                    0 => None,
+                    1 => Some(ReusePort { home: false }),
+                    3 => Some(ReusePort { home: true }),
+                    _ => return Err(DescError::BadFlag),
+                },
             },
             3 => Desc::UdpBind {
                 slot,

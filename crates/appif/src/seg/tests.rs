@@ -31,6 +31,7 @@ fn descriptors_round_trip_and_garbage_is_refused() {
             local: "0.0.0.0:7".parse().unwrap(),
             backlog: 128,
             v6only: false,
+            reuseport: None,
         },
         Desc::UdpBind {
             slot: 2,
@@ -48,12 +49,14 @@ fn descriptors_round_trip_and_garbage_is_refused() {
             local: "[::]:7".parse().unwrap(),
             backlog: 128,
             v6only: true,
+            reuseport: Some(crate::command::ReusePort { home: true }),
         },
         Desc::Listen {
             slot: 1,
             local: "[::]:8".parse().unwrap(),
             backlog: 1,
             v6only: false,
+            reuseport: Some(crate::command::ReusePort { home: false }),
         },
         Desc::UdpBind {
             slot: 2,
@@ -123,6 +126,10 @@ fn descriptors_round_trip_and_garbage_is_refused() {
     b[0] = 10;
     b[1] = 4;
     assert_eq!(Desc::decode(&b), Err(DescError::BadCc(4)));
+    // A listen whose SO_REUSEPORT byte is neither 0, 1 nor 3.
+    let mut l = all[1].encode();
+    l[1] = 2;
+    assert_eq!(Desc::decode(&l), Err(DescError::BadFlag));
 }
 
 #[test]
@@ -133,6 +140,7 @@ fn ipv6_descriptors_keep_their_family_and_a_bad_family_is_refused() {
         local: "[fd00:77::2]:8080".parse().unwrap(),
         backlog: 16,
         v6only: true,
+        reuseport: None,
     };
     let b = v6.encode();
     assert_eq!(b[FAMILY], FAMILY_V6);

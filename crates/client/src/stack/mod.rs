@@ -20,7 +20,7 @@ pub use steps::{Step, StepInterrupted, WaitSteps};
 pub use wait::{spin_round, Waited};
 
 use appif::bytes;
-use appif::command::{Command, Owner};
+use appif::command::{Command, Owner, ReusePort};
 use appif::errno;
 use appif::notify::Notify;
 use appif::seg::Desc;
@@ -223,6 +223,23 @@ impl Stack {
         }
     }
 
+    /// The engine this thread's new sockets go to when nothing else
+    /// decides (a connect from an ephemeral port, a UDP socket without a
+    /// port, the home of a SO_REUSEPORT listener): each thread is given one
+    /// in turn at its first socket, so the threads of a server spread over
+    /// the engines. 0 with one engine.
+    pub fn current_engine(&self) -> usize {
+        self.thread_engine()
+    }
+
+    /// The engine holding socket `id` (0 with one engine).
+    pub(crate) fn engine_of(&self, id: SockId) -> usize {
+        match &self.inner.mode {
+            Mode::Service(s) => s.lane_of(id as u32).0,
+            _ => appif::socket::engine_of(id),
+        }
+    }
+
     /// The engine a new socket of this thread goes to when nothing else
     /// decides: each thread is given one in turn at its first socket, so
     /// the threads of a server spread over the engines.
@@ -359,11 +376,14 @@ impl Stack {
     pub(crate) fn open_listener(
         &self,
         local: SocketAddr,
-        backlog: usize,
-        v6only: bool,
+        (backlog, v6only, reuseport): (usize, bool, bool),
     ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
+        // SO_REUSEPORT: each engine's copy says whether it is on the
+        // opening thread's engine.
+        let home = self.thread_engine();
+        let reuseport = move |e: usize| reuseport.then_some(ReusePort { home: e == home });
         if let Mode::Service(s) = &self.inner.mode {
-            return self.open_listener_service(s, local, backlog, v6only);
+            return self.open_listener_service(s, local, (backlog, v6only), reuseport);
         }
         // The listener exists on every engine, each with its own queue
         // (and its own id, naming the engine); engine 0 picks the port
@@ -381,6 +401,7 @@ impl Stack {
                 local,
                 v6only,
                 accept: AcceptQueue::Local(tx),
+                reuseport: reuseport(e),
             });
             queues.push(rx);
             if e == 0 && self.inner.lanes.len() > 1 {
@@ -402,8 +423,8 @@ impl Stack {
         &self,
         s: &crate::service::Service,
         mut local: SocketAddr,
-        backlog: usize,
-        v6only: bool,
+        (backlog, v6only): (usize, bool),
+        reuseport: impl Fn(usize) -> Option<ReusePort>,
     ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
         let listen = |e: usize, local: SocketAddr| -> io::Result<crate::service::SlotParts> {
             let p = s.new_socket(e)?;
@@ -415,6 +436,7 @@ impl Stack {
                     local,
                     backlog: backlog as u32,
                     v6only,
+                    reuseport: reuseport(e),
                 },
             );
             Ok(p)

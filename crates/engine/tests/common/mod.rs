@@ -232,6 +232,7 @@ pub fn listening_pair(
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port).into(),
             v6only: false,
             accept: AcceptQueue::Local(acc_tx),
+            reuseport: None,
         },
     );
     ListeningPair {
@@ -327,6 +328,7 @@ impl Wire {
                 local: listen.0,
                 v6only: listen.1,
                 accept: AcceptQueue::Local(acc_tx),
+                reuseport: None,
             },
         );
         if bufs != (0, 0) {

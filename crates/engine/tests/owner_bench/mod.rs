@@ -86,6 +86,7 @@ impl Bench {
                     local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT).into(),
                     accept: AcceptQueue::Local(acc),
                     v6only: false,
+                    reuseport: None,
                 },
             );
             engines.push(eng);

@@ -41,7 +41,7 @@ use core::ffi::c_int;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use core::time::Duration;
-use corestack::{Probe, Source, Status, TcpListener, TcpStream, UdpSocket, Waited};
+use corestack::{ListenOptions, Probe, Source, Status, TcpListener, TcpStream, UdpSocket, Waited};
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 

@@ -212,7 +212,15 @@ impl Sock {
         } else {
             local
         };
-        let mut l = match TcpListener::bind_with(stack, local, backlog_n, self.v6only()) {
+        let opts = {
+            let o = self.opts.lock().unwrap_or_else(|p| p.into_inner());
+            ListenOptions {
+                backlog: backlog_n,
+                v6only: o.v6only,
+                reuseport: o.reuseport,
+            }
+        };
+        let mut l = match TcpListener::bind_opts(stack, local, opts) {
             Ok(l) => l,
             Err(e) if dual && io_errno(&e) == libc::EAFNOSUPPORT => {
                 // The stack cannot take this socket (a daemon without
