@@ -1414,6 +1414,106 @@ fn shim_service_nginx_with_the_stock_configuration_serves_linux_curl() {
     assert!(!d.log().contains("panicked"), "{}", d.tail());
 }
 
+/// nginx with `listen 80 reuseport` and two workers, in service mode: the master opens a
+/// SO_REUSEPORT listener per worker (one group in the daemon's engine), each worker inherits
+/// both and polls its own. 16 Linux curls of a 1 MiB file complete, and both workers served
+/// some (their pids in the access log).
+#[test]
+fn shim_service_nginx_with_reuseport_serves_from_both_workers() {
+    let _lock = start();
+    need("curl");
+    assert!(
+        Path::new("/usr/sbin/nginx").exists(),
+        "nginx is not installed: run scripts/setup.sh (as root)"
+    );
+    let pair = Pair::new("shm8", 171).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, "nginx-rp");
+    /// The test's directory, removed on drop; nginx stopped first (SIGTERM to its master).
+    struct Scratch(PathBuf, u32);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            if self.1 != 0 {
+                sigterm(self.1);
+                until(Duration::from_secs(5), || {
+                    !self.0.join("nginx.pid").exists()
+                });
+            }
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let mut dir = Scratch(
+        PathBuf::from(format!("/tmp/corestack-nginx-rp-{}", std::process::id())),
+        0,
+    );
+    let root = dir.0.join("www");
+    std::fs::create_dir_all(&root).expect("the document root");
+    std::fs::write(root.join("big.txt"), vec![b'x'; 1 << 20]).expect("the file");
+    let pid_file = dir.0.join("nginx.pid");
+    let access = dir.0.join("access.log");
+    let conf = dir.0.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes 2;\npid {};\nerror_log {} warn;\nevents {{ worker_connections 256; }}\n\
+             http {{ log_format p '$pid'; access_log {} p; server {{ listen 80 reuseport; \
+             root {}; }} }}\n",
+            pid_file.display(),
+            dir.0.join("error.log").display(),
+            access.display(),
+            root.display()
+        ),
+    )
+    .expect("the configuration");
+    let conf_arg = conf.display().to_string();
+    let started = run(
+        "nginx reuseport (service)",
+        served(&pair, &sock, "nginx", &["-c", &conf_arg]),
+        STEP,
+    );
+    assert!(
+        started.status.success(),
+        "nginx did not start ({}):\n{}{}\ndaemon:\n{}",
+        started.status,
+        started.stdout,
+        started.stderr,
+        d.tail()
+    );
+    let mut master = 0;
+    until(STEP, || {
+        master = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or(0);
+        master != 0
+    });
+    assert!(master != 0, "nginx wrote no pid file");
+    dir.1 = master;
+    let errors_at = dir.0.join("error.log");
+    let log = || {
+        let errors = std::fs::read_to_string(&errors_at).unwrap_or_default();
+        format!(
+            "error.log:\n{}\ndaemon:\n{}",
+            tail_of(&errors, 20),
+            d.tail()
+        )
+    };
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    for _ in 0..2 {
+        curls_get_1mib(&pair, (80, "/big.txt"), 8, &log);
+    }
+    let pids: std::collections::BTreeSet<String> = std::fs::read_to_string(&access)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(
+        pids.len() >= 2,
+        "the requests were served by workers {pids:?}, not both\n{}",
+        log()
+    );
+    assert!(!d.log().contains("panicked"), "{}", d.tail());
+}
+
 /// `/usr/lib/postgresql/<newest>/bin/NAME` (Debian's layout).
 fn pg_bin(name: &str) -> PathBuf {
     let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")

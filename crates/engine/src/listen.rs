@@ -330,14 +330,7 @@ impl Protocols {
             if m.pending >= m.backlog || m.orphaned {
                 continue;
             }
-            let rank = match &m.accept {
-                AcceptQueue::AppSegment(q) if m.shared.notify.has_sleepers() || q.app_waiting() => {
-                    0
-                }
-                AcceptQueue::AppSegment(q) if q.has_accepted() => 1,
-                AcceptQueue::AppSegment(_) => 2,
-                AcceptQueue::Local(_) => 1,
-            };
+            let rank = accept_rank(m);
             if best.is_none_or(|(r, p, _)| (rank, m.pending) < (r, p)) {
                 best = Some((rank, m.pending, slot));
             }
@@ -457,40 +450,41 @@ impl Protocols {
 
     /// The member of SO_REUSEPORT group `head` that takes a connection from
     /// `remote`: among the members with room in their backlog, those on
-    /// their home engine ([`ReusePort::home`]) if any, else all of them;
-    /// the choice is a hash of the peer's address and port, so the SYNs of
-    /// one peer port go to one member (Linux's reuseport_select_sock).
-    /// O(members), no allocation.
+    /// their home engine ([`ReusePort::home`]) first, then those that take
+    /// connections (ranked as [`Protocols::pick_member`] ranks them: a
+    /// member that never accepts, such as a forked worker's copy of another
+    /// worker's listener, only when no other can); among the best, a hash
+    /// of the peer's address and port, so the SYNs of one peer port go to
+    /// one member (Linux's reuseport_select_sock). O(members), no
+    /// allocation.
     pub(crate) fn pick_reuseport(&self, head: u32, remote: SocketAddr) -> u32 {
         let slots = &self.sockets.slots;
         let Some(Some(Socket::Listener(h))) = slots.get(head as usize) else {
             return head;
         };
-        let member = |i: usize| -> Option<(u32, &Listener)> {
+        // (slot, key) of member i with room; the smallest key is best.
+        let member = |i: usize| -> Option<(u32, (bool, u8))> {
             let slot = if i == 0 { head } else { *h.members.get(i - 1)? };
             match slots.get(slot as usize) {
                 Some(Some(Socket::Listener(m))) if !m.orphaned && m.pending < m.backlog => {
-                    Some((slot, m))
+                    let away = !m.reuseport.is_some_and(|r| r.home);
+                    Some((slot, (away, accept_rank(m))))
                 }
                 _ => None,
             }
         };
         let n = h.members.len() + 1;
-        let home = |m: &Listener| m.reuseport.is_some_and(|r| r.home);
-        let homes = (0..n).filter_map(member).filter(|(_, m)| home(m)).count();
-        let any = (0..n).filter_map(member).count();
-        let (count, only_home) = if homes > 0 {
-            (homes, true)
-        } else {
-            (any, false)
-        };
-        if count == 0 {
+        let Some(best) = (0..n).filter_map(member).map(|(_, k)| k).min() else {
             return head;
-        }
-        let pick = peer_hash(remote) as usize % count;
+        };
+        let count = (0..n)
+            .filter_map(member)
+            .filter(|&(_, k)| k == best)
+            .count();
+        let pick = peer_hash(remote) as usize % count.max(1);
         (0..n)
             .filter_map(member)
-            .filter(|(_, m)| !only_home || home(m))
+            .filter(|&(_, k)| k == best)
             .nth(pick)
             .map_or(head, |(slot, _)| slot)
     }
@@ -526,6 +520,19 @@ impl Protocols {
             self.sockets
                 .register_port(crate::sockets::Ports::Listeners, port, fam, first);
         }
+    }
+}
+
+/// How readily listener `m` takes a connection (0 best): a waiter armed (a
+/// thread blocked in accept, or asleep in epoll/poll/select), then one
+/// that has accepted before (or is this process's own), then one that
+/// never accepted (a master that only waits for its workers).
+fn accept_rank(m: &Listener) -> u8 {
+    match &m.accept {
+        AcceptQueue::AppSegment(q) if m.shared.notify.has_sleepers() || q.app_waiting() => 0,
+        AcceptQueue::AppSegment(q) if q.has_accepted() => 1,
+        AcceptQueue::AppSegment(_) => 2,
+        AcceptQueue::Local(_) => 1,
     }
 }
 
