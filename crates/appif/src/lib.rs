@@ -63,6 +63,7 @@ pub mod words;
 // System calls (memfd, eventfd, SCM_RIGHTS, SO_PEERCRED, epoll).
 #[allow(unsafe_code)]
 mod sys;
+pub use sys::{parse_cpu_list, pin_current_thread};
 
 // No unsafe code.
 pub mod capture;

@@ -538,6 +538,56 @@ fn owned(raw: RawFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
+/// Pins the calling thread to `cpu` (sched_setaffinity); a CPU that does
+/// not exist or is not allowed leaves the thread as it was.
+pub fn pin_current_thread(cpu: usize) {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return;
+    }
+    // SAFETY: cpu_set_t is plain bits, valid when zeroed; CPU_SET writes
+    // inside it (cpu < CPU_SETSIZE checked); sched_setaffinity(0, ..) reads
+    // the set for the calling thread and reports errors by return value.
+    unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// A CPU list as `taskset -c` and `cpuset(7)` write it: CPU numbers and
+/// ranges, comma-separated (`0-3,8,10-11`), in the order given, each CPU
+/// once. Errors: the part that is not a CPU number or range (a range's end
+/// before its start, or a CPU of 1024 or more, the most `sched_setaffinity`
+/// takes here).
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let num = |t: &str| {
+            t.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&c| c < 1024)
+                .ok_or_else(|| format!("`{part}` is not a CPU number or range (e.g. 0-3,8)"))
+        };
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(part)?, num(part)?),
+        };
+        if hi < lo {
+            return Err(format!("`{part}`: the range ends before it starts"));
+        }
+        for c in lo..=hi {
+            if !cpus.contains(&c) {
+                cpus.push(c);
+            }
+        }
+    }
+    if cpus.is_empty() {
+        return Err("an empty CPU list".into());
+    }
+    Ok(cpus)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,22 +55,6 @@ pub fn readable_or_hung_up(fd: RawFd) -> bool {
     r > 0 && pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
 }
 
-/// Pins the calling thread to `cpu` (sched_setaffinity); a CPU that does
-/// not exist or is not allowed leaves the thread as it was.
-pub fn pin_current_thread(cpu: usize) {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return;
-    }
-    // SAFETY: cpu_set_t is plain bits, valid when zeroed; CPU_SET writes
-    // inside it (cpu < CPU_SETSIZE checked); sched_setaffinity(0, ..) reads
-    // the set for the calling thread and reports errors by return value.
-    unsafe {
-        let mut set: libc::cpu_set_t = core::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
 /// How many CPUs the calling thread may run on (sched_getaffinity); None
 /// when the call fails.
 pub fn allowed_cpus() -> Option<usize> {

@@ -24,7 +24,9 @@ pub mod stop;
 pub mod wait;
 
 pub use errors::{bind_error, connect_error, one_line};
-pub use opts::{core_cc_arg, kernel_listen_addr, Cidr, IpCidr, ModeArg, StackOpts, TxArg};
+pub use opts::{
+    core_cc_arg, cpu_list, kernel_listen_addr, Cidr, CpuList, IpCidr, ModeArg, StackOpts, TxArg,
+};
 pub use sockets::{set_kernel_cc, Datagram, Listener, Stream};
 pub use stop::{stop_flag, Interrupted};
 pub use wait::Waiter;

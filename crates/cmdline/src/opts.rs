@@ -160,6 +160,19 @@ pub struct StackOpts {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=255))]
     pub cores: u16,
+    /// CPUs for the engine threads (embedded mode), as `taskset -c` writes them (`2-3`,
+    /// `4,6`): engine i runs on the i-th (cycling through the list).
+    #[arg(long, value_name = "LIST", value_parser = cpu_list)]
+    pub cpus: Option<CpuList>,
+}
+
+/// `--cpus LIST`: CPU numbers in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+/// Parses `--cpus` (see [`corestack::parse_cpu_list`]).
+pub fn cpu_list(text: &str) -> Result<CpuList, String> {
+    corestack::parse_cpu_list(text).map(CpuList)
 }
 
 /// `--af-xdp-tx`.
@@ -279,6 +292,9 @@ impl StackOpts {
             bail!("interface {iface} not found in this network namespace (check `ip link`)");
         }
         let mut builder = Stack::builder().engines(usize::from(self.cores));
+        if let Some(c) = &self.cpus {
+            builder = builder.engine_cpus(c.0.clone());
+        }
         if let Some(n) = self.max_sockets {
             builder = builder.max_sockets(n as usize);
         }

@@ -230,6 +230,14 @@ pub enum ConfigError {
         /// The value given.
         cores: u32,
     },
+    /// `cpus` is not a CPU list.
+    #[error("cpus = \"{value}\": {why}; write CPUs as taskset -c does, e.g. cpus = \"2-3,6\"")]
+    Cpus {
+        /// What was written.
+        value: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// An empty `socket` path.
     #[error(
         "socket is empty: set socket = \"{}\" or another path",
@@ -328,6 +336,10 @@ pub struct Config {
     /// Engines (`--cores`), each with its own thread and NIC queue(s);
     /// default 1, at most [`CORES_SUPPORTED`].
     pub cores: u32,
+    /// CPUs for the engine threads (`--cpus`), as `taskset -c` writes them
+    /// (`"2-3,6"`): engine i runs on the i-th, cycling through the list;
+    /// default none (where the scheduler puts them).
+    pub cpus: Option<String>,
     /// Path of the control socket (`--socket`); default
     /// [`appif::ctl::DEFAULT_SOCKET`].
     pub socket: PathBuf,
@@ -366,6 +378,7 @@ impl Default for Config {
             gateway: Vec::new(),
             driver: Driver::AfXdp,
             cores: 1,
+            cpus: None,
             socket: PathBuf::from(appif::ctl::DEFAULT_SOCKET),
             ring_bytes: 256 << 10,
             ring_max_bytes: 8 << 20,
@@ -422,6 +435,8 @@ pub struct Overrides {
     pub driver: Option<Driver>,
     /// `--cores`.
     pub cores: Option<u32>,
+    /// `--cpus`.
+    pub cpus: Option<String>,
     /// `--socket`.
     pub socket: Option<PathBuf>,
     /// `--poll` (`polling.policy`).
@@ -466,6 +481,9 @@ pub struct Validated {
     pub driver: Driver,
     /// Engines, 1..=[`CORES_SUPPORTED`].
     pub cores: u32,
+    /// CPUs for the engine threads (engine i on entry i mod the length);
+    /// empty: not pinned.
+    pub cpus: Vec<usize>,
     /// Path of the control socket (at most 107 bytes).
     pub socket: PathBuf,
     /// Default per-connection ring size at the start, in bytes (power of
@@ -571,6 +589,9 @@ impl Config {
         if let Some(v) = o.cores {
             self.cores = v;
         }
+        if let Some(v) = &o.cpus {
+            self.cpus = Some(v.clone());
+        }
         if let Some(v) = &o.socket {
             self.socket = v.clone();
         }
@@ -595,6 +616,13 @@ impl Config {
         if self.cores > CORES_SUPPORTED {
             return Err(ConfigError::TooManyCores { cores: self.cores });
         }
+        let cpus = match &self.cpus {
+            Some(text) => appif::parse_cpu_list(text).map_err(|why| ConfigError::Cpus {
+                value: text.clone(),
+                why,
+            })?,
+            None => Vec::new(),
+        };
         let socket_len = self.socket.as_os_str().len();
         if socket_len == 0 {
             return Err(ConfigError::EmptySocket);
@@ -652,6 +680,7 @@ impl Config {
             gateway6: net.gateway6,
             driver: self.driver,
             cores: self.cores,
+            cpus,
             socket: self.socket.clone(),
             ring_bytes: self.ring_bytes,
             ring_max_bytes: self.ring_max_bytes.max(self.ring_bytes),

@@ -91,10 +91,18 @@ pub fn serve<P: Port + Send + 'static>(
     stop: &AtomicBool,
 ) -> Result<(), SetupError> {
     let n = ports.len();
+    // Engine e's thread on `cpus` entry e (cycling), when a list is given.
+    let cpus = cfg.cpus.clone();
+    let pin = &move |e: usize| {
+        if let Some(&c) = cpus.get(e % cpus.len().max(1)) {
+            appif::pin_current_thread(c);
+        }
+    };
     if n <= 1 {
         let Some(port) = ports.into_iter().next() else {
             return Ok(());
         };
+        pin(0);
         Host::new(port, cfg, control)?.run(stop);
         return Ok(());
     }
@@ -145,6 +153,7 @@ pub fn serve<P: Port + Send + 'static>(
             let spawned = std::thread::Builder::new()
                 .name(format!("corestack-engine-{}", e + 1))
                 .spawn_scoped(s, move || {
+                    pin(e + 1);
                     tracing::dispatcher::with_default(&log, || h.run(stop))
                 });
             if let Err(err) = spawned {
@@ -152,6 +161,7 @@ pub fn serve<P: Port + Send + 'static>(
             }
         }
         if let Some(mut h) = first {
+            pin(0);
             h.run(stop);
         }
     });

@@ -61,6 +61,10 @@ pub struct Exec {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=255))]
     cores: u16,
+    /// CPUs for the engine threads (embedded mode), as `taskset -c` writes them (`2-3`):
+    /// engine i runs on the i-th, cycling (CORESTACK_ENGINE_CPUS for the program).
+    #[arg(long, value_name = "LIST", value_parser = cmdline::cpu_list)]
+    cpus: Option<cmdline::CpuList>,
     /// Service mode: the control socket of a `corestack run` daemon.
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
@@ -121,6 +125,10 @@ impl Exec {
                     .env("CORESTACK_CORES", self.cores.to_string());
                 let gw4 = self.gateway.iter().find(|g| g.is_ipv4());
                 let gw6 = self.gateway.iter().find(|g| g.is_ipv6());
+                if let Some(c) = &self.cpus {
+                    let list: Vec<String> = c.0.iter().map(usize::to_string).collect();
+                    cmd.env("CORESTACK_ENGINE_CPUS", list.join(","));
+                }
                 for (var, value) in [
                     ("CORESTACK_IP6", ip6),
                     ("CORESTACK_GATEWAY", gw4.map(IpAddr::to_string)),

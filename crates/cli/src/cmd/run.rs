@@ -32,6 +32,10 @@ pub struct Run {
     /// needs as many queues, TAP: a multi_queue tap).
     #[arg(long)]
     cores: Option<u32>,
+    /// CPUs for the engine threads, as `taskset -c` writes them (`2-3,6`): engine i runs on
+    /// the i-th, cycling (overrides the config file's `cpus`).
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
     /// TOML configuration file.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -71,6 +75,7 @@ impl Run {
             gateway: self.gateway,
             driver: self.driver,
             cores: self.cores,
+            cpus: self.cpus,
             socket: self.socket.or_else(appif::ctl::socket_path_from_env),
             policy: self.poll,
             idle_us: self.idle_us,

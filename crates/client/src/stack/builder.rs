@@ -32,6 +32,9 @@ pub struct StackBuilder {
     mem: Vec<nic::mem::MemPort>,
     /// Engines to run (one per NIC queue).
     engines: usize,
+    /// CPUs to pin embedded mode's engine threads to (engine i on entry i
+    /// mod the length); empty: the environment's, if any.
+    engine_cpus: Vec<usize>,
     service: Option<std::path::PathBuf>,
     wakers: Vec<std::os::fd::OwnedFd>,
     af_xdp_tx: Option<nic::af_xdp::TxPath>,
@@ -62,6 +65,7 @@ impl Default for StackBuilder {
             },
             mem: Vec::new(),
             engines: 1,
+            engine_cpus: Vec::new(),
             service: None,
             wakers: Vec::new(),
             af_xdp_tx: None,
@@ -239,6 +243,16 @@ impl StackBuilder {
         self
     }
 
+    /// Pins embedded mode's engine threads: engine i to `cpus[i % len]`
+    /// (see [`crate::parse_cpu_list`]). Without it, `CORESTACK_ENGINE_CPUS`
+    /// (a list) or `CORESTACK_ENGINE_CPU` (engine i on that CPU plus i)
+    /// decide, if set; else the engines run where the scheduler puts them.
+    /// Inline mode has no engine threads: the list is not used.
+    pub fn engine_cpus(mut self, cpus: Vec<usize>) -> Self {
+        self.engine_cpus = cpus;
+        self
+    }
+
     /// Runs `n` engines (1..=255), each on its own NIC queue with its own
     /// thread (embedded mode) or lock (inline mode); a flow belongs to the
     /// engine its symmetric Toeplitz hash picks ([`nic::rss::Steering`]).
@@ -263,7 +277,7 @@ impl StackBuilder {
             self.inline,
             self.ring_bytes,
             nic,
-            self.idle_sleep,
+            (self.idle_sleep, &self.engine_cpus),
         )
     }
 
@@ -440,7 +454,7 @@ fn launch<P: Port + Send + 'static>(
     inline: bool,
     ring_bytes: usize,
     nic: NicNotes,
-    idle_sleep: Option<Duration>,
+    (idle_sleep, cpus): (Option<Duration>, &[usize]),
 ) -> Stack {
     let wake = Arc::new(Notify::default());
     let n = ports.len();
@@ -502,7 +516,13 @@ fn launch<P: Port + Send + 'static>(
                 }),
                 _ => None,
             };
-            threads.push(spawn_engine(engine, i, stop.clone(), s, nap));
+            threads.push(spawn_engine(
+                engine,
+                (i, engine_cpu(cpus, i)),
+                stop.clone(),
+                s,
+                nap,
+            ));
         }
         Mode::Embedded {
             stop,
@@ -540,7 +560,7 @@ fn launch<P: Port + Send + 'static>(
 /// starts: they exist once the stack has started.
 fn spawn_engine<P: Port + Send + 'static>(
     engine: Engine<P>,
-    index: usize,
+    (index, cpu): (usize, Option<usize>),
     stop: Arc<AtomicBool>,
     stats: Arc<Mutex<Stats>>,
     nap: Option<EngineNap>,
@@ -550,8 +570,8 @@ fn spawn_engine<P: Port + Send + 'static>(
         .name(format!("corestack-engine-{index}"))
         .spawn(move || {
             let mut nap = nap;
-            if let Some(cpu) = engine_cpu() {
-                crate::sys::pin_current_thread(cpu + index);
+            if let Some(cpu) = cpu {
+                appif::pin_current_thread(cpu);
             } else if crate::sys::allowed_cpus() == Some(1) {
                 // The application's threads can only run on this CPU
                 // too: idling on it delays the very thread the engine

@@ -13,6 +13,7 @@ mod run;
 mod steps;
 mod wait;
 
+pub use appif::parse_cpu_list;
 pub use builder::StackBuilder;
 pub use nic::Driver;
 pub(crate) use request::Request;

@@ -12,12 +12,26 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use std::sync::{Arc, Mutex};
 
-/// The CPU embedded mode's engine thread pins itself to:
-/// `CORESTACK_ENGINE_CPU` if set (a dedicated core), else none.
-pub(super) fn engine_cpu() -> Option<usize> {
+/// The CPU embedded mode's engine `index` pins itself to: the list given
+/// to [`crate::StackBuilder::engine_cpus`] (`cpus`, engine i on entry
+/// i mod its length), else `CORESTACK_ENGINE_CPUS` (a list as
+/// [`appif::parse_cpu_list`] reads it, likewise), else `CORESTACK_ENGINE_CPU`
+/// plus `index` (a first dedicated core), else none.
+pub(super) fn engine_cpu(cpus: &[usize], index: usize) -> Option<usize> {
+    use appif::parse_cpu_list;
+    if let Some(&c) = cpus.get(index % cpus.len().max(1)) {
+        return Some(c);
+    }
+    if let Some(list) = std::env::var("CORESTACK_ENGINE_CPUS")
+        .ok()
+        .and_then(|v| parse_cpu_list(&v).ok())
+    {
+        return list.get(index % list.len().max(1)).copied();
+    }
     std::env::var("CORESTACK_ENGINE_CPU")
         .ok()
-        .and_then(|v| v.trim().parse().ok())
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map(|c| c + index)
 }
 
 /// An engine of any port type, boxed.

@@ -44,7 +44,7 @@ pub(super) fn spin_time(shares_engine_cpu: bool) -> Duration {
     match env {
         Some(us) => Duration::from_micros(us.min(1_000_000)),
         None if shares_engine_cpu
-            && engine_cpu().is_none()
+            && engine_cpu(&[], 0).is_none()
             && crate::sys::allowed_cpus() == Some(1) =>
         {
             Duration::ZERO

@@ -20,6 +20,7 @@ ip = "10.0.0.2/24"         # ADDR/PREFIX, required likewise
 gateway = "10.0.0.1"       # optional
 driver = "af_xdp"          # af_xdp | tap
 cores = 1                  # engines (1..=15: more is a clear error)
+cpus = "2-3,6"             # CPUs for the engine threads, as taskset -c writes them
 socket = "/run/corestack/ctl.sock"
 ring_bytes = 262144        # per-connection ring size at the start, power of two, 4 KiB..16 MiB
 ring_max_bytes = 4194304   # the most a ring grows to
@@ -102,6 +103,7 @@ fn example_file_parses_and_validates() {
             gateway6: None,
             driver: Driver::AfXdp,
             cores: 1,
+            cpus: vec![2, 3, 6],
             socket: PathBuf::from("/run/corestack/ctl.sock"),
             ring_bytes: 262144,
             ring_max_bytes: 4 << 20,
@@ -153,6 +155,7 @@ fn overrides_replace_only_what_they_give() {
         gateway: vec!["192.168.0.1".into()],
         driver: Some(Driver::Tap),
         cores: Some(1),
+        cpus: Some("5".into()),
         socket: Some("/tmp/cs.sock".into()),
         policy: Some(PollPolicy::Busy),
         idle_us: Some(7),
@@ -172,6 +175,7 @@ fn overrides_replace_only_what_they_give() {
     let v = c.validate().unwrap();
     assert_eq!((v.ip, v.prefix), (Ipv4Addr::new(192, 168, 7, 5), 16));
     assert_eq!(v.policy, Policy::Busy);
+    assert_eq!(v.cpus, [5]);
 }
 
 #[test]
@@ -373,6 +377,21 @@ fn cores_from_one_to_the_limit_are_taken_and_others_refused() {
         "{s}"
     );
     assert_eq!(CORES_SUPPORTED as usize, appif::ctl::MAX_FDS - 1);
+}
+
+#[test]
+fn cpus_are_a_taskset_list_and_others_are_refused() {
+    let mut c = base();
+    c.cpus = Some("0-2, 7,1".into());
+    assert_eq!(c.validate().unwrap().cpus, [0, 1, 2, 7]);
+    assert_eq!(base().validate().unwrap().cpus, Vec::<usize>::new());
+    for bad in ["3-1", "x", "", "1-", "4096"] {
+        let s = error_of(|c| c.cpus = Some(bad.into()));
+        assert!(
+            s.contains(&format!("cpus = \"{bad}\"")) && s.contains("taskset -c"),
+            "{s}"
+        );
+    }
 }
 
 #[test]
