@@ -1338,6 +1338,36 @@ impl Drop for NginxRunning {
 /// Where Debian's stock nginx.conf has nginx write its master's pid.
 const NGINX_PID: &str = "/run/nginx.pid";
 
+/// Starts nginx with `args` under the shim in service mode (`d` at `sock`), as its service
+/// starts it (it forks and exits); returns its master's pid, read from `pid_file`. Panics
+/// (with the daemon's log) when it does not start or writes no pid.
+fn start_nginx(
+    pair: &Pair,
+    (d, sock): (&Daemon, &SocketPath),
+    args: &[&str],
+    pid_file: &Path,
+) -> u32 {
+    let started = run("nginx (service)", served(pair, sock, "nginx", args), STEP);
+    assert!(
+        started.status.success(),
+        "nginx did not start ({}):\n{}{}\ndaemon:\n{}",
+        started.status,
+        started.stdout,
+        started.stderr,
+        d.tail()
+    );
+    let mut master = 0;
+    until(STEP, || {
+        master = std::fs::read_to_string(pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or(0);
+        master != 0
+    });
+    assert!(master != 0, "nginx wrote no {}", pid_file.display());
+    master
+}
+
 /// nginx as Debian ships it, in service mode: its stock `/etc/nginx/nginx.conf` (daemon on,
 /// `worker_processes auto`, `user www-data`, `sendfile on`, `tcp_nopush on`) and default
 /// site, started as its service starts it (`nginx`, which forks and exits: the master is its
@@ -1361,24 +1391,7 @@ fn shim_service_nginx_with_the_stock_configuration_serves_linux_curl() {
     let name = format!("corestack-{}.txt", std::process::id());
     let file = Placed(Path::new("/var/www/html").join(&name));
     std::fs::write(&file.0, vec![b'x'; 1 << 20]).expect("placing a file in /var/www/html");
-    let started = run("nginx (service)", served(&pair, &sock, "nginx", &[]), STEP);
-    assert!(
-        started.status.success(),
-        "nginx did not start ({}):\n{}{}\ndaemon:\n{}",
-        started.status,
-        started.stdout,
-        started.stderr,
-        d.tail()
-    );
-    let mut master = 0;
-    until(STEP, || {
-        master = std::fs::read_to_string(NGINX_PID)
-            .ok()
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or(0);
-        master != 0
-    });
-    assert!(master != 0, "nginx wrote no {NGINX_PID}");
+    let master = start_nginx(&pair, (&d, &sock), &[], Path::new(NGINX_PID));
     let _running = NginxRunning(master);
     let log = || {
         let errors = std::fs::read_to_string("/var/log/nginx/error.log").unwrap_or_default();
@@ -1465,29 +1478,7 @@ fn shim_service_nginx_with_reuseport_serves_from_both_workers() {
     )
     .expect("the configuration");
     let conf_arg = conf.display().to_string();
-    let started = run(
-        "nginx reuseport (service)",
-        served(&pair, &sock, "nginx", &["-c", &conf_arg]),
-        STEP,
-    );
-    assert!(
-        started.status.success(),
-        "nginx did not start ({}):\n{}{}\ndaemon:\n{}",
-        started.status,
-        started.stdout,
-        started.stderr,
-        d.tail()
-    );
-    let mut master = 0;
-    until(STEP, || {
-        master = std::fs::read_to_string(&pid_file)
-            .ok()
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or(0);
-        master != 0
-    });
-    assert!(master != 0, "nginx wrote no pid file");
-    dir.1 = master;
+    dir.1 = start_nginx(&pair, (&d, &sock), &["-c", &conf_arg], &pid_file);
     let errors_at = dir.0.join("error.log");
     let log = || {
         let errors = std::fs::read_to_string(&errors_at).unwrap_or_default();
