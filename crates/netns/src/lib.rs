@@ -235,6 +235,20 @@ impl Netns {
         Ok(parse_rx_queue_packets(&out))
     }
 
+    /// Frames `ifname` dropped on transmit (`statistics/tx_dropped` in sysfs, read in the
+    /// namespace): on a veth, frames its peer could not take (the peer's XDP ring, 256
+    /// frames, was full).
+    ///
+    /// Errors: [`Error::Command`] when the interface has no such counter (it does not exist).
+    pub fn tx_dropped(&self, ifname: &str) -> Result<u64> {
+        let path = format!("/sys/class/net/{ifname}/statistics/tx_dropped");
+        let out = self.run("cat", &[&path])?;
+        out.trim().parse().map_err(|_| Error::Command {
+            cmd: format!("cat {path}"),
+            detail: format!("not a number: {out}"),
+        })
+    }
+
     /// PIDs of the processes whose network namespace is this one.
     pub fn pids(&self) -> Result<Vec<u32>> {
         let out = ip(&["netns", "pids", &self.name])?;

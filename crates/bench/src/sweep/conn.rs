@@ -117,10 +117,14 @@ impl ConnSweep {
             };
             let target = bed.target(stack);
             let server_pid = server.id();
+            // The client's end of this server's veth: frames it dropped never reached the
+            // server (a corestack server's veth end holds 256 frames in its XDP ring).
+            let client_dev = if stack == "Linux" { "c2" } else { "c1" };
             for &count in &self.counts {
                 let before = (stack != "Linux")
                     .then(|| engine_counters(server_pid))
                     .flatten();
+                let dropped_before = bed.topo.client.tx_dropped(client_dev).ok();
                 let timeout = Duration::from_secs_f64(self.seconds + 90.0);
                 let mut point = Point::unmeasured(stack, count);
                 let mut measured = None;
@@ -195,6 +199,18 @@ impl ConnSweep {
                     let idle = counters_moved(end, &a, &WATCHED);
                     if !idle.is_empty() {
                         moved.push(format!("after it, idle: {}", idle.join(", ")));
+                    }
+                    if let (Some(d0), Ok(d1)) =
+                        (dropped_before, bed.topo.client.tx_dropped(client_dev))
+                    {
+                        if d1 > d0 {
+                            moved.push(format!(
+                                "the client's veth end {client_dev} dropped {} frames to the server \
+                                 (its XDP ring full: a burst of delayed ACKs, which the engine then \
+                                 probes for)",
+                                d1 - d0
+                            ));
+                        }
                     }
                     if !moved.is_empty() {
                         let n = point.note.take().map(|n| n + "; ").unwrap_or_default();
