@@ -218,7 +218,7 @@ pub(super) unsafe fn recvmsg_impl(
     m.msg_namelen = if m.msg_name.is_null() { 0 } else { len };
     m.msg_flags = if r.full > r.n { libc::MSG_TRUNC } else { 0 };
     let pktinfo = match r.from {
-        From::Core(a)
+        Sender::Core(a)
             if s.opts
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -420,7 +420,7 @@ pub(super) unsafe fn corestack_fd_passed(msg: *const msghdr) -> Option<c_int> {
 /// `msg` is null or a msghdr that recvmsg just filled (its control buffer
 /// readable for `msg_controllen` bytes).
 pub(super) unsafe fn take_passed(msg: *const msghdr) {
-    if process::config().is_none_or(|c| c.service.is_none()) {
+    if stack::config().is_none_or(|c| c.service.is_none()) {
         // SAFETY: the caller's promise, passed on.
         unsafe { each_passed_fd(msg, |fd| drop(table::forget(fd))) };
         return;
@@ -435,7 +435,7 @@ pub(super) unsafe fn take_passed(msg: *const msghdr) {
             if sys::fd_key(fd).is_none() {
                 return;
             }
-            let Ok(stack) = process::stack() else { return };
+            let Ok(stack) = stack::start() else { return };
             let _inside = sys::Inside::enter();
             match corestack::TcpStream::borrow(stack, fd) {
                 Ok(Some(s)) => {

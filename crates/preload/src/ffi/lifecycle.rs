@@ -12,7 +12,7 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
         return fd;
     }
     drop(table::forget(fd));
-    if sys::inside() || !process::active() {
+    if sys::inside() || !stack::active() {
         return fd;
     }
     let base = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);

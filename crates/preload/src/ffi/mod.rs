@@ -19,8 +19,8 @@ use crate::addr;
 use crate::epoll::Epoll;
 use crate::mux;
 use crate::opts;
-use crate::process;
-use crate::sock::{Accepted, From, Recvd, Sock, Ty, R};
+use crate::sock::{Accepted, Recvd, Sender, Sock, Ty, R};
+use crate::stack;
 use crate::sys::{self, k};
 use crate::table::{self, Obj};
 use crate::wait::Deadline;
@@ -155,20 +155,20 @@ unsafe fn put_addr(addr: *mut sockaddr, len: *mut socklen_t, b: &[u8]) {
     }
 }
 
-unsafe fn put_from(s: &Sock, addr: *mut sockaddr, len: *mut socklen_t, from: &From) {
+unsafe fn put_from(s: &Sock, addr: *mut sockaddr, len: *mut socklen_t, from: &Sender) {
     match from {
-        From::None => {
+        Sender::None => {
             if !len.is_null() && s.ty == Ty::Stream {
                 // SAFETY: as in put_addr: TCP reports no source (length 0).
                 unsafe { *len = 0 };
             }
         }
-        From::Core(a) => {
+        Sender::Core(a) => {
             let (b, n) = s.encode(*a);
             // SAFETY: passed through from our caller.
             unsafe { put_addr(addr, len, &b[..n]) }
         }
-        From::Kernel((b, n)) => {
+        Sender::Kernel((b, n)) => {
             // SAFETY: as above.
             unsafe { put_addr(addr, len, &b[..*n]) }
         }
@@ -253,11 +253,11 @@ pub fn real_epoll_wait(
 }
 
 extern "C" fn fork_child() {
-    process::after_fork_child();
+    stack::after_fork_child();
 }
 
 extern "C" fn exit_handler() {
-    process::at_exit();
+    stack::at_exit();
 }
 
 /// Registers the fork-child and exit handlers (once, from the constructor).

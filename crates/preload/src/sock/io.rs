@@ -50,14 +50,14 @@ impl Sock {
                             return Ok(Recvd {
                                 n: got,
                                 full: got,
-                                from: From::None,
+                                from: Sender::None,
                             });
                         }
                         if total == 0 {
                             return Ok(Recvd {
                                 n: 0,
                                 full: 0,
-                                from: From::None,
+                                from: Sender::None,
                             });
                         }
                         if eof {
@@ -70,7 +70,7 @@ impl Sock {
                             return Ok(Recvd {
                                 n: got,
                                 full: got,
-                                from: From::None,
+                                from: Sender::None,
                             });
                         }
                         if status.connecting {
@@ -81,7 +81,7 @@ impl Sock {
                             return Ok(Recvd {
                                 n: got,
                                 full: got,
-                                from: From::None,
+                                from: Sender::None,
                             });
                         }
                         (s.probe(), None)
@@ -123,7 +123,7 @@ impl Sock {
                             return Ok(Recvd {
                                 n: 0,
                                 full: 0,
-                                from: From::None,
+                                from: Sender::None,
                             });
                         }
                         (u.probe(), dual.then_some((fd, libc::POLLIN)))
@@ -142,7 +142,7 @@ impl Sock {
                     Ok(Recvd {
                         n: got,
                         full: got,
-                        from: From::None,
+                        from: Sender::None,
                     })
                 } else {
                     Err(libc::EAGAIN)
@@ -158,7 +158,7 @@ impl Sock {
                     return Ok(Recvd {
                         n: got,
                         full: got,
-                        from: From::None,
+                        from: Sender::None,
                     });
                 }
                 Err(e) => return Err(e),
@@ -287,7 +287,7 @@ impl Sock {
                         if self.family == libc::AF_INET6 && self.v6only() && open::is_mapped(sa) {
                             return Err(libc::ENETUNREACH); // IPv6-only to IPv4 (Linux)
                         }
-                        let Some(d) = dst.filter(|d| process::routes(d.ip())) else {
+                        let Some(d) = dst.filter(|d| stack::routes(d.ip())) else {
                             self.go_kernel(&mut st, me);
                             drop(st);
                             return kernel_send(fd, bufs, flags, Some(raw));
@@ -323,7 +323,7 @@ impl Sock {
                             }
                             (None, None) => return Err(libc::EDESTADDRREQ),
                         };
-                        match target.filter(|d| process::routes(d.ip())) {
+                        match target.filter(|d| stack::routes(d.ip())) {
                             Some(d)
                                 if !reaches(u.local_addr().unwrap_or(*local), self.v6only(), d) =>
                             {
@@ -456,7 +456,7 @@ pub(super) fn kernel_recv_flags(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int)
         return Ok(Recvd {
             n: copied,
             full: n,
-            from: From::Kernel(a),
+            from: Sender::Kernel(a),
         });
     }
     let total: usize = bufs.iter().map(|b| b.len()).sum();
@@ -466,7 +466,7 @@ pub(super) fn kernel_recv_flags(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int)
     Ok(Recvd {
         n: copied,
         full: n,
-        from: From::Kernel(a),
+        from: Sender::Kernel(a),
     })
 }
 
@@ -589,7 +589,7 @@ pub(super) fn udp_recv(
         return Some(Recvd {
             n,
             full,
-            from: From::Core(from),
+            from: Sender::Core(from),
         });
     }
 }

@@ -3,10 +3,10 @@
 //! other end in the same process, and the tests call the interposed
 //! functions (`crate::ffi::...`) with real fds, as a C program would.
 //!
-//! - **The stack.** In test builds `process::config` answers the
+//! - **The stack.** In test builds `stack::config` answers the
 //!   harness's configuration ([`config`]: corestack at [`OURS`]/24) on the
 //!   threads the harness serves (a test's, from [`serial`] on, and those
-//!   it starts with [`spawn`]), and `process::stack` starts the harness's
+//!   it starts with [`spawn`]), and `stack::start` starts the harness's
 //!   stack ([`start`]), once per test process, at the first bind/connect
 //!   that goes to corestack, as the environment's would under
 //!   `LD_PRELOAD`. Other threads (the other unit tests') see the
@@ -45,7 +45,7 @@ mod epoll;
 mod signals;
 mod sockets;
 
-use crate::process::Config;
+use crate::stack::Config;
 use core::ffi::c_int;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
@@ -108,7 +108,7 @@ pub fn spawn<T: Send + 'static>(
 }
 
 /// The shim's stack in test builds: a mem wire, the peer on one end with
-/// its echo thread, ours on the other. Called once, by `process::stack`
+/// its echo thread, ours on the other. Called once, by `stack::start`
 /// (inside the shim, with every signal blocked, so the engine and echo
 /// threads never take the tests' signals). Errors: ENETDOWN when a stack
 /// cannot start (said on stderr).
