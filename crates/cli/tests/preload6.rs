@@ -314,11 +314,7 @@ fn shim6_service_mode_dual_stack_and_v6only_listeners_serve_as_on_linux() {
         f.stderr,
         daemon.tail()
     );
-    assert!(
-        !daemon.log().contains("panicked"),
-        "the daemon panicked:\n{}",
-        daemon.tail()
-    );
+    daemon.assert_no_panic();
 }
 
 /// IPV6_TCLASS and IPV6_UNICAST_HOPS under the shim reach the wire (tests/shim/v6_header.py

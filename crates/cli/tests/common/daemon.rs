@@ -99,6 +99,15 @@ impl Daemon {
         tail_of(&self.log(), 25)
     }
 
+    /// Panics with the log's tail if the daemon logged a panic.
+    pub fn assert_no_panic(&self) {
+        assert!(
+            !self.log().contains("panicked"),
+            "the daemon panicked:\n{}",
+            self.tail()
+        );
+    }
+
     /// Waits up to `bound` for a log line containing every one of `needles`; returns the line.
     pub fn wait_line(&self, needles: &[&str], bound: Duration) -> Option<String> {
         let deadline = Instant::now() + bound;
