@@ -192,6 +192,23 @@ fn as_sock(o: &Arc<Obj>) -> Option<&Sock> {
     }
 }
 
+/// `on_ours(entry, socket)` for the corestack socket at `fd`, else `kernel()`
+/// (libc's own call: `fd` is not corestack's, is an epoll set, or the call is
+/// the shim's own).
+#[inline]
+fn sock_or_kernel<T>(
+    fd: c_int,
+    kernel: impl FnOnce() -> T,
+    on_ours: impl FnOnce(&Arc<Obj>, &Sock) -> T,
+) -> T {
+    if let Some(o) = ours(fd) {
+        if let Some(s) = as_sock(&o) {
+            return on_ours(&o, s);
+        }
+    }
+    kernel()
+}
+
 /// ENETDOWN for a call on a corestack socket in a forked child (the
 /// engine that serves it runs in the parent).
 fn alive(s: &Sock) -> R<()> {
