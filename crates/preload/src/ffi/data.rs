@@ -29,6 +29,16 @@ pub(super) fn send_bufs(
     r
 }
 
+/// The length a receive returns: with MSG_TRUNC on a datagram socket the
+/// datagram's full length (as Linux), else the bytes copied.
+fn returned_len(s: &Sock, r: &Recvd, flags: c_int) -> usize {
+    if flags & libc::MSG_TRUNC != 0 && s.ty == Ty::Dgram {
+        r.full
+    } else {
+        r.n
+    }
+}
+
 /// read(2).
 #[no_mangle]
 pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
@@ -153,12 +163,7 @@ pub unsafe extern "C-unwind" fn recvfrom(
                     let r = recv_one(o, s, fd, &mut [b], flags)?;
                     // SAFETY: the caller's address buffer, as recvfrom's contract says.
                     unsafe { put_from(s, addr, len, &r.from) };
-                    let n = if flags & libc::MSG_TRUNC != 0 && s.ty == Ty::Dgram {
-                        r.full
-                    } else {
-                        r.n
-                    };
-                    size(Ok(n))
+                    size(Ok(returned_len(s, &r, flags)))
                 })
             },
         )
@@ -228,12 +233,7 @@ pub(super) unsafe fn recvmsg_impl(
         Some((ip, index)) => unsafe { super::cmsg::put_pktinfo(m, ip, index) },
         None => m.msg_controllen = 0,
     }
-    let n = if flags & libc::MSG_TRUNC != 0 && s.ty == Ty::Dgram {
-        r.full
-    } else {
-        r.n
-    };
-    size(Ok(n))
+    size(Ok(returned_len(s, &r, flags)))
 }
 
 /// recvmmsg(2): the first message waits as recvmsg would (unless
