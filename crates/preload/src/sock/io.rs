@@ -502,48 +502,34 @@ pub(super) fn peek_into(s: &TcpStream, bufs: &mut [&mut [u8]]) -> usize {
 
 /// Reads into `bufs` past the first `skip` bytes (already filled).
 pub(super) fn read_into(s: &mut TcpStream, bufs: &mut [&mut [u8]], skip: usize) -> R<usize> {
-    let mut n = 0;
-    let mut off = 0;
-    for b in bufs.iter_mut() {
-        let len = b.len();
-        if off + len <= skip {
-            off += len;
-            continue;
-        }
-        let from = skip.saturating_sub(off);
-        off += len;
-        match s.read(&mut b[from..]) {
-            Ok(0) => return Ok(n),
-            Ok(k) => {
-                n += k;
-                if k < len - from {
-                    return Ok(n);
-                }
-            }
-            Err(e) if would_block(&e) => return Ok(n),
-            Err(e) if n > 0 => {
-                let _ = e;
-                return Ok(n);
-            }
-            Err(e) => return Err(io_errno(&e)),
-        }
-    }
-    Ok(n)
+    past_skip(bufs, skip, |b, from| s.read(&mut b[from..]))
 }
 
 /// Writes `bufs` past the first `skip` bytes (already sent); returns how many.
 pub(super) fn write_from(s: &mut TcpStream, bufs: &[&[u8]], skip: usize) -> R<usize> {
+    past_skip(bufs, skip, |b, from| s.write(&b[from..]))
+}
+
+/// Runs `io(buffer, from)` on each of `bufs` past the first `skip` bytes (already done),
+/// from where the done part ends in it, until one moves less than asked (0: end of
+/// stream); returns the bytes moved. A would-block, or an error after some bytes, ends it
+/// with those; an error before any is its errno.
+fn past_skip<B: AsRef<[u8]>>(
+    bufs: impl IntoIterator<Item = B>,
+    skip: usize,
+    mut io: impl FnMut(B, usize) -> std::io::Result<usize>,
+) -> R<usize> {
     let mut n = 0;
     let mut off = 0;
     for b in bufs {
-        let len = b.len();
+        let len = b.as_ref().len();
         if off + len <= skip {
             off += len;
             continue;
         }
         let from = skip.saturating_sub(off);
         off += len;
-        match s.write(&b[from..]) {
+        match io(b, from) {
             Ok(k) => {
                 n += k;
                 if k < len - from {
@@ -551,10 +537,7 @@ pub(super) fn write_from(s: &mut TcpStream, bufs: &[&[u8]], skip: usize) -> R<us
                 }
             }
             Err(e) if would_block(&e) => return Ok(n),
-            Err(e) if n > 0 => {
-                let _ = e;
-                return Ok(n);
-            }
+            Err(_) if n > 0 => return Ok(n),
             Err(e) => return Err(io_errno(&e)),
         }
     }
