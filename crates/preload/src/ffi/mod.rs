@@ -100,39 +100,37 @@ unsafe fn bytes_mut<'a>(p: *mut c_void, n: usize) -> R<&'a mut [u8]> {
     Ok(unsafe { core::slice::from_raw_parts_mut(p as *mut u8, n) })
 }
 
-/// The iovecs at `iov` as byte slices (IOV_MAX at most). EINVAL for a bad count.
-unsafe fn iovecs_mut<'a>(iov: *const iovec, cnt: c_int) -> R<Vec<&'a mut [u8]>> {
+/// The application's `cnt` iovecs at `iov` (IOV_MAX at most). EINVAL for a
+/// bad count, EFAULT for null with cnt > 0.
+unsafe fn iovec_array<'a>(iov: *const iovec, cnt: c_int) -> R<&'a [iovec]> {
     let cnt = usize::try_from(cnt).map_err(|_| libc::EINVAL)?;
     if cnt > 1024 {
         return Err(libc::EINVAL);
     }
     if cnt == 0 {
-        return Ok(Vec::new());
+        return Ok(&[]);
     }
     if iov.is_null() {
         return Err(libc::EFAULT);
     }
     // SAFETY: the caller promises `cnt` iovecs at `iov`.
-    let v = unsafe { core::slice::from_raw_parts(iov, cnt) };
+    Ok(unsafe { core::slice::from_raw_parts(iov, cnt) })
+}
+
+/// The iovecs at `iov` as writable byte slices (see [`iovec_array`]).
+unsafe fn iovecs_mut<'a>(iov: *const iovec, cnt: c_int) -> R<Vec<&'a mut [u8]>> {
+    // SAFETY: as the caller promises.
+    let v = unsafe { iovec_array(iov, cnt) }?;
     // SAFETY: each iovec describes memory the caller lends us for writing.
     v.iter()
         .map(|e| unsafe { bytes_mut(e.iov_base, e.iov_len) })
         .collect()
 }
 
+/// The iovecs at `iov` as readable byte slices (see [`iovec_array`]).
 unsafe fn iovecs<'a>(iov: *const iovec, cnt: c_int) -> R<Vec<&'a [u8]>> {
-    let cnt = usize::try_from(cnt).map_err(|_| libc::EINVAL)?;
-    if cnt > 1024 {
-        return Err(libc::EINVAL);
-    }
-    if cnt == 0 {
-        return Ok(Vec::new());
-    }
-    if iov.is_null() {
-        return Err(libc::EFAULT);
-    }
-    // SAFETY: as above.
-    let v = unsafe { core::slice::from_raw_parts(iov, cnt) };
+    // SAFETY: as the caller promises.
+    let v = unsafe { iovec_array(iov, cnt) }?;
     // SAFETY: each iovec describes memory the caller lends us for reading.
     v.iter()
         .map(|e| unsafe { bytes(e.iov_base, e.iov_len) })
