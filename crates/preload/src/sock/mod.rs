@@ -304,6 +304,17 @@ impl Sock {
 }
 
 impl Sock {
+    /// Records a shutdown of the read side (`rd`) and the write side (`wr`),
+    /// telling the epoll sets that a socket's readiness changed.
+    fn mark_shut(&self, rd: bool, wr: bool) {
+        for (side, flag) in [(rd, &self.rd_shut), (wr, &self.wr_shut)] {
+            if side {
+                crate::epoll::local_change();
+                flag.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// shutdown(2).
     pub fn shutdown(&self, fd: c_int, how: c_int) -> R<()> {
         if !matches!(how, libc::SHUT_RD | libc::SHUT_WR | libc::SHUT_RDWR) {
@@ -317,14 +328,9 @@ impl Sock {
                 if s.is_connecting() {
                     return Err(libc::ENOTCONN);
                 }
+                self.mark_shut(rd, wr);
                 if wr {
-                    crate::epoll::local_change();
-                    self.wr_shut.store(true, Ordering::Relaxed);
                     let _ = s.shutdown(std::net::Shutdown::Write);
-                }
-                if rd {
-                    crate::epoll::local_change();
-                    self.rd_shut.store(true, Ordering::Relaxed);
                 }
                 Some(s.probe())
             }
@@ -344,28 +350,14 @@ impl Sock {
                 if peer.is_none() && !*kpeer {
                     return Err(libc::ENOTCONN);
                 }
-                if rd {
-                    crate::epoll::local_change();
-                    self.rd_shut.store(true, Ordering::Relaxed);
-                }
-                if wr {
-                    crate::epoll::local_change();
-                    self.wr_shut.store(true, Ordering::Relaxed);
-                }
+                self.mark_shut(rd, wr);
                 Some(u.probe())
             }
             State::ListenerShut { .. } => None,
             State::Fresh { .. } => {
                 // Linux records the shutdown even on an unconnected socket
                 // (and says ENOTCONN): a later connection starts shut.
-                if rd {
-                    crate::epoll::local_change();
-                    self.rd_shut.store(true, Ordering::Relaxed);
-                }
-                if wr {
-                    crate::epoll::local_change();
-                    self.wr_shut.store(true, Ordering::Relaxed);
-                }
+                self.mark_shut(rd, wr);
                 drop(st);
                 return k::shutdown(fd, how);
             }
