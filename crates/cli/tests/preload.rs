@@ -12,7 +12,7 @@
 mod common;
 
 use common::daemon::{tail_of, Daemon, SocketPath};
-use common::shim::{need, preload, profile_dir, script};
+use common::shim::{need, payload, preload, profile_dir, script};
 use common::*;
 use netns::Netns;
 use std::path::{Path, PathBuf};
@@ -770,19 +770,6 @@ fn sockperf_each_iomux(pair: &Pair, sh: &Sh) {
     drop(server.terminate());
 }
 
-/// Seeded bytes to serve.
-fn payload(n: usize) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 #[test]
 fn shim_python_http_server_serves_linux_curl_and_shimmed_curl_fetches_from_linux() {
     in_embedded(("p", 157), http_server_and_curl);
@@ -992,7 +979,7 @@ fn http_server_and_curl(pair: &Pair, sh: &Sh) {
     need("curl");
     let www = profile_dir().join("shim-www");
     std::fs::create_dir_all(&www).expect("creating the web root");
-    let data = payload(3 << 20);
+    let data = payload(3 << 20, 0x9e37_79b9_7f4a_7c15);
     std::fs::write(www.join("data.bin"), &data).expect("writing the file to serve");
     let www_s = www.to_str().unwrap();
     let fetch = |cmd: Command, what: &str| {

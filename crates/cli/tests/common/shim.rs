@@ -57,3 +57,17 @@ pub fn script(name: &str) -> PathBuf {
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+/// `n` bytes of xorshift64 from `seed`: a payload in which a lost, doubled or reordered
+/// byte shows.
+pub fn payload(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
