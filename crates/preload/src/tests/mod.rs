@@ -356,14 +356,19 @@ pub fn poll1(fd: c_int, events: i16, ms: c_int) -> (c_int, i16) {
 
 /// setsockopt(2) of an int through the shim.
 pub fn set_int(fd: c_int, level: c_int, name: c_int, v: c_int) -> c_int {
-    // SAFETY: `v` is a live int of the length passed.
+    set_opt(fd, level, name, v)
+}
+
+/// setsockopt(2) of `v` (an int, a timeval, ...) through the shim: its result.
+pub fn set_opt<T: Copy>(fd: c_int, level: c_int, name: c_int, v: T) -> c_int {
+    // SAFETY: `v` is a live T of the length passed.
     unsafe {
         crate::ffi::conn::setsockopt(
             fd,
             level,
             name,
-            (&v as *const c_int).cast(),
-            core::mem::size_of::<c_int>() as libc::socklen_t,
+            (&v as *const T).cast(),
+            core::mem::size_of::<T>() as libc::socklen_t,
         )
     }
 }
