@@ -58,20 +58,7 @@ fn capture_of_five_datagrams_reads_in_tcpdump_with_every_frame_and_byte() {
         std::process::id()
     ));
     let _ = std::fs::remove_file(&pcap);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_corestack"))
-        .args(["capture", "--pid", &std::process::id().to_string(), "-w"])
-        .arg(&pcap)
-        .args(["-c", "10", "--seconds", "20", "udp", "and", "port", "9999"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running corestack capture");
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    assert!(
-        line.starts_with("capturing from pid"),
-        "corestack capture said: {line}"
-    );
+    let (child, err) = start_capture(&pcap, 10, &["udp", "and", "port", "9999"]);
 
     for (i, &n) in SIZES.iter().enumerate() {
         // A datagram to another port between them: filtered out in the engine.
@@ -81,39 +68,15 @@ fn capture_of_five_datagrams_reads_in_tcpdump_with_every_frame_and_byte() {
             .unwrap();
         assert_eq!(recv_within(&mut ub, &mut buf), n);
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("corestack capture did not stop after 10 frames");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut rest = String::new();
-    err.read_to_string(&mut rest).unwrap();
-    assert!(status.success(), "corestack capture failed: {rest}");
-    assert!(rest.contains("10 frames captured"), "{rest}");
+    capture_stopped(child, err, 10);
 
     // The file, record by record: five datagrams out of a, five into b.
     let bytes = std::fs::read(&pcap).unwrap();
-    let mut at = 24;
-    let mut lens = Vec::new();
-    while at + 16 <= bytes.len() {
-        let incl = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
-        let orig = u32::from_le_bytes(bytes[at + 12..at + 16].try_into().unwrap()) as usize;
-        assert_eq!(incl, orig, "frame cut");
-        lens.push(incl);
-        at += 16 + incl;
-    }
-    assert_eq!(at, bytes.len(), "trailing bytes in the pcap file");
+    let mut got: Vec<usize> = pcap_records(&bytes).iter().map(|f| f.len()).collect();
     let mut want: Vec<usize> = SIZES
         .iter()
         .flat_map(|n| [HEADERS + n, HEADERS + n])
         .collect();
-    let mut got = lens.clone();
     want.sort_unstable();
     got.sort_unstable();
     assert_eq!(got, want, "frames captured (count and bytes)");
@@ -165,6 +128,26 @@ fn start_capture(pcap: &std::path::Path, count: usize, filter: &[&str]) -> (Chil
     (child, err)
 }
 
+/// Waits (20 s at most) for the capture started by [`start_capture`] to stop after `count`
+/// frames, and checks that it said so.
+fn capture_stopped(mut child: Child, mut err: impl Read, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("corestack capture did not stop after {count} frames");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert!(status.success(), "corestack capture failed: {rest}");
+    assert!(rest.contains(&format!("{count} frames captured")), "{rest}");
+}
+
 /// The records of a pcap file (Ethernet frames), each checked whole.
 fn pcap_records(bytes: &[u8]) -> Vec<&[u8]> {
     assert_eq!(bytes[..4], [0x4d, 0x3c, 0xb2, 0xa1], "pcap magic (ns)");
@@ -209,7 +192,7 @@ fn ipv6_capture_with_a_host_filter_holds_only_that_hosts_ipv6_frames() {
         std::process::id()
     ));
     let _ = std::fs::remove_file(&pcap);
-    let (mut child, mut err) = start_capture(&pcap, 10, &["host", "fd00:1::2", "and", "udp"]);
+    let (child, err) = start_capture(&pcap, 10, &["host", "fd00:1::2", "and", "udp"]);
     for (i, &n) in SIZES.iter().enumerate() {
         // The same port over IPv4 between them: not the IPv6 host, filtered out in the engine.
         ua4.send_to(&[7u8; 64], SocketAddrV4::new(B, 9996)).unwrap();
@@ -217,21 +200,7 @@ fn ipv6_capture_with_a_host_filter_holds_only_that_hosts_ipv6_frames() {
         ua.send_to(&vec![i as u8; n], to6(9996)).unwrap();
         assert_eq!(recv_within(&mut ub, &mut buf), n);
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("corestack capture did not stop after 10 frames");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut rest = String::new();
-    err.read_to_string(&mut rest).unwrap();
-    assert!(status.success(), "corestack capture failed: {rest}");
-    assert!(rest.contains("10 frames captured"), "{rest}");
+    capture_stopped(child, err, 10);
 
     let bytes = std::fs::read(&pcap).unwrap();
     let _ = std::fs::remove_file(&pcap);

@@ -12,7 +12,7 @@
 mod common;
 
 use common::daemon::{tail_of, Daemon, SocketPath};
-use common::shim::{memcached_args, memcached_client, need, preload, profile_dir, script};
+use common::shim::{memcached_args, memcached_client, need, payload, preload, profile_dir, script};
 use common::*;
 use netns::Netns;
 use std::path::{Path, PathBuf};
@@ -108,11 +108,65 @@ fn daemon(pair: &Pair, tag: &str) -> (Daemon, SocketPath) {
     (d, sock)
 }
 
+/// Runs `drive` in embedded mode (`corestack exec --iface`, [`shimmed`]) on a fresh pair
+/// of namespaces `ns` (prefix, net).
+fn in_embedded(ns: (&str, u8), drive: impl FnOnce(&Pair, &Sh)) {
+    let _lock = start();
+    let pair = Pair::new(ns.0, ns.1).expect("creating the namespaces");
+    drive(&pair, &|p, a| shimmed(&pair, p, a));
+}
+
+/// Runs `drive` in service mode on a fresh pair of namespaces `ns` (prefix, net): its
+/// programs are applications of a daemon on the pair's core side (socket tag `tag`);
+/// afterwards the daemon must have logged an application joining and no panic.
+fn in_service(ns: (&str, u8), tag: &str, drive: impl FnOnce(&Pair, &Sh)) {
+    let _lock = start();
+    let pair = Pair::new(ns.0, ns.1).expect("creating the namespaces");
+    let (d, sock) = daemon(&pair, tag);
+    drive(&pair, &|p, a| served(&pair, &sock, p, a));
+    d.expect_line(
+        &["application joined"],
+        STEP,
+        "the programs joined the daemon",
+    );
+    d.assert_no_panic();
+}
+
 /// `program args` in `ns` (the kernel stack).
 fn plain(ns: &Netns, program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
     let mut cmd = ns.exec(program);
     cmd.args(args).env_remove("LD_PRELOAD");
     cmd
+}
+
+/// `tests/shim/NAME.c` passes ("ALL PASSED") on the kernel with `kernel_args`, then under
+/// the shim in embedded and inline mode with `shim_args` and the environment `env`; the
+/// failures of both modes are reported together.
+fn passes_on_the_kernel_and_the_shim(
+    pair: &Pair,
+    name: &str,
+    kernel_args: &[&str],
+    shim_args: &[&str],
+    env: &[(&str, &str)],
+) {
+    let prog = cc(name);
+    let kernel = run_ok(
+        &format!("{name} (kernel)"),
+        plain(&pair.linux, &prog, kernel_args),
+        STEP,
+    );
+    assert!(kernel.contains("ALL PASSED"), "kernel: {kernel}");
+    let failed: Vec<String> = [false, true]
+        .into_iter()
+        .filter_map(|inline| {
+            let mut cmd = shimmed_mode(pair, inline, &prog, shim_args);
+            cmd.envs(env.iter().copied());
+            let f = run(&format!("{name} (shim, inline {inline})"), cmd, STEP);
+            let ok = f.status.success() && f.stdout.contains("ALL PASSED");
+            (!ok).then(|| format!("inline {inline}:\n{}{}", f.stdout, f.stderr))
+        })
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
 /// Runs `cmd` to its end (at most `timeout`) and returns what it did.
@@ -367,27 +421,12 @@ fn shim_service_conformance_script_matches_the_kernel_call_by_call() {
 
 #[test]
 fn shim_memcached_t1_and_t4_serve_sets_and_gets_of_concurrent_linux_clients() {
-    let _lock = start();
-    let pair = Pair::new("p", 154).expect("creating the namespaces");
-    memcached_t1_t4(&pair, &|p, a| shimmed(&pair, p, a));
+    in_embedded(("p", 154), memcached_t1_t4);
 }
 
 #[test]
 fn shim_service_memcached_t1_and_t4_serve_sets_and_gets_of_concurrent_linux_clients() {
-    let _lock = start();
-    let pair = Pair::new("shm2", 170).expect("creating the namespaces");
-    let (d, sock) = daemon(&pair, "memcached");
-    memcached_t1_t4(&pair, &|p, a| served(&pair, &sock, p, a));
-    d.expect_line(
-        &["application joined"],
-        STEP,
-        "the programs joined the daemon",
-    );
-    assert!(
-        !d.log().contains("panicked"),
-        "the daemon panicked:\n{}",
-        d.tail()
-    );
+    in_service(("shm2", 170), "memcached", memcached_t1_t4);
 }
 
 /// memcached -t 1, then -t 4, under the shim; a Linux client sets and gets (8 connections, 200
@@ -521,27 +560,12 @@ fn check_transfer(what: &str, (sent, received): (f64, f64)) {
 
 #[test]
 fn shim_iperf3_server_and_client_both_directions_byte_counts_agree() {
-    let _lock = start();
-    let pair = Pair::new("p", 155).expect("creating the namespaces");
-    iperf3_both_ways(&pair, &|p, a| shimmed(&pair, p, a));
+    in_embedded(("p", 155), iperf3_both_ways);
 }
 
 #[test]
 fn shim_service_iperf3_server_and_client_both_directions_byte_counts_agree() {
-    let _lock = start();
-    let pair = Pair::new("shm2", 171).expect("creating the namespaces");
-    let (d, sock) = daemon(&pair, "iperf3");
-    iperf3_both_ways(&pair, &|p, a| served(&pair, &sock, p, a));
-    d.expect_line(
-        &["application joined"],
-        STEP,
-        "the programs joined the daemon",
-    );
-    assert!(
-        !d.log().contains("panicked"),
-        "the daemon panicked:\n{}",
-        d.tail()
-    );
+    in_service(("shm2", 171), "iperf3", iperf3_both_ways);
 }
 
 /// iperf3 server under the shim with Linux clients, then Linux server with clients under the
@@ -635,27 +659,12 @@ fn sockperf_checks(what: &str, pp: &str, tp: &str) {
 
 #[test]
 fn shim_sockperf_server_and_client_pingpong_and_throughput_tcp_udp_each_iomux() {
-    let _lock = start();
-    let pair = Pair::new("p", 156).expect("creating the namespaces");
-    sockperf_each_iomux(&pair, &|p, a| shimmed(&pair, p, a));
+    in_embedded(("p", 156), sockperf_each_iomux);
 }
 
 #[test]
 fn shim_service_sockperf_server_and_client_pingpong_and_throughput_tcp_udp_each_iomux() {
-    let _lock = start();
-    let pair = Pair::new("shm2", 172).expect("creating the namespaces");
-    let (d, sock) = daemon(&pair, "sockperf");
-    sockperf_each_iomux(&pair, &|p, a| served(&pair, &sock, p, a));
-    d.expect_line(
-        &["application joined"],
-        STEP,
-        "the programs joined the daemon",
-    );
-    assert!(
-        !d.log().contains("panicked"),
-        "the daemon panicked:\n{}",
-        d.tail()
-    );
+    in_service(("shm2", 172), "sockperf", sockperf_each_iomux);
 }
 
 /// sockperf server under the shim in each -F mode with Linux clients, and clients under the
@@ -748,65 +757,27 @@ fn sockperf_each_iomux(pair: &Pair, sh: &Sh) {
     drop(server.terminate());
 }
 
-/// Seeded bytes to serve.
-fn payload(n: usize) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 #[test]
 fn shim_python_http_server_serves_linux_curl_and_shimmed_curl_fetches_from_linux() {
-    let _lock = start();
-    let pair = Pair::new("p", 157).expect("creating the namespaces");
-    http_server_and_curl(&pair, &|p, a| shimmed(&pair, p, a));
+    in_embedded(("p", 157), http_server_and_curl);
 }
 
 #[test]
 fn shim_service_python_http_server_serves_linux_curl_and_shimmed_curl_fetches_from_linux() {
-    let _lock = start();
-    let pair = Pair::new("shm2", 173).expect("creating the namespaces");
-    let (d, sock) = daemon(&pair, "http");
-    http_server_and_curl(&pair, &|p, a| served(&pair, &sock, p, a));
-    d.expect_line(
-        &["application joined"],
-        STEP,
-        "the programs joined the daemon",
-    );
-    assert!(
-        !d.log().contains("panicked"),
-        "the daemon panicked:\n{}",
-        d.tail()
-    );
+    in_service(("shm2", 173), "http", http_server_and_curl);
 }
 
 /// A Python asyncio echo server under the shim (embedded mode) serves 20 Linux clients at
 /// once, 256 KiB each, byte-exact.
 #[test]
 fn shim_python_asyncio_echo_server_serves_20_linux_clients_at_once() {
-    let _lock = start();
-    let pair = Pair::new("p", 161).expect("creating the namespaces");
-    asyncio_echo(&pair, &|p, a| shimmed(&pair, p, a));
+    in_embedded(("p", 161), asyncio_echo);
 }
 
 /// The same asyncio server in service mode (through `corestack run`).
 #[test]
 fn shim_service_python_asyncio_echo_server_serves_20_linux_clients_at_once() {
-    let _lock = start();
-    let pair = Pair::new("shm3", 162).expect("creating the namespaces");
-    let (d, sock) = daemon(&pair, "asyncio");
-    asyncio_echo(&pair, &|p, a| served(&pair, &sock, p, a));
-    assert!(
-        !d.log().contains("panicked"),
-        "the daemon panicked:\n{}",
-        d.tail()
-    );
+    in_service(("shm3", 162), "asyncio", asyncio_echo);
 }
 
 fn asyncio_echo(pair: &Pair, sh: &Sh) {
@@ -842,23 +813,13 @@ fn asyncio_echo(pair: &Pair, sh: &Sh) {
 /// once, 1 MiB each, complete.
 #[test]
 fn shim_node_http_server_serves_linux_curl() {
-    let _lock = start();
-    let pair = Pair::new("p", 163).expect("creating the namespaces");
-    node_http(&pair, &|p, a| shimmed(&pair, p, a));
+    in_embedded(("p", 163), node_http);
 }
 
 /// The same Node.js server in service mode.
 #[test]
 fn shim_service_node_http_server_serves_linux_curl() {
-    let _lock = start();
-    let pair = Pair::new("shm4", 164).expect("creating the namespaces");
-    let (d, sock) = daemon(&pair, "node");
-    node_http(&pair, &|p, a| served(&pair, &sock, p, a));
-    assert!(
-        !d.log().contains("panicked"),
-        "the daemon panicked:\n{}",
-        d.tail()
-    );
+    in_service(("shm4", 164), "node", node_http);
 }
 
 fn node_http(pair: &Pair, sh: &Sh) {
@@ -914,7 +875,7 @@ fn shim_service_node_cluster_with_two_workers_serves_linux_curl() {
         .collect();
     assert_eq!(workers.len(), 2, "not both workers served:\n{}", what());
     drop(server.terminate());
-    assert!(!d.log().contains("panicked"), "{}", d.tail());
+    d.assert_no_panic();
 }
 
 /// A hyper HTTP server on Tokio's multi-thread runtime (4 workers; `tests/shim/tokio_http`,
@@ -1005,7 +966,7 @@ fn http_server_and_curl(pair: &Pair, sh: &Sh) {
     need("curl");
     let www = profile_dir().join("shim-www");
     std::fs::create_dir_all(&www).expect("creating the web root");
-    let data = payload(3 << 20);
+    let data = payload(3 << 20, 0x9e37_79b9_7f4a_7c15);
     std::fs::write(www.join("data.bin"), &data).expect("writing the file to serve");
     let www_s = www.to_str().unwrap();
     let fetch = |cmd: Command, what: &str| {
@@ -1130,27 +1091,12 @@ fn http_server_and_curl(pair: &Pair, sh: &Sh) {
 
 #[test]
 fn shim_nc_both_directions_one_mib_sha256_equal() {
-    let _lock = start();
-    let pair = Pair::new("p", 158).expect("creating the namespaces");
-    nc_both_ways(&pair, &|p, a| shimmed(&pair, p, a));
+    in_embedded(("p", 158), nc_both_ways);
 }
 
 #[test]
 fn shim_service_nc_both_directions_one_mib_sha256_equal() {
-    let _lock = start();
-    let pair = Pair::new("shm2", 174).expect("creating the namespaces");
-    let (d, sock) = daemon(&pair, "nc");
-    nc_both_ways(&pair, &|p, a| served(&pair, &sock, p, a));
-    d.expect_line(
-        &["application joined"],
-        STEP,
-        "the programs joined the daemon",
-    );
-    assert!(
-        !d.log().contains("panicked"),
-        "the daemon panicked:\n{}",
-        d.tail()
-    );
+    in_service(("shm2", 174), "nc", nc_both_ways);
 }
 
 /// nc -l under the shim receives 1 MiB from Linux nc; nc under the shim sends 1 MiB to Linux
@@ -1312,7 +1258,7 @@ fn shim_service_python_forking_tcp_server_serves_20_linux_clients_at_once() {
     let (out, ok) = twenty_echo_clients(&pair, 7401, || served(&server.stdout()));
     assert_twenty_echoed(&out, ok, &server, &d);
     drop(server.terminate());
-    assert!(!d.log().contains("panicked"), "{}", d.tail());
+    d.assert_no_panic();
 }
 
 /// A file this test put in place, removed on drop.
@@ -1424,7 +1370,7 @@ fn shim_service_nginx_with_the_stock_configuration_serves_linux_curl() {
         "{joined} nginx processes joined the daemon\n{}",
         log()
     );
-    assert!(!d.log().contains("panicked"), "{}", d.tail());
+    d.assert_no_panic();
 }
 
 /// nginx with `listen 80 reuseport` and two workers, in service mode: the master opens a
@@ -1640,7 +1586,7 @@ fn shim_service_postgresql_postmaster_forks_backends_that_serve_pgbench_for_10_s
         "{joined} postgres processes joined:\n{}",
         d.tail()
     );
-    assert!(!d.log().contains("panicked"), "{}", d.tail());
+    d.assert_no_panic();
 }
 
 /// tests/shim/daemonize_echo.py in service mode, a server started as `daemon on` servers
@@ -1697,7 +1643,7 @@ fn shim_service_daemonizing_server_with_grandchild_workers_serves_20_linux_clien
     });
     stop(&pids);
     assert_twenty_echoed(&out, served, &server, &d);
-    assert!(!d.log().contains("panicked"), "{}", d.tail());
+    d.assert_no_panic();
 }
 
 /// 20 asyncio clients on the Linux side at once, 256 KiB each to corestack's `port` and the
@@ -1986,28 +1932,10 @@ fn shim_tcp_cork_holds_writes_until_cleared_and_an_unhonoured_option_before_conn
 #[test]
 fn shim_epoll_ctl_add_and_mod_wake_a_sleeping_epoll_wait_and_the_shims_own_fds_never_leak() {
     let _lock = start();
-    let prog = cc("wake");
     let pair = Pair::new("p", 201).expect("creating the namespaces");
     let _echo = linux_echo(&pair);
-    let kernel = run_ok(
-        "wake (kernel)",
-        plain(&pair.linux, &prog, &[&pair.linux_ip, "7"]),
-        STEP,
-    );
-    assert!(kernel.contains("ALL PASSED"), "kernel: {kernel}");
-    let failed: Vec<String> = [false, true]
-        .into_iter()
-        .filter_map(|inline| {
-            let f = run(
-                &format!("wake (shim, inline {inline})"),
-                shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7"]),
-                STEP,
-            );
-            let ok = f.status.success() && f.stdout.contains("ALL PASSED");
-            (!ok).then(|| format!("inline {inline}:\n{}{}", f.stdout, f.stderr))
-        })
-        .collect();
-    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    let args = [pair.linux_ip.as_str(), "7"];
+    passes_on_the_kernel_and_the_shim(&pair, "wake", &args, &args, &[]);
 }
 
 // ---------------------------------------------------------------------------
@@ -2153,28 +2081,10 @@ fn shim_scm_rights_of_a_corestack_socket_is_refused_or_lent_in_service_mode() {
 #[test]
 fn shim_udp_connect_on_a_wildcard_or_auto_bound_socket_reaches_corestack_and_loopback_peers() {
     let _lock = start();
-    let prog = cc("udpconn");
     let pair = Pair::new("p", 204).expect("creating the namespaces");
     let _echo = linux_echo(&pair);
-    let kernel = run_ok(
-        "udpconn (kernel)",
-        plain(&pair.linux, &prog, &[&pair.linux_ip, "7"]),
-        STEP,
-    );
-    assert!(kernel.contains("ALL PASSED"), "kernel: {kernel}");
-    let failed: Vec<String> = [false, true]
-        .into_iter()
-        .filter_map(|inline| {
-            let f = run(
-                &format!("udpconn (shim, inline {inline})"),
-                shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7"]),
-                STEP,
-            );
-            let ok = f.status.success() && f.stdout.contains("ALL PASSED");
-            (!ok).then(|| format!("inline {inline}:\n{}{}", f.stdout, f.stderr))
-        })
-        .collect();
-    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    let args = [pair.linux_ip.as_str(), "7"];
+    passes_on_the_kernel_and_the_shim(&pair, "udpconn", &args, &args, &[]);
 }
 
 // ---------------------------------------------------------------------------
@@ -2189,26 +2099,16 @@ fn shim_udp_connect_on_a_wildcard_or_auto_bound_socket_reaches_corestack_and_loo
 #[test]
 fn shim_a_signal_during_the_spin_interrupts_read_recv_accept_epoll_wait_and_poll_as_on_linux() {
     let _lock = start();
-    let prog = cc("eintr");
     let pair = Pair::new("p", 205).expect("creating the namespaces");
     let _echo = linux_echo(&pair);
-    let kernel = run_ok(
-        "eintr (kernel)",
-        plain(&pair.linux, &prog, &[&pair.linux_ip, "7", "7205"]),
-        STEP,
+    let ip = pair.linux_ip.as_str();
+    passes_on_the_kernel_and_the_shim(
+        &pair,
+        "eintr",
+        &[ip, "7", "7205"],
+        &[ip, "7", "7206"],
+        &[("CORESTACK_SPIN_US", "1000000")],
     );
-    assert!(kernel.contains("ALL PASSED"), "kernel: {kernel}");
-    let failed: Vec<String> = [false, true]
-        .into_iter()
-        .filter_map(|inline| {
-            let mut cmd = shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7", "7206"]);
-            cmd.env("CORESTACK_SPIN_US", "1000000");
-            let f = run(&format!("eintr (shim, inline {inline})"), cmd, STEP);
-            let ok = f.status.success() && f.stdout.contains("ALL PASSED");
-            (!ok).then(|| format!("inline {inline}:\n{}{}", f.stdout, f.stderr))
-        })
-        .collect();
-    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
 // ---------------------------------------------------------------------------
@@ -2289,28 +2189,10 @@ fn shim_pthread_cancel_of_a_thread_blocked_in_recv_poll_epoll_wait_accept_ends_i
 #[test]
 fn shim_splice_between_a_corestack_socket_and_pipes_relays_byte_exact_as_on_linux() {
     let _lock = start();
-    let prog = cc("splice");
     let pair = Pair::new("p", 207).expect("creating the namespaces");
     let _echo = linux_echo(&pair);
-    let kernel = run_ok(
-        "splice (kernel)",
-        plain(&pair.linux, &prog, &[&pair.linux_ip, "7"]),
-        STEP,
-    );
-    assert!(kernel.contains("ALL PASSED"), "kernel: {kernel}");
-    for inline in [false, true] {
-        let f = run(
-            &format!("splice (shim, inline {inline})"),
-            shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7"]),
-            STEP,
-        );
-        assert!(
-            f.status.success() && f.stdout.contains("ALL PASSED"),
-            "inline {inline}:\n{}{}",
-            f.stdout,
-            f.stderr
-        );
-    }
+    let args = [pair.linux_ip.as_str(), "7"];
+    passes_on_the_kernel_and_the_shim(&pair, "splice", &args, &args, &[]);
 }
 
 // ---------------------------------------------------------------------------

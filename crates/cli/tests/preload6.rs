@@ -10,7 +10,7 @@
 mod common;
 
 use common::daemon;
-use common::shim::{need, preload, profile_dir, script};
+use common::shim::{need, payload, preload, profile_dir, script};
 use common::*;
 use std::process::Command;
 use std::time::Duration;
@@ -71,18 +71,6 @@ fn linux_link_local(pair: &Pair) -> String {
     panic!("Linux's link-local address on vl never left DAD");
 }
 
-fn payload(n: usize) -> Vec<u8> {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 /// python's http.server bound to `[::]` (dual-stack) under the shim, in embedded and in
 /// inline mode, serves 2 MiB to `curl -6` and `curl -4` from Linux at the same time, three
 /// rounds, byte-exact; its log names the IPv4 clients `::ffff:10.N.1.1` and the IPv6 ones by
@@ -96,7 +84,7 @@ fn shim6_dual_stack_http_server_serves_curl_6_and_curl_4_at_once_byte_exact() {
     let (linux6, core6) = linux_ipv6(&pair, 217);
     let www = profile_dir().join("shim6-www");
     std::fs::create_dir_all(&www).expect("creating the web root");
-    let data = payload(2 << 20);
+    let data = payload(2 << 20, 0x2545_f491_4f6c_dd1d);
     std::fs::write(www.join("data.bin"), &data).expect("writing the file to serve");
     let www_s = www.to_str().unwrap();
     for (inline, port) in [(false, "8080"), (true, "8081")] {
@@ -314,11 +302,7 @@ fn shim6_service_mode_dual_stack_and_v6only_listeners_serve_as_on_linux() {
         f.stderr,
         daemon.tail()
     );
-    assert!(
-        !daemon.log().contains("panicked"),
-        "the daemon panicked:\n{}",
-        daemon.tail()
-    );
+    daemon.assert_no_panic();
 }
 
 /// IPV6_TCLASS and IPV6_UNICAST_HOPS under the shim reach the wire (tests/shim/v6_header.py

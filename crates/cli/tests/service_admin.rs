@@ -17,62 +17,12 @@ use common::*;
 #[test]
 fn privileged_port_needs_root_or_a_grant_and_ports_are_exclusive() {
     let (_lock, pair, sock, mut daemon) = daemon_test(145, "ports");
-    // (b) nobody may not bind 80, and is told so.
-    let f = app_outcome(
-        "nobody's app on port 80",
-        app_as_nobody(&pair.core, &sock, &["serve", "echo", "--port", "80"]),
-    );
-    assert_failed_with(
-        &f,
-        &["permission denied", "os error 13"],
-        "nobody binding port 80",
-        &daemon,
-    );
-    daemon.expect_line(
-        &["application joined", "uid=65534"],
-        Duration::from_secs(1),
-        "nobody's app",
-    );
-    // (a) root may.
-    let root80 = echo_app(&pair, &sock, 80, &daemon);
-    echo_works(&pair, 80, "root's app on port 80", &daemon);
-    // (b) nobody may bind 8080.
-    let nobody8080 = spawn_listening(
-        app_as_nobody(&pair.core, &sock, &["serve", "echo", "--port", "8080"]),
-        "nobody's app on port 8080",
-        &daemon,
-    );
-    echo_works(&pair, 8080, "nobody's app on port 8080", &daemon);
-    // (d) a port is one application's: a second app on 8080 (root, even) and on 80 is refused,
-    // and the first ones keep working.
-    for port in [8080u16, 80] {
-        let f = app_outcome(
-            &format!("a second app on port {port}"),
-            app(
-                &pair.core,
-                &sock,
-                &["serve", "echo", "--port", &port.to_string()],
-            ),
-        );
-        assert_failed_with(
-            &f,
-            &["already in use"],
-            &format!("a second app on port {port}"),
-            &daemon,
-        );
-    }
-    echo_works(
-        &pair,
-        8080,
-        "the first app on 8080 after the second was refused",
-        &daemon,
-    );
-    echo_works(
-        &pair,
-        80,
-        "the first app on 80 after the second was refused",
-        &daemon,
-    );
+    // (a) root may bind 80; (b) nobody may not (and is told so), but may bind 8080; (d) a
+    // port is one application's.
+    let (root80, nobody8080) =
+        ports_need_root_and_belong_to_one_app(&pair, &sock, &daemon, "port ", |port, what| {
+            echo_works(&pair, port, what, &daemon)
+        });
     drop((root80, nobody8080));
     daemon.stop_cleanly();
     // (c) a grant in the configuration: by uid, then by gid.

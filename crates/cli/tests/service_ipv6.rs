@@ -174,46 +174,12 @@ fn service_ipv6_ports_need_the_grant_and_belong_to_one_app() {
             .unwrap_or_else(|e| panic!("{what}: {e}; daemon log:\n{}", daemon.tail()));
         assert!(out.starts_with("True"), "{what}: {out}");
     };
-    // nobody's [::]:80 is refused (EACCES); root's is served over IPv6.
-    let f = app_outcome(
-        "nobody's app on [::]:80",
-        app_as_nobody(&pair.core, &sock, &["serve", "echo", "--port", "80"]),
-    );
-    assert_failed_with(
-        &f,
-        &["permission denied", "os error 13"],
-        "nobody binding [::]:80",
-        &daemon,
-    );
-    let root80 = echo_app(&pair, &sock, 80, &daemon);
-    echo6(80, "root's app on [::]:80 over IPv6");
-    let nobody8080 = spawn_listening(
-        app_as_nobody(&pair.core, &sock, &["serve", "echo", "--port", "8080"]),
-        "nobody's app on [::]:8080",
-        &daemon,
-    );
-    echo6(8080, "nobody's app on [::]:8080 over IPv6");
-    // A second application on either port is refused; the first ones carry on.
-    for port in [8080u16, 80] {
-        let f = app_outcome(
-            &format!("a second app on [::]:{port}"),
-            app(
-                &pair.core,
-                &sock,
-                &["serve", "echo", "--port", &port.to_string()],
-            ),
-        );
-        assert_failed_with(
-            &f,
-            &["already in use"],
-            &format!("a second app on {port}"),
-            &daemon,
-        );
-        echo6(
-            port,
-            &format!("the first app on [::]:{port} after the second"),
-        );
-    }
+    // nobody's [::]:80 is refused (EACCES); root's is served over IPv6, nobody's [::]:8080
+    // too; a second application on either port is refused.
+    let (root80, nobody8080) =
+        ports_need_root_and_belong_to_one_app(&pair, &sock, &daemon, "[::]:", |port, what| {
+            echo6(port, &format!("{what} over IPv6"))
+        });
     drop((root80, nobody8080));
     daemon.stop_cleanly();
 }

@@ -136,16 +136,13 @@ impl Setup {
         let (eng_rx, _app_rx) = appif::bytes::growable_ring(4096, 4096);
         push(
             &mut self.ca,
-            Command::Connect {
-                id: self.next_id,
-                owner: Owner::LOCAL,
-                shared: shared.clone(),
-                local_port: 0,
-                remote: SocketAddrV4::new(B_IP, PORT).into(),
-                tx: eng_tx,
-                rx: eng_rx,
-                nodelay: false,
-            },
+            common::connect(
+                self.next_id,
+                &shared,
+                SocketAddrV4::new(B_IP, PORT),
+                (eng_tx, eng_rx),
+                false,
+            ),
         );
         self.next_id += 1;
         self.run(|w| {

@@ -186,16 +186,7 @@ fn connect(id: u64, remote: SocketAddrV4, ring: usize) -> (Command, End) {
     let shared = StatusHandle::local();
     let (app_tx, eng_tx) = appif::bytes::ring(ring);
     let (eng_rx, app_rx) = appif::bytes::ring(ring);
-    let cmd = Command::Connect {
-        id,
-        owner: Owner::LOCAL,
-        shared: shared.clone(),
-        local_port: 0,
-        remote: remote.into(),
-        tx: eng_tx,
-        rx: eng_rx,
-        nodelay: true,
-    };
+    let cmd = common::connect(id, &shared, remote, (eng_tx, eng_rx), true);
     (
         cmd,
         End {

@@ -283,16 +283,7 @@ fn syn_cookies_open_v6_connections_when_the_backlog_is_full() {
         let (eng_rx, a_rx) = bytes::growable_ring(65536, 65536);
         push(
             &mut w.ca,
-            Command::Connect {
-                id: 10 + i,
-                owner: Owner::LOCAL,
-                shared: shared.clone(),
-                local_port: 0,
-                remote: sa(B6, PORT + 2),
-                tx: eng_tx,
-                rx: eng_rx,
-                nodelay: true,
-            },
+            common::connect(10 + i, &shared, sa(B6, PORT + 2), (eng_tx, eng_rx), true),
         );
         ends.push((shared, a_tx, a_rx));
     }
@@ -381,16 +372,7 @@ fn v6only_listener_refuses_ipv4_and_shares_its_port_with_an_ipv4_one() {
     let (eng_rx, _a_rx) = bytes::growable_ring(65536, 65536);
     push(
         &mut w.ca,
-        Command::Connect {
-            id: 5,
-            owner: Owner::LOCAL,
-            shared: shared.clone(),
-            local_port: 0,
-            remote: to,
-            tx: eng_tx,
-            rx: eng_rx,
-            nodelay: true,
-        },
+        common::connect(5, &shared, to, (eng_tx, eng_rx), true),
     );
     run_until(&mut w, 2_000_000_000, |_| shared.state() == SockState::Open);
     assert_eq!(shared.error(), 0, "{}", dump(&w.a, &w.b));

@@ -15,8 +15,9 @@
 //! - poll, select and epoll take mixed sets ([`mux`], [`epoll`]); waiters
 //!   sleep in the kernel and the engine wakes them through an eventfd with
 //!   the notify-flag protocol ([`wait`]).
-//! - Options: [`opts`] (the table of what is honoured); TCP_INFO: [`info`].
-//! - Configuration, fork and exit: [`process`].
+//! - Options: [`opts`] (the table of what is honoured); TCP_INFO: [`tcp_info`].
+//! - The process's stack (configuration from the environment, start on
+//!   first use, fork, exec and exit): [`stack`].
 //!
 //! Threading: any thread may use any socket; a call that waits holds no
 //! lock while it sleeps, and `pthread_cancel` ends it as glibc's own call
@@ -28,13 +29,13 @@ mod addr;
 mod cancel;
 mod epoll;
 mod ffi;
-mod info;
 mod mux;
 mod opts;
-mod process;
 mod sock;
+mod stack;
 mod sys;
 mod table;
+mod tcp_info;
 #[cfg(test)]
 mod tests;
 mod wait;

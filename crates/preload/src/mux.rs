@@ -49,7 +49,7 @@ pub fn poll(
         })
         .collect();
     let nkernel = kset.iter().filter(|p| p.fd >= 0).count();
-    let stack = crate::process::started();
+    let stack = crate::stack::started();
     // The steps every wait takes (spin with signals held, then sleep); a
     // signal during the spin is EINTR, as during the kernel's sleep.
     let mut steps = stack.map(|s| corestack::WaitSteps::new(s, mask));

@@ -455,7 +455,7 @@ pub fn get(s: &Sock, fd: c_int, level: c_int, name: c_int, out: &mut [u8]) -> R<
         n
     };
     let default_buf =
-        || 2 * crate::process::started().map_or(256 * 1024, |st| st.ring_bytes()) as i32;
+        || 2 * crate::stack::started().map_or(256 * 1024, |st| st.ring_bytes()) as i32;
     let n = match (level, name) {
         (libc::SOL_SOCKET, libc::SO_TYPE) => put_int(
             out,
@@ -516,7 +516,7 @@ pub fn get(s: &Sock, fd: c_int, level: c_int, name: c_int, out: &mut [u8]) -> R<
             put_int(out, o.keepcnt.unwrap_or(9))
         }
         (libc::IPPROTO_TCP, libc::TCP_MAXSEG) if s.ty == Ty::Stream => {
-            let mss = crate::info::row(s).map_or(536, |r| i32::from(r.mss));
+            let mss = crate::tcp_info::row(s).map_or(536, |r| i32::from(r.mss));
             put_int(out, mss)
         }
         (libc::IPPROTO_TCP, libc::TCP_CONGESTION) if s.ty == Ty::Stream => {
@@ -528,7 +528,7 @@ pub fn get(s: &Sock, fd: c_int, level: c_int, name: c_int, out: &mut [u8]) -> R<
             n
         }
         (libc::IPPROTO_TCP, libc::TCP_INFO) if s.ty == Ty::Stream => {
-            let b = crate::info::tcp_info(s);
+            let b = crate::tcp_info::bytes(s);
             let n = out.len().min(b.len());
             out[..n].copy_from_slice(&b[..n]);
             n

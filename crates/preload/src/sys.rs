@@ -308,7 +308,7 @@ pub unsafe fn close(fd: c_int) -> c_int {
 /// The library's constructor: resolves the real symbols before `main`.
 extern "C" fn init() {
     real();
-    crate::process::init();
+    crate::stack::init();
 }
 
 // SAFETY (link section): a pointer to a `extern "C" fn()` in `.init_array`

@@ -185,7 +185,7 @@ pub fn internal_base() -> c_int {
     if b > 0 {
         return b;
     }
-    let soft = crate::process::nofile_soft_limit();
+    let soft = crate::stack::nofile_soft_limit();
     let base = (soft / 4 * 3).clamp(64, (MAX_FDS - CHUNK) as u64) as c_int;
     BASE.store(base, Ordering::Relaxed);
     base

@@ -19,42 +19,27 @@ pub const B6: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 2);
 /// Dual-stack stacks a (at [`A`] and [`A6`]) and b (at [`B`] and [`B6`])
 /// on a clean `mem` wire, inline or embedded.
 pub fn stacks_v6(inline: bool) -> (Stack, Stack) {
-    let (pa, pb) = mem::pair(Impairments::none(), Impairments::none(), 1);
-    let a = Stack::builder()
-        .mem_port(pa)
-        .ip(A, 24)
-        .ip6(A6, 64)
-        .inline(inline)
-        .start()
-        .unwrap();
-    let b = Stack::builder()
-        .mem_port(pb)
-        .ip(B, 24)
-        .ip6(B6, 64)
-        .inline(inline)
-        .start()
-        .unwrap();
-    (a, b)
+    clean_pair(inline, true)
 }
 
 /// Stacks a (at [`A`]) and b (at [`B`]) on a clean `mem` wire, both inline
 /// (the engine runs in the threads that call into them) or both with an
 /// engine thread of their own.
 pub fn stacks(inline: bool) -> (Stack, Stack) {
+    clean_pair(inline, false)
+}
+
+/// Stacks a and b on a clean `mem` wire, with their IPv6 addresses when `v6`.
+fn clean_pair(inline: bool, v6: bool) -> (Stack, Stack) {
     let (pa, pb) = mem::pair(Impairments::none(), Impairments::none(), 1);
-    let a = Stack::builder()
-        .mem_port(pa)
-        .ip(A, 24)
-        .inline(inline)
-        .start()
-        .unwrap();
-    let b = Stack::builder()
-        .mem_port(pb)
-        .ip(B, 24)
-        .inline(inline)
-        .start()
-        .unwrap();
-    (a, b)
+    let start = |port, ip, ip6| {
+        let mut b = Stack::builder().mem_port(port).ip(ip, 24).inline(inline);
+        if v6 {
+            b = b.ip6(ip6, 64);
+        }
+        b.start().unwrap()
+    };
+    (start(pa, A, A6), start(pb, B, B6))
 }
 
 /// Stacks a (at [`A`], `a_engines` engines) and b (at [`B`], `b_engines`

@@ -217,27 +217,36 @@ impl Topology {
     /// kernel server's for the client. The kernel then sends no ARP through the path (corestack
     /// still resolves the client itself, once per start).
     pub fn static_neighbours(&self) -> Result<()> {
-        let ck = mac(&self.client, "ck")?;
-        let client_ip = LINUX_CLIENT.split('/').next().unwrap_or(LINUX_CLIENT);
+        self.permanent_neighbours(&[], LINUX_CLIENT, LINUX_SERVER, CORE_SERVER)
+    }
+
+    /// `ip FAMILY neigh replace ... nud permanent` for the kernel's ends: the client's
+    /// (`client`, `ADDR/PREFIX`) entries for both servers, the kernel server's for the client.
+    fn permanent_neighbours(
+        &self,
+        family: &[&str],
+        client: &str,
+        linux_server: &str,
+        core_server: &str,
+    ) -> Result<()> {
+        let client_ip = client.split('/').next().unwrap_or(client);
         for (ns, addr, lladdr, dev) in [
-            (&self.client, LINUX_SERVER, mac(&self.server, "sk")?, "ck"),
-            (&self.client, CORE_SERVER, mac(&self.server, "sc")?, "ck"),
-            (&self.server, client_ip, ck, "sk"),
+            (&self.client, linux_server, mac(&self.server, "sk")?, "ck"),
+            (&self.client, core_server, mac(&self.server, "sc")?, "ck"),
+            (&self.server, client_ip, mac(&self.client, "ck")?, "sk"),
         ] {
-            ip(
-                ns,
-                &[
-                    "neigh",
-                    "replace",
-                    addr,
-                    "lladdr",
-                    &lladdr,
-                    "dev",
-                    dev,
-                    "nud",
-                    "permanent",
-                ],
-            )?;
+            let neigh = [
+                "neigh",
+                "replace",
+                addr,
+                "lladdr",
+                &lladdr,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ];
+            ip(ns, &[family, &neigh[..]].concat())?;
         }
         Ok(())
     }
@@ -258,29 +267,7 @@ impl Topology {
             }
             ip(ns, &["-6", "addr", "add", &addr, "dev", end, "nodad"])?;
         }
-        let client_ip = LINUX_CLIENT6.split('/').next().unwrap_or(LINUX_CLIENT6);
-        for (ns, addr, lladdr, dev) in [
-            (&self.client, LINUX_SERVER6, mac(&self.server, "sk")?, "ck"),
-            (&self.client, CORE_SERVER6, mac(&self.server, "sc")?, "ck"),
-            (&self.server, client_ip, mac(&self.client, "ck")?, "sk"),
-        ] {
-            ip(
-                ns,
-                &[
-                    "-6",
-                    "neigh",
-                    "replace",
-                    addr,
-                    "lladdr",
-                    &lladdr,
-                    "dev",
-                    dev,
-                    "nud",
-                    "permanent",
-                ],
-            )?;
-        }
-        Ok(())
+        self.permanent_neighbours(&["-6"], LINUX_CLIENT6, LINUX_SERVER6, CORE_SERVER6)
     }
 
     /// Joins the bridges through the direct link (false) or through the impairment bridge, and

@@ -271,23 +271,16 @@ impl Elf {
             return None;
         }
         e.machine = e.half(d, 18)?;
-        if wide {
-            e.phoff = e.word(d, 32, true)?;
-            e.shoff = e.word(d, 40, true)?;
-            e.phentsize = e.half(d, 54)?;
-            e.phnum = e.half(d, 56)?;
-            e.shentsize = e.half(d, 58)?;
-            e.shnum = e.half(d, 60)?;
-            e.shstrndx = e.half(d, 62)?;
-        } else {
-            e.phoff = e.word(d, 28, false)?;
-            e.shoff = e.word(d, 32, false)?;
-            e.phentsize = e.half(d, 42)?;
-            e.phnum = e.half(d, 44)?;
-            e.shentsize = e.half(d, 46)?;
-            e.shnum = e.half(d, 48)?;
-            e.shstrndx = e.half(d, 50)?;
-        }
+        // e_phoff and e_shoff (words), then e_phentsize, e_phnum, e_shentsize, e_shnum and
+        // e_shstrndx (halves, after e_flags and e_ehsize), at the class's offsets.
+        let (phoff, shoff, halves) = if wide { (32, 40, 54) } else { (28, 32, 42) };
+        e.phoff = e.word(d, phoff, wide)?;
+        e.shoff = e.word(d, shoff, wide)?;
+        e.phentsize = e.half(d, halves)?;
+        e.phnum = e.half(d, halves + 2)?;
+        e.shentsize = e.half(d, halves + 4)?;
+        e.shnum = e.half(d, halves + 6)?;
+        e.shstrndx = e.half(d, halves + 8)?;
         Some(e)
     }
 

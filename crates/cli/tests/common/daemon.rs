@@ -104,6 +104,15 @@ impl Daemon {
         tail_of(&self.log(), 25)
     }
 
+    /// Panics with the log's tail if the daemon logged a panic.
+    pub fn assert_no_panic(&self) {
+        assert!(
+            !self.log().contains("panicked"),
+            "the daemon panicked:\n{}",
+            self.tail()
+        );
+    }
+
     /// Waits up to `bound` for a log line containing every one of `needles`; returns the line.
     pub fn wait_line(&self, needles: &[&str], bound: Duration) -> Option<String> {
         let deadline = Instant::now() + bound;
@@ -419,4 +428,62 @@ pub fn assert_failed_with(f: &Finished, needles: &[&str], what: &str, daemon: &D
         f.stderr,
         daemon.tail()
     );
+}
+
+/// The port policy on a running daemon: nobody's application on port 80 is refused (EACCES)
+/// though it joined; root's on 80 and nobody's on 8080 are served (`echo(port, what)`
+/// checks one); a second application on either port is refused and the first ones carry
+/// on. `on` prefixes a port in the messages (`"port "`, `"[::]:"`). Returns the two apps.
+pub fn ports_need_root_and_belong_to_one_app(
+    pair: &Pair,
+    sock: &SocketPath,
+    daemon: &Daemon,
+    on: &str,
+    echo: impl Fn(u16, &str),
+) -> (Proc, Proc) {
+    let f = app_outcome(
+        &format!("nobody's app on {on}80"),
+        app_as_nobody(&pair.core, sock, &["serve", "echo", "--port", "80"]),
+    );
+    assert_failed_with(
+        &f,
+        &["permission denied", "os error 13"],
+        &format!("nobody binding {on}80"),
+        daemon,
+    );
+    daemon.expect_line(
+        &["application joined", "uid=65534"],
+        Duration::from_secs(1),
+        "nobody's app",
+    );
+    let root80 = echo_app(pair, sock, 80, daemon);
+    echo(80, &format!("root's app on {on}80"));
+    let nobody8080 = spawn_listening(
+        app_as_nobody(&pair.core, sock, &["serve", "echo", "--port", "8080"]),
+        &format!("nobody's app on {on}8080"),
+        daemon,
+    );
+    echo(8080, &format!("nobody's app on {on}8080"));
+    // A port is one application's: a second app (root's, even) is refused.
+    for port in [8080u16, 80] {
+        let f = app_outcome(
+            &format!("a second app on {on}{port}"),
+            app(
+                &pair.core,
+                sock,
+                &["serve", "echo", "--port", &port.to_string()],
+            ),
+        );
+        assert_failed_with(
+            &f,
+            &["already in use"],
+            &format!("a second app on {on}{port}"),
+            daemon,
+        );
+        echo(
+            port,
+            &format!("the first app on {on}{port} after the second was refused"),
+        );
+    }
+    (root80, nobody8080)
 }

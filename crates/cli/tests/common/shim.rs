@@ -82,3 +82,17 @@ pub fn memcached_client(
         .env_remove("LD_PRELOAD");
     super::Proc::spawn("memcached client", client, None, super::Out::Text).finish(bound)
 }
+
+/// `n` bytes of xorshift64 from `seed`: a payload in which a lost, doubled or reordered
+/// byte shows.
+pub fn payload(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}

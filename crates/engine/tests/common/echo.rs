@@ -3,7 +3,7 @@
 //! application echoes, A reads back ([`Echo`]).
 
 use super::{listening_pair, End, ListeningPair, B_IP, STEP_NS};
-use appif::command::{Command, Owner};
+use appif::command::Command;
 use appif::seg::Accepted;
 use appif::socket::{SockState, StatusHandle};
 use appif::{bytes, spsc};
@@ -84,16 +84,13 @@ impl Echo {
             let shared = StatusHandle::local();
             let (a_tx, eng_tx) = bytes::growable_ring(RING, RING);
             let (eng_rx, a_rx) = bytes::growable_ring(RING, RING);
-            let cmd = Command::Connect {
-                id: 1 + i as u64,
-                owner: Owner::LOCAL,
-                shared: shared.clone(),
-                local_port: 0,
-                remote: SocketAddrV4::new(B_IP, PORT).into(),
-                tx: eng_tx,
-                rx: eng_rx,
-                nodelay: true,
-            };
+            let cmd = super::connect(
+                1 + i as u64,
+                &shared,
+                SocketAddrV4::new(B_IP, PORT),
+                (eng_tx, eng_rx),
+                true,
+            );
             // The command ring holds 1024: let the engine take them.
             let mut cmd = Some(cmd);
             while let Some(c) = cmd.take() {

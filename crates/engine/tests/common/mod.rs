@@ -39,6 +39,28 @@ pub fn push(cmds: &mut spsc::Sender<Command>, c: Command) {
     assert!(cmds.push(c).is_ok(), "command ring full");
 }
 
+/// `Command::Connect` of the local application's socket `id` (status block `shared`) from an
+/// ephemeral port to `remote`, over the engine's ends `(tx, rx)` of its rings, TCP_NODELAY
+/// as `nodelay`.
+pub fn connect(
+    id: u64,
+    shared: &Arc<StatusHandle>,
+    remote: impl Into<core::net::SocketAddr>,
+    (tx, rx): (bytes::Reader, bytes::Writer),
+    nodelay: bool,
+) -> Command {
+    Command::Connect {
+        id,
+        owner: Owner::LOCAL,
+        shared: shared.clone(),
+        local_port: 0,
+        remote: remote.into(),
+        tx,
+        rx,
+        nodelay,
+    }
+}
+
 /// An engine on `port` with `cfg` (its address set to `ip`), and the
 /// sending end of its command ring.
 pub fn engine(
@@ -344,19 +366,7 @@ impl Wire {
         let shared = StatusHandle::local();
         let (a_tx, eng_tx) = bytes::growable_ring(cfg.ring_bytes, cfg.ring_max_bytes);
         let (eng_rx, a_rx) = bytes::growable_ring(cfg.ring_bytes, cfg.ring_max_bytes);
-        push(
-            &mut ca,
-            Command::Connect {
-                id: 1,
-                owner: Owner::LOCAL,
-                shared: shared.clone(),
-                local_port: 0,
-                remote: to,
-                tx: eng_tx,
-                rx: eng_rx,
-                nodelay: false,
-            },
-        );
+        push(&mut ca, connect(1, &shared, to, (eng_tx, eng_rx), false));
         Wire {
             a,
             b,

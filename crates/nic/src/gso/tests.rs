@@ -29,17 +29,7 @@ pub(crate) fn tcp_frame(
     f[23] = 6;
     f[26..30].copy_from_slice(&[10, 1, 1, 2]);
     f[30..34].copy_from_slice(&[10, 1, 1, 1]);
-    let t = TCP_AT;
-    f[t..t + 2].copy_from_slice(&port.to_be_bytes());
-    f[t + 2..t + 4].copy_from_slice(&80u16.to_be_bytes());
-    f[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
-    f[t + 8..t + 12].copy_from_slice(&777u32.to_be_bytes());
-    f[t + 12] = (((20 + opts.len()) / 4) as u8) << 4;
-    f[t + 13] = flags;
-    f[t + 14..t + 16].copy_from_slice(&512u16.to_be_bytes());
-    f[t + 20..hlen].copy_from_slice(opts);
-    f[hlen..].copy_from_slice(payload);
-    checksums(&mut f);
+    put_tcp(&mut f, TCP_AT, port, seq, flags, opts, payload);
     f
 }
 
@@ -60,8 +50,15 @@ pub(crate) fn tcp6_frame(seq: u32, flags: u8, payload: &[u8], opts: &[u8], flow:
     f[37] = 2; // fd00::2
     f[38..40].copy_from_slice(&[0xfd, 0]);
     f[53] = 1; // fd00::1
-    let t = TCP6_AT;
-    f[t..t + 2].copy_from_slice(&7u16.to_be_bytes());
+    put_tcp(&mut f, TCP6_AT, 7, seq, flags, opts, payload);
+    f
+}
+
+/// The TCP header at `t` (source port `port` to 80, ack 777, window 512, `opts`), the
+/// `payload` after it to the frame's end, and the checksums.
+fn put_tcp(f: &mut [u8], t: usize, port: u16, seq: u32, flags: u8, opts: &[u8], payload: &[u8]) {
+    let hlen = t + 20 + opts.len();
+    f[t..t + 2].copy_from_slice(&port.to_be_bytes());
     f[t + 2..t + 4].copy_from_slice(&80u16.to_be_bytes());
     f[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
     f[t + 8..t + 12].copy_from_slice(&777u32.to_be_bytes());
@@ -70,8 +67,7 @@ pub(crate) fn tcp6_frame(seq: u32, flags: u8, payload: &[u8], opts: &[u8], flow:
     f[t + 14..t + 16].copy_from_slice(&512u16.to_be_bytes());
     f[t + 20..hlen].copy_from_slice(opts);
     f[hlen..].copy_from_slice(payload);
-    checksums(&mut f);
-    f
+    checksums(f);
 }
 
 /// The model's reading of a frame: (IPv6, offset of the TCP header).

@@ -11,7 +11,7 @@ impl Epoll {
     /// changes and this epoll's registrations (sums of counters that only
     /// grow, so any bump moves the key). None in a forked child.
     pub(super) fn quiet_key(&self) -> Option<u64> {
-        let stack = crate::process::started()?;
+        let stack = crate::stack::started()?;
         let engine = u64::from(stack.changes().seq());
         let local = LOCAL_CHANGES
             .load(Ordering::Acquire)

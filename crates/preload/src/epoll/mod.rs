@@ -190,7 +190,7 @@ impl Drop for Epoll {
         if let Some(&fd) = self.wake.get() {
             // A forked child gives it back only to a pool of its own (its
             // own association's, service mode).
-            if !crate::process::forked() || crate::process::started().is_some() {
+            if !crate::stack::forked() || crate::stack::started().is_some() {
                 crate::wait::give_back(fd);
             }
         }
@@ -376,7 +376,7 @@ impl Epoll {
         if self.has_core() || !self.nic_added.swap(false, Ordering::AcqRel) {
             return;
         }
-        if let Some(fd) = crate::process::started().and_then(|st| st.nic_fd()) {
+        if let Some(fd) = crate::stack::started().and_then(|st| st.nic_fd()) {
             let _ = kctl(epfd, libc::EPOLL_CTL_DEL, fd, 0, 0);
         }
     }
@@ -515,7 +515,7 @@ impl Epoll {
         mask: Option<&libc::sigset_t>,
         quiet: &Quiet,
     ) -> Result<usize, c_int> {
-        let Some(stack) = crate::process::started() else {
+        let Some(stack) = crate::stack::started() else {
             return kernel_wait(
                 epfd,
                 out,

@@ -111,14 +111,14 @@ pub(super) unsafe fn check_send_control(s: &Sock, m: &msghdr, dst: Option<Socket
 /// Whether IPV6_PKTINFO (`ip`, `ifindex`) on a datagram to `dst` asks
 /// for what corestack does anyway. Errors: EINVAL, said once.
 fn pktinfo_ok(ip: Ipv6Addr, ifindex: u32, dst: Option<SocketAddr>) -> R<()> {
-    let index_ok = ifindex == 0 || ifindex == process::ifindex();
+    let index_ok = ifindex == 0 || ifindex == stack::ifindex();
     let src = ip.to_ipv4_mapped().map_or(IpAddr::V6(ip), IpAddr::V4);
     let addr_ok = ip.is_unspecified()
         || match dst {
-            Some(d) => process::source_for(addr::canonical(d).ip()) == src,
+            Some(d) => stack::source_for(addr::canonical(d).ip()) == src,
             None => match src {
-                IpAddr::V4(v4) => v4 == process::local_ip(),
-                IpAddr::V6(v6) => process::is_own6(v6),
+                IpAddr::V4(v4) => v4 == stack::local_ip(),
+                IpAddr::V6(v6) => stack::is_own6(v6),
             },
         };
     if index_ok && addr_ok {

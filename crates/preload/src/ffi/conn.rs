@@ -5,26 +5,25 @@ use super::*;
 /// bind(2): the decision point for servers (see `sock`).
 #[no_mangle]
 pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
-    let Some(o) = ours(fd) else {
+    sock_or_kernel(
+        fd,
         // SAFETY: passed through.
-        return unsafe { sys::bind(fd, addr, len) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::bind(fd, addr, len) };
-    };
-    run_quiet(|| {
-        alive(s)?;
-        // SAFETY: the caller promises `len` readable bytes at `addr`.
-        let raw = unsafe { bytes(addr.cast(), len as usize) }?;
-        let sa = addr::parse(raw);
-        let r = match sa {
-            Ok(sa) => s.bind(&o, fd, sa, raw),
-            Err(_) => k::bind(fd, raw),
-        };
-        settle(s, &o);
-        r.map(|()| 0)
-    })
+        || unsafe { sys::bind(fd, addr, len) },
+        |o, s| {
+            run_quiet(|| {
+                alive(s)?;
+                // SAFETY: the caller promises `len` readable bytes at `addr`.
+                let raw = unsafe { bytes(addr.cast(), len as usize) }?;
+                let sa = addr::parse(raw);
+                let r = match sa {
+                    Ok(sa) => s.bind(o, fd, sa, raw),
+                    Err(_) => k::bind(fd, raw),
+                };
+                settle(s, o);
+                r.map(|()| 0)
+            })
+        },
+    )
 }
 
 /// listen(2).
@@ -55,36 +54,35 @@ pub unsafe extern "C-unwind" fn accept4(
     flags: c_int,
 ) -> c_int {
     crate::cancel::point(|| {
-        let Some(o) = ours(fd) else {
+        sock_or_kernel(
+            fd,
             // SAFETY: passed through.
-            return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
-        };
-        let Some(s) = as_sock(&o) else {
-            // SAFETY: passed through.
-            return fresh(unsafe { sys::accept4(fd, addr, len, flags) });
-        };
-        run(|| {
-            alive(s)?;
-            if flags & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) != 0 {
-                return Err(libc::EINVAL);
-            }
-            match s.accept(fd, flags)? {
-                Accepted::Core { fd: nfd, peer } => {
-                    let (b, n) = s.encode(peer);
-                    // SAFETY: the caller promises `*len` writable bytes at `addr`.
-                    unsafe { put_addr(addr, len, &b[..n]) };
-                    Ok(nfd)
-                }
-                Accepted::Kernel {
-                    fd: nfd,
-                    addr: (b, n),
-                } => {
-                    // SAFETY: as above.
-                    unsafe { put_addr(addr, len, &b[..n]) };
-                    Ok(nfd)
-                }
-            }
-        })
+            || fresh(unsafe { sys::accept4(fd, addr, len, flags) }),
+            |_, s| {
+                run(|| {
+                    alive(s)?;
+                    if flags & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) != 0 {
+                        return Err(libc::EINVAL);
+                    }
+                    match s.accept(fd, flags)? {
+                        Accepted::Core { fd: nfd, peer } => {
+                            let (b, n) = s.encode(peer);
+                            // SAFETY: the caller promises `*len` writable bytes at `addr`.
+                            unsafe { put_addr(addr, len, &b[..n]) };
+                            Ok(nfd)
+                        }
+                        Accepted::Kernel {
+                            fd: nfd,
+                            addr: (b, n),
+                        } => {
+                            // SAFETY: as above.
+                            unsafe { put_addr(addr, len, &b[..n]) };
+                            Ok(nfd)
+                        }
+                    }
+                })
+            },
+        )
     })
 }
 
@@ -103,25 +101,24 @@ pub unsafe extern "C-unwind" fn accept(
 #[no_mangle]
 pub unsafe extern "C-unwind" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     crate::cancel::point(|| {
-        let Some(o) = ours(fd) else {
+        sock_or_kernel(
+            fd,
             // SAFETY: passed through.
-            return unsafe { sys::connect(fd, addr, len) };
-        };
-        let Some(s) = as_sock(&o) else {
-            // SAFETY: passed through.
-            return unsafe { sys::connect(fd, addr, len) };
-        };
-        run(|| {
-            alive(s)?;
-            // SAFETY: the caller promises `len` readable bytes at `addr`.
-            let raw = unsafe { bytes(addr.cast(), len as usize) }?;
-            let r = match addr::parse(raw) {
-                Ok(sa) => s.connect(&o, fd, sa, raw),
-                Err(_) => k::connect(fd, raw),
-            };
-            settle(s, &o);
-            r.map(|()| 0)
-        })
+            || unsafe { sys::connect(fd, addr, len) },
+            |o, s| {
+                run(|| {
+                    alive(s)?;
+                    // SAFETY: the caller promises `len` readable bytes at `addr`.
+                    let raw = unsafe { bytes(addr.cast(), len as usize) }?;
+                    let r = match addr::parse(raw) {
+                        Ok(sa) => s.connect(o, fd, sa, raw),
+                        Err(_) => k::connect(fd, raw),
+                    };
+                    settle(s, o);
+                    r.map(|()| 0)
+                })
+            },
+        )
     })
 }
 
@@ -163,28 +160,27 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
 /// getpeername(2).
 #[no_mangle]
 pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
-    let Some(o) = ours(fd) else {
+    sock_or_kernel(
+        fd,
         // SAFETY: passed through.
-        return unsafe { sys::getpeername(fd, addr, len) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::getpeername(fd, addr, len) };
-    };
-    match s.peer_addr() {
-        Ok(a) => run_quiet(|| {
-            if len.is_null() || addr.is_null() {
-                return Err(libc::EFAULT);
+        || unsafe { sys::getpeername(fd, addr, len) },
+        |_, s| {
+            match s.peer_addr() {
+                Ok(a) => run_quiet(|| {
+                    if len.is_null() || addr.is_null() {
+                        return Err(libc::EFAULT);
+                    }
+                    let (b, n) = s.encode(a);
+                    // SAFETY: as above.
+                    unsafe { put_addr(addr, len, &b[..n]) };
+                    Ok(0)
+                }),
+                Err(Some(e)) => run_quiet(|| -> R<c_int> { Err(e) }),
+                // SAFETY: passed through.
+                Err(None) => unsafe { sys::getpeername(fd, addr, len) },
             }
-            let (b, n) = s.encode(a);
-            // SAFETY: as above.
-            unsafe { put_addr(addr, len, &b[..n]) };
-            Ok(0)
-        }),
-        Err(Some(e)) => run_quiet(|| -> R<c_int> { Err(e) }),
-        // SAFETY: passed through.
-        Err(None) => unsafe { sys::getpeername(fd, addr, len) },
-    }
+        },
+    )
 }
 
 /// setsockopt(2) (see `opts` for what corestack honours).
@@ -196,20 +192,19 @@ pub unsafe extern "C" fn setsockopt(
     val: *const c_void,
     len: socklen_t,
 ) -> c_int {
-    let Some(o) = ours(fd) else {
+    sock_or_kernel(
+        fd,
         // SAFETY: passed through.
-        return unsafe { sys::setsockopt(fd, level, name, val, len) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::setsockopt(fd, level, name, val, len) };
-    };
-    run_quiet(|| {
-        alive(s)?;
-        // SAFETY: the caller promises `len` readable bytes at `val`.
-        let v = unsafe { bytes(val, len as usize) }?;
-        opts::set(s, fd, level, name, v).map(|()| 0)
-    })
+        || unsafe { sys::setsockopt(fd, level, name, val, len) },
+        |_, s| {
+            run_quiet(|| {
+                alive(s)?;
+                // SAFETY: the caller promises `len` readable bytes at `val`.
+                let v = unsafe { bytes(val, len as usize) }?;
+                opts::set(s, fd, level, name, v).map(|()| 0)
+            })
+        },
+    )
 }
 
 /// getsockopt(2).
@@ -221,29 +216,28 @@ pub unsafe extern "C" fn getsockopt(
     val: *mut c_void,
     len: *mut socklen_t,
 ) -> c_int {
-    let Some(o) = ours(fd) else {
+    sock_or_kernel(
+        fd,
         // SAFETY: passed through.
-        return unsafe { sys::getsockopt(fd, level, name, val, len) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::getsockopt(fd, level, name, val, len) };
-    };
-    run_quiet(|| {
-        alive(s)?;
-        if len.is_null() {
-            return Err(libc::EFAULT);
-        }
-        // SAFETY: the caller promises a readable and writable socklen_t.
-        let room = unsafe { *len } as i32;
-        if room < 0 {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: and `*len` writable bytes at `val`.
-        let out = unsafe { bytes_mut(val, room as usize) }?;
-        let n = opts::get(s, fd, level, name, out)?;
-        // SAFETY: as above.
-        unsafe { *len = n as socklen_t };
-        Ok(0)
-    })
+        || unsafe { sys::getsockopt(fd, level, name, val, len) },
+        |_, s| {
+            run_quiet(|| {
+                alive(s)?;
+                if len.is_null() {
+                    return Err(libc::EFAULT);
+                }
+                // SAFETY: the caller promises a readable and writable socklen_t.
+                let room = unsafe { *len } as i32;
+                if room < 0 {
+                    return Err(libc::EINVAL);
+                }
+                // SAFETY: and `*len` writable bytes at `val`.
+                let out = unsafe { bytes_mut(val, room as usize) }?;
+                let n = opts::get(s, fd, level, name, out)?;
+                // SAFETY: as above.
+                unsafe { *len = n as socklen_t };
+                Ok(0)
+            })
+        },
+    )
 }

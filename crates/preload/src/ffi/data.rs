@@ -29,24 +29,33 @@ pub(super) fn send_bufs(
     r
 }
 
+/// The length a receive returns: with MSG_TRUNC on a datagram socket the
+/// datagram's full length (as Linux), else the bytes copied.
+fn returned_len(s: &Sock, r: &Recvd, flags: c_int) -> usize {
+    if flags & libc::MSG_TRUNC != 0 && s.ty == Ty::Dgram {
+        r.full
+    } else {
+        r.n
+    }
+}
+
 /// read(2).
 #[no_mangle]
 pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     crate::cancel::point(|| {
-        let Some(o) = ours(fd) else {
+        sock_or_kernel(
+            fd,
             // SAFETY: passed through.
-            return unsafe { sys::read(fd, buf, n) };
-        };
-        let Some(s) = as_sock(&o) else {
-            // SAFETY: passed through.
-            return unsafe { sys::read(fd, buf, n) };
-        };
-        run(|| {
-            alive(s)?;
-            // SAFETY: the caller promises `n` writable bytes at `buf`.
-            let b = unsafe { bytes_mut(buf, n) }?;
-            size(recv_one(&o, s, fd, &mut [b], 0).map(|r| r.n))
-        })
+            || unsafe { sys::read(fd, buf, n) },
+            |o, s| {
+                run(|| {
+                    alive(s)?;
+                    // SAFETY: the caller promises `n` writable bytes at `buf`.
+                    let b = unsafe { bytes_mut(buf, n) }?;
+                    size(recv_one(o, s, fd, &mut [b], 0).map(|r| r.n))
+                })
+            },
+        )
     })
 }
 
@@ -54,20 +63,19 @@ pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> 
 #[no_mangle]
 pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     crate::cancel::point(|| {
-        let Some(o) = ours(fd) else {
+        sock_or_kernel(
+            fd,
             // SAFETY: passed through.
-            return unsafe { sys::write(fd, buf, n) };
-        };
-        let Some(s) = as_sock(&o) else {
-            // SAFETY: passed through.
-            return unsafe { sys::write(fd, buf, n) };
-        };
-        run(|| {
-            alive(s)?;
-            // SAFETY: the caller promises `n` readable bytes at `buf`.
-            let b = unsafe { bytes(buf, n) }?;
-            size(send_bufs(&o, s, fd, &[b], 0, None))
-        })
+            || unsafe { sys::write(fd, buf, n) },
+            |o, s| {
+                run(|| {
+                    alive(s)?;
+                    // SAFETY: the caller promises `n` readable bytes at `buf`.
+                    let b = unsafe { bytes(buf, n) }?;
+                    size(send_bufs(o, s, fd, &[b], 0, None))
+                })
+            },
+        )
     })
 }
 
@@ -75,20 +83,19 @@ pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, n: size_t) 
 #[no_mangle]
 pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     crate::cancel::point(|| {
-        let Some(o) = ours(fd) else {
+        sock_or_kernel(
+            fd,
             // SAFETY: passed through.
-            return unsafe { sys::readv(fd, iov, cnt) };
-        };
-        let Some(s) = as_sock(&o) else {
-            // SAFETY: passed through.
-            return unsafe { sys::readv(fd, iov, cnt) };
-        };
-        run(|| {
-            alive(s)?;
-            // SAFETY: the caller promises `cnt` iovecs of writable memory.
-            let mut b = unsafe { iovecs_mut(iov, cnt) }?;
-            size(recv_one(&o, s, fd, &mut b, 0).map(|r| r.n))
-        })
+            || unsafe { sys::readv(fd, iov, cnt) },
+            |o, s| {
+                run(|| {
+                    alive(s)?;
+                    // SAFETY: the caller promises `cnt` iovecs of writable memory.
+                    let mut b = unsafe { iovecs_mut(iov, cnt) }?;
+                    size(recv_one(o, s, fd, &mut b, 0).map(|r| r.n))
+                })
+            },
+        )
     })
 }
 
@@ -96,20 +103,19 @@ pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) 
 #[no_mangle]
 pub unsafe extern "C-unwind" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     crate::cancel::point(|| {
-        let Some(o) = ours(fd) else {
+        sock_or_kernel(
+            fd,
             // SAFETY: passed through.
-            return unsafe { sys::writev(fd, iov, cnt) };
-        };
-        let Some(s) = as_sock(&o) else {
-            // SAFETY: passed through.
-            return unsafe { sys::writev(fd, iov, cnt) };
-        };
-        run(|| {
-            alive(s)?;
-            // SAFETY: the caller promises `cnt` iovecs of readable memory.
-            let b = unsafe { iovecs(iov, cnt) }?;
-            size(send_bufs(&o, s, fd, &b, 0, None))
-        })
+            || unsafe { sys::writev(fd, iov, cnt) },
+            |o, s| {
+                run(|| {
+                    alive(s)?;
+                    // SAFETY: the caller promises `cnt` iovecs of readable memory.
+                    let b = unsafe { iovecs(iov, cnt) }?;
+                    size(send_bufs(o, s, fd, &b, 0, None))
+                })
+            },
+        )
     })
 }
 
@@ -145,28 +151,22 @@ pub unsafe extern "C-unwind" fn recvfrom(
     len: *mut socklen_t,
 ) -> ssize_t {
     crate::cancel::point(|| {
-        let Some(o) = ours(fd) else {
+        sock_or_kernel(
+            fd,
             // SAFETY: passed through.
-            return unsafe { sys::recvfrom(fd, buf, n, flags, addr, len) };
-        };
-        let Some(s) = as_sock(&o) else {
-            // SAFETY: passed through.
-            return unsafe { sys::recvfrom(fd, buf, n, flags, addr, len) };
-        };
-        run(|| {
-            alive(s)?;
-            // SAFETY: the caller promises `n` writable bytes at `buf`.
-            let b = unsafe { bytes_mut(buf, n) }?;
-            let r = recv_one(&o, s, fd, &mut [b], flags)?;
-            // SAFETY: the caller's address buffer, as recvfrom's contract says.
-            unsafe { put_from(s, addr, len, &r.from) };
-            let n = if flags & libc::MSG_TRUNC != 0 && s.ty == Ty::Dgram {
-                r.full
-            } else {
-                r.n
-            };
-            size(Ok(n))
-        })
+            || unsafe { sys::recvfrom(fd, buf, n, flags, addr, len) },
+            |o, s| {
+                run(|| {
+                    alive(s)?;
+                    // SAFETY: the caller promises `n` writable bytes at `buf`.
+                    let b = unsafe { bytes_mut(buf, n) }?;
+                    let r = recv_one(o, s, fd, &mut [b], flags)?;
+                    // SAFETY: the caller's address buffer, as recvfrom's contract says.
+                    unsafe { put_from(s, addr, len, &r.from) };
+                    size(Ok(returned_len(s, &r, flags)))
+                })
+            },
+        )
     })
 }
 
@@ -218,7 +218,7 @@ pub(super) unsafe fn recvmsg_impl(
     m.msg_namelen = if m.msg_name.is_null() { 0 } else { len };
     m.msg_flags = if r.full > r.n { libc::MSG_TRUNC } else { 0 };
     let pktinfo = match r.from {
-        From::Core(a)
+        Sender::Core(a)
             if s.opts
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -233,12 +233,7 @@ pub(super) unsafe fn recvmsg_impl(
         Some((ip, index)) => unsafe { super::cmsg::put_pktinfo(m, ip, index) },
         None => m.msg_controllen = 0,
     }
-    let n = if flags & libc::MSG_TRUNC != 0 && s.ty == Ty::Dgram {
-        r.full
-    } else {
-        r.n
-    };
-    size(Ok(n))
+    size(Ok(returned_len(s, &r, flags)))
 }
 
 /// recvmmsg(2): the first message waits as recvmsg would (unless
@@ -254,44 +249,44 @@ pub unsafe extern "C-unwind" fn recvmmsg(
     timeout: *mut timespec,
 ) -> c_int {
     crate::cancel::point(|| {
-        let Some(o) = ours(fd) else {
+        sock_or_kernel(
+            fd,
             // SAFETY: passed through.
-            return unsafe { sys::recvmmsg(fd, vec, vlen, flags, timeout) };
-        };
-        let Some(s) = as_sock(&o) else {
-            // SAFETY: passed through.
-            return unsafe { sys::recvmmsg(fd, vec, vlen, flags, timeout) };
-        };
-        run(|| {
-            alive(s)?;
-            if !timeout.is_null() {
-                return Err(libc::EINVAL);
-            }
-            if vec.is_null() && vlen > 0 {
-                return Err(libc::EFAULT);
-            }
-            let vlen = vlen.min(1024) as usize;
-            let mut got = 0usize;
-            for i in 0..vlen {
-                let f = if i > 0 && (flags & libc::MSG_WAITFORONE != 0 || s.ty == Ty::Dgram) {
-                    (flags & !libc::MSG_WAITFORONE) | libc::MSG_DONTWAIT
-                } else {
-                    flags & !libc::MSG_WAITFORONE
-                };
-                // SAFETY: the caller promises `vlen` mmsghdrs at `vec`.
-                let mh = unsafe { &mut *vec.add(i) };
-                // SAFETY: as recvmsg.
-                match unsafe { recvmsg_impl(&o, s, fd, &mut mh.msg_hdr, f) } {
-                    Ok(n) => {
-                        mh.msg_len = n as c_uint;
-                        got += 1;
+            || unsafe { sys::recvmmsg(fd, vec, vlen, flags, timeout) },
+            |o, s| {
+                run(|| {
+                    alive(s)?;
+                    if !timeout.is_null() {
+                        return Err(libc::EINVAL);
                     }
-                    Err(e) if got == 0 => return Err(e),
-                    Err(_) => break,
-                }
-            }
-            Ok(got as c_int)
-        })
+                    if vec.is_null() && vlen > 0 {
+                        return Err(libc::EFAULT);
+                    }
+                    let vlen = vlen.min(1024) as usize;
+                    let mut got = 0usize;
+                    for i in 0..vlen {
+                        let f = if i > 0 && (flags & libc::MSG_WAITFORONE != 0 || s.ty == Ty::Dgram)
+                        {
+                            (flags & !libc::MSG_WAITFORONE) | libc::MSG_DONTWAIT
+                        } else {
+                            flags & !libc::MSG_WAITFORONE
+                        };
+                        // SAFETY: the caller promises `vlen` mmsghdrs at `vec`.
+                        let mh = unsafe { &mut *vec.add(i) };
+                        // SAFETY: as recvmsg.
+                        match unsafe { recvmsg_impl(o, s, fd, &mut mh.msg_hdr, f) } {
+                            Ok(n) => {
+                                mh.msg_len = n as c_uint;
+                                got += 1;
+                            }
+                            Err(e) if got == 0 => return Err(e),
+                            Err(_) => break,
+                        }
+                    }
+                    Ok(got as c_int)
+                })
+            },
+        )
     })
 }
 
@@ -318,26 +313,25 @@ pub unsafe extern "C-unwind" fn sendto(
     len: socklen_t,
 ) -> ssize_t {
     crate::cancel::point(|| {
-        let Some(o) = ours(fd) else {
+        sock_or_kernel(
+            fd,
             // SAFETY: passed through.
-            return unsafe { sys::sendto(fd, buf, n, flags, addr, len) };
-        };
-        let Some(s) = as_sock(&o) else {
-            // SAFETY: passed through.
-            return unsafe { sys::sendto(fd, buf, n, flags, addr, len) };
-        };
-        run(|| {
-            alive(s)?;
-            // SAFETY: the caller promises `n` readable bytes at `buf`.
-            let b = unsafe { bytes(buf, n) }?;
-            let to = if addr.is_null() || s.ty == Ty::Stream {
-                None
-            } else {
-                // SAFETY: and `len` readable bytes at `addr`.
-                Some(unsafe { bytes(addr.cast(), len as usize) }?)
-            };
-            size(send_bufs(&o, s, fd, &[b], flags, to))
-        })
+            || unsafe { sys::sendto(fd, buf, n, flags, addr, len) },
+            |o, s| {
+                run(|| {
+                    alive(s)?;
+                    // SAFETY: the caller promises `n` readable bytes at `buf`.
+                    let b = unsafe { bytes(buf, n) }?;
+                    let to = if addr.is_null() || s.ty == Ty::Stream {
+                        None
+                    } else {
+                        // SAFETY: and `len` readable bytes at `addr`.
+                        Some(unsafe { bytes(addr.cast(), len as usize) }?)
+                    };
+                    size(send_bufs(o, s, fd, &[b], flags, to))
+                })
+            },
+        )
     })
 }
 
@@ -420,7 +414,7 @@ pub(super) unsafe fn corestack_fd_passed(msg: *const msghdr) -> Option<c_int> {
 /// `msg` is null or a msghdr that recvmsg just filled (its control buffer
 /// readable for `msg_controllen` bytes).
 pub(super) unsafe fn take_passed(msg: *const msghdr) {
-    if process::config().is_none_or(|c| c.service.is_none()) {
+    if stack::config().is_none_or(|c| c.service.is_none()) {
         // SAFETY: the caller's promise, passed on.
         unsafe { each_passed_fd(msg, |fd| drop(table::forget(fd))) };
         return;
@@ -435,7 +429,7 @@ pub(super) unsafe fn take_passed(msg: *const msghdr) {
             if sys::fd_key(fd).is_none() {
                 return;
             }
-            let Ok(stack) = process::stack() else { return };
+            let Ok(stack) = stack::start() else { return };
             let _inside = sys::Inside::enter();
             match corestack::TcpStream::borrow(stack, fd) {
                 Ok(Some(s)) => {
@@ -675,29 +669,28 @@ pub unsafe extern "C" fn sendfile(
     offset: *mut off_t,
     count: size_t,
 ) -> ssize_t {
-    let Some(o) = ours(out_fd) else {
+    sock_or_kernel(
+        out_fd,
         // SAFETY: passed through.
-        return unsafe { sys::sendfile(out_fd, in_fd, offset, count) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::sendfile(out_fd, in_fd, offset, count) };
-    };
-    run_quiet(|| {
-        alive(s)?;
-        let mut off = if offset.is_null() {
-            None
-        } else {
-            // SAFETY: the caller promises a readable and writable off_t.
-            Some(unsafe { *offset })
-        };
-        let r = sendfile_impl(&o, s, out_fd, in_fd, off.as_mut(), count);
-        if let (Some(v), false) = (off, offset.is_null()) {
-            // SAFETY: as above.
-            unsafe { *offset = v as off_t };
-        }
-        size(r)
-    })
+        || unsafe { sys::sendfile(out_fd, in_fd, offset, count) },
+        |o, s| {
+            run_quiet(|| {
+                alive(s)?;
+                let mut off = if offset.is_null() {
+                    None
+                } else {
+                    // SAFETY: the caller promises a readable and writable off_t.
+                    Some(unsafe { *offset })
+                };
+                let r = sendfile_impl(o, s, out_fd, in_fd, off.as_mut(), count);
+                if let (Some(v), false) = (off, offset.is_null()) {
+                    // SAFETY: as above.
+                    unsafe { *offset = v as off_t };
+                }
+                size(r)
+            })
+        },
+    )
 }
 
 /// sendfile64: as sendfile.

@@ -110,11 +110,11 @@ pub unsafe extern "C" fn __fxstat(_ver: c_int, fd: c_int, buf: *mut libc::stat) 
 /// learns the fork's ticket, with which it joins and takes them over.
 #[no_mangle]
 pub unsafe extern "C" fn fork() -> pid_t {
-    let announced = process::before_fork();
+    let announced = stack::before_fork();
     // SAFETY: fork takes no arguments; the atfork handlers run.
     let pid = unsafe { sys::fork() };
     if pid != 0 {
-        process::after_fork_parent(announced, pid);
+        stack::after_fork_parent(announced, pid);
     }
     pid
 }
@@ -127,14 +127,14 @@ pub unsafe extern "C" fn vfork() -> pid_t {
 }
 
 /// execve: a forked child gives back the references it inherited first
-/// (see [`process::before_exec`]).
+/// (see [`stack::before_exec`]).
 #[no_mangle]
 pub unsafe extern "C" fn execve(
     path: *const c_char,
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    process::before_exec();
+    stack::before_exec();
     // SAFETY: the caller's arguments, passed on unchanged.
     unsafe { sys::execve(path, argv, envp) }
 }
@@ -142,7 +142,7 @@ pub unsafe extern "C" fn execve(
 /// execv: as execve.
 #[no_mangle]
 pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
-    process::before_exec();
+    stack::before_exec();
     // SAFETY: as execve.
     unsafe { sys::execv(path, argv) }
 }
@@ -150,7 +150,7 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
 /// execvp: as execve.
 #[no_mangle]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
-    process::before_exec();
+    stack::before_exec();
     // SAFETY: as execve.
     unsafe { sys::execvp(file, argv) }
 }
@@ -162,7 +162,7 @@ pub unsafe extern "C" fn execvpe(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    process::before_exec();
+    stack::before_exec();
     // SAFETY: as execve.
     unsafe { sys::execvpe(file, argv, envp) }
 }
@@ -174,7 +174,7 @@ pub unsafe extern "C" fn fexecve(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    process::before_exec();
+    stack::before_exec();
     // SAFETY: as execve.
     unsafe { sys::fexecve(fd, argv, envp) }
 }

@@ -12,7 +12,7 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
         return fd;
     }
     drop(table::forget(fd));
-    if sys::inside() || !process::active() {
+    if sys::inside() || !stack::active() {
         return fd;
     }
     let base = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
@@ -390,42 +390,41 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
 /// the kernel fd.
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: c_ulong) -> c_int {
-    let Some(o) = ours(fd) else {
+    sock_or_kernel(
+        fd,
         // SAFETY: passed through.
-        return unsafe { sys::ioctl(fd, request, arg) };
-    };
-    let Some(s) = as_sock(&o) else {
-        // SAFETY: passed through.
-        return unsafe { sys::ioctl(fd, request, arg) };
-    };
-    let p = arg as *mut c_int;
-    match request {
-        libc::FIONBIO => run_quiet(|| {
-            if p.is_null() {
-                return Err(libc::EFAULT);
+        || unsafe { sys::ioctl(fd, request, arg) },
+        |_, s| {
+            let p = arg as *mut c_int;
+            match request {
+                libc::FIONBIO => run_quiet(|| {
+                    if p.is_null() {
+                        return Err(libc::EFAULT);
+                    }
+                    // SAFETY: FIONBIO's argument is a readable int.
+                    let on = unsafe { *p } != 0;
+                    s.set_nonblocking(on);
+                    if !s.has_kernel_side() {
+                        // SAFETY: passed through (the kernel fd keeps the flag too).
+                        unsafe { sys::ioctl(fd, request, arg) };
+                    }
+                    Ok(0)
+                }),
+                libc::FIONREAD => match s.pending() {
+                    Some(n) => run_quiet(|| {
+                        if p.is_null() {
+                            return Err(libc::EFAULT);
+                        }
+                        // SAFETY: FIONREAD's argument is a writable int.
+                        unsafe { *p = n.min(i32::MAX as usize) as c_int };
+                        Ok(0)
+                    }),
+                    // SAFETY: passed through.
+                    None => unsafe { sys::ioctl(fd, request, arg) },
+                },
+                // SAFETY: passed through.
+                _ => unsafe { sys::ioctl(fd, request, arg) },
             }
-            // SAFETY: FIONBIO's argument is a readable int.
-            let on = unsafe { *p } != 0;
-            s.set_nonblocking(on);
-            if !s.has_kernel_side() {
-                // SAFETY: passed through (the kernel fd keeps the flag too).
-                unsafe { sys::ioctl(fd, request, arg) };
-            }
-            Ok(0)
-        }),
-        libc::FIONREAD => match s.pending() {
-            Some(n) => run_quiet(|| {
-                if p.is_null() {
-                    return Err(libc::EFAULT);
-                }
-                // SAFETY: FIONREAD's argument is a writable int.
-                unsafe { *p = n.min(i32::MAX as usize) as c_int };
-                Ok(0)
-            }),
-            // SAFETY: passed through.
-            None => unsafe { sys::ioctl(fd, request, arg) },
         },
-        // SAFETY: passed through.
-        _ => unsafe { sys::ioctl(fd, request, arg) },
-    }
+    )
 }

@@ -19,8 +19,8 @@ use crate::addr;
 use crate::epoll::Epoll;
 use crate::mux;
 use crate::opts;
-use crate::process;
-use crate::sock::{Accepted, From, Recvd, Sock, Ty, R};
+use crate::sock::{Accepted, Recvd, Sender, Sock, Ty, R};
+use crate::stack;
 use crate::sys::{self, k};
 use crate::table::{self, Obj};
 use crate::wait::Deadline;
@@ -100,39 +100,37 @@ unsafe fn bytes_mut<'a>(p: *mut c_void, n: usize) -> R<&'a mut [u8]> {
     Ok(unsafe { core::slice::from_raw_parts_mut(p as *mut u8, n) })
 }
 
-/// The iovecs at `iov` as byte slices (IOV_MAX at most). EINVAL for a bad count.
-unsafe fn iovecs_mut<'a>(iov: *const iovec, cnt: c_int) -> R<Vec<&'a mut [u8]>> {
+/// The application's `cnt` iovecs at `iov` (IOV_MAX at most). EINVAL for a
+/// bad count, EFAULT for null with cnt > 0.
+unsafe fn iovec_array<'a>(iov: *const iovec, cnt: c_int) -> R<&'a [iovec]> {
     let cnt = usize::try_from(cnt).map_err(|_| libc::EINVAL)?;
     if cnt > 1024 {
         return Err(libc::EINVAL);
     }
     if cnt == 0 {
-        return Ok(Vec::new());
+        return Ok(&[]);
     }
     if iov.is_null() {
         return Err(libc::EFAULT);
     }
     // SAFETY: the caller promises `cnt` iovecs at `iov`.
-    let v = unsafe { core::slice::from_raw_parts(iov, cnt) };
+    Ok(unsafe { core::slice::from_raw_parts(iov, cnt) })
+}
+
+/// The iovecs at `iov` as writable byte slices (see [`iovec_array`]).
+unsafe fn iovecs_mut<'a>(iov: *const iovec, cnt: c_int) -> R<Vec<&'a mut [u8]>> {
+    // SAFETY: as the caller promises.
+    let v = unsafe { iovec_array(iov, cnt) }?;
     // SAFETY: each iovec describes memory the caller lends us for writing.
     v.iter()
         .map(|e| unsafe { bytes_mut(e.iov_base, e.iov_len) })
         .collect()
 }
 
+/// The iovecs at `iov` as readable byte slices (see [`iovec_array`]).
 unsafe fn iovecs<'a>(iov: *const iovec, cnt: c_int) -> R<Vec<&'a [u8]>> {
-    let cnt = usize::try_from(cnt).map_err(|_| libc::EINVAL)?;
-    if cnt > 1024 {
-        return Err(libc::EINVAL);
-    }
-    if cnt == 0 {
-        return Ok(Vec::new());
-    }
-    if iov.is_null() {
-        return Err(libc::EFAULT);
-    }
-    // SAFETY: as above.
-    let v = unsafe { core::slice::from_raw_parts(iov, cnt) };
+    // SAFETY: as the caller promises.
+    let v = unsafe { iovec_array(iov, cnt) }?;
     // SAFETY: each iovec describes memory the caller lends us for reading.
     v.iter()
         .map(|e| unsafe { bytes(e.iov_base, e.iov_len) })
@@ -155,20 +153,20 @@ unsafe fn put_addr(addr: *mut sockaddr, len: *mut socklen_t, b: &[u8]) {
     }
 }
 
-unsafe fn put_from(s: &Sock, addr: *mut sockaddr, len: *mut socklen_t, from: &From) {
+unsafe fn put_from(s: &Sock, addr: *mut sockaddr, len: *mut socklen_t, from: &Sender) {
     match from {
-        From::None => {
+        Sender::None => {
             if !len.is_null() && s.ty == Ty::Stream {
                 // SAFETY: as in put_addr: TCP reports no source (length 0).
                 unsafe { *len = 0 };
             }
         }
-        From::Core(a) => {
+        Sender::Core(a) => {
             let (b, n) = s.encode(*a);
             // SAFETY: passed through from our caller.
             unsafe { put_addr(addr, len, &b[..n]) }
         }
-        From::Kernel((b, n)) => {
+        Sender::Kernel((b, n)) => {
             // SAFETY: as above.
             unsafe { put_addr(addr, len, &b[..*n]) }
         }
@@ -190,6 +188,23 @@ fn as_sock(o: &Arc<Obj>) -> Option<&Sock> {
         Obj::Sock(s) => Some(s),
         Obj::Epoll(_) => None,
     }
+}
+
+/// `on_ours(entry, socket)` for the corestack socket at `fd`, else `kernel()`
+/// (libc's own call: `fd` is not corestack's, is an epoll set, or the call is
+/// the shim's own).
+#[inline]
+fn sock_or_kernel<T>(
+    fd: c_int,
+    kernel: impl FnOnce() -> T,
+    on_ours: impl FnOnce(&Arc<Obj>, &Sock) -> T,
+) -> T {
+    if let Some(o) = ours(fd) {
+        if let Some(s) = as_sock(&o) {
+            return on_ours(&o, s);
+        }
+    }
+    kernel()
 }
 
 /// ENETDOWN for a call on a corestack socket in a forked child (the
@@ -253,11 +268,11 @@ pub fn real_epoll_wait(
 }
 
 extern "C" fn fork_child() {
-    process::after_fork_child();
+    stack::after_fork_child();
 }
 
 extern "C" fn exit_handler() {
-    process::at_exit();
+    stack::at_exit();
 }
 
 /// Registers the fork-child and exit handlers (once, from the constructor).

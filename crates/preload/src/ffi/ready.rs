@@ -230,7 +230,7 @@ pub unsafe extern "C" fn __fdelt_chk(d: c_long) -> c_long {
 pub(super) fn new_epoll(fd: c_int) -> c_int {
     if fd >= 0 {
         drop(table::forget(fd));
-        if !sys::inside() && process::active() {
+        if !sys::inside() && stack::active() {
             let ep = Epoll::default();
             ep.add_fd(fd);
             if let Ok(old) = table::install(fd, Arc::new(Obj::Epoll(ep))) {

@@ -5,7 +5,7 @@
 //! `0.0.0.0` would be corestack's and the kernel's, the ring would only
 //! ever see the kernel's side, and corestack's handshakes would queue
 //! unanswered. So while the shim serves this process
-//! ([`process::active`]), creating a ring fails at once with ENOSYS, as on
+//! ([`stack::active`]), creating a ring fails at once with ENOSYS, as on
 //! a kernel built without io_uring, and one line on stderr says why (once
 //! per process). Programs that probe for io_uring (libuv, many servers)
 //! then fall back to epoll, which the shim serves.
@@ -35,7 +35,7 @@ static SAID: AtomicBool = AtomicBool::new(false);
 /// True when this process's rings are refused: the shim serves its sockets
 /// and the call is the application's. Says so once when it is.
 fn refuse() -> bool {
-    let serving = catch_unwind(|| !sys::inside() && process::active()).unwrap_or(true);
+    let serving = catch_unwind(|| !sys::inside() && stack::active()).unwrap_or(true);
     if serving {
         sys::log_once(&SAID, REFUSED);
     }
@@ -303,7 +303,7 @@ mod tests {
             libc::close(fds[1]);
         }
         assert!(
-            process::config().is_none(),
+            stack::config().is_none(),
             "run the tests without CORESTACK_* variables"
         );
         let mut params = [0u8; 120];

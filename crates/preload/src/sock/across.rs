@@ -14,7 +14,7 @@ impl Sock {
     /// on (`TcpStream::adopt`), an inherited UDP socket likewise
     /// (`UdpSocket::adopt`); then it is alive.
     pub fn dead_in_child(&self) -> bool {
-        let now = process::generation();
+        let now = stack::generation();
         if self.generation.load(Ordering::Relaxed) == now {
             return false;
         }
@@ -26,7 +26,7 @@ impl Sock {
                 self.generation.store(now, Ordering::Relaxed);
                 false
             }
-            State::Listener { l, .. } => match process::stack()
+            State::Listener { l, .. } => match stack::start()
                 .ok()
                 .and_then(|stack| TcpListener::join(stack, l, JOIN_BACKLOG).ok())
             {
@@ -55,7 +55,7 @@ impl Sock {
         adopt: fn(&corestack::Stack, &T) -> std::io::Result<T>,
         now: u32,
     ) -> bool {
-        let Some(mine) = process::stack()
+        let Some(mine) = stack::start()
             .ok()
             .and_then(|stack| adopt(stack, inherited).ok())
         else {
@@ -71,7 +71,7 @@ impl Sock {
     /// process's is lent for the receiver to take over
     /// (`TcpStream::lend`). False for anything else (then it cannot travel).
     pub fn lend(&self, key: u64) -> bool {
-        if self.generation.load(Ordering::Relaxed) != process::generation() {
+        if self.generation.load(Ordering::Relaxed) != stack::generation() {
             return false;
         }
         match &*lock(&self.state) {

@@ -50,14 +50,14 @@ impl Sock {
                             return Ok(Recvd {
                                 n: got,
                                 full: got,
-                                from: From::None,
+                                from: Sender::None,
                             });
                         }
                         if total == 0 {
                             return Ok(Recvd {
                                 n: 0,
                                 full: 0,
-                                from: From::None,
+                                from: Sender::None,
                             });
                         }
                         if eof {
@@ -70,7 +70,7 @@ impl Sock {
                             return Ok(Recvd {
                                 n: got,
                                 full: got,
-                                from: From::None,
+                                from: Sender::None,
                             });
                         }
                         if status.connecting {
@@ -81,7 +81,7 @@ impl Sock {
                             return Ok(Recvd {
                                 n: got,
                                 full: got,
-                                from: From::None,
+                                from: Sender::None,
                             });
                         }
                         (s.probe(), None)
@@ -123,7 +123,7 @@ impl Sock {
                             return Ok(Recvd {
                                 n: 0,
                                 full: 0,
-                                from: From::None,
+                                from: Sender::None,
                             });
                         }
                         (u.probe(), dual.then_some((fd, libc::POLLIN)))
@@ -142,7 +142,7 @@ impl Sock {
                     Ok(Recvd {
                         n: got,
                         full: got,
-                        from: From::None,
+                        from: Sender::None,
                     })
                 } else {
                     Err(libc::EAGAIN)
@@ -158,7 +158,7 @@ impl Sock {
                     return Ok(Recvd {
                         n: got,
                         full: got,
-                        from: From::None,
+                        from: Sender::None,
                     });
                 }
                 Err(e) => return Err(e),
@@ -287,7 +287,7 @@ impl Sock {
                         if self.family == libc::AF_INET6 && self.v6only() && open::is_mapped(sa) {
                             return Err(libc::ENETUNREACH); // IPv6-only to IPv4 (Linux)
                         }
-                        let Some(d) = dst.filter(|d| process::routes(d.ip())) else {
+                        let Some(d) = dst.filter(|d| stack::routes(d.ip())) else {
                             self.go_kernel(&mut st, me);
                             drop(st);
                             return kernel_send(fd, bufs, flags, Some(raw));
@@ -323,7 +323,7 @@ impl Sock {
                             }
                             (None, None) => return Err(libc::EDESTADDRREQ),
                         };
-                        match target.filter(|d| process::routes(d.ip())) {
+                        match target.filter(|d| stack::routes(d.ip())) {
                             Some(d)
                                 if !reaches(u.local_addr().unwrap_or(*local), self.v6only(), d) =>
                             {
@@ -456,7 +456,7 @@ pub(super) fn kernel_recv_flags(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int)
         return Ok(Recvd {
             n: copied,
             full: n,
-            from: From::Kernel(a),
+            from: Sender::Kernel(a),
         });
     }
     let total: usize = bufs.iter().map(|b| b.len()).sum();
@@ -466,7 +466,7 @@ pub(super) fn kernel_recv_flags(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int)
     Ok(Recvd {
         n: copied,
         full: n,
-        from: From::Kernel(a),
+        from: Sender::Kernel(a),
     })
 }
 
@@ -502,48 +502,34 @@ pub(super) fn peek_into(s: &TcpStream, bufs: &mut [&mut [u8]]) -> usize {
 
 /// Reads into `bufs` past the first `skip` bytes (already filled).
 pub(super) fn read_into(s: &mut TcpStream, bufs: &mut [&mut [u8]], skip: usize) -> R<usize> {
-    let mut n = 0;
-    let mut off = 0;
-    for b in bufs.iter_mut() {
-        let len = b.len();
-        if off + len <= skip {
-            off += len;
-            continue;
-        }
-        let from = skip.saturating_sub(off);
-        off += len;
-        match s.read(&mut b[from..]) {
-            Ok(0) => return Ok(n),
-            Ok(k) => {
-                n += k;
-                if k < len - from {
-                    return Ok(n);
-                }
-            }
-            Err(e) if would_block(&e) => return Ok(n),
-            Err(e) if n > 0 => {
-                let _ = e;
-                return Ok(n);
-            }
-            Err(e) => return Err(io_errno(&e)),
-        }
-    }
-    Ok(n)
+    past_skip(bufs, skip, |b, from| s.read(&mut b[from..]))
 }
 
 /// Writes `bufs` past the first `skip` bytes (already sent); returns how many.
 pub(super) fn write_from(s: &mut TcpStream, bufs: &[&[u8]], skip: usize) -> R<usize> {
+    past_skip(bufs, skip, |b, from| s.write(&b[from..]))
+}
+
+/// Runs `io(buffer, from)` on each of `bufs` past the first `skip` bytes (already done),
+/// from where the done part ends in it, until one moves less than asked (0: end of
+/// stream); returns the bytes moved. A would-block, or an error after some bytes, ends it
+/// with those; an error before any is its errno.
+fn past_skip<B: AsRef<[u8]>>(
+    bufs: impl IntoIterator<Item = B>,
+    skip: usize,
+    mut io: impl FnMut(B, usize) -> std::io::Result<usize>,
+) -> R<usize> {
     let mut n = 0;
     let mut off = 0;
     for b in bufs {
-        let len = b.len();
+        let len = b.as_ref().len();
         if off + len <= skip {
             off += len;
             continue;
         }
         let from = skip.saturating_sub(off);
         off += len;
-        match s.write(&b[from..]) {
+        match io(b, from) {
             Ok(k) => {
                 n += k;
                 if k < len - from {
@@ -551,10 +537,7 @@ pub(super) fn write_from(s: &mut TcpStream, bufs: &[&[u8]], skip: usize) -> R<us
                 }
             }
             Err(e) if would_block(&e) => return Ok(n),
-            Err(e) if n > 0 => {
-                let _ = e;
-                return Ok(n);
-            }
+            Err(_) if n > 0 => return Ok(n),
             Err(e) => return Err(io_errno(&e)),
         }
     }
@@ -589,7 +572,7 @@ pub(super) fn udp_recv(
         return Some(Recvd {
             n,
             full,
-            from: From::Core(from),
+            from: Sender::Core(from),
         });
     }
 }

@@ -33,7 +33,7 @@ use io::*;
 use crate::addr::{self, Sa};
 use crate::cancel::{self, Quiet};
 use crate::opts::Opts;
-use crate::process::{self, Place};
+use crate::stack::{self, Place};
 use crate::sys::k;
 use crate::table::{self, Obj};
 use crate::wait::{self, Deadline};
@@ -113,7 +113,7 @@ pub struct Sock {
     /// Its epoll registrations need fixing (handed to the kernel, or a
     /// kernel side appeared): see [`Sock::take_resettle`].
     resettle: AtomicBool,
-    /// The [`process::generation`] whose stack its corestack side belongs
+    /// The [`stack::generation`] whose stack its corestack side belongs
     /// to: another one's (the parent's, inherited by fork) is never used
     /// or dropped here.
     generation: AtomicU32,
@@ -127,10 +127,15 @@ pub enum Accepted {
     Kernel { fd: c_int, addr: k::AddrBuf },
 }
 
-/// Where a received datagram or segment came from.
-pub enum From {
+/// Who sent a received datagram or segment: what recvfrom/recvmsg write
+/// to the caller's `from` address.
+pub enum Sender {
+    /// No sender to report (a stream socket: recvfrom writes a zero
+    /// length).
     None,
+    /// A corestack peer.
     Core(SocketAddr),
+    /// A kernel socket's peer, as the kernel wrote it.
     Kernel(k::AddrBuf),
 }
 
@@ -140,7 +145,7 @@ pub struct Recvd {
     pub n: usize,
     /// The datagram's full length (UDP; MSG_TRUNC), else `n`.
     pub full: usize,
-    pub from: From,
+    pub from: Sender,
 }
 
 static CLOSED_STREAMS: AtomicBool = AtomicBool::new(false);
@@ -195,7 +200,7 @@ impl Sock {
             wr_shut: AtomicBool::new(false),
             kernel_first: AtomicBool::new(false),
             resettle: AtomicBool::new(false),
-            generation: AtomicU32::new(process::generation()),
+            generation: AtomicU32::new(stack::generation()),
         }
     }
 
@@ -299,6 +304,17 @@ impl Sock {
 }
 
 impl Sock {
+    /// Records a shutdown of the read side (`rd`) and the write side (`wr`),
+    /// telling the epoll sets that a socket's readiness changed.
+    fn mark_shut(&self, rd: bool, wr: bool) {
+        for (side, flag) in [(rd, &self.rd_shut), (wr, &self.wr_shut)] {
+            if side {
+                crate::epoll::local_change();
+                flag.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// shutdown(2).
     pub fn shutdown(&self, fd: c_int, how: c_int) -> R<()> {
         if !matches!(how, libc::SHUT_RD | libc::SHUT_WR | libc::SHUT_RDWR) {
@@ -312,14 +328,9 @@ impl Sock {
                 if s.is_connecting() {
                     return Err(libc::ENOTCONN);
                 }
+                self.mark_shut(rd, wr);
                 if wr {
-                    crate::epoll::local_change();
-                    self.wr_shut.store(true, Ordering::Relaxed);
                     let _ = s.shutdown(std::net::Shutdown::Write);
-                }
-                if rd {
-                    crate::epoll::local_change();
-                    self.rd_shut.store(true, Ordering::Relaxed);
                 }
                 Some(s.probe())
             }
@@ -339,28 +350,14 @@ impl Sock {
                 if peer.is_none() && !*kpeer {
                     return Err(libc::ENOTCONN);
                 }
-                if rd {
-                    crate::epoll::local_change();
-                    self.rd_shut.store(true, Ordering::Relaxed);
-                }
-                if wr {
-                    crate::epoll::local_change();
-                    self.wr_shut.store(true, Ordering::Relaxed);
-                }
+                self.mark_shut(rd, wr);
                 Some(u.probe())
             }
             State::ListenerShut { .. } => None,
             State::Fresh { .. } => {
                 // Linux records the shutdown even on an unconnected socket
                 // (and says ENOTCONN): a later connection starts shut.
-                if rd {
-                    crate::epoll::local_change();
-                    self.rd_shut.store(true, Ordering::Relaxed);
-                }
-                if wr {
-                    crate::epoll::local_change();
-                    self.wr_shut.store(true, Ordering::Relaxed);
-                }
+                self.mark_shut(rd, wr);
                 drop(st);
                 return k::shutdown(fd, how);
             }
@@ -374,7 +371,7 @@ impl Sock {
         if let Some(p) = probe {
             p.notify().notify();
         }
-        if let Some(s) = process::started() {
+        if let Some(s) = stack::started() {
             s.changes().notify();
         }
         Ok(())
@@ -416,7 +413,7 @@ impl Sock {
     /// Encodes `a` as this socket's family reports addresses (a
     /// link-local IPv6 address with the interface's index as scope id).
     pub fn encode(&self, a: SocketAddr) -> ([u8; 28], usize) {
-        addr::encode(a, self.family, process::ifindex())
+        addr::encode(a, self.family, stack::ifindex())
     }
 
     /// IPV6_PKTINFO of a datagram from `from` that corestack delivered to
@@ -434,13 +431,13 @@ impl Sock {
         };
         let ip = match (local.ip(), addr::canonical(from).ip()) {
             (ip, _) if !ip.is_unspecified() => ip,
-            (_, src) => process::source_for(src),
+            (_, src) => stack::source_for(src),
         };
         let ip6 = match ip {
             IpAddr::V4(v4) => v4.to_ipv6_mapped(),
             IpAddr::V6(v6) => v6,
         };
-        Some((ip6, process::ifindex()))
+        Some((ip6, stack::ifindex()))
     }
 
     /// The readiness of the corestack side as poll(2) bits (POLLIN,
@@ -602,7 +599,7 @@ impl Sock {
         restartable: bool,
         cond: impl Fn(&Status) -> bool,
     ) -> R<()> {
-        let stack = process::stack()?;
+        let stack = stack::start()?;
         let restart = |timed: bool| restartable && !timed && crate::sys::restart_after_signal();
         let timed = deadline.left().is_some();
         // With a kernel side, the steps every wait takes (inline: the engine
@@ -671,7 +668,7 @@ impl Sock {
 /// Inline mode: one engine iteration (the application's thread runs the
 /// engine whenever it calls in, as in a library OS); nothing otherwise.
 pub fn drive_inline() {
-    if let Some(s) = process::started() {
+    if let Some(s) = stack::started() {
         if s.is_inline() {
             // The engine's glibc calls (a NIC kick) are no place for a cancel.
             let _quiet = Quiet::new();
@@ -691,7 +688,7 @@ impl Drop for Sock {
             self.state.get_mut().unwrap_or_else(|p| p.into_inner()),
             State::Kernel,
         );
-        if self.generation.load(Ordering::Relaxed) != process::generation() {
+        if self.generation.load(Ordering::Relaxed) != stack::generation() {
             // The parent's engine serves these; the child must not touch
             // its rings or join its thread.
             std::mem::forget(state);
@@ -708,7 +705,7 @@ impl Drop for Sock {
             CLOSED_STREAMS.store(true, Ordering::Relaxed);
             drop(s);
             if !reset {
-                process::linger(probe);
+                stack::linger(probe);
             }
         }
     }

@@ -22,7 +22,7 @@ impl Sock {
             return Err(libc::EINVAL); // an IPv6-only socket has no IPv4 address (Linux)
         }
         let core = sa.core(self.family);
-        let place = match core.map_or(Place::Kernel, |a| process::bind_place(a.ip())) {
+        let place = match core.map_or(Place::Kernel, |a| stack::bind_place(a.ip())) {
             // IPv6 only, on a stack without IPv6: nothing for corestack.
             Place::Both if self.ipv6_only_without_ipv6() => Place::Kernel,
             place => place,
@@ -121,7 +121,7 @@ impl Sock {
             SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)
         };
         let (b, n) = addr::encode(any, self.family, 0);
-        let src = |port| SocketAddr::new(process::source_for(dst.ip()), port);
+        let src = |port| SocketAddr::new(stack::source_for(dst.ip()), port);
         if k::bind(fd, &b[..n]).is_ok() {
             if let Some(port) = kernel_port(fd) {
                 if let Ok(u) = self.udp_bind(addr::wildcard_like(any, port)) {
@@ -140,12 +140,12 @@ impl Sock {
     /// in the kernel (loopback `::1`, the host's IPv6) and takes no port
     /// on corestack.
     fn ipv6_only_without_ipv6(&self) -> bool {
-        self.family == libc::AF_INET6 && self.v6only() && !process::has_ipv6()
+        self.family == libc::AF_INET6 && self.v6only() && !stack::has_ipv6()
     }
 
     /// A corestack UDP socket on `a` (IPV6_V6ONLY as set, for `::`).
     pub(super) fn udp_bind(&self, a: SocketAddr) -> R<UdpSocket> {
-        let stack = process::stack()?;
+        let stack = stack::start()?;
         let mut u = UdpSocket::bind_with(stack, a, self.v6only()).map_err(|e| io_errno(&e))?;
         u.set_nonblocking(true).map_err(|e| io_errno(&e))?;
         let (tclass, hops) = self
@@ -204,7 +204,7 @@ impl Sock {
                 (SocketAddr::new(any, 0), true)
             }
         };
-        let stack = process::stack()?;
+        let stack = stack::start()?;
         let local = if dual {
             // The kernel listens first (it autobinds an unbound socket).
             k::listen(fd, backlog)?;
@@ -386,8 +386,8 @@ impl Sock {
                 return Err(libc::ENETUNREACH); // IPv6-only to an IPv4 peer (Linux)
             }
             let dst = sa.core(self.family);
-            let to_core = dst.is_some_and(|d| process::routes(d.ip()))
-                && bound.is_none_or(|(a, _)| process::is_local(a) && same_family(a, dst));
+            let to_core = dst.is_some_and(|d| stack::routes(d.ip()))
+                && bound.is_none_or(|(a, _)| stack::is_local(a) && same_family(a, dst));
             let Some(dst) = dst.filter(|_| to_core) else {
                 self.go_kernel(&mut st, me);
                 drop(st);
@@ -396,7 +396,7 @@ impl Sock {
             if dst.port() == 0 {
                 return Err(libc::ECONNREFUSED);
             }
-            let stack = process::stack()?;
+            let stack = stack::start()?;
             let local_port = bound.map_or(0, |(a, _)| a.port());
             let nodelay = self.opts.lock().unwrap_or_else(|p| p.into_inner()).nodelay;
             let mut s = TcpStream::start_connect(stack, dst, local_port, nodelay)
@@ -459,7 +459,7 @@ impl Sock {
             return Err(libc::ENETUNREACH); // IPv6-only to an IPv4 peer (Linux)
         }
         let dst = sa.core(self.family);
-        let routed = dst.filter(|d| process::routes(d.ip()));
+        let routed = dst.filter(|d| stack::routes(d.ip()));
         match &mut *st {
             State::Fresh { .. } => {
                 let Some(dst) = routed else {

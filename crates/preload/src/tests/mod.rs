@@ -3,10 +3,10 @@
 //! other end in the same process, and the tests call the interposed
 //! functions (`crate::ffi::...`) with real fds, as a C program would.
 //!
-//! - **The stack.** In test builds `process::config` answers the
+//! - **The stack.** In test builds `stack::config` answers the
 //!   harness's configuration ([`config`]: corestack at [`OURS`]/24) on the
 //!   threads the harness serves (a test's, from [`serial`] on, and those
-//!   it starts with [`spawn`]), and `process::stack` starts the harness's
+//!   it starts with [`spawn`]), and `stack::start` starts the harness's
 //!   stack ([`start`]), once per test process, at the first bind/connect
 //!   that goes to corestack, as the environment's would under
 //!   `LD_PRELOAD`. Other threads (the other unit tests') see the
@@ -46,7 +46,7 @@ mod reuseport;
 mod signals;
 mod sockets;
 
-use crate::process::Config;
+use crate::stack::Config;
 use core::ffi::c_int;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
@@ -109,7 +109,7 @@ pub fn spawn<T: Send + 'static>(
 }
 
 /// The shim's stack in test builds: a mem wire, the peer on one end with
-/// its echo thread, ours on the other. Called once, by `process::stack`
+/// its echo thread, ours on the other. Called once, by `stack::start`
 /// (inside the shim, with every signal blocked, so the engine and echo
 /// threads never take the tests' signals). Errors: ENETDOWN when a stack
 /// cannot start (said on stderr).
@@ -357,14 +357,19 @@ pub fn poll1(fd: c_int, events: i16, ms: c_int) -> (c_int, i16) {
 
 /// setsockopt(2) of an int through the shim.
 pub fn set_int(fd: c_int, level: c_int, name: c_int, v: c_int) -> c_int {
-    // SAFETY: `v` is a live int of the length passed.
+    set_opt(fd, level, name, v)
+}
+
+/// setsockopt(2) of `v` (an int, a timeval, ...) through the shim: its result.
+pub fn set_opt<T: Copy>(fd: c_int, level: c_int, name: c_int, v: T) -> c_int {
+    // SAFETY: `v` is a live T of the length passed.
     unsafe {
         crate::ffi::conn::setsockopt(
             fd,
             level,
             name,
-            (&v as *const c_int).cast(),
-            core::mem::size_of::<c_int>() as libc::socklen_t,
+            (&v as *const T).cast(),
+            core::mem::size_of::<T>() as libc::socklen_t,
         )
     }
 }

@@ -80,16 +80,7 @@ fn a_signal_during_the_spin_interrupts_recv_poll_and_epoll_wait() {
         tv_sec: 3,
         tv_usec: 0,
     };
-    // SAFETY: `tv` is a live timeval of the length passed.
-    let r = unsafe {
-        crate::ffi::conn::setsockopt(
-            c.0,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            core::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
+    let r = set_opt(c.0, libc::SOL_SOCKET, libc::SO_RCVTIMEO, tv);
     assert_eq!(r, 0);
     // SAFETY: no pointers.
     let ep = Fd(unsafe { crate::ffi::ready::epoll_create1(0) });
@@ -160,16 +151,7 @@ fn a_signal_during_the_spin_interrupts_recv_poll_and_epoll_wait() {
         tv_sec: 0,
         tv_usec: 0,
     };
-    // SAFETY: as above.
-    let r = unsafe {
-        crate::ffi::conn::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&off as *const libc::timeval).cast(),
-            core::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
+    let r = set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, off);
     assert_eq!(r, 0);
     let before = HANDLED.load(Ordering::SeqCst);
     let sender = spawn(move || {

@@ -284,16 +284,7 @@ fn so_rcvtimeo_gives_eagain_after_the_timeout() {
         tv_usec: 150_000,
     };
     let tv_len = core::mem::size_of::<libc::timeval>() as libc::socklen_t;
-    // SAFETY: `tv` is a live timeval of the length passed.
-    let r = unsafe {
-        crate::ffi::conn::setsockopt(
-            c.0,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            tv_len,
-        )
-    };
+    let r = set_opt(c.0, libc::SOL_SOCKET, libc::SO_RCVTIMEO, tv);
     assert_eq!(r, 0, "setsockopt: errno {}", errno());
     let mut back = libc::timeval {
         tv_sec: 9,

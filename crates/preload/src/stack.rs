@@ -303,7 +303,7 @@ fn join_daemon(
 /// missing interface, EPERM without privileges, ...), said once on stderr;
 /// ENETDOWN in a forked child (service mode: the child's own association,
 /// joined on first use; ENETDOWN only if the daemon refuses it).
-pub fn stack() -> Result<&'static Stack, i32> {
+pub fn start() -> Result<&'static Stack, i32> {
     let Some(cfg) = config() else {
         return Err(libc::ENETDOWN);
     };
@@ -377,7 +377,7 @@ pub fn net() -> Option<Net> {
             v6: net6(c),
         });
     }
-    let stack = stack().ok()?;
+    let stack = start().ok()?;
     let (ip, prefix, gateway) = stack.service_net()?;
     Some(Net {
         ip,

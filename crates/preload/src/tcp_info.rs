@@ -22,7 +22,7 @@ pub fn row(s: &Sock) -> Option<ConnRow> {
         crate::addr::canonical(local),
         crate::addr::canonical(remote),
     );
-    let stack = crate::process::started()?;
+    let stack = crate::stack::started()?;
     let (pid, owner) = match (stack.service_daemon_pid(), stack.association()) {
         (Some(pid), Some(assoc)) => (pid, assoc),
         _ => (std::process::id(), 0),
@@ -50,7 +50,7 @@ pub const TCP_INFO_LEN: usize = 232;
 /// total_retrans, rtt, rttvar (derived from the RTO: (rto - srtt) / 4,
 /// RFC 6298's RTO = SRTT + 4 RTTVAR), snd_ssthresh, snd_cwnd (segments),
 /// advmss, bytes_acked, bytes_received, snd_wnd, rcv_space. Times in µs.
-pub fn tcp_info(s: &Sock) -> [u8; TCP_INFO_LEN] {
+pub fn bytes(s: &Sock) -> [u8; TCP_INFO_LEN] {
     let mut b = [0u8; TCP_INFO_LEN];
     let Some(r) = row(s) else {
         // Linux's TCP states: 1 ESTABLISHED, 2 SYN_SENT, 7 CLOSE, 10 LISTEN.
