@@ -235,15 +235,42 @@ pub fn listening_pair(
     port: u16,
     backlog: usize,
 ) -> ListeningPair {
-    let none = Impairments::default();
-    let (mut pa, mut pb) = mem::pair_with_capacity(none, none, 1, frames);
+    let listen = (SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port).into(), false);
+    let cfgs = (cfg.clone(), cfg);
+    listening_pair_on(
+        Impairments::default(),
+        1,
+        frames,
+        cfgs,
+        listen,
+        backlog,
+        |_| {},
+    )
+}
+
+/// [`listening_pair`] on a wire with `imp` each way seeded with `seed`, A
+/// and B configured by `cfgs` (their IPv4 addresses set here), B listening
+/// on `listen` (with IPV6_V6ONLY), and `ports` applied to both mem ports
+/// before the engines start.
+fn listening_pair_on(
+    imp: Impairments,
+    seed: u64,
+    frames: usize,
+    (cfg_a, cfg_b): (EngineConfig, EngineConfig),
+    listen: (std::net::SocketAddr, bool),
+    backlog: usize,
+    ports: impl Fn(&mut MemPort),
+) -> ListeningPair {
+    let (mut pa, mut pb) = mem::pair_with_capacity(imp, imp, seed, frames);
+    ports(&mut pa);
+    ports(&mut pb);
     let (clock, ns) = MemClock::manual();
     pa.set_clock(clock.clone());
     pb.set_clock(clock);
     let start = 1_000_000_000u64;
     ns.store(start, Ordering::Release);
-    let (a, ca) = engine(pa, A_IP, cfg.clone(), Instant(start));
-    let (b, mut cb) = engine(pb, B_IP, cfg, Instant(start));
+    let (a, ca) = engine(pa, A_IP, cfg_a, Instant(start));
+    let (b, mut cb) = engine(pb, B_IP, cfg_b, Instant(start));
     let (acc_tx, accepted) = spsc::channel::<Accepted>(backlog);
     push(
         &mut cb,
@@ -251,8 +278,8 @@ pub fn listening_pair(
             id: 1,
             owner: Owner::LOCAL,
             shared: StatusHandle::local(),
-            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port).into(),
-            v6only: false,
+            local: listen.0,
+            v6only: listen.1,
             accept: AcceptQueue::Local(acc_tx),
             reuseport: None,
         },
@@ -329,30 +356,16 @@ impl Wire {
         bufs: (usize, usize),
         ports: impl Fn(&mut MemPort),
     ) -> Wire {
-        let (cfg, cfg_b) = cfgs;
-        let (mut pa, mut pb) = mem::pair_with_capacity(imp, imp, seed, frames);
-        ports(&mut pa);
-        ports(&mut pb);
-        let (clock, ns) = MemClock::manual();
-        pa.set_clock(clock.clone());
-        pb.set_clock(clock);
-        let start = 1_000_000_000u64;
-        ns.store(start, Ordering::Release);
-        let (a, mut ca) = engine(pa, A_IP, cfg.clone(), Instant(start));
-        let (b, mut cb) = engine(pb, B_IP, cfg_b, Instant(start));
-        let (acc_tx, accepted) = spsc::channel::<Accepted>(16);
-        push(
-            &mut cb,
-            Command::Listen {
-                id: 1,
-                owner: Owner::LOCAL,
-                shared: StatusHandle::local(),
-                local: listen.0,
-                v6only: listen.1,
-                accept: AcceptQueue::Local(acc_tx),
-                reuseport: None,
-            },
-        );
+        let ring = (cfgs.0.ring_bytes, cfgs.0.ring_max_bytes);
+        let ListeningPair {
+            a,
+            mut ca,
+            b,
+            mut cb,
+            accepted,
+            clock,
+            t: start,
+        } = listening_pair_on(imp, seed, frames, cfgs, listen, 16, ports);
         if bufs != (0, 0) {
             push(
                 &mut cb,
@@ -364,8 +377,8 @@ impl Wire {
             );
         }
         let shared = StatusHandle::local();
-        let (a_tx, eng_tx) = bytes::growable_ring(cfg.ring_bytes, cfg.ring_max_bytes);
-        let (eng_rx, a_rx) = bytes::growable_ring(cfg.ring_bytes, cfg.ring_max_bytes);
+        let (a_tx, eng_tx) = bytes::growable_ring(ring.0, ring.1);
+        let (eng_rx, a_rx) = bytes::growable_ring(ring.0, ring.1);
         push(&mut ca, connect(1, &shared, to, (eng_tx, eng_rx), false));
         Wire {
             a,
@@ -379,7 +392,7 @@ impl Wire {
                 rx: a_rx,
             },
             accepted,
-            clock: ns,
+            clock,
             t: start,
             start,
             end_b: None,
