@@ -469,43 +469,73 @@ impl Stack {
         Ok((first.id, first.shared, AcceptRx::AppSegment(queues, 0)))
     }
 
-    /// Service mode: a new member of listener `group_slot` of association
-    /// `owner` (0: the parent's, see [`StackBuilder::child_of`]). Errors:
-    /// EOPNOTSUPP outside service mode, EMFILE when the segment has no
-    /// free slot.
+    /// Service mode: a new member of the listener of association `owner`
+    /// (0: the parent's, see [`StackBuilder::child_of`]) whose copies are
+    /// `copies` (engine, slot in the owner's segment; the first is the
+    /// slot the owner knows it by): one member per copy, on that copy's
+    /// engine, accepting from all of them. Errors: EOPNOTSUPP outside
+    /// service mode, EMFILE when the segment has no free slot, an engine's
+    /// refusal (EPERM, EINVAL) of a member after the first.
     pub(crate) fn join_listener(
         &self,
-        (owner, group_slot): (u32, u32),
+        owner: u32,
+        copies: &[(usize, u32)],
         backlog: usize,
     ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
         let s = self.service()?;
-        // On engine 0, where the parent's listener is known by its slot.
-        let p = s.new_socket(0)?;
-        s.submit_desc(
-            0,
-            Desc::JoinListener {
-                slot: p.id as u32,
-                parent_slot: group_slot,
-                backlog: backlog as u32,
-                owner,
-            },
-        );
-        Ok((p.id, p.shared, AcceptRx::AppSegment(vec![(p.rx, 0)], 0)))
+        let join = |(e, parent_slot): (usize, u32)| -> io::Result<crate::service::SlotParts> {
+            let p = s.new_socket(e)?;
+            s.submit_desc(
+                e,
+                Desc::JoinListener {
+                    slot: p.id as u32,
+                    parent_slot,
+                    backlog: backlog as u32,
+                    owner,
+                },
+            );
+            Ok(p)
+        };
+        let (&head, rest) = copies.split_first().ok_or_else(|| errno::io(libc::EINVAL))?;
+        let first = join(head)?;
+        let mut queues = Vec::with_capacity(copies.len());
+        queues.push((first.rx, head.0));
+        if !rest.is_empty() {
+            self.wait_opened(&first.shared)?;
+            let mut members = Vec::with_capacity(rest.len());
+            for &copy in rest {
+                let joined = join(copy).and_then(|p| {
+                    members.push(p.id as u32);
+                    self.wait_opened(&p.shared)?;
+                    Ok(p)
+                });
+                match joined {
+                    Ok(p) => queues.push((p.rx, copy.0)),
+                    Err(err) => {
+                        s.group(first.id as u32, members);
+                        s.submit(first.id as u32, |slot| Desc::Close { slot });
+                        return Err(err);
+                    }
+                }
+            }
+            s.group(first.id as u32, members);
+        }
+        Ok((first.id, first.shared, AcceptRx::AppSegment(queues, 0)))
     }
 
     /// Service mode: a slot of this association takes over connection
-    /// `parent_slot` of association `owner` (see [`crate::TcpStream::adopt`]):
-    /// the new slot's id and status block (the engine fills it in).
-    /// Errors: EOPNOTSUPP outside service mode, EMFILE when the segment
-    /// has no free slot.
+    /// `parent_slot` of association `owner`, held by engine `engine` (see
+    /// [`crate::TcpStream::adopt`]): the new slot's id and status block
+    /// (the engine fills it in). Errors: EOPNOTSUPP outside service mode,
+    /// EMFILE when the segment has no free slot.
     pub(crate) fn adopt(
         &self,
-        (owner, parent_slot): (u32, u32),
+        (owner, parent_slot, engine): (u32, u32, usize),
     ) -> io::Result<(SockId, Arc<StatusHandle>)> {
         let s = self.service()?;
-        let p = s.new_socket(0)?;
+        let p = s.new_socket(engine)?;
         s.submit_desc(
-            0,
+            engine,
             Desc::Adopt {
                 slot: p.id as u32,
                 parent_slot,
@@ -524,7 +554,7 @@ impl Stack {
     pub fn forking(&self) -> Option<u32> {
         let s = self.service().ok()?;
         let ticket = s.next_ticket();
-        s.submit_desc(0, Desc::Forking { ticket });
+        s.submit_all(Desc::Forking { ticket });
         Some(ticket)
     }
 
@@ -533,13 +563,10 @@ impl Stack {
     /// references it holds end when it exits without joining.
     pub fn forked(&self, ticket: u32, pid: i32) {
         if let Ok(s) = self.service() {
-            s.submit_desc(
-                0,
-                Desc::Forked {
-                    ticket,
-                    pid: u32::try_from(pid).unwrap_or(0),
-                },
-            );
+            s.submit_all(Desc::Forked {
+                ticket,
+                pid: u32::try_from(pid).unwrap_or(0),
+            });
         }
     }
 
@@ -548,7 +575,14 @@ impl Stack {
     /// (see [`crate::TcpStream::borrow`]). No-op in other modes.
     pub(crate) fn lend(&self, slot: u32, key: u64) {
         if let Ok(s) = self.service() {
-            s.submit_desc(0, Desc::Lend { slot, key });
+            // To the engine that holds it, which keeps the reference; with
+            // several engines engine 0 (which answers the borrow) learns
+            // of it too.
+            let e = s.lane_of(slot).0;
+            s.submit_desc(e, Desc::Lend { slot, key });
+            if e != 0 {
+                s.submit_desc(0, Desc::Lend { slot, key });
+            }
         }
     }
 
@@ -556,7 +590,10 @@ impl Stack {
     /// connection lent as this process's `fd`, if any (see
     /// [`crate::TcpStream::borrow`]). Errors: EOPNOTSUPP in other modes, the
     /// daemon's refusal, I/O errors.
-    pub(crate) fn borrow(&self, fd: i32) -> io::Result<Option<(appif::seg::AppSegment, u32, u32)>> {
+    pub(crate) fn borrow(
+        &self,
+        fd: i32,
+    ) -> io::Result<Option<(appif::seg::AppSegment, (u32, u32, usize))>> {
         self.service()?.borrow(fd)
     }
 
@@ -570,21 +607,29 @@ impl Stack {
 
     /// Service mode, for this stack inherited across fork (another
     /// process's: its segment is mapped here too): where socket `id` is
-    /// (this association, its slot) and views of its rings, for the
-    /// process that takes it over. Errors: ENETDOWN outside service mode
+    /// (this association, its slot, the engine that holds it) and views of
+    /// its rings, for the process that takes it over. Errors: ENETDOWN outside service mode
     /// or for a slot out of range.
     pub(crate) fn inherited(
         &self,
         id: SockId,
-    ) -> io::Result<((u32, u32), (bytes::Writer, bytes::Reader))> {
+    ) -> io::Result<((u32, u32, usize), (bytes::Writer, bytes::Reader))> {
         let down = || errno::io(libc::ENETDOWN);
         let s = self.service().map_err(|_| down())?;
         let slot = id as u32;
         let rings = (s.seg.tx_writer(slot), s.seg.rx_reader(slot));
         match rings {
-            (Some(tx), Some(rx)) => Ok(((s.assoc, slot), (tx, rx))),
+            (Some(tx), Some(rx)) => Ok(((s.assoc, slot, s.lane_of(slot).0), (tx, rx))),
             _ => Err(down()),
         }
+    }
+
+    /// Service mode, for this stack inherited across fork: the copies of
+    /// listener `id` (engine, slot), the one the application knows first;
+    /// and this association. Errors: EOPNOTSUPP outside service mode.
+    pub(crate) fn inherited_listener(&self, id: SockId) -> io::Result<(u32, Vec<(usize, u32)>)> {
+        let s = self.service()?;
+        Ok((s.assoc, s.copies(id as u32)))
     }
 
     /// The next accepted connection waiting in `q`, if any.
