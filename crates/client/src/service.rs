@@ -252,7 +252,11 @@ impl Service {
         let (lane, head) = self.lane_of(slot);
         let mut all = vec![(lane, slot)];
         if head {
-            all.extend(self.members(slot, false).into_iter().map(|s| (self.lane_of(s).0, s)));
+            all.extend(
+                self.members(slot, false)
+                    .into_iter()
+                    .map(|s| (self.lane_of(s).0, s)),
+            );
         }
         all
     }

@@ -386,8 +386,7 @@ fn one_per_engine(d: &Daemon, l: &mut TcpListener, port: u16) -> Vec<(TcpStream,
 }
 
 #[test]
-fn a_forked_child_takes_over_connections_and_the_listener_on_both_engines_after_its_parent_left()
-{
+fn a_forked_child_takes_over_connections_and_the_listener_on_both_engines_after_its_parent_left() {
     let d = Daemon::with("engines-fork", |c| c.cores = 2);
     let parent = d.app();
     let mut l = TcpListener::bind(&parent, any(7500)).expect("the parent's listen");

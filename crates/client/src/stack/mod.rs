@@ -496,7 +496,9 @@ impl Stack {
             );
             Ok(p)
         };
-        let (&head, rest) = copies.split_first().ok_or_else(|| errno::io(libc::EINVAL))?;
+        let (&head, rest) = copies
+            .split_first()
+            .ok_or_else(|| errno::io(libc::EINVAL))?;
         let first = join(head)?;
         let mut queues = Vec::with_capacity(copies.len());
         queues.push((first.rx, head.0));

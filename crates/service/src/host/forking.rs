@@ -180,7 +180,11 @@ impl<P: Port> Host<P> {
             for (e, m) in others.iter().enumerate() {
                 let mut lends = lock(&m.lends);
                 let found = lends.iter_mut().find(|l| {
-                    l.key == key && l.owner == owner && l.slot == slot && l.claimed.is_none()
+                    l.key == key
+                        && l.owner == owner
+                        && l.slot == slot
+                        && l.claimed.is_none()
+                        && l.at.elapsed() <= LEND_FOR
                 });
                 if let Some(l) = found {
                     l.claimed = Some(assoc);
@@ -216,7 +220,8 @@ impl<P: Port> Host<P> {
         let id = seg::service_id(assoc, slot);
         self.forks.opened(id);
         let of = if owner == 0 { app.parent } else { Some(owner) };
-        let mut from = of.and_then(|o| self.forks.adopt(assoc, seg::service_id(o, parent_slot), id));
+        let mut from =
+            of.and_then(|o| self.forks.adopt(assoc, seg::service_id(o, parent_slot), id));
         if let (None, Some(o), Role::Other(m)) = (from, of, &self.role) {
             // A lend of this engine's that engine 0 claimed for `assoc`.
             let claimed = {
