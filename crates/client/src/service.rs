@@ -26,6 +26,10 @@ struct Lane {
     doorbell: OwnedFd,
 }
 
+/// Where a socket is: its association, its slot in that association's
+/// segment, and the engine that holds it.
+pub(crate) type Place = (u32, u32, usize);
+
 /// In a slot's engine byte: the slot heads a listener on several engines.
 const GROUP_HEAD: u8 = 0x80;
 
@@ -303,7 +307,7 @@ impl Service {
     /// `fd` has no key (it is no eventfd or socket).
     /// Errors: the daemon's other refusals (EPERM), I/O errors, EPROTO
     /// for a malformed answer.
-    pub fn borrow(&self, fd: i32) -> io::Result<Option<(AppSegment, (u32, u32, usize))>> {
+    pub fn borrow(&self, fd: i32) -> io::Result<Option<(AppSegment, Place)>> {
         let Some(key) = ctl::fd_key("self", fd) else {
             return Ok(None);
         };

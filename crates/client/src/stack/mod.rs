@@ -443,27 +443,45 @@ impl Stack {
             Ok(p)
         };
         let first = listen(0, local)?;
-        let mut queues = Vec::with_capacity(s.engines());
-        queues.push((first.rx, 0));
         if s.engines() > 1 {
             self.wait_opened(&first.shared)?;
             local.set_port(first.shared.local().port());
-            let mut members = Vec::with_capacity(s.engines() - 1);
-            for e in 1..s.engines() {
-                let opened = listen(e, local).and_then(|p| {
-                    members.push(p.id as u32);
-                    self.wait_opened(&p.shared)?;
-                    Ok(p)
-                });
-                match opened {
-                    Ok(p) => queues.push((p.rx, e)),
-                    Err(err) => {
-                        s.group(first.id as u32, members);
-                        s.submit(first.id as u32, |slot| Desc::Close { slot });
-                        return Err(err);
-                    }
+        }
+        let rest: Vec<usize> = (1..s.engines()).collect();
+        self.listener_members(s, (first, 0), &rest, |k| listen(rest[k], local))
+    }
+
+    /// Service mode: the listener on several engines whose first slot is
+    /// `first` (on engine `e0`, open), with a member on each engine of
+    /// `rest`, the k-th opened by `open(k)`: waits until each is open,
+    /// then records the group. Errors: a member's; the members opened
+    /// and the first are closed then.
+    fn listener_members(
+        &self,
+        s: &crate::service::Service,
+        (first, e0): (crate::service::SlotParts, usize),
+        rest: &[usize],
+        open: impl Fn(usize) -> io::Result<crate::service::SlotParts>,
+    ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
+        let mut queues = Vec::with_capacity(rest.len() + 1);
+        queues.push((first.rx, e0));
+        let mut members = Vec::with_capacity(rest.len());
+        for (k, &e) in rest.iter().enumerate() {
+            let opened = open(k).and_then(|p| {
+                members.push(p.id as u32);
+                self.wait_opened(&p.shared)?;
+                Ok(p)
+            });
+            match opened {
+                Ok(p) => queues.push((p.rx, e)),
+                Err(err) => {
+                    s.group(first.id as u32, members);
+                    s.submit(first.id as u32, |slot| Desc::Close { slot });
+                    return Err(err);
                 }
             }
+        }
+        if !rest.is_empty() {
             s.group(first.id as u32, members);
         }
         Ok((first.id, first.shared, AcceptRx::AppSegment(queues, 0)))
@@ -500,29 +518,11 @@ impl Stack {
             .split_first()
             .ok_or_else(|| errno::io(libc::EINVAL))?;
         let first = join(head)?;
-        let mut queues = Vec::with_capacity(copies.len());
-        queues.push((first.rx, head.0));
         if !rest.is_empty() {
             self.wait_opened(&first.shared)?;
-            let mut members = Vec::with_capacity(rest.len());
-            for &copy in rest {
-                let joined = join(copy).and_then(|p| {
-                    members.push(p.id as u32);
-                    self.wait_opened(&p.shared)?;
-                    Ok(p)
-                });
-                match joined {
-                    Ok(p) => queues.push((p.rx, copy.0)),
-                    Err(err) => {
-                        s.group(first.id as u32, members);
-                        s.submit(first.id as u32, |slot| Desc::Close { slot });
-                        return Err(err);
-                    }
-                }
-            }
-            s.group(first.id as u32, members);
         }
-        Ok((first.id, first.shared, AcceptRx::AppSegment(queues, 0)))
+        let engines: Vec<usize> = rest.iter().map(|c| c.0).collect();
+        self.listener_members(s, (first, head.0), &engines, |k| join(rest[k]))
     }
 
     /// Service mode: a slot of this association takes over connection
@@ -595,7 +595,7 @@ impl Stack {
     pub(crate) fn borrow(
         &self,
         fd: i32,
-    ) -> io::Result<Option<(appif::seg::AppSegment, (u32, u32, usize))>> {
+    ) -> io::Result<Option<(appif::seg::AppSegment, crate::service::Place)>> {
         self.service()?.borrow(fd)
     }
 
@@ -615,7 +615,7 @@ impl Stack {
     pub(crate) fn inherited(
         &self,
         id: SockId,
-    ) -> io::Result<((u32, u32, usize), (bytes::Writer, bytes::Reader))> {
+    ) -> io::Result<(crate::service::Place, (bytes::Writer, bytes::Reader))> {
         let down = || errno::io(libc::ENETDOWN);
         let s = self.service().map_err(|_| down())?;
         let slot = id as u32;
