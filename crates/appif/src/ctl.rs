@@ -309,7 +309,7 @@ impl Borrow {
 /// association's process) and no fd.
 ///
 /// Layout (little-endian): magic u32 @0, version u16 @4, reserved u16 @6,
-/// status i32 @8, owner u32 @12, slot u32 @16, reserved u32 @20,
+/// status i32 @8, owner u32 @12, slot u32 @16, engine u32 @20,
 /// seg_len u64 @24.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Lent {
@@ -319,6 +319,8 @@ pub struct Lent {
     pub owner: u32,
     /// The connection's slot in the lender's segment.
     pub slot: u32,
+    /// The engine that holds the connection (0 with one engine).
+    pub engine: u32,
     /// The length of the lender's segment memfd, bytes.
     pub seg_len: u64,
 }
@@ -330,6 +332,7 @@ impl Lent {
         b[8..12].copy_from_slice(&self.status.to_le_bytes());
         b[12..16].copy_from_slice(&self.owner.to_le_bytes());
         b[16..20].copy_from_slice(&self.slot.to_le_bytes());
+        b[20..24].copy_from_slice(&self.engine.to_le_bytes());
         b[24..32].copy_from_slice(&self.seg_len.to_le_bytes());
         b
     }
@@ -346,6 +349,7 @@ impl Lent {
             status,
             owner: le_u32(b, 12),
             slot: le_u32(b, 16),
+            engine: le_u32(b, 20),
             seg_len: le_u64(b, 24),
         })
     }
@@ -434,6 +438,7 @@ mod tests {
             status: 0,
             owner: 3,
             slot: 77,
+            engine: 2,
             seg_len: 1 << 33,
         };
         assert_eq!(Lent::decode(&l.encode()), Ok(l));

@@ -131,3 +131,124 @@ fn shim_memcached_t4_against_a_two_engine_daemon_serves_every_get() {
     assert_eq!(get("owner_violations"), 0, "{counters:?}");
     daemon.stop_cleanly();
 }
+
+/// nginx with four workers under the shim in service mode (`corestack exec --socket`, nginx
+/// forking its workers as it does when its service starts it) against `corestack run --cores 2`
+/// on a 4-queue veth: 16 Linux curls of a 1 MiB file complete byte-exact in size, at least two
+/// workers serve them (their pids in the access log), both engines take connections, and no
+/// TCP input runs off its owner.
+#[test]
+fn shim_nginx_with_four_workers_against_a_two_engine_daemon_serves_curl() {
+    let _lock = start();
+    common::shim::need("curl");
+    common::shim::need("nginx");
+    let pair = Pair::with_queues("sn", 245, 4).expect("creating the namespaces");
+    let sock = SocketPath::new("engines-nginx");
+    let mut daemon = Daemon::start(&pair, &sock, &["--cores", "2"]);
+    /// The test's directory, removed on drop; nginx stopped first (SIGTERM to its master).
+    struct Scratch(std::path::PathBuf, u32);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            if self.1 != 0 {
+                let _ = std::process::Command::new("kill")
+                    .args(["-TERM", &self.1.to_string()])
+                    .status();
+                let pid = self.0.join("nginx.pid");
+                let end = std::time::Instant::now() + Duration::from_secs(5);
+                while pid.exists() && std::time::Instant::now() < end {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let mut dir = Scratch(
+        format!("/tmp/corestack-nginx-e2-{}", std::process::id()).into(),
+        0,
+    );
+    let root = dir.0.join("www");
+    std::fs::create_dir_all(&root).expect("the document root");
+    std::fs::write(root.join("big.txt"), vec![b'x'; 1 << 20]).expect("the file");
+    let conf = dir.0.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes 4;\npid {0}/nginx.pid;\nerror_log {0}/error.log warn;\n\
+             events {{ worker_connections 256; }}\n\
+             http {{ log_format p '$pid'; access_log {0}/access.log p; \
+             server {{ listen 80; root {1}; }} }}\n",
+            dir.0.display(),
+            root.display()
+        ),
+    )
+    .expect("the configuration");
+    common::shim::preload();
+    let mut cmd = pair.core.exec(bin());
+    cmd.args(["exec", "--socket", &sock.arg(), "--", "nginx", "-c"])
+        .arg(&conf)
+        .env_remove("CORESTACK_IFACE")
+        .env_remove("LD_PRELOAD");
+    let started = Proc::spawn("nginx (service, 2 engines)", cmd, None, Out::Text)
+        .finish(Duration::from_secs(20));
+    assert!(
+        started.status.success(),
+        "nginx did not start: {}{}\ndaemon:\n{}",
+        started.stdout,
+        started.stderr,
+        daemon.tail()
+    );
+    let pid_file = dir.0.join("nginx.pid");
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while dir.1 == 0 && std::time::Instant::now() < end {
+        dir.1 = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or(0);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(dir.1 != 0, "nginx wrote no pid file");
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    let url = format!("http://{}/big.txt", pair.core_ip);
+    let gets: Vec<Proc> = (0..16)
+        .map(|_| {
+            let mut c = pair.linux.exec("curl");
+            c.args([
+                "-s",
+                "-S",
+                "-m",
+                "20",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{size_download}",
+                &url,
+            ])
+            .env_remove("LD_PRELOAD");
+            Proc::spawn("curl (linux)", c, None, Out::Text)
+        })
+        .collect();
+    for g in gets {
+        let f = g.finish(Duration::from_secs(30));
+        let errors = std::fs::read_to_string(dir.0.join("error.log")).unwrap_or_default();
+        assert!(
+            f.status.success() && f.stdout.trim() == (1 << 20).to_string(),
+            "curl: {} {}{}\nerror.log:\n{errors}\ndaemon:\n{}",
+            f.status,
+            f.stdout,
+            f.stderr,
+            daemon.tail()
+        );
+    }
+    let pids: std::collections::BTreeSet<String> =
+        std::fs::read_to_string(dir.0.join("access.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect();
+    assert!(pids.len() >= 2, "one worker served every request: {pids:?}");
+    let counters = engine_counters(daemon.pid());
+    let get = |k: &str| counters.get(k).copied().unwrap_or(0);
+    assert_eq!(get("owner_violations"), 0, "{counters:?}");
+    drop(dir);
+    daemon.stop_cleanly();
+}

@@ -26,6 +26,10 @@ struct Lane {
     doorbell: OwnedFd,
 }
 
+/// Where a socket is: its association, its slot in that association's
+/// segment, and the engine that holds it.
+pub(crate) type Place = (u32, u32, usize);
+
 /// In a slot's engine byte: the slot heads a listener on several engines.
 const GROUP_HEAD: u8 = 0x80;
 
@@ -245,6 +249,30 @@ impl Service {
         g.swap_remove(k).1
     }
 
+    /// The engines and slots of the socket this process knows as `slot`:
+    /// `slot` on its engine, then, when it heads a listener on several
+    /// engines, each member on its engine.
+    pub fn copies(&self, slot: u32) -> Vec<(usize, u32)> {
+        let (lane, head) = self.lane_of(slot);
+        let mut all = vec![(lane, slot)];
+        if head {
+            all.extend(
+                self.members(slot, false)
+                    .into_iter()
+                    .map(|s| (self.lane_of(s).0, s)),
+            );
+        }
+        all
+    }
+
+    /// Sends `d` to every engine (a fork's Forking and Forked: each
+    /// engine's host takes its own sockets' references).
+    pub fn submit_all(&self, d: Desc) {
+        for e in 0..self.lanes.len() {
+            self.submit_desc(e, d);
+        }
+    }
+
     /// Sends the descriptor `desc(slot)` for one of this process's sockets
     /// (and for each member of a listener on several engines), then lets
     /// go of the slot after a Close or Abort. Waits (yielding) while a
@@ -274,12 +302,12 @@ impl Service {
 
     /// Asks the daemon (on a connection of its own) whether a connection
     /// was lent under the open-file key of `fd`, an fd this process
-    /// received with SCM_RIGHTS: the lender's segment, its association
-    /// and the connection's slot in it. None when none was (ENOENT), or
+    /// received with SCM_RIGHTS: the lender's segment, and its
+    /// association, the connection's slot in it and the engine holding it. None when none was (ENOENT), or
     /// `fd` has no key (it is no eventfd or socket).
     /// Errors: the daemon's other refusals (EPERM), I/O errors, EPROTO
     /// for a malformed answer.
-    pub fn borrow(&self, fd: i32) -> io::Result<Option<(AppSegment, u32, u32)>> {
+    pub fn borrow(&self, fd: i32) -> io::Result<Option<(AppSegment, Place)>> {
         let Some(key) = ctl::fd_key("self", fd) else {
             return Ok(None);
         };
@@ -301,7 +329,7 @@ impl Service {
                 let len = usize::try_from(l.seg_len).map_err(|_| proto())?;
                 let region = Arc::new(Region::map_fd(memfd.as_fd(), len)?);
                 let (seg, _) = AppSegment::open(region).map_err(|_| proto())?;
-                Ok(Some((seg, l.owner, l.slot)))
+                Ok(Some((seg, (l.owner, l.slot, l.engine as usize))))
             }
             (0, None) => Err(proto()),
             (e, _) => Err(io::Error::from_raw_os_error(e)),

@@ -667,8 +667,8 @@ impl TcpListener {
     /// has no free slot, EPERM when `stack` is no verified child, EINVAL
     /// when the parent's listener is gone.
     pub fn join(stack: &Stack, inherited: &TcpListener, backlog: usize) -> io::Result<TcpListener> {
-        let owner = inherited.stack.association().unwrap_or(0);
-        let opening = stack.join_listener((owner, inherited.id as u32), backlog.clamp(1, 4096))?;
+        let (owner, copies) = inherited.stack.inherited_listener(inherited.id)?;
+        let opening = stack.join_listener(owner, &copies, backlog.clamp(1, 4096))?;
         TcpListener::opened(stack, opening)
     }
 }
@@ -729,24 +729,26 @@ impl TcpStream {
     /// has no free slot, ENETDOWN when the connection is gone or was taken
     /// by another process, the daemon's refusal (EPERM), I/O errors.
     pub fn borrow(stack: &Stack, fd: i32) -> io::Result<Option<TcpStream>> {
-        let Some((seg, owner, slot)) = stack.borrow(fd)? else {
+        let Some((seg, at)) = stack.borrow(fd)? else {
             return Ok(None);
         };
+        let slot = at.1;
         let (Some(tx), Some(rx)) = (seg.tx_writer(slot), seg.rx_reader(slot)) else {
             return Err(errno::io(libc::EPROTO));
         };
-        TcpStream::take_over(stack, (owner, slot), (tx, rx)).map(Some)
+        TcpStream::take_over(stack, at, (tx, rx)).map(Some)
     }
 
-    /// Takes over connection `slot` of association `owner`, whose rings
+    /// Takes over connection `slot` of association `owner`, held by
+    /// engine `engine`, whose rings
     /// `(tx, rx)` this process maps (`Desc::Adopt`), and waits for the
     /// daemon's answer.
     fn take_over(
         stack: &Stack,
-        (owner, slot): (u32, u32),
+        at: (u32, u32, usize),
         (tx, rx): (bytes::Writer, bytes::Reader),
     ) -> io::Result<TcpStream> {
-        let (id, shared) = stack.adopt((owner, slot))?;
+        let (id, shared) = stack.adopt(at)?;
         let s = TcpStream {
             stack: stack.clone(),
             id,

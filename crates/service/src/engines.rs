@@ -6,8 +6,10 @@
 //!
 //! ```text
 //!   engine 0's host (the caller's thread): the control socket, hellos,
-//!       departures, forks; posts Join(view) / End(assoc) to the others
-//!   engine e's host (thread corestack-engine-e): the views it was given;
+//!       departures, borrows; posts Join(view, fork claim) / End(assoc)
+//!       to the others
+//!   engine e's host (thread corestack-engine-e): the views it was given,
+//!       the fork references of its own sockets (see `host::forking`);
 //!       reports the associations that broke the protocol on its ring
 //! ```
 //! Every application has one segment, with a command ring and a doorbell
@@ -31,8 +33,10 @@ use tracing::warn;
 
 /// What the first engine's host tells another's.
 pub(crate) enum Msg {
-    /// A new association: this engine's view of it.
-    Join(Box<App>),
+    /// A new association: this engine's view of it, and the fork it claims
+    /// to be the child of (parent association, ticket; 0s for none),
+    /// judged by the first engine.
+    Join(Box<App>, (u32, u32)),
     /// The association ended (departed, broke the protocol, or refused).
     End(u32),
 }
@@ -50,6 +54,24 @@ pub(crate) struct Mailbox {
     pub bell: Option<Arc<Doorbell>>,
     /// From the host: associations that broke the protocol on its ring.
     pub broken: Mutex<Vec<u32>>,
+    /// From the host: the connections it holds that were lent
+    /// (`Desc::Lend`), for the first engine to claim at a borrow.
+    pub lends: Mutex<Vec<Lending>>,
+}
+
+/// A connection an engine e ≥ 1 holds, lent with SCM_RIGHTS.
+pub(crate) struct Lending {
+    /// The passed fd's open-file key.
+    pub key: u64,
+    /// The lender's association.
+    pub owner: u32,
+    /// The connection's slot in the lender's segment.
+    pub slot: u32,
+    /// When it was lent.
+    pub at: std::time::Instant,
+    /// The association the first engine let borrow it (it takes it over
+    /// with `Desc::Adopt` on this engine).
+    pub claimed: Option<u32>,
 }
 
 impl Mailbox {

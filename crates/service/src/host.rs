@@ -29,11 +29,11 @@ use crate::control::ControlSocket;
 use crate::engines::{lock, Msg, Role};
 use crate::forks::Forks;
 use crate::translate::{translate, ProtocolViolation};
-use appif::command::{Command, Owner};
+
+mod forking;
 use appif::ctl::{self, Epoll};
 use appif::notify::Notify;
-use appif::seg::{self, AppSegmentAccept, Desc};
-use appif::socket::SockId;
+use appif::seg::{AppSegmentAccept, Desc};
 use core::time::Duration;
 use engine::publish::Published;
 use engine::time::Instant;
@@ -46,7 +46,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use thiserror::Error;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 /// Descriptors taken from one application per iteration.
 const CMD_BURST: usize = 64;
@@ -107,6 +107,8 @@ pub struct Host<P: Port> {
     app_table: Option<AppsPublisher>,
     /// Sockets shared across fork, and the references held for children.
     forks: Forks,
+    /// Engine 0 of several: lends of connections other engines hold.
+    elsewhere: Vec<forking::Elsewhere>,
 }
 
 impl<P: Port> Host<P> {
@@ -184,6 +186,7 @@ impl<P: Port> Host<P> {
             events: Vec::with_capacity(64),
             app_table,
             forks: Forks::default(),
+            elsewhere: Vec::new(),
         })
     }
 
@@ -248,82 +251,12 @@ impl<P: Port> Host<P> {
             };
             n += 1;
             app.stats.commands += 1;
-            let assoc = app.assoc;
-            let mut parent = app.parent;
-            let id = seg::service_id(assoc, d.slot());
-            let mut then_close = None;
-            match d {
-                Desc::Forking { ticket } => {
-                    let ids = self.engine.engine.sockets_of(assoc);
-                    self.forks.forking(assoc, ticket, &ids);
-                    debug!(
-                        assoc,
-                        ticket,
-                        sockets = ids.len(),
-                        holds = self.forks.holds(),
-                        "application forks"
-                    );
-                    continue;
-                }
-                Desc::Forked { ticket, pid } => {
-                    let close = self.forks.forked(assoc, ticket, pid);
-                    self.close_now(close, now);
-                    continue;
-                }
-                Desc::Adopt {
-                    slot,
-                    parent_slot,
-                    owner,
-                } => {
-                    self.adopt(i, slot, parent_slot, owner, now)?;
-                    continue;
-                }
-                Desc::Lend { key, .. } => {
-                    // Only a connection the application holds (checked, as
-                    // everything read from its ring).
-                    if self.engine.engine.is_open_conn(id) {
-                        self.forks.lend(assoc, id, key, std::time::Instant::now());
-                    }
-                    continue;
-                }
-                Desc::Close { slot } | Desc::Abort { slot } if slot < app.seg.layout().nslots => {
-                    match self.forks.close(id) {
-                        Some(x) if x == id => {}
-                        other => {
-                            // Others hold the socket still, or the last
-                            // reference was this copy of a connection a
-                            // child took over: that one closes.
-                            app.stats.closes += 1;
-                            AppSegmentAccept::app_closed(&app.seg, slot);
-                            self.close_now(other, now);
-                            continue;
-                        }
-                    }
-                }
-                Desc::JoinListener {
-                    parent_slot, owner, ..
-                } => {
-                    self.forks.opened(id);
-                    let of = if owner == 0 { parent } else { Some(owner) };
-                    let via_fork = of.and_then(|o| {
-                        self.forks
-                            .join_listener(assoc, seg::service_id(o, parent_slot))
-                    });
-                    // A hold from a fork, or the parent checked at hello.
-                    parent = if via_fork.is_some() || of == parent {
-                        of
-                    } else {
-                        None
-                    };
-                    then_close = via_fork.flatten();
-                }
-                Desc::Connect { .. } | Desc::Listen { .. } | Desc::UdpBind { .. } => {
-                    self.forks.opened(id);
-                }
-                _ => {}
-            }
+            let (parent, then_close) = match self.shared(i, d, now)? {
+                forking::Then::Done => continue,
+                forking::Then::Apply(parent, then_close) => (parent, then_close),
+            };
             let app = &mut self.apps[i];
-            let (seg, privileged) = (&app.seg, app.privileged);
+            let (assoc, seg, privileged) = (app.assoc, &app.seg, app.privileged);
             if let Some(cmd) = translate(seg, assoc, d, privileged, parent, &mut app.stats)? {
                 self.engine.engine.submit(cmd, now);
             }
@@ -334,56 +267,6 @@ impl<P: Port> Host<P> {
             self.close_now(then_close, now);
         }
         Ok(n)
-    }
-
-    /// `Desc::Adopt` from application `i`: its `slot` takes over the
-    /// connection in `parent_slot` of association `owner` (0: its parent),
-    /// if it holds a reference to it from a fork; else `slot` is closed
-    /// with ENETDOWN. Errors: `slot` out of range.
-    fn adopt(
-        &mut self,
-        i: usize,
-        slot: u32,
-        parent_slot: u32,
-        owner: u32,
-        now: Instant,
-    ) -> Result<(), ProtocolViolation> {
-        let app = &mut self.apps[i];
-        let shared = app
-            .seg
-            .shared(slot, true)
-            .ok_or(ProtocolViolation::SlotOutOfRange { slot })?;
-        app.stats.opens += 1;
-        let id = seg::service_id(app.assoc, slot);
-        self.forks.opened(id);
-        let of = if owner == 0 { app.parent } else { Some(owner) };
-        let from = of.and_then(|o| {
-            self.forks
-                .adopt(app.assoc, seg::service_id(o, parent_slot), id)
-        });
-        match from {
-            Some(from) => self.engine.engine.submit(
-                Command::Adopt {
-                    id,
-                    owner: Owner::association(app.assoc),
-                    shared,
-                    from,
-                },
-                now,
-            ),
-            None => {
-                app.stats.refused += 1;
-                shared.set_closed(appif::errno::ENETDOWN);
-            }
-        }
-        Ok(())
-    }
-
-    /// Closes, in the engine, the shared sockets whose last reference went.
-    fn close_now(&mut self, ids: impl IntoIterator<Item = SockId>, now: Instant) {
-        for id in ids {
-            self.engine.engine.submit(Command::Close { id }, now);
-        }
     }
 
     /// Applies everything left in application `i`'s command ring (it is
@@ -403,7 +286,10 @@ impl<P: Port> Host<P> {
                 let msgs = std::mem::take(&mut *lock(&mailbox.to));
                 for m in msgs {
                     match m {
-                        Msg::Join(app) => self.adopt_view(*app),
+                        Msg::Join(app, claim) => {
+                            self.adopt_view(*app);
+                            self.joined(claim, now);
+                        }
                         Msg::End(assoc) => {
                             if let Some(i) = self.apps.iter().position(|a| a.assoc == assoc) {
                                 self.drain(i, now);
@@ -414,6 +300,8 @@ impl<P: Port> Host<P> {
                 }
             }
         }
+        let gone = self.forks.reap(std::time::Instant::now());
+        self.close_now(gone, now);
         self.engine.engine.take_violations(&mut self.violations);
         while let Some(assoc) = self.violations.pop() {
             if let Some(i) = self.apps.iter().position(|a| a.assoc == assoc) {
@@ -507,8 +395,6 @@ impl<P: Port> Host<P> {
                 Err(_) => self.end(i, Ending::Departed, now),
             }
         }
-        let gone = self.forks.reap(std::time::Instant::now());
-        self.close_now(gone, now);
         let Role::First(_, others) = &self.role else {
             return;
         };
@@ -569,7 +455,7 @@ impl<P: Port> Host<P> {
                 .collect::<io::Result<Vec<_>>>()
                 .map_err(JoinError::Watch)?;
             for (m, view) in others.iter().zip(views) {
-                m.post(Msg::Join(Box::new(view)));
+                m.post(Msg::Join(Box::new(view), claim));
             }
         }
         let layout = app.seg.layout();
@@ -585,58 +471,6 @@ impl<P: Port> Host<P> {
         self.apps.push(app);
         self.publish_owners();
         Ok(())
-    }
-
-    /// Answers a `ctl::Borrow` on control connection `s`: the lender's
-    /// segment memfd and the lent connection's slot, when the asker is the
-    /// process of the association it names, holds the fd it names with the
-    /// key it names (`/proc`), and a connection was lent under that key
-    /// (the rings are taken first: the lender said `Lend` before it sent
-    /// the fd); else ENOENT or EPERM.
-    fn lent(&mut self, s: UnixStream, msg: &[u8], now: Instant) {
-        let answer = |status: i32| ctl::Lent {
-            status,
-            ..ctl::Lent::default()
-        };
-        let Ok(b) = ctl::Borrow::decode(msg) else {
-            let _ = ctl::send_msg(&s, &answer(appif::errno::EINVAL).encode(), &[]);
-            return;
-        };
-        // The asker is the process of the association it names, and holds
-        // an fd with that key (keys are counters: naming one proves nothing).
-        let me = ctl::peer_cred(&s).ok().map(|c| c.pid);
-        let holds = me.is_some_and(|pid| ctl::fd_key(&pid.to_string(), b.fd as i32) == Some(b.key));
-        if !holds
-            || !self
-                .apps
-                .iter()
-                .any(|a| a.assoc == b.assoc && Some(a.cred.pid) == me)
-        {
-            let _ = ctl::send_msg(&s, &answer(appif::errno::EPERM).encode(), &[]);
-            return;
-        }
-        for i in (0..self.apps.len()).rev() {
-            self.drain(i, now);
-        }
-        let found = self.forks.borrow(b.assoc, b.key).and_then(|(owner, id)| {
-            let app = self.apps.iter().find(|a| a.assoc == owner)?;
-            let (_, slot) = seg::service_owner(id)?;
-            Some((owner, slot, app))
-        });
-        match found {
-            Some((owner, slot, app)) => {
-                let l = ctl::Lent {
-                    status: 0,
-                    owner,
-                    slot,
-                    seg_len: app.seg.layout().total_len() as u64,
-                };
-                let _ = ctl::send_msg(&s, &l.encode(), &[app.memfd.as_fd()]);
-            }
-            None => {
-                let _ = ctl::send_msg(&s, &answer(appif::errno::ENOENT).encode(), &[]);
-            }
-        }
     }
 
     /// Tells the connection table who each association is (pid and name).

@@ -3,7 +3,9 @@
 //! carry the flows that land on the engine that does not own them). An application in service
 //! mode reaches both engines: its listener exists on each, its connections are on the engine
 //! their hash picks, its active opens go to either, and when it leaves both engines drop its
-//! sockets, and when it breaks the protocol on one engine's ring every engine ends it. The
+//! sockets, and when it breaks the protocol on one engine's ring every engine ends it. A
+//! forked child takes over its parent's connections and listener on both engines, and a
+//! connection on either engine is lent to another application. The
 //! same end to end over a multi-queue TAP, as root, in
 //! `crates/cli/tests/service_engines.rs`.
 
@@ -359,4 +361,108 @@ fn a_violation_on_one_engines_ring_ends_the_association_on_every_engine() {
         0
     );
     drop(app.control);
+}
+
+/// Connections the peer opens to `port` until the application behind `l` accepted one on each
+/// engine (at most 64 tries): the peer's end and the application's, in engine order.
+fn one_per_engine(d: &Daemon, l: &mut TcpListener, port: u16) -> Vec<(TcpStream, TcpStream)> {
+    let mut got: Vec<Option<(TcpStream, TcpStream)>> = vec![None, None];
+    for k in 0..64 {
+        if got.iter().all(Option::is_some) {
+            break;
+        }
+        let mut c = TcpStream::connect(&d.peer, addr(DAEMON_IP, port))
+            .unwrap_or_else(|e| panic!("connection {k}: the peer's connect failed: {e}"));
+        c.set_nonblocking(true).unwrap();
+        let (s, seen) = d.accept_from(l, &format!("connection {k}"));
+        let e = owner(s.local_addr().unwrap(), seen);
+        if got[e].is_none() {
+            got[e] = Some((c, s));
+        }
+    }
+    got.into_iter()
+        .map(|p| p.expect("64 connections all on one engine"))
+        .collect()
+}
+
+#[test]
+fn a_forked_child_takes_over_connections_and_the_listener_on_both_engines_after_its_parent_left() {
+    let d = Daemon::with("engines-fork", |c| c.cores = 2);
+    let parent = d.app();
+    let mut l = TcpListener::bind(&parent, any(7500)).expect("the parent's listen");
+    let pairs = one_per_engine(&d, &mut l, 7500);
+
+    // The fork, played in this process as in tests/fork.rs.
+    let ticket = parent.forking().expect("service mode");
+    parent.forked(ticket, std::process::id() as i32);
+    let kid = corestack::Stack::builder()
+        .service(&d.sock)
+        .child_of(parent.association().expect("service mode"))
+        .fork_ticket(ticket)
+        .start()
+        .expect("the child of the fork joins");
+    let (mut peers, mut served) = (Vec::new(), Vec::new());
+    let mut parents = Vec::new();
+    for (e, (c, s)) in pairs.into_iter().enumerate() {
+        let mut theirs = TcpStream::adopt(&kid, &s)
+            .unwrap_or_else(|err| panic!("the child takes engine {e}'s connection: {err}"));
+        theirs.set_nonblocking(true).unwrap();
+        peers.push(c);
+        served.push(theirs);
+        parents.push(s);
+    }
+    let mut kl = TcpListener::join(&kid, &l, 64).expect("the child joins the listener");
+
+    // The parent closes its copies and leaves: what the child took over lives on, on both
+    // engines.
+    let assoc = parent.association().expect("service mode");
+    drop(parents);
+    drop(l);
+    drop(parent);
+    within(
+        || format!("both engines saw the parent leave; log:\n{}", d.log()),
+        || (lines_about(&d, assoc, &["application left"]) == 2).then_some(()),
+    );
+    echo_all(&d, &mut peers, &mut served);
+
+    // New connections land on both engines, and the child accepts them all.
+    let (mut peers, mut served) = (Vec::new(), Vec::new());
+    let mut owners = [0usize; 2];
+    for k in 0..16 {
+        let mut c = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7500))
+            .unwrap_or_else(|e| panic!("connection {k} after the fork: {e}"));
+        c.set_nonblocking(true).unwrap();
+        let (s, seen) = d.accept_from(&mut kl, &format!("the child's accept {k}"));
+        owners[owner(s.local_addr().unwrap(), seen)] += 1;
+        peers.push(c);
+        served.push(s);
+    }
+    assert!(
+        owners[0] > 0 && owners[1] > 0,
+        "the child accepted on both engines: {owners:?}"
+    );
+    echo_all(&d, &mut peers, &mut served);
+}
+
+#[test]
+fn a_connection_on_either_engine_is_lent_to_another_application() {
+    let d = Daemon::with("engines-lend", |c| c.cores = 2);
+    let (primary, worker) = (d.app(), d.app());
+    let mut l = TcpListener::bind(&primary, any(7600)).expect("the primary's listen");
+    let (mut peers, mut served) = (Vec::new(), Vec::new());
+    for (e, (c, lent)) in one_per_engine(&d, &mut l, 7600).into_iter().enumerate() {
+        // As the shim does around sendmsg(SCM_RIGHTS) and recvmsg (see tests/fork.rs): an
+        // eventfd this process holds stands for the fd passed and received.
+        let passed = ctl::eventfd().expect("an eventfd");
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&passed);
+        lent.lend(ctl::fd_key("self", fd).expect("an eventfd-id"));
+        let mut mine = TcpStream::borrow(&worker, fd)
+            .unwrap_or_else(|err| panic!("claiming engine {e}'s connection: {err}"))
+            .unwrap_or_else(|| panic!("engine {e}'s connection was lent"));
+        mine.set_nonblocking(true).unwrap();
+        drop(lent);
+        peers.push(c);
+        served.push(mine);
+    }
+    echo_all(&d, &mut peers, &mut served);
 }

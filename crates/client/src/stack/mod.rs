@@ -443,69 +443,101 @@ impl Stack {
             Ok(p)
         };
         let first = listen(0, local)?;
-        let mut queues = Vec::with_capacity(s.engines());
-        queues.push((first.rx, 0));
         if s.engines() > 1 {
             self.wait_opened(&first.shared)?;
             local.set_port(first.shared.local().port());
-            let mut members = Vec::with_capacity(s.engines() - 1);
-            for e in 1..s.engines() {
-                let opened = listen(e, local).and_then(|p| {
-                    members.push(p.id as u32);
-                    self.wait_opened(&p.shared)?;
-                    Ok(p)
-                });
-                match opened {
-                    Ok(p) => queues.push((p.rx, e)),
-                    Err(err) => {
-                        s.group(first.id as u32, members);
-                        s.submit(first.id as u32, |slot| Desc::Close { slot });
-                        return Err(err);
-                    }
+        }
+        let rest: Vec<usize> = (1..s.engines()).collect();
+        self.listener_members(s, (first, 0), &rest, |k| listen(rest[k], local))
+    }
+
+    /// Service mode: the listener on several engines whose first slot is
+    /// `first` (on engine `e0`, open), with a member on each engine of
+    /// `rest`, the k-th opened by `open(k)`: waits until each is open,
+    /// then records the group. Errors: a member's; the members opened
+    /// and the first are closed then.
+    fn listener_members(
+        &self,
+        s: &crate::service::Service,
+        (first, e0): (crate::service::SlotParts, usize),
+        rest: &[usize],
+        open: impl Fn(usize) -> io::Result<crate::service::SlotParts>,
+    ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
+        let mut queues = Vec::with_capacity(rest.len() + 1);
+        queues.push((first.rx, e0));
+        let mut members = Vec::with_capacity(rest.len());
+        for (k, &e) in rest.iter().enumerate() {
+            let opened = open(k).and_then(|p| {
+                members.push(p.id as u32);
+                self.wait_opened(&p.shared)?;
+                Ok(p)
+            });
+            match opened {
+                Ok(p) => queues.push((p.rx, e)),
+                Err(err) => {
+                    s.group(first.id as u32, members);
+                    s.submit(first.id as u32, |slot| Desc::Close { slot });
+                    return Err(err);
                 }
             }
+        }
+        if !rest.is_empty() {
             s.group(first.id as u32, members);
         }
         Ok((first.id, first.shared, AcceptRx::AppSegment(queues, 0)))
     }
 
-    /// Service mode: a new member of listener `group_slot` of association
-    /// `owner` (0: the parent's, see [`StackBuilder::child_of`]). Errors:
-    /// EOPNOTSUPP outside service mode, EMFILE when the segment has no
-    /// free slot.
+    /// Service mode: a new member of the listener of association `owner`
+    /// (0: the parent's, see [`StackBuilder::child_of`]) whose copies are
+    /// `copies` (engine, slot in the owner's segment; the first is the
+    /// slot the owner knows it by): one member per copy, on that copy's
+    /// engine, accepting from all of them. Errors: EOPNOTSUPP outside
+    /// service mode, EMFILE when the segment has no free slot, an engine's
+    /// refusal (EPERM, EINVAL) of a member after the first.
     pub(crate) fn join_listener(
         &self,
-        (owner, group_slot): (u32, u32),
+        owner: u32,
+        copies: &[(usize, u32)],
         backlog: usize,
     ) -> io::Result<(SockId, Arc<StatusHandle>, AcceptRx)> {
         let s = self.service()?;
-        // On engine 0, where the parent's listener is known by its slot.
-        let p = s.new_socket(0)?;
-        s.submit_desc(
-            0,
-            Desc::JoinListener {
-                slot: p.id as u32,
-                parent_slot: group_slot,
-                backlog: backlog as u32,
-                owner,
-            },
-        );
-        Ok((p.id, p.shared, AcceptRx::AppSegment(vec![(p.rx, 0)], 0)))
+        let join = |(e, parent_slot): (usize, u32)| -> io::Result<crate::service::SlotParts> {
+            let p = s.new_socket(e)?;
+            s.submit_desc(
+                e,
+                Desc::JoinListener {
+                    slot: p.id as u32,
+                    parent_slot,
+                    backlog: backlog as u32,
+                    owner,
+                },
+            );
+            Ok(p)
+        };
+        let (&head, rest) = copies
+            .split_first()
+            .ok_or_else(|| errno::io(libc::EINVAL))?;
+        let first = join(head)?;
+        if !rest.is_empty() {
+            self.wait_opened(&first.shared)?;
+        }
+        let engines: Vec<usize> = rest.iter().map(|c| c.0).collect();
+        self.listener_members(s, (first, head.0), &engines, |k| join(rest[k]))
     }
 
     /// Service mode: a slot of this association takes over connection
-    /// `parent_slot` of association `owner` (see [`crate::TcpStream::adopt`]):
-    /// the new slot's id and status block (the engine fills it in).
-    /// Errors: EOPNOTSUPP outside service mode, EMFILE when the segment
-    /// has no free slot.
+    /// `parent_slot` of association `owner`, held by engine `engine` (see
+    /// [`crate::TcpStream::adopt`]): the new slot's id and status block
+    /// (the engine fills it in). Errors: EOPNOTSUPP outside service mode,
+    /// EMFILE when the segment has no free slot.
     pub(crate) fn adopt(
         &self,
-        (owner, parent_slot): (u32, u32),
+        (owner, parent_slot, engine): (u32, u32, usize),
     ) -> io::Result<(SockId, Arc<StatusHandle>)> {
         let s = self.service()?;
-        let p = s.new_socket(0)?;
+        let p = s.new_socket(engine)?;
         s.submit_desc(
-            0,
+            engine,
             Desc::Adopt {
                 slot: p.id as u32,
                 parent_slot,
@@ -524,7 +556,7 @@ impl Stack {
     pub fn forking(&self) -> Option<u32> {
         let s = self.service().ok()?;
         let ticket = s.next_ticket();
-        s.submit_desc(0, Desc::Forking { ticket });
+        s.submit_all(Desc::Forking { ticket });
         Some(ticket)
     }
 
@@ -533,13 +565,10 @@ impl Stack {
     /// references it holds end when it exits without joining.
     pub fn forked(&self, ticket: u32, pid: i32) {
         if let Ok(s) = self.service() {
-            s.submit_desc(
-                0,
-                Desc::Forked {
-                    ticket,
-                    pid: u32::try_from(pid).unwrap_or(0),
-                },
-            );
+            s.submit_all(Desc::Forked {
+                ticket,
+                pid: u32::try_from(pid).unwrap_or(0),
+            });
         }
     }
 
@@ -548,7 +577,14 @@ impl Stack {
     /// (see [`crate::TcpStream::borrow`]). No-op in other modes.
     pub(crate) fn lend(&self, slot: u32, key: u64) {
         if let Ok(s) = self.service() {
-            s.submit_desc(0, Desc::Lend { slot, key });
+            // To the engine that holds it, which keeps the reference; with
+            // several engines engine 0 (which answers the borrow) learns
+            // of it too.
+            let e = s.lane_of(slot).0;
+            s.submit_desc(e, Desc::Lend { slot, key });
+            if e != 0 {
+                s.submit_desc(0, Desc::Lend { slot, key });
+            }
         }
     }
 
@@ -556,7 +592,10 @@ impl Stack {
     /// connection lent as this process's `fd`, if any (see
     /// [`crate::TcpStream::borrow`]). Errors: EOPNOTSUPP in other modes, the
     /// daemon's refusal, I/O errors.
-    pub(crate) fn borrow(&self, fd: i32) -> io::Result<Option<(appif::seg::AppSegment, u32, u32)>> {
+    pub(crate) fn borrow(
+        &self,
+        fd: i32,
+    ) -> io::Result<Option<(appif::seg::AppSegment, crate::service::Place)>> {
         self.service()?.borrow(fd)
     }
 
@@ -570,21 +609,29 @@ impl Stack {
 
     /// Service mode, for this stack inherited across fork (another
     /// process's: its segment is mapped here too): where socket `id` is
-    /// (this association, its slot) and views of its rings, for the
-    /// process that takes it over. Errors: ENETDOWN outside service mode
+    /// (this association, its slot, the engine that holds it) and views of
+    /// its rings, for the process that takes it over. Errors: ENETDOWN outside service mode
     /// or for a slot out of range.
     pub(crate) fn inherited(
         &self,
         id: SockId,
-    ) -> io::Result<((u32, u32), (bytes::Writer, bytes::Reader))> {
+    ) -> io::Result<(crate::service::Place, (bytes::Writer, bytes::Reader))> {
         let down = || errno::io(libc::ENETDOWN);
         let s = self.service().map_err(|_| down())?;
         let slot = id as u32;
         let rings = (s.seg.tx_writer(slot), s.seg.rx_reader(slot));
         match rings {
-            (Some(tx), Some(rx)) => Ok(((s.assoc, slot), (tx, rx))),
+            (Some(tx), Some(rx)) => Ok(((s.assoc, slot, s.lane_of(slot).0), (tx, rx))),
             _ => Err(down()),
         }
+    }
+
+    /// Service mode, for this stack inherited across fork: the copies of
+    /// listener `id` (engine, slot), the one the application knows first;
+    /// and this association. Errors: EOPNOTSUPP outside service mode.
+    pub(crate) fn inherited_listener(&self, id: SockId) -> io::Result<(u32, Vec<(usize, u32)>)> {
+        let s = self.service()?;
+        Ok((s.assoc, s.copies(id as u32)))
     }
 
     /// The next accepted connection waiting in `q`, if any.
