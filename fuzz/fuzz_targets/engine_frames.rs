@@ -111,6 +111,7 @@ impl Harness {
             local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, LISTEN_PORT).into(),
             accept: AcceptQueue::Local(accept_tx),
             v6only: false,
+            reuseport: None,
         });
         let (udp_tx, eng_udp_tx) = bytes::ring(4096);
         let (eng_udp_rx, udp_rx) = bytes::ring(4096);
