@@ -28,6 +28,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::harness::{CLIENT_CPU, SERVER_CPU};
 use crate::report::median;
 use crate::sweep::{busy_small_rings, counters_moved, engine_counters, Bed, PORT};
 use cmdline::{one_line, Interrupted, StackOpts};
@@ -217,7 +218,8 @@ impl ConnRate {
         println!(
             "servers: Linux: bench conn-echo (one thread, epoll, spins); corestack: serve echo \
              (inline engine, --poll busy, af_xdp); clients: bench rate-client, kernel (epoll, \
-             blocks) or corestack (inline, spins); server on CPU 1, client on CPU 0"
+             blocks) or corestack (inline, spins); server on CPU {SERVER_CPU}, client on CPU \
+             {CLIENT_CPU}"
         );
         println!(
             "median of {} runs of {} s; failed: all runs\n",

@@ -128,14 +128,29 @@ pub struct BenchCmd {
     /// default CPU 1.
     #[arg(long, global = true, value_name = "LIST")]
     server_cpus: Option<String>,
+    /// CPUs of corestack's engine threads in the servers the benchmarks start (`--cpus` of
+    /// `serve`, `exec` and `run`: engine i on the i-th, cycling), a `taskset -c` list; default
+    /// the server CPUs. A benchmark that runs corestack in its own process takes `--cpus`.
+    #[arg(long, global = true, value_name = "LIST", value_parser = engine_cpu_list)]
+    engine_cpus: Option<String>,
     #[command(subcommand)]
     bench: Bench,
+}
+
+/// Checks `--engine-cpus` and writes it back as a plain comma list.
+fn engine_cpu_list(text: &str) -> std::result::Result<String, String> {
+    let cpus = cmdline::cpu_list(text)?.0;
+    Ok(cpus
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(","))
 }
 
 impl BenchCmd {
     /// Runs the benchmark with these CPUs.
     pub fn run(self) -> Result<()> {
-        harness::set_cpus(self.client_cpus, self.server_cpus);
+        harness::set_cpus(self.client_cpus, self.server_cpus, self.engine_cpus);
         self.bench.run()
     }
 }

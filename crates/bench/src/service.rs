@@ -6,10 +6,11 @@
 //!  c2 10.79.2.1/24  ── veth ──  s2 10.79.2.2/24 (Linux)
 //! ```
 //!
-//! 1. 64-byte TCP ping-pong. The client and the echo application both block and share CPU 0;
-//!    corestack's engine (the daemon, or embedded mode's engine thread) has CPU 1 to itself,
-//!    the deployment service mode is for. Linux is measured with its server on CPU 0 (the
-//!    same placement as the applications) and on CPU 1.
+//! 1. 64-byte TCP ping-pong. The client and the echo application both block and share the
+//!    client CPUs (`bench --client-cpus`, default CPU 0); corestack's engine (the daemon, or
+//!    embedded mode's engine thread) has the engine CPUs (`--engine-cpus`, default the server
+//!    CPUs, CPU 1) to itself, the deployment service mode is for. Linux is measured with its
+//!    server on the client CPUs (the same placement as the applications) and on the engine's.
 //! 2. The daemon under each polling policy: its CPU use idle (an application connected, no
 //!    traffic), under light load (one round trip per ms), and at full ping-pong load, next to
 //!    the latency it gives.
@@ -26,6 +27,7 @@ use netns::ChildGuard;
 use serde_json::Value;
 
 use crate::harness::children::{run_client, spawn_env, wait_ready, Latency, LogDir, Topology};
+use crate::harness::{daemon_cpu_args, CLIENT_CPU, ENGINE_CPU};
 use crate::memcached::load::cpu_seconds;
 use cmdline::stop_flag;
 
@@ -95,7 +97,7 @@ impl ServiceBench {
         let stop = stop_flag()?;
         netns::check_privileges()?;
         if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-            bail!("bench service needs 2 CPUs (applications on CPU 0, the engine on CPU 1)");
+            bail!("bench service needs 2 CPUs (applications on one, the engine on the other)");
         }
         let exe = std::env::current_exe().context("finding this program's path")?;
         let logs = LogDir::new("bench-service")?;
@@ -123,7 +125,14 @@ impl ServiceBench {
                 &gap,
             ];
             let log = logs.file(log);
-            let child = spawn_env(&topo.client, Some("0"), &exe, &args, &log, &[])?;
+            let child = spawn_env(
+                &topo.client,
+                Some(CLIENT_CPU.as_str()),
+                &exe,
+                &args,
+                &log,
+                &[],
+            )?;
             Latency::from_json(&run_client(child, &log, timeout, &stop)?)
         };
         let start_server = |cpu: Option<&str>,
@@ -139,10 +148,18 @@ impl ServiceBench {
         };
         let start_daemon = |policy: &str, log: &str| -> Result<ChildGuard> {
             let log = logs.file(log);
-            let args = [
+            let mut args = vec![
                 "run", "--iface", "s1", "--ip", CORE_CIDR, "--socket", &socket, "--poll", policy,
             ];
-            let mut d = spawn_env(&topo.server, Some("1"), &exe, &args, &log, &[])?;
+            args.extend(daemon_cpu_args());
+            let mut d = spawn_env(
+                &topo.server,
+                Some(ENGINE_CPU.as_str()),
+                &exe,
+                &args,
+                &log,
+                &[],
+            )?;
             wait_ready(&mut d, "daemon ready", &log, true, &stop)
                 .context("starting the corestack daemon")?;
             Ok(d)
@@ -160,40 +177,46 @@ impl ServiceBench {
         let mut rows = Vec::new();
         let mut linux_light = Vec::new();
         if self.only != Some(Part::Messages) {
-            for (label, cpu) in [
-                ("Linux, server on CPU 0", "0"),
-                ("Linux, server on CPU 1", "1"),
-            ] {
+            for (i, (label, cpu)) in [
+                ("Linux, server on the client CPU", CLIENT_CPU),
+                ("Linux, server on the engine CPU", ENGINE_CPU),
+            ]
+            .into_iter()
+            .enumerate()
+            {
                 say(&format!("ping-pong: {label}"));
                 let mut s = start_server(
-                    Some(cpu),
+                    Some(cpu.as_str()),
                     &["serve", "echo", "--kernel", "--ip", LINUX_IP, "--port", "7"],
                     &[],
-                    &format!("linux-echo-{cpu}.log"),
+                    &format!("linux-echo-{i}.log"),
                 )?;
                 lat.push((
                     label,
-                    pingpong(&linux_target, 0, &format!("pp-linux-{cpu}.log"))?,
+                    pingpong(&linux_target, 0, &format!("pp-linux-{i}.log"))?,
                 ));
                 linux_light.push((
                     label,
-                    pingpong(&linux_target, 1000, &format!("pp-linux-light-{cpu}.log"))?,
+                    pingpong(&linux_target, 1000, &format!("pp-linux-light-{i}.log"))?,
                 ));
                 s.terminate(Duration::from_secs(3))?;
             }
             say("ping-pong: corestack embedded mode");
             {
                 let mut s = start_server(
-                    Some("0"),
+                    Some(CLIENT_CPU.as_str()),
                     &[
                         "serve", "echo", "--iface", "s1", "--ip", CORE_CIDR, "--port", "7",
                         "--mode", "embedded", "--poll", "busy",
                     ],
-                    &[("CORESTACK_SPIN_US", "0"), ("CORESTACK_ENGINE_CPU", "1")],
+                    &[
+                        ("CORESTACK_SPIN_US", "0"),
+                        ("CORESTACK_ENGINE_CPUS", ENGINE_CPU.as_str()),
+                    ],
                     "embedded-echo.log",
                 )?;
                 lat.push((
-                    "corestack embedded (engine CPU 1)",
+                    "corestack embedded (own engine CPU)",
                     pingpong(&core_target, 0, "pp-embedded.log")?,
                 ));
                 s.terminate(Duration::from_secs(3))?;
@@ -205,7 +228,7 @@ impl ServiceBench {
                 let mut d = start_daemon(policy, &format!("daemon-{policy}.log"))?;
                 let dpid = d.id();
                 let mut app = start_server(
-                    Some("0"),
+                    Some(CLIENT_CPU.as_str()),
                     &echo_args,
                     &app_env,
                     &format!("service-echo-{policy}.log"),
@@ -240,7 +263,7 @@ impl ServiceBench {
             let sink_log = logs.file("sink.log");
             let mut sink = spawn_env(
                 &topo.client,
-                Some("0"),
+                Some(CLIENT_CPU.as_str()),
                 &exe,
                 &["serve", "sink", "--kernel", "--port", "9"],
                 &sink_log,
@@ -275,28 +298,37 @@ impl ServiceBench {
             };
             say("64-byte writes: Linux");
             msgs.push((
-                "Linux (writer on CPU 1)",
-                stream(SINK_LINUX_SIDE, Some("1"), &[], &[], "stream-linux.log")?,
+                "Linux (writer on the engine CPU)",
+                stream(
+                    SINK_LINUX_SIDE,
+                    Some(ENGINE_CPU.as_str()),
+                    &[],
+                    &[],
+                    "stream-linux.log",
+                )?,
             ));
             say("64-byte writes: corestack embedded");
             msgs.push((
-                "corestack embedded (engine CPU 1)",
+                "corestack embedded (own engine CPU)",
                 stream(
                     SINK_CORE_SIDE,
-                    Some("0"),
+                    Some(CLIENT_CPU.as_str()),
                     &[
                         "--iface", "s1", "--ip", CORE_CIDR, "--mode", "embedded", "--poll", "busy",
                     ],
-                    &[("CORESTACK_ENGINE_CPU", "1"), ("CORESTACK_SPIN_US", "0")],
+                    &[
+                        ("CORESTACK_ENGINE_CPUS", ENGINE_CPU.as_str()),
+                        ("CORESTACK_SPIN_US", "0"),
+                    ],
                     "stream-embedded.log",
                 )?,
             ));
-            say("64-byte writes: corestack service mode (busy daemon on CPU 1)");
+            say("64-byte writes: corestack service mode (busy daemon on the engine CPU)");
             let msgs_service = {
                 let mut d = start_daemon("busy", "daemon-stream.log")?;
                 let r = stream(
                     SINK_CORE_SIDE,
-                    Some("0"),
+                    Some(CLIENT_CPU.as_str()),
                     &[],
                     &app_env,
                     "stream-service.log",
@@ -304,7 +336,7 @@ impl ServiceBench {
                 d.terminate(Duration::from_secs(5))?;
                 r?
             };
-            msgs.push(("corestack service (app CPU 0)", msgs_service));
+            msgs.push(("corestack service (app on client CPU)", msgs_service));
             sink.terminate(Duration::from_secs(3))?;
         }
         drop(topo);
@@ -315,8 +347,8 @@ impl ServiceBench {
         if let Some(&(_, linux)) = msgs.first() {
             println!();
             println!(
-                "one connection, back-to-back 64-byte writes into a Linux sink on CPU 0 ({} s):",
-                self.seconds
+                "one connection, back-to-back 64-byte writes into a Linux sink on CPU {} ({} s):",
+                CLIENT_CPU, self.seconds
             );
             println!("{:<36}{:>14}{:>12}", "writer", "messages/s", "vs Linux");
             for (label, m) in &msgs {
@@ -408,9 +440,12 @@ fn print_latency(
     println!(
         "corestack bench service: 64-byte TCP over veth between two namespaces (af_xdp, copy mode)"
     );
-    println!("ping-pong: client blocks (CPU 0); echo application blocks (CPU 0); corestack's engine spins");
     println!(
-        "on CPU 1 (the daemon busy-polling, or embedded mode's engine thread); {seconds} s per run"
+        "ping-pong: client blocks (CPU {CLIENT_CPU}); echo application blocks (CPU {CLIENT_CPU}); \
+         corestack's engine spins"
+    );
+    println!(
+        "on CPU {ENGINE_CPU} (the daemon busy-polling, or embedded mode's engine thread); {seconds} s per run"
     );
     println!();
     println!(
@@ -433,7 +468,7 @@ fn print_latency(
         lrow("corestack service (busy daemon)", busy.full);
     }
     println!(
-        "Linux(1): Linux with its server on CPU 1, which like corestack crosses cores per message;"
+        "Linux(1): Linux with its server on the engine's CPU {ENGINE_CPU}, which like corestack crosses cores per message;"
     );
     println!("with client and server on one core Linux needs no cross-core wake-up at all.");
     println!();
@@ -443,7 +478,7 @@ fn print_latency(
     }
     println!();
     println!(
-        "the daemon's polling policies (daemon pinned to CPU 1; CPU in % of one core, from /proc):"
+        "the daemon's polling policies (daemon pinned to CPU {ENGINE_CPU}; CPU in % of one core, from /proc):"
     );
     println!(
         "{:<11}{:>9}{:>11}{:>11}{:>11}{:>10}{:>10}{:>10}{:>11}",

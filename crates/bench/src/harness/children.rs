@@ -86,6 +86,9 @@ pub fn spawn_env(
     };
     cmd.args(args).stdin(Stdio::null());
     cmd.env_remove("CORESTACK_SOCKET");
+    if let Some(list) = super::engine_cpus() {
+        cmd.env("CORESTACK_ENGINE_CPUS", list);
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }

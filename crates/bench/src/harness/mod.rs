@@ -14,10 +14,14 @@ pub enum Cpus {
     Client,
     /// Servers (the program, its engine threads, the daemon): `--server-cpus`, default CPU 1.
     Server,
+    /// corestack's engine threads in the servers the benchmarks start (`--engine-cpus`);
+    /// without it, the server's CPUs.
+    Engine,
 }
 
 static CLIENT_CPUS: OnceLock<String> = OnceLock::new();
 static SERVER_CPUS: OnceLock<String> = OnceLock::new();
+static ENGINE_CPUS: OnceLock<String> = OnceLock::new();
 
 impl Cpus {
     /// The CPU list, as `taskset -c` takes it.
@@ -25,6 +29,9 @@ impl Cpus {
         match self {
             Cpus::Client => CLIENT_CPUS.get().map_or("0", String::as_str),
             Cpus::Server => SERVER_CPUS.get().map_or("1", String::as_str),
+            Cpus::Engine => ENGINE_CPUS
+                .get()
+                .map_or(Cpus::Server.as_str(), String::as_str),
         }
     }
 }
@@ -40,13 +47,33 @@ pub const CLIENT_CPU: Cpus = Cpus::Client;
 /// The CPUs the benchmarks pin their servers to (the program, its engine thread, the daemon).
 pub const SERVER_CPU: Cpus = Cpus::Server;
 
-/// Sets the CPU lists (`bench --client-cpus/--server-cpus`) before a benchmark runs; each
-/// is validated by `taskset` when a child starts.
-pub fn set_cpus(client: Option<String>, server: Option<String>) {
+/// The CPUs of corestack's engine threads in the servers the benchmarks start: `--engine-cpus`,
+/// default the server's CPUs.
+pub const ENGINE_CPU: Cpus = Cpus::Engine;
+
+/// Sets the CPU lists (`bench --client-cpus/--server-cpus/--engine-cpus`) before a benchmark
+/// runs; the first two are validated by `taskset` when a child starts, the engines' by its
+/// parser.
+pub fn set_cpus(client: Option<String>, server: Option<String>, engine: Option<String>) {
     if let Some(c) = client {
         let _ = CLIENT_CPUS.set(c);
     }
     if let Some(s) = server {
         let _ = SERVER_CPUS.set(s);
     }
+    if let Some(e) = engine {
+        let _ = ENGINE_CPUS.set(e);
+    }
+}
+
+/// `--engine-cpus` when given: every corestack child the benchmarks start gets it as
+/// `CORESTACK_ENGINE_CPUS` (engine i on the i-th CPU, cycling), and every daemon as `--cpus`.
+pub fn engine_cpus() -> Option<&'static str> {
+    ENGINE_CPUS.get().map(String::as_str)
+}
+
+/// The arguments that place a daemon's engine threads (`run --cpus LIST`), if `--engine-cpus`
+/// was given.
+pub fn daemon_cpu_args() -> Vec<&'static str> {
+    engine_cpus().map_or_else(Vec::new, |l| vec!["--cpus", l])
 }

@@ -31,7 +31,7 @@ pub const CORE_CIDR: &str = "10.84.1.2/24";
 pub const CORE_IP: &str = "10.84.1.2";
 /// The kernel's address on s2.
 pub const LINUX_IP: &str = "10.84.2.2";
-pub use crate::harness::{CLIENT_CPU, SERVER_CPU};
+pub use crate::harness::{CLIENT_CPU, ENGINE_CPU, SERVER_CPU};
 
 /// The scheduling class of every process the rows start (servers, daemons, clients) and of
 /// their threads: SCHED_FIFO priority 10 (`chrt -f 10`). On a machine shared with other work,
@@ -89,6 +89,9 @@ pub fn spawn(ns: &Netns, cpu: &str, exe: &Path, args: &[&str], log: &Path) -> Re
         .args(args)
         .stdin(Stdio::null())
         .env_remove("CORESTACK_SOCKET");
+    if let Some(list) = super::engine_cpus() {
+        cmd.env("CORESTACK_ENGINE_CPUS", list);
+    }
     let err = File::create(log).with_context(|| format!("creating {}", log.display()))?;
     cmd.stderr(err);
     Ok(ChildGuard::spawn_lines(&mut cmd)?)
@@ -203,10 +206,11 @@ pub fn start(
         ),
         Row::Service => {
             let dlog = logs.file(&format!("daemon-{comm}.log"));
-            let args = [
+            let mut args = vec![
                 "run", "--iface", "s1", "--ip", CORE_CIDR, "--socket", socket,
             ];
-            let mut d = spawn(&topo.server, SERVER_CPU.as_str(), exe, &args, &dlog)?;
+            args.extend(super::daemon_cpu_args());
+            let mut d = spawn(&topo.server, ENGINE_CPU.as_str(), exe, &args, &dlog)?;
             wait_ready(&mut d, "daemon ready", &dlog, true, stop)
                 .context("starting the corestack daemon")?;
             cpu_pids.push(d.id());
