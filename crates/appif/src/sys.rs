@@ -124,8 +124,11 @@ pub fn pidfd_exited(fd: BorrowedFd<'_>) -> bool {
 // Messages with file descriptors
 // ---------------------------------------------------------------------------
 
-/// The most file descriptors one message may carry (send and receive).
-pub const MAX_FDS: usize = 16;
+/// The most file descriptors one message may carry (send and receive):
+/// the daemon's welcome carries a memfd and a doorbell per engine. Below
+/// Linux's `SCM_MAX_FD` (253), so a peer can send more than this and
+/// `recv_msg` reports the truncation.
+pub const MAX_FDS: usize = 128;
 
 /// Room for one `SCM_RIGHTS` control message of [`MAX_FDS`] descriptors.
 // SAFETY: CMSG_SPACE is plain arithmetic on its argument.

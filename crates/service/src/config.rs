@@ -6,7 +6,7 @@
 //! ip = ["10.0.0.2/24", "fd00::2/64"]  # ADDR/PREFIX, one per family; IPv4 required
 //! gateway = ["10.0.0.1", "fe80::1"]   # optional, one per family (one string: one address)
 //! driver = "af_xdp"          # af_xdp | tap
-//! cores = 1                  # engines, one thread and NIC queue each (1..=15)
+//! cores = 1                  # engines, one thread and NIC queue each (1..=64)
 //! socket = "/run/corestack/ctl.sock"
 //! ring_bytes = 262144        # per-connection ring size at the start, power of two, 4 KiB..16 MiB
 //! ring_max_bytes = 8388608   # the most a ring grows to (auto-tuning), ring_bytes..16 MiB
@@ -49,10 +49,14 @@ pub const MAX_SOCKETS_PER_APP_LIMIT: u32 = 1 << 16;
 pub const MAX_APPS_LIMIT: u32 = 4096;
 /// The largest `polling.idle_us`, in microseconds (1 s).
 pub const IDLE_US_MAX: u64 = 1_000_000;
-/// The most engines the daemon runs (`cores`): each application's welcome
+/// The most engines the daemon runs (`cores`). Each application's welcome
 /// carries its segment and one doorbell per engine in one `SCM_RIGHTS`
-/// message of at most `appif::ctl::MAX_FDS` descriptors.
-pub const CORES_SUPPORTED: u32 = appif::ctl::MAX_FDS as u32 - 1;
+/// message (at most `appif::ctl::MAX_FDS`, 128, descriptors), and the
+/// engines' handoff mesh reserves N·(N-1) rings of
+/// `engine::steer::HANDOFF_RING_BYTES` (4 MiB) of address space, touched as
+/// used: 16 GiB at 64 engines.
+pub const CORES_SUPPORTED: u32 = 64;
+const _: () = assert!(CORES_SUPPORTED as usize + 1 <= appif::ctl::MAX_FDS);
 
 /// The longest interface name Linux accepts, in bytes (`IFNAMSIZ` - 1).
 pub const IFNAME_MAX: usize = 15;

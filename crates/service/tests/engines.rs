@@ -37,9 +37,14 @@ fn pattern(k: usize) -> Vec<u8> {
 
 /// The engine of two that owns the flow between `a` and `b` (the daemon's hash).
 fn owner(a: SocketAddr, b: SocketAddr) -> usize {
+    owner_of(2, a, b)
+}
+
+/// The engine of `engines` that owns the flow between `a` and `b` (the daemon's hash).
+fn owner_of(engines: usize, a: SocketAddr, b: SocketAddr) -> usize {
     match (a, b) {
         (SocketAddr::V4(a), SocketAddr::V4(b)) => {
-            Steering::new(2).owner_v4(*a.ip(), *b.ip(), a.port(), b.port())
+            Steering::new(engines).owner_v4(*a.ip(), *b.ip(), a.port(), b.port())
         }
         _ => panic!("IPv4 expected"),
     }
@@ -160,6 +165,36 @@ fn an_application_serves_connections_on_both_engines() {
         refused,
         "every engine refuses the port once the listener closed"
     );
+}
+
+/// More engines than one welcome message carried doorbells for before (16 descriptors: the
+/// memfd and 15): an application of a 20-engine daemon gets a doorbell and a command ring per
+/// engine, and its listener serves connections owned by most of them, byte-exact.
+#[test]
+fn an_application_of_a_twenty_engine_daemon_serves_on_its_engines() {
+    const ENGINES: usize = 20;
+    let d = Daemon::with("engines-twenty", |c| c.cores = ENGINES as u32);
+    let app = d.app();
+    assert_eq!(app.engines(), ENGINES, "the application sees every engine");
+    let mut l = TcpListener::bind(&app, any(7300)).expect("the app's listen");
+    l.set_nonblocking(true).unwrap();
+    let mut peers = Vec::with_capacity(CONNS);
+    let mut served = Vec::with_capacity(CONNS);
+    let mut owners = [0usize; ENGINES];
+    for k in 0..CONNS {
+        let mut c = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7300))
+            .unwrap_or_else(|e| panic!("connection {k}: the peer's connect failed: {e}"));
+        c.set_nonblocking(true).unwrap();
+        let (s, seen) = d.accept_from(&mut l, &format!("connection {k}"));
+        owners[owner_of(ENGINES, s.local_addr().unwrap(), seen)] += 1;
+        peers.push(c);
+        served.push(s);
+    }
+    // 64 flows over 20 engines by hash: about 19 engines get one (fewer than 12 is a
+    // one-in-a-million draw).
+    let busy = owners.iter().filter(|&&n| n > 0).count();
+    assert!(busy >= 12, "connections on {busy} engines: {owners:?}");
+    echo_all(&d, &mut peers, &mut served);
 }
 
 #[test]

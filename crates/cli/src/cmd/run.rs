@@ -28,7 +28,7 @@ pub struct Run {
     /// Port driver.
     #[arg(long, value_enum)]
     driver: Option<Driver>,
-    /// Engines, each on its own thread and NIC queue(s) (1..=15; AF_XDP: the interface
+    /// Engines, each on its own thread and NIC queue(s) (1..=64; AF_XDP: the interface
     /// needs as many queues, TAP: a multi_queue tap).
     #[arg(long)]
     cores: Option<u32>,
