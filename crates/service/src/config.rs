@@ -56,7 +56,7 @@ pub const IDLE_US_MAX: u64 = 1_000_000;
 /// `engine::steer::HANDOFF_RING_BYTES` (4 MiB) of address space, touched as
 /// used: 16 GiB at 64 engines.
 pub const CORES_SUPPORTED: u32 = 64;
-const _: () = assert!(CORES_SUPPORTED as usize + 1 <= appif::ctl::MAX_FDS);
+const _: () = assert!((CORES_SUPPORTED as usize) < appif::ctl::MAX_FDS);
 
 /// The longest interface name Linux accepts, in bytes (`IFNAMSIZ` - 1).
 pub const IFNAME_MAX: usize = 15;
