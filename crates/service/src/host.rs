@@ -109,6 +109,9 @@ pub struct Host<P: Port> {
     forks: Forks,
     /// Engine 0 of several: lends of connections other engines hold.
     elsewhere: Vec<forking::Elsewhere>,
+    /// Engine 0 of several: borrows answered once the engine holding the
+    /// lent connection has taken its `Lend` (at most [`MAX_WAITING`]).
+    borrows: Vec<forking::Borrowing>,
 }
 
 impl<P: Port> Host<P> {
@@ -187,6 +190,7 @@ impl<P: Port> Host<P> {
             app_table,
             forks: Forks::default(),
             elsewhere: Vec::new(),
+            borrows: Vec::new(),
         })
     }
 
@@ -222,6 +226,9 @@ impl<P: Port> Host<P> {
             }
             worked |= self.engine.engine.poll(now);
             self.engine.publish(now, false);
+            if !self.borrows.is_empty() {
+                self.answer_borrows(now);
+            }
             let mail = match &self.role {
                 Role::Other(m) => m.mail.load(Ordering::Acquire),
                 Role::First(..) => false,

@@ -288,8 +288,8 @@ impl RawApp {
         }
     }
 
-    /// Opens a connection to `remote` on engine `e`'s command ring.
-    fn connect(&self, e: u32, remote: SocketAddr) {
+    /// Opens a connection to `remote` on engine `e`'s command ring; its slot.
+    fn connect(&self, e: u32, remote: SocketAddr) -> u32 {
         let slot = self.seg.claim_app_slot(e, |_| false).expect("a free slot");
         self.seg.reset_slot(slot);
         let mut p = CmdProducer::lane(self.seg.clone(), e).expect("engine's ring");
@@ -299,6 +299,19 @@ impl RawApp {
             local_port: 0,
             nodelay: false,
         }));
+        self.ring(e, p);
+        slot
+    }
+
+    /// Puts `d` on engine `e`'s command ring.
+    fn push(&self, e: u32, d: Desc) {
+        let mut p = CmdProducer::lane(self.seg.clone(), e).expect("engine's ring");
+        assert!(p.push(&d));
+        self.ring(e, p);
+    }
+
+    /// Rings engine `e`'s doorbell if it naps.
+    fn ring(&self, e: u32, p: CmdProducer) {
         if p.engine_needs_doorbell() {
             ctl::eventfd_signal(self.doorbells[e as usize].as_fd());
         }
@@ -500,4 +513,53 @@ fn a_connection_on_either_engine_is_lent_to_another_application() {
         served.push(mine);
     }
     echo_all(&d, &mut peers, &mut served);
+}
+
+/// A connection lent on engine 1, whose Lend engine 1 takes 100 ms after engine 0's (a busy
+/// engine): the borrow waits in engine 0's loop, which serves meanwhile (an echo on another
+/// connection completes), and is answered once engine 1 has it. Before, engine 0 stalled for
+/// up to 20 ms and then answered ENOENT.
+#[test]
+fn a_borrow_waits_for_the_engine_holding_the_lend_while_engine_0_serves() {
+    let d = Daemon::with("engines-late-lend", |c| c.cores = 2);
+    let mut pl = TcpListener::bind(&d.peer, any(7700)).expect("the peer's listen");
+    pl.set_nonblocking(true).unwrap();
+    let lender = RawApp::join(&d, "lender");
+    let slot = lender.connect(1, addr(PEER_IP, 7700).into());
+    let mut theirs = accept_within(&d, &mut pl, 0);
+    assert_eq!(
+        owner(theirs.peer_addr().unwrap(), theirs.local_addr().unwrap()),
+        1,
+        "the lent connection is engine 1's"
+    );
+    let worker = d.app();
+    let passed = ctl::eventfd().expect("an eventfd");
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&passed);
+    let key = ctl::fd_key("self", fd).expect("an eventfd-id");
+    lender.push(0, Desc::Lend { slot, key });
+    let borrow = {
+        let worker = worker.clone();
+        thread::spawn(move || TcpStream::borrow(&worker, fd))
+    };
+    // Engine 0 serves while the borrow waits for engine 1.
+    let app = d.app();
+    let mut l = TcpListener::bind(&app, any(7701)).expect("another listen");
+    d.assert_echo(&mut l, 7701, 4096, "an echo while the borrow waits");
+    thread::sleep(Duration::from_millis(100));
+    assert!(
+        !borrow.is_finished(),
+        "the borrow waits for engine 1's Lend"
+    );
+    lender.push(1, Desc::Lend { slot, key });
+    let mut mine = borrow
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the borrow: {e}; log:\n{}", d.log()))
+        .unwrap_or_else(|| panic!("the connection was lent; log:\n{}", d.log()));
+    mine.write_all(b"lent").unwrap();
+    let mut b = [0u8; 4];
+    theirs.set_nonblocking(false).unwrap();
+    theirs.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"lent", "the borrower writes on the lent connection");
+    drop(passed);
 }

@@ -33,9 +33,10 @@ use tracing::debug;
 
 /// Lends on other engines that engine 0 keeps the keys of, at most.
 const MAX_ELSEWHERE: usize = 1024;
-/// How long engine 0 waits for another engine to take a lend it was told
-/// of (the lender said Lend on both rings before it sent the fd).
-const LEND_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+/// How long a borrow waits for another engine to take a lend engine 0 was
+/// told of (the lender said Lend on both rings before it sent the fd);
+/// engine 0 goes on serving meanwhile.
+const LEND_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What [`Host::shared`] left to do with a descriptor.
 pub(super) enum Then {
@@ -45,6 +46,18 @@ pub(super) enum Then {
     /// member may join that association's listeners), then close the id
     /// whose last reference it ended, if any.
     Apply(Option<u32>, Option<SockId>),
+}
+
+/// A borrow engine 0 answers once another engine takes the lend it names:
+/// the asker's control connection, the borrower, the key, the lender and
+/// its slot, and when to give up (ENOENT).
+pub(super) struct Borrowing {
+    s: UnixStream,
+    assoc: u32,
+    key: u64,
+    owner: u32,
+    slot: u32,
+    until: Instant,
 }
 
 /// A lend on another engine that engine 0 was told of (`Desc::Lend` for a
@@ -164,37 +177,43 @@ impl<P: Port> Host<P> {
         }
     }
 
-    /// Engine 0, answering a borrow by `assoc` of `key` that no lend of
-    /// its own matched: the lender, slot and engine of a lend another
-    /// engine took, now claimed for `assoc` (that engine hands it over at
-    /// the Adopt). Waits up to [`LEND_WAIT`] for the engine to take the
-    /// lend, only when the lender said it lent `key`.
-    pub(super) fn borrow_elsewhere(&mut self, assoc: u32, key: u64) -> Option<(u32, u32, u32)> {
-        let k = self.elsewhere.iter().position(|l| l.0 == key)?;
-        let (_, owner, slot, _) = self.elsewhere.swap_remove(k);
+    /// Engine 0: claims for `assoc` the lend of `key` by `owner` (its
+    /// `slot`) that another engine took from its ring; that engine's index,
+    /// or None while no engine has taken it yet (it hands the connection
+    /// over at the Adopt).
+    fn claim_elsewhere(&self, assoc: u32, key: u64, owner: u32, slot: u32) -> Option<u32> {
         let Role::First(_, others) = &self.role else {
             return None;
         };
-        let until = std::time::Instant::now() + LEND_WAIT;
-        loop {
-            for (e, m) in others.iter().enumerate() {
-                let mut lends = lock(&m.lends);
-                let found = lends.iter_mut().find(|l| {
-                    l.key == key
-                        && l.owner == owner
-                        && l.slot == slot
-                        && l.claimed.is_none()
-                        && l.at.elapsed() <= LEND_FOR
-                });
-                if let Some(l) = found {
-                    l.claimed = Some(assoc);
-                    return Some((owner, slot, e as u32 + 1));
-                }
+        for (e, m) in others.iter().enumerate() {
+            let mut lends = lock(&m.lends);
+            let found = lends.iter_mut().find(|l| {
+                l.key == key
+                    && l.owner == owner
+                    && l.slot == slot
+                    && l.claimed.is_none()
+                    && l.at.elapsed() <= LEND_FOR
+            });
+            if let Some(l) = found {
+                l.claimed = Some(assoc);
+                return Some(e as u32 + 1);
             }
-            if std::time::Instant::now() >= until {
-                return None;
+        }
+        None
+    }
+
+    /// Engine 0, each iteration while borrows wait: answers those whose
+    /// lend the holding engine has taken by now, and with ENOENT those
+    /// that waited [`LEND_WAIT`] in vain; the engine loop goes on meanwhile.
+    pub(super) fn answer_borrows(&mut self, now: Instant) {
+        for k in (0..self.borrows.len()).rev() {
+            let b = &self.borrows[k];
+            let found = self.claim_elsewhere(b.assoc, b.key, b.owner, b.slot);
+            if found.is_none() && now < b.until {
+                continue;
             }
-            std::thread::yield_now();
+            let b = self.borrows.swap_remove(k);
+            self.answer_lent(&b.s, found.map(|e| (b.owner, b.slot, e)));
         }
     }
 
@@ -285,7 +304,10 @@ impl<P: Port> Host<P> {
     /// it, when the asker is the process of the association it names,
     /// holds the fd it names with the key it names (`/proc`), and a
     /// connection was lent under that key (the rings are taken first: the
-    /// lender said `Lend` before it sent the fd); else ENOENT or EPERM.
+    /// lender said `Lend` before it sent the fd); else ENOENT or EPERM
+    /// (ENOBUFS while [`super::MAX_WAITING`] borrows wait already). A lend
+    /// on another engine that engine has not taken yet is answered later,
+    /// from the loop ([`Host::answer_borrows`]).
     pub(super) fn lent(&mut self, s: UnixStream, msg: &[u8], now: Instant) {
         let answer = |status: i32| ctl::Lent {
             status,
@@ -313,8 +335,41 @@ impl<P: Port> Host<P> {
         }
         let found = match self.forks.borrow(b.assoc, b.key) {
             Some((owner, id)) => seg::service_owner(id).map(|(_, slot)| (owner, slot, 0)),
-            None => self.borrow_elsewhere(b.assoc, b.key),
+            None => {
+                // Lent on another engine: claimed now if that engine took the
+                // lend, else answered from the loop once it does (the lender
+                // said Lend on both rings before it sent the fd).
+                let Some(k) = self.elsewhere.iter().position(|l| l.0 == b.key) else {
+                    return self.answer_lent(&s, None);
+                };
+                let (_, owner, slot, _) = self.elsewhere.swap_remove(k);
+                match self.claim_elsewhere(b.assoc, b.key, owner, slot) {
+                    Some(e) => Some((owner, slot, e)),
+                    None if self.borrows.len() < super::MAX_WAITING => {
+                        self.borrows.push(Borrowing {
+                            s,
+                            assoc: b.assoc,
+                            key: b.key,
+                            owner,
+                            slot,
+                            until: now + LEND_WAIT,
+                        });
+                        return;
+                    }
+                    None => {
+                        let _ = ctl::send_msg(&s, &answer(appif::errno::ENOBUFS).encode(), &[]);
+                        return;
+                    }
+                }
+            }
         };
+        self.answer_lent(&s, found);
+    }
+
+    /// Sends a borrower its answer: the lender's segment memfd with the
+    /// lender's association, the connection's slot and engine, or ENOENT
+    /// (none found, or the lender is gone).
+    fn answer_lent(&self, s: &UnixStream, found: Option<(u32, u32, u32)>) {
         let found = found.and_then(|(owner, slot, engine)| {
             let app = self.apps.iter().find(|a| a.assoc == owner)?;
             Some((owner, slot, engine, app))
@@ -328,10 +383,14 @@ impl<P: Port> Host<P> {
                     engine,
                     seg_len: app.seg.layout().total_len() as u64,
                 };
-                let _ = ctl::send_msg(&s, &l.encode(), &[app.memfd.as_fd()]);
+                let _ = ctl::send_msg(s, &l.encode(), &[app.memfd.as_fd()]);
             }
             None => {
-                let _ = ctl::send_msg(&s, &answer(appif::errno::ENOENT).encode(), &[]);
+                let none = ctl::Lent {
+                    status: appif::errno::ENOENT,
+                    ..ctl::Lent::default()
+                };
+                let _ = ctl::send_msg(s, &none.encode(), &[]);
             }
         }
     }
