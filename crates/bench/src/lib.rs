@@ -181,3 +181,27 @@ impl Bench {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchCmd,
+    }
+
+    #[test]
+    fn engine_cpus_is_a_taskset_list_written_back_plainly_and_others_are_refused() {
+        assert_eq!(engine_cpu_list("2-3,6").as_deref(), Ok("2,3,6"));
+        assert_eq!(engine_cpu_list("5").as_deref(), Ok("5"));
+        for bad in ["", "x", "3-1"] {
+            assert!(engine_cpu_list(bad).is_err(), "{bad:?} is refused");
+        }
+        let cli = Cli::try_parse_from(["bench", "floor", "--engine-cpus", "4-5"]).unwrap();
+        assert_eq!(cli.bench.engine_cpus.as_deref(), Some("4,5"));
+        assert!(Cli::try_parse_from(["bench", "floor", "--engine-cpus", "four"]).is_err());
+    }
+}
