@@ -1,6 +1,6 @@
 //! Benchmarks and the demo of the `corestack` binary, kept out of the product's command
 //! modules: the `corestack` binary calls [`Bench::run`] for `corestack bench ...`,
-//! [`demo::Demo`] for `corestack demo` and [`sink::Sink`] for `corestack serve sink`.
+//! and [`demo::Demo`] for `corestack demo`.
 //!
 //! ```text
 //!  pingpong       bench pingpong: round-trip latency (HDR histogram)
@@ -10,7 +10,6 @@
 //!  report         what the reports share: median (written once), padded columns, indent
 //!  transfer       bench transfer: echo N bytes, compare sha256
 //!  stream         bench stream: one-way goodput to a sink
-//!  sink           serve sink: the receiving end of `bench stream`
 //!  stream_matrix  bench stream-matrix: goodput, Linux vs corestack, clean and lossy
 //!  echo_matrix/   bench echo-matrix: echo through the impairment bridge, case by case
 //!                 (cases: the impairments; run: one run watched; report: table, JSON, plot)
@@ -45,7 +44,6 @@ pub mod plot;
 pub mod report;
 pub mod scale;
 pub mod service;
-pub mod sink;
 pub mod sockperf;
 pub mod stream;
 pub mod stream_matrix;

@@ -1,5 +1,4 @@
-//! `corestack bench stream`: one-way TCP goodput to `corestack serve sink` (`sink.rs`), on
-//! either stack.
+//! `corestack bench stream`: one-way TCP goodput to `corestack serve sink`, on either stack.
 //!
 //! The client sends `--bytes` (or for `--duration`) of data, then half-closes. The sink reads and
 //! discards; at the client's FIN it answers one line, `sink: BYTES bytes NANOS ns\n` (what it
@@ -10,9 +9,8 @@
 //!
 //! corestack (either side): one thread, nonblocking sockets, the inline engine run by the waits
 //! (it spins). Kernel client: blocking writes. Kernel sink: one blocking thread per connection.
-//! The report line's format (written by the sink, parsed here) is this module's.
+//! The report line's format (written by the sink, parsed here) is `cmdline::sink`'s.
 
-use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -21,42 +19,13 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 
+use cmdline::sink::{mbit_per_s, parse_report, would_block, CHUNK_BYTES};
 use cmdline::{connect_error, set_kernel_cc, stop_flag, Interrupted, StackOpts, Stream, Waiter};
 
-/// Bytes per write and per read.
-pub(crate) const CHUNK_BYTES: usize = 64 * 1024;
 /// Longest report line the client accepts, bytes.
 const REPORT_MAX_BYTES: usize = 128;
 /// How long a kernel socket blocks before the loop checks its deadline and the stop flag.
 const KERNEL_TIMEOUT: Duration = Duration::from_millis(200);
-
-/// Goodput in Mbit/s of `bytes` in `secs` (0 when no time passed).
-pub fn mbit_per_s(bytes: u64, secs: f64) -> f64 {
-    if secs > 0.0 {
-        bytes as f64 * 8.0 / 1e6 / secs
-    } else {
-        0.0
-    }
-}
-
-/// The sink's answer to the client's FIN.
-pub(crate) fn report_line(bytes: u64, elapsed: Duration) -> String {
-    format!("sink: {bytes} bytes {} ns\n", elapsed.as_nanos())
-}
-
-/// Parses [`report_line`]'s output: (bytes, ns).
-fn parse_report(line: &str) -> Option<(u64, u64)> {
-    let mut w = line.split_whitespace();
-    if w.next()? != "sink:" {
-        return None;
-    }
-    let bytes = w.next()?.parse().ok()?;
-    if w.next()? != "bytes" {
-        return None;
-    }
-    let ns = w.next()?.parse().ok()?;
-    (w.next()? == "ns").then_some((bytes, ns))
-}
 
 /// `bench stream` options.
 #[derive(Args, Debug)]
@@ -261,36 +230,4 @@ fn send_stream<S: Stream>(
         anyhow!("no sink report from the server (got {text:?}): is it `corestack serve sink`?")
     })?;
     Ok((sent, report))
-}
-
-/// True for the errors that mean "not now" (nonblocking, a socket timeout, a signal).
-pub(crate) fn would_block(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn report_line_round_trips_through_parse() {
-        let line = report_line(123_456, Duration::from_nanos(789));
-        assert_eq!(parse_report(&line), Some((123_456, 789)));
-    }
-
-    #[test]
-    fn parse_report_with_other_text_is_none() {
-        assert_eq!(parse_report("hello world"), None);
-        assert_eq!(parse_report("sink: 12 bytes"), None);
-        assert_eq!(parse_report("sink: x bytes 5 ns"), None);
-    }
-
-    #[test]
-    fn mbit_per_s_of_zero_time_is_zero() {
-        assert_eq!(mbit_per_s(1000, 0.0), 0.0);
-        assert!((mbit_per_s(125_000, 1.0) - 1.0).abs() < 1e-9);
-    }
 }

@@ -10,6 +10,7 @@
 //!  sockets  Stream, Listener, Datagram over either stack; a kernel socket's congestion control
 //!  stop     the stop flag, Interrupted (exit status 130)
 //!  errors   one_line, bind and connect errors explained
+//!  sink     the sink protocol of `bench stream` and `serve sink`
 //! ```
 //!
 //! The product's commands (`run`, `serve`, `nc`, `impair`, `exec`) and crate `bench` depend on
@@ -19,6 +20,7 @@
 
 pub mod errors;
 pub mod opts;
+pub mod sink;
 pub mod sockets;
 pub mod stop;
 pub mod wait;

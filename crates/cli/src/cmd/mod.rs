@@ -1,5 +1,5 @@
-//! One module per subcommand: `run` (the daemon, on crate `service`), `serve` (`serve echo`;
-//! `serve sink` is `bench::sink`), `nc`, `impair`, `exec`, `stat`, `ss`, `capture`, `trace`.
+//! One module per subcommand: `run` (the daemon, on crate `service`), `serve` (`serve echo`,
+//! `serve sink`), `nc`, `impair`, `exec`, `stat`, `ss`, `capture`, `trace`.
 //! `bench` and `demo` are crate `bench`'s, called from `main.rs`. What `stat`, `ss` and
 //! `run --metrics-listen` read and serve (the published tables, the Prometheus renderer, the
 //! metrics HTTP server) is in `crate::observe`; no command imports another.

@@ -9,6 +9,8 @@
 //! connection plus one for UDP. Prints `listening on ADDR` when ready, stops on SIGINT/SIGTERM and
 //! prints corestack's statistics.
 
+mod sink;
+
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,7 +35,7 @@ pub enum Serve {
     /// TCP and UDP echo on --port until SIGINT/SIGTERM.
     Echo(Echo),
     /// TCP sink: read and discard, report bytes and goodput (the server of `bench stream`).
-    Sink(bench::sink::Sink),
+    Sink(sink::Sink),
 }
 
 impl Serve {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use clap::Args;
 
-use crate::stream::{mbit_per_s, report_line, would_block, CHUNK_BYTES};
+use cmdline::sink::{mbit_per_s, report_line, would_block, CHUNK_BYTES};
 use cmdline::{bind_error, stop_flag, Listener, StackOpts, Stream, Waiter};
 
 /// `serve sink` options.
