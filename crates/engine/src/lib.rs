@@ -54,6 +54,7 @@ pub mod syncookie;
 pub mod tcp;
 mod tcp6;
 pub mod time;
+mod timewait;
 mod trace;
 mod tx;
 mod udp;
@@ -395,11 +396,22 @@ impl<P: Port> Engine<P> {
     }
 
     /// Calls `f` with a row for every socket: TCP connections with their
-    /// windows and timers, listeners and UDP sockets (for `corestack ss`).
-    /// O(sockets); allocates nothing.
+    /// windows and timers, listeners and UDP sockets, and the TIME-WAIT
+    /// records (for `corestack ss`). O(sockets); allocates nothing.
     pub fn for_each_socket(&self, mut f: impl FnMut(appif::stats_shm::ConnRow)) {
-        for sock in self.protocols.sockets.slots.iter().flatten() {
+        let s = &self.protocols.sockets;
+        for sock in s.slots.iter().flatten() {
             f(socket_row(sock));
+        }
+        for i in 0..s.tw.positions() {
+            if let Some((r, port, rec)) = s.tw.at(i) {
+                f(timewait::tw_row(r, port, rec));
+            }
+        }
+        for i in 0..s.tw6.positions() {
+            if let Some((r, port, rec)) = s.tw6.at(i) {
+                f(timewait::tw_row(r, port, rec));
+            }
         }
     }
 
@@ -413,13 +425,24 @@ impl<P: Port> Engine<P> {
         visit: usize,
         mut f: impl FnMut(appif::stats_shm::ConnRow),
     ) -> usize {
-        let slots = &self.protocols.sockets.slots;
-        let len = slots.len();
+        // Positions: the slots, then the FIFO entries of the IPv4 and
+        // the IPv6 TIME-WAIT records.
+        let s = &self.protocols.sockets;
+        let slots = &s.slots;
+        let (n4, n6) = (s.tw.positions(), s.tw6.positions());
+        let len = slots.len() + n4 + n6;
         let visit = visit.min(len);
         let start = if start < len { start } else { 0 };
         for k in 0..visit {
-            if let Some(sock) = &slots[(start + k) % len] {
-                f(socket_row(sock));
+            let i = (start + k) % len;
+            if let Some(sock) = slots.get(i) {
+                if let Some(sock) = sock {
+                    f(socket_row(sock));
+                }
+            } else if let Some((r, port, rec)) = s.tw.at(i - slots.len()) {
+                f(timewait::tw_row(r, port, rec));
+            } else if let Some((r, port, rec)) = s.tw6.at(i - slots.len() - n4) {
+                f(timewait::tw_row(r, port, rec));
             }
         }
         self.protocols.stats.published_slots += visit as u64;
@@ -721,6 +744,7 @@ impl Protocols {
         }
         expired.clear();
         self.expired = expired;
+        self.expire_time_waits();
     }
 
     /// ARP retries, and connections whose application vanished without

@@ -208,6 +208,13 @@ counters! {
     /// 4-tuple (RFC 6191): a newer SYN from the peer, or an active open
     /// that took the port (timestamps in use, a second after the close).
     tcp_time_wait_recycled,
+    /// TIME-WAIT records held now (a gauge): connections in TIME-WAIT
+    /// whose application let go, kept as a compact record without their
+    /// Conn ([`crate::timewait`]).
+    tcp_time_wait_records,
+    /// ACKs sent by TIME-WAIT records (retransmitted FINs, old or
+    /// unacceptable segments, challenge ACKs).
+    tcp_time_wait_acks,
     /// Connections accepted from listeners.
     tcp_passive_opens,
     /// Connections that ended with a reset (sent or received).
