@@ -364,6 +364,12 @@ impl<P: Port> Engine<P> {
         }
     }
 
+    /// Connections in TIME-WAIT held as compact records now (both
+    /// families; see `tcp_time_wait_entered` in [`Stats`]).
+    pub fn time_wait_records(&self) -> usize {
+        self.protocols.time_wait_records()
+    }
+
     /// The link MTU in bytes.
     pub fn mtu(&self) -> usize {
         self.port.mtu()

@@ -66,11 +66,17 @@ impl<F: Family> TwTable<F> {
         self.map.get(&F::flow_key(remote, remote_port, local_port))
     }
 
-    /// Files `rec` under its flow (replacing any record there).
-    pub fn insert(&mut self, remote: F, remote_port: u16, local_port: u16, rec: TwRecord<F>) {
+    /// Files `rec` under its flow; true when it replaced a record there.
+    pub fn insert(
+        &mut self,
+        remote: F,
+        remote_port: u16,
+        local_port: u16,
+        rec: TwRecord<F>,
+    ) -> bool {
         let key = F::flow_key(remote, remote_port, local_port);
         self.fifo.push_back((rec.tw.deadline, key));
-        self.map.insert(key, rec);
+        self.map.insert(key, rec).is_some()
     }
 
     /// Takes the flow's record out; true when there was one. Its FIFO
@@ -178,14 +184,14 @@ impl Protocols {
         let (local, remote, owner) = (c.tcb.local(), c.tcb.remote(), c.owner);
         c.shared.set_closed(0);
         self.drop_conn(slot);
-        match (local.ip(), remote) {
+        let replaced = match (local.ip(), remote) {
             (IpAddr::V4(l), SocketAddr::V4(r)) => {
                 let rec = TwRecord {
                     tw,
                     local: l,
                     owner,
                 };
-                self.sockets.tw.insert(*r.ip(), r.port(), local.port(), rec);
+                self.sockets.tw.insert(*r.ip(), r.port(), local.port(), rec)
             }
             (IpAddr::V6(l), SocketAddr::V6(r)) => {
                 let rec = TwRecord {
@@ -195,11 +201,12 @@ impl Protocols {
                 };
                 self.sockets
                     .tw6
-                    .insert(*r.ip(), r.port(), local.port(), rec);
+                    .insert(*r.ip(), r.port(), local.port(), rec)
             }
-            _ => {}
-        }
-        self.stats.tcp_time_wait_records = self.time_wait_records() as u64;
+            _ => return true,
+        };
+        self.stats.tcp_time_wait_entered += 1;
+        self.stats.tcp_time_wait_ended += u64::from(replaced);
         true
     }
 
@@ -207,9 +214,7 @@ impl Protocols {
     pub(crate) fn expire_time_waits(&mut self) {
         let now = self.now;
         let n = self.sockets.tw.expire(now) + self.sockets.tw6.expire(now);
-        if n > 0 {
-            self.stats.tcp_time_wait_records = self.time_wait_records() as u64;
-        }
+        self.stats.tcp_time_wait_ended += n as u64;
     }
 
     /// Takes the TIME-WAIT record of `remote` and local `port` out (a new
@@ -219,9 +224,7 @@ impl Protocols {
             SocketAddr::V4(r) => self.sockets.tw.remove(*r.ip(), r.port(), port),
             SocketAddr::V6(r) => self.sockets.tw6.remove(*r.ip(), r.port(), port),
         };
-        if gone {
-            self.stats.tcp_time_wait_records = self.time_wait_records() as u64;
-        }
+        self.stats.tcp_time_wait_ended += u64::from(gone);
         gone
     }
 
@@ -283,7 +286,7 @@ impl Protocols {
                     }
                 }
             }
-            TwAction::Close => self.stats.tcp_time_wait_records = self.time_wait_records() as u64,
+            TwAction::Close => self.stats.tcp_time_wait_ended += 1,
             TwAction::Drop => {}
         }
         true

@@ -143,7 +143,7 @@ fn time_wait_resolves_at_the_owner(steer: Steer, policy: &str) {
         // TIME-WAIT is a compact record on the owner, no connection.
         for e in 0..ENGINES {
             assert!(b.tcb(e, sport).is_none(), "{policy}: engine {e}");
-            let records = b.engines[e].stats().tcp_time_wait_records;
+            let records = b.engines[e].time_wait_records() as u64;
             assert_eq!(records, u64::from(e == k), "{policy}: engine {e}");
         }
 

@@ -239,7 +239,7 @@ fn active_closer_ends_in_time_wait_then_goes() {
     let mut n = 0;
     w.a.for_each_tcb(|_| n += 1);
     assert_eq!(n, 0, "the connection is freed");
-    assert_eq!(w.a.stats().tcp_time_wait_records, 1);
+    assert_eq!(w.a.time_wait_records() as u64, 1);
     let mut rows = Vec::new();
     w.a.for_each_socket(|r| rows.push(r));
     assert_eq!(rows.len(), 1);
@@ -249,9 +249,9 @@ fn active_closer_ends_in_time_wait_then_goes() {
         (A6.into(), sa(B6, PORT))
     );
     run_until(&mut w, 130_000_000_000, |w| {
-        w.a.stats().tcp_time_wait_records == 0
+        w.a.time_wait_records() as u64 == 0
     });
-    assert_eq!(w.a.stats().tcp_time_wait_records, 0, "TIME-WAIT ended");
+    assert_eq!(w.a.time_wait_records() as u64, 0, "TIME-WAIT ended");
     let t_end = w.t - w.start;
     assert!(t_end >= 60_000_000_000, "not before 2*MSL: {t_end} ns");
 }

@@ -102,25 +102,25 @@ fn a_time_wait_connection_costs_a_compact_record() {
     batch(&mut e);
     e.t += 61_000_000_000;
     e.settle();
-    assert_eq!(e.a.engine.stats().tcp_time_wait_records, 0);
+    assert_eq!(e.a.engine.time_wait_records(), 0);
     let (rss0, heap0) = (rss_anon(), LIVE.load(Ordering::Relaxed));
     batch(&mut e);
     let (rss1, heap1) = (rss_anon(), LIVE.load(Ordering::Relaxed));
-    let (sa, sb) = (e.a.engine.stats(), e.b.engine.stats());
     let mut conns = 0;
     e.a.engine.for_each_tcb(|t| {
         assert_eq!(t.state(), engine::tcp::State::TimeWait);
         conns += 1;
     });
     e.b.engine.for_each_tcb(|_| conns += 1);
-    let in_time_wait = conns + sa.tcp_time_wait_records as usize;
+    let in_time_wait = conns + e.a.engine.time_wait_records();
     assert_eq!(in_time_wait, N, "every connection of A in TIME-WAIT");
     let n = N as i64;
     let (heap, rss) = ((heap1 - heap0) / n, (rss1 - rss0) / n);
     eprintln!(
         "{N} connections in TIME-WAIT ({} records, {conns} whole connections; B holds {}): \
          {heap} B of heap and {rss} B resident each",
-        sa.tcp_time_wait_records, sb.tcp_time_wait_records
+        e.a.engine.time_wait_records(),
+        e.b.engine.time_wait_records()
     );
     assert!(
         heap <= BOUND,
