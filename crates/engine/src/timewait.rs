@@ -20,7 +20,7 @@ use std::collections::{HashMap, VecDeque};
 use wire::tcp::TcpRepr;
 
 /// One connection in TIME-WAIT: the [`TimeWait`] state, our address and
-/// the application it belonged to (for `ss`). 48 bytes for IPv4, 60 for
+/// the application it belonged to (for `ss`). 40 bytes for IPv4, 56 for
 /// IPv6, plus the table's key (8 / 20 bytes) and FIFO entry (16 / 32).
 #[derive(Debug, Clone, Copy)]
 pub struct TwRecord<F> {
@@ -171,7 +171,7 @@ impl Protocols {
     /// Replaces the connection in `slot` by a TIME-WAIT record when it is
     /// in TIME-WAIT, its application let go (closed, or never accepted
     /// it) and it has nothing left to send. Returns true when it did.
-    pub(crate) fn to_time_wait(&mut self, slot: u32) -> bool {
+    pub(crate) fn enter_time_wait_record(&mut self, slot: u32) -> bool {
         let Some(Some(Socket::Tcp(c))) = self.sockets.slots.get(slot as usize) else {
             return false;
         };
@@ -297,5 +297,64 @@ impl Protocols {
         self.stats.tcp_time_wait_recycled += 1;
         self.end_time_wait(remote, port);
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a record costs before its table's entry: the TCP state, our
+    /// address and its owner.
+    #[test]
+    fn records_are_compact() {
+        let sizes = (
+            core::mem::size_of::<TimeWait>(),
+            core::mem::size_of::<TwRecord<Ipv4Addr>>(),
+            core::mem::size_of::<TwRecord<Ipv6Addr>>(),
+        );
+        eprintln!("TimeWait, IPv4 and IPv6 records: {sizes:?} bytes");
+        assert!(sizes.0 <= 32 && sizes.1 <= 40 && sizes.2 <= 56, "{sizes:?}");
+    }
+
+    /// Expiry looks at due entries only; a restarted record's old entry is
+    /// stale and skipped, its new one expires it.
+    #[test]
+    fn expiry_follows_the_fifo_and_skips_stale_entries() {
+        let mut t = TwTable::<Ipv4Addr>::default();
+        let tw = |at: u64| TimeWait {
+            snd_nxt: wire::SeqNum(1),
+            rcv_nxt: wire::SeqNum(1),
+            rcv_wnd: 0,
+            window: 0,
+            ts: false,
+            ts_recent: 0,
+            ts_offset: 0,
+            deadline: Instant(at),
+        };
+        let ip = Ipv4Addr::new(10, 0, 0, 2);
+        let rec = |at| TwRecord {
+            tw: tw(at),
+            local: ip,
+            owner: Owner(0),
+        };
+        for p in 0..3u16 {
+            assert!(!t.insert(ip, 80, 1000 + p, rec(10 + u64::from(p))));
+        }
+        // The first one restarted to 20: its entry at 10 goes stale.
+        let key = Ipv4Addr::flow_key(ip, 80, 1000);
+        t.map.get_mut(&key).unwrap().tw.deadline = Instant(20);
+        t.fifo.push_back((Instant(20), key));
+        assert_eq!(t.expire(Instant(9)), 0);
+        assert_eq!(
+            t.expire(Instant(11)),
+            1,
+            "the second, not the restarted first"
+        );
+        assert!(t.get(ip, 80, 1000).is_some() && t.get(ip, 80, 1001).is_none());
+        assert_eq!(t.positions(), 2);
+        assert!(t.at(0).is_some_and(|(r, p, _)| r.port() == 80 && p == 1002));
+        assert_eq!(t.expire(Instant(20)), 2);
+        assert!(t.is_empty() && t.positions() == 0);
     }
 }

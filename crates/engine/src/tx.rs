@@ -52,7 +52,7 @@ impl Protocols {
             } else {
                 // Its last ACK is out: a TIME-WAIT its application let go
                 // of becomes a compact record.
-                self.to_time_wait(slot);
+                self.enter_time_wait_record(slot);
             }
         }
         self.dirty_scratch.clear();

@@ -1,6 +1,6 @@
 //! The compact TIME-WAIT of a connection its application let go of
 //! (RFC 9293 §3.10.7.4 TIME-WAIT, RFC 6191, RFC 7323): what the engine
-//! keeps of a [`Tcb`](super::Tcb) once it is in TIME-WAIT, about 40
+//! keeps of a [`Tcb`](super::Tcb) once it is in TIME-WAIT, 32
 //! bytes instead of the whole connection, and how it answers segments -
 //! as the Tcb did in TIME-WAIT.
 
@@ -10,7 +10,7 @@ use core::time::Duration;
 use wire::tcp::{TcpFlags, TcpRepr};
 use wire::SeqNum;
 
-/// A connection in TIME-WAIT, reduced to what TIME-WAIT reads: 40 bytes.
+/// A connection in TIME-WAIT, reduced to what TIME-WAIT reads: 32 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeWait {
     /// SND.NXT: the sequence number past our FIN (the ACKs' SEQ).
@@ -181,7 +181,7 @@ mod tests {
 
     #[test]
     fn the_record_is_compact() {
-        assert!(core::mem::size_of::<TimeWait>() <= 40);
+        assert!(core::mem::size_of::<TimeWait>() <= 32);
     }
 
     #[test]
@@ -231,7 +231,10 @@ mod tests {
         let t = tw(false);
         assert!(t.accepts_syn(&seg(5001, TcpFlags::SYN, None)));
         assert!(!t.accepts_syn(&seg(4000, TcpFlags::SYN, None)));
-        assert!(t.reusable(Instant(1_000_000_000), Duration::from_secs(60)) == false);
+        assert!(
+            !t.reusable(Instant(1_000_000_000), Duration::from_secs(60)),
+            "no timestamps"
+        );
         let t = tw(true);
         assert!(!t.reusable(Instant(0), Duration::from_secs(60)));
         assert!(t.reusable(Instant(1_000_000_000), Duration::from_secs(60)));
