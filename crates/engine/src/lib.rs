@@ -409,16 +409,7 @@ impl<P: Port> Engine<P> {
         for sock in s.slots.iter().flatten() {
             f(socket_row(sock));
         }
-        for i in 0..s.tw.positions() {
-            if let Some((r, port, rec)) = s.tw.at(i) {
-                f(timewait::tw_row(r, port, rec));
-            }
-        }
-        for i in 0..s.tw6.positions() {
-            if let Some((r, port, rec)) = s.tw6.at(i) {
-                f(timewait::tw_row(r, port, rec));
-            }
-        }
+        (0..s.time_wait_positions()).for_each(|i| s.time_wait_row(i).map_or((), &mut f));
     }
 
     /// [`Engine::for_each_socket`] over at most `visit` slots from slot
@@ -431,12 +422,10 @@ impl<P: Port> Engine<P> {
         visit: usize,
         mut f: impl FnMut(appif::stats_shm::ConnRow),
     ) -> usize {
-        // Positions: the slots, then the FIFO entries of the IPv4 and
-        // the IPv6 TIME-WAIT records.
+        // Positions: the slots, then the TIME-WAIT records'.
         let s = &self.protocols.sockets;
         let slots = &s.slots;
-        let (n4, n6) = (s.tw.positions(), s.tw6.positions());
-        let len = slots.len() + n4 + n6;
+        let len = slots.len() + s.time_wait_positions();
         let visit = visit.min(len);
         let start = if start < len { start } else { 0 };
         for k in 0..visit {
@@ -445,10 +434,8 @@ impl<P: Port> Engine<P> {
                 if let Some(sock) = sock {
                     f(socket_row(sock));
                 }
-            } else if let Some((r, port, rec)) = s.tw.at(i - slots.len()) {
-                f(timewait::tw_row(r, port, rec));
-            } else if let Some((r, port, rec)) = s.tw6.at(i - slots.len() - n4) {
-                f(timewait::tw_row(r, port, rec));
+            } else if let Some(row) = s.time_wait_row(i - slots.len()) {
+                f(row);
             }
         }
         self.protocols.stats.published_slots += visit as u64;

@@ -9,7 +9,7 @@
 //! `time_wait`.
 
 use crate::family::Family;
-use crate::sockets::Socket;
+use crate::sockets::{Socket, Sockets};
 use crate::tcp::{State, TimeWait, TwAction};
 use crate::time::Instant;
 use crate::Protocols;
@@ -146,8 +146,28 @@ impl<F: Family> TwTable<F> {
     }
 }
 
+impl Sockets {
+    /// Positions of the TIME-WAIT records for `ss` (FIFO entries, IPv4's
+    /// then IPv6's; some stale).
+    pub(crate) fn time_wait_positions(&self) -> usize {
+        self.tw.positions() + self.tw6.positions()
+    }
+
+    /// The `corestack ss` row of the record at position `i`, if it holds one.
+    pub(crate) fn time_wait_row(&self, i: usize) -> Option<appif::stats_shm::ConnRow> {
+        let n4 = self.tw.positions();
+        if i < n4 {
+            self.tw.at(i).map(|(r, port, rec)| tw_row(r, port, rec))
+        } else {
+            self.tw6
+                .at(i - n4)
+                .map(|(r, port, rec)| tw_row(r, port, rec))
+        }
+    }
+}
+
 /// The `corestack ss` row of a TIME-WAIT record.
-pub(crate) fn tw_row<F: Family>(
+fn tw_row<F: Family>(
     remote: SocketAddr,
     local_port: u16,
     rec: &TwRecord<F>,
