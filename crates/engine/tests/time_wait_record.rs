@@ -9,7 +9,8 @@
 //! - Two engines on the `mem` wire: the active and the passive closer each
 //!   keep a record and no connection, listed by `ss`, gone after a short
 //!   `time_wait`; a client that closes first makes 5 000 connections to
-//!   the same server from 8 ports.
+//!   the same server from 8 ports; a TIME-WAIT whose application still
+//!   holds the socket stays a connection until the application closes it.
 
 mod common;
 mod owner_bench;
@@ -278,10 +279,37 @@ fn active_and_passive_closers_keep_a_record_listed_by_ss_until_time_wait_ends() 
     assert_eq!(rb.len(), 1);
     assert_eq!(rb[0].remote, a2.shared.local());
     assert_eq!(rb[0].remote.ip(), std::net::IpAddr::V4(A_IP));
+    // The publication for `corestack ss` walks slots then records.
+    let mut published = Vec::new();
+    p.a.for_each_socket_from(0, 1024, |r| published.push(r));
+    assert_eq!(published.len(), 1);
+    assert_eq!(published[0].state, ConnState::TimeWait);
     // time_wait = 2 s: both gone a little after.
     run(&mut p, 2_100);
     assert_eq!((records(&p.a), records(&p.b)), (0, 0));
     assert_eq!(rows(&p.a).len(), 0);
+}
+
+#[test]
+fn a_time_wait_its_application_still_holds_stays_a_connection_until_closed() {
+    let mut p = pair(Duration::from_secs(60), sockets_ephemeral());
+    let (a, b) = open(&mut p, 10);
+    // A shuts its sending side down, B closes: A is in TIME-WAIT, its
+    // socket still open in the application.
+    push(&mut p.ca, Command::Shutdown { id: a.id });
+    run(&mut p, 1);
+    push(&mut p.cb, Command::Close { id: b.id });
+    run(&mut p, 1);
+    let mut states = Vec::new();
+    p.a.for_each_tcb(|t| states.push(t.state()));
+    assert_eq!(states, vec![engine::tcp::State::TimeWait]);
+    assert_eq!(records(&p.a), 0);
+    // The application closes it: now a record.
+    push(&mut p.ca, Command::Close { id: a.id });
+    run(&mut p, 1);
+    assert_eq!((conns(&p.a), records(&p.a)), (0, 1));
+    let s = p.a.stats();
+    assert_eq!((s.tcp_time_wait_entered, s.tcp_time_wait_ended), (1, 0));
 }
 
 fn sockets_ephemeral() -> (u16, u16) {
