@@ -343,15 +343,20 @@ impl<P: Port> Engine<P> {
 
     /// When the engine next has timed work: the earliest TCP timer held
     /// (RTO, delayed ACK, probes, TIME-WAIT, ...; possibly one no longer
-    /// wanted) or the next housekeeping pass. A simulation on a manual
-    /// clock may skip straight to it while nothing else happens.
-    /// O(timer entries).
+    /// wanted), the first TIME-WAIT record's expiry or the next
+    /// housekeeping pass. A simulation on a manual clock may skip
+    /// straight to it while nothing else happens. O(timer entries).
     pub fn next_deadline(&self) -> Instant {
+        let s = &self.protocols.sockets;
         let housekeeping = self.protocols.last_housekeeping + HOUSEKEEPING;
-        self.protocols
-            .timers
-            .next_deadline()
-            .map_or(housekeeping, |t| t.min(housekeeping))
+        [
+            self.protocols.timers.next_deadline(),
+            s.tw.next_deadline(),
+            s.tw6.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(housekeeping, Instant::min)
     }
 
     /// Calls `f` with every TCP connection's control block (for tests and
@@ -362,12 +367,6 @@ impl<P: Port> Engine<P> {
                 f(&c.tcb);
             }
         }
-    }
-
-    /// Connections in TIME-WAIT held as compact records now (both
-    /// families; see `tcp_time_wait_entered` in [`Stats`]).
-    pub fn time_wait_records(&self) -> usize {
-        self.protocols.time_wait_records()
     }
 
     /// The link MTU in bytes.

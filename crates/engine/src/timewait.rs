@@ -109,6 +109,11 @@ impl<F: Family> TwTable<F> {
         n
     }
 
+    /// The earliest FIFO deadline (maybe a stale entry's), if any.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.fifo.front().map(|&(at, _)| at)
+    }
+
     /// FIFO entries (records and stale entries): the positions `ss` visits.
     pub fn positions(&self) -> usize {
         self.fifo.len()
@@ -143,6 +148,14 @@ impl<F: Family> TwTable<F> {
             TwAction::Ack | TwAction::Drop => {}
         }
         Some(action)
+    }
+}
+
+impl<P: nic::Port> crate::Engine<P> {
+    /// Connections in TIME-WAIT held as compact records now (both
+    /// families; see `tcp_time_wait_entered` in [`crate::stats::Stats`]).
+    pub fn time_wait_records(&self) -> usize {
+        self.protocols.time_wait_records()
     }
 }
 
