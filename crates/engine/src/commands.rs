@@ -166,6 +166,8 @@ impl Protocols {
         if let Some(old) = self.sockets.flow(remote, port) {
             self.stats.tcp_time_wait_recycled += 1;
             self.drop_conn(old);
+        } else if self.end_time_wait(remote, port) {
+            self.stats.tcp_time_wait_recycled += 1;
         }
         let local = SocketAddr::new(src, port);
         let mut cfg = self.cfg.tcp.clone();
@@ -216,12 +218,18 @@ impl Protocols {
     /// ports. Errors: EADDRNOTAVAIL (no ephemeral port free), EADDRINUSE.
     fn connect_port(&mut self, remote: SocketAddr, local_port: u16) -> Result<u16, i32> {
         let now = self.now;
+        let time_wait = self.cfg.tcp.time_wait;
         let taken = |s: &Sockets, p: u16| match s.flow(remote, p) {
             Some(slot) => !matches!(
                 s.slots.get(slot as usize),
                 Some(Some(Socket::Tcp(c))) if c.tcb.time_wait_reusable(now)
             ),
-            None => false,
+            // A TIME-WAIT record, as the Conn it replaced.
+            None => match remote {
+                SocketAddr::V4(r) => s.tw.get(*r.ip(), r.port(), p).map(|x| x.tw),
+                SocketAddr::V6(r) => s.tw6.get(*r.ip(), r.port(), p).map(|x| x.tw),
+            }
+            .is_some_and(|tw| !tw.reusable(now, time_wait)),
         };
         if local_port == 0 {
             // Among several engines, a port whose flow this engine owns.

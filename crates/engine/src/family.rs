@@ -28,6 +28,10 @@ pub trait Family: IpAddress + Into<IpAddr> {
     /// The key of the flow from `remote`:`remote_port` to our `local_port`.
     fn flow_key(remote: Self, remote_port: u16, local_port: u16) -> Self::FlowKey;
 
+    /// The remote address, remote port and local port of flow `key`
+    /// (the inverse of [`Family::flow_key`]).
+    fn unflow_key(key: Self::FlowKey) -> (Self, u16, u16);
+
     /// The family's TCP flow table in `sockets`.
     fn flows(sockets: &Sockets) -> &FlowTable<Self>;
 
@@ -56,6 +60,15 @@ impl Family for Ipv4Addr {
     }
 
     #[inline]
+    fn unflow_key(key: u64) -> (Self, u16, u16) {
+        (
+            Ipv4Addr::from((key >> 32) as u32),
+            (key >> 16) as u16,
+            key as u16,
+        )
+    }
+
+    #[inline]
     fn flows(sockets: &Sockets) -> &FlowTable<Self> {
         &sockets.flows
     }
@@ -80,6 +93,11 @@ impl Family for Ipv6Addr {
             u128::from(remote),
             (u32::from(remote_port) << 16) | u32::from(local_port),
         )
+    }
+
+    #[inline]
+    fn unflow_key((addr, ports): (u128, u32)) -> (Self, u16, u16) {
+        (Ipv6Addr::from(addr), (ports >> 16) as u16, ports as u16)
     }
 
     #[inline]

@@ -54,6 +54,7 @@ pub mod syncookie;
 pub mod tcp;
 mod tcp6;
 pub mod time;
+mod timewait;
 mod trace;
 mod tx;
 mod udp;
@@ -342,15 +343,20 @@ impl<P: Port> Engine<P> {
 
     /// When the engine next has timed work: the earliest TCP timer held
     /// (RTO, delayed ACK, probes, TIME-WAIT, ...; possibly one no longer
-    /// wanted) or the next housekeeping pass. A simulation on a manual
-    /// clock may skip straight to it while nothing else happens.
-    /// O(timer entries).
+    /// wanted), the first TIME-WAIT record's expiry or the next
+    /// housekeeping pass. A simulation on a manual clock may skip
+    /// straight to it while nothing else happens. O(timer entries).
     pub fn next_deadline(&self) -> Instant {
+        let s = &self.protocols.sockets;
         let housekeeping = self.protocols.last_housekeeping + HOUSEKEEPING;
-        self.protocols
-            .timers
-            .next_deadline()
-            .map_or(housekeeping, |t| t.min(housekeeping))
+        [
+            self.protocols.timers.next_deadline(),
+            s.tw.next_deadline(),
+            s.tw6.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(housekeeping, Instant::min)
     }
 
     /// Calls `f` with every TCP connection's control block (for tests and
@@ -395,12 +401,14 @@ impl<P: Port> Engine<P> {
     }
 
     /// Calls `f` with a row for every socket: TCP connections with their
-    /// windows and timers, listeners and UDP sockets (for `corestack ss`).
-    /// O(sockets); allocates nothing.
+    /// windows and timers, listeners and UDP sockets, and the TIME-WAIT
+    /// records (for `corestack ss`). O(sockets); allocates nothing.
     pub fn for_each_socket(&self, mut f: impl FnMut(appif::stats_shm::ConnRow)) {
-        for sock in self.protocols.sockets.slots.iter().flatten() {
+        let s = &self.protocols.sockets;
+        for sock in s.slots.iter().flatten() {
             f(socket_row(sock));
         }
+        (0..s.time_wait_positions()).for_each(|i| s.time_wait_row(i).map_or((), &mut f));
     }
 
     /// [`Engine::for_each_socket`] over at most `visit` slots from slot
@@ -413,13 +421,20 @@ impl<P: Port> Engine<P> {
         visit: usize,
         mut f: impl FnMut(appif::stats_shm::ConnRow),
     ) -> usize {
-        let slots = &self.protocols.sockets.slots;
-        let len = slots.len();
+        // Positions: the slots, then the TIME-WAIT records'.
+        let s = &self.protocols.sockets;
+        let slots = &s.slots;
+        let len = slots.len() + s.time_wait_positions();
         let visit = visit.min(len);
         let start = if start < len { start } else { 0 };
         for k in 0..visit {
-            if let Some(sock) = &slots[(start + k) % len] {
-                f(socket_row(sock));
+            let i = (start + k) % len;
+            if let Some(sock) = slots.get(i) {
+                if let Some(sock) = sock {
+                    f(socket_row(sock));
+                }
+            } else if let Some(row) = s.time_wait_row(i - slots.len()) {
+                f(row);
             }
         }
         self.protocols.stats.published_slots += visit as u64;
@@ -721,6 +736,7 @@ impl Protocols {
         }
         expired.clear();
         self.expired = expired;
+        self.expire_time_waits();
     }
 
     /// ARP retries, and connections whose application vanished without

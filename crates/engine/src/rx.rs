@@ -273,6 +273,9 @@ impl Protocols {
             self.after_tcp(slot, ev);
             return Some(ev);
         }
+        if self.time_wait_segment(remote, local, seg, payload.len(), tx) {
+            return None;
+        }
         self.handle_unmatched_tcp(remote, local, seg, payload, tx);
         None
     }

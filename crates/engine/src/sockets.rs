@@ -5,6 +5,7 @@
 use crate::family::Family;
 use crate::tcp::Tcb;
 use crate::time::Instant;
+use crate::timewait::TwTable;
 use appif::bytes;
 use appif::command::{Owner, ReusePort};
 use appif::seg::AcceptQueue;
@@ -300,6 +301,11 @@ pub struct Sockets {
     pub flows: FlowTable<Ipv4Addr>,
     /// 4-tuple → slot of TCP connections over IPv6 (a 20-byte key).
     pub flows6: FlowTable<Ipv6Addr>,
+    /// TIME-WAIT records of IPv4 connections the engine let go of
+    /// ([`crate::timewait`]): no slot, no Conn.
+    pub tw: TwTable<Ipv4Addr>,
+    /// TIME-WAIT records of IPv6 connections.
+    pub tw6: TwTable<Ipv6Addr>,
     /// Local port → slot of listeners that take IPv4 SYNs.
     pub listeners: HashMap<u16, u32>,
     /// Local port → slot of listeners that take IPv6 SYNs (a dual-stack
@@ -429,6 +435,8 @@ impl Sockets {
             max,
             flows: FlowTable::with_capacity(initial),
             flows6: FlowTable::with_capacity(0),
+            tw: TwTable::default(),
+            tw6: TwTable::default(),
             listeners: HashMap::with_capacity(64),
             listeners6: HashMap::new(),
             udp: HashMap::with_capacity(64),

@@ -208,6 +208,17 @@ counters! {
     /// 4-tuple (RFC 6191): a newer SYN from the peer, or an active open
     /// that took the port (timestamps in use, a second after the close).
     tcp_time_wait_recycled,
+    /// Connections in TIME-WAIT whose application let go, replaced by a
+    /// compact record without their Conn ([`crate::timewait`]). Records
+    /// held now: this less `tcp_time_wait_ended`
+    /// ([`crate::Engine::time_wait_records`]).
+    tcp_time_wait_entered,
+    /// TIME-WAIT records ended: expired, taken by a new incarnation (RFC
+    /// 6191, port reuse) or reset.
+    tcp_time_wait_ended,
+    /// ACKs sent by TIME-WAIT records (retransmitted FINs, old or
+    /// unacceptable segments, challenge ACKs).
+    tcp_time_wait_acks,
     /// Connections accepted from listeners.
     tcp_passive_opens,
     /// Connections that ended with a reset (sent or received).

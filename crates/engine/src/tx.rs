@@ -49,6 +49,10 @@ impl Protocols {
             sent += n;
             if self.sockets.conn(slot).is_some_and(|c| c.tcb.has_output()) {
                 self.mark_dirty(slot);
+            } else {
+                // Its last ACK is out: a TIME-WAIT its application let go
+                // of becomes a compact record.
+                self.enter_time_wait_record(slot);
             }
         }
         self.dirty_scratch.clear();

@@ -25,7 +25,7 @@ struct Accepted {
 }
 
 /// RFC 7323 §5.3 modular timestamp comparison: `a` older than `b`.
-fn ts_before(a: u32, b: u32) -> bool {
+pub(super) fn ts_before(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) < 0
 }
 

@@ -64,6 +64,7 @@ mod stats;
 mod tcb;
 mod teardown;
 mod timer;
+mod timewait;
 mod window;
 
 #[cfg(test)]
@@ -76,3 +77,4 @@ pub use isn::IsnGenerator;
 pub use rst::reply_rst;
 pub use stats::TcbStats;
 pub use tcb::Tcb;
+pub use timewait::{TimeWait, TwAction};

@@ -7,6 +7,7 @@ use super::api::State;
 use super::recovery::Tlp;
 use super::rst::PendingRst;
 use super::tcb::Tcb;
+use super::timewait::TimeWait;
 
 impl Tcb {
     /// The application closed its sending side (shutdown(Write) or close):
@@ -97,6 +98,27 @@ impl Tcb {
             && self.timers.time_wait_deadline.is_some_and(|end| {
                 now + self.cfg.time_wait >= end + core::time::Duration::from_secs(1)
             })
+    }
+
+    /// The compact record of this connection in TIME-WAIT ([`TimeWait`]):
+    /// what TIME-WAIT reads, for the engine to keep instead of the Tcb
+    /// once the application let go. None outside TIME-WAIT.
+    pub fn time_wait(&self) -> Option<TimeWait> {
+        if self.state != State::TimeWait {
+            return None;
+        }
+        let deadline = self.timers.time_wait_deadline?;
+        let wnd = self.rcv_wnd();
+        Some(TimeWait {
+            snd_nxt: self.snd.max,
+            rcv_nxt: self.rcv.nxt,
+            rcv_wnd: wnd.min(u32::MAX as usize) as u32,
+            window: (wnd >> self.rcv.wscale).min(0xffff) as u16,
+            ts: self.opts.ts,
+            ts_recent: self.opts.ts_recent,
+            ts_offset: self.opts.ts_offset,
+            deadline,
+        })
     }
 
     /// Enters CLOSED: every timer stops; a pending RST still goes out.
