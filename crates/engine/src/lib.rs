@@ -73,7 +73,6 @@ use appif::errno;
 use appif::notify::Notify;
 use appif::seg::AcceptQueue;
 use appif::spsc;
-use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
 use nic::{Port, TxQueue};
 use std::sync::Arc;
@@ -406,7 +405,7 @@ impl<P: Port> Engine<P> {
     pub fn for_each_socket(&self, mut f: impl FnMut(appif::stats_shm::ConnRow)) {
         let s = &self.protocols.sockets;
         for sock in s.slots.iter().flatten() {
-            f(socket_row(sock));
+            f(publish::socket_row(sock));
         }
         (0..s.time_wait_positions()).for_each(|i| s.time_wait_row(i).map_or((), &mut f));
     }
@@ -431,7 +430,7 @@ impl<P: Port> Engine<P> {
             let i = (start + k) % len;
             if let Some(sock) = slots.get(i) {
                 if let Some(sock) = sock {
-                    f(socket_row(sock));
+                    f(publish::socket_row(sock));
                 }
             } else if let Some(row) = s.time_wait_row(i - slots.len()) {
                 f(row);
@@ -601,57 +600,6 @@ fn drain_rx<P: Port>(
         }
     }
     rx
-}
-
-/// The `corestack ss` row of `sock`.
-fn socket_row(sock: &Socket) -> appif::stats_shm::ConnRow {
-    use appif::stats_shm::{ConnRow, ConnState};
-    // A listener's or UDP socket's peer: the wildcard of its family.
-    let any = |local: core::net::SocketAddr| match local {
-        core::net::SocketAddr::V4(_) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0).into(),
-        core::net::SocketAddr::V6(_) => {
-            core::net::SocketAddr::from((core::net::Ipv6Addr::UNSPECIFIED, 0))
-        }
-    };
-    // A listener's or UDP socket's row: no remote end, no TCP state.
-    let owner = sock.owner().0;
-    let unconnected = |local: core::net::SocketAddr, state| ConnRow {
-        local,
-        remote: any(local),
-        state,
-        owner,
-        ..ConnRow::default()
-    };
-    match sock {
-        Socket::Tcp(c) => {
-            let t = &c.tcb;
-            let clamp = |v: usize| v.min(u32::MAX as usize) as u32;
-            ConnRow {
-                local: t.local(),
-                remote: t.remote(),
-                state: t.state().published(),
-                srtt_us: t.srtt_us().min(u64::from(u32::MAX)) as u32,
-                rto_ms: t.rto().as_millis().min(u128::from(u32::MAX)) as u32,
-                cwnd: clamp(t.cwnd()),
-                ssthresh: clamp(t.ssthresh()),
-                in_flight: clamp(t.bytes_in_flight()),
-                snd_wnd: clamp(t.snd_wnd()),
-                rcv_wnd: clamp(t.rcv_wnd()),
-                mss: t.mss().min(usize::from(u16::MAX)) as u16,
-                retransmits: t.stats().retransmits,
-                owner,
-                bytes_out: c.tx.position(),
-                bytes_in: c.rx.position(),
-                ..ConnRow::default()
-            }
-        }
-        Socket::Listener(l) => unconnected(l.local, ConnState::Listener),
-        Socket::Udp(u) => ConnRow {
-            bytes_out: u.tx.position(),
-            bytes_in: u.rx.position(),
-            ..unconnected(u.local, ConnState::Udp)
-        },
-    }
 }
 
 impl Protocols {

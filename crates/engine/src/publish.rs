@@ -157,3 +157,56 @@ impl<P: Port> Published<P> {
         Some(stats)
     }
 }
+
+/// The `corestack ss` row of `sock` (a TIME-WAIT record's is `Sockets::time_wait_row`'s).
+pub(crate) fn socket_row(sock: &crate::sockets::Socket) -> appif::stats_shm::ConnRow {
+    use appif::stats_shm::{ConnRow, ConnState};
+    // A listener's or UDP socket's peer: the wildcard of its family.
+    let any = |local: core::net::SocketAddr| match local {
+        core::net::SocketAddr::V4(_) => {
+            core::net::SocketAddrV4::new(core::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        }
+        core::net::SocketAddr::V6(_) => {
+            core::net::SocketAddr::from((core::net::Ipv6Addr::UNSPECIFIED, 0))
+        }
+    };
+    // A listener's or UDP socket's row: no remote end, no TCP state.
+    let owner = sock.owner().0;
+    let unconnected = |local: core::net::SocketAddr, state| ConnRow {
+        local,
+        remote: any(local),
+        state,
+        owner,
+        ..ConnRow::default()
+    };
+    match sock {
+        crate::sockets::Socket::Tcp(c) => {
+            let t = &c.tcb;
+            let clamp = |v: usize| v.min(u32::MAX as usize) as u32;
+            ConnRow {
+                local: t.local(),
+                remote: t.remote(),
+                state: t.state().published(),
+                srtt_us: t.srtt_us().min(u64::from(u32::MAX)) as u32,
+                rto_ms: t.rto().as_millis().min(u128::from(u32::MAX)) as u32,
+                cwnd: clamp(t.cwnd()),
+                ssthresh: clamp(t.ssthresh()),
+                in_flight: clamp(t.bytes_in_flight()),
+                snd_wnd: clamp(t.snd_wnd()),
+                rcv_wnd: clamp(t.rcv_wnd()),
+                mss: t.mss().min(usize::from(u16::MAX)) as u16,
+                retransmits: t.stats().retransmits,
+                owner,
+                bytes_out: c.tx.position(),
+                bytes_in: c.rx.position(),
+                ..ConnRow::default()
+            }
+        }
+        crate::sockets::Socket::Listener(l) => unconnected(l.local, ConnState::Listener),
+        crate::sockets::Socket::Udp(u) => ConnRow {
+            bytes_out: u.tx.position(),
+            bytes_in: u.rx.position(),
+            ..unconnected(u.local, ConnState::Udp)
+        },
+    }
+}
