@@ -92,17 +92,27 @@ impl Owners {
         let Some(o) = self.engines.get(e) else {
             return false;
         };
-        o.last_run
-            .store(Instant::now().as_nanos(), Ordering::Relaxed);
         match o
             .owner
             .compare_exchange(0, token, Ordering::AcqRel, Ordering::Acquire)
         {
             Ok(_) => {
+                o.last_run
+                    .store(Instant::now().as_nanos(), Ordering::Relaxed);
                 o.holds.store(1, Ordering::Relaxed);
-                let weak = Arc::downgrade(self);
-                // Not on any hot path: once per claim.
-                let _ = CLAIMS.try_with(|c| c.borrow_mut().0.push((weak, e, token)));
+                // Not on any hot path: once per claim; an entry per engine
+                // and stack however often the thread claims it again.
+                let _ = CLAIMS.try_with(|c| {
+                    let mut c = c.borrow_mut();
+                    let known = c
+                        .0
+                        .iter()
+                        .any(|(w, k, t)| *k == e && *t == token && w.as_ptr() == Arc::as_ptr(self));
+                    if !known {
+                        c.0.retain(|(w, _, _)| w.strong_count() > 0);
+                        c.0.push((Arc::downgrade(self), e, token));
+                    }
+                });
                 true
             }
             Err(t) if t == token => {
