@@ -140,11 +140,14 @@ fn echo(cs: &mut [TcpStream]) {
     }
 }
 
+/// A thread's engine and the engines of the connections it served.
+type Served = (usize, Vec<usize>);
+
 /// Two owner threads serve 32 echo connections from a one-engine client
 /// (the main thread) with takeover time `takeover`; returns how long the
 /// connections and their echoes took, each thread's engine and the
 /// engines of the connections it served, and the takeovers per engine.
-fn owners_serve(takeover: Duration) -> (Duration, Vec<(usize, Vec<usize>)>, Vec<u64>) {
+fn owners_serve(takeover: Duration) -> (Duration, Vec<Served>, Vec<u64>) {
     let (a, b) = stacks_with_engines(true, 1, 2);
     b.set_takeover_after(takeover);
     let stop = Arc::new(AtomicBool::new(false));
