@@ -215,8 +215,8 @@ fn an_owner_that_stops_waiting_has_its_engine_taken_over() {
     let stop = Arc::new(AtomicBool::new(false));
     let awake0 = Arc::new(AtomicU64::new(0));
     let t0 = Instant::now();
-    // Engine 0's owner sleeps 1.5 s in application code after it listens.
-    let servers = servers(&b, &stop, Duration::from_millis(1500), t0, &awake0);
+    // Engine 0's owner sleeps 2.5 s in application code after it listens.
+    let servers = servers(&b, &stop, Duration::from_millis(2500), t0, &awake0);
     // Sixteen connections: their flows fall on both engines (all on one:
     // 2^-15), and each needs its engine to run for its handshake.
     let (mut cs, connected) = clients(&a, 16);
