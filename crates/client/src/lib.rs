@@ -90,8 +90,8 @@ pub use engine::PollPolicy;
 pub use nic::af_xdp::TxPath;
 pub use poll::{Event, Interest, Poller, Probe, Source, Status};
 pub use stack::{
-    parse_cpu_list, spin_round, Driver, Stack, StackBuilder, Step, StepInterrupted, WaitSteps,
-    Waited,
+    parse_cpu_list, spin_round, Driver, EngineClaim, Stack, StackBuilder, Step, StepInterrupted,
+    WaitSteps, Waited,
 };
 pub use sys::{SpinSignals, SYNCHRONOUS_SIGNALS};
 pub use tcp::{ListenOptions, TcpListener, TcpStream};

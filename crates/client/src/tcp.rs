@@ -19,6 +19,8 @@ pub struct TcpListener {
     accept: AcceptRx,
     nonblocking: bool,
     view: crate::poll::View,
+    /// A SO_REUSEPORT listener's claim on its thread's inline engine.
+    claim: Option<crate::EngineClaim>,
 }
 
 /// How [`TcpListener::bind_opts`] listens.
@@ -84,6 +86,10 @@ impl TcpListener {
     /// to one of them, by a hash of the peer's address and port, and with
     /// several engines to one opened by a thread on the engine that owns
     /// the connection's flow when there is one ([`Stack::current_engine`]).
+    /// In inline mode with several engines, the opening thread becomes its
+    /// engine's only runner while the listener is open, unless another
+    /// thread is ([`Stack::claim_engine`]: a listener per thread, an engine
+    /// per thread).
     ///
     /// Errors: EADDRINUSE when the port is taken by a listener without
     /// SO_REUSEPORT (or with another address or IPV6_V6ONLY, or another
@@ -96,7 +102,9 @@ impl TcpListener {
     ) -> io::Result<TcpListener> {
         let backlog = opts.backlog.clamp(1, 4096);
         let opening = stack.open_listener(addr.into(), (backlog, opts.v6only, opts.reuseport))?;
-        TcpListener::opened(stack, opening)
+        let mut l = TcpListener::opened(stack, opening)?;
+        l.claim = opts.reuseport.then(|| stack.claim_engine()).flatten();
+        Ok(l)
     }
 
     /// The listener whose open (`opening`: its id, status block and accept
@@ -114,6 +122,7 @@ impl TcpListener {
             accept,
             nonblocking: false,
             view: Default::default(),
+            claim: None,
         })
     }
 
@@ -214,7 +223,14 @@ impl crate::poll::Source for TcpStream {
     }
 }
 
-close_on_drop!(TcpListener);
+impl Drop for TcpListener {
+    fn drop(&mut self) {
+        self.request(Request::Close);
+        if let Some(c) = self.claim.take() {
+            self.stack.release_claim(c);
+        }
+    }
+}
 ipv6_header!(TcpListener);
 ipv6_header!(TcpStream);
 

@@ -500,6 +500,7 @@ fn launch<P: Port + Send + 'static>(
                 .into_iter()
                 .map(|e| Mutex::new(Box::new(Published::new(e)) as super::run::DynEngine))
                 .collect(),
+            super::owner::Owners::new(n),
         )
     } else {
         let stop = Arc::new(AtomicBool::new(false));

@@ -10,6 +10,7 @@
 mod builder;
 mod fork;
 mod listen;
+mod owner;
 mod request;
 mod run;
 mod steps;
@@ -18,6 +19,7 @@ mod wait;
 pub use appif::parse_cpu_list;
 pub use builder::StackBuilder;
 pub use nic::Driver;
+pub use owner::EngineClaim;
 pub(crate) use request::Request;
 pub use steps::{Step, StepInterrupted, WaitSteps};
 pub use wait::{spin_round, Waited};
@@ -98,8 +100,9 @@ pub struct Stack {
 
 enum Mode {
     Service(crate::service::Service),
-    /// One engine per lock: a waiting thread runs every engine it can lock.
-    Inline(Vec<Mutex<DynEngine>>),
+    /// One engine per lock: a waiting thread runs its own engine (see
+    /// [`Stack::claim_engine`]) and every engine nobody owns it can lock.
+    Inline(Vec<Mutex<DynEngine>>, Arc<owner::Owners>),
     Embedded {
         stop: Arc<AtomicBool>,
         /// One thread per engine.
@@ -156,7 +159,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         match &self.mode {
             Mode::Service(_) => {}
-            Mode::Inline(engines) => {
+            Mode::Inline(engines, _) => {
                 for e in engines {
                     if let Ok(mut e) = e.lock() {
                         e.shutdown(Instant::now());
@@ -206,7 +209,7 @@ impl Stack {
     pub fn engine_stats(&self) -> Vec<Stats> {
         match &self.inner.mode {
             Mode::Service(_) => Vec::new(),
-            Mode::Inline(engines) => engines
+            Mode::Inline(engines, _) => engines
                 .iter()
                 .map(|e| e.lock().map(|e| e.stats()).unwrap_or_default())
                 .collect(),

@@ -3,6 +3,7 @@
 //! then sleep on a doorbell (service mode checks the daemon is alive
 //! between naps).
 
+use super::owner::{thread_token, Run};
 use super::run::{engine_cpu, MAX_NAP};
 use super::steps::{Step, WaitSteps};
 use super::{Mode, Stack};
@@ -94,11 +95,16 @@ impl Stack {
     pub(crate) fn wait_change(&self, seen: u32, timeout: Option<Duration>) {
         let start = Instant::now();
         match &self.inner.mode {
-            Mode::Inline(_) => loop {
+            Mode::Inline(..) => loop {
                 let now = Instant::now();
                 let elapsed = now.saturating_since(start);
                 // The engine locks are released before any sleep.
-                let worked = self.poll_inline(now, true).unwrap_or(false);
+                let ran = self.poll_inline(now, true);
+                if ran.is_none() {
+                    // Every engine is another thread's: let it run.
+                    spin_round();
+                }
+                let worked = ran.unwrap_or(false);
                 self.inner
                     .idle
                     .after_poll(worked, now, timeout.map(|t| t.saturating_sub(elapsed)));
@@ -147,24 +153,38 @@ impl Stack {
         }
     }
 
-    /// Inline mode: one iteration of every engine this thread can lock
-    /// (`block`: waiting for each lock, else skipping an engine another
-    /// thread is running). None when it ran none (or not inline mode),
-    /// else whether any did work.
+    /// Inline mode: one iteration of this thread's own engine first (see
+    /// [`Stack::claim_engine`]), then of every engine nobody owns that this
+    /// thread can lock (`block`: waiting for each lock, else skipping an
+    /// engine another thread is running), and of an owned engine whose
+    /// owner has not run it for the takeover time (a try_lock). An engine
+    /// another thread owns and runs is skipped after one atomic load,
+    /// without touching its lock. None when it ran none (or not inline
+    /// mode), else whether any did work.
     pub(super) fn poll_inline(&self, now: Instant, block: bool) -> Option<bool> {
-        let Mode::Inline(engines) = &self.inner.mode else {
+        let Mode::Inline(engines, owners) = &self.inner.mode else {
             return None;
         };
+        let token = thread_token();
+        let now_ns = now.as_nanos();
         let mut ran = None;
-        for e in engines {
-            let guard = if block {
-                e.lock().ok()
-            } else {
-                e.try_lock().ok()
-            };
-            if let Some(mut e) = guard {
-                let worked = e.poll(now);
-                ran = Some(ran.unwrap_or(false) | worked);
+        // Two passes: the engines this thread owns, then the others.
+        for own in [true, false] {
+            for (i, e) in engines.iter().enumerate() {
+                let how = owners.may_run(i, token, now_ns);
+                if (how == Run::Own) != own || how == Run::Skip {
+                    continue;
+                }
+                let guard = if block && how != Run::Takeover {
+                    e.lock().ok()
+                } else {
+                    e.try_lock().ok()
+                };
+                if let Some(mut e) = guard {
+                    owners.ran(i, how, now_ns);
+                    let worked = e.poll(now);
+                    ran = Some(ran.unwrap_or(false) | worked);
+                }
             }
         }
         ran
@@ -173,7 +193,7 @@ impl Stack {
     /// One step of waiting: an engine iteration in inline mode, a pause otherwise.
     pub(super) fn idle_step(&self) {
         match &self.inner.mode {
-            Mode::Inline(_) => {
+            Mode::Inline(..) => {
                 self.poll_inline(Instant::now(), false);
             }
             Mode::Embedded { .. } | Mode::Service(_) => spin_round(),
@@ -203,7 +223,7 @@ impl Stack {
         let start = Instant::now();
         let expired = |now: Instant| timeout.is_some_and(|t| now.saturating_since(start) >= t);
         match &self.inner.mode {
-            Mode::Inline(_) => loop {
+            Mode::Inline(..) => loop {
                 if ready() {
                     return true;
                 }
@@ -216,6 +236,9 @@ impl Stack {
                 if let Some(worked) = worked {
                     let left = timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
                     self.inner.idle.after_poll(worked, now, left);
+                } else {
+                    // Every engine is another thread's: let it run.
+                    spin_round();
                 }
             },
             mode @ (Mode::Service(_) | Mode::Embedded { .. }) => loop {
@@ -259,14 +282,14 @@ impl Stack {
     }
     /// True in inline mode (no engine thread: waiting threads run the engine).
     pub fn is_inline(&self) -> bool {
-        matches!(self.inner.mode, Mode::Inline(_))
+        matches!(self.inner.mode, Mode::Inline(..))
     }
 
     /// Inline mode: one engine iteration, unless another thread is running
     /// one; returns whether it did any work. Other modes: false.
     pub fn drive(&self) -> bool {
         match &self.inner.mode {
-            Mode::Inline(_) => {
+            Mode::Inline(..) => {
                 let now = Instant::now();
                 let worked = self.poll_inline(now, false).unwrap_or(false);
                 if worked {
@@ -285,7 +308,7 @@ impl Stack {
     /// time, so a waiter may sleep (at most [`Stack::MAX_INLINE_SLEEP`]) on
     /// [`Stack::nic_fd`]. Other modes: true.
     pub fn idle(&self) -> bool {
-        let Mode::Inline(_) = &self.inner.mode else {
+        let Mode::Inline(..) = &self.inner.mode else {
             return true;
         };
         let Some(after) = self.inner.idle.sleep_after else {
@@ -302,7 +325,7 @@ impl Stack {
     /// Inline mode: the NIC queue's fd, readable when frames arrive.
     pub fn nic_fd(&self) -> Option<RawFd> {
         match &self.inner.mode {
-            Mode::Inline(_) => self.inner.idle.rx_fd,
+            Mode::Inline(..) => self.inner.idle.rx_fd,
             _ => None,
         }
     }
