@@ -188,26 +188,6 @@ fn each_engine_is_run_only_by_its_listeners_thread() {
     assert_eq!(takeovers, vec![0, 0], "another thread ran an owned engine");
 }
 
-/// The figure: the same serving with takeover times 0 (every waiter runs
-/// every engine it can lock, as without owners: the count is then every
-/// iteration of an engine by the other thread), 1 ms (the default) and 1 s.
-/// `cargo test --release -p corestack --test inline_owner figure -- --ignored --nocapture`
-#[test]
-#[ignore]
-fn figure_takeover_times() {
-    println!("takeover    32 conns+echo    runs by the other thread (engine 0, 1)");
-    for _ in 0..3 {
-        for t in [
-            Duration::ZERO,
-            Duration::from_millis(1),
-            Duration::from_secs(1),
-        ] {
-            let (took, _, takeovers) = owners_serve(t);
-            println!("{t:>8?}    {took:>14.1?}    {takeovers:?}");
-        }
-    }
-}
-
 #[test]
 fn an_owner_that_stops_waiting_has_its_engine_taken_over() {
     let (a, b) = stacks_with_engines(true, 1, 2);
