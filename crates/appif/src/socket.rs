@@ -415,10 +415,13 @@ impl StatusHandle {
     /// block's slot. If a waiter watches it: clears the slot's `queued`
     /// word (the next change pushes it again), then queues the waiter's
     /// token, so the waiter looks at the socket after the clear.
-    pub(crate) fn seg_signal(&self) {
+    /// `rearm` false: the word is left alone (a forked child's look).
+    pub(crate) fn seg_signal(&self, rearm: bool) {
         if let (Some(r), Some(w)) = (&self.ready, self.watch.get()) {
             if w.is_active() {
-                r.rearm();
+                if rearm {
+                    r.rearm();
+                }
                 w.signal();
             }
         }

@@ -132,7 +132,7 @@ impl SlotReady {
 pub struct ReadyRouter {
     /// The process that mapped the segment: a forked child, which has a
     /// segment of its own, neither drains nor watches through this one.
-    pid: u32,
+    pid: AtomicU32,
     state: Mutex<RouterState>,
 }
 
@@ -156,7 +156,7 @@ pub struct Drained {
 impl ReadyRouter {
     pub(crate) fn new(lanes: u32, nslots: u32) -> ReadyRouter {
         ReadyRouter {
-            pid: std::process::id(),
+            pid: AtomicU32::new(std::process::id()),
             state: Mutex::new(RouterState {
                 heads: vec![0; lanes as usize],
                 routes: (0..nslots).map(|_| Weak::new()).collect(),
@@ -166,7 +166,13 @@ impl ReadyRouter {
 
     /// True in the process that mapped the segment.
     pub(crate) fn is_current(&self) -> bool {
-        self.pid == std::process::id()
+        self.pid.load(Ordering::Relaxed) == std::process::id()
+    }
+
+    /// Tests: acts as a forked child's copy.
+    #[cfg(test)]
+    pub(crate) fn pretend_forked(&self) {
+        self.pid.store(0, Ordering::Relaxed);
     }
 
     /// Routes `slot`'s changes to `handle` (the one a waiter watches).
@@ -182,15 +188,22 @@ impl ReadyRouter {
     /// word); after an overflow, every watched slot. O(slots pushed), or
     /// O(slots) after an overflow. A slot nobody watches keeps its
     /// `queued` word set (the engine stops pushing it until it is
-    /// watched).
+    /// watched). In a forked child of the process that mapped the
+    /// segment: takes nothing, and signals every watched slot (O(slots)).
     pub fn drain(&self, seg: &AppSegment) -> Drained {
         let mut out = Drained::default();
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if !self.is_current() {
+            // A forked child's copy: the rings are its parent's to take.
+            // The waiters this process inherited look at each of their
+            // sockets instead, on every drain (as with no ready ring).
+            for h in st.routes.iter().filter_map(Weak::upgrade) {
+                h.seg_signal(false);
+            }
             return out;
         }
         let layout = seg.layout();
         let cap = u64::from(layout.ready_cap());
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let RouterState { heads, routes } = &mut *st;
         for (lane, head) in heads.iter_mut().enumerate() {
             let Some(at) = layout.ready_lane(lane as u32) else {
@@ -223,6 +236,6 @@ impl ReadyRouter {
 /// slot's `queued` word, then signals the waiter's watch.
 fn hand_over(route: Option<&Weak<StatusHandle>>) {
     if let Some(h) = route.and_then(Weak::upgrade) {
-        h.seg_signal();
+        h.seg_signal(true);
     }
 }

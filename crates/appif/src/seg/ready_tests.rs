@@ -139,3 +139,27 @@ fn garbage_in_the_application_words_never_breaks_the_engine() {
     assert!(!d.overflow);
     assert_eq!(tokens(&list), vec![9]);
 }
+
+#[test]
+fn a_forked_childs_copy_takes_nothing_and_looks_at_every_watched_slot() {
+    let (eng, app) = pair(64, 1);
+    let list = ReadyList::new();
+    let h = app.shared(3, false).unwrap();
+    assert!(h.watch(&list, 3));
+    let idle = app.shared(4, false).unwrap();
+    assert!(idle.watch(&list, 4));
+    eng.shared(3, true).unwrap().wake();
+    app.router.as_ref().unwrap().pretend_forked();
+    let d = app.drain_ready();
+    assert_eq!(d.slots, 0, "the parent's ring is left to the parent");
+    assert_eq!(
+        tokens(&list),
+        vec![3, 4],
+        "every watched slot, changed or not"
+    );
+    let lane = app.layout().ready_lane(0).unwrap();
+    assert_eq!(app.word64(lane.head).load(Ordering::SeqCst), 0);
+    // A new watch in the child cannot be served by the parent's rings.
+    let other = app.shared(5, false).unwrap();
+    assert!(!other.watch(&list, 5));
+}
