@@ -238,3 +238,38 @@ fn garbage_in_an_applications_ready_ring_harms_only_that_application() {
         d.log()
     );
 }
+
+#[test]
+fn with_two_engines_each_engines_ring_reaches_the_poller() {
+    // Two engines, flows landing on either queue (handoffs too): the
+    // connections are held by both engines, each pushing to its own ring.
+    let d = Daemon::with("ready-engines", |c| c.cores = 2);
+    let app = d.app();
+    let port = 7303;
+    let mut listener = TcpListener::bind(&app, any(port)).expect("listen");
+    let n = 32;
+    let mut pairs = connections(&d, &mut listener, port, n);
+    let mut poller = Poller::new(&app);
+    for (i, (_, s)) in pairs.iter().enumerate() {
+        poller
+            .register(s, i as u64, Interest::READABLE)
+            .expect("register");
+    }
+    let mut events = Vec::new();
+    poller
+        .wait(&mut events, 64, Some(Duration::ZERO))
+        .expect("wait");
+    assert!(events.is_empty());
+    let before = poller.looks();
+    for k in (0..n).rev() {
+        pairs[k].0.write_all(b"e").expect("the peer's write");
+        poller.wait(&mut events, 64, Some(BOUND)).expect("wait");
+        assert_eq!(
+            events.iter().map(|e| e.token).collect::<Vec<_>>(),
+            vec![k as u64]
+        );
+        read_byte(&mut pairs[k].1);
+    }
+    let looks = (poller.looks() - before) as usize;
+    assert!(looks <= 4 * n, "{looks} looks for {n} one-socket waits");
+}
