@@ -14,9 +14,10 @@
 //!
 //! The producers are the engines (a waiter's sockets may live on several;
 //! inline mode hands each over under a lock); the consumer is the waiter
-//! that owns the list. Only for status blocks in this process's memory (embedded and
-//! inline mode): in service mode the engine runs in the daemon, which
-//! holds its own handles of the blocks, and waiters look at every socket.
+//! that owns the list. In service mode the engine runs in the daemon,
+//! which cannot reach this list: it pushes the socket's slot to a ready
+//! ring in the application's segment instead, and the application's drain
+//! of those rings ([`crate::seg::ready`]) signals the watch.
 
 use core::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -141,6 +142,11 @@ impl Watch {
         self.token.store(token, Ordering::SeqCst);
         self.queued.store(false, Ordering::SeqCst);
         self.active.store(true, Ordering::SeqCst);
+    }
+
+    /// True while it reports to its list.
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
     }
 
     /// Stops reporting (the registration was removed).

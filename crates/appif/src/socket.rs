@@ -313,6 +313,9 @@ pub struct StatusHandle {
     local: bool,
     /// The readiness waiter this socket reports its changes to, if any.
     watch: std::sync::OnceLock<Watch>,
+    /// A block in an application segment: its slot's place in the ready
+    /// rings (see [`crate::seg::ready`]).
+    ready: Option<crate::seg::ready::SlotReady>,
 }
 
 impl core::fmt::Debug for StatusHandle {
@@ -348,6 +351,7 @@ impl StatusHandle {
             sleepers: None,
             local: true,
             watch: std::sync::OnceLock::new(),
+            ready: None,
         })
     }
 
@@ -378,6 +382,7 @@ impl StatusHandle {
             sleepers: None,
             local: false,
             watch: std::sync::OnceLock::new(),
+            ready: None,
         }))
     }
 
@@ -392,6 +397,34 @@ impl StatusHandle {
             me.sleepers = sleepers;
         }
         self
+    }
+
+    /// The same block with its slot's place in the ready rings. Only
+    /// before the handle is shared (a fresh `Arc`); otherwise unchanged.
+    pub(crate) fn with_ready(
+        mut self: Arc<Self>,
+        ready: crate::seg::ready::SlotReady,
+    ) -> Arc<Self> {
+        if let Some(me) = Arc::get_mut(&mut self) {
+            me.ready = Some(ready);
+        }
+        self
+    }
+
+    /// Application (the ready rings' drain): the engine pushed this
+    /// block's slot. If a waiter watches it: clears the slot's `queued`
+    /// word (the next change pushes it again), then queues the waiter's
+    /// token, so the waiter looks at the socket after the clear.
+    /// `rearm` false: the word is left alone (a forked child's look).
+    pub(crate) fn seg_signal(&self, rearm: bool) {
+        if let (Some(r), Some(w)) = (&self.ready, self.watch.get()) {
+            if w.is_active() {
+                if rearm {
+                    r.rearm();
+                }
+                w.signal();
+            }
+        }
     }
 
     /// Rings `n` with this block's sleepers.
@@ -416,23 +449,39 @@ impl StatusHandle {
         if let Some(w) = self.watch.get() {
             w.signal();
         }
+        if let Some(r) = &self.ready {
+            r.signal();
+        }
         self.ring(&self.notify);
         self.wake_app();
     }
 
     /// Application: reports this socket's changes to `list` under `token`
-    /// from now on. False when they cannot be (a block in an application
-    /// segment, written by the daemon's handle of it; or one that reports
-    /// to another list already): the waiter must look at it itself.
-    pub fn watch(&self, list: &Arc<ReadyList>, token: u64) -> bool {
-        if !self.local {
-            return false;
-        }
+    /// from now on. A block in an application segment (service mode) is
+    /// routed there through the segment's ready rings, which the waiter
+    /// drains ([`crate::seg::AppSegment::drain_ready`]). False when its
+    /// changes cannot reach `list` (a segment block without ready rings,
+    /// or from the parent of a forked child; a block that reports to
+    /// another list already): the waiter must look at it itself.
+    pub fn watch(self: &Arc<Self>, list: &Arc<ReadyList>, token: u64) -> bool {
+        let seg = match (&self.ready, self.local) {
+            (_, true) => None,
+            (Some(r), false) => match &r.router {
+                Some(router) if router.is_current() => Some((r, router)),
+                _ => return false,
+            },
+            (None, false) => return false,
+        };
         let w = self.watch.get_or_init(|| Watch::new(list, token));
         if !w.is_for(list) {
             return false;
         }
         w.activate(token);
+        if let Some((r, router)) = seg {
+            router.route(r.slot, self);
+            // Changes from now on are pushed; the waiter looks after this.
+            r.rearm();
+        }
         true
     }
 

@@ -3,8 +3,9 @@
 //! can serve thousands of connections this way.
 //!
 //! Readiness is level-triggered: a socket is reported on every wait while it
-//! stays ready. A wait scans the registered sockets (one or two atomic loads
-//! each) and, when none is ready, sleeps on the stack's change counter: in
+//! stays ready. A wait looks at the sockets that changed or were ready
+//! before (see [`Poller`]) and, when none is ready, sleeps on the stack's
+//! change counter: in
 //! embedded mode the engine bumps it after every iteration that changed a
 //! socket, in service mode after every change to one of this application's
 //! sockets, and in inline mode the wait runs the engine itself.
@@ -202,9 +203,12 @@ struct Entry {
 /// the engine queues the token of every socket it changes on the poller's
 /// ready list ([`appif::ready`]), and the poller looks only at those and at
 /// the ones it found ready before (level-triggered: a socket stays
-/// reported while it is ready). Service mode's sockets, whose status the
-/// daemon's engine writes through its own handles, are looked at on every
-/// wait.
+/// reported while it is ready). In service mode the daemon's engine pushes
+/// the slot of every socket it changes to a ready ring in the application's
+/// segment instead, and a wait first drains those rings into the ready
+/// lists ([`appif::seg::ready`]). A socket whose changes cannot reach this
+/// poller (registered with another poller already, or a socket a forked
+/// child inherited from its parent's segment) is looked at on every wait.
 ///
 /// Inline mode: the engine runs while a wait waits. A loop whose waits
 /// always find a socket ready (a writable socket registered for
@@ -349,7 +353,7 @@ impl Poller {
 
     /// How many times waits looked at a registered socket's readiness, in
     /// all: the poller's work, which follows the sockets that changed or
-    /// are ready, not the sockets registered (service mode's excepted).
+    /// are ready, not the sockets registered.
     pub fn looks(&self) -> u64 {
         self.looks
     }
@@ -372,6 +376,9 @@ impl Poller {
     /// Up to `max` events: from the ready list and the sockets found ready
     /// before, then from the unwatched sockets.
     fn collect(&mut self, events: &mut Vec<Event>, max: usize) {
+        // Service mode: the slots the daemon's engines pushed reach the
+        // ready lists of the pollers watching them.
+        self.stack.drain_ready();
         if self.ready.take_overflow() {
             // Changes were lost: look at every watched socket once.
             for e in self.entries.iter_mut().filter(|e| e.watched) {

@@ -85,7 +85,7 @@ impl App {
             privileged: self.privileged,
             parent: self.parent,
             cmds: CmdConsumer::lane(self.seg.clone(), engine).ok_or_else(ebadf)?,
-            seg: self.seg.clone(),
+            seg: self.seg.for_lane(engine),
             memfd: self.memfd.try_clone()?,
             ctl: self.ctl.try_clone()?,
             doorbell,
@@ -286,7 +286,8 @@ pub(crate) fn join(
         parent,
         cred,
         cmds: CmdConsumer::new(seg.clone()),
-        seg,
+        // Engine 0's view: its status blocks push to its ready ring.
+        seg: seg.for_lane(0),
         memfd,
         ctl: s,
         doorbell,

@@ -10,7 +10,10 @@ use crate::spsc;
 use core::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// Where a listener's accepted connections go.
+/// Where a listener's accepted connections go. One per listener, so the
+/// size of the larger variant costs nothing per connection or packet (and
+/// a box would add a pointer chase to every accept).
+#[allow(clippy::large_enum_variant)]
 pub enum AcceptQueue {
     /// In this process: each connection is handed over as a value, with
     /// rings the engine allocates.

@@ -17,8 +17,12 @@
 //!  page   engines 1..N (when the daemon runs several): per engine its
 //!         notify flag, ring head, ring tail (a cache line each) and its
 //!         command ring, one after another (see [`Layout::lane`])
+//!  page   ready rings, one per engine: head (app), tail (engine),
+//!         overflow (engine sets, app clears), a cache line each, then
+//!         `ready_cap` slot numbers (u32) (see [`Layout::ready_lane`], [`ready`])
 //!  page   socket slots: nslots × 512 bytes, each
-//!           +0 owner word (bit 0 app, bit 1 engine)  +64 status block
+//!           +0 owner word (bit 0 app, bit 1 engine)  +8 ready queued word
+//!           (engine sets, app clears)  +64 status block
 //!           +128 TX head (app)  +136 TX pages word (app per write, engine per release)
 //!           +192 TX tail (engine)  +256 RX head (engine)  +320 RX tail (app)
 //!           +384 TX geometry (app)  +448 RX geometry (engine)
@@ -35,6 +39,7 @@
 
 mod accept;
 mod desc;
+pub mod ready;
 
 pub use accept::{AcceptQueue, Accepted, AppSegmentAccept, Claimed};
 pub use desc::{
@@ -51,9 +56,9 @@ use std::sync::Arc;
 
 /// "CSTKSEG1", little endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"CSTKSEG1");
-/// Layout version (4: the TX pages word of issue 23 and a command ring
-/// per engine).
-pub const VERSION: u32 = 4;
+/// Layout version (5: a ready ring per engine and a ready word per slot,
+/// issue 23; 4: the TX pages word and a command ring per engine).
+pub const VERSION: u32 = 5;
 pub use layout::{DESC_BYTES, SLOT_BYTES};
 
 /// Byte offsets of a segment's fixed fields: header words from the start
@@ -105,6 +110,10 @@ pub mod layout {
 
     /// Slot: the owner word, a u32 (`OWNER_*` bits).
     pub const SLOT_OWNER: usize = 0;
+    /// Slot: the ready ring's `queued` word, a u32 on the owner's line:
+    /// nonzero while the slot waits in a ready ring (engine sets it,
+    /// application clears it; see [`super::ready`]).
+    pub const SLOT_READY: usize = SLOT_OWNER + 8;
     /// Slot: the status block (`StatusBlock`).
     pub const SLOT_STATUS: usize = 64;
     /// Slot: the TX ring's head, a u64 byte count (application).
@@ -135,8 +144,8 @@ pub mod layout {
 
 use layout::{
     APP_WAKE, CLOSED, CMD_HEAD, CMD_RING, CMD_TAIL, ENGINE_SLEEPING, GATEWAY, INFO, MTU, NET, NET6,
-    PAGE, SLEEPERS, SLOT_OWNER, SLOT_RX_GEOMETRY, SLOT_RX_HEAD, SLOT_RX_TAIL, SLOT_STATUS,
-    SLOT_TX_GEOMETRY, SLOT_TX_HEAD, SLOT_TX_PAGES, SLOT_TX_TAIL,
+    PAGE, SLEEPERS, SLOT_OWNER, SLOT_READY, SLOT_RX_GEOMETRY, SLOT_RX_HEAD, SLOT_RX_TAIL,
+    SLOT_STATUS, SLOT_TX_GEOMETRY, SLOT_TX_HEAD, SLOT_TX_PAGES, SLOT_TX_TAIL,
 };
 
 /// Owner word: the slot is free.
@@ -188,6 +197,21 @@ pub struct Lane {
     /// The ring's tail, a u64 descriptor count (engine).
     pub tail: usize,
     /// The ring's `cmd_slots` descriptors.
+    pub ring: usize,
+}
+
+/// Where one engine's ready ring lives in a segment: byte offsets from
+/// its start (see [`Layout::ready_lane`] and [`ready`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadyLane {
+    /// Slots taken, a u64 (application).
+    pub head: usize,
+    /// Slots pushed, a u64 (engine).
+    pub tail: usize,
+    /// Nonzero after a push found the ring full, a u32 (engine sets,
+    /// application clears).
+    pub overflow: usize,
+    /// The ring's [`Layout::ready_cap`] slot numbers, u32 each.
     pub ring: usize,
 }
 
@@ -246,9 +270,41 @@ impl Layout {
         })
     }
 
-    fn slots_off(&self) -> usize {
+    /// Entries of each ready ring: a quarter of the slots (rounded up to a
+    /// power of two, at least 16). More slots than that changing between
+    /// two drains overflow the ring, and the application then looks at
+    /// every watched socket once: a cost of O(slots) paid for at least
+    /// slots / 4 changes.
+    pub fn ready_cap(&self) -> u32 {
+        (self.nslots.max(1).next_power_of_two() / 4).max(16)
+    }
+
+    fn ready_lane_len(&self) -> usize {
+        3 * 64 + 4 * self.ready_cap() as usize
+    }
+
+    fn ready_off(&self) -> usize {
         let extra = (self.engines.max(1) as usize - 1) * (3 * 64 + self.ring_len());
         page_align(page_align(CMD_RING + self.ring_len()) + extra)
+    }
+
+    /// Engine `engine`'s ready ring (None past [`Layout::engines`]): from
+    /// the first page after the command rings, one after another.
+    pub fn ready_lane(&self, engine: u32) -> Option<ReadyLane> {
+        if engine >= self.engines {
+            return None;
+        }
+        let base = self.ready_off() + engine as usize * self.ready_lane_len();
+        Some(ReadyLane {
+            head: base,
+            tail: base + 64,
+            overflow: base + 128,
+            ring: base + 192,
+        })
+    }
+
+    fn slots_off(&self) -> usize {
+        page_align(self.ready_off() + self.engines.max(1) as usize * self.ready_lane_len())
     }
 
     /// Byte offset of socket slot `slot`'s header from the start of the
@@ -300,6 +356,11 @@ pub struct AppSegment {
     /// The eventfd sleepers' table, as this process sees it (see
     /// [`AppSegment::with_sleepers`]).
     sleepers: Option<Arc<Sleepers>>,
+    /// Daemon: the ready ring its engine handles push to (see
+    /// [`AppSegment::for_lane`]).
+    producer: Option<Arc<ready::ReadyProducer>>,
+    /// Application: the drain of the ready rings (see [`AppSegment::drain_ready`]).
+    router: Option<Arc<ready::ReadyRouter>>,
 }
 
 impl AppSegment {
@@ -318,6 +379,8 @@ impl AppSegment {
             region,
             layout,
             sleepers: None,
+            producer: None,
+            router: None,
         };
         let info = [
             MAGIC,
@@ -371,6 +434,11 @@ impl AppSegment {
                 region,
                 layout,
                 sleepers: None,
+                producer: None,
+                router: Some(Arc::new(ready::ReadyRouter::new(
+                    layout.engines,
+                    layout.nslots,
+                ))),
             },
             assoc as u32,
         ))
@@ -385,6 +453,28 @@ impl AppSegment {
     pub fn with_sleepers(mut self, eventfds: Vec<std::os::fd::OwnedFd>) -> AppSegment {
         self.sleepers = Sleepers::in_region(&self.region, SLEEPERS, eventfds).map(Arc::new);
         self
+    }
+
+    /// Daemon: the segment as engine `lane` sees it: the status blocks its
+    /// [`AppSegment::shared`] hands out for the engine push their slot to
+    /// that engine's ready ring when woken. Call once per engine and
+    /// association (each call starts a ring of its own at the tail 0); an
+    /// engine past the layout's gets a segment that pushes nowhere.
+    pub fn for_lane(&self, lane: u32) -> AppSegment {
+        let mut seg = self.clone();
+        seg.producer = ready::ReadyProducer::new(self, lane).map(Arc::new);
+        seg
+    }
+
+    /// Application: takes the slots the engines pushed to the ready rings
+    /// and hands each to the readiness waiter watching it (see
+    /// [`ready::ReadyRouter::drain`]); nothing in a segment the daemon
+    /// laid out or in a forked child of the process that opened it.
+    pub fn drain_ready(&self) -> ready::Drained {
+        match &self.router {
+            Some(r) => r.drain(self),
+            None => ready::Drained::default(),
+        }
     }
 
     /// The eventfd sleepers' table (None before [`AppSegment::with_sleepers`]).
@@ -529,6 +619,7 @@ impl AppSegment {
             self.word64(s + off).store(0, Ordering::Relaxed);
         }
         self.word32(s + SLOT_TX_PAGES).store(0, Ordering::Relaxed);
+        self.word32(s + SLOT_READY).store(0, Ordering::Relaxed);
         let init = self.layout.ring_bytes as usize;
         let fresh = bytes::initial_geometry(init, self.layout.ring_max_bytes as usize);
         for (geo, ring) in [
@@ -574,8 +665,14 @@ impl AppSegment {
         } else {
             (None, None)
         };
+        let ready = ready::SlotReady {
+            slot,
+            queued: crate::region::View::in_region(&self.region, s + SLOT_READY)?,
+            producer: if engine { self.producer.clone() } else { None },
+            router: if engine { None } else { self.router.clone() },
+        };
         StatusHandle::in_region(&self.region, s + SLOT_STATUS, wake, release)
-            .map(|sh| sh.with_sleepers(self.sleepers.clone()))
+            .map(|sh| sh.with_sleepers(self.sleepers.clone()).with_ready(ready))
     }
 
     /// The TX ring's writing end (application) of `slot`.

@@ -303,8 +303,14 @@ fn each_engine_has_its_own_command_ring_and_one_engine_is_laid_out_as_before() {
     let one = seg().layout();
     assert_eq!(one.lane(0).map(|l| l.ring), Some(CMD_RING));
     assert_eq!(one.lane(1), None);
-    // One engine: the slots follow the one ring on the next page, as in version 2.
-    assert_eq!(one.slot_offset(0), page_align(CMD_RING + 16 * DESC_BYTES));
+    // One engine: its ready ring follows the one command ring on the next
+    // page, the slots follow the ready ring on the next.
+    let ready0 = page_align(CMD_RING + 16 * DESC_BYTES);
+    assert_eq!(one.ready_lane(0).map(|l| l.head), Some(ready0));
+    assert_eq!(
+        one.slot_offset(0),
+        page_align(ready0 + 192 + 4 * one.ready_cap() as usize)
+    );
     let three = Layout { engines: 3, ..one };
     let r = Arc::new(Region::anon(three.total_len()).unwrap());
     let s = AppSegment::init(r, three, 9).unwrap();
@@ -321,6 +327,15 @@ fn each_engine_has_its_own_command_ring_and_one_engine_is_laid_out_as_before() {
                 (l.ring, 16 * DESC_BYTES),
             ]
         })
+        .chain((0..3).flat_map(|e| {
+            let r = three.ready_lane(e).unwrap();
+            [
+                (r.head, 8),
+                (r.tail, 8),
+                (r.overflow, 4),
+                (r.ring, 4 * three.ready_cap() as usize),
+            ]
+        }))
         .collect();
     spans.sort();
     for w in spans.windows(2) {
@@ -328,6 +343,7 @@ fn each_engine_has_its_own_command_ring_and_one_engine_is_laid_out_as_before() {
     }
     assert!(spans.last().map(|(a, n)| a + n) <= Some(three.slot_offset(0)));
     assert_eq!(three.lane(3), None);
+    assert_eq!(three.ready_lane(3), None);
     // Descriptors pushed on engine 1's ring reach engine 1's consumer only.
     let mut p1 = CmdProducer::lane(app.clone(), 1).unwrap();
     let mut c0 = CmdConsumer::lane(s.clone(), 0).unwrap();
@@ -345,3 +361,6 @@ fn each_engine_has_its_own_command_ring_and_one_engine_is_laid_out_as_before() {
     assert!(CmdProducer::lane(app, 3).is_none());
     assert!(Layout { engines: 0, ..one }.validate().is_err());
 }
+
+#[path = "ready_tests.rs"]
+mod ready_tests;

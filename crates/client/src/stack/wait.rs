@@ -90,6 +90,16 @@ impl Stack {
         }
     }
 
+    /// Service mode: hands the sockets the engines pushed to the segment's
+    /// ready rings to the pollers watching them (see
+    /// `appif::seg::ready`); a no-op in the other modes, whose engines
+    /// reach the pollers' ready lists themselves.
+    pub(crate) fn drain_ready(&self) {
+        if let Mode::Service(s) = &self.inner.mode {
+            s.seg.drain_ready();
+        }
+    }
+
     /// Like [`Stack::poll`], but returns at once if a change happened
     /// since `seen` (from [`Stack::change_seq`]) was read.
     pub(crate) fn wait_change(&self, seen: u32, timeout: Option<Duration>) {
