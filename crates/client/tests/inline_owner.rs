@@ -6,27 +6,20 @@
 //! spreads frames at random, so its engines hand frames over) on a clean
 //! `mem` wire.
 
-use corestack::{ListenOptions, Stack, TcpListener, TcpStream};
+use corestack::{Stack, TcpListener, TcpStream};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use testkit::mem_wire::{stacks_with_engines, B};
+use testkit::mem_wire::{self, reuseport, stacks_with_engines, B};
 
 const PORT: u16 = 80;
 
-fn reuseport() -> ListenOptions {
-    ListenOptions {
-        reuseport: true,
-        ..ListenOptions::default()
-    }
-}
-
 fn any() -> SocketAddrV4 {
-    SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT)
+    mem_wire::any(PORT)
 }
 
 /// A serving thread: its engine and what it returns (the engines of the

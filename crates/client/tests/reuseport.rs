@@ -3,23 +3,16 @@
 //! Two stacks over a clean `mem` wire in embedded mode; the server has one
 //! engine, or two whose NIC spreads frames at random.
 
-use corestack::{ListenOptions, Stack, TcpListener, TcpStream};
+use corestack::{Stack, TcpListener, TcpStream};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
-use testkit::mem_wire::{stacks, stacks_with_engines, B};
+use testkit::mem_wire::{self, reuseport, stacks, stacks_with_engines, B};
 
 const PORT: u16 = 80;
 
-fn reuseport() -> ListenOptions {
-    ListenOptions {
-        reuseport: true,
-        ..ListenOptions::default()
-    }
-}
-
 fn any() -> SocketAddrV4 {
-    SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT)
+    mem_wire::any(PORT)
 }
 
 /// Opens `n` connections from `a` to the port, takes them from whichever

@@ -22,8 +22,7 @@
 mod common;
 
 use common::echo::Echo;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicI64, Ordering};
+use common::memory::{live_heap, rss_anon};
 
 /// Connections per batch.
 const N: usize = 10_000;
@@ -34,42 +33,8 @@ const WARM_ROUNDS: usize = 6;
 /// Resident bytes an idle connection end may cost.
 const BOUND: i64 = 6 * 1024;
 
-struct Counting;
-static LIVE: AtomicI64 = AtomicI64::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; it only
-// counts the bytes live.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as i64, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        LIVE.fetch_add(n as i64 - l.size() as i64, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Resident anonymous memory of this process, bytes.
-fn rss_anon() -> i64 {
-    let s = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let kib: i64 = s
-        .lines()
-        .find(|l| l.starts_with("RssAnon:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .expect("RssAnon in /proc/self/status");
-    kib * 1024
-}
+static GLOBAL: common::memory::Counting = common::memory::Counting;
 
 /// A few round trips on every connection, then 3 s of virtual time with
 /// nothing to do, in 1 ms steps (housekeeping runs every 100 ms).
@@ -94,14 +59,14 @@ fn an_idle_connection_costs_less_resident_memory_than_linux() {
         e.round();
     }
     exchange_then_idle(&mut e);
-    let (rss0, heap0) = (rss_anon(), LIVE.load(Ordering::Relaxed));
+    let (rss0, heap0) = (rss_anon(), live_heap());
     e.connect(N);
     for _ in 0..3 {
         e.round();
     }
     let busy = rss_anon();
     exchange_then_idle(&mut e);
-    let (rss1, heap1) = (rss_anon(), LIVE.load(Ordering::Relaxed));
+    let (rss1, heap1) = (rss_anon(), live_heap());
     let ends = 2 * N as i64;
     let released = e.a.engine.stats().idle_bytes_released + e.b.engine.stats().idle_bytes_released;
     let (idle, heap) = ((rss1 - rss0) / ends, (heap1 - heap0) / ends);

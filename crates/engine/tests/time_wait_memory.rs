@@ -14,50 +14,15 @@ mod common;
 
 use appif::command::Command;
 use common::echo::Echo;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicI64, Ordering};
+use common::memory::{live_heap, rss_anon};
 
 /// Connections.
 const N: usize = 20_000;
 /// Heap bytes a TIME-WAIT connection may hold.
 const BOUND: i64 = 256;
 
-struct Counting;
-static LIVE: AtomicI64 = AtomicI64::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; it only
-// counts the bytes live.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as i64, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        LIVE.fetch_add(n as i64 - l.size() as i64, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Resident anonymous memory of this process, bytes.
-fn rss_anon() -> i64 {
-    let s = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let kib: i64 = s
-        .lines()
-        .find(|l| l.starts_with("RssAnon:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .expect("RssAnon in /proc/self/status");
-    kib * 1024
-}
+static GLOBAL: common::memory::Counting = common::memory::Counting;
 
 /// Closes every end of A (`a_side`) or B, letting the engines take
 /// the commands (their ring holds 1024).
@@ -103,9 +68,9 @@ fn a_time_wait_connection_costs_a_compact_record() {
     e.t += 61_000_000_000;
     e.settle();
     assert_eq!(e.a.engine.time_wait_records(), 0);
-    let (rss0, heap0) = (rss_anon(), LIVE.load(Ordering::Relaxed));
+    let (rss0, heap0) = (rss_anon(), live_heap());
     batch(&mut e);
-    let (rss1, heap1) = (rss_anon(), LIVE.load(Ordering::Relaxed));
+    let (rss1, heap1) = (rss_anon(), live_heap());
     let mut conns = 0;
     e.a.engine.for_each_tcb(|t| {
         assert_eq!(t.state(), engine::tcp::State::TimeWait);

@@ -57,6 +57,24 @@ const IDLE: usize = 5000;
 /// Rounds of a byte on the busy connection and a wait for it.
 const ROUNDS: u64 = 200;
 
+/// A poller with the application's end of every pair registered readable, its token the
+/// pair's index.
+fn registered(app: &corestack::Stack, pairs: &[(TcpStream, TcpStream)]) -> Poller {
+    let mut poller = Poller::new(app);
+    for (i, (_, s)) in pairs.iter().enumerate() {
+        poller
+            .register(s, i as u64, Interest::READABLE)
+            .expect("register");
+    }
+    poller
+}
+
+/// A wait that does not block reports nothing.
+fn assert_quiet(poller: &mut Poller, events: &mut Vec<Event>) {
+    poller.wait(events, 64, Some(Duration::ZERO)).expect("wait");
+    assert!(events.is_empty(), "nothing is ready yet: {events:?}");
+}
+
 #[test]
 fn a_wait_with_thousands_of_idle_connections_looks_at_a_handful() {
     let d = Daemon::with("ready-ring", |c| c.max_sockets_per_app = 8192);
@@ -66,12 +84,7 @@ fn a_wait_with_thousands_of_idle_connections_looks_at_a_handful() {
     let t = Instant::now();
     let mut pairs = connections(&d, &mut listener, port, IDLE + 1);
     eprintln!("{} connections in {:?}", IDLE + 1, t.elapsed());
-    let mut poller = Poller::new(&app);
-    for (i, (_, s)) in pairs.iter().enumerate() {
-        poller
-            .register(s, i as u64, Interest::READABLE)
-            .expect("register");
-    }
+    let mut poller = registered(&app, &pairs);
     let mut events: Vec<Event> = Vec::new();
     // The first wait looks at every socket once (each may be ready at
     // registration); none is.
@@ -141,17 +154,9 @@ fn more_ready_sockets_than_the_ring_holds_are_all_reported() {
     let mut listener = TcpListener::bind(&app, any(port)).expect("listen");
     let n = 40;
     let mut pairs = connections(&d, &mut listener, port, n);
-    let mut poller = Poller::new(&app);
-    for (i, (_, s)) in pairs.iter().enumerate() {
-        poller
-            .register(s, i as u64, Interest::READABLE)
-            .expect("register");
-    }
+    let mut poller = registered(&app, &pairs);
     let mut events = Vec::new();
-    poller
-        .wait(&mut events, 64, Some(Duration::ZERO))
-        .expect("wait");
-    assert!(events.is_empty());
+    assert_quiet(&mut poller, &mut events);
     for (c, _) in pairs.iter_mut() {
         c.write_all(b"z").expect("the peer's write");
     }
@@ -211,12 +216,7 @@ fn garbage_in_an_applications_ready_ring_harms_only_that_application() {
         0
     );
     let mut pairs = connections(&d, &mut listener, port, 3);
-    let mut poller = Poller::new(&app);
-    for (i, (_, s)) in pairs.iter().enumerate() {
-        poller
-            .register(s, i as u64, Interest::READABLE)
-            .expect("register");
-    }
+    let mut poller = registered(&app, &pairs);
     let mut events = Vec::new();
     for (i, k) in [2, 0, 1].into_iter().enumerate() {
         pairs[k].0.write_all(b"w").expect("the peer's write");
@@ -249,17 +249,9 @@ fn with_two_engines_each_engines_ring_reaches_the_poller() {
     let mut listener = TcpListener::bind(&app, any(port)).expect("listen");
     let n = 32;
     let mut pairs = connections(&d, &mut listener, port, n);
-    let mut poller = Poller::new(&app);
-    for (i, (_, s)) in pairs.iter().enumerate() {
-        poller
-            .register(s, i as u64, Interest::READABLE)
-            .expect("register");
-    }
+    let mut poller = registered(&app, &pairs);
     let mut events = Vec::new();
-    poller
-        .wait(&mut events, 64, Some(Duration::ZERO))
-        .expect("wait");
-    assert!(events.is_empty());
+    assert_quiet(&mut poller, &mut events);
     let before = poller.looks();
     for k in (0..n).rev() {
         pairs[k].0.write_all(b"e").expect("the peer's write");

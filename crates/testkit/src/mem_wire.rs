@@ -1,10 +1,10 @@
 //! Two stacks joined by a clean `mem` wire, in one process: for the tests that run both ends
 //! (the CLI's `trace` and `capture`, the client's `mem_api` and `trace_mem`).
 
-use corestack::Stack;
+use corestack::{ListenOptions, Stack};
 use nic::impair::Impairments;
 use nic::mem;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
 
 /// Stack a's address (10.0.0.1/24).
 pub const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -84,4 +84,17 @@ pub fn stacks_with_engines_then(
         .start()
         .unwrap();
     (a, b)
+}
+
+/// Listener options with SO_REUSEPORT set.
+pub fn reuseport() -> ListenOptions {
+    ListenOptions {
+        reuseport: true,
+        ..ListenOptions::default()
+    }
+}
+
+/// The IPv4 wildcard address with `port`.
+pub fn any(port: u16) -> SocketAddrV4 {
+    SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)
 }

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod echo;
+pub mod memory;
 
 use appif::bytes;
 use appif::command::{Command, Owner};
