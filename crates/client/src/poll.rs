@@ -494,6 +494,29 @@ impl Probe {
         }
     }
 
+    /// Reports the socket's changes to `list` under `token` from now on
+    /// (see [`appif::ready`]): a waiter of its own, like [`Poller`], takes
+    /// the token and then looks at the socket. False when its changes
+    /// cannot reach `list` (its status block reports to another list
+    /// already, or a forked child's socket of the parent's segment): the
+    /// waiter must look at it on every wait. In service mode the waiter
+    /// calls [`Stack::drain_ready`] before taking tokens.
+    pub fn watch(&self, list: &Arc<ReadyList>, token: u64) -> bool {
+        self.shared().watch(list, token)
+    }
+
+    /// Stops reporting to `list` (no-op when it reports to another).
+    pub fn unwatch(&self, list: &Arc<ReadyList>) {
+        self.shared().unwatch(list)
+    }
+
+    /// Having taken this socket's token from `list`: its next change
+    /// queues the token again. Call before looking at the socket, so that
+    /// no change is missed.
+    pub fn rearm_watch(&self, list: &Arc<ReadyList>) {
+        self.shared().rearm_watch(list)
+    }
+
     /// The socket's doorbell: the engine notifies it after every change to
     /// the socket (to sleep on with [`crate::Stack::wait_until`]); for a
     /// service-mode listener on several engines, the application's

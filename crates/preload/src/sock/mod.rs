@@ -509,6 +509,27 @@ impl Sock {
         (bits, kernel)
     }
 
+    /// A view of its corestack socket's status block, for an epoll to
+    /// watch ([`Probe::watch`]); None while undecided, in the kernel, shut
+    /// as a listener, or the parent's in a forked child.
+    pub fn block_probe(&self) -> Option<Probe> {
+        if self.dead_in_child() {
+            return None;
+        }
+        match &*lock(&self.state) {
+            State::Listener { l, .. } => Some(l.probe()),
+            State::Stream(s) => Some(s.probe()),
+            State::Udp { u, .. } => Some(u.probe()),
+            _ => None,
+        }
+    }
+
+    /// Its token in the ready lists of epoll sets: its address, which no
+    /// other socket has while an epoll holds a reference to it.
+    pub fn epoll_token(&self) -> u64 {
+        self as *const Sock as usize as u64
+    }
+
     /// Edge marks for EPOLLET: (a mark that moves when data, a datagram
     /// or a connection arrives; one that moves when TX space is freed).
     /// None while undecided or in the kernel.
@@ -684,6 +705,8 @@ pub const POLLOUT_BITS: u32 = (libc::POLLOUT | libc::POLLWRNORM) as u32;
 
 impl Drop for Sock {
     fn drop(&mut self) {
+        // Its registrations go: the epoll sets look at them next time.
+        crate::epoll::sock_gone(self.epoll_token(), &self.epolls);
         let state = std::mem::replace(
             self.state.get_mut().unwrap_or_else(|p| p.into_inner()),
             State::Kernel,
