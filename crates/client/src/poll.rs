@@ -173,6 +173,13 @@ pub trait Source {
     fn status(&self) -> Status {
         self.probe().status()
     }
+
+    /// The probe the socket keeps (see [`Source::status`]), if it keeps
+    /// one: a waiter that watches many sockets ([`Probe::watch`]) reaches
+    /// their status blocks through it without building a probe per look.
+    fn kept_probe(&self) -> Option<&Probe> {
+        None
+    }
 }
 
 /// A socket's own [`Probe`], made on first use (see [`Source::status`]).
@@ -183,6 +190,11 @@ impl View {
     /// The status through the kept probe (`make` builds it the first time).
     pub(crate) fn status(&self, make: impl FnOnce() -> Probe) -> Status {
         self.0.get_or_init(make).status()
+    }
+
+    /// The kept probe (`make` builds it the first time).
+    pub(crate) fn probe(&self, make: impl FnOnce() -> Probe) -> &Probe {
+        self.0.get_or_init(make)
     }
 }
 

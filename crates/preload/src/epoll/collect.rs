@@ -73,6 +73,10 @@ impl Epoll {
         let Scratch { snap, tokens, .. } = sc;
         let mut regs = lock(&self.regs);
         if full {
+            // Every registration is looked at: the tokens queued so far
+            // say nothing more.
+            while self.ready.pop().is_some() {}
+            lock(&self.nudged).clear();
             regs.full = false;
             regs.pending.clear();
             let Regs { map, socks, .. } = &mut *regs;
@@ -125,7 +129,8 @@ impl Epoll {
     /// [`Epoll::collect_all`] with its lists.
     pub(super) fn collect_with(&self, out: &mut [epoll_event], sc: &mut Scratch) -> (usize, bool) {
         let stack = crate::stack::started();
-        let child = crate::stack::forked();
+        // Inherited across fork: its list hears from no engine here.
+        let child = !self.own();
         if let Some(st) = stack {
             // Service mode: the slots the daemon's engines pushed reach the
             // ready lists of the sets watching them.
@@ -162,15 +167,15 @@ impl Epoll {
             if !child {
                 // Take the token (or start watching), then look: a change
                 // after this queues the token again.
-                if let Some(p) = s.block_probe() {
-                    match look {
-                        Look::Rearm => p.rearm_watch(&self.ready),
-                        Look::Watch => {
-                            if p.watch(&self.ready, s.epoll_token()) {
-                                newly.push(s.epoll_token());
-                            }
-                        }
+                let started = s.with_block(|p| match look {
+                    Look::Rearm => {
+                        p.rearm_watch(&self.ready);
+                        false
                     }
+                    Look::Watch => p.watch(&self.ready, s.epoll_token()),
+                });
+                if started == Some(true) {
+                    newly.push(s.epoll_token());
                 }
             }
             if !enabled {
@@ -258,8 +263,12 @@ impl Epoll {
         }
         if !regs.pending.is_empty() {
             // A collection that saw nothing meanwhile must not make the
-            // next ones skip these (see `quiet`).
+            // next ones skip these (see `quiet`), and a thread asleep in
+            // this set looks too (as Linux wakes the other waiters while
+            // level-triggered events remain ready).
             self.gen.fetch_add(1, Ordering::AcqRel);
+            drop(regs);
+            self.poke();
         }
         (n, undecided)
     }

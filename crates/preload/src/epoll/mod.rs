@@ -127,6 +127,10 @@ pub struct Epoll {
     local_seen: AtomicU32,
     /// Registrations looked at by collections so far (see [`Epoll::looks`]).
     looks: AtomicU64,
+    /// The [`crate::stack::generation`] that made it: in a forked child
+    /// that inherited it, its ready list hears from no engine, and every
+    /// collection looks at every registration.
+    generation: u32,
     /// corestack registrations (0: every wait goes straight to the kernel).
     ncore: AtomicUsize,
     /// The wake eventfd, in the kernel epoll with [`token`] as data.
@@ -218,6 +222,7 @@ impl Default for Epoll {
             nudged: Mutex::new(Vec::new()),
             local_seen: AtomicU32::new(LOCAL_CHANGES.load(Ordering::Acquire)),
             looks: AtomicU64::new(0),
+            generation: crate::stack::generation(),
             ncore: AtomicUsize::new(0),
             wake: OnceLock::new(),
             nic_added: AtomicBool::new(false),
@@ -234,9 +239,10 @@ impl Default for Epoll {
 
 impl Drop for Epoll {
     fn drop(&mut self) {
+        let own = self.own();
         let regs = self.regs.get_mut().unwrap_or_else(|p| p.into_inner());
         for r in regs.map.values() {
-            if regs.socks.get(&r.token).is_some_and(|t| t.watched) {
+            if own && regs.socks.get(&r.token).is_some_and(|t| t.watched) {
                 regs::unwatch(&r.obj, &self.ready);
             }
         }
@@ -264,6 +270,18 @@ const FLAGS: u32 =
     (libc::EPOLLET | libc::EPOLLONESHOT | libc::EPOLLEXCLUSIVE | libc::EPOLLWAKEUP) as u32;
 
 impl Epoll {
+    /// True in the process (the fork generation) that made it.
+    fn own(&self) -> bool {
+        self.generation == crate::stack::generation()
+    }
+
+    /// Ends socket `obj`'s watch by this set (its last registration went).
+    fn unwatch(&self, obj: &Weak<Obj>) {
+        if self.own() {
+            regs::unwatch(obj, &self.ready);
+        }
+    }
+
     /// Records that `fd` refers to this epoll.
     pub fn add_fd(&self, fd: c_int) {
         let mut f = lock(&self.fds);
@@ -326,7 +344,7 @@ impl Epoll {
         if let Some(r) = regs.map.get(&fd) {
             if !r.obj.upgrade().is_some_and(|o| Arc::ptr_eq(&o, obj)) {
                 if let Some((r, true)) = regs.remove(fd) {
-                    regs::unwatch(&r.obj, &self.ready);
+                    self.unwatch(&r.obj);
                 }
                 self.ncore.fetch_sub(1, Ordering::AcqRel);
             }
@@ -403,7 +421,7 @@ impl Epoll {
             libc::EPOLL_CTL_DEL => {
                 let (r, last_watched) = regs.remove(fd).ok_or(libc::ENOENT)?;
                 if last_watched {
-                    regs::unwatch(&r.obj, &self.ready);
+                    self.unwatch(&r.obj);
                 }
                 let last = self.ncore.fetch_sub(1, Ordering::AcqRel) == 1;
                 if r.kernel_added {
@@ -551,7 +569,7 @@ impl Epoll {
             if kernel {
                 if let Some((r, last_watched)) = regs.remove(fd) {
                     if last_watched {
-                        regs::unwatch(&r.obj, &self.ready);
+                        self.unwatch(&r.obj);
                     }
                     self.ncore.fetch_sub(1, Ordering::AcqRel);
                     let ev = if r.enabled {

@@ -102,14 +102,9 @@ impl Regs {
 /// Ends socket `obj`'s watch by `list` (its last registration in the set
 /// went).
 pub(super) fn unwatch(obj: &Weak<Obj>, list: &Arc<ReadyList>) {
-    if crate::stack::forked() {
-        return;
-    }
     if let Some(o) = obj.upgrade() {
         if let Obj::Sock(s) = &*o {
-            if let Some(p) = s.block_probe() {
-                p.unwatch(list);
-            }
+            s.with_block(|p| p.unwatch(list));
         }
     }
 }

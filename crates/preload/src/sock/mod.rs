@@ -509,19 +509,22 @@ impl Sock {
         (bits, kernel)
     }
 
-    /// A view of its corestack socket's status block, for an epoll to
-    /// watch ([`Probe::watch`]); None while undecided, in the kernel, shut
-    /// as a listener, or the parent's in a forked child.
-    pub fn block_probe(&self) -> Option<Probe> {
+    /// Runs `f` on a view of its corestack socket's status block (the
+    /// probe the socket keeps: nothing is built), for an epoll to watch
+    /// ([`Probe::watch`]); None while undecided, in the kernel, shut as a
+    /// listener, or the parent's in a forked child.
+    pub fn with_block<T>(&self, f: impl FnOnce(&Probe) -> T) -> Option<T> {
         if self.dead_in_child() {
             return None;
         }
-        match &*lock(&self.state) {
-            State::Listener { l, .. } => Some(l.probe()),
-            State::Stream(s) => Some(s.probe()),
-            State::Udp { u, .. } => Some(u.probe()),
+        let st = lock(&self.state);
+        let probe = match &*st {
+            State::Listener { l, .. } => l.kept_probe(),
+            State::Stream(s) => s.kept_probe(),
+            State::Udp { u, .. } => u.kept_probe(),
             _ => None,
-        }
+        };
+        probe.map(f)
     }
 
     /// Its token in the ready lists of epoll sets: its address, which no
