@@ -170,7 +170,7 @@ type Marks = Option<(u64, u64)>;
 struct Scratch {
     /// The registrations to look at: fd, socket (None: it is gone),
     /// events, enabled, what to do with its watch first.
-    snap: Vec<(c_int, Option<Arc<Obj>>, u32, bool, Look)>,
+    snap: Vec<Candidate>,
     /// Tokens taken from the ready list and [`Epoll::nudged`].
     tokens: Vec<u64>,
     /// Tokens of the sockets that started reporting to the list.
@@ -180,6 +180,10 @@ struct Scratch {
     /// Ready sockets: fd, poll bits, edge marks (EPOLLET only).
     ready: Vec<(c_int, u32, Marks)>,
 }
+
+/// A registration to look at: fd, socket (None: it is gone), events,
+/// enabled, what to do with its watch first.
+type Candidate = (c_int, Option<Arc<Obj>>, u32, bool, Look);
 
 /// What a collection does with a socket's watch before it looks.
 #[derive(Clone, Copy)]
