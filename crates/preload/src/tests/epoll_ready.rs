@@ -118,3 +118,51 @@ fn an_epoll_wait_looks_at_the_changed_sockets_not_at_every_registered_one() {
         IDLE + 1
     );
 }
+
+/// EPOLLET through the ready list: an arrival is reported once, a look
+/// without a change reports nothing (the data is still unread), and the
+/// next arrival is reported again; a dup'ed fd of the same socket in the
+/// set reports with its own data.
+#[test]
+fn an_edge_triggered_socket_is_reported_once_per_arrival() {
+    let _g = serial();
+    // SAFETY: no pointers.
+    let ep = Fd(unsafe { crate::ffi::ready::epoll_create1(libc::EPOLL_CLOEXEC) });
+    assert!(ep.0 >= 0);
+    let c = echo_conn();
+    let et = (libc::EPOLLIN | libc::EPOLLET) as u32;
+    assert_eq!(ctl(ep.0, libc::EPOLL_CTL_ADD, c.0, et, BUSY), 0);
+    assert_eq!(wait0(ep.0), Vec::<u64>::new());
+    for round in 0..3 {
+        assert_eq!(send(c.0, b"e"), 1);
+        assert_eq!(wait_ms(ep.0, 3000), vec![BUSY], "round {round}");
+        assert_eq!(poll1(c.0, libc::POLLIN, 3000), (1, libc::POLLIN));
+        assert_eq!(wait0(ep.0), Vec::<u64>::new(), "round {round}: no change");
+    }
+    // SAFETY: no pointers.
+    let d = Fd(unsafe { crate::ffi::lifecycle::dup(c.0) });
+    assert!(d.0 >= 0, "dup: errno {}", errno());
+    assert_eq!(
+        ctl(ep.0, libc::EPOLL_CTL_ADD, d.0, libc::EPOLLIN as u32, 7),
+        0
+    );
+    // Level-triggered on the dup: the unread data is reported, and again.
+    assert_eq!(wait0(ep.0), vec![7]);
+    assert_eq!(wait0(ep.0), vec![7]);
+    let mut buf = [0u8; 16];
+    let mut read = 0;
+    while read < 3 {
+        let n = recv(c.0, &mut buf, 0);
+        assert!(n > 0, "recv: errno {}", errno());
+        read += n;
+    }
+    assert_eq!(wait0(ep.0), Vec::<u64>::new(), "read: nothing ready");
+    assert_eq!(send(c.0, b"f"), 1);
+    let mut got = wait_ms(ep.0, 3000);
+    if got.len() == 1 {
+        // The other registration's look may come on the next wait.
+        got.extend(wait_ms(ep.0, 100));
+    }
+    got.sort();
+    assert_eq!(got, vec![7, BUSY]);
+}
