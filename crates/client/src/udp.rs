@@ -148,10 +148,6 @@ impl crate::poll::Source for UdpSocket {
     fn status(&self) -> crate::poll::Status {
         self.view.status(|| self.probe())
     }
-
-    fn kept_probe(&self) -> Option<&crate::poll::Probe> {
-        Some(self.view.probe(|| self.probe()))
-    }
 }
 
 close_on_drop!(UdpSocket);

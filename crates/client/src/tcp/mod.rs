@@ -214,10 +214,6 @@ impl crate::poll::Source for TcpListener {
     fn status(&self) -> crate::poll::Status {
         self.view.status(|| self.probe())
     }
-
-    fn kept_probe(&self) -> Option<&crate::poll::Probe> {
-        Some(self.view.probe(|| self.probe()))
-    }
 }
 
 impl crate::poll::Source for TcpStream {
@@ -227,10 +223,6 @@ impl crate::poll::Source for TcpStream {
 
     fn status(&self) -> crate::poll::Status {
         self.view.status(|| self.probe())
-    }
-
-    fn kept_probe(&self) -> Option<&crate::poll::Probe> {
-        Some(self.view.probe(|| self.probe()))
     }
 }
 

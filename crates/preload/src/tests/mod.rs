@@ -42,7 +42,6 @@
 //! (io_uring), 10 (exec of static and Go programs) and 11's `vfork`.
 
 mod epoll;
-mod epoll_ready;
 mod reuseport;
 mod signals;
 mod sockets;
