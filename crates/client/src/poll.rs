@@ -131,6 +131,21 @@ impl Probe {
         }
     }
 
+    /// Whether a ready list can watch the socket, every change of it
+    /// showing in its one status block. Not a service-mode listener on
+    /// several engines: each engine's copy has a slot and status block of
+    /// its own, and the handle's is engine 0's, so a connection on another
+    /// engine would not be reported; a poller looks at it on every wait.
+    fn watchable(&self) -> bool {
+        !matches!(
+            &self.0,
+            Kind::Listener {
+                queue: QueueProbe::AppSegment(_, Some(_)),
+                ..
+            }
+        )
+    }
+
     /// (readable, writable, closed) now.
     fn readiness(&self) -> (bool, bool, bool) {
         match &self.0 {
@@ -260,7 +275,7 @@ impl Poller {
             return Err(errno::io(errno::EEXIST));
         }
         let probe = source.probe();
-        let watched = probe.shared().watch(&self.ready, token);
+        let watched = probe.watchable() && probe.shared().watch(&self.ready, token);
         self.index.insert(token, self.entries.len());
         self.entries.push(Entry {
             token,

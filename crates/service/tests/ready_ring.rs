@@ -265,3 +265,42 @@ fn with_two_engines_each_engines_ring_reaches_the_poller() {
     let looks = (poller.looks() - before) as usize;
     assert!(looks <= 4 * n, "{looks} looks for {n} one-socket waits");
 }
+
+/// A listener on two engines has a slot on each: a connection that lands on
+/// engine 1 changes engine 1's copy, not the status block the listener's
+/// handle holds (engine 0's), so a poller must look at the listener itself
+/// on every wait. Before, it watched engine 0's block only and never
+/// reported engine 1's connections.
+#[test]
+fn a_listener_on_two_engines_is_reported_for_connections_on_either() {
+    let d = Daemon::with("ready-listener", |c| c.cores = 2);
+    let app = d.app();
+    let port = 7304;
+    let mut listener = TcpListener::bind(&app, any(port)).expect("listen");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let mut poller = Poller::new(&app);
+    poller
+        .register(&listener, 1, Interest::READABLE)
+        .expect("register");
+    let mut events = Vec::new();
+    let mut pairs = Vec::new();
+    let mut engines = [0usize; 2];
+    for k in 0..16 {
+        let c = TcpStream::connect(&d.peer, std::net::SocketAddr::from(addr(DAEMON_IP, port)))
+            .unwrap_or_else(|e| panic!("connection {k}: the peer's connect failed: {e}"));
+        poller.wait(&mut events, 8, Some(BOUND)).expect("wait");
+        assert_eq!(
+            events.iter().map(|e| e.token).collect::<Vec<_>>(),
+            vec![1],
+            "connection {k} (engines so far {engines:?}): the listener is readable; log:\n{}",
+            d.log()
+        );
+        let (s, _) = listener.accept().expect("accept");
+        engines[s.engine()] += 1;
+        pairs.push((c, s));
+    }
+    assert!(
+        engines[0] > 0 && engines[1] > 0,
+        "connections on both engines: {engines:?}"
+    );
+}
