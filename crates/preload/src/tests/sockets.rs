@@ -12,6 +12,16 @@ use super::*;
 fn tcp_cork_holds_writes_until_it_is_cleared() {
     let _g = serial();
     let c = echo_conn();
+    // One echo first, then the delayed ACK of it: the peer has accepted,
+    // and no output of the connection is due (the engine takes corked bytes
+    // with any segment it sends, such as the ACK of received data).
+    assert_eq!(send(c.0, b"x"), 1);
+    assert_eq!(recv_within(c.0, 1, Duration::from_secs(3)), b"x");
+    assert_eq!(
+        poll1(c.0, libc::POLLIN, 300),
+        (0, 0),
+        "nothing more arrives"
+    );
     let tcp = libc::IPPROTO_TCP;
     assert_eq!(set_int(c.0, tcp, libc::TCP_CORK, 1), 0, "errno {}", errno());
     assert_eq!(get_int(c.0, tcp, libc::TCP_CORK), Ok(1));
