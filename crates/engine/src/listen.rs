@@ -224,7 +224,7 @@ impl Protocols {
             ..TcpRepr::default()
         };
         synack.options.mss = Some(our_mss);
-        if self.send_tcp_ctl(local, remote, &synack, tx) {
+        if self.send_tcp_ctl(local, remote, &synack, 0, tx) {
             self.stats.tcp_syncookies_sent += 1;
         }
     }

@@ -332,24 +332,26 @@ impl Protocols {
         let Some(rst) = tcp::reply_rst(seg) else {
             return;
         };
-        if self.send_tcp_ctl(local, remote, &rst, tx) {
+        if self.send_tcp_ctl(local, remote, &rst, 0, tx) {
             self.stats.tcp_rst_tx += 1;
         }
     }
 
     /// Sends `seg` (headers and options only) from `local` to `remote`,
-    /// over IPv4 or IPv6 as their family says.
+    /// over IPv4 or IPv6 as their family says; over IPv6 with Traffic
+    /// Class `tclass`.
     pub(crate) fn send_tcp_ctl<T: TxQueue>(
         &mut self,
         local: SocketAddr,
         remote: SocketAddr,
         seg: &TcpRepr,
+        tclass: u8,
         tx: &mut T,
     ) -> bool {
         match (local.ip(), remote.ip()) {
             (IpAddr::V6(l), IpAddr::V6(r)) => {
                 let label = self.isn.flow_label(local, remote);
-                self.send_tcp_headers6(l, r, label, seg, tx)
+                self.send_tcp_headers6(l, r, label, tclass, seg, tx)
             }
             (_, IpAddr::V4(r)) => self.send_tcp_headers(r, seg, tx),
             _ => false,

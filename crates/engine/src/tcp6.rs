@@ -58,13 +58,15 @@ impl Protocols {
     }
 
     /// Sends `seg` (headers and options only) from `local` to `remote`
-    /// with flow label `label`. Returns false when the link dropped it
+    /// with flow label `label`, Traffic Class `tclass` and the default Hop
+    /// Limit (as Linux answers from TIME-WAIT). Returns false when the link dropped it
     /// (counted there).
     pub(crate) fn send_tcp_headers6<T: TxQueue>(
         &mut self,
         local: Ipv6Addr,
         remote: Ipv6Addr,
         label: u32,
+        tclass: u8,
         seg: &TcpRepr,
         tx: &mut T,
     ) -> bool {
@@ -77,7 +79,7 @@ impl Protocols {
             dst: remote,
             next_header: NEXT_TCP,
             hop_limit: crate::egress6::HOP_LIMIT,
-            traffic_class: 0,
+            traffic_class: tclass,
             flow_label: label,
             payload_len: seg.header_len(),
         };

@@ -211,9 +211,10 @@ impl Protocols {
         if !(c.app_closed || c.unaccepted()) || c.tcb.has_output() {
             return false;
         }
-        let Some(tw) = c.tcb.time_wait() else {
+        let Some(mut tw) = c.tcb.time_wait() else {
             return false;
         };
+        tw.tclass = c.ip6.traffic_class(0);
         let (local, remote, owner) = (c.tcb.local(), c.tcb.remote(), c.owner);
         c.shared.set_closed(0);
         self.drop_conn(slot);
@@ -314,7 +315,8 @@ impl Protocols {
                 };
                 if let Some(tw) = tw {
                     let ack = tw.ack(port, remote.port(), now);
-                    if self.send_tcp_ctl(SocketAddr::new(local, port), remote, &ack, tx) {
+                    let from = SocketAddr::new(local, port);
+                    if self.send_tcp_ctl(from, remote, &ack, tw.tclass, tx) {
                         self.stats.tcp_time_wait_acks += 1;
                     }
                 }
@@ -363,6 +365,7 @@ mod tests {
             ts: false,
             ts_recent: 0,
             ts_offset: 0,
+            tclass: 0,
             deadline: Instant(at),
         };
         let ip = Ipv4Addr::new(10, 0, 0, 2);

@@ -1,9 +1,15 @@
 //! The IPv6 network layer through a whole engine on a `mem` wire (issue
 //! 25): Neighbor Discovery, ICMPv6 echo, extension header chains,
 //! reassembly, Packet Too Big and Duplicate Address Detection, fed frames
-//! built with the wire reprs.
+//! built with the wire reprs; and the IPv6 header of a TIME-WAIT record's
+//! ACKs (issue 23).
 
+mod common;
+
+use appif::bytes;
+use appif::command::Command;
 use appif::notify::Notify;
+use appif::socket::StatusHandle;
 use appif::spsc;
 use core::net::Ipv6Addr;
 use engine::egress6::AddrState;
@@ -16,10 +22,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use wire::ethernet::{EthernetRepr, ETHERTYPE_IPV6};
 use wire::icmpv6::{self, Echo, Icmpv6Repr};
-use wire::ipv6::{Ipv6Packet, Ipv6Repr, NEXT_DST_OPTS, NEXT_FRAGMENT, NEXT_ICMPV6, NEXT_ROUTING};
+use wire::ipv6::{
+    Ipv6Packet, Ipv6Repr, NEXT_DST_OPTS, NEXT_FRAGMENT, NEXT_ICMPV6, NEXT_ROUTING, NEXT_TCP,
+};
 use wire::ipv6_ext::Ipv6FragmentRepr;
 use wire::ndisc::{self, NdiscOption, NdiscRepr};
+use wire::tcp::{TcpFlags, TcpRepr};
 use wire::MacAddr;
+use wire::SeqNum;
 
 const PEER_MAC: MacAddr = MacAddr(mem::MAC_A);
 const ENGINE_MAC: MacAddr = MacAddr(mem::MAC_B);
@@ -32,7 +42,7 @@ struct Bench {
     peer: MemPort,
     ns: Arc<AtomicU64>,
     t: u64,
-    _cmds: spsc::Sender<appif::command::Command>,
+    cmds: spsc::Sender<appif::command::Command>,
 }
 
 impl Bench {
@@ -54,7 +64,7 @@ impl Bench {
             peer,
             ns,
             t,
-            _cmds: cmds,
+            cmds,
         }
     }
 
@@ -649,4 +659,102 @@ fn neighbor_solicitation_learned_by_one_engine_is_copied_to_all() {
         answers, 1,
         "one advertisement, from the engine that got the NS"
     );
+}
+
+/// The TCP segments in IPv6 `packets`, with each packet's Traffic Class
+/// and Hop Limit.
+fn tcp_of(packets: &[Vec<u8>]) -> Vec<(TcpRepr, u8, u8)> {
+    let mut out = Vec::new();
+    for p in packets {
+        let ip = Ipv6Packet::new_checked(&p[..]).unwrap();
+        if ip.next_header() == NEXT_TCP {
+            let (seg, _) = TcpRepr::parse(ip.payload(), ip.src(), ip.dst(), true).unwrap();
+            out.push((seg, ip.traffic_class(), ip.hop_limit()));
+        }
+    }
+    out
+}
+
+/// `seg` from the peer in an IPv6 packet to the engine.
+fn tcp6(seg: &TcpRepr) -> Vec<u8> {
+    let mut l4 = vec![0u8; seg.header_len()];
+    seg.emit_header(&mut l4);
+    wire::tcp::fill_checksum(&mut l4, PEER, ENGINE);
+    ipv6(PEER, ENGINE, NEXT_TCP, 64, &l4)
+}
+
+/// A connection whose socket set IPV6_TCLASS and IPV6_UNICAST_HOPS and
+/// that closed first: its FIN carries both; once TIME-WAIT became a
+/// record, the record's ACK of a retransmitted FIN keeps the Traffic
+/// Class and takes the default Hop Limit, as Linux's TIME-WAIT answers.
+#[test]
+fn a_time_wait_records_acks_keep_the_sockets_traffic_class() {
+    let mut b = Bench::new();
+    b.introduce();
+    let shared = StatusHandle::local();
+    let (_app_tx, eng_tx) = bytes::ring(4096);
+    let (eng_rx, _app_rx) = bytes::ring(4096);
+    let to = core::net::SocketAddr::new(PEER.into(), 80);
+    common::push(
+        &mut b.cmds,
+        common::connect(1, &shared, to, (eng_tx, eng_rx), true),
+    );
+    common::push(
+        &mut b.cmds,
+        Command::SetIpv6Header {
+            id: 1,
+            tclass: 0xb8,
+            hop_limit: 9,
+        },
+    );
+    b.step(1000);
+    let syn = tcp_of(&b.received())
+        .into_iter()
+        .find(|(s, ..)| s.flags.syn())
+        .expect("a SYN")
+        .0;
+    let ts = |val: u32, ecr: u32| Some((val, ecr));
+    let mut synack = TcpRepr {
+        src_port: 80,
+        dst_port: syn.src_port,
+        seq: SeqNum(7000),
+        ack: syn.seq + 1usize,
+        flags: TcpFlags(TcpFlags::SYN | TcpFlags::ACK),
+        window: 65535,
+        ..TcpRepr::default()
+    };
+    synack.options.mss = Some(1440);
+    synack.options.timestamps = ts(100, syn.options.timestamps.expect("TS").0);
+    b.exchange(ENGINE_MAC, &tcp6(&synack));
+    common::push(&mut b.cmds, Command::Close { id: 1 });
+    b.step(1000);
+    let out = tcp_of(&b.received());
+    let &(fin, class, hops) = out.iter().find(|(s, ..)| s.flags.fin()).expect("FIN");
+    assert_eq!((class & !0b11, hops), (0xb8, 9), "the socket's header");
+    let mut finack = TcpRepr {
+        src_port: 80,
+        dst_port: syn.src_port,
+        seq: SeqNum(7001),
+        ack: fin.seq + 1usize,
+        flags: TcpFlags(TcpFlags::FIN | TcpFlags::ACK),
+        window: 65535,
+        ..TcpRepr::default()
+    };
+    finack.options.timestamps = ts(101, fin.options.timestamps.expect("TS").0);
+    let out = tcp_of(&b.exchange(ENGINE_MAC, &tcp6(&finack)));
+    assert!(out.iter().any(|(s, ..)| s.ack == SeqNum(7002)), "{out:?}");
+    let mut tcbs = 0;
+    b.engine.for_each_tcb(|_| tcbs += 1);
+    assert_eq!((b.engine.time_wait_records(), tcbs), (1, 0), "a record");
+    finack.options.timestamps = ts(102, fin.options.timestamps.expect("TS").0);
+    let out = tcp_of(&b.exchange(ENGINE_MAC, &tcp6(&finack)));
+    assert_eq!(out.len(), 1, "{out:?}");
+    let (ack, class, hops) = out[0];
+    assert_eq!((ack.seq, ack.ack), (fin.seq + 1usize, SeqNum(7002)));
+    assert_eq!(
+        (class, hops),
+        (0xb8, 64),
+        "Traffic Class kept, Hop Limit the default"
+    );
+    assert_eq!(b.engine.stats().tcp_time_wait_acks, 1);
 }

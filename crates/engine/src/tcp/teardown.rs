@@ -117,6 +117,7 @@ impl Tcb {
             ts: self.opts.ts,
             ts_recent: self.opts.ts_recent,
             ts_offset: self.opts.ts_offset,
+            tclass: 0,
             deadline,
         })
     }

@@ -27,6 +27,10 @@ pub struct TimeWait {
     pub ts_recent: u32,
     /// The connection's timestamp clock offset: TSval = now in ms + offset.
     pub ts_offset: u32,
+    /// The IPv6 Traffic Class of the ACKs it sends: the socket's
+    /// IPV6_TCLASS, its ECN bits clear (RFC 3168 §6.1.1: no ECT on pure
+    /// ACKs); 0 over IPv4. Set by the engine; TCP does not read it.
+    pub tclass: u8,
     /// When TIME-WAIT ends (2*MSL after it began, or after the last
     /// retransmitted FIN).
     pub deadline: Instant,
@@ -162,6 +166,7 @@ mod tests {
             ts,
             ts_recent: 100,
             ts_offset: 7,
+            tclass: 0,
             deadline: Instant(60_000_000_000),
         }
     }
