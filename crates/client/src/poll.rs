@@ -287,7 +287,7 @@ impl Poller {
             return Err(errno::io(errno::EEXIST));
         }
         let probe = source.probe();
-        let watched = probe.watchable() && probe.shared().watch(&self.ready, token);
+        let watched = probe.watch(&self.ready, token);
         self.index.insert(token, self.entries.len());
         self.entries.push(Entry {
             token,
@@ -525,11 +525,12 @@ impl Probe {
     /// (see [`appif::ready`]): a waiter of its own, like [`Poller`], takes
     /// the token and then looks at the socket. False when its changes
     /// cannot reach `list` (its status block reports to another list
-    /// already, or a forked child's socket of the parent's segment): the
-    /// waiter must look at it on every wait. In service mode the waiter
-    /// calls [`Stack::drain_ready`] before taking tokens.
+    /// already, a forked child's socket of the parent's segment, or a
+    /// service-mode listener on several engines, which has a status block
+    /// per engine): the waiter must look at it on every wait. In service
+    /// mode the waiter calls [`Stack::drain_ready`] before taking tokens.
     pub fn watch(&self, list: &Arc<ReadyList>, token: u64) -> bool {
-        self.shared().watch(list, token)
+        self.watchable() && self.shared().watch(list, token)
     }
 
     /// Stops reporting to `list` (no-op when it reports to another).
