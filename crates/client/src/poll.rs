@@ -188,6 +188,13 @@ pub trait Source {
     fn status(&self) -> Status {
         self.probe().status()
     }
+
+    /// The probe the socket keeps (see [`Source::status`]), if it keeps
+    /// one: a waiter that watches many sockets ([`Probe::watch`]) reaches
+    /// their status blocks through it without building a probe per look.
+    fn kept_probe(&self) -> Option<&Probe> {
+        None
+    }
 }
 
 /// A socket's own [`Probe`], made on first use (see [`Source::status`]).
@@ -198,6 +205,11 @@ impl View {
     /// The status through the kept probe (`make` builds it the first time).
     pub(crate) fn status(&self, make: impl FnOnce() -> Probe) -> Status {
         self.0.get_or_init(make).status()
+    }
+
+    /// The kept probe (`make` builds it the first time).
+    pub(crate) fn probe(&self, make: impl FnOnce() -> Probe) -> &Probe {
+        self.0.get_or_init(make)
     }
 }
 
@@ -275,7 +287,7 @@ impl Poller {
             return Err(errno::io(errno::EEXIST));
         }
         let probe = source.probe();
-        let watched = probe.watchable() && probe.shared().watch(&self.ready, token);
+        let watched = probe.watch(&self.ready, token);
         self.index.insert(token, self.entries.len());
         self.entries.push(Entry {
             token,
@@ -507,6 +519,30 @@ impl Probe {
             rx_bytes,
             tx_pending,
         }
+    }
+
+    /// Reports the socket's changes to `list` under `token` from now on
+    /// (see [`appif::ready`]): a waiter of its own, like [`Poller`], takes
+    /// the token and then looks at the socket. False when its changes
+    /// cannot reach `list` (its status block reports to another list
+    /// already, a forked child's socket of the parent's segment, or a
+    /// service-mode listener on several engines, which has a status block
+    /// per engine): the waiter must look at it on every wait. In service
+    /// mode the waiter calls [`Stack::drain_ready`] before taking tokens.
+    pub fn watch(&self, list: &Arc<ReadyList>, token: u64) -> bool {
+        self.watchable() && self.shared().watch(list, token)
+    }
+
+    /// Stops reporting to `list` (no-op when it reports to another).
+    pub fn unwatch(&self, list: &Arc<ReadyList>) {
+        self.shared().unwatch(list)
+    }
+
+    /// Having taken this socket's token from `list`: its next change
+    /// queues the token again. Call before looking at the socket, so that
+    /// no change is missed.
+    pub fn rearm_watch(&self, list: &Arc<ReadyList>) {
+        self.shared().rearm_watch(list)
     }
 
     /// The socket's doorbell: the engine notifies it after every change to

@@ -148,6 +148,10 @@ impl crate::poll::Source for UdpSocket {
     fn status(&self) -> crate::poll::Status {
         self.view.status(|| self.probe())
     }
+
+    fn kept_probe(&self) -> Option<&crate::poll::Probe> {
+        Some(self.view.probe(|| self.probe()))
+    }
 }
 
 close_on_drop!(UdpSocket);

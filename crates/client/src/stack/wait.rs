@@ -93,8 +93,9 @@ impl Stack {
     /// Service mode: hands the sockets the engines pushed to the segment's
     /// ready rings to the pollers watching them (see
     /// `appif::seg::ready`); a no-op in the other modes, whose engines
-    /// reach the pollers' ready lists themselves.
-    pub(crate) fn drain_ready(&self) {
+    /// reach the pollers' ready lists themselves. Public for waiters built
+    /// on [`Probe::watch`] (the preload shim's epoll).
+    pub fn drain_ready(&self) {
         if let Mode::Service(s) = &self.inner.mode {
             s.seg.drain_ready();
         }

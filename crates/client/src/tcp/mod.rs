@@ -214,6 +214,10 @@ impl crate::poll::Source for TcpListener {
     fn status(&self) -> crate::poll::Status {
         self.view.status(|| self.probe())
     }
+
+    fn kept_probe(&self) -> Option<&crate::poll::Probe> {
+        Some(self.view.probe(|| self.probe()))
+    }
 }
 
 impl crate::poll::Source for TcpStream {
@@ -223,6 +227,10 @@ impl crate::poll::Source for TcpStream {
 
     fn status(&self) -> crate::poll::Status {
         self.view.status(|| self.probe())
+    }
+
+    fn kept_probe(&self) -> Option<&crate::poll::Probe> {
+        Some(self.view.probe(|| self.probe()))
     }
 }
 

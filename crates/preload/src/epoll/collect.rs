@@ -40,9 +40,17 @@ impl Epoll {
         n
     }
 
-    /// Looks at every registered socket (see [`Epoll::collect`]); returns
-    /// how many events it wrote, and whether an undecided socket had to be
-    /// asked of the kernel.
+    /// Registrations looked at by collections so far: the set's work,
+    /// which follows the sockets that changed or are ready, not the
+    /// sockets registered.
+    #[cfg(test)]
+    pub(crate) fn looks(&self) -> u64 {
+        self.looks.load(Ordering::Relaxed)
+    }
+
+    /// Looks at the registered sockets that may be ready (see [`Epoll`]);
+    /// returns how many events it wrote, and whether an undecided socket
+    /// had to be asked of the kernel.
     pub(super) fn collect_all(&self, out: &mut [epoll_event]) -> (usize, bool) {
         let mut mine = self.scratch.try_lock().ok();
         let mut own = Scratch::default();
@@ -53,35 +61,126 @@ impl Epoll {
         sc.snap.clear();
         sc.gone.clear();
         sc.ready.clear();
+        sc.tokens.clear();
+        sc.newly.clear();
         found
+    }
+
+    /// Takes the registrations to look at into `snap` (under the lock):
+    /// every enabled one when `full`, else the pending ones (changed, or
+    /// ready last time) and those of unwatched sockets.
+    fn take_candidates(&self, sc: &mut Scratch, full: bool) {
+        let Scratch { snap, tokens, .. } = sc;
+        let mut regs = lock(&self.regs);
+        if full {
+            // Every registration is looked at: the tokens queued so far
+            // say nothing more.
+            while self.ready.pop().is_some() {}
+            lock(&self.nudged).clear();
+            regs.full = false;
+            regs.pending.clear();
+            let Regs { map, socks, .. } = &mut *regs;
+            snap.extend(map.iter_mut().map(|(fd, r)| {
+                r.pending = false;
+                let look = if socks.get(&r.token).is_some_and(|t| t.watched) {
+                    // Changes may have been lost (an overflow).
+                    Look::Rearm
+                } else {
+                    Look::Watch
+                };
+                (*fd, r.obj.upgrade(), r.events, r.enabled, look)
+            }));
+            return;
+        }
+        std::mem::swap(tokens, &mut *lock(&self.nudged));
+        while let Some(t) = self.ready.pop() {
+            tokens.push(t);
+        }
+        for &t in tokens.iter() {
+            // Rearmed before the look, even if disabled (EPOLLONESHOT):
+            // else the socket's next change would never queue it again.
+            regs.mark_token(t);
+        }
+        while let Some(fd) = regs.pending.pop_front() {
+            let Some(r) = regs.map.get_mut(&fd) else {
+                continue;
+            };
+            if !r.pending {
+                continue;
+            }
+            r.pending = false;
+            snap.push((fd, r.obj.upgrade(), r.events, r.enabled, Look::Rearm));
+        }
+        let Regs {
+            map,
+            socks,
+            unwatched,
+            ..
+        } = &mut *regs;
+        for t in unwatched.iter() {
+            for fd in socks.get(t).map_or(&[][..], |t| &t.fds[..]) {
+                if let Some(r) = map.get(fd) {
+                    snap.push((*fd, r.obj.upgrade(), r.events, r.enabled, Look::Watch));
+                }
+            }
+        }
     }
 
     /// [`Epoll::collect_all`] with its lists.
     pub(super) fn collect_with(&self, out: &mut [epoll_event], sc: &mut Scratch) -> (usize, bool) {
-        let Scratch { snap, gone, ready } = sc;
-        // Snapshot under the lock; readiness is read without it (a socket's
-        // state lock is never taken while the interest list is held).
-        {
-            let regs = lock(&self.regs);
-            snap.extend(
-                regs.iter()
-                    .filter(|(_, r)| r.enabled)
-                    .map(|(fd, r)| (*fd, r.obj.upgrade(), r.events)),
-            );
+        let stack = crate::stack::started();
+        // Inherited across fork: its list hears from no engine here.
+        let child = !self.own();
+        if let Some(st) = stack {
+            // Service mode: the slots the daemon's engines pushed reach the
+            // ready lists of the sets watching them.
+            st.drain_ready();
         }
+        let local = LOCAL_CHANGES.load(Ordering::Acquire);
+        let full = child
+            || stack.is_none()
+            || self.ready.take_overflow()
+            || self.local_seen.swap(local, Ordering::AcqRel) != local;
+        let full = full || lock(&self.regs).full;
+        self.take_candidates(sc, full);
+        let Scratch {
+            snap,
+            gone,
+            ready,
+            newly,
+            ..
+        } = sc;
         if snap.is_empty() {
             return (0, false);
         }
+        self.looks.fetch_add(snap.len() as u64, Ordering::Relaxed);
         let start = self.cursor.fetch_add(1, Ordering::Relaxed) % snap.len();
         let mut n = 0;
         let mut undecided = false;
         for k in 0..snap.len() {
-            let (fd, obj, events) = &snap[(start + k) % snap.len()];
+            let (fd, obj, events, enabled, look) = &snap[(start + k) % snap.len()];
             let Some(obj) = obj else {
                 gone.push(*fd);
                 continue;
             };
             let Obj::Sock(s) = &**obj else { continue };
+            if !child {
+                // Take the token (or start watching), then look: a change
+                // after this queues the token again.
+                let started = s.with_block(|p| match look {
+                    Look::Rearm => {
+                        p.rearm_watch(&self.ready);
+                        false
+                    }
+                    Look::Watch => p.watch(&self.ready, s.epoll_token()),
+                });
+                if started == Some(true) {
+                    newly.push(s.epoll_token());
+                }
+            }
+            if !enabled {
+                continue;
+            }
             let (mut bits, kernel) = s.poll_bits();
             if kernel && !s.has_kernel_side() {
                 // Undecided: the kernel socket answers.
@@ -102,9 +201,12 @@ impl Epoll {
             ready.push((*fd, bits, marks));
         }
         let mut regs = lock(&self.regs);
+        for &t in newly.iter() {
+            regs.watched(t);
+        }
         let mut last = false;
         for &fd in gone.iter() {
-            if regs.remove(&fd).is_some() {
+            if regs.remove(fd).is_some() {
                 last |= self.ncore.fetch_sub(1, Ordering::AcqRel) == 1;
             }
         }
@@ -115,9 +217,13 @@ impl Epoll {
         }
         for &(fd, bits, marks) in ready.iter() {
             if n == out.len() {
-                break;
+                // Not reported: looked at again next time.
+                regs.mark(fd);
+                continue;
             }
-            let Some(r) = regs.get_mut(&fd) else { continue };
+            let Some(r) = regs.map.get_mut(&fd) else {
+                continue;
+            };
             if !r.enabled {
                 continue;
             }
@@ -126,6 +232,7 @@ impl Epoll {
                 continue;
             }
             if r.events & libc::EPOLLET as u32 != 0 {
+                // Reported again only after a change, which queues its token.
                 let now = Edge { marks, bits };
                 if let Some(last) = r.last {
                     if !last.fired(now, r.events) {
@@ -140,6 +247,7 @@ impl Epoll {
                 }
                 r.last = Some(now);
             }
+            let level = r.events & (libc::EPOLLET | libc::EPOLLONESHOT) as u32 == 0;
             if r.events & libc::EPOLLONESHOT as u32 != 0 {
                 r.enabled = false;
             }
@@ -148,6 +256,19 @@ impl Epoll {
                 u64: r.data,
             };
             n += 1;
+            if level {
+                // Level-triggered: reported while it stays ready.
+                regs.mark(fd);
+            }
+        }
+        if !regs.pending.is_empty() {
+            // A collection that saw nothing meanwhile must not make the
+            // next ones skip these (see `quiet`), and a thread asleep in
+            // this set looks too (as Linux wakes the other waiters while
+            // level-triggered events remain ready).
+            self.gen.fetch_add(1, Ordering::AcqRel);
+            drop(regs);
+            self.poke();
         }
         (n, undecided)
     }

@@ -28,13 +28,17 @@
 #![forbid(unsafe_code)]
 
 mod collect;
+mod regs;
 
 use collect::merge_dups;
+pub use regs::sock_gone;
+use regs::Regs;
 
 use crate::cancel::{self, Quiet};
 use crate::sock::Sock;
 use crate::table::{self, Obj};
 use crate::wait::Deadline;
+use appif::ready::ReadyList;
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use libc::epoll_event;
@@ -63,6 +67,10 @@ struct Reg {
     last: Option<Edge>,
     /// The kernel side (a wildcard socket's) is in the kernel epoll.
     kernel_added: bool,
+    /// Its socket's [`Sock::epoll_token`].
+    token: u64,
+    /// In [`Regs::pending`].
+    pending: bool,
 }
 
 /// What an EPOLLET registration saw at its last report.
@@ -97,8 +105,32 @@ impl Edge {
 }
 
 /// An epoll instance of the application.
+///
+/// A collection costs O(sockets that changed or are ready), not
+/// O(registered): each registered corestack socket's status block reports
+/// its changes to the set's [`ReadyList`] (in service mode through the
+/// segment's ready rings, drained by [`corestack::Stack::drain_ready`]),
+/// and a collection looks at the sockets whose tokens it takes, at those
+/// found ready before (see [`Regs::pending`]) and at those whose changes
+/// cannot reach the list (a socket another set watches, an undecided
+/// one). It looks at every registration after the list overflowed, after
+/// a readiness change this process made itself ([`local_change`]), after
+/// a socket moved to the kernel, and always in a forked child.
 pub struct Epoll {
-    regs: Mutex<HashMap<c_int, Reg>>,
+    regs: Mutex<Regs>,
+    /// Where the engines queue the tokens of the watched sockets that changed.
+    ready: Arc<ReadyList>,
+    /// Tokens of sockets dropped (see [`sock_gone`]): their registrations go.
+    nudged: Mutex<Vec<u64>>,
+    /// [`LOCAL_CHANGES`] at the last collection (a move: look at every
+    /// registration).
+    local_seen: AtomicU32,
+    /// Registrations looked at by collections so far (see [`Epoll::looks`]).
+    looks: AtomicU64,
+    /// The [`crate::stack::generation`] that made it: in a forked child
+    /// that inherited it, its ready list hears from no engine, and every
+    /// collection looks at every registration.
+    generation: u32,
     /// corestack registrations (0: every wait goes straight to the kernel).
     ncore: AtomicUsize,
     /// The wake eventfd, in the kernel epoll with [`token`] as data.
@@ -136,12 +168,31 @@ type Marks = Option<(u64, u64)>;
 /// A collection's working lists (see [`Epoll::collect_all`]).
 #[derive(Default)]
 struct Scratch {
-    /// The enabled registrations: fd, socket (None: it is gone), events.
-    snap: Vec<(c_int, Option<Arc<Obj>>, u32)>,
+    /// The registrations to look at: fd, socket (None: it is gone),
+    /// events, enabled, what to do with its watch first.
+    snap: Vec<Candidate>,
+    /// Tokens taken from the ready list and [`Epoll::nudged`].
+    tokens: Vec<u64>,
+    /// Tokens of the sockets that started reporting to the list.
+    newly: Vec<u64>,
     /// Registrations whose socket is gone.
     gone: Vec<c_int>,
     /// Ready sockets: fd, poll bits, edge marks (EPOLLET only).
     ready: Vec<(c_int, u32, Marks)>,
+}
+
+/// A registration to look at: fd, socket (None: it is gone), events,
+/// enabled, what to do with its watch first.
+type Candidate = (c_int, Option<Arc<Obj>>, u32, bool, Look);
+
+/// What a collection does with a socket's watch before it looks.
+#[derive(Clone, Copy)]
+enum Look {
+    /// Its token was taken (or may have been lost): the next change
+    /// queues it again.
+    Rearm,
+    /// Not watched yet: try to.
+    Watch,
 }
 
 /// The `data` of the shim's own fds in a kernel epoll: random per process.
@@ -170,7 +221,12 @@ fn nic_token() -> u64 {
 impl Default for Epoll {
     fn default() -> Self {
         Epoll {
-            regs: Mutex::new(HashMap::new()),
+            regs: Mutex::new(Regs::default()),
+            ready: ReadyList::new(),
+            nudged: Mutex::new(Vec::new()),
+            local_seen: AtomicU32::new(LOCAL_CHANGES.load(Ordering::Acquire)),
+            looks: AtomicU64::new(0),
+            generation: crate::stack::generation(),
             ncore: AtomicUsize::new(0),
             wake: OnceLock::new(),
             nic_added: AtomicBool::new(false),
@@ -187,6 +243,13 @@ impl Default for Epoll {
 
 impl Drop for Epoll {
     fn drop(&mut self) {
+        let own = self.own();
+        let regs = self.regs.get_mut().unwrap_or_else(|p| p.into_inner());
+        for r in regs.map.values() {
+            if own && regs.socks.get(&r.token).is_some_and(|t| t.watched) {
+                regs::unwatch(&r.obj, &self.ready);
+            }
+        }
         if let Some(&fd) = self.wake.get() {
             // A forked child gives it back only to a pool of its own (its
             // own association's, service mode).
@@ -211,6 +274,18 @@ const FLAGS: u32 =
     (libc::EPOLLET | libc::EPOLLONESHOT | libc::EPOLLEXCLUSIVE | libc::EPOLLWAKEUP) as u32;
 
 impl Epoll {
+    /// True in the process (the fork generation) that made it.
+    fn own(&self) -> bool {
+        self.generation == crate::stack::generation()
+    }
+
+    /// Ends socket `obj`'s watch by this set (its last registration went).
+    fn unwatch(&self, obj: &Weak<Obj>) {
+        if self.own() {
+            regs::unwatch(obj, &self.ready);
+        }
+    }
+
     /// Records that `fd` refers to this epoll.
     pub fn add_fd(&self, fd: c_int) {
         let mut f = lock(&self.fds);
@@ -270,9 +345,11 @@ impl Epoll {
         self.gen.fetch_add(1, Ordering::AcqRel);
         let mut regs = lock(&self.regs);
         // A registration of a socket since closed (the number reused) is gone.
-        if let Some(r) = regs.get(&fd) {
+        if let Some(r) = regs.map.get(&fd) {
             if !r.obj.upgrade().is_some_and(|o| Arc::ptr_eq(&o, obj)) {
-                regs.remove(&fd);
+                if let Some((r, true)) = regs.remove(fd) {
+                    self.unwatch(&r.obj);
+                }
                 self.ncore.fetch_sub(1, Ordering::AcqRel);
             }
         }
@@ -280,7 +357,7 @@ impl Epoll {
         let dual = kernel_side && s.has_kernel_side();
         match op {
             libc::EPOLL_CTL_ADD => {
-                if regs.contains_key(&fd) {
+                if regs.map.contains_key(&fd) {
                     return Err(libc::EEXIST);
                 }
                 if exclusive
@@ -303,6 +380,8 @@ impl Epoll {
                         enabled: true,
                         last: None,
                         kernel_added,
+                        token: s.epoll_token(),
+                        pending: false,
                     },
                 );
                 self.ncore.fetch_add(1, Ordering::SeqCst);
@@ -324,7 +403,7 @@ impl Epoll {
                 Ok(())
             }
             libc::EPOLL_CTL_MOD => {
-                let r = regs.get_mut(&fd).ok_or(libc::ENOENT)?;
+                let r = regs.map.get_mut(&fd).ok_or(libc::ENOENT)?;
                 if exclusive || r.events & libc::EPOLLEXCLUSIVE as u32 != 0 {
                     return Err(libc::EINVAL);
                 }
@@ -335,13 +414,19 @@ impl Epoll {
                 r.data = data;
                 r.enabled = true;
                 r.last = None;
+                // It may be ready for what it asks for now, with no change
+                // to report it: looked at next time.
+                regs.mark(fd);
                 drop(regs);
                 // Re-armed (EPOLLONESHOT) or changed: a sleeping waiter looks again.
                 self.poke();
                 Ok(())
             }
             libc::EPOLL_CTL_DEL => {
-                let r = regs.remove(&fd).ok_or(libc::ENOENT)?;
+                let (r, last_watched) = regs.remove(fd).ok_or(libc::ENOENT)?;
+                if last_watched {
+                    self.unwatch(&r.obj);
+                }
                 let last = self.ncore.fetch_sub(1, Ordering::AcqRel) == 1;
                 if r.kernel_added {
                     let _ = kctl(epfd, libc::EPOLL_CTL_DEL, fd, 0, 0);
@@ -475,7 +560,9 @@ impl Epoll {
         let Some(epfd) = self.any_fd() else { return };
         self.gen.fetch_add(1, Ordering::AcqRel);
         let mut regs = lock(&self.regs);
+        regs.full = true;
         let mine: Vec<c_int> = regs
+            .map
             .iter()
             .filter(|(_, r)| r.obj.upgrade().is_some_and(|o| Arc::ptr_eq(&o, obj)))
             .map(|(fd, _)| *fd)
@@ -484,7 +571,10 @@ impl Epoll {
             !table::get(*mine.first().unwrap_or(&-1)).is_some_and(|o| Arc::ptr_eq(&o, obj));
         for fd in mine {
             if kernel {
-                if let Some(r) = regs.remove(&fd) {
+                if let Some((r, last_watched)) = regs.remove(fd) {
+                    if last_watched {
+                        self.unwatch(&r.obj);
+                    }
                     self.ncore.fetch_sub(1, Ordering::AcqRel);
                     let ev = if r.enabled {
                         r.events
@@ -494,7 +584,7 @@ impl Epoll {
                     let _ = kctl(epfd, libc::EPOLL_CTL_ADD, fd, ev, r.data);
                 }
             } else if s.has_kernel_side() {
-                if let Some(r) = regs.get_mut(&fd) {
+                if let Some(r) = regs.map.get_mut(&fd) {
                     if !r.kernel_added
                         && kctl(epfd, libc::EPOLL_CTL_ADD, fd, r.events, r.data).is_ok()
                     {

@@ -509,6 +509,30 @@ impl Sock {
         (bits, kernel)
     }
 
+    /// Runs `f` on a view of its corestack socket's status block (the
+    /// probe the socket keeps: nothing is built), for an epoll to watch
+    /// ([`Probe::watch`]); None while undecided, in the kernel, shut as a
+    /// listener, or the parent's in a forked child.
+    pub fn with_block<T>(&self, f: impl FnOnce(&Probe) -> T) -> Option<T> {
+        if self.dead_in_child() {
+            return None;
+        }
+        let st = lock(&self.state);
+        let probe = match &*st {
+            State::Listener { l, .. } => l.kept_probe(),
+            State::Stream(s) => s.kept_probe(),
+            State::Udp { u, .. } => u.kept_probe(),
+            _ => None,
+        };
+        probe.map(f)
+    }
+
+    /// Its token in the ready lists of epoll sets: its address, which no
+    /// other socket has while an epoll holds a reference to it.
+    pub fn epoll_token(&self) -> u64 {
+        self as *const Sock as usize as u64
+    }
+
     /// Edge marks for EPOLLET: (a mark that moves when data, a datagram
     /// or a connection arrives; one that moves when TX space is freed).
     /// None while undecided or in the kernel.
@@ -684,6 +708,8 @@ pub const POLLOUT_BITS: u32 = (libc::POLLOUT | libc::POLLWRNORM) as u32;
 
 impl Drop for Sock {
     fn drop(&mut self) {
+        // Its registrations go: the epoll sets look at them next time.
+        crate::epoll::sock_gone(self.epoll_token(), &self.epolls);
         let state = std::mem::replace(
             self.state.get_mut().unwrap_or_else(|p| p.into_inner()),
             State::Kernel,

@@ -42,6 +42,7 @@
 //! (io_uring), 10 (exec of static and Go programs) and 11's `vfork`.
 
 mod epoll;
+mod epoll_ready;
 mod reuseport;
 mod signals;
 mod sockets;
