@@ -7,15 +7,13 @@ use super::*;
 
 impl Epoll {
     /// What a collection's result depends on besides the sockets' own
-    /// state: the engine's change count for this process, the local
-    /// changes and this epoll's registrations (sums of counters that only
-    /// grow, so any bump moves the key). None in a forked child.
+    /// state: the engine's change count for this process, and this
+    /// epoll's registrations and nudges (counters that only grow, so any
+    /// bump moves the key). None in a forked child.
     pub(super) fn quiet_key(&self) -> Option<u64> {
         let stack = crate::stack::started()?;
         let engine = u64::from(stack.changes().seq());
-        let local = LOCAL_CHANGES
-            .load(Ordering::Acquire)
-            .wrapping_add(self.gen.load(Ordering::Acquire));
+        let local = self.gen.load(Ordering::Acquire);
         Some((engine << 32) | u64::from(local))
     }
 
@@ -136,11 +134,7 @@ impl Epoll {
             // ready lists of the sets watching them.
             st.drain_ready();
         }
-        let local = LOCAL_CHANGES.load(Ordering::Acquire);
-        let full = child
-            || stack.is_none()
-            || self.ready.take_overflow()
-            || self.local_seen.swap(local, Ordering::AcqRel) != local;
+        let full = child || stack.is_none() || self.ready.take_overflow();
         let full = full || lock(&self.regs).full;
         self.take_candidates(sc, full);
         let Scratch {

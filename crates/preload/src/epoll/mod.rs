@@ -31,7 +31,7 @@ mod collect;
 mod regs;
 
 use collect::merge_dups;
-pub use regs::sock_gone;
+pub use regs::nudge;
 use regs::Regs;
 
 use crate::cancel::{self, Quiet};
@@ -44,17 +44,6 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering
 use libc::epoll_event;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-
-/// Bumped by every readiness change this process makes itself (a socket's
-/// state moving on bind, listen, connect or shutdown), which the engine's
-/// change count ([`corestack::Stack::changes`]) does not see.
-static LOCAL_CHANGES: AtomicU32 = AtomicU32::new(0);
-
-/// Records a readiness change made by this process: the next collection of
-/// every epoll looks at its sockets again (see [`Epoll`]'s `quiet`).
-pub fn local_change() {
-    LOCAL_CHANGES.fetch_add(1, Ordering::AcqRel);
-}
 
 /// One corestack socket in an interest list.
 struct Reg {
@@ -113,18 +102,17 @@ impl Edge {
 /// and a collection looks at the sockets whose tokens it takes, at those
 /// found ready before (see [`Regs::pending`]) and at those whose changes
 /// cannot reach the list (a socket another set watches, an undecided
-/// one). It looks at every registration after the list overflowed, after
-/// a readiness change this process made itself ([`local_change`]), after
-/// a socket moved to the kernel, and always in a forked child.
+/// one), and at a socket this process changed itself ([`nudge`]: bind,
+/// listen, connect, shutdown; the engine's change count does not see
+/// those). It looks at every registration after the list overflowed,
+/// after a socket moved to the kernel, and always in a forked child.
 pub struct Epoll {
     regs: Mutex<Regs>,
     /// Where the engines queue the tokens of the watched sockets that changed.
     ready: Arc<ReadyList>,
-    /// Tokens of sockets dropped (see [`sock_gone`]): their registrations go.
+    /// Tokens of sockets this process changed or dropped (see [`nudge`]):
+    /// their registrations are looked at next time.
     nudged: Mutex<Vec<u64>>,
-    /// [`LOCAL_CHANGES`] at the last collection (a move: look at every
-    /// registration).
-    local_seen: AtomicU32,
     /// Registrations looked at by collections so far (see [`Epoll::looks`]).
     looks: AtomicU64,
     /// The [`crate::stack::generation`] that made it: in a forked child
@@ -148,7 +136,8 @@ pub struct Epoll {
     kernel_first: AtomicBool,
     /// The fds of this epoll (dup), for registrations made from elsewhere.
     fds: Mutex<Vec<c_int>>,
-    /// Bumped by every epoll_ctl (a registration added, changed, re-armed).
+    /// Bumped by every epoll_ctl (a registration added, changed, re-armed)
+    /// and every [`nudge`].
     gen: AtomicU32,
     /// 1 + the [`Epoll::quiet_key`] of the last collection that found
     /// nothing to report (0: none). While the key has not moved — no engine
@@ -224,7 +213,6 @@ impl Default for Epoll {
             regs: Mutex::new(Regs::default()),
             ready: ReadyList::new(),
             nudged: Mutex::new(Vec::new()),
-            local_seen: AtomicU32::new(LOCAL_CHANGES.load(Ordering::Acquire)),
             looks: AtomicU64::new(0),
             generation: crate::stack::generation(),
             ncore: AtomicUsize::new(0),

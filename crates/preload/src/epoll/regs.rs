@@ -109,9 +109,11 @@ pub(super) fn unwatch(obj: &Weak<Obj>, list: &Arc<ReadyList>) {
     }
 }
 
-/// A socket with registrations in the epoll sets `epolls` was dropped:
-/// each looks at its registrations next time (and finds them gone).
-pub fn sock_gone(token: u64, epolls: &Mutex<Vec<Weak<Obj>>>) {
+/// Socket `token`, with registrations in the epoll sets `epolls`, changed
+/// without the engine (bind, listen, connect, shutdown) or was dropped:
+/// each set looks at its registrations of it on the next collection (and
+/// finds them changed or gone), and at no other for it.
+pub fn nudge(token: u64, epolls: &Mutex<Vec<Weak<Obj>>>) {
     let eps = epolls.lock().unwrap_or_else(|p| p.into_inner());
     for ep in eps.iter().filter_map(Weak::upgrade) {
         if let Obj::Epoll(e) = &*ep {

@@ -293,7 +293,7 @@ impl Sock {
                             return kernel_send(fd, bufs, flags, Some(raw));
                         };
                         let (u, local, dual) = self.udp_auto_bind(fd, d)?;
-                        crate::epoll::local_change();
+                        self.local_change();
                         *st = State::Udp {
                             u,
                             local,

@@ -290,7 +290,7 @@ impl Sock {
     /// Hands the socket to the kernel: its fds become plain kernel fds.
     /// The caller holds `state` (set to Kernel here) and `me` is this socket.
     fn go_kernel(&self, state: &mut State, me: &Arc<Obj>) {
-        crate::epoll::local_change();
+        self.local_change();
         *state = State::Kernel;
         let fds: Vec<c_int> = self.fds.lock().unwrap_or_else(|p| p.into_inner()).clone();
         for fd in fds {
@@ -309,8 +309,8 @@ impl Sock {
     fn mark_shut(&self, rd: bool, wr: bool) {
         for (side, flag) in [(rd, &self.rd_shut), (wr, &self.wr_shut)] {
             if side {
-                crate::epoll::local_change();
                 flag.store(true, Ordering::Relaxed);
+                self.local_change();
             }
         }
     }
@@ -342,7 +342,7 @@ impl Sock {
                 if *dual {
                     let _ = k::shutdown(fd, how);
                 }
-                crate::epoll::local_change();
+                self.local_change();
                 *st = State::ListenerShut { local: *local };
                 Some(probe)
             }
@@ -527,6 +527,13 @@ impl Sock {
         probe.map(f)
     }
 
+    /// Records a readiness change this process made to the socket (bind,
+    /// listen, connect, shutdown, a move to the kernel), which the engine
+    /// does not report: the epoll sets holding it look at it next time.
+    pub(crate) fn local_change(&self) {
+        crate::epoll::nudge(self.epoll_token(), &self.epolls);
+    }
+
     /// Its token in the ready lists of epoll sets: its address, which no
     /// other socket has while an epoll holds a reference to it.
     pub fn epoll_token(&self) -> u64 {
@@ -709,7 +716,7 @@ pub const POLLOUT_BITS: u32 = (libc::POLLOUT | libc::POLLWRNORM) as u32;
 impl Drop for Sock {
     fn drop(&mut self) {
         // Its registrations go: the epoll sets look at them next time.
-        crate::epoll::sock_gone(self.epoll_token(), &self.epolls);
+        crate::epoll::nudge(self.epoll_token(), &self.epolls);
         let state = std::mem::replace(
             self.state.get_mut().unwrap_or_else(|p| p.into_inner()),
             State::Kernel,

@@ -37,7 +37,7 @@ impl Sock {
                 let a = core.ok_or(libc::EINVAL)?;
                 match self.ty {
                     Ty::Stream => {
-                        crate::epoll::local_change();
+                        self.local_change();
                         *st = State::Fresh {
                             bound: Some((a, false)),
                         };
@@ -45,7 +45,7 @@ impl Sock {
                     }
                     Ty::Dgram => {
                         let u = self.udp_bind(a)?;
-                        crate::epoll::local_change();
+                        self.local_change();
                         *st = State::Udp {
                             u,
                             local: a,
@@ -65,7 +65,7 @@ impl Sock {
                 let a = addr::wildcard_like(a, port);
                 match self.ty {
                     Ty::Stream => {
-                        crate::epoll::local_change();
+                        self.local_change();
                         *st = State::Fresh {
                             bound: Some((a, true)),
                         };
@@ -83,7 +83,7 @@ impl Sock {
                             Err(e) => return Err(e),
                         };
                         k::set_nonblocking(fd, true)?;
-                        crate::epoll::local_change();
+                        self.local_change();
                         *st = State::Udp {
                             u,
                             local: a,
@@ -250,7 +250,7 @@ impl Sock {
         if (tclass, hops) != (0, 0) {
             let _ = l.set_ipv6_header(tclass, hops);
         }
-        crate::epoll::local_change();
+        self.local_change();
         *st = State::Listener { l, local, dual };
         drop(st);
         self.report_unhonoured("listen");
@@ -366,7 +366,7 @@ impl Sock {
                     }
                     if status.closed && status.error != 0 {
                         let e = s.take_error();
-                        crate::epoll::local_change();
+                        self.local_change();
                         *st = State::Fresh { bound: None };
                         return Err(if e != 0 { e } else { libc::ECONNABORTED });
                     }
@@ -406,7 +406,7 @@ impl Sock {
                 .unwrap_or_else(|p| p.into_inner())
                 .apply_to_stream(&mut s);
             let probe = s.probe();
-            crate::epoll::local_change();
+            self.local_change();
             *st = State::Stream(s);
             self.report_unhonoured("connect");
             probe
@@ -426,7 +426,7 @@ impl Sock {
             let status = s.status();
             if status.closed {
                 let e = s.take_error();
-                crate::epoll::local_change();
+                self.local_change();
                 *st = State::Fresh { bound: None };
                 return Err(if e != 0 { e } else { libc::ECONNREFUSED });
             }
@@ -473,7 +473,7 @@ impl Sock {
                     // the peer; else recv drops what it delivers.
                     let _ = k::connect(fd, raw);
                 }
-                crate::epoll::local_change();
+                self.local_change();
                 *st = State::Udp {
                     u,
                     local,
@@ -498,14 +498,14 @@ impl Sock {
                         let _ = k::connect(fd, &UNSPEC);
                         let _ = k::connect(fd, raw);
                     }
-                    crate::epoll::local_change();
+                    self.local_change();
                     *peer = Some(d);
                     *kpeer = false;
                     Ok(())
                 }
                 None if *dual => {
                     k::connect(fd, raw)?;
-                    crate::epoll::local_change();
+                    self.local_change();
                     *peer = None;
                     *kpeer = true;
                     Ok(())

@@ -117,6 +117,29 @@ fn an_epoll_wait_looks_at_the_changed_sockets_not_at_every_registered_one() {
         "a wait looked at {most} sockets of {} registered",
         IDLE + 1
     );
+
+    // Changes the process makes itself, which the engine does not report,
+    // cost a look at the socket changed, not at every registration: a
+    // connection opened elsewhere, and a shutdown of the registered one
+    // (reported: its reads now end).
+    let other = echo_conn();
+    let before = looks(ep.0);
+    assert_eq!(wait0(ep.0), Vec::<u64>::new(), "another socket connected");
+    let after_connect = looks(ep.0) - before;
+    // SAFETY: no pointers.
+    assert_eq!(unsafe { crate::ffi::conn::shutdown(c.0, libc::SHUT_RD) }, 0);
+    let before = looks(ep.0);
+    assert_eq!(wait0(ep.0), vec![BUSY], "shut for reading: readable");
+    let after_shutdown = looks(ep.0) - before;
+    eprintln!(
+        "epoll O(ready): a connect elsewhere: {after_connect} looks; a shutdown: {after_shutdown}"
+    );
+    assert!(
+        after_connect <= 8 && after_shutdown <= 8,
+        "looks after a connect {after_connect}, after a shutdown {after_shutdown}, of {} registered",
+        IDLE + 1
+    );
+    drop(other);
 }
 
 /// EPOLLET through the ready list: an arrival is reported once, a look
