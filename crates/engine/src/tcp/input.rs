@@ -617,7 +617,18 @@ impl Tcb {
     /// is acknowledged as Linux does, one ACK per due point, rather than by
     /// a single stretch ACK whose loss would leave the sender without any
     /// feedback (in loss recovery, with no probe armed, until its RTO).
+    /// With SACK, none while out-of-order data is still held above the
+    /// point: its ACK would go out without the blocks of ranges that came
+    /// in before it (an older ACK with today's blocks reports a hole that
+    /// was not there), and a SACK sender takes a cumulative ACK of its
+    /// retransmission without them for the loss of what it sent before
+    /// that retransmission (Linux's RACK). The batch's ACK, with its
+    /// blocks, and its duplicates (`dupacks_due`) go instead.
     fn note_ack_point(&mut self, filled_hole: bool) {
+        if self.opts.sack && !self.rcv.ooo.is_empty() {
+            self.ack.now = true;
+            return;
+        }
         let last = match self.ack.points_len {
             0 => self.rcv.last_ack_sent,
             n => self.ack.points[n - 1],

@@ -59,6 +59,17 @@ impl Tcb {
             _ => {}
         }
         let sent_before_data = sent;
+        let mut dupacks = self.dupacks_due();
+        if self.opts.sack && (!self.rcv.ooo.is_empty() || self.ack.dsack.is_some()) {
+            // RFC 2018 §4: an ACK should carry the SACK blocks while
+            // out-of-order data is held. The data segments below carry
+            // none (their MSS leaves no room), so the ACK that reports the
+            // blocks goes out first: a sender that took a data segment's
+            // cumulative ACK without them (of a retransmission sent after
+            // segments it has not seen SACKed yet) would deem those lost
+            // and send them again (Linux's RACK does).
+            sent += self.emit_due_ack(now, max_segments - sent, rcv_free, &mut dupacks, emit);
+        }
         if self.rec.rexmit_one && sent < max_segments {
             self.rec.rexmit_one = false;
             if let Some(seg) = self.retransmit_first(now, tx_len, rcv_free) {
@@ -136,15 +147,7 @@ impl Tcb {
             emit(&Segment::bare(repr));
             sent += 1;
         }
-        let mut dupacks = self.dupacks_due();
-        if sent < max_segments
-            && (self.ack.now || self.ack.window_update || self.ack.dsack.is_some() || dupacks > 0)
-        {
-            sent += self.emit_ack_points(now, max_segments - sent - 1, rcv_free, emit);
-            emit(&self.ack_segment(now, rcv_free));
-            sent += 1;
-            dupacks = dupacks.saturating_sub(1);
-        }
+        sent += self.emit_due_ack(now, max_segments - sent, rcv_free, &mut dupacks, emit);
         // One duplicate ACK per out-of-order segment (RFC 5681 §4.2), even
         // when a batch of them is processed before this call.
         while sent < max_segments && dupacks > 0 {
@@ -273,6 +276,29 @@ impl Tcb {
             sent += 1;
         }
         sent
+    }
+
+    /// The ACK due now, if one is (an ACK owed, a window update, a D-SACK
+    /// or a duplicate ACK), after the intermediate ACKs of the batch
+    /// (`emit_ack_points`), within `max_segments`; counts it against
+    /// `dupacks`. Returns the segments emitted.
+    fn emit_due_ack(
+        &mut self,
+        now: Instant,
+        max_segments: usize,
+        rcv_free: usize,
+        dupacks: &mut u32,
+        emit: &mut impl FnMut(&Segment),
+    ) -> usize {
+        let due =
+            self.ack.now || self.ack.window_update || self.ack.dsack.is_some() || *dupacks > 0;
+        if max_segments == 0 || !due {
+            return 0;
+        }
+        let sent = self.emit_ack_points(now, max_segments - 1, rcv_free, emit);
+        emit(&self.ack_segment(now, rcv_free));
+        *dupacks = dupacks.saturating_sub(1);
+        sent + 1
     }
 
     fn rst_segment(&self, rst: PendingRst) -> Segment {

@@ -122,3 +122,66 @@ fn established_point_acks_below_a_hole_carry_no_sack_blocks() {
     assert_eq!(resent, vec![hole]);
     assert_eq!(a.tcb.stats().spurious_retransmits, 0);
 }
+
+/// A receiver holding out-of-order data that also has data to send: the
+/// ACK with the SACK blocks goes out before its data segments, which carry
+/// none (RFC 2018 §4). Sent after them, a sender would first take the data
+/// segments' cumulative ACK without the blocks (this sent a Linux client
+/// into resending what it had delivered: D-SACKs in the echo matrix).
+#[test]
+fn established_sack_blocks_go_before_data_while_out_of_order_data_is_held() {
+    let (mut a, mut b, mss, segs) = established_sent(4, 6);
+    b.write(&pattern(3 * mss, 7));
+    // The first is lost; the others arrive out of order.
+    for s in &segs[1..] {
+        b.input(s, T0);
+    }
+    let out = b.output(T0);
+    let base = ISS_A + 1;
+    let above = (base + mss, base + 4 * mss);
+    assert!(out[0].payload.is_empty(), "an ACK first: {:?}", out[0].repr);
+    assert_eq!(
+        (out[0].repr.ack, super::delayed::blocks(&out[0])),
+        (base, vec![above])
+    );
+    let first_data = out.iter().position(|w| !w.payload.is_empty());
+    assert!(first_data.is_some(), "B's data goes too");
+    // The sender takes them in order and resends only the lost segment.
+    let now = T0 + core::time::Duration::from_millis(1);
+    let mut resent = Vec::new();
+    for w in &out {
+        a.input(w, now);
+        resent.extend(
+            a.output(now)
+                .iter()
+                .filter(|s| !s.payload.is_empty())
+                .map(|s| s.repr.seq),
+        );
+    }
+    assert!(resent.iter().all(|&s| s == base), "{resent:?}");
+}
+
+/// Two holes filled in one batch that also brought new out-of-order
+/// data: no intermediate ACK at the first hole's end, which could carry
+/// neither the new range's block (it came in before) nor leave it out
+/// without the sender's RACK taking that range for lost; the batch's ACK
+/// reports the range.
+#[test]
+fn established_no_point_ack_while_out_of_order_data_is_held_above_it() {
+    let (_a, mut b, mss, segs) = established_sent(8, 8);
+    let base = ISS_A + 1;
+    b.input(&segs[1], T0);
+    b.input(&segs[2], T0);
+    let _ = b.output(T0);
+    // New out-of-order data, then both holes (0 and 3) filled.
+    for i in [4, 5, 6, 0, 3] {
+        b.input(&segs[i], T0);
+    }
+    assert_eq!(b.tcb.rcv.nxt, base + 7 * mss);
+    let acks = b.output(T0);
+    assert!(
+        acks.iter().all(|w| w.repr.ack == base + 7 * mss),
+        "{:?}",
+        acks.iter().map(|w| w.repr.ack).collect::<Vec<_>>()
+    );
+}
