@@ -295,10 +295,18 @@ impl Tcb {
         if max_segments == 0 || !due {
             return 0;
         }
-        let sent = self.emit_ack_points(now, max_segments - 1, rcv_free, emit);
+        let mut sent = self.emit_ack_points(now, max_segments - 1, rcv_free, emit);
         emit(&self.ack_segment(now, rcv_free));
         *dupacks = dupacks.saturating_sub(1);
-        sent + 1
+        sent += 1;
+        // The batch's ranges that one ACK's blocks could not hold.
+        while sent < max_segments && self.sack_unreported() {
+            emit(&self.ack_segment_of(now, rcv_free, true));
+            *dupacks = dupacks.saturating_sub(1);
+            sent += 1;
+        }
+        self.ack.sack_fresh = 0;
+        sent
     }
 
     fn rst_segment(&self, rst: PendingRst) -> Segment {
@@ -380,9 +388,15 @@ impl Tcb {
     /// next new octet, even while retransmitting (as BSD does), so that it
     /// stays acceptable to the peer.
     fn ack_segment(&mut self, now: Instant, rcv_free: usize) -> Segment {
+        self.ack_segment_of(now, rcv_free, false)
+    }
+
+    /// [`Tcb::ack_segment`], or with `more` a further ACK of the same
+    /// batch that goes on reporting its ranges (`fill_sack`).
+    fn ack_segment_of(&mut self, now: Instant, rcv_free: usize, more: bool) -> Segment {
         let mut repr = self.base_repr(self.snd.max, TcpFlags::ACK, now);
         repr.window = self.advertise(rcv_free);
-        self.fill_sack(&mut repr.options);
+        self.fill_sack(&mut repr.options, more);
         Segment::bare(repr)
     }
 

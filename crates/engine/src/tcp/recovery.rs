@@ -640,7 +640,8 @@ impl Tcb {
 
     /// Receiver: remembers an out-of-order arrival at `seq` for the SACK
     /// blocks (RFC 2018 §4: the block with the most recent arrival first,
-    /// then the most recently reported others).
+    /// then the most recently reported others), and counts its range as
+    /// fresh, to be reported by this batch's ACKs.
     pub(super) fn note_ooo_arrival(&mut self, seq: SeqNum) {
         if !self.opts.sack {
             return;
@@ -649,16 +650,29 @@ impl Tcb {
         let mut out = [SeqNum(0); SACK_RECENT];
         out[0] = seq;
         let mut n = 1;
+        let mut was_fresh = false;
         for k in 0..self.ack.sack_recent_len {
             let s = self.ack.sack_recent[k];
             let r = self.rcv.ooo.containing(self.rcv.nxt, s);
-            if n < SACK_RECENT && r.is_some() && r != cur {
+            if r.is_some() && r == cur {
+                was_fresh |= k < self.ack.sack_fresh;
+            } else if n < SACK_RECENT && r.is_some() {
                 out[n] = s;
                 n += 1;
             }
         }
         self.ack.sack_recent = out;
         self.ack.sack_recent_len = n;
+        if !was_fresh {
+            self.ack.sack_fresh += 1;
+        }
+        self.ack.sack_fresh = self.ack.sack_fresh.min(n);
+    }
+
+    /// True while ranges that got arrivals in this batch have not been in
+    /// an ACK's blocks yet (see `fill_sack`).
+    pub(super) fn sack_unreported(&self) -> bool {
+        self.ack.sack_next < self.ack.sack_fresh
     }
 
     /// Receiver: a duplicate segment `[left, right)` arrived; report it in
@@ -672,8 +686,11 @@ impl Tcb {
 
     /// Receiver: fills the SACK option of an ACK: a pending D-SACK first,
     /// then the out-of-order blocks, most recent first (3 with timestamps,
-    /// 4 without).
-    pub(super) fn fill_sack(&mut self, opts: &mut TcpOptions) {
+    /// 4 without). `more`: a further ACK of the same batch, whose first
+    /// block is the most recent arrival's again and whose others go on
+    /// where the last one stopped, so that the batch's ACKs report every
+    /// range it brought (one ACK per segment, as Linux sends them, would).
+    pub(super) fn fill_sack(&mut self, opts: &mut TcpOptions, more: bool) {
         if !self.opts.sack {
             return;
         }
@@ -685,24 +702,35 @@ impl Tcb {
             self.stats.dsacks_sent += 1;
         }
         let first = n;
-        for k in 0..self.ack.sack_recent_len {
-            if n >= max {
-                break;
-            }
-            let Some((left, right)) = self
-                .rcv
-                .ooo
-                .containing(self.rcv.nxt, self.ack.sack_recent[k])
-            else {
-                continue;
-            };
-            if opts.sack[first..n].iter().any(|b| b.left == left) {
-                continue;
-            }
-            opts.sack[n] = SackBlock { left, right };
-            n += 1;
+        let mut k = if more { self.ack.sack_next.max(1) } else { 0 };
+        let mut next = k;
+        if more {
+            n += self.push_sack_block(opts, first, n, 0);
         }
+        while k < self.ack.sack_recent_len && n < max {
+            n += self.push_sack_block(opts, first, n, k);
+            k += 1;
+            next = k;
+        }
+        self.ack.sack_next = next;
         opts.sack_len = n as u8;
+    }
+
+    /// Puts the range of `sack_recent[k]` at `opts.sack[n]` unless it is
+    /// gone or already among blocks `first..n`; returns 1 if it did.
+    fn push_sack_block(&self, opts: &mut TcpOptions, first: usize, n: usize, k: usize) -> usize {
+        let Some((left, right)) = self
+            .rcv
+            .ooo
+            .containing(self.rcv.nxt, self.ack.sack_recent[k])
+        else {
+            return 0;
+        };
+        if opts.sack[first..n].iter().any(|b| b.left == left) {
+            return 0;
+        }
+        opts.sack[n] = SackBlock { left, right };
+        1
     }
 
     /// Receiver ECN (RFC 3168 §6.1.3, RFC 8257 §3.2) for one arriving data

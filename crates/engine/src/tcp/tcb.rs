@@ -43,8 +43,10 @@ pub(super) const MAX_ACK_POINTS: usize = 4;
 /// Largest window scale shift (RFC 7323 §2.3).
 pub(super) const MAX_WSCALE: u8 = 14;
 
-/// Most SACK blocks remembered for the next ACKs (RFC 2018 §4).
-pub(super) const SACK_RECENT: usize = 4;
+/// Most SACK blocks remembered for the next ACKs (RFC 2018 §4): the
+/// ranges of the out-of-order arrivals of one batch that the ACKs after it
+/// report (three blocks an ACK with timestamps).
+pub(super) const SACK_RECENT: usize = 8;
 
 /// One TCP connection (RFC 9293 §3.3.1 variables plus timers and congestion
 /// state), in parts that match the files that change them.
@@ -199,6 +201,12 @@ pub(super) struct AckState {
     /// recent first, to build SACK blocks.
     pub(super) sack_recent: [SeqNum; SACK_RECENT],
     pub(super) sack_recent_len: usize,
+    /// The first this many of `sack_recent` got arrivals since the last
+    /// ACK: the ACKs of this batch report each of them.
+    pub(super) sack_fresh: usize,
+    /// Where in `sack_recent` the next ACK of this batch goes on reporting
+    /// (its first block is always the most recent arrival's).
+    pub(super) sack_next: usize,
     /// A duplicate to report in the next ACK's first block (RFC 2883).
     pub(super) dsack: Option<(SeqNum, SeqNum)>,
 }
@@ -409,6 +417,8 @@ impl Tcb {
                 window_update: false,
                 sack_recent: [SeqNum(0); SACK_RECENT],
                 sack_recent_len: 0,
+                sack_fresh: 0,
+                sack_next: 0,
                 dsack: None,
             },
             timers: Timers {
