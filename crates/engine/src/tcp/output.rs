@@ -296,17 +296,24 @@ impl Tcb {
             return 0;
         }
         let mut sent = self.emit_ack_points(now, max_segments - 1, rcv_free, emit);
-        emit(&self.ack_segment(now, rcv_free));
-        *dupacks = dupacks.saturating_sub(1);
-        sent += 1;
-        // The batch's ranges that one ACK's blocks could not hold.
-        while sent < max_segments && self.sack_unreported() {
-            emit(&self.ack_segment_of(now, rcv_free, true));
+        // One ACK per range this batch brought, oldest arrival first, each
+        // with its range first and the older ones after it, as a receiver
+        // that ACKs segment by segment sends them: one ACK's three blocks
+        // would leave older new ranges unreported, for a SACK sender's
+        // RACK to take for lost, and ACKs newest first would tell it of
+        // reordering that did not happen.
+        let fresh = core::mem::take(&mut self.ack.sack_fresh);
+        for from in (1..fresh.min(self.ack.sack_recent_len)).rev() {
+            if sent + 1 >= max_segments {
+                break;
+            }
+            emit(&self.ack_segment_of(now, rcv_free, from));
             *dupacks = dupacks.saturating_sub(1);
             sent += 1;
         }
-        self.ack.sack_fresh = 0;
-        sent
+        emit(&self.ack_segment(now, rcv_free));
+        *dupacks = dupacks.saturating_sub(1);
+        sent + 1
     }
 
     fn rst_segment(&self, rst: PendingRst) -> Segment {
@@ -388,15 +395,15 @@ impl Tcb {
     /// next new octet, even while retransmitting (as BSD does), so that it
     /// stays acceptable to the peer.
     fn ack_segment(&mut self, now: Instant, rcv_free: usize) -> Segment {
-        self.ack_segment_of(now, rcv_free, false)
+        self.ack_segment_of(now, rcv_free, 0)
     }
 
-    /// [`Tcb::ack_segment`], or with `more` a further ACK of the same
-    /// batch that goes on reporting its ranges (`fill_sack`).
-    fn ack_segment_of(&mut self, now: Instant, rcv_free: usize, more: bool) -> Segment {
+    /// [`Tcb::ack_segment`] with the SACK blocks from `sack_recent[from]`
+    /// on (`fill_sack`).
+    fn ack_segment_of(&mut self, now: Instant, rcv_free: usize, from: usize) -> Segment {
         let mut repr = self.base_repr(self.snd.max, TcpFlags::ACK, now);
         repr.window = self.advertise(rcv_free);
-        self.fill_sack(&mut repr.options, more);
+        self.fill_sack(&mut repr.options, from);
         Segment::bare(repr)
     }
 

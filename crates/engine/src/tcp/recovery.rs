@@ -669,12 +669,6 @@ impl Tcb {
         self.ack.sack_fresh = self.ack.sack_fresh.min(n);
     }
 
-    /// True while ranges that got arrivals in this batch have not been in
-    /// an ACK's blocks yet (see `fill_sack`).
-    pub(super) fn sack_unreported(&self) -> bool {
-        self.ack.sack_next < self.ack.sack_fresh
-    }
-
     /// Receiver: a duplicate segment `[left, right)` arrived; report it in
     /// the next ACK as a D-SACK (RFC 2883 §4).
     pub(super) fn note_duplicate(&mut self, left: SeqNum, right: SeqNum) {
@@ -685,12 +679,11 @@ impl Tcb {
     }
 
     /// Receiver: fills the SACK option of an ACK: a pending D-SACK first,
-    /// then the out-of-order blocks, most recent first (3 with timestamps,
-    /// 4 without). `more`: a further ACK of the same batch, whose first
-    /// block is the most recent arrival's again and whose others go on
-    /// where the last one stopped, so that the batch's ACKs report every
-    /// range it brought (one ACK per segment, as Linux sends them, would).
-    pub(super) fn fill_sack(&mut self, opts: &mut TcpOptions, more: bool) {
+    /// then the out-of-order blocks from `sack_recent[from]` on, most
+    /// recent first (3 with timestamps, 4 without). `from` > 0: the ACK a
+    /// receiver that ACKs segment by segment sent for that earlier arrival
+    /// of the batch (its range first, then the older ones).
+    pub(super) fn fill_sack(&mut self, opts: &mut TcpOptions, from: usize) {
         if !self.opts.sack {
             return;
         }
@@ -702,17 +695,12 @@ impl Tcb {
             self.stats.dsacks_sent += 1;
         }
         let first = n;
-        let mut k = if more { self.ack.sack_next.max(1) } else { 0 };
-        let mut next = k;
-        if more {
-            n += self.push_sack_block(opts, first, n, 0);
-        }
-        while k < self.ack.sack_recent_len && n < max {
+        for k in from..self.ack.sack_recent_len {
+            if n >= max {
+                break;
+            }
             n += self.push_sack_block(opts, first, n, k);
-            k += 1;
-            next = k;
         }
-        self.ack.sack_next = next;
         opts.sack_len = n as u8;
     }
 

@@ -202,11 +202,8 @@ pub(super) struct AckState {
     pub(super) sack_recent: [SeqNum; SACK_RECENT],
     pub(super) sack_recent_len: usize,
     /// The first this many of `sack_recent` got arrivals since the last
-    /// ACK: the ACKs of this batch report each of them.
+    /// ACK: the batch's ACKs report each of them (`emit_due_ack`).
     pub(super) sack_fresh: usize,
-    /// Where in `sack_recent` the next ACK of this batch goes on reporting
-    /// (its first block is always the most recent arrival's).
-    pub(super) sack_next: usize,
     /// A duplicate to report in the next ACK's first block (RFC 2883).
     pub(super) dsack: Option<(SeqNum, SeqNum)>,
 }
@@ -418,7 +415,6 @@ impl Tcb {
                 sack_recent: [SeqNum(0); SACK_RECENT],
                 sack_recent_len: 0,
                 sack_fresh: 0,
-                sack_next: 0,
                 dsack: None,
             },
             timers: Timers {
