@@ -713,41 +713,43 @@ fn a_time_wait_records_acks_keep_the_sockets_traffic_class() {
         .find(|(s, ..)| s.flags.syn())
         .expect("a SYN")
         .0;
-    let ts = |val: u32, ecr: u32| Some((val, ecr));
-    let mut synack = TcpRepr {
-        src_port: 80,
-        dst_port: syn.src_port,
-        seq: SeqNum(7000),
-        ack: syn.seq + 1usize,
-        flags: TcpFlags(TcpFlags::SYN | TcpFlags::ACK),
-        window: 65535,
-        ..TcpRepr::default()
+    // The peer's segment from port 80: SEQ, ACK, flags, TSval echoing `of`.
+    let peer = |seq: u32, ack: SeqNum, flags: u8, tsval: u32, of: &TcpRepr| {
+        let mut s = TcpRepr {
+            src_port: 80,
+            dst_port: syn.src_port,
+            seq: SeqNum(seq),
+            ack,
+            flags: TcpFlags(flags),
+            window: 65535,
+            ..TcpRepr::default()
+        };
+        s.options.timestamps = Some((tsval, of.options.timestamps.expect("TS").0));
+        s
     };
+    let mut synack = peer(
+        7000,
+        syn.seq + 1usize,
+        TcpFlags::SYN | TcpFlags::ACK,
+        100,
+        &syn,
+    );
     synack.options.mss = Some(1440);
-    synack.options.timestamps = ts(100, syn.options.timestamps.expect("TS").0);
     b.exchange(ENGINE_MAC, &tcp6(&synack));
     common::push(&mut b.cmds, Command::Close { id: 1 });
     b.step(1000);
     let out = tcp_of(&b.received());
     let &(fin, class, hops) = out.iter().find(|(s, ..)| s.flags.fin()).expect("FIN");
     assert_eq!((class & !0b11, hops), (0xb8, 9), "the socket's header");
-    let mut finack = TcpRepr {
-        src_port: 80,
-        dst_port: syn.src_port,
-        seq: SeqNum(7001),
-        ack: fin.seq + 1usize,
-        flags: TcpFlags(TcpFlags::FIN | TcpFlags::ACK),
-        window: 65535,
-        ..TcpRepr::default()
-    };
-    finack.options.timestamps = ts(101, fin.options.timestamps.expect("TS").0);
+    let fin_ack = TcpFlags::FIN | TcpFlags::ACK;
+    let finack = peer(7001, fin.seq + 1usize, fin_ack, 101, &fin);
     let out = tcp_of(&b.exchange(ENGINE_MAC, &tcp6(&finack)));
     assert!(out.iter().any(|(s, ..)| s.ack == SeqNum(7002)), "{out:?}");
     let mut tcbs = 0;
     b.engine.for_each_tcb(|_| tcbs += 1);
     assert_eq!((b.engine.time_wait_records(), tcbs), (1, 0), "a record");
-    finack.options.timestamps = ts(102, fin.options.timestamps.expect("TS").0);
-    let out = tcp_of(&b.exchange(ENGINE_MAC, &tcp6(&finack)));
+    let again = peer(7001, fin.seq + 1usize, fin_ack, 102, &fin);
+    let out = tcp_of(&b.exchange(ENGINE_MAC, &tcp6(&again)));
     assert_eq!(out.len(), 1, "{out:?}");
     let (ack, class, hops) = out[0];
     assert_eq!((ack.seq, ack.ack), (fin.seq + 1usize, SeqNum(7002)));

@@ -17,6 +17,23 @@ fn established_sent(n: usize, salt: u8) -> (Host, Host, usize, Vec<Wire>) {
     (a, b, mss, segs)
 }
 
+/// The sequence numbers of the data segments `a` sends while it takes
+/// `acks` one by one, 1 ms after T0.
+fn resent_answering(a: &mut Host, acks: &[Wire]) -> Vec<SeqNum> {
+    let now = T0 + core::time::Duration::from_millis(1);
+    let mut resent = Vec::new();
+    for w in acks {
+        a.input(w, now);
+        let out = a.output(now);
+        resent.extend(
+            out.iter()
+                .filter(|s| !s.payload.is_empty())
+                .map(|s| s.repr.seq),
+        );
+    }
+    resent
+}
+
 #[test]
 fn established_batch_of_six_segments_gets_an_ack_per_two() {
     let (mut a, mut b, mss, segs) = established_sent(6, 1);
@@ -108,18 +125,7 @@ fn established_point_acks_below_a_hole_carry_no_sack_blocks() {
         }
     }
     // The sender, answering ACK by ACK, retransmits only the lost segment.
-    let now = T0 + core::time::Duration::from_millis(1);
-    let mut resent = Vec::new();
-    for w in &acks {
-        a.input(w, now);
-        resent.extend(
-            a.output(now)
-                .iter()
-                .filter(|s| !s.payload.is_empty())
-                .map(|s| s.repr.seq),
-        );
-    }
-    assert_eq!(resent, vec![hole]);
+    assert_eq!(resent_answering(&mut a, &acks), vec![hole]);
     assert_eq!(a.tcb.stats().spurious_retransmits, 0);
 }
 
@@ -147,17 +153,7 @@ fn established_sack_blocks_go_before_data_while_out_of_order_data_is_held() {
     let first_data = out.iter().position(|w| !w.payload.is_empty());
     assert!(first_data.is_some(), "B's data goes too");
     // The sender takes them in order and resends only the lost segment.
-    let now = T0 + core::time::Duration::from_millis(1);
-    let mut resent = Vec::new();
-    for w in &out {
-        a.input(w, now);
-        resent.extend(
-            a.output(now)
-                .iter()
-                .filter(|s| !s.payload.is_empty())
-                .map(|s| s.repr.seq),
-        );
-    }
+    let resent = resent_answering(&mut a, &out);
     assert!(resent.iter().all(|&s| s == base), "{resent:?}");
 }
 
