@@ -50,6 +50,22 @@ fn owner_of(engines: usize, a: SocketAddr, b: SocketAddr) -> usize {
     }
 }
 
+/// The peer connects to `port` and the application behind `l` accepts; `what` names the
+/// connection in messages. The peer's end (nonblocking), the application's, and the peer's
+/// address as the application saw it.
+fn connect_accept(
+    d: &Daemon,
+    l: &mut TcpListener,
+    port: u16,
+    what: &str,
+) -> (TcpStream, TcpStream, SocketAddr) {
+    let mut c = TcpStream::connect(&d.peer, addr(DAEMON_IP, port))
+        .unwrap_or_else(|e| panic!("{what}: the peer's connect failed: {e}"));
+    c.set_nonblocking(true).unwrap();
+    let (s, seen) = d.accept_from(l, what);
+    (c, s, seen)
+}
+
 /// Moves every connection's bytes (peer writes, app echoes, peer reads) until each peer got
 /// its pattern back, within [`BOUND`] × 4.
 fn echo_all(d: &Daemon, peers: &mut [TcpStream], served: &mut [TcpStream]) {
@@ -122,10 +138,7 @@ fn an_application_serves_connections_on_both_engines() {
     let mut served = Vec::with_capacity(CONNS);
     let mut owners = [0usize; 2];
     for k in 0..CONNS {
-        let mut c = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7100))
-            .unwrap_or_else(|e| panic!("connection {k}: the peer's connect failed: {e}"));
-        c.set_nonblocking(true).unwrap();
-        let (s, seen) = d.accept_from(&mut l, &format!("connection {k}"));
+        let (c, s, seen) = connect_accept(&d, &mut l, 7100, &format!("connection {k}"));
         assert_eq!(
             seen,
             c.local_addr().unwrap(),
@@ -182,10 +195,7 @@ fn an_application_of_a_twenty_engine_daemon_serves_on_its_engines() {
     let mut served = Vec::with_capacity(CONNS);
     let mut owners = [0usize; ENGINES];
     for k in 0..CONNS {
-        let mut c = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7300))
-            .unwrap_or_else(|e| panic!("connection {k}: the peer's connect failed: {e}"));
-        c.set_nonblocking(true).unwrap();
-        let (s, seen) = d.accept_from(&mut l, &format!("connection {k}"));
+        let (c, s, seen) = connect_accept(&d, &mut l, 7300, &format!("connection {k}"));
         owners[owner_of(ENGINES, s.local_addr().unwrap(), seen)] += 1;
         peers.push(c);
         served.push(s);
@@ -419,10 +429,7 @@ fn one_per_engine(d: &Daemon, l: &mut TcpListener, port: u16) -> Vec<(TcpStream,
         if got.iter().all(Option::is_some) {
             break;
         }
-        let mut c = TcpStream::connect(&d.peer, addr(DAEMON_IP, port))
-            .unwrap_or_else(|e| panic!("connection {k}: the peer's connect failed: {e}"));
-        c.set_nonblocking(true).unwrap();
-        let (s, seen) = d.accept_from(l, &format!("connection {k}"));
+        let (c, s, seen) = connect_accept(d, l, port, &format!("connection {k}"));
         let e = owner(s.local_addr().unwrap(), seen);
         if got[e].is_none() {
             got[e] = Some((c, s));
@@ -477,10 +484,7 @@ fn a_forked_child_takes_over_connections_and_the_listener_on_both_engines_after_
     let (mut peers, mut served) = (Vec::new(), Vec::new());
     let mut owners = [0usize; 2];
     for k in 0..16 {
-        let mut c = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7500))
-            .unwrap_or_else(|e| panic!("connection {k} after the fork: {e}"));
-        c.set_nonblocking(true).unwrap();
-        let (s, seen) = d.accept_from(&mut kl, &format!("the child's accept {k}"));
+        let (c, s, seen) = connect_accept(&d, &mut kl, 7500, &format!("the child's connection {k}"));
         owners[owner(s.local_addr().unwrap(), seen)] += 1;
         peers.push(c);
         served.push(s);
