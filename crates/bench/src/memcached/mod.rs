@@ -193,7 +193,7 @@ impl MemcachedBench {
             }
         }
         netns::check_privileges()?;
-        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        if !crate::harness::can_pin() {
             bail!("bench memcached needs 2 CPUs (the generator on CPU 0, memcached on CPU 1)");
         }
         let exe = std::env::current_exe().context("finding this program's path")?;
