@@ -66,6 +66,29 @@ fn connect_accept(
     (c, s, seen)
 }
 
+/// `n` connections from the peer to `port`, accepted by the application behind `l` (`what`
+/// and the index name each in messages), each seen by the application from the peer's
+/// address: the peer's ends, the application's, and how many of them each of `ENGINES`
+/// engines owns (the daemon's hash).
+fn connections_on<const ENGINES: usize>(
+    d: &Daemon,
+    l: &mut TcpListener,
+    port: u16,
+    n: usize,
+    what: &str,
+) -> (Vec<TcpStream>, Vec<TcpStream>, [usize; ENGINES]) {
+    let (mut peers, mut served) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut owners = [0usize; ENGINES];
+    for k in 0..n {
+        let (c, s, seen) = connect_accept(d, l, port, &format!("{what} {k}"));
+        assert_eq!(seen, c.local_addr().unwrap(), "{what} {k}: the peer's address");
+        owners[owner_of(ENGINES, s.local_addr().unwrap(), seen)] += 1;
+        peers.push(c);
+        served.push(s);
+    }
+    (peers, served, owners)
+}
+
 /// Moves every connection's bytes (peer writes, app echoes, peer reads) until each peer got
 /// its pattern back, within [`BOUND`] × 4.
 fn echo_all(d: &Daemon, peers: &mut [TcpStream], served: &mut [TcpStream]) {
@@ -134,20 +157,8 @@ fn an_application_serves_connections_on_both_engines() {
     );
     let mut l = TcpListener::bind(&app, any(7100)).expect("the app's listen");
     l.set_nonblocking(true).unwrap();
-    let mut peers = Vec::with_capacity(CONNS);
-    let mut served = Vec::with_capacity(CONNS);
-    let mut owners = [0usize; 2];
-    for k in 0..CONNS {
-        let (c, s, seen) = connect_accept(&d, &mut l, 7100, &format!("connection {k}"));
-        assert_eq!(
-            seen,
-            c.local_addr().unwrap(),
-            "connection {k}: the peer's address"
-        );
-        owners[owner(s.local_addr().unwrap(), seen)] += 1;
-        peers.push(c);
-        served.push(s);
-    }
+    let (mut peers, mut served, owners) =
+        connections_on::<2>(&d, &mut l, 7100, CONNS, "connection");
     assert!(
         owners[0] > 0 && owners[1] > 0,
         "the flows' hash gives both engines connections: {owners:?}"
@@ -191,15 +202,8 @@ fn an_application_of_a_twenty_engine_daemon_serves_on_its_engines() {
     assert_eq!(app.engines(), ENGINES, "the application sees every engine");
     let mut l = TcpListener::bind(&app, any(7300)).expect("the app's listen");
     l.set_nonblocking(true).unwrap();
-    let mut peers = Vec::with_capacity(CONNS);
-    let mut served = Vec::with_capacity(CONNS);
-    let mut owners = [0usize; ENGINES];
-    for k in 0..CONNS {
-        let (c, s, seen) = connect_accept(&d, &mut l, 7300, &format!("connection {k}"));
-        owners[owner_of(ENGINES, s.local_addr().unwrap(), seen)] += 1;
-        peers.push(c);
-        served.push(s);
-    }
+    let (mut peers, mut served, owners) =
+        connections_on::<ENGINES>(&d, &mut l, 7300, CONNS, "connection");
     // 64 flows over 20 engines by hash: about 19 engines get one (fewer than 12 is a
     // one-in-a-million draw).
     let busy = owners.iter().filter(|&&n| n > 0).count();
@@ -481,14 +485,8 @@ fn a_forked_child_takes_over_connections_and_the_listener_on_both_engines_after_
     echo_all(&d, &mut peers, &mut served);
 
     // New connections land on both engines, and the child accepts them all.
-    let (mut peers, mut served) = (Vec::new(), Vec::new());
-    let mut owners = [0usize; 2];
-    for k in 0..16 {
-        let (c, s, seen) = connect_accept(&d, &mut kl, 7500, &format!("the child's connection {k}"));
-        owners[owner(s.local_addr().unwrap(), seen)] += 1;
-        peers.push(c);
-        served.push(s);
-    }
+    let (mut peers, mut served, owners) =
+        connections_on::<2>(&d, &mut kl, 7500, 16, "the child's connection");
     assert!(
         owners[0] > 0 && owners[1] > 0,
         "the child accepted on both engines: {owners:?}"
