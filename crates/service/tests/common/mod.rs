@@ -226,6 +226,15 @@ impl Daemon {
             .unwrap_or_else(|e| panic!("{what}: the peer's connect failed: {e}"));
         c.set_nonblocking(true).expect("nonblocking");
         let (mut s, seen) = self.accept_from(listener, what);
+        self.assert_echoes(&mut c, &mut s, n, what);
+        let _ = c.shutdown(Shutdown::Both);
+        seen
+    }
+
+    /// `c` writes `n` bytes, `s` echoes them and `c` checks them, both nonblocking (either may
+    /// be the application's end or the peer's). Panics (with the log) on any error or after
+    /// [`BOUND`].
+    pub fn assert_echoes(&self, c: &mut TcpStream, s: &mut TcpStream, n: usize, what: &str) {
         let data: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
         let (mut sent, mut back) = (0, Vec::with_capacity(n));
         let mut pending = Vec::new();
@@ -266,8 +275,6 @@ impl Daemon {
             }
         }
         assert!(back == data, "{what}: the echo differs from what was sent");
-        let _ = c.shutdown(Shutdown::Both);
-        seen
     }
 }
 
