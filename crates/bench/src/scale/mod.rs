@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::harness::children::{run_client, spawn, wait_ready, LogDir};
-use crate::sweep::busy_small_rings;
+use crate::sweep::{busy_small_rings, ConnClient};
 use cmdline::stop_flag;
 pub use work::Spread;
 
@@ -232,18 +232,7 @@ impl ScaleBench {
                             let cpus = self.pin.then(|| crate::harness::CLIENT_CPU.as_str());
                             scope.spawn(move || {
                                 let log = logs.file(&format!("client-{stack}-{n}-{c}.log"));
-                                let args = [
-                                    "bench",
-                                    "conn-client",
-                                    "--target",
-                                    target,
-                                    "--conns",
-                                    &conns,
-                                    "--size",
-                                    size,
-                                    "--seconds",
-                                    secs,
-                                ];
+                                let args = ConnClient::args(target, &conns, size, secs);
                                 let child = spawn(&pair.linux, cpus, exe, &args, &log)?;
                                 let timeout = Duration::from_secs_f64(self.seconds + 60.0);
                                 run_client(child, &log, timeout, stop)
