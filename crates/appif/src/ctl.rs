@@ -458,10 +458,7 @@ mod tests {
         };
         assert_eq!(Lent::decode(&refused.encode()), Ok(refused));
         let negative = Lent { status: -5, ..l };
-        assert_eq!(
-            Lent::decode(&negative.encode()),
-            Err(CtlError::Status(-5))
-        );
+        assert_eq!(Lent::decode(&negative.encode()), Err(CtlError::Status(-5)));
     }
 
     #[test]

@@ -81,7 +81,11 @@ fn connections_on<const ENGINES: usize>(
     let mut owners = [0usize; ENGINES];
     for k in 0..n {
         let (c, s, seen) = connect_accept(d, l, port, &format!("{what} {k}"));
-        assert_eq!(seen, c.local_addr().unwrap(), "{what} {k}: the peer's address");
+        assert_eq!(
+            seen,
+            c.local_addr().unwrap(),
+            "{what} {k}: the peer's address"
+        );
         owners[owner_of(ENGINES, s.local_addr().unwrap(), seen)] += 1;
         peers.push(c);
         served.push(s);

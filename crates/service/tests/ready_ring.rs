@@ -170,7 +170,13 @@ fn a_wait_with_thousands_of_idle_connections_looks_at_a_handful() {
     );
     // The idle ones are still watched: a byte on any reaches a wait.
     for k in [0, IDLE / 2, IDLE - 1] {
-        a_byte_is_reported_alone(&mut pairs, &mut poller, &mut events, k, "an idle connection");
+        a_byte_is_reported_alone(
+            &mut pairs,
+            &mut poller,
+            &mut events,
+            k,
+            "an idle connection",
+        );
     }
 }
 
@@ -245,7 +251,13 @@ fn garbage_in_an_applications_ready_ring_harms_only_that_application() {
     let mut poller = registered(&app, &pairs);
     let mut events = Vec::new();
     for (i, k) in [2, 0, 1].into_iter().enumerate() {
-        a_byte_is_reported_alone(&mut pairs, &mut poller, &mut events, k, &format!("round {i}"));
+        a_byte_is_reported_alone(
+            &mut pairs,
+            &mut poller,
+            &mut events,
+            k,
+            &format!("round {i}"),
+        );
     }
     d.assert_echo(&mut listener, port, 64 << 10, "the well-behaved app");
     let assoc = format!("assoc={} ", rogue.assoc());

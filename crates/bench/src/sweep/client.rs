@@ -563,7 +563,13 @@ mod tests {
         };
         assert_eq!(c.target, "10.0.0.2:7".parse().unwrap());
         assert_eq!((c.conns, c.size, c.seconds), (500, 64, 1.5));
-        assert_eq!(c.sources, ["10.0.0.5".parse::<Ipv4Addr>().unwrap(), "10.0.0.6".parse().unwrap()]);
+        assert_eq!(
+            c.sources,
+            [
+                "10.0.0.5".parse::<Ipv4Addr>().unwrap(),
+                "10.0.0.6".parse().unwrap()
+            ]
+        );
         assert_eq!(c.server_pid, Some(42));
     }
 }
