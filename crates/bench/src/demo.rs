@@ -105,7 +105,7 @@ impl Demo {
         }
         let stop = stop_flag()?;
         netns::check_privileges()?;
-        let exe = std::env::current_exe().context("finding this program's path")?;
+        let exe = crate::harness::this_program()?;
         let (client_cpu, server_cpu) = pinned_cpus();
         let logs = LogDir::new("demo")?;
         let progress = Progress::new();

@@ -312,7 +312,7 @@ impl Floor {
         }
         let stop = stop_flag()?;
         netns::check_privileges()?;
-        let exe = std::env::current_exe().context("finding this program's path")?;
+        let exe = crate::harness::this_program()?;
         let (ccpu, scpu) = pinned_cpus();
         let logs = LogDir::new("floor")?;
         let topo = Topology::build("flc", "fls", NET)?;

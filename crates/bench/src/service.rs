@@ -100,7 +100,7 @@ impl ServiceBench {
         if !crate::harness::can_pin() {
             bail!("bench service needs 2 CPUs (applications on one, the engine on the other)");
         }
-        let exe = std::env::current_exe().context("finding this program's path")?;
+        let exe = crate::harness::this_program()?;
         let logs = LogDir::new("bench-service")?;
         let topo = Topology::build("cbc", "cbs", 79)?;
         let socket = format!("/tmp/corestack-bench-{}.sock", std::process::id());

@@ -224,7 +224,7 @@ impl StreamMatrix {
         }
         let stop = stop_flag()?;
         netns::check_privileges()?;
-        let exe = std::env::current_exe().context("finding this program's path")?;
+        let exe = crate::harness::this_program()?;
         let logs = LogDir::new("matrix")?;
         eprintln!(
             "creating namespaces (client, mid, server), veth pairs and bridges (offloads off)"

@@ -47,6 +47,14 @@ pub const CLIENT_CPU: Cpus = Cpus::Client;
 /// The CPUs the benchmarks pin their servers to (the program, its engine thread, the daemon).
 pub const SERVER_CPU: Cpus = Cpus::Server;
 
+/// The path of this program, which the benchmarks start again as their clients and servers.
+///
+/// Errors: when the OS does not say (`std::env::current_exe`).
+pub fn this_program() -> anyhow::Result<std::path::PathBuf> {
+    use anyhow::Context;
+    std::env::current_exe().context("finding this program's path")
+}
+
 /// True when this machine has two CPUs or more, so that a client and a server can be pinned
 /// apart.
 pub fn can_pin() -> bool {

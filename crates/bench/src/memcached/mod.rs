@@ -196,7 +196,7 @@ impl MemcachedBench {
         if !crate::harness::can_pin() {
             bail!("bench memcached needs 2 CPUs (the generator on CPU 0, memcached on CPU 1)");
         }
-        let exe = std::env::current_exe().context("finding this program's path")?;
+        let exe = crate::harness::this_program()?;
         drive::check_tools(&self.memcached, &exe)?;
         let logs = LogDir::new("bench-memcached")?;
         let topo = Topology::build("mcbc", "mcbs", NET)?;

@@ -422,7 +422,7 @@ impl ConnEcho {
         // The other processes of the group: this program again, each dying with this one.
         let mut peers = Vec::new();
         for _ in 1..self.procs {
-            let exe = std::env::current_exe().context("finding this program's path")?;
+            let exe = crate::harness::this_program()?;
             let mut cmd = std::process::Command::new(exe);
             cmd.args(["bench", "conn-echo", "--ip", &self.ip.to_string()])
                 .args(["--port", &self.port.to_string()])

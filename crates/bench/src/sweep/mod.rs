@@ -128,7 +128,7 @@ impl Bed {
     pub(crate) fn new(what: &str, net: u8) -> Result<Bed> {
         let stop = stop_flag()?;
         netns::check_privileges()?;
-        let exe = std::env::current_exe().context("finding this program's path")?;
+        let exe = crate::harness::this_program()?;
         let (client_cpu, server_cpu) = pinned_cpus();
         let logs = LogDir::new(what)?;
         let topo = Topology::build("metc", "mets", net)?;
