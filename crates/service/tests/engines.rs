@@ -50,22 +50,6 @@ fn owner_of(engines: usize, a: SocketAddr, b: SocketAddr) -> usize {
     }
 }
 
-/// The peer connects to `port` and the application behind `l` accepts; `what` names the
-/// connection in messages. The peer's end (nonblocking), the application's, and the peer's
-/// address as the application saw it.
-fn connect_accept(
-    d: &Daemon,
-    l: &mut TcpListener,
-    port: u16,
-    what: &str,
-) -> (TcpStream, TcpStream, SocketAddr) {
-    let mut c = TcpStream::connect(&d.peer, addr(DAEMON_IP, port))
-        .unwrap_or_else(|e| panic!("{what}: the peer's connect failed: {e}"));
-    c.set_nonblocking(true).unwrap();
-    let (s, seen) = d.accept_from(l, what);
-    (c, s, seen)
-}
-
 /// `n` connections from the peer to `port`, accepted by the application behind `l` (`what`
 /// and the index name each in messages), each seen by the application from the peer's
 /// address: the peer's ends, the application's, and how many of them each of `ENGINES`
@@ -80,7 +64,7 @@ fn connections_on<const ENGINES: usize>(
     let (mut peers, mut served) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let mut owners = [0usize; ENGINES];
     for k in 0..n {
-        let (c, s, seen) = connect_accept(d, l, port, &format!("{what} {k}"));
+        let (c, s, seen) = d.connect_accept(l, addr(DAEMON_IP, port), &format!("{what} {k}"));
         assert_eq!(
             seen,
             c.local_addr().unwrap(),
@@ -437,7 +421,7 @@ fn one_per_engine(d: &Daemon, l: &mut TcpListener, port: u16) -> Vec<(TcpStream,
         if got.iter().all(Option::is_some) {
             break;
         }
-        let (c, s, seen) = connect_accept(d, l, port, &format!("connection {k}"));
+        let (c, s, seen) = d.connect_accept(l, addr(DAEMON_IP, port), &format!("connection {k}"));
         let e = owner(s.local_addr().unwrap(), seen);
         if got[e].is_none() {
             got[e] = Some((c, s));

@@ -26,14 +26,12 @@ fn connections(
 ) -> Vec<(TcpStream, TcpStream)> {
     (0..n)
         .map(|i| {
-            let mut c =
-                TcpStream::connect(&d.peer, std::net::SocketAddr::from(addr(DAEMON_IP, port)))
-                    .unwrap_or_else(|e| panic!("connection {i}: the peer's connect failed: {e}"));
-            c.set_nonblocking(true).expect("nonblocking");
+            let what = format!("connection {i}");
+            let (c, s, _) = d.connect_accept(listener, addr(DAEMON_IP, port), &what);
             // One byte at a time, each sent at once (no Nagle wait for
             // the delayed ACK of the one before).
             c.set_nodelay(true).expect("nodelay");
-            (c, d.accept(listener, "accepting"))
+            (c, s)
         })
         .collect()
 }
