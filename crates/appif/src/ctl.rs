@@ -230,20 +230,14 @@ impl Welcome {
     /// bytes, [`CtlError::Magic`], [`CtlError::Version`], and
     /// [`CtlError::Status`] for a negative status.
     pub fn decode(b: &[u8]) -> Result<Welcome, CtlError> {
-        let b: &[u8; WELCOME_LEN] = framed(b, WELCOME_MAGIC)?;
-        let status = le_u32(b, 8) as i32;
-        if status < 0 {
-            return Err(CtlError::Status(status));
-        }
-        let mut seg = [0u8; 8];
-        seg.copy_from_slice(&b[32..40]);
+        let (b, status) = framed_reply::<WELCOME_LEN>(b, WELCOME_MAGIC)?;
         Ok(Welcome {
             status,
             assoc: le_u32(b, 12),
             nslots: le_u32(b, 16),
             ring_bytes: le_u32(b, 20),
             cmd_slots: le_u32(b, 24),
-            seg_len: u64::from_le_bytes(seg),
+            seg_len: le_u64(b, 32),
         })
     }
 }
@@ -340,11 +334,7 @@ impl Lent {
     /// Parses the wire form. Errors: as [`Welcome::decode`]'s, for
     /// [`LENT_LEN`] bytes.
     pub fn decode(b: &[u8]) -> Result<Lent, CtlError> {
-        let b: &[u8; LENT_LEN] = framed(b, LENT_MAGIC)?;
-        let status = le_u32(b, 8) as i32;
-        if status < 0 {
-            return Err(CtlError::Status(status));
-        }
+        let (b, status) = framed_reply::<LENT_LEN>(b, LENT_MAGIC)?;
         Ok(Lent {
             status,
             owner: le_u32(b, 12),
@@ -403,6 +393,19 @@ fn framed<const N: usize>(b: &[u8], magic: u32) -> Result<&[u8; N], CtlError> {
     Ok(b)
 }
 
+/// `b` as a reply of exactly `N` bytes (`N` at least 12): [`framed`], and its status word
+/// at byte 8 (0 or a positive errno).
+///
+/// Errors: those of [`framed`], and [`CtlError::Status`] for a negative status.
+fn framed_reply<const N: usize>(b: &[u8], magic: u32) -> Result<(&[u8; N], i32), CtlError> {
+    let b: &[u8; N] = framed(b, magic)?;
+    let status = le_u32(b, 8) as i32;
+    if status < 0 {
+        return Err(CtlError::Status(status));
+    }
+    Ok((b, status))
+}
+
 /// Checks magic and version; `b` is at least 8 bytes (callers pass fixed
 /// arrays of [`WELCOME_LEN`] or [`HELLO_LEN`]).
 fn check_header(b: &[u8], magic: u32) -> Result<(), CtlError> {
@@ -449,6 +452,13 @@ mod tests {
         let mut wrong = l.encode();
         wrong[0] ^= 1;
         assert!(matches!(Lent::decode(&wrong), Err(CtlError::Magic(_))));
+        let refused = Lent {
+            status: libc::ENOENT,
+            ..l
+        };
+        assert_eq!(Lent::decode(&refused.encode()), Ok(refused));
+        let negative = Lent { status: -5, ..l };
+        assert_eq!(Lent::decode(&negative.encode()), Err(CtlError::Status(-5)));
     }
 
     #[test]

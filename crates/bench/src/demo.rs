@@ -27,7 +27,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 
 use crate::harness::children::{run_client, spawn, wait_ready, Latency, LogDir, Topology};
-use crate::harness::{CLIENT_CPU, SERVER_CPU};
+use crate::harness::{pinned_cpus, CLIENT_CPU, SERVER_CPU};
 use cmdline::stop_flag;
 
 const PORT: u16 = 7;
@@ -105,13 +105,8 @@ impl Demo {
         }
         let stop = stop_flag()?;
         netns::check_privileges()?;
-        let exe = std::env::current_exe().context("finding this program's path")?;
-        let pin = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
-        let (client_cpu, server_cpu) = if pin {
-            (Some(CLIENT_CPU.as_str()), Some(SERVER_CPU.as_str()))
-        } else {
-            (None, None)
-        };
+        let exe = crate::harness::this_program()?;
+        let (client_cpu, server_cpu) = pinned_cpus();
         let logs = LogDir::new("demo")?;
         let progress = Progress::new();
 
@@ -287,7 +282,7 @@ impl Demo {
             self.seconds
         );
         println!("client: spins, server: spins (Linux: nonblocking busy loop; corestack: inline engine, af_xdp); both servers listen on [::] (IPv4 and IPv6)");
-        if pin {
+        if client_cpu.is_some() {
             println!("client pinned to CPU {CLIENT_CPU}, server to CPU {SERVER_CPU}; one server at a time");
         } else {
             println!("one CPU only: client and server not pinned, results are pessimistic");

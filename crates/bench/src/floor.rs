@@ -28,8 +28,8 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::harness::children::{run_client, spawn, wait_ready, LogDir, Topology};
-use crate::harness::{CLIENT_CPU, SERVER_CPU};
+use crate::harness::children::{json_f64, run_client, spawn, wait_ready, LogDir, Topology};
+use crate::harness::{pinned_cpus, CLIENT_CPU, SERVER_CPU};
 use cmdline::stop_flag;
 use nic::af_xdp::{AfXdpConfig, AfXdpPort, TxPath};
 use nic::{Port, TxQueue};
@@ -107,11 +107,7 @@ struct Tail {
 
 impl Tail {
     fn from_json(v: &Value) -> Result<Tail> {
-        let f = |k: &str| {
-            v.get(k)
-                .and_then(Value::as_f64)
-                .with_context(|| format!("the client's JSON lacks {k}"))
-        };
+        let f = |k: &str| json_f64(v, k);
         Ok(Tail {
             p50_us: f("p50_us")?,
             p99_us: f("p99_us")?,
@@ -316,13 +312,8 @@ impl Floor {
         }
         let stop = stop_flag()?;
         netns::check_privileges()?;
-        let exe = std::env::current_exe().context("finding this program's path")?;
-        let pin = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
-        let (ccpu, scpu) = if pin {
-            (Some(CLIENT_CPU.as_str()), Some(SERVER_CPU.as_str()))
-        } else {
-            (None, None)
-        };
+        let exe = crate::harness::this_program()?;
+        let (ccpu, scpu) = pinned_cpus();
         let logs = LogDir::new("floor")?;
         let topo = Topology::build("flc", "fls", NET)?;
         let (client_ip, server_ip, linux_ip) = (
@@ -424,7 +415,7 @@ impl Floor {
             }
         }
         let rows = runs.map(|r| Tail::median(&r));
-        print_table(&self, &rows, &tx_path, pin);
+        print_table(&self, &rows, &tx_path, ccpu.is_some());
         drop(topo);
         Ok(())
     }

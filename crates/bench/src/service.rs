@@ -21,12 +21,13 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use netns::ChildGuard;
-use serde_json::Value;
 
-use crate::harness::children::{run_client, spawn_env, wait_ready, Latency, LogDir, Topology};
+use crate::harness::children::{
+    json_f64, run_client, spawn_env, wait_ready, Latency, LogDir, Topology,
+};
 use crate::harness::{daemon_cpu_args, CLIENT_CPU, ENGINE_CPU};
 use crate::memcached::load::cpu_seconds;
 use cmdline::stop_flag;
@@ -96,10 +97,10 @@ impl ServiceBench {
         }
         let stop = stop_flag()?;
         netns::check_privileges()?;
-        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        if !crate::harness::can_pin() {
             bail!("bench service needs 2 CPUs (applications on one, the engine on the other)");
         }
-        let exe = std::env::current_exe().context("finding this program's path")?;
+        let exe = crate::harness::this_program()?;
         let logs = LogDir::new("bench-service")?;
         let topo = Topology::build("cbc", "cbs", 79)?;
         let socket = format!("/tmp/corestack-bench-{}.sock", std::process::id());
@@ -292,9 +293,7 @@ impl ServiceBench {
                 let log = logs.file(log);
                 let child = spawn_env(&topo.server, cpu, &exe, &args, &log, env)?;
                 let v = run_client(child, &log, timeout, &stop)?;
-                v.get("writes_per_s")
-                    .and_then(Value::as_f64)
-                    .ok_or_else(|| anyhow!("bench stream output lacks writes_per_s"))
+                json_f64(&v, "writes_per_s")
             };
             say("64-byte writes: Linux");
             msgs.push((

@@ -125,7 +125,7 @@ impl SockperfBench {
         if !found {
             bail!("sockperf is not installed: run scripts/setup.sh (as root)");
         }
-        let exe = std::env::current_exe().context("finding this program's path")?;
+        let exe = crate::harness::this_program()?;
         let logs = LogDir::new("bench-sockperf")?;
         let topo = Topology::build("mcbc", "mcbs", NET)?;
         let socket = format!("/tmp/corestack-mcb-sp-{}.sock", std::process::id());

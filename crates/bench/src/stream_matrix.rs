@@ -23,12 +23,11 @@
 
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use netns::ChildGuard;
-use serde_json::Value;
 
-use crate::harness::children::{run_client, LogDir};
+use crate::harness::children::{json_f64, run_client, LogDir};
 use crate::harness::matrix::{
     Family, Lab, Topology, CLIENT_CPU, CORE_CLIENT, CORE_CLIENT6, CORE_SERVER, CORE_SERVER6, PORT,
     SERVER_CPU,
@@ -126,9 +125,7 @@ impl Ctx<'_> {
         all.extend_from_slice(&["--timeout", &timeout_arg]);
         let child = self.lab.client(&all, &log)?;
         let v = run_client(child, &log, timeout + Duration::from_secs(5), self.lab.stop)?;
-        v.get("goodput_mbit_s")
-            .and_then(Value::as_f64)
-            .ok_or_else(|| anyhow!("bench stream output lacks goodput_mbit_s"))
+        json_f64(&v, "goodput_mbit_s")
     }
 
     /// Linux to Linux, corestack to Linux (packet socket, then AF_XDP tx ring), Linux to
@@ -227,7 +224,7 @@ impl StreamMatrix {
         }
         let stop = stop_flag()?;
         netns::check_privileges()?;
-        let exe = std::env::current_exe().context("finding this program's path")?;
+        let exe = crate::harness::this_program()?;
         let logs = LogDir::new("matrix")?;
         eprintln!(
             "creating namespaces (client, mid, server), veth pairs and bridges (offloads off)"

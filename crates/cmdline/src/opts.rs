@@ -22,24 +22,34 @@ pub struct Cidr {
     pub prefix: Option<u8>,
 }
 
+/// `ADDR/PREFIX` split at the slash: the address text and the prefix text, if any.
+fn split_prefix(s: &str) -> (&str, Option<&str>) {
+    match s.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (s, None),
+    }
+}
+
+/// The prefix length `p` in bits, if given; an error unless it is a number in 0..=`max`.
+fn prefix_len(p: Option<&str>, max: u8) -> std::result::Result<Option<u8>, String> {
+    match p {
+        None => Ok(None),
+        Some(p) => match p.parse::<u8>() {
+            Ok(n) if n <= max => Ok(Some(n)),
+            _ => Err(format!("{p:?} is not a prefix length (0..={max})")),
+        },
+    }
+}
+
 impl FromStr for Cidr {
     type Err = String;
 
     fn from_str(s: &str) -> std::result::Result<Self, String> {
-        let (a, p) = match s.split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (s, None),
-        };
+        let (a, p) = split_prefix(s);
         let addr = a
             .parse()
             .map_err(|_| format!("{a:?} is not an IPv4 address (e.g. 10.77.1.2/24)"))?;
-        let prefix = match p {
-            None => None,
-            Some(p) => match p.parse::<u8>() {
-                Ok(n) if n <= 32 => Some(n),
-                _ => return Err(format!("{p:?} is not a prefix length (0..=32)")),
-            },
-        };
+        let prefix = prefix_len(p, 32)?;
         Ok(Cidr { addr, prefix })
     }
 }
@@ -71,19 +81,9 @@ impl FromStr for IpCidr {
     type Err = String;
 
     fn from_str(s: &str) -> std::result::Result<Self, String> {
-        let (a, p) = match s.split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (s, None),
-        };
+        let (a, p) = split_prefix(s);
         if let Ok(addr) = a.parse::<Ipv6Addr>() {
-            let prefix = match p {
-                None => None,
-                Some(p) => match p.parse::<u8>() {
-                    Ok(n) if n <= 128 => Some(n),
-                    _ => return Err(format!("{p:?} is not a prefix length (0..=128)")),
-                },
-            };
-            return Ok(IpCidr::V6(addr, prefix));
+            return Ok(IpCidr::V6(addr, prefix_len(p, 128)?));
         }
         s.parse::<Cidr>().map(IpCidr::V4).map_err(|_| {
             format!("{a:?} is not an IPv4 or IPv6 address (e.g. 10.77.1.2/24, fd00:1::2/64)")
@@ -399,5 +399,28 @@ mod tests {
     fn cidr_with_bad_prefix_is_rejected() {
         assert!("10.0.0.1/33".parse::<Cidr>().is_err());
         assert!("10.0.0/24".parse::<Cidr>().is_err());
+        assert_eq!(
+            "10.0.0.1/x".parse::<Cidr>(),
+            Err("\"x\" is not a prefix length (0..=32)".to_string())
+        );
+    }
+
+    #[test]
+    fn ip_cidr_takes_either_family_with_its_own_prefix_bound() {
+        let v6 = "fd00:1::2".parse::<Ipv6Addr>().unwrap();
+        assert_eq!("fd00:1::2/128".parse(), Ok(IpCidr::V6(v6, Some(128))));
+        assert_eq!("fd00:1::2".parse(), Ok(IpCidr::V6(v6, None)));
+        assert_eq!(
+            "fd00:1::2/129".parse::<IpCidr>(),
+            Err("\"129\" is not a prefix length (0..=128)".to_string())
+        );
+        assert_eq!(
+            "10.0.0.1/32".parse(),
+            Ok(IpCidr::V4(Cidr {
+                addr: Ipv4Addr::new(10, 0, 0, 1),
+                prefix: Some(32)
+            }))
+        );
+        assert!("10.0.0.1/33".parse::<IpCidr>().is_err());
     }
 }

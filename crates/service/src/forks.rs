@@ -385,6 +385,17 @@ mod tests {
         f.joined(parent, ticket, child);
     }
 
+    /// P forks its connection 3 to C, which adopts it under its own id
+    /// `service_id(C, index)`: the forks, P's id and C's id.
+    fn adopted(index: u32) -> (Forks, SockId, SockId) {
+        let mut f = Forks::default();
+        let conn = service_id(P, 3);
+        fork(&mut f, (P, 1), &[conn], C);
+        let mine = service_id(C, index);
+        assert_eq!(f.adopt(C, conn, mine), Some(conn));
+        (f, conn, mine)
+    }
+
     #[test]
     fn a_connection_closed_by_the_parent_before_the_child_adopts_lives_until_the_child_closes() {
         let mut f = Forks::default();
@@ -405,22 +416,14 @@ mod tests {
 
     #[test]
     fn the_parents_close_after_the_adopt_is_the_last_reference_and_closes_the_childs_id() {
-        let mut f = Forks::default();
-        let conn = service_id(P, 3);
-        fork(&mut f, (P, 1), &[conn], C);
-        let mine = service_id(C, 5);
-        assert_eq!(f.adopt(C, conn, mine), Some(conn));
+        let (mut f, conn, mine) = adopted(5);
         assert_eq!(f.close(mine), None, "the parent still holds its copy");
         assert_eq!(f.close(conn), Some(mine));
     }
 
     #[test]
     fn an_adopter_that_closes_and_exits_leaves_the_connection_to_the_parents_reference() {
-        let mut f = Forks::default();
-        let conn = service_id(P, 3);
-        fork(&mut f, (P, 1), &[conn], C);
-        let mine = service_id(C, 0);
-        f.adopt(C, conn, mine);
+        let (mut f, conn, mine) = adopted(0);
         assert_eq!(f.close(mine), None);
         let (keep, close) = f.ending(C, &[mine]);
         assert_eq!(keep, vec![mine], "reset while the parent holds it");
@@ -548,11 +551,7 @@ mod tests {
 
     #[test]
     fn a_reused_id_is_never_closed_for_the_share_that_named_it() {
-        let mut f = Forks::default();
-        let conn = service_id(P, 3);
-        fork(&mut f, (P, 1), &[conn], C);
-        let mine = service_id(C, 0);
-        f.adopt(C, conn, mine);
+        let (mut f, conn, mine) = adopted(0);
         assert_eq!(f.close(mine), None);
         f.opened(mine);
         assert_eq!(f.close(conn), None, "its id names a new socket now");

@@ -261,14 +261,21 @@ mod tests {
         }
     }
 
+    /// `d` from an application without the privileged-port grant is answered by the daemon:
+    /// no command, and the descriptor's slot closed with EACCES.
+    fn assert_refused(seg: &AppSegment, d: Desc, stats: &mut AppStats) {
+        let slot = d.slot();
+        let r = translate(seg, ASSOC, d, false, None, stats);
+        assert!(matches!(r, Ok(None)), "answered by the daemon");
+        let status = seg.shared(slot, false).expect("the descriptor's slot");
+        assert_eq!(status.error(), errno::EACCES);
+    }
+
     #[test]
     fn unprivileged_listen_below_1024_is_refused_and_slot_closed_with_eacces() {
         let seg = segment();
         let mut stats = AppStats::default();
-        let r = translate(&seg, ASSOC, listen(1, 80), false, None, &mut stats);
-        assert!(matches!(r, Ok(None)), "answered by the daemon");
-        let status = seg.shared(1, false).expect("slot 1");
-        assert_eq!(status.error(), errno::EACCES);
+        assert_refused(&seg, listen(1, 80), &mut stats);
         assert_eq!((stats.opens, stats.refused), (1, 1));
     }
 
@@ -282,20 +289,13 @@ mod tests {
             local_port: 1023,
             nodelay: false,
         };
-        assert!(matches!(
-            translate(&seg, ASSOC, d, false, None, &mut stats),
-            Ok(None)
-        ));
-        assert_eq!(seg.shared(2, false).expect("slot 2").error(), errno::EACCES);
+        assert_refused(&seg, d, &mut stats);
         let d = Desc::UdpBind {
             slot: 3,
             local: "0.0.0.0:53".parse().expect("addr"),
             v6only: false,
         };
-        assert!(matches!(
-            translate(&seg, ASSOC, d, false, None, &mut stats),
-            Ok(None)
-        ));
+        assert_refused(&seg, d, &mut stats);
         assert_eq!(stats.refused, 2);
     }
 
@@ -568,21 +568,13 @@ mod tests {
             v6only: false,
             reuseport: None,
         };
-        assert!(matches!(
-            translate(&seg, ASSOC, on_v6(1, 443), false, None, &mut stats),
-            Ok(None)
-        ));
-        assert_eq!(seg.shared(1, false).expect("slot 1").error(), errno::EACCES);
+        assert_refused(&seg, on_v6(1, 443), &mut stats);
         let d = Desc::UdpBind {
             slot: 2,
             local: "[fd00:77::2]:53".parse().expect("addr"),
             v6only: true,
         };
-        assert!(matches!(
-            translate(&seg, ASSOC, d, false, None, &mut stats),
-            Ok(None)
-        ));
-        assert_eq!(seg.shared(2, false).expect("slot 2").error(), errno::EACCES);
+        assert_refused(&seg, d, &mut stats);
         let c = translate(&seg, ASSOC, on_v6(3, 443), true, None, &mut stats);
         assert!(matches!(c, Ok(Some(Command::Listen { .. }))), "granted");
         assert_eq!((stats.opens, stats.refused), (3, 2));

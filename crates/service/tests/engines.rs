@@ -50,6 +50,33 @@ fn owner_of(engines: usize, a: SocketAddr, b: SocketAddr) -> usize {
     }
 }
 
+/// `n` connections from the peer to `port`, accepted by the application behind `l` (`what`
+/// and the index name each in messages), each seen by the application from the peer's
+/// address: the peer's ends, the application's, and how many of them each of `ENGINES`
+/// engines owns (the daemon's hash).
+fn connections_on<const ENGINES: usize>(
+    d: &Daemon,
+    l: &mut TcpListener,
+    port: u16,
+    n: usize,
+    what: &str,
+) -> (Vec<TcpStream>, Vec<TcpStream>, [usize; ENGINES]) {
+    let (mut peers, mut served) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut owners = [0usize; ENGINES];
+    for k in 0..n {
+        let (c, s, seen) = d.connect_accept(l, addr(DAEMON_IP, port), &format!("{what} {k}"));
+        assert_eq!(
+            seen,
+            c.local_addr().unwrap(),
+            "{what} {k}: the peer's address"
+        );
+        owners[owner_of(ENGINES, s.local_addr().unwrap(), seen)] += 1;
+        peers.push(c);
+        served.push(s);
+    }
+    (peers, served, owners)
+}
+
 /// Moves every connection's bytes (peer writes, app echoes, peer reads) until each peer got
 /// its pattern back, within [`BOUND`] × 4.
 fn echo_all(d: &Daemon, peers: &mut [TcpStream], served: &mut [TcpStream]) {
@@ -118,23 +145,8 @@ fn an_application_serves_connections_on_both_engines() {
     );
     let mut l = TcpListener::bind(&app, any(7100)).expect("the app's listen");
     l.set_nonblocking(true).unwrap();
-    let mut peers = Vec::with_capacity(CONNS);
-    let mut served = Vec::with_capacity(CONNS);
-    let mut owners = [0usize; 2];
-    for k in 0..CONNS {
-        let mut c = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7100))
-            .unwrap_or_else(|e| panic!("connection {k}: the peer's connect failed: {e}"));
-        c.set_nonblocking(true).unwrap();
-        let (s, seen) = d.accept_from(&mut l, &format!("connection {k}"));
-        assert_eq!(
-            seen,
-            c.local_addr().unwrap(),
-            "connection {k}: the peer's address"
-        );
-        owners[owner(s.local_addr().unwrap(), seen)] += 1;
-        peers.push(c);
-        served.push(s);
-    }
+    let (mut peers, mut served, owners) =
+        connections_on::<2>(&d, &mut l, 7100, CONNS, "connection");
     assert!(
         owners[0] > 0 && owners[1] > 0,
         "the flows' hash gives both engines connections: {owners:?}"
@@ -178,18 +190,8 @@ fn an_application_of_a_twenty_engine_daemon_serves_on_its_engines() {
     assert_eq!(app.engines(), ENGINES, "the application sees every engine");
     let mut l = TcpListener::bind(&app, any(7300)).expect("the app's listen");
     l.set_nonblocking(true).unwrap();
-    let mut peers = Vec::with_capacity(CONNS);
-    let mut served = Vec::with_capacity(CONNS);
-    let mut owners = [0usize; ENGINES];
-    for k in 0..CONNS {
-        let mut c = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7300))
-            .unwrap_or_else(|e| panic!("connection {k}: the peer's connect failed: {e}"));
-        c.set_nonblocking(true).unwrap();
-        let (s, seen) = d.accept_from(&mut l, &format!("connection {k}"));
-        owners[owner_of(ENGINES, s.local_addr().unwrap(), seen)] += 1;
-        peers.push(c);
-        served.push(s);
-    }
+    let (mut peers, mut served, owners) =
+        connections_on::<ENGINES>(&d, &mut l, 7300, CONNS, "connection");
     // 64 flows over 20 engines by hash: about 19 engines get one (fewer than 12 is a
     // one-in-a-million draw).
     let busy = owners.iter().filter(|&&n| n > 0).count();
@@ -419,10 +421,7 @@ fn one_per_engine(d: &Daemon, l: &mut TcpListener, port: u16) -> Vec<(TcpStream,
         if got.iter().all(Option::is_some) {
             break;
         }
-        let mut c = TcpStream::connect(&d.peer, addr(DAEMON_IP, port))
-            .unwrap_or_else(|e| panic!("connection {k}: the peer's connect failed: {e}"));
-        c.set_nonblocking(true).unwrap();
-        let (s, seen) = d.accept_from(l, &format!("connection {k}"));
+        let (c, s, seen) = d.connect_accept(l, addr(DAEMON_IP, port), &format!("connection {k}"));
         let e = owner(s.local_addr().unwrap(), seen);
         if got[e].is_none() {
             got[e] = Some((c, s));
@@ -474,17 +473,8 @@ fn a_forked_child_takes_over_connections_and_the_listener_on_both_engines_after_
     echo_all(&d, &mut peers, &mut served);
 
     // New connections land on both engines, and the child accepts them all.
-    let (mut peers, mut served) = (Vec::new(), Vec::new());
-    let mut owners = [0usize; 2];
-    for k in 0..16 {
-        let mut c = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7500))
-            .unwrap_or_else(|e| panic!("connection {k} after the fork: {e}"));
-        c.set_nonblocking(true).unwrap();
-        let (s, seen) = d.accept_from(&mut kl, &format!("the child's accept {k}"));
-        owners[owner(s.local_addr().unwrap(), seen)] += 1;
-        peers.push(c);
-        served.push(s);
-    }
+    let (mut peers, mut served, owners) =
+        connections_on::<2>(&d, &mut kl, 7500, 16, "the child's connection");
     assert!(
         owners[0] > 0 && owners[1] > 0,
         "the child accepted on both engines: {owners:?}"

@@ -20,6 +20,13 @@ fn child(d: &Daemon, parent: &Stack, ticket: u32) -> std::io::Result<Stack> {
         .start()
 }
 
+/// `parent` forks with this process as the child (as the shim does around fork): the ticket.
+fn fork_here(parent: &Stack) -> u32 {
+    let ticket = parent.forking().expect("service mode");
+    parent.forked(ticket, std::process::id() as i32);
+    ticket
+}
+
 /// Calls `f` until it returns true; panics with `what()` after [`BOUND`].
 fn until(what: impl Fn() -> String, mut f: impl FnMut() -> bool) {
     let end = std::time::Instant::now() + BOUND;
@@ -46,6 +53,12 @@ fn read_n(s: &mut TcpStream, n: usize, what: &str) -> Vec<u8> {
         },
     );
     got
+}
+
+/// Waits until the peer's nonblocking `s` sees the end of the stream; panics after [`BOUND`]
+/// with "no end of stream after `after`".
+fn assert_ends(s: &mut TcpStream, after: &str) {
+    until(|| format!("no end of stream after {after}"), || at_eof(s));
 }
 
 /// True when the peer's nonblocking `s` sees the end of the stream now (after a short look).
@@ -75,8 +88,7 @@ fn a_forked_child_takes_over_a_connection_and_it_closes_with_the_last_reference(
     peer.write_all(b"before the fork;").expect("peer writes");
     std::thread::sleep(std::time::Duration::from_millis(50));
 
-    let ticket = parent.forking().expect("service mode");
-    parent.forked(ticket, std::process::id() as i32);
+    let ticket = fork_here(&parent);
     let kid = child(&d, &parent, ticket).expect("the child of the fork joins");
     let mut theirs = TcpStream::adopt(&kid, &mine).expect("the child takes the connection");
     theirs.set_nonblocking(true).expect("nonblocking");
@@ -109,10 +121,7 @@ fn a_forked_child_takes_over_a_connection_and_it_closes_with_the_last_reference(
         "the connection closed with a reference left"
     );
     drop(parents);
-    until(
-        || "no end of stream after the last close".to_string(),
-        || at_eof(&mut peer),
-    );
+    assert_ends(&mut peer, "the last close");
 }
 
 #[test]
@@ -120,8 +129,7 @@ fn a_child_holds_only_what_its_parent_held_at_the_fork() {
     let d = Daemon::start("fork-scope");
     let parent = d.app();
     let mut l = TcpListener::bind(&parent, any(7301)).expect("listening on 7301");
-    let ticket = parent.forking().expect("service mode");
-    parent.forked(ticket, std::process::id() as i32);
+    let ticket = fork_here(&parent);
     // Opened after the fork: not the child's.
     let _peer = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7301)).expect("peer connects");
     let later = d.accept(&mut l, "the parent's accept");
@@ -227,10 +235,7 @@ fn a_connection_lent_to_another_application_is_its_and_closes_with_the_last_refe
     mine.write_all(b"response").expect("the worker writes");
     assert_eq!(read_n(&mut peer, 8, "the peer"), b"response");
     drop(mine);
-    until(
-        || "no end of stream after the worker's close".to_string(),
-        || at_eof(&mut peer),
-    );
+    assert_ends(&mut peer, "the worker's close");
 }
 
 #[test]
@@ -240,8 +245,7 @@ fn a_forked_child_takes_over_an_inherited_udp_socket() {
     let mut mine = corestack::UdpSocket::bind(&parent, any(7304)).expect("UDP 7304");
     let mut peer = corestack::UdpSocket::bind(&d.peer, addr(PEER_IP, 7305)).expect("peer UDP");
     peer.set_nonblocking(true).expect("nonblocking");
-    let ticket = parent.forking().expect("service mode");
-    parent.forked(ticket, std::process::id() as i32);
+    let ticket = fork_here(&parent);
     let kid = child(&d, &parent, ticket).expect("the child joins");
     let mut theirs = corestack::UdpSocket::adopt(&kid, &mine).expect("the child takes it");
     theirs.set_nonblocking(true).expect("nonblocking");

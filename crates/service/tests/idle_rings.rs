@@ -87,10 +87,11 @@ fn idle_connections_give_their_ring_pages_back_and_carry_data_after() {
     let mut listener = TcpListener::bind(&app, any(port)).expect("listen");
     let mut pairs = Vec::with_capacity(N);
     for i in 0..N {
-        let mut c = TcpStream::connect(&d.peer, std::net::SocketAddr::from(addr(DAEMON_IP, port)))
-            .unwrap_or_else(|e| panic!("connection {i}: the peer's connect failed: {e}"));
-        c.set_nonblocking(true).expect("nonblocking");
-        let s = d.accept(&mut listener, "accepting");
+        let (c, s, _) = d.connect_accept(
+            &mut listener,
+            addr(DAEMON_IP, port),
+            &format!("connection {i}"),
+        );
         pairs.push((c, s));
     }
     let data: Vec<u8> = (0..BYTES).map(|i| (i * 13 % 251) as u8).collect();

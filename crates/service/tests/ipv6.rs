@@ -8,10 +8,8 @@
 
 mod common;
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
-use std::thread;
-use std::time::{Duration, Instant};
 
 use common::*;
 use corestack::{TcpListener, TcpStream, UdpSocket};
@@ -128,46 +126,7 @@ fn app_connects_to_an_ipv6_peer_and_exchanges_bytes() {
     c.set_nonblocking(true).expect("nonblocking");
     s.set_nonblocking(true).expect("nonblocking");
     // 1 MiB from the app, echoed by the peer, byte-exact.
-    let n = 1 << 20;
-    let data: Vec<u8> = (0..n).map(|i| (i * 13 % 251) as u8).collect();
-    let (mut sent, mut back, mut pending) = (0, Vec::with_capacity(n), Vec::new());
-    let mut buf = vec![0u8; 16384];
-    let deadline = Instant::now() + BOUND;
-    while back.len() < n {
-        assert!(
-            Instant::now() < deadline,
-            "{} of {n} bytes back; log:\n{}",
-            back.len(),
-            d.log()
-        );
-        if sent < n {
-            sent += moved(c.write(&data[sent..(sent + 8192).min(n)]));
-        }
-        if pending.is_empty() {
-            let k = moved(s.read(&mut buf));
-            pending.extend_from_slice(&buf[..k]);
-        }
-        if !pending.is_empty() {
-            let k = moved(s.write(&pending));
-            pending.drain(..k);
-        }
-        let k = moved(c.read(&mut buf));
-        back.extend_from_slice(&buf[..k]);
-        if k == 0 {
-            thread::sleep(Duration::from_micros(200));
-        }
-    }
-    assert!(back == data, "the echo differs from what the app sent");
-}
-
-/// Bytes a nonblocking call moved (0 when it would block); panics on errors and end of stream.
-fn moved(r: std::io::Result<usize>) -> usize {
-    match r {
-        Ok(0) => panic!("end of stream"),
-        Ok(k) => k,
-        Err(e) if e.kind() == ErrorKind::WouldBlock => 0,
-        Err(e) => panic!("{e}"),
-    }
+    d.assert_echoes(&mut c, &mut s, 1 << 20, "the app's connection");
 }
 
 #[test]

@@ -26,14 +26,12 @@ fn connections(
 ) -> Vec<(TcpStream, TcpStream)> {
     (0..n)
         .map(|i| {
-            let mut c =
-                TcpStream::connect(&d.peer, std::net::SocketAddr::from(addr(DAEMON_IP, port)))
-                    .unwrap_or_else(|e| panic!("connection {i}: the peer's connect failed: {e}"));
-            c.set_nonblocking(true).expect("nonblocking");
+            let what = format!("connection {i}");
+            let (c, s, _) = d.connect_accept(listener, addr(DAEMON_IP, port), &what);
             // One byte at a time, each sent at once (no Nagle wait for
             // the delayed ACK of the one before).
             c.set_nodelay(true).expect("nodelay");
-            (c, d.accept(listener, "accepting"))
+            (c, s)
         })
         .collect()
 }
@@ -67,6 +65,41 @@ fn registered(app: &corestack::Stack, pairs: &[(TcpStream, TcpStream)]) -> Polle
             .expect("register");
     }
     poller
+}
+
+/// The application's listener on `port` and `n` connections to it from the
+/// peer, registered with a poller that reports nothing yet: the listener
+/// (kept open), the pairs and the poller.
+fn registered_connections(
+    d: &Daemon,
+    app: &corestack::Stack,
+    port: u16,
+    n: usize,
+) -> (TcpListener, Vec<(TcpStream, TcpStream)>, Poller) {
+    let mut listener = TcpListener::bind(app, any(port)).expect("listen");
+    let pairs = connections(d, &mut listener, port, n);
+    let mut poller = registered(app, &pairs);
+    assert_quiet(&mut poller, &mut Vec::new());
+    (listener, pairs, poller)
+}
+
+/// A byte from the peer on pair `k`: the next wait reports that pair's
+/// token alone (`what` names the round in the message), and the byte is read.
+fn a_byte_is_reported_alone(
+    pairs: &mut [(TcpStream, TcpStream)],
+    poller: &mut Poller,
+    events: &mut Vec<Event>,
+    k: usize,
+    what: &str,
+) {
+    pairs[k].0.write_all(b"b").expect("the peer's write");
+    poller.wait(events, 64, Some(BOUND)).expect("wait");
+    assert_eq!(
+        events.iter().map(|e| e.token).collect::<Vec<_>>(),
+        vec![k as u64],
+        "{what}"
+    );
+    read_byte(&mut pairs[k].1);
 }
 
 /// A wait that does not block reports nothing.
@@ -135,13 +168,13 @@ fn a_wait_with_thousands_of_idle_connections_looks_at_a_handful() {
     );
     // The idle ones are still watched: a byte on any reaches a wait.
     for k in [0, IDLE / 2, IDLE - 1] {
-        pairs[k].0.write_all(b"y").expect("the peer's write");
-        poller.wait(&mut events, 64, Some(BOUND)).expect("wait");
-        assert_eq!(
-            events.iter().map(|e| e.token).collect::<Vec<_>>(),
-            vec![k as u64]
+        a_byte_is_reported_alone(
+            &mut pairs,
+            &mut poller,
+            &mut events,
+            k,
+            "an idle connection",
         );
-        read_byte(&mut pairs[k].1);
     }
 }
 
@@ -151,12 +184,9 @@ fn more_ready_sockets_than_the_ring_holds_are_all_reported() {
     let d = Daemon::with("ready-overflow", |c| c.max_sockets_per_app = 64);
     let app = d.app();
     let port = 7301;
-    let mut listener = TcpListener::bind(&app, any(port)).expect("listen");
     let n = 40;
-    let mut pairs = connections(&d, &mut listener, port, n);
-    let mut poller = registered(&app, &pairs);
+    let (_listener, mut pairs, mut poller) = registered_connections(&d, &app, port, n);
     let mut events = Vec::new();
-    assert_quiet(&mut poller, &mut events);
     for (c, _) in pairs.iter_mut() {
         c.write_all(b"z").expect("the peer's write");
     }
@@ -219,14 +249,13 @@ fn garbage_in_an_applications_ready_ring_harms_only_that_application() {
     let mut poller = registered(&app, &pairs);
     let mut events = Vec::new();
     for (i, k) in [2, 0, 1].into_iter().enumerate() {
-        pairs[k].0.write_all(b"w").expect("the peer's write");
-        poller.wait(&mut events, 8, Some(BOUND)).expect("wait");
-        assert_eq!(
-            events.iter().map(|e| e.token).collect::<Vec<_>>(),
-            vec![k as u64],
-            "round {i}"
+        a_byte_is_reported_alone(
+            &mut pairs,
+            &mut poller,
+            &mut events,
+            k,
+            &format!("round {i}"),
         );
-        read_byte(&mut pairs[k].1);
     }
     d.assert_echo(&mut listener, port, 64 << 10, "the well-behaved app");
     let assoc = format!("assoc={} ", rogue.assoc());
@@ -246,21 +275,12 @@ fn with_two_engines_each_engines_ring_reaches_the_poller() {
     let d = Daemon::with("ready-engines", |c| c.cores = 2);
     let app = d.app();
     let port = 7303;
-    let mut listener = TcpListener::bind(&app, any(port)).expect("listen");
     let n = 32;
-    let mut pairs = connections(&d, &mut listener, port, n);
-    let mut poller = registered(&app, &pairs);
+    let (_listener, mut pairs, mut poller) = registered_connections(&d, &app, port, n);
     let mut events = Vec::new();
-    assert_quiet(&mut poller, &mut events);
     let before = poller.looks();
     for k in (0..n).rev() {
-        pairs[k].0.write_all(b"e").expect("the peer's write");
-        poller.wait(&mut events, 64, Some(BOUND)).expect("wait");
-        assert_eq!(
-            events.iter().map(|e| e.token).collect::<Vec<_>>(),
-            vec![k as u64]
-        );
-        read_byte(&mut pairs[k].1);
+        a_byte_is_reported_alone(&mut pairs, &mut poller, &mut events, k, "a connection");
     }
     let looks = (poller.looks() - before) as usize;
     assert!(looks <= 4 * n, "{looks} looks for {n} one-socket waits");

@@ -160,7 +160,7 @@ impl EchoMatrix {
         let cases = self.check()?;
         let stop = stop_flag()?;
         netns::check_privileges()?;
-        let exe = std::env::current_exe().context("finding this program's path")?;
+        let exe = crate::harness::this_program()?;
         let logs = LogDir::new("echo-matrix")?;
         let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
         eprintln!(

@@ -135,6 +135,14 @@ pub fn wait_ready(
     }
 }
 
+/// The number `key` of a child's JSON report `v`; an error naming `key` when it is missing or
+/// not a number.
+pub fn json_f64(v: &Value, key: &str) -> Result<f64> {
+    v.get(key)
+        .and_then(Value::as_f64)
+        .ok_or_else(|| anyhow!("the JSON report lacks the number {key}"))
+}
+
 /// Runs a client to completion (bounded by `timeout`, polling `stop`); returns its last JSON
 /// line.
 pub fn run_client(
@@ -236,15 +244,27 @@ impl Latency {
 
     /// Reads it from `bench pingpong --json`'s object.
     pub fn from_json(v: &Value) -> Result<Latency> {
-        let f = |k: &str| {
-            v.get(k)
-                .and_then(Value::as_f64)
-                .ok_or_else(|| anyhow!("bench output lacks {k}"))
-        };
+        let f = |k: &str| json_f64(v, k);
         Ok(Latency {
             p50_us: f("p50_us")?,
             p99_us: f("p99_us")?,
             per_s: f("round_trips_per_s")?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_f64_takes_a_number_and_names_a_missing_or_wrong_key() {
+        let v: Value = serde_json::json!({"p50_us": 12.5, "runs": 3, "note": "x"});
+        assert_eq!(json_f64(&v, "p50_us").unwrap(), 12.5);
+        assert_eq!(json_f64(&v, "runs").unwrap(), 3.0);
+        for key in ["p99_us", "note"] {
+            let e = json_f64(&v, key).unwrap_err().to_string();
+            assert!(e.contains(key), "{e}");
+        }
     }
 }

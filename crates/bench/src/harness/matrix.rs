@@ -329,7 +329,7 @@ impl<'a> Lab<'a> {
         logs: &'a LogDir,
         stop: &'a AtomicBool,
     ) -> Lab<'a> {
-        let pinned = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+        let pinned = crate::harness::can_pin();
         Lab {
             topo,
             exe,

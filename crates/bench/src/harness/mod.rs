@@ -47,6 +47,30 @@ pub const CLIENT_CPU: Cpus = Cpus::Client;
 /// The CPUs the benchmarks pin their servers to (the program, its engine thread, the daemon).
 pub const SERVER_CPU: Cpus = Cpus::Server;
 
+/// The path of this program, which the benchmarks start again as their clients and servers.
+///
+/// Errors: when the OS does not say (`std::env::current_exe`).
+pub fn this_program() -> anyhow::Result<std::path::PathBuf> {
+    use anyhow::Context;
+    std::env::current_exe().context("finding this program's path")
+}
+
+/// True when this machine has two CPUs or more, so that a client and a server can be pinned
+/// apart.
+pub fn can_pin() -> bool {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2
+}
+
+/// The client's and the server's CPU lists ([`CLIENT_CPU`], [`SERVER_CPU`]) when [`can_pin`],
+/// else (None, None): the children run unpinned.
+pub fn pinned_cpus() -> (Option<&'static str>, Option<&'static str>) {
+    let pin = can_pin();
+    (
+        pin.then(|| CLIENT_CPU.as_str()),
+        pin.then(|| SERVER_CPU.as_str()),
+    )
+}
+
 /// The CPUs of corestack's engine threads in the servers the benchmarks start: `--engine-cpus`,
 /// default the server's CPUs.
 pub const ENGINE_CPU: Cpus = Cpus::Engine;

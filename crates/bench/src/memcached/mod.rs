@@ -193,10 +193,10 @@ impl MemcachedBench {
             }
         }
         netns::check_privileges()?;
-        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        if !crate::harness::can_pin() {
             bail!("bench memcached needs 2 CPUs (the generator on CPU 0, memcached on CPU 1)");
         }
-        let exe = std::env::current_exe().context("finding this program's path")?;
+        let exe = crate::harness::this_program()?;
         drive::check_tools(&self.memcached, &exe)?;
         let logs = LogDir::new("bench-memcached")?;
         let topo = Topology::build("mcbc", "mcbs", NET)?;

@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::harness::children::{run_client, spawn, wait_ready, LogDir};
-use crate::sweep::busy_small_rings;
+use crate::sweep::{busy_small_rings, ConnClient};
 use cmdline::stop_flag;
 pub use work::Spread;
 
@@ -104,7 +104,7 @@ impl ScaleBench {
         memcached::validate(&self.mc)?;
         if !self.work_only && !self.mc.no_memcached {
             // Before the first part, so that a missing memcached costs no time.
-            let exe = std::env::current_exe().context("finding this program's path")?;
+            let exe = crate::harness::this_program()?;
             crate::memcached::drive::check_tools(&self.mc.memcached, &exe)?;
         }
         let size = self.size as usize;
@@ -148,7 +148,7 @@ impl ScaleBench {
             print_rates(&rate_rows, &self);
             if !self.mc.no_memcached {
                 let stop = stop_flag()?;
-                let exe = std::env::current_exe().context("finding this program's path")?;
+                let exe = crate::harness::this_program()?;
                 let logs = LogDir::new("scale-memcached")?;
                 mc_rows = memcached::rows(&self.engines, &self.mc, &exe, &logs, &stop)?;
                 memcached::print(&mc_rows, &self.mc);
@@ -174,7 +174,7 @@ impl ScaleBench {
     fn rates(&self) -> Result<Vec<RateRow>> {
         netns::check_privileges()?;
         let stop = stop_flag()?;
-        let exe = std::env::current_exe().context("finding this program's path")?;
+        let exe = crate::harness::this_program()?;
         let logs = LogDir::new("scale")?;
         let mut rows = Vec::new();
         for (k, &n) in self.engines.iter().enumerate() {
@@ -232,18 +232,7 @@ impl ScaleBench {
                             let cpus = self.pin.then(|| crate::harness::CLIENT_CPU.as_str());
                             scope.spawn(move || {
                                 let log = logs.file(&format!("client-{stack}-{n}-{c}.log"));
-                                let args = [
-                                    "bench",
-                                    "conn-client",
-                                    "--target",
-                                    target,
-                                    "--conns",
-                                    &conns,
-                                    "--size",
-                                    size,
-                                    "--seconds",
-                                    secs,
-                                ];
+                                let args = ConnClient::args(target, &conns, size, secs);
                                 let child = spawn(&pair.linux, cpus, exe, &args, &log)?;
                                 let timeout = Duration::from_secs_f64(self.seconds + 60.0);
                                 run_client(child, &log, timeout, stop)

@@ -164,6 +164,29 @@ fn kernel_kib() -> Option<u64> {
 }
 
 impl ConnClient {
+    /// The command line (after this program's name) of a conn-client with `conns`
+    /// connections to `target`, messages of `size` bytes, measuring `secs` seconds; callers
+    /// may append `--sources` and `--server-pid`.
+    pub(crate) fn args<'a>(
+        target: &'a str,
+        conns: &'a str,
+        size: &'a str,
+        secs: &'a str,
+    ) -> Vec<&'a str> {
+        vec![
+            "bench",
+            "conn-client",
+            "--target",
+            target,
+            "--conns",
+            conns,
+            "--size",
+            size,
+            "--seconds",
+            secs,
+        ]
+    }
+
     /// Opens the connections, ping-pongs on all of them, prints one JSON object: `conns`,
     /// `connected`, `round_trips`, `round_trips_per_s`, `p50_us`, `p99_us`, `note` (why fewer
     /// connections opened). Errors: none opened, the server closed one, an echo differed.
@@ -399,7 +422,7 @@ impl ConnEcho {
         // The other processes of the group: this program again, each dying with this one.
         let mut peers = Vec::new();
         for _ in 1..self.procs {
-            let exe = std::env::current_exe().context("finding this program's path")?;
+            let exe = crate::harness::this_program()?;
             let mut cmd = std::process::Command::new(exe);
             cmd.args(["bench", "conn-echo", "--ip", &self.ip.to_string()])
                 .args(["--port", &self.port.to_string()])
@@ -509,5 +532,44 @@ fn raise_nofile(want: u64) {
         if soft < want && rlimit::Resource::NOFILE.set(want, want.max(hard)).is_err() {
             let _ = rlimit::Resource::NOFILE.set(want.min(hard), hard);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// This program's command line, as far as conn-client is concerned.
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        bench: Sub,
+    }
+
+    #[derive(clap::Subcommand)]
+    enum Sub {
+        #[command(subcommand)]
+        Bench(crate::Bench),
+    }
+
+    #[test]
+    fn conn_client_args_parse_back_into_the_options_they_name() {
+        let mut args = vec!["corestack"];
+        args.extend(ConnClient::args("10.0.0.2:7", "500", "64", "1.5"));
+        args.extend(["--sources", "10.0.0.5,10.0.0.6", "--server-pid", "42"]);
+        let Sub::Bench(crate::Bench::ConnClient(c)) = Cli::parse_from(args).bench else {
+            panic!("not conn-client");
+        };
+        assert_eq!(c.target, "10.0.0.2:7".parse().unwrap());
+        assert_eq!((c.conns, c.size, c.seconds), (500, 64, 1.5));
+        assert_eq!(
+            c.sources,
+            [
+                "10.0.0.5".parse::<Ipv4Addr>().unwrap(),
+                "10.0.0.6".parse().unwrap()
+            ]
+        );
+        assert_eq!(c.server_pid, Some(42));
     }
 }

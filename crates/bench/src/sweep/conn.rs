@@ -144,22 +144,8 @@ impl ConnSweep {
                                     (&bed, &target, &size, &secs, &pid);
                                 let src = sources[stack][c].clone();
                                 scope.spawn(move || {
-                                    let args = [
-                                        "bench",
-                                        "conn-client",
-                                        "--target",
-                                        target,
-                                        "--conns",
-                                        &conns,
-                                        "--size",
-                                        size,
-                                        "--seconds",
-                                        secs,
-                                        "--sources",
-                                        &src,
-                                        "--server-pid",
-                                        pid,
-                                    ];
+                                    let mut args = ConnClient::args(target, &conns, size, secs);
+                                    args.extend(["--sources", &src, "--server-pid", pid]);
                                     let log = format!("conn-{stack}-{count}-{c}.log");
                                     bed.client(&args, &log, timeout)
                                 })

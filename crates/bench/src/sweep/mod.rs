@@ -39,7 +39,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::harness::children::{run_client, spawn, wait_ready, LogDir, Topology};
-use crate::harness::{CLIENT_CPU, SERVER_CPU};
+use crate::harness::pinned_cpus;
 use crate::plot::{self, Series};
 use cmdline::{one_line, stop_flag, Interrupted};
 
@@ -128,16 +128,16 @@ impl Bed {
     pub(crate) fn new(what: &str, net: u8) -> Result<Bed> {
         let stop = stop_flag()?;
         netns::check_privileges()?;
-        let exe = std::env::current_exe().context("finding this program's path")?;
-        let pin = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+        let exe = crate::harness::this_program()?;
+        let (client_cpu, server_cpu) = pinned_cpus();
         let logs = LogDir::new(what)?;
         let topo = Topology::build("metc", "mets", net)?;
         Ok(Bed {
             topo,
             logs,
             exe,
-            client_cpu: pin.then_some(CLIENT_CPU.as_str()),
-            server_cpu: pin.then_some(SERVER_CPU.as_str()),
+            client_cpu,
+            server_cpu,
             stop,
             net,
         })

@@ -284,42 +284,36 @@ impl Elf {
         Some(e)
     }
 
-    fn bytes<const N: usize>(&self, d: &[u8], at: u64) -> Option<[u8; N]> {
+    /// The `N`-byte unsigned field at `at` (N at most 8), in the file's byte order; None
+    /// where it would end past `d`.
+    fn uint<const N: usize>(&self, d: &[u8], at: u64) -> Option<u64> {
         let at = usize::try_from(at).ok()?;
-        d.get(at..at.checked_add(N)?)?.try_into().ok()
+        let b = d.get(at..at.checked_add(N)?)?;
+        let append = |v: u64, x: &u8| v << 8 | u64::from(*x);
+        Some(if self.le {
+            b.iter().rev().fold(0, append)
+        } else {
+            b.iter().fold(0, append)
+        })
     }
 
     /// A 16-bit field at `at`.
     fn half(&self, d: &[u8], at: u64) -> Option<u64> {
-        let b = self.bytes::<2>(d, at)?;
-        Some(u64::from(if self.le {
-            u16::from_le_bytes(b)
-        } else {
-            u16::from_be_bytes(b)
-        }))
+        self.uint::<2>(d, at)
     }
 
     /// A 32-bit field at `at`.
     fn u32(&self, d: &[u8], at: u64) -> Option<u64> {
-        let b = self.bytes::<4>(d, at)?;
-        Some(u64::from(if self.le {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        }))
+        self.uint::<4>(d, at)
     }
 
     /// An address or offset at `at`: 64 bits when `wide`, else 32.
     fn word(&self, d: &[u8], at: u64, wide: bool) -> Option<u64> {
-        if !wide {
-            return self.u32(d, at);
-        }
-        let b = self.bytes::<8>(d, at)?;
-        Some(if self.le {
-            u64::from_le_bytes(b)
+        if wide {
+            self.uint::<8>(d, at)
         } else {
-            u64::from_be_bytes(b)
-        })
+            self.uint::<4>(d, at)
+        }
     }
 
     /// True when a program header is PT_INTERP (3): the kernel runs the dynamic loader.
@@ -421,6 +415,26 @@ mod tests {
         d[ph + 32..ph + 40].copy_from_slice(&(code.len() as u64).to_le_bytes()); // p_filesz
         d.extend_from_slice(code);
         d
+    }
+
+    #[test]
+    fn header_fields_are_read_in_the_files_byte_order_and_width() {
+        let mut d = elf(62, 5, &[]);
+        let le = Elf::parse(&d).expect("a valid ELF header");
+        let at = 120; // beyond the headers: eight bytes of our own
+        d.extend_from_slice(&0x0102_0304_0506_0708u64.to_le_bytes());
+        assert_eq!(le.half(&d, at), Some(0x0708));
+        assert_eq!(le.u32(&d, at), Some(0x0506_0708));
+        assert_eq!(le.word(&d, at, false), Some(0x0506_0708));
+        assert_eq!(le.word(&d, at, true), Some(0x0102_0304_0506_0708));
+        let be = Elf { le: false, ..le };
+        assert_eq!(be.half(&d, at), Some(0x0807));
+        assert_eq!(be.u32(&d, at), Some(0x0807_0605));
+        assert_eq!(be.word(&d, at, true), Some(0x0807_0605_0403_0201));
+        // A field that would end past the file, or an offset past usize, is None.
+        assert_eq!(le.word(&d, at + 1, true), None);
+        assert_eq!(le.u32(&d, u64::MAX), None);
+        assert_eq!(le.half(&d, at + 7), None);
     }
 
     fn found(machine: u16, flags: u32, code: &[u8]) -> bool {

@@ -206,6 +206,22 @@ impl Daemon {
         (s, peer)
     }
 
+    /// The peer connects to `target` and the application behind `listener` accepts; `what`
+    /// names the connection in messages. The peer's end and the application's, both
+    /// nonblocking, and the peer's address as the application saw it at accept.
+    pub fn connect_accept(
+        &self,
+        listener: &mut TcpListener,
+        target: impl Into<SocketAddr>,
+        what: &str,
+    ) -> (TcpStream, TcpStream, SocketAddr) {
+        let mut c = TcpStream::connect(&self.peer, target.into())
+            .unwrap_or_else(|e| panic!("{what}: the peer's connect failed: {e}"));
+        c.set_nonblocking(true).expect("nonblocking");
+        let (s, seen) = self.accept_from(listener, what);
+        (c, s, seen)
+    }
+
     /// The peer connects to `port` on the daemon's address, the application behind `listener`
     /// accepts and echoes `n` bytes, and the peer checks them. Panics (with the log) on any
     /// error or after [`BOUND`].
@@ -222,10 +238,16 @@ impl Daemon {
         n: usize,
         what: &str,
     ) -> SocketAddr {
-        let mut c = TcpStream::connect(&self.peer, target)
-            .unwrap_or_else(|e| panic!("{what}: the peer's connect failed: {e}"));
-        c.set_nonblocking(true).expect("nonblocking");
-        let (mut s, seen) = self.accept_from(listener, what);
+        let (mut c, mut s, seen) = self.connect_accept(listener, target, what);
+        self.assert_echoes(&mut c, &mut s, n, what);
+        let _ = c.shutdown(Shutdown::Both);
+        seen
+    }
+
+    /// `c` writes `n` bytes, `s` echoes them and `c` checks them, both nonblocking (either may
+    /// be the application's end or the peer's). Panics (with the log) on any error or after
+    /// [`BOUND`].
+    pub fn assert_echoes(&self, c: &mut TcpStream, s: &mut TcpStream, n: usize, what: &str) {
         let data: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
         let (mut sent, mut back) = (0, Vec::with_capacity(n));
         let mut pending = Vec::new();
@@ -266,8 +288,6 @@ impl Daemon {
             }
         }
         assert!(back == data, "{what}: the echo differs from what was sent");
-        let _ = c.shutdown(Shutdown::Both);
-        seen
     }
 }
 
