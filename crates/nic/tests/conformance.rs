@@ -131,18 +131,29 @@ fn mem_rx_burst_respects_max() {
 
 // ------------------------------------------------- mem, several queues
 
-/// A wire of 3 queues on the first end and 4 on the second, every frame
-/// arriving on a random queue.
-fn mem_multi(seed: u64) -> (Vec<mem::MemPort>, Vec<mem::MemPort>) {
+/// A wire without impairments of `queues_a` queues on the first end and
+/// `queues_b` on the second, both ends steering arriving frames by `steer`.
+fn clean_multi(
+    seed: u64,
+    queues_a: usize,
+    queues_b: usize,
+    steer: mem::Steer,
+) -> (Vec<mem::MemPort>, Vec<mem::MemPort>) {
     mem::multi_pair(
         Impairments::none(),
         Impairments::none(),
         seed,
-        3,
-        4,
-        mem::Steer::RandomPerFrame,
-        mem::Steer::RandomPerFrame,
+        queues_a,
+        queues_b,
+        steer.clone(),
+        steer,
     )
+}
+
+/// A wire of 3 queues on the first end and 4 on the second, every frame
+/// arriving on a random queue.
+fn mem_multi(seed: u64) -> (Vec<mem::MemPort>, Vec<mem::MemPort>) {
+    clean_multi(seed, 3, 4, mem::Steer::RandomPerFrame)
 }
 
 #[test]
@@ -161,15 +172,7 @@ fn mem_multi_queue_identity_matches_defaults() {
 #[test]
 fn mem_multi_queue_arp_request_gets_reply() {
     // ARP has no RSS hash: on queue 0 under every policy but RandomPerFrame.
-    let (mut a, mut b) = mem::multi_pair(
-        Impairments::none(),
-        Impairments::none(),
-        12,
-        2,
-        4,
-        mem::Steer::RandomPerFlow,
-        mem::Steer::RandomPerFlow,
-    );
+    let (mut a, mut b) = clean_multi(12, 2, 4, mem::Steer::RandomPerFlow);
     let peer = [10, 0, 0, 2];
     let mac = arp_request_gets_reply(&mut a[0], [10, 0, 0, 1], peer, &mut || {
         arp_responder(&mut b[0], peer)
@@ -225,15 +228,7 @@ fn mem_multi_queue_full_tx_without_flush_refuses_transmit() {
 
 #[test]
 fn mem_multi_queue_rx_burst_respects_max() {
-    let (mut a, mut b) = mem::multi_pair(
-        Impairments::none(),
-        Impairments::none(),
-        15,
-        1,
-        4,
-        mem::Steer::AllToZero,
-        mem::Steer::AllToZero,
-    );
+    let (mut a, mut b) = clean_multi(15, 1, 4, mem::Steer::AllToZero);
     let dst = b[0].mac();
     let src = a[0].mac();
     for seq in 0..10 {
