@@ -470,9 +470,7 @@ fn af_xdp_veth_conformance(
             && f[54] == 135
             && f[62..78] == my_ip6.octets()
     };
-    let mut ping6 = ping6_cmd(linux_ns, my_ip6);
-    let (solicits, _) = receive_matching(&mut port, 1, Duration::from_secs(3), &mut || {}, ns6);
-    let _ = ping6.wait();
+    let solicits = ping6_into(&mut port, linux_ns, my_ip6, 1, Duration::from_secs(3), ns6);
     assert_eq!(solicits, 1, "the NS for {my_ip6} was not redirected");
     // The unanswered NS left that ping's echo requests queued on the incomplete
     // neighbour entry: deleting it drops them, or the permanent entry below would
@@ -480,10 +478,9 @@ fn af_xdp_veth_conformance(
     inner
         .linux
         .exec_ok(&format!("ip -6 neigh del {my_ip6} dev {}", inner.linux_if));
-    inner.linux.exec(&format!(
-        "ip -6 neigh replace {my_ip6} lladdr {mac} dev {} nud permanent",
-        inner.linux_if
-    ));
+    inner
+        .linux
+        .exec(&neigh6_permanent(my_ip6, &mac, &inner.linux_if));
     let echo6_to = |dst: Ipv6Addr| {
         move |f: &[u8]| {
             f.len() >= 62
@@ -493,30 +490,27 @@ fn af_xdp_veth_conformance(
                 && f[38..54] == dst.octets()
         }
     };
-    let mut ping6 = ping6_cmd(linux_ns, my_ip6);
-    let (echoes6, _) = receive_matching(
+    let echoes6 = ping6_into(
         &mut port,
+        linux_ns,
+        my_ip6,
         3,
         Duration::from_secs(3),
-        &mut || {},
         echo6_to(my_ip6),
     );
-    let _ = ping6.wait();
     assert_eq!(echoes6, 3, "IPv6 echo requests received through rx_burst");
     let other6 = ip6(inner.net, 3);
-    inner.linux.exec(&format!(
-        "ip -6 neigh replace {other6} lladdr {mac} dev {} nud permanent",
-        inner.linux_if
-    ));
-    let mut ping6 = ping6_cmd(linux_ns, other6);
-    let (stolen6, _) = receive_matching(
+    inner
+        .linux
+        .exec(&neigh6_permanent(other6, &mac, &inner.linux_if));
+    let stolen6 = ping6_into(
         &mut port,
+        linux_ns,
+        other6,
         1,
         Duration::from_millis(1200),
-        &mut || {},
         echo6_to(other6),
     );
-    let _ = ping6.wait();
     assert_eq!(
         stolen6, 0,
         "frames for {other6} were redirected to the socket"
@@ -548,6 +542,11 @@ fn neigh_permanent(addr: [u8; 4], mac: &str, dev: &str) -> String {
         "ip neigh replace {} lladdr {mac} dev {dev} nud permanent",
         ip_str(addr)
     )
+}
+
+/// `ip -6 neigh replace addr lladdr mac dev dev nud permanent`.
+fn neigh6_permanent(addr: Ipv6Addr, mac: &str, dev: &str) -> String {
+    format!("ip -6 neigh replace {addr} lladdr {mac} dev {dev} nud permanent")
 }
 
 /// Runs `ping -c 3 -i 0.2 -W 1 addr` (inside namespace `ns` when given)
@@ -600,6 +599,22 @@ fn ping6_cmd(ns: Option<&str>, addr: Ipv6Addr) -> std::process::Child {
         .expect("spawn ping -6")
 }
 
+/// Runs [`ping6_cmd`] while `port` receives: returns how many frames
+/// matching `pred` it got, stopping at `want` or after `timeout`.
+fn ping6_into<P: Port>(
+    port: &mut P,
+    ns: Option<&str>,
+    addr: Ipv6Addr,
+    want: usize,
+    timeout: Duration,
+    pred: impl FnMut(&[u8]) -> bool,
+) -> usize {
+    let mut ping6 = ping6_cmd(ns, addr);
+    let (got, _) = receive_matching(port, want, timeout, &mut || {}, pred);
+    let _ = ping6.wait();
+    got
+}
+
 fn counter_here(ifname: &str, name: &str) -> u64 {
     sh(&format!("cat /sys/class/net/{ifname}/statistics/{name}"))
         .trim()
@@ -649,10 +664,11 @@ fn af_xdp_loopback_auto_falls_back_to_generic_native_refused() {
     assert_eq!(port.xdp_mode(), XdpMode::Generic);
     drop(port);
     cfg.mode = XdpMode::Native;
-    let err = AfXdpPort::open(&cfg).expect_err("native XDP on loopback");
-    let msg = err.to_string();
-    println!("native on lo: {msg}");
-    assert_eq!(err.kind(), ErrorKind::XdpAttach);
+    let msg = refusal(
+        AfXdpPort::open(&cfg),
+        "native XDP on loopback",
+        ErrorKind::XdpAttach,
+    );
     assert!(msg.starts_with("XDP attach refused on lo: "), "{msg}");
     assert!(msg.ends_with("; use --driver tap"), "{msg}");
     assert!(!msg.contains('\n'), "{msg}");
@@ -720,10 +736,7 @@ fn tap_existing_non_tap_device_open_fails_with_hint() {
     if reran_in_fresh_netns("tap_existing_non_tap_device_open_fails_with_hint", "nicE") {
         return;
     }
-    let err = TapPort::open("lo").expect_err("opened loopback as a tap");
-    let msg = err.to_string();
-    println!("tap on lo: {msg}");
-    assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+    let msg = refusal(TapPort::open("lo"), "tap on lo", ErrorKind::InvalidConfig);
     assert!(msg.contains("lo exists but is not a tap device"), "{msg}");
     assert!(!msg.contains('\n'));
 }
