@@ -8,6 +8,8 @@ use std::net::Ipv6Addr;
 use libfuzzer_sys::fuzz_target;
 use wire::icmpv6::{Icmpv6Packet, Icmpv6Repr};
 
+mod checked;
+
 const SRC: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0xff, 0xfe00, 1);
 const DST: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0xff, 0xfe00, 2);
 
@@ -15,14 +17,9 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(p) = Icmpv6Packet::new_checked(data) {
         let _ = (p.msg_type(), p.code(), p.checksum(), p.is_error(), p.body());
     }
-    let verified = Icmpv6Repr::parse(data, SRC, DST, true);
-    let Ok(repr) = Icmpv6Repr::parse(data, SRC, DST, false) else {
-        assert!(verified.is_err());
+    let Some(repr) = checked::parse_agreeing(data, SRC, DST, Icmpv6Repr::parse) else {
         return;
     };
-    if let Ok(v) = verified {
-        assert_eq!(v, repr);
-    }
     let mut buf = vec![0u8; repr.buffer_len()];
     assert_eq!(repr.emit(SRC, DST, &mut buf), buf.len());
     assert_eq!(Icmpv6Repr::parse(&buf, SRC, DST, true), Ok(repr));

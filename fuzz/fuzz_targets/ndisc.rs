@@ -10,6 +10,8 @@ use std::net::Ipv6Addr;
 use libfuzzer_sys::fuzz_target;
 use wire::ndisc::{self, NdiscOptionIter, NdiscRepr};
 
+mod checked;
+
 const LINK_LOCAL: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0xff, 0xfe00, 1);
 const PEER: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0xff, 0xfe00, 2);
 
@@ -36,14 +38,9 @@ fuzz_target!(|data: &[u8]| {
         // units cannot come out of the iterator, so every one round-trips.
         assert_eq!(again, [Ok(opt)]);
     }
-    let verified = NdiscRepr::parse(message, src, dst, true);
-    let Ok(repr) = NdiscRepr::parse(message, src, dst, false) else {
-        assert!(verified.is_err());
+    let Some(repr) = checked::parse_agreeing(message, src, dst, NdiscRepr::parse) else {
         return;
     };
-    if let Ok(v) = verified {
-        assert_eq!(v, repr);
-    }
     let _ = (repr.source_lladdr(), repr.target_lladdr(), repr.msg_type());
     let mut buf = vec![0u8; repr.buffer_len()];
     assert_eq!(repr.emit(src, dst, &mut buf), buf.len());

@@ -333,6 +333,15 @@ mod tests {
         v
     }
 
+    /// The [`SYMMETRIC_KEY`] hash of the tuple from `a`:`pa` to `b`:`pb`,
+    /// asserted equal to that of the way back.
+    fn symmetric_hash<const N: usize>(a: [u8; N], b: [u8; N], pa: u16, pb: u16) -> u32 {
+        let there = toeplitz(&SYMMETRIC_KEY, &tuple(a, b, pa, pb));
+        let back = toeplitz(&SYMMETRIC_KEY, &tuple(b, a, pb, pa));
+        assert_eq!(there, back);
+        there
+    }
+
     /// Microsoft's verification vectors ("Verifying the RSS hash
     /// calculation"; DPDK `app/test/test_thash.c`): the IPv4 hash of the
     /// addresses alone and with the TCP ports, under the default key.
@@ -374,9 +383,7 @@ mod tests {
                 Ipv4Addr::from(x.rotate_left(11) ^ 0x0a00_0001),
             );
             let (pa, pb) = (x as u16, (x >> 7) as u16);
-            let there = toeplitz(&SYMMETRIC_KEY, &tuple(a.octets(), b.octets(), pa, pb));
-            let back = toeplitz(&SYMMETRIC_KEY, &tuple(b.octets(), a.octets(), pb, pa));
-            assert_eq!(there, back);
+            let there = symmetric_hash(a.octets(), b.octets(), pa, pb);
             assert_eq!(s.hash_of_fold(Steering::fold_v4(a, b, pa, pb)), there);
             assert_eq!(s.owner_v4(a, b, pa, pb), s.owner_v4(b, a, pb, pa));
         }
@@ -395,9 +402,7 @@ mod tests {
             let a = Ipv6Addr::from(u128::from(x) << 64 | u128::from(x.rotate_left(9)));
             let b = Ipv6Addr::from(u128::from(x.rotate_left(23)) << 64 | 0xfd00);
             let (pa, pb) = (x as u16, (x >> 21) as u16);
-            let there = toeplitz(&SYMMETRIC_KEY, &tuple(a.octets(), b.octets(), pa, pb));
-            let back = toeplitz(&SYMMETRIC_KEY, &tuple(b.octets(), a.octets(), pb, pa));
-            assert_eq!(there, back);
+            let there = symmetric_hash(a.octets(), b.octets(), pa, pb);
             assert_eq!(s.hash_of_fold(Steering::fold_v6(a, b, pa, pb)), there);
             assert_eq!(s.owner_v6(a, b, pa, pb), s.owner_v6(b, a, pb, pa));
         }

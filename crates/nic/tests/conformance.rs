@@ -131,18 +131,29 @@ fn mem_rx_burst_respects_max() {
 
 // ------------------------------------------------- mem, several queues
 
-/// A wire of 3 queues on the first end and 4 on the second, every frame
-/// arriving on a random queue.
-fn mem_multi(seed: u64) -> (Vec<mem::MemPort>, Vec<mem::MemPort>) {
+/// A wire without impairments of `queues_a` queues on the first end and
+/// `queues_b` on the second, both ends steering arriving frames by `steer`.
+fn clean_multi(
+    seed: u64,
+    queues_a: usize,
+    queues_b: usize,
+    steer: mem::Steer,
+) -> (Vec<mem::MemPort>, Vec<mem::MemPort>) {
     mem::multi_pair(
         Impairments::none(),
         Impairments::none(),
         seed,
-        3,
-        4,
-        mem::Steer::RandomPerFrame,
-        mem::Steer::RandomPerFrame,
+        queues_a,
+        queues_b,
+        steer.clone(),
+        steer,
     )
+}
+
+/// A wire of 3 queues on the first end and 4 on the second, every frame
+/// arriving on a random queue.
+fn mem_multi(seed: u64) -> (Vec<mem::MemPort>, Vec<mem::MemPort>) {
+    clean_multi(seed, 3, 4, mem::Steer::RandomPerFrame)
 }
 
 #[test]
@@ -161,15 +172,7 @@ fn mem_multi_queue_identity_matches_defaults() {
 #[test]
 fn mem_multi_queue_arp_request_gets_reply() {
     // ARP has no RSS hash: on queue 0 under every policy but RandomPerFrame.
-    let (mut a, mut b) = mem::multi_pair(
-        Impairments::none(),
-        Impairments::none(),
-        12,
-        2,
-        4,
-        mem::Steer::RandomPerFlow,
-        mem::Steer::RandomPerFlow,
-    );
+    let (mut a, mut b) = clean_multi(12, 2, 4, mem::Steer::RandomPerFlow);
     let peer = [10, 0, 0, 2];
     let mac = arp_request_gets_reply(&mut a[0], [10, 0, 0, 1], peer, &mut || {
         arp_responder(&mut b[0], peer)
@@ -225,15 +228,7 @@ fn mem_multi_queue_full_tx_without_flush_refuses_transmit() {
 
 #[test]
 fn mem_multi_queue_rx_burst_respects_max() {
-    let (mut a, mut b) = mem::multi_pair(
-        Impairments::none(),
-        Impairments::none(),
-        15,
-        1,
-        4,
-        mem::Steer::AllToZero,
-        mem::Steer::AllToZero,
-    );
+    let (mut a, mut b) = clean_multi(15, 1, 4, mem::Steer::AllToZero);
     let dst = b[0].mac();
     let src = a[0].mac();
     for seq in 0..10 {
@@ -475,9 +470,7 @@ fn af_xdp_veth_conformance(
             && f[54] == 135
             && f[62..78] == my_ip6.octets()
     };
-    let mut ping6 = ping6_cmd(linux_ns, my_ip6);
-    let (solicits, _) = receive_matching(&mut port, 1, Duration::from_secs(3), &mut || {}, ns6);
-    let _ = ping6.wait();
+    let solicits = ping6_into(&mut port, linux_ns, my_ip6, 1, Duration::from_secs(3), ns6);
     assert_eq!(solicits, 1, "the NS for {my_ip6} was not redirected");
     // The unanswered NS left that ping's echo requests queued on the incomplete
     // neighbour entry: deleting it drops them, or the permanent entry below would
@@ -485,10 +478,9 @@ fn af_xdp_veth_conformance(
     inner
         .linux
         .exec_ok(&format!("ip -6 neigh del {my_ip6} dev {}", inner.linux_if));
-    inner.linux.exec(&format!(
-        "ip -6 neigh replace {my_ip6} lladdr {mac} dev {} nud permanent",
-        inner.linux_if
-    ));
+    inner
+        .linux
+        .exec(&neigh6_permanent(my_ip6, &mac, &inner.linux_if));
     let echo6_to = |dst: Ipv6Addr| {
         move |f: &[u8]| {
             f.len() >= 62
@@ -498,30 +490,27 @@ fn af_xdp_veth_conformance(
                 && f[38..54] == dst.octets()
         }
     };
-    let mut ping6 = ping6_cmd(linux_ns, my_ip6);
-    let (echoes6, _) = receive_matching(
+    let echoes6 = ping6_into(
         &mut port,
+        linux_ns,
+        my_ip6,
         3,
         Duration::from_secs(3),
-        &mut || {},
         echo6_to(my_ip6),
     );
-    let _ = ping6.wait();
     assert_eq!(echoes6, 3, "IPv6 echo requests received through rx_burst");
     let other6 = ip6(inner.net, 3);
-    inner.linux.exec(&format!(
-        "ip -6 neigh replace {other6} lladdr {mac} dev {} nud permanent",
-        inner.linux_if
-    ));
-    let mut ping6 = ping6_cmd(linux_ns, other6);
-    let (stolen6, _) = receive_matching(
+    inner
+        .linux
+        .exec(&neigh6_permanent(other6, &mac, &inner.linux_if));
+    let stolen6 = ping6_into(
         &mut port,
+        linux_ns,
+        other6,
         1,
         Duration::from_millis(1200),
-        &mut || {},
         echo6_to(other6),
     );
-    let _ = ping6.wait();
     assert_eq!(
         stolen6, 0,
         "frames for {other6} were redirected to the socket"
@@ -553,6 +542,11 @@ fn neigh_permanent(addr: [u8; 4], mac: &str, dev: &str) -> String {
         "ip neigh replace {} lladdr {mac} dev {dev} nud permanent",
         ip_str(addr)
     )
+}
+
+/// `ip -6 neigh replace addr lladdr mac dev dev nud permanent`.
+fn neigh6_permanent(addr: Ipv6Addr, mac: &str, dev: &str) -> String {
+    format!("ip -6 neigh replace {addr} lladdr {mac} dev {dev} nud permanent")
 }
 
 /// Runs `ping -c 3 -i 0.2 -W 1 addr` (inside namespace `ns` when given)
@@ -605,6 +599,22 @@ fn ping6_cmd(ns: Option<&str>, addr: Ipv6Addr) -> std::process::Child {
         .expect("spawn ping -6")
 }
 
+/// Runs [`ping6_cmd`] while `port` receives: returns how many frames
+/// matching `pred` it got, stopping at `want` or after `timeout`.
+fn ping6_into<P: Port>(
+    port: &mut P,
+    ns: Option<&str>,
+    addr: Ipv6Addr,
+    want: usize,
+    timeout: Duration,
+    pred: impl FnMut(&[u8]) -> bool,
+) -> usize {
+    let mut ping6 = ping6_cmd(ns, addr);
+    let (got, _) = receive_matching(port, want, timeout, &mut || {}, pred);
+    let _ = ping6.wait();
+    got
+}
+
 fn counter_here(ifname: &str, name: &str) -> u64 {
     sh(&format!("cat /sys/class/net/{ifname}/statistics/{name}"))
         .trim()
@@ -654,10 +664,11 @@ fn af_xdp_loopback_auto_falls_back_to_generic_native_refused() {
     assert_eq!(port.xdp_mode(), XdpMode::Generic);
     drop(port);
     cfg.mode = XdpMode::Native;
-    let err = AfXdpPort::open(&cfg).expect_err("native XDP on loopback");
-    let msg = err.to_string();
-    println!("native on lo: {msg}");
-    assert_eq!(err.kind(), ErrorKind::XdpAttach);
+    let msg = refusal(
+        AfXdpPort::open(&cfg),
+        "native XDP on loopback",
+        ErrorKind::XdpAttach,
+    );
     assert!(msg.starts_with("XDP attach refused on lo: "), "{msg}");
     assert!(msg.ends_with("; use --driver tap"), "{msg}");
     assert!(!msg.contains('\n'), "{msg}");
@@ -725,10 +736,7 @@ fn tap_existing_non_tap_device_open_fails_with_hint() {
     if reran_in_fresh_netns("tap_existing_non_tap_device_open_fails_with_hint", "nicE") {
         return;
     }
-    let err = TapPort::open("lo").expect_err("opened loopback as a tap");
-    let msg = err.to_string();
-    println!("tap on lo: {msg}");
-    assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+    let msg = refusal(TapPort::open("lo"), "tap on lo", ErrorKind::InvalidConfig);
     assert!(msg.contains("lo exists but is not a tap device"), "{msg}");
     assert!(!msg.contains('\n'));
 }

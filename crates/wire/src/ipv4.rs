@@ -222,6 +222,7 @@ pub fn fill_header_checksum(header: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::assert_prefixes_truncated;
 
     fn repr() -> Ipv4Repr {
         Ipv4Repr {
@@ -267,13 +268,7 @@ mod tests {
     #[test]
     fn short_buffer_any_length_is_truncated() {
         let buf = packet();
-        for len in 0..buf.len() {
-            assert_eq!(
-                Ipv4Packet::new_checked(&buf[..len]),
-                Err(Error::Truncated),
-                "len {len}"
-            );
-        }
+        assert_prefixes_truncated(&buf, 0..buf.len(), Ipv4Packet::new_checked);
     }
 
     #[test]

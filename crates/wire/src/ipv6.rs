@@ -206,6 +206,7 @@ pub(crate) fn addr_at(buf: &[u8], at: usize) -> Ipv6Addr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::assert_prefixes_truncated;
 
     fn repr() -> Ipv6Repr {
         Ipv6Repr {
@@ -257,13 +258,7 @@ mod tests {
     #[test]
     fn short_buffer_any_length_is_truncated() {
         let buf = packet();
-        for len in 0..buf.len() {
-            assert_eq!(
-                Ipv6Packet::new_checked(&buf[..len]),
-                Err(Error::Truncated),
-                "len {len}"
-            );
-        }
+        assert_prefixes_truncated(&buf, 0..buf.len(), Ipv6Packet::new_checked);
     }
 
     #[test]

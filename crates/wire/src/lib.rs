@@ -73,6 +73,9 @@ impl std::error::Error for Error {}
 /// Result of parsing a packet.
 pub type Result<T> = core::result::Result<T, Error>;
 
+#[cfg(test)]
+mod test_util;
+
 /// Big-endian field access on slices whose length the caller has checked.
 pub(crate) mod field {
     #[inline]

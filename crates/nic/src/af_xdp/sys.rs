@@ -206,25 +206,37 @@ pub fn umem_reg(xsk: &OwnedFd, umem: &Mmap, chunk_size: u32) -> io::Result<()> {
     crate::sys::setsockopt_raw(xsk.as_raw_fd(), libc::SOL_XDP, libc::XDP_UMEM_REG, &reg)
 }
 
-/// The ring mmap offsets of `xsk` (XDP_MMAP_OFFSETS).
-pub fn mmap_offsets(xsk: &OwnedFd) -> io::Result<libc::xdp_mmap_offsets> {
-    // SAFETY: plain data; all-zero bytes are valid.
-    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
-    // SAFETY: `off` is writable for `len` bytes and `len` is a valid pointer.
+/// Reads the `SOL_XDP` socket option `opt` of `xsk` into `out`, a plain-data
+/// `#[repr(C)]` kernel struct; returns the length in bytes the kernel wrote
+/// (an older kernel may write a shorter layout).
+///
+/// Errors: the `getsockopt` error.
+fn xdp_getsockopt<T>(xsk: &OwnedFd, opt: libc::c_int, out: &mut T) -> io::Result<usize> {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `out` is exclusively borrowed and writable for `len` bytes, a
+    // plain-data struct for which any bytes the kernel writes are valid;
+    // `len` is a valid pointer.
     let rc = unsafe {
         libc::getsockopt(
             xsk.as_raw_fd(),
             libc::SOL_XDP,
-            libc::XDP_MMAP_OFFSETS,
-            (&mut off as *mut libc::xdp_mmap_offsets).cast(),
+            opt,
+            (out as *mut T).cast(),
             &mut len,
         )
     };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
-    if len as usize != std::mem::size_of::<libc::xdp_mmap_offsets>() {
+    Ok(len as usize)
+}
+
+/// The ring mmap offsets of `xsk` (XDP_MMAP_OFFSETS).
+pub fn mmap_offsets(xsk: &OwnedFd) -> io::Result<libc::xdp_mmap_offsets> {
+    // SAFETY: plain data; all-zero bytes are valid.
+    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+    let len = xdp_getsockopt(xsk, libc::XDP_MMAP_OFFSETS, &mut off)?;
+    if len != std::mem::size_of::<libc::xdp_mmap_offsets>() {
         // Pre-5.4 layout without the flags field: need-wakeup unsupported.
         return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
     }
@@ -236,24 +248,10 @@ pub fn mmap_offsets(xsk: &OwnedFd) -> io::Result<libc::xdp_mmap_offsets> {
 pub fn xdp_statistics(xsk: &OwnedFd) -> io::Result<libc::xdp_statistics> {
     // SAFETY: plain data; all-zero bytes are valid.
     let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
-    // SAFETY: `st` is writable for `len` bytes and `len` is a valid pointer.
-    let rc = unsafe {
-        libc::getsockopt(
-            xsk.as_raw_fd(),
-            libc::SOL_XDP,
-            libc::XDP_STATISTICS,
-            (&mut st as *mut libc::xdp_statistics).cast(),
-            &mut len,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    xdp_getsockopt(xsk, libc::XDP_STATISTICS, &mut st)?;
     Ok(st)
 }
 
-/// Binds `xsk` to queue `queue_id` of `ifindex` with `flags` (XDP_COPY,
 /// XDP_ZEROCOPY, XDP_USE_NEED_WAKEUP).
 pub fn xsk_bind(xsk: &OwnedFd, ifindex: u32, queue_id: u32, flags: u16) -> io::Result<()> {
     let sxdp = libc::sockaddr_xdp {

@@ -210,6 +210,15 @@ fn on_wire(b: &GsoBatch) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Batches `frames` and asserts that all are queued, that only the first two
+/// merge, and that the wire carries `frames` unchanged.
+fn assert_only_first_two_merge(frames: &[Vec<u8>]) {
+    let mut b = GsoBatch::new(1 << 20, 64, false);
+    assert_eq!(push_all(&mut b, frames), frames.len());
+    assert_eq!(b.merged(), 1, "only the first two merge");
+    assert_eq!(on_wire(&b), frames);
+}
+
 pub(crate) fn data(n: usize, salt: u8) -> Vec<u8> {
     (0..n)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt))
@@ -264,10 +273,7 @@ fn what_does_not_continue_goes_as_it_is() {
         seg(13 * m, 11, 0x10, 100, 1),     // too short to open
         seg(20 * m, 12, 0x10 | FIN, MSS, 1),
     ];
-    let mut b = GsoBatch::new(1 << 20, 64, false);
-    assert_eq!(push_all(&mut b, &frames), frames.len());
-    assert_eq!(b.merged(), 1, "only the first two merge");
-    assert_eq!(on_wire(&b), frames);
+    assert_only_first_two_merge(&frames);
 }
 
 #[test]
@@ -645,10 +651,7 @@ fn ipv6_flow_label_hop_limit_family_or_extension_header_end_the_frame() {
         v4,        // another family
         seg(6, 5),
     ];
-    let mut b = GsoBatch::new(1 << 20, 64, false);
-    assert_eq!(push_all(&mut b, &frames), frames.len());
-    assert_eq!(b.merged(), 1, "only the first two merge");
-    assert_eq!(on_wire(&b), frames);
+    assert_only_first_two_merge(&frames);
 }
 
 #[test]

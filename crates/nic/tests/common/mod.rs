@@ -24,6 +24,21 @@ pub fn require_root() {
     );
 }
 
+/// The message of the error that `result` must hold, printed after `what`
+/// (which also names the call in the panic when it succeeded); the error must
+/// be of `kind`.
+pub fn refusal<T: std::fmt::Debug>(
+    result: Result<T, nic::Error>,
+    what: &str,
+    kind: nic::ErrorKind,
+) -> String {
+    let err = result.expect_err(what);
+    let msg = err.to_string();
+    println!("{what}: {msg}");
+    assert_eq!(err.kind(), kind, "{msg}");
+    msg
+}
+
 /// Runs a shell command, panicking with its output when it fails.
 pub fn sh(cmd: &str) -> String {
     let out = Command::new("sh")

@@ -246,6 +246,7 @@ impl Ipv6FragmentRepr {
 mod tests {
     use super::*;
     use crate::ipv6::{NEXT_TCP, NEXT_UDP};
+    use crate::test_util::assert_prefixes_truncated;
 
     #[test]
     fn options_header_round_trips_and_pads() {
@@ -279,13 +280,7 @@ mod tests {
         buf[2] = 1;
         buf[3] = 12; // PadN over the rest
         assert!(Ipv6OptionsRepr::parse(&buf).is_ok());
-        for len in 0..16 {
-            assert_eq!(
-                Ipv6OptionsRepr::parse(&buf[..len]),
-                Err(Error::Truncated),
-                "{len}"
-            );
-        }
+        assert_prefixes_truncated(&buf, 0..16, Ipv6OptionsRepr::parse);
     }
 
     #[test]

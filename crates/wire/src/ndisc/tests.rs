@@ -3,6 +3,7 @@
 //! message, and every validity check.
 
 use super::*;
+use crate::test_util::assert_prefixes_truncated;
 
 const MAC_A: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x01]);
 
@@ -152,33 +153,30 @@ fn neighbor_advert_flags_layout() {
     assert_eq!(buf[..8], [136, 0, buf[2], buf[3], 0xa0, 0, 0, 0]);
 }
 
+/// `ns` parsed as sent from `a()` to `b()`'s solicited-node address, without
+/// verifying the checksum.
+fn parse_ns(ns: &[u8]) -> crate::Result<NdiscRepr<'_>> {
+    NdiscRepr::parse(ns, a(), solicited_node(b()), false)
+}
+
+/// [`NS`] with byte `at` set to `value`, parsed as [`parse_ns`] does; `Ok(())`
+/// when it parses.
+fn parse_ns_with(at: usize, value: u8) -> crate::Result<()> {
+    let mut ns = NS;
+    ns[at] = value;
+    parse_ns(&ns).map(drop)
+}
+
 #[test]
 fn short_message_any_length_is_truncated() {
-    for len in 0..24 {
-        assert_eq!(
-            NdiscRepr::parse(&NS[..len], a(), solicited_node(b()), false),
-            Err(Error::Truncated),
-            "len {len}"
-        );
-    }
+    assert_prefixes_truncated(&NS, 0..24, parse_ns);
     // 24..32 cuts the option.
-    for len in 25..32 {
-        assert_eq!(
-            NdiscRepr::parse(&NS[..len], a(), solicited_node(b()), false),
-            Err(Error::Truncated),
-            "len {len}"
-        );
-    }
+    assert_prefixes_truncated(&NS, 25..32, parse_ns);
 }
 
 #[test]
 fn zero_length_option_is_malformed() {
-    let mut ns = NS;
-    ns[25] = 0;
-    assert_eq!(
-        NdiscRepr::parse(&ns, a(), solicited_node(b()), false),
-        Err(Error::Malformed)
-    );
+    assert_eq!(parse_ns_with(25, 0), Err(Error::Malformed));
 }
 
 #[test]
@@ -192,19 +190,9 @@ fn bad_checksum_only_when_verified() {
 
 #[test]
 fn non_zero_code_is_malformed_and_other_types_unsupported() {
-    let mut ns = NS;
-    ns[1] = 1;
-    assert_eq!(
-        NdiscRepr::parse(&ns, a(), solicited_node(b()), false),
-        Err(Error::Malformed)
-    );
+    assert_eq!(parse_ns_with(1, 1), Err(Error::Malformed));
     for msg_type in [0u8, 1, 128, 129, 132, 138, 255] {
-        let mut m = NS;
-        m[0] = msg_type;
-        assert_eq!(
-            NdiscRepr::parse(&m, a(), solicited_node(b()), false),
-            Err(Error::Unsupported)
-        );
+        assert_eq!(parse_ns_with(0, msg_type), Err(Error::Unsupported));
     }
 }
 

@@ -121,6 +121,16 @@ fn queues_used(got: &[Vec<(u32, u32)>]) -> usize {
     got.iter().filter(|q| !q.is_empty()).count()
 }
 
+/// Asserts that at least `min` queues received frames (the message gives each
+/// queue's frame count).
+fn assert_spread_over(got: &[Vec<(u32, u32)>], min: usize) {
+    assert!(
+        queues_used(got) >= min,
+        "{:?}",
+        got.iter().map(Vec::len).collect::<Vec<_>>()
+    );
+}
+
 #[test]
 fn hash_steering_puts_each_flow_on_its_rss_queue() {
     let steering = Arc::new(Steering::new(4));
@@ -132,22 +142,14 @@ fn hash_steering_puts_each_flow_on_its_rss_queue() {
             "flow {flow}"
         );
     }
-    assert!(
-        queues_used(&got) >= 3,
-        "{:?}",
-        got.iter().map(Vec::len).collect::<Vec<_>>()
-    );
+    assert_spread_over(&got, 3);
 }
 
 #[test]
 fn random_per_flow_keeps_each_flow_on_one_queue() {
     let got = spread(Steer::RandomPerFlow, 4, 256, 4, 2);
     queue_of_each_flow(&got, 256);
-    assert!(
-        queues_used(&got) >= 3,
-        "{:?}",
-        got.iter().map(Vec::len).collect::<Vec<_>>()
-    );
+    assert_spread_over(&got, 3);
 }
 
 #[test]
