@@ -12,9 +12,11 @@
 mod common;
 
 use common::daemon::{tail_of, Daemon, SocketPath};
-use common::shim::{memcached_args, memcached_client, need, payload, preload, profile_dir, script};
+use common::shim::{
+    self, memcached_args, memcached_client, need, payload, plain, preload, profile_dir, script,
+    served,
+};
 use common::*;
-use netns::Netns;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -64,41 +66,17 @@ fn shimmed_mode(
     program: impl AsRef<std::ffi::OsStr>,
     args: &[&str],
 ) -> Command {
-    preload();
-    let mut cmd = pair.core.exec(bin());
-    cmd.args([
-        "exec",
-        "--iface",
-        "vc",
-        "--ip",
-        &format!("{}/24", pair.core_ip),
-    ]);
-    if inline {
-        cmd.arg("--inline");
-    }
-    cmd.arg("--")
-        .arg(program)
-        .args(args)
-        .env_remove("CORESTACK_SOCKET")
-        .env_remove("LD_PRELOAD");
-    cmd
+    shim::shimmed(
+        pair,
+        &[format!("{}/24", pair.core_ip)],
+        inline,
+        program,
+        args,
+    )
 }
 
 /// How a test runs a program under the shim: `(program, args) -> command`.
 type Sh<'a> = dyn Fn(&str, &[&str]) -> Command + 'a;
-
-/// `corestack exec --socket SOCK -- program args` in the core namespace (service mode: the
-/// program is an application of the daemon listening on `sock`).
-fn served(pair: &Pair, sock: &SocketPath, program: &str, args: &[&str]) -> Command {
-    preload();
-    let mut cmd = pair.core.exec(bin());
-    cmd.args(["exec", "--socket", &sock.arg(), "--"])
-        .arg(program)
-        .args(args)
-        .env_remove("CORESTACK_IFACE")
-        .env_remove("LD_PRELOAD");
-    cmd
-}
 
 /// A `corestack run` daemon on the pair's core side (service-mode tests), its socket
 /// `/tmp/corestack-svctest-<pid>-<tag>.sock`.
@@ -130,13 +108,6 @@ fn in_service(ns: (&str, u8), tag: &str, drive: impl FnOnce(&Pair, &Sh)) {
         "the programs joined the daemon",
     );
     d.assert_no_panic();
-}
-
-/// `program args` in `ns` (the kernel stack).
-fn plain(ns: &Netns, program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
-    let mut cmd = ns.exec(program);
-    cmd.args(args).env_remove("LD_PRELOAD");
-    cmd
 }
 
 /// `tests/shim/NAME.c` passes ("ALL PASSED") on the kernel with `kernel_args`, then under
@@ -795,9 +766,11 @@ fn asyncio_echo(pair: &Pair, sh: &Sh) {
     server.wait_stdout("serving", STEP);
     ping_until_up(&pair.linux, &pair.core_ip, 10);
     let clients_py = script("asyncio_clients.py");
-    let mut cmd = pair.linux.exec("python3");
-    cmd.args([clients_py.to_str().unwrap(), &pair.core_ip, "7400", "20"])
-        .env_remove("LD_PRELOAD");
+    let cmd = plain(
+        &pair.linux,
+        "python3",
+        &[clients_py.to_str().unwrap(), &pair.core_ip, "7400", "20"],
+    );
     let out = run_ok("asyncio clients (linux)", cmd, STEP);
     assert_eq!(
         out.trim(),
@@ -939,9 +912,7 @@ fn curls_get_1mib(
     let url = format!("http://{}:{port}{path}", pair.core_ip);
     let gets: Vec<Proc> = (0..count)
         .map(|_| {
-            let mut cmd = pair.linux.exec("curl");
-            cmd.args(["-s", "-S", "-m", "20", &url])
-                .env_remove("LD_PRELOAD");
+            let cmd = plain(&pair.linux, "curl", &["-s", "-S", "-m", "20", &url]);
             Proc::spawn("curl (linux)", cmd, None, Out::Text)
         })
         .collect();
@@ -1349,9 +1320,8 @@ fn shim_service_nginx_with_the_stock_configuration_serves_linux_curl() {
     };
     ping_until_up(&pair.linux, &pair.core_ip, 10);
     curls_get_1mib(&pair, (80, &format!("/{name}")), 8, &log);
-    let mut cmd = pair.linux.exec("curl");
-    cmd.args(["-s", "-S", "-m", "20", &format!("http://{}/", pair.core_ip)])
-        .env_remove("LD_PRELOAD");
+    let url = format!("http://{}/", pair.core_ip);
+    let cmd = plain(&pair.linux, "curl", &["-s", "-S", "-m", "20", &url]);
     let page = run("curl / (linux)", cmd, STEP);
     assert!(
         page.stdout.contains("Welcome to nginx!"),
@@ -1651,14 +1621,12 @@ fn shim_service_daemonizing_server_with_grandchild_workers_serves_20_linux_clien
 /// whole) reached 20 within 5 s after.
 fn twenty_echo_clients(pair: &Pair, port: u16, served: impl Fn() -> usize) -> (Finished, bool) {
     let clients_py = script("asyncio_clients.py");
-    let mut cmd = pair.linux.exec("python3");
-    cmd.args([
-        clients_py.to_str().unwrap(),
-        &pair.core_ip,
-        &port.to_string(),
-        "20",
-    ])
-    .env_remove("LD_PRELOAD");
+    let port = port.to_string();
+    let cmd = plain(
+        &pair.linux,
+        "python3",
+        &[clients_py.to_str().unwrap(), &pair.core_ip, &port, "20"],
+    );
     let out = run("asyncio clients (linux)", cmd, STEP);
     let ok = until(Duration::from_secs(5), || served() == 20);
     (out, ok)

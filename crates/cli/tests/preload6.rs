@@ -10,7 +10,7 @@
 mod common;
 
 use common::daemon;
-use common::shim::{need, payload, preload, profile_dir, script};
+use common::shim::{need, payload, plain, profile_dir, script, served, shimmed};
 use common::*;
 use std::process::Command;
 use std::time::Duration;
@@ -21,28 +21,8 @@ const STEP: Duration = Duration::from_secs(60);
 /// `corestack exec --iface vc --ip CORE4/24 --ip CORE6/64 [--inline] -- program args` in
 /// the core namespace.
 fn shimmed6(pair: &Pair, core6: &str, inline: bool, program: &str, args: &[&str]) -> Command {
-    preload();
-    let mut cmd = pair.core.exec(bin());
-    cmd.args(["exec", "--iface", "vc", "--ip"])
-        .arg(format!("{}/24", pair.core_ip))
-        .arg("--ip")
-        .arg(format!("{core6}/64"));
-    if inline {
-        cmd.arg("--inline");
-    }
-    cmd.arg("--")
-        .arg(program)
-        .args(args)
-        .env_remove("CORESTACK_SOCKET")
-        .env_remove("LD_PRELOAD");
-    cmd
-}
-
-/// `program args` in the Linux namespace (the kernel stack).
-fn linux(pair: &Pair, program: &str, args: &[&str]) -> Command {
-    let mut cmd = pair.linux.exec(program);
-    cmd.args(args).env_remove("LD_PRELOAD");
-    cmd
+    let ips = [format!("{}/24", pair.core_ip), format!("{core6}/64")];
+    shimmed(pair, &ips, inline, program, args)
 }
 
 /// Linux's link-local address on `vl`, once Duplicate Address Detection is done with it
@@ -118,8 +98,8 @@ fn shim6_dual_stack_http_server_serves_curl_6_and_curl_4_at_once_byte_exact() {
                 let got = www.join(format!("got{flag}-{mode}-{round}.bin"));
                 let _ = std::fs::remove_file(&got);
                 let url = format!("http://{host}:{port}/data.bin");
-                let cmd = linux(
-                    &pair,
+                let cmd = plain(
+                    &pair.linux,
                     "curl",
                     &[
                         flag,
@@ -181,7 +161,11 @@ fn shim6_v6only_pktinfo_options_and_mapped_peers_behave_as_on_linux() {
     let peer_py = script("v6_peer.py");
     let mut peer = Proc::spawn(
         "v6_peer.py (linux)",
-        linux(&pair, "python3", &["-u", peer_py.to_str().unwrap(), "7100"]),
+        plain(
+            &pair.linux,
+            "python3",
+            &["-u", peer_py.to_str().unwrap(), "7100"],
+        ),
         None,
         Out::Text,
     );
@@ -251,20 +235,7 @@ fn shim6_service_mode_dual_stack_and_v6only_listeners_serve_as_on_linux() {
         \x20   c.sendall(('%s %s' % (peer[0], c.getsockname()[0])).encode())\n\
         \x20   c.close()\n\
         print('served', flush=True)\n";
-    preload();
-    let mut cmd = pair.core.exec(bin());
-    cmd.args([
-        "exec",
-        "--socket",
-        &sock.arg(),
-        "--",
-        "python3",
-        "-u",
-        "-c",
-        app,
-    ])
-    .env_remove("CORESTACK_IFACE")
-    .env_remove("LD_PRELOAD");
+    let cmd = served(&pair, &sock, "python3", &["-u", "-c", app]);
     let mut p = Proc::spawn("python3 (service-mode shim)", cmd, None, Out::Text);
     p.wait_stdout("ready", STEP);
     ping6_until_up(&pair, &core6, 10);
@@ -322,8 +293,8 @@ fn shim6_traffic_class_and_hop_limit_reach_the_wire_for_udp_tcp_and_accepted() {
     let filter = format!("ip6 and tcp and src host {core6} and greater 300");
     let mut dump = Proc::spawn(
         "tcpdump (linux)",
-        linux(
-            &pair,
+        plain(
+            &pair.linux,
             "timeout",
             &[
                 "30", "tcpdump", "-i", "vl", "-nn", "-v", "-l", "-c", "6", &filter,
@@ -336,8 +307,8 @@ fn shim6_traffic_class_and_hop_limit_reach_the_wire_for_udp_tcp_and_accepted() {
     let peer_py = script("v6_header_peer.py");
     let mut peer = Proc::spawn(
         "v6_header_peer.py (linux)",
-        linux(
-            &pair,
+        plain(
+            &pair.linux,
             "python3",
             &["-u", peer_py.to_str().unwrap(), &core6, uport, tport, lport],
         ),
