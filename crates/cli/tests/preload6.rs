@@ -25,6 +25,35 @@ fn shimmed6(pair: &Pair, core6: &str, inline: bool, program: &str, args: &[&str]
     shimmed(pair, &ips, inline, program, args)
 }
 
+/// `python3 -u tests/shim/NAME args` on Linux's side (the kernel stack), once it printed
+/// `peer listening`.
+fn linux_peer(pair: &Pair, name: &str, args: &[&str]) -> Proc {
+    let py = script(name);
+    let argv = [&["-u", py.to_str().unwrap()][..], args].concat();
+    let mut peer = Proc::spawn(
+        &format!("{name} (linux)"),
+        plain(&pair.linux, "python3", &argv),
+        None,
+        Out::Text,
+    );
+    peer.wait_stdout("peer listening", STEP);
+    peer
+}
+
+/// `python3 -u tests/shim/NAME args` under the shim (embedded mode, [`shimmed6`]), run to
+/// its end.
+fn shim_script6(pair: &Pair, core6: &str, name: &str, args: &[&str]) -> Finished {
+    let py = script(name);
+    let argv = [&["-u", py.to_str().unwrap()][..], args].concat();
+    Proc::spawn(
+        &format!("{name} (shim)"),
+        shimmed6(pair, core6, false, "python3", &argv),
+        None,
+        Out::Text,
+    )
+    .finish(STEP)
+}
+
 /// Linux's link-local address on `vl`, once Duplicate Address Detection is done with it
 /// (at most 10 s).
 fn linux_link_local(pair: &Pair) -> String {
@@ -158,43 +187,22 @@ fn shim6_v6only_pktinfo_options_and_mapped_peers_behave_as_on_linux() {
     need("python3");
     let pair = Pair::new("p6", 218).expect("creating the namespaces");
     let (linux6, core6) = linux_ipv6(&pair, 218);
-    let peer_py = script("v6_peer.py");
-    let mut peer = Proc::spawn(
-        "v6_peer.py (linux)",
-        plain(
-            &pair.linux,
-            "python3",
-            &["-u", peer_py.to_str().unwrap(), "7100"],
-        ),
-        None,
-        Out::Text,
-    );
-    peer.wait_stdout("peer listening", STEP);
+    let peer = linux_peer(&pair, "v6_peer.py", &["7100"]);
     let linux_ll = linux_link_local(&pair);
-    let shim_py = script("v6_shim.py");
-    let f = Proc::spawn(
-        "v6_shim.py (shim)",
-        shimmed6(
-            &pair,
+    let f = shim_script6(
+        &pair,
+        &core6,
+        "v6_shim.py",
+        &[
+            &pair.core_ip,
             &core6,
-            false,
-            "python3",
-            &[
-                "-u",
-                shim_py.to_str().unwrap(),
-                &pair.core_ip,
-                &core6,
-                &pair.linux_ip,
-                &linux6,
-                "7100",
-                "vc",
-                &linux_ll,
-            ],
-        ),
-        None,
-        Out::Text,
-    )
-    .finish(STEP);
+            &pair.linux_ip,
+            &linux6,
+            "7100",
+            "vc",
+            &linux_ll,
+        ],
+    );
     assert!(
         f.status.success() && f.stdout.contains("ALL OK"),
         "v6_shim.py failed ({}):\n{}\nstderr:\n{}\npeer:\n{}{}",
@@ -304,39 +312,13 @@ fn shim6_traffic_class_and_hop_limit_reach_the_wire_for_udp_tcp_and_accepted() {
         Out::Text,
     );
     dump.wait_stderr("listening on", STEP);
-    let peer_py = script("v6_header_peer.py");
-    let mut peer = Proc::spawn(
-        "v6_header_peer.py (linux)",
-        plain(
-            &pair.linux,
-            "python3",
-            &["-u", peer_py.to_str().unwrap(), &core6, uport, tport, lport],
-        ),
-        None,
-        Out::Text,
+    let peer = linux_peer(&pair, "v6_header_peer.py", &[&core6, uport, tport, lport]);
+    let f = shim_script6(
+        &pair,
+        &core6,
+        "v6_header.py",
+        &[&linux6, uport, tport, lport],
     );
-    peer.wait_stdout("peer listening", STEP);
-    let shim_py = script("v6_header.py");
-    let f = Proc::spawn(
-        "v6_header.py (shim)",
-        shimmed6(
-            &pair,
-            &core6,
-            false,
-            "python3",
-            &[
-                "-u",
-                shim_py.to_str().unwrap(),
-                &linux6,
-                uport,
-                tport,
-                lport,
-            ],
-        ),
-        None,
-        Out::Text,
-    )
-    .finish(STEP);
     let peer = peer.finish(STEP);
     let dump = dump.finish(STEP);
     let context = || {
