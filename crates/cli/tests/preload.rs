@@ -27,31 +27,23 @@ const STEP: Duration = Duration::from_secs(60);
 
 /// Compiles `tests/shim/NAME.c` (once per run).
 fn cc(name: &str) -> PathBuf {
-    static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
     need("cc");
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, p)) = built.iter().find(|(n, _)| n == name) {
-        return p.clone();
-    }
-    let out_dir = profile_dir().join("shim-c");
-    std::fs::create_dir_all(&out_dir).expect("creating the C programs' directory");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/shim/{name}.c"));
-    let out = out_dir.join(name);
-    let r = Command::new("cc")
-        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-pthread"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .expect("running cc");
-    assert!(
-        r.status.success(),
-        "cc {} failed:\n{}",
-        src.display(),
-        String::from_utf8_lossy(&r.stderr)
-    );
-    built.push((name.to_string(), out.clone()));
-    out
+    testkit::cc::once(name, || {
+        let out_dir = profile_dir().join("shim-c");
+        std::fs::create_dir_all(&out_dir).expect("creating the C programs' directory");
+        let src = script(&format!("{name}.c"));
+        let out = out_dir.join(name);
+        testkit::cc::compile(
+            Command::new("cc")
+                .args(["-O2", "-Wall", "-Wextra", "-Werror", "-pthread"])
+                .arg(&src)
+                .arg("-o")
+                .arg(&out),
+            &src,
+            "",
+        );
+        out
+    })
 }
 
 /// `corestack exec --iface vc --ip CORE/24 -- program args` in the core namespace.
@@ -1917,19 +1909,15 @@ fn cc_as(name: &str, flags: &[&str], out: &str) -> PathBuf {
     std::fs::create_dir_all(&out_dir).expect("creating the C programs' directory");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/shim/{name}.c"));
     let out = out_dir.join(out);
-    let r = Command::new("cc")
-        .args(["-O2", "-Wall", "-Werror"])
-        .args(flags)
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .expect("running cc");
-    assert!(
-        r.status.success(),
-        "cc {flags:?} {} failed (a static link needs libc.a: libc6-dev):\n{}",
-        src.display(),
-        String::from_utf8_lossy(&r.stderr)
+    testkit::cc::compile(
+        Command::new("cc")
+            .args(["-O2", "-Wall", "-Werror"])
+            .args(flags)
+            .arg(&src)
+            .arg("-o")
+            .arg(&out),
+        &src,
+        &format!(" with {flags:?} (a static link needs libc.a: libc6-dev)"),
     );
     out
 }
@@ -2192,13 +2180,7 @@ fn cc_uring(out: &str, lib: Option<&str>, strip: bool) -> PathBuf {
         cmd.arg("-DWITH_LIBURING");
     }
     cmd.arg(&src).arg("-o").arg(&out).args(lib);
-    let r = cmd.output().expect("running cc");
-    assert!(
-        r.status.success(),
-        "cc {} ({lib:?}) failed:\n{}",
-        src.display(),
-        String::from_utf8_lossy(&r.stderr)
-    );
+    testkit::cc::compile(&mut cmd, &src, &format!(" (with {lib:?})"));
     out
 }
 
