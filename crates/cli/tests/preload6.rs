@@ -18,6 +18,14 @@ use std::time::Duration;
 /// The longest a step (a program's run) may take.
 const STEP: Duration = Duration::from_secs(60);
 
+/// A fresh pair of namespaces `p6`, `net`, with IPv6 on Linux's side: the pair, Linux's
+/// IPv6 address and corestack's (fd00:N::1, fd00:N::2).
+fn pair6(net: u8) -> (Pair, String, String) {
+    let pair = Pair::new("p6", net).expect("creating the namespaces");
+    let (linux6, core6) = linux_ipv6(&pair, net);
+    (pair, linux6, core6)
+}
+
 /// `corestack exec --iface vc --ip CORE4/24 --ip CORE6/64 [--inline] -- program args` in
 /// the core namespace.
 fn shimmed6(pair: &Pair, core6: &str, inline: bool, program: &str, args: &[&str]) -> Command {
@@ -89,8 +97,7 @@ fn shim6_dual_stack_http_server_serves_curl_6_and_curl_4_at_once_byte_exact() {
     let _lock = start();
     need("python3");
     need("curl");
-    let pair = Pair::new("p6", 217).expect("creating the namespaces");
-    let (linux6, core6) = linux_ipv6(&pair, 217);
+    let (pair, linux6, core6) = pair6(217);
     let www = profile_dir().join("shim6-www");
     std::fs::create_dir_all(&www).expect("creating the web root");
     let data = payload(2 << 20, 0x2545_f491_4f6c_dd1d);
@@ -185,8 +192,7 @@ fn shim6_dual_stack_http_server_serves_curl_6_and_curl_4_at_once_byte_exact() {
 fn shim6_v6only_pktinfo_options_and_mapped_peers_behave_as_on_linux() {
     let _lock = start();
     need("python3");
-    let pair = Pair::new("p6", 218).expect("creating the namespaces");
-    let (linux6, core6) = linux_ipv6(&pair, 218);
+    let (pair, linux6, core6) = pair6(218);
     let peer = linux_peer(&pair, "v6_peer.py", &["7100"]);
     let linux_ll = linux_link_local(&pair);
     let f = shim_script6(
@@ -295,8 +301,7 @@ fn shim6_traffic_class_and_hop_limit_reach_the_wire_for_udp_tcp_and_accepted() {
     let _lock = start();
     need("python3");
     need("tcpdump");
-    let pair = Pair::new("p6", 220).expect("creating the namespaces");
-    let (linux6, core6) = linux_ipv6(&pair, 220);
+    let (pair, linux6, core6) = pair6(220);
     let (uport, tport, lport) = ("7301", "7302", "7303");
     let filter = format!("ip6 and tcp and src host {core6} and greater 300");
     let mut dump = Proc::spawn(
