@@ -29,3 +29,37 @@ pub fn once(name: &str, build: impl FnOnce() -> PathBuf) -> PathBuf {
     built.push((name.to_string(), out.clone()));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn once_builds_each_name_once_and_gives_its_first_path_after() {
+        let mut calls = 0;
+        let a = once("testkit-cc-once", || {
+            calls += 1;
+            PathBuf::from("/first")
+        });
+        let b = once("testkit-cc-once", || {
+            calls += 1;
+            PathBuf::from("/second")
+        });
+        let c = once("testkit-cc-other", || {
+            calls += 1;
+            PathBuf::from("/other")
+        });
+        assert_eq!(a, PathBuf::from("/first"));
+        assert_eq!(b, PathBuf::from("/first"));
+        assert_eq!(c, PathBuf::from("/other"));
+        assert_eq!(calls, 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "no/such/file.c failed (hint)")]
+    fn compile_fails_naming_the_source_and_the_hint_when_cc_fails() {
+        // `false` stands in for a cc that fails (exit status 1), so no compiler is needed.
+        let src = Path::new("/no/such/file.c");
+        compile(&mut Command::new("false"), src, " (hint)");
+    }
+}
