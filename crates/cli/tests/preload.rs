@@ -743,20 +743,26 @@ fn shim_service_python_asyncio_echo_server_serves_20_linux_clients_at_once() {
     in_service(("shm3", 162), "asyncio", asyncio_echo);
 }
 
+/// Starts `cmd`, a server under the shim (`name` in messages), and waits until it prints
+/// `serving` and corestack answers Linux's ping.
+fn start_serving(pair: &Pair, name: &str, cmd: Command) -> Proc {
+    let mut server = Proc::spawn(name, cmd, None, Out::Text);
+    server.wait_stdout("serving", STEP);
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    server
+}
+
 fn asyncio_echo(pair: &Pair, sh: &Sh) {
     need("python3");
     let server_py = script("asyncio_echo.py");
-    let mut server = Proc::spawn(
+    let server = start_serving(
+        pair,
         "asyncio_echo.py (shim)",
         sh(
             "python3",
             &["-u", server_py.to_str().unwrap(), "7400", "30"],
         ),
-        None,
-        Out::Text,
     );
-    server.wait_stdout("serving", STEP);
-    ping_until_up(&pair.linux, &pair.core_ip, 10);
     let clients_py = script("asyncio_clients.py");
     let cmd = plain(
         &pair.linux,
@@ -791,14 +797,11 @@ fn node_http(pair: &Pair, sh: &Sh) {
     need("node");
     need("curl");
     let js = script("node_http.js");
-    let mut server = Proc::spawn(
+    let server = start_serving(
+        pair,
         "node node_http.js (shim)",
         sh("node", &[js.to_str().unwrap(), "7401", "30"]),
-        None,
-        Out::Text,
     );
-    server.wait_stdout("serving", STEP);
-    ping_until_up(&pair.linux, &pair.core_ip, 10);
     curls_get_1mib(pair, (7401, "/"), 4, &|| server.stdout() + &server.stderr());
     drop(server.terminate());
 }
@@ -815,14 +818,11 @@ fn shim_service_node_cluster_with_two_workers_serves_linux_curl() {
     let pair = Pair::new("shm8", 239).expect("creating the namespaces");
     let (d, sock) = daemon(&pair, "cluster");
     let js = script("node_cluster.js");
-    let mut server = Proc::spawn(
+    let server = start_serving(
+        &pair,
         "node node_cluster.js (service)",
         served(&pair, &sock, "node", &[js.to_str().unwrap(), "7403", "30"]),
-        None,
-        Out::Text,
     );
-    server.wait_stdout("serving", STEP);
-    ping_until_up(&pair.linux, &pair.core_ip, 10);
     let what = || {
         format!(
             "{}{}\ndaemon:\n{}",
@@ -852,14 +852,11 @@ fn shim_tokio_multi_thread_hyper_server_serves_eight_concurrent_curls() {
     need("curl");
     let exe = tokio_http();
     let pair = Pair::new("p", 165).expect("creating the namespaces");
-    let mut server = Proc::spawn(
+    let server = start_serving(
+        &pair,
         "tokio-http (shim)",
         shimmed(&pair, &exe, &["7402", "30"]),
-        None,
-        Out::Text,
     );
-    server.wait_stdout("serving", STEP);
-    ping_until_up(&pair.linux, &pair.core_ip, 10);
     curls_get_1mib(&pair, (7402, "/"), 8, &|| {
         server.stdout() + &server.stderr()
     });
