@@ -113,12 +113,12 @@ fn passes_on_the_kernel_and_the_shim(
     env: &[(&str, &str)],
 ) {
     let prog = cc(name);
-    let kernel = run_ok(
+    all_passed(
         &format!("{name} (kernel)"),
         plain(&pair.linux, &prog, kernel_args),
         STEP,
+        "",
     );
-    assert!(kernel.contains("ALL PASSED"), "kernel: {kernel}");
     let failed: Vec<String> = [false, true]
         .into_iter()
         .filter_map(|inline| {
@@ -148,6 +148,20 @@ fn run_ok(name: &str, cmd: Command, timeout: Duration) -> String {
         f.stderr
     );
     f.stdout
+}
+
+/// Runs `cmd`, a `tests/shim` C program (`name` in messages), to its end (at most `timeout`)
+/// and asserts it exited 0 saying "ALL PASSED"; `context` (a daemon's log, or empty) ends
+/// the failure message.
+fn all_passed(name: &str, cmd: Command, timeout: Duration, context: &str) {
+    let f = run(name, cmd, timeout);
+    assert!(
+        f.status.success() && f.stdout.contains("ALL PASSED"),
+        "{name} ({}):\n{}\nstderr:\n{}{context}",
+        f.status,
+        f.stdout,
+        f.stderr
+    );
 }
 
 /// A kernel TCP and UDP echo server on port 7 in the Linux namespace.
@@ -194,12 +208,12 @@ fn shim_epoll_poll_select_over_pipe_kernel_udp_and_corestack_sockets_report_exac
     let pair = Pair::new("p", 150).expect("creating the namespaces");
     let _echo = linux_echo(&pair);
     for inline in [false, true] {
-        let out = run_ok(
+        all_passed(
             &format!("mixed (shim, inline {inline})"),
             shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7"]),
             STEP,
+            "",
         );
-        assert!(out.contains("ALL PASSED"), "inline {inline}: {out}");
     }
 }
 
@@ -2077,16 +2091,11 @@ fn shim_a_socket_closed_behind_the_shims_back_does_not_capture_the_next_fd_with_
     let prog = cc("stale");
     let pair = Pair::new("p", 206).expect("creating the namespaces");
     let _echo = linux_echo(&pair);
-    let f = run(
+    all_passed(
         "stale (shim)",
         shimmed(&pair, &prog, &[&pair.linux_ip, "7"]),
         STEP,
-    );
-    assert!(
-        f.status.success() && f.stdout.contains("ALL PASSED"),
-        "{}{}",
-        f.stdout,
-        f.stderr
+        "",
     );
 }
 
@@ -2106,26 +2115,19 @@ fn shim_pthread_cancel_of_a_thread_blocked_in_recv_poll_epoll_wait_accept_ends_i
     let _echo = linux_echo(&pair);
     let args = [pair.linux_ip.as_str(), "7", "7250"];
     for inline in [false, true] {
-        let out = run_ok(
+        all_passed(
             &format!("cancel (inline {inline})"),
             shimmed_mode(&pair, inline, prog, &args),
             Duration::from_secs(30),
+            "",
         );
-        assert!(out.contains("ALL PASSED"), "inline {inline}: {out}");
     }
     let (d, sock) = daemon(&pair, "cancel");
-    let f = run(
+    all_passed(
         "cancel (service)",
         served(&pair, &sock, prog, &args),
         Duration::from_secs(30),
-    );
-    assert!(
-        f.status.success() && f.stdout.contains("ALL PASSED"),
-        "service mode ({}):\n{}\nstderr:\n{}\ndaemon:\n{}",
-        f.status,
-        f.stdout,
-        f.stderr,
-        d.tail()
+        &format!("\ndaemon:\n{}", d.tail()),
     );
 }
 
