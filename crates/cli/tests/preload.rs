@@ -321,6 +321,22 @@ fn shim_threads_share_sockets_and_a_close_from_another_thread_ends_calls_as_on_l
     assert_eq!(outputs[0], outputs[1], "the shim differs from the kernel");
 }
 
+/// Asserts that conform's output under the shim (`what`, in the message) is the kernel's,
+/// line by line and as many lines; `context` ends the failure message.
+fn assert_conforms(kernel: &str, shim: &str, what: &str, context: &str) {
+    let diff: Vec<String> = kernel
+        .lines()
+        .zip(shim.lines())
+        .filter(|(k, s)| k != s)
+        .map(|(k, s)| format!("kernel: {k}\n  shim: {s}"))
+        .collect();
+    assert!(
+        diff.is_empty() && kernel.lines().count() == shim.lines().count(),
+        "{what} differs from the kernel:\n{}\n(full shim output:\n{shim}){context}",
+        diff.join("\n")
+    );
+}
+
 #[test]
 fn shim_conformance_script_matches_the_kernel_call_by_call() {
     let _lock = start();
@@ -342,17 +358,7 @@ fn shim_conformance_script_matches_the_kernel_call_by_call() {
             shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7", "7301"]),
             STEP,
         );
-        let diff: Vec<String> = kernel
-            .lines()
-            .zip(shim.lines())
-            .filter(|(k, s)| k != s)
-            .map(|(k, s)| format!("kernel: {k}\n  shim: {s}"))
-            .collect();
-        assert!(
-            diff.is_empty() && kernel.lines().count() == shim.lines().count(),
-            "the shim (inline {inline}) differs from the kernel:\n{}\n(full shim output:\n{shim})",
-            diff.join("\n")
-        );
+        assert_conforms(&kernel, &shim, &format!("the shim (inline {inline})"), "");
     }
 }
 
@@ -378,17 +384,11 @@ fn shim_service_conformance_script_matches_the_kernel_call_by_call() {
         ),
         STEP,
     );
-    let diff: Vec<String> = kernel
-        .lines()
-        .zip(shim.lines())
-        .filter(|(k, s)| k != s)
-        .map(|(k, s)| format!("kernel: {k}\n  shim: {s}"))
-        .collect();
-    assert!(
-        diff.is_empty() && kernel.lines().count() == shim.lines().count(),
-        "the shim in service mode differs from the kernel:\n{}\n(full shim output:\n{shim})\ndaemon:\n{}",
-        diff.join("\n"),
-        d.tail()
+    assert_conforms(
+        &kernel,
+        &shim,
+        "the shim in service mode",
+        &format!("\ndaemon:\n{}", d.tail()),
     );
 }
 
