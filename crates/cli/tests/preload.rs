@@ -13,8 +13,8 @@ mod common;
 
 use common::daemon::{tail_of, Daemon, SocketPath};
 use common::shim::{
-    self, memcached_args, memcached_client, need, payload, plain, preload, profile_dir, script,
-    served,
+    self, assert_memcached_served, memcached_args, memcached_client, need, payload, plain, preload,
+    profile_dir, script, served,
 };
 use common::*;
 use std::path::{Path, PathBuf};
@@ -423,13 +423,7 @@ fn memcached_t1_t4(pair: &Pair, sh: &Sh) {
         );
         let c = memcached_client(&pair.linux, &pair.core_ip, STEP);
         let s = server.terminate();
-        assert!(
-            c.status.success(),
-            "memcached -t {threads}: {}{}\nserver stderr:\n{}",
-            c.stdout,
-            c.stderr,
-            s.stderr
-        );
+        assert_memcached_served(&c, &s, &format!("\n(memcached -t {threads})"));
     }
 }
 

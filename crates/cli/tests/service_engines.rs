@@ -10,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::daemon::*;
-use common::shim::{memcached_args, plain, served};
+use common::shim::{assert_memcached_served, memcached_args, plain, served};
 use common::*;
 
 /// The daemon's two engines serve 256 echo connections of `serve echo` (an application in
@@ -113,14 +113,7 @@ fn shim_memcached_t4_against_a_two_engine_daemon_serves_every_get() {
     let c = common::shim::memcached_client(&pair.linux, &pair.core_ip, Duration::from_secs(60));
     std::thread::sleep(Duration::from_millis(50));
     let s = server.terminate();
-    assert!(
-        c.status.success(),
-        "{}{}\nmemcached stderr:\n{}\ndaemon log:\n{}",
-        c.stdout,
-        c.stderr,
-        s.stderr,
-        daemon.tail()
-    );
+    assert_memcached_served(&c, &s, &format!("\ndaemon log:\n{}", daemon.tail()));
     let counters = engine_counters(daemon.pid());
     let get = |k: &str| counters.get(k).copied().unwrap_or(0);
     assert!(get("tcp_passive_opens") >= 8, "{counters:?}");

@@ -72,17 +72,26 @@ pub fn memcached_client(
     core_ip: &str,
     bound: std::time::Duration,
 ) -> super::Finished {
-    let mut client = linux.exec("python3");
-    client
-        .args([
-            script("memcached_client.py").to_str().unwrap(),
-            core_ip,
-            "11211",
-            "8",
-            "200",
-        ])
-        .env_remove("LD_PRELOAD");
+    let py = script("memcached_client.py");
+    let client = plain(
+        linux,
+        "python3",
+        &[py.to_str().unwrap(), core_ip, "11211", "8", "200"],
+    );
     super::Proc::spawn("memcached client", client, None, super::Out::Text).finish(bound)
+}
+
+/// Asserts that the memcached client `c` ([`memcached_client`]) got every value back; the
+/// failure message holds its output, what the ended memcached (`server`) wrote on stderr, and
+/// `context`.
+pub fn assert_memcached_served(c: &super::Finished, server: &super::Finished, context: &str) {
+    assert!(
+        c.status.success(),
+        "{}{}\nmemcached stderr:\n{}{context}",
+        c.stdout,
+        c.stderr,
+        server.stderr
+    );
 }
 
 /// `n` bytes of xorshift64 from `seed`: a payload in which a lost, doubled or reordered
