@@ -107,13 +107,7 @@ fn shim_memcached_t4_on_two_engines_serves_every_get() {
     std::thread::sleep(Duration::from_millis(50));
     let counters = engine_counters(server.pid());
     let s = server.terminate();
-    assert!(
-        c.status.success(),
-        "{}{}\nmemcached stderr:\n{}",
-        c.stdout,
-        c.stderr,
-        s.stderr
-    );
+    common::shim::assert_memcached_served(&c, &s, "");
     let get = |k: &str| counters.get(k).copied().unwrap_or(0);
     assert!(get("tcp_passive_opens") >= 8, "{counters:?}");
     assert!(get("handoff_rx") > 0, "{counters:?}");

@@ -37,21 +37,10 @@ fn afxdp_ipv6_ping6_and_udp_echo_from_linux() {
         assert!(ok >= 19, "only {ok} of 20 UDP echoes from {target}");
     }
     // TCP to the dual-stack listener over both families.
-    let tcp = "import socket,sys\n\
-        fam = socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET\n\
-        s = socket.create_connection((sys.argv[1], 7), timeout=5)\n\
-        m = bytes(range(256)) * 256\n\
-        s.sendall(m)\n\
-        d = b''\n\
-        while len(d) < len(m):\n\
-        \x20   c = s.recv(65536)\n\
-        \x20   if not c: break\n\
-        \x20   d += c\n\
-        print(d == m, s.getpeername()[0])\n";
     for target in [ip6.as_str(), pair.core_ip.as_str()] {
         let out = pair
             .linux
-            .run("python3", &["-c", tcp, target])
+            .run("python3", &["-c", TCP_ECHO_64K, target, "7"])
             .unwrap_or_else(|e| panic!("TCP echo to {target}: {e}; server:\n{}", server.stderr()));
         assert!(out.starts_with("True"), "TCP echo to {target}: {out}");
     }

@@ -12,9 +12,11 @@
 mod common;
 
 use common::daemon::{tail_of, Daemon, SocketPath};
-use common::shim::{memcached_args, memcached_client, need, payload, preload, profile_dir, script};
+use common::shim::{
+    self, assert_memcached_served, memcached_args, memcached_client, need, payload, plain, preload,
+    profile_dir, script, served,
+};
 use common::*;
-use netns::Netns;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -25,31 +27,23 @@ const STEP: Duration = Duration::from_secs(60);
 
 /// Compiles `tests/shim/NAME.c` (once per run).
 fn cc(name: &str) -> PathBuf {
-    static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
     need("cc");
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, p)) = built.iter().find(|(n, _)| n == name) {
-        return p.clone();
-    }
-    let out_dir = profile_dir().join("shim-c");
-    std::fs::create_dir_all(&out_dir).expect("creating the C programs' directory");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/shim/{name}.c"));
-    let out = out_dir.join(name);
-    let r = Command::new("cc")
-        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-pthread"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .expect("running cc");
-    assert!(
-        r.status.success(),
-        "cc {} failed:\n{}",
-        src.display(),
-        String::from_utf8_lossy(&r.stderr)
-    );
-    built.push((name.to_string(), out.clone()));
-    out
+    testkit::cc::once(name, || {
+        let out_dir = profile_dir().join("shim-c");
+        std::fs::create_dir_all(&out_dir).expect("creating the C programs' directory");
+        let src = script(&format!("{name}.c"));
+        let out = out_dir.join(name);
+        testkit::cc::compile(
+            Command::new("cc")
+                .args(["-O2", "-Wall", "-Wextra", "-Werror", "-pthread"])
+                .arg(&src)
+                .arg("-o")
+                .arg(&out),
+            &src,
+            "",
+        );
+        out
+    })
 }
 
 /// `corestack exec --iface vc --ip CORE/24 -- program args` in the core namespace.
@@ -64,41 +58,17 @@ fn shimmed_mode(
     program: impl AsRef<std::ffi::OsStr>,
     args: &[&str],
 ) -> Command {
-    preload();
-    let mut cmd = pair.core.exec(bin());
-    cmd.args([
-        "exec",
-        "--iface",
-        "vc",
-        "--ip",
-        &format!("{}/24", pair.core_ip),
-    ]);
-    if inline {
-        cmd.arg("--inline");
-    }
-    cmd.arg("--")
-        .arg(program)
-        .args(args)
-        .env_remove("CORESTACK_SOCKET")
-        .env_remove("LD_PRELOAD");
-    cmd
+    shim::shimmed(
+        pair,
+        &[format!("{}/24", pair.core_ip)],
+        inline,
+        program,
+        args,
+    )
 }
 
 /// How a test runs a program under the shim: `(program, args) -> command`.
 type Sh<'a> = dyn Fn(&str, &[&str]) -> Command + 'a;
-
-/// `corestack exec --socket SOCK -- program args` in the core namespace (service mode: the
-/// program is an application of the daemon listening on `sock`).
-fn served(pair: &Pair, sock: &SocketPath, program: &str, args: &[&str]) -> Command {
-    preload();
-    let mut cmd = pair.core.exec(bin());
-    cmd.args(["exec", "--socket", &sock.arg(), "--"])
-        .arg(program)
-        .args(args)
-        .env_remove("CORESTACK_IFACE")
-        .env_remove("LD_PRELOAD");
-    cmd
-}
 
 /// A `corestack run` daemon on the pair's core side (service-mode tests), its socket
 /// `/tmp/corestack-svctest-<pid>-<tag>.sock`.
@@ -132,13 +102,6 @@ fn in_service(ns: (&str, u8), tag: &str, drive: impl FnOnce(&Pair, &Sh)) {
     d.assert_no_panic();
 }
 
-/// `program args` in `ns` (the kernel stack).
-fn plain(ns: &Netns, program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
-    let mut cmd = ns.exec(program);
-    cmd.args(args).env_remove("LD_PRELOAD");
-    cmd
-}
-
 /// `tests/shim/NAME.c` passes ("ALL PASSED") on the kernel with `kernel_args`, then under
 /// the shim in embedded and inline mode with `shim_args` and the environment `env`; the
 /// failures of both modes are reported together.
@@ -150,12 +113,12 @@ fn passes_on_the_kernel_and_the_shim(
     env: &[(&str, &str)],
 ) {
     let prog = cc(name);
-    let kernel = run_ok(
+    all_passed(
         &format!("{name} (kernel)"),
         plain(&pair.linux, &prog, kernel_args),
         STEP,
+        "",
     );
-    assert!(kernel.contains("ALL PASSED"), "kernel: {kernel}");
     let failed: Vec<String> = [false, true]
         .into_iter()
         .filter_map(|inline| {
@@ -185,6 +148,20 @@ fn run_ok(name: &str, cmd: Command, timeout: Duration) -> String {
         f.stderr
     );
     f.stdout
+}
+
+/// Runs `cmd`, a `tests/shim` C program (`name` in messages), to its end (at most `timeout`)
+/// and asserts it exited 0 saying "ALL PASSED"; `context` (a daemon's log, or empty) ends
+/// the failure message.
+fn all_passed(name: &str, cmd: Command, timeout: Duration, context: &str) {
+    let f = run(name, cmd, timeout);
+    assert!(
+        f.status.success() && f.stdout.contains("ALL PASSED"),
+        "{name} ({}):\n{}\nstderr:\n{}{context}",
+        f.status,
+        f.stdout,
+        f.stderr
+    );
 }
 
 /// A kernel TCP and UDP echo server on port 7 in the Linux namespace.
@@ -231,12 +208,12 @@ fn shim_epoll_poll_select_over_pipe_kernel_udp_and_corestack_sockets_report_exac
     let pair = Pair::new("p", 150).expect("creating the namespaces");
     let _echo = linux_echo(&pair);
     for inline in [false, true] {
-        let out = run_ok(
+        all_passed(
             &format!("mixed (shim, inline {inline})"),
             shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7"]),
             STEP,
+            "",
         );
-        assert!(out.contains("ALL PASSED"), "inline {inline}: {out}");
     }
 }
 
@@ -344,6 +321,22 @@ fn shim_threads_share_sockets_and_a_close_from_another_thread_ends_calls_as_on_l
     assert_eq!(outputs[0], outputs[1], "the shim differs from the kernel");
 }
 
+/// Asserts that conform's output under the shim (`what`, in the message) is the kernel's,
+/// line by line and as many lines; `context` ends the failure message.
+fn assert_conforms(kernel: &str, shim: &str, what: &str, context: &str) {
+    let diff: Vec<String> = kernel
+        .lines()
+        .zip(shim.lines())
+        .filter(|(k, s)| k != s)
+        .map(|(k, s)| format!("kernel: {k}\n  shim: {s}"))
+        .collect();
+    assert!(
+        diff.is_empty() && kernel.lines().count() == shim.lines().count(),
+        "{what} differs from the kernel:\n{}\n(full shim output:\n{shim}){context}",
+        diff.join("\n")
+    );
+}
+
 #[test]
 fn shim_conformance_script_matches_the_kernel_call_by_call() {
     let _lock = start();
@@ -365,17 +358,7 @@ fn shim_conformance_script_matches_the_kernel_call_by_call() {
             shimmed_mode(&pair, inline, &prog, &[&pair.linux_ip, "7", "7301"]),
             STEP,
         );
-        let diff: Vec<String> = kernel
-            .lines()
-            .zip(shim.lines())
-            .filter(|(k, s)| k != s)
-            .map(|(k, s)| format!("kernel: {k}\n  shim: {s}"))
-            .collect();
-        assert!(
-            diff.is_empty() && kernel.lines().count() == shim.lines().count(),
-            "the shim (inline {inline}) differs from the kernel:\n{}\n(full shim output:\n{shim})",
-            diff.join("\n")
-        );
+        assert_conforms(&kernel, &shim, &format!("the shim (inline {inline})"), "");
     }
 }
 
@@ -401,17 +384,11 @@ fn shim_service_conformance_script_matches_the_kernel_call_by_call() {
         ),
         STEP,
     );
-    let diff: Vec<String> = kernel
-        .lines()
-        .zip(shim.lines())
-        .filter(|(k, s)| k != s)
-        .map(|(k, s)| format!("kernel: {k}\n  shim: {s}"))
-        .collect();
-    assert!(
-        diff.is_empty() && kernel.lines().count() == shim.lines().count(),
-        "the shim in service mode differs from the kernel:\n{}\n(full shim output:\n{shim})\ndaemon:\n{}",
-        diff.join("\n"),
-        d.tail()
+    assert_conforms(
+        &kernel,
+        &shim,
+        "the shim in service mode",
+        &format!("\ndaemon:\n{}", d.tail()),
     );
 }
 
@@ -446,13 +423,7 @@ fn memcached_t1_t4(pair: &Pair, sh: &Sh) {
         );
         let c = memcached_client(&pair.linux, &pair.core_ip, STEP);
         let s = server.terminate();
-        assert!(
-            c.status.success(),
-            "memcached -t {threads}: {}{}\nserver stderr:\n{}",
-            c.stdout,
-            c.stderr,
-            s.stderr
-        );
+        assert_memcached_served(&c, &s, &format!("\n(memcached -t {threads})"));
     }
 }
 
@@ -780,24 +751,32 @@ fn shim_service_python_asyncio_echo_server_serves_20_linux_clients_at_once() {
     in_service(("shm3", 162), "asyncio", asyncio_echo);
 }
 
+/// Starts `cmd`, a server under the shim (`name` in messages), and waits until it prints
+/// `serving` and corestack answers Linux's ping.
+fn start_serving(pair: &Pair, name: &str, cmd: Command) -> Proc {
+    let mut server = Proc::spawn(name, cmd, None, Out::Text);
+    server.wait_stdout("serving", STEP);
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    server
+}
+
 fn asyncio_echo(pair: &Pair, sh: &Sh) {
     need("python3");
     let server_py = script("asyncio_echo.py");
-    let mut server = Proc::spawn(
+    let server = start_serving(
+        pair,
         "asyncio_echo.py (shim)",
         sh(
             "python3",
             &["-u", server_py.to_str().unwrap(), "7400", "30"],
         ),
-        None,
-        Out::Text,
     );
-    server.wait_stdout("serving", STEP);
-    ping_until_up(&pair.linux, &pair.core_ip, 10);
     let clients_py = script("asyncio_clients.py");
-    let mut cmd = pair.linux.exec("python3");
-    cmd.args([clients_py.to_str().unwrap(), &pair.core_ip, "7400", "20"])
-        .env_remove("LD_PRELOAD");
+    let cmd = plain(
+        &pair.linux,
+        "python3",
+        &[clients_py.to_str().unwrap(), &pair.core_ip, "7400", "20"],
+    );
     let out = run_ok("asyncio clients (linux)", cmd, STEP);
     assert_eq!(
         out.trim(),
@@ -826,14 +805,11 @@ fn node_http(pair: &Pair, sh: &Sh) {
     need("node");
     need("curl");
     let js = script("node_http.js");
-    let mut server = Proc::spawn(
+    let server = start_serving(
+        pair,
         "node node_http.js (shim)",
         sh("node", &[js.to_str().unwrap(), "7401", "30"]),
-        None,
-        Out::Text,
     );
-    server.wait_stdout("serving", STEP);
-    ping_until_up(&pair.linux, &pair.core_ip, 10);
     curls_get_1mib(pair, (7401, "/"), 4, &|| server.stdout() + &server.stderr());
     drop(server.terminate());
 }
@@ -850,14 +826,11 @@ fn shim_service_node_cluster_with_two_workers_serves_linux_curl() {
     let pair = Pair::new("shm8", 239).expect("creating the namespaces");
     let (d, sock) = daemon(&pair, "cluster");
     let js = script("node_cluster.js");
-    let mut server = Proc::spawn(
+    let server = start_serving(
+        &pair,
         "node node_cluster.js (service)",
         served(&pair, &sock, "node", &[js.to_str().unwrap(), "7403", "30"]),
-        None,
-        Out::Text,
     );
-    server.wait_stdout("serving", STEP);
-    ping_until_up(&pair.linux, &pair.core_ip, 10);
     let what = || {
         format!(
             "{}{}\ndaemon:\n{}",
@@ -887,14 +860,11 @@ fn shim_tokio_multi_thread_hyper_server_serves_eight_concurrent_curls() {
     need("curl");
     let exe = tokio_http();
     let pair = Pair::new("p", 165).expect("creating the namespaces");
-    let mut server = Proc::spawn(
+    let server = start_serving(
+        &pair,
         "tokio-http (shim)",
         shimmed(&pair, &exe, &["7402", "30"]),
-        None,
-        Out::Text,
     );
-    server.wait_stdout("serving", STEP);
-    ping_until_up(&pair.linux, &pair.core_ip, 10);
     curls_get_1mib(&pair, (7402, "/"), 8, &|| {
         server.stdout() + &server.stderr()
     });
@@ -939,9 +909,7 @@ fn curls_get_1mib(
     let url = format!("http://{}:{port}{path}", pair.core_ip);
     let gets: Vec<Proc> = (0..count)
         .map(|_| {
-            let mut cmd = pair.linux.exec("curl");
-            cmd.args(["-s", "-S", "-m", "20", &url])
-                .env_remove("LD_PRELOAD");
+            let cmd = plain(&pair.linux, "curl", &["-s", "-S", "-m", "20", &url]);
             Proc::spawn("curl (linux)", cmd, None, Out::Text)
         })
         .collect();
@@ -1349,9 +1317,8 @@ fn shim_service_nginx_with_the_stock_configuration_serves_linux_curl() {
     };
     ping_until_up(&pair.linux, &pair.core_ip, 10);
     curls_get_1mib(&pair, (80, &format!("/{name}")), 8, &log);
-    let mut cmd = pair.linux.exec("curl");
-    cmd.args(["-s", "-S", "-m", "20", &format!("http://{}/", pair.core_ip)])
-        .env_remove("LD_PRELOAD");
+    let url = format!("http://{}/", pair.core_ip);
+    let cmd = plain(&pair.linux, "curl", &["-s", "-S", "-m", "20", &url]);
     let page = run("curl / (linux)", cmd, STEP);
     assert!(
         page.stdout.contains("Welcome to nginx!"),
@@ -1651,14 +1618,12 @@ fn shim_service_daemonizing_server_with_grandchild_workers_serves_20_linux_clien
 /// whole) reached 20 within 5 s after.
 fn twenty_echo_clients(pair: &Pair, port: u16, served: impl Fn() -> usize) -> (Finished, bool) {
     let clients_py = script("asyncio_clients.py");
-    let mut cmd = pair.linux.exec("python3");
-    cmd.args([
-        clients_py.to_str().unwrap(),
-        &pair.core_ip,
-        &port.to_string(),
-        "20",
-    ])
-    .env_remove("LD_PRELOAD");
+    let port = port.to_string();
+    let cmd = plain(
+        &pair.linux,
+        "python3",
+        &[clients_py.to_str().unwrap(), &pair.core_ip, &port, "20"],
+    );
     let out = run("asyncio clients (linux)", cmd, STEP);
     let ok = until(Duration::from_secs(5), || served() == 20);
     (out, ok)
@@ -1949,19 +1914,15 @@ fn cc_as(name: &str, flags: &[&str], out: &str) -> PathBuf {
     std::fs::create_dir_all(&out_dir).expect("creating the C programs' directory");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/shim/{name}.c"));
     let out = out_dir.join(out);
-    let r = Command::new("cc")
-        .args(["-O2", "-Wall", "-Werror"])
-        .args(flags)
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .expect("running cc");
-    assert!(
-        r.status.success(),
-        "cc {flags:?} {} failed (a static link needs libc.a: libc6-dev):\n{}",
-        src.display(),
-        String::from_utf8_lossy(&r.stderr)
+    testkit::cc::compile(
+        Command::new("cc")
+            .args(["-O2", "-Wall", "-Werror"])
+            .args(flags)
+            .arg(&src)
+            .arg("-o")
+            .arg(&out),
+        &src,
+        &format!(" with {flags:?} (a static link needs libc.a: libc6-dev)"),
     );
     out
 }
@@ -2124,16 +2085,11 @@ fn shim_a_socket_closed_behind_the_shims_back_does_not_capture_the_next_fd_with_
     let prog = cc("stale");
     let pair = Pair::new("p", 206).expect("creating the namespaces");
     let _echo = linux_echo(&pair);
-    let f = run(
+    all_passed(
         "stale (shim)",
         shimmed(&pair, &prog, &[&pair.linux_ip, "7"]),
         STEP,
-    );
-    assert!(
-        f.status.success() && f.stdout.contains("ALL PASSED"),
-        "{}{}",
-        f.stdout,
-        f.stderr
+        "",
     );
 }
 
@@ -2153,26 +2109,19 @@ fn shim_pthread_cancel_of_a_thread_blocked_in_recv_poll_epoll_wait_accept_ends_i
     let _echo = linux_echo(&pair);
     let args = [pair.linux_ip.as_str(), "7", "7250"];
     for inline in [false, true] {
-        let out = run_ok(
+        all_passed(
             &format!("cancel (inline {inline})"),
             shimmed_mode(&pair, inline, prog, &args),
             Duration::from_secs(30),
+            "",
         );
-        assert!(out.contains("ALL PASSED"), "inline {inline}: {out}");
     }
     let (d, sock) = daemon(&pair, "cancel");
-    let f = run(
+    all_passed(
         "cancel (service)",
         served(&pair, &sock, prog, &args),
         Duration::from_secs(30),
-    );
-    assert!(
-        f.status.success() && f.stdout.contains("ALL PASSED"),
-        "service mode ({}):\n{}\nstderr:\n{}\ndaemon:\n{}",
-        f.status,
-        f.stdout,
-        f.stderr,
-        d.tail()
+        &format!("\ndaemon:\n{}", d.tail()),
     );
 }
 
@@ -2224,13 +2173,7 @@ fn cc_uring(out: &str, lib: Option<&str>, strip: bool) -> PathBuf {
         cmd.arg("-DWITH_LIBURING");
     }
     cmd.arg(&src).arg("-o").arg(&out).args(lib);
-    let r = cmd.output().expect("running cc");
-    assert!(
-        r.status.success(),
-        "cc {} ({lib:?}) failed:\n{}",
-        src.display(),
-        String::from_utf8_lossy(&r.stderr)
-    );
+    testkit::cc::compile(&mut cmd, &src, &format!(" (with {lib:?})"));
     out
 }
 

@@ -10,7 +10,7 @@
 mod common;
 
 use common::daemon;
-use common::shim::{need, payload, preload, profile_dir, script};
+use common::shim::{need, payload, plain, profile_dir, script, served, shimmed};
 use common::*;
 use std::process::Command;
 use std::time::Duration;
@@ -18,31 +18,48 @@ use std::time::Duration;
 /// The longest a step (a program's run) may take.
 const STEP: Duration = Duration::from_secs(60);
 
+/// A fresh pair of namespaces `p6`, `net`, with IPv6 on Linux's side: the pair, Linux's
+/// IPv6 address and corestack's (fd00:N::1, fd00:N::2).
+fn pair6(net: u8) -> (Pair, String, String) {
+    let pair = Pair::new("p6", net).expect("creating the namespaces");
+    let (linux6, core6) = linux_ipv6(&pair, net);
+    (pair, linux6, core6)
+}
+
 /// `corestack exec --iface vc --ip CORE4/24 --ip CORE6/64 [--inline] -- program args` in
 /// the core namespace.
 fn shimmed6(pair: &Pair, core6: &str, inline: bool, program: &str, args: &[&str]) -> Command {
-    preload();
-    let mut cmd = pair.core.exec(bin());
-    cmd.args(["exec", "--iface", "vc", "--ip"])
-        .arg(format!("{}/24", pair.core_ip))
-        .arg("--ip")
-        .arg(format!("{core6}/64"));
-    if inline {
-        cmd.arg("--inline");
-    }
-    cmd.arg("--")
-        .arg(program)
-        .args(args)
-        .env_remove("CORESTACK_SOCKET")
-        .env_remove("LD_PRELOAD");
-    cmd
+    let ips = [format!("{}/24", pair.core_ip), format!("{core6}/64")];
+    shimmed(pair, &ips, inline, program, args)
 }
 
-/// `program args` in the Linux namespace (the kernel stack).
-fn linux(pair: &Pair, program: &str, args: &[&str]) -> Command {
-    let mut cmd = pair.linux.exec(program);
-    cmd.args(args).env_remove("LD_PRELOAD");
-    cmd
+/// `python3 -u tests/shim/NAME args` on Linux's side (the kernel stack), once it printed
+/// `peer listening`.
+fn linux_peer(pair: &Pair, name: &str, args: &[&str]) -> Proc {
+    let py = script(name);
+    let argv = [&["-u", py.to_str().unwrap()][..], args].concat();
+    let mut peer = Proc::spawn(
+        &format!("{name} (linux)"),
+        plain(&pair.linux, "python3", &argv),
+        None,
+        Out::Text,
+    );
+    peer.wait_stdout("peer listening", STEP);
+    peer
+}
+
+/// `python3 -u tests/shim/NAME args` under the shim (embedded mode, [`shimmed6`]), run to
+/// its end.
+fn shim_script6(pair: &Pair, core6: &str, name: &str, args: &[&str]) -> Finished {
+    let py = script(name);
+    let argv = [&["-u", py.to_str().unwrap()][..], args].concat();
+    Proc::spawn(
+        &format!("{name} (shim)"),
+        shimmed6(pair, core6, false, "python3", &argv),
+        None,
+        Out::Text,
+    )
+    .finish(STEP)
 }
 
 /// Linux's link-local address on `vl`, once Duplicate Address Detection is done with it
@@ -80,8 +97,7 @@ fn shim6_dual_stack_http_server_serves_curl_6_and_curl_4_at_once_byte_exact() {
     let _lock = start();
     need("python3");
     need("curl");
-    let pair = Pair::new("p6", 217).expect("creating the namespaces");
-    let (linux6, core6) = linux_ipv6(&pair, 217);
+    let (pair, linux6, core6) = pair6(217);
     let www = profile_dir().join("shim6-www");
     std::fs::create_dir_all(&www).expect("creating the web root");
     let data = payload(2 << 20, 0x2545_f491_4f6c_dd1d);
@@ -118,8 +134,8 @@ fn shim6_dual_stack_http_server_serves_curl_6_and_curl_4_at_once_byte_exact() {
                 let got = www.join(format!("got{flag}-{mode}-{round}.bin"));
                 let _ = std::fs::remove_file(&got);
                 let url = format!("http://{host}:{port}/data.bin");
-                let cmd = linux(
-                    &pair,
+                let cmd = plain(
+                    &pair.linux,
                     "curl",
                     &[
                         flag,
@@ -176,41 +192,23 @@ fn shim6_dual_stack_http_server_serves_curl_6_and_curl_4_at_once_byte_exact() {
 fn shim6_v6only_pktinfo_options_and_mapped_peers_behave_as_on_linux() {
     let _lock = start();
     need("python3");
-    let pair = Pair::new("p6", 218).expect("creating the namespaces");
-    let (linux6, core6) = linux_ipv6(&pair, 218);
-    let peer_py = script("v6_peer.py");
-    let mut peer = Proc::spawn(
-        "v6_peer.py (linux)",
-        linux(&pair, "python3", &["-u", peer_py.to_str().unwrap(), "7100"]),
-        None,
-        Out::Text,
-    );
-    peer.wait_stdout("peer listening", STEP);
+    let (pair, linux6, core6) = pair6(218);
+    let peer = linux_peer(&pair, "v6_peer.py", &["7100"]);
     let linux_ll = linux_link_local(&pair);
-    let shim_py = script("v6_shim.py");
-    let f = Proc::spawn(
-        "v6_shim.py (shim)",
-        shimmed6(
-            &pair,
+    let f = shim_script6(
+        &pair,
+        &core6,
+        "v6_shim.py",
+        &[
+            &pair.core_ip,
             &core6,
-            false,
-            "python3",
-            &[
-                "-u",
-                shim_py.to_str().unwrap(),
-                &pair.core_ip,
-                &core6,
-                &pair.linux_ip,
-                &linux6,
-                "7100",
-                "vc",
-                &linux_ll,
-            ],
-        ),
-        None,
-        Out::Text,
-    )
-    .finish(STEP);
+            &pair.linux_ip,
+            &linux6,
+            "7100",
+            "vc",
+            &linux_ll,
+        ],
+    );
     assert!(
         f.status.success() && f.stdout.contains("ALL OK"),
         "v6_shim.py failed ({}):\n{}\nstderr:\n{}\npeer:\n{}{}",
@@ -251,20 +249,7 @@ fn shim6_service_mode_dual_stack_and_v6only_listeners_serve_as_on_linux() {
         \x20   c.sendall(('%s %s' % (peer[0], c.getsockname()[0])).encode())\n\
         \x20   c.close()\n\
         print('served', flush=True)\n";
-    preload();
-    let mut cmd = pair.core.exec(bin());
-    cmd.args([
-        "exec",
-        "--socket",
-        &sock.arg(),
-        "--",
-        "python3",
-        "-u",
-        "-c",
-        app,
-    ])
-    .env_remove("CORESTACK_IFACE")
-    .env_remove("LD_PRELOAD");
+    let cmd = served(&pair, &sock, "python3", &["-u", "-c", app]);
     let mut p = Proc::spawn("python3 (service-mode shim)", cmd, None, Out::Text);
     p.wait_stdout("ready", STEP);
     ping6_until_up(&pair, &core6, 10);
@@ -316,14 +301,13 @@ fn shim6_traffic_class_and_hop_limit_reach_the_wire_for_udp_tcp_and_accepted() {
     let _lock = start();
     need("python3");
     need("tcpdump");
-    let pair = Pair::new("p6", 220).expect("creating the namespaces");
-    let (linux6, core6) = linux_ipv6(&pair, 220);
+    let (pair, linux6, core6) = pair6(220);
     let (uport, tport, lport) = ("7301", "7302", "7303");
     let filter = format!("ip6 and tcp and src host {core6} and greater 300");
     let mut dump = Proc::spawn(
         "tcpdump (linux)",
-        linux(
-            &pair,
+        plain(
+            &pair.linux,
             "timeout",
             &[
                 "30", "tcpdump", "-i", "vl", "-nn", "-v", "-l", "-c", "6", &filter,
@@ -333,39 +317,13 @@ fn shim6_traffic_class_and_hop_limit_reach_the_wire_for_udp_tcp_and_accepted() {
         Out::Text,
     );
     dump.wait_stderr("listening on", STEP);
-    let peer_py = script("v6_header_peer.py");
-    let mut peer = Proc::spawn(
-        "v6_header_peer.py (linux)",
-        linux(
-            &pair,
-            "python3",
-            &["-u", peer_py.to_str().unwrap(), &core6, uport, tport, lport],
-        ),
-        None,
-        Out::Text,
+    let peer = linux_peer(&pair, "v6_header_peer.py", &[&core6, uport, tport, lport]);
+    let f = shim_script6(
+        &pair,
+        &core6,
+        "v6_header.py",
+        &[&linux6, uport, tport, lport],
     );
-    peer.wait_stdout("peer listening", STEP);
-    let shim_py = script("v6_header.py");
-    let f = Proc::spawn(
-        "v6_header.py (shim)",
-        shimmed6(
-            &pair,
-            &core6,
-            false,
-            "python3",
-            &[
-                "-u",
-                shim_py.to_str().unwrap(),
-                &linux6,
-                uport,
-                tport,
-                lport,
-            ],
-        ),
-        None,
-        Out::Text,
-    )
-    .finish(STEP);
     let peer = peer.finish(STEP);
     let dump = dump.finish(STEP);
     let context = || {

@@ -10,6 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::daemon::*;
+use common::shim::{assert_memcached_served, memcached_args, plain, served};
 use common::*;
 
 /// The daemon's two engines serve 256 echo connections of `serve echo` (an application in
@@ -106,25 +107,13 @@ fn shim_memcached_t4_against_a_two_engine_daemon_serves_every_get() {
     let pair = Pair::with_queues("sm", 244, 4).expect("creating the namespaces");
     let sock = SocketPath::new("engines-memcached");
     let mut daemon = Daemon::start(&pair, &sock, &["--cores", "2"]);
-    common::shim::preload();
-    let mut cmd = pair.core.exec(bin());
-    cmd.args(["exec", "--socket", &sock.arg(), "--", "memcached"])
-        .args(common::shim::memcached_args("4"))
-        .env_remove("CORESTACK_IFACE")
-        .env_remove("LD_PRELOAD");
+    let cmd = served(&pair, &sock, "memcached", &memcached_args("4"));
     let server = Proc::spawn("memcached -t 4 in service mode", cmd, None, Out::Text);
     ping_until_up(&pair.linux, &pair.core_ip, 10);
     let c = common::shim::memcached_client(&pair.linux, &pair.core_ip, Duration::from_secs(60));
     std::thread::sleep(Duration::from_millis(50));
     let s = server.terminate();
-    assert!(
-        c.status.success(),
-        "{}{}\nmemcached stderr:\n{}\ndaemon log:\n{}",
-        c.stdout,
-        c.stderr,
-        s.stderr,
-        daemon.tail()
-    );
+    assert_memcached_served(&c, &s, &format!("\ndaemon log:\n{}", daemon.tail()));
     let counters = engine_counters(daemon.pid());
     let get = |k: &str| counters.get(k).copied().unwrap_or(0);
     assert!(get("tcp_passive_opens") >= 8, "{counters:?}");
@@ -182,12 +171,8 @@ fn shim_nginx_with_four_workers_against_a_two_engine_daemon_serves_curl() {
         ),
     )
     .expect("the configuration");
-    common::shim::preload();
-    let mut cmd = pair.core.exec(bin());
-    cmd.args(["exec", "--socket", &sock.arg(), "--", "nginx", "-c"])
-        .arg(&conf)
-        .env_remove("CORESTACK_IFACE")
-        .env_remove("LD_PRELOAD");
+    let conf = conf.to_str().expect("a UTF-8 path");
+    let cmd = served(&pair, &sock, "nginx", &["-c", conf]);
     let started = Proc::spawn("nginx (service, 2 engines)", cmd, None, Out::Text)
         .finish(Duration::from_secs(20));
     assert!(
@@ -211,19 +196,21 @@ fn shim_nginx_with_four_workers_against_a_two_engine_daemon_serves_curl() {
     let url = format!("http://{}/big.txt", pair.core_ip);
     let gets: Vec<Proc> = (0..16)
         .map(|_| {
-            let mut c = pair.linux.exec("curl");
-            c.args([
-                "-s",
-                "-S",
-                "-m",
-                "20",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{size_download}",
-                &url,
-            ])
-            .env_remove("LD_PRELOAD");
+            let c = plain(
+                &pair.linux,
+                "curl",
+                &[
+                    "-s",
+                    "-S",
+                    "-m",
+                    "20",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{size_download}",
+                    &url,
+                ],
+            );
             Proc::spawn("curl (linux)", c, None, Out::Text)
         })
         .collect();

@@ -149,18 +149,6 @@ fn service_app_connects_to_linux_ipv6_server_16mib_sha256_equal() {
     );
 }
 
-/// Python: 64 KiB echoed over TCP from argv[1]:argv[2]; prints True when byte-exact.
-const TCP_ONE: &str = "import socket,sys\n\
-    c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)\n\
-    m = bytes(range(256)) * 256\n\
-    c.sendall(m)\n\
-    d = b''\n\
-    while len(d) < len(m):\n\
-    \x20   k = c.recv(65536)\n\
-    \x20   if not k: break\n\
-    \x20   d += k\n\
-    print(d == m)\n";
-
 #[test]
 fn service_ipv6_ports_need_the_grant_and_belong_to_one_app() {
     let _lock = start();
@@ -170,7 +158,7 @@ fn service_ipv6_ports_need_the_grant_and_belong_to_one_app() {
     let echo6 = |port: u16, what: &str| {
         let out = pair
             .linux
-            .run("python3", &["-c", TCP_ONE, &core6, &port.to_string()])
+            .run("python3", &["-c", TCP_ECHO_64K, &core6, &port.to_string()])
             .unwrap_or_else(|e| panic!("{what}: {e}; daemon log:\n{}", daemon.tail()));
         assert!(out.starts_with("True"), "{what}: {out}");
     };

@@ -2,6 +2,7 @@
 //! `#[path]` across crates:
 //!
 //! ```text
+//!  cc        the tests' C programs, built once with the system's cc
 //!  serial    the suite lock of the namespace tests (one at a time, root checked)
 //!  rogue     a misbehaving application of the daemon, written against appif alone
 //!  prom      reading a Prometheus exposition (prometheus-parse)
@@ -12,6 +13,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cc;
 pub mod mem_wire;
 pub mod prom;
 pub mod rogue;

@@ -14,7 +14,6 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use testkit::serial::start;
@@ -79,44 +78,35 @@ pub fn have_cc() -> bool {
 /// against include/ and libcorestack.so (rpath set to its directory), once
 /// per test process; returns the binary. None (with a message) without `cc`.
 pub fn build_example(name: &str) -> Option<PathBuf> {
-    static BUILT: OnceLock<Mutex<Vec<(String, PathBuf)>>> = OnceLock::new();
     if !have_cc() {
         eprintln!(
             "SKIPPED: `cc` not found: install a C compiler (apt-get install build-essential)"
         );
         return None;
     }
-    let built = BUILT.get_or_init(|| Mutex::new(Vec::new()));
-    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, p)) = built.iter().find(|(n, _)| n == name) {
-        return Some(p.clone());
-    }
-    let lib = lib_dir();
-    let out_dir = lib.join("c-examples");
-    std::fs::create_dir_all(&out_dir).expect("creating the examples' output directory");
-    let out = out_dir.join(name);
-    let src = root().join("examples/c").join(format!("{name}.c"));
-    let r = Command::new("cc")
-        .args(["-O2", "-Wall", "-Wextra", "-Werror"])
-        .arg("-I")
-        .arg(root().join("include"))
-        .arg(&src)
-        .arg("-L")
-        .arg(&lib)
-        .arg("-lcorestack")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .expect("running cc");
-    assert!(
-        r.status.success(),
-        "cc {} failed:\n{}",
-        src.display(),
-        String::from_utf8_lossy(&r.stderr)
-    );
-    built.push((name.to_string(), out.clone()));
-    Some(out)
+    Some(testkit::cc::once(name, || {
+        let lib = lib_dir();
+        let out_dir = lib.join("c-examples");
+        std::fs::create_dir_all(&out_dir).expect("creating the examples' output directory");
+        let out = out_dir.join(name);
+        let src = root().join("examples/c").join(format!("{name}.c"));
+        testkit::cc::compile(
+            Command::new("cc")
+                .args(["-O2", "-Wall", "-Wextra", "-Werror"])
+                .arg("-I")
+                .arg(root().join("include"))
+                .arg(&src)
+                .arg("-L")
+                .arg(&lib)
+                .arg("-lcorestack")
+                .arg(format!("-Wl,-rpath,{}", lib.display()))
+                .arg("-o")
+                .arg(&out),
+            &src,
+            "",
+        );
+        out
+    }))
 }
 
 pub use netns::Pair;

@@ -496,6 +496,18 @@ pub fn udp_echoes(ns: &Netns, target: &str) -> u32 {
     out.trim().parse().unwrap_or(0)
 }
 
+/// Python: 64 KiB echoed over TCP from argv[1]:argv[2]; prints True when byte-exact.
+pub const TCP_ECHO_64K: &str = "import socket,sys\n\
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)\n\
+    m = bytes(range(256)) * 256\n\
+    c.sendall(m)\n\
+    d = b''\n\
+    while len(d) < len(m):\n\
+    \x20   k = c.recv(65536)\n\
+    \x20   if not k: break\n\
+    \x20   d += k\n\
+    print(d == m)\n";
+
 /// `ping -6` until corestack answers (Neighbor Discovery first), at most `tries` seconds.
 pub fn ping6_until_up(pair: &Pair, ip: &str, tries: u32) {
     for _ in 0..tries {

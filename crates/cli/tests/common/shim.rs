@@ -1,7 +1,9 @@
 //! What the shim tests share: the shim library built once, the programs they need, their
 //! scripts.
 
-use super::bin;
+use super::daemon::SocketPath;
+use super::{bin, Pair};
+use netns::Netns;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -70,17 +72,26 @@ pub fn memcached_client(
     core_ip: &str,
     bound: std::time::Duration,
 ) -> super::Finished {
-    let mut client = linux.exec("python3");
-    client
-        .args([
-            script("memcached_client.py").to_str().unwrap(),
-            core_ip,
-            "11211",
-            "8",
-            "200",
-        ])
-        .env_remove("LD_PRELOAD");
+    let py = script("memcached_client.py");
+    let client = plain(
+        linux,
+        "python3",
+        &[py.to_str().unwrap(), core_ip, "11211", "8", "200"],
+    );
     super::Proc::spawn("memcached client", client, None, super::Out::Text).finish(bound)
+}
+
+/// Asserts that the memcached client `c` ([`memcached_client`]) got every value back; the
+/// failure message holds its output, what the ended memcached (`server`) wrote on stderr, and
+/// `context`.
+pub fn assert_memcached_served(c: &super::Finished, server: &super::Finished, context: &str) {
+    assert!(
+        c.status.success(),
+        "{}{}\nmemcached stderr:\n{}{context}",
+        c.stdout,
+        c.stderr,
+        server.stderr
+    );
 }
 
 /// `n` bytes of xorshift64 from `seed`: a payload in which a lost, doubled or reordered
@@ -95,4 +106,51 @@ pub fn payload(n: usize, seed: u64) -> Vec<u8> {
             x as u8
         })
         .collect()
+}
+
+/// `corestack exec --iface vc --ip ADDR... [--inline] -- program args` in the pair's core
+/// namespace (embedded mode, inline mode when `inline`): `ips` are the addresses with their
+/// prefix length (`10.N.1.2/24`, `fd00:N::2/64`). Builds the shim first.
+pub fn shimmed(
+    pair: &Pair,
+    ips: &[String],
+    inline: bool,
+    program: impl AsRef<std::ffi::OsStr>,
+    args: &[&str],
+) -> Command {
+    preload();
+    let mut cmd = pair.core.exec(bin());
+    cmd.args(["exec", "--iface", "vc"]);
+    for ip in ips {
+        cmd.arg("--ip").arg(ip);
+    }
+    if inline {
+        cmd.arg("--inline");
+    }
+    cmd.arg("--")
+        .arg(program)
+        .args(args)
+        .env_remove("CORESTACK_SOCKET")
+        .env_remove("LD_PRELOAD");
+    cmd
+}
+
+/// `corestack exec --socket SOCK -- program args` in the pair's core namespace (service mode:
+/// the program is an application of the daemon listening on `sock`). Builds the shim first.
+pub fn served(pair: &Pair, sock: &SocketPath, program: &str, args: &[&str]) -> Command {
+    preload();
+    let mut cmd = pair.core.exec(bin());
+    cmd.args(["exec", "--socket", &sock.arg(), "--"])
+        .arg(program)
+        .args(args)
+        .env_remove("CORESTACK_IFACE")
+        .env_remove("LD_PRELOAD");
+    cmd
+}
+
+/// `program args` in `ns` on the kernel stack (no shim, whatever the test's environment).
+pub fn plain(ns: &Netns, program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
+    let mut cmd = ns.exec(program);
+    cmd.args(args).env_remove("LD_PRELOAD");
+    cmd
 }

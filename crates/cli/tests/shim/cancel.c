@@ -121,14 +121,20 @@ static int join_within(pthread_t t, long ms, void **ret) {
     return pthread_timedjoin_np(t, ret, &until);
 }
 
+/* Starts `fn` as *t, lets it block (200 ms), cancels it and joins it within `ms`
+ * milliseconds: join_within's result, the thread's return value in *ret. */
+static int cancel_blocked(pthread_t *t, void *(*fn)(void *), long ms, void **ret) {
+    pthread_create(t, NULL, fn, NULL);
+    usleep(200 * 1000);
+    pthread_cancel(*t);
+    return join_within(*t, ms, ret);
+}
+
 /* Starts `fn`, lets it block, cancels it, and checks it ends cancelled. */
 static void cancelled(const char *name, void *(*fn)(void *)) {
     pthread_t t;
-    pthread_create(&t, NULL, fn, NULL);
-    usleep(200 * 1000);
-    pthread_cancel(t);
     void *ret = NULL;
-    int r = join_within(t, 3000, &ret);
+    int r = cancel_blocked(&t, fn, 3000, &ret);
     CHECK(name, r == 0 && ret == PTHREAD_CANCELED, "join %s",
           r ? strerror(r) : "returned, not cancelled");
     if (r) {
@@ -199,11 +205,8 @@ int main(int argc, char **argv) {
           "accept4 gave %d (%s)", a, strerror(errno));
 
     pthread_t t;
-    pthread_create(&t, NULL, disabled_in_recv, NULL);
-    usleep(200 * 1000);
-    pthread_cancel(t);
     void *ret = NULL;
-    int r = join_within(t, 500, &ret);
+    int r = cancel_blocked(&t, disabled_in_recv, 500, &ret);
     CHECK("with cancellation disabled, recv keeps waiting", r == ETIMEDOUT, "join %s",
           r ? strerror(r) : "returned");
     if (r == ETIMEDOUT) {

@@ -23,6 +23,23 @@
 #include <linux/io_uring.h>
 #endif
 
+#ifdef WITH_LIBURING
+/* Checks what liburing's `call` returned (r, 0 or -errno): a ring when `want_ring`, else
+ * -ENOSYS; a ring it made is torn down. */
+static void check_queue_init(const char *call, int want_ring, int r, struct io_uring *ring) {
+    char name[96];
+    if (want_ring) {
+        snprintf(name, sizeof name, "%s makes a ring", call);
+        CHECK(name, r == 0, "got %d (%s)", r, strerror(-r));
+    } else {
+        snprintf(name, sizeof name, "%s fails with -ENOSYS", call);
+        CHECK(name, r == -ENOSYS, "got %d", r);
+    }
+    if (r == 0)
+        io_uring_queue_exit(ring);
+}
+#endif
+
 int main(int argc, char **argv) {
     if (argc != 2 || (strcmp(argv[1], "ring") != 0 && strcmp(argv[1], "refused") != 0)) {
         fprintf(stderr, "usage: uring ring|refused\n");
@@ -55,27 +72,11 @@ int main(int argc, char **argv) {
 #ifdef WITH_LIBURING
     struct io_uring ring;
     int r = io_uring_queue_init(4, &ring, 0);
-    if (want_ring) {
-        CHECK("io_uring_queue_init makes a ring", r == 0, "got %d (%s)", r, strerror(-r));
-        if (r == 0)
-            io_uring_queue_exit(&ring);
-    } else {
-        CHECK("io_uring_queue_init fails with -ENOSYS", r == -ENOSYS, "got %d", r);
-        if (r == 0)
-            io_uring_queue_exit(&ring);
-    }
+    check_queue_init("io_uring_queue_init", want_ring, r, &ring);
 
     memset(&p, 0, sizeof p);
     r = io_uring_queue_init_params(4, &ring, &p);
-    if (want_ring) {
-        CHECK("io_uring_queue_init_params makes a ring", r == 0, "got %d (%s)", r, strerror(-r));
-        if (r == 0)
-            io_uring_queue_exit(&ring);
-    } else {
-        CHECK("io_uring_queue_init_params fails with -ENOSYS", r == -ENOSYS, "got %d", r);
-        if (r == 0)
-            io_uring_queue_exit(&ring);
-    }
+    check_queue_init("io_uring_queue_init_params", want_ring, r, &ring);
 
     memset(&p, 0, sizeof p);
     r = io_uring_setup(4, &p);

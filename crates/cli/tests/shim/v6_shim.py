@@ -54,6 +54,15 @@ def answer():
     return f.readline().strip()
 
 
+def listener6(port, v6only):
+    """A TCP listener on [::]:port with IPV6_V6ONLY v6only (set before bind)."""
+    s = S.socket(S.AF_INET6, S.SOCK_STREAM)
+    s.setsockopt(*V6, S.IPV6_V6ONLY, v6only)
+    s.bind(("::", port))
+    s.listen(8)
+    return s
+
+
 def served(listener, host, port, reply):
     """The peer connects to host:port; accept on `listener`, answer `reply`. Returns
     (peer address, local address, what the peer got)."""
@@ -74,10 +83,7 @@ default = int(open("/proc/sys/net/ipv6/bindv6only").read())
 check("IPV6_V6ONLY starts as bindv6only", s.getsockopt(*V6, S.IPV6_V6ONLY) == default)
 s.close()
 P1 = 7101
-a6 = S.socket(S.AF_INET6, S.SOCK_STREAM)
-a6.setsockopt(*V6, S.IPV6_V6ONLY, 1)
-a6.bind(("::", P1))
-a6.listen(8)
+a6 = listener6(P1, 1)
 check("IPV6_V6ONLY after bind is EINVAL",
       errno_of(lambda: a6.setsockopt(*V6, S.IPV6_V6ONLY, 0)) == errno.EINVAL)
 check("IPV6_V6ONLY reads back 1", a6.getsockopt(*V6, S.IPV6_V6ONLY) == 1)
@@ -98,10 +104,7 @@ a4.close()
 
 # 2. A dual-stack [::] (IPV6_V6ONLY=0): IPv4 peers as ::ffff:a.b.c.d, the port taken for both.
 P2 = 7102
-d = S.socket(S.AF_INET6, S.SOCK_STREAM)
-d.setsockopt(*V6, S.IPV6_V6ONLY, 0)
-d.bind(("::", P2))
-d.listen(8)
+d = listener6(P2, 0)
 check("getsockname of [::]", d.getsockname()[:2] == ("::", P2), repr(d.getsockname()))
 x = S.socket(S.AF_INET, S.SOCK_STREAM)
 check("AF_INET 0.0.0.0 on a dual-stack port is EADDRINUSE",

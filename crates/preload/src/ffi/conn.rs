@@ -5,23 +5,20 @@ use super::*;
 /// bind(2): the decision point for servers (see `sock`).
 #[no_mangle]
 pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
-    sock_or_kernel(
+    sock_call_quiet(
         fd,
         // SAFETY: passed through.
         || unsafe { sys::bind(fd, addr, len) },
         |o, s| {
-            run_quiet(|| {
-                alive(s)?;
-                // SAFETY: the caller promises `len` readable bytes at `addr`.
-                let raw = unsafe { bytes(addr.cast(), len as usize) }?;
-                let sa = addr::parse(raw);
-                let r = match sa {
-                    Ok(sa) => s.bind(o, fd, sa, raw),
-                    Err(_) => k::bind(fd, raw),
-                };
-                settle(s, o);
-                r.map(|()| 0)
-            })
+            // SAFETY: the caller promises `len` readable bytes at `addr`.
+            let raw = unsafe { bytes(addr.cast(), len as usize) }?;
+            let sa = addr::parse(raw);
+            let r = match sa {
+                Ok(sa) => s.bind(o, fd, sa, raw),
+                Err(_) => k::bind(fd, raw),
+            };
+            settle(s, o);
+            r.map(|()| 0)
         },
     )
 }
@@ -29,20 +26,16 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
 /// listen(2).
 #[no_mangle]
 pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
-    match ours(fd) {
-        Some(o) => match as_sock(&o) {
-            Some(s) => run_quiet(|| {
-                alive(s)?;
-                let r = s.listen(&o, fd, backlog);
-                settle(s, &o);
-                r.map(|()| 0)
-            }),
-            // SAFETY: no pointers.
-            None => unsafe { sys::listen(fd, backlog) },
-        },
+    sock_call_quiet(
+        fd,
         // SAFETY: no pointers.
-        None => unsafe { sys::listen(fd, backlog) },
-    }
+        || unsafe { sys::listen(fd, backlog) },
+        |o, s| {
+            let r = s.listen(o, fd, backlog);
+            settle(s, o);
+            r.map(|()| 0)
+        },
+    )
 }
 
 /// accept4(2): a corestack connection gets an eventfd placeholder fd.
@@ -54,33 +47,30 @@ pub unsafe extern "C-unwind" fn accept4(
     flags: c_int,
 ) -> c_int {
     crate::cancel::point(|| {
-        sock_or_kernel(
+        sock_call(
             fd,
             // SAFETY: passed through.
             || fresh(unsafe { sys::accept4(fd, addr, len, flags) }),
             |_, s| {
-                run(|| {
-                    alive(s)?;
-                    if flags & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) != 0 {
-                        return Err(libc::EINVAL);
+                if flags & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) != 0 {
+                    return Err(libc::EINVAL);
+                }
+                match s.accept(fd, flags)? {
+                    Accepted::Core { fd: nfd, peer } => {
+                        let (b, n) = s.encode(peer);
+                        // SAFETY: the caller promises `*len` writable bytes at `addr`.
+                        unsafe { put_addr(addr, len, &b[..n]) };
+                        Ok(nfd)
                     }
-                    match s.accept(fd, flags)? {
-                        Accepted::Core { fd: nfd, peer } => {
-                            let (b, n) = s.encode(peer);
-                            // SAFETY: the caller promises `*len` writable bytes at `addr`.
-                            unsafe { put_addr(addr, len, &b[..n]) };
-                            Ok(nfd)
-                        }
-                        Accepted::Kernel {
-                            fd: nfd,
-                            addr: (b, n),
-                        } => {
-                            // SAFETY: as above.
-                            unsafe { put_addr(addr, len, &b[..n]) };
-                            Ok(nfd)
-                        }
+                    Accepted::Kernel {
+                        fd: nfd,
+                        addr: (b, n),
+                    } => {
+                        // SAFETY: as above.
+                        unsafe { put_addr(addr, len, &b[..n]) };
+                        Ok(nfd)
                     }
-                })
+                }
             },
         )
     })
@@ -101,22 +91,19 @@ pub unsafe extern "C-unwind" fn accept(
 #[no_mangle]
 pub unsafe extern "C-unwind" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     crate::cancel::point(|| {
-        sock_or_kernel(
+        sock_call(
             fd,
             // SAFETY: passed through.
             || unsafe { sys::connect(fd, addr, len) },
             |o, s| {
-                run(|| {
-                    alive(s)?;
-                    // SAFETY: the caller promises `len` readable bytes at `addr`.
-                    let raw = unsafe { bytes(addr.cast(), len as usize) }?;
-                    let r = match addr::parse(raw) {
-                        Ok(sa) => s.connect(o, fd, sa, raw),
-                        Err(_) => k::connect(fd, raw),
-                    };
-                    settle(s, o);
-                    r.map(|()| 0)
-                })
+                // SAFETY: the caller promises `len` readable bytes at `addr`.
+                let raw = unsafe { bytes(addr.cast(), len as usize) }?;
+                let r = match addr::parse(raw) {
+                    Ok(sa) => s.connect(o, fd, sa, raw),
+                    Err(_) => k::connect(fd, raw),
+                };
+                settle(s, o);
+                r.map(|()| 0)
             },
         )
     })
@@ -125,18 +112,12 @@ pub unsafe extern "C-unwind" fn connect(fd: c_int, addr: *const sockaddr, len: s
 /// shutdown(2).
 #[no_mangle]
 pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
-    match ours(fd) {
-        Some(o) => match as_sock(&o) {
-            Some(s) => run_quiet(|| {
-                alive(s)?;
-                s.shutdown(fd, how).map(|()| 0)
-            }),
-            // SAFETY: no pointers.
-            None => unsafe { sys::shutdown(fd, how) },
-        },
+    sock_call_quiet(
+        fd,
         // SAFETY: no pointers.
-        None => unsafe { sys::shutdown(fd, how) },
-    }
+        || unsafe { sys::shutdown(fd, how) },
+        |_, s| s.shutdown(fd, how).map(|()| 0),
+    )
 }
 
 /// getsockname(2).
@@ -192,17 +173,14 @@ pub unsafe extern "C" fn setsockopt(
     val: *const c_void,
     len: socklen_t,
 ) -> c_int {
-    sock_or_kernel(
+    sock_call_quiet(
         fd,
         // SAFETY: passed through.
         || unsafe { sys::setsockopt(fd, level, name, val, len) },
         |_, s| {
-            run_quiet(|| {
-                alive(s)?;
-                // SAFETY: the caller promises `len` readable bytes at `val`.
-                let v = unsafe { bytes(val, len as usize) }?;
-                opts::set(s, fd, level, name, v).map(|()| 0)
-            })
+            // SAFETY: the caller promises `len` readable bytes at `val`.
+            let v = unsafe { bytes(val, len as usize) }?;
+            opts::set(s, fd, level, name, v).map(|()| 0)
         },
     )
 }
@@ -216,28 +194,25 @@ pub unsafe extern "C" fn getsockopt(
     val: *mut c_void,
     len: *mut socklen_t,
 ) -> c_int {
-    sock_or_kernel(
+    sock_call_quiet(
         fd,
         // SAFETY: passed through.
         || unsafe { sys::getsockopt(fd, level, name, val, len) },
         |_, s| {
-            run_quiet(|| {
-                alive(s)?;
-                if len.is_null() {
-                    return Err(libc::EFAULT);
-                }
-                // SAFETY: the caller promises a readable and writable socklen_t.
-                let room = unsafe { *len } as i32;
-                if room < 0 {
-                    return Err(libc::EINVAL);
-                }
-                // SAFETY: and `*len` writable bytes at `val`.
-                let out = unsafe { bytes_mut(val, room as usize) }?;
-                let n = opts::get(s, fd, level, name, out)?;
-                // SAFETY: as above.
-                unsafe { *len = n as socklen_t };
-                Ok(0)
-            })
+            if len.is_null() {
+                return Err(libc::EFAULT);
+            }
+            // SAFETY: the caller promises a readable and writable socklen_t.
+            let room = unsafe { *len } as i32;
+            if room < 0 {
+                return Err(libc::EINVAL);
+            }
+            // SAFETY: and `*len` writable bytes at `val`.
+            let out = unsafe { bytes_mut(val, room as usize) }?;
+            let n = opts::get(s, fd, level, name, out)?;
+            // SAFETY: as above.
+            unsafe { *len = n as socklen_t };
+            Ok(0)
         },
     )
 }

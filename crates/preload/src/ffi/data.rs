@@ -43,17 +43,14 @@ fn returned_len(s: &Sock, r: &Recvd, flags: c_int) -> usize {
 #[no_mangle]
 pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     crate::cancel::point(|| {
-        sock_or_kernel(
+        sock_call(
             fd,
             // SAFETY: passed through.
             || unsafe { sys::read(fd, buf, n) },
             |o, s| {
-                run(|| {
-                    alive(s)?;
-                    // SAFETY: the caller promises `n` writable bytes at `buf`.
-                    let b = unsafe { bytes_mut(buf, n) }?;
-                    size(recv_one(o, s, fd, &mut [b], 0).map(|r| r.n))
-                })
+                // SAFETY: the caller promises `n` writable bytes at `buf`.
+                let b = unsafe { bytes_mut(buf, n) }?;
+                size(recv_one(o, s, fd, &mut [b], 0).map(|r| r.n))
             },
         )
     })
@@ -63,17 +60,14 @@ pub unsafe extern "C-unwind" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> 
 #[no_mangle]
 pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     crate::cancel::point(|| {
-        sock_or_kernel(
+        sock_call(
             fd,
             // SAFETY: passed through.
             || unsafe { sys::write(fd, buf, n) },
             |o, s| {
-                run(|| {
-                    alive(s)?;
-                    // SAFETY: the caller promises `n` readable bytes at `buf`.
-                    let b = unsafe { bytes(buf, n) }?;
-                    size(send_bufs(o, s, fd, &[b], 0, None))
-                })
+                // SAFETY: the caller promises `n` readable bytes at `buf`.
+                let b = unsafe { bytes(buf, n) }?;
+                size(send_bufs(o, s, fd, &[b], 0, None))
             },
         )
     })
@@ -83,17 +77,14 @@ pub unsafe extern "C-unwind" fn write(fd: c_int, buf: *const c_void, n: size_t) 
 #[no_mangle]
 pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     crate::cancel::point(|| {
-        sock_or_kernel(
+        sock_call(
             fd,
             // SAFETY: passed through.
             || unsafe { sys::readv(fd, iov, cnt) },
             |o, s| {
-                run(|| {
-                    alive(s)?;
-                    // SAFETY: the caller promises `cnt` iovecs of writable memory.
-                    let mut b = unsafe { iovecs_mut(iov, cnt) }?;
-                    size(recv_one(o, s, fd, &mut b, 0).map(|r| r.n))
-                })
+                // SAFETY: the caller promises `cnt` iovecs of writable memory.
+                let mut b = unsafe { iovecs_mut(iov, cnt) }?;
+                size(recv_one(o, s, fd, &mut b, 0).map(|r| r.n))
             },
         )
     })
@@ -103,17 +94,14 @@ pub unsafe extern "C-unwind" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) 
 #[no_mangle]
 pub unsafe extern "C-unwind" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     crate::cancel::point(|| {
-        sock_or_kernel(
+        sock_call(
             fd,
             // SAFETY: passed through.
             || unsafe { sys::writev(fd, iov, cnt) },
             |o, s| {
-                run(|| {
-                    alive(s)?;
-                    // SAFETY: the caller promises `cnt` iovecs of readable memory.
-                    let b = unsafe { iovecs(iov, cnt) }?;
-                    size(send_bufs(o, s, fd, &b, 0, None))
-                })
+                // SAFETY: the caller promises `cnt` iovecs of readable memory.
+                let b = unsafe { iovecs(iov, cnt) }?;
+                size(send_bufs(o, s, fd, &b, 0, None))
             },
         )
     })
@@ -151,20 +139,17 @@ pub unsafe extern "C-unwind" fn recvfrom(
     len: *mut socklen_t,
 ) -> ssize_t {
     crate::cancel::point(|| {
-        sock_or_kernel(
+        sock_call(
             fd,
             // SAFETY: passed through.
             || unsafe { sys::recvfrom(fd, buf, n, flags, addr, len) },
             |o, s| {
-                run(|| {
-                    alive(s)?;
-                    // SAFETY: the caller promises `n` writable bytes at `buf`.
-                    let b = unsafe { bytes_mut(buf, n) }?;
-                    let r = recv_one(o, s, fd, &mut [b], flags)?;
-                    // SAFETY: the caller's address buffer, as recvfrom's contract says.
-                    unsafe { put_from(s, addr, len, &r.from) };
-                    size(Ok(returned_len(s, &r, flags)))
-                })
+                // SAFETY: the caller promises `n` writable bytes at `buf`.
+                let b = unsafe { bytes_mut(buf, n) }?;
+                let r = recv_one(o, s, fd, &mut [b], flags)?;
+                // SAFETY: the caller's address buffer, as recvfrom's contract says.
+                unsafe { put_from(s, addr, len, &r.from) };
+                size(Ok(returned_len(s, &r, flags)))
             },
         )
     })
@@ -249,42 +234,38 @@ pub unsafe extern "C-unwind" fn recvmmsg(
     timeout: *mut timespec,
 ) -> c_int {
     crate::cancel::point(|| {
-        sock_or_kernel(
+        sock_call(
             fd,
             // SAFETY: passed through.
             || unsafe { sys::recvmmsg(fd, vec, vlen, flags, timeout) },
             |o, s| {
-                run(|| {
-                    alive(s)?;
-                    if !timeout.is_null() {
-                        return Err(libc::EINVAL);
-                    }
-                    if vec.is_null() && vlen > 0 {
-                        return Err(libc::EFAULT);
-                    }
-                    let vlen = vlen.min(1024) as usize;
-                    let mut got = 0usize;
-                    for i in 0..vlen {
-                        let f = if i > 0 && (flags & libc::MSG_WAITFORONE != 0 || s.ty == Ty::Dgram)
-                        {
-                            (flags & !libc::MSG_WAITFORONE) | libc::MSG_DONTWAIT
-                        } else {
-                            flags & !libc::MSG_WAITFORONE
-                        };
-                        // SAFETY: the caller promises `vlen` mmsghdrs at `vec`.
-                        let mh = unsafe { &mut *vec.add(i) };
-                        // SAFETY: as recvmsg.
-                        match unsafe { recvmsg_impl(o, s, fd, &mut mh.msg_hdr, f) } {
-                            Ok(n) => {
-                                mh.msg_len = n as c_uint;
-                                got += 1;
-                            }
-                            Err(e) if got == 0 => return Err(e),
-                            Err(_) => break,
+                if !timeout.is_null() {
+                    return Err(libc::EINVAL);
+                }
+                if vec.is_null() && vlen > 0 {
+                    return Err(libc::EFAULT);
+                }
+                let vlen = vlen.min(1024) as usize;
+                let mut got = 0usize;
+                for i in 0..vlen {
+                    let f = if i > 0 && (flags & libc::MSG_WAITFORONE != 0 || s.ty == Ty::Dgram) {
+                        (flags & !libc::MSG_WAITFORONE) | libc::MSG_DONTWAIT
+                    } else {
+                        flags & !libc::MSG_WAITFORONE
+                    };
+                    // SAFETY: the caller promises `vlen` mmsghdrs at `vec`.
+                    let mh = unsafe { &mut *vec.add(i) };
+                    // SAFETY: as recvmsg.
+                    match unsafe { recvmsg_impl(o, s, fd, &mut mh.msg_hdr, f) } {
+                        Ok(n) => {
+                            mh.msg_len = n as c_uint;
+                            got += 1;
                         }
+                        Err(e) if got == 0 => return Err(e),
+                        Err(_) => break,
                     }
-                    Ok(got as c_int)
-                })
+                }
+                Ok(got as c_int)
             },
         )
     })
@@ -313,23 +294,20 @@ pub unsafe extern "C-unwind" fn sendto(
     len: socklen_t,
 ) -> ssize_t {
     crate::cancel::point(|| {
-        sock_or_kernel(
+        sock_call(
             fd,
             // SAFETY: passed through.
             || unsafe { sys::sendto(fd, buf, n, flags, addr, len) },
             |o, s| {
-                run(|| {
-                    alive(s)?;
-                    // SAFETY: the caller promises `n` readable bytes at `buf`.
-                    let b = unsafe { bytes(buf, n) }?;
-                    let to = if addr.is_null() || s.ty == Ty::Stream {
-                        None
-                    } else {
-                        // SAFETY: and `len` readable bytes at `addr`.
-                        Some(unsafe { bytes(addr.cast(), len as usize) }?)
-                    };
-                    size(send_bufs(o, s, fd, &[b], flags, to))
-                })
+                // SAFETY: the caller promises `n` readable bytes at `buf`.
+                let b = unsafe { bytes(buf, n) }?;
+                let to = if addr.is_null() || s.ty == Ty::Stream {
+                    None
+                } else {
+                    // SAFETY: and `len` readable bytes at `addr`.
+                    Some(unsafe { bytes(addr.cast(), len as usize) }?)
+                };
+                size(send_bufs(o, s, fd, &[b], flags, to))
             },
         )
     })
@@ -669,26 +647,23 @@ pub unsafe extern "C" fn sendfile(
     offset: *mut off_t,
     count: size_t,
 ) -> ssize_t {
-    sock_or_kernel(
+    sock_call_quiet(
         out_fd,
         // SAFETY: passed through.
         || unsafe { sys::sendfile(out_fd, in_fd, offset, count) },
         |o, s| {
-            run_quiet(|| {
-                alive(s)?;
-                let mut off = if offset.is_null() {
-                    None
-                } else {
-                    // SAFETY: the caller promises a readable and writable off_t.
-                    Some(unsafe { *offset })
-                };
-                let r = sendfile_impl(o, s, out_fd, in_fd, off.as_mut(), count);
-                if let (Some(v), false) = (off, offset.is_null()) {
-                    // SAFETY: as above.
-                    unsafe { *offset = v as off_t };
-                }
-                size(r)
-            })
+            let mut off = if offset.is_null() {
+                None
+            } else {
+                // SAFETY: the caller promises a readable and writable off_t.
+                Some(unsafe { *offset })
+            };
+            let r = sendfile_impl(o, s, out_fd, in_fd, off.as_mut(), count);
+            if let (Some(v), false) = (off, offset.is_null()) {
+                // SAFETY: as above.
+                unsafe { *offset = v as off_t };
+            }
+            size(r)
         },
     )
 }

@@ -207,6 +207,40 @@ fn sock_or_kernel<T>(
     kernel()
 }
 
+/// A call on `fd` that is a cancellation point: libc's own (`kernel()`)
+/// unless `fd` is a corestack socket, else `on_ours(entry, socket)` under
+/// [`run`] (an error becomes errno and -1) once [`alive`] allows it
+/// (ENETDOWN in a forked child).
+#[inline]
+fn sock_call<T: TryFrom<i64>>(
+    fd: c_int,
+    kernel: impl FnOnce() -> T,
+    on_ours: impl FnOnce(&Arc<Obj>, &Sock) -> R<T>,
+) -> T {
+    sock_or_kernel(fd, kernel, |o, s| {
+        run(|| {
+            alive(s)?;
+            on_ours(o, s)
+        })
+    })
+}
+
+/// As [`sock_call`] under [`run_quiet`], for a call that is no
+/// cancellation point.
+#[inline]
+fn sock_call_quiet<T: TryFrom<i64>>(
+    fd: c_int,
+    kernel: impl FnOnce() -> T,
+    on_ours: impl FnOnce(&Arc<Obj>, &Sock) -> R<T>,
+) -> T {
+    sock_or_kernel(fd, kernel, |o, s| {
+        run_quiet(|| {
+            alive(s)?;
+            on_ours(o, s)
+        })
+    })
+}
+
 /// ENETDOWN for a call on a corestack socket in a forked child (the
 /// engine that serves it runs in the parent).
 fn alive(s: &Sock) -> R<()> {
