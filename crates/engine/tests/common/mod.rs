@@ -62,6 +62,27 @@ pub fn connect(
     }
 }
 
+/// `Command::Listen` of the local application's listener `id` (status block `shared`) on
+/// `local`, IPV6_V6ONLY as `v6only`, its connections handed to `accept`; not in a
+/// SO_REUSEPORT group.
+pub fn listen(
+    id: u64,
+    shared: Arc<StatusHandle>,
+    local: impl Into<core::net::SocketAddr>,
+    v6only: bool,
+    accept: spsc::Sender<Accepted>,
+) -> Command {
+    Command::Listen {
+        id,
+        owner: Owner::LOCAL,
+        shared,
+        local: local.into(),
+        v6only,
+        accept: AcceptQueue::Local(accept),
+        reuseport: None,
+    }
+}
+
 /// An engine on `port` with `cfg` (its address set to `ip`), and the
 /// sending end of its command ring.
 pub fn engine(
@@ -275,15 +296,7 @@ fn listening_pair_on(
     let (acc_tx, accepted) = spsc::channel::<Accepted>(backlog);
     push(
         &mut cb,
-        Command::Listen {
-            id: 1,
-            owner: Owner::LOCAL,
-            shared: StatusHandle::local(),
-            local: listen.0,
-            v6only: listen.1,
-            accept: AcceptQueue::Local(acc_tx),
-            reuseport: None,
-        },
+        self::listen(1, StatusHandle::local(), listen.0, listen.1, acc_tx),
     );
     ListeningPair {
         a,
