@@ -100,6 +100,40 @@ pub fn engine(
     )
 }
 
+/// An engine at end B of a clean `mem` wire, and end A for the test to
+/// send and read raw frames on, both on a manual clock ([`raw_wire`]).
+pub struct RawWire {
+    /// End A of the wire: the raw peer.
+    pub peer: MemPort,
+    pub engine: Engine<MemPort>,
+    /// The sending end of the engine's command ring (64 commands).
+    pub cmds: spsc::Sender<Command>,
+    /// The manual clock, ns.
+    pub ns: Arc<AtomicU64>,
+    /// Virtual time now, ns (1 s at the start).
+    pub t: u64,
+}
+
+/// A [`RawWire`] of `frames` frames each way, seeded with `seed`, its
+/// engine configured by `cfg` as it is.
+pub fn raw_wire(seed: u64, frames: usize, cfg: EngineConfig) -> RawWire {
+    let none = Impairments::none();
+    let (mut peer, port) = mem::pair_with_capacity(none, none, seed, frames);
+    let (clock, ns) = MemClock::manual();
+    peer.set_clock(clock);
+    let t = 1_000_000_000;
+    ns.store(t, Ordering::Release);
+    let (cmds, rx) = spsc::channel(64);
+    let engine = Engine::new(port, cfg, rx, Arc::new(Notify::default()), Instant(t));
+    RawWire {
+        peer,
+        engine,
+        cmds,
+        ns,
+        t,
+    }
+}
+
 /// An application's end of one connection.
 pub struct End {
     pub id: u64,
