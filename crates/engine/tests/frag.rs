@@ -9,12 +9,10 @@ use appif::command::{Command, Owner};
 use appif::socket::{SockState, StatusHandle, UdpHeader};
 use appif::spsc;
 use common::RawWire;
-use engine::time::Instant;
 use engine::EngineConfig;
 use nic::mem::{self};
-use nic::{Port, TxQueue};
+use nic::Port;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::Ordering;
 use wire::arp::ArpRepr;
 use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
 use wire::icmp::{Echo, Icmpv4Repr};
@@ -40,13 +38,6 @@ impl Bench {
         common::raw_wire(1, mem::MEM_WIRE_FRAMES, cfg)
     }
 
-    /// Advances the clock by `ns` and runs one engine iteration.
-    fn step(&mut self, ns: u64) {
-        self.t += ns;
-        self.ns.store(self.t, Ordering::Release);
-        self.engine.poll(Instant(self.t));
-    }
-
     /// Sends one Ethernet frame from the peer: `payload` after a header.
     fn send(&mut self, ethertype: u16, payload: &[u8]) {
         let eth = EthernetRepr {
@@ -54,13 +45,7 @@ impl Bench {
             src: MacAddr(mem::MAC_A),
             ethertype,
         };
-        let tx = self.peer.tx();
-        assert!(tx.transmit(14 + payload.len(), |buf| {
-            eth.emit(buf);
-            buf[14..14 + payload.len()].copy_from_slice(payload);
-            14 + payload.len()
-        }));
-        tx.flush();
+        self.send_frame(&eth, payload);
     }
 
     /// Frames the engine sent to the peer so far.

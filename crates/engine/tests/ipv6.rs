@@ -50,12 +50,6 @@ impl Bench {
         }))
     }
 
-    fn step(&mut self, ns: u64) {
-        self.t += ns;
-        self.ns.store(self.t, Ordering::Release);
-        self.engine.poll(Instant(self.t));
-    }
-
     /// Sends IPv6 `packet` from the peer in a frame to `dst_mac`, runs
     /// the engine once and returns the IPv6 packets it sent.
     fn exchange(&mut self, dst_mac: MacAddr, packet: &[u8]) -> Vec<Vec<u8>> {
@@ -64,13 +58,7 @@ impl Bench {
             src: PEER_MAC,
             ethertype: ETHERTYPE_IPV6,
         };
-        let tx = self.peer.tx();
-        assert!(tx.transmit(14 + packet.len(), |buf| {
-            eth.emit(buf);
-            buf[14..14 + packet.len()].copy_from_slice(packet);
-            14 + packet.len()
-        }));
-        tx.flush();
+        self.send_frame(&eth, packet);
         self.step(1000);
         self.received()
     }

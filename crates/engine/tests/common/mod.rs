@@ -20,6 +20,7 @@ use engine::time::Instant;
 use engine::{Engine, EngineConfig};
 use nic::impair::Impairments;
 use nic::mem::{self, MemClock, MemPort};
+use nic::{Port, TxQueue};
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -131,6 +132,28 @@ pub fn raw_wire(seed: u64, frames: usize, cfg: EngineConfig) -> RawWire {
         cmds,
         ns,
         t,
+    }
+}
+
+impl RawWire {
+    /// Advances the clock by `ns` and runs one engine iteration.
+    pub fn step(&mut self, ns: u64) {
+        self.t += ns;
+        self.ns.store(self.t, Ordering::Release);
+        self.engine.poll(Instant(self.t));
+    }
+
+    /// Sends `payload` from the peer in one Ethernet frame with the header
+    /// `eth`.
+    pub fn send_frame(&mut self, eth: &wire::ethernet::EthernetRepr, payload: &[u8]) {
+        let len = wire::ethernet::HEADER_LEN + payload.len();
+        let tx = self.peer.tx();
+        assert!(tx.transmit(len, |buf| {
+            eth.emit(buf);
+            buf[wire::ethernet::HEADER_LEN..len].copy_from_slice(payload);
+            len
+        }));
+        tx.flush();
     }
 }
 
