@@ -2,8 +2,9 @@
 //! manual clock, one connected to the other's listener ([`Wire`]); an
 //! application's end of a connection that behaves as the client library's
 //! `TcpStream` does (when it tells the engine, how it grows its TX ring);
-//! skipping idle virtual time; and a dump of both ends' control blocks for
-//! failure messages.
+//! skipping idle virtual time; a dump of both ends' control blocks for
+//! failure messages; the commands of a local listener and connection; and
+//! one engine opposite a raw peer that writes frames by hand ([`RawWire`]).
 
 #![allow(dead_code)]
 
