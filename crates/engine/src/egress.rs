@@ -51,12 +51,30 @@ pub struct Gso {
 }
 
 impl Gso {
-    /// Segments a transport segment of `l4_len` bytes (header included) makes.
+    /// Segments a transport segment of `l4_len` bytes (header included)
+    /// makes; 1 when `size` is 0 (the port does not cut it).
+    #[inline]
     pub(crate) fn segments(&self, l4_len: usize) -> usize {
+        if self.size == 0 {
+            return 1;
+        }
         l4_len
             .saturating_sub(self.header_len)
-            .div_ceil(self.size.max(1))
+            .div_ceil(self.size)
             .max(1)
+    }
+
+    /// Bytes the wire carries for a frame of `frame_len` bytes cut into
+    /// `segments`: each segment after the first repeats the `link_headers`
+    /// bytes of Ethernet and IP header and the TCP header.
+    #[inline]
+    pub(crate) fn wire_bytes(
+        &self,
+        frame_len: usize,
+        segments: usize,
+        link_headers: usize,
+    ) -> usize {
+        frame_len + (segments - 1) * (link_headers + self.header_len)
     }
 }
 
@@ -184,14 +202,12 @@ impl Egress {
             buf[HEADERS + payload_len..frame_len].fill(0);
             frame_len
         };
-        if let Some(Gso { size: gso_size, .. }) = gso {
+        if let Some(gso) = gso {
             let queued = match self.arp.lookup(next_hop, now) {
-                Some(mac) => tx.transmit_gso(frame_len, gso_size, |buf| build(mac, buf)),
+                Some(mac) => tx.transmit_gso(frame_len, gso.size, |buf| build(mac, buf)),
                 None => false,
             };
-            // What the wire carries: every segment with its headers.
-            let headers = HEADERS + gso.map_or(0, |g| g.header_len);
-            let bytes = frame_len + (segments - 1) * headers;
+            let bytes = gso.wire_bytes(frame_len, segments, HEADERS);
             return stats.count_tx(queued, segments, bytes);
         }
         if let Some(mac) = self.arp.lookup(next_hop, now) {
@@ -275,11 +291,7 @@ impl Egress {
             size: gso_size,
             header_len,
         };
-        let segments = if gso_size > 0 {
-            gso.segments(tcp_len)
-        } else {
-            1
-        };
+        let segments = gso.segments(tcp_len);
         let ip = self.ipv4_repr(dst, wire::ipv4::PROTO_TCP, tcp_len, segments);
         let src = self.ip;
         let src_mac = self.mac;
@@ -289,8 +301,11 @@ impl Egress {
             fill(tcp);
             wire::tcp::fill_pseudo_checksum_len(tcp, src, dst, tcp_len);
         });
-        let bytes = frame_len + (segments - 1) * (HEADERS + header_len);
-        stats.count_tx(queued, segments, bytes)
+        stats.count_tx(
+            queued,
+            segments,
+            gso.wire_bytes(frame_len, segments, HEADERS),
+        )
     }
 
     /// Sends an ARP packet from us to `target_ip` (at `target_mac`, or
@@ -402,5 +417,29 @@ fn emit_headers(buf: &mut [u8], dst_mac: MacAddr, src_mac: MacAddr, ip: &Ipv4Rep
     if tos != 0 {
         buf[ethernet::HEADER_LEN + 1] = tos;
         ipv4::fill_header_checksum(&mut buf[ethernet::HEADER_LEN..HEADERS]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Gso, HEADERS};
+
+    #[test]
+    fn gso_counts_segments_and_the_bytes_the_wire_carries() {
+        let g = Gso {
+            size: 1000,
+            header_len: 32,
+        };
+        assert_eq!(g.segments(32 + 2500), 3);
+        assert_eq!(g.segments(32), 1, "a bare header is one segment");
+        let not_cut = Gso { size: 0, ..g };
+        assert_eq!(not_cut.segments(32 + 2500), 1);
+        // The second and third segments repeat Ethernet, IPv4 and TCP headers.
+        let frame_len = HEADERS + 32 + 2500;
+        assert_eq!(
+            g.wire_bytes(frame_len, 3, HEADERS),
+            frame_len + 2 * (HEADERS + 32)
+        );
+        assert_eq!(not_cut.wire_bytes(frame_len, 1, HEADERS), frame_len);
     }
 }

@@ -310,8 +310,11 @@ impl Egress6 {
             frame_len
         });
         let segments = gso.segments(ip.payload_len);
-        let bytes = frame_len + (segments - 1) * (HEADERS6 + gso.header_len);
-        stats.count_tx(queued, segments, bytes)
+        stats.count_tx(
+            queued,
+            segments,
+            gso.wire_bytes(frame_len, segments, HEADERS6),
+        )
     }
 
     /// Sends one TCP segment whose payload stays where it lies
@@ -339,11 +342,7 @@ impl Egress6 {
             size: gso_size,
             header_len,
         };
-        let segments = if gso_size > 0 {
-            gso.segments(tcp_len)
-        } else {
-            1
-        };
+        let segments = gso.segments(tcp_len);
         let src_mac = self.mac;
         let queued = tx.transmit_gather(HEADERS6 + header_len, payload, gso_size, |buf| {
             emit_headers(buf, dst_mac, src_mac, ip);
@@ -351,8 +350,11 @@ impl Egress6 {
             fill(tcp);
             wire::tcp::fill_pseudo_checksum_len(tcp, ip.src, ip.dst, tcp_len);
         });
-        let bytes = frame_len + (segments - 1) * (HEADERS6 + header_len);
-        stats.count_tx(queued, segments, bytes)
+        stats.count_tx(
+            queued,
+            segments,
+            gso.wire_bytes(frame_len, segments, HEADERS6),
+        )
     }
 
     /// Sends a Neighbor Solicitation for `target` (RFC 4861 §7.2.2):

@@ -294,54 +294,36 @@ mod tests {
         assert_eq!(s.frag_reassembled, 0);
     }
 
+    /// A fragment that overlaps bytes already received drops the whole
+    /// datagram (RFC 5722 §4 applied to IPv4, as Linux does), even where the
+    /// overlapping bytes are identical.
     #[test]
-    fn partial_overlapping_fragment_drops_datagram() {
-        let (mut r, mut s) = (Reassembler::new(4), Stats::default());
+    fn partial_overlaps_drop_datagram() {
         let data = payload(2000);
-        push(&mut r, t(0), &fragment(6, 0, &data[..1000], true), &mut s);
-        // Bytes 992..2000: the first 8 overlap identical data, still dropped.
-        assert_eq!(
-            push(&mut r, t(0), &fragment(6, 992, &data[992..], false), &mut s),
-            None
-        );
-        assert_eq!(s.drop_frag_overlap, 1);
-        assert_eq!(r.in_progress(), 0);
-    }
-
-    #[test]
-    fn partial_fragment_past_known_end_drops_datagram() {
-        let (mut r, mut s) = (Reassembler::new(4), Stats::default());
-        let data = payload(2000);
-        push(
-            &mut r,
-            t(0),
-            &fragment(7, 1000, &data[1000..1500], false),
-            &mut s,
-        );
-        push(
-            &mut r,
-            t(0),
-            &fragment(7, 1504, &data[1504..1600], true),
-            &mut s,
-        );
-        assert_eq!(s.drop_frag_overlap, 1);
-        assert_eq!(r.in_progress(), 0);
-    }
-
-    #[test]
-    fn partial_second_last_fragment_with_other_end_drops_datagram() {
-        let (mut r, mut s) = (Reassembler::new(4), Stats::default());
-        let data = payload(2000);
-        push(
-            &mut r,
-            t(0),
-            &fragment(8, 800, &data[800..1000], true),
-            &mut s,
-        );
-        // A last fragment ending before bytes already received.
-        push(&mut r, t(0), &fragment(8, 0, &data[..400], false), &mut s);
-        assert_eq!(s.drop_frag_overlap, 1);
-        assert_eq!(r.in_progress(), 0);
+        // Two fragments each, as (first byte, end, more fragments).
+        let cases = [
+            (
+                "bytes 992..2000 after 0..1000: the first 8 overlap identical data",
+                [(0, 1000, true), (992, 2000, false)],
+            ),
+            (
+                "a fragment at 1504 after a last one that ends at 1500",
+                [(1000, 1500, false), (1504, 1600, true)],
+            ),
+            (
+                "a last fragment ending before bytes already received",
+                [(800, 1000, true), (0, 400, false)],
+            ),
+        ];
+        for (ident, (what, frags)) in (6..).zip(cases) {
+            let (mut r, mut s) = (Reassembler::new(4), Stats::default());
+            for (first, end, more) in frags {
+                let frag = fragment(ident, first, &data[first..end], more);
+                assert_eq!(push(&mut r, t(0), &frag, &mut s), None, "{what}");
+            }
+            assert_eq!(s.drop_frag_overlap, 1, "{what}");
+            assert_eq!(r.in_progress(), 0, "{what}");
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::tcp::{State, TimeWait, TwAction};
 use crate::time::Instant;
 use crate::Protocols;
 use appif::command::Owner;
-use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use core::net::{IpAddr, SocketAddr};
 use nic::TxQueue;
 use std::collections::{HashMap, VecDeque};
 use wire::tcp::TcpRepr;
@@ -128,26 +128,37 @@ impl<F: Family> TwTable<F> {
         Some((remote.socket(remote_port), local_port, rec))
     }
 
-    /// Processes a segment for the flow's record, if there is one: the
-    /// action it asks for and the ACK to send when it asks for one.
+    /// True when the flow has a record that accepts `seg` as the SYN of a
+    /// new incarnation (RFC 6191 §2).
+    fn accepts_syn(&self, remote: F, remote_port: u16, local_port: u16, seg: &TcpRepr) -> bool {
+        self.get(remote, remote_port, local_port)
+            .is_some_and(|rec| rec.tw.accepts_syn(seg))
+    }
+
+    /// Processes a segment of `plen` payload bytes from `remote`:`remote_port`
+    /// to our `local_port` for the flow's record, if there is one: the action
+    /// it asks for and the record's state after it (to build the ACK when
+    /// it asks for one).
     fn input(
         &mut self,
-        key: F::FlowKey,
+        (remote, remote_port, local_port): (F, u16, u16),
         seg: &TcpRepr,
         plen: usize,
         now: Instant,
         time_wait: core::time::Duration,
-    ) -> Option<TwAction> {
+    ) -> Option<(TwAction, TimeWait)> {
+        let key = F::flow_key(remote, remote_port, local_port);
         let rec = self.map.get_mut(&key)?;
         let action = rec.tw.input(seg, plen, now, time_wait);
+        let tw = rec.tw;
         match action {
-            TwAction::AckRestarted => self.fifo.push_back((rec.tw.deadline, key)),
+            TwAction::AckRestarted => self.fifo.push_back((tw.deadline, key)),
             TwAction::Close => {
                 self.map.remove(&key);
             }
             TwAction::Ack | TwAction::Drop => {}
         }
-        Some(action)
+        Some((action, tw))
     }
 }
 
@@ -278,47 +289,35 @@ impl Protocols {
         let f = seg.flags;
         let port = seg.dst_port;
         let syn = f.syn() && !f.ack() && !f.rst();
-        let action = match remote {
+        let socks = &mut self.sockets;
+        let recycles = match remote {
             SocketAddr::V4(r) => {
-                let key = Ipv4Addr::flow_key(*r.ip(), r.port(), port);
-                if syn && self.sockets.listeners.contains_key(&port) {
-                    if let Some(rec) = self.sockets.tw.get(*r.ip(), r.port(), port) {
-                        if rec.tw.accepts_syn(seg) {
-                            return self.recycle(remote, port);
-                        }
-                    }
-                }
-                self.sockets.tw.input(key, seg, plen, now, d)
+                let to_listener = syn && socks.listeners.contains_key(&port);
+                to_listener && socks.tw.accepts_syn(*r.ip(), r.port(), port, seg)
             }
             SocketAddr::V6(r) => {
-                let key = Ipv6Addr::flow_key(*r.ip(), r.port(), port);
-                if syn && self.sockets.listeners6.contains_key(&port) {
-                    if let Some(rec) = self.sockets.tw6.get(*r.ip(), r.port(), port) {
-                        if rec.tw.accepts_syn(seg) {
-                            return self.recycle(remote, port);
-                        }
-                    }
-                }
-                self.sockets.tw6.input(key, seg, plen, now, d)
+                let to_listener = syn && socks.listeners6.contains_key(&port);
+                to_listener && socks.tw6.accepts_syn(*r.ip(), r.port(), port, seg)
             }
         };
-        let Some(action) = action else {
+        if recycles {
+            return self.recycle(remote, port);
+        }
+        let handled = match remote {
+            SocketAddr::V4(r) => socks.tw.input((*r.ip(), r.port(), port), seg, plen, now, d),
+            SocketAddr::V6(r) => socks
+                .tw6
+                .input((*r.ip(), r.port(), port), seg, plen, now, d),
+        };
+        let Some((action, tw)) = handled else {
             return false;
         };
         match action {
             TwAction::Ack | TwAction::AckRestarted => {
-                let tw = match remote {
-                    SocketAddr::V4(r) => self.sockets.tw.get(*r.ip(), r.port(), port).map(|x| x.tw),
-                    SocketAddr::V6(r) => {
-                        self.sockets.tw6.get(*r.ip(), r.port(), port).map(|x| x.tw)
-                    }
-                };
-                if let Some(tw) = tw {
-                    let ack = tw.ack(port, remote.port(), now);
-                    let from = SocketAddr::new(local, port);
-                    if self.send_tcp_ctl(from, remote, &ack, tw.tclass, tx) {
-                        self.stats.tcp_time_wait_acks += 1;
-                    }
+                let ack = tw.ack(port, remote.port(), now);
+                let from = SocketAddr::new(local, port);
+                if self.send_tcp_ctl(from, remote, &ack, tw.tclass, tx) {
+                    self.stats.tcp_time_wait_acks += 1;
                 }
             }
             TwAction::Close => self.stats.tcp_time_wait_ended += 1,
@@ -338,6 +337,7 @@ impl Protocols {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::net::{Ipv4Addr, Ipv6Addr};
 
     /// What a record costs before its table's entry: the TCP state, our
     /// address and its owner.

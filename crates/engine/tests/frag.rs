@@ -2,20 +2,17 @@
 //! ICMP echo requests sent over a `mem` wire reach the socket or are
 //! answered; an incomplete datagram times out.
 
+mod common;
+
 use appif::bytes;
 use appif::command::{Command, Owner};
-use appif::notify::Notify;
-use appif::seg::AcceptQueue;
 use appif::socket::{SockState, StatusHandle, UdpHeader};
 use appif::spsc;
-use engine::time::Instant;
-use engine::{Engine, EngineConfig};
-use nic::impair::Impairments;
-use nic::mem::{self, MemClock, MemPort};
-use nic::{Port, TxQueue};
+use common::RawWire;
+use engine::EngineConfig;
+use nic::mem::{self};
+use nic::Port;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use wire::arp::ArpRepr;
 use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
 use wire::icmp::{Echo, Icmpv4Repr};
@@ -29,42 +26,16 @@ const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const ENGINE_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const UDP_PORT: u16 = 7000;
 
-struct Bench {
-    engine: Engine<MemPort>,
-    peer: MemPort,
-    cmds: spsc::Sender<Command>,
-    ns: Arc<AtomicU64>,
-    t: u64,
-}
+/// The engine under test at end B, the peer sending raw frames at end A.
+type Bench = RawWire;
 
 impl Bench {
     fn new() -> Bench {
-        let (peer, port) = mem::pair(Impairments::none(), Impairments::none(), 1);
-        let (clock, ns) = MemClock::manual();
-        let mut peer = peer;
-        peer.set_clock(clock);
-        let t = 1_000_000_000;
-        ns.store(t, Ordering::Release);
-        let (cmds, rx) = spsc::channel(64);
         let cfg = EngineConfig {
             ip: ENGINE_IP,
             ..EngineConfig::default()
         };
-        let engine = Engine::new(port, cfg, rx, Arc::new(Notify::default()), Instant(t));
-        Bench {
-            engine,
-            peer,
-            cmds,
-            ns,
-            t,
-        }
-    }
-
-    /// Advances the clock by `ns` and runs one engine iteration.
-    fn step(&mut self, ns: u64) {
-        self.t += ns;
-        self.ns.store(self.t, Ordering::Release);
-        self.engine.poll(Instant(self.t));
+        common::raw_wire(1, mem::MEM_WIRE_FRAMES, cfg)
     }
 
     /// Sends one Ethernet frame from the peer: `payload` after a header.
@@ -74,13 +45,7 @@ impl Bench {
             src: MacAddr(mem::MAC_A),
             ethertype,
         };
-        let tx = self.peer.tx();
-        assert!(tx.transmit(14 + payload.len(), |buf| {
-            eth.emit(buf);
-            buf[14..14 + payload.len()].copy_from_slice(payload);
-            14 + payload.len()
-        }));
-        tx.flush();
+        self.send_frame(&eth, payload);
     }
 
     /// Frames the engine sent to the peer so far.
@@ -284,18 +249,9 @@ fn syn_received_icmp_error_quoting_connection_is_counted_only() {
     b.introduce();
     let (accept, _acc_rx) = spsc::channel(4);
     let lshared = StatusHandle::local();
-    assert!(b
-        .cmds
-        .push(Command::Listen {
-            id: 1,
-            owner: Owner::LOCAL,
-            shared: lshared.clone(),
-            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80).into(),
-            v6only: false,
-            accept: AcceptQueue::Local(accept),
-            reuseport: None,
-        })
-        .is_ok());
+    let local = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80);
+    let listen = common::listen(1, lshared.clone(), local, false, accept);
+    common::push(&mut b.cmds, listen);
     b.step(1000);
     let syn = wire::tcp::TcpRepr {
         src_port: 4000,

@@ -11,6 +11,7 @@ use appif::command::Command;
 use appif::notify::Notify;
 use appif::socket::StatusHandle;
 use appif::spsc;
+use common::RawWire;
 use core::net::Ipv6Addr;
 use engine::egress6::AddrState;
 use engine::time::Instant;
@@ -18,7 +19,7 @@ use engine::{link_local_from_mac, Engine, EngineConfig, Ipv6Config};
 use nic::impair::Impairments;
 use nic::mem::{self, MemClock, MemPort};
 use nic::{Port, TxQueue};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use wire::ethernet::{EthernetRepr, ETHERTYPE_IPV6};
 use wire::icmpv6::{self, Echo, Icmpv6Repr};
@@ -37,35 +38,17 @@ const PEER: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
 const ENGINE: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
 const PEER_LL: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0xa);
 
-struct Bench {
-    engine: Engine<MemPort>,
-    peer: MemPort,
-    ns: Arc<AtomicU64>,
-    t: u64,
-    cmds: spsc::Sender<appif::command::Command>,
-}
+/// The engine under test at end B, the peer sending raw frames at end A.
+type Bench = RawWire;
 
 impl Bench {
     fn with(ipv6: Option<Ipv6Config>) -> Bench {
-        let (mut peer, port) = mem::pair(Impairments::none(), Impairments::none(), 1);
-        let (clock, ns) = MemClock::manual();
-        peer.set_clock(clock);
-        let t = 1_000_000_000;
-        ns.store(t, Ordering::Release);
-        let (cmds, rx) = spsc::channel(64);
         let cfg = EngineConfig {
             ip: core::net::Ipv4Addr::new(10, 0, 0, 2),
             ipv6,
             ..EngineConfig::default()
         };
-        let engine = Engine::new(port, cfg, rx, Arc::new(Notify::default()), Instant(t));
-        Bench {
-            engine,
-            peer,
-            ns,
-            t,
-            cmds,
-        }
+        common::raw_wire(1, mem::MEM_WIRE_FRAMES, cfg)
     }
 
     fn new() -> Bench {
@@ -73,12 +56,6 @@ impl Bench {
             global: Some((ENGINE, 64)),
             ..Ipv6Config::default()
         }))
-    }
-
-    fn step(&mut self, ns: u64) {
-        self.t += ns;
-        self.ns.store(self.t, Ordering::Release);
-        self.engine.poll(Instant(self.t));
     }
 
     /// Sends IPv6 `packet` from the peer in a frame to `dst_mac`, runs
@@ -89,13 +66,7 @@ impl Bench {
             src: PEER_MAC,
             ethertype: ETHERTYPE_IPV6,
         };
-        let tx = self.peer.tx();
-        assert!(tx.transmit(14 + packet.len(), |buf| {
-            eth.emit(buf);
-            buf[14..14 + packet.len()].copy_from_slice(packet);
-            14 + packet.len()
-        }));
-        tx.flush();
+        self.send_frame(&eth, packet);
         self.step(1000);
         self.received()
     }

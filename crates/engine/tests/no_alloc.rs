@@ -1,10 +1,12 @@
 //! The hot path does not allocate: once a connection is up and data flows,
 //! engine iterations over the `mem` wire make no heap allocation.
 
+mod common;
+
 use appif::bytes;
-use appif::command::{Command, Owner};
+use appif::command::Command;
 use appif::notify::Notify;
-use appif::seg::{AcceptQueue, Accepted};
+use appif::seg::Accepted;
 use appif::socket::{SockState, StatusHandle};
 use appif::spsc;
 use engine::time::Instant;
@@ -69,28 +71,17 @@ fn established_bulk_transfer_iterations_allocate_nothing() {
     let mut ea = engine(pa, 1, ra);
     let mut eb = engine(pb, 2, rb);
     let (acc_tx, mut acc_rx) = spsc::channel::<Accepted>(4);
-    let _ = cb.push(Command::Listen {
-        id: 1,
-        owner: Owner::LOCAL,
-        shared: StatusHandle::local(),
-        local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9).into(),
-        v6only: false,
-        accept: AcceptQueue::Local(acc_tx),
-        reuseport: None,
-    });
+    let local = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9);
+    let listen = common::listen(1, StatusHandle::local(), local, false, acc_tx);
+    common::push(&mut cb, listen);
     let shared = StatusHandle::local();
     let (mut app_tx, eng_tx) = bytes::ring(64 * 1024);
     let (eng_rx, _app_rx) = bytes::ring(64 * 1024);
-    let _ = ca.push(Command::Connect {
-        id: 1,
-        owner: Owner::LOCAL,
-        shared: shared.clone(),
-        local_port: 0,
-        remote: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 9).into(),
-        tx: eng_tx,
-        rx: eng_rx,
-        nodelay: true,
-    });
+    let remote = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 9);
+    common::push(
+        &mut ca,
+        common::connect(1, &shared, remote, (eng_tx, eng_rx), true),
+    );
     let chunk = [0x5au8; 8192];
     let mut accepted = None;
     // One iteration of both engines and both applications; returns the

@@ -8,15 +8,13 @@
 //!   10 000 live connections leave the other connections serving, and the
 //!   counters say what happened.
 
-use appif::command::{Command, Owner};
-use appif::notify::Notify;
-use appif::seg::{AcceptQueue, Accepted};
+use appif::command::Command;
+use appif::seg::Accepted;
 use appif::socket::StatusHandle;
 use appif::spsc;
 use engine::time::Instant;
 use engine::{Engine, EngineConfig};
-use nic::impair::Impairments;
-use nic::mem::{self, MemClock, MemPort};
+use nic::mem::MemPort;
 use nic::{Port, TxQueue};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::Ordering;
@@ -27,7 +25,9 @@ use wire::ipv4::{Ipv4Packet, Ipv4Repr, PROTO_TCP};
 use wire::tcp::{TcpFlags, TcpRepr};
 use wire::{MacAddr, SeqNum};
 
+mod common;
 mod owner_bench;
+use common::RawWire;
 use owner_bench::{segment, syn, HOST, PEER};
 
 /// Sends one frame from the raw peer.
@@ -121,31 +121,26 @@ impl Fixture {
 
     /// A fixture whose listener has room for `backlog` connections.
     fn with_backlog(seed: u64, backlog: usize) -> Fixture {
-        let (mut peer, host_port) =
-            mem::pair_with_capacity(Impairments::none(), Impairments::none(), seed, 8192);
-        let (clock, ns) = MemClock::manual();
-        peer.set_clock(clock);
-        let t = 1_000_000_000u64;
-        ns.store(t, Ordering::Release);
-        let (mut cmds, rx) = spsc::channel(16);
         let cfg = EngineConfig {
             ip: HOST,
             prefix_len: 24,
             ..EngineConfig::default()
         };
+        let RawWire {
+            peer,
+            engine: host,
+            mut cmds,
+            ns,
+            t,
+        } = common::raw_wire(seed, 8192, cfg);
         let peer_mac = MacAddr(peer.mac());
-        let host_mac = MacAddr(host_port.mac());
-        let host = Engine::new(host_port, cfg, rx, Arc::new(Notify::default()), Instant(t));
+        let host_mac = MacAddr(host.port().mac());
         let (acc_tx, accepted) = spsc::channel::<Accepted>(backlog);
-        let _ = cmds.push(Command::Listen {
-            id: 1,
-            owner: Owner::LOCAL,
-            shared: StatusHandle::local(),
-            local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80).into(),
-            v6only: false,
-            accept: AcceptQueue::Local(acc_tx),
-            reuseport: None,
-        });
+        let local = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80);
+        common::push(
+            &mut cmds,
+            common::listen(1, StatusHandle::local(), local, false, acc_tx),
+        );
         let mut f = Fixture {
             peer,
             host,

@@ -9,8 +9,8 @@ mod common;
 mod owner_bench;
 use owner_bench::check_clean;
 
-use appif::command::{Command, Owner};
-use appif::seg::{AcceptQueue, Accepted};
+use appif::command::Command;
+use appif::seg::Accepted;
 use appif::socket::{engine_of, with_engine, SockState, StatusHandle};
 use appif::spsc;
 use common::{engine, push, End, A_IP, B_IP, STEP_NS};
@@ -169,15 +169,8 @@ impl Net {
 }
 
 fn listen(id: u64, port: u16, accept: spsc::Sender<Accepted>) -> Command {
-    Command::Listen {
-        id,
-        owner: Owner::LOCAL,
-        shared: StatusHandle::local(),
-        local: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port).into(),
-        v6only: false,
-        accept: AcceptQueue::Local(accept),
-        reuseport: None,
-    }
+    let local = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
+    common::listen(id, StatusHandle::local(), local, false, accept)
 }
 
 /// A connection from `cmds`' engine to `remote`: the command and the

@@ -8,7 +8,7 @@ mod common;
 
 use appif::bytes;
 use appif::command::{Command, Owner};
-use appif::seg::{AcceptQueue, Accepted};
+use appif::seg::Accepted;
 use appif::socket::{SockState, StatusHandle, UdpHeader};
 use appif::spsc;
 use common::*;
@@ -47,6 +47,19 @@ fn wire(
 ) -> Wire {
     let cfgs = (v6(cfg.clone(), A6), v6(cfg, B6));
     Wire::connect_to(imp, seed, 256, cfgs, listen, to, (0, 0), |_| {})
+}
+
+/// [`wire`] with no impairments and default configurations, B listening
+/// dual-stack on `[::]:PORT`.
+fn clean_wire(seed: u64, to: SocketAddr) -> Wire {
+    let listen = (any6(PORT), false);
+    wire(
+        Impairments::none(),
+        seed,
+        EngineConfig::default(),
+        listen,
+        to,
+    )
 }
 
 /// Runs `w` until `done` or `limit_ns` of virtual time.
@@ -89,13 +102,7 @@ fn both_ways(w: &mut Wire, total: usize) -> u64 {
 
 #[test]
 fn handshake_addresses_and_clean_transfer_both_ways() {
-    let mut w = wire(
-        Impairments::none(),
-        1,
-        EngineConfig::default(),
-        (any6(PORT), false),
-        sa(B6, PORT),
-    );
+    let mut w = clean_wire(1, sa(B6, PORT));
     both_ways(&mut w, 1 << 20);
     assert_eq!(w.end_a.shared.remote(), sa(B6, PORT));
     assert_eq!(w.end_a.shared.local().ip(), core::net::IpAddr::V6(A6));
@@ -203,13 +210,7 @@ fn listener_on_the_global_address_refuses_syns_to_the_link_local_one() {
 
 #[test]
 fn syn_to_a_closed_port_is_answered_with_rst() {
-    let mut w = wire(
-        Impairments::none(),
-        4,
-        EngineConfig::default(),
-        (any6(PORT), false),
-        sa(B6, PORT + 1),
-    );
+    let mut w = clean_wire(4, sa(B6, PORT + 1));
     run_until(&mut w, 5_000_000_000, |w| {
         w.end_a.shared.state() == SockState::Closed
     });
@@ -221,13 +222,7 @@ fn syn_to_a_closed_port_is_answered_with_rst() {
 
 #[test]
 fn active_closer_ends_in_time_wait_then_goes() {
-    let mut w = wire(
-        Impairments::none(),
-        5,
-        EngineConfig::default(),
-        (any6(PORT), false),
-        sa(B6, PORT),
-    );
+    let mut w = clean_wire(5, sa(B6, PORT));
     both_ways(&mut w, 4096);
     let close = |id: u64, c: &mut spsc::Sender<Command>| push(c, Command::Close { id });
     close(w.end_a.id, &mut w.ca);
@@ -273,15 +268,7 @@ fn syn_cookies_open_v6_connections_when_the_backlog_is_full() {
     let (acc_tx, mut small) = spsc::channel::<Accepted>(1);
     push(
         &mut w.cb,
-        Command::Listen {
-            id: 4,
-            owner: Owner::LOCAL,
-            shared: StatusHandle::local(),
-            local: any6(PORT + 2),
-            v6only: true,
-            accept: AcceptQueue::Local(acc_tx),
-            reuseport: None,
-        },
+        listen(4, StatusHandle::local(), any6(PORT + 2), true, acc_tx),
     );
     let mut ends = Vec::new();
     let mut taken = Vec::new();
@@ -314,13 +301,7 @@ fn syn_cookies_open_v6_connections_when_the_backlog_is_full() {
 #[test]
 fn dual_stack_listener_takes_an_ipv4_client_as_v4_mapped() {
     let to = SocketAddr::new(B_IP.into(), PORT);
-    let mut w = wire(
-        Impairments::none(),
-        7,
-        EngineConfig::default(),
-        (any6(PORT), false),
-        to,
-    );
+    let mut w = clean_wire(7, to);
     both_ways(&mut w, 64 * 1024);
     let b = w.end_b.as_ref().expect("accepted");
     let mapped = |ip: std::net::Ipv4Addr| core::net::IpAddr::V6(ip.to_ipv6_mapped());
@@ -349,30 +330,20 @@ fn v6only_listener_refuses_ipv4_and_shares_its_port_with_an_ipv4_one() {
     let l4 = StatusHandle::local();
     push(
         &mut w.cb,
-        Command::Listen {
-            id: 2,
-            owner: Owner::LOCAL,
-            shared: l4.clone(),
-            local: SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), PORT),
-            v6only: false,
-            accept: AcceptQueue::Local(acc_tx),
-            reuseport: None,
-        },
+        listen(
+            2,
+            l4.clone(),
+            (std::net::Ipv4Addr::UNSPECIFIED, PORT),
+            false,
+            acc_tx,
+        ),
     );
     // A dual-stack one is not: the port is taken for IPv6.
     let dual = StatusHandle::local();
     let (dual_tx, _dual_rx) = spsc::channel::<Accepted>(4);
     push(
         &mut w.cb,
-        Command::Listen {
-            id: 3,
-            owner: Owner::LOCAL,
-            shared: dual.clone(),
-            local: any6(PORT),
-            v6only: false,
-            accept: AcceptQueue::Local(dual_tx),
-            reuseport: None,
-        },
+        listen(3, dual.clone(), any6(PORT), false, dual_tx),
     );
     run_until(&mut w, 1_000_000, |_| false);
     let shared = StatusHandle::local();
@@ -439,13 +410,7 @@ fn recv_dgram(rx: &mut bytes::Reader) -> Option<(SocketAddr, Vec<u8>)> {
 
 #[test]
 fn udp_echo_over_ipv6_and_port_unreachable() {
-    let mut w = wire(
-        Impairments::none(),
-        9,
-        EngineConfig::default(),
-        (any6(PORT), false),
-        sa(B6, PORT),
-    );
+    let mut w = clean_wire(9, sa(B6, PORT));
     let (_sb, mut btx, mut brx) = udp(&mut w.cb, 20, any6(5353));
     let (_sa, mut atx, mut arx) = udp(&mut w.ca, 20, any6(0));
     run_until(&mut w, 1_000_000, |_| false);
@@ -488,13 +453,7 @@ fn udp_echo_over_ipv6_and_port_unreachable() {
 #[test]
 fn udp_socket_on_the_global_address_ignores_datagrams_to_the_link_local_one() {
     let b_link_local = engine::link_local_from_mac(wire::MacAddr(nic::mem::MAC_B));
-    let mut w = wire(
-        Impairments::none(),
-        10,
-        EngineConfig::default(),
-        (any6(PORT), false),
-        sa(B6, PORT),
-    );
+    let mut w = clean_wire(10, sa(B6, PORT));
     let (_sb, _btx, mut brx) = udp(&mut w.cb, 20, sa(B6, 5360));
     let (_sa, mut atx, _arx) = udp(&mut w.ca, 20, any6(0));
     run_until(&mut w, 1_000_000, |_| false);
@@ -519,13 +478,7 @@ fn udp_socket_on_the_global_address_ignores_datagrams_to_the_link_local_one() {
 
 #[test]
 fn udp_record_with_a_bad_family_byte_is_counted_and_skipped() {
-    let mut w = wire(
-        Impairments::none(),
-        10,
-        EngineConfig::default(),
-        (any6(PORT), false),
-        sa(B6, PORT),
-    );
+    let mut w = clean_wire(10, sa(B6, PORT));
     let (_sb, _btx, mut brx) = udp(&mut w.cb, 21, any6(5353));
     let (_sa, mut atx, _arx) = udp(&mut w.ca, 21, any6(0));
     run_until(&mut w, 1_000_000, |_| false);

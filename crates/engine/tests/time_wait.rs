@@ -108,28 +108,51 @@ impl Pair {
             rx: acc.rx,
         })
     }
+
+    /// A connects and B accepts; `closer` closes first, the other side
+    /// 10 ms later. Checks that the closer's side ends in TIME-WAIT as a
+    /// compact record, with no connection left on its engine.
+    fn close_into_time_wait(&mut self, closer: Closer) {
+        let c = self.connect();
+        assert_eq!(c.shared.state(), SockState::Open);
+        let s = self.accept().expect("accepted");
+        let close = |end: &End, cmds: &mut spsc::Sender<Command>| {
+            push(cmds, Command::Close { id: end.id });
+        };
+        // The closer's side first, then the other.
+        for client in [closer == Closer::Client, closer == Closer::Server] {
+            if client {
+                close(&c, &mut self.ca);
+            } else {
+                close(&s, &mut self.cb);
+            }
+            self.run_ms(10);
+        }
+        let e = match closer {
+            Closer::Client => &self.a,
+            Closer::Server => &self.b,
+        };
+        let mut states = Vec::new();
+        e.for_each_tcb(|t| states.push(t.state()));
+        assert_eq!(states, vec![], "{closer:?}: no connection is left");
+        assert_eq!(e.time_wait_records() as u64, 1, "{closer:?}");
+    }
 }
 
-fn close(end: &End, cmds: &mut spsc::Sender<Command>) {
-    push(cmds, Command::Close { id: end.id });
+/// Which side of [`Pair`]'s connection closes first (and so ends in
+/// TIME-WAIT).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Closer {
+    /// A, the active opener.
+    Client,
+    /// B, the passive opener.
+    Server,
 }
 
 #[test]
 fn active_closer_takes_its_time_wait_port_again_after_a_second() {
     let mut p = Pair::new();
-    let c = p.connect();
-    assert_eq!(c.shared.state(), SockState::Open);
-    let s = p.accept().expect("accepted");
-    // The client closes first: its side ends in TIME-WAIT.
-    close(&c, &mut p.ca);
-    p.run_ms(10);
-    close(&s, &mut p.cb);
-    p.run_ms(10);
-    // Its TIME-WAIT is a compact record: no connection is left.
-    let mut states = Vec::new();
-    p.a.for_each_tcb(|t| states.push(t.state()));
-    assert_eq!(states, vec![]);
-    assert_eq!(p.a.time_wait_records() as u64, 1);
+    p.close_into_time_wait(Closer::Client);
     // Within the second: the 4-tuple is still taken.
     let early = p.connect();
     assert_eq!(early.shared.state(), SockState::Closed);
@@ -145,18 +168,7 @@ fn active_closer_takes_its_time_wait_port_again_after_a_second() {
 #[test]
 fn passive_closer_in_time_wait_accepts_a_newer_syn() {
     let mut p = Pair::new();
-    let c = p.connect();
-    let s = p.accept().expect("accepted");
-    // The server closes first: its side ends in TIME-WAIT.
-    close(&s, &mut p.cb);
-    p.run_ms(10);
-    close(&c, &mut p.ca);
-    p.run_ms(10);
-    // Its TIME-WAIT is a compact record: no connection is left.
-    let mut states = Vec::new();
-    p.b.for_each_tcb(|t| states.push(t.state()));
-    assert_eq!(states, vec![]);
-    assert_eq!(p.b.time_wait_records() as u64, 1);
+    p.close_into_time_wait(Closer::Server);
     // The client's side is closed: it connects from the same port, with
     // a newer timestamp, and the server takes the SYN.
     p.run_ms(5);

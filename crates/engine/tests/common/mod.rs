@@ -2,8 +2,9 @@
 //! manual clock, one connected to the other's listener ([`Wire`]); an
 //! application's end of a connection that behaves as the client library's
 //! `TcpStream` does (when it tells the engine, how it grows its TX ring);
-//! skipping idle virtual time; and a dump of both ends' control blocks for
-//! failure messages.
+//! skipping idle virtual time; a dump of both ends' control blocks for
+//! failure messages; the commands of a local listener and connection; and
+//! one engine opposite a raw peer that writes frames by hand ([`RawWire`]).
 
 #![allow(dead_code)]
 
@@ -20,6 +21,7 @@ use engine::time::Instant;
 use engine::{Engine, EngineConfig};
 use nic::impair::Impairments;
 use nic::mem::{self, MemClock, MemPort};
+use nic::{Port, TxQueue};
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,6 +64,27 @@ pub fn connect(
     }
 }
 
+/// `Command::Listen` of the local application's listener `id` (status block `shared`) on
+/// `local`, IPV6_V6ONLY as `v6only`, its connections handed to `accept`; not in a
+/// SO_REUSEPORT group.
+pub fn listen(
+    id: u64,
+    shared: Arc<StatusHandle>,
+    local: impl Into<core::net::SocketAddr>,
+    v6only: bool,
+    accept: spsc::Sender<Accepted>,
+) -> Command {
+    Command::Listen {
+        id,
+        owner: Owner::LOCAL,
+        shared,
+        local: local.into(),
+        v6only,
+        accept: AcceptQueue::Local(accept),
+        reuseport: None,
+    }
+}
+
 /// An engine on `port` with `cfg` (its address set to `ip`), and the
 /// sending end of its command ring.
 pub fn engine(
@@ -77,6 +100,62 @@ pub fn engine(
         Engine::new(port, cfg, rx, Arc::new(Notify::default()), now),
         tx,
     )
+}
+
+/// An engine at end B of a clean `mem` wire, and end A for the test to
+/// send and read raw frames on, both on a manual clock ([`raw_wire`]).
+pub struct RawWire {
+    /// End A of the wire: the raw peer.
+    pub peer: MemPort,
+    pub engine: Engine<MemPort>,
+    /// The sending end of the engine's command ring (64 commands).
+    pub cmds: spsc::Sender<Command>,
+    /// The manual clock, ns.
+    pub ns: Arc<AtomicU64>,
+    /// Virtual time now, ns (1 s at the start).
+    pub t: u64,
+}
+
+/// A [`RawWire`] of `frames` frames each way, seeded with `seed`, its
+/// engine configured by `cfg` as it is.
+pub fn raw_wire(seed: u64, frames: usize, cfg: EngineConfig) -> RawWire {
+    let none = Impairments::none();
+    let (mut peer, port) = mem::pair_with_capacity(none, none, seed, frames);
+    let (clock, ns) = MemClock::manual();
+    peer.set_clock(clock);
+    let t = 1_000_000_000;
+    ns.store(t, Ordering::Release);
+    let (cmds, rx) = spsc::channel(64);
+    let engine = Engine::new(port, cfg, rx, Arc::new(Notify::default()), Instant(t));
+    RawWire {
+        peer,
+        engine,
+        cmds,
+        ns,
+        t,
+    }
+}
+
+impl RawWire {
+    /// Advances the clock by `ns` and runs one engine iteration.
+    pub fn step(&mut self, ns: u64) {
+        self.t += ns;
+        self.ns.store(self.t, Ordering::Release);
+        self.engine.poll(Instant(self.t));
+    }
+
+    /// Sends `payload` from the peer in one Ethernet frame with the header
+    /// `eth`.
+    pub fn send_frame(&mut self, eth: &wire::ethernet::EthernetRepr, payload: &[u8]) {
+        let len = wire::ethernet::HEADER_LEN + payload.len();
+        let tx = self.peer.tx();
+        assert!(tx.transmit(len, |buf| {
+            eth.emit(buf);
+            buf[wire::ethernet::HEADER_LEN..len].copy_from_slice(payload);
+            len
+        }));
+        tx.flush();
+    }
 }
 
 /// An application's end of one connection.
@@ -275,15 +354,7 @@ fn listening_pair_on(
     let (acc_tx, accepted) = spsc::channel::<Accepted>(backlog);
     push(
         &mut cb,
-        Command::Listen {
-            id: 1,
-            owner: Owner::LOCAL,
-            shared: StatusHandle::local(),
-            local: listen.0,
-            v6only: listen.1,
-            accept: AcceptQueue::Local(acc_tx),
-            reuseport: None,
-        },
+        self::listen(1, StatusHandle::local(), listen.0, listen.1, acc_tx),
     );
     ListeningPair {
         a,
