@@ -324,6 +324,7 @@ impl Epoll {
         s: &Sock,
         ev: Option<epoll_event>,
     ) -> Result<(), c_int> {
+        regs::drop_deferred();
         let (events, data) = match ev {
             Some(e) => (e.events, e.u64),
             None if op == libc::EPOLL_CTL_DEL => (0, 0),
@@ -467,6 +468,7 @@ impl Epoll {
         mask: Option<&libc::sigset_t>,
         real: impl FnOnce() -> c_int,
     ) -> Result<usize, c_int> {
+        regs::drop_deferred();
         if out.is_empty() {
             return Err(libc::EINVAL);
         }

@@ -113,6 +113,10 @@ pub(super) fn unwatch(obj: &Weak<Obj>, list: &Arc<ReadyList>) {
 /// without the engine (bind, listen, connect, shutdown) or was dropped:
 /// each set looks at its registrations of it on the next collection (and
 /// finds them changed or gone), and at no other for it.
+///
+/// The caller may hold the socket's state lock: a set whose last fd another
+/// thread closed meanwhile is not dropped here (its drop ends its watches,
+/// which takes that lock) but kept for [`drop_deferred`].
 pub fn nudge(token: u64, epolls: &Mutex<Vec<Weak<Obj>>>) {
     let eps = epolls.lock().unwrap_or_else(|p| p.into_inner());
     for ep in eps.iter().filter_map(Weak::upgrade) {
@@ -120,5 +124,24 @@ pub fn nudge(token: u64, epolls: &Mutex<Vec<Weak<Obj>>>) {
             lock(&e.nudged).push(token);
             e.gen.fetch_add(1, Ordering::AcqRel);
         }
+        if let Some(last) = Arc::into_inner(ep) {
+            lock(&DEFERRED).push(last);
+            HAS_DEFERRED.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// Epoll sets whose last reference [`nudge`] held, to be dropped where no
+/// socket lock is held.
+static DEFERRED: Mutex<Vec<Obj>> = Mutex::new(Vec::new());
+/// [`DEFERRED`] holds something.
+static HAS_DEFERRED: AtomicBool = AtomicBool::new(false);
+
+/// Drops the epoll sets [`nudge`] kept; the caller holds no socket's lock
+/// (an epoll_ctl or epoll_wait entry). One atomic load when there are none.
+pub(super) fn drop_deferred() {
+    if HAS_DEFERRED.swap(false, Ordering::AcqRel) {
+        let sets = std::mem::take(&mut *lock(&DEFERRED));
+        drop(sets);
     }
 }
