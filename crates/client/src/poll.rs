@@ -186,7 +186,10 @@ pub trait Source {
     /// scan over many sockets (the preload shim's epoll) costs no
     /// reference counts per look.
     fn status(&self) -> Status {
-        self.probe().status()
+        match self.kept_probe() {
+            Some(p) => p.status(),
+            None => self.probe().status(),
+        }
     }
 
     /// The probe the socket keeps (see [`Source::status`]), if it keeps
@@ -202,11 +205,6 @@ pub trait Source {
 pub(crate) struct View(std::sync::OnceLock<Probe>);
 
 impl View {
-    /// The status through the kept probe (`make` builds it the first time).
-    pub(crate) fn status(&self, make: impl FnOnce() -> Probe) -> Status {
-        self.0.get_or_init(make).status()
-    }
-
     /// The kept probe (`make` builds it the first time).
     pub(crate) fn probe(&self, make: impl FnOnce() -> Probe) -> &Probe {
         self.0.get_or_init(make)

@@ -145,10 +145,6 @@ impl crate::poll::Source for UdpSocket {
         crate::poll::Probe::udp(self.shared.clone(), &self.rx, &self.tx)
     }
 
-    fn status(&self) -> crate::poll::Status {
-        self.view.status(|| self.probe())
-    }
-
     fn kept_probe(&self) -> Option<&crate::poll::Probe> {
         Some(self.view.probe(|| self.probe()))
     }

@@ -211,10 +211,6 @@ impl crate::poll::Source for TcpListener {
         crate::poll::Probe::listener(self.shared.clone(), queue)
     }
 
-    fn status(&self) -> crate::poll::Status {
-        self.view.status(|| self.probe())
-    }
-
     fn kept_probe(&self) -> Option<&crate::poll::Probe> {
         Some(self.view.probe(|| self.probe()))
     }
@@ -223,10 +219,6 @@ impl crate::poll::Source for TcpListener {
 impl crate::poll::Source for TcpStream {
     fn probe(&self) -> crate::poll::Probe {
         crate::poll::Probe::stream(self.shared.clone(), &self.rx, &self.tx)
-    }
-
-    fn status(&self) -> crate::poll::Status {
-        self.view.status(|| self.probe())
     }
 
     fn kept_probe(&self) -> Option<&crate::poll::Probe> {
