@@ -626,7 +626,8 @@ impl Tcb {
     /// blocks, and its duplicates (`dupacks_due`) go instead.
     fn note_ack_point(&mut self, filled_hole: bool) {
         if self.opts.sack && !self.rcv.ooo.is_empty() {
-            self.ack.now = true;
+            // Held data means this segment filled a hole: its caller has
+            // made the ACK due already.
             return;
         }
         let last = match self.ack.points_len {
