@@ -27,6 +27,10 @@ fuzz:
 	bash scripts/fuzz.sh regress
 	bash scripts/fuzz.sh run $(or $(FUZZ_SECS),10)
 
+# Each test binary runs under a 15-minute watchdog (the slowest, the shim's, takes about 5 on
+# 2 cores): a test that hangs fails the run, naming its binary, instead of stalling CI.
+TEST_WATCHDOG := --config "target.'cfg(all())'.runner = ['timeout', '--kill-after=10', '900']"
+
 test: setup fmt clippy
-	$(CARGO) test --workspace --release
+	$(CARGO) test --workspace --release $(TEST_WATCHDOG)
 	$(MAKE) fuzz

@@ -63,7 +63,9 @@ impl UdpSocket {
     /// Sends one datagram to `addr`.
     ///
     /// Errors: EMSGSIZE when it does not fit in one frame (no
-    /// fragmentation); `WouldBlock` when non-blocking and the ring is full.
+    /// fragmentation); `WouldBlock` when non-blocking and the ring is full;
+    /// once the socket is closed, the errno that closed it (ENETDOWN after a
+    /// forked child took it over), EBADF if none.
     pub fn send_to(&mut self, buf: &[u8], addr: impl Into<SocketAddr>) -> io::Result<usize> {
         let addr = addr.into();
         // IPv4 and UDP headers, or IPv6's 40 and UDP's 8.
@@ -80,6 +82,9 @@ impl UdpSocket {
         };
         let need = UdpHeader::LEN + buf.len();
         loop {
+            // A closed socket's ring is no longer read (a moved socket's is
+            // the child's now): nothing more goes into it.
+            self.closed()?;
             if self.tx.free() >= need {
                 self.tx.write(&h.encode());
                 self.tx.write(buf);
@@ -90,7 +95,19 @@ impl UdpSocket {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
             let (tx, sh) = (&self.tx, &self.shared);
-            self.stack.wait(sh, None, || tx.free() >= need);
+            self.stack.wait(sh, None, || {
+                tx.free() >= need || sh.state() == SockState::Closed
+            });
+        }
+    }
+
+    /// Ok while the socket is open; once closed, the errno that closed it
+    /// (ENETDOWN when moved to a forked child), EBADF if none was given.
+    fn closed(&self) -> io::Result<()> {
+        match (self.shared.state(), self.shared.error()) {
+            (SockState::Closed, 0) => Err(errno::io(libc::EBADF)),
+            (SockState::Closed, e) => Err(errno::io(e)),
+            _ => Ok(()),
         }
     }
 
@@ -112,19 +129,16 @@ impl UdpSocket {
                     return Ok((n, h.addr));
                 }
             }
-            if self.shared.state() == SockState::Closed {
-                // Every call after the close reports why (EBADF if no reason).
-                return Err(errno::io(match self.shared.error() {
-                    0 => 9,
-                    e => e,
-                }));
-            }
+            self.closed()?;
             if self.nonblocking {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
-            let rx = &self.rx;
-            self.stack
-                .wait(&self.shared, None, || rx.len() >= UdpHeader::LEN);
+            // A close (a move to a forked child, the daemon leaving) ends
+            // the wait too: no datagram may ever come.
+            let (rx, sh) = (&self.rx, &self.shared);
+            self.stack.wait(sh, None, || {
+                rx.len() >= UdpHeader::LEN || sh.state() == SockState::Closed
+            });
         }
     }
 

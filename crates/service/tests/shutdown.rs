@@ -50,3 +50,32 @@ fn daemon_stop_tells_every_app_econnreset_and_peers_see_rst() {
         assert_eq!(read_error(s, what), ErrorKind::ConnectionReset, "{what}");
     }
 }
+
+/// A call blocked in the application when the daemon stops returns the stop's error instead of
+/// waiting for data that can no longer come: a UDP receive, an accept.
+#[test]
+fn daemon_stop_ends_blocked_receives_and_accepts() {
+    let mut d = Daemon::start("stop-blocked");
+    let app = d.app();
+    let mut udp = corestack::UdpSocket::bind(&app, any(7010)).expect("UDP 7010");
+    let mut l = TcpListener::bind(&app, any(7011)).expect("the app's listen");
+    let (done, ended) = std::sync::mpsc::channel();
+    let udp_done = done.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        let _ = udp_done.send(("recv_from", udp.recv_from(&mut buf).map(|_| ())));
+    });
+    std::thread::spawn(move || {
+        let _ = done.send(("accept", l.accept().map(|_| ())));
+    });
+    // Both calls are blocked (past their spin) before the stop.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(ended.try_recv().is_err(), "a call returned before the stop");
+    d.stop();
+    for _ in 0..2 {
+        let (what, r) = ended
+            .recv_timeout(BOUND)
+            .expect("a blocked call did not return after the stop");
+        assert!(r.is_err(), "{what} succeeded after the stop");
+    }
+}

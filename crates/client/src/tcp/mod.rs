@@ -160,12 +160,13 @@ impl TcpListener {
             if self.nonblocking {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
-            let q = &self.accept;
+            let (q, sh) = (&self.accept, &self.shared);
             let n = match q.on_several() {
                 true => self.stack.changes(),
-                false => &self.shared.notify,
+                false => &sh.notify,
             };
-            self.stack.wait_on(n, None, || !q.is_empty());
+            self.stack
+                .wait_on(n, None, || !q.is_empty() || sh.state() == SockState::Closed);
         }
     }
 
