@@ -470,7 +470,9 @@ fn af_xdp_veth_conformance(
             && f[54] == 135
             && f[62..78] == my_ip6.octets()
     };
-    let solicits = ping6_into(&mut port, linux_ns, my_ip6, 1, Duration::from_secs(3), ns6);
+    let mut ping6 = ping6_cmd(linux_ns, my_ip6);
+    let (solicits, _) = receive_matching(&mut port, 1, Duration::from_secs(3), &mut || {}, ns6);
+    let _ = ping6.wait();
     assert_eq!(solicits, 1, "the NS for {my_ip6} was not redirected");
     // The unanswered NS left that ping's echo requests queued on the incomplete
     // neighbour entry: deleting it drops them, or the permanent entry below would
@@ -481,36 +483,13 @@ fn af_xdp_veth_conformance(
     inner
         .linux
         .exec(&neigh6_permanent(my_ip6, &mac, &inner.linux_if));
-    let echo6_to = |dst: Ipv6Addr| {
-        move |f: &[u8]| {
-            f.len() >= 62
-                && f[12..14] == [0x86, 0xdd]
-                && f[20] == 58
-                && f[54] == 128
-                && f[38..54] == dst.octets()
-        }
-    };
-    let echoes6 = ping6_into(
-        &mut port,
-        linux_ns,
-        my_ip6,
-        3,
-        Duration::from_secs(3),
-        echo6_to(my_ip6),
-    );
+    let echoes6 = ping6_into(&mut port, linux_ns, my_ip6, 3, Duration::from_secs(3));
     assert_eq!(echoes6, 3, "IPv6 echo requests received through rx_burst");
     let other6 = ip6(inner.net, 3);
     inner
         .linux
         .exec(&neigh6_permanent(other6, &mac, &inner.linux_if));
-    let stolen6 = ping6_into(
-        &mut port,
-        linux_ns,
-        other6,
-        1,
-        Duration::from_millis(1200),
-        echo6_to(other6),
-    );
+    let stolen6 = ping6_into(&mut port, linux_ns, other6, 1, Duration::from_millis(1200));
     assert_eq!(
         stolen6, 0,
         "frames for {other6} were redirected to the socket"
@@ -599,20 +578,31 @@ fn ping6_cmd(ns: Option<&str>, addr: Ipv6Addr) -> std::process::Child {
         .expect("spawn ping -6")
 }
 
-/// Runs [`ping6_cmd`] while `port` receives: returns how many frames
-/// matching `pred` it got, stopping at `want` or after `timeout`.
+/// Runs [`ping6_cmd`] while `port` receives: returns how many ICMPv6
+/// echo requests to `addr` it got, stopping at `want` or after `timeout`.
 fn ping6_into<P: Port>(
     port: &mut P,
     ns: Option<&str>,
     addr: Ipv6Addr,
     want: usize,
     timeout: Duration,
-    pred: impl FnMut(&[u8]) -> bool,
 ) -> usize {
     let mut ping6 = ping6_cmd(ns, addr);
-    let (got, _) = receive_matching(port, want, timeout, &mut || {}, pred);
+    let (got, _) = receive_matching(port, want, timeout, &mut || {}, |f| {
+        echo6_request_to(f, addr)
+    });
     let _ = ping6.wait();
     got
+}
+
+/// Whether `f` is an Ethernet frame holding an ICMPv6 echo request (type
+/// 128, RFC 4443 §4.1) to `dst` (IPv6 without extension headers).
+fn echo6_request_to(f: &[u8], dst: Ipv6Addr) -> bool {
+    f.len() >= 62
+        && f[12..14] == [0x86, 0xdd]
+        && f[20] == 58
+        && f[54] == 128
+        && f[38..54] == dst.octets()
 }
 
 fn counter_here(ifname: &str, name: &str) -> u64 {
