@@ -149,27 +149,24 @@ fn port_side() {
     };
 
     // More queues than the interface has: the count and the fix.
-    let msg = refusal(
+    refusal(
         AfXdpPort::open_queues(&cfg, 8),
         "8 queues on a 4-queue veth",
         ErrorKind::InvalidConfig,
+        &["needs 8 queues but it has 4", "ethtool -L xq combined 8"],
     );
-    assert!(msg.contains("needs 8 queues but it has 4"), "{msg}");
-    assert!(msg.contains("ethtool -L xq combined 8"), "{msg}");
-    assert!(!msg.contains('\n'), "{msg}");
 
     // Native XDP where the peer has more tx queues than we have rx queues.
     let short = AfXdpConfig {
         ifname: SHORT_IF.into(),
         ..cfg.clone()
     };
-    let msg = refusal(
+    refusal(
         AfXdpPort::open_queues(&short, 2),
         "native XDP with 2 rx < 4 peer tx",
         ErrorKind::XdpAttach,
+        &["ENOSPC", "numrxqueues"],
     );
-    assert!(msg.contains("ENOSPC"), "{msg}");
-    assert!(msg.contains("numrxqueues"), "{msg}");
 
     let mut ports = AfXdpPort::open_queues(&cfg, QUEUES).unwrap_or_else(|e| panic!("open: {e}"));
     assert_eq!(ports.len(), QUEUES);

@@ -26,16 +26,22 @@ pub fn require_root() {
 
 /// The message of the error that `result` must hold, printed after `what`
 /// (which also names the call in the panic when it succeeded); the error must
-/// be of `kind`.
+/// be of `kind`, and its message one line (as `nic::Error` promises) holding
+/// each of `says`.
 pub fn refusal<T: std::fmt::Debug>(
     result: Result<T, nic::Error>,
     what: &str,
     kind: nic::ErrorKind,
+    says: &[&str],
 ) -> String {
     let err = result.expect_err(what);
     let msg = err.to_string();
     println!("{what}: {msg}");
     assert_eq!(err.kind(), kind, "{msg}");
+    assert!(!msg.contains('\n'), "{msg}");
+    for s in says {
+        assert!(msg.contains(s), "{what}: {msg:?} does not say {s:?}");
+    }
     msg
 }
 
