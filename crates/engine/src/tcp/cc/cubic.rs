@@ -140,9 +140,6 @@ impl CongestionControl for Cubic {
             .clamp(cwnd, 1.5 * cwnd);
         self.add_bytes((target - cwnd) / cwnd * ack.acked as f64);
     }
-    /// §4.6-§4.8: W_max (with fast convergence), ssthresh = cwnd * beta_cubic
-    /// (at least 2 SMSS), cwnd = ssthresh, or 1 SMSS after an RTO; a new
-    /// epoch starts at the next ACK in congestion avoidance.
     /// RFC 9438 §5.8: t excludes an idle period, so the epoch moves
     /// forward by it (but not past now), as Linux's CA_EVENT_TX_START.
     fn on_tx_start(&mut self, now: Instant, idle: Duration) {
@@ -151,14 +148,10 @@ impl CongestionControl for Cubic {
             self.epoch_start = Some(if moved > now { now } else { moved });
         }
     }
-
-    fn on_congestion_event(
-        &mut self,
-        kind: CongestionEvent,
-        _now: Instant,
-        _flight: usize,
-        mss: usize,
-    ) {
+    /// §4.6-§4.8: W_max (with fast convergence), ssthresh = cwnd * beta_cubic
+    /// (at least 2 SMSS), cwnd = ssthresh, or 1 SMSS after an RTO; a new
+    /// epoch starts at the next ACK in congestion avoidance.
+    fn on_congestion_event(&mut self, kind: CongestionEvent, _flight: usize, mss: usize) {
         let m = mss.max(1) as f64;
         let cwnd = self.cwnd as f64 / m;
         self.w_max = if cwnd < self.w_max {

@@ -6,7 +6,6 @@
 use wire::SeqNum;
 
 use super::{AckInfo, CongestionControl, CongestionEvent, NewReno};
-use crate::time::Instant;
 
 /// Fixed-point scale of alpha: 1.0 = 1024 (as Linux's dctcp).
 pub(crate) const ALPHA_ONE: u32 = 1024;
@@ -59,13 +58,7 @@ impl CongestionControl for Dctcp {
     }
     /// ECN: cwnd = cwnd * (1 - alpha/2) (RFC 8257 §3.3), ssthresh = cwnd.
     /// Loss and RTO: as NewReno.
-    fn on_congestion_event(
-        &mut self,
-        kind: CongestionEvent,
-        now: Instant,
-        flight: usize,
-        mss: usize,
-    ) {
+    fn on_congestion_event(&mut self, kind: CongestionEvent, flight: usize, mss: usize) {
         match kind {
             CongestionEvent::Ecn => {
                 let cut =
@@ -74,7 +67,7 @@ impl CongestionControl for Dctcp {
                 self.reno.cwnd = cwnd;
                 self.reno.ssthresh = cwnd;
             }
-            _ => self.reno.on_congestion_event(kind, now, flight, mss),
+            _ => self.reno.on_congestion_event(kind, flight, mss),
         }
     }
     /// RFC 8257 §3.3: count acknowledged and marked bytes; when snd_una

@@ -3,7 +3,6 @@
 //! RFC 6582 recovery rules (partial ACKs, `recover`) live in the Tcb.
 
 use super::{AckInfo, CongestionControl, CongestionEvent};
-use crate::time::Instant;
 
 /// NewReno state. Windows in bytes.
 #[derive(Debug, Clone, Copy)]
@@ -58,13 +57,7 @@ impl CongestionControl for NewReno {
     /// RFC 5681 §3.1 eq. 4 / §3.2 step 2: ssthresh = max(FlightSize/2,
     /// 2*SMSS); cwnd = ssthresh (recovery adds its inflation), or 1 SMSS
     /// (the loss window) after an RTO.
-    fn on_congestion_event(
-        &mut self,
-        kind: CongestionEvent,
-        _now: Instant,
-        flight: usize,
-        mss: usize,
-    ) {
+    fn on_congestion_event(&mut self, kind: CongestionEvent, flight: usize, mss: usize) {
         self.ssthresh = (flight / 2).max(2 * mss);
         self.cwnd = match kind {
             CongestionEvent::Rto => mss,
