@@ -24,6 +24,7 @@ mod bbr;
 mod cubic;
 mod dctcp;
 mod newreno;
+mod window;
 
 use core::time::Duration;
 
@@ -37,6 +38,7 @@ pub(crate) use bbr::{Bbr, RateCtx};
 pub(crate) use cubic::Cubic;
 pub(crate) use dctcp::Dctcp;
 pub(crate) use newreno::NewReno;
+pub(crate) use window::Window;
 
 pub use appif::cc::CcKind;
 
@@ -128,9 +130,9 @@ impl Cc {
     /// Sets ssthresh (bytes), for switching algorithms.
     pub(crate) fn set_ssthresh(&mut self, ssthresh: usize) {
         match self {
-            Cc::NewReno(c) => c.ssthresh = ssthresh,
-            Cc::Cubic(c) => c.ssthresh = ssthresh,
-            Cc::Dctcp(c) => c.reno.ssthresh = ssthresh,
+            Cc::NewReno(c) => c.win.ssthresh = ssthresh,
+            Cc::Cubic(c) => c.win.ssthresh = ssthresh,
+            Cc::Dctcp(c) => c.reno.win.ssthresh = ssthresh,
             Cc::Bbr(_) => {}
         }
     }

@@ -117,7 +117,7 @@ fn cubic_above_wmax_starts_convex_with_k_zero() {
     // 7 segments; grow above W_max = 10 by hand, then a new epoch has K = 0.
     cc.set_cwnd(12 * MSS);
     if let Cc::Cubic(c) = &mut cc {
-        c.ssthresh = 7 * MSS;
+        c.win.ssthresh = 7 * MSS;
     }
     cc.on_ack(&ack(MSS, T0));
     let Cc::Cubic(c) = cc else { unreachable!() };
