@@ -283,7 +283,7 @@ impl Tcb {
                         let c = self.cc.cwnd().min(self.cc.ssthresh()).max(mss);
                         self.cc.set_cwnd(c);
                     } else {
-                        self.cc.on_recovery_exit(now, flight, mss);
+                        self.cc.on_recovery_exit(flight, mss);
                     }
                 } else if self.opts.sack {
                     if self.rec.sb.sacked_bytes() == 0 && self.rec.sb.peek_owed().is_none() {
@@ -319,7 +319,7 @@ impl Tcb {
                     mss,
                 });
             }
-            self.tlp_on_ack(ev, now);
+            self.tlp_on_ack(ev);
         }
         if self.ecn.ok && (ev.new_ack || ev.dup) {
             self.cc
@@ -333,7 +333,7 @@ impl Tcb {
                 self.rack_detect(now);
             }
         }
-        self.maybe_enter_recovery(now);
+        self.maybe_enter_recovery();
         if self.rec.active && (ev.new_ack || ev.dup) {
             self.prr_on_ack(delivered);
             if delivered > 0 {
@@ -348,7 +348,7 @@ impl Tcb {
             if !self.rec.active {
                 let flight = self.snd.max - self.snd.una;
                 self.cc
-                    .on_congestion_event(CongestionEvent::Ecn, now, flight, mss);
+                    .on_congestion_event(CongestionEvent::Ecn, flight, mss);
                 self.stats.ecn_reductions += 1;
             }
             self.ecn.recover = self.snd.max;
@@ -371,7 +371,7 @@ impl Tcb {
     /// with SACK, once a segment is deemed lost (RFC 6675 §5, RFC 8985), but
     /// not for data sent before an earlier recovery or RTO (RFC 6582 §3.2
     /// step 2).
-    pub(super) fn maybe_enter_recovery(&mut self, now: Instant) {
+    pub(super) fn maybe_enter_recovery(&mut self) {
         if self.rec.active
             || self.snd.una < self.rec.recover
             || !(self.rec.dupacks >= DUP_THRESH as u32
@@ -388,7 +388,7 @@ impl Tcb {
             retrans: 0,
         });
         self.cc
-            .on_congestion_event(CongestionEvent::FastRecovery, now, flight, mss);
+            .on_congestion_event(CongestionEvent::FastRecovery, flight, mss);
         self.rec.recover = self.snd.max;
         self.rec.active = true;
         self.rec.dupacks = 0;
@@ -491,7 +491,7 @@ impl Tcb {
         self.rec.rack.deadline = None;
         if self.opts.sack && self.cfg.rack_tlp {
             self.rack_detect(now);
-            self.maybe_enter_recovery(now);
+            self.maybe_enter_recovery();
         }
     }
 
@@ -514,7 +514,7 @@ impl Tcb {
         });
         let flight = self.snd.max - self.snd.una;
         self.cc
-            .on_congestion_event(CongestionEvent::Rto, now, flight, mss);
+            .on_congestion_event(CongestionEvent::Rto, flight, mss);
         self.rec.active = false;
         self.rec.prr = None;
         self.rec.dupacks = 0;
@@ -609,7 +609,7 @@ impl Tcb {
     /// RFC 8985 §7.4: after a probe retransmission, an ACK beyond it means
     /// the probe repaired a loss: reduce cwnd once. A D-SACK for the probe
     /// means there was none.
-    fn tlp_on_ack(&mut self, ev: AckEvent, now: Instant) {
+    fn tlp_on_ack(&mut self, ev: AckEvent) {
         // New data acked: the probe timer restarts (§7.2).
         self.rec.tlp.deadline = None;
         let Some(high) = self.rec.tlp.high else {
@@ -625,7 +625,7 @@ impl Tcb {
                 let mss = self.snd.mss;
                 let flight = self.snd.max - self.snd.una;
                 self.cc
-                    .on_congestion_event(CongestionEvent::FastRecovery, now, flight, mss);
+                    .on_congestion_event(CongestionEvent::FastRecovery, flight, mss);
             }
         }
     }

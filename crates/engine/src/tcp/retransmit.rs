@@ -4,8 +4,6 @@
 //! `poll_output` calls them in that order; each builds its segment with
 //! `emit_data`.
 
-use wire::SeqNum;
-
 use crate::time::Instant;
 
 use super::api::Segment;
@@ -75,32 +73,29 @@ impl Tcb {
         if s.data_len() > self.snd.mss && self.rec.sb.split(i, s.start + self.snd.mss) {
             s = *self.rec.sb.get(i)?;
         }
-        let data_end = self.snd.base + tx_len;
         if s.start < self.snd.base {
             return None;
         }
-        let (len, fin) = self.mark_resent(i, &s, data_end, now);
-        if let Some(u) = self.rec.undo.as_mut() {
-            if s.start >= u.marker {
-                u.retrans += 1;
-            }
-        }
-        self.karn_retransmit();
-        Some(self.emit_data(s.start, len, fin, now, rcv_free, false))
+        Some(self.resend(i, &s, tx_len, now, rcv_free, true))
     }
 
-    /// Marks scoreboard entry `i` (`s`) retransmitted at `now` with a fresh
-    /// delivery-rate stamp, and returns what to resend of it: the payload
-    /// bytes still in the SendBuffer (which ends at `data_end`) and whether
-    /// it carries the FIN.
+    /// Sends scoreboard entry `i` (`s`) again from its original start: the
+    /// payload bytes of it still in the SendBuffer (`tx_len` bytes from
+    /// snd.base) and its FIN. Marks it retransmitted at `now` with a fresh
+    /// delivery-rate stamp, voids the RTT timing (Karn) and, when
+    /// `counts_for_undo`, counts it among the retransmissions whose
+    /// D-SACKs a pending undo (RFC 2883 §5) waits for.
     #[inline]
-    pub(super) fn mark_resent(
+    fn resend(
         &mut self,
         i: usize,
         s: &TxSeg,
-        data_end: SeqNum,
+        tx_len: usize,
         now: Instant,
-    ) -> (usize, bool) {
+        rcv_free: usize,
+        counts_for_undo: bool,
+    ) -> Segment {
+        let data_end = self.snd.base + tx_len;
         let avail = if data_end > s.start {
             data_end - s.start
         } else {
@@ -111,7 +106,13 @@ impl Tcb {
         let stamp = self.rate.stamp(now, false);
         self.rec.sb.retransmitted(i, now);
         self.rec.sb.stamp(i, stamp);
-        (len, fin)
+        if counts_for_undo {
+            if let Some(u) = self.rec.undo.as_mut().filter(|u| s.start >= u.marker) {
+                u.retrans += 1;
+            }
+        }
+        self.karn_retransmit();
+        self.emit_data(s.start, len, fin, now, rcv_free, false)
     }
 
     /// The tail loss probe (RFC 8985 §7.3): new data if the peer's window
@@ -130,7 +131,6 @@ impl Tcb {
             self.count_probe();
             return Some(seg);
         }
-        let data_end = self.snd.base + tx_len;
         let mut i = self.rec.sb.len().checked_sub(1)?;
         if self.rec.active {
             while self.rec.sb.get(i)?.has(super::scoreboard::SACKED) {
@@ -141,18 +141,12 @@ impl Tcb {
         if s.has(super::scoreboard::SACKED) || s.start < self.snd.base {
             return None;
         }
-        let (len, fin) = self.mark_resent(i, &s, data_end, now);
         self.rec.tlp.high = Some(self.snd.max);
-        if self.rec.active {
-            // Its D-SACK, if it was not needed, must not pass for one of
-            // the recovery's own retransmissions and undo the reduction.
-            if let Some(u) = self.rec.undo.as_mut().filter(|u| s.start >= u.marker) {
-                u.retrans += 1;
-            }
-        }
         self.count_probe();
-        self.karn_retransmit();
-        let seg = self.emit_data(s.start, len, fin, now, rcv_free, false);
+        // In a recovery, its D-SACK, if it was not needed, must not pass
+        // for one of the recovery's own retransmissions and undo the
+        // reduction.
+        let seg = self.resend(i, &s, tx_len, now, rcv_free, self.rec.active);
         self.timers.rto_deadline = Some(self.rto_from(now));
         Some(seg)
     }

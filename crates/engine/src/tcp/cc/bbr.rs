@@ -440,13 +440,7 @@ impl CongestionControl for Bbr {
     }
     /// Growth comes from rate samples (`on_rate_sample`), not from here.
     fn on_ack(&mut self, _ack: &AckInfo) {}
-    fn on_congestion_event(
-        &mut self,
-        kind: CongestionEvent,
-        _now: Instant,
-        _flight: usize,
-        mss: usize,
-    ) {
+    fn on_congestion_event(&mut self, kind: CongestionEvent, _flight: usize, mss: usize) {
         match kind {
             CongestionEvent::FastRecovery => {
                 self.save_cwnd();
@@ -467,7 +461,7 @@ impl CongestionControl for Bbr {
             CongestionEvent::Ecn => {}
         }
     }
-    fn on_recovery_exit(&mut self, _now: Instant, _flight: usize, _mss: usize) {
+    fn on_recovery_exit(&mut self, _flight: usize, _mss: usize) {
         self.in_recovery = false;
         self.conservation = false;
         self.cwnd = self.cwnd.max(self.prior_cwnd);
@@ -532,7 +526,7 @@ mod tests {
         let mut b = Bbr::new(10 * MSS);
         b.cwnd = 50 * MSS;
         let now = Instant(1_000_000_000);
-        b.on_congestion_event(CongestionEvent::FastRecovery, now, 50 * MSS, MSS);
+        b.on_congestion_event(CongestionEvent::FastRecovery, 50 * MSS, MSS);
         let ctx = |pipe, in_recovery| RateCtx {
             now,
             mss: MSS,
@@ -557,7 +551,7 @@ mod tests {
         // than the initial window have been delivered yet).
         assert_eq!(b.cwnd(), 51 * MSS);
         // An RTO leaves one segment (the floor of 4 applies at the next ACK).
-        b.on_congestion_event(CongestionEvent::Rto, now, 50 * MSS, MSS);
+        b.on_congestion_event(CongestionEvent::Rto, 50 * MSS, MSS);
         assert_eq!(b.cwnd(), MSS);
         assert_eq!(b.ssthresh(), usize::MAX);
     }

@@ -7,7 +7,7 @@
 //! Windows are kept in bytes; the cubic arithmetic is done in segments (as
 //! the RFC writes it) with f64, time from the `Instant` the engine passes.
 
-use super::{AckInfo, CongestionControl, CongestionEvent};
+use super::{AckInfo, CongestionControl, CongestionEvent, Window};
 use crate::time::Instant;
 use core::time::Duration;
 
@@ -21,8 +21,7 @@ pub(crate) const ALPHA: f64 = 3.0 * (1.0 - BETA) / (1.0 + BETA);
 /// CUBIC state.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Cubic {
-    pub(super) cwnd: usize,
-    pub(super) ssthresh: usize,
+    pub(super) win: Window,
     /// W_max, segments: the window before the last reduction (after fast
     /// convergence).
     w_max: f64,
@@ -41,8 +40,7 @@ pub(crate) struct Cubic {
 impl Cubic {
     pub(crate) fn new(iw: usize) -> Self {
         Cubic {
-            cwnd: iw,
-            ssthresh: usize::MAX,
+            win: Window::new(iw),
             w_max: 0.0,
             cwnd_prior: 0.0,
             epoch_start: None,
@@ -79,31 +77,30 @@ impl Cubic {
         let total = self.frac + inc.max(0.0);
         let whole = total.floor();
         self.frac = total - whole;
-        self.cwnd = self.cwnd.saturating_add(whole as usize);
+        self.win.cwnd = self.win.cwnd.saturating_add(whole as usize);
     }
 }
 
 impl CongestionControl for Cubic {
     fn cwnd(&self) -> usize {
-        self.cwnd
+        self.win.cwnd
     }
     fn ssthresh(&self) -> usize {
-        self.ssthresh
+        self.win.ssthresh
     }
     fn set_cwnd(&mut self, cwnd: usize) {
-        self.cwnd = cwnd;
+        self.win.cwnd = cwnd;
     }
     /// Slow start below ssthresh; else §4.2-§4.4 congestion avoidance: the
     /// target W_cubic(t + RTT), clamped to [cwnd, 1.5*cwnd], is approached by
     /// (target - cwnd)/cwnd segments per segment acknowledged, unless the
     /// Reno-friendly W_est is larger (then cwnd = W_est).
     fn on_ack(&mut self, ack: &AckInfo) {
-        if self.cwnd < self.ssthresh {
-            self.cwnd = self.cwnd.saturating_add(ack.acked).min(self.ssthresh);
+        if self.win.slow_start(ack.acked) {
             return;
         }
         let mss = ack.mss.max(1) as f64;
-        let cwnd = self.cwnd as f64 / mss;
+        let cwnd = self.win.cwnd as f64 / mss;
         let start = match self.epoch_start {
             Some(s) => s,
             None => {
@@ -130,8 +127,8 @@ impl CongestionControl for Cubic {
         self.w_est += alpha * segs_acked / cwnd;
         if self.w_cubic(t) < self.w_est {
             let est = self.w_est * mss;
-            if est > self.cwnd as f64 {
-                self.add_bytes(est - self.cwnd as f64);
+            if est > self.win.cwnd as f64 {
+                self.add_bytes(est - self.win.cwnd as f64);
             }
             return;
         }
@@ -140,9 +137,6 @@ impl CongestionControl for Cubic {
             .clamp(cwnd, 1.5 * cwnd);
         self.add_bytes((target - cwnd) / cwnd * ack.acked as f64);
     }
-    /// §4.6-§4.8: W_max (with fast convergence), ssthresh = cwnd * beta_cubic
-    /// (at least 2 SMSS), cwnd = ssthresh, or 1 SMSS after an RTO; a new
-    /// epoch starts at the next ACK in congestion avoidance.
     /// RFC 9438 §5.8: t excludes an idle period, so the epoch moves
     /// forward by it (but not past now), as Linux's CA_EVENT_TX_START.
     fn on_tx_start(&mut self, now: Instant, idle: Duration) {
@@ -151,16 +145,12 @@ impl CongestionControl for Cubic {
             self.epoch_start = Some(if moved > now { now } else { moved });
         }
     }
-
-    fn on_congestion_event(
-        &mut self,
-        kind: CongestionEvent,
-        _now: Instant,
-        _flight: usize,
-        mss: usize,
-    ) {
+    /// §4.6-§4.8: W_max (with fast convergence), ssthresh = cwnd * beta_cubic
+    /// (at least 2 SMSS), cwnd = ssthresh, or 1 SMSS after an RTO; a new
+    /// epoch starts at the next ACK in congestion avoidance.
+    fn on_congestion_event(&mut self, kind: CongestionEvent, _flight: usize, mss: usize) {
         let m = mss.max(1) as f64;
-        let cwnd = self.cwnd as f64 / m;
+        let cwnd = self.win.cwnd as f64 / m;
         self.w_max = if cwnd < self.w_max {
             cwnd * (1.0 + BETA) / 2.0
         } else {
@@ -169,10 +159,7 @@ impl CongestionControl for Cubic {
         self.cwnd_prior = cwnd;
         self.epoch_start = None;
         self.frac = 0.0;
-        self.ssthresh = ((self.cwnd as f64 * BETA) as usize).max(2 * mss);
-        self.cwnd = match kind {
-            CongestionEvent::Rto => mss,
-            CongestionEvent::FastRecovery | CongestionEvent::Ecn => self.ssthresh,
-        };
+        let ssthresh = (self.win.cwnd as f64 * BETA) as usize;
+        self.win.reduce(kind, ssthresh, mss);
     }
 }

@@ -6,7 +6,6 @@
 use wire::SeqNum;
 
 use super::{AckInfo, CongestionControl, CongestionEvent, NewReno};
-use crate::time::Instant;
 
 /// Fixed-point scale of alpha: 1.0 = 1024 (as Linux's dctcp).
 pub(crate) const ALPHA_ONE: u32 = 1024;
@@ -46,35 +45,27 @@ impl Dctcp {
 
 impl CongestionControl for Dctcp {
     fn cwnd(&self) -> usize {
-        self.reno.cwnd
+        self.reno.win.cwnd
     }
     fn ssthresh(&self) -> usize {
-        self.reno.ssthresh
+        self.reno.win.ssthresh
     }
     fn set_cwnd(&mut self, cwnd: usize) {
-        self.reno.cwnd = cwnd;
+        self.reno.win.cwnd = cwnd;
     }
     fn on_ack(&mut self, ack: &AckInfo) {
         self.reno.grow(ack.acked, ack.mss);
     }
-    /// ECN: cwnd = cwnd * (1 - alpha/2) (RFC 8257 §3.3), ssthresh = cwnd.
-    /// Loss and RTO: as NewReno.
-    fn on_congestion_event(
-        &mut self,
-        kind: CongestionEvent,
-        now: Instant,
-        flight: usize,
-        mss: usize,
-    ) {
+    /// ECN: cwnd = cwnd * (1 - alpha/2) (RFC 8257 §3.3), at least 2 SMSS,
+    /// ssthresh = cwnd. Loss and RTO: as NewReno.
+    fn on_congestion_event(&mut self, kind: CongestionEvent, flight: usize, mss: usize) {
         match kind {
             CongestionEvent::Ecn => {
-                let cut =
-                    (self.reno.cwnd as u128 * u128::from(self.alpha)) / (2 * u128::from(ALPHA_ONE));
-                let cwnd = (self.reno.cwnd - cut as usize).max(2 * mss);
-                self.reno.cwnd = cwnd;
-                self.reno.ssthresh = cwnd;
+                let win = &mut self.reno.win;
+                let cut = (win.cwnd as u128 * u128::from(self.alpha)) / (2 * u128::from(ALPHA_ONE));
+                win.reduce(kind, win.cwnd - cut as usize, mss);
             }
-            _ => self.reno.on_congestion_event(kind, now, flight, mss),
+            _ => self.reno.on_congestion_event(kind, flight, mss),
         }
     }
     /// RFC 8257 §3.3: count acknowledged and marked bytes; when snd_una

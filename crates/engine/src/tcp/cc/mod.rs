@@ -24,6 +24,7 @@ mod bbr;
 mod cubic;
 mod dctcp;
 mod newreno;
+mod window;
 
 use core::time::Duration;
 
@@ -37,6 +38,7 @@ pub(crate) use bbr::{Bbr, RateCtx};
 pub(crate) use cubic::Cubic;
 pub(crate) use dctcp::Dctcp;
 pub(crate) use newreno::NewReno;
+pub(crate) use window::Window;
 
 pub use appif::cc::CcKind;
 
@@ -79,16 +81,10 @@ pub trait CongestionControl {
     fn on_ack(&mut self, ack: &AckInfo);
     /// Congestion: set ssthresh and cwnd for `kind`. `flight` is the
     /// FlightSize in bytes.
-    fn on_congestion_event(
-        &mut self,
-        kind: CongestionEvent,
-        now: Instant,
-        flight: usize,
-        mss: usize,
-    );
+    fn on_congestion_event(&mut self, kind: CongestionEvent, flight: usize, mss: usize);
     /// Fast recovery ended with a full ACK: RFC 6582 §3.2 step 4 option 1,
     /// cwnd = min(ssthresh, max(FlightSize, SMSS) + SMSS).
-    fn on_recovery_exit(&mut self, _now: Instant, flight: usize, mss: usize) {
+    fn on_recovery_exit(&mut self, flight: usize, mss: usize) {
         let cwnd = self.ssthresh().min(flight.max(mss) + mss);
         self.set_cwnd(cwnd.max(mss));
     }
@@ -134,9 +130,9 @@ impl Cc {
     /// Sets ssthresh (bytes), for switching algorithms.
     pub(crate) fn set_ssthresh(&mut self, ssthresh: usize) {
         match self {
-            Cc::NewReno(c) => c.ssthresh = ssthresh,
-            Cc::Cubic(c) => c.ssthresh = ssthresh,
-            Cc::Dctcp(c) => c.reno.ssthresh = ssthresh,
+            Cc::NewReno(c) => c.win.ssthresh = ssthresh,
+            Cc::Cubic(c) => c.win.ssthresh = ssthresh,
+            Cc::Dctcp(c) => c.reno.win.ssthresh = ssthresh,
             Cc::Bbr(_) => {}
         }
     }
@@ -202,17 +198,11 @@ impl CongestionControl for Cc {
     fn on_ack(&mut self, ack: &AckInfo) {
         dispatch!(self, c => c.on_ack(ack))
     }
-    fn on_congestion_event(
-        &mut self,
-        kind: CongestionEvent,
-        now: Instant,
-        flight: usize,
-        mss: usize,
-    ) {
-        dispatch!(self, c => c.on_congestion_event(kind, now, flight, mss))
+    fn on_congestion_event(&mut self, kind: CongestionEvent, flight: usize, mss: usize) {
+        dispatch!(self, c => c.on_congestion_event(kind, flight, mss))
     }
-    fn on_recovery_exit(&mut self, now: Instant, flight: usize, mss: usize) {
-        dispatch!(self, c => c.on_recovery_exit(now, flight, mss))
+    fn on_recovery_exit(&mut self, flight: usize, mss: usize) {
+        dispatch!(self, c => c.on_recovery_exit(flight, mss))
     }
     fn on_tx_start(&mut self, now: Instant, idle: Duration) {
         dispatch!(self, c => c.on_tx_start(now, idle))

@@ -489,3 +489,33 @@ fn established_out_of_order_batch_beyond_three_dupacks_shares_one_ack() {
     feed(&mut b, &segs[15..18], t1);
     assert_eq!(b.output(t1).len(), 3);
 }
+
+#[test]
+fn established_tail_loss_probe_after_the_recovery_leaves_its_undo_to_the_recovery() {
+    // As above, but the D-SACK of the spurious retransmission comes late:
+    // after the recovery, new data and that data's tail loss probe (a
+    // resent segment) went out. The probe is no retransmission of the
+    // recovery, so the recovery's one D-SACK still undoes the reduction.
+    let (mut a, mut b, t, mss, _, segs) = flight(20, 6);
+    let acks = deliver(&mut b, &segs, &[2], t + ms(D));
+    feed(&mut a, &acks, t + ms(2 * D));
+    let re = a.output(t + ms(2 * D));
+    assert_eq!(re.len(), 1);
+    let ack1 = deliver(&mut b, &segs[2..3], &[], t + ms(2 * D + 1));
+    let ack2 = deliver(&mut b, &re, &[], t + ms(3 * D));
+    feed(&mut a, &ack1, t + ms(3 * D + 1));
+    assert!(!a.tcb.in_recovery());
+    assert_eq!(a.tcb.stats().cwnd_undos, 0);
+    a.write(&pattern(mss, 7));
+    let tail = a.output(t + ms(3 * D + 1));
+    assert_eq!(tail.len(), 1, "new data, lost");
+    let pto = a.tcb.next_timeout().expect("probe timer");
+    a.timer(pto);
+    let probe = a.output(pto);
+    assert_eq!(probe.len(), 1);
+    assert_eq!(probe[0].repr.seq, tail[0].repr.seq, "the tail sent again");
+    assert_eq!(a.tcb.stats().tlp_probes, 1);
+    feed(&mut a, &ack2, pto + ms(1));
+    assert_eq!(a.tcb.stats().spurious_retransmits, 1);
+    assert_eq!(a.tcb.stats().cwnd_undos, 1);
+}
