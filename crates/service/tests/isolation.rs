@@ -151,7 +151,7 @@ fn app_writing_on_the_control_socket_after_hello_loses_its_association() {
 #[test]
 fn app_vanishing_with_a_connection_resets_it_and_the_peer_sees_rst() {
     let d = Daemon::start("vanish");
-    let mut pl = TcpListener::bind(&d.peer, any(9000)).expect("the peer's listen");
+    let mut pl = d.peer_listener(9000);
     let rogue = RogueApp::join(&d.sock, "vanishing");
     let assoc = rogue.assoc();
     rogue.connect(addr(PEER_IP, 9000));

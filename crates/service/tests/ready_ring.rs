@@ -228,7 +228,7 @@ fn garbage_in_an_applications_ready_ring_harms_only_that_application() {
     }
     // The rogue's sockets change (a connection to the peer, a UDP bind):
     // the engine pushes into the broken ring.
-    let mut peer_l = TcpListener::bind(&d.peer, any(9300)).expect("the peer's listen");
+    let mut peer_l = d.peer_listener(9300);
     rogue.connect(addr(PEER_IP, 9300));
     rogue.udp_bind(any(9301));
     within(

@@ -20,7 +20,7 @@ fn daemon_stop_tells_every_app_econnreset_and_peers_see_rst() {
     let mut from_peer = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7007)).expect("connecting");
     from_peer.set_nonblocking(true).expect("nonblocking");
     let mut accepted = d.accept(&mut l, "the peer's connection");
-    let mut pl = TcpListener::bind(&d.peer, any(9001)).expect("the peer's listen");
+    let mut pl = d.peer_listener(9001);
     let mut to_peer = TcpStream::connect(&app, addr(PEER_IP, 9001)).expect("connecting");
     to_peer.set_nonblocking(true).expect("nonblocking");
     let mut peer_side = d.accept(&mut pl, "the app's connection");
