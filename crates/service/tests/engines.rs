@@ -528,8 +528,7 @@ fn a_borrow_waits_for_the_engine_holding_the_lend_while_engine_0_serves() {
         thread::spawn(move || TcpStream::borrow(&worker, fd))
     };
     // Engine 0 serves while the borrow waits for engine 1.
-    let app = d.app();
-    let mut l = TcpListener::bind(&app, any(7701)).expect("another listen");
+    let (_app, mut l) = d.app_listening(7701);
     d.assert_echo(&mut l, 7701, 4096, "an echo while the borrow waits");
     thread::sleep(Duration::from_millis(100));
     assert!(

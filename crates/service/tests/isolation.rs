@@ -17,8 +17,7 @@ use testkit::rogue::{self, RogueApp};
 
 /// A well-behaved application echoing on `port`, checked once.
 fn echo_app(d: &Daemon, port: u16) -> (corestack::Stack, TcpListener) {
-    let app = d.app();
-    let mut l = TcpListener::bind(&app, any(port)).expect("the app's listen");
+    let (app, mut l) = d.app_listening(port);
     d.assert_echo(&mut l, port, 64 << 10, "the well-behaved app at first");
     (app, l)
 }
