@@ -86,9 +86,8 @@ fn at_eof(s: &mut TcpStream) -> bool {
 fn a_forked_child_takes_over_a_connection_and_it_closes_with_the_last_reference() {
     let d = Daemon::start("fork-adopt");
     let (parent, mut l) = d.app_listening(7300);
-    let mut peer = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7300)).expect("peer connects");
-    peer.set_nonblocking(true).expect("nonblocking");
-    let mine = d.accept(&mut l, "the parent's accept");
+    let (mut peer, mine, _) =
+        d.connect_accept(&mut l, addr(DAEMON_IP, 7300), "the parent's accept");
     // Bytes that arrive before the fork wait, unread, in the parent's ring.
     peer.write_all(b"before the fork;").expect("peer writes");
     std::thread::sleep(std::time::Duration::from_millis(50));
@@ -155,9 +154,7 @@ fn a_child_holds_only_what_its_parent_held_at_the_fork() {
 fn a_connection_the_application_closed_still_delivers_after_it_leaves() {
     let d = Daemon::start("fork-exit");
     let (app, mut l) = d.app_listening(7302);
-    let mut peer = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7302)).expect("peer connects");
-    peer.set_nonblocking(true).expect("nonblocking");
-    let mut s = d.accept(&mut l, "accept");
+    let (mut peer, mut s, _) = d.connect_accept(&mut l, addr(DAEMON_IP, 7302), "accept");
     let data: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
     // The peer does not read yet: written until the rings and windows are full (no progress
     // for 100 ms), so that most of it is still unsent when the application leaves.
@@ -209,9 +206,8 @@ fn a_connection_lent_to_another_application_is_its_and_closes_with_the_last_refe
     let d = Daemon::start("lend");
     let (primary, worker) = (d.app(), d.app());
     let mut l = TcpListener::bind(&primary, any(7303)).expect("listening on 7303");
-    let mut peer = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7303)).expect("peer connects");
-    peer.set_nonblocking(true).expect("nonblocking");
-    let lent = d.accept(&mut l, "the primary's accept");
+    let (mut peer, lent, _) =
+        d.connect_accept(&mut l, addr(DAEMON_IP, 7303), "the primary's accept");
     peer.write_all(b"request").expect("peer writes");
     // As the shim does around sendmsg(SCM_RIGHTS) and recvmsg: lend under the passed fd's
     // key, claim it as the fd received (here an eventfd this process holds stands for both).
