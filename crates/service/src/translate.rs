@@ -119,6 +119,13 @@ pub fn translate(
             return refuse(stats, errno::EACCES);
         }
     }
+    // The slot's status block and a listener's accept queue in it.
+    let shared = || seg.shared(slot, true).ok_or_else(range);
+    let accept = |backlog: u32| {
+        AppSegmentAccept::new(seg.clone(), assoc, slot, backlog as usize)
+            .map(AcceptQueue::AppSegment)
+            .ok_or_else(range)
+    };
     Ok(Some(match d {
         // The host's own: references across fork (see `forks`).
         Desc::Forking { .. } | Desc::Forked { .. } | Desc::Adopt { .. } | Desc::Lend { .. } => {
@@ -132,7 +139,7 @@ pub fn translate(
         } => Command::Connect {
             id,
             owner,
-            shared: seg.shared(slot, true).ok_or_else(range)?,
+            shared: shared()?,
             local_port,
             remote: appif::socket::from_mapped(remote),
             tx: seg.tx_reader(slot).ok_or_else(range)?,
@@ -148,19 +155,16 @@ pub fn translate(
         } => Command::Listen {
             id,
             owner,
-            shared: seg.shared(slot, true).ok_or_else(range)?,
+            shared: shared()?,
             local,
             v6only,
-            accept: AcceptQueue::AppSegment(
-                AppSegmentAccept::new(seg.clone(), assoc, slot, backlog as usize)
-                    .ok_or_else(range)?,
-            ),
+            accept: accept(backlog)?,
             reuseport,
         },
         Desc::UdpBind { local, v6only, .. } => Command::UdpBind {
             id,
             owner,
-            shared: seg.shared(slot, true).ok_or_else(range)?,
+            shared: shared()?,
             local,
             v6only,
             tx: seg.tx_reader(slot).ok_or_else(range)?,
@@ -178,12 +182,9 @@ pub fn translate(
             Command::JoinListener {
                 id,
                 owner,
-                shared: seg.shared(slot, true).ok_or_else(range)?,
+                shared: shared()?,
                 group: seg::service_id(parent, parent_slot),
-                accept: AcceptQueue::AppSegment(
-                    AppSegmentAccept::new(seg.clone(), assoc, slot, backlog as usize)
-                        .ok_or_else(range)?,
-                ),
+                accept: accept(backlog)?,
             }
         }
         Desc::Abort { .. } => {
