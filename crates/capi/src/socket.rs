@@ -146,8 +146,7 @@ pub unsafe extern "C" fn cs_bind(sd: c_int, addr: *const libc::sockaddr_in) -> c
                 u.set_nonblocking(true)?;
                 d.slot = Slot::Udp(u);
             }
-            Slot::Poller(_) => return Err(Error::errno(libc::ENOTSOCK)),
-            Slot::Closed => return Err(Error::errno(libc::EBADF)),
+            other @ (Slot::Poller(_) | Slot::Closed) => return Err(wrong_kind(other)),
             _ => return Err(Error::msg(libc::EINVAL, "the socket is already bound")),
         }
         Ok(0)
@@ -176,8 +175,7 @@ pub extern "C" fn cs_listen(sd: c_int, backlog: c_int) -> c_int {
             } => local.unwrap_or(ANY),
             Slot::Listener(_) => return Ok(0),
             Slot::UdpFresh | Slot::Udp(_) => return Err(Error::errno(libc::EOPNOTSUPP)),
-            Slot::Poller(_) => return Err(Error::errno(libc::ENOTSOCK)),
-            Slot::Closed => return Err(Error::errno(libc::EBADF)),
+            other @ (Slot::Poller(_) | Slot::Closed) => return Err(wrong_kind(other)),
             _ => return Err(Error::errno(libc::EINVAL)),
         };
         let mut l = TcpListener::bind(&table::stack()?, local)?;
@@ -277,8 +275,7 @@ pub unsafe extern "C" fn cs_connect(sd: c_int, addr: *const libc::sockaddr_in) -
                         "connected UDP sockets are not supported: use cs_sendto",
                     ))
                 }
-                Slot::Poller(_) => return Err(Error::errno(libc::ENOTSOCK)),
-                Slot::Closed => return Err(Error::errno(libc::EBADF)),
+                other @ (Slot::Poller(_) | Slot::Closed) => return Err(wrong_kind(other)),
             }
         }
         // The handshake runs without the descriptor's lock.
@@ -635,8 +632,7 @@ pub unsafe extern "C" fn cs_getsockname(sd: c_int, addr: *mut libc::sockaddr_in)
                 Slot::Stream(s) => s.local_addr()?,
                 Slot::UdpFresh => ANY,
                 Slot::Udp(u) => u.local_addr()?,
-                Slot::Poller(_) => return Err(Error::errno(libc::ENOTSOCK)),
-                Slot::Closed => return Err(Error::errno(libc::EBADF)),
+                other @ (Slot::Poller(_) | Slot::Closed) => return Err(wrong_kind(other)),
             })
         })
     }

@@ -1,6 +1,6 @@
 //! UDP sockets, shaped like `std::net::UdpSocket`.
 
-use crate::stack::{Request, Stack};
+use crate::stack::{Parts, Request, Stack};
 use appif::bytes;
 use appif::errno::{self, EMSGSIZE};
 use appif::socket::{SockId, SockState, StatusHandle, UdpHeader};
@@ -20,6 +20,20 @@ pub struct UdpSocket {
 }
 
 impl UdpSocket {
+    /// A socket of `stack` over a socket's parts, non-blocking when
+    /// `nonblocking`.
+    fn from_parts(stack: &Stack, p: Parts, nonblocking: bool) -> UdpSocket {
+        UdpSocket {
+            stack: stack.clone(),
+            id: p.id,
+            shared: p.shared,
+            tx: p.tx,
+            rx: p.rx,
+            nonblocking,
+            view: Default::default(),
+        }
+    }
+
     /// Sends `r` to the socket's engine.
     fn request(&self, r: crate::stack::Request) {
         self.stack.request(self.id, r);
@@ -47,17 +61,8 @@ impl UdpSocket {
         v6only: bool,
     ) -> io::Result<UdpSocket> {
         let p = stack.open_udp(addr.into(), v6only)?;
-        let shared = p.shared;
-        stack.wait_opened(&shared)?;
-        Ok(UdpSocket {
-            stack: stack.clone(),
-            id: p.id,
-            shared,
-            tx: p.tx,
-            rx: p.rx,
-            nonblocking: false,
-            view: Default::default(),
-        })
+        stack.wait_opened(&p.shared)?;
+        Ok(UdpSocket::from_parts(stack, p, false))
     }
 
     /// Sends one datagram to `addr`.
@@ -225,15 +230,8 @@ impl UdpSocket {
     pub fn adopt(stack: &Stack, inherited: &UdpSocket) -> io::Result<UdpSocket> {
         let (at, (tx, rx)) = inherited.stack.inherited(inherited.id)?;
         let (id, shared) = stack.adopt(at)?;
-        let s = UdpSocket {
-            stack: stack.clone(),
-            id,
-            shared,
-            tx,
-            rx,
-            nonblocking: inherited.nonblocking,
-            view: Default::default(),
-        };
+        let parts = Parts { id, shared, tx, rx };
+        let s = UdpSocket::from_parts(stack, parts, inherited.nonblocking);
         stack.wait_opened(&s.shared)?;
         Ok(s)
     }

@@ -119,6 +119,13 @@ pub fn translate(
             return refuse(stats, errno::EACCES);
         }
     }
+    // The slot's status block and a listener's accept queue in it.
+    let shared = || seg.shared(slot, true).ok_or_else(range);
+    let accept = |backlog: u32| {
+        AppSegmentAccept::new(seg.clone(), assoc, slot, backlog as usize)
+            .map(AcceptQueue::AppSegment)
+            .ok_or_else(range)
+    };
     Ok(Some(match d {
         // The host's own: references across fork (see `forks`).
         Desc::Forking { .. } | Desc::Forked { .. } | Desc::Adopt { .. } | Desc::Lend { .. } => {
@@ -132,7 +139,7 @@ pub fn translate(
         } => Command::Connect {
             id,
             owner,
-            shared: seg.shared(slot, true).ok_or_else(range)?,
+            shared: shared()?,
             local_port,
             remote: appif::socket::from_mapped(remote),
             tx: seg.tx_reader(slot).ok_or_else(range)?,
@@ -148,19 +155,16 @@ pub fn translate(
         } => Command::Listen {
             id,
             owner,
-            shared: seg.shared(slot, true).ok_or_else(range)?,
+            shared: shared()?,
             local,
             v6only,
-            accept: AcceptQueue::AppSegment(
-                AppSegmentAccept::new(seg.clone(), assoc, slot, backlog as usize)
-                    .ok_or_else(range)?,
-            ),
+            accept: accept(backlog)?,
             reuseport,
         },
         Desc::UdpBind { local, v6only, .. } => Command::UdpBind {
             id,
             owner,
-            shared: seg.shared(slot, true).ok_or_else(range)?,
+            shared: shared()?,
             local,
             v6only,
             tx: seg.tx_reader(slot).ok_or_else(range)?,
@@ -178,12 +182,9 @@ pub fn translate(
             Command::JoinListener {
                 id,
                 owner,
-                shared: seg.shared(slot, true).ok_or_else(range)?,
+                shared: shared()?,
                 group: seg::service_id(parent, parent_slot),
-                accept: AcceptQueue::AppSegment(
-                    AppSegmentAccept::new(seg.clone(), assoc, slot, backlog as usize)
-                        .ok_or_else(range)?,
-                ),
+                accept: accept(backlog)?,
             }
         }
         Desc::Abort { .. } => {
@@ -261,6 +262,31 @@ mod tests {
         }
     }
 
+    fn connect(slot: u32, remote: &str, local_port: u16, nodelay: bool) -> Desc {
+        Desc::Connect {
+            slot,
+            remote: remote.parse().expect("addr"),
+            local_port,
+            nodelay,
+        }
+    }
+
+    fn udp_bind(slot: u32, local: &str, v6only: bool) -> Desc {
+        Desc::UdpBind {
+            slot,
+            local: local.parse().expect("addr"),
+            v6only,
+        }
+    }
+
+    /// The engine command `d` becomes (no parent claim); panics on a violation or an answer
+    /// from the daemon.
+    fn command(seg: &AppSegment, d: Desc, privileged: bool, stats: &mut AppStats) -> Command {
+        translate(seg, ASSOC, d, privileged, None, stats)
+            .expect("no violation")
+            .expect("a command for the engine")
+    }
+
     /// `d` from an application without the privileged-port grant is answered by the daemon:
     /// no command, and the descriptor's slot closed with EACCES.
     fn assert_refused(seg: &AppSegment, d: Desc, stats: &mut AppStats) {
@@ -283,18 +309,9 @@ mod tests {
     fn unprivileged_connect_from_local_port_below_1024_is_refused() {
         let seg = segment();
         let mut stats = AppStats::default();
-        let d = Desc::Connect {
-            slot: 2,
-            remote: "10.0.0.1:8080".parse().expect("addr"),
-            local_port: 1023,
-            nodelay: false,
-        };
+        let d = connect(2, "10.0.0.1:8080", 1023, false);
         assert_refused(&seg, d, &mut stats);
-        let d = Desc::UdpBind {
-            slot: 3,
-            local: "0.0.0.0:53".parse().expect("addr"),
-            v6only: false,
-        };
+        let d = udp_bind(3, "0.0.0.0:53", false);
         assert_refused(&seg, d, &mut stats);
         assert_eq!(stats.refused, 2);
     }
@@ -304,9 +321,7 @@ mod tests {
         let seg = segment();
         let mut stats = AppStats::default();
         for (slot, port) in [(0, 0), (1, 1024), (2, 65535)] {
-            let c = translate(&seg, ASSOC, listen(slot, port), false, None, &mut stats)
-                .expect("no violation")
-                .expect("a command for the engine");
+            let c = command(&seg, listen(slot, port), false, &mut stats);
             assert!(matches!(c, Command::Listen { local, .. } if local.port() == port));
         }
         assert_eq!((stats.opens, stats.refused), (3, 0));
@@ -316,9 +331,7 @@ mod tests {
     fn privileged_app_listen_below_1024_opens() {
         let seg = segment();
         let mut stats = AppStats::default();
-        let c = translate(&seg, ASSOC, listen(0, 80), true, None, &mut stats)
-            .expect("no violation")
-            .expect("a command for the engine");
+        let c = command(&seg, listen(0, 80), true, &mut stats);
         assert!(matches!(c, Command::Listen { .. }));
         assert_eq!(seg.shared(0, false).expect("slot 0").error(), 0);
         assert_eq!(stats.refused, 0);
@@ -383,18 +396,9 @@ mod tests {
         let seg = segment();
         let mut stats = AppStats::default();
         let all = [
-            Desc::Connect {
-                slot: 3,
-                remote: "10.0.0.1:80".parse().expect("addr"),
-                local_port: 0,
-                nodelay: true,
-            },
+            connect(3, "10.0.0.1:80", 0, true),
             listen(1, 8080),
-            Desc::UdpBind {
-                slot: 2,
-                local: "10.0.0.2:5353".parse().expect("addr"),
-                v6only: false,
-            },
+            udp_bind(2, "10.0.0.2:5353", false),
             Desc::Send { slot: 3 },
             Desc::Recvd { slot: 3 },
             Desc::Shutdown { slot: 3 },
@@ -424,9 +428,7 @@ mod tests {
             Desc::Close { slot: 3 },
         ];
         for d in all {
-            let c = translate(&seg, ASSOC, d, false, None, &mut stats)
-                .expect("no violation")
-                .expect("a command for the engine");
+            let c = command(&seg, d, false, &mut stats);
             // The command of the same kind, with the same arguments, on the app's socket id.
             // Opening commands name the association as the socket's owner.
             let mine = Owner::association(ASSOC);
@@ -525,32 +527,18 @@ mod tests {
             matches!(c, Ok(Some(Command::Listen { local, v6only: true, .. })) if local == "[::]:8080".parse().expect("addr")),
             "a V6ONLY listener on [::]:8080"
         );
-        let d = Desc::UdpBind {
-            slot: 1,
-            local: "[fd00:77::2]:5353".parse().expect("addr"),
-            v6only: false,
-        };
+        let d = udp_bind(1, "[fd00:77::2]:5353", false);
         let c = translate(&seg, ASSOC, d, false, None, &mut stats);
         assert!(
             matches!(c, Ok(Some(Command::UdpBind { local, v6only: false, .. })) if local.is_ipv6())
         );
-        let d = Desc::Connect {
-            slot: 2,
-            remote: "[fd00:77::1]:443".parse().expect("addr"),
-            local_port: 0,
-            nodelay: true,
-        };
+        let d = connect(2, "[fd00:77::1]:443", 0, true);
         let c = translate(&seg, ASSOC, d, false, None, &mut stats);
         assert!(
             matches!(c, Ok(Some(Command::Connect { remote, .. })) if remote == "[fd00:77::1]:443".parse().expect("addr"))
         );
         // An IPv4-mapped peer is reached over IPv4.
-        let d = Desc::Connect {
-            slot: 3,
-            remote: "[::ffff:10.0.0.1]:80".parse().expect("addr"),
-            local_port: 0,
-            nodelay: false,
-        };
+        let d = connect(3, "[::ffff:10.0.0.1]:80", 0, false);
         let c = translate(&seg, ASSOC, d, false, None, &mut stats);
         assert!(
             matches!(c, Ok(Some(Command::Connect { remote, .. })) if remote == "10.0.0.1:80".parse().expect("addr"))
@@ -569,11 +557,7 @@ mod tests {
             reuseport: None,
         };
         assert_refused(&seg, on_v6(1, 443), &mut stats);
-        let d = Desc::UdpBind {
-            slot: 2,
-            local: "[fd00:77::2]:53".parse().expect("addr"),
-            v6only: true,
-        };
+        let d = udp_bind(2, "[fd00:77::2]:53", true);
         assert_refused(&seg, d, &mut stats);
         let c = translate(&seg, ASSOC, on_v6(3, 443), true, None, &mut stats);
         assert!(matches!(c, Ok(Some(Command::Listen { .. }))), "granted");

@@ -202,8 +202,7 @@ fn an_application_of_a_twenty_engine_daemon_serves_on_its_engines() {
 #[test]
 fn active_opens_of_threads_go_to_each_engine_in_turn() {
     let d = Daemon::with("engines-connect", |c| c.cores = 2);
-    let mut pl = TcpListener::bind(&d.peer, any(7200)).expect("the peer's listen");
-    pl.set_nonblocking(true).unwrap();
+    let mut pl = d.peer_listener(7200);
     let app = d.app();
     // Each thread's first socket goes to the next engine in turn, which picks a local port
     // that hashes to itself.
@@ -332,8 +331,7 @@ fn lines_about(d: &Daemon, assoc: u32, needles: &[&str]) -> usize {
 #[test]
 fn an_application_leaving_loses_its_connections_on_every_engine() {
     let d = Daemon::with("engines-leave", |c| c.cores = 2);
-    let mut pl = TcpListener::bind(&d.peer, any(7300)).expect("the peer's listen");
-    pl.set_nonblocking(true).unwrap();
+    let mut pl = d.peer_listener(7300);
     let app = RawApp::join(&d, "leaver");
     for e in 0..2 {
         app.connect(e, addr(PEER_IP, 7300).into());
@@ -372,8 +370,7 @@ fn an_application_leaving_loses_its_connections_on_every_engine() {
 fn a_violation_on_one_engines_ring_ends_the_association_on_every_engine() {
     use std::os::unix::fs::FileExt;
     let d = Daemon::with("engines-violate", |c| c.cores = 2);
-    let mut pl = TcpListener::bind(&d.peer, any(7400)).expect("the peer's listen");
-    pl.set_nonblocking(true).unwrap();
+    let mut pl = d.peer_listener(7400);
     let app = RawApp::join(&d, "breaker");
     app.connect(0, addr(PEER_IP, 7400).into());
     let mut s = accept_within(&d, &mut pl, 0);
@@ -512,8 +509,7 @@ fn a_connection_on_either_engine_is_lent_to_another_application() {
 #[test]
 fn a_borrow_waits_for_the_engine_holding_the_lend_while_engine_0_serves() {
     let d = Daemon::with("engines-late-lend", |c| c.cores = 2);
-    let mut pl = TcpListener::bind(&d.peer, any(7700)).expect("the peer's listen");
-    pl.set_nonblocking(true).unwrap();
+    let mut pl = d.peer_listener(7700);
     let lender = RawApp::join(&d, "lender");
     let slot = lender.connect(1, addr(PEER_IP, 7700).into());
     let mut theirs = accept_within(&d, &mut pl, 0);
@@ -532,8 +528,7 @@ fn a_borrow_waits_for_the_engine_holding_the_lend_while_engine_0_serves() {
         thread::spawn(move || TcpStream::borrow(&worker, fd))
     };
     // Engine 0 serves while the borrow waits for engine 1.
-    let app = d.app();
-    let mut l = TcpListener::bind(&app, any(7701)).expect("another listen");
+    let (_app, mut l) = d.app_listening(7701);
     d.assert_echo(&mut l, 7701, 4096, "an echo while the borrow waits");
     thread::sleep(Duration::from_millis(100));
     assert!(

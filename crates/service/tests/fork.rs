@@ -27,6 +27,12 @@ fn fork_here(parent: &Stack) -> u32 {
     ticket
 }
 
+/// `parent` forks (as [`fork_here`]) and its child joins with the fork's ticket.
+fn forked_child(d: &Daemon, parent: &Stack) -> Stack {
+    let ticket = fork_here(parent);
+    child(d, parent, ticket).expect("the child of the fork joins")
+}
+
 /// Calls `f` until it returns true; panics with `what()` after [`BOUND`].
 fn until(what: impl Fn() -> String, mut f: impl FnMut() -> bool) {
     let end = std::time::Instant::now() + BOUND;
@@ -79,17 +85,14 @@ fn at_eof(s: &mut TcpStream) -> bool {
 #[test]
 fn a_forked_child_takes_over_a_connection_and_it_closes_with_the_last_reference() {
     let d = Daemon::start("fork-adopt");
-    let parent = d.app();
-    let mut l = TcpListener::bind(&parent, any(7300)).expect("listening on 7300");
-    let mut peer = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7300)).expect("peer connects");
-    peer.set_nonblocking(true).expect("nonblocking");
-    let mine = d.accept(&mut l, "the parent's accept");
+    let (parent, mut l) = d.app_listening(7300);
+    let (mut peer, mine, _) =
+        d.connect_accept(&mut l, addr(DAEMON_IP, 7300), "the parent's accept");
     // Bytes that arrive before the fork wait, unread, in the parent's ring.
     peer.write_all(b"before the fork;").expect("peer writes");
     std::thread::sleep(std::time::Duration::from_millis(50));
 
-    let ticket = fork_here(&parent);
-    let kid = child(&d, &parent, ticket).expect("the child of the fork joins");
+    let kid = forked_child(&d, &parent);
     let mut theirs = TcpStream::adopt(&kid, &mine).expect("the child takes the connection");
     theirs.set_nonblocking(true).expect("nonblocking");
     assert_eq!(
@@ -127,8 +130,7 @@ fn a_forked_child_takes_over_a_connection_and_it_closes_with_the_last_reference(
 #[test]
 fn a_child_holds_only_what_its_parent_held_at_the_fork() {
     let d = Daemon::start("fork-scope");
-    let parent = d.app();
-    let mut l = TcpListener::bind(&parent, any(7301)).expect("listening on 7301");
+    let (parent, mut l) = d.app_listening(7301);
     let ticket = fork_here(&parent);
     // Opened after the fork: not the child's.
     let _peer = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7301)).expect("peer connects");
@@ -151,11 +153,8 @@ fn a_child_holds_only_what_its_parent_held_at_the_fork() {
 #[test]
 fn a_connection_the_application_closed_still_delivers_after_it_leaves() {
     let d = Daemon::start("fork-exit");
-    let app = d.app();
-    let mut l = TcpListener::bind(&app, any(7302)).expect("listening on 7302");
-    let mut peer = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7302)).expect("peer connects");
-    peer.set_nonblocking(true).expect("nonblocking");
-    let mut s = d.accept(&mut l, "accept");
+    let (app, mut l) = d.app_listening(7302);
+    let (mut peer, mut s, _) = d.connect_accept(&mut l, addr(DAEMON_IP, 7302), "accept");
     let data: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
     // The peer does not read yet: written until the rings and windows are full (no progress
     // for 100 ms), so that most of it is still unsent when the application leaves.
@@ -207,9 +206,8 @@ fn a_connection_lent_to_another_application_is_its_and_closes_with_the_last_refe
     let d = Daemon::start("lend");
     let (primary, worker) = (d.app(), d.app());
     let mut l = TcpListener::bind(&primary, any(7303)).expect("listening on 7303");
-    let mut peer = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7303)).expect("peer connects");
-    peer.set_nonblocking(true).expect("nonblocking");
-    let lent = d.accept(&mut l, "the primary's accept");
+    let (mut peer, lent, _) =
+        d.connect_accept(&mut l, addr(DAEMON_IP, 7303), "the primary's accept");
     peer.write_all(b"request").expect("peer writes");
     // As the shim does around sendmsg(SCM_RIGHTS) and recvmsg: lend under the passed fd's
     // key, claim it as the fd received (here an eventfd this process holds stands for both).
@@ -245,8 +243,7 @@ fn a_forked_child_takes_over_an_inherited_udp_socket() {
     let mut mine = corestack::UdpSocket::bind(&parent, any(7304)).expect("UDP 7304");
     let mut peer = corestack::UdpSocket::bind(&d.peer, addr(PEER_IP, 7305)).expect("peer UDP");
     peer.set_nonblocking(true).expect("nonblocking");
-    let ticket = fork_here(&parent);
-    let kid = child(&d, &parent, ticket).expect("the child joins");
+    let kid = forked_child(&d, &parent);
     let mut theirs = corestack::UdpSocket::adopt(&kid, &mine).expect("the child takes it");
     theirs.set_nonblocking(true).expect("nonblocking");
     let mut buf = [0u8; 64];

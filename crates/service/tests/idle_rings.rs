@@ -11,7 +11,7 @@
 mod common;
 
 use common::*;
-use corestack::{TcpListener, TcpStream};
+use corestack::TcpStream;
 use std::io::{ErrorKind, Read, Write};
 use std::time::{Duration, Instant};
 
@@ -82,9 +82,8 @@ fn echo_round(d: &Daemon, pairs: &mut [(TcpStream, TcpStream)], data: &[u8], wha
 #[test]
 fn idle_connections_give_their_ring_pages_back_and_carry_data_after() {
     let d = Daemon::start("idle-rings");
-    let app = d.app();
     let port = 7100;
-    let mut listener = TcpListener::bind(&app, any(port)).expect("listen");
+    let (_app, mut listener) = d.app_listening(port);
     let mut pairs = Vec::with_capacity(N);
     for i in 0..N {
         let (c, s, _) = d.connect_accept(

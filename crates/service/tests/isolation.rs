@@ -17,8 +17,7 @@ use testkit::rogue::{self, RogueApp};
 
 /// A well-behaved application echoing on `port`, checked once.
 fn echo_app(d: &Daemon, port: u16) -> (corestack::Stack, TcpListener) {
-    let app = d.app();
-    let mut l = TcpListener::bind(&app, any(port)).expect("the app's listen");
+    let (app, mut l) = d.app_listening(port);
     d.assert_echo(&mut l, port, 64 << 10, "the well-behaved app at first");
     (app, l)
 }
@@ -151,7 +150,7 @@ fn app_writing_on_the_control_socket_after_hello_loses_its_association() {
 #[test]
 fn app_vanishing_with_a_connection_resets_it_and_the_peer_sees_rst() {
     let d = Daemon::start("vanish");
-    let mut pl = TcpListener::bind(&d.peer, any(9000)).expect("the peer's listen");
+    let mut pl = d.peer_listener(9000);
     let rogue = RogueApp::join(&d.sock, "vanishing");
     let assoc = rogue.assoc();
     rogue.connect(addr(PEER_IP, 9000));

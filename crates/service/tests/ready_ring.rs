@@ -111,9 +111,8 @@ fn assert_quiet(poller: &mut Poller, events: &mut Vec<Event>) {
 #[test]
 fn a_wait_with_thousands_of_idle_connections_looks_at_a_handful() {
     let d = Daemon::with("ready-ring", |c| c.max_sockets_per_app = 8192);
-    let app = d.app();
     let port = 7300;
-    let mut listener = TcpListener::bind(&app, any(port)).expect("listen");
+    let (app, mut listener) = d.app_listening(port);
     let t = Instant::now();
     let mut pairs = connections(&d, &mut listener, port, IDLE + 1);
     eprintln!("{} connections in {:?}", IDLE + 1, t.elapsed());
@@ -211,9 +210,8 @@ fn more_ready_sockets_than_the_ring_holds_are_all_reported() {
 #[test]
 fn garbage_in_an_applications_ready_ring_harms_only_that_application() {
     let d = Daemon::start("ready-rogue");
-    let app = d.app();
     let port = 7302;
-    let mut listener = TcpListener::bind(&app, any(port)).expect("listen");
+    let (app, mut listener) = d.app_listening(port);
     let rogue = RogueApp::join(&d.sock, "rogue");
     let layout = rogue.seg.layout();
     let lane = layout.ready_lane(0).expect("engine 0's ready ring");
@@ -228,7 +226,7 @@ fn garbage_in_an_applications_ready_ring_harms_only_that_application() {
     }
     // The rogue's sockets change (a connection to the peer, a UDP bind):
     // the engine pushes into the broken ring.
-    let mut peer_l = TcpListener::bind(&d.peer, any(9300)).expect("the peer's listen");
+    let mut peer_l = d.peer_listener(9300);
     rogue.connect(addr(PEER_IP, 9300));
     rogue.udp_bind(any(9301));
     within(
@@ -294,9 +292,8 @@ fn with_two_engines_each_engines_ring_reaches_the_poller() {
 #[test]
 fn a_listener_on_two_engines_is_reported_for_connections_on_either() {
     let d = Daemon::with("ready-listener", |c| c.cores = 2);
-    let app = d.app();
     let port = 7304;
-    let mut listener = TcpListener::bind(&app, any(port)).expect("listen");
+    let (app, mut listener) = d.app_listening(port);
     listener.set_nonblocking(true).expect("nonblocking");
     let mut poller = Poller::new(&app);
     poller

@@ -15,12 +15,10 @@ use testkit::rogue::RogueApp;
 fn daemon_stop_tells_every_app_econnreset_and_peers_see_rst() {
     let mut d = Daemon::start("stop");
     // A well-behaved app with a connection the peer opened, one with a connection it opened.
-    let app = d.app();
-    let mut l = TcpListener::bind(&app, any(7007)).expect("the app's listen");
-    let mut from_peer = TcpStream::connect(&d.peer, addr(DAEMON_IP, 7007)).expect("connecting");
-    from_peer.set_nonblocking(true).expect("nonblocking");
-    let mut accepted = d.accept(&mut l, "the peer's connection");
-    let mut pl = TcpListener::bind(&d.peer, any(9001)).expect("the peer's listen");
+    let (app, mut l) = d.app_listening(7007);
+    let (mut from_peer, mut accepted, _) =
+        d.connect_accept(&mut l, addr(DAEMON_IP, 7007), "the peer's connection");
+    let mut pl = d.peer_listener(9001);
     let mut to_peer = TcpStream::connect(&app, addr(PEER_IP, 9001)).expect("connecting");
     to_peer.set_nonblocking(true).expect("nonblocking");
     let mut peer_side = d.accept(&mut pl, "the app's connection");

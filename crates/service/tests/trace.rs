@@ -25,8 +25,7 @@ fn kinds_on(records: &[Record], port: u16) -> Vec<Kind> {
 #[test]
 fn daemon_trace_switched_on_records_every_stage_and_off_records_nothing() {
     let d = Daemon::start("trace");
-    let app = d.app();
-    let mut l = TcpListener::bind(&app, any(9090)).expect("the app's listen");
+    let (_app, mut l) = d.app_listening(9090);
     let me = std::process::id();
     let (_, path) = find_segments(TRACE)
         .into_iter()

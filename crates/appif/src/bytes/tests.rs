@@ -29,10 +29,11 @@ fn peek_at_offset_past_len_copies_nothing() {
     assert!(r.is_empty());
 }
 
-/// An 8 KiB region with a ring's indices at 0 and 64, its geometry
-/// word at 128 and `reserved` bytes of ring at 4096.
+/// A region (the power of two that holds the ring, at least 8 KiB) with
+/// a ring's indices at 0 and 64, its geometry word at 128 and `reserved`
+/// bytes of ring at 4096.
 fn region_ring(reserved: usize) -> (Arc<Region>, RingAt) {
-    let region = Arc::new(Region::anon(8192).unwrap());
+    let region = Arc::new(Region::anon((4096 + reserved).next_power_of_two()).unwrap());
     let at = RingAt {
         head: 0,
         tail: 64,
@@ -287,15 +288,7 @@ fn a_grown_ring_streams_between_threads_byte_exact() {
 
 #[test]
 fn a_geometry_the_protocol_does_not_allow_is_flagged_and_ignored() {
-    let region = Arc::new(Region::anon(16384).unwrap());
-    let at = RingAt {
-        head: 0,
-        tail: 64,
-        geometry: 128,
-        buf: 4096,
-        reserved: 8192,
-        pages: None,
-    };
+    let (region, at) = region_ring(8192);
     let word = region.at::<AtomicU64>(128).unwrap();
     // SAFETY: inside the live region, aligned.
     let word = unsafe { word.as_ref() };

@@ -24,6 +24,13 @@ fn pair(nslots: u32, engines: u32) -> (AppSegment, AppSegment) {
     (daemon.for_lane(0), app)
 }
 
+/// The application's handle of `slot`, watched by `list` under `token`.
+fn watched(app: &AppSegment, slot: u32, list: &Arc<ReadyList>, token: u64) -> Arc<StatusHandle> {
+    let h = app.shared(slot, false).unwrap();
+    assert!(h.watch(list, token), "slot {slot} watched");
+    h
+}
+
 fn tokens(list: &ReadyList) -> Vec<u64> {
     let mut v: Vec<u64> = core::iter::from_fn(|| list.pop()).collect();
     v.sort();
@@ -34,8 +41,7 @@ fn tokens(list: &ReadyList) -> Vec<u64> {
 fn a_wake_reaches_the_watching_list_once_until_drained() {
     let (eng, app) = pair(64, 1);
     let list = ReadyList::new();
-    let mine = app.shared(5, false).unwrap();
-    assert!(mine.watch(&list, 50));
+    let mine = watched(&app, 5, &list, 50);
     let other = app.shared(6, false).unwrap();
     let e5 = eng.shared(5, true).unwrap();
     let e6 = eng.shared(6, true).unwrap();
@@ -74,10 +80,9 @@ fn more_changes_than_the_ring_holds_overflow_into_a_look_at_every_watched_slot()
     assert_eq!(cap, 16);
     let list = ReadyList::new();
     let n = 40;
-    let mine: Vec<_> = (0..n).map(|s| app.shared(s, false).unwrap()).collect();
-    for (s, h) in mine.iter().enumerate() {
-        assert!(h.watch(&list, 100 + s as u64));
-    }
+    let mine: Vec<_> = (0..n)
+        .map(|s| watched(&app, s, &list, 100 + u64::from(s)))
+        .collect();
     let engine: Vec<_> = (0..n).map(|s| eng.shared(s, true).unwrap()).collect();
     for h in &engine {
         h.wake();
@@ -125,8 +130,7 @@ fn garbage_in_the_application_words_never_breaks_the_engine() {
     assert_eq!(app.word32(lane1.ring).load(Ordering::SeqCst), 0);
     // Ring 1 still works; ring 0 works again once its head is sane.
     let list = ReadyList::new();
-    let h = app.shared(9, false).unwrap();
-    assert!(h.watch(&list, 9));
+    let h = watched(&app, 9, &list, 9);
     eng1.shared(9, true).unwrap().wake();
     app.drain_ready();
     assert_eq!(tokens(&list), vec![9]);
@@ -144,10 +148,8 @@ fn garbage_in_the_application_words_never_breaks_the_engine() {
 fn a_forked_childs_copy_takes_nothing_and_looks_at_every_watched_slot() {
     let (eng, app) = pair(64, 1);
     let list = ReadyList::new();
-    let h = app.shared(3, false).unwrap();
-    assert!(h.watch(&list, 3));
-    let idle = app.shared(4, false).unwrap();
-    assert!(idle.watch(&list, 4));
+    let _h = watched(&app, 3, &list, 3);
+    let _idle = watched(&app, 4, &list, 4);
     eng.shared(3, true).unwrap().wake();
     app.router.as_ref().unwrap().pretend_forked();
     let d = app.drain_ready();

@@ -51,6 +51,17 @@ pub(crate) struct Parts {
     pub rx: bytes::Reader,
 }
 
+impl From<appif::seg::Accepted> for Parts {
+    fn from(a: appif::seg::Accepted) -> Parts {
+        Parts {
+            id: a.id,
+            shared: a.shared,
+            tx: a.tx,
+            rx: a.rx,
+        }
+    }
+}
+
 impl From<crate::service::SlotParts> for Parts {
     fn from(p: crate::service::SlotParts) -> Parts {
         Parts {

@@ -4,7 +4,7 @@
 mod share;
 
 use crate::stack::AcceptRx;
-use crate::stack::{Request, Stack};
+use crate::stack::{Parts, Request, Stack};
 use appif::bytes;
 use appif::errno::{self, EINVAL, ENOTCONN, EPIPE};
 use appif::socket::{SockId, SockState, StatusHandle, FLAG_MOVED, FLAG_RX_FIN};
@@ -135,19 +135,7 @@ impl TcpListener {
         loop {
             if let Some(a) = self.stack.pop_accepted(&mut self.accept) {
                 let peer = a.shared.remote();
-                let s = TcpStream {
-                    stack: self.stack.clone(),
-                    id: a.id,
-                    shared: a.shared,
-                    tx: a.tx,
-                    rx: a.rx,
-                    nonblocking: false,
-                    wr_shut: false,
-                    abort_on_drop: false,
-                    cork: false,
-                    view: Default::default(),
-                };
-                return Ok((s, peer));
+                return Ok((TcpStream::from_parts(&self.stack, a.into(), false), peer));
             }
             if self.shared.state() == SockState::Closed {
                 // Why the listener closed (ECONNRESET when the daemon
@@ -255,6 +243,23 @@ pub struct TcpStream {
 }
 
 impl TcpStream {
+    /// A stream of `stack` over a connection's parts, non-blocking when
+    /// `nonblocking`, with every option off (no TCP_CORK, a FIN at drop).
+    fn from_parts(stack: &Stack, p: Parts, nonblocking: bool) -> TcpStream {
+        TcpStream {
+            stack: stack.clone(),
+            id: p.id,
+            shared: p.shared,
+            tx: p.tx,
+            rx: p.rx,
+            nonblocking,
+            wr_shut: false,
+            abort_on_drop: false,
+            cork: false,
+            view: Default::default(),
+        }
+    }
+
     /// The engine holding the connection (0 with one engine).
     pub fn engine(&self) -> usize {
         self.stack.engine_of(self.id)
@@ -274,18 +279,7 @@ impl TcpStream {
     /// route, EADDRNOTAVAIL when ephemeral ports run out.
     pub fn connect(stack: &Stack, addr: impl Into<SocketAddr>) -> io::Result<TcpStream> {
         let p = stack.open_stream(addr.into())?;
-        let s = TcpStream {
-            stack: stack.clone(),
-            id: p.id,
-            shared: p.shared,
-            tx: p.tx,
-            rx: p.rx,
-            nonblocking: false,
-            wr_shut: false,
-            abort_on_drop: false,
-            cork: false,
-            view: Default::default(),
-        };
+        let s = TcpStream::from_parts(stack, p, false);
         let sh = &s.shared;
         s.stack.wait(sh, None, || {
             matches!(sh.state(), SockState::Open | SockState::Closed)
@@ -588,18 +582,7 @@ impl TcpStream {
         nodelay: bool,
     ) -> io::Result<TcpStream> {
         let p = stack.open_stream_from(remote.into(), local_port, nodelay)?;
-        Ok(TcpStream {
-            stack: stack.clone(),
-            id: p.id,
-            shared: p.shared,
-            tx: p.tx,
-            rx: p.rx,
-            nonblocking: true,
-            wr_shut: false,
-            abort_on_drop: false,
-            cork: false,
-            view: Default::default(),
-        })
+        Ok(TcpStream::from_parts(stack, p, true))
     }
 
     /// Copies up to `buf.len()` received bytes without consuming them

@@ -3,6 +3,7 @@
 //! and a connection lent over SCM_RIGHTS and borrowed by its receiver.
 
 use super::{TcpListener, TcpStream};
+use crate::stack::Parts;
 use crate::Stack;
 use appif::{bytes, errno};
 use std::io;
@@ -103,18 +104,7 @@ impl TcpStream {
         (tx, rx): (bytes::Writer, bytes::Reader),
     ) -> io::Result<TcpStream> {
         let (id, shared) = stack.adopt(at)?;
-        let s = TcpStream {
-            stack: stack.clone(),
-            id,
-            shared,
-            tx,
-            rx,
-            nonblocking: false,
-            wr_shut: false,
-            abort_on_drop: false,
-            cork: false,
-            view: Default::default(),
-        };
+        let s = TcpStream::from_parts(stack, Parts { id, shared, tx, rx }, false);
         stack.wait_opened(&s.shared)?;
         Ok(s)
     }

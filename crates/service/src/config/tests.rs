@@ -44,6 +44,14 @@ fn base() -> Config {
     }
 }
 
+/// `base()` changed by `f`, validated; panics with the error where it is refused.
+fn validated(f: impl FnOnce(&mut Config)) -> Validated {
+    let mut c = base();
+    f(&mut c);
+    c.validate()
+        .unwrap_or_else(|e| panic!("should be accepted: {}", one_line(&e)))
+}
+
 /// The validation error of `base()` changed by `f`, as one line.
 fn error_of(f: impl FnOnce(&mut Config)) -> String {
     let mut c = base();
@@ -354,22 +362,18 @@ fn bad_gateways_are_refused() {
         let s = error_of(|c| c.gateway = vec![gateway.into()]);
         assert!(s.contains(why), "{gateway}: {s}");
     }
-    let mut c = base();
-    c.ip = vec!["10.0.0.2/16".into()];
-    c.gateway = vec!["10.0.1.1".into()];
-    assert_eq!(
-        c.validate().unwrap().gateway,
-        Some(Ipv4Addr::new(10, 0, 1, 1))
-    );
+    let v = validated(|c| {
+        c.ip = vec!["10.0.0.2/16".into()];
+        c.gateway = vec!["10.0.1.1".into()];
+    });
+    assert_eq!(v.gateway, Some(Ipv4Addr::new(10, 0, 1, 1)));
 }
 
 #[test]
 fn cores_from_one_to_the_limit_are_taken_and_others_refused() {
     assert!(error_of(|c| c.cores = 0).contains("at least one core"));
     for n in [1, 2, 4, CORES_SUPPORTED] {
-        let mut c = base();
-        c.cores = n;
-        assert_eq!(c.validate().map(|v| v.cores).ok(), Some(n), "cores = {n}");
+        assert_eq!(validated(|c| c.cores = n).cores, n, "cores = {n}");
     }
     let s = error_of(|c| c.cores = CORES_SUPPORTED + 1);
     assert!(
@@ -380,9 +384,8 @@ fn cores_from_one_to_the_limit_are_taken_and_others_refused() {
 
 #[test]
 fn cpus_are_a_taskset_list_and_others_are_refused() {
-    let mut c = base();
-    c.cpus = Some("0-2, 7,1".into());
-    assert_eq!(c.validate().unwrap().cpus, [0, 1, 2, 7]);
+    let v = validated(|c| c.cpus = Some("0-2, 7,1".into()));
+    assert_eq!(v.cpus, [0, 1, 2, 7]);
     assert_eq!(base().validate().unwrap().cpus, Vec::<usize>::new());
     for bad in ["3-1", "x", "", "1-", "4096"] {
         let s = error_of(|c| c.cpus = Some(bad.into()));
@@ -399,9 +402,7 @@ fn bad_socket_paths_are_refused() {
     let long = format!("/tmp/{}", "s".repeat(103));
     assert_eq!(long.len(), 108);
     assert!(error_of(|c| c.socket = long.into()).contains("at most 107"));
-    let mut c = base();
-    c.socket = format!("/tmp/{}", "s".repeat(102)).into();
-    assert!(c.validate().is_ok());
+    validated(|c| c.socket = format!("/tmp/{}", "s".repeat(102)).into());
 }
 
 #[test]
@@ -411,9 +412,7 @@ fn ring_bytes_must_be_a_power_of_two_in_range() {
         assert!(s.contains("must be a power of two"), "{bad}: {s}");
     }
     for good in [4096, 1 << 20, 16 << 20] {
-        let mut c = base();
-        c.ring_bytes = good;
-        assert_eq!(c.validate().unwrap().ring_bytes, good);
+        assert_eq!(validated(|c| c.ring_bytes = good).ring_bytes, good);
     }
 }
 
@@ -461,10 +460,10 @@ fn adaptive_idle_time_is_bounded() {
 
 #[test]
 fn privileged_ports_root_listed_uid_or_listed_group() {
-    let mut c = base();
-    c.ports.privileged_uids = vec![1000];
-    c.ports.privileged_gids = vec![27];
-    let v = c.validate().unwrap();
+    let v = validated(|c| {
+        c.ports.privileged_uids = vec![1000];
+        c.ports.privileged_gids = vec![27];
+    });
     assert!(v.may_bind_privileged(0, &[]));
     assert!(v.may_bind_privileged(1000, &[]));
     assert!(v.may_bind_privileged(1001, &[100, 27]));

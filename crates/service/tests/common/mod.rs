@@ -157,6 +157,20 @@ impl Daemon {
             .expect("joining the daemon")
     }
 
+    /// A well-behaved application of this daemon and its listener on `port` (any address).
+    pub fn app_listening(&self, port: u16) -> (Stack, TcpListener) {
+        let app = self.app();
+        let l = TcpListener::bind(&app, any(port)).expect("the app's listen");
+        (app, l)
+    }
+
+    /// A nonblocking listener of the peer stack on `port` (any address).
+    pub fn peer_listener(&self, port: u16) -> TcpListener {
+        let mut l = TcpListener::bind(&self.peer, any(port)).expect("the peer's listen");
+        l.set_nonblocking(true).expect("nonblocking");
+        l
+    }
+
     /// Everything the daemon logged so far.
     pub fn log(&self) -> String {
         let bytes = self.log.0.lock().unwrap_or_else(|e| e.into_inner());
