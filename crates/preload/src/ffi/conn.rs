@@ -3,10 +3,11 @@
 use super::*;
 
 /// bind(2) or connect(2) of the corestack socket `s` at `fd` to the `len`
-/// bytes at `addr`: `ours(s, entry, fd, address, bytes)` for an address
+/// bytes at `addr`: `on_core(s, entry, fd, address, bytes)` for an address
 /// corestack parses (IPv4, IPv6), else `kernel(fd, bytes)` (another family:
 /// the kernel socket answers); the epoll registrations follow the socket
-/// after ([`settle`]). 0, or the errno (EFAULT for a null `addr`).
+/// after ([`settle`]). 0, or the errno (EFAULT for a null `addr` with
+/// `len` > 0).
 ///
 /// # Safety
 /// `addr` is null or readable for `len` bytes.
@@ -16,13 +17,13 @@ unsafe fn at_addr(
     fd: c_int,
     addr: *const sockaddr,
     len: socklen_t,
-    ours: impl FnOnce(&Sock, &Arc<Obj>, c_int, addr::Sa, &[u8]) -> R<()>,
+    on_core: impl FnOnce(&Sock, &Arc<Obj>, c_int, addr::Sa, &[u8]) -> R<()>,
     kernel: impl FnOnce(c_int, &[u8]) -> R<()>,
 ) -> R<c_int> {
     // SAFETY: the caller's promise, passed on.
     let raw = unsafe { bytes(addr.cast(), len as usize) }?;
     let r = match addr::parse(raw) {
-        Ok(sa) => ours(s, o, fd, sa, raw),
+        Ok(sa) => on_core(s, o, fd, sa, raw),
         Err(_) => kernel(fd, raw),
     };
     settle(s, o);
