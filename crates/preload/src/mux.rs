@@ -13,7 +13,7 @@
 //! (POLLIN_SET, POLLOUT_SET, POLLEX_SET).
 #![forbid(unsafe_code)]
 
-use crate::cancel::{self, Quiet};
+use crate::cancel::Quiet;
 use crate::table::{self, Obj};
 use crate::wait::{self, Deadline};
 use core::ffi::c_int;
@@ -64,11 +64,8 @@ pub fn poll(
         if let Some(n) = look(fds, &mut kset, ours, &kernel_side, look_kernel)? {
             return Ok(n);
         }
-        if deadline.passed() {
-            return Ok(0);
-        }
-        if quiet.due() {
-            return Err(cancel::PENDING);
+        if let Some(end) = deadline.nothing_ready(&quiet) {
+            return end;
         }
         round = round.wrapping_add(1);
         let (Some(stack), Some(steps)) = (stack, steps.as_mut()) else {

@@ -144,6 +144,20 @@ impl Deadline {
         self.left() == Some(Duration::ZERO)
     }
 
+    /// How a readiness wait (poll, select, epoll_wait) whose last look
+    /// found nothing ends now: `Some(Ok(0))` once passed (the timeout,
+    /// reported before a cancel), else `Some(Err(PENDING))` when a cancel
+    /// of the thread is due ([`Quiet::due`]), else None: it goes on.
+    pub fn nothing_ready(&self, quiet: &Quiet) -> Option<Result<usize, c_int>> {
+        if self.passed() {
+            Some(Ok(0))
+        } else if quiet.due() {
+            Some(Err(crate::cancel::PENDING))
+        } else {
+            None
+        }
+    }
+
     /// Time left in ms for poll(2), rounded up (-1: no limit).
     pub fn poll_ms(&self) -> i64 {
         match self.left() {

@@ -170,27 +170,31 @@ impl RogueApp {
         slot
     }
 
+    /// Claims a fresh slot ([`claim`](Self::claim)) and enqueues the
+    /// command `desc` makes for it; returns the slot.
+    fn claim_for(&self, desc: impl FnOnce(u32) -> Desc) -> u32 {
+        let slot = self.claim();
+        self.push(desc(slot));
+        slot
+    }
+
     /// Opens a TCP connection from a fresh slot to `remote`; returns the slot.
     pub fn connect(&self, remote: impl Into<SocketAddr>) -> u32 {
-        let slot = self.claim();
-        self.push(Desc::Connect {
+        self.claim_for(|slot| Desc::Connect {
             slot,
             remote: remote.into(),
             local_port: 0,
             nodelay: false,
-        });
-        slot
+        })
     }
 
     /// Binds a UDP socket in a fresh slot to `local`; returns the slot.
     pub fn udp_bind(&self, local: impl Into<SocketAddr>) -> u32 {
-        let slot = self.claim();
-        self.push(Desc::UdpBind {
+        self.claim_for(|slot| Desc::UdpBind {
             slot,
             local: local.into(),
             v6only: false,
-        });
-        slot
+        })
     }
 
     /// Waits up to `bound` for the daemon to drop this association: ECONNRESET in the

@@ -726,12 +726,10 @@ mod tests {
 #[cfg(test)]
 mod tests_v6 {
     use super::*;
-    use core::net::Ipv6Addr;
+    use crate::test_util::{DST6, SRC6};
 
     #[test]
     fn v6_checksum_round_trips() {
-        let (src, dst): (Ipv6Addr, Ipv6Addr) =
-            ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
         let repr = TcpRepr {
             src_port: 5,
             dst_port: 6,
@@ -741,15 +739,15 @@ mod tests_v6 {
         let mut buf = [0u8; 23];
         let h = repr.emit_header(&mut buf);
         buf[h..].copy_from_slice(b"abc");
-        fill_checksum(&mut buf, src, dst);
-        let (r, p) = TcpRepr::parse(&buf, src, dst, true).unwrap();
+        fill_checksum(&mut buf, SRC6, DST6);
+        let (r, p) = TcpRepr::parse(&buf, SRC6, DST6, true).unwrap();
         assert_eq!((r.src_port, p), (5, &b"abc"[..]));
-        assert_eq!(TcpRepr::parse(&buf, dst, src, true).map(|_| ()), Ok(()));
-        assert!(TcpRepr::parse(&buf, src, "fd00::9".parse().unwrap(), true).is_err());
+        assert_eq!(TcpRepr::parse(&buf, DST6, SRC6, true).map(|_| ()), Ok(()));
+        assert!(TcpRepr::parse(&buf, SRC6, "fd00::9".parse().unwrap(), true).is_err());
         // Partial: the pseudo sum plus the segment's own sum completes it.
-        fill_pseudo_checksum(&mut buf, src, dst);
+        fill_pseudo_checksum(&mut buf, SRC6, DST6);
         let c = checksum::fold(checksum::sum(&buf, 0));
         buf[16..18].copy_from_slice(&c.to_be_bytes());
-        assert!(TcpRepr::parse(&buf, src, dst, true).is_ok());
+        assert!(TcpRepr::parse(&buf, SRC6, DST6, true).is_ok());
     }
 }

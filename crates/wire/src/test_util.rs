@@ -1,9 +1,15 @@
 //! Helpers shared by the unit tests of several modules.
 
 use core::fmt::Debug;
+use core::net::Ipv6Addr;
 use core::ops::Range;
 
 use crate::{Error, Result};
+
+/// The IPv6 source of the unit tests' pseudo-headers (fd00::1).
+pub(crate) const SRC6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
+/// The IPv6 destination of the unit tests' pseudo-headers (fd00::2).
+pub(crate) const DST6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2);
 
 /// Asserts that `parse` refuses every prefix of `buf` whose length in bytes
 /// lies in `lens` with [`Error::Truncated`] (the message names the length).

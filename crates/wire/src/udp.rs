@@ -211,12 +211,10 @@ mod tests {
 #[cfg(test)]
 mod tests_v6 {
     use super::*;
-    use core::net::Ipv6Addr;
+    use crate::test_util::{DST6, SRC6};
 
     #[test]
     fn v6_checksum_round_trips_and_zero_is_refused() {
-        let (src, dst): (Ipv6Addr, Ipv6Addr) =
-            ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
         let mut buf = [0u8; 12];
         UdpRepr {
             src_port: 1,
@@ -225,16 +223,16 @@ mod tests_v6 {
         }
         .emit_header(&mut buf);
         buf[8..].copy_from_slice(b"ping");
-        fill_checksum(&mut buf, src, dst);
-        let (r, p) = UdpRepr::parse(&buf, src, dst, true).unwrap();
+        fill_checksum(&mut buf, SRC6, DST6);
+        let (r, p) = UdpRepr::parse(&buf, SRC6, DST6, true).unwrap();
         assert_eq!((r.src_port, r.dst_port, p), (1, 2, &b"ping"[..]));
         assert_eq!(
-            UdpRepr::parse(&buf, dst, "fd00::3".parse().unwrap(), true).unwrap_err(),
+            UdpRepr::parse(&buf, DST6, "fd00::3".parse().unwrap(), true).unwrap_err(),
             Error::Checksum
         );
         buf[6..8].fill(0);
         assert_eq!(
-            UdpRepr::parse(&buf, src, dst, true).unwrap_err(),
+            UdpRepr::parse(&buf, SRC6, DST6, true).unwrap_err(),
             Error::Malformed
         );
     }

@@ -616,11 +616,8 @@ impl Epoll {
             if n > 0 {
                 return Ok(n);
             }
-            if deadline.passed() {
-                return Ok(0);
-            }
-            if quiet.due() {
-                return Err(cancel::PENDING);
+            if let Some(end) = deadline.nothing_ready(quiet) {
+                return end;
             }
             round = round.wrapping_add(1);
             match steps.next(stack).map_err(|_| libc::EINTR)? {

@@ -2,6 +2,34 @@
 
 use super::*;
 
+/// bind(2) or connect(2) of the corestack socket `s` at `fd` to the `len`
+/// bytes at `addr`: `on_core(s, entry, fd, address, bytes)` for an address
+/// corestack parses (IPv4, IPv6), else `kernel(fd, bytes)` (another family:
+/// the kernel socket answers); the epoll registrations follow the socket
+/// after ([`settle`]). 0, or the errno (EFAULT for a null `addr` with
+/// `len` > 0).
+///
+/// # Safety
+/// `addr` is null or readable for `len` bytes.
+unsafe fn at_addr(
+    o: &Arc<Obj>,
+    s: &Sock,
+    fd: c_int,
+    addr: *const sockaddr,
+    len: socklen_t,
+    on_core: impl FnOnce(&Sock, &Arc<Obj>, c_int, addr::Sa, &[u8]) -> R<()>,
+    kernel: impl FnOnce(c_int, &[u8]) -> R<()>,
+) -> R<c_int> {
+    // SAFETY: the caller's promise, passed on.
+    let raw = unsafe { bytes(addr.cast(), len as usize) }?;
+    let r = match addr::parse(raw) {
+        Ok(sa) => on_core(s, o, fd, sa, raw),
+        Err(_) => kernel(fd, raw),
+    };
+    settle(s, o);
+    r.map(|()| 0)
+}
+
 /// bind(2): the decision point for servers (see `sock`).
 #[no_mangle]
 pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
@@ -9,17 +37,8 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         fd,
         // SAFETY: passed through.
         || unsafe { sys::bind(fd, addr, len) },
-        |o, s| {
-            // SAFETY: the caller promises `len` readable bytes at `addr`.
-            let raw = unsafe { bytes(addr.cast(), len as usize) }?;
-            let sa = addr::parse(raw);
-            let r = match sa {
-                Ok(sa) => s.bind(o, fd, sa, raw),
-                Err(_) => k::bind(fd, raw),
-            };
-            settle(s, o);
-            r.map(|()| 0)
-        },
+        // SAFETY: the caller promises `len` readable bytes at `addr`.
+        |o, s| unsafe { at_addr(o, s, fd, addr, len, Sock::bind, k::bind) },
     )
 }
 
@@ -95,16 +114,8 @@ pub unsafe extern "C-unwind" fn connect(fd: c_int, addr: *const sockaddr, len: s
             fd,
             // SAFETY: passed through.
             || unsafe { sys::connect(fd, addr, len) },
-            |o, s| {
-                // SAFETY: the caller promises `len` readable bytes at `addr`.
-                let raw = unsafe { bytes(addr.cast(), len as usize) }?;
-                let r = match addr::parse(raw) {
-                    Ok(sa) => s.connect(o, fd, sa, raw),
-                    Err(_) => k::connect(fd, raw),
-                };
-                settle(s, o);
-                r.map(|()| 0)
-            },
+            // SAFETY: the caller promises `len` readable bytes at `addr`.
+            |o, s| unsafe { at_addr(o, s, fd, addr, len, Sock::connect, k::connect) },
         )
     })
 }

@@ -174,11 +174,8 @@ pub unsafe extern "C-unwind" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_in
             // SAFETY: passed through.
             return unsafe { sys::recvmsg(fd, msg, flags) };
         };
-        run(|| {
-            alive(s)?;
-            // SAFETY: the caller promises a valid msghdr.
-            unsafe { recvmsg_impl(&o, s, fd, msg, flags) }
-        })
+        // SAFETY: the caller promises a valid msghdr.
+        run_alive(&o, s, |o, s| unsafe { recvmsg_impl(o, s, fd, msg, flags) })
     })
 }
 
@@ -242,33 +239,52 @@ pub unsafe extern "C-unwind" fn recvmmsg(
                 if !timeout.is_null() {
                     return Err(libc::EINVAL);
                 }
-                if vec.is_null() && vlen > 0 {
-                    return Err(libc::EFAULT);
-                }
-                let vlen = vlen.min(1024) as usize;
-                let mut got = 0usize;
-                for i in 0..vlen {
+                let one = |i, m: &mut msghdr| {
                     let f = if i > 0 && (flags & libc::MSG_WAITFORONE != 0 || s.ty == Ty::Dgram) {
                         (flags & !libc::MSG_WAITFORONE) | libc::MSG_DONTWAIT
                     } else {
                         flags & !libc::MSG_WAITFORONE
                     };
-                    // SAFETY: the caller promises `vlen` mmsghdrs at `vec`.
-                    let mh = unsafe { &mut *vec.add(i) };
                     // SAFETY: as recvmsg.
-                    match unsafe { recvmsg_impl(o, s, fd, &mut mh.msg_hdr, f) } {
-                        Ok(n) => {
-                            mh.msg_len = n as c_uint;
-                            got += 1;
-                        }
-                        Err(e) if got == 0 => return Err(e),
-                        Err(_) => break,
-                    }
-                }
-                Ok(got as c_int)
+                    unsafe { recvmsg_impl(o, s, fd, m, f) }
+                };
+                // SAFETY: the caller promises `vlen` mmsghdrs at `vec`.
+                unsafe { each_mmsg(vec, vlen, one) }
             },
         )
     })
+}
+
+/// The messages of a recvmmsg or sendmmsg batch (`vlen` at `vec`, 1024 at
+/// most): `one(index, header)` for each in turn, its result stored in the
+/// entry's `msg_len`, until one fails. Returns how many succeeded, or the
+/// first one's error when none did; EFAULT for a null `vec` with
+/// `vlen` > 0.
+///
+/// # Safety
+/// `vec` is null or points to `vlen` writable mmsghdrs.
+unsafe fn each_mmsg(
+    vec: *mut mmsghdr,
+    vlen: c_uint,
+    mut one: impl FnMut(usize, &mut msghdr) -> R<ssize_t>,
+) -> R<c_int> {
+    if vec.is_null() && vlen > 0 {
+        return Err(libc::EFAULT);
+    }
+    let mut done = 0usize;
+    for i in 0..vlen.min(1024) as usize {
+        // SAFETY: the caller promises `vlen` mmsghdrs at `vec`.
+        let mh = unsafe { &mut *vec.add(i) };
+        match one(i, &mut mh.msg_hdr) {
+            Ok(n) => {
+                mh.msg_len = n as c_uint;
+                done += 1;
+            }
+            Err(e) if done == 0 => return Err(e),
+            Err(_) => break,
+        }
+    }
+    Ok(done as c_int)
 }
 
 /// send(2).
@@ -301,16 +317,26 @@ pub unsafe extern "C-unwind" fn sendto(
             |o, s| {
                 // SAFETY: the caller promises `n` readable bytes at `buf`.
                 let b = unsafe { bytes(buf, n) }?;
-                let to = if addr.is_null() || s.ty == Ty::Stream {
-                    None
-                } else {
-                    // SAFETY: and `len` readable bytes at `addr`.
-                    Some(unsafe { bytes(addr.cast(), len as usize) }?)
-                };
+                // SAFETY: and `len` readable bytes at `addr` (or null).
+                let to = unsafe { send_to(s, addr.cast(), len) }?;
                 size(send_bufs(o, s, fd, &[b], flags, to))
             },
         )
     })
+}
+
+/// The destination address bytes a send names (`len` bytes at `addr`),
+/// None for a null `addr` or a stream socket (sendto(2): the address is
+/// ignored on a connected TCP socket).
+///
+/// # Safety
+/// `addr` is null or readable for `len` bytes.
+unsafe fn send_to<'a>(s: &Sock, addr: *const c_void, len: socklen_t) -> R<Option<&'a [u8]>> {
+    if addr.is_null() || s.ty == Ty::Stream {
+        return Ok(None);
+    }
+    // SAFETY: the caller's promise, passed on.
+    unsafe { bytes(addr, len as usize) }.map(Some)
 }
 
 pub(super) unsafe fn sendmsg_impl(
@@ -327,12 +353,8 @@ pub(super) unsafe fn sendmsg_impl(
     let m = unsafe { &*msg };
     // SAFETY: its iovecs describe readable memory.
     let b = unsafe { iovecs(m.msg_iov, m.msg_iovlen as c_int) }?;
-    let to = if m.msg_name.is_null() || s.ty == Ty::Stream {
-        None
-    } else {
-        // SAFETY: msg_name is readable for msg_namelen bytes.
-        Some(unsafe { bytes(m.msg_name, m.msg_namelen as usize) }?)
-    };
+    // SAFETY: msg_name is readable for msg_namelen bytes (or null).
+    let to = unsafe { send_to(s, m.msg_name, m.msg_namelen) }?;
     if m.msg_controllen > 0 && !m.msg_control.is_null() {
         let dst = match to {
             Some(raw) => addr::parse(raw)?.core(s.family),
@@ -491,11 +513,8 @@ pub unsafe extern "C-unwind" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_
             // SAFETY: passed through.
             return unsafe { sys::sendmsg(fd, msg, flags) };
         };
-        run(|| {
-            alive(s)?;
-            // SAFETY: the caller promises a valid msghdr.
-            unsafe { sendmsg_impl(&o, s, fd, msg, flags) }
-        })
+        // SAFETY: the caller promises a valid msghdr.
+        run_alive(&o, s, |o, s| unsafe { sendmsg_impl(o, s, fd, msg, flags) })
     })
 }
 
@@ -526,26 +545,11 @@ pub unsafe extern "C-unwind" fn sendmmsg(
             // SAFETY: passed through.
             return unsafe { sys::sendmmsg(fd, vec, vlen, flags) };
         };
-        run(|| {
-            alive(s)?;
-            if vec.is_null() && vlen > 0 {
-                return Err(libc::EFAULT);
-            }
-            let mut sent = 0usize;
-            for i in 0..vlen.min(1024) as usize {
-                // SAFETY: the caller promises `vlen` mmsghdrs at `vec`.
-                let mh = unsafe { &mut *vec.add(i) };
-                // SAFETY: as sendmsg.
-                match unsafe { sendmsg_impl(&o, s, fd, &mh.msg_hdr, flags) } {
-                    Ok(n) => {
-                        mh.msg_len = n as c_uint;
-                        sent += 1;
-                    }
-                    Err(e) if sent == 0 => return Err(e),
-                    Err(_) => break,
-                }
-            }
-            Ok(sent as c_int)
+        run_alive(&o, s, |o, s| {
+            // SAFETY: as sendmsg.
+            let one = |_, m: &mut msghdr| unsafe { sendmsg_impl(o, s, fd, m, flags) };
+            // SAFETY: the caller promises `vlen` mmsghdrs at `vec`.
+            unsafe { each_mmsg(vec, vlen, one) }
         })
     })
 }

@@ -207,26 +207,34 @@ fn sock_or_kernel<T>(
     kernel()
 }
 
+/// `on_ours(entry, socket)` under [`run`] (an error becomes errno and -1)
+/// once [`alive`] allows it (ENETDOWN in a forked child).
+#[inline]
+fn run_alive<T: TryFrom<i64>>(
+    o: &Arc<Obj>,
+    s: &Sock,
+    on_ours: impl FnOnce(&Arc<Obj>, &Sock) -> R<T>,
+) -> T {
+    run(|| {
+        alive(s)?;
+        on_ours(o, s)
+    })
+}
+
 /// A call on `fd` that is a cancellation point: libc's own (`kernel()`)
-/// unless `fd` is a corestack socket, else `on_ours(entry, socket)` under
-/// [`run`] (an error becomes errno and -1) once [`alive`] allows it
-/// (ENETDOWN in a forked child).
+/// unless `fd` is a corestack socket, else `on_ours(entry, socket)` as
+/// [`run_alive`] runs it.
 #[inline]
 fn sock_call<T: TryFrom<i64>>(
     fd: c_int,
     kernel: impl FnOnce() -> T,
     on_ours: impl FnOnce(&Arc<Obj>, &Sock) -> R<T>,
 ) -> T {
-    sock_or_kernel(fd, kernel, |o, s| {
-        run(|| {
-            alive(s)?;
-            on_ours(o, s)
-        })
-    })
+    sock_or_kernel(fd, kernel, |o, s| run_alive(o, s, on_ours))
 }
 
-/// As [`sock_call`] under [`run_quiet`], for a call that is no
-/// cancellation point.
+/// As [`sock_call`] with cancellation disabled on the corestack path (as
+/// [`run_quiet`]), for a call that is no cancellation point.
 #[inline]
 fn sock_call_quiet<T: TryFrom<i64>>(
     fd: c_int,
@@ -234,10 +242,8 @@ fn sock_call_quiet<T: TryFrom<i64>>(
     on_ours: impl FnOnce(&Arc<Obj>, &Sock) -> R<T>,
 ) -> T {
     sock_or_kernel(fd, kernel, |o, s| {
-        run_quiet(|| {
-            alive(s)?;
-            on_ours(o, s)
-        })
+        let _quiet = crate::cancel::Quiet::new();
+        run_alive(o, s, on_ours)
     })
 }
 

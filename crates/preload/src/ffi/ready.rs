@@ -115,8 +115,17 @@ pub(super) unsafe fn set_words<'a>(s: *mut fd_set) -> Option<&'a mut [u64; 16]> 
     Some(unsafe { &mut *(s as *mut [u64; 16]) })
 }
 
-pub(super) unsafe fn any_ours(n: c_int, sets: [*mut fd_set; 3]) -> bool {
-    let n = n.clamp(0, 1024) as usize;
+/// True when the shim serves a select on the first `n` fds of `sets`: the
+/// call is the application's, `n` is 0..=1024, and a set holds a corestack
+/// socket. Otherwise the call is libc's.
+///
+/// # Safety
+/// Each of `sets` is null or a writable fd_set.
+pub(super) unsafe fn select_served(n: c_int, sets: [*mut fd_set; 3]) -> bool {
+    if sys::inside() || !(0..=1024).contains(&n) {
+        return false;
+    }
+    let n = n as usize;
     for s in sets {
         // SAFETY: as set_words.
         if let Some(w) = unsafe { set_words(s) } {
@@ -128,6 +137,23 @@ pub(super) unsafe fn any_ours(n: c_int, sets: [*mut fd_set; 3]) -> bool {
         }
     }
     false
+}
+
+/// [`mux::select`] over the read, write and error sets (`sets`, each null
+/// or an fd_set) of fds 0..`n` until `deadline`, with signal mask `mask`
+/// while asleep: the count of ready bits left set.
+///
+/// # Safety
+/// As [`select_served`], with `n` in 0..=1024.
+unsafe fn select_sets(
+    n: c_int,
+    [r, w, e]: [*mut fd_set; 3],
+    deadline: Deadline,
+    mask: Option<&sigset_t>,
+) -> R<c_int> {
+    // SAFETY: the caller's sets.
+    let (r, w, e) = unsafe { (set_words(r), set_words(w), set_words(e)) };
+    mux::select(n as usize, r, w, e, deadline, mask).map(|c| c as c_int)
 }
 
 /// select(2) over kernel fds and corestack sockets; the timeout is updated
@@ -142,7 +168,7 @@ pub unsafe extern "C-unwind" fn select(
 ) -> c_int {
     crate::cancel::point(|| {
         // SAFETY: the caller's sets.
-        if sys::inside() || !(0..=1024).contains(&n) || !unsafe { any_ours(n, [r, w, e]) } {
+        if !unsafe { select_served(n, [r, w, e]) } {
             // SAFETY: passed through.
             return unsafe { sys::select(n, r, w, e, tv) };
         }
@@ -160,16 +186,7 @@ pub unsafe extern "C-unwind" fn select(
                 ))
             };
             // SAFETY: the caller's sets.
-            let res = unsafe {
-                mux::select(
-                    n as usize,
-                    set_words(r),
-                    set_words(w),
-                    set_words(e),
-                    deadline,
-                    None,
-                )
-            };
+            let res = unsafe { select_sets(n, [r, w, e], deadline, None) };
             if !tv.is_null() {
                 let left = deadline.left().unwrap_or_default();
                 // SAFETY: as above, writable.
@@ -178,7 +195,7 @@ pub unsafe extern "C-unwind" fn select(
                     (*tv).tv_usec = left.subsec_micros() as libc::suseconds_t;
                 }
             }
-            res.map(|c| c as c_int)
+            res
         })
     })
 }
@@ -195,7 +212,7 @@ pub unsafe extern "C-unwind" fn pselect(
 ) -> c_int {
     crate::cancel::point(|| {
         // SAFETY: the caller's sets.
-        if sys::inside() || !(0..=1024).contains(&n) || !unsafe { any_ours(n, [r, w, e]) } {
+        if !unsafe { select_served(n, [r, w, e]) } {
             // SAFETY: passed through.
             return unsafe { sys::pselect(n, r, w, e, ts, mask) };
         }
@@ -204,17 +221,7 @@ pub unsafe extern "C-unwind" fn pselect(
             // SAFETY: null or a readable sigset.
             let mask = unsafe { mask.as_ref() };
             // SAFETY: the caller's sets.
-            let res = unsafe {
-                mux::select(
-                    n as usize,
-                    set_words(r),
-                    set_words(w),
-                    set_words(e),
-                    deadline,
-                    mask,
-                )
-            };
-            res.map(|c| c as c_int)
+            unsafe { select_sets(n, [r, w, e], deadline, mask) }
         })
     })
 }

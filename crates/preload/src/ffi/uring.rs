@@ -156,6 +156,22 @@ fn refused_ring() -> c_int {
     -libc::ENOSYS
 }
 
+/// A liburing call that creates a ring: [`refused_ring`] while the shim
+/// serves the process ([`refuse`]) or when liburing lacks the function,
+/// else `call` with the real function that `real` picks from liburing's.
+fn ring_call<F>(
+    real: impl FnOnce(&sys::Liburing) -> Option<F>,
+    call: impl FnOnce(F) -> c_int,
+) -> c_int {
+    if refuse() {
+        return refused_ring();
+    }
+    match real(sys::liburing()) {
+        Some(f) => call(f),
+        None => refused_ring(),
+    }
+}
+
 /// liburing's `io_uring_queue_init(entries, ring, flags)`: 0, or `-errno`
 /// (here `-ENOSYS` while the shim serves the process).
 ///
@@ -167,14 +183,8 @@ pub unsafe extern "C" fn io_uring_queue_init(
     ring: *mut c_void,
     flags: c_uint,
 ) -> c_int {
-    if refuse() {
-        return refused_ring();
-    }
-    match sys::liburing().queue_init {
-        // SAFETY: the caller upholds liburing's contract.
-        Some(f) => unsafe { f(entries, ring, flags) },
-        None => refused_ring(),
-    }
+    // SAFETY: the caller upholds liburing's contract.
+    ring_call(|l| l.queue_init, |f| unsafe { f(entries, ring, flags) })
 }
 
 /// liburing's `io_uring_queue_init_params(entries, ring, params)`: 0, or
@@ -188,14 +198,11 @@ pub unsafe extern "C" fn io_uring_queue_init_params(
     ring: *mut c_void,
     params: *mut c_void,
 ) -> c_int {
-    if refuse() {
-        return refused_ring();
-    }
-    match sys::liburing().queue_init_params {
-        // SAFETY: the caller upholds liburing's contract.
-        Some(f) => unsafe { f(entries, ring, params) },
-        None => refused_ring(),
-    }
+    // SAFETY: the caller upholds liburing's contract.
+    ring_call(
+        |l| l.queue_init_params,
+        |f| unsafe { f(entries, ring, params) },
+    )
 }
 
 /// liburing's `io_uring_queue_init_mem(entries, ring, params, buf,
@@ -212,14 +219,11 @@ pub unsafe extern "C" fn io_uring_queue_init_mem(
     buf: *mut c_void,
     buf_size: size_t,
 ) -> c_int {
-    if refuse() {
-        return refused_ring();
-    }
-    match sys::liburing().queue_init_mem {
-        // SAFETY: the caller upholds liburing's contract.
-        Some(f) => unsafe { f(entries, ring, params, buf, buf_size) },
-        None => refused_ring(),
-    }
+    // SAFETY: the caller upholds liburing's contract.
+    ring_call(
+        |l| l.queue_init_mem,
+        |f| unsafe { f(entries, ring, params, buf, buf_size) },
+    )
 }
 
 /// liburing's `io_uring_setup(entries, params)` (2.3 and later): the ring's
@@ -229,14 +233,8 @@ pub unsafe extern "C" fn io_uring_queue_init_mem(
 /// As for liburing's function.
 #[no_mangle]
 pub unsafe extern "C" fn io_uring_setup(entries: c_uint, params: *mut c_void) -> c_int {
-    if refuse() {
-        return refused_ring();
-    }
-    match sys::liburing().setup {
-        // SAFETY: the caller upholds liburing's contract.
-        Some(f) => unsafe { f(entries, params) },
-        None => refused_ring(),
-    }
+    // SAFETY: the caller upholds liburing's contract.
+    ring_call(|l| l.setup, |f| unsafe { f(entries, params) })
 }
 
 /// liburing's `io_uring_get_probe()`: the opcodes a ring supports, or null

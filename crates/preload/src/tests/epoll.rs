@@ -59,6 +59,18 @@ fn pipe() -> (Fd, Fd) {
     (Fd(p[0]), Fd(p[1]))
 }
 
+/// A fresh epoll set holding a fresh pipe's read end for EPOLLIN (data
+/// [`PIPE`]): (the set, read end, write end).
+fn epoll_with_pipe() -> (Fd, Fd, Fd) {
+    let (r, w) = pipe();
+    let ep = epoll_create();
+    assert_eq!(
+        ctl(ep.0, libc::EPOLL_CTL_ADD, r.0, libc::EPOLLIN as u32, PIPE),
+        0
+    );
+    (ep, r, w)
+}
+
 /// A connection to the echo with `b"x"`'s echo waiting in it (readable).
 fn readable_conn() -> Fd {
     let c = echo_conn();
@@ -77,12 +89,7 @@ fn readable_conn() -> Fd {
 fn ctl_add_and_mod_from_another_thread_wake_a_sleeping_epoll_wait() {
     let _g = serial();
     let c = readable_conn();
-    let (r, _w) = pipe();
-    let ep = epoll_create();
-    assert_eq!(
-        ctl(ep.0, libc::EPOLL_CTL_ADD, r.0, libc::EPOLLIN as u32, PIPE),
-        0
-    );
+    let (ep, _r, _w) = epoll_with_pipe();
     let oneshot = (libc::EPOLLIN | libc::EPOLLONESHOT) as u32;
 
     let (got, took) = wait_across(ep.0, Duration::from_millis(300), || {
@@ -123,12 +130,7 @@ fn ctl_add_and_mod_from_another_thread_wake_a_sleeping_epoll_wait() {
 fn after_the_last_corestack_registration_goes_the_shims_fds_never_come_out() {
     let _g = serial();
     let c = readable_conn();
-    let (r, w) = pipe();
-    let ep = epoll_create();
-    assert_eq!(
-        ctl(ep.0, libc::EPOLL_CTL_ADD, r.0, libc::EPOLLIN as u32, PIPE),
-        0
-    );
+    let (ep, _r, w) = epoll_with_pipe();
     assert_eq!(
         ctl(
             ep.0,

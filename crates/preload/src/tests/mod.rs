@@ -375,6 +375,14 @@ pub fn set_opt<T: Copy>(fd: c_int, level: c_int, name: c_int, v: T) -> c_int {
     }
 }
 
+/// Sets SO_RCVTIMEO of `fd` to `tv_sec` s and `tv_usec` µs (0 and 0: no
+/// timeout) through the shim; asserts that it succeeds.
+pub fn set_rcvtimeo(fd: c_int, tv_sec: libc::time_t, tv_usec: libc::suseconds_t) {
+    let tv = libc::timeval { tv_sec, tv_usec };
+    let r = set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, tv);
+    assert_eq!(r, 0, "setsockopt SO_RCVTIMEO: errno {}", errno());
+}
+
 /// getsockopt(2) of an int through the shim: the value, or the errno.
 pub fn get_int(fd: c_int, level: c_int, name: c_int) -> Result<c_int, c_int> {
     let mut v: c_int = -12345;

@@ -76,12 +76,7 @@ fn signal_during(
 fn a_signal_during_the_spin_interrupts_recv_poll_and_epoll_wait() {
     let _g = serial();
     let c = echo_conn();
-    let tv = libc::timeval {
-        tv_sec: 3,
-        tv_usec: 0,
-    };
-    let r = set_opt(c.0, libc::SOL_SOCKET, libc::SO_RCVTIMEO, tv);
-    assert_eq!(r, 0);
+    set_rcvtimeo(c.0, 3, 0);
     // SAFETY: no pointers.
     let ep = Fd(unsafe { crate::ffi::ready::epoll_create1(0) });
     let mut ev = libc::epoll_event {
@@ -147,12 +142,7 @@ fn a_signal_during_the_spin_interrupts_recv_poll_and_epoll_wait() {
 
     // Without it, after SA_RESTART recv goes on and returns the echo of
     // what is sent later.
-    let off = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 0,
-    };
-    let r = set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, off);
-    assert_eq!(r, 0);
+    set_rcvtimeo(fd, 0, 0);
     let before = HANDLED.load(Ordering::SeqCst);
     let sender = spawn(move || {
         std::thread::sleep(SPIN);

@@ -289,18 +289,12 @@ fn a_number_closed_behind_the_shims_back_then_reused_by_pipe_or_open_is_the_new_
 fn so_rcvtimeo_gives_eagain_after_the_timeout() {
     let _g = serial();
     let c = echo_conn();
-    let tv = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 150_000,
-    };
-    let tv_len = core::mem::size_of::<libc::timeval>() as libc::socklen_t;
-    let r = set_opt(c.0, libc::SOL_SOCKET, libc::SO_RCVTIMEO, tv);
-    assert_eq!(r, 0, "setsockopt: errno {}", errno());
+    set_rcvtimeo(c.0, 0, 150_000);
     let mut back = libc::timeval {
         tv_sec: 9,
         tv_usec: 9,
     };
-    let mut len = tv_len;
+    let mut len = core::mem::size_of::<libc::timeval>() as libc::socklen_t;
     // SAFETY: `back` is writable for `len` bytes.
     let r = unsafe {
         crate::ffi::conn::getsockopt(
