@@ -15,7 +15,9 @@ use appif::command::{Command, Owner};
 use appif::socket::{SockState, StatusHandle, UdpHeader};
 use engine::stats::Stats;
 use nic::mem::Steer;
-use owner_bench::{check_clean, delta, ip_frame, push, unreachable, Bench, ENGINES, PEER};
+use owner_bench::{
+    check_clean, delta, ip_frame, push, under_foreign_spreads, unreachable, Bench, ENGINES, PEER,
+};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 use wire::ethernet::{EthernetRepr, ETHERTYPE_IPV4};
@@ -343,11 +345,6 @@ fn icmp_errors_reach_the_quoted_flows_owner(steer: Steer, policy: &str) {
 }
 
 #[test]
-fn icmp_errors_on_queue_0_are_handled_by_the_quoted_flows_owner() {
-    icmp_errors_reach_the_quoted_flows_owner(Steer::AllToZero, "all to queue 0");
-}
-
-#[test]
-fn icmp_errors_spread_per_frame_are_handled_by_the_quoted_flows_owner() {
-    icmp_errors_reach_the_quoted_flows_owner(Steer::RandomPerFrame, "random per frame");
+fn icmp_errors_on_queue_0_or_spread_per_frame_are_handled_by_the_quoted_flows_owner() {
+    under_foreign_spreads(icmp_errors_reach_the_quoted_flows_owner);
 }
