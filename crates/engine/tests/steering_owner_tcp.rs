@@ -13,11 +13,10 @@
 mod owner_bench;
 
 use appif::command::Command;
-use engine::stats::Stats;
 use engine::tcp::State;
 use nic::mem::Steer;
 use owner_bench::{
-    check_clean, delta, push, segment, syn, under_foreign_spreads, Bench, ENGINES, PEER, PORT,
+    check_clean, push, segment, syn, under_foreign_spreads, Bench, ENGINES, PEER, PORT,
 };
 use std::net::SocketAddrV4;
 use wire::tcp::TcpFlags;
@@ -53,8 +52,7 @@ fn cookies_resolve_at_the_owner(steer: Steer, policy: &str) {
             .filter(|s| s.flags.syn() && s.flags.ack())
             .collect();
         assert_eq!(synacks.len(), 5, "{policy}: every SYN answered once");
-        let mid = b.stats();
-        let d = |e: usize, f: fn(&Stats) -> u64| delta(&before, &mid, e, f);
+        let d = b.since(&before);
         assert_eq!(d(k, |s| s.tcp_passive_opens), 2, "{policy}: engine {k}");
         assert_eq!(d(k, |s| s.tcp_syncookies_sent), 3, "{policy}: engine {k}");
         for e in (0..ENGINES).filter(|&e| e != k) {
@@ -72,10 +70,10 @@ fn cookies_resolve_at_the_owner(steer: Steer, policy: &str) {
             TcpFlags::ACK | TcpFlags::PSH,
             5,
         );
+        let mid = b.stats();
         b.send_tcp(&ack, b"hello");
         b.run(4);
-        let after = b.stats();
-        let d = |e: usize, f: fn(&Stats) -> u64| delta(&mid, &after, e, f);
+        let d = b.since(&mid);
         assert_eq!(d(k, |s| s.tcp_syncookies_ok), 1, "{policy}: engine {k}");
         for e in (0..ENGINES).filter(|&e| e != k) {
             assert_eq!(d(e, |s| s.tcp_syncookies_ok), 0, "{policy}: engine {e}");
@@ -149,8 +147,7 @@ fn time_wait_resolves_at_the_owner(steer: Steer, policy: &str) {
         again.options.timestamps = Some((c.ts_val + 1000, 0));
         b.send_tcp(&again, &[]);
         b.run(3);
-        let after = b.stats();
-        let d = |e: usize, f: fn(&Stats) -> u64| delta(&before, &after, e, f);
+        let d = b.since(&before);
         let answers = b.received_tcp_to(sport);
         assert!(
             answers.len() == 1 && answers[0].flags.syn() && answers[0].flags.ack(),
@@ -180,8 +177,7 @@ fn time_wait_resolves_at_the_owner(steer: Steer, policy: &str) {
             &[],
         );
         b.run(3);
-        let after = b.stats();
-        let d = |e: usize, f: fn(&Stats) -> u64| delta(&before, &after, e, f);
+        let d = b.since(&before);
         let rsts = b.received_tcp_to(stray_port);
         assert!(
             rsts.len() == 1 && rsts[0].flags.rst() && rsts[0].seq == SeqNum(4242),

@@ -207,6 +207,14 @@ impl Bench {
         self.engines.iter().map(|e| e.stats()).collect()
     }
 
+    /// How much the engines' counters grew since `before` (a
+    /// [`Bench::stats`] snapshot): `d(e, f)` of the returned `d` is the
+    /// growth of counter `f` on engine `e`.
+    pub fn since<'a>(&self, before: &'a [Stats]) -> impl Fn(usize, fn(&Stats) -> u64) -> u64 + 'a {
+        let after = self.stats();
+        move |e, f| f(&after[e]) - f(&before[e])
+    }
+
     /// A fresh socket id on engine `e`.
     pub fn id(&mut self, e: usize) -> u64 {
         self.next_id += 1;
@@ -295,11 +303,6 @@ pub fn check_clean(stats: &[Stats], policy: &str) {
         sum(|s| s.handoff_rx),
         "{policy}: handoffs sent and taken"
     );
-}
-
-/// The change of one counter of engine `e` between two snapshots.
-pub fn delta(before: &[Stats], after: &[Stats], e: usize, f: fn(&Stats) -> u64) -> u64 {
-    f(&after[e]) - f(&before[e])
 }
 
 /// A connection as the raw peer keeps it.
