@@ -7,6 +7,7 @@ use crate::time::Instant;
 use core::net::Ipv4Addr;
 use nic::TxQueue;
 use wire::arp::{ArpOp, ArpRepr};
+use wire::checksum::IpAddress;
 use wire::ethernet::{self, EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
 use wire::ipv4::{self, Ipv4Repr};
 use wire::MacAddr;
@@ -285,27 +286,15 @@ impl Egress {
         fill: impl FnOnce(&mut [u8]),
     ) -> bool {
         let tcp_len = header_len + payload.len();
-        let frame_len = HEADERS + tcp_len;
-        debug_assert!(frame_len >= MIN_FRAME, "a lent frame cannot be padded");
         let gso = Gso {
             size: gso_size,
             header_len,
         };
-        let segments = gso.segments(tcp_len);
-        let ip = self.ipv4_repr(dst, wire::ipv4::PROTO_TCP, tcp_len, segments);
-        let src = self.ip;
+        let ip = self.ipv4_repr(dst, wire::ipv4::PROTO_TCP, tcp_len, gso.segments(tcp_len));
         let src_mac = self.mac;
-        let queued = tx.transmit_gather(HEADERS + header_len, payload, gso_size, |buf| {
-            emit_headers(buf, dst_mac, src_mac, &ip, tos);
-            let tcp = &mut buf[HEADERS..];
-            fill(tcp);
-            wire::tcp::fill_pseudo_checksum_len(tcp, src, dst, tcp_len);
-        });
-        stats.count_tx(
-            queued,
-            segments,
-            gso.wire_bytes(frame_len, segments, HEADERS),
-        )
+        let emit = |buf: &mut [u8]| emit_headers(buf, dst_mac, src_mac, &ip, tos);
+        let ends = (self.ip, dst);
+        transmit_tcp_gather(tx, stats, HEADERS, ends, gso, payload, emit, fill)
     }
 
     /// Sends an ARP packet from us to `target_ip` (at `target_mac`, or
@@ -401,6 +390,45 @@ pub(crate) fn send_waiting<T: TxQueue>(
         len
     });
     stats.count_tx(sent, 1, len);
+}
+
+/// Hands the port one TCP segment whose payload stays where it lies
+/// ([`TxQueue::transmit_gather`]), either family: `emit` writes the
+/// `link_headers` bytes of Ethernet and IP header, `fill` the
+/// `gso.header_len` bytes of TCP header, whose checksum field then gets
+/// the pseudo-header sum of `ends` (source, destination) over the whole
+/// segment; the port cuts it as `gso` says ([`Gso::segments`]) and
+/// completes the sums. The frame must need no padding (at least
+/// [`MIN_FRAME`] bytes). Counted in `stats` (a refusal in
+/// `tx_no_buffer`); false when the port refused it.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(crate) fn transmit_tcp_gather<T: TxQueue, A: IpAddress>(
+    tx: &mut T,
+    stats: &mut Stats,
+    link_headers: usize,
+    (src, dst): (A, A),
+    gso: Gso,
+    payload: nic::TxPayload,
+    emit: impl FnOnce(&mut [u8]),
+    fill: impl FnOnce(&mut [u8]),
+) -> bool {
+    let tcp_len = gso.header_len + payload.len();
+    let frame_len = link_headers + tcp_len;
+    debug_assert!(frame_len >= MIN_FRAME, "a lent frame cannot be padded");
+    let segments = gso.segments(tcp_len);
+    let lent_at = link_headers + gso.header_len;
+    let queued = tx.transmit_gather(lent_at, payload, gso.size, |buf| {
+        emit(buf);
+        let tcp = &mut buf[link_headers..];
+        fill(tcp);
+        wire::tcp::fill_pseudo_checksum_len(tcp, src, dst, tcp_len);
+    });
+    stats.count_tx(
+        queued,
+        segments,
+        gso.wire_bytes(frame_len, segments, link_headers),
+    )
 }
 
 /// Writes the Ethernet header (to `dst_mac` from `src_mac`) and the IPv4

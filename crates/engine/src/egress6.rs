@@ -7,7 +7,7 @@
 
 use crate::arp::FRAME_CAP;
 use crate::config::{link_local_from_mac, Ipv6Config};
-use crate::egress::send_waiting;
+use crate::egress::{send_waiting, transmit_tcp_gather};
 use crate::egress::{Gso, MIN_FRAME};
 use crate::neighbor::{NdAction, NeighborCache, RETRANS_TIMER};
 use crate::pmtu::{PmtuTable, PMTU_ENTRIES};
@@ -335,26 +335,15 @@ impl Egress6 {
         gso_size: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> bool {
-        let tcp_len = ip.payload_len;
-        let frame_len = HEADERS6 + tcp_len;
-        debug_assert!(frame_len >= MIN_FRAME, "a lent frame cannot be padded");
+        debug_assert_eq!(ip.payload_len, header_len + payload.len());
         let gso = Gso {
             size: gso_size,
             header_len,
         };
-        let segments = gso.segments(tcp_len);
         let src_mac = self.mac;
-        let queued = tx.transmit_gather(HEADERS6 + header_len, payload, gso_size, |buf| {
-            emit_headers(buf, dst_mac, src_mac, ip);
-            let tcp = &mut buf[HEADERS6..];
-            fill(tcp);
-            wire::tcp::fill_pseudo_checksum_len(tcp, ip.src, ip.dst, tcp_len);
-        });
-        stats.count_tx(
-            queued,
-            segments,
-            gso.wire_bytes(frame_len, segments, HEADERS6),
-        )
+        let emit = |buf: &mut [u8]| emit_headers(buf, dst_mac, src_mac, ip);
+        let ends = (ip.src, ip.dst);
+        transmit_tcp_gather(tx, stats, HEADERS6, ends, gso, payload, emit, fill)
     }
 
     /// Sends a Neighbor Solicitation for `target` (RFC 4861 §7.2.2):

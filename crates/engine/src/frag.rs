@@ -220,6 +220,14 @@ mod tests {
         Some(whole.payload().to_vec())
     }
 
+    /// A reassembler of 4 contexts, its counters, and datagram `ident`:
+    /// 3 000 bytes of payload in three fragments of up to 1 480.
+    fn three_fragments(ident: u16) -> (Reassembler, Stats, Vec<u8>, Vec<Vec<u8>>) {
+        let data = payload(3000);
+        let frags = split(ident, &data, 1480);
+        (Reassembler::new(4), Stats::default(), data, frags)
+    }
+
     fn t(secs: u64) -> Instant {
         Instant(1_000_000_000 + secs * 1_000_000_000)
     }
@@ -267,9 +275,7 @@ mod tests {
 
     #[test]
     fn partial_exact_duplicate_is_ignored_and_datagram_completes() {
-        let (mut r, mut s) = (Reassembler::new(4), Stats::default());
-        let data = payload(3000);
-        let frags = split(4, &data, 1480);
+        let (mut r, mut s, data, frags) = three_fragments(4);
         push(&mut r, t(0), &frags[0], &mut s);
         push(&mut r, t(0), &frags[0], &mut s);
         push(&mut r, t(0), &frags[1], &mut s);
@@ -279,9 +285,7 @@ mod tests {
 
     #[test]
     fn partial_duplicate_with_other_bytes_drops_datagram() {
-        let (mut r, mut s) = (Reassembler::new(4), Stats::default());
-        let data = payload(3000);
-        let frags = split(5, &data, 1480);
+        let (mut r, mut s, _, frags) = three_fragments(5);
         push(&mut r, t(0), &frags[1], &mut s);
         let mut evil = frags[1].clone();
         evil[30] ^= 0xff;
@@ -328,9 +332,7 @@ mod tests {
 
     #[test]
     fn partial_missing_piece_times_out_after_30s() {
-        let (mut r, mut s) = (Reassembler::new(4), Stats::default());
-        let data = payload(3000);
-        let frags = split(9, &data, 1480);
+        let (mut r, mut s, _, frags) = three_fragments(9);
         push(&mut r, t(0), &frags[0], &mut s);
         push(&mut r, t(0), &frags[2], &mut s);
         r.expire(t(29), &mut s);
@@ -344,9 +346,7 @@ mod tests {
 
     #[test]
     fn partial_stale_context_is_not_joined_even_without_expire() {
-        let (mut r, mut s) = (Reassembler::new(4), Stats::default());
-        let data = payload(3000);
-        let frags = split(10, &data, 1480);
+        let (mut r, mut s, _, frags) = three_fragments(10);
         push(&mut r, t(0), &frags[0], &mut s);
         push(&mut r, t(0), &frags[1], &mut s);
         assert_eq!(push(&mut r, t(40), &frags[2], &mut s), None);

@@ -278,6 +278,15 @@ mod tests {
         (0..n).map(|i| (i * 13) as u8).collect()
     }
 
+    /// The first fragment (offset 0, M flag `more`) of datagram `ident`,
+    /// cut after 4 bytes of its UDP header (the payload length says so).
+    fn udp_header_cut_at_4(ident: u32, more: bool) -> Vec<u8> {
+        let mut f = fragment(ident, 0, &data(8), more);
+        f.truncate(48 + 4);
+        f[4..6].copy_from_slice(&12u16.to_be_bytes());
+        f
+    }
+
     #[test]
     fn three_fragments_out_of_order_reassemble() {
         let (mut r, mut s) = (Reassembler6::new(2), Stats::default());
@@ -319,14 +328,11 @@ mod tests {
     #[test]
     fn tiny_first_fragment_without_upper_header_is_dropped() {
         let (mut r, mut s) = (Reassembler6::new(2), Stats::default());
-        let d = data(64);
         // 0 bytes of UDP header would fit, but 8 are needed; 0 < 8.
-        let got = push(&mut r, &fragment(1, 0, &d[..0], true), &mut s, 1);
+        let got = push(&mut r, &fragment(1, 0, &[], true), &mut s, 1);
         assert_eq!(got, Frag6::Dropped, "empty fragment");
         // Only 4 bytes of the UDP header: RFC 7112.
-        let mut f = fragment(2, 0, &d[..8], true);
-        f.truncate(48 + 4);
-        f[4..6].copy_from_slice(&12u16.to_be_bytes());
+        let f = udp_header_cut_at_4(2, true);
         assert_eq!(
             push(&mut r, &f, &mut s, 1),
             Frag6::ParamProblem {
@@ -335,9 +341,7 @@ mod tests {
             },
             "4 bytes with M set: not a multiple of 8"
         );
-        let mut f = fragment(3, 0, &d[..8], false);
-        f.truncate(48 + 4);
-        f[4..6].copy_from_slice(&12u16.to_be_bytes());
+        let mut f = udp_header_cut_at_4(3, false);
         f[42..44].copy_from_slice(&[0, 1]); // M set, offset 0
         let got = push(&mut r, &f, &mut s, 1);
         assert!(matches!(got, Frag6::ParamProblem { code: 0, .. }));

@@ -198,20 +198,6 @@ impl Protocols {
             .map_or(self.egress.mtu, |e6| e6.pmtu(dst, self.now))
     }
 
-    /// Sends Destination Unreachable with `code` about `invoking` (e.g.
-    /// port unreachable, `wire::icmpv6::DST_UNREACH_PORT`, for a UDP
-    /// datagram to a closed port), under the rules
-    /// of [`Protocols::send_icmpv6_error`].
-    pub(crate) fn send_icmpv6_unreachable<T: TxQueue>(
-        &mut self,
-        rx: &Rx6<'_>,
-        invoking: &Ipv6Packet<'_>,
-        code: u8,
-        tx: &mut T,
-    ) -> bool {
-        self.send_icmpv6_error(rx, invoking, Icmpv6Error::DstUnreachable(code), tx)
-    }
-
     /// Sends the ICMPv6 error `err` about `invoking` (RFC 4443 §2.4):
     /// never about an ICMPv6 error, a packet to a multicast destination
     /// (IPv6 or link layer) or from a source that is not one node, and

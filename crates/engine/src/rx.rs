@@ -193,14 +193,10 @@ impl Protocols {
         ce: bool,
         tx: &mut T,
     ) -> Option<tcp::Events> {
-        let (seg, payload) = match TcpRepr::parse(segment, src, dst, self.cfg.verify_checksums) {
-            Ok(v) => v,
-            Err(e) => {
-                let s = &mut self.stats;
-                count_bad(e, &mut s.drop_tcp_checksum, &mut s.drop_tcp_malformed);
-                return None;
-            }
-        };
+        let parsed = TcpRepr::parse(segment, src, dst, self.cfg.verify_checksums);
+        let s = &mut self.stats;
+        let (seg, payload) =
+            parsed_or_counted(parsed, &mut s.drop_tcp_checksum, &mut s.drop_tcp_malformed)?;
         self.stats.tcp_rx_segments += 1;
         if let Some(h) = &self.handoff {
             if F::owner(h.steering(), src, dst, seg.src_port, seg.dst_port) != h.me() {
@@ -379,12 +375,36 @@ impl Protocols {
     }
 }
 
-/// Counts a segment or datagram that did not parse (`err`): in `checksum`
-/// when its checksum was wrong, else in `malformed`.
+/// The segment or datagram `parsed`, or None with its failure counted:
+/// in `checksum` when its checksum was wrong, else in `malformed`.
 #[inline]
-pub(crate) fn count_bad(err: Error, checksum: &mut u64, malformed: &mut u64) {
-    match err {
-        Error::Checksum => *checksum += 1,
-        _ => *malformed += 1,
+pub(crate) fn parsed_or_counted<T>(
+    parsed: Result<T, Error>,
+    checksum: &mut u64,
+    malformed: &mut u64,
+) -> Option<T> {
+    let counter = match parsed {
+        Ok(v) => return Some(v),
+        Err(Error::Checksum) => checksum,
+        Err(_) => malformed,
+    };
+    *counter += 1;
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_failures_are_counted_as_checksum_or_malformed() {
+        let (mut checksum, mut malformed) = (0u64, 0u64);
+        let mut take = |parsed| parsed_or_counted(parsed, &mut checksum, &mut malformed);
+        assert_eq!(take(Ok(7)), Some(7));
+        assert_eq!(take(Err(Error::Checksum)), None);
+        for err in [Error::Truncated, Error::Malformed, Error::Unsupported] {
+            assert_eq!(take(Err(err)), None);
+        }
+        assert_eq!((checksum, malformed), (1, 3));
     }
 }

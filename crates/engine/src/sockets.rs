@@ -351,18 +351,11 @@ impl Sockets {
         }
     }
 
+    /// The IPv4 port table `which`: local port -> slot.
     pub fn ports(&self, which: Ports) -> &HashMap<u16, u32> {
         match which {
             Ports::Listeners => &self.listeners,
             Ports::Udp => &self.udp,
-        }
-    }
-
-    /// [`Sockets::ports`], to change.
-    pub fn ports_mut(&mut self, which: Ports) -> &mut HashMap<u16, u32> {
-        match which {
-            Ports::Listeners => &mut self.listeners,
-            Ports::Udp => &mut self.udp,
         }
     }
 
@@ -374,11 +367,12 @@ impl Sockets {
         }
     }
 
-    /// [`Sockets::ports6`], to change.
-    pub fn ports6_mut(&mut self, which: Ports) -> &mut HashMap<u16, u32> {
+    /// Both families' port tables `which` ([`Sockets::ports`],
+    /// [`Sockets::ports6`]), to change: (IPv4, IPv6).
+    fn ports_mut(&mut self, which: Ports) -> [&mut HashMap<u16, u32>; 2] {
         match which {
-            Ports::Listeners => &mut self.listeners6,
-            Ports::Udp => &mut self.udp6,
+            Ports::Listeners => [&mut self.listeners, &mut self.listeners6],
+            Ports::Udp => [&mut self.udp, &mut self.udp6],
         }
     }
 
@@ -391,21 +385,19 @@ impl Sockets {
 
     /// Registers `slot` under `port` in the tables of families `fam`.
     pub fn register_port(&mut self, which: Ports, port: u16, fam: (bool, bool), slot: u32) {
-        if fam.0 {
-            self.ports_mut(which).insert(port, slot);
-        }
-        if fam.1 {
-            self.ports6_mut(which).insert(port, slot);
+        for (on, table) in [fam.0, fam.1].into_iter().zip(self.ports_mut(which)) {
+            if on {
+                table.insert(port, slot);
+            }
         }
     }
 
     /// Takes `slot` out of both port tables `which` under `port`.
     fn unregister_port(&mut self, which: Ports, port: u16, slot: u32) {
-        if self.ports(which).get(&port) == Some(&slot) {
-            self.ports_mut(which).remove(&port);
-        }
-        if self.ports6(which).get(&port) == Some(&slot) {
-            self.ports6_mut(which).remove(&port);
+        for table in self.ports_mut(which) {
+            if table.get(&port) == Some(&slot) {
+                table.remove(&port);
+            }
         }
     }
 

@@ -28,12 +28,16 @@
 //!
 //! A ring record is `[u32 length][u8 kind][3 bytes zero][length bytes]`.
 
+use crate::family::Family;
 use appif::bytes;
 use appif::doorbell::Doorbell;
 use core::net::{Ipv4Addr, Ipv6Addr};
 use nic::rss::Steering;
 use std::sync::Arc;
 use wire::ipv4::{PROTO_ICMP, PROTO_TCP, PROTO_UDP};
+
+// IPv6's upper-layer Next Header values are IPv4's Protocol numbers.
+const _: () = assert!(wire::ipv6::NEXT_TCP == PROTO_TCP && wire::ipv6::NEXT_UDP == PROTO_UDP);
 
 /// Bytes of each handoff ring (per ordered engine pair) by default: 2 730
 /// full-size frames, more than one iteration's receive bursts
@@ -211,14 +215,6 @@ impl Handoff {
         l4: &[u8],
     ) -> Option<usize> {
         match proto {
-            PROTO_TCP => {
-                let (sport, dport) = ports(l4)?;
-                Some(self.steering.owner_v4(src, dst, sport, dport))
-            }
-            PROTO_UDP => {
-                let (_, dport) = ports(l4)?;
-                Some(self.udp_owner(dport))
-            }
             // Errors (destination unreachable, source quench, time
             // exceeded, parameter problem) quote our datagram: IPv4 header
             // from us to the peer, then 8 bytes of it (the ports).
@@ -231,13 +227,9 @@ impl Handoff {
                 let at = |i: usize| Ipv4Addr::new(q[i], q[i + 1], q[i + 2], q[i + 3]);
                 let (qsrc, qdst) = (at(12), at(16));
                 let (qsport, qdport) = ports(&q[ihl..])?;
-                match q[9] {
-                    PROTO_TCP => Some(self.steering.owner_v4(qsrc, qdst, qsport, qdport)),
-                    PROTO_UDP => Some(self.udp_owner(qsport)),
-                    _ => None,
-                }
+                self.flow_owner(q[9], qdst, qsrc, (qdport, qsport))
             }
-            _ => None,
+            _ => self.flow_owner(proto, src, dst, ports(l4)?),
         }
     }
 
@@ -252,13 +244,8 @@ impl Handoff {
         proto: u8,
         l4: &[u8],
     ) -> Option<usize> {
-        use wire::ipv6::{NEXT_ICMPV6, NEXT_TCP, NEXT_UDP};
+        use wire::ipv6::NEXT_ICMPV6;
         match proto {
-            NEXT_TCP => {
-                let (sport, dport) = ports(l4)?;
-                Some(self.steering.owner_v6(src, dst, sport, dport))
-            }
-            NEXT_UDP => Some(self.udp_owner(ports(l4)?.1)),
             // Errors (types below 128) quote our packet: its IPv6 header
             // from us to the peer, its extension headers, then the ports.
             NEXT_ICMPV6 if l4.first().is_some_and(|&t| t < 128) => {
@@ -282,12 +269,23 @@ impl Handoff {
                     _ => return None,
                 };
                 let (qsport, qdport) = ports(q.get(40 + off..)?)?;
-                match next {
-                    NEXT_TCP => Some(self.steering.owner_v6(qsrc, qdst, qsport, qdport)),
-                    NEXT_UDP => Some(self.udp_owner(qsport)),
-                    _ => None,
-                }
+                self.flow_owner(next, qdst, qsrc, (qdport, qsport))
             }
+            _ => self.flow_owner(proto, src, dst, ports(l4)?),
+        }
+    }
+
+    /// The owner of a packet of either family from `src`:`ports.0` to us
+    /// at `dst`:`ports.1` whose transport protocol is `proto` (IPv4's
+    /// Protocol, IPv6's upper-layer Next Header: the same numbers): the
+    /// owner of the 4-tuple for TCP (the same both ways), of our port for
+    /// UDP; None for any other protocol. A quoted packet, which we sent,
+    /// comes with its addresses and ports swapped.
+    #[inline]
+    fn flow_owner<F: Family>(&self, proto: u8, src: F, dst: F, ports: (u16, u16)) -> Option<usize> {
+        match proto {
+            PROTO_TCP => Some(F::owner(&self.steering, src, dst, ports.0, ports.1)),
+            PROTO_UDP => Some(self.udp_owner(ports.1)),
             _ => None,
         }
     }
@@ -441,3 +439,84 @@ impl crate::Protocols {
 
 /// Records taken from each other engine per iteration, at most.
 pub const HANDOFF_BURST: usize = 256;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wire::ipv6::{NEXT_ICMPV6, NEXT_TCP, NEXT_UDP};
+
+    const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+    const US: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+    const PEER6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
+    const US6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2);
+
+    /// The first 8 bytes of a TCP or UDP header: the ports, then zeros.
+    fn transport(sport: u16, dport: u16) -> Vec<u8> {
+        [&sport.to_be_bytes()[..], &dport.to_be_bytes(), &[0; 4]].concat()
+    }
+
+    /// An ICMP(v6) error of `icmp_type` quoting `header` and `transport`.
+    fn error(icmp_type: u8, header: &[u8], transport: &[u8]) -> Vec<u8> {
+        [&[icmp_type, 0, 0, 0, 0, 0, 0, 0][..], header, transport].concat()
+    }
+
+    /// The IPv4 and the IPv6 header of a packet carrying `proto` (8 bytes
+    /// of it) that we sent to the peer.
+    fn quoted(proto: u8) -> (Vec<u8>, Vec<u8>) {
+        let v4 = [0x45, 0, 0, 28, 0, 1, 0x40, 0, 64, proto, 0, 0];
+        let v6 = [0x60, 0, 0, 0, 0, 8, proto, 64];
+        (
+            [&v4[..], &US.octets(), &PEER.octets()].concat(),
+            [&v6[..], &US6.octets(), &PEER6.octets()].concat(),
+        )
+    }
+
+    #[test]
+    fn owner_is_the_4_tuples_for_tcp_our_ports_for_udp_and_the_quoted_flows_for_errors() {
+        let mesh = handoff_mesh(Arc::new(Steering::new(4)), 4096);
+        let (h, s) = (&mesh[0], &*mesh[0].steering);
+        for (peer_port, our_port) in [(40_000, 80), (1234, 5353), (65_535, 1), (7, 9)] {
+            let to_us = transport(peer_port, our_port);
+            let from_us = transport(our_port, peer_port);
+            let tcp4 = s.owner_v4(PEER, US, peer_port, our_port);
+            let tcp6 = s.owner_v6(PEER6, US6, peer_port, our_port);
+            let udp = udp_owner(s, our_port);
+            let what = format!("{peer_port} -> {our_port}");
+
+            assert_eq!(h.owner(PEER, US, PROTO_TCP, &to_us), Some(tcp4), "{what}");
+            assert_eq!(h.owner(PEER, US, PROTO_UDP, &to_us), Some(udp), "{what}");
+            for (proto, want4, want6) in [(PROTO_TCP, tcp4, tcp6), (PROTO_UDP, udp, udp)] {
+                let (v4, v6) = quoted(proto);
+                let quote = error(3, &v4, &from_us);
+                assert_eq!(h.owner(PEER, US, PROTO_ICMP, &quote), Some(want4), "{what}");
+                let quote = error(1, &v6, &from_us);
+                assert_eq!(
+                    h.owner_v6(PEER6, US6, NEXT_ICMPV6, &quote),
+                    Some(want6),
+                    "{what}"
+                );
+            }
+            assert_eq!(
+                h.owner_v6(PEER6, US6, NEXT_TCP, &to_us),
+                Some(tcp6),
+                "{what}"
+            );
+            assert_eq!(
+                h.owner_v6(PEER6, US6, NEXT_UDP, &to_us),
+                Some(udp),
+                "{what}"
+            );
+        }
+        // Any engine: echo, other protocols, headers too short to say.
+        let echo = transport(0x0800, 0);
+        assert_eq!(h.owner(PEER, US, PROTO_ICMP, &echo), None);
+        assert_eq!(h.owner(PEER, US, 47, &transport(1, 2)), None);
+        assert_eq!(h.owner(PEER, US, PROTO_TCP, &[0, 80, 0]), None);
+        let cut = error(3, &quoted(PROTO_UDP).0, &[0, 80]);
+        assert_eq!(h.owner(PEER, US, PROTO_ICMP, &cut), None);
+        assert_eq!(h.owner_v6(PEER6, US6, NEXT_ICMPV6, &[128, 0, 0, 0]), None);
+        assert_eq!(h.owner_v6(PEER6, US6, NEXT_UDP, &[0, 80, 0]), None);
+        let cut = error(1, &quoted(PROTO_TCP).1[..39], &[]);
+        assert_eq!(h.owner_v6(PEER6, US6, NEXT_ICMPV6, &cut), None);
+    }
+}

@@ -12,7 +12,7 @@
 //! other segments are copied into their frame and checksummed here.
 
 use crate::egress::Gso;
-use crate::rx6::Rx6;
+use crate::rx6::{Icmpv6Error, Rx6};
 use crate::sockets::Socket;
 use crate::Protocols;
 use core::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
@@ -188,7 +188,8 @@ impl Protocols {
         tx: &mut T,
     ) {
         if self.udp_rx(ip.src(), ip.dst(), datagram) {
-            self.send_icmpv6_unreachable(rx, ip, wire::icmpv6::DST_UNREACH_PORT, tx);
+            let err = Icmpv6Error::DstUnreachable(wire::icmpv6::DST_UNREACH_PORT);
+            self.send_icmpv6_error(rx, ip, err, tx);
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::family::Family;
 use crate::icmp::ICMP_QUOTE_MAX;
-use crate::rx::count_bad;
+use crate::rx::parsed_or_counted;
 use crate::sockets::{Ports, Socket};
 use crate::Protocols;
 use appif::socket::UdpHeader;
@@ -36,13 +36,12 @@ impl Protocols {
     /// answer with its family's port unreachable.
     #[inline]
     pub(crate) fn udp_rx<F: Family>(&mut self, src: F, dst: F, datagram: &[u8]) -> bool {
-        let (udp, payload) = match UdpRepr::parse(datagram, src, dst, self.cfg.verify_checksums) {
-            Ok(v) => v,
-            Err(e) => {
-                let s = &mut self.stats;
-                count_bad(e, &mut s.drop_udp_checksum, &mut s.drop_udp_malformed);
-                return false;
-            }
+        let parsed = UdpRepr::parse(datagram, src, dst, self.cfg.verify_checksums);
+        let s = &mut self.stats;
+        let counted =
+            parsed_or_counted(parsed, &mut s.drop_udp_checksum, &mut s.drop_udp_malformed);
+        let Some((udp, payload)) = counted else {
+            return false;
         };
         let Some(&slot) = F::ports(&self.sockets, Ports::Udp).get(&udp.dst_port) else {
             self.stats.drop_udp_no_socket += 1;

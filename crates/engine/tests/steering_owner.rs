@@ -15,7 +15,9 @@ use appif::command::{Command, Owner};
 use appif::socket::{SockState, StatusHandle, UdpHeader};
 use engine::stats::Stats;
 use nic::mem::Steer;
-use owner_bench::{check_clean, delta, ip_frame, push, unreachable, Bench, ENGINES, PEER};
+use owner_bench::{
+    check_clean, ip_frame, push, under_foreign_spreads, unreachable, Bench, ENGINES, PEER,
+};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 use wire::ethernet::{EthernetRepr, ETHERTYPE_IPV4};
@@ -139,8 +141,7 @@ fn fragments_land_together(steer: Steer, policy: &str) {
         }
     }
     b.run(4);
-    let after = b.stats();
-    let d = |e: usize, f: fn(&Stats) -> u64| delta(&before, &after, e, f);
+    let d = b.since(&before);
     for (e, sock) in socks.iter_mut().enumerate() {
         let (sport, data) = sock.recv().expect("the datagram reached its socket");
         assert_eq!((sport, data), (1000 + e as u16 + 1, payload(e as u16 + 1)));
@@ -161,7 +162,7 @@ fn fragments_land_together(steer: Steer, policy: &str) {
         assert_eq!(d(e, |s| s.rx_foreign), 0, "{policy}: engine {e}");
         assert_eq!(d(e, |s| s.drop_udp_no_socket), 0, "{policy}: engine {e}");
     }
-    check_clean(&after, policy);
+    check_clean(&b.stats(), policy);
 }
 
 #[test]
@@ -199,8 +200,8 @@ fn fragments_split_per_frame_time_out_where_they_landed_and_harm_nothing() {
     }
     b.run(4);
     b.run_ms(31_000);
-    let after = b.stats();
-    let total = |f: fn(&Stats) -> u64| (0..ENGINES).map(|e| delta(&before, &after, e, f)).sum();
+    let d = b.since(&before);
+    let total = |f: fn(&Stats) -> u64| (0..ENGINES).map(|e| d(e, f)).sum();
     let mut delivered = 0u64;
     for (e, sock) in socks.iter_mut().enumerate() {
         while let Some((sport, data)) = sock.recv() {
@@ -222,7 +223,7 @@ fn fragments_split_per_frame_time_out_where_they_landed_and_harm_nothing() {
         (2 * lost..=3 * lost).contains(&timeouts),
         "{timeouts} timeouts for {lost} split datagrams"
     );
-    check_clean(&after, policy);
+    check_clean(&b.stats(), policy);
 }
 
 /// Engine `owner`'s connection from the peer sends four full segments the
@@ -262,8 +263,7 @@ fn icmp_errors_reach_the_quoted_flows_owner(steer: Steer, policy: &str) {
         let before = b.stats();
         b.send(&unreachable(DST_UNREACH_FRAG_NEEDED, 1280, &quoted));
         b.run(4);
-        let after = b.stats();
-        let d = |e: usize, f: fn(&Stats) -> u64| delta(&before, &after, e, f);
+        let d = b.since(&before);
         let (_, mss) = b.tcb(k, sport).expect("the connection lives on its owner");
         assert!(
             mss <= 1240,
@@ -325,8 +325,7 @@ fn icmp_errors_reach_the_quoted_flows_owner(steer: Steer, policy: &str) {
         let before = b.stats();
         b.send(&unreachable(DST_UNREACH_PORT, 0, &sent[0]));
         b.run(4);
-        let after = b.stats();
-        let d = |e: usize, f: fn(&Stats) -> u64| delta(&before, &after, e, f);
+        let d = b.since(&before);
         assert_eq!(d(k, |s| s.icmp_other_rx), 1, "{policy}: engine {k}");
         for e in (0..ENGINES).filter(|&e| e != k) {
             assert_eq!(d(e, |s| s.icmp_other_rx), 0, "{policy}: engine {e}");
@@ -343,11 +342,6 @@ fn icmp_errors_reach_the_quoted_flows_owner(steer: Steer, policy: &str) {
 }
 
 #[test]
-fn icmp_errors_on_queue_0_are_handled_by_the_quoted_flows_owner() {
-    icmp_errors_reach_the_quoted_flows_owner(Steer::AllToZero, "all to queue 0");
-}
-
-#[test]
-fn icmp_errors_spread_per_frame_are_handled_by_the_quoted_flows_owner() {
-    icmp_errors_reach_the_quoted_flows_owner(Steer::RandomPerFrame, "random per frame");
+fn icmp_errors_on_queue_0_or_spread_per_frame_are_handled_by_the_quoted_flows_owner() {
+    under_foreign_spreads(icmp_errors_reach_the_quoted_flows_owner);
 }

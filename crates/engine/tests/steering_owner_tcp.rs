@@ -13,10 +13,11 @@
 mod owner_bench;
 
 use appif::command::Command;
-use engine::stats::Stats;
 use engine::tcp::State;
 use nic::mem::Steer;
-use owner_bench::{check_clean, delta, push, segment, syn, Bench, ENGINES, PEER, PORT};
+use owner_bench::{
+    check_clean, push, segment, syn, under_foreign_spreads, Bench, ENGINES, PEER, PORT,
+};
 use std::net::SocketAddrV4;
 use wire::tcp::TcpFlags;
 use wire::SeqNum;
@@ -51,8 +52,7 @@ fn cookies_resolve_at_the_owner(steer: Steer, policy: &str) {
             .filter(|s| s.flags.syn() && s.flags.ack())
             .collect();
         assert_eq!(synacks.len(), 5, "{policy}: every SYN answered once");
-        let mid = b.stats();
-        let d = |e: usize, f: fn(&Stats) -> u64| delta(&before, &mid, e, f);
+        let d = b.since(&before);
         assert_eq!(d(k, |s| s.tcp_passive_opens), 2, "{policy}: engine {k}");
         assert_eq!(d(k, |s| s.tcp_syncookies_sent), 3, "{policy}: engine {k}");
         for e in (0..ENGINES).filter(|&e| e != k) {
@@ -70,10 +70,10 @@ fn cookies_resolve_at_the_owner(steer: Steer, policy: &str) {
             TcpFlags::ACK | TcpFlags::PSH,
             5,
         );
+        let mid = b.stats();
         b.send_tcp(&ack, b"hello");
         b.run(4);
-        let after = b.stats();
-        let d = |e: usize, f: fn(&Stats) -> u64| delta(&mid, &after, e, f);
+        let d = b.since(&mid);
         assert_eq!(d(k, |s| s.tcp_syncookies_ok), 1, "{policy}: engine {k}");
         for e in (0..ENGINES).filter(|&e| e != k) {
             assert_eq!(d(e, |s| s.tcp_syncookies_ok), 0, "{policy}: engine {e}");
@@ -96,13 +96,8 @@ fn cookies_resolve_at_the_owner(steer: Steer, policy: &str) {
 }
 
 #[test]
-fn syn_cookies_on_queue_0_are_minted_and_checked_by_the_flows_owner() {
-    cookies_resolve_at_the_owner(Steer::AllToZero, "all to queue 0");
-}
-
-#[test]
-fn syn_cookies_spread_per_frame_are_minted_and_checked_by_the_flows_owner() {
-    cookies_resolve_at_the_owner(Steer::RandomPerFrame, "random per frame");
+fn syn_cookies_on_queue_0_or_spread_per_frame_are_minted_and_checked_by_the_flows_owner() {
+    under_foreign_spreads(cookies_resolve_at_the_owner);
 }
 
 /// For each engine `k` but 0: a connection (with timestamps) from a port
@@ -121,10 +116,9 @@ fn time_wait_resolves_at_the_owner(steer: Steer, policy: &str) {
         push(&mut b.cmds[k], Command::Close { id: a.id });
         b.run(3);
         let fin = b
-            .received_tcp()
+            .received_tcp_to(sport)
             .into_iter()
-            .map(|(s, _)| s)
-            .find(|s| s.dst_port == sport && s.flags.fin())
+            .find(|s| s.flags.fin())
             .expect("the owner closes first: FIN");
         assert_eq!(fin.seq, c.rcv_nxt, "{policy}");
         // The peer acknowledges the FIN and sends its own.
@@ -153,14 +147,8 @@ fn time_wait_resolves_at_the_owner(steer: Steer, policy: &str) {
         again.options.timestamps = Some((c.ts_val + 1000, 0));
         b.send_tcp(&again, &[]);
         b.run(3);
-        let after = b.stats();
-        let d = |e: usize, f: fn(&Stats) -> u64| delta(&before, &after, e, f);
-        let answers: Vec<_> = b
-            .received_tcp()
-            .into_iter()
-            .map(|(s, _)| s)
-            .filter(|s| s.dst_port == sport)
-            .collect();
+        let d = b.since(&before);
+        let answers = b.received_tcp_to(sport);
         assert!(
             answers.len() == 1 && answers[0].flags.syn() && answers[0].flags.ack(),
             "{policy}: one SYN-ACK: {answers:?}"
@@ -189,14 +177,8 @@ fn time_wait_resolves_at_the_owner(steer: Steer, policy: &str) {
             &[],
         );
         b.run(3);
-        let after = b.stats();
-        let d = |e: usize, f: fn(&Stats) -> u64| delta(&before, &after, e, f);
-        let rsts: Vec<_> = b
-            .received_tcp()
-            .into_iter()
-            .map(|(s, _)| s)
-            .filter(|s| s.dst_port == stray_port)
-            .collect();
+        let d = b.since(&before);
+        let rsts = b.received_tcp_to(stray_port);
         assert!(
             rsts.len() == 1 && rsts[0].flags.rst() && rsts[0].seq == SeqNum(4242),
             "{policy}: one RST: {rsts:?}"
@@ -212,11 +194,6 @@ fn time_wait_resolves_at_the_owner(steer: Steer, policy: &str) {
 }
 
 #[test]
-fn time_wait_on_queue_0_is_kept_recycled_and_reset_by_the_flows_owner() {
-    time_wait_resolves_at_the_owner(Steer::AllToZero, "all to queue 0");
-}
-
-#[test]
-fn time_wait_spread_per_frame_is_kept_recycled_and_reset_by_the_flows_owner() {
-    time_wait_resolves_at_the_owner(Steer::RandomPerFrame, "random per frame");
+fn time_wait_on_queue_0_or_spread_per_frame_is_kept_recycled_and_reset_by_the_flows_owner() {
+    under_foreign_spreads(time_wait_resolves_at_the_owner);
 }

@@ -37,6 +37,20 @@ pub const PORT: u16 = 80;
 /// Virtual time per iteration, ns.
 const STEP_NS: u64 = 10_000;
 
+/// Runs `scenario(steer, policy)` under each spread that lands a flow's
+/// frames on engines other than its owner, `policy` naming it for
+/// assertion messages: every frame on queue 0 (engine 0 hands them over),
+/// then each frame on a queue at random.
+pub fn under_foreign_spreads(scenario: fn(Steer, &str)) {
+    let spreads = [
+        (Steer::AllToZero, "all to queue 0"),
+        (Steer::RandomPerFrame, "random per frame"),
+    ];
+    for (steer, policy) in spreads {
+        scenario(steer, policy);
+    }
+}
+
 /// The raw peer, the four engines and their listeners on [`PORT`].
 pub struct Bench {
     pub peer: MemPort,
@@ -181,9 +195,24 @@ impl Bench {
         out
     }
 
+    /// The headers of the TCP segments the engines sent to the peer's port
+    /// `port` since the last call (those to other ports are dropped).
+    pub fn received_tcp_to(&mut self, port: u16) -> Vec<TcpRepr> {
+        let all = self.received_tcp().into_iter().map(|(s, _)| s);
+        all.filter(|s| s.dst_port == port).collect()
+    }
+
     /// Every engine's counters.
     pub fn stats(&self) -> Vec<Stats> {
         self.engines.iter().map(|e| e.stats()).collect()
+    }
+
+    /// How much the engines' counters grew since `before` (a
+    /// [`Bench::stats`] snapshot): `d(e, f)` of the returned `d` is the
+    /// growth of counter `f` on engine `e`.
+    pub fn since<'a>(&self, before: &'a [Stats]) -> impl Fn(usize, fn(&Stats) -> u64) -> u64 + 'a {
+        let after = self.stats();
+        move |e, f| f(&after[e]) - f(&before[e])
     }
 
     /// A fresh socket id on engine `e`.
@@ -223,10 +252,9 @@ impl Bench {
         self.send_tcp(&s, &[]);
         self.run(3);
         let synack = self
-            .received_tcp()
+            .received_tcp_to(sport)
             .into_iter()
-            .map(|(s, _)| s)
-            .find(|s| s.dst_port == sport && s.flags.syn() && s.flags.ack())
+            .find(|s| s.flags.syn() && s.flags.ack())
             .expect("SYN-ACK");
         let mut c = RawConn {
             sport,
@@ -275,11 +303,6 @@ pub fn check_clean(stats: &[Stats], policy: &str) {
         sum(|s| s.handoff_rx),
         "{policy}: handoffs sent and taken"
     );
-}
-
-/// The change of one counter of engine `e` between two snapshots.
-pub fn delta(before: &[Stats], after: &[Stats], e: usize, f: fn(&Stats) -> u64) -> u64 {
-    f(&after[e]) - f(&before[e])
 }
 
 /// A connection as the raw peer keeps it.
