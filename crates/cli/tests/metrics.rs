@@ -67,9 +67,7 @@ fn one(scrape: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str)])
 
 /// `corestack stat --pid PID --all`: counter name -> value.
 fn stat_counters(pid: u32) -> Vec<(String, u64)> {
-    let mut stat = Command::new(bin());
-    stat.args(["stat", "--all", "--pid", &pid.to_string()]);
-    String::from_utf8_lossy(&stdout_of(&mut stat, "corestack stat"))
+    corestack_ok(&["stat", "--all", "--pid", &pid.to_string()])
         .lines()
         .filter_map(|l| {
             let mut w = l.split_whitespace();
@@ -191,10 +189,7 @@ fn daemon_serves_metrics_that_match_its_segments() {
     // Elsewhere: 404; and `stat --prometheus` prints the same families.
     let (code, _, body) = get(&pair, "/");
     assert_eq!(code, 404, "{body}");
-    let mut stat = Command::new(bin());
-    stat.args(["stat", "--prometheus", "--pid", &pid]);
-    let printed = stdout_of(&mut stat, "corestack stat --prometheus");
-    let printed = parse(&String::from_utf8_lossy(&printed));
+    let printed = parse(&corestack_ok(&["stat", "--prometheus", "--pid", &pid]));
     let families = |s: &prometheus_parse::Scrape| {
         let mut f: Vec<String> = s.docs.keys().cloned().collect();
         f.sort();

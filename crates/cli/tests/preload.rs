@@ -427,15 +427,6 @@ fn memcached_t1_t4(pair: &Pair, sh: &Sh) {
     }
 }
 
-/// `corestack ss` / `corestack stat` output (this process reads /dev/shm, shared by namespaces).
-fn corestack_out(args: &[&str]) -> String {
-    let o = Command::new(bin())
-        .args(args)
-        .output()
-        .expect("running corestack");
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 /// True when `corestack ss` output `out` has a line of process `pid` named `name` listening
 /// on TCP `port` (ss lines: pid process app "tcp LISTEN" local ...).
 fn ss_listening(out: &str, pid: u32, name: &str, port: &str) -> bool {

@@ -11,20 +11,10 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::daemon::*;
 use common::*;
-
-/// `corestack ARGS` on the host (no namespace needed: it reads shared memory), its stdout.
-fn corestack_out(args: &[&str]) -> String {
-    let out = Command::new(bin())
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running corestack {args:?}: {e}"));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Python in the Linux namespace: one TCP connection to each address in argv at once, 64 KiB
 /// echoed on each, interleaved; prints each connection's result and local address, then

@@ -406,6 +406,35 @@ impl Proc {
     }
 }
 
+/// `corestack ARGS` on the host, where the tools that read the engines' shared memory (`stat`,
+/// `ss`) and `bench` run: how it ended. Panics only when it cannot be started.
+pub fn corestack_output(args: &[&str]) -> std::process::Output {
+    Command::new(bin())
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running corestack {args:?}: {e}"))
+}
+
+/// [`corestack_output`]'s stdout, whether or not it succeeded (for a tool polled until it shows
+/// something).
+pub fn corestack_out(args: &[&str]) -> String {
+    String::from_utf8_lossy(&corestack_output(args).stdout).into_owned()
+}
+
+/// [`corestack_output`]'s stdout; panics with its status, stdout and stderr unless it
+/// succeeded.
+pub fn corestack_ok(args: &[&str]) -> String {
+    let out = corestack_output(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "corestack {args:?} failed ({}): {stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// This binary with `args` in `ns`.
 pub fn corestack(ns: &Netns, args: &[&str]) -> Command {
     let mut cmd = ns.exec(bin());
@@ -700,11 +729,7 @@ pub fn one_engine_counters(pid: u32, engine: usize) -> std::collections::HashMap
 
 /// `corestack ARGS` read as `name ... value` lines.
 fn stat_counters(args: &[&str]) -> std::collections::HashMap<String, u64> {
-    let out = Command::new(bin())
-        .args(args)
-        .output()
-        .expect("running corestack stat");
-    String::from_utf8_lossy(&out.stdout)
+    corestack_out(args)
         .lines()
         .filter_map(|l| {
             let mut w = l.split_whitespace();
