@@ -177,13 +177,13 @@ impl Target {
                 "20",
             ],
         );
-        let f = Proc::spawn("bench transfer", cmd, None, Out::Text).finish(Duration::from_secs(30));
-        assert!(
-            f.status.success() && f.stdout.contains("equal"),
-            "after {after}: TCP echo failed: {}{}",
-            f.stdout,
-            f.stderr
-        );
+        Proc::spawn("bench transfer", cmd, None, Out::Text)
+            .finish(Duration::from_secs(30))
+            .assert_said(
+                "equal",
+                &format!("after {after}: the TCP echo"),
+                String::new,
+            );
         let r = kernel_pingpong(&self.pair.linux, "--udp", target, 64, 0.3);
         assert!(
             r["round_trips"].as_u64().unwrap_or(0) >= 10,
@@ -280,12 +280,10 @@ fn echo_server_syn_flood_20k_linux_client_still_echoes_1mib() {
     let f = Proc::spawn("bench transfer during the flood", cmd, None, Out::Text)
         .finish(Duration::from_secs(40));
     let flood_out = flood.finish_ok(Duration::from_secs(40));
-    assert!(
-        f.status.success() && f.stdout.contains("\"equal\":true"),
-        "a Linux client could not echo 1 MiB during the SYN flood ({}): {}{}",
-        f.status,
-        f.stdout,
-        f.stderr
+    f.assert_said(
+        "\"equal\":true",
+        "a Linux client echoing 1 MiB during the SYN flood",
+        String::new,
     );
     let stats = t.survived(&flood_out, "the SYN flood");
     eprintln!("{stats:?}");

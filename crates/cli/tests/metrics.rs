@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::daemon::*;
@@ -17,20 +16,6 @@ use common::*;
 use testkit::prom::{parse, samples, value};
 
 const METRICS: &str = "127.0.0.1:9464";
-
-/// Runs `cmd` (`what` names it in panics) and returns its stdout; panics with its stderr when
-/// it cannot be run or exits with failure.
-fn stdout_of(cmd: &mut Command, what: &str) -> Vec<u8> {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("running {what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
 
 /// `curl` in the daemon's namespace: (HTTP status, Content-Type, body).
 fn get(pair: &Pair, path: &str) -> (u16, String, String) {

@@ -139,29 +139,16 @@ fn run(name: &str, cmd: Command, timeout: Duration) -> Finished {
 
 /// Runs `cmd` and asserts it succeeded; returns stdout.
 fn run_ok(name: &str, cmd: Command, timeout: Duration) -> String {
-    let f = run(name, cmd, timeout);
-    assert!(
-        f.status.success(),
-        "{name} failed ({}):\nstdout:\n{}\nstderr:\n{}",
-        f.status,
-        f.stdout,
-        f.stderr
-    );
-    f.stdout
+    run(name, cmd, timeout)
+        .assert_success(name, String::new)
+        .stdout
 }
 
 /// Runs `cmd`, a `tests/shim` C program (`name` in messages), to its end (at most `timeout`)
 /// and asserts it exited 0 saying "ALL PASSED"; `context` (a daemon's log, or empty) ends
 /// the failure message.
 fn all_passed(name: &str, cmd: Command, timeout: Duration, context: &str) {
-    let f = run(name, cmd, timeout);
-    assert!(
-        f.status.success() && f.stdout.contains("ALL PASSED"),
-        "{name} ({}):\n{}\nstderr:\n{}{context}",
-        f.status,
-        f.stdout,
-        f.stderr
-    );
+    run(name, cmd, timeout).assert_said("ALL PASSED", name, || context.to_string());
 }
 
 /// A kernel TCP and UDP echo server on port 7 in the Linux namespace.
@@ -873,17 +860,12 @@ fn tokio_http() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shim/tokio_http");
     let target = profile_dir().join("shim-tokio");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let r = Command::new(cargo)
+    let mut build = Command::new(cargo);
+    build
         .args(["build", "--release", "--locked", "--manifest-path"])
         .arg(dir.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", &target)
-        .output()
-        .expect("running cargo build for tests/shim/tokio_http");
-    assert!(
-        r.status.success(),
-        "building tests/shim/tokio_http failed:\n{}",
-        String::from_utf8_lossy(&r.stderr)
-    );
+        .env("CARGO_TARGET_DIR", &target);
+    stdout_of(&mut build, "cargo build of tests/shim/tokio_http");
     let exe = target.join("release/tokio-http");
     *built = Some(exe.clone());
     exe

@@ -212,6 +212,27 @@ impl Finished {
         }
         self
     }
+
+    /// Asserts that the child exited with success and said `needle` on stdout; the panic says
+    /// what `what` did instead, as [`Finished::assert_success`] does. Returns the child's
+    /// outcome for further checks.
+    pub fn assert_said(
+        self,
+        needle: &str,
+        what: &str,
+        context: impl FnOnce() -> String,
+    ) -> Finished {
+        if !self.stdout.contains(needle) {
+            panic!(
+                "{what} did not say {needle:?} ({}): {}{}{}",
+                self.status,
+                self.stdout,
+                self.stderr,
+                context()
+            );
+        }
+        self.assert_success(what, context)
+    }
 }
 
 /// A running child: stdin fed (optional), stdout hashed or kept, stderr kept.
@@ -404,6 +425,20 @@ impl Proc {
             out,
         }
     }
+}
+
+/// Runs `cmd` (`what` names it in panics) to its end and returns its stdout; panics with its
+/// stderr when it cannot be run or exits with failure.
+pub fn stdout_of(cmd: &mut Command, what: &str) -> Vec<u8> {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
 }
 
 /// `corestack ARGS` on the host, where the tools that read the engines' shared memory (`stat`,
