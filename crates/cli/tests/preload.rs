@@ -910,105 +910,57 @@ fn http_server_and_curl(pair: &Pair, sh: &Sh) {
     let data = payload(3 << 20, 0x9e37_79b9_7f4a_7c15);
     std::fs::write(www.join("data.bin"), &data).expect("writing the file to serve");
     let www_s = www.to_str().unwrap();
-    let fetch = |cmd: Command, what: &str| {
-        let out = run_ok(what, cmd, STEP);
-        assert!(out.starts_with("200"), "{what}: {out}");
-        out
+    // `python3 -m http.server` serving the web root on `port` at `bind`, up.
+    let http_server = |what: &str, sh: &Sh, port: &str, bind: &str| {
+        let args = [
+            "-u",
+            "-m",
+            "http.server",
+            port,
+            "--bind",
+            bind,
+            "--directory",
+            www_s,
+        ];
+        let mut server = Proc::spawn(what, sh("python3", &args), None, Out::Text);
+        server.wait_stdout("Serving HTTP", STEP);
+        server
     };
+    // curl (as `sh` runs it) fetching `url` with status 200 into `out` ("/dev/null": only the
+    // status is checked).
+    let fetch = |what: &str, sh: &Sh, url: &str, out: &str| {
+        let args = ["-sS", "-o", out, "-w", "%{http_code} %{size_download}", url];
+        let said = run_ok(what, sh("curl", &args), STEP);
+        assert!(said.starts_with("200"), "{what}: {said}");
+    };
+    let on_linux = |p: &str, a: &[&str]| plain(&pair.linux, p, a);
+    let on_core_kernel = |p: &str, a: &[&str]| plain(&pair.core, p, a);
     // python on corestack (bound to the wildcard, so loopback works too), curl from Linux.
-    let mut server = Proc::spawn(
-        "python3 -m http.server (shim)",
-        sh(
-            "python3",
-            &[
-                "-u",
-                "-m",
-                "http.server",
-                "8080",
-                "--bind",
-                "0.0.0.0",
-                "--directory",
-                www_s,
-            ],
-        ),
-        None,
-        Out::Text,
-    );
-    server.wait_stdout("Serving HTTP", STEP);
+    let server = http_server("python3 -m http.server (shim)", sh, "8080", "0.0.0.0");
     let got = www.join("got-linux.bin");
     let url = format!("http://{}:8080/data.bin", pair.core_ip);
-    fetch(
-        plain(
-            &pair.linux,
-            "curl",
-            &[
-                "-sS",
-                "-o",
-                got.to_str().unwrap(),
-                "-w",
-                "%{http_code} %{size_download}",
-                &url,
-            ],
-        ),
-        "linux curl",
-    );
+    fetch("linux curl", &on_linux, &url, got.to_str().unwrap());
     assert!(
         std::fs::read(&got).ok() == Some(data.clone()),
         "linux curl got different bytes"
     );
     fetch(
-        plain(
-            &pair.core,
-            "curl",
-            &[
-                "-sS",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                "http://127.0.0.1:8080/data.bin",
-            ],
-        ),
         "kernel curl over loopback to the wildcard server",
+        &on_core_kernel,
+        "http://127.0.0.1:8080/data.bin",
+        "/dev/null",
     );
     drop(server.terminate());
     // python on Linux, curl on corestack.
-    let mut server = Proc::spawn(
+    let server = http_server(
         "python3 -m http.server (linux)",
-        plain(
-            &pair.linux,
-            "python3",
-            &[
-                "-u",
-                "-m",
-                "http.server",
-                "8081",
-                "--bind",
-                &pair.linux_ip,
-                "--directory",
-                www_s,
-            ],
-        ),
-        None,
-        Out::Text,
+        &on_linux,
+        "8081",
+        &pair.linux_ip,
     );
-    server.wait_stdout("Serving HTTP", STEP);
     let got = www.join("got-shim.bin");
     let url = format!("http://{}:8081/data.bin", pair.linux_ip);
-    fetch(
-        sh(
-            "curl",
-            &[
-                "-sS",
-                "-o",
-                got.to_str().unwrap(),
-                "-w",
-                "%{http_code} %{size_download}",
-                &url,
-            ],
-        ),
-        "shimmed curl",
-    );
+    fetch("shimmed curl", sh, &url, got.to_str().unwrap());
     assert!(
         std::fs::read(&got).ok() == Some(data),
         "shimmed curl got different bytes"
