@@ -521,55 +521,48 @@ fn shim_service_iperf3_server_and_client_both_directions_byte_counts_agree() {
 /// shim, each direction (-R): the byte counts agree.
 fn iperf3_both_ways(pair: &Pair, sh: &Sh) {
     need("iperf3");
-    // The server on corestack (dual-stack `::`, select() loop), Linux clients.
-    for reverse in [false, true] {
-        let mut server = Proc::spawn(
-            "iperf3 -s (shim)",
-            sh("iperf3", &["-s", "-1", "-p", "5201", "--forceflush"]),
-            None,
-            Out::Text,
-        );
-        server.wait_stdout("Server listening", STEP);
-        let mut args = vec!["-c", &pair.core_ip, "-p", "5201", "-t", "2", "-J"];
-        if reverse {
-            args.push("-R");
+    let linux = |p: &str, a: &[&str]| plain(&pair.linux, p, a);
+    // (the server's side, the client's side, the server's address, port, what): first the
+    // server on corestack (dual-stack `::`, select() loop) with Linux clients, then the
+    // client on corestack with a Linux server.
+    let sides: [(&Sh, &Sh, &str, &str, &str); 2] = [
+        (
+            sh,
+            &linux,
+            &pair.core_ip,
+            "5201",
+            "linux client -> shim server",
+        ),
+        (
+            &linux,
+            sh,
+            &pair.linux_ip,
+            "5202",
+            "shim client -> linux server",
+        ),
+    ];
+    for (server_side, client_side, server_ip, port, what) in sides {
+        for reverse in [false, true] {
+            let mut server = Proc::spawn(
+                &format!("iperf3 -s ({what})"),
+                server_side("iperf3", &["-s", "-1", "-p", port, "--forceflush"]),
+                None,
+                Out::Text,
+            );
+            server.wait_stdout("Server listening", STEP);
+            let mut args = vec!["-c", server_ip, "-p", port, "-t", "2", "-J"];
+            if reverse {
+                args.push("-R");
+            }
+            let out = run_ok(
+                &format!("iperf3 -c ({what})"),
+                client_side("iperf3", &args),
+                STEP,
+            );
+            check_transfer(&format!("{what}, reverse {reverse}"), iperf3_bytes(&out));
+            let s = server.finish(STEP);
+            assert!(s.status.success(), "iperf3 -s: {}", s.stderr);
         }
-        let out = run_ok(
-            "iperf3 -c (linux)",
-            plain(&pair.linux, "iperf3", &args),
-            STEP,
-        );
-        check_transfer(
-            &format!("linux client -> shim server, reverse {reverse}"),
-            iperf3_bytes(&out),
-        );
-        let s = server.finish(STEP);
-        assert!(s.status.success(), "iperf3 -s: {}", s.stderr);
-    }
-    // The client on corestack, a Linux server.
-    for reverse in [false, true] {
-        let mut server = Proc::spawn(
-            "iperf3 -s (linux)",
-            plain(
-                &pair.linux,
-                "iperf3",
-                &["-s", "-1", "-p", "5202", "--forceflush"],
-            ),
-            None,
-            Out::Text,
-        );
-        server.wait_stdout("Server listening", STEP);
-        let mut args = vec!["-c", &pair.linux_ip, "-p", "5202", "-t", "2", "-J"];
-        if reverse {
-            args.push("-R");
-        }
-        let out = run_ok("iperf3 -c (shim)", sh("iperf3", &args), STEP);
-        check_transfer(
-            &format!("shim client -> linux server, reverse {reverse}"),
-            iperf3_bytes(&out),
-        );
-        let s = server.finish(STEP);
-        assert!(s.status.success(), "iperf3 -s: {}", s.stderr);
     }
 }
 
