@@ -622,6 +622,15 @@ fn sockperf_each_iomux(pair: &Pair, sh: &Sh) {
     };
     let core_feed = feed("feed-core", &pair.core_ip);
     let linux_feed = feed("feed-linux", &pair.linux_ip);
+    // sockperf ping-pong, then throughput, with the same `args` (`side` runs it), checked.
+    let pingpong_and_throughput = |side: &Sh, args: &[&str], what: &str| {
+        let test = |test: &str| {
+            let cmd = side("sockperf", &[&[test], args].concat());
+            run_ok(&format!("sockperf {test} ({what})"), cmd, STEP)
+        };
+        sockperf_checks(what, &test("ping-pong"), &test("throughput"));
+    };
+    let linux = |p: &str, a: &[&str]| plain(&pair.linux, p, a);
     for mode in ["select", "poll", "epoll"] {
         // Server on corestack, Linux clients.
         let mut server = Proc::spawn(
@@ -639,25 +648,7 @@ fn sockperf_each_iomux(pair: &Pair, sh: &Sh) {
             if !proto.is_empty() {
                 base.push(proto);
             }
-            let pp = run_ok(
-                "sockperf ping-pong (linux)",
-                plain(
-                    &pair.linux,
-                    "sockperf",
-                    &[&["ping-pong"], base.as_slice()].concat(),
-                ),
-                STEP,
-            );
-            let tp = run_ok(
-                "sockperf throughput (linux)",
-                plain(
-                    &pair.linux,
-                    "sockperf",
-                    &[&["throughput"], base.as_slice()].concat(),
-                ),
-                STEP,
-            );
-            sockperf_checks(&format!("shim server -F {mode} {proto}"), &pp, &tp);
+            pingpong_and_throughput(&linux, &base, &format!("shim server -F {mode} {proto}"));
         }
         drop(server.terminate());
     }
@@ -683,17 +674,11 @@ fn sockperf_each_iomux(pair: &Pair, sh: &Sh) {
             )
             .expect("writing a feed file");
             let f = one.to_str().unwrap();
-            let pp = run_ok(
-                "sockperf ping-pong (shim)",
-                sh("sockperf", &["ping-pong", "-f", f, "-F", mode, "-t", "1"]),
-                STEP,
+            pingpong_and_throughput(
+                sh,
+                &["-f", f, "-F", mode, "-t", "1"],
+                &format!("shim client -F {mode} {label}"),
             );
-            let tp = run_ok(
-                "sockperf throughput (shim)",
-                sh("sockperf", &["throughput", "-f", f, "-F", mode, "-t", "1"]),
-                STEP,
-            );
-            sockperf_checks(&format!("shim client -F {mode} {label}"), &pp, &tp);
         }
     }
     drop(server.terminate());
