@@ -107,10 +107,18 @@ impl Target {
         }
     }
 
-    /// Runs `hostile.py MODE` in the Linux namespace; panics (with its stderr) unless it succeeds
-    /// within `bound`.
-    fn scapy(&self, mode: &str, extra: &[&str], bound: Duration) -> String {
-        self.scapy_proc(mode, extra).finish_ok(bound)
+    /// Runs `hostile.py MODE` in the Linux namespace, panicking (with its stderr) unless it
+    /// succeeds within `bound`, then checks that the server [survived](Target::survived) it
+    /// (`after` names the attack in failures); returns the server's counters.
+    fn attack(
+        &mut self,
+        mode: &str,
+        extra: &[&str],
+        bound: Duration,
+        after: &str,
+    ) -> HashMap<String, u64> {
+        let out = self.scapy_proc(mode, extra).finish_ok(bound);
+        self.survived(&out, after)
     }
 
     fn scapy_proc(&self, mode: &str, extra: &[&str]) -> Proc {
@@ -297,12 +305,12 @@ fn echo_server_syn_flood_20k_linux_client_still_echoes_1mib() {
 fn established_connection_blind_rst_syn_data_keeps_echoing_exactly() {
     let _lock = start();
     let mut t = Target::new(111);
-    let out = t.scapy(
+    let stats = t.attack(
         "blind",
         &["--count", "1000", "--sport", "45678", "--seed", "9"],
         Duration::from_secs(90),
+        "the blind attacks",
     );
-    let stats = t.survived(&out, "the blind attacks");
     eprintln!("{stats:?}");
     assert_eq!(
         counter(&stats, "tcp_resets"),
@@ -329,12 +337,12 @@ fn each_case<T: Copy + std::fmt::Debug>(cases: &[T], check: impl Fn(T)) {
 /// the engine must keep serving and count them under `drop_counter`.
 fn malformed((net, kind, drop_counter, driver): (u8, &str, &str, Driver)) {
     let mut t = Target::with(net, driver);
-    let out = t.scapy(
+    let stats = t.attack(
         "malformed",
         &["--kind", kind, "--copies", "5"],
         Duration::from_secs(30),
+        kind,
     );
-    let stats = t.survived(&out, kind);
     assert!(
         counter(&stats, drop_counter) >= 5,
         "5 frames of kind {kind} were not counted under {drop_counter}: {stats:?}"
@@ -380,12 +388,12 @@ fn echo_server_malformed_frames_dropped_and_counted() {
 fn odd_window((net, kind): (u8, &str)) {
     let mut t = Target::new(net);
     let fake = format!("10.{net}.1.50");
-    let out = t.scapy(
+    let stats = t.attack(
         "window",
         &["--kind", kind, "--fake-ip", &fake],
         Duration::from_secs(40),
+        &format!("a {kind} window"),
     );
-    let stats = t.survived(&out, &format!("a {kind} window"));
     assert!(
         counter(&stats, "tcp_passive_opens") >= 2,
         "the scapy client's connection was not accepted: {stats:?}"
