@@ -22,7 +22,7 @@ use std::net::{SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -98,9 +98,7 @@ impl ConnRate {
     /// Builds the namespaces, runs every row `--rounds` times, prints the table and writes
     /// `--json`. Errors: not root, a server that does not start, Ctrl-C.
     pub fn run(self) -> Result<()> {
-        if !(self.seconds > 0.0 && self.seconds <= 60.0) {
-            bail!("--seconds must be in (0, 60]");
-        }
+        crate::harness::check_seconds("--seconds", self.seconds, 60.0)?;
         let bed = Bed::new("conn-rate", 163)?;
         for setting in [
             "net.ipv4.tcp_tw_reuse=1",

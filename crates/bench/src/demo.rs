@@ -100,9 +100,7 @@ impl Drop for Progress {
 
 impl Demo {
     pub fn run(self) -> Result<()> {
-        if !(self.seconds > 0.0 && self.seconds <= 600.0) {
-            bail!("--seconds must be in (0, 600]");
-        }
+        crate::harness::check_seconds("--seconds", self.seconds, 600.0)?;
         let stop = stop_flag()?;
         netns::check_privileges()?;
         let exe = crate::harness::this_program()?;

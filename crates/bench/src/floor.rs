@@ -307,9 +307,7 @@ const ROWS: [&str; 4] = [
 
 impl Floor {
     pub fn run(self) -> Result<()> {
-        if !(self.seconds > 0.0 && self.seconds <= 60.0) {
-            bail!("--seconds must be in (0, 60]");
-        }
+        crate::harness::check_seconds("--seconds", self.seconds, 60.0)?;
         let stop = stop_flag()?;
         netns::check_privileges()?;
         let exe = crate::harness::this_program()?;

@@ -207,9 +207,7 @@ impl Ctx<'_> {
 
 impl StreamMatrix {
     pub fn run(self) -> Result<()> {
-        if !(self.seconds > 0.0 && self.seconds <= 600.0) {
-            bail!("--seconds must be in (0, 600]");
-        }
+        crate::harness::check_seconds("--seconds", self.seconds, 600.0)?;
         if !(1..=20).contains(&self.rounds) {
             bail!("--rounds must be 1 to 20");
         }

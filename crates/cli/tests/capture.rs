@@ -53,12 +53,7 @@ fn capture_of_five_datagrams_reads_in_tcpdump_with_every_frame_and_byte() {
     ua.send_to(b"hello", SocketAddrV4::new(B, 9999)).unwrap();
     recv_within(&mut ub, &mut buf);
 
-    let pcap = std::env::temp_dir().join(format!(
-        "corestack-capture-test-{}.pcap",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&pcap);
-    let (child, err) = start_capture(&pcap, 10, &["udp", "and", "port", "9999"]);
+    let (pcap, child, err) = start_capture("test", 10, &["udp", "and", "port", "9999"]);
 
     for (i, &n) in SIZES.iter().enumerate() {
         // A datagram to another port between them: filtered out in the engine.
@@ -107,12 +102,22 @@ fn capture_of_five_datagrams_reads_in_tcpdump_with_every_frame_and_byte() {
     }
 }
 
-/// Starts `corestack capture --pid <this process> -w PCAP -c COUNT FILTER...` and waits until
-/// it captures; returns it and its stderr.
-fn start_capture(pcap: &std::path::Path, count: usize, filter: &[&str]) -> (Child, impl Read) {
+/// Starts `corestack capture --pid <this process> -w PCAP -c COUNT FILTER...` into a fresh
+/// `corestack-capture-NAME-<pid>.pcap` in the temporary directory and waits until it captures;
+/// returns the file's path, the capture and its stderr.
+fn start_capture(
+    name: &str,
+    count: usize,
+    filter: &[&str],
+) -> (std::path::PathBuf, Child, impl Read) {
+    let pcap = std::env::temp_dir().join(format!(
+        "corestack-capture-{name}-{}.pcap",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&pcap);
     let mut child = Command::new(env!("CARGO_BIN_EXE_corestack"))
         .args(["capture", "--pid", &std::process::id().to_string(), "-w"])
-        .arg(pcap)
+        .arg(&pcap)
         .args(["-c", &count.to_string(), "--seconds", "20"])
         .args(filter)
         .stderr(Stdio::piped())
@@ -125,7 +130,7 @@ fn start_capture(pcap: &std::path::Path, count: usize, filter: &[&str]) -> (Chil
         line.starts_with("capturing from pid"),
         "corestack capture said: {line}"
     );
-    (child, err)
+    (pcap, child, err)
 }
 
 /// Waits (20 s at most) for the capture started by [`start_capture`] to stop after `count`
@@ -187,12 +192,7 @@ fn ipv6_capture_with_a_host_filter_holds_only_that_hosts_ipv6_frames() {
     ua4.send_to(b"hello", SocketAddrV4::new(B, 9996)).unwrap();
     recv_within(&mut ub4, &mut buf);
 
-    let pcap = std::env::temp_dir().join(format!(
-        "corestack-capture-v6-test-{}.pcap",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&pcap);
-    let (child, err) = start_capture(&pcap, 10, &["host", "fd00:1::2", "and", "udp"]);
+    let (pcap, child, err) = start_capture("v6-test", 10, &["host", "fd00:1::2", "and", "udp"]);
     for (i, &n) in SIZES.iter().enumerate() {
         // The same port over IPv4 between them: not the IPv6 host, filtered out in the engine.
         ua4.send_to(&[7u8; 64], SocketAddrV4::new(B, 9996)).unwrap();

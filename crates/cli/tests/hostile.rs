@@ -13,6 +13,7 @@
 mod common;
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::process::Command;
 use std::thread;
@@ -48,7 +49,7 @@ struct Target {
 }
 
 /// Which corestack driver the server uses.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Driver {
     AfXdp,
     /// The TAP driver behind a Linux bridge: it sees every frame, where the AF_XDP steering
@@ -106,10 +107,18 @@ impl Target {
         }
     }
 
-    /// Runs `hostile.py MODE` in the Linux namespace; panics (with its stderr) unless it succeeds
-    /// within `bound`.
-    fn scapy(&self, mode: &str, extra: &[&str], bound: Duration) -> String {
-        self.scapy_proc(mode, extra).finish_ok(bound)
+    /// Runs `hostile.py MODE` in the Linux namespace, panicking (with its stderr) unless it
+    /// succeeds within `bound`, then checks that the server [survived](Target::survived) it
+    /// (`after` names the attack in failures); returns the server's counters.
+    fn attack(
+        &mut self,
+        mode: &str,
+        extra: &[&str],
+        bound: Duration,
+        after: &str,
+    ) -> HashMap<String, u64> {
+        let out = self.scapy_proc(mode, extra).finish_ok(bound);
+        self.survived(&out, after)
     }
 
     fn scapy_proc(&self, mode: &str, extra: &[&str]) -> Proc {
@@ -176,18 +185,26 @@ impl Target {
                 "20",
             ],
         );
-        let f = Proc::spawn("bench transfer", cmd, None, Out::Text).finish(Duration::from_secs(30));
-        assert!(
-            f.status.success() && f.stdout.contains("equal"),
-            "after {after}: TCP echo failed: {}{}",
-            f.stdout,
-            f.stderr
-        );
+        Proc::spawn("bench transfer", cmd, None, Out::Text)
+            .finish(Duration::from_secs(30))
+            .assert_said(
+                "equal",
+                &format!("after {after}: the TCP echo"),
+                String::new,
+            );
         let r = kernel_pingpong(&self.pair.linux, "--udp", target, 64, 0.3);
         assert!(
             r["round_trips"].as_u64().unwrap_or(0) >= 10,
             "after {after}: UDP echo failed: {r}"
         );
+    }
+
+    /// After an attack: prints what hostile.py said (`out`), checks that the server still
+    /// serves (`after` names the attack in failures), stops it and returns its counters.
+    fn survived(&mut self, out: &str, after: &str) -> HashMap<String, u64> {
+        eprintln!("{}", out.trim());
+        self.still_serves(after);
+        self.stop()
     }
 
     fn server_stderr(&self) -> String {
@@ -271,16 +288,12 @@ fn echo_server_syn_flood_20k_linux_client_still_echoes_1mib() {
     let f = Proc::spawn("bench transfer during the flood", cmd, None, Out::Text)
         .finish(Duration::from_secs(40));
     let flood_out = flood.finish_ok(Duration::from_secs(40));
-    assert!(
-        f.status.success() && f.stdout.contains("\"equal\":true"),
-        "a Linux client could not echo 1 MiB during the SYN flood ({}): {}{}",
-        f.status,
-        f.stdout,
-        f.stderr
+    f.assert_said(
+        "\"equal\":true",
+        "a Linux client echoing 1 MiB during the SYN flood",
+        String::new,
     );
-    eprintln!("{}", flood_out.trim());
-    t.still_serves("the SYN flood");
-    let stats = t.stop();
+    let stats = t.survived(&flood_out, "the SYN flood");
     eprintln!("{stats:?}");
     assert!(
         counter(&stats, "tcp_rx_segments") >= 20_000,
@@ -292,14 +305,12 @@ fn echo_server_syn_flood_20k_linux_client_still_echoes_1mib() {
 fn established_connection_blind_rst_syn_data_keeps_echoing_exactly() {
     let _lock = start();
     let mut t = Target::new(111);
-    let out = t.scapy(
+    let stats = t.attack(
         "blind",
         &["--count", "1000", "--sport", "45678", "--seed", "9"],
         Duration::from_secs(90),
+        "the blind attacks",
     );
-    eprintln!("{}", out.trim());
-    t.still_serves("the blind attacks");
-    let stats = t.stop();
     eprintln!("{stats:?}");
     assert_eq!(
         counter(&stats, "tcp_resets"),
@@ -308,123 +319,98 @@ fn established_connection_blind_rst_syn_data_keeps_echoing_exactly() {
     );
 }
 
-/// Sends 5 copies of a malformed frame of `kind`; the engine must keep serving and count them
-/// under `drop_counter`.
-fn malformed(net: u8, kind: &str, drop_counter: &str) {
-    malformed_on(net, kind, drop_counter, Driver::AfXdp)
+/// Runs `check` on every one of `cases`, all of them even where one fails (its panic is printed
+/// as it happens), then fails naming those that failed.
+fn each_case<T: Copy + std::fmt::Debug>(cases: &[T], check: impl Fn(T)) {
+    let failed: Vec<T> = cases
+        .iter()
+        .copied()
+        .filter(|&case| std::panic::catch_unwind(AssertUnwindSafe(|| check(case))).is_err())
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "these cases failed (their panics are above): {failed:?}"
+    );
 }
 
-fn malformed_on(net: u8, kind: &str, drop_counter: &str, driver: Driver) {
-    let _lock = start();
+/// Sends 5 copies of a malformed frame of `kind` to a fresh target on `net` using `driver`;
+/// the engine must keep serving and count them under `drop_counter`.
+fn malformed((net, kind, drop_counter, driver): (u8, &str, &str, Driver)) {
     let mut t = Target::with(net, driver);
-    let out = t.scapy(
+    let stats = t.attack(
         "malformed",
         &["--kind", kind, "--copies", "5"],
         Duration::from_secs(30),
+        kind,
     );
-    eprintln!("{}", out.trim());
-    t.still_serves(kind);
-    let stats = t.stop();
     assert!(
         counter(&stats, drop_counter) >= 5,
         "5 frames of kind {kind} were not counted under {drop_counter}: {stats:?}"
     );
 }
 
+/// Malformed frames, one kind at a time on its own target: checksums, lengths and offsets
+/// that do not hold, and truncated headers. The tap rows are written into tap0: with AF_XDP
+/// the steering program hands IPv4 frames under 34 bytes to the kernel, and the Linux bridge
+/// in front of tap0 drops them too. (A frame shorter than the Ethernet header cannot be sent:
+/// the kernel refuses packet-socket sends below 14 bytes on Ethernet devices, so
+/// drop_eth_truncated cannot be reached from a veth peer.)
 #[test]
-fn echo_server_bad_ip_checksum_dropped_and_counted() {
-    malformed(112, "ip_checksum", "drop_ipv4_checksum");
-}
-
-#[test]
-fn echo_server_bad_tcp_checksum_dropped_and_counted() {
-    malformed(113, "tcp_checksum", "drop_tcp_checksum");
-}
-
-#[test]
-fn echo_server_bad_udp_checksum_dropped_and_counted() {
-    malformed(114, "udp_checksum", "drop_udp_checksum");
-}
-
-#[test]
-fn echo_server_ip_total_length_past_frame_dropped_and_counted() {
-    malformed(115, "ip_total_length", "drop_ipv4_malformed");
-}
-
-#[test]
-fn echo_server_ip_ihl_below_5_dropped_and_counted() {
-    malformed(116, "ip_ihl", "drop_ipv4_malformed");
-}
-
-#[test]
-fn echo_server_tcp_data_offset_below_5_dropped_and_counted() {
-    malformed(117, "tcp_offset_short", "drop_tcp_malformed");
-}
-
-#[test]
-fn echo_server_tcp_data_offset_past_segment_dropped_and_counted() {
-    malformed(118, "tcp_offset_long", "drop_tcp_malformed");
-}
-
-#[test]
-fn echo_server_tcp_option_past_header_dropped_and_counted() {
-    malformed(119, "tcp_options", "drop_tcp_malformed");
-}
-
-/// A 14-byte frame: an Ethernet header saying IPv4 and nothing after it. Over TAP (written into
-/// tap0): with AF_XDP the steering program hands IPv4 frames under 34 bytes to the kernel, and
-/// the Linux bridge in front of tap0 drops them too. (A frame shorter than
-/// the Ethernet header cannot be sent: the kernel refuses packet-socket sends below 14 bytes on
-/// Ethernet devices, so drop_eth_truncated cannot be reached from a veth peer.)
-#[test]
-fn tap_echo_server_ethernet_header_only_dropped_and_counted() {
-    malformed_on(120, "eth_only", "drop_ipv4_malformed", Driver::Tap);
-}
-
-/// Ethernet and the first 10 bytes of an IP header (written into tap0, as above).
-#[test]
-fn tap_echo_server_half_ip_header_dropped_and_counted() {
-    malformed_on(121, "ip_half", "drop_ipv4_malformed", Driver::Tap);
-}
-
-#[test]
-fn echo_server_half_arp_packet_dropped_and_counted() {
-    malformed(122, "arp_half", "drop_arp_malformed");
+fn echo_server_malformed_frames_dropped_and_counted() {
+    let _lock = start();
+    // (net, hostile.py --kind, the drop counter, the driver)
+    each_case(
+        &[
+            (112, "ip_checksum", "drop_ipv4_checksum", Driver::AfXdp),
+            (113, "tcp_checksum", "drop_tcp_checksum", Driver::AfXdp),
+            (114, "udp_checksum", "drop_udp_checksum", Driver::AfXdp),
+            // IP total length past the frame.
+            (115, "ip_total_length", "drop_ipv4_malformed", Driver::AfXdp),
+            // IHL below 5.
+            (116, "ip_ihl", "drop_ipv4_malformed", Driver::AfXdp),
+            // TCP data offset below 5, then past the segment.
+            (117, "tcp_offset_short", "drop_tcp_malformed", Driver::AfXdp),
+            (118, "tcp_offset_long", "drop_tcp_malformed", Driver::AfXdp),
+            // A TCP option running past the header.
+            (119, "tcp_options", "drop_tcp_malformed", Driver::AfXdp),
+            // A 14-byte frame: an Ethernet header saying IPv4 and nothing after it.
+            (120, "eth_only", "drop_ipv4_malformed", Driver::Tap),
+            // Ethernet and the first 10 bytes of an IP header.
+            (121, "ip_half", "drop_ipv4_malformed", Driver::Tap),
+            (122, "arp_half", "drop_arp_malformed", Driver::AfXdp),
+        ],
+        malformed,
+    );
 }
 
 /// A scapy TCP client (source 10.N.1.50, answering ARP itself) with an odd window: the echo
 /// must come back whole, and the engine keep serving.
-fn odd_window(net: u8, kind: &str) {
-    let _lock = start();
+fn odd_window((net, kind): (u8, &str)) {
     let mut t = Target::new(net);
     let fake = format!("10.{net}.1.50");
-    let out = t.scapy(
+    let stats = t.attack(
         "window",
         &["--kind", kind, "--fake-ip", &fake],
         Duration::from_secs(40),
+        &format!("a {kind} window"),
     );
-    eprintln!("{}", out.trim());
-    t.still_serves(&format!("a {kind} window"));
-    let stats = t.stop();
     assert!(
         counter(&stats, "tcp_passive_opens") >= 2,
         "the scapy client's connection was not accepted: {stats:?}"
     );
 }
 
+/// A zero window on an established connection (the echo waits, then arrives whole), a SYN
+/// with window scale 14 (a huge window) and one with window scale 255 (clamped), each on its
+/// own target.
 #[test]
-fn established_zero_window_echo_waits_then_arrives_whole() {
-    odd_window(123, "zero");
-}
-
-#[test]
-fn syn_with_wscale_14_huge_window_echo_arrives_whole() {
-    odd_window(124, "huge");
-}
-
-#[test]
-fn syn_with_wscale_255_is_clamped_echo_arrives_whole() {
-    odd_window(125, "wscale255");
+fn odd_windows_zero_wscale_14_and_255_echo_arrives_whole() {
+    let _lock = start();
+    // (net, hostile.py --kind)
+    each_case(
+        &[(123, "zero"), (124, "huge"), (125, "wscale255")],
+        odd_window,
+    );
 }
 
 /// Sends `copies` hostile IPv6 packets of `kind` to a dual-stack server; it must keep serving
@@ -441,7 +427,6 @@ fn hostile6_at_least(
     drop_counter: &str,
     at_least: u64,
 ) -> (HashMap<String, u64>, u64) {
-    let _lock = start();
     let mut t = Target::dual(net);
     let copies_arg = copies.to_string();
     let out = t.scapy6(
@@ -449,13 +434,11 @@ fn hostile6_at_least(
         &["--kind", kind, "--copies", &copies_arg, "--seed", "11"],
         Duration::from_secs(60),
     );
-    eprintln!("{}", out.trim());
+    let stats = t.survived(&out, kind);
     let malformed = out
         .lines()
         .find_map(|l| l.strip_prefix("malformed ")?.trim().parse().ok())
         .unwrap_or_else(|| panic!("hostile.py did not say how many were malformed: {out}"));
-    t.still_serves(kind);
-    let stats = t.stop();
     assert!(
         counter(&stats, drop_counter) >= at_least,
         "{at_least} of {copies} IPv6 packets of kind {kind} were not counted under \
@@ -464,46 +447,33 @@ fn hostile6_at_least(
     (stats, malformed)
 }
 
+/// Hostile IPv6, 5 packets of each kind on its own dual-stack target: a type 0 routing
+/// header, a hop-by-hop header not first, an extension chain past the packet, a chain of ten
+/// extension headers, an option whose type says discard, overlapping fragments, a tiny first
+/// fragment without the upper-layer header, and a Neighbor Solicitation with hop limit 64. The
+/// fragment rows also check that nothing was reassembled.
 #[test]
-fn ipv6_routing_header_type_0_dropped_and_counted() {
-    hostile6(126, "rh0", 5, "drop_ipv6_rh0");
-}
-
-#[test]
-fn ipv6_hop_by_hop_not_first_dropped_and_counted() {
-    hostile6(127, "hbh_not_first", 5, "drop_ipv6_ext_malformed");
-}
-
-#[test]
-fn ipv6_extension_chain_past_the_packet_dropped_and_counted() {
-    hostile6(128, "chain_truncated", 5, "drop_ipv6_ext_malformed");
-}
-
-#[test]
-fn ipv6_chain_of_ten_extension_headers_dropped_and_counted() {
-    hostile6(129, "chain_long", 5, "drop_ipv6_ext_malformed");
-}
-
-#[test]
-fn ipv6_option_whose_type_says_discard_dropped_and_counted() {
-    hostile6(130, "option_discard", 5, "drop_ipv6_ext_option");
-}
-
-#[test]
-fn ipv6_overlapping_fragments_dropped_and_counted() {
-    let stats = hostile6(131, "frag_overlap", 5, "drop_ipv6_frag_overlap");
-    assert_eq!(counter(&stats, "ipv6_frag_reassembled"), 0, "{stats:?}");
-}
-
-#[test]
-fn ipv6_tiny_first_fragment_without_upper_header_dropped_and_counted() {
-    let stats = hostile6(132, "frag_tiny", 5, "drop_ipv6_frag_incomplete_chain");
-    assert_eq!(counter(&stats, "ipv6_frag_reassembled"), 0, "{stats:?}");
-}
-
-#[test]
-fn neighbor_solicitation_with_hop_limit_64_dropped_and_counted() {
-    hostile6(133, "nd_hop_limit", 5, "drop_nd_hop_limit");
+fn ipv6_hostile_extension_headers_fragments_and_nd_dropped_and_counted() {
+    let _lock = start();
+    // (net, hostile.py --kind, the drop counter, whether it is fragments)
+    each_case(
+        &[
+            (126, "rh0", "drop_ipv6_rh0", false),
+            (127, "hbh_not_first", "drop_ipv6_ext_malformed", false),
+            (128, "chain_truncated", "drop_ipv6_ext_malformed", false),
+            (129, "chain_long", "drop_ipv6_ext_malformed", false),
+            (130, "option_discard", "drop_ipv6_ext_option", false),
+            (131, "frag_overlap", "drop_ipv6_frag_overlap", true),
+            (132, "frag_tiny", "drop_ipv6_frag_incomplete_chain", true),
+            (133, "nd_hop_limit", "drop_nd_hop_limit", false),
+        ],
+        |(net, kind, drop_counter, fragments)| {
+            let stats = hostile6(net, kind, 5, drop_counter);
+            if fragments {
+                assert_eq!(counter(&stats, "ipv6_frag_reassembled"), 0, "{stats:?}");
+            }
+        },
+    );
 }
 
 /// 300 frames of random bytes behind an IPv6 EtherType, addressed to corestack, every other one
@@ -512,6 +482,7 @@ fn neighbor_solicitation_with_hop_limit_64_dropped_and_counted() {
 /// server.
 #[test]
 fn ipv6_garbage_is_counted_and_the_server_keeps_serving() {
+    let _lock = start();
     // The seed makes the garbage, and so the malformed count, the same on every run; it is
     // checked against what the script saw, not a number written here.
     let (stats, malformed) = hostile6_at_least(134, "garbage", 300, "drop_ipv6_malformed", 0);
@@ -538,9 +509,7 @@ fn forged_packet_too_big_out_of_window_ignored_connection_keeps_echoing() {
         &["--sport", "45679", "--seed", "13"],
         Duration::from_secs(60),
     );
-    eprintln!("{}", out.trim());
-    t.still_serves("forged Packet Too Big");
-    let stats = t.stop();
+    let stats = t.survived(&out, "forged Packet Too Big");
     assert!(counter(&stats, "icmpv6_ptb_rx") >= 5, "{stats:?}");
     assert!(counter(&stats, "icmpv6_ptb_ignored") >= 5, "{stats:?}");
     assert_eq!(counter(&stats, "icmpv6_pmtu_reductions"), 0, "{stats:?}");

@@ -45,11 +45,7 @@ fn afxdp_ipv6_ping6_and_udp_echo_from_linux() {
         assert!(out.starts_with("True"), "TCP echo to {target}: {out}");
     }
     // `corestack ss` shows the dual-stack listener with its IPv6 address.
-    let ss = std::process::Command::new(bin())
-        .args(["ss", "--pid", &server.pid().to_string()])
-        .output()
-        .expect("running corestack ss");
-    let ss = String::from_utf8_lossy(&ss.stdout);
+    let ss = corestack_out(&["ss", "--pid", &server.pid().to_string()]);
     assert!(
         ss.lines()
             .any(|l| l.contains("LISTEN") && l.contains("[::]:7")),
@@ -110,14 +106,7 @@ fn ss_and_stat_show_an_ipv6_connection_and_ipv6_counters() {
     let mut l = TcpListener::bind(&b, SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 7, 0, 0)).unwrap();
     let c = TcpStream::connect(&a, SocketAddrV6::new(B6, 7, 0, 0)).unwrap();
     let (s, _) = l.accept().unwrap();
-    let tool = |what: &str| {
-        let out = std::process::Command::new(bin())
-            .args([what, "--pid", &std::process::id().to_string()])
-            .output()
-            .unwrap_or_else(|e| panic!("running corestack {what}: {e}"));
-        assert!(out.status.success(), "corestack {what}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let tool = |what: &str| corestack_ok(&[what, "--pid", &std::process::id().to_string()]);
     // The segments are published every few ms: poll (bounded).
     let deadline = Instant::now() + Duration::from_secs(10);
     let (mut ss, mut stat);

@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::daemon::*;
@@ -17,20 +16,6 @@ use common::*;
 use testkit::prom::{parse, samples, value};
 
 const METRICS: &str = "127.0.0.1:9464";
-
-/// Runs `cmd` (`what` names it in panics) and returns its stdout; panics with its stderr when
-/// it cannot be run or exits with failure.
-fn stdout_of(cmd: &mut Command, what: &str) -> Vec<u8> {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("running {what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
 
 /// `curl` in the daemon's namespace: (HTTP status, Content-Type, body).
 fn get(pair: &Pair, path: &str) -> (u16, String, String) {
@@ -67,9 +52,7 @@ fn one(scrape: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str)])
 
 /// `corestack stat --pid PID --all`: counter name -> value.
 fn stat_counters(pid: u32) -> Vec<(String, u64)> {
-    let mut stat = Command::new(bin());
-    stat.args(["stat", "--all", "--pid", &pid.to_string()]);
-    String::from_utf8_lossy(&stdout_of(&mut stat, "corestack stat"))
+    corestack_ok(&["stat", "--all", "--pid", &pid.to_string()])
         .lines()
         .filter_map(|l| {
             let mut w = l.split_whitespace();
@@ -191,10 +174,7 @@ fn daemon_serves_metrics_that_match_its_segments() {
     // Elsewhere: 404; and `stat --prometheus` prints the same families.
     let (code, _, body) = get(&pair, "/");
     assert_eq!(code, 404, "{body}");
-    let mut stat = Command::new(bin());
-    stat.args(["stat", "--prometheus", "--pid", &pid]);
-    let printed = stdout_of(&mut stat, "corestack stat --prometheus");
-    let printed = parse(&String::from_utf8_lossy(&printed));
+    let printed = parse(&corestack_ok(&["stat", "--prometheus", "--pid", &pid]));
     let families = |s: &prometheus_parse::Scrape| {
         let mut f: Vec<String> = s.docs.keys().cloned().collect();
         f.sort();

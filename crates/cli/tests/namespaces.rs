@@ -232,16 +232,7 @@ fn afxdp_running_echo_server_counters_are_read_by_stat() {
     assert!(out.is_ok_and(|o| o.contains("3 received")), "ping");
     std::thread::sleep(std::time::Duration::from_millis(50)); // one publication period
     let pid = server.pid().to_string();
-    let stat = std::process::Command::new(bin())
-        .args(["stat", "--pid", &pid])
-        .output()
-        .expect("running corestack stat");
-    let text = String::from_utf8_lossy(&stat.stdout);
-    assert!(
-        stat.status.success(),
-        "stat failed: {}",
-        String::from_utf8_lossy(&stat.stderr)
-    );
+    let text = corestack_ok(&["stat", "--pid", &pid]);
     let replies: u64 = text
         .lines()
         .find_map(|l| l.trim().strip_prefix("icmp_echo_replies_tx"))
@@ -260,11 +251,7 @@ fn afxdp_running_echo_server_counters_are_read_by_stat() {
     let mut established = String::new();
     for _ in 0..50 {
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let ss = std::process::Command::new(bin())
-            .args(["ss", "--pid", &pid])
-            .output()
-            .unwrap();
-        established = String::from_utf8_lossy(&ss.stdout).into_owned();
+        established = corestack_out(&["ss", "--pid", &pid]);
         if established.contains("ESTAB") {
             break;
         }
@@ -285,10 +272,7 @@ fn afxdp_running_echo_server_counters_are_read_by_stat() {
     let f = server.terminate();
     assert!(f.status.success(), "{}", f.stderr);
     // The segment goes away with the engine.
-    let gone = std::process::Command::new(bin())
-        .args(["stat", "--pid", &pid])
-        .output()
-        .unwrap();
+    let gone = corestack_output(&["stat", "--pid", &pid]);
     assert!(
         !gone.status.success(),
         "stat still finds the stopped server"

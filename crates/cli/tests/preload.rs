@@ -139,29 +139,16 @@ fn run(name: &str, cmd: Command, timeout: Duration) -> Finished {
 
 /// Runs `cmd` and asserts it succeeded; returns stdout.
 fn run_ok(name: &str, cmd: Command, timeout: Duration) -> String {
-    let f = run(name, cmd, timeout);
-    assert!(
-        f.status.success(),
-        "{name} failed ({}):\nstdout:\n{}\nstderr:\n{}",
-        f.status,
-        f.stdout,
-        f.stderr
-    );
-    f.stdout
+    run(name, cmd, timeout)
+        .assert_success(name, String::new)
+        .stdout
 }
 
 /// Runs `cmd`, a `tests/shim` C program (`name` in messages), to its end (at most `timeout`)
 /// and asserts it exited 0 saying "ALL PASSED"; `context` (a daemon's log, or empty) ends
 /// the failure message.
 fn all_passed(name: &str, cmd: Command, timeout: Duration, context: &str) {
-    let f = run(name, cmd, timeout);
-    assert!(
-        f.status.success() && f.stdout.contains("ALL PASSED"),
-        "{name} ({}):\n{}\nstderr:\n{}{context}",
-        f.status,
-        f.stdout,
-        f.stderr
-    );
+    run(name, cmd, timeout).assert_said("ALL PASSED", name, || context.to_string());
 }
 
 /// A kernel TCP and UDP echo server on port 7 in the Linux namespace.
@@ -427,15 +414,6 @@ fn memcached_t1_t4(pair: &Pair, sh: &Sh) {
     }
 }
 
-/// `corestack ss` / `corestack stat` output (this process reads /dev/shm, shared by namespaces).
-fn corestack_out(args: &[&str]) -> String {
-    let o = Command::new(bin())
-        .args(args)
-        .output()
-        .expect("running corestack");
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 /// True when `corestack ss` output `out` has a line of process `pid` named `name` listening
 /// on TCP `port` (ss lines: pid process app "tcp LISTEN" local ...).
 fn ss_listening(out: &str, pid: u32, name: &str, port: &str) -> bool {
@@ -543,55 +521,48 @@ fn shim_service_iperf3_server_and_client_both_directions_byte_counts_agree() {
 /// shim, each direction (-R): the byte counts agree.
 fn iperf3_both_ways(pair: &Pair, sh: &Sh) {
     need("iperf3");
-    // The server on corestack (dual-stack `::`, select() loop), Linux clients.
-    for reverse in [false, true] {
-        let mut server = Proc::spawn(
-            "iperf3 -s (shim)",
-            sh("iperf3", &["-s", "-1", "-p", "5201", "--forceflush"]),
-            None,
-            Out::Text,
-        );
-        server.wait_stdout("Server listening", STEP);
-        let mut args = vec!["-c", &pair.core_ip, "-p", "5201", "-t", "2", "-J"];
-        if reverse {
-            args.push("-R");
+    let linux = |p: &str, a: &[&str]| plain(&pair.linux, p, a);
+    // (the server's side, the client's side, the server's address, port, what): first the
+    // server on corestack (dual-stack `::`, select() loop) with Linux clients, then the
+    // client on corestack with a Linux server.
+    let sides: [(&Sh, &Sh, &str, &str, &str); 2] = [
+        (
+            sh,
+            &linux,
+            &pair.core_ip,
+            "5201",
+            "linux client -> shim server",
+        ),
+        (
+            &linux,
+            sh,
+            &pair.linux_ip,
+            "5202",
+            "shim client -> linux server",
+        ),
+    ];
+    for (server_side, client_side, server_ip, port, what) in sides {
+        for reverse in [false, true] {
+            let mut server = Proc::spawn(
+                &format!("iperf3 -s ({what})"),
+                server_side("iperf3", &["-s", "-1", "-p", port, "--forceflush"]),
+                None,
+                Out::Text,
+            );
+            server.wait_stdout("Server listening", STEP);
+            let mut args = vec!["-c", server_ip, "-p", port, "-t", "2", "-J"];
+            if reverse {
+                args.push("-R");
+            }
+            let out = run_ok(
+                &format!("iperf3 -c ({what})"),
+                client_side("iperf3", &args),
+                STEP,
+            );
+            check_transfer(&format!("{what}, reverse {reverse}"), iperf3_bytes(&out));
+            let s = server.finish(STEP);
+            assert!(s.status.success(), "iperf3 -s: {}", s.stderr);
         }
-        let out = run_ok(
-            "iperf3 -c (linux)",
-            plain(&pair.linux, "iperf3", &args),
-            STEP,
-        );
-        check_transfer(
-            &format!("linux client -> shim server, reverse {reverse}"),
-            iperf3_bytes(&out),
-        );
-        let s = server.finish(STEP);
-        assert!(s.status.success(), "iperf3 -s: {}", s.stderr);
-    }
-    // The client on corestack, a Linux server.
-    for reverse in [false, true] {
-        let mut server = Proc::spawn(
-            "iperf3 -s (linux)",
-            plain(
-                &pair.linux,
-                "iperf3",
-                &["-s", "-1", "-p", "5202", "--forceflush"],
-            ),
-            None,
-            Out::Text,
-        );
-        server.wait_stdout("Server listening", STEP);
-        let mut args = vec!["-c", &pair.linux_ip, "-p", "5202", "-t", "2", "-J"];
-        if reverse {
-            args.push("-R");
-        }
-        let out = run_ok("iperf3 -c (shim)", sh("iperf3", &args), STEP);
-        check_transfer(
-            &format!("shim client -> linux server, reverse {reverse}"),
-            iperf3_bytes(&out),
-        );
-        let s = server.finish(STEP);
-        assert!(s.status.success(), "iperf3 -s: {}", s.stderr);
     }
 }
 
@@ -651,6 +622,15 @@ fn sockperf_each_iomux(pair: &Pair, sh: &Sh) {
     };
     let core_feed = feed("feed-core", &pair.core_ip);
     let linux_feed = feed("feed-linux", &pair.linux_ip);
+    // sockperf ping-pong, then throughput, with the same `args` (`side` runs it), checked.
+    let pingpong_and_throughput = |side: &Sh, args: &[&str], what: &str| {
+        let test = |test: &str| {
+            let cmd = side("sockperf", &[&[test], args].concat());
+            run_ok(&format!("sockperf {test} ({what})"), cmd, STEP)
+        };
+        sockperf_checks(what, &test("ping-pong"), &test("throughput"));
+    };
+    let linux = |p: &str, a: &[&str]| plain(&pair.linux, p, a);
     for mode in ["select", "poll", "epoll"] {
         // Server on corestack, Linux clients.
         let mut server = Proc::spawn(
@@ -668,25 +648,7 @@ fn sockperf_each_iomux(pair: &Pair, sh: &Sh) {
             if !proto.is_empty() {
                 base.push(proto);
             }
-            let pp = run_ok(
-                "sockperf ping-pong (linux)",
-                plain(
-                    &pair.linux,
-                    "sockperf",
-                    &[&["ping-pong"], base.as_slice()].concat(),
-                ),
-                STEP,
-            );
-            let tp = run_ok(
-                "sockperf throughput (linux)",
-                plain(
-                    &pair.linux,
-                    "sockperf",
-                    &[&["throughput"], base.as_slice()].concat(),
-                ),
-                STEP,
-            );
-            sockperf_checks(&format!("shim server -F {mode} {proto}"), &pp, &tp);
+            pingpong_and_throughput(&linux, &base, &format!("shim server -F {mode} {proto}"));
         }
         drop(server.terminate());
     }
@@ -712,17 +674,11 @@ fn sockperf_each_iomux(pair: &Pair, sh: &Sh) {
             )
             .expect("writing a feed file");
             let f = one.to_str().unwrap();
-            let pp = run_ok(
-                "sockperf ping-pong (shim)",
-                sh("sockperf", &["ping-pong", "-f", f, "-F", mode, "-t", "1"]),
-                STEP,
+            pingpong_and_throughput(
+                sh,
+                &["-f", f, "-F", mode, "-t", "1"],
+                &format!("shim client -F {mode} {label}"),
             );
-            let tp = run_ok(
-                "sockperf throughput (shim)",
-                sh("sockperf", &["throughput", "-f", f, "-F", mode, "-t", "1"]),
-                STEP,
-            );
-            sockperf_checks(&format!("shim client -F {mode} {label}"), &pp, &tp);
         }
     }
     drop(server.terminate());
@@ -882,17 +838,12 @@ fn tokio_http() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shim/tokio_http");
     let target = profile_dir().join("shim-tokio");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let r = Command::new(cargo)
+    let mut build = Command::new(cargo);
+    build
         .args(["build", "--release", "--locked", "--manifest-path"])
         .arg(dir.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", &target)
-        .output()
-        .expect("running cargo build for tests/shim/tokio_http");
-    assert!(
-        r.status.success(),
-        "building tests/shim/tokio_http failed:\n{}",
-        String::from_utf8_lossy(&r.stderr)
-    );
+        .env("CARGO_TARGET_DIR", &target);
+    stdout_of(&mut build, "cargo build of tests/shim/tokio_http");
     let exe = target.join("release/tokio-http");
     *built = Some(exe.clone());
     exe
@@ -937,105 +888,57 @@ fn http_server_and_curl(pair: &Pair, sh: &Sh) {
     let data = payload(3 << 20, 0x9e37_79b9_7f4a_7c15);
     std::fs::write(www.join("data.bin"), &data).expect("writing the file to serve");
     let www_s = www.to_str().unwrap();
-    let fetch = |cmd: Command, what: &str| {
-        let out = run_ok(what, cmd, STEP);
-        assert!(out.starts_with("200"), "{what}: {out}");
-        out
+    // `python3 -m http.server` serving the web root on `port` at `bind`, up.
+    let http_server = |what: &str, sh: &Sh, port: &str, bind: &str| {
+        let args = [
+            "-u",
+            "-m",
+            "http.server",
+            port,
+            "--bind",
+            bind,
+            "--directory",
+            www_s,
+        ];
+        let mut server = Proc::spawn(what, sh("python3", &args), None, Out::Text);
+        server.wait_stdout("Serving HTTP", STEP);
+        server
     };
+    // curl (as `sh` runs it) fetching `url` with status 200 into `out` ("/dev/null": only the
+    // status is checked).
+    let fetch = |what: &str, sh: &Sh, url: &str, out: &str| {
+        let args = ["-sS", "-o", out, "-w", "%{http_code} %{size_download}", url];
+        let said = run_ok(what, sh("curl", &args), STEP);
+        assert!(said.starts_with("200"), "{what}: {said}");
+    };
+    let on_linux = |p: &str, a: &[&str]| plain(&pair.linux, p, a);
+    let on_core_kernel = |p: &str, a: &[&str]| plain(&pair.core, p, a);
     // python on corestack (bound to the wildcard, so loopback works too), curl from Linux.
-    let mut server = Proc::spawn(
-        "python3 -m http.server (shim)",
-        sh(
-            "python3",
-            &[
-                "-u",
-                "-m",
-                "http.server",
-                "8080",
-                "--bind",
-                "0.0.0.0",
-                "--directory",
-                www_s,
-            ],
-        ),
-        None,
-        Out::Text,
-    );
-    server.wait_stdout("Serving HTTP", STEP);
+    let server = http_server("python3 -m http.server (shim)", sh, "8080", "0.0.0.0");
     let got = www.join("got-linux.bin");
     let url = format!("http://{}:8080/data.bin", pair.core_ip);
-    fetch(
-        plain(
-            &pair.linux,
-            "curl",
-            &[
-                "-sS",
-                "-o",
-                got.to_str().unwrap(),
-                "-w",
-                "%{http_code} %{size_download}",
-                &url,
-            ],
-        ),
-        "linux curl",
-    );
+    fetch("linux curl", &on_linux, &url, got.to_str().unwrap());
     assert!(
         std::fs::read(&got).ok() == Some(data.clone()),
         "linux curl got different bytes"
     );
     fetch(
-        plain(
-            &pair.core,
-            "curl",
-            &[
-                "-sS",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                "http://127.0.0.1:8080/data.bin",
-            ],
-        ),
         "kernel curl over loopback to the wildcard server",
+        &on_core_kernel,
+        "http://127.0.0.1:8080/data.bin",
+        "/dev/null",
     );
     drop(server.terminate());
     // python on Linux, curl on corestack.
-    let mut server = Proc::spawn(
+    let server = http_server(
         "python3 -m http.server (linux)",
-        plain(
-            &pair.linux,
-            "python3",
-            &[
-                "-u",
-                "-m",
-                "http.server",
-                "8081",
-                "--bind",
-                &pair.linux_ip,
-                "--directory",
-                www_s,
-            ],
-        ),
-        None,
-        Out::Text,
+        &on_linux,
+        "8081",
+        &pair.linux_ip,
     );
-    server.wait_stdout("Serving HTTP", STEP);
     let got = www.join("got-shim.bin");
     let url = format!("http://{}:8081/data.bin", pair.linux_ip);
-    fetch(
-        sh(
-            "curl",
-            &[
-                "-sS",
-                "-o",
-                got.to_str().unwrap(),
-                "-w",
-                "%{http_code} %{size_download}",
-                &url,
-            ],
-        ),
-        "shimmed curl",
-    );
+    fetch("shimmed curl", sh, &url, got.to_str().unwrap());
     assert!(
         std::fs::read(&got).ok() == Some(data),
         "shimmed curl got different bytes"

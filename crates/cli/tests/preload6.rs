@@ -209,15 +209,9 @@ fn shim6_v6only_pktinfo_options_and_mapped_peers_behave_as_on_linux() {
             &linux_ll,
         ],
     );
-    assert!(
-        f.status.success() && f.stdout.contains("ALL OK"),
-        "v6_shim.py failed ({}):\n{}\nstderr:\n{}\npeer:\n{}{}",
-        f.status,
-        f.stdout,
-        f.stderr,
-        peer.stdout(),
-        peer.stderr()
-    );
+    f.assert_said("ALL OK", "v6_shim.py", || {
+        format!("\npeer:\n{}{}", peer.stdout(), peer.stderr())
+    });
     drop(peer.terminate());
 }
 

@@ -8,26 +8,25 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::*;
 
 #[test]
 fn conn_rate_every_row_completes_exchanges_without_a_failure() {
     let _lock = start();
     let json = std::env::temp_dir().join(format!("cs-conn-rate-{}.json", std::process::id()));
-    let out = Command::new(bin())
-        .args(["bench", "conn-rate", "--rounds", "1", "--seconds", "1"])
-        .args(["--conns", "16", "--json"])
-        .arg(&json)
-        .output()
-        .expect("running corestack bench conn-rate");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "conn-rate failed: {text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let json_arg = json.to_str().expect("a UTF-8 temporary path");
+    let text = corestack_ok(&[
+        "bench",
+        "conn-rate",
+        "--rounds",
+        "1",
+        "--seconds",
+        "1",
+        "--conns",
+        "16",
+        "--json",
+        json_arg,
+    ]);
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON")).unwrap();
     let _ = std::fs::remove_file(&json);

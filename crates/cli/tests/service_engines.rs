@@ -41,12 +41,19 @@ fn daemon_serves_256(pair: &Pair, daemon: &Daemon, sock: &SocketPath) {
     drop(app);
 }
 
+/// A 4-queue veth pair `prefix`/`net` (namespaces) and `corestack run --cores 2` on its core
+/// end, socket tag `tag`: the pair, the daemon's socket and the daemon.
+fn two_engines_on_four_queues(prefix: &str, net: u8, tag: &str) -> (Pair, SocketPath, Daemon) {
+    let pair = Pair::with_queues(prefix, net, 4).expect("creating the namespaces");
+    let sock = SocketPath::new(tag);
+    let daemon = Daemon::start(&pair, &sock, &["--cores", "2"]);
+    (pair, sock, daemon)
+}
+
 #[test]
 fn daemon_with_two_engines_serves_256_connections_over_a_four_queue_veth() {
     let _lock = start();
-    let pair = Pair::with_queues("se", 241, 4).expect("creating the namespaces");
-    let sock = SocketPath::new("engines-veth");
-    let mut daemon = Daemon::start(&pair, &sock, &["--cores", "2"]);
+    let (pair, sock, mut daemon) = two_engines_on_four_queues("se", 241, "engines-veth");
     let ready = daemon.expect_line(&["corestack daemon ready"], Duration::from_secs(1), "ready");
     assert!(ready.contains("engines=2"), "{ready}");
     daemon.expect_line(
@@ -104,9 +111,7 @@ fn shim_memcached_t4_against_a_two_engine_daemon_serves_every_get() {
     let _lock = start();
     common::shim::need("memcached");
     common::shim::need("python3");
-    let pair = Pair::with_queues("sm", 244, 4).expect("creating the namespaces");
-    let sock = SocketPath::new("engines-memcached");
-    let mut daemon = Daemon::start(&pair, &sock, &["--cores", "2"]);
+    let (pair, sock, mut daemon) = two_engines_on_four_queues("sm", 244, "engines-memcached");
     let cmd = served(&pair, &sock, "memcached", &memcached_args("4"));
     let server = Proc::spawn("memcached -t 4 in service mode", cmd, None, Out::Text);
     ping_until_up(&pair.linux, &pair.core_ip, 10);
@@ -131,9 +136,7 @@ fn shim_nginx_with_four_workers_against_a_two_engine_daemon_serves_curl() {
     let _lock = start();
     common::shim::need("curl");
     common::shim::need("nginx");
-    let pair = Pair::with_queues("sn", 245, 4).expect("creating the namespaces");
-    let sock = SocketPath::new("engines-nginx");
-    let mut daemon = Daemon::start(&pair, &sock, &["--cores", "2"]);
+    let (pair, sock, mut daemon) = two_engines_on_four_queues("sn", 245, "engines-nginx");
     /// The test's directory, removed on drop; nginx stopped first (SIGTERM to its master).
     struct Scratch(std::path::PathBuf, u32);
     impl Drop for Scratch {

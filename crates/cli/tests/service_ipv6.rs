@@ -11,20 +11,10 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::daemon::*;
 use common::*;
-
-/// `corestack ARGS` on the host (no namespace needed: it reads shared memory), its stdout.
-fn corestack_out(args: &[&str]) -> String {
-    let out = Command::new(bin())
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running corestack {args:?}: {e}"));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Python in the Linux namespace: one TCP connection to each address in argv at once, 64 KiB
 /// echoed on each, interleaved; prints each connection's result and local address, then
@@ -43,11 +33,28 @@ const TCP_BOTH: &str = "import socket,sys,time\n\
     print('echoed', flush=True)\n\
     time.sleep(30)\n";
 
+/// Takes the suite's lock, makes the namespaces v6s/`net` and starts a dual-stack daemon on
+/// them ([`dual_stack_daemon`], socket tag `tag`): the lock, the pair, the daemon's socket, the
+/// daemon and its IPv6 address.
+fn dual_stack_daemon_test(
+    net: u8,
+    tag: &str,
+) -> (
+    std::sync::MutexGuard<'static, ()>,
+    Pair,
+    SocketPath,
+    Daemon,
+    String,
+) {
+    let lock = start();
+    let pair = Pair::new("v6s", net).expect("creating the namespaces");
+    let (sock, daemon, core6) = dual_stack_daemon(&pair, net, tag);
+    (lock, pair, sock, daemon, core6)
+}
+
 #[test]
 fn service_app_echoes_on_dual_stack_listener_to_linux_ipv6_and_ipv4_and_udp6() {
-    let _lock = start();
-    let pair = Pair::new("v6s", 236).expect("creating the namespaces");
-    let (sock, mut daemon, core6) = dual_stack_daemon(&pair, 236, "v6echo");
+    let (_lock, pair, sock, mut daemon, core6) = dual_stack_daemon_test(236, "v6echo");
     let mut app = echo_app(&pair, &sock, 7, &daemon);
     assert!(
         app.stdout().contains("listening on [::]:7"),
@@ -126,9 +133,7 @@ fn service_app_echoes_on_dual_stack_listener_to_linux_ipv6_and_ipv4_and_udp6() {
 
 #[test]
 fn service_app_connects_to_linux_ipv6_server_16mib_sha256_equal() {
-    let _lock = start();
-    let pair = Pair::new("v6s", 237).expect("creating the namespaces");
-    let (sock, mut daemon, core6) = dual_stack_daemon(&pair, 237, "v6open");
+    let (_lock, pair, sock, mut daemon, core6) = dual_stack_daemon_test(237, "v6open");
     ping6_until_up(&pair, &core6, 10);
     let mut srv = pair.linux.exec("nc");
     srv.args(["-6", "-l", "5013"]);
@@ -151,9 +156,7 @@ fn service_app_connects_to_linux_ipv6_server_16mib_sha256_equal() {
 
 #[test]
 fn service_ipv6_ports_need_the_grant_and_belong_to_one_app() {
-    let _lock = start();
-    let pair = Pair::new("v6s", 238).expect("creating the namespaces");
-    let (sock, mut daemon, core6) = dual_stack_daemon(&pair, 238, "v6ports");
+    let (_lock, pair, sock, mut daemon, core6) = dual_stack_daemon_test(238, "v6ports");
     ping6_until_up(&pair, &core6, 10);
     let echo6 = |port: u16, what: &str| {
         let out = pair

@@ -16,10 +16,7 @@ use common::*;
 #[test]
 fn daemon_sigterm_mid_transfer_apps_get_an_error_not_a_hang() {
     let (_lock, pair, sock, mut daemon) = daemon_test(143, "term");
-    let mut apps = mid_transfer_apps(&pair, &sock, &daemon);
-    let t0 = Instant::now();
-    daemon.signal("TERM");
-    let took = assert_apps_fail(&mut apps, t0, &daemon);
+    let (mut apps, t0, took) = signalled_mid_transfer(&pair, &sock, &daemon, "TERM");
     let f = daemon.finish(Duration::from_secs(5));
     assert!(
         f.status.success(),
@@ -60,10 +57,7 @@ fn daemon_sigterm_mid_transfer_apps_get_an_error_not_a_hang() {
 #[test]
 fn daemon_sigkill_mid_transfer_apps_get_an_error_and_a_new_daemon_takes_over_the_socket() {
     let (_lock, pair, sock, mut daemon) = daemon_test(144, "sigkill");
-    let mut apps = mid_transfer_apps(&pair, &sock, &daemon);
-    let t0 = Instant::now();
-    daemon.signal("KILL");
-    let took = assert_apps_fail(&mut apps, t0, &daemon);
+    let (apps, _, took) = signalled_mid_transfer(&pair, &sock, &daemon, "KILL");
     eprintln!("apps failed {took:?} after the daemon's SIGKILL at most");
     let _ = daemon.finish(Duration::from_secs(5));
     drop(apps);
@@ -169,6 +163,22 @@ fn mid_transfer_apps(pair: &Pair, sock: &SocketPath, daemon: &Daemon) -> MidTran
             ("the Linux client".to_string(), client),
         ],
     }
+}
+
+/// Catches apps mid-transfer ([`mid_transfer_apps`]), sends the daemon `signal` (`TERM`,
+/// `KILL`) and asserts that they fail ([`assert_apps_fail`]); returns them, when the signal
+/// was sent, and how long the slowest took to exit.
+fn signalled_mid_transfer(
+    pair: &Pair,
+    sock: &SocketPath,
+    daemon: &Daemon,
+    signal: &str,
+) -> (MidTransfer, Instant, Duration) {
+    let mut apps = mid_transfer_apps(pair, sock, daemon);
+    let t0 = Instant::now();
+    daemon.signal(signal);
+    let took = assert_apps_fail(&mut apps, t0, daemon);
+    (apps, t0, took)
 }
 
 /// Asserts that every app exits non-zero within 2 s of `t0` with an `error: ` line; the two

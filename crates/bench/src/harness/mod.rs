@@ -101,3 +101,33 @@ pub fn engine_cpus() -> Option<&'static str> {
 pub fn daemon_cpu_args() -> Vec<&'static str> {
     engine_cpus().map_or_else(Vec::new, |l| vec!["--cpus", l])
 }
+
+/// Checks a benchmark's duration option `name` (`--seconds`): `seconds` must be in (0, `max`]
+/// seconds.
+///
+/// Errors: `NAME must be in (0, MAX]` otherwise, NaN included.
+pub fn check_seconds(name: &str, seconds: f64, max: f64) -> anyhow::Result<()> {
+    if seconds > 0.0 && seconds <= max {
+        Ok(())
+    } else {
+        anyhow::bail!("{name} must be in (0, {max}]")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_seconds;
+
+    #[test]
+    fn check_seconds_takes_0_exclusive_to_max_inclusive_and_says_the_range_otherwise() {
+        for ok in [0.001, 1.0, 60.0] {
+            assert!(check_seconds("--seconds", ok, 60.0).is_ok(), "{ok}");
+        }
+        for bad in [0.0, -1.0, 60.001, f64::NAN, f64::INFINITY] {
+            let e = check_seconds("--seconds", bad, 60.0).expect_err("out of range");
+            assert_eq!(e.to_string(), "--seconds must be in (0, 60]", "{bad}");
+        }
+        let e = check_seconds("--mc-sweep-secs", 601.0, 600.0).unwrap_err();
+        assert_eq!(e.to_string(), "--mc-sweep-secs must be in (0, 600]");
+    }
+}

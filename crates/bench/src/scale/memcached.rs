@@ -148,12 +148,8 @@ pub fn validate(o: &McOptions) -> Result<()> {
     if o.mc_rates.is_empty() || o.mc_rates.iter().any(|r| !(*r > 0.0 && *r <= 5_000_000.0)) {
         bail!("--mc-rates must be rates in (0, 5000000] requests per second");
     }
-    if !(o.mc_seconds > 0.0 && o.mc_seconds <= 60.0) {
-        bail!("--mc-seconds must be in (0, 60]");
-    }
-    if !(o.mc_sweep_secs > 0.0 && o.mc_sweep_secs <= 600.0) {
-        bail!("--mc-sweep-secs must be in (0, 600]");
-    }
+    crate::harness::check_seconds("--mc-seconds", o.mc_seconds, 60.0)?;
+    crate::harness::check_seconds("--mc-sweep-secs", o.mc_sweep_secs, 600.0)?;
     if o.mc_conns == 0 || o.mc_conns > 4000 || o.sla_us.is_nan() || o.sla_us <= 0.0 {
         bail!("--mc-conns must be 1 to 4000 and --sla-us positive");
     }

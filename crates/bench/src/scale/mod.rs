@@ -98,9 +98,7 @@ impl ScaleBench {
         if self.conns == 0 || self.conns > 20_000 || self.rounds == 0 {
             bail!("--conns must be 1 to 20000 and --rounds at least 1");
         }
-        if !(self.seconds > 0.0 && self.seconds <= 60.0) {
-            bail!("--seconds must be in (0, 60]");
-        }
+        crate::harness::check_seconds("--seconds", self.seconds, 60.0)?;
         memcached::validate(&self.mc)?;
         if !self.work_only && !self.mc.no_memcached {
             // Before the first part, so that a missing memcached costs no time.

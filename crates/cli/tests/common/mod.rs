@@ -212,6 +212,27 @@ impl Finished {
         }
         self
     }
+
+    /// Asserts that the child exited with success and said `needle` on stdout; the panic says
+    /// what `what` did instead, as [`Finished::assert_success`] does. Returns the child's
+    /// outcome for further checks.
+    pub fn assert_said(
+        self,
+        needle: &str,
+        what: &str,
+        context: impl FnOnce() -> String,
+    ) -> Finished {
+        if !self.stdout.contains(needle) {
+            panic!(
+                "{what} did not say {needle:?} ({}): {}{}{}",
+                self.status,
+                self.stdout,
+                self.stderr,
+                context()
+            );
+        }
+        self.assert_success(what, context)
+    }
 }
 
 /// A running child: stdin fed (optional), stdout hashed or kept, stderr kept.
@@ -404,6 +425,49 @@ impl Proc {
             out,
         }
     }
+}
+
+/// Runs `cmd` (`what` names it in panics) to its end and returns its stdout; panics with its
+/// stderr when it cannot be run or exits with failure.
+pub fn stdout_of(cmd: &mut Command, what: &str) -> Vec<u8> {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// `corestack ARGS` on the host, where the tools that read the engines' shared memory (`stat`,
+/// `ss`) and `bench` run: how it ended. Panics only when it cannot be started.
+pub fn corestack_output(args: &[&str]) -> std::process::Output {
+    Command::new(bin())
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running corestack {args:?}: {e}"))
+}
+
+/// [`corestack_output`]'s stdout, whether or not it succeeded (for a tool polled until it shows
+/// something).
+pub fn corestack_out(args: &[&str]) -> String {
+    String::from_utf8_lossy(&corestack_output(args).stdout).into_owned()
+}
+
+/// [`corestack_output`]'s stdout; panics with its status, stdout and stderr unless it
+/// succeeded.
+pub fn corestack_ok(args: &[&str]) -> String {
+    let out = corestack_output(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "corestack {args:?} failed ({}): {stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }
 
 /// This binary with `args` in `ns`.
@@ -700,11 +764,7 @@ pub fn one_engine_counters(pid: u32, engine: usize) -> std::collections::HashMap
 
 /// `corestack ARGS` read as `name ... value` lines.
 fn stat_counters(args: &[&str]) -> std::collections::HashMap<String, u64> {
-    let out = Command::new(bin())
-        .args(args)
-        .output()
-        .expect("running corestack stat");
-    String::from_utf8_lossy(&out.stdout)
+    corestack_out(args)
         .lines()
         .filter_map(|l| {
             let mut w = l.split_whitespace();
