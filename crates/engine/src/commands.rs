@@ -195,6 +195,7 @@ impl Protocols {
             dirty: false,
             growth: Default::default(),
             mapped: false,
+            pmtu_gen: self.pmtu_generation(remote),
             flow_label: if remote.is_ipv6() {
                 self.isn.flow_label(local, remote)
             } else {

@@ -2,6 +2,7 @@
 //! (plus an optional gateway), ARP resolution, Ethernet framing.
 
 use crate::arp::{ArpAction, ArpCache};
+use crate::pmtu::{PmtuTable, PMTU_ENTRIES};
 use crate::stats::Stats;
 use crate::time::Instant;
 use core::net::Ipv4Addr;
@@ -29,6 +30,8 @@ pub struct Egress {
     pub gateway: Option<Ipv4Addr>,
     /// Largest IP packet in bytes.
     pub mtu: usize,
+    /// Path MTUs learned from ICMP Fragmentation Needed (RFC 1191).
+    pub pmtu: PmtuTable<Ipv4Addr>,
     /// Neighbours' MAC addresses and frames waiting for them (RFC 826).
     pub arp: ArpCache,
     /// The port completes TCP checksums ([`nic::Capabilities::tx_tcp_checksum`]).
@@ -97,6 +100,7 @@ impl Egress {
             prefix_len,
             gateway,
             mtu,
+            pmtu: PmtuTable::new(PMTU_ENTRIES),
             arp,
             tcp_checksum_offload: false,
             gso_max: 0,
@@ -133,6 +137,15 @@ impl Egress {
     pub fn is_broadcast(&self, ip: Ipv4Addr) -> bool {
         ip.is_broadcast()
             || (self.prefix_len < 31 && u32::from(ip) == u32::from(self.ip) | !self.mask())
+    }
+
+    /// The path MTU toward `dst` in bytes: the estimate learned from
+    /// Fragmentation Needed (at least 552), else the link MTU.
+    /// O(`pmtu::PMTU_ENTRIES`).
+    pub fn path_mtu(&self, dst: Ipv4Addr, now: Instant) -> usize {
+        self.pmtu
+            .get(dst, now)
+            .map_or(self.mtu, |m| m.min(self.mtu))
     }
 
     /// The next hop toward `dst`: itself when on-link, else the gateway.

@@ -66,7 +66,7 @@ pub struct Egress6 {
     /// The neighbor cache (RFC 4861 §5.1).
     pub neighbors: NeighborCache,
     /// Path MTUs learned from Packet Too Big (RFC 8201).
-    pub pmtu: PmtuTable,
+    pub pmtu: PmtuTable<Ipv6Addr>,
 }
 
 /// True for a link-local unicast address, fe80::/10 (RFC 4291 §2.5.6).

@@ -44,46 +44,92 @@ impl Protocols {
     /// RFC 1122 §4.2.3.9: an ICMP error quoting a segment one of our TCP
     /// connections sent is counted (`icmp_tcp_errors_rx`); soft errors MUST
     /// NOT abort the connection, and none here does. "Fragmentation needed"
-    /// with a next-hop MTU (`frag_needed_mtu`, RFC 1191) lowers the
-    /// connection's MSS when the quoted sequence number is one in flight.
+    /// with a next-hop MTU (`frag_needed_mtu`, RFC 1191) is believed only
+    /// when the quoted sequence number is one in flight (RFC 5927 §4.1,
+    /// §5.2); then the destination's path MTU goes down (the table every
+    /// connection to it reads before it sends, `pmtu`) and the quoted
+    /// connection's MSS with it at once, its segments in flight that no
+    /// longer fit sent again. One that changes nothing, is out of window
+    /// or quotes no connection of ours is counted in `icmp_frag_needed_ignored`.
     fn tcp_icmp_error(&mut self, quote: &[u8], frag_needed_mtu: Option<usize>) {
+        let ignored = self.tcp_icmp_error_applied(quote, frag_needed_mtu) == Some(false);
+        if ignored {
+            self.stats.icmp_frag_needed_ignored += 1;
+        }
+    }
+
+    /// [`Protocols::tcp_icmp_error`]: None for an error that is not a
+    /// Fragmentation Needed, else whether it lowered an MTU or MSS.
+    fn tcp_icmp_error_applied(
+        &mut self,
+        quote: &[u8],
+        frag_needed_mtu: Option<usize>,
+    ) -> Option<bool> {
         // The quoted header may be cut short past 8 payload bytes (RFC 792),
         // so it is read field by field, not through `Ipv4Packet`.
-        let Some(&vihl) = quote.first() else { return };
+        let ours = self.quoted_tcp_v4(quote);
+        if ours.is_some() {
+            self.stats.icmp_tcp_errors_rx += 1;
+        }
+        let mtu = frag_needed_mtu?;
+        let Some((slot, dst, seq)) = ours else {
+            return Some(false);
+        };
+        // RFC 1191 §4: an MTU of 0 comes from a router that predates it;
+        // and a report above our own link MTU is bogus.
+        if !(68..=self.egress.mtu).contains(&mtu) {
+            return Some(false);
+        }
+        if !self
+            .sockets
+            .conn(slot)
+            .is_some_and(|c| c.tcb.seq_in_flight(seq))
+        {
+            return Some(false);
+        }
+        let now = self.now;
+        let current = self.egress.path_mtu(dst, now);
+        let lowered = self.egress.pmtu.lower(dst, mtu, current, now).is_some();
+        if lowered {
+            self.stats.icmp_pmtu_reductions += 1;
+        }
+        let pmtu = self.egress.path_mtu(dst, now);
+        let generation = self.egress.pmtu.generation();
+        let mut reduced = false;
+        if let Some(c) = self.sockets.conn(slot) {
+            c.pmtu_gen = generation;
+            reduced = c.tcb.on_path_mtu(pmtu, seq);
+        }
+        if reduced {
+            self.stats.tcp_pmtu_reductions += 1;
+            self.mark_dirty(slot);
+        }
+        Some(lowered || reduced)
+    }
+
+    /// The TCP connection of ours that sent the IPv4 packet `quote` (as
+    /// much of it as an ICMP error carried, at least its header and 8
+    /// bytes): its slot, the destination and the quoted sequence number.
+    fn quoted_tcp_v4(&self, quote: &[u8]) -> Option<(u32, Ipv4Addr, wire::SeqNum)> {
+        let &vihl = quote.first()?;
         let hl = usize::from(vihl & 0x0f) * 4;
         if vihl >> 4 != 4 || hl < wire::ipv4::HEADER_LEN || quote.len() < hl + 8 {
-            return;
+            return None;
         }
         let ip = |at: usize| Ipv4Addr::new(quote[at], quote[at + 1], quote[at + 2], quote[at + 3]);
         if quote[9] != PROTO_TCP || ip(12) != self.egress.ip {
-            return;
+            return None;
         }
         let local_port = u16::from_be_bytes([quote[hl], quote[hl + 1]]);
         let remote_port = u16::from_be_bytes([quote[hl + 2], quote[hl + 3]]);
-        let Some(slot) = self.sockets.flows.get(ip(16), remote_port, local_port) else {
-            return;
-        };
-        self.stats.icmp_tcp_errors_rx += 1;
+        let slot = self.sockets.flows.get(ip(16), remote_port, local_port)?;
         let seq = wire::SeqNum(u32::from_be_bytes([
             quote[hl + 4],
             quote[hl + 5],
             quote[hl + 6],
             quote[hl + 7],
         ]));
-        let link_mtu = self.egress.mtu;
-        // RFC 1191 §4: an MTU of 0 comes from a router that predates it;
-        // and a report above our own link MTU is bogus.
-        let Some(mtu) = frag_needed_mtu.filter(|m| (68..=link_mtu).contains(m)) else {
-            return;
-        };
-        if self
-            .sockets
-            .conn(slot)
-            .is_some_and(|c| c.tcb.on_path_mtu(mtu, seq))
-        {
-            self.stats.tcp_pmtu_reductions += 1;
-            self.mark_dirty(slot);
-        }
+        Some((slot, ip(16), seq))
     }
 
     /// Sends ICMP port unreachable quoting the first `quote_len` bytes of `ip`.

@@ -100,12 +100,15 @@ impl Protocols {
     /// quoted destination goes down to `mtu`, never below 1280 and never
     /// up (RFC 8201 §4).
     ///
-    /// RFC 5927 §4.1, §5.2: a Packet Too Big quoting a TCP segment lowers
-    /// the path MTU only when the quoted sequence number is in flight on
-    /// its connection (`Tcb::seq_in_flight`; a segment of no connection of
-    /// ours is ignored), and the connection's MSS goes down with it
-    /// (`Tcb::on_path_mtu`, segments in flight that no longer fit sent
-    /// again).
+    /// RFC 5927 §4.1, §5.2: a Packet Too Big quoting a TCP segment is
+    /// believed only when the quoted sequence number is in flight on its
+    /// connection (`Tcb::seq_in_flight`; a segment of no connection of
+    /// ours is ignored). Then the connection's MSS goes down to the
+    /// destination's path MTU (`Tcb::on_path_mtu`, segments in flight that
+    /// no longer fit sent again) even when the table already held that
+    /// estimate: another connection to the same destination may have
+    /// lowered it first. The other connections to it take the estimate at
+    /// their next segment (`pmtu`'s generation).
     fn packet_too_big(&mut self, mtu: u32, quote: &[u8]) {
         self.stats.icmpv6_ptb_rx += 1;
         let Some(e6) = self.ip6.as_ref() else { return };
@@ -138,19 +141,22 @@ impl Protocols {
         let now = self.now;
         let current = e6.pmtu(qdst, now);
         let mtu = usize::try_from(mtu).unwrap_or(usize::MAX);
-        let Some(lowered) = e6.pmtu.lower(qdst, mtu, current, now) else {
-            self.stats.icmpv6_ptb_ignored += 1;
-            return;
-        };
-        self.stats.icmpv6_pmtu_reductions += 1;
-        if slot != u32::MAX
-            && self
-                .sockets
-                .conn(slot)
-                .is_some_and(|c| c.tcb.on_path_mtu(lowered, seq))
-        {
+        let lowered = e6.pmtu.lower(qdst, mtu, current, now).is_some();
+        if lowered {
+            self.stats.icmpv6_pmtu_reductions += 1;
+        }
+        let (pmtu, generation) = (e6.pmtu(qdst, now), e6.pmtu.generation());
+        let mut reduced = false;
+        if let Some(c) = self.sockets.conn(slot) {
+            c.pmtu_gen = generation;
+            reduced = c.tcb.on_path_mtu(pmtu, seq);
+        }
+        if reduced {
             self.stats.tcp_pmtu_reductions += 1;
             self.mark_dirty(slot);
+        }
+        if !lowered && !reduced {
+            self.stats.icmpv6_ptb_ignored += 1;
         }
     }
 

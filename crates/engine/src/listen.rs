@@ -87,15 +87,23 @@ impl Protocols {
     }
 
     /// The MSS we offer a connection to `remote`, bytes: the configured
-    /// one, and over IPv6 at most the path MTU less 60 bytes of IPv6 and
-    /// TCP headers (RFC 8200 §5, RFC 9293 §3.7.1).
+    /// one, and at most the path MTU less the IP and TCP headers (40 bytes
+    /// over IPv4, 60 over IPv6; RFC 1191 §3, RFC 8200 §5, RFC 9293 §3.7.1).
     pub(crate) fn mss_for(&self, remote: SocketAddr) -> u16 {
+        let m = match remote.ip() {
+            IpAddr::V4(a) => self.egress.path_mtu(a, self.now).saturating_sub(40),
+            IpAddr::V6(a) => self.pmtu_v6(a).saturating_sub(60),
+        };
+        self.cfg.tcp.mss.min(u16::try_from(m).unwrap_or(u16::MAX))
+    }
+
+    /// The generation of `remote`'s family's path MTU table (0 while IPv6
+    /// is off), for a new connection's [`crate::sockets::Conn::pmtu_gen`]:
+    /// its MSS comes from [`Protocols::mss_for`] at this generation.
+    pub(crate) fn pmtu_generation(&self, remote: SocketAddr) -> u32 {
         match remote.ip() {
-            IpAddr::V4(_) => self.cfg.tcp.mss,
-            IpAddr::V6(a) => {
-                let m = self.pmtu_v6(a).saturating_sub(60);
-                self.cfg.tcp.mss.min(u16::try_from(m).unwrap_or(u16::MAX))
-            }
+            IpAddr::V4(_) => self.egress.pmtu.generation(),
+            IpAddr::V6(_) => self.ip6.as_ref().map_or(0, |e6| e6.pmtu.generation()),
         }
     }
 
@@ -180,6 +188,7 @@ impl Protocols {
             dirty: false,
             growth: Default::default(),
             mapped,
+            pmtu_gen: self.pmtu_generation(remote),
             flow_label: if remote.is_ipv6() {
                 self.isn.flow_label(local, remote)
             } else {

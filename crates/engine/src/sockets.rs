@@ -47,6 +47,9 @@ pub struct Conn {
     /// The IPv6 flow label of its packets (RFC 6437: a keyed hash of the
     /// 4-tuple, 20 bits); 0 for IPv4.
     pub flow_label: u32,
+    /// The generation of its family's path MTU table ([`crate::pmtu::PmtuTable::generation`])
+    /// that its MSS last took into account.
+    pub pmtu_gen: u32,
     /// Its IPv6 Traffic Class and Hop Limit (IPV6_TCLASS,
     /// IPV6_UNICAST_HOPS; inherited from its listener).
     pub ip6: Ip6Header,

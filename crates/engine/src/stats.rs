@@ -133,6 +133,13 @@ counters! {
     /// ICMP errors quoting a segment of one of our TCP connections
     /// (RFC 1122 §4.2.3.9); counted only, the connection is not changed.
     icmp_tcp_errors_rx,
+    /// IPv4 path MTUs lowered by Fragmentation Needed (RFC 1191), never
+    /// below 552.
+    icmp_pmtu_reductions,
+    /// Fragmentation Needed messages that changed nothing: not quoting a
+    /// segment in flight on a connection of ours (RFC 5927 §5.2), a bogus
+    /// MTU, or not lowering the path MTU or the connection's MSS.
+    icmp_frag_needed_ignored,
     /// ICMP messages that were truncated or had a bad checksum.
     drop_icmp_malformed,
     /// UDP datagrams delivered to a socket.
@@ -176,8 +183,15 @@ counters! {
     tcp_syncookies_ok,
     /// SYNs or connects refused because the connection table was full.
     drop_tcp_table_full,
-    /// Connections whose MSS went down after ICMP "fragmentation needed" (RFC 1191).
+    /// Connections whose MSS went down after ICMP "fragmentation needed"
+    /// (RFC 1191) or "packet too big" (RFC 8201), or to a smaller path MTU
+    /// another connection to the same destination learned.
     tcp_pmtu_reductions,
+    /// Connections whose MSS fell back to the search floor (1024-byte
+    /// packets over IPv4, 1280 over IPv6) after three consecutive RTOs of
+    /// a bigger segment: a path that drops big packets without ICMP (RFC
+    /// 4821 §7.7).
+    tcp_pmtu_blackholes,
     /// TCP segments sent again (RTO, fast, RACK, TLP).
     tcp_retransmits,
     /// Retransmission timeouts.
@@ -400,6 +414,7 @@ impl Stats {
         self.tcp_acks_compressed += d(t.acks_compressed, counted.acks_compressed);
         self.tcp_acks_of_unacceptable += d(t.acks_of_unacceptable, counted.acks_of_unacceptable);
         self.tcp_spurious_rtos += d(t.spurious_rtos, counted.spurious_rtos);
+        self.tcp_pmtu_blackholes += d(t.pmtu_blackholes, counted.pmtu_blackholes);
         self.tcp_rcv_full_dropped_bytes +=
             d(t.rcv_full_dropped_bytes, counted.rcv_full_dropped_bytes);
         *counted = *t;

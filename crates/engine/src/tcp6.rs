@@ -115,6 +115,7 @@ impl Protocols {
         let Some(e6) = ip6.as_mut() else {
             return 0;
         };
+        crate::tx::take_path_mtu(c, &e6.pmtu, || e6.pmtu(remote, now), stats);
         let next_mac = e6.resolved(remote, now);
         c.tcb.set_gso_max(match next_mac {
             Some(_) if egress.gso_max > 0 => egress.gso_max.saturating_sub(IPV6_EXTRA),

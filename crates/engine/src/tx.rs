@@ -7,6 +7,7 @@
 
 use crate::egress::{self, Egress, Gso};
 use crate::sockets::{Conn, Socket};
+use crate::stats::Stats;
 use crate::tcp::{self, State};
 use crate::Protocols;
 use nic::TxQueue;
@@ -69,6 +70,7 @@ impl Protocols {
             core::net::SocketAddr::V4(r) => *r.ip(),
             core::net::SocketAddr::V6(_) => return self.output6(slot, tx),
         };
+        take_path_mtu(c, &link.pmtu, || link.path_mtu(remote, now), stats);
         let local = link.ip;
         let offload = link.tcp_checksum_offload;
         // TSO only towards a resolved next hop: a frame waiting for ARP
@@ -172,6 +174,27 @@ impl Protocols {
             if again {
                 self.mark_dirty(slot);
             }
+        }
+    }
+}
+
+/// Before a connection sends: when its family's path MTU table changed
+/// since it last looked (`pmtu`'s generation: another connection learned a
+/// smaller path MTU, RFC 8201 §5.2, RFC 1191 §6.3), its MSS takes the
+/// estimate toward its peer, `path_mtu()`, so it never sends what that
+/// path drops. A connection before ESTABLISHED looks once it is.
+#[inline]
+pub(crate) fn take_path_mtu<A: crate::pmtu::PmtuFloor>(
+    c: &mut Conn,
+    table: &crate::pmtu::PmtuTable<A>,
+    path_mtu: impl FnOnce() -> usize,
+    stats: &mut Stats,
+) {
+    let generation = table.generation();
+    if c.pmtu_gen != generation && c.tcb.state().is_synchronized() {
+        c.pmtu_gen = generation;
+        if c.tcb.clamp_path_mtu(path_mtu()) {
+            stats.tcp_pmtu_reductions += 1;
         }
     }
 }

@@ -367,56 +367,80 @@ fn frag_needed(peer_mac: MacAddr, host_mac: MacAddr, mtu: u16, quoted: &[u8]) ->
     f
 }
 
+impl Fixture {
+    /// Opens a connection from the peer's `port` (its ISN `isn`) and
+    /// returns the host's end, accepted, with the SYN-ACK's MSS option.
+    fn open(&mut self, port: u16, isn: u32) -> (Accepted, Option<u16>) {
+        self.send_tcp(&syn(port, isn), &[]);
+        self.step();
+        let synack = received(&mut self.peer)
+            .into_iter()
+            .find(|s| s.flags.syn() && s.dst_port == port)
+            .expect("SYN-ACK");
+        let ack = segment(port, isn + 1, synack.seq + 1usize, TcpFlags::ACK, 0);
+        self.send_tcp(&ack, &[]);
+        self.step();
+        (self.accepted.pop().expect("accepted"), synack.options.mss)
+    }
+
+    /// The host writes `len` bytes on `acc` and sends what it may now:
+    /// returns the data segments' (peer port, payload length) and the first
+    /// one's IPv4 packet, for an ICMP error to quote.
+    fn send_from_host(&mut self, acc: &mut Accepted, len: usize) -> (Vec<(u16, usize)>, Vec<u8>) {
+        assert!(acc.tx.write_all(&vec![0x42; len]));
+        let _ = self.cmds.push(Command::Send { id: acc.id });
+        self.step();
+        self.data_from_host()
+    }
+
+    /// The data segments the host sent since the last look, as
+    /// [`Fixture::send_from_host`] returns them.
+    fn data_from_host(&mut self) -> (Vec<(u16, usize)>, Vec<u8>) {
+        let (mut sizes, mut first_ip) = (Vec::new(), Vec::new());
+        self.peer.rx_burst(64, |frame, _| {
+            let ip = &frame[14..];
+            let p = Ipv4Packet::new_checked(ip).unwrap();
+            if p.protocol() == PROTO_TCP {
+                let (seg, _) = TcpRepr::parse(p.payload(), p.src(), p.dst(), true).unwrap();
+                if seg.payload_len > 0 {
+                    sizes.push((seg.dst_port, seg.payload_len));
+                    if first_ip.is_empty() {
+                        first_ip = ip[..p.total_len()].to_vec();
+                    }
+                }
+            }
+        });
+        (sizes, first_ip)
+    }
+
+    /// Steps until the host has sent `total` payload bytes to peer port
+    /// `port` (at most 100 steps); returns their segments' lengths.
+    fn resent_to(&mut self, port: u16, total: usize) -> Vec<usize> {
+        let mut resent = Vec::new();
+        for _ in 0..100 {
+            self.step();
+            let (sizes, _) = self.data_from_host();
+            resent.extend(sizes.iter().filter(|(p, _)| *p == port).map(|(_, n)| *n));
+            if resent.iter().sum::<usize>() >= total {
+                break;
+            }
+        }
+        resent
+    }
+}
+
 #[test]
 fn established_frag_needed_for_segment_in_flight_resends_smaller() {
     let mut f = Fixture::new(2);
     // Handshake (no options: MSS 536 would be too small to test; offer 1460).
-    f.send_tcp(&syn(50000, 7000), &[]);
-    f.step();
-    let synack = received(&mut f.peer)
-        .into_iter()
-        .find(|s| s.flags.syn())
-        .expect("SYN-ACK");
-    let ack = segment(50000, 7001, synack.seq + 1usize, TcpFlags::ACK, 0);
-    f.send_tcp(&ack, &[]);
-    f.step();
-    let mut acc = f.accepted.pop().expect("accepted");
+    let (mut acc, _) = f.open(50000, 7000);
     // The host sends 4 full segments; the peer keeps the first one's bytes.
-    assert!(acc.tx.write_all(&[0x42; 4 * 1460]));
-    let _ = f.cmds.push(Command::Send { id: acc.id });
-    let mut first_ip = Vec::new();
-    let mut sizes = Vec::new();
-    f.step();
-    f.peer.rx_burst(64, |frame, _| {
-        let ip = &frame[14..];
-        let p = Ipv4Packet::new_checked(ip).unwrap();
-        if p.protocol() == PROTO_TCP {
-            let (seg, _) = TcpRepr::parse(p.payload(), p.src(), p.dst(), true).unwrap();
-            if seg.payload_len > 0 {
-                sizes.push(seg.payload_len);
-                if first_ip.is_empty() {
-                    first_ip = ip[..p.total_len()].to_vec();
-                }
-            }
-        }
-    });
-    assert_eq!(sizes, vec![1460; 4], "full-sized segments first");
+    let (sizes, first_ip) = f.send_from_host(&mut acc, 4 * 1460);
+    assert_eq!(sizes, vec![(50000, 1460); 4], "full-sized segments first");
     // A router on the way says: 1000 bytes fit.
     let icmp = frag_needed(f.peer_mac, f.host_mac, 1000, &first_ip);
     send(&mut f.peer, &icmp);
-    let mut resent = Vec::new();
-    for _ in 0..100 {
-        f.step();
-        resent.extend(
-            received(&mut f.peer)
-                .into_iter()
-                .filter(|s| s.payload_len > 0)
-                .map(|s| s.payload_len),
-        );
-        if resent.iter().sum::<usize>() >= 4 * 1460 {
-            break;
-        }
-    }
+    let resent = f.resent_to(50000, 4 * 1460);
     assert_eq!(f.host.stats().tcp_pmtu_reductions, 1);
     assert!(
         resent.iter().all(|&n| n <= 960),
@@ -426,4 +450,63 @@ fn established_frag_needed_for_segment_in_flight_resends_smaller() {
         resent.iter().sum::<usize>() >= 4 * 1460,
         "everything resent: {resent:?}"
     );
+}
+
+/// RFC 1191 §6.3, RFC 8201 §5.2: the path MTU is the destination's. A
+/// Fragmentation Needed for one connection lowers it for every connection
+/// to that peer: one with data in flight at the old size resends it smaller
+/// at its next send, a new one offers the smaller MSS in its SYN-ACK; one
+/// quoting data out of the window changes nothing and is counted.
+#[test]
+fn frag_needed_for_one_connection_lowers_the_path_mtu_of_every_connection_to_the_peer() {
+    let mut f = Fixture::with_backlog(3, 4);
+    let (mut a, _) = f.open(50001, 1000);
+    let (mut b, _) = f.open(50002, 2000);
+    let (sizes, quote_a) = f.send_from_host(&mut a, 4 * 1460);
+    assert_eq!(sizes, vec![(50001, 1460); 4]);
+    let (sizes, quote_b) = f.send_from_host(&mut b, 4 * 1460);
+    assert_eq!(sizes, vec![(50002, 1460); 4]);
+    // Out of the window: a quote of a sequence number B never sent.
+    let mut forged = quote_b.clone();
+    forged[24..28].copy_from_slice(&0x7000_0000u32.to_be_bytes());
+    send(
+        &mut f.peer,
+        &frag_needed(f.peer_mac, f.host_mac, 900, &forged),
+    );
+    f.step();
+    assert_eq!(f.host.stats().icmp_frag_needed_ignored, 1);
+    assert_eq!(f.host.stats().tcp_pmtu_reductions, 0);
+    // A's segment was too big for a router: 1000 bytes fit.
+    send(
+        &mut f.peer,
+        &frag_needed(f.peer_mac, f.host_mac, 1000, &quote_a),
+    );
+    let resent_a = f.resent_to(50001, 4 * 1460);
+    assert!(resent_a.iter().all(|&n| n <= 960), "{resent_a:?}");
+    assert_eq!(f.host.stats().icmp_pmtu_reductions, 1);
+    // B learns it with no ICMP of its own: its next send is small, and
+    // what it had in flight at 1460 goes again in pieces.
+    let (sizes, _) = f.send_from_host(&mut b, 1460);
+    assert!(!sizes.is_empty());
+    assert!(
+        sizes.iter().all(|&(_, n)| n <= 960),
+        "B after A's ICMP: {sizes:?}"
+    );
+    let resent_b = f.resent_to(50002, 4 * 1460);
+    assert!(resent_b.iter().all(|&n| n <= 960), "{resent_b:?}");
+    assert_eq!(
+        f.host.stats().tcp_pmtu_reductions,
+        2,
+        "A by its ICMP, B by the table"
+    );
+    // The same report quoting B now changes nothing more: counted.
+    send(
+        &mut f.peer,
+        &frag_needed(f.peer_mac, f.host_mac, 1000, &quote_b),
+    );
+    f.step();
+    assert_eq!(f.host.stats().icmp_frag_needed_ignored, 2);
+    // A new connection offers an MSS that fits the path.
+    let (_c, mss) = f.open(50003, 3000);
+    assert_eq!(mss, Some(960));
 }

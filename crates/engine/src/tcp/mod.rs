@@ -29,7 +29,8 @@
 //! negotiated options), `input` (segment arrival, RFC 9293 §3.10.7),
 //! `output` (what to send) with `retransmit` (fast retransmission, TLP,
 //! persist probes), `pacing`, `cwv` (congestion window validation) and
-//! `window` (receive-window advertisement, SWS avoidance), `timer` (timer expiry, keepalive, FIN-WAIT-2
+//! `window` (receive-window advertisement, SWS avoidance), `plpmtud`
+//! (black-hole detection, RFC 4821 §7.7), `timer` (timer expiry, keepalive, FIN-WAIT-2
 //! of orphans), `teardown` (close, abort, TIME-WAIT), `rto` (RFC 6298),
 //! `cc` (pluggable congestion control: NewReno, CUBIC RFC 9438, DCTCP RFC
 //! 8257, BBR v1), `rate` (delivery rate estimation for BBR), `recovery` (loss detection and recovery: NewReno RFC 6582, SACK
@@ -53,6 +54,7 @@ mod input;
 mod isn;
 mod output;
 mod pacing;
+mod plpmtud;
 mod rate;
 mod reassembly;
 mod recovery;

@@ -37,6 +37,7 @@ impl Tcb {
             return 0;
         }
         self.grow_scoreboard(max_segments);
+        self.blackhole_retry(now);
         if self.pace.deadline.is_some_and(|t| now >= t) {
             self.pace.deadline = None;
         }

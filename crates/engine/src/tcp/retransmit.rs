@@ -55,7 +55,14 @@ impl Tcb {
             return false;
         };
         let _ = tx_len;
-        s.len() <= self.send_room()
+        // An entry bigger than the MSS (sent before a path MTU drop) goes in
+        // MSS-sized pieces (`retransmit_owed`): the first piece must fit.
+        let piece = if s.data_len() > self.snd.mss {
+            self.snd.mss
+        } else {
+            s.len()
+        };
+        piece <= self.send_room()
     }
 
     /// Retransmits the lowest segment owed a retransmission, with its
@@ -67,12 +74,7 @@ impl Tcb {
         rcv_free: usize,
     ) -> Option<Segment> {
         let i = self.rec.sb.next_owed()?;
-        let mut s = *self.rec.sb.get(i)?;
-        // After a path MTU drop (RFC 1191) a segment may be bigger than the
-        // MSS now: resend it in MSS-sized pieces.
-        if s.data_len() > self.snd.mss && self.rec.sb.split(i, s.start + self.snd.mss) {
-            s = *self.rec.sb.get(i)?;
-        }
+        let s = *self.rec.sb.get(i)?;
         if s.start < self.snd.base {
             return None;
         }
@@ -85,6 +87,11 @@ impl Tcb {
     /// delivery-rate stamp, voids the RTT timing (Karn) and, when
     /// `counts_for_undo`, counts it among the retransmissions whose
     /// D-SACKs a pending undo (RFC 2883 §5) waits for.
+    ///
+    /// After a path MTU drop (RFC 1191, RFC 8201, a black-hole fallback)
+    /// an entry may be bigger than the MSS now: it is split, and its first
+    /// MSS-sized piece goes (never a segment the path drops, nor a TSO
+    /// segment on a port without TSO).
     #[inline]
     fn resend(
         &mut self,
@@ -95,14 +102,20 @@ impl Tcb {
         rcv_free: usize,
         counts_for_undo: bool,
     ) -> Segment {
+        let mut s = *s;
+        if s.data_len() > self.snd.mss && self.rec.sb.split(i, s.start + self.snd.mss) {
+            s = self.rec.sb.get(i).copied().unwrap_or(s);
+        }
+        let s = &s;
         let data_end = self.snd.base + tx_len;
         let avail = if data_end > s.start {
             data_end - s.start
         } else {
             0
         };
-        let len = s.data_len().min(avail);
-        let fin = s.has(super::scoreboard::FIN);
+        // A split that found the scoreboard full: the first MSS alone.
+        let len = s.data_len().min(avail).min(self.snd.mss);
+        let fin = s.has(super::scoreboard::FIN) && s.data_len() <= self.snd.mss;
         let stamp = self.rate.stamp(now, false);
         self.rec.sb.retransmitted(i, now);
         self.rec.sb.stamp(i, stamp);

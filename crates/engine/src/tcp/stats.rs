@@ -3,8 +3,12 @@
 /// Per-connection counters (for `corestack ss` and tests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TcbStats {
-    /// Times the MSS went down after ICMP "fragmentation needed".
+    /// Times the MSS went down after ICMP "fragmentation needed" or
+    /// "packet too big", or a smaller path MTU another connection learned.
     pub pmtu_reductions: u64,
+    /// Times the MSS fell back to the search floor after a full-stop
+    /// timeout (RFC 4821 §7.7: a path that drops big packets silently).
+    pub pmtu_blackholes: u64,
     /// Segments sent again (RTO go-back, fast retransmit, partial ACK, SYN).
     pub retransmits: u64,
     /// Fast retransmits entered (third duplicate ACK).

@@ -94,6 +94,8 @@ pub struct Tcb {
     pub(super) orphaned: bool,
     /// An RST to send on the next `poll_output`.
     pub(super) pending_rst: Option<PendingRst>,
+    /// Black-hole detection for path MTU discovery (`plpmtud`).
+    pub(super) blackhole: super::plpmtud::Blackhole,
     pub(super) stats: TcbStats,
 }
 
@@ -478,6 +480,7 @@ impl Tcb {
             },
             orphaned: false,
             pending_rst: None,
+            blackhole: Default::default(),
             stats: TcbStats::default(),
         }
     }
@@ -621,9 +624,16 @@ impl Tcb {
     /// Over IPv6 `mtu` is the path MTU of a Packet Too Big (RFC 8201) and
     /// the headers are 60 bytes (RFC 8200's 40 and TCP's 20).
     pub fn on_path_mtu(&mut self, mtu: usize, seq: SeqNum) -> bool {
-        if !self.seq_in_flight(seq) {
-            return false;
-        }
+        self.seq_in_flight(seq) && self.clamp_path_mtu(mtu)
+    }
+
+    /// The path MTU toward the peer is now `mtu` bytes, as another
+    /// connection to the same destination learned it (RFC 8201 §5.2, RFC
+    /// 1191 §6.3: the estimate is per destination): the MSS drops to fit,
+    /// and segments in flight that no longer fit, which the path drops,
+    /// are sent again in pieces, as in [`Tcb::on_path_mtu`]. Returns true
+    /// when the MSS went down.
+    pub fn clamp_path_mtu(&mut self, mtu: usize) -> bool {
         let opt_len = if self.opts.ts { TS_OPTION_LEN } else { 0 };
         let headers = if self.remote.is_ipv6() { 60 } else { 40 };
         let mss = mtu.saturating_sub(headers + opt_len).max(PMTU_MIN_MSS);
@@ -633,6 +643,7 @@ impl Tcb {
         self.snd.mss = mss;
         self.stats.pmtu_reductions += 1;
         self.rec.sb.mark_oversized_lost(mss);
+        self.blackhole_forget();
         true
     }
 

@@ -322,3 +322,116 @@ fn user_timeout_gives_up_unacknowledged_data_before_the_retry_limit() {
     assert_eq!(millis, vec![200, 400, 400]);
     assert_eq!(a.tcb.stats().retransmits, 2);
 }
+
+/// Runs `a` → `b` over a path that drops every segment with more than
+/// `max_payload` bytes and says nothing (no ICMP), with `b`'s ACKs always
+/// arriving, from `start` until `b` has `len` bytes or 200 events passed;
+/// returns when it got there (None: never).
+fn through_black_hole(
+    a: &mut Host,
+    b: &mut Host,
+    start: Instant,
+    max_payload: usize,
+    len: usize,
+) -> Option<Instant> {
+    let mut now = start;
+    for _ in 0..200 {
+        for s in a.output(now) {
+            if s.payload.len() <= max_payload {
+                b.input(&s, now);
+            }
+        }
+        b.timer(now + ms(1));
+        for s in b.output(now + ms(1)) {
+            a.input(&s, now + ms(2));
+        }
+        if b.rx.unread() >= len {
+            return Some(now);
+        }
+        now = a
+            .tcb
+            .next_timeout()
+            .map_or(now + ms(10), |t| t.max(now + ms(2)));
+        a.timer(now);
+    }
+    None
+}
+
+#[test]
+fn full_stop_timeout_falls_back_to_the_search_floor_then_retries_the_mss() {
+    let (mut a, mut b) = established();
+    let data = pattern(8 * 1448, 12);
+    a.write(&data);
+    // Nothing over 1100 bytes of payload crosses, and no ICMP says so.
+    let got = through_black_hole(&mut a, &mut b, T0, 1100, data.len());
+    let at = got.unwrap_or_else(|| {
+        panic!(
+            "the data did not cross the black hole: {:?} mss {} got {}",
+            a.tcb.stats(),
+            a.tcb.mss(),
+            b.rx.unread()
+        )
+    });
+    assert_eq!(b.rx.take(), data);
+    assert_eq!(a.tcb.stats().pmtu_blackholes, 1);
+    assert_eq!(
+        a.tcb.mss(),
+        1024 - 40 - 12,
+        "RFC 4821 §7.2's IPv4 floor, less the timestamp option"
+    );
+    assert!(
+        a.tcb.stats().timeouts >= 3,
+        "a full stop is three RTOs of the same segment"
+    );
+    // Ten minutes on, the full MSS is tried again.
+    let later = at + core::time::Duration::from_secs(601);
+    a.write(&pattern(4 * 1448, 13));
+    let segs = a.output(later);
+    assert!(
+        segs.iter().any(|w| w.payload.len() == 1448),
+        "the full MSS again: {:?}",
+        segs.iter().map(|w| w.payload.len()).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn rtos_of_small_segments_or_fewer_than_three_keep_the_mss() {
+    // Two RTOs of a full-size segment, then it arrives: no fallback.
+    let (mut a, mut b) = established();
+    let data = pattern(1448, 14);
+    a.write(&data);
+    a.output(T0);
+    let (_, closed) = a.expire_unanswered(T0, 2, |_| {});
+    assert_eq!(closed, None);
+    let now = a.tcb.next_timeout().expect("armed");
+    a.timer(now);
+    for s in a.output(now) {
+        b.input(&s, now);
+    }
+    assert_eq!(b.rx.take(), data);
+    assert_eq!(a.tcb.stats().pmtu_blackholes, 0);
+    assert_eq!(a.tcb.mss(), 1448);
+    // Many RTOs of a segment below the floor: not a black hole's doing.
+    let (mut a, _b) = established();
+    a.write(&[7; 500]);
+    a.output(T0);
+    a.expire_unanswered(T0, 6, |_| {});
+    assert_eq!(a.tcb.stats().pmtu_blackholes, 0);
+    assert_eq!(a.tcb.mss(), 1448);
+}
+
+#[test]
+fn a_path_mtu_another_connection_learned_lowers_the_mss_without_a_quote() {
+    let (mut a, _b) = established();
+    a.write(&pattern(4 * 1448, 15));
+    let first = a.output(T0);
+    assert!(first.iter().all(|w| w.payload.len() == 1448));
+    assert!(!a.tcb.clamp_path_mtu(1500), "the link MTU changes nothing");
+    assert!(a.tcb.clamp_path_mtu(1000));
+    assert_eq!(a.tcb.mss(), 1000 - 40 - 12);
+    // What was in flight at the old size is sent again in pieces.
+    let again = a.output(T0 + ms(1));
+    assert!(!again.is_empty(), "the oversized segments go again at once");
+    assert!(again.iter().all(|w| w.payload.len() <= 948));
+    assert_eq!(a.tcb.stats().pmtu_reductions, 1);
+}
