@@ -374,7 +374,7 @@ fn help_comes_from_the_counters_doc_comments() {
     assert_eq!(docs["rx_frames"], "Frames received from the port.");
     assert_eq!(
         docs["tcp_pmtu_reductions"],
-        r#"Connections whose MSS went down after ICMP "fragmentation needed" (RFC 1191)."#
+        r#"Connections whose MSS went down after ICMP "fragmentation needed" (RFC 1191) or "packet too big" (RFC 8201), or to a smaller path MTU another connection to the same destination learned."#
     );
     assert_eq!(
         doc_text("doc = \" a \\\"b\\\" \"\ndoc =\nr\" c\"\n"),
