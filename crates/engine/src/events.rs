@@ -29,7 +29,9 @@ impl Protocols {
         }
         // Its counters are folded into the engine's after its output
         // (`flush_output`), or when it is removed (`drop_conn`).
-        let finished = apply_events(c, &ev);
+        // A connection that ends with a segment still to send (the RST of
+        // an orphan that got data) is dropped after its output (`after_output`).
+        let finished = apply_events(c, &ev) && !c.tcb.has_output();
         if ev.connected {
             if let Some(l) = c.listener {
                 self.hand_over(slot, l);

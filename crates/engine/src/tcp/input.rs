@@ -260,6 +260,22 @@ impl Tcb {
             // The front of the segment was already received (RFC 2883).
             self.note_duplicate(seg.seq, seg.seq + acc.start);
         }
+        // RFC 1122 §4.2.2.13: new data for an application that has closed
+        // its socket (an orphan in FIN-WAIT-1 or -2) can never be read: the
+        // connection is reset, <SEQ=SEG.ACK><CTL=RST>, as Linux does
+        // (TCPAbortOnData).
+        if self.orphaned
+            && acc.end > acc.start
+            && matches!(self.state, State::FinWait1 | State::FinWait2)
+        {
+            self.pending_rst = Some(PendingRst {
+                seq: seg.ack,
+                ack: None,
+            });
+            self.enter_closed();
+            ev.closed = Some(CloseReason::Reset);
+            return;
+        }
         // Seventh and eighth: text and FIN.
         let data = payload.get(acc.start..acc.end).unwrap_or(&[]);
         self.input_text(acc.seq, data, acc.fin, now, rx, ev);

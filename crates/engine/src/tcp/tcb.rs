@@ -29,9 +29,9 @@ pub(super) const DEFAULT_MSS: usize = 536;
 /// Floor of the effective send MSS, so that a bogus peer MSS (0, 1) cannot
 /// make segments empty.
 pub(super) const MIN_MSS: usize = 64;
-/// The smallest MSS a path MTU report can set: Linux's min_pmtu (552) less
-/// 40 bytes of headers.
-const PMTU_MIN_MSS: usize = 512;
+/// The smallest IPv4 path MTU a report can set, bytes: Linux's min_pmtu
+/// (`pmtu::MIN_PMTU_V4`); IPv6's is its minimum link MTU, 1280.
+const PMTU_MIN_V4: usize = crate::pmtu::MIN_PMTU_V4;
 /// Most duplicate ACKs owed at once (out-of-order arrivals in one batch).
 pub(super) const MAX_DUPACKS_OWED: u32 = 32;
 /// Duplicate ACKs sent per rcv_nxt value, one per out-of-order arrival
@@ -616,9 +616,10 @@ impl Tcb {
     /// ICMP "fragmentation needed" (RFC 1191) reported a next-hop MTU of
     /// `mtu` bytes for a segment of ours starting at `seq`. Accepted only
     /// when `seq` lies in `[snd_una, snd_max)` (RFC 5927 §4.1, against blind
-    /// injection); then the MSS drops to fit (not below
-    /// 512 bytes, Linux's min_pmtu of 552 less headers) and segments in flight that
-    /// no longer fit are retransmitted in pieces. Not a congestion signal:
+    /// injection); then the MSS drops to fit a packet of `mtu` bytes (taken
+    /// as at least 552, Linux's min_pmtu, over IPv4 and 1280 over IPv6; the
+    /// headers and the timestamp option come out of it) and segments in
+    /// flight that no longer fit are retransmitted in pieces. Not a congestion signal:
     /// cwnd is unchanged. Returns true when the MSS went down.
     ///
     /// Over IPv6 `mtu` is the path MTU of a Packet Too Big (RFC 8201) and
@@ -635,8 +636,13 @@ impl Tcb {
     /// when the MSS went down.
     pub fn clamp_path_mtu(&mut self, mtu: usize) -> bool {
         let opt_len = if self.opts.ts { TS_OPTION_LEN } else { 0 };
-        let headers = if self.remote.is_ipv6() { 60 } else { 40 };
-        let mss = mtu.saturating_sub(headers + opt_len).max(PMTU_MIN_MSS);
+        let (headers, floor) = if self.remote.is_ipv6() {
+            (60, wire::ipv6::MIN_MTU)
+        } else {
+            (40, PMTU_MIN_V4)
+        };
+        // The floor is a packet size: the options come out of it too.
+        let mss = mtu.max(floor).saturating_sub(headers + opt_len);
         if mss >= self.snd.mss {
             return false;
         }
