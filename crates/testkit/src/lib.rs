@@ -7,6 +7,7 @@
 //!  rogue     a misbehaving application of the daemon, written against appif alone
 //!  prom      reading a Prometheus exposition (prometheus-parse)
 //!  mem_wire  two stacks on a clean mem wire in one process
+//!  packetdrill  the packetdrill script interpreter: one engine on virtual time, the script as its peer
 //! ```
 //!
 //! Only tests depend on this crate; it panics where a test should fail.
@@ -15,6 +16,7 @@
 
 pub mod cc;
 pub mod mem_wire;
+pub mod packetdrill;
 pub mod prom;
 pub mod rogue;
 pub mod serial;
