@@ -14,6 +14,8 @@
 //!   `<options>` when written (options by kind and value, nop and eol ignored). A packet the
 //!   engine sends while the script expects none, before another kind of event, fails the
 //!   script ("unexpected"), as in packetdrill.
+//! - The peer answers the engine's ARP requests (its cache ages out over a long script), and
+//!   segments other than TCP and ARP are not shown to the script.
 //! - The engine never reads the clock itself: between events the runner jumps to the
 //!   engine's next deadline or the event's time, whichever is first.
 //!
@@ -285,10 +287,17 @@ impl Runner {
         }
         let now = self.now;
         let mut got = Vec::new();
+        let mut arp_asked = false;
         self.peer.rx_burst(4096, |frame, _| {
             let Ok((eth, payload)) = EthernetRepr::parse(frame) else {
                 return;
             };
+            if eth.ethertype == ETHERTYPE_ARP {
+                // The engine's ARP cache ages out: the peer answers as a host does.
+                arp_asked |= ArpRepr::parse(payload)
+                    .is_ok_and(|a| a.op == wire::arp::ArpOp::Request && a.target_ip == REMOTE);
+                return;
+            }
             if eth.ethertype != ETHERTYPE_IPV4 {
                 return;
             }
@@ -314,6 +323,25 @@ impl Runner {
                 self.sent_ip.insert(rel, ip);
             }
             self.out.push_back(Sent { at: now, repr });
+        }
+        if arp_asked {
+            let mut arp = vec![0u8; 42];
+            EthernetRepr {
+                dst: self.host_mac,
+                src: self.peer_mac,
+                ethertype: ETHERTYPE_ARP,
+            }
+            .emit(&mut arp);
+            ArpRepr {
+                op: wire::arp::ArpOp::Reply,
+                sender_mac: self.peer_mac,
+                sender_ip: REMOTE,
+                target_mac: self.host_mac,
+                target_ip: LOCAL,
+            }
+            .emit(&mut arp[14..]);
+            self.send_frame(&arp);
+            self.poll();
         }
     }
 
