@@ -186,7 +186,11 @@ fn both_ways(r: &Routed, core_ip: &str, linux_ip: &str, port: u16) {
     let names = (["linux nc", "corestack nc -l"], "corestack");
     check_transfer(cli, server, TRANSFER_BYTES, TIMEOUT, names);
 
-    let port = port + 1;
+    corestack_to_linux(r, linux_ip, port + 1);
+}
+
+/// `corestack nc` → Linux `nc -l` at `linux_ip`: 100 MiB, byte-exact.
+fn corestack_to_linux(r: &Routed, linux_ip: &str, port: u16) {
     let mut srv = r.linux.exec("nc");
     // OpenBSD nc listens on IPv4 alone unless told -6.
     let family = if linux_ip.contains(':') { "-6" } else { "-4" };
@@ -194,7 +198,7 @@ fn both_ways(r: &Routed, core_ip: &str, linux_ip: &str, port: u16) {
     let server = Proc::spawn("linux nc -l", srv, None, Out::Hash);
     wait_kernel_listen(&r.linux, port);
     let mut cli = corestack(&r.core, &["nc"]);
-    cli.args(&args).args([linux_ip, &port.to_string()]);
+    cli.args(r.core_args()).args([linux_ip, &port.to_string()]);
     let names = (["corestack nc", "linux nc -l"], "Linux");
     check_transfer(cli, server, TRANSFER_BYTES, TIMEOUT, names);
 }
@@ -284,15 +288,7 @@ fn ipv4_fragmentation_needed_from_a_1000_router_100mib_both_ways_and_eight_echoe
 /// without ICMP: corestack's black-hole fallback (RFC 4821 §7.7) must carry it.
 fn through_black_hole(net: u8, mtu: u32, linux_ip: &str, port: u16) {
     let r = Routed::new(net, Path::BlackHole { mtu });
-    let mut srv = r.linux.exec("nc");
-    let family = if linux_ip.contains(':') { "-6" } else { "-4" };
-    srv.args([family, "-l", &port.to_string()]);
-    let server = Proc::spawn("linux nc -l", srv, None, Out::Hash);
-    wait_kernel_listen(&r.linux, port);
-    let mut cli = corestack(&r.core, &["nc"]);
-    cli.args(r.core_args()).args([linux_ip, &port.to_string()]);
-    let names = (["corestack nc", "linux nc -l"], "Linux");
-    check_transfer(cli, server, TRANSFER_BYTES, TIMEOUT, names);
+    corestack_to_linux(&r, linux_ip, port);
     assert!(
         rx_dropped(&r, "rc") > 0,
         "the router dropped nothing: there was no black hole"

@@ -95,16 +95,32 @@ impl Protocols {
         }
         let pmtu = self.egress.path_mtu(dst, now);
         let generation = self.egress.pmtu.generation();
-        let mut reduced = false;
-        if let Some(c) = self.sockets.conn(slot) {
-            c.pmtu_gen = generation;
-            reduced = c.tcb.on_path_mtu(pmtu, seq);
-        }
-        if reduced {
-            self.stats.tcp_pmtu_reductions += 1;
-            self.mark_dirty(slot);
-        }
+        let reduced = self.quoted_conn_takes_pmtu(slot, pmtu, generation, seq);
         Some(lowered || reduced)
+    }
+
+    /// The connection in `slot`, quoted at `seq` by an ICMP error either
+    /// family believed, takes the destination's path MTU `pmtu` as of the
+    /// table's `generation` (`Tcb::on_path_mtu`: its MSS, and what it has in
+    /// flight that no longer fits, sent again). Returns true when its MSS
+    /// went down.
+    pub(crate) fn quoted_conn_takes_pmtu(
+        &mut self,
+        slot: u32,
+        pmtu: usize,
+        generation: u32,
+        seq: wire::SeqNum,
+    ) -> bool {
+        let Some(c) = self.sockets.conn(slot) else {
+            return false;
+        };
+        c.pmtu_gen = generation;
+        if !c.tcb.on_path_mtu(pmtu, seq) {
+            return false;
+        }
+        self.stats.tcp_pmtu_reductions += 1;
+        self.mark_dirty(slot);
+        true
     }
 
     /// The TCP connection of ours that sent the IPv4 packet `quote` (as

@@ -146,15 +146,7 @@ impl Protocols {
             self.stats.icmpv6_pmtu_reductions += 1;
         }
         let (pmtu, generation) = (e6.pmtu(qdst, now), e6.pmtu.generation());
-        let mut reduced = false;
-        if let Some(c) = self.sockets.conn(slot) {
-            c.pmtu_gen = generation;
-            reduced = c.tcb.on_path_mtu(pmtu, seq);
-        }
-        if reduced {
-            self.stats.tcp_pmtu_reductions += 1;
-            self.mark_dirty(slot);
-        }
+        let reduced = self.quoted_conn_takes_pmtu(slot, pmtu, generation, seq);
         if !lowered && !reduced {
             self.stats.icmpv6_ptb_ignored += 1;
         }

@@ -179,14 +179,10 @@ impl Runner {
             sent_ip: HashMap::new(),
         };
         // The engine learns the peer's MAC from an ARP request for its address.
-        let mut arp = vec![0u8; 42];
-        EthernetRepr {
-            dst: MacAddr::BROADCAST,
-            src: peer_mac,
-            ethertype: ETHERTYPE_ARP,
-        }
-        .emit(&mut arp);
-        ArpRepr::request(peer_mac, REMOTE, LOCAL).emit(&mut arp[14..]);
+        let arp = r.arp_frame(
+            MacAddr::BROADCAST,
+            ArpRepr::request(peer_mac, REMOTE, LOCAL),
+        );
         r.send_frame(&arp);
         r.poll();
         r.out.clear();
@@ -325,21 +321,14 @@ impl Runner {
             self.out.push_back(Sent { at: now, repr });
         }
         if arp_asked {
-            let mut arp = vec![0u8; 42];
-            EthernetRepr {
-                dst: self.host_mac,
-                src: self.peer_mac,
-                ethertype: ETHERTYPE_ARP,
-            }
-            .emit(&mut arp);
-            ArpRepr {
+            let reply = ArpRepr {
                 op: wire::arp::ArpOp::Reply,
                 sender_mac: self.peer_mac,
                 sender_ip: REMOTE,
                 target_mac: self.host_mac,
                 target_ip: LOCAL,
-            }
-            .emit(&mut arp[14..]);
+            };
+            let arp = self.arp_frame(self.host_mac, reply);
             self.send_frame(&arp);
             self.poll();
         }
@@ -432,6 +421,19 @@ impl Runner {
             }
         }
         Ok(())
+    }
+
+    /// An Ethernet frame from the peer to `dst` carrying `arp`.
+    fn arp_frame(&self, dst: MacAddr, arp: ArpRepr) -> Vec<u8> {
+        let mut f = vec![0u8; 42];
+        EthernetRepr {
+            dst,
+            src: self.peer_mac,
+            ethertype: ETHERTYPE_ARP,
+        }
+        .emit(&mut f);
+        arp.emit(&mut f[14..]);
+        f
     }
 
     fn send_frame(&mut self, frame: &[u8]) {
@@ -561,6 +563,14 @@ impl Runner {
             .ok_or_else(|| format!("{}: the first argument must be a file descriptor", c.name))
     }
 
+    /// The length a `read` or `write` names, its third argument.
+    fn len_arg(c: &Call) -> Result<usize, String> {
+        c.args
+            .get(2)
+            .and_then(|l| l.parse().ok())
+            .ok_or_else(|| format!("{}: the third argument must be a length", c.name))
+    }
+
     fn call(&mut self, c: &Call) -> Outcome {
         let want = |got: i64, errno: Option<&str>| -> Outcome {
             if got == c.ret && errno == c.errno.as_deref() {
@@ -645,12 +655,7 @@ impl Runner {
                 })
             }
             "write" | "send" => {
-                let fd = Self::fd_arg(c)?;
-                let len: usize = c
-                    .args
-                    .get(2)
-                    .and_then(|l| l.parse().ok())
-                    .ok_or("write: the third argument must be a length")?;
+                let (fd, len) = (Self::fd_arg(c)?, Self::len_arg(c)?);
                 let Some(Fd::Conn { id, tx, shared, .. }) = self.fds.get_mut(&fd) else {
                     return Err(format!("write: {fd} is not connected"));
                 };
@@ -665,12 +670,7 @@ impl Runner {
                 want(n as i64, None)
             }
             "read" | "recv" => {
-                let fd = Self::fd_arg(c)?;
-                let len: usize = c
-                    .args
-                    .get(2)
-                    .and_then(|l| l.parse().ok())
-                    .ok_or("read: the third argument must be a length")?;
+                let (fd, len) = (Self::fd_arg(c)?, Self::len_arg(c)?);
                 let Some(Fd::Conn { id, rx, shared, .. }) = self.fds.get_mut(&fd) else {
                     return Err(format!("read: {fd} is not connected"));
                 };
