@@ -2202,3 +2202,253 @@ fn exec_refuses_a_program_with_liburing_built_in() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// Forking servers under plain `corestack exec` (embedded mode, no --socket): the shim moves
+// them to service mode with a private daemon (crates/preload/src/switch.rs)
+// ---------------------------------------------------------------------------
+
+/// The line the shim writes when it moves a program to service mode.
+const MOVED: &str = "moved to service mode, a private daemon at ";
+
+/// The private daemon's directory named in `stderr` (the [`MOVED`] line), if any.
+fn private_dir(stderr: &str) -> Option<PathBuf> {
+    let line = stderr.lines().find(|l| l.contains(MOVED))?;
+    let path = line.split(MOVED).nth(1)?.split(';').next()?;
+    Path::new(path.trim()).parent().map(Path::to_path_buf)
+}
+
+/// Asserts that the private daemon whose directory `stderr` names has stopped (its
+/// directory removed) within 10 s, now that its program is gone.
+fn assert_private_daemon_gone(stderr: &str) {
+    let dir = private_dir(stderr).unwrap_or_else(|| panic!("no {MOVED:?} line:\n{stderr}"));
+    assert!(
+        until(Duration::from_secs(10), || !dir.exists()),
+        "the private daemon at {} did not stop after its program",
+        dir.display()
+    );
+}
+
+/// tests/shim/prefork.c under plain `corestack exec` (embedded mode): the master listens,
+/// then forks three workers; the shim moves it to service mode at that fork, before it
+/// happens (one line on stderr), and the program starts again on a private daemon. Its
+/// three workers (uid 65534) share the listener: 60 connections of a Linux client all echo
+/// their message. Once the program is gone, the private daemon stops.
+#[test]
+fn shim_exec_prefork_server_is_moved_to_a_private_daemon_and_its_workers_serve() {
+    let _lock = start();
+    need("python3");
+    let pair = Pair::new("fx1", 241).expect("creating the namespaces");
+    let prog = cc("prefork");
+    let t0 = Instant::now();
+    let mut server = Proc::spawn(
+        "prefork (exec)",
+        shimmed(&pair, &prog, &["80"]),
+        None,
+        Out::Text,
+    );
+    let master = server.pid();
+    server.wait_stderr(MOVED, STEP);
+    for w in 0..3 {
+        server.wait_stdout(&format!("worker {w} pid "), STEP);
+    }
+    server.wait_stdout("listening", STEP);
+    println!(
+        "prefork: moved and three workers ready in {:?}",
+        t0.elapsed()
+    );
+    let workers = prefork_workers(&server.stdout());
+    assert_eq!(workers.len(), 3, "three workers:\n{}", server.stdout());
+    let py = script("prefork_client.py");
+    let args = [
+        py.to_str().unwrap(),
+        pair.core_ip.as_str(),
+        "80",
+        "60",
+        "first",
+    ];
+    let out = run_ok("prefork client", plain(&pair.linux, "python3", &args), STEP);
+    assert!(
+        out.contains("ok 60 of 60"),
+        "client: {out}\nserver:\n{}{}",
+        server.stdout(),
+        server.stderr()
+    );
+    let stdout = server.stdout();
+    let served: usize = workers
+        .iter()
+        .map(|(w, _)| prefork_served(&stdout, w))
+        .sum();
+    assert_eq!(served, 60, "every connection served by a worker:\n{stdout}");
+    // The workers exit after 5 s without connections; then the master.
+    let _ = Command::new("kill")
+        .args(["-TERM", &master.to_string()])
+        .status();
+    let f = server.finish(Duration::from_secs(30));
+    assert_eq!(
+        f.stderr.matches(MOVED).count(),
+        1,
+        "moved once:\n{}",
+        f.stderr
+    );
+    assert_private_daemon_gone(&f.stderr);
+}
+
+/// Python's `socketserver.ForkingTCPServer` (tests/shim/forking_echo.py: a child per
+/// connection) under plain `corestack exec`: its first connection's child finds the socket
+/// it inherited dead, asks the program's engine process to move, and the program starts
+/// again on a private daemon; that first client is reset (never left hanging). Then 20
+/// Linux clients at once, 256 KiB each, byte-exact, a child per connection.
+#[test]
+fn shim_exec_forking_tcp_server_is_moved_to_a_private_daemon_and_serves_20_clients() {
+    let _lock = start();
+    need("python3");
+    let pair = Pair::new("fx2", 242).expect("creating the namespaces");
+    let server_py = script("forking_echo.py");
+    let mut server = Proc::spawn(
+        "forking_echo.py (exec)",
+        shimmed(
+            &pair,
+            "python3",
+            &["-u", server_py.to_str().unwrap(), "7401", "40"],
+        ),
+        None,
+        Out::Text,
+    );
+    server.wait_stdout("serving", STEP);
+    // The first connection: its child moves the program; the client is reset.
+    let t0 = Instant::now();
+    let first = run(
+        "first client (linux)",
+        plain(
+            &pair.linux,
+            "python3",
+            &[
+                "-c",
+                "import socket,sys\n\
+                 s=socket.create_connection((sys.argv[1],7401),timeout=10)\n\
+                 s.sendall(b'hello')\n\
+                 try:\n  print('got', s.recv(100))\n\
+                 except Exception as e:\n  print('error', type(e).__name__)\n",
+                &pair.core_ip,
+            ],
+        ),
+        STEP,
+    );
+    println!(
+        "first client after {:?}: {}",
+        t0.elapsed(),
+        first.stdout.trim()
+    );
+    assert!(
+        first.stdout.contains("ConnectionResetError") || first.stdout.contains("b'hello'"),
+        "the first client was neither answered nor reset: {}{}\nserver:\n{}",
+        first.stdout,
+        first.stderr,
+        server.stderr()
+    );
+    server.wait_stderr(MOVED, STEP);
+    let again = until(STEP, || server.stdout().matches("serving").count() == 2);
+    assert!(
+        again,
+        "the program did not start again:\n{}{}",
+        server.stdout(),
+        server.stderr()
+    );
+    println!(
+        "forking: serving again {:?} after the first client",
+        t0.elapsed()
+    );
+    let served = |text: &str| {
+        text.lines()
+            .filter(|l| l.starts_with("child ") && l.ends_with(" served 262144"))
+            .count()
+    };
+    let clients_py = script("asyncio_clients.py");
+    let cmd = plain(
+        &pair.linux,
+        "python3",
+        &[clients_py.to_str().unwrap(), &pair.core_ip, "7401", "20"],
+    );
+    let out = run("asyncio clients (linux)", cmd, STEP);
+    let ok = until(Duration::from_secs(5), || served(&server.stdout()) == 20);
+    assert!(
+        out.stdout.trim() == "equal 20 of 20" && ok,
+        "clients: {}{}; server:\n{}{}",
+        out.stdout,
+        tail_of(&out.stderr, 5),
+        server.stdout(),
+        server.stderr()
+    );
+    let f = server.terminate();
+    assert_private_daemon_gone(&f.stderr);
+}
+
+/// tests/shim/daemonize_echo.py under plain `corestack exec`: it listens, forks and exits
+/// at once (the shim moves it at that fork), its child forks two workers; 20 Linux clients
+/// at once, 256 KiB each, byte-exact; the private daemon stops after the workers.
+#[test]
+fn shim_exec_daemonizing_server_is_moved_to_a_private_daemon_and_serves_20_clients() {
+    let _lock = start();
+    need("python3");
+    let pair = Pair::new("fx3", 243).expect("creating the namespaces");
+    let server_py = script("daemonize_echo.py");
+    let server = Proc::spawn(
+        "daemonize_echo.py (exec)",
+        shimmed(
+            &pair,
+            "python3",
+            &["-u", server_py.to_str().unwrap(), "7402", "2", "20"],
+        ),
+        None,
+        Out::Text,
+    );
+    let ready = until(STEP, || server.stdout().matches(" ready").count() == 2);
+    let pids: Vec<u32> = server
+        .stdout()
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w[..] {
+                ["master", pid] | ["worker", _, pid, "ready"] => pid.parse().ok(),
+                _ => None,
+            }
+        })
+        .collect();
+    let stop = |pids: &[u32]| {
+        for &pid in pids {
+            sigterm(pid);
+        }
+    };
+    if !ready {
+        stop(&pids);
+        panic!(
+            "the workers never got ready:\n{}{}",
+            server.stdout(),
+            server.stderr()
+        );
+    }
+    let clients_py = script("asyncio_clients.py");
+    let cmd = plain(
+        &pair.linux,
+        "python3",
+        &[clients_py.to_str().unwrap(), &pair.core_ip, "7402", "20"],
+    );
+    let out = run("asyncio clients (linux)", cmd, STEP);
+    let ok = until(Duration::from_secs(5), || {
+        server.stdout().matches(" served 262144").count() == 20
+    });
+    stop(&pids);
+    assert!(
+        out.stdout.trim() == "equal 20 of 20" && ok,
+        "clients: {}{}; server:\n{}{}",
+        out.stdout,
+        tail_of(&out.stderr, 5),
+        server.stdout(),
+        server.stderr()
+    );
+    let stderr = server.stderr();
+    assert_eq!(stderr.matches(MOVED).count(), 1, "moved once:\n{stderr}");
+    assert_private_daemon_gone(&stderr);
+    drop(server);
+}

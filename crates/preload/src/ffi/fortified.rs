@@ -108,8 +108,21 @@ pub unsafe extern "C" fn __fxstat(_ver: c_int, fd: c_int, buf: *mut libc::stat) 
 /// sockets the parent holds get references for the child (closing the
 /// parent's copy then leaves the child's open, as on Linux), and the child
 /// learns the fork's ticket, with which it joins and takes them over.
+///
+/// In embedded and inline mode a server that forks before its first accept
+/// is moved to service mode instead (see `crate::switch`).
 #[no_mangle]
 pub unsafe extern "C" fn fork() -> pid_t {
+    crate::switch::before_fork();
+    // SAFETY: as fork_inner.
+    unsafe { fork_inner() }
+}
+
+/// fork without the move to service mode (vfork: its child only execs).
+///
+/// # Safety
+/// As fork(2).
+unsafe fn fork_inner() -> pid_t {
     let announced = stack::before_fork();
     // SAFETY: fork takes no arguments; the atfork handlers run.
     let pid = unsafe { sys::fork() };
@@ -123,7 +136,7 @@ pub unsafe extern "C" fn fork() -> pid_t {
 #[no_mangle]
 pub unsafe extern "C" fn vfork() -> pid_t {
     // SAFETY: as fork.
-    unsafe { fork() }
+    unsafe { fork_inner() }
 }
 
 /// execve: a forked child gives back the references it inherited first
