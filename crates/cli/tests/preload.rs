@@ -2452,3 +2452,69 @@ fn shim_exec_daemonizing_server_is_moved_to_a_private_daemon_and_serves_20_clien
     assert_private_daemon_gone(&stderr);
     drop(server);
 }
+
+/// nginx as Debian ships it (its stock configuration: daemon on, `worker_processes auto`,
+/// `user www-data`), started as its service starts it but under plain `corestack exec`
+/// (embedded mode): its first process listens and forks the master; the shim moves it to
+/// service mode at that fork and nginx starts again on a private daemon. 8 concurrent Linux
+/// curls get a 1 MiB static file complete, the default page answers, and once nginx is
+/// stopped the private daemon stops.
+#[test]
+fn shim_exec_nginx_with_the_stock_configuration_is_moved_to_a_private_daemon_and_serves() {
+    let _lock = start();
+    need("curl");
+    assert!(
+        Path::new("/usr/sbin/nginx").exists() && Path::new("/etc/nginx/nginx.conf").exists(),
+        "nginx is not installed: run scripts/setup.sh (as root)"
+    );
+    assert!(
+        !Path::new(NGINX_PID).exists(),
+        "an nginx already runs on this machine ({NGINX_PID}): stop it first"
+    );
+    let pair = Pair::new("fx4", 244).expect("creating the namespaces");
+    let name = format!("corestack-exec-{}.txt", std::process::id());
+    let file = Placed(Path::new("/var/www/html").join(&name));
+    std::fs::write(&file.0, vec![b'x'; 1 << 20]).expect("placing a file in /var/www/html");
+    let t0 = Instant::now();
+    let started = run("nginx (exec)", shimmed(&pair, "nginx", &[]), STEP);
+    assert!(
+        started.status.success() && started.stderr.contains(MOVED),
+        "nginx did not start, or was not moved ({}):\n{}{}",
+        started.status,
+        started.stdout,
+        started.stderr
+    );
+    let mut master = 0;
+    until(STEP, || {
+        master = std::fs::read_to_string(NGINX_PID)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or(0);
+        master != 0
+    });
+    assert!(master != 0, "nginx wrote no {NGINX_PID}");
+    let running = NginxRunning(master);
+    println!("nginx: moved and its master up in {:?}", t0.elapsed());
+    let log = || {
+        let errors = std::fs::read_to_string("/var/log/nginx/error.log").unwrap_or_default();
+        format!(
+            "error.log:\n{}\nexec: {}",
+            tail_of(&errors, 20),
+            started.stderr
+        )
+    };
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    curls_get_1mib(&pair, (80, &format!("/{name}")), 8, &log);
+    let url = format!("http://{}/", pair.core_ip);
+    let cmd = plain(&pair.linux, "curl", &["-s", "-S", "-m", "20", &url]);
+    let page = run("curl / (linux)", cmd, STEP);
+    assert!(
+        page.stdout.contains("Welcome to nginx!"),
+        "the default page: {}{}\n{}",
+        page.stdout,
+        page.stderr,
+        log()
+    );
+    drop(running);
+    assert_private_daemon_gone(&started.stderr);
+}

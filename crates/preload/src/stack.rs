@@ -308,7 +308,11 @@ fn join_daemon(
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(e) => {
-                crate::sys::log_line(&why.replace("{e}", &e.to_string()));
+                let mut text = e.to_string();
+                if let Some(said) = patient.then(|| crate::switch::daemon_said(path)).flatten() {
+                    text = format!("{text} (the private daemon: {said})");
+                }
+                crate::sys::log_line(&why.replace("{e}", &text));
                 return Err(e.raw_os_error().unwrap_or(libc::ENETDOWN));
             }
         }

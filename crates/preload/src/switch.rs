@@ -26,7 +26,9 @@
 //! - **How.** The process starts a private daemon, `corestack run
 //!   --private-for PID` with the interface, addresses, gateways, driver,
 //!   engines and CPUs of its own stack and a control socket in a private
-//!   directory (`/tmp/corestack-exec-PID-*`, mode 0711). It resets its
+//!   directory (`/tmp/corestack-exec-PID-*`, mode 0711; the daemon's
+//!   warnings and errors go to `daemon.log` there, not to the program's
+//!   stderr, which the daemon must not hold open). It resets its
 //!   connections (RST: their peers learn at once), marks every fd it did
 //!   not start with close-on-exec, puts back the signal dispositions and
 //!   mask and the working directory it started with, and execs itself again
@@ -345,6 +347,21 @@ fn try_move(
     ))
 }
 
+/// The private daemon's log (its stderr), beside its control socket.
+pub fn log_path(socket: &std::path::Path) -> PathBuf {
+    socket.with_file_name("daemon.log")
+}
+
+/// The last line of the private daemon's log beside `socket`, for a join
+/// that failed.
+pub fn daemon_said(socket: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(log_path(socket)).ok()?;
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(str::to_string)
+}
+
 /// Gives the engine a moment to send the resets (inline mode: drives it).
 fn linger_a_moment() {
     let until = std::time::Instant::now() + Duration::from_millis(20);
@@ -369,6 +386,13 @@ fn spawn_daemon(
     socket: &std::path::Path,
     release: UnixStream,
 ) -> Result<(), String> {
+    // Not the program's stderr: the daemon would hold it open after the program (and
+    // whoever reads it would wait for the daemon).
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path(socket))
+        .map_err(|e| format!("creating the daemon's log: {e}"))?;
     let mut cmd = std::process::Command::new(&o.bin);
     cmd.arg("run")
         .arg("--private-for")
@@ -399,7 +423,8 @@ fn spawn_daemon(
         .env_remove("CORESTACK_SOCKET")
         .env_remove(EXEC_BIN)
         .stdin(std::process::Stdio::from(OwnedFd::from(release)))
-        .stdout(std::process::Stdio::null());
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::from(log));
     let status = cmd
         .status()
         .map_err(|e| format!("starting {}: {e}", o.bin.display()))?;
