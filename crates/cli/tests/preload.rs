@@ -2518,3 +2518,82 @@ fn shim_exec_nginx_with_the_stock_configuration_is_moved_to_a_private_daemon_and
     drop(running);
     assert_private_daemon_gone(&started.stderr);
 }
+
+/// A JVM server under plain `corestack exec` (embedded mode): the JDK's
+/// `com.sun.net.httpserver` (NIO: epoll, accept, read, write, all through libc, which the
+/// shim interposes), run as a single source file (tests/shim/JvmHttp.java) on a pool of 4
+/// threads. 8 concurrent Linux curls get 1 MiB each complete, 4 POSTs of 256 KiB come back
+/// byte-exact, and `corestack ss` shows the java process listening on corestack.
+#[test]
+fn shim_exec_jvm_http_server_serves_concurrent_linux_curls_byte_exact() {
+    let _lock = start();
+    need("java");
+    need("curl");
+    let pair = Pair::new("fx5", 245).expect("creating the namespaces");
+    let src = script("JvmHttp.java");
+    let mut server = Proc::spawn(
+        "java JvmHttp.java (exec)",
+        shimmed(
+            &pair,
+            "java",
+            &[
+                "-Xmx128m",
+                "-XX:+UseSerialGC",
+                src.to_str().unwrap(),
+                "8080",
+                &(1 << 20).to_string(),
+                "60",
+            ],
+        ),
+        None,
+        Out::Text,
+    );
+    let t0 = Instant::now();
+    server.wait_stdout("serving 8080", STEP);
+    println!("jvm: serving after {:?}", t0.elapsed());
+    let pid = server.pid();
+    let mut ss = String::new();
+    let seen = until(Duration::from_secs(10), || {
+        ss = corestack_out(&["ss"]);
+        ss.lines()
+            .any(|l| l.contains(&pid.to_string()) && l.contains(":8080"))
+    });
+    assert!(
+        seen,
+        "corestack ss does not show java ({pid}) on :8080:\n{ss}"
+    );
+    let log = || format!("{}{}", server.stdout(), tail_of(&server.stderr(), 20));
+    curls_get_1mib(&pair, (8080, "/big"), 8, &log);
+    // Letters, so that stdout can be kept as text; a lost or moved byte shows.
+    let body: Vec<u8> = payload(256 << 10, 35)
+        .iter()
+        .map(|b| b'a' + b % 26)
+        .collect();
+    let file = std::env::temp_dir().join(format!("corestack-jvm-{}.bin", std::process::id()));
+    std::fs::write(&file, &body).expect("writing the POST body");
+    let _placed = Placed(file.clone());
+    let url = format!("http://{}:8080/echo", pair.core_ip);
+    let posts: Vec<Proc> = (0..4)
+        .map(|_| {
+            let data = format!("@{}", file.display());
+            let cmd = plain(
+                &pair.linux,
+                "curl",
+                &["-s", "-S", "-m", "20", "--data-binary", &data, &url],
+            );
+            Proc::spawn("curl POST (linux)", cmd, None, Out::Text)
+        })
+        .collect();
+    for p in posts {
+        let f = p.finish(STEP);
+        assert!(
+            f.status.success() && f.stdout.as_bytes() == body,
+            "POST /echo came back with {} bytes ({}): {}\nserver:\n{}",
+            f.stdout.len(),
+            f.status,
+            f.stderr,
+            log()
+        );
+    }
+    drop(server.terminate());
+}
