@@ -2229,7 +2229,8 @@ fn assert_private_daemon_gone(stderr: &str) {
     );
 }
 
-/// tests/shim/prefork.c under plain `corestack exec` (embedded mode): the master listens,
+/// tests/shim/prefork.c under plain `corestack exec`, in embedded and then in inline mode
+/// (`--inline`), each time on a private daemon of its own: the master listens,
 /// then forks three workers; the shim moves it to service mode at that fork, before it
 /// happens (one line on stderr), and the program starts again on a private daemon. Its
 /// three workers (uid 65534) share the listener: 60 connections of a Linux client all echo
@@ -2239,11 +2240,19 @@ fn shim_exec_prefork_server_is_moved_to_a_private_daemon_and_its_workers_serve()
     let _lock = start();
     need("python3");
     let pair = Pair::new("fx1", 241).expect("creating the namespaces");
+    for inline in [false, true] {
+        prefork_moved(&pair, inline);
+    }
+}
+
+/// One run of [`shim_exec_prefork_server_is_moved_to_a_private_daemon_and_its_workers_serve`],
+/// inline mode when `inline`.
+fn prefork_moved(pair: &Pair, inline: bool) {
     let prog = cc("prefork");
     let t0 = Instant::now();
     let mut server = Proc::spawn(
         "prefork (exec)",
-        shimmed(&pair, &prog, &["80"]),
+        shimmed_mode(pair, inline, &prog, &["80"]),
         None,
         Out::Text,
     );
@@ -2254,7 +2263,7 @@ fn shim_exec_prefork_server_is_moved_to_a_private_daemon_and_its_workers_serve()
     }
     server.wait_stdout("listening", STEP);
     println!(
-        "prefork: moved and three workers ready in {:?}",
+        "prefork (inline {inline}): moved and three workers ready in {:?}",
         t0.elapsed()
     );
     let workers = prefork_workers(&server.stdout());
@@ -2298,17 +2307,27 @@ fn shim_exec_prefork_server_is_moved_to_a_private_daemon_and_its_workers_serve()
 /// connection) under plain `corestack exec`: its first connection's child finds the socket
 /// it inherited dead, asks the program's engine process to move, and the program starts
 /// again on a private daemon; that first client is reset (never left hanging). Then 20
-/// Linux clients at once, 256 KiB each, byte-exact, a child per connection.
+/// Linux clients at once, 256 KiB each, byte-exact, a child per connection. In embedded,
+/// then in inline mode.
 #[test]
 fn shim_exec_forking_tcp_server_is_moved_to_a_private_daemon_and_serves_20_clients() {
     let _lock = start();
     need("python3");
     let pair = Pair::new("fx2", 242).expect("creating the namespaces");
+    for inline in [false, true] {
+        forking_moved(&pair, inline);
+    }
+}
+
+/// One run of [`shim_exec_forking_tcp_server_is_moved_to_a_private_daemon_and_serves_20_clients`],
+/// inline mode when `inline`.
+fn forking_moved(pair: &Pair, inline: bool) {
     let server_py = script("forking_echo.py");
     let mut server = Proc::spawn(
         "forking_echo.py (exec)",
-        shimmed(
-            &pair,
+        shimmed_mode(
+            pair,
+            inline,
             "python3",
             &["-u", server_py.to_str().unwrap(), "7401", "40"],
         ),
@@ -2336,7 +2355,7 @@ fn shim_exec_forking_tcp_server_is_moved_to_a_private_daemon_and_serves_20_clien
         STEP,
     );
     println!(
-        "first client after {:?}: {}",
+        "forking (inline {inline}): first client after {:?}: {}",
         t0.elapsed(),
         first.stdout.trim()
     );
