@@ -109,9 +109,9 @@ pub fn watch(root: u32, stop: Arc<AtomicBool>) {
 }
 
 fn add(tracked: &mut HashMap<u32, u64>, pid: u32) {
-    if !tracked.contains_key(&pid) {
+    if let std::collections::hash_map::Entry::Vacant(e) = tracked.entry(pid) {
         if let Some(t) = start_time(pid) {
-            tracked.insert(pid, t);
+            e.insert(t);
         }
     }
 }
