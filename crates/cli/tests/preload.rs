@@ -2616,3 +2616,47 @@ fn shim_exec_jvm_http_server_serves_concurrent_linux_curls_byte_exact() {
     }
     drop(server.terminate());
 }
+
+/// Where a forking server cannot be moved, it is refused, never left up and silent:
+/// tests/shim/prefork.c under the shim with a private daemon that cannot start (the
+/// variables set by hand, `CORESTACK_EXEC_BIN` naming no program) ends at its first fork
+/// with exit status 1 and one line on stderr that says to run it in service mode, and leaves
+/// no private directory behind.
+#[test]
+fn shim_exec_forking_server_that_cannot_be_moved_is_refused_with_one_line() {
+    let _lock = start();
+    let pair = Pair::new("fx6", 246).expect("creating the namespaces");
+    let prog = cc("prefork");
+    let mut cmd = pair.core.exec(&prog);
+    cmd.arg("80")
+        .env("LD_PRELOAD", preload())
+        .env("CORESTACK_IFACE", "vc")
+        .env("CORESTACK_IP", format!("{}/24", pair.core_ip))
+        .env("CORESTACK_EXEC_BIN", "/nonexistent/corestack");
+    let mut p = Proc::spawn("prefork (no daemon)", cmd, None, Out::Text);
+    let pid = p.pid();
+    let f = p.finish(STEP);
+    let lines: Vec<&str> = f.stderr.lines().collect();
+    assert!(
+        f.status.code() == Some(1)
+            && lines.len() == 1
+            && lines[0].contains("cannot be served in embedded mode: run it in service mode: corestack run --iface vc")
+            && lines[0].contains("corestack exec --socket PATH"),
+        "refused with one line and status 1? {}:\n{}{}",
+        f.status,
+        f.stdout,
+        f.stderr
+    );
+    assert!(
+        !f.stdout.contains("worker"),
+        "a worker started:\n{}",
+        f.stdout
+    );
+    let prefix = format!("corestack-exec-{pid}-");
+    let left: Vec<String> = std::fs::read_dir("/tmp")
+        .expect("listing /tmp")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "private directories left behind: {left:?}");
+}

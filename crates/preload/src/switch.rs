@@ -281,6 +281,9 @@ fn try_move(
         for &fd in changed.iter().filter(|fd| o.fds.contains(fd)) {
             crate::sys::set_cloexec(fd, false);
         }
+        if spawned.is_err() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
         spawned?;
         let _ = release_wr.into_raw_fd(); // close-on-exec: closed by the exec
     }

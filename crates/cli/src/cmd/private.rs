@@ -157,3 +157,34 @@ pub fn remove_dir(socket: &Path) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{children, start_time};
+
+    #[test]
+    fn a_live_process_has_a_start_time_and_its_children_are_found() {
+        let me = std::process::id();
+        let t = start_time(me).expect("this process is alive");
+        assert_eq!(start_time(me), Some(t), "the start time does not change");
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("spawning sleep");
+        let pid = child.id();
+        assert!(
+            children(me).contains(&pid),
+            "sleep is a child of this process"
+        );
+        assert!(start_time(pid).is_some());
+        child.kill().expect("killing sleep");
+        // Killed but not reaped: a zombie counts as gone.
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            start_time(pid).is_none()
+        });
+        assert!(gone, "a killed child still reads as alive");
+        child.wait().expect("reaping sleep");
+        assert_eq!(start_time(pid), None);
+    }
+}

@@ -154,7 +154,8 @@ static CLOSED_STREAMS: AtomicBool = AtomicBool::new(false);
 /// parent's backlog is not kept; the daemon caps it at the segment's room).
 const JOIN_BACKLOG: usize = 1024;
 
-/// Connections accepted from corestack listeners by this process (see
+/// Connections accepted from corestack listeners by this process (either
+/// side of a dual listener: a loopback client's too; see
 /// `crate::switch`: a server that forks before its first accept is a
 /// pre-forking or daemonizing one).
 static ACCEPTED: AtomicU64 = AtomicU64::new(0);
