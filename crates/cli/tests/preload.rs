@@ -2660,3 +2660,109 @@ fn shim_exec_forking_server_that_cannot_be_moved_is_refused_with_one_line() {
         .collect();
     assert!(left.is_empty(), "private directories left behind: {left:?}");
 }
+
+/// nginx as a master-worker reverse proxy under plain `corestack exec`: its own
+/// configuration (daemon on, 2 workers, `proxy_pass` to a Linux python http.server in the
+/// other namespace). The shim moves it to service mode at its first fork; 8 concurrent Linux
+/// curls get a 1 MiB file through it complete (the workers' upstream connections are
+/// corestack's too), and once nginx is stopped the private daemon stops.
+#[test]
+fn shim_exec_nginx_reverse_proxy_is_moved_to_a_private_daemon_and_proxies_linux_curls() {
+    let _lock = start();
+    need("curl");
+    need("python3");
+    assert!(
+        Path::new("/usr/sbin/nginx").exists(),
+        "nginx is not installed: run scripts/setup.sh (as root)"
+    );
+    let pair = Pair::new("fx7", 247).expect("creating the namespaces");
+    /// The test's directory, removed on drop; nginx stopped first (SIGTERM to its master).
+    struct Scratch(PathBuf, u32);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            if self.1 != 0 {
+                sigterm(self.1);
+                until(Duration::from_secs(5), || {
+                    !self.0.join("nginx.pid").exists()
+                });
+            }
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let mut dir = Scratch(
+        PathBuf::from(format!("/tmp/corestack-nginx-px-{}", std::process::id())),
+        0,
+    );
+    let root = dir.0.join("www");
+    std::fs::create_dir_all(&root).expect("the backend's root");
+    std::fs::write(root.join("big.txt"), vec![b'x'; 1 << 20]).expect("the file");
+    let mut backend = Proc::spawn(
+        "python http.server (linux backend)",
+        plain(
+            &pair.linux,
+            "python3",
+            &[
+                "-u",
+                "-m",
+                "http.server",
+                "8000",
+                "--bind",
+                &pair.linux_ip,
+                "--directory",
+                root.to_str().unwrap(),
+            ],
+        ),
+        None,
+        Out::Text,
+    );
+    backend.wait_stdout("Serving HTTP", STEP);
+    let pid_file = dir.0.join("nginx.pid");
+    let conf = dir.0.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes 2;\npid {};\nerror_log {} warn;\nevents {{ worker_connections 256; }}\n\
+             http {{ access_log off; server {{ listen 8081; location / {{ \
+             proxy_pass http://{}:8000; }} }} }}\n",
+            pid_file.display(),
+            dir.0.join("error.log").display(),
+            pair.linux_ip
+        ),
+    )
+    .expect("the configuration");
+    let conf_arg = conf.display().to_string();
+    let started = run(
+        "nginx proxy (exec)",
+        shimmed(&pair, "nginx", &["-c", &conf_arg]),
+        STEP,
+    );
+    assert!(
+        started.status.success() && started.stderr.contains(MOVED),
+        "nginx did not start, or was not moved ({}):\n{}{}",
+        started.status,
+        started.stdout,
+        started.stderr
+    );
+    until(STEP, || {
+        dir.1 = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or(0);
+        dir.1 != 0
+    });
+    assert!(dir.1 != 0, "nginx wrote no {}", pid_file.display());
+    let errors_at = dir.0.join("error.log");
+    let log = || {
+        let errors = std::fs::read_to_string(&errors_at).unwrap_or_default();
+        format!(
+            "error.log:\n{}\nbackend:\n{}",
+            tail_of(&errors, 20),
+            tail_of(&backend.stderr(), 10)
+        )
+    };
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    curls_get_1mib(&pair, (8081, "/big.txt"), 8, &log);
+    drop(dir);
+    assert_private_daemon_gone(&started.stderr);
+    drop(backend.terminate());
+}
