@@ -2766,3 +2766,68 @@ fn shim_exec_nginx_reverse_proxy_is_moved_to_a_private_daemon_and_proxies_linux_
     assert_private_daemon_gone(&started.stderr);
     drop(backend.terminate());
 }
+
+/// tests/shim/daemon3.c, a server that listens and then daemonizes with glibc's daemon(3)
+/// (whose fork the shim sees only because it interposes daemon itself), in service mode and
+/// under plain `corestack exec` (moved to a private daemon at daemon(3)'s fork): the
+/// daemonized process takes the listener over and echoes 20 connections of a Linux client.
+#[test]
+fn shim_daemon3_server_serves_in_service_mode_and_under_plain_exec() {
+    let _lock = start();
+    need("python3");
+    let pair = Pair::new("fx8", 248).expect("creating the namespaces");
+    let prog = cc("daemon3");
+    {
+        let (d, sock) = daemon(&pair, "daemon3");
+        let cmd = served(&pair, &sock, prog.to_str().unwrap(), &["7403", "3"]);
+        daemon3_serves(&pair, "service", cmd, &|| d.tail());
+        d.assert_no_panic();
+    }
+    // The test's daemon is gone: the interface is free for the program's own engine.
+    let cmd = shimmed(&pair, &prog, &["7403", "3"]);
+    let stderr = daemon3_serves(&pair, "exec", cmd, &String::new);
+    assert_eq!(stderr.matches(MOVED).count(), 1, "moved once:\n{stderr}");
+    assert_private_daemon_gone(&stderr);
+}
+
+/// Runs daemon3 as `cmd` (`mode` in messages) until its daemon says it is ready, has a Linux
+/// client echo 20 connections through it, and waits for it to exit (3 s without
+/// connections); returns its stderr. `context` ends a failure message.
+fn daemon3_serves(pair: &Pair, mode: &str, cmd: Command, context: &dyn Fn() -> String) -> String {
+    // The first process exits at once (daemon(3)'s parent): its daemon keeps stdout.
+    let server = Proc::spawn(&format!("daemon3 ({mode})"), cmd, None, Out::Text);
+    let ready = until(STEP, || server.stdout().contains(" ready"));
+    assert!(
+        ready,
+        "daemon3 ({mode}) never got ready:\n{}{}\n{}",
+        server.stdout(),
+        server.stderr(),
+        context()
+    );
+    let py = script("prefork_client.py");
+    let args = [
+        py.to_str().unwrap(),
+        pair.core_ip.as_str(),
+        "7403",
+        "20",
+        mode,
+    ];
+    let out = run("daemon3 client", plain(&pair.linux, "python3", &args), STEP);
+    assert!(
+        out.stdout.contains("ok 20 of 20"),
+        "daemon3 ({mode}) client: {}\nserver:\n{}{}\n{}",
+        out.stdout,
+        server.stdout(),
+        server.stderr(),
+        context()
+    );
+    let exited = until(Duration::from_secs(10), || {
+        server.stdout().contains(" exits")
+    });
+    assert!(
+        exited,
+        "daemon3 ({mode}) did not exit:\n{}",
+        server.stdout()
+    );
+    server.stderr()
+}

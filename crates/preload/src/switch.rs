@@ -175,7 +175,7 @@ pub fn stack_started() {
 /// process, records whether it holds a listener, and moves a server that
 /// forks before its first accept (this does not return then).
 pub fn before_fork() {
-    if origin().is_none() || crate::stack::forked() || MOVING.load(Ordering::Relaxed) {
+    if origin().is_none() || crate::stack::forked() || MOVING.load(Ordering::Acquire) {
         return;
     }
     if crate::stack::started().is_none() {
@@ -233,7 +233,12 @@ fn refusal(cfg: &crate::stack::Config, what: &str) -> String {
 /// Moves the program to service mode (see the module's notes); never
 /// returns: on failure it ends the process with one line and status 1.
 fn move_now(why: &str) -> ! {
-    MOVING.store(true, Ordering::Relaxed);
+    if MOVING.swap(true, Ordering::AcqRel) {
+        // Another thread moves the program: its exec ends this one.
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
     let (Some(cfg), Some(o)) = (crate::stack::config(), origin()) else {
         crate::sys::exit_now(1);
     };
