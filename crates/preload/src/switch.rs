@@ -104,9 +104,11 @@ pub fn init(cfg: &crate::stack::Config) {
         let _inside = crate::sys::Inside::enter();
         let exe = std::fs::read_link("/proc/self/exe").ok()?;
         let cmdline = std::fs::read("/proc/self/cmdline").ok()?;
+        // NUL-terminated arguments (an empty one stays an argument).
         let argv = cmdline
+            .strip_suffix(&[0])
+            .unwrap_or(&cmdline)
             .split(|&b| b == 0)
-            .filter(|a| !a.is_empty())
             .map(|a| OsString::from_vec(a.to_vec()))
             .collect();
         Some(Origin {
