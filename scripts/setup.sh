@@ -34,7 +34,7 @@ if ! command -v node >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs
 fi
 
-# PostgreSQL (pgbench) and nginx: shim tests run the postmaster (which forks a backend per
+# PostgreSQL (pgbench), nginx and a JDK: shim tests run the postmaster (which forks a backend per
 # connection) under pgbench, and nginx with Debian's stock configuration, in service mode.
 # Installed only when missing, without starting their services (the tests start their own).
 servers=()
@@ -42,6 +42,9 @@ if ! command -v pgbench >/dev/null || ! compgen -G "/usr/lib/postgresql/*/bin/po
     servers+=(postgresql)
 fi
 [[ -x /usr/sbin/nginx && -f /etc/nginx/nginx.conf ]] || servers+=(nginx)
+# A JVM server (the JDK's com.sun.net.httpserver, launched as a single source file, which
+# needs the compiler module) under plain `corestack exec`.
+java --list-modules 2>/dev/null | grep -q '^jdk.compiler' || servers+=(openjdk-17-jdk-headless)
 if ((${#servers[@]})); then
     echo "setup: installing ${servers[*]} (their services are not started)"
     apt-get update -qq

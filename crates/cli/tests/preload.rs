@@ -2202,3 +2202,632 @@ fn exec_refuses_a_program_with_liburing_built_in() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// Forking servers under plain `corestack exec` (embedded mode, no --socket): the shim moves
+// them to service mode with a private daemon (crates/preload/src/switch.rs)
+// ---------------------------------------------------------------------------
+
+/// The line the shim writes when it moves a program to service mode.
+const MOVED: &str = "moved to service mode, a private daemon at ";
+
+/// The private daemon's directory named in `stderr` (the [`MOVED`] line), if any.
+fn private_dir(stderr: &str) -> Option<PathBuf> {
+    let line = stderr.lines().find(|l| l.contains(MOVED))?;
+    let path = line.split(MOVED).nth(1)?.split(';').next()?;
+    Path::new(path.trim()).parent().map(Path::to_path_buf)
+}
+
+/// Asserts that the private daemon whose directory `stderr` names has stopped (its
+/// directory removed) within 10 s, now that its program is gone.
+fn assert_private_daemon_gone(stderr: &str) {
+    let dir = private_dir(stderr).unwrap_or_else(|| panic!("no {MOVED:?} line:\n{stderr}"));
+    assert!(
+        until(Duration::from_secs(10), || !dir.exists()),
+        "the private daemon at {} did not stop after its program",
+        dir.display()
+    );
+}
+
+/// tests/shim/prefork.c under plain `corestack exec`, in embedded and then in inline mode
+/// (`--inline`), each time on a private daemon of its own: the master listens,
+/// then forks three workers; the shim moves it to service mode at that fork, before it
+/// happens (one line on stderr), and the program starts again on a private daemon. Its
+/// three workers (uid 65534) share the listener: 60 connections of a Linux client all echo
+/// their message. Once the program is gone, the private daemon stops.
+#[test]
+fn shim_exec_prefork_server_is_moved_to_a_private_daemon_and_its_workers_serve() {
+    let _lock = start();
+    need("python3");
+    let pair = Pair::new("fx1", 241).expect("creating the namespaces");
+    for inline in [false, true] {
+        prefork_moved(&pair, inline);
+    }
+}
+
+/// One run of [`shim_exec_prefork_server_is_moved_to_a_private_daemon_and_its_workers_serve`],
+/// inline mode when `inline`.
+fn prefork_moved(pair: &Pair, inline: bool) {
+    let prog = cc("prefork");
+    let t0 = Instant::now();
+    let mut server = Proc::spawn(
+        "prefork (exec)",
+        shimmed_mode(pair, inline, &prog, &["80"]),
+        None,
+        Out::Text,
+    );
+    let master = server.pid();
+    server.wait_stderr(MOVED, STEP);
+    for w in 0..3 {
+        server.wait_stdout(&format!("worker {w} pid "), STEP);
+    }
+    server.wait_stdout("listening", STEP);
+    println!(
+        "prefork (inline {inline}): moved and three workers ready in {:?}",
+        t0.elapsed()
+    );
+    let workers = prefork_workers(&server.stdout());
+    assert_eq!(workers.len(), 3, "three workers:\n{}", server.stdout());
+    let py = script("prefork_client.py");
+    let args = [
+        py.to_str().unwrap(),
+        pair.core_ip.as_str(),
+        "80",
+        "60",
+        "first",
+    ];
+    let out = run_ok("prefork client", plain(&pair.linux, "python3", &args), STEP);
+    assert!(
+        out.contains("ok 60 of 60"),
+        "client: {out}\nserver:\n{}{}",
+        server.stdout(),
+        server.stderr()
+    );
+    let stdout = server.stdout();
+    let served: usize = workers
+        .iter()
+        .map(|(w, _)| prefork_served(&stdout, w))
+        .sum();
+    assert_eq!(served, 60, "every connection served by a worker:\n{stdout}");
+    // The workers exit after 5 s without connections; then the master.
+    let _ = Command::new("kill")
+        .args(["-TERM", &master.to_string()])
+        .status();
+    let f = server.finish(Duration::from_secs(30));
+    assert_eq!(
+        f.stderr.matches(MOVED).count(),
+        1,
+        "moved once:\n{}",
+        f.stderr
+    );
+    assert_private_daemon_gone(&f.stderr);
+}
+
+/// Python's `socketserver.ForkingTCPServer` (tests/shim/forking_echo.py: a child per
+/// connection) under plain `corestack exec`: its first connection's child finds the socket
+/// it inherited dead, asks the program's engine process to move, and the program starts
+/// again on a private daemon; that first client is reset (never left hanging). Then 20
+/// Linux clients at once, 256 KiB each, byte-exact, a child per connection. In embedded,
+/// then in inline mode.
+#[test]
+fn shim_exec_forking_tcp_server_is_moved_to_a_private_daemon_and_serves_20_clients() {
+    let _lock = start();
+    need("python3");
+    let pair = Pair::new("fx2", 242).expect("creating the namespaces");
+    for inline in [false, true] {
+        forking_moved(&pair, inline);
+    }
+}
+
+/// One run of [`shim_exec_forking_tcp_server_is_moved_to_a_private_daemon_and_serves_20_clients`],
+/// inline mode when `inline`.
+fn forking_moved(pair: &Pair, inline: bool) {
+    let server_py = script("forking_echo.py");
+    let mut server = Proc::spawn(
+        "forking_echo.py (exec)",
+        shimmed_mode(
+            pair,
+            inline,
+            "python3",
+            &["-u", server_py.to_str().unwrap(), "7401", "40"],
+        ),
+        None,
+        Out::Text,
+    );
+    server.wait_stdout("serving", STEP);
+    // The first connection: its child moves the program; the client is reset.
+    let t0 = Instant::now();
+    let first = run(
+        "first client (linux)",
+        plain(
+            &pair.linux,
+            "python3",
+            &[
+                "-c",
+                "import socket,sys\n\
+                 s=socket.create_connection((sys.argv[1],7401),timeout=10)\n\
+                 s.sendall(b'hello')\n\
+                 try:\n  print('got', s.recv(100))\n\
+                 except Exception as e:\n  print('error', type(e).__name__)\n",
+                &pair.core_ip,
+            ],
+        ),
+        STEP,
+    );
+    println!(
+        "forking (inline {inline}): first client after {:?}: {}",
+        t0.elapsed(),
+        first.stdout.trim()
+    );
+    assert!(
+        first.stdout.contains("ConnectionResetError") || first.stdout.contains("b'hello'"),
+        "the first client was neither answered nor reset: {}{}\nserver:\n{}",
+        first.stdout,
+        first.stderr,
+        server.stderr()
+    );
+    server.wait_stderr(MOVED, STEP);
+    let again = until(STEP, || server.stdout().matches("serving").count() == 2);
+    assert!(
+        again,
+        "the program did not start again:\n{}{}",
+        server.stdout(),
+        server.stderr()
+    );
+    println!(
+        "forking: serving again {:?} after the first client",
+        t0.elapsed()
+    );
+    let served = |text: &str| {
+        text.lines()
+            .filter(|l| l.starts_with("child ") && l.ends_with(" served 262144"))
+            .count()
+    };
+    let clients_py = script("asyncio_clients.py");
+    let cmd = plain(
+        &pair.linux,
+        "python3",
+        &[clients_py.to_str().unwrap(), &pair.core_ip, "7401", "20"],
+    );
+    let out = run("asyncio clients (linux)", cmd, STEP);
+    let ok = until(Duration::from_secs(5), || served(&server.stdout()) == 20);
+    assert!(
+        out.stdout.trim() == "equal 20 of 20" && ok,
+        "clients: {}{}; server:\n{}{}",
+        out.stdout,
+        tail_of(&out.stderr, 5),
+        server.stdout(),
+        server.stderr()
+    );
+    let f = server.terminate();
+    assert_private_daemon_gone(&f.stderr);
+}
+
+/// tests/shim/daemonize_echo.py under plain `corestack exec`: it listens, forks and exits
+/// at once (the shim moves it at that fork), its child forks two workers; 20 Linux clients
+/// at once, 256 KiB each, byte-exact; the private daemon stops after the workers.
+#[test]
+fn shim_exec_daemonizing_server_is_moved_to_a_private_daemon_and_serves_20_clients() {
+    let _lock = start();
+    need("python3");
+    let pair = Pair::new("fx3", 243).expect("creating the namespaces");
+    let server_py = script("daemonize_echo.py");
+    let server = Proc::spawn(
+        "daemonize_echo.py (exec)",
+        shimmed(
+            &pair,
+            "python3",
+            &["-u", server_py.to_str().unwrap(), "7402", "2", "20"],
+        ),
+        None,
+        Out::Text,
+    );
+    let ready = until(STEP, || server.stdout().matches(" ready").count() == 2);
+    let pids: Vec<u32> = server
+        .stdout()
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w[..] {
+                ["master", pid] | ["worker", _, pid, "ready"] => pid.parse().ok(),
+                _ => None,
+            }
+        })
+        .collect();
+    let stop = |pids: &[u32]| {
+        for &pid in pids {
+            sigterm(pid);
+        }
+    };
+    if !ready {
+        stop(&pids);
+        panic!(
+            "the workers never got ready:\n{}{}",
+            server.stdout(),
+            server.stderr()
+        );
+    }
+    let clients_py = script("asyncio_clients.py");
+    let cmd = plain(
+        &pair.linux,
+        "python3",
+        &[clients_py.to_str().unwrap(), &pair.core_ip, "7402", "20"],
+    );
+    let out = run("asyncio clients (linux)", cmd, STEP);
+    let ok = until(Duration::from_secs(5), || {
+        server.stdout().matches(" served 262144").count() == 20
+    });
+    stop(&pids);
+    assert!(
+        out.stdout.trim() == "equal 20 of 20" && ok,
+        "clients: {}{}; server:\n{}{}",
+        out.stdout,
+        tail_of(&out.stderr, 5),
+        server.stdout(),
+        server.stderr()
+    );
+    let stderr = server.stderr();
+    assert_eq!(stderr.matches(MOVED).count(), 1, "moved once:\n{stderr}");
+    assert_private_daemon_gone(&stderr);
+    drop(server);
+}
+
+/// nginx as Debian ships it (its stock configuration: daemon on, `worker_processes auto`,
+/// `user www-data`), started as its service starts it but under plain `corestack exec`
+/// (embedded mode): its first process listens and forks the master; the shim moves it to
+/// service mode at that fork and nginx starts again on a private daemon. 8 concurrent Linux
+/// curls get a 1 MiB static file complete, the default page answers, and once nginx is
+/// stopped the private daemon stops.
+#[test]
+fn shim_exec_nginx_with_the_stock_configuration_is_moved_to_a_private_daemon_and_serves() {
+    let _lock = start();
+    need("curl");
+    assert!(
+        Path::new("/usr/sbin/nginx").exists() && Path::new("/etc/nginx/nginx.conf").exists(),
+        "nginx is not installed: run scripts/setup.sh (as root)"
+    );
+    assert!(
+        !Path::new(NGINX_PID).exists(),
+        "an nginx already runs on this machine ({NGINX_PID}): stop it first"
+    );
+    let pair = Pair::new("fx4", 244).expect("creating the namespaces");
+    let name = format!("corestack-exec-{}.txt", std::process::id());
+    let file = Placed(Path::new("/var/www/html").join(&name));
+    std::fs::write(&file.0, vec![b'x'; 1 << 20]).expect("placing a file in /var/www/html");
+    let t0 = Instant::now();
+    let started = run("nginx (exec)", shimmed(&pair, "nginx", &[]), STEP);
+    assert!(
+        started.status.success() && started.stderr.contains(MOVED),
+        "nginx did not start, or was not moved ({}):\n{}{}",
+        started.status,
+        started.stdout,
+        started.stderr
+    );
+    let mut master = 0;
+    until(STEP, || {
+        master = std::fs::read_to_string(NGINX_PID)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or(0);
+        master != 0
+    });
+    assert!(master != 0, "nginx wrote no {NGINX_PID}");
+    let running = NginxRunning(master);
+    println!("nginx: moved and its master up in {:?}", t0.elapsed());
+    let log = || {
+        let errors = std::fs::read_to_string("/var/log/nginx/error.log").unwrap_or_default();
+        format!(
+            "error.log:\n{}\nexec: {}",
+            tail_of(&errors, 20),
+            started.stderr
+        )
+    };
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    curls_get_1mib(&pair, (80, &format!("/{name}")), 8, &log);
+    let url = format!("http://{}/", pair.core_ip);
+    let cmd = plain(&pair.linux, "curl", &["-s", "-S", "-m", "20", &url]);
+    let page = run("curl / (linux)", cmd, STEP);
+    assert!(
+        page.stdout.contains("Welcome to nginx!"),
+        "the default page: {}{}\n{}",
+        page.stdout,
+        page.stderr,
+        log()
+    );
+    drop(running);
+    assert_private_daemon_gone(&started.stderr);
+}
+
+/// A JVM server under plain `corestack exec` (embedded mode): the JDK's
+/// `com.sun.net.httpserver` (NIO: epoll, accept, read, write, all through libc, which the
+/// shim interposes), run as a single source file (tests/shim/JvmHttp.java) on a pool of 4
+/// threads. 8 concurrent Linux curls get 1 MiB each complete, 4 POSTs of 256 KiB come back
+/// byte-exact, and `corestack ss` shows the java process listening on corestack.
+#[test]
+fn shim_exec_jvm_http_server_serves_concurrent_linux_curls_byte_exact() {
+    let _lock = start();
+    need("java");
+    need("curl");
+    let pair = Pair::new("fx5", 245).expect("creating the namespaces");
+    let src = script("JvmHttp.java");
+    let mut server = Proc::spawn(
+        "java JvmHttp.java (exec)",
+        shimmed(
+            &pair,
+            "java",
+            &[
+                "-Xmx128m",
+                "-XX:+UseSerialGC",
+                src.to_str().unwrap(),
+                "8080",
+                &(1 << 20).to_string(),
+                "60",
+            ],
+        ),
+        None,
+        Out::Text,
+    );
+    let t0 = Instant::now();
+    server.wait_stdout("serving 8080", STEP);
+    println!("jvm: serving after {:?}", t0.elapsed());
+    let pid = server.pid();
+    let mut ss = String::new();
+    let seen = until(Duration::from_secs(10), || {
+        ss = corestack_out(&["ss"]);
+        ss.lines()
+            .any(|l| l.contains(&pid.to_string()) && l.contains(":8080"))
+    });
+    assert!(
+        seen,
+        "corestack ss does not show java ({pid}) on :8080:\n{ss}"
+    );
+    let log = || format!("{}{}", server.stdout(), tail_of(&server.stderr(), 20));
+    curls_get_1mib(&pair, (8080, "/big"), 8, &log);
+    // Letters, so that stdout can be kept as text; a lost or moved byte shows.
+    let body: Vec<u8> = payload(256 << 10, 35)
+        .iter()
+        .map(|b| b'a' + b % 26)
+        .collect();
+    let file = std::env::temp_dir().join(format!("corestack-jvm-{}.bin", std::process::id()));
+    std::fs::write(&file, &body).expect("writing the POST body");
+    let _placed = Placed(file.clone());
+    let url = format!("http://{}:8080/echo", pair.core_ip);
+    let posts: Vec<Proc> = (0..4)
+        .map(|_| {
+            let data = format!("@{}", file.display());
+            let cmd = plain(
+                &pair.linux,
+                "curl",
+                &["-s", "-S", "-m", "20", "--data-binary", &data, &url],
+            );
+            Proc::spawn("curl POST (linux)", cmd, None, Out::Text)
+        })
+        .collect();
+    for p in posts {
+        let f = p.finish(STEP);
+        assert!(
+            f.status.success() && f.stdout.as_bytes() == body,
+            "POST /echo came back with {} bytes ({}): {}\nserver:\n{}",
+            f.stdout.len(),
+            f.status,
+            f.stderr,
+            log()
+        );
+    }
+    drop(server.terminate());
+}
+
+/// Where a forking server cannot be moved, it is refused, never left up and silent:
+/// tests/shim/prefork.c under the shim with a private daemon that cannot start (the
+/// variables set by hand, `CORESTACK_EXEC_BIN` naming no program) ends at its first fork
+/// with exit status 1 and one line on stderr that says to run it in service mode, and leaves
+/// no private directory behind.
+#[test]
+fn shim_exec_forking_server_that_cannot_be_moved_is_refused_with_one_line() {
+    let _lock = start();
+    let pair = Pair::new("fx6", 246).expect("creating the namespaces");
+    let prog = cc("prefork");
+    let mut cmd = pair.core.exec(&prog);
+    cmd.arg("80")
+        .env("LD_PRELOAD", preload())
+        .env("CORESTACK_IFACE", "vc")
+        .env("CORESTACK_IP", format!("{}/24", pair.core_ip))
+        .env("CORESTACK_EXEC_BIN", "/nonexistent/corestack");
+    let mut p = Proc::spawn("prefork (no daemon)", cmd, None, Out::Text);
+    let pid = p.pid();
+    let f = p.finish(STEP);
+    let lines: Vec<&str> = f.stderr.lines().collect();
+    assert!(
+        f.status.code() == Some(1)
+            && lines.len() == 1
+            && lines[0].contains("cannot be served in embedded mode: run it in service mode: corestack run --iface vc")
+            && lines[0].contains("corestack exec --socket PATH"),
+        "refused with one line and status 1? {}:\n{}{}",
+        f.status,
+        f.stdout,
+        f.stderr
+    );
+    assert!(
+        !f.stdout.contains("worker"),
+        "a worker started:\n{}",
+        f.stdout
+    );
+    let prefix = format!("corestack-exec-{pid}-");
+    let left: Vec<String> = std::fs::read_dir("/tmp")
+        .expect("listing /tmp")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "private directories left behind: {left:?}");
+}
+
+/// nginx as a master-worker reverse proxy under plain `corestack exec`: its own
+/// configuration (daemon on, 2 workers, `proxy_pass` to a Linux python http.server in the
+/// other namespace). The shim moves it to service mode at its first fork; 8 concurrent Linux
+/// curls get a 1 MiB file through it complete (the workers' upstream connections are
+/// corestack's too), and once nginx is stopped the private daemon stops.
+#[test]
+fn shim_exec_nginx_reverse_proxy_is_moved_to_a_private_daemon_and_proxies_linux_curls() {
+    let _lock = start();
+    need("curl");
+    need("python3");
+    assert!(
+        Path::new("/usr/sbin/nginx").exists(),
+        "nginx is not installed: run scripts/setup.sh (as root)"
+    );
+    let pair = Pair::new("fx7", 247).expect("creating the namespaces");
+    /// The test's directory, removed on drop; nginx stopped first (SIGTERM to its master).
+    struct Scratch(PathBuf, u32);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            if self.1 != 0 {
+                sigterm(self.1);
+                until(Duration::from_secs(5), || {
+                    !self.0.join("nginx.pid").exists()
+                });
+            }
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let mut dir = Scratch(
+        PathBuf::from(format!("/tmp/corestack-nginx-px-{}", std::process::id())),
+        0,
+    );
+    let root = dir.0.join("www");
+    std::fs::create_dir_all(&root).expect("the backend's root");
+    std::fs::write(root.join("big.txt"), vec![b'x'; 1 << 20]).expect("the file");
+    let mut backend = Proc::spawn(
+        "python http.server (linux backend)",
+        plain(
+            &pair.linux,
+            "python3",
+            &[
+                "-u",
+                "-m",
+                "http.server",
+                "8000",
+                "--bind",
+                &pair.linux_ip,
+                "--directory",
+                root.to_str().unwrap(),
+            ],
+        ),
+        None,
+        Out::Text,
+    );
+    backend.wait_stdout("Serving HTTP", STEP);
+    let pid_file = dir.0.join("nginx.pid");
+    let conf = dir.0.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes 2;\npid {};\nerror_log {} warn;\nevents {{ worker_connections 256; }}\n\
+             http {{ access_log off; server {{ listen 8081; location / {{ \
+             proxy_pass http://{}:8000; }} }} }}\n",
+            pid_file.display(),
+            dir.0.join("error.log").display(),
+            pair.linux_ip
+        ),
+    )
+    .expect("the configuration");
+    let conf_arg = conf.display().to_string();
+    let started = run(
+        "nginx proxy (exec)",
+        shimmed(&pair, "nginx", &["-c", &conf_arg]),
+        STEP,
+    );
+    assert!(
+        started.status.success() && started.stderr.contains(MOVED),
+        "nginx did not start, or was not moved ({}):\n{}{}",
+        started.status,
+        started.stdout,
+        started.stderr
+    );
+    until(STEP, || {
+        dir.1 = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or(0);
+        dir.1 != 0
+    });
+    assert!(dir.1 != 0, "nginx wrote no {}", pid_file.display());
+    let errors_at = dir.0.join("error.log");
+    let log = || {
+        let errors = std::fs::read_to_string(&errors_at).unwrap_or_default();
+        format!(
+            "error.log:\n{}\nbackend:\n{}",
+            tail_of(&errors, 20),
+            tail_of(&backend.stderr(), 10)
+        )
+    };
+    ping_until_up(&pair.linux, &pair.core_ip, 10);
+    curls_get_1mib(&pair, (8081, "/big.txt"), 8, &log);
+    drop(dir);
+    assert_private_daemon_gone(&started.stderr);
+    drop(backend.terminate());
+}
+
+/// tests/shim/daemon3.c, a server that listens and then daemonizes with glibc's daemon(3)
+/// (whose fork the shim sees only because it interposes daemon itself), in service mode and
+/// under plain `corestack exec` (moved to a private daemon at daemon(3)'s fork): the
+/// daemonized process takes the listener over and echoes 20 connections of a Linux client.
+#[test]
+fn shim_daemon3_server_serves_in_service_mode_and_under_plain_exec() {
+    let _lock = start();
+    need("python3");
+    let pair = Pair::new("fx8", 248).expect("creating the namespaces");
+    let prog = cc("daemon3");
+    {
+        let (d, sock) = daemon(&pair, "daemon3");
+        let cmd = served(&pair, &sock, prog.to_str().unwrap(), &["7403", "3"]);
+        daemon3_serves(&pair, "service", cmd, &|| d.tail());
+        d.assert_no_panic();
+    }
+    // The test's daemon is gone: the interface is free for the program's own engine.
+    let cmd = shimmed(&pair, &prog, &["7403", "3"]);
+    let stderr = daemon3_serves(&pair, "exec", cmd, &String::new);
+    assert_eq!(stderr.matches(MOVED).count(), 1, "moved once:\n{stderr}");
+    assert_private_daemon_gone(&stderr);
+}
+
+/// Runs daemon3 as `cmd` (`mode` in messages) until its daemon says it is ready, has a Linux
+/// client echo 20 connections through it, and waits for it to exit (3 s without
+/// connections); returns its stderr. `context` ends a failure message.
+fn daemon3_serves(pair: &Pair, mode: &str, cmd: Command, context: &dyn Fn() -> String) -> String {
+    // The first process exits at once (daemon(3)'s parent): its daemon keeps stdout.
+    let server = Proc::spawn(&format!("daemon3 ({mode})"), cmd, None, Out::Text);
+    let ready = until(STEP, || server.stdout().contains(" ready"));
+    assert!(
+        ready,
+        "daemon3 ({mode}) never got ready:\n{}{}\n{}",
+        server.stdout(),
+        server.stderr(),
+        context()
+    );
+    let py = script("prefork_client.py");
+    let args = [
+        py.to_str().unwrap(),
+        pair.core_ip.as_str(),
+        "7403",
+        "20",
+        mode,
+    ];
+    let out = run("daemon3 client", plain(&pair.linux, "python3", &args), STEP);
+    assert!(
+        out.stdout.contains("ok 20 of 20"),
+        "daemon3 ({mode}) client: {}\nserver:\n{}{}\n{}",
+        out.stdout,
+        server.stdout(),
+        server.stderr(),
+        context()
+    );
+    let exited = until(Duration::from_secs(10), || {
+        server.stdout().contains(" exits")
+    });
+    assert!(
+        exited,
+        "daemon3 ({mode}) did not exit:\n{}",
+        server.stdout()
+    );
+    server.stderr()
+}

@@ -33,6 +33,7 @@ mod mux;
 mod opts;
 mod sock;
 mod stack;
+mod switch;
 mod sys;
 mod table;
 mod tcp_info;

@@ -134,7 +134,9 @@ static GENERATION: AtomicU32 = AtomicU32::new(0);
 /// Called by the library constructor: reads the configuration and registers
 /// the fork and exit handlers.
 pub fn init() {
-    config();
+    if let Some(cfg) = config() {
+        crate::switch::init(cfg);
+    }
     crate::ffi::register_handlers();
 }
 
@@ -279,24 +281,42 @@ fn child_stack(cfg: &Config) -> Result<&'static Stack, i32> {
 /// association `parent`, unless 0) with [`WAKERS`] fresh eventfds; a
 /// failure is said once on stderr as `why`, where `{e}` stands for the
 /// error. Errors: the errno of the join.
+///
+/// A program moved to service mode by `corestack exec`
+/// (`CORESTACK_PRIVATE_DAEMON`, see `crate::switch`) may start before its
+/// private daemon serves: its joins are tried again for up to 10 s.
 fn join_daemon(
     path: &std::path::Path,
     (parent, ticket): (u32, u32),
     why: &str,
 ) -> Result<Stack, i32> {
-    let wakers = (0..WAKERS)
-        .filter_map(|_| crate::sys::internal_eventfd_owned().ok())
-        .collect();
-    Stack::builder()
-        .service(path)
-        .child_of(parent)
-        .fork_ticket(ticket)
-        .wake_eventfds(wakers)
-        .start()
-        .map_err(|e| {
-            crate::sys::log_line(&why.replace("{e}", &e.to_string()));
-            e.raw_os_error().unwrap_or(libc::ENETDOWN)
-        })
+    let patient = env(crate::switch::PRIVATE).is_some();
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let wakers = (0..WAKERS)
+            .filter_map(|_| crate::sys::internal_eventfd_owned().ok())
+            .collect();
+        match Stack::builder()
+            .service(path)
+            .child_of(parent)
+            .fork_ticket(ticket)
+            .wake_eventfds(wakers)
+            .start()
+        {
+            Ok(s) => return Ok(s),
+            Err(_) if patient && Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                let mut text = e.to_string();
+                if let Some(said) = patient.then(|| crate::switch::daemon_said(path)).flatten() {
+                    text = format!("{text} (the private daemon: {said})");
+                }
+                crate::sys::log_line(&why.replace("{e}", &text));
+                return Err(e.raw_os_error().unwrap_or(libc::ENETDOWN));
+            }
+        }
+    }
 }
 
 /// The stack, started on first use. Errors: the start's errno (ENODEV for a
@@ -339,13 +359,15 @@ pub fn start() -> Result<&'static Stack, i32> {
             if let Some(g) = cfg.gateway6 {
                 b = b.gateway6(g);
             }
-            b.start().map_err(|e| {
+            let s = b.start().map_err(|e| {
                 crate::sys::log_line(&format!(
                     "cannot start the stack on {} ({}/{}): {e}",
                     cfg.iface, cfg.ip, cfg.prefix
                 ));
                 e.raw_os_error().unwrap_or(libc::ENETDOWN)
-            })
+            })?;
+            crate::switch::stack_started();
+            Ok(s)
         })
         .as_ref()
         .map_err(|e| *e)

@@ -748,3 +748,150 @@ impl Drop for SignalsBlocked {
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, core::ptr::null_mut()) };
     }
 }
+
+/// The signal state a program started with (see [`signal_state`]): the
+/// calling thread's mask and which signals were ignored (bit `n - 1` for
+/// signal `n`, 1..=64).
+#[derive(Clone, Copy)]
+pub struct SignalState {
+    mask: sigset_t,
+    ignored: u64,
+}
+
+/// The calling thread's signal mask and the signals ignored (SIG_IGN) now.
+pub fn signal_state() -> SignalState {
+    // SAFETY: sigset_t is plain bits; pthread_sigmask with a null new set
+    // only writes the old mask into ours.
+    let mask = unsafe {
+        let mut m: sigset_t = core::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_SETMASK, core::ptr::null(), &mut m);
+        m
+    };
+    let mut ignored = 0u64;
+    for sig in 1..=64 {
+        // SAFETY: a zeroed sigaction is a valid out-parameter; with a null
+        // new action, sigaction only reads the disposition into it.
+        let ign = unsafe {
+            let mut old: libc::sigaction = core::mem::zeroed();
+            libc::sigaction(sig, core::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == libc::SIG_IGN
+        };
+        if ign {
+            ignored |= 1 << (sig - 1);
+        }
+    }
+    SignalState { mask, ignored }
+}
+
+/// Puts back `s` before an exec: each signal ignored in `s` is ignored,
+/// every other one that is ignored now goes back to SIG_DFL (an exec
+/// keeps SIG_IGN and resets handlers), and the calling thread's mask (the
+/// one the new image starts with) becomes `s`'s.
+pub fn restore_signals(s: &SignalState) {
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        let want = if s.ignored & (1 << (sig - 1)) != 0 {
+            libc::SIG_IGN
+        } else {
+            libc::SIG_DFL
+        };
+        // SAFETY: as in signal_state; the new action is a plain
+        // disposition (SIG_IGN or SIG_DFL) with an empty mask, glibc's
+        // internal signals refuse it (EINVAL), which is fine.
+        unsafe {
+            let mut old: libc::sigaction = core::mem::zeroed();
+            if libc::sigaction(sig, core::ptr::null(), &mut old) != 0 {
+                continue;
+            }
+            let ignored_now = old.sa_sigaction == libc::SIG_IGN;
+            if ignored_now != (want == libc::SIG_IGN) {
+                let mut new: libc::sigaction = core::mem::zeroed();
+                new.sa_sigaction = want;
+                libc::sigaction(sig, &new, core::ptr::null_mut());
+            }
+        }
+    }
+    // SAFETY: sets this thread's mask from a valid saved set.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &s.mask, core::ptr::null_mut()) };
+}
+
+/// A connected pair of AF_UNIX datagram sockets for the shim's own use
+/// (CLOEXEC, both moved above the application's numbers and reserved, as
+/// [`internal_eventfd`]). Errors: the errno of socketpair or fcntl.
+pub fn internal_dgram_pair() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd), c_int> {
+    let mut sv = [0 as c_int; 2];
+    // SAFETY: `sv` is a live array of two ints for the kernel to fill.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0,
+            sv.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(errno());
+    }
+    let base = crate::table::internal_base();
+    let high = |fd: c_int| {
+        // SAFETY: F_DUPFD_CLOEXEC on an fd we own, integer argument.
+        let h = unsafe { fcntl(fd, libc::F_DUPFD_CLOEXEC, base as c_ulong) };
+        let fd = if h >= 0 {
+            // SAFETY: closes the low copy we just created.
+            unsafe { close(fd) };
+            h
+        } else {
+            fd
+        };
+        crate::table::reserve(fd);
+        // SAFETY: `fd` is a socket this function created and now hands
+        // over to the one OwnedFd.
+        unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
+    };
+    let a = high(sv[0]);
+    let b = high(sv[1]);
+    Ok((a, b))
+}
+
+/// Sets or clears FD_CLOEXEC on `fd`; true when that changed it (errors
+/// ignored: a closed fd needs nothing).
+pub fn set_cloexec(fd: c_int, on: bool) -> bool {
+    // SAFETY: F_GETFD/F_SETFD take and return integers only.
+    unsafe {
+        let flags = fcntl(fd, libc::F_GETFD, 0);
+        if flags < 0 || (flags & libc::FD_CLOEXEC != 0) == on {
+            return false;
+        }
+        let new = if on {
+            flags | libc::FD_CLOEXEC
+        } else {
+            flags & !libc::FD_CLOEXEC
+        };
+        fcntl(fd, libc::F_SETFD, new as c_ulong) == 0
+    }
+}
+
+/// execve(2) through libc's own `execve` (not the interposed one): returns
+/// only on failure, with its errno.
+pub fn exec_image(
+    path: &std::ffi::CStr,
+    argv: &[std::ffi::CString],
+    env: &[std::ffi::CString],
+) -> c_int {
+    let mut av: Vec<*const c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    av.push(core::ptr::null());
+    let mut ev: Vec<*const c_char> = env.iter().map(|a| a.as_ptr()).collect();
+    ev.push(core::ptr::null());
+    // SAFETY: `path` and every string are NUL-terminated and outlive the
+    // call; both arrays end with a null pointer, as execve requires.
+    unsafe { execve(path.as_ptr(), av.as_ptr(), ev.as_ptr()) };
+    errno()
+}
+
+/// Ends the process at once (`_exit`): no atexit handlers, no flushing.
+pub fn exit_now(code: c_int) -> ! {
+    // SAFETY: _exit takes an integer and never returns.
+    unsafe { libc::_exit(code) }
+}

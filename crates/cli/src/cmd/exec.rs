@@ -6,6 +6,13 @@
 //! corestack. Service mode
 //! (`--socket PATH`) joins a `corestack run` daemon: its sockets live on the daemon's engine.
 //!
+//! A program that forks with corestack sockets open (a pre-forking or daemonizing master, a
+//! fork-per-connection server) cannot be served by an engine that lives in one of its
+//! processes: in embedded and inline mode the shim moves it to service mode by itself, with a
+//! private daemon (`corestack run --private-for PID`, this executable, named to the shim by
+//! `CORESTACK_EXEC_BIN`) on the same interface, and starts it again in place (see the shim's
+//! `switch` module and the README).
+//!
 //! The shim is `CORESTACK_PRELOAD` if set, else `libcorestack_preload.so` next to this binary.
 //! It is added to LD_PRELOAD (kept in front of whatever the environment already preloads), the
 //! CORESTACK_* variables are set, and this process is replaced by the program (exec), so its
@@ -117,6 +124,11 @@ impl Exec {
         match (&self.iface, self.ip.is_empty(), &self.socket) {
             (Some(iface), false, None) => {
                 let (ip4, ip6) = self.addresses()?;
+                // A program that forks with corestack sockets open is moved to service mode
+                // with a private daemon, started with this executable (see the shim's
+                // `switch` module).
+                let me = std::env::current_exe().context("finding the corestack executable")?;
+                cmd.env("CORESTACK_EXEC_BIN", me);
                 cmd.env("CORESTACK_IFACE", iface)
                     .env("CORESTACK_IP", ip4)
                     .env_remove("CORESTACK_SOCKET")
@@ -142,7 +154,9 @@ impl Exec {
             }
             (None, true, Some(path)) => {
                 cmd.env("CORESTACK_SOCKET", path)
-                    .env_remove("CORESTACK_IFACE");
+                    .env_remove("CORESTACK_IFACE")
+                    .env_remove("CORESTACK_EXEC_BIN")
+                    .env_remove("CORESTACK_PRIVATE_DAEMON");
             }
             _ => bail!(
                 "give --iface IF --ip ADDR/PREFIX (embedded mode) or --socket PATH (service mode)"

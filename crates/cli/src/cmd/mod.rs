@@ -8,6 +8,7 @@ pub mod capture;
 pub mod exec;
 pub mod impair;
 pub mod nc;
+pub mod private;
 pub mod run;
 pub mod serve;
 pub mod ss;

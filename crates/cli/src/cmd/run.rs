@@ -53,14 +53,31 @@ pub struct Run {
     /// 127.0.0.1:9464, from a thread apart from the engine.
     #[arg(long, value_name = "ADDR:PORT")]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// The private daemon of the program with this pid, which `corestack exec` started and
+    /// the shim moved to service mode (started by the shim, not by hand): detaches, waits for
+    /// EOF on stdin, stops once the program and its processes are gone.
+    #[arg(long, value_name = "PID", hide = true)]
+    private_for: Option<u32>,
 }
 
 impl Run {
     pub fn run(self) -> Result<()> {
+        if self.private_for.is_some() {
+            if super::private::launched()? {
+                return Ok(());
+            }
+            super::private::wait_for_release();
+        }
+        // A private daemon shares the program's stderr: warnings and errors only.
+        let level = if self.private_for.is_some() {
+            "warn"
+        } else {
+            "info"
+        };
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
             )
             .with_writer(std::io::stderr)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -81,7 +98,14 @@ impl Run {
             idle_us: self.idle_us,
         });
         let v = cfg.validate()?;
+        let cfg_socket = v.socket.clone();
         let stop = cmdline::stop_flag()?;
+        if let Some(pid) = self.private_for {
+            super::private::watch(pid, stop.clone());
+            let result = run_private(v, &stop);
+            super::private::remove_dir(&cfg_socket);
+            return result;
+        }
         // The control socket first: a second daemon must say "already listens"
         // before it touches the interface.
         let control = ControlSocket::bind(&v.socket)?;
@@ -102,5 +126,26 @@ impl Run {
         });
         drop(metrics);
         result
+    }
+}
+
+/// The private daemon's run (`--private-for`): the interface is opened again while the
+/// kernel still holds the program's old AF_XDP sockets, for up to
+/// [`super::private::OPEN_RETRY`].
+fn run_private(v: service::Validated, stop: &std::sync::atomic::AtomicBool) -> Result<()> {
+    let start = std::time::Instant::now();
+    loop {
+        let control = ControlSocket::bind(&v.socket)?;
+        match service::run(v.clone(), control, stop) {
+            Err(RunError::Open { .. }) | Err(RunError::NoInterface { .. })
+                if start.elapsed() < super::private::OPEN_RETRY
+                    && !stop.load(std::sync::atomic::Ordering::Relaxed) =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            r => {
+                return r.map_err(|e| anyhow::Error::new(e).context("corestack run --private-for"))
+            }
+        }
     }
 }

@@ -108,8 +108,21 @@ pub unsafe extern "C" fn __fxstat(_ver: c_int, fd: c_int, buf: *mut libc::stat) 
 /// sockets the parent holds get references for the child (closing the
 /// parent's copy then leaves the child's open, as on Linux), and the child
 /// learns the fork's ticket, with which it joins and takes them over.
+///
+/// In embedded and inline mode a server that forks before its first accept
+/// is moved to service mode instead (see `crate::switch`).
 #[no_mangle]
 pub unsafe extern "C" fn fork() -> pid_t {
+    crate::switch::before_fork();
+    // SAFETY: as fork_inner.
+    unsafe { fork_inner() }
+}
+
+/// fork without the move to service mode (vfork: its child only execs).
+///
+/// # Safety
+/// As fork(2).
+unsafe fn fork_inner() -> pid_t {
     let announced = stack::before_fork();
     // SAFETY: fork takes no arguments; the atfork handlers run.
     let pid = unsafe { sys::fork() };
@@ -119,11 +132,52 @@ pub unsafe extern "C" fn fork() -> pid_t {
     pid
 }
 
+/// daemon(3): glibc's forks through its own internal fork, which the shim
+/// would not see (no fork announcement in service mode, no move to service
+/// mode in embedded mode); done here as glibc does it, with the interposed
+/// fork: the parent `_exit`s, the child starts a session, goes to `/`
+/// unless `nochdir`, and puts `/dev/null` on stdin, stdout and stderr
+/// unless `noclose`.
+#[no_mangle]
+pub unsafe extern "C" fn daemon(nochdir: c_int, noclose: c_int) -> c_int {
+    // SAFETY: as fork.
+    match unsafe { fork() } {
+        -1 => return -1,
+        0 => {}
+        // SAFETY: ends the parent at once, as glibc's daemon does.
+        _ => unsafe { libc::_exit(0) },
+    }
+    // SAFETY: no pointers.
+    if unsafe { libc::setsid() } < 0 {
+        return -1;
+    }
+    if nochdir == 0 {
+        // SAFETY: a NUL-terminated literal.
+        unsafe { libc::chdir(c"/".as_ptr()) };
+    }
+    if noclose == 0 {
+        // SAFETY: a NUL-terminated literal; the interposed open.
+        let fd = unsafe { open(c"/dev/null".as_ptr(), libc::O_RDWR, 0) };
+        if fd < 0 {
+            return -1;
+        }
+        for to in 0..3 {
+            // SAFETY: no pointers (the interposed dup2 keeps the table right).
+            unsafe { dup2(fd, to) };
+        }
+        if fd > 2 {
+            // SAFETY: our own fd.
+            unsafe { close(fd) };
+        }
+    }
+    0
+}
+
 /// vfork: made a fork, so that the child cannot write the parent's table.
 #[no_mangle]
 pub unsafe extern "C" fn vfork() -> pid_t {
     // SAFETY: as fork.
-    unsafe { fork() }
+    unsafe { fork_inner() }
 }
 
 /// execve: a forked child gives back the references it inherited first

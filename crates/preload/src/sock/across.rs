@@ -13,7 +13,18 @@ impl Sock {
     /// listener, an inherited connection answers to the child from then
     /// on (`TcpStream::adopt`), an inherited UDP socket likewise
     /// (`UdpSocket::adopt`); then it is alive.
+    ///
+    /// In embedded and inline mode a dead socket is where a forked server's
+    /// child asks to move the program to service mode (`crate::switch`).
     pub fn dead_in_child(&self) -> bool {
+        let dead = self.dead_or_taken_over();
+        if dead {
+            crate::switch::dead_in_child();
+        }
+        dead
+    }
+
+    fn dead_or_taken_over(&self) -> bool {
         let now = stack::generation();
         if self.generation.load(Ordering::Relaxed) == now {
             return false;

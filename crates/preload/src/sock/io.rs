@@ -397,6 +397,7 @@ pub(super) fn kernel_accept(fd: c_int, flags: c_int) -> R<Option<Accepted>> {
             if let Some(old) = table::forget(nfd) {
                 drop(old);
             }
+            ACCEPTED.fetch_add(1, Ordering::Relaxed);
             Ok(Some(Accepted::Kernel { fd: nfd, addr }))
         }
         Err(libc::EAGAIN) => Ok(None),

@@ -39,7 +39,7 @@ use crate::table::{self, Obj};
 use crate::wait::{self, Deadline};
 use core::ffi::c_int;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use core::time::Duration;
 use corestack::{ListenOptions, Probe, Source, Status, TcpListener, TcpStream, UdpSocket, Waited};
 use std::io::{Read, Write};
@@ -153,6 +153,42 @@ static CLOSED_STREAMS: AtomicBool = AtomicBool::new(false);
 /// The backlog of a forked child's member of a shared listener (the
 /// parent's backlog is not kept; the daemon caps it at the segment's room).
 const JOIN_BACKLOG: usize = 1024;
+
+/// Connections accepted from corestack listeners by this process (either
+/// side of a dual listener: a loopback client's too; see
+/// `crate::switch`: a server that forks before its first accept is a
+/// pre-forking or daemonizing one).
+static ACCEPTED: AtomicU64 = AtomicU64::new(0);
+
+/// How many corestack connections this process has accepted.
+pub fn accepted() -> u64 {
+    ACCEPTED.load(Ordering::Relaxed)
+}
+
+/// True when this process holds a corestack TCP listener of its own
+/// (this generation's, not one inherited from a parent).
+pub fn holds_listener() -> bool {
+    let now = stack::generation();
+    table::ours_in(0, u32::MAX).0.into_iter().any(|fd| {
+        table::get(fd).is_some_and(|o| match &*o {
+            Obj::Sock(s) => s.generation.load(Ordering::Relaxed) == now && s.is_listener(),
+            Obj::Epoll(_) => false,
+        })
+    })
+}
+
+/// Takes every socket out of the table with its connections reset (RST,
+/// as SO_LINGER {1, 0} closes them), so that their peers learn at once
+/// that they are gone; the fds stay open. Used when the process is about
+/// to be replaced (`crate::switch`).
+pub fn reset_all() {
+    for o in table::take_all() {
+        if let Obj::Sock(s) = &*o {
+            s.opts.lock().unwrap_or_else(|p| p.into_inner()).linger = Some(0);
+        }
+        drop(o);
+    }
+}
 
 /// True once the application closed a corestack TCP connection.
 pub fn streams_closed() -> bool {

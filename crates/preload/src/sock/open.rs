@@ -316,6 +316,7 @@ impl Sock {
         flags: c_int,
     ) -> R<Accepted> {
         let _ = s.set_nonblocking(true);
+        ACCEPTED.fetch_add(1, Ordering::Relaxed);
         let opts = self
             .opts
             .lock()
