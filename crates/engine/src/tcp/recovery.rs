@@ -286,10 +286,19 @@ impl Tcb {
                         self.cc.on_recovery_exit(flight, mss);
                     }
                 } else if self.opts.sack {
-                    if self.rec.sb.sacked_bytes() == 0 && self.rec.sb.peek_owed().is_none() {
+                    if self.rec.sb.sacked_bytes() == 0
+                        && self.rec.sb.peek_owed().is_none()
+                        && self.head_sent_before_delivered()
+                    {
                         // A partial ACK and no SACK information at all (the
-                        // receiver keeps no out-of-order data): the next hole
-                        // is at snd_una, as NewReno would infer (RFC 6582).
+                        // receiver keeps no out-of-order data), and the
+                        // segment at snd_una was sent before one that was
+                        // delivered (a retransmission): the next hole is at
+                        // snd_una, as NewReno would infer (RFC 6582). Not
+                        // when it was sent after everything delivered: then
+                        // the partial ACK only shows the flight coming in
+                        // (after a recovery that reordering started, every
+                        // ACK of the window is partial), and RACK decides.
                         self.rec.sb.mark_lost(0);
                         self.rec.rexmit_one = true;
                     }
@@ -423,6 +432,16 @@ impl Tcb {
         self.rec.rexmit_one = true;
         self.rec.tlp.deadline = None;
         self.rec.tlp.pending = false;
+    }
+
+    /// True if the first unacknowledged segment was (last) sent before the
+    /// most recently sent segment known delivered (RACK's order, RFC 8985
+    /// §6.2: send time, then sequence).
+    fn head_sent_before_delivered(&self) -> bool {
+        let (Some(head), Some(x)) = (self.rec.sb.get(0), self.rec.rack.xmit) else {
+            return false;
+        };
+        head.xmit < x || (head.xmit == x && head.end <= self.rec.rack.end)
     }
 
     /// PRR (RFC 9937), on an ACK during (or starting) a SACK recovery: counts
