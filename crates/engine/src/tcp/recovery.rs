@@ -42,7 +42,7 @@ pub(super) struct TsEcho {
 /// RFC 8985 §6.2 step 2: a delivered segment updates the RACK state unless
 /// it was retransmitted and the ACK may be for the original: the RTT is
 /// shorter than min_rtt, or the ACK echoes a timestamp older than the
-/// retransmission's.
+/// retransmission's (`ts`; cumulative ACKs only, see `process_sack`).
 fn rack_update(rack: &mut Rack, s: &TxSeg, now: Instant, ts: TsEcho) {
     let rtt = now - s.xmit;
     if s.has(EVER_RETRANS) {
@@ -158,7 +158,16 @@ impl Tcb {
         let mut newly = 0;
         let mut dsack_tlp = false;
         let floor = self.snd.una.max(seg.ack);
-        let ts = self.ts_echo(seg);
+        // No TSecr test for SACKed segments (Linux's tcp_sacktag_one does
+        // none either): the receiver echoes the TSval of the last segment
+        // that advanced rcv_nxt (RFC 7323 §4.3), older than any
+        // retransmission above a hole, so the test would keep every
+        // SACKed retransmission out of RACK, and a lost retransmission
+        // sent before it would wait for the RTO. The RTT test remains.
+        let ts = TsEcho {
+            tsecr: None,
+            offset: self.opts.ts_offset,
+        };
         for (n, b) in blocks.iter().enumerate() {
             // Ignore nonsense: empty or inverted blocks, or beyond what was sent.
             if b.right <= b.left || b.right > self.snd.max {

@@ -554,3 +554,42 @@ fn established_partial_acks_of_a_reordered_flight_resend_nothing() {
     feed(&mut a, &acks, t + ms(4 * D));
     assert_eq!(b.rx.take(), data);
 }
+
+/// Two holes, both resent; the first retransmission is lost, the second
+/// comes back SACKed, with the TSecr of the last segment that advanced
+/// rcv_nxt (RFC 7323 §4.3: out-of-order data does not update TS.Recent),
+/// older than the retransmission. That echo says nothing about which copy
+/// arrived: the SACK of a retransmission updates RACK by its RTT alone, as
+/// Linux's `tcp_rack_advance` does, and the lost retransmission, sent
+/// before it, is found within a round trip, not by the RTO (the echo
+/// matrix's 200 ms tails at 5 % loss).
+#[test]
+fn established_sacked_retransmission_with_old_tsecr_finds_lost_retransmission() {
+    let (mut a, mut b, t, _, data, segs) = flight(20, 19);
+    assert!(a.tcb.opts.ts, "timestamps in use");
+    let acks = deliver(&mut b, &segs, &[2, 6], t + ms(D));
+    feed(&mut a, &acks, t + ms(2 * D));
+    let t2 = t + ms(2 * D);
+    let re = a.output(t2);
+    let seqs: Vec<SeqNum> = re.iter().map(|w| w.repr.seq).collect();
+    assert_eq!(seqs, vec![segs[2].repr.seq, segs[6].repr.seq]);
+    // The retransmission of 2 is lost; that of 6 arrives.
+    let acks = deliver(&mut b, &re, &[0], t2 + ms(D));
+    assert!(acks.iter().all(|w| w.repr.ack == segs[2].repr.seq));
+    feed(&mut a, &acks, t2 + ms(2 * D));
+    let at = a.tcb.next_timeout().expect("a timer");
+    assert!(
+        at < t2 + ms(2 * D + 20),
+        "RACK fires well before the RTO: {at:?}"
+    );
+    a.timer(at);
+    let again = a.output(at);
+    assert_eq!(
+        again.iter().map(|w| w.repr.seq).collect::<Vec<_>>(),
+        vec![segs[2].repr.seq]
+    );
+    assert_eq!(a.tcb.stats().timeouts, 0);
+    let acks = deliver(&mut b, &again, &[], at + ms(D));
+    feed(&mut a, &acks, at + ms(2 * D));
+    assert_eq!(b.rx.take(), data);
+}
