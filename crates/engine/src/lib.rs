@@ -245,15 +245,18 @@ impl<P: Port> Engine<P> {
         if capture.on() {
             // `corestack capture`: frames in are copied as they are taken,
             // frames out as they are handed to the port.
-            let rx = drain_rx(port, burst, |frame, tx| {
-                capture.frame(appif::capture::Direction::In, frame, None);
-                protocols.handle_frame(
-                    frame,
-                    &mut capture::Captured {
-                        inner: tx,
-                        cap: capture,
-                    },
-                )
+            let rx = drain_rx(port, burst, |rx, tx| {
+                let tx = &mut capture::Captured {
+                    inner: tx,
+                    cap: capture,
+                };
+                match rx {
+                    Rx::Frame(frame) => {
+                        tx.cap.frame(appif::capture::Direction::In, frame, None);
+                        protocols.handle_frame(frame, tx)
+                    }
+                    Rx::More => protocols.between_bursts(tx),
+                }
             });
             let tx = &mut capture::Captured {
                 inner: port.tx(),
@@ -262,7 +265,10 @@ impl<P: Port> Engine<P> {
             let handed = protocols.take_handoff(tx);
             protocols.after_rx(rx + handed, tx)
         } else {
-            let rx = drain_rx(port, burst, |frame, tx| protocols.handle_frame(frame, tx));
+            let rx = drain_rx(port, burst, |rx, tx| match rx {
+                Rx::Frame(frame) => protocols.handle_frame(frame, tx),
+                Rx::More => protocols.between_bursts(tx),
+            });
             let handed = protocols.take_handoff(port.tx());
             protocols.after_rx(rx + handed, port.tx())
         }
@@ -579,25 +585,30 @@ impl<P: Port> Engine<P> {
     }
 }
 
+/// What [`drain_rx`] hands its handler: a frame, or the end of a full
+/// burst with more to come.
+enum Rx<'a> {
+    Frame(&'a [u8]),
+    More,
+}
+
 /// Bursts of `burst` frames from `port` to `handle` while they come back
-/// full, up to [`RX_BURSTS`]; tx is flushed between bursts when the port is
-/// short of buffers for the answers (SYN-ACKs, ACKs sent from the rx path).
-/// Returns the frames taken.
+/// full, up to [`RX_BURSTS`]; after each full burst `handle` gets
+/// [`Rx::More`] (the output of the connections it touched goes out then,
+/// `Protocols::between_bursts`). Returns the frames taken.
 fn drain_rx<P: Port>(
     port: &mut P,
     burst: usize,
-    mut handle: impl FnMut(&[u8], &mut P::Tx),
+    mut handle: impl FnMut(Rx<'_>, &mut P::Tx),
 ) -> usize {
     let mut rx = 0;
     for _ in 0..RX_BURSTS {
-        let n = port.rx_burst(burst, &mut handle);
+        let n = port.rx_burst(burst, |frame, tx| handle(Rx::Frame(frame), tx));
         rx += n;
         if n < burst {
             break;
         }
-        if port.tx().room() < burst {
-            port.tx().flush();
-        }
+        handle(Rx::More, port.tx());
     }
     rx
 }
@@ -613,6 +624,19 @@ impl Protocols {
             &mut self.stats,
             self.now,
         )
+    }
+
+    /// Between two full receive bursts of one iteration: the connections
+    /// the burst touched send their ACKs (and what else is due) now, and
+    /// the port gets them, as a kernel answers segment by segment while it
+    /// works through a backlog. Deferred to the end of the iteration, a
+    /// backlog of up to [`RX_BURSTS`] bursts (after the engine lost its CPU
+    /// for a few ms) got one batch of ACKs, which can report only so many
+    /// of the out-of-order ranges it brought: a SACK sender's RACK took
+    /// the ranges left out for lost and sent them again (issue 35).
+    fn between_bursts<T: TxQueue>(&mut self, tx: &mut T) {
+        self.flush_output(tx);
+        tx.flush();
     }
 
     /// The rest of an iteration after the receive burst (`rx` frames):

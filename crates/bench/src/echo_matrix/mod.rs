@@ -98,10 +98,17 @@ pub struct EchoMatrix {
     /// MiB the client sends (and reads back) per run.
     #[arg(long, default_value_t = 8)]
     mib: u64,
-    /// Seeds of the impairment bridge, comma-separated: every case runs once per seed and
-    /// server.
-    #[arg(long, value_delimiter = ',', default_value = "5,7,11")]
+    /// Seeds of the impairment bridge, comma-separated (1 to 32): every case runs once per
+    /// seed and server. Without it, `--seeds-count` fresh random seeds are drawn for this run
+    /// (printed at the start, in the table and in the JSON, to be given here again).
+    #[arg(long, value_delimiter = ',')]
     seeds: Vec<u64>,
+    /// How many random bridge seeds to draw when `--seeds` is not given (1 to 32, default 3).
+    #[arg(long, value_name = "N")]
+    seeds_count: Option<usize>,
+    /// Whether the seeds were drawn at random (no `--seeds`); set by `run`.
+    #[arg(skip)]
+    seeds_drawn: bool,
     /// `all`, or cases separated by commas, by key or name (spaces and % ignored): clean,
     /// loss0.1, loss1, loss5, delay10-loss1, delay2-reorder5, dup1, corrupt0.1, all-at-once.
     #[arg(long, default_value = "all")]
@@ -146,6 +153,32 @@ pub struct EchoMatrix {
     family: Family,
 }
 
+/// The most seeds one run takes (`--seeds`, `--seeds-count`).
+const MAX_SEEDS: usize = 32;
+/// Random seeds drawn without `--seeds` or `--seeds-count`.
+const DEFAULT_SEEDS_COUNT: usize = 3;
+
+/// `n` distinct random bridge seeds (1 to 999 999, short enough to type back with `--seeds`),
+/// from the thread's OS-seeded generator: a new set every run.
+fn draw_seeds(n: usize) -> Vec<u64> {
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    let mut seeds = Vec::with_capacity(n);
+    while seeds.len() < n {
+        let s = rng.gen_range(1..1_000_000u64);
+        if !seeds.contains(&s) {
+            seeds.push(s);
+        }
+    }
+    seeds
+}
+
+/// The seeds joined by `sep`.
+fn seed_list(seeds: &[u64], sep: &str) -> String {
+    let v: Vec<String> = seeds.iter().map(u64::to_string).collect();
+    v.join(sep)
+}
+
 /// Where the impairment bridge runs (`--bridge-cpu`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BridgeCpu {
@@ -156,8 +189,22 @@ pub enum BridgeCpu {
 }
 
 impl EchoMatrix {
-    pub fn run(self) -> Result<()> {
+    pub fn run(mut self) -> Result<()> {
         let cases = self.check()?;
+        if self.seeds.is_empty() {
+            self.seeds = draw_seeds(self.seeds_count.unwrap_or(DEFAULT_SEEDS_COUNT));
+            self.seeds_drawn = true;
+        }
+        eprintln!(
+            "bridge seeds: {} ({}; repeat this run with --seeds {})",
+            seed_list(&self.seeds, ", "),
+            if self.seeds_drawn {
+                "drawn at random for this run"
+            } else {
+                "given with --seeds"
+            },
+            seed_list(&self.seeds, ",")
+        );
         let stop = stop_flag()?;
         netns::check_privileges()?;
         let exe = crate::harness::this_program()?;
@@ -274,8 +321,16 @@ impl EchoMatrix {
         if !(1..=1024).contains(&self.mib) {
             bail!("--mib must be 1 to 1024");
         }
-        if self.seeds.is_empty() || self.seeds.len() > 20 {
-            bail!("--seeds takes 1 to 20 seeds, e.g. 5,7,11");
+        if !self.seeds.is_empty() && self.seeds_count.is_some() {
+            bail!("--seeds and --seeds-count exclude each other: give the seeds, or how many to draw at random");
+        }
+        if self.seeds.len() > MAX_SEEDS {
+            bail!("--seeds takes 1 to {MAX_SEEDS} seeds, e.g. 5,7,11");
+        }
+        if let Some(n) = self.seeds_count {
+            if !(1..=MAX_SEEDS).contains(&n) {
+                bail!("--seeds-count must be 1 to {MAX_SEEDS}");
+            }
         }
         if !(1.0..=600.0).contains(&self.stall_secs) {
             bail!("--stall-secs must be in [1, 600]");
@@ -284,5 +339,62 @@ impl EchoMatrix {
             bail!("--cap-secs must be in [--stall-secs, 3000]");
         }
         select_cases(&self.cases)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        m: EchoMatrix,
+    }
+
+    /// The options as parsed from `args`, then checked: the error's text, or the seeds given.
+    fn check(args: &str) -> Result<Vec<u64>, String> {
+        let argv = std::iter::once("em").chain(args.split_whitespace());
+        let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        cli.m.check().map_err(|e| e.to_string())?;
+        Ok(cli.m.seeds)
+    }
+
+    #[test]
+    fn seeds_and_seeds_count_are_checked() {
+        assert_eq!(check(""), Ok(vec![]));
+        assert_eq!(check("--seeds 5,7,11"), Ok(vec![5, 7, 11]));
+        assert!(check("--seeds-count 1").is_ok());
+        assert!(check("--seeds-count 32").is_ok());
+        let list: Vec<String> = (1..=32).map(|s| s.to_string()).collect();
+        assert_eq!(
+            check(&format!("--seeds {}", list.join(","))).unwrap().len(),
+            32
+        );
+        let too_many: Vec<String> = (1..=33).map(|s| s.to_string()).collect();
+        let err = check(&format!("--seeds {}", too_many.join(","))).unwrap_err();
+        assert!(err.contains("1 to 32"), "{err}");
+        for n in ["0", "33"] {
+            let err = check(&format!("--seeds-count {n}")).unwrap_err();
+            assert!(err.contains("--seeds-count must be 1 to 32"), "{err}");
+        }
+        let err = check("--seeds 5 --seeds-count 2").unwrap_err();
+        assert!(
+            err.contains("exclude each other") && !err.contains('\n'),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn drawn_seeds_are_distinct_and_short() {
+        let s = draw_seeds(32);
+        assert_eq!(s.len(), 32);
+        let mut d = s.clone();
+        d.sort_unstable();
+        d.dedup();
+        assert_eq!(d.len(), 32);
+        assert!(s.iter().all(|&x| (1..1_000_000).contains(&x)));
+        assert_eq!(seed_list(&[5, 7], ","), "5,7");
     }
 }

@@ -263,6 +263,8 @@ fn failure_block(case: &Case, r: &RunResult) -> String {
 pub(super) struct JsonReport<'a> {
     mib: u64,
     seeds: &'a [u64],
+    /// Whether `seeds` were drawn at random for this run (no `--seeds`).
+    seeds_random: bool,
     stall_secs: f64,
     cap_secs: f64,
     server_cc: &'a str,
@@ -332,6 +334,17 @@ impl EchoMatrix {
             "a run is stopped as stalled after {} s without a byte sent or received, and capped at {} s",
             self.stall_secs, self.cap_secs
         );
+        let seeds: Vec<String> = self.seeds.iter().map(u64::to_string).collect();
+        println!(
+            "bridge seeds: {} ({}; this run again: --seeds {})",
+            seeds.join(", "),
+            if self.seeds_drawn {
+                "drawn at random for this run"
+            } else {
+                "given with --seeds"
+            },
+            seeds.join(",")
+        );
         println!();
         print!("{}", table(rows, &self.seeds, runs));
         println!();
@@ -400,6 +413,7 @@ impl EchoMatrix {
         JsonReport {
             mib: self.mib,
             seeds: &self.seeds,
+            seeds_random: self.seeds_drawn,
             stall_secs: self.stall_secs,
             cap_secs: self.cap_secs,
             server_cc,

@@ -568,6 +568,7 @@ impl Tcb {
                 let had_hole = !self.rcv.ooo.is_empty();
                 let n = rx.write(data);
                 self.rcv.nxt += n;
+                self.ack.unreported |= n > 0;
                 if n < data.len() {
                     // The receive buffer is full: the rest is dropped, and the FIN with it.
                     // (Never within the window we advertised: see `advertise`.)
@@ -598,9 +599,10 @@ impl Tcb {
                     // Already held: a duplicate above rcv_nxt (RFC 2883 §4.2).
                     self.note_duplicate(seq, seq + data.len());
                 }
+                let before = self.ack_view();
                 let stored = self.rcv.ooo.insert(self.rcv.nxt, seq, data);
                 if stored > 0 {
-                    self.note_ooo_arrival(seq);
+                    self.note_ooo_arrival(seq, &before);
                 }
                 self.stats.ooo_dropped_bytes += (data.len() - stored) as u64;
                 if stored < data.len() {

@@ -245,23 +245,50 @@ impl Tcb {
         }
     }
 
-    /// Emits (at most `max_segments`) the intermediate ACKs of
-    /// `ack_points` that lie between the last ACK sent and rcv_nxt, oldest
-    /// first, and returns how many. Their window keeps the right edge
-    /// already advertised (it never moves left, RFC 9293 §3.8.6.2.2); they
-    /// carry no SACK or D-SACK blocks, which go on the ACK that follows
-    /// them.
+    /// Emits (at most `max_segments`) the intermediate ACKs of the batch,
+    /// in the order of their acknowledgment numbers, and returns how many:
+    /// the `ack_points` that lie between the last ACK sent and rcv_nxt
+    /// (they carry no SACK or D-SACK blocks, which go on the ACK that
+    /// follows them), and the ACKs of earlier moments of the batch
+    /// (`AckState::snaps`), each with its own acknowledgment number and
+    /// blocks. Their window keeps the right edge already advertised (it
+    /// never moves left, RFC 9293 §3.8.6.2.2). Each snapshot whose
+    /// acknowledgment number is rcv_nxt counts against `dupacks`.
     fn emit_ack_points(
         &mut self,
         now: Instant,
         max_segments: usize,
         rcv_free: usize,
+        dupacks: &mut u32,
         emit: &mut impl FnMut(&Segment),
     ) -> usize {
         let mut sent = 0;
         let n = core::mem::take(&mut self.ack.points_len);
-        for k in 0..n {
+        let m = core::mem::take(&mut self.ack.snaps_len);
+        let (mut k, mut j) = (0, 0);
+        while k < n || j < m {
+            let snap = j < m && (k == n || self.ack.snaps[j].ack <= self.ack.points[k]);
+            if snap {
+                let view = self.ack.snaps[j];
+                j += 1;
+                if sent >= max_segments {
+                    continue;
+                }
+                let field = self.window_field(view.ack, 0, rcv_free);
+                let mut repr = self.base_repr(self.snd.max, TcpFlags::ACK, now);
+                repr.ack = view.ack;
+                repr.window = field as u16;
+                repr.options.sack[..view.blocks().len()].copy_from_slice(view.blocks());
+                repr.options.sack_len = view.len;
+                if view.ack == self.rcv.nxt {
+                    *dupacks = dupacks.saturating_sub(1);
+                }
+                emit(&Segment::bare(repr));
+                sent += 1;
+                continue;
+            }
             let ack = self.ack.points[k];
+            k += 1;
             if sent >= max_segments || ack <= self.rcv.last_ack_sent || ack >= self.rcv.nxt {
                 continue;
             }
@@ -296,22 +323,7 @@ impl Tcb {
         if max_segments == 0 || !due {
             return 0;
         }
-        let mut sent = self.emit_ack_points(now, max_segments - 1, rcv_free, emit);
-        // One ACK per range this batch brought, oldest arrival first, each
-        // with its range first and the older ones after it, as a receiver
-        // that ACKs segment by segment sends them: one ACK's three blocks
-        // would leave older new ranges unreported, for a SACK sender's
-        // RACK to take for lost, and ACKs newest first would tell it of
-        // reordering that did not happen.
-        let fresh = core::mem::take(&mut self.ack.sack_fresh);
-        for from in (1..fresh.min(self.ack.sack_recent_len)).rev() {
-            if sent + 1 >= max_segments {
-                break;
-            }
-            emit(&self.ack_segment_of(now, rcv_free, from));
-            *dupacks = dupacks.saturating_sub(1);
-            sent += 1;
-        }
+        let sent = self.emit_ack_points(now, max_segments - 1, rcv_free, dupacks, emit);
         emit(&self.ack_segment(now, rcv_free));
         *dupacks = dupacks.saturating_sub(1);
         sent + 1
@@ -396,15 +408,9 @@ impl Tcb {
     /// next new octet, even while retransmitting (as BSD does), so that it
     /// stays acceptable to the peer.
     fn ack_segment(&mut self, now: Instant, rcv_free: usize) -> Segment {
-        self.ack_segment_of(now, rcv_free, 0)
-    }
-
-    /// [`Tcb::ack_segment`] with the SACK blocks from `sack_recent[from]`
-    /// on (`fill_sack`).
-    fn ack_segment_of(&mut self, now: Instant, rcv_free: usize, from: usize) -> Segment {
         let mut repr = self.base_repr(self.snd.max, TcpFlags::ACK, now);
         repr.window = self.advertise(rcv_free);
-        self.fill_sack(&mut repr.options, from);
+        self.fill_sack(&mut repr.options);
         Segment::bare(repr)
     }
 

@@ -23,7 +23,7 @@ use crate::time::Instant;
 
 use super::cc::{AckInfo, Cc, CcKind, CongestionControl, CongestionEvent, RateCtx};
 use super::scoreboard::{TxSeg, EVER_RETRANS, SACKED};
-use super::tcb::{Tcb, SACK_RECENT};
+use super::tcb::{AckView, Tcb, MAX_ACK_SNAPS, SACK_RECENT};
 
 /// RFC 8985 §7.2 WCDelAckT: the longest a peer may delay an ACK (200 ms).
 const WC_DEL_ACK: Duration = Duration::from_millis(200);
@@ -37,16 +37,19 @@ pub(super) const DUP_THRESH: usize = 3;
 pub(super) struct TsEcho {
     tsecr: Option<u32>,
     offset: u32,
+    /// A retransmission delivered sooner than this after it was sent is
+    /// taken for its original (besides min_rtt).
+    ambiguous_below: Duration,
 }
 
 /// RFC 8985 §6.2 step 2: a delivered segment updates the RACK state unless
 /// it was retransmitted and the ACK may be for the original: the RTT is
 /// shorter than min_rtt, or the ACK echoes a timestamp older than the
-/// retransmission's.
+/// retransmission's (`ts`; cumulative ACKs only, see `process_sack`).
 fn rack_update(rack: &mut Rack, s: &TxSeg, now: Instant, ts: TsEcho) {
     let rtt = now - s.xmit;
     if s.has(EVER_RETRANS) {
-        if rack.min_rtt.is_some_and(|m| rtt < m) {
+        if rack.min_rtt.is_some_and(|m| rtt < m) || rtt < ts.ambiguous_below {
             return;
         }
         let sent_ts = ((s.xmit.as_nanos() / 1_000_000) as u32).wrapping_add(ts.offset);
@@ -158,7 +161,23 @@ impl Tcb {
         let mut newly = 0;
         let mut dsack_tlp = false;
         let floor = self.snd.una.max(seg.ack);
-        let ts = self.ts_echo(seg);
+        // No TSecr test for SACKed segments (Linux's tcp_sacktag_one does
+        // none either): the receiver echoes the TSval of the last segment
+        // that advanced rcv_nxt (RFC 7323 §4.3), older than any
+        // retransmission above a hole, so the test would keep every
+        // SACKed retransmission out of RACK, and a lost retransmission
+        // sent before it would wait for the RTO. Instead a SACKed
+        // retransmission counts only when it comes back at least half a
+        // smoothed RTT after it was sent: min_rtt alone (Linux's test) is
+        // far below the RTT of a queue that has built up, and the late
+        // original of a spurious retransmission, taken for the
+        // retransmission, made RACK deem everything sent before it lost
+        // (hundreds of spurious retransmissions per run at 5 % loss).
+        let ts = TsEcho {
+            tsecr: None,
+            offset: self.opts.ts_offset,
+            ambiguous_below: self.timers.rto.srtt().unwrap_or(Duration::ZERO) / 2,
+        };
         for (n, b) in blocks.iter().enumerate() {
             // Ignore nonsense: empty or inverted blocks, or beyond what was sent.
             if b.right <= b.left || b.right > self.snd.max {
@@ -234,6 +253,7 @@ impl Tcb {
                 None
             },
             offset: self.opts.ts_offset,
+            ambiguous_below: Duration::ZERO,
         }
     }
 
@@ -286,10 +306,19 @@ impl Tcb {
                         self.cc.on_recovery_exit(flight, mss);
                     }
                 } else if self.opts.sack {
-                    if self.rec.sb.sacked_bytes() == 0 && self.rec.sb.peek_owed().is_none() {
+                    if self.rec.sb.sacked_bytes() == 0
+                        && self.rec.sb.peek_owed().is_none()
+                        && self.head_sent_before_delivered()
+                    {
                         // A partial ACK and no SACK information at all (the
-                        // receiver keeps no out-of-order data): the next hole
-                        // is at snd_una, as NewReno would infer (RFC 6582).
+                        // receiver keeps no out-of-order data), and the
+                        // segment at snd_una was sent before one that was
+                        // delivered (a retransmission): the next hole is at
+                        // snd_una, as NewReno would infer (RFC 6582). Not
+                        // when it was sent after everything delivered: then
+                        // the partial ACK only shows the flight coming in
+                        // (after a recovery that reordering started, every
+                        // ACK of the window is partial), and RACK decides.
                         self.rec.sb.mark_lost(0);
                         self.rec.rexmit_one = true;
                     }
@@ -423,6 +452,16 @@ impl Tcb {
         self.rec.rexmit_one = true;
         self.rec.tlp.deadline = None;
         self.rec.tlp.pending = false;
+    }
+
+    /// True if the first unacknowledged segment was (last) sent before the
+    /// most recently sent segment known delivered (RACK's order, RFC 8985
+    /// §6.2: send time, then sequence).
+    fn head_sent_before_delivered(&self) -> bool {
+        let (Some(head), Some(x)) = (self.rec.sb.get(0), self.rec.rack.xmit) else {
+            return false;
+        };
+        head.xmit < x || (head.xmit == x && head.end <= self.rec.rack.end)
     }
 
     /// PRR (RFC 9937), on an ACK during (or starting) a SACK recovery: counts
@@ -640,9 +679,13 @@ impl Tcb {
 
     /// Receiver: remembers an out-of-order arrival at `seq` for the SACK
     /// blocks (RFC 2018 §4: the block with the most recent arrival first,
-    /// then the most recently reported others), and counts its range as
-    /// fresh, to be reported by this batch's ACKs.
-    pub(super) fn note_ooo_arrival(&mut self, seq: SeqNum) {
+    /// then the most recently reported others). `before` is what an ACK
+    /// reported just before this arrival (`ack_view`, taken before the
+    /// segment was stored): if the arrival pushed one of its blocks out of
+    /// the ACK's room, and it was not sent yet, it is kept to go out as it
+    /// was (`AckState::snaps`), as a receiver that ACKs segment by segment
+    /// sent it.
+    pub(super) fn note_ooo_arrival(&mut self, seq: SeqNum, before: &AckView) {
         if !self.opts.sack {
             return;
         }
@@ -650,23 +693,67 @@ impl Tcb {
         let mut out = [SeqNum(0); SACK_RECENT];
         out[0] = seq;
         let mut n = 1;
-        let mut was_fresh = false;
         for k in 0..self.ack.sack_recent_len {
             let s = self.ack.sack_recent[k];
             let r = self.rcv.ooo.containing(self.rcv.nxt, s);
-            if r.is_some() && r == cur {
-                was_fresh |= k < self.ack.sack_fresh;
-            } else if n < SACK_RECENT && r.is_some() {
+            if n < SACK_RECENT && r.is_some() && r != cur {
                 out[n] = s;
                 n += 1;
             }
         }
         self.ack.sack_recent = out;
         self.ack.sack_recent_len = n;
-        if !was_fresh {
-            self.ack.sack_fresh += 1;
+        if self.ack.unreported && !before.covered_by(&self.ack_view()) {
+            self.push_snap(*before);
         }
-        self.ack.sack_fresh = self.ack.sack_fresh.min(n);
+        self.ack.unreported = true;
+    }
+
+    /// Keeps `view` to go out before the batch's ACK; when all places are
+    /// taken, it replaces the latest (the batch's ACK reports the newest
+    /// ranges anyway).
+    fn push_snap(&mut self, view: AckView) {
+        let n = self.ack.snaps_len;
+        if n == MAX_ACK_SNAPS {
+            self.ack.snaps[n - 1] = view;
+        } else {
+            self.ack.snaps[n] = view;
+            self.ack.snaps_len += 1;
+        }
+    }
+
+    /// Receiver: what an ACK sent now reports, D-SACK aside: rcv_nxt and
+    /// the out-of-order blocks, most recent first (3 with timestamps, 4
+    /// without).
+    pub(super) fn ack_view(&self) -> AckView {
+        let mut v = AckView {
+            ack: self.rcv.nxt,
+            ..AckView::default()
+        };
+        if !self.opts.sack {
+            return v;
+        }
+        let max = if self.opts.ts { 3 } else { 4 };
+        let mut n = 0;
+        for k in 0..self.ack.sack_recent_len {
+            if n >= max {
+                break;
+            }
+            let Some((left, right)) = self
+                .rcv
+                .ooo
+                .containing(self.rcv.nxt, self.ack.sack_recent[k])
+            else {
+                continue;
+            };
+            if v.blocks[..n].iter().any(|b| b.left == left) {
+                continue;
+            }
+            v.blocks[n] = SackBlock { left, right };
+            n += 1;
+        }
+        v.len = n as u8;
+        v
     }
 
     /// Receiver: a duplicate segment `[left, right)` arrived; report it in
@@ -678,12 +765,10 @@ impl Tcb {
         }
     }
 
-    /// Receiver: fills the SACK option of an ACK: a pending D-SACK first,
-    /// then the out-of-order blocks from `sack_recent[from]` on, most
-    /// recent first (3 with timestamps, 4 without). `from` > 0: the ACK a
-    /// receiver that ACKs segment by segment sent for that earlier arrival
-    /// of the batch (its range first, then the older ones).
-    pub(super) fn fill_sack(&mut self, opts: &mut TcpOptions, from: usize) {
+    /// Receiver: fills the SACK option of an ACK of rcv_nxt: a pending
+    /// D-SACK first, then the out-of-order blocks, most recent first (3
+    /// with timestamps, 4 without; `ack_view`).
+    pub(super) fn fill_sack(&mut self, opts: &mut TcpOptions) {
         if !self.opts.sack {
             return;
         }
@@ -694,31 +779,15 @@ impl Tcb {
             n = 1;
             self.stats.dsacks_sent += 1;
         }
-        let first = n;
-        for k in from..self.ack.sack_recent_len {
+        let view = self.ack_view();
+        for b in view.blocks() {
             if n >= max {
                 break;
             }
-            n += self.push_sack_block(opts, first, n, k);
+            opts.sack[n] = *b;
+            n += 1;
         }
         opts.sack_len = n as u8;
-    }
-
-    /// Puts the range of `sack_recent[k]` at `opts.sack[n]` unless it is
-    /// gone or already among blocks `first..n`; returns 1 if it did.
-    fn push_sack_block(&self, opts: &mut TcpOptions, first: usize, n: usize, k: usize) -> usize {
-        let Some((left, right)) = self
-            .rcv
-            .ooo
-            .containing(self.rcv.nxt, self.ack.sack_recent[k])
-        else {
-            return 0;
-        };
-        if opts.sack[first..n].iter().any(|b| b.left == left) {
-            return 0;
-        }
-        opts.sack[n] = SackBlock { left, right };
-        1
     }
 
     /// Receiver ECN (RFC 3168 §6.1.3, RFC 8257 §3.2) for one arriving data

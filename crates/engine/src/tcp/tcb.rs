@@ -7,6 +7,7 @@
 use core::time::Duration;
 use std::net::SocketAddr;
 
+use wire::tcp::SackBlock;
 use wire::SeqNum;
 
 use crate::time::Instant;
@@ -47,6 +48,38 @@ pub(super) const MAX_WSCALE: u8 = 14;
 /// ranges of the out-of-order arrivals of one batch that the ACKs after it
 /// report (three blocks an ACK with timestamps).
 pub(super) const SACK_RECENT: usize = 8;
+/// Most ACKs of earlier states of one batch owed at once (see
+/// `AckState::snaps`).
+pub(super) const MAX_ACK_SNAPS: usize = 6;
+
+/// What one ACK reports: its acknowledgment number and SACK blocks (no
+/// D-SACK), as the receiver would have sent it at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct AckView {
+    pub(super) ack: SeqNum,
+    pub(super) blocks: [SackBlock; 4],
+    pub(super) len: u8,
+}
+
+impl AckView {
+    /// The blocks.
+    pub(super) fn blocks(&self) -> &[SackBlock] {
+        &self.blocks[..usize::from(self.len)]
+    }
+
+    /// True if `later` reports everything this one does: each block lies
+    /// below its acknowledgment number or within one of its blocks.
+    pub(super) fn covered_by(&self, later: &AckView) -> bool {
+        later.ack >= self.ack
+            && self.blocks().iter().all(|b| {
+                b.right <= later.ack
+                    || later
+                        .blocks()
+                        .iter()
+                        .any(|l| l.left <= b.left && b.right <= l.right)
+            })
+    }
+}
 
 /// One TCP connection (RFC 9293 §3.3.1 variables plus timers and congestion
 /// state), in parts that match the files that change them.
@@ -203,9 +236,21 @@ pub(super) struct AckState {
     /// recent first, to build SACK blocks.
     pub(super) sack_recent: [SeqNum; SACK_RECENT],
     pub(super) sack_recent_len: usize,
-    /// The first this many of `sack_recent` got arrivals since the last
-    /// ACK: the batch's ACKs report each of them (`emit_due_ack`).
-    pub(super) sack_fresh: usize,
+    /// ACKs of earlier moments of the batch being processed, oldest first:
+    /// each the ACK a receiver that ACKs segment by segment sent just
+    /// before an out-of-order arrival pushed one of its blocks out of the
+    /// ACK's room (`note_ooo_arrival`). They go out before the batch's own
+    /// ACK (`emit_due_ack`), each with the acknowledgment number and blocks
+    /// of its moment: blocks of a later state beside an earlier ACK number,
+    /// or the batch's ACK number beside older blocks, would report a
+    /// segment delivered (a retransmission that filled a hole) without the
+    /// ranges that arrived before it, which a sender's RACK then takes for
+    /// lost and sends again (RFC 8985 §6.2).
+    pub(super) snaps: [AckView; MAX_ACK_SNAPS],
+    pub(super) snaps_len: usize,
+    /// Segments arrived since the last ACK went out: the state then is not
+    /// yet reported.
+    pub(super) unreported: bool,
     /// A duplicate to report in the next ACK's first block (RFC 2883).
     pub(super) dsack: Option<(SeqNum, SeqNum)>,
 }
@@ -416,7 +461,9 @@ impl Tcb {
                 window_update: false,
                 sack_recent: [SeqNum(0); SACK_RECENT],
                 sack_recent_len: 0,
-                sack_fresh: 0,
+                snaps: [AckView::default(); MAX_ACK_SNAPS],
+                snaps_len: 0,
+                unreported: false,
                 dsack: None,
             },
             timers: Timers {

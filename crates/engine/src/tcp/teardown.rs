@@ -134,6 +134,7 @@ impl Tcb {
         self.ack.now = false;
         self.ack.dupacks_owed = 0;
         self.ack.points_len = 0;
+        self.ack.snaps_len = 0;
         self.ack.window_update = false;
         self.stop_loss_timers();
     }

@@ -101,6 +101,8 @@ impl Tcb {
         // This segment acknowledges rcv_nxt: the points below it are moot
         // unless `emit_ack_points` sent them first.
         self.ack.points_len = 0;
+        self.ack.snaps_len = 0;
+        self.ack.unreported = false;
         field as u16
     }
 }

@@ -519,3 +519,138 @@ fn established_tail_loss_probe_after_the_recovery_leaves_its_undo_to_the_recover
     assert_eq!(a.tcb.stats().spurious_retransmits, 1);
     assert_eq!(a.tcb.stats().cwnd_undos, 1);
 }
+
+/// Reordering, not loss (the echo matrix's 2 ms + 5 % reorder, where a
+/// corestack server resent hundreds of delivered segments and then crawled
+/// for seconds): 3, 4 and 5 of a flight of 20 arrive before 2, which
+/// DupThresh deems lost (RFC 6675), and the recovery resends it. Then the
+/// original 2 and the rest of the flight come in order: each ACK is
+/// partial (below the recovery point) and carries no SACK block, as the
+/// receiver holds nothing out of order. That says nothing about the
+/// segment at snd_una, sent after everything delivered: nothing is resent.
+#[test]
+fn established_partial_acks_of_a_reordered_flight_resend_nothing() {
+    let (mut a, mut b, t, _, data, segs) = flight(20, 18);
+    let acks = deliver(&mut b, &segs[..6], &[2], t + ms(D));
+    feed(&mut a, &acks, t + ms(2 * D));
+    assert!(a.tcb.in_recovery());
+    let re = a.output(t + ms(2 * D));
+    assert_eq!(re.len(), 1);
+    assert_eq!(re[0].repr.seq, segs[2].repr.seq);
+    let mut resent = Vec::new();
+    for i in [2].into_iter().chain(6..20) {
+        let acks = deliver(&mut b, &segs[i..=i], &[], t + ms(D));
+        feed(&mut a, &acks, t + ms(2 * D));
+        let out = a.output(t + ms(2 * D));
+        resent.extend(
+            out.iter()
+                .filter(|w| !w.payload.is_empty())
+                .map(|w| w.repr.seq),
+        );
+    }
+    assert_eq!(resent, vec![], "retransmissions of segments in flight");
+    assert_eq!(a.tcb.bytes_in_flight(), 0);
+    let acks = deliver(&mut b, &re, &[], t + ms(3 * D));
+    feed(&mut a, &acks, t + ms(4 * D));
+    assert_eq!(b.rx.take(), data);
+}
+
+/// Two holes, both resent; the first retransmission is lost, the second
+/// comes back SACKed, with the TSecr of the last segment that advanced
+/// rcv_nxt (RFC 7323 §4.3: out-of-order data does not update TS.Recent),
+/// older than the retransmission. That echo says nothing about which copy
+/// arrived: the SACK of a retransmission updates RACK by its RTT alone, as
+/// Linux's `tcp_rack_advance` does, and the lost retransmission, sent
+/// before it, is found within a round trip, not by the RTO (the echo
+/// matrix's 200 ms tails at 5 % loss).
+#[test]
+fn established_sacked_retransmission_with_old_tsecr_finds_lost_retransmission() {
+    let (mut a, mut b, t, _, data, segs) = flight(20, 19);
+    assert!(a.tcb.opts.ts, "timestamps in use");
+    let acks = deliver(&mut b, &segs, &[2, 6], t + ms(D));
+    feed(&mut a, &acks, t + ms(2 * D));
+    let t2 = t + ms(2 * D);
+    let re = a.output(t2);
+    let seqs: Vec<SeqNum> = re.iter().map(|w| w.repr.seq).collect();
+    assert_eq!(seqs, vec![segs[2].repr.seq, segs[6].repr.seq]);
+    // The retransmission of 2 is lost; that of 6 arrives.
+    let acks = deliver(&mut b, &re, &[0], t2 + ms(D));
+    assert!(acks.iter().all(|w| w.repr.ack == segs[2].repr.seq));
+    feed(&mut a, &acks, t2 + ms(2 * D));
+    let at = a.tcb.next_timeout().expect("a timer");
+    assert!(
+        at < t2 + ms(2 * D + 20),
+        "RACK fires well before the RTO: {at:?}"
+    );
+    a.timer(at);
+    let again = a.output(at);
+    assert_eq!(
+        again.iter().map(|w| w.repr.seq).collect::<Vec<_>>(),
+        vec![segs[2].repr.seq]
+    );
+    assert_eq!(a.tcb.stats().timeouts, 0);
+    let acks = deliver(&mut b, &again, &[], at + ms(D));
+    feed(&mut a, &acks, at + ms(2 * D));
+    assert_eq!(b.rx.take(), data);
+}
+
+/// A spurious retransmission's late original, SACKed, is not taken for
+/// the retransmission when it comes back sooner than half a smoothed RTT
+/// after it (though later than min_rtt, which a queue that built up
+/// leaves far behind): else RACK deems everything sent before that
+/// retransmission lost, here the retransmission of a real hole still in
+/// flight (hundreds of spurious retransmissions per run in the echo
+/// matrix at 5 % loss).
+#[test]
+fn established_late_original_of_spurious_retransmission_marks_nothing_lost() {
+    let (mut a, mut b, mut t) = warm(&cfg(CcKind::Cubic, true));
+    let mss = a.tcb.mss();
+    // A queue builds up: flights whose ACKs come back after 80 ms.
+    for k in 0..30u8 {
+        a.write(&pattern(4 * mss, k));
+        let segs = a.output(t);
+        let acks = deliver(&mut b, &segs, &[], t + ms(D));
+        feed(&mut a, &acks, t + ms(80));
+        b.rx.take();
+        t = t + ms(100);
+        b.timer(t);
+        feed(&mut a, &b.output(t), t);
+    }
+    assert!(a.tcb.srtt_us() > 60_000, "srtt {} µs", a.tcb.srtt_us());
+    let data = pattern(20 * mss, 40);
+    a.write(&data);
+    let segs = a.output(t);
+    assert_eq!(segs.len(), 20);
+    // 2 is lost, 6 is late: DupThresh deems both lost.
+    let acks = deliver(&mut b, &segs, &[2, 6], t + ms(D));
+    let tr = t + ms(2 * D);
+    feed(&mut a, &acks, tr);
+    let re = a.output(tr);
+    let seqs: Vec<SeqNum> = re.iter().map(|w| w.repr.seq).collect();
+    assert_eq!(seqs, vec![segs[2].repr.seq, segs[6].repr.seq]);
+    // The original 6 comes back SACKed 22 ms after its retransmission left
+    // (min_rtt is 20 ms); the retransmission of 2 is still on its way.
+    let acks = deliver(&mut b, &segs[6..7], &[], tr + ms(11));
+    feed(&mut a, &acks, tr + ms(22));
+    let mut resent = Vec::new();
+    let mut now = tr + ms(22);
+    resent.extend(a.output(now).iter().map(|w| w.repr.seq));
+    while let Some(at) = a.tcb.next_timeout() {
+        if at >= tr + ms(40) {
+            break;
+        }
+        now = at;
+        a.timer(now);
+        resent.extend(a.output(now).iter().map(|w| w.repr.seq));
+    }
+    assert_eq!(
+        resent,
+        vec![],
+        "resent while the retransmission of 2 is in flight"
+    );
+    let acks = deliver(&mut b, &re[..1], &[], tr + ms(40));
+    feed(&mut a, &acks, tr + ms(50));
+    assert_eq!(a.tcb.stats().timeouts, 0);
+    assert_eq!(a.tcb.bytes_in_flight(), 0);
+    assert_eq!(b.rx.take(), data);
+}
