@@ -577,9 +577,11 @@ impl Protocols {
         match self.sockets.slots.get_mut(slot as usize) {
             Some(Some(Socket::Tcp(c))) => {
                 c.app_closed = true;
-                // RFC 9293 §3.10.4 / Linux: closing with unread data resets.
+                // RFC 9293 §3.10.4 / Linux: closing with unread data resets;
+                // closing in SYN-SENT deletes the connection, nothing sent (a
+                // SYN-ACK for it then finds none and is reset).
                 let unread = c.rx.len();
-                if unread > 0 {
+                if unread > 0 || c.tcb.state() == State::SynSent {
                     c.tcb.abort();
                 } else {
                     c.tcb.close();
