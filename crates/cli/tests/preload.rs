@@ -1481,26 +1481,9 @@ fn shim_service_daemonizing_server_with_grandchild_workers_serves_20_linux_clien
         None,
         Out::Text,
     );
-    // The first process exits at once: wait for its grandchildren's lines instead.
-    let ready = until(STEP, || server.stdout().matches(" ready").count() == 2);
-    let pids: Vec<u32> = server
-        .stdout()
-        .lines()
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            match w[..] {
-                ["master", pid] | ["worker", _, pid, "ready"] => pid.parse().ok(),
-                _ => None,
-            }
-        })
-        .collect();
-    let stop = |pids: &[u32]| {
-        for &pid in pids {
-            sigterm(pid);
-        }
-    };
+    let (pids, ready) = daemonized_workers(&server);
     if !ready {
-        stop(&pids);
+        sigterm_all(&pids);
         panic!(
             "the workers never got ready:\n{}{}; daemon:\n{}",
             server.stdout(),
@@ -1511,9 +1494,35 @@ fn shim_service_daemonizing_server_with_grandchild_workers_serves_20_linux_clien
     let (out, served) = twenty_echo_clients(&pair, 7402, || {
         server.stdout().matches(" served 262144").count()
     });
-    stop(&pids);
+    sigterm_all(&pids);
     assert_twenty_echoed(&out, served, &server, &d);
     d.assert_no_panic();
+}
+
+/// Waits (bounded) for tests/shim/daemonize_echo.py's two workers to say they are ready (its
+/// first process exits at once: their lines, not its exit, tell); returns the pids it printed
+/// (its master's and its workers') and whether both workers got ready.
+fn daemonized_workers(server: &Proc) -> (Vec<u32>, bool) {
+    let ready = until(STEP, || server.stdout().matches(" ready").count() == 2);
+    let pids = server
+        .stdout()
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w[..] {
+                ["master", pid] | ["worker", _, pid, "ready"] => pid.parse().ok(),
+                _ => None,
+            }
+        })
+        .collect();
+    (pids, ready)
+}
+
+/// SIGTERM to each of `pids` (processes this test started).
+fn sigterm_all(pids: &[u32]) {
+    for &pid in pids {
+        sigterm(pid);
+    }
 }
 
 /// 20 asyncio clients on the Linux side at once, 256 KiB each to corestack's `port` and the
@@ -2422,42 +2431,19 @@ fn shim_exec_daemonizing_server_is_moved_to_a_private_daemon_and_serves_20_clien
         None,
         Out::Text,
     );
-    let ready = until(STEP, || server.stdout().matches(" ready").count() == 2);
-    let pids: Vec<u32> = server
-        .stdout()
-        .lines()
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            match w[..] {
-                ["master", pid] | ["worker", _, pid, "ready"] => pid.parse().ok(),
-                _ => None,
-            }
-        })
-        .collect();
-    let stop = |pids: &[u32]| {
-        for &pid in pids {
-            sigterm(pid);
-        }
-    };
+    let (pids, ready) = daemonized_workers(&server);
     if !ready {
-        stop(&pids);
+        sigterm_all(&pids);
         panic!(
             "the workers never got ready:\n{}{}",
             server.stdout(),
             server.stderr()
         );
     }
-    let clients_py = script("asyncio_clients.py");
-    let cmd = plain(
-        &pair.linux,
-        "python3",
-        &[clients_py.to_str().unwrap(), &pair.core_ip, "7402", "20"],
-    );
-    let out = run("asyncio clients (linux)", cmd, STEP);
-    let ok = until(Duration::from_secs(5), || {
-        server.stdout().matches(" served 262144").count() == 20
+    let (out, ok) = twenty_echo_clients(&pair, 7402, || {
+        server.stdout().matches(" served 262144").count()
     });
-    stop(&pids);
+    sigterm_all(&pids);
     assert!(
         out.stdout.trim() == "equal 20 of 20" && ok,
         "clients: {}{}; server:\n{}{}",
