@@ -1247,6 +1247,36 @@ fn shim_service_nginx_with_the_stock_configuration_serves_linux_curl() {
 /// SO_REUSEPORT listener per worker (one group in the daemon's engine), each worker inherits
 /// both and polls its own. 16 Linux curls of a 1 MiB file complete, and both workers served
 /// some (their pids in the access log).
+/// An nginx test's directory, `/tmp/corestack-nginx-TAG-PID`, removed on drop; nginx stopped
+/// first (SIGTERM to its master, whose pid the test puts in `.1` once it knows it).
+struct Scratch(PathBuf, u32);
+
+impl Scratch {
+    /// Makes the directory with a document root holding `big.txt` (1 MiB); returns both.
+    fn new(tag: &str) -> (Scratch, PathBuf) {
+        let dir = Scratch(
+            PathBuf::from(format!("/tmp/corestack-nginx-{tag}-{}", std::process::id())),
+            0,
+        );
+        let root = dir.0.join("www");
+        std::fs::create_dir_all(&root).expect("the document root");
+        std::fs::write(root.join("big.txt"), vec![b'x'; 1 << 20]).expect("the file");
+        (dir, root)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if self.1 != 0 {
+            sigterm(self.1);
+            until(Duration::from_secs(5), || {
+                !self.0.join("nginx.pid").exists()
+            });
+        }
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[test]
 fn shim_service_nginx_with_reuseport_serves_from_both_workers() {
     let _lock = start();
@@ -1257,26 +1287,7 @@ fn shim_service_nginx_with_reuseport_serves_from_both_workers() {
     );
     let pair = Pair::new("shm8", 171).expect("creating the namespaces");
     let (d, sock) = daemon(&pair, "nginx-rp");
-    /// The test's directory, removed on drop; nginx stopped first (SIGTERM to its master).
-    struct Scratch(PathBuf, u32);
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            if self.1 != 0 {
-                sigterm(self.1);
-                until(Duration::from_secs(5), || {
-                    !self.0.join("nginx.pid").exists()
-                });
-            }
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let mut dir = Scratch(
-        PathBuf::from(format!("/tmp/corestack-nginx-rp-{}", std::process::id())),
-        0,
-    );
-    let root = dir.0.join("www");
-    std::fs::create_dir_all(&root).expect("the document root");
-    std::fs::write(root.join("big.txt"), vec![b'x'; 1 << 20]).expect("the file");
+    let (mut dir, root) = Scratch::new("rp");
     let pid_file = dir.0.join("nginx.pid");
     let access = dir.0.join("access.log");
     let conf = dir.0.join("nginx.conf");
@@ -2662,26 +2673,7 @@ fn shim_exec_nginx_reverse_proxy_is_moved_to_a_private_daemon_and_proxies_linux_
         "nginx is not installed: run scripts/setup.sh (as root)"
     );
     let pair = Pair::new("fx7", 247).expect("creating the namespaces");
-    /// The test's directory, removed on drop; nginx stopped first (SIGTERM to its master).
-    struct Scratch(PathBuf, u32);
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            if self.1 != 0 {
-                sigterm(self.1);
-                until(Duration::from_secs(5), || {
-                    !self.0.join("nginx.pid").exists()
-                });
-            }
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let mut dir = Scratch(
-        PathBuf::from(format!("/tmp/corestack-nginx-px-{}", std::process::id())),
-        0,
-    );
-    let root = dir.0.join("www");
-    std::fs::create_dir_all(&root).expect("the backend's root");
-    std::fs::write(root.join("big.txt"), vec![b'x'; 1 << 20]).expect("the file");
+    let (mut dir, root) = Scratch::new("px");
     let mut backend = Proc::spawn(
         "python http.server (linux backend)",
         plain(
