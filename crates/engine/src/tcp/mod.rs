@@ -33,7 +33,7 @@
 //! (black-hole detection, RFC 4821 §7.7), `timer` (timer expiry, keepalive, FIN-WAIT-2
 //! of orphans), `teardown` (close, abort, TIME-WAIT), `rto` (RFC 6298),
 //! `cc` (pluggable congestion control: NewReno, CUBIC RFC 9438, DCTCP RFC
-//! 8257, BBR v1), `rate` (delivery rate estimation for BBR), `recovery` (loss detection and recovery: NewReno RFC 6582, SACK
+//! 8257, BBR v1), `rate` (delivery rate estimation for BBR), `sack_tx` (the SACK blocks we send), `recovery` (loss detection and recovery: NewReno RFC 6582, SACK
 //! RFC 2018 / RFC 6675, D-SACK RFC 2883, RACK-TLP RFC 8985, ECN RFC 3168),
 //! `scoreboard` (the retransmission queue with SACK marks and transmit
 //! times), `reassembly` (bounded out-of-order queue), `autotune`
@@ -61,6 +61,7 @@ mod recovery;
 mod retransmit;
 mod rst;
 mod rto;
+mod sack_tx;
 mod scoreboard;
 mod stats;
 mod tcb;

@@ -1,5 +1,6 @@
-//! Black-hole detection for path MTU discovery (RFC 4821 §7.7, RFC 8899
-//! §4.3): where a router drops packets that are too big without saying so
+//! Path MTU on a connection: the MSS lowered by ICMP reports (RFC 1191,
+//! RFC 8201, believed by RFC 5927's check) or by the destination's estimate,
+//! and black-hole detection (RFC 4821 §7.7, RFC 8899 §4.3): where a router drops packets that are too big without saying so
 //! (its ICMP filtered or never sent), the segments of full size vanish
 //! while an RTO-sized silence is all the sender sees.
 //!
@@ -18,6 +19,11 @@
 use super::tcb::{Tcb, TS_OPTION_LEN};
 use crate::time::Instant;
 use core::time::Duration;
+use wire::SeqNum;
+
+/// The smallest IPv4 path MTU a report can set, bytes: Linux's min_pmtu
+/// (`pmtu::MIN_PMTU_V4`); IPv6's is its minimum link MTU, 1280.
+const PMTU_MIN_V4: usize = crate::pmtu::MIN_PMTU_V4;
 
 /// Consecutive RTO expiries of one segment that count as a full stop.
 pub(super) const FULL_STOP_RTOS: u32 = 3;
@@ -37,6 +43,53 @@ pub(super) struct Blackhole {
 }
 
 impl Tcb {
+    /// ICMP "fragmentation needed" (RFC 1191) reported a next-hop MTU of
+    /// `mtu` bytes for a segment of ours starting at `seq`. Accepted only
+    /// when `seq` lies in `[snd_una, snd_max)` (RFC 5927 §4.1, against blind
+    /// injection); then the MSS drops to fit a packet of `mtu` bytes (taken
+    /// as at least 552, Linux's min_pmtu, over IPv4 and 1280 over IPv6; the
+    /// headers and the timestamp option come out of it) and segments in
+    /// flight that no longer fit are retransmitted in pieces. Not a congestion signal:
+    /// cwnd is unchanged. Returns true when the MSS went down.
+    ///
+    /// Over IPv6 `mtu` is the path MTU of a Packet Too Big (RFC 8201) and
+    /// the headers are 60 bytes (RFC 8200's 40 and TCP's 20).
+    pub fn on_path_mtu(&mut self, mtu: usize, seq: SeqNum) -> bool {
+        self.seq_in_flight(seq) && self.clamp_path_mtu(mtu)
+    }
+
+    /// The path MTU toward the peer is now `mtu` bytes, as another
+    /// connection to the same destination learned it (RFC 8201 §5.2, RFC
+    /// 1191 §6.3: the estimate is per destination): the MSS drops to fit,
+    /// and segments in flight that no longer fit, which the path drops,
+    /// are sent again in pieces, as in [`Tcb::on_path_mtu`]. Returns true
+    /// when the MSS went down.
+    pub fn clamp_path_mtu(&mut self, mtu: usize) -> bool {
+        let opt_len = if self.opts.ts { TS_OPTION_LEN } else { 0 };
+        let (headers, floor) = if self.remote.is_ipv6() {
+            (60, wire::ipv6::MIN_MTU)
+        } else {
+            (40, PMTU_MIN_V4)
+        };
+        // The floor is a packet size: the options come out of it too.
+        let mss = mtu.max(floor).saturating_sub(headers + opt_len);
+        if mss >= self.snd.mss {
+            return false;
+        }
+        self.snd.mss = mss;
+        self.stats.pmtu_reductions += 1;
+        self.rec.sb.mark_oversized_lost(mss);
+        self.blackhole_forget();
+        true
+    }
+
+    /// True when `seq` lies in `[snd_una, snd_max)` of a synchronized
+    /// connection: what an ICMP error quoting our segment must show to be
+    /// believed (RFC 5927 §4.1, §5.2).
+    pub fn seq_in_flight(&self, seq: SeqNum) -> bool {
+        self.state.is_synchronized() && seq >= self.snd.una && seq < self.snd.max
+    }
+
     /// The MSS of a packet of the family's search floor, bytes (less the
     /// timestamp option when it is on).
     fn search_low_mss(&self) -> usize {

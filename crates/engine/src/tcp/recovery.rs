@@ -1,5 +1,5 @@
-//! Loss detection and recovery on the sender, and SACK generation on the
-//! receiver.
+//! Loss detection and recovery on the sender (the SACK blocks the receiver
+//! sends are in `sack_tx`).
 //!
 //! - Without SACK: NewReno (RFC 5681 §3.2 fast retransmit / fast recovery
 //!   with window inflation, RFC 6582 partial ACKs).
@@ -16,14 +16,14 @@
 
 use core::time::Duration;
 
-use wire::tcp::{SackBlock, TcpOptions, TcpRepr};
+use wire::tcp::{SackBlock, TcpRepr};
 use wire::SeqNum;
 
 use crate::time::Instant;
 
 use super::cc::{AckInfo, Cc, CcKind, CongestionControl, CongestionEvent, RateCtx};
 use super::scoreboard::{TxSeg, EVER_RETRANS, SACKED};
-use super::tcb::{AckView, Tcb, MAX_ACK_SNAPS, SACK_RECENT};
+use super::tcb::Tcb;
 
 /// RFC 8985 §7.2 WCDelAckT: the longest a peer may delay an ACK (200 ms).
 const WC_DEL_ACK: Duration = Duration::from_millis(200);
@@ -675,119 +675,6 @@ impl Tcb {
         if self.opts.sack && self.snd.nxt > self.snd.una {
             self.rec.tlp.pending = true;
         }
-    }
-
-    /// Receiver: remembers an out-of-order arrival at `seq` for the SACK
-    /// blocks (RFC 2018 §4: the block with the most recent arrival first,
-    /// then the most recently reported others). `before` is what an ACK
-    /// reported just before this arrival (`ack_view`, taken before the
-    /// segment was stored): if the arrival pushed one of its blocks out of
-    /// the ACK's room, and it was not sent yet, it is kept to go out as it
-    /// was (`AckState::snaps`), as a receiver that ACKs segment by segment
-    /// sent it.
-    pub(super) fn note_ooo_arrival(&mut self, seq: SeqNum, before: &AckView) {
-        if !self.opts.sack {
-            return;
-        }
-        let cur = self.rcv.ooo.containing(self.rcv.nxt, seq);
-        let mut out = [SeqNum(0); SACK_RECENT];
-        out[0] = seq;
-        let mut n = 1;
-        for k in 0..self.ack.sack_recent_len {
-            let s = self.ack.sack_recent[k];
-            let r = self.rcv.ooo.containing(self.rcv.nxt, s);
-            if n < SACK_RECENT && r.is_some() && r != cur {
-                out[n] = s;
-                n += 1;
-            }
-        }
-        self.ack.sack_recent = out;
-        self.ack.sack_recent_len = n;
-        if self.ack.unreported && !before.covered_by(&self.ack_view()) {
-            self.push_snap(*before);
-        }
-        self.ack.unreported = true;
-    }
-
-    /// Keeps `view` to go out before the batch's ACK; when all places are
-    /// taken, it replaces the latest (the batch's ACK reports the newest
-    /// ranges anyway).
-    fn push_snap(&mut self, view: AckView) {
-        let n = self.ack.snaps_len;
-        if n == MAX_ACK_SNAPS {
-            self.ack.snaps[n - 1] = view;
-        } else {
-            self.ack.snaps[n] = view;
-            self.ack.snaps_len += 1;
-        }
-    }
-
-    /// Receiver: what an ACK sent now reports, D-SACK aside: rcv_nxt and
-    /// the out-of-order blocks, most recent first (3 with timestamps, 4
-    /// without).
-    pub(super) fn ack_view(&self) -> AckView {
-        let mut v = AckView {
-            ack: self.rcv.nxt,
-            ..AckView::default()
-        };
-        if !self.opts.sack {
-            return v;
-        }
-        let max = if self.opts.ts { 3 } else { 4 };
-        let mut n = 0;
-        for k in 0..self.ack.sack_recent_len {
-            if n >= max {
-                break;
-            }
-            let Some((left, right)) = self
-                .rcv
-                .ooo
-                .containing(self.rcv.nxt, self.ack.sack_recent[k])
-            else {
-                continue;
-            };
-            if v.blocks[..n].iter().any(|b| b.left == left) {
-                continue;
-            }
-            v.blocks[n] = SackBlock { left, right };
-            n += 1;
-        }
-        v.len = n as u8;
-        v
-    }
-
-    /// Receiver: a duplicate segment `[left, right)` arrived; report it in
-    /// the next ACK as a D-SACK (RFC 2883 §4).
-    pub(super) fn note_duplicate(&mut self, left: SeqNum, right: SeqNum) {
-        if self.opts.sack && right > left {
-            self.ack.dsack = Some((left, right));
-            self.ack.now = true;
-        }
-    }
-
-    /// Receiver: fills the SACK option of an ACK of rcv_nxt: a pending
-    /// D-SACK first, then the out-of-order blocks, most recent first (3
-    /// with timestamps, 4 without; `ack_view`).
-    pub(super) fn fill_sack(&mut self, opts: &mut TcpOptions) {
-        if !self.opts.sack {
-            return;
-        }
-        let max = if self.opts.ts { 3 } else { 4 };
-        let mut n = 0;
-        if let Some((left, right)) = self.ack.dsack.take() {
-            opts.sack[0] = SackBlock { left, right };
-            n = 1;
-            self.stats.dsacks_sent += 1;
-        }
-        let view = self.ack_view();
-        for b in view.blocks() {
-            if n >= max {
-                break;
-            }
-            opts.sack[n] = *b;
-            n += 1;
-        }
-        opts.sack_len = n as u8;
     }
 
     /// Receiver ECN (RFC 3168 §6.1.3, RFC 8257 §3.2) for one arriving data

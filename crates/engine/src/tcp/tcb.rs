@@ -30,9 +30,6 @@ pub(super) const DEFAULT_MSS: usize = 536;
 /// Floor of the effective send MSS, so that a bogus peer MSS (0, 1) cannot
 /// make segments empty.
 pub(super) const MIN_MSS: usize = 64;
-/// The smallest IPv4 path MTU a report can set, bytes: Linux's min_pmtu
-/// (`pmtu::MIN_PMTU_V4`); IPv6's is its minimum link MTU, 1280.
-const PMTU_MIN_V4: usize = crate::pmtu::MIN_PMTU_V4;
 /// Most duplicate ACKs owed at once (out-of-order arrivals in one batch).
 pub(super) const MAX_DUPACKS_OWED: u32 = 32;
 /// Duplicate ACKs sent per rcv_nxt value, one per out-of-order arrival
@@ -626,85 +623,12 @@ impl Tcb {
         self.ecn.rx_ce = ce;
     }
 
-    /// Turns keepalive probes on or off (SO_KEEPALIVE); the idle time,
-    /// interval and count come from the configuration (RFC 1122 §4.2.3.6).
-    pub fn set_keepalive(&mut self, on: bool) {
-        self.cfg.keepalive = on;
-        self.ka.probes = 0;
-        self.ka.deadline = None;
-        self.update_keepalive();
-    }
-
-    /// Sets the keepalive idle time, probe interval and probe count
-    /// (TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT).
-    pub fn set_keepalive_params(&mut self, idle: Duration, interval: Duration, count: u32) {
-        self.cfg.keepalive_idle = idle;
-        self.cfg.keepalive_interval = interval;
-        self.cfg.keepalive_count = count;
-        self.ka.deadline = None;
-        self.update_keepalive();
-    }
-
     /// The largest payload, bytes, that the port cuts into segments for
     /// this connection (TSO, as `nic::Capabilities::tx_gso_max` for this
     /// path; 0 or at most one MSS: none). The engine sets it before each
     /// `poll_output`, from the port and whether the next hop is resolved.
     pub fn set_gso_max(&mut self, bytes: usize) {
         self.snd.gso_max = bytes;
-    }
-
-    /// TCP_USER_TIMEOUT (RFC 5482): how long data may stay unacknowledged
-    /// since it was sent (or a zero window stay shut) before the connection
-    /// is given up with ETIMEDOUT; zero: the retry limit alone.
-    pub fn set_user_timeout(&mut self, t: Duration) {
-        self.cfg.user_timeout = t;
-    }
-
-    /// ICMP "fragmentation needed" (RFC 1191) reported a next-hop MTU of
-    /// `mtu` bytes for a segment of ours starting at `seq`. Accepted only
-    /// when `seq` lies in `[snd_una, snd_max)` (RFC 5927 §4.1, against blind
-    /// injection); then the MSS drops to fit a packet of `mtu` bytes (taken
-    /// as at least 552, Linux's min_pmtu, over IPv4 and 1280 over IPv6; the
-    /// headers and the timestamp option come out of it) and segments in
-    /// flight that no longer fit are retransmitted in pieces. Not a congestion signal:
-    /// cwnd is unchanged. Returns true when the MSS went down.
-    ///
-    /// Over IPv6 `mtu` is the path MTU of a Packet Too Big (RFC 8201) and
-    /// the headers are 60 bytes (RFC 8200's 40 and TCP's 20).
-    pub fn on_path_mtu(&mut self, mtu: usize, seq: SeqNum) -> bool {
-        self.seq_in_flight(seq) && self.clamp_path_mtu(mtu)
-    }
-
-    /// The path MTU toward the peer is now `mtu` bytes, as another
-    /// connection to the same destination learned it (RFC 8201 §5.2, RFC
-    /// 1191 §6.3: the estimate is per destination): the MSS drops to fit,
-    /// and segments in flight that no longer fit, which the path drops,
-    /// are sent again in pieces, as in [`Tcb::on_path_mtu`]. Returns true
-    /// when the MSS went down.
-    pub fn clamp_path_mtu(&mut self, mtu: usize) -> bool {
-        let opt_len = if self.opts.ts { TS_OPTION_LEN } else { 0 };
-        let (headers, floor) = if self.remote.is_ipv6() {
-            (60, wire::ipv6::MIN_MTU)
-        } else {
-            (40, PMTU_MIN_V4)
-        };
-        // The floor is a packet size: the options come out of it too.
-        let mss = mtu.max(floor).saturating_sub(headers + opt_len);
-        if mss >= self.snd.mss {
-            return false;
-        }
-        self.snd.mss = mss;
-        self.stats.pmtu_reductions += 1;
-        self.rec.sb.mark_oversized_lost(mss);
-        self.blackhole_forget();
-        true
-    }
-
-    /// True when `seq` lies in `[snd_una, snd_max)` of a synchronized
-    /// connection: what an ICMP error quoting our segment must show to be
-    /// believed (RFC 5927 §4.1, §5.2).
-    pub fn seq_in_flight(&self, seq: SeqNum) -> bool {
-        self.state.is_synchronized() && seq >= self.snd.una && seq < self.snd.max
     }
 
     /// Turns Nagle's algorithm off (`true`) or on (RFC 9293 §3.7.4).

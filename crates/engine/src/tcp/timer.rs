@@ -187,6 +187,31 @@ impl Tcb {
 }
 
 impl Tcb {
+    /// Turns keepalive probes on or off (SO_KEEPALIVE); the idle time,
+    /// interval and count come from the configuration (RFC 1122 §4.2.3.6).
+    pub fn set_keepalive(&mut self, on: bool) {
+        self.cfg.keepalive = on;
+        self.ka.probes = 0;
+        self.ka.deadline = None;
+        self.update_keepalive();
+    }
+
+    /// Sets the keepalive idle time, probe interval and probe count
+    /// (TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT).
+    pub fn set_keepalive_params(&mut self, idle: Duration, interval: Duration, count: u32) {
+        self.cfg.keepalive_idle = idle;
+        self.cfg.keepalive_interval = interval;
+        self.cfg.keepalive_count = count;
+        self.ka.deadline = None;
+        self.update_keepalive();
+    }
+
+    /// TCP_USER_TIMEOUT (RFC 5482): how long data may stay unacknowledged
+    /// since it was sent (or a zero window stay shut) before the connection
+    /// is given up with ETIMEDOUT; zero: the retry limit alone.
+    pub fn set_user_timeout(&mut self, t: Duration) {
+        self.cfg.user_timeout = t;
+    }
     /// Re-arms (or stops) the keepalive timer (RFC 1122 §4.2.3.6): only in
     /// ESTABLISHED / CLOSE-WAIT with nothing in flight or queued; the first
     /// probe after `keepalive_idle` without a segment from the peer, the
