@@ -31,7 +31,7 @@
 //! | TCP_USER_TIMEOUT | applied (milliseconds; EINVAL below 0) |
 //! | anything else | ENOPROTOOPT, said once on stderr per option; on a wildcard socket the kernel side takes it (said once); set before the bind/connect decision, the kernel's answer, and said on stderr when the socket goes to corestack without it |
 //!
-//! The README's `corestack exec` section has the same table.
+//! docs/shim.md has the same table.
 #![forbid(unsafe_code)]
 
 use crate::sock::{Errno, Sock, Ty, R};
@@ -159,7 +159,7 @@ impl Opts {
     pub fn report_unhonoured(&mut self, at: &str) {
         for (level, name) in std::mem::take(&mut self.unhonoured) {
             crate::sys::log_line(&format!(
-                "setsockopt level {level} name {name} made before {at} is not supported on corestack sockets: the socket went to corestack without it (see the README's option table)"
+                "setsockopt level {level} name {name} made before {at} is not supported on corestack sockets: the socket went to corestack without it (see the option table in docs/shim.md)"
             ));
         }
     }
@@ -244,7 +244,7 @@ fn refuse(level: c_int, name: c_int) -> Errno {
     crate::sys::log_once(
         &WARNED[i],
         &format!(
-            "socket option level {level} name {name} is not supported on corestack sockets: ENOPROTOOPT (see the README's option table)"
+            "socket option level {level} name {name} is not supported on corestack sockets: ENOPROTOOPT (see the option table in docs/shim.md)"
         ),
     );
     libc::ENOPROTOOPT

@@ -11,7 +11,7 @@
 //! processes: in embedded and inline mode the shim moves it to service mode by itself, with a
 //! private daemon (`corestack run --private-for PID`, this executable, named to the shim by
 //! `CORESTACK_EXEC_BIN`) on the same interface, and starts it again in place (see the shim's
-//! `switch` module and the README).
+//! `switch` module and docs/shim.md).
 //!
 //! The shim is `CORESTACK_PRELOAD` if set, else `libcorestack_preload.so` next to this binary.
 //! It is added to LD_PRELOAD (kept in front of whatever the environment already preloads), the

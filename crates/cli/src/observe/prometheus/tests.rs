@@ -3,7 +3,7 @@ use testkit::prom::{parse, samples, value};
 
 /// Families every exposition of an engine with a TCP connection, a UDP
 /// socket, a listener and an application holds. Renaming or dropping one
-/// breaks dashboards: this list changes only with a note in the README.
+/// breaks dashboards: this list changes only with a note in docs/observability.md.
 const GOLDEN: &[&str] = &[
     "corestack_link_rx_frames_total",
     "corestack_link_rx_bytes_total",
