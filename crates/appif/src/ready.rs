@@ -20,6 +20,7 @@
 //! of those rings ([`crate::seg::ready`]) signals the watch.
 
 use core::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::words::Notify;
 use std::sync::Arc;
 
 /// Tokens a [`ReadyList`] holds before it overflows.
@@ -41,6 +42,10 @@ pub struct ReadyList {
     head: AtomicUsize,
     /// A token could not be queued: the waiter must look at every socket.
     overflow: AtomicBool,
+    /// Rung after every push (and overflow): a waiter that arms it
+    /// ([`Notify::arm`]) sleeps until one of its own sockets changes, not
+    /// until any socket of the process does.
+    bell: Notify,
 }
 
 impl ReadyList {
@@ -57,6 +62,7 @@ impl ReadyList {
             tail: AtomicUsize::new(0),
             head: AtomicUsize::new(0),
             overflow: AtomicBool::new(false),
+            bell: Notify::default(),
         })
     }
 
@@ -84,11 +90,22 @@ impl ReadyList {
             } else {
                 // The consumer has not freed the slot a lap ago: full.
                 self.overflow.store(true, Ordering::SeqCst);
+                self.bell.notify();
                 return;
             }
         }
         self.slots[t % cap].store(token, Ordering::Relaxed);
         self.turns[t % cap].store(t.wrapping_add(1), Ordering::Release);
+        self.bell.notify();
+    }
+
+    /// The list's doorbell, rung by every push (and every overflow), in
+    /// this process only: one atomic add and one load when nobody is
+    /// armed. A waiter whose sockets all report here arms it instead of
+    /// the stack-wide doorbell, so a change to another waiter's socket
+    /// does not wake it.
+    pub fn doorbell(&self) -> &Notify {
+        &self.bell
     }
 
     /// Consumer: the oldest queued token (None also while the producer
@@ -187,6 +204,21 @@ mod tests {
         w.rearm();
         w.signal();
         assert_eq!(list.pop(), Some(7));
+    }
+
+    #[test]
+    fn every_push_and_overflow_rings_the_doorbell() {
+        let list = ReadyList::with_capacity(2);
+        let ws: Vec<Watch> = (0..3).map(|t| Watch::new(&list, t)).collect();
+        let s0 = list.doorbell().seq();
+        ws[0].signal();
+        assert_eq!(list.doorbell().seq(), s0.wrapping_add(1), "a push rings");
+        ws[0].signal();
+        assert_eq!(list.doorbell().seq(), s0.wrapping_add(1), "queued: no ring");
+        ws[1].signal();
+        ws[2].signal();
+        assert_eq!(list.doorbell().seq(), s0.wrapping_add(3), "an overflow rings");
+        assert!(list.take_overflow());
     }
 
     #[test]

@@ -359,6 +359,11 @@ pub fn start() -> Result<&'static Stack, i32> {
             if let Some(g) = cfg.gateway6 {
                 b = b.gateway6(g);
             }
+            match env("CORESTACK_POLL").as_deref().map(str::trim) {
+                Some("busy") => b = b.idle_sleep(None),
+                Some("interrupt") => b = b.idle_sleep(Some(std::time::Duration::ZERO)),
+                _ => {}
+            }
             let s = b.start().map_err(|e| {
                 crate::sys::log_line(&format!(
                     "cannot start the stack on {} ({}/{}): {e}",

@@ -169,11 +169,16 @@ impl Deadline {
         }
     }
 
-    /// The poll(2) timeout of a sleep: [`Deadline::poll_ms`] when the
-    /// doorbell is `armed`; else (no room to arm it) a nap of at most 1 ms,
-    /// after which the caller looks again.
-    pub fn sleep_ms(&self, armed: bool) -> i64 {
-        let d = self.poll_ms();
+    /// The poll(2) timeout of a sleep on `stack`: [`Deadline::poll_ms`]
+    /// when the doorbell is `armed`; else (no room to arm it) a nap of at
+    /// most 1 ms, after which the caller looks again; at most
+    /// [`corestack::Stack::sleep_cap`] either way.
+    pub fn sleep_ms(&self, stack: &corestack::Stack, armed: bool) -> i64 {
+        let mut d = self.poll_ms();
+        if let Some(cap) = stack.sleep_cap() {
+            let cap = cap.as_millis().max(1) as i64;
+            d = if d < 0 { cap } else { d.min(cap) };
+        }
         match (armed, d) {
             (true, _) => d,
             (false, d) if d < 0 => 1,
@@ -240,7 +245,7 @@ pub fn sleep_on<T>(
     });
     let ms = match doorbell {
         // Armed: the engine rings; not armed (no room): nap and look again.
-        Some(_) => deadline.sleep_ms(armed.is_some()),
+        Some((s, _)) => deadline.sleep_ms(s, armed.is_some()),
         None => deadline.poll_ms(),
     };
     let r = sys::poll_fds(&mut set, ms, mask);

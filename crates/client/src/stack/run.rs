@@ -8,7 +8,7 @@ use engine::stats::Stats;
 use engine::time::Instant;
 use nic::Port;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use std::sync::{Arc, Mutex};
 
@@ -69,9 +69,58 @@ pub(super) struct Idle {
     pub(super) rx_fd: Option<RawFd>,
     /// When an engine iteration last did work, ns.
     pub(super) last_work: AtomicU64,
+    /// The waiter that spins and naps on the NIC fd ([`Idle::claim`]; 0:
+    /// none): the others sleep on their doorbells, woken by the engine it
+    /// runs, instead of spinning beside it or waking with it at every
+    /// frame.
+    pub(super) runner: AtomicUsize,
+}
+
+thread_local! {
+    /// Its address is this thread's token in [`Idle::runner`].
+    static RUNNER_TOKEN: u8 = const { 0 };
+}
+
+fn runner_token() -> usize {
+    RUNNER_TOKEN.with(|t| t as *const u8 as usize)
 }
 
 impl Idle {
+    /// Inline mode: makes this thread the waiter that spins and naps on
+    /// the NIC fd: taken from any other when `steal` (a wait that just
+    /// began: the thread that waits most recently is the one whose sockets
+    /// are busy), else only when nobody has it. True if it is this thread's
+    /// now.
+    pub(super) fn claim(&self, steal: bool) -> bool {
+        let me = runner_token();
+        if steal {
+            self.runner.store(me, Ordering::Release);
+            return true;
+        }
+        match self
+            .runner
+            .compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(cur) => cur == me,
+        }
+    }
+
+    /// True while this thread has the claim of [`Idle::claim`].
+    pub(super) fn is_runner(&self) -> bool {
+        self.runner.load(Ordering::Acquire) == runner_token()
+    }
+
+    /// Gives up the claim of [`Idle::claim`] (the wait that took it ends).
+    pub(super) fn unclaim(&self) {
+        let _ = self.runner.compare_exchange(
+            runner_token(),
+            0,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+    }
+
     /// Records the outcome of an engine iteration at `now`; after a long
     /// enough idle spell, sleeps until frames arrive or `left` (at most
     /// 1 ms, so timers and other threads' commands are not held up) passes.

@@ -8,7 +8,13 @@
 //!   for its idle time, nap in the kernel ([`Step::Nap`]) on the NIC
 //!   queue's fd and the waiter's own kernel fds, at most
 //!   [`Stack::MAX_INLINE_SLEEP`], under a mask that lets the held signals
-//!   through atomically for the nap alone;
+//!   through atomically for the nap alone. One waiter at a time does this
+//!   (the runner: the one whose wait began last, or any when nobody has
+//!   the role); the others, after one
+//!   engine iteration of their own, sleep on their doorbells
+//!   ([`Step::Sleep`], at most [`Stack::sleep_cap`]), woken by the engine
+//!   the runner runs, so that a server's idle threads neither spin beside
+//!   its busy one nor wake at every frame;
 //! - **embedded and service mode**: spin for [`Stack::spin_time`], offering
 //!   the CPU to other threads each round ([`spin_round`]: a `sched_yield`,
 //!   which returns at once when no thread waits for this CPU); then
@@ -41,7 +47,7 @@ pub enum Step {
     /// this mask (None: the call's own, or the thread's).
     Nap(Option<libc::sigset_t>),
     /// The spin is over and the held signals are back: arm the doorbell,
-    /// look once more, then sleep.
+    /// look once more, then sleep (at most [`Stack::sleep_cap`]).
     Sleep,
 }
 
@@ -59,6 +65,20 @@ pub struct WaitSteps {
     inline: bool,
     spin_until: Instant,
     sig: SpinSignals,
+    /// Inline mode: the stack whose runner this wait is (the waiter that
+    /// spins and naps on the NIC fd), given up when the wait ends.
+    runner: Option<Stack>,
+    /// Inline mode: the wait has slept on its doorbell (another waiter was
+    /// the runner); it takes the role again only when nobody has it.
+    slept: bool,
+}
+
+impl Drop for WaitSteps {
+    fn drop(&mut self) {
+        if let Some(stack) = self.runner.take() {
+            stack.inner.idle.unclaim();
+        }
+    }
 }
 
 impl WaitSteps {
@@ -69,6 +89,8 @@ impl WaitSteps {
             inline: stack.is_inline(),
             spin_until: Instant::now() + stack.spin_time(),
             sig: SpinSignals::new(mask),
+            runner: None,
+            slept: false,
         }
     }
 
@@ -81,6 +103,29 @@ impl WaitSteps {
             self.sig.hold();
             if stack.drive() {
                 return Ok(Step::Look);
+            }
+            let idle = &stack.inner.idle;
+            let runs = match self.runner {
+                // Still the runner, unless a newer wait took the role.
+                Some(_) => idle.is_runner(),
+                // A wait that just began takes the role; one that slept
+                // takes it only when nobody has it.
+                None => idle.claim(!self.slept),
+            };
+            if !runs {
+                // Another waiter runs the engine and naps on the NIC fd:
+                // sleep on the doorbell, woken by the engine it runs (at
+                // most MAX_INLINE_SLEEP: the role may go with a waiter
+                // that returned to its application).
+                self.runner = None;
+                self.slept = true;
+                return match self.sig.release() {
+                    Some(restart) => Err(StepInterrupted { restart }),
+                    None => Ok(Step::Sleep),
+                };
+            }
+            if self.runner.is_none() {
+                self.runner = Some(stack.clone());
             }
             if !stack.idle() {
                 // Let another thread of this CPU run first (the one the

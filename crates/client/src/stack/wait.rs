@@ -333,6 +333,14 @@ impl Stack {
     /// again (its timers): 1 ms.
     pub const MAX_INLINE_SLEEP: Duration = MAX_NAP;
 
+    /// The longest a [`crate::Step::Sleep`] may last: in inline mode
+    /// [`Stack::MAX_INLINE_SLEEP`] (the sleeper may have to take over
+    /// running the engine from a waiter that went back to its
+    /// application); None (the caller's deadline) in other modes.
+    pub fn sleep_cap(&self) -> Option<Duration> {
+        self.is_inline().then_some(MAX_NAP)
+    }
+
     /// Inline mode: the NIC queue's fd, readable when frames arrive.
     pub fn nic_fd(&self) -> Option<RawFd> {
         match &self.inner.mode {
@@ -385,7 +393,10 @@ impl Stack {
                     if ready() {
                         return Waited::Ready;
                     }
-                    let mut nap = remaining;
+                    let mut nap = match (remaining, self.sleep_cap()) {
+                        (Some(r), Some(c)) => Some(r.min(c)),
+                        (r, c) => r.or(c),
+                    };
                     if let Mode::Service(s) = &self.inner.mode {
                         // A daemon that died cannot wake us (see `wait`).
                         if !s.alive() && ready() {

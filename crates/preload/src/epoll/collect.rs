@@ -198,15 +198,9 @@ impl Epoll {
         for &t in newly.iter() {
             regs.watched(t);
         }
-        let mut last = false;
         for &fd in gone.iter() {
             if regs.remove(fd).is_some() {
-                last |= self.ncore.fetch_sub(1, Ordering::AcqRel) == 1;
-            }
-        }
-        if last {
-            if let Some(epfd) = self.any_fd() {
-                self.core_gone(epfd);
+                self.ncore.fetch_sub(1, Ordering::AcqRel);
             }
         }
         for &(fd, bits, marks) in ready.iter() {

@@ -123,9 +123,6 @@ pub struct Epoll {
     ncore: AtomicUsize,
     /// The wake eventfd, in the kernel epoll with [`token`] as data.
     wake: OnceLock<c_int>,
-    /// Inline mode: the NIC fd is in the kernel epoll (only while corestack
-    /// sockets are registered: see [`Epoll::core_gone`]).
-    nic_added: AtomicBool,
     /// Threads asleep (or about to sleep) in the kernel epoll: an
     /// EPOLL_CTL_ADD or MOD of a corestack socket wakes them through the
     /// wake eventfd ([`Epoll::poke`]).
@@ -202,11 +199,6 @@ pub fn token() -> u64 {
     })
 }
 
-/// The `data` of the NIC fd (inline mode).
-fn nic_token() -> u64 {
-    token() ^ 1
-}
-
 impl Default for Epoll {
     fn default() -> Self {
         Epoll {
@@ -217,7 +209,6 @@ impl Default for Epoll {
             generation: crate::stack::generation(),
             ncore: AtomicUsize::new(0),
             wake: OnceLock::new(),
-            nic_added: AtomicBool::new(false),
             sleepers: AtomicUsize::new(0),
             cursor: AtomicUsize::new(0),
             kernel_first: AtomicBool::new(false),
@@ -416,13 +407,9 @@ impl Epoll {
                 if last_watched {
                     self.unwatch(&r.obj);
                 }
-                let last = self.ncore.fetch_sub(1, Ordering::AcqRel) == 1;
+                self.ncore.fetch_sub(1, Ordering::AcqRel);
                 if r.kernel_added {
                     let _ = kctl(epfd, libc::EPOLL_CTL_DEL, fd, 0, 0);
-                }
-                drop(regs);
-                if last {
-                    self.core_gone(epfd);
                 }
                 Ok(())
             }
@@ -439,19 +426,6 @@ impl Epoll {
             if let Some(&fd) = self.wake.get() {
                 crate::sys::eventfd_signal(fd);
             }
-        }
-    }
-
-    /// The last corestack registration went: the NIC fd (inline mode)
-    /// leaves the kernel epoll, where its readiness would wake every wait
-    /// for nothing (the wake eventfd stays: it is written only on purpose,
-    /// and every wait filters it out).
-    fn core_gone(&self, epfd: c_int) {
-        if self.has_core() || !self.nic_added.swap(false, Ordering::AcqRel) {
-            return;
-        }
-        if let Some(fd) = crate::stack::started().and_then(|st| st.nic_fd()) {
-            let _ = kctl(epfd, libc::EPOLL_CTL_DEL, fd, 0, 0);
         }
     }
 
@@ -623,23 +597,25 @@ impl Epoll {
             match steps.next(stack).map_err(|_| libc::EINTR)? {
                 corestack::Step::Look => continue,
                 corestack::Step::Nap(nap_mask) => {
-                    // The NIC fd joins the kernel epoll for the naps.
-                    self.add_nic(epfd, stack);
-                    let cap = corestack::Stack::MAX_INLINE_SLEEP.as_millis().max(1) as i64;
-                    let ms = deadline.poll_ms();
-                    let ms = if ms < 0 { cap } else { ms.min(cap) };
-                    let wake = self.wake.get().copied();
-                    let k = kernel_wait(epfd, out, ms, nap_mask.as_ref(), wake)?;
-                    if k > 0 {
-                        return Ok(self.collect_merge(out, k));
-                    }
+                    // The runner naps on the NIC fd and on the kernel epoll
+                    // itself (readable when a kernel fd is): the NIC fd
+                    // never joins the application's epoll, where it would
+                    // wake every thread sleeping in it at every frame.
+                    let kfd = [libc::pollfd {
+                        fd: epfd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    }];
+                    crate::wait::nap(stack, &kfd, deadline, nap_mask.as_ref())?;
+                    // The next look asks the kernel epoll too.
+                    round = 0;
                     continue;
                 }
                 corestack::Step::Sleep => {}
             }
             let wake = self.wake_fd(epfd)?;
             let asleep = quiet.asleep_eventfd(wake);
-            let armed = stack.arm(stack.changes(), wake);
+            let armed = stack.arm(self.doorbell(stack), wake);
             // Counted before the last look (see `poke`).
             self.sleepers.fetch_add(1, Ordering::SeqCst);
             let n = self.collect(out);
@@ -651,7 +627,7 @@ impl Epoll {
                 self.sleepers.fetch_sub(1, Ordering::SeqCst);
                 return Err(cancel::PENDING);
             }
-            let ms = deadline.sleep_ms(armed.is_some());
+            let ms = deadline.sleep_ms(stack, armed.is_some());
             let r = kernel_wait(epfd, out, ms, mask, Some(wake));
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
             drop(armed);
@@ -679,22 +655,22 @@ impl Epoll {
         Ok(merge_dups(out, n, n + k))
     }
 
-    fn add_nic(&self, epfd: c_int, stack: &corestack::Stack) {
-        if self.nic_added.load(Ordering::Relaxed) {
-            return;
-        }
-        if let Some(fd) = stack.nic_fd() {
-            if kctl(
-                epfd,
-                libc::EPOLL_CTL_ADD,
-                fd,
-                libc::EPOLLIN as u32,
-                nic_token(),
-            )
-            .is_ok()
-            {
-                self.nic_added.store(true, Ordering::Relaxed);
-            }
+    /// The doorbell a sleeping wait arms: the set's own ready list when
+    /// every corestack socket registered reports there (embedded mode: the
+    /// engine runs in this process and pushes to it), so that the wait
+    /// sleeps through changes to other sets' sockets (a server's listener
+    /// thread through its workers' traffic); else the stack-wide one (service
+    /// mode, where the daemon rings the application's doorbell and the
+    /// waiter drains the ready rings itself; a socket another set watches; a
+    /// forked child's set).
+    fn doorbell<'a>(&'a self, stack: &'a corestack::Stack) -> &'a corestack::Notify {
+        let own = !stack.is_service()
+            && self.generation == crate::stack::generation()
+            && lock(&self.regs).unwatched.is_empty();
+        if own {
+            self.ready.doorbell()
+        } else {
+            stack.changes()
         }
     }
 }
@@ -715,11 +691,10 @@ fn kernel_wait(
     Ok(own_events_out(out, n, wake))
 }
 
-/// Removes the events of the shim's own fds (their data is [`token`] or
-/// the NIC's) from `out[..n]`, draining `wake` if it was reported;
+/// Removes the events of the shim's own fd (its data is [`token`]) from `out[..n]`, draining `wake` if it was reported;
 /// returns how many events remain, moved to the front.
 fn own_events_out(out: &mut [epoll_event], n: usize, wake: Option<c_int>) -> usize {
-    let (t, nt) = (token(), nic_token());
+    let t = token();
     let mut w = 0;
     for i in 0..n.min(out.len()) {
         let ev = out[i];
@@ -728,9 +703,6 @@ fn own_events_out(out: &mut [epoll_event], n: usize, wake: Option<c_int>) -> usi
             if let Some(fd) = wake {
                 crate::sys::eventfd_drain(fd);
             }
-            continue;
-        }
-        if d == nt {
             continue;
         }
         out[w] = ev;

@@ -123,6 +123,9 @@ pub fn nudge(token: u64, epolls: &Mutex<Vec<Weak<Obj>>>) {
         if let Obj::Epoll(e) = &*ep {
             lock(&e.nudged).push(token);
             e.gen.fetch_add(1, Ordering::AcqRel);
+            // A sleeping wait may have armed only the set's own doorbell,
+            // which a change made here (not by the engine) does not ring.
+            e.poke();
         }
         if let Some(last) = Arc::into_inner(ep) {
             lock(&DEFERRED).push(last);
