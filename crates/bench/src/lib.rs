@@ -1,6 +1,7 @@
-//! Benchmarks and the demo of the `corestack` binary, kept out of the product's command
-//! modules: the `corestack` binary calls [`Bench::run`] for `corestack bench ...`,
-//! and [`demo::Demo`] for `corestack demo`.
+//! Benchmarks and the demo of `corestack`, kept out of the product binary: they are the
+//! `corestack-lab` binary (`src/main.rs`), which `corestack bench ...` and `corestack demo`
+//! exec, next to `corestack`; it runs [`BenchCmd::run`] and [`demo::Demo`]. The product crate
+//! `corestack-cli` does not depend on this one, so plotters and the plots' font stay here.
 //!
 //! ```text
 //!  pingpong       bench pingpong: round-trip latency (HDR histogram)
@@ -20,8 +21,9 @@
 //!                 (etc: the workload model and protocol; load: the open-loop generator)
 //!  sockperf       bench sockperf: sockperf's TCP ping-pong, Linux server vs the shimmed one
 //!  demo           demo: Linux vs corestack echo latency, a checked 100 MiB transfer
-//!  harness/       children (this binary in a namespace, pinned, logged), the matrix path, and
-//!                 shim: unmodified servers on Linux and under `corestack exec`, row by row
+//!  harness/       children (`corestack`, next to this binary, in a namespace, pinned,
+//!                 logged), the matrix path, and shim: unmodified servers on Linux and under
+//!                 `corestack exec`, row by row
 //!  trace          bench pingpong --trace: the stage table while the ping-pong runs
 //! ```
 //!

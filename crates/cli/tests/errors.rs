@@ -52,3 +52,50 @@ fn impair_with_loss_over_100_percent_is_rejected() {
     assert!(!ok);
     assert!(err.contains("percentage"), "{err}");
 }
+
+/// A directory of the test's own, removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn bench_help_comes_from_the_lab_next_to_corestack_under_corestacks_name() {
+    let out = Command::new(env!("CARGO_BIN_EXE_corestack"))
+        .args(["bench", "--help"])
+        .output()
+        .expect("running corestack");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("Usage: corestack bench"), "{stdout}");
+    assert!(stdout.contains("pingpong"), "{stdout}");
+}
+
+#[test]
+fn bench_and_demo_without_the_lab_say_which_file_is_missing_and_how_to_build_it() {
+    let dir = Scratch(std::env::temp_dir().join(format!("cs-no-lab-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).expect("creating the scratch directory");
+    let alone = dir.0.join("corestack");
+    std::fs::copy(env!("CARGO_BIN_EXE_corestack"), &alone).expect("copying corestack");
+    let lab = dir.0.join("corestack-lab");
+    for args in [&["bench", "pingpong", "--help"][..], &["demo"]] {
+        let out = Command::new(&alone)
+            .args(args)
+            .output()
+            .expect("running corestack");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(
+            err.starts_with(&format!("error: {} not found", lab.display())),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("cargo build"), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+}

@@ -1,6 +1,6 @@
 //! Child processes of the commands that build their own namespaces (`demo`,
-//! `bench stream-matrix`): this binary run inside a namespace, pinned to a CPU,
-//! its stderr in a log file that is removed afterwards.
+//! `bench stream-matrix`): `corestack` ([`super::this_program`]) run inside a namespace, pinned
+//! to a CPU, its stderr in a log file that is removed afterwards.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};

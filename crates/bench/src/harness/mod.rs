@@ -1,5 +1,6 @@
-//! What the benchmarks that build their own namespaces share: child processes of this binary
-//! (`children`) and the matrix benchmarks' path through the impairment bridge (`matrix`).
+//! What the benchmarks that build their own namespaces share: child processes of `corestack`
+//! ([`this_program`], next to this binary) in `children`, the matrix benchmarks' path through
+//! the impairment bridge (`matrix`), and unmodified servers under `corestack exec` (`shim`).
 
 pub mod children;
 pub mod matrix;
@@ -47,12 +48,31 @@ pub const CLIENT_CPU: Cpus = Cpus::Client;
 /// The CPUs the benchmarks pin their servers to (the program, its engine thread, the daemon).
 pub const SERVER_CPU: Cpus = Cpus::Server;
 
-/// The path of this program, which the benchmarks start again as their clients and servers.
+/// The program the benchmarks start again as their clients and servers: `corestack`, next to
+/// this binary (`corestack-lab`), the one the user ran as `corestack bench` or `corestack demo`.
+/// Servers, daemons, shims and readers (`serve`, `run`, `exec`, `impair`, `stat`, `ss`) are its
+/// own commands; the hidden clients and servers of the benchmarks (`bench conn-client` and the
+/// like) it hands back to this binary, by exec, as it did the benchmark itself.
 ///
-/// Errors: when the OS does not say (`std::env::current_exe`).
+/// Errors: when the OS does not say where this binary is (`std::env::current_exe`), or
+/// `corestack` is not next to it (with the command that builds it).
 pub fn this_program() -> anyhow::Result<std::path::PathBuf> {
     use anyhow::Context;
-    std::env::current_exe().context("finding this program's path")
+    let lab = std::env::current_exe().context("finding this program's path")?;
+    let corestack = lab.with_file_name("corestack");
+    if !corestack.is_file() {
+        let build = if cfg!(debug_assertions) {
+            "cargo build -p corestack-cli"
+        } else {
+            "cargo build --release -p corestack-cli"
+        };
+        anyhow::bail!(
+            "{} not found: the benchmarks run their clients and servers with it; build it with `{build}` (the workspace build puts it next to {})",
+            corestack.display(),
+            lab.display()
+        );
+    }
+    Ok(corestack)
 }
 
 /// True when this machine has two CPUs or more, so that a client and a server can be pinned
@@ -116,7 +136,22 @@ pub fn check_seconds(name: &str, seconds: f64, max: f64) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::check_seconds;
+    use super::{check_seconds, this_program};
+
+    #[test]
+    fn this_program_without_corestack_next_to_it_names_the_file_and_the_build() {
+        // A test binary sits in `target/*/deps/`, where cargo puts no file named `corestack`.
+        let deps = std::env::current_exe().unwrap();
+        let e = this_program()
+            .expect_err("no corestack in deps/")
+            .to_string();
+        let missing = deps.with_file_name("corestack");
+        assert!(
+            e.starts_with(&format!("{} not found", missing.display())),
+            "{e}"
+        );
+        assert!(e.contains("cargo build"), "{e}");
+    }
 
     #[test]
     fn check_seconds_takes_0_exclusive_to_max_inclusive_and_says_the_range_otherwise() {

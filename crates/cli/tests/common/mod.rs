@@ -21,7 +21,9 @@ pub mod shim;
 /// 100 MiB, the transfer size.
 pub const TRANSFER_BYTES: u64 = 100 << 20;
 
-/// The corestack binary under test.
+/// The corestack binary under test. Its `bench` and `demo` exec `corestack-lab`, next to it,
+/// which `cargo test --workspace` builds too (crate `bench` has integration tests); for
+/// `cargo test -p corestack-cli` alone, build it first (`cargo build --release -p bench`).
 pub fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_corestack"))
 }
