@@ -7,13 +7,18 @@ use super::*;
 
 impl Epoll {
     /// What a collection's result depends on besides the sockets' own
-    /// state: the engine's change count for this process, and this
-    /// epoll's registrations and nudges (counters that only grow, so any
-    /// bump moves the key). None in a forked child.
+    /// state: the engine's change count for this process, this epoll's
+    /// registrations and nudges, and the pushes to its ready list (whose
+    /// doorbell a sleeping wait may arm alone, and which the engine rings
+    /// before it bumps its change count): counters that only grow, so any
+    /// bump moves the key. None in a forked child.
     pub(super) fn quiet_key(&self) -> Option<u64> {
         let stack = crate::stack::started()?;
         let engine = u64::from(stack.changes().seq());
-        let local = self.gen.load(Ordering::Acquire);
+        let local = self
+            .gen
+            .load(Ordering::Acquire)
+            .wrapping_add(self.ready.doorbell().seq());
         Some((engine << 32) | u64::from(local))
     }
 
