@@ -1,9 +1,15 @@
 //! What the benchmarks that build their own namespaces share: child processes of this binary
-//! (`children`) and the matrix benchmarks' path through the impairment bridge (`matrix`).
+//! (`children`), the matrix benchmarks' path through the impairment bridge (`matrix`), the
+//! rows of unmodified servers (`shim`), the "Linux tuned" rows' busy polling (`tuned`, its
+//! system calls in `sys`, the crate's only unsafe code) and the cost breakdown (`cost`).
 
 pub mod children;
+pub mod cost;
 pub mod matrix;
 pub mod shim;
+#[allow(unsafe_code)]
+mod sys;
+pub mod tuned;
 
 use std::sync::OnceLock;
 
