@@ -259,7 +259,8 @@ impl Probe {
             .map(u32::to_string)
             .collect::<Vec<_>>()
             .join(",");
-        let stem = dir.join(format!("perf-{}", pids.first().copied().unwrap_or(0)));
+        let name = format!("perf-{}", pids.first().copied().unwrap_or(0));
+        let stem = dir.join(&name);
         let stat_out = stem.with_extension("stat");
         let data = stem.with_extension("data");
         let hz = SAMPLE_HZ.to_string();
@@ -269,7 +270,7 @@ impl Probe {
                 let so = stat_out.to_string_lossy();
                 let mut stat = Perf::start(
                     &["stat", "-e", STAT_EVENTS, "-x", ",", "-o", &so, "-p", &list],
-                    &stem.with_extension("s"),
+                    &dir.join(format!("{name}-stat")),
                 )?;
                 let d = data.to_string_lossy();
                 let mut record = Perf::start(
@@ -288,7 +289,7 @@ impl Probe {
                         "-p",
                         &list,
                     ],
-                    &stem.with_extension("r"),
+                    &dir.join(format!("{name}-record")),
                 )?;
                 stat.command("enable")?;
                 record.command("enable")?;
