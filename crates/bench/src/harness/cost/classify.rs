@@ -341,11 +341,14 @@ pub struct Counts {
 }
 
 impl Counts {
-    /// Classifies every sample of `perf script` output `text` (see [`samples`]).
-    pub fn of(text: &str) -> Counts {
+    /// Classifies every sample of `perf script` output `text` (see [`samples`]) of the
+    /// processes `pids` (every process's when empty).
+    pub fn of(text: &str, pids: &[u32]) -> Counts {
         let mut c = Counts::default();
         for s in samples(text) {
-            c.by[classify(&s.frames).index()] += 1;
+            if pids.is_empty() || pids.contains(&s.pid) {
+                c.by[classify(&s.frames).index()] += 1;
+            }
         }
         c
     }

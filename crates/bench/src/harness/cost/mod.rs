@@ -11,11 +11,12 @@
 //!   -p PIDS` (tracepoint counting, cheap), and the voluntary and nonvoluntary switches of
 //!   every thread from /proc/PID/task/*/status;
 //! - packets in and out on the server's veth (/proc/PID/net/dev of the server's namespace);
-//! - the split of the CPU time: `perf record -g -e cpu-clock -F 5000 -p PIDS`, then `perf
-//!   script -F comm,pid,ip,sym,dso`; every sample goes to one [`Category`] ([`classify`]),
-//!   and each category's fraction of the samples is scaled to the exact CPU µs per request
-//!   above (in a VM perf's sample count under-counts the time, so only the fractions are
-//!   used).
+//! - the split of the CPU time: `perf record -g -e cpu-clock -F 5000 -C CPUS` (the CPUs the
+//!   processes may run on: per-task sampling costs an event switch per context switch, see
+//!   [`probe`]), then `perf script -F comm,pid,ip,sym,dso`; every sample of the processes
+//!   goes to one [`Category`] ([`classify`]), and each category's fraction of the samples is
+//!   scaled to the exact CPU µs per request above (in a VM perf's sample count under-counts
+//!   the time, so only the fractions are used).
 //!
 //! The categories:
 //!
@@ -101,7 +102,7 @@ impl Breakdown {
     pub fn of(w: &Window) -> Breakdown {
         let counts = w.perf_data.as_deref().map(script);
         match counts {
-            Some(Ok(text)) => Breakdown::from_counts(w, Some(Counts::of(&text))),
+            Some(Ok(text)) => Breakdown::from_counts(w, Some(Counts::of(&text, &w.pids))),
             Some(Err(e)) => Breakdown {
                 note: Some(format!("perf script failed: {}", cmdline::one_line(&e))),
                 ..Breakdown::from_counts(w, None)
@@ -253,7 +254,8 @@ pub fn table(rows: &[(Row, &str, &Breakdown)]) -> String {
 pub fn legend() -> String {
     let mut o = String::from(
         "CPU µs: utime+stime of the server's processes over the window / requests answered in \
-         it; each category: its share of perf's cpu-clock samples (call graphs, ",
+         it, perf attached (its sampling and syscall tracepoint add to it: compare rows within \
+         this table); each category: its share of perf's cpu-clock samples (call graphs, ",
     );
     let _ = writeln!(
         o,

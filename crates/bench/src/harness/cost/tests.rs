@@ -43,9 +43,12 @@ fn perf_script_fixture_samples_each_go_to_their_category() {
     assert_eq!(s[11].frames[0].sym, "__skb_checksum_complete");
     assert_eq!(s[11].frames[0].dso, "[kernel.kallsyms]");
     assert_eq!(s[11].frames[0].ip, 0xffff_ffff_81e8_eabb);
-    let c = Counts::of(FIXTURE);
+    let c = Counts::of(FIXTURE, &[]);
     assert_eq!(c.total(), 22);
     assert_eq!((c.get(KernelTx), c.get(Waits), c.get(Engine)), (3, 5, 2));
+    // The samples of one process only (perf record samples whole CPUs).
+    let embedded = Counts::of(FIXTURE, &[24047]);
+    assert_eq!((embedded.total(), embedded.get(Waits)), (4, 3));
 }
 
 #[test]
@@ -151,6 +154,7 @@ fn window(requests: u64, cpu_s: f64) -> Window {
         packets_in: Some(requests),
         packets_out: Some(2 * requests),
         perf_data: None,
+        pids: Vec::new(),
         note: None,
     }
 }
@@ -158,7 +162,7 @@ fn window(requests: u64, cpu_s: f64) -> Window {
 #[test]
 fn breakdown_scales_sample_fractions_to_the_exact_cpu_per_request() {
     let w = window(100_000, 1.0);
-    let b = Breakdown::from_counts(&w, Some(Counts::of(FIXTURE)));
+    let b = Breakdown::from_counts(&w, Some(Counts::of(FIXTURE, &[])));
     assert!((b.cpu_us_per_req - 10.0).abs() < 1e-9);
     let sum: f64 = b.split.iter().map(|s| s.us_per_req).sum();
     assert!((sum - b.cpu_us_per_req).abs() < 1e-9, "{sum}");
@@ -185,9 +189,9 @@ fn breakdown_scales_sample_fractions_to_the_exact_cpu_per_request() {
 
 #[test]
 fn table_has_a_tuned_ratio_column_only_with_a_tuned_row() {
-    let linux = Breakdown::from_counts(&window(1000, 0.010), Some(Counts::of(FIXTURE)));
+    let linux = Breakdown::from_counts(&window(1000, 0.010), Some(Counts::of(FIXTURE, &[])));
     let tuned = Breakdown::from_counts(&window(1000, 0.008), None);
-    let inline = Breakdown::from_counts(&window(1000, 0.020), Some(Counts::of(FIXTURE)));
+    let inline = Breakdown::from_counts(&window(1000, 0.020), Some(Counts::of(FIXTURE, &[])));
     let t = table(&[
         (Row::Linux, "Linux", &linux),
         (Row::Inline, "corestack inline", &inline),
