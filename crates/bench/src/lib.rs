@@ -33,7 +33,7 @@
 //!
 //! Every benchmark that builds namespaces removes them, and every process it started, when it
 //! ends, also on error and Ctrl-C. Errors are `anyhow`, as in the rest of the command line.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod conn_rate;
 pub mod demo;

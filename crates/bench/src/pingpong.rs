@@ -77,6 +77,10 @@ pub struct Pingpong {
     /// default: the system's.
     #[arg(long, value_name = "NAME")]
     kernel_cc: Option<String>,
+    /// Kernel stack: SO_BUSY_POLL on the socket, µs (a client tuned as the benchmarks'
+    /// "Linux tuned" servers are, see `bench conn-sweep --linux-tuned`); 0: off.
+    #[arg(long, default_value_t = 0, value_name = "US")]
+    busy_poll_us: u32,
     #[command(flatten)]
     stack: StackOpts,
     #[command(flatten)]
@@ -202,6 +206,16 @@ impl Pingpong {
         let earlier = self.out.check()?;
         let warmup = Duration::from_secs_f64(self.warmup);
         let duration = Duration::from_secs_f64(self.duration);
+        if self.busy_poll_us > 0 && self.stack.wants_corestack() {
+            bail!("--busy-poll-us tunes a kernel socket: leave it out with --iface/--ip");
+        }
+        let busy_poll = |fd: std::os::fd::BorrowedFd<'_>| -> Result<()> {
+            if self.busy_poll_us > 0 {
+                crate::harness::tuned::set_busy_poll(fd, self.busy_poll_us)
+                    .context("setting SO_BUSY_POLL")?;
+            }
+            Ok(())
+        };
         let (waiter, core) = if self.stack.wants_corestack() {
             let stack = self.stack.start()?;
             (self.stack.waiter(&stack), Some(stack))
@@ -231,6 +245,7 @@ impl Pingpong {
                 if let Some(cc) = &self.kernel_cc {
                     set_kernel_cc(&s, cc)?;
                 }
+                busy_poll(std::os::fd::AsFd::as_fd(&s))?;
                 if !spin {
                     s.set_read_timeout(Some(TCP_RTT_LIMIT))?;
                 }
@@ -245,6 +260,7 @@ impl Pingpong {
                 let mut u =
                     std::net::UdpSocket::bind(any_of(target)).context("binding a UDP socket")?;
                 u.set_nonblocking(true)?;
+                busy_poll(std::os::fd::AsFd::as_fd(&u))?;
                 udp_pingpong(&mut run, &mut u, target, warmup, duration)?
             }
             (false, Some(stack)) => {
@@ -266,7 +282,15 @@ impl Pingpong {
         let us = |ns: u64| ns as f64 / 1000.0;
         let report = Report {
             proto: if self.proto.tcp { "tcp" } else { "udp" },
-            stack: self.stack.describe(),
+            stack: if self.busy_poll_us > 0 {
+                format!(
+                    "{} (SO_BUSY_POLL {} µs)",
+                    self.stack.describe(),
+                    self.busy_poll_us
+                )
+            } else {
+                self.stack.describe()
+            },
             target: target.to_string(),
             size_bytes: self.size,
             duration_s: elapsed.as_secs_f64(),

@@ -17,6 +17,11 @@
 //! Rows alternate within each round; the table shows each figure's median over the rounds.
 //! The server's CPU (utime + stime from /proc, program and daemon) is divided by the round
 //! trips. `--json FILE` writes every round.
+//!
+//! `linux-tuned` is `linux` with busy polling switched on ([`crate::harness::tuned`]); the
+//! ratios are given over it too (`/tuned`). `--breakdown` runs each row once more, apart from
+//! the rounds, with perf attached to the server for the whole ping-pong, and prints the cost
+//! breakdown ([`crate::harness::cost`]): where a round trip's CPU time goes on the server.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -29,6 +34,7 @@ use netns::NextLine;
 use serde::Serialize;
 
 use crate::harness::children::{last_line, LogDir, Topology};
+use crate::harness::cost::{self, Breakdown, Probe, Window};
 use crate::harness::shim::{self, Row, CLIENT_CPU, NET, SERVER_CPU};
 use crate::memcached::load::cpu_seconds;
 use crate::report::upper_median;
@@ -59,6 +65,10 @@ pub struct SockperfBench {
     /// Also write every round's figures to this file as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Also break each row's CPU time per round trip down (one more run per row, perf and
+    /// /proc on the server's processes): by code, system calls, switches, packets.
+    #[arg(long)]
+    breakdown: bool,
 }
 
 /// One ping-pong run.
@@ -82,6 +92,12 @@ pub struct RowRuns {
     pub skipped: Option<String>,
     pub runs: Vec<Run>,
     pub median: Option<Run>,
+    /// The cost breakdown of the extra run (--breakdown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breakdown: Option<Breakdown>,
+    /// What the row's server said of itself (Linux tuned: its settings, whether they act).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_note: Option<String>,
 }
 
 /// The figure after `key` in sockperf's output (`... key  12.345`).
@@ -138,6 +154,8 @@ impl SockperfBench {
                 skipped: None,
                 runs: Vec::new(),
                 median: None,
+                breakdown: None,
+                server_note: None,
             })
             .collect();
         for round in 0..self.rounds {
@@ -151,8 +169,11 @@ impl SockperfBench {
                     self.rounds,
                     r.label
                 );
-                match self.one(r.row, round, &exe, &topo, &logs, &socket, &stop) {
-                    Ok(run) => r.runs.push(run),
+                match self.one(r.row, round, &exe, &topo, &logs, &socket, &stop, None) {
+                    Ok((run, _, note)) => {
+                        r.runs.push(run);
+                        r.server_note = note;
+                    }
                     Err(e) if e.is::<Interrupted>() => return Err(e),
                     Err(e) => {
                         let why = one_line(&e);
@@ -160,6 +181,35 @@ impl SockperfBench {
                         r.skipped = Some(why);
                         r.runs.clear();
                     }
+                }
+            }
+        }
+        if self.breakdown {
+            for r in rows.iter_mut().filter(|r| r.skipped.is_none()) {
+                if stop.load(Ordering::Relaxed) {
+                    return Err(Interrupted.into());
+                }
+                eprintln!("bench sockperf: breakdown: {}", r.label);
+                let dir = logs.file(&format!("breakdown-{}", r.row.key()));
+                std::fs::create_dir_all(&dir).context("creating the breakdown's directory")?;
+                let run = self.one(
+                    r.row,
+                    self.rounds,
+                    &exe,
+                    &topo,
+                    &logs,
+                    &socket,
+                    &stop,
+                    Some(&dir),
+                );
+                match run {
+                    Ok((_, w, _)) => r.breakdown = w.as_ref().map(Breakdown::of),
+                    Err(e) if e.is::<Interrupted>() => return Err(e),
+                    Err(e) => eprintln!(
+                        "bench sockperf: {}: no breakdown: {}",
+                        r.label,
+                        one_line(&e)
+                    ),
                 }
             }
         }
@@ -204,7 +254,8 @@ impl SockperfBench {
         Ok(())
     }
 
-    /// One ping-pong run against `row`'s server.
+    /// One ping-pong run against `row`'s server: its figures, with `probe` (a directory for
+    /// perf's files) the cost breakdown's window over the client's run, and the server's note.
     #[allow(clippy::too_many_arguments)]
     fn one(
         &self,
@@ -215,8 +266,9 @@ impl SockperfBench {
         logs: &LogDir,
         socket: &str,
         stop: &AtomicBool,
-    ) -> Result<Run> {
-        let ip = if row == Row::Linux {
+        probe: Option<&std::path::Path>,
+    ) -> Result<(Run, Option<Window>, Option<String>)> {
+        let ip = if row.on_kernel() {
             shim::LINUX_IP
         } else {
             shim::CORE_IP
@@ -252,10 +304,13 @@ impl SockperfBench {
         let log = logs.file(&format!("client-{}-{round}.log", row.key()));
         // The server is ready when it accepts: retry a refused client for a few seconds.
         let deadline = Instant::now() + Duration::from_secs(5);
-        let (out, cpu) = loop {
+        let (out, cpu, window) = loop {
             if stop.load(Ordering::Relaxed) {
                 return Err(Interrupted.into());
             }
+            let window = probe
+                .map(|dir| Probe::start(&server.cpu_pids, server.iface, dir))
+                .transpose()?;
             let cpu0 = cpu_seconds(&server.cpu_pids)?;
             let mut c = shim::spawn(
                 &topo.client,
@@ -284,7 +339,9 @@ impl SockperfBench {
                 .is_some_and(|s| s.success());
             let cpu = cpu_seconds(&server.cpu_pids)? - cpu0;
             if ok && parse_pingpong(&out).is_ok() {
-                break (out, cpu);
+                // Every answer of the run, its warm-up included, is in the window.
+                let answered = field(&out, "ReceivedMessages=").unwrap_or(0.0) as u64;
+                break (out, cpu, window.map(|w| w.finish(answered)).transpose()?);
             }
             if Instant::now() > deadline {
                 let said = last_line(&server.log);
@@ -303,14 +360,16 @@ impl SockperfBench {
             }
             std::thread::sleep(Duration::from_millis(300));
         };
+        let note = server.note.clone();
         server.stop()?;
         let (p50_us, p99_us, rt) = parse_pingpong(&out)?;
-        Ok(Run {
+        let run = Run {
             p50_us,
             p99_us,
             round_trips_per_s: rt,
             server_cpu_us_per_rt: cpu * 1e6 / (rt * self.seconds.round()).max(1.0),
-        })
+        };
+        Ok((run, window, note))
     }
 
     fn render(&self, rows: &[RowRuns]) -> String {
@@ -335,7 +394,9 @@ impl SockperfBench {
              thread (same CPU) naps as soon as it is idle; inline, the server thread drives the \
              engine, spinning 50 µs before it sleeps on the NIC queue\n"
         );
-        let _ = writeln!(
+        let median_of = |want: Row| rows.iter().find(|r| r.row == want).and_then(|r| r.median);
+        let (linux, tuned) = (median_of(Row::Linux), median_of(Row::LinuxTuned));
+        let _ = write!(
             o,
             "{:<20} {:>11} {:>11} {:>12} {:>13} {:>10} {:>10}",
             "",
@@ -346,10 +407,10 @@ impl SockperfBench {
             "p50/Linux",
             "p99/Linux"
         );
-        let linux = rows
-            .iter()
-            .find(|r| r.row == Row::Linux)
-            .and_then(|r| r.median);
+        if tuned.is_some() {
+            let _ = write!(o, " {:>10} {:>10}", "p50/tuned", "p99/tuned");
+        }
+        o.push('\n');
         for r in rows {
             let Some(m) = r.median else {
                 let _ = writeln!(
@@ -364,7 +425,7 @@ impl SockperfBench {
                 b.filter(|b| *b > 0.0)
                     .map_or("-".into(), |b| format!("{:.2}", a / b))
             };
-            let _ = writeln!(
+            let _ = write!(
                 o,
                 "{:<20} {:>11.1} {:>11.1} {:>12.0} {:>13.2} {:>10} {:>10}",
                 r.label,
@@ -375,6 +436,45 @@ impl SockperfBench {
                 ratio(m.p50_us, linux.map(|l| l.p50_us)),
                 ratio(m.p99_us, linux.map(|l| l.p99_us)),
             );
+            if tuned.is_some() {
+                let _ = write!(
+                    o,
+                    " {:>10} {:>10}",
+                    ratio(m.p50_us, tuned.map(|l| l.p50_us)),
+                    ratio(m.p99_us, tuned.map(|l| l.p99_us)),
+                );
+            }
+            o.push('\n');
+        }
+        for r in rows {
+            if let Some(n) = &r.server_note {
+                let _ = writeln!(o, "{}: {n}", r.label);
+            }
+        }
+        let parts: Vec<(Row, &str, &Breakdown)> = rows
+            .iter()
+            .filter_map(|r| r.breakdown.as_ref().map(|b| (r.row, r.label, b)))
+            .collect();
+        if self.breakdown && !parts.is_empty() {
+            let _ = writeln!(
+                o,
+                "\nwhere a round trip's CPU time goes on the server (sockperf and, in service mode, \
+                 the daemon), one more {} s run per row with perf attached from the client's start \
+                 to its end:",
+                self.seconds.round()
+            );
+            let _ = writeln!(
+                o,
+                "client on CPU {CLIENT_CPU} blocks in recvfrom; on CPU {SERVER_CPU}: Linux, the \
+                 server blocks in epoll_wait; Linux tuned, the same with busy polling (epoll and \
+                 reads poll {} µs first); embedded, its wait sleeps at once on an eventfd and the \
+                 engine thread naps as soon as it is idle; inline, the server thread drives the \
+                 engine, spinning 50 µs before it sleeps on the NIC queue; service, the daemon's \
+                 engine (adaptive polling) beside it",
+                crate::harness::tuned::BUSY_POLL_US
+            );
+            o.push_str(&cost::table(&parts));
+            o.push_str(&cost::legend());
         }
         o
     }

@@ -1,10 +1,16 @@
 //! What the benchmarks that build their own namespaces share: child processes of `corestack`
 //! ([`this_program`], next to this binary) in `children`, the matrix benchmarks' path through
-//! the impairment bridge (`matrix`), and unmodified servers under `corestack exec` (`shim`).
+//! the impairment bridge (`matrix`), the rows of unmodified servers under `corestack exec`
+//! (`shim`), the "Linux tuned" rows' busy polling (`tuned`, its system calls in `sys`, the
+//! crate's only unsafe code) and the cost breakdown (`cost`).
 
 pub mod children;
+pub mod cost;
 pub mod matrix;
 pub mod shim;
+#[allow(unsafe_code)]
+mod sys;
+pub mod tuned;
 
 use std::sync::OnceLock;
 

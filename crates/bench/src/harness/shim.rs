@@ -7,9 +7,10 @@
 //!  c2 10.84.2.1/24 ── veth ── s2 10.84.2.2/24 (Linux)
 //! ```
 //!
-//! A row is one way of running the server program: on the kernel stack, or under the shim in
-//! embedded mode, inline mode, or service mode (a `corestack run` daemon on s1, also on the
-//! server CPU). A new mode is one more [`Row`] and one more arm in [`start`].
+//! A row is one way of running the server program: on the kernel stack (as it is, or tuned:
+//! busy polling switched on, see [`super::tuned`]), or under the shim in embedded mode, inline
+//! mode, or service mode (a `corestack run` daemon on s1, also on the server CPU). A new mode
+//! is one more [`Row`] and one more arm in [`start`].
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -23,6 +24,7 @@ use std::fs::File;
 use std::process::{Command, Stdio};
 
 use super::children::{last_line, wait_ready, LogDir, Topology};
+use super::tuned::BusyPollSysctls;
 
 /// The third octet pair of the topology: 10.84.x.y.
 pub const NET: u8 = 84;
@@ -99,10 +101,13 @@ pub fn spawn(ns: &Netns, cpu: &str, exe: &Path, args: &[&str], log: &Path) -> Re
 
 /// A way of running the server program.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Row {
     /// On the kernel stack.
     Linux,
+    /// On the kernel stack with busy polling switched on (`net.core.busy_poll` and
+    /// `busy_read` at 50 µs while the row runs; see [`super::tuned`]).
+    LinuxTuned,
     /// Under `corestack exec` (embedded: an engine thread in the program's process).
     Embedded,
     /// Under `corestack exec --inline` (the program's own threads drive the engine).
@@ -116,6 +121,7 @@ impl Row {
     pub fn label(self) -> &'static str {
         match self {
             Row::Linux => "Linux",
+            Row::LinuxTuned => "Linux tuned",
             Row::Embedded => "corestack embedded",
             Row::Inline => "corestack inline",
             Row::Service => "corestack service",
@@ -126,10 +132,16 @@ impl Row {
     pub fn key(self) -> &'static str {
         match self {
             Row::Linux => "linux",
+            Row::LinuxTuned => "linux-tuned",
             Row::Embedded => "embedded",
             Row::Inline => "inline",
             Row::Service => "service",
         }
+    }
+
+    /// True for the rows on the kernel stack (Linux, Linux tuned).
+    pub fn on_kernel(self) -> bool {
+        matches!(self, Row::Linux | Row::LinuxTuned)
     }
 }
 
@@ -144,14 +156,25 @@ pub struct Server {
     pub ip: &'static str,
     /// The program's stderr.
     pub log: std::path::PathBuf,
+    /// The server's interface in its namespace (s2 on Linux, s1 on corestack).
+    pub iface: &'static str,
+    /// Linux tuned: what it set, and whether busy polling can poll the interface.
+    pub note: Option<String>,
+    /// Linux tuned: the busy-poll settings, put back after the processes stopped (fields drop
+    /// in order: the guards first).
+    busy_poll: Option<BusyPollSysctls>,
 }
 
 impl Server {
     /// Stops its processes, the program first.
     pub fn stop(self) -> Result<()> {
-        for mut g in self.guards.into_iter().rev() {
+        let Server {
+            guards, busy_poll, ..
+        } = self;
+        for mut g in guards.into_iter().rev() {
             g.terminate(Duration::from_secs(3))?;
         }
+        drop(busy_poll);
         Ok(())
     }
 }
@@ -194,8 +217,20 @@ pub fn start(
     let mut guards = Vec::new();
     let mut cpu_pids = Vec::new();
     let log = logs.file(&format!("{comm}-{}.log", row.key()));
+    let mut busy_poll = None;
+    let mut note = None;
     let (ip, prefix): (&'static str, Vec<&str>) = match row {
         Row::Linux => (LINUX_IP, vec![]),
+        Row::LinuxTuned => {
+            let set = BusyPollSysctls::switch_on().context("switching busy polling on")?;
+            note = Some(format!(
+                "{}; {}",
+                set.describe(),
+                super::tuned::napi_note(&topo.server, "s2")
+            ));
+            busy_poll = Some(set);
+            (LINUX_IP, vec![])
+        }
         Row::Embedded => (
             CORE_IP,
             vec!["exec", "--iface", "s1", "--ip", CORE_CIDR, "--"],
@@ -239,5 +274,8 @@ pub fn start(
         cpu_pids,
         ip,
         log,
+        iface: if row.on_kernel() { "s2" } else { "s1" },
+        note,
+        busy_poll,
     })
 }

@@ -12,6 +12,7 @@ use netns::{Netns, NextLine};
 
 use super::load::Step;
 use crate::harness::children::last_line;
+use crate::harness::cost::Window;
 use crate::harness::shim;
 use cmdline::Interrupted;
 
@@ -69,6 +70,17 @@ pub fn peak_at_sla(steps: &[Step], sla_us: f64) -> Option<f64> {
         .max_by(f64::total_cmp)
 }
 
+/// The cost breakdown's step of a sweep (see [`crate::harness::cost`]).
+#[derive(Debug, Clone, Copy)]
+pub struct BreakdownAt<'a> {
+    /// The offered rate of the step measured, requests per second (one of the sweep's).
+    pub rate: f64,
+    /// The server's interface in its namespace.
+    pub iface: &'a str,
+    /// Where perf's files go.
+    pub dir: &'a Path,
+}
+
 /// One row's rate sweep: the generator's options (see [`super::load::Load`]).
 #[derive(Debug, Clone)]
 pub struct Sweep {
@@ -118,6 +130,29 @@ impl Sweep {
         stop: &AtomicBool,
         tag: &str,
     ) -> Result<Vec<Step>> {
+        let (steps, _) = self.run_probed(
+            ns, cpu, exe, target, cpu_pids, gen_log, server_log, stop, tag, None,
+        )?;
+        Ok(steps)
+    }
+
+    /// [`Sweep::run`], and with `breakdown` the cost breakdown's window over the step at its
+    /// rate (taken by the generator, so that it spans exactly that step): the steps and the
+    /// window, if that step ran.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_probed(
+        &self,
+        ns: &Netns,
+        cpu: &str,
+        exe: &Path,
+        target: &str,
+        cpu_pids: &[u32],
+        gen_log: &Path,
+        server_log: &Path,
+        stop: &AtomicBool,
+        tag: &str,
+        breakdown: Option<BreakdownAt<'_>>,
+    ) -> Result<(Vec<Step>, Option<Window>)> {
         let rates: Vec<String> = self.rates.iter().map(|r| format!("{r}")).collect();
         let rates = rates.join(",");
         let (secs, drain) = (self.seconds.to_string(), self.drain_secs.to_string());
@@ -155,15 +190,30 @@ impl Sweep {
         for p in &pids {
             args.extend(["--cpu-pid", p]);
         }
+        let (b_rate, b_dir) = breakdown.map_or((String::new(), String::new()), |b| {
+            (b.rate.to_string(), b.dir.to_string_lossy().into_owned())
+        });
+        if let Some(b) = &breakdown {
+            args.extend(["--breakdown-rate", &b_rate, "--breakdown-iface", b.iface]);
+            args.extend(["--breakdown-dir", &b_dir]);
+        }
         let mut gen = shim::spawn(ns, cpu, exe, &args, gen_log)?;
         let limit = self.limit();
         let deadline = Instant::now() + limit;
         let mut steps = Vec::new();
+        let mut window = None;
         loop {
             if stop.load(Ordering::Relaxed) {
                 return Err(Interrupted.into());
             }
             match gen.next_line(Duration::from_millis(100)) {
+                NextLine::Line(l) if l.starts_with("{\"breakdown\"") => {
+                    let mut v: serde_json::Value =
+                        serde_json::from_str(&l).context("the generator's breakdown JSON")?;
+                    let w: Window = serde_json::from_value(v["breakdown"].take())
+                        .context("the generator's breakdown JSON")?;
+                    window = Some(w);
+                }
                 NextLine::Line(l) if l.starts_with('{') => {
                     let s: Step = serde_json::from_str(&l).context("the generator's JSON")?;
                     eprintln!(
@@ -192,6 +242,6 @@ impl Sweep {
                 }
             );
         }
-        Ok(steps)
+        Ok((steps, window))
     }
 }

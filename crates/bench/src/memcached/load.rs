@@ -18,7 +18,10 @@
 //! throughput shows).
 //!
 //! Output: one JSON object per step on stdout ([`Step`]); the server's CPU time over the step
-//! comes from `/proc/PID/stat` (utime + stime) of each `--cpu-pid`.
+//! comes from `/proc/PID/stat` (utime + stime) of each `--cpu-pid`. With `--breakdown-rate`,
+//! the step at that rate is also the cost breakdown's window ([`crate::harness::cost`]):
+//! perf attached to the `--cpu-pid` processes from its start to its end, one more object
+//! `{"breakdown": ...}` after the step's.
 
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
@@ -36,6 +39,7 @@ use rustix::event::{epoll, Timespec};
 use serde::Serialize;
 
 use super::etc::{self, Op, Parsed, Reply, Schedule};
+use crate::harness::cost::{Probe, Window};
 use cmdline::{stop_flag, Interrupted};
 
 /// `bench memcached-load` options.
@@ -74,6 +78,16 @@ pub struct Load {
     /// How long to keep retrying the first connection, seconds.
     #[arg(long, default_value_t = 10.0)]
     pub connect_secs: f64,
+    /// The offered rate (requests per second) of the step that is the cost breakdown's
+    /// window (perf and /proc on the --cpu-pid processes).
+    #[arg(long, requires_all = ["breakdown_iface", "breakdown_dir"])]
+    pub breakdown_rate: Option<f64>,
+    /// The server's interface in its namespace, whose packets the breakdown counts.
+    #[arg(long)]
+    pub breakdown_iface: Option<String>,
+    /// Where the breakdown's perf files go.
+    #[arg(long)]
+    pub breakdown_dir: Option<std::path::PathBuf>,
 }
 
 /// One rate step's figures.
@@ -448,6 +462,25 @@ impl Generator {
         drain: f64,
         cpu_pids: &[u32],
     ) -> Result<Step> {
+        Ok(self
+            .step_probed(index, rate, secs, drain, cpu_pids, None)?
+            .0)
+    }
+
+    /// [`Generator::step`], and with `probe` (the server's interface, a directory for perf's
+    /// files) the cost breakdown's window over the step and its drain.
+    pub fn step_probed(
+        &mut self,
+        index: usize,
+        rate: f64,
+        secs: f64,
+        drain: f64,
+        cpu_pids: &[u32],
+        probe: Option<(&str, &std::path::Path)>,
+    ) -> Result<(Step, Option<Window>)> {
+        let probe = probe
+            .map(|(iface, dir)| Probe::start(cpu_pids, iface, dir))
+            .transpose()?;
         let mut tally = Tally::new()?;
         let mut schedule = Schedule::new(rate);
         let window_ns = (secs * 1e9) as u64;
@@ -485,6 +518,7 @@ impl Generator {
         }
         let end_ns = start.elapsed().as_nanos() as u64;
         let cpu = cpu_seconds(cpu_pids)? - cpu0;
+        let window = probe.map(|p| p.finish(tally.completed)).transpose()?;
         let machine = machine_busy_seconds()? - machine0;
         let tcp1 = client_tcp_counters();
         let mut unanswered = 0u64;
@@ -496,7 +530,7 @@ impl Generator {
         }
         let us = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
         let secs_to_last = (tally.last_answer_ns.max(window_ns) as f64 / 1e9).max(1e-3);
-        Ok(Step {
+        let step = Step {
             offered_qps: rate,
             requests,
             completed: tally.completed,
@@ -525,7 +559,8 @@ impl Generator {
             client_retrans: tcp1.0.saturating_sub(tcp0.0),
             client_loss_probes: tcp1.1.saturating_sub(tcp0.1),
             client_timeouts: tcp1.2.saturating_sub(tcp0.2),
-        })
+        };
+        Ok((step, window))
     }
 
     /// Waits up to `limit` until no request is outstanding; false if some still are.
@@ -565,8 +600,18 @@ impl Load {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 return Err(Interrupted.into());
             }
-            let s = g.step(i, rate, self.seconds, self.drain_secs, &self.cpu_pid)?;
+            let probe = match (&self.breakdown_iface, &self.breakdown_dir) {
+                (Some(iface), Some(dir)) if self.breakdown_rate == Some(rate) => {
+                    Some((iface.as_str(), dir.as_path()))
+                }
+                _ => None,
+            };
+            let (s, window) =
+                g.step_probed(i, rate, self.seconds, self.drain_secs, &self.cpu_pid, probe)?;
             println!("{}", serde_json::to_string(&s)?);
+            if let Some(w) = window {
+                println!("{}", serde_json::json!({ "breakdown": w }));
+            }
             if s.unanswered > 0 {
                 break;
             }

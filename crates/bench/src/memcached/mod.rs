@@ -27,6 +27,11 @@
 //! `--json FILE` writes every figure, `--plot FILE.svg` the QPS–p99 curves (SVG only: the
 //! PNG backend needs system font libraries for its labels).
 //!
+//! `linux-tuned` is `linux` with busy polling switched on ([`crate::harness::tuned`]); where
+//! it ran, every ratio is also given over it (`/tuned`). `--breakdown` adds the cost
+//! breakdown ([`crate::harness::cost`]) of the step at `--breakdown-rate` (added to the rates
+//! if it is not one of them): where a request's CPU time goes on the server, row by row.
+//!
 //! Every namespace, process and log it created goes when it ends, also on error and Ctrl-C.
 
 pub mod drive;
@@ -44,6 +49,7 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::harness::children::{LogDir, Topology};
+use crate::harness::cost::{self, Breakdown};
 use crate::harness::shim::{self, Row, CLIENT_CPU, NET, SERVER_CPU};
 use cmdline::{one_line, stop_flag, Interrupted};
 pub use drive::{peak_at_sla, sustained};
@@ -105,6 +111,14 @@ pub struct MemcachedBench {
     /// Draw the QPS–p99 curve of each row into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+    /// Also break each row's CPU time per request down (perf and /proc on the server's
+    /// processes over the step at --breakdown-rate): by code, system calls, switches, packets.
+    #[arg(long)]
+    breakdown: bool,
+    /// The offered rate of the step --breakdown measures, requests per second (added to
+    /// --rates if it is not one of them).
+    #[arg(long, default_value_t = 40_000.0, value_name = "QPS")]
+    breakdown_rate: f64,
 }
 
 /// One row's outcome.
@@ -136,6 +150,70 @@ pub struct RowResult {
     /// [`load::Step::machine_cpu_us_per_req`]).
     #[serde(default)]
     pub machine_cpu_ratio: Option<f64>,
+    /// The same comparisons with the Linux tuned row, where it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_tuned: Option<Ratios>,
+    /// The cost breakdown of the step at --breakdown-rate (--breakdown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breakdown: Option<Breakdown>,
+    /// What the row's server said of itself (Linux tuned: its settings, whether they can act).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_note: Option<String>,
+}
+
+/// A row's figures over another row's (Linux's or Linux tuned's).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Ratios {
+    /// Peak QPS under the objective / the other's.
+    pub peak_ratio: Option<f64>,
+    /// Highest fully answered QPS / the other's.
+    pub max_ratio: Option<f64>,
+    /// The offered rate the CPU is compared at (as in [`RowResult::cpu_compare_qps`]).
+    pub cpu_compare_qps: Option<f64>,
+    /// CPU µs per request there, this row and the other.
+    pub cpu_us_per_req: Option<f64>,
+    pub base_cpu_us_per_req: Option<f64>,
+    /// cpu_us_per_req / the other's.
+    pub cpu_ratio: Option<f64>,
+    /// Busy time of all CPUs per request there / the other's.
+    pub machine_cpu_ratio: Option<f64>,
+}
+
+impl Ratios {
+    /// Row `r` over row `base`, the CPU compared at the highest offered rate both sustained
+    /// under `sla_us`, else the highest both answered without overload.
+    pub fn of(r: &RowResult, base: &RowResult, sla_us: f64) -> Ratios {
+        let over = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        let common = |ok: &dyn Fn(&Step) -> bool| {
+            r.steps.iter().rev().filter(|s| ok(s)).find_map(|s| {
+                base.steps
+                    .iter()
+                    .find(|l| l.offered_qps == s.offered_qps && ok(l))
+                    .map(|l| (s.clone(), l.clone()))
+            })
+        };
+        let both = common(&|s| sustained(s, sla_us))
+            .or_else(|| common(&|s| s.unanswered == 0 && s.achieved_qps >= 0.9 * s.offered_qps));
+        let mut out = Ratios {
+            peak_ratio: over(r.peak_qps_at_sla, base.peak_qps_at_sla),
+            max_ratio: over(r.max_qps, base.max_qps),
+            ..Ratios::default()
+        };
+        if let Some((s, l)) = both {
+            out.cpu_compare_qps = Some(s.offered_qps);
+            out.cpu_us_per_req = Some(s.cpu_us_per_req);
+            out.base_cpu_us_per_req = Some(l.cpu_us_per_req);
+            out.cpu_ratio = over(Some(s.cpu_us_per_req), Some(l.cpu_us_per_req));
+            out.machine_cpu_ratio = over(
+                Some(s.machine_cpu_us_per_req),
+                Some(l.machine_cpu_us_per_req),
+            );
+        }
+        out
+    }
 }
 
 impl RowResult {
@@ -160,6 +238,9 @@ impl RowResult {
             linux_cpu_us_per_req: None,
             cpu_ratio: None,
             machine_cpu_ratio: None,
+            vs_tuned: None,
+            breakdown: None,
+            server_note: None,
         }
     }
 }
@@ -187,6 +268,9 @@ impl MemcachedBench {
         if !(self.seconds > 0.0 && self.seconds <= 60.0) || self.rates.len() > 50 {
             bail!("--seconds must be in (0, 60] and --rates at most 50 steps");
         }
+        if self.breakdown && !(self.breakdown_rate > 0.0 && self.breakdown_rate <= 10_000_000.0) {
+            bail!("--breakdown-rate must be in (0, 10000000] requests per second");
+        }
         if let Some(p) = &self.plot {
             if p.extension().and_then(|e| e.to_str()) != Some("svg") {
                 bail!("--plot writes SVG only: give a FILE.svg");
@@ -211,7 +295,7 @@ impl MemcachedBench {
             say(&format!("{} ...", row.label()));
             let r = self.run_row(row, &exe, &topo, &logs, &socket, &stop);
             let r = match r {
-                Ok(steps) => steps,
+                Ok(r) => r,
                 Err(e) if e.is::<Interrupted>() => return Err(e),
                 Err(e) => {
                     let reason = one_line(&e);
@@ -223,13 +307,19 @@ impl MemcachedBench {
                     continue;
                 }
             };
-            results.push(RowResult::of(row, r, self.sla_us));
+            let (steps, breakdown, server_note) = r;
+            results.push(RowResult {
+                breakdown,
+                server_note,
+                ..RowResult::of(row, steps, self.sla_us)
+            });
         }
         self.compare(&mut results);
         print!("{}", self.render(&results));
         if let Some(path) = &self.json {
+            let rates = self.rates();
             let report = Report {
-                rates: &self.rates,
+                rates: &rates,
                 seconds: self.seconds,
                 conns: self.conns,
                 keys: self.keys,
@@ -251,56 +341,44 @@ impl MemcachedBench {
         Ok(())
     }
 
-    /// Fills the ratios against the Linux row.
+    /// Fills the ratios against the Linux row and the Linux tuned row.
     fn compare(&self, results: &mut [RowResult]) {
-        let Some(linux) = results
-            .iter()
-            .find(|r| r.row == Row::Linux && r.skipped.is_none())
-            .cloned()
-        else {
-            return;
+        let find = |want: Row| {
+            results
+                .iter()
+                .find(|r| r.row == want && r.skipped.is_none())
+                .cloned()
         };
+        let (linux, tuned) = (find(Row::Linux), find(Row::LinuxTuned));
         for r in results.iter_mut().filter(|r| r.skipped.is_none()) {
-            r.peak_ratio = match (r.peak_qps_at_sla, linux.peak_qps_at_sla) {
-                (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-                _ => None,
-            };
-            r.max_ratio = match (r.max_qps, linux.max_qps) {
-                (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-                _ => None,
-            };
-            let common = |ok: &dyn Fn(&Step) -> bool| {
-                r.steps
-                    .iter()
-                    .rev()
-                    .filter(|s| ok(s))
-                    .filter_map(|s| {
-                        linux
-                            .steps
-                            .iter()
-                            .find(|l| l.offered_qps == s.offered_qps && ok(l))
-                            .map(|l| (s.clone(), l.clone()))
-                    })
-                    .next()
-            };
-            let both = common(&|s| sustained(s, self.sla_us)).or_else(|| {
-                common(&|s| s.unanswered == 0 && s.achieved_qps >= 0.9 * s.offered_qps)
-            });
-            if let Some((s, l)) = both {
-                r.cpu_compare_qps = Some(s.offered_qps);
-                r.cpu_us_per_req = Some(s.cpu_us_per_req);
-                r.linux_cpu_us_per_req = Some(l.cpu_us_per_req);
-                r.cpu_ratio = (l.cpu_us_per_req > 0.0).then(|| s.cpu_us_per_req / l.cpu_us_per_req);
-                r.machine_cpu_ratio = (l.machine_cpu_us_per_req > 0.0)
-                    .then(|| s.machine_cpu_us_per_req / l.machine_cpu_us_per_req);
+            if let Some(linux) = &linux {
+                let x = Ratios::of(r, linux, self.sla_us);
+                r.peak_ratio = x.peak_ratio;
+                r.max_ratio = x.max_ratio;
+                r.cpu_compare_qps = x.cpu_compare_qps;
+                r.cpu_us_per_req = x.cpu_us_per_req;
+                r.linux_cpu_us_per_req = x.base_cpu_us_per_req;
+                r.cpu_ratio = x.cpu_ratio;
+                r.machine_cpu_ratio = x.machine_cpu_ratio;
             }
+            r.vs_tuned = tuned.as_ref().map(|t| Ratios::of(r, t, self.sla_us));
         }
+    }
+
+    /// The offered rates: --rates, with --breakdown-rate in its place when --breakdown adds it.
+    fn rates(&self) -> Vec<f64> {
+        let mut rates = self.rates.clone();
+        if self.breakdown && !rates.contains(&self.breakdown_rate) {
+            rates.push(self.breakdown_rate);
+            rates.sort_by(f64::total_cmp);
+        }
+        rates
     }
 
     /// The generator's sweep these options describe.
     fn sweep(&self) -> Sweep {
         Sweep {
-            rates: self.rates.clone(),
+            rates: self.rates(),
             seconds: self.seconds,
             drain_secs: self.drain_secs,
             conns: self.conns,
@@ -311,7 +389,9 @@ impl MemcachedBench {
         }
     }
 
-    /// Starts the row's server and runs the generator against it; the steps it printed.
+    /// Starts the row's server and runs the generator against it: the steps it printed, the
+    /// breakdown of the step at --breakdown-rate (--breakdown, if that step ran) and the
+    /// server's note.
     fn run_row(
         &self,
         row: Row,
@@ -320,13 +400,22 @@ impl MemcachedBench {
         logs: &LogDir,
         socket: &str,
         stop: &std::sync::atomic::AtomicBool,
-    ) -> Result<Vec<Step>> {
+    ) -> Result<(Vec<Step>, Option<Breakdown>, Option<String>)> {
         let mc = drive::memcached_command(&self.memcached, self.threads);
         let mc: Vec<&str> = mc.iter().map(String::as_str).collect();
         let server = shim::start(row, &mc, exe, topo, logs, socket, stop)?;
         let target = format!("{}:{PORT}", server.ip);
         let gen_log = logs.file(&format!("generator-{}.log", row.key()));
-        let steps = self.sweep().run(
+        let dir = logs.file(&format!("breakdown-{}", row.key()));
+        if self.breakdown {
+            std::fs::create_dir_all(&dir).context("creating the breakdown's directory")?;
+        }
+        let at = self.breakdown.then_some(drive::BreakdownAt {
+            rate: self.breakdown_rate,
+            iface: server.iface,
+            dir: &dir,
+        });
+        let (steps, window) = self.sweep().run_probed(
             &topo.client,
             CLIENT_CPU.as_str(),
             exe,
@@ -336,9 +425,52 @@ impl MemcachedBench {
             &server.log,
             stop,
             "bench memcached",
+            at,
         )?;
+        let note = server.note.clone();
         server.stop()?;
-        Ok(steps)
+        Ok((steps, window.as_ref().map(Breakdown::of), note))
+    }
+
+    /// The cost breakdown's table: who waits how, the table, its legend.
+    fn render_breakdown(&self, results: &[RowResult]) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "\nwhere a request's CPU time goes on the server (memcached -t {} and, in service \
+             mode, the daemon), the step at {:.0} QPS offered with perf attached:",
+            self.threads, self.breakdown_rate
+        );
+        let _ = writeln!(
+            o,
+            "generator on CPU {CLIENT_CPU} sleeps in epoll_pwait2; on CPU {SERVER_CPU}: Linux, \
+             memcached blocks in epoll_wait; Linux tuned, the same with busy polling (epoll and \
+             reads poll {} µs first); embedded, memcached's wait sleeps at once on an eventfd \
+             and the engine thread naps as soon as it is idle; inline, memcached's thread drives \
+             the engine, spinning 50 µs before it sleeps on the NIC queue; service, the daemon's \
+             engine (adaptive polling) beside it",
+            crate::harness::tuned::BUSY_POLL_US
+        );
+        let rows: Vec<(Row, &str, &Breakdown)> = results
+            .iter()
+            .filter_map(|r| r.breakdown.as_ref().map(|b| (r.row, r.label, b)))
+            .collect();
+        for r in results
+            .iter()
+            .filter(|r| r.skipped.is_none() && r.breakdown.is_none())
+        {
+            let _ = writeln!(
+                o,
+                "{}: no breakdown (the sweep ended before {:.0} QPS)",
+                r.label, self.breakdown_rate
+            );
+        }
+        if rows.is_empty() {
+            return o;
+        }
+        o.push_str(&cost::table(&rows));
+        o.push_str(&cost::legend());
+        o
     }
 
     fn render(&self, results: &[RowResult]) -> String {
@@ -423,41 +555,70 @@ impl MemcachedBench {
             );
         }
         let f = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |v| format!("{v:.prec$}"));
-        let _ = writeln!(
-            o,
-            "{:<20} {:>14} {:>7} {:>10} {:>7} {:>9} {:>11} {:>7} {:>14}",
-            "",
-            "peak QPS @SLA",
-            "/Linux",
-            "max QPS",
-            "/Linux",
-            "CPU at",
-            "CPU µs/req",
-            "/Linux",
-            "all CPUs/Linux"
-        );
+        let tuned = results
+            .iter()
+            .any(|r| r.row == Row::LinuxTuned && r.skipped.is_none());
+        // "/Linux" and, with a tuned row, "/tuned" after each compared figure.
+        let ratios = |o: &mut String, linux: Option<f64>, t: Option<f64>, w: usize| {
+            let _ = write!(o, " {:>w$}", f(linux, 2));
+            if tuned {
+                let _ = write!(o, " {:>6}", f(t, 2));
+            }
+        };
+        let heads = |o: &mut String, w: usize| {
+            let _ = write!(o, " {:>w$}", "/Linux");
+            if tuned {
+                let _ = write!(o, " {:>6}", "/tuned");
+            }
+        };
+        let _ = write!(o, "{:<20} {:>14}", "", "peak QPS @SLA");
+        heads(&mut o, 7);
+        let _ = write!(o, " {:>10}", "max QPS");
+        heads(&mut o, 7);
+        let _ = write!(o, " {:>9} {:>11}", "CPU at", "CPU µs/req");
+        heads(&mut o, 7);
+        let _ = write!(o, " {:>14}", "all CPUs/Linux");
+        if tuned {
+            let _ = write!(o, " {:>6}", "/tuned");
+        }
+        o.push('\n');
         for r in results.iter().filter(|r| r.skipped.is_none()) {
-            let _ = writeln!(
+            let t = r.vs_tuned.unwrap_or_default();
+            let _ = write!(o, "{:<20} {:>14}", r.label, f(r.peak_qps_at_sla, 0));
+            ratios(&mut o, r.peak_ratio, t.peak_ratio, 7);
+            let _ = write!(o, " {:>10}", f(r.max_qps, 0));
+            ratios(&mut o, r.max_ratio, t.max_ratio, 7);
+            let _ = write!(
                 o,
-                "{:<20} {:>14} {:>7} {:>10} {:>7} {:>9} {:>11} {:>7} {:>14}",
-                r.label,
-                f(r.peak_qps_at_sla, 0),
-                f(r.peak_ratio, 2),
-                f(r.max_qps, 0),
-                f(r.max_ratio, 2),
+                " {:>9} {:>11}",
                 f(r.cpu_compare_qps, 0),
-                f(r.cpu_us_per_req, 2),
-                f(r.cpu_ratio, 2),
-                f(r.machine_cpu_ratio, 2)
+                f(r.cpu_us_per_req, 2)
             );
+            ratios(&mut o, r.cpu_ratio, t.cpu_ratio, 7);
+            ratios(&mut o, r.machine_cpu_ratio, t.machine_cpu_ratio, 14);
+            o.push('\n');
         }
         let _ = writeln!(
             o,
             "(targets: peak QPS at the SLA >= 2x Linux, CPU per request <= 0.5x Linux; max QPS: the \
              highest achieved with every request answered, whatever the latency; CPU compared at \
              the highest offered rate both rows sustained under the SLA, else at the highest both \
-             ran without overload)"
+             ran without overload{})",
+            if tuned {
+                "; /tuned: the same over Linux tuned, compared at the rate this row and Linux \
+                 tuned both sustained (the CPU columns show the rate and figure against Linux)"
+            } else {
+                ""
+            }
         );
+        for r in results.iter().filter(|r| r.skipped.is_none()) {
+            if let Some(n) = &r.server_note {
+                let _ = writeln!(o, "{}: {n}", r.label);
+            }
+        }
+        if self.breakdown {
+            o.push_str(&self.render_breakdown(results));
+        }
         o
     }
 }

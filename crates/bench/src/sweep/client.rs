@@ -10,6 +10,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 
 use super::*;
+use crate::harness::tuned;
 
 /// `bench conn-client` (hidden; run by conn-sweep): N connections on the kernel stack, one
 /// message in flight on each, waiting in epoll; prints one JSON object.
@@ -405,6 +406,11 @@ pub struct ConnEcho {
     /// limit: how the Linux server reaches more connections than one process may hold.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     procs: u32,
+    /// Busy polling, µs (conn-sweep's Linux tuned): SO_BUSY_POLL on every socket and the
+    /// epoll set's busy poll (EPIOCSPARAMS, Linux 6.9+, left out where the kernel lacks it);
+    /// 0: off.
+    #[arg(long, default_value_t = 0)]
+    busy_poll_us: u32,
 }
 
 impl ConnEcho {
@@ -418,6 +424,11 @@ impl ConnEcho {
         sock.bind(&addr.into())
             .with_context(|| format!("binding {addr}"))?;
         sock.listen(4096)?;
+        let busy = self.busy_poll_us;
+        if busy > 0 {
+            // Accepted sockets inherit it; each is set again below all the same.
+            tuned::set_busy_poll(std::os::fd::AsFd::as_fd(&sock), busy).context("SO_BUSY_POLL")?;
+        }
         raise_nofile(1 << 20);
         // The other processes of the group: this program again, each dying with this one.
         let mut peers = Vec::new();
@@ -426,6 +437,7 @@ impl ConnEcho {
             let mut cmd = std::process::Command::new(exe);
             cmd.args(["bench", "conn-echo", "--ip", &self.ip.to_string()])
                 .args(["--port", &self.port.to_string()])
+                .args(["--busy-poll-us", &busy.to_string()])
                 .stdout(std::process::Stdio::null());
             // Each asks for SIGKILL when its parent dies (below); dropping the guards at
             // the end kills them too.
@@ -440,6 +452,15 @@ impl ConnEcho {
         const LISTENER: mio::Token = mio::Token(usize::MAX);
         poll.registry()
             .register(&mut listener, LISTENER, mio::Interest::READABLE)?;
+        if busy > 0 {
+            use std::os::fd::AsRawFd;
+            let epoll = tuned::epoll_busy_poll(poll.as_raw_fd(), busy);
+            eprintln!(
+                "conn-echo: SO_BUSY_POLL {busy} µs; epoll busy poll (EPIOCSPARAMS): {}",
+                if epoll { "on" } else { "not in this kernel" }
+            );
+        }
+        let mut napi_said = busy == 0;
         println!("listening on {addr} (tcp), kernel, epoll, spinning");
         io::stdout().flush()?;
         let mut conns: Vec<Option<(mio::net::TcpStream, Vec<u8>)>> = Vec::new();
@@ -458,6 +479,10 @@ impl ConnEcho {
                         match listener.accept() {
                             Ok((mut s, _)) => {
                                 let _ = s.set_nodelay(true);
+                                if busy > 0 {
+                                    let fd = std::os::fd::AsFd::as_fd(&s);
+                                    let _ = tuned::set_busy_poll(fd, busy);
+                                }
                                 let i = free.pop().unwrap_or_else(|| {
                                     conns.push(None);
                                     conns.len() - 1
@@ -481,6 +506,20 @@ impl ConnEcho {
                     continue;
                 };
                 let mut closed = false;
+                if !napi_said {
+                    // After the first packet: the NAPI instance it came through (0: none).
+                    if let Ok(id) = tuned::incoming_napi_id(std::os::fd::AsFd::as_fd(&*s)) {
+                        eprintln!(
+                            "conn-echo: the first connection's NAPI id: {id}{}",
+                            if id == 0 {
+                                " (none: busy polling has nothing to poll)"
+                            } else {
+                                ""
+                            }
+                        );
+                        napi_said = true;
+                    }
+                }
                 loop {
                     // Echo what is pending first, then read more.
                     while !pending.is_empty() {

@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use serde_json::Value;
 
 use super::*;
+use crate::harness::tuned::BusyPollSysctls;
 
 /// `bench conn-sweep` options.
 #[derive(Args, Debug)]
@@ -29,6 +30,10 @@ pub struct ConnSweep {
     /// Draw round trips/s and p99 against the connection count to FILE.svg or FILE.png.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Also run the Linux server tuned: busy polling on (net.core.busy_poll/busy_read while it
+    /// runs, SO_BUSY_POLL on its sockets, epoll busy poll where the kernel has it).
+    #[arg(long)]
+    linux_tuned: bool,
 }
 
 impl ConnSweep {
@@ -69,6 +74,11 @@ impl ConnSweep {
             .client
             .run("sysctl", &["-qw", "net.ipv4.tcp_tw_reuse=1"])?;
         let mut sources: HashMap<&str, Vec<String>> = HashMap::new();
+        let stacks: Vec<&str> = if self.linux_tuned {
+            vec!["Linux", TUNED, "corestack"]
+        } else {
+            STACKS.to_vec()
+        };
         for (stack, sub, dev) in [("Linux", 2, "c2"), ("corestack", 1, "c1")] {
             let mut list = vec![format!("10.{}.{sub}.1", bed.net)];
             for k in 1..clients_max {
@@ -78,30 +88,48 @@ impl ConnSweep {
             }
             sources.insert(stack, list);
         }
+        // The tuned Linux server is the Linux one: the same addresses.
+        let linux_sources = sources["Linux"].clone();
+        sources.insert(TUNED, linux_sources);
         // The Linux server likewise: processes sharing the port (SO_REUSEPORT).
         let linux_procs = clients_max.to_string();
         let size = self.size.to_string();
         let secs = self.seconds.to_string();
         let max_sockets = (max + 64).max(4096).to_string();
         let mut points = Vec::new();
-        for stack in STACKS {
+        let mut tuned_note = None;
+        let busy_us = crate::harness::tuned::BUSY_POLL_US.to_string();
+        for &stack in &stacks {
             eprintln!("conn-sweep: {stack} echo server");
             let port = PORT.to_string();
             let linux_ip = format!("10.{}.2.2", bed.net);
-            let mut server = if stack == "Linux" {
-                bed.spawn_server(
-                    stack,
-                    &[
-                        "bench",
-                        "conn-echo",
-                        "--ip",
-                        &linux_ip,
-                        "--port",
-                        &port,
-                        "--procs",
-                        &linux_procs,
-                    ],
-                )?
+            // Linux tuned: the global busy-poll settings, put back when the server stopped.
+            let busy_poll = if stack == TUNED {
+                let set = BusyPollSysctls::switch_on().context("switching busy polling on")?;
+                tuned_note = Some(format!(
+                    "{}; {}",
+                    set.describe(),
+                    crate::harness::tuned::napi_note(&bed.topo.server, "s2")
+                ));
+                Some(set)
+            } else {
+                None
+            };
+            let mut server = if stack != "corestack" {
+                let mut args = vec![
+                    "bench",
+                    "conn-echo",
+                    "--ip",
+                    &linux_ip,
+                    "--port",
+                    &port,
+                    "--procs",
+                    &linux_procs,
+                ];
+                if busy_poll.is_some() {
+                    args.extend(["--busy-poll-us", &busy_us]);
+                }
+                bed.spawn_server(stack, &args)?
             } else {
                 bed.server(
                     stack,
@@ -119,9 +147,9 @@ impl ConnSweep {
             let server_pid = server.id();
             // The client's end of this server's veth: frames it dropped never reached the
             // server (a corestack server's veth end holds 256 frames in its XDP ring).
-            let client_dev = if stack == "Linux" { "c2" } else { "c1" };
+            let client_dev = if stack == "corestack" { "c1" } else { "c2" };
             for &count in &self.counts {
-                let before = (stack != "Linux")
+                let before = (stack == "corestack")
                     .then(|| engine_counters(server_pid))
                     .flatten();
                 let dropped_before = bed.topo.client.tx_dropped(client_dev).ok();
@@ -219,6 +247,7 @@ impl ConnSweep {
                 std::thread::sleep(Duration::from_millis(500));
             }
             server.terminate(Duration::from_secs(5))?;
+            drop(busy_poll);
         }
         drop(bed);
         let client = "bench conn-client, kernel stack, one thread waiting in epoll (blocks), \
@@ -233,6 +262,12 @@ impl ConnSweep {
         );
         println!("client: {client}");
         println!("servers: {servers}");
+        if let Some(n) = &tuned_note {
+            println!(
+                "Linux tuned: the Linux server with SO_BUSY_POLL {busy_us} µs on its sockets and \
+                 epoll busy poll (EPIOCSPARAMS) where the kernel has it (the server's log says); {n}"
+            );
+        }
         println!(
             "{} s measured per point and stack; ulimit -n {nofile}; one server at a time\n",
             self.seconds

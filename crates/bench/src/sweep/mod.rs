@@ -47,11 +47,14 @@ pub(crate) const PORT: u16 = 7;
 
 /// The two servers of a sweep, in the order they run.
 const STACKS: [&str; 2] = ["Linux", "corestack"];
+/// conn-sweep's third server (`--linux-tuned`): the Linux one with busy polling on.
+const TUNED: &str = "Linux tuned";
 
 /// One point of a sweep on one stack.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Point {
-    /// `Linux` or `corestack` (the server's stack; the client is on the kernel stack).
+    /// `Linux`, `Linux tuned` or `corestack` (the server's stack; the client is on the kernel
+    /// stack).
     pub stack: String,
     /// Message size (size-sweep) or connection count (conn-sweep).
     pub x: u32,
@@ -144,7 +147,7 @@ impl Bed {
     }
 
     pub(crate) fn target(&self, stack: &str) -> String {
-        let sub = if stack == "Linux" { 2 } else { 1 };
+        let sub = if stack == "corestack" { 1 } else { 2 };
         format!("10.{}.{sub}.2:{PORT}", self.net)
     }
 
@@ -277,10 +280,18 @@ fn print_table(x_name: &str, points: &[Point], show_open: bool) {
     let mut xs: Vec<u32> = points.iter().map(|p| p.x).collect();
     xs.sort_unstable();
     xs.dedup();
-    println!(
+    let tuned = points.iter().any(|p| p.stack == TUNED);
+    print!(
         "{x_name:>11} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8}",
         "p50 Linux", "p50 core", "p99 Linux", "p99 core", "rt/s Linux", "rt/s core", "rt/s c/L"
     );
+    if tuned {
+        print!(
+            " {:>9} {:>9} {:>11} {:>8}",
+            "p50 tuned", "p99 tuned", "rt/s tuned", "rt/s c/T"
+        );
+    }
+    println!();
     let f = |v: f64, d: usize| {
         if v.is_finite() {
             format!("{v:.d$}")
@@ -293,7 +304,7 @@ fn print_table(x_name: &str, points: &[Point], show_open: bool) {
         let (l, c) = (by.get(&("Linux", x)), by.get(&("corestack", x)));
         let g = |p: Option<&&Point>, k: fn(&Point) -> f64| p.map_or(f64::NAN, |p| k(p));
         let (lr, cr) = (g(l, |p| p.round_trips_per_s), g(c, |p| p.round_trips_per_s));
-        println!(
+        print!(
             "{x:>11} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8}",
             f(g(l, |p| p.p50_us), 1),
             f(g(c, |p| p.p50_us), 1),
@@ -303,7 +314,19 @@ fn print_table(x_name: &str, points: &[Point], show_open: bool) {
             f(cr, 0),
             f(cr / lr, 2),
         );
-        for p in [l, c].into_iter().flatten() {
+        let t = by.get(&(TUNED, x));
+        if tuned {
+            let tr = g(t, |p| p.round_trips_per_s);
+            print!(
+                " {:>9} {:>9} {:>11} {:>8}",
+                f(g(t, |p| p.p50_us), 1),
+                f(g(t, |p| p.p99_us), 1),
+                f(tr, 0),
+                f(cr / tr, 2),
+            );
+        }
+        println!();
+        for p in [l, t, c].into_iter().flatten() {
             if let Some(n) = &p.note {
                 notes.push(format!("{x} {}: {n}", p.stack));
             } else if show_open && p.connected != p.x {
@@ -311,7 +334,14 @@ fn print_table(x_name: &str, points: &[Point], show_open: bool) {
             }
         }
     }
-    println!("(µs; rt/s: round trips per second, all connections together; c/L: corestack/Linux)");
+    println!(
+        "(µs; rt/s: round trips per second, all connections together; c/L: corestack/Linux{})",
+        if tuned {
+            "; c/T: corestack/Linux tuned"
+        } else {
+            ""
+        }
+    );
     for n in notes {
         println!("note: {n}");
     }
@@ -432,8 +462,14 @@ fn write_outputs(
         )?;
     }
     if let Some(path) = plot_path {
+        let mut stacks: Vec<&str> = Vec::new();
+        for p in points {
+            if !stacks.contains(&p.stack.as_str()) {
+                stacks.push(&p.stack);
+            }
+        }
         let mut series = Vec::new();
-        for stack in STACKS {
+        for &stack in &stacks {
             for (what, k) in [
                 ("p50", (|p: &Point| p.p50_us) as fn(&Point) -> f64),
                 ("p99", |p: &Point| p.p99_us),
@@ -456,7 +492,7 @@ fn write_outputs(
         )?;
         // The rates beside it: FILE-rate.svg.
         let rate_path = rate_path(path);
-        let series: Vec<Series> = STACKS
+        let series: Vec<Series> = stacks
             .iter()
             .map(|stack| {
                 Series::new(
