@@ -19,8 +19,8 @@
 //! ring in the application's segment instead, and the application's drain
 //! of those rings ([`crate::seg::ready`]) signals the watch.
 
-use core::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::words::Notify;
+use core::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Tokens a [`ReadyList`] holds before it overflows.
@@ -217,7 +217,11 @@ mod tests {
         assert_eq!(list.doorbell().seq(), s0.wrapping_add(1), "queued: no ring");
         ws[1].signal();
         ws[2].signal();
-        assert_eq!(list.doorbell().seq(), s0.wrapping_add(3), "an overflow rings");
+        assert_eq!(
+            list.doorbell().seq(),
+            s0.wrapping_add(3),
+            "an overflow rings"
+        );
         assert!(list.take_overflow());
     }
 

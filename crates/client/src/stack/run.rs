@@ -113,12 +113,9 @@ impl Idle {
 
     /// Gives up the claim of [`Idle::claim`] (the wait that took it ends).
     pub(super) fn unclaim(&self) {
-        let _ = self.runner.compare_exchange(
-            runner_token(),
-            0,
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        );
+        let _ =
+            self.runner
+                .compare_exchange(runner_token(), 0, Ordering::AcqRel, Ordering::Relaxed);
     }
 
     /// Records the outcome of an engine iteration at `now`; after a long
