@@ -10,7 +10,7 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
-use cmdline::{one_line, Interrupted};
+use cmdline::exit_on_error;
 
 /// corestack's benchmarks and demo (`corestack bench` and `corestack demo` run this binary).
 #[derive(Parser, Debug)]
@@ -34,12 +34,5 @@ fn main() {
         Command::Bench(c) => c.run(),
         Command::Demo(c) => c.run(),
     };
-    if let Err(e) = result {
-        if e.downcast_ref::<Interrupted>().is_some() {
-            eprintln!("interrupted");
-            std::process::exit(130);
-        }
-        eprintln!("error: {}", one_line(&e));
-        std::process::exit(1);
-    }
+    exit_on_error(result);
 }

@@ -14,7 +14,7 @@
 mod cmd;
 mod observe;
 
-use cmdline::{one_line, Interrupted};
+use cmdline::exit_on_error;
 
 use clap::{Parser, Subcommand};
 
@@ -74,16 +74,4 @@ fn main() {
         Command::Bench | Command::Demo => Err(cmd::lab::exec_lab(&args[1..])),
     };
     exit_on_error(result);
-}
-
-/// Exits 130 on Ctrl-C, 1 after a one-line `error: ...` on any other error; returns on `Ok`.
-fn exit_on_error(result: anyhow::Result<()>) {
-    if let Err(e) = result {
-        if e.downcast_ref::<Interrupted>().is_some() {
-            eprintln!("interrupted");
-            std::process::exit(130);
-        }
-        eprintln!("error: {}", one_line(&e));
-        std::process::exit(1);
-    }
 }

@@ -37,6 +37,20 @@ pub fn connect_error(e: io::Error, addr: impl Into<SocketAddr>) -> anyhow::Error
     }
 }
 
+/// The end of a command: exits with status 130 after "interrupted" when the error is
+/// [`crate::Interrupted`] (Ctrl-C), with status 1 after one line `error: ...` on any other
+/// error; returns on `Ok`.
+pub fn exit_on_error(result: anyhow::Result<()>) {
+    if let Err(e) = result {
+        if e.downcast_ref::<crate::Interrupted>().is_some() {
+            eprintln!("interrupted");
+            std::process::exit(130);
+        }
+        eprintln!("error: {}", one_line(&e));
+        std::process::exit(1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

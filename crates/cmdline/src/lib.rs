@@ -25,7 +25,7 @@ pub mod sockets;
 pub mod stop;
 pub mod wait;
 
-pub use errors::{bind_error, connect_error, one_line};
+pub use errors::{bind_error, connect_error, exit_on_error, one_line};
 pub use opts::{
     core_cc_arg, cpu_list, kernel_listen_addr, Cidr, CpuList, IpCidr, ModeArg, StackOpts, TxArg,
 };
