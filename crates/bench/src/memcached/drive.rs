@@ -114,33 +114,13 @@ impl Sweep {
     /// Runs the generator (`exe bench memcached-load`) in `ns` pinned to `cpu`, under
     /// [`shim::sched`], against memcached at `target`, with the CPU time of `cpu_pids`
     /// counted as the server's; its stderr goes to `gen_log`. Prints each step on stderr
-    /// after `tag`; returns the steps. Errors: the generator fails (the message carries the
+    /// after `tag`; with `breakdown`, the cost breakdown's window over the step at its rate (taken by
+    /// the generator, so that it spans exactly that step). Returns the steps and that window, if
+    /// the step ran. Errors: the generator fails (the message carries the
     /// last line of `gen_log` and of `server_log`), takes longer than [`Sweep::limit`], or
     /// `stop` is raised ([`Interrupted`]).
     #[allow(clippy::too_many_arguments)]
     pub fn run(
-        &self,
-        ns: &Netns,
-        cpu: &str,
-        exe: &Path,
-        target: &str,
-        cpu_pids: &[u32],
-        gen_log: &Path,
-        server_log: &Path,
-        stop: &AtomicBool,
-        tag: &str,
-    ) -> Result<Vec<Step>> {
-        let (steps, _) = self.run_probed(
-            ns, cpu, exe, target, cpu_pids, gen_log, server_log, stop, tag, None,
-        )?;
-        Ok(steps)
-    }
-
-    /// [`Sweep::run`], and with `breakdown` the cost breakdown's window over the step at its
-    /// rate (taken by the generator, so that it spans exactly that step): the steps and the
-    /// window, if that step ran.
-    #[allow(clippy::too_many_arguments)]
-    pub fn run_probed(
         &self,
         ns: &Netns,
         cpu: &str,

@@ -453,23 +453,10 @@ impl Generator {
         Ok(())
     }
 
-    /// Runs one open-loop step at `rate` for `secs`, then waits up to `drain` for the answers.
+    /// Runs one open-loop step at `rate` for `secs`, then waits up to `drain` for the answers;
+    /// with `probe` (the server's interface, a directory for perf's files) the cost
+    /// breakdown's window over the step and its drain.
     pub fn step(
-        &mut self,
-        index: usize,
-        rate: f64,
-        secs: f64,
-        drain: f64,
-        cpu_pids: &[u32],
-    ) -> Result<Step> {
-        Ok(self
-            .step_probed(index, rate, secs, drain, cpu_pids, None)?
-            .0)
-    }
-
-    /// [`Generator::step`], and with `probe` (the server's interface, a directory for perf's
-    /// files) the cost breakdown's window over the step and its drain.
-    pub fn step_probed(
         &mut self,
         index: usize,
         rate: f64,
@@ -607,7 +594,7 @@ impl Load {
                 _ => None,
             };
             let (s, window) =
-                g.step_probed(i, rate, self.seconds, self.drain_secs, &self.cpu_pid, probe)?;
+                g.step(i, rate, self.seconds, self.drain_secs, &self.cpu_pid, probe)?;
             println!("{}", serde_json::to_string(&s)?);
             if let Some(w) = window {
                 println!("{}", serde_json::json!({ "breakdown": w }));

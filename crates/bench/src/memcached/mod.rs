@@ -415,7 +415,7 @@ impl MemcachedBench {
             iface: server.iface,
             dir: &dir,
         });
-        let (steps, window) = self.sweep().run_probed(
+        let (steps, window) = self.sweep().run(
             &topo.client,
             CLIENT_CPU.as_str(),
             exe,

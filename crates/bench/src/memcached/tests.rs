@@ -294,7 +294,7 @@ fn generator_keeps_sending_on_schedule_while_the_server_stalls() {
 
     // A step with a healthy server: every get hits, every set is stored.
     let me = [std::process::id()];
-    let s = g.step(0, 4000.0, 0.5, 1.0, &me).unwrap();
+    let (s, _) = g.step(0, 4000.0, 0.5, 1.0, &me, None).unwrap();
     close(
         "requests at 4000/s for 0.5 s",
         s.requests as f64,
@@ -312,7 +312,7 @@ fn generator_keeps_sending_on_schedule_while_the_server_stalls() {
     // The server answers nothing for 300 ms: an open-loop generator keeps sending (a closed
     // loop would stop at one request per connection), and the wait counts in the latency.
     *fake.stall_until.lock().unwrap() = Instant::now() + Duration::from_millis(300);
-    let s = g.step(1, 4000.0, 0.5, 2.0, &me).unwrap();
+    let (s, _) = g.step(1, 4000.0, 0.5, 2.0, &me, None).unwrap();
     let in_stall = fake.read_in_stall.load(Ordering::Relaxed);
     assert!(
         in_stall > 600,

@@ -268,7 +268,7 @@ fn stack(
             format!("corestack exec --cores {n}")
         }
     );
-    let steps = sweep(o, n).run(
+    let (steps, _) = sweep(o, n).run(
         &pair.linux,
         CLIENT_CPU.as_str(),
         exe,
@@ -278,6 +278,7 @@ fn stack(
         &log,
         stop,
         "bench scale",
+        None,
     )?;
     server.terminate(Duration::from_secs(3))?;
     Ok(steps)
