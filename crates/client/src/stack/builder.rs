@@ -14,7 +14,7 @@ use engine::time::Instant;
 use engine::{Engine, EngineConfig};
 use nic::Port;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 /// Settings for a [`Stack`]; see [`Stack::builder`].
@@ -439,7 +439,7 @@ fn launch_service(
                 sleep_after: None,
                 rx_fd: None,
                 last_work: AtomicU64::new(0),
-                runner: AtomicUsize::new(0),
+                runner: AtomicU64::new(0),
             },
             spin: spin_time(false),
             tracer: appif::trace::Tracer::process(),
@@ -549,7 +549,7 @@ fn launch<P: Port + Send + 'static>(
                 sleep_after: idle_sleep.filter(|_| inline && rx_fd.is_some()),
                 rx_fd,
                 last_work: AtomicU64::new(Instant::now().as_nanos()),
-                runner: AtomicUsize::new(0),
+                runner: AtomicU64::new(0),
             },
             spin: spin_time(!inline),
             tracer: appif::trace::Tracer::process(),

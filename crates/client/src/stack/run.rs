@@ -8,7 +8,7 @@ use engine::stats::Stats;
 use engine::time::Instant;
 use nic::Port;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use std::sync::{Arc, Mutex};
 
@@ -69,20 +69,11 @@ pub(super) struct Idle {
     pub(super) rx_fd: Option<RawFd>,
     /// When an engine iteration last did work, ns.
     pub(super) last_work: AtomicU64,
-    /// The waiter that spins and naps on the NIC fd ([`Idle::claim`]; 0:
-    /// none): the others sleep on their doorbells, woken by the engine it
+    /// The thread token ([`super::owner::thread_token`]) of the waiter that
+    /// spins and naps on the NIC fd ([`Idle::claim`]; 0: none): the others sleep on their doorbells, woken by the engine it
     /// runs, instead of spinning beside it or waking with it at every
     /// frame.
-    pub(super) runner: AtomicUsize,
-}
-
-thread_local! {
-    /// Its address is this thread's token in [`Idle::runner`].
-    static RUNNER_TOKEN: u8 = const { 0 };
-}
-
-fn runner_token() -> usize {
-    RUNNER_TOKEN.with(|t| t as *const u8 as usize)
+    pub(super) runner: AtomicU64,
 }
 
 impl Idle {
@@ -92,7 +83,7 @@ impl Idle {
     /// are busy), else only when nobody has it. True if it is this thread's
     /// now.
     pub(super) fn claim(&self, steal: bool) -> bool {
-        let me = runner_token();
+        let me = super::owner::thread_token();
         if steal {
             self.runner.store(me, Ordering::Release);
             return true;
@@ -108,14 +99,17 @@ impl Idle {
 
     /// True while this thread has the claim of [`Idle::claim`].
     pub(super) fn is_runner(&self) -> bool {
-        self.runner.load(Ordering::Acquire) == runner_token()
+        self.runner.load(Ordering::Acquire) == super::owner::thread_token()
     }
 
     /// Gives up the claim of [`Idle::claim`] (the wait that took it ends).
     pub(super) fn unclaim(&self) {
-        let _ =
-            self.runner
-                .compare_exchange(runner_token(), 0, Ordering::AcqRel, Ordering::Relaxed);
+        let _ = self.runner.compare_exchange(
+            super::owner::thread_token(),
+            0,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
     }
 
     /// Records the outcome of an engine iteration at `now`; after a long
