@@ -121,6 +121,14 @@ pub struct Epoll {
     generation: u32,
     /// corestack registrations (0: every wait goes straight to the kernel).
     ncore: AtomicUsize,
+    /// Registrations in the kernel epoll besides the shim's wake eventfd:
+    /// kernel fds added with epoll_ctl(2), corestack sockets' kernel sides,
+    /// registrations moved to the kernel ([`Epoll::kernel_ctl`]). A wait
+    /// looks at the kernel epoll while it spins only when there is one (a
+    /// set of corestack sockets alone spins without an epoll_wait(2)). An
+    /// fd closed without EPOLL_CTL_DEL, which the kernel drops by itself,
+    /// stays counted: the waits then look as if it were there.
+    nkernel: AtomicUsize,
     /// The wake eventfd, in the kernel epoll with [`token`] as data.
     wake: OnceLock<c_int>,
     /// Threads asleep (or about to sleep) in the kernel epoll: an
@@ -208,6 +216,7 @@ impl Default for Epoll {
             looks: AtomicU64::new(0),
             generation: crate::stack::generation(),
             ncore: AtomicUsize::new(0),
+            nkernel: AtomicUsize::new(0),
             wake: OnceLock::new(),
             sleepers: AtomicUsize::new(0),
             cursor: AtomicUsize::new(0),
@@ -287,6 +296,23 @@ impl Epoll {
         self.ncore.load(Ordering::SeqCst) > 0
     }
 
+    /// Counts a kernel-side registration that epoll_ctl(2) `op` made
+    /// (EPOLL_CTL_ADD) or removed (EPOLL_CTL_DEL) in the kernel epoll, the
+    /// call having succeeded; other ops change nothing.
+    pub fn kernel_ctl(&self, op: c_int) {
+        match op {
+            libc::EPOLL_CTL_ADD => {
+                self.nkernel.fetch_add(1, Ordering::SeqCst);
+            }
+            libc::EPOLL_CTL_DEL => {
+                let _ = self
+                    .nkernel
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            }
+            _ => {}
+        }
+    }
+
     fn wake_fd(&self, epfd: c_int) -> Result<c_int, c_int> {
         if let Some(&fd) = self.wake.get() {
             return Ok(fd);
@@ -349,6 +375,7 @@ impl Epoll {
                 let mut kernel_added = false;
                 if dual {
                     kctl(epfd, libc::EPOLL_CTL_ADD, fd, events, data)?;
+                    self.kernel_ctl(libc::EPOLL_CTL_ADD);
                     kernel_added = true;
                 }
                 regs.insert(
@@ -408,8 +435,8 @@ impl Epoll {
                     self.unwatch(&r.obj);
                 }
                 self.ncore.fetch_sub(1, Ordering::AcqRel);
-                if r.kernel_added {
-                    let _ = kctl(epfd, libc::EPOLL_CTL_DEL, fd, 0, 0);
+                if r.kernel_added && kctl(epfd, libc::EPOLL_CTL_DEL, fd, 0, 0).is_ok() {
+                    self.kernel_ctl(libc::EPOLL_CTL_DEL);
                 }
                 Ok(())
             }
@@ -545,13 +572,16 @@ impl Epoll {
                     } else {
                         r.events & !(libc::EPOLLIN | libc::EPOLLOUT) as u32
                     };
-                    let _ = kctl(epfd, libc::EPOLL_CTL_ADD, fd, ev, r.data);
+                    if kctl(epfd, libc::EPOLL_CTL_ADD, fd, ev, r.data).is_ok() {
+                        self.kernel_ctl(libc::EPOLL_CTL_ADD);
+                    }
                 }
             } else if s.has_kernel_side() {
                 if let Some(r) = regs.map.get_mut(&fd) {
                     if !r.kernel_added
                         && kctl(epfd, libc::EPOLL_CTL_ADD, fd, r.events, r.data).is_ok()
                     {
+                        self.kernel_ctl(libc::EPOLL_CTL_ADD);
                         r.kernel_added = true;
                     }
                 }
@@ -640,8 +670,10 @@ impl Epoll {
     }
 
     /// One look at both sides without sleeping; `kernel`: look at the
-    /// kernel epoll too (rate-limited while spinning).
+    /// kernel epoll too (rate-limited while spinning), where it holds a
+    /// registration of the application's.
     fn gather(&self, epfd: c_int, out: &mut [epoll_event], kernel: bool) -> Result<usize, c_int> {
+        let kernel = kernel && self.nkernel.load(Ordering::Relaxed) > 0;
         let kfirst = self.kernel_first.fetch_xor(true, Ordering::Relaxed);
         if kernel && kfirst {
             let k = kernel_wait(epfd, out, 0, None, self.wake.get().copied())?;

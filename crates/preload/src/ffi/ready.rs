@@ -275,7 +275,7 @@ pub unsafe extern "C" fn epoll_ctl(
     let target = ours(fd);
     let Some(target) = target else {
         // SAFETY: passed through.
-        return unsafe { sys::epoll_ctl(epfd, op, fd, ev) };
+        return kernel_epoll_ctl(epfd, op, unsafe { sys::epoll_ctl(epfd, op, fd, ev) });
     };
     let ep = ours(epfd);
     match (&*target, ep.as_deref()) {
@@ -302,8 +302,25 @@ pub unsafe extern "C" fn epoll_ctl(
             -1
         }
         // SAFETY: passed through.
-        _ => unsafe { sys::epoll_ctl(epfd, op, fd, ev) },
+        _ => kernel_epoll_ctl(epfd, op, unsafe { sys::epoll_ctl(epfd, op, fd, ev) }),
     }
+}
+
+/// After the kernel's epoll_ctl(2) `op` on `epfd` returned `r`: counts the
+/// registration in the shim's epoll (if `epfd` is one) when it succeeded,
+/// so that its waits know whether the kernel side holds anything of the
+/// application's ([`crate::epoll::Epoll::kernel_ctl`]). Returns `r`.
+fn kernel_epoll_ctl(epfd: c_int, op: c_int, r: c_int) -> c_int {
+    if r == 0 && (op == libc::EPOLL_CTL_ADD || op == libc::EPOLL_CTL_DEL) {
+        let errno = sys::errno();
+        if let Some(o) = ours(epfd) {
+            if let Obj::Epoll(e) = &*o {
+                e.kernel_ctl(op);
+            }
+        }
+        sys::set_errno(errno);
+    }
+    r
 }
 
 pub(super) unsafe fn epoll_wait_impl(
