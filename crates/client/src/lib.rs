@@ -93,6 +93,6 @@ pub use stack::{
     parse_cpu_list, spin_round, Driver, EngineClaim, Stack, StackBuilder, Step, StepInterrupted,
     WaitSteps, Waited,
 };
-pub use sys::{SpinSignals, SYNCHRONOUS_SIGNALS};
+pub use sys::{count_handlers_with, SpinSignals, SIGNAL_LOOK_EVERY, SYNCHRONOUS_SIGNALS};
 pub use tcp::{ListenOptions, TcpListener, TcpStream};
 pub use udp::UdpSocket;

@@ -138,6 +138,7 @@ real_fns! {
     execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
     fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
     closefrom(low: c_int) -> c_int;
+    sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int;
     fclose(fp: *mut libc::FILE) -> c_int;
     pipe(fds: *mut c_int) -> c_int;
     pipe2(fds: *mut c_int, flags: c_int) -> c_int;
@@ -308,6 +309,7 @@ pub unsafe fn close(fd: c_int) -> c_int {
 /// The library's constructor: resolves the real symbols before `main`.
 extern "C" fn init() {
     real();
+    corestack::count_handlers_with(crate::ffi::signal::handlers_run);
     crate::stack::init();
 }
 

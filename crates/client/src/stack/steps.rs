@@ -25,7 +25,8 @@
 //!   deadline passes or a signal arrives.
 //!
 //! While it spins or runs the engine the waiter holds the asynchronous
-//! signals and looks at the pending set each step ([`SpinSignals`]): a
+//! signals and looks at the pending set every
+//! [`crate::SIGNAL_LOOK_EVERY`] ([`SpinSignals`]): a
 //! handler that runs then ends the wait as a handler ends a kernel sleep
 //! ([`StepInterrupted`]; the caller answers EINTR, or restarts where Linux
 //! would restart the call).
@@ -97,7 +98,11 @@ impl WaitSteps {
     /// The next step after a look that found nothing. Errors: a signal
     /// handler ran since the last step.
     pub fn next(&mut self, stack: &Stack) -> Result<Step, StepInterrupted> {
-        self.check()?;
+        // A look at the pending signals every SIGNAL_LOOK_EVERY, not every
+        // round: before any sleep `release` or the nap's mask reports them.
+        if let Some(restart) = self.sig.check_due() {
+            return Err(StepInterrupted { restart });
+        }
         if self.inline {
             // Held through the naps too (their mask lets them through).
             self.sig.hold();

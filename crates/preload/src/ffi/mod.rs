@@ -331,6 +331,7 @@ pub(crate) mod data;
 mod fortified;
 pub(crate) mod lifecycle;
 pub(crate) mod ready;
+pub(crate) mod signal;
 pub(crate) mod splice;
 mod uring;
 
