@@ -1,8 +1,7 @@
 //! The system calls of service mode's control path: memfd, eventfd,
 //! descriptor passing (`SCM_RIGHTS`), peer credentials (`SO_PEERCRED`) and
-//! epoll, and the TSC read of [`crate::trace`]'s clock; [`crate::ctl`]
-//! re-exports what applications and the daemon call. The only module of
-//! the crate with system calls.
+//! epoll; [`crate::ctl`] re-exports what applications and the daemon
+//! call. The only module of the crate with system calls.
 
 use std::ffi::CString;
 use std::fmt;
@@ -11,19 +10,6 @@ use std::mem::{size_of, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
-
-// ---------------------------------------------------------------------------
-// the time-stamp counter
-// ---------------------------------------------------------------------------
-
-/// The TSC, in ticks (`rdtsc`, the clock of [`crate::trace`]).
-#[cfg(target_arch = "x86_64")]
-#[inline]
-pub(crate) fn rdtsc() -> u64 {
-    // SAFETY: rdtsc has no preconditions (x86_64 always has it); it
-    // reads a counter and touches no memory.
-    unsafe { core::arch::x86_64::_rdtsc() }
-}
 
 // ---------------------------------------------------------------------------
 // memfd and eventfd

@@ -163,7 +163,7 @@ pub(crate) struct Inner {
     /// Spin time of waits before they sleep.
     spin: Duration,
     /// The process's trace segment (`corestack trace`).
-    pub(crate) tracer: appif::trace::Tracer,
+    pub(crate) tracer: observe::trace::Tracer,
 }
 
 impl Drop for Inner {
