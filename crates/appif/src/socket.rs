@@ -61,6 +61,21 @@ pub enum SockState {
 
 pub use crate::words::StatusBlock;
 
+/// SO_REUSEPORT on a listener, as Linux: listeners of one application on
+/// the same address and port that all set it form a group, and each new
+/// connection goes to one member, picked by a hash of the peer's address
+/// and port (so a retransmitted SYN finds the same member). With several
+/// engines a listener exists on each, and `home` marks the copy on the
+/// engine of the thread that opened it: an engine gives its connections to
+/// its home members when it has any, so that a server with a listener per
+/// thread, each thread on its own engine, takes every connection on the
+/// engine that owns its flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReusePort {
+    /// This copy is on the engine of the thread that opened the listener.
+    pub home: bool,
+}
+
 /// The peer sent FIN; every byte before it is in the RX ring.
 pub const FLAG_RX_FIN: u32 = 1;
 /// The engine has sent every byte of the TX ring it last looked at and will
