@@ -5,7 +5,7 @@
 use crate::bytes;
 use crate::cc::CcKind;
 use crate::seg::AcceptQueue;
-use crate::socket::{SockId, StatusHandle};
+use crate::socket::{ReusePort, SockId, StatusHandle};
 use core::net::SocketAddr;
 use std::sync::Arc;
 
@@ -31,21 +31,6 @@ impl Owner {
     pub fn assoc(self) -> Option<u32> {
         (self.0 != 0).then_some(self.0)
     }
-}
-
-/// SO_REUSEPORT on a listener, as Linux: listeners of one application on
-/// the same address and port that all set it form a group, and each new
-/// connection goes to one member, picked by a hash of the peer's address
-/// and port (so a retransmitted SYN finds the same member). With several
-/// engines a listener exists on each, and `home` marks the copy on the
-/// engine of the thread that opened it: an engine gives its connections to
-/// its home members when it has any, so that a server with a listener per
-/// thread, each thread on its own engine, takes every connection on the
-/// engine that owns its flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReusePort {
-    /// This copy is on the engine of the thread that opened the listener.
-    pub home: bool,
 }
 
 /// A request from the application to the engine.

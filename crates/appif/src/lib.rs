@@ -21,25 +21,22 @@
 //! through [`region`]): fixed slots of status block and byte rings, and a
 //! ring of 64-byte [`seg::Desc`] descriptors that the daemon checks and
 //! turns into commands; the application gets the segment and the engine's
-//! doorbell over the control socket ([`ctl`]). [`stats_shm`] is the
-//! read-only segment `corestack stat` and `ss` read; [`observer_shm`] the
-//! files [`trace`] and [`capture`] share with their observer. [`cc`] and
-//! [`errno`] are the vocabulary both sides share: the congestion-control
-//! choice and the errno values the stack reports.
+//! doorbell over the control socket ([`ctl`]). [`cc`] and [`errno`] are
+//! the vocabulary both sides share: the congestion-control choice and the
+//! errno values the stack reports. What observers read (the stats, trace
+//! and capture segments) is crate `observe`'s, not part of this contract.
 //!
 //! Read bottom-up; each module uses only those above it in this list:
 //! [`words`] (the shared atomic words: [`words::AtomicOnly`],
 //! [`notify::Notify`], [`socket::StatusBlock`]; depends on nothing),
 //! [`region`], [`bytes`], [`notify`], [`spsc`], [`ready`], [`socket`]
 //! (ids, status blocks), [`seg`] (the application segment, its command ring
-//! and accept queues), [`command`]; beside them [`ctl`] over `sys`, and the
-//! observability files [`stats_shm`], [`observer_shm`], [`trace`],
-//! [`trace_report`], [`capture`].
+//! and accept queues), [`command`]; beside them [`ctl`] over `sys`.
 //!
-//! `unsafe` code lives in `sys` (system calls and the TSC, reached through
-//! [`ctl`] and [`trace`]) and in the shared-memory modules (`words`,
-//! `region` with its safe [`region::View`], `bytes`, `notify`, `spsc`,
-//! `stats_shm`, `observer_shm`); the rest of the crate denies it.
+//! `unsafe` code lives in `sys` (system calls, reached through [`ctl`])
+//! and in the shared-memory modules (`words`, `region` with its safe
+//! [`region::View`], `bytes`, `notify`, `spsc`); the rest of the crate
+//! denies it.
 
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
@@ -51,13 +48,9 @@ pub mod bytes;
 #[allow(unsafe_code)]
 pub mod notify;
 #[allow(unsafe_code)]
-pub mod observer_shm;
-#[allow(unsafe_code)]
 pub mod region;
 #[allow(unsafe_code)]
 pub mod spsc;
-#[allow(unsafe_code)]
-pub mod stats_shm;
 #[allow(unsafe_code)]
 pub mod words;
 // System calls (memfd, eventfd, SCM_RIGHTS, SO_PEERCRED, epoll).
@@ -66,7 +59,6 @@ mod sys;
 pub use sys::{parse_cpu_list, pin_current_thread};
 
 // No unsafe code.
-pub mod capture;
 pub mod cc;
 pub mod command;
 pub mod ctl;
@@ -75,8 +67,6 @@ pub mod errno;
 pub mod ready;
 pub mod seg;
 pub mod socket;
-pub mod trace;
-pub mod trace_report;
 
 /// Pads and aligns `T` to a 64-byte cache line so that it shares it with
 /// nothing written by the other side.

@@ -17,11 +17,16 @@
 //! that owns the list. In service mode the engine runs in the daemon,
 //! which cannot reach this list: it pushes the socket's slot to a ready
 //! ring in the application's segment instead, and the application's drain
-//! of those rings ([`crate::seg::ready`]) signals the watch.
+//! of those rings ([`crate::seg::ready`]) signals the watch. A status block
+//! in a segment carries its slot's place in those rings ([`SlotReady`]);
+//! the rings themselves are reached through [`SlotPush`] and [`SlotRoute`],
+//! so that this module, and the socket module above it, need not name the
+//! segment's.
 
+use crate::region::View;
 use crate::words::Notify;
-use core::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use core::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 
 /// Tokens a [`ReadyList`] holds before it overflows.
 pub const READY_LIST_TOKENS: usize = 4096;
@@ -184,6 +189,71 @@ impl Watch {
         if self.active.load(Ordering::Acquire) && !self.queued.swap(true, Ordering::SeqCst) {
             self.list.push(self.token.load(Ordering::Relaxed));
         }
+    }
+}
+
+/// Engine: the ready ring a segment's slots are pushed to
+/// ([`crate::seg::ready::ReadyProducer`]).
+pub(crate) trait SlotPush: Send + Sync {
+    /// Queues `slot`, or sets the ring's overflow word when it is full.
+    fn push(&self, slot: u32);
+}
+
+/// Application: what hands a segment's slots to the status blocks waiters
+/// watch ([`crate::seg::ready::ReadyRouter`]).
+pub(crate) trait SlotRoute: Send + Sync {
+    /// True in the process that mapped the segment.
+    fn is_current(&self) -> bool;
+    /// Routes `slot`'s changes to `to` (the block a waiter watches).
+    fn route(&self, slot: u32, to: Weak<dyn Routed>);
+}
+
+/// What a [`SlotRoute`] hands a slot to: a status block a waiter watches
+/// ([`crate::socket::StatusHandle`]).
+pub(crate) trait Routed: Send + Sync {
+    /// The engine pushed this block's slot: if a waiter watches it, clears
+    /// the slot's `queued` word (unless `rearm` is false: a forked child's
+    /// look), then queues the waiter's token.
+    fn seg_signal(&self, rearm: bool);
+}
+
+/// A status block's place in the ready rings of an application segment
+/// (service mode): its slot's `queued` word and, on the engine's handle,
+/// the ring it is pushed to; on the application's, the router that hands
+/// it to its waiter.
+pub(crate) struct SlotReady {
+    pub(crate) slot: u32,
+    pub(crate) queued: View<AtomicU32>,
+    pub(crate) producer: Option<Arc<dyn SlotPush>>,
+    pub(crate) router: Option<Arc<dyn SlotRoute>>,
+}
+
+impl core::fmt::Debug for SlotReady {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SlotReady")
+            .field("slot", &self.slot)
+            .field("queued", &self.queued.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl SlotReady {
+    /// Engine, after changing the socket: pushes its slot unless queued.
+    pub(crate) fn signal(&self) {
+        if let Some(p) = &self.producer {
+            if self.queued.load(Ordering::Relaxed) == 0
+                && self.queued.swap(1, Ordering::SeqCst) == 0
+            {
+                p.push(self.slot);
+            }
+        }
+    }
+
+    /// Application: the next change pushes the slot again. Call before
+    /// looking at the socket.
+    pub(crate) fn rearm(&self) {
+        self.queued.swap(0, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
     }
 }
 

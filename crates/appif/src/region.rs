@@ -168,7 +168,7 @@ unsafe impl<T: AtomicOnly> Sync for View<T> {}
 // the region is dropped (it is never remapped or shrunk: the memfd's size is
 // sealed by its creator); ports read it only with raw copies or through the
 // kernel.
-unsafe impl nic::StableMemory for Region {
+unsafe impl payload::StableMemory for Region {
     fn as_ptr(&self) -> *const u8 {
         self.map.as_ptr()
     }

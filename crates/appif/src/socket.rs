@@ -3,7 +3,7 @@
 //! hands over on accept.
 
 use crate::notify::Notify;
-use crate::ready::{ReadyList, Watch};
+use crate::ready::{ReadyList, Routed, SlotReady, Watch};
 use crate::region::{Region, View};
 use crate::words::{FAMILY_LOCAL_V6, FAMILY_REMOTE_V6};
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -60,6 +60,21 @@ pub enum SockState {
 }
 
 pub use crate::words::StatusBlock;
+
+/// SO_REUSEPORT on a listener, as Linux: listeners of one application on
+/// the same address and port that all set it form a group, and each new
+/// connection goes to one member, picked by a hash of the peer's address
+/// and port (so a retransmitted SYN finds the same member). With several
+/// engines a listener exists on each, and `home` marks the copy on the
+/// engine of the thread that opened it: an engine gives its connections to
+/// its home members when it has any, so that a server with a listener per
+/// thread, each thread on its own engine, takes every connection on the
+/// engine that owns its flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReusePort {
+    /// This copy is on the engine of the thread that opened the listener.
+    pub home: bool,
+}
 
 /// The peer sent FIN; every byte before it is in the RX ring.
 pub const FLAG_RX_FIN: u32 = 1;
@@ -315,7 +330,7 @@ pub struct StatusHandle {
     watch: std::sync::OnceLock<Watch>,
     /// A block in an application segment: its slot's place in the ready
     /// rings (see [`crate::seg::ready`]).
-    ready: Option<crate::seg::ready::SlotReady>,
+    ready: Option<SlotReady>,
 }
 
 impl core::fmt::Debug for StatusHandle {
@@ -401,30 +416,11 @@ impl StatusHandle {
 
     /// The same block with its slot's place in the ready rings. Only
     /// before the handle is shared (a fresh `Arc`); otherwise unchanged.
-    pub(crate) fn with_ready(
-        mut self: Arc<Self>,
-        ready: crate::seg::ready::SlotReady,
-    ) -> Arc<Self> {
+    pub(crate) fn with_ready(mut self: Arc<Self>, ready: SlotReady) -> Arc<Self> {
         if let Some(me) = Arc::get_mut(&mut self) {
             me.ready = Some(ready);
         }
         self
-    }
-
-    /// Application (the ready rings' drain): the engine pushed this
-    /// block's slot. If a waiter watches it: clears the slot's `queued`
-    /// word (the next change pushes it again), then queues the waiter's
-    /// token, so the waiter looks at the socket after the clear.
-    /// `rearm` false: the word is left alone (a forked child's look).
-    pub(crate) fn seg_signal(&self, rearm: bool) {
-        if let (Some(r), Some(w)) = (&self.ready, self.watch.get()) {
-            if w.is_active() {
-                if rearm {
-                    r.rearm();
-                }
-                w.signal();
-            }
-        }
     }
 
     /// Rings `n` with this block's sleepers.
@@ -478,7 +474,8 @@ impl StatusHandle {
         }
         w.activate(token);
         if let Some((r, router)) = seg {
-            router.route(r.slot, self);
+            let to = Arc::downgrade(self);
+            router.route(r.slot, to);
             // Changes from now on are pushed; the waiter looks after this.
             r.rearm();
         }
@@ -584,6 +581,24 @@ impl UdpHeader {
         UdpHeader {
             addr: SocketAddr::new(ip, port),
             len: u16::from_be_bytes([b[18], b[19]]),
+        }
+    }
+}
+
+/// The ready rings' drain (application): the engine pushed this block's
+/// slot. If a waiter watches it: clears the slot's `queued` word (the next
+/// change pushes it again), then queues the waiter's token, so the waiter
+/// looks at the socket after the clear. `rearm` false: the word is left
+/// alone (a forked child's look).
+impl Routed for StatusHandle {
+    fn seg_signal(&self, rearm: bool) {
+        if let (Some(r), Some(w)) = (&self.ready, self.watch.get()) {
+            if w.is_active() {
+                if rearm {
+                    r.rearm();
+                }
+                w.signal();
+            }
         }
     }
 }

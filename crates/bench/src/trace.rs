@@ -8,9 +8,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use appif::observer_shm::find_segments;
-use appif::trace::{TraceControl, TRACE};
-use appif::trace_report::{collect, Breakdown, Collected};
+use observe::observer_shm::find_segments;
+use observe::trace::{TraceControl, TRACE};
+use observe::trace_report::{collect, Breakdown, Collected};
 
 /// A collection under way.
 pub struct Tracing {

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use appif::trace_report::STAGES;
 use corestack::{Stack, TcpListener, TcpStream};
+use observe::trace_report::STAGES;
 
 use testkit::mem_wire::{stacks, stacks_v6, B, B6};
 

@@ -1,11 +1,11 @@
-//! The application library's side of `corestack trace` (`appif::trace`):
+//! The application library's side of `corestack trace` (`observe::trace`):
 //! a read that returned bytes (when the application saw them, when the
 //! read returns) and a write that queued bytes (called, returns), one
 //! record each, written to the process's trace segment while tracing is
 //! on. Off, each call costs one load and one predictable branch.
 
-use appif::trace::{clock, conn_key, Kind, Record, Tracer};
 use core::net::SocketAddr;
+use observe::trace::{clock, conn_key, Kind, Record, Tracer};
 
 /// A stamp taken if tracing is on (0 otherwise).
 #[inline]

@@ -4,9 +4,9 @@
 //! the CLI does), every stage present, non-negative, and within the round
 //! trip the client measured.
 
-use appif::trace::{clock, conn_key, ticks_per_ns, TraceControl, Tracer};
-use appif::trace_report::Breakdown;
 use corestack::{TcpListener, TcpStream};
+use observe::trace::{clock, conn_key, ticks_per_ns, TraceControl, Tracer};
+use observe::trace_report::Breakdown;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,11 +1,11 @@
-//! The engine's side of `corestack capture` (`appif::capture`): while
+//! The engine's side of `corestack capture` (`observe::capture`): while
 //! capture is on, every frame received is offered to the process's capture
 //! ring as it is taken from the port, and every frame sent goes through
 //! [`Captured`], a TX queue that copies what it hands to the port's.
 //! Off, `Engine::poll` checks one flag per iteration and runs the plain path.
 
-use appif::capture::{Capturer, Direction};
 use nic::{TxPayload, TxQueue};
+use observe::capture::{Capturer, Direction};
 
 /// The port's TX queue, copying each frame into the capture ring.
 pub(crate) struct Captured<'a, T: TxQueue> {

@@ -6,9 +6,9 @@ use crate::sockets::{families, Conn, Ip6Header, Listener, Ports, Socket, Sockets
 use crate::tcp::{State, Tcb};
 use crate::{Protocols, CMD_BURST};
 use appif::cc::CcKind;
-use appif::command::{Command, Owner, ReusePort};
+use appif::command::{Command, Owner};
 use appif::seg::AcceptQueue;
-use appif::socket::{SockId, SockState, StatusHandle};
+use appif::socket::{ReusePort, SockId, SockState, StatusHandle};
 use appif::{bytes, errno};
 use core::net::{IpAddr, SocketAddr};
 use nic::TxQueue;

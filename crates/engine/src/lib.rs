@@ -105,7 +105,7 @@ pub struct Engine<P: Port> {
     port: P,
     protocols: Protocols,
     /// Where frames go while `corestack capture` has capture on.
-    capture: appif::capture::Capturer,
+    capture: observe::capture::Capturer,
 }
 
 /// Everything except the port, so that the port's rx burst can lend its
@@ -195,7 +195,7 @@ impl<P: Port> Engine<P> {
         }
         Engine {
             port,
-            capture: appif::capture::Capturer::off(),
+            capture: observe::capture::Capturer::off(),
             protocols: Protocols {
                 egress,
                 stats: Stats::default(),
@@ -220,7 +220,7 @@ impl<P: Port> Engine<P> {
                 icmp_refill: now,
                 now,
                 violations: Vec::new(),
-                trace: trace::EngineTrace::new(appif::trace::Tracer::off()),
+                trace: trace::EngineTrace::new(observe::trace::Tracer::off()),
                 handoff: None,
                 handoff_scratch: Vec::new(),
                 cfg,
@@ -252,7 +252,7 @@ impl<P: Port> Engine<P> {
                 };
                 match rx {
                     Rx::Frame(frame) => {
-                        tx.cap.frame(appif::capture::Direction::In, frame, None);
+                        tx.cap.frame(observe::capture::Direction::In, frame, None);
                         protocols.handle_frame(frame, tx)
                     }
                     Rx::More => protocols.between_bursts(tx),
@@ -292,19 +292,19 @@ impl<P: Port> Engine<P> {
 
     /// Sends this engine's frames to `capturer` while `corestack capture`
     /// has it on; an engine starts with an unshared capturer that stays off.
-    pub fn set_capturer(&mut self, capturer: appif::capture::Capturer) {
+    pub fn set_capturer(&mut self, capturer: observe::capture::Capturer) {
         self.capture = capturer;
     }
 
     /// Sends this engine's trace records to `tracer` (`corestack trace`
     /// switches them on through its segment); an engine starts with an
     /// unshared tracer that stays off.
-    pub fn set_tracer(&mut self, tracer: appif::trace::Tracer) {
+    pub fn set_tracer(&mut self, tracer: observe::trace::Tracer) {
         self.protocols.trace = trace::EngineTrace::new(tracer);
     }
 
     /// The tracer this engine's records go to.
-    pub fn tracer(&self) -> &appif::trace::Tracer {
+    pub fn tracer(&self) -> &observe::trace::Tracer {
         self.protocols.trace.tracer()
     }
 
@@ -408,7 +408,7 @@ impl<P: Port> Engine<P> {
     /// Calls `f` with a row for every socket: TCP connections with their
     /// windows and timers, listeners and UDP sockets, and the TIME-WAIT
     /// records (for `corestack ss`). O(sockets); allocates nothing.
-    pub fn for_each_socket(&self, mut f: impl FnMut(appif::stats_shm::ConnRow)) {
+    pub fn for_each_socket(&self, mut f: impl FnMut(observe::stats_shm::ConnRow)) {
         let s = &self.protocols.sockets;
         for sock in s.slots.iter().flatten() {
             f(publish::socket_row(sock));
@@ -424,7 +424,7 @@ impl<P: Port> Engine<P> {
         &mut self,
         start: usize,
         visit: usize,
-        mut f: impl FnMut(appif::stats_shm::ConnRow),
+        mut f: impl FnMut(observe::stats_shm::ConnRow),
     ) -> usize {
         // Positions: the slots, then the TIME-WAIT records'.
         let s = &self.protocols.sockets;

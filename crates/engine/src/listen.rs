@@ -27,10 +27,10 @@
 use crate::sockets::{Conn, Listener, Socket};
 use crate::tcp::Tcb;
 use crate::Protocols;
-use appif::command::{Owner, ReusePort};
+use appif::command::Owner;
 use appif::errno;
 use appif::seg::AcceptQueue;
-use appif::socket::{SockId, SockState, StatusHandle};
+use appif::socket::{ReusePort, SockId, SockState, StatusHandle};
 use core::net::{IpAddr, SocketAddr};
 use nic::TxQueue;
 use std::sync::Arc;

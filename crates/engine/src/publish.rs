@@ -3,11 +3,11 @@
 //! connection table, from shared-memory segments under /dev/shm
 //! (`/dev/shm/corestack-<pid>.stats` and `.conns` for engine 0, the only
 //! one of most processes; `.stats.e<N>` and `.conns.e<N>` for engine N of
-//! several, [`appif::stats_shm::engine_kind`]; the format is
-//! `appif::stats_shm`'s). Each connection row names its engine.
+//! several, [`observe::stats_shm::engine_kind`]; the format is
+//! `observe::stats_shm`'s). Each connection row names its engine.
 //!
 //! It also attaches the engine to the process's trace and capture segments
-//! (`appif::trace`, `appif::capture`), which observers switch on.
+//! (`observe::trace`, `observe::capture`), which observers switch on.
 //!
 //! Whoever runs the engine loop wraps the engine in a [`Published`] and
 //! calls [`Published::publish`] once per iteration: the embedded engine
@@ -19,9 +19,9 @@
 use crate::stats::Stats;
 use crate::time::Instant;
 use crate::Engine;
-use appif::stats_shm::{comm_bytes, engine_kind, StatsWriter, COMM_LEN, CONNS, ROW_WORDS, STATS};
 use core::time::Duration;
 use nic::Port;
+use observe::stats_shm::{comm_bytes, engine_kind, StatsWriter, COMM_LEN, CONNS, ROW_WORDS, STATS};
 
 /// How often the counters and sockets are published.
 pub const STATS_EVERY: Duration = Duration::from_millis(10);
@@ -73,10 +73,10 @@ impl<P: Port> Published<P> {
     pub fn new(mut engine: Engine<P>) -> Self {
         let index = engine.index();
         // The process's trace segment, for `corestack trace`.
-        engine.set_tracer(appif::trace::Tracer::process());
+        engine.set_tracer(observe::trace::Tracer::process());
         // And its capture segment, for `corestack capture`; frames say
         // which engine saw them.
-        engine.set_capturer(appif::capture::Capturer::process().for_engine(index));
+        engine.set_capturer(observe::capture::Capturer::process().for_engine(index));
         // The segments are an observability aid: without /dev/shm the stack
         // still runs, it just cannot be watched from outside.
         let count = Stats::default().iter().count();
@@ -108,7 +108,7 @@ impl<P: Port> Published<P> {
     }
 
     /// Service mode: the process id and name of each owner of sockets (an
-    /// association id, as in [`appif::stats_shm::ConnRow::owner`]), shown
+    /// association id, as in [`observe::stats_shm::ConnRow::owner`]), shown
     /// with its sockets. Called when applications come and go.
     pub fn set_owners(&mut self, owners: impl Iterator<Item = (u32, u32, [u8; COMM_LEN])>) {
         self.owners.clear();
@@ -159,8 +159,8 @@ impl<P: Port> Published<P> {
 }
 
 /// The `corestack ss` row of `sock` (a TIME-WAIT record's is `Sockets::time_wait_row`'s).
-pub(crate) fn socket_row(sock: &crate::sockets::Socket) -> appif::stats_shm::ConnRow {
-    use appif::stats_shm::{ConnRow, ConnState};
+pub(crate) fn socket_row(sock: &crate::sockets::Socket) -> observe::stats_shm::ConnRow {
+    use observe::stats_shm::{ConnRow, ConnState};
     // A listener's or UDP socket's peer: the wildcard of its family.
     let any = |local: core::net::SocketAddr| match local {
         core::net::SocketAddr::V4(_) => {

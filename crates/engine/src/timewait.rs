@@ -178,7 +178,7 @@ impl Sockets {
     }
 
     /// The `corestack ss` row of the record at position `i`, if it holds one.
-    pub(crate) fn time_wait_row(&self, i: usize) -> Option<appif::stats_shm::ConnRow> {
+    pub(crate) fn time_wait_row(&self, i: usize) -> Option<observe::stats_shm::ConnRow> {
         let n4 = self.tw.positions();
         if i < n4 {
             self.tw.at(i).map(|(r, port, rec)| tw_row(r, port, rec))
@@ -195,8 +195,8 @@ fn tw_row<F: Family>(
     remote: SocketAddr,
     local_port: u16,
     rec: &TwRecord<F>,
-) -> appif::stats_shm::ConnRow {
-    appif::stats_shm::ConnRow {
+) -> observe::stats_shm::ConnRow {
+    observe::stats_shm::ConnRow {
         local: rec.local.socket(local_port),
         remote,
         state: State::TimeWait.published(),

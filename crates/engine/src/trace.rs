@@ -1,4 +1,4 @@
-//! The engine's side of `corestack trace` (`appif::trace`): stamps of a
+//! The engine's side of `corestack trace` (`observe::trace`): stamps of a
 //! sampled received segment (frame taken → parsed → TCP input done → bytes
 //! in the socket ring) and of a sampled send (Send command taken → TCP
 //! output → frames on the NIC ring), written as one record each.
@@ -9,7 +9,7 @@
 //! observer); at most one of each is in progress. Allocates nothing.
 
 use crate::tcp::RecvBuffer;
-use appif::trace::{clock, conn_key, Kind, Record, Tracer};
+use observe::trace::{clock, conn_key, Kind, Record, Tracer};
 
 /// A received segment being traced: its connection key and stamps t0..t2.
 #[derive(Clone, Copy)]

@@ -238,7 +238,7 @@ fn active_closer_ends_in_time_wait_then_goes() {
     let mut rows = Vec::new();
     w.a.for_each_socket(|r| rows.push(r));
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].state, appif::stats_shm::ConnState::TimeWait);
+    assert_eq!(rows[0].state, observe::stats_shm::ConnState::TimeWait);
     assert_eq!(
         (rows[0].local.ip(), rows[0].remote),
         (A6.into(), sa(B6, PORT))

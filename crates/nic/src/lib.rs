@@ -14,8 +14,9 @@
 //! [`bridge`] (an AF_PACKET forwarder standing in for `tc netem` in tests).
 //!
 //! `unsafe` code lives only in the `sys` modules (`sys`, `af_xdp::sys`,
-//! `tap::sys`) and in [`payload`] (payload bytes read in place); every block
-//! carries a `// SAFETY:` comment.
+//! `tap::sys`); every block carries a `// SAFETY:` comment. The lent
+//! payloads of [`TxQueue::transmit_gather`] ([`TxPayload`] over
+//! [`StableMemory`]) are crate `payload`'s, re-exported here.
 
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
@@ -28,8 +29,6 @@ pub mod gso;
 pub mod impair;
 pub mod mem;
 pub mod packet_tx;
-#[allow(unsafe_code)]
-pub mod payload;
 pub mod rss;
 #[allow(unsafe_code)]
 mod sys;

@@ -10,7 +10,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::error::Error;
-use crate::payload::TxPayload;
+use payload::TxPayload;
 
 /// Interface names are at most IFNAMSIZ - 1 bytes.
 const IFNAMSIZ: usize = libc::IFNAMSIZ;

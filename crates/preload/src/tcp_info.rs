@@ -8,7 +8,7 @@
 #![forbid(unsafe_code)]
 
 use crate::sock::Sock;
-use appif::stats_shm::{segment_path, ConnRow, StatsReader, CONNS, ROW_WORDS};
+use observe::stats_shm::{segment_path, ConnRow, StatsReader, CONNS, ROW_WORDS};
 use std::sync::Mutex;
 
 static READER: Mutex<Option<StatsReader>> = Mutex::new(None);

@@ -2,14 +2,14 @@
 //! association, published every 10 ms in this process's shared segment of
 //! kind [`APPS`] (`/dev/shm/corestack-<pid>.apps`), next to the engine's
 //! counters and connection table. The row format and its codec live in
-//! `appif::stats_shm`, where `corestack stat` reads them too.
+//! `observe::stats_shm`, where `corestack stat` reads them too.
 //!
 //! Single-threaded: the daemon's loop publishes; readers in other processes
 //! go through the segment's sequence lock.
 
-use appif::stats_shm::{StatsWriter, APPS, APP_WORDS};
+use observe::stats_shm::{StatsWriter, APPS, APP_WORDS};
 
-pub use appif::stats_shm::AppRow;
+pub use observe::stats_shm::AppRow;
 
 /// Applications the segment has room for (more are left out of it).
 pub const APP_ROWS: usize = 256;
@@ -50,7 +50,7 @@ impl AppsPublisher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use appif::stats_shm::{segment_path, table_rows, StatsReader};
+    use observe::stats_shm::{segment_path, table_rows, StatsReader};
 
     #[test]
     fn published_apps_read_back_and_segment_goes_with_publisher() {

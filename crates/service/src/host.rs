@@ -486,7 +486,7 @@ impl<P: Port> Host<P> {
             (
                 a.assoc,
                 a.cred.pid as u32,
-                appif::stats_shm::comm_bytes(&a.name),
+                observe::stats_shm::comm_bytes(&a.name),
             )
         });
         self.engine.set_owners(owners);

@@ -5,10 +5,10 @@
 
 mod common;
 
-use appif::observer_shm::find_segments;
-use appif::trace::{Kind, Record, TraceControl, TRACE};
 use common::*;
 use corestack::TcpListener;
+use observe::observer_shm::find_segments;
+use observe::trace::{Kind, Record, TraceControl, TRACE};
 
 /// The kinds among `records` of connections whose local port is `port`.
 fn kinds_on(records: &[Record], port: u16) -> Vec<Kind> {

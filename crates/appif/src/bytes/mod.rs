@@ -96,7 +96,7 @@ unsafe impl Send for LocalRing {}
 
 // SAFETY: the buffer never moves or changes length while the ring lives,
 // and ports read only written bytes, with raw copies or through the kernel.
-unsafe impl nic::StableMemory for LocalRing {
+unsafe impl payload::StableMemory for LocalRing {
     fn as_ptr(&self) -> *const u8 {
         self.buf.as_ptr()
     }
@@ -652,11 +652,11 @@ impl Reader {
 
     /// The unread bytes `offset..offset + len` past the read position where
     /// they lie, for a port to send without copying them first
-    /// ([`nic::TxQueue::transmit_gather`]); None unless all of them are
+    /// (`nic::TxQueue::transmit_gather`); None unless all of them are
     /// unread. They stay unchanged until this end consumes them (a writer
     /// in another process that breaks the ring protocol garbles only its
     /// own bytes).
-    pub fn payload(&self, offset: usize, len: usize) -> Option<nic::TxPayload> {
+    pub fn payload(&self, offset: usize, len: usize) -> Option<payload::TxPayload> {
         let (avail, geo) = self.unread();
         if offset > avail || len > avail - offset {
             return None;
@@ -664,11 +664,11 @@ impl Reader {
         let tail = self.tail.load(Ordering::Relaxed);
         let [(a, an), (b, bn)] = geo.pieces(tail.wrapping_add(offset as u64), len);
         let at = self.mem.base_at;
-        let memory: Arc<dyn nic::StableMemory> = match &self.mem.keep {
+        let memory: Arc<dyn payload::StableMemory> = match &self.mem.keep {
             Keep::Local(r) => r.clone(),
             Keep::Region(r) => r.clone(),
         };
-        nic::TxPayload::new(memory, [(at + a, an), (at + b, bn)])
+        payload::TxPayload::new(memory, [(at + a, an), (at + b, bn)])
     }
 
     /// True when the writer end has been dropped (rings in this process only).

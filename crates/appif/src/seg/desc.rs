@@ -5,7 +5,7 @@
 use super::Lane;
 use super::{AppSegment, DESC_BYTES};
 use crate::cc::CcKind;
-use crate::command::ReusePort;
+use crate::socket::ReusePort;
 use core::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use core::sync::atomic::Ordering;
 

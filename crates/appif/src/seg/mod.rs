@@ -665,11 +665,23 @@ impl AppSegment {
         } else {
             (None, None)
         };
-        let ready = ready::SlotReady {
+        let ready = crate::ready::SlotReady {
             slot,
             queued: crate::region::View::in_region(&self.region, s + SLOT_READY)?,
-            producer: if engine { self.producer.clone() } else { None },
-            router: if engine { None } else { self.router.clone() },
+            producer: if engine {
+                self.producer
+                    .clone()
+                    .map(|p| p as Arc<dyn crate::ready::SlotPush>)
+            } else {
+                None
+            },
+            router: if engine {
+                None
+            } else {
+                self.router
+                    .clone()
+                    .map(|r| r as Arc<dyn crate::ready::SlotRoute>)
+            },
         };
         StatusHandle::in_region(&self.region, s + SLOT_STATUS, wake, release)
             .map(|sh| sh.with_sleepers(self.sleepers.clone()).with_ready(ready))

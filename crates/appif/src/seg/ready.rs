@@ -23,8 +23,8 @@
 //! loses only its own readiness reports.
 
 use super::{AppSegment, ReadyLane};
-use crate::region::{Region, View};
-use crate::socket::StatusHandle;
+use crate::ready::{Routed, SlotPush, SlotRoute};
+use crate::region::Region;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -85,42 +85,9 @@ impl ReadyProducer {
     }
 }
 
-/// A status block's place in the ready rings: its slot's `queued` word
-/// and, on the engine's handle, the ring it is pushed to; on the
-/// application's, the router that hands it to its waiter.
-pub(crate) struct SlotReady {
-    pub(crate) slot: u32,
-    pub(crate) queued: View<AtomicU32>,
-    pub(crate) producer: Option<Arc<ReadyProducer>>,
-    pub(crate) router: Option<Arc<ReadyRouter>>,
-}
-
-impl core::fmt::Debug for SlotReady {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("SlotReady")
-            .field("slot", &self.slot)
-            .field("queued", &self.queued.load(Ordering::Relaxed))
-            .finish()
-    }
-}
-
-impl SlotReady {
-    /// Engine, after changing the socket: pushes its slot unless queued.
-    pub(crate) fn signal(&self) {
-        if let Some(p) = &self.producer {
-            if self.queued.load(Ordering::Relaxed) == 0
-                && self.queued.swap(1, Ordering::SeqCst) == 0
-            {
-                p.push(self.slot);
-            }
-        }
-    }
-
-    /// Application: the next change pushes the slot again. Call before
-    /// looking at the socket.
-    pub(crate) fn rearm(&self) {
-        self.queued.swap(0, Ordering::SeqCst);
-        core::sync::atomic::fence(Ordering::SeqCst);
+impl SlotPush for ReadyProducer {
+    fn push(&self, slot: u32) {
+        ReadyProducer::push(self, slot)
     }
 }
 
@@ -140,8 +107,8 @@ pub struct ReadyRouter {
 struct RouterState {
     /// Per lane: slots taken (monotonic).
     heads: Vec<u64>,
-    /// Per slot: the handle a waiter watches.
-    routes: Vec<Weak<StatusHandle>>,
+    /// Per slot: the status block a waiter watches.
+    routes: Vec<Option<Weak<dyn Routed>>>,
 }
 
 /// What a [`ReadyRouter::drain`] did.
@@ -159,7 +126,7 @@ impl ReadyRouter {
             pid: AtomicU32::new(std::process::id()),
             state: Mutex::new(RouterState {
                 heads: vec![0; lanes as usize],
-                routes: (0..nslots).map(|_| Weak::new()).collect(),
+                routes: (0..nslots).map(|_| None).collect(),
             }),
         }
     }
@@ -173,14 +140,6 @@ impl ReadyRouter {
     #[cfg(test)]
     pub(crate) fn pretend_forked(&self) {
         self.pid.store(0, Ordering::Relaxed);
-    }
-
-    /// Routes `slot`'s changes to `handle` (the one a waiter watches).
-    pub(crate) fn route(&self, slot: u32, handle: &Arc<StatusHandle>) {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(r) = st.routes.get_mut(slot as usize) {
-            *r = Arc::downgrade(handle);
-        }
     }
 
     /// Takes every slot the engines pushed to `seg`'s ready rings and
@@ -197,7 +156,7 @@ impl ReadyRouter {
             // A forked child's copy: the rings are its parent's to take.
             // The waiters this process inherited look at each of their
             // sockets instead, on every drain (as with no ready ring).
-            for h in st.routes.iter().filter_map(Weak::upgrade) {
+            for h in st.routes.iter().flatten().filter_map(Weak::upgrade) {
                 h.seg_signal(false);
             }
             return out;
@@ -234,8 +193,21 @@ impl ReadyRouter {
 
 /// Hands a slot's watched handle (if any) to its waiter: clears the
 /// slot's `queued` word, then signals the waiter's watch.
-fn hand_over(route: Option<&Weak<StatusHandle>>) {
-    if let Some(h) = route.and_then(Weak::upgrade) {
+fn hand_over(route: Option<&Option<Weak<dyn Routed>>>) {
+    if let Some(h) = route.and_then(Option::as_ref).and_then(Weak::upgrade) {
         h.seg_signal(true);
+    }
+}
+
+impl SlotRoute for ReadyRouter {
+    fn is_current(&self) -> bool {
+        ReadyRouter::is_current(self)
+    }
+
+    fn route(&self, slot: u32, to: Weak<dyn Routed>) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = st.routes.get_mut(slot as usize) {
+            *r = Some(to);
+        }
     }
 }

@@ -49,14 +49,14 @@ fn descriptors_round_trip_and_garbage_is_refused() {
             local: "[::]:7".parse().unwrap(),
             backlog: 128,
             v6only: true,
-            reuseport: Some(crate::command::ReusePort { home: true }),
+            reuseport: Some(crate::socket::ReusePort { home: true }),
         },
         Desc::Listen {
             slot: 1,
             local: "[::]:8".parse().unwrap(),
             backlog: 1,
             v6only: false,
-            reuseport: Some(crate::command::ReusePort { home: false }),
+            reuseport: Some(crate::socket::ReusePort { home: false }),
         },
         Desc::UdpBind {
             slot: 2,

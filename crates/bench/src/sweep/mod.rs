@@ -234,7 +234,7 @@ const WATCHED: [&str; 13] = [
 /// The counters of the corestack engine in process `pid`, by name (from its statistics
 /// segment); None when it cannot be read.
 pub(crate) fn engine_counters(pid: u32) -> Option<HashMap<&'static str, u64>> {
-    let r = appif::stats_shm::StatsReader::open(&appif::stats_shm::stats_path(pid)).ok()?;
+    let r = observe::stats_shm::StatsReader::open(&observe::stats_shm::stats_path(pid)).ok()?;
     let values = r.read()?;
     let names = corestack::Stats::default();
     let names: Vec<&'static str> = names.iter().map(|(n, _)| n).collect();

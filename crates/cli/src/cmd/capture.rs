@@ -1,5 +1,5 @@
 //! `corestack capture`: the frames running corestack engines receive and send, copied by the
-//! engines into their capture rings while this runs (`appif::capture`), filtered in the
+//! engines into their capture rings while this runs (`observe::capture`), filtered in the
 //! engine, written as pcap (`-w FILE`) or printed one line per frame (naming the engine,
 //! `e<N>`, that received or sent it when a process captured runs several).
 
@@ -9,9 +9,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use appif::capture::{write_pcap, CaptureControl, Direction, FilterOp, Frame, CAPTURE};
-use appif::observer_shm::find_segments;
 use clap::Args;
+use observe::capture::{write_pcap, CaptureControl, Direction, FilterOp, Frame, CAPTURE};
+use observe::observer_shm::find_segments;
 
 /// `capture` options.
 #[derive(Args, Debug)]
@@ -71,7 +71,7 @@ impl Capture {
         // Several engines in a process: each line names its frame's engine.
         let engines = pids
             .iter()
-            .any(|&p| appif::stats_shm::engine_segments(p, appif::stats_shm::STATS).len() > 1);
+            .any(|&p| observe::stats_shm::engine_segments(p, observe::stats_shm::STATS).len() > 1);
         let stop = cmdline::stop_flag()?;
         let dropped0: u64 = controls.iter().map(|c| c.dropped()).sum();
         let mut frames: Vec<Frame> = Vec::new();
@@ -271,10 +271,10 @@ pub fn parse_filter(words: &[String]) -> Result<Vec<FilterOp>> {
     if at != tokens.len() {
         bail!("filter: unexpected `{}` (terms: host A, port N, tcp, udp, icmp, icmp6, arp; and, or, not, parentheses)", tokens[at]);
     }
-    if out.iter().map(|op| op.words()).sum::<usize>() > appif::capture::FILTER_OPS {
+    if out.iter().map(|op| op.words()).sum::<usize>() > observe::capture::FILTER_OPS {
         bail!(
             "filter: at most {} terms and operators (an IPv6 host counts 3)",
-            appif::capture::FILTER_OPS
+            observe::capture::FILTER_OPS
         );
     }
     Ok(out)

@@ -67,8 +67,8 @@ pub const OPEN_RETRY: Duration = Duration::from_secs(5);
 /// their children are gone (see the module's notes).
 pub fn watch(root: u32, stop: Arc<AtomicBool>) {
     std::thread::spawn(move || {
-        let apps = appif::stats_shm::segment_path(std::process::id(), appif::stats_shm::APPS);
-        let mut reader: Option<appif::stats_shm::StatsReader> = None;
+        let apps = observe::stats_shm::segment_path(std::process::id(), observe::stats_shm::APPS);
+        let mut reader: Option<observe::stats_shm::StatsReader> = None;
         let mut tracked: HashMap<u32, u64> = HashMap::new();
         if let Some(t) = start_time(root) {
             tracked.insert(root, t);
@@ -76,11 +76,11 @@ pub fn watch(root: u32, stop: Arc<AtomicBool>) {
         let mut empty_since: Option<Instant> = None;
         while !stop.load(Ordering::Relaxed) {
             if reader.is_none() {
-                reader = appif::stats_shm::StatsReader::open(&apps).ok();
+                reader = observe::stats_shm::StatsReader::open(&apps).ok();
             }
             if let Some(words) = reader.as_ref().and_then(|r| r.read()) {
-                for row in appif::stats_shm::table_rows(&words, appif::stats_shm::APP_WORDS)
-                    .map(appif::stats_shm::AppRow::decode)
+                for row in observe::stats_shm::table_rows(&words, observe::stats_shm::APP_WORDS)
+                    .map(observe::stats_shm::AppRow::decode)
                 {
                     if let Ok(pid) = u32::try_from(row.pid) {
                         add(&mut tracked, pid);

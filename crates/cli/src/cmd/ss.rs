@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use appif::stats_shm::{segment_path, stats_dir, ConnRow, ConnState, CONNS};
 use clap::Args;
+use observe::stats_shm::{segment_path, stats_dir, ConnRow, ConnState, CONNS};
 
 use crate::observe::tables::{printable, read_conns};
 
@@ -171,7 +171,7 @@ mod tests {
         let mut r = conn(3, 6, 1234, 5678, 1);
         r.ssthresh = u32::MAX;
         r.pid = 4242;
-        r.comm = appif::stats_shm::comm_bytes("memcached");
+        r.comm = observe::stats_shm::comm_bytes("memcached");
         let c = cells(&ss_line(42, &r, false));
         assert_eq!(c.len(), header.len(), "{c:?}");
         assert_eq!(
@@ -193,7 +193,7 @@ mod tests {
         assert_eq!(&c[..3], ["42", "-", "-"]);
         // A name with a space and a control character stays one printable cell.
         let mut r = conn(3, 6, 0, 0, 0);
-        r.comm = appif::stats_shm::comm_bytes("a b\x1b");
+        r.comm = observe::stats_shm::comm_bytes("a b\x1b");
         assert_eq!(cells(&ss_line(42, &r, false))[1], "a_b?");
         // UDP: bytes but no TCP cells; listener: neither.
         let line = ss_line_of(&conn(2, 0, 64, 32, 0));

@@ -8,8 +8,8 @@
 //! `total`, or one engine's counters alone with `--engine N`.
 
 use anyhow::{bail, Context, Result};
-use appif::stats_shm::{stats_dir, AppRow, ConnRow, ConnState};
 use clap::Args;
+use observe::stats_shm::{stats_dir, AppRow, ConnRow, ConnState};
 
 use crate::observe::prometheus;
 use crate::observe::tables::{printable, read_apps, read_conns, read_counters, EngineCounters};

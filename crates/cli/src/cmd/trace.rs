@@ -1,15 +1,15 @@
 //! `corestack trace`: switches per-stage tracing on in running corestack
 //! processes (engines, the daemon, applications), collects for a while,
 //! switches it off, and prints where the time of a message goes, stage by
-//! stage (`appif::trace`, `appif::trace_report`).
+//! stage (`observe::trace`, `observe::trace_report`).
 
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use appif::observer_shm::find_segments;
-use appif::trace::{TraceControl, TRACE};
-use appif::trace_report::{collect, Breakdown};
 use clap::Args;
+use observe::observer_shm::find_segments;
+use observe::trace::{TraceControl, TRACE};
+use observe::trace_report::{collect, Breakdown};
 
 /// `trace` options.
 #[derive(Args, Debug)]

@@ -21,7 +21,7 @@
 //! 1, ...): sum them for the process's totals. A one-engine process's
 //! samples carry no `engine` label, as before engines were several.
 //!
-//! Everything is read from the shared segments (`appif::stats_shm`) through
+//! Everything is read from the shared segments (`observe::stats_shm`) through
 //! the readers `stat` and `ss` use, so serving `/metrics` never stops or
 //! slows the engine: the reader copies under the segment's sequence lock.
 
@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use anyhow::{bail, Result};
-use appif::stats_shm::{engine_kind, segment_path, AppRow, ConnRow, ConnState, CONNS};
+use observe::stats_shm::{engine_kind, segment_path, AppRow, ConnRow, ConnState, CONNS};
 
 use super::tables::{read_apps, read_conns_at, read_counters};
 

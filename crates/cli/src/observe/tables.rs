@@ -1,4 +1,4 @@
-//! Reading the tables running engines publish (`appif::stats_shm`): a process's connection
+//! Reading the tables running engines publish (`observe::stats_shm`): a process's connection
 //! table and, for a `corestack run` daemon, its application table, read without stopping the
 //! engine (the reader copies under the segment's sequence lock); and an application's own text
 //! made safe to print. `stat`, `ss` and the Prometheus renderer read through these.
@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use appif::stats_shm::{
+use observe::stats_shm::{
     engine_segments, segment_path, table_rows, AppRow, ConnRow, StatsReader, APPS, APP_WORDS,
     CONNS, ROW_WORDS, STATS,
 };
@@ -31,7 +31,7 @@ pub fn read_counters(pid: u32) -> Result<Vec<EngineCounters>> {
     let mut segs = engine_segments(pid, STATS);
     if !matches!(segs.first(), Some((0, _))) {
         // Described by the error of opening engine 0's segment.
-        segs.insert(0, (0, appif::stats_shm::stats_path(pid)));
+        segs.insert(0, (0, observe::stats_shm::stats_path(pid)));
     }
     let mut out = Vec::with_capacity(segs.len());
     for (engine, path) in segs {
@@ -137,7 +137,7 @@ pub fn printable(name: &str) -> String {
 /// Rows and cells the commands' unit tests build and read.
 #[cfg(test)]
 pub mod fixtures {
-    use appif::stats_shm::{ConnRow, ConnState};
+    use observe::stats_shm::{ConnRow, ConnState};
 
     /// A connection row of application `owner` in `state` (the published code).
     pub fn conn(owner: u32, state: u8, bytes_in: u64, bytes_out: u64, retransmits: u64) -> ConnRow {

@@ -442,7 +442,7 @@ fn launch_service(
                 runner: AtomicU64::new(0),
             },
             spin: spin_time(false),
-            tracer: appif::trace::Tracer::process(),
+            tracer: observe::trace::Tracer::process(),
         }),
     })
 }
@@ -552,7 +552,7 @@ fn launch<P: Port + Send + 'static>(
                 runner: AtomicU64::new(0),
             },
             spin: spin_time(!inline),
-            tracer: appif::trace::Tracer::process(),
+            tracer: observe::trace::Tracer::process(),
         }),
     }
 }

@@ -25,12 +25,12 @@ pub use steps::{Step, StepInterrupted, WaitSteps};
 pub use wait::{spin_round, Waited};
 
 use appif::bytes;
-use appif::command::{Command, Owner, ReusePort};
+use appif::command::{Command, Owner};
 use appif::errno;
 use appif::notify::Notify;
 use appif::seg::Desc;
 use appif::seg::{AcceptQueue, Accepted};
-use appif::socket::{SockId, StatusHandle};
+use appif::socket::{ReusePort, SockId, StatusHandle};
 use appif::spsc;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use core::time::Duration;
@@ -163,7 +163,7 @@ pub(crate) struct Inner {
     /// Spin time of waits before they sleep.
     spin: Duration,
     /// The process's trace segment (`corestack trace`).
-    pub(crate) tracer: appif::trace::Tracer,
+    pub(crate) tracer: observe::trace::Tracer,
 }
 
 impl Drop for Inner {

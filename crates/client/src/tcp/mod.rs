@@ -8,8 +8,8 @@ use crate::stack::{Parts, Request, Stack};
 use appif::bytes;
 use appif::errno::{self, EINVAL, ENOTCONN, EPIPE};
 use appif::socket::{SockId, SockState, StatusHandle, FLAG_MOVED, FLAG_RX_FIN};
-use appif::trace::Kind;
 use core::net::SocketAddr;
+use observe::trace::Kind;
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::sync::Arc;
@@ -412,7 +412,7 @@ impl TcpStream {
     }
 
     /// Records a traced read or write (`kind`) of `n` bytes that began at
-    /// `t0` and left its ring at position `pos` (see [`appif::trace`]).
+    /// `t0` and left its ring at position `pos` (see [`observe::trace`]).
     #[inline]
     fn trace(&self, kind: Kind, t0: u64, n: usize, pos: u64) {
         let (local, remote) = (self.shared.local(), self.shared.remote());

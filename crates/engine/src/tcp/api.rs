@@ -33,8 +33,8 @@ pub enum State {
 
 impl State {
     /// The state as the connection table publishes it (for `corestack ss`).
-    pub fn published(self) -> appif::stats_shm::ConnState {
-        use appif::stats_shm::ConnState as C;
+    pub fn published(self) -> observe::stats_shm::ConnState {
+        use observe::stats_shm::ConnState as C;
         match self {
             State::Closed => C::Closed,
             State::Listen => C::Listen,

@@ -23,7 +23,7 @@
 //!
 //! Nothing here allocates after [`GsoBatch::new`].
 
-use crate::payload::TxPayload;
+use payload::TxPayload;
 
 /// Bytes of `struct virtio_net_hdr` in front of every frame.
 pub const VNET_HDR_LEN: usize = 10;

@@ -396,7 +396,7 @@ fn push_lent(b: &mut GsoBatch, frame: &[u8], gso_size: usize) -> bool {
     let t = model_l3(frame).1;
     let hlen = t + usize::from(frame[t + 12] >> 4) * 4;
     let payload = &frame[hlen..];
-    let lent = crate::payload::testing::wrapped(payload, payload.len() / 3);
+    let lent = payload::testing::wrapped(payload, payload.len() / 3);
     b.push_gather(hlen, lent, gso_size, |buf| {
         buf.copy_from_slice(&frame[..hlen])
     })
@@ -444,7 +444,7 @@ fn a_lent_payload_goes_out_as_the_copied_frame_would_and_is_never_merged() {
 fn lent_headers_that_do_not_match_the_payload_queue_nothing() {
     let f = pseudo_only(&tcp_frame(1, 2, 0x10, &data(3 * MSS, 7), &TS, 5));
     let hlen = TCP_AT + 20 + TS.len();
-    let lent = || crate::payload::testing::wrapped(&f[hlen..], 10);
+    let lent = || payload::testing::wrapped(&f[hlen..], 10);
     let mut b = GsoBatch::new(1 << 20, 64, true);
     // IP total length one byte short of headers + payload.
     assert!(!b.push_gather(hlen, lent(), MSS, |buf| {

@@ -1,8 +1,8 @@
 use super::*;
 use crate::gso::tests::{data, pseudo_only, tcp_frame};
 use crate::gso::write_segment;
-use crate::payload::testing::wrapped;
 use crate::TxQueue;
+use payload::testing::wrapped;
 
 const MSS: usize = 1448;
 

@@ -321,7 +321,7 @@ impl ConnRow {
 
 /// Bytes of an application's name an [`AppRow`] keeps (the control
 /// protocol's own limit, `ctl::NAME_MAX`).
-pub const APP_NAME_MAX: usize = crate::ctl::NAME_MAX;
+pub const APP_NAME_MAX: usize = appif::ctl::NAME_MAX;
 
 /// One application of `corestack run` (a service-mode association), as
 /// `corestack stat` shows it.

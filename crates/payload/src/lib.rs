@@ -1,13 +1,27 @@
 //! Frame payloads a port may send straight from where they lie: the bytes of
 //! an application's TX ring, handed to the kernel as an iovec behind a
 //! header-only frame instead of being copied into the frame first
-//! ([`crate::TxQueue::transmit_gather`]).
+//! (`nic::TxQueue::transmit_gather`).
 //!
 //! A [`TxPayload`] holds a reference to the memory it points into, so the
 //! memory stays mapped for as long as a port keeps the payload queued; what
 //! keeps the bytes *unchanged* until the port's next flush is the caller's
 //! ring protocol (an engine releases ring bytes only when they are
 //! acknowledged, never between queuing a segment and flushing the port).
+//!
+//! # Why a crate of its own
+//!
+//! Both sides of a lent payload name these two types: `appif`, whose rings
+//! and segments are the [`StableMemory`] and which cuts the [`TxPayload`]s,
+//! and `nic`, whose ports read them. Here they sit on a floor below both,
+//! so that the shared-memory contract (`appif`) does not depend on the port
+//! drivers (`nic`). Not in `wire`: `wire` forbids `unsafe` and is about
+//! bytes on the network, while this is about memory that stays mapped (one
+//! raw copy, with its `// SAFETY:`). `nic` re-exports both types
+//! (`nic::TxPayload`, `nic::StableMemory`), so its users need not name this
+//! crate.
+
+#![deny(missing_docs)]
 
 use std::sync::Arc;
 
@@ -99,8 +113,9 @@ impl TxPayload {
         n
     }
 
-    /// (start, bytes) of each range, for an iovec; valid while `self` lives.
-    pub(crate) fn raw_parts(&self) -> impl Iterator<Item = (*const u8, usize)> + '_ {
+    /// (start, bytes) of each non-empty range, for an iovec (a port's
+    /// gathered send); the pointers are valid while `self` lives.
+    pub fn raw_parts(&self) -> impl Iterator<Item = (*const u8, usize)> + '_ {
         let base = self.mem.as_ptr();
         self.parts
             .iter()
@@ -111,9 +126,10 @@ impl TxPayload {
     }
 }
 
-/// Payloads over plain heap memory, for tests.
-#[cfg(test)]
-pub(crate) mod testing {
+/// Payloads over plain heap memory, for tests (this crate's, and `nic`'s
+/// through the `testing` feature).
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
     use super::*;
 
     struct Bytes(Box<[u8]>);
@@ -129,13 +145,13 @@ pub(crate) mod testing {
     }
 
     /// Memory holding `bytes`.
-    pub(crate) fn memory(bytes: &[u8]) -> Arc<dyn StableMemory> {
+    pub fn memory(bytes: &[u8]) -> Arc<dyn StableMemory> {
         Arc::new(Bytes(bytes.into()))
     }
 
     /// `data` as a payload wrapped like a ring's: the bytes from `split` on
     /// lie at the start of the memory, the ones before it at its end.
-    pub(crate) fn wrapped(data: &[u8], split: usize) -> TxPayload {
+    pub fn wrapped(data: &[u8], split: usize) -> TxPayload {
         let (a, b) = data.split_at(split);
         let mut mem = b.to_vec();
         mem.extend_from_slice(&[0xee; 7]);

@@ -71,7 +71,7 @@ const RING: Ring = Ring {
 pub fn clock() -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
-        crate::sys::rdtsc()
+        crate::tsc::rdtsc()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

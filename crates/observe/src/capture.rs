@@ -354,7 +354,7 @@ impl Capturer {
     /// places: headers, then a payload) into the ring if it passes the
     /// filter; counts a drop when the ring is full. Never waits; allocates
     /// nothing.
-    pub fn frame(&self, dir: Direction, frame: &[u8], tail: Option<&nic::TxPayload>) {
+    pub fn frame(&self, dir: Direction, frame: &[u8], tail: Option<&payload::TxPayload>) {
         let seg = &*self.0;
         if seg.len() < SEG_BYTES {
             return;
