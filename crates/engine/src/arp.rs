@@ -162,13 +162,15 @@ impl ArpCache {
     }
 
     /// Refreshes `ip`'s entry from the link-layer source `mac` of its IP
-    /// traffic (RFC 1122 §2.3.2.1 allows such hints): a confirmed entry
-    /// only, never a new or a gleaned one. Returns true if frames are
-    /// waiting for it.
+    /// traffic (RFC 1122 §2.3.2.1 allows such hints), as
+    /// [`ArpCache::learn`] without adding (so only while a request is out
+    /// when there is no entry), but never a fresh gleaned entry: that one
+    /// only an ARP packet confirms. Returns true if frames are waiting for
+    /// it.
     pub fn refresh(&mut self, ip: Ipv4Addr, mac: MacAddr, now: Instant) -> bool {
         match self.entries.get(&ip) {
-            Some(e) if e.confirmed => self.learn(ip, mac, false, now),
-            _ => false,
+            Some(e) if !e.confirmed && e.expires > now => false,
+            _ => self.learn(ip, mac, false, now),
         }
     }
 
@@ -404,6 +406,11 @@ mod tests {
         let t = Instant(1);
         assert!(!c.refresh(IP, MAC, t));
         assert_eq!(c.lookup(IP, t), None, "traffic adds no entry");
+        // ... unless a request for it is out: then it answers it.
+        let mut d = ArpCache::new(4, 2);
+        d.enqueue(IP, t, |_| 10);
+        assert!(d.refresh(IP, MAC, t), "the waiting frame can go");
+        assert_eq!(d.lookup(IP, t), Some(MAC));
         c.learn(IP, MAC, true, t);
         let later = t + ENTRY_LIFETIME - Duration::from_secs(1);
         c.refresh(IP, MAC, later);
