@@ -136,11 +136,6 @@ pub(super) struct Rack {
     pub(super) dsack_round: Option<SeqNum>,
     /// Recoveries left before the multiplier resets.
     pub(super) reo_persist: u32,
-    /// A D-SACK showed reordering on this connection: from then on only
-    /// RACK's time window deems segments lost, not RFC 6675's DupThresh,
-    /// which assumes no reordering beyond 3 segments (Linux, with RACK on,
-    /// marks losses by RACK alone once `reord_seen`).
-    pub(super) reord_seen: bool,
 }
 
 /// Tail loss probe state (RFC 8985 §7).
@@ -215,7 +210,6 @@ impl Tcb {
     /// Returns true if it covers the tail loss probe.
     fn on_dsack(&mut self, b: SackBlock) -> bool {
         self.stats.dsacks_received += 1;
-        self.rec.rack.reord_seen = true;
         // RFC 8985 §6.2 step 4: widen the reordering window by min_rtt/4 per
         // round trip in which D-SACKs arrive; keep it for 16 recoveries.
         if self.rec.rack.dsack_round.is_none_or(|r| self.snd.una >= r) {
@@ -361,11 +355,7 @@ impl Tcb {
                 .on_ecn_feedback(ev.acked, ev.ece, self.snd.una, self.snd.nxt);
         }
         if self.opts.sack {
-            // Once reordering was seen, a segment held back behind three
-            // later ones is not lost until RACK's window says so (issue 35:
-            // 2 ms + 5 % reordering otherwise drew a spurious recovery, each
-            // D-SACKed, every few round trips).
-            if ev.sacked > 0 && !self.dupthresh_off() {
+            if ev.sacked > 0 {
                 self.rec.sb.mark_lost_by_sack(DUP_THRESH, mss);
             }
             if self.cfg.rack_tlp && (ev.sacked > 0 || ev.new_ack) {
@@ -411,10 +401,10 @@ impl Tcb {
     /// not for data sent before an earlier recovery or RTO (RFC 6582 §3.2
     /// step 2).
     pub(super) fn maybe_enter_recovery(&mut self) {
-        let dupthresh = self.rec.dupacks >= DUP_THRESH as u32 && !self.dupthresh_off();
         if self.rec.active
             || self.snd.una < self.rec.recover
-            || !(dupthresh || (self.opts.sack && self.rec.sb.owed() > 0))
+            || !(self.rec.dupacks >= DUP_THRESH as u32
+                || (self.opts.sack && self.rec.sb.owed() > 0))
             || self.rec.sb.is_empty()
         {
             return;
@@ -512,14 +502,6 @@ impl Tcb {
             p.out += len;
             p.sndcnt = p.sndcnt.saturating_sub(len);
         }
-    }
-
-    /// True when DupThresh (three duplicate ACKs, RFC 6675 IsLost) no
-    /// longer deems segments lost: with SACK and RACK-TLP on, after a
-    /// D-SACK showed reordering ([`Rack::reord_seen`]); RACK's reordering
-    /// window (RFC 8985 §6.2) decides alone.
-    fn dupthresh_off(&self) -> bool {
-        self.opts.sack && self.cfg.rack_tlp && self.rec.rack.reord_seen
     }
 
     /// RACK loss detection (RFC 8985 §6.2): the reordering window is

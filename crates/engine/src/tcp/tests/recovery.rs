@@ -168,43 +168,6 @@ fn established_reordered_segment_dsack_marks_retransmission_spurious_and_undoes_
     assert_eq!(a.tcb.ssthresh(), usize::MAX);
 }
 
-/// Once a D-SACK showed reordering, a segment held back behind many later
-/// ones is left to RACK's reordering window: no recovery, no
-/// retransmission when it arrives within it (DupThresh would have resent
-/// it at once).
-#[test]
-fn established_after_dsack_reordering_held_segment_is_not_resent_by_dupthresh() {
-    let (mut a, mut b, t, mss, _, segs) = flight(20, 6);
-    // First reordering: a spurious retransmission, D-SACKed.
-    let acks = deliver(&mut b, &segs, &[2], t + ms(D));
-    feed(&mut a, &acks, t + ms(2 * D));
-    let re = a.output(t + ms(2 * D));
-    let ack1 = deliver(&mut b, &segs[2..3], &[], t + ms(2 * D + 1));
-    let ack2 = deliver(&mut b, &re, &[], t + ms(3 * D));
-    feed(&mut a, &ack1, t + ms(3 * D + 1));
-    feed(&mut a, &ack2, t + ms(4 * D));
-    assert_eq!(a.tcb.stats().dsacks_received, 1);
-    let resent = a.tcb.stats().retransmits;
-    // Second flight: its third segment arrives 1 ms behind the others.
-    let t2 = t + ms(4 * D);
-    a.write(&pattern(20 * mss, 7));
-    let segs2 = a.output(t2);
-    assert!(segs2.len() >= 10, "{}", segs2.len());
-    let acks = deliver(&mut b, &segs2, &[2], t2 + ms(D));
-    feed(&mut a, &acks, t2 + ms(2 * D));
-    assert!(!a.tcb.in_recovery(), "no recovery for a late segment");
-    assert!(
-        a.output(t2 + ms(2 * D))
-            .iter()
-            .all(|s| s.repr.seq != segs2[2].repr.seq),
-        "not resent"
-    );
-    let late = deliver(&mut b, &segs2[2..3], &[], t2 + ms(D + 1));
-    feed(&mut a, &late, t2 + ms(2 * D + 1));
-    assert!(!a.tcb.in_recovery());
-    assert_eq!(a.tcb.stats().retransmits, resent, "nothing resent");
-}
-
 #[test]
 fn established_scoreboard_full_holds_new_data_until_acked() {
     let c = TcpConfig {
