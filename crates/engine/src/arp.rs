@@ -15,10 +15,20 @@ pub const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 pub const MAX_TRIES: u32 = 3;
 /// Bytes per waiting frame.
 pub const FRAME_CAP: usize = 2048;
+/// How long an entry gleaned from a SYN ([`ArpCache::glean`]) is used
+/// unconfirmed, 4 s: the [`MAX_TRIES`] requests that confirm it are given
+/// up [`MAX_TRIES`] × [`RETRY_INTERVAL`] after the first, and one more
+/// interval passes before it expires. Unless an ARP packet from the address
+/// confirms it, the address is then resolved as usual.
+pub const GLEAN_LIFETIME: Duration =
+    Duration::from_secs(RETRY_INTERVAL.as_secs() * (MAX_TRIES as u64 + 1));
 
 struct Entry {
     mac: MacAddr,
     expires: Instant,
+    /// Learned from an ARP packet (RFC 826), not gleaned from a SYN: only
+    /// a confirmed entry is refreshed by the address's IP traffic.
+    confirmed: bool,
 }
 
 struct Request {
@@ -132,32 +142,90 @@ impl ArpCache {
             .map(|e| e.mac)
     }
 
-    /// Records `ip` at `mac` (RFC 826: update an existing entry; add when the
-    /// packet was for us or a reply we asked for). Returns true if frames
-    /// are waiting for it (call [`ArpCache::take_waiting`]).
+    /// Records `ip` at `mac` from an ARP packet (RFC 826: update an
+    /// existing entry; add when the packet was for us or a reply we asked
+    /// for); the entry is confirmed for [`ENTRY_LIFETIME`]. Returns true if
+    /// frames are waiting for it (call [`ArpCache::take_waiting`]).
     pub fn learn(&mut self, ip: Ipv4Addr, mac: MacAddr, add: bool, now: Instant) -> bool {
         let expires = now + ENTRY_LIFETIME;
         if let Some(e) = self.entries.get_mut(&ip) {
             e.mac = mac;
             e.expires = expires;
+            e.confirmed = true;
         } else if add || self.requests.contains_key(&ip) {
-            if self.entries.len() >= self.capacity {
-                // Evict the entry closest to expiry: bounded, and rare.
-                if let Some(old) = self
-                    .entries
-                    .iter()
-                    .min_by_key(|(_, e)| e.expires)
-                    .map(|(k, _)| *k)
-                {
-                    self.entries.remove(&old);
-                }
-            }
-            self.entries.insert(ip, Entry { mac, expires });
+            self.insert(ip, mac, expires, true);
         } else {
             return false;
         }
         self.requests.remove(&ip);
         self.waiting.any(ip)
+    }
+
+    /// Refreshes `ip`'s entry from the link-layer source `mac` of its IP
+    /// traffic (RFC 1122 §2.3.2.1 allows such hints), as
+    /// [`ArpCache::learn`] without adding (so only while a request is out
+    /// when there is no entry), but never a fresh gleaned entry: that one
+    /// only an ARP packet confirms. Returns true if frames are waiting for
+    /// it.
+    pub fn refresh(&mut self, ip: Ipv4Addr, mac: MacAddr, now: Instant) -> bool {
+        match self.entries.get(&ip) {
+            Some(e) if !e.confirmed && e.expires > now => false,
+            _ => self.learn(ip, mac, false, now),
+        }
+    }
+
+    /// Gleans `ip` at `mac`, the link-layer source of a SYN from on-link
+    /// `ip` to one of our listeners, when the cache has no fresh entry for
+    /// it (as RFC 4861 §7.2.3 creates a STALE entry from a solicitation):
+    /// the SYN-ACK goes out at once instead of waiting an ARP round trip,
+    /// which a lost request or reply makes 1 s ([`RETRY_INTERVAL`]) longer.
+    /// The entry lasts [`GLEAN_LIFETIME`], is not refreshed by traffic
+    /// ([`ArpCache::refresh`]), and an ARP reply confirms or corrects it
+    /// ([`ArpCache::learn`]): its request, the one resolving the SYN-ACK's
+    /// next hop would have sent, goes out at the next [`ArpCache::poll`]
+    /// (after the SYN-ACK, as RFC 4861 §7.3.3 probes a STALE entry once it
+    /// is used) and is retried as usual. Bounded by the cache's capacity,
+    /// like any entry. Returns true when it gleaned.
+    pub fn glean(&mut self, ip: Ipv4Addr, mac: MacAddr, now: Instant) -> bool {
+        if self.lookup(ip, now).is_some() {
+            return false;
+        }
+        self.insert(ip, mac, now + GLEAN_LIFETIME, false);
+        if !self.requests.contains_key(&ip) && self.requests.len() < self.capacity {
+            // Due at once: the next poll sends the first of MAX_TRIES.
+            let due = now - RETRY_INTERVAL;
+            self.requests.insert(
+                ip,
+                Request {
+                    last_sent: due,
+                    tries: 0,
+                },
+            );
+        }
+        true
+    }
+
+    /// Adds or replaces `ip`'s entry, evicting the one closest to expiry
+    /// when the cache is full (bounded, and rare).
+    fn insert(&mut self, ip: Ipv4Addr, mac: MacAddr, expires: Instant, confirmed: bool) {
+        if self.entries.len() >= self.capacity && !self.entries.contains_key(&ip) {
+            if let Some(old) = self
+                .entries
+                .iter()
+                .min_by_key(|(_, e)| e.expires)
+                .map(|(k, _)| *k)
+            {
+                self.entries.remove(&old);
+            }
+        }
+        self.entries.insert(
+            ip,
+            Entry {
+                mac,
+                expires,
+                confirmed,
+            },
+        );
     }
 
     /// Queues a frame for `next_hop`: `fill` writes it into a buffer of
@@ -273,6 +341,80 @@ mod tests {
         }
         assert_eq!(reqs, MAX_TRIES - 1);
         assert_eq!(dropped, 1);
+    }
+
+    /// Requests `poll` asks for between `from` and `to` (every 100 ms, as
+    /// housekeeping calls it), and frames it drops.
+    fn poll_until(c: &mut ArpCache, from: Instant, to: Instant) -> (u32, usize) {
+        let (mut reqs, mut dropped, mut t) = (0, 0, from);
+        while t <= to {
+            c.poll(t, |a| match a {
+                ArpAction::Request(_) => reqs += 1,
+                ArpAction::Unresolved(n) => dropped += n,
+            });
+            t = t + Duration::from_millis(100);
+        }
+        (reqs, dropped)
+    }
+
+    #[test]
+    fn gleaned_entry_is_used_at_once_confirmed_by_a_reply_to_the_next_poll_request() {
+        let mut c = ArpCache::new(4, 2);
+        let t = Instant(1_000_000_000);
+        assert!(c.glean(IP, MAC, t));
+        assert_eq!(c.lookup(IP, t), Some(MAC), "usable before any ARP");
+        assert!(!c.glean(IP, MAC, t), "a fresh entry is not gleaned again");
+        // The confirming request goes out at the next poll, after the SYN-ACK.
+        assert_eq!(poll_until(&mut c, t, t), (1, 0));
+        let other = MacAddr([2, 0, 0, 0, 0, 10]);
+        assert!(!c.learn(IP, other, false, t + Duration::from_millis(1)));
+        assert_eq!(
+            c.lookup(IP, t + GLEAN_LIFETIME),
+            Some(other),
+            "corrected, confirmed"
+        );
+        assert_eq!(
+            poll_until(&mut c, t, t + GLEAN_LIFETIME),
+            (0, 0),
+            "no request left"
+        );
+    }
+
+    #[test]
+    fn unconfirmed_gleaned_entry_is_not_refreshed_by_traffic_and_expires() {
+        let mut c = ArpCache::new(4, 2);
+        let t = Instant(1_000_000_000);
+        assert!(c.glean(IP, MAC, t));
+        // Traffic from the address does not extend it; the requests stop
+        // at MAX_TRIES, one per RETRY_INTERVAL.
+        let end = t + GLEAN_LIFETIME - Duration::from_millis(1);
+        assert!(!c.refresh(IP, MAC, end));
+        assert_eq!(poll_until(&mut c, t, end), (MAX_TRIES, 0));
+        assert_eq!(c.lookup(IP, end), Some(MAC));
+        assert_eq!(
+            c.lookup(IP, t + GLEAN_LIFETIME),
+            None,
+            "expired unconfirmed"
+        );
+        // Then it is resolved as usual: a queued frame asks again.
+        assert_eq!(c.enqueue(IP, t + GLEAN_LIFETIME, |_| 10), Some(true));
+    }
+
+    #[test]
+    fn refresh_extends_a_confirmed_entry_only() {
+        let mut c = ArpCache::new(4, 2);
+        let t = Instant(1);
+        assert!(!c.refresh(IP, MAC, t));
+        assert_eq!(c.lookup(IP, t), None, "traffic adds no entry");
+        // ... unless a request for it is out: then it answers it.
+        let mut d = ArpCache::new(4, 2);
+        d.enqueue(IP, t, |_| 10);
+        assert!(d.refresh(IP, MAC, t), "the waiting frame can go");
+        assert_eq!(d.lookup(IP, t), Some(MAC));
+        c.learn(IP, MAC, true, t);
+        let later = t + ENTRY_LIFETIME - Duration::from_secs(1);
+        c.refresh(IP, MAC, later);
+        assert_eq!(c.lookup(IP, t + ENTRY_LIFETIME), Some(MAC), "refreshed");
     }
 
     #[test]

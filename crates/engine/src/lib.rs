@@ -147,6 +147,9 @@ pub(crate) struct Protocols {
     pub(crate) handoff: Option<steer::Handoff>,
     /// One handoff record at a time, while it is handled.
     handoff_scratch: Vec<u8>,
+    /// The link-layer source of the IPv4 TCP segment being handled when
+    /// it came from on-link, else ZERO (for `rx::glean_syn`).
+    rx_link_src: MacAddr,
 }
 
 impl<P: Port> Engine<P> {
@@ -223,6 +226,7 @@ impl<P: Port> Engine<P> {
                 trace: trace::EngineTrace::new(observe::trace::Tracer::off()),
                 handoff: None,
                 handoff_scratch: Vec::new(),
+                rx_link_src: MacAddr::ZERO,
                 cfg,
             },
         }

@@ -19,7 +19,7 @@ use wire::arp::{ArpOp, ArpRepr};
 use wire::ethernet::{EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use wire::ipv4::{Ipv4Packet, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
 use wire::tcp::TcpRepr;
-use wire::Error;
+use wire::{Error, MacAddr};
 
 impl Protocols {
     /// Handles one Ethernet frame received from the port.
@@ -165,15 +165,19 @@ impl Protocols {
         let src = ip.src();
         // Learn the peer's MAC from its traffic when it is on-link and the
         // cache already knows it (refresh only; RFC 1122 §2.3.2.1 allows it).
-        if self.egress.on_link(src) && eth.src.is_unicast() {
-            self.egress.arp.learn(src, eth.src, false, self.now);
+        let on_link = self.egress.on_link(src) && eth.src.is_unicast();
+        if on_link {
+            self.egress.arp.refresh(src, eth.src, self.now);
         }
         match ip.protocol() {
             PROTO_ICMP => self.handle_icmp(src, ip.payload(), tx),
             PROTO_UDP => self.handle_udp(ip, tx),
             PROTO_TCP => {
                 let ce = ip.tos() & 0b11 == 0b11;
+                // A SYN from on-link may glean the sender's MAC (`glean_syn`).
+                self.rx_link_src = if on_link { eth.src } else { MacAddr::ZERO };
                 self.handle_tcp(src, self.egress.ip, ip.payload(), ce, tx);
+                self.rx_link_src = MacAddr::ZERO;
             }
             _ => self.stats.drop_ipv4_unsupported_proto += 1,
         }
@@ -300,6 +304,7 @@ impl Protocols {
         let local = SocketAddr::new(local, seg.dst_port);
         if let Some(lslot) = lslot {
             if flags.syn() && !flags.ack() && !flags.rst() {
+                self.glean_syn(remote.ip());
                 self.passive_open(lslot, local, remote, seg, tx);
                 return;
             }
@@ -315,6 +320,20 @@ impl Protocols {
         }
         self.stats.tcp_no_socket += 1;
         self.send_rst(local, remote, seg, tx);
+    }
+
+    /// A SYN for a listener from `remote`, on-link at `rx_link_src`
+    /// (not ZERO: the frame's unicast source, set by `deliver_ipv4`):
+    /// its MAC is gleaned ([`crate::arp::ArpCache::glean`]) so that the
+    /// SYN-ACK need not wait for an ARP round trip; the request that
+    /// confirms it follows. IPv6 peers are resolved as before.
+    fn glean_syn(&mut self, remote: IpAddr) {
+        let (IpAddr::V4(ip), mac) = (remote, self.rx_link_src) else {
+            return;
+        };
+        if mac != MacAddr::ZERO && self.egress.arp.glean(ip, mac, self.now) {
+            self.stats.arp_gleaned += 1;
+        }
     }
 
     /// Answers a segment that matched nothing (RFC 9293 §3.10.7.1).

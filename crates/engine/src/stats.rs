@@ -85,6 +85,9 @@ counters! {
     arp_requests_tx,
     /// ARP replies sent.
     arp_replies_tx,
+    /// Peers' MACs gleaned from their SYNs to a listener, each to be
+    /// confirmed by an ARP request (`arp::ArpCache::glean`).
+    arp_gleaned,
     /// ARP packets that were truncated or not Ethernet/IPv4.
     drop_arp_malformed,
     /// ARP requests for another address.

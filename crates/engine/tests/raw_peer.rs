@@ -121,6 +121,28 @@ impl Fixture {
 
     /// A fixture whose listener has room for `backlog` connections.
     fn with_backlog(seed: u64, backlog: usize) -> Fixture {
+        let mut f = Fixture::unresolved(seed, backlog);
+        // Let the host learn our MAC: an ARP request for its address.
+        f.send_arp(ArpRepr::request(f.peer_mac, PEER, HOST));
+        f.step();
+        f
+    }
+
+    /// Sends the ARP packet `arp` from the peer, broadcast.
+    fn send_arp(&mut self, arp: ArpRepr) {
+        let mut frame = vec![0u8; 42];
+        EthernetRepr {
+            dst: MacAddr::BROADCAST,
+            src: self.peer_mac,
+            ethertype: ETHERTYPE_ARP,
+        }
+        .emit(&mut frame);
+        arp.emit(&mut frame[14..]);
+        send(&mut self.peer, &frame);
+    }
+
+    /// A fixture whose host has not heard of the peer yet.
+    fn unresolved(seed: u64, backlog: usize) -> Fixture {
         let cfg = EngineConfig {
             ip: HOST,
             prefix_len: 24,
@@ -151,17 +173,6 @@ impl Fixture {
             peer_mac,
             host_mac,
         };
-        f.step();
-        // Let the host learn our MAC: an ARP request for its address.
-        let mut arp = vec![0u8; 42];
-        EthernetRepr {
-            dst: MacAddr::BROADCAST,
-            src: peer_mac,
-            ethertype: ETHERTYPE_ARP,
-        }
-        .emit(&mut arp);
-        ArpRepr::request(peer_mac, PEER, HOST).emit(&mut arp[14..]);
-        send(&mut f.peer, &arp);
         f.step();
         f
     }
@@ -240,6 +251,88 @@ fn listen_syn_queue_full_cookie_ack_opens_connection_and_forged_ack_is_reset() {
         }
     }
     assert!(acked, "data on the cookie connection is acknowledged");
+}
+
+/// Frames the host sent since the last call: (ARP requests for `PEER`,
+/// TCP segments).
+fn received_all(port: &mut MemPort) -> (usize, Vec<TcpRepr>) {
+    let (mut arp, mut tcp) = (0, Vec::new());
+    port.rx_burst(256, |frame, _| {
+        let Ok((eth, payload)) = EthernetRepr::parse(frame) else {
+            return;
+        };
+        if eth.ethertype == ETHERTYPE_ARP {
+            let a = ArpRepr::parse(payload).unwrap();
+            arp += usize::from(a.op == wire::arp::ArpOp::Request && a.target_ip == PEER);
+        } else if eth.ethertype == ETHERTYPE_IPV4 {
+            let ip = Ipv4Packet::new_checked(payload).unwrap();
+            tcp.push(
+                TcpRepr::parse(ip.payload(), ip.src(), ip.dst(), true)
+                    .unwrap()
+                    .0,
+            );
+        }
+    });
+    (arp, tcp)
+}
+
+#[test]
+fn syn_from_unresolved_on_link_peer_gets_its_syn_ack_before_any_arp_reply() {
+    let mut f = Fixture::unresolved(4, 2);
+    // A SYN from a peer the host never heard of: the SYN-ACK goes to the
+    // SYN's link-layer source at once (a lost ARP request or reply would
+    // cost 1 s), and a request then asks to confirm the gleaned address.
+    f.send_tcp(&syn(40000, 1000), &[]);
+    f.step();
+    let (arps, segs) = received_all(&mut f.peer);
+    let synack = segs.iter().find(|s| s.flags.syn() && s.flags.ack());
+    assert!(synack.is_some(), "SYN-ACK without ARP: {segs:?}");
+    assert_eq!(f.host.stats().arp_gleaned, 1);
+    let mut requests = arps;
+    for _ in 0..20_000 {
+        f.step(); // 200 ms: past one housekeeping pass
+        requests += received_all(&mut f.peer).0;
+    }
+    assert_eq!(requests, 1, "one request confirms the gleaned entry");
+    // The handshake completes and data flows; the reply confirms it.
+    let host_isn = synack.unwrap().seq;
+    let reply = ArpRepr {
+        op: wire::arp::ArpOp::Reply,
+        sender_mac: f.peer_mac,
+        sender_ip: PEER,
+        target_mac: f.host_mac,
+        target_ip: HOST,
+    };
+    f.send_arp(reply);
+    f.send_tcp(
+        &segment(40000, 1001, host_isn + 1usize, TcpFlags::ACK, 0),
+        &[],
+    );
+    f.step();
+    let _acc = f.accepted.pop().expect("accepted");
+    // Past the gleaned lifetime: still resolved (confirmed), data is
+    // acknowledged without a request.
+    for _ in 0..500_000 {
+        f.step(); // 5 s
+    }
+    received_all(&mut f.peer);
+    let data = segment(
+        40000,
+        1001,
+        host_isn + 1usize,
+        TcpFlags::ACK | TcpFlags::PSH,
+        2,
+    );
+    f.send_tcp(&data, b"hi");
+    let (mut arps, mut acked) = (0, false);
+    for _ in 0..10_000 {
+        f.step(); // 100 ms: past the delayed-ACK time
+        let (a, segs) = received_all(&mut f.peer);
+        arps += a;
+        acked |= segs.iter().any(|s| s.ack == SeqNum(1003));
+    }
+    assert!(acked, "the data is acknowledged");
+    assert_eq!(arps, 0, "confirmed: no request");
 }
 
 /// Engine iterations until the host sends nothing more; everything it sent.
