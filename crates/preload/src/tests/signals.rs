@@ -174,10 +174,8 @@ fn sigaction_counts_handlers_behind_a_trampoline_and_answers_with_the_applicatio
     // action only reads.
     let mut seen: libc::sigaction = unsafe { core::mem::zeroed() };
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { libc::sigaction(libc::SIGUSR1, core::ptr::null(), &mut seen) },
-        0
-    );
+    let r = unsafe { libc::sigaction(libc::SIGUSR1, core::ptr::null(), &mut seen) };
+    assert_eq!(r, 0);
     assert_eq!(
         seen.sa_sigaction,
         on_usr1 as extern "C" fn(c_int) as libc::sighandler_t
