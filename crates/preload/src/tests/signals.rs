@@ -161,6 +161,25 @@ fn a_signal_during_the_spin_interrupts_recv_poll_and_epoll_wait() {
     assert_eq!(e.r, 1, "recv with SA_RESTART: errno {}", e.err);
 }
 
+/// The handler the kernel holds for `sig`, asked past libc (the
+/// kernel_sigaction layout starts with the handler).
+fn kernel_handler(sig: c_int) -> libc::sighandler_t {
+    let mut raw = [0usize; 4];
+    // SAFETY: `raw` is larger than the kernel's struct (handler, flags,
+    // restorer, an 8-byte mask); a null new action only reads.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            core::ptr::null::<u8>(),
+            raw.as_mut_ptr(),
+            8,
+        )
+    };
+    assert_eq!(r, 0);
+    raw[0]
+}
+
 /// The shim's sigaction puts a handler behind its counting trampoline:
 /// the kernel holds the trampoline (asked by the raw system call), the
 /// application's queries see its own handler and flags, a raised signal
@@ -181,22 +200,11 @@ fn sigaction_counts_handlers_behind_a_trampoline_and_answers_with_the_applicatio
         on_usr1 as extern "C" fn(c_int) as libc::sighandler_t
     );
     assert_eq!(seen.sa_flags & (libc::SA_SIGINFO | libc::SA_RESTART), 0);
-    // The kernel's own view, past libc: the kernel_sigaction layout starts
-    // with the handler.
-    let mut raw = [0usize; 4];
-    // SAFETY: `raw` is larger than the kernel's struct (handler, flags,
-    // restorer, an 8-byte mask); a null new action only reads.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            libc::SIGUSR1,
-            core::ptr::null::<u8>(),
-            raw.as_mut_ptr(),
-            8,
-        )
-    };
-    assert_eq!(r, 0);
-    assert_ne!(raw[0], seen.sa_sigaction, "the kernel holds the trampoline");
+    assert_ne!(
+        kernel_handler(libc::SIGUSR1),
+        seen.sa_sigaction,
+        "the kernel holds the trampoline"
+    );
     let (ran0, hard0) = crate::ffi::signal::handlers_run();
     let before = HANDLED.load(Ordering::SeqCst);
     // SAFETY: SIGUSR1 has a handler that only bumps an atomic.
@@ -207,16 +215,5 @@ fn sigaction_counts_handlers_behind_a_trampoline_and_answers_with_the_applicatio
     // to the kernel as it is.
     let prev = crate::ffi::signal::signal(libc::SIGUSR1, libc::SIG_DFL);
     assert_eq!(prev, on_usr1 as extern "C" fn(c_int) as libc::sighandler_t);
-    // SAFETY: as above.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            libc::SIGUSR1,
-            core::ptr::null::<u8>(),
-            raw.as_mut_ptr(),
-            8,
-        )
-    };
-    assert_eq!(r, 0);
-    assert_eq!(raw[0], libc::SIG_DFL);
+    assert_eq!(kernel_handler(libc::SIGUSR1), libc::SIG_DFL);
 }
