@@ -24,9 +24,10 @@
 //!   in the kernel until the engine rings, a kernel fd is ready, the
 //!   deadline passes or a signal arrives.
 //!
-//! While it spins or runs the engine the waiter holds the asynchronous
-//! signals and looks at the pending set every
-//! [`crate::SIGNAL_LOOK_EVERY`] ([`SpinSignals`]): a
+//! While it spins or runs the engine the waiter watches for signal
+//! handlers ([`SpinSignals`]: the thread's handler count where the shim
+//! counts them, else the signals held and the pending set looked at every
+//! [`crate::SIGNAL_LOOK_EVERY`]): a
 //! handler that runs then ends the wait as a handler ends a kernel sleep
 //! ([`StepInterrupted`]; the caller answers EINTR, or restarts where Linux
 //! would restart the call).
