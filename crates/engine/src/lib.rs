@@ -233,6 +233,8 @@ impl<P: Port> Engine<P> {
     }
 
     /// One iteration at time `now`. Returns true if it did any work.
+    /// A `now` earlier than the last iteration's is taken as that one's
+    /// (counted in `clock_backwards`): the engine's time never goes back.
     ///
     /// It receives bursts of `rx_burst` frames while they come back full,
     /// up to [`RX_BURSTS`] of them: a backlog in the NIC's rx ring moves
@@ -244,7 +246,7 @@ impl<P: Port> Engine<P> {
             protocols,
             capture,
         } = self;
-        protocols.now = now;
+        protocols.set_now(now);
         let burst = protocols.cfg.rx_burst;
         if capture.on() {
             // `corestack capture`: frames in are copied as they are taken,
@@ -316,7 +318,7 @@ impl<P: Port> Engine<P> {
     /// path: it reads commands from application segments itself, so the
     /// order between a Close and a slot's next use is exact).
     pub fn submit(&mut self, cmd: Command, now: Instant) {
-        self.protocols.now = now;
+        self.protocols.set_now(now);
         let tx = self.port.tx();
         if self.capture.on() {
             let tx = &mut capture::Captured {
@@ -467,7 +469,7 @@ impl<P: Port> Engine<P> {
         now: Instant,
         keep: impl Fn(appif::socket::SockId) -> bool,
     ) -> usize {
-        self.protocols.now = now;
+        self.protocols.set_now(now);
         let n = self.reset_where(
             |s| {
                 s.owner() == Owner::association(assoc)
@@ -485,7 +487,7 @@ impl<P: Port> Engine<P> {
     /// `Listener::orphaned` in the socket table) and resets the connections waiting
     /// in their accept queues, which nobody will accept. O(sockets).
     pub fn orphan_listeners(&mut self, ids: &[appif::socket::SockId], now: Instant) {
-        self.protocols.now = now;
+        self.protocols.set_now(now);
         for &id in ids {
             let Some(&slot) = self.protocols.sockets.ids.get(&id) else {
                 continue;
@@ -583,7 +585,7 @@ impl<P: Port> Engine<P> {
     pub fn shutdown(&mut self, now: Instant) {
         // Take what the applications asked for last (a close becomes a FIN).
         self.poll(now);
-        self.protocols.now = now;
+        self.protocols.set_now(now);
         self.reset_where(|_| true, errno::ECONNRESET);
         self.protocols.wake.notify();
     }
@@ -618,6 +620,17 @@ fn drain_rx<P: Port>(
 }
 
 impl Protocols {
+    /// Moves the engine's clock to `now`, never back: an earlier `now` (a
+    /// caller that read the clock before it waited for the engine) leaves
+    /// it where it is and counts in `clock_backwards`.
+    fn set_now(&mut self, now: Instant) {
+        if now < self.now {
+            self.stats.clock_backwards += 1;
+        } else {
+            self.now = now;
+        }
+    }
+
     /// The sockets, the link and the counters borrowed apart, with the
     /// iteration's time: what sending one socket's queued data takes.
     #[inline]

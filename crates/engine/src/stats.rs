@@ -246,6 +246,12 @@ counters! {
     cmd_unknown_socket,
     /// Timer wheel expirations processed.
     timers_fired,
+    /// Iterations asked to run at a time earlier than the one before (a
+    /// caller that read the clock, then waited for the engine's lock or lost
+    /// its CPU): they ran at the earlier iteration's time instead, so that
+    /// time never goes backwards inside the engine (an RTT sample taken
+    /// backwards would read 0 and pin BBR's min_rtt there for 10 s).
+    clock_backwards,
     /// Timer wheel entries looked at while expiring (due or not): the
     /// wheel's work, which follows the timers held, not the sockets.
     timer_entries_scanned,

@@ -227,7 +227,12 @@ impl Stack {
                     e.try_lock().ok()
                 };
                 if let Some(mut e) = guard {
-                    owners.ran(i, how, now_ns);
+                    // The clock is read again once the engine is ours: the
+                    // wait for its lock (or a lost CPU) may have outlasted
+                    // another thread's iteration, and an engine that ran
+                    // at a later time must not run at an earlier one.
+                    let now = Instant::now().max(now);
+                    owners.ran(i, how, now.as_nanos());
                     let worked = e.poll(now);
                     ran = Some(ran.unwrap_or(false) | worked);
                 }

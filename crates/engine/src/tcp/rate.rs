@@ -119,7 +119,13 @@ impl Rate {
         if !newer {
             return;
         }
-        let rtt = (!s.has(super::scoreboard::EVER_RETRANS)).then(|| now.saturating_since(s.xmit));
+        // No RTT from a retransmitted segment (Karn), nor from one delivered
+        // at the very time it was sent: only a stale clock says that (an
+        // engine iteration run at the time of the one that sent it, see
+        // `Engine::poll`), and a zero sample would pin BBR's min_rtt, hence
+        // its cwnd, at the floor for 10 s.
+        let rtt = (!s.has(super::scoreboard::EVER_RETRANS) && now > s.xmit)
+            .then(|| now.saturating_since(s.xmit));
         self.prior = Some(Prior {
             stamp: s.stamp,
             xmit: s.xmit,

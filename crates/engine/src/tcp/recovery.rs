@@ -60,7 +60,9 @@ fn rack_update(rack: &mut Rack, s: &TxSeg, now: Instant, ts: TsEcho) {
             return;
         }
     }
-    if !s.has(EVER_RETRANS) {
+    // A zero RTT only comes from a stale clock (see `Rate::on_delivered`):
+    // it would shrink the reordering window to nothing.
+    if !s.has(EVER_RETRANS) && rtt > Duration::ZERO {
         rack.min_rtt = Some(rack.min_rtt.map_or(rtt, |m| m.min(rtt)));
     }
     let newer = match rack.xmit {
