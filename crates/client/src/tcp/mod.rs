@@ -439,7 +439,7 @@ impl Read for TcpStream {
         // When the bytes were seen: this call, or the end of its wait.
         let mut seen = crate::trace::stamp(&self.stack.inner.tracer);
         if self.shared.has_flags(FLAG_MOVED) {
-            return Err(errno::io(libc::ENETDOWN));
+            return Err(errno::io(errno::ENETDOWN));
         }
         loop {
             let cap = self.rx.capacity();
