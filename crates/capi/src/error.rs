@@ -3,7 +3,8 @@
 //!
 //! Every exported function runs its body through [`ffi`], which also stops
 //! panics at the boundary (a panic unwinding into C is undefined behaviour):
-//! a caught panic becomes EIO with a message saying it is a bug.
+//! a caught panic becomes EIO with a message saying it is a bug. errno is
+//! written here, and only here.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, CString};
@@ -68,7 +69,16 @@ fn record(e: &Error) {
     let text = e.text().replace('\0', " ");
     let text = CString::new(text).unwrap_or_default();
     LAST.with(|l| *l.borrow_mut() = text);
-    crate::ffi::set_errno(e.errno);
+    set_errno(e.errno);
+}
+
+/// Sets the calling thread's errno.
+fn set_errno(n: i32) {
+    // SAFETY: __errno_location returns a valid pointer to the calling
+    // thread's errno for the thread's whole lifetime (glibc and musl).
+    unsafe {
+        *libc::__errno_location() = n;
+    }
 }
 
 /// This thread's last error message; valid until this thread's next failed
