@@ -3,7 +3,8 @@
 //!
 //! Every exported function runs its body through [`ffi`], which also stops
 //! panics at the boundary (a panic unwinding into C is undefined behaviour):
-//! a caught panic becomes EIO with a message saying it is a bug.
+//! a caught panic becomes EIO with a message saying it is a bug. errno is
+//! written here, and only here.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, CString};
@@ -44,44 +45,17 @@ impl Error {
 }
 
 impl From<io::Error> for Error {
-    /// The error's own errno, or the one its kind stands for; a message
-    /// only when the library gave one (`io::Error::new`).
+    /// The error's own errno, or the one its kind stands for (the one map,
+    /// [`appif::errno::of`]); a message only when the library gave one
+    /// (`io::Error::new`).
     fn from(e: io::Error) -> Error {
-        let errno = errno_of(&e);
+        let errno = appif::errno::of(&e);
         let msg = match e.raw_os_error() {
             Some(_) => None,
             None if e.get_ref().is_some() => Some(e.to_string()),
             None => None,
         };
         Error { errno, msg }
-    }
-}
-
-/// The errno an `io::Error` stands for: its raw OS error when it carries
-/// one (the client library's errors do), else the errno of its kind.
-pub(crate) fn errno_of(e: &io::Error) -> i32 {
-    if let Some(n) = e.raw_os_error() {
-        return n;
-    }
-    use io::ErrorKind as K;
-    match e.kind() {
-        K::WouldBlock => libc::EAGAIN,
-        K::InvalidInput => libc::EINVAL,
-        K::NotFound => libc::ENODEV,
-        K::PermissionDenied => libc::EPERM,
-        K::InvalidData => libc::EPROTO,
-        K::AddrInUse => libc::EADDRINUSE,
-        K::AddrNotAvailable => libc::EADDRNOTAVAIL,
-        K::ConnectionRefused => libc::ECONNREFUSED,
-        K::ConnectionReset => libc::ECONNRESET,
-        K::ConnectionAborted => libc::ECONNABORTED,
-        K::NotConnected => libc::ENOTCONN,
-        K::BrokenPipe => libc::EPIPE,
-        K::TimedOut => libc::ETIMEDOUT,
-        K::Interrupted => libc::EINTR,
-        K::Unsupported => libc::EOPNOTSUPP,
-        K::OutOfMemory => libc::ENOMEM,
-        _ => libc::EIO,
     }
 }
 
@@ -95,7 +69,16 @@ fn record(e: &Error) {
     let text = e.text().replace('\0', " ");
     let text = CString::new(text).unwrap_or_default();
     LAST.with(|l| *l.borrow_mut() = text);
-    crate::ffi::set_errno(e.errno);
+    set_errno(e.errno);
+}
+
+/// Sets the calling thread's errno.
+fn set_errno(n: i32) {
+    // SAFETY: __errno_location returns a valid pointer to the calling
+    // thread's errno for the thread's whole lifetime (glibc and musl).
+    unsafe {
+        *libc::__errno_location() = n;
+    }
 }
 
 /// This thread's last error message; valid until this thread's next failed

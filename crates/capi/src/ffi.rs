@@ -1,5 +1,5 @@
 //! Every raw pointer from C is turned into a Rust reference here, and only
-//! here (and errno is written here): a null pointer becomes EFAULT, a wrong address family
+//! here: a null pointer becomes EFAULT, a wrong address family
 //! EAFNOSUPPORT. The caller's promise (a pointer is valid for the length
 //! it gives) is the `# Safety` contract of the exported functions.
 
@@ -18,15 +18,6 @@ pub struct CsEvent {
 }
 
 const _: () = assert!(core::mem::size_of::<CsEvent>() == 16);
-
-/// Sets the calling thread's errno.
-pub(crate) fn set_errno(n: i32) {
-    // SAFETY: __errno_location returns a valid pointer to the calling
-    // thread's errno for the thread's whole lifetime (glibc and musl).
-    unsafe {
-        *libc::__errno_location() = n;
-    }
-}
 
 /// `len` bytes at `buf` to read from. A null `buf` is EFAULT unless `len` is 0.
 ///

@@ -14,83 +14,34 @@
 
 use crate::error::{Error, Result};
 use crate::ffi::{self, CsEvent};
-use crate::table::{self, Desc, Slot};
+use crate::table::{self, Desc, PollerSet, Reg, Slot};
 use crate::{CS_POLLHUP, CS_POLLIN, CS_POLLOUT, CS_POLL_ADD, CS_POLL_DEL, CS_POLL_MOD};
-use corestack::{Event, Interest, Poller, Stack};
-use std::collections::HashMap;
+use corestack::{Event, Interest, Poller};
 use std::ffi::c_int;
 use std::time::{Duration, Instant};
 
 /// The longest a wait holds its poller's lock at a time.
 pub const SLICE: Duration = Duration::from_millis(10);
 
-/// What a registration carries back to the caller.
-struct Reg {
-    sd: c_int,
-    data: u64,
-}
-
-/// A poller descriptor's state.
-pub(crate) struct PollerSet {
-    poller: Poller,
-    /// By the registered entry's serial (the poller's token).
-    regs: HashMap<u64, Reg>,
-    /// Scratch for `Poller::wait`, reused.
-    events: Vec<Event>,
-    /// [`table::closes`] at the last purge.
-    seen_closes: u64,
-}
-
-impl PollerSet {
-    fn new(stack: &Stack) -> PollerSet {
-        PollerSet {
-            poller: Poller::new(stack),
-            regs: HashMap::new(),
-            events: Vec::new(),
-            seen_closes: table::closes(),
-        }
-    }
-
-    /// Drops the registrations of descriptors closed since the last purge.
-    fn purge(&mut self) {
-        self.seen_closes = table::closes();
-        let regs = &self.regs;
-        let stale: Vec<u64> = table::with(|t| {
-            regs.iter()
-                .filter(|(serial, r)| t.serial_of(r.sd) != Some(**serial))
-                .map(|(serial, _)| *serial)
-                .collect()
-        });
-        for serial in stale {
-            self.regs.remove(&serial);
-            let _ = self.poller.deregister(serial);
-        }
-    }
-
-    /// Waits up to `slice` and fills `out` with ready registrations.
-    fn wait(&mut self, out: &mut [CsEvent], slice: Duration) -> Result<usize> {
-        if table::closes() != self.seen_closes {
-            self.purge();
-        }
-        self.poller.wait(&mut self.events, out.len(), Some(slice))?;
-        if table::closes() != self.seen_closes {
-            self.purge();
-        }
-        let mut n = 0;
-        for ev in &self.events {
-            let Some(reg) = self.regs.get(&ev.token) else {
-                continue;
+/// Waits up to `slice` on `ps` and fills `out` with ready registrations.
+fn wait(ps: &mut PollerSet, out: &mut [CsEvent], slice: Duration) -> Result<usize> {
+    ps.purge();
+    ps.poller.wait(&mut ps.events, out.len(), Some(slice))?;
+    ps.purge();
+    let mut n = 0;
+    for ev in &ps.events {
+        let Some(reg) = ps.regs.get(&ev.token) else {
+            continue;
+        };
+        if let Some(slot) = out.get_mut(n) {
+            *slot = CsEvent {
+                events: bits(ev),
+                data: reg.data,
             };
-            if let Some(slot) = out.get_mut(n) {
-                *slot = CsEvent {
-                    events: bits(ev),
-                    data: reg.data,
-                };
-                n += 1;
-            }
+            n += 1;
         }
-        Ok(n)
     }
+    Ok(n)
 }
 
 fn bits(ev: &Event) -> u32 {
@@ -258,7 +209,7 @@ pub unsafe extern "C" fn cs_poller_wait(
                     Slot::Closed => return Err(Error::errno(libc::EBADF)),
                     _ => return Err(Error::msg(libc::EINVAL, "not a poller descriptor")),
                 };
-                let n = ps.wait(out, slice)?;
+                let n = wait(ps, out, slice)?;
                 if n > 0 {
                     return Ok(n as c_int);
                 }

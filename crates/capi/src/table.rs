@@ -9,15 +9,15 @@
 //! is never held while an entry lock is taken; an entry lock may be held
 //! while the table is read. A waiting call never holds a lock while it
 //! sleeps, except `cs_poller_wait`, which holds its poller's for slices of
-//! at most [`crate::poll::SLICE`].
+//! at most `SLICE` (poll.rs).
 //!
 //! Each entry carries a serial number, unique for the life of the process,
 //! so that a poller can tell a registered socket from a newer one that got
 //! the same descriptor after a close.
 
 use crate::error::{Error, Result};
-use crate::poll::PollerSet;
-use corestack::{Stack, TcpListener, TcpStream, UdpSocket};
+use corestack::{Event, Poller, Stack, TcpListener, TcpStream, UdpSocket};
+use std::collections::HashMap;
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -65,6 +65,54 @@ impl Desc {
             nodelay: false,
             buffers: (0, 0),
             rd_shut: false,
+        }
+    }
+}
+
+/// What a poller registration carries back to the caller.
+pub(crate) struct Reg {
+    pub sd: c_int,
+    pub data: u64,
+}
+
+/// A poller descriptor's state; the calls on it are in poll.rs.
+pub(crate) struct PollerSet {
+    pub poller: Poller,
+    /// By the registered entry's serial (the poller's token).
+    pub regs: HashMap<u64, Reg>,
+    /// Scratch for `Poller::wait`, reused.
+    pub events: Vec<Event>,
+    /// [`closes`] at the last purge.
+    seen_closes: u64,
+}
+
+impl PollerSet {
+    pub fn new(stack: &Stack) -> PollerSet {
+        PollerSet {
+            poller: Poller::new(stack),
+            regs: HashMap::new(),
+            events: Vec::new(),
+            seen_closes: closes(),
+        }
+    }
+
+    /// Drops the registrations of descriptors closed since the last purge
+    /// (nothing to do when none was closed).
+    pub fn purge(&mut self) {
+        if closes() == self.seen_closes {
+            return;
+        }
+        self.seen_closes = closes();
+        let regs = &self.regs;
+        let stale: Vec<u64> = with(|t| {
+            regs.iter()
+                .filter(|(serial, r)| t.serial_of(r.sd) != Some(**serial))
+                .map(|(serial, _)| *serial)
+                .collect()
+        });
+        for serial in stale {
+            self.regs.remove(&serial);
+            let _ = self.poller.deregister(serial);
         }
     }
 }

@@ -114,7 +114,7 @@ impl Service {
         }
         let w = ctl::Welcome::decode(&buf[..n]).map_err(io::Error::from)?;
         if w.status != 0 {
-            return Err(io::Error::from_raw_os_error(w.status));
+            return Err(errno::io(w.status));
         }
         if fds.len() < 2 {
             return Err(proto("the daemon's welcome came without its fds"));
@@ -321,10 +321,10 @@ impl Service {
         let mut buf = [0u8; ctl::LENT_LEN];
         let mut fds = Vec::new();
         let n = ctl::recv_msg(&s, &mut buf, &mut fds)?;
-        let proto = || io::Error::from_raw_os_error(libc::EPROTO);
+        let proto = || errno::io(errno::EPROTO);
         let l = ctl::Lent::decode(&buf[..n]).map_err(|_| proto())?;
         match (l.status, fds.pop()) {
-            (libc::ENOENT, _) => Ok(None),
+            (errno::ENOENT, _) => Ok(None),
             (0, Some(memfd)) => {
                 let len = usize::try_from(l.seg_len).map_err(|_| proto())?;
                 let region = Arc::new(Region::map_fd(memfd.as_fd(), len)?);
@@ -332,7 +332,7 @@ impl Service {
                 Ok(Some((seg, (l.owner, l.slot, l.engine as usize))))
             }
             (0, None) => Err(proto()),
-            (e, _) => Err(io::Error::from_raw_os_error(e)),
+            (e, _) => Err(errno::io(e)),
         }
     }
 

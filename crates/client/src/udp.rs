@@ -110,7 +110,7 @@ impl UdpSocket {
     /// (ENETDOWN when moved to a forked child), EBADF if none was given.
     fn closed(&self) -> io::Result<()> {
         match (self.shared.state(), self.shared.error()) {
-            (SockState::Closed, 0) => Err(errno::io(libc::EBADF)),
+            (SockState::Closed, 0) => Err(errno::io(errno::EBADF)),
             (SockState::Closed, e) => Err(errno::io(e)),
             _ => Ok(()),
         }
@@ -120,7 +120,7 @@ impl UdpSocket {
     /// (the rest is discarded, as on Linux). Returns its length and source.
     pub fn recv_from(&mut self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         if self.shared.has_flags(appif::socket::FLAG_MOVED) {
-            return Err(errno::io(libc::ENETDOWN));
+            return Err(errno::io(errno::ENETDOWN));
         }
         loop {
             let mut hb = [0u8; UdpHeader::LEN];

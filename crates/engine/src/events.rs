@@ -163,8 +163,10 @@ fn apply_events(conn: &mut Conn, ev: &Events) -> bool {
     conn.tcb.state() == State::Closed && (conn.app_closed || conn.unaccepted())
 }
 
-/// The errno an application sees for a TCP close reason.
-pub fn errno_of(reason: CloseReason) -> i32 {
+/// The errno an application sees for a TCP close reason: the only place a
+/// [`CloseReason`] becomes an errno; the values and their meaning are
+/// `appif::errno`'s.
+pub fn errno_of(reason: CloseReason) -> errno::Errno {
     match reason {
         CloseReason::Normal => 0,
         CloseReason::Reset => errno::ECONNRESET,

@@ -9,6 +9,7 @@
 //! socket that reports it.
 #![forbid(unsafe_code)]
 
+use appif::errno::Errno;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// A parsed socket address.
@@ -21,9 +22,6 @@ pub enum Sa {
     /// AF_UNSPEC (connect(2) with it dissolves a UDP association).
     Unspec,
 }
-
-/// Why an address could not be read (the errno Linux gives).
-pub type Errno = i32;
 
 /// Parses `b` (the bytes the application passed, its length being the
 /// `socklen_t`). Errors: EINVAL when too short for its family,

@@ -34,8 +34,9 @@
 //! docs/shim.md has the same table.
 #![forbid(unsafe_code)]
 
-use crate::sock::{Errno, Sock, Ty, R};
+use crate::sock::{Sock, Ty, R};
 use crate::sys::k;
+use appif::errno::Errno;
 use core::ffi::c_int;
 use core::sync::atomic::AtomicBool;
 use core::time::Duration;

@@ -72,7 +72,7 @@ impl App {
     /// Errors: EBADF when that engine's view was taken already or the
     /// segment has no such engine; `dup` failing (EMFILE).
     pub(crate) fn for_engine(&mut self, engine: u32) -> io::Result<App> {
-        let ebadf = || io::Error::from_raw_os_error(errno::EBADF);
+        let ebadf = || errno::io(errno::EBADF);
         let doorbell = self
             .lanes
             .get_mut((engine as usize).wrapping_sub(1))

@@ -83,7 +83,7 @@ impl Stack {
     pub(super) fn service(&self) -> io::Result<&crate::service::Service> {
         match &self.inner.mode {
             Mode::Service(s) => Ok(s),
-            _ => Err(errno::io(libc::EOPNOTSUPP)),
+            _ => Err(errno::io(errno::EOPNOTSUPP)),
         }
     }
 
@@ -96,7 +96,7 @@ impl Stack {
         &self,
         id: SockId,
     ) -> io::Result<(crate::service::Place, (bytes::Writer, bytes::Reader))> {
-        let down = || errno::io(libc::ENETDOWN);
+        let down = || errno::io(errno::ENETDOWN);
         let s = self.service().map_err(|_| down())?;
         let slot = id as u32;
         let rings = (s.seg.tx_writer(slot), s.seg.rx_reader(slot));

@@ -150,7 +150,7 @@ impl Stack {
         };
         let (&head, rest) = copies
             .split_first()
-            .ok_or_else(|| errno::io(libc::EINVAL))?;
+            .ok_or_else(|| errno::io(errno::EINVAL))?;
         let first = join(head)?;
         if !rest.is_empty() {
             self.wait_opened(&first.shared)?;

@@ -439,15 +439,21 @@ impl Read for TcpStream {
         // When the bytes were seen: this call, or the end of its wait.
         let mut seen = crate::trace::stamp(&self.stack.inner.tracer);
         if self.shared.has_flags(FLAG_MOVED) {
-            return Err(errno::io(libc::ENETDOWN));
+            return Err(errno::io(errno::ENETDOWN));
         }
         loop {
-            let cap = self.rx.capacity();
             let before = self.rx.len();
+            // After len(), which adopts a geometry the engine grew the ring
+            // to: read before it, the capacity can be below `before`
+            // (subtracting it panicked). Saturating below, as a ring the
+            // engine broke must not panic either.
+            let cap = self.rx.capacity();
             let n = self.rx.read(buf);
             if n > 0 {
                 // The window was nearly closed: tell the engine it opened.
-                if cap - before < cap / 2 && cap - (before - n) >= cap / 2 {
+                // (`n` can exceed `before`: bytes that came in meanwhile.)
+                let after = before.saturating_sub(n);
+                if cap.saturating_sub(before) < cap / 2 && cap.saturating_sub(after) >= cap / 2 {
                     self.stack.request(self.id, Request::Recvd);
                 }
                 if seen != 0 {

@@ -89,7 +89,7 @@ impl TcpStream {
         };
         let slot = at.1;
         let (Some(tx), Some(rx)) = (seg.tx_writer(slot), seg.rx_reader(slot)) else {
-            return Err(errno::io(libc::EPROTO));
+            return Err(errno::io(errno::EPROTO));
         };
         TcpStream::take_over(stack, at, (tx, rx)).map(Some)
     }

@@ -340,7 +340,7 @@ impl Sock {
                                 match u.send_to(&data, d) {
                                     Ok(n) => return Ok(n),
                                     Err(e) if would_block(&e) => {}
-                                    Err(e) => return Err(io_errno(&e)),
+                                    Err(e) => return Err(errno::of(&e)),
                                 }
                             }
                             None if *dual => {
@@ -539,7 +539,7 @@ fn past_skip<B: AsRef<[u8]>>(
             }
             Err(e) if would_block(&e) => return Ok(n),
             Err(_) if n > 0 => return Ok(n),
-            Err(e) => return Err(io_errno(&e)),
+            Err(e) => return Err(errno::of(&e)),
         }
     }
     Ok(n)

@@ -37,6 +37,7 @@ use crate::stack::{self, Place};
 use crate::sys::k;
 use crate::table::{self, Obj};
 use crate::wait::{self, Deadline};
+use appif::errno::{self, Errno};
 use core::ffi::c_int;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -45,8 +46,6 @@ use corestack::{ListenOptions, Probe, Source, Status, TcpListener, TcpStream, Ud
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-/// An errno.
-pub type Errno = c_int;
 /// A result with an errno.
 pub type R<T> = Result<T, Errno>;
 
@@ -197,14 +196,6 @@ pub fn streams_closed() -> bool {
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn io_errno(e: &std::io::Error) -> Errno {
-    e.raw_os_error().unwrap_or(match e.kind() {
-        std::io::ErrorKind::WouldBlock => libc::EAGAIN,
-        std::io::ErrorKind::InvalidInput => libc::EINVAL,
-        _ => libc::EIO,
-    })
 }
 
 fn would_block(e: &std::io::Error) -> bool {

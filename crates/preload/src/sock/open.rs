@@ -146,8 +146,8 @@ impl Sock {
     /// A corestack UDP socket on `a` (IPV6_V6ONLY as set, for `::`).
     pub(super) fn udp_bind(&self, a: SocketAddr) -> R<UdpSocket> {
         let stack = stack::start()?;
-        let mut u = UdpSocket::bind_with(stack, a, self.v6only()).map_err(|e| io_errno(&e))?;
-        u.set_nonblocking(true).map_err(|e| io_errno(&e))?;
+        let mut u = UdpSocket::bind_with(stack, a, self.v6only()).map_err(|e| errno::of(&e))?;
+        u.set_nonblocking(true).map_err(|e| errno::of(&e))?;
         let (tclass, hops) = self
             .opts
             .lock()
@@ -222,16 +222,16 @@ impl Sock {
         };
         let mut l = match TcpListener::bind_opts(stack, local, opts) {
             Ok(l) => l,
-            Err(e) if dual && io_errno(&e) == libc::EAFNOSUPPORT => {
+            Err(e) if dual && errno::of(&e) == libc::EAFNOSUPPORT => {
                 // The stack cannot take this socket (a daemon without
                 // IPv6): the kernel side, already listening, serves it alone.
                 kernel_only_said();
                 self.go_kernel(&mut st, me);
                 return Ok(());
             }
-            Err(e) => return Err(io_errno(&e)),
+            Err(e) => return Err(errno::of(&e)),
         };
-        l.set_nonblocking(true).map_err(|e| io_errno(&e))?;
+        l.set_nonblocking(true).map_err(|e| errno::of(&e))?;
         let local = if local.port() == 0 {
             SocketAddr::new(local.ip(), l.local_addr().map_or(0, |a| a.port()))
         } else {
@@ -283,7 +283,7 @@ impl Sock {
                                 return self.install_accepted(s, peer, flags);
                             }
                             Err(e) if would_block(&e) => {}
-                            Err(e) => return Err(io_errno(&e)),
+                            Err(e) => return Err(errno::of(&e)),
                         }
                         if dual && !kfirst {
                             if let Some(a) = kernel_accept(fd, flags)? {
@@ -401,7 +401,7 @@ impl Sock {
             let local_port = bound.map_or(0, |(a, _)| a.port());
             let nodelay = self.opts.lock().unwrap_or_else(|p| p.into_inner()).nodelay;
             let mut s = TcpStream::start_connect(stack, dst, local_port, nodelay)
-                .map_err(|e| io_errno(&e))?;
+                .map_err(|e| errno::of(&e))?;
             self.opts
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

@@ -228,14 +228,8 @@ impl Runner {
     }
 }
 
-/// The errno names scripts use, by Linux's numbers.
+/// The errno name a script compares with (`appif::errno`'s names; EIO
+/// for an errno it has no name for).
 fn errno_name(e: i32) -> &'static str {
-    match e {
-        11 => "EAGAIN",
-        32 => "EPIPE",
-        104 => "ECONNRESET",
-        110 => "ETIMEDOUT",
-        111 => "ECONNREFUSED",
-        _ => "EIO",
-    }
+    appif::errno::name(e).unwrap_or("EIO")
 }
