@@ -87,6 +87,11 @@ pub const FLAG_TX_IDLE: u32 = 2;
 /// over): its rings are not this block's reader's any more, and reads
 /// answer ENETDOWN even with bytes in them.
 pub const FLAG_MOVED: u32 = 4;
+/// Set by the application while the connection is corked (TCP_CORK,
+/// tcp(7)): the engine sends no segment shorter than the MSS but the last
+/// one before a FIN; full segments still go. Bytes are in the TX ring only
+/// after the flag is set, so an engine that sees them sees the cork too.
+pub const FLAG_TX_CORK: u32 = 8;
 
 /// `a`'s address as the four words of a status block (IPv4 in the last).
 fn ip_words(a: IpAddr) -> [u32; 4] {
@@ -245,6 +250,16 @@ impl StatusBlock {
     pub fn take_tx_idle(&self) -> bool {
         self.flags.load(Ordering::Relaxed) & FLAG_TX_IDLE != 0
             && self.flags.fetch_and(!FLAG_TX_IDLE, Ordering::SeqCst) & FLAG_TX_IDLE != 0
+    }
+
+    /// Application: corks (sets [`FLAG_TX_CORK`]) or uncorks the send path;
+    /// no wake-up (the engine reads it when it sends).
+    pub fn set_tx_cork(&self, on: bool) {
+        if on {
+            self.flags.fetch_or(FLAG_TX_CORK, Ordering::Release);
+        } else {
+            self.flags.fetch_and(!FLAG_TX_CORK, Ordering::Release);
+        }
     }
 
     /// True when all of `bits` are set.

@@ -209,8 +209,13 @@ pub(crate) fn poll_burst(
     mut emit: impl FnMut(&tcp::Segment, &appif::bytes::Reader),
 ) -> usize {
     let Conn {
-        tcb, tx: txr, rx, ..
+        tcb,
+        tx: txr,
+        rx,
+        shared,
+        ..
     } = c;
+    tcb.set_corked(shared.has_flags(appif::socket::FLAG_TX_CORK));
     let rcv_free = rx.free();
     tcb.poll_output(now, &*txr, rcv_free, TCP_BURST, &mut |seg| emit(seg, txr))
 }

@@ -305,15 +305,17 @@ impl TcpStream {
     /// Corks (true) or uncorks the send path, like TCP_CORK (tcp(7)).
     ///
     /// While corked, a write queues its bytes in the TX ring without
-    /// telling the engine (no Send command), so a response written in
-    /// pieces leaves in full segments, unless half the ring is queued or
-    /// the ring is full: then the engine is told, as it must drain the
-    /// ring for the writer to go on. The engine may still take corked
-    /// bytes with other output of the connection (an ACK it sends for
-    /// received data). Uncorking tells the engine about every byte queued
-    /// (the flush). Linux's 200 ms ceiling on a cork is not kept: the
-    /// bytes wait for the uncork, a shutdown or the close.
+    /// telling the engine (no Send command), unless half the ring is
+    /// queued or the ring is full: then the engine is told, as it must
+    /// drain the ring for the writer to go on. The engine sends no segment
+    /// shorter than the MSS while corked ([`appif::socket::FLAG_TX_CORK`]),
+    /// so a response written in pieces leaves in full segments, with other
+    /// output of the connection (an ACK) or when told; the rest waits.
+    /// Uncorking tells the engine about every byte queued (the flush).
+    /// Linux's 200 ms ceiling on a cork is not kept: a partial segment
+    /// waits for the uncork, a shutdown or the close.
     pub fn set_cork(&mut self, on: bool) {
+        self.shared.set_tx_cork(on);
         let was = core::mem::replace(&mut self.cork, on);
         if was && !on && !self.tx.is_empty() {
             self.stack.request(self.id, Request::Send);

@@ -459,6 +459,9 @@ impl Tcb {
             return None;
         }
         if len > 0 && len < self.snd.mss && !fin {
+            if self.snd.corked {
+                return None; // TCP_CORK: only full segments, or the last before FIN
+            }
             // RFC 9293 §3.8.6.2.1 (sender SWS avoidance) with Nagle (§3.7.4):
             // a short segment goes only if it carries all queued data or at
             // least half the largest window seen, and (Nagle) nothing is

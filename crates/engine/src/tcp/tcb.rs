@@ -166,6 +166,9 @@ pub(crate) struct SndSeq {
     /// segmentation (bytes; 0 or at most the MSS: no TSO). Set by the
     /// engine before `poll_output` ([`Tcb::set_gso_max`]).
     pub(super) gso_max: usize,
+    /// The application corked the connection (TCP_CORK): no segment
+    /// shorter than the MSS but before a FIN ([`Tcb::set_corked`]).
+    pub(super) corked: bool,
 }
 
 /// Receive sequence space (RFC 9293 §3.3.1) and what waits in it.
@@ -425,6 +428,7 @@ impl Tcb {
                 fin_seq: None,
                 mss: eff_mss,
                 buffered: 0,
+                corked: false,
                 last_data_sent: None,
                 gso_max: 0,
             },
@@ -634,6 +638,12 @@ impl Tcb {
     /// Turns Nagle's algorithm off (`true`) or on (RFC 9293 §3.7.4).
     pub fn set_nodelay(&mut self, on: bool) {
         self.cfg.nodelay = on;
+    }
+
+    /// Corks (TCP_CORK) or uncorks the send side, as the application's
+    /// status block says before each output pass.
+    pub fn set_corked(&mut self, on: bool) {
+        self.snd.corked = on;
     }
 
     /// The current state.

@@ -154,6 +154,40 @@ fn established_small_writes_with_nodelay_go_out_at_once() {
     }
 }
 
+/// TCP_CORK (tcp(7)): while corked, no segment shorter than the MSS goes,
+/// not even with nothing in flight and TCP_NODELAY; full segments do; the
+/// uncork or a FIN sends the rest.
+#[test]
+fn established_corked_sends_only_full_segments_until_uncork_or_fin() {
+    let (mut a, _b) = established();
+    a.tcb.set_nodelay(true);
+    a.tcb.set_corked(true);
+    let mss = a.tcb.mss();
+    a.write(b"ab");
+    a.write(b"cd");
+    assert!(
+        a.output(T0).is_empty(),
+        "a partial segment waits for the uncork"
+    );
+    a.write(&pattern(mss, 1));
+    let out = a.output(T0);
+    assert_eq!(out.len(), 1, "one full segment goes");
+    assert_eq!(out[0].payload.len(), mss);
+    assert_eq!(&out[0].payload[..4], b"abcd");
+    a.tcb.set_corked(false);
+    let out = a.output(T0);
+    assert_eq!(out.len(), 1, "the uncork sends the rest");
+    assert_eq!(out[0].payload.len(), 4);
+    a.tcb.set_corked(true);
+    a.write(b"tail");
+    assert!(a.output(T0).is_empty());
+    a.tcb.close();
+    let out = a.output(T0);
+    assert_eq!(out.len(), 1, "a FIN takes the corked tail with it");
+    assert_eq!(out[0].payload, b"tail");
+    assert!(out[0].flags().fin());
+}
+
 /// An established pair whose receiver `b` has an 8192-byte buffer that
 /// does not grow.
 fn small_receiver() -> (Host, Host) {
