@@ -55,20 +55,6 @@ const ALLOWED: &[(&str, &[&str], &str)] = &[
     ),
     (
         "engine",
-        &[
-            "config.rs",
-            "egress6.rs",
-            "family.rs",
-            "lib.rs",
-            "publish.rs",
-            "sockets.rs",
-            "steer.rs",
-            "timewait.rs",
-        ],
-        "the socket table, its families and the engine's root reach up into each other",
-    ),
-    (
-        "engine",
         &["tcp/plpmtud.rs", "tcp/recovery.rs", "tcp/tcb.rs"],
         "the TCB holds recovery's and plpmtud's state, which take the Tcb: tcp/ is being edited elsewhere",
     ),
