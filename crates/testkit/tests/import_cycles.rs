@@ -84,8 +84,6 @@ const ALLOWED: &[(&str, &[&str], &str)] = &[
         ],
         "the shim's knot (sys → stack, stack → ffi, table names Epoll and Sock): a larger job of its own",
     ),
-    ("service", &["assoc.rs", "translate.rs"], "an association and the command translation name each other"),
-    ("service", &["engines.rs", "host.rs"], "the engine threads and the host that starts them name each other"),
 ];
 
 /// The repository root: two levels above this crate.
