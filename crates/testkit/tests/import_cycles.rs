@@ -49,11 +49,6 @@ const ALLOWED: &[(&str, &[&str], &str)] = &[
         "poll takes the table's Desc and Slot, the table holds poll's PollerSet: capi is another helper's",
     ),
     (
-        "client",
-        &["stack/steps.rs", "stack/wait.rs"],
-        "a wait's steps and the wait loop name each other's types",
-    ),
-    (
         "engine",
         &["tcp/plpmtud.rs", "tcp/recovery.rs", "tcp/tcb.rs"],
         "the TCB holds recovery's and plpmtud's state, which take the Tcb: tcp/ is being edited elsewhere",
