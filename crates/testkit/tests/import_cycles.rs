@@ -5,11 +5,16 @@
 //! `super::x`, `self::x`, or a path that starts with one of its own child modules
 //! (`steer::f()` in `lib.rs`). A path resolves to the deepest file that holds it:
 //! `a::b::C` is `a/b.rs` (or `a/b/mod.rs`) where that file exists, else `a.rs`, else the
-//! crate root.
+//! crate root; where that file re-exports the next segment, on to the file the
+//! re-export names.
 //!
 //! What is not read: comments, string and char literals, `macro_rules!` bodies' `$crate`,
-//! items under `#[cfg(test)]` (a test module, inline or its own file), files named
-//! `tests.rs` and files under a `tests/` folder.
+//! `pub(in path)`, items under `#[cfg(test)]` (a test module, inline or its own file),
+//! files named `tests.rs` and files under a `tests/` folder. What is not seen: a use
+//! that names no path (a method call on a value of another file's type), an inline
+//! `mod x { .. }` (part of its file), `#[path]`, and a cycle that closes only through
+//! a parent's use of its own child (`command.rs` → `seg/accept.rs` → `seg/mod.rs`,
+//! which declares `seg/desc.rs` → `command.rs`: appif's, cut by 89422bf).
 //!
 //! The rule of the structure review (2026-12-02, section 3): a parent using its own
 //! children is not a cycle, so an edge from a module to one of its descendants
@@ -253,10 +258,12 @@ fn strip_test_items(t: Vec<Tok>) -> Option<Vec<Tok>> {
     let mut out = Vec::with_capacity(t.len());
     let mut i = 0;
     while i < t.len() {
-        if t[i].text == "#" && t.get(i + 1).is_some_and(|x| x.text == "!") {
-            if t.get(i + 2).is_some_and(|x| x.text == "[") && is_cfg_test(&t, i + 2) {
-                return None;
-            }
+        if t[i].text == "#"
+            && t.get(i + 1).is_some_and(|x| x.text == "!")
+            && t.get(i + 2).is_some_and(|x| x.text == "[")
+            && is_cfg_test(&t, i + 2)
+        {
+            return None;
         }
         if !(t[i].text == "#"
             && t.get(i + 1).is_some_and(|x| x.text == "[")
