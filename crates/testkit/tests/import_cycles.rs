@@ -39,11 +39,6 @@ use std::path::{Path, PathBuf};
 /// crate's `src/`, sorted), and why it is left.
 const ALLOWED: &[(&str, &[&str], &str)] = &[
     (
-        "bench",
-        &["harness/cost/probe.rs", "memcached/load.rs"],
-        "probe reads cpu_seconds from memcached's load, which measures in a probe Window: found after the review, not cut yet",
-    ),
-    (
         "capi",
         &["error.rs", "ffi.rs"],
         "error sets errno through ffi::set_errno, ffi returns error's Result: capi is another helper's",
