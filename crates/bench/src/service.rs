@@ -28,8 +28,8 @@ use netns::ChildGuard;
 use crate::harness::children::{
     json_f64, run_client, spawn_env, wait_ready, Latency, LogDir, Topology,
 };
+use crate::harness::cpu::cpu_seconds;
 use crate::harness::{daemon_cpu_args, CLIENT_CPU, ENGINE_CPU};
-use crate::memcached::load::cpu_seconds;
 use cmdline::stop_flag;
 
 const CORE_CIDR: &str = "10.79.1.2/24";

@@ -35,8 +35,8 @@ use serde::Serialize;
 
 use crate::harness::children::{last_line, LogDir, Topology};
 use crate::harness::cost::{self, Breakdown, Probe, Window};
+use crate::harness::cpu::cpu_seconds;
 use crate::harness::shim::{self, Row, CLIENT_CPU, NET, SERVER_CPU};
-use crate::memcached::load::cpu_seconds;
 use crate::report::upper_median;
 use cmdline::{one_line, stop_flag, Interrupted};
 

@@ -4,6 +4,10 @@ use crate::tcp::TcpConfig;
 use core::net::{Ipv4Addr, Ipv6Addr};
 use wire::MacAddr;
 
+/// First and last ephemeral port (Linux ip_local_port_range defaults): the
+/// default of [`EngineConfig::ephemeral_ports`] and a new socket table's range.
+pub const EPHEMERAL: (u16, u16) = (32768, 60999);
+
 /// How the loop that runs an engine waits for work: one type for the
 /// library, the daemon's configuration file (`[polling] policy = ".."`) and
 /// every command line (`--poll`). Inline mode's waiting thread, embedded
@@ -161,7 +165,7 @@ impl Default for EngineConfig {
             gateway: None,
             tcp: TcpConfig::default(),
             max_sockets: 1_000_000,
-            ephemeral_ports: crate::sockets::EPHEMERAL,
+            ephemeral_ports: EPHEMERAL,
             ring_bytes: 256 * 1024,
             ring_max_bytes: 8 << 20,
             buffer_growth_limit: 256 << 20,

@@ -4,18 +4,17 @@
 //! the IPv4 path keeps its small key and has no dispatch per packet.
 //!
 //! What the trait gives: the transport checksum's pseudo-header
-//! ([`wire::checksum::IpAddress`]), the flow table key and the table of
-//! the family in [`Sockets`], and the steering owner of a 4-tuple.
+//! ([`wire::checksum::IpAddress`]), the flow table key and the steering
+//! owner of a 4-tuple. Where each family's tables sit in the socket table
+//! is `sockets::FamilyTables`'s, beside them.
 //! ISNs, timestamp offsets and SYN cookies already take a
 //! [`SocketAddr`] of either family and hash the whole address
 //! (`tcp::isn`, `syncookie`).
 
-use crate::sockets::{FlowTable, Ports, Sockets};
 use core::fmt::Debug;
 use core::hash::Hash;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use nic::rss::Steering;
-use std::collections::HashMap;
 use wire::checksum::IpAddress;
 
 /// An IP address family: [`Ipv4Addr`] or [`Ipv6Addr`].
@@ -31,12 +30,6 @@ pub trait Family: IpAddress + Into<IpAddr> {
     /// The remote address, remote port and local port of flow `key`
     /// (the inverse of [`Family::flow_key`]).
     fn unflow_key(key: Self::FlowKey) -> (Self, u16, u16);
-
-    /// The family's TCP flow table in `sockets`.
-    fn flows(sockets: &Sockets) -> &FlowTable<Self>;
-
-    /// The family's port table `which` in `sockets` (local port → slot).
-    fn ports(sockets: &Sockets, which: Ports) -> &HashMap<u16, u32>;
 
     /// The engine owning the flow between `a:port_a` and `b:port_b` under
     /// `steering` (symmetric: the same both ways).
@@ -69,16 +62,6 @@ impl Family for Ipv4Addr {
     }
 
     #[inline]
-    fn flows(sockets: &Sockets) -> &FlowTable<Self> {
-        &sockets.flows
-    }
-
-    #[inline]
-    fn ports(sockets: &Sockets, which: Ports) -> &HashMap<u16, u32> {
-        sockets.ports(which)
-    }
-
-    #[inline]
     fn owner(steering: &Steering, a: Self, b: Self, port_a: u16, port_b: u16) -> usize {
         steering.owner(a.octets(), b.octets(), port_a, port_b)
     }
@@ -101,17 +84,7 @@ impl Family for Ipv6Addr {
     }
 
     #[inline]
-    fn flows(sockets: &Sockets) -> &FlowTable<Self> {
-        &sockets.flows6
-    }
-
-    #[inline]
     fn owner(steering: &Steering, a: Self, b: Self, port_a: u16, port_b: u16) -> usize {
         steering.owner(a.octets(), b.octets(), port_a, port_b)
-    }
-
-    #[inline]
-    fn ports(sockets: &Sockets, which: Ports) -> &HashMap<u16, u32> {
-        sockets.ports6(which)
     }
 }

@@ -36,6 +36,7 @@ mod events;
 mod family;
 pub mod frag;
 pub mod frag6;
+mod handoff;
 mod icmp;
 mod icmpv6;
 mod listen;
@@ -45,6 +46,7 @@ pub mod pmtu;
 pub mod publish;
 mod reasm;
 mod rings;
+mod rows;
 mod rx;
 mod rx6;
 mod sockets;
@@ -56,6 +58,7 @@ mod tcp6;
 pub mod time;
 mod timewait;
 mod trace;
+mod twtable;
 mod tx;
 mod udp;
 pub mod wheel;
@@ -417,7 +420,7 @@ impl<P: Port> Engine<P> {
     pub fn for_each_socket(&self, mut f: impl FnMut(observe::stats_shm::ConnRow)) {
         let s = &self.protocols.sockets;
         for sock in s.slots.iter().flatten() {
-            f(publish::socket_row(sock));
+            f(rows::socket_row(sock));
         }
         (0..s.time_wait_positions()).for_each(|i| s.time_wait_row(i).map_or((), &mut f));
     }
@@ -442,7 +445,7 @@ impl<P: Port> Engine<P> {
             let i = (start + k) % len;
             if let Some(sock) = slots.get(i) {
                 if let Some(sock) = sock {
-                    f(publish::socket_row(sock));
+                    f(rows::socket_row(sock));
                 }
             } else if let Some(row) = s.time_wait_row(i - slots.len()) {
                 f(row);

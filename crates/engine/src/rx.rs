@@ -7,8 +7,7 @@
 //! it was dropped.
 
 use crate::egress::Egress;
-use crate::family::Family;
-use crate::sockets::Conn;
+use crate::sockets::{Conn, FamilyTables};
 use crate::steer;
 use crate::tcp;
 use crate::trace::{RingStamps, StampedRing};
@@ -189,7 +188,7 @@ impl Protocols {
     /// RST. `ce`: the IP ECN field carried Congestion Experienced (RFC
     /// 3168 §5). Returns what TCP reported for a connection it found.
     #[inline]
-    pub(crate) fn handle_tcp<F: Family, T: TxQueue>(
+    pub(crate) fn handle_tcp<F: FamilyTables, T: TxQueue>(
         &mut self,
         src: F,
         dst: F,

@@ -2,10 +2,11 @@
 //! table that finds them by 4-tuple; `events` applies what TCP reports to
 //! them.
 
+use crate::config::EPHEMERAL;
 use crate::family::Family;
 use crate::tcp::Tcb;
 use crate::time::Instant;
-use crate::timewait::TwTable;
+use crate::twtable::TwTable;
 use appif::bytes;
 use appif::command::Owner;
 use appif::seg::AcceptQueue;
@@ -226,6 +227,41 @@ impl Socket {
     }
 }
 
+/// Where an address family's tables sit in [`Sockets`]: its TCP flow table
+/// and its port tables. Beside the tables, so that [`Family`] names nothing
+/// of the socket table; dispatched statically as `Family` is.
+pub trait FamilyTables: Family {
+    /// The family's TCP flow table in `sockets`.
+    fn flows(sockets: &Sockets) -> &FlowTable<Self>;
+
+    /// The family's port table `which` in `sockets` (local port → slot).
+    fn ports(sockets: &Sockets, which: Ports) -> &HashMap<u16, u32>;
+}
+
+impl FamilyTables for Ipv4Addr {
+    #[inline]
+    fn flows(sockets: &Sockets) -> &FlowTable<Self> {
+        &sockets.flows
+    }
+
+    #[inline]
+    fn ports(sockets: &Sockets, which: Ports) -> &HashMap<u16, u32> {
+        sockets.ports(which)
+    }
+}
+
+impl FamilyTables for Ipv6Addr {
+    #[inline]
+    fn flows(sockets: &Sockets) -> &FlowTable<Self> {
+        &sockets.flows6
+    }
+
+    #[inline]
+    fn ports(sockets: &Sockets, which: Ports) -> &HashMap<u16, u32> {
+        sockets.ports6(which)
+    }
+}
+
 /// The TCP flow table of one address family `F`: (remote address,
 /// remote port, local port) → slot. One implementation, two instances
 /// ([`Sockets::flows`], [`Sockets::flows6`]), each with its family's key.
@@ -333,9 +369,6 @@ pub struct Sockets {
 
 /// Slots the table allocates for at start; it grows from there.
 pub const INITIAL_SLOTS: usize = 1024;
-
-/// First and last ephemeral port (Linux ip_local_port_range defaults).
-pub const EPHEMERAL: (u16, u16) = (32768, 60999);
 
 impl Sockets {
     /// The port table `which`: local port -> slot.

@@ -1,10 +1,9 @@
 //! UDP (RFC 768): datagrams in, to the bound socket's RX ring as records
 //! (a header, then the payload); datagrams out, from the TX ring.
 
-use crate::family::Family;
 use crate::icmp::ICMP_QUOTE_MAX;
 use crate::rx::parsed_or_counted;
-use crate::sockets::{Ports, Socket};
+use crate::sockets::{FamilyTables, Ports, Socket};
 use crate::Protocols;
 use appif::socket::UdpHeader;
 use core::net::{IpAddr, SocketAddr};
@@ -35,7 +34,7 @@ impl Protocols {
     /// Returns true when no socket is bound to the port: the caller may
     /// answer with its family's port unreachable.
     #[inline]
-    pub(crate) fn udp_rx<F: Family>(&mut self, src: F, dst: F, datagram: &[u8]) -> bool {
+    pub(crate) fn udp_rx<F: FamilyTables>(&mut self, src: F, dst: F, datagram: &[u8]) -> bool {
         let parsed = UdpRepr::parse(datagram, src, dst, self.cfg.verify_checksums);
         let s = &mut self.stats;
         let counted =

@@ -6,7 +6,7 @@
 //! protocol, or the daemon stops.
 
 use crate::config::{self, Validated};
-use crate::translate::ProtocolViolation;
+use crate::translate::{AppStats, ProtocolViolation};
 use appif::ctl::{self, CtlError, PeerCred};
 use appif::errno;
 use appif::region::Region;
@@ -19,19 +19,6 @@ use thiserror::Error;
 
 /// Command descriptors per application.
 pub const CMD_SLOTS: u32 = 256;
-
-/// Per-application counters (published for `corestack stat`).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct AppStats {
-    /// Descriptors taken.
-    pub commands: u64,
-    /// Connect, listen and bind descriptors.
-    pub opens: u64,
-    /// Close descriptors.
-    pub closes: u64,
-    /// Opens refused for permission (EACCES).
-    pub refused: u64,
-}
 
 /// One application's association.
 pub(crate) struct App {

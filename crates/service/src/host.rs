@@ -26,8 +26,8 @@ use crate::apps::{self, AppsPublisher};
 use crate::assoc::{self, App, Ending, JoinError};
 use crate::config::{Policy, Validated};
 use crate::control::ControlSocket;
-use crate::engines::{lock, Msg, Role};
 use crate::forks::Forks;
+use crate::mailbox::{lock, Msg, Role};
 use crate::translate::{translate, ProtocolViolation};
 
 mod forking;

@@ -20,6 +20,7 @@
 //!             violations, idle sleep, stop                   (SetupError)
 //!  engines    several engines (`cores = N`): a host per engine
 //!             on its own thread, associations told to each
+//!  mailbox    what the hosts of several engines post each other
 //!  daemon     opens the AF_XDP or TAP port(s), runs the host(s) (RunError)
 //!  apps       the application table for `corestack stat`
 //! ```
@@ -39,12 +40,13 @@ pub mod daemon;
 mod engines;
 mod forks;
 pub mod host;
+mod mailbox;
 pub mod translate;
 
-pub use assoc::{AppStats, JoinError};
+pub use assoc::JoinError;
 pub use config::{Config, ConfigError, Overrides, Validated};
 pub use control::{ControlError, ControlSocket};
 pub use daemon::{run, RunError};
 pub use engines::serve;
 pub use host::{Host, SetupError};
-pub use translate::{translate, ProtocolViolation};
+pub use translate::{translate, AppStats, ProtocolViolation};

@@ -14,7 +14,6 @@
 //! peer of a connect is reached over IPv4 (RFC 4291 §2.5.5.2), as the
 //! engine's `Connect` expects.
 
-use crate::assoc::AppStats;
 use appif::command::{Command, Owner};
 use appif::errno;
 use appif::seg::AcceptQueue;
@@ -25,6 +24,20 @@ use thiserror::Error;
 /// the configuration's `[ports]` (Linux's `ip_unprivileged_port_start`
 /// default).
 pub const PRIVILEGED_PORTS_END: u16 = 1024;
+
+/// Per-application counters (published for `corestack stat`), kept by
+/// [`translate`] as it takes each descriptor.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AppStats {
+    /// Descriptors taken.
+    pub commands: u64,
+    /// Connect, listen and bind descriptors.
+    pub opens: u64,
+    /// Close descriptors.
+    pub closes: u64,
+    /// Opens refused for permission (EACCES).
+    pub refused: u64,
+}
 
 /// How an application broke the shared-memory protocol. It loses its
 /// association (its connections are reset, its memory released); the

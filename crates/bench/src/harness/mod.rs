@@ -2,10 +2,12 @@
 //! ([`this_program`], next to this binary) in `children`, the matrix benchmarks' path through
 //! the impairment bridge (`matrix`), the rows of unmodified servers under `corestack exec`
 //! (`shim`), the "Linux tuned" rows' busy polling (`tuned`, its system calls in `sys`, the
-//! crate's only unsafe code) and the cost breakdown (`cost`).
+//! crate's only unsafe code), the cost breakdown (`cost`) and the CPU time of servers and
+//! of the machine (`cpu`).
 
 pub mod children;
 pub mod cost;
+pub mod cpu;
 pub mod matrix;
 pub mod shim;
 #[allow(unsafe_code)]

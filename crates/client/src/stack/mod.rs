@@ -21,8 +21,8 @@ pub use builder::StackBuilder;
 pub use nic::Driver;
 pub use owner::EngineClaim;
 pub(crate) use request::Request;
-pub use steps::{Step, StepInterrupted, WaitSteps};
-pub use wait::{spin_round, Waited};
+pub use steps::{spin_round, Step, StepInterrupted, WaitSteps};
+pub use wait::Waited;
 
 use appif::bytes;
 use appif::command::{Command, Owner};

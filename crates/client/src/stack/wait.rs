@@ -5,7 +5,7 @@
 
 use super::owner::{thread_token, Run};
 use super::run::{engine_cpu, MAX_NAP};
-use super::steps::{Step, WaitSteps};
+use super::steps::{spin_round, Step, WaitSteps};
 use super::{Mode, Stack};
 use appif::errno;
 use appif::notify::Notify;
@@ -18,52 +18,6 @@ use std::sync::atomic::Ordering;
 
 /// How long a waiting application thread spins before it sleeps (embedded mode).
 const SPIN: Duration = Duration::from_micros(50);
-
-/// One round of a waiter's spin: hands the CPU to any thread waiting for
-/// it (a `sched_yield`, which returns at once when none does), at most
-/// once per [`YIELD_EVERY_RT`] under a real-time policy and once per
-/// [`YIELD_EVERY`] otherwise; the other rounds return at once. The thread
-/// that produces what the waiter waits for (the engine thread, the daemon,
-/// another thread of the program) may share this CPU at the same
-/// priority; under SCHED_FIFO a waiter that never yielded would hold it
-/// off until the spin ended (sockperf ping-pong in service mode, daemon
-/// and server on one CPU: p50 120 µs, one spin per wait). Under
-/// SCHED_OTHER a thread woken on this CPU preempts the spinner anyway.
-/// A yield every round was most of a spinning waiter's system calls
-/// (sockperf ping-pong, inline mode: 14.8 of 16 per round trip).
-pub fn spin_round() {
-    thread_local! {
-        /// When this thread last yielded; when it last looked at its
-        /// policy, and whether that was a real-time one.
-        static LAST: core::cell::Cell<Option<(std::time::Instant, std::time::Instant, bool)>> =
-            const { core::cell::Cell::new(None) };
-    }
-    let now = std::time::Instant::now();
-    let (yielded, looked, rt) = match LAST.with(|l| l.get()) {
-        Some((y, l, rt)) if now.duration_since(l) < POLICY_AGE => (y, l, rt),
-        last => (
-            last.map_or(now, |(y, _, _)| y),
-            now,
-            crate::sys::realtime_policy(),
-        ),
-    };
-    let every = if rt { YIELD_EVERY_RT } else { YIELD_EVERY };
-    if now.duration_since(yielded) >= every {
-        std::thread::yield_now();
-        LAST.with(|l| l.set(Some((now, looked, rt))));
-    } else {
-        LAST.with(|l| l.set(Some((yielded, looked, rt))));
-        core::hint::spin_loop();
-    }
-}
-
-/// The most a spinning waiter under SCHED_FIFO or SCHED_RR keeps a thread
-/// of its priority waiting for its CPU ([`spin_round`]).
-pub const YIELD_EVERY_RT: Duration = Duration::from_micros(5);
-/// How often a spinning waiter under another policy yields ([`spin_round`]).
-pub const YIELD_EVERY: Duration = Duration::from_micros(50);
-/// How long [`spin_round`] trusts its last look at the thread's policy.
-const POLICY_AGE: Duration = Duration::from_millis(100);
 
 /// How long a waiter spins before it sleeps: `CORESTACK_SPIN_US` (µs) if
 /// set (at most 1 s), else 50 µs. 0 makes every wait block at once (for a thread that

@@ -18,8 +18,8 @@
 //! ```
 
 use super::Host;
-use crate::engines::{lock, Lending, Role};
 use crate::forks::LEND_FOR;
+use crate::mailbox::{lock, Lending, Role};
 use crate::translate::ProtocolViolation;
 use appif::command::{Command, Owner};
 use appif::ctl;

@@ -22,7 +22,7 @@ use netns::ChildGuard;
 use serde::{Deserialize, Serialize};
 
 use crate::harness::children::last_line;
-use crate::memcached::load::cpu_seconds;
+use crate::harness::cpu::cpu_seconds;
 
 /// perf record's sampling rate, Hz (`-F`).
 pub const SAMPLE_HZ: u32 = 5000;
