@@ -22,8 +22,6 @@ use core::time::Duration;
 
 use crate::time::Instant;
 
-use super::scoreboard::TxSeg;
-
 /// What a segment remembers of the connection's delivery when it is sent
 /// (the draft's P.delivered, P.delivered_time, P.first_sent_time,
 /// P.is_app_limited).
@@ -110,11 +108,19 @@ impl Rate {
     }
 
     /// A segment newly delivered by the ACK being processed (called for
-    /// each one the scoreboard reports): keeps the most recently sent.
-    pub(crate) fn on_delivered(&mut self, s: &TxSeg, now: Instant) {
+    /// each one the scoreboard reports, with the stamp it was last sent
+    /// with, when, and whether it was ever retransmitted): keeps the most
+    /// recently sent.
+    pub(crate) fn on_delivered(
+        &mut self,
+        stamp: RateStamp,
+        xmit: Instant,
+        retransmitted: bool,
+        now: Instant,
+    ) {
         let newer = self.prior.is_none_or(|p| {
-            s.stamp.delivered > p.stamp.delivered
-                || (s.stamp.delivered == p.stamp.delivered && s.xmit >= p.xmit)
+            stamp.delivered > p.stamp.delivered
+                || (stamp.delivered == p.stamp.delivered && xmit >= p.xmit)
         });
         if !newer {
             return;
@@ -124,14 +130,9 @@ impl Rate {
         // engine iteration run at the time of the one that sent it, see
         // `Engine::poll`), and a zero sample would pin BBR's min_rtt, hence
         // its cwnd, at the floor for 10 s.
-        let rtt = (!s.has(super::scoreboard::EVER_RETRANS) && now > s.xmit)
-            .then(|| now.saturating_since(s.xmit));
-        self.prior = Some(Prior {
-            stamp: s.stamp,
-            xmit: s.xmit,
-            rtt,
-        });
-        self.first_sent = s.xmit;
+        let rtt = (!retransmitted && now > xmit).then(|| now.saturating_since(xmit));
+        self.prior = Some(Prior { stamp, xmit, rtt });
+        self.first_sent = xmit;
     }
 
     /// Ends the ACK: counts `newly` delivered bytes and returns the rate
@@ -174,7 +175,7 @@ impl Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tcp::scoreboard::Scoreboard;
+    use crate::tcp::scoreboard::{Scoreboard, EVER_RETRANS};
     use wire::SeqNum;
 
     fn ms(n: u64) -> Duration {
@@ -197,7 +198,9 @@ mod tests {
         let mut last = None;
         for i in 0..10u32 {
             let now = t0 + ms(10 + u64::from(i));
-            sb.ack(SeqNum(i * 1000 + 1000), |s| rate.on_delivered(s, now));
+            sb.ack(SeqNum(i * 1000 + 1000), |s| {
+                rate.on_delivered(s.stamp, s.xmit, s.has(EVER_RETRANS), now)
+            });
             last = rate.sample(1000, now);
             let s = last.expect("every ACK delivers a tracked segment");
             assert_eq!(s.rtt, Some(ms(10)));
@@ -216,7 +219,9 @@ mod tests {
         assert!(sb.push(SeqNum(10_000), SeqNum(11_000), false, now));
         sb.stamp_last(stamp);
         let now = t0 + ms(30);
-        sb.ack(SeqNum(11_000), |s| rate.on_delivered(s, now));
+        sb.ack(SeqNum(11_000), |s| {
+            rate.on_delivered(s.stamp, s.xmit, s.has(EVER_RETRANS), now)
+        });
         let s = rate.sample(1000, now).unwrap();
         assert_eq!(s.delivered, 1000);
         assert_eq!(s.bytes_per_sec(), Some(100_000));
@@ -234,7 +239,9 @@ mod tests {
         assert!(sb.push(SeqNum(0), SeqNum(100), false, t0));
         sb.stamp_last(stamp);
         let now = t0 + ms(5);
-        sb.ack(SeqNum(100), |s| rate.on_delivered(s, now));
+        sb.ack(SeqNum(100), |s| {
+            rate.on_delivered(s.stamp, s.xmit, s.has(EVER_RETRANS), now)
+        });
         let s = rate.sample(100, now).unwrap();
         assert!(s.app_limited);
         // Delivered beyond the mark: the next stamp is not app-limited.

@@ -201,7 +201,7 @@ impl Tcb {
             let rate = &mut self.rate;
             newly += self.rec.sb.sack(b.left, b.right, |s| {
                 rack_update(rack, s, now, ts);
-                rate.on_delivered(s, now);
+                rate.on_delivered(s.stamp, s.xmit, s.has(EVER_RETRANS), now);
             });
         }
         (newly, dsack_tlp)
@@ -243,7 +243,7 @@ impl Tcb {
         let rate = &mut self.rate;
         self.rec.sb.ack(seg.ack, |s| {
             rack_update(rack, s, now, ts);
-            rate.on_delivered(s, now);
+            rate.on_delivered(s.stamp, s.xmit, s.has(EVER_RETRANS), now);
         });
     }
 
