@@ -195,6 +195,11 @@ counters! {
     /// a bigger segment: a path that drops big packets without ICMP (RFC
     /// 4821 §7.7).
     tcp_pmtu_blackholes,
+    /// Path MTU probes sent after a black-hole fallback, a segment between
+    /// the MSS that works and the smallest that failed (RFC 4821 §7.5).
+    tcp_pmtu_probes,
+    /// Path MTU probes that arrived: the connection's MSS went up to them.
+    tcp_pmtu_probes_ok,
     /// TCP segments sent again (RTO, fast, RACK, TLP).
     tcp_retransmits,
     /// Retransmission timeouts.
@@ -424,6 +429,8 @@ impl Stats {
         self.tcp_acks_of_unacceptable += d(t.acks_of_unacceptable, counted.acks_of_unacceptable);
         self.tcp_spurious_rtos += d(t.spurious_rtos, counted.spurious_rtos);
         self.tcp_pmtu_blackholes += d(t.pmtu_blackholes, counted.pmtu_blackholes);
+        self.tcp_pmtu_probes += d(t.pmtu_probes, counted.pmtu_probes);
+        self.tcp_pmtu_probes_ok += d(t.pmtu_probes_ok, counted.pmtu_probes_ok);
         self.tcp_rcv_full_dropped_bytes +=
             d(t.rcv_full_dropped_bytes, counted.rcv_full_dropped_bytes);
         *counted = *t;

@@ -453,7 +453,12 @@ impl Tcb {
         }
         let unsent = data_end - self.snd.nxt;
         let flight = self.snd.nxt - self.snd.una;
-        let len = unsent.min(self.usable_window()).min(self.snd.mss);
+        let usable = self.usable_window();
+        let mut len = unsent.min(usable).min(self.snd.mss);
+        if len == self.snd.mss {
+            // A path MTU search probe instead, when one is due (plpmtud).
+            len = self.probe_len(unsent, usable).unwrap_or(len);
+        }
         let fin = self.snd.fin_queued && len == unsent;
         if len == 0 && !fin {
             return None;
@@ -490,6 +495,21 @@ impl Tcb {
     ) -> Option<Segment> {
         let (mut len, fin) = self.data_ready(tx_len)?;
         let mss = self.snd.mss;
+        if len > mss {
+            // A search probe (plpmtud): one segment, one retransmission
+            // queue entry, no TSO.
+            let seq = self.snd.nxt;
+            let stamp = self.rate.stamp(now, self.rec.sb.is_empty());
+            let from = self.rec.sb.len();
+            if self.rec.sb.push(seq, seq + len, false, now) {
+                self.rec.sb.stamp_from(from, stamp);
+                self.probe_sent(seq, seq + len);
+                let mut seg = self.emit_data(seq, len, false, now, rcv_free, true);
+                seg.gso_size = 0;
+                return Some(seg);
+            }
+            len = mss;
+        }
         if !fin && len == mss && self.snd.gso_max >= 2 * mss && self.snd.nxt == self.snd.max {
             let unsent = (self.snd.base + tx_len) - self.snd.nxt;
             let room = unsent.min(self.usable_window()).min(self.snd.gso_max);

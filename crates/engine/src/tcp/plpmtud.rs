@@ -9,13 +9,22 @@
 //!   `snd_una` larger than the family's search floor (RFC 4821 §7.2: a
 //!   path MTU of 1024 bytes for IPv4, 1280 for IPv6). Then the MSS drops
 //!   to that floor, and the retransmission that follows goes in pieces.
+//! - Then the search (RFC 4821 §7.5, RFC 8899 §5.1.3's SEARCHING): one
+//!   probe at a time, a new-data segment halfway between the MSS that
+//!   works and the smallest that failed, sent only outside loss recovery
+//!   and with nothing owed. A probe delivered (cumulatively or SACKed)
+//!   raises the MSS to its size; one deemed lost (RACK, DupThresh or an
+//!   RTO) lowers the bound that failed and is sent again in MSS pieces.
+//!   The search ends when the two are [`SEARCH_DONE`] bytes apart. A lost
+//!   probe still costs the cwnd reduction of an ordinary loss (RFC 4821
+//!   §7.6.2 would spare it).
 //! - The full MSS is tried again [`RETRY_AFTER`] later (RFC 4821 §7.7 and
 //!   RFC 8201 §4 suggest 10 minutes): if the path still drops it, the next
-//!   full-stop timeout falls back again. There is no search in between
-//!   (RFC 4821 §7.5's probes of sizes between the floor and the MSS).
+//!   full-stop timeout falls back again.
 //! - Random loss rarely makes three consecutive RTOs of the same segment;
 //!   when it does, the cost is a smaller MSS for a while, never a stall.
 
+use super::scoreboard::{LOST, SACKED};
 use super::tcb::{Tcb, TS_OPTION_LEN};
 use crate::time::Instant;
 use core::time::Duration;
@@ -33,13 +42,20 @@ pub(super) const RETRY_AFTER: Duration = Duration::from_secs(600);
 const SEARCH_LOW_V4: usize = 1024;
 /// The IPv6 minimum link MTU (RFC 8200 §5), the floor for IPv6.
 const SEARCH_LOW_V6: usize = wire::ipv6::MIN_MTU;
+/// The search ends when the MSS that works and the smallest that failed
+/// are this close, bytes.
+pub(super) const SEARCH_DONE: usize = 32;
 
-/// A connection's black-hole state: the MSS it had before a fallback, and
-/// when to try it again.
+/// A connection's black-hole state: the MSS it had before a fallback, when
+/// to try it again, and the search in between.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Blackhole {
     saved_mss: usize,
     retry_at: Option<Instant>,
+    /// The smallest MSS known to fail while a search runs; 0: no search.
+    fail: usize,
+    /// The probe in flight: its segment's `[start, end)`.
+    probe: Option<(SeqNum, SeqNum)>,
 }
 
 impl Tcb {
@@ -115,6 +131,8 @@ impl Tcb {
             self.blackhole.saved_mss = self.snd.mss;
         }
         self.blackhole.retry_at = Some(now + RETRY_AFTER);
+        self.blackhole.fail = self.snd.mss;
+        self.blackhole.probe = None;
         self.snd.mss = low;
         self.rec.sb.mark_oversized_lost(low);
         self.stats.pmtu_blackholes += 1;
@@ -127,13 +145,82 @@ impl Tcb {
     pub(super) fn blackhole_retry(&mut self, now: Instant) {
         if self.blackhole.retry_at.is_some_and(|t| now >= t) {
             self.blackhole.retry_at = None;
+            self.blackhole.fail = 0;
+            self.blackhole.probe = None;
             self.snd.mss = self.snd.mss.max(self.blackhole.saved_mss);
         }
     }
 
     /// The path MTU was learned from ICMP (RFC 1191, RFC 8201): that
-    /// estimate rules, and no fallback is undone later.
+    /// estimate rules, and no fallback is undone later nor searched.
     pub(super) fn blackhole_forget(&mut self) {
         self.blackhole.retry_at = None;
+        self.blackhole.fail = 0;
+        self.blackhole.probe = None;
+    }
+
+    /// The payload of the next new-data segment when it is to be a search
+    /// probe: halfway between the MSS and the smallest that failed, when a
+    /// search runs, no probe is in flight, no recovery runs, nothing is
+    /// owed, and `unsent` bytes (more than the probe when a FIN is queued)
+    /// and the `usable` window hold it.
+    pub(super) fn probe_len(&self, unsent: usize, usable: usize) -> Option<usize> {
+        let b = &self.blackhole;
+        if b.fail <= self.snd.mss + SEARCH_DONE
+            || b.probe.is_some()
+            || self.rec.active
+            || self.snd.una < self.rec.recover
+            || self.snd.nxt != self.snd.max
+            || self.rec.sb.peek_owed().is_some()
+        {
+            return None;
+        }
+        let len = (self.snd.mss + b.fail) / 2;
+        let room = if self.snd.fin_queued { len + 1 } else { len };
+        (unsent >= room && usable >= len).then_some(len)
+    }
+
+    /// A probe went out as the one retransmission-queue entry
+    /// `[start, end)`.
+    pub(super) fn probe_sent(&mut self, start: SeqNum, end: SeqNum) {
+        self.blackhole.probe = Some((start, end));
+        self.stats.pmtu_probes += 1;
+    }
+
+    /// After an ACK's loss detection: a probe delivered raises the MSS to
+    /// its size; one deemed lost lowers the bound that failed. The search
+    /// ends once the two are [`SEARCH_DONE`] apart.
+    pub(super) fn probe_check(&mut self) {
+        let Some((start, end)) = self.blackhole.probe else {
+            return;
+        };
+        let entry = self.rec.sb.find(start).and_then(|i| self.rec.sb.get(i));
+        let entry = entry.filter(|s| s.start == start && s.end == end);
+        if self.snd.una >= end || entry.is_some_and(|s| s.has(SACKED)) {
+            self.snd.mss = self.snd.mss.max(end - start);
+            self.stats.pmtu_probes_ok += 1;
+            self.probe_end(None);
+        } else if entry.is_none_or(|s| s.has(LOST)) {
+            self.probe_end(Some(end - start));
+        }
+    }
+
+    /// The probe in flight is done; `failed`: with this size it was lost
+    /// (an RTO, or `probe_check`).
+    pub(super) fn probe_end(&mut self, failed: Option<usize>) {
+        self.blackhole.probe = None;
+        if let Some(len) = failed {
+            self.blackhole.fail = self.blackhole.fail.min(len);
+        }
+        if self.blackhole.fail <= self.snd.mss + SEARCH_DONE {
+            self.blackhole.fail = 0;
+        }
+    }
+
+    /// An RTO with a probe in flight: the probe failed.
+    pub(super) fn probe_on_rto(&mut self) {
+        if let Some((start, end)) = self.blackhole.probe {
+            self.probe_end(Some(end - start));
+        }
     }
 }

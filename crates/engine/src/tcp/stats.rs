@@ -9,6 +9,11 @@ pub struct TcbStats {
     /// Times the MSS fell back to the search floor after a full-stop
     /// timeout (RFC 4821 §7.7: a path that drops big packets silently).
     pub pmtu_blackholes: u64,
+    /// Path MTU probes sent after a black-hole fallback (RFC 4821 §7.5: a
+    /// segment between the MSS that works and the smallest that failed).
+    pub pmtu_probes: u64,
+    /// Of those, probes that arrived: the MSS went up to their size.
+    pub pmtu_probes_ok: u64,
     /// Segments sent again (RTO go-back, fast retransmit, partial ACK, SYN).
     pub retransmits: u64,
     /// Fast retransmits entered (third duplicate ACK).

@@ -114,6 +114,7 @@ impl Tcb {
                 if !self.rto_retry(self.cfg.data_retries, now, ev) {
                     return;
                 }
+                self.probe_on_rto();
                 self.blackhole_check(now);
                 self.rto_recovery(now);
                 self.karn_retransmit();

@@ -394,6 +394,30 @@ fn full_stop_timeout_falls_back_to_the_search_floor_then_retries_the_mss() {
     );
 }
 
+/// After the fallback, probes search between the floor and the MSS that
+/// failed (RFC 4821 §7.5): the MSS ends within the search's resolution
+/// of the largest payload the black hole lets through.
+#[test]
+fn after_a_fallback_probes_find_the_largest_segment_the_black_hole_passes() {
+    let (mut a, mut b) = established();
+    let data = pattern(40 * 1448, 16);
+    a.write(&data);
+    let got = through_black_hole(&mut a, &mut b, T0, 1100, data.len());
+    assert!(
+        got.is_some(),
+        "the data did not cross: {:?} mss {} got {}",
+        a.tcb.stats(),
+        a.tcb.mss(),
+        b.rx.unread()
+    );
+    assert_eq!(b.rx.take(), data);
+    let st = a.tcb.stats();
+    assert_eq!(st.pmtu_blackholes, 1);
+    assert!(st.pmtu_probes >= 2 && st.pmtu_probes_ok >= 1, "{st:?}");
+    let mss = a.tcb.mss();
+    assert!(mss <= 1100 && mss + 32 > 1100, "mss {mss} after {st:?}");
+}
+
 #[test]
 fn rtos_of_small_segments_or_fewer_than_three_keep_the_mss() {
     // Two RTOs of a full-size segment, then it arrives: no fallback.
