@@ -11,7 +11,7 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 use core::time::Duration;
 use std::path::PathBuf;
 
-use crate::{CcKind, Driver, PollPolicy, StackBuilder, TxPath};
+use crate::{CcKind, Driver, EngineConfig, PollPolicy, StackBuilder, TxPath};
 
 mod env;
 
@@ -169,6 +169,42 @@ impl StackConfig {
             PollPolicy::Busy => None,
             PollPolicy::Interrupt => Some(Duration::ZERO),
         }
+    }
+
+    /// The engine's settings for this configuration, as a daemon that
+    /// runs its own engines takes them: the addresses (IPv6, when
+    /// configured, with the link-local address left to come from the
+    /// port's MAC), the ring sizes, the socket limit and the congestion
+    /// control (DCTCP turns ECN on, RFC 8257 §3); the rest at
+    /// [`EngineConfig::default`].
+    pub fn engine_config(&self) -> EngineConfig {
+        let mut e = EngineConfig {
+            ip: self.ip,
+            prefix_len: self.prefix,
+            gateway: self.gateway,
+            ..EngineConfig::default()
+        };
+        if self.ip6.is_some() || self.gateway6.is_some() {
+            e.ipv6 = Some(engine::Ipv6Config {
+                global: self.ip6,
+                gateway: self.gateway6,
+                ..engine::Ipv6Config::default()
+            });
+        }
+        if let Some(n) = self.ring_bytes {
+            e.ring_bytes = n;
+        }
+        if let Some(n) = self.ring_max_bytes {
+            e.ring_max_bytes = n;
+        }
+        if let Some(n) = self.max_sockets {
+            e.max_sockets = n;
+        }
+        e.tcp.cc = self.congestion.unwrap_or_else(CcKind::system_default);
+        if e.tcp.cc == CcKind::Dctcp {
+            e.tcp.ecn = true;
+        }
+        e
     }
 
     /// A builder with these settings; the caller may add what only it
