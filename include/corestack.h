@@ -31,8 +31,15 @@
  *                      (embedded mode; required)
  *   CORESTACK_DRIVER   af_xdp (default) or tap
  *   CORESTACK_GATEWAY  next hop for destinations outside the subnet
+ *   CORESTACK_IP6      our IPv6 address as ADDR/PREFIX, e.g. fd00:1::2/64
+ *                      (optional: turns IPv6 on)
+ *   CORESTACK_GATEWAY6 IPv6 default router, usually its link-local address
  *   CORESTACK_INLINE   1: no engine thread, threads that wait run the
  *                      engine (default 0: an engine thread polls the NIC)
+ *   CORESTACK_CORES    engines, one per NIC queue, 1..255 (default 1)
+ *   CORESTACK_POLL     adaptive (default), busy or interrupt
+ * They are the LD_PRELOAD shim's variables, read by one parser; a
+ * malformed one makes cs_init fail with EINVAL, naming it.
  *
  * Minimal server:
  *

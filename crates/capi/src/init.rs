@@ -1,128 +1,48 @@
 //! Starting and stopping the process's stack: `cs_init`, `cs_fini`,
-//! `cs_last_error`, configured by the environment.
+//! `cs_last_error`, configured by the environment as the shim is: the
+//! same `CORESTACK_*` variables, read by the library's one reader
+//! (`corestack::StackConfig::from_env`; the table is in
+//! include/corestack.h).
 //!
 //! | variable | meaning |
 //! |---|---|
 //! | `CORESTACK_SOCKET` | path of a `corestack run` daemon's control socket: service mode (the others are ignored) |
 //! | `CORESTACK_IFACE` | interface to drive (embedded mode, required) |
 //! | `CORESTACK_IP` | `ADDR/PREFIX`, e.g. `10.0.0.2/24` (embedded mode, required) |
-//! | `CORESTACK_DRIVER` | `af_xdp` (default) or `tap` |
 //! | `CORESTACK_GATEWAY` | next hop for destinations outside the subnet (optional) |
+//! | `CORESTACK_IP6` | `ADDR/PREFIX`, corestack's IPv6 address, e.g. `fd00:1::2/64` (optional: turns IPv6 on) |
+//! | `CORESTACK_GATEWAY6` | IPv6 default router (optional; usually its link-local address) |
+//! | `CORESTACK_DRIVER` | `af_xdp` (default) or `tap` |
 //! | `CORESTACK_INLINE` | `1`: no engine thread; threads that wait run the engine (default `0`) |
+//! | `CORESTACK_CORES` | engines, one per NIC queue, 1..=255 (default 1) |
+//! | `CORESTACK_POLL` | `adaptive` (default), `busy` or `interrupt` |
 
 use crate::error::{Error, Result};
-use core::net::Ipv4Addr;
-use corestack::{Driver, Stack};
+use corestack::{Stack, StackConfig};
 use std::ffi::{c_char, c_int};
-
-/// How to start the stack, as the environment says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Config {
-    /// Connect to a running daemon (the client library reads `CORESTACK_SOCKET`).
-    Service,
-    Embedded {
-        iface: String,
-        ip: Ipv4Addr,
-        prefix: u8,
-        driver: Driver,
-        gateway: Option<Ipv4Addr>,
-        inline: bool,
-    },
-}
 
 fn invalid(msg: String) -> Error {
     Error::msg(libc::EINVAL, msg)
 }
 
 /// Reads the configuration through `var` (the environment, or a test's
-/// map). Errors: EINVAL, with a message naming the variable, for a missing
-/// or malformed one.
-pub(crate) fn config_from(var: impl Fn(&str) -> Option<String>) -> Result<Config> {
-    let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
-    if var("CORESTACK_SOCKET").is_some() {
-        return Ok(Config::Service);
-    }
-    let iface = var("CORESTACK_IFACE").ok_or_else(|| {
-        invalid(
-            "CORESTACK_IFACE is not set: name the interface to drive (and CORESTACK_IP=ADDR/PREFIX), \
-             or set CORESTACK_SOCKET to use a running `corestack run` daemon"
-                .into(),
-        )
-    })?;
-    let ip = var("CORESTACK_IP").ok_or_else(|| {
-        invalid(
-            "CORESTACK_IP is not set: give the stack its address as ADDR/PREFIX, e.g. 10.0.0.2/24"
-                .into(),
-        )
-    })?;
-    let (ip, prefix) = ip
-        .trim()
-        .split_once('/')
-        .and_then(|(a, p)| Some((a.parse().ok()?, p.parse::<u8>().ok().filter(|p| *p <= 32)?)))
+/// map) with the library's one reader ([`StackConfig::from_vars`]).
+/// Errors: EINVAL, with a message naming the variable, for a missing or
+/// malformed one.
+pub(crate) fn config_from(var: impl Fn(&str) -> Option<String>) -> Result<StackConfig> {
+    StackConfig::from_vars(var)
+        .map_err(|e| invalid(e.message))?
         .ok_or_else(|| {
-            invalid(format!(
-                "CORESTACK_IP={ip:?} is not ADDR/PREFIX, e.g. 10.0.0.2/24"
-            ))
-        })?;
-    let driver = match var("CORESTACK_DRIVER").as_deref().map(str::trim) {
-        None | Some("af_xdp") | Some("afxdp") => Driver::AfXdp,
-        Some("tap") => Driver::Tap,
-        Some(other) => {
-            return Err(invalid(format!(
-                "CORESTACK_DRIVER={other:?} is unknown: use af_xdp or tap"
-            )))
-        }
-    };
-    let gateway = match var("CORESTACK_GATEWAY") {
-        None => None,
-        Some(g) => Some(
-            g.trim()
-                .parse()
-                .map_err(|_| invalid(format!("CORESTACK_GATEWAY={g:?} is not an IPv4 address")))?,
-        ),
-    };
-    let inline = match var("CORESTACK_INLINE").as_deref().map(str::trim) {
-        None | Some("0") | Some("no") | Some("false") => false,
-        Some("1") | Some("yes") | Some("true") => true,
-        Some(other) => {
-            return Err(invalid(format!(
-                "CORESTACK_INLINE={other:?} is unknown: use 0 or 1"
-            )))
-        }
-    };
-    Ok(Config::Embedded {
-        iface: iface.trim().to_string(),
-        ip,
-        prefix,
-        driver,
-        gateway,
-        inline,
-    })
+            invalid(
+                "CORESTACK_IFACE is not set: name the interface to drive (and CORESTACK_IP=ADDR/PREFIX), \
+                 or set CORESTACK_SOCKET to use a running `corestack run` daemon"
+                    .into(),
+            )
+        })
 }
 
-fn start(cfg: Config) -> Result<Stack> {
-    let builder = match cfg {
-        Config::Service => Stack::builder(),
-        Config::Embedded {
-            iface,
-            ip,
-            prefix,
-            driver,
-            gateway,
-            inline,
-        } => {
-            let b = Stack::builder()
-                .iface(&iface)
-                .ip(ip, prefix)
-                .driver(driver)
-                .inline(inline);
-            match gateway {
-                Some(g) => b.gateway(g),
-                None => b,
-            }
-        }
-    };
-    Ok(builder.start()?)
+fn start(cfg: StackConfig) -> Result<Stack> {
+    Ok(cfg.builder().start()?)
 }
 
 /// Starts the process's stack as the environment says (see the table in
@@ -165,9 +85,11 @@ pub extern "C" fn cs_last_error() -> *const c_char {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::net::{Ipv4Addr, Ipv6Addr};
+    use corestack::{Driver, PollPolicy};
     use std::collections::HashMap;
 
-    fn cfg(vars: &[(&str, &str)]) -> Result<Config> {
+    fn cfg(vars: &[(&str, &str)]) -> Result<StackConfig> {
         let m: HashMap<String, String> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -180,8 +102,9 @@ mod tests {
         let c = cfg(&[
             ("CORESTACK_SOCKET", "/run/cs.sock"),
             ("CORESTACK_IP", "junk"),
-        ]);
-        assert_eq!(c.unwrap(), Config::Service);
+        ])
+        .unwrap();
+        assert_eq!(c.service.as_deref(), Some("/run/cs.sock".as_ref()));
     }
 
     #[test]
@@ -193,15 +116,14 @@ mod tests {
         .unwrap();
         assert_eq!(
             c,
-            Config::Embedded {
+            StackConfig {
                 iface: "veth1".into(),
                 ip: Ipv4Addr::new(10, 1, 2, 3),
                 prefix: 24,
-                driver: Driver::AfXdp,
-                gateway: None,
-                inline: false,
+                ..StackConfig::default()
             }
         );
+        assert_eq!((c.driver, c.inline, c.engines), (Driver::AfXdp, false, 1));
     }
 
     #[test]
@@ -214,45 +136,55 @@ mod tests {
             ("CORESTACK_INLINE", "1"),
         ])
         .unwrap();
-        let Config::Embedded {
-            driver,
-            gateway,
-            inline,
-            prefix,
-            ..
-        } = c
-        else {
-            panic!("not embedded: {c:?}");
-        };
-        assert_eq!(driver, Driver::Tap);
-        assert_eq!(gateway, Some(Ipv4Addr::new(10, 1, 0, 1)));
-        assert!(inline);
-        assert_eq!(prefix, 16);
+        assert_eq!(c.driver, Driver::Tap);
+        assert_eq!(c.gateway, Some(Ipv4Addr::new(10, 1, 0, 1)));
+        assert!(c.inline);
+        assert_eq!(c.prefix, 16);
+    }
+
+    #[test]
+    fn ip6_gateway6_cores_and_poll_are_read_as_the_shim_reads_them() {
+        let c = cfg(&[
+            ("CORESTACK_IFACE", "veth1"),
+            ("CORESTACK_IP", "10.1.2.3/24"),
+            ("CORESTACK_IP6", "fd00:1::2/64"),
+            ("CORESTACK_GATEWAY6", "fe80::1"),
+            ("CORESTACK_CORES", "2"),
+            ("CORESTACK_POLL", "interrupt"),
+        ])
+        .unwrap();
+        assert_eq!(c.ip6, Some(("fd00:1::2".parse::<Ipv6Addr>().unwrap(), 64)));
+        assert_eq!(c.gateway6, Some("fe80::1".parse::<Ipv6Addr>().unwrap()));
+        assert_eq!(c.engines, 2);
+        assert_eq!(c.poll, PollPolicy::Interrupt);
     }
 
     #[test]
     fn missing_or_malformed_variables_are_einval_naming_the_variable() {
+        let iface_ip = |extra: (&'static str, &'static str)| {
+            vec![
+                ("CORESTACK_IFACE", "eth0"),
+                ("CORESTACK_IP", "10.0.0.1/8"),
+                extra,
+            ]
+        };
         for (vars, name) in [
-            (&[][..], "CORESTACK_IFACE"),
-            (&[("CORESTACK_IFACE", "eth0")][..], "CORESTACK_IP"),
+            (vec![], "CORESTACK_IFACE"),
+            (vec![("CORESTACK_IFACE", "eth0")], "CORESTACK_IP"),
             (
-                &[("CORESTACK_IFACE", "eth0"), ("CORESTACK_IP", "10.0.0.1")][..],
+                vec![("CORESTACK_IFACE", "eth0"), ("CORESTACK_IP", "10.0.0.1")],
                 "CORESTACK_IP",
             ),
             (
-                &[("CORESTACK_IFACE", "eth0"), ("CORESTACK_IP", "10.0.0.1/33")][..],
+                vec![("CORESTACK_IFACE", "eth0"), ("CORESTACK_IP", "10.0.0.1/33")],
                 "CORESTACK_IP",
             ),
-            (
-                &[
-                    ("CORESTACK_IFACE", "eth0"),
-                    ("CORESTACK_IP", "10.0.0.1/8"),
-                    ("CORESTACK_DRIVER", "dpdk"),
-                ][..],
-                "CORESTACK_DRIVER",
-            ),
+            (iface_ip(("CORESTACK_DRIVER", "dpdk")), "CORESTACK_DRIVER"),
+            (iface_ip(("CORESTACK_IP6", "fd00::2")), "CORESTACK_IP6"),
+            (iface_ip(("CORESTACK_GATEWAY6", "x")), "CORESTACK_GATEWAY6"),
+            (iface_ip(("CORESTACK_CORES", "0")), "CORESTACK_CORES"),
         ] {
-            let e = cfg(vars).unwrap_err();
+            let e = cfg(&vars).unwrap_err();
             assert_eq!(e.errno, libc::EINVAL);
             assert!(e.msg.as_deref().unwrap_or("").contains(name), "{e:?}");
         }

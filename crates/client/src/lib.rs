@@ -67,6 +67,7 @@ macro_rules! ipv6_header {
     };
 }
 
+mod config;
 mod poll;
 mod service;
 mod stack;
@@ -76,6 +77,7 @@ mod trace;
 mod udp;
 
 pub use appif::notify::{Armed, Notify};
+pub use config::{ConfigError, StackConfig, IDLE_US_DEFAULT};
 pub use engine::stats::Stats;
 pub use engine::tcp::CcKind;
 pub use engine::EngineConfig;

@@ -6,10 +6,9 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::str::FromStr;
-use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use corestack::{CcKind, Driver, PollPolicy, Stack};
+use corestack::{CcKind, ConfigError, Driver, PollPolicy, Stack, StackConfig};
 
 use crate::wait::Waiter;
 
@@ -272,71 +271,74 @@ impl StackOpts {
         }
     }
 
-    /// Starts corestack on `--iface` with `--ip` (or, with CORESTACK_SOCKET set and no
-    /// `--iface`, joins the daemon as an application); prints a warning when AF_XDP fell back to
-    /// generic XDP. Errors name what to do (missing interface, not root, XDP refused).
-    pub fn start(&self) -> Result<Stack> {
+    /// The stack these options ask for, as the library's one
+    /// configuration type: service mode with CORESTACK_SOCKET set and no
+    /// `--iface`, else embedded or inline mode on `--iface` with `--ip`
+    /// (an IPv4 `--ip` without a prefix: /24).
+    ///
+    /// Errors: a [`ConfigError`] naming the flag, when `--iface` or an IPv4
+    /// `--ip` is missing.
+    pub fn config(&self) -> std::result::Result<StackConfig, ConfigError> {
         if let Some(path) = self.service_path() {
-            return Stack::builder()
-                .start()
-                .with_context(|| format!("joining the corestack daemon at {}", path.display()));
+            return Ok(StackConfig {
+                service: Some(path),
+                ..StackConfig::default()
+            });
         }
-        let iface = self
-            .iface
-            .as_deref()
-            .ok_or_else(|| anyhow!("--iface IF is required to use corestack"))?;
-        let cidr = self.ip4().ok_or_else(|| {
-            anyhow!("an IPv4 --ip ADDR/PREFIX is required with --iface (e.g. --ip 10.77.1.2/24)")
+        let iface = self.iface.clone().ok_or_else(|| {
+            ConfigError::new("--iface", "--iface IF is required to use corestack".into())
         })?;
-        if !Path::new("/sys/class/net").join(iface).exists() && self.driver == Driver::AfXdp {
-            bail!("interface {iface} not found in this network namespace (check `ip link`)");
-        }
-        let mut builder = Stack::builder().engines(usize::from(self.cores));
-        if let Some(c) = &self.cpus {
-            builder = builder.engine_cpus(c.0.clone());
-        }
-        if let Some(n) = self.max_sockets {
-            builder = builder.max_sockets(n as usize);
-        }
-        let mut builder = builder
-            .driver(self.driver)
-            .iface(iface)
-            .ip(cidr.addr, cidr.prefix.unwrap_or(24))
-            .inline(self.mode == ModeArg::Inline);
-        match self.poll {
-            PollPolicy::Adaptive => {}
-            PollPolicy::Busy => builder = builder.idle_sleep(None),
-            PollPolicy::Interrupt => builder = builder.idle_sleep(Some(Duration::ZERO)),
-        }
-        if let Some(gw) = self.gateway4() {
-            builder = builder.gateway(gw);
-        }
-        if let Some((a, p)) = self.ip6() {
-            builder = builder.ip6(a, p);
-        }
-        if let Some(gw) = self.gateway6() {
-            builder = builder.gateway6(gw);
-        }
-        if let Some(n) = self.ring_bytes {
-            builder = builder.ring_bytes(n);
-        }
-        if let Some(n) = self.ring_max_bytes {
-            builder = builder.ring_max_bytes(n);
-        }
-        if let Some(tx) = self.af_xdp_tx {
-            builder = builder.af_xdp_tx(match tx {
+        let cidr = self.ip4().ok_or_else(|| {
+            ConfigError::new(
+                "--ip",
+                "an IPv4 --ip ADDR/PREFIX is required with --iface (e.g. --ip 10.77.1.2/24)".into(),
+            )
+        })?;
+        Ok(StackConfig {
+            iface,
+            driver: self.driver,
+            ip: cidr.addr,
+            prefix: cidr.prefix.unwrap_or(24),
+            gateway: self.gateway4(),
+            ip6: self.ip6(),
+            gateway6: self.gateway6(),
+            inline: self.mode == ModeArg::Inline,
+            engines: usize::from(self.cores),
+            engine_cpus: self.cpus.as_ref().map(|c| c.0.clone()).unwrap_or_default(),
+            poll: self.poll,
+            af_xdp_tx: self.af_xdp_tx.map(|tx| match tx {
                 TxArg::Auto => corestack::TxPath::Auto,
                 TxArg::Xsk => corestack::TxPath::Xsk,
                 TxArg::Packet => corestack::TxPath::Packet,
-            });
+            }),
+            ring_bytes: self.ring_bytes,
+            ring_max_bytes: self.ring_max_bytes,
+            max_sockets: self.max_sockets.map(|n| n as usize),
+            congestion: self.cc,
+            ..StackConfig::default()
+        })
+    }
+
+    /// Starts corestack as [`StackOpts::config`] says (or, with CORESTACK_SOCKET set and no
+    /// `--iface`, joins the daemon as an application); prints a warning when AF_XDP fell back to
+    /// generic XDP. Errors name what to do (missing interface, not root, XDP refused).
+    pub fn start(&self) -> Result<Stack> {
+        let cfg = self.config()?;
+        if let Some(path) = &cfg.service {
+            return cfg
+                .builder()
+                .start()
+                .with_context(|| format!("joining the corestack daemon at {}", path.display()));
         }
-        if let Some(cc) = self.cc {
-            builder = builder.congestion(cc);
+        let iface = cfg.iface.as_str();
+        if !Path::new("/sys/class/net").join(iface).exists() && cfg.driver == Driver::AfXdp {
+            bail!("interface {iface} not found in this network namespace (check `ip link`)");
         }
-        let stack = builder
+        let stack = cfg
+            .builder()
             .start()
             .map_err(|e| explain_start_error(e, iface))
-            .with_context(|| format!("starting corestack on {iface} ({})", self.driver))?;
+            .with_context(|| format!("starting corestack on {iface} ({})", cfg.driver))?;
         if stack.xdp_generic_fallback() {
             eprintln!(
                 "warning: af_xdp on {iface} fell back to generic (copy) XDP mode: expect higher latency \
@@ -393,6 +395,57 @@ mod tests {
         assert_eq!(at(&["--ip", "10.0.0.2"]), "10.0.0.2:7");
         assert_eq!(at(&["--ip", "fd00::2"]), "[fd00::2]:7");
         assert_eq!(at(&["--ip", "10.0.0.2", "--ip", "fd00::2/64"]), "[::]:7");
+    }
+
+    #[test]
+    fn flags_become_one_stack_config_and_missing_ones_are_named() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            stack: StackOpts,
+        }
+        let config = |args: &[&str]| Cmd::parse_from([&["x"], args].concat()).stack.config();
+        let c = config(&[
+            "--iface",
+            "veth1",
+            "--ip",
+            "10.0.0.2",
+            "--ip",
+            "fd00::2/64",
+            "--gateway",
+            "10.0.0.1",
+            "--mode",
+            "embedded",
+            "--cores",
+            "2",
+            "--poll",
+            "busy",
+            "--cc",
+            "dctcp",
+            "--ring-bytes",
+            "4096",
+        ])
+        .unwrap();
+        assert_eq!(
+            c,
+            StackConfig {
+                iface: "veth1".into(),
+                ip: Ipv4Addr::new(10, 0, 0, 2),
+                prefix: 24,
+                gateway: Some(Ipv4Addr::new(10, 0, 0, 1)),
+                ip6: Some(("fd00::2".parse().unwrap(), 64)),
+                engines: 2,
+                poll: PollPolicy::Busy,
+                congestion: Some(CcKind::Dctcp),
+                ring_bytes: Some(4096),
+                ..StackConfig::default()
+            }
+        );
+        if std::env::var_os("CORESTACK_SOCKET").is_none() {
+            assert_eq!(config(&[]).unwrap_err().name, "--iface");
+            assert_eq!(config(&["--iface", "veth1"]).unwrap_err().name, "--ip");
+        }
     }
 
     #[test]

@@ -15,6 +15,11 @@
 //! | `CORESTACK_POLL` | embedded and inline mode: `adaptive` (default: the engine, or inline mode's runner, spins 50 µs without work, then sleeps on the NIC queue's fd), `busy` (never sleeps), `interrupt` (sleeps as soon as it finds nothing) |
 //! | `CORESTACK_LINGER_MS` | how long exit waits for closed connections to deliver their data (default 5000) |
 //!
+//! The stack's variables (all but `CORESTACK_LINGER_MS`) are read by the
+//! library's one reader, `corestack::StackConfig::from_env`, which the C
+//! API shares; a missing `CORESTACK_IP` or a malformed variable leaves the
+//! shim inert, said once on stderr with the variable's name.
+//!
 //! The stack starts at the first bind/connect/listen that goes to corestack,
 //! so a process (or a forked helper that only execs) that never uses a
 //! corestack socket never starts it. In service mode "starting" is joining
@@ -58,30 +63,9 @@
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use core::time::Duration;
-use corestack::{Driver, Probe, Stack};
+use corestack::{Probe, Stack, StackConfig};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
-
-/// The shim's settings: embedded or inline mode (an interface), or service
-/// mode (a daemon's control socket).
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub iface: String,
-    pub ip: Ipv4Addr,
-    pub prefix: u8,
-    pub gateway: Option<Ipv4Addr>,
-    /// corestack's IPv6 address and prefix length (`CORESTACK_IP6`).
-    pub ip6: Option<(Ipv6Addr, u8)>,
-    /// The IPv6 default router (`CORESTACK_GATEWAY6`).
-    pub gateway6: Option<Ipv6Addr>,
-    pub driver: Driver,
-    pub inline: bool,
-    /// Engines (`CORESTACK_CORES`, 1..=255; default 1).
-    pub engines: usize,
-    /// Service mode: the daemon's control socket (then `iface`, `ip`,
-    /// `prefix`, `gateway` are unused: see [`net`]).
-    pub service: Option<std::path::PathBuf>,
-}
 
 /// The eventfds a service-mode process hands to the daemon: how many of
 /// its threads (and epoll sets) can sleep at once woken by the engine;
@@ -113,7 +97,7 @@ pub struct Net6 {
     pub gateway: Option<Ipv6Addr>,
 }
 
-static CONFIG: OnceLock<Option<Config>> = OnceLock::new();
+static CONFIG: OnceLock<Option<StackConfig>> = OnceLock::new();
 static STACK: OnceLock<Result<Stack, i32>> = OnceLock::new();
 static FORKED: AtomicBool = AtomicBool::new(false);
 /// Forks a chain of service-mode processes may go through with an
@@ -145,11 +129,12 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// The configuration, read once. None: the shim is inert (every call goes
-/// to the kernel), which is the case without `CORESTACK_IFACE` or
-/// `CORESTACK_SOCKET`, and with a malformed `CORESTACK_IP` (said once on
-/// stderr).
-pub fn config() -> Option<&'static Config> {
+/// The configuration, read once from the environment by the library's
+/// reader (`StackConfig::from_env`, which the C API shares). None: the
+/// shim is inert (every call goes to the kernel), which is the case
+/// without `CORESTACK_IFACE` or `CORESTACK_SOCKET`, and with a missing or
+/// malformed variable (said once on stderr, naming it).
+pub fn config() -> Option<&'static StackConfig> {
     // Unit tests: the harness's stack on a mem wire, for its threads only.
     #[cfg(test)]
     if let Some(c) = crate::tests::config() {
@@ -158,66 +143,9 @@ pub fn config() -> Option<&'static Config> {
     CONFIG
         .get_or_init(|| {
             let _inside = crate::sys::Inside::enter();
-            if let Some(path) = env("CORESTACK_SOCKET") {
-                return Some(Config {
-                    iface: String::new(),
-                    ip: Ipv4Addr::UNSPECIFIED,
-                    prefix: 0,
-                    gateway: None,
-                    ip6: None,
-                    gateway6: None,
-                    driver: Driver::AfXdp,
-                    inline: false,
-                    engines: 1,
-                    service: Some(path.trim().into()),
-                });
-            }
-            let iface = env("CORESTACK_IFACE")?;
-            let ip = env("CORESTACK_IP").unwrap_or_default();
-            let parsed = ip.trim().split_once('/').and_then(|(a, p)| {
-                Some((
-                    a.parse::<Ipv4Addr>().ok()?,
-                    p.parse::<u8>().ok().filter(|p| *p <= 32)?,
-                ))
-            });
-            let Some((ip, prefix)) = parsed else {
-                crate::sys::log_line(
-                    "CORESTACK_IP is not ADDR/PREFIX (e.g. 10.0.0.2/24): every socket stays in the kernel",
-                );
-                return None;
-            };
-            let ip6 = env("CORESTACK_IP6").and_then(|v| {
-                let parsed = v.trim().split_once('/').and_then(|(a, p)| {
-                    Some((
-                        a.parse::<Ipv6Addr>().ok()?,
-                        p.parse::<u8>().ok().filter(|p| *p <= 128)?,
-                    ))
-                });
-                if parsed.is_none() {
-                    crate::sys::log_line(
-                        "CORESTACK_IP6 is not ADDR/PREFIX (e.g. fd00:1::2/64): IPv6 stays in the kernel",
-                    );
-                }
-                parsed
-            });
-            let driver = match env("CORESTACK_DRIVER").as_deref().map(str::trim) {
-                Some("tap") => Driver::Tap,
-                _ => Driver::AfXdp,
-            };
-            Some(Config {
-                iface,
-                ip,
-                prefix,
-                gateway: env("CORESTACK_GATEWAY").and_then(|g| g.trim().parse().ok()),
-                ip6,
-                gateway6: env("CORESTACK_GATEWAY6").and_then(|g| g.trim().parse().ok()),
-                driver,
-                inline: env("CORESTACK_INLINE").is_some_and(|v| v.trim() == "1"),
-                engines: env("CORESTACK_CORES")
-                    .and_then(|v| v.trim().parse::<usize>().ok())
-                    .unwrap_or(1)
-                    .clamp(1, 255),
-                service: None,
+            StackConfig::from_env().unwrap_or_else(|e| {
+                crate::sys::log_line(&format!("{e}: every socket stays in the kernel"));
+                None
             })
         })
         .as_ref()
@@ -256,7 +184,7 @@ fn joined_child() -> Option<&'static Stack> {
 /// the child of the fork its parent announced ([`before_fork`]) on first
 /// use, with wake-up eventfds of its own, which replace the parent's in
 /// the pool.
-fn child_stack(cfg: &Config) -> Result<&'static Stack, i32> {
+fn child_stack(cfg: &StackConfig) -> Result<&'static Stack, i32> {
     let Some(path) = cfg.service.as_ref().filter(|_| may_join()) else {
         return Err(libc::ENETDOWN);
     };
@@ -345,26 +273,7 @@ pub fn start() -> Result<&'static Stack, i32> {
             if let Some(s) = crate::tests::start() {
                 return s;
             }
-            let mut b = Stack::builder()
-                .driver(cfg.driver)
-                .iface(&cfg.iface)
-                .ip(cfg.ip, cfg.prefix)
-                .inline(cfg.inline)
-                .engines(cfg.engines);
-            if let Some(g) = cfg.gateway {
-                b = b.gateway(g);
-            }
-            if let Some((a, p)) = cfg.ip6 {
-                b = b.ip6(a, p);
-            }
-            if let Some(g) = cfg.gateway6 {
-                b = b.gateway6(g);
-            }
-            match env("CORESTACK_POLL").as_deref().map(str::trim) {
-                Some("busy") => b = b.idle_sleep(None),
-                Some("interrupt") => b = b.idle_sleep(Some(std::time::Duration::ZERO)),
-                _ => {}
-            }
+            let b = cfg.builder();
             let s = b.start().map_err(|e| {
                 crate::sys::log_line(&format!(
                     "cannot start the stack on {} ({}/{}): {e}",
@@ -421,7 +330,7 @@ pub fn net() -> Option<Net> {
 
 /// The IPv6 side of an embedded or inline stack: None unless
 /// `CORESTACK_IP6` or `CORESTACK_GATEWAY6` turned IPv6 on. Read once.
-fn net6(c: &Config) -> Option<Net6> {
+fn net6(c: &StackConfig) -> Option<Net6> {
     static NET6: OnceLock<Option<Net6>> = OnceLock::new();
     *NET6.get_or_init(|| {
         if c.ip6.is_none() && c.gateway6.is_none() {

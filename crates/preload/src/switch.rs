@@ -95,7 +95,7 @@ pub const PRIVATE: &str = "CORESTACK_PRIVATE_DAEMON";
 
 /// Called by the library's constructor in embedded and inline mode:
 /// records what the program started with, when `corestack exec` started it.
-pub fn init(cfg: &crate::stack::Config) {
+pub fn init(cfg: &corestack::StackConfig) {
     ORIGIN.get_or_init(|| {
         if cfg.service.is_some() {
             return None;
@@ -218,7 +218,7 @@ pub fn dead_in_child() {
 }
 
 /// The one line that says what to do when the program cannot be moved.
-fn refusal(cfg: &crate::stack::Config, what: &str) -> String {
+fn refusal(cfg: &corestack::StackConfig, what: &str) -> String {
     let prog = std::env::args_os()
         .next()
         .map(|a| a.to_string_lossy().into_owned())
@@ -257,7 +257,7 @@ fn move_now(why: &str) -> ! {
 }
 
 fn try_move(
-    cfg: &crate::stack::Config,
+    cfg: &corestack::StackConfig,
     o: &Origin,
     why: &str,
 ) -> Result<std::convert::Infallible, String> {
@@ -390,7 +390,7 @@ fn linger_a_moment() {
 /// engine's sockets are closed). Waits for the launcher, which detaches
 /// the daemon and exits at once.
 fn spawn_daemon(
-    cfg: &crate::stack::Config,
+    cfg: &corestack::StackConfig,
     o: &Origin,
     pid: u32,
     socket: &std::path::Path,

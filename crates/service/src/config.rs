@@ -34,7 +34,6 @@ use std::time::Duration;
 
 pub use engine::tcp::CcKind;
 pub use engine::PollPolicy;
-use engine::{EngineConfig, Ipv6Config};
 pub use nic::Driver;
 use serde::Deserialize;
 use thiserror::Error;
@@ -521,36 +520,6 @@ impl Validated {
             || self.privileged_uids.contains(&uid)
             || gids.iter().any(|g| self.privileged_gids.contains(g))
     }
-
-    /// The engine's settings for this configuration: the addresses (IPv6,
-    /// when configured, with the link-local address from the port's MAC), the ring
-    /// sizes, the congestion control (DCTCP turns ECN on, RFC 8257 §3), and
-    /// room for every application to fill its own segment without starving
-    /// the others (`max_apps` × `max_sockets_per_app` sockets, clamped to
-    /// 4096..=262144).
-    pub fn engine_config(&self) -> EngineConfig {
-        let mut ecfg = EngineConfig {
-            ip: self.ip,
-            prefix_len: self.prefix,
-            gateway: self.gateway,
-            ipv6: self.ip6.map(|global| Ipv6Config {
-                global: Some(global),
-                gateway: self.gateway6,
-                ..Ipv6Config::default()
-            }),
-            ring_bytes: self.ring_bytes as usize,
-            ring_max_bytes: self.ring_max_bytes as usize,
-            buffer_growth_limit: usize::try_from(self.buffer_growth_limit).unwrap_or(usize::MAX),
-            max_sockets: (self.max_apps as usize * self.max_sockets_per_app as usize)
-                .clamp(4096, 1 << 18),
-            ..EngineConfig::default()
-        };
-        ecfg.tcp.cc = self.congestion;
-        if self.congestion == CcKind::Dctcp {
-            ecfg.tcp.ecn = true;
-        }
-        ecfg
-    }
 }
 
 impl Config {
@@ -756,6 +725,7 @@ fn validate_iface(iface: Option<&str>) -> Result<String, ConfigError> {
 }
 
 mod net;
+mod stack;
 
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,7 @@
 //!
 //! ```text
 //!  config     TOML + command-line overrides → Validated      (ConfigError)
+//!             → corestack::StackConfig, the engines' settings
 //!  control    the control socket applications connect to     (ControlError)
 //!  assoc      one association per application: segment,     (JoinError)
 //!             command ring, doorbell, credentials, counters

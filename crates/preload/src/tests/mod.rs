@@ -47,7 +47,6 @@ mod reuseport;
 mod signals;
 mod sockets;
 
-use crate::stack::Config;
 use core::ffi::c_int;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use core::time::Duration;
@@ -80,22 +79,16 @@ std::thread_local! {
 /// The shim's configuration in test builds, on the threads the harness
 /// serves: embedded mode at [`OURS`]/24 (`iface` names no interface: the
 /// stack runs on a mem port). None elsewhere.
-pub fn config() -> Option<&'static Config> {
-    static CONFIG: OnceLock<Config> = OnceLock::new();
+pub fn config() -> Option<&'static corestack::StackConfig> {
+    static CONFIG: OnceLock<corestack::StackConfig> = OnceLock::new();
     if !SERVED.with(core::cell::Cell::get) {
         return None;
     }
-    Some(CONFIG.get_or_init(|| Config {
+    Some(CONFIG.get_or_init(|| corestack::StackConfig {
         iface: "mem".into(),
         ip: OURS,
         prefix: 24,
-        gateway: None,
-        ip6: None,
-        gateway6: None,
-        driver: corestack::Driver::AfXdp,
-        inline: false,
-        engines: 1,
-        service: None,
+        ..corestack::StackConfig::default()
     }))
 }
 

@@ -591,3 +591,37 @@ fn ipv6_addresses_and_gateways_are_checked() {
     let s = error_of(|c| c.gateway = vec!["fe80::1".into()]);
     assert!(s.contains("no IPv6 address"), "{s}");
 }
+
+#[test]
+fn file_reads_into_the_stack_config_the_other_readers_make() {
+    let c = Config::from_toml_str(
+        "iface = \"veth1\"\nip = [\"10.0.0.2/24\", \"fd00:77::2/64\"]\n\
+         gateway = \"10.0.0.1\"\ndriver = \"tap\"\ncores = 1\ncpus = \"3\"\n\
+         ring_bytes = 65536\ncongestion = \"dctcp\"\n[polling]\npolicy = \"adaptive\"\nidle_us = 20\n",
+    )
+    .unwrap();
+    let v = c.validate().unwrap();
+    assert_eq!(
+        v.stack_config(),
+        corestack::StackConfig {
+            iface: "veth1".into(),
+            driver: Driver::Tap,
+            ip: Ipv4Addr::new(10, 0, 0, 2),
+            prefix: 24,
+            gateway: Some(Ipv4Addr::new(10, 0, 0, 1)),
+            ip6: Some(("fd00:77::2".parse().unwrap(), 64)),
+            engine_cpus: vec![3],
+            idle_us: 20,
+            ring_bytes: Some(65536),
+            ring_max_bytes: Some(8 << 20),
+            congestion: Some(CcKind::Dctcp),
+            ..corestack::StackConfig::default()
+        }
+    );
+    // The engine's settings come from it, with the daemon's own limits.
+    let e = v.engine_config();
+    assert_eq!((e.ip, e.prefix_len, e.ring_bytes), (v.ip, 24, 65536));
+    assert!(e.tcp.ecn, "DCTCP turns ECN on");
+    assert_eq!(e.max_sockets, 256 * 1024);
+    assert_eq!(e.buffer_growth_limit, 256 << 20);
+}
