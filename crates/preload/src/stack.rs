@@ -132,13 +132,12 @@ static FORK_PARENT: AtomicU64 = AtomicU64::new(0);
 /// Forks since the stack started (0 in the process that started it).
 static GENERATION: AtomicU32 = AtomicU32::new(0);
 
-/// Called by the library constructor: reads the configuration and registers
-/// the fork and exit handlers.
+/// Called by the library constructor: reads the configuration (the
+/// constructor then registers the fork and exit handlers).
 pub fn init() {
     if let Some(cfg) = config() {
         crate::switch::init(cfg);
     }
-    crate::ffi::register_handlers();
 }
 
 fn env(name: &str) -> Option<String> {
@@ -295,7 +294,7 @@ fn join_daemon(
     let until = Instant::now() + Duration::from_secs(10);
     loop {
         let wakers = (0..WAKERS)
-            .filter_map(|_| crate::sys::internal_eventfd_owned().ok())
+            .filter_map(|_| crate::table::internal_eventfd_owned().ok())
             .collect();
         match Stack::builder()
             .service(path)
@@ -568,11 +567,6 @@ pub fn routes4(dst: Ipv4Addr) -> bool {
 /// corestack's address.
 pub fn local_ip() -> Ipv4Addr {
     net().map_or(Ipv4Addr::UNSPECIFIED, |c| c.ip)
-}
-
-/// The soft RLIMIT_NOFILE (1024 when unknown).
-pub fn nofile_soft_limit() -> u64 {
-    crate::ffi::nofile_soft_limit().unwrap_or(1024)
 }
 
 /// Just before fork(2) (service mode): a process with an association of

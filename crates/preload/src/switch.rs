@@ -149,7 +149,7 @@ pub fn stack_started() {
     if origin().is_none() {
         return;
     }
-    let Ok((mine, theirs)) = crate::sys::internal_dgram_pair() else {
+    let Ok((mine, theirs)) = crate::table::internal_dgram_pair() else {
         return;
     };
     let mine = UnixDatagram::from(mine);

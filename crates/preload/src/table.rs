@@ -22,6 +22,7 @@ use crate::epoll::Epoll;
 use crate::sock::Sock;
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicI32, AtomicU8, AtomicUsize, Ordering};
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
 use std::sync::{Arc, OnceLock, RwLock};
 
 /// What an fd of ours refers to. Always behind an `Arc`, so the size of
@@ -185,8 +186,35 @@ pub fn internal_base() -> c_int {
     if b > 0 {
         return b;
     }
-    let soft = crate::stack::nofile_soft_limit();
+    let soft = crate::sys::nofile_soft_limit();
     let base = (soft / 4 * 3).clamp(64, (MAX_FDS - CHUNK) as u64) as c_int;
     BASE.store(base, Ordering::Relaxed);
     base
+}
+
+/// A new eventfd (CLOEXEC, NONBLOCK) for the shim's own use, moved above
+/// the numbers applications use ([`internal_base`]) and reserved in the
+/// table so that the application cannot close it or `dup2` onto it.
+/// Errors: the errno of eventfd (EMFILE, ...).
+pub fn internal_eventfd() -> Result<c_int, c_int> {
+    internal_eventfd_owned().map(IntoRawFd::into_raw_fd)
+}
+
+/// [`internal_eventfd`] as an owned fd (closing it does not lift the
+/// reservation: for eventfds the shim keeps for the life of the process,
+/// such as the ones handed to a daemon).
+pub fn internal_eventfd_owned() -> Result<OwnedFd, c_int> {
+    let fd = crate::sys::eventfd_above(internal_base())?;
+    reserve(fd.as_raw_fd());
+    Ok(fd)
+}
+
+/// A connected pair of AF_UNIX datagram sockets for the shim's own use
+/// (CLOEXEC, both moved above the application's numbers and reserved, as
+/// [`internal_eventfd`]). Errors: the errno of socketpair.
+pub fn internal_dgram_pair() -> Result<(OwnedFd, OwnedFd), c_int> {
+    let (a, b) = crate::sys::dgram_pair_above(internal_base())?;
+    reserve(a.as_raw_fd());
+    reserve(b.as_raw_fd());
+    Ok((a, b))
 }

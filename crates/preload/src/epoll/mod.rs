@@ -254,7 +254,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 fn kctl(epfd: c_int, op: c_int, fd: c_int, events: u32, data: u64) -> Result<(), c_int> {
     let mut ev = epoll_event { events, u64: data };
-    crate::ffi::real_epoll_ctl(epfd, op, fd, &mut ev)
+    crate::sys::real_epoll_ctl(epfd, op, fd, &mut ev)
 }
 
 const ALWAYS: u32 = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
@@ -719,7 +719,7 @@ fn kernel_wait(
     if out.is_empty() {
         return Ok(0);
     }
-    let n = crate::ffi::real_epoll_wait(epfd, out, ms, mask)?;
+    let n = crate::sys::real_epoll_wait(epfd, out, ms, mask)?;
     Ok(own_events_out(out, n, wake))
 }
 
