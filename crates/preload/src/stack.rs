@@ -132,12 +132,47 @@ static FORK_PARENT: AtomicU64 = AtomicU64::new(0);
 /// Forks since the stack started (0 in the process that started it).
 static GENERATION: AtomicU32 = AtomicU32::new(0);
 
-/// Called by the library constructor: reads the configuration (the
-/// constructor then registers the fork and exit handlers).
-pub fn init() {
-    if let Some(cfg) = config() {
-        crate::switch::init(cfg);
-    }
+/// What runs once the embedded or inline stack has started (see
+/// [`when_started`]).
+static ON_START: OnceLock<fn()> = OnceLock::new();
+
+/// Has `f` run when the embedded or inline stack has started (the library
+/// constructor sets it: `switch::stack_started`).
+pub fn when_started(f: fn()) {
+    let _ = ON_START.set(f);
+}
+
+/// Set once the application closed a corestack TCP connection (see
+/// [`streams_closed`]).
+static CLOSED_STREAMS: AtomicBool = AtomicBool::new(false);
+
+/// Notes that the application closed a corestack TCP connection.
+pub fn stream_closed() {
+    CLOSED_STREAMS.store(true, Ordering::Relaxed);
+}
+
+/// True once the application closed a corestack TCP connection.
+pub fn streams_closed() -> bool {
+    CLOSED_STREAMS.load(Ordering::Relaxed)
+}
+
+/// Set in the environment of a program moved to service mode: its first
+/// join waits for the private daemon to come up.
+pub const PRIVATE: &str = "CORESTACK_PRIVATE_DAEMON";
+
+/// The private daemon's log (its stderr), beside its control socket.
+pub fn log_path(socket: &std::path::Path) -> std::path::PathBuf {
+    socket.with_file_name("daemon.log")
+}
+
+/// The last line of the private daemon's log beside `socket`, for a join
+/// that failed.
+pub fn daemon_said(socket: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(log_path(socket)).ok()?;
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(str::to_string)
 }
 
 fn env(name: &str) -> Option<String> {
@@ -290,7 +325,7 @@ fn join_daemon(
     (parent, ticket): (u32, u32),
     why: &str,
 ) -> Result<Stack, i32> {
-    let patient = env(crate::switch::PRIVATE).is_some();
+    let patient = env(PRIVATE).is_some();
     let until = Instant::now() + Duration::from_secs(10);
     loop {
         let wakers = (0..WAKERS)
@@ -309,7 +344,7 @@ fn join_daemon(
             }
             Err(e) => {
                 let mut text = e.to_string();
-                if let Some(said) = patient.then(|| crate::switch::daemon_said(path)).flatten() {
+                if let Some(said) = patient.then(|| daemon_said(path)).flatten() {
                     text = format!("{text} (the private daemon: {said})");
                 }
                 crate::sys::log_line(&why.replace("{e}", &text));
@@ -371,7 +406,9 @@ pub fn start() -> Result<&'static Stack, i32> {
                 ));
                 e.raw_os_error().unwrap_or(libc::ENETDOWN)
             })?;
-            crate::switch::stack_started();
+            if let Some(f) = ON_START.get() {
+                f();
+            }
             Ok(s)
         })
         .as_ref()
@@ -682,7 +719,7 @@ pub fn at_exit() {
             }
         }
     }
-    if any || crate::sock::streams_closed() {
+    if any || streams_closed() {
         // The FINs (and the last ACKs) go out on the engine's next iterations.
         let until = Instant::now() + Duration::from_millis(20);
         while Instant::now() < until {

@@ -281,12 +281,16 @@ fn register_handlers() {
 }
 
 /// The library's constructor: resolves the real symbols before `main`,
-/// reads the configuration ([`stack::init`]) and registers the fork and
-/// exit handlers.
+/// reads the configuration (with it, records what the program started
+/// with: [`crate::switch::init`]) and registers the fork and exit
+/// handlers.
 extern "C" fn init() {
     sys::real();
     corestack::count_handlers_with(signal::handlers_run);
-    stack::init();
+    if let Some(cfg) = stack::config() {
+        crate::switch::init(cfg);
+        stack::when_started(crate::switch::stack_started);
+    }
     register_handlers();
 }
 

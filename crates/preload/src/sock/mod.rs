@@ -147,8 +147,6 @@ pub struct Recvd {
     pub from: Sender,
 }
 
-static CLOSED_STREAMS: AtomicBool = AtomicBool::new(false);
-
 /// The backlog of a forked child's member of a shared listener (the
 /// parent's backlog is not kept; the daemon caps it at the segment's room).
 const JOIN_BACKLOG: usize = 1024;
@@ -187,11 +185,6 @@ pub fn reset_all() {
         }
         drop(o);
     }
-}
-
-/// True once the application closed a corestack TCP connection.
-pub fn streams_closed() -> bool {
-    CLOSED_STREAMS.load(Ordering::Relaxed)
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -762,7 +755,7 @@ impl Drop for Sock {
                 .unwrap_or(false);
             s.set_reset_on_close(reset);
             let probe = s.probe();
-            CLOSED_STREAMS.store(true, Ordering::Relaxed);
+            stack::stream_closed();
             drop(s);
             if !reset {
                 stack::linger(probe);
