@@ -688,10 +688,11 @@ pub fn linger(probe: Probe) {
     }
 }
 
-/// The exit handler: waits until every closed connection's data was
-/// acknowledged, at most `CORESTACK_LINGER_MS` (5 s by default), then a
-/// little longer for the FINs to leave.
-pub fn at_exit() {
+/// The exit handler: closes the sockets still open (`close_all`: the
+/// table's, which the caller holds), waits until every closed
+/// connection's data was acknowledged, at most `CORESTACK_LINGER_MS` (5 s
+/// by default), then a little longer for the FINs to leave.
+pub fn at_exit(close_all: impl FnOnce()) {
     if started().is_none() {
         return;
     }
@@ -700,7 +701,7 @@ pub fn at_exit() {
         .map_or(Duration::from_secs(5), Duration::from_millis);
     // Linux closes every fd at exit: the sockets still open close now, and
     // the ones with data on its way join the lingering list.
-    drop(crate::table::take_all());
+    close_all();
     let start = Instant::now();
     let mut any = false;
     while start.elapsed() < max {

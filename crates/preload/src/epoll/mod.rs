@@ -35,8 +35,8 @@ pub use regs::nudge;
 use regs::Regs;
 
 use crate::cancel::{self, Quiet};
+use crate::obj::{self, Obj};
 use crate::sock::Sock;
-use crate::table::{self, Obj};
 use crate::wait::Deadline;
 use appif::ready::ReadyList;
 use core::ffi::c_int;
@@ -399,7 +399,7 @@ impl Epoll {
                 self.poke();
                 let mut eps = s.epolls.lock().unwrap_or_else(|p| p.into_inner());
                 eps.retain(|w| w.strong_count() > 0);
-                if let Some(me) = table::get(epfd) {
+                if let Some(me) = obj::get(epfd) {
                     if !eps
                         .iter()
                         .any(|w| w.upgrade().is_some_and(|o| Arc::ptr_eq(&o, &me)))
@@ -558,8 +558,7 @@ impl Epoll {
             .filter(|(_, r)| r.obj.upgrade().is_some_and(|o| Arc::ptr_eq(&o, obj)))
             .map(|(fd, _)| *fd)
             .collect();
-        let kernel =
-            !table::get(*mine.first().unwrap_or(&-1)).is_some_and(|o| Arc::ptr_eq(&o, obj));
+        let kernel = !obj::get(*mine.first().unwrap_or(&-1)).is_some_and(|o| Arc::ptr_eq(&o, obj));
         for fd in mine {
             if kernel {
                 if let Some((r, last_watched)) = regs.remove(fd) {

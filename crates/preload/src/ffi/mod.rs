@@ -18,11 +18,12 @@
 use crate::addr;
 use crate::epoll::Epoll;
 use crate::mux;
+use crate::obj::{self, Obj};
 use crate::opts;
 use crate::sock::{Accepted, Recvd, Sender, Sock, Ty, R};
 use crate::stack;
 use crate::sys::{self, k};
-use crate::table::{self, Obj};
+use crate::table;
 use crate::wait::Deadline;
 use core::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void};
 use core::time::Duration;
@@ -176,7 +177,7 @@ unsafe fn put_from(s: &Sock, addr: *mut sockaddr, len: *mut socklen_t, from: &Se
 /// The socket at `fd` if it is corestack's and the call is the application's.
 #[inline]
 fn ours(fd: c_int) -> Option<Arc<Obj>> {
-    let o = table::get(fd)?;
+    let o = obj::get(fd)?;
     if sys::inside() {
         return None;
     }
@@ -268,7 +269,7 @@ extern "C" fn fork_child() {
 }
 
 extern "C" fn exit_handler() {
-    stack::at_exit();
+    stack::at_exit(|| drop(obj::take_all()));
 }
 
 /// Registers the fork-child and exit handlers (once, from the constructor).

@@ -32,10 +32,11 @@ use io::*;
 
 use crate::addr::{self, Sa};
 use crate::cancel::{self, Quiet};
+use crate::obj::{self, Obj};
 use crate::opts::Opts;
 use crate::stack::{self, Place};
 use crate::sys::k;
-use crate::table::{self, Obj};
+use crate::table;
 use crate::wait::{self, Deadline};
 use appif::errno::{self, Errno};
 use core::ffi::c_int;
@@ -167,7 +168,7 @@ pub fn accepted() -> u64 {
 pub fn holds_listener() -> bool {
     let now = stack::generation();
     table::ours_in(0, u32::MAX).0.into_iter().any(|fd| {
-        table::get(fd).is_some_and(|o| match &*o {
+        obj::get(fd).is_some_and(|o| match &*o {
             Obj::Sock(s) => s.generation.load(Ordering::Relaxed) == now && s.is_listener(),
             Obj::Epoll(_) => false,
         })
@@ -179,7 +180,7 @@ pub fn holds_listener() -> bool {
 /// that they are gone; the fds stay open. Used when the process is about
 /// to be replaced (`crate::switch`).
 pub fn reset_all() {
-    for o in table::take_all() {
+    for o in obj::take_all() {
         if let Obj::Sock(s) = &*o {
             s.opts.lock().unwrap_or_else(|p| p.into_inner()).linger = Some(0);
         }
@@ -316,7 +317,7 @@ impl Sock {
         for fd in fds {
             // The entry is dropped after the state lock is released by the
             // caller (it only holds `me`'s Arc clone, not this lock).
-            let old = table::release(fd, me);
+            let old = obj::release(fd, me);
             drop(old);
         }
         self.resettle.store(true, Ordering::Release);
