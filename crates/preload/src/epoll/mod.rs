@@ -529,15 +529,6 @@ impl Epoll {
         }
     }
 
-    /// Wakes the threads asleep in this epoll's kernel wait (fd `epfd`)
-    /// through the wake eventfd, put in the epoll first if it has none
-    /// (a thread being cancelled, see [`crate::cancel`]).
-    pub fn wake_now(&self, epfd: c_int) {
-        if let Ok(fd) = self.wake_fd(epfd) {
-            crate::sys::eventfd_signal(fd);
-        }
-    }
-
     /// Removes the shim's own fds' events from `out[..n]` (draining the
     /// wake eventfd); returns how many remain.
     fn filter_own(&self, out: &mut [epoll_event], n: usize) -> usize {
@@ -755,6 +746,17 @@ pub fn resettle(s: &Sock, obj: &Arc<Obj>) {
     for ep in eps {
         if let Obj::Epoll(e) = &*ep {
             e.resettle(obj, s);
+        }
+    }
+}
+
+impl cancel::Wake for Epoll {
+    /// Wakes the threads asleep in this epoll's kernel wait (fd `epfd`)
+    /// through the wake eventfd, put in the epoll first if it has none
+    /// (a thread being cancelled, see [`crate::cancel`]).
+    fn wake_now(&self, epfd: c_int) {
+        if let Ok(fd) = self.wake_fd(epfd) {
+            crate::sys::eventfd_signal(fd);
         }
     }
 }
