@@ -27,13 +27,13 @@
 mod across;
 mod io;
 mod open;
+mod opts;
 
 use io::*;
 
 use crate::addr::{self, Sa};
 use crate::cancel::{self, Quiet};
 use crate::obj::{self, Obj};
-use crate::opts::Opts;
 use crate::stack::{self, Place};
 use crate::sys::k;
 use crate::table;
@@ -44,6 +44,7 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use core::time::Duration;
 use corestack::{ListenOptions, Probe, Source, Status, TcpListener, TcpStream, UdpSocket, Waited};
+use opts::Opts;
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
