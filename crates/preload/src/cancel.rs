@@ -42,7 +42,6 @@
 //! (`PTHREAD_CANCEL_ASYNCHRONOUS`), under which POSIX allows only the
 //! async-cancel-safe functions anyway.
 
-use crate::epoll::Epoll;
 use appif::notify::Notify;
 use core::ffi::c_int;
 use core::marker::PhantomData;
@@ -68,6 +67,13 @@ extern "C-unwind" {
     fn pthread_testcancel();
 }
 
+/// A kernel wait that a canceller can end: what [`Quiet::asleep_epoll`]
+/// publishes (`epoll::Epoll`, woken through its wake eventfd).
+pub trait Wake: Sync {
+    /// Wakes the threads asleep in this wait (fd `fd`).
+    fn wake_now(&self, fd: c_int);
+}
+
 /// Where a waiting thread sleeps.
 #[derive(Clone, Copy)]
 enum Sleep {
@@ -76,7 +82,7 @@ enum Sleep {
     Eventfd(c_int),
     /// In the kernel wait of an epoll (its fd), which may have no wake
     /// eventfd yet: the canceller makes it.
-    Epoll(*const Epoll, c_int),
+    Epoll(*const dyn Wake, c_int),
 }
 
 // SAFETY: the pointers are only dereferenced under the record's lock, while
@@ -241,7 +247,8 @@ impl Quiet {
     /// epoll's wake eventfd, which it puts in the epoll if none is there:
     /// an epoll that never held a corestack socket takes none from the
     /// pool for its waits (in service mode the pool's are the daemon's).
-    pub fn asleep_epoll<'a>(&self, ep: &'a Epoll, epfd: c_int) -> Asleep<'a> {
+    pub fn asleep_epoll<'a, E: Wake + 'static>(&self, ep: &'a E, epfd: c_int) -> Asleep<'a> {
+        let ep: *const dyn Wake = ep;
         publish(Sleep::Epoll(ep, epfd))
     }
 }

@@ -30,6 +30,7 @@ mod cancel;
 mod epoll;
 mod ffi;
 mod mux;
+mod obj;
 mod opts;
 mod sock;
 mod stack;

@@ -14,7 +14,7 @@
 #![forbid(unsafe_code)]
 
 use crate::cancel::Quiet;
-use crate::table::{self, Obj};
+use crate::obj::{self, Obj};
 use crate::wait::{self, Deadline};
 use core::ffi::c_int;
 use libc::pollfd;
@@ -24,7 +24,7 @@ use std::sync::Arc;
 pub fn ours(fds: &[pollfd]) -> Vec<(usize, Arc<Obj>)> {
     fds.iter()
         .enumerate()
-        .filter_map(|(i, p)| table::sock(p.fd).map(|o| (i, o)))
+        .filter_map(|(i, p)| obj::sock(p.fd).map(|o| (i, o)))
         .collect()
 }
 

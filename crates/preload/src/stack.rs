@@ -116,13 +116,47 @@ static FORK_PARENT: AtomicU64 = AtomicU64::new(0);
 /// Forks since the stack started (0 in the process that started it).
 static GENERATION: AtomicU32 = AtomicU32::new(0);
 
-/// Called by the library constructor: reads the configuration and registers
-/// the fork and exit handlers.
-pub fn init() {
-    if let Some(cfg) = config() {
-        crate::switch::init(cfg);
-    }
-    crate::ffi::register_handlers();
+/// What runs once the embedded or inline stack has started (see
+/// [`when_started`]).
+static ON_START: OnceLock<fn()> = OnceLock::new();
+
+/// Has `f` run when the embedded or inline stack has started (the library
+/// constructor sets it: `switch::stack_started`).
+pub fn when_started(f: fn()) {
+    let _ = ON_START.set(f);
+}
+
+/// Set once the application closed a corestack TCP connection (see
+/// [`streams_closed`]).
+static CLOSED_STREAMS: AtomicBool = AtomicBool::new(false);
+
+/// Notes that the application closed a corestack TCP connection.
+pub fn stream_closed() {
+    CLOSED_STREAMS.store(true, Ordering::Relaxed);
+}
+
+/// True once the application closed a corestack TCP connection.
+pub fn streams_closed() -> bool {
+    CLOSED_STREAMS.load(Ordering::Relaxed)
+}
+
+/// Set in the environment of a program moved to service mode: its first
+/// join waits for the private daemon to come up.
+pub const PRIVATE: &str = "CORESTACK_PRIVATE_DAEMON";
+
+/// The private daemon's log (its stderr), beside its control socket.
+pub fn log_path(socket: &std::path::Path) -> std::path::PathBuf {
+    socket.with_file_name("daemon.log")
+}
+
+/// The last line of the private daemon's log beside `socket`, for a join
+/// that failed.
+pub fn daemon_said(socket: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(log_path(socket)).ok()?;
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(str::to_string)
 }
 
 fn env(name: &str) -> Option<String> {
@@ -219,11 +253,11 @@ fn join_daemon(
     (parent, ticket): (u32, u32),
     why: &str,
 ) -> Result<Stack, i32> {
-    let patient = env(crate::switch::PRIVATE).is_some();
+    let patient = env(PRIVATE).is_some();
     let until = Instant::now() + Duration::from_secs(10);
     loop {
         let wakers = (0..WAKERS)
-            .filter_map(|_| crate::sys::internal_eventfd_owned().ok())
+            .filter_map(|_| crate::table::internal_eventfd_owned().ok())
             .collect();
         match Stack::builder()
             .service(path)
@@ -238,7 +272,7 @@ fn join_daemon(
             }
             Err(e) => {
                 let mut text = e.to_string();
-                if let Some(said) = patient.then(|| crate::switch::daemon_said(path)).flatten() {
+                if let Some(said) = patient.then(|| daemon_said(path)).flatten() {
                     text = format!("{text} (the private daemon: {said})");
                 }
                 crate::sys::log_line(&why.replace("{e}", &text));
@@ -281,7 +315,9 @@ pub fn start() -> Result<&'static Stack, i32> {
                 ));
                 e.raw_os_error().unwrap_or(libc::ENETDOWN)
             })?;
-            crate::switch::stack_started();
+            if let Some(f) = ON_START.get() {
+                f();
+            }
             Ok(s)
         })
         .as_ref()
@@ -479,11 +515,6 @@ pub fn local_ip() -> Ipv4Addr {
     net().map_or(Ipv4Addr::UNSPECIFIED, |c| c.ip)
 }
 
-/// The soft RLIMIT_NOFILE (1024 when unknown).
-pub fn nofile_soft_limit() -> u64 {
-    crate::ffi::nofile_soft_limit().unwrap_or(1024)
-}
-
 /// Just before fork(2) (service mode): a process with an association of
 /// its own announces the fork (`Stack::forking`), so that every socket it
 /// holds gets a reference for the child, and records the association and
@@ -566,10 +597,11 @@ pub fn linger(probe: Probe) {
     }
 }
 
-/// The exit handler: waits until every closed connection's data was
-/// acknowledged, at most `CORESTACK_LINGER_MS` (5 s by default), then a
-/// little longer for the FINs to leave.
-pub fn at_exit() {
+/// The exit handler: closes the sockets still open (`close_all`: the
+/// table's, which the caller holds), waits until every closed
+/// connection's data was acknowledged, at most `CORESTACK_LINGER_MS` (5 s
+/// by default), then a little longer for the FINs to leave.
+pub fn at_exit(close_all: impl FnOnce()) {
     if started().is_none() {
         return;
     }
@@ -578,7 +610,7 @@ pub fn at_exit() {
         .map_or(Duration::from_secs(5), Duration::from_millis);
     // Linux closes every fd at exit: the sockets still open close now, and
     // the ones with data on its way join the lingering list.
-    drop(crate::table::take_all());
+    close_all();
     let start = Instant::now();
     let mut any = false;
     while start.elapsed() < max {
@@ -597,7 +629,7 @@ pub fn at_exit() {
             }
         }
     }
-    if any || crate::sock::streams_closed() {
+    if any || streams_closed() {
         // The FINs (and the last ACKs) go out on the engine's next iterations.
         let until = Instant::now() + Duration::from_millis(20);
         while Instant::now() < until {

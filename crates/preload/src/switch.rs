@@ -89,10 +89,6 @@ static SAID: AtomicBool = AtomicBool::new(false);
 /// The environment variable `corestack exec` sets to its own executable
 /// (embedded and inline mode): without it the shim never moves a program.
 pub const EXEC_BIN: &str = "CORESTACK_EXEC_BIN";
-/// Set in the environment of a program moved to service mode: its first
-/// join waits for the private daemon to come up.
-pub const PRIVATE: &str = "CORESTACK_PRIVATE_DAEMON";
-
 /// Called by the library's constructor in embedded and inline mode:
 /// records what the program started with, when `corestack exec` started it.
 pub fn init(cfg: &corestack::StackConfig) {
@@ -149,7 +145,7 @@ pub fn stack_started() {
     if origin().is_none() {
         return;
     }
-    let Ok((mine, theirs)) = crate::sys::internal_dgram_pair() else {
+    let Ok((mine, theirs)) = crate::table::internal_dgram_pair() else {
         return;
     };
     let mine = UnixDatagram::from(mine);
@@ -332,7 +328,7 @@ fn try_move(
         "CORESTACK_CORES",
         "CORESTACK_SOCKET",
         EXEC_BIN,
-        PRIVATE,
+        crate::stack::PRIVATE,
     ];
     let mut env = Vec::with_capacity(o.env.len() + 2);
     for (k, v) in &o.env {
@@ -347,7 +343,7 @@ fn try_move(
     let mut sock_var = b"CORESTACK_SOCKET=".to_vec();
     sock_var.extend_from_slice(socket.as_os_str().as_bytes());
     env.push(cstr(&sock_var)?);
-    env.push(cstr(format!("{PRIVATE}=1").as_bytes())?);
+    env.push(cstr(format!("{}=1", crate::stack::PRIVATE).as_bytes())?);
     crate::sys::restore_signals(&o.signals);
     let e = crate::sys::exec_image(&path, &argv, &env);
     Err(format!(
@@ -355,21 +351,6 @@ fn try_move(
         o.exe.display(),
         std::io::Error::from_raw_os_error(e)
     ))
-}
-
-/// The private daemon's log (its stderr), beside its control socket.
-pub fn log_path(socket: &std::path::Path) -> PathBuf {
-    socket.with_file_name("daemon.log")
-}
-
-/// The last line of the private daemon's log beside `socket`, for a join
-/// that failed.
-pub fn daemon_said(socket: &std::path::Path) -> Option<String> {
-    let text = std::fs::read_to_string(log_path(socket)).ok()?;
-    text.lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .map(str::to_string)
 }
 
 /// Gives the engine a moment to send the resets (inline mode: drives it).
@@ -401,7 +382,7 @@ fn spawn_daemon(
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(log_path(socket))
+        .open(crate::stack::log_path(socket))
         .map_err(|e| format!("creating the daemon's log: {e}"))?;
     let mut cmd = std::process::Command::new(&o.bin);
     cmd.arg("run")

@@ -3,7 +3,7 @@
 //! reentrancy guard and the few raw calls the shim makes for itself.
 //!
 //! The real symbols are resolved by the library's constructor (an
-//! `.init_array` entry, before `main`), or on first use when another
+//! `.init_array` entry in `ffi`, before `main`), or on first use when another
 //! library's constructor calls an interposed function earlier. Nothing here
 //! allocates. A symbol libc lacks (an older glibc without `epoll_pwait2`,
 //! say) makes its call fail with ENOSYS.
@@ -306,19 +306,6 @@ pub unsafe fn close(fd: c_int) -> c_int {
     }
 }
 
-/// The library's constructor: resolves the real symbols before `main`.
-extern "C" fn init() {
-    real();
-    corestack::count_handlers_with(crate::ffi::signal::handlers_run);
-    crate::stack::init();
-}
-
-// SAFETY (link section): a pointer to a `extern "C" fn()` in `.init_array`
-// is how the dynamic loader runs a shared object's constructors.
-#[used]
-#[link_section = ".init_array"]
-static INIT: extern "C" fn() = init;
-
 /// Sets the calling thread's errno.
 pub fn set_errno(e: c_int) {
     // SAFETY: __errno_location returns this thread's errno slot, always valid.
@@ -383,28 +370,33 @@ pub fn log_once(flag: &AtomicBool, msg: &str) {
     }
 }
 
-/// A new eventfd (CLOEXEC, NONBLOCK) for the shim's own use, moved above
-/// the numbers applications use ([`crate::table::internal_base`]) and
-/// reserved in the table so that the application cannot close it or
-/// `dup2` onto it. Errors: the errno of eventfd or fcntl (EMFILE, ...).
-pub fn internal_eventfd() -> Result<c_int, c_int> {
-    // SAFETY: eventfd takes no pointers.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if fd < 0 {
-        return Err(errno());
-    }
-    let base = crate::table::internal_base();
+/// Moves `fd`, a fresh fd of the shim's own, to the lowest free number
+/// at `base` or above (F_DUPFD_CLOEXEC) and closes the low copy; `fd`
+/// itself when that fails.
+fn move_above(fd: c_int, base: c_int) -> c_int {
     // SAFETY: F_DUPFD_CLOEXEC on an fd we own, integer argument.
     let high = unsafe { fcntl(fd, libc::F_DUPFD_CLOEXEC, base as c_ulong) };
-    let fd = if high >= 0 {
+    if high >= 0 {
         // SAFETY: closes the low copy we just created.
         unsafe { close(fd) };
         high
     } else {
         fd
-    };
-    crate::table::reserve(fd);
-    Ok(fd)
+    }
+}
+
+/// A new eventfd (CLOEXEC, NONBLOCK) for the shim's own use, moved to
+/// `base` or above (`table::internal_eventfd` reserves it). Errors: the
+/// errno of eventfd (EMFILE, ...).
+pub fn eventfd_above(base: c_int) -> Result<std::os::fd::OwnedFd, c_int> {
+    // SAFETY: eventfd takes no pointers.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    let fd = move_above(fd, base);
+    // SAFETY: `fd` is a fresh eventfd this function's caller now owns alone.
+    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
 /// The open-file key of `fd` as another process sees it too
@@ -412,15 +404,6 @@ pub fn internal_eventfd() -> Result<c_int, c_int> {
 pub fn fd_key(fd: c_int) -> Option<u64> {
     let _inside = Inside::enter();
     appif::ctl::fd_key("self", fd)
-}
-
-/// [`internal_eventfd`] as an owned fd (closing it does not lift the
-/// reservation: for eventfds the shim keeps for the life of the process,
-/// such as the ones handed to a daemon).
-pub fn internal_eventfd_owned() -> Result<std::os::fd::OwnedFd, c_int> {
-    let fd = internal_eventfd()?;
-    // SAFETY: `fd` is a fresh eventfd this function's caller now owns alone.
-    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
 /// Adds 1 to eventfd `fd` (wakes a waiter whose kernel epoll holds it).
@@ -466,6 +449,40 @@ pub fn poll_fds(
             unsafe { ppoll(fds.as_mut_ptr(), fds.len() as nfds_t, tsp, m) }
         }
     };
+    if r < 0 {
+        Err(errno())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// The real epoll_ctl (the shim's own registrations).
+pub fn real_epoll_ctl(
+    epfd: c_int,
+    op: c_int,
+    fd: c_int,
+    ev: &mut epoll_event,
+) -> Result<(), c_int> {
+    // SAFETY: `ev` is a live epoll_event.
+    if unsafe { epoll_ctl(epfd, op, fd, ev) } < 0 {
+        Err(errno())
+    } else {
+        Ok(())
+    }
+}
+
+/// The real epoll_pwait into `out` for `ms` (-1: no limit) with `mask`.
+pub fn real_epoll_wait(
+    epfd: c_int,
+    out: &mut [epoll_event],
+    ms: i64,
+    mask: Option<&sigset_t>,
+) -> Result<usize, c_int> {
+    let max = out.len().min(i32::MAX as usize) as c_int;
+    let ms = ms.clamp(-1, i64::from(i32::MAX)) as c_int;
+    let m = mask.map_or(core::ptr::null(), |m| m as *const sigset_t);
+    // SAFETY: `out` is a live, writable array of `max` epoll_events.
+    let r = unsafe { epoll_pwait(epfd, out.as_mut_ptr(), max, ms, m) };
     if r < 0 {
         Err(errno())
     } else {
@@ -620,9 +637,12 @@ pub fn restore_signals(s: &SignalState) {
 }
 
 /// A connected pair of AF_UNIX datagram sockets for the shim's own use
-/// (CLOEXEC, both moved above the application's numbers and reserved, as
-/// [`internal_eventfd`]). Errors: the errno of socketpair or fcntl.
-pub fn internal_dgram_pair() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd), c_int> {
+/// (CLOEXEC, both moved to `base` or above, as [`eventfd_above`];
+/// `table::internal_dgram_pair` reserves them). Errors: the errno of
+/// socketpair.
+pub fn dgram_pair_above(
+    base: c_int,
+) -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd), c_int> {
     let mut sv = [0 as c_int; 2];
     // SAFETY: `sv` is a live array of two ints for the kernel to fill.
     let r = unsafe {
@@ -636,18 +656,8 @@ pub fn internal_dgram_pair() -> Result<(std::os::fd::OwnedFd, std::os::fd::Owned
     if r != 0 {
         return Err(errno());
     }
-    let base = crate::table::internal_base();
     let high = |fd: c_int| {
-        // SAFETY: F_DUPFD_CLOEXEC on an fd we own, integer argument.
-        let h = unsafe { fcntl(fd, libc::F_DUPFD_CLOEXEC, base as c_ulong) };
-        let fd = if h >= 0 {
-            // SAFETY: closes the low copy we just created.
-            unsafe { close(fd) };
-            h
-        } else {
-            fd
-        };
-        crate::table::reserve(fd);
+        let fd = move_above(fd, base);
         // SAFETY: `fd` is a socket this function created and now hands
         // over to the one OwnedFd.
         unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
@@ -655,6 +665,21 @@ pub fn internal_dgram_pair() -> Result<(std::os::fd::OwnedFd, std::os::fd::Owned
     let a = high(sv[0]);
     let b = high(sv[1]);
     Ok((a, b))
+}
+
+/// The soft RLIMIT_NOFILE (1024 when unknown).
+pub fn nofile_soft_limit() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into a live struct.
+    let known = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0;
+    if known {
+        r.rlim_cur
+    } else {
+        1024
+    }
 }
 
 /// Sets or clears FD_CLOEXEC on `fd`; true when that changed it (errors

@@ -70,7 +70,7 @@ pub fn take() -> Result<c_int, c_int> {
     let pooled = POOL.lock().unwrap_or_else(|p| p.into_inner()).pop();
     match pooled {
         Some(fd) => Ok(fd),
-        None => sys::internal_eventfd(),
+        None => crate::table::internal_eventfd(),
     }
 }
 

@@ -35,8 +35,8 @@ pub use regs::nudge;
 use regs::Regs;
 
 use crate::cancel::{self, Quiet};
+use crate::obj::{self, Obj};
 use crate::sock::Sock;
-use crate::table::{self, Obj};
 use crate::wait::Deadline;
 use appif::ready::ReadyList;
 use core::ffi::c_int;
@@ -254,7 +254,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 fn kctl(epfd: c_int, op: c_int, fd: c_int, events: u32, data: u64) -> Result<(), c_int> {
     let mut ev = epoll_event { events, u64: data };
-    crate::ffi::real_epoll_ctl(epfd, op, fd, &mut ev)
+    crate::sys::real_epoll_ctl(epfd, op, fd, &mut ev)
 }
 
 const ALWAYS: u32 = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
@@ -399,7 +399,7 @@ impl Epoll {
                 self.poke();
                 let mut eps = s.epolls.lock().unwrap_or_else(|p| p.into_inner());
                 eps.retain(|w| w.strong_count() > 0);
-                if let Some(me) = table::get(epfd) {
+                if let Some(me) = obj::get(epfd) {
                     if !eps
                         .iter()
                         .any(|w| w.upgrade().is_some_and(|o| Arc::ptr_eq(&o, &me)))
@@ -529,15 +529,6 @@ impl Epoll {
         }
     }
 
-    /// Wakes the threads asleep in this epoll's kernel wait (fd `epfd`)
-    /// through the wake eventfd, put in the epoll first if it has none
-    /// (a thread being cancelled, see [`crate::cancel`]).
-    pub fn wake_now(&self, epfd: c_int) {
-        if let Ok(fd) = self.wake_fd(epfd) {
-            crate::sys::eventfd_signal(fd);
-        }
-    }
-
     /// Removes the shim's own fds' events from `out[..n]` (draining the
     /// wake eventfd); returns how many remain.
     fn filter_own(&self, out: &mut [epoll_event], n: usize) -> usize {
@@ -558,8 +549,7 @@ impl Epoll {
             .filter(|(_, r)| r.obj.upgrade().is_some_and(|o| Arc::ptr_eq(&o, obj)))
             .map(|(fd, _)| *fd)
             .collect();
-        let kernel =
-            !table::get(*mine.first().unwrap_or(&-1)).is_some_and(|o| Arc::ptr_eq(&o, obj));
+        let kernel = !obj::get(*mine.first().unwrap_or(&-1)).is_some_and(|o| Arc::ptr_eq(&o, obj));
         for fd in mine {
             if kernel {
                 if let Some((r, last_watched)) = regs.remove(fd) {
@@ -719,7 +709,7 @@ fn kernel_wait(
     if out.is_empty() {
         return Ok(0);
     }
-    let n = crate::ffi::real_epoll_wait(epfd, out, ms, mask)?;
+    let n = crate::sys::real_epoll_wait(epfd, out, ms, mask)?;
     Ok(own_events_out(out, n, wake))
 }
 
@@ -756,6 +746,17 @@ pub fn resettle(s: &Sock, obj: &Arc<Obj>) {
     for ep in eps {
         if let Obj::Epoll(e) = &*ep {
             e.resettle(obj, s);
+        }
+    }
+}
+
+impl cancel::Wake for Epoll {
+    /// Wakes the threads asleep in this epoll's kernel wait (fd `epfd`)
+    /// through the wake eventfd, put in the epoll first if it has none
+    /// (a thread being cancelled, see [`crate::cancel`]).
+    fn wake_now(&self, epfd: c_int) {
+        if let Ok(fd) = self.wake_fd(epfd) {
+            crate::sys::eventfd_signal(fd);
         }
     }
 }

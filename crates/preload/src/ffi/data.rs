@@ -395,8 +395,7 @@ pub(super) unsafe fn corestack_fd_passed(msg: *const msghdr) -> Option<c_int> {
     // SAFETY: the caller's promise, passed on.
     unsafe {
         each_passed_fd(msg, |fd| {
-            if refused.is_none() && table::get(fd).is_some_and(|o| stays_here(&o) && !lent(&o, fd))
-            {
+            if refused.is_none() && obj::get(fd).is_some_and(|o| stays_here(&o) && !lent(&o, fd)) {
                 refused = Some(fd);
             }
         })
@@ -416,7 +415,7 @@ pub(super) unsafe fn corestack_fd_passed(msg: *const msghdr) -> Option<c_int> {
 pub(super) unsafe fn take_passed(msg: *const msghdr) {
     if stack::config().is_none_or(|c| c.service.is_none()) {
         // SAFETY: the caller's promise, passed on.
-        unsafe { each_passed_fd(msg, |fd| drop(table::forget(fd))) };
+        unsafe { each_passed_fd(msg, |fd| drop(obj::forget(fd))) };
         return;
     }
     // SAFETY: the caller's promise, passed on.
@@ -425,7 +424,7 @@ pub(super) unsafe fn take_passed(msg: *const msghdr) {
             // The kernel just handed out this number: an entry under it is
             // stale (its socket was closed where the shim could not see,
             // libuv's raw close(2)), and closes now.
-            drop(table::forget(fd));
+            drop(obj::forget(fd));
             if sys::fd_key(fd).is_none() {
                 return;
             }
@@ -433,7 +432,7 @@ pub(super) unsafe fn take_passed(msg: *const msghdr) {
             let _inside = sys::Inside::enter();
             match corestack::TcpStream::borrow(stack, fd) {
                 Ok(Some(s)) => {
-                    if let Ok(Some(old)) = table::install(fd, Sock::borrowed(s, fd)) {
+                    if let Ok(Some(old)) = obj::install(fd, Sock::borrowed(s, fd)) {
                         drop(old);
                     }
                 }

@@ -58,7 +58,7 @@ pub unsafe extern "C-unwind" fn __recvfrom_chk(
 /// connection's eventfd) reads as a socket (S_IFSOCK), as the kernel's
 /// would: libuv and others check the type of an fd they are handed.
 fn socket_mode(fd: c_int, mode: &mut libc::mode_t) {
-    if table::get(fd).is_some_and(|o| matches!(&*o, Obj::Sock(s) if s.on_corestack())) {
+    if obj::get(fd).is_some_and(|o| matches!(&*o, Obj::Sock(s) if s.on_corestack())) {
         *mode = (*mode & !libc::S_IFMT) | libc::S_IFSOCK;
     }
 }

@@ -11,7 +11,7 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
     if fd < 0 {
         return fd;
     }
-    drop(table::forget(fd));
+    drop(obj::forget(fd));
     if sys::inside() || !stack::active() {
         return fd;
     }
@@ -26,7 +26,7 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
     }
     let s = Sock::fresh(domain, kind, ty & libc::SOCK_NONBLOCK != 0);
     s.add_fd(fd);
-    if let Ok(old) = table::install(fd, Arc::new(Obj::Sock(s))) {
+    if let Ok(old) = obj::install(fd, Arc::new(Obj::Sock(s))) {
         drop(old);
     }
     fd
@@ -45,8 +45,8 @@ pub unsafe extern "C" fn socketpair(
     if r == 0 && !sv.is_null() {
         // SAFETY: the kernel just wrote two fds there.
         let (a, b) = unsafe { (*sv, *sv.add(1)) };
-        drop(table::forget(a));
-        drop(table::forget(b));
+        drop(obj::forget(a));
+        drop(obj::forget(b));
     }
     r
 }
@@ -63,7 +63,7 @@ pub unsafe extern "C-unwind" fn close(fd: c_int) -> c_int {
         sys::set_errno(libc::EBADF);
         return -1;
     }
-    let Some(o) = table::begin_close(fd) else {
+    let Some(o) = obj::begin_close(fd) else {
         // SAFETY: passed through (a cancellation point, as glibc's).
         return unsafe { sys::close(fd) };
     };
@@ -106,7 +106,7 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
     let (ours, reserved) = table::ours_in(first, last);
     let objs: Vec<(c_int, Arc<Obj>)> = ours
         .iter()
-        .filter_map(|&fd| table::begin_close(fd).map(|o| (fd, o)))
+        .filter_map(|&fd| obj::begin_close(fd).map(|o| (fd, o)))
         .collect();
     let mut start = first;
     let mut r = 0;
@@ -163,7 +163,7 @@ pub unsafe extern "C" fn fclose(fp: *mut libc::FILE) -> c_int {
     // SAFETY: the caller promises a FILE it opened; fileno only reads it.
     let fd = unsafe { libc::fileno(fp) };
     let obj = if fd >= 0 && !table::is_reserved(fd) {
-        table::begin_close(fd)
+        obj::begin_close(fd)
     } else {
         None
     };
@@ -184,7 +184,7 @@ pub unsafe extern "C" fn fclose(fp: *mut libc::FILE) -> c_int {
 /// not see it: a raw `syscall(SYS_close)`, say) and is dropped.
 pub(super) fn fresh(fd: c_int) -> c_int {
     if fd >= 0 {
-        drop(table::forget(fd));
+        drop(obj::forget(fd));
     }
     fd
 }
@@ -267,10 +267,10 @@ pub(super) fn after_dup(old: c_int, new: c_int) {
     if new < 0 {
         return;
     }
-    drop(table::forget(new));
-    if let Some(o) = table::get(old) {
+    drop(obj::forget(new));
+    if let Some(o) = obj::get(old) {
         remember_fd(&o, new);
-        if let Ok(prev) = table::install(new, o) {
+        if let Ok(prev) = obj::install(new, o) {
             drop(prev);
         }
     }
@@ -298,7 +298,7 @@ pub(super) fn dup_onto(old: c_int, new: c_int, call: impl FnOnce() -> c_int) -> 
     if old == new {
         return call();
     }
-    let prev = table::begin_close(new);
+    let prev = obj::begin_close(new);
     let r = call();
     let e = sys::errno();
     table::end_close(new);
@@ -310,7 +310,7 @@ pub(super) fn dup_onto(old: c_int, new: c_int, call: impl FnOnce() -> c_int) -> 
         after_dup(old, r);
     } else if let Some(p) = prev {
         // The call failed: `new` was not closed.
-        let _ = table::install(new, p);
+        let _ = obj::install(new, p);
     }
     sys::set_errno(e);
     r

@@ -18,11 +18,12 @@
 use crate::addr;
 use crate::epoll::Epoll;
 use crate::mux;
+use crate::obj::{self, Obj};
 use crate::opts;
 use crate::sock::{Accepted, Recvd, Sender, Sock, Ty, R};
 use crate::stack;
 use crate::sys::{self, k};
-use crate::table::{self, Obj};
+use crate::table;
 use crate::wait::Deadline;
 use core::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void};
 use core::time::Duration;
@@ -176,7 +177,7 @@ unsafe fn put_from(s: &Sock, addr: *mut sockaddr, len: *mut socklen_t, from: &Se
 /// The socket at `fd` if it is corestack's and the call is the application's.
 #[inline]
 fn ours(fd: c_int) -> Option<Arc<Obj>> {
-    let o = table::get(fd)?;
+    let o = obj::get(fd)?;
     if sys::inside() {
         return None;
     }
@@ -263,66 +264,42 @@ fn settle(s: &Sock, o: &Arc<Obj>) {
     }
 }
 
-/// The soft RLIMIT_NOFILE, if known.
-pub fn nofile_soft_limit() -> Option<u64> {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit into a live struct.
-    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0).then_some(r.rlim_cur)
-}
-
-/// The real epoll_ctl (the shim's own registrations).
-pub fn real_epoll_ctl(
-    epfd: c_int,
-    op: c_int,
-    fd: c_int,
-    ev: &mut epoll_event,
-) -> Result<(), c_int> {
-    // SAFETY: `ev` is a live epoll_event.
-    if unsafe { sys::epoll_ctl(epfd, op, fd, ev) } < 0 {
-        Err(sys::errno())
-    } else {
-        Ok(())
-    }
-}
-
-/// The real epoll_pwait into `out` for `ms` (-1: no limit) with `mask`.
-pub fn real_epoll_wait(
-    epfd: c_int,
-    out: &mut [epoll_event],
-    ms: i64,
-    mask: Option<&sigset_t>,
-) -> Result<usize, c_int> {
-    let max = out.len().min(i32::MAX as usize) as c_int;
-    let ms = ms.clamp(-1, i64::from(i32::MAX)) as c_int;
-    let m = mask.map_or(core::ptr::null(), |m| m as *const sigset_t);
-    // SAFETY: `out` is a live, writable array of `max` epoll_events.
-    let r = unsafe { sys::epoll_pwait(epfd, out.as_mut_ptr(), max, ms, m) };
-    if r < 0 {
-        Err(sys::errno())
-    } else {
-        Ok(r as usize)
-    }
-}
-
 extern "C" fn fork_child() {
     stack::after_fork_child();
 }
 
 extern "C" fn exit_handler() {
-    stack::at_exit();
+    stack::at_exit(|| drop(obj::take_all()));
 }
 
 /// Registers the fork-child and exit handlers (once, from the constructor).
-pub fn register_handlers() {
+fn register_handlers() {
     // SAFETY: registers plain extern "C" fns with no arguments.
     unsafe {
         libc::pthread_atfork(None, None, Some(fork_child));
         libc::atexit(exit_handler);
     }
 }
+
+/// The library's constructor: resolves the real symbols before `main`,
+/// reads the configuration (with it, records what the program started
+/// with: [`crate::switch::init`]) and registers the fork and exit
+/// handlers.
+extern "C" fn init() {
+    sys::real();
+    corestack::count_handlers_with(signal::handlers_run);
+    if let Some(cfg) = stack::config() {
+        crate::switch::init(cfg);
+        stack::when_started(crate::switch::stack_started);
+    }
+    register_handlers();
+}
+
+// SAFETY (link section): a pointer to a `extern "C" fn()` in `.init_array`
+// is how the dynamic loader runs a shared object's constructors.
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;
 
 mod cancel;
 mod cmsg;

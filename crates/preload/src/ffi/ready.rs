@@ -130,7 +130,7 @@ pub(super) unsafe fn select_served(n: c_int, sets: [*mut fd_set; 3]) -> bool {
         // SAFETY: as set_words.
         if let Some(w) = unsafe { set_words(s) } {
             for fd in 0..n {
-                if w[fd / 64] >> (fd % 64) & 1 == 1 && table::sock(fd as c_int).is_some() {
+                if w[fd / 64] >> (fd % 64) & 1 == 1 && obj::sock(fd as c_int).is_some() {
                     return true;
                 }
             }
@@ -236,11 +236,11 @@ pub unsafe extern "C" fn __fdelt_chk(d: c_long) -> c_long {
 
 pub(super) fn new_epoll(fd: c_int) -> c_int {
     if fd >= 0 {
-        drop(table::forget(fd));
+        drop(obj::forget(fd));
         if !sys::inside() && stack::active() {
             let ep = Epoll::default();
             ep.add_fd(fd);
-            if let Ok(old) = table::install(fd, Arc::new(Obj::Epoll(ep))) {
+            if let Ok(old) = obj::install(fd, Arc::new(Obj::Epoll(ep))) {
                 drop(old);
             }
         }

@@ -394,7 +394,7 @@ pub(super) fn kernel_port(fd: c_int) -> Option<u16> {
 pub(super) fn kernel_accept(fd: c_int, flags: c_int) -> R<Option<Accepted>> {
     match k::accept4(fd, flags) {
         Ok((nfd, addr)) => {
-            if let Some(old) = table::forget(nfd) {
+            if let Some(old) = obj::forget(nfd) {
                 drop(old);
             }
             ACCEPTED.fetch_add(1, Ordering::Relaxed);

@@ -27,15 +27,16 @@
 mod across;
 mod io;
 mod open;
+mod opts;
 
 use io::*;
 
 use crate::addr::{self, Sa};
 use crate::cancel::{self, Quiet};
-use crate::opts::Opts;
+use crate::obj::{self, Obj};
 use crate::stack::{self, Place};
 use crate::sys::k;
-use crate::table::{self, Obj};
+use crate::table;
 use crate::wait::{self, Deadline};
 use appif::errno::{self, Errno};
 use core::ffi::c_int;
@@ -43,6 +44,7 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use core::time::Duration;
 use corestack::{ListenOptions, Probe, Source, Status, TcpListener, TcpStream, UdpSocket, Waited};
+use opts::Opts;
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -147,8 +149,6 @@ pub struct Recvd {
     pub from: Sender,
 }
 
-static CLOSED_STREAMS: AtomicBool = AtomicBool::new(false);
-
 /// The backlog of a forked child's member of a shared listener (the
 /// parent's backlog is not kept; the daemon caps it at the segment's room).
 const JOIN_BACKLOG: usize = 1024;
@@ -169,7 +169,7 @@ pub fn accepted() -> u64 {
 pub fn holds_listener() -> bool {
     let now = stack::generation();
     table::ours_in(0, u32::MAX).0.into_iter().any(|fd| {
-        table::get(fd).is_some_and(|o| match &*o {
+        obj::get(fd).is_some_and(|o| match &*o {
             Obj::Sock(s) => s.generation.load(Ordering::Relaxed) == now && s.is_listener(),
             Obj::Epoll(_) => false,
         })
@@ -181,17 +181,12 @@ pub fn holds_listener() -> bool {
 /// that they are gone; the fds stay open. Used when the process is about
 /// to be replaced (`crate::switch`).
 pub fn reset_all() {
-    for o in table::take_all() {
+    for o in obj::take_all() {
         if let Obj::Sock(s) = &*o {
             s.opts.lock().unwrap_or_else(|p| p.into_inner()).linger = Some(0);
         }
         drop(o);
     }
-}
-
-/// True once the application closed a corestack TCP connection.
-pub fn streams_closed() -> bool {
-    CLOSED_STREAMS.load(Ordering::Relaxed)
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -323,7 +318,7 @@ impl Sock {
         for fd in fds {
             // The entry is dropped after the state lock is released by the
             // caller (it only holds `me`'s Arc clone, not this lock).
-            let old = table::release(fd, me);
+            let old = obj::release(fd, me);
             drop(old);
         }
         self.resettle.store(true, Ordering::Release);
@@ -762,7 +757,7 @@ impl Drop for Sock {
                 .unwrap_or(false);
             s.set_reset_on_close(reset);
             let probe = s.probe();
-            CLOSED_STREAMS.store(true, Ordering::Relaxed);
+            stack::stream_closed();
             drop(s);
             if !reset {
                 stack::linger(probe);

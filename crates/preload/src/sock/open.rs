@@ -334,7 +334,7 @@ impl Sock {
         );
         sock.add_fd(placeholder);
         let obj = Arc::new(Obj::Sock(sock));
-        match table::install(placeholder, obj) {
+        match obj::install(placeholder, obj) {
             Ok(old) => drop(old),
             Err(e) => {
                 k::close_fd(placeholder);

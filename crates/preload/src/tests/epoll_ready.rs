@@ -29,8 +29,8 @@ fn wait_ms(ep: c_int, ms: c_int) -> Vec<u64> {
 
 /// The registrations the epoll set at `ep` has looked at so far.
 fn looks(ep: c_int) -> u64 {
-    match crate::table::get(ep).as_deref() {
-        Some(crate::table::Obj::Epoll(e)) => e.looks(),
+    match crate::obj::get(ep).as_deref() {
+        Some(crate::obj::Obj::Epoll(e)) => e.looks(),
         _ => panic!("fd {ep} is not an epoll of the shim"),
     }
 }

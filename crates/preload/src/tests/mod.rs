@@ -419,10 +419,7 @@ fn a_shim_connection_over_the_mem_wire_echoes() {
     let _g = serial();
     let c = echo_conn();
     assert_eq!(peer_of(c.0), Some(SocketAddrV4::new(PEER, ECHO_PORT)));
-    assert!(
-        crate::table::get(c.0).is_some(),
-        "the fd is not corestack's"
-    );
+    assert!(crate::obj::get(c.0).is_some(), "the fd is not corestack's");
     // SAFETY: F_GETFD takes no argument.
     assert!(unsafe { libc::fcntl(c.0, libc::F_GETFD) } >= 0);
     assert_eq!(send(c.0, b"hello"), 5);
@@ -438,10 +435,7 @@ fn std_calls_in_this_process_go_through_the_shim_as_under_ld_preload() {
     let _g = serial();
     let _started = echo_conn();
     let mut s = std::net::TcpStream::connect((PEER, ECHO_PORT)).expect("std's connect");
-    assert!(
-        crate::table::get(s.as_raw_fd()).is_some(),
-        "not corestack's"
-    );
+    assert!(crate::obj::get(s.as_raw_fd()).is_some(), "not corestack's");
     s.set_read_timeout(Some(Duration::from_secs(2)))
         .expect("std's SO_RCVTIMEO");
     s.write_all(b"std").expect("std's write");

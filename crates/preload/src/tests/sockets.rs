@@ -78,7 +78,7 @@ fn tcp_quickack_user_timeout_and_defer_accept_are_accepted_and_read_back() {
     assert_eq!(bind(l.0, OURS, 7101), 0, "bind: errno {}", errno());
     assert_eq!(listen(l.0, 8), 0, "listen: errno {}", errno());
     assert!(
-        crate::table::get(l.0).is_some(),
+        crate::obj::get(l.0).is_some(),
         "the listener is not corestack's"
     );
     assert_eq!(
@@ -276,7 +276,7 @@ fn a_number_closed_behind_the_shims_back_then_reused_by_pipe_or_open_is_the_new_
             "{how}, {reuse}: the socket's number was not reused"
         );
         assert!(
-            crate::table::get(fd).is_none(),
+            crate::obj::get(fd).is_none(),
             "{how}, {reuse}: the stale entry is still there"
         );
     }
