@@ -98,16 +98,6 @@ mod tests {
     }
 
     #[test]
-    fn socket_set_means_service_mode_whatever_else_is_set() {
-        let c = cfg(&[
-            ("CORESTACK_SOCKET", "/run/cs.sock"),
-            ("CORESTACK_IP", "junk"),
-        ])
-        .unwrap();
-        assert_eq!(c.service.as_deref(), Some("/run/cs.sock".as_ref()));
-    }
-
-    #[test]
     fn iface_and_ip_give_embedded_af_xdp() {
         let c = cfg(&[
             ("CORESTACK_IFACE", "veth1"),
