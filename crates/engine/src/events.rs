@@ -166,7 +166,7 @@ fn apply_events(conn: &mut Conn, ev: &Events) -> bool {
 /// The errno an application sees for a TCP close reason: the only place a
 /// [`CloseReason`] becomes an errno; the values and their meaning are
 /// `appif::errno`'s.
-pub fn errno_of(reason: CloseReason) -> errno::Errno {
+pub(crate) fn errno_of(reason: CloseReason) -> errno::Errno {
     match reason {
         CloseReason::Normal => 0,
         CloseReason::Reset => errno::ECONNRESET,

@@ -81,8 +81,6 @@ use nic::{Port, TxQueue};
 use std::sync::Arc;
 use wire::MacAddr;
 
-pub use events::errno_of;
-
 /// Commands taken per iteration.
 pub(crate) const CMD_BURST: usize = 64;
 /// Receive bursts one iteration takes at most, while they come back full
