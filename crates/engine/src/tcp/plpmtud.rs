@@ -162,8 +162,9 @@ impl Tcb {
     /// The payload of the next new-data segment when it is to be a search
     /// probe: halfway between the MSS and the smallest that failed, when a
     /// search runs, no probe is in flight, no recovery runs, nothing is
-    /// owed, and `unsent` bytes (more than the probe when a FIN is queued)
-    /// and the `usable` window hold it.
+    /// owed, `unsent` holds the probe and DupThresh segments after it (so
+    /// that their ACKs, not a timeout, tell of its loss, as Linux's
+    /// `tcp_mtu_probe` asks) and the `usable` window the probe and those.
     pub(super) fn probe_len(&self, unsent: usize, usable: usize) -> Option<usize> {
         let b = &self.blackhole;
         if b.fail <= self.snd.mss + SEARCH_DONE
@@ -176,8 +177,8 @@ impl Tcb {
             return None;
         }
         let len = (self.snd.mss + b.fail) / 2;
-        let room = if self.snd.fin_queued { len + 1 } else { len };
-        (unsent >= room && usable >= len).then_some(len)
+        let after = super::recovery::DUP_THRESH * self.snd.mss;
+        (unsent > len + after && usable >= len + after).then_some(len)
     }
 
     /// A probe went out as the one retransmission-queue entry
