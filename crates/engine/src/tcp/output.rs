@@ -496,19 +496,11 @@ impl Tcb {
         let (mut len, fin) = self.data_ready(tx_len)?;
         let mss = self.snd.mss;
         if len > mss {
-            // A search probe (plpmtud): one segment, one retransmission
-            // queue entry, no TSO.
+            // A search probe (plpmtud): one segment, so one retransmission
+            // queue entry and no TSO (`emit_data` asks `probe_piece`).
             let seq = self.snd.nxt;
-            let stamp = self.rate.stamp(now, self.rec.sb.is_empty());
-            let from = self.rec.sb.len();
-            if self.rec.sb.push(seq, seq + len, false, now) {
-                self.rec.sb.stamp_from(from, stamp);
-                self.probe_sent(seq, seq + len);
-                let mut seg = self.emit_data(seq, len, false, now, rcv_free, true);
-                seg.gso_size = 0;
-                return Some(seg);
-            }
-            len = mss;
+            self.probe_sent(seq, seq + len);
+            return Some(self.emit_data(seq, len, false, now, rcv_free, true));
         }
         if !fin && len == mss && self.snd.gso_max >= 2 * mss && self.snd.nxt == self.snd.max {
             let unsent = (self.snd.base + tx_len) - self.snd.nxt;
@@ -565,15 +557,17 @@ impl Tcb {
         } else {
             self.stats.retransmits += 1;
         }
+        // The wire's segment size: the MSS, or a path MTU probe's whole length.
+        let piece = self.probe_piece(seq, len).unwrap_or(self.snd.mss);
         if advance && self.rec.sb.end().is_none_or(|e| seq >= e) && end > seq {
             // A segment beyond the tracked ones: into the retransmission
-            // queue, MSS by MSS for a TSO segment.
+            // queue, piece by piece for a TSO segment.
             let stamp = self.rate.stamp(now, self.rec.sb.is_empty());
             let from = self.rec.sb.len();
             let mut at = seq;
-            while at + self.snd.mss < seq + len {
-                self.rec.sb.push(at, at + self.snd.mss, false, now);
-                at += self.snd.mss;
+            while at + piece < seq + len {
+                self.rec.sb.push(at, at + piece, false, now);
+                at += piece;
             }
             self.rec.sb.push(at, end, fin, now);
             self.rec.sb.stamp_from(from, stamp);
@@ -601,7 +595,7 @@ impl Tcb {
             payload_offset: seq - self.snd.base,
             // RFC 3168 §6.1.5: never ECT on retransmissions (or probes).
             ect: self.ecn.ok && new_data && len > 0 && advance,
-            gso_size: if len > self.snd.mss { self.snd.mss } else { 0 },
+            gso_size: if len > piece { piece } else { 0 },
         }
     }
 }

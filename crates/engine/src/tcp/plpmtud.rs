@@ -181,11 +181,18 @@ impl Tcb {
         (unsent > len + after && usable >= len + after).then_some(len)
     }
 
-    /// A probe went out as the one retransmission-queue entry
-    /// `[start, end)`.
+    /// A probe of `[start, end)` goes out now, as one segment and one
+    /// retransmission-queue entry ([`Tcb::probe_piece`]).
     pub(super) fn probe_sent(&mut self, start: SeqNum, end: SeqNum) {
         self.blackhole.probe = Some((start, end));
         self.stats.pmtu_probes += 1;
+    }
+
+    /// `len` bytes at `seq` are the probe in flight: its length, the size
+    /// of its one segment on the wire; None for any other data.
+    #[inline]
+    pub(super) fn probe_piece(&self, seq: SeqNum, len: usize) -> Option<usize> {
+        (self.blackhole.probe == Some((seq, seq + len))).then_some(len)
     }
 
     /// After an ACK's loss detection: a probe delivered raises the MSS to
