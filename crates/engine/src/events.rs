@@ -47,7 +47,7 @@ impl Protocols {
     }
 
     /// Grows the rings of the connection in `slot` towards what TCP asks
-    /// for (receive-window auto-tuning, a send buffer of twice cwnd), within
+    /// for (receive-window auto-tuning, a send buffer of four times cwnd), within
     /// its application's budget; a growth past the budget is not made.
     /// Allocates nothing; costs two comparisons when nothing is asked.
     pub(crate) fn tune_buffers(&mut self, slot: u32) {

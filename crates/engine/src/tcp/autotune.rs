@@ -9,9 +9,15 @@
 //!   advertised window follows the bandwidth-delay product instead of
 //!   capping the flow at `rcv_buf` per RTT. A receiver whose application
 //!   does not read sees its window close and asks for nothing more.
-//! - Send (Linux's `tcp_sndbuf_expand`): about twice the congestion window,
-//!   up to `snd_buf_max`, so that the application can keep a full window
-//!   in flight plus the next one queued. The engine grows the TX ring only
+//! - Send (after Linux's `tcp_sndbuf_expand`): four times the congestion
+//!   window, up to `snd_buf_max`. The ring holds everything from snd_una:
+//!   a window in flight, during a recovery the SACKed data above a hole
+//!   (up to another window by the time the hole is repaired), and the next
+//!   window queued. Twice cwnd (as these bytes once were) filled during
+//!   each recovery, so the application stopped writing, and an echoing
+//!   one stopped reading and closed its receive window (issue 35). Linux
+//!   counts `2 · cwnd` segments at about three times their payload in
+//!   buffer memory, so its send buffer holds more payload still. The engine grows the TX ring only
 //!   while the bytes in flight fill half of it (the ring then bounds the
 //!   flight); a ring that holds mostly unsent data is big enough, and a
 //!   bigger one would only cost cache.
@@ -106,14 +112,14 @@ impl Tcb {
         self.tune.rcv_buf_want
     }
 
-    /// The send buffer the connection can use, bytes: twice the congestion
-    /// window, at most `snd_buf_max`. The engine offers the application a
-    /// TX ring that large.
+    /// The send buffer the connection can use, bytes: four times the
+    /// congestion window (see the module doc), at most `snd_buf_max`. The
+    /// engine offers the application a TX ring that large.
     pub fn snd_buf_wanted(&self) -> usize {
         if self.tune.snd_buf_locked {
             return self.cfg.snd_buf_max;
         }
-        (2 * self.cc.cwnd()).min(self.cfg.snd_buf_max)
+        (4 * self.cc.cwnd()).min(self.cfg.snd_buf_max)
     }
 
     /// Sender: before a burst of up to `burst` segments, grows the

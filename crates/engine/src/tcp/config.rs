@@ -51,7 +51,7 @@ pub struct TcpConfig {
     /// on Linux). Default 6 MiB (Linux's default `tcp_rmem[2]`).
     pub rcv_buf_max: usize,
     /// The most the send buffer grows to, bytes: the application is
-    /// offered a TX ring of about twice the congestion window, up to this
+    /// offered a TX ring of four times the congestion window, up to this
     /// (as Linux's `tcp_sndbuf_expand` up to `tcp_wmem[2]`; see
     /// [`Tcb::snd_buf_wanted`](crate::tcp::Tcb::snd_buf_wanted)). Default 4 MiB (Linux's default).
     pub snd_buf_max: usize,
