@@ -393,6 +393,7 @@ impl Tcb {
                 mss,
                 pipe: self.pipe(),
                 in_recovery: self.rec.active || self.snd.una < self.rec.recover,
+                lost_total: self.rec.sb.lost_total(),
             };
             self.cc.on_rate_sample(&rs, &ctx);
         }

@@ -99,6 +99,10 @@ pub(crate) struct Scoreboard {
     ever_retrans: usize,
     /// No owed entry lies below this position (a search hint).
     owed_hint: usize,
+    /// Bytes ever deemed lost (an entry becoming owed a retransmission,
+    /// a lost retransmission again), since the connection began (Linux's
+    /// `tp->lost`, in bytes); wraps at 2^64.
+    lost_total: u64,
 }
 
 impl Scoreboard {
@@ -116,6 +120,7 @@ impl Scoreboard {
             owed: 0,
             ever_retrans: 0,
             owed_hint: 0,
+            lost_total: 0,
         }
     }
 
@@ -175,6 +180,11 @@ impl Scoreboard {
     }
     pub(crate) fn sacked_bytes(&self) -> usize {
         self.sacked_bytes
+    }
+    /// Bytes deemed lost since the connection began (each loss counted
+    /// once, a lost retransmission again); for loss rates over an interval.
+    pub(crate) fn lost_total(&self) -> u64 {
+        self.lost_total
     }
     /// Entries owed a retransmission.
     pub(crate) fn owed(&self) -> usize {
@@ -237,6 +247,9 @@ impl Scoreboard {
         }
         self.ring[k] = new;
         self.account(new, true);
+        if new.owed() && !old.owed() {
+            self.lost_total = self.lost_total.wrapping_add(new.len() as u64);
+        }
         if new.owed() && i < self.owed_hint {
             self.owed_hint = i;
         }

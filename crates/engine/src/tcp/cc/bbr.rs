@@ -8,12 +8,20 @@
 //! bandwidth-delay product, plus a few segments for ACK aggregation).
 //!
 //! ```text
-//!   STARTUP   gain 2/ln2 until btl_bw grows < 25 % in 3 rounds
+//!   STARTUP   gain 2/ln2 until btl_bw grows < 25 % in 3 rounds (not
+//!             counting rounds in recovery from a loss under 2 %)
 //!     └► DRAIN     pacing gain ln2/2 until inflight <= BDP
 //!          └► PROBE_BW  pacing gain cycles 5/4, 3/4, 1 x 6, one min_rtt each
 //!   any ──► PROBE_RTT   cwnd 4 segments for 200 ms and a round trip, when
 //!                       min_rtt was not refreshed for 10 s
 //! ```
+//!
+//! One departure from Linux's v1: a STARTUP round spent recovering from a
+//! light loss (under 2 % of what the round delivered) does not count towards
+//! the full pipe, since packet conservation, not the path, held its rate
+//! (Linux counts it, and leaves STARTUP early on a path with random loss).
+//! A heavier loss counts as usual: a queue overflowing under STARTUP's gain
+//! still ends it.
 //!
 //! Loss changes cwnd only briefly: on entering recovery cwnd is cut to what
 //! is in flight plus what the ACK delivered (packet conservation, for one
@@ -21,10 +29,9 @@
 //! RTO leaves one segment, from which cwnd grows by the bytes each ACK
 //! delivers. ECN is ignored (as in Linux's BBR v1).
 //!
-//! corestack does not pace: the pacing rate is computed (and reported) but
-//! segments leave as cwnd and the ACK clock allow, so only the cwnd half of
-//! the model acts. The engine hands BBR a delivery-rate sample on every ACK
-//! that delivers data (`tcp::rate`).
+//! The Tcb paces data at [`Bbr::pacing_rate`] (`tcp::pacing`, unless
+//! `TcpConfig::pacing` is off) and hands BBR a delivery-rate sample on every
+//! ACK that delivers data (`tcp::rate`).
 
 use core::time::Duration;
 
@@ -52,6 +59,9 @@ const MIN_CWND_SEGMENTS: usize = 4;
 const FULL_BW_GROWTH: u64 = 1250;
 /// Rounds without such growth after which the pipe is deemed full.
 const FULL_BW_ROUNDS: u8 = 3;
+/// Loss rate of a round, ×1000, below which a STARTUP round in loss
+/// recovery does not count towards a full pipe (BBRv2's `bbr_loss_thresh`).
+const STARTUP_LOSS_THRESH: u128 = 20;
 
 /// The state machine's mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +82,8 @@ pub(crate) struct RateCtx {
     /// A loss recovery (fast recovery, or the aftermath of an RTO) is in
     /// progress.
     pub(crate) in_recovery: bool,
+    /// Bytes deemed lost since the connection began (cumulative).
+    pub(crate) lost_total: u64,
 }
 
 /// A windowed maximum over round trips (Kathleen Nichols' three-sample
@@ -133,6 +145,10 @@ pub(crate) struct Bbr {
     full_bw: u64,
     full_bw_count: u8,
     full_bw_reached: bool,
+    /// `lost_total` and the delivered count when the current round began
+    /// (the round's loss rate, for the full-pipe check).
+    round_lost_start: u64,
+    round_delivered_start: u64,
     cycle_idx: usize,
     cycle_stamp: Instant,
     probe_rtt_done: Option<Instant>,
@@ -163,6 +179,8 @@ impl Bbr {
             full_bw: 0,
             full_bw_count: 0,
             full_bw_reached: false,
+            round_lost_start: 0,
+            round_delivered_start: 0,
             cycle_idx: 0,
             cycle_stamp: Instant(0),
             probe_rtt_done: None,
@@ -193,7 +211,7 @@ impl Bbr {
     }
 
     /// The pacing rate the model asks for, bytes per second (0 before any
-    /// bandwidth sample). Not enforced (see the module doc).
+    /// bandwidth sample).
     pub(crate) fn pacing_rate(&self) -> u64 {
         self.pacing_rate
     }
@@ -246,7 +264,7 @@ impl Bbr {
     pub(crate) fn on_rate_sample(&mut self, rs: &RateSample, ctx: &RateCtx) {
         self.update_bw(rs);
         self.update_cycle_phase(ctx);
-        self.check_full_bw_reached(rs);
+        self.check_full_bw_reached(rs, ctx);
         self.check_drain(ctx);
         self.update_min_rtt(rs, ctx);
         self.set_pacing_rate();
@@ -292,8 +310,26 @@ impl Bbr {
         }
     }
 
-    fn check_full_bw_reached(&mut self, rs: &RateSample) {
-        if self.full_bw_reached || !self.round_start || rs.app_limited {
+    fn check_full_bw_reached(&mut self, rs: &RateSample, ctx: &RateCtx) {
+        if self.full_bw_reached || !self.round_start {
+            return;
+        }
+        // The round that just ended: its losses against what it delivered.
+        let lost = ctx.lost_total.wrapping_sub(self.round_lost_start);
+        let delivered = rs
+            .prior_delivered
+            .saturating_sub(self.round_delivered_start);
+        self.round_lost_start = ctx.lost_total;
+        self.round_delivered_start = rs.prior_delivered;
+        if rs.app_limited {
+            return;
+        }
+        // A round spent in loss recovery sends what packet conservation
+        // allows, not what the path takes: its plateau says nothing of a
+        // full pipe, unless the loss itself was heavy enough to be a queue
+        // overflowing (BBRv2's 2 % loss threshold).
+        let light_loss = u128::from(lost) * 1000 < u128::from(delivered) * STARTUP_LOSS_THRESH;
+        if (ctx.in_recovery || lost > 0) && light_loss {
             return;
         }
         let bw = self.btl_bw.get();
@@ -508,6 +544,7 @@ mod tests {
                     mss: MSS,
                     pipe,
                     in_recovery: false,
+                    lost_total: 0,
                 },
             );
         }
@@ -521,6 +558,68 @@ mod tests {
         assert!((26_000..=28_000).contains(&c), "cwnd {c}");
     }
 
+    /// Rounds of a bandwidth plateau, each in loss recovery with `loss_per_mille`
+    /// of the round's bytes lost; returns the mode after them.
+    fn plateau_in_recovery(loss_per_mille: u64) -> Mode {
+        let mut b = Bbr::new(10 * MSS);
+        let (mut delivered, mut lost) = (0u64, 0u64);
+        let mut now = Instant(1_000_000_000);
+        for round in 0..12 {
+            let prior = delivered;
+            delivered += 10_000;
+            now = now + Duration::from_millis(10);
+            // Growth for two rounds, then a plateau at 1 MB/s.
+            let per_round = if round < 2 {
+                5_000 * (round + 1)
+            } else {
+                10_000
+            };
+            let mut rs = sample(prior, delivered, 10, 10, 10_000);
+            rs.delivered = per_round;
+            lost += 10_000 * loss_per_mille / 1000;
+            b.on_rate_sample(
+                &rs,
+                &RateCtx {
+                    now,
+                    mss: MSS,
+                    pipe: 10_000,
+                    in_recovery: round >= 2,
+                    lost_total: lost,
+                },
+            );
+        }
+        b.mode()
+    }
+
+    /// A plateau while recovering from light loss (1 %) is packet
+    /// conservation at work, not a full pipe: STARTUP goes on; with heavy
+    /// loss (5 %, a queue overflowing) the same plateau ends it.
+    #[test]
+    fn startup_ignores_a_plateau_in_recovery_from_light_loss_only() {
+        assert_eq!(plateau_in_recovery(10), Mode::Startup);
+        assert_ne!(plateau_in_recovery(50), Mode::Startup);
+        // Without loss or recovery the plateau ends STARTUP as in Linux.
+        let mut b = Bbr::new(10 * MSS);
+        let mut delivered = 0u64;
+        let mut now = Instant(1_000_000_000);
+        for _ in 0..12 {
+            let prior = delivered;
+            delivered += 10_000;
+            now = now + Duration::from_millis(10);
+            b.on_rate_sample(
+                &sample(prior, delivered, 10, 10, 10_000),
+                &RateCtx {
+                    now,
+                    mss: MSS,
+                    pipe: 10_000,
+                    in_recovery: false,
+                    lost_total: 0,
+                },
+            );
+        }
+        assert_ne!(b.mode(), Mode::Startup);
+    }
+
     #[test]
     fn loss_recovery_conserves_then_restores_the_cwnd() {
         let mut b = Bbr::new(10 * MSS);
@@ -532,6 +631,7 @@ mod tests {
             mss: MSS,
             pipe,
             in_recovery,
+            lost_total: 0,
         };
         b.on_rate_sample(
             &sample(0, 2 * MSS as u64, 10, 10, 2 * MSS),
