@@ -173,7 +173,10 @@ impl End {
         let cap = self.rx.capacity();
         let before = self.rx.len();
         let n = self.rx.read(dst);
-        if n > 0 && cap - before < cap / 2 && cap - (before - n) >= cap / 2 {
+        if n > 0
+            && cap.saturating_sub(before) < cap / 2
+            && cap.saturating_sub(before - n) >= cap / 2
+        {
             push(cmds, Command::Recvd { id: self.id });
         }
         n
