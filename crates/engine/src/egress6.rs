@@ -5,11 +5,11 @@
 //! and Ethernet framing (multicast destinations go to their 33:33 MAC,
 //! RFC 2464 §7).
 
-use crate::arp::FRAME_CAP;
+use crate::link::arp::FRAME_CAP;
 use crate::config::{link_local_from_mac, Ipv6Config};
 use crate::egress::{send_waiting, transmit_tcp_gather};
 use crate::egress::{Gso, MIN_FRAME};
-use crate::neighbor::{NdAction, NeighborCache, RETRANS_TIMER};
+use crate::link::neighbor::{NdAction, NeighborCache, RETRANS_TIMER};
 use crate::pmtu::{PmtuTable, PMTU_ENTRIES};
 use crate::stats::Stats;
 use crate::time::Instant;

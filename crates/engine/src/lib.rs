@@ -26,7 +26,6 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod arp;
 mod capture;
 mod commands;
 mod config;
@@ -37,11 +36,10 @@ mod family;
 pub mod frag;
 pub mod frag6;
 mod handoff;
+mod link;
 mod icmp;
 mod icmpv6;
 mod listen;
-mod nd;
-pub mod neighbor;
 pub mod pmtu;
 pub mod publish;
 mod reasm;
@@ -64,6 +62,8 @@ mod udp;
 pub mod wheel;
 
 pub use config::{link_local_from_mac, EngineConfig, Ipv6Config, PollPolicy};
+// The layers' public modules, under the paths other crates name them by.
+pub use link::{arp, neighbor};
 
 use crate::egress::Egress;
 use crate::sockets::{Conn, Socket, Sockets};
@@ -171,7 +171,7 @@ impl<P: Port> Engine<P> {
             cfg.prefix_len,
             cfg.gateway,
             mtu,
-            arp::ArpCache::new(cfg.arp_entries, cfg.arp_waiting),
+            link::arp::ArpCache::new(cfg.arp_entries, cfg.arp_waiting),
         );
         let ip6 = cfg
             .ipv6

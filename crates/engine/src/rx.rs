@@ -323,7 +323,7 @@ impl Protocols {
 
     /// A SYN for a listener from `remote`, on-link at `rx_link_src`
     /// (not ZERO: the frame's unicast source, set by `deliver_ipv4`):
-    /// its MAC is gleaned ([`crate::arp::ArpCache::glean`]) so that the
+    /// its MAC is gleaned ([`crate::link::arp::ArpCache::glean`]) so that the
     /// SYN-ACK need not wait for an ARP round trip; the request that
     /// confirms it follows. IPv6 peers are resolved as before.
     fn glean_syn(&mut self, remote: IpAddr) {
