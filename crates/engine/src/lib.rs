@@ -29,24 +29,14 @@
 mod capture;
 mod commands;
 mod config;
-pub mod egress;
-pub mod egress6;
 mod events;
-mod family;
-pub mod frag;
-pub mod frag6;
 mod handoff;
+mod ip;
 mod link;
-mod icmp;
-mod icmpv6;
 mod listen;
-pub mod pmtu;
 pub mod publish;
-mod reasm;
 mod rings;
 mod rows;
-mod rx;
-mod rx6;
 mod sockets;
 pub mod stats;
 pub mod steer;
@@ -63,9 +53,10 @@ pub mod wheel;
 
 pub use config::{link_local_from_mac, EngineConfig, Ipv6Config, PollPolicy};
 // The layers' public modules, under the paths other crates name them by.
+pub use ip::{egress, egress6, frag, frag6, pmtu};
 pub use link::{arp, neighbor};
 
-use crate::egress::Egress;
+use crate::ip::egress::Egress;
 use crate::sockets::{Conn, Socket, Sockets};
 use crate::stats::Stats;
 use crate::tcp::IsnGenerator;
@@ -117,11 +108,11 @@ pub(crate) struct Protocols {
     pub stats: Stats,
     pub sockets: Sockets,
     /// IPv4 reassembly contexts, allocated at start.
-    pub frag: frag::Reassembler,
+    pub frag: ip::frag::Reassembler,
     /// IPv6: addresses, neighbors, path MTUs; None while IPv6 is off.
-    pub ip6: Option<egress6::Egress6>,
+    pub ip6: Option<ip::egress6::Egress6>,
     /// IPv6 reassembly contexts, allocated at start when IPv6 is on.
-    pub frag6: frag6::Reassembler6,
+    pub frag6: ip::frag6::Reassembler6,
     timers: TimerWheel,
     expired: Vec<(Instant, u32)>,
     dirty: Vec<u32>,
@@ -176,11 +167,11 @@ impl<P: Port> Engine<P> {
         let ip6 = cfg
             .ipv6
             .as_ref()
-            .map(|c| egress6::Egress6::new(MacAddr(port.mac()), c, mtu));
+            .map(|c| ip::egress6::Egress6::new(MacAddr(port.mac()), c, mtu));
         let frag6 = if ip6.is_some() {
-            frag6::Reassembler6::new(frag6::FRAG6_CONTEXTS)
+            ip::frag6::Reassembler6::new(ip::frag6::FRAG6_CONTEXTS)
         } else {
-            frag6::Reassembler6::default()
+            ip::frag6::Reassembler6::default()
         };
         let caps = port.capabilities();
         if caps.rx_checksum {
@@ -204,7 +195,7 @@ impl<P: Port> Engine<P> {
                 egress,
                 stats: Stats::default(),
                 sockets,
-                frag: frag::Reassembler::new(frag::FRAG_CONTEXTS),
+                frag: ip::frag::Reassembler::new(ip::frag::FRAG_CONTEXTS),
                 ip6,
                 frag6,
                 timers: TimerWheel::new(now, 64),
@@ -396,7 +387,7 @@ impl<P: Port> Engine<P> {
 
     /// The IPv6 interface (addresses and their DAD state, neighbor cache,
     /// path MTUs); None while IPv6 is off.
-    pub fn ipv6(&self) -> Option<&egress6::Egress6> {
+    pub fn ipv6(&self) -> Option<&ip::egress6::Egress6> {
         self.protocols.ip6.as_ref()
     }
 

@@ -4,7 +4,7 @@
 //! them for the published connection table. Reads the socket table,
 //! allocates nothing.
 
-use crate::family::Family;
+use crate::ip::family::Family;
 use crate::sockets::{Socket, Sockets};
 use crate::tcp::State;
 use crate::twtable::TwRecord;

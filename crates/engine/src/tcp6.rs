@@ -11,8 +11,8 @@
 //! the TX ring as over IPv4 (`egress6::send_tcp_gso`, `send_tcp_gather`);
 //! other segments are copied into their frame and checksummed here.
 
-use crate::egress::Gso;
-use crate::rx6::{Icmpv6Error, Rx6};
+use crate::ip::egress::Gso;
+use crate::ip::rx6::{Icmpv6Error, Rx6};
 use crate::sockets::Socket;
 use crate::Protocols;
 use core::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
@@ -78,7 +78,7 @@ impl Protocols {
             src: local,
             dst: remote,
             next_header: NEXT_TCP,
-            hop_limit: crate::egress6::HOP_LIMIT,
+            hop_limit: crate::ip::egress6::HOP_LIMIT,
             traffic_class: tclass,
             flow_label: label,
             payload_len: seg.header_len(),
@@ -135,9 +135,9 @@ impl Protocols {
                 flow_label: label,
                 payload_len: hlen + plen,
             };
-            let frame_len = crate::egress6::HEADERS6 + hlen + plen;
+            let frame_len = crate::ip::egress6::HEADERS6 + hlen + plen;
             let lent = match lend_to {
-                Some(mac) if plen > 0 && frame_len >= crate::egress::MIN_FRAME => {
+                Some(mac) if plen > 0 && frame_len >= crate::ip::egress::MIN_FRAME => {
                     txr.payload(seg.payload_offset, plen).map(|p| (mac, p))
                 }
                 _ => None,
@@ -201,7 +201,7 @@ impl Protocols {
 /// §8.1). Returns false when it was dropped (counted).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn send_udp6<T: TxQueue>(
-    e6: &mut crate::egress6::Egress6,
+    e6: &mut crate::ip::egress6::Egress6,
     tx: &mut T,
     stats: &mut crate::stats::Stats,
     now: crate::time::Instant,

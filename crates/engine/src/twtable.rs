@@ -3,7 +3,7 @@
 //! that expires them in O(expired) a tick. The socket table holds one per
 //! family; what the engine does with them is `timewait`'s.
 
-use crate::family::Family;
+use crate::ip::family::Family;
 use crate::tcp::{TimeWait, TwAction};
 use crate::time::Instant;
 use appif::command::Owner;

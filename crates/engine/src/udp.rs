@@ -1,8 +1,8 @@
 //! UDP (RFC 768): datagrams in, to the bound socket's RX ring as records
 //! (a header, then the payload); datagrams out, from the TX ring.
 
-use crate::icmp::ICMP_QUOTE_MAX;
-use crate::rx::parsed_or_counted;
+use crate::ip::icmp::ICMP_QUOTE_MAX;
+use crate::ip::rx::parsed_or_counted;
 use crate::sockets::{FamilyTables, Ports, Socket};
 use crate::Protocols;
 use appif::socket::UdpHeader;

@@ -11,8 +11,8 @@
 //! (answered) where it lands, and a copy goes to every other engine to
 //! learn from (`steer::Kind::NdCopy`), as ARP does.
 
-use crate::egress6::AddrState;
-use crate::rx6::Rx6;
+use crate::ip::egress6::AddrState;
+use crate::ip::rx6::Rx6;
 use crate::Protocols;
 use core::net::Ipv6Addr;
 use nic::TxQueue;

@@ -2,7 +2,7 @@
 //! (plus an optional gateway), ARP resolution, Ethernet framing.
 
 use crate::link::arp::{ArpAction, ArpCache};
-use crate::pmtu::{PmtuTable, PMTU_ENTRIES};
+use crate::ip::pmtu::{PmtuTable, PMTU_ENTRIES};
 use crate::stats::Stats;
 use crate::time::Instant;
 use core::net::Ipv4Addr;

@@ -6,7 +6,7 @@
 //! RST. Every frame either reaches a socket or is counted under the reason
 //! it was dropped.
 
-use crate::egress::Egress;
+use crate::ip::egress::Egress;
 use crate::sockets::{Conn, FamilyTables};
 use crate::steer;
 use crate::tcp;

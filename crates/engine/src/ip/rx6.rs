@@ -139,7 +139,7 @@ impl Protocols {
         // empty reassembler allocates nothing.
         let mut frag = core::mem::take(&mut self.frag6);
         match frag.push(self.now, ip, offset, fragment, &mut self.stats) {
-            crate::frag6::Frag6::Whole(bytes) => {
+            crate::ip::frag6::Frag6::Whole(bytes) => {
                 // Reassembled where the fragments landed; handled by the
                 // owner of the whole datagram.
                 let owner = match Ipv6Packet::new_checked(bytes) {
@@ -157,10 +157,10 @@ impl Protocols {
                     self.process_ipv6(&rx, &whole, tx);
                 }
             }
-            crate::frag6::Frag6::ParamProblem { code, pointer } => {
+            crate::ip::frag6::Frag6::ParamProblem { code, pointer } => {
                 self.send_icmpv6_error(rx, ip, Icmpv6Error::ParamProblem { code, pointer }, tx);
             }
-            crate::frag6::Frag6::Pending | crate::frag6::Frag6::Dropped => {}
+            crate::ip::frag6::Frag6::Pending | crate::ip::frag6::Frag6::Dropped => {}
         }
         self.frag6 = frag;
     }
