@@ -33,21 +33,15 @@ mod events;
 mod handoff;
 mod ip;
 mod link;
-mod listen;
 pub mod publish;
 mod rings;
 mod rows;
 mod sockets;
 pub mod stats;
 pub mod steer;
-pub mod syncookie;
 pub mod tcp;
-mod tcp6;
 pub mod time;
-mod timewait;
 mod trace;
-mod twtable;
-mod tx;
 mod udp;
 pub mod wheel;
 
@@ -55,6 +49,7 @@ pub use config::{link_local_from_mac, EngineConfig, Ipv6Config, PollPolicy};
 // The layers' public modules, under the paths other crates name them by.
 pub use ip::{egress, egress6, frag, frag6, pmtu};
 pub use link::{arp, neighbor};
+pub use tcp::syncookie;
 
 use crate::ip::egress::Egress;
 use crate::sockets::{Conn, Socket, Sockets};
@@ -122,7 +117,7 @@ pub(crate) struct Protocols {
     wake: Arc<Notify>,
     pub woke: bool,
     isn: IsnGenerator,
-    cookies: syncookie::SynCookies,
+    cookies: tcp::syncookie::SynCookies,
     last_housekeeping: Instant,
     /// The slot the next housekeeping pass starts at.
     housekeeping_cursor: usize,
@@ -208,7 +203,7 @@ impl<P: Port> Engine<P> {
                 wake,
                 woke: false,
                 isn: IsnGenerator::new(),
-                cookies: syncookie::SynCookies::new(),
+                cookies: tcp::syncookie::SynCookies::new(),
                 last_housekeeping: now,
                 housekeeping_cursor: 0,
                 icmp_tokens: cfg.icmp_errors_per_sec,

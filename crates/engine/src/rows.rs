@@ -7,7 +7,7 @@
 use crate::ip::family::Family;
 use crate::sockets::{Socket, Sockets};
 use crate::tcp::State;
-use crate::twtable::TwRecord;
+use crate::tcp::twtable::TwRecord;
 use core::net::SocketAddr;
 use observe::stats_shm::{ConnRow, ConnState};
 

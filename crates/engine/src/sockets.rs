@@ -6,7 +6,7 @@ use crate::config::EPHEMERAL;
 use crate::ip::family::Family;
 use crate::tcp::Tcb;
 use crate::time::Instant;
-use crate::twtable::TwTable;
+use crate::tcp::twtable::TwTable;
 use appif::bytes;
 use appif::command::Owner;
 use appif::seg::AcceptQueue;
@@ -341,7 +341,7 @@ pub struct Sockets {
     /// 4-tuple → slot of TCP connections over IPv6 (a 20-byte key).
     pub flows6: FlowTable<Ipv6Addr>,
     /// TIME-WAIT records of IPv4 connections the engine let go of
-    /// ([`crate::timewait`]): no slot, no Conn.
+    /// ([`crate::tcp::tw_records`]): no slot, no Conn.
     pub tw: TwTable<Ipv4Addr>,
     /// TIME-WAIT records of IPv6 connections.
     pub tw6: TwTable<Ipv6Addr>,

@@ -157,7 +157,7 @@ impl Protocols {
                         (Some(e6), Some(src))
                             if wire::ipv6::HEADER_LEN + wire::udp::HEADER_LEN + len <= e6.mtu =>
                         {
-                            crate::tcp6::send_udp6(
+                            crate::tcp::tcp6::send_udp6(
                                 e6,
                                 tx,
                                 stats,

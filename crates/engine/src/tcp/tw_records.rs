@@ -1,6 +1,6 @@
 //! TIME-WAIT without the connection (issue 23): once a connection is in
 //! TIME-WAIT and its application let go of it, the engine keeps a
-//! [`TwRecord`] in its family's [`TwTable`](crate::twtable::TwTable) instead of the whole `Conn`
+//! [`TwRecord`] in its family's [`TwTable`](crate::tcp::twtable::TwTable) instead of the whole `Conn`
 //! (its Tcb, rings and socket slot are freed). The record answers
 //! segments as the Tcb did ([`TimeWait::input`](crate::tcp::TimeWait::input)), gives way to a newer
 //! SYN (RFC 6191) or to an active open that reuses the port
@@ -10,7 +10,7 @@
 
 use crate::sockets::Socket;
 use crate::tcp::TwAction;
-use crate::twtable::TwRecord;
+use crate::tcp::twtable::TwRecord;
 use crate::Protocols;
 use core::net::{IpAddr, SocketAddr};
 use nic::TxQueue;

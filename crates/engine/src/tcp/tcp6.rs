@@ -115,7 +115,7 @@ impl Protocols {
         let Some(e6) = ip6.as_mut() else {
             return 0;
         };
-        crate::tx::take_path_mtu(c, &e6.pmtu, || e6.pmtu(remote, now), stats);
+        crate::tcp::tx::take_path_mtu(c, &e6.pmtu, || e6.pmtu(remote, now), stats);
         let next_mac = e6.resolved(remote, now);
         c.tcb.set_gso_max(match next_mac {
             Some(_) if egress.gso_max > 0 => egress.gso_max.saturating_sub(IPV6_EXTRA),
@@ -123,7 +123,7 @@ impl Protocols {
         });
         let lend_to = next_mac.filter(|_| egress.gather);
         let (label, hdr) = (c.flow_label, c.ip6);
-        let n = crate::tx::poll_burst(c, now, |seg, txr| {
+        let n = crate::tcp::tx::poll_burst(c, now, |seg, txr| {
             let hlen = seg.repr.header_len();
             let plen = seg.repr.payload_len;
             let ip = Ipv6Repr {
