@@ -26,15 +26,13 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod app;
 mod capture;
-mod commands;
 mod config;
-mod events;
 mod handoff;
 mod ip;
 mod link;
 pub mod publish;
-mod rings;
 mod rows;
 mod sockets;
 pub mod stats;
