@@ -29,7 +29,6 @@
 mod app;
 mod capture;
 mod config;
-mod handoff;
 mod ip;
 mod link;
 pub mod publish;

@@ -1,4 +1,4 @@
-//! An engine's side of the handoff mesh (`steer`): whether a received
+//! An engine's side of the handoff mesh (`mesh`): whether a received
 //! packet is another engine's, handing it over (counted: `rx_foreign`,
 //! `handoff_tx`, `handoff_dropped`), copies of ARP and Neighbor Discovery
 //! frames to every other engine, and taking what the others handed over
