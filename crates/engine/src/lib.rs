@@ -27,18 +27,14 @@
 #![forbid(unsafe_code)]
 
 mod app;
-mod capture;
 mod config;
 mod ip;
 mod link;
-pub mod publish;
-mod rows;
+mod obs;
 mod sockets;
-pub mod stats;
 pub mod steer;
 pub mod tcp;
 pub mod time;
-mod trace;
 mod udp;
 pub mod wheel;
 
@@ -46,11 +42,12 @@ pub use config::{link_local_from_mac, EngineConfig, Ipv6Config, PollPolicy};
 // The layers' public modules, under the paths other crates name them by.
 pub use ip::{egress, egress6, frag, frag6, pmtu};
 pub use link::{arp, neighbor};
+pub use obs::{publish, stats};
 pub use tcp::syncookie;
 
 use crate::ip::egress::Egress;
 use crate::sockets::{Conn, Socket, Sockets};
-use crate::stats::Stats;
+use crate::obs::stats::Stats;
 use crate::tcp::IsnGenerator;
 use crate::time::Instant;
 use crate::wheel::TimerWheel;
@@ -125,7 +122,7 @@ pub(crate) struct Protocols {
     /// (found by housekeeping), not yet taken by the daemon.
     violations: Vec<u32>,
     /// Stage timestamps for `corestack trace` (off unless switched on).
-    pub(crate) trace: trace::EngineTrace,
+    pub(crate) trace: obs::trace::EngineTrace,
     /// This engine's place among several ([`Engine::join`]); None: the
     /// only engine, which owns every flow.
     pub(crate) handoff: Option<steer::Handoff>,
@@ -207,7 +204,7 @@ impl<P: Port> Engine<P> {
                 icmp_refill: now,
                 now,
                 violations: Vec::new(),
-                trace: trace::EngineTrace::new(observe::trace::Tracer::off()),
+                trace: obs::trace::EngineTrace::new(observe::trace::Tracer::off()),
                 handoff: None,
                 handoff_scratch: Vec::new(),
                 rx_link_src: MacAddr::ZERO,
@@ -236,7 +233,7 @@ impl<P: Port> Engine<P> {
             // `corestack capture`: frames in are copied as they are taken,
             // frames out as they are handed to the port.
             let rx = drain_rx(port, burst, |rx, tx| {
-                let tx = &mut capture::Captured {
+                let tx = &mut obs::capture::Captured {
                     inner: tx,
                     cap: capture,
                 };
@@ -248,7 +245,7 @@ impl<P: Port> Engine<P> {
                     Rx::More => protocols.between_bursts(tx),
                 }
             });
-            let tx = &mut capture::Captured {
+            let tx = &mut obs::capture::Captured {
                 inner: port.tx(),
                 cap: capture,
             };
@@ -290,7 +287,7 @@ impl<P: Port> Engine<P> {
     /// switches them on through its segment); an engine starts with an
     /// unshared tracer that stays off.
     pub fn set_tracer(&mut self, tracer: observe::trace::Tracer) {
-        self.protocols.trace = trace::EngineTrace::new(tracer);
+        self.protocols.trace = obs::trace::EngineTrace::new(tracer);
     }
 
     /// The tracer this engine's records go to.
@@ -305,7 +302,7 @@ impl<P: Port> Engine<P> {
         self.protocols.set_now(now);
         let tx = self.port.tx();
         if self.capture.on() {
-            let tx = &mut capture::Captured {
+            let tx = &mut obs::capture::Captured {
                 inner: tx,
                 cap: &self.capture,
             };
@@ -401,7 +398,7 @@ impl<P: Port> Engine<P> {
     pub fn for_each_socket(&self, mut f: impl FnMut(observe::stats_shm::ConnRow)) {
         let s = &self.protocols.sockets;
         for sock in s.slots.iter().flatten() {
-            f(rows::socket_row(sock));
+            f(obs::rows::socket_row(sock));
         }
         (0..s.time_wait_positions()).for_each(|i| s.time_wait_row(i).map_or((), &mut f));
     }
@@ -426,7 +423,7 @@ impl<P: Port> Engine<P> {
             let i = (start + k) % len;
             if let Some(sock) = slots.get(i) {
                 if let Some(sock) = sock {
-                    f(rows::socket_row(sock));
+                    f(obs::rows::socket_row(sock));
                 }
             } else if let Some(row) = s.time_wait_row(i - slots.len()) {
                 f(row);

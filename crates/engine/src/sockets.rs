@@ -55,7 +55,7 @@ pub struct Conn {
     /// IPV6_UNICAST_HOPS; inherited from its listener).
     pub ip6: Ip6Header,
     /// The part of the TCB's counters already added to the engine's
-    /// ([`crate::stats::Stats::fold_tcb`]): the engine's totals stay
+    /// ([`crate::obs::stats::Stats::fold_tcb`]): the engine's totals stay
     /// current without a pass over every connection.
     pub counted: crate::tcp::TcbStats,
     /// The status block it had before a forked child took it over

@@ -3,7 +3,7 @@
 
 use crate::link::arp::{ArpAction, ArpCache};
 use crate::ip::pmtu::{PmtuTable, PMTU_ENTRIES};
-use crate::stats::Stats;
+use crate::obs::stats::Stats;
 use crate::time::Instant;
 use core::net::Ipv4Addr;
 use nic::TxQueue;

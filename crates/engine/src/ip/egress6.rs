@@ -11,7 +11,7 @@ use crate::ip::egress::{send_waiting, transmit_tcp_gather};
 use crate::ip::egress::{Gso, MIN_FRAME};
 use crate::link::neighbor::{NdAction, NeighborCache, RETRANS_TIMER};
 use crate::ip::pmtu::{PmtuTable, PMTU_ENTRIES};
-use crate::stats::Stats;
+use crate::obs::stats::Stats;
 use crate::time::Instant;
 use core::net::Ipv6Addr;
 use nic::TxQueue;

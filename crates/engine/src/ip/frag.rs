@@ -25,7 +25,7 @@
 //! Threading: owned by one engine core, like every other engine table.
 
 use crate::ip::reasm::{Contexts, FragCounters};
-use crate::stats::Stats;
+use crate::obs::stats::Stats;
 use crate::time::Instant;
 use core::net::Ipv4Addr;
 use core::time::Duration;

@@ -33,7 +33,7 @@
 
 use crate::ip::frag::FRAG_CONTEXTS;
 use crate::ip::reasm::{Contexts, FragCounters};
-use crate::stats::Stats;
+use crate::obs::stats::Stats;
 use crate::time::Instant;
 use core::net::Ipv6Addr;
 use core::time::Duration;

@@ -10,7 +10,7 @@ use crate::ip::egress::Egress;
 use crate::sockets::{Conn, FamilyTables};
 use crate::steer;
 use crate::tcp;
-use crate::trace::{RingStamps, StampedRing};
+use crate::obs::trace::{RingStamps, StampedRing};
 use crate::Protocols;
 use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 use nic::TxQueue;

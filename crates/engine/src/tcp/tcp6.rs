@@ -203,7 +203,7 @@ impl Protocols {
 pub(crate) fn send_udp6<T: TxQueue>(
     e6: &mut crate::ip::egress6::Egress6,
     tx: &mut T,
-    stats: &mut crate::stats::Stats,
+    stats: &mut crate::obs::stats::Stats,
     now: crate::time::Instant,
     src: Ipv6Addr,
     src_port: u16,

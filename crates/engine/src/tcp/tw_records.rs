@@ -18,7 +18,7 @@ use wire::tcp::TcpRepr;
 
 impl<P: nic::Port> crate::Engine<P> {
     /// Connections in TIME-WAIT held as compact records now (both
-    /// families; see `tcp_time_wait_entered` in [`crate::stats::Stats`]).
+    /// families; see `tcp_time_wait_entered` in [`crate::obs::stats::Stats`]).
     pub fn time_wait_records(&self) -> usize {
         self.protocols.time_wait_records()
     }

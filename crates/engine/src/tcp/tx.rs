@@ -7,7 +7,7 @@
 
 use crate::ip::egress::{self, Egress, Gso};
 use crate::sockets::{Conn, Socket};
-use crate::stats::Stats;
+use crate::obs::stats::Stats;
 use crate::tcp::{self, State};
 use crate::Protocols;
 use nic::TxQueue;
