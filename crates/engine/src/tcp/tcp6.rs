@@ -1,5 +1,5 @@
-//! TCP and UDP over IPv6 (issue 25): segments and datagrams that
-//! `rx6::deliver_ipv6` found under a whole packet for us, checked with the
+//! TCP over IPv6 (issue 25): segments that `rx6::deliver_ipv6` found
+//! under a whole packet for us (its datagrams go to `udp`), checked with the
 //! IPv6 pseudo-header (RFC 8200 §8.1, RFC 2460 §8.1), and what we send
 //! back through `egress6` with the connection's flow label (RFC 6437) and
 //! ECN in the Traffic Class (RFC 3168 §5, RFC 8200 §7). The TCP state
@@ -12,14 +12,12 @@
 //! other segments are copied into their frame and checksummed here.
 
 use crate::ip::egress::Gso;
-use crate::ip::rx6::{Icmpv6Error, Rx6};
 use crate::sockets::Socket;
 use crate::Protocols;
-use core::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
+use core::net::{Ipv6Addr, SocketAddr};
 use nic::TxQueue;
-use wire::ipv6::{Ipv6Packet, Ipv6Repr, NEXT_TCP, NEXT_UDP};
+use wire::ipv6::{Ipv6Packet, Ipv6Repr, NEXT_TCP};
 use wire::tcp::TcpRepr;
-use wire::udp::UdpRepr;
 
 /// Bytes an IPv6 header has beyond an IPv4 one without options: taken off
 /// the port's largest GSO payload so that a frame stays within it.
@@ -176,60 +174,4 @@ impl Protocols {
         self.after_output(slot, tx);
         n
     }
-
-    /// A UDP datagram `datagram` (the upper-layer bytes) of the IPv6
-    /// packet `ip`: to the socket bound to its port (as a record with the
-    /// IPv6 source), or counted and answered with port unreachable (RFC
-    /// 4443 §3.1 code 4, under `send_icmpv6_error`'s rules).
-    pub(crate) fn handle_udp6<T: TxQueue>(
-        &mut self,
-        rx: &Rx6<'_>,
-        ip: &Ipv6Packet<'_>,
-        datagram: &[u8],
-        tx: &mut T,
-    ) {
-        if self.udp_rx(ip.src(), ip.dst(), datagram) {
-            let err = Icmpv6Error::DstUnreachable(wire::icmpv6::DST_UNREACH_PORT);
-            self.send_icmpv6_error(rx, ip, err, tx);
-        }
-    }
-}
-
-/// Sends one UDP datagram from `src` (port `src_port`) to `dst` with the
-/// socket's Traffic Class and Hop Limit `hdr`, its `len`-byte payload
-/// copied by `copy`, the checksum filled (mandatory over IPv6, RFC 8200
-/// §8.1). Returns false when it was dropped (counted).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn send_udp6<T: TxQueue>(
-    e6: &mut crate::ip::egress6::Egress6,
-    tx: &mut T,
-    stats: &mut crate::obs::stats::Stats,
-    now: crate::time::Instant,
-    src: Ipv6Addr,
-    src_port: u16,
-    dst: SocketAddrV6,
-    hdr: crate::sockets::Ip6Header,
-    len: usize,
-    copy: impl FnOnce(&mut [u8]),
-) -> bool {
-    let (daddr, dport) = (*dst.ip(), dst.port());
-    let ip = Ipv6Repr {
-        src,
-        dst: daddr,
-        next_header: NEXT_UDP,
-        hop_limit: hdr.hop_limit(),
-        traffic_class: hdr.traffic_class(0),
-        flow_label: 0,
-        payload_len: wire::udp::HEADER_LEN + len,
-    };
-    e6.send_repr(tx, stats, now, &ip, |buf| {
-        UdpRepr {
-            src_port,
-            dst_port: dport,
-            payload_len: len,
-        }
-        .emit_header(buf);
-        copy(&mut buf[wire::udp::HEADER_LEN..]);
-        wire::udp::fill_checksum(buf, src, daddr);
-    })
 }
