@@ -4,9 +4,9 @@
 
 use crate::config::EPHEMERAL;
 use crate::ip::family::Family;
+use crate::tcp::twtable::TwTable;
 use crate::tcp::Tcb;
 use crate::time::Instant;
-use crate::tcp::twtable::TwTable;
 use appif::bytes;
 use appif::command::Owner;
 use appif::seg::AcceptQueue;

@@ -178,20 +178,9 @@ impl Protocols {
                         (Some(e6), Some(src))
                             if wire::ipv6::HEADER_LEN + wire::udp::HEADER_LEN + len <= e6.mtu =>
                         {
-                            send_udp6(
-                                e6,
-                                tx,
-                                stats,
-                                now,
-                                src,
-                                src_port,
-                                to,
-                                hdr,
-                                len,
-                                |b| {
-                                    txr.peek_at(UdpHeader::LEN, b);
-                                },
-                            )
+                            send_udp6(e6, tx, stats, now, src, src_port, to, hdr, len, |b| {
+                                txr.peek_at(UdpHeader::LEN, b);
+                            })
                         }
                         _ => {
                             stats.drop_udp_tx_malformed += 1;

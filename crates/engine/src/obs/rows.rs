@@ -6,8 +6,8 @@
 
 use crate::ip::family::Family;
 use crate::sockets::{Socket, Sockets};
-use crate::tcp::State;
 use crate::tcp::twtable::TwRecord;
+use crate::tcp::State;
 use core::net::SocketAddr;
 use observe::stats_shm::{ConnRow, ConnState};
 

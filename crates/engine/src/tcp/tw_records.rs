@@ -9,8 +9,8 @@
 //! `time_wait`.
 
 use crate::sockets::Socket;
-use crate::tcp::TwAction;
 use crate::tcp::twtable::TwRecord;
+use crate::tcp::TwAction;
 use crate::Protocols;
 use core::net::{IpAddr, SocketAddr};
 use nic::TxQueue;

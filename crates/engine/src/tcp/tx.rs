@@ -6,8 +6,8 @@
 //! flushed once per iteration by the loop.
 
 use crate::ip::egress::{self, Egress, Gso};
-use crate::sockets::{Conn, Socket};
 use crate::obs::stats::Stats;
+use crate::sockets::{Conn, Socket};
 use crate::tcp::{self, State};
 use crate::Protocols;
 use nic::TxQueue;
