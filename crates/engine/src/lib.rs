@@ -9,20 +9,23 @@
 //! Threading: an engine is owned by one thread. Applications reach it only
 //! through the command ring and the per-socket byte rings of `appif`.
 //!
-//! Files, in the order a frame meets them:
-//! - receive: `rx` (Ethernet, ARP, IPv4 and reassembly in `frag`, the TCP
-//!   demux; IPv6 in `rx6` with reassembly in `frag6`, ICMPv6 in `icmpv6`,
-//!   Neighbor Discovery in `nd`) → `icmp` | `udp` | `tcp` (the state machine, sans I/O) |
-//!   `listen` (passive open, `syncookie`) → `rings` (the application's
-//!   byte rings as TCP sees them) → `events` (what TCP reports
-//!   reaches the application's status block and accept queue);
-//! - send: `commands` (what applications ask) → `tx` (TCP output to
-//!   frames, its payload from `rings`) → `egress` (IPv4 and Ethernet headers, next hop, `arp`;
-//!   IPv6 in `egress6` with the `neighbor` cache and `pmtu` table) → the
-//!   port;
-//! - around them: `sockets` (the socket and flow tables), `wheel` (timers),
-//!   `stats` (counters), `config`, `time`; `trace` and `capture` (what
-//!   `corestack trace` and `corestack capture` switch on).
+//! Layers, a folder each (its `mod.rs` says what it owns), in the order a
+//! frame meets them:
+//! - receive: `ip::rx` (Ethernet, ARP into `link`, IPv4 with reassembly
+//!   in `ip::frag`; IPv6 in `ip::rx6` with `ip::frag6`, ICMPv6 in
+//!   `ip::icmpv6`, Neighbor Discovery in `link::nd`) → `ip::icmp` | `udp` |
+//!   `tcp::demux` → the Tcb (`tcp`: the state machine, sans I/O) or
+//!   `tcp::listen` (passive open, `tcp::syncookie`) → `app::rings` (the
+//!   application's byte rings as TCP sees them) → `app::events` (what TCP
+//!   reports reaches the application's status block and accept queue);
+//! - send: `app::commands` (what applications ask) → `tcp::tx` (TCP output
+//!   to frames, its payload from `app::rings`; IPv6 in `tcp::tcp6`) →
+//!   `ip::egress` (IPv4 and Ethernet headers, next hop from `link::arp`;
+//!   IPv6 in `ip::egress6` with `link::neighbor` and `ip::pmtu`) → the port;
+//! - around them: `sockets` (the socket and flow tables, where every layer
+//!   finds its socket), `steer` (flows among several engines), `obs`
+//!   (counters, what `corestack stat`, `ss`, `trace` and `capture` read),
+//!   `wheel` (timers), `config`, `time`.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -46,8 +49,8 @@ pub use obs::{publish, stats};
 pub use tcp::syncookie;
 
 use crate::ip::egress::Egress;
-use crate::sockets::{Conn, Socket, Sockets};
 use crate::obs::stats::Stats;
+use crate::sockets::{Conn, Socket, Sockets};
 use crate::tcp::IsnGenerator;
 use crate::time::Instant;
 use crate::wheel::TimerWheel;
@@ -129,7 +132,7 @@ pub(crate) struct Protocols {
     /// One handoff record at a time, while it is handled.
     handoff_scratch: Vec<u8>,
     /// The link-layer source of the IPv4 TCP segment being handled when
-    /// it came from on-link, else ZERO (for `rx::glean_syn`).
+    /// it came from on-link, else ZERO (for `tcp::demux`'s `glean_syn`).
     rx_link_src: MacAddr,
 }
 

@@ -41,10 +41,11 @@
 //! (replies for segments to no connection, §3.10.7.1).
 //!
 //! Around the Tcb, the engine's side of TCP, which does handle frames:
-//! `tx` (each dirty connection's output becomes frames for the IP layer),
-//! `tcp6` (TCP over IPv6), `listen` (passive open, with SYN cookies from
-//! `syncookie`), `twtable` and `tw_records` (TIME-WAIT kept as a record
-//! without its connection).
+//! `demux` (a received segment to its connection, listener or TIME-WAIT
+//! record, else a RST), `tx` (each dirty connection's output becomes
+//! frames for the IP layer), `tcp6` (TCP over IPv6), `listen` (passive
+//! open, with SYN cookies from `syncookie`), `twtable` and `tw_records`
+//! (TIME-WAIT kept as a record without its connection).
 //!
 //! ECN: the engine reports the IP ECN field of each arriving segment with
 //! [`Tcb::input_ecn`] before [`Tcb::input`], and sends a segment with
@@ -76,6 +77,7 @@ mod timer;
 mod timewait;
 mod window;
 
+pub(crate) mod demux;
 pub(crate) mod listen;
 pub mod syncookie;
 pub(crate) mod tcp6;

@@ -4,7 +4,7 @@
 //! back through `egress6` with the connection's flow label (RFC 6437) and
 //! ECN in the Traffic Class (RFC 3168 §5, RFC 8200 §7). The TCP state
 //! machine, the flow tables and the listeners are the family-generic ones
-//! of IPv4 (`rx::tcp_segment`, `sockets`, `listen`). IPv6 has no DF and no
+//! of IPv4 (`demux::tcp_segment`, `sockets`, `listen`). IPv6 has no DF and no
 //! identification: nothing to set (RFC 8200 §5: we never fragment, the
 //! MSS keeps segments within the path MTU). Toward a resolved neighbor,
 //! TCP output uses the port's segmentation offload and lends payloads from
