@@ -93,7 +93,8 @@ pub struct Engine<P: Port> {
 }
 
 /// Everything except the port, so that the port's rx burst can lend its
-/// tx side to the protocols while it reads.
+/// tx side to the protocols while it reads. Its methods are the layers':
+/// each file with an `impl Protocols` names in its doc the fields it touches.
 pub(crate) struct Protocols {
     pub cfg: EngineConfig,
     pub egress: Egress,

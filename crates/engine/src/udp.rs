@@ -2,6 +2,9 @@
 //! RX ring as records (a header, then the payload); datagrams out, from
 //! the TX ring (over IPv6 with the checksum it makes mandatory, RFC 8200
 //! §8.1).
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `egress`, `ip6`, `sockets`, `woke`.
 
 use crate::ip::icmp::ICMP_QUOTE_MAX;
 use crate::ip::rx::parsed_or_counted;

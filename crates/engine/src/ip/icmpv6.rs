@@ -3,6 +3,9 @@
 //! Problem, Destination Unreachable), rate limited with ICMP's budget
 //! (`icmp_errors_per_sec`) and never where RFC 4443 §2.4 (e) forbids.
 //! Neighbor Discovery messages go on to `nd`.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `egress`, `sockets`, `ip6`.
 
 use crate::ip::rx6::{Icmpv6Error, Rx6};
 use crate::Protocols;

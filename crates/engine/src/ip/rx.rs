@@ -2,6 +2,9 @@
 //! ICMP (`icmp`) | UDP (`udp`) | TCP (`tcp::demux`); IPv6 goes on to
 //! `rx6`. Every frame either reaches a socket or is counted under the
 //! reason it was dropped.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `egress`, `frag`, `ip6`, `trace`, `rx_link_src`.
 
 use crate::steer;
 use crate::Protocols;

@@ -4,6 +4,9 @@
 //! (`tcp6`, over the family-generic sockets of IPv4). Every packet
 //! either reaches a handler or is counted under the reason it was
 //! dropped.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `ip6`, `frag6`.
 
 use crate::Protocols;
 use nic::TxQueue;

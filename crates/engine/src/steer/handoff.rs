@@ -3,6 +3,9 @@
 //! `handoff_tx`, `handoff_dropped`), copies of ARP and Neighbor Discovery
 //! frames to every other engine, and taking what the others handed over
 //! (`handoff_rx`), at most [`HANDOFF_BURST`] records from each a call.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `handoff`, `handoff_scratch`.
 
 use crate::steer::{Kind, HANDOFF_BURST};
 use crate::Protocols;

@@ -6,6 +6,10 @@
 //! `listen`, a segment of a TIME-WAIT record to `tw_records`; anything
 //! else is answered with a RST (RFC 9293 §3.10.7.1). Reached from
 //! `ip::rx` (IPv4) and `tcp6` (IPv6).
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `egress`, `sockets`, `isn`, `trace`, `handoff`,
+//! `rx_link_src`.
 
 use crate::ip::egress::Egress;
 use crate::ip::rx::parsed_or_counted;

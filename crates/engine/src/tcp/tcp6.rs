@@ -10,6 +10,9 @@
 //! TCP output uses the port's segmentation offload and lends payloads from
 //! the TX ring as over IPv4 (`egress6::send_tcp_gso`, `send_tcp_gather`);
 //! other segments are copied into their frame and checksummed here.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `sockets`, `egress`, `ip6`.
 
 use crate::ip::egress::Gso;
 use crate::sockets::Socket;

@@ -7,6 +7,9 @@
 //! (`tcp_tw_reuse`), is listed by `corestack ss`, and expires from a FIFO
 //! in deadline order: O(expired) a tick, as every record lives the same
 //! `time_wait`.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `sockets`.
 
 use crate::sockets::Socket;
 use crate::tcp::twtable::TwRecord;

@@ -4,6 +4,9 @@
 //! from the application's TX ring (through [`SendBuffer`](crate::tcp::SendBuffer), see `rings`) or, on a port
 //! that sends from where bytes lie, lent from it. The port's TX queue is
 //! flushed once per iteration by the loop.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `sockets`, `egress`, `dirty`, `dirty_scratch`, `trace`.
 
 use crate::ip::egress::{self, Egress, Gso};
 use crate::obs::stats::Stats;
