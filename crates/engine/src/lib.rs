@@ -9,65 +9,48 @@
 //! Threading: an engine is owned by one thread. Applications reach it only
 //! through the command ring and the per-socket byte rings of `appif`.
 //!
-//! Files, in the order a frame meets them:
-//! - receive: `rx` (Ethernet, ARP, IPv4 and reassembly in `frag`, the TCP
-//!   demux; IPv6 in `rx6` with reassembly in `frag6`, ICMPv6 in `icmpv6`,
-//!   Neighbor Discovery in `nd`) → `icmp` | `udp` | `tcp` (the state machine, sans I/O) |
-//!   `listen` (passive open, `syncookie`) → `rings` (the application's
-//!   byte rings as TCP sees them) → `events` (what TCP reports
-//!   reaches the application's status block and accept queue);
-//! - send: `commands` (what applications ask) → `tx` (TCP output to
-//!   frames, its payload from `rings`) → `egress` (IPv4 and Ethernet headers, next hop, `arp`;
-//!   IPv6 in `egress6` with the `neighbor` cache and `pmtu` table) → the
-//!   port;
-//! - around them: `sockets` (the socket and flow tables), `wheel` (timers),
-//!   `stats` (counters), `config`, `time`; `trace` and `capture` (what
-//!   `corestack trace` and `corestack capture` switch on).
+//! Layers, a folder each (its `mod.rs` says what it owns), in the order a
+//! frame meets them:
+//! - receive: `ip::rx` (Ethernet, ARP into `link`, IPv4 with reassembly
+//!   in `ip::frag`; IPv6 in `ip::rx6` with `ip::frag6`, ICMPv6 in
+//!   `ip::icmpv6`, Neighbor Discovery in `link::nd`) → `ip::icmp` | `udp` |
+//!   `tcp::demux` → the Tcb (`tcp`: the state machine, sans I/O) or
+//!   `tcp::listen` (passive open, `tcp::syncookie`) → `app::rings` (the
+//!   application's byte rings as TCP sees them) → `app::events` (what TCP
+//!   reports reaches the application's status block and accept queue);
+//! - send: `app::commands` (what applications ask) → `tcp::tx` (TCP output
+//!   to frames, its payload from `app::rings`; IPv6 in `tcp::tcp6`) →
+//!   `ip::egress` (IPv4 and Ethernet headers, next hop from `link::arp`;
+//!   IPv6 in `ip::egress6` with `link::neighbor` and `ip::pmtu`) → the port;
+//! - around them: `sockets` (the socket and flow tables, where every layer
+//!   finds its socket), `steer` (flows among several engines), `obs`
+//!   (counters, what `corestack stat`, `ss`, `trace` and `capture` read),
+//!   `wheel` (timers), `config`, `time`.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod arp;
-mod capture;
-mod commands;
+mod app;
 mod config;
-pub mod egress;
-pub mod egress6;
-mod events;
-mod family;
-pub mod frag;
-pub mod frag6;
-mod handoff;
-mod icmp;
-mod icmpv6;
-mod listen;
-mod nd;
-pub mod neighbor;
-pub mod pmtu;
-pub mod publish;
-mod reasm;
-mod rings;
-mod rows;
-mod rx;
-mod rx6;
+mod ip;
+mod link;
+mod obs;
 mod sockets;
-pub mod stats;
 pub mod steer;
-pub mod syncookie;
 pub mod tcp;
-mod tcp6;
 pub mod time;
-mod timewait;
-mod trace;
-mod twtable;
-mod tx;
 mod udp;
 pub mod wheel;
 
 pub use config::{link_local_from_mac, EngineConfig, Ipv6Config, PollPolicy};
+// The layers' public modules, under the paths other crates name them by.
+pub use ip::{egress, egress6, frag, frag6, pmtu};
+pub use link::{arp, neighbor};
+pub use obs::{publish, stats};
+pub use tcp::syncookie;
 
-use crate::egress::Egress;
+use crate::ip::egress::Egress;
+use crate::obs::stats::Stats;
 use crate::sockets::{Conn, Socket, Sockets};
-use crate::stats::Stats;
 use crate::tcp::IsnGenerator;
 use crate::time::Instant;
 use crate::wheel::TimerWheel;
@@ -110,18 +93,19 @@ pub struct Engine<P: Port> {
 }
 
 /// Everything except the port, so that the port's rx burst can lend its
-/// tx side to the protocols while it reads.
+/// tx side to the protocols while it reads. Its methods are the layers':
+/// each file with an `impl Protocols` names in its doc the fields it touches.
 pub(crate) struct Protocols {
     pub cfg: EngineConfig,
     pub egress: Egress,
     pub stats: Stats,
     pub sockets: Sockets,
     /// IPv4 reassembly contexts, allocated at start.
-    pub frag: frag::Reassembler,
+    pub frag: ip::frag::Reassembler,
     /// IPv6: addresses, neighbors, path MTUs; None while IPv6 is off.
-    pub ip6: Option<egress6::Egress6>,
+    pub ip6: Option<ip::egress6::Egress6>,
     /// IPv6 reassembly contexts, allocated at start when IPv6 is on.
-    pub frag6: frag6::Reassembler6,
+    pub frag6: ip::frag6::Reassembler6,
     timers: TimerWheel,
     expired: Vec<(Instant, u32)>,
     dirty: Vec<u32>,
@@ -131,7 +115,7 @@ pub(crate) struct Protocols {
     wake: Arc<Notify>,
     pub woke: bool,
     isn: IsnGenerator,
-    cookies: syncookie::SynCookies,
+    cookies: tcp::syncookie::SynCookies,
     last_housekeeping: Instant,
     /// The slot the next housekeeping pass starts at.
     housekeeping_cursor: usize,
@@ -142,14 +126,14 @@ pub(crate) struct Protocols {
     /// (found by housekeeping), not yet taken by the daemon.
     violations: Vec<u32>,
     /// Stage timestamps for `corestack trace` (off unless switched on).
-    pub(crate) trace: trace::EngineTrace,
+    pub(crate) trace: obs::trace::EngineTrace,
     /// This engine's place among several ([`Engine::join`]); None: the
     /// only engine, which owns every flow.
     pub(crate) handoff: Option<steer::Handoff>,
     /// One handoff record at a time, while it is handled.
     handoff_scratch: Vec<u8>,
     /// The link-layer source of the IPv4 TCP segment being handled when
-    /// it came from on-link, else ZERO (for `rx::glean_syn`).
+    /// it came from on-link, else ZERO (for `tcp::demux`'s `glean_syn`).
     rx_link_src: MacAddr,
 }
 
@@ -171,16 +155,16 @@ impl<P: Port> Engine<P> {
             cfg.prefix_len,
             cfg.gateway,
             mtu,
-            arp::ArpCache::new(cfg.arp_entries, cfg.arp_waiting),
+            link::arp::ArpCache::new(cfg.arp_entries, cfg.arp_waiting),
         );
         let ip6 = cfg
             .ipv6
             .as_ref()
-            .map(|c| egress6::Egress6::new(MacAddr(port.mac()), c, mtu));
+            .map(|c| ip::egress6::Egress6::new(MacAddr(port.mac()), c, mtu));
         let frag6 = if ip6.is_some() {
-            frag6::Reassembler6::new(frag6::FRAG6_CONTEXTS)
+            ip::frag6::Reassembler6::new(ip::frag6::FRAG6_CONTEXTS)
         } else {
-            frag6::Reassembler6::default()
+            ip::frag6::Reassembler6::default()
         };
         let caps = port.capabilities();
         if caps.rx_checksum {
@@ -204,7 +188,7 @@ impl<P: Port> Engine<P> {
                 egress,
                 stats: Stats::default(),
                 sockets,
-                frag: frag::Reassembler::new(frag::FRAG_CONTEXTS),
+                frag: ip::frag::Reassembler::new(ip::frag::FRAG_CONTEXTS),
                 ip6,
                 frag6,
                 timers: TimerWheel::new(now, 64),
@@ -217,14 +201,14 @@ impl<P: Port> Engine<P> {
                 wake,
                 woke: false,
                 isn: IsnGenerator::new(),
-                cookies: syncookie::SynCookies::new(),
+                cookies: tcp::syncookie::SynCookies::new(),
                 last_housekeeping: now,
                 housekeeping_cursor: 0,
                 icmp_tokens: cfg.icmp_errors_per_sec,
                 icmp_refill: now,
                 now,
                 violations: Vec::new(),
-                trace: trace::EngineTrace::new(observe::trace::Tracer::off()),
+                trace: obs::trace::EngineTrace::new(observe::trace::Tracer::off()),
                 handoff: None,
                 handoff_scratch: Vec::new(),
                 rx_link_src: MacAddr::ZERO,
@@ -253,7 +237,7 @@ impl<P: Port> Engine<P> {
             // `corestack capture`: frames in are copied as they are taken,
             // frames out as they are handed to the port.
             let rx = drain_rx(port, burst, |rx, tx| {
-                let tx = &mut capture::Captured {
+                let tx = &mut obs::capture::Captured {
                     inner: tx,
                     cap: capture,
                 };
@@ -265,7 +249,7 @@ impl<P: Port> Engine<P> {
                     Rx::More => protocols.between_bursts(tx),
                 }
             });
-            let tx = &mut capture::Captured {
+            let tx = &mut obs::capture::Captured {
                 inner: port.tx(),
                 cap: capture,
             };
@@ -307,7 +291,7 @@ impl<P: Port> Engine<P> {
     /// switches them on through its segment); an engine starts with an
     /// unshared tracer that stays off.
     pub fn set_tracer(&mut self, tracer: observe::trace::Tracer) {
-        self.protocols.trace = trace::EngineTrace::new(tracer);
+        self.protocols.trace = obs::trace::EngineTrace::new(tracer);
     }
 
     /// The tracer this engine's records go to.
@@ -322,7 +306,7 @@ impl<P: Port> Engine<P> {
         self.protocols.set_now(now);
         let tx = self.port.tx();
         if self.capture.on() {
-            let tx = &mut capture::Captured {
+            let tx = &mut obs::capture::Captured {
                 inner: tx,
                 cap: &self.capture,
             };
@@ -396,7 +380,7 @@ impl<P: Port> Engine<P> {
 
     /// The IPv6 interface (addresses and their DAD state, neighbor cache,
     /// path MTUs); None while IPv6 is off.
-    pub fn ipv6(&self) -> Option<&egress6::Egress6> {
+    pub fn ipv6(&self) -> Option<&ip::egress6::Egress6> {
         self.protocols.ip6.as_ref()
     }
 
@@ -418,7 +402,7 @@ impl<P: Port> Engine<P> {
     pub fn for_each_socket(&self, mut f: impl FnMut(observe::stats_shm::ConnRow)) {
         let s = &self.protocols.sockets;
         for sock in s.slots.iter().flatten() {
-            f(rows::socket_row(sock));
+            f(obs::rows::socket_row(sock));
         }
         (0..s.time_wait_positions()).for_each(|i| s.time_wait_row(i).map_or((), &mut f));
     }
@@ -443,7 +427,7 @@ impl<P: Port> Engine<P> {
             let i = (start + k) % len;
             if let Some(sock) = slots.get(i) {
                 if let Some(sock) = sock {
-                    f(rows::socket_row(sock));
+                    f(obs::rows::socket_row(sock));
                 }
             } else if let Some(row) = s.time_wait_row(i - slots.len()) {
                 f(row);

@@ -3,10 +3,10 @@
 //! them.
 
 use crate::config::EPHEMERAL;
-use crate::family::Family;
+use crate::ip::family::Family;
+use crate::tcp::twtable::TwTable;
 use crate::tcp::Tcb;
 use crate::time::Instant;
-use crate::twtable::TwTable;
 use appif::bytes;
 use appif::command::Owner;
 use appif::seg::AcceptQueue;
@@ -48,14 +48,14 @@ pub struct Conn {
     /// The IPv6 flow label of its packets (RFC 6437: a keyed hash of the
     /// 4-tuple, 20 bits); 0 for IPv4.
     pub flow_label: u32,
-    /// The generation of its family's path MTU table ([`crate::pmtu::PmtuTable::generation`])
+    /// The generation of its family's path MTU table ([`crate::ip::pmtu::PmtuTable::generation`])
     /// that its MSS last took into account.
     pub pmtu_gen: u32,
     /// Its IPv6 Traffic Class and Hop Limit (IPV6_TCLASS,
     /// IPV6_UNICAST_HOPS; inherited from its listener).
     pub ip6: Ip6Header,
     /// The part of the TCB's counters already added to the engine's
-    /// ([`crate::stats::Stats::fold_tcb`]): the engine's totals stay
+    /// ([`crate::obs::stats::Stats::fold_tcb`]): the engine's totals stay
     /// current without a pass over every connection.
     pub counted: crate::tcp::TcbStats,
     /// The status block it had before a forked child took it over
@@ -156,7 +156,7 @@ pub struct UdpSock {
 pub struct Ip6Header {
     /// Traffic Class; its two ECN bits are the engine's (RFC 3168 §5).
     pub tclass: u8,
-    /// Hop Limit; 0: the default ([`crate::egress6::HOP_LIMIT`]).
+    /// Hop Limit; 0: the default ([`crate::ip::egress6::HOP_LIMIT`]).
     pub hop_limit: u8,
 }
 
@@ -169,7 +169,7 @@ impl Ip6Header {
     /// The Hop Limit of a unicast packet.
     pub fn hop_limit(self) -> u8 {
         if self.hop_limit == 0 {
-            crate::egress6::HOP_LIMIT
+            crate::ip::egress6::HOP_LIMIT
         } else {
             self.hop_limit
         }
@@ -341,7 +341,7 @@ pub struct Sockets {
     /// 4-tuple → slot of TCP connections over IPv6 (a 20-byte key).
     pub flows6: FlowTable<Ipv6Addr>,
     /// TIME-WAIT records of IPv4 connections the engine let go of
-    /// ([`crate::timewait`]): no slot, no Conn.
+    /// ([`crate::tcp::tw_records`]): no slot, no Conn.
     pub tw: TwTable<Ipv4Addr>,
     /// TIME-WAIT records of IPv6 connections.
     pub tw6: TwTable<Ipv6Addr>,

@@ -1,14 +1,21 @@
-//! UDP (RFC 768): datagrams in, to the bound socket's RX ring as records
-//! (a header, then the payload); datagrams out, from the TX ring.
+//! UDP (RFC 768), over IPv4 and IPv6: datagrams in, to the bound socket's
+//! RX ring as records (a header, then the payload); datagrams out, from
+//! the TX ring (over IPv6 with the checksum it makes mandatory, RFC 8200
+//! §8.1).
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `egress`, `ip6`, `sockets`, `woke`.
 
-use crate::icmp::ICMP_QUOTE_MAX;
-use crate::rx::parsed_or_counted;
+use crate::ip::icmp::ICMP_QUOTE_MAX;
+use crate::ip::rx::parsed_or_counted;
+use crate::ip::rx6::{Icmpv6Error, Rx6};
 use crate::sockets::{FamilyTables, Ports, Socket};
 use crate::Protocols;
 use appif::socket::UdpHeader;
-use core::net::{IpAddr, SocketAddr};
+use core::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use nic::TxQueue;
 use wire::ipv4::Ipv4Packet;
+use wire::ipv6::{Ipv6Packet, Ipv6Repr, NEXT_UDP};
 use wire::udp::UdpRepr;
 
 impl Protocols {
@@ -24,6 +31,23 @@ impl Protocols {
                 let quote_len = (quoted.len() + ip.payload().len()).min(ICMP_QUOTE_MAX);
                 self.send_unreachable(src, ip, quote_len, tx);
             }
+        }
+    }
+
+    /// A UDP datagram `datagram` (the upper-layer bytes) of the IPv6
+    /// packet `ip`: to the socket bound to its port (as a record with the
+    /// IPv6 source), or counted and answered with port unreachable (RFC
+    /// 4443 §3.1 code 4, under `send_icmpv6_error`'s rules).
+    pub(crate) fn handle_udp6<T: TxQueue>(
+        &mut self,
+        rx: &Rx6<'_>,
+        ip: &Ipv6Packet<'_>,
+        datagram: &[u8],
+        tx: &mut T,
+    ) {
+        if self.udp_rx(ip.src(), ip.dst(), datagram) {
+            let err = Icmpv6Error::DstUnreachable(wire::icmpv6::DST_UNREACH_PORT);
+            self.send_icmpv6_error(rx, ip, err, tx);
         }
     }
 
@@ -157,20 +181,9 @@ impl Protocols {
                         (Some(e6), Some(src))
                             if wire::ipv6::HEADER_LEN + wire::udp::HEADER_LEN + len <= e6.mtu =>
                         {
-                            crate::tcp6::send_udp6(
-                                e6,
-                                tx,
-                                stats,
-                                now,
-                                src,
-                                src_port,
-                                to,
-                                hdr,
-                                len,
-                                |b| {
-                                    txr.peek_at(UdpHeader::LEN, b);
-                                },
-                            )
+                            send_udp6(e6, tx, stats, now, src, src_port, to, hdr, len, |b| {
+                                txr.peek_at(UdpHeader::LEN, b);
+                            })
                         }
                         _ => {
                             stats.drop_udp_tx_malformed += 1;
@@ -190,4 +203,43 @@ impl Protocols {
         }
         u.shared.wake();
     }
+}
+
+/// Sends one UDP datagram from `src` (port `src_port`) to `dst` with the
+/// socket's Traffic Class and Hop Limit `hdr`, its `len`-byte payload
+/// copied by `copy`, the checksum filled (mandatory over IPv6, RFC 8200
+/// §8.1). Returns false when it was dropped (counted).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn send_udp6<T: TxQueue>(
+    e6: &mut crate::ip::egress6::Egress6,
+    tx: &mut T,
+    stats: &mut crate::obs::stats::Stats,
+    now: crate::time::Instant,
+    src: Ipv6Addr,
+    src_port: u16,
+    dst: SocketAddrV6,
+    hdr: crate::sockets::Ip6Header,
+    len: usize,
+    copy: impl FnOnce(&mut [u8]),
+) -> bool {
+    let (daddr, dport) = (*dst.ip(), dst.port());
+    let ip = Ipv6Repr {
+        src,
+        dst: daddr,
+        next_header: NEXT_UDP,
+        hop_limit: hdr.hop_limit(),
+        traffic_class: hdr.traffic_class(0),
+        flow_label: 0,
+        payload_len: wire::udp::HEADER_LEN + len,
+    };
+    e6.send_repr(tx, stats, now, &ip, |buf| {
+        UdpRepr {
+            src_port,
+            dst_port: dport,
+            payload_len: len,
+        }
+        .emit_header(buf);
+        copy(&mut buf[wire::udp::HEADER_LEN..]);
+        wire::udp::fill_checksum(buf, src, daddr);
+    })
 }

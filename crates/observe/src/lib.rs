@@ -21,8 +21,8 @@
 //! [`trace`] (over `tsc`, the clock), [`trace_report`], [`capture`].
 //!
 //! This crate holds the formats and both ends of each file; what an engine
-//! publishes, and when, is the engine's (`engine::publish`, `engine::trace`,
-//! `engine::capture`), and how the CLI reads and prints them is the CLI's
+//! publishes, and when, is the engine's (its `obs/`: `publish`, `trace`,
+//! `capture`), and how the CLI reads and prints them is the CLI's
 //! (`corestack-cli`'s `observe/`). It depends on [`appif`] only for the
 //! longest application name ([`appif::ctl::NAME_MAX`]) and on crate
 //! `payload` for the lent payloads a captured frame may end in.

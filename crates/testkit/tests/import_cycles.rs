@@ -20,7 +20,7 @@
 //! children is not a cycle, so an edge from a module to one of its descendants
 //! (`a/mod.rs` or `a.rs` → `a/b.rs`) is dropped. The crate root is the one exception:
 //! every top-level file is its child, so it counts as their peer and its edges are kept
-//! (`lib.rs` → `steer.rs` → `lib.rs` is a cycle).
+//! (`lib.rs` → `udp.rs` → `lib.rs` would be a cycle).
 //!
 //! A re-export (`pub use`, `pub(crate) use`) is followed, not counted: `crate::Foo`
 //! where `lib.rs` says `pub use tcp::Foo` points at `tcp.rs`, and the re-export itself

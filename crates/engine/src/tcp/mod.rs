@@ -40,6 +40,13 @@
 //! (receive-window and send-buffer auto-tuning), `isn` (RFC 6528), `rst`
 //! (replies for segments to no connection, §3.10.7.1).
 //!
+//! Around the Tcb, the engine's side of TCP, which does handle frames:
+//! `demux` (a received segment to its connection, listener or TIME-WAIT
+//! record, else a RST), `tx` (each dirty connection's output becomes
+//! frames for the IP layer), `tcp6` (TCP over IPv6), `listen` (passive
+//! open, with SYN cookies from `syncookie`), `twtable` and `tw_records`
+//! (TIME-WAIT kept as a record without its connection).
+//!
 //! ECN: the engine reports the IP ECN field of each arriving segment with
 //! [`Tcb::input_ecn`] before [`Tcb::input`], and sends a segment with
 //! ECT(0) when [`Segment::ect`] is set.
@@ -69,6 +76,14 @@ mod teardown;
 mod timer;
 mod timewait;
 mod window;
+
+pub(crate) mod demux;
+pub(crate) mod listen;
+pub mod syncookie;
+pub(crate) mod tcp6;
+pub(crate) mod tw_records;
+pub(crate) mod twtable;
+pub(crate) mod tx;
 
 #[cfg(test)]
 mod tests;

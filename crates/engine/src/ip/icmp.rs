@@ -1,6 +1,9 @@
 //! ICMP (RFC 792, RFC 1122 §3.2.2): echo replies, errors about our own
 //! TCP segments (RFC 1191 path MTU, RFC 5927 checks), and port unreachable
 //! for UDP datagrams nobody listens for, rate limited.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `egress`, `sockets`, `icmp_tokens`, `icmp_refill`.
 
 use crate::Protocols;
 use core::net::Ipv4Addr;

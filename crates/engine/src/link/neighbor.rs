@@ -23,7 +23,7 @@
 //! All storage is allocated by [`NeighborCache::new`]; a full cache
 //! evicts its stalest entry.
 
-use crate::arp::WaitQueue;
+use crate::link::arp::WaitQueue;
 use crate::time::Instant;
 use core::net::Ipv6Addr;
 use core::time::Duration;
@@ -153,7 +153,7 @@ impl NeighborCache {
     }
 
     /// Queues a frame for `next_hop` (unresolved: no entry, or INCOMPLETE):
-    /// `fill` writes it into a buffer of [`crate::arp::FRAME_CAP`] bytes
+    /// `fill` writes it into a buffer of [`crate::link::arp::FRAME_CAP`] bytes
     /// and returns its length. Returns Some(true) when a solicitation
     /// should go out now (a new INCOMPLETE entry), Some(false) when one is
     /// already out, None when the queue is full (the caller counts the drop).

@@ -4,10 +4,13 @@
 //! from the application's TX ring (through [`SendBuffer`](crate::tcp::SendBuffer), see `rings`) or, on a port
 //! that sends from where bytes lie, lent from it. The port's TX queue is
 //! flushed once per iteration by the loop.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `sockets`, `egress`, `dirty`, `dirty_scratch`, `trace`.
 
-use crate::egress::{self, Egress, Gso};
+use crate::ip::egress::{self, Egress, Gso};
+use crate::obs::stats::Stats;
 use crate::sockets::{Conn, Socket};
-use crate::stats::Stats;
 use crate::tcp::{self, State};
 use crate::Protocols;
 use nic::TxQueue;
@@ -184,9 +187,9 @@ impl Protocols {
 /// estimate toward its peer, `path_mtu()`, so it never sends what that
 /// path drops. A connection before ESTABLISHED looks once it is.
 #[inline]
-pub(crate) fn take_path_mtu<A: crate::pmtu::PmtuFloor>(
+pub(crate) fn take_path_mtu<A: crate::ip::pmtu::PmtuFloor>(
     c: &mut Conn,
-    table: &crate::pmtu::PmtuTable<A>,
+    table: &crate::ip::pmtu::PmtuTable<A>,
     path_mtu: impl FnOnce() -> usize,
     stats: &mut Stats,
 ) {

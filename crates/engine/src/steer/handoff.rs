@@ -1,8 +1,11 @@
-//! An engine's side of the handoff mesh (`steer`): whether a received
+//! An engine's side of the handoff mesh (`mesh`): whether a received
 //! packet is another engine's, handing it over (counted: `rx_foreign`,
 //! `handoff_tx`, `handoff_dropped`), copies of ARP and Neighbor Discovery
 //! frames to every other engine, and taking what the others handed over
 //! (`handoff_rx`), at most [`HANDOFF_BURST`] records from each a call.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `handoff`, `handoff_scratch`.
 
 use crate::steer::{Kind, HANDOFF_BURST};
 use crate::Protocols;

@@ -2,6 +2,9 @@
 //! status block (and a wake-up), a connection that just completed its
 //! handshake goes to its listener's accept queue, a finished one is freed,
 //! and rings grow when auto-tuning asks (within the application's budget).
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `sockets`, `woke`.
 
 use crate::sockets::{Conn, Socket, Sockets};
 use crate::tcp::{self, CloseReason, Events, State};

@@ -24,8 +24,8 @@
 //!
 //! Threading: owned by one engine core, like every other engine table.
 
-use crate::reasm::{Contexts, FragCounters};
-use crate::stats::Stats;
+use crate::ip::reasm::{Contexts, FragCounters};
+use crate::obs::stats::Stats;
 use crate::time::Instant;
 use core::net::Ipv4Addr;
 use core::time::Duration;
@@ -39,7 +39,7 @@ pub const FRAG_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest reassembled datagram in bytes, header included (the 16-bit
 /// total length field).
 pub const MAX_DATAGRAM: usize = 65535;
-pub use crate::reasm::MAX_HOLES;
+pub use crate::ip::reasm::MAX_HOLES;
 
 /// Largest payload in bytes: the datagram minus the smallest header.
 const MAX_PAYLOAD: usize = MAX_DATAGRAM - ipv4::HEADER_LEN;

@@ -1,9 +1,9 @@
 //! The table of TIME-WAIT records of one address family (issue 23): a
 //! [`TwRecord`] per flow in place of its `Conn`, and a FIFO of deadlines
 //! that expires them in O(expired) a tick. The socket table holds one per
-//! family; what the engine does with them is `timewait`'s.
+//! family; what the engine does with them is `tw_records`'s.
 
-use crate::family::Family;
+use crate::ip::family::Family;
 use crate::tcp::{TimeWait, TwAction};
 use crate::time::Instant;
 use appif::command::Owner;

@@ -4,6 +4,9 @@
 //! (`tcp6`, over the family-generic sockets of IPv4). Every packet
 //! either reaches a handler or is counted under the reason it was
 //! dropped.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `ip6`, `frag6`.
 
 use crate::Protocols;
 use nic::TxQueue;
@@ -139,7 +142,7 @@ impl Protocols {
         // empty reassembler allocates nothing.
         let mut frag = core::mem::take(&mut self.frag6);
         match frag.push(self.now, ip, offset, fragment, &mut self.stats) {
-            crate::frag6::Frag6::Whole(bytes) => {
+            crate::ip::frag6::Frag6::Whole(bytes) => {
                 // Reassembled where the fragments landed; handled by the
                 // owner of the whole datagram.
                 let owner = match Ipv6Packet::new_checked(bytes) {
@@ -157,10 +160,10 @@ impl Protocols {
                     self.process_ipv6(&rx, &whole, tx);
                 }
             }
-            crate::frag6::Frag6::ParamProblem { code, pointer } => {
+            crate::ip::frag6::Frag6::ParamProblem { code, pointer } => {
                 self.send_icmpv6_error(rx, ip, Icmpv6Error::ParamProblem { code, pointer }, tx);
             }
-            crate::frag6::Frag6::Pending | crate::frag6::Frag6::Dropped => {}
+            crate::ip::frag6::Frag6::Pending | crate::ip::frag6::Frag6::Dropped => {}
         }
         self.frag6 = frag;
     }

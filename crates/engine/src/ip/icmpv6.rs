@@ -3,8 +3,11 @@
 //! Problem, Destination Unreachable), rate limited with ICMP's budget
 //! (`icmp_errors_per_sec`) and never where RFC 4443 §2.4 (e) forbids.
 //! Neighbor Discovery messages go on to `nd`.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `egress`, `sockets`, `ip6`.
 
-use crate::rx6::{Icmpv6Error, Rx6};
+use crate::ip::rx6::{Icmpv6Error, Rx6};
 use crate::Protocols;
 use core::net::Ipv6Addr;
 use nic::TxQueue;
@@ -84,7 +87,7 @@ impl Protocols {
             dst,
             src,
             NEXT_ICMPV6,
-            crate::egress6::HOP_LIMIT,
+            crate::ip::egress6::HOP_LIMIT,
             len,
             |buf| {
                 reply.emit(dst, src, buf);
@@ -267,7 +270,7 @@ impl Protocols {
             from,
             src,
             NEXT_ICMPV6,
-            crate::egress6::HOP_LIMIT,
+            crate::ip::egress6::HOP_LIMIT,
             msg.buffer_len(),
             |buf| {
                 msg.emit(from, src, buf);

@@ -1,16 +1,19 @@
 //! TIME-WAIT without the connection (issue 23): once a connection is in
 //! TIME-WAIT and its application let go of it, the engine keeps a
-//! [`TwRecord`] in its family's [`TwTable`](crate::twtable::TwTable) instead of the whole `Conn`
+//! [`TwRecord`] in its family's [`TwTable`](crate::tcp::twtable::TwTable) instead of the whole `Conn`
 //! (its Tcb, rings and socket slot are freed). The record answers
 //! segments as the Tcb did ([`TimeWait::input`](crate::tcp::TimeWait::input)), gives way to a newer
 //! SYN (RFC 6191) or to an active open that reuses the port
 //! (`tcp_tw_reuse`), is listed by `corestack ss`, and expires from a FIFO
 //! in deadline order: O(expired) a tick, as every record lives the same
 //! `time_wait`.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `sockets`.
 
 use crate::sockets::Socket;
+use crate::tcp::twtable::TwRecord;
 use crate::tcp::TwAction;
-use crate::twtable::TwRecord;
 use crate::Protocols;
 use core::net::{IpAddr, SocketAddr};
 use nic::TxQueue;
@@ -18,7 +21,7 @@ use wire::tcp::TcpRepr;
 
 impl<P: nic::Port> crate::Engine<P> {
     /// Connections in TIME-WAIT held as compact records now (both
-    /// families; see `tcp_time_wait_entered` in [`crate::stats::Stats`]).
+    /// families; see `tcp_time_wait_entered` in [`crate::obs::stats::Stats`]).
     pub fn time_wait_records(&self) -> usize {
         self.protocols.time_wait_records()
     }

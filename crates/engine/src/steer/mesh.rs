@@ -28,7 +28,7 @@
 //!
 //! A ring record is `[u32 length][u8 kind][3 bytes zero][length bytes]`.
 
-use crate::family::Family;
+use crate::ip::family::Family;
 use appif::bytes;
 use appif::doorbell::Doorbell;
 use core::net::{Ipv4Addr, Ipv6Addr};

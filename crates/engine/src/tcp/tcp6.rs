@@ -1,25 +1,26 @@
-//! TCP and UDP over IPv6 (issue 25): segments and datagrams that
-//! `rx6::deliver_ipv6` found under a whole packet for us, checked with the
+//! TCP over IPv6 (issue 25): segments that `rx6::deliver_ipv6` found
+//! under a whole packet for us (its datagrams go to `udp`), checked with the
 //! IPv6 pseudo-header (RFC 8200 §8.1, RFC 2460 §8.1), and what we send
 //! back through `egress6` with the connection's flow label (RFC 6437) and
 //! ECN in the Traffic Class (RFC 3168 §5, RFC 8200 §7). The TCP state
 //! machine, the flow tables and the listeners are the family-generic ones
-//! of IPv4 (`rx::tcp_segment`, `sockets`, `listen`). IPv6 has no DF and no
+//! of IPv4 (`demux::tcp_segment`, `sockets`, `listen`). IPv6 has no DF and no
 //! identification: nothing to set (RFC 8200 §5: we never fragment, the
 //! MSS keeps segments within the path MTU). Toward a resolved neighbor,
 //! TCP output uses the port's segmentation offload and lends payloads from
 //! the TX ring as over IPv4 (`egress6::send_tcp_gso`, `send_tcp_gather`);
 //! other segments are copied into their frame and checksummed here.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `sockets`, `egress`, `ip6`.
 
-use crate::egress::Gso;
-use crate::rx6::{Icmpv6Error, Rx6};
+use crate::ip::egress::Gso;
 use crate::sockets::Socket;
 use crate::Protocols;
-use core::net::{Ipv6Addr, SocketAddr, SocketAddrV6};
+use core::net::{Ipv6Addr, SocketAddr};
 use nic::TxQueue;
-use wire::ipv6::{Ipv6Packet, Ipv6Repr, NEXT_TCP, NEXT_UDP};
+use wire::ipv6::{Ipv6Packet, Ipv6Repr, NEXT_TCP};
 use wire::tcp::TcpRepr;
-use wire::udp::UdpRepr;
 
 /// Bytes an IPv6 header has beyond an IPv4 one without options: taken off
 /// the port's largest GSO payload so that a frame stays within it.
@@ -78,7 +79,7 @@ impl Protocols {
             src: local,
             dst: remote,
             next_header: NEXT_TCP,
-            hop_limit: crate::egress6::HOP_LIMIT,
+            hop_limit: crate::ip::egress6::HOP_LIMIT,
             traffic_class: tclass,
             flow_label: label,
             payload_len: seg.header_len(),
@@ -115,7 +116,7 @@ impl Protocols {
         let Some(e6) = ip6.as_mut() else {
             return 0;
         };
-        crate::tx::take_path_mtu(c, &e6.pmtu, || e6.pmtu(remote, now), stats);
+        crate::tcp::tx::take_path_mtu(c, &e6.pmtu, || e6.pmtu(remote, now), stats);
         let next_mac = e6.resolved(remote, now);
         c.tcb.set_gso_max(match next_mac {
             Some(_) if egress.gso_max > 0 => egress.gso_max.saturating_sub(IPV6_EXTRA),
@@ -123,7 +124,7 @@ impl Protocols {
         });
         let lend_to = next_mac.filter(|_| egress.gather);
         let (label, hdr) = (c.flow_label, c.ip6);
-        let n = crate::tx::poll_burst(c, now, |seg, txr| {
+        let n = crate::tcp::tx::poll_burst(c, now, |seg, txr| {
             let hlen = seg.repr.header_len();
             let plen = seg.repr.payload_len;
             let ip = Ipv6Repr {
@@ -135,9 +136,9 @@ impl Protocols {
                 flow_label: label,
                 payload_len: hlen + plen,
             };
-            let frame_len = crate::egress6::HEADERS6 + hlen + plen;
+            let frame_len = crate::ip::egress6::HEADERS6 + hlen + plen;
             let lent = match lend_to {
-                Some(mac) if plen > 0 && frame_len >= crate::egress::MIN_FRAME => {
+                Some(mac) if plen > 0 && frame_len >= crate::ip::egress::MIN_FRAME => {
                     txr.payload(seg.payload_offset, plen).map(|p| (mac, p))
                 }
                 _ => None,
@@ -176,60 +177,4 @@ impl Protocols {
         self.after_output(slot, tx);
         n
     }
-
-    /// A UDP datagram `datagram` (the upper-layer bytes) of the IPv6
-    /// packet `ip`: to the socket bound to its port (as a record with the
-    /// IPv6 source), or counted and answered with port unreachable (RFC
-    /// 4443 §3.1 code 4, under `send_icmpv6_error`'s rules).
-    pub(crate) fn handle_udp6<T: TxQueue>(
-        &mut self,
-        rx: &Rx6<'_>,
-        ip: &Ipv6Packet<'_>,
-        datagram: &[u8],
-        tx: &mut T,
-    ) {
-        if self.udp_rx(ip.src(), ip.dst(), datagram) {
-            let err = Icmpv6Error::DstUnreachable(wire::icmpv6::DST_UNREACH_PORT);
-            self.send_icmpv6_error(rx, ip, err, tx);
-        }
-    }
-}
-
-/// Sends one UDP datagram from `src` (port `src_port`) to `dst` with the
-/// socket's Traffic Class and Hop Limit `hdr`, its `len`-byte payload
-/// copied by `copy`, the checksum filled (mandatory over IPv6, RFC 8200
-/// §8.1). Returns false when it was dropped (counted).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn send_udp6<T: TxQueue>(
-    e6: &mut crate::egress6::Egress6,
-    tx: &mut T,
-    stats: &mut crate::stats::Stats,
-    now: crate::time::Instant,
-    src: Ipv6Addr,
-    src_port: u16,
-    dst: SocketAddrV6,
-    hdr: crate::sockets::Ip6Header,
-    len: usize,
-    copy: impl FnOnce(&mut [u8]),
-) -> bool {
-    let (daddr, dport) = (*dst.ip(), dst.port());
-    let ip = Ipv6Repr {
-        src,
-        dst: daddr,
-        next_header: NEXT_UDP,
-        hop_limit: hdr.hop_limit(),
-        traffic_class: hdr.traffic_class(0),
-        flow_label: 0,
-        payload_len: wire::udp::HEADER_LEN + len,
-    };
-    e6.send_repr(tx, stats, now, &ip, |buf| {
-        UdpRepr {
-            src_port,
-            dst_port: dport,
-            payload_len: len,
-        }
-        .emit_header(buf);
-        copy(&mut buf[wire::udp::HEADER_LEN..]);
-        wire::udp::fill_checksum(buf, src, daddr);
-    })
 }

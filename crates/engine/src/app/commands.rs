@@ -1,6 +1,10 @@
 //! Application commands: open, bind, listen, send, close, socket options.
 //! Each is validated against the socket table; a command naming a socket
 //! the engine does not know is counted and ignored.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `sockets`, `egress`, `ip6`, `commands`, `woke`, `isn`,
+//! `trace`, `handoff`.
 
 use crate::sockets::{families, Conn, Ip6Header, Listener, Ports, Socket, Sockets, UdpSock};
 use crate::tcp::{State, Tcb};

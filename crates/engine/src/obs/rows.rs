@@ -4,10 +4,10 @@
 //! them for the published connection table. Reads the socket table,
 //! allocates nothing.
 
-use crate::family::Family;
+use crate::ip::family::Family;
 use crate::sockets::{Socket, Sockets};
+use crate::tcp::twtable::TwRecord;
 use crate::tcp::State;
-use crate::twtable::TwRecord;
 use core::net::SocketAddr;
 use observe::stats_shm::{ConnRow, ConnState};
 

@@ -23,6 +23,9 @@
 //! the same way, and a SYN picks its member by a hash of the peer's address
 //! and port, among the members on their home engine first
 //! ([`Protocols::pick_reuseport`]).
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `egress`, `sockets`, `ip6`, `isn`, `cookies`.
 
 use crate::sockets::{Conn, Listener, Socket};
 use crate::tcp::Tcb;

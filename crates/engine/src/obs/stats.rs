@@ -231,7 +231,7 @@ counters! {
     /// that took the port (timestamps in use, a second after the close).
     tcp_time_wait_recycled,
     /// Connections in TIME-WAIT whose application let go, replaced by a
-    /// compact record without their Conn ([`crate::timewait`]). Records
+    /// compact record without their Conn ([`crate::tcp::tw_records`]). Records
     /// held now: this less `tcp_time_wait_ended`
     /// ([`crate::Engine::time_wait_records`]).
     tcp_time_wait_entered,

@@ -31,9 +31,9 @@
 //! 0, M clear), with the Payload Length patched: the caller walks it
 //! with `wire::ipv6_ext::walk_chain` like any packet.
 
-use crate::frag::FRAG_CONTEXTS;
-use crate::reasm::{Contexts, FragCounters};
-use crate::stats::Stats;
+use crate::ip::frag::FRAG_CONTEXTS;
+use crate::ip::reasm::{Contexts, FragCounters};
+use crate::obs::stats::Stats;
 use crate::time::Instant;
 use core::net::Ipv6Addr;
 use core::time::Duration;

@@ -1,9 +1,9 @@
 //! The link and network layers on the way out: IPv4 routing on one subnet
 //! (plus an optional gateway), ARP resolution, Ethernet framing.
 
-use crate::arp::{ArpAction, ArpCache};
-use crate::pmtu::{PmtuTable, PMTU_ENTRIES};
-use crate::stats::Stats;
+use crate::ip::pmtu::{PmtuTable, PMTU_ENTRIES};
+use crate::link::arp::{ArpAction, ArpCache};
+use crate::obs::stats::Stats;
 use crate::time::Instant;
 use core::net::Ipv4Addr;
 use nic::TxQueue;

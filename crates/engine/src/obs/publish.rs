@@ -16,7 +16,7 @@
 //! allocates nothing once started. Single-threaded, like the engine;
 //! readers go through each segment's sequence lock.
 
-use crate::stats::Stats;
+use crate::obs::stats::Stats;
 use crate::time::Instant;
 use crate::Engine;
 use core::time::Duration;

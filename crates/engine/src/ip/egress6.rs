@@ -5,13 +5,13 @@
 //! and Ethernet framing (multicast destinations go to their 33:33 MAC,
 //! RFC 2464 §7).
 
-use crate::arp::FRAME_CAP;
 use crate::config::{link_local_from_mac, Ipv6Config};
-use crate::egress::{send_waiting, transmit_tcp_gather};
-use crate::egress::{Gso, MIN_FRAME};
-use crate::neighbor::{NdAction, NeighborCache, RETRANS_TIMER};
-use crate::pmtu::{PmtuTable, PMTU_ENTRIES};
-use crate::stats::Stats;
+use crate::ip::egress::{send_waiting, transmit_tcp_gather};
+use crate::ip::egress::{Gso, MIN_FRAME};
+use crate::ip::pmtu::{PmtuTable, PMTU_ENTRIES};
+use crate::link::arp::FRAME_CAP;
+use crate::link::neighbor::{NdAction, NeighborCache, RETRANS_TIMER};
+use crate::obs::stats::Stats;
 use crate::time::Instant;
 use core::net::Ipv6Addr;
 use nic::TxQueue;

@@ -10,9 +10,12 @@
 //! Several engines: a Neighbor Solicitation or Advertisement is handled
 //! (answered) where it lands, and a copy goes to every other engine to
 //! learn from (`steer::Kind::NdCopy`), as ARP does.
+//!
+//! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
+//! and `now`: `ip6`.
 
-use crate::egress6::AddrState;
-use crate::rx6::Rx6;
+use crate::ip::egress6::AddrState;
+use crate::ip::rx6::Rx6;
 use crate::Protocols;
 use core::net::Ipv6Addr;
 use nic::TxQueue;
