@@ -558,9 +558,10 @@ mod tests {
         assert!((26_000..=28_000).contains(&c), "cwnd {c}");
     }
 
-    /// Rounds of a bandwidth plateau, each in loss recovery with `loss_per_mille`
-    /// of the round's bytes lost; returns the mode after them.
-    fn plateau_in_recovery(loss_per_mille: u64) -> Mode {
+    /// Two rounds of growth, then ten of a bandwidth plateau at 1 MB/s, in
+    /// loss recovery when `recovering`, with `loss_per_mille` of each
+    /// round's bytes lost; returns the mode after them.
+    fn plateau(recovering: bool, loss_per_mille: u64) -> Mode {
         let mut b = Bbr::new(10 * MSS);
         let (mut delivered, mut lost) = (0u64, 0u64);
         let mut now = Instant(1_000_000_000);
@@ -568,14 +569,8 @@ mod tests {
             let prior = delivered;
             delivered += 10_000;
             now = now + Duration::from_millis(10);
-            // Growth for two rounds, then a plateau at 1 MB/s.
-            let per_round = if round < 2 {
-                5_000 * (round + 1)
-            } else {
-                10_000
-            };
             let mut rs = sample(prior, delivered, 10, 10, 10_000);
-            rs.delivered = per_round;
+            rs.delivered = 5_000 * (round + 1).min(2);
             lost += 10_000 * loss_per_mille / 1000;
             b.on_rate_sample(
                 &rs,
@@ -583,7 +578,7 @@ mod tests {
                     now,
                     mss: MSS,
                     pipe: 10_000,
-                    in_recovery: round >= 2,
+                    in_recovery: recovering && round >= 2,
                     lost_total: lost,
                 },
             );
@@ -593,31 +588,13 @@ mod tests {
 
     /// A plateau while recovering from light loss (1 %) is packet
     /// conservation at work, not a full pipe: STARTUP goes on; with heavy
-    /// loss (5 %, a queue overflowing) the same plateau ends it.
+    /// loss (5 %, a queue overflowing) the same plateau ends it, and
+    /// without loss or recovery it ends it as in Linux.
     #[test]
     fn startup_ignores_a_plateau_in_recovery_from_light_loss_only() {
-        assert_eq!(plateau_in_recovery(10), Mode::Startup);
-        assert_ne!(plateau_in_recovery(50), Mode::Startup);
-        // Without loss or recovery the plateau ends STARTUP as in Linux.
-        let mut b = Bbr::new(10 * MSS);
-        let mut delivered = 0u64;
-        let mut now = Instant(1_000_000_000);
-        for _ in 0..12 {
-            let prior = delivered;
-            delivered += 10_000;
-            now = now + Duration::from_millis(10);
-            b.on_rate_sample(
-                &sample(prior, delivered, 10, 10, 10_000),
-                &RateCtx {
-                    now,
-                    mss: MSS,
-                    pipe: 10_000,
-                    in_recovery: false,
-                    lost_total: 0,
-                },
-            );
-        }
-        assert_ne!(b.mode(), Mode::Startup);
+        assert_eq!(plateau(true, 10), Mode::Startup);
+        assert_ne!(plateau(true, 50), Mode::Startup);
+        assert_ne!(plateau(false, 0), Mode::Startup);
     }
 
     #[test]
