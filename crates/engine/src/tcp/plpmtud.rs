@@ -198,19 +198,34 @@ impl Tcb {
     /// After an ACK's loss detection: a probe delivered raises the MSS to
     /// its size; one deemed lost lowers the bound that failed. The search
     /// ends once the two are [`SEARCH_DONE`] apart.
-    pub(super) fn probe_check(&mut self) {
+    ///
+    /// Returns true when the probe was just deemed lost and is the only
+    /// segment owed a retransmission, outside any recovery: its loss tells
+    /// of the path's size, not of congestion (RFC 4821 §7.6.2; RFC 8899 §3:
+    /// it SHOULD NOT trigger a congestion control reaction). It goes again in MSS-sized
+    /// pieces as cwnd allows (it is owed), and no recovery begins for the
+    /// data in flight now (`recover` = snd_max, as Linux's
+    /// `tcp_simple_retransmit` leaves it): the caller then does not enter one.
+    pub(super) fn probe_check(&mut self) -> bool {
         let Some((start, end)) = self.blackhole.probe else {
-            return;
+            return false;
         };
         let entry = self.rec.sb.find(start).and_then(|i| self.rec.sb.get(i));
-        let entry = entry.filter(|s| s.start == start && s.end == end);
+        let entry = entry.filter(|s| s.start == start && s.end == end).copied();
         if self.snd.una >= end || entry.is_some_and(|s| s.has(SACKED)) {
             self.snd.mss = self.snd.mss.max(end - start);
             self.stats.pmtu_probes_ok += 1;
             self.probe_end(None);
         } else if entry.is_none_or(|s| s.has(LOST)) {
             self.probe_end(Some(end - start));
+            let alone = entry.is_some_and(|s| s.owed()) && self.rec.sb.owed() == 1;
+            if alone && !self.rec.active && self.snd.una >= self.rec.recover {
+                self.rec.recover = self.snd.max;
+                self.rec.dupacks = 0;
+                return true;
+            }
         }
+        false
     }
 
     /// The probe in flight is done; `failed`: with this size it was lost

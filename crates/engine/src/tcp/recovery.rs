@@ -364,8 +364,9 @@ impl Tcb {
                 self.rack_detect(now);
             }
         }
-        self.probe_check();
-        self.maybe_enter_recovery();
+        if !self.probe_check() {
+            self.maybe_enter_recovery();
+        }
         if self.rec.active && (ev.new_ack || ev.dup) {
             self.prr_on_ack(delivered);
             if delivered > 0 {
@@ -534,8 +535,9 @@ impl Tcb {
         self.rec.rack.deadline = None;
         if self.opts.sack && self.cfg.rack_tlp {
             self.rack_detect(now);
-            self.probe_check();
-            self.maybe_enter_recovery();
+            if !self.probe_check() {
+                self.maybe_enter_recovery();
+            }
         }
     }
 

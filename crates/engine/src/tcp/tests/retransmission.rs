@@ -414,6 +414,13 @@ fn after_a_fallback_probes_find_the_largest_segment_the_black_hole_passes() {
     let st = a.tcb.stats();
     assert_eq!(st.pmtu_blackholes, 1);
     assert!(st.pmtu_probes >= 2 && st.pmtu_probes_ok >= 1, "{st:?}");
+    // The black hole drops only what is too big: the probes that failed
+    // were resent without a recovery (RFC 8899 §3), and nothing else was lost.
+    assert!(st.pmtu_probes > st.pmtu_probes_ok, "a probe failed: {st:?}");
+    assert_eq!(
+        st.fast_retransmits, 0,
+        "a lost probe is no congestion: {st:?}"
+    );
     let mss = a.tcb.mss();
     assert!(mss <= 1100 && mss + 32 > 1100, "mss {mss} after {st:?}");
 }
