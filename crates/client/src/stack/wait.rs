@@ -95,6 +95,26 @@ pub(crate) enum Policy {
     Spin,
 }
 
+impl Policy {
+    /// Inline mode: the engines run before the deadline is looked at, so
+    /// that a zero timeout still runs one iteration; the wait ends after
+    /// one that did work, and waits for each engine's lock.
+    fn drives(self) -> bool {
+        self == Policy::Change
+    }
+
+    /// Inline mode, after an iteration (`ran`: this thread ran an engine):
+    /// whether it goes to the idle accounting ([`super::run::Idle::after_poll`]: work
+    /// is recorded; after an idle spell the waiter naps on the NIC fd).
+    fn tracks_idle(self, ran: bool) -> bool {
+        match self {
+            Policy::Change => true,
+            Policy::Call => ran,
+            Policy::Signal | Policy::Spin => false,
+        }
+    }
+}
+
 impl Stack {
     /// Inline mode: runs engine iterations until one does some work or
     /// `timeout` passes. Embedded mode: waits until the engine reports a
@@ -151,15 +171,14 @@ impl Stack {
         let inline = self.is_inline();
         let spin_until = start + self.inner.spin;
         let mut steps = (policy == Policy::Signal).then(|| WaitSteps::new(self, None));
-        // Policy::Change, inline: the deadline is looked at after an engine iteration.
-        let late_deadline = inline && policy == Policy::Change;
+        let drives = inline && policy.drives();
         loop {
             if ready() {
                 return Waited::Ready;
             }
             let now = Instant::now();
             let left = timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
-            if left == Some(Duration::ZERO) && !late_deadline {
+            if left == Some(Duration::ZERO) && !drives {
                 return Waited::TimedOut;
             }
             let step = match steps.as_mut() {
@@ -169,22 +188,21 @@ impl Stack {
                 },
                 None if inline => {
                     // The engine locks are released before any sleep.
-                    let ran = self.poll_inline(now, policy == Policy::Change);
+                    let ran = self.poll_inline(now, drives);
                     if ran.is_none() {
                         // Every engine is another thread's: let it run.
                         spin_round();
                     }
                     let worked = ran.unwrap_or(false);
-                    if policy == Policy::Change || (policy == Policy::Call && ran.is_some()) {
+                    if policy.tracks_idle(ran.is_some()) {
+                        // Records the work, or naps after an idle spell.
                         self.inner.idle.after_poll(worked, now, left);
                     }
-                    if policy == Policy::Change && worked {
-                        return Waited::Ready;
+                    match (drives, worked, left) {
+                        (true, true, _) => return Waited::Ready,
+                        (true, false, Some(Duration::ZERO)) => return Waited::TimedOut,
+                        _ => Step::Look,
                     }
-                    if late_deadline && left == Some(Duration::ZERO) {
-                        return Waited::TimedOut;
-                    }
-                    Step::Look
                 }
                 None if policy == Policy::Spin || now < spin_until => {
                     spin_round();
