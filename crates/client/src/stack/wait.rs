@@ -167,15 +167,17 @@ impl Stack {
         policy: Policy,
         mut ready: impl FnMut() -> bool,
     ) -> Waited {
+        // The first look before any clock read: a command ring with room,
+        // a read with bytes there, cost nothing more.
+        if ready() {
+            return Waited::Ready;
+        }
         let start = Instant::now();
         let inline = self.is_inline();
         let spin_until = start + self.inner.spin;
         let mut steps = (policy == Policy::Signal).then(|| WaitSteps::new(self, None));
         let drives = inline && policy.drives();
         loop {
-            if ready() {
-                return Waited::Ready;
-            }
             let now = Instant::now();
             let left = timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
             if left == Some(Duration::ZERO) && !drives {
@@ -259,6 +261,9 @@ impl Stack {
                         _ => {}
                     }
                 }
+            }
+            if ready() {
+                return Waited::Ready;
             }
         }
     }
