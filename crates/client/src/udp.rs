@@ -1,6 +1,6 @@
 //! UDP sockets, shaped like `std::net::UdpSocket`.
 
-use crate::stack::{Parts, Request, Stack};
+use crate::stack::{Parts, Policy, Request, Stack};
 use appif::bytes;
 use appif::errno::{self, EMSGSIZE};
 use appif::socket::{SockId, SockState, StatusHandle, UdpHeader};
@@ -100,7 +100,7 @@ impl UdpSocket {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
             let (tx, sh) = (&self.tx, &self.shared);
-            self.stack.wait(sh, None, || {
+            self.stack.wait_for(&sh.notify, None, Policy::Call, || {
                 tx.free() >= need || sh.state() == SockState::Closed
             });
         }
@@ -141,7 +141,7 @@ impl UdpSocket {
             // A close (a move to a forked child, the daemon leaving) ends
             // the wait too: no datagram may ever come.
             let (rx, sh) = (&self.rx, &self.shared);
-            self.stack.wait(sh, None, || {
+            self.stack.wait_for(&sh.notify, None, Policy::Call, || {
                 rx.len() >= UdpHeader::LEN || sh.state() == SockState::Closed
             });
         }

@@ -631,14 +631,24 @@ pub fn at_exit(close_all: impl FnOnce()) {
     }
     if any || streams_closed() {
         // The FINs (and the last ACKs) go out on the engine's next iterations.
-        let until = Instant::now() + Duration::from_millis(20);
-        while Instant::now() < until {
-            match started() {
-                Some(s) if s.is_inline() => {
-                    s.drive();
-                }
-                _ => std::thread::sleep(Duration::from_millis(1)),
+        settle(SETTLE);
+    }
+}
+
+/// How long the engine is given to send what closing sockets queued (the
+/// FINs at exit, the resets before a switch).
+pub const SETTLE: Duration = Duration::from_millis(20);
+
+/// Gives the engine `d` to send what is queued: inline mode drives it,
+/// the other modes (an engine thread or the daemon sends) sleep.
+pub fn settle(d: Duration) {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        match started() {
+            Some(s) if s.is_inline() => {
+                s.drive();
             }
+            _ => std::thread::sleep(Duration::from_millis(1)),
         }
     }
 }

@@ -299,7 +299,7 @@ fn try_move(
     ));
     // Their peers see a reset now rather than silence.
     crate::sock::reset_all();
-    linger_a_moment();
+    crate::stack::settle(crate::stack::SETTLE);
     let _inside = crate::sys::Inside::enter();
     for fd in open_fds() {
         if !o.fds.contains(&fd) {
@@ -351,19 +351,6 @@ fn try_move(
         o.exe.display(),
         std::io::Error::from_raw_os_error(e)
     ))
-}
-
-/// Gives the engine a moment to send the resets (inline mode: drives it).
-fn linger_a_moment() {
-    let until = std::time::Instant::now() + Duration::from_millis(20);
-    while std::time::Instant::now() < until {
-        match crate::stack::started() {
-            Some(s) if s.is_inline() => {
-                s.drive();
-            }
-            _ => std::thread::sleep(Duration::from_millis(1)),
-        }
-    }
 }
 
 /// Starts `corestack run --private-for PID` on this stack's interface with

@@ -22,6 +22,7 @@ pub use nic::Driver;
 pub use owner::EngineClaim;
 pub(crate) use request::Request;
 pub use steps::{spin_round, Step, StepInterrupted, WaitSteps};
+pub(crate) use wait::Policy;
 pub use wait::Waited;
 
 use appif::bytes;
@@ -431,26 +432,32 @@ impl Stack {
     }
 
     /// Sends a command to engine `engine`'s ring.
-    fn command_to(&self, engine: usize, mut cmd: Command) {
+    fn command_to(&self, engine: usize, cmd: Command) {
         let lane = &self.inner.lanes[engine];
-        loop {
+        let mut cmd = Some(cmd);
+        let sent = || {
+            let Some(c) = cmd.take() else {
+                return true;
+            };
             let r = match lane.commands.lock() {
-                Ok(mut q) => q.push(cmd),
-                Err(p) => p.into_inner().push(cmd),
+                Ok(mut q) => q.push(c),
+                Err(p) => p.into_inner().push(c),
             };
             match r {
                 Ok(()) => {
                     if let Some(db) = &lane.doorbell {
                         db.ring();
                     }
-                    return;
+                    true
                 }
                 Err(c) => {
-                    cmd = c;
-                    self.idle_step();
+                    cmd = Some(c);
+                    false
                 }
             }
-        }
+        };
+        // Nothing rings when the ring has room: `Spin` never sleeps.
+        self.wait_for(self.changes(), None, Policy::Spin, sent);
     }
 }
 

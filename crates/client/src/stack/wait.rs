@@ -1,14 +1,15 @@
-//! How an application thread waits for the engine: inline mode runs
-//! engine iterations, embedded and service mode spin for a short while,
-//! then sleep on a doorbell (service mode checks the daemon is alive
-//! between naps).
+//! How an application thread waits for the engine, in one loop
+//! ([`Stack::wait_for`]) that every wait of the library runs, with a
+//! [`Policy`] for each kind of caller: inline mode runs engine iterations,
+//! embedded and service mode spin for a short while, then sleep on a
+//! doorbell (service mode checks the daemon is alive between naps).
 
 use super::owner::{thread_token, Run};
 use super::run::{engine_cpu, MAX_NAP};
 use super::steps::{spin_round, Step, WaitSteps};
 use super::{Mode, Stack};
 use appif::errno;
-use appif::notify::Notify;
+use appif::notify::{Notify, Woke};
 use appif::socket::{SockState, StatusBlock};
 use core::time::Duration;
 use engine::time::Instant;
@@ -47,6 +48,9 @@ pub(super) fn spin_time(shares_engine_cpu: bool) -> Duration {
 /// is still there.
 const LIVENESS: Duration = Duration::from_millis(100);
 
+/// How long [`Policy::Change`] sleeps once the daemon is gone (service mode).
+const DEAD_NAP: Duration = Duration::from_millis(10);
+
 /// How [`Stack::wait_until`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waited {
@@ -63,20 +67,74 @@ pub enum Waited {
     Interrupted,
 }
 
+/// What a wait does while its condition does not hold
+/// ([`Stack::wait_for`], the one wait loop of the library).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Policy {
+    /// The library's blocking calls (read, write, accept, a socket
+    /// opening): a signal handler runs and the wait goes on. Inline mode
+    /// runs the engines (skipping one another thread is running) and naps
+    /// on the NIC fd after their idle time; embedded and service mode spin
+    /// for [`Stack::spin_time`], then sleep on the doorbell, at most
+    /// [`LIVENESS`] at a time without a deadline.
+    Call,
+    /// [`Stack::poll`] and [`crate::Poller::wait`]: until the condition (a
+    /// change since the caller read [`Stack::changes`]) holds, for one
+    /// sleep at most: the caller looks again. Inline mode instead runs
+    /// engine iterations (waiting for each engine's lock) until one does
+    /// some work, and runs one even when the deadline has passed, and the
+    /// deadline is looked at after each iteration (`poll(Some(ZERO))` is
+    /// how a loop drives the engine).
+    Change,
+    /// [`Stack::wait_until`]: the steps of [`WaitSteps`], so that a signal
+    /// handler ends the wait ([`Waited::Interrupted`]).
+    Signal,
+    /// While a command ring is full: nothing rings when it has room, so
+    /// the wait never sleeps; inline mode runs the engines, the other
+    /// modes spin ([`spin_round`]).
+    Spin,
+}
+
+impl Policy {
+    /// Inline mode: the engines run before the deadline is looked at, so
+    /// that a zero timeout still runs one iteration; the wait ends after
+    /// one that did work, and waits for each engine's lock.
+    fn drives(self) -> bool {
+        self == Policy::Change
+    }
+
+    /// Inline mode, after an iteration (`ran`: this thread ran an engine):
+    /// whether it goes to the idle accounting ([`super::run::Idle::after_poll`]: work
+    /// is recorded; after an idle spell the waiter naps on the NIC fd).
+    fn tracks_idle(self, ran: bool) -> bool {
+        match self {
+            Policy::Change => true,
+            Policy::Call => ran,
+            Policy::Signal | Policy::Spin => false,
+        }
+    }
+}
+
 impl Stack {
     /// Inline mode: runs engine iterations until one does some work or
     /// `timeout` passes. Embedded mode: waits until the engine reports a
     /// change to any socket or `timeout` passes. None waits without limit.
     pub fn poll(&self, timeout: Option<Duration>) {
-        self.wait_change(self.change_seq(), timeout)
+        let seen = self.change_seq();
+        self.wait_change(seen, timeout);
     }
 
-    /// The sequence number of socket changes (see [`Stack::wait_change`]).
+    /// Like [`Stack::poll`], but returns at once if a change happened
+    /// since `seen` (from [`Stack::change_seq`]) was read.
+    pub(crate) fn wait_change(&self, seen: u32, timeout: Option<Duration>) {
+        // Inline mode waits for an engine iteration with work instead.
+        let changed = || !self.is_inline() && self.change_seq() != seen;
+        self.wait_for(self.changes(), timeout, Policy::Change, changed);
+    }
+
+    /// The sequence number of socket changes (see [`Stack::poll`]).
     pub(crate) fn change_seq(&self) -> u32 {
-        match &self.inner.mode {
-            Mode::Service(s) => s.seg.app_wake().seq(),
-            _ => self.inner.wake.seq(),
-        }
+        self.changes().seq()
     }
 
     /// Service mode: hands the sockets the engines pushed to the segment's
@@ -90,65 +148,122 @@ impl Stack {
         }
     }
 
-    /// Like [`Stack::poll`], but returns at once if a change happened
-    /// since `seen` (from [`Stack::change_seq`]) was read.
-    pub(crate) fn wait_change(&self, seen: u32, timeout: Option<Duration>) {
+    /// The wait loop, written once for the library: until `ready()` holds
+    /// (Ready), `timeout` passes (TimedOut; None: no limit) or, with
+    /// [`Policy::Signal`], a signal handler runs (Interrupted). Between
+    /// looks it does what `policy` says: runs the engines in inline mode,
+    /// spins for [`Stack::spin_time`] in the other modes, then sleeps on
+    /// `notify` (the socket's doorbell or the stack's [`Stack::changes`];
+    /// a futex wait that publishes the sleeper, so that the engine wakes
+    /// it only then): it reads the doorbell's sequence, looks once more,
+    /// and sleeps until the sequence moves. In service mode a sleep lasts
+    /// at most [`LIVENESS`]: a daemon that died cannot ring (when it is
+    /// gone, `alive` closes the sockets, so `ready` holds). Allocates
+    /// nothing.
+    pub(crate) fn wait_for(
+        &self,
+        notify: &Notify,
+        timeout: Option<Duration>,
+        policy: Policy,
+        mut ready: impl FnMut() -> bool,
+    ) -> Waited {
+        // The first look before any clock read: a command ring with room,
+        // a read with bytes there, cost nothing more.
+        if ready() {
+            return Waited::Ready;
+        }
         let start = Instant::now();
-        match &self.inner.mode {
-            Mode::Inline(..) => loop {
-                let now = Instant::now();
-                let elapsed = now.saturating_since(start);
-                // The engine locks are released before any sleep.
-                let ran = self.poll_inline(now, true);
-                if ran.is_none() {
-                    // Every engine is another thread's: let it run.
-                    spin_round();
-                }
-                let worked = ran.unwrap_or(false);
-                self.inner
-                    .idle
-                    .after_poll(worked, now, timeout.map(|t| t.saturating_sub(elapsed)));
-                if worked || timeout.is_some_and(|t| elapsed >= t) {
-                    return;
-                }
-            },
-            Mode::Service(s) => {
-                let wake = s.seg.app_wake();
-                let spin = self.inner.spin;
-                let spin_until = start + spin.min(timeout.unwrap_or(spin));
-                while Instant::now() < spin_until {
-                    if wake.seq() != seen {
-                        return;
+        let inline = self.is_inline();
+        let spin_until = start + self.inner.spin;
+        let mut steps = (policy == Policy::Signal).then(|| WaitSteps::new(self, None));
+        let drives = inline && policy.drives();
+        loop {
+            let now = Instant::now();
+            let left = timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
+            if left == Some(Duration::ZERO) && !drives {
+                return Waited::TimedOut;
+            }
+            let step = match steps.as_mut() {
+                Some(steps) => match steps.next(self) {
+                    Ok(step) => step,
+                    Err(_) => return Waited::Interrupted,
+                },
+                None if inline => {
+                    // The engine locks are released before any sleep.
+                    let ran = self.poll_inline(now, drives);
+                    if ran.is_none() {
+                        // Every engine is another thread's: let it run.
+                        spin_round();
                     }
-                    spin_round();
+                    let worked = ran.unwrap_or(false);
+                    if policy.tracks_idle(ran.is_some()) {
+                        // Records the work, or naps after an idle spell.
+                        self.inner.idle.after_poll(worked, now, left);
+                    }
+                    match (drives, worked, left) {
+                        (true, true, _) => return Waited::Ready,
+                        (true, false, Some(Duration::ZERO)) => return Waited::TimedOut,
+                        _ => Step::Look,
+                    }
                 }
-                let left =
-                    timeout.map(|t| t.saturating_sub(Instant::now().saturating_since(start)));
-                if left != Some(Duration::ZERO) {
-                    let nap = left.unwrap_or(LIVENESS).min(LIVENESS);
-                    if s.alive() {
-                        wake.wait(seen, Some(nap));
-                    } else {
-                        // Nothing will change any more: a caller that loops
-                        // on errors must not spin.
-                        std::thread::sleep(nap.min(Duration::from_millis(10)));
+                None if policy == Policy::Spin || now < spin_until => {
+                    spin_round();
+                    Step::Look
+                }
+                None => Step::Sleep,
+            };
+            match step {
+                Step::Look => {}
+                Step::Nap(mask) => {
+                    // Policy::Signal, inline, the engine idle: on the NIC fd.
+                    let nap = left.unwrap_or(MAX_NAP).min(MAX_NAP);
+                    if let Some(fd) = self.inner.idle.rx_fd {
+                        if crate::sys::sleep_readable(fd, nap, mask.as_ref()) {
+                            return Waited::Interrupted;
+                        }
+                    }
+                }
+                Step::Sleep => {
+                    let seen = notify.seq();
+                    if ready() {
+                        return Waited::Ready;
+                    }
+                    let nap = match &self.inner.mode {
+                        Mode::Service(_) => Some(left.unwrap_or(LIVENESS).min(LIVENESS)),
+                        // Policy::Signal: another waiter runs the engine and
+                        // may give the role up (Stack::sleep_cap).
+                        Mode::Inline(..) => Some(left.unwrap_or(MAX_NAP).min(MAX_NAP)),
+                        Mode::Embedded { .. } if policy == Policy::Call => {
+                            Some(left.unwrap_or(LIVENESS))
+                        }
+                        Mode::Embedded { .. } => left,
+                    };
+                    if let Mode::Service(s) = &self.inner.mode {
+                        if !s.alive() {
+                            if policy == Policy::Change {
+                                // Nothing will change any more: a caller that
+                                // loops on errors must not spin.
+                                std::thread::sleep(nap.unwrap_or(LIVENESS).min(DEAD_NAP));
+                                return Waited::TimedOut;
+                            }
+                            if ready() {
+                                return Waited::Ready;
+                            }
+                        }
+                    }
+                    let woke = notify.wait(seen, nap);
+                    match (policy, woke) {
+                        (Policy::Signal | Policy::Change, Woke::Interrupted) => {
+                            return Waited::Interrupted
+                        }
+                        (Policy::Change, Woke::TimedOut) => return Waited::TimedOut,
+                        (Policy::Change, Woke::Changed) => return Waited::Ready,
+                        _ => {}
                     }
                 }
             }
-            Mode::Embedded { .. } => {
-                let spin = self.inner.spin;
-                let spin_until = start + spin.min(timeout.unwrap_or(spin));
-                while Instant::now() < spin_until {
-                    if self.inner.wake.seq() != seen {
-                        return;
-                    }
-                    spin_round();
-                }
-                let left =
-                    timeout.map(|t| t.saturating_sub(Instant::now().saturating_since(start)));
-                if left != Some(Duration::ZERO) {
-                    self.inner.wake.wait(seen, left);
-                }
+            if ready() {
+                return Waited::Ready;
             }
         }
     }
@@ -195,91 +310,10 @@ impl Stack {
         ran
     }
 
-    /// One step of waiting: an engine iteration in inline mode, a pause otherwise.
-    pub(super) fn idle_step(&self) {
-        match &self.inner.mode {
-            Mode::Inline(..) => {
-                self.poll_inline(Instant::now(), false);
-            }
-            Mode::Embedded { .. } | Mode::Service(_) => spin_round(),
-        }
-    }
-
-    /// Waits until `ready()` holds or `timeout` passes; returns whether it
-    /// holds. Inline mode runs the engine meanwhile; embedded mode spins for
-    /// a short while, then sleeps on the socket's notify word.
-    pub(crate) fn wait(
-        &self,
-        shared: &StatusBlock,
-        timeout: Option<Duration>,
-        ready: impl Fn() -> bool,
-    ) -> bool {
-        self.wait_on(&shared.notify, timeout, ready)
-    }
-
-    /// [`Stack::wait`] sleeping on `notify` (a socket's notify word, or the
-    /// stack's [`Stack::changes`]).
-    pub(crate) fn wait_on(
-        &self,
-        notify: &appif::notify::Notify,
-        timeout: Option<Duration>,
-        ready: impl Fn() -> bool,
-    ) -> bool {
-        let start = Instant::now();
-        let expired = |now: Instant| timeout.is_some_and(|t| now.saturating_since(start) >= t);
-        match &self.inner.mode {
-            Mode::Inline(..) => loop {
-                if ready() {
-                    return true;
-                }
-                let now = Instant::now();
-                if expired(now) {
-                    return false;
-                }
-                // The engine locks are released before any sleep.
-                let worked = self.poll_inline(now, false);
-                if let Some(worked) = worked {
-                    let left = timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
-                    self.inner.idle.after_poll(worked, now, left);
-                } else {
-                    // Every engine is another thread's: let it run.
-                    spin_round();
-                }
-            },
-            mode @ (Mode::Service(_) | Mode::Embedded { .. }) => loop {
-                if ready() {
-                    return true;
-                }
-                let now = Instant::now();
-                if expired(now) {
-                    return false;
-                }
-                if now.saturating_since(start) < self.inner.spin {
-                    spin_round();
-                    continue;
-                }
-                let seen = notify.seq();
-                if ready() {
-                    return true;
-                }
-                let left = timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
-                let mut nap = left.unwrap_or(LIVENESS);
-                if let Mode::Service(s) = mode {
-                    // A daemon that died cannot wake us: check on it between naps
-                    // (when it is gone, `alive` closes the sockets, so `ready` holds).
-                    if !s.alive() && ready() {
-                        return true;
-                    }
-                    nap = nap.min(LIVENESS);
-                }
-                notify.wait(seen, Some(nap));
-            },
-        }
-    }
-
     /// Waits for a socket to leave `Opening` (the engine took its command).
     pub(crate) fn wait_opened(&self, shared: &StatusBlock) -> io::Result<()> {
-        self.wait(shared, None, || shared.state() != SockState::Opening);
+        let opened = || shared.state() != SockState::Opening;
+        self.wait_for(&shared.notify, None, Policy::Call, opened);
         match shared.state() {
             SockState::Closed => Err(errno::io(shared.take_error().max(1))),
             _ => Ok(()),
@@ -360,49 +394,6 @@ impl Stack {
         timeout: Option<Duration>,
         ready: impl Fn() -> bool,
     ) -> Waited {
-        let start = Instant::now();
-        let left = |now: Instant| timeout.map(|t| t.saturating_sub(now.saturating_since(start)));
-        let mut steps = WaitSteps::new(self, None);
-        loop {
-            if ready() {
-                return Waited::Ready;
-            }
-            let remaining = left(Instant::now());
-            if remaining == Some(Duration::ZERO) {
-                return Waited::TimedOut;
-            }
-            match steps.next(self) {
-                Err(_) => return Waited::Interrupted,
-                Ok(Step::Look) => {}
-                Ok(Step::Nap(mask)) => {
-                    let nap = remaining.unwrap_or(MAX_NAP).min(MAX_NAP);
-                    if let Some(fd) = self.inner.idle.rx_fd {
-                        if crate::sys::sleep_readable(fd, nap, mask.as_ref()) {
-                            return Waited::Interrupted;
-                        }
-                    }
-                }
-                Ok(Step::Sleep) => {
-                    let seen = notify.seq();
-                    if ready() {
-                        return Waited::Ready;
-                    }
-                    let mut nap = match (remaining, self.sleep_cap()) {
-                        (Some(r), Some(c)) => Some(r.min(c)),
-                        (r, c) => r.or(c),
-                    };
-                    if let Mode::Service(s) = &self.inner.mode {
-                        // A daemon that died cannot wake us (see `wait`).
-                        if !s.alive() && ready() {
-                            return Waited::Ready;
-                        }
-                        nap = Some(nap.unwrap_or(LIVENESS).min(LIVENESS));
-                    }
-                    if notify.wait(seen, nap) == appif::notify::Woke::Interrupted {
-                        return Waited::Interrupted;
-                    }
-                }
-            }
-        }
+        self.wait_for(notify, timeout, Policy::Signal, ready)
     }
 }

@@ -4,7 +4,7 @@
 mod share;
 
 use crate::stack::AcceptRx;
-use crate::stack::{Parts, Request, Stack};
+use crate::stack::{Parts, Policy, Request, Stack};
 use appif::bytes;
 use appif::errno::{self, EINVAL, ENOTCONN, EPIPE};
 use appif::socket::{SockId, SockState, StatusHandle, FLAG_MOVED, FLAG_RX_FIN};
@@ -153,8 +153,8 @@ impl TcpListener {
                 true => self.stack.changes(),
                 false => &sh.notify,
             };
-            self.stack
-                .wait_on(n, None, || !q.is_empty() || sh.state() == SockState::Closed);
+            let accepted = || !q.is_empty() || sh.state() == SockState::Closed;
+            self.stack.wait_for(n, None, Policy::Call, accepted);
         }
     }
 
@@ -281,7 +281,7 @@ impl TcpStream {
         let p = stack.open_stream(addr.into())?;
         let s = TcpStream::from_parts(stack, p, false);
         let sh = &s.shared;
-        s.stack.wait(sh, None, || {
+        s.stack.wait_for(&sh.notify, None, Policy::Call, || {
             matches!(sh.state(), SockState::Open | SockState::Closed)
         });
         match s.shared.state() {
@@ -476,7 +476,7 @@ impl Read for TcpStream {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
             let (rx, sh) = (&self.rx, &self.shared);
-            self.stack.wait(sh, None, || {
+            self.stack.wait_for(&sh.notify, None, Policy::Call, || {
                 !rx.is_empty() || sh.has_flags(FLAG_RX_FIN) || sh.state() == SockState::Closed
             });
             seen = crate::trace::stamp(&self.stack.inner.tracer);
@@ -549,7 +549,7 @@ impl Write for TcpStream {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
             let (tx, sh) = (&self.tx, &self.shared);
-            self.stack.wait(sh, None, || {
+            self.stack.wait_for(&sh.notify, None, Policy::Call, || {
                 tx.free() > 0 || sh.state() == SockState::Closed
             });
         }
