@@ -157,7 +157,7 @@ impl<P: Port> Engine<P> {
             mtu,
             link::arp::ArpCache::new(cfg.arp_entries, cfg.arp_waiting),
         );
-        let ip6 = cfg
+        let mut ip6 = cfg
             .ipv6
             .as_ref()
             .map(|c| ip::egress6::Egress6::new(MacAddr(port.mac()), c, mtu));
@@ -174,6 +174,9 @@ impl<P: Port> Engine<P> {
         egress.tcp_checksum_offload = caps.tx_tcp_checksum || caps.tx_gso_max > 0;
         egress.gso_max = caps.tx_gso_max;
         egress.gather = caps.tx_gather && egress.tcp_checksum_offload;
+        if let Some(e6) = ip6.as_mut() {
+            (e6.gso_max, e6.gather) = (egress.gso_max, egress.gather);
+        }
         let max = cfg.max_sockets;
         let mut sockets = Sockets::new(max);
         sockets.growth_limit = cfg.buffer_growth_limit;
@@ -614,18 +617,6 @@ impl Protocols {
         } else {
             self.now = now;
         }
-    }
-
-    /// The sockets, the link and the counters borrowed apart, with the
-    /// iteration's time: what sending one socket's queued data takes.
-    #[inline]
-    fn sockets_egress_stats(&mut self) -> (&mut Sockets, &mut Egress, &mut Stats, Instant) {
-        (
-            &mut self.sockets,
-            &mut self.egress,
-            &mut self.stats,
-            self.now,
-        )
     }
 
     /// Between two full receive bursts of one iteration: the connections

@@ -1,6 +1,7 @@
 //! The link and network layers on the way out: IPv4 routing on one subnet
 //! (plus an optional gateway), ARP resolution, Ethernet framing.
 
+use crate::ip::family::TcpEgress;
 use crate::ip::pmtu::{PmtuTable, PMTU_ENTRIES};
 use crate::link::arp::{ArpAction, ArpCache};
 use crate::obs::stats::Stats;
@@ -10,7 +11,7 @@ use nic::TxQueue;
 use wire::arp::{ArpOp, ArpRepr};
 use wire::checksum::IpAddress;
 use wire::ethernet::{self, EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
-use wire::ipv4::{self, Ipv4Repr};
+use wire::ipv4::{self, Ipv4Repr, PROTO_TCP};
 use wire::MacAddr;
 
 /// Ethernet frames shorter than this (without FCS) are padded with zeros.
@@ -172,7 +173,7 @@ impl Egress {
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> bool {
-        self.send_ipv4_gso(tx, stats, now, dst, protocol, 0, payload_len, None, fill)
+        self.send_ipv4_tos(tx, stats, now, dst, protocol, 0, payload_len, fill)
     }
 
     /// The MAC address of the next hop to `dst` if it is known now: a frame
@@ -182,14 +183,9 @@ impl Egress {
     }
 
     /// [`Egress::send_ipv4`] with a TOS byte (DSCP and the RFC 3168 ECN
-    /// codepoint in its low two bits), for a segment that may exceed the
-    /// MTU: with `gso` the port cuts it into segments of
-    /// `gso.size` payload bytes
-    /// ([`TxQueue::transmit_gso`]), which take consecutive IP
-    /// identifications. Only once the next hop is [`Egress::resolved`]: else
-    /// the frame is dropped and counted in `tx_no_buffer`.
+    /// codepoint in its low two bits).
     #[allow(clippy::too_many_arguments)]
-    pub fn send_ipv4_gso<T: TxQueue>(
+    fn send_ipv4_tos<T: TxQueue>(
         &mut self,
         tx: &mut T,
         stats: &mut Stats,
@@ -198,16 +194,14 @@ impl Egress {
         protocol: u8,
         tos: u8,
         payload_len: usize,
-        gso: Option<Gso>,
         fill: impl FnOnce(&mut [u8]),
     ) -> bool {
         let Some(next_hop) = self.next_hop(dst) else {
             stats.drop_no_route += 1;
             return false;
         };
-        debug_assert!(gso.is_some() || payload_len + ipv4::HEADER_LEN <= self.mtu);
-        let segments = gso.map_or(1, |g| g.segments(payload_len));
-        let ip = self.ipv4_repr(dst, protocol, payload_len, segments);
+        debug_assert!(payload_len + ipv4::HEADER_LEN <= self.mtu);
+        let ip = self.ipv4_repr(dst, protocol, payload_len, 1);
         let src_mac = self.mac;
         let frame_len = (HEADERS + payload_len).max(MIN_FRAME);
         let build = |dst_mac: MacAddr, buf: &mut [u8]| -> usize {
@@ -216,14 +210,6 @@ impl Egress {
             buf[HEADERS + payload_len..frame_len].fill(0);
             frame_len
         };
-        if let Some(gso) = gso {
-            let queued = match self.arp.lookup(next_hop, now) {
-                Some(mac) => tx.transmit_gso(frame_len, gso.size, |buf| build(mac, buf)),
-                None => false,
-            };
-            let bytes = gso.wire_bytes(frame_len, segments, HEADERS);
-            return stats.count_tx(queued, segments, bytes);
-        }
         if let Some(mac) = self.arp.lookup(next_hop, now) {
             let sent = tx.transmit(frame_len, |buf| build(mac, buf));
             stats.count_tx(sent, 1, frame_len)
@@ -273,41 +259,6 @@ impl Egress {
             dont_frag: true,
             payload_len,
         }
-    }
-
-    /// Sends one TCP segment whose payload the port sends from where it lies
-    /// ([`TxQueue::transmit_gather`]) to `dst` through the next hop at
-    /// `dst_mac` (the caller's [`Egress::resolved`]), with TOS byte `tos`:
-    /// `fill` writes the `header_len` bytes of TCP header, whose checksum
-    /// field gets the pseudo-header sum of the whole segment (`header_len +
-    /// payload.len()` bytes). With `gso_size` > 0 the port cuts a longer
-    /// payload into segments of that many bytes, which take consecutive IP
-    /// identifications. The frame must need no padding (at least 60 bytes).
-    /// When the port refuses it, the segment is dropped and counted in
-    /// `tx_no_buffer`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn send_tcp_gather<T: TxQueue>(
-        &mut self,
-        tx: &mut T,
-        stats: &mut Stats,
-        dst: Ipv4Addr,
-        dst_mac: MacAddr,
-        tos: u8,
-        header_len: usize,
-        payload: nic::TxPayload,
-        gso_size: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> bool {
-        let tcp_len = header_len + payload.len();
-        let gso = Gso {
-            size: gso_size,
-            header_len,
-        };
-        let ip = self.ipv4_repr(dst, wire::ipv4::PROTO_TCP, tcp_len, gso.segments(tcp_len));
-        let src_mac = self.mac;
-        let emit = |buf: &mut [u8]| emit_headers(buf, dst_mac, src_mac, &ip, tos);
-        let ends = (self.ip, dst);
-        transmit_tcp_gather(tx, stats, HEADERS, ends, gso, payload, emit, fill)
     }
 
     /// Sends an ARP packet from us to `target_ip` (at `target_mac`, or
@@ -388,6 +339,112 @@ impl Egress {
     }
 }
 
+/// TCP output over IPv4 (`tcp::tx`): the TOS byte carries only the ECN
+/// codepoint; packets cut by the port take consecutive IP identifications;
+/// checksums as [`Egress::tcp_checksum`] fills them.
+impl TcpEgress for Egress {
+    type Addr = Ipv4Addr;
+    type Flow = Ipv4Addr;
+    const HEADERS: usize = HEADERS;
+
+    #[inline]
+    fn peer(dst: &Ipv4Addr) -> Ipv4Addr {
+        *dst
+    }
+
+    #[inline]
+    fn pmtu_table(&self) -> &PmtuTable<Ipv4Addr> {
+        &self.pmtu
+    }
+
+    #[inline]
+    fn path_mtu(&self, dst: Ipv4Addr, now: Instant) -> usize {
+        Egress::path_mtu(self, dst, now)
+    }
+
+    #[inline]
+    fn resolved(&mut self, dst: Ipv4Addr, now: Instant) -> Option<MacAddr> {
+        Egress::resolved(self, dst, now)
+    }
+
+    #[inline]
+    fn tcp_gso_max(&self) -> usize {
+        self.gso_max
+    }
+
+    #[inline]
+    fn tcp_gather(&self) -> bool {
+        self.gather
+    }
+
+    fn send_tcp_gather<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        dst: &Ipv4Addr,
+        ecn: u8,
+        dst_mac: MacAddr,
+        header_len: usize,
+        payload: nic::TxPayload,
+        gso_size: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let tcp_len = header_len + payload.len();
+        let gso = Gso {
+            size: gso_size,
+            header_len,
+        };
+        let ip = self.ipv4_repr(*dst, PROTO_TCP, tcp_len, gso.segments(tcp_len));
+        let src_mac = self.mac;
+        let emit = |buf: &mut [u8]| emit_headers(buf, dst_mac, src_mac, &ip, ecn);
+        let ends = (self.ip, *dst);
+        transmit_tcp_gather(tx, stats, HEADERS, ends, gso, payload, emit, fill)
+    }
+
+    fn send_tcp_gso<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        dst: &Ipv4Addr,
+        ecn: u8,
+        dst_mac: MacAddr,
+        header_len: usize,
+        gso_size: usize,
+        tcp_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let gso = Gso {
+            size: gso_size,
+            header_len,
+        };
+        let ip = self.ipv4_repr(*dst, PROTO_TCP, tcp_len, gso.segments(tcp_len));
+        let (src, src_mac, offload) = (self.ip, self.mac, self.tcp_checksum_offload);
+        transmit_tcp_gso(tx, stats, HEADERS, gso, tcp_len, |buf| {
+            emit_headers(buf, dst_mac, src_mac, &ip, ecn);
+            let segment = &mut buf[HEADERS..HEADERS + tcp_len];
+            fill(segment);
+            Egress::tcp_checksum(offload, segment, src, ip.dst);
+        })
+    }
+
+    fn send_tcp<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        now: Instant,
+        dst: &Ipv4Addr,
+        ecn: u8,
+        tcp_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let (src, dst, offload) = (self.ip, *dst, self.tcp_checksum_offload);
+        self.send_ipv4_tos(tx, stats, now, dst, PROTO_TCP, ecn, tcp_len, |buf| {
+            fill(buf);
+            Egress::tcp_checksum(offload, buf, src, dst);
+        })
+    }
+}
+
 /// Sends `frame`, one that waited for its next hop's link-layer address
 /// (ARP or Neighbor Discovery), now addressed to `mac`; counted in `stats`.
 pub(crate) fn send_waiting<T: TxQueue>(
@@ -437,6 +494,35 @@ pub(crate) fn transmit_tcp_gather<T: TxQueue, A: IpAddress>(
         fill(tcp);
         wire::tcp::fill_pseudo_checksum_len(tcp, src, dst, tcp_len);
     });
+    stats.count_tx(
+        queued,
+        segments,
+        gso.wire_bytes(frame_len, segments, link_headers),
+    )
+}
+
+/// Hands the port one TCP segment of `tcp_len` bytes that it cuts as
+/// `gso` says ([`TxQueue::transmit_gso`]), either family: `build` writes
+/// the `link_headers` bytes of Ethernet and IP header and the segment
+/// after them; the frame is padded to [`MIN_FRAME`]. Counted in `stats`
+/// (a refusal in `tx_no_buffer`); false when the port refused it.
+#[inline]
+pub(crate) fn transmit_tcp_gso<T: TxQueue>(
+    tx: &mut T,
+    stats: &mut Stats,
+    link_headers: usize,
+    gso: Gso,
+    tcp_len: usize,
+    build: impl FnOnce(&mut [u8]),
+) -> bool {
+    let end = link_headers + tcp_len;
+    let frame_len = end.max(MIN_FRAME);
+    let queued = tx.transmit_gso(frame_len, gso.size, |buf| {
+        build(buf);
+        buf[end..frame_len].fill(0);
+        frame_len
+    });
+    let segments = gso.segments(tcp_len);
     stats.count_tx(
         queued,
         segments,

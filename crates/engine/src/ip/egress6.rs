@@ -6,8 +6,9 @@
 //! RFC 2464 §7).
 
 use crate::config::{link_local_from_mac, Ipv6Config};
-use crate::ip::egress::{send_waiting, transmit_tcp_gather};
+use crate::ip::egress::{send_waiting, transmit_tcp_gather, transmit_tcp_gso};
 use crate::ip::egress::{Gso, MIN_FRAME};
+use crate::ip::family::TcpEgress;
 use crate::ip::pmtu::{PmtuTable, PMTU_ENTRIES};
 use crate::link::arp::FRAME_CAP;
 use crate::link::neighbor::{NdAction, NeighborCache, RETRANS_TIMER};
@@ -24,6 +25,9 @@ use wire::MacAddr;
 pub const HEADERS6: usize = ethernet::HEADER_LEN + ipv6::HEADER_LEN;
 /// Hop Limit of the packets we originate (Linux's default).
 pub const HOP_LIMIT: u8 = 64;
+/// Bytes an IPv6 header has beyond an IPv4 one without options: taken off
+/// the port's largest GSO payload so that a frame stays within it.
+const IPV6_EXTRA: usize = ipv6::HEADER_LEN - wire::ipv4::HEADER_LEN;
 
 /// Where an address of ours stands (RFC 4862 §5.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +71,12 @@ pub struct Egress6 {
     pub neighbors: NeighborCache,
     /// Path MTUs learned from Packet Too Big (RFC 8201).
     pub pmtu: PmtuTable<Ipv6Addr>,
+    /// Largest TCP payload of one segment the port cuts apart, as over
+    /// IPv4 ([`nic::Capabilities::tx_gso_max`]); 0 for none.
+    pub gso_max: usize,
+    /// The port sends TCP payloads from where they lie, as over IPv4
+    /// ([`nic::Capabilities::tx_gather`]).
+    pub gather: bool,
 }
 
 /// True for a link-local unicast address, fe80::/10 (RFC 4291 §2.5.6).
@@ -109,6 +119,8 @@ impl Egress6 {
             mtu,
             neighbors: NeighborCache::new(cfg.neighbor_entries, cfg.neighbor_waiting),
             pmtu: PmtuTable::new(PMTU_ENTRIES),
+            gso_max: 0,
+            gather: false,
         }
     }
 
@@ -288,64 +300,6 @@ impl Egress6 {
         self.neighbors.lookup(hop, now)
     }
 
-    /// Sends one TCP segment of `ip.payload_len` bytes (header included)
-    /// that may exceed the MTU to `dst_mac`, a [`Egress6::resolved`] next
-    /// hop: the port cuts it into segments of `gso.size` payload bytes
-    /// ([`TxQueue::transmit_gso`]; the port writes the pseudo-header sum,
-    /// so `fill` need not checksum). False, counted in `tx_no_buffer`, when
-    /// the port has no room.
-    pub fn send_tcp_gso<T: TxQueue>(
-        &mut self,
-        tx: &mut T,
-        stats: &mut Stats,
-        dst_mac: MacAddr,
-        ip: &Ipv6Repr,
-        gso: Gso,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> bool {
-        let frame_len = (HEADERS6 + ip.payload_len).max(MIN_FRAME);
-        let src_mac = self.mac;
-        let queued = tx.transmit_gso(frame_len, gso.size, |buf| {
-            build(buf, dst_mac, src_mac, ip, fill);
-            frame_len
-        });
-        let segments = gso.segments(ip.payload_len);
-        stats.count_tx(
-            queued,
-            segments,
-            gso.wire_bytes(frame_len, segments, HEADERS6),
-        )
-    }
-
-    /// Sends one TCP segment whose payload stays where it lies
-    /// ([`TxQueue::transmit_gather`]) to `dst_mac`: `fill` writes the
-    /// `header_len` bytes of TCP header, the pseudo-header sum of the whole
-    /// segment (`ip.payload_len` bytes) is put in its checksum field, and
-    /// the port completes it. With `gso_size` > 0 the port cuts it into
-    /// segments of that many payload bytes.
-    #[allow(clippy::too_many_arguments)]
-    pub fn send_tcp_gather<T: TxQueue>(
-        &mut self,
-        tx: &mut T,
-        stats: &mut Stats,
-        dst_mac: MacAddr,
-        ip: &Ipv6Repr,
-        header_len: usize,
-        payload: nic::TxPayload,
-        gso_size: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> bool {
-        debug_assert_eq!(ip.payload_len, header_len + payload.len());
-        let gso = Gso {
-            size: gso_size,
-            header_len,
-        };
-        let src_mac = self.mac;
-        let emit = |buf: &mut [u8]| emit_headers(buf, dst_mac, src_mac, ip);
-        let ends = (ip.src, ip.dst);
-        transmit_tcp_gather(tx, stats, HEADERS6, ends, gso, payload, emit, fill)
-    }
-
     /// Sends a Neighbor Solicitation for `target` (RFC 4861 §7.2.2):
     /// multicast to its solicited-node group, or a unicast probe to
     /// `unicast`; for Duplicate Address Detection (`dad`) from the
@@ -495,6 +449,120 @@ impl Egress6 {
                 x.state = state;
             }
         }
+    }
+}
+
+/// TCP output over IPv6 (`tcp::tx`): a flow is the header of its
+/// packets, its Traffic Class's ECN bits clear; segments the port cuts
+/// carry no checksum (the port writes the pseudo-header sum of each),
+/// copied ones carry it in full.
+impl TcpEgress for Egress6 {
+    type Addr = Ipv6Addr;
+    type Flow = Ipv6Repr;
+    const HEADERS: usize = HEADERS6;
+
+    #[inline]
+    fn peer(flow: &Ipv6Repr) -> Ipv6Addr {
+        flow.dst
+    }
+
+    #[inline]
+    fn pmtu_table(&self) -> &PmtuTable<Ipv6Addr> {
+        &self.pmtu
+    }
+
+    #[inline]
+    fn path_mtu(&self, dst: Ipv6Addr, now: Instant) -> usize {
+        self.pmtu(dst, now)
+    }
+
+    #[inline]
+    fn resolved(&mut self, dst: Ipv6Addr, now: Instant) -> Option<MacAddr> {
+        Egress6::resolved(self, dst, now)
+    }
+
+    #[inline]
+    fn tcp_gso_max(&self) -> usize {
+        self.gso_max.saturating_sub(IPV6_EXTRA)
+    }
+
+    #[inline]
+    fn tcp_gather(&self) -> bool {
+        self.gather
+    }
+
+    fn send_tcp_gather<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        flow: &Ipv6Repr,
+        ecn: u8,
+        dst_mac: MacAddr,
+        header_len: usize,
+        payload: nic::TxPayload,
+        gso_size: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let ip = packet(flow, ecn, header_len + payload.len());
+        let gso = Gso {
+            size: gso_size,
+            header_len,
+        };
+        let src_mac = self.mac;
+        let emit = |buf: &mut [u8]| emit_headers(buf, dst_mac, src_mac, &ip);
+        let ends = (ip.src, ip.dst);
+        transmit_tcp_gather(tx, stats, HEADERS6, ends, gso, payload, emit, fill)
+    }
+
+    fn send_tcp_gso<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        flow: &Ipv6Repr,
+        ecn: u8,
+        dst_mac: MacAddr,
+        header_len: usize,
+        gso_size: usize,
+        tcp_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let ip = packet(flow, ecn, tcp_len);
+        let gso = Gso {
+            size: gso_size,
+            header_len,
+        };
+        let src_mac = self.mac;
+        transmit_tcp_gso(tx, stats, HEADERS6, gso, tcp_len, |buf| {
+            emit_headers(buf, dst_mac, src_mac, &ip);
+            fill(&mut buf[HEADERS6..HEADERS6 + tcp_len]);
+        })
+    }
+
+    fn send_tcp<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        now: Instant,
+        flow: &Ipv6Repr,
+        ecn: u8,
+        tcp_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let ip = packet(flow, ecn, tcp_len);
+        self.send_repr(tx, stats, now, &ip, |buf| {
+            fill(buf);
+            wire::tcp::fill_checksum(buf, ip.src, ip.dst);
+        })
+    }
+}
+
+/// The header of a packet of `flow` with ECN codepoint `ecn` and a
+/// `payload_len`-byte payload.
+fn packet(flow: &Ipv6Repr, ecn: u8, payload_len: usize) -> Ipv6Repr {
+    Ipv6Repr {
+        traffic_class: flow.traffic_class | ecn,
+        payload_len,
+        ..*flow
     }
 }
 

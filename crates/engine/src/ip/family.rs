@@ -10,12 +10,27 @@
 //! ISNs, timestamp offsets and SYN cookies already take a
 //! [`SocketAddr`] of either family and hash the whole address
 //! (`tcp::isn`, `syncookie`).
+//!
+//! On the way out, [`TcpEgress`] is what TCP output needs of a family's
+//! egress (`egress::Egress`, `egress6::Egress6`): the path MTU, the next
+//! hop's MAC, the port's offloads, and three ways to send a segment
+//! (payload lent, cut by the port, copied). `tcp::tx` is written once
+//! over it.
 
+use crate::ip::pmtu::{PmtuFloor, PmtuTable};
+use crate::obs::stats::Stats;
+use crate::time::Instant;
 use core::fmt::Debug;
 use core::hash::Hash;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use nic::rss::Steering;
+use nic::{TxPayload, TxQueue};
 use wire::checksum::IpAddress;
+use wire::MacAddr;
+
+/// The ECT(0) codepoint in the ECN bits, the low two of IPv4's TOS byte
+/// and of IPv6's Traffic Class (RFC 3168 §5).
+pub(crate) const ECT0: u8 = 0b10;
 
 /// An IP address family: [`Ipv4Addr`] or [`Ipv6Addr`].
 pub trait Family: IpAddress + Into<IpAddr> {
@@ -87,4 +102,95 @@ impl Family for Ipv6Addr {
     fn owner(steering: &Steering, a: Self, b: Self, port_a: u16, port_b: u16) -> usize {
         steering.owner(a.octets(), b.octets(), port_a, port_b)
     }
+}
+
+/// A family's egress as TCP output sees it: implemented by
+/// `egress::Egress` (IPv4) and `egress6::Egress6` (IPv6), used through
+/// generics (monomorphized, no dispatch per segment). Every send counts
+/// what it sent or dropped in `stats` and returns false when the frame
+/// was dropped.
+pub(crate) trait TcpEgress {
+    /// The family's address.
+    type Addr: Family + PmtuFloor;
+    /// The IP header fields of one connection's packets but the payload
+    /// length and the ECN codepoint: for IPv4 the peer (the source is
+    /// ours, TTL 64, TOS only ECN); for IPv6 the whole header (addresses,
+    /// Flow Label, Traffic Class, Hop Limit).
+    type Flow: Copy;
+    /// Bytes of Ethernet and IP header in front of the TCP header.
+    const HEADERS: usize;
+
+    /// The peer of `flow`.
+    fn peer(flow: &Self::Flow) -> Self::Addr;
+
+    /// The path MTU table: its generation says when to look again.
+    fn pmtu_table(&self) -> &PmtuTable<Self::Addr>;
+
+    /// The path MTU toward `dst`, bytes of IP packet.
+    fn path_mtu(&self, dst: Self::Addr, now: Instant) -> usize;
+
+    /// The MAC of the next hop toward `dst` if it is known now.
+    fn resolved(&mut self, dst: Self::Addr, now: Instant) -> Option<MacAddr>;
+
+    /// Largest TCP payload of one segment the port cuts apart for this
+    /// family's header length; 0 for none.
+    fn tcp_gso_max(&self) -> usize;
+
+    /// The port sends TCP payloads from where they lie.
+    fn tcp_gather(&self) -> bool;
+
+    /// Sends one TCP segment of `flow` with ECN codepoint `ecn` to the
+    /// resolved next hop `dst_mac`, its `payload` lent to the port
+    /// ([`TxQueue::transmit_gather`]): `fill` writes the `header_len`
+    /// bytes of TCP header, the port completes the checksum and, with
+    /// `gso_size` > 0, cuts the payload into segments of that many bytes.
+    /// The frame needs no padding (at least `egress::MIN_FRAME` bytes).
+    #[allow(clippy::too_many_arguments)]
+    fn send_tcp_gather<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        flow: &Self::Flow,
+        ecn: u8,
+        dst_mac: MacAddr,
+        header_len: usize,
+        payload: TxPayload,
+        gso_size: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool;
+
+    /// Sends one TCP segment of `flow` of `tcp_len` bytes (a `header_len`
+    /// byte header included), longer than the MTU, to the resolved next
+    /// hop `dst_mac`: `fill` writes it, the family puts in the checksum
+    /// field what the port needs, and the port cuts it into segments of
+    /// `gso_size` payload bytes ([`TxQueue::transmit_gso`]).
+    #[allow(clippy::too_many_arguments)]
+    fn send_tcp_gso<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        flow: &Self::Flow,
+        ecn: u8,
+        dst_mac: MacAddr,
+        header_len: usize,
+        gso_size: usize,
+        tcp_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool;
+
+    /// Sends one TCP segment of `flow` of `tcp_len` bytes within the MTU,
+    /// copied into its frame: `fill` writes it, the family fills its
+    /// checksum. A frame for an unresolved next hop waits for ARP or
+    /// Neighbor Discovery.
+    #[allow(clippy::too_many_arguments)]
+    fn send_tcp<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        now: Instant,
+        flow: &Self::Flow,
+        ecn: u8,
+        tcp_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool;
 }
