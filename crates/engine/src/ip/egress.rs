@@ -1,7 +1,7 @@
 //! The link and network layers on the way out: IPv4 routing on one subnet
 //! (plus an optional gateway), ARP resolution, Ethernet framing.
 
-use crate::ip::family::TcpEgress;
+use crate::ip::family::{Gso, Route, TcpEgress, TcpOut, Via};
 use crate::ip::pmtu::{PmtuTable, PMTU_ENTRIES};
 use crate::link::arp::{ArpAction, ArpCache};
 use crate::obs::stats::Stats;
@@ -44,43 +44,6 @@ pub struct Egress {
     /// ([`nic::Capabilities::tx_gather`]).
     pub gather: bool,
     ident: u16,
-}
-
-/// How the port cuts one oversized TCP segment apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Gso {
-    /// Payload bytes per segment (the MSS).
-    pub size: usize,
-    /// TCP header bytes, repeated in every segment.
-    pub header_len: usize,
-}
-
-impl Gso {
-    /// Segments a transport segment of `l4_len` bytes (header included)
-    /// makes; 1 when `size` is 0 (the port does not cut it).
-    #[inline]
-    pub(crate) fn segments(&self, l4_len: usize) -> usize {
-        if self.size == 0 {
-            return 1;
-        }
-        l4_len
-            .saturating_sub(self.header_len)
-            .div_ceil(self.size)
-            .max(1)
-    }
-
-    /// Bytes the wire carries for a frame of `frame_len` bytes cut into
-    /// `segments`: each segment after the first repeats the `link_headers`
-    /// bytes of Ethernet and IP header and the TCP header.
-    #[inline]
-    pub(crate) fn wire_bytes(
-        &self,
-        frame_len: usize,
-        segments: usize,
-        link_headers: usize,
-    ) -> usize {
-        frame_len + (segments - 1) * (link_headers + self.header_len)
-    }
 }
 
 impl Egress {
@@ -144,9 +107,7 @@ impl Egress {
     /// Fragmentation Needed (at least 552), else the link MTU.
     /// O(`pmtu::PMTU_ENTRIES`).
     pub fn path_mtu(&self, dst: Ipv4Addr, now: Instant) -> usize {
-        self.pmtu
-            .get(dst, now)
-            .map_or(self.mtu, |m| m.min(self.mtu))
+        self.pmtu.path_mtu(dst, now, self.mtu)
     }
 
     /// The next hop toward `dst`: itself when on-link, else the gateway.
@@ -158,34 +119,19 @@ impl Egress {
         }
     }
 
-    /// Sends one IPv4 packet of `payload_len` bytes (≤ mtu - 20) to `dst`;
-    /// `fill` writes the transport header and payload into exactly that
-    /// many bytes. Frames for an unresolved next hop wait in the ARP queue.
-    /// Returns false when the packet was dropped (counted).
-    #[allow(clippy::too_many_arguments)]
-    pub fn send_ipv4<T: TxQueue>(
-        &mut self,
-        tx: &mut T,
-        stats: &mut Stats,
-        now: Instant,
-        dst: Ipv4Addr,
-        protocol: u8,
-        payload_len: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> bool {
-        self.send_ipv4_tos(tx, stats, now, dst, protocol, 0, payload_len, fill)
-    }
-
     /// The MAC address of the next hop to `dst` if it is known now: a frame
     /// to it goes out at once instead of waiting in the ARP queue.
     pub fn resolved(&self, dst: Ipv4Addr, now: Instant) -> Option<MacAddr> {
         self.next_hop(dst).and_then(|h| self.arp.lookup(h, now))
     }
 
-    /// [`Egress::send_ipv4`] with a TOS byte (DSCP and the RFC 3168 ECN
-    /// codepoint in its low two bits).
+    /// Sends one IPv4 packet of `payload_len` bytes (≤ mtu - 20) to `dst`
+    /// with TOS byte `tos` (DSCP and the RFC 3168 ECN codepoint in its low
+    /// two bits); `fill` writes the transport header and payload into
+    /// exactly that many bytes. Frames for an unresolved next hop wait in
+    /// the ARP queue. Returns false when the packet was dropped (counted).
     #[allow(clippy::too_many_arguments)]
-    fn send_ipv4_tos<T: TxQueue>(
+    pub fn send_ipv4<T: TxQueue>(
         &mut self,
         tx: &mut T,
         stats: &mut Stats,
@@ -347,101 +293,54 @@ impl TcpEgress for Egress {
     type Flow = Ipv4Addr;
     const HEADERS: usize = HEADERS;
 
-    #[inline]
     fn peer(dst: &Ipv4Addr) -> Ipv4Addr {
         *dst
-    }
-
-    #[inline]
-    fn pmtu_table(&self) -> &PmtuTable<Ipv4Addr> {
-        &self.pmtu
-    }
-
-    #[inline]
-    fn path_mtu(&self, dst: Ipv4Addr, now: Instant) -> usize {
-        Egress::path_mtu(self, dst, now)
-    }
-
-    #[inline]
-    fn resolved(&mut self, dst: Ipv4Addr, now: Instant) -> Option<MacAddr> {
-        Egress::resolved(self, dst, now)
-    }
-
-    #[inline]
-    fn tcp_gso_max(&self) -> usize {
-        self.gso_max
-    }
-
-    #[inline]
-    fn tcp_gather(&self) -> bool {
-        self.gather
-    }
-
-    fn send_tcp_gather<T: TxQueue>(
-        &mut self,
-        tx: &mut T,
-        stats: &mut Stats,
-        dst: &Ipv4Addr,
-        ecn: u8,
-        dst_mac: MacAddr,
-        header_len: usize,
-        payload: nic::TxPayload,
-        gso_size: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> bool {
-        let tcp_len = header_len + payload.len();
-        let gso = Gso {
-            size: gso_size,
-            header_len,
-        };
-        let ip = self.ipv4_repr(*dst, PROTO_TCP, tcp_len, gso.segments(tcp_len));
-        let src_mac = self.mac;
-        let emit = |buf: &mut [u8]| emit_headers(buf, dst_mac, src_mac, &ip, ecn);
-        let ends = (self.ip, *dst);
-        transmit_tcp_gather(tx, stats, HEADERS, ends, gso, payload, emit, fill)
-    }
-
-    fn send_tcp_gso<T: TxQueue>(
-        &mut self,
-        tx: &mut T,
-        stats: &mut Stats,
-        dst: &Ipv4Addr,
-        ecn: u8,
-        dst_mac: MacAddr,
-        header_len: usize,
-        gso_size: usize,
-        tcp_len: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> bool {
-        let gso = Gso {
-            size: gso_size,
-            header_len,
-        };
-        let ip = self.ipv4_repr(*dst, PROTO_TCP, tcp_len, gso.segments(tcp_len));
-        let (src, src_mac, offload) = (self.ip, self.mac, self.tcp_checksum_offload);
-        transmit_tcp_gso(tx, stats, HEADERS, gso, tcp_len, |buf| {
-            emit_headers(buf, dst_mac, src_mac, &ip, ecn);
-            let segment = &mut buf[HEADERS..HEADERS + tcp_len];
-            fill(segment);
-            Egress::tcp_checksum(offload, segment, src, ip.dst);
-        })
     }
 
     fn send_tcp<T: TxQueue>(
         &mut self,
         tx: &mut T,
         stats: &mut Stats,
-        now: Instant,
-        dst: &Ipv4Addr,
-        ecn: u8,
-        tcp_len: usize,
+        TcpOut {
+            flow: dst,
+            ecn: tos,
+            tcp_len,
+            gso,
+            via,
+        }: TcpOut<Ipv4Addr>,
         fill: impl FnOnce(&mut [u8]),
     ) -> bool {
-        let (src, dst, offload) = (self.ip, *dst, self.tcp_checksum_offload);
-        self.send_ipv4_tos(tx, stats, now, dst, PROTO_TCP, ecn, tcp_len, |buf| {
-            fill(buf);
-            Egress::tcp_checksum(offload, buf, src, dst);
+        let (src, src_mac, offload) = (self.ip, self.mac, self.tcp_checksum_offload);
+        let checksum = |segment: &mut [u8]| Egress::tcp_checksum(offload, segment, src, dst);
+        let (dst_mac, lent) = match via {
+            Via::Lent(mac, payload) => (mac, Some(payload)),
+            Via::Cut(mac) => (mac, None),
+            Via::Copied(now) => {
+                return self.send_ipv4(tx, stats, now, dst, PROTO_TCP, tos, tcp_len, |s| {
+                    fill(s);
+                    checksum(s);
+                });
+            }
+        };
+        let ip = self.ipv4_repr(dst, PROTO_TCP, tcp_len, gso.segments(tcp_len));
+        let emit = |buf: &mut [u8]| emit_headers(buf, dst_mac, src_mac, &ip, tos);
+        if let Some(payload) = lent {
+            return transmit_tcp_gather(tx, stats, HEADERS, (src, dst), gso, payload, emit, fill);
+        }
+        transmit_tcp_gso(tx, stats, HEADERS, gso, tcp_len, emit, |s| {
+            fill(s);
+            checksum(s);
         })
+    }
+
+    fn route(&mut self, dst: Ipv4Addr, now: Instant) -> Route<'_, Ipv4Addr> {
+        Route {
+            next_mac: self.resolved(dst, now),
+            gso_max: self.gso_max,
+            gather: self.gather,
+            link_mtu: self.mtu,
+            pmtu: &self.pmtu,
+        }
     }
 }
 
@@ -502,8 +401,8 @@ pub(crate) fn transmit_tcp_gather<T: TxQueue, A: IpAddress>(
 }
 
 /// Hands the port one TCP segment of `tcp_len` bytes that it cuts as
-/// `gso` says ([`TxQueue::transmit_gso`]), either family: `build` writes
-/// the `link_headers` bytes of Ethernet and IP header and the segment
+/// `gso` says ([`TxQueue::transmit_gso`]), either family: `emit` writes
+/// the `link_headers` bytes of Ethernet and IP header, `fill` the segment
 /// after them; the frame is padded to [`MIN_FRAME`]. Counted in `stats`
 /// (a refusal in `tx_no_buffer`); false when the port refused it.
 #[inline]
@@ -513,12 +412,14 @@ pub(crate) fn transmit_tcp_gso<T: TxQueue>(
     link_headers: usize,
     gso: Gso,
     tcp_len: usize,
-    build: impl FnOnce(&mut [u8]),
+    emit: impl FnOnce(&mut [u8]),
+    fill: impl FnOnce(&mut [u8]),
 ) -> bool {
     let end = link_headers + tcp_len;
     let frame_len = end.max(MIN_FRAME);
     let queued = tx.transmit_gso(frame_len, gso.size, |buf| {
-        build(buf);
+        emit(buf);
+        fill(&mut buf[link_headers..end]);
         buf[end..frame_len].fill(0);
         frame_len
     });

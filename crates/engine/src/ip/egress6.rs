@@ -6,9 +6,9 @@
 //! RFC 2464 §7).
 
 use crate::config::{link_local_from_mac, Ipv6Config};
+use crate::ip::egress::MIN_FRAME;
 use crate::ip::egress::{send_waiting, transmit_tcp_gather, transmit_tcp_gso};
-use crate::ip::egress::{Gso, MIN_FRAME};
-use crate::ip::family::TcpEgress;
+use crate::ip::family::{Route, TcpEgress, TcpOut, Via};
 use crate::ip::pmtu::{PmtuTable, PMTU_ENTRIES};
 use crate::link::arp::FRAME_CAP;
 use crate::link::neighbor::{NdAction, NeighborCache, RETRANS_TIMER};
@@ -187,9 +187,7 @@ impl Egress6 {
 
     /// The path MTU toward `dst`: the learned estimate, else the link MTU.
     pub fn pmtu(&self, dst: Ipv6Addr, now: Instant) -> usize {
-        self.pmtu
-            .get(dst, now)
-            .map_or(self.mtu, |m| m.min(self.mtu))
+        self.pmtu.path_mtu(dst, now, self.mtu)
     }
 
     /// Sends one IPv6 packet from `src` to `dst` with a `payload_len`-byte
@@ -461,98 +459,48 @@ impl TcpEgress for Egress6 {
     type Flow = Ipv6Repr;
     const HEADERS: usize = HEADERS6;
 
-    #[inline]
     fn peer(flow: &Ipv6Repr) -> Ipv6Addr {
         flow.dst
-    }
-
-    #[inline]
-    fn pmtu_table(&self) -> &PmtuTable<Ipv6Addr> {
-        &self.pmtu
-    }
-
-    #[inline]
-    fn path_mtu(&self, dst: Ipv6Addr, now: Instant) -> usize {
-        self.pmtu(dst, now)
-    }
-
-    #[inline]
-    fn resolved(&mut self, dst: Ipv6Addr, now: Instant) -> Option<MacAddr> {
-        Egress6::resolved(self, dst, now)
-    }
-
-    #[inline]
-    fn tcp_gso_max(&self) -> usize {
-        self.gso_max.saturating_sub(IPV6_EXTRA)
-    }
-
-    #[inline]
-    fn tcp_gather(&self) -> bool {
-        self.gather
-    }
-
-    fn send_tcp_gather<T: TxQueue>(
-        &mut self,
-        tx: &mut T,
-        stats: &mut Stats,
-        flow: &Ipv6Repr,
-        ecn: u8,
-        dst_mac: MacAddr,
-        header_len: usize,
-        payload: nic::TxPayload,
-        gso_size: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> bool {
-        let ip = packet(flow, ecn, header_len + payload.len());
-        let gso = Gso {
-            size: gso_size,
-            header_len,
-        };
-        let src_mac = self.mac;
-        let emit = |buf: &mut [u8]| emit_headers(buf, dst_mac, src_mac, &ip);
-        let ends = (ip.src, ip.dst);
-        transmit_tcp_gather(tx, stats, HEADERS6, ends, gso, payload, emit, fill)
-    }
-
-    fn send_tcp_gso<T: TxQueue>(
-        &mut self,
-        tx: &mut T,
-        stats: &mut Stats,
-        flow: &Ipv6Repr,
-        ecn: u8,
-        dst_mac: MacAddr,
-        header_len: usize,
-        gso_size: usize,
-        tcp_len: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> bool {
-        let ip = packet(flow, ecn, tcp_len);
-        let gso = Gso {
-            size: gso_size,
-            header_len,
-        };
-        let src_mac = self.mac;
-        transmit_tcp_gso(tx, stats, HEADERS6, gso, tcp_len, |buf| {
-            emit_headers(buf, dst_mac, src_mac, &ip);
-            fill(&mut buf[HEADERS6..HEADERS6 + tcp_len]);
-        })
     }
 
     fn send_tcp<T: TxQueue>(
         &mut self,
         tx: &mut T,
         stats: &mut Stats,
-        now: Instant,
-        flow: &Ipv6Repr,
-        ecn: u8,
-        tcp_len: usize,
+        seg: TcpOut<Ipv6Repr>,
         fill: impl FnOnce(&mut [u8]),
     ) -> bool {
-        let ip = packet(flow, ecn, tcp_len);
-        self.send_repr(tx, stats, now, &ip, |buf| {
-            fill(buf);
-            wire::tcp::fill_checksum(buf, ip.src, ip.dst);
-        })
+        let ip = packet(&seg.flow, seg.ecn, seg.tcp_len);
+        let src_mac = self.mac;
+        let emit = |buf: &mut [u8], dst_mac| emit_headers(buf, dst_mac, src_mac, &ip);
+        match seg.via {
+            Via::Lent(dst_mac, payload) => {
+                let emit = |buf: &mut [u8]| emit(buf, dst_mac);
+                let ends = (ip.src, ip.dst);
+                transmit_tcp_gather(tx, stats, HEADERS6, ends, seg.gso, payload, emit, fill)
+            }
+            Via::Cut(dst_mac) => {
+                let emit = |buf: &mut [u8]| emit(buf, dst_mac);
+                transmit_tcp_gso(tx, stats, HEADERS6, seg.gso, seg.tcp_len, emit, fill)
+            }
+            Via::Copied(now) => self.send_repr(tx, stats, now, &ip, |buf| {
+                fill(buf);
+                wire::tcp::fill_checksum(buf, ip.src, ip.dst);
+            }),
+        }
+    }
+
+    fn route(&mut self, dst: Ipv6Addr, now: Instant) -> Route<'_, Ipv6Addr> {
+        let next_mac = self.resolved(dst, now);
+        // The port's largest payload less what the IPv6 header adds.
+        let gso_max = self.gso_max.saturating_sub(IPV6_EXTRA);
+        Route {
+            next_mac,
+            gso_max,
+            gather: self.gather,
+            link_mtu: self.mtu,
+            pmtu: &self.pmtu,
+        }
     }
 }
 

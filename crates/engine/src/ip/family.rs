@@ -104,11 +104,108 @@ impl Family for Ipv6Addr {
     }
 }
 
+/// How the port cuts one oversized TCP segment apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gso {
+    /// Payload bytes per segment (the MSS); 0: the port does not cut it.
+    pub size: usize,
+    /// TCP header bytes, repeated in every segment.
+    pub header_len: usize,
+}
+
+impl Gso {
+    /// Segments a transport segment of `l4_len` bytes (header included)
+    /// makes; 1 when `size` is 0 (the port does not cut it).
+    #[inline]
+    pub(crate) fn segments(&self, l4_len: usize) -> usize {
+        if self.size == 0 {
+            return 1;
+        }
+        l4_len
+            .saturating_sub(self.header_len)
+            .div_ceil(self.size)
+            .max(1)
+    }
+
+    /// Bytes the wire carries for a frame of `frame_len` bytes cut into
+    /// `segments`: each segment after the first repeats the `link_headers`
+    /// bytes of Ethernet and IP header and the TCP header.
+    #[inline]
+    pub(crate) fn wire_bytes(
+        &self,
+        frame_len: usize,
+        segments: usize,
+        link_headers: usize,
+    ) -> usize {
+        frame_len + (segments - 1) * (link_headers + self.header_len)
+    }
+}
+
+/// How one TCP segment leaves, as `tcp::tx` decides it.
+pub(crate) enum Via {
+    /// To the resolved next hop at this MAC with its payload lent to the
+    /// port ([`TxQueue::transmit_gather`]): the segment's `fill` writes
+    /// only the TCP header, the port completes the checksum. The frame
+    /// needs no padding (at least `egress::MIN_FRAME` bytes).
+    Lent(MacAddr, TxPayload),
+    /// To the resolved next hop at this MAC, copied, for the port to cut
+    /// apart ([`TxQueue::transmit_gso`]).
+    Cut(MacAddr),
+    /// Copied, within the MTU, at the given time: the frame waits for ARP
+    /// or Neighbor Discovery when the next hop is not resolved.
+    Copied(Instant),
+}
+
+/// The route toward a peer as TCP output sees it, for one burst.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Route<'a, A> {
+    /// The next hop's MAC address, if it is known now.
+    pub next_mac: Option<MacAddr>,
+    /// Largest TCP payload of one segment the port cuts apart for this
+    /// family's header length; 0 for none.
+    pub gso_max: usize,
+    /// The port sends TCP payloads from where they lie.
+    pub gather: bool,
+    /// The link MTU, bytes of IP packet.
+    pub link_mtu: usize,
+    /// The path MTUs learned (its generation says when to look again).
+    pub pmtu: &'a PmtuTable<A>,
+}
+
+/// One TCP segment for a family's egress to send.
+pub(crate) struct TcpOut<F> {
+    /// The connection's IP header fields ([`TcpEgress::Flow`]).
+    pub flow: F,
+    /// The ECN codepoint of its IP header (two bits).
+    pub ecn: u8,
+    /// Bytes of TCP header and payload.
+    pub tcp_len: usize,
+    /// Its TCP header's length, and how the port cuts it (size 0: not).
+    pub gso: Gso,
+    /// How it leaves.
+    pub via: Via,
+}
+
+impl<F> TcpOut<F> {
+    /// A segment of `flow` without payload (RST, SYN-ACK, a bare ACK) of
+    /// `header_len` bytes, without ECN, copied at `now`.
+    pub(crate) fn control(flow: F, header_len: usize, now: Instant) -> TcpOut<F> {
+        TcpOut {
+            flow,
+            ecn: 0,
+            tcp_len: header_len,
+            gso: Gso {
+                size: 0,
+                header_len,
+            },
+            via: Via::Copied(now),
+        }
+    }
+}
+
 /// A family's egress as TCP output sees it: implemented by
 /// `egress::Egress` (IPv4) and `egress6::Egress6` (IPv6), used through
-/// generics (monomorphized, no dispatch per segment). Every send counts
-/// what it sent or dropped in `stats` and returns false when the frame
-/// was dropped.
+/// generics (monomorphized, no dispatch per segment).
 pub(crate) trait TcpEgress {
     /// The family's address.
     type Addr: Family + PmtuFloor;
@@ -123,74 +220,18 @@ pub(crate) trait TcpEgress {
     /// The peer of `flow`.
     fn peer(flow: &Self::Flow) -> Self::Addr;
 
-    /// The path MTU table: its generation says when to look again.
-    fn pmtu_table(&self) -> &PmtuTable<Self::Addr>;
+    /// The route toward `dst` now.
+    fn route(&mut self, dst: Self::Addr, now: Instant) -> Route<'_, Self::Addr>;
 
-    /// The path MTU toward `dst`, bytes of IP packet.
-    fn path_mtu(&self, dst: Self::Addr, now: Instant) -> usize;
-
-    /// The MAC of the next hop toward `dst` if it is known now.
-    fn resolved(&mut self, dst: Self::Addr, now: Instant) -> Option<MacAddr>;
-
-    /// Largest TCP payload of one segment the port cuts apart for this
-    /// family's header length; 0 for none.
-    fn tcp_gso_max(&self) -> usize;
-
-    /// The port sends TCP payloads from where they lie.
-    fn tcp_gather(&self) -> bool;
-
-    /// Sends one TCP segment of `flow` with ECN codepoint `ecn` to the
-    /// resolved next hop `dst_mac`, its `payload` lent to the port
-    /// ([`TxQueue::transmit_gather`]): `fill` writes the `header_len`
-    /// bytes of TCP header, the port completes the checksum and, with
-    /// `gso_size` > 0, cuts the payload into segments of that many bytes.
-    /// The frame needs no padding (at least `egress::MIN_FRAME` bytes).
-    #[allow(clippy::too_many_arguments)]
-    fn send_tcp_gather<T: TxQueue>(
-        &mut self,
-        tx: &mut T,
-        stats: &mut Stats,
-        flow: &Self::Flow,
-        ecn: u8,
-        dst_mac: MacAddr,
-        header_len: usize,
-        payload: TxPayload,
-        gso_size: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> bool;
-
-    /// Sends one TCP segment of `flow` of `tcp_len` bytes (a `header_len`
-    /// byte header included), longer than the MTU, to the resolved next
-    /// hop `dst_mac`: `fill` writes it, the family puts in the checksum
-    /// field what the port needs, and the port cuts it into segments of
-    /// `gso_size` payload bytes ([`TxQueue::transmit_gso`]).
-    #[allow(clippy::too_many_arguments)]
-    fn send_tcp_gso<T: TxQueue>(
-        &mut self,
-        tx: &mut T,
-        stats: &mut Stats,
-        flow: &Self::Flow,
-        ecn: u8,
-        dst_mac: MacAddr,
-        header_len: usize,
-        gso_size: usize,
-        tcp_len: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> bool;
-
-    /// Sends one TCP segment of `flow` of `tcp_len` bytes within the MTU,
-    /// copied into its frame: `fill` writes it, the family fills its
-    /// checksum. A frame for an unresolved next hop waits for ARP or
-    /// Neighbor Discovery.
-    #[allow(clippy::too_many_arguments)]
+    /// Sends `seg` as its `via` says, `fill` writing its TCP header and
+    /// payload into `seg.tcp_len` bytes (the header only when lent), the
+    /// family its checksum: in full, or the pseudo-header sum where the
+    /// port completes it. Counted in `stats`; false when it was dropped.
     fn send_tcp<T: TxQueue>(
         &mut self,
         tx: &mut T,
         stats: &mut Stats,
-        now: Instant,
-        flow: &Self::Flow,
-        ecn: u8,
-        tcp_len: usize,
+        seg: TcpOut<Self::Flow>,
         fill: impl FnOnce(&mut [u8]),
     ) -> bool;
 }

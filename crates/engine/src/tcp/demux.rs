@@ -11,7 +11,7 @@
 //! and `now`: `egress`, `ip6`, `sockets`, `isn`, `trace`, `handoff`,
 //! `rx_link_src`.
 
-use crate::ip::family::TcpEgress;
+use crate::ip::family::{TcpEgress, TcpOut};
 use crate::ip::rx::parsed_or_counted;
 use crate::obs::trace::{RingStamps, StampedRing};
 use crate::sockets::{Conn, FamilyTables};
@@ -206,7 +206,8 @@ impl Protocols {
         tclass: u8,
         tx: &mut T,
     ) -> bool {
-        let (stats, now, hlen) = (&mut self.stats, self.now, seg.header_len());
+        let hlen = seg.header_len();
+        let now = self.now;
         let header = |buf: &mut [u8]| {
             seg.emit_header(buf);
         };
@@ -224,9 +225,13 @@ impl Protocols {
                     flow_label: self.isn.flow_label(local, remote),
                     payload_len: 0,
                 };
-                e6.send_tcp(tx, stats, now, &flow, 0, hlen, header)
+                let ctl = TcpOut::control(flow, hlen, now);
+                e6.send_tcp(tx, &mut self.stats, ctl, header)
             }
-            (_, IpAddr::V4(dst)) => self.egress.send_tcp(tx, stats, now, &dst, 0, hlen, header),
+            (_, IpAddr::V4(dst)) => {
+                let ctl = TcpOut::control(dst, hlen, now);
+                self.egress.send_tcp(tx, &mut self.stats, ctl, header)
+            }
             _ => false,
         }
     }

@@ -12,7 +12,7 @@
 //! `trace`.
 
 use crate::ip::egress::MIN_FRAME;
-use crate::ip::family::{TcpEgress, ECT0};
+use crate::ip::family::{Gso, TcpEgress, TcpOut, Via, ECT0};
 use crate::obs::stats::Stats;
 use crate::sockets::{Conn, Socket};
 use crate::tcp::State;
@@ -160,7 +160,7 @@ fn take_path_mtu<A: crate::ip::pmtu::PmtuFloor>(
 
 /// Emits up to a burst of segments of connection `c` at `now`, toward
 /// `flow`, through `out`, its family's egress. Toward a resolved next hop
-/// a segment may exceed the MTU (the port cuts it, `TcpEgress::tcp_gso_max`)
+/// a segment may exceed the MTU (the port cuts it, [`Route::gso_max`](crate::ip::family::Route::gso_max))
 /// and its payload may stay in the TX ring (gather); else it is copied
 /// into its frame, which waits for ARP or Neighbor Discovery if need be.
 fn send_burst<E: TcpEgress, T: TxQueue>(
@@ -172,19 +172,26 @@ fn send_burst<E: TcpEgress, T: TxQueue>(
     tx: &mut T,
 ) -> usize {
     let remote = E::peer(&flow);
-    take_path_mtu(c, out.pmtu_table(), || out.path_mtu(remote, now), stats);
+    let route = out.route(remote, now);
+    let pmtu = route.pmtu;
+    take_path_mtu(
+        c,
+        pmtu,
+        || pmtu.path_mtu(remote, now, route.link_mtu),
+        stats,
+    );
     // TSO only towards a resolved next hop: a frame waiting for ARP or ND
     // must fit the MTU.
-    let next_mac = out.resolved(remote, now);
-    let gso_max = out.tcp_gso_max();
-    c.tcb.set_gso_max(if gso_max > 0 && next_mac.is_some() {
-        gso_max
-    } else {
-        0
-    });
+    let next_mac = route.next_mac;
+    c.tcb
+        .set_gso_max(if route.gso_max > 0 && next_mac.is_some() {
+            route.gso_max
+        } else {
+            0
+        });
     // Payloads lent to the port (below) only towards a resolved next hop:
     // a frame waiting for it is a copy.
-    let lend_to = next_mac.filter(|_| out.tcp_gather());
+    let lend_to = next_mac.filter(|_| route.gather);
     let Conn {
         tcb,
         tx: txr,
@@ -196,10 +203,7 @@ fn send_burst<E: TcpEgress, T: TxQueue>(
     let rcv_free = rx.free();
     let txr = &*txr;
     tcb.poll_output(now, txr, rcv_free, TCP_BURST, &mut |seg| {
-        let hlen = seg.repr.header_len();
-        let plen = seg.repr.payload_len;
-        // RFC 3168 §5: ECT(0) on data of an ECN-capable connection.
-        let ecn = if seg.ect { ECT0 } else { 0 };
+        let (hlen, plen) = (seg.repr.header_len(), seg.repr.payload_len);
         // The payload goes from the TX ring itself when the port can send
         // it from there (not a frame that needs padding): it stays
         // unchanged until tx is flushed, as ring bytes are released only by
@@ -212,27 +216,30 @@ fn send_burst<E: TcpEgress, T: TxQueue>(
             }
             _ => None,
         };
-        let header = |buf: &mut [u8]| {
+        let (via, copy) = match (lent, next_mac) {
+            (Some((mac, payload)), _) => (Via::Lent(mac, payload), false),
+            (None, Some(mac)) if seg.gso_size > 0 => (Via::Cut(mac), true),
+            _ => (Via::Copied(now), true),
+        };
+        let out_seg = TcpOut {
+            flow,
+            // RFC 3168 §5: ECT(0) on data of an ECN-capable connection.
+            ecn: if seg.ect { ECT0 } else { 0 },
+            tcp_len: hlen + plen,
+            gso: Gso {
+                size: seg.gso_size,
+                header_len: hlen,
+            },
+            via,
+        };
+        out.send_tcp(tx, stats, out_seg, |buf| {
             seg.repr.emit_header(&mut buf[..hlen]);
-        };
-        let copy = |buf: &mut [u8]| {
-            header(buf);
-            txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
-        };
-        let (gso_size, len) = (seg.gso_size, hlen + plen);
-        match (lent, next_mac) {
-            (Some((mac, payload)), _) => {
-                out.send_tcp_gather(tx, stats, &flow, ecn, mac, hlen, payload, gso_size, header);
+            if copy {
+                txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
             }
-            (None, Some(mac)) if gso_size > 0 => {
-                out.send_tcp_gso(tx, stats, &flow, ecn, mac, hlen, gso_size, len, copy);
-            }
-            _ => {
-                out.send_tcp(tx, stats, now, &flow, ecn, len, copy);
-            }
-        }
+        });
         stats.tcp_tx_segments += seg.segments() as u64;
-        if gso_size > 0 {
+        if seg.gso_size > 0 {
             stats.tcp_tso_sends += 1;
         }
     })
