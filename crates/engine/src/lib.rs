@@ -19,7 +19,8 @@
 //!   application's byte rings as TCP sees them) → `app::events` (what TCP
 //!   reports reaches the application's status block and accept queue);
 //! - send: `app::commands` (what applications ask) → `tcp::tx` (TCP output
-//!   to frames, its payload from `app::rings`; IPv6 in `tcp::tcp6`) →
+//!   to frames, its payload from `app::rings`; either family, over
+//!   `ip::family::TcpEgress`) →
 //!   `ip::egress` (IPv4 and Ethernet headers, next hop from `link::arp`;
 //!   IPv6 in `ip::egress6` with `link::neighbor` and `ip::pmtu`) → the port;
 //! - around them: `sockets` (the socket and flow tables, where every layer
@@ -172,10 +173,12 @@ impl<P: Port> Engine<P> {
         }
         // A port that cuts segments completes their checksums too.
         egress.tcp_checksum_offload = caps.tx_tcp_checksum || caps.tx_gso_max > 0;
-        egress.gso_max = caps.tx_gso_max;
-        egress.gather = caps.tx_gather && egress.tcp_checksum_offload;
+        egress.offloads = ip::family::TcpOffloads {
+            gso_max: caps.tx_gso_max,
+            gather: caps.tx_gather && egress.tcp_checksum_offload,
+        };
         if let Some(e6) = ip6.as_mut() {
-            (e6.gso_max, e6.gather) = (egress.gso_max, egress.gather);
+            e6.offloads = egress.offloads;
         }
         let max = cfg.max_sockets;
         let mut sockets = Sockets::new(max);

@@ -1,7 +1,7 @@
 //! The link and network layers on the way out: IPv4 routing on one subnet
 //! (plus an optional gateway), ARP resolution, Ethernet framing.
 
-use crate::ip::family::{Gso, Route, TcpEgress, TcpOut, Via};
+use crate::ip::family::{Gso, Route, TcpEgress, TcpOffloads, TcpOut, Via};
 use crate::ip::pmtu::{PmtuTable, PMTU_ENTRIES};
 use crate::link::arp::{ArpAction, ArpCache};
 use crate::obs::stats::Stats;
@@ -37,12 +37,8 @@ pub struct Egress {
     pub arp: ArpCache,
     /// The port completes TCP checksums ([`nic::Capabilities::tx_tcp_checksum`]).
     pub tcp_checksum_offload: bool,
-    /// Largest TCP payload of one segment the port cuts apart
-    /// ([`nic::Capabilities::tx_gso_max`]); 0 for none.
-    pub gso_max: usize,
-    /// The port sends TCP payloads from where they lie
-    /// ([`nic::Capabilities::tx_gather`]).
-    pub gather: bool,
+    /// Segmentation offload and gather ([`nic::Capabilities`]).
+    pub offloads: TcpOffloads,
     ident: u16,
 }
 
@@ -67,8 +63,7 @@ impl Egress {
             pmtu: PmtuTable::new(PMTU_ENTRIES),
             arp,
             tcp_checksum_offload: false,
-            gso_max: 0,
-            gather: false,
+            offloads: TcpOffloads::default(),
             ident: 1,
         }
     }
@@ -336,8 +331,7 @@ impl TcpEgress for Egress {
     fn route(&mut self, dst: Ipv4Addr, now: Instant) -> Route<'_, Ipv4Addr> {
         Route {
             next_mac: self.resolved(dst, now),
-            gso_max: self.gso_max,
-            gather: self.gather,
+            offloads: self.offloads,
             link_mtu: self.mtu,
             pmtu: &self.pmtu,
         }

@@ -8,7 +8,7 @@
 use crate::config::{link_local_from_mac, Ipv6Config};
 use crate::ip::egress::MIN_FRAME;
 use crate::ip::egress::{send_waiting, transmit_tcp_gather, transmit_tcp_gso};
-use crate::ip::family::{Route, TcpEgress, TcpOut, Via};
+use crate::ip::family::{Route, TcpEgress, TcpOffloads, TcpOut, Via};
 use crate::ip::pmtu::{PmtuTable, PMTU_ENTRIES};
 use crate::link::arp::FRAME_CAP;
 use crate::link::neighbor::{NdAction, NeighborCache, RETRANS_TIMER};
@@ -71,12 +71,8 @@ pub struct Egress6 {
     pub neighbors: NeighborCache,
     /// Path MTUs learned from Packet Too Big (RFC 8201).
     pub pmtu: PmtuTable<Ipv6Addr>,
-    /// Largest TCP payload of one segment the port cuts apart, as over
-    /// IPv4 ([`nic::Capabilities::tx_gso_max`]); 0 for none.
-    pub gso_max: usize,
-    /// The port sends TCP payloads from where they lie, as over IPv4
-    /// ([`nic::Capabilities::tx_gather`]).
-    pub gather: bool,
+    /// The port's TCP offloads, as IPv4's egress has them.
+    pub offloads: TcpOffloads,
 }
 
 /// True for a link-local unicast address, fe80::/10 (RFC 4291 §2.5.6).
@@ -119,8 +115,7 @@ impl Egress6 {
             mtu,
             neighbors: NeighborCache::new(cfg.neighbor_entries, cfg.neighbor_waiting),
             pmtu: PmtuTable::new(PMTU_ENTRIES),
-            gso_max: 0,
-            gather: false,
+            offloads: TcpOffloads::default(),
         }
     }
 
@@ -491,13 +486,14 @@ impl TcpEgress for Egress6 {
     }
 
     fn route(&mut self, dst: Ipv6Addr, now: Instant) -> Route<'_, Ipv6Addr> {
-        let next_mac = self.resolved(dst, now);
-        // The port's largest payload less what the IPv6 header adds.
-        let gso_max = self.gso_max.saturating_sub(IPV6_EXTRA);
+        let offloads = TcpOffloads {
+            // The port's largest payload less what the IPv6 header adds.
+            gso_max: self.offloads.gso_max.saturating_sub(IPV6_EXTRA),
+            ..self.offloads
+        };
         Route {
-            next_mac,
-            gso_max,
-            gather: self.gather,
+            next_mac: self.resolved(dst, now),
+            offloads,
             link_mtu: self.mtu,
             pmtu: &self.pmtu,
         }

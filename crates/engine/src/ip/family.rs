@@ -156,16 +156,26 @@ pub(crate) enum Via {
     Copied(Instant),
 }
 
+/// What the port does for TCP output, from its [`nic::Capabilities`]:
+/// each family's egress holds a copy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpOffloads {
+    /// Largest TCP payload of one segment the port cuts apart
+    /// ([`nic::Capabilities::tx_gso_max`], with an IPv4 header); 0 for
+    /// none.
+    pub gso_max: usize,
+    /// The port sends TCP payloads from where they lie
+    /// ([`nic::Capabilities::tx_gather`]).
+    pub gather: bool,
+}
+
 /// The route toward a peer as TCP output sees it, for one burst.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Route<'a, A> {
     /// The next hop's MAC address, if it is known now.
     pub next_mac: Option<MacAddr>,
-    /// Largest TCP payload of one segment the port cuts apart for this
-    /// family's header length; 0 for none.
-    pub gso_max: usize,
-    /// The port sends TCP payloads from where they lie.
-    pub gather: bool,
+    /// The port's offloads, `gso_max` for this family's header length.
+    pub offloads: TcpOffloads,
     /// The link MTU, bytes of IP packet.
     pub link_mtu: usize,
     /// The path MTUs learned (its generation says when to look again).

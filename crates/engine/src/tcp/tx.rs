@@ -12,7 +12,7 @@
 //! `trace`.
 
 use crate::ip::egress::MIN_FRAME;
-use crate::ip::family::{Gso, TcpEgress, TcpOut, Via, ECT0};
+use crate::ip::family::{Gso, Route, TcpEgress, TcpOut, Via, ECT0};
 use crate::obs::stats::Stats;
 use crate::sockets::{Conn, Socket};
 use crate::tcp::State;
@@ -160,9 +160,9 @@ fn take_path_mtu<A: crate::ip::pmtu::PmtuFloor>(
 
 /// Emits up to a burst of segments of connection `c` at `now`, toward
 /// `flow`, through `out`, its family's egress. Toward a resolved next hop
-/// a segment may exceed the MTU (the port cuts it, [`Route::gso_max`](crate::ip::family::Route::gso_max))
-/// and its payload may stay in the TX ring (gather); else it is copied
-/// into its frame, which waits for ARP or Neighbor Discovery if need be.
+/// a segment may exceed the MTU (the port cuts it: TSO) and its payload
+/// may stay in the TX ring (gather); else it is copied into its frame,
+/// which waits for ARP or Neighbor Discovery if need be.
 fn send_burst<E: TcpEgress, T: TxQueue>(
     out: &mut E,
     flow: E::Flow,
@@ -172,26 +172,22 @@ fn send_burst<E: TcpEgress, T: TxQueue>(
     tx: &mut T,
 ) -> usize {
     let remote = E::peer(&flow);
-    let route = out.route(remote, now);
-    let pmtu = route.pmtu;
-    take_path_mtu(
-        c,
+    let Route {
+        next_mac,
+        offloads,
+        link_mtu,
         pmtu,
-        || pmtu.path_mtu(remote, now, route.link_mtu),
-        stats,
-    );
+    } = out.route(remote, now);
+    take_path_mtu(c, pmtu, || pmtu.path_mtu(remote, now, link_mtu), stats);
     // TSO only towards a resolved next hop: a frame waiting for ARP or ND
     // must fit the MTU.
-    let next_mac = route.next_mac;
-    c.tcb
-        .set_gso_max(if route.gso_max > 0 && next_mac.is_some() {
-            route.gso_max
-        } else {
-            0
-        });
+    c.tcb.set_gso_max(match next_mac {
+        Some(_) => offloads.gso_max,
+        None => 0,
+    });
     // Payloads lent to the port (below) only towards a resolved next hop:
     // a frame waiting for it is a copy.
-    let lend_to = next_mac.filter(|_| route.gather);
+    let lend_to = next_mac.filter(|_| offloads.gather);
     let Conn {
         tcb,
         tx: txr,
