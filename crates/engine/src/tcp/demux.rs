@@ -5,7 +5,7 @@
 //! reports goes on to `app::events`; a SYN for a listener goes to
 //! `listen`, a segment of a TIME-WAIT record to `tw_records`; anything
 //! else is answered with a RST (RFC 9293 §3.10.7.1). Reached from
-//! `ip::rx` (IPv4) and `tcp6` (IPv6).
+//! `ip::rx` (IPv4) and `ip::rx6` (IPv6).
 //!
 //! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
 //! and `now`: `egress`, `ip6`, `sockets`, `isn`, `trace`, `handoff`,
