@@ -1,7 +1,8 @@
-//! The two address families the engine serves, as one trait: the code
-//! that is the same for IPv4 and IPv6 (the TCP demux, the flow table) is
-//! written once, generic over [`Family`], and monomorphized for each, so
-//! the IPv4 path keeps its small key and has no dispatch per packet.
+//! The two address families the engine serves, as traits: the code that
+//! is the same for IPv4 and IPv6 (the TCP demux, the flow table, TCP
+//! output) is written once, generic over [`Family`] or [`TcpEgress`], and
+//! monomorphized for each, so the IPv4 path keeps its small key and has
+//! no dispatch per packet.
 //!
 //! What the trait gives: the transport checksum's pseudo-header
 //! ([`wire::checksum::IpAddress`]), the flow table key and the steering
@@ -12,10 +13,10 @@
 //! (`tcp::isn`, `syncookie`).
 //!
 //! On the way out, [`TcpEgress`] is what TCP output needs of a family's
-//! egress (`egress::Egress`, `egress6::Egress6`): the path MTU, the next
-//! hop's MAC, the port's offloads, and three ways to send a segment
-//! (payload lent, cut by the port, copied). `tcp::tx` is written once
-//! over it.
+//! egress (`egress::Egress`, `egress6::Egress6`): the [`Route`] toward a
+//! peer (next hop's MAC, the port's offloads, the path MTU) and one send,
+//! whose [`Via`] says how the segment leaves (payload lent, cut by the
+//! port, copied). `tcp::tx` is written once over it.
 
 use crate::ip::pmtu::{PmtuFloor, PmtuTable};
 use crate::obs::stats::Stats;
@@ -235,8 +236,9 @@ pub(crate) trait TcpEgress {
 
     /// Sends `seg` as its `via` says, `fill` writing its TCP header and
     /// payload into `seg.tcp_len` bytes (the header only when lent), the
-    /// family its checksum: in full, or the pseudo-header sum where the
-    /// port completes it. Counted in `stats`; false when it was dropped.
+    /// family its checksum as its port needs it (IPv4: as
+    /// `Egress::tcp_checksum`; IPv6: in full when copied, the port's when
+    /// cut). Counted in `stats`; false when it was dropped.
     fn send_tcp<T: TxQueue>(
         &mut self,
         tx: &mut T,
