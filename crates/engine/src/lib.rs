@@ -19,7 +19,8 @@
 //!   application's byte rings as TCP sees them) → `app::events` (what TCP
 //!   reports reaches the application's status block and accept queue);
 //! - send: `app::commands` (what applications ask) → `tcp::tx` (TCP output
-//!   to frames, its payload from `app::rings`; IPv6 in `tcp::tcp6`) →
+//!   to frames, its payload from `app::rings`; either family, over
+//!   `ip::family::TcpEgress`) →
 //!   `ip::egress` (IPv4 and Ethernet headers, next hop from `link::arp`;
 //!   IPv6 in `ip::egress6` with `link::neighbor` and `ip::pmtu`) → the port;
 //! - around them: `sockets` (the socket and flow tables, where every layer
@@ -157,7 +158,7 @@ impl<P: Port> Engine<P> {
             mtu,
             link::arp::ArpCache::new(cfg.arp_entries, cfg.arp_waiting),
         );
-        let ip6 = cfg
+        let mut ip6 = cfg
             .ipv6
             .as_ref()
             .map(|c| ip::egress6::Egress6::new(MacAddr(port.mac()), c, mtu));
@@ -172,8 +173,13 @@ impl<P: Port> Engine<P> {
         }
         // A port that cuts segments completes their checksums too.
         egress.tcp_checksum_offload = caps.tx_tcp_checksum || caps.tx_gso_max > 0;
-        egress.gso_max = caps.tx_gso_max;
-        egress.gather = caps.tx_gather && egress.tcp_checksum_offload;
+        egress.offloads = ip::family::TcpOffloads {
+            gso_max: caps.tx_gso_max,
+            gather: caps.tx_gather && egress.tcp_checksum_offload,
+        };
+        if let Some(e6) = ip6.as_mut() {
+            e6.offloads = egress.offloads;
+        }
         let max = cfg.max_sockets;
         let mut sockets = Sockets::new(max);
         sockets.growth_limit = cfg.buffer_growth_limit;
@@ -614,18 +620,6 @@ impl Protocols {
         } else {
             self.now = now;
         }
-    }
-
-    /// The sockets, the link and the counters borrowed apart, with the
-    /// iteration's time: what sending one socket's queued data takes.
-    #[inline]
-    fn sockets_egress_stats(&mut self) -> (&mut Sockets, &mut Egress, &mut Stats, Instant) {
-        (
-            &mut self.sockets,
-            &mut self.egress,
-            &mut self.stats,
-            self.now,
-        )
     }
 
     /// Between two full receive bursts of one iteration: the connections

@@ -158,6 +158,7 @@ impl Protocols {
                         now,
                         dst,
                         wire::ipv4::PROTO_UDP,
+                        0,
                         wire::udp::HEADER_LEN + len,
                         |buf| {
                             wire::udp::UdpRepr {

@@ -1,6 +1,7 @@
 //! The link and network layers on the way out: IPv4 routing on one subnet
 //! (plus an optional gateway), ARP resolution, Ethernet framing.
 
+use crate::ip::family::{Gso, Route, TcpEgress, TcpOffloads, TcpOut, Via};
 use crate::ip::pmtu::{PmtuTable, PMTU_ENTRIES};
 use crate::link::arp::{ArpAction, ArpCache};
 use crate::obs::stats::Stats;
@@ -10,7 +11,7 @@ use nic::TxQueue;
 use wire::arp::{ArpOp, ArpRepr};
 use wire::checksum::IpAddress;
 use wire::ethernet::{self, EthernetRepr, ETHERTYPE_ARP, ETHERTYPE_IPV4};
-use wire::ipv4::{self, Ipv4Repr};
+use wire::ipv4::{self, Ipv4Repr, PROTO_TCP};
 use wire::MacAddr;
 
 /// Ethernet frames shorter than this (without FCS) are padded with zeros.
@@ -36,50 +37,9 @@ pub struct Egress {
     pub arp: ArpCache,
     /// The port completes TCP checksums ([`nic::Capabilities::tx_tcp_checksum`]).
     pub tcp_checksum_offload: bool,
-    /// Largest TCP payload of one segment the port cuts apart
-    /// ([`nic::Capabilities::tx_gso_max`]); 0 for none.
-    pub gso_max: usize,
-    /// The port sends TCP payloads from where they lie
-    /// ([`nic::Capabilities::tx_gather`]).
-    pub gather: bool,
+    /// Segmentation offload and gather ([`nic::Capabilities`]).
+    pub offloads: TcpOffloads,
     ident: u16,
-}
-
-/// How the port cuts one oversized TCP segment apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Gso {
-    /// Payload bytes per segment (the MSS).
-    pub size: usize,
-    /// TCP header bytes, repeated in every segment.
-    pub header_len: usize,
-}
-
-impl Gso {
-    /// Segments a transport segment of `l4_len` bytes (header included)
-    /// makes; 1 when `size` is 0 (the port does not cut it).
-    #[inline]
-    pub(crate) fn segments(&self, l4_len: usize) -> usize {
-        if self.size == 0 {
-            return 1;
-        }
-        l4_len
-            .saturating_sub(self.header_len)
-            .div_ceil(self.size)
-            .max(1)
-    }
-
-    /// Bytes the wire carries for a frame of `frame_len` bytes cut into
-    /// `segments`: each segment after the first repeats the `link_headers`
-    /// bytes of Ethernet and IP header and the TCP header.
-    #[inline]
-    pub(crate) fn wire_bytes(
-        &self,
-        frame_len: usize,
-        segments: usize,
-        link_headers: usize,
-    ) -> usize {
-        frame_len + (segments - 1) * (link_headers + self.header_len)
-    }
 }
 
 impl Egress {
@@ -103,8 +63,7 @@ impl Egress {
             pmtu: PmtuTable::new(PMTU_ENTRIES),
             arp,
             tcp_checksum_offload: false,
-            gso_max: 0,
-            gather: false,
+            offloads: TcpOffloads::default(),
             ident: 1,
         }
     }
@@ -143,9 +102,7 @@ impl Egress {
     /// Fragmentation Needed (at least 552), else the link MTU.
     /// O(`pmtu::PMTU_ENTRIES`).
     pub fn path_mtu(&self, dst: Ipv4Addr, now: Instant) -> usize {
-        self.pmtu
-            .get(dst, now)
-            .map_or(self.mtu, |m| m.min(self.mtu))
+        self.pmtu.path_mtu(dst, now, self.mtu)
     }
 
     /// The next hop toward `dst`: itself when on-link, else the gateway.
@@ -157,10 +114,17 @@ impl Egress {
         }
     }
 
-    /// Sends one IPv4 packet of `payload_len` bytes (≤ mtu - 20) to `dst`;
-    /// `fill` writes the transport header and payload into exactly that
-    /// many bytes. Frames for an unresolved next hop wait in the ARP queue.
-    /// Returns false when the packet was dropped (counted).
+    /// The MAC address of the next hop to `dst` if it is known now: a frame
+    /// to it goes out at once instead of waiting in the ARP queue.
+    pub fn resolved(&self, dst: Ipv4Addr, now: Instant) -> Option<MacAddr> {
+        self.next_hop(dst).and_then(|h| self.arp.lookup(h, now))
+    }
+
+    /// Sends one IPv4 packet of `payload_len` bytes (≤ mtu - 20) to `dst`
+    /// with TOS byte `tos` (DSCP and the RFC 3168 ECN codepoint in its low
+    /// two bits); `fill` writes the transport header and payload into
+    /// exactly that many bytes. Frames for an unresolved next hop wait in
+    /// the ARP queue. Returns false when the packet was dropped (counted).
     #[allow(clippy::too_many_arguments)]
     pub fn send_ipv4<T: TxQueue>(
         &mut self,
@@ -169,45 +133,16 @@ impl Egress {
         now: Instant,
         dst: Ipv4Addr,
         protocol: u8,
-        payload_len: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> bool {
-        self.send_ipv4_gso(tx, stats, now, dst, protocol, 0, payload_len, None, fill)
-    }
-
-    /// The MAC address of the next hop to `dst` if it is known now: a frame
-    /// to it goes out at once instead of waiting in the ARP queue.
-    pub fn resolved(&self, dst: Ipv4Addr, now: Instant) -> Option<MacAddr> {
-        self.next_hop(dst).and_then(|h| self.arp.lookup(h, now))
-    }
-
-    /// [`Egress::send_ipv4`] with a TOS byte (DSCP and the RFC 3168 ECN
-    /// codepoint in its low two bits), for a segment that may exceed the
-    /// MTU: with `gso` the port cuts it into segments of
-    /// `gso.size` payload bytes
-    /// ([`TxQueue::transmit_gso`]), which take consecutive IP
-    /// identifications. Only once the next hop is [`Egress::resolved`]: else
-    /// the frame is dropped and counted in `tx_no_buffer`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn send_ipv4_gso<T: TxQueue>(
-        &mut self,
-        tx: &mut T,
-        stats: &mut Stats,
-        now: Instant,
-        dst: Ipv4Addr,
-        protocol: u8,
         tos: u8,
         payload_len: usize,
-        gso: Option<Gso>,
         fill: impl FnOnce(&mut [u8]),
     ) -> bool {
         let Some(next_hop) = self.next_hop(dst) else {
             stats.drop_no_route += 1;
             return false;
         };
-        debug_assert!(gso.is_some() || payload_len + ipv4::HEADER_LEN <= self.mtu);
-        let segments = gso.map_or(1, |g| g.segments(payload_len));
-        let ip = self.ipv4_repr(dst, protocol, payload_len, segments);
+        debug_assert!(payload_len + ipv4::HEADER_LEN <= self.mtu);
+        let ip = self.ipv4_repr(dst, protocol, payload_len, 1);
         let src_mac = self.mac;
         let frame_len = (HEADERS + payload_len).max(MIN_FRAME);
         let build = |dst_mac: MacAddr, buf: &mut [u8]| -> usize {
@@ -216,14 +151,6 @@ impl Egress {
             buf[HEADERS + payload_len..frame_len].fill(0);
             frame_len
         };
-        if let Some(gso) = gso {
-            let queued = match self.arp.lookup(next_hop, now) {
-                Some(mac) => tx.transmit_gso(frame_len, gso.size, |buf| build(mac, buf)),
-                None => false,
-            };
-            let bytes = gso.wire_bytes(frame_len, segments, HEADERS);
-            return stats.count_tx(queued, segments, bytes);
-        }
         if let Some(mac) = self.arp.lookup(next_hop, now) {
             let sent = tx.transmit(frame_len, |buf| build(mac, buf));
             stats.count_tx(sent, 1, frame_len)
@@ -273,41 +200,6 @@ impl Egress {
             dont_frag: true,
             payload_len,
         }
-    }
-
-    /// Sends one TCP segment whose payload the port sends from where it lies
-    /// ([`TxQueue::transmit_gather`]) to `dst` through the next hop at
-    /// `dst_mac` (the caller's [`Egress::resolved`]), with TOS byte `tos`:
-    /// `fill` writes the `header_len` bytes of TCP header, whose checksum
-    /// field gets the pseudo-header sum of the whole segment (`header_len +
-    /// payload.len()` bytes). With `gso_size` > 0 the port cuts a longer
-    /// payload into segments of that many bytes, which take consecutive IP
-    /// identifications. The frame must need no padding (at least 60 bytes).
-    /// When the port refuses it, the segment is dropped and counted in
-    /// `tx_no_buffer`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn send_tcp_gather<T: TxQueue>(
-        &mut self,
-        tx: &mut T,
-        stats: &mut Stats,
-        dst: Ipv4Addr,
-        dst_mac: MacAddr,
-        tos: u8,
-        header_len: usize,
-        payload: nic::TxPayload,
-        gso_size: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> bool {
-        let tcp_len = header_len + payload.len();
-        let gso = Gso {
-            size: gso_size,
-            header_len,
-        };
-        let ip = self.ipv4_repr(dst, wire::ipv4::PROTO_TCP, tcp_len, gso.segments(tcp_len));
-        let src_mac = self.mac;
-        let emit = |buf: &mut [u8]| emit_headers(buf, dst_mac, src_mac, &ip, tos);
-        let ends = (self.ip, dst);
-        transmit_tcp_gather(tx, stats, HEADERS, ends, gso, payload, emit, fill)
     }
 
     /// Sends an ARP packet from us to `target_ip` (at `target_mac`, or
@@ -388,6 +280,64 @@ impl Egress {
     }
 }
 
+/// TCP output over IPv4 (`tcp::tx`): the TOS byte carries only the ECN
+/// codepoint; packets cut by the port take consecutive IP identifications;
+/// checksums as [`Egress::tcp_checksum`] fills them.
+impl TcpEgress for Egress {
+    type Addr = Ipv4Addr;
+    type Flow = Ipv4Addr;
+    const HEADERS: usize = HEADERS;
+
+    fn peer(dst: &Ipv4Addr) -> Ipv4Addr {
+        *dst
+    }
+
+    fn send_tcp<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        TcpOut {
+            flow: dst,
+            ecn: tos,
+            tcp_len,
+            gso,
+            via,
+        }: TcpOut<Ipv4Addr>,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let (src, src_mac, offload) = (self.ip, self.mac, self.tcp_checksum_offload);
+        let checksum = |segment: &mut [u8]| Egress::tcp_checksum(offload, segment, src, dst);
+        let (dst_mac, lent) = match via {
+            Via::Lent(mac, payload) => (mac, Some(payload)),
+            Via::Cut(mac) => (mac, None),
+            Via::Copied(now) => {
+                return self.send_ipv4(tx, stats, now, dst, PROTO_TCP, tos, tcp_len, |s| {
+                    fill(s);
+                    checksum(s);
+                });
+            }
+        };
+        let ip = self.ipv4_repr(dst, PROTO_TCP, tcp_len, gso.segments(tcp_len));
+        let emit = |buf: &mut [u8]| emit_headers(buf, dst_mac, src_mac, &ip, tos);
+        if let Some(payload) = lent {
+            return transmit_tcp_gather(tx, stats, HEADERS, (src, dst), gso, payload, emit, fill);
+        }
+        transmit_tcp_gso(tx, stats, HEADERS, gso, tcp_len, emit, |s| {
+            fill(s);
+            checksum(s);
+        })
+    }
+
+    fn route(&mut self, dst: Ipv4Addr, now: Instant) -> Route<'_, Ipv4Addr> {
+        Route {
+            next_mac: self.resolved(dst, now),
+            offloads: self.offloads,
+            link_mtu: self.mtu,
+            pmtu: &self.pmtu,
+        }
+    }
+}
+
 /// Sends `frame`, one that waited for its next hop's link-layer address
 /// (ARP or Neighbor Discovery), now addressed to `mac`; counted in `stats`.
 pub(crate) fn send_waiting<T: TxQueue>(
@@ -437,6 +387,37 @@ pub(crate) fn transmit_tcp_gather<T: TxQueue, A: IpAddress>(
         fill(tcp);
         wire::tcp::fill_pseudo_checksum_len(tcp, src, dst, tcp_len);
     });
+    stats.count_tx(
+        queued,
+        segments,
+        gso.wire_bytes(frame_len, segments, link_headers),
+    )
+}
+
+/// Hands the port one TCP segment of `tcp_len` bytes that it cuts as
+/// `gso` says ([`TxQueue::transmit_gso`]), either family: `emit` writes
+/// the `link_headers` bytes of Ethernet and IP header, `fill` the segment
+/// after them; the frame is padded to [`MIN_FRAME`]. Counted in `stats`
+/// (a refusal in `tx_no_buffer`); false when the port refused it.
+#[inline]
+pub(crate) fn transmit_tcp_gso<T: TxQueue>(
+    tx: &mut T,
+    stats: &mut Stats,
+    link_headers: usize,
+    gso: Gso,
+    tcp_len: usize,
+    emit: impl FnOnce(&mut [u8]),
+    fill: impl FnOnce(&mut [u8]),
+) -> bool {
+    let end = link_headers + tcp_len;
+    let frame_len = end.max(MIN_FRAME);
+    let queued = tx.transmit_gso(frame_len, gso.size, |buf| {
+        emit(buf);
+        fill(&mut buf[link_headers..end]);
+        buf[end..frame_len].fill(0);
+        frame_len
+    });
+    let segments = gso.segments(tcp_len);
     stats.count_tx(
         queued,
         segments,

@@ -6,8 +6,9 @@
 //! RFC 2464 §7).
 
 use crate::config::{link_local_from_mac, Ipv6Config};
-use crate::ip::egress::{send_waiting, transmit_tcp_gather};
-use crate::ip::egress::{Gso, MIN_FRAME};
+use crate::ip::egress::MIN_FRAME;
+use crate::ip::egress::{send_waiting, transmit_tcp_gather, transmit_tcp_gso};
+use crate::ip::family::{Route, TcpEgress, TcpOffloads, TcpOut, Via};
 use crate::ip::pmtu::{PmtuTable, PMTU_ENTRIES};
 use crate::link::arp::FRAME_CAP;
 use crate::link::neighbor::{NdAction, NeighborCache, RETRANS_TIMER};
@@ -24,6 +25,9 @@ use wire::MacAddr;
 pub const HEADERS6: usize = ethernet::HEADER_LEN + ipv6::HEADER_LEN;
 /// Hop Limit of the packets we originate (Linux's default).
 pub const HOP_LIMIT: u8 = 64;
+/// Bytes an IPv6 header has beyond an IPv4 one without options: taken off
+/// the port's largest GSO payload so that a frame stays within it.
+const IPV6_EXTRA: usize = ipv6::HEADER_LEN - wire::ipv4::HEADER_LEN;
 
 /// Where an address of ours stands (RFC 4862 §5.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +71,8 @@ pub struct Egress6 {
     pub neighbors: NeighborCache,
     /// Path MTUs learned from Packet Too Big (RFC 8201).
     pub pmtu: PmtuTable<Ipv6Addr>,
+    /// The port's TCP offloads, as IPv4's egress has them.
+    pub offloads: TcpOffloads,
 }
 
 /// True for a link-local unicast address, fe80::/10 (RFC 4291 §2.5.6).
@@ -109,6 +115,7 @@ impl Egress6 {
             mtu,
             neighbors: NeighborCache::new(cfg.neighbor_entries, cfg.neighbor_waiting),
             pmtu: PmtuTable::new(PMTU_ENTRIES),
+            offloads: TcpOffloads::default(),
         }
     }
 
@@ -175,9 +182,7 @@ impl Egress6 {
 
     /// The path MTU toward `dst`: the learned estimate, else the link MTU.
     pub fn pmtu(&self, dst: Ipv6Addr, now: Instant) -> usize {
-        self.pmtu
-            .get(dst, now)
-            .map_or(self.mtu, |m| m.min(self.mtu))
+        self.pmtu.path_mtu(dst, now, self.mtu)
     }
 
     /// Sends one IPv6 packet from `src` to `dst` with a `payload_len`-byte
@@ -286,64 +291,6 @@ impl Egress6 {
     pub fn resolved(&mut self, dst: Ipv6Addr, now: Instant) -> Option<MacAddr> {
         let hop = self.next_hop(dst)?;
         self.neighbors.lookup(hop, now)
-    }
-
-    /// Sends one TCP segment of `ip.payload_len` bytes (header included)
-    /// that may exceed the MTU to `dst_mac`, a [`Egress6::resolved`] next
-    /// hop: the port cuts it into segments of `gso.size` payload bytes
-    /// ([`TxQueue::transmit_gso`]; the port writes the pseudo-header sum,
-    /// so `fill` need not checksum). False, counted in `tx_no_buffer`, when
-    /// the port has no room.
-    pub fn send_tcp_gso<T: TxQueue>(
-        &mut self,
-        tx: &mut T,
-        stats: &mut Stats,
-        dst_mac: MacAddr,
-        ip: &Ipv6Repr,
-        gso: Gso,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> bool {
-        let frame_len = (HEADERS6 + ip.payload_len).max(MIN_FRAME);
-        let src_mac = self.mac;
-        let queued = tx.transmit_gso(frame_len, gso.size, |buf| {
-            build(buf, dst_mac, src_mac, ip, fill);
-            frame_len
-        });
-        let segments = gso.segments(ip.payload_len);
-        stats.count_tx(
-            queued,
-            segments,
-            gso.wire_bytes(frame_len, segments, HEADERS6),
-        )
-    }
-
-    /// Sends one TCP segment whose payload stays where it lies
-    /// ([`TxQueue::transmit_gather`]) to `dst_mac`: `fill` writes the
-    /// `header_len` bytes of TCP header, the pseudo-header sum of the whole
-    /// segment (`ip.payload_len` bytes) is put in its checksum field, and
-    /// the port completes it. With `gso_size` > 0 the port cuts it into
-    /// segments of that many payload bytes.
-    #[allow(clippy::too_many_arguments)]
-    pub fn send_tcp_gather<T: TxQueue>(
-        &mut self,
-        tx: &mut T,
-        stats: &mut Stats,
-        dst_mac: MacAddr,
-        ip: &Ipv6Repr,
-        header_len: usize,
-        payload: nic::TxPayload,
-        gso_size: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> bool {
-        debug_assert_eq!(ip.payload_len, header_len + payload.len());
-        let gso = Gso {
-            size: gso_size,
-            header_len,
-        };
-        let src_mac = self.mac;
-        let emit = |buf: &mut [u8]| emit_headers(buf, dst_mac, src_mac, ip);
-        let ends = (ip.src, ip.dst);
-        transmit_tcp_gather(tx, stats, HEADERS6, ends, gso, payload, emit, fill)
     }
 
     /// Sends a Neighbor Solicitation for `target` (RFC 4861 §7.2.2):
@@ -495,6 +442,71 @@ impl Egress6 {
                 x.state = state;
             }
         }
+    }
+}
+
+/// TCP output over IPv6 (`tcp::tx`): a flow is the header of its
+/// packets, its Traffic Class's ECN bits clear; segments the port cuts
+/// carry no checksum (the port writes the pseudo-header sum of each),
+/// copied ones carry it in full.
+impl TcpEgress for Egress6 {
+    type Addr = Ipv6Addr;
+    type Flow = Ipv6Repr;
+    const HEADERS: usize = HEADERS6;
+
+    fn peer(flow: &Ipv6Repr) -> Ipv6Addr {
+        flow.dst
+    }
+
+    fn send_tcp<T: TxQueue>(
+        &mut self,
+        tx: &mut T,
+        stats: &mut Stats,
+        seg: TcpOut<Ipv6Repr>,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> bool {
+        let ip = packet(&seg.flow, seg.ecn, seg.tcp_len);
+        let src_mac = self.mac;
+        let emit = |buf: &mut [u8], dst_mac| emit_headers(buf, dst_mac, src_mac, &ip);
+        match seg.via {
+            Via::Lent(dst_mac, payload) => {
+                let emit = |buf: &mut [u8]| emit(buf, dst_mac);
+                let ends = (ip.src, ip.dst);
+                transmit_tcp_gather(tx, stats, HEADERS6, ends, seg.gso, payload, emit, fill)
+            }
+            Via::Cut(dst_mac) => {
+                let emit = |buf: &mut [u8]| emit(buf, dst_mac);
+                transmit_tcp_gso(tx, stats, HEADERS6, seg.gso, seg.tcp_len, emit, fill)
+            }
+            Via::Copied(now) => self.send_repr(tx, stats, now, &ip, |buf| {
+                fill(buf);
+                wire::tcp::fill_checksum(buf, ip.src, ip.dst);
+            }),
+        }
+    }
+
+    fn route(&mut self, dst: Ipv6Addr, now: Instant) -> Route<'_, Ipv6Addr> {
+        let offloads = TcpOffloads {
+            // The port's largest payload less what the IPv6 header adds.
+            gso_max: self.offloads.gso_max.saturating_sub(IPV6_EXTRA),
+            ..self.offloads
+        };
+        Route {
+            next_mac: self.resolved(dst, now),
+            offloads,
+            link_mtu: self.mtu,
+            pmtu: &self.pmtu,
+        }
+    }
+}
+
+/// The header of a packet of `flow` with ECN codepoint `ecn` and a
+/// `payload_len`-byte payload.
+fn packet(flow: &Ipv6Repr, ecn: u8, payload_len: usize) -> Ipv6Repr {
+    Ipv6Repr {
+        traffic_class: flow.traffic_class | ecn,
+        payload_len,
+        ..*flow
     }
 }
 

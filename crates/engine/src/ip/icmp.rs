@@ -181,7 +181,7 @@ impl Protocols {
     fn send_icmp<T: TxQueue>(&mut self, to: Ipv4Addr, msg: &Icmpv4Repr<'_>, tx: &mut T) -> bool {
         let (len, now) = (msg.buffer_len(), self.now);
         self.egress
-            .send_ipv4(tx, &mut self.stats, now, to, PROTO_ICMP, len, |buf| {
+            .send_ipv4(tx, &mut self.stats, now, to, PROTO_ICMP, 0, len, |buf| {
                 msg.emit(buf);
             })
     }

@@ -87,6 +87,12 @@ impl<A: PmtuFloor> PmtuTable<A> {
             .map(|e| e.mtu)
     }
 
+    /// The path MTU toward `dst` at `now` over a link of `link_mtu`
+    /// bytes: the learned estimate, else the link MTU. O(entries).
+    pub fn path_mtu(&self, dst: A, now: Instant, link_mtu: usize) -> usize {
+        self.get(dst, now).map_or(link_mtu, |m| m.min(link_mtu))
+    }
+
     /// A Packet Too Big or Fragmentation Needed reported `mtu` toward
     /// `dst`, whose path MTU is `current` now: lowers the estimate to
     /// `mtu`, raised to `A::MIN_PMTU`. Returns the new estimate when it

@@ -1,9 +1,11 @@
 //! The IPv6 receive path (issue 25): Ethernet → IPv6 (RFC 8200) → the
 //! extension header chain (`wire::ipv6_ext::walk_chain`) → reassembly
-//! (`frag6`) → ICMPv6 (`icmpv6`, Neighbor Discovery in `nd`), TCP and UDP
-//! (`tcp6`, over the family-generic sockets of IPv4). Every packet
-//! either reaches a handler or is counted under the reason it was
-//! dropped.
+//! (`frag6`) → ICMPv6 (`icmpv6`, Neighbor Discovery in `nd`), TCP
+//! (`handle_tcp6`, then the family-generic `tcp::demux`) and UDP (`udp`).
+//! Every packet either reaches a handler or is counted under the reason it
+//! was dropped. What TCP sends back over IPv6 goes out through `egress6`
+//! like IPv4's through `egress` (`tcp::tx`, generic over
+//! `family::TcpEgress`).
 //!
 //! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
 //! and `now`: `ip6`, `frag6`.
@@ -242,6 +244,29 @@ impl Protocols {
                     pointer,
                 };
                 self.send_icmpv6_error(rx, ip, err, tx);
+            }
+        }
+    }
+
+    /// A TCP segment `segment` (the upper-layer bytes) of the IPv6 packet
+    /// `ip`: to its connection, a listener, or answered with RST.
+    fn handle_tcp6<T: TxQueue>(&mut self, ip: &Ipv6Packet<'_>, segment: &[u8], tx: &mut T) {
+        let (src, dst) = (ip.src(), ip.dst());
+        if dst.is_multicast() {
+            // RFC 9293 §3.10.7.1 answers no segment to a multicast address.
+            self.stats.drop_ipv6_transport += 1;
+            return;
+        }
+        let ce = ip.traffic_class() & 0b11 == 0b11;
+        let ev = self.handle_tcp(src, dst, segment, ce, tx);
+        // RFC 4861 §7.3.1: new data acknowledged (or the handshake done)
+        // is forward progress: the neighbor toward the peer is reachable.
+        if ev.is_some_and(|e| e.writable || e.connected) {
+            let now = self.now;
+            if let Some(e6) = self.ip6.as_mut() {
+                if let Some(hop) = e6.next_hop(src) {
+                    e6.neighbors.confirm(hop, now);
+                }
             }
         }
     }

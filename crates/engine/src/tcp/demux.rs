@@ -5,21 +5,21 @@
 //! reports goes on to `app::events`; a SYN for a listener goes to
 //! `listen`, a segment of a TIME-WAIT record to `tw_records`; anything
 //! else is answered with a RST (RFC 9293 §3.10.7.1). Reached from
-//! `ip::rx` (IPv4) and `tcp6` (IPv6).
+//! `ip::rx` (IPv4) and `ip::rx6` (IPv6).
 //!
 //! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
-//! and `now`: `egress`, `sockets`, `isn`, `trace`, `handoff`,
+//! and `now`: `egress`, `ip6`, `sockets`, `isn`, `trace`, `handoff`,
 //! `rx_link_src`.
 
-use crate::ip::egress::Egress;
+use crate::ip::family::{TcpEgress, TcpOut};
 use crate::ip::rx::parsed_or_counted;
 use crate::obs::trace::{RingStamps, StampedRing};
 use crate::sockets::{Conn, FamilyTables};
 use crate::tcp;
 use crate::Protocols;
-use core::net::{IpAddr, Ipv4Addr, SocketAddr};
+use core::net::{IpAddr, SocketAddr};
 use nic::TxQueue;
-use wire::ipv4::PROTO_TCP;
+use wire::ipv6::{Ipv6Repr, NEXT_TCP};
 use wire::tcp::TcpRepr;
 use wire::MacAddr;
 
@@ -193,9 +193,11 @@ impl Protocols {
         }
     }
 
-    /// Sends `seg` (headers and options only) from `local` to `remote`,
-    /// over IPv4 or IPv6 as their family says; over IPv6 with Traffic
-    /// Class `tclass`.
+    /// Sends `seg` (headers and options only) from `local` to `remote`
+    /// through the egress of their family ([`TcpEgress::send_tcp`]); over
+    /// IPv6 with the flow label of the 4-tuple, Traffic Class `tclass` and
+    /// the default Hop Limit (as Linux answers from TIME-WAIT). Returns
+    /// false when the link dropped it (counted there).
     pub(crate) fn send_tcp_ctl<T: TxQueue>(
         &mut self,
         local: SocketAddr,
@@ -204,33 +206,33 @@ impl Protocols {
         tclass: u8,
         tx: &mut T,
     ) -> bool {
+        let hlen = seg.header_len();
+        let now = self.now;
+        let header = |buf: &mut [u8]| {
+            seg.emit_header(buf);
+        };
         match (local.ip(), remote.ip()) {
-            (IpAddr::V6(l), IpAddr::V6(r)) => {
-                let label = self.isn.flow_label(local, remote);
-                self.send_tcp_headers6(l, r, label, tclass, seg, tx)
+            (IpAddr::V6(src), IpAddr::V6(dst)) => {
+                let Some(e6) = self.ip6.as_mut() else {
+                    return false;
+                };
+                let flow = Ipv6Repr {
+                    src,
+                    dst,
+                    next_header: NEXT_TCP,
+                    hop_limit: crate::ip::egress6::HOP_LIMIT,
+                    traffic_class: tclass,
+                    flow_label: self.isn.flow_label(local, remote),
+                    payload_len: 0,
+                };
+                let ctl = TcpOut::control(flow, hlen, now);
+                e6.send_tcp(tx, &mut self.stats, ctl, header)
             }
-            (_, IpAddr::V4(r)) => self.send_tcp_headers(r, seg, tx),
+            (_, IpAddr::V4(dst)) => {
+                let ctl = TcpOut::control(dst, hlen, now);
+                self.egress.send_tcp(tx, &mut self.stats, ctl, header)
+            }
             _ => false,
         }
-    }
-
-    /// Sends `seg` as a segment without payload (headers and options only)
-    /// from our address to `to`, its checksum filled as
-    /// [`Egress::tcp_checksum`] does. Returns false when the link dropped it
-    /// (counted there).
-    pub(crate) fn send_tcp_headers<T: TxQueue>(
-        &mut self,
-        to: Ipv4Addr,
-        seg: &TcpRepr,
-        tx: &mut T,
-    ) -> bool {
-        let (local, now) = (self.egress.ip, self.now);
-        let offload = self.egress.tcp_checksum_offload;
-        let hlen = seg.header_len();
-        self.egress
-            .send_ipv4(tx, &mut self.stats, now, to, PROTO_TCP, hlen, |buf| {
-                seg.emit_header(buf);
-                Egress::tcp_checksum(offload, buf, local, to);
-            })
     }
 }

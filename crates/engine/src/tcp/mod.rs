@@ -43,9 +43,10 @@
 //! Around the Tcb, the engine's side of TCP, which does handle frames:
 //! `demux` (a received segment to its connection, listener or TIME-WAIT
 //! record, else a RST), `tx` (each dirty connection's output becomes
-//! frames for the IP layer), `tcp6` (TCP over IPv6), `listen` (passive
-//! open, with SYN cookies from `syncookie`), `twtable` and `tw_records`
-//! (TIME-WAIT kept as a record without its connection).
+//! frames for the IP layer, one algorithm for IPv4 and IPv6 over
+//! `ip::family::TcpEgress`), `listen` (passive open, with SYN cookies from
+//! `syncookie`), `twtable` and `tw_records` (TIME-WAIT kept as a record
+//! without its connection). Each of them serves both families.
 //!
 //! ECN: the engine reports the IP ECN field of each arriving segment with
 //! [`Tcb::input_ecn`] before [`Tcb::input`], and sends a segment with
@@ -80,7 +81,6 @@ mod window;
 pub(crate) mod demux;
 pub(crate) mod listen;
 pub mod syncookie;
-pub(crate) mod tcp6;
 pub(crate) mod tw_records;
 pub(crate) mod twtable;
 pub(crate) mod tx;

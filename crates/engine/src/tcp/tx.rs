@@ -1,22 +1,26 @@
 //! The transmit path of TCP: every connection marked dirty (new data, an
 //! ACK due, a timer's retransmission) gets `Tcb::poll_output`, and each
-//! segment it emits becomes a frame through `egress`: its payload copied
-//! from the application's TX ring (through [`SendBuffer`](crate::tcp::SendBuffer), see `rings`) or, on a port
-//! that sends from where bytes lie, lent from it. The port's TX queue is
-//! flushed once per iteration by the loop.
+//! segment it emits becomes a frame through the egress of its family
+//! (`egress` for IPv4, `egress6` for IPv6, one algorithm over
+//! [`TcpEgress`]): its payload copied from the application's TX ring
+//! (through [`SendBuffer`](crate::tcp::SendBuffer), see `rings`) or, on a
+//! port that sends from where bytes lie, lent from it. The port's TX queue
+//! is flushed once per iteration by the loop.
 //!
 //! The engine state its `impl Protocols` touches, besides `cfg`, `stats`
-//! and `now`: `sockets`, `egress`, `dirty`, `dirty_scratch`, `trace`.
+//! and `now`: `sockets`, `egress`, `ip6`, `dirty`, `dirty_scratch`,
+//! `trace`.
 
-use crate::ip::egress::{self, Egress, Gso};
+use crate::ip::egress::MIN_FRAME;
+use crate::ip::family::{Gso, Route, TcpEgress, TcpOut, Via, ECT0};
 use crate::obs::stats::Stats;
 use crate::sockets::{Conn, Socket};
-use crate::tcp::{self, State};
+use crate::tcp::State;
+use crate::time::Instant;
 use crate::Protocols;
+use core::net::SocketAddr;
 use nic::TxQueue;
-
-/// The ECT(0) codepoint in the IPv4 TOS byte (RFC 3168 §5).
-const ECT0: u8 = 0b10;
+use wire::ipv6::{Ipv6Repr, NEXT_TCP};
 /// Segments one connection may emit per iteration.
 pub(crate) const TCP_BURST: usize = 64;
 
@@ -63,89 +67,41 @@ impl Protocols {
         sent
     }
 
-    /// Emits up to a burst of segments for the connection in `slot`.
+    /// Emits up to a burst of segments for the connection in `slot`
+    /// through the egress of its family.
     fn output<T: TxQueue>(&mut self, slot: u32, tx: &mut T) -> usize {
-        let (sockets, link, stats, now) = self.sockets_egress_stats();
+        let Protocols {
+            sockets,
+            egress,
+            ip6,
+            stats,
+            now,
+            ..
+        } = self;
         let Some(Some(Socket::Tcp(c))) = sockets.slots.get_mut(slot as usize) else {
             return 0;
         };
-        let remote = match c.tcb.remote() {
-            core::net::SocketAddr::V4(r) => *r.ip(),
-            core::net::SocketAddr::V6(_) => return self.output6(slot, tx),
-        };
-        take_path_mtu(c, &link.pmtu, || link.path_mtu(remote, now), stats);
-        let local = link.ip;
-        let offload = link.tcp_checksum_offload;
-        // TSO only towards a resolved next hop: a frame waiting for ARP
-        // must fit the MTU.
-        let next_mac = link.resolved(remote, now);
-        c.tcb
-            .set_gso_max(if link.gso_max > 0 && next_mac.is_some() {
-                link.gso_max
-            } else {
-                0
-            });
-        // Payloads lent to the port (below) only towards a resolved next
-        // hop: a frame waiting for ARP is a copy.
-        let lend_to = next_mac.filter(|_| link.gather);
-        let n = poll_burst(c, now, |seg, txr| {
-            let hlen = seg.repr.header_len();
-            let plen = seg.repr.payload_len;
-            // RFC 3168 §5: ECT(0) on data of an ECN-capable connection.
-            let tos = if seg.ect { ECT0 } else { 0 };
-            // The payload goes from the TX ring itself when the port
-            // can send it from there (not a frame that needs padding):
-            // it stays unchanged until tx is flushed, as ring bytes are
-            // released only by ACKs, read before output, and a
-            // connection dropped below flushes first.
-            let frame_len = egress::HEADERS + hlen + plen;
-            let lent = match lend_to {
-                Some(mac) if plen > 0 && frame_len >= egress::MIN_FRAME => {
-                    txr.payload(seg.payload_offset, plen).map(|p| (mac, p))
-                }
-                _ => None,
-            };
-            if let Some((mac, payload)) = lent {
-                let header = |buf: &mut [u8]| {
-                    seg.repr.emit_header(&mut buf[..hlen]);
+        let n = match (c.tcb.local(), c.tcb.remote()) {
+            (_, SocketAddr::V4(remote)) => send_burst(egress, *remote.ip(), c, stats, *now, tx),
+            (SocketAddr::V6(local), SocketAddr::V6(remote)) => {
+                let Some(e6) = ip6.as_mut() else {
+                    return 0;
                 };
-                link.send_tcp_gather(
-                    tx,
-                    stats,
-                    remote,
-                    mac,
-                    tos,
-                    hlen,
-                    payload,
-                    seg.gso_size,
-                    header,
-                );
-            } else {
-                let gso = (seg.gso_size > 0).then_some(Gso {
-                    size: seg.gso_size,
-                    header_len: hlen,
-                });
-                link.send_ipv4_gso(
-                    tx,
-                    stats,
-                    now,
-                    remote,
-                    wire::ipv4::PROTO_TCP,
-                    tos,
-                    hlen + plen,
-                    gso,
-                    |buf| {
-                        seg.repr.emit_header(&mut buf[..hlen]);
-                        txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
-                        Egress::tcp_checksum(offload, buf, local, remote);
-                    },
-                );
+                // RFC 6437 flow label, IPV6_TCLASS (the ECN bits are
+                // ours, per segment) and IPV6_UNICAST_HOPS.
+                let flow = Ipv6Repr {
+                    src: *local.ip(),
+                    dst: *remote.ip(),
+                    next_header: NEXT_TCP,
+                    hop_limit: c.ip6.hop_limit(),
+                    traffic_class: c.ip6.traffic_class(0),
+                    flow_label: c.flow_label,
+                    payload_len: 0,
+                };
+                send_burst(e6, flow, c, stats, *now, tx)
             }
-            stats.tcp_tx_segments += seg.segments() as u64;
-            if seg.gso_size > 0 {
-                stats.tcp_tso_sends += 1;
-            }
-        });
+            _ => return 0,
+        };
         self.after_output(slot, tx);
         n
     }
@@ -187,7 +143,7 @@ impl Protocols {
 /// estimate toward its peer, `path_mtu()`, so it never sends what that
 /// path drops. A connection before ESTABLISHED looks once it is.
 #[inline]
-pub(crate) fn take_path_mtu<A: crate::ip::pmtu::PmtuFloor>(
+fn take_path_mtu<A: crate::ip::pmtu::PmtuFloor>(
     c: &mut Conn,
     table: &crate::ip::pmtu::PmtuTable<A>,
     path_mtu: impl FnOnce() -> usize,
@@ -202,15 +158,36 @@ pub(crate) fn take_path_mtu<A: crate::ip::pmtu::PmtuFloor>(
     }
 }
 
-/// Runs `poll_output` on connection `c` at `now` for up to a burst of
-/// segments, each handed to `emit` with the TX ring its payload is in
-/// (either family).
-#[inline]
-pub(crate) fn poll_burst(
+/// Emits up to a burst of segments of connection `c` at `now`, toward
+/// `flow`, through `out`, its family's egress. Toward a resolved next hop
+/// a segment may exceed the MTU (the port cuts it: TSO) and its payload
+/// may stay in the TX ring (gather); else it is copied into its frame,
+/// which waits for ARP or Neighbor Discovery if need be.
+fn send_burst<E: TcpEgress, T: TxQueue>(
+    out: &mut E,
+    flow: E::Flow,
     c: &mut Conn,
-    now: crate::time::Instant,
-    mut emit: impl FnMut(&tcp::Segment, &appif::bytes::Reader),
+    stats: &mut Stats,
+    now: Instant,
+    tx: &mut T,
 ) -> usize {
+    let remote = E::peer(&flow);
+    let Route {
+        next_mac,
+        offloads,
+        link_mtu,
+        pmtu,
+    } = out.route(remote, now);
+    take_path_mtu(c, pmtu, || pmtu.path_mtu(remote, now, link_mtu), stats);
+    // TSO only towards a resolved next hop: a frame waiting for ARP or ND
+    // must fit the MTU.
+    c.tcb.set_gso_max(match next_mac {
+        Some(_) => offloads.gso_max,
+        None => 0,
+    });
+    // Payloads lent to the port (below) only towards a resolved next hop:
+    // a frame waiting for it is a copy.
+    let lend_to = next_mac.filter(|_| offloads.gather);
     let Conn {
         tcb,
         tx: txr,
@@ -220,5 +197,46 @@ pub(crate) fn poll_burst(
     } = c;
     tcb.set_corked(shared.has_flags(appif::socket::FLAG_TX_CORK));
     let rcv_free = rx.free();
-    tcb.poll_output(now, &*txr, rcv_free, TCP_BURST, &mut |seg| emit(seg, txr))
+    let txr = &*txr;
+    tcb.poll_output(now, txr, rcv_free, TCP_BURST, &mut |seg| {
+        let (hlen, plen) = (seg.repr.header_len(), seg.repr.payload_len);
+        // The payload goes from the TX ring itself when the port can send
+        // it from there (not a frame that needs padding): it stays
+        // unchanged until tx is flushed, as ring bytes are released only by
+        // ACKs, read before output, and a connection dropped below flushes
+        // first.
+        let frame_len = E::HEADERS + hlen + plen;
+        let lent = match lend_to {
+            Some(mac) if plen > 0 && frame_len >= MIN_FRAME => {
+                txr.payload(seg.payload_offset, plen).map(|p| (mac, p))
+            }
+            _ => None,
+        };
+        let (via, copy) = match (lent, next_mac) {
+            (Some((mac, payload)), _) => (Via::Lent(mac, payload), false),
+            (None, Some(mac)) if seg.gso_size > 0 => (Via::Cut(mac), true),
+            _ => (Via::Copied(now), true),
+        };
+        let out_seg = TcpOut {
+            flow,
+            // RFC 3168 §5: ECT(0) on data of an ECN-capable connection.
+            ecn: if seg.ect { ECT0 } else { 0 },
+            tcp_len: hlen + plen,
+            gso: Gso {
+                size: seg.gso_size,
+                header_len: hlen,
+            },
+            via,
+        };
+        out.send_tcp(tx, stats, out_seg, |buf| {
+            seg.repr.emit_header(&mut buf[..hlen]);
+            if copy {
+                txr.peek_at(seg.payload_offset, &mut buf[hlen..hlen + plen]);
+            }
+        });
+        stats.tcp_tx_segments += seg.segments() as u64;
+        if seg.gso_size > 0 {
+            stats.tcp_tso_sends += 1;
+        }
+    })
 }
