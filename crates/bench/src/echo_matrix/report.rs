@@ -163,6 +163,48 @@ fn table(rows_in: &[Row], seeds: &[u64], runs: &[RunResult]) -> String {
     columns(&rows)
 }
 
+/// The runs below half of Linux's median for their row, per server: how many, and how many
+/// of them had a retransmission timeout (the Linux client's `TCPTimeouts`, or corestack's
+/// `tcp_rto_timeouts`; the Linux server's own are not counted), which costs 1 s in a
+/// handshake and at least 200 ms after it. Runs that did not complete count as slow.
+fn slow_runs(rows_in: &[Row], seeds: &[u64], runs: &[RunResult]) -> String {
+    let mut n = [0usize; 2];
+    let mut slow = [0usize; 2];
+    let mut timed_out = [0usize; 2];
+    for &row in rows_in {
+        let linux: Vec<f64> = seeds
+            .iter()
+            .filter_map(|&s| good_mbps(runs, row, s, Server::Linux))
+            .collect();
+        if linux.is_empty() {
+            continue;
+        }
+        let half = median(&linux) / 2.0;
+        for (i, server) in [Server::Linux, Server::Corestack].into_iter().enumerate() {
+            for &seed in seeds {
+                let Some(r) = find(runs, row, seed, server) else {
+                    continue;
+                };
+                n[i] += 1;
+                if good_mbps(runs, row, seed, server).is_some_and(|v| v >= half) {
+                    continue;
+                }
+                slow[i] += 1;
+                let rto = r.client_repairs.get("TCPTimeouts").copied().unwrap_or(0)
+                    + r.server_counters
+                        .get("tcp_rto_timeouts")
+                        .copied()
+                        .unwrap_or(0);
+                timed_out[i] += usize::from(rto > 0);
+            }
+        }
+    }
+    format!(
+        "runs below half of Linux's median for their case: Linux {} of {}, corestack {} of {}; of those with a retransmission timeout (the client's, or corestack's server's): Linux {}, corestack {}\n",
+        slow[0], n[0], slow[1], n[1], timed_out[0], timed_out[1]
+    )
+}
+
 /// The Linux client's repairs per case and seed against each server: retransmitted
 /// segments / tail loss probes / RTO expiries (what it had to do for the data it sent).
 fn repairs_table(rows_in: &[Row], seeds: &[u64], runs: &[RunResult]) -> String {
@@ -351,6 +393,8 @@ impl EchoMatrix {
         println!("stall: stopped, no progress; cap: stopped at the cap; badsha: echo not byte-exact; fail: the client or a server failed; ratios and medians only over seeds where both runs completed");
         println!();
         print!("{}", repairs_table(rows, &self.seeds, runs));
+        println!();
+        print!("{}", slow_runs(rows, &self.seeds, runs));
         let beyond: Vec<String> = runs
             .iter()
             .filter_map(|r| {
@@ -490,6 +534,30 @@ mod tests {
         let row = t.lines().find(|l| l.starts_with("loss 1 %")).unwrap();
         let cells: Vec<&str> = row.split_whitespace().skip(3).collect();
         assert_eq!(cells, ["61/2/0", "-", "70/0/1", "-"]);
+    }
+
+    #[test]
+    fn slow_runs_count_runs_below_half_of_linuxs_median_and_their_timeouts() {
+        let ok = Outcome::Ok;
+        // Linux's median over the three seeds: 80 MB/s, so below 40 is slow.
+        let mut runs = seeds(
+            "loss1",
+            &[
+                (5, (ok, 80.0), (ok, 39.0)),
+                (7, (ok, 30.0), (Outcome::Stalled, 0.0)),
+                (11, (ok, 90.0), (ok, 85.0)),
+            ],
+        );
+        runs[1]
+            .server_counters
+            .insert("tcp_rto_timeouts".to_string(), 1);
+        runs[2].client_repairs.insert("TCPTimeouts".to_string(), 1);
+        let loss1 = select_cases("loss1").unwrap();
+        let t = slow_runs(&rows(&loss1, &[Family::V4]), &[5, 7, 11], &runs);
+        assert!(
+            t.contains("Linux 1 of 3, corestack 2 of 3") && t.ends_with("Linux 1, corestack 1\n"),
+            "{t}"
+        );
     }
 
     #[test]
