@@ -160,14 +160,7 @@ impl Egress {
                 .enqueue(next_hop, now, |buf| build(MacAddr::ZERO, buf))
             {
                 Some(true) => {
-                    self.send_arp(
-                        tx,
-                        stats,
-                        ArpOp::Request,
-                        MacAddr::BROADCAST,
-                        MacAddr::ZERO,
-                        next_hop,
-                    );
+                    self.send_arp_request(tx, stats, next_hop);
                     true
                 }
                 Some(false) => true,
@@ -200,6 +193,12 @@ impl Egress {
             dont_frag: true,
             payload_len,
         }
+    }
+
+    /// Broadcasts an ARP request for `ip` (RFC 826).
+    fn send_arp_request<T: TxQueue>(&mut self, tx: &mut T, stats: &mut Stats, ip: Ipv4Addr) {
+        let (op, dst) = (ArpOp::Request, MacAddr::BROADCAST);
+        self.send_arp(tx, stats, op, dst, MacAddr::ZERO, ip);
     }
 
     /// Sends an ARP packet from us to `target_ip` (at `target_mac`, or
@@ -267,15 +266,8 @@ impl Egress {
             }
             ArpAction::Unresolved(dropped) => stats.drop_arp_unresolved += dropped as u64,
         });
-        for ip in &requests[..n] {
-            self.send_arp(
-                tx,
-                stats,
-                ArpOp::Request,
-                MacAddr::BROADCAST,
-                MacAddr::ZERO,
-                *ip,
-            );
+        for &ip in &requests[..n] {
+            self.send_arp_request(tx, stats, ip);
         }
     }
 }
