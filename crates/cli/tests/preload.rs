@@ -623,12 +623,22 @@ fn sockperf_each_iomux(pair: &Pair, sh: &Sh) {
     let core_feed = feed("feed-core", &pair.core_ip);
     let linux_feed = feed("feed-linux", &pair.linux_ip);
     // sockperf ping-pong, then throughput, with the same `args` (`side` runs it), checked.
-    let pingpong_and_throughput = |side: &Sh, args: &[&str], what: &str| {
+    let pingpong_and_throughput = |side: &Sh, args: &[&str], what: &str, udp: bool| {
         let test = |test: &str| {
             let cmd = side("sockperf", &[&[test], args].concat());
             run_ok(&format!("sockperf {test} ({what})"), cmd, STEP)
         };
-        sockperf_checks(what, &test("ping-pong"), &test("throughput"));
+        let mut pp = test("ping-pong");
+        // UDP ping-pong resends nothing: one datagram lost anywhere on the path (a veth's
+        // ring or a socket's, under the load of the tests running beside this one) stops
+        // sockperf's round trips for good, and sockperf 3.7 then reports no observation at
+        // all when the loss came in its first 450 ms (seen once in CI: 50 445 round trips,
+        // then none). Run it once more: a stack that loses datagrams fails the second run.
+        if udp && !pp.contains("Summary: Latency is") {
+            eprintln!("{what}: UDP ping-pong stalled (a lost datagram?), once more:\n{pp}");
+            pp = test("ping-pong");
+        }
+        sockperf_checks(what, &pp, &test("throughput"));
     };
     let linux = |p: &str, a: &[&str]| plain(&pair.linux, p, a);
     for mode in ["select", "poll", "epoll"] {
@@ -648,7 +658,8 @@ fn sockperf_each_iomux(pair: &Pair, sh: &Sh) {
             if !proto.is_empty() {
                 base.push(proto);
             }
-            pingpong_and_throughput(&linux, &base, &format!("shim server -F {mode} {proto}"));
+            let what = format!("shim server -F {mode} {proto}");
+            pingpong_and_throughput(&linux, &base, &what, proto.is_empty());
         }
         drop(server.terminate());
     }
@@ -678,6 +689,7 @@ fn sockperf_each_iomux(pair: &Pair, sh: &Sh) {
                 sh,
                 &["-f", f, "-F", mode, "-t", "1"],
                 &format!("shim client -F {mode} {label}"),
+                label == "udp",
             );
         }
     }
