@@ -13,6 +13,7 @@
 //! | `CORESTACK_INLINE` | `1` (or `yes`, `true`): no engine thread, waiting threads run the engine; `0` (default, or `no`, `false`) |
 //! | `CORESTACK_CORES` | engines, one per NIC queue, 1..=255 (default 1) |
 //! | `CORESTACK_POLL` | `adaptive` (default), `busy` or `interrupt` |
+//! | `CORESTACK_IDLE_US` | adaptive polling: µs without work before the engine (or inline mode's waiter) sleeps, 0..=1000000 (default 50) |
 //!
 //! A variable that is unset or blank is not given. The variables the
 //! library reads when an engine starts (`CORESTACK_ENGINE_CPUS`,
@@ -89,6 +90,19 @@ impl StackConfig {
                 ))
             }
         };
+        let idle_us = match var("CORESTACK_IDLE_US") {
+            None => super::IDLE_US_DEFAULT,
+            Some(v) => v
+                .parse::<u64>()
+                .ok()
+                .filter(|us| *us <= 1_000_000)
+                .ok_or_else(|| {
+                    ConfigError::new(
+                        "CORESTACK_IDLE_US",
+                        format!("CORESTACK_IDLE_US={v:?} is not a number of µs from 0 to 1000000"),
+                    )
+                })?,
+        };
         let engines = match var("CORESTACK_CORES") {
             None => 1,
             Some(v) => v
@@ -116,6 +130,7 @@ impl StackConfig {
             inline,
             engines,
             poll,
+            idle_us,
             ..StackConfig::default()
         }))
     }
@@ -204,6 +219,7 @@ mod tests {
             ("CORESTACK_INLINE", "1"),
             ("CORESTACK_CORES", "4"),
             ("CORESTACK_POLL", "busy"),
+            ("CORESTACK_IDLE_US", "5"),
         ])
         .unwrap()
         .unwrap();
@@ -220,6 +236,7 @@ mod tests {
                 inline: true,
                 engines: 4,
                 poll: PollPolicy::Busy,
+                idle_us: 5,
                 ..StackConfig::default()
             }
         );
@@ -240,6 +257,8 @@ mod tests {
             (("CORESTACK_CORES", "0"), "CORESTACK_CORES"),
             (("CORESTACK_CORES", "256"), "CORESTACK_CORES"),
             (("CORESTACK_POLL", "spin"), "CORESTACK_POLL"),
+            (("CORESTACK_IDLE_US", "-1"), "CORESTACK_IDLE_US"),
+            (("CORESTACK_IDLE_US", "1000001"), "CORESTACK_IDLE_US"),
         ] {
             let mut vars = base.to_vec();
             vars.retain(|(k, _)| *k != extra.0);
