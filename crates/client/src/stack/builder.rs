@@ -1,7 +1,7 @@
 //! Building a [`Stack`]: its settings, opening the port, and starting the
 //! engine in service, inline or embedded mode.
 
-use super::run::{engine_cpu, run_engine, EngineNap, Idle, IDLE_BEFORE_SLEEP};
+use super::run::{engine_cpu, run_engine, EngineNap, Idle, SpinBudget, IDLE_BEFORE_SLEEP};
 use super::wait::spin_time;
 use super::{Driver, Inner, Mode, NicNotes, Stack};
 use appif::notify::Notify;
@@ -436,9 +436,8 @@ fn launch_service(
             nic: NicNotes::default(),
             mtu,
             idle: Idle {
-                sleep_after: None,
+                spin: None,
                 rx_fd: None,
-                last_work: AtomicU64::new(0),
                 runner: AtomicU64::new(0),
             },
             spin: spin_time(false),
@@ -546,9 +545,10 @@ fn launch<P: Port + Send + 'static>(
             nic,
             mtu,
             idle: Idle {
-                sleep_after: idle_sleep.filter(|_| inline && rx_fd.is_some()),
+                spin: idle_sleep
+                    .filter(|_| inline && rx_fd.is_some())
+                    .map(SpinBudget::new),
                 rx_fd,
-                last_work: AtomicU64::new(Instant::now().as_nanos()),
                 runner: AtomicU64::new(0),
             },
             spin: spin_time(!inline),

@@ -13,6 +13,7 @@ mod listen;
 mod owner;
 mod request;
 mod run;
+mod spin;
 mod steps;
 mod wait;
 

@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use std::sync::{Arc, Mutex};
 
+pub(super) use super::spin::SpinBudget;
+
 /// The CPU embedded mode's engine `index` pins itself to: the list given
 /// to [`crate::StackBuilder::engine_cpus`] (`cpus`, engine i on entry
 /// i mod its length), else `CORESTACK_ENGINE_CPUS` (a list as
@@ -63,12 +65,12 @@ impl<P: Port> EngineLoop for Published<P> {
 }
 
 /// Inline mode's adaptive polling: when the engine has had nothing to do
-/// for `sleep_after`, a waiting thread sleeps on the NIC queue's fd.
+/// for the spin budget (at most the configured idle time, see
+/// [`SpinBudget`]), a waiting thread sleeps on the NIC queue's fd.
 pub(super) struct Idle {
-    pub(super) sleep_after: Option<Duration>,
+    /// None: busy polling, or not inline mode (never sleeps here).
+    pub(super) spin: Option<SpinBudget>,
     pub(super) rx_fd: Option<RawFd>,
-    /// When an engine iteration last did work, ns.
-    pub(super) last_work: AtomicU64,
     /// The thread token ([`super::owner::thread_token`]) of the waiter that
     /// spins and naps on the NIC fd ([`Idle::claim`]; 0: none): the others sleep on their doorbells, woken by the engine it
     /// runs, instead of spinning beside it or waking with it at every
@@ -117,22 +119,35 @@ impl Idle {
     /// 1 ms, so timers and other threads' commands are not held up) passes.
     pub(super) fn after_poll(&self, worked: bool, now: Instant, left: Option<Duration>) {
         if worked {
-            self.last_work.store(now.as_nanos(), Ordering::Relaxed);
+            self.worked(now);
             return;
         }
-        let (Some(after), Some(fd)) = (self.sleep_after, self.rx_fd) else {
+        if !self.may_sleep(now) {
+            return;
+        }
+        let Some(fd) = self.rx_fd else {
             return;
         };
-        let idle_ns = now
-            .as_nanos()
-            .saturating_sub(self.last_work.load(Ordering::Relaxed));
-        if idle_ns < after.as_nanos() as u64 {
-            return;
-        }
         let nap = left.unwrap_or(MAX_NAP).min(MAX_NAP);
         if !nap.is_zero() {
             crate::sys::wait_readable(fd, nap);
         }
+    }
+}
+
+impl Idle {
+    /// An engine iteration at `now` did work.
+    pub(super) fn worked(&self, now: Instant) {
+        if let Some(spin) = &self.spin {
+            spin.worked(now.as_nanos());
+        }
+    }
+
+    /// An engine iteration at `now` found nothing: true when the idle
+    /// spell has lasted the spin budget, so a waiter may sleep on the NIC
+    /// fd (never with busy polling).
+    pub(super) fn may_sleep(&self, now: Instant) -> bool {
+        self.rx_fd.is_some() && self.spin.as_ref().is_some_and(|s| s.idle(now.as_nanos()))
     }
 }
 

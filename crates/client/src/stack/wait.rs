@@ -15,7 +15,6 @@ use core::time::Duration;
 use engine::time::Instant;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::Ordering;
 
 /// How long a waiting application thread spins before it sleeps (embedded mode).
 const SPIN: Duration = Duration::from_micros(50);
@@ -332,10 +331,7 @@ impl Stack {
                 let now = Instant::now();
                 let worked = self.poll_inline(now, false).unwrap_or(false);
                 if worked {
-                    self.inner
-                        .idle
-                        .last_work
-                        .store(now.as_nanos(), Ordering::Relaxed);
+                    self.inner.idle.worked(now);
                 }
                 worked
             }
@@ -343,18 +339,15 @@ impl Stack {
         }
     }
 
-    /// Inline mode: true when the engine has had nothing to do for its idle
-    /// time, so a waiter may sleep (at most [`Stack::MAX_INLINE_SLEEP`]) on
-    /// [`Stack::nic_fd`]. Other modes: true.
+    /// Inline mode: true when the engine has had nothing to do for its spin
+    /// budget (at most its idle time; see `stack/spin.rs`), so a waiter may
+    /// sleep (at most [`Stack::MAX_INLINE_SLEEP`]) on [`Stack::nic_fd`];
+    /// each call counts as a look at an idle engine. Other modes: true.
     pub fn idle(&self) -> bool {
         let Mode::Inline(..) = &self.inner.mode else {
             return true;
         };
-        let Some(after) = self.inner.idle.sleep_after else {
-            return false;
-        };
-        let last = self.inner.idle.last_work.load(Ordering::Relaxed);
-        Instant::now().as_nanos().saturating_sub(last) >= after.as_nanos() as u64
+        self.inner.idle.may_sleep(Instant::now())
     }
 
     /// The longest an inline-mode waiter sleeps before it runs the engine
