@@ -89,7 +89,7 @@ impl SpinBudget {
         {
             Ok(_) => {
                 let n = self.spells.fetch_add(1, Relaxed);
-                self.probe.store(u32::from(n % PROBE_EVERY == 0), Relaxed);
+                self.probe.store(u32::from(n.is_multiple_of(PROBE_EVERY)), Relaxed);
                 now_ns.max(1)
             }
             Err(since) => since,
