@@ -11,7 +11,8 @@
 //!   engine thread on one CPU, that wait sleeps at once on an eventfd the engine signals, and
 //!   the engine thread naps on the NIC queue as soon as it is idle (corestack's client does
 //!   not spin on a single allowed CPU); in inline mode the waiting server thread drives the
-//!   engine itself, spinning 50 µs before it sleeps on the NIC queue.
+//!   engine itself, spinning up to 50 µs (a budget learnt from its idle
+//!   spells) before it sleeps on the NIC queue.
 //!
 //! Latency is sockperf's round-trip time (`--full-rtt`), its percentiles as it prints them.
 //! Rows alternate within each round; the table shows each figure's median over the rounds.
@@ -392,7 +393,7 @@ impl SockperfBench {
             o,
             "under the shim: embedded, the server's wait sleeps at once on an eventfd and the engine \
              thread (same CPU) naps as soon as it is idle; inline, the server thread drives the \
-             engine, spinning 50 µs before it sleeps on the NIC queue\n"
+             engine, spinning up to 50 µs (a budget learnt from its idle spells) before it sleeps on the NIC queue\n"
         );
         let median_of = |want: Row| rows.iter().find(|r| r.row == want).and_then(|r| r.median);
         let (linux, tuned) = (median_of(Row::Linux), median_of(Row::LinuxTuned));
@@ -469,7 +470,7 @@ impl SockperfBench {
                  server blocks in epoll_wait; Linux tuned, the same with busy polling (epoll and \
                  reads poll {} µs first); embedded, its wait sleeps at once on an eventfd and the \
                  engine thread naps as soon as it is idle; inline, the server thread drives the \
-                 engine, spinning 50 µs before it sleeps on the NIC queue; service, the daemon's \
+                 engine, spinning up to 50 µs (a budget learnt from its idle spells) before it sleeps on the NIC queue; service, the daemon's \
                  engine (adaptive polling) beside it",
                 crate::harness::tuned::BUSY_POLL_US
             );

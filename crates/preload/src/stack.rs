@@ -12,7 +12,7 @@
 //! | `CORESTACK_INLINE` | `1`: no engine thread, waiting threads run the engine |
 //! | `CORESTACK_CORES` | engines, one per NIC queue group (default 1; see `corestack exec --cores`) |
 //! | `CORESTACK_SOCKET` | service mode: the control socket of a `corestack run` daemon (then the variables above are not used: address, prefix and gateway are the daemon's) |
-//! | `CORESTACK_POLL` | embedded and inline mode: `adaptive` (default: the engine, or inline mode's runner, spins 50 µs without work, then sleeps on the NIC queue's fd), `busy` (never sleeps), `interrupt` (sleeps as soon as it finds nothing) |
+//! | `CORESTACK_POLL` | embedded and inline mode: `adaptive` (default: the engine, or inline mode's runner, spins up to 50 µs without work (`CORESTACK_IDLE_US`; inline mode learns a shorter budget from its idle spells), then sleeps on the NIC queue's fd), `busy` (never sleeps), `interrupt` (sleeps as soon as it finds nothing) |
 //! | `CORESTACK_IDLE_US` | adaptive polling: µs without work before the engine (or inline mode's runner) sleeps (default 50) |
 //! | `CORESTACK_LINGER_MS` | how long exit waits for closed connections to deliver their data (default 5000) |
 //!

@@ -447,7 +447,7 @@ impl MemcachedBench {
              memcached blocks in epoll_wait; Linux tuned, the same with busy polling (epoll and \
              reads poll {} µs first); embedded, memcached's wait sleeps at once on an eventfd \
              and the engine thread naps as soon as it is idle; inline, memcached's thread drives \
-             the engine, spinning 50 µs before it sleeps on the NIC queue; service, the daemon's \
+             the engine, spinning up to 50 µs (a budget learnt from its idle spells) before it sleeps on the NIC queue; service, the daemon's \
              engine (adaptive polling) beside it",
             crate::harness::tuned::BUSY_POLL_US
         );

@@ -89,7 +89,8 @@ impl SpinBudget {
         {
             Ok(_) => {
                 let n = self.spells.fetch_add(1, Relaxed);
-                self.probe.store(u32::from(n.is_multiple_of(PROBE_EVERY)), Relaxed);
+                self.probe
+                    .store(u32::from(n.is_multiple_of(PROBE_EVERY)), Relaxed);
                 now_ns.max(1)
             }
             Err(since) => since,
